@@ -1,0 +1,146 @@
+//! The catalogue of rules, each with its code, its source in the specifications and whether
+//! the specification says MUST or SHOULD.
+
+use serde::{Serialize, Serializer};
+
+/// MUST or SHOULD, as the specification words the rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Requirement {
+    Must,
+    Should,
+}
+
+/// A rule an event can break. [`Rule::code`] is the stable identifier used in API responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Rule {
+    // The message itself.
+    JsonSyntax,
+    NotAnObject,
+    NotAnArray,
+    // Core specification.
+    Required,
+    NonEmpty,
+    SpecVersion,
+    DuplicateAttribute,
+    AttributeName,
+    AttributeNameLength,
+    AttributeNameStart,
+    JsonType,
+    StringCharacters,
+    Integer,
+    Uri,
+    UriReference,
+    Timestamp,
+    MediaType,
+    // JSON event format.
+    DataBase64,
+    DataExclusive,
+    DataNotString,
+    DataNotJson,
+    // HTTP protocol binding.
+    HeaderEncoding,
+    DataContentTypeHeader,
+    // NL GOV profile.
+    NlGovType,
+    NlGovTypeVersion,
+    NlGovSource,
+    NlGovSequence,
+    NlGovSequenceType,
+    NlGovSequenceInteger,
+    NlGovDataref,
+    NlGovDataContentType,
+}
+
+impl Rule {
+    /// A short stable code, e.g. `core.required` or `nlgov.type.reverse-domain`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Rule::JsonSyntax => "json.syntax",
+            Rule::NotAnObject => "json.not-an-object",
+            Rule::NotAnArray => "json.batch-not-an-array",
+            Rule::Required => "core.required",
+            Rule::NonEmpty => "core.non-empty",
+            Rule::SpecVersion => "core.specversion",
+            Rule::DuplicateAttribute => "core.duplicate-attribute",
+            Rule::AttributeName => "core.attribute-name",
+            Rule::AttributeNameLength => "core.attribute-name-length",
+            Rule::AttributeNameStart => "core.attribute-name-start",
+            Rule::JsonType => "json.type-mapping",
+            Rule::StringCharacters => "core.string-characters",
+            Rule::Integer => "core.integer",
+            Rule::Uri => "core.uri",
+            Rule::UriReference => "core.uri-reference",
+            Rule::Timestamp => "core.timestamp",
+            Rule::MediaType => "core.media-type",
+            Rule::DataBase64 => "json.data-base64",
+            Rule::DataExclusive => "json.data-exclusive",
+            Rule::DataNotString => "json.data-not-string",
+            Rule::DataNotJson => "http.data-not-json",
+            Rule::HeaderEncoding => "http.header-encoding",
+            Rule::DataContentTypeHeader => "http.ce-datacontenttype",
+            Rule::NlGovType => "nlgov.type.reverse-domain",
+            Rule::NlGovTypeVersion => "nlgov.type.version",
+            Rule::NlGovSource => "nlgov.source.urn-nld",
+            Rule::NlGovSequence => "nlgov.sequence",
+            Rule::NlGovSequenceType => "nlgov.sequencetype",
+            Rule::NlGovSequenceInteger => "nlgov.sequence.integer",
+            Rule::NlGovDataref => "nlgov.dataref",
+            Rule::NlGovDataContentType => "nlgov.datacontenttype.json",
+        }
+    }
+
+    /// The specification document and section the rule comes from.
+    pub fn spec(self) -> &'static str {
+        match self {
+            Rule::JsonSyntax | Rule::NotAnObject => "CloudEvents JSON format §3 Envelope",
+            Rule::NotAnArray => "CloudEvents JSON format §4.1 Mapping CloudEvents (batch)",
+            Rule::Required => "CloudEvents 1.0 spec.md §REQUIRED Attributes",
+            Rule::NonEmpty => "CloudEvents 1.0 spec.md §Context Attributes (non-empty constraints)",
+            Rule::SpecVersion => "CloudEvents 1.0 spec.md §specversion",
+            Rule::DuplicateAttribute => "CloudEvents 1.0 spec.md §Context Attributes",
+            Rule::AttributeName | Rule::AttributeNameLength | Rule::AttributeNameStart => {
+                "CloudEvents 1.0 spec.md §Naming Conventions"
+            }
+            Rule::JsonType => "CloudEvents JSON format §2.2 Type System Mapping",
+            Rule::StringCharacters
+            | Rule::Integer
+            | Rule::Uri
+            | Rule::UriReference
+            | Rule::Timestamp => "CloudEvents 1.0 spec.md §Type System",
+            Rule::MediaType => "CloudEvents 1.0 spec.md §datacontenttype (RFC 2046)",
+            Rule::DataBase64 => "CloudEvents JSON format §3.1.1 Payload Serialization",
+            Rule::DataExclusive => "CloudEvents JSON format §3.1.1 Payload Serialization",
+            Rule::DataNotString => "CloudEvents JSON format §3.1.2 Payload Deserialization",
+            Rule::DataNotJson => "CloudEvents JSON format §3.1 Handling of data",
+            Rule::HeaderEncoding => "CloudEvents HTTP binding §3.1.3.2 HTTP Header Values",
+            Rule::DataContentTypeHeader => "CloudEvents HTTP binding §3.1.1 HTTP Content-Type",
+            Rule::NlGovType | Rule::NlGovTypeVersion => {
+                "NL GOV profile for CloudEvents §3.3.4 type"
+            }
+            Rule::NlGovSource => "NL GOV profile for CloudEvents §3.3.2 source",
+            Rule::NlGovSequence => "NL GOV profile for CloudEvents §3.5.1.1 sequence",
+            Rule::NlGovSequenceType => "NL GOV profile for CloudEvents §3.5.1.2 sequencetype",
+            Rule::NlGovSequenceInteger => "NL GOV profile for CloudEvents §3.5.1.2.2 Integer",
+            Rule::NlGovDataref => "NL GOV profile for CloudEvents §3.4.7 dataref",
+            Rule::NlGovDataContentType => "NL GOV profile for CloudEvents §3.4.1.1 datacontenttype",
+        }
+    }
+
+    /// Whether the specification says MUST or SHOULD.
+    pub fn requirement(self) -> Requirement {
+        match self {
+            Rule::AttributeNameLength
+            | Rule::AttributeNameStart
+            | Rule::NlGovSource
+            | Rule::NlGovDataContentType => Requirement::Should,
+            _ => Requirement::Must,
+        }
+    }
+}
+
+impl Serialize for Rule {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.code())
+    }
+}
