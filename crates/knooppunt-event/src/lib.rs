@@ -24,5 +24,5 @@ pub mod validate;
 
 pub use builder::EventBuilder;
 pub use data::{Data, JsonText};
-pub use event::{AttributeValue, Event, ReceivedEvent, SPEC_VERSION};
+pub use event::{AttributeRef, AttributeValue, Event, ReceivedEvent, SPEC_VERSION};
 pub use validate::{ProfileLevel, Rule, Severity, Violation, Violations};

@@ -1,0 +1,208 @@
+//! Evaluation (section 3). Every operator is total: when an operand fails, the operator
+//! returns the zero value of its own return type with that error (so `1 != 1 / 0` is `false`
+//! with a math error); a failed implicit cast gives the zero value of the target type and
+//! evaluation of that operator goes on (so `NOT 10` is `true` with a cast error).
+
+use knooppunt_event::AttributeRef;
+use knooppunt_event::Event;
+
+use super::parser::{BinaryOp, Expr};
+use super::value::{Type, Value};
+use super::{ErrorKind, EvalError};
+
+type Outcome = (Value, Option<EvalError>);
+
+/// Evaluates `expr`, and on error returns the zero value of `ty` from the enclosing function.
+macro_rules! operand {
+    ($expr:expr, $event:expr, $ty:expr) => {
+        match evaluate($expr, $event) {
+            (value, None) => value,
+            (_, Some(error)) => return ($ty.zero(), Some(error)),
+        }
+    };
+}
+
+fn cast(value: Value, to: Type, error: &mut Option<EvalError>) -> Value {
+    match value.cast(to, false) {
+        Ok(value) => value,
+        Err((zero, cast_error)) => {
+            error.get_or_insert(cast_error);
+            zero
+        }
+    }
+}
+
+fn boolean(value: Value, error: &mut Option<EvalError>) -> bool {
+    matches!(cast(value, Type::Boolean, error), Value::Boolean(true))
+}
+
+fn integer(value: Value, error: &mut Option<EvalError>) -> i32 {
+    match cast(value, Type::Integer, error) {
+        Value::Integer(n) => n,
+        _ => 0,
+    }
+}
+
+fn attribute(event: &Event, name: &str) -> Option<Value> {
+    event.attribute(name).map(|value| match value {
+        AttributeRef::String(s) => Value::String(s.to_owned()),
+        AttributeRef::Integer(n) => Value::Integer(n),
+        AttributeRef::Boolean(b) => Value::Boolean(b),
+    })
+}
+
+pub(crate) fn evaluate(expr: &Expr, event: &Event) -> Outcome {
+    match expr {
+        Expr::Literal(value) => (value.clone(), None),
+        Expr::Attribute(name) => match attribute(event, name) {
+            Some(value) => (value, None),
+            None => (
+                Type::Boolean.zero(),
+                Some(EvalError::new(
+                    ErrorKind::MissingAttribute,
+                    format!("the event has no attribute `{name}`"),
+                )),
+            ),
+        },
+        Expr::Exists(name) => (Value::Boolean(event.attribute(name).is_some()), None),
+        Expr::Not(inner) => {
+            let value = operand!(inner, event, Type::Boolean);
+            let mut error = None;
+            (Value::Boolean(!boolean(value, &mut error)), error)
+        }
+        Expr::Negate(inner) => {
+            let value = operand!(inner, event, Type::Integer);
+            let mut error = None;
+            let n = integer(value, &mut error);
+            match n.checked_neg() {
+                Some(negated) => (Value::Integer(negated), error),
+                None => math_error("-(-2147483648) overflows"),
+            }
+        }
+        Expr::Binary(op, left, right) => binary(*op, left, right, event),
+        Expr::Like {
+            value,
+            pattern,
+            negated,
+        } => {
+            let value = operand!(value, event, Type::Boolean);
+            let mut error = None;
+            let text = cast(value, Type::String, &mut error).to_string();
+            (Value::Boolean(pattern.matches(&text) != *negated), error)
+        }
+        Expr::In {
+            value,
+            set,
+            negated,
+        } => {
+            let value = operand!(value, event, Type::Boolean);
+            let mut error = None;
+            let mut found = false;
+            for element in set {
+                let element = operand!(element, event, Type::Boolean);
+                if cast(element, value.ty(), &mut error) == value {
+                    found = true;
+                }
+            }
+            (Value::Boolean(found != *negated), error)
+        }
+        Expr::Call {
+            name,
+            function,
+            args,
+        } => {
+            let Some(function) = function else {
+                return (
+                    Type::Boolean.zero(),
+                    Some(EvalError::new(
+                        ErrorKind::MissingFunction,
+                        format!("there is no function {name} with {} arguments", args.len()),
+                    )),
+                );
+            };
+            let mut error = None;
+            let mut values = Vec::with_capacity(args.len());
+            for (index, arg) in args.iter().enumerate() {
+                let value = operand!(arg, event, function.return_type());
+                values.push(match function.parameter(index) {
+                    Some(ty) => cast(value, ty, &mut error),
+                    None => value,
+                });
+            }
+            let (value, call_error) = function.call(values);
+            (value, error.or(call_error))
+        }
+    }
+}
+
+fn math_error(why: &str) -> Outcome {
+    (
+        Type::Integer.zero(),
+        Some(EvalError::new(ErrorKind::Math, why)),
+    )
+}
+
+fn binary(op: BinaryOp, left: &Expr, right: &Expr, event: &Event) -> Outcome {
+    let mut error = None;
+    match op {
+        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
+            let left = operand!(left, event, Type::Boolean);
+            let left = boolean(left, &mut error);
+            match (op, left) {
+                (BinaryOp::And, false) => return (Value::Boolean(false), error),
+                (BinaryOp::Or, true) => return (Value::Boolean(true), error),
+                _ => {}
+            }
+            let right = operand!(right, event, Type::Boolean);
+            let right = boolean(right, &mut error);
+            let result = match op {
+                BinaryOp::Xor => left != right,
+                _ => right,
+            };
+            (Value::Boolean(result), error)
+        }
+        BinaryOp::Equal | BinaryOp::NotEqual => {
+            let left = operand!(left, event, Type::Boolean);
+            let right = operand!(right, event, Type::Boolean);
+            // `=` is ambiguous: the right operand's type picks the definition.
+            let left = cast(left, right.ty(), &mut error);
+            let equal = left == right;
+            (Value::Boolean(equal == (op == BinaryOp::Equal)), error)
+        }
+        BinaryOp::Less | BinaryOp::LessEqual | BinaryOp::Greater | BinaryOp::GreaterEqual => {
+            let left = operand!(left, event, Type::Boolean);
+            let right = operand!(right, event, Type::Boolean);
+            let (left, right) = (integer(left, &mut error), integer(right, &mut error));
+            let result = match op {
+                BinaryOp::Less => left < right,
+                BinaryOp::LessEqual => left <= right,
+                BinaryOp::Greater => left > right,
+                _ => left >= right,
+            };
+            (Value::Boolean(result), error)
+        }
+        BinaryOp::Add
+        | BinaryOp::Subtract
+        | BinaryOp::Multiply
+        | BinaryOp::Divide
+        | BinaryOp::Modulo => {
+            let left = operand!(left, event, Type::Integer);
+            let right = operand!(right, event, Type::Integer);
+            let (left, right) = (integer(left, &mut error), integer(right, &mut error));
+            if matches!(op, BinaryOp::Divide | BinaryOp::Modulo) && right == 0 {
+                return math_error("division by zero");
+            }
+            let result = match op {
+                BinaryOp::Add => left.checked_add(right),
+                BinaryOp::Subtract => left.checked_sub(right),
+                BinaryOp::Multiply => left.checked_mul(right),
+                BinaryOp::Divide => left.checked_div(right),
+                _ => left.checked_rem(right),
+            };
+            match result {
+                Some(n) => (Value::Integer(n), error),
+                None => math_error("the result overflows a 32-bit integer"),
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The built-in functions every CESQL engine must have (sections 3.5 and 3.7).
+
+use super::value::{Type, Value};
+use super::{ErrorKind, EvalError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Function {
+    Int,
+    Bool,
+    String,
+    Length,
+    Concat,
+    ConcatWs,
+    Lower,
+    Upper,
+    Trim,
+    Left,
+    Right,
+    Substring2,
+    Substring3,
+    Abs,
+}
+
+impl Function {
+    /// Dispatches on name (case-insensitive) and arity.
+    pub(crate) fn resolve(name: &str, arity: usize) -> Option<Function> {
+        let function = match (name.to_ascii_uppercase().as_str(), arity) {
+            ("INT", 1) => Function::Int,
+            ("BOOL", 1) => Function::Bool,
+            ("STRING", 1) => Function::String,
+            ("LENGTH", 1) => Function::Length,
+            ("CONCAT", _) => Function::Concat,
+            ("CONCAT_WS", n) if n >= 1 => Function::ConcatWs,
+            ("LOWER", 1) => Function::Lower,
+            ("UPPER", 1) => Function::Upper,
+            ("TRIM", 1) => Function::Trim,
+            ("LEFT", 2) => Function::Left,
+            ("RIGHT", 2) => Function::Right,
+            ("SUBSTRING", 2) => Function::Substring2,
+            ("SUBSTRING", 3) => Function::Substring3,
+            ("ABS", 1) => Function::Abs,
+            _ => return None,
+        };
+        Some(function)
+    }
+
+    pub(crate) fn return_type(self) -> Type {
+        match self {
+            Function::Int | Function::Length | Function::Abs => Type::Integer,
+            Function::Bool => Type::Boolean,
+            _ => Type::String,
+        }
+    }
+
+    /// The type argument `index` is cast to; `None` for the casting functions, which take
+    /// any type.
+    pub(crate) fn parameter(self, index: usize) -> Option<Type> {
+        match (self, index) {
+            (Function::Int | Function::Bool | Function::String, _) => None,
+            (Function::Abs, _) => Some(Type::Integer),
+            (Function::Left | Function::Right | Function::Substring2 | Function::Substring3, i)
+                if i > 0 =>
+            {
+                Some(Type::Integer)
+            }
+            _ => Some(Type::String),
+        }
+    }
+
+    /// Applies the function to arguments already cast to its parameter types.
+    pub(crate) fn call(self, args: Vec<Value>) -> (Value, Option<EvalError>) {
+        let string = |i: usize| match &args[i] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let integer = |i: usize| match args[i] {
+            Value::Integer(n) => n,
+            _ => 0,
+        };
+        let ok = |value| (value, None);
+        let failed = |value, why: String| {
+            (
+                value,
+                Some(EvalError::new(ErrorKind::FunctionEvaluation, why)),
+            )
+        };
+        match self {
+            Function::Int => cast(args, Type::Integer),
+            Function::Bool => cast(args, Type::Boolean),
+            Function::String => cast(args, Type::String),
+            Function::Length => {
+                let length = string(0).chars().count();
+                ok(Value::Integer(i32::try_from(length).unwrap_or(i32::MAX)))
+            }
+            Function::Concat => ok(Value::String((0..args.len()).map(string).collect())),
+            Function::ConcatWs => {
+                let parts: Vec<String> = (1..args.len()).map(string).collect();
+                ok(Value::String(parts.join(&string(0))))
+            }
+            Function::Lower => ok(Value::String(string(0).to_lowercase())),
+            Function::Upper => ok(Value::String(string(0).to_uppercase())),
+            Function::Trim => ok(Value::String(string(0).trim().to_owned())),
+            Function::Left | Function::Right => {
+                let text = string(0);
+                let count = integer(1);
+                if count < 0 {
+                    return failed(
+                        Value::String(text),
+                        format!("{self:?} needs a length of 0 or more, not {count}"),
+                    );
+                }
+                let chars: Vec<char> = text.chars().collect();
+                let count = (count as usize).min(chars.len());
+                let slice = if self == Function::Left {
+                    &chars[..count]
+                } else {
+                    &chars[chars.len() - count..]
+                };
+                ok(Value::String(slice.iter().collect()))
+            }
+            Function::Substring2 | Function::Substring3 => {
+                let chars: Vec<char> = string(0).chars().collect();
+                let length = chars.len() as i64;
+                let position = i64::from(integer(1));
+                if position > length || position < -length {
+                    return failed(
+                        Value::String(String::new()),
+                        format!(
+                            "SUBSTRING position {position} is outside a string of {length} characters"
+                        ),
+                    );
+                }
+                if position == 0 {
+                    return ok(Value::String(String::new()));
+                }
+                let start = if position > 0 {
+                    position - 1
+                } else {
+                    length + position
+                } as usize;
+                let end = if self == Function::Substring3 {
+                    let wanted = integer(2);
+                    if wanted < 0 {
+                        return failed(
+                            Value::String(String::new()),
+                            format!("SUBSTRING length must be 0 or more, not {wanted}"),
+                        );
+                    }
+                    (start + wanted as usize).min(chars.len())
+                } else {
+                    chars.len()
+                };
+                ok(Value::String(chars[start..end].iter().collect()))
+            }
+            Function::Abs => {
+                let n = integer(0);
+                match n.checked_abs() {
+                    Some(abs) => ok(Value::Integer(abs)),
+                    None => (
+                        Value::Integer(i32::MAX),
+                        Some(EvalError::new(
+                            ErrorKind::Math,
+                            "ABS(-2147483648) overflows",
+                        )),
+                    ),
+                }
+            }
+        }
+    }
+}
+
+fn cast(mut args: Vec<Value>, to: Type) -> (Value, Option<EvalError>) {
+    match args.remove(0).cast(to, true) {
+        Ok(value) => (value, None),
+        Err((value, error)) => (value, Some(error)),
+    }
+}

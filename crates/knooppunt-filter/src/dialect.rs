@@ -1,0 +1,228 @@
+//! The filter dialects of the CloudEvents Subscriptions API (subscriptions/spec.md section
+//! 3.2.4): `exact`, `prefix`, `suffix`, `all`, `any`, `not` and `sql`, and the `source` and
+//! `types` properties of a subscription ([`Criteria`]).
+
+use std::collections::BTreeMap;
+
+use knooppunt_event::{AttributeRef, Event};
+use serde_json::{Map, Value};
+
+use crate::cesql::Expression;
+
+/// One filter expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Filter {
+    /// Every named attribute equals its value (case-sensitive).
+    Exact(BTreeMap<String, String>),
+    /// Every named attribute starts with its value.
+    Prefix(BTreeMap<String, String>),
+    /// Every named attribute ends with its value.
+    Suffix(BTreeMap<String, String>),
+    /// All nested filters match (at least one).
+    All(Vec<Filter>),
+    /// At least one nested filter matches (at least one).
+    Any(Vec<Filter>),
+    Not(Box<Filter>),
+    /// A CESQL expression that yields `TRUE` without errors.
+    Sql(Expression),
+}
+
+/// A problem with a filter, located by a path such as `filters[1].all[0].exact`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct FilterError {
+    pub path: String,
+    pub message: String,
+}
+
+/// The names of the dialects, for messages and documentation.
+pub const DIALECTS: [&str; 7] = ["exact", "prefix", "suffix", "all", "any", "not", "sql"];
+
+impl Filter {
+    /// Reads one filter from its JSON form, reporting every problem found.
+    pub fn from_json(value: &Value, path: &str) -> Result<Filter, Vec<FilterError>> {
+        let mut errors = Vec::new();
+        let filter = read(value, path, &mut errors);
+        match filter {
+            Some(filter) if errors.is_empty() => Ok(filter),
+            _ => Err(errors),
+        }
+    }
+
+    /// Reads the `filters` array of a subscription.
+    pub fn list_from_json(values: &[Value], path: &str) -> Result<Vec<Filter>, Vec<FilterError>> {
+        let mut errors = Vec::new();
+        let filters: Vec<_> = values
+            .iter()
+            .enumerate()
+            .filter_map(|(i, value)| read(value, &format!("{path}[{i}]"), &mut errors))
+            .collect();
+        if errors.is_empty() {
+            Ok(filters)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The JSON form, as the Subscriptions API writes it.
+    pub fn to_json(&self) -> Value {
+        let (dialect, body) = match self {
+            Filter::Exact(map) => ("exact", attribute_map(map)),
+            Filter::Prefix(map) => ("prefix", attribute_map(map)),
+            Filter::Suffix(map) => ("suffix", attribute_map(map)),
+            Filter::All(filters) => ("all", filters.iter().map(Filter::to_json).collect()),
+            Filter::Any(filters) => ("any", filters.iter().map(Filter::to_json).collect()),
+            Filter::Not(filter) => ("not", filter.to_json()),
+            Filter::Sql(expression) => ("sql", Value::String(expression.as_str().to_owned())),
+        };
+        let mut object = Map::new();
+        object.insert(dialect.to_owned(), body);
+        Value::Object(object)
+    }
+
+    pub fn matches(&self, event: &Event) -> bool {
+        let compare = |map: &BTreeMap<String, String>, test: fn(&str, &str) -> bool| {
+            map.iter()
+                .all(|(name, expected)| match event.attribute(name) {
+                    Some(AttributeRef::String(value)) => test(value, expected),
+                    Some(other) => test(&other.to_string(), expected),
+                    None => false,
+                })
+        };
+        match self {
+            Filter::Exact(map) => compare(map, |value, expected| value == expected),
+            Filter::Prefix(map) => compare(map, |value, expected| value.starts_with(expected)),
+            Filter::Suffix(map) => compare(map, |value, expected| value.ends_with(expected)),
+            Filter::All(filters) => filters.iter().all(|filter| filter.matches(event)),
+            Filter::Any(filters) => filters.iter().any(|filter| filter.matches(event)),
+            Filter::Not(filter) => !filter.matches(event),
+            Filter::Sql(expression) => expression.matches(event),
+        }
+    }
+}
+
+fn attribute_map(map: &BTreeMap<String, String>) -> Value {
+    Value::Object(
+        map.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
+}
+
+fn read(value: &Value, path: &str, errors: &mut Vec<FilterError>) -> Option<Filter> {
+    let mut fail = |message: String| {
+        errors.push(FilterError {
+            path: path.to_owned(),
+            message,
+        });
+        None
+    };
+    let Some(object) = value.as_object() else {
+        return fail("a filter must be a JSON object with one dialect, e.g. {\"exact\": {\"type\": \"nl.x\"}}".into());
+    };
+    if object.len() != 1 {
+        return fail(format!(
+            "a filter must have exactly one dialect member, found {}",
+            object.len()
+        ));
+    }
+    let (dialect, body) = object.iter().next().expect("one member");
+    let path = format!("{path}.{dialect}");
+    let mut fail = |message: String| {
+        errors.push(FilterError {
+            path: path.clone(),
+            message,
+        });
+        None
+    };
+    match dialect.as_str() {
+        "exact" | "prefix" | "suffix" => {
+            let Some(map) = body.as_object() else {
+                return fail("must be an object of attribute names to string values".into());
+            };
+            if map.is_empty() {
+                return fail("must name at least one attribute".into());
+            }
+            let mut attributes = BTreeMap::new();
+            let mut problems = Vec::new();
+            for (name, value) in map {
+                let valid_name = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+                match value.as_str() {
+                    _ if !valid_name => problems.push(format!(
+                        "`{name}` is not a CloudEvents attribute name (a-z and 0-9 only)"
+                    )),
+                    Some("") => problems.push(format!("the value for `{name}` must not be empty")),
+                    Some(text) => {
+                        attributes.insert(name.clone(), text.to_owned());
+                    }
+                    None => problems.push(format!("the value for `{name}` must be a string")),
+                }
+            }
+            if !problems.is_empty() {
+                return fail(problems.join("; "));
+            }
+            Some(match dialect.as_str() {
+                "exact" => Filter::Exact(attributes),
+                "prefix" => Filter::Prefix(attributes),
+                _ => Filter::Suffix(attributes),
+            })
+        }
+        "all" | "any" => {
+            let Some(list) = body.as_array() else {
+                return fail("must be an array of filters".into());
+            };
+            if list.is_empty() {
+                return fail("must contain at least one filter".into());
+            }
+            let nested: Vec<_> = list
+                .iter()
+                .enumerate()
+                .map(|(i, value)| read(value, &format!("{path}[{i}]"), errors))
+                .collect();
+            let nested: Option<Vec<_>> = nested.into_iter().collect();
+            let nested = nested?;
+            Some(if dialect == "all" {
+                Filter::All(nested)
+            } else {
+                Filter::Any(nested)
+            })
+        }
+        "not" => read(body, &path, errors).map(|filter| Filter::Not(Box::new(filter))),
+        "sql" => {
+            let Some(text) = body.as_str() else {
+                return fail("must be a string holding a CESQL expression".into());
+            };
+            match Expression::compile(text) {
+                Ok(expression) => Some(Filter::Sql(expression)),
+                Err(error) => fail(format!("invalid CESQL expression: {error}")),
+            }
+        }
+        other => fail(format!(
+            "unknown filter dialect `{other}`; supported: {}",
+            DIALECTS.join(", ")
+        )),
+    }
+}
+
+/// What a subscription selects: its `source`, `types` and `filters`, all of which must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Criteria {
+    /// The event's `source` must equal this.
+    pub source: Option<String>,
+    /// The event's `type` must be one of these (no constraint when empty).
+    pub types: Vec<String>,
+    pub filters: Vec<Filter>,
+}
+
+impl Criteria {
+    pub fn matches(&self, event: &Event) -> bool {
+        self.source
+            .as_deref()
+            .is_none_or(|source| source == event.source())
+            && (self.types.is_empty() || self.types.iter().any(|ty| ty == event.ty()))
+            && self.filters.iter().all(|filter| filter.matches(event))
+    }
+}
