@@ -1,0 +1,383 @@
+//! The stored subscription and its delivery settings.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A subscription as the hub keeps it. The API layer validates it before it is stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subscription {
+    /// Assigned by the hub; time-ordered, so listing in id order is listing in creation order.
+    pub id: String,
+    /// The principal that owns it.
+    pub owner: String,
+    /// Absolute http(s) URL events are delivered to.
+    pub sink: String,
+    /// The delivery protocol; `HTTP` is the only one the hub delivers.
+    pub protocol: String,
+    pub source: Option<String>,
+    #[serde(default)]
+    pub types: Vec<String>,
+    /// The filters exactly as submitted (already validated).
+    #[serde(default)]
+    pub filters: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub protocol_settings: HttpSettings,
+    /// Kept to authenticate deliveries; never returned by the API.
+    pub sink_credential: Option<SinkCredential>,
+    /// The `config` map with every default applied, values as strings.
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
+/// `protocolsettings` for HTTP (Subscriptions API section 3.2.2.1).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpSettings {
+    /// Headers copied into every delivery request.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The HTTP method; POST when absent.
+    pub method: Option<String>,
+}
+
+/// How the hub authenticates itself at the sink (Subscriptions API section 3.2.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "credentialtype", rename_all = "UPPERCASE")]
+pub enum SinkCredential {
+    /// Sent as HTTP Basic authentication.
+    Plain { identifier: String, secret: String },
+    /// Sent as `Authorization: <accesstokentype> <accesstoken>` (Bearer by default).
+    AccessToken {
+        accesstoken: String,
+        accesstokentype: Option<String>,
+        accesstokenexpiresutc: Option<String>,
+    },
+}
+
+/// Whether deliveries carry the event in structured or binary content mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryMode {
+    Structured,
+    Binary,
+}
+
+/// Whether a subscription receives its events one at a time, in acceptance order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ordering {
+    Ordered,
+    Unordered,
+}
+
+/// The delivery settings of a subscription, read from its `config` map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryConfig {
+    pub mode: DeliveryMode,
+    pub ordering: Ordering,
+    pub max_attempts: u32,
+    pub ttl: Duration,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    pub timeout: Duration,
+}
+
+/// One documented `config` key: its name, default and meaning.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfigKey {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub description: &'static str,
+}
+
+/// Every key a subscription's `config` may hold, with its default. The API documentation is
+/// generated from this table.
+pub const CONFIG_KEYS: [ConfigKey; 7] = [
+    ConfigKey {
+        name: "mode",
+        default: "structured",
+        description: "Content mode of deliveries: `structured` (the event as application/cloudevents+json, \
+                      the publisher's JSON unchanged) or `binary` (ce- headers and the data as the body).",
+    },
+    ConfigKey {
+        name: "ordering",
+        default: "ordered",
+        description: "`ordered`: one delivery in flight, events in acceptance order; a failing event holds \
+                      back later ones for this subscription only. `unordered`: several deliveries at once.",
+    },
+    ConfigKey {
+        name: "maxAttempts",
+        default: "30",
+        description: "How many delivery attempts an event gets (1 to 1000) before it becomes a dead letter.",
+    },
+    ConfigKey {
+        name: "ttl",
+        default: "PT24H",
+        description: "ISO 8601 duration after acceptance when an undelivered event becomes a dead letter.",
+    },
+    ConfigKey {
+        name: "initialBackoff",
+        default: "PT1S",
+        description: "ISO 8601 duration: the first retry delay; later ones grow exponentially, with full jitter.",
+    },
+    ConfigKey {
+        name: "maxBackoff",
+        default: "PT1H",
+        description: "ISO 8601 duration: the longest retry delay (at least initialBackoff).",
+    },
+    ConfigKey {
+        name: "timeout",
+        default: "PT10S",
+        description: "ISO 8601 duration: how long one delivery attempt may take (at most PT5M).",
+    },
+];
+
+/// A `config` problem, naming the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config.{key}: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+impl DeliveryConfig {
+    /// Validates a submitted `config` map, reporting every bad key, and returns the map with
+    /// every default applied next to the typed settings.
+    pub fn try_from_map(
+        map: &BTreeMap<String, String>,
+    ) -> Result<(DeliveryConfig, BTreeMap<String, String>), Vec<ConfigError>> {
+        let mut errors = Vec::new();
+        for key in map.keys() {
+            if !CONFIG_KEYS.iter().any(|known| known.name == key) {
+                let known: Vec<_> = CONFIG_KEYS.iter().map(|k| k.name).collect();
+                errors.push(ConfigError {
+                    key: key.clone(),
+                    message: format!("unknown key; the keys are {}", known.join(", ")),
+                });
+            }
+        }
+        let mut effective = BTreeMap::new();
+        for key in CONFIG_KEYS {
+            let value = map.get(key.name).map_or(key.default, String::as_str);
+            effective.insert(key.name.to_owned(), value.to_owned());
+        }
+        let mut error = |key: &str, message: String| {
+            errors.push(ConfigError {
+                key: key.to_owned(),
+                message,
+            })
+        };
+        let get = |key: &str| effective[key].as_str();
+        let mode = match get("mode") {
+            "structured" => DeliveryMode::Structured,
+            "binary" => DeliveryMode::Binary,
+            other => {
+                error("mode", format!("`{other}` is not `structured` or `binary`"));
+                DeliveryMode::Structured
+            }
+        };
+        let ordering = match get("ordering") {
+            "ordered" => Ordering::Ordered,
+            "unordered" => Ordering::Unordered,
+            other => {
+                error(
+                    "ordering",
+                    format!("`{other}` is not `ordered` or `unordered`"),
+                );
+                Ordering::Ordered
+            }
+        };
+        let max_attempts = match get("maxAttempts").parse::<u32>() {
+            Ok(n) if (1..=1000).contains(&n) => n,
+            _ => {
+                let value = get("maxAttempts");
+                error(
+                    "maxAttempts",
+                    format!("`{value}` is not a whole number from 1 to 1000"),
+                );
+                1
+            }
+        };
+        let mut duration = |key: &str| match parse_iso8601_duration(get(key)) {
+            Ok(duration) if !duration.is_zero() => duration,
+            Ok(_) => {
+                error(key, "must be longer than zero".into());
+                Duration::from_secs(1)
+            }
+            Err(why) => {
+                error(key, why);
+                Duration::from_secs(1)
+            }
+        };
+        let ttl = duration("ttl");
+        let initial_backoff = duration("initialBackoff");
+        let max_backoff = duration("maxBackoff");
+        let timeout = duration("timeout");
+        if max_backoff < initial_backoff {
+            error(
+                "maxBackoff",
+                format!(
+                    "`{}` is shorter than initialBackoff `{}`",
+                    get("maxBackoff"),
+                    get("initialBackoff")
+                ),
+            );
+        }
+        if timeout > Duration::from_secs(300) {
+            error(
+                "timeout",
+                format!("`{}` is longer than PT5M", get("timeout")),
+            );
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let config = DeliveryConfig {
+            mode,
+            ordering,
+            max_attempts,
+            ttl,
+            initial_backoff,
+            max_backoff,
+            timeout,
+        };
+        Ok((config, effective))
+    }
+}
+
+/// Parses an ISO 8601 duration of weeks, days, hours, minutes and (fractional) seconds, such
+/// as `PT10S`, `PT1H30M`, `P1DT12H` or `P2W`. Years and months are refused: their length
+/// varies.
+pub fn parse_iso8601_duration(text: &str) -> Result<Duration, String> {
+    let invalid = |why: &str| {
+        Err(format!(
+            "`{text}` is not an ISO 8601 duration ({why}); write e.g. PT30S, PT5M, PT1H or P1D"
+        ))
+    };
+    let Some(rest) = text.strip_prefix('P') else {
+        return invalid("it must start with `P`");
+    };
+    if rest.is_empty() || rest == "T" || rest.ends_with('T') {
+        return invalid("it has no amount");
+    }
+    let mut seconds = 0f64;
+    let mut in_time = false;
+    let mut number = String::new();
+    let mut last_unit_rank = 0;
+    for c in rest.chars() {
+        match c {
+            'T' if !in_time && number.is_empty() => in_time = true,
+            '0'..='9' | '.' | ',' => number.push(if c == ',' { '.' } else { c }),
+            unit => {
+                let (factor, rank) = match (in_time, unit) {
+                    (false, 'W') => (604_800.0, 1),
+                    (false, 'D') => (86_400.0, 2),
+                    (true, 'H') => (3_600.0, 3),
+                    (true, 'M') => (60.0, 4),
+                    (true, 'S') => (1.0, 5),
+                    (false, 'Y' | 'M') => return invalid("years and months have no fixed length"),
+                    _ => return invalid("it has an unknown unit or a misplaced `T`"),
+                };
+                if rank <= last_unit_rank {
+                    return invalid("units must appear once, largest first");
+                }
+                last_unit_rank = rank;
+                let Ok(amount) = number.parse::<f64>() else {
+                    return invalid("a unit has no number before it");
+                };
+                if unit != 'S' && number.contains('.') {
+                    return invalid("only seconds may have a fraction");
+                }
+                seconds += amount * factor;
+                number.clear();
+            }
+        }
+    }
+    if !number.is_empty() {
+        return invalid("a number has no unit after it");
+    }
+    if seconds > 10.0 * 365.0 * 86_400.0 {
+        return invalid("it is longer than ten years");
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_iso8601_duration("PT10S"), Ok(Duration::from_secs(10)));
+        assert_eq!(
+            parse_iso8601_duration("PT1H30M"),
+            Ok(Duration::from_secs(5400))
+        );
+        assert_eq!(
+            parse_iso8601_duration("P1DT12H"),
+            Ok(Duration::from_secs(129_600))
+        );
+        assert_eq!(
+            parse_iso8601_duration("P2W"),
+            Ok(Duration::from_secs(1_209_600))
+        );
+        assert_eq!(
+            parse_iso8601_duration("PT0.5S"),
+            Ok(Duration::from_millis(500))
+        );
+        assert_eq!(
+            parse_iso8601_duration("PT0,25S"),
+            Ok(Duration::from_millis(250))
+        );
+        for bad in [
+            "10s", "P", "PT", "P1Y", "P1M", "PT1.5M", "PT5", "PT1S1M", "P1DT", "PTS", "PT1X",
+        ] {
+            assert!(parse_iso8601_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn defaults_are_applied_and_every_bad_key_reported() {
+        let (config, effective) = DeliveryConfig::try_from_map(&BTreeMap::new()).unwrap();
+        assert_eq!(config.max_attempts, 30);
+        assert_eq!(config.ttl, Duration::from_secs(86_400));
+        assert_eq!(config.mode, DeliveryMode::Structured);
+        assert_eq!(config.ordering, Ordering::Ordered);
+        assert_eq!(effective.len(), CONFIG_KEYS.len());
+        assert_eq!(effective["timeout"], "PT10S");
+
+        let bad: BTreeMap<String, String> = [
+            ("mode", "carrier-pigeon"),
+            ("maxAttempts", "0"),
+            ("ttl", "1 day"),
+            ("initialBackoff", "PT1M"),
+            ("maxBackoff", "PT10S"),
+            ("timeout", "PT10M"),
+            ("colour", "blue"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let errors = DeliveryConfig::try_from_map(&bad).unwrap_err();
+        let mut keys: Vec<_> = errors.iter().map(|e| e.key.as_str()).collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "colour",
+                "maxAttempts",
+                "maxBackoff",
+                "mode",
+                "timeout",
+                "ttl"
+            ]
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.to_string().starts_with("config.mode: `carrier-pigeon`"))
+        );
+    }
+}
