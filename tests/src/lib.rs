@@ -1,7 +1,15 @@
-//! The test harness shared by the scenarios in `scenarios/`: where the specifications are,
-//! and (as the hub grows) how to start it and a recording sink.
+//! The test harness shared by the scenarios in `scenarios/`: a real hub on 127.0.0.1 port 0
+//! ([`TestHub`]), the principals it knows, and where the specifications are.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use knooppunt_broker::{Authentication, Hub, HubOptions, Principal, Role, hash_token};
+use knooppunt_store::SledStore;
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 /// `../shared/specs` beside the checkout: the specifications this project implements.
 pub fn specs_dir() -> PathBuf {
@@ -19,4 +27,182 @@ pub fn read_spec(path: &str) -> String {
     let path = specs_dir().join(path);
     std::fs::read_to_string(&path)
         .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()))
+}
+
+/// Bearer tokens of the principals every test hub knows.
+pub mod tokens {
+    /// Admin: sees and changes everything.
+    pub const ADMIN: &str = "admin-token";
+    /// Subscriber limited to `nl.brp.` types.
+    pub const GEMEENTE: &str = "gemeente-token";
+    /// Subscriber without limits.
+    pub const KVK: &str = "kvk-token";
+    /// Publisher only.
+    pub const PUBLISHER: &str = "publisher-token";
+}
+
+fn principal(name: &str, roles: &[Role], type_prefixes: &[&str]) -> Principal {
+    Principal {
+        name: name.into(),
+        roles: roles.iter().copied().collect(),
+        subscribe_type_prefixes: type_prefixes.iter().map(|p| (*p).to_owned()).collect(),
+        publish_source_prefixes: Vec::new(),
+    }
+}
+
+fn authentication() -> Authentication {
+    Authentication::tokens([
+        (
+            hash_token(tokens::ADMIN),
+            principal("admin", &[Role::Admin], &[]),
+        ),
+        (
+            hash_token(tokens::GEMEENTE),
+            principal("gemeente", &[Role::Subscriber], &["nl.brp."]),
+        ),
+        (
+            hash_token(tokens::KVK),
+            principal("kvk", &[Role::Subscriber], &[]),
+        ),
+        (
+            hash_token(tokens::PUBLISHER),
+            principal("publisher", &[Role::Publisher], &[]),
+        ),
+    ])
+}
+
+/// A hub serving on 127.0.0.1 with a fresh store in a temporary directory.
+#[allow(missing_debug_implementations)]
+pub struct TestHub {
+    pub address: SocketAddr,
+    pub hub: Hub,
+    pub client: reqwest::Client,
+    data: Arc<TempDir>,
+    shutdown: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl TestHub {
+    pub async fn start() -> TestHub {
+        TestHub::start_in(Arc::new(tempfile::tempdir().unwrap())).await
+    }
+
+    async fn start_in(data: Arc<TempDir>) -> TestHub {
+        let store = SledStore::open(data.path()).unwrap();
+        let hub = Hub::open(
+            Arc::new(store),
+            HubOptions {
+                authentication: authentication(),
+            },
+        )
+        .await
+        .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (shutdown, stop) = oneshot::channel::<()>();
+        let serving = hub.clone();
+        let task = tokio::spawn(async move {
+            knooppunt_broker::serve(listener, serving, async {
+                let _ = stop.await;
+            })
+            .await
+            .unwrap();
+        });
+        TestHub {
+            address,
+            hub,
+            client: reqwest::Client::new(),
+            data,
+            shutdown,
+            task,
+        }
+    }
+
+    /// Stops the hub, waits until it has let go of its store, and starts it again on the
+    /// same data directory.
+    pub async fn restart(self) -> TestHub {
+        let TestHub {
+            hub,
+            data,
+            shutdown,
+            task,
+            ..
+        } = self;
+        let _ = shutdown.send(());
+        task.await.unwrap();
+        drop(hub);
+        TestHub::start_in(data).await
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    /// A request with a bearer token.
+    pub fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+    ) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, self.url(path))
+            .bearer_auth(token)
+    }
+}
+
+/// A response's status, headers and JSON body (or `Null`).
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: serde_json::Value,
+}
+
+impl Answer {
+    pub async fn from(response: reqwest::Response) -> Answer {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.unwrap();
+        let body = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+        Answer {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+
+    /// The `name`s of the invalid params of a problem.
+    pub fn invalid_params(&self) -> Vec<String> {
+        self.body["invalidParams"]
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .map(|p| p["name"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Asserts a problem+json answer with this status and returns it.
+    pub fn assert_problem(self, status: u16) -> Answer {
+        assert_eq!(self.status, status, "{}", self.body);
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json")
+        );
+        for field in ["type", "title", "detail"] {
+            assert!(
+                self.body[field].is_string(),
+                "problem lacks {field}: {}",
+                self.body
+            );
+        }
+        assert_eq!(self.body["status"], status);
+        self
+    }
 }

@@ -1,8 +1,12 @@
-//! The configuration file (`config/knooppunt.toml`).
+//! The configuration file (`config/knooppunt.toml`): serde structs with a doc comment per
+//! field, defaults for every key, unknown keys refused.
 
-use std::path::Path;
+use std::collections::{BTreeSet, HashSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use anyhow::{Context, bail};
+use knooppunt_broker::{Principal, Role};
 use knooppunt_event::ProfileLevel;
 use serde::Deserialize;
 
@@ -10,8 +14,29 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct Config {
+    pub(crate) server: ServerConfig,
     /// How published events are validated.
     pub(crate) validation: ValidationConfig,
+    /// The parties that may call the API.
+    pub(crate) principals: Vec<PrincipalConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ServerConfig {
+    /// The address and port the API listens on.
+    pub(crate) listen: SocketAddr,
+    /// The directory of the embedded store; created when missing.
+    pub(crate) data_dir: PathBuf,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("data"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -19,6 +44,24 @@ pub(crate) struct Config {
 pub(crate) struct ValidationConfig {
     /// How strictly the NL GOV profile is applied: `off`, `warn` or `enforce`.
     pub(crate) profile: ProfileLevel,
+}
+
+/// A party that may call the API, identified by the SHA-256 of its bearer token.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PrincipalConfig {
+    /// A name for logs and ownership, unique in the file.
+    pub(crate) name: String,
+    /// Hex SHA-256 of the token (`knooppunt hash-token`).
+    pub(crate) token_sha256: String,
+    /// `publisher`, `subscriber` and/or `admin`.
+    pub(crate) roles: BTreeSet<Role>,
+    /// Type prefixes it may subscribe to; empty or absent: any.
+    #[serde(default)]
+    pub(crate) subscribe_type_prefixes: Vec<String>,
+    /// Source prefixes it may publish; empty or absent: any.
+    #[serde(default)]
+    pub(crate) publish_source_prefixes: Vec<String>,
 }
 
 impl Config {
@@ -37,7 +80,58 @@ impl Config {
     }
 
     pub(crate) fn parse(text: &str) -> anyhow::Result<Config> {
-        Ok(toml::from_str(text)?)
+        let config: Config = toml::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        let mut names = HashSet::new();
+        let mut hashes = HashSet::new();
+        for (i, principal) in self.principals.iter().enumerate() {
+            let key = format!("principals[{i}]");
+            if principal.name.trim().is_empty() {
+                bail!("{key}.name: must not be empty");
+            }
+            if !names.insert(&principal.name) {
+                bail!(
+                    "{key}.name: `{}` is used by another principal",
+                    principal.name
+                );
+            }
+            let hash = &principal.token_sha256;
+            if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+                bail!(
+                    "{key}.token_sha256: must be 64 hex digits (run `knooppunt hash-token` on the \
+                     token)"
+                );
+            }
+            if !hashes.insert(hash.to_ascii_lowercase()) {
+                bail!("{key}.token_sha256: the same token is configured twice");
+            }
+            if principal.roles.is_empty() {
+                bail!("{key}.roles: give at least one of `publisher`, `subscriber`, `admin`");
+            }
+        }
+        Ok(())
+    }
+
+    /// The principals with their token hashes, for the hub.
+    pub(crate) fn principals(&self) -> Vec<(String, Principal)> {
+        self.principals
+            .iter()
+            .map(|p| {
+                (
+                    p.token_sha256.clone(),
+                    Principal {
+                        name: p.name.clone(),
+                        roles: p.roles.clone(),
+                        subscribe_type_prefixes: p.subscribe_type_prefixes.clone(),
+                        publish_source_prefixes: p.publish_source_prefixes.clone(),
+                    },
+                )
+            })
+            .collect()
     }
 }
 
@@ -52,12 +146,43 @@ mod tests {
     }
 
     #[test]
+    fn principals() {
+        let config = Config::parse(&format!(
+            "[[principals]]\nname = \"gemeente\"\ntoken_sha256 = \"{}\"\nroles = [\"subscriber\"]\n\
+             subscribe_type_prefixes = [\"nl.brp.\"]\n",
+            "ab".repeat(32)
+        ))
+        .unwrap();
+        let principals = config.principals();
+        assert_eq!(principals[0].1.name, "gemeente");
+        assert!(principals[0].1.has(Role::Subscriber));
+        assert_eq!(principals[0].1.subscribe_type_prefixes, ["nl.brp."]);
+    }
+
+    #[test]
     fn errors_name_the_key() {
-        let error = Config::parse("[validation]\nprofile = \"strict\"\n").unwrap_err();
-        let message = format!("{error:#}");
-        assert!(message.contains("profile"), "{message}");
-        assert!(message.contains("strict"), "{message}");
-        let error = Config::parse("[validation]\nprofiel = \"warn\"\n").unwrap_err();
-        assert!(format!("{error:#}").contains("profiel"), "{error:#}");
+        let cases = [
+            ("[validation]\nprofile = \"strict\"\n", "profile"),
+            ("[validation]\nprofiel = \"warn\"\n", "profiel"),
+            ("[server]\nlisten = \"nowhere\"\n", "listen"),
+            (
+                "[[principals]]\nname = \"a\"\ntoken_sha256 = \"abc\"\nroles = [\"admin\"]\n",
+                "principals[0].token_sha256",
+            ),
+            (
+                "[[principals]]\nname = \"a\"\ntoken_sha256 = \"abc\"\nroles = [\"root\"]\n",
+                "root",
+            ),
+        ];
+        for (text, key) in cases {
+            let message = format!("{:#}", Config::parse(text).unwrap_err());
+            assert!(message.contains(key), "{text}: {message}");
+        }
+        let twice = format!(
+            "[[principals]]\nname = \"a\"\ntoken_sha256 = \"{h}\"\nroles = [\"admin\"]\n\
+             [[principals]]\nname = \"a\"\ntoken_sha256 = \"{h}\"\nroles = [\"admin\"]\n",
+            h = "ab".repeat(32)
+        );
+        assert!(format!("{:#}", Config::parse(&twice).unwrap_err()).contains("principals[1].name"));
     }
 }

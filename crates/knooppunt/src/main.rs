@@ -4,7 +4,9 @@
 
 mod check;
 mod config;
+mod serve;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -12,6 +14,9 @@ use clap::{Parser, Subcommand};
 use knooppunt_event::ProfileLevel;
 
 /// Knooppunt: a CloudEvents 1.0 event hub for the Dutch government (NL GOV profile).
+///
+/// Publishers POST events; subscribers register webhooks through the Subscriptions API; the
+/// hub delivers every matching event. The API is described at /v1/openapi.json.
 #[derive(Debug, Parser)]
 #[command(name = "knooppunt", version)]
 struct Cli {
@@ -23,12 +28,28 @@ const DEFAULT_CONFIG: &str = "config/knooppunt.toml";
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Start the hub. NOT BUILT YET: this release has the event core only, so `serve` checks
-    /// the configuration, says so and exits.
+    /// Start the hub: open the store, load the subscriptions and serve the API until SIGINT
+    /// or SIGTERM.
     Serve {
         /// The configuration file.
         #[arg(long, default_value = DEFAULT_CONFIG)]
         config: PathBuf,
+        /// Listen here instead of `server.listen` (port 0 picks a free port).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Keep the store here instead of `server.data_dir`.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// DEVELOPMENT ONLY: accept every request without a token, as an admin. Never use
+        /// this on a hub others can reach.
+        #[arg(long)]
+        dev_no_auth: bool,
+    },
+    /// Make a new random bearer token (or hash a given one) and print the `token_sha256` to
+    /// put in a principal of the configuration.
+    HashToken {
+        /// The token to hash; a new random one is made when absent.
+        token: Option<String>,
     },
     /// Check CloudEvents in the JSON format against the CloudEvents core specification and
     /// the NL GOV profile, and list every problem found.
@@ -61,14 +82,36 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Serve { config } => {
-            config::Config::load(&config, config.as_os_str() != DEFAULT_CONFIG)?;
-            eprintln!(
-                "knooppunt serve: the hub is not built yet. This release contains the CloudEvents \
-                 core (model, JSON format, HTTP binding, validation); the HTTP API arrives with \
-                 the subscriptions work. Try `knooppunt check <event.json>` meanwhile."
-            );
-            Ok(ExitCode::from(2))
+        Command::Serve {
+            config,
+            listen,
+            data_dir,
+            dev_no_auth,
+        } => {
+            let explicit = config.as_os_str() != DEFAULT_CONFIG;
+            let mut config = config::Config::load(&config, explicit)?;
+            if let Some(listen) = listen {
+                config.server.listen = listen;
+            }
+            if let Some(data_dir) = data_dir {
+                config.server.data_dir = data_dir;
+            }
+            serve::run(config, dev_no_auth)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::HashToken { token } => {
+            let token = token.unwrap_or_else(|| {
+                format!(
+                    "{}{}",
+                    uuid::Uuid::new_v4().simple(),
+                    uuid::Uuid::new_v4().simple()
+                )
+            });
+            println!("token:        {token}");
+            println!("token_sha256: {}", knooppunt_broker::hash_token(&token));
+            println!();
+            println!("Give the token to the principal; put the hash in its [[principals]] entry.");
+            Ok(ExitCode::SUCCESS)
         }
         Command::Check {
             files,

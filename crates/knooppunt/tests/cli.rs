@@ -1,6 +1,7 @@
 //! The command line, run as a newcomer would.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
 
 fn knooppunt(args: &[&str], stdin: &str) -> Output {
@@ -94,10 +95,93 @@ fn bad_configuration_stops_with_the_key_named() {
 }
 
 #[test]
-fn serve_says_plainly_that_the_hub_is_not_built_yet() {
-    let output = knooppunt(&["serve", "--config", "../../config/knooppunt.toml"], "");
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("the hub is not built yet"));
+fn serve_runs_the_hub_until_sigterm() {
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_knooppunt"))
+        .args([
+            "serve",
+            "--config",
+            "../../config/knooppunt.toml",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(data.path())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stderr.take().unwrap());
+    let address = loop {
+        let mut line = String::new();
+        assert!(
+            log.read_line(&mut line).unwrap() > 0,
+            "the hub exited before listening"
+        );
+        if let Some(at) = line.find("address=") {
+            break line[at + 8..].split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    let mut stream = TcpStream::connect(&address).unwrap();
+    stream
+        .write_all(b"GET /v1/openapi.json HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.to_ascii_lowercase().contains("api-version: 1.0.0"));
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(
+        child.wait().unwrap().success(),
+        "SIGTERM stops the hub cleanly"
+    );
+}
+
+#[test]
+fn hash_token_makes_a_token_and_its_hash() {
+    let output = knooppunt(&["hash-token", "s3cret"], "");
+    let text = stdout(&output);
+    assert!(
+        text.contains(&format!("token_sha256: {}", sha256sum("s3cret"))),
+        "{text}"
+    );
+    let fresh = stdout(&knooppunt(&["hash-token"], ""));
+    let token = fresh
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("token:")
+        .trim();
+    assert_eq!(token.len(), 64);
+    assert!(
+        fresh.contains(&format!("token_sha256: {}", sha256sum(token))),
+        "{fresh}"
+    );
+}
+
+/// The hash by an independent implementation (coreutils).
+fn sha256sum(token: &str) -> String {
+    let mut child = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(token.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
 }
 
 #[test]

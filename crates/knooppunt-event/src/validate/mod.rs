@@ -12,7 +12,7 @@
 
 mod profile;
 mod rule;
-pub(crate) mod syntax;
+pub mod syntax;
 
 pub use profile::{ProfileLevel, UnknownProfileLevel};
 pub use rule::{Requirement, Rule};

@@ -217,7 +217,7 @@ fn check_authority(authority: &str) -> Result<(), String> {
 }
 
 /// An absolute URI (RFC 3986 section 4.3): a scheme, no fragment.
-pub(crate) fn uri(value: &str) -> Result<(), String> {
+pub fn uri(value: &str) -> Result<(), String> {
     let Some((_, rest)) = split_scheme(value) else {
         return Err(format!(
             "`{value}` is not an absolute URI: it must start with a scheme such as `https:` or \
@@ -234,7 +234,7 @@ pub(crate) fn uri(value: &str) -> Result<(), String> {
 }
 
 /// A URI-reference (RFC 3986 section 4.1): a URI or a relative reference.
-pub(crate) fn uri_reference(value: &str) -> Result<(), String> {
+pub fn uri_reference(value: &str) -> Result<(), String> {
     let result = match split_scheme(value) {
         Some((_, rest)) => check_after_scheme(rest, false),
         None => check_after_scheme(value, true),
@@ -243,7 +243,7 @@ pub(crate) fn uri_reference(value: &str) -> Result<(), String> {
 }
 
 /// An RFC 3339 `date-time`.
-pub(crate) fn timestamp(value: &str) -> Result<(), String> {
+pub fn timestamp(value: &str) -> Result<(), String> {
     parse_timestamp(value).map_err(|why| {
         format!(
             "`{value}` is not an RFC 3339 timestamp ({why}); expected e.g. \
@@ -350,7 +350,7 @@ fn is_token(s: &str) -> bool {
 
 /// `type "/" subtype *( OWS ";" OWS parameter )` with `parameter = token "=" ( token /
 /// quoted-string )` (RFC 2045, RFC 2046, RFC 9110 §8.3.1).
-pub(crate) fn media_type(value: &str) -> Result<(), String> {
+pub fn media_type(value: &str) -> Result<(), String> {
     let invalid = |why: &str| {
         Err(format!(
             "`{value}` is not a media type ({why}); expected e.g. `application/json` or \

@@ -1,0 +1,129 @@
+//! The HTTP API under `/v1`, following the Dutch API Design Rules: problem+json errors, the
+//! `API-Version` header and the security headers on every response, no trailing-slash
+//! redirects, and the OpenAPI document at `/v1/openapi.json`.
+
+pub mod auth;
+mod openapi;
+pub mod problem;
+mod subscription_body;
+mod subscriptions;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::middleware::map_response;
+use axum::response::Response;
+use axum::routing::get;
+use http::HeaderValue;
+use http::header::{
+    CACHE_CONTROL, CONTENT_TYPE, STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use serde_json::Value;
+
+use self::problem::ApiError;
+use crate::AppState;
+
+/// The major version in every path.
+pub const BASE_PATH: &str = "/v1";
+/// The full API version, sent as `API-Version` on every response and in the OpenAPI document.
+pub const API_VERSION: &str = "1.0.0";
+
+pub(crate) fn router(state: Arc<AppState>) -> Router {
+    let not_allowed =
+        |allow: &'static str| move || async move { ApiError::MethodNotAllowed { allow } };
+    Router::new()
+        .route(
+            "/v1/subscriptions",
+            get(subscriptions::list)
+                .post(subscriptions::create)
+                .options(subscriptions::options_collection)
+                .fallback(not_allowed(subscriptions::COLLECTION_ALLOW)),
+        )
+        .route(
+            "/v1/subscriptions/{id}",
+            get(subscriptions::get)
+                .put(subscriptions::replace)
+                .delete(subscriptions::delete)
+                .options(subscriptions::options_item)
+                .fallback(not_allowed(subscriptions::ITEM_ALLOW)),
+        )
+        .route(
+            "/v1/openapi.json",
+            get(openapi::serve).fallback(not_allowed("GET")),
+        )
+        .fallback(not_found)
+        .layer(map_response(standard_headers))
+        .with_state(state)
+}
+
+async fn not_found(uri: http::Uri) -> ApiError {
+    ApiError::NotFound(format!(
+        "there is no resource at `{}`; the API is described at {BASE_PATH}/openapi.json",
+        uri.path()
+    ))
+}
+
+/// ADR /core/version-header and /core/transport/security-headers.
+async fn standard_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    let mut set = |name: &'static str, value: &'static str| {
+        headers.insert(name, HeaderValue::from_static(value));
+    };
+    set("api-version", API_VERSION);
+    set(
+        "content-security-policy",
+        "default-src 'none'; frame-ancestors 'none'",
+    );
+    set("referrer-policy", "no-referrer");
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        STRICT_TRANSPORT_SECURITY,
+        HeaderValue::from_static("max-age=31536000; includeSubDomains"),
+    );
+    response
+}
+
+/// A JSON request body, with problem+json answers for the wrong content type (415), a body
+/// over the limit (413) and malformed JSON (400).
+pub(crate) struct JsonBody(pub(crate) Value);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type = request
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let essence = content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if essence != "application/json" && !essence.ends_with("+json") {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "send the body as `application/json`, not `{content_type}`"
+            )));
+        }
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == http::StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge("the body is larger than the hub accepts".into())
+                } else {
+                    ApiError::invalid(format!("the body could not be read: {rejection}"), vec![])
+                }
+            })?;
+        serde_json::from_slice(&bytes)
+            .map(JsonBody)
+            .map_err(|error| {
+                ApiError::invalid(format!("the body is not valid JSON: {error}"), vec![])
+            })
+    }
+}

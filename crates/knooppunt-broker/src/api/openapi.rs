@@ -1,0 +1,354 @@
+//! The OpenAPI 3 document at `/v1/openapi.json`, built from the code: the config keys come
+//! from `knooppunt_store::CONFIG_KEYS`, the dialects from `knooppunt_filter::DIALECTS`, the
+//! allowed methods from the handlers. It lints clean with the ADR Spectral ruleset.
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use http::HeaderValue;
+use http::header::ACCESS_CONTROL_ALLOW_ORIGIN;
+use knooppunt_filter::DIALECTS;
+use knooppunt_store::CONFIG_KEYS;
+use serde_json::{Map, Value, json};
+
+use super::subscriptions::{COLLECTION_ALLOW, ITEM_ALLOW};
+use super::{API_VERSION, BASE_PATH};
+
+pub(crate) async fn serve() -> Response {
+    let mut response = Json(document()).into_response();
+    response
+        .headers_mut()
+        .insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    response
+}
+
+fn version_header() -> Value {
+    json!({
+        "description": "The full version of the API (ADR /core/version-header).",
+        "schema": {"type": "string", "example": API_VERSION}
+    })
+}
+
+fn headers(extra: &[(&str, Value)]) -> Value {
+    let mut headers = Map::new();
+    headers.insert("API-Version".into(), version_header());
+    for (name, header) in extra {
+        headers.insert((*name).into(), header.clone());
+    }
+    Value::Object(headers)
+}
+
+fn problem_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "Problem details (RFC 9457).",
+        "required": ["type", "title", "status", "detail"],
+        "properties": {
+            "type": {"type": "string", "description": "A URN naming the kind of problem.", "example": "urn:knooppunt:problem:invalid-input"},
+            "title": {"type": "string", "example": "Invalid input"},
+            "status": {"type": "integer", "format": "int32", "example": 400},
+            "detail": {"type": "string", "example": "the subscription has 1 problem; see invalidParams"},
+            "invalidParams": {
+                "type": "array",
+                "description": "For invalid input: every problem found, by location.",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "reason"],
+                    "properties": {
+                        "name": {"type": "string", "example": "sink"},
+                        "reason": {"type": "string", "example": "is required: the absolute http(s) URL to deliver to"}
+                    }
+                }
+            }
+        }
+    })
+}
+
+fn problem(description: &str) -> Value {
+    json!({
+        "description": description,
+        "headers": headers(&[]),
+        "content": {"application/problem+json": {"schema": problem_schema()}}
+    })
+}
+
+fn subscription_ref() -> Value {
+    json!({"$ref": "#/components/schemas/Subscription"})
+}
+
+fn errors(responses: &mut Map<String, Value>, codes: &[(&str, &str)]) {
+    for (code, description) in codes {
+        responses.insert((*code).into(), problem(description));
+    }
+}
+
+const UNAUTHORIZED: (&str, &str) = ("401", "No valid bearer token was sent.");
+const FORBIDDEN: (&str, &str) = (
+    "403",
+    "The principal lacks the role or the type prefix needed.",
+);
+const BAD_REQUEST: (&str, &str) = ("400", "The request is invalid; every problem is listed.");
+const NOT_FOUND: (&str, &str) = ("404", "No such subscription is visible to the principal.");
+
+fn operation(
+    id: &str,
+    summary: &str,
+    ok: (&str, Value),
+    error_codes: &[(&str, &str)],
+    extra: Map<String, Value>,
+) -> Value {
+    let mut responses = Map::new();
+    responses.insert(ok.0.into(), ok.1);
+    errors(&mut responses, error_codes);
+    let mut operation = Map::new();
+    operation.insert("operationId".into(), json!(id));
+    operation.insert("summary".into(), json!(summary));
+    operation.insert("tags".into(), json!(["subscriptions"]));
+    operation.insert("responses".into(), Value::Object(responses));
+    operation.extend(extra);
+    Value::Object(operation)
+}
+
+fn body_extra() -> Map<String, Value> {
+    let mut extra = Map::new();
+    extra.insert(
+        "requestBody".into(),
+        json!({"required": true, "content": {"application/json": {"schema": subscription_ref()}}}),
+    );
+    extra
+}
+
+fn config_schema() -> Value {
+    let properties: Map<String, Value> = CONFIG_KEYS
+        .iter()
+        .map(|key| {
+            (
+                key.name.to_owned(),
+                json!({"type": "string", "default": key.default, "description": key.description}),
+            )
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "description": "Delivery settings, every value a string. Unknown keys and bad values are refused \
+                        with 400 naming the key; on read every default is filled in.",
+        "additionalProperties": false,
+        "properties": properties
+    })
+}
+
+pub(crate) fn document() -> Value {
+    let page_parameters = json!([
+        {"name": "pageSize", "in": "query", "required": false,
+         "description": "How many subscriptions per page (1 to 1000, default 100).",
+         "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 1000}},
+        {"name": "cursor", "in": "query", "required": false,
+         "description": "The id of the last subscription of the previous page, as given in the `next` link.",
+         "schema": {"type": "string"}}
+    ]);
+    let id_parameter = json!([{
+        "name": "id", "in": "path", "required": true,
+        "description": "The id the hub assigned to the subscription.",
+        "schema": {"type": "string"}
+    }]);
+    let allow = |value: &str| json!({"description": "The methods this resource supports.", "schema": {"type": "string", "example": value}});
+
+    let mut list_extra = Map::new();
+    list_extra.insert("parameters".into(), page_parameters);
+    let list = operation(
+        "listSubscriptions",
+        "List the subscriptions visible to the principal (its own; all for an admin), in creation order.",
+        (
+            "200",
+            json!({
+                "description": "A page of subscriptions. A `Link` header with rel=\"next\" points to the next page.",
+                "headers": headers(&[("Link", json!({"description": "RFC 8288 link to the next page, when there is one.", "schema": {"type": "string"}}))]),
+                "content": {"application/json": {"schema": {"type": "array", "items": subscription_ref()}}}
+            }),
+        ),
+        &[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN],
+        list_extra,
+    );
+    let create = operation(
+        "createSubscription",
+        "Create a subscription; the hub assigns the id and fills in the defaults.",
+        (
+            "201",
+            json!({
+                "description": "Created.",
+                "headers": headers(&[("Location", json!({"description": "The new subscription's URL.", "schema": {"type": "string"}}))]),
+                "content": {"application/json": {"schema": subscription_ref()}}
+            }),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            FORBIDDEN,
+            ("413", "The body is too large."),
+            ("415", "The body is not application/json."),
+        ],
+        body_extra(),
+    );
+    let options = |id: &str, methods: &str, codes: &[(&str, &str)]| {
+        operation(
+            id,
+            "Discover the methods this resource supports.",
+            (
+                "200",
+                json!({"description": "The methods are in the `Allow` header.", "headers": headers(&[("Allow", allow(methods))])}),
+            ),
+            codes,
+            Map::new(),
+        )
+    };
+    let read = operation(
+        "getSubscription",
+        "Read a subscription (the sink credential is never returned).",
+        (
+            "200",
+            json!({"description": "The subscription.", "headers": headers(&[]), "content": {"application/json": {"schema": subscription_ref()}}}),
+        ),
+        &[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND],
+        Map::new(),
+    );
+    let replace = operation(
+        "updateSubscription",
+        "Replace a subscription; an `id` in the body must equal the path's.",
+        (
+            "200",
+            json!({"description": "The subscription as stored.", "headers": headers(&[]), "content": {"application/json": {"schema": subscription_ref()}}}),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            FORBIDDEN,
+            NOT_FOUND,
+            ("413", "The body is too large."),
+            ("415", "The body is not application/json."),
+        ],
+        body_extra(),
+    );
+    let delete = operation(
+        "deleteSubscription",
+        "Delete a subscription; returns it as it was.",
+        (
+            "200",
+            json!({"description": "Deleted.", "headers": headers(&[]), "content": {"application/json": {"schema": subscription_ref()}}}),
+        ),
+        &[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND],
+        Map::new(),
+    );
+
+    let filter_description = format!(
+        "One filter expression of the CloudEvents Subscriptions API: an object with exactly one \
+         member naming its dialect ({}). `exact`, `prefix` and `suffix` map attribute names to \
+         string values; `all` and `any` hold arrays of filters; `not` holds one filter; `sql` \
+         holds a CESQL 1.0 expression.",
+        DIALECTS.join(", ")
+    );
+
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Knooppunt",
+            "version": API_VERSION,
+            "description": "Knooppunt is a CloudEvents 1.0 event hub following the NL GOV profile for CloudEvents. \
+                            Subscribers register subscriptions (CloudEvents Subscriptions API); the hub delivers \
+                            every matching event to their webhook. Every endpoint but this document needs \
+                            `Authorization: Bearer <token>`.",
+            "contact": {"name": "Knooppunt maintainers", "email": "knooppunt@example.nl", "url": "https://example.nl/knooppunt"}
+        },
+        "servers": [{"url": BASE_PATH, "description": "This hub."}],
+        "tags": [
+            {"name": "subscriptions", "description": "Subscriptions: what to deliver where."},
+            {"name": "api", "description": "This description of the API."}
+        ],
+        "security": [{"bearerAuth": []}],
+        "paths": {
+            "/subscriptions": {
+                "get": list,
+                "post": create,
+                "options": options("getSubscriptionsFeatures", COLLECTION_ALLOW, &[UNAUTHORIZED, FORBIDDEN])
+            },
+            "/subscriptions/{id}": {
+                "parameters": id_parameter,
+                "get": read,
+                "put": replace,
+                "delete": delete,
+                "options": options("getSubscriptionFeatures", ITEM_ALLOW, &[UNAUTHORIZED, FORBIDDEN, NOT_FOUND])
+            },
+            "/openapi.json": {
+                "get": {
+                    "operationId": "getOpenApi",
+                    "summary": "This document. No authentication; CORS allows any origin.",
+                    "tags": ["api"],
+                    "security": [],
+                    "responses": {
+                        "200": {
+                            "description": "The OpenAPI document.",
+                            "headers": headers(&[("Access-Control-Allow-Origin", json!({"description": "Always `*`.", "schema": {"type": "string"}}))]),
+                            "content": {"application/json": {"schema": {"type": "object"}}}
+                        }
+                    }
+                }
+            }
+        },
+        "components": {
+            "securitySchemes": {
+                "bearerAuth": {"type": "http", "scheme": "bearer", "description": "A token of a principal in the hub's configuration."}
+            },
+            "schemas": {
+                "Subscription": {
+                    "type": "object",
+                    "description": "A subscription (CloudEvents Subscriptions API section 3.2.1).",
+                    "required": ["id", "sink", "protocol"],
+                    "properties": {
+                        "id": {"type": "string", "readOnly": true, "description": "Assigned by the hub; ignored on create.", "example": "0193a5b2-7c1d-7e3f-8a9b-0c1d2e3f4a5b"},
+                        "owner": {"type": "string", "readOnly": true, "description": "The principal that created the subscription."},
+                        "sink": {"type": "string", "format": "uri", "description": "Absolute http(s) URL events are delivered to.", "example": "https://gemeente.example.nl/events"},
+                        "protocol": {"type": "string", "enum": ["HTTP"], "description": "The delivery protocol; only HTTP is delivered."},
+                        "source": {"type": "string", "format": "uri-reference", "description": "Only events with exactly this `source`."},
+                        "types": {"type": "array", "items": {"type": "string"}, "description": "Only events whose `type` is one of these."},
+                        "filters": {"type": "array", "items": {"$ref": "#/components/schemas/Filter"}, "description": "Filters that must all match."},
+                        "protocolsettings": {"$ref": "#/components/schemas/HttpSettings"},
+                        "sinkcredential": {"$ref": "#/components/schemas/SinkCredential"},
+                        "config": {"$ref": "#/components/schemas/Config"}
+                    }
+                },
+                "Filter": {
+                    "type": "object",
+                    "description": filter_description,
+                    "minProperties": 1,
+                    "maxProperties": 1,
+                    "additionalProperties": true,
+                    "example": {"prefix": {"type": "nl.brp."}}
+                },
+                "HttpSettings": {
+                    "type": "object",
+                    "description": "HTTP delivery settings.",
+                    "additionalProperties": false,
+                    "properties": {
+                        "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Headers added to every delivery."},
+                        "method": {"type": "string", "enum": ["POST", "PUT", "PATCH"], "default": "POST"}
+                    }
+                },
+                "SinkCredential": {
+                    "type": "object",
+                    "writeOnly": true,
+                    "description": "How the hub authenticates at the sink. Write-only: never returned. ACCESSTOKEN is sent as \
+                                    `Authorization: Bearer <accesstoken>`, PLAIN as HTTP Basic.",
+                    "required": ["credentialtype"],
+                    "properties": {
+                        "credentialtype": {"type": "string", "enum": ["ACCESSTOKEN", "PLAIN"]},
+                        "accesstoken": {"type": "string"},
+                        "accesstokentype": {"type": "string", "default": "bearer"},
+                        "accesstokenexpiresutc": {"type": "string", "format": "date-time"},
+                        "identifier": {"type": "string"},
+                        "secret": {"type": "string"}
+                    }
+                },
+                "Config": config_schema(),
+                "Problem": problem_schema()
+            }
+        }
+    })
+}

@@ -1,0 +1,161 @@
+//! Errors as `application/problem+json` (RFC 9457, ADR /core/error-handling): every error
+//! response names what was wrong, and for invalid input lists every problem found.
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use http::header::{ALLOW, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::{HeaderValue, StatusCode};
+use serde::Serialize;
+
+pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
+
+/// One invalid part of a request: where (`name`, e.g. `sink` or `filters[0].exact`) and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InvalidParam {
+    pub name: String,
+    pub reason: String,
+}
+
+impl InvalidParam {
+    pub(crate) fn new(name: impl Into<String>, reason: impl Into<String>) -> Self {
+        InvalidParam {
+            name: name.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Everything an API handler can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{detail}")]
+    InvalidInput {
+        detail: String,
+        invalid_params: Vec<InvalidParam>,
+    },
+    #[error("{detail}")]
+    Unauthorized { detail: String, invalid_token: bool },
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("method not allowed")]
+    MethodNotAllowed { allow: &'static str },
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// Logged with its cause; the client only learns that the hub failed.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub(crate) fn invalid(detail: impl Into<String>, invalid_params: Vec<InvalidParam>) -> Self {
+        ApiError::InvalidInput {
+            detail: detail.into(),
+            invalid_params,
+        }
+    }
+
+    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
+        match self {
+            ApiError::InvalidInput { .. } => {
+                (StatusCode::BAD_REQUEST, "invalid-input", "Invalid input")
+            }
+            ApiError::Unauthorized { .. } => (
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "Authentication required",
+            ),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            ApiError::MethodNotAllowed { .. } => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method-not-allowed",
+                "Method not allowed",
+            ),
+            ApiError::UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported-media-type",
+                "Unsupported media type",
+            ),
+            ApiError::PayloadTooLarge(_) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload-too-large",
+                "Payload too large",
+            ),
+            ApiError::Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal-error",
+                "Internal server error",
+            ),
+        }
+    }
+}
+
+/// The problem details body.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Problem<'a> {
+    #[serde(rename = "type")]
+    pub(crate) kind: String,
+    pub(crate) title: &'a str,
+    pub(crate) status: u16,
+    pub(crate) detail: String,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub(crate) invalid_params: &'a [InvalidParam],
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, slug, title) = self.parts();
+        let detail = match &self {
+            ApiError::Internal(cause) => {
+                tracing::error!(%cause, "Request failed with an internal error.");
+                "the hub could not complete the request; the operators can find the cause in \
+                 its log"
+                    .to_owned()
+            }
+            ApiError::MethodNotAllowed { allow } => {
+                format!("this resource supports {allow}")
+            }
+            other => other.to_string(),
+        };
+        let invalid_params = match &self {
+            ApiError::InvalidInput { invalid_params, .. } => invalid_params.as_slice(),
+            _ => &[],
+        };
+        let body = Problem {
+            kind: format!("urn:knooppunt:problem:{slug}"),
+            title,
+            status: status.as_u16(),
+            detail,
+            invalid_params,
+        };
+        let mut response = (status, Json(body)).into_response();
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        match &self {
+            ApiError::Unauthorized { invalid_token, .. } => {
+                let challenge = if *invalid_token {
+                    "Bearer realm=\"knooppunt\", error=\"invalid_token\""
+                } else {
+                    "Bearer realm=\"knooppunt\""
+                };
+                headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+            }
+            ApiError::MethodNotAllowed { allow } => {
+                headers.insert(ALLOW, HeaderValue::from_static(allow));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+impl From<knooppunt_store::StoreError> for ApiError {
+    fn from(error: knooppunt_store::StoreError) -> Self {
+        ApiError::Internal(error.to_string())
+    }
+}

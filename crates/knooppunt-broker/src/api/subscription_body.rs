@@ -1,0 +1,392 @@
+//! Reading a subscription request body (Subscriptions API section 3.2.1) and writing the
+//! resource representation. Reading collects every problem before failing.
+
+use std::collections::BTreeMap;
+
+use http::{HeaderName, HeaderValue};
+use knooppunt_event::validate::syntax;
+use knooppunt_filter::{Criteria, Filter};
+use knooppunt_store::{DeliveryConfig, HttpSettings, SinkCredential, Subscription};
+use serde_json::{Map, Value, json};
+
+use super::problem::InvalidParam;
+
+/// A validated subscription request.
+#[derive(Debug, Clone)]
+pub(crate) struct SubscriptionInput {
+    pub(crate) sink: String,
+    pub(crate) protocol: String,
+    pub(crate) source: Option<String>,
+    pub(crate) types: Vec<String>,
+    pub(crate) filters: Vec<Value>,
+    pub(crate) criteria: Criteria,
+    pub(crate) protocol_settings: HttpSettings,
+    pub(crate) sink_credential: Option<SinkCredential>,
+    pub(crate) config: BTreeMap<String, String>,
+}
+
+const MEMBERS: [&str; 9] = [
+    "id",
+    "sink",
+    "protocol",
+    "source",
+    "types",
+    "filters",
+    "protocolsettings",
+    "sinkcredential",
+    "config",
+];
+
+/// Read-only members a client may send back from a GET; they are ignored.
+const READ_ONLY: [&str; 1] = ["owner"];
+
+const OTHER_PROTOCOLS: [&str; 5] = ["MQTT3", "MQTT5", "AMQP", "KAFKA", "NATS"];
+
+struct Problems(Vec<InvalidParam>);
+
+impl Problems {
+    fn add(&mut self, name: impl Into<String>, reason: impl Into<String>) {
+        self.0.push(InvalidParam::new(name, reason));
+    }
+}
+
+fn string<'a>(
+    object: &'a Map<String, Value>,
+    name: &str,
+    problems: &mut Problems,
+) -> Option<&'a str> {
+    match object.get(name) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text),
+        Some(_) => {
+            problems.add(name, "must be a string");
+            None
+        }
+    }
+}
+
+fn string_map(value: &Value, name: &str, problems: &mut Problems) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    match value {
+        Value::Null => {}
+        Value::Object(object) => {
+            for (key, value) in object {
+                match value.as_str() {
+                    Some(text) => {
+                        map.insert(key.clone(), text.to_owned());
+                    }
+                    None => problems.add(format!("{name}.{key}"), "must be a string"),
+                }
+            }
+        }
+        _ => problems.add(name, "must be an object of string values"),
+    }
+    map
+}
+
+/// Reads and validates a request body.
+pub(crate) fn read(body: &Value) -> Result<SubscriptionInput, Vec<InvalidParam>> {
+    let mut problems = Problems(Vec::new());
+    let Some(object) = body.as_object() else {
+        return Err(vec![InvalidParam::new(
+            "",
+            "the body must be a JSON object",
+        )]);
+    };
+    for name in object.keys() {
+        if !MEMBERS.contains(&name.as_str()) && !READ_ONLY.contains(&name.as_str()) {
+            problems.add(
+                name.as_str(),
+                format!(
+                    "unknown member; a subscription has {}",
+                    MEMBERS[1..].join(", ")
+                ),
+            );
+        }
+    }
+
+    let sink = string(object, "sink", &mut problems);
+    match sink {
+        None if !object.contains_key("sink") || object["sink"].is_null() => problems.add(
+            "sink",
+            "is required: the absolute http(s) URL to deliver to",
+        ),
+        None => {}
+        Some(sink) => {
+            if let Err(why) = check_sink(sink) {
+                problems.add("sink", why);
+            }
+        }
+    }
+
+    let protocol = string(object, "protocol", &mut problems);
+    match protocol {
+        Some("HTTP") => {}
+        Some(other) if other.eq_ignore_ascii_case("http") => problems.add(
+            "protocol",
+            format!("`{other}`: protocol names are case-sensitive; use `HTTP`"),
+        ),
+        Some(other) if OTHER_PROTOCOLS.contains(&other) => problems.add(
+            "protocol",
+            format!("this hub delivers over `HTTP` only, not `{other}`"),
+        ),
+        Some(other) => problems.add(
+            "protocol",
+            format!("unknown protocol `{other}`; use `HTTP`"),
+        ),
+        None if object.get("protocol").is_none_or(Value::is_null) => {
+            problems.add("protocol", "is required; use `HTTP`")
+        }
+        None => {}
+    }
+
+    let source = string(object, "source", &mut problems).map(str::to_owned);
+    if let Some(source) = &source {
+        if source.is_empty() {
+            problems.add("source", "must not be empty");
+        } else if let Err(why) = syntax::uri_reference(source) {
+            problems.add("source", why);
+        }
+    }
+
+    let mut types = Vec::new();
+    match object.get("types") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(values)) => {
+            for (i, value) in values.iter().enumerate() {
+                match value.as_str() {
+                    Some("") => problems.add(format!("types[{i}]"), "must not be empty"),
+                    Some(ty) => types.push(ty.to_owned()),
+                    None => problems.add(format!("types[{i}]"), "must be a string"),
+                }
+            }
+        }
+        Some(_) => problems.add("types", "must be an array of event types"),
+    }
+
+    let mut filters = Vec::new();
+    let mut parsed = Vec::new();
+    match object.get("filters") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(values)) => match Filter::list_from_json(values, "filters") {
+            Ok(list) => {
+                filters = values.clone();
+                parsed = list;
+            }
+            Err(errors) => {
+                for error in errors {
+                    problems.add(error.path, error.message);
+                }
+            }
+        },
+        Some(_) => problems.add("filters", "must be an array of filters"),
+    }
+
+    let protocol_settings = read_protocol_settings(object.get("protocolsettings"), &mut problems);
+    let sink_credential = read_sink_credential(object.get("sinkcredential"), &mut problems);
+
+    let config = string_map(
+        object.get("config").unwrap_or(&Value::Null),
+        "config",
+        &mut problems,
+    );
+    let config = match DeliveryConfig::try_from_map(&config) {
+        Ok((_, effective)) => effective,
+        Err(errors) => {
+            for error in errors {
+                problems.add(format!("config.{}", error.key), error.message);
+            }
+            BTreeMap::new()
+        }
+    };
+
+    if !problems.0.is_empty() {
+        return Err(problems.0);
+    }
+    Ok(SubscriptionInput {
+        sink: sink.expect("checked").to_owned(),
+        protocol: protocol.expect("checked").to_owned(),
+        criteria: Criteria {
+            source: source.clone(),
+            types: types.clone(),
+            filters: parsed,
+        },
+        source,
+        types,
+        filters,
+        protocol_settings,
+        sink_credential,
+        config,
+    })
+}
+
+/// An absolute `http` or `https` URL with a host.
+fn check_sink(sink: &str) -> Result<(), String> {
+    let uri: http::Uri = sink
+        .parse()
+        .map_err(|error| format!("`{sink}` is not a URL: {error}"))?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        _ => {
+            return Err(format!(
+                "`{sink}` must be an absolute http:// or https:// URL"
+            ));
+        }
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(format!("`{sink}` has no host"));
+    }
+    Ok(())
+}
+
+fn read_protocol_settings(value: Option<&Value>, problems: &mut Problems) -> HttpSettings {
+    let mut settings = HttpSettings::default();
+    let object = match value {
+        None | Some(Value::Null) => return settings,
+        Some(Value::Object(object)) => object,
+        Some(_) => {
+            problems.add(
+                "protocolsettings",
+                "must be an object with `headers` and `method`",
+            );
+            return settings;
+        }
+    };
+    for key in object.keys() {
+        if key != "headers" && key != "method" {
+            problems.add(
+                format!("protocolsettings.{key}"),
+                "unknown HTTP setting; use `headers` or `method`",
+            );
+        }
+    }
+    if let Some(headers) = object.get("headers") {
+        settings.headers = string_map(headers, "protocolsettings.headers", problems);
+        for (name, value) in &settings.headers {
+            let path = format!("protocolsettings.headers.{name}");
+            if HeaderName::try_from(name.as_str()).is_err() {
+                problems.add(path, "is not a valid HTTP header name");
+            } else if HeaderValue::try_from(value.as_str()).is_err() {
+                problems.add(path, "is not a valid HTTP header value (printable ASCII)");
+            } else if is_reserved_header(name) {
+                problems.add(
+                    path,
+                    "is set by the hub itself and cannot be overridden (Content-Type, \
+                     Authorization, ce-*, WebHook-*, Host, Content-Length)",
+                );
+            }
+        }
+    }
+    match object.get("method") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(method)) if matches!(method.as_str(), "POST" | "PUT" | "PATCH") => {
+            settings.method = Some(method.clone());
+        }
+        Some(_) => problems.add(
+            "protocolsettings.method",
+            "must be `POST`, `PUT` or `PATCH`",
+        ),
+    }
+    settings
+}
+
+fn is_reserved_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name.starts_with("ce-")
+        || name.starts_with("webhook-")
+        || matches!(
+            name.as_str(),
+            "content-type" | "authorization" | "host" | "content-length" | "transfer-encoding"
+        )
+}
+
+fn read_sink_credential(value: Option<&Value>, problems: &mut Problems) -> Option<SinkCredential> {
+    let object = match value {
+        None | Some(Value::Null) => return None,
+        Some(Value::Object(object)) => object,
+        Some(_) => {
+            problems.add(
+                "sinkcredential",
+                "must be an object with a `credentialtype`",
+            );
+            return None;
+        }
+    };
+    let mut required = |name: &str| match object.get(name).and_then(Value::as_str) {
+        Some(value) if !value.is_empty() => Some(value.to_owned()),
+        _ => {
+            problems.add(
+                format!("sinkcredential.{name}"),
+                "is required and must be a non-empty string",
+            );
+            None
+        }
+    };
+    match object.get("credentialtype").and_then(Value::as_str) {
+        Some("PLAIN") => {
+            let identifier = required("identifier");
+            let secret = required("secret");
+            Some(SinkCredential::Plain {
+                identifier: identifier?,
+                secret: secret?,
+            })
+        }
+        Some("ACCESSTOKEN") => {
+            let accesstoken = required("accesstoken")?;
+            let optional = |name: &str| object.get(name).and_then(Value::as_str).map(str::to_owned);
+            let expires = optional("accesstokenexpiresutc");
+            if let Some(expires) = &expires
+                && let Err(why) = syntax::timestamp(expires)
+            {
+                problems.add("sinkcredential.accesstokenexpiresutc", why);
+            }
+            Some(SinkCredential::AccessToken {
+                accesstoken,
+                accesstokentype: optional("accesstokentype"),
+                accesstokenexpiresutc: expires,
+            })
+        }
+        Some("REFRESHTOKEN") => {
+            problems.add(
+                "sinkcredential.credentialtype",
+                "`REFRESHTOKEN` is not supported; use `ACCESSTOKEN` or `PLAIN`",
+            );
+            None
+        }
+        _ => {
+            problems.add(
+                "sinkcredential.credentialtype",
+                "must be `ACCESSTOKEN` or `PLAIN`",
+            );
+            None
+        }
+    }
+}
+
+/// The resource as the API returns it: every default applied, the credential left out.
+pub(crate) fn representation(subscription: &Subscription) -> Value {
+    let mut object = Map::new();
+    object.insert("id".into(), json!(subscription.id));
+    object.insert("owner".into(), json!(subscription.owner));
+    object.insert("sink".into(), json!(subscription.sink));
+    object.insert("protocol".into(), json!(subscription.protocol));
+    if let Some(source) = &subscription.source {
+        object.insert("source".into(), json!(source));
+    }
+    if !subscription.types.is_empty() {
+        object.insert("types".into(), json!(subscription.types));
+    }
+    if !subscription.filters.is_empty() {
+        object.insert("filters".into(), Value::Array(subscription.filters.clone()));
+    }
+    let settings = &subscription.protocol_settings;
+    object.insert(
+        "protocolsettings".into(),
+        json!({
+            "headers": settings.headers,
+            "method": settings.method.as_deref().unwrap_or("POST"),
+        }),
+    );
+    object.insert("config".into(), json!(subscription.config));
+    Value::Object(object)
+}

@@ -1,0 +1,298 @@
+//! `/v1/subscriptions`: create, list, read, replace and delete subscriptions.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use http::header::{ALLOW, LINK, LOCATION};
+use http::{HeaderValue, StatusCode};
+use knooppunt_filter::Filter;
+use knooppunt_store::Subscription;
+use serde_json::Value;
+
+use super::auth::{Caller, Role};
+use super::problem::{ApiError, InvalidParam};
+use super::subscription_body::{self, SubscriptionInput, representation};
+use super::{BASE_PATH, JsonBody};
+use crate::AppState;
+
+pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
+pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE, OPTIONS";
+const DEFAULT_PAGE_SIZE: usize = 100;
+const MAX_PAGE_SIZE: usize = 1000;
+
+fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("there is no subscription `{id}` visible to you"))
+}
+
+fn read_body(body: &Value) -> Result<SubscriptionInput, ApiError> {
+    subscription_body::read(body).map_err(|problems| {
+        let count = problems.len();
+        ApiError::invalid(
+            format!(
+                "the subscription has {count} problem{}; see invalidParams",
+                if count == 1 { "" } else { "s" }
+            ),
+            problems,
+        )
+    })
+}
+
+/// A principal limited to some type prefixes must constrain `type` to them, through `types`
+/// or an `exact` or `prefix` filter on `type`.
+fn check_type_permission(caller: &Caller, input: &SubscriptionInput) -> Result<(), ApiError> {
+    let prefixes = &caller.0.subscribe_type_prefixes;
+    if prefixes.is_empty() || caller.0.is_admin() {
+        return Ok(());
+    }
+    let allowed = |ty: &str| {
+        prefixes
+            .iter()
+            .any(|prefix| ty.starts_with(prefix.as_str()))
+    };
+    let listed = prefixes.join("`, `");
+    if !input.types.is_empty() {
+        return match input.types.iter().find(|ty| !allowed(ty)) {
+            None => Ok(()),
+            Some(ty) => Err(ApiError::Forbidden(format!(
+                "principal `{}` may not subscribe to type `{ty}`: allowed type prefixes are `{listed}`",
+                caller.0.name
+            ))),
+        };
+    }
+    fn constrained(filters: &[Filter], allowed: &dyn Fn(&str) -> bool) -> bool {
+        filters.iter().any(|filter| match filter {
+            Filter::Exact(map) | Filter::Prefix(map) => map.get("type").is_some_and(|t| allowed(t)),
+            Filter::All(inner) => constrained(inner, allowed),
+            _ => false,
+        })
+    }
+    if constrained(&input.criteria.filters, &allowed) {
+        return Ok(());
+    }
+    Err(ApiError::Forbidden(format!(
+        "principal `{}` may only subscribe to types starting with `{listed}`: set `types`, or an \
+         `exact` or `prefix` filter on `type`, within those",
+        caller.0.name
+    )))
+}
+
+fn visible(caller: &Caller, subscription: &Subscription) -> bool {
+    caller.0.is_admin() || subscription.owner == caller.0.name
+}
+
+fn build(id: String, owner: String, input: SubscriptionInput, created_at: u64) -> Subscription {
+    Subscription {
+        id,
+        owner,
+        sink: input.sink,
+        protocol: input.protocol,
+        source: input.source,
+        types: input.types,
+        filters: input.filters,
+        protocol_settings: input.protocol_settings,
+        sink_credential: input.sink_credential,
+        config: input.config,
+        created_at,
+        updated_at: now_millis(),
+    }
+}
+
+pub(crate) async fn create(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Subscriber, "create subscriptions")?;
+    let input = read_body(&body)?;
+    check_type_permission(&caller, &input)?;
+    let criteria = input.criteria.clone();
+    let id = uuid::Uuid::now_v7().to_string();
+    let subscription = build(id.clone(), caller.0.name.clone(), input, now_millis());
+    {
+        let _writer = state.subscription_writes.lock().await;
+        state.store.insert_subscription(&subscription).await?;
+        state
+            .registry
+            .write()
+            .expect("registry lock")
+            .put(subscription.clone(), criteria);
+    }
+    tracing::info!(subscription = %id, owner = %caller.0.name, sink = %subscription.sink, "Subscription created.");
+    let location = HeaderValue::try_from(format!("{BASE_PATH}/subscriptions/{id}"))
+        .expect("ids are header-safe");
+    Ok((
+        StatusCode::CREATED,
+        [(LOCATION, location)],
+        Json(representation(&subscription)),
+    )
+        .into_response())
+}
+
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Subscriber, "list subscriptions")?;
+    let mut problems = Vec::new();
+    for key in query.keys() {
+        if key != "pageSize" && key != "cursor" {
+            problems.push(InvalidParam::new(
+                key.as_str(),
+                "unknown query parameter; use `pageSize` and `cursor`",
+            ));
+        }
+    }
+    let page_size = match query.get("pageSize").map(|v| v.parse::<usize>()) {
+        None => DEFAULT_PAGE_SIZE,
+        Some(Ok(n)) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
+        Some(_) => {
+            problems.push(InvalidParam::new(
+                "pageSize",
+                format!("must be a whole number from 1 to {MAX_PAGE_SIZE}"),
+            ));
+            DEFAULT_PAGE_SIZE
+        }
+    };
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the query is invalid", problems));
+    }
+    let owner = (!caller.0.is_admin()).then_some(caller.0.name.as_str());
+    let (page, more) = state.registry.read().expect("registry lock").page(
+        owner,
+        query.get("cursor").map(String::as_str),
+        page_size,
+    );
+    let body: Vec<Value> = page.iter().map(representation).collect();
+    let mut response = Json(body).into_response();
+    if more && let Some(last) = page.last() {
+        let link = format!(
+            "<{BASE_PATH}/subscriptions?pageSize={page_size}&cursor={}>; rel=\"next\"",
+            last.id
+        );
+        response.headers_mut().insert(
+            LINK,
+            HeaderValue::try_from(link).expect("ids are header-safe"),
+        );
+    }
+    Ok(response)
+}
+
+pub(crate) async fn get(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Subscriber, "read subscriptions")?;
+    let registry = state.registry.read().expect("registry lock");
+    match registry.get(&id) {
+        Some(subscription) if visible(&caller, subscription) => {
+            Ok(Json(representation(subscription)).into_response())
+        }
+        _ => Err(not_found(&id)),
+    }
+}
+
+pub(crate) async fn replace(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Subscriber, "change subscriptions")?;
+    let body_id = body.get("id").and_then(Value::as_str);
+    if body_id.is_some_and(|body_id| body_id != id) {
+        return Err(ApiError::invalid(
+            "the id in the body differs from the id in the path",
+            vec![InvalidParam::new(
+                "id",
+                format!("must be `{id}` or left out"),
+            )],
+        ));
+    }
+    let input = read_body(&body)?;
+    let _writer = state.subscription_writes.lock().await;
+    let existing = state
+        .registry
+        .read()
+        .expect("registry lock")
+        .get(&id)
+        .cloned();
+    let existing = match existing {
+        Some(existing) if visible(&caller, &existing) => existing,
+        _ => return Err(not_found(&id)),
+    };
+    check_type_permission(&caller, &input)?;
+    let criteria = input.criteria.clone();
+    let subscription = build(id.clone(), existing.owner, input, existing.created_at);
+    if !state.store.update_subscription(&subscription).await? {
+        return Err(not_found(&id));
+    }
+    state
+        .registry
+        .write()
+        .expect("registry lock")
+        .put(subscription.clone(), criteria);
+    tracing::info!(subscription = %id, by = %caller.0.name, "Subscription replaced.");
+    Ok(Json(representation(&subscription)).into_response())
+}
+
+pub(crate) async fn delete(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Subscriber, "delete subscriptions")?;
+    let _writer = state.subscription_writes.lock().await;
+    let visible_existing = state
+        .registry
+        .read()
+        .expect("registry lock")
+        .get(&id)
+        .is_some_and(|existing| visible(&caller, existing));
+    if !visible_existing {
+        return Err(not_found(&id));
+    }
+    let Some(deleted) = state.store.delete_subscription(&id).await? else {
+        return Err(not_found(&id));
+    };
+    state.registry.write().expect("registry lock").remove(&id);
+    tracing::info!(subscription = %id, by = %caller.0.name, "Subscription deleted.");
+    Ok(Json(representation(&deleted)).into_response())
+}
+
+pub(crate) async fn options_collection(caller: Caller) -> Result<Response, ApiError> {
+    caller.require(Role::Subscriber, "use the subscriptions API")?;
+    Ok((
+        StatusCode::OK,
+        [(ALLOW, HeaderValue::from_static(COLLECTION_ALLOW))],
+    )
+        .into_response())
+}
+
+pub(crate) async fn options_item(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Subscriber, "use the subscriptions API")?;
+    let registry = state.registry.read().expect("registry lock");
+    match registry.get(&id) {
+        Some(subscription) if visible(&caller, subscription) => Ok((
+            StatusCode::OK,
+            [(ALLOW, HeaderValue::from_static(ITEM_ALLOW))],
+        )
+            .into_response()),
+        _ => Err(not_found(&id)),
+    }
+}

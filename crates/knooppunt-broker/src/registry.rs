@@ -1,0 +1,90 @@
+//! The subscriptions in memory, with the matching index built from them. The store is the
+//! truth: the registry is loaded from it at start-up and changed only after the store has
+//! durably accepted a change.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use knooppunt_event::Event;
+use knooppunt_filter::{Criteria, Filter, FilterError, MatchIndex};
+use knooppunt_store::Subscription;
+
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    subscriptions: BTreeMap<String, Subscription>,
+    index: MatchIndex<String>,
+}
+
+/// The routing criteria of a stored subscription.
+pub(crate) fn criteria(subscription: &Subscription) -> Result<Criteria, Vec<FilterError>> {
+    Ok(Criteria {
+        source: subscription.source.clone(),
+        types: subscription.types.clone(),
+        filters: Filter::list_from_json(&subscription.filters, "filters")?,
+    })
+}
+
+impl Registry {
+    /// Builds the registry from the stored subscriptions.
+    pub(crate) fn load(subscriptions: Vec<Subscription>) -> Result<Registry, String> {
+        let mut registry = Registry::default();
+        for subscription in subscriptions {
+            let criteria = criteria(&subscription).map_err(|errors| {
+                format!(
+                    "stored subscription `{}` has filters this version cannot read: {}",
+                    subscription.id,
+                    errors
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            })?;
+            registry.put(subscription, criteria);
+        }
+        Ok(registry)
+    }
+
+    pub(crate) fn put(&mut self, subscription: Subscription, criteria: Criteria) {
+        self.index.insert(subscription.id.clone(), criteria);
+        self.subscriptions
+            .insert(subscription.id.clone(), subscription);
+    }
+
+    pub(crate) fn remove(&mut self, id: &str) {
+        self.index.remove(&id.to_owned());
+        self.subscriptions.remove(id);
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<&Subscription> {
+        self.subscriptions.get(id)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.subscriptions.len()
+    }
+
+    /// Up to `size` subscriptions after `cursor` in id order, of `owner` if given, and whether
+    /// there are more.
+    pub(crate) fn page(
+        &self,
+        owner: Option<&str>,
+        cursor: Option<&str>,
+        size: usize,
+    ) -> (Vec<Subscription>, bool) {
+        let start = cursor.map_or(Bound::Unbounded, |c| Bound::Excluded(c.to_owned()));
+        let mut visible = self
+            .subscriptions
+            .range((start, Bound::Unbounded))
+            .map(|(_, s)| s)
+            .filter(|s| owner.is_none_or(|owner| s.owner == owner));
+        let page: Vec<Subscription> = visible.by_ref().take(size).cloned().collect();
+        let more = visible.next().is_some();
+        (page, more)
+    }
+
+    /// The ids of the subscriptions `event` matches.
+    pub(crate) fn matching(&self, event: &Event) -> Vec<String> {
+        self.index.matching(event)
+    }
+}

@@ -1,0 +1,595 @@
+//! The subscriptions API driven over HTTP on a real hub: create, read, list, update, delete,
+//! authentication, ownership, type-prefix limits, every validation error, the ADR headers,
+//! and the matching index following every change, across a restart too.
+
+use knooppunt_event::EventBuilder;
+use knooppunt_tests::{Answer, TestHub, tokens};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+async fn send(
+    hub: &TestHub,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> Answer {
+    let mut request = hub.request(method, path, token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    Answer::from(request.send().await.unwrap()).await
+}
+
+async fn create(hub: &TestHub, token: &str, body: Value) -> Answer {
+    send(hub, Method::POST, "/v1/subscriptions", token, Some(body)).await
+}
+
+fn minimal() -> Value {
+    json!({"sink": "http://127.0.0.1:9/events", "protocol": "HTTP"})
+}
+
+fn brp_event(ty: &str, subject: &str) -> knooppunt_event::Event {
+    EventBuilder::new("1", "urn:nld:oin:00000001823288444000:systeem:BRP", ty)
+        .subject(subject)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn create_read_list_replace_delete() {
+    let hub = TestHub::start().await;
+    let created = create(
+        &hub,
+        tokens::KVK,
+        json!({
+            "id": "ignored-on-create",
+            "sink": "https://kvk.example.nl/events",
+            "protocol": "HTTP",
+            "types": ["nl.kvk.opgericht"],
+            "filters": [{"prefix": {"subject": "123"}}],
+            "protocolsettings": {"headers": {"X-Tenant": "kvk"}},
+            "sinkcredential": {"credentialtype": "ACCESSTOKEN", "accesstoken": "very-secret"},
+            "config": {"mode": "binary", "maxAttempts": "5"}
+        }),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    assert_ne!(id, "ignored-on-create");
+    assert_eq!(
+        created.header("location"),
+        Some(format!("/v1/subscriptions/{id}").as_str())
+    );
+    assert_eq!(created.body["owner"], "kvk");
+    assert_eq!(created.body["config"]["mode"], "binary");
+    assert_eq!(created.body["config"]["maxAttempts"], "5");
+    assert_eq!(
+        created.body["config"]["ttl"], "PT24H",
+        "defaults are filled in"
+    );
+    assert_eq!(created.body["config"]["ordering"], "ordered");
+    assert_eq!(created.body["protocolsettings"]["method"], "POST");
+    assert!(
+        created.body.get("sinkcredential").is_none(),
+        "credentials are write-only"
+    );
+    assert!(!created.body.to_string().contains("very-secret"));
+
+    let read = send(
+        &hub,
+        Method::GET,
+        &format!("/v1/subscriptions/{id}"),
+        tokens::KVK,
+        None,
+    )
+    .await;
+    assert_eq!(read.status, 200);
+    assert_eq!(read.body, created.body);
+
+    let list = send(&hub, Method::GET, "/v1/subscriptions", tokens::KVK, None).await;
+    assert_eq!(list.status, 200);
+    assert_eq!(list.body, json!([created.body]));
+
+    let mut replacement = minimal();
+    replacement["id"] = json!(id);
+    replacement["types"] = json!(["nl.kvk.opgeheven"]);
+    let replaced = send(
+        &hub,
+        Method::PUT,
+        &format!("/v1/subscriptions/{id}"),
+        tokens::KVK,
+        Some(replacement),
+    )
+    .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert_eq!(replaced.body["types"], json!(["nl.kvk.opgeheven"]));
+    assert_eq!(
+        replaced.body["config"]["mode"], "structured",
+        "a PUT replaces the whole resource"
+    );
+    assert_eq!(replaced.body["owner"], "kvk");
+
+    let deleted = send(
+        &hub,
+        Method::DELETE,
+        &format!("/v1/subscriptions/{id}"),
+        tokens::KVK,
+        None,
+    )
+    .await;
+    assert_eq!(deleted.status, 200);
+    assert_eq!(deleted.body["id"], json!(id));
+    send(
+        &hub,
+        Method::GET,
+        &format!("/v1/subscriptions/{id}"),
+        tokens::KVK,
+        None,
+    )
+    .await
+    .assert_problem(404);
+    send(
+        &hub,
+        Method::DELETE,
+        &format!("/v1/subscriptions/{id}"),
+        tokens::KVK,
+        None,
+    )
+    .await
+    .assert_problem(404);
+}
+
+#[tokio::test]
+async fn authentication_and_roles() {
+    let hub = TestHub::start().await;
+    let anonymous = Answer::from(
+        hub.client
+            .get(hub.url("/v1/subscriptions"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(401);
+    assert_eq!(
+        anonymous.header("www-authenticate"),
+        Some("Bearer realm=\"knooppunt\"")
+    );
+    let wrong = send(&hub, Method::GET, "/v1/subscriptions", "not-a-token", None)
+        .await
+        .assert_problem(401);
+    assert!(
+        wrong
+            .header("www-authenticate")
+            .unwrap()
+            .contains("invalid_token")
+    );
+    let basic = Answer::from(
+        hub.client
+            .get(hub.url("/v1/subscriptions"))
+            .basic_auth("kvk", Some("kvk-token"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(401);
+    assert!(basic.body["detail"].as_str().unwrap().contains("Bearer"));
+
+    let publisher = create(&hub, tokens::PUBLISHER, minimal())
+        .await
+        .assert_problem(403);
+    assert!(
+        publisher.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("`subscriber` role")
+    );
+    send(
+        &hub,
+        Method::GET,
+        "/v1/subscriptions",
+        tokens::PUBLISHER,
+        None,
+    )
+    .await
+    .assert_problem(403);
+}
+
+#[tokio::test]
+async fn subscribers_see_only_their_own_and_admins_see_all() {
+    let hub = TestHub::start().await;
+    let mut brp = minimal();
+    brp["types"] = json!(["nl.brp.persoon-verhuisd"]);
+    let gemeente = create(&hub, tokens::GEMEENTE, brp).await;
+    assert_eq!(gemeente.status, 201, "{}", gemeente.body);
+    let kvk = create(&hub, tokens::KVK, minimal()).await;
+    let gemeente_id = gemeente.body["id"].as_str().unwrap();
+    let path = format!("/v1/subscriptions/{gemeente_id}");
+
+    let kvk_list = send(&hub, Method::GET, "/v1/subscriptions", tokens::KVK, None).await;
+    assert_eq!(kvk_list.body, json!([kvk.body]));
+    for method in [Method::GET, Method::DELETE, Method::OPTIONS] {
+        send(&hub, method, &path, tokens::KVK, None)
+            .await
+            .assert_problem(404);
+    }
+    send(&hub, Method::PUT, &path, tokens::KVK, Some(minimal()))
+        .await
+        .assert_problem(404);
+
+    let all = send(&hub, Method::GET, "/v1/subscriptions", tokens::ADMIN, None).await;
+    assert_eq!(all.body.as_array().unwrap().len(), 2);
+    let mut change = minimal();
+    change["types"] = json!(["nl.brp.persoon-gehuwd"]);
+    let changed = send(&hub, Method::PUT, &path, tokens::ADMIN, Some(change)).await;
+    assert_eq!(changed.status, 200);
+    assert_eq!(
+        changed.body["owner"], "gemeente",
+        "an admin's change keeps the owner"
+    );
+}
+
+#[tokio::test]
+async fn principals_limited_to_type_prefixes() {
+    let hub = TestHub::start().await;
+    let outside = create(&hub, tokens::GEMEENTE, json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "types": ["nl.brp.x", "nl.kvk.y"]}))
+        .await
+        .assert_problem(403);
+    assert!(
+        outside.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("nl.kvk.y")
+    );
+    let unconstrained = create(&hub, tokens::GEMEENTE, minimal())
+        .await
+        .assert_problem(403);
+    assert!(
+        unconstrained.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("nl.brp.")
+    );
+    let by_filter = create(
+        &hub,
+        tokens::GEMEENTE,
+        json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP",
+               "filters": [{"all": [{"prefix": {"type": "nl.brp.persoon"}}, {"exact": {"subject": "1"}}]}]}),
+    )
+    .await;
+    assert_eq!(by_filter.status, 201, "{}", by_filter.body);
+}
+
+#[tokio::test]
+async fn every_validation_problem_is_named() {
+    let hub = TestHub::start().await;
+    let cases: Vec<(Value, &[&str])> = vec![
+        (json!({}), &["sink", "protocol"]),
+        (json!({"sink": "/relative", "protocol": "HTTP"}), &["sink"]),
+        (
+            json!({"sink": "ftp://example.nl/x", "protocol": "HTTP"}),
+            &["sink"],
+        ),
+        (json!({"sink": 5, "protocol": "HTTP"}), &["sink"]),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "MQTT5"}),
+            &["protocol"],
+        ),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "http"}),
+            &["protocol"],
+        ),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "source": "a b"}),
+            &["source"],
+        ),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "types": ["", 5]}),
+            &["types[0]", "types[1]"],
+        ),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "filters": [{"regex": {"type": "x"}}]}),
+            &["filters[0].regex"],
+        ),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "filters": [{"sql": "type = "}]}),
+            &["filters[0].sql"],
+        ),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "filters": {"exact": {}}}),
+            &["filters"],
+        ),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "protocolsettings": {"method": "GET", "retries": 3}}),
+            &["protocolsettings.retries", "protocolsettings.method"],
+        ),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "protocolsettings": {"headers": {"Authorization": "x", "Bad Header": "y"}}}),
+            &[
+                "protocolsettings.headers.Authorization",
+                "protocolsettings.headers.Bad Header",
+            ],
+        ),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "sinkcredential": {"credentialtype": "PLAIN", "identifier": "x"}}),
+            &["sinkcredential.secret"],
+        ),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "sinkcredential": {"credentialtype": "REFRESHTOKEN"}}),
+            &["sinkcredential.credentialtype"],
+        ),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "config": {"mode": "fax", "ttl": "1 day", "maxAttempts": 3, "colour": "red"}}),
+            &[
+                "config.maxAttempts",
+                "config.colour",
+                "config.mode",
+                "config.ttl",
+            ],
+        ),
+        (
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "filter": []}),
+            &["filter"],
+        ),
+        (json!([]), &[""]),
+    ];
+    for (body, expected) in cases {
+        let answer = create(&hub, tokens::KVK, body.clone())
+            .await
+            .assert_problem(400);
+        let mut names = answer.invalid_params();
+        names.sort();
+        let mut expected: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();
+        expected.sort();
+        assert_eq!(names, expected, "{body}: {}", answer.body);
+        for param in answer.body["invalidParams"].as_array().unwrap() {
+            assert!(!param["reason"].as_str().unwrap().is_empty());
+        }
+    }
+    let sql = create(&hub, tokens::KVK, json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "filters": [{"sql": "type LIKE 5"}]}))
+        .await
+        .assert_problem(400);
+    assert!(
+        sql.body["invalidParams"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("LIKE must be followed by a string literal"),
+        "the parser's message reaches the user: {}",
+        sql.body
+    );
+    assert_eq!(
+        hub.hub.subscription_count(),
+        0,
+        "nothing invalid was stored"
+    );
+}
+
+#[tokio::test]
+async fn put_with_another_id_is_refused() {
+    let hub = TestHub::start().await;
+    let created = create(&hub, tokens::KVK, minimal()).await;
+    let id = created.body["id"].as_str().unwrap();
+    let mut body = minimal();
+    body["id"] = json!("something-else");
+    let answer = send(
+        &hub,
+        Method::PUT,
+        &format!("/v1/subscriptions/{id}"),
+        tokens::KVK,
+        Some(body),
+    )
+    .await
+    .assert_problem(400);
+    assert_eq!(answer.invalid_params(), ["id"]);
+    send(
+        &hub,
+        Method::PUT,
+        "/v1/subscriptions/unknown",
+        tokens::KVK,
+        Some(minimal()),
+    )
+    .await
+    .assert_problem(404);
+}
+
+#[tokio::test]
+async fn bodies_that_are_not_json() {
+    let hub = TestHub::start().await;
+    let text = Answer::from(
+        hub.request(Method::POST, "/v1/subscriptions", tokens::KVK)
+            .header("content-type", "text/plain")
+            .body("sink=x")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(415);
+    assert!(
+        text.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("application/json")
+    );
+    let broken = Answer::from(
+        hub.request(Method::POST, "/v1/subscriptions", tokens::KVK)
+            .header("content-type", "application/json")
+            .body("{\"sink\": ")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(400);
+    assert!(
+        broken.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
+}
+
+#[tokio::test]
+async fn api_design_rules_headers_and_paths() {
+    let hub = TestHub::start().await;
+    let created = create(&hub, tokens::KVK, minimal()).await;
+    let not_found = send(&hub, Method::GET, "/v1/nothing-here", tokens::KVK, None)
+        .await
+        .assert_problem(404);
+    let trailing = send(&hub, Method::GET, "/v1/subscriptions/", tokens::KVK, None).await;
+    assert_eq!(trailing.status, 404, "no trailing-slash redirect");
+    let not_allowed = send(&hub, Method::PATCH, "/v1/subscriptions", tokens::KVK, None)
+        .await
+        .assert_problem(405);
+    assert_eq!(not_allowed.header("allow"), Some("GET, POST, OPTIONS"));
+    for answer in [&created, &not_found, &trailing, &not_allowed] {
+        assert_eq!(answer.header("api-version"), Some("1.0.0"));
+        assert_eq!(answer.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(answer.header("x-frame-options"), Some("DENY"));
+        assert_eq!(answer.header("cache-control"), Some("no-store"));
+        assert!(
+            answer
+                .header("content-security-policy")
+                .unwrap()
+                .contains("frame-ancestors 'none'")
+        );
+        assert!(answer.header("strict-transport-security").is_some());
+    }
+    let options = send(
+        &hub,
+        Method::OPTIONS,
+        "/v1/subscriptions",
+        tokens::KVK,
+        None,
+    )
+    .await;
+    assert_eq!(options.status, 200);
+    assert_eq!(options.header("allow"), Some("GET, POST, OPTIONS"));
+    let id = created.body["id"].as_str().unwrap();
+    let item = send(
+        &hub,
+        Method::OPTIONS,
+        &format!("/v1/subscriptions/{id}"),
+        tokens::KVK,
+        None,
+    )
+    .await;
+    assert_eq!(item.header("allow"), Some("GET, PUT, DELETE, OPTIONS"));
+}
+
+#[tokio::test]
+async fn listing_is_paginated_in_creation_order() {
+    let hub = TestHub::start().await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(
+            create(&hub, tokens::KVK, minimal()).await.body["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let mut seen = Vec::new();
+    let mut path = "/v1/subscriptions?pageSize=2".to_owned();
+    loop {
+        let page = send(&hub, Method::GET, &path, tokens::KVK, None).await;
+        assert_eq!(page.status, 200);
+        assert!(page.body.as_array().unwrap().len() <= 2);
+        seen.extend(
+            page.body
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["id"].as_str().unwrap().to_owned()),
+        );
+        match page.header("link") {
+            Some(link) => {
+                assert!(link.ends_with("; rel=\"next\""), "{link}");
+                path = link[1..link.find('>').unwrap()].to_owned();
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, ids);
+    for bad in ["pageSize=0", "pageSize=many", "page=2"] {
+        send(
+            &hub,
+            Method::GET,
+            &format!("/v1/subscriptions?{bad}"),
+            tokens::KVK,
+            None,
+        )
+        .await
+        .assert_problem(400);
+    }
+}
+
+#[tokio::test]
+async fn the_index_follows_every_change_and_survives_a_restart() {
+    let hub = TestHub::start().await;
+    let verhuisd = brp_event("nl.brp.persoon-verhuisd", "999990342");
+    let gehuwd = brp_event("nl.brp.persoon-gehuwd", "999990342");
+    let mut body = minimal();
+    body["filters"] = json!([{"sql": "type = 'nl.brp.persoon-verhuisd' AND subject LIKE '9999%'"}]);
+    let id = create(&hub, tokens::KVK, body).await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        hub.hub.matching_subscriptions(&verhuisd),
+        std::slice::from_ref(&id)
+    );
+    assert!(hub.hub.matching_subscriptions(&gehuwd).is_empty());
+
+    let mut change = minimal();
+    change["types"] = json!(["nl.brp.persoon-gehuwd"]);
+    send(
+        &hub,
+        Method::PUT,
+        &format!("/v1/subscriptions/{id}"),
+        tokens::KVK,
+        Some(change),
+    )
+    .await;
+    assert!(hub.hub.matching_subscriptions(&verhuisd).is_empty());
+    assert_eq!(
+        hub.hub.matching_subscriptions(&gehuwd),
+        std::slice::from_ref(&id)
+    );
+
+    let other = create(&hub, tokens::KVK, minimal()).await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let hub = hub.restart().await;
+    assert_eq!(hub.hub.subscription_count(), 2);
+    let mut matched = hub.hub.matching_subscriptions(&gehuwd);
+    matched.sort();
+    let mut expected = vec![id.clone(), other.clone()];
+    expected.sort();
+    assert_eq!(
+        matched, expected,
+        "subscriptions and filters survive a restart"
+    );
+    let read = send(
+        &hub,
+        Method::GET,
+        &format!("/v1/subscriptions/{id}"),
+        tokens::KVK,
+        None,
+    )
+    .await;
+    assert_eq!(read.body["types"], json!(["nl.brp.persoon-gehuwd"]));
+
+    send(
+        &hub,
+        Method::DELETE,
+        &format!("/v1/subscriptions/{other}"),
+        tokens::KVK,
+        None,
+    )
+    .await;
+    assert_eq!(hub.hub.matching_subscriptions(&gehuwd), [id]);
+}
