@@ -593,3 +593,35 @@ async fn the_index_follows_every_change_and_survives_a_restart() {
     .await;
     assert_eq!(hub.hub.matching_subscriptions(&gehuwd), [id]);
 }
+
+#[tokio::test]
+async fn development_mode_needs_no_token() {
+    let hub = TestHub::start_without_authentication().await;
+    let created = Answer::from(
+        hub.client
+            .post(hub.url("/v1/subscriptions"))
+            .json(&minimal())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["owner"], "development");
+}
+
+#[tokio::test]
+async fn framework_errors_are_problems_too() {
+    let hub = TestHub::start().await;
+    // A path segment that is not UTF-8 once percent-decoded is refused by the router itself.
+    let answer = send(
+        &hub,
+        Method::GET,
+        "/v1/subscriptions/%FF",
+        tokens::KVK,
+        None,
+    )
+    .await
+    .assert_problem(400);
+    assert_eq!(answer.header("api-version"), Some("1.0.0"));
+}

@@ -84,19 +84,23 @@ pub struct TestHub {
 
 impl TestHub {
     pub async fn start() -> TestHub {
-        TestHub::start_in(Arc::new(tempfile::tempdir().unwrap())).await
+        TestHub::start_in(Arc::new(tempfile::tempdir().unwrap()), authentication()).await
     }
 
-    async fn start_in(data: Arc<TempDir>) -> TestHub {
-        let store = SledStore::open(data.path()).unwrap();
-        let hub = Hub::open(
-            Arc::new(store),
-            HubOptions {
-                authentication: authentication(),
-            },
+    /// A hub with authentication disabled, as `serve --dev-no-auth` runs it.
+    pub async fn start_without_authentication() -> TestHub {
+        TestHub::start_in(
+            Arc::new(tempfile::tempdir().unwrap()),
+            Authentication::Disabled,
         )
         .await
-        .unwrap();
+    }
+
+    async fn start_in(data: Arc<TempDir>, authentication: Authentication) -> TestHub {
+        let store = SledStore::open(data.path()).unwrap();
+        let hub = Hub::open(Arc::new(store), HubOptions { authentication })
+            .await
+            .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let (shutdown, stop) = oneshot::channel::<()>();
@@ -131,7 +135,7 @@ impl TestHub {
         let _ = shutdown.send(());
         task.await.unwrap();
         drop(hub);
-        TestHub::start_in(data).await
+        TestHub::start_in(data, authentication()).await
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -14,7 +14,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::middleware::map_response;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::HeaderValue;
 use http::header::{
@@ -65,8 +65,10 @@ async fn not_found(uri: http::Uri) -> ApiError {
     ))
 }
 
-/// ADR /core/version-header and /core/transport/security-headers.
-async fn standard_headers(mut response: Response) -> Response {
+/// ADR /core/version-header and /core/transport/security-headers, and problem+json for any
+/// error response the framework produced on its own (such as a path it could not decode).
+async fn standard_headers(response: Response) -> Response {
+    let mut response = as_problem(response).await;
     let headers = response.headers_mut();
     let mut set = |name: &'static str, value: &'static str| {
         headers.insert(name, HeaderValue::from_static(value));
@@ -83,6 +85,42 @@ async fn standard_headers(mut response: Response) -> Response {
     headers.insert(
         STRICT_TRANSPORT_SECURITY,
         HeaderValue::from_static("max-age=31536000; includeSubDomains"),
+    );
+    response
+}
+
+async fn as_problem(response: Response) -> Response {
+    let status = response.status();
+    let is_problem = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(problem::PROBLEM_JSON.as_bytes()));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let detail = String::from_utf8_lossy(&text).trim().to_owned();
+    let problem = problem::Problem {
+        kind: format!("urn:knooppunt:problem:http-{}", status.as_u16()),
+        title: status.canonical_reason().unwrap_or("Error"),
+        status: status.as_u16(),
+        detail: if detail.is_empty() {
+            status.to_string()
+        } else {
+            detail
+        },
+        invalid_params: &[],
+    };
+    let mut response = (status, axum::Json(problem)).into_response();
+    for (name, value) in &parts.headers {
+        if name != CONTENT_TYPE && name != http::header::CONTENT_LENGTH {
+            response.headers_mut().insert(name, value.clone());
+        }
+    }
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(problem::PROBLEM_JSON),
     );
     response
 }
