@@ -394,41 +394,27 @@ async fn put_with_another_id_is_refused() {
     .assert_problem(404);
 }
 
+async fn post_raw(hub: &TestHub, content_type: &str, body: &'static str) -> Answer {
+    let request = hub
+        .request(Method::POST, "/v1/subscriptions", tokens::KVK)
+        .header("content-type", content_type)
+        .body(body);
+    Answer::from(request.send().await.unwrap()).await
+}
+
 #[tokio::test]
 async fn bodies_that_are_not_json() {
     let hub = TestHub::start().await;
-    let text = Answer::from(
-        hub.request(Method::POST, "/v1/subscriptions", tokens::KVK)
-            .header("content-type", "text/plain")
-            .body("sink=x")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-    .assert_problem(415);
-    assert!(
-        text.body["detail"]
-            .as_str()
-            .unwrap()
-            .contains("application/json")
-    );
-    let broken = Answer::from(
-        hub.request(Method::POST, "/v1/subscriptions", tokens::KVK)
-            .header("content-type", "application/json")
-            .body("{\"sink\": ")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-    .assert_problem(400);
-    assert!(
-        broken.body["detail"]
-            .as_str()
-            .unwrap()
-            .contains("not valid JSON")
-    );
+    let text = post_raw(&hub, "text/plain", "sink=x")
+        .await
+        .assert_problem(415);
+    let detail = text.body["detail"].as_str().unwrap();
+    assert!(detail.contains("application/json"), "{detail}");
+    let broken = post_raw(&hub, "application/json", "{\"sink\": ")
+        .await
+        .assert_problem(400);
+    let detail = broken.body["detail"].as_str().unwrap();
+    assert!(detail.contains("not valid JSON"), "{detail}");
 }
 
 #[tokio::test]

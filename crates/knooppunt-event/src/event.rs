@@ -51,7 +51,7 @@ impl fmt::Display for AttributeValue {
 }
 
 /// The names of the context attributes this specification defines (not extensions).
-pub(crate) const CORE_ATTRIBUTES: [&str; 8] = [
+pub const CORE_ATTRIBUTES: [&str; 8] = [
     "id",
     "source",
     "specversion",

@@ -24,5 +24,7 @@ pub mod validate;
 
 pub use builder::EventBuilder;
 pub use data::{Data, JsonText};
-pub use event::{AttributeRef, AttributeValue, Event, ReceivedEvent, SPEC_VERSION};
+pub use event::{
+    AttributeRef, AttributeValue, CORE_ATTRIBUTES, Event, ReceivedEvent, SPEC_VERSION,
+};
 pub use validate::{ProfileLevel, Rule, Severity, Violation, Violations};

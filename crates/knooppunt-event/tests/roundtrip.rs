@@ -3,7 +3,9 @@
 
 use knooppunt_event::binding::http::{self as binding, Message};
 use knooppunt_event::format::json;
-use knooppunt_event::{AttributeValue, Data, Event, EventBuilder, JsonText, ReceivedEvent};
+use knooppunt_event::{
+    AttributeValue, CORE_ATTRIBUTES, Data, Event, EventBuilder, JsonText, ReceivedEvent,
+};
 use proptest::prelude::*;
 
 /// Strings CloudEvents allows: no control characters, surrogates or unassigned code points,
@@ -106,18 +108,7 @@ fn data() -> impl Strategy<Value = (Option<&'static str>, Option<Data>)> {
 
 fn event() -> impl Strategy<Value = Event> {
     let extension_name = "[a-z][a-z0-9]{0,10}".prop_filter("not a core attribute", |name| {
-        ![
-            "id",
-            "source",
-            "specversion",
-            "type",
-            "datacontenttype",
-            "dataschema",
-            "subject",
-            "time",
-            "data",
-        ]
-        .contains(&name.as_str())
+        name != "data" && !CORE_ATTRIBUTES.contains(&name.as_str())
     });
     (
         text(),
