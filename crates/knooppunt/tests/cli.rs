@@ -174,3 +174,26 @@ fn sha256sum(token: &str) -> String {
         .unwrap()
         .to_owned()
 }
+
+#[test]
+fn help_explains_the_commands() {
+    let text = stdout(&knooppunt(&["--help"], ""));
+    for expected in [
+        "CloudEvents",
+        "serve",
+        "hash-token",
+        "check",
+        "/v1/openapi.json",
+    ] {
+        assert!(text.contains(expected), "{expected}: {text}");
+    }
+    let serve = stdout(&knooppunt(&["serve", "--help"], ""));
+    for expected in [
+        "--listen",
+        "--data-dir",
+        "--dev-no-auth",
+        "DEVELOPMENT ONLY",
+    ] {
+        assert!(serve.contains(expected), "{expected}: {serve}");
+    }
+}
