@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use knooppunt_broker::{Authentication, Hub, HubOptions, Principal, Role, hash_token};
+use knooppunt_broker::{
+    Authentication, Hub, HubOptions, IngestOptions, Principal, Role, hash_token,
+};
 use knooppunt_store::SledStore;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
@@ -39,6 +41,8 @@ pub mod tokens {
     pub const KVK: &str = "kvk-token";
     /// Publisher only.
     pub const PUBLISHER: &str = "publisher-token";
+    /// Publisher limited to sources under `urn:nld:oin:00000001823288444000:`.
+    pub const BRP_PUBLISHER: &str = "brp-publisher-token";
 }
 
 fn principal(name: &str, roles: &[Role], type_prefixes: &[&str]) -> Principal {
@@ -68,6 +72,11 @@ fn authentication() -> Authentication {
             hash_token(tokens::PUBLISHER),
             principal("publisher", &[Role::Publisher], &[]),
         ),
+        (hash_token(tokens::BRP_PUBLISHER), {
+            let mut brp = principal("brp", &[Role::Publisher], &[]);
+            brp.publish_source_prefixes = vec!["urn:nld:oin:00000001823288444000:".into()];
+            brp
+        }),
     ])
 }
 
@@ -76,29 +85,41 @@ fn authentication() -> Authentication {
 pub struct TestHub {
     pub address: SocketAddr,
     pub hub: Hub,
+    /// The hub's store, for looking at what it holds.
+    pub store: SledStore,
     pub client: reqwest::Client,
     data: Arc<TempDir>,
+    options: HubOptions,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<()>,
 }
 
 impl TestHub {
     pub async fn start() -> TestHub {
-        TestHub::start_in(Arc::new(tempfile::tempdir().unwrap()), authentication()).await
+        TestHub::start_with(IngestOptions::default()).await
+    }
+
+    /// A hub with these ingest settings.
+    pub async fn start_with(ingest: IngestOptions) -> TestHub {
+        let options = HubOptions {
+            authentication: authentication(),
+            ingest,
+        };
+        TestHub::start_in(Arc::new(tempfile::tempdir().unwrap()), options).await
     }
 
     /// A hub with authentication disabled, as `serve --dev-no-auth` runs it.
     pub async fn start_without_authentication() -> TestHub {
-        TestHub::start_in(
-            Arc::new(tempfile::tempdir().unwrap()),
-            Authentication::Disabled,
-        )
-        .await
+        let options = HubOptions {
+            authentication: Authentication::Disabled,
+            ingest: IngestOptions::default(),
+        };
+        TestHub::start_in(Arc::new(tempfile::tempdir().unwrap()), options).await
     }
 
-    async fn start_in(data: Arc<TempDir>, authentication: Authentication) -> TestHub {
+    async fn start_in(data: Arc<TempDir>, options: HubOptions) -> TestHub {
         let store = SledStore::open(data.path()).unwrap();
-        let hub = Hub::open(Arc::new(store), HubOptions { authentication })
+        let hub = Hub::open(Arc::new(store.clone()), options.clone())
             .await
             .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -115,8 +136,10 @@ impl TestHub {
         TestHub {
             address,
             hub,
+            store,
             client: reqwest::Client::new(),
             data,
+            options,
             shutdown,
             task,
         }
@@ -127,15 +150,17 @@ impl TestHub {
     pub async fn restart(self) -> TestHub {
         let TestHub {
             hub,
+            store,
             data,
+            options,
             shutdown,
             task,
             ..
         } = self;
         let _ = shutdown.send(());
         task.await.unwrap();
-        drop(hub);
-        TestHub::start_in(data, authentication()).await
+        drop((hub, store));
+        TestHub::start_in(data, options).await
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -5,6 +5,7 @@
 //! the configuration file.
 
 pub mod api;
+pub mod ingest;
 mod registry;
 
 use std::future::Future;
@@ -16,6 +17,7 @@ use tokio::net::TcpListener;
 
 pub use api::auth::{Authentication, Principal, Role, hash_token};
 pub use api::{API_VERSION, BASE_PATH};
+pub use ingest::{IngestCounters, IngestOptions, MIN_EVENT_BYTES};
 
 use registry::Registry;
 
@@ -23,6 +25,7 @@ use registry::Registry;
 #[derive(Debug, Clone)]
 pub struct HubOptions {
     pub authentication: Authentication,
+    pub ingest: IngestOptions,
 }
 
 /// Shared by every request handler.
@@ -33,6 +36,11 @@ pub(crate) struct AppState {
     /// same order.
     pub(crate) subscription_writes: tokio::sync::Mutex<()>,
     pub(crate) authentication: Authentication,
+    pub(crate) ingest: IngestOptions,
+    pub(crate) counters: IngestCounters,
+    /// Tells the background tasks to stop.
+    stop: tokio::sync::watch::Sender<bool>,
+    background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// Why a hub could not start.
@@ -61,14 +69,40 @@ impl Hub {
     pub async fn open(store: Arc<dyn Store>, options: HubOptions) -> Result<Hub, HubError> {
         let registry = Registry::load(store.subscriptions().await?).map_err(HubError::Corrupt)?;
         tracing::info!(subscriptions = registry.len(), "Subscriptions loaded.");
-        Ok(Hub {
+        let (stop, _) = tokio::sync::watch::channel(false);
+        let hub = Hub {
             state: Arc::new(AppState {
                 store,
                 registry: RwLock::new(registry),
                 subscription_writes: tokio::sync::Mutex::new(()),
                 authentication: options.authentication,
+                ingest: options.ingest,
+                counters: IngestCounters::default(),
+                stop,
+                background: std::sync::Mutex::new(Vec::new()),
             }),
-        })
+        };
+        let sweeper = tokio::spawn(sweep_periodically(Arc::clone(&hub.state)));
+        hub.state
+            .background
+            .lock()
+            .expect("background lock")
+            .push(sweeper);
+        Ok(hub)
+    }
+
+    /// Counts of what happened to published events since start-up.
+    pub fn counters(&self) -> &IngestCounters {
+        &self.state.counters
+    }
+
+    /// Stops the background tasks and waits for them, so that the store is released.
+    pub async fn stop(&self) {
+        let _ = self.state.stop.send(true);
+        let tasks = std::mem::take(&mut *self.state.background.lock().expect("background lock"));
+        for task in tasks {
+            let _ = task.await;
+        }
     }
 
     /// The HTTP API.
@@ -97,7 +131,34 @@ pub async fn serve(
     hub: Hub,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, hub.router())
+    let served = axum::serve(listener, hub.router())
         .with_graceful_shutdown(shutdown)
-        .await
+        .await;
+    hub.stop().await;
+    served
+}
+
+/// Removes finished events past retention and old duplicate-detection entries, every
+/// `sweep_interval`, until the hub stops.
+async fn sweep_periodically(state: Arc<AppState>) {
+    let mut stop = state.stop.subscribe();
+    let mut interval = tokio::time::interval(state.ingest.sweep_interval);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = interval.tick() => {}
+        }
+        let retention = state.ingest.retention.as_millis() as u64;
+        let window = state.ingest.dedupe_window.as_millis() as u64;
+        match state.store.sweep(ingest::now_ms(), retention, window).await {
+            Ok(swept) if swept.events > 0 || swept.dedupe_entries > 0 => tracing::info!(
+                events = swept.events,
+                dedupe_entries = swept.dedupe_entries,
+                "Retention sweep removed finished events."
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "Retention sweep failed; it will run again."),
+        }
+    }
 }

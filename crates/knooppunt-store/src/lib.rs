@@ -3,16 +3,19 @@
 //!
 //! **Durability invariant:** a write method returns `Ok` only when the change is on disk.
 //!
-//! This crate holds the subscriptions; the event and delivery queues join it with the ingest
-//! work, as operations that make sense for every backend (atomic append of an event with its
-//! deliveries, leasing due deliveries, ack, retry, dead letter).
+//! It holds the subscriptions and the accepted events with their pending deliveries, through
+//! operations that make sense for every backend: an atomic append of events with their
+//! deliveries and duplicate detection, per-subscription queues in acceptance order, and a
+//! retention sweep. (Leasing, ack, retry and dead letters join with the delivery workers.)
 
+mod queue;
 mod sled_store;
 mod subscription;
 
 use std::future::Future;
 use std::pin::Pin;
 
+pub use queue::{Appended, Delivery, NewEvent, StoredEvent, Swept};
 pub use sled_store::SledStore;
 pub use subscription::{
     CONFIG_KEYS, ConfigError, ConfigKey, DeliveryConfig, DeliveryMode, HttpSettings, Ordering,
@@ -41,11 +44,40 @@ pub trait Store: Send + Sync + 'static {
     /// Replaces a subscription; `false` when there is none with that id (nothing is written).
     fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool>;
 
-    /// Removes a subscription and returns it.
+    /// Removes a subscription, with its pending deliveries, and returns it.
     fn delete_subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>>;
 
     fn subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>>;
 
     /// Every subscription, in id order (which is creation order).
     fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>>;
+
+    /// Appends events atomically, each with one pending delivery per subscription, in
+    /// acceptance order, and returns only when all of it is on disk. An event whose `source`
+    /// and `id` were accepted less than `dedupe_window_ms` ago is reported as a duplicate and
+    /// not stored again (also within one call).
+    fn append_events<'a>(
+        &'a self,
+        events: &'a [NewEvent],
+        now_ms: u64,
+        dedupe_window_ms: u64,
+    ) -> StoreFuture<'a, Vec<Appended>>;
+
+    fn event(&self, seq: u64) -> StoreFuture<'_, Option<StoredEvent>>;
+
+    /// The first `limit` pending deliveries of a subscription, in acceptance order.
+    fn pending_deliveries<'a>(
+        &'a self,
+        subscription: &'a str,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Delivery>>;
+
+    /// Removes events accepted more than `retention_ms` ago whose deliveries are all finished,
+    /// and duplicate-detection entries older than `dedupe_window_ms`.
+    fn sweep(
+        &self,
+        now_ms: u64,
+        retention_ms: u64,
+        dedupe_window_ms: u64,
+    ) -> StoreFuture<'_, Swept>;
 }

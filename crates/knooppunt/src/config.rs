@@ -6,8 +6,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use knooppunt_broker::{Principal, Role};
+use knooppunt_broker::{IngestOptions, MIN_EVENT_BYTES, Principal, Role};
 use knooppunt_event::ProfileLevel;
+use knooppunt_store::parse_iso8601_duration;
 use serde::Deserialize;
 
 /// The whole configuration; every section has defaults.
@@ -15,6 +16,8 @@ use serde::Deserialize;
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct Config {
     pub(crate) server: ServerConfig,
+    /// How published events are accepted.
+    pub(crate) ingest: IngestConfig,
     /// How published events are validated.
     pub(crate) validation: ValidationConfig,
     /// The parties that may call the API.
@@ -35,6 +38,30 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: PathBuf::from("data"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct IngestConfig {
+    /// The largest event accepted, in bytes on the wire; at least 65536.
+    pub(crate) max_event_bytes: usize,
+    /// The largest batch body accepted, in bytes.
+    pub(crate) max_batch_bytes: usize,
+    /// ISO 8601 duration: a repeated `source` + `id` within it is acknowledged, not routed.
+    pub(crate) dedupe_window: String,
+    /// ISO 8601 duration: how long events whose deliveries are all finished are kept.
+    pub(crate) retention: String,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            max_event_bytes: 1024 * 1024,
+            max_batch_bytes: 10 * 1024 * 1024,
+            dedupe_window: "PT24H".into(),
+            retention: "PT24H".into(),
         }
     }
 }
@@ -85,7 +112,33 @@ impl Config {
         Ok(config)
     }
 
+    /// The ingest settings for the hub.
+    pub(crate) fn ingest_options(&self) -> anyhow::Result<IngestOptions> {
+        let ingest = &self.ingest;
+        if ingest.max_event_bytes < MIN_EVENT_BYTES {
+            bail!(
+                "ingest.max_event_bytes: {} is below {MIN_EVENT_BYTES}; CloudEvents                  intermediaries must forward events of 64 KiB",
+                ingest.max_event_bytes
+            );
+        }
+        if ingest.max_batch_bytes < ingest.max_event_bytes {
+            bail!("ingest.max_batch_bytes: must be at least ingest.max_event_bytes");
+        }
+        let duration = |key: &str, text: &str| {
+            parse_iso8601_duration(text).map_err(|why| anyhow::anyhow!("ingest.{key}: {why}"))
+        };
+        Ok(IngestOptions {
+            profile: self.validation.profile,
+            max_event_bytes: ingest.max_event_bytes,
+            max_batch_bytes: ingest.max_batch_bytes,
+            dedupe_window: duration("dedupe_window", &ingest.dedupe_window)?,
+            retention: duration("retention", &ingest.retention)?,
+            ..IngestOptions::default()
+        })
+    }
+
     fn validate(&self) -> anyhow::Result<()> {
+        self.ingest_options()?;
         let mut names = HashSet::new();
         let mut hashes = HashSet::new();
         for (i, principal) in self.principals.iter().enumerate() {

@@ -47,7 +47,15 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
     let store = SledStore::open(data_dir)?;
-    let hub = Hub::open(Arc::new(store), HubOptions { authentication }).await?;
+    let ingest = config.ingest_options()?;
+    let hub = Hub::open(
+        Arc::new(store),
+        HubOptions {
+            authentication,
+            ingest,
+        },
+    )
+    .await?;
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;

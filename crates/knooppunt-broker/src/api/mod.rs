@@ -3,6 +3,7 @@
 //! redirects, and the OpenAPI document at `/v1/openapi.json`.
 
 pub mod auth;
+mod events;
 mod openapi;
 pub mod problem;
 mod subscription_body;
@@ -12,10 +13,11 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{FromRequest, Request};
 use axum::middleware::map_response;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use http::HeaderValue;
 use http::header::{
     CACHE_CONTROL, CONTENT_TYPE, STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
@@ -33,7 +35,17 @@ pub const API_VERSION: &str = "1.0.0";
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     let not_allowed =
         |allow: &'static str| move || async move { ApiError::MethodNotAllowed { allow } };
+    let body_limit = state
+        .ingest
+        .max_batch_bytes
+        .max(state.ingest.max_event_bytes);
     Router::new()
+        .route(
+            "/v1/events",
+            post(events::publish)
+                .fallback(not_allowed("POST"))
+                .layer(DefaultBodyLimit::max(body_limit)),
+        )
         .route(
             "/v1/subscriptions",
             get(subscriptions::list)
@@ -111,6 +123,7 @@ async fn as_problem(response: Response) -> Response {
             detail
         },
         invalid_params: &[],
+        errors: None,
     };
     let mut response = (status, axum::Json(problem)).into_response();
     for (name, value) in &parts.headers {

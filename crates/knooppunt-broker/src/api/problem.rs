@@ -33,6 +33,13 @@ pub enum ApiError {
         detail: String,
         invalid_params: Vec<InvalidParam>,
     },
+    /// Events that break the specifications: every problem of every event, by position.
+    #[error("{detail}")]
+    InvalidEvents {
+        detail: String,
+        invalid_params: Vec<InvalidParam>,
+        errors: serde_json::Value,
+    },
     #[error("{detail}")]
     Unauthorized { detail: String, invalid_token: bool },
     #[error("{0}")]
@@ -63,6 +70,11 @@ impl ApiError {
             ApiError::InvalidInput { .. } => {
                 (StatusCode::BAD_REQUEST, "invalid-input", "Invalid input")
             }
+            ApiError::InvalidEvents { .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid-event",
+                "Invalid CloudEvent",
+            ),
             ApiError::Unauthorized { .. } => (
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
@@ -105,6 +117,9 @@ pub(crate) struct Problem<'a> {
     pub(crate) detail: String,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub(crate) invalid_params: &'a [InvalidParam],
+    /// For invalid events: the violations with their rule and specification section.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) errors: Option<serde_json::Value>,
 }
 
 impl IntoResponse for ApiError {
@@ -122,9 +137,14 @@ impl IntoResponse for ApiError {
             }
             other => other.to_string(),
         };
-        let invalid_params = match &self {
-            ApiError::InvalidInput { invalid_params, .. } => invalid_params.as_slice(),
-            _ => &[],
+        let (invalid_params, errors) = match &self {
+            ApiError::InvalidInput { invalid_params, .. } => (invalid_params.as_slice(), None),
+            ApiError::InvalidEvents {
+                invalid_params,
+                errors,
+                ..
+            } => (invalid_params.as_slice(), Some(errors.clone())),
+            _ => (&[][..], None),
         };
         let body = Problem {
             kind: format!("urn:knooppunt:problem:{slug}"),
@@ -132,6 +152,7 @@ impl IntoResponse for ApiError {
             status: status.as_u16(),
             detail,
             invalid_params,
+            errors,
         };
         let mut response = (status, Json(body)).into_response();
         let headers = response.headers_mut();

@@ -1,0 +1,272 @@
+//! `POST /v1/events`: publish events in structured, binary or batched mode. A 202 means every
+//! event and each of its deliveries is on disk.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::response::{IntoResponse, Response};
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, StatusCode};
+use knooppunt_event::binding::http::{self as binding, ContentMode, DecodeError, Message};
+use knooppunt_event::{ReceivedEvent, Severity, Violation, Violations, validate};
+use knooppunt_store::{Appended, NewEvent};
+use serde::Serialize;
+use serde_json::json;
+
+use super::auth::{Caller, Role};
+use super::problem::{ApiError, InvalidParam};
+use crate::AppState;
+use crate::ingest::{IngestCounters, now_ms};
+
+/// What the hub says about one published event.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Receipt {
+    id: String,
+    source: String,
+    /// The hub's acceptance sequence number (the original's, for a duplicate).
+    sequence: u64,
+    /// An event with this `source` and `id` was accepted before, within the duplicate window;
+    /// it was acknowledged again but not routed again.
+    duplicate: bool,
+    /// How many subscriptions it was routed to.
+    matched_subscriptions: usize,
+    /// SHOULD-level findings (and, at profile level `warn`, the profile's MUSTs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<Violation>,
+}
+
+fn rejected(state: &AppState, count: usize) {
+    IngestCounters::add(&state.counters.rejected, count as u64);
+}
+
+/// Every problem of the invalid events, by position (`None` for a single event).
+fn invalid_events(problems: Vec<(Option<usize>, Violations)>) -> ApiError {
+    let mut params = Vec::new();
+    let mut errors = Vec::new();
+    for (index, violations) in &problems {
+        let prefix = index.map(|i| format!("[{i}]")).unwrap_or_default();
+        for violation in violations {
+            let name = match (&prefix, violation.attribute.is_empty()) {
+                (p, true) if p.is_empty() => "event".to_owned(),
+                (p, true) => p.clone(),
+                (p, false) if p.is_empty() => violation.attribute.clone(),
+                (p, false) => format!("{p}.{}", violation.attribute),
+            };
+            params.push(InvalidParam::new(name, violation.detail.clone()));
+        }
+        errors.push(json!({"index": index, "violations": violations}));
+    }
+    let detail = match problems.as_slice() {
+        [(None, violations)] => format!(
+            "the event is not a valid CloudEvent: {} problem{}; see invalidParams",
+            violations.as_slice().len(),
+            if violations.as_slice().len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        ),
+        _ => format!(
+            "{} event{} of the batch {} invalid, so none was accepted; see invalidParams",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" },
+            if problems.len() == 1 { "is" } else { "are" }
+        ),
+    };
+    ApiError::InvalidEvents {
+        detail,
+        invalid_params: params,
+        errors: serde_json::Value::Array(errors),
+    }
+}
+
+pub(crate) async fn publish(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Publisher, "publish events")?;
+    let options = &state.ingest;
+    let body = body.map_err(|rejection| {
+        rejected(&state, 1);
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(format!(
+                "the body is larger than this hub accepts ({} bytes for a batch, {} for one event)",
+                options.max_batch_bytes, options.max_event_bytes
+            ))
+        } else {
+            ApiError::invalid(format!("the body could not be read: {rejection}"), vec![])
+        }
+    })?;
+
+    let mode = ContentMode::detect(headers.get(CONTENT_TYPE));
+    let ce_headers: usize = headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("ce-"))
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    if mode == ContentMode::Binary && ce_headers == 0 {
+        rejected(&state, 1);
+        let content_type = headers.get(CONTENT_TYPE).map_or("none".into(), |v| {
+            String::from_utf8_lossy(v.as_bytes()).into_owned()
+        });
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "content type `{content_type}` without `ce-` headers is not a CloudEvent: send \
+             `application/cloudevents+json`, `application/cloudevents-batch+json`, or binary \
+             mode with `ce-specversion`, `ce-id`, `ce-source` and `ce-type` headers"
+        )));
+    }
+    let too_large = |size: usize, what: &str| {
+        ApiError::PayloadTooLarge(format!(
+            "{what} is {size} bytes; this hub accepts events up to {} bytes",
+            options.max_event_bytes
+        ))
+    };
+    if mode != ContentMode::Batched && body.len() + ce_headers > options.max_event_bytes {
+        rejected(&state, 1);
+        return Err(too_large(body.len() + ce_headers, "the event"));
+    }
+
+    let received: Vec<ReceivedEvent> = match binding::decode(&headers, &body) {
+        Err(DecodeError::UnsupportedFormat(content_type)) => {
+            rejected(&state, 1);
+            return Err(ApiError::UnsupportedMediaType(
+                DecodeError::UnsupportedFormat(content_type).to_string(),
+            ));
+        }
+        Err(DecodeError::Invalid(violations)) => {
+            rejected(&state, 1);
+            return Err(invalid_events(vec![(None, violations)]));
+        }
+        Ok(Message::Single(event)) => vec![*event],
+        Ok(Message::Batch(results)) => {
+            let mut events = Vec::with_capacity(results.len());
+            let mut problems = Vec::new();
+            for (index, result) in results.into_iter().enumerate() {
+                match result {
+                    Ok(event) => {
+                        let size = event.json.as_deref().map_or(0, str::len);
+                        if size > options.max_event_bytes {
+                            rejected(&state, 1);
+                            return Err(too_large(size, &format!("event [{index}] of the batch")));
+                        }
+                        events.push(event);
+                    }
+                    Err(violations) => problems.push((Some(index), violations)),
+                }
+            }
+            if !problems.is_empty() {
+                rejected(&state, problems.len() + events.len());
+                return Err(invalid_events(problems));
+            }
+            events
+        }
+    };
+    let batched = mode == ContentMode::Batched;
+    let position = |index: usize| batched.then_some(index);
+
+    let mut warnings = Vec::with_capacity(received.len());
+    let mut problems = Vec::new();
+    for (index, event) in received.iter().enumerate() {
+        match validate::check(&event.event, options.profile) {
+            Ok(found) => warnings.push(found),
+            Err(violations) => problems.push((position(index), violations)),
+        }
+    }
+    if !problems.is_empty() {
+        rejected(&state, received.len());
+        return Err(invalid_events(problems));
+    }
+
+    let allowed = &caller.0.publish_source_prefixes;
+    let outside = |e: &&ReceivedEvent| {
+        !allowed
+            .iter()
+            .any(|prefix| e.event.source().starts_with(prefix.as_str()))
+    };
+    if !allowed.is_empty()
+        && !caller.0.is_admin()
+        && let Some(event) = received.iter().find(outside)
+    {
+        rejected(&state, received.len());
+        return Err(ApiError::Forbidden(format!(
+            "principal `{}` may publish only sources starting with `{}`; event `{}` has source \
+             `{}`",
+            caller.0.name,
+            allowed.join("`, `"),
+            event.event.id(),
+            event.event.source()
+        )));
+    }
+
+    let new_events: Vec<NewEvent> = {
+        let registry = state.registry.read().expect("registry lock");
+        received
+            .iter()
+            .map(|received| NewEvent {
+                source: received.event.source().to_owned(),
+                id: received.event.id().to_owned(),
+                json: received.to_json().into_owned(),
+                subscriptions: registry.matching(&received.event),
+            })
+            .collect()
+    };
+    let window = options.dedupe_window.as_millis() as u64;
+    let outcomes = state
+        .store
+        .append_events(&new_events, now_ms(), window)
+        .await?;
+
+    let counters = &state.counters;
+    let receipts: Vec<Receipt> = new_events
+        .into_iter()
+        .zip(outcomes)
+        .zip(warnings)
+        .map(|((event, outcome), warnings)| {
+            let (duplicate, sequence) = match outcome {
+                Appended::Accepted { seq } => (false, seq),
+                Appended::Duplicate { seq } => (true, seq),
+            };
+            let matched = if duplicate {
+                0
+            } else {
+                event.subscriptions.len()
+            };
+            if duplicate {
+                IngestCounters::add(&counters.duplicates, 1);
+            } else {
+                IngestCounters::add(&counters.accepted, 1);
+                IngestCounters::add(&counters.deliveries, matched as u64);
+                if matched == 0 {
+                    IngestCounters::add(&counters.unmatched, 1);
+                }
+            }
+            tracing::debug!(
+                source = %event.source, id = %event.id, duplicate, matched,
+                "Event accepted."
+            );
+            Receipt {
+                id: event.id,
+                source: event.source,
+                sequence,
+                duplicate,
+                matched_subscriptions: matched,
+                warnings: warnings
+                    .into_iter()
+                    .filter(|w| w.severity == Severity::Warning)
+                    .collect(),
+            }
+        })
+        .collect();
+    let body = if batched {
+        json!({ "events": receipts })
+    } else {
+        serde_json::to_value(&receipts[0]).expect("receipts serialise")
+    };
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}

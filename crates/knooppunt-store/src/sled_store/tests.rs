@@ -1,0 +1,236 @@
+use super::*;
+use crate::SinkCredential;
+
+fn subscription(id: &str) -> Subscription {
+    Subscription {
+        id: id.into(),
+        owner: "gemeente".into(),
+        sink: "http://127.0.0.1:9/sink".into(),
+        protocol: "HTTP".into(),
+        source: None,
+        types: vec!["nl.brp.x".into()],
+        filters: vec![serde_json::json!({"prefix": {"type": "nl."}})],
+        protocol_settings: Default::default(),
+        sink_credential: Some(SinkCredential::Plain {
+            identifier: "hub".into(),
+            secret: "s3cret".into(),
+        }),
+        config: Default::default(),
+        created_at: 1,
+        updated_at: 1,
+    }
+}
+
+fn event(id: &str, subscriptions: &[&str]) -> NewEvent {
+    NewEvent {
+        source: "urn:nld:x".into(),
+        id: id.into(),
+        json: format!(r#"{{"specversion":"1.0","id":"{id}","source":"urn:nld:x","type":"t"}}"#),
+        subscriptions: subscriptions.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+const HOUR: u64 = 3_600_000;
+
+#[tokio::test]
+async fn subscriptions_survive_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = SledStore::open(dir.path()).unwrap();
+        store.insert_subscription(&subscription("b")).await.unwrap();
+        store.insert_subscription(&subscription("a")).await.unwrap();
+        assert!(matches!(
+            store.insert_subscription(&subscription("a")).await,
+            Err(StoreError::Conflict(id)) if id == "a"
+        ));
+        let mut changed = subscription("b");
+        changed.sink = "http://127.0.0.1:9/other".into();
+        assert!(store.update_subscription(&changed).await.unwrap());
+        assert!(
+            !store
+                .update_subscription(&subscription("zzz"))
+                .await
+                .unwrap()
+        );
+    }
+    let store = SledStore::open(dir.path()).unwrap();
+    let all = store.subscriptions().await.unwrap();
+    let ids: Vec<_> = all.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(all[1].sink, "http://127.0.0.1:9/other");
+    assert_eq!(all[0], subscription("a"), "every field round-trips");
+    assert_eq!(
+        store.delete_subscription("a").await.unwrap(),
+        Some(subscription("a"))
+    );
+    assert_eq!(store.delete_subscription("a").await.unwrap(), None);
+    assert_eq!(store.subscription("a").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn events_are_appended_with_their_deliveries_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path()).unwrap();
+    let first = store
+        .append_events(
+            &[event("1", &["s1", "s2"]), event("2", &["s1"])],
+            1000,
+            HOUR,
+        )
+        .await
+        .unwrap();
+    let third = store
+        .append_events(&[event("3", &[])], 1001, HOUR)
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = first
+        .iter()
+        .chain(&third)
+        .map(|a| match a {
+            Appended::Accepted { seq } => *seq,
+            Appended::Duplicate { .. } => panic!("nothing here is a duplicate"),
+        })
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "acceptance order: {seqs:?}"
+    );
+
+    let s1 = store.pending_deliveries("s1", 10).await.unwrap();
+    assert_eq!(s1.iter().map(|d| d.seq).collect::<Vec<_>>(), seqs[..2]);
+    assert_eq!(s1[0].attempts, 0);
+    assert_eq!(s1[0].next_attempt_at, 1000);
+    assert_eq!(store.pending_deliveries("s2", 10).await.unwrap().len(), 1);
+    assert_eq!(
+        store.pending_deliveries("s", 10).await.unwrap(),
+        vec![],
+        "prefixes do not leak"
+    );
+    let stored = store.event(seqs[0]).await.unwrap().unwrap();
+    assert_eq!(stored.id, "1");
+    assert_eq!(stored.json, event("1", &[]).json);
+    assert_eq!(stored.subscriptions, ["s1", "s2"]);
+}
+
+#[tokio::test]
+async fn duplicates_within_the_window_are_not_stored_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path()).unwrap();
+    let first = store
+        .append_events(&[event("1", &["s"])], 0, HOUR)
+        .await
+        .unwrap();
+    let Appended::Accepted { seq } = first[0] else {
+        panic!()
+    };
+    let again = store
+        .append_events(
+            &[event("1", &["s"]), event("2", &["s"]), event("2", &["s"])],
+            HOUR - 1,
+            HOUR,
+        )
+        .await
+        .unwrap();
+    assert_eq!(again[0], Appended::Duplicate { seq });
+    assert!(matches!(again[1], Appended::Accepted { .. }));
+    assert!(
+        matches!(again[2], Appended::Duplicate { .. }),
+        "duplicates within one batch too"
+    );
+    assert_eq!(store.pending_deliveries("s", 10).await.unwrap().len(), 2);
+    let later = store
+        .append_events(&[event("1", &["s"])], HOUR, HOUR)
+        .await
+        .unwrap();
+    assert!(
+        matches!(later[0], Appended::Accepted { .. }),
+        "after the window it is new"
+    );
+}
+
+#[tokio::test]
+async fn appended_events_survive_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = SledStore::open(dir.path()).unwrap();
+        let writers: Vec<_> = (0..8)
+            .map(|w| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    for i in 0..25 {
+                        store
+                            .append_events(&[event(&format!("{w}-{i}"), &["s"])], 5, HOUR)
+                            .await
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.unwrap();
+        }
+    }
+    let store = SledStore::open(dir.path()).unwrap();
+    let pending = store.pending_deliveries("s", 1000).await.unwrap();
+    assert_eq!(pending.len(), 200);
+    assert!(pending.windows(2).all(|w| w[0].seq < w[1].seq));
+    let again = store
+        .append_events(&[event("3-7", &["s"])], 6, HOUR)
+        .await
+        .unwrap();
+    assert!(
+        matches!(again[0], Appended::Duplicate { .. }),
+        "the dedupe index is durable too"
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_subscription_drops_its_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path()).unwrap();
+    store.insert_subscription(&subscription("s")).await.unwrap();
+    store.insert_subscription(&subscription("t")).await.unwrap();
+    store
+        .append_events(&[event("1", &["s", "t"])], 0, HOUR)
+        .await
+        .unwrap();
+    store.delete_subscription("s").await.unwrap();
+    assert_eq!(store.pending_deliveries("s", 10).await.unwrap(), vec![]);
+    assert_eq!(store.pending_deliveries("t", 10).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn the_sweep_removes_only_finished_events_past_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path()).unwrap();
+    let unmatched = store
+        .append_events(&[event("1", &[])], 0, HOUR)
+        .await
+        .unwrap();
+    let pending = store
+        .append_events(&[event("2", &["s"])], 0, HOUR)
+        .await
+        .unwrap();
+    let recent = store
+        .append_events(&[event("3", &[])], 2 * HOUR, HOUR)
+        .await
+        .unwrap();
+    let seq = |a: &[Appended]| match a[0] {
+        Appended::Accepted { seq } => seq,
+        Appended::Duplicate { .. } => panic!(),
+    };
+    let swept = store.sweep(2 * HOUR + 1, HOUR, HOUR).await.unwrap();
+    assert_eq!(
+        swept,
+        Swept {
+            events: 1,
+            dedupe_entries: 2
+        }
+    );
+    assert_eq!(store.event(seq(&unmatched)).await.unwrap(), None);
+    assert!(
+        store.event(seq(&pending)).await.unwrap().is_some(),
+        "a pending delivery keeps it"
+    );
+    assert!(store.event(seq(&recent)).await.unwrap().is_some());
+}

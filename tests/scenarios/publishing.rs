@@ -1,0 +1,469 @@
+//! Publishing over HTTP: the three content modes, every rejection, duplicates, source limits,
+//! unmatched events, retention, and nothing lost across a restart.
+
+use std::time::Duration;
+
+use knooppunt_broker::{IngestCounters, IngestOptions};
+use knooppunt_event::ProfileLevel;
+use knooppunt_store::Store;
+use knooppunt_tests::{Answer, TestHub, tokens};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const SOURCE: &str = "urn:nld:oin:00000001823288444000:systeem:BRP";
+const TYPE: &str = "nl.brp.persoon-verhuisd";
+
+fn event(id: &str) -> Value {
+    json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": TYPE,
+           "subject": "999990342", "comexampleothervalue": 5, "flag": true,
+           "data": {"bsn": "999990342", "amount": 1.50}})
+}
+
+async fn subscribe(hub: &TestHub, body: Value) -> String {
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/subscriptions", tokens::ADMIN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    answer.body["id"].as_str().unwrap().to_owned()
+}
+
+async fn subscribe_to_type(hub: &TestHub) -> String {
+    subscribe(
+        hub,
+        json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "types": [TYPE]}),
+    )
+    .await
+}
+
+async fn post(
+    hub: &TestHub,
+    token: &str,
+    content_type: &str,
+    body: impl Into<reqwest::Body>,
+) -> Answer {
+    let request = hub
+        .request(Method::POST, "/v1/events", token)
+        .header("content-type", content_type)
+        .body(body);
+    Answer::from(request.send().await.unwrap()).await
+}
+
+async fn publish(hub: &TestHub, text: &str) -> Answer {
+    post(
+        hub,
+        tokens::PUBLISHER,
+        "application/cloudevents+json",
+        text.to_owned(),
+    )
+    .await
+}
+
+async fn pending(hub: &TestHub, subscription: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    for delivery in hub
+        .store
+        .pending_deliveries(subscription, 10_000)
+        .await
+        .unwrap()
+    {
+        let event = hub.store.event(delivery.seq).await.unwrap().unwrap();
+        ids.push(event.id);
+    }
+    ids
+}
+
+#[tokio::test]
+async fn the_three_modes_are_accepted_and_routed() {
+    let hub = TestHub::start().await;
+    let subscription = subscribe_to_type(&hub).await;
+
+    let text = "{ \"specversion\":\"1.0\", \"id\":\"s-1\", \"source\":\"urn:nld:oin:00000001823288444000:systeem:BRP\",\n  \"type\":\"nl.brp.persoon-verhuisd\", \"comexampleothervalue\": 5, \"data\": {\"x\": 10.0, \"y\": 1.50e0} }";
+    let structured = publish(&hub, text).await;
+    assert_eq!(structured.status, 202, "{}", structured.body);
+    assert_eq!(structured.body["id"], "s-1");
+    assert_eq!(structured.body["duplicate"], false);
+    assert_eq!(structured.body["matchedSubscriptions"], 1);
+    assert!(structured.body["sequence"].is_u64());
+    let seq = structured.body["sequence"].as_u64().unwrap();
+    assert_eq!(
+        hub.store.event(seq).await.unwrap().unwrap().json,
+        text,
+        "the publisher's JSON is stored byte for byte"
+    );
+
+    let binary = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("ce-specversion", "1.0")
+            .header("ce-id", "b-1")
+            .header("ce-source", SOURCE)
+            .header("ce-type", TYPE)
+            .header("ce-subject", "Euro%20%E2%82%AC")
+            .header("content-type", "application/json")
+            .body(r#"{"bsn": "999990342"}"#)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(binary.status, 202, "{}", binary.body);
+    let stored = hub
+        .store
+        .event(binary.body["sequence"].as_u64().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let as_json: Value = serde_json::from_str(&stored.json).unwrap();
+    assert_eq!(as_json["subject"], "Euro €");
+    assert_eq!(as_json["data"], json!({"bsn": "999990342"}));
+
+    let batch = json!([event("batch-1"), event("batch-2")]).to_string();
+    let batched = post(
+        &hub,
+        tokens::PUBLISHER,
+        "application/cloudevents-batch+json",
+        batch,
+    )
+    .await;
+    assert_eq!(batched.status, 202, "{}", batched.body);
+    assert_eq!(batched.body["events"].as_array().unwrap().len(), 2);
+    assert_eq!(batched.body["events"][1]["id"], "batch-2");
+
+    assert_eq!(
+        pending(&hub, &subscription).await,
+        ["s-1", "b-1", "batch-1", "batch-2"]
+    );
+    let empty = post(
+        &hub,
+        tokens::PUBLISHER,
+        "application/cloudevents-batch+json",
+        "[]",
+    )
+    .await;
+    assert_eq!(empty.status, 202);
+    assert_eq!(empty.body, json!({"events": []}));
+}
+
+#[tokio::test]
+async fn invalid_events_are_rejected_with_every_problem() {
+    let hub = TestHub::start().await;
+    let subscription = subscribe_to_type(&hub).await;
+    let answer = publish(
+        &hub,
+        r#"{"specversion":"1.0","source":"/s","type":"t","time":"yesterday","count":1.5}"#,
+    )
+    .await
+    .assert_problem(400);
+    let mut names = answer.invalid_params();
+    names.sort();
+    assert_eq!(names, ["count", "id", "time"]);
+    let rules: Vec<&str> = answer.body["errors"][0]["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["rule"].as_str().unwrap())
+        .collect();
+    assert!(
+        rules.contains(&"core.required") && rules.contains(&"core.timestamp"),
+        "{rules:?}"
+    );
+    assert!(
+        answer.body["errors"][0]["violations"][0]["spec"]
+            .as_str()
+            .unwrap()
+            .contains("§")
+    );
+
+    let mut late = event("ok-2");
+    late["time"] = json!("2026-13-01T00:00:00Z");
+    let batch = json!([event("ok-1"), late, {"id": 3}]).to_string();
+    let answer = post(
+        &hub,
+        tokens::PUBLISHER,
+        "application/cloudevents-batch+json",
+        batch,
+    )
+    .await
+    .assert_problem(400);
+    let names = answer.invalid_params();
+    assert!(names.contains(&"[1].time".to_owned()), "{names:?}");
+    assert!(names.contains(&"[2].source".to_owned()), "{names:?}");
+    assert!(
+        answer.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("none was accepted")
+    );
+    assert_eq!(
+        pending(&hub, &subscription).await,
+        Vec::<String>::new(),
+        "all or nothing"
+    );
+
+    publish(&hub, "{\"specversion\": ")
+        .await
+        .assert_problem(400);
+    let not_an_event = post(&hub, tokens::PUBLISHER, "text/plain", "hello")
+        .await
+        .assert_problem(415);
+    assert!(
+        not_an_event.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("ce-specversion")
+    );
+    post(&hub, tokens::PUBLISHER, "application/cloudevents+avro", "x")
+        .await
+        .assert_problem(415);
+    let counters = hub.hub.counters();
+    assert!(IngestCounters::get(&counters.rejected) >= 6);
+    assert_eq!(IngestCounters::get(&counters.accepted), 0);
+}
+
+#[tokio::test]
+async fn size_limits() {
+    let options = IngestOptions {
+        max_event_bytes: 65_536,
+        max_batch_bytes: 100_000,
+        ..IngestOptions::default()
+    };
+    let hub = TestHub::start_with(options).await;
+    let sized = |id: &str, size: usize| {
+        let mut value = event(id);
+        value["data"] = json!("");
+        let overhead = value.to_string().len();
+        value["data"] = json!("x".repeat(size - overhead));
+        let text = value.to_string();
+        assert_eq!(text.len(), size);
+        text
+    };
+    let at_limit = publish(&hub, &sized("64k", 65_536)).await;
+    assert_eq!(at_limit.status, 202, "events of 64 KiB are always accepted");
+    let over = publish(&hub, &sized("64k+1", 65_537))
+        .await
+        .assert_problem(413);
+    assert!(
+        over.body["detail"].as_str().unwrap().contains("65536"),
+        "{}",
+        over.body
+    );
+    let batch = format!("[{},{}]", sized("b1", 1000), sized("b2", 65_537));
+    let answer = post(
+        &hub,
+        tokens::PUBLISHER,
+        "application/cloudevents-batch+json",
+        batch,
+    )
+    .await
+    .assert_problem(413);
+    assert!(answer.body["detail"].as_str().unwrap().contains("[1]"));
+    let huge = format!("[{}]", vec![sized("h", 60_000); 2].join(","));
+    post(
+        &hub,
+        tokens::PUBLISHER,
+        "application/cloudevents-batch+json",
+        huge,
+    )
+    .await
+    .assert_problem(413);
+}
+
+#[tokio::test]
+async fn the_profile_level_decides() {
+    let strict = TestHub::start_with(IngestOptions {
+        profile: ProfileLevel::Enforce,
+        ..IngestOptions::default()
+    })
+    .await;
+    let mut event = event("p-1");
+    event["type"] = json!("PersonMoved");
+    let answer = publish(&strict, &event.to_string())
+        .await
+        .assert_problem(400);
+    assert_eq!(
+        answer.body["errors"][0]["violations"][0]["rule"],
+        "nlgov.type.reverse-domain"
+    );
+    assert!(
+        answer.body["errors"][0]["violations"][0]["spec"]
+            .as_str()
+            .unwrap()
+            .contains("NL GOV")
+    );
+
+    let lenient = TestHub::start().await;
+    let answer = publish(&lenient, &event.to_string()).await;
+    assert_eq!(answer.status, 202);
+    assert_eq!(
+        answer.body["warnings"][0]["rule"],
+        "nlgov.type.reverse-domain"
+    );
+    assert_eq!(answer.body["warnings"][0]["severity"], "warning");
+}
+
+#[tokio::test]
+async fn publishing_needs_the_publisher_role_and_an_allowed_source() {
+    let hub = TestHub::start().await;
+    let text = event("a-1").to_string();
+    let anonymous = Answer::from(
+        hub.client
+            .post(hub.url("/v1/events"))
+            .header("content-type", "application/cloudevents+json")
+            .body(text.clone())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    anonymous.assert_problem(401);
+    post(
+        &hub,
+        tokens::KVK,
+        "application/cloudevents+json",
+        text.clone(),
+    )
+    .await
+    .assert_problem(403);
+
+    let allowed = post(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        "application/cloudevents+json",
+        text,
+    )
+    .await;
+    assert_eq!(allowed.status, 202, "{}", allowed.body);
+    let mut foreign = event("a-2");
+    foreign["source"] = json!("urn:nld:oin:99999999999999999999:systeem:X");
+    let refused = post(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        "application/cloudevents+json",
+        foreign.to_string(),
+    )
+    .await
+    .assert_problem(403);
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("urn:nld:oin:00000001823288444000:")
+    );
+    let batch = json!([event("a-3"), foreign]).to_string();
+    post(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        "application/cloudevents-batch+json",
+        batch,
+    )
+    .await
+    .assert_problem(403);
+    let again = post(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        "application/cloudevents+json",
+        event("a-3").to_string(),
+    )
+    .await;
+    assert_eq!(
+        again.body["duplicate"], false,
+        "nothing of the refused batch was stored"
+    );
+}
+
+#[tokio::test]
+async fn duplicates_are_acknowledged_but_not_routed_twice() {
+    let hub = TestHub::start().await;
+    let subscription = subscribe_to_type(&hub).await;
+    let first = publish(&hub, &event("d-1").to_string()).await;
+    let second = publish(&hub, &event("d-1").to_string()).await;
+    assert_eq!(second.status, 202);
+    assert_eq!(second.body["duplicate"], true);
+    assert_eq!(second.body["matchedSubscriptions"], 0);
+    assert_eq!(second.body["sequence"], first.body["sequence"]);
+    assert_eq!(IngestCounters::get(&hub.hub.counters().duplicates), 1);
+
+    let hub = hub.restart().await;
+    let third = publish(&hub, &event("d-1").to_string()).await;
+    assert_eq!(
+        third.body["duplicate"], true,
+        "duplicate detection survives a restart"
+    );
+    assert_eq!(pending(&hub, &subscription).await, ["d-1"]);
+}
+
+#[tokio::test]
+async fn unmatched_events_are_accepted_counted_and_swept_after_retention() {
+    let hub = TestHub::start_with(IngestOptions {
+        retention: Duration::from_millis(1),
+        sweep_interval: Duration::from_millis(20),
+        ..IngestOptions::default()
+    })
+    .await;
+    let subscription = subscribe_to_type(&hub).await;
+    let mut other = event("u-1");
+    other["type"] = json!("nl.kvk.onderneming-opgericht");
+    let unmatched = publish(&hub, &other.to_string()).await;
+    assert_eq!(unmatched.status, 202);
+    assert_eq!(unmatched.body["matchedSubscriptions"], 0);
+    assert_eq!(IngestCounters::get(&hub.hub.counters().unmatched), 1);
+    let matched = publish(&hub, &event("m-1").to_string()).await;
+
+    let unmatched_seq = unmatched.body["sequence"].as_u64().unwrap();
+    let swept = tokio::time::timeout(Duration::from_secs(10), async {
+        while hub.store.event(unmatched_seq).await.unwrap().is_some() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        swept.is_ok(),
+        "the finished event was swept after retention"
+    );
+    let matched_seq = matched.body["sequence"].as_u64().unwrap();
+    assert!(
+        hub.store.event(matched_seq).await.unwrap().is_some(),
+        "pending deliveries keep it"
+    );
+    assert_eq!(pending(&hub, &subscription).await, ["m-1"]);
+}
+
+#[tokio::test]
+async fn nothing_acknowledged_is_lost_across_a_restart() {
+    let hub = TestHub::start().await;
+    let subscription = subscribe_to_type(&hub).await;
+    let mut acknowledged = Vec::new();
+    for i in 0..50 {
+        let id = format!("r-{i}");
+        assert_eq!(publish(&hub, &event(&id).to_string()).await.status, 202);
+        acknowledged.push(id);
+    }
+    let hub = hub.restart().await;
+    assert_eq!(pending(&hub, &subscription).await, acknowledged);
+    assert_eq!(
+        hub.hub.matching_subscriptions(
+            &knooppunt_event::format::json::decode_event(event("x").to_string().as_bytes())
+                .unwrap()
+                .event
+        ),
+        [subscription]
+    );
+}
+
+#[tokio::test]
+async fn other_methods_are_not_allowed() {
+    let hub = TestHub::start().await;
+    let answer = Answer::from(
+        hub.request(Method::GET, "/v1/events", tokens::PUBLISHER)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(405);
+    assert_eq!(answer.header("allow"), Some("POST"));
+}
