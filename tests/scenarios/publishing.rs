@@ -467,3 +467,119 @@ async fn other_methods_are_not_allowed() {
     .assert_problem(405);
     assert_eq!(answer.header("allow"), Some("POST"));
 }
+
+/// A store whose appends wait until the test opens the gate.
+struct GatedStore {
+    inner: knooppunt_store::SledStore,
+    gate: tokio::sync::Semaphore,
+}
+
+impl Store for GatedStore {
+    fn insert_subscription<'a>(
+        &'a self,
+        s: &'a knooppunt_store::Subscription,
+    ) -> knooppunt_store::StoreFuture<'a, ()> {
+        self.inner.insert_subscription(s)
+    }
+    fn update_subscription<'a>(
+        &'a self,
+        s: &'a knooppunt_store::Subscription,
+    ) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.update_subscription(s)
+    }
+    fn delete_subscription<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::Subscription>> {
+        self.inner.delete_subscription(id)
+    }
+    fn subscription<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::Subscription>> {
+        self.inner.subscription(id)
+    }
+    fn subscriptions(
+        &self,
+    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Subscription>> {
+        self.inner.subscriptions()
+    }
+    fn append_events<'a>(
+        &'a self,
+        events: &'a [knooppunt_store::NewEvent],
+        now: u64,
+        window: u64,
+    ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::Appended>> {
+        Box::pin(async move {
+            let _open = self.gate.acquire().await.unwrap();
+            self.inner.append_events(events, now, window).await
+        })
+    }
+    fn event(
+        &self,
+        seq: u64,
+    ) -> knooppunt_store::StoreFuture<'_, Option<knooppunt_store::StoredEvent>> {
+        self.inner.event(seq)
+    }
+    fn pending_deliveries<'a>(
+        &'a self,
+        s: &'a str,
+        limit: usize,
+    ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::Delivery>> {
+        self.inner.pending_deliveries(s, limit)
+    }
+    fn sweep(
+        &self,
+        now: u64,
+        retention: u64,
+        window: u64,
+    ) -> knooppunt_store::StoreFuture<'_, knooppunt_store::Swept> {
+        self.inner.sweep(now, retention, window)
+    }
+}
+
+#[tokio::test]
+async fn the_acknowledgement_waits_for_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(GatedStore {
+        inner: knooppunt_store::SledStore::open(dir.path()).unwrap(),
+        gate: tokio::sync::Semaphore::new(0),
+    });
+    let options = knooppunt_broker::HubOptions {
+        authentication: knooppunt_broker::Authentication::Disabled,
+        ingest: IngestOptions::default(),
+    };
+    let hub = knooppunt_broker::Hub::open(store.clone(), options)
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1/events", listener.local_addr().unwrap());
+    tokio::spawn(knooppunt_broker::serve(
+        listener,
+        hub,
+        std::future::pending(),
+    ));
+
+    let publishing = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/cloudevents+json")
+            .body(event("gated").to_string())
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    let early = tokio::time::timeout(Duration::from_millis(300), async {
+        while !publishing.is_finished() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(
+        early.is_err(),
+        "the hub answered before the store had the event"
+    );
+    store.gate.add_permits(1);
+    assert_eq!(publishing.await.unwrap(), 202);
+}

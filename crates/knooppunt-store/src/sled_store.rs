@@ -51,15 +51,20 @@ struct GroupCommit {
 }
 
 impl GroupCommit {
-    /// Call after a write is applied; returns when it is on disk.
-    async fn commit(&self, db: &sled::Db) -> Result<(), StoreError> {
+    /// Call after a write is applied; returns when a `flush` that started after the write
+    /// has finished.
+    async fn commit<F, Fut>(&self, flush: F) -> Result<(), StoreError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<(), StoreError>>,
+    {
         let mine = self.written.fetch_add(1, AtomicOrdering::SeqCst) + 1;
         let _flushing = self.flushing.lock().await;
         if self.flushed.load(AtomicOrdering::SeqCst) >= mine {
             return Ok(());
         }
         let target = self.written.load(AtomicOrdering::SeqCst);
-        db.flush_async().await.map_err(backend)?;
+        flush().await?;
         self.flushed.fetch_max(target, AtomicOrdering::SeqCst);
         Ok(())
     }
@@ -113,7 +118,11 @@ impl SledStore {
     }
 
     async fn commit(&self) -> Result<(), StoreError> {
-        self.inner.commit.commit(&self.inner.db).await
+        let db = &self.inner.db;
+        self.inner
+            .commit
+            .commit(|| async { db.flush_async().await.map(drop).map_err(backend) })
+            .await
     }
 
     fn append_now(

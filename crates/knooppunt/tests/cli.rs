@@ -1,6 +1,8 @@
 //! The command line, run as a newcomer would.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
 
@@ -99,32 +101,10 @@ fn bad_configuration_stops_with_the_key_named() {
 #[test]
 fn serve_runs_the_hub_until_sigterm() {
     let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_knooppunt"))
-        .args([
-            "serve",
-            "--config",
-            "../../config/knooppunt.toml",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--data-dir")
-        .arg(data.path())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut log = BufReader::new(child.stderr.take().unwrap());
-    let address = loop {
-        let mut line = String::new();
-        assert!(
-            log.read_line(&mut line).unwrap() > 0,
-            "the hub exited before listening"
-        );
-        if let Some(at) = line.find("address=") {
-            break line[at + 8..].split_whitespace().next().unwrap().to_owned();
-        }
-    };
-    let mut stream = TcpStream::connect(&address).unwrap();
+    let config =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/knooppunt.toml");
+    let hub = common::HubProcess::start(&config, data.path());
+    let mut stream = TcpStream::connect(&hub.address).unwrap();
     stream
         .write_all(b"GET /v1/openapi.json HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n")
         .unwrap();
@@ -132,15 +112,7 @@ fn serve_runs_the_hub_until_sigterm() {
     stream.read_to_string(&mut response).unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.to_ascii_lowercase().contains("api-version: 1.0.0"));
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    assert!(
-        child.wait().unwrap().success(),
-        "SIGTERM stops the hub cleanly"
-    );
+    assert!(hub.terminate().success(), "SIGTERM stops the hub cleanly");
 }
 
 #[test]

@@ -234,3 +234,54 @@ async fn the_sweep_removes_only_finished_events_past_retention() {
     );
     assert!(store.event(seq(&recent)).await.unwrap().is_some());
 }
+
+/// Group commit: every writer returns only after a flush that began after its write, and
+/// concurrent writers share flushes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_commit_covers_every_write_with_fewer_flushes() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicU64;
+
+    let commit = Arc::new(GroupCommit::default());
+    // `applied` counts writes that happened; a flush makes everything applied so far durable.
+    let applied = Arc::new(AtomicU64::new(0));
+    let durable = Arc::new(AtomicU64::new(0));
+    let flushes = Arc::new(AtomicU64::new(0));
+    let writers: Vec<_> = (0..64)
+        .map(|_| {
+            let (commit, applied, durable, flushes) = (
+                commit.clone(),
+                applied.clone(),
+                durable.clone(),
+                flushes.clone(),
+            );
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    let mine = applied.fetch_add(1, AtomicOrdering::SeqCst) + 1;
+                    commit
+                        .commit(|| async {
+                            let upto = applied.load(AtomicOrdering::SeqCst);
+                            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                            durable.fetch_max(upto, AtomicOrdering::SeqCst);
+                            flushes.fetch_add(1, AtomicOrdering::SeqCst);
+                            Ok(())
+                        })
+                        .await
+                        .unwrap();
+                    assert!(
+                        durable.load(AtomicOrdering::SeqCst) >= mine,
+                        "a write was acknowledged before a flush covered it"
+                    );
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let flushes = flushes.load(AtomicOrdering::SeqCst);
+    assert!(
+        flushes < 1280 / 4,
+        "{flushes} flushes for 1280 writes: not grouped"
+    );
+}
