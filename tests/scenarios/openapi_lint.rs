@@ -41,6 +41,7 @@ async fn the_document_is_public_and_lints_clean_with_the_adr_ruleset() {
     assert_eq!(answer.header("access-control-allow-origin"), Some("*"));
     assert_eq!(answer.header("api-version"), Some("1.0.0"));
     assert_eq!(answer.body["info"]["version"], "1.0.0");
+    assert!(answer.body["paths"]["/events"]["post"]["responses"]["202"].is_object());
     assert_eq!(
         answer.body["components"]["schemas"]["Config"]["properties"]["ttl"]["default"], "PT24H",
         "the config keys are documented from the code"

@@ -47,6 +47,18 @@ fn problem_schema() -> Value {
             "title": {"type": "string", "example": "Invalid input"},
             "status": {"type": "integer", "format": "int32", "example": 400},
             "detail": {"type": "string", "example": "the subscription has 1 problem; see invalidParams"},
+            "errors": {
+                "type": "array",
+                "description": "For invalid events: per event (`index` in the batch, null for a single event) \
+                                the violations, each with its rule and the section of the specification.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "index": {"type": "integer", "format": "int32", "nullable": true},
+                        "violations": {"type": "array", "items": violation_schema()}
+                    }
+                }
+            },
             "invalidParams": {
                 "type": "array",
                 "description": "For invalid input: every problem found, by location.",
@@ -61,6 +73,89 @@ fn problem_schema() -> Value {
             }
         }
     })
+}
+
+fn violation_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "One problem with one attribute of one event.",
+        "properties": {
+            "attribute": {"type": "string", "example": "time"},
+            "rule": {"type": "string", "description": "A stable code such as `core.timestamp` or `nlgov.type.reverse-domain`.", "example": "core.timestamp"},
+            "detail": {"type": "string"},
+            "spec": {"type": "string", "description": "The document and section the rule comes from.", "example": "CloudEvents 1.0 spec.md §Type System"},
+            "severity": {"type": "string", "enum": ["error", "warning"]}
+        }
+    })
+}
+
+fn receipt_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "What the hub did with one published event.",
+        "properties": {
+            "id": {"type": "string"},
+            "source": {"type": "string"},
+            "sequence": {"type": "integer", "format": "int64", "description": "The hub's acceptance sequence number (the original's, for a duplicate)."},
+            "duplicate": {"type": "boolean", "description": "The same `source` and `id` were accepted within the duplicate window: acknowledged, not routed again."},
+            "matchedSubscriptions": {"type": "integer", "format": "int32", "description": "How many subscriptions it was routed to."},
+            "warnings": {"type": "array", "items": violation_schema(), "description": "SHOULD-level findings, and profile findings at level `warn`."}
+        }
+    })
+}
+
+fn publish_operation() -> Value {
+    let mut extra = Map::new();
+    extra.insert(
+        "requestBody".into(),
+        json!({
+            "required": true,
+            "description": "One event in structured mode, a batch, or binary mode (the data as the body with \
+                            `ce-` headers carrying the attributes, percent-encoded).",
+            "content": {
+                "application/cloudevents+json": {"schema": {"type": "object", "description": "A CloudEvent in the JSON format."}},
+                "application/cloudevents-batch+json": {"schema": {"type": "array", "items": {"type": "object"}}},
+                "*/*": {"schema": {"type": "string", "format": "binary", "description": "Binary mode: the event data."}}
+            }
+        }),
+    );
+    let mut operation = operation(
+        "publishEvents",
+        "Publish events. 202 means every event and each of its deliveries is on disk.",
+        (
+            "202",
+            json!({
+                "description": "Accepted and durably stored (for a batch: all of it).",
+                "headers": headers(&[]),
+                "content": {"application/json": {"schema": {"oneOf": [
+                    receipt_schema(),
+                    {"type": "object", "properties": {"events": {"type": "array", "items": receipt_schema()}}}
+                ]}}}
+            }),
+        ),
+        &[
+            (
+                "400",
+                "An event is invalid; every problem of every event is listed, and nothing was accepted.",
+            ),
+            UNAUTHORIZED,
+            (
+                "403",
+                "The principal lacks the publisher role or publishes outside its source prefixes.",
+            ),
+            (
+                "413",
+                "An event (or the batch) is larger than the hub accepts.",
+            ),
+            (
+                "415",
+                "The content type is not a CloudEvents format or binary mode.",
+            ),
+        ],
+        extra,
+    );
+    operation["tags"] = json!(["events"]);
+    operation
 }
 
 fn problem(description: &str) -> Value {
@@ -259,11 +354,13 @@ pub(crate) fn document() -> Value {
         },
         "servers": [{"url": BASE_PATH, "description": "This hub."}],
         "tags": [
+            {"name": "events", "description": "Publishing events."},
             {"name": "subscriptions", "description": "Subscriptions: what to deliver where."},
             {"name": "api", "description": "This description of the API."}
         ],
         "security": [{"bearerAuth": []}],
         "paths": {
+            "/events": {"post": publish_operation()},
             "/subscriptions": {
                 "get": list,
                 "post": create,

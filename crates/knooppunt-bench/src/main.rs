@@ -1,0 +1,184 @@
+//! `knooppunt-bench`: measures the hub on loopback next to a baseline measured in the same
+//! run on the same machine. Every workload is bounded in time and stops by itself.
+//!
+//! `cargo run --release -p knooppunt-bench -- ingest --seconds 10 --connections 64`
+
+#![allow(clippy::print_stdout)]
+
+mod load;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::post;
+use clap::{Parser, Subcommand};
+use knooppunt_broker::{
+    Authentication, Hub, HubOptions, IngestOptions, Principal, Role, hash_token,
+};
+use knooppunt_store::SledStore;
+use load::{Report, Request};
+
+/// Load workloads against a real hub on 127.0.0.1, each next to its baseline.
+#[derive(Debug, Parser)]
+struct Cli {
+    #[command(subcommand)]
+    workload: Workload,
+}
+
+#[derive(Debug, Subcommand)]
+enum Workload {
+    /// Durable ingest: 1 KiB structured events from many connections, acknowledged events/s
+    /// and latency, next to a trivial axum server that answers 204.
+    Ingest {
+        /// How long each measurement runs.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Concurrent connections.
+        #[arg(long, default_value_t = 64)]
+        connections: usize,
+        /// Size of each event's JSON, in bytes.
+        #[arg(long, default_value_t = 1024)]
+        event_bytes: usize,
+        /// Subscriptions on the hub (every event matches one of them).
+        #[arg(long, default_value_t = 100)]
+        subscriptions: usize,
+        /// Measure the hub only (for profiling).
+        #[arg(long)]
+        skip_baseline: bool,
+    },
+}
+
+const TOKEN: &str = "bench-token";
+
+fn event_body(n: u64, size: usize) -> String {
+    let head = format!(
+        r#"{{"specversion":"1.0","id":"bench-{n}","source":"urn:nld:oin:00000001823288444000:systeem:bench","type":"nl.bench.type{}","subject":"{n}","data":{{"filler":""#,
+        n % 100
+    );
+    let tail = "\"}}";
+    let filler = size.saturating_sub(head.len() + tail.len());
+    format!("{head}{}{tail}", "x".repeat(filler))
+}
+
+fn print(name: &str, report: &Report) {
+    println!(
+        "{name:<28} {:>10.0}/s {:>9.2} ms {:>9.2} ms {:>8} {:>6}",
+        report.per_second(),
+        report.percentile(0.5).as_secs_f64() * 1000.0,
+        report.percentile(0.99).as_secs_f64() * 1000.0,
+        report.acknowledged,
+        report.failed
+    );
+}
+
+async fn trivial_server() -> anyhow::Result<String> {
+    let router =
+        axum::Router::new().route("/", post(|| async { axum::http::StatusCode::NO_CONTENT }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    Ok(url)
+}
+
+async fn hub(data: &std::path::Path, subscriptions: usize) -> anyhow::Result<String> {
+    let store = SledStore::open(data)?;
+    let principal = Principal {
+        name: "bench".into(),
+        roles: [Role::Publisher, Role::Subscriber, Role::Admin].into(),
+        subscribe_type_prefixes: Vec::new(),
+        publish_source_prefixes: Vec::new(),
+    };
+    let options = HubOptions {
+        authentication: Authentication::tokens([(hash_token(TOKEN), principal)]),
+        ingest: IngestOptions::default(),
+    };
+    let hub = Hub::open(Arc::new(store), options).await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(knooppunt_broker::serve(
+        listener,
+        hub,
+        std::future::pending(),
+    ));
+    let client = reqwest::Client::new();
+    for i in 0..subscriptions {
+        let body = serde_json::json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP",
+                                      "types": [format!("nl.bench.type{}", i % 100)]});
+        let status = client
+            .post(format!("{base}/v1/subscriptions"))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await?
+            .status();
+        anyhow::ensure!(status == 201, "creating a subscription answered {status}");
+    }
+    Ok(base)
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        match cli.workload {
+            Workload::Ingest {
+                seconds,
+                connections,
+                event_bytes,
+                subscriptions,
+                skip_baseline,
+            } => {
+                let duration = Duration::from_secs(seconds);
+                println!(
+                    "ingest: {connections} connections, {event_bytes}-byte events, {seconds} s each, \
+                     {subscriptions} subscriptions, {} cores",
+                    std::thread::available_parallelism().map_or(0, |n| n.get())
+                );
+                println!(
+                    "{:<28} {:>12} {:>12} {:>12} {:>8} {:>6}",
+                    "", "rate", "p50", "p99", "acked", "failed"
+                );
+                let baseline = if skip_baseline { None } else { Some(load::run(
+                    Request {
+                        url: trivial_server().await?,
+                        content_type: "application/cloudevents+json",
+                        token: None,
+                        body: Arc::new(move |n| event_body(n, event_bytes)),
+                        expect: 204,
+                    },
+                    connections,
+                    duration,
+                )
+                .await) };
+                if let Some(baseline) = &baseline {
+                    print("trivial axum (204)", baseline);
+                }
+
+                let data = tempfile::tempdir()?;
+                let base = hub(data.path(), subscriptions).await?;
+                let ingest = load::run(
+                    Request {
+                        url: format!("{base}/v1/events"),
+                        content_type: "application/cloudevents+json",
+                        token: Some(TOKEN.into()),
+                        body: Arc::new(move |n| event_body(n, event_bytes)),
+                        expect: 202,
+                    },
+                    connections,
+                    duration,
+                )
+                .await;
+                print("knooppunt durable ingest", &ingest);
+                if let Some(baseline) = &baseline {
+                    println!(
+                        "durable ingest / trivial server: {:.0}%",
+                        100.0 * ingest.per_second() / baseline.per_second()
+                    );
+                }
+            }
+        }
+        Ok(())
+    })
+}
