@@ -398,12 +398,14 @@ async fn duplicates_are_acknowledged_but_not_routed_twice() {
 
 #[tokio::test]
 async fn unmatched_events_are_accepted_counted_and_swept_after_retention() {
-    let hub = TestHub::start_with(IngestOptions {
+    let ingest = IngestOptions {
         retention: Duration::from_millis(1),
         sweep_interval: Duration::from_millis(20),
         ..IngestOptions::default()
-    })
-    .await;
+    };
+    // One event per log segment, so that retention removes single events.
+    let store = knooppunt_store::SledOptions { segment_bytes: 1 };
+    let hub = TestHub::start_with_store(ingest, store).await;
     let subscription = subscribe_to_type(&hub).await;
     let mut other = event("u-1");
     other["type"] = json!("nl.kvk.onderneming-opgericht");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use knooppunt_broker::{
     Authentication, Hub, HubOptions, IngestOptions, Principal, Role, hash_token,
 };
-use knooppunt_store::SledStore;
+use knooppunt_store::{SledOptions, SledStore};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -90,6 +90,7 @@ pub struct TestHub {
     pub client: reqwest::Client,
     data: Arc<TempDir>,
     options: HubOptions,
+    store_options: SledOptions,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<()>,
 }
@@ -101,11 +102,17 @@ impl TestHub {
 
     /// A hub with these ingest settings.
     pub async fn start_with(ingest: IngestOptions) -> TestHub {
+        TestHub::start_with_store(ingest, SledOptions::default()).await
+    }
+
+    /// A hub with these ingest and store settings.
+    pub async fn start_with_store(ingest: IngestOptions, store: SledOptions) -> TestHub {
         let options = HubOptions {
             authentication: authentication(),
             ingest,
         };
-        TestHub::start_in(Arc::new(tempfile::tempdir().unwrap()), options).await
+        let data = Arc::new(tempfile::tempdir().unwrap());
+        TestHub::start_in(data, options, store).await
     }
 
     /// A hub with authentication disabled, as `serve --dev-no-auth` runs it.
@@ -114,11 +121,13 @@ impl TestHub {
             authentication: Authentication::Disabled,
             ingest: IngestOptions::default(),
         };
-        TestHub::start_in(Arc::new(tempfile::tempdir().unwrap()), options).await
+        let data = Arc::new(tempfile::tempdir().unwrap());
+        TestHub::start_in(data, options, SledOptions::default()).await
     }
 
-    async fn start_in(data: Arc<TempDir>, options: HubOptions) -> TestHub {
-        let store = SledStore::open(data.path()).unwrap();
+    async fn start_in(data: Arc<TempDir>, options: HubOptions, store: SledOptions) -> TestHub {
+        let store_options = store;
+        let store = SledStore::open_with(data.path(), store_options).unwrap();
         let hub = Hub::open(Arc::new(store.clone()), options.clone())
             .await
             .unwrap();
@@ -140,6 +149,7 @@ impl TestHub {
             client: reqwest::Client::new(),
             data,
             options,
+            store_options,
             shutdown,
             task,
         }
@@ -153,6 +163,7 @@ impl TestHub {
             store,
             data,
             options,
+            store_options,
             shutdown,
             task,
             ..
@@ -160,7 +171,7 @@ impl TestHub {
         let _ = shutdown.send(());
         task.await.unwrap();
         drop((hub, store));
-        TestHub::start_in(data, options).await
+        TestHub::start_in(data, options, store_options).await
     }
 
     pub fn url(&self, path: &str) -> String {

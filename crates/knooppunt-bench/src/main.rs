@@ -7,6 +7,10 @@
 
 mod load;
 
+/// The same allocator as the `knooppunt` binary, so that the numbers are the hub's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use queue::{Appended, Delivery, NewEvent, StoredEvent, Swept};
-pub use sled_store::SledStore;
+pub use sled_store::{SledOptions, SledStore};
 pub use subscription::{
     CONFIG_KEYS, ConfigError, ConfigKey, DeliveryConfig, DeliveryMode, HttpSettings, Ordering,
     SinkCredential, Subscription, parse_iso8601_duration,

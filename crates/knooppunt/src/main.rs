@@ -13,6 +13,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use knooppunt_event::ProfileLevel;
 
+/// mimalloc: the hub allocates and frees small buffers on every request from several
+/// threads, where glibc's allocator showed up at ~12% of the ingest profile.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Knooppunt: a CloudEvents 1.0 event hub for the Dutch government (NL GOV profile).
 ///
 /// Publishers POST events; subscribers register webhooks through the Subscriptions API; the

@@ -1,5 +1,16 @@
+use std::sync::atomic::Ordering as AtomicOrdering;
+
 use super::*;
 use crate::SinkCredential;
+
+/// A store with these subscriptions.
+async fn store_with(dir: &Path, subscriptions: &[&str], options: SledOptions) -> SledStore {
+    let store = SledStore::open_with(dir, options).unwrap();
+    for id in subscriptions {
+        store.insert_subscription(&subscription(id)).await.unwrap();
+    }
+    store
+}
 
 fn subscription(id: &str) -> Subscription {
     Subscription {
@@ -70,7 +81,7 @@ async fn subscriptions_survive_reopening() {
 #[tokio::test]
 async fn events_are_appended_with_their_deliveries_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SledStore::open(dir.path()).unwrap();
+    let store = store_with(dir.path(), &["s1", "s2", "s"], SledOptions::default()).await;
     let first = store
         .append_events(
             &[event("1", &["s1", "s2"]), event("2", &["s1"])],
@@ -115,7 +126,7 @@ async fn events_are_appended_with_their_deliveries_in_order() {
 #[tokio::test]
 async fn duplicates_within_the_window_are_not_stored_again() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SledStore::open(dir.path()).unwrap();
+    let store = store_with(dir.path(), &["s"], SledOptions::default()).await;
     let first = store
         .append_events(&[event("1", &["s"])], 0, HOUR)
         .await
@@ -152,7 +163,7 @@ async fn duplicates_within_the_window_are_not_stored_again() {
 async fn appended_events_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = store_with(dir.path(), &["s"], SledOptions::default()).await;
         let writers: Vec<_> = (0..8)
             .map(|w| {
                 let store = store.clone();
@@ -202,7 +213,8 @@ async fn deleting_a_subscription_drops_its_queue() {
 #[tokio::test]
 async fn the_sweep_removes_only_finished_events_past_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SledStore::open(dir.path()).unwrap();
+    // One event per segment, so that retention can remove single events.
+    let store = store_with(dir.path(), &["s"], SledOptions { segment_bytes: 1 }).await;
     let unmatched = store
         .append_events(&[event("1", &[])], 0, HOUR)
         .await
@@ -284,4 +296,32 @@ async fn group_commit_covers_every_write_with_fewer_flushes() {
         flushes < 1280 / 4,
         "{flushes} flushes for 1280 writes: not grouped"
     );
+}
+
+/// sled's duplicate-detection entries are written without a flush; if a crash loses them,
+/// opening the store rebuilds them from the event log.
+#[tokio::test]
+async fn duplicate_detection_is_rebuilt_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = store_with(dir.path(), &["s"], SledOptions::default()).await;
+        store
+            .append_events(&[event("1", &["s"]), event("2", &["s"])], 0, HOUR)
+            .await
+            .unwrap();
+    }
+    {
+        // What a crash before sled wrote them out would leave.
+        let db = sled::open(dir.path()).unwrap();
+        db.open_tree("dedupe").unwrap().clear().unwrap();
+        db.open_tree("meta").unwrap().clear().unwrap();
+        db.flush().unwrap();
+    }
+    let store = SledStore::open(dir.path()).unwrap();
+    let again = store
+        .append_events(&[event("2", &["s"])], 1, HOUR)
+        .await
+        .unwrap();
+    assert!(matches!(again[0], Appended::Duplicate { .. }));
+    assert_eq!(store.pending_deliveries("s", 10).await.unwrap().len(), 2);
 }

@@ -1,0 +1,401 @@
+//! The event log: accepted events in append-only segment files, made durable with one
+//! `fdatasync` per group of appends.
+//!
+//! A segment is named after the sequence number of its first record
+//! (`00000000000000000001.log`) and holds records `[len: u32][crc32: u32][payload]`, little
+//! endian; the payload is the sequence number, the acceptance time, `source`, `id`, the
+//! event's JSON and the subscriptions it was routed to. A crash can leave a partly written
+//! record at the end of the newest segment; opening the log cuts it off (it was never
+//! acknowledged: acknowledgement waits for the `fdatasync` after the write).
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::StoreError;
+
+/// One accepted event as the log keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LogRecord {
+    pub(crate) seq: u64,
+    pub(crate) accepted_at: u64,
+    pub(crate) source: String,
+    pub(crate) id: String,
+    pub(crate) json: String,
+    pub(crate) subscriptions: Vec<String>,
+}
+
+/// Where a record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Location {
+    /// The segment's first sequence number (its name).
+    pub(crate) segment: u64,
+    pub(crate) offset: u64,
+    pub(crate) len: u32,
+}
+
+const HEADER: usize = 8;
+
+fn io(what: &str, path: &Path, error: std::io::Error) -> StoreError {
+    StoreError::Backend(format!("{what} {}: {error}", path.display()))
+}
+
+fn put_str(buffer: &mut Vec<u8>, text: &str) {
+    buffer.extend_from_slice(&(text.len() as u32).to_le_bytes());
+    buffer.extend_from_slice(text.as_bytes());
+}
+
+impl LogRecord {
+    /// The record with its header, ready to append.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut payload = Vec::with_capacity(64 + self.json.len());
+        payload.extend_from_slice(&self.seq.to_le_bytes());
+        payload.extend_from_slice(&self.accepted_at.to_le_bytes());
+        put_str(&mut payload, &self.source);
+        put_str(&mut payload, &self.id);
+        put_str(&mut payload, &self.json);
+        payload.extend_from_slice(&(self.subscriptions.len() as u32).to_le_bytes());
+        for subscription in &self.subscriptions {
+            put_str(&mut payload, subscription);
+        }
+        let mut record = Vec::with_capacity(HEADER + payload.len());
+        record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        record.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        record.extend_from_slice(&payload);
+        record
+    }
+
+    fn decode(payload: &[u8]) -> Option<LogRecord> {
+        let mut at = 0;
+        let mut take = |n: usize| {
+            let slice = payload.get(at..at + n)?;
+            at += n;
+            Some(slice)
+        };
+        let u64_at =
+            |bytes: &[u8]| -> Option<u64> { Some(u64::from_le_bytes(bytes.try_into().ok()?)) };
+        let seq = u64_at(take(8)?)?;
+        let accepted_at = u64_at(take(8)?)?;
+        let mut string = || -> Option<String> {
+            let len = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
+            String::from_utf8(take(len)?.to_vec()).ok()
+        };
+        let source = string()?;
+        let id = string()?;
+        let json = string()?;
+        let count = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
+        let mut subscriptions = Vec::with_capacity(count.min(1024));
+        for _ in 0..count {
+            let len = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
+            subscriptions.push(String::from_utf8(take(len)?.to_vec()).ok()?);
+        }
+        Some(LogRecord {
+            seq,
+            accepted_at,
+            source,
+            id,
+            json,
+            subscriptions,
+        })
+    }
+}
+
+/// The segment files of one directory; owned by the store's writer thread for appending,
+/// read by anyone through [`read_at`].
+#[derive(Debug)]
+pub(crate) struct EventLog {
+    dir: PathBuf,
+    /// First sequence numbers of the segments, oldest first; the last is the active one.
+    segments: Vec<u64>,
+    active: File,
+    active_len: u64,
+    segment_bytes: u64,
+    next_seq: u64,
+}
+
+fn segment_path(dir: &Path, first_seq: u64) -> PathBuf {
+    dir.join(format!("{first_seq:020}.log"))
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io("cannot sync the directory", dir, e))
+}
+
+impl EventLog {
+    /// Opens the log in `dir`, calling `visit` for every record in order, and cuts off a
+    /// partly written record at the end of the newest segment.
+    pub(crate) fn open(
+        dir: &Path,
+        segment_bytes: u64,
+        mut visit: impl FnMut(&LogRecord, Location),
+    ) -> Result<EventLog, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| io("cannot create", dir, e))?;
+        let mut segments: Vec<u64> = std::fs::read_dir(dir)
+            .map_err(|e| io("cannot list", dir, e))?
+            .filter_map(|entry| {
+                let name = entry.ok()?.file_name().into_string().ok()?;
+                name.strip_suffix(".log")?.parse().ok()
+            })
+            .collect();
+        segments.sort_unstable();
+        let mut next_seq = 1;
+        let mut active_len = 0;
+        for (index, &segment) in segments.iter().enumerate() {
+            let path = segment_path(dir, segment);
+            let mut bytes = Vec::new();
+            File::open(&path)
+                .and_then(|mut f| f.read_to_end(&mut bytes))
+                .map_err(|e| io("cannot read", &path, e))?;
+            let mut offset = 0usize;
+            while offset < bytes.len() {
+                let record = bytes.get(offset..offset + HEADER).and_then(|header| {
+                    let len = u32::from_le_bytes(header[..4].try_into().ok()?) as usize;
+                    let crc = u32::from_le_bytes(header[4..].try_into().ok()?);
+                    let payload = bytes.get(offset + HEADER..offset + HEADER + len)?;
+                    (crc32fast::hash(payload) == crc)
+                        .then(|| LogRecord::decode(payload).map(|r| (r, len)))
+                        .flatten()
+                });
+                let Some((record, len)) = record else { break };
+                let location = Location {
+                    segment,
+                    offset: offset as u64,
+                    len: (HEADER + len) as u32,
+                };
+                visit(&record, location);
+                next_seq = record.seq + 1;
+                offset += HEADER + len;
+            }
+            if offset < bytes.len() {
+                if index + 1 != segments.len() {
+                    return Err(StoreError::Corrupt(format!(
+                        "{} is damaged at byte {offset}, before the newest segment",
+                        path.display()
+                    )));
+                }
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|e| io("cannot open", &path, e))?;
+                file.set_len(offset as u64)
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| io("cannot cut the torn end of", &path, e))?;
+            }
+            active_len = offset as u64;
+        }
+        if segments.is_empty() {
+            segments.push(next_seq);
+            File::create(segment_path(dir, next_seq)).map_err(|e| io("cannot create", dir, e))?;
+            sync_dir(dir)?;
+        }
+        let active_path = segment_path(dir, *segments.last().expect("one segment"));
+        let active = OpenOptions::new()
+            .append(true)
+            .open(&active_path)
+            .map_err(|e| io("cannot open", &active_path, e))?;
+        Ok(EventLog {
+            dir: dir.to_owned(),
+            segments,
+            active,
+            active_len,
+            segment_bytes,
+            next_seq,
+        })
+    }
+
+    /// The sequence number the next record gets.
+    pub(crate) fn next_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// Appends records (numbered by [`EventLog::next_seq`], in order) and waits until they
+    /// are on disk; returns where each is.
+    pub(crate) fn append(&mut self, records: &[LogRecord]) -> Result<Vec<Location>, StoreError> {
+        let Some(first) = records.first() else {
+            return Ok(Vec::new());
+        };
+        if self.active_len >= self.segment_bytes {
+            self.rotate(first.seq)?;
+        }
+        let records: Vec<Vec<u8>> = records.iter().map(LogRecord::encode).collect();
+        let segment = *self.segments.last().expect("one segment");
+        let mut locations = Vec::with_capacity(records.len());
+        let mut offset = self.active_len;
+        for record in &records {
+            locations.push(Location {
+                segment,
+                offset,
+                len: record.len() as u32,
+            });
+            offset += record.len() as u64;
+        }
+        let path = segment_path(&self.dir, segment);
+        let written = self
+            .active
+            .write_all(&records.concat())
+            .and_then(|()| self.active.sync_data());
+        if let Err(error) = written {
+            // Leave no partial record behind a later append.
+            let _ = self.active.set_len(self.active_len);
+            return Err(io("cannot append to", &path, error));
+        }
+        self.active_len = offset;
+        Ok(locations)
+    }
+
+    fn rotate(&mut self, first: u64) -> Result<(), StoreError> {
+        let path = segment_path(&self.dir, first);
+        self.active = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| io("cannot create", &path, e))?;
+        sync_dir(&self.dir)?;
+        self.segments.push(first);
+        self.active_len = 0;
+        Ok(())
+    }
+
+    /// The segments other than the active one, oldest first, each with the first sequence
+    /// number of the next segment.
+    pub(crate) fn closed_segments(&self) -> Vec<(u64, u64)> {
+        self.segments.windows(2).map(|w| (w[0], w[1])).collect()
+    }
+
+    /// Deletes a closed segment.
+    pub(crate) fn delete(&mut self, segment: u64) -> Result<(), StoreError> {
+        if self.segments.last() == Some(&segment) {
+            return Ok(());
+        }
+        let path = segment_path(&self.dir, segment);
+        std::fs::remove_file(&path).map_err(|e| io("cannot delete", &path, e))?;
+        self.segments.retain(|s| *s != segment);
+        Ok(())
+    }
+}
+
+/// Reads the record at `location` of the log in `dir`.
+pub(crate) fn read_at(dir: &Path, location: Location) -> Result<LogRecord, StoreError> {
+    let path = segment_path(dir, location.segment);
+    let file = File::open(&path).map_err(|e| io("cannot open", &path, e))?;
+    let mut bytes = vec![0; location.len as usize];
+    file.read_exact_at(&mut bytes, location.offset)
+        .map_err(|e| io("cannot read", &path, e))?;
+    let crc = u32::from_le_bytes(bytes[4..8].try_into().expect("four bytes"));
+    let payload = &bytes[HEADER..];
+    if crc32fast::hash(payload) != crc {
+        return Err(StoreError::Corrupt(format!(
+            "{} has a damaged record at byte {}",
+            path.display(),
+            location.offset
+        )));
+    }
+    LogRecord::decode(payload)
+        .ok_or_else(|| StoreError::Corrupt(format!("{} has an unreadable record", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: u64) -> LogRecord {
+        LogRecord {
+            seq,
+            accepted_at: 1000 + seq,
+            source: "urn:nld:x".into(),
+            id: format!("id-{seq}"),
+            json: format!(r#"{{"id":"id-{seq}","data":"€ {seq}"}}"#),
+            subscriptions: vec!["a".into(), "b".into()],
+        }
+    }
+
+    fn open(dir: &Path, segment_bytes: u64) -> (EventLog, Vec<(LogRecord, Location)>) {
+        let mut seen = Vec::new();
+        let log = EventLog::open(dir, segment_bytes, |r, l| seen.push((r.clone(), l))).unwrap();
+        (log, seen)
+    }
+
+    fn append(log: &mut EventLog, count: usize) -> Vec<Location> {
+        let records: Vec<_> = (0..count).map(|_| record(log.next_seq())).collect();
+        log.append(&records).unwrap()
+    }
+
+    #[test]
+    fn records_round_trip_and_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, seen) = open(dir.path(), 1 << 20);
+        assert!(seen.is_empty());
+        let locations = append(&mut log, 3);
+        assert_eq!(read_at(dir.path(), locations[1]).unwrap(), record(2));
+        drop(log);
+        let (mut log, seen) = open(dir.path(), 1 << 20);
+        assert_eq!(
+            seen.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>(),
+            [record(1), record(2), record(3)]
+        );
+        assert_eq!(seen[2].1, locations[2]);
+        assert_eq!(log.next_seq(), 4, "numbering goes on");
+    }
+
+    #[test]
+    fn a_torn_record_at_the_end_is_cut_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = open(dir.path(), 1 << 20);
+        append(&mut log, 2);
+        drop(log);
+        let path = segment_path(dir.path(), 1);
+        let whole = std::fs::read(&path).unwrap();
+        let partial = &record(3).encode()[..20];
+        std::fs::write(&path, [whole.as_slice(), partial].concat()).unwrap();
+        let (mut log, seen) = open(dir.path(), 1 << 20);
+        assert_eq!(seen.len(), 2);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            whole,
+            "the torn bytes are gone"
+        );
+        let locations = append(&mut log, 1);
+        assert_eq!(read_at(dir.path(), locations[0]).unwrap(), record(3));
+    }
+
+    #[test]
+    fn a_damaged_record_is_never_returned() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = open(dir.path(), 1 << 20);
+        let locations = append(&mut log, 2);
+        let path = segment_path(dir.path(), 1);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let flip = locations[1].offset as usize + 12;
+        bytes[flip] ^= 0xFF;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(matches!(
+            read_at(dir.path(), locations[1]),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn segments_rotate_and_closed_ones_can_be_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = open(dir.path(), 1);
+        for _ in 0..3 {
+            append(&mut log, 2);
+        }
+        assert_eq!(log.closed_segments(), [(1, 3), (3, 5)]);
+        log.delete(1).unwrap();
+        log.delete(5).unwrap();
+        assert!(
+            segment_path(dir.path(), 5).exists(),
+            "the active segment stays"
+        );
+        drop(log);
+        let (mut log, seen) = open(dir.path(), 1);
+        assert_eq!(seen.first().map(|(r, _)| r.seq), Some(3));
+        assert_eq!(log.next_seq(), 7);
+    }
+}

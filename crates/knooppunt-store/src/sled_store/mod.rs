@@ -1,0 +1,384 @@
+//! The embedded store: an append-only event log for accepted events, sled (0.34) for
+//! subscriptions and duplicate detection, and the delivery queues in memory.
+//!
+//! On disk, in the data directory:
+//! - `events/`: the event log (`event_log.rs`): every accepted event with the subscriptions
+//!   it was routed to, in acceptance order, one `fdatasync` per group of appends;
+//! - sled trees `subscriptions` (id → JSON, flushed on every change), `dedupe`
+//!   (source NUL id → seq and time) and `meta` (`dedupe_upto`: the last event whose duplicate
+//!   detection entry is in sled).
+//!
+//! In memory, rebuilt from the log at start-up: per subscription the pending deliveries in
+//! acceptance order, and where each event is in the log.
+//!
+//! Appends go to one writer thread (`writer.rs`), which answers only after the `fdatasync`
+//! that covers them; one writer means sequence numbers are written in the order they are
+//! handed out, and no async task ever blocks on a disk write.
+
+mod event_log;
+mod group_commit;
+mod writer;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock, mpsc};
+use std::thread::JoinHandle;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use self::event_log::{EventLog, Location};
+use self::group_commit::GroupCommit;
+use self::writer::{Command, Reply};
+use crate::queue::{Appended, Delivery, NewEvent, StoredEvent, Swept};
+use crate::{Store, StoreError, StoreFuture, Subscription};
+
+/// A new segment is started once the active one is this large.
+const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+const DEDUPE_UPTO: &[u8] = b"dedupe_upto";
+
+/// Settings of the embedded store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SledOptions {
+    /// The size at which the event log starts a new segment; retention deletes whole
+    /// segments.
+    pub segment_bytes: u64,
+}
+
+impl Default for SledOptions {
+    fn default() -> Self {
+        SledOptions {
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+        }
+    }
+}
+
+/// The embedded store; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SledStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    trees: Trees,
+    log_dir: PathBuf,
+    queues: Arc<RwLock<Queues>>,
+    commit: GroupCommit,
+    /// Commands for the writer thread; taken on drop so that the thread ends.
+    commands: Mutex<Option<mpsc::Sender<Command>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Debug, Clone)]
+struct Trees {
+    db: sled::Db,
+    subscriptions: sled::Tree,
+    dedupe: sled::Tree,
+    meta: sled::Tree,
+}
+
+/// The delivery queues and the event index, in memory.
+#[derive(Debug, Default)]
+struct Queues {
+    /// Subscriptions that exist; deliveries are only queued for these.
+    live: HashSet<String>,
+    /// Per subscription, its pending deliveries in acceptance order.
+    pending: HashMap<String, BTreeMap<u64, Delivery>>,
+    /// Where each event in the log is, and when it was accepted.
+    index: BTreeMap<u64, (Location, u64)>,
+}
+
+impl Drop for Inner {
+    /// Ends the writer thread and waits for it, so that the store is closed when the last
+    /// handle is dropped (and can be opened again at once).
+    fn drop(&mut self) {
+        drop(self.commands.lock().expect("commands lock").take());
+        if let Some(writer) = self.writer.lock().expect("writer lock").take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+fn backend(error: sled::Error) -> StoreError {
+    StoreError::Backend(error.to_string())
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|error| StoreError::Corrupt(error.to_string()))
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("records always serialise")
+}
+
+fn dedupe_key(source: &str, id: &str) -> Vec<u8> {
+    [source.as_bytes(), &[0], id.as_bytes()].concat()
+}
+
+fn encode_dedupe(seq: u64, accepted_at: u64) -> [u8; 16] {
+    let mut bytes = [0; 16];
+    bytes[..8].copy_from_slice(&seq.to_be_bytes());
+    bytes[8..].copy_from_slice(&accepted_at.to_be_bytes());
+    bytes
+}
+
+fn decode_dedupe(bytes: &[u8]) -> Option<(u64, u64)> {
+    let seq = u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?);
+    let accepted_at = u64::from_be_bytes(bytes.get(8..16)?.try_into().ok()?);
+    Some((seq, accepted_at))
+}
+
+impl SledStore {
+    /// Opens (or creates) the store in `directory` with the default settings.
+    pub fn open(directory: &Path) -> Result<SledStore, StoreError> {
+        SledStore::open_with(directory, SledOptions::default())
+    }
+
+    /// Opens (or creates) the store in `directory`, replaying the event log.
+    pub fn open_with(directory: &Path, options: SledOptions) -> Result<SledStore, StoreError> {
+        let db = sled::Config::new()
+            .path(directory)
+            .open()
+            .map_err(|error| {
+                StoreError::Backend(format!("cannot open {}: {error}", directory.display()))
+            })?;
+        let tree = |name: &str| db.open_tree(name).map_err(backend);
+        let trees = Trees {
+            subscriptions: tree("subscriptions")?,
+            dedupe: tree("dedupe")?,
+            meta: tree("meta")?,
+            db: db.clone(),
+        };
+        let mut queues = Queues::default();
+        for key in trees.subscriptions.iter().keys() {
+            let key = key.map_err(backend)?;
+            queues
+                .live
+                .insert(String::from_utf8_lossy(&key).into_owned());
+        }
+        let dedupe_upto = trees
+            .meta
+            .get(DEDUPE_UPTO)
+            .map_err(backend)?
+            .and_then(|bytes| Some(u64::from_be_bytes(bytes.as_ref().try_into().ok()?)))
+            .unwrap_or(0);
+        let log_dir = directory.join("events");
+        let mut replay = sled::Batch::default();
+        let mut last = None;
+        let log = EventLog::open(&log_dir, options.segment_bytes, |record, location| {
+            queues.add(record, location);
+            if record.seq > dedupe_upto {
+                replay.insert(
+                    dedupe_key(&record.source, &record.id),
+                    &encode_dedupe(record.seq, record.accepted_at)[..],
+                );
+                last = Some(record.seq);
+            }
+        })?;
+        if let Some(last) = last {
+            trees.dedupe.apply_batch(replay).map_err(backend)?;
+            trees
+                .meta
+                .insert(DEDUPE_UPTO, &last.to_be_bytes())
+                .map_err(backend)?;
+            db.flush().map_err(backend)?;
+        }
+        let queues = Arc::new(RwLock::new(queues));
+        let (commands, receiver) = mpsc::channel();
+        let (writer_trees, writer_queues) = (trees.clone(), Arc::clone(&queues));
+        let writer = std::thread::Builder::new()
+            .name("knooppunt-store-writer".into())
+            .spawn(move || writer::run(log, writer_trees, writer_queues, receiver))
+            .map_err(|error| StoreError::Backend(format!("cannot start the writer: {error}")))?;
+        Ok(SledStore {
+            inner: Arc::new(Inner {
+                trees,
+                log_dir,
+                queues,
+                commit: GroupCommit::default(),
+                commands: Mutex::new(Some(commands)),
+                writer: Mutex::new(Some(writer)),
+            }),
+        })
+    }
+
+    /// Flushes sled; returns after the group flush that covers the caller's write.
+    async fn commit(&self) -> Result<(), StoreError> {
+        let db = &self.inner.trees.db;
+        self.inner
+            .commit
+            .commit(|| async { db.flush_async().await.map(drop).map_err(backend) })
+            .await
+    }
+
+    /// Sends a command to the writer thread and waits for its answer.
+    async fn ask<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let sent = match &*self.inner.commands.lock().expect("commands lock") {
+            Some(commands) => commands.send(command(reply)).is_ok(),
+            None => false,
+        };
+        if !sent {
+            return Err(StoreError::Backend("the store is closed".into()));
+        }
+        answer
+            .await
+            .map_err(|_| StoreError::Backend("the store's writer stopped".into()))?
+    }
+
+    fn queues(&self) -> std::sync::RwLockWriteGuard<'_, Queues> {
+        self.inner.queues.write().expect("queues lock")
+    }
+}
+
+impl Store for SledStore {
+    fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let inserted = self
+                .inner
+                .trees
+                .subscriptions
+                .compare_and_swap(
+                    subscription.id.as_bytes(),
+                    None as Option<&[u8]>,
+                    Some(encode(subscription)),
+                )
+                .map_err(backend)?;
+            if inserted.is_err() {
+                return Err(StoreError::Conflict(subscription.id.clone()));
+            }
+            self.commit().await?;
+            self.queues().live.insert(subscription.id.clone());
+            Ok(())
+        })
+    }
+
+    fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let key = subscription.id.as_bytes();
+            let updated = self
+                .inner
+                .trees
+                .subscriptions
+                .fetch_and_update(key, |old| old.map(|_| encode(subscription)))
+                .map_err(backend)?;
+            if updated.is_none() {
+                return Ok(false);
+            }
+            self.commit().await?;
+            Ok(true)
+        })
+    }
+
+    fn delete_subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
+        Box::pin(async move {
+            let removed = self
+                .inner
+                .trees
+                .subscriptions
+                .remove(id.as_bytes())
+                .map_err(backend)?;
+            let Some(old) = removed else {
+                return Ok(None);
+            };
+            self.commit().await?;
+            let mut queues = self.queues();
+            queues.live.remove(id);
+            queues.pending.remove(id);
+            drop(queues);
+            decode(&old).map(Some)
+        })
+    }
+
+    fn subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
+        Box::pin(async move {
+            let found = self
+                .inner
+                .trees
+                .subscriptions
+                .get(id.as_bytes())
+                .map_err(backend)?;
+            found.map(|bytes| decode(&bytes)).transpose()
+        })
+    }
+
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
+        Box::pin(async move {
+            self.inner
+                .trees
+                .subscriptions
+                .iter()
+                .values()
+                .map(|bytes| decode(&bytes.map_err(backend)?))
+                .collect()
+        })
+    }
+
+    fn append_events<'a>(
+        &'a self,
+        events: &'a [NewEvent],
+        now_ms: u64,
+        dedupe_window_ms: u64,
+    ) -> StoreFuture<'a, Vec<Appended>> {
+        Box::pin(self.ask(move |reply| Command::Append {
+            events: events.to_vec(),
+            now: now_ms,
+            window: dedupe_window_ms,
+            reply,
+        }))
+    }
+
+    fn event(&self, seq: u64) -> StoreFuture<'_, Option<StoredEvent>> {
+        Box::pin(async move {
+            let location = {
+                let queues = self.inner.queues.read().expect("queues lock");
+                queues.index.get(&seq).map(|(location, _)| *location)
+            };
+            let Some(location) = location else {
+                return Ok(None);
+            };
+            let record = event_log::read_at(&self.inner.log_dir, location)?;
+            Ok(Some(StoredEvent {
+                seq: record.seq,
+                source: record.source,
+                id: record.id,
+                accepted_at: record.accepted_at,
+                json: record.json,
+                subscriptions: record.subscriptions,
+            }))
+        })
+    }
+
+    fn pending_deliveries<'a>(
+        &'a self,
+        subscription: &'a str,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Delivery>> {
+        Box::pin(async move {
+            let queues = self.inner.queues.read().expect("queues lock");
+            Ok(queues
+                .pending
+                .get(subscription)
+                .map(|queue| queue.values().take(limit).cloned().collect())
+                .unwrap_or_default())
+        })
+    }
+
+    fn sweep(
+        &self,
+        now_ms: u64,
+        retention_ms: u64,
+        dedupe_window_ms: u64,
+    ) -> StoreFuture<'_, Swept> {
+        Box::pin(self.ask(move |reply| Command::Sweep {
+            now: now_ms,
+            retention: retention_ms,
+            window: dedupe_window_ms,
+            reply,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests;
