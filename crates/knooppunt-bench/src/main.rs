@@ -76,8 +76,15 @@ fn print(name: &str, report: &Report) {
 }
 
 async fn trivial_server() -> anyhow::Result<String> {
-    let router =
-        axum::Router::new().route("/", post(|| async { axum::http::StatusCode::NO_CONTENT }));
+    let router = axum::Router::new()
+        .route("/", post(|| async { axum::http::StatusCode::NO_CONTENT }))
+        .route(
+            "/read",
+            post(|body: axum::body::Bytes| async move {
+                let receipt = serde_json::json!({"received": body.len(), "duplicate": false});
+                (axum::http::StatusCode::ACCEPTED, axum::Json(receipt))
+            }),
+        );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, router).await });
@@ -158,6 +165,19 @@ fn main() -> anyhow::Result<()> {
                 .await) };
                 if let Some(baseline) = &baseline {
                     print("trivial axum (204)", baseline);
+                    let reading = load::run(
+                        Request {
+                            url: format!("{}read", trivial_server().await?),
+                            content_type: "application/cloudevents+json",
+                            token: None,
+                            body: Arc::new(move |n| event_body(n, event_bytes)),
+                            expect: 202,
+                        },
+                        connections,
+                        duration,
+                    )
+                    .await;
+                    print("axum reading body (202 JSON)", &reading);
                 }
 
                 let data = tempfile::tempdir()?;
