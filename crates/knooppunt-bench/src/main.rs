@@ -50,6 +50,13 @@ enum Workload {
         #[arg(long)]
         skip_baseline: bool,
     },
+    /// Run the trivial axum server (POST / answers 204) alone, until interrupted, to load it
+    /// from another process (wrk, say) next to `knooppunt serve`.
+    TrivialServer {
+        /// Where to listen.
+        #[arg(long, default_value = "127.0.0.1:18091")]
+        listen: std::net::SocketAddr,
+    },
 }
 
 const TOKEN: &str = "bench-token";
@@ -75,8 +82,8 @@ fn print(name: &str, report: &Report) {
     );
 }
 
-async fn trivial_server() -> anyhow::Result<String> {
-    let router = axum::Router::new()
+fn trivial_router() -> axum::Router {
+    axum::Router::new()
         .route("/", post(|| async { axum::http::StatusCode::NO_CONTENT }))
         .route(
             "/read",
@@ -84,7 +91,11 @@ async fn trivial_server() -> anyhow::Result<String> {
                 let receipt = serde_json::json!({"received": body.len(), "duplicate": false});
                 (axum::http::StatusCode::ACCEPTED, axum::Json(receipt))
             }),
-        );
+        )
+}
+
+async fn trivial_server() -> anyhow::Result<String> {
+    let router = trivial_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, router).await });
@@ -134,6 +145,11 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async {
         match cli.workload {
+            Workload::TrivialServer { listen } => {
+                let listener = tokio::net::TcpListener::bind(listen).await?;
+                println!("trivial server on http://{listen}/ (POST / → 204, POST /read → 202)");
+                axum::serve(listener, trivial_router()).await?;
+            }
             Workload::Ingest {
                 seconds,
                 connections,
