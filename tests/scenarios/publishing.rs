@@ -400,6 +400,8 @@ async fn duplicates_are_acknowledged_but_not_routed_twice() {
 async fn unmatched_events_are_accepted_counted_and_swept_after_retention() {
     let ingest = IngestOptions {
         retention: Duration::from_millis(1),
+        // Events are kept for duplicate detection too, so the window must pass as well.
+        dedupe_window: Duration::from_millis(1),
         sweep_interval: Duration::from_millis(20),
         ..IngestOptions::default()
     };

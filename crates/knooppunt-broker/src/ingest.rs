@@ -22,7 +22,8 @@ pub struct IngestOptions {
     /// An event whose `source` + `id` was accepted this recently is acknowledged again but
     /// not routed twice.
     pub dedupe_window: Duration,
-    /// How long events whose deliveries are all finished are kept.
+    /// How long events whose deliveries are all finished are kept (at least as long as the
+    /// duplicate window: duplicate detection needs them).
     pub retention: Duration,
     /// How often the retention sweep runs.
     pub sweep_interval: Duration,

@@ -12,6 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::StoreError;
 
@@ -108,7 +109,8 @@ pub(crate) struct EventLog {
     dir: PathBuf,
     /// First sequence numbers of the segments, oldest first; the last is the active one.
     segments: Vec<u64>,
-    active: File,
+    /// Shared with whoever syncs the writes.
+    active: Arc<File>,
     active_len: u64,
     segment_bytes: u64,
     next_seq: u64,
@@ -192,10 +194,12 @@ impl EventLog {
             sync_dir(dir)?;
         }
         let active_path = segment_path(dir, *segments.last().expect("one segment"));
-        let active = OpenOptions::new()
-            .append(true)
-            .open(&active_path)
-            .map_err(|e| io("cannot open", &active_path, e))?;
+        let active = Arc::new(
+            OpenOptions::new()
+                .append(true)
+                .open(&active_path)
+                .map_err(|e| io("cannot open", &active_path, e))?,
+        );
         Ok(EventLog {
             dir: dir.to_owned(),
             segments,
@@ -204,6 +208,11 @@ impl EventLog {
             segment_bytes,
             next_seq,
         })
+    }
+
+    /// The sequence number of the last record written (0 for an empty log).
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.next_seq - 1
     }
 
     /// The sequence number the next record gets.
@@ -215,9 +224,24 @@ impl EventLog {
 
     /// Appends records (numbered by [`EventLog::next_seq`], in order) and waits until they
     /// are on disk; returns where each is.
+    #[cfg(test)]
     pub(crate) fn append(&mut self, records: &[LogRecord]) -> Result<Vec<Location>, StoreError> {
+        let (locations, file) = self.write(records)?;
+        if let Some(file) = file {
+            file.sync_data()
+                .map_err(|e| io("cannot sync", &self.dir, e))?;
+        }
+        Ok(locations)
+    }
+
+    /// Writes records (numbered by [`EventLog::next_seq`], in order) without waiting for the
+    /// disk; returns where each is and the file to `fdatasync` before they count as durable.
+    pub(crate) fn write(
+        &mut self,
+        records: &[LogRecord],
+    ) -> Result<(Vec<Location>, Option<Arc<File>>), StoreError> {
         let Some(first) = records.first() else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         };
         if self.active_len >= self.segment_bytes {
             self.rotate(first.seq)?;
@@ -234,27 +258,28 @@ impl EventLog {
             });
             offset += record.len() as u64;
         }
-        let path = segment_path(&self.dir, segment);
-        let written = self
-            .active
-            .write_all(&records.concat())
-            .and_then(|()| self.active.sync_data());
-        if let Err(error) = written {
+        if let Err(error) = (&*self.active).write_all(&records.concat()) {
             // Leave no partial record behind a later append.
             let _ = self.active.set_len(self.active_len);
-            return Err(io("cannot append to", &path, error));
+            return Err(io(
+                "cannot append to",
+                &segment_path(&self.dir, segment),
+                error,
+            ));
         }
         self.active_len = offset;
-        Ok(locations)
+        Ok((locations, Some(Arc::clone(&self.active))))
     }
 
     fn rotate(&mut self, first: u64) -> Result<(), StoreError> {
         let path = segment_path(&self.dir, first);
-        self.active = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| io("cannot create", &path, e))?;
+        self.active = Arc::new(
+            OpenOptions::new()
+                .create_new(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| io("cannot create", &path, e))?,
+        );
         sync_dir(&self.dir)?;
         self.segments.push(first);
         self.active_len = 0;

@@ -4,12 +4,13 @@
 //! On disk, in the data directory:
 //! - `events/`: the event log (`event_log.rs`): every accepted event with the subscriptions
 //!   it was routed to, in acceptance order, one `fdatasync` per group of appends;
-//! - sled trees `subscriptions` (id → JSON, flushed on every change), `dedupe`
-//!   (source NUL id → seq and time) and `meta` (`dedupe_upto`: the last event whose duplicate
-//!   detection entry is in sled).
+//! - sled tree `subscriptions` (id → JSON, flushed on every change).
 //!
 //! In memory, rebuilt from the log at start-up: per subscription the pending deliveries in
-//! acceptance order, and where each event is in the log.
+//! acceptance order, where each event is in the log, and for duplicate detection a 128-bit
+//! keyed hash of each event's `source` and `id`. Segments are kept until both the retention
+//! and the duplicate window have passed, so the log always holds what duplicate detection
+//! needs.
 //!
 //! Appends go to one writer thread (`writer.rs`), which answers only after the `fdatasync`
 //! that covers them; one writer means sequence numbers are written in the order they are
@@ -20,6 +21,7 @@ mod group_commit;
 mod writer;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasher, Hasher, RandomState};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, mpsc};
 use std::thread::JoinHandle;
@@ -35,7 +37,6 @@ use crate::{Store, StoreError, StoreFuture, Subscription};
 
 /// A new segment is started once the active one is this large.
 const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
-const DEDUPE_UPTO: &[u8] = b"dedupe_upto";
 
 /// Settings of the embedded store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,8 +75,6 @@ struct Inner {
 struct Trees {
     db: sled::Db,
     subscriptions: sled::Tree,
-    dedupe: sled::Tree,
-    meta: sled::Tree,
 }
 
 /// The delivery queues and the event index, in memory.
@@ -85,8 +84,37 @@ struct Queues {
     live: HashSet<String>,
     /// Per subscription, its pending deliveries in acceptance order.
     pending: HashMap<String, BTreeMap<u64, Delivery>>,
-    /// Where each event in the log is, and when it was accepted.
-    index: BTreeMap<u64, (Location, u64)>,
+    /// Per event: where it is in the log, when it was accepted, and its dedupe hash.
+    index: BTreeMap<u64, Indexed>,
+    /// Duplicate detection: the hash of `source` and `id` → the event's sequence number.
+    recent: HashMap<u128, u64>,
+    hasher: DedupeHasher,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Indexed {
+    location: Location,
+    accepted_at: u64,
+    hash: u128,
+}
+
+/// Two SipHash keys drawn at random per process: 128 bits make an accidental collision (which
+/// would wrongly report an event as a duplicate) vanishingly unlikely, and random keys keep
+/// publishers from choosing colliding ids.
+#[derive(Debug, Default)]
+struct DedupeHasher(RandomState, RandomState);
+
+impl DedupeHasher {
+    fn hash(&self, source: &str, id: &str) -> u128 {
+        let half = |state: &RandomState| {
+            let mut hasher = state.build_hasher();
+            hasher.write(source.as_bytes());
+            hasher.write_u8(0);
+            hasher.write(id.as_bytes());
+            hasher.finish()
+        };
+        (u128::from(half(&self.0)) << 64) | u128::from(half(&self.1))
+    }
 }
 
 impl Drop for Inner {
@@ -112,23 +140,6 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("records always serialise")
 }
 
-fn dedupe_key(source: &str, id: &str) -> Vec<u8> {
-    [source.as_bytes(), &[0], id.as_bytes()].concat()
-}
-
-fn encode_dedupe(seq: u64, accepted_at: u64) -> [u8; 16] {
-    let mut bytes = [0; 16];
-    bytes[..8].copy_from_slice(&seq.to_be_bytes());
-    bytes[8..].copy_from_slice(&accepted_at.to_be_bytes());
-    bytes
-}
-
-fn decode_dedupe(bytes: &[u8]) -> Option<(u64, u64)> {
-    let seq = u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?);
-    let accepted_at = u64::from_be_bytes(bytes.get(8..16)?.try_into().ok()?);
-    Some((seq, accepted_at))
-}
-
 impl SledStore {
     /// Opens (or creates) the store in `directory` with the default settings.
     pub fn open(directory: &Path) -> Result<SledStore, StoreError> {
@@ -146,8 +157,6 @@ impl SledStore {
         let tree = |name: &str| db.open_tree(name).map_err(backend);
         let trees = Trees {
             subscriptions: tree("subscriptions")?,
-            dedupe: tree("dedupe")?,
-            meta: tree("meta")?,
             db: db.clone(),
         };
         let mut queues = Queues::default();
@@ -157,40 +166,18 @@ impl SledStore {
                 .live
                 .insert(String::from_utf8_lossy(&key).into_owned());
         }
-        let dedupe_upto = trees
-            .meta
-            .get(DEDUPE_UPTO)
-            .map_err(backend)?
-            .and_then(|bytes| Some(u64::from_be_bytes(bytes.as_ref().try_into().ok()?)))
-            .unwrap_or(0);
         let log_dir = directory.join("events");
-        let mut replay = sled::Batch::default();
-        let mut last = None;
         let log = EventLog::open(&log_dir, options.segment_bytes, |record, location| {
             queues.add(record, location);
-            if record.seq > dedupe_upto {
-                replay.insert(
-                    dedupe_key(&record.source, &record.id),
-                    &encode_dedupe(record.seq, record.accepted_at)[..],
-                );
-                last = Some(record.seq);
-            }
         })?;
-        if let Some(last) = last {
-            trees.dedupe.apply_batch(replay).map_err(backend)?;
-            trees
-                .meta
-                .insert(DEDUPE_UPTO, &last.to_be_bytes())
-                .map_err(backend)?;
-            db.flush().map_err(backend)?;
-        }
         let queues = Arc::new(RwLock::new(queues));
         let (commands, receiver) = mpsc::channel();
-        let (writer_trees, writer_queues) = (trees.clone(), Arc::clone(&queues));
+        let writer_queues = Arc::clone(&queues);
         let writer = std::thread::Builder::new()
             .name("knooppunt-store-writer".into())
-            .spawn(move || writer::run(log, writer_trees, writer_queues, receiver))
+            .spawn(move || writer::run(log, writer_queues, receiver))
             .map_err(|error| StoreError::Backend(format!("cannot start the writer: {error}")))?;
+        drop(db);
         Ok(SledStore {
             inner: Arc::new(Inner {
                 trees,
@@ -333,7 +320,7 @@ impl Store for SledStore {
         Box::pin(async move {
             let location = {
                 let queues = self.inner.queues.read().expect("queues lock");
-                queues.index.get(&seq).map(|(location, _)| *location)
+                queues.index.get(&seq).map(|indexed| indexed.location)
             };
             let Some(location) = location else {
                 return Ok(None);

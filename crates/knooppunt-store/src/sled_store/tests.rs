@@ -298,8 +298,8 @@ async fn group_commit_covers_every_write_with_fewer_flushes() {
     );
 }
 
-/// sled's duplicate-detection entries are written without a flush; if a crash loses them,
-/// opening the store rebuilds them from the event log.
+/// Duplicate detection lives in memory and is rebuilt from the event log when the store
+/// opens.
 #[tokio::test]
 async fn duplicate_detection_is_rebuilt_from_the_log() {
     let dir = tempfile::tempdir().unwrap();
@@ -310,18 +310,42 @@ async fn duplicate_detection_is_rebuilt_from_the_log() {
             .await
             .unwrap();
     }
-    {
-        // What a crash before sled wrote them out would leave.
-        let db = sled::open(dir.path()).unwrap();
-        db.open_tree("dedupe").unwrap().clear().unwrap();
-        db.open_tree("meta").unwrap().clear().unwrap();
-        db.flush().unwrap();
-    }
     let store = SledStore::open(dir.path()).unwrap();
     let again = store
-        .append_events(&[event("2", &["s"])], 1, HOUR)
+        .append_events(&[event("2", &["s"]), event("3", &["s"])], 1, HOUR)
         .await
         .unwrap();
     assert!(matches!(again[0], Appended::Duplicate { .. }));
-    assert_eq!(store.pending_deliveries("s", 10).await.unwrap().len(), 2);
+    assert!(matches!(again[1], Appended::Accepted { .. }));
+    assert_eq!(store.pending_deliveries("s", 10).await.unwrap().len(), 3);
+}
+
+/// A segment stays while duplicate detection still needs it, even past the retention.
+#[tokio::test]
+async fn segments_outlive_retention_while_the_duplicate_window_needs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &["s"], SledOptions { segment_bytes: 1 }).await;
+    store
+        .append_events(&[event("1", &[])], 0, 10 * HOUR)
+        .await
+        .unwrap();
+    store
+        .append_events(&[event("2", &[])], 0, 10 * HOUR)
+        .await
+        .unwrap();
+    let swept = store.sweep(2 * HOUR, HOUR, 10 * HOUR).await.unwrap();
+    assert_eq!(
+        swept.events, 0,
+        "the duplicate window is longer than the retention"
+    );
+    let again = store
+        .append_events(&[event("1", &[])], 2 * HOUR, 10 * HOUR)
+        .await
+        .unwrap();
+    assert!(matches!(again[0], Appended::Duplicate { .. }));
+    let swept = store.sweep(11 * HOUR, HOUR, 10 * HOUR).await.unwrap();
+    assert_eq!(
+        swept.events, 1,
+        "the closed segment goes once both have passed"
+    );
 }
