@@ -45,6 +45,8 @@ pub(crate) async fn run(request: Request, connections: usize, duration: Duration
         .pool_max_idle_per_host(connections)
         .build()
         .expect("a client");
+    // Parsed once: the client should cost as little as possible next to the servers measured.
+    let url = reqwest::Url::parse(&request.url).expect("a valid URL");
     let started = Instant::now();
     let workers: Vec<_> = (0..connections)
         .map(|_| {
@@ -54,12 +56,13 @@ pub(crate) async fn run(request: Request, connections: usize, duration: Duration
                 failed.clone(),
                 client.clone(),
             );
+            let url = url.clone();
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 while started.elapsed() < duration {
                     let n = counter.fetch_add(1, Ordering::Relaxed);
                     let mut builder = client
-                        .post(&request.url)
+                        .post(url.clone())
                         .header("content-type", request.content_type)
                         .body((request.body)(n));
                     if let Some(token) = &request.token {

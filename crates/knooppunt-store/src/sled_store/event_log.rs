@@ -49,22 +49,35 @@ fn put_str(buffer: &mut Vec<u8>, text: &str) {
 
 impl LogRecord {
     /// The record with its header, ready to append.
+    #[cfg(test)]
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut payload = Vec::with_capacity(64 + self.json.len());
+        let mut record = Vec::new();
+        self.encode_into(&mut record);
+        record
+    }
+
+    /// Appends the record with its header to `out`; returns its length.
+    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) -> usize {
+        let start = out.len();
+        out.extend_from_slice(&[0; HEADER]);
+        self.encode_payload(out);
+        let payload = &out[start + HEADER..];
+        let (len, crc) = (payload.len() as u32, crc32fast::hash(payload));
+        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+        out[start + 4..start + HEADER].copy_from_slice(&crc.to_le_bytes());
+        out.len() - start
+    }
+
+    fn encode_payload(&self, payload: &mut Vec<u8>) {
         payload.extend_from_slice(&self.seq.to_le_bytes());
         payload.extend_from_slice(&self.accepted_at.to_le_bytes());
-        put_str(&mut payload, &self.source);
-        put_str(&mut payload, &self.id);
-        put_str(&mut payload, &self.json);
+        put_str(payload, &self.source);
+        put_str(payload, &self.id);
+        put_str(payload, &self.json);
         payload.extend_from_slice(&(self.subscriptions.len() as u32).to_le_bytes());
         for subscription in &self.subscriptions {
-            put_str(&mut payload, subscription);
+            put_str(payload, subscription);
         }
-        let mut record = Vec::with_capacity(HEADER + payload.len());
-        record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        record.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-        record.extend_from_slice(&payload);
-        record
     }
 
     fn decode(payload: &[u8]) -> Option<LogRecord> {
@@ -113,6 +126,8 @@ pub(crate) struct EventLog {
     active: Arc<File>,
     active_len: u64,
     segment_bytes: u64,
+    /// Reused for every write, so that a group costs no allocation.
+    buffer: Vec<u8>,
     next_seq: u64,
 }
 
@@ -206,6 +221,7 @@ impl EventLog {
             active,
             active_len,
             segment_bytes,
+            buffer: Vec::new(),
             next_seq,
         })
     }
@@ -246,19 +262,20 @@ impl EventLog {
         if self.active_len >= self.segment_bytes {
             self.rotate(first.seq)?;
         }
-        let records: Vec<Vec<u8>> = records.iter().map(LogRecord::encode).collect();
         let segment = *self.segments.last().expect("one segment");
         let mut locations = Vec::with_capacity(records.len());
         let mut offset = self.active_len;
-        for record in &records {
+        self.buffer.clear();
+        for record in records {
+            let len = record.encode_into(&mut self.buffer);
             locations.push(Location {
                 segment,
                 offset,
-                len: record.len() as u32,
+                len: len as u32,
             });
-            offset += record.len() as u64;
+            offset += len as u64;
         }
-        if let Err(error) = (&*self.active).write_all(&records.concat()) {
+        if let Err(error) = (&*self.active).write_all(&self.buffer) {
             // Leave no partial record behind a later append.
             let _ = self.active.set_len(self.active_len);
             return Err(io(
