@@ -508,12 +508,12 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Subscription>> {
         self.inner.subscriptions()
     }
-    fn append_events<'a>(
-        &'a self,
-        events: &'a [knooppunt_store::NewEvent],
+    fn append_events(
+        &self,
+        events: Vec<knooppunt_store::NewEvent>,
         now: u64,
         window: u64,
-    ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::Appended>> {
+    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Appended>> {
         Box::pin(async move {
             let _open = self.gate.acquire().await.unwrap();
             self.inner.append_events(events, now, window).await

@@ -56,12 +56,12 @@ pub trait Store: Send + Sync + 'static {
     /// acceptance order, and returns only when all of it is on disk. An event whose `source`
     /// and `id` were accepted less than `dedupe_window_ms` ago is reported as a duplicate and
     /// not stored again (also within one call).
-    fn append_events<'a>(
-        &'a self,
-        events: &'a [NewEvent],
+    fn append_events(
+        &self,
+        events: Vec<NewEvent>,
         now_ms: u64,
         dedupe_window_ms: u64,
-    ) -> StoreFuture<'a, Vec<Appended>>;
+    ) -> StoreFuture<'_, Vec<Appended>>;
 
     fn event(&self, seq: u64) -> StoreFuture<'_, Option<StoredEvent>>;
 

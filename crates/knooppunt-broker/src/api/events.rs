@@ -217,26 +217,27 @@ pub(crate) async fn publish(
             .collect()
     };
     let window = options.dedupe_window.as_millis() as u64;
+    // What the receipts need; the events themselves move into the store.
+    let receipted: Vec<(String, String, usize)> = new_events
+        .iter()
+        .map(|e| (e.id.clone(), e.source.clone(), e.subscriptions.len()))
+        .collect();
     let outcomes = state
         .store
-        .append_events(&new_events, now_ms(), window)
+        .append_events(new_events, now_ms(), window)
         .await?;
 
     let counters = &state.counters;
-    let receipts: Vec<Receipt> = new_events
+    let receipts: Vec<Receipt> = receipted
         .into_iter()
         .zip(outcomes)
         .zip(warnings)
-        .map(|((event, outcome), warnings)| {
+        .map(|(((id, source, routed), outcome), warnings)| {
             let (duplicate, sequence) = match outcome {
                 Appended::Accepted { seq } => (false, seq),
                 Appended::Duplicate { seq } => (true, seq),
             };
-            let matched = if duplicate {
-                0
-            } else {
-                event.subscriptions.len()
-            };
+            let matched = if duplicate { 0 } else { routed };
             if duplicate {
                 IngestCounters::add(&counters.duplicates, 1);
             } else {
@@ -247,12 +248,12 @@ pub(crate) async fn publish(
                 }
             }
             tracing::debug!(
-                source = %event.source, id = %event.id, duplicate, matched,
+                %source, %id, duplicate, matched,
                 "Event accepted."
             );
             Receipt {
-                id: event.id,
-                source: event.source,
+                id,
+                source,
                 sequence,
                 duplicate,
                 matched_subscriptions: matched,

@@ -302,14 +302,14 @@ impl Store for SledStore {
         })
     }
 
-    fn append_events<'a>(
-        &'a self,
-        events: &'a [NewEvent],
+    fn append_events(
+        &self,
+        events: Vec<NewEvent>,
         now_ms: u64,
         dedupe_window_ms: u64,
-    ) -> StoreFuture<'a, Vec<Appended>> {
+    ) -> StoreFuture<'_, Vec<Appended>> {
         Box::pin(self.ask(move |reply| Command::Append {
-            events: events.to_vec(),
+            events,
             now: now_ms,
             window: dedupe_window_ms,
             reply,

@@ -84,14 +84,14 @@ async fn events_are_appended_with_their_deliveries_in_order() {
     let store = store_with(dir.path(), &["s1", "s2", "s"], SledOptions::default()).await;
     let first = store
         .append_events(
-            &[event("1", &["s1", "s2"]), event("2", &["s1"])],
+            vec![event("1", &["s1", "s2"]), event("2", &["s1"])],
             1000,
             HOUR,
         )
         .await
         .unwrap();
     let third = store
-        .append_events(&[event("3", &[])], 1001, HOUR)
+        .append_events(vec![event("3", &[])], 1001, HOUR)
         .await
         .unwrap();
     let seqs: Vec<u64> = first
@@ -128,7 +128,7 @@ async fn duplicates_within_the_window_are_not_stored_again() {
     let dir = tempfile::tempdir().unwrap();
     let store = store_with(dir.path(), &["s"], SledOptions::default()).await;
     let first = store
-        .append_events(&[event("1", &["s"])], 0, HOUR)
+        .append_events(vec![event("1", &["s"])], 0, HOUR)
         .await
         .unwrap();
     let Appended::Accepted { seq } = first[0] else {
@@ -136,7 +136,7 @@ async fn duplicates_within_the_window_are_not_stored_again() {
     };
     let again = store
         .append_events(
-            &[event("1", &["s"]), event("2", &["s"]), event("2", &["s"])],
+            vec![event("1", &["s"]), event("2", &["s"]), event("2", &["s"])],
             HOUR - 1,
             HOUR,
         )
@@ -150,7 +150,7 @@ async fn duplicates_within_the_window_are_not_stored_again() {
     );
     assert_eq!(store.pending_deliveries("s", 10).await.unwrap().len(), 2);
     let later = store
-        .append_events(&[event("1", &["s"])], HOUR, HOUR)
+        .append_events(vec![event("1", &["s"])], HOUR, HOUR)
         .await
         .unwrap();
     assert!(
@@ -170,7 +170,7 @@ async fn appended_events_survive_reopening() {
                 tokio::spawn(async move {
                     for i in 0..25 {
                         store
-                            .append_events(&[event(&format!("{w}-{i}"), &["s"])], 5, HOUR)
+                            .append_events(vec![event(&format!("{w}-{i}"), &["s"])], 5, HOUR)
                             .await
                             .unwrap();
                     }
@@ -186,7 +186,7 @@ async fn appended_events_survive_reopening() {
     assert_eq!(pending.len(), 200);
     assert!(pending.windows(2).all(|w| w[0].seq < w[1].seq));
     let again = store
-        .append_events(&[event("3-7", &["s"])], 6, HOUR)
+        .append_events(vec![event("3-7", &["s"])], 6, HOUR)
         .await
         .unwrap();
     assert!(
@@ -202,7 +202,7 @@ async fn deleting_a_subscription_drops_its_queue() {
     store.insert_subscription(&subscription("s")).await.unwrap();
     store.insert_subscription(&subscription("t")).await.unwrap();
     store
-        .append_events(&[event("1", &["s", "t"])], 0, HOUR)
+        .append_events(vec![event("1", &["s", "t"])], 0, HOUR)
         .await
         .unwrap();
     store.delete_subscription("s").await.unwrap();
@@ -216,15 +216,15 @@ async fn the_sweep_removes_only_finished_events_past_retention() {
     // One event per segment, so that retention can remove single events.
     let store = store_with(dir.path(), &["s"], SledOptions { segment_bytes: 1 }).await;
     let unmatched = store
-        .append_events(&[event("1", &[])], 0, HOUR)
+        .append_events(vec![event("1", &[])], 0, HOUR)
         .await
         .unwrap();
     let pending = store
-        .append_events(&[event("2", &["s"])], 0, HOUR)
+        .append_events(vec![event("2", &["s"])], 0, HOUR)
         .await
         .unwrap();
     let recent = store
-        .append_events(&[event("3", &[])], 2 * HOUR, HOUR)
+        .append_events(vec![event("3", &[])], 2 * HOUR, HOUR)
         .await
         .unwrap();
     let seq = |a: &[Appended]| match a[0] {
@@ -306,13 +306,13 @@ async fn duplicate_detection_is_rebuilt_from_the_log() {
     {
         let store = store_with(dir.path(), &["s"], SledOptions::default()).await;
         store
-            .append_events(&[event("1", &["s"]), event("2", &["s"])], 0, HOUR)
+            .append_events(vec![event("1", &["s"]), event("2", &["s"])], 0, HOUR)
             .await
             .unwrap();
     }
     let store = SledStore::open(dir.path()).unwrap();
     let again = store
-        .append_events(&[event("2", &["s"]), event("3", &["s"])], 1, HOUR)
+        .append_events(vec![event("2", &["s"]), event("3", &["s"])], 1, HOUR)
         .await
         .unwrap();
     assert!(matches!(again[0], Appended::Duplicate { .. }));
@@ -326,11 +326,11 @@ async fn segments_outlive_retention_while_the_duplicate_window_needs_them() {
     let dir = tempfile::tempdir().unwrap();
     let store = store_with(dir.path(), &["s"], SledOptions { segment_bytes: 1 }).await;
     store
-        .append_events(&[event("1", &[])], 0, 10 * HOUR)
+        .append_events(vec![event("1", &[])], 0, 10 * HOUR)
         .await
         .unwrap();
     store
-        .append_events(&[event("2", &[])], 0, 10 * HOUR)
+        .append_events(vec![event("2", &[])], 0, 10 * HOUR)
         .await
         .unwrap();
     let swept = store.sweep(2 * HOUR, HOUR, 10 * HOUR).await.unwrap();
@@ -339,7 +339,7 @@ async fn segments_outlive_retention_while_the_duplicate_window_needs_them() {
         "the duplicate window is longer than the retention"
     );
     let again = store
-        .append_events(&[event("1", &[])], 2 * HOUR, 10 * HOUR)
+        .append_events(vec![event("1", &[])], 2 * HOUR, 10 * HOUR)
         .await
         .unwrap();
     assert!(matches!(again[0], Appended::Duplicate { .. }));

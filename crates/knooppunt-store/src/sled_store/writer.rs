@@ -132,12 +132,12 @@ fn write_group(
     in_flight: &mut HashMap<u128, (u64, u64)>,
     group: Vec<Append>,
 ) -> Option<Written> {
-    let mut outcomes: Vec<Vec<Appended>> = Vec::with_capacity(group.len());
     let mut records: Vec<LogRecord> = Vec::new();
     let mut in_group: HashMap<u128, (u64, u64)> = HashMap::new();
+    let mut replies = Vec::with_capacity(group.len());
     {
         let known = queues.read().expect("queues lock");
-        for (events, now, window, _) in &group {
+        for (events, now, window, reply) in group {
             let mut answers = Vec::with_capacity(events.len());
             for event in events {
                 let hash = known.hasher.hash(&event.source, &event.id);
@@ -147,34 +147,29 @@ fn write_group(
                     .copied()
                     .or_else(|| known.accepted(hash));
                 if let Some((seq, accepted_at)) = earlier
-                    && now.saturating_sub(accepted_at) < *window
+                    && now.saturating_sub(accepted_at) < window
                 {
                     answers.push(Appended::Duplicate { seq });
                     continue;
                 }
                 let seq = log.next_seq();
-                in_group.insert(hash, (seq, *now));
+                in_group.insert(hash, (seq, now));
                 records.push(LogRecord {
                     seq,
-                    accepted_at: *now,
-                    source: event.source.clone(),
-                    id: event.id.clone(),
-                    json: event.json.clone(),
-                    subscriptions: event.subscriptions.clone(),
+                    accepted_at: now,
+                    source: event.source,
+                    id: event.id,
+                    json: event.json,
+                    subscriptions: event.subscriptions,
                 });
                 answers.push(Appended::Accepted { seq });
             }
-            outcomes.push(answers);
+            replies.push((reply, answers));
         }
     }
     match log.write(&records) {
         Ok((locations, file)) => {
             in_flight.extend(in_group);
-            let replies = group
-                .into_iter()
-                .zip(outcomes)
-                .map(|((_, _, _, reply), answers)| (reply, answers))
-                .collect();
             Some(Written {
                 records,
                 locations,
@@ -184,7 +179,7 @@ fn write_group(
         }
         Err(error) => {
             let message = error.to_string();
-            for (_, _, _, reply) in group {
+            for (reply, _) in replies {
                 let _ = reply.send(Err(StoreError::Backend(message.clone())));
             }
             None
