@@ -78,7 +78,7 @@ pub(super) fn run(
     };
     // Events written but not yet synced, for duplicate detection: hash → (seq, accepted_at).
     let mut in_flight: HashMap<u128, (u64, u64)> = HashMap::new();
-    while let Ok(first) = commands.recv() {
+    while let Some(first) = receive(&commands) {
         let mut appends = Vec::new();
         let mut next = Some(first);
         while let Some(command) = next.take() {
@@ -123,6 +123,24 @@ pub(super) fn run(
 }
 
 type Append = (Vec<NewEvent>, u64, u64, Reply<Vec<Appended>>);
+
+/// How long the writer keeps looking for work before it sleeps. Under load the next append
+/// arrives within this time, so publishers do not have to wake a sleeping thread each time
+/// (a futex call and a context switch per request).
+const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// The next command: polled for [`SPIN`], then waited for.
+fn receive<T>(commands: &mpsc::Receiver<T>) -> Option<T> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < SPIN {
+        match commands.try_recv() {
+            Ok(command) => return Some(command),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+        }
+    }
+    commands.recv().ok()
+}
 
 /// Checks duplicates, numbers and writes a group; `None` when writing failed (the appends
 /// are answered with the error).
