@@ -1,8 +1,14 @@
-//! A bounded load generator: `connections` clients post for `duration`, then stop.
+//! A bounded load generator: `connections` keep-alive HTTP/1.1 connections post for
+//! `duration`, then stop. It speaks just enough HTTP (a request with `Content-Length`, a
+//! response with `Content-Length` or none) to cost the servers' machine as little as possible,
+//! like wrk; the `ingest` workload runs it in its own single-threaded process.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// What one request carries; `body` is called with a unique number per request.
 pub(crate) struct Request {
@@ -23,12 +29,28 @@ pub(crate) struct Report {
     latencies: Vec<Duration>,
 }
 
+/// A report as the `load` subcommand prints it, for the parent process to read.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Summary {
+    pub(crate) rate: f64,
+    pub(crate) p50_ms: f64,
+    pub(crate) p99_ms: f64,
+    pub(crate) acknowledged: u64,
+    pub(crate) failed: u64,
+}
+
 impl Report {
-    pub(crate) fn per_second(&self) -> f64 {
-        self.acknowledged as f64 / self.elapsed.as_secs_f64()
+    pub(crate) fn summary(&self) -> Summary {
+        Summary {
+            rate: self.acknowledged as f64 / self.elapsed.as_secs_f64(),
+            p50_ms: self.percentile(0.5).as_secs_f64() * 1000.0,
+            p99_ms: self.percentile(0.99).as_secs_f64() * 1000.0,
+            acknowledged: self.acknowledged,
+            failed: self.failed,
+        }
     }
 
-    pub(crate) fn percentile(&self, p: f64) -> Duration {
+    fn percentile(&self, p: f64) -> Duration {
         if self.latencies.is_empty() {
             return Duration::ZERO;
         }
@@ -37,46 +59,61 @@ impl Report {
     }
 }
 
+/// `http://host:port/path` → (`host:port`, `/path`).
+fn split_url(url: &str) -> (String, String) {
+    let rest = url
+        .strip_prefix("http://")
+        .expect("an http:// URL on loopback");
+    match rest.find('/') {
+        Some(at) => (rest[..at].to_owned(), rest[at..].to_owned()),
+        None => (rest.to_owned(), "/".to_owned()),
+    }
+}
+
 pub(crate) async fn run(request: Request, connections: usize, duration: Duration) -> Report {
     let request = Arc::new(request);
     let counter = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(connections)
-        .build()
-        .expect("a client");
-    // Parsed once: the client should cost as little as possible next to the servers measured.
-    let url = reqwest::Url::parse(&request.url).expect("a valid URL");
+    let (host, path) = split_url(&request.url);
     let started = Instant::now();
     let workers: Vec<_> = (0..connections)
         .map(|_| {
-            let (request, counter, failed, client) = (
-                request.clone(),
-                counter.clone(),
-                failed.clone(),
-                client.clone(),
-            );
-            let url = url.clone();
+            let (request, counter, failed) = (request.clone(), counter.clone(), failed.clone());
+            let (host, path) = (host.clone(), path.clone());
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
+                let Ok(mut stream) = TcpStream::connect(&host).await else {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    return latencies;
+                };
+                let _ = stream.set_nodelay(true);
+                let authorization = request
+                    .token
+                    .as_ref()
+                    .map(|token| format!("Authorization: Bearer {token}\r\n"))
+                    .unwrap_or_default();
+                let mut buffer = Vec::with_capacity(4096);
                 while started.elapsed() < duration {
                     let n = counter.fetch_add(1, Ordering::Relaxed);
-                    let mut builder = client
-                        .post(url.clone())
-                        .header("content-type", request.content_type)
-                        .body((request.body)(n));
-                    if let Some(token) = &request.token {
-                        builder = builder.bearer_auth(token);
-                    }
+                    let body = (request.body)(n);
+                    let message = format!(
+                        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {}\r\n{authorization}\
+                         Content-Length: {}\r\n\r\n{body}",
+                        request.content_type,
+                        body.len()
+                    );
                     let sent = Instant::now();
-                    match builder.send().await {
-                        Ok(response) if response.status().as_u16() == request.expect => {
-                            let _ = response.bytes().await;
-                            latencies.push(sent.elapsed());
-                        }
-                        _ => {
+                    let status = match exchange(&mut stream, message.as_bytes(), &mut buffer).await {
+                        Some(status) => status,
+                        None => {
                             failed.fetch_add(1, Ordering::Relaxed);
+                            return latencies;
                         }
+                    };
+                    if status == request.expect {
+                        latencies.push(sent.elapsed());
+                    } else {
+                        failed.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 latencies
@@ -95,4 +132,40 @@ pub(crate) async fn run(request: Request, connections: usize, duration: Duration
         elapsed,
         latencies,
     }
+}
+
+/// Sends one request and reads one response; returns its status.
+async fn exchange(stream: &mut TcpStream, message: &[u8], buffer: &mut Vec<u8>) -> Option<u16> {
+    stream.write_all(message).await.ok()?;
+    buffer.clear();
+    let mut chunk = [0u8; 4096];
+    let header_end = loop {
+        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let read = stream.read(&mut chunk).await.ok()?;
+        if read == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+    };
+    let head = std::str::from_utf8(&buffer[..header_end]).ok()?;
+    let status: u16 = head.split(' ').nth(1)?.parse().ok()?;
+    let length: usize = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())
+                .flatten()
+        })
+        .unwrap_or(0);
+    while buffer.len() < header_end + length {
+        let read = stream.read(&mut chunk).await.ok()?;
+        if read == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+    }
+    Some(status)
 }

@@ -20,7 +20,7 @@ use knooppunt_broker::{
     Authentication, Hub, HubOptions, IngestOptions, Principal, Role, hash_token,
 };
 use knooppunt_store::SledStore;
-use load::{Report, Request};
+use load::{Request, Summary};
 
 /// Load workloads against a real hub on 127.0.0.1, each next to its baseline.
 #[derive(Debug, Parser)]
@@ -49,6 +49,28 @@ enum Workload {
         /// Measure the hub only (for profiling).
         #[arg(long)]
         skip_baseline: bool,
+        /// Seconds of load sent to each server first and not counted (caches, allocator and
+        /// in-memory indexes warm up).
+        #[arg(long, default_value_t = 3)]
+        warmup_seconds: u64,
+    },
+    /// Generate load against a URL and print a JSON summary. The `ingest` workload runs this
+    /// as a child process, so that the client never shares a runtime with the servers.
+    Load {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        seconds: u64,
+        #[arg(long)]
+        connections: usize,
+        #[arg(long)]
+        event_bytes: usize,
+        /// Bearer token to send.
+        #[arg(long)]
+        token: Option<String>,
+        /// The status that counts as acknowledged.
+        #[arg(long)]
+        expect: u16,
     },
     /// Run the trivial axum server (POST / answers 204) alone, until interrupted, to load it
     /// from another process (wrk, say) next to `knooppunt serve`.
@@ -71,15 +93,80 @@ fn event_body(n: u64, size: usize) -> String {
     format!("{head}{}{tail}", "x".repeat(filler))
 }
 
-fn print(name: &str, report: &Report) {
+fn print(name: &str, summary: &Summary) {
     println!(
         "{name:<28} {:>10.0}/s {:>9.2} ms {:>9.2} ms {:>8} {:>6}",
-        report.per_second(),
-        report.percentile(0.5).as_secs_f64() * 1000.0,
-        report.percentile(0.99).as_secs_f64() * 1000.0,
-        report.acknowledged,
-        report.failed
+        summary.rate, summary.p50_ms, summary.p99_ms, summary.acknowledged, summary.failed
     );
+}
+
+/// The settings every load run shares.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    seconds: u64,
+    connections: usize,
+    event_bytes: usize,
+}
+
+/// Warms a server up for `warmup` seconds, then measures it.
+async fn measure(
+    shape: Shape,
+    warmup: u64,
+    url: &str,
+    token: Option<&str>,
+    expect: u16,
+) -> anyhow::Result<Summary> {
+    if warmup > 0 {
+        let warm = Shape {
+            seconds: warmup,
+            ..shape
+        };
+        load_from_child(warm, url, token, expect).await?;
+    }
+    load_from_child(shape, url, token, expect).await
+}
+
+/// Runs `knooppunt-bench load` as a child process and reads its summary.
+async fn load_from_child(
+    shape: Shape,
+    url: &str,
+    token: Option<&str>,
+    expect: u16,
+) -> anyhow::Result<Summary> {
+    // Like `taskset -c <last core> wrk -t1`: the client keeps to one core, where it exists.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pinned = cores > 1 && std::path::Path::new("/usr/bin/taskset").exists();
+    let mut command = if pinned {
+        let mut command = tokio::process::Command::new("/usr/bin/taskset");
+        command.args(["-c", &(cores - 1).to_string()]);
+        command.arg(std::env::current_exe()?);
+        command
+    } else {
+        tokio::process::Command::new(std::env::current_exe()?)
+    };
+    command.args([
+        "load",
+        "--url",
+        url,
+        "--seconds",
+        &shape.seconds.to_string(),
+        "--connections",
+        &shape.connections.to_string(),
+        "--event-bytes",
+        &shape.event_bytes.to_string(),
+        "--expect",
+        &expect.to_string(),
+    ]);
+    if let Some(token) = token {
+        command.args(["--token", token]);
+    }
+    let output = command.output().await?;
+    anyhow::ensure!(
+        output.status.success(),
+        "the load generator failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(serde_json::from_slice(&output.stdout)?)
 }
 
 fn trivial_router() -> axum::Router {
@@ -140,9 +227,15 @@ async fn hub(data: &std::path::Path, subscriptions: usize) -> anyhow::Result<Str
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    // The load generator takes one thread, like `wrk -t1`; the servers get the rest.
+    let runtime = match cli.workload {
+        Workload::Load { .. } => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        _ => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?,
+    };
     runtime.block_on(async {
         match cli.workload {
             Workload::TrivialServer { listen } => {
@@ -156,67 +249,67 @@ fn main() -> anyhow::Result<()> {
                 event_bytes,
                 subscriptions,
                 skip_baseline,
+                warmup_seconds,
             } => {
-                let duration = Duration::from_secs(seconds);
+                let shape = Shape {
+                    seconds,
+                    connections,
+                    event_bytes,
+                };
                 println!(
-                    "ingest: {connections} connections, {event_bytes}-byte events, {seconds} s each, \
-                     {subscriptions} subscriptions, {} cores",
+                    "ingest: {connections} connections, {event_bytes}-byte events, {seconds} s each \
+                     after {warmup_seconds} s of warm-up, {subscriptions} subscriptions, {} cores; \
+                     the client runs in its own process",
                     std::thread::available_parallelism().map_or(0, |n| n.get())
                 );
                 println!(
                     "{:<28} {:>12} {:>12} {:>12} {:>8} {:>6}",
                     "", "rate", "p50", "p99", "acked", "failed"
                 );
-                let baseline = if skip_baseline { None } else { Some(load::run(
-                    Request {
-                        url: trivial_server().await?,
-                        content_type: "application/cloudevents+json",
-                        token: None,
-                        body: Arc::new(move |n| event_body(n, event_bytes)),
-                        expect: 204,
-                    },
-                    connections,
-                    duration,
-                )
-                .await) };
-                if let Some(baseline) = &baseline {
-                    print("trivial axum (204)", baseline);
-                    let reading = load::run(
-                        Request {
-                            url: format!("{}read", trivial_server().await?),
-                            content_type: "application/cloudevents+json",
-                            token: None,
-                            body: Arc::new(move |n| event_body(n, event_bytes)),
-                            expect: 202,
-                        },
-                        connections,
-                        duration,
-                    )
-                    .await;
+                let baseline = if skip_baseline {
+                    None
+                } else {
+                    let trivial = trivial_server().await?;
+                    let baseline = measure(shape, warmup_seconds, &trivial, None, 204).await?;
+                    print("trivial axum (204)", &baseline);
+                    let reading = format!("{trivial}read");
+                    let reading = measure(shape, warmup_seconds, &reading, None, 202).await?;
                     print("axum reading body (202 JSON)", &reading);
-                }
-
+                    Some(baseline)
+                };
                 let data = tempfile::tempdir()?;
                 let base = hub(data.path(), subscriptions).await?;
-                let ingest = load::run(
-                    Request {
-                        url: format!("{base}/v1/events"),
-                        content_type: "application/cloudevents+json",
-                        token: Some(TOKEN.into()),
-                        body: Arc::new(move |n| event_body(n, event_bytes)),
-                        expect: 202,
-                    },
-                    connections,
-                    duration,
-                )
-                .await;
+                let url = format!("{base}/v1/events");
+                let ingest = measure(shape, warmup_seconds, &url, Some(TOKEN), 202).await?;
                 print("knooppunt durable ingest", &ingest);
                 if let Some(baseline) = &baseline {
                     println!(
                         "durable ingest / trivial server: {:.0}%",
-                        100.0 * ingest.per_second() / baseline.per_second()
+                        100.0 * ingest.rate / baseline.rate
                     );
                 }
+            }
+            Workload::Load {
+                url,
+                seconds,
+                connections,
+                event_bytes,
+                token,
+                expect,
+            } => {
+                let report = load::run(
+                    Request {
+                        url,
+                        content_type: "application/cloudevents+json",
+                        token,
+                        body: Arc::new(move |n| event_body(n, event_bytes)),
+                        expect,
+                    },
+                    connections,
+                    Duration::from_secs(seconds),
+                )
+                .await;
+                println!("{}", serde_json::to_string(&report.summary())?);
             }
         }
         Ok(())
