@@ -12,7 +12,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::StoreError;
 
@@ -122,12 +121,9 @@ pub(crate) struct EventLog {
     dir: PathBuf,
     /// First sequence numbers of the segments, oldest first; the last is the active one.
     segments: Vec<u64>,
-    /// Shared with whoever syncs the writes.
-    active: Arc<File>,
+    active: File,
     active_len: u64,
     segment_bytes: u64,
-    /// Reused for every write, so that a group costs no allocation.
-    buffer: Vec<u8>,
     next_seq: u64,
 }
 
@@ -209,19 +205,16 @@ impl EventLog {
             sync_dir(dir)?;
         }
         let active_path = segment_path(dir, *segments.last().expect("one segment"));
-        let active = Arc::new(
-            OpenOptions::new()
-                .append(true)
-                .open(&active_path)
-                .map_err(|e| io("cannot open", &active_path, e))?,
-        );
+        let active = OpenOptions::new()
+            .append(true)
+            .open(&active_path)
+            .map_err(|e| io("cannot open", &active_path, e))?;
         Ok(EventLog {
             dir: dir.to_owned(),
             segments,
             active,
             active_len,
             segment_bytes,
-            buffer: Vec::new(),
             next_seq,
         })
     }
@@ -231,7 +224,8 @@ impl EventLog {
         self.next_seq - 1
     }
 
-    /// The sequence number the next record gets.
+    /// The sequence number the next record gets (for tests, which number records by hand).
+    #[cfg(test)]
     pub(crate) fn next_seq(&mut self) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -242,61 +236,76 @@ impl EventLog {
     /// are on disk; returns where each is.
     #[cfg(test)]
     pub(crate) fn append(&mut self, records: &[LogRecord]) -> Result<Vec<Location>, StoreError> {
-        let (locations, file) = self.write(records)?;
-        if let Some(file) = file {
-            file.sync_data()
-                .map_err(|e| io("cannot sync", &self.dir, e))?;
-        }
-        Ok(locations)
+        let Some(first) = records.first() else {
+            return Ok(Vec::new());
+        };
+        let mut bytes = Vec::new();
+        let lens: Vec<usize> = records.iter().map(|r| r.encode_into(&mut bytes)).collect();
+        let (segment, mut offset) = self.write_encoded(first.seq, records.len() as u64, &bytes)?;
+        self.sync()?;
+        Ok(lens
+            .into_iter()
+            .map(|len| {
+                let location = Location {
+                    segment,
+                    offset,
+                    len: len as u32,
+                };
+                offset += len as u64;
+                location
+            })
+            .collect())
     }
 
-    /// Writes records (numbered by [`EventLog::next_seq`], in order) without waiting for the
-    /// disk; returns where each is and the file to `fdatasync` before they count as durable.
-    pub(crate) fn write(
+    /// Writes `count` encoded records, the first numbered `first_seq` (the next number, as
+    /// [`EventLog::next_seq`] would give it), without waiting for the disk; returns the
+    /// segment and offset of the first. They are durable after the next [`EventLog::sync`].
+    pub(crate) fn write_encoded(
         &mut self,
-        records: &[LogRecord],
-    ) -> Result<(Vec<Location>, Option<Arc<File>>), StoreError> {
-        let Some(first) = records.first() else {
-            return Ok((Vec::new(), None));
-        };
+        first_seq: u64,
+        count: u64,
+        bytes: &[u8],
+    ) -> Result<(u64, u64), StoreError> {
         if self.active_len >= self.segment_bytes {
-            self.rotate(first.seq)?;
+            self.rotate(first_seq)?;
         }
         let segment = *self.segments.last().expect("one segment");
-        let mut locations = Vec::with_capacity(records.len());
-        let mut offset = self.active_len;
-        self.buffer.clear();
-        for record in records {
-            let len = record.encode_into(&mut self.buffer);
-            locations.push(Location {
-                segment,
-                offset,
-                len: len as u32,
-            });
-            offset += len as u64;
-        }
-        if let Err(error) = (&*self.active).write_all(&self.buffer) {
+        let offset = self.active_len;
+        let end = offset + bytes.len() as u64;
+        if let Err(error) = self.active.write_all(bytes) {
             // Leave no partial record behind a later append.
-            let _ = self.active.set_len(self.active_len);
+            let _ = self.active.set_len(offset);
             return Err(io(
                 "cannot append to",
                 &segment_path(&self.dir, segment),
                 error,
             ));
         }
-        self.active_len = offset;
-        Ok((locations, Some(Arc::clone(&self.active))))
+        self.active_len = end;
+        self.next_seq = first_seq + count;
+        Ok((segment, offset))
+    }
+
+    /// Waits until everything written is on disk (`fdatasync` of the active segment; a
+    /// segment is synced before the next one is started).
+    pub(crate) fn sync(&self) -> Result<(), StoreError> {
+        self.active.sync_data().map_err(|e| {
+            io(
+                "cannot sync",
+                &segment_path(&self.dir, *self.segments.last().expect("one segment")),
+                e,
+            )
+        })
     }
 
     fn rotate(&mut self, first: u64) -> Result<(), StoreError> {
         let path = segment_path(&self.dir, first);
-        self.active = Arc::new(
-            OpenOptions::new()
-                .create_new(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| io("cannot create", &path, e))?,
-        );
+        self.sync()?;
+        self.active = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| io("cannot create", &path, e))?;
         sync_dir(&self.dir)?;
         self.segments.push(first);
         self.active_len = 0;
@@ -388,12 +397,16 @@ mod tests {
     fn a_torn_record_at_the_end_is_cut_off() {
         let dir = tempfile::tempdir().unwrap();
         let (mut log, _) = open(dir.path(), 1 << 20);
-        append(&mut log, 2);
+        let written = append(&mut log, 2);
         drop(log);
         let path = segment_path(dir.path(), 1);
-        let whole = std::fs::read(&path).unwrap();
+        let end = (written[1].offset + u64::from(written[1].len)) as usize;
+        let mut bytes = std::fs::read(&path).unwrap();
+        let whole = bytes[..end].to_vec();
         let partial = &record(3).encode()[..20];
-        std::fs::write(&path, [whole.as_slice(), partial].concat()).unwrap();
+        bytes.truncate(end);
+        bytes.extend_from_slice(partial);
+        std::fs::write(&path, &bytes).unwrap();
         let (mut log, seen) = open(dir.path(), 1 << 20);
         assert_eq!(seen.len(), 2);
         assert_eq!(

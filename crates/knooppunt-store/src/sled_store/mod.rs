@@ -12,26 +12,27 @@
 //! and the duplicate window have passed, so the log always holds what duplicate detection
 //! needs.
 //!
-//! Appends go to one writer thread (`writer.rs`), which answers only after the `fdatasync`
-//! that covers them; one writer means sequence numbers are written in the order they are
-//! handed out, and no async task ever blocks on a disk write.
+//! Appends are encoded into the group that is filling and answered by one committer thread
+//! (`committer.rs`) after the `write` and `fdatasync` that cover the whole group; one
+//! committer means records reach the log in the order their numbers were handed out, and
+//! no async task ever blocks on a disk write.
 
+mod committer;
 mod event_log;
 mod group_commit;
-mod writer;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock, mpsc};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use self::committer::{Answer, Shared};
 use self::event_log::{EventLog, Location};
 use self::group_commit::GroupCommit;
-use self::writer::{Command, Reply};
 use crate::queue::{Appended, Delivery, NewEvent, StoredEvent, Swept};
 use crate::{Store, StoreError, StoreFuture, Subscription};
 
@@ -66,9 +67,9 @@ struct Inner {
     log_dir: PathBuf,
     queues: Arc<RwLock<Queues>>,
     commit: GroupCommit,
-    /// Commands for the writer thread; taken on drop so that the thread ends.
-    commands: Mutex<Option<mpsc::Sender<Command>>>,
-    writer: Mutex<Option<JoinHandle<()>>>,
+    /// The group commit of the event log, shared with its committer thread.
+    log: Arc<Shared>,
+    committer: Mutex<Option<JoinHandle<()>>>,
 }
 
 #[derive(Debug, Clone)]
@@ -118,12 +119,12 @@ impl DedupeHasher {
 }
 
 impl Drop for Inner {
-    /// Ends the writer thread and waits for it, so that the store is closed when the last
+    /// Ends the committer thread and waits for it, so that the store is closed when the last
     /// handle is dropped (and can be opened again at once).
     fn drop(&mut self) {
-        drop(self.commands.lock().expect("commands lock").take());
-        if let Some(writer) = self.writer.lock().expect("writer lock").take() {
-            let _ = writer.join();
+        self.log.close();
+        if let Some(committer) = self.committer.lock().expect("committer lock").take() {
+            let _ = committer.join();
         }
     }
 }
@@ -168,15 +169,19 @@ impl SledStore {
         }
         let log_dir = directory.join("events");
         let log = EventLog::open(&log_dir, options.segment_bytes, |record, location| {
-            queues.add(record, location);
+            queues.replay(record, location);
         })?;
         let queues = Arc::new(RwLock::new(queues));
-        let (commands, receiver) = mpsc::channel();
-        let writer_queues = Arc::clone(&queues);
-        let writer = std::thread::Builder::new()
-            .name("knooppunt-store-writer".into())
-            .spawn(move || writer::run(log, writer_queues, receiver))
-            .map_err(|error| StoreError::Backend(format!("cannot start the writer: {error}")))?;
+        let shared = Shared::new(Arc::clone(&queues), log.last_seq() + 1);
+        let committer = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("knooppunt-store-committer".into())
+                .spawn(move || committer::run(log, &shared))
+                .map_err(|error| {
+                    StoreError::Backend(format!("cannot start the committer: {error}"))
+                })?
+        };
         drop(db);
         Ok(SledStore {
             inner: Arc::new(Inner {
@@ -184,8 +189,8 @@ impl SledStore {
                 log_dir,
                 queues,
                 commit: GroupCommit::default(),
-                commands: Mutex::new(Some(commands)),
-                writer: Mutex::new(Some(writer)),
+                log: shared,
+                committer: Mutex::new(Some(committer)),
             }),
         })
     }
@@ -199,24 +204,16 @@ impl SledStore {
             .await
     }
 
-    /// Sends a command to the writer thread and waits for its answer.
-    async fn ask<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let sent = match &*self.inner.commands.lock().expect("commands lock") {
-            Some(commands) => commands.send(command(reply)).is_ok(),
-            None => false,
-        };
-        if !sent {
-            return Err(StoreError::Backend("the store is closed".into()));
-        }
-        answer
-            .await
-            .map_err(|_| StoreError::Backend("the store's writer stopped".into()))?
-    }
-
     fn queues(&self) -> std::sync::RwLockWriteGuard<'_, Queues> {
         self.inner.queues.write().expect("queues lock")
     }
+}
+
+/// Waits for the committer's answer.
+async fn answered<T>(answer: Answer<T>) -> Result<T, StoreError> {
+    answer
+        .await
+        .map_err(|_| StoreError::Backend("the store's committer stopped".into()))?
 }
 
 impl Store for SledStore {
@@ -308,12 +305,11 @@ impl Store for SledStore {
         now_ms: u64,
         dedupe_window_ms: u64,
     ) -> StoreFuture<'_, Vec<Appended>> {
-        Box::pin(self.ask(move |reply| Command::Append {
+        Box::pin(answered(self.inner.log.append(
             events,
-            now: now_ms,
-            window: dedupe_window_ms,
-            reply,
-        }))
+            now_ms,
+            dedupe_window_ms,
+        )))
     }
 
     fn event(&self, seq: u64) -> StoreFuture<'_, Option<StoredEvent>> {
@@ -358,12 +354,11 @@ impl Store for SledStore {
         retention_ms: u64,
         dedupe_window_ms: u64,
     ) -> StoreFuture<'_, Swept> {
-        Box::pin(self.ask(move |reply| Command::Sweep {
-            now: now_ms,
-            retention: retention_ms,
-            window: dedupe_window_ms,
-            reply,
-        }))
+        Box::pin(answered(self.inner.log.sweep(
+            now_ms,
+            retention_ms,
+            dedupe_window_ms,
+        )))
     }
 }
 

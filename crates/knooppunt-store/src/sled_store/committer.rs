@@ -1,0 +1,375 @@
+//! Group commit for the event log.
+//!
+//! Publishers (async tasks, on whatever thread runs them) take the intake lock for a moment:
+//! they check for duplicates, number their events and encode the records into the group
+//! that is filling, then wait for their answer. One committer thread takes the whole group,
+//! writes it with one `write`, calls `fdatasync` once, files the events and their deliveries
+//! in memory and answers everyone in the group; meanwhile the next group fills. Publishers
+//! wake the committer only when it sleeps (the log is idle), so under load a publish costs
+//! no thread hand-off besides its answer. Retention sweeps run on the committer too, so that
+//! every change to the log's files happens on one thread.
+//!
+//! If a write or sync fails the store stops accepting events (every later append fails)
+//! until it is opened again: whether the group reached the disk is unknown, and the log,
+//! read again at open, is the truth.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+
+use super::event_log::{EventLog, Location, LogRecord};
+use super::{Indexed, Queues};
+use crate::StoreError;
+use crate::queue::{Appended, Delivery, NewEvent, Swept};
+
+pub(super) type Reply<T> = tokio::sync::oneshot::Sender<Result<T, StoreError>>;
+pub(super) type Answer<T> = tokio::sync::oneshot::Receiver<Result<T, StoreError>>;
+
+const FAILED: &str = "the event log could not be written to disk; the hub accepts no events \
+                      until it is restarted";
+const CLOSED: &str = "the store is closed";
+
+/// What the publishers and the committer share.
+#[derive(Debug)]
+pub(super) struct Shared {
+    intake: Mutex<Intake>,
+    /// Signalled when the committer sleeps and work arrives.
+    wake: Condvar,
+    queues: Arc<RwLock<Queues>>,
+}
+
+#[derive(Debug, Default)]
+struct Intake {
+    /// The number the next accepted event gets.
+    next_seq: u64,
+    /// The group that is filling.
+    group: Group,
+    /// Accepted events not yet filed in [`Queues`] (being written or synced), for duplicate
+    /// detection: hash → (seq, accepted_at).
+    unfiled: HashMap<u128, (u64, u64)>,
+    sweeps: Vec<(SweepRequest, Reply<Swept>)>,
+    /// The committer waits for [`Shared::wake`].
+    idle: bool,
+    closed: bool,
+    failed: bool,
+}
+
+/// Records encoded back to back, with what filing them needs and whom to answer.
+#[derive(Debug, Default)]
+struct Group {
+    bytes: Vec<u8>,
+    filings: Vec<Filing>,
+    replies: Vec<(Reply<Vec<Appended>>, Vec<Appended>)>,
+}
+
+/// An accepted event as the in-memory queues file it.
+#[derive(Debug)]
+pub(super) struct Filing {
+    pub(super) seq: u64,
+    pub(super) accepted_at: u64,
+    pub(super) hash: u128,
+    /// The encoded record's length, header included.
+    pub(super) len: u32,
+    pub(super) subscriptions: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SweepRequest {
+    now: u64,
+    retention: u64,
+    window: u64,
+}
+
+impl Shared {
+    pub(super) fn new(queues: Arc<RwLock<Queues>>, next_seq: u64) -> Arc<Shared> {
+        Arc::new(Shared {
+            intake: Mutex::new(Intake {
+                next_seq,
+                ..Intake::default()
+            }),
+            wake: Condvar::new(),
+            queues,
+        })
+    }
+
+    fn intake(&self) -> MutexGuard<'_, Intake> {
+        self.intake.lock().expect("intake lock")
+    }
+
+    /// Adds events to the filling group; the answer comes once they are on disk.
+    pub(super) fn append(
+        &self,
+        events: Vec<NewEvent>,
+        now: u64,
+        window: u64,
+    ) -> Answer<Vec<Appended>> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let mut intake = self.intake();
+        if intake.failed || intake.closed {
+            let message = if intake.failed { FAILED } else { CLOSED };
+            let _ = reply.send(Err(StoreError::Backend(message.into())));
+            return answer;
+        }
+        let intake = &mut *intake;
+        let known = self.queues.read().expect("queues lock");
+        let mut answers = Vec::with_capacity(events.len());
+        for event in events {
+            let hash = known.hasher.hash(&event.source, &event.id);
+            let earlier = intake
+                .unfiled
+                .get(&hash)
+                .copied()
+                .or_else(|| known.accepted(hash));
+            if let Some((seq, accepted_at)) = earlier
+                && now.saturating_sub(accepted_at) < window
+            {
+                // Answered with the group, so never before the original is on disk.
+                answers.push(Appended::Duplicate { seq });
+                continue;
+            }
+            let seq = intake.next_seq;
+            intake.next_seq += 1;
+            intake.unfiled.insert(hash, (seq, now));
+            let record = LogRecord {
+                seq,
+                accepted_at: now,
+                source: event.source,
+                id: event.id,
+                json: event.json,
+                subscriptions: event.subscriptions,
+            };
+            let len = record.encode_into(&mut intake.group.bytes);
+            intake.group.filings.push(Filing {
+                seq,
+                accepted_at: now,
+                hash,
+                len: len as u32,
+                subscriptions: record.subscriptions,
+            });
+            answers.push(Appended::Accepted { seq });
+        }
+        drop(known);
+        intake.group.replies.push((reply, answers));
+        self.wake_committer(intake);
+        answer
+    }
+
+    /// Asks the committer for a retention sweep.
+    pub(super) fn sweep(&self, now: u64, retention: u64, window: u64) -> Answer<Swept> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let mut intake = self.intake();
+        if intake.closed {
+            let _ = reply.send(Err(StoreError::Backend(CLOSED.into())));
+            return answer;
+        }
+        let request = SweepRequest {
+            now,
+            retention,
+            window,
+        };
+        intake.sweeps.push((request, reply));
+        self.wake_committer(&mut intake);
+        answer
+    }
+
+    /// Lets the committer finish what it has and end.
+    pub(super) fn close(&self) {
+        let mut intake = self.intake();
+        intake.closed = true;
+        self.wake_committer(&mut intake);
+    }
+
+    fn wake_committer(&self, intake: &mut Intake) {
+        if intake.idle {
+            intake.idle = false;
+            self.wake.notify_one();
+        }
+    }
+}
+
+/// The committer thread: takes the filling group, writes, syncs, files and answers it.
+pub(super) fn run(mut log: EventLog, shared: &Shared) {
+    let mut spare = Group::default();
+    loop {
+        let (mut group, sweeps) = {
+            let mut intake = shared.intake();
+            while intake.group.replies.is_empty() && intake.sweeps.is_empty() {
+                if intake.closed {
+                    return;
+                }
+                intake.idle = true;
+                intake = shared.wake.wait(intake).expect("intake lock");
+            }
+            intake.idle = false;
+            let group = std::mem::replace(&mut intake.group, std::mem::take(&mut spare));
+            (group, std::mem::take(&mut intake.sweeps))
+        };
+        for (request, reply) in sweeps {
+            let _ = reply.send(sweep(&mut log, &shared.queues, request));
+        }
+        commit(&mut log, shared, &mut group);
+        group.bytes.clear();
+        group.filings.clear();
+        spare = group;
+    }
+}
+
+fn commit(log: &mut EventLog, shared: &Shared, group: &mut Group) {
+    if let Some(first) = group.filings.first() {
+        let written = log
+            .write_encoded(first.seq, group.filings.len() as u64, &group.bytes)
+            .and_then(|place| log.sync().map(|()| place));
+        let (segment, mut offset) = match written {
+            Ok(place) => place,
+            Err(error) => {
+                shared.intake().failed = true;
+                tracing::error!(%error, "Writing the event log failed; no more events are accepted until the hub restarts.");
+                for (reply, _) in group.replies.drain(..) {
+                    let _ = reply.send(Err(StoreError::Backend(FAILED.into())));
+                }
+                return;
+            }
+        };
+        {
+            let mut queues = shared.queues.write().expect("queues lock");
+            for filing in &group.filings {
+                let location = Location {
+                    segment,
+                    offset,
+                    len: filing.len,
+                };
+                offset += u64::from(filing.len);
+                queues.add(filing, location);
+            }
+        }
+        // Filed first, forgotten here second: a duplicate is always found in one of them.
+        let mut intake = shared.intake();
+        for filing in &group.filings {
+            if intake.unfiled.get(&filing.hash).map(|(seq, _)| *seq) == Some(filing.seq) {
+                intake.unfiled.remove(&filing.hash);
+            }
+        }
+    }
+    for (reply, answers) in group.replies.drain(..) {
+        let _ = reply.send(Ok(answers));
+    }
+}
+
+/// Deletes closed segments past retention whose deliveries are all finished. Everything
+/// written is synced by now: the committer syncs each group before it takes the next.
+fn sweep(
+    log: &mut EventLog,
+    queues: &RwLock<Queues>,
+    request: SweepRequest,
+) -> Result<Swept, StoreError> {
+    let SweepRequest {
+        now,
+        retention,
+        window,
+    } = request;
+    // Keep what duplicate detection needs as long as the retention.
+    let keep = retention.max(window);
+    let mut swept = Swept::default();
+    for (first, next) in log.closed_segments() {
+        let removable = {
+            let queues = queues.read().expect("queues lock");
+            let newest = queues.newest_accepted_in(first, next);
+            newest.is_none_or(|at| now.saturating_sub(at) >= keep)
+                && !queues.has_pending_in(first, next)
+        };
+        if !removable {
+            continue;
+        }
+        log.delete(first)?;
+        let (events, entries) = queues.write().expect("queues lock").forget(first, next);
+        swept.events += events;
+        swept.dedupe_entries += entries;
+    }
+    let mut queues = queues.write().expect("queues lock");
+    let Queues { index, recent, .. } = &mut *queues;
+    let before = recent.len();
+    recent.retain(|_, seq| {
+        index
+            .get(seq)
+            .is_some_and(|indexed| now.saturating_sub(indexed.accepted_at) < window)
+    });
+    swept.dedupe_entries += (before - recent.len()) as u64;
+    Ok(swept)
+}
+
+impl Queues {
+    /// Files a newly written (or, at start-up, replayed) event and its deliveries.
+    pub(super) fn add(&mut self, record: &Filing, location: Location) {
+        let hash = record.hash;
+        self.index.insert(
+            record.seq,
+            Indexed {
+                location,
+                accepted_at: record.accepted_at,
+                hash,
+            },
+        );
+        self.recent.insert(hash, record.seq);
+        for subscription in &record.subscriptions {
+            if self.live.contains(subscription) {
+                self.pending
+                    .entry(subscription.clone())
+                    .or_default()
+                    .insert(
+                        record.seq,
+                        Delivery::new(subscription.clone(), record.seq, record.accepted_at),
+                    );
+            }
+        }
+    }
+
+    /// Files a replayed event.
+    pub(super) fn replay(&mut self, record: &LogRecord, location: Location) {
+        let filing = Filing {
+            seq: record.seq,
+            accepted_at: record.accepted_at,
+            hash: self.hasher.hash(&record.source, &record.id),
+            len: location.len,
+            subscriptions: record.subscriptions.clone(),
+        };
+        self.add(&filing, location);
+    }
+
+    /// When the event with this dedupe hash was accepted, if it is still known.
+    fn accepted(&self, hash: u128) -> Option<(u64, u64)> {
+        let seq = *self.recent.get(&hash)?;
+        self.index
+            .get(&seq)
+            .map(|indexed| (seq, indexed.accepted_at))
+    }
+
+    fn newest_accepted_in(&self, first: u64, next: u64) -> Option<u64> {
+        self.index
+            .range(first..next)
+            .next_back()
+            .map(|(_, indexed)| indexed.accepted_at)
+    }
+
+    fn has_pending_in(&self, first: u64, next: u64) -> bool {
+        self.pending
+            .values()
+            .any(|queue| queue.range(first..next).next().is_some())
+    }
+
+    /// Forgets the events of a deleted segment; returns how many events and dedupe entries.
+    fn forget(&mut self, first: u64, next: u64) -> (u64, u64) {
+        let gone: Vec<(u64, u128)> = self
+            .index
+            .range(first..next)
+            .map(|(seq, indexed)| (*seq, indexed.hash))
+            .collect();
+        let mut entries = 0;
+        for (seq, hash) in &gone {
+            self.index.remove(seq);
+            if self.recent.get(hash) == Some(seq) {
+                self.recent.remove(hash);
+                entries += 1;
+            }
+        }
+        (gone.len() as u64, entries)
+    }
+}
