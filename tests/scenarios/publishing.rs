@@ -540,6 +540,44 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'_, knooppunt_store::Swept> {
         self.inner.sweep(now, retention, window)
     }
+    fn lease<'a>(
+        &'a self,
+        s: &'a str,
+        now: u64,
+        lease: u64,
+        limit: usize,
+        ordered: bool,
+    ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::Delivery>> {
+        self.inner.lease(s, now, lease, limit, ordered)
+    }
+    fn next_due<'a>(
+        &'a self,
+        s: &'a str,
+        ordered: bool,
+    ) -> knooppunt_store::StoreFuture<'a, Option<u64>> {
+        self.inner.next_due(s, ordered)
+    }
+    fn record(
+        &self,
+        changes: Vec<knooppunt_store::DeliveryChange>,
+    ) -> knooppunt_store::StoreFuture<'_, ()> {
+        self.inner.record(changes)
+    }
+    fn dead_letters<'a>(
+        &'a self,
+        s: &'a str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::DeadLetter>> {
+        self.inner.dead_letters(s, after, limit)
+    }
+    fn dead_letter<'a>(
+        &'a self,
+        s: &'a str,
+        seq: u64,
+    ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::DeadLetter>> {
+        self.inner.dead_letter(s, seq)
+    }
 }
 
 #[tokio::test]
@@ -549,10 +587,7 @@ async fn the_acknowledgement_waits_for_the_store() {
         inner: knooppunt_store::SledStore::open(dir.path()).unwrap(),
         gate: tokio::sync::Semaphore::new(0),
     });
-    let options = knooppunt_broker::HubOptions {
-        authentication: knooppunt_broker::Authentication::Disabled,
-        ingest: IngestOptions::default(),
-    };
+    let options = knooppunt_broker::HubOptions::new(knooppunt_broker::Authentication::Disabled);
     let hub = knooppunt_broker::Hub::open(store.clone(), options)
         .await
         .unwrap();

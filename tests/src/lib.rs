@@ -80,6 +80,20 @@ fn authentication() -> Authentication {
     ])
 }
 
+/// The settings of every test hub: the test principals, and delivery settings that keep
+/// tests quick (idle workers look every 100 ms, the handshake waits at most 5 s).
+pub fn test_options() -> HubOptions {
+    let mut options = HubOptions::new(authentication());
+    options.delivery.origin = ORIGIN.into();
+    options.delivery.idle_poll = std::time::Duration::from_millis(100);
+    options.delivery.handshake_timeout = std::time::Duration::from_secs(5);
+    options.shutdown_grace = std::time::Duration::from_secs(5);
+    options
+}
+
+/// The `WebHook-Request-Origin` of test hubs.
+pub const ORIGIN: &str = "knooppunt.test";
+
 /// A hub serving on 127.0.0.1 with a fresh store in a temporary directory.
 #[allow(missing_debug_implementations)]
 pub struct TestHub {
@@ -105,11 +119,17 @@ impl TestHub {
         TestHub::start_with_store(ingest, SledOptions::default()).await
     }
 
+    /// A hub with these settings.
+    pub async fn start_with_options(options: HubOptions) -> TestHub {
+        let data = Arc::new(tempfile::tempdir().unwrap());
+        TestHub::start_in(data, options, SledOptions::default()).await
+    }
+
     /// A hub with these ingest and store settings.
     pub async fn start_with_store(ingest: IngestOptions, store: SledOptions) -> TestHub {
         let options = HubOptions {
-            authentication: authentication(),
             ingest,
+            ..test_options()
         };
         let data = Arc::new(tempfile::tempdir().unwrap());
         TestHub::start_in(data, options, store).await
@@ -119,7 +139,7 @@ impl TestHub {
     pub async fn start_without_authentication() -> TestHub {
         let options = HubOptions {
             authentication: Authentication::Disabled,
-            ingest: IngestOptions::default(),
+            ..test_options()
         };
         let data = Arc::new(tempfile::tempdir().unwrap());
         TestHub::start_in(data, options, SledOptions::default()).await

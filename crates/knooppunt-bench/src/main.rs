@@ -16,9 +16,7 @@ use std::time::Duration;
 
 use axum::routing::post;
 use clap::{Parser, Subcommand};
-use knooppunt_broker::{
-    Authentication, Hub, HubOptions, IngestOptions, Principal, Role, hash_token,
-};
+use knooppunt_broker::{Authentication, Hub, HubOptions, Principal, Role, hash_token};
 use knooppunt_store::SledStore;
 use load::{Request, Summary};
 
@@ -197,10 +195,7 @@ async fn hub(data: &std::path::Path, subscriptions: usize) -> anyhow::Result<Str
         subscribe_type_prefixes: Vec::new(),
         publish_source_prefixes: Vec::new(),
     };
-    let options = HubOptions {
-        authentication: Authentication::tokens([(hash_token(TOKEN), principal)]),
-        ingest: IngestOptions::default(),
-    };
+    let options = HubOptions::new(Authentication::tokens([(hash_token(TOKEN), principal)]));
     let hub = Hub::open(Arc::new(store), options).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use axum::body::Body;
 use http::Request;
-use knooppunt_broker::{Authentication, Hub, HubOptions, IngestOptions};
+use knooppunt_broker::{Authentication, Hub, HubOptions};
 use knooppunt_store::SledStore;
 use tower::ServiceExt;
 
@@ -16,10 +16,7 @@ use tower::ServiceExt;
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let store = SledStore::open(dir.path()).unwrap();
-    let options = HubOptions {
-        authentication: Authentication::Disabled,
-        ingest: IngestOptions::default(),
-    };
+    let options = HubOptions::new(Authentication::Disabled);
     let hub = Hub::open(Arc::new(store), options).await.unwrap();
     let router = hub.router();
     let filler = "x".repeat(850);

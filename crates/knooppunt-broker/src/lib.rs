@@ -19,6 +19,8 @@ pub use api::auth::{Authentication, Principal, Role, hash_token};
 pub use api::{API_VERSION, BASE_PATH};
 pub use ingest::{IngestCounters, IngestOptions, MIN_EVENT_BYTES};
 
+use knooppunt_delivery::Deliverer;
+pub use knooppunt_delivery::DeliveryOptions;
 use registry::Registry;
 
 /// Everything a hub needs besides its store.
@@ -26,6 +28,25 @@ use registry::Registry;
 pub struct HubOptions {
     pub authentication: Authentication,
     pub ingest: IngestOptions,
+    pub delivery: DeliveryOptions,
+    /// The hub's own base URL as sinks reach it (for the validation callback URL, e.g.
+    /// `https://knooppunt.example.nl`); when absent, taken from each request's `Host`.
+    pub public_url: Option<String>,
+    /// How long shutting down waits for delivery attempts in flight.
+    pub shutdown_grace: std::time::Duration,
+}
+
+impl HubOptions {
+    /// Default ingest, delivery and shutdown settings with this authentication.
+    pub fn new(authentication: Authentication) -> HubOptions {
+        HubOptions {
+            authentication,
+            ingest: IngestOptions::default(),
+            delivery: DeliveryOptions::default(),
+            public_url: None,
+            shutdown_grace: std::time::Duration::from_secs(10),
+        }
+    }
 }
 
 /// Shared by every request handler.
@@ -38,6 +59,9 @@ pub(crate) struct AppState {
     pub(crate) authentication: Authentication,
     pub(crate) ingest: IngestOptions,
     pub(crate) counters: IngestCounters,
+    pub(crate) deliverer: Deliverer,
+    pub(crate) public_url: Option<String>,
+    shutdown_grace: std::time::Duration,
     /// Tells the background tasks to stop.
     stop: tokio::sync::watch::Sender<bool>,
     background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -50,6 +74,8 @@ pub enum HubError {
     Store(#[from] knooppunt_store::StoreError),
     #[error("{0}")]
     Corrupt(String),
+    #[error("{0}")]
+    Config(String),
 }
 
 /// A running hub's state; cheap to clone.
@@ -69,6 +95,11 @@ impl Hub {
     pub async fn open(store: Arc<dyn Store>, options: HubOptions) -> Result<Hub, HubError> {
         let registry = Registry::load(store.subscriptions().await?).map_err(HubError::Corrupt)?;
         tracing::info!(subscriptions = registry.len(), "Subscriptions loaded.");
+        let (deliverer, retirements) =
+            Deliverer::new(Arc::clone(&store), options.delivery).map_err(HubError::Config)?;
+        for subscription in registry.all() {
+            deliverer.sync(subscription);
+        }
         let (stop, _) = tokio::sync::watch::channel(false);
         let hub = Hub {
             state: Arc::new(AppState {
@@ -78,16 +109,20 @@ impl Hub {
                 authentication: options.authentication,
                 ingest: options.ingest,
                 counters: IngestCounters::default(),
+                deliverer,
+                public_url: options.public_url,
+                shutdown_grace: options.shutdown_grace,
                 stop,
                 background: std::sync::Mutex::new(Vec::new()),
             }),
         };
         let sweeper = tokio::spawn(sweep_periodically(Arc::clone(&hub.state)));
+        let retiring = tokio::spawn(follow_retirements(Arc::clone(&hub.state), retirements));
         hub.state
             .background
             .lock()
             .expect("background lock")
-            .push(sweeper);
+            .extend([sweeper, retiring]);
         Ok(hub)
     }
 
@@ -96,8 +131,13 @@ impl Hub {
         &self.state.counters
     }
 
-    /// Stops the background tasks and waits for them, so that the store is released.
+    /// Stops the delivery workers (waiting up to the shutdown grace for attempts in flight)
+    /// and the background tasks, so that the store is released.
     pub async fn stop(&self) {
+        self.state
+            .deliverer
+            .shutdown(self.state.shutdown_grace)
+            .await;
         let _ = self.state.stop.send(true);
         let tasks = std::mem::take(&mut *self.state.background.lock().expect("background lock"));
         for task in tasks {
@@ -136,6 +176,31 @@ pub async fn serve(
         .await;
     hub.stop().await;
     served
+}
+
+/// Keeps the registry in step when a delivery worker disables a subscription (410 Gone).
+async fn follow_retirements(
+    state: Arc<AppState>,
+    mut retirements: tokio::sync::mpsc::UnboundedReceiver<knooppunt_store::Subscription>,
+) {
+    let mut stop = state.stop.subscribe();
+    loop {
+        let subscription = tokio::select! {
+            _ = stop.changed() => return,
+            next = retirements.recv() => match next {
+                Some(subscription) => subscription,
+                None => return,
+            },
+        };
+        let _writer = state.subscription_writes.lock().await;
+        let mut registry = state.registry.write().expect("registry lock");
+        if registry.get(&subscription.id).is_some() {
+            match registry::criteria(&subscription) {
+                Ok(criteria) => registry.put(subscription, criteria),
+                Err(_) => registry.remove(&subscription.id),
+            }
+        }
+    }
 }
 
 /// Removes finished events past retention and old duplicate-detection entries, every

@@ -7,7 +7,7 @@ use std::ops::Bound;
 
 use knooppunt_event::Event;
 use knooppunt_filter::{Criteria, Filter, FilterError, MatchIndex};
-use knooppunt_store::Subscription;
+use knooppunt_store::{Subscription, SubscriptionState};
 
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
@@ -84,7 +84,20 @@ impl Registry {
     }
 
     /// The ids of the subscriptions `event` matches.
+    /// The subscriptions an event is routed to: those it matches, except disabled ones
+    /// (pending ones queue their events until the sink consents).
     pub(crate) fn matching(&self, event: &Event) -> Vec<String> {
-        self.index.matching(event)
+        let mut ids = self.index.matching(event);
+        ids.retain(|id| {
+            self.subscriptions
+                .get(id)
+                .is_some_and(|s| s.state != SubscriptionState::Disabled)
+        });
+        ids
+    }
+
+    /// Every subscription, for starting their delivery workers.
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Subscription> {
+        self.subscriptions.values()
     }
 }

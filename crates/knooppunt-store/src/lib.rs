@@ -5,8 +5,9 @@
 //!
 //! It holds the subscriptions and the accepted events with their pending deliveries, through
 //! operations that make sense for every backend: an atomic append of events with their
-//! deliveries and duplicate detection, per-subscription queues in acceptance order, and a
-//! retention sweep. (Leasing, ack, retry and dead letters join with the delivery workers.)
+//! deliveries and duplicate detection, per-subscription queues in acceptance order, leases
+//! on due deliveries for the delivery workers, durable attempt results (delivered, retry,
+//! dead letter), dead letters, and a retention sweep.
 
 mod queue;
 mod sled_store;
@@ -15,11 +16,13 @@ mod subscription;
 use std::future::Future;
 use std::pin::Pin;
 
-pub use queue::{Appended, Delivery, NewEvent, StoredEvent, Swept};
+pub use queue::{
+    Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, StoredEvent, Swept, Verdict,
+};
 pub use sled_store::{SledOptions, SledStore};
 pub use subscription::{
     CONFIG_KEYS, ConfigError, ConfigKey, DeliveryConfig, DeliveryMode, HttpSettings, Ordering,
-    SinkCredential, Subscription, parse_iso8601_duration,
+    SinkCredential, Subscription, SubscriptionState, Validation, parse_iso8601_duration,
 };
 
 /// A boxed future, so that [`Store`] can be used as `dyn Store`.
@@ -71,6 +74,41 @@ pub trait Store: Send + Sync + 'static {
         subscription: &'a str,
         limit: usize,
     ) -> StoreFuture<'a, Vec<Delivery>>;
+
+    /// Leases up to `limit` due deliveries of a subscription (`next_attempt_at <= now_ms`,
+    /// not leased) until `now_ms + lease_ms`, in acceptance order. With `ordered`, only the
+    /// oldest pending delivery can be leased, and only while no other is leased.
+    fn lease<'a>(
+        &'a self,
+        subscription: &'a str,
+        now_ms: u64,
+        lease_ms: u64,
+        limit: usize,
+        ordered: bool,
+    ) -> StoreFuture<'a, Vec<Delivery>>;
+
+    /// When the subscription's next unleased delivery is due (for an ordered subscription:
+    /// its oldest one, if not leased), if it has one.
+    fn next_due<'a>(&'a self, subscription: &'a str, ordered: bool)
+    -> StoreFuture<'a, Option<u64>>;
+
+    /// Records changes to the delivery state, in order, and returns when they are on disk.
+    /// A change to a delivery or dead letter that no longer exists is ignored.
+    fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()>;
+
+    /// A subscription's dead letters in acceptance order, starting after event `after`.
+    fn dead_letters<'a>(
+        &'a self,
+        subscription: &'a str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<DeadLetter>>;
+
+    fn dead_letter<'a>(
+        &'a self,
+        subscription: &'a str,
+        seq: u64,
+    ) -> StoreFuture<'a, Option<DeadLetter>>;
 
     /// Removes events accepted more than `retention_ms` ago whose deliveries are all finished,
     /// and duplicate-detection entries older than `dedupe_window_ms`.

@@ -52,6 +52,10 @@ pub struct Delivery {
     pub last_status: Option<u16>,
     /// What went wrong last time.
     pub last_error: Option<String>,
+    /// Leased to a delivery worker until then (milliseconds since the Unix epoch); 0 when
+    /// not leased. A lease that runs out (a worker that died) frees the delivery again.
+    #[serde(default)]
+    pub leased_until: u64,
 }
 
 impl Delivery {
@@ -65,6 +69,7 @@ impl Delivery {
             last_attempt_at: None,
             last_status: None,
             last_error: None,
+            leased_until: 0,
         }
     }
 }
@@ -76,4 +81,88 @@ pub struct Swept {
     pub events: u64,
     /// Duplicate-detection entries older than the window.
     pub dedupe_entries: u64,
+}
+
+/// What the hub decided after one delivery attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "camelCase")]
+pub enum Verdict {
+    /// The sink took the event: the delivery is finished.
+    Delivered,
+    /// Try again, no earlier than `next_attempt_at`.
+    Retry { next_attempt_at: u64 },
+    /// Give up: the delivery becomes a dead letter, for this reason.
+    DeadLetter { reason: String },
+}
+
+/// One finished delivery attempt, as the store records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub subscription: String,
+    /// The event ([`StoredEvent::seq`]).
+    pub seq: u64,
+    /// When the attempt was made (milliseconds since the Unix epoch).
+    pub at: u64,
+    /// The sink's HTTP status, if it answered.
+    pub status: Option<u16>,
+    /// What went wrong, if anything did.
+    pub error: Option<String>,
+    pub verdict: Verdict,
+}
+
+/// A delivery the hub gave up on, with the history that led there. Its event is kept as long
+/// as the dead letter is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    pub subscription: String,
+    /// The event ([`StoredEvent::seq`]); also the dead letter's id within its subscription.
+    pub seq: u64,
+    pub attempts: u32,
+    pub first_attempt_at: Option<u64>,
+    pub last_attempt_at: Option<u64>,
+    pub last_status: Option<u16>,
+    pub last_error: Option<String>,
+    /// Why the hub gave up.
+    pub reason: String,
+    /// When it became a dead letter.
+    pub dead_at: u64,
+}
+
+impl DeadLetter {
+    pub(crate) fn from_delivery(delivery: Delivery, reason: String, dead_at: u64) -> Self {
+        DeadLetter {
+            subscription: delivery.subscription,
+            seq: delivery.seq,
+            attempts: delivery.attempts,
+            first_attempt_at: delivery.first_attempt_at,
+            last_attempt_at: delivery.last_attempt_at,
+            last_status: delivery.last_status,
+            last_error: delivery.last_error,
+            reason,
+            dead_at,
+        }
+    }
+}
+
+/// A change to the delivery state, recorded durably; every backend applies them in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "camelCase")]
+pub enum DeliveryChange {
+    /// The result of an attempt.
+    Attempted(Attempt),
+    /// A dead letter goes back into its subscription's queue with fresh attempts.
+    Redeliver {
+        subscription: String,
+        seq: u64,
+        at: u64,
+    },
+    /// A dead letter is removed.
+    DeleteDeadLetter { subscription: String, seq: u64 },
+    /// The subscription's sink is gone (HTTP 410): every pending delivery becomes a dead
+    /// letter.
+    Retire {
+        subscription: String,
+        at: u64,
+        reason: String,
+    },
 }

@@ -32,6 +32,70 @@ pub struct Subscription {
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
     pub updated_at: u64,
+    /// Whether the sink receives deliveries.
+    #[serde(default)]
+    pub state: SubscriptionState,
+    /// How the sink's consent was established, once it was.
+    #[serde(default)]
+    pub validated_by: Option<Validation>,
+    /// The secret in the validation callback URL offered to the sink; never returned by
+    /// the API.
+    #[serde(default)]
+    pub validation_token: Option<String>,
+    /// The delivery rate the sink allowed in the handshake (`WebHook-Allowed-Rate`,
+    /// requests per minute), if it set one.
+    #[serde(default)]
+    pub allowed_rate: Option<u32>,
+    /// Why the last handshake did not make the subscription active, while it is pending.
+    #[serde(default)]
+    pub validation_problem: Option<String>,
+}
+
+/// Whether a subscription's sink receives deliveries (NL GOV webhook guideline: a sink must
+/// consent before it receives anything).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubscriptionState {
+    /// The sink consented: deliveries flow.
+    #[default]
+    Active,
+    /// Waiting for the sink's consent: matching events are queued, not delivered.
+    Pending,
+    /// The sink answered 410 Gone: nothing is delivered or queued any more; what was pending
+    /// became dead letters.
+    Disabled,
+}
+
+impl SubscriptionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubscriptionState::Active => "active",
+            SubscriptionState::Pending => "pending",
+            SubscriptionState::Disabled => "disabled",
+        }
+    }
+}
+
+/// How a sink's consent was established.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Validation {
+    /// The sink granted the `OPTIONS` handshake.
+    Handshake,
+    /// The sink called the validation callback URL.
+    Callback,
+    /// An administrator recorded consent agreed outside the hub (NL GOV webhook guideline).
+    Agreement,
+}
+
+impl Validation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Validation::Handshake => "handshake",
+            Validation::Callback => "callback",
+            Validation::Agreement => "agreement",
+        }
+    }
 }
 
 /// `protocolsettings` for HTTP (Subscriptions API section 3.2.2.1).
@@ -140,6 +204,20 @@ pub const CONFIG_KEYS: [ConfigKey; 7] = [
 pub struct ConfigError {
     pub key: String,
     pub message: String,
+}
+
+impl Subscription {
+    /// The typed delivery settings of the stored `config` map (validated when stored; a
+    /// value this version cannot read falls back to its default).
+    pub fn delivery_config(&self) -> DeliveryConfig {
+        DeliveryConfig::try_from_map(&self.config)
+            .map(|(config, _)| config)
+            .unwrap_or_else(|_| {
+                DeliveryConfig::try_from_map(&BTreeMap::new())
+                    .expect("the defaults are valid")
+                    .0
+            })
+    }
 }
 
 impl DeliveryConfig {

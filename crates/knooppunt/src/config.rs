@@ -20,6 +20,8 @@ pub(crate) struct Config {
     pub(crate) ingest: IngestConfig,
     /// How published events are validated.
     pub(crate) validation: ValidationConfig,
+    /// How events are delivered to subscribers.
+    pub(crate) delivery: DeliveryConfig,
     /// The parties that may call the API.
     pub(crate) principals: Vec<PrincipalConfig>,
 }
@@ -31,6 +33,12 @@ pub(crate) struct ServerConfig {
     pub(crate) listen: SocketAddr,
     /// The directory of the embedded store; created when missing.
     pub(crate) data_dir: PathBuf,
+    /// The hub's name towards sinks: `WebHook-Request-Origin` on every delivery and
+    /// handshake (sinks grant consent to this name).
+    pub(crate) origin: String,
+    /// The hub's base URL as sinks reach it, for the validation callback URL; when absent,
+    /// the `Host` of the request that created the subscription.
+    pub(crate) public_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -38,6 +46,26 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: PathBuf::from("data"),
+            origin: "knooppunt".into(),
+            public_url: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct DeliveryConfig {
+    /// Deliveries in flight at once per unordered subscription (ordered ones have one).
+    pub(crate) max_in_flight: usize,
+    /// ISO 8601 duration: how long shutting down waits for delivery attempts in flight.
+    pub(crate) shutdown_grace: String,
+}
+
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        DeliveryConfig {
+            max_in_flight: 16,
+            shutdown_grace: "PT10S".into(),
         }
     }
 }
@@ -110,6 +138,35 @@ impl Config {
         let config: Config = toml::from_str(text)?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// The hub's options but authentication.
+    pub(crate) fn hub_options(
+        &self,
+        authentication: knooppunt_broker::Authentication,
+    ) -> anyhow::Result<knooppunt_broker::HubOptions> {
+        let mut options = knooppunt_broker::HubOptions::new(authentication);
+        options.ingest = self.ingest_options()?;
+        let origin = &self.server.origin;
+        if origin.trim().is_empty() || !origin.bytes().all(|b| b.is_ascii_graphic()) {
+            bail!(
+                "server.origin: must be a non-empty name of printable ASCII, e.g. `knooppunt.example.nl`"
+            );
+        }
+        options.delivery.origin = self.server.origin.clone();
+        if let Some(url) = &self.server.public_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            bail!("server.public_url: `{url}` must start with http:// or https://");
+        }
+        options.public_url = self.server.public_url.clone();
+        if !(1..=1024).contains(&self.delivery.max_in_flight) {
+            bail!("delivery.max_in_flight: must be from 1 to 1024");
+        }
+        options.delivery.max_in_flight = self.delivery.max_in_flight;
+        options.shutdown_grace = parse_iso8601_duration(&self.delivery.shutdown_grace)
+            .map_err(|why| anyhow::anyhow!("delivery.shutdown_grace: {why}"))?;
+        Ok(options)
     }
 
     /// The ingest settings for the hub.

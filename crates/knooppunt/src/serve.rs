@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use anyhow::Context;
-use knooppunt_broker::{Authentication, Hub, HubOptions};
+use knooppunt_broker::{Authentication, Hub};
 use knooppunt_store::SledStore;
 
 use crate::config::Config;
@@ -47,15 +47,8 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
     let store = SledStore::open(data_dir)?;
-    let ingest = config.ingest_options()?;
-    let hub = Hub::open(
-        Arc::new(store),
-        HubOptions {
-            authentication,
-            ingest,
-        },
-    )
-    .await?;
+    let options = config.hub_options(authentication)?;
+    let hub = Hub::open(Arc::new(store), options).await?;
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;

@@ -222,10 +222,15 @@ pub(crate) async fn publish(
         .iter()
         .map(|e| (e.id.clone(), e.source.clone(), e.subscriptions.len()))
         .collect();
+    let routed: Vec<String> = new_events
+        .iter()
+        .flat_map(|e| e.subscriptions.iter().cloned())
+        .collect();
     let outcomes = state
         .store
         .append_events(new_events, now_ms(), window)
         .await?;
+    state.deliverer.wake(&routed);
 
     let counters = &state.counters;
     let receipts: Vec<Receipt> = receipted

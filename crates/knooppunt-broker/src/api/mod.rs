@@ -3,11 +3,13 @@
 //! redirects, and the OpenAPI document at `/v1/openapi.json`.
 
 pub mod auth;
+mod dead_letters;
 mod events;
 mod openapi;
 pub mod problem;
 mod subscription_body;
 mod subscriptions;
+mod validation;
 
 use std::sync::Arc;
 
@@ -60,6 +62,30 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
                 .delete(subscriptions::delete)
                 .options(subscriptions::options_item)
                 .fallback(not_allowed(subscriptions::ITEM_ALLOW)),
+        )
+        .route(
+            "/v1/subscriptions/{id}/validation",
+            post(validation::agreement).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/validation/{token}",
+            get(validation::callback)
+                .post(validation::callback)
+                .fallback(not_allowed("GET, POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/dead-letters",
+            get(dead_letters::list).fallback(not_allowed(dead_letters::COLLECTION_ALLOW)),
+        )
+        .route(
+            "/v1/subscriptions/{id}/dead-letters/{dead_letter}",
+            get(dead_letters::get)
+                .delete(dead_letters::delete)
+                .fallback(not_allowed(dead_letters::ITEM_ALLOW)),
+        )
+        .route(
+            "/v1/subscriptions/{id}/dead-letters/{dead_letter}/redeliver",
+            post(dead_letters::redeliver).fallback(not_allowed(dead_letters::REDELIVER_ALLOW)),
         )
         .route(
             "/v1/openapi.json",
@@ -176,5 +202,41 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             .map_err(|error| {
                 ApiError::invalid(format!("the body is not valid JSON: {error}"), vec![])
             })
+    }
+}
+
+/// A time in milliseconds since the Unix epoch as an RFC 3339 UTC timestamp with
+/// milliseconds (`2026-11-22T10:15:30.250Z`).
+pub(crate) fn rfc3339(ms: u64) -> String {
+    let (secs, millis) = (ms / 1000, ms % 1000);
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn timestamps_are_rfc3339() {
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(super::rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(
+            super::rfc3339(1_795_346_130_250),
+            "2026-11-22T11:15:30.250Z"
+        );
     }
 }

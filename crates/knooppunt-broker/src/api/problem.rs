@@ -46,6 +46,9 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     NotFound(String),
+    /// The request conflicts with the resource's state.
+    #[error("{0}")]
+    Conflict(String),
     #[error("method not allowed")]
     MethodNotAllowed { allow: &'static str },
     #[error("{0}")]
@@ -82,6 +85,7 @@ impl ApiError {
             ),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict", "Conflict"),
             ApiError::MethodNotAllowed { .. } => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method-not-allowed",

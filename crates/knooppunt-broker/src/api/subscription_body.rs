@@ -4,12 +4,16 @@
 use std::collections::BTreeMap;
 
 use http::{HeaderName, HeaderValue};
+use knooppunt_delivery::LastDelivery;
 use knooppunt_event::validate::syntax;
 use knooppunt_filter::{Criteria, Filter};
-use knooppunt_store::{DeliveryConfig, HttpSettings, SinkCredential, Subscription};
+use knooppunt_store::{
+    DeliveryConfig, HttpSettings, SinkCredential, Subscription, SubscriptionState,
+};
 use serde_json::{Map, Value, json};
 
 use super::problem::InvalidParam;
+use super::rfc3339;
 
 /// A validated subscription request.
 #[derive(Debug, Clone)]
@@ -38,7 +42,13 @@ const MEMBERS: [&str; 9] = [
 ];
 
 /// Read-only members a client may send back from a GET; they are ignored.
-const READ_ONLY: [&str; 1] = ["owner"];
+const READ_ONLY: [&str; 5] = [
+    "owner",
+    "state",
+    "validatedBy",
+    "validationProblem",
+    "lastDelivery",
+];
 
 const OTHER_PROTOCOLS: [&str; 5] = ["MQTT3", "MQTT5", "AMQP", "KAFKA", "NATS"];
 
@@ -364,7 +374,7 @@ fn read_sink_credential(value: Option<&Value>, problems: &mut Problems) -> Optio
 }
 
 /// The resource as the API returns it: every default applied, the credential left out.
-pub(crate) fn representation(subscription: &Subscription) -> Value {
+pub(crate) fn representation(subscription: &Subscription, last: Option<LastDelivery>) -> Value {
     let mut object = Map::new();
     object.insert("id".into(), json!(subscription.id));
     object.insert("owner".into(), json!(subscription.owner));
@@ -388,5 +398,27 @@ pub(crate) fn representation(subscription: &Subscription) -> Value {
         }),
     );
     object.insert("config".into(), json!(subscription.config));
+    object.insert("state".into(), json!(subscription.state.as_str()));
+    if let Some(by) = subscription.validated_by {
+        object.insert("validatedBy".into(), json!(by.as_str()));
+    }
+    if subscription.state == SubscriptionState::Pending
+        && let Some(problem) = &subscription.validation_problem
+    {
+        object.insert("validationProblem".into(), json!(problem));
+    }
+    if let Some(last) = last {
+        let mut delivery = Map::new();
+        delivery.insert("time".into(), json!(rfc3339(last.at)));
+        delivery.insert("sequence".into(), json!(last.seq));
+        delivery.insert("outcome".into(), json!(last.outcome));
+        if let Some(status) = last.status {
+            delivery.insert("statusCode".into(), json!(status));
+        }
+        if let Some(error) = last.error {
+            delivery.insert("error".into(), json!(error));
+        }
+        object.insert("lastDelivery".into(), Value::Object(delivery));
+    }
     Value::Object(object)
 }

@@ -8,15 +8,15 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::header::{ALLOW, LINK, LOCATION};
-use http::{HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_filter::Filter;
-use knooppunt_store::Subscription;
+use knooppunt_store::{Subscription, SubscriptionState};
 use serde_json::Value;
 
 use super::auth::{Caller, Role};
 use super::problem::{ApiError, InvalidParam};
 use super::subscription_body::{self, SubscriptionInput, representation};
-use super::{BASE_PATH, JsonBody};
+use super::{BASE_PATH, JsonBody, validation};
 use crate::AppState;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
@@ -24,13 +24,13 @@ pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE, OPTIONS";
 const DEFAULT_PAGE_SIZE: usize = 100;
 const MAX_PAGE_SIZE: usize = 1000;
 
-fn now_millis() -> u64 {
+pub(crate) fn now_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn not_found(id: &str) -> ApiError {
+pub(crate) fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("there is no subscription `{id}` visible to you"))
 }
 
@@ -86,10 +86,11 @@ fn check_type_permission(caller: &Caller, input: &SubscriptionInput) -> Result<(
     )))
 }
 
-fn visible(caller: &Caller, subscription: &Subscription) -> bool {
+pub(crate) fn visible(caller: &Caller, subscription: &Subscription) -> bool {
     caller.0.is_admin() || subscription.owner == caller.0.name
 }
 
+/// A new subscription, pending until its sink consents.
 fn build(id: String, owner: String, input: SubscriptionInput, created_at: u64) -> Subscription {
     Subscription {
         id,
@@ -104,12 +105,26 @@ fn build(id: String, owner: String, input: SubscriptionInput, created_at: u64) -
         config: input.config,
         created_at,
         updated_at: now_millis(),
+        state: SubscriptionState::Pending,
+        validated_by: None,
+        validation_token: Some(uuid::Uuid::new_v4().simple().to_string()),
+        allowed_rate: None,
+        validation_problem: None,
     }
+}
+
+/// The resource with its read-only delivery state.
+pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> Value {
+    representation(
+        subscription,
+        state.deliverer.last_delivery(&subscription.id),
+    )
 }
 
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "create subscriptions")?;
@@ -128,12 +143,13 @@ pub(crate) async fn create(
             .put(subscription.clone(), criteria);
     }
     tracing::info!(subscription = %id, owner = %caller.0.name, sink = %subscription.sink, "Subscription created.");
+    let subscription = validation::handshake(&state, subscription, &headers).await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/subscriptions/{id}"))
         .expect("ids are header-safe");
     Ok((
         StatusCode::CREATED,
         [(LOCATION, location)],
-        Json(representation(&subscription)),
+        Json(resource(&state, &subscription)),
     )
         .into_response())
 }
@@ -173,7 +189,7 @@ pub(crate) async fn list(
         query.get("cursor").map(String::as_str),
         page_size,
     );
-    let body: Vec<Value> = page.iter().map(representation).collect();
+    let body: Vec<Value> = page.iter().map(|s| resource(&state, s)).collect();
     let mut response = Json(body).into_response();
     if more && let Some(last) = page.last() {
         let link = format!(
@@ -197,7 +213,7 @@ pub(crate) async fn get(
     let registry = state.registry.read().expect("registry lock");
     match registry.get(&id) {
         Some(subscription) if visible(&caller, subscription) => {
-            Ok(Json(representation(subscription)).into_response())
+            Ok(Json(resource(&state, subscription)).into_response())
         }
         _ => Err(not_found(&id)),
     }
@@ -207,6 +223,7 @@ pub(crate) async fn replace(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     Path(id): Path<String>,
+    headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "change subscriptions")?;
@@ -221,7 +238,7 @@ pub(crate) async fn replace(
         ));
     }
     let input = read_body(&body)?;
-    let _writer = state.subscription_writes.lock().await;
+    let writer = state.subscription_writes.lock().await;
     let existing = state
         .registry
         .read()
@@ -234,7 +251,21 @@ pub(crate) async fn replace(
     };
     check_type_permission(&caller, &input)?;
     let criteria = input.criteria.clone();
-    let subscription = build(id.clone(), existing.owner, input, existing.created_at);
+    let mut subscription = build(
+        id.clone(),
+        existing.owner.clone(),
+        input,
+        existing.created_at,
+    );
+    let sink_changed = subscription.sink != existing.sink;
+    if !sink_changed {
+        // The same sink keeps its consent (or its refusal, or its 410).
+        subscription.state = existing.state;
+        subscription.validated_by = existing.validated_by;
+        subscription.validation_token = existing.validation_token;
+        subscription.allowed_rate = existing.allowed_rate;
+        subscription.validation_problem = existing.validation_problem;
+    }
     if !state.store.update_subscription(&subscription).await? {
         return Err(not_found(&id));
     }
@@ -243,8 +274,15 @@ pub(crate) async fn replace(
         .write()
         .expect("registry lock")
         .put(subscription.clone(), criteria);
-    tracing::info!(subscription = %id, by = %caller.0.name, "Subscription replaced.");
-    Ok(Json(representation(&subscription)).into_response())
+    state.deliverer.sync(&subscription);
+    drop(writer);
+    tracing::info!(subscription = %id, by = %caller.0.name, sink_changed, "Subscription replaced.");
+    let subscription = if sink_changed {
+        validation::handshake(&state, subscription, &headers).await?
+    } else {
+        subscription
+    };
+    Ok(Json(resource(&state, &subscription)).into_response())
 }
 
 pub(crate) async fn delete(
@@ -267,8 +305,9 @@ pub(crate) async fn delete(
         return Err(not_found(&id));
     };
     state.registry.write().expect("registry lock").remove(&id);
+    state.deliverer.remove(&id);
     tracing::info!(subscription = %id, by = %caller.0.name, "Subscription deleted.");
-    Ok(Json(representation(&deleted)).into_response())
+    Ok(Json(resource(&state, &deleted)).into_response())
 }
 
 pub(crate) async fn options_collection(caller: Caller) -> Result<Response, ApiError> {

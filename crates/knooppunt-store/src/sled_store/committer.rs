@@ -16,10 +16,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
-use super::event_log::{EventLog, Location, LogRecord};
+use super::event_log::{Entry, EventLog, Location, LogRecord, encode_change};
 use super::{Indexed, Queues};
 use crate::StoreError;
-use crate::queue::{Appended, Delivery, NewEvent, Swept};
+use crate::queue::{
+    Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, Swept, Verdict,
+};
 
 pub(super) type Reply<T> = tokio::sync::oneshot::Sender<Result<T, StoreError>>;
 pub(super) type Answer<T> = tokio::sync::oneshot::Receiver<Result<T, StoreError>>;
@@ -59,11 +61,46 @@ struct Group {
     bytes: Vec<u8>,
     filings: Vec<Filing>,
     replies: Vec<(Reply<Vec<Appended>>, Vec<Appended>)>,
+    recorded: Vec<Reply<()>>,
+}
+
+impl Group {
+    fn is_empty(&self) -> bool {
+        self.replies.is_empty() && self.recorded.is_empty()
+    }
+}
+
+/// A written record as the in-memory queues file it.
+#[derive(Debug)]
+pub(super) enum Filing {
+    Event(EventFiling),
+    Change {
+        seq: u64,
+        /// The encoded record's length, header included.
+        len: u32,
+        change: DeliveryChange,
+    },
+}
+
+impl Filing {
+    fn seq(&self) -> u64 {
+        match self {
+            Filing::Event(event) => event.seq,
+            Filing::Change { seq, .. } => *seq,
+        }
+    }
+
+    fn len(&self) -> u32 {
+        match self {
+            Filing::Event(event) => event.len,
+            Filing::Change { len, .. } => *len,
+        }
+    }
 }
 
 /// An accepted event as the in-memory queues file it.
 #[derive(Debug)]
-pub(super) struct Filing {
+pub(super) struct EventFiling {
     pub(super) seq: u64,
     pub(super) accepted_at: u64,
     pub(super) hash: u128,
@@ -138,17 +175,42 @@ impl Shared {
                 subscriptions: event.subscriptions,
             };
             let len = record.encode_into(&mut intake.group.bytes);
-            intake.group.filings.push(Filing {
+            intake.group.filings.push(Filing::Event(EventFiling {
                 seq,
                 accepted_at: now,
                 hash,
                 len: len as u32,
                 subscriptions: record.subscriptions,
-            });
+            }));
             answers.push(Appended::Accepted { seq });
         }
         drop(known);
         intake.group.replies.push((reply, answers));
+        self.wake_committer(intake);
+        answer
+    }
+
+    /// Adds delivery-state changes to the filling group; the answer comes once they are on
+    /// disk and applied.
+    pub(super) fn record(&self, changes: Vec<DeliveryChange>) -> Answer<()> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let mut intake = self.intake();
+        if intake.failed || intake.closed {
+            let message = if intake.failed { FAILED } else { CLOSED };
+            let _ = reply.send(Err(StoreError::Backend(message.into())));
+            return answer;
+        }
+        let intake = &mut *intake;
+        for change in changes {
+            let seq = intake.next_seq;
+            intake.next_seq += 1;
+            let len = encode_change(seq, &change, &mut intake.group.bytes) as u32;
+            intake
+                .group
+                .filings
+                .push(Filing::Change { seq, len, change });
+        }
+        intake.group.recorded.push(reply);
         self.wake_committer(intake);
         answer
     }
@@ -192,7 +254,7 @@ pub(super) fn run(mut log: EventLog, shared: &Shared) {
     loop {
         let (mut group, sweeps) = {
             let mut intake = shared.intake();
-            while intake.group.replies.is_empty() && intake.sweeps.is_empty() {
+            while intake.group.is_empty() && intake.sweeps.is_empty() {
                 if intake.closed {
                     return;
                 }
@@ -214,9 +276,9 @@ pub(super) fn run(mut log: EventLog, shared: &Shared) {
 }
 
 fn commit(log: &mut EventLog, shared: &Shared, group: &mut Group) {
-    if let Some(first) = group.filings.first() {
+    if let Some(first) = group.filings.first().map(Filing::seq) {
         let written = log
-            .write_encoded(first.seq, group.filings.len() as u64, &group.bytes)
+            .write_encoded(first, group.filings.len() as u64, &group.bytes)
             .and_then(|place| log.sync().map(|()| place));
         let (segment, mut offset) = match written {
             Ok(place) => place,
@@ -224,6 +286,9 @@ fn commit(log: &mut EventLog, shared: &Shared, group: &mut Group) {
                 shared.intake().failed = true;
                 tracing::error!(%error, "Writing the event log failed; no more events are accepted until the hub restarts.");
                 for (reply, _) in group.replies.drain(..) {
+                    let _ = reply.send(Err(StoreError::Backend(FAILED.into())));
+                }
+                for reply in group.recorded.drain(..) {
                     let _ = reply.send(Err(StoreError::Backend(FAILED.into())));
                 }
                 return;
@@ -235,22 +300,30 @@ fn commit(log: &mut EventLog, shared: &Shared, group: &mut Group) {
                 let location = Location {
                     segment,
                     offset,
-                    len: filing.len,
+                    len: filing.len(),
                 };
-                offset += u64::from(filing.len);
-                queues.add(filing, location);
+                offset += u64::from(filing.len());
+                match filing {
+                    Filing::Event(event) => queues.add(event, location),
+                    Filing::Change { change, .. } => queues.apply(change),
+                }
             }
         }
         // Filed first, forgotten here second: a duplicate is always found in one of them.
         let mut intake = shared.intake();
         for filing in &group.filings {
-            if intake.unfiled.get(&filing.hash).map(|(seq, _)| *seq) == Some(filing.seq) {
-                intake.unfiled.remove(&filing.hash);
+            if let Filing::Event(event) = filing
+                && intake.unfiled.get(&event.hash).map(|(seq, _)| *seq) == Some(event.seq)
+            {
+                intake.unfiled.remove(&event.hash);
             }
         }
     }
     for (reply, answers) in group.replies.drain(..) {
         let _ = reply.send(Ok(answers));
+    }
+    for reply in group.recorded.drain(..) {
+        let _ = reply.send(Ok(()));
     }
 }
 
@@ -277,7 +350,9 @@ fn sweep(
                 && !queues.has_pending_in(first, next)
         };
         if !removable {
-            continue;
+            // Only the oldest segments go: a delivery-state record is always in the same or
+            // a later segment than its event, so replaying what is left stays consistent.
+            break;
         }
         log.delete(first)?;
         let (events, entries) = queues.write().expect("queues lock").forget(first, next);
@@ -298,7 +373,7 @@ fn sweep(
 
 impl Queues {
     /// Files a newly written (or, at start-up, replayed) event and its deliveries.
-    pub(super) fn add(&mut self, record: &Filing, location: Location) {
+    pub(super) fn add(&mut self, record: &EventFiling, location: Location) {
         let hash = record.hash;
         self.index.insert(
             record.seq,
@@ -322,16 +397,92 @@ impl Queues {
         }
     }
 
-    /// Files a replayed event.
-    pub(super) fn replay(&mut self, record: &LogRecord, location: Location) {
-        let filing = Filing {
-            seq: record.seq,
-            accepted_at: record.accepted_at,
-            hash: self.hasher.hash(&record.source, &record.id),
-            len: location.len,
-            subscriptions: record.subscriptions.clone(),
+    /// Files a record read back from the log at open.
+    pub(super) fn replay(&mut self, entry: Entry, location: Location) {
+        match entry {
+            Entry::Event(record) => {
+                let filing = EventFiling {
+                    seq: record.seq,
+                    accepted_at: record.accepted_at,
+                    hash: self.hasher.hash(&record.source, &record.id),
+                    len: location.len,
+                    subscriptions: record.subscriptions,
+                };
+                self.add(&filing, location);
+            }
+            Entry::Change { change, .. } => self.apply(&change),
+        }
+    }
+
+    /// Applies a recorded change to the delivery state.
+    pub(super) fn apply(&mut self, change: &DeliveryChange) {
+        match change {
+            DeliveryChange::Attempted(attempt) => self.attempted(attempt),
+            DeliveryChange::Redeliver {
+                subscription,
+                seq,
+                at,
+            } => {
+                let dead = self.dead.get_mut(subscription).and_then(|d| d.remove(seq));
+                if dead.is_some() && self.live.contains(subscription) {
+                    self.pending
+                        .entry(subscription.clone())
+                        .or_default()
+                        .insert(*seq, Delivery::new(subscription.clone(), *seq, *at));
+                }
+            }
+            DeliveryChange::DeleteDeadLetter { subscription, seq } => {
+                if let Some(dead) = self.dead.get_mut(subscription) {
+                    dead.remove(seq);
+                }
+            }
+            DeliveryChange::Retire {
+                subscription,
+                at,
+                reason,
+            } => {
+                if let Some(queue) = self.pending.remove(subscription) {
+                    let dead = self.dead.entry(subscription.clone()).or_default();
+                    for (seq, delivery) in queue {
+                        dead.insert(
+                            seq,
+                            DeadLetter::from_delivery(delivery, reason.clone(), *at),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn attempted(&mut self, attempt: &Attempt) {
+        let Some(queue) = self.pending.get_mut(&attempt.subscription) else {
+            return;
         };
-        self.add(&filing, location);
+        let Some(delivery) = queue.get_mut(&attempt.seq) else {
+            return;
+        };
+        delivery.attempts += 1;
+        delivery.first_attempt_at.get_or_insert(attempt.at);
+        delivery.last_attempt_at = Some(attempt.at);
+        delivery.last_status = attempt.status;
+        delivery.last_error.clone_from(&attempt.error);
+        delivery.leased_until = 0;
+        match &attempt.verdict {
+            Verdict::Delivered => {
+                queue.remove(&attempt.seq);
+            }
+            Verdict::Retry { next_attempt_at } => delivery.next_attempt_at = *next_attempt_at,
+            Verdict::DeadLetter { reason } => {
+                let delivery = queue.remove(&attempt.seq).expect("found above");
+                self.dead
+                    .entry(attempt.subscription.clone())
+                    .or_default()
+                    .insert(
+                        attempt.seq,
+                        DeadLetter::from_delivery(delivery, reason.clone(), attempt.at),
+                    );
+            }
+        }
     }
 
     /// When the event with this dedupe hash was accepted, if it is still known.
@@ -349,10 +500,15 @@ impl Queues {
             .map(|(_, indexed)| indexed.accepted_at)
     }
 
+    /// Whether an event in `first..next` still has a pending delivery or a dead letter.
     fn has_pending_in(&self, first: u64, next: u64) -> bool {
         self.pending
             .values()
             .any(|queue| queue.range(first..next).next().is_some())
+            || self
+                .dead
+                .values()
+                .any(|dead| dead.range(first..next).next().is_some())
     }
 
     /// Forgets the events of a deleted segment; returns how many events and dedupe entries.

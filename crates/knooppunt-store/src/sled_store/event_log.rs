@@ -3,8 +3,10 @@
 //!
 //! A segment is named after the sequence number of its first record
 //! (`00000000000000000001.log`) and holds records `[len: u32][crc32: u32][payload]`, little
-//! endian; the payload is the sequence number, the acceptance time, `source`, `id`, the
-//! event's JSON and the subscriptions it was routed to. A crash can leave a partly written
+//! endian. The payload starts with its kind and sequence number: an event record (kind 1)
+//! holds the acceptance time, `source`, `id`, the event's JSON and the subscriptions it was
+//! routed to; a delivery-state record (kind 2) holds a [`DeliveryChange`] as JSON (attempt
+//! results, redeliveries, removed dead letters, retired subscriptions). A crash can leave a partly written
 //! record at the end of the newest segment; opening the log cuts it off (it was never
 //! acknowledged: acknowledgement waits for the `fdatasync` after the write).
 
@@ -14,6 +16,60 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::StoreError;
+use crate::queue::DeliveryChange;
+
+const EVENT: u8 = 1;
+const CHANGE: u8 = 2;
+
+/// A record read back from the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Entry {
+    Event(LogRecord),
+    Change { seq: u64, change: DeliveryChange },
+}
+
+impl Entry {
+    pub(crate) fn seq(&self) -> u64 {
+        match self {
+            Entry::Event(record) => record.seq,
+            Entry::Change { seq, .. } => *seq,
+        }
+    }
+
+    fn decode(payload: &[u8]) -> Option<Entry> {
+        let (kind, rest) = payload.split_first()?;
+        match *kind {
+            EVENT => LogRecord::decode(rest).map(Entry::Event),
+            CHANGE => {
+                let seq = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
+                let change = serde_json::from_slice(rest.get(8..)?).ok()?;
+                Some(Entry::Change { seq, change })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Appends a delivery-state record with its header to `out`; returns its length.
+pub(crate) fn encode_change(seq: u64, change: &DeliveryChange, out: &mut Vec<u8>) -> usize {
+    framed(out, |payload| {
+        payload.push(CHANGE);
+        payload.extend_from_slice(&seq.to_le_bytes());
+        serde_json::to_writer(payload, change).expect("changes always serialise");
+    })
+}
+
+/// Writes a header and the payload `fill` appends; returns the framed length.
+fn framed(out: &mut Vec<u8>, fill: impl FnOnce(&mut Vec<u8>)) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[0; HEADER]);
+    fill(out);
+    let payload = &out[start + HEADER..];
+    let (len, crc) = (payload.len() as u32, crc32fast::hash(payload));
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out[start + 4..start + HEADER].copy_from_slice(&crc.to_le_bytes());
+    out.len() - start
+}
 
 /// One accepted event as the log keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,17 +113,11 @@ impl LogRecord {
 
     /// Appends the record with its header to `out`; returns its length.
     pub(crate) fn encode_into(&self, out: &mut Vec<u8>) -> usize {
-        let start = out.len();
-        out.extend_from_slice(&[0; HEADER]);
-        self.encode_payload(out);
-        let payload = &out[start + HEADER..];
-        let (len, crc) = (payload.len() as u32, crc32fast::hash(payload));
-        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-        out[start + 4..start + HEADER].copy_from_slice(&crc.to_le_bytes());
-        out.len() - start
+        framed(out, |payload| self.encode_payload(payload))
     }
 
     fn encode_payload(&self, payload: &mut Vec<u8>) {
+        payload.push(EVENT);
         payload.extend_from_slice(&self.seq.to_le_bytes());
         payload.extend_from_slice(&self.accepted_at.to_le_bytes());
         put_str(payload, &self.source);
@@ -143,7 +193,7 @@ impl EventLog {
     pub(crate) fn open(
         dir: &Path,
         segment_bytes: u64,
-        mut visit: impl FnMut(&LogRecord, Location),
+        mut visit: impl FnMut(Entry, Location),
     ) -> Result<EventLog, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| io("cannot create", dir, e))?;
         let mut segments: Vec<u64> = std::fs::read_dir(dir)
@@ -169,7 +219,7 @@ impl EventLog {
                     let crc = u32::from_le_bytes(header[4..].try_into().ok()?);
                     let payload = bytes.get(offset + HEADER..offset + HEADER + len)?;
                     (crc32fast::hash(payload) == crc)
-                        .then(|| LogRecord::decode(payload).map(|r| (r, len)))
+                        .then(|| Entry::decode(payload).map(|r| (r, len)))
                         .flatten()
                 });
                 let Some((record, len)) = record else { break };
@@ -178,8 +228,8 @@ impl EventLog {
                     offset: offset as u64,
                     len: (HEADER + len) as u32,
                 };
-                visit(&record, location);
-                next_seq = record.seq + 1;
+                next_seq = record.seq() + 1;
+                visit(record, location);
                 offset += HEADER + len;
             }
             if offset < bytes.len() {
@@ -346,8 +396,14 @@ pub(crate) fn read_at(dir: &Path, location: Location) -> Result<LogRecord, Store
             location.offset
         )));
     }
-    LogRecord::decode(payload)
-        .ok_or_else(|| StoreError::Corrupt(format!("{} has an unreadable record", path.display())))
+    match Entry::decode(payload) {
+        Some(Entry::Event(record)) => Ok(record),
+        _ => Err(StoreError::Corrupt(format!(
+            "{} has no readable event at byte {}",
+            path.display(),
+            location.offset
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -367,7 +423,12 @@ mod tests {
 
     fn open(dir: &Path, segment_bytes: u64) -> (EventLog, Vec<(LogRecord, Location)>) {
         let mut seen = Vec::new();
-        let log = EventLog::open(dir, segment_bytes, |r, l| seen.push((r.clone(), l))).unwrap();
+        let log = EventLog::open(dir, segment_bytes, |entry, l| {
+            if let Entry::Event(r) = entry {
+                seen.push((r, l));
+            }
+        })
+        .unwrap();
         (log, seen)
     }
 
@@ -452,5 +513,32 @@ mod tests {
         let (mut log, seen) = open(dir.path(), 1);
         assert_eq!(seen.first().map(|(r, _)| r.seq), Some(3));
         assert_eq!(log.next_seq(), 7);
+    }
+
+    #[test]
+    fn delivery_changes_are_read_back_in_order_between_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = open(dir.path(), 1 << 20);
+        append(&mut log, 1);
+        let change = DeliveryChange::DeleteDeadLetter {
+            subscription: "a".into(),
+            seq: 1,
+        };
+        let mut bytes = Vec::new();
+        encode_change(2, &change, &mut bytes);
+        log.write_encoded(2, 1, &bytes).unwrap();
+        log.sync().unwrap();
+        append(&mut log, 1);
+        drop(log);
+        let mut entries = Vec::new();
+        EventLog::open(dir.path(), 1 << 20, |entry, _| entries.push(entry)).unwrap();
+        assert_eq!(
+            entries,
+            [
+                Entry::Event(record(1)),
+                Entry::Change { seq: 2, change },
+                Entry::Event(record(3)),
+            ]
+        );
     }
 }

@@ -33,7 +33,7 @@ use serde::de::DeserializeOwned;
 use self::committer::{Answer, Shared};
 use self::event_log::{EventLog, Location};
 use self::group_commit::GroupCommit;
-use crate::queue::{Appended, Delivery, NewEvent, StoredEvent, Swept};
+use crate::queue::{Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, StoredEvent, Swept};
 use crate::{Store, StoreError, StoreFuture, Subscription};
 
 /// A new segment is started once the active one is this large.
@@ -85,6 +85,8 @@ struct Queues {
     live: HashSet<String>,
     /// Per subscription, its pending deliveries in acceptance order.
     pending: HashMap<String, BTreeMap<u64, Delivery>>,
+    /// Per subscription, its dead letters in acceptance order.
+    dead: HashMap<String, BTreeMap<u64, DeadLetter>>,
     /// Per event: where it is in the log, when it was accepted, and its dedupe hash.
     index: BTreeMap<u64, Indexed>,
     /// Duplicate detection: the hash of `source` and `id` → the event's sequence number.
@@ -168,8 +170,8 @@ impl SledStore {
                 .insert(String::from_utf8_lossy(&key).into_owned());
         }
         let log_dir = directory.join("events");
-        let log = EventLog::open(&log_dir, options.segment_bytes, |record, location| {
-            queues.replay(record, location);
+        let log = EventLog::open(&log_dir, options.segment_bytes, |entry, location| {
+            queues.replay(entry, location);
         })?;
         let queues = Arc::new(RwLock::new(queues));
         let shared = Shared::new(Arc::clone(&queues), log.last_seq() + 1);
@@ -270,6 +272,7 @@ impl Store for SledStore {
             let mut queues = self.queues();
             queues.live.remove(id);
             queues.pending.remove(id);
+            queues.dead.remove(id);
             drop(queues);
             decode(&old).map(Some)
         })
@@ -345,6 +348,100 @@ impl Store for SledStore {
                 .get(subscription)
                 .map(|queue| queue.values().take(limit).cloned().collect())
                 .unwrap_or_default())
+        })
+    }
+
+    fn lease<'a>(
+        &'a self,
+        subscription: &'a str,
+        now_ms: u64,
+        lease_ms: u64,
+        limit: usize,
+        ordered: bool,
+    ) -> StoreFuture<'a, Vec<Delivery>> {
+        Box::pin(async move {
+            let mut queues = self.queues();
+            let Some(queue) = queues.pending.get_mut(subscription) else {
+                return Ok(Vec::new());
+            };
+            let mut leased = Vec::new();
+            for delivery in queue.values_mut() {
+                if leased.len() >= limit {
+                    break;
+                }
+                let free = delivery.leased_until <= now_ms;
+                if ordered && !free {
+                    break;
+                }
+                if free && delivery.next_attempt_at <= now_ms {
+                    delivery.leased_until = now_ms + lease_ms;
+                    leased.push(delivery.clone());
+                }
+                if ordered {
+                    break;
+                }
+            }
+            Ok(leased)
+        })
+    }
+
+    fn next_due<'a>(
+        &'a self,
+        subscription: &'a str,
+        ordered: bool,
+    ) -> StoreFuture<'a, Option<u64>> {
+        Box::pin(async move {
+            let queues = self.inner.queues.read().expect("queues lock");
+            let Some(queue) = queues.pending.get(subscription) else {
+                return Ok(None);
+            };
+            let due = |d: &Delivery| d.next_attempt_at.max(d.leased_until);
+            Ok(if ordered {
+                queue.values().next().map(due)
+            } else {
+                queue.values().map(due).min()
+            })
+        })
+    }
+
+    fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
+        Box::pin(answered(self.inner.log.record(changes)))
+    }
+
+    fn dead_letters<'a>(
+        &'a self,
+        subscription: &'a str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<DeadLetter>> {
+        Box::pin(async move {
+            let queues = self.inner.queues.read().expect("queues lock");
+            let start = after.map_or(0, |seq| seq.saturating_add(1));
+            Ok(queues
+                .dead
+                .get(subscription)
+                .map(|dead| {
+                    dead.range(start..)
+                        .take(limit)
+                        .map(|(_, d)| d.clone())
+                        .collect()
+                })
+                .unwrap_or_default())
+        })
+    }
+
+    fn dead_letter<'a>(
+        &'a self,
+        subscription: &'a str,
+        seq: u64,
+    ) -> StoreFuture<'a, Option<DeadLetter>> {
+        Box::pin(async move {
+            let queues = self.inner.queues.read().expect("queues lock");
+            Ok(queues
+                .dead
+                .get(subscription)
+                .and_then(|dead| dead.get(&seq))
+                .cloned())
         })
     }
 

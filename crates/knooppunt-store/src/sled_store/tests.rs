@@ -1,7 +1,7 @@
 use std::sync::atomic::Ordering as AtomicOrdering;
 
 use super::*;
-use crate::SinkCredential;
+use crate::{SinkCredential, Verdict};
 
 /// A store with these subscriptions.
 async fn store_with(dir: &Path, subscriptions: &[&str], options: SledOptions) -> SledStore {
@@ -29,6 +29,11 @@ fn subscription(id: &str) -> Subscription {
         config: Default::default(),
         created_at: 1,
         updated_at: 1,
+        state: crate::SubscriptionState::Active,
+        validated_by: None,
+        validation_token: None,
+        allowed_rate: None,
+        validation_problem: None,
     }
 }
 
@@ -348,4 +353,174 @@ async fn segments_outlive_retention_while_the_duplicate_window_needs_them() {
         swept.events, 1,
         "the closed segment goes once both have passed"
     );
+}
+
+fn attempt(subscription: &str, seq: u64, at: u64, verdict: Verdict) -> DeliveryChange {
+    DeliveryChange::Attempted(crate::Attempt {
+        subscription: subscription.into(),
+        seq,
+        at,
+        status: Some(503),
+        error: Some("the sink answered 503".into()),
+        verdict,
+    })
+}
+
+/// Leases, attempt results, dead letters and redelivery, and that all of it survives
+/// reopening (the retry state lives in the log).
+#[tokio::test]
+async fn delivery_state_is_leased_recorded_and_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &["o", "u"], SledOptions::default()).await;
+    let events = vec![
+        event("1", &["o", "u"]),
+        event("2", &["o", "u"]),
+        event("3", &["u"]),
+    ];
+    store.append_events(events, 100, HOUR).await.unwrap();
+
+    // Ordered: only the oldest, and nothing while it is leased.
+    let leased = store.lease("o", 100, 1000, 10, true).await.unwrap();
+    assert_eq!(leased.iter().map(|d| d.seq).collect::<Vec<_>>(), [1]);
+    assert!(
+        store
+            .lease("o", 200, 1000, 10, true)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Unordered: everything due that is not leased, up to the limit.
+    let leased = store.lease("u", 100, 1000, 2, false).await.unwrap();
+    assert_eq!(leased.iter().map(|d| d.seq).collect::<Vec<_>>(), [1, 2]);
+    let leased = store.lease("u", 100, 1000, 10, false).await.unwrap();
+    assert_eq!(leased.iter().map(|d| d.seq).collect::<Vec<_>>(), [3]);
+    // A lease that runs out frees the delivery.
+    assert_eq!(
+        store.lease("u", 1100, 1000, 1, false).await.unwrap()[0].seq,
+        1
+    );
+
+    store
+        .record(vec![
+            attempt(
+                "o",
+                1,
+                150,
+                Verdict::Retry {
+                    next_attempt_at: 5000,
+                },
+            ),
+            attempt("u", 1, 150, Verdict::Delivered),
+            attempt(
+                "u",
+                2,
+                150,
+                Verdict::DeadLetter {
+                    reason: "HTTP 400".into(),
+                },
+            ),
+        ])
+        .await
+        .unwrap();
+    assert!(
+        store
+            .lease("o", 4999, 1000, 1, true)
+            .await
+            .unwrap()
+            .is_empty(),
+        "not due"
+    );
+    assert_eq!(store.next_due("o", true).await.unwrap(), Some(5000));
+
+    let check = |store: SledStore| async move {
+        let pending = store.pending_deliveries("o", 10).await.unwrap();
+        assert_eq!(pending.len(), 2);
+        assert_eq!(
+            (
+                pending[0].attempts,
+                pending[0].next_attempt_at,
+                pending[0].last_status
+            ),
+            (1, 5000, Some(503))
+        );
+        assert_eq!(pending[0].first_attempt_at, Some(150));
+        let u: Vec<u64> = store
+            .pending_deliveries("u", 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|d| d.seq)
+            .collect();
+        assert_eq!(
+            u,
+            [3],
+            "delivered and dead-lettered deliveries left the queue"
+        );
+        let dead = store.dead_letters("u", None, 10).await.unwrap();
+        assert_eq!(dead.len(), 1);
+        assert_eq!((dead[0].seq, dead[0].attempts), (2, 1));
+        assert_eq!(dead[0].reason, "HTTP 400");
+        assert_eq!(
+            store.dead_letter("u", 2).await.unwrap(),
+            Some(dead[0].clone())
+        );
+        store
+    };
+    let store = check(store).await;
+    drop(store);
+    let store = check(SledStore::open(dir.path()).unwrap()).await;
+
+    // Redeliver: back in the queue with fresh attempts; delete: gone.
+    store
+        .record(vec![DeliveryChange::Redeliver {
+            subscription: "u".into(),
+            seq: 2,
+            at: 9000,
+        }])
+        .await
+        .unwrap();
+    assert!(store.dead_letters("u", None, 10).await.unwrap().is_empty());
+    let again = store.pending_deliveries("u", 10).await.unwrap();
+    assert_eq!(
+        again
+            .iter()
+            .map(|d| (d.seq, d.attempts))
+            .collect::<Vec<_>>(),
+        [(2, 0), (3, 0)]
+    );
+
+    // Retire: every pending delivery becomes a dead letter.
+    store
+        .record(vec![DeliveryChange::Retire {
+            subscription: "o".into(),
+            at: 9500,
+            reason: "the sink answered 410 Gone".into(),
+        }])
+        .await
+        .unwrap();
+    assert!(store.pending_deliveries("o", 10).await.unwrap().is_empty());
+    let dead = store.dead_letters("o", Some(1), 10).await.unwrap();
+    assert_eq!(
+        dead.iter().map(|d| d.seq).collect::<Vec<_>>(),
+        [2],
+        "paged after seq 1"
+    );
+    store
+        .record(vec![DeliveryChange::DeleteDeadLetter {
+            subscription: "o".into(),
+            seq: 1,
+        }])
+        .await
+        .unwrap();
+    drop(store);
+    let store = SledStore::open(dir.path()).unwrap();
+    let dead: Vec<u64> = store
+        .dead_letters("o", None, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| d.seq)
+        .collect();
+    assert_eq!(dead, [2]);
+    assert_eq!(store.pending_deliveries("u", 10).await.unwrap().len(), 2);
 }

@@ -1,0 +1,206 @@
+//! `/v1/subscriptions/{id}/dead-letters`: deliveries the hub gave up on, with the event and
+//! what happened, for the subscription's owner or an administrator to inspect, redeliver or
+//! remove.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use http::header::LINK;
+use http::{HeaderValue, StatusCode};
+use knooppunt_store::{DeadLetter, DeliveryChange};
+use serde_json::{Map, Value, json};
+
+use super::auth::{Caller, Role};
+use super::problem::{ApiError, InvalidParam};
+use super::subscriptions::{not_found, now_millis, visible};
+use super::{BASE_PATH, rfc3339};
+use crate::AppState;
+
+pub(crate) const COLLECTION_ALLOW: &str = "GET";
+pub(crate) const ITEM_ALLOW: &str = "GET, DELETE";
+pub(crate) const REDELIVER_ALLOW: &str = "POST";
+const DEFAULT_PAGE_SIZE: usize = 100;
+const MAX_PAGE_SIZE: usize = 1000;
+
+/// The subscription must exist and be the caller's (or the caller an administrator).
+fn check_access(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    caller.require(Role::Subscriber, "read dead letters")?;
+    let registry = state.registry.read().expect("registry lock");
+    match registry.get(id) {
+        Some(subscription) if visible(caller, subscription) => Ok(()),
+        _ => Err(not_found(id)),
+    }
+}
+
+fn dead_letter_id(text: &str) -> Result<u64, ApiError> {
+    text.parse()
+        .map_err(|_| ApiError::NotFound(format!("there is no dead letter `{text}`")))
+}
+
+fn missing(id: &str, seq: u64) -> ApiError {
+    ApiError::NotFound(format!(
+        "subscription `{id}` has no dead letter `{seq}` (it may have been redelivered or deleted)"
+    ))
+}
+
+/// A dead letter as the API shows it; with the event itself when `event` is given.
+fn representation(dead: &DeadLetter, event: Option<Value>) -> Value {
+    let mut object = Map::new();
+    object.insert("id".into(), json!(dead.seq.to_string()));
+    object.insert("subscription".into(), json!(dead.subscription));
+    object.insert("sequence".into(), json!(dead.seq));
+    object.insert("reason".into(), json!(dead.reason));
+    object.insert("attempts".into(), json!(dead.attempts));
+    if let Some(at) = dead.first_attempt_at {
+        object.insert("firstAttemptTime".into(), json!(rfc3339(at)));
+    }
+    if let Some(at) = dead.last_attempt_at {
+        object.insert("lastAttemptTime".into(), json!(rfc3339(at)));
+    }
+    if let Some(status) = dead.last_status {
+        object.insert("lastStatusCode".into(), json!(status));
+    }
+    if let Some(error) = &dead.last_error {
+        object.insert("lastError".into(), json!(error));
+    }
+    object.insert("deadLetterTime".into(), json!(rfc3339(dead.dead_at)));
+    if let Some(event) = event {
+        object.insert("event".into(), event);
+    }
+    Value::Object(object)
+}
+
+/// `GET /v1/subscriptions/{id}/dead-letters`, oldest first, paginated like the
+/// subscriptions (`pageSize`, `cursor`, `Link: rel="next"`).
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    check_access(&state, &caller, &id)?;
+    let mut problems = Vec::new();
+    for key in query.keys() {
+        if key != "pageSize" && key != "cursor" {
+            problems.push(InvalidParam::new(
+                key.as_str(),
+                "unknown query parameter; use `pageSize` and `cursor`",
+            ));
+        }
+    }
+    let page_size = match query.get("pageSize").map(|v| v.parse::<usize>()) {
+        None => DEFAULT_PAGE_SIZE,
+        Some(Ok(n)) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
+        Some(_) => {
+            problems.push(InvalidParam::new(
+                "pageSize",
+                format!("must be a whole number from 1 to {MAX_PAGE_SIZE}"),
+            ));
+            DEFAULT_PAGE_SIZE
+        }
+    };
+    let cursor = match query.get("cursor").map(|c| c.parse::<u64>()) {
+        None => None,
+        Some(Ok(seq)) => Some(seq),
+        Some(Err(_)) => {
+            problems.push(InvalidParam::new(
+                "cursor",
+                "must be the id of a dead letter, as in the `next` link",
+            ));
+            None
+        }
+    };
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the query is invalid", problems));
+    }
+    let mut page = state.store.dead_letters(&id, cursor, page_size + 1).await?;
+    let more = page.len() > page_size;
+    page.truncate(page_size);
+    let body: Vec<Value> = page.iter().map(|d| representation(d, None)).collect();
+    let mut response = Json(body).into_response();
+    if more && let Some(last) = page.last() {
+        let link = format!(
+            "<{BASE_PATH}/subscriptions/{id}/dead-letters?pageSize={page_size}&cursor={}>; rel=\"next\"",
+            last.seq
+        );
+        response.headers_mut().insert(
+            LINK,
+            HeaderValue::try_from(link).expect("ids are header-safe"),
+        );
+    }
+    Ok(response)
+}
+
+/// `GET /v1/subscriptions/{id}/dead-letters/{deadLetterId}`: with the event as accepted.
+pub(crate) async fn get(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path((id, dead_letter)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    check_access(&state, &caller, &id)?;
+    let seq = dead_letter_id(&dead_letter)?;
+    let dead = state
+        .store
+        .dead_letter(&id, seq)
+        .await?
+        .ok_or_else(|| missing(&id, seq))?;
+    let event = state
+        .store
+        .event(seq)
+        .await?
+        .and_then(|stored| serde_json::from_str::<Value>(&stored.json).ok());
+    Ok(Json(representation(&dead, event)).into_response())
+}
+
+/// `POST .../{deadLetterId}/redeliver`: back into the queue with fresh attempts.
+pub(crate) async fn redeliver(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path((id, dead_letter)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    check_access(&state, &caller, &id)?;
+    let seq = dead_letter_id(&dead_letter)?;
+    if state.store.dead_letter(&id, seq).await?.is_none() {
+        return Err(missing(&id, seq));
+    }
+    state
+        .store
+        .record(vec![DeliveryChange::Redeliver {
+            subscription: id.clone(),
+            seq,
+            at: now_millis(),
+        }])
+        .await?;
+    state.deliverer.wake([&id]);
+    tracing::info!(subscription = %id, seq, by = %caller.0.name, "Dead letter queued for redelivery.");
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"subscription": id, "sequence": seq, "redelivery": "queued"})),
+    )
+        .into_response())
+}
+
+/// `DELETE .../{deadLetterId}`.
+pub(crate) async fn delete(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path((id, dead_letter)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    check_access(&state, &caller, &id)?;
+    let seq = dead_letter_id(&dead_letter)?;
+    if state.store.dead_letter(&id, seq).await?.is_none() {
+        return Err(missing(&id, seq));
+    }
+    state
+        .store
+        .record(vec![DeliveryChange::DeleteDeadLetter {
+            subscription: id.clone(),
+            seq,
+        }])
+        .await?;
+    tracing::info!(subscription = %id, seq, by = %caller.0.name, "Dead letter deleted.");
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,16 @@
+//! Delivery of accepted events to subscribers' webhooks, following the CloudEvents webhook
+//! spec and the NL GOV webhook guideline.
+//!
+//! - [`outcome`]: what an attempt's result means (one classification function) and the retry
+//!   policy (exponential backoff with full jitter, `maxAttempts`, `ttl`, `Retry-After`);
+//! - [`sink`]: the requests: deliveries in structured or binary mode with the subscription's
+//!   headers and credentials, and the `OPTIONS` validation handshake;
+//! - [`engine`]: the workers, one per active subscription, that lease due deliveries from the
+//!   store and record every result there, so that a restart continues where it was.
+
+pub mod engine;
+pub mod outcome;
+pub mod sink;
+
+pub use engine::{Deliverer, DeliveryOptions, LastDelivery, now_ms};
+pub use sink::Handshake;

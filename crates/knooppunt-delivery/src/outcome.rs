@@ -1,0 +1,261 @@
+//! What one delivery attempt's result means (CloudEvents webhook spec section 2.3.3, NL GOV
+//! webhook guideline), and the retry policy: exponential backoff with full jitter, bounded by
+//! `maxAttempts` and `ttl`.
+
+use std::time::{Duration, SystemTime};
+
+use knooppunt_store::{DeliveryConfig, Verdict};
+
+/// How an attempt ended, before interpretation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// The sink answered with this status; `retry_after` is its `Retry-After` header, if any.
+    Status {
+        code: u16,
+        retry_after: Option<String>,
+    },
+    /// No answer within the subscription's timeout.
+    Timeout,
+    /// No connection, or the exchange broke off.
+    Failed(String),
+}
+
+/// What the hub does after an attempt: the one classification of every result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Any 2xx: delivered.
+    Delivered,
+    /// 410: the subscription is retired.
+    Gone,
+    /// 400, 413, 415: this event will never be accepted; dead letter at once.
+    Rejected,
+    /// Try again; not before `not_before` when the sink said so (429/503 `Retry-After`).
+    Retry { not_before: Option<Duration> },
+}
+
+/// Classifies an attempt's result. `now` is used to read a `Retry-After` HTTP date.
+pub fn classify(response: &Response, now: SystemTime) -> Outcome {
+    match response {
+        Response::Status { code, .. } if (200..300).contains(code) => Outcome::Delivered,
+        Response::Status { code: 410, .. } => Outcome::Gone,
+        Response::Status {
+            code: 400 | 413 | 415,
+            ..
+        } => Outcome::Rejected,
+        Response::Status {
+            code: 429 | 503,
+            retry_after,
+        } => Outcome::Retry {
+            not_before: retry_after
+                .as_deref()
+                .and_then(|value| parse_retry_after(value, now)),
+        },
+        Response::Status { .. } | Response::Timeout | Response::Failed(_) => {
+            Outcome::Retry { not_before: None }
+        }
+    }
+}
+
+/// `Retry-After`: delay-seconds or an HTTP date (RFC 9110 section 10.2.3).
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// The delay before retry number `attempts` (1 for the first retry): a random duration
+/// between `initialBackoff` and `initialBackoff × 2^(attempts−1)`, capped at `maxBackoff`
+/// (full jitter). `random` is uniform in [0, 1).
+pub fn backoff(config: &DeliveryConfig, attempts: u32, random: f64) -> Duration {
+    let initial = config.initial_backoff;
+    let exponent = attempts.saturating_sub(1).min(40);
+    let ceiling = initial
+        .saturating_mul(1u32 << exponent.min(31))
+        .min(config.max_backoff)
+        .max(initial);
+    initial + (ceiling - initial).mul_f64(random.clamp(0.0, 1.0))
+}
+
+/// What the store records after an attempt. `attempts` counts this one; `accepted_at` and
+/// `now` are milliseconds since the Unix epoch; `random` drives the jitter.
+pub fn verdict(
+    outcome: &Outcome,
+    config: &DeliveryConfig,
+    attempts: u32,
+    accepted_at: u64,
+    now: u64,
+    random: f64,
+) -> Verdict {
+    let delay = match outcome {
+        Outcome::Delivered => return Verdict::Delivered,
+        Outcome::Gone => {
+            return Verdict::DeadLetter {
+                reason: "the sink answered 410 Gone: the subscription is disabled".into(),
+            };
+        }
+        Outcome::Rejected => {
+            return Verdict::DeadLetter {
+                reason: "the sink rejected the event (400, 413 or 415): retrying cannot help"
+                    .into(),
+            };
+        }
+        Outcome::Retry {
+            not_before: Some(wait),
+        } => (*wait).clamp(config.initial_backoff, config.max_backoff),
+        Outcome::Retry { not_before: None } => backoff(config, attempts, random),
+    };
+    if attempts >= config.max_attempts {
+        return Verdict::DeadLetter {
+            reason: format!("maxAttempts ({}) exhausted", config.max_attempts),
+        };
+    }
+    let next_attempt_at = now.saturating_add(delay.as_millis() as u64);
+    let expires_at = accepted_at.saturating_add(config.ttl.as_millis() as u64);
+    if next_attempt_at > expires_at {
+        return Verdict::DeadLetter {
+            reason: "ttl exhausted: the next attempt would come after the event's time to live"
+                .into(),
+        };
+    }
+    Verdict::Retry { next_attempt_at }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn status(code: u16) -> Response {
+        Response::Status {
+            code,
+            retry_after: None,
+        }
+    }
+
+    fn retry() -> Outcome {
+        Outcome::Retry { not_before: None }
+    }
+
+    #[test]
+    fn every_result_has_one_outcome() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(120));
+        let after = |code: u16, value: &str| Response::Status {
+            code,
+            retry_after: Some(value.into()),
+        };
+        let wait = |secs| Outcome::Retry {
+            not_before: Some(Duration::from_secs(secs)),
+        };
+        let table = [
+            (status(200), Outcome::Delivered),
+            (status(201), Outcome::Delivered),
+            (status(202), Outcome::Delivered),
+            (status(204), Outcome::Delivered),
+            (status(299), Outcome::Delivered),
+            (status(410), Outcome::Gone),
+            (status(400), Outcome::Rejected),
+            (status(413), Outcome::Rejected),
+            (status(415), Outcome::Rejected),
+            (status(429), retry()),
+            (status(503), retry()),
+            (after(429, "7"), wait(7)),
+            (after(503, &later), wait(120)),
+            (after(503, "soon"), retry()),
+            (after(500, "7"), retry()),
+            (status(301), retry()),
+            (status(401), retry()),
+            (status(403), retry()),
+            (status(404), retry()),
+            (status(408), retry()),
+            (status(500), retry()),
+            (status(502), retry()),
+            (status(504), retry()),
+            (Response::Timeout, retry()),
+            (Response::Failed("connection refused".into()), retry()),
+        ];
+        for (response, expected) in table {
+            assert_eq!(classify(&response, now), expected, "{response:?}");
+        }
+    }
+
+    fn config(max_attempts: u32, ttl_secs: u64) -> DeliveryConfig {
+        let mut map = BTreeMap::new();
+        map.insert("maxAttempts".to_owned(), max_attempts.to_string());
+        map.insert("ttl".to_owned(), format!("PT{ttl_secs}S"));
+        map.insert("initialBackoff".to_owned(), "PT1S".to_owned());
+        map.insert("maxBackoff".to_owned(), "PT60S".to_owned());
+        DeliveryConfig::try_from_map(&map).unwrap().0
+    }
+
+    #[test]
+    fn backoff_grows_with_full_jitter_within_the_bounds() {
+        let config = config(30, 3600);
+        let secs = |attempts, random| backoff(&config, attempts, random).as_secs_f64();
+        assert_eq!(secs(1, 0.0), 1.0);
+        assert_eq!(secs(1, 0.99), 1.0, "the first retry waits initialBackoff");
+        assert_eq!(secs(2, 0.5), 1.5);
+        assert_eq!(secs(4, 0.5), 4.5, "between 1 s and 8 s");
+        assert_eq!(
+            secs(7, 0.0),
+            1.0,
+            "full jitter reaches down to initialBackoff"
+        );
+        assert_eq!(secs(7, 1.0), 60.0, "capped at maxBackoff");
+        assert_eq!(secs(1000, 1.0), 60.0, "no overflow");
+    }
+
+    #[test]
+    fn verdicts_respect_max_attempts_ttl_and_retry_after() {
+        let config = config(3, 100);
+        assert_eq!(
+            verdict(&Outcome::Delivered, &config, 1, 0, 0, 0.5),
+            Verdict::Delivered
+        );
+        assert!(matches!(
+            verdict(&Outcome::Rejected, &config, 1, 0, 0, 0.5),
+            Verdict::DeadLetter { .. }
+        ));
+        assert_eq!(
+            verdict(&retry(), &config, 1, 0, 10_000, 0.0),
+            Verdict::Retry {
+                next_attempt_at: 11_000
+            }
+        );
+        let Verdict::DeadLetter { reason } = verdict(&retry(), &config, 3, 0, 10_000, 0.0) else {
+            panic!("the third failed attempt of three is the last");
+        };
+        assert!(reason.contains("maxAttempts"), "{reason}");
+        let Verdict::DeadLetter { reason } = verdict(&retry(), &config, 1, 0, 99_500, 0.0) else {
+            panic!("a retry after the ttl is not made");
+        };
+        assert!(reason.contains("ttl"), "{reason}");
+        let wait = |secs| Outcome::Retry {
+            not_before: Some(Duration::from_secs(secs)),
+        };
+        assert_eq!(
+            verdict(&wait(30), &config, 1, 0, 0, 0.0),
+            Verdict::Retry {
+                next_attempt_at: 30_000
+            }
+        );
+        assert_eq!(
+            verdict(&wait(0), &config, 1, 0, 0, 0.0),
+            Verdict::Retry {
+                next_attempt_at: 1_000
+            },
+            "clamped up to initialBackoff"
+        );
+        assert_eq!(
+            verdict(&wait(3600), &config, 1, 0, 0, 0.0),
+            Verdict::Retry {
+                next_attempt_at: 60_000
+            },
+            "clamped down to maxBackoff"
+        );
+    }
+}

@@ -1,0 +1,182 @@
+//! Requests to a subscriber's sink: deliveries in structured or binary mode, and the
+//! `OPTIONS` validation handshake (CloudEvents webhook spec section 4).
+
+use std::time::Duration;
+
+use base64::Engine;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use knooppunt_event::binding::http::{HttpMessage, encode_binary};
+use knooppunt_event::format::json;
+use knooppunt_store::{DeliveryMode, SinkCredential, Subscription};
+
+use crate::outcome::Response;
+
+/// The header that names the hub in every request (webhook spec section 4.1.1).
+pub const REQUEST_ORIGIN: &str = "webhook-request-origin";
+
+/// The body and headers of one delivery: the stored JSON unchanged in structured mode, or
+/// `ce-` headers and the data in binary mode.
+pub fn delivery_message(json_text: &str, mode: DeliveryMode) -> Result<HttpMessage, String> {
+    match mode {
+        DeliveryMode::Structured => {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static(json::MEDIA_TYPE),
+            );
+            Ok(HttpMessage {
+                headers,
+                body: json_text.as_bytes().to_vec(),
+            })
+        }
+        DeliveryMode::Binary => {
+            let received = json::decode_event(json_text.as_bytes()).map_err(|violations| {
+                format!("the stored event cannot be read again: {violations:?}")
+            })?;
+            Ok(encode_binary(&received.event))
+        }
+    }
+}
+
+/// The `Authorization` header for a sink credential.
+fn authorization(credential: &SinkCredential) -> Option<HeaderValue> {
+    let value = match credential {
+        SinkCredential::Plain { identifier, secret } => format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{identifier}:{secret}"))
+        ),
+        SinkCredential::AccessToken {
+            accesstoken,
+            accesstokentype,
+            ..
+        } => format!(
+            "{} {accesstoken}",
+            accesstokentype.as_deref().unwrap_or("Bearer")
+        ),
+    };
+    HeaderValue::try_from(value).ok()
+}
+
+/// Sends one delivery and reports how it ended.
+pub async fn deliver(
+    client: &reqwest::Client,
+    subscription: &Subscription,
+    origin: &HeaderValue,
+    message: HttpMessage,
+    timeout: Duration,
+) -> Response {
+    let method = subscription
+        .protocol_settings
+        .method
+        .as_deref()
+        .and_then(|m| reqwest::Method::from_bytes(m.as_bytes()).ok())
+        .unwrap_or(reqwest::Method::POST);
+    let mut headers = HeaderMap::new();
+    for (name, value) in &subscription.protocol_settings.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(name.as_str()),
+            HeaderValue::try_from(value.as_str()),
+        ) {
+            headers.insert(name, value);
+        }
+    }
+    if let Some(value) = subscription
+        .sink_credential
+        .as_ref()
+        .and_then(authorization)
+    {
+        headers.insert(http::header::AUTHORIZATION, value);
+    }
+    headers.extend(message.headers);
+    headers.insert(REQUEST_ORIGIN, origin.clone());
+    let request = client
+        .request(method, &subscription.sink)
+        .headers(headers)
+        .body(message.body)
+        .timeout(timeout);
+    match request.send().await {
+        Ok(response) => {
+            let retry_after = response
+                .headers()
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            Response::Status {
+                code: response.status().as_u16(),
+                retry_after,
+            }
+        }
+        Err(error) if error.is_timeout() => Response::Timeout,
+        Err(error) => Response::Failed(error_chain(&error)),
+    }
+}
+
+/// An error with its causes, for `lastError`.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// What the sink answered to the validation handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handshake {
+    /// `WebHook-Allowed-Origin` is our origin or `*`; with the rate it allowed, if any
+    /// (requests per minute; `*` means no limit).
+    Granted { allowed_rate: Option<u32> },
+    /// The sink answered, but did not grant.
+    Refused(String),
+    /// No usable answer.
+    Failed(String),
+}
+
+/// Sends the `OPTIONS` validation request (webhook spec section 4.2) with the hub's origin,
+/// the rate it intends (requests per minute) and the callback URL the sink may call later.
+pub async fn handshake(
+    client: &reqwest::Client,
+    sink: &str,
+    origin: &str,
+    rate: u32,
+    callback: &str,
+    timeout: Duration,
+) -> Handshake {
+    let request = client
+        .request(reqwest::Method::OPTIONS, sink)
+        .header(REQUEST_ORIGIN, origin)
+        .header("webhook-request-rate", rate.to_string())
+        .header("webhook-request-callback", callback)
+        .timeout(timeout);
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(error) => return Handshake::Failed(error_chain(&error)),
+    };
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .map(str::to_owned)
+    };
+    let allowed = header("webhook-allowed-origin");
+    let granted = response.status().is_success()
+        && allowed
+            .as_deref()
+            .is_some_and(|allowed| allowed == "*" || allowed == origin);
+    if !granted {
+        return Handshake::Refused(format!(
+            "the sink answered {} with WebHook-Allowed-Origin {}",
+            response.status().as_u16(),
+            allowed
+                .as_deref()
+                .map_or("absent".to_owned(), |a| format!("`{a}`"))
+        ));
+    }
+    let allowed_rate = header("webhook-allowed-rate").and_then(|rate| rate.parse().ok());
+    Handshake::Granted { allowed_rate }
+}
