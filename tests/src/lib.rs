@@ -1,6 +1,8 @@
 //! The test harness shared by the scenarios in `scenarios/`: a real hub on 127.0.0.1 port 0
 //! ([`TestHub`]), the principals it knows, and where the specifications are.
 
+pub mod sink;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -192,6 +194,24 @@ impl TestHub {
         task.await.unwrap();
         drop((hub, store));
         TestHub::start_in(data, options, store_options).await
+    }
+
+    /// The sequence numbers of a subscription's pending deliveries, as the store has them.
+    pub async fn store_pending(&self, subscription: &str) -> Vec<u64> {
+        use knooppunt_store::Store;
+        let pending = self.store.pending_deliveries(subscription, usize::MAX);
+        pending.await.unwrap().iter().map(|d| d.seq).collect()
+    }
+
+    /// The attempts recorded for a subscription's oldest pending delivery.
+    pub async fn store_pending_attempts(&self, subscription: &str) -> u32 {
+        use knooppunt_store::Store;
+        let pending = self
+            .store
+            .pending_deliveries(subscription, 1)
+            .await
+            .unwrap();
+        pending.first().map_or(0, |d| d.attempts)
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -6,6 +6,7 @@
 //! has its own task and its own limits, so a slow or failing sink never slows another.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -234,9 +235,11 @@ async fn run(inner: Arc<Inner>, subscription: Arc<Subscription>, wake: Arc<Notif
     let mut attempts = JoinSet::new();
     let mut next_start = tokio::time::Instant::now();
     let mut stop = inner.stop.subscribe();
+    // Set by an attempt that got 410 Gone: take nothing more.
+    let gone = Arc::new(AtomicBool::new(false));
     let id = subscription.id.as_str();
     loop {
-        if *stop.borrow() {
+        if *stop.borrow() || gone.load(AtomicOrdering::SeqCst) {
             break;
         }
         while attempts.try_join_next().is_some() {}
@@ -280,8 +283,9 @@ async fn run(inner: Arc<Inner>, subscription: Arc<Subscription>, wake: Arc<Notif
                 .await
                 .expect("the semaphore is never closed");
             let (inner, subscription) = (Arc::clone(&inner), Arc::clone(&subscription));
+            let gone = Arc::clone(&gone);
             attempts.spawn(async move {
-                attempt(&inner, &subscription, config, delivery).await;
+                attempt(&inner, &subscription, config, delivery, &gone).await;
                 drop(permit);
             });
         }
@@ -296,6 +300,7 @@ async fn attempt(
     subscription: &Subscription,
     config: DeliveryConfig,
     delivery: Delivery,
+    gone: &AtomicBool,
 ) {
     let id = subscription.id.as_str();
     let event = match inner.store.event(delivery.seq).await {
@@ -329,6 +334,9 @@ async fn attempt(
         }
         Err(why) => (Response::Failed(why), Outcome::Rejected),
     };
+    if outcome == Outcome::Gone {
+        gone.store(true, AtomicOrdering::SeqCst);
+    }
     let attempts = delivery.attempts + 1;
     let verdict = verdict(
         &outcome,

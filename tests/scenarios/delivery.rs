@@ -1,0 +1,688 @@
+//! Delivery to real sink servers: both content modes with every attribute forwarded, each
+//! status-code outcome, Retry-After, backoff bounds, ordering under retries, maxAttempts and
+//! ttl to dead letter, redelivery, 410 disabling, the validation handshake (granted, refused,
+//! granted later by callback, by agreement), the allowed rate, and resuming after a restart.
+
+use std::time::{Duration, Instant};
+
+use knooppunt_tests::sink::{Consent, Reply, Sink};
+use knooppunt_tests::{Answer, ORIGIN, TestHub, tokens};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const SOURCE: &str = "urn:nld:oin:00000001823288444000:systeem:BRP";
+const TYPE: &str = "nl.brp.persoon-verhuisd";
+const WAIT: Duration = Duration::from_secs(15);
+
+/// Quick retries for tests: 50 ms first, at most 200 ms.
+fn quick(extra: Value) -> Value {
+    let mut config = json!({"initialBackoff": "PT0.05S", "maxBackoff": "PT0.2S"});
+    config
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    config
+}
+
+async fn subscribe(hub: &TestHub, sink: &Sink, config: Value) -> Answer {
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE], "config": config});
+    subscribe_with(hub, body).await
+}
+
+async fn subscribe_with(hub: &TestHub, body: Value) -> Answer {
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/subscriptions", tokens::KVK)
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    answer
+}
+
+fn id_of(answer: &Answer) -> String {
+    answer.body["id"].as_str().unwrap().to_owned()
+}
+
+/// Publishes the exact text; returns the event's sequence number.
+async fn publish_text(hub: &TestHub, text: &str) -> u64 {
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", "application/cloudevents+json")
+            .body(text.to_owned())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    answer.body["sequence"].as_u64().unwrap()
+}
+
+async fn publish(hub: &TestHub, id: &str) -> u64 {
+    let event = json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": TYPE,
+                       "data": {"n": id}});
+    publish_text(hub, &event.to_string()).await
+}
+
+async fn get(hub: &TestHub, path: &str) -> Answer {
+    Answer::from(
+        hub.request(Method::GET, path, tokens::KVK)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+/// Polls until `check` holds for the JSON at `path` (at most [`WAIT`]).
+async fn eventually(hub: &TestHub, path: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let answer = get(hub, path).await;
+        if check(&answer.body) {
+            return answer.body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} never got there: {}",
+            answer.body
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn dead_letters(hub: &TestHub, subscription: &str, count: usize) -> Vec<Value> {
+    let path = format!("/v1/subscriptions/{subscription}/dead-letters");
+    let body = eventually(hub, &path, |b| {
+        b.as_array().is_some_and(|a| a.len() >= count)
+    })
+    .await;
+    body.as_array().unwrap().clone()
+}
+
+fn gaps(deliveries: &[knooppunt_tests::sink::Received]) -> Vec<Duration> {
+    deliveries.windows(2).map(|w| w[1].at - w[0].at).collect()
+}
+
+#[tokio::test]
+async fn structured_mode_forwards_the_publishers_json_byte_for_byte() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
+        "sinkcredential": {"credentialtype": "ACCESSTOKEN", "accesstoken": "s3cr3t"},
+        "protocolsettings": {"headers": {"X-Afnemer": "gemeente-0599"}}});
+    let subscription = subscribe_with(&hub, body).await;
+    assert_eq!(
+        subscription.body["state"], "active",
+        "{}",
+        subscription.body
+    );
+    // Extensions of every JSON type, odd spacing and key order, non-ASCII: all kept as sent.
+    let text = format!(
+        r#"{{ "specversion":"1.0","type":"{TYPE}", "source":"{SOURCE}","id":"e-1",
+            "subject":"999990342","time":"2026-11-22T10:00:00.5+01:00",
+            "comexamplestring":"Zoë","comexampleint":42,"comexamplenegative":-7,
+            "comexamplebool":false,"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "datacontenttype":"application/json","data":{{"bedrag":1.50,"lijst":[1,2.0,"€"]}} }}"#
+    );
+    publish_text(&hub, &text).await;
+    let delivered = sink.wait_for(1, WAIT).await;
+    let delivery = &delivered[0];
+    assert_eq!(delivery.method, Method::POST);
+    assert_eq!(
+        std::str::from_utf8(&delivery.body).unwrap(),
+        text,
+        "the exact bytes"
+    );
+    assert_eq!(
+        delivery.header("content-type"),
+        Some("application/cloudevents+json")
+    );
+    assert_eq!(delivery.header("webhook-request-origin"), Some(ORIGIN));
+    assert_eq!(delivery.header("authorization"), Some("Bearer s3cr3t"));
+    assert_eq!(delivery.header("x-afnemer"), Some("gemeente-0599"));
+    let last = eventually(
+        &hub,
+        &format!("/v1/subscriptions/{}", id_of(&subscription)),
+        |b| b["lastDelivery"]["outcome"] == "delivered",
+    )
+    .await;
+    assert_eq!(last["lastDelivery"]["statusCode"], 204);
+}
+
+#[tokio::test]
+async fn binary_mode_sends_attributes_as_percent_encoded_headers() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
+        "config": {"mode": "binary"},
+        "sinkcredential": {"credentialtype": "PLAIN", "identifier": "hub", "secret": "geheim"}});
+    subscribe_with(&hub, body).await;
+    let event = json!({"specversion": "1.0", "id": "b-1", "source": SOURCE, "type": TYPE,
+        "subject": "Zoë €", "comexampleint": 42, "comexamplebool": true,
+        "datacontenttype": "application/json", "data": {"bsn": "999990342"}});
+    publish_text(&hub, &event.to_string()).await;
+    let delivery = &sink.wait_for(1, WAIT).await[0];
+    assert_eq!(delivery.header("ce-specversion"), Some("1.0"));
+    assert_eq!(delivery.header("ce-id"), Some("b-1"));
+    assert_eq!(delivery.header("ce-source"), Some(SOURCE));
+    assert_eq!(delivery.header("ce-type"), Some(TYPE));
+    assert_eq!(delivery.header("ce-subject"), Some("Zo%C3%AB%20%E2%82%AC"));
+    assert_eq!(delivery.header("ce-comexampleint"), Some("42"));
+    assert_eq!(delivery.header("ce-comexamplebool"), Some("true"));
+    assert_eq!(delivery.header("content-type"), Some("application/json"));
+    assert_eq!(delivery.header("ce-datacontenttype"), None);
+    assert_eq!(delivery.json(), json!({"bsn": "999990342"}));
+    assert_eq!(
+        delivery.header("authorization"),
+        Some("Basic aHViOmdlaGVpbQ==")
+    );
+    assert_eq!(delivery.header("webhook-request-origin"), Some(ORIGIN));
+}
+
+#[tokio::test]
+async fn every_2xx_is_delivered_and_400_413_415_are_dead_letters_at_once() {
+    let hub = TestHub::start().await;
+    for status in [200, 201, 202, 204] {
+        let sink = Sink::start().await;
+        sink.answer_always(Reply::status(status));
+        let id = id_of(&subscribe(&hub, &sink, quick(json!({}))).await);
+        publish(&hub, &format!("ok-{status}")).await;
+        sink.wait_for(1, WAIT).await;
+        eventually(&hub, &format!("/v1/subscriptions/{id}"), |b| {
+            b["lastDelivery"]["outcome"] == "delivered"
+        })
+        .await;
+    }
+    for status in [400, 413, 415] {
+        let sink = Sink::start().await;
+        sink.answer_always(Reply::status(status));
+        let id = id_of(&subscribe(&hub, &sink, quick(json!({}))).await);
+        let seq = publish(&hub, &format!("bad-{status}")).await;
+        let dead = dead_letters(&hub, &id, 1).await;
+        assert_eq!(dead[0]["sequence"], seq);
+        assert_eq!(dead[0]["attempts"], 1, "no retry for {status}");
+        assert_eq!(dead[0]["lastStatusCode"], status);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(sink.deliveries().len(), 1, "{status} is not retried");
+    }
+}
+
+#[tokio::test]
+async fn other_failures_are_retried_until_delivered() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    sink.answer([
+        Reply::status(500),
+        Reply::status(404),
+        Reply::status(502),
+        Reply::status(408),
+        Reply::status(204).after(Duration::ZERO),
+    ]);
+    let id = id_of(&subscribe(&hub, &sink, quick(json!({}))).await);
+    publish(&hub, "retried").await;
+    let deliveries = sink.wait_for(5, WAIT).await;
+    assert!(deliveries.iter().all(|d| d.json()["id"] == "retried"));
+    let body = eventually(&hub, &format!("/v1/subscriptions/{id}"), |b| {
+        b["lastDelivery"]["outcome"] == "delivered"
+    })
+    .await;
+    assert_eq!(body["lastDelivery"]["statusCode"], 204);
+    assert!(hub.store_pending(&id).await.is_empty());
+}
+
+#[tokio::test]
+async fn timeouts_and_refused_connections_are_retried() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    sink.answer([Reply::status(204).after(Duration::from_secs(3))]);
+    let id = id_of(&subscribe(&hub, &sink, quick(json!({"timeout": "PT0.3S"}))).await);
+    publish(&hub, "slow").await;
+    let deliveries = sink.wait_for(2, WAIT).await;
+    assert!(deliveries[1].at - deliveries[0].at < Duration::from_secs(3));
+    eventually(&hub, &format!("/v1/subscriptions/{id}"), |b| {
+        b["lastDelivery"]["outcome"] == "delivered"
+    })
+    .await;
+
+    // Nothing listens on port 9: the connection is refused, and retried.
+    let answer = subscribe_with(
+        &hub,
+        json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP", "types": [TYPE],
+               "config": quick(json!({"maxAttempts": "3"}))}),
+    )
+    .await;
+    let refused = id_of(&answer);
+    assert_eq!(answer.body["state"], "pending", "no handshake answer");
+    let agreed = Answer::from(
+        hub.request(
+            Method::POST,
+            &format!("/v1/subscriptions/{refused}/validation"),
+            tokens::ADMIN,
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(agreed.status, 200, "{}", agreed.body);
+    publish(&hub, "nobody-home").await;
+    let dead = dead_letters(&hub, &refused, 1).await;
+    assert_eq!(dead[0]["attempts"], 3);
+    assert!(
+        dead[0]["lastError"].as_str().unwrap().len() > 5,
+        "{}",
+        dead[0]
+    );
+    assert!(dead[0]["reason"].as_str().unwrap().contains("maxAttempts"));
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_in_seconds_and_as_a_date_and_clamped() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let date = httpdate_in(Duration::from_secs(4));
+    sink.answer([
+        Reply::status(429).with_header("retry-after", "1"),
+        Reply::status(503).with_header("retry-after", &date),
+        Reply::status(503).with_header("retry-after", "3600"),
+    ]);
+    let config = json!({"initialBackoff": "PT0.05S", "maxBackoff": "PT3S"});
+    subscribe(&hub, &sink, config).await;
+    publish(&hub, "later").await;
+    let deliveries = sink.wait_for(4, WAIT).await;
+    let gaps = gaps(&deliveries);
+    assert!(
+        gaps[0] >= Duration::from_millis(950),
+        "Retry-After: 1 → {:?}",
+        gaps[0]
+    );
+    assert!(
+        gaps[1] >= Duration::from_millis(900),
+        "an HTTP date → {:?}",
+        gaps[1]
+    );
+    assert!(
+        gaps[2] >= Duration::from_millis(2900) && gaps[2] < Duration::from_secs(10),
+        "3600 s clamped to maxBackoff (3 s) → {:?}",
+        gaps[2]
+    );
+}
+
+fn httpdate_in(delay: Duration) -> String {
+    // RFC 9110 IMF-fixdate, whole seconds: at least `delay - 1 s` from now.
+    let at = std::time::SystemTime::now() + delay;
+    let secs = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let days = secs / 86_400;
+    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let name = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ][(month - 1) as usize];
+    let rest = secs % 86_400;
+    format!(
+        "{weekday}, {day:02} {name} {year} {:02}:{:02}:{:02} GMT",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+#[tokio::test]
+async fn backoff_stays_within_its_bounds_until_max_attempts() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    sink.answer_always(Reply::status(500));
+    let config = json!({"initialBackoff": "PT0.2S", "maxBackoff": "PT0.4S", "maxAttempts": "5"});
+    let id = id_of(&subscribe(&hub, &sink, config).await);
+    let seq = publish(&hub, "failing").await;
+    let dead = dead_letters(&hub, &id, 1).await;
+    let deliveries = sink.deliveries();
+    assert_eq!(deliveries.len(), 5, "exactly maxAttempts attempts");
+    for gap in gaps(&deliveries) {
+        assert!(
+            gap >= Duration::from_millis(195),
+            "below initialBackoff: {gap:?}"
+        );
+        assert!(
+            gap < Duration::from_millis(2000),
+            "far above maxBackoff: {gap:?}"
+        );
+    }
+    assert_eq!(dead[0]["attempts"], 5);
+    assert_eq!(dead[0]["lastStatusCode"], 500);
+    assert!(dead[0]["reason"].as_str().unwrap().contains("maxAttempts"));
+    let one = get(&hub, &format!("/v1/subscriptions/{id}/dead-letters/{seq}")).await;
+    assert_eq!(one.status, 200);
+    assert_eq!(one.body["event"]["id"], "failing", "the event comes along");
+    assert!(
+        one.body["firstAttemptTime"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+}
+
+#[tokio::test]
+async fn ttl_ends_retries_with_a_dead_letter() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    sink.answer_always(Reply::status(503));
+    let config = json!({"initialBackoff": "PT0.2S", "maxBackoff": "PT0.2S",
+                        "maxAttempts": "1000", "ttl": "PT0.7S"});
+    let id = id_of(&subscribe(&hub, &sink, config).await);
+    publish(&hub, "expiring").await;
+    let dead = dead_letters(&hub, &id, 1).await;
+    assert!(
+        dead[0]["reason"].as_str().unwrap().contains("ttl"),
+        "{}",
+        dead[0]
+    );
+    let attempts = dead[0]["attempts"].as_u64().unwrap();
+    assert!((2..=5).contains(&attempts), "{attempts} attempts in 0.7 s");
+}
+
+#[tokio::test]
+async fn ordered_subscriptions_hold_back_later_events_while_one_fails() {
+    let hub = TestHub::start().await;
+    let ordered = Sink::start().await;
+    ordered.answer([Reply::status(500), Reply::status(503), Reply::status(500)]);
+    subscribe(&hub, &ordered, quick(json!({"ordering": "ordered"}))).await;
+    let other = Sink::start().await;
+    subscribe(&hub, &other, quick(json!({}))).await;
+    for id in ["first", "second", "third"] {
+        publish(&hub, id).await;
+    }
+    let ids = |deliveries: &[knooppunt_tests::sink::Received]| -> Vec<String> {
+        deliveries
+            .iter()
+            .map(|d| d.json()["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let deliveries = ordered.wait_for(6, WAIT).await;
+    assert_eq!(
+        ids(&deliveries),
+        ["first", "first", "first", "first", "second", "third"],
+        "nothing overtakes a failing event"
+    );
+    let mut at_once = ids(&other.wait_for(3, WAIT).await);
+    at_once.sort();
+    assert_eq!(
+        at_once,
+        ["first", "second", "third"],
+        "other subscriptions are not held"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_sink_does_not_slow_another() {
+    let hub = TestHub::start().await;
+    let slow = Sink::start().await;
+    slow.answer_always(Reply::status(204).after(Duration::from_secs(5)));
+    subscribe(
+        &hub,
+        &slow,
+        json!({"ordering": "unordered", "timeout": "PT10S"}),
+    )
+    .await;
+    let fast = Sink::start().await;
+    subscribe(&hub, &fast, json!({"ordering": "unordered"})).await;
+    let started = Instant::now();
+    for n in 0..20 {
+        publish(&hub, &format!("n-{n}")).await;
+    }
+    fast.wait_for(20, WAIT).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the fast sink waited for the slow one: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        slow.deliveries().len() <= 16,
+        "in flight at once is bounded"
+    );
+}
+
+#[tokio::test]
+async fn a_dead_letter_can_be_redelivered_or_deleted() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    sink.answer([Reply::status(400), Reply::status(415)]);
+    let id = id_of(&subscribe(&hub, &sink, quick(json!({}))).await);
+    let first = publish(&hub, "one").await;
+    let second = publish(&hub, "two").await;
+    let dead = dead_letters(&hub, &id, 2).await;
+    assert_eq!(dead.len(), 2);
+
+    // Paginated.
+    let page = get(
+        &hub,
+        &format!("/v1/subscriptions/{id}/dead-letters?pageSize=1"),
+    )
+    .await;
+    assert_eq!(page.body.as_array().unwrap().len(), 1);
+    let next = page.header("link").unwrap().to_owned();
+    assert!(next.contains(&format!("cursor={first}")), "{next}");
+
+    let redeliver = |seq: u64| {
+        hub.request(
+            Method::POST,
+            &format!("/v1/subscriptions/{id}/dead-letters/{seq}/redeliver"),
+            tokens::KVK,
+        )
+        .send()
+    };
+    let answer = Answer::from(redeliver(first).await.unwrap()).await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    let deliveries = sink.wait_for(3, WAIT).await;
+    assert_eq!(deliveries[2].json()["id"], "one", "delivered again");
+    let left = dead_letters(&hub, &id, 1).await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0]["sequence"], second);
+    Answer::from(redeliver(first).await.unwrap())
+        .await
+        .assert_problem(404);
+
+    let path = format!("/v1/subscriptions/{id}/dead-letters/{second}");
+    let deleted = hub
+        .request(Method::DELETE, &path, tokens::KVK)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    get(&hub, &path).await.assert_problem(404);
+    // Others' dead letters are not visible.
+    let foreign = Answer::from(
+        hub.request(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}/dead-letters"),
+            tokens::GEMEENTE,
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    foreign.assert_problem(404);
+}
+
+#[tokio::test]
+async fn gone_disables_the_subscription_and_keeps_its_queue_as_dead_letters() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    sink.answer_always(Reply::status(410).after(Duration::from_millis(300)));
+    let config = json!({"ordering": "ordered"});
+    let id = id_of(&subscribe(&hub, &sink, config).await);
+    for n in 0..3 {
+        publish(&hub, &format!("g-{n}")).await;
+    }
+    let body = eventually(&hub, &format!("/v1/subscriptions/{id}"), |b| {
+        b["state"] == "disabled"
+    })
+    .await;
+    assert_eq!(body["lastDelivery"]["statusCode"], 410);
+    let dead = dead_letters(&hub, &id, 3).await;
+    assert_eq!(dead.len(), 3, "the failed one and the two still queued");
+    publish(&hub, "after").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(sink.deliveries().len(), 1, "nothing more is delivered");
+    assert!(hub.store_pending(&id).await.is_empty(), "nor queued");
+}
+
+#[tokio::test]
+async fn the_handshake_grants_refuses_and_the_sink_can_consent_later() {
+    let hub = TestHub::start().await;
+
+    // Granted: active at once, with the rate the hub asked for and the callback offered.
+    let granting = Sink::start().await;
+    let answer = subscribe(&hub, &granting, json!({})).await;
+    assert_eq!(answer.body["state"], "active");
+    assert_eq!(answer.body["validatedBy"], "handshake");
+    let handshake = &granting.handshakes()[0];
+    assert_eq!(handshake.header("webhook-request-origin"), Some(ORIGIN));
+    assert!(
+        handshake
+            .header("webhook-request-rate")
+            .unwrap()
+            .parse::<u32>()
+            .is_ok()
+    );
+    assert!(handshake.header("webhook-request-callback").is_some());
+
+    // `*` grants too.
+    let any = Sink::start().await;
+    any.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+    assert_eq!(
+        subscribe(&hub, &any, json!({})).await.body["state"],
+        "active"
+    );
+
+    // Another origin, or none: pending, and nothing is delivered.
+    let refusing = Sink::start().await;
+    refusing.consent(Consent::Grant {
+        origin: "someone-else".into(),
+        rate: None,
+    });
+    let answer = subscribe(&hub, &refusing, json!({})).await;
+    assert_eq!(answer.body["state"], "pending");
+    assert!(
+        answer.body["validationProblem"]
+            .as_str()
+            .unwrap()
+            .contains("someone-else")
+    );
+    let id = id_of(&answer);
+    publish(&hub, "held").await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        refusing.deliveries().is_empty(),
+        "a pending subscription receives nothing"
+    );
+
+    // The sink calls the callback it was offered: active, and the held event arrives.
+    let callback = refusing.handshakes()[0]
+        .header("webhook-request-callback")
+        .unwrap()
+        .to_owned();
+    let wrong = reqwest::get(format!("{callback}x")).await.unwrap();
+    assert_eq!(wrong.status(), 404, "a wrong token is refused");
+    let granted = reqwest::Client::new().post(&callback).send().await.unwrap();
+    assert_eq!(granted.status(), 200);
+    let delivered = refusing.wait_for(1, WAIT).await;
+    assert_eq!(delivered[0].json()["id"], "held");
+    let body = get(&hub, &format!("/v1/subscriptions/{id}")).await.body;
+    assert_eq!(
+        (body["state"].as_str(), body["validatedBy"].as_str()),
+        (Some("active"), Some("callback"))
+    );
+
+    // By agreement: an administrator only.
+    let silent = Sink::start().await;
+    silent.consent(Consent::Refuse);
+    let id = id_of(&subscribe(&hub, &silent, json!({})).await);
+    let path = format!("/v1/subscriptions/{id}/validation");
+    let by_owner = hub
+        .request(Method::POST, &path, tokens::KVK)
+        .send()
+        .await
+        .unwrap();
+    Answer::from(by_owner).await.assert_problem(403);
+    let by_admin = Answer::from(
+        hub.request(Method::POST, &path, tokens::ADMIN)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(by_admin.body["state"], "active");
+    assert_eq!(by_admin.body["validatedBy"], "agreement");
+
+    // A new sink is asked again.
+    let replaced = Answer::from(
+        hub.request(Method::PUT, &format!("/v1/subscriptions/{id}"), tokens::KVK)
+            .json(&json!({"sink": refusing.url, "protocol": "HTTP", "types": [TYPE]}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert_eq!(refusing.handshakes().len(), 2);
+}
+
+#[tokio::test]
+async fn the_allowed_rate_spaces_deliveries() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: ORIGIN.into(),
+        rate: Some("120".into()),
+    });
+    subscribe(&hub, &sink, json!({"ordering": "unordered"})).await;
+    for n in 0..4 {
+        publish(&hub, &format!("r-{n}")).await;
+    }
+    let deliveries = sink.wait_for(4, WAIT).await;
+    for gap in gaps(&deliveries) {
+        assert!(
+            gap >= Duration::from_millis(450),
+            "120/min is one per 0.5 s: {gap:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn delivery_resumes_after_a_restart_with_its_retry_state() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    sink.answer_always(Reply::status(503));
+    let config = json!({"initialBackoff": "PT0.3S", "maxBackoff": "PT0.3S"});
+    let id = id_of(&subscribe(&hub, &sink, config).await);
+    publish(&hub, "survivor").await;
+    sink.wait_for(2, WAIT).await;
+    let hub = hub.restart().await;
+    let before = hub.store_pending_attempts(&id).await;
+    assert!(before >= 2, "the attempts were recorded: {before}");
+    sink.answer_always(Reply::status(204));
+    let body = eventually(&hub, &format!("/v1/subscriptions/{id}"), |b| {
+        b["lastDelivery"]["outcome"] == "delivered"
+    })
+    .await;
+    assert_eq!(body["state"], "active");
+    assert_eq!(sink.deliveries().last().unwrap().json()["id"], "survivor");
+    assert!(hub.store_pending(&id).await.is_empty());
+}

@@ -1,0 +1,202 @@
+//! A real HTTP sink on 127.0.0.1 port 0 for delivery tests: it records every request and
+//! answers the validation handshake and deliveries as the test scripts it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+/// One request the sink received.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub method: Method,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub at: Instant,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+}
+
+/// How the sink answers one delivery.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    /// How long to wait before answering.
+    pub delay: Duration,
+}
+
+impl Reply {
+    pub fn status(status: u16) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn with_header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn after(mut self, delay: Duration) -> Reply {
+        self.delay = delay;
+        self
+    }
+}
+
+/// How the sink answers the `OPTIONS` handshake.
+#[derive(Debug, Clone)]
+pub enum Consent {
+    /// `WebHook-Allowed-Origin` with this value (and `WebHook-Allowed-Rate` when given).
+    Grant {
+        origin: String,
+        rate: Option<String>,
+    },
+    /// 200 without `WebHook-Allowed-Origin`.
+    Refuse,
+}
+
+#[derive(Debug)]
+struct SinkState {
+    received: Mutex<Vec<Received>>,
+    script: Mutex<VecDeque<Reply>>,
+    default: Mutex<Reply>,
+    consent: Mutex<Consent>,
+}
+
+/// A sink server that lives as long as the test.
+#[derive(Debug, Clone)]
+pub struct Sink {
+    pub url: String,
+    state: Arc<SinkState>,
+}
+
+impl Sink {
+    /// A sink that grants the test hub's origin and answers every delivery 204.
+    pub async fn start() -> Sink {
+        let state = Arc::new(SinkState {
+            received: Mutex::new(Vec::new()),
+            script: Mutex::new(VecDeque::new()),
+            default: Mutex::new(Reply::status(204)),
+            consent: Mutex::new(Consent::Grant {
+                origin: crate::ORIGIN.into(),
+                rate: None,
+            }),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let router = axum::Router::new()
+            .fallback(handle)
+            .with_state(Arc::clone(&state));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        Sink { url, state }
+    }
+
+    /// The next deliveries get these answers, in order; after them the default.
+    pub fn answer(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.state.script.lock().unwrap().extend(replies);
+    }
+
+    /// The answer once the script is used up.
+    pub fn answer_always(&self, reply: Reply) {
+        *self.state.default.lock().unwrap() = reply;
+    }
+
+    pub fn consent(&self, consent: Consent) {
+        *self.state.consent.lock().unwrap() = consent;
+    }
+
+    /// Every request but `OPTIONS`, in arrival order.
+    pub fn deliveries(&self) -> Vec<Received> {
+        self.requests(|m| m != Method::OPTIONS)
+    }
+
+    /// The `OPTIONS` handshakes.
+    pub fn handshakes(&self) -> Vec<Received> {
+        self.requests(|m| m == Method::OPTIONS)
+    }
+
+    fn requests(&self, keep: impl Fn(&Method) -> bool) -> Vec<Received> {
+        let received = self.state.received.lock().unwrap();
+        received
+            .iter()
+            .filter(|r| keep(&r.method))
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until at least `count` deliveries arrived (at most `within`), and returns them.
+    pub async fn wait_for(&self, count: usize, within: Duration) -> Vec<Received> {
+        let deadline = Instant::now() + within;
+        loop {
+            let deliveries = self.deliveries();
+            if deliveries.len() >= count {
+                return deliveries;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "expected {count} deliveries within {within:?}, got {}",
+                deliveries.len()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+async fn handle(
+    State(state): State<Arc<SinkState>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let options = method == Method::OPTIONS;
+    state.received.lock().unwrap().push(Received {
+        method,
+        headers,
+        body,
+        at: Instant::now(),
+    });
+    if options {
+        let consent = state.consent.lock().unwrap().clone();
+        let mut response = StatusCode::OK.into_response();
+        if let Consent::Grant { origin, rate } = consent {
+            let headers = response.headers_mut();
+            headers.insert(
+                "webhook-allowed-origin",
+                HeaderValue::try_from(origin).unwrap(),
+            );
+            if let Some(rate) = rate {
+                headers.insert("webhook-allowed-rate", HeaderValue::try_from(rate).unwrap());
+            }
+        }
+        return response;
+    }
+    let scripted = state.script.lock().unwrap().pop_front();
+    let reply = scripted.unwrap_or_else(|| state.default.lock().unwrap().clone());
+    if !reply.delay.is_zero() {
+        tokio::time::sleep(reply.delay).await;
+    }
+    let mut response = StatusCode::from_u16(reply.status).unwrap().into_response();
+    for (name, value) in reply.headers {
+        response.headers_mut().insert(
+            HeaderName::try_from(name).unwrap(),
+            HeaderValue::try_from(value).unwrap(),
+        );
+    }
+    response
+}
