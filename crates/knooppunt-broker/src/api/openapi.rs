@@ -333,6 +333,144 @@ pub(crate) fn document() -> Value {
         Map::new(),
     );
 
+    let dead_letter_parameters = json!([
+        {"name": "id", "in": "path", "required": true,
+         "description": "The id the hub assigned to the subscription.", "schema": {"type": "string"}},
+        {"name": "deadLetterId", "in": "path", "required": true,
+         "description": "The dead letter's id (the event's sequence number).", "schema": {"type": "string"}}
+    ]);
+    let dead_letter_ref = json!({"$ref": "#/components/schemas/DeadLetter"});
+    let mut dead_list_extra = Map::new();
+    dead_list_extra.insert(
+        "parameters".into(),
+        json!([
+            {"name": "pageSize", "in": "query", "required": false,
+             "description": "How many dead letters per page (1 to 1000, default 100).",
+             "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 1000}},
+            {"name": "cursor", "in": "query", "required": false,
+             "description": "The id of the last dead letter of the previous page, as given in the `next` link.",
+             "schema": {"type": "string"}}
+        ]),
+    );
+    let mut dead_list = operation(
+        "listDeadLetters",
+        "List a subscription's dead letters, oldest first (owner or admin).",
+        (
+            "200",
+            json!({
+                "description": "A page of dead letters. A `Link` header with rel=\"next\" points to the next page.",
+                "headers": headers(&[("Link", json!({"description": "RFC 8288 link to the next page, when there is one.", "schema": {"type": "string"}}))]),
+                "content": {"application/json": {"schema": {"type": "array", "items": dead_letter_ref}}}
+            }),
+        ),
+        &[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND],
+        dead_list_extra,
+    );
+    dead_list["tags"] = json!(["dead letters"]);
+    let mut dead_read = operation(
+        "getDeadLetter",
+        "Read a dead letter with its event as it was accepted.",
+        (
+            "200",
+            json!({"description": "The dead letter and its event.", "headers": headers(&[]), "content": {"application/json": {"schema": dead_letter_ref}}}),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            FORBIDDEN,
+            (
+                "404",
+                "No such dead letter (or subscription) is visible to the principal.",
+            ),
+        ],
+        Map::new(),
+    );
+    dead_read["tags"] = json!(["dead letters"]);
+    let mut dead_delete = operation(
+        "deleteDeadLetter",
+        "Remove a dead letter for good.",
+        (
+            "204",
+            json!({"description": "Deleted.", "headers": headers(&[])}),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            FORBIDDEN,
+            (
+                "404",
+                "No such dead letter (or subscription) is visible to the principal.",
+            ),
+        ],
+        Map::new(),
+    );
+    dead_delete["tags"] = json!(["dead letters"]);
+    let mut redeliver = operation(
+        "redeliverDeadLetter",
+        "Put a dead letter back into its subscription's queue with fresh attempts.",
+        (
+            "202",
+            json!({"description": "Queued for delivery.", "headers": headers(&[]),
+            "content": {"application/json": {"schema": {"type": "object", "properties": {
+                "subscription": {"type": "string"},
+                "sequence": {"type": "integer", "format": "int64"},
+                "redelivery": {"type": "string", "example": "queued"}
+            }}}}}),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            FORBIDDEN,
+            (
+                "404",
+                "No such dead letter (or subscription) is visible to the principal.",
+            ),
+        ],
+        Map::new(),
+    );
+    redeliver["tags"] = json!(["dead letters"]);
+    let agreement = operation(
+        "validateSubscriptionByAgreement",
+        "Record, as an administrator, that the sink consented outside the hub (NL GOV webhook guideline): \
+         the subscription becomes active without a handshake.",
+        (
+            "200",
+            json!({"description": "The subscription, now active.", "headers": headers(&[]), "content": {"application/json": {"schema": subscription_ref()}}}),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            ("403", "Only an administrator may record consent."),
+            NOT_FOUND,
+            (
+                "409",
+                "The subscription is disabled (its sink answered 410); give it a new sink.",
+            ),
+        ],
+        Map::new(),
+    );
+    let callback_ok = json!({
+        "description": "Consent recorded; the subscription is active.",
+        "headers": headers(&[]),
+        "content": {"application/json": {"schema": {"type": "object", "properties": {
+            "subscription": {"type": "string"},
+            "state": {"type": "string", "example": "active"}
+        }}}}
+    });
+    let callback = |id: &str| {
+        let mut extra = Map::new();
+        extra.insert("security".into(), json!([]));
+        operation(
+            id,
+            "The validation callback (CloudEvents webhook spec section 4.2): the URL the hub sent the sink \
+             in WebHook-Request-Callback. Calling it (GET or POST) grants consent. No bearer token: the \
+             secret in the URL is the credential.",
+            ("200", callback_ok.clone()),
+            &[BAD_REQUEST, ("404", "No such subscription or token.")],
+            extra,
+        )
+    };
+
     let filter_description = format!(
         "One filter expression of the CloudEvents Subscriptions API: an object with exactly one \
          member naming its dialect ({}). `exact`, `prefix` and `suffix` map attribute names to \
@@ -356,6 +494,7 @@ pub(crate) fn document() -> Value {
         "tags": [
             {"name": "events", "description": "Publishing events."},
             {"name": "subscriptions", "description": "Subscriptions: what to deliver where."},
+            {"name": "dead letters", "description": "Deliveries the hub gave up on."},
             {"name": "api", "description": "This description of the API."}
         ],
         "security": [{"bearerAuth": []}],
@@ -372,6 +511,31 @@ pub(crate) fn document() -> Value {
                 "put": replace,
                 "delete": delete,
                 "options": options("getSubscriptionFeatures", ITEM_ALLOW, &[UNAUTHORIZED, FORBIDDEN, NOT_FOUND])
+            },
+            "/subscriptions/{id}/validation": {
+                "parameters": id_parameter.clone(),
+                "post": agreement
+            },
+            "/subscriptions/{id}/validation/{token}": {
+                "parameters": [
+                    {"name": "id", "in": "path", "required": true, "description": "The subscription's id.", "schema": {"type": "string"}},
+                    {"name": "token", "in": "path", "required": true, "description": "The secret the hub sent the sink.", "schema": {"type": "string"}}
+                ],
+                "get": callback("confirmValidation"),
+                "post": callback("confirmValidationByPost")
+            },
+            "/subscriptions/{id}/dead-letters": {
+                "parameters": id_parameter.clone(),
+                "get": dead_list
+            },
+            "/subscriptions/{id}/dead-letters/{deadLetterId}": {
+                "parameters": dead_letter_parameters.clone(),
+                "get": dead_read,
+                "delete": dead_delete
+            },
+            "/subscriptions/{id}/dead-letters/{deadLetterId}/redeliver": {
+                "parameters": dead_letter_parameters,
+                "post": redeliver
             },
             "/openapi.json": {
                 "get": {
@@ -408,7 +572,43 @@ pub(crate) fn document() -> Value {
                         "filters": {"type": "array", "items": {"$ref": "#/components/schemas/Filter"}, "description": "Filters that must all match."},
                         "protocolsettings": {"$ref": "#/components/schemas/HttpSettings"},
                         "sinkcredential": {"$ref": "#/components/schemas/SinkCredential"},
-                        "config": {"$ref": "#/components/schemas/Config"}
+                        "config": {"$ref": "#/components/schemas/Config"},
+                        "state": {"type": "string", "readOnly": true, "enum": ["active", "pending", "disabled"],
+                                  "description": "`active`: deliveries flow. `pending`: the sink has not consented yet (validation \
+                                                  handshake); matching events are queued, not delivered. `disabled`: the sink \
+                                                  answered 410 Gone; nothing is delivered or queued, what was pending became dead letters."},
+                        "validatedBy": {"type": "string", "readOnly": true, "enum": ["handshake", "callback", "agreement"],
+                                        "description": "How the sink's consent was established."},
+                        "validationProblem": {"type": "string", "readOnly": true,
+                                              "description": "While pending: why the handshake did not make it active."},
+                        "lastDelivery": {
+                            "type": "object", "readOnly": true,
+                            "description": "The last delivery attempt since the hub started.",
+                            "properties": {
+                                "time": {"type": "string", "format": "date-time"},
+                                "sequence": {"type": "integer", "format": "int64", "description": "The event's sequence number."},
+                                "outcome": {"type": "string", "enum": ["delivered", "retry", "deadLetter"]},
+                                "statusCode": {"type": "integer", "format": "int32"},
+                                "error": {"type": "string"}
+                            }
+                        }
+                    }
+                },
+                "DeadLetter": {
+                    "type": "object",
+                    "description": "A delivery the hub gave up on, with what happened.",
+                    "properties": {
+                        "id": {"type": "string", "description": "The dead letter's id (the event's sequence number)."},
+                        "subscription": {"type": "string"},
+                        "sequence": {"type": "integer", "format": "int64"},
+                        "reason": {"type": "string", "example": "maxAttempts (30) exhausted"},
+                        "attempts": {"type": "integer", "format": "int32"},
+                        "firstAttemptTime": {"type": "string", "format": "date-time"},
+                        "lastAttemptTime": {"type": "string", "format": "date-time"},
+                        "lastStatusCode": {"type": "integer", "format": "int32"},
+                        "lastError": {"type": "string"},
+                        "deadLetterTime": {"type": "string", "format": "date-time"},
+                        "event": {"type": "object", "description": "The event as accepted (when reading one dead letter)."}
                     }
                 },
                 "Filter": {
