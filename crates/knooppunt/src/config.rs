@@ -270,6 +270,45 @@ mod tests {
     }
 
     #[test]
+    fn delivery_settings_reach_the_hub_and_their_errors_name_the_key() {
+        let config = Config::parse(
+            "[server]\norigin = \"knooppunt.example.nl\"\npublic_url = \"https://hub.example.nl\"\n\
+             [delivery]\nmax_in_flight = 4\nshutdown_grace = \"PT3S\"\n",
+        )
+        .unwrap();
+        let options = config
+            .hub_options(knooppunt_broker::Authentication::Disabled)
+            .unwrap();
+        assert_eq!(options.delivery.origin, "knooppunt.example.nl");
+        assert_eq!(options.delivery.max_in_flight, 4);
+        assert_eq!(
+            options.public_url.as_deref(),
+            Some("https://hub.example.nl")
+        );
+        assert_eq!(options.shutdown_grace, std::time::Duration::from_secs(3));
+        let cases = [
+            ("[server]\norigin = \"\"\n", "server.origin"),
+            ("[server]\norigin = \"two words\"\n", "server.origin"),
+            (
+                "[server]\npublic_url = \"hub.example.nl\"\n",
+                "server.public_url",
+            ),
+            ("[delivery]\nmax_in_flight = 0\n", "delivery.max_in_flight"),
+            (
+                "[delivery]\nshutdown_grace = \"10s\"\n",
+                "delivery.shutdown_grace",
+            ),
+        ];
+        for (text, key) in cases {
+            let error = Config::parse(text)
+                .unwrap()
+                .hub_options(knooppunt_broker::Authentication::Disabled)
+                .unwrap_err();
+            assert!(format!("{error:#}").contains(key), "{text}: {error:#}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_key() {
         let cases = [
             ("[validation]\nprofile = \"strict\"\n", "profile"),
