@@ -5,6 +5,7 @@
 
 #![allow(clippy::print_stdout)]
 
+mod deliver;
 mod load;
 
 /// The same allocator as the `knooppunt` binary, so that the numbers are the hub's.
@@ -52,6 +53,23 @@ enum Workload {
         #[arg(long, default_value_t = 3)]
         warmup_seconds: u64,
     },
+    /// End to end: 1 KiB events published to a hub with one subscription per sink, each
+    /// delivered to its own sink; delivered events/s and publish-to-delivery latency, next
+    /// to a plain HTTP forwarding hop (receive, POST to every sink, answer) in the same run.
+    Deliver {
+        /// How long each measurement publishes.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Concurrent publishing connections.
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
+        /// Sinks (and subscriptions): every event is delivered to each.
+        #[arg(long, default_value_t = 4)]
+        sinks: usize,
+        /// Size of each event's JSON, in bytes.
+        #[arg(long, default_value_t = 1024)]
+        event_bytes: usize,
+    },
     /// Generate load against a URL and print a JSON summary. The `ingest` workload runs this
     /// as a child process, so that the client never shares a runtime with the servers.
     Load {
@@ -69,6 +87,9 @@ enum Workload {
         /// The status that counts as acknowledged.
         #[arg(long)]
         expect: u16,
+        /// Put the send time (microseconds since the Unix epoch) in each event's `subject`.
+        #[arg(long)]
+        stamp: bool,
     },
     /// Run the trivial axum server (POST / answers 204) alone, until interrupted, to load it
     /// from another process (wrk, say) next to `knooppunt serve`.
@@ -81,9 +102,9 @@ enum Workload {
 
 const TOKEN: &str = "bench-token";
 
-fn event_body(n: u64, size: usize) -> String {
+fn event_body(n: u64, size: usize, subject: u64) -> String {
     let head = format!(
-        r#"{{"specversion":"1.0","id":"bench-{n}","source":"urn:nld:oin:00000001823288444000:systeem:bench","type":"nl.bench.type{}","subject":"{n}","data":{{"filler":""#,
+        r#"{{"specversion":"1.0","id":"bench-{n}","source":"urn:nld:oin:00000001823288444000:systeem:bench","type":"nl.bench.type{}","subject":"{subject}","data":{{"filler":""#,
         n % 100
     );
     let tail = "\"}}";
@@ -131,6 +152,16 @@ async fn load_from_child(
     token: Option<&str>,
     expect: u16,
 ) -> anyhow::Result<Summary> {
+    load_child(shape, url, token, expect, false).await
+}
+
+async fn load_child(
+    shape: Shape,
+    url: &str,
+    token: Option<&str>,
+    expect: u16,
+    stamp: bool,
+) -> anyhow::Result<Summary> {
     // Like `taskset -c <last core> wrk -t1`: the client keeps to one core, where it exists.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pinned = cores > 1 && std::path::Path::new("/usr/bin/taskset").exists();
@@ -157,6 +188,9 @@ async fn load_from_child(
     ]);
     if let Some(token) = token {
         command.args(["--token", token]);
+    }
+    if stamp {
+        command.arg("--stamp");
     }
     let output = command.output().await?;
     anyhow::ensure!(
@@ -188,6 +222,20 @@ async fn trivial_server() -> anyhow::Result<String> {
 }
 
 async fn hub(data: &std::path::Path, subscriptions: usize) -> anyhow::Result<String> {
+    let bodies = (0..subscriptions)
+        .map(|i| {
+            serde_json::json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP",
+                               "types": [format!("nl.bench.type{}", i % 100)]})
+        })
+        .collect();
+    hub_with(data, bodies).await
+}
+
+/// A hub on a fresh store with these subscriptions (created through the API).
+async fn hub_with(
+    data: &std::path::Path,
+    subscriptions: Vec<serde_json::Value>,
+) -> anyhow::Result<String> {
     let store = SledStore::open(data)?;
     let principal = Principal {
         name: "bench".into(),
@@ -205,9 +253,7 @@ async fn hub(data: &std::path::Path, subscriptions: usize) -> anyhow::Result<Str
         std::future::pending(),
     ));
     let client = reqwest::Client::new();
-    for i in 0..subscriptions {
-        let body = serde_json::json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP",
-                                      "types": [format!("nl.bench.type{}", i % 100)]});
+    for body in subscriptions {
         let status = client
             .post(format!("{base}/v1/subscriptions"))
             .bearer_auth(TOKEN)
@@ -284,6 +330,19 @@ fn main() -> anyhow::Result<()> {
                     );
                 }
             }
+            Workload::Deliver {
+                seconds,
+                connections,
+                sinks,
+                event_bytes,
+            } => {
+                let shape = Shape {
+                    seconds,
+                    connections,
+                    event_bytes,
+                };
+                run_deliver(shape, sinks).await?;
+            }
             Workload::Load {
                 url,
                 seconds,
@@ -291,13 +350,17 @@ fn main() -> anyhow::Result<()> {
                 event_bytes,
                 token,
                 expect,
+                stamp,
             } => {
                 let report = load::run(
                     Request {
                         url,
                         content_type: "application/cloudevents+json",
                         token,
-                        body: Arc::new(move |n| event_body(n, event_bytes)),
+                        body: Arc::new(move |n| {
+                            let subject = if stamp { deliver::now_us() } else { n };
+                            event_body(n, event_bytes, subject)
+                        }),
                         expect,
                     },
                     connections,
@@ -309,4 +372,70 @@ fn main() -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// The `deliver` workload: the forwarding hop first, then the hub, each with fresh sinks.
+async fn run_deliver(shape: Shape, sinks: usize) -> anyhow::Result<()> {
+    println!(
+        "deliver: {} publishing connections, {}-byte events, {} s each, {sinks} sinks (every event \
+         to each), {} cores; the publisher runs in its own process",
+        shape.connections,
+        shape.event_bytes,
+        shape.seconds,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!(
+        "{:<30} {:>11} {:>13} {:>10} {:>10} {:>9}",
+        "", "published", "delivered", "p50", "p99", "backlog"
+    );
+    let measure = |name: &'static str, url: String, token: Option<&'static str>, expect: u16, record: Arc<deliver::Record>| async move {
+        record.start();
+        let published = load_child(shape, &url, token, expect, true).await?;
+        let in_window = record.delivered();
+        let expected = published.acknowledged * sinks as u64;
+        deliver::drain(&record, expected, Duration::from_secs(30)).await;
+        record.stop();
+        let (p50, p99) = record.percentiles();
+        println!(
+            "{name:<30} {:>9.0}/s {:>11.0}/s {:>7.2} ms {:>7.2} ms {:>9}",
+            published.rate,
+            in_window as f64 / shape.seconds as f64,
+            p50,
+            p99,
+            expected.saturating_sub(record.delivered())
+        );
+        anyhow::Ok(in_window as f64 / shape.seconds as f64)
+    };
+
+    let record = Arc::new(deliver::Record::default());
+    let urls = deliver::sinks(sinks, &record).await?;
+    let hop = deliver::forwarder(urls).await?;
+    let baseline = measure("plain forwarding hop", hop, None, 202, record).await?;
+
+    let record = Arc::new(deliver::Record::default());
+    let urls = deliver::sinks(sinks, &record).await?;
+    // Every event matches every subscription.
+    let subscriptions = urls
+        .iter()
+        .map(|url| {
+            serde_json::json!({"sink": url, "protocol": "HTTP",
+                               "filters": [{"prefix": {"type": "nl.bench."}}],
+                               "config": {"ordering": "unordered"}})
+        })
+        .collect();
+    let data = tempfile::tempdir()?;
+    let base = hub_with(data.path(), subscriptions).await?;
+    let hub = measure(
+        "knooppunt (durable, unordered)",
+        format!("{base}/v1/events"),
+        Some(TOKEN),
+        202,
+        record,
+    )
+    .await?;
+    println!(
+        "delivered: knooppunt / forwarding hop: {:.0}%",
+        100.0 * hub / baseline.max(1.0)
+    );
+    Ok(())
 }
