@@ -388,7 +388,11 @@ async fn run_deliver(shape: Shape, sinks: usize) -> anyhow::Result<()> {
         "{:<30} {:>11} {:>13} {:>10} {:>10} {:>9}",
         "", "published", "delivered", "p50", "p99", "backlog"
     );
-    let measure = |name: &'static str, url: String, token: Option<&'static str>, expect: u16, record: Arc<deliver::Record>| async move {
+    let measure = |name: &'static str,
+                   url: String,
+                   token: Option<&'static str>,
+                   expect: u16,
+                   record: Arc<deliver::Record>| async move {
         record.start();
         let published = load_child(shape, &url, token, expect, true).await?;
         let in_window = record.delivered();
