@@ -235,6 +235,28 @@ async fn other_failures_are_retried_until_delivered() {
 }
 
 #[tokio::test]
+async fn redirects_are_not_followed() {
+    let hub = TestHub::start().await;
+    let elsewhere = Sink::start().await;
+    let sink = Sink::start().await;
+    sink.answer([
+        Reply::status(302).with_header("location", &elsewhere.url),
+        Reply::status(307).with_header("location", &elsewhere.url),
+    ]);
+    let id = id_of(&subscribe(&hub, &sink, quick(json!({}))).await);
+    publish(&hub, "moved").await;
+    sink.wait_for(3, WAIT).await;
+    eventually(&hub, &format!("/v1/subscriptions/{id}"), |b| {
+        b["lastDelivery"]["outcome"] == "delivered"
+    })
+    .await;
+    assert!(
+        elsewhere.deliveries().is_empty(),
+        "the redirect was followed"
+    );
+}
+
+#[tokio::test]
 async fn timeouts_and_refused_connections_are_retried() {
     let hub = TestHub::start().await;
     let sink = Sink::start().await;
