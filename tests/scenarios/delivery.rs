@@ -560,6 +560,23 @@ async fn gone_disables_the_subscription_and_keeps_its_queue_as_dead_letters() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(sink.deliveries().len(), 1, "nothing more is delivered");
     assert!(hub.store_pending(&id).await.is_empty(), "nor queued");
+    let seq = dead[1]["sequence"].as_u64().unwrap();
+    let redeliver = hub
+        .request(
+            Method::POST,
+            &format!("/v1/subscriptions/{id}/dead-letters/{seq}/redeliver"),
+            tokens::KVK,
+        )
+        .send()
+        .await
+        .unwrap();
+    let refused = Answer::from(redeliver).await.assert_problem(409);
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("new sink")
+    );
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::header::LINK;
 use http::{HeaderValue, StatusCode};
-use knooppunt_store::{DeadLetter, DeliveryChange};
+use knooppunt_store::{DeadLetter, DeliveryChange, SubscriptionState};
 use serde_json::{Map, Value, json};
 
 use super::auth::{Caller, Role};
@@ -165,6 +165,18 @@ pub(crate) async fn redeliver(
     let seq = dead_letter_id(&dead_letter)?;
     if state.store.dead_letter(&id, seq).await?.is_none() {
         return Err(missing(&id, seq));
+    }
+    let disabled = state
+        .registry
+        .read()
+        .expect("registry lock")
+        .get(&id)
+        .is_some_and(|s| s.state == SubscriptionState::Disabled);
+    if disabled {
+        return Err(ApiError::Conflict(format!(
+            "subscription `{id}` is disabled because its sink answered 410 Gone, so nothing \
+             would be delivered; give it a new sink with PUT first"
+        )));
     }
     state
         .store

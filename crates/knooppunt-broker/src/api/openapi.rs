@@ -425,6 +425,10 @@ pub(crate) fn document() -> Value {
                 "404",
                 "No such dead letter (or subscription) is visible to the principal.",
             ),
+            (
+                "409",
+                "The subscription is disabled (its sink answered 410); give it a new sink first.",
+            ),
         ],
         Map::new(),
     );
