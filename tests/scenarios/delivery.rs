@@ -725,3 +725,45 @@ async fn delivery_resumes_after_a_restart_with_its_retry_state() {
     assert_eq!(sink.deliveries().last().unwrap().json()["id"], "survivor");
     assert!(hub.store_pending(&id).await.is_empty());
 }
+
+#[tokio::test]
+async fn changing_a_subscription_neither_abandons_nor_stalls_an_attempt_in_flight() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    sink.answer([Reply::status(204).after(Duration::from_millis(800))]);
+    let body = |version: &str| {
+        json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
+               "protocolsettings": {"headers": {"X-Version": version}}})
+    };
+    let id = id_of(&subscribe_with(&hub, body("1")).await);
+    publish(&hub, "during").await;
+    publish(&hub, "after").await;
+    sink.wait_for(1, WAIT).await;
+    let replaced = hub
+        .request(Method::PUT, &format!("/v1/subscriptions/{id}"), tokens::KVK)
+        .json(&body("2"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replaced.status(), 200);
+    let started = Instant::now();
+    let deliveries = sink.wait_for(2, Duration::from_secs(10)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the queue stalled"
+    );
+    let seen: Vec<(String, String)> = deliveries
+        .iter()
+        .map(|d| {
+            (
+                d.json()["id"].as_str().unwrap().to_owned(),
+                d.header("x-version").unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("during".into(), "1".into()), ("after".into(), "2".into())],
+        "the attempt in flight finished once; the next one uses the new settings"
+    );
+}

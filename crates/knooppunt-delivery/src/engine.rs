@@ -15,7 +15,7 @@ use knooppunt_store::{
     Attempt, Delivery, DeliveryChange, DeliveryConfig, Ordering, Store, Subscription,
     SubscriptionState, Verdict,
 };
-use tokio::sync::{Notify, Semaphore, mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::outcome::{Outcome, Response, classify, verdict};
@@ -87,6 +87,11 @@ struct Inner {
 
 struct Worker {
     wake: Arc<Notify>,
+    /// The subscription as it is now: a change reaches the worker without a restart, so
+    /// attempts in flight are never abandoned by an update.
+    current: watch::Sender<Arc<Subscription>>,
+    /// Tells this worker alone to stop taking deliveries.
+    retire: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
 
@@ -138,28 +143,43 @@ impl Deliverer {
     /// Starts, restarts or stops the worker of a subscription after it was created, changed
     /// or loaded: only active subscriptions have one.
     pub fn sync(&self, subscription: &Subscription) {
-        self.remove(&subscription.id);
         if subscription.state != SubscriptionState::Active || *self.inner.stop.borrow() {
+            self.remove(&subscription.id);
+            return;
+        }
+        let mut workers = self.inner.workers.lock().expect("workers lock");
+        if let Some(worker) = workers.get(&subscription.id)
+            && !worker.task.is_finished()
+        {
+            worker.current.send_replace(Arc::new(subscription.clone()));
+            worker.wake.notify_one();
             return;
         }
         let wake = Arc::new(Notify::new());
+        let (current, watched) = watch::channel(Arc::new(subscription.clone()));
+        let (retire, retired) = watch::channel(false);
         let task = tokio::spawn(run(
             Arc::clone(&self.inner),
-            Arc::new(subscription.clone()),
+            watched,
+            retired,
             Arc::clone(&wake),
         ));
-        self.inner
-            .workers
-            .lock()
-            .expect("workers lock")
-            .insert(subscription.id.clone(), Worker { wake, task });
+        workers.insert(
+            subscription.id.clone(),
+            Worker {
+                wake,
+                current,
+                retire,
+                task,
+            },
+        );
     }
 
-    /// Stops a subscription's worker (deleted, disabled or pending). An attempt in flight is
-    /// abandoned; its lease runs out and the delivery is tried again later.
+    /// Stops a subscription's worker (deleted, disabled or pending): it takes nothing more,
+    /// and the attempts in flight finish and record their results.
     pub fn remove(&self, id: &str) {
         if let Some(worker) = self.inner.workers.lock().expect("workers lock").remove(id) {
-            worker.task.abort();
+            let _ = worker.retire.send(true);
         }
     }
 
@@ -216,34 +236,68 @@ impl Deliverer {
     }
 }
 
+/// What a worker derives from its subscription.
+struct Settings {
+    subscription: Arc<Subscription>,
+    config: DeliveryConfig,
+    ordered: bool,
+    limit: usize,
+    lease_ms: u64,
+    spacing: Option<Duration>,
+}
+
+impl Settings {
+    fn of(subscription: Arc<Subscription>, max_in_flight: usize) -> Settings {
+        let config = subscription.delivery_config();
+        let ordered = config.ordering == Ordering::Ordered;
+        Settings {
+            config,
+            ordered,
+            limit: if ordered { 1 } else { max_in_flight.max(1) },
+            // Long enough for the attempt and recording its result.
+            lease_ms: (config.timeout + Duration::from_secs(30)).as_millis() as u64,
+            spacing: subscription
+                .allowed_rate
+                .filter(|rate| *rate > 0)
+                .map(|rate| Duration::from_secs_f64(60.0 / f64::from(rate))),
+            subscription,
+        }
+    }
+}
+
 /// A subscription's worker: lease, send, record, until stopped.
-async fn run(inner: Arc<Inner>, subscription: Arc<Subscription>, wake: Arc<Notify>) {
-    let config = subscription.delivery_config();
-    let ordered = config.ordering == Ordering::Ordered;
-    let limit = if ordered {
-        1
-    } else {
-        inner.options.max_in_flight.max(1)
-    };
-    // Long enough for the attempt and recording its result.
-    let lease_ms = (config.timeout + Duration::from_secs(30)).as_millis() as u64;
-    let spacing = subscription
-        .allowed_rate
-        .filter(|rate| *rate > 0)
-        .map(|rate| Duration::from_secs_f64(60.0 / f64::from(rate)));
-    let permits = Arc::new(Semaphore::new(limit));
+async fn run(
+    inner: Arc<Inner>,
+    mut current: watch::Receiver<Arc<Subscription>>,
+    mut retired: watch::Receiver<bool>,
+    wake: Arc<Notify>,
+) {
+    let max_in_flight = inner.options.max_in_flight;
+    let mut settings = Settings::of(Arc::clone(&current.borrow_and_update()), max_in_flight);
     let mut attempts = JoinSet::new();
     let mut next_start = tokio::time::Instant::now();
     let mut stop = inner.stop.subscribe();
     // Set by an attempt that got 410 Gone: take nothing more.
     let gone = Arc::new(AtomicBool::new(false));
-    let id = subscription.id.as_str();
+    let id = settings.subscription.id.clone();
+    let id = id.as_str();
     loop {
-        if *stop.borrow() || gone.load(AtomicOrdering::SeqCst) {
+        if *stop.borrow() || *retired.borrow() || gone.load(AtomicOrdering::SeqCst) {
             break;
         }
+        if current.has_changed().unwrap_or(false) {
+            settings = Settings::of(Arc::clone(&current.borrow_and_update()), max_in_flight);
+        }
+        let Settings {
+            ref subscription,
+            config,
+            ordered,
+            limit,
+            lease_ms,
+            spacing,
+        } = settings;
         while attempts.try_join_next().is_some() {}
-        let free = permits.available_permits();
+        let free = limit.saturating_sub(attempts.len());
         let leased = if free == 0 {
             Vec::new()
         } else {
@@ -269,6 +323,7 @@ async fn run(inner: Arc<Inner>, subscription: Arc<Subscription>, wake: Arc<Notif
                 () = wake.notified() => {}
                 () = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => {}
+                _ = retired.changed() => {}
                 Some(_) = attempts.join_next(), if !attempts.is_empty() => {}
             }
             continue;
@@ -278,15 +333,10 @@ async fn run(inner: Arc<Inner>, subscription: Arc<Subscription>, wake: Arc<Notif
                 tokio::time::sleep_until(next_start).await;
                 next_start = tokio::time::Instant::now() + spacing;
             }
-            let permit = Arc::clone(&permits)
-                .acquire_owned()
-                .await
-                .expect("the semaphore is never closed");
-            let (inner, subscription) = (Arc::clone(&inner), Arc::clone(&subscription));
+            let (inner, subscription) = (Arc::clone(&inner), Arc::clone(subscription));
             let gone = Arc::clone(&gone);
             attempts.spawn(async move {
                 attempt(&inner, &subscription, config, delivery, &gone).await;
-                drop(permit);
             });
         }
     }
@@ -402,7 +452,7 @@ async fn attempt(
 /// letters.
 async fn retire(inner: Arc<Inner>, id: String) {
     if let Some(worker) = inner.workers.lock().expect("workers lock").remove(&id) {
-        worker.task.abort();
+        let _ = worker.retire.send(true);
     }
     let mut subscription = match inner.store.subscription(&id).await {
         Ok(Some(subscription)) => subscription,
