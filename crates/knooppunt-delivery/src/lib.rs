@@ -5,12 +5,14 @@
 //!   policy (exponential backoff with full jitter, `maxAttempts`, `ttl`, `Retry-After`);
 //! - [`sink`]: the requests: deliveries in structured or binary mode with the subscription's
 //!   headers and credentials, and the `OPTIONS` validation handshake;
-//! - [`engine`]: the workers, one per active subscription, that lease due deliveries from the
-//!   store and record every result there, so that a restart continues where it was.
+//! - [`engine`]: [`Deliverer`], which runs one worker (`worker.rs`) per active subscription;
+//!   a worker leases due deliveries from the store and records every result there, so that a
+//!   restart continues where it was.
 
 pub mod engine;
 pub mod outcome;
 pub mod sink;
+mod worker;
 
 pub use engine::{Deliverer, DeliveryOptions, LastDelivery, now_ms};
 pub use sink::Handshake;

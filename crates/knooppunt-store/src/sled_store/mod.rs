@@ -20,9 +20,8 @@
 mod committer;
 mod event_log;
 mod group_commit;
+mod queues;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::{BuildHasher, Hasher, RandomState};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
@@ -31,8 +30,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use self::committer::{Answer, Shared};
-use self::event_log::{EventLog, Location};
+use self::event_log::EventLog;
 use self::group_commit::GroupCommit;
+use self::queues::Queues;
 use crate::queue::{Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, StoredEvent, Swept};
 use crate::{Store, StoreError, StoreFuture, Subscription};
 
@@ -76,48 +76,6 @@ struct Inner {
 struct Trees {
     db: sled::Db,
     subscriptions: sled::Tree,
-}
-
-/// The delivery queues and the event index, in memory.
-#[derive(Debug, Default)]
-struct Queues {
-    /// Subscriptions that exist; deliveries are only queued for these.
-    live: HashSet<String>,
-    /// Per subscription, its pending deliveries in acceptance order.
-    pending: HashMap<String, BTreeMap<u64, Delivery>>,
-    /// Per subscription, its dead letters in acceptance order.
-    dead: HashMap<String, BTreeMap<u64, DeadLetter>>,
-    /// Per event: where it is in the log, when it was accepted, and its dedupe hash.
-    index: BTreeMap<u64, Indexed>,
-    /// Duplicate detection: the hash of `source` and `id` → the event's sequence number.
-    recent: HashMap<u128, u64>,
-    hasher: DedupeHasher,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Indexed {
-    location: Location,
-    accepted_at: u64,
-    hash: u128,
-}
-
-/// Two SipHash keys drawn at random per process: 128 bits make an accidental collision (which
-/// would wrongly report an event as a duplicate) vanishingly unlikely, and random keys keep
-/// publishers from choosing colliding ids.
-#[derive(Debug, Default)]
-struct DedupeHasher(RandomState, RandomState);
-
-impl DedupeHasher {
-    fn hash(&self, source: &str, id: &str) -> u128 {
-        let half = |state: &RandomState| {
-            let mut hasher = state.build_hasher();
-            hasher.write(source.as_bytes());
-            hasher.write_u8(0);
-            hasher.write(id.as_bytes());
-            hasher.finish()
-        };
-        (u128::from(half(&self.0)) << 64) | u128::from(half(&self.1))
-    }
 }
 
 impl Drop for Inner {

@@ -1,0 +1,265 @@
+//! One subscription's worker: it leases due deliveries, sends each ([`attempt`]), and records
+//! the result before the delivery can be leased again; a 410 retires the subscription.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::time::{Duration, SystemTime};
+
+use knooppunt_store::{
+    Attempt, Delivery, DeliveryChange, DeliveryConfig, Ordering, Subscription, SubscriptionState,
+    Verdict,
+};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+use crate::engine::{Inner, LastDelivery, now_ms};
+use crate::outcome::{Outcome, Response, classify, verdict};
+use crate::sink;
+
+/// What a worker derives from its subscription.
+struct Settings {
+    subscription: Arc<Subscription>,
+    config: DeliveryConfig,
+    ordered: bool,
+    limit: usize,
+    lease_ms: u64,
+    spacing: Option<Duration>,
+}
+
+impl Settings {
+    fn of(subscription: Arc<Subscription>, max_in_flight: usize) -> Settings {
+        let config = subscription.delivery_config();
+        let ordered = config.ordering == Ordering::Ordered;
+        Settings {
+            config,
+            ordered,
+            limit: if ordered { 1 } else { max_in_flight.max(1) },
+            // Long enough for the attempt and recording its result.
+            lease_ms: (config.timeout + Duration::from_secs(30)).as_millis() as u64,
+            spacing: subscription
+                .allowed_rate
+                .filter(|rate| *rate > 0)
+                .map(|rate| Duration::from_secs_f64(60.0 / f64::from(rate))),
+            subscription,
+        }
+    }
+}
+
+/// A subscription's worker: lease, send, record, until stopped.
+pub(crate) async fn run(
+    inner: Arc<Inner>,
+    mut current: watch::Receiver<Arc<Subscription>>,
+    mut retired: watch::Receiver<bool>,
+    wake: Arc<Notify>,
+) {
+    let max_in_flight = inner.options.max_in_flight;
+    let mut settings = Settings::of(Arc::clone(&current.borrow_and_update()), max_in_flight);
+    let mut attempts = JoinSet::new();
+    let mut next_start = tokio::time::Instant::now();
+    let mut stop = inner.stop.subscribe();
+    // Set by an attempt that got 410 Gone: take nothing more.
+    let gone = Arc::new(AtomicBool::new(false));
+    let id = settings.subscription.id.clone();
+    let id = id.as_str();
+    loop {
+        if *stop.borrow() || *retired.borrow() || gone.load(AtomicOrdering::SeqCst) {
+            break;
+        }
+        if current.has_changed().unwrap_or(false) {
+            settings = Settings::of(Arc::clone(&current.borrow_and_update()), max_in_flight);
+        }
+        let Settings {
+            ref subscription,
+            config,
+            ordered,
+            limit,
+            lease_ms,
+            spacing,
+        } = settings;
+        while attempts.try_join_next().is_some() {}
+        let free = limit.saturating_sub(attempts.len());
+        let leased = if free == 0 {
+            Vec::new()
+        } else {
+            match inner
+                .store
+                .lease(id, now_ms(), lease_ms, free, ordered)
+                .await
+            {
+                Ok(leased) => leased,
+                Err(error) => {
+                    tracing::warn!(subscription = id, %error, "Leasing deliveries failed.");
+                    Vec::new()
+                }
+            }
+        };
+        if leased.is_empty() {
+            let idle = inner.options.idle_poll;
+            let wait = match inner.store.next_due(id, ordered).await {
+                Ok(Some(due)) => Duration::from_millis(due.saturating_sub(now_ms())).min(idle),
+                _ => idle,
+            };
+            tokio::select! {
+                () = wake.notified() => {}
+                () = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => {}
+                _ = retired.changed() => {}
+                Some(_) = attempts.join_next(), if !attempts.is_empty() => {}
+            }
+            continue;
+        }
+        for delivery in leased {
+            if let Some(spacing) = spacing {
+                tokio::time::sleep_until(next_start).await;
+                next_start = tokio::time::Instant::now() + spacing;
+            }
+            let (inner, subscription) = (Arc::clone(&inner), Arc::clone(subscription));
+            let gone = Arc::clone(&gone);
+            attempts.spawn(async move {
+                attempt(&inner, &subscription, config, delivery, &gone).await;
+            });
+        }
+    }
+    // Stopping: let the attempts in flight finish and record their results.
+    while attempts.join_next().await.is_some() {}
+}
+
+/// One attempt: send, classify, record.
+async fn attempt(
+    inner: &Arc<Inner>,
+    subscription: &Subscription,
+    config: DeliveryConfig,
+    delivery: Delivery,
+    gone: &AtomicBool,
+) {
+    let id = subscription.id.as_str();
+    let event = match inner.store.event(delivery.seq).await {
+        Ok(Some(event)) => event,
+        Ok(None) => {
+            tracing::error!(
+                subscription = id,
+                seq = delivery.seq,
+                "A pending delivery's event is gone."
+            );
+            return;
+        }
+        Err(error) => {
+            tracing::warn!(subscription = id, seq = delivery.seq, %error, "Reading an event failed; the delivery will be tried again.");
+            return;
+        }
+    };
+    let at = now_ms();
+    let (response, outcome) = match sink::delivery_message(&event.json, config.mode) {
+        Ok(message) => {
+            let response = sink::deliver(
+                &inner.client,
+                subscription,
+                &inner.origin,
+                message,
+                config.timeout,
+            )
+            .await;
+            let outcome = classify(&response, SystemTime::now());
+            (response, outcome)
+        }
+        Err(why) => (Response::Failed(why), Outcome::Rejected),
+    };
+    if outcome == Outcome::Gone {
+        gone.store(true, AtomicOrdering::SeqCst);
+    }
+    let attempts = delivery.attempts + 1;
+    let verdict = verdict(
+        &outcome,
+        &config,
+        attempts,
+        event.accepted_at,
+        now_ms(),
+        fastrand::f64(),
+    );
+    let (status, error) = match &response {
+        Response::Status { code, .. } if (200..300).contains(code) => (Some(*code), None),
+        Response::Status { code, .. } => (Some(*code), Some(format!("the sink answered {code}"))),
+        Response::Timeout => (
+            None,
+            Some(format!(
+                "no answer within {} ms",
+                config.timeout.as_millis()
+            )),
+        ),
+        Response::Failed(why) => (None, Some(why.clone())),
+    };
+    let label = match &verdict {
+        Verdict::Delivered => "delivered",
+        Verdict::Retry { .. } => "retry",
+        Verdict::DeadLetter { .. } => "deadLetter",
+    };
+    tracing::debug!(
+        subscription = id,
+        seq = delivery.seq,
+        attempts,
+        status,
+        outcome = label,
+        "Delivery attempt."
+    );
+    let change = DeliveryChange::Attempted(Attempt {
+        subscription: id.to_owned(),
+        seq: delivery.seq,
+        at,
+        status,
+        error: error.clone(),
+        verdict,
+    });
+    if let Err(error) = inner.store.record(vec![change]).await {
+        tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a delivery attempt failed; the delivery will be tried again.");
+    }
+    inner.last.lock().expect("last lock").insert(
+        id.to_owned(),
+        LastDelivery {
+            at,
+            seq: delivery.seq,
+            status,
+            error,
+            outcome: label,
+        },
+    );
+    if outcome == Outcome::Gone {
+        // Not from inside the worker's own task set: retiring stops the worker.
+        tokio::spawn(retire(Arc::clone(inner), id.to_owned()));
+    }
+}
+
+/// The sink answered 410: disable the subscription and turn what is pending into dead
+/// letters.
+async fn retire(inner: Arc<Inner>, id: String) {
+    if let Some(worker) = inner.workers.lock().expect("workers lock").remove(&id) {
+        let _ = worker.retire.send(true);
+    }
+    let mut subscription = match inner.store.subscription(&id).await {
+        Ok(Some(subscription)) => subscription,
+        Ok(None) => return,
+        Err(error) => {
+            tracing::error!(subscription = %id, %error, "Disabling a subscription failed.");
+            return;
+        }
+    };
+    subscription.state = SubscriptionState::Disabled;
+    subscription.updated_at = now_ms();
+    let retire = DeliveryChange::Retire {
+        subscription: id.clone(),
+        at: now_ms(),
+        reason: "the sink answered 410 Gone: the subscription is disabled".into(),
+    };
+    let stored = match inner.store.update_subscription(&subscription).await {
+        Ok(_) => inner.store.record(vec![retire]).await,
+        Err(error) => Err(error),
+    };
+    match stored {
+        Ok(()) => {
+            tracing::warn!(subscription = %id, sink = %subscription.sink, "The sink answered 410 Gone; the subscription is disabled and its pending deliveries are dead letters.");
+            let _ = inner.retired.send(subscription);
+        }
+        Err(error) => {
+            tracing::error!(subscription = %id, %error, "Disabling a subscription failed.");
+        }
+    }
+}
