@@ -101,6 +101,41 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("records always serialise")
 }
 
+/// How long opening waits for sled's lock on the directory: a store closed in this process a
+/// moment ago can hold it briefly while sled's background work winds down.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Opens sled in `directory`, waiting up to [`LOCK_WAIT`] for its lock.
+fn open_sled(directory: &Path) -> Result<sled::Db, StoreError> {
+    // sled reports a held lock as an `Other` I/O error with this text.
+    let locked = |error: &sled::Error| {
+        matches!(error, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock
+            || io.to_string().contains("could not acquire lock"))
+    };
+    let started = std::time::Instant::now();
+    loop {
+        match sled::Config::new().path(directory).open() {
+            Ok(db) => return Ok(db),
+            Err(error) if locked(&error) && started.elapsed() < LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(error) if locked(&error) => {
+                return Err(StoreError::Backend(format!(
+                    "cannot open {}: the data directory is in use by another process (is another \
+                     hub running on it?)",
+                    directory.display()
+                )));
+            }
+            Err(error) => {
+                return Err(StoreError::Backend(format!(
+                    "cannot open {}: {error}",
+                    directory.display()
+                )));
+            }
+        }
+    }
+}
+
 impl SledStore {
     /// Opens (or creates) the store in `directory` with the default settings.
     pub fn open(directory: &Path) -> Result<SledStore, StoreError> {
@@ -109,12 +144,7 @@ impl SledStore {
 
     /// Opens (or creates) the store in `directory`, replaying the event log.
     pub fn open_with(directory: &Path, options: SledOptions) -> Result<SledStore, StoreError> {
-        let db = sled::Config::new()
-            .path(directory)
-            .open()
-            .map_err(|error| {
-                StoreError::Backend(format!("cannot open {}: {error}", directory.display()))
-            })?;
+        let db = open_sled(directory)?;
         let tree = |name: &str| db.open_tree(name).map_err(backend);
         let trees = Trees {
             subscriptions: tree("subscriptions")?,

@@ -524,3 +524,15 @@ async fn delivery_state_is_leased_recorded_and_replayed() {
     assert_eq!(dead, [2]);
     assert_eq!(store.pending_deliveries("u", 10).await.unwrap().len(), 2);
 }
+
+/// A directory in use is refused with a message that says so (after a short wait for a store
+/// that is just closing); once it is closed, it opens.
+#[tokio::test]
+async fn a_directory_in_use_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = SledStore::open(dir.path()).unwrap();
+    let error = SledStore::open(dir.path()).unwrap_err().to_string();
+    assert!(error.contains("in use by another process"), "{error}");
+    drop(first);
+    SledStore::open(dir.path()).unwrap();
+}
