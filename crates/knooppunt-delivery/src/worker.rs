@@ -95,9 +95,14 @@ pub(crate) async fn run(
         };
         if leased.is_empty() {
             let idle = inner.options.idle_poll;
-            let wait = match inner.store.next_due(id, ordered).await {
-                Ok(Some(due)) => Duration::from_millis(due.saturating_sub(now_ms())).min(idle),
-                _ => idle,
+            // With every slot busy, only a finished attempt (or a stop) can change anything.
+            let wait = if free == 0 {
+                idle
+            } else {
+                match inner.store.next_due(id, ordered).await {
+                    Ok(Some(due)) => Duration::from_millis(due.saturating_sub(now_ms())).min(idle),
+                    _ => idle,
+                }
             };
             tokio::select! {
                 () = wake.notified() => {}

@@ -352,24 +352,7 @@ impl Store for SledStore {
             let Some(queue) = queues.pending.get_mut(subscription) else {
                 return Ok(Vec::new());
             };
-            let mut leased = Vec::new();
-            for delivery in queue.values_mut() {
-                if leased.len() >= limit {
-                    break;
-                }
-                let free = delivery.leased_until <= now_ms;
-                if ordered && !free {
-                    break;
-                }
-                if free && delivery.next_attempt_at <= now_ms {
-                    delivery.leased_until = now_ms + lease_ms;
-                    leased.push(delivery.clone());
-                }
-                if ordered {
-                    break;
-                }
-            }
-            Ok(leased)
+            Ok(queue.lease(now_ms, lease_ms, limit, ordered))
         })
     }
 
@@ -383,12 +366,7 @@ impl Store for SledStore {
             let Some(queue) = queues.pending.get(subscription) else {
                 return Ok(None);
             };
-            let due = |d: &Delivery| d.next_attempt_at.max(d.leased_until);
-            Ok(if ordered {
-                queue.values().next().map(due)
-            } else {
-                queue.values().map(due).min()
-            })
+            Ok(queue.next_due(ordered))
         })
     }
 

@@ -3,7 +3,7 @@
 //! from the log at open ([`Queues::replay`]) and changed only by the committer after a sync
 //! ([`Queues::add`], [`Queues::apply`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher, RandomState};
 
 use super::committer::EventFiling;
@@ -16,7 +16,7 @@ pub(super) struct Queues {
     /// Subscriptions that exist; deliveries are only queued for these.
     pub(super) live: HashSet<String>,
     /// Per subscription, its pending deliveries in acceptance order.
-    pub(super) pending: HashMap<String, BTreeMap<u64, Delivery>>,
+    pub(super) pending: HashMap<String, Queue>,
     /// Per subscription, its dead letters in acceptance order.
     pub(super) dead: HashMap<String, BTreeMap<u64, DeadLetter>>,
     /// Per event: where it is in the log, when it was accepted, and its dedupe hash.
@@ -70,10 +70,11 @@ impl Queues {
                 self.pending
                     .entry(subscription.clone())
                     .or_default()
-                    .insert(
+                    .insert(Delivery::new(
+                        subscription.clone(),
                         record.seq,
-                        Delivery::new(subscription.clone(), record.seq, record.accepted_at),
-                    );
+                        record.accepted_at,
+                    ));
             }
         }
     }
@@ -109,7 +110,7 @@ impl Queues {
                     self.pending
                         .entry(subscription.clone())
                         .or_default()
-                        .insert(*seq, Delivery::new(subscription.clone(), *seq, *at));
+                        .insert(Delivery::new(subscription.clone(), *seq, *at));
                 }
             }
             DeliveryChange::DeleteDeadLetter { subscription, seq } => {
@@ -124,7 +125,7 @@ impl Queues {
             } => {
                 if let Some(queue) = self.pending.remove(subscription) {
                     let dead = self.dead.entry(subscription.clone()).or_default();
-                    for (seq, delivery) in queue {
+                    for (seq, delivery) in queue.deliveries {
                         dead.insert(
                             seq,
                             DeadLetter::from_delivery(delivery, reason.clone(), *at),
@@ -139,7 +140,7 @@ impl Queues {
         let Some(queue) = self.pending.get_mut(&attempt.subscription) else {
             return;
         };
-        let Some(delivery) = queue.get_mut(&attempt.seq) else {
+        let Some(mut delivery) = queue.remove(attempt.seq) else {
             return;
         };
         delivery.attempts += 1;
@@ -149,12 +150,12 @@ impl Queues {
         delivery.last_error.clone_from(&attempt.error);
         delivery.leased_until = 0;
         match &attempt.verdict {
-            Verdict::Delivered => {
-                queue.remove(&attempt.seq);
+            Verdict::Delivered => {}
+            Verdict::Retry { next_attempt_at } => {
+                delivery.next_attempt_at = *next_attempt_at;
+                queue.insert(delivery);
             }
-            Verdict::Retry { next_attempt_at } => delivery.next_attempt_at = *next_attempt_at,
             Verdict::DeadLetter { reason } => {
-                let delivery = queue.remove(&attempt.seq).expect("found above");
                 self.dead
                     .entry(attempt.subscription.clone())
                     .or_default()
@@ -185,7 +186,7 @@ impl Queues {
     pub(super) fn has_pending_in(&self, first: u64, next: u64) -> bool {
         self.pending
             .values()
-            .any(|queue| queue.range(first..next).next().is_some())
+            .any(|queue| queue.deliveries.range(first..next).next().is_some())
             || self
                 .dead
                 .values()
@@ -208,5 +209,84 @@ impl Queues {
             }
         }
         (gone.len() as u64, entries)
+    }
+}
+
+/// One subscription's pending deliveries: in acceptance order, and indexed by when each is
+/// available (due and not leased), so that leasing and finding the next due delivery cost
+/// O(log n) however long the queue and however many wait for a retry.
+#[derive(Debug, Default)]
+pub(super) struct Queue {
+    deliveries: BTreeMap<u64, Delivery>,
+    /// `(available_at(delivery), seq)` for every delivery.
+    available: BTreeSet<(u64, u64)>,
+}
+
+fn available_at(delivery: &Delivery) -> u64 {
+    delivery.next_attempt_at.max(delivery.leased_until)
+}
+
+impl Queue {
+    pub(super) fn insert(&mut self, delivery: Delivery) {
+        self.available
+            .insert((available_at(&delivery), delivery.seq));
+        if let Some(old) = self.deliveries.insert(delivery.seq, delivery) {
+            self.available.remove(&(available_at(&old), old.seq));
+        }
+    }
+
+    pub(super) fn remove(&mut self, seq: u64) -> Option<Delivery> {
+        let delivery = self.deliveries.remove(&seq)?;
+        self.available.remove(&(available_at(&delivery), seq));
+        Some(delivery)
+    }
+
+    /// In acceptance order.
+    pub(super) fn values(&self) -> impl Iterator<Item = &Delivery> {
+        self.deliveries.values()
+    }
+
+    /// Leases up to `limit` available deliveries until `now + lease_ms`: the oldest only
+    /// when `ordered` (and only while it is not leased), else the earliest available.
+    pub(super) fn lease(
+        &mut self,
+        now: u64,
+        lease_ms: u64,
+        limit: usize,
+        ordered: bool,
+    ) -> Vec<Delivery> {
+        let candidates: Vec<u64> = if ordered {
+            self.deliveries
+                .values()
+                .next()
+                .filter(|head| available_at(head) <= now)
+                .map(|head| head.seq)
+                .into_iter()
+                .collect()
+        } else {
+            self.available
+                .iter()
+                .take_while(|(at, _)| *at <= now)
+                .take(limit)
+                .map(|(_, seq)| *seq)
+                .collect()
+        };
+        let mut leased = Vec::with_capacity(candidates.len());
+        for seq in candidates.into_iter().take(limit) {
+            let mut delivery = self.remove(seq).expect("indexed deliveries exist");
+            delivery.leased_until = now + lease_ms;
+            leased.push(delivery.clone());
+            self.insert(delivery);
+        }
+        leased
+    }
+
+    /// When the next delivery becomes available (for an ordered queue: its oldest).
+    pub(super) fn next_due(&self, ordered: bool) -> Option<u64> {
+        if ordered {
+            self.deliveries.values().next().map(available_at)
+        } else {
+            self.available.first().map(|(at, _)| *at)
+        }
     }
 }

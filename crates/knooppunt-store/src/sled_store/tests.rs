@@ -536,3 +536,69 @@ async fn a_directory_in_use_is_refused_clearly() {
     drop(first);
     SledStore::open(dir.path()).unwrap();
 }
+
+/// Unordered leasing takes the earliest available deliveries, skipping those waiting for a
+/// retry, and `next_due` is the earliest retry once nothing else is available.
+#[tokio::test]
+async fn unordered_leases_skip_deliveries_waiting_for_a_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &["u"], SledOptions::default()).await;
+    let events = (1..=6).map(|n| event(&n.to_string(), &["u"])).collect();
+    store.append_events(events, 100, HOUR).await.unwrap();
+    let all = store.lease("u", 100, 1000, 10, false).await.unwrap();
+    assert_eq!(all.len(), 6);
+    // Events 1, 2 and 3 failed and wait until 900, 700 and 800; 4 was delivered; 5 and 6
+    // are still leased until 1100.
+    store
+        .record(vec![
+            attempt(
+                "u",
+                1,
+                150,
+                Verdict::Retry {
+                    next_attempt_at: 900,
+                },
+            ),
+            attempt(
+                "u",
+                2,
+                150,
+                Verdict::Retry {
+                    next_attempt_at: 700,
+                },
+            ),
+            attempt(
+                "u",
+                3,
+                150,
+                Verdict::Retry {
+                    next_attempt_at: 800,
+                },
+            ),
+            attempt("u", 4, 150, Verdict::Delivered),
+        ])
+        .await
+        .unwrap();
+    assert!(
+        store
+            .lease("u", 600, 1000, 10, false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.next_due("u", false).await.unwrap(), Some(700));
+    let seqs = |d: Vec<Delivery>| d.iter().map(|d| d.seq).collect::<Vec<_>>();
+    assert_eq!(
+        seqs(store.lease("u", 850, 1000, 10, false).await.unwrap()),
+        [2, 3]
+    );
+    assert_eq!(store.next_due("u", false).await.unwrap(), Some(900));
+    assert_eq!(
+        seqs(store.lease("u", 1100, 1000, 2, false).await.unwrap()),
+        [1, 5]
+    );
+    assert_eq!(
+        seqs(store.lease("u", 1100, 1000, 10, false).await.unwrap()),
+        [6]
+    );
+}
