@@ -10,10 +10,12 @@
 //! record at the end of the newest segment; opening the log cuts it off (it was never
 //! acknowledged: acknowledgement waits for the `fdatasync` after the write).
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use crate::StoreError;
 use crate::queue::DeliveryChange;
@@ -164,11 +166,12 @@ impl LogRecord {
     }
 }
 
-/// The segment files of one directory; owned by the store's writer thread for appending,
-/// read by anyone through [`read_at`].
+/// The segment files of one directory; owned by the store's committer thread for appending,
+/// read by anyone through its [`Readers`].
 #[derive(Debug)]
 pub(crate) struct EventLog {
     dir: PathBuf,
+    readers: Arc<Readers>,
     /// First sequence numbers of the segments, oldest first; the last is the active one.
     segments: Vec<u64>,
     active: File,
@@ -261,6 +264,7 @@ impl EventLog {
             .map_err(|e| io("cannot open", &active_path, e))?;
         Ok(EventLog {
             dir: dir.to_owned(),
+            readers: Arc::new(Readers::new(dir)),
             segments,
             active,
             active_len,
@@ -368,25 +372,72 @@ impl EventLog {
         self.segments.windows(2).map(|w| (w[0], w[1])).collect()
     }
 
+    /// Reads records of this log from any thread.
+    pub(crate) fn readers(&self) -> Arc<Readers> {
+        Arc::clone(&self.readers)
+    }
+
     /// Deletes a closed segment.
     pub(crate) fn delete(&mut self, segment: u64) -> Result<(), StoreError> {
         if self.segments.last() == Some(&segment) {
             return Ok(());
         }
         let path = segment_path(&self.dir, segment);
+        self.readers.forget(segment);
         std::fs::remove_file(&path).map_err(|e| io("cannot delete", &path, e))?;
         self.segments.retain(|s| *s != segment);
         Ok(())
     }
 }
 
+/// Reads records back, keeping the segment files open between reads (a deleted segment's
+/// handle is dropped with it).
+#[derive(Debug)]
+pub(crate) struct Readers {
+    dir: PathBuf,
+    open: Mutex<HashMap<u64, Arc<File>>>,
+}
+
+impl Readers {
+    fn new(dir: &Path) -> Readers {
+        Readers {
+            dir: dir.to_owned(),
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn file(&self, segment: u64) -> Result<Arc<File>, StoreError> {
+        let mut open = self.open.lock().expect("readers lock");
+        if let Some(file) = open.get(&segment) {
+            return Ok(Arc::clone(file));
+        }
+        let path = segment_path(&self.dir, segment);
+        let file = Arc::new(File::open(&path).map_err(|e| io("cannot open", &path, e))?);
+        open.insert(segment, Arc::clone(&file));
+        Ok(file)
+    }
+
+    fn forget(&self, segment: u64) {
+        self.open.lock().expect("readers lock").remove(&segment);
+    }
+
+    /// Reads the event record at `location`.
+    pub(crate) fn read(&self, location: Location) -> Result<LogRecord, StoreError> {
+        let file = self.file(location.segment)?;
+        read_from(&file, &segment_path(&self.dir, location.segment), location)
+    }
+}
+
 /// Reads the record at `location` of the log in `dir`.
+#[cfg(test)]
 pub(crate) fn read_at(dir: &Path, location: Location) -> Result<LogRecord, StoreError> {
-    let path = segment_path(dir, location.segment);
-    let file = File::open(&path).map_err(|e| io("cannot open", &path, e))?;
+    Readers::new(dir).read(location)
+}
+
+fn read_from(file: &File, path: &Path, location: Location) -> Result<LogRecord, StoreError> {
     let mut bytes = vec![0; location.len as usize];
     file.read_exact_at(&mut bytes, location.offset)
-        .map_err(|e| io("cannot read", &path, e))?;
+        .map_err(|e| io("cannot read", path, e))?;
     let crc = u32::from_le_bytes(bytes[4..8].try_into().expect("four bytes"));
     let payload = &bytes[HEADER..];
     if crc32fast::hash(payload) != crc {

@@ -22,7 +22,7 @@ mod event_log;
 mod group_commit;
 mod queues;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
@@ -64,7 +64,8 @@ pub struct SledStore {
 #[derive(Debug)]
 struct Inner {
     trees: Trees,
-    log_dir: PathBuf,
+    /// Reads events back from the log.
+    readers: Arc<event_log::Readers>,
     queues: Arc<RwLock<Queues>>,
     commit: GroupCommit,
     /// The group commit of the event log, shared with its committer thread.
@@ -161,6 +162,7 @@ impl SledStore {
         let log = EventLog::open(&log_dir, options.segment_bytes, |entry, location| {
             queues.replay(entry, location);
         })?;
+        let readers = log.readers();
         let queues = Arc::new(RwLock::new(queues));
         let shared = Shared::new(Arc::clone(&queues), log.last_seq() + 1);
         let committer = {
@@ -176,7 +178,7 @@ impl SledStore {
         Ok(SledStore {
             inner: Arc::new(Inner {
                 trees,
-                log_dir,
+                readers,
                 queues,
                 commit: GroupCommit::default(),
                 log: shared,
@@ -312,7 +314,7 @@ impl Store for SledStore {
             let Some(location) = location else {
                 return Ok(None);
             };
-            let record = event_log::read_at(&self.inner.log_dir, location)?;
+            let record = self.inner.readers.read(location)?;
             Ok(Some(StoredEvent {
                 seq: record.seq,
                 source: record.source,
