@@ -571,6 +571,9 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::DeadLetter>> {
         self.inner.dead_letters(s, after, limit)
     }
+    fn check(&self) -> knooppunt_store::StoreFuture<'_, ()> {
+        self.inner.check()
+    }
     fn dead_letter<'a>(
         &'a self,
         s: &'a str,

@@ -138,7 +138,7 @@ impl Hub {
             .deliverer
             .shutdown(self.state.shutdown_grace)
             .await;
-        let _ = self.state.stop.send(true);
+        self.state.stop.send_replace(true);
         let tasks = std::mem::take(&mut *self.state.background.lock().expect("background lock"));
         for task in tasks {
             let _ = task.await;

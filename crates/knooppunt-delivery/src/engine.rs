@@ -189,6 +189,11 @@ impl Deliverer {
         }
     }
 
+    /// Whether the workers run (they stop only at shutdown).
+    pub fn is_running(&self) -> bool {
+        !*self.inner.stop.borrow()
+    }
+
     pub fn last_delivery(&self, id: &str) -> Option<LastDelivery> {
         self.inner.last.lock().expect("last lock").get(id).cloned()
     }
@@ -210,7 +215,7 @@ impl Deliverer {
     /// results are recorded); what is still running then is abandoned and retried after the
     /// next start.
     pub async fn shutdown(&self, grace: Duration) {
-        let _ = self.inner.stop.send(true);
+        self.inner.stop.send_replace(true);
         let workers: Vec<Worker> = self
             .inner
             .workers

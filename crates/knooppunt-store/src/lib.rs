@@ -110,6 +110,9 @@ pub trait Store: Send + Sync + 'static {
         seq: u64,
     ) -> StoreFuture<'a, Option<DeadLetter>>;
 
+    /// Whether the store can take writes now (for readiness checks); the error says why not.
+    fn check(&self) -> StoreFuture<'_, ()>;
+
     /// Removes events accepted more than `retention_ms` ago whose deliveries are all finished,
     /// and duplicate-detection entries older than `dedupe_window_ms`.
     fn sweep(

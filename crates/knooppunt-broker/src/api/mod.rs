@@ -5,6 +5,7 @@
 pub mod auth;
 mod dead_letters;
 mod events;
+mod health;
 mod openapi;
 pub mod problem;
 mod subscription_body;
@@ -87,6 +88,11 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             "/v1/subscriptions/{id}/dead-letters/{dead_letter}/redeliver",
             post(dead_letters::redeliver).fallback(not_allowed(dead_letters::REDELIVER_ALLOW)),
         )
+        .route(
+            "/healthz",
+            get(health::healthz).fallback(not_allowed("GET")),
+        )
+        .route("/readyz", get(health::readyz).fallback(not_allowed("GET")))
         .route(
             "/v1/openapi.json",
             get(openapi::serve).fallback(not_allowed("GET")),

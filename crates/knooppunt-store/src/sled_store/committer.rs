@@ -213,6 +213,18 @@ impl Shared {
         answer
     }
 
+    /// Why the log takes no appends, if it takes none.
+    pub(super) fn refusal(&self) -> Option<&'static str> {
+        let intake = self.intake();
+        if intake.failed {
+            Some(FAILED)
+        } else if intake.closed {
+            Some(CLOSED)
+        } else {
+            None
+        }
+    }
+
     /// Asks the committer for a retention sweep.
     pub(super) fn sweep(&self, now: u64, retention: u64, window: u64) -> Answer<Swept> {
         let (reply, answer) = tokio::sync::oneshot::channel();

@@ -413,6 +413,21 @@ impl Store for SledStore {
         })
     }
 
+    fn check(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            if let Some(why) = self.inner.log.refusal() {
+                return Err(StoreError::Backend(why.into()));
+            }
+            // A read through sled: fails when sled cannot serve it.
+            self.inner
+                .trees
+                .subscriptions
+                .first()
+                .map(drop)
+                .map_err(backend)
+        })
+    }
+
     fn sweep(
         &self,
         now_ms: u64,

@@ -1,0 +1,52 @@
+//! Operations endpoints outside the versioned API: `/healthz` (the process answers) and
+//! `/readyz` (the store takes writes and the delivery workers run), for load balancers and
+//! orchestrators. Neither needs a token; neither says more than up or not and why.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::header::CONTENT_TYPE;
+use http::{HeaderValue, StatusCode};
+use serde_json::json;
+
+use super::problem::PROBLEM_JSON;
+use crate::AppState;
+
+/// `GET /healthz`: 200 while the process serves requests.
+pub(crate) async fn healthz() -> Response {
+    Json(json!({"status": "up"})).into_response()
+}
+
+/// `GET /readyz`: 200 when the store takes writes and the delivery workers run; 503 with
+/// the failing check otherwise.
+pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let store = match state.store.check().await {
+        Ok(()) => "ok".to_owned(),
+        Err(error) => error.to_string(),
+    };
+    let delivery = if state.deliverer.is_running() {
+        "running"
+    } else {
+        "stopped"
+    };
+    let checks = json!({"store": store, "delivery": delivery});
+    if store == "ok" && delivery == "running" {
+        return Json(json!({"status": "ready", "checks": checks})).into_response();
+    }
+    // A problem (RFC 9457) with the checks as an extension member.
+    let body = json!({
+        "type": "urn:knooppunt:problem:not-ready",
+        "title": "Not ready",
+        "status": 503,
+        "detail": format!("the hub is not ready: store: {store}; delivery workers: {delivery}"),
+        "checks": checks
+    });
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON))],
+        Json(body),
+    )
+        .into_response()
+}
