@@ -31,3 +31,128 @@ async fn health_and_readiness_need_no_token_and_say_what_is_wrong() {
         200
     );
 }
+
+/// The value of one sample line (`name{labels}`) of a Prometheus exposition.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+async fn scrape(hub: &TestHub) -> String {
+    let response = hub.client.get(hub.url("/metrics")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    response.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn metrics_move_when_events_flow() {
+    use knooppunt_tests::sink::{Reply, Sink};
+    use knooppunt_tests::tokens;
+    use reqwest::Method;
+    use serde_json::json;
+
+    let hub = TestHub::start().await;
+    let good = Sink::start().await;
+    let bad = Sink::start().await;
+    bad.answer_always(Reply::status(400));
+    let mut ids = Vec::new();
+    for sink in [&good, &bad] {
+        let created = Answer::from(
+            hub.request(Method::POST, "/v1/subscriptions", tokens::KVK)
+                .json(&json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.test.metrics"]}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(created.body["state"], "active");
+        ids.push(created.body["id"].as_str().unwrap().to_owned());
+    }
+    let before = scrape(&hub).await;
+    assert_eq!(
+        sample(&before, r#"knooppunt_subscriptions{state="active"}"#),
+        2.0
+    );
+    assert_eq!(sample(&before, "knooppunt_routing_seconds_count"), 0.0);
+
+    let publish = |body: String| {
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", "application/cloudevents+json")
+            .body(body)
+            .send()
+    };
+    let event = json!({"specversion": "1.0", "id": "m-1", "type": "nl.test.metrics",
+                       "source": "urn:nld:oin:00000001823288444000:systeem:test"});
+    assert_eq!(publish(event.to_string()).await.unwrap().status(), 202);
+    assert_eq!(publish(event.to_string()).await.unwrap().status(), 202);
+    assert_eq!(publish("{}".into()).await.unwrap().status(), 400);
+    good.wait_for(1, std::time::Duration::from_secs(10)).await;
+    bad.wait_for(1, std::time::Duration::from_secs(10)).await;
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let after = loop {
+        let text = scrape(&hub).await;
+        let dead = format!("knooppunt_dead_letters{{subscription=\"{}\"}}", ids[1]);
+        let depth = format!("knooppunt_queue_depth{{subscription=\"{}\"}}", ids[0]);
+        let settled = sample(&text, &dead) == 1.0 && sample(&text, &depth) == 0.0;
+        if settled || std::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let series = |s: &str| sample(&after, s);
+    assert_eq!(
+        series(r#"knooppunt_events_total{outcome="accepted",reason="matched"}"#),
+        1.0
+    );
+    assert_eq!(
+        series(r#"knooppunt_events_total{outcome="duplicate",reason="duplicate"}"#),
+        1.0
+    );
+    assert_eq!(
+        series(r#"knooppunt_events_total{outcome="rejected",reason="invalid"}"#),
+        1.0
+    );
+    assert_eq!(series("knooppunt_deliveries_queued_total"), 2.0);
+    assert_eq!(
+        series("knooppunt_routing_seconds_count"),
+        2.0,
+        "the duplicate is routed too"
+    );
+    assert_eq!(series(r#"knooppunt_event_matches_bucket{le="1"}"#), 0.0);
+    assert_eq!(series(r#"knooppunt_event_matches_bucket{le="2"}"#), 1.0);
+    assert_eq!(
+        series("knooppunt_event_matches_count"),
+        1.0,
+        "accepted events only"
+    );
+    assert_eq!(
+        series(r#"knooppunt_delivery_attempts_total{outcome="delivered",status_code="204"}"#),
+        1.0
+    );
+    assert_eq!(
+        series(r#"knooppunt_delivery_attempts_total{outcome="deadLetter",status_code="400"}"#),
+        1.0
+    );
+    assert_eq!(series("knooppunt_delivery_attempt_seconds_count"), 2.0);
+    for id in &ids {
+        assert_eq!(
+            series(&format!("knooppunt_queue_depth{{subscription=\"{id}\"}}")),
+            0.0
+        );
+    }
+    assert_eq!(
+        series(&format!(
+            "knooppunt_dead_letters{{subscription=\"{}\"}}",
+            ids[1]
+        )),
+        1.0
+    );
+}

@@ -571,6 +571,9 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::DeadLetter>> {
         self.inner.dead_letters(s, after, limit)
     }
+    fn queue_stats(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::QueueStats>> {
+        self.inner.queue_stats()
+    }
     fn check(&self) -> knooppunt_store::StoreFuture<'_, ()> {
         self.inner.check()
     }

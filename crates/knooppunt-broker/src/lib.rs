@@ -7,6 +7,7 @@
 pub mod api;
 pub mod ingest;
 mod registry;
+mod telemetry;
 
 use std::future::Future;
 use std::sync::{Arc, RwLock};
@@ -60,6 +61,7 @@ pub(crate) struct AppState {
     pub(crate) ingest: IngestOptions,
     pub(crate) counters: IngestCounters,
     pub(crate) deliverer: Deliverer,
+    pub(crate) telemetry: Arc<telemetry::Telemetry>,
     pub(crate) public_url: Option<String>,
     shutdown_grace: std::time::Duration,
     /// Tells the background tasks to stop.
@@ -95,8 +97,11 @@ impl Hub {
     pub async fn open(store: Arc<dyn Store>, options: HubOptions) -> Result<Hub, HubError> {
         let registry = Registry::load(store.subscriptions().await?).map_err(HubError::Corrupt)?;
         tracing::info!(subscriptions = registry.len(), "Subscriptions loaded.");
+        let telemetry = Arc::new(telemetry::Telemetry::default());
+        let observer: Arc<dyn knooppunt_delivery::Observer> = telemetry.clone();
         let (deliverer, retirements) =
-            Deliverer::new(Arc::clone(&store), options.delivery).map_err(HubError::Config)?;
+            Deliverer::new(Arc::clone(&store), options.delivery, observer)
+                .map_err(HubError::Config)?;
         for subscription in registry.all() {
             deliverer.sync(subscription);
         }
@@ -110,6 +115,7 @@ impl Hub {
                 ingest: options.ingest,
                 counters: IngestCounters::default(),
                 deliverer,
+                telemetry,
                 public_url: options.public_url,
                 shutdown_grace: options.shutdown_grace,
                 stop,

@@ -44,6 +44,21 @@ impl Default for DeliveryOptions {
     }
 }
 
+/// Told about every delivery attempt, for metrics.
+pub trait Observer: Send + Sync + 'static {
+    /// `outcome` is `delivered`, `retry` or `deadLetter`; `status` the sink's HTTP status if
+    /// it answered; `elapsed` how long the request took.
+    fn attempt(&self, outcome: &'static str, status: Option<u16>, elapsed: Duration);
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unobserved;
+
+impl Observer for Unobserved {
+    fn attempt(&self, _: &'static str, _: Option<u16>, _: Duration) {}
+}
+
 /// What happened at a subscription's last delivery attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LastDelivery {
@@ -78,6 +93,7 @@ pub(crate) struct Inner {
     pub(crate) last: Mutex<HashMap<String, LastDelivery>>,
     /// Subscriptions the workers disabled (their sink answered 410), for the API's registry.
     pub(crate) retired: mpsc::UnboundedSender<Subscription>,
+    pub(crate) observer: Arc<dyn Observer>,
     pub(crate) stop: watch::Sender<bool>,
 }
 
@@ -104,6 +120,7 @@ impl Deliverer {
     pub fn new(
         store: Arc<dyn Store>,
         options: DeliveryOptions,
+        observer: Arc<dyn Observer>,
     ) -> Result<(Deliverer, mpsc::UnboundedReceiver<Subscription>), String> {
         let origin = HeaderValue::try_from(options.origin.as_str()).map_err(|_| {
             format!(
@@ -126,6 +143,7 @@ impl Deliverer {
                 workers: Mutex::new(HashMap::new()),
                 last: Mutex::new(HashMap::new()),
                 retired,
+                observer,
                 stop,
             }),
         };

@@ -14,5 +14,5 @@ pub mod outcome;
 pub mod sink;
 mod worker;
 
-pub use engine::{Deliverer, DeliveryOptions, LastDelivery, now_ms};
+pub use engine::{Deliverer, DeliveryOptions, LastDelivery, Observer, Unobserved, now_ms};
 pub use sink::Handshake;

@@ -154,6 +154,7 @@ async fn attempt(
         }
     };
     let at = now_ms();
+    let started = std::time::Instant::now();
     let (response, outcome) = match sink::delivery_message(&event.json, config.mode) {
         Ok(message) => {
             let response = sink::deliver(
@@ -198,6 +199,7 @@ async fn attempt(
         Verdict::Retry { .. } => "retry",
         Verdict::DeadLetter { .. } => "deadLetter",
     };
+    inner.observer.attempt(label, status, started.elapsed());
     tracing::debug!(
         subscription = id,
         seq = delivery.seq,

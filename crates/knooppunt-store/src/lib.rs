@@ -17,7 +17,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use queue::{
-    Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, StoredEvent, Swept, Verdict,
+    Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent,
+    Swept, Verdict,
 };
 pub use sled_store::{SledOptions, SledStore};
 pub use subscription::{
@@ -109,6 +110,9 @@ pub trait Store: Send + Sync + 'static {
         subscription: &'a str,
         seq: u64,
     ) -> StoreFuture<'a, Option<DeadLetter>>;
+
+    /// Every subscription's queue size, oldest pending event and dead letters.
+    fn queue_stats(&self) -> StoreFuture<'_, Vec<QueueStats>>;
 
     /// Whether the store can take writes now (for readiness checks); the error says why not.
     fn check(&self) -> StoreFuture<'_, ()>;

@@ -166,3 +166,14 @@ pub enum DeliveryChange {
         reason: String,
     },
 }
+
+/// The size of one subscription's queue, for metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueStats {
+    pub subscription: String,
+    /// Pending deliveries.
+    pub pending: u64,
+    /// When the oldest pending delivery's event was accepted.
+    pub oldest_accepted_at: Option<u64>,
+    pub dead_letters: u64,
+}

@@ -20,6 +20,7 @@ use super::auth::{Caller, Role};
 use super::problem::{ApiError, InvalidParam};
 use crate::AppState;
 use crate::ingest::{IngestCounters, now_ms};
+use crate::telemetry::Rejection;
 
 /// What the hub says about one published event.
 #[derive(Debug, Serialize)]
@@ -39,8 +40,9 @@ struct Receipt {
     warnings: Vec<Violation>,
 }
 
-fn rejected(state: &AppState, count: usize) {
+fn rejected(state: &AppState, why: Rejection, count: usize) {
     IngestCounters::add(&state.counters.rejected, count as u64);
+    state.telemetry.rejected(why, count);
 }
 
 /// Every problem of the invalid events, by position (`None` for a single event).
@@ -93,8 +95,14 @@ pub(crate) async fn publish(
     caller.require(Role::Publisher, "publish events")?;
     let options = &state.ingest;
     let body = body.map_err(|rejection| {
-        rejected(&state, 1);
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        let too_large = rejection.status() == StatusCode::PAYLOAD_TOO_LARGE;
+        let why = if too_large {
+            Rejection::TooLarge
+        } else {
+            Rejection::Unreadable
+        };
+        rejected(&state, why, 1);
+        if too_large {
             ApiError::PayloadTooLarge(format!(
                 "the body is larger than this hub accepts ({} bytes for a batch, {} for one event)",
                 options.max_batch_bytes, options.max_event_bytes
@@ -111,7 +119,7 @@ pub(crate) async fn publish(
         .map(|(name, value)| name.as_str().len() + value.len())
         .sum();
     if mode == ContentMode::Binary && ce_headers == 0 {
-        rejected(&state, 1);
+        rejected(&state, Rejection::UnsupportedMediaType, 1);
         let content_type = headers.get(CONTENT_TYPE).map_or("none".into(), |v| {
             String::from_utf8_lossy(v.as_bytes()).into_owned()
         });
@@ -128,19 +136,19 @@ pub(crate) async fn publish(
         ))
     };
     if mode != ContentMode::Batched && body.len() + ce_headers > options.max_event_bytes {
-        rejected(&state, 1);
+        rejected(&state, Rejection::TooLarge, 1);
         return Err(too_large(body.len() + ce_headers, "the event"));
     }
 
     let received: Vec<ReceivedEvent> = match binding::decode(&headers, &body) {
         Err(DecodeError::UnsupportedFormat(content_type)) => {
-            rejected(&state, 1);
+            rejected(&state, Rejection::UnsupportedMediaType, 1);
             return Err(ApiError::UnsupportedMediaType(
                 DecodeError::UnsupportedFormat(content_type).to_string(),
             ));
         }
         Err(DecodeError::Invalid(violations)) => {
-            rejected(&state, 1);
+            rejected(&state, Rejection::Invalid, 1);
             return Err(invalid_events(vec![(None, violations)]));
         }
         Ok(Message::Single(event)) => vec![*event],
@@ -152,7 +160,7 @@ pub(crate) async fn publish(
                     Ok(event) => {
                         let size = event.json.as_deref().map_or(0, str::len);
                         if size > options.max_event_bytes {
-                            rejected(&state, 1);
+                            rejected(&state, Rejection::TooLarge, 1);
                             return Err(too_large(size, &format!("event [{index}] of the batch")));
                         }
                         events.push(event);
@@ -161,7 +169,7 @@ pub(crate) async fn publish(
                 }
             }
             if !problems.is_empty() {
-                rejected(&state, problems.len() + events.len());
+                rejected(&state, Rejection::Invalid, problems.len() + events.len());
                 return Err(invalid_events(problems));
             }
             events
@@ -179,7 +187,7 @@ pub(crate) async fn publish(
         }
     }
     if !problems.is_empty() {
-        rejected(&state, received.len());
+        rejected(&state, Rejection::Invalid, received.len());
         return Err(invalid_events(problems));
     }
 
@@ -193,7 +201,7 @@ pub(crate) async fn publish(
         && !caller.0.is_admin()
         && let Some(event) = received.iter().find(outside)
     {
-        rejected(&state, received.len());
+        rejected(&state, Rejection::Forbidden, received.len());
         return Err(ApiError::Forbidden(format!(
             "principal `{}` may publish only sources starting with `{}`; event `{}` has source \
              `{}`",
@@ -208,11 +216,19 @@ pub(crate) async fn publish(
         let registry = state.registry.read().expect("registry lock");
         received
             .iter()
-            .map(|received| NewEvent {
-                source: received.event.source().to_owned(),
-                id: received.event.id().to_owned(),
-                json: received.to_json().into_owned(),
-                subscriptions: registry.matching(&received.event),
+            .map(|received| {
+                let started = std::time::Instant::now();
+                let subscriptions = registry.matching(&received.event);
+                state
+                    .telemetry
+                    .routing_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                NewEvent {
+                    source: received.event.source().to_owned(),
+                    id: received.event.id().to_owned(),
+                    json: received.to_json().into_owned(),
+                    subscriptions,
+                }
             })
             .collect()
     };
@@ -248,6 +264,7 @@ pub(crate) async fn publish(
             } else {
                 IngestCounters::add(&counters.accepted, 1);
                 IngestCounters::add(&counters.deliveries, matched as u64);
+                state.telemetry.matches.observe(matched as f64);
                 if matched == 0 {
                     IngestCounters::add(&counters.unmatched, 1);
                 }

@@ -5,8 +5,8 @@
 pub mod auth;
 mod dead_letters;
 mod events;
-mod health;
 mod openapi;
+mod operations;
 pub mod problem;
 mod subscription_body;
 mod subscriptions;
@@ -90,9 +90,16 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         )
         .route(
             "/healthz",
-            get(health::healthz).fallback(not_allowed("GET")),
+            get(operations::healthz).fallback(not_allowed("GET")),
         )
-        .route("/readyz", get(health::readyz).fallback(not_allowed("GET")))
+        .route(
+            "/readyz",
+            get(operations::readyz).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/metrics",
+            get(operations::metrics).fallback(not_allowed("GET")),
+        )
         .route(
             "/v1/openapi.json",
             get(openapi::serve).fallback(not_allowed("GET")),

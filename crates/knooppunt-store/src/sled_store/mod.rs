@@ -33,7 +33,9 @@ use self::committer::{Answer, Shared};
 use self::event_log::EventLog;
 use self::group_commit::GroupCommit;
 use self::queues::Queues;
-use crate::queue::{Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, StoredEvent, Swept};
+use crate::queue::{
+    Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent, Swept,
+};
 use crate::{Store, StoreError, StoreFuture, Subscription};
 
 /// A new segment is started once the active one is this large.
@@ -410,6 +412,13 @@ impl Store for SledStore {
                 .get(subscription)
                 .and_then(|dead| dead.get(&seq))
                 .cloned())
+        })
+    }
+
+    fn queue_stats(&self) -> StoreFuture<'_, Vec<QueueStats>> {
+        Box::pin(async move {
+            let queues = self.inner.queues.read().expect("queues lock");
+            Ok(queues.stats())
         })
     }
 

@@ -8,7 +8,7 @@ use std::hash::{BuildHasher, Hasher, RandomState};
 
 use super::committer::EventFiling;
 use super::event_log::{Entry, Location};
-use crate::queue::{Attempt, DeadLetter, Delivery, DeliveryChange, Verdict};
+use crate::queue::{Attempt, DeadLetter, Delivery, DeliveryChange, QueueStats, Verdict};
 
 /// The delivery queues and the event index, in memory.
 #[derive(Debug, Default)]
@@ -180,6 +180,28 @@ impl Queues {
             .range(first..next)
             .next_back()
             .map(|(_, indexed)| indexed.accepted_at)
+    }
+
+    /// Every live subscription's queue size, oldest pending event and dead letters.
+    pub(super) fn stats(&self) -> Vec<QueueStats> {
+        let mut stats: Vec<QueueStats> = self
+            .live
+            .iter()
+            .map(|subscription| {
+                let queue = self.pending.get(subscription);
+                QueueStats {
+                    subscription: subscription.clone(),
+                    pending: queue.map_or(0, |q| q.deliveries.len() as u64),
+                    oldest_accepted_at: queue
+                        .and_then(|q| q.deliveries.keys().next())
+                        .and_then(|seq| self.index.get(seq))
+                        .map(|indexed| indexed.accepted_at),
+                    dead_letters: self.dead.get(subscription).map_or(0, |d| d.len() as u64),
+                }
+            })
+            .collect();
+        stats.sort_by(|a, b| a.subscription.cmp(&b.subscription));
+        stats
     }
 
     /// Whether an event in `first..next` still has a pending delivery or a dead letter.

@@ -1,6 +1,6 @@
-//! Operations endpoints outside the versioned API: `/healthz` (the process answers) and
+//! Operations endpoints outside the versioned API: `/healthz` (the process answers),
 //! `/readyz` (the store takes writes and the delivery workers run), for load balancers and
-//! orchestrators. Neither needs a token; neither says more than up or not and why.
+//! orchestrators, and `/metrics` (Prometheus). None needs a token; none shows event data.
 
 use std::sync::Arc;
 
@@ -47,6 +47,32 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         StatusCode::SERVICE_UNAVAILABLE,
         [(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON))],
         Json(body),
+    )
+        .into_response()
+}
+
+/// `GET /metrics`: the Prometheus text exposition.
+pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let queues = match state.store.queue_stats().await {
+        Ok(queues) => queues,
+        Err(error) => {
+            tracing::warn!(%error, "Reading the queue statistics for /metrics failed.");
+            Vec::new()
+        }
+    };
+    let mut states = std::collections::BTreeMap::new();
+    for subscription in state.registry.read().expect("registry lock").all() {
+        *states.entry(subscription.state.as_str()).or_insert(0) += 1;
+    }
+    let body = state
+        .telemetry
+        .render(&state.counters, &queues, &states, crate::ingest::now_ms());
+    (
+        [(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        body,
     )
         .into_response()
 }

@@ -1,0 +1,277 @@
+//! The hub's metrics, named once here and rendered at `/metrics` in the Prometheus text
+//! exposition format (version 0.0.4). Counters and histograms are atomics updated on the hot
+//! paths; queue gauges are read from the store at scrape time. No metric carries event data.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use knooppunt_store::{QueueStats, SubscriptionState};
+
+use crate::ingest::IngestCounters;
+
+/// Why a publish was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rejection {
+    /// Not a CloudEvent or against a MUST of the specifications or the profile.
+    Invalid,
+    TooLarge,
+    UnsupportedMediaType,
+    /// Outside the principal's source prefixes.
+    Forbidden,
+    /// The body could not be read.
+    Unreadable,
+}
+
+impl Rejection {
+    const ALL: [Rejection; 5] = [
+        Rejection::Invalid,
+        Rejection::TooLarge,
+        Rejection::UnsupportedMediaType,
+        Rejection::Forbidden,
+        Rejection::Unreadable,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Rejection::Invalid => "invalid",
+            Rejection::TooLarge => "too_large",
+            Rejection::UnsupportedMediaType => "unsupported_media_type",
+            Rejection::Forbidden => "forbidden",
+            Rejection::Unreadable => "unreadable",
+        }
+    }
+}
+
+/// A Prometheus histogram with fixed bucket bounds.
+#[derive(Debug)]
+pub(crate) struct Histogram {
+    bounds: &'static [f64],
+    /// Per bound, how many observations were at most it (not cumulative; summed at render).
+    counts: Vec<AtomicU64>,
+    count: AtomicU64,
+    /// The sum, as `f64` bits.
+    sum: AtomicU64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Histogram {
+        Histogram {
+            bounds,
+            counts: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum: AtomicU64::new(0f64.to_bits()),
+        }
+    }
+
+    pub(crate) fn observe(&self, value: f64) {
+        if let Some(bucket) = self.bounds.iter().position(|bound| value <= *bound) {
+            self.counts[bucket].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let _ = self
+            .sum
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                Some((f64::from_bits(bits) + value).to_bits())
+            });
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (bound, count) in self.bounds.iter().zip(&self.counts) {
+            cumulative += count.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let sum = f64::from_bits(self.sum.load(Ordering::Relaxed));
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
+const SECONDS: &[f64] = &[
+    0.000_005, 0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.005, 0.01, 0.05,
+    0.1, 0.5, 1.0, 5.0, 10.0, 30.0,
+];
+const MATCHES: &[f64] = &[0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 1000.0];
+
+/// Everything the hub counts besides [`IngestCounters`].
+#[derive(Debug)]
+pub(crate) struct Telemetry {
+    rejected: [AtomicU64; 5],
+    /// Time to find the subscriptions of one event.
+    pub(crate) routing_seconds: Histogram,
+    /// Subscriptions matched per accepted event.
+    pub(crate) matches: Histogram,
+    /// (outcome, status code or 0) → attempts.
+    attempts: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    attempt_seconds: Histogram,
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Telemetry {
+            rejected: Default::default(),
+            routing_seconds: Histogram::new(SECONDS),
+            matches: Histogram::new(MATCHES),
+            attempts: Mutex::new(BTreeMap::new()),
+            attempt_seconds: Histogram::new(SECONDS),
+        }
+    }
+}
+
+impl Telemetry {
+    pub(crate) fn rejected(&self, why: Rejection, events: usize) {
+        let index = Rejection::ALL.iter().position(|r| *r == why).unwrap_or(0);
+        self.rejected[index].fetch_add(events as u64, Ordering::Relaxed);
+    }
+
+    /// The exposition: the counters, and gauges from the queue statistics and subscription
+    /// states given.
+    pub(crate) fn render(
+        &self,
+        counters: &IngestCounters,
+        queues: &[QueueStats],
+        states: &BTreeMap<&'static str, u64>,
+        now_ms: u64,
+    ) -> String {
+        let mut out = String::new();
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "# HELP knooppunt_events_total Published events by outcome (accepted, duplicate, rejected) and reason.\n\
+             # TYPE knooppunt_events_total counter"
+        );
+        let accepted = get(&counters.accepted);
+        let unmatched = get(&counters.unmatched);
+        let _ = writeln!(
+            out,
+            "knooppunt_events_total{{outcome=\"accepted\",reason=\"matched\"}} {}",
+            accepted - unmatched.min(accepted)
+        );
+        let _ = writeln!(
+            out,
+            "knooppunt_events_total{{outcome=\"accepted\",reason=\"unmatched\"}} {unmatched}"
+        );
+        let _ = writeln!(
+            out,
+            "knooppunt_events_total{{outcome=\"duplicate\",reason=\"duplicate\"}} {}",
+            get(&counters.duplicates)
+        );
+        for (why, count) in Rejection::ALL.iter().zip(&self.rejected) {
+            let _ = writeln!(
+                out,
+                "knooppunt_events_total{{outcome=\"rejected\",reason=\"{}\"}} {}",
+                why.label(),
+                get(count)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP knooppunt_deliveries_queued_total Deliveries created by routing accepted events.\n\
+             # TYPE knooppunt_deliveries_queued_total counter\nknooppunt_deliveries_queued_total {}",
+            get(&counters.deliveries)
+        );
+        self.routing_seconds.render(
+            &mut out,
+            "knooppunt_routing_seconds",
+            "Time to find the subscriptions of one event.",
+        );
+        self.matches.render(
+            &mut out,
+            "knooppunt_event_matches",
+            "Subscriptions matched per accepted event.",
+        );
+        let _ = writeln!(
+            out,
+            "# HELP knooppunt_delivery_attempts_total Delivery attempts by outcome (delivered, retry, deadLetter) and the sink's status code (0: no answer).\n\
+             # TYPE knooppunt_delivery_attempts_total counter"
+        );
+        for ((outcome, status), count) in self.attempts.lock().expect("attempts lock").iter() {
+            let _ = writeln!(
+                out,
+                "knooppunt_delivery_attempts_total{{outcome=\"{outcome}\",status_code=\"{status}\"}} {count}"
+            );
+        }
+        self.attempt_seconds.render(
+            &mut out,
+            "knooppunt_delivery_attempt_seconds",
+            "Duration of one delivery attempt (the request to the sink).",
+        );
+        let gauge = |out: &mut String, name: &str, help: &str| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        };
+        gauge(
+            &mut out,
+            "knooppunt_queue_depth",
+            "Pending deliveries per subscription.",
+        );
+        for queue in queues {
+            let _ = writeln!(
+                out,
+                "knooppunt_queue_depth{{subscription=\"{}\"}} {}",
+                queue.subscription, queue.pending
+            );
+        }
+        gauge(
+            &mut out,
+            "knooppunt_queue_oldest_pending_seconds",
+            "Age of the oldest pending delivery's event per subscription (0 when none).",
+        );
+        for queue in queues {
+            let age = queue
+                .oldest_accepted_at
+                .map_or(0.0, |at| now_ms.saturating_sub(at) as f64 / 1000.0);
+            let _ = writeln!(
+                out,
+                "knooppunt_queue_oldest_pending_seconds{{subscription=\"{}\"}} {age}",
+                queue.subscription
+            );
+        }
+        gauge(
+            &mut out,
+            "knooppunt_dead_letters",
+            "Dead letters kept per subscription.",
+        );
+        for queue in queues {
+            let _ = writeln!(
+                out,
+                "knooppunt_dead_letters{{subscription=\"{}\"}} {}",
+                queue.subscription, queue.dead_letters
+            );
+        }
+        gauge(
+            &mut out,
+            "knooppunt_subscriptions",
+            "Subscriptions by state.",
+        );
+        for state in [
+            SubscriptionState::Active,
+            SubscriptionState::Pending,
+            SubscriptionState::Disabled,
+        ] {
+            let _ = writeln!(
+                out,
+                "knooppunt_subscriptions{{state=\"{}\"}} {}",
+                state.as_str(),
+                states.get(state.as_str()).copied().unwrap_or(0)
+            );
+        }
+        out
+    }
+}
+
+impl knooppunt_delivery::Observer for Telemetry {
+    fn attempt(&self, outcome: &'static str, status: Option<u16>, elapsed: Duration) {
+        *self
+            .attempts
+            .lock()
+            .expect("attempts lock")
+            .entry((outcome, status.unwrap_or(0)))
+            .or_default() += 1;
+        self.attempt_seconds.observe(elapsed.as_secs_f64());
+    }
+}
