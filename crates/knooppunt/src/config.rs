@@ -1,5 +1,7 @@
 //! The configuration file (`config/knooppunt.toml`): serde structs with a doc comment per
-//! field, defaults for every key, unknown keys refused.
+//! field, defaults for every key, unknown keys refused. Every key of every section can be
+//! overridden by an environment variable `KNOOPPUNT_<SECTION>_<KEY>` (upper case), e.g.
+//! `KNOOPPUNT_SERVER_LISTEN=0.0.0.0:8080` or `KNOOPPUNT_INGEST_MAX_EVENT_BYTES=2097152`.
 
 use std::collections::{BTreeSet, HashSet};
 use std::net::SocketAddr;
@@ -22,6 +24,8 @@ pub(crate) struct Config {
     pub(crate) validation: ValidationConfig,
     /// How events are delivered to subscribers.
     pub(crate) delivery: DeliveryConfig,
+    /// What the hub logs, and how.
+    pub(crate) log: LogConfig,
     /// The parties that may call the API.
     pub(crate) principals: Vec<PrincipalConfig>,
 }
@@ -50,6 +54,32 @@ impl Default for ServerConfig {
             public_url: None,
         }
     }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct LogConfig {
+    /// The level (`error`, `warn`, `info`, `debug`, `trace`), or a filter such as
+    /// `info,knooppunt_delivery=debug`.
+    pub(crate) level: String,
+    /// `pretty` (for people) or `json` (one object per line, for log collectors).
+    pub(crate) format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".into(),
+            format: LogFormat::Pretty,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LogFormat {
+    Pretty,
+    Json,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -119,23 +149,90 @@ pub(crate) struct PrincipalConfig {
     pub(crate) publish_source_prefixes: Vec<String>,
 }
 
+/// Environment variables that override configuration keys start with this.
+pub(crate) const ENV_PREFIX: &str = "KNOOPPUNT_";
+
+/// The sections an environment variable can reach (principals are a list: file only).
+const ENV_SECTIONS: [&str; 5] = ["server", "ingest", "validation", "delivery", "log"];
+
+/// Applies `KNOOPPUNT_<SECTION>_<KEY>=value` to the parsed file. The value is read as a TOML
+/// value when it is one (`2097152`, `true`) and as a string otherwise.
+fn override_setting(
+    table: &mut toml::Table,
+    name: &str,
+    setting: &str,
+    value: &str,
+) -> anyhow::Result<()> {
+    let Some((section, key)) = ENV_SECTIONS.iter().find_map(|section| {
+        let key = setting.strip_prefix(section)?.strip_prefix('_')?;
+        Some((*section, key))
+    }) else {
+        bail!(
+            "{name}: not a setting; use {ENV_PREFIX}<SECTION>_<KEY> with a section of {}",
+            ENV_SECTIONS.join(", ")
+        );
+    };
+    let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .filter(|v| !v.is_table())
+        .unwrap_or_else(|| toml::Value::String(value.to_owned()));
+    let section = table
+        .entry(section)
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    let Some(section) = section.as_table_mut() else {
+        bail!("{name}: `{setting}` is not in a table of the configuration file");
+    };
+    section.insert(key.to_owned(), parsed);
+    Ok(())
+}
+
 impl Config {
     /// Reads the file at `path`; a missing file at the default path means the defaults.
     pub(crate) fn load(path: &Path, explicit: bool) -> anyhow::Result<Config> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound && !explicit => {
-                return Ok(Config::default());
-            }
+        let (text, origin) = match std::fs::read_to_string(path) {
+            Ok(text) => (
+                text,
+                format!(
+                    "{} (or a {ENV_PREFIX}* environment variable)",
+                    path.display()
+                ),
+            ),
+            // The defaults, with the environment's overrides applied all the same.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound && !explicit => (
+                String::new(),
+                format!(
+                    "a {ENV_PREFIX}* environment variable (there is no {})",
+                    path.display()
+                ),
+            ),
             Err(error) => {
                 return Err(error).with_context(|| format!("cannot read {}", path.display()));
             }
         };
-        Config::parse(&text).with_context(|| format!("invalid configuration in {}", path.display()))
+        Config::parse_with(&text, std::env::vars())
+            .with_context(|| format!("invalid configuration in {origin}"))
     }
 
+    #[cfg(test)]
     pub(crate) fn parse(text: &str) -> anyhow::Result<Config> {
-        let config: Config = toml::from_str(text)?;
+        Config::parse_with(text, std::iter::empty())
+    }
+
+    /// Parses the file's text with `KNOOPPUNT_<SECTION>_<KEY>` overrides from `environment`
+    /// (name, value) applied on top.
+    pub(crate) fn parse_with(
+        text: &str,
+        environment: impl IntoIterator<Item = (String, String)>,
+    ) -> anyhow::Result<Config> {
+        let mut table: toml::Table = toml::from_str(text)?;
+        for (name, value) in environment {
+            let Some(setting) = name.strip_prefix(ENV_PREFIX) else {
+                continue;
+            };
+            override_setting(&mut table, &name, &setting.to_ascii_lowercase(), &value)?;
+        }
+        let config: Config = table.try_into()?;
         config.validate()?;
         Ok(config)
     }
@@ -174,7 +271,8 @@ impl Config {
         let ingest = &self.ingest;
         if ingest.max_event_bytes < MIN_EVENT_BYTES {
             bail!(
-                "ingest.max_event_bytes: {} is below {MIN_EVENT_BYTES}; CloudEvents                  intermediaries must forward events of 64 KiB",
+                "ingest.max_event_bytes: {} is below {MIN_EVENT_BYTES}; CloudEvents \
+                 intermediaries must forward events of 64 KiB",
                 ingest.max_event_bytes
             );
         }
@@ -305,6 +403,54 @@ mod tests {
                 .hub_options(knooppunt_broker::Authentication::Disabled)
                 .unwrap_err();
             assert!(format!("{error:#}").contains(key), "{text}: {error:#}");
+        }
+    }
+
+    #[test]
+    fn environment_variables_override_the_file() {
+        let file = "[server]\nlisten = \"127.0.0.1:8080\"\n[ingest]\nretention = \"PT1H\"\n";
+        let env = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let config = Config::parse_with(
+            file,
+            env(&[
+                ("KNOOPPUNT_SERVER_LISTEN", "0.0.0.0:9000"),
+                ("KNOOPPUNT_SERVER_ORIGIN", "knooppunt.example.nl"),
+                ("KNOOPPUNT_INGEST_MAX_EVENT_BYTES", "2097152"),
+                ("KNOOPPUNT_VALIDATION_PROFILE", "enforce"),
+                ("KNOOPPUNT_DELIVERY_MAX_IN_FLIGHT", "4"),
+                ("KNOOPPUNT_LOG_FORMAT", "json"),
+                ("PATH", "/usr/bin"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.server.listen.to_string(), "0.0.0.0:9000");
+        assert_eq!(config.server.origin, "knooppunt.example.nl");
+        assert_eq!(config.ingest.max_event_bytes, 2_097_152);
+        assert_eq!(
+            config.ingest.retention, "PT1H",
+            "untouched keys keep the file's value"
+        );
+        assert_eq!(config.validation.profile, ProfileLevel::Enforce);
+        assert_eq!(config.delivery.max_in_flight, 4);
+        assert_eq!(config.log.format, LogFormat::Json);
+
+        for (name, value, named) in [
+            ("KNOOPPUNT_SERVR_LISTEN", "x", "KNOOPPUNT_SERVR_LISTEN"),
+            ("KNOOPPUNT_SERVER_LISTEN", "nowhere", "listen"),
+            ("KNOOPPUNT_INGEST_MAX_EVENT_BYTE", "5", "max_event_byte"),
+            (
+                "KNOOPPUNT_INGEST_MAX_EVENT_BYTES",
+                "many",
+                "max_event_bytes",
+            ),
+        ] {
+            let error = Config::parse_with(file, env(&[(name, value)])).unwrap_err();
+            assert!(format!("{error:#}").contains(named), "{name}: {error:#}");
         }
     }
 

@@ -7,17 +7,22 @@ use anyhow::Context;
 use knooppunt_broker::{Authentication, Hub};
 use knooppunt_store::SledStore;
 
-use crate::config::Config;
+use crate::config::{Config, LogFormat};
 
 pub(crate) fn run(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KNOOPPUNT_LOG")
-                .unwrap_or_else(|_| "info".into()),
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log.level).with_context(|| {
+        format!(
+            "log.level: `{}` is not a level (error, warn, info, debug, trace) or a filter",
+            config.log.level
         )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    })?;
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match config.log.format {
+        LogFormat::Pretty => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -53,28 +58,33 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;
     let address = listener.local_addr()?;
+    // Installed before the address is announced: a signal sent as soon as the hub listens
+    // stops it cleanly instead of killing it.
+    let stop = shutdown_signal()?;
     tracing::info!(%address, data_dir = %data_dir.display(), "Knooppunt is listening.");
-    knooppunt_broker::serve(listener, hub, shutdown_signal()).await?;
+    knooppunt_broker::serve(listener, hub, stop).await?;
     tracing::info!("Knooppunt stopped.");
     Ok(())
 }
 
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// Installs the SIGINT and SIGTERM handlers now; the future completes on either signal.
+fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
     #[cfg(unix)]
-    {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("the SIGTERM handler installs");
+    let (mut interrupt, mut terminate) = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+            signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+        )
+    };
+    Ok(async move {
+        #[cfg(unix)]
         tokio::select! {
-            _ = interrupt => {}
+            _ = interrupt.recv() => {}
             _ = terminate.recv() => {}
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
-    tracing::info!("Shutting down: finishing the requests in flight.");
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("Shutting down: finishing the requests in flight.");
+    })
 }

@@ -12,6 +12,8 @@ fn knooppunt(args: &[&str], stdin: &str) -> Output {
     run_with_stdin(command, stdin)
 }
 
+/// Runs a command that must end by itself; one still running after 60 s is killed (and so
+/// fails the test) rather than hanging the suite.
 fn run_with_stdin(mut command: Command, stdin: &str) -> Output {
     let mut child = command
         .stdin(Stdio::piped())
@@ -19,11 +21,24 @@ fn run_with_stdin(mut command: Command, stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let pid = child.id().to_string();
+    let watchdog = std::thread::spawn(move || {
+        if finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .is_err()
+        {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        }
+    });
     // A child that exits before reading its input (a bad configuration, say) closes the pipe.
     if let Err(error) = child.stdin.take().unwrap().write_all(stdin.as_bytes()) {
         assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
     }
-    child.wait_with_output().unwrap()
+    let output = child.wait_with_output().unwrap();
+    let _ = done.send(());
+    watchdog.join().unwrap();
+    output
 }
 
 fn stdout(output: &Output) -> String {
@@ -168,4 +183,71 @@ fn help_explains_the_commands() {
     ] {
         assert!(serve.contains(expected), "{expected}: {serve}");
     }
+}
+
+#[test]
+fn environment_variables_override_the_configuration_and_are_checked() {
+    let data = tempfile::tempdir().unwrap();
+    let serve = |env: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_knooppunt"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data.path())
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .envs(env.iter().copied());
+        run_with_stdin(command, "")
+    };
+    let output = serve(&[("KNOOPPUNT_INGEST_MAX_EVENT_BYTES", "1000")]);
+    assert_eq!(output.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("ingest.max_event_bytes"), "{error}");
+    assert!(
+        error.contains("KNOOPPUNT_"),
+        "the message points at the environment: {error}"
+    );
+
+    let output = serve(&[("KNOOPPUNT_DELIVERY_MAX_INFLIGHT", "4")]);
+    assert_eq!(output.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("max_inflight"), "{error}");
+}
+
+#[test]
+fn json_logs_from_the_environment() {
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_knooppunt"))
+        .args([
+            "serve",
+            "--dev-no-auth",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(data.path())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("KNOOPPUNT_LOG_FORMAT", "json")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = std::io::BufReader::new(child.stderr.take().unwrap());
+    let address = loop {
+        let mut line = String::new();
+        assert!(std::io::BufRead::read_line(&mut log, &mut line).unwrap() > 0);
+        let record: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+        assert!(record["level"].is_string() && record["timestamp"].is_string());
+        if let Some(address) = record["address"].as_str() {
+            break address.to_owned();
+        }
+    };
+    assert!(address.starts_with("127.0.0.1:"));
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(child.wait().unwrap().success());
 }
