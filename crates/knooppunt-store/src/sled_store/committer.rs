@@ -1,8 +1,10 @@
 //! Group commit for the event log.
 //!
-//! Publishers (async tasks, on whatever thread runs them) take the intake lock for a moment:
-//! they check for duplicates, number their events and encode the records into the group
-//! that is filling, then wait for their answer. One committer thread takes the whole group,
+//! Publishers (async tasks, on whatever thread runs them) hash their events' identities,
+//! then take the intake lock for a moment: they check for duplicates and claim the
+//! identities (duplicate detection lives here, not in the delivery queues, so publishing
+//! never waits for the queues' lock), number their events and encode the records into the
+//! group that is filling, then wait for their answer. One committer thread takes the whole group,
 //! writes it with one `write`, calls `fdatasync` once, files the events and their deliveries
 //! in memory and answers everyone in the group; meanwhile the next group fills. Publishers
 //! wake the committer only when it sleeps (the log is idle), so under load a publish costs
@@ -13,9 +15,9 @@
 //! until it is opened again: whether the group reached the disk is unknown, and the log,
 //! read again at open, is the truth.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
+use super::dedupe::{Dedupe, DedupeHasher};
 use super::event_log::{EventLog, Location, LogRecord, encode_change};
 use super::queues::Queues;
 use crate::StoreError;
@@ -35,6 +37,7 @@ pub(super) struct Shared {
     /// Signalled when the committer sleeps and work arrives.
     wake: Condvar,
     queues: Arc<RwLock<Queues>>,
+    hasher: DedupeHasher,
 }
 
 #[derive(Debug, Default)]
@@ -43,9 +46,9 @@ struct Intake {
     next_seq: u64,
     /// The group that is filling.
     group: Group,
-    /// Accepted events not yet filed in [`Queues`] (being written or synced), for duplicate
-    /// detection: hash → (seq, accepted_at).
-    unfiled: HashMap<u128, (u64, u64)>,
+    /// Every accepted event's identity, from the moment it is numbered: a duplicate is
+    /// answered with the group it arrived in, so never before the original is on disk.
+    dedupe: Dedupe,
     sweeps: Vec<(SweepRequest, Reply<Swept>)>,
     /// The committer waits for [`Shared::wake`].
     idle: bool,
@@ -115,14 +118,21 @@ struct SweepRequest {
 }
 
 impl Shared {
-    pub(super) fn new(queues: Arc<RwLock<Queues>>, next_seq: u64) -> Arc<Shared> {
+    pub(super) fn new(
+        queues: Arc<RwLock<Queues>>,
+        next_seq: u64,
+        hasher: DedupeHasher,
+        dedupe: Dedupe,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             intake: Mutex::new(Intake {
                 next_seq,
+                dedupe,
                 ..Intake::default()
             }),
             wake: Condvar::new(),
             queues,
+            hasher,
         })
     }
 
@@ -138,6 +148,10 @@ impl Shared {
         window: u64,
     ) -> Answer<Vec<Appended>> {
         let (reply, answer) = tokio::sync::oneshot::channel();
+        let hashes: Vec<u128> = events
+            .iter()
+            .map(|event| self.hasher.hash(&event.source, &event.id))
+            .collect();
         let mut intake = self.intake();
         if intake.failed || intake.closed {
             let message = if intake.failed { FAILED } else { CLOSED };
@@ -145,25 +159,16 @@ impl Shared {
             return answer;
         }
         let intake = &mut *intake;
-        let known = self.queues.read().expect("queues lock");
         let mut answers = Vec::with_capacity(events.len());
-        for event in events {
-            let hash = known.hasher.hash(&event.source, &event.id);
-            let earlier = intake
-                .unfiled
-                .get(&hash)
-                .copied()
-                .or_else(|| known.accepted(hash));
-            if let Some((seq, accepted_at)) = earlier
-                && now.saturating_sub(accepted_at) < window
-            {
+        for (event, hash) in events.into_iter().zip(hashes) {
+            if let Some(seq) = intake.dedupe.earlier(hash, now, window) {
                 // Answered with the group, so never before the original is on disk.
                 answers.push(Appended::Duplicate { seq });
                 continue;
             }
             let seq = intake.next_seq;
             intake.next_seq += 1;
-            intake.unfiled.insert(hash, (seq, now));
+            intake.dedupe.insert(hash, seq, now);
             let record = LogRecord {
                 seq,
                 accepted_at: now,
@@ -182,7 +187,6 @@ impl Shared {
             }));
             answers.push(Appended::Accepted { seq });
         }
-        drop(known);
         intake.group.replies.push((reply, answers));
         self.wake_committer(intake);
         answer
@@ -276,7 +280,7 @@ pub(super) fn run(mut log: EventLog, shared: &Shared) {
             (group, std::mem::take(&mut intake.sweeps))
         };
         for (request, reply) in sweeps {
-            let _ = reply.send(sweep(&mut log, &shared.queues, request));
+            let _ = reply.send(sweep(&mut log, shared, request));
         }
         commit(&mut log, shared, &mut group);
         group.bytes.clear();
@@ -304,28 +308,17 @@ fn commit(log: &mut EventLog, shared: &Shared, group: &mut Group) {
                 return;
             }
         };
-        {
-            let mut queues = shared.queues.write().expect("queues lock");
-            for filing in &group.filings {
-                let location = Location {
-                    segment,
-                    offset,
-                    len: filing.len(),
-                };
-                offset += u64::from(filing.len());
-                match filing {
-                    Filing::Event(event) => queues.add(event, location),
-                    Filing::Change { change, .. } => queues.apply(change),
-                }
-            }
-        }
-        // Filed first, forgotten here second: a duplicate is always found in one of them.
-        let mut intake = shared.intake();
+        let mut queues = shared.queues.write().expect("queues lock");
         for filing in &group.filings {
-            if let Filing::Event(event) = filing
-                && intake.unfiled.get(&event.hash).map(|(seq, _)| *seq) == Some(event.seq)
-            {
-                intake.unfiled.remove(&event.hash);
+            let location = Location {
+                segment,
+                offset,
+                len: filing.len(),
+            };
+            offset += u64::from(filing.len());
+            match filing {
+                Filing::Event(event) => queues.add(event, location),
+                Filing::Change { change, .. } => queues.apply(change),
             }
         }
     }
@@ -337,21 +330,41 @@ fn commit(log: &mut EventLog, shared: &Shared, group: &mut Group) {
     }
 }
 
-/// Deletes closed segments past retention whose deliveries are all finished. Everything
-/// written is synced by now: the committer syncs each group before it takes the next.
-fn sweep(
-    log: &mut EventLog,
-    queues: &RwLock<Queues>,
-    request: SweepRequest,
-) -> Result<Swept, StoreError> {
+/// How many duplicate-detection entries a sweep forgets under one hold of the intake lock,
+/// so that publishers never wait long for it.
+pub(super) const FORGET_CHUNK: usize = 4096;
+
+/// Forgets expired duplicate-detection entries, then deletes closed segments past retention
+/// whose deliveries are all finished. Everything written is synced by now: the committer
+/// syncs each group before it takes the next.
+fn sweep(log: &mut EventLog, shared: &Shared, request: SweepRequest) -> Result<Swept, StoreError> {
     let SweepRequest {
         now,
         retention,
         window,
     } = request;
+    let queues = &shared.queues;
+    let mut swept = Swept::default();
+    let forget = |events: &[(u64, u128)]| -> u64 {
+        let mut intake = shared.intake();
+        let forgotten = events
+            .iter()
+            .filter(|(seq, hash)| intake.dedupe.forget(*hash, *seq))
+            .count();
+        forgotten as u64
+    };
+    loop {
+        let expired = queues
+            .write()
+            .expect("queues lock")
+            .expire_dedupe(now, window, FORGET_CHUNK);
+        swept.dedupe_entries += forget(&expired);
+        if expired.len() < FORGET_CHUNK {
+            break;
+        }
+    }
     // Keep what duplicate detection needs as long as the retention.
     let keep = retention.max(window);
-    let mut swept = Swept::default();
     for (first, next) in log.closed_segments() {
         let removable = {
             let queues = queues.read().expect("queues lock");
@@ -365,18 +378,11 @@ fn sweep(
             break;
         }
         log.delete(first)?;
-        let (events, entries) = queues.write().expect("queues lock").forget(first, next);
-        swept.events += events;
-        swept.dedupe_entries += entries;
+        let gone = queues.write().expect("queues lock").forget(first, next);
+        swept.events += gone.len() as u64;
+        for chunk in gone.chunks(FORGET_CHUNK) {
+            swept.dedupe_entries += forget(chunk);
+        }
     }
-    let mut queues = queues.write().expect("queues lock");
-    let Queues { index, recent, .. } = &mut *queues;
-    let before = recent.len();
-    recent.retain(|_, seq| {
-        index
-            .get(seq)
-            .is_some_and(|indexed| now.saturating_sub(indexed.accepted_at) < window)
-    });
-    swept.dedupe_entries += (before - recent.len()) as u64;
     Ok(swept)
 }

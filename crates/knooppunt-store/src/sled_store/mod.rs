@@ -1,16 +1,18 @@
-//! The embedded store: an append-only event log for accepted events, sled (0.34) for
-//! subscriptions and duplicate detection, and the delivery queues in memory.
+//! The embedded store: an append-only event log for accepted events and the delivery state,
+//! sled (0.34) for subscriptions, and the queues in memory.
 //!
 //! On disk, in the data directory:
 //! - `events/`: the event log (`event_log.rs`): every accepted event with the subscriptions
-//!   it was routed to, in acceptance order, one `fdatasync` per group of appends;
+//!   it was routed to, and every change to the delivery state, in order, one `fdatasync` per
+//!   group of appends;
 //! - sled tree `subscriptions` (id → JSON, flushed on every change).
 //!
 //! In memory, rebuilt from the log at start-up: per subscription the pending deliveries in
-//! acceptance order, where each event is in the log, and for duplicate detection a 128-bit
-//! keyed hash of each event's `source` and `id`. Segments are kept until both the retention
-//! and the duplicate window have passed, so the log always holds what duplicate detection
-//! needs.
+//! acceptance order (`pending.rs`) and its dead letters, where each event is in the log
+//! (`event_index.rs`), and for duplicate detection a 128-bit keyed hash of each event's
+//! `source` and `id` (`dedupe.rs`, owned by the committer). Segments are kept until both the
+//! retention and the duplicate window have passed, so the log always holds what duplicate
+//! detection needs.
 //!
 //! Appends are encoded into the group that is filling and answered by one committer thread
 //! (`committer.rs`) after the `write` and `fdatasync` that cover the whole group; one
@@ -18,8 +20,11 @@
 //! no async task ever blocks on a disk write.
 
 mod committer;
+mod dedupe;
+mod event_index;
 mod event_log;
 mod group_commit;
+mod pending;
 mod queues;
 
 use std::path::Path;
@@ -30,6 +35,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use self::committer::{Answer, Shared};
+use self::dedupe::{Dedupe, DedupeHasher};
 use self::event_log::EventLog;
 use self::group_commit::GroupCommit;
 use self::queues::Queues;
@@ -161,12 +167,14 @@ impl SledStore {
                 .insert(String::from_utf8_lossy(&key).into_owned());
         }
         let log_dir = directory.join("events");
+        let hasher = DedupeHasher::default();
+        let mut dedupe = Dedupe::default();
         let log = EventLog::open(&log_dir, options.segment_bytes, |entry, location| {
-            queues.replay(entry, location);
+            queues.replay(entry, location, &hasher, &mut dedupe);
         })?;
         let readers = log.readers();
         let queues = Arc::new(RwLock::new(queues));
-        let shared = Shared::new(Arc::clone(&queues), log.last_seq() + 1);
+        let shared = Shared::new(Arc::clone(&queues), log.last_seq() + 1, hasher, dedupe);
         let committer = {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -311,7 +319,7 @@ impl Store for SledStore {
         Box::pin(async move {
             let location = {
                 let queues = self.inner.queues.read().expect("queues lock");
-                queues.index.get(&seq).map(|indexed| indexed.location)
+                queues.index.get(seq).map(|indexed| indexed.location)
             };
             let Some(location) = location else {
                 return Ok(None);
@@ -338,7 +346,7 @@ impl Store for SledStore {
             Ok(queues
                 .pending
                 .get(subscription)
-                .map(|queue| queue.values().take(limit).cloned().collect())
+                .map(|queue| queue.deliveries(subscription).take(limit).collect())
                 .unwrap_or_default())
         })
     }
@@ -356,7 +364,7 @@ impl Store for SledStore {
             let Some(queue) = queues.pending.get_mut(subscription) else {
                 return Ok(Vec::new());
             };
-            Ok(queue.lease(now_ms, lease_ms, limit, ordered))
+            Ok(queue.lease(subscription, now_ms, lease_ms, limit, ordered))
         })
     }
 

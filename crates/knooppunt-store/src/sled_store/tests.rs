@@ -602,3 +602,48 @@ async fn unordered_leases_skip_deliveries_waiting_for_a_retry() {
         [6]
     );
 }
+
+/// Duplicate detection forgets identities once the window has passed, however many (the
+/// sweep works through them in chunks), and the same ids are then accepted as new events.
+#[tokio::test]
+async fn the_sweep_forgets_every_expired_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &["s"], SledOptions::default()).await;
+    let many = 2 * super::committer::FORGET_CHUNK + 3;
+    let events = (0..many).map(|n| event(&n.to_string(), &[])).collect();
+    store.append_events(events, 0, HOUR).await.unwrap();
+    let later = store
+        .append_events(vec![event("later", &[])], HOUR / 2, HOUR)
+        .await
+        .unwrap();
+    assert!(matches!(later[0], Appended::Accepted { .. }));
+
+    let swept = store.sweep(HOUR, 2 * HOUR, HOUR).await.unwrap();
+    assert_eq!(swept.dedupe_entries, many as u64);
+    let again = store
+        .append_events(
+            vec![
+                event("0", &[]),
+                event(&(many - 1).to_string(), &[]),
+                event("later", &[]),
+            ],
+            HOUR,
+            HOUR,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(again[0], Appended::Accepted { .. }));
+    assert!(matches!(again[1], Appended::Accepted { .. }));
+    assert!(
+        matches!(again[2], Appended::Duplicate { .. }),
+        "an identity within the window is still known"
+    );
+    assert_eq!(
+        store
+            .sweep(HOUR, 2 * HOUR, HOUR)
+            .await
+            .unwrap()
+            .dedupe_entries,
+        0
+    );
+}

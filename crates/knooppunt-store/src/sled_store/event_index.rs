@@ -1,0 +1,113 @@
+//! Where each retained event is in the log, in acceptance order.
+//!
+//! Events are filed in the order of their sequence numbers and forgotten oldest first (whole
+//! segments), so a deque sorted by sequence number serves: appending and forgetting at its
+//! ends, finding one by binary search, 56 bytes an event.
+
+use std::collections::VecDeque;
+
+use super::event_log::Location;
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Indexed {
+    pub(super) location: Location,
+    pub(super) accepted_at: u64,
+    /// The duplicate-detection hash of its `source` and `id`.
+    pub(super) hash: u128,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct EventIndex {
+    /// `(seq, indexed)`, sorted by `seq`.
+    entries: VecDeque<(u64, Indexed)>,
+}
+
+impl EventIndex {
+    pub(super) fn insert(&mut self, seq: u64, indexed: Indexed) {
+        match self.entries.back() {
+            Some((last, _)) if *last >= seq => {
+                // Out of order (not expected): keep the deque sorted all the same.
+                let at = self.entries.partition_point(|(s, _)| *s < seq);
+                if self.entries.get(at).is_some_and(|(s, _)| *s == seq) {
+                    self.entries[at] = (seq, indexed);
+                } else {
+                    self.entries.insert(at, (seq, indexed));
+                }
+            }
+            _ => self.entries.push_back((seq, indexed)),
+        }
+    }
+
+    pub(super) fn get(&self, seq: u64) -> Option<&Indexed> {
+        let at = self.entries.binary_search_by_key(&seq, |(s, _)| *s).ok()?;
+        Some(&self.entries[at].1)
+    }
+
+    /// The events numbered `first..next`, in order.
+    pub(super) fn range(
+        &self,
+        first: u64,
+        next: u64,
+    ) -> impl DoubleEndedIterator<Item = &(u64, Indexed)> {
+        let start = self.entries.partition_point(|(s, _)| *s < first);
+        let end = self.entries.partition_point(|(s, _)| *s < next).max(start);
+        self.entries.range(start..end)
+    }
+
+    /// The events numbered above `seq`, in order.
+    pub(super) fn after(&self, seq: u64) -> impl Iterator<Item = &(u64, Indexed)> {
+        let start = self.entries.partition_point(|(s, _)| *s <= seq);
+        self.entries.range(start..)
+    }
+
+    /// Removes the events numbered `first..next` and returns them.
+    pub(super) fn remove_range(&mut self, first: u64, next: u64) -> Vec<(u64, Indexed)> {
+        let start = self.entries.partition_point(|(s, _)| *s < first);
+        let end = self.entries.partition_point(|(s, _)| *s < next).max(start);
+        self.entries.drain(start..end).collect()
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn indexed(accepted_at: u64) -> Indexed {
+        Indexed {
+            location: Location {
+                segment: 1,
+                offset: 0,
+                len: 10,
+            },
+            accepted_at,
+            hash: u128::from(accepted_at),
+        }
+    }
+
+    #[test]
+    fn finds_ranges_and_forgets_the_oldest() {
+        let mut index = EventIndex::default();
+        for seq in [1, 3, 4, 7] {
+            index.insert(seq, indexed(seq * 10));
+        }
+        index.insert(2, indexed(20));
+        assert_eq!(index.get(3).map(|i| i.accepted_at), Some(30));
+        assert!(index.get(5).is_none());
+        let seqs =
+            |it: &mut dyn Iterator<Item = &(u64, Indexed)>| it.map(|(s, _)| *s).collect::<Vec<_>>();
+        assert_eq!(seqs(&mut index.range(2, 7)), [2, 3, 4]);
+        assert_eq!(seqs(&mut index.range(5, 7)), Vec::<u64>::new());
+        assert_eq!(seqs(&mut index.after(3)), [4, 7]);
+        let removed = index.remove_range(0, 4);
+        assert_eq!(
+            removed.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        assert_eq!(index.len(), 2);
+    }
+}

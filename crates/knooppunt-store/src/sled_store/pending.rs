@@ -1,0 +1,239 @@
+//! One subscription's pending deliveries.
+//!
+//! Most deliveries are fresh: never leased, never attempted, due from the moment their event
+//! was accepted. Those are kept as `(seq, accepted_at)` pairs in acceptance order (16 bytes
+//! each, no allocation), so that a subscription that falls behind, or a sink that has not
+//! consented yet, costs little memory per queued event. A delivery becomes a full
+//! [`Delivery`] record once it is leased, attempted or redelivered; those are indexed by
+//! when each becomes available (due and not leased), so that leasing and finding the next
+//! due delivery cost O(log n) however many wait for a retry.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::queue::Delivery;
+
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    /// Deliveries never leased or attempted: `(seq, accepted_at)`, in acceptance order.
+    fresh: VecDeque<(u64, u64)>,
+    /// Deliveries that were leased, attempted or redelivered, by sequence number.
+    touched: BTreeMap<u64, Delivery>,
+    /// `(available_at(delivery), seq)` for every touched delivery.
+    available: BTreeSet<(u64, u64)>,
+}
+
+fn available_at(delivery: &Delivery) -> u64 {
+    delivery.next_attempt_at.max(delivery.leased_until)
+}
+
+/// Where the oldest pending delivery is.
+enum Head {
+    Fresh { seq: u64, accepted_at: u64 },
+    Touched { seq: u64, available_at: u64 },
+}
+
+impl Pending {
+    /// Queues the delivery of a newly accepted event (sequence numbers arrive in order).
+    pub(super) fn push(&mut self, seq: u64, accepted_at: u64) {
+        match self.fresh.back() {
+            Some((last, _)) if *last >= seq => {
+                // Out of order (not expected): keep the deque sorted all the same.
+                let at = self.fresh.partition_point(|(s, _)| *s < seq);
+                if self.fresh.get(at).is_some_and(|(s, _)| *s == seq) {
+                    self.fresh[at] = (seq, accepted_at);
+                } else {
+                    self.fresh.insert(at, (seq, accepted_at));
+                }
+            }
+            _ => self.fresh.push_back((seq, accepted_at)),
+        }
+    }
+
+    /// Puts a delivery with its state (a retry, a redelivered dead letter) into the queue.
+    pub(super) fn insert(&mut self, delivery: Delivery) {
+        self.remove_fresh(delivery.seq);
+        self.available
+            .insert((available_at(&delivery), delivery.seq));
+        if let Some(old) = self.touched.insert(delivery.seq, delivery) {
+            self.available.remove(&(available_at(&old), old.seq));
+        }
+    }
+
+    /// Takes the delivery of event `seq` out of the queue.
+    pub(super) fn remove(&mut self, subscription: &str, seq: u64) -> Option<Delivery> {
+        if let Some(delivery) = self.touched.remove(&seq) {
+            self.available.remove(&(available_at(&delivery), seq));
+            return Some(delivery);
+        }
+        let accepted_at = self.remove_fresh(seq)?;
+        Some(Delivery::new(subscription.to_owned(), seq, accepted_at))
+    }
+
+    fn remove_fresh(&mut self, seq: u64) -> Option<u64> {
+        let at = self.fresh.binary_search_by_key(&seq, |(s, _)| *s).ok()?;
+        self.fresh.remove(at).map(|(_, accepted_at)| accepted_at)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.fresh.len() + self.touched.len()
+    }
+
+    /// The oldest pending event's sequence number.
+    pub(super) fn first_seq(&self) -> Option<u64> {
+        self.head().map(|head| match head {
+            Head::Fresh { seq, .. } | Head::Touched { seq, .. } => seq,
+        })
+    }
+
+    fn head(&self) -> Option<Head> {
+        let fresh = self
+            .fresh
+            .front()
+            .map(|&(seq, accepted_at)| Head::Fresh { seq, accepted_at });
+        let touched = self.touched.values().next().map(|d| Head::Touched {
+            seq: d.seq,
+            available_at: available_at(d),
+        });
+        match (fresh, touched) {
+            (Some(Head::Fresh { seq, accepted_at }), Some(Head::Touched { seq: other, .. }))
+                if seq < other =>
+            {
+                Some(Head::Fresh { seq, accepted_at })
+            }
+            (fresh, None) => fresh,
+            (_, touched) => touched,
+        }
+    }
+
+    /// Whether an event with a sequence number in `first..next` has a pending delivery here.
+    pub(super) fn has_any_in(&self, first: u64, next: u64) -> bool {
+        let at = self.fresh.partition_point(|(s, _)| *s < first);
+        self.fresh.get(at).is_some_and(|(s, _)| *s < next)
+            || self.touched.range(first..next).next().is_some()
+    }
+
+    /// Every pending delivery, in acceptance order.
+    pub(super) fn deliveries<'a>(
+        &'a self,
+        subscription: &'a str,
+    ) -> impl Iterator<Item = Delivery> + 'a {
+        let mut fresh = self.fresh.iter().peekable();
+        let mut touched = self.touched.values().peekable();
+        std::iter::from_fn(move || {
+            let from_fresh = match (fresh.peek(), touched.peek()) {
+                (Some((seq, _)), Some(delivery)) => *seq < delivery.seq,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => return None,
+            };
+            if from_fresh {
+                let &(seq, accepted_at) = fresh.next()?;
+                Some(Delivery::new(subscription.to_owned(), seq, accepted_at))
+            } else {
+                touched.next().cloned()
+            }
+        })
+    }
+
+    /// Leases up to `limit` available deliveries until `now + lease_ms`: the oldest only
+    /// when `ordered` (and only while it is not leased), else the earliest available.
+    pub(super) fn lease(
+        &mut self,
+        subscription: &str,
+        now: u64,
+        lease_ms: u64,
+        limit: usize,
+        ordered: bool,
+    ) -> Vec<Delivery> {
+        let mut leased = Vec::new();
+        while leased.len() < limit {
+            let seq = if ordered {
+                if !leased.is_empty() {
+                    break;
+                }
+                match self.head() {
+                    Some(Head::Fresh { seq, accepted_at }) if accepted_at <= now => seq,
+                    Some(Head::Touched { seq, available_at }) if available_at <= now => seq,
+                    _ => break,
+                }
+            } else {
+                let touched = self.available.first().filter(|(at, _)| *at <= now);
+                let fresh = self
+                    .fresh
+                    .front()
+                    .filter(|(_, at)| *at <= now)
+                    .map(|&(seq, at)| (at, seq));
+                match (touched, fresh) {
+                    (Some(&t), Some(f)) => t.min(f).1,
+                    (Some(&(_, seq)), None) | (None, Some((_, seq))) => seq,
+                    (None, None) => break,
+                }
+            };
+            let mut delivery = self
+                .remove(subscription, seq)
+                .expect("the head is in the queue");
+            delivery.leased_until = now + lease_ms;
+            leased.push(delivery.clone());
+            self.insert(delivery);
+        }
+        leased
+    }
+
+    /// When the next delivery becomes available (for an ordered queue: its oldest).
+    pub(super) fn next_due(&self, ordered: bool) -> Option<u64> {
+        if ordered {
+            return self.head().map(|head| match head {
+                Head::Fresh { accepted_at, .. } => accepted_at,
+                Head::Touched { available_at, .. } => available_at,
+            });
+        }
+        let touched = self.available.first().map(|(at, _)| *at);
+        let fresh = self.fresh.front().map(|(_, at)| *at);
+        match (touched, fresh) {
+            (Some(t), Some(f)) => Some(t.min(f)),
+            (t, f) => t.or(f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seqs(deliveries: &[Delivery]) -> Vec<u64> {
+        deliveries.iter().map(|d| d.seq).collect()
+    }
+
+    #[test]
+    fn fresh_and_touched_deliveries_stay_in_acceptance_order() {
+        let mut queue = Pending::default();
+        for seq in [1, 2, 4, 5] {
+            queue.push(seq, 100);
+        }
+        queue.push(3, 100);
+        let mut retried = Delivery::new("s".into(), 2, 100);
+        retried.attempts = 1;
+        retried.next_attempt_at = 500;
+        queue.insert(retried);
+        let all: Vec<Delivery> = queue.deliveries("s").collect();
+        assert_eq!(seqs(&all), [1, 2, 3, 4, 5]);
+        assert_eq!(all[1].attempts, 1);
+        assert_eq!(queue.len(), 5);
+        assert!(queue.has_any_in(2, 3) && queue.has_any_in(3, 4) && !queue.has_any_in(6, 9));
+
+        assert_eq!(queue.remove("s", 1).map(|d| d.seq), Some(1));
+        assert_eq!(queue.first_seq(), Some(2));
+        assert_eq!(
+            queue.next_due(true),
+            Some(500),
+            "the ordered head waits for its retry"
+        );
+        assert_eq!(queue.next_due(false), Some(100));
+        assert!(queue.lease("s", 200, 1000, 5, true).is_empty());
+        assert_eq!(seqs(&queue.lease("s", 200, 1000, 5, false)), [3, 4, 5]);
+        assert_eq!(queue.next_due(false), Some(500));
+        assert_eq!(seqs(&queue.lease("s", 600, 1000, 5, false)), [2]);
+        assert_eq!(queue.len(), 4);
+        assert_eq!(queue.remove("s", 9), None);
+    }
+}
