@@ -1,7 +1,7 @@
 //! Building events: the one place where attribute values are checked against the core
 //! specification, used by the decoders and by [`EventBuilder`] alike.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use crate::data::{Data, is_json_media_type};
 use crate::event::{AttributeValue, CORE_ATTRIBUTES, Event, SPEC_VERSION};
@@ -33,11 +33,25 @@ impl From<AttributeValue> for RawAttribute {
 #[derive(Debug, Default)]
 pub(crate) struct Assembler {
     violations: Vec<Violation>,
-    seen: HashSet<String>,
-    specversion: Option<String>,
-    core: BTreeMap<&'static str, String>,
+    /// The core attributes seen (valid or not), a bit for each by its place in
+    /// [`CORE_ATTRIBUTES`].
+    seen_core: u16,
+    /// The valid core attribute values, by their place in [`CORE_ATTRIBUTES`].
+    core: [Option<String>; CORE_ATTRIBUTES.len()],
+    /// Extensions seen whose name or value was rejected (the valid ones are in `extensions`).
+    rejected: Vec<String>,
     extensions: BTreeMap<String, AttributeValue>,
 }
+
+/// The place of each core attribute in [`CORE_ATTRIBUTES`].
+const ID: usize = 0;
+const SOURCE: usize = 1;
+const SPECVERSION: usize = 2;
+const TYPE: usize = 3;
+const DATACONTENTTYPE: usize = 4;
+const DATASCHEMA: usize = 5;
+const SUBJECT: usize = 6;
+const TIME: usize = 7;
 
 impl Assembler {
     pub(crate) fn report(&mut self, violation: Violation) {
@@ -50,12 +64,17 @@ impl Assembler {
 
     /// The `datacontenttype` set so far, if it was valid.
     pub(crate) fn datacontenttype(&self) -> Option<&str> {
-        self.core.get("datacontenttype").map(String::as_str)
+        self.core[DATACONTENTTYPE].as_deref()
     }
 
     /// Sets one attribute; `null` values are not passed here (they mean unset).
     pub(crate) fn set(&mut self, name: &str, value: RawAttribute) {
-        if !self.seen.insert(name.to_owned()) {
+        let core = CORE_ATTRIBUTES.iter().position(|core| *core == name);
+        let seen = match core {
+            Some(at) => self.seen_core & (1 << at) != 0,
+            None => self.extensions.contains_key(name) || self.rejected.iter().any(|r| r == name),
+        };
+        if seen {
             self.report(Violation::new(
                 name,
                 Rule::DuplicateAttribute,
@@ -63,17 +82,23 @@ impl Assembler {
             ));
             return;
         }
-        if let Err(why) = syntax::attribute_name(name) {
-            self.report(Violation::new(name, Rule::AttributeName, why));
-            return;
-        }
-        match CORE_ATTRIBUTES.iter().find(|core| **core == name) {
-            Some(core) => self.set_core(core, value),
-            None => self.set_extension(name, value),
+        match core {
+            Some(at) => {
+                self.seen_core |= 1 << at;
+                self.set_core(at, value);
+            }
+            None => match syntax::attribute_name(name) {
+                Ok(()) => self.set_extension(name, value),
+                Err(why) => {
+                    self.rejected.push(name.to_owned());
+                    self.report(Violation::new(name, Rule::AttributeName, why));
+                }
+            },
         }
     }
 
-    fn set_core(&mut self, name: &'static str, value: RawAttribute) {
+    fn set_core(&mut self, at: usize, value: RawAttribute) {
+        let name = CORE_ATTRIBUTES[at];
         let value = match value {
             RawAttribute::String(value) => value,
             other => {
@@ -119,10 +144,7 @@ impl Assembler {
         };
         match checked {
             Err((rule, why)) => self.report(Violation::new(name, rule, why)),
-            Ok(()) if name == "specversion" => self.specversion = Some(value),
-            Ok(()) => {
-                self.core.insert(name, value);
-            }
+            Ok(()) => self.core[at] = Some(value),
         }
     }
 
@@ -147,15 +169,19 @@ impl Assembler {
             Ok(value) => {
                 self.extensions.insert(name.to_owned(), value);
             }
-            Err((rule, why)) => self.report(Violation::new(name, rule, why)),
+            Err((rule, why)) => {
+                self.rejected.push(name.to_owned());
+                self.report(Violation::new(name, rule, why));
+            }
         }
     }
 
     /// Checks the required attributes and the data against the content type, and returns the
     /// event or every violation found.
     pub(crate) fn finish(mut self, data: Option<Data>) -> Result<Event, Violations> {
-        for required in ["id", "source", "specversion", "type"] {
-            if !self.seen.contains(required) {
+        for at in [ID, SOURCE, SPECVERSION, TYPE] {
+            if self.seen_core & (1 << at) == 0 {
+                let required = CORE_ATTRIBUTES[at];
                 self.report(Violation::new(
                     required,
                     Rule::Required,
@@ -179,15 +205,15 @@ impl Assembler {
             _ => {}
         }
         Violations::from_errors(std::mem::take(&mut self.violations))?;
-        let mut take = |name| self.core.remove(name);
+        let mut take = |at: usize| self.core[at].take();
         Ok(Event {
-            id: take("id").expect("checked above"),
-            source: take("source").expect("checked above"),
-            ty: take("type").expect("checked above"),
-            datacontenttype: take("datacontenttype"),
-            dataschema: take("dataschema"),
-            subject: take("subject"),
-            time: take("time"),
+            id: take(ID).expect("checked above"),
+            source: take(SOURCE).expect("checked above"),
+            ty: take(TYPE).expect("checked above"),
+            datacontenttype: take(DATACONTENTTYPE),
+            dataschema: take(DATASCHEMA),
+            subject: take(SUBJECT),
+            time: take(TIME),
             extensions: self.extensions,
             data,
         })
@@ -295,5 +321,28 @@ impl From<i32> for AttributeValue {
 impl From<bool> for AttributeValue {
     fn from(value: bool) -> Self {
         AttributeValue::Boolean(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_core_places_name_the_core_attributes() {
+        let places = [
+            (ID, "id"),
+            (SOURCE, "source"),
+            (SPECVERSION, "specversion"),
+            (TYPE, "type"),
+            (DATACONTENTTYPE, "datacontenttype"),
+            (DATASCHEMA, "dataschema"),
+            (SUBJECT, "subject"),
+            (TIME, "time"),
+        ];
+        for (at, name) in places {
+            assert_eq!(CORE_ATTRIBUTES[at], name);
+        }
+        assert_eq!(places.len(), CORE_ATTRIBUTES.len());
     }
 }

@@ -233,6 +233,15 @@ impl ReceivedEvent {
             None => std::borrow::Cow::Owned(crate::format::json::encode_event(&self.event)),
         }
     }
+
+    /// The JSON format of this event, like [`ReceivedEvent::to_json`], taking the original
+    /// text without copying it.
+    pub fn into_json(self) -> String {
+        match self.json {
+            Some(json) => json.into_string(),
+            None => crate::format::json::encode_event(&self.event),
+        }
+    }
 }
 
 impl From<Event> for ReceivedEvent {

@@ -236,3 +236,45 @@ fn builder_applies_the_same_rules() {
         .unwrap_err();
     assert!(mismatch.contains(Rule::DataNotJson));
 }
+
+/// An attribute may appear once, whether it is a core attribute or an extension, and whether
+/// its first value was valid or not; each repeat is reported once.
+#[test]
+fn repeated_attributes_are_reported_once_each() {
+    let table: &[(&str, &[(&str, Rule)])] = &[
+        (
+            r#""comexampleext":"a","comexampleext":"b""#,
+            &[("comexampleext", Rule::DuplicateAttribute)],
+        ),
+        (
+            r#""comexampleext":{},"comexampleext":1"#,
+            &[
+                ("comexampleext", Rule::JsonType),
+                ("comexampleext", Rule::DuplicateAttribute),
+            ],
+        ),
+        (
+            r#""Bad-Name":"a","Bad-Name":"b","Bad-Name":"c""#,
+            &[
+                ("Bad-Name", Rule::AttributeName),
+                ("Bad-Name", Rule::DuplicateAttribute),
+                ("Bad-Name", Rule::DuplicateAttribute),
+            ],
+        ),
+        (
+            r#""subject":"","subject":"s""#,
+            &[
+                ("subject", Rule::NonEmpty),
+                ("subject", Rule::DuplicateAttribute),
+            ],
+        ),
+    ];
+    for (extra, expected) in table {
+        let text = with(extra);
+        let expected: Vec<(String, Rule)> = expected
+            .iter()
+            .map(|(name, rule)| (name.to_string(), *rule))
+            .collect();
+        assert_eq!(rules(&text), expected, "{text}");
+    }
+}

@@ -5,6 +5,7 @@
 //! event in structured mode changes nothing: not the order of members, not the spelling of
 //! numbers, not an extension's JSON type.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use base64::Engine;
@@ -25,8 +26,20 @@ pub const BATCH_MEDIA_TYPE: &str = "application/cloudevents-batch+json";
 
 /// Decodes one event from its JSON object.
 pub fn decode_event(json: &[u8]) -> Result<ReceivedEvent, Violations> {
+    // One pass in the common case: the members straight from the body. A body that is not a
+    // JSON object takes the long way, which says precisely what is wrong with it.
+    if let Ok(text) = std::str::from_utf8(json)
+        && let Ok(Members(members)) = serde_json::from_str(text)
+    {
+        return decode_members(text.trim_matches(is_json_whitespace), members);
+    }
     let raw = parse_document(json)?;
     decode_object(raw)
+}
+
+/// White space around JSON values (RFC 8259 section 2).
+fn is_json_whitespace(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
 }
 
 /// Decodes a JSON array of events. The outer error is for a body that is not a JSON array;
@@ -61,7 +74,35 @@ fn parse_document(json: &[u8]) -> Result<&RawValue, Violations> {
 }
 
 /// The members of a JSON object in document order, duplicates included.
-struct Members<'a>(Vec<(String, &'a RawValue)>);
+struct Members<'a>(Vec<(Key<'a>, &'a RawValue)>);
+
+/// A member's name: borrowed from the document unless it had escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                name: &'de str,
+            ) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(name)))
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(name.to_owned())))
+            }
+            fn visit_string<E: serde::de::Error>(self, name: String) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(name)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
 
 impl<'de> Deserialize<'de> for Members<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -72,8 +113,8 @@ impl<'de> Deserialize<'de> for Members<'de> {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut members = Vec::new();
-                while let Some(name) = map.next_key::<String>()? {
+                let mut members = Vec::with_capacity(12);
+                while let Some(name) = map.next_key::<Key<'de>>()? {
                     members.push((name, map.next_value::<&'de RawValue>()?));
                 }
                 Ok(Members(members))
@@ -99,6 +140,10 @@ fn classify(raw: &RawValue) -> Member {
         b'f' => Member::Value(RawAttribute::Boolean(false)),
         b'{' => Member::Value(RawAttribute::Other("an object")),
         b'[' => Member::Value(RawAttribute::Other("an array")),
+        // Without escapes the text between the quotes is the string (the parser checked it).
+        b'"' if !text.contains('\\') => {
+            Member::Value(RawAttribute::String(text[1..text.len() - 1].to_owned()))
+        }
         b'"' => match serde_json::from_str::<String>(text) {
             Ok(value) => Member::Value(RawAttribute::String(value)),
             Err(error) => Member::BadString(error.to_string()),
@@ -115,11 +160,19 @@ fn decode_object(raw: &RawValue) -> Result<ReceivedEvent, Violations> {
             "an event must be a JSON object",
         ))
     })?;
+    decode_members(raw.get(), members)
+}
+
+/// Builds the event from an object's members; `text` is the object's JSON text.
+fn decode_members(
+    text: &str,
+    members: Vec<(Key<'_>, &RawValue)>,
+) -> Result<ReceivedEvent, Violations> {
     let mut assembler = Assembler::default();
     let mut data: Option<&RawValue> = None;
     let mut data_base64: Option<&RawValue> = None;
-    for (name, value) in members {
-        let slot = match name.as_str() {
+    for (Key(name), value) in members {
+        let slot = match &*name {
             "data" => Some(&mut data),
             "data_base64" => Some(&mut data_base64),
             _ => None,
@@ -127,7 +180,7 @@ fn decode_object(raw: &RawValue) -> Result<ReceivedEvent, Violations> {
         if let Some(slot) = slot {
             if slot.replace(value).is_some() {
                 assembler.report(Violation::new(
-                    &name,
+                    &*name,
                     Rule::DuplicateAttribute,
                     format!("member `{name}` appears more than once"),
                 ));
@@ -138,7 +191,7 @@ fn decode_object(raw: &RawValue) -> Result<ReceivedEvent, Violations> {
             Member::Null => {}
             Member::Value(value) => assembler.set(&name, value),
             Member::BadString(error) => assembler.report(Violation::new(
-                &name,
+                &*name,
                 Rule::StringCharacters,
                 format!("the string is not valid Unicode: {error}"),
             )),
@@ -148,7 +201,7 @@ fn decode_object(raw: &RawValue) -> Result<ReceivedEvent, Violations> {
     let event = assembler.finish(data)?;
     Ok(ReceivedEvent {
         event,
-        json: Some(raw.get().into()),
+        json: Some(text.into()),
     })
 }
 
@@ -306,5 +359,42 @@ impl Event {
             .iter()
             .map(|(name, value)| (name.as_str(), AttributeValueRef::Extension(value)));
         core.chain(extensions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_kept_is_the_object_without_the_white_space_around_it() {
+        let object = r#"{"specversion":"1.0","id":"1","source":"/s","type":"t"}"#;
+        let received = decode_event(format!(" \r\n\t{object}\n ").as_bytes()).unwrap();
+        assert_eq!(received.json.as_deref(), Some(object));
+    }
+
+    #[test]
+    fn escaped_names_and_values_are_read_like_plain_ones() {
+        let text = r#"{"spec\u0076ersion":"1.0","\u0069d":"a\"b\\c","source":"/s\u0031",
+                       "type":"t","comexample\u0065xt":"\u00e9","subject":"caf\u00e9"}"#;
+        let received = decode_event(text.as_bytes()).unwrap();
+        let event = &received.event;
+        assert_eq!(event.id(), "a\"b\\c");
+        assert_eq!(event.source(), "/s1");
+        assert_eq!(event.subject(), Some("caf\u{e9}"));
+        assert_eq!(
+            event.extension("comexampleext"),
+            Some(&AttributeValue::String("\u{e9}".into()))
+        );
+        assert_eq!(received.json.as_deref(), Some(text));
+    }
+
+    #[test]
+    fn bodies_that_are_not_objects_say_what_they_are() {
+        let rule = |body: &[u8]| decode_event(body).unwrap_err().as_slice()[0].rule;
+        assert_eq!(rule(b"[1]"), Rule::NotAnObject);
+        assert_eq!(rule(b"{\"id\":"), Rule::JsonSyntax);
+        assert_eq!(rule(b"{} {}"), Rule::JsonSyntax);
+        assert_eq!(rule(b"\xff{}"), Rule::JsonSyntax);
     }
 }
