@@ -62,19 +62,30 @@ impl Principal {
 /// How requests are authenticated.
 #[derive(Debug, Clone)]
 pub enum Authentication {
-    /// Bearer tokens, by the hex SHA-256 of the token.
-    Tokens(HashMap<String, Arc<Principal>>),
+    /// Bearer tokens, by the SHA-256 of the token.
+    Tokens(HashMap<[u8; 32], Arc<Principal>>),
     /// Every request acts as an admin. Only for development; the binary warns loudly.
     Disabled,
 }
 
 impl Authentication {
-    /// Token authentication for principals given with their token hashes.
+    /// Token authentication for principals given with the hex SHA-256 of their tokens. A
+    /// principal whose hash is not 64 hex digits can never authenticate (the configuration
+    /// refuses such hashes before they get here).
     pub fn tokens(principals: impl IntoIterator<Item = (String, Principal)>) -> Self {
         Authentication::Tokens(
             principals
                 .into_iter()
-                .map(|(hash, principal)| (hash.to_ascii_lowercase(), Arc::new(principal)))
+                .filter_map(|(hash, principal)| {
+                    let mut digest = [0u8; 32];
+                    match hex::decode_to_slice(hash.as_bytes(), &mut digest) {
+                        Ok(()) => Some((digest, Arc::new(principal))),
+                        Err(error) => {
+                            tracing::warn!(principal = %principal.name, %error, "The token hash of a principal is not 64 hex digits; it cannot authenticate.");
+                            None
+                        }
+                    }
+                })
                 .collect(),
         )
     }
@@ -134,12 +145,43 @@ impl FromRequestParts<Arc<AppState>> for Caller {
                 detail: "the Authorization header must be `Bearer <token>`".into(),
                 invalid_token: true,
             })?;
-        match principals.get(&hash_token(token)) {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        match principals.get(&digest) {
             Some(principal) => Ok(Caller(Arc::clone(principal))),
             None => Err(ApiError::Unauthorized {
                 detail: "the bearer token is not known to this hub".into(),
                 invalid_token: true,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_known_by_their_hash_in_either_case() {
+        let principal = |name: &str| Principal {
+            name: name.into(),
+            roles: [Role::Publisher].into(),
+            subscribe_type_prefixes: Vec::new(),
+            publish_source_prefixes: Vec::new(),
+        };
+        let Authentication::Tokens(known) = Authentication::tokens([
+            (hash_token("lower").to_ascii_lowercase(), principal("a")),
+            (hash_token("upper").to_ascii_uppercase(), principal("b")),
+            ("not-a-hash".into(), principal("c")),
+        ]) else {
+            panic!("token authentication");
+        };
+        let find = |token: &str| {
+            let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+            known.get(&digest).map(|p| p.name.clone())
+        };
+        assert_eq!(find("lower").as_deref(), Some("a"));
+        assert_eq!(find("upper").as_deref(), Some("b"));
+        assert_eq!(find("not-a-hash"), None);
+        assert_eq!(known.len(), 2, "an invalid hash is left out");
     }
 }

@@ -3,13 +3,12 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::response::{IntoResponse, Response};
 use http::header::CONTENT_TYPE;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_event::binding::http::{self as binding, ContentMode, DecodeError, Message};
 use knooppunt_event::{ReceivedEvent, Severity, Violation, Violations, validate};
 use knooppunt_store::{Appended, NewEvent};
@@ -38,6 +37,12 @@ struct Receipt {
     /// SHOULD-level findings (and, at profile level `warn`, the profile's MUSTs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     warnings: Vec<Violation>,
+}
+
+/// The answer to a batch.
+#[derive(Debug, Serialize)]
+struct Receipts<'a> {
+    events: &'a [Receipt],
 }
 
 fn rejected(state: &AppState, why: Rejection, count: usize) {
@@ -215,7 +220,7 @@ pub(crate) async fn publish(
     let new_events: Vec<NewEvent> = {
         let registry = state.registry.read().expect("registry lock");
         received
-            .iter()
+            .into_iter()
             .map(|received| {
                 let started = std::time::Instant::now();
                 let subscriptions = registry.matching(&received.event);
@@ -226,7 +231,7 @@ pub(crate) async fn publish(
                 NewEvent {
                     source: received.event.source().to_owned(),
                     id: received.event.id().to_owned(),
-                    json: received.to_json().into_owned(),
+                    json: received.into_json(),
                     subscriptions,
                 }
             })
@@ -287,9 +292,15 @@ pub(crate) async fn publish(
         })
         .collect();
     let body = if batched {
-        json!({ "events": receipts })
+        serde_json::to_vec(&Receipts { events: &receipts })
     } else {
-        serde_json::to_value(&receipts[0]).expect("receipts serialise")
-    };
-    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+        serde_json::to_vec(&receipts[0])
+    }
+    .expect("receipts serialise");
+    Ok((
+        StatusCode::ACCEPTED,
+        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body,
+    )
+        .into_response())
 }
