@@ -21,10 +21,11 @@ use axum::extract::{FromRequest, Request};
 use axum::middleware::map_response;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use http::HeaderValue;
 use http::header::{
-    CACHE_CONTROL, CONTENT_TYPE, STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY,
+    STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
+use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
 use self::problem::ApiError;
@@ -116,27 +117,35 @@ async fn not_found(uri: http::Uri) -> ApiError {
     ))
 }
 
-/// ADR /core/version-header and /core/transport/security-headers, and problem+json for any
-/// error response the framework produced on its own (such as a path it could not decode).
+/// The headers every response carries: ADR /core/version-header and
+/// /core/transport/security-headers.
+const STANDARD_HEADERS: [(HeaderName, HeaderValue); 7] = [
+    (
+        HeaderName::from_static("api-version"),
+        HeaderValue::from_static(API_VERSION),
+    ),
+    (
+        CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
+    ),
+    (REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
+    (CACHE_CONTROL, HeaderValue::from_static("no-store")),
+    (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+    (X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+    (
+        STRICT_TRANSPORT_SECURITY,
+        HeaderValue::from_static("max-age=31536000; includeSubDomains"),
+    ),
+];
+
+/// Adds [`STANDARD_HEADERS`], and makes any error response the framework produced on its
+/// own (such as a path it could not decode) problem+json.
 async fn standard_headers(response: Response) -> Response {
     let mut response = as_problem(response).await;
     let headers = response.headers_mut();
-    let mut set = |name: &'static str, value: &'static str| {
-        headers.insert(name, HeaderValue::from_static(value));
-    };
-    set("api-version", API_VERSION);
-    set(
-        "content-security-policy",
-        "default-src 'none'; frame-ancestors 'none'",
-    );
-    set("referrer-policy", "no-referrer");
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(
-        STRICT_TRANSPORT_SECURITY,
-        HeaderValue::from_static("max-age=31536000; includeSubDomains"),
-    );
+    for (name, value) in STANDARD_HEADERS {
+        headers.insert(name, value);
+    }
     response
 }
 
