@@ -611,3 +611,40 @@ async fn framework_errors_are_problems_too() {
     .assert_problem(400);
     assert_eq!(answer.header("api-version"), Some("1.0.0"));
 }
+
+/// The hub's default delivery policy fills the `config` keys a subscription leaves out, and
+/// the OpenAPI document shows the hub's defaults.
+#[tokio::test]
+async fn the_hubs_delivery_defaults_fill_what_a_subscription_leaves_out() {
+    let mut options = knooppunt_tests::test_options();
+    options.subscription_defaults = knooppunt_store::ConfigDefaults::try_new([
+        ("maxAttempts", "7".to_owned()),
+        ("ordering", "unordered".to_owned()),
+    ])
+    .unwrap();
+    let hub = TestHub::start_with_options(options).await;
+    let mut body = minimal();
+    body["config"] = json!({"ordering": "ordered"});
+    let created = create(&hub, tokens::KVK, body).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let config = &created.body["config"];
+    assert_eq!(config["maxAttempts"], "7", "the hub's default");
+    assert_eq!(
+        config["ordering"], "ordered",
+        "the subscription's own choice"
+    );
+    assert_eq!(config["ttl"], "PT24H", "the standard default");
+
+    let document: Value = hub
+        .client
+        .get(hub.url("/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let keys = &document["components"]["schemas"]["Config"]["properties"];
+    assert_eq!(keys["maxAttempts"]["default"], "7");
+    assert_eq!(keys["mode"]["default"], "structured");
+}

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::{Arc, RwLock};
 
 use knooppunt_event::Event;
-use knooppunt_store::Store;
+use knooppunt_store::{ConfigDefaults, Store};
 use tokio::net::TcpListener;
 
 pub use api::auth::{Authentication, Principal, Role, hash_token};
@@ -35,6 +35,8 @@ pub struct HubOptions {
     pub public_url: Option<String>,
     /// How long shutting down waits for delivery attempts in flight.
     pub shutdown_grace: std::time::Duration,
+    /// The `config` values a subscription gets for the keys it leaves out.
+    pub subscription_defaults: ConfigDefaults,
 }
 
 impl HubOptions {
@@ -46,6 +48,7 @@ impl HubOptions {
             delivery: DeliveryOptions::default(),
             public_url: None,
             shutdown_grace: std::time::Duration::from_secs(10),
+            subscription_defaults: ConfigDefaults::default(),
         }
     }
 }
@@ -63,6 +66,7 @@ pub(crate) struct AppState {
     pub(crate) deliverer: Deliverer,
     pub(crate) telemetry: Arc<telemetry::Telemetry>,
     pub(crate) public_url: Option<String>,
+    pub(crate) subscription_defaults: ConfigDefaults,
     shutdown_grace: std::time::Duration,
     /// Tells the background tasks to stop.
     stop: tokio::sync::watch::Sender<bool>,
@@ -117,6 +121,7 @@ impl Hub {
                 deliverer,
                 telemetry,
                 public_url: options.public_url,
+                subscription_defaults: options.subscription_defaults,
                 shutdown_grace: options.shutdown_grace,
                 stop,
                 background: std::sync::Mutex::new(Vec::new()),

@@ -22,8 +22,9 @@ pub use queue::{
 };
 pub use sled_store::{SledOptions, SledStore};
 pub use subscription::{
-    CONFIG_KEYS, ConfigError, ConfigKey, DeliveryConfig, DeliveryMode, HttpSettings, Ordering,
-    SinkCredential, Subscription, SubscriptionState, Validation, parse_iso8601_duration,
+    CONFIG_KEYS, ConfigDefaults, ConfigError, ConfigKey, DeliveryConfig, DeliveryMode,
+    HttpSettings, Ordering, SinkCredential, Subscription, SubscriptionState, Validation,
+    parse_iso8601_duration,
 };
 
 /// A boxed future, so that [`Store`] can be used as `dyn Store`.

@@ -198,6 +198,45 @@ pub const CONFIG_KEYS: [ConfigKey; 7] = [
     },
 ];
 
+/// The value each `config` key gets when a subscription leaves it out: the defaults of
+/// [`CONFIG_KEYS`], or the hub's own where its operator configured them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigDefaults {
+    values: BTreeMap<String, String>,
+}
+
+impl Default for ConfigDefaults {
+    fn default() -> Self {
+        ConfigDefaults {
+            values: CONFIG_KEYS
+                .iter()
+                .map(|key| (key.name.to_owned(), key.default.to_owned()))
+                .collect(),
+        }
+    }
+}
+
+impl ConfigDefaults {
+    /// The defaults of [`CONFIG_KEYS`] with `overrides` (key, value) applied; every key and
+    /// value is checked as a subscription's would be.
+    pub fn try_new<K: Into<String>>(
+        overrides: impl IntoIterator<Item = (K, String)>,
+    ) -> Result<ConfigDefaults, Vec<ConfigError>> {
+        let overrides: BTreeMap<String, String> = overrides
+            .into_iter()
+            .map(|(key, value)| (key.into(), value))
+            .collect();
+        let (_, values) =
+            DeliveryConfig::try_from_map_with(&overrides, &ConfigDefaults::default())?;
+        Ok(ConfigDefaults { values })
+    }
+
+    /// The default of a key of [`CONFIG_KEYS`].
+    pub fn get(&self, key: &str) -> &str {
+        self.values.get(key).map_or("", String::as_str)
+    }
+}
+
 /// A `config` problem, naming the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("config.{key}: {message}")]
@@ -222,9 +261,17 @@ impl Subscription {
 
 impl DeliveryConfig {
     /// Validates a submitted `config` map, reporting every bad key, and returns the map with
-    /// every default applied next to the typed settings.
+    /// every default of [`CONFIG_KEYS`] applied next to the typed settings.
     pub fn try_from_map(
         map: &BTreeMap<String, String>,
+    ) -> Result<(DeliveryConfig, BTreeMap<String, String>), Vec<ConfigError>> {
+        DeliveryConfig::try_from_map_with(map, &ConfigDefaults::default())
+    }
+
+    /// Like [`DeliveryConfig::try_from_map`], with these defaults for the keys left out.
+    pub fn try_from_map_with(
+        map: &BTreeMap<String, String>,
+        defaults: &ConfigDefaults,
     ) -> Result<(DeliveryConfig, BTreeMap<String, String>), Vec<ConfigError>> {
         let mut errors = Vec::new();
         for key in map.keys() {
@@ -238,7 +285,9 @@ impl DeliveryConfig {
         }
         let mut effective = BTreeMap::new();
         for key in CONFIG_KEYS {
-            let value = map.get(key.name).map_or(key.default, String::as_str);
+            let value = map
+                .get(key.name)
+                .map_or_else(|| defaults.get(key.name), String::as_str);
             effective.insert(key.name.to_owned(), value.to_owned());
         }
         let mut error = |key: &str, message: String| {
@@ -414,6 +463,34 @@ mod tests {
         ] {
             assert!(parse_iso8601_duration(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_hub_can_set_its_own_defaults_and_they_are_checked() {
+        let defaults = ConfigDefaults::try_new([
+            ("maxAttempts", "5".to_owned()),
+            ("mode", "binary".to_owned()),
+        ])
+        .unwrap();
+        let asked: BTreeMap<String, String> = [("mode".to_owned(), "structured".to_owned())].into();
+        let (config, effective) = DeliveryConfig::try_from_map_with(&asked, &defaults).unwrap();
+        assert_eq!(config.max_attempts, 5, "the hub's default");
+        assert_eq!(
+            config.mode,
+            DeliveryMode::Structured,
+            "the subscription's own value"
+        );
+        assert_eq!(effective["maxAttempts"], "5");
+        assert_eq!(effective["ttl"], "PT24H", "the standard default");
+
+        let errors = ConfigDefaults::try_new([
+            ("maxAttempts", "0".to_owned()),
+            ("initialBackoff", "PT2H".to_owned()),
+            ("colour", "blue".to_owned()),
+        ])
+        .unwrap_err();
+        let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, ["colour", "maxAttempts", "maxBackoff"]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use knooppunt_broker::{IngestOptions, MIN_EVENT_BYTES, Principal, Role};
 use knooppunt_event::ProfileLevel;
-use knooppunt_store::parse_iso8601_duration;
+use knooppunt_store::{ConfigDefaults, parse_iso8601_duration};
 use serde::Deserialize;
 
 /// The whole configuration; every section has defaults.
@@ -89,14 +89,83 @@ pub(crate) struct DeliveryConfig {
     pub(crate) max_in_flight: usize,
     /// ISO 8601 duration: how long shutting down waits for delivery attempts in flight.
     pub(crate) shutdown_grace: String,
+    /// The default delivery policy: what a subscription's `config` gets for a key it leaves
+    /// out (`mode`).
+    pub(crate) default_mode: String,
+    /// Default `ordering`.
+    pub(crate) default_ordering: String,
+    /// Default `maxAttempts`.
+    pub(crate) default_max_attempts: u32,
+    /// Default `ttl` (ISO 8601 duration).
+    pub(crate) default_ttl: String,
+    /// Default `initialBackoff` (ISO 8601 duration).
+    pub(crate) default_initial_backoff: String,
+    /// Default `maxBackoff` (ISO 8601 duration).
+    pub(crate) default_max_backoff: String,
+    /// Default `timeout` (ISO 8601 duration).
+    pub(crate) default_timeout: String,
 }
 
 impl Default for DeliveryConfig {
     fn default() -> Self {
+        let standard = ConfigDefaults::default();
         DeliveryConfig {
             max_in_flight: 16,
             shutdown_grace: "PT10S".into(),
+            default_mode: standard.get("mode").into(),
+            default_ordering: standard.get("ordering").into(),
+            default_max_attempts: standard.get("maxAttempts").parse().expect("a number"),
+            default_ttl: standard.get("ttl").into(),
+            default_initial_backoff: standard.get("initialBackoff").into(),
+            default_max_backoff: standard.get("maxBackoff").into(),
+            default_timeout: standard.get("timeout").into(),
         }
+    }
+}
+
+impl DeliveryConfig {
+    /// The default delivery policy for subscriptions, checked; a problem names the key of
+    /// this file.
+    pub(crate) fn subscription_defaults(&self) -> anyhow::Result<ConfigDefaults> {
+        let keys = [
+            ("mode", "default_mode", self.default_mode.clone()),
+            (
+                "ordering",
+                "default_ordering",
+                self.default_ordering.clone(),
+            ),
+            (
+                "maxAttempts",
+                "default_max_attempts",
+                self.default_max_attempts.to_string(),
+            ),
+            ("ttl", "default_ttl", self.default_ttl.clone()),
+            (
+                "initialBackoff",
+                "default_initial_backoff",
+                self.default_initial_backoff.clone(),
+            ),
+            (
+                "maxBackoff",
+                "default_max_backoff",
+                self.default_max_backoff.clone(),
+            ),
+            ("timeout", "default_timeout", self.default_timeout.clone()),
+        ];
+        let overrides = keys.iter().map(|(api, _, value)| (*api, value.clone()));
+        ConfigDefaults::try_new(overrides).map_err(|errors| {
+            let named: Vec<String> = errors
+                .iter()
+                .map(|error| {
+                    let file_key = keys
+                        .iter()
+                        .find(|(api, _, _)| *api == error.key)
+                        .map_or(error.key.as_str(), |(_, key, _)| *key);
+                    format!("delivery.{file_key}: {}", error.message)
+                })
+                .collect();
+            anyhow::anyhow!("{}", named.join("; "))
+        })
     }
 }
 
@@ -263,6 +332,7 @@ impl Config {
         options.delivery.max_in_flight = self.delivery.max_in_flight;
         options.shutdown_grace = parse_iso8601_duration(&self.delivery.shutdown_grace)
             .map_err(|why| anyhow::anyhow!("delivery.shutdown_grace: {why}"))?;
+        options.subscription_defaults = self.delivery.subscription_defaults()?;
         Ok(options)
     }
 
@@ -293,7 +363,7 @@ impl Config {
     }
 
     fn validate(&self) -> anyhow::Result<()> {
-        self.ingest_options()?;
+        self.hub_options(knooppunt_broker::Authentication::Disabled)?;
         let mut names = HashSet::new();
         let mut hashes = HashSet::new();
         for (i, principal) in self.principals.iter().enumerate() {
@@ -371,7 +441,8 @@ mod tests {
     fn delivery_settings_reach_the_hub_and_their_errors_name_the_key() {
         let config = Config::parse(
             "[server]\norigin = \"knooppunt.example.nl\"\npublic_url = \"https://hub.example.nl\"\n\
-             [delivery]\nmax_in_flight = 4\nshutdown_grace = \"PT3S\"\n",
+             [delivery]\nmax_in_flight = 4\nshutdown_grace = \"PT3S\"\ndefault_max_attempts = 5\n\
+             default_ordering = \"unordered\"\n",
         )
         .unwrap();
         let options = config
@@ -384,6 +455,14 @@ mod tests {
             Some("https://hub.example.nl")
         );
         assert_eq!(options.shutdown_grace, std::time::Duration::from_secs(3));
+        let defaults = &options.subscription_defaults;
+        assert_eq!(defaults.get("maxAttempts"), "5");
+        assert_eq!(defaults.get("ordering"), "unordered");
+        assert_eq!(
+            defaults.get("ttl"),
+            "PT24H",
+            "unset keys keep the standard default"
+        );
         let cases = [
             ("[server]\norigin = \"\"\n", "server.origin"),
             ("[server]\norigin = \"two words\"\n", "server.origin"),
@@ -396,12 +475,25 @@ mod tests {
                 "[delivery]\nshutdown_grace = \"10s\"\n",
                 "delivery.shutdown_grace",
             ),
+            (
+                "[delivery]\ndefault_mode = \"fax\"\n",
+                "delivery.default_mode",
+            ),
+            (
+                "[delivery]\ndefault_max_attempts = 0\n",
+                "delivery.default_max_attempts",
+            ),
+            (
+                "[delivery]\ndefault_initial_backoff = \"PT2H\"\n",
+                "delivery.default_max_backoff",
+            ),
+            (
+                "[delivery]\ndefault_timeout = \"PT10M\"\n",
+                "delivery.default_timeout",
+            ),
         ];
         for (text, key) in cases {
-            let error = Config::parse(text)
-                .unwrap()
-                .hub_options(knooppunt_broker::Authentication::Disabled)
-                .unwrap_err();
+            let error = Config::parse(text).unwrap_err();
             assert!(format!("{error:#}").contains(key), "{text}: {error:#}");
         }
     }

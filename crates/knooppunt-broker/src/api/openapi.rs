@@ -2,19 +2,23 @@
 //! from `knooppunt_store::CONFIG_KEYS`, the dialects from `knooppunt_filter::DIALECTS`, the
 //! allowed methods from the handlers. It lints clean with the ADR Spectral ruleset.
 
+use std::sync::Arc;
+
 use axum::Json;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use http::header::ACCESS_CONTROL_ALLOW_ORIGIN;
 use knooppunt_filter::DIALECTS;
-use knooppunt_store::CONFIG_KEYS;
+use knooppunt_store::{CONFIG_KEYS, ConfigDefaults};
 use serde_json::{Map, Value, json};
 
 use super::subscriptions::{COLLECTION_ALLOW, ITEM_ALLOW};
 use super::{API_VERSION, BASE_PATH};
+use crate::AppState;
 
-pub(crate) async fn serve() -> Response {
-    let mut response = Json(document()).into_response();
+pub(crate) async fn serve(State(state): State<Arc<AppState>>) -> Response {
+    let mut response = Json(document(&state.subscription_defaults)).into_response();
     response
         .headers_mut()
         .insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
@@ -212,13 +216,14 @@ fn body_extra() -> Map<String, Value> {
     extra
 }
 
-fn config_schema() -> Value {
+/// The `config` keys, with this hub's defaults.
+fn config_schema(defaults: &ConfigDefaults) -> Value {
     let properties: Map<String, Value> = CONFIG_KEYS
         .iter()
         .map(|key| {
             (
                 key.name.to_owned(),
-                json!({"type": "string", "default": key.default, "description": key.description}),
+                json!({"type": "string", "default": defaults.get(key.name), "description": key.description}),
             )
         })
         .collect();
@@ -231,7 +236,7 @@ fn config_schema() -> Value {
     })
 }
 
-pub(crate) fn document() -> Value {
+pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
     let page_parameters = json!([
         {"name": "pageSize", "in": "query", "required": false,
          "description": "How many subscriptions per page (1 to 1000, default 100).",
@@ -647,7 +652,7 @@ pub(crate) fn document() -> Value {
                         "secret": {"type": "string"}
                     }
                 },
-                "Config": config_schema(),
+                "Config": config_schema(defaults),
                 "Problem": problem_schema()
             }
         }

@@ -8,7 +8,7 @@ use knooppunt_delivery::LastDelivery;
 use knooppunt_event::validate::syntax;
 use knooppunt_filter::{Criteria, Filter};
 use knooppunt_store::{
-    DeliveryConfig, HttpSettings, SinkCredential, Subscription, SubscriptionState,
+    ConfigDefaults, DeliveryConfig, HttpSettings, SinkCredential, Subscription, SubscriptionState,
 };
 use serde_json::{Map, Value, json};
 
@@ -95,7 +95,12 @@ fn string_map(value: &Value, name: &str, problems: &mut Problems) -> BTreeMap<St
 }
 
 /// Reads and validates a request body.
-pub(crate) fn read(body: &Value) -> Result<SubscriptionInput, Vec<InvalidParam>> {
+/// Reads a subscription from a request body, with `defaults` for the `config` keys it
+/// leaves out; every problem is collected.
+pub(crate) fn read(
+    body: &Value,
+    defaults: &ConfigDefaults,
+) -> Result<SubscriptionInput, Vec<InvalidParam>> {
     let mut problems = Problems(Vec::new());
     let Some(object) = body.as_object() else {
         return Err(vec![InvalidParam::new(
@@ -200,7 +205,7 @@ pub(crate) fn read(body: &Value) -> Result<SubscriptionInput, Vec<InvalidParam>>
         "config",
         &mut problems,
     );
-    let config = match DeliveryConfig::try_from_map(&config) {
+    let config = match DeliveryConfig::try_from_map_with(&config, defaults) {
         Ok((_, effective)) => effective,
         Err(errors) => {
             for error in errors {

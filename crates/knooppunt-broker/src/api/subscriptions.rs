@@ -34,8 +34,8 @@ pub(crate) fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("there is no subscription `{id}` visible to you"))
 }
 
-fn read_body(body: &Value) -> Result<SubscriptionInput, ApiError> {
-    subscription_body::read(body).map_err(|problems| {
+fn read_body(state: &AppState, body: &Value) -> Result<SubscriptionInput, ApiError> {
+    subscription_body::read(body, &state.subscription_defaults).map_err(|problems| {
         let count = problems.len();
         ApiError::invalid(
             format!(
@@ -128,7 +128,7 @@ pub(crate) async fn create(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "create subscriptions")?;
-    let input = read_body(&body)?;
+    let input = read_body(&state, &body)?;
     check_type_permission(&caller, &input)?;
     let criteria = input.criteria.clone();
     let id = uuid::Uuid::now_v7().to_string();
@@ -237,7 +237,7 @@ pub(crate) async fn replace(
             )],
         ));
     }
-    let input = read_body(&body)?;
+    let input = read_body(&state, &body)?;
     let writer = state.subscription_writes.lock().await;
     let existing = state
         .registry
