@@ -767,3 +767,45 @@ async fn changing_a_subscription_neither_abandons_nor_stalls_an_attempt_in_fligh
         "the attempt in flight finished once; the next one uses the new settings"
     );
 }
+
+/// http-webhook.md and the NL GOV Webhook guideline: deliveries use HTTPS. The hub verifies
+/// the sink's certificate (here one of a private CA the hub is configured to trust) for the
+/// handshake and every delivery.
+#[tokio::test]
+async fn https_sinks_get_the_handshake_and_deliveries_over_tls() {
+    let mut options = knooppunt_tests::test_options();
+    options.delivery.extra_root_certificates = knooppunt_tests::sink::test_ca_pem();
+    let hub = TestHub::start_with_options(options).await;
+    let sink = Sink::start_tls().await;
+    assert!(sink.url.starts_with("https://"));
+    let created = subscribe(&hub, &sink, quick(json!({}))).await;
+    assert_eq!(created.body["state"], "active", "{}", created.body);
+    assert_eq!(sink.handshakes().len(), 1);
+
+    publish(&hub, "tls-1").await;
+    let deliveries = sink.wait_for(1, WAIT).await;
+    assert_eq!(deliveries[0].json()["id"], "tls-1");
+    assert_eq!(deliveries[0].header("webhook-request-origin"), Some(ORIGIN));
+}
+
+/// A sink whose certificate the hub cannot verify gets nothing: the handshake fails on the
+/// certificate, the subscription stays pending and says why.
+#[tokio::test]
+async fn a_sink_with_an_untrusted_certificate_gets_nothing() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start_tls().await;
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE]});
+    let created = subscribe_with(&hub, body).await;
+    assert_eq!(created.body["state"], "pending", "{}", created.body);
+    let problem = created.body["validationProblem"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(problem.contains("certificate"), "{problem}");
+    let seq = publish(&hub, "untrusted-1").await;
+    assert_eq!(
+        hub.store_pending(&id_of(&created)).await,
+        [seq],
+        "queued until the sink can be validated"
+    );
+    assert!(sink.deliveries().is_empty() && sink.handshakes().is_empty());
+}

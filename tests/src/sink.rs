@@ -1,5 +1,7 @@
 //! A real HTTP sink on 127.0.0.1 port 0 for delivery tests: it records every request and
-//! answers the validation handshake and deliveries as the test scripts it.
+//! answers the validation handshake and deliveries as the test scripts it. It speaks plain
+//! HTTP, or HTTPS with the test certificate of `tests/fixtures/tls` (issued for
+//! `localhost` and `127.0.0.1` by the test CA in `ca.pem`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -89,6 +91,22 @@ pub struct Sink {
 impl Sink {
     /// A sink that grants the test hub's origin and answers every delivery 204.
     pub async fn start() -> Sink {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        Sink::serve(listener, url)
+    }
+
+    /// The same over HTTPS, with a certificate of the test CA ([`test_ca_pem`]).
+    pub async fn start_tls() -> Sink {
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}/hook", tcp.local_addr().unwrap());
+        Sink::serve(TlsListener::new(tcp), url)
+    }
+
+    fn serve<L: axum::serve::Listener>(listener: L, url: String) -> Sink
+    where
+        L::Addr: std::fmt::Debug,
+    {
         let state = Arc::new(SinkState {
             received: Mutex::new(Vec::new()),
             script: Mutex::new(VecDeque::new()),
@@ -98,8 +116,6 @@ impl Sink {
                 rate: None,
             }),
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/hook", listener.local_addr().unwrap());
         let router = axum::Router::new()
             .fallback(handle)
             .with_state(Arc::clone(&state));
@@ -199,4 +215,64 @@ async fn handle(
         );
     }
     response
+}
+
+/// The test CA's certificate (PEM), which issued the HTTPS sink's certificate.
+pub fn test_ca_pem() -> Vec<u8> {
+    std::fs::read(fixture("ca.pem")).unwrap()
+}
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/tls")
+        .join(name)
+}
+
+/// Accepts TCP connections and completes the TLS handshake before handing them to axum; a
+/// client that refuses the certificate is dropped.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl TlsListener {
+    fn new(tcp: tokio::net::TcpListener) -> TlsListener {
+        use tokio_rustls::rustls;
+        use tokio_rustls::rustls::pki_types::pem::PemObject;
+        use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+        let chain = vec![CertificateDer::from_pem_file(fixture("sink.pem")).unwrap()];
+        let key = PrivateKeyDer::from_pem_file(fixture("sink.key")).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        TlsListener {
+            tcp,
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        }
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((stream, address)) = self.tcp.accept().await else {
+                continue;
+            };
+            if let Ok(tls) = self.acceptor.accept(stream).await {
+                return (tls, address);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
 }

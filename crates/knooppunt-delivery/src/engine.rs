@@ -30,6 +30,9 @@ pub struct DeliveryOptions {
     pub request_rate: u32,
     /// How long the validation handshake may take.
     pub handshake_timeout: Duration,
+    /// CA certificates (PEM) to trust for `https` sinks next to the operating system's, for
+    /// sinks whose certificates come from a private or government CA; empty for none.
+    pub extra_root_certificates: Vec<u8>,
 }
 
 impl Default for DeliveryOptions {
@@ -40,6 +43,7 @@ impl Default for DeliveryOptions {
             idle_poll: Duration::from_secs(1),
             request_rate: 600,
             handshake_timeout: Duration::from_secs(10),
+            extra_root_certificates: Vec::new(),
         }
     }
 }
@@ -128,8 +132,16 @@ impl Deliverer {
                 options.origin
             )
         })?;
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
+        let mut client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+        if !options.extra_root_certificates.is_empty() {
+            let certificates =
+                reqwest::Certificate::from_pem_bundle(&options.extra_root_certificates)
+                    .map_err(|error| format!("the extra CA certificates are not PEM: {error}"))?;
+            for certificate in certificates {
+                client = client.add_root_certificate(certificate);
+            }
+        }
+        let client = client
             .build()
             .map_err(|error| format!("cannot build the HTTP client: {error}"))?;
         let (retired, retirements) = mpsc::unbounded_channel();

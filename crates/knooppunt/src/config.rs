@@ -89,6 +89,8 @@ pub(crate) struct DeliveryConfig {
     pub(crate) max_in_flight: usize,
     /// ISO 8601 duration: how long shutting down waits for delivery attempts in flight.
     pub(crate) shutdown_grace: String,
+    /// A PEM file of CA certificates to trust for `https` sinks, next to the system's.
+    pub(crate) ca_file: Option<PathBuf>,
     /// The default delivery policy: what a subscription's `config` gets for a key it leaves
     /// out (`mode`).
     pub(crate) default_mode: String,
@@ -112,6 +114,7 @@ impl Default for DeliveryConfig {
         DeliveryConfig {
             max_in_flight: 16,
             shutdown_grace: "PT10S".into(),
+            ca_file: None,
             default_mode: standard.get("mode").into(),
             default_ordering: standard.get("ordering").into(),
             default_max_attempts: standard.get("maxAttempts").parse().expect("a number"),
@@ -256,6 +259,20 @@ fn override_setting(
     Ok(())
 }
 
+/// Reads a PEM file of CA certificates; it must hold at least one.
+pub(crate) fn read_ca_file(path: &Path) -> Result<Vec<u8>, String> {
+    let pem =
+        std::fs::read(path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    match reqwest::Certificate::from_pem_bundle(&pem) {
+        Ok(certificates) if !certificates.is_empty() => Ok(pem),
+        Ok(_) => Err(format!("{} holds no PEM certificate", path.display())),
+        Err(error) => Err(format!(
+            "{} is not a PEM certificate bundle: {error}",
+            path.display()
+        )),
+    }
+}
+
 impl Config {
     /// Reads the file at `path`; a missing file at the default path means the defaults.
     pub(crate) fn load(path: &Path, explicit: bool) -> anyhow::Result<Config> {
@@ -333,6 +350,10 @@ impl Config {
         options.shutdown_grace = parse_iso8601_duration(&self.delivery.shutdown_grace)
             .map_err(|why| anyhow::anyhow!("delivery.shutdown_grace: {why}"))?;
         options.subscription_defaults = self.delivery.subscription_defaults()?;
+        if let Some(path) = &self.delivery.ca_file {
+            options.delivery.extra_root_certificates =
+                read_ca_file(path).map_err(|why| anyhow::anyhow!("delivery.ca_file: {why}"))?;
+        }
         Ok(options)
     }
 
@@ -495,6 +516,30 @@ mod tests {
         for (text, key) in cases {
             let error = Config::parse(text).unwrap_err();
             assert!(format!("{error:#}").contains(key), "{text}: {error:#}");
+        }
+    }
+
+    #[test]
+    fn a_ca_file_for_sinks_is_read_and_checked() {
+        let ca = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/tls/ca.pem"
+        );
+        let config = Config::parse(&format!("[delivery]\nca_file = \"{ca}\"\n")).unwrap();
+        let options = config
+            .hub_options(knooppunt_broker::Authentication::Disabled)
+            .unwrap();
+        assert_eq!(
+            options.delivery.extra_root_certificates,
+            std::fs::read(ca).unwrap()
+        );
+        let not_pem = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+        for path in [not_pem, "/nonexistent/ca.pem"] {
+            let error = Config::parse(&format!("[delivery]\nca_file = \"{path}\"\n")).unwrap_err();
+            assert!(
+                format!("{error:#}").contains("delivery.ca_file"),
+                "{error:#}"
+            );
         }
     }
 
