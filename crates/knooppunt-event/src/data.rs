@@ -66,7 +66,7 @@ pub(crate) fn essence(content_type: &str) -> String {
 
 /// Whether a content type declares JSON-formatted data: subtype `json` or a `+json` suffix
 /// (json-format.md section 3.1.1).
-pub(crate) fn is_json_media_type(content_type: &str) -> bool {
+pub fn is_json_media_type(content_type: &str) -> bool {
     let essence = essence(content_type);
     match essence.split_once('/') {
         Some((_, subtype)) => subtype == "json" || subtype.ends_with("+json"),

@@ -20,10 +20,11 @@ mod builder;
 mod data;
 mod event;
 pub mod format;
+pub mod timestamp;
 pub mod validate;
 
 pub use builder::EventBuilder;
-pub use data::{Data, JsonText};
+pub use data::{Data, JsonText, is_json_media_type};
 pub use event::{
     AttributeRef, AttributeValue, CORE_ATTRIBUTES, Event, ReceivedEvent, SPEC_VERSION,
 };

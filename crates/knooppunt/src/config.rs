@@ -316,6 +316,9 @@ impl Config {
             let Some(setting) = name.strip_prefix(ENV_PREFIX) else {
                 continue;
             };
+            if crate::client::CLIENT_VARIABLES.contains(&name.as_str()) {
+                continue;
+            }
             override_setting(&mut table, &name, &setting.to_ascii_lowercase(), &value)?;
         }
         let config: Config = table.try_into()?;
@@ -562,6 +565,10 @@ mod tests {
                 ("KNOOPPUNT_DELIVERY_MAX_IN_FLIGHT", "4"),
                 ("KNOOPPUNT_LOG_FORMAT", "json"),
                 ("PATH", "/usr/bin"),
+                // The client commands' variables are not configuration keys.
+                ("KNOOPPUNT_URL", "http://hub.example.nl"),
+                ("KNOOPPUNT_TOKEN", "secret"),
+                ("KNOOPPUNT_CA_FILE", "/nowhere.pem"),
             ]),
         )
         .unwrap();

@@ -3,6 +3,7 @@
 #![allow(clippy::print_stdout)]
 
 mod check;
+mod client;
 mod config;
 mod serve;
 
@@ -22,6 +23,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///
 /// Publishers POST events; subscribers register webhooks through the Subscriptions API; the
 /// hub delivers every matching event. The API is described at /v1/openapi.json.
+///
+/// `serve` runs the hub. `publish`, `subscriptions` and `dead-letters` talk to a running hub
+/// over its API: give its URL with --url or KNOOPPUNT_URL (default http://127.0.0.1:8080)
+/// and a principal's token with KNOOPPUNT_TOKEN (or --token).
 #[derive(Debug, Parser)]
 #[command(name = "knooppunt", version)]
 struct Cli {
@@ -56,6 +61,25 @@ enum Command {
         /// The token to hash; a new random one is made when absent.
         token: Option<String>,
     },
+    /// Publish an event to a running hub (needs the `publisher` role).
+    ///
+    /// Give a file with the event in the JSON format (or a JSON array of events, sent as one
+    /// batch), or make the event from flags. A file is sent exactly as written. The hub
+    /// answers once the event is on disk; a duplicate `source` + `id` is acknowledged but not
+    /// delivered again.
+    ///
+    /// Examples:
+    ///   knooppunt publish --file event.json
+    ///   knooppunt publish --source urn:nld:oin:00000001823288444000:systeem:BRP \
+    ///       --type nl.brp.persoon-verhuisd --subject 999990342 --data '{"bsn": "999990342"}'
+    #[command(verbatim_doc_comment)]
+    Publish(client::publish::PublishArgs),
+    /// List, show, create and delete subscriptions on a running hub.
+    #[command(subcommand)]
+    Subscriptions(client::subscriptions::SubscriptionsCommand),
+    /// List and redeliver a subscription's dead letters on a running hub.
+    #[command(subcommand)]
+    DeadLetters(client::dead_letters::DeadLettersCommand),
     /// Check CloudEvents in the JSON format against the CloudEvents core specification and
     /// the NL GOV profile, and list every problem found.
     ///
@@ -118,6 +142,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("Give the token to the principal; put the hash in its [[principals]] entry.");
             Ok(ExitCode::SUCCESS)
         }
+        Command::Publish(args) => client::run(client::publish::run(args)),
+        Command::Subscriptions(command) => client::run(client::subscriptions::run(command)),
+        Command::DeadLetters(command) => client::run(client::dead_letters::run(command)),
         Command::Check {
             files,
             profile,

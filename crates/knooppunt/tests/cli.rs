@@ -170,9 +170,34 @@ fn help_explains_the_commands() {
         "serve",
         "hash-token",
         "check",
+        "publish",
+        "subscriptions",
+        "dead-letters",
+        "KNOOPPUNT_URL",
+        "KNOOPPUNT_TOKEN",
         "/v1/openapi.json",
     ] {
         assert!(text.contains(expected), "{expected}: {text}");
+    }
+    for (command, expected) in [
+        (
+            &["publish", "--help"][..],
+            &["--file", "--binary", "--source", "NAME:=VALUE", "Examples"][..],
+        ),
+        (
+            &["subscriptions", "create", "--help"],
+            &["--sink", "--sql", "--config", "pending"],
+        ),
+        (
+            &["subscriptions", "--help"],
+            &["list", "get", "create", "delete"],
+        ),
+        (&["dead-letters", "--help"], &["list", "redeliver"]),
+    ] {
+        let help = stdout(&knooppunt(command, ""));
+        for expected in expected {
+            assert!(help.contains(expected), "{command:?} {expected}: {help}");
+        }
     }
     let serve = stdout(&knooppunt(&["serve", "--help"], ""));
     for expected in [

@@ -13,11 +13,12 @@ use http::{HeaderValue, StatusCode};
 use knooppunt_store::{DeadLetter, DeliveryChange, SubscriptionState};
 use serde_json::{Map, Value, json};
 
+use super::BASE_PATH;
 use super::auth::{Caller, Role};
 use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, now_millis, visible};
-use super::{BASE_PATH, rfc3339};
 use crate::AppState;
+use knooppunt_event::timestamp::utc_timestamp;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET";
 pub(crate) const ITEM_ALLOW: &str = "GET, DELETE";
@@ -55,10 +56,10 @@ fn representation(dead: &DeadLetter, event: Option<Value>) -> Value {
     object.insert("reason".into(), json!(dead.reason));
     object.insert("attempts".into(), json!(dead.attempts));
     if let Some(at) = dead.first_attempt_at {
-        object.insert("firstAttemptTime".into(), json!(rfc3339(at)));
+        object.insert("firstAttemptTime".into(), json!(utc_timestamp(at)));
     }
     if let Some(at) = dead.last_attempt_at {
-        object.insert("lastAttemptTime".into(), json!(rfc3339(at)));
+        object.insert("lastAttemptTime".into(), json!(utc_timestamp(at)));
     }
     if let Some(status) = dead.last_status {
         object.insert("lastStatusCode".into(), json!(status));
@@ -66,7 +67,7 @@ fn representation(dead: &DeadLetter, event: Option<Value>) -> Value {
     if let Some(error) = &dead.last_error {
         object.insert("lastError".into(), json!(error));
     }
-    object.insert("deadLetterTime".into(), json!(rfc3339(dead.dead_at)));
+    object.insert("deadLetterTime".into(), json!(utc_timestamp(dead.dead_at)));
     if let Some(event) = event {
         object.insert("event".into(), event);
     }

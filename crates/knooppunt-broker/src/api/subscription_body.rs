@@ -13,7 +13,7 @@ use knooppunt_store::{
 use serde_json::{Map, Value, json};
 
 use super::problem::InvalidParam;
-use super::rfc3339;
+use knooppunt_event::timestamp::utc_timestamp;
 
 /// A validated subscription request.
 #[derive(Debug, Clone)]
@@ -414,7 +414,7 @@ pub(crate) fn representation(subscription: &Subscription, last: Option<LastDeliv
     }
     if let Some(last) = last {
         let mut delivery = Map::new();
-        delivery.insert("time".into(), json!(rfc3339(last.at)));
+        delivery.insert("time".into(), json!(utc_timestamp(last.at)));
         delivery.insert("sequence".into(), json!(last.seq));
         delivery.insert("outcome".into(), json!(last.outcome));
         if let Some(status) = last.status {

@@ -1,0 +1,247 @@
+//! The commands that talk to a running hub over its API: `publish`, `subscriptions` and
+//! `dead-letters`. They print what the hub answered for people, or its JSON with `--json`;
+//! a refusal prints the hub's problem (every invalid field included) and exits with 1.
+
+pub(crate) mod dead_letters;
+pub(crate) mod publish;
+pub(crate) mod subscriptions;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, LINK};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+/// The environment variables of the client commands; the hub's configuration leaves them
+/// alone (every other `KNOOPPUNT_` variable is a configuration key).
+pub(crate) const CLIENT_VARIABLES: [&str; 3] =
+    ["KNOOPPUNT_URL", "KNOOPPUNT_TOKEN", "KNOOPPUNT_CA_FILE"];
+
+/// Where the hub is and who is calling.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Connection {
+    /// The hub's base URL.
+    #[arg(long, env = "KNOOPPUNT_URL", default_value = "http://127.0.0.1:8080")]
+    pub(crate) url: String,
+    /// The bearer token of one of the hub's principals. Prefer the environment variable:
+    /// others on this machine can see command lines.
+    #[arg(long, env = "KNOOPPUNT_TOKEN", hide_env_values = true)]
+    pub(crate) token: Option<String>,
+    /// A PEM file of CA certificates to trust for an https hub, next to the system's.
+    #[arg(long, env = "KNOOPPUNT_CA_FILE")]
+    pub(crate) ca_file: Option<PathBuf>,
+}
+
+/// Print the hub's JSON answer instead of a summary.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub(crate) struct Output {
+    /// Print the hub's answer as JSON (for scripts).
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// An HTTP client for one hub.
+#[derive(Debug)]
+pub(crate) struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+/// What the hub answered.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Value,
+}
+
+/// The outcome of a client command: done, or the hub refused (its problem already printed).
+pub(crate) type Outcome = anyhow::Result<ExitCode>;
+
+impl Client {
+    pub(crate) fn new(connection: &Connection) -> anyhow::Result<Client> {
+        let base = connection.url.trim_end_matches('/').to_owned();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            anyhow::bail!("--url: `{base}` must start with http:// or https://");
+        }
+        let mut http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(60));
+        if let Some(path) = &connection.ca_file {
+            let pem = crate::config::read_ca_file(path)
+                .map_err(|why| anyhow::anyhow!("--ca-file: {why}"))?;
+            for certificate in reqwest::Certificate::from_pem_bundle(&pem)? {
+                http = http.add_root_certificate(certificate);
+            }
+        }
+        Ok(Client {
+            http: http.build().context("cannot set up the HTTP client")?,
+            base,
+            token: connection.token.clone(),
+        })
+    }
+
+    /// Sends a request to `path` (relative to the base URL, starting with `/`).
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: HeaderMap,
+        body: Option<Vec<u8>>,
+    ) -> anyhow::Result<Answer> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.http.request(method.clone(), &url).headers(headers);
+        if let Some(token) = &self.token {
+            let value = HeaderValue::try_from(format!("Bearer {token}"))
+                .context("--token: a token is printable ASCII without spaces")?;
+            request = request.header(AUTHORIZATION, value);
+        }
+        if let Some(body) = body {
+            request = request.body(body);
+        }
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("cannot reach the hub at {url} (is it running? see --url)"))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response
+            .bytes()
+            .await
+            .context("the hub's answer broke off")?;
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        Ok(Answer {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// Sends a JSON body.
+    pub(crate) async fn send_json(
+        &self,
+        method: Method,
+        path: &str,
+        body: &Value,
+    ) -> anyhow::Result<Answer> {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        self.send(method, path, headers, Some(serde_json::to_vec(body)?))
+            .await
+    }
+
+    /// Every item of a paginated collection, following `Link: rel="next"`.
+    pub(crate) async fn all_pages(&self, path: &str) -> anyhow::Result<Result<Vec<Value>, Answer>> {
+        let mut items = Vec::new();
+        let mut next = Some(path.to_owned());
+        while let Some(path) = next {
+            let answer = self
+                .send(Method::GET, &path, HeaderMap::new(), None)
+                .await?;
+            if !answer.status.is_success() {
+                return Ok(Err(answer));
+            }
+            next = next_page(&answer.headers);
+            match answer.body {
+                Value::Array(page) => items.extend(page),
+                other => anyhow::bail!(
+                    "the hub answered {path} with something other than a list: {other}"
+                ),
+            }
+        }
+        Ok(Ok(items))
+    }
+}
+
+/// The path of the `rel="next"` link, if there is one.
+fn next_page(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(LINK)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .find(|link| link.contains("rel=\"next\""))
+        .and_then(|link| {
+            let start = link.find('<')? + 1;
+            let end = link.find('>')?;
+            Some(link.get(start..end)?.to_owned())
+        })
+}
+
+/// Prints the hub's refusal to standard error and returns exit code 1.
+pub(crate) fn refused(answer: &Answer) -> ExitCode {
+    let body = &answer.body;
+    let detail = body["detail"]
+        .as_str()
+        .or_else(|| body.as_str())
+        .unwrap_or("no details given");
+    eprintln!("knooppunt: the hub refused ({}): {detail}", answer.status);
+    if let Some(params) = body["invalidParams"].as_array() {
+        for param in params {
+            eprintln!(
+                "  {}: {}",
+                param["name"].as_str().unwrap_or("?"),
+                param["reason"].as_str().unwrap_or("?")
+            );
+        }
+    }
+    if answer.status == StatusCode::UNAUTHORIZED {
+        eprintln!("  (give a principal's token with --token or KNOOPPUNT_TOKEN)");
+    }
+    ExitCode::from(1)
+}
+
+/// Prints a JSON value for `--json`.
+pub(crate) fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).expect("JSON values print")
+    );
+}
+
+/// Runs a client command on a runtime of its own.
+pub(crate) fn run(command: impl std::future::Future<Output = Outcome>) -> Outcome {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(command)
+}
+
+/// Percent-encodes a path segment (ids are safe, but a user may type anything).
+pub(crate) fn segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_page_is_read_from_the_link_header() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            LINK,
+            HeaderValue::from_static("</v1/subscriptions?pageSize=2&cursor=abc>; rel=\"next\""),
+        );
+        assert_eq!(
+            next_page(&headers).as_deref(),
+            Some("/v1/subscriptions?pageSize=2&cursor=abc")
+        );
+        assert_eq!(next_page(&HeaderMap::new()), None);
+        assert_eq!(segment("a b/ç"), "a%20b%2F%C3%A7");
+    }
+}

@@ -1,0 +1,254 @@
+//! `knooppunt subscriptions`: list, show, create and delete subscriptions.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use reqwest::header::HeaderMap;
+use reqwest::{Method, StatusCode};
+use serde_json::{Map, Value, json};
+
+use super::{Client, Connection, Outcome, Output, print_json, refused, segment};
+
+/// Manage subscriptions (needs the `subscriber` role; you see your own, an admin sees all).
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum SubscriptionsCommand {
+    /// List subscriptions, oldest first, with their state and sink.
+    List {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Show one subscription, with its delivery settings and last delivery.
+    Get {
+        /// The subscription's id.
+        id: String,
+        #[command(flatten)]
+        connection: Connection,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Create a subscription from a JSON file (the API's body) or from flags.
+    ///
+    /// The hub asks the sink for its consent first (the webhook validation handshake); a
+    /// sink that does not consent leaves the subscription `pending`, with the reason.
+    ///
+    /// Example:
+    ///   knooppunt subscriptions create --sink https://gemeente.example.nl/events \
+    ///       --type nl.brp.persoon-verhuisd --sql "subject LIKE '9999%'"
+    #[command(verbatim_doc_comment)]
+    Create {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(flatten)]
+        output: Output,
+        #[command(flatten)]
+        subscription: NewSubscription,
+    },
+    /// Delete a subscription and its pending deliveries.
+    Delete {
+        /// The subscription's id.
+        id: String,
+        #[command(flatten)]
+        connection: Connection,
+    },
+}
+
+/// A new subscription, from a file or from flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct NewSubscription {
+    /// A file with the subscription as JSON (the body of POST /v1/subscriptions); `-` reads
+    /// standard input.
+    #[arg(long, short, value_name = "FILE", conflicts_with_all = ["sink", "types", "source", "sql", "config"])]
+    file: Option<PathBuf>,
+    /// The webhook events are delivered to (an absolute http or https URL).
+    #[arg(long, required_unless_present = "file")]
+    sink: Option<String>,
+    /// An event type to receive; may be repeated.
+    #[arg(long = "type", id = "types", value_name = "TYPE")]
+    types: Vec<String>,
+    /// Receive only events of this `source`.
+    #[arg(long)]
+    source: Option<String>,
+    /// A CESQL filter, e.g. `subject LIKE '9999%'`.
+    #[arg(long)]
+    sql: Option<String>,
+    /// A delivery setting, `KEY=VALUE` (mode, ordering, maxAttempts, ttl, initialBackoff,
+    /// maxBackoff, timeout); may be repeated.
+    #[arg(long, value_name = "KEY=VALUE")]
+    config: Vec<String>,
+}
+
+pub(crate) async fn run(command: SubscriptionsCommand) -> Outcome {
+    match command {
+        SubscriptionsCommand::List { connection, output } => {
+            let client = Client::new(&connection)?;
+            let items = match client.all_pages("/v1/subscriptions").await? {
+                Ok(items) => items,
+                Err(answer) => return Ok(refused(&answer)),
+            };
+            if output.json {
+                print_json(&Value::Array(items));
+            } else if items.is_empty() {
+                println!("No subscriptions.");
+            } else {
+                println!("{:<36}  {:<8}  {:<40}  WHAT", "ID", "STATE", "SINK");
+                for item in &items {
+                    println!(
+                        "{:<36}  {:<8}  {:<40}  {}",
+                        text(&item["id"]),
+                        text(&item["state"]),
+                        text(&item["sink"]),
+                        what(item)
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SubscriptionsCommand::Get {
+            id,
+            connection,
+            output,
+        } => {
+            let client = Client::new(&connection)?;
+            let path = format!("/v1/subscriptions/{}", segment(&id));
+            let answer = client
+                .send(Method::GET, &path, HeaderMap::new(), None)
+                .await?;
+            if !answer.status.is_success() {
+                return Ok(refused(&answer));
+            }
+            if output.json {
+                print_json(&answer.body);
+            } else {
+                describe(&answer.body);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SubscriptionsCommand::Create {
+            connection,
+            output,
+            subscription,
+        } => {
+            let client = Client::new(&connection)?;
+            let body = subscription.body()?;
+            let answer = client
+                .send_json(Method::POST, "/v1/subscriptions", &body)
+                .await?;
+            if answer.status != StatusCode::CREATED {
+                return Ok(refused(&answer));
+            }
+            if output.json {
+                print_json(&answer.body);
+            } else {
+                println!("created {}", text(&answer.body["id"]));
+                describe(&answer.body);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SubscriptionsCommand::Delete { id, connection } => {
+            let client = Client::new(&connection)?;
+            let path = format!("/v1/subscriptions/{}", segment(&id));
+            let answer = client
+                .send(Method::DELETE, &path, HeaderMap::new(), None)
+                .await?;
+            if !answer.status.is_success() {
+                return Ok(refused(&answer));
+            }
+            println!("deleted {id}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+impl NewSubscription {
+    fn body(&self) -> anyhow::Result<Value> {
+        if let Some(path) = &self.file {
+            let text = if path.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin()).context("cannot read standard input")?
+            } else {
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?
+            };
+            return serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", path.display()));
+        }
+        let mut body = Map::new();
+        body.insert("sink".into(), json!(self.sink));
+        body.insert("protocol".into(), json!("HTTP"));
+        if !self.types.is_empty() {
+            body.insert("types".into(), json!(self.types));
+        }
+        if let Some(source) = &self.source {
+            body.insert("source".into(), json!(source));
+        }
+        if let Some(sql) = &self.sql {
+            body.insert("filters".into(), json!([{"sql": sql}]));
+        }
+        if !self.config.is_empty() {
+            let mut config = Map::new();
+            for setting in &self.config {
+                let (key, value) = setting
+                    .split_once('=')
+                    .with_context(|| format!("--config {setting}: write KEY=VALUE"))?;
+                config.insert(key.to_owned(), json!(value));
+            }
+            body.insert("config".into(), Value::Object(config));
+        }
+        Ok(Value::Object(body))
+    }
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+/// What a subscription receives, in a few words.
+fn what(subscription: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(types) = subscription["types"].as_array() {
+        let types: Vec<String> = types.iter().map(text).collect();
+        parts.push(types.join(", "));
+    }
+    if let Some(source) = subscription["source"].as_str() {
+        parts.push(format!("from {source}"));
+    }
+    if let Some(filters) = subscription["filters"].as_array()
+        && !filters.is_empty()
+    {
+        parts.push(format!(
+            "{} filter{}",
+            filters.len(),
+            if filters.len() == 1 { "" } else { "s" }
+        ));
+    }
+    if parts.is_empty() {
+        "every event".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
+fn describe(subscription: &Value) {
+    println!("  state:    {}", text(&subscription["state"]));
+    if let Some(problem) = subscription["validationProblem"].as_str() {
+        println!("  why:      {problem}");
+    }
+    println!("  sink:     {}", text(&subscription["sink"]));
+    println!("  receives: {}", what(subscription));
+    if let Some(config) = subscription["config"].as_object() {
+        let settings: Vec<String> = config
+            .iter()
+            .map(|(k, v)| format!("{k}={}", text(v)))
+            .collect();
+        println!("  config:   {}", settings.join(" "));
+    }
+    if subscription["lastDelivery"].is_object() {
+        println!("  last delivery: {}", subscription["lastDelivery"]);
+    }
+}

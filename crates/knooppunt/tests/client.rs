@@ -1,0 +1,345 @@
+//! The client commands (`publish`, `subscriptions`, `dead-letters`) against a live hub
+//! process and a real sink, as a user would run them.
+
+mod common;
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use knooppunt_tests::sink::{Consent, Reply, Sink};
+
+const TOKEN: &str = "admin-token";
+const SOURCE: &str = "urn:nld:oin:00000001823288444000:systeem:BRP";
+const TYPE: &str = "nl.brp.persoon-verhuisd";
+const WAIT: Duration = Duration::from_secs(15);
+
+/// Runs `knooppunt ARGS` against the hub at `url` with the token in the environment.
+async fn knooppunt(url: &str, args: &[&str]) -> Output {
+    knooppunt_with(url, Some(TOKEN), args).await
+}
+
+async fn knooppunt_with(url: &str, token: Option<&str>, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_knooppunt"));
+    command
+        .args(args)
+        .env("KNOOPPUNT_URL", url)
+        .env_remove("KNOOPPUNT_TOKEN");
+    if let Some(token) = token {
+        command.env("KNOOPPUNT_TOKEN", token);
+    }
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn succeeded(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        output.status.code(),
+        stdout(output),
+        stderr(output)
+    );
+    stdout(output)
+}
+
+/// A hub process with an admin principal, and a sink that consents to it.
+async fn hub_and_sink() -> (common::HubProcess, tempfile::TempDir, Sink) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::config_with_admin(dir.path(), TOKEN);
+    let hub = common::HubProcess::start(&config, &dir.path().join("data"));
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+    (hub, dir, sink)
+}
+
+async fn create_subscription(url: &str, sink: &Sink) -> String {
+    let created = succeeded(
+        &knooppunt(
+            url,
+            &[
+                "subscriptions",
+                "create",
+                "--sink",
+                &sink.url,
+                "--type",
+                TYPE,
+                "--sql",
+                "subject LIKE '9999%'",
+                "--config",
+                "maxAttempts=2",
+                "--config",
+                "initialBackoff=PT0.05S",
+                "--config",
+                "maxBackoff=PT0.1S",
+            ],
+        )
+        .await,
+    );
+    assert!(created.contains("state:    active"), "{created}");
+    created
+        .lines()
+        .find_map(|line| line.strip_prefix("created "))
+        .expect("the id")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_are_created_listed_shown_and_deleted() {
+    let (hub, _dir, sink) = hub_and_sink().await;
+    let url = hub.url("");
+    let id = create_subscription(&url, &sink).await;
+
+    let listed = succeeded(&knooppunt(&url, &["subscriptions", "list"]).await);
+    let row = listed.lines().find(|l| l.starts_with(&id)).expect("listed");
+    assert!(
+        row.contains("active") && row.contains(&sink.url) && row.contains(TYPE),
+        "{row}"
+    );
+
+    let shown = succeeded(&knooppunt(&url, &["subscriptions", "get", &id, "--json"]).await);
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(shown["filters"][0]["sql"], "subject LIKE '9999%'");
+    assert_eq!(shown["config"]["maxAttempts"], "2");
+
+    let listed: serde_json::Value = serde_json::from_str(&succeeded(
+        &knooppunt(&url, &["subscriptions", "list", "--json"]).await,
+    ))
+    .unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+
+    assert!(
+        succeeded(&knooppunt(&url, &["subscriptions", "delete", &id]).await).contains("deleted")
+    );
+    let gone = knooppunt(&url, &["subscriptions", "get", &id]).await;
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(stderr(&gone).contains("404"), "{}", stderr(&gone));
+    assert!(hub.terminate().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_events_reach_the_sink_from_flags_files_and_binary_mode() {
+    let (hub, dir, sink) = hub_and_sink().await;
+    let url = hub.url("");
+    create_subscription(&url, &sink).await;
+
+    // From flags, with typed extensions.
+    let published = succeeded(
+        &knooppunt(
+            &url,
+            &[
+                "publish",
+                "--id",
+                "flags-1",
+                "--source",
+                SOURCE,
+                "--type",
+                TYPE,
+                "--subject",
+                "999990342",
+                "--time",
+                "now",
+                "--data",
+                r#"{"bsn": "999990342"}"#,
+                "-e",
+                "sequence:=42",
+                "-e",
+                "region=noord",
+            ],
+        )
+        .await,
+    );
+    assert!(
+        published.contains("accepted") && published.contains("for 1 subscription"),
+        "{published}"
+    );
+    let delivered = sink.wait_for(1, WAIT).await;
+    let event = delivered[0].json();
+    assert_eq!(event["id"], "flags-1");
+    assert_eq!(
+        event["sequence"], 42,
+        "an integer extension stays an integer"
+    );
+    assert_eq!(event["region"], "noord");
+    assert_eq!(event["data"]["bsn"], "999990342");
+    assert!(event["time"].as_str().unwrap().ends_with('Z'));
+
+    // From a file: delivered byte for byte.
+    let text = format!(
+        r#"{{ "specversion" : "1.0", "id":"file-1","source":"{SOURCE}","type":"{TYPE}","subject":"99991","data":{{"n": 1.50}} }}"#
+    );
+    let file = dir.path().join("event.json");
+    std::fs::write(&file, &text).unwrap();
+    succeeded(&knooppunt(&url, &["publish", "--file", file.to_str().unwrap()]).await);
+    let delivered = sink.wait_for(2, WAIT).await;
+    assert_eq!(
+        std::str::from_utf8(&delivered[1].body).unwrap(),
+        text.trim(),
+        "the file's exact text"
+    );
+
+    // The same file again is a duplicate, said so and not delivered twice.
+    let again = succeeded(&knooppunt(&url, &["publish", "--file", file.to_str().unwrap()]).await);
+    assert!(again.contains("duplicate"), "{again}");
+
+    // Binary mode from a file; a batch from a file.
+    let binary = dir.path().join("binary.json");
+    std::fs::write(
+        &binary,
+        format!(r#"{{"specversion":"1.0","id":"bin-1","source":"{SOURCE}","type":"{TYPE}","subject":"99992","data":{{"b":true}}}}"#),
+    )
+    .unwrap();
+    succeeded(
+        &knooppunt(
+            &url,
+            &["publish", "--binary", "--file", binary.to_str().unwrap()],
+        )
+        .await,
+    );
+    let batch = dir.path().join("batch.json");
+    std::fs::write(
+        &batch,
+        format!(
+            r#"[{{"specversion":"1.0","id":"batch-1","source":"{SOURCE}","type":"{TYPE}","subject":"99993"}},
+                {{"specversion":"1.0","id":"batch-2","source":"{SOURCE}","type":"{TYPE}","subject":"99994"}}]"#
+        ),
+    )
+    .unwrap();
+    let batched =
+        succeeded(&knooppunt(&url, &["publish", "--file", batch.to_str().unwrap()]).await);
+    assert_eq!(batched.matches("accepted").count(), 2, "{batched}");
+    let delivered = sink.wait_for(5, WAIT).await;
+    let ids: Vec<String> = delivered
+        .iter()
+        .map(|d| d.json()["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, ["flags-1", "file-1", "bin-1", "batch-1", "batch-2"]);
+    assert_eq!(delivered[2].json()["data"]["b"], true);
+    assert!(hub.terminate().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_are_listed_and_redelivered() {
+    let (hub, _dir, sink) = hub_and_sink().await;
+    let url = hub.url("");
+    let id = create_subscription(&url, &sink).await;
+    sink.answer([Reply::status(400)]);
+    succeeded(
+        &knooppunt(
+            &url,
+            &[
+                "publish",
+                "--id",
+                "dl-1",
+                "--source",
+                SOURCE,
+                "--type",
+                TYPE,
+                "--subject",
+                "99990",
+            ],
+        )
+        .await,
+    );
+    let listed = {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let listed = succeeded(&knooppunt(&url, &["dead-letters", "list", &id]).await);
+            if !listed.starts_with("No dead letters") {
+                break listed;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no dead letter appeared"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let row = listed.lines().nth(1).expect("one dead letter");
+    assert!(row.contains("400"), "the reason names the status: {row}");
+    let dead_letter = row.split_whitespace().next().unwrap().to_owned();
+
+    let redelivered =
+        succeeded(&knooppunt(&url, &["dead-letters", "redeliver", &id, &dead_letter]).await);
+    assert!(redelivered.contains("queued"), "{redelivered}");
+    let delivered = sink.wait_for(2, WAIT).await;
+    assert_eq!(
+        delivered[1].json()["id"],
+        "dl-1",
+        "delivered after the redelivery"
+    );
+    let listed = succeeded(&knooppunt(&url, &["dead-letters", "list", &id]).await);
+    assert!(listed.starts_with("No dead letters"), "{listed}");
+    assert!(hub.terminate().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_and_mistakes_say_what_to_fix() {
+    let (hub, _dir, _sink) = hub_and_sink().await;
+    let url = hub.url("");
+
+    let invalid = knooppunt(
+        &url,
+        &[
+            "subscriptions",
+            "create",
+            "--sink",
+            "not-a-url",
+            "--sql",
+            "subject LIKE",
+        ],
+    )
+    .await;
+    assert_eq!(invalid.status.code(), Some(1));
+    let message = stderr(&invalid);
+    assert!(
+        message.contains("400") && message.contains("sink:") && message.contains("filters[0].sql:"),
+        "{message}"
+    );
+
+    let anonymous = knooppunt_with(&url, None, &["subscriptions", "list"]).await;
+    assert_eq!(anonymous.status.code(), Some(1));
+    assert!(stderr(&anonymous).contains("401") && stderr(&anonymous).contains("KNOOPPUNT_TOKEN"));
+
+    let bad_event = knooppunt(&url, &["publish", "--source", "not a uri", "--type", TYPE]).await;
+    assert_eq!(bad_event.status.code(), Some(2));
+    assert!(
+        stderr(&bad_event).contains("`source`"),
+        "{}",
+        stderr(&bad_event)
+    );
+
+    let not_json = knooppunt(
+        &url,
+        &[
+            "publish", "--source", SOURCE, "--type", TYPE, "--data", "hello",
+        ],
+    )
+    .await;
+    assert_eq!(not_json.status.code(), Some(2));
+    assert!(
+        stderr(&not_json).contains("--datacontenttype"),
+        "{}",
+        stderr(&not_json)
+    );
+
+    assert!(hub.terminate().success());
+    let unreachable = knooppunt(&url, &["subscriptions", "list"]).await;
+    assert_eq!(unreachable.status.code(), Some(2));
+    assert!(
+        stderr(&unreachable).contains("cannot reach the hub"),
+        "{}",
+        stderr(&unreachable)
+    );
+}
