@@ -809,3 +809,61 @@ async fn a_sink_with_an_untrusted_certificate_gets_nothing() {
     );
     assert!(sink.deliveries().is_empty() && sink.handshakes().is_empty());
 }
+
+/// The distributed tracing extension: the event's `traceparent` and `tracestate` reach the
+/// sink unchanged, and each delivery request carries the W3C Trace Context of its own hop:
+/// the event's trace, a span of the hub's, the event's trace state.
+#[tokio::test]
+async fn deliveries_continue_the_events_trace() {
+    const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const TRACESTATE: &str = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
+    let hub = TestHub::start().await;
+    let structured = Sink::start().await;
+    let binary = Sink::start().await;
+    subscribe(&hub, &structured, quick(json!({}))).await;
+    subscribe(&hub, &binary, quick(json!({"mode": "binary"}))).await;
+
+    let traced = json!({"specversion": "1.0", "id": "traced", "source": SOURCE, "type": TYPE,
+                        "traceparent": TRACEPARENT, "tracestate": TRACESTATE, "data": {"n": 1}});
+    publish_text(&hub, &traced.to_string()).await;
+    publish(&hub, "untraced").await;
+
+    let structured = structured.wait_for(2, WAIT).await;
+    let binary = binary.wait_for(2, WAIT).await;
+    assert_eq!(
+        structured[0].json()["traceparent"],
+        TRACEPARENT,
+        "the event is unchanged"
+    );
+    assert_eq!(structured[0].json()["tracestate"], TRACESTATE);
+    assert_eq!(binary[0].header("ce-traceparent"), Some(TRACEPARENT));
+    assert_eq!(binary[0].header("ce-tracestate"), Some(TRACESTATE));
+    let mut hub_spans = Vec::new();
+    for delivery in [&structured[0], &binary[0]] {
+        let hop = delivery
+            .header("traceparent")
+            .expect("the hop's traceparent");
+        let parts: Vec<&str> = hop.split('-').collect();
+        assert_eq!(parts.len(), 4, "{hop}");
+        assert_eq!(parts[0], "00");
+        assert_eq!(
+            parts[1], "0af7651916cd43dd8448eb211c80319c",
+            "the event's trace"
+        );
+        assert_eq!(parts[3], "01", "the event's flags");
+        assert!(
+            parts[2].len() == 16 && parts[2] != "b7ad6b7169203331",
+            "a span of the hub's"
+        );
+        assert_eq!(delivery.header("tracestate"), Some(TRACESTATE));
+        hub_spans.push(parts[2].to_owned());
+    }
+    assert_ne!(
+        hub_spans[0], hub_spans[1],
+        "each attempt is a span of its own"
+    );
+    for untraced in [&structured[1], &binary[1]] {
+        assert_eq!(untraced.header("traceparent"), None);
+        assert_eq!(untraced.header("tracestate"), None);
+    }
+}

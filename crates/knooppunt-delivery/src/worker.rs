@@ -5,12 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::time::{Duration, SystemTime};
 
+use knooppunt_event::trace_context::TraceContext;
 use knooppunt_store::{
-    Attempt, Delivery, DeliveryChange, DeliveryConfig, Ordering, Subscription, SubscriptionState,
-    Verdict,
+    Attempt, Delivery, DeliveryChange, DeliveryConfig, Ordering, StoredEvent, Subscription,
+    SubscriptionState, Verdict,
 };
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use crate::engine::{Inner, LastDelivery, now_ms};
 use crate::outcome::{Outcome, Response, classify, verdict};
@@ -129,7 +131,8 @@ pub(crate) async fn run(
     while attempts.join_next().await.is_some() {}
 }
 
-/// One attempt: send, classify, record.
+/// One attempt: send, classify, record; in a span of the event's trace when it carries one
+/// (the distributed tracing extension), whose context the request passes on to the sink.
 async fn attempt(
     inner: &Arc<Inner>,
     subscription: &Subscription,
@@ -153,10 +156,62 @@ async fn attempt(
             return;
         }
     };
+    let trace = TraceContext::of_json(&event.json);
+    let span_id = fastrand::u64(1..);
+    let span = tracing::debug_span!(
+        "deliver",
+        subscription = id,
+        seq = delivery.seq,
+        attempt = delivery.attempts + 1,
+        trace_id = trace.as_ref().map(|t| t.trace_id.as_str()),
+        span_id = %format_args!("{span_id:016x}"),
+        link = trace.as_ref().map(|t| t.parent_id.as_str()),
+    );
+    send_and_record(
+        inner,
+        subscription,
+        config,
+        delivery,
+        gone,
+        event,
+        trace.map(|t| (t, span_id)),
+    )
+    .instrument(span)
+    .await;
+}
+
+/// The hop's trace headers: the event's trace with the attempt's own span, and its state.
+fn hop_headers(headers: &mut http::HeaderMap, trace: &(TraceContext, u64)) {
+    let (context, span_id) = trace;
+    if let Ok(value) = http::HeaderValue::try_from(context.child(*span_id)) {
+        headers.insert("traceparent", value);
+    }
+    if let Some(Ok(value)) = context
+        .tracestate
+        .as_deref()
+        .map(http::HeaderValue::try_from)
+    {
+        headers.insert("tracestate", value);
+    }
+}
+
+async fn send_and_record(
+    inner: &Arc<Inner>,
+    subscription: &Subscription,
+    config: DeliveryConfig,
+    delivery: Delivery,
+    gone: &AtomicBool,
+    event: StoredEvent,
+    trace: Option<(TraceContext, u64)>,
+) {
+    let id = subscription.id.as_str();
     let at = now_ms();
     let started = std::time::Instant::now();
     let (response, outcome) = match sink::delivery_message(&event.json, config.mode) {
-        Ok(message) => {
+        Ok(mut message) => {
+            if let Some(trace) = &trace {
+                hop_headers(&mut message.headers, trace);
+            }
             let response = sink::deliver(
                 &inner.client,
                 subscription,
@@ -200,6 +255,16 @@ async fn attempt(
         Verdict::DeadLetter { .. } => "deadLetter",
     };
     inner.observer.attempt(label, status, started.elapsed());
+    if let Verdict::DeadLetter { reason } = &verdict {
+        tracing::info!(
+            subscription = id,
+            seq = delivery.seq,
+            attempts,
+            reason = %reason,
+            trace_id = trace.as_ref().map(|(t, _)| t.trace_id.as_str()),
+            "A delivery was given up; the event is a dead letter of the subscription."
+        );
+    }
     tracing::debug!(
         subscription = id,
         seq = delivery.seq,

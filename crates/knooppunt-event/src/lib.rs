@@ -21,6 +21,7 @@ mod data;
 mod event;
 pub mod format;
 pub mod timestamp;
+pub mod trace_context;
 pub mod validate;
 
 pub use builder::EventBuilder;

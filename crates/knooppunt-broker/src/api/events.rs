@@ -10,10 +10,12 @@ use axum::response::{IntoResponse, Response};
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_event::binding::http::{self as binding, ContentMode, DecodeError, Message};
+use knooppunt_event::trace_context::TraceContext;
 use knooppunt_event::{ReceivedEvent, Severity, Violation, Violations, validate};
 use knooppunt_store::{Appended, NewEvent};
 use serde::Serialize;
 use serde_json::json;
+use tracing::Instrument;
 
 use super::auth::{Caller, Role};
 use super::problem::{ApiError, InvalidParam};
@@ -93,6 +95,32 @@ fn invalid_events(problems: Vec<(Option<usize>, Violations)>) -> ApiError {
 
 pub(crate) async fn publish(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    // The request's own trace context (the publisher's HTTP hop), when it sends one; each
+    // event's is logged with the event.
+    let span = tracing::debug_span!(
+        "publish",
+        principal = %caller.0.name,
+        http_trace_id = tracing::field::Empty,
+        http_parent_id = tracing::field::Empty,
+    );
+    if !span.is_disabled()
+        && let Some(context) = headers
+            .get("traceparent")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| TraceContext::parse(value, None))
+    {
+        span.record("http_trace_id", context.trace_id.as_str());
+        span.record("http_parent_id", context.parent_id.as_str());
+    }
+    accept(state, caller, headers, body).instrument(span).await
+}
+
+async fn accept(
+    state: Arc<AppState>,
     caller: Caller,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -217,6 +245,15 @@ pub(crate) async fn publish(
         )));
     }
 
+    // Each event's trace context, for the log (only read when debug logging is on).
+    let traces: Vec<Option<TraceContext>> = if tracing::enabled!(tracing::Level::DEBUG) {
+        received
+            .iter()
+            .map(|r| TraceContext::of_event(&r.event))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let new_events: Vec<NewEvent> = {
         let registry = state.registry.read().expect("registry lock");
         received
@@ -258,7 +295,8 @@ pub(crate) async fn publish(
         .into_iter()
         .zip(outcomes)
         .zip(warnings)
-        .map(|(((id, source, routed), outcome), warnings)| {
+        .enumerate()
+        .map(|(index, (((id, source, routed), outcome), warnings))| {
             let (duplicate, sequence) = match outcome {
                 Appended::Accepted { seq } => (false, seq),
                 Appended::Duplicate { seq } => (true, seq),
@@ -274,8 +312,11 @@ pub(crate) async fn publish(
                     IngestCounters::add(&counters.unmatched, 1);
                 }
             }
+            let trace = traces.get(index).and_then(Option::as_ref);
             tracing::debug!(
-                %source, %id, duplicate, matched,
+                %source, %id, sequence, duplicate, matched,
+                trace_id = trace.map(|t| t.trace_id.as_str()),
+                link = trace.map(|t| t.parent_id.as_str()),
                 "Event accepted."
             );
             Receipt {

@@ -9,34 +9,64 @@ use std::process::{Child, Command, Stdio};
 pub(crate) struct HubProcess {
     pub(crate) child: Child,
     pub(crate) address: String,
+    /// Every line the hub logged (standard error), as it arrives.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl HubProcess {
-    /// Starts `knooppunt serve` and waits until it listens. Its log is drained in the
-    /// background so that it never blocks on a full pipe.
+    /// Starts `knooppunt serve` and waits until it listens. Its log is read in the
+    /// background (so that it never blocks on a full pipe) and kept.
     pub(crate) fn start(config: &Path, data_dir: &Path) -> HubProcess {
+        HubProcess::start_with_env(config, data_dir, &[])
+    }
+
+    /// The same with these environment variables.
+    pub(crate) fn start_with_env(
+        config: &Path,
+        data_dir: &Path,
+        env: &[(&str, &str)],
+    ) -> HubProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_knooppunt"))
             .arg("serve")
             .arg("--config")
             .arg(config)
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut log = BufReader::new(child.stderr.take().unwrap());
+        let mut reader = BufReader::new(child.stderr.take().unwrap());
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let address = loop {
             let mut line = String::new();
             assert!(
-                log.read_line(&mut line).unwrap() > 0,
+                reader.read_line(&mut line).unwrap() > 0,
                 "the hub exited before listening"
             );
-            if let Some(at) = line.find("address=") {
-                break line[at + 8..].split_whitespace().next().unwrap().to_owned();
+            log.lock().unwrap().push(line.clone());
+            if let Some(address) = listening_address(&line) {
+                break address;
             }
         };
-        std::thread::spawn(move || for _ in log.lines() {});
-        HubProcess { child, address }
+        let kept = std::sync::Arc::clone(&log);
+        let reader = std::thread::spawn(move || {
+            for line in reader.lines().map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        HubProcess {
+            child,
+            address,
+            log,
+            reader: Some(reader),
+        }
+    }
+
+    /// The lines logged so far.
+    pub(crate) fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
@@ -45,11 +75,29 @@ impl HubProcess {
 
     /// SIGTERM, and the exit status.
     pub(crate) fn terminate(mut self) -> std::process::ExitStatus {
+        self.stop()
+    }
+
+    /// SIGTERM, and the exit status once the hub and its log have ended.
+    pub(crate) fn stop(&mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
         let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         assert!(status.success());
-        self.child.wait().unwrap()
+        let exit = self.child.wait().unwrap();
+        if let Some(reader) = self.reader.take() {
+            reader.join().unwrap();
+        }
+        exit
     }
+}
+
+/// The address in the hub's "listening" log line, pretty or JSON.
+fn listening_address(line: &str) -> Option<String> {
+    if let Ok(record) = serde_json::from_str::<serde_json::Value>(line) {
+        return record["address"].as_str().map(str::to_owned);
+    }
+    let at = line.find("address=")?;
+    Some(line[at + 8..].split_whitespace().next()?.to_owned())
 }
 
 /// A configuration file with one admin principal whose token is `token`.

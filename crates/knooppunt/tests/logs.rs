@@ -1,0 +1,106 @@
+//! The hub's structured logs: JSON lines whose spans join the event's trace (the
+//! distributed tracing extension), and never an event's data.
+
+mod common;
+
+use std::time::Duration;
+
+use knooppunt_tests::sink::{Consent, Sink};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "admin-token";
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const EVENT_SPAN: &str = "00f067aa0ba902b7";
+const HTTP_TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+/// Personal data in the event's `data`: it must never reach the log.
+const SECRET: &str = "BSN-999990342-GEHEIM";
+
+/// The span fields of a JSON log record: its current span and the spans it is in.
+fn spans(record: &Value) -> Vec<&Value> {
+    let mut spans: Vec<&Value> = record["spans"].as_array().into_iter().flatten().collect();
+    spans.extend(record.get("span"));
+    spans
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_join_the_events_trace_and_never_hold_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::config_with_admin(dir.path(), TOKEN);
+    let mut hub = common::HubProcess::start_with_env(
+        &config,
+        &dir.path().join("data"),
+        &[
+            ("KNOOPPUNT_LOG_FORMAT", "json"),
+            ("KNOOPPUNT_LOG_LEVEL", "debug"),
+        ],
+    );
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+    let client = reqwest::Client::new();
+    let created = client
+        .post(hub.url("/v1/subscriptions"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.brp.persoon-verhuisd"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let event = json!({
+        "specversion": "1.0", "id": "logged-1", "type": "nl.brp.persoon-verhuisd",
+        "source": "urn:nld:oin:00000001823288444000:systeem:BRP",
+        "traceparent": format!("00-{TRACE_ID}-{EVENT_SPAN}-01"),
+        "data": {"bsn": SECRET}
+    });
+    let published = client
+        .post(hub.url("/v1/events"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/cloudevents+json")
+        .header("traceparent", HTTP_TRACEPARENT)
+        .body(event.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(published.status(), 202);
+    sink.wait_for(1, Duration::from_secs(15)).await;
+    assert!(hub.stop().success());
+
+    let log = hub.log();
+    assert!(
+        log.iter().all(|line| !line.contains(SECRET)),
+        "event data reached the log"
+    );
+    let records: Vec<Value> = log
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+
+    let accepted = records
+        .iter()
+        .find(|r| r["message"] == "Event accepted.")
+        .expect("the acceptance is logged at debug level");
+    assert_eq!(accepted["trace_id"], TRACE_ID, "{accepted}");
+    assert_eq!(accepted["link"], EVENT_SPAN);
+    assert!(
+        spans(accepted)
+            .iter()
+            .any(|s| s["name"] == "publish"
+                && s["http_trace_id"] == "0af7651916cd43dd8448eb211c80319c"),
+        "in the request's span, with the publisher's HTTP trace: {accepted}"
+    );
+
+    let delivered = records
+        .iter()
+        .find(|r| r["message"] == "Delivery attempt.")
+        .expect("the attempt is logged at debug level");
+    let deliver = spans(delivered)
+        .into_iter()
+        .find(|s| s["name"] == "deliver")
+        .unwrap_or_else(|| panic!("in a deliver span: {delivered}"));
+    assert_eq!(deliver["trace_id"], TRACE_ID);
+    assert_eq!(deliver["link"], EVENT_SPAN);
+    assert_eq!(deliver["span_id"].as_str().map(str::len), Some(16));
+    assert_eq!(delivered["outcome"], "delivered");
+}
