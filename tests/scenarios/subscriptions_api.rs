@@ -648,3 +648,47 @@ async fn the_hubs_delivery_defaults_fill_what_a_subscription_leaves_out() {
     assert_eq!(keys["maxAttempts"]["default"], "7");
     assert_eq!(keys["mode"]["default"], "structured");
 }
+
+/// http-webhook.md: "HTTPS MUST be used for the connection". A sink off the hub's machine
+/// must be https:// unless the hub allows plain http (a test environment without TLS).
+#[tokio::test]
+async fn sinks_must_use_https_unless_on_this_machine_or_allowed() {
+    let hub = TestHub::start().await;
+    let with_sink = |sink: &str| json!({"sink": sink, "protocol": "HTTP"});
+    let refused = create(
+        &hub,
+        tokens::KVK,
+        with_sink("http://gemeente.example.nl/events"),
+    )
+    .await
+    .assert_problem(400);
+    let reason = refused.body["invalidParams"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(refused.invalid_params(), ["sink"]);
+    assert!(
+        reason.contains("https://") && reason.contains("allow_http_sinks"),
+        "{reason}"
+    );
+    for sink in [
+        "https://gemeente.example.nl/events",
+        "http://localhost:9/events",
+        "http://127.0.0.2:9/events",
+        "http://[::1]:9/events",
+    ] {
+        let created = create(&hub, tokens::KVK, with_sink(sink)).await;
+        assert_eq!(created.status, 201, "{sink}: {}", created.body);
+    }
+
+    let mut options = knooppunt_tests::test_options();
+    options.allow_http_sinks = true;
+    let lenient = TestHub::start_with_options(options).await;
+    let created = create(
+        &lenient,
+        tokens::KVK,
+        with_sink("http://gemeente.example.nl/events"),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+}

@@ -37,6 +37,9 @@ pub struct HubOptions {
     pub shutdown_grace: std::time::Duration,
     /// The `config` values a subscription gets for the keys it leaves out.
     pub subscription_defaults: ConfigDefaults,
+    /// Accept `http://` sinks off this machine (HTTPS is required otherwise); for test
+    /// environments without TLS.
+    pub allow_http_sinks: bool,
 }
 
 impl HubOptions {
@@ -49,6 +52,7 @@ impl HubOptions {
             public_url: None,
             shutdown_grace: std::time::Duration::from_secs(10),
             subscription_defaults: ConfigDefaults::default(),
+            allow_http_sinks: false,
         }
     }
 }
@@ -67,6 +71,7 @@ pub(crate) struct AppState {
     pub(crate) telemetry: Arc<telemetry::Telemetry>,
     pub(crate) public_url: Option<String>,
     pub(crate) subscription_defaults: ConfigDefaults,
+    pub(crate) allow_http_sinks: bool,
     shutdown_grace: std::time::Duration,
     /// Tells the background tasks to stop.
     stop: tokio::sync::watch::Sender<bool>,
@@ -122,6 +127,7 @@ impl Hub {
                 telemetry,
                 public_url: options.public_url,
                 subscription_defaults: options.subscription_defaults,
+                allow_http_sinks: options.allow_http_sinks,
                 shutdown_grace: options.shutdown_grace,
                 stop,
                 background: std::sync::Mutex::new(Vec::new()),

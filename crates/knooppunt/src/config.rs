@@ -91,6 +91,8 @@ pub(crate) struct DeliveryConfig {
     pub(crate) shutdown_grace: String,
     /// A PEM file of CA certificates to trust for `https` sinks, next to the system's.
     pub(crate) ca_file: Option<PathBuf>,
+    /// Accept `http://` sinks off this machine (only for test environments without TLS).
+    pub(crate) allow_http_sinks: bool,
     /// The default delivery policy: what a subscription's `config` gets for a key it leaves
     /// out (`mode`).
     pub(crate) default_mode: String,
@@ -115,6 +117,7 @@ impl Default for DeliveryConfig {
             max_in_flight: 16,
             shutdown_grace: "PT10S".into(),
             ca_file: None,
+            allow_http_sinks: false,
             default_mode: standard.get("mode").into(),
             default_ordering: standard.get("ordering").into(),
             default_max_attempts: standard.get("maxAttempts").parse().expect("a number"),
@@ -353,6 +356,7 @@ impl Config {
         options.shutdown_grace = parse_iso8601_duration(&self.delivery.shutdown_grace)
             .map_err(|why| anyhow::anyhow!("delivery.shutdown_grace: {why}"))?;
         options.subscription_defaults = self.delivery.subscription_defaults()?;
+        options.allow_http_sinks = self.delivery.allow_http_sinks;
         if let Some(path) = &self.delivery.ca_file {
             options.delivery.extra_root_certificates =
                 read_ca_file(path).map_err(|why| anyhow::anyhow!("delivery.ca_file: {why}"))?;

@@ -95,12 +95,19 @@ fn string_map(value: &Value, name: &str, problems: &mut Problems) -> BTreeMap<St
 }
 
 /// Reads and validates a request body.
-/// Reads a subscription from a request body, with `defaults` for the `config` keys it
-/// leaves out; every problem is collected.
-pub(crate) fn read(
-    body: &Value,
-    defaults: &ConfigDefaults,
-) -> Result<SubscriptionInput, Vec<InvalidParam>> {
+/// What a hub accepts in a subscription beyond the Subscriptions API itself.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rules<'a> {
+    /// The `config` values for the keys a subscription leaves out.
+    pub(crate) defaults: &'a ConfigDefaults,
+    /// Whether `http://` sinks off this machine are allowed (HTTPS is required otherwise).
+    pub(crate) allow_http_sinks: bool,
+}
+
+/// Reads a subscription from a request body under the hub's `rules`; every problem is
+/// collected.
+pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, Vec<InvalidParam>> {
+    let defaults = rules.defaults;
     let mut problems = Problems(Vec::new());
     let Some(object) = body.as_object() else {
         return Err(vec![InvalidParam::new(
@@ -128,7 +135,7 @@ pub(crate) fn read(
         ),
         None => {}
         Some(sink) => {
-            if let Err(why) = check_sink(sink) {
+            if let Err(why) = check_sink(sink, rules.allow_http_sinks) {
                 problems.add("sink", why);
             }
         }
@@ -235,23 +242,39 @@ pub(crate) fn read(
     })
 }
 
-/// An absolute `http` or `https` URL with a host.
-fn check_sink(sink: &str) -> Result<(), String> {
+/// An absolute `https` URL with a host (http-webhook.md §2: "HTTPS MUST be used for the
+/// connection"); `http` only for a sink on this machine, or where the hub allows it.
+fn check_sink(sink: &str, allow_http: bool) -> Result<(), String> {
     let uri: http::Uri = sink
         .parse()
         .map_err(|error| format!("`{sink}` is not a URL: {error}"))?;
+    let host = uri.host().unwrap_or_default();
     match uri.scheme_str() {
         Some("http" | "https") => {}
         _ => {
-            return Err(format!(
-                "`{sink}` must be an absolute http:// or https:// URL"
-            ));
+            return Err(format!("`{sink}` must be an absolute https:// URL"));
         }
     }
-    if uri.host().is_none_or(str::is_empty) {
+    if host.is_empty() {
         return Err(format!("`{sink}` has no host"));
     }
+    if uri.scheme_str() == Some("http") && !allow_http && !is_loopback(host) {
+        return Err(format!(
+            "`{sink}` must use https://: webhooks are delivered over HTTPS (http-webhook.md, \
+             NL GOV Webhook guideline); plain http:// is accepted only for a sink on the hub's \
+             own machine, or on a hub configured with delivery.allow_http_sinks"
+        ));
+    }
     Ok(())
+}
+
+/// `localhost`, 127.0.0.0/8 or `::1`.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback())
 }
 
 fn read_protocol_settings(value: Option<&Value>, problems: &mut Problems) -> HttpSettings {

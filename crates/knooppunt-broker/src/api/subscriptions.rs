@@ -35,7 +35,11 @@ pub(crate) fn not_found(id: &str) -> ApiError {
 }
 
 fn read_body(state: &AppState, body: &Value) -> Result<SubscriptionInput, ApiError> {
-    subscription_body::read(body, &state.subscription_defaults).map_err(|problems| {
+    let rules = subscription_body::Rules {
+        defaults: &state.subscription_defaults,
+        allow_http_sinks: state.allow_http_sinks,
+    };
+    subscription_body::read(body, rules).map_err(|problems| {
         let count = problems.len();
         ApiError::invalid(
             format!(
