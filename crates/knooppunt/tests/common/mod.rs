@@ -91,6 +91,16 @@ impl HubProcess {
     }
 }
 
+/// A hub left running by a failing test is killed, so that no test leaves a process behind.
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// The address in the hub's "listening" log line, pretty or JSON.
 fn listening_address(line: &str) -> Option<String> {
     if let Ok(record) = serde_json::from_str::<serde_json::Value>(line) {

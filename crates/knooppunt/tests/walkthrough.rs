@@ -1,0 +1,170 @@
+//! The README's five-minute walkthrough, step by step, with the example subscriber
+//! (`config/example-subscriber.py`, run with python3) as the webhook.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "demo-token-123";
+
+fn knooppunt(url: &str, args: &[&str]) -> std::process::Output {
+    let output = Command::new(env!("CARGO_BIN_EXE_knooppunt"))
+        .args(args)
+        .env("KNOOPPUNT_URL", url)
+        .env("KNOOPPUNT_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "knooppunt {args:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// The example subscriber on a free port, its output kept line by line.
+struct Subscriber {
+    child: Child,
+    port: u16,
+    output: Arc<Mutex<Vec<String>>>,
+}
+
+impl Subscriber {
+    fn start() -> Subscriber {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../config/example-subscriber.py"
+        );
+        let mut child = Command::new("python3")
+            .arg(script)
+            .env("PORT", "0")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the example subscriber (.ci/run installs it)");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let port = first
+            .rsplit(' ')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {first:?}"));
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&output);
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        Subscriber {
+            child,
+            port,
+            output,
+        }
+    }
+
+    fn wait_for(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(line) = self
+                .output
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.contains(text))
+            {
+                return line.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the subscriber never printed {text:?}: {:?}",
+                self.output.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_readme_walkthrough_delivers_a_first_event() {
+    // 1. A token and its hash.
+    let hashed = knooppunt("", &["hash-token", TOKEN]);
+    let hashed = String::from_utf8(hashed.stdout).unwrap();
+    let hash = hashed
+        .lines()
+        .find_map(|l| l.strip_prefix("token_sha256: "))
+        .expect("the hash");
+
+    // 2. A principal in the configuration.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("knooppunt.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[principals]]\nname = \"gemeente-voorbeeld\"\ntoken_sha256 = \"{hash}\"\n\
+             roles = [\"publisher\", \"subscriber\"]\n"
+        ),
+    )
+    .unwrap();
+
+    // 3. The hub, the webhook, and a subscription.
+    let hub = common::HubProcess::start(&config, &dir.path().join("data"));
+    let url = hub.url("");
+    let subscriber = Subscriber::start();
+    let sink = format!("http://127.0.0.1:{}/events", subscriber.port);
+    let created = knooppunt(
+        &url,
+        &[
+            "subscriptions",
+            "create",
+            "--sink",
+            &sink,
+            "--type",
+            "nl.brp.persoon-verhuisd",
+            "--sql",
+            "subject LIKE '9999%'",
+        ],
+    );
+    let created = String::from_utf8(created.stdout).unwrap();
+    assert!(created.contains("state:    active"), "{created}");
+    subscriber.wait_for("validation request from knooppunt: consent given");
+
+    // 4. Publish.
+    let published = knooppunt(
+        &url,
+        &[
+            "publish",
+            "--id",
+            "f3dce042-cd6e-4977-844d-05be8dce7cea",
+            "--source",
+            "urn:nld:oin:00000001823288444000:systeem:BRP-component",
+            "--type",
+            "nl.brp.persoon-verhuisd",
+            "--subject",
+            "999990342",
+            "--data",
+            r#"{"bsn": "999990342"}"#,
+        ],
+    );
+    let published = String::from_utf8(published.stdout).unwrap();
+    assert!(published.contains("for 1 subscription"), "{published}");
+
+    // 5. It arrives.
+    let line = subscriber.wait_for("f3dce042-cd6e-4977-844d-05be8dce7cea");
+    assert!(line.starts_with("event nl.brp.persoon-verhuisd"), "{line}");
+    assert!(
+        line.contains(r#""data":{"bsn": "999990342"}"#),
+        "the data as written: {line}"
+    );
+    assert!(hub.terminate().success());
+}
