@@ -34,14 +34,15 @@ struct Subscriber {
 }
 
 impl Subscriber {
-    fn start() -> Subscriber {
+    /// On `port` (0: a free one).
+    fn start(port: u16) -> Subscriber {
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../config/example-subscriber.py"
         );
         let mut child = Command::new("python3")
             .arg(script)
-            .env("PORT", "0")
+            .env("PORT", port.to_string())
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3 runs the example subscriber (.ci/run installs it)");
@@ -120,8 +121,10 @@ fn the_readme_walkthrough_delivers_a_first_event() {
     // 3. The hub, the webhook, and a subscription.
     let hub = common::HubProcess::start(&config, &dir.path().join("data"));
     let url = hub.url("");
-    let subscriber = Subscriber::start();
-    let sink = format!("http://127.0.0.1:{}/events", subscriber.port);
+    let subscriber = Subscriber::start(0);
+    let port = subscriber.port;
+    let sink = format!("http://127.0.0.1:{port}/events");
+    // The README gives a few quick retries (PT1S, PT2S); quicker still here.
     let created = knooppunt(
         &url,
         &[
@@ -133,10 +136,21 @@ fn the_readme_walkthrough_delivers_a_first_event() {
             "nl.brp.persoon-verhuisd",
             "--sql",
             "subject LIKE '9999%'",
+            "--config",
+            "maxAttempts=3",
+            "--config",
+            "initialBackoff=PT0.1S",
+            "--config",
+            "maxBackoff=PT0.2S",
         ],
     );
     let created = String::from_utf8(created.stdout).unwrap();
     assert!(created.contains("state:    active"), "{created}");
+    let id = created
+        .lines()
+        .find_map(|l| l.strip_prefix("created "))
+        .unwrap()
+        .to_owned();
     subscriber.wait_for("validation request from knooppunt: consent given");
 
     // 4. Publish.
@@ -166,5 +180,46 @@ fn the_readme_walkthrough_delivers_a_first_event() {
         line.contains(r#""data":{"bsn": "999990342"}"#),
         "the data as written: {line}"
     );
+
+    // 6. The webhook goes down; the attempts run out and the event is a dead letter.
+    drop(subscriber);
+    knooppunt(
+        &url,
+        &[
+            "publish",
+            "--id",
+            "tweede",
+            "--source",
+            "urn:nld:oin:00000001823288444000:systeem:BRP-component",
+            "--type",
+            "nl.brp.persoon-verhuisd",
+            "--subject",
+            "999990343",
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let listed = loop {
+        let listed = knooppunt(&url, &["dead-letters", "list", &id]);
+        let listed = String::from_utf8(listed.stdout).unwrap();
+        if !listed.starts_with("No dead letters") {
+            break listed;
+        }
+        assert!(Instant::now() < deadline, "no dead letter");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let row = listed.lines().nth(1).expect("a dead letter");
+    let columns: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(columns[1], "3", "three attempts: {row}");
+    let dead_letter = columns[0];
+
+    // 7. Back up, and redelivered.
+    let subscriber = Subscriber::start(port);
+    let redelivered = knooppunt(&url, &["dead-letters", "redeliver", &id, dead_letter]);
+    assert!(
+        String::from_utf8(redelivered.stdout)
+            .unwrap()
+            .contains("queued")
+    );
+    subscriber.wait_for("event nl.brp.persoon-verhuisd tweede");
     assert!(hub.terminate().success());
 }

@@ -54,12 +54,17 @@ pub(crate) async fn run(command: DeadLettersCommand) -> Outcome {
                     "ID", "ATTEMPTS", "GIVEN UP AT"
                 );
                 for item in &items {
+                    let mut reason = item["reason"].as_str().unwrap_or("?").to_owned();
+                    match (item["lastStatusCode"].as_u64(), item["lastError"].as_str()) {
+                        (_, Some(error)) => reason.push_str(&format!("; last: {error}")),
+                        (Some(status), None) => reason.push_str(&format!("; last: HTTP {status}")),
+                        (None, None) => {}
+                    }
                     println!(
-                        "{:<10}  {:>8}  {:<24}  {}",
+                        "{:<10}  {:>8}  {:<24}  {reason}",
                         item["id"].as_str().unwrap_or("?"),
-                        item["attempts"],
+                        item["attempts"].to_string(),
                         item["deadLetterTime"].as_str().unwrap_or("?"),
-                        item["reason"].as_str().unwrap_or("?")
                     );
                 }
             }

@@ -248,7 +248,16 @@ fn describe(subscription: &Value) {
             .collect();
         println!("  config:   {}", settings.join(" "));
     }
-    if subscription["lastDelivery"].is_object() {
-        println!("  last delivery: {}", subscription["lastDelivery"]);
+    let last = &subscription["lastDelivery"];
+    if last.is_object() {
+        let status = last["statusCode"]
+            .as_u64()
+            .map_or_else(|| text(&last["error"]), |code| format!("HTTP {code}"));
+        println!(
+            "  last:     {} ({status}) at {}, event number {}",
+            text(&last["outcome"]),
+            text(&last["time"]),
+            last["sequence"]
+        );
     }
 }
