@@ -336,29 +336,7 @@ async fn retry_after_is_honoured_in_seconds_and_as_a_date_and_clamped() {
 
 fn httpdate_in(delay: Duration) -> String {
     // RFC 9110 IMF-fixdate, whole seconds: at least `delay - 1 s` from now.
-    let at = std::time::SystemTime::now() + delay;
-    let secs = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    let days = secs / 86_400;
-    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let name = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ][(month - 1) as usize];
-    let rest = secs % 86_400;
-    format!(
-        "{weekday}, {day:02} {name} {year} {:02}:{:02}:{:02} GMT",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    httpdate::fmt_http_date(std::time::SystemTime::now() + delay)
 }
 
 #[tokio::test]

@@ -22,20 +22,25 @@ pub(super) struct EventIndex {
     entries: VecDeque<(u64, Indexed)>,
 }
 
+/// Puts `(seq, value)` into a deque sorted by sequence number: at the end, where numbers
+/// arrive in order, else (not expected) in its place, replacing an entry with that number.
+pub(super) fn insert_by_seq<T>(entries: &mut VecDeque<(u64, T)>, seq: u64, value: T) {
+    match entries.back() {
+        Some((last, _)) if *last >= seq => {
+            let at = entries.partition_point(|(s, _)| *s < seq);
+            if entries.get(at).is_some_and(|(s, _)| *s == seq) {
+                entries[at] = (seq, value);
+            } else {
+                entries.insert(at, (seq, value));
+            }
+        }
+        _ => entries.push_back((seq, value)),
+    }
+}
+
 impl EventIndex {
     pub(super) fn insert(&mut self, seq: u64, indexed: Indexed) {
-        match self.entries.back() {
-            Some((last, _)) if *last >= seq => {
-                // Out of order (not expected): keep the deque sorted all the same.
-                let at = self.entries.partition_point(|(s, _)| *s < seq);
-                if self.entries.get(at).is_some_and(|(s, _)| *s == seq) {
-                    self.entries[at] = (seq, indexed);
-                } else {
-                    self.entries.insert(at, (seq, indexed));
-                }
-            }
-            _ => self.entries.push_back((seq, indexed)),
-        }
+        insert_by_seq(&mut self.entries, seq, indexed);
     }
 
     pub(super) fn get(&self, seq: u64) -> Option<&Indexed> {

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use super::event_index::insert_by_seq;
 use crate::queue::Delivery;
 
 #[derive(Debug, Default)]
@@ -35,18 +36,7 @@ enum Head {
 impl Pending {
     /// Queues the delivery of a newly accepted event (sequence numbers arrive in order).
     pub(super) fn push(&mut self, seq: u64, accepted_at: u64) {
-        match self.fresh.back() {
-            Some((last, _)) if *last >= seq => {
-                // Out of order (not expected): keep the deque sorted all the same.
-                let at = self.fresh.partition_point(|(s, _)| *s < seq);
-                if self.fresh.get(at).is_some_and(|(s, _)| *s == seq) {
-                    self.fresh[at] = (seq, accepted_at);
-                } else {
-                    self.fresh.insert(at, (seq, accepted_at));
-                }
-            }
-            _ => self.fresh.push_back((seq, accepted_at)),
-        }
+        insert_by_seq(&mut self.fresh, seq, accepted_at);
     }
 
     /// Puts a delivery with its state (a retry, a redelivered dead letter) into the queue.
