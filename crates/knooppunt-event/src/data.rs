@@ -76,7 +76,7 @@ pub fn is_json_media_type(content_type: &str) -> bool {
 
 /// Whether a non-JSON content type declares text, so that a binary-mode body becomes a JSON
 /// string (`data`) rather than `data_base64` when the event is written in the JSON format.
-pub(crate) fn is_text_media_type(content_type: &str) -> bool {
+pub fn is_text_media_type(content_type: &str) -> bool {
     let essence = essence(content_type);
     let has_charset = content_type
         .split(';')

@@ -343,3 +343,42 @@ async fn refusals_and_mistakes_say_what_to_fix() {
         stderr(&unreachable)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_from_a_file_is_text_or_bytes_by_its_content_type() {
+    let (hub, dir, sink) = hub_and_sink().await;
+    let url = hub.url("");
+    create_subscription(&url, &sink).await;
+    let note = dir.path().join("note.txt");
+    std::fs::write(&note, "Verhuisd naar Utrecht.\n").unwrap();
+    let bytes = dir.path().join("scan.bin");
+    std::fs::write(&bytes, [0u8, 159, 146, 150]).unwrap();
+    for (id, content_type, file) in [
+        ("text-1", "text/plain; charset=utf-8", &note),
+        ("bytes-1", "application/octet-stream", &bytes),
+    ] {
+        let args = [
+            "publish",
+            "--id",
+            id,
+            "--source",
+            SOURCE,
+            "--type",
+            TYPE,
+            "--subject",
+            "99995",
+            "--datacontenttype",
+            content_type,
+            "--data-file",
+            file.to_str().unwrap(),
+        ];
+        succeeded(&knooppunt(&url, &args).await);
+    }
+    let delivered = sink.wait_for(2, WAIT).await;
+    let text = delivered[0].json();
+    assert_eq!(text["data"], "Verhuisd naar Utrecht.\n");
+    assert_eq!(text["datacontenttype"], "text/plain; charset=utf-8");
+    let binary = delivered[1].json();
+    assert_eq!(binary["data_base64"], "AJ+Slg==");
+    assert!(hub.terminate().success());
+}

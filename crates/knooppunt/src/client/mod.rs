@@ -91,7 +91,7 @@ impl Client {
         body: Option<Vec<u8>>,
     ) -> anyhow::Result<Answer> {
         let url = format!("{}{path}", self.base);
-        let mut request = self.http.request(method.clone(), &url).headers(headers);
+        let mut request = self.http.request(method, &url).headers(headers);
         if let Some(token) = &self.token {
             let value = HeaderValue::try_from(format!("Bearer {token}"))
                 .context("--token: a token is printable ASCII without spaces")?;

@@ -204,7 +204,13 @@ fn build(args: &PublishArgs) -> anyhow::Result<knooppunt_event::Event> {
             let bytes = std::fs::read(path)
                 .with_context(|| format!("--data-file: cannot read {}", path.display()))?;
             Some(match String::from_utf8(bytes) {
-                Ok(text) if json_data || is_textual(args.datacontenttype.as_deref()) => {
+                Ok(text)
+                    if json_data
+                        || args
+                            .datacontenttype
+                            .as_deref()
+                            .is_some_and(knooppunt_event::is_text_media_type) =>
+                {
                     data_from_text(text, json_data, "--data-file")?
                 }
                 Ok(text) => Data::Binary(text.into_bytes()),
@@ -233,13 +239,6 @@ fn data_from_text(text: String, json: bool, flag: &str) -> anyhow::Result<Data> 
         anyhow::anyhow!(
             "{flag}: not JSON ({error}); give JSON data, or set --datacontenttype for other data"
         )
-    })
-}
-
-fn is_textual(content_type: Option<&str>) -> bool {
-    content_type.is_some_and(|t| {
-        let t = t.to_ascii_lowercase();
-        t.starts_with("text/") || t.contains("xml") || t.contains("charset=")
     })
 }
 
