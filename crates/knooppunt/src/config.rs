@@ -133,32 +133,28 @@ impl DeliveryConfig {
     /// The default delivery policy for subscriptions, checked; a problem names the key of
     /// this file.
     pub(crate) fn subscription_defaults(&self) -> anyhow::Result<ConfigDefaults> {
-        let keys = [
-            ("mode", "default_mode", self.default_mode.clone()),
-            (
-                "ordering",
-                "default_ordering",
-                self.default_ordering.clone(),
-            ),
-            (
-                "maxAttempts",
-                "default_max_attempts",
-                self.default_max_attempts.to_string(),
-            ),
-            ("ttl", "default_ttl", self.default_ttl.clone()),
+        let max_attempts = self.default_max_attempts.to_string();
+        // (the API's key, this file's key, the value)
+        let keys: [(&str, &str, &str); 7] = [
+            ("mode", "default_mode", &self.default_mode),
+            ("ordering", "default_ordering", &self.default_ordering),
+            ("maxAttempts", "default_max_attempts", &max_attempts),
+            ("ttl", "default_ttl", &self.default_ttl),
             (
                 "initialBackoff",
                 "default_initial_backoff",
-                self.default_initial_backoff.clone(),
+                &self.default_initial_backoff,
             ),
             (
                 "maxBackoff",
                 "default_max_backoff",
-                self.default_max_backoff.clone(),
+                &self.default_max_backoff,
             ),
-            ("timeout", "default_timeout", self.default_timeout.clone()),
+            ("timeout", "default_timeout", &self.default_timeout),
         ];
-        let overrides = keys.iter().map(|(api, _, value)| (*api, value.clone()));
+        let overrides = keys
+            .iter()
+            .map(|(api, _, value)| (*api, (*value).to_owned()));
         ConfigDefaults::try_new(overrides).map_err(|errors| {
             let named: Vec<String> = errors
                 .iter()

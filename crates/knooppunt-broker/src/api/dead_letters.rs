@@ -10,6 +10,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::header::LINK;
 use http::{HeaderValue, StatusCode};
+use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{DeadLetter, DeliveryChange, SubscriptionState};
 use serde_json::{Map, Value, json};
 
@@ -18,7 +19,6 @@ use super::auth::{Caller, Role};
 use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, now_millis, visible};
 use crate::AppState;
-use knooppunt_event::timestamp::utc_timestamp;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET";
 pub(crate) const ITEM_ALLOW: &str = "GET, DELETE";

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use http::{HeaderName, HeaderValue};
 use knooppunt_delivery::LastDelivery;
+use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_event::validate::syntax;
 use knooppunt_filter::{Criteria, Filter};
 use knooppunt_store::{
@@ -13,7 +14,6 @@ use knooppunt_store::{
 use serde_json::{Map, Value, json};
 
 use super::problem::InvalidParam;
-use knooppunt_event::timestamp::utc_timestamp;
 
 /// A validated subscription request.
 #[derive(Debug, Clone)]
@@ -94,7 +94,6 @@ fn string_map(value: &Value, name: &str, problems: &mut Problems) -> BTreeMap<St
     map
 }
 
-/// Reads and validates a request body.
 /// What a hub accepts in a subscription beyond the Subscriptions API itself.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rules<'a> {

@@ -380,6 +380,9 @@ fn sweep(log: &mut EventLog, shared: &Shared, request: SweepRequest) -> Result<S
         log.delete(first)?;
         let gone = queues.write().expect("queues lock").forget(first, next);
         swept.events += gone.len() as u64;
+        // The walk above has forgotten nearly all of these already; it stops at the first
+        // event inside the window, and acceptance times are only nearly in sequence order,
+        // so an identity can remain. Segments go rarely, so this costs little.
         for chunk in gone.chunks(FORGET_CHUNK) {
             swept.dedupe_entries += forget(chunk);
         }
