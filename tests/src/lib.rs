@@ -180,11 +180,16 @@ impl TestHub {
     /// Stops the hub, waits until it has let go of its store, and starts it again on the
     /// same data directory.
     pub async fn restart(self) -> TestHub {
+        let options = self.options.clone();
+        self.restart_with(options).await
+    }
+
+    /// [`TestHub::restart`] with other settings.
+    pub async fn restart_with(self, options: HubOptions) -> TestHub {
         let TestHub {
             hub,
             store,
             data,
-            options,
             store_options,
             shutdown,
             task,

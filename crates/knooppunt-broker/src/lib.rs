@@ -4,6 +4,9 @@
 //! Start one with [`Hub::open`] and [`serve`]; the binary crate `knooppunt` does that from
 //! the configuration file.
 
+// The OpenAPI document is one large `json!` literal.
+#![recursion_limit = "256"]
+
 pub mod api;
 pub mod ingest;
 mod registry;
@@ -40,6 +43,8 @@ pub struct HubOptions {
     /// Accept `http://` sinks off this machine (HTTPS is required otherwise); for test
     /// environments without TLS.
     pub allow_http_sinks: bool,
+    /// How large and deep subscriptions' filters may be.
+    pub filter_limits: knooppunt_filter::Limits,
 }
 
 impl HubOptions {
@@ -53,6 +58,7 @@ impl HubOptions {
             shutdown_grace: std::time::Duration::from_secs(10),
             subscription_defaults: ConfigDefaults::default(),
             allow_http_sinks: false,
+            filter_limits: knooppunt_filter::Limits::DEFAULT,
         }
     }
 }
@@ -72,6 +78,7 @@ pub(crate) struct AppState {
     pub(crate) public_url: Option<String>,
     pub(crate) subscription_defaults: ConfigDefaults,
     pub(crate) allow_http_sinks: bool,
+    pub(crate) filter_limits: knooppunt_filter::Limits,
     shutdown_grace: std::time::Duration,
     /// Tells the background tasks to stop.
     stop: tokio::sync::watch::Sender<bool>,
@@ -83,8 +90,6 @@ pub(crate) struct AppState {
 pub enum HubError {
     #[error(transparent)]
     Store(#[from] knooppunt_store::StoreError),
-    #[error("{0}")]
-    Corrupt(String),
     #[error("{0}")]
     Config(String),
 }
@@ -104,7 +109,17 @@ impl std::fmt::Debug for Hub {
 impl Hub {
     /// Loads the subscriptions from the store and builds the matching index.
     pub async fn open(store: Arc<dyn Store>, options: HubOptions) -> Result<Hub, HubError> {
-        let registry = Registry::load(store.subscriptions().await?).map_err(HubError::Corrupt)?;
+        let (registry, refused) =
+            Registry::load(store.subscriptions().await?, &options.filter_limits);
+        for subscription in &refused {
+            store.update_subscription(subscription).await?;
+            tracing::warn!(
+                subscription = %subscription.id,
+                owner = %subscription.owner,
+                reason = subscription.filter_problem.as_deref().unwrap_or_default(),
+                "Subscription disabled: its stored filters break this hub's limits."
+            );
+        }
         tracing::info!(subscriptions = registry.len(), "Subscriptions loaded.");
         let telemetry = Arc::new(telemetry::Telemetry::default());
         let observer: Arc<dyn knooppunt_delivery::Observer> = telemetry.clone();
@@ -128,6 +143,7 @@ impl Hub {
                 public_url: options.public_url,
                 subscription_defaults: options.subscription_defaults,
                 allow_http_sinks: options.allow_http_sinks,
+                filter_limits: options.filter_limits,
                 shutdown_grace: options.shutdown_grace,
                 stop,
                 background: std::sync::Mutex::new(Vec::new()),
@@ -212,7 +228,7 @@ async fn follow_retirements(
         let _writer = state.subscription_writes.lock().await;
         let mut registry = state.registry.write().expect("registry lock");
         if registry.get(&subscription.id).is_some() {
-            match registry::criteria(&subscription) {
+            match registry::criteria(&subscription, &state.filter_limits) {
                 Ok(criteria) => registry.put(subscription, criteria),
                 Err(_) => registry.remove(&subscription.id),
             }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use knooppunt_event::Event;
-use knooppunt_filter::{Criteria, Filter, FilterError, MatchIndex};
+use knooppunt_filter::{Criteria, Filter, FilterError, Limits, MatchIndex};
 use knooppunt_store::{Subscription, SubscriptionState};
 
 #[derive(Debug, Default)]
@@ -15,38 +15,58 @@ pub(crate) struct Registry {
     index: MatchIndex<String>,
 }
 
-/// The routing criteria of a stored subscription.
-pub(crate) fn criteria(subscription: &Subscription) -> Result<Criteria, Vec<FilterError>> {
+/// The routing criteria of a stored subscription, its filters read within `limits`.
+pub(crate) fn criteria(
+    subscription: &Subscription,
+    limits: &Limits,
+) -> Result<Criteria, Vec<FilterError>> {
     Ok(Criteria {
         source: subscription.source.clone(),
         types: subscription.types.clone(),
-        filters: Filter::list_from_json(&subscription.filters, "filters")?,
+        filters: Filter::list_from_json(&subscription.filters, "filters", limits)?,
     })
 }
 
 impl Registry {
-    /// Builds the registry from the stored subscriptions.
-    pub(crate) fn load(subscriptions: Vec<Subscription>) -> Result<Registry, String> {
+    /// Builds the registry from the stored subscriptions. A subscription whose filters this
+    /// hub refuses (beyond its limits, or unreadable by this version) is not routed to: it
+    /// is returned disabled, with the reason, for the caller to store.
+    pub(crate) fn load(
+        subscriptions: Vec<Subscription>,
+        limits: &Limits,
+    ) -> (Registry, Vec<Subscription>) {
         let mut registry = Registry::default();
-        for subscription in subscriptions {
-            let criteria = criteria(&subscription).map_err(|errors| {
-                format!(
-                    "stored subscription `{}` has filters this version cannot read: {}",
-                    subscription.id,
-                    errors
+        let mut refused = Vec::new();
+        for mut subscription in subscriptions {
+            match criteria(&subscription, limits) {
+                Ok(criteria) => registry.put(subscription, criteria),
+                Err(errors) => {
+                    let why = errors
                         .iter()
                         .map(ToString::to_string)
                         .collect::<Vec<_>>()
-                        .join("; ")
-                )
-            })?;
-            registry.put(subscription, criteria);
+                        .join("; ");
+                    subscription.state = SubscriptionState::Disabled;
+                    subscription.filter_problem = Some(format!(
+                        "disabled at start-up: the filters break this hub's limits or cannot be                          read ({why}); replace the subscription with filters within the limits"
+                    ));
+                    refused.push(subscription.clone());
+                    registry.put_unrouted(subscription);
+                }
+            }
         }
-        Ok(registry)
+        (registry, refused)
     }
 
     pub(crate) fn put(&mut self, subscription: Subscription, criteria: Criteria) {
         self.index.insert(subscription.id.clone(), criteria);
+        self.subscriptions
+            .insert(subscription.id.clone(), subscription);
+    }
+
+    /// Keeps a disabled subscription visible without filing it in the index.
+    fn put_unrouted(&mut self, subscription: Subscription) {
+        self.index.remove(&subscription.id);
         self.subscriptions
             .insert(subscription.id.clone(), subscription);
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use knooppunt_event::{Event, EventBuilder};
 use knooppunt_filter::cesql::Expression;
-use knooppunt_filter::{Criteria, Filter, MatchIndex};
+use knooppunt_filter::{Criteria, Filter, Limits, MatchIndex};
 use serde_json::json;
 
 const EVENT_KINDS: u64 = 37;
@@ -37,7 +37,8 @@ fn subscription(i: u64, organisations: u64, rng: &mut Lcg) -> Criteria {
     let org = rng.next() % organisations;
     let kind = rng.next() % EVENT_KINDS;
     let ty = format!("nl.org{org}.event{kind}");
-    let filter = |value: serde_json::Value| Filter::from_json(&value, "f").unwrap();
+    let filter =
+        |value: serde_json::Value| Filter::from_json(&value, "f", &Limits::DEFAULT).unwrap();
     match i % 20 {
         0..=7 => Criteria {
             types: vec![ty],
@@ -53,16 +54,18 @@ fn subscription(i: u64, organisations: u64, rng: &mut Lcg) -> Criteria {
             )],
             ..Criteria::default()
         },
-        14..=16 => Criteria {
-            filters: vec![Filter::Sql(
+        14..=16 => {
+            Criteria {
+                filters: vec![Filter::Sql(
                 Expression::compile(&format!(
                     "type = '{ty}' AND subject LIKE '{}%' AND (EXISTS region OR sequence > 10)",
                     rng.next() % 10
-                ))
+                ), &Limits::DEFAULT)
                 .unwrap(),
             )],
-            ..Criteria::default()
-        },
+                ..Criteria::default()
+            }
+        }
         17..=18 => Criteria {
             source: Some(format!("urn:nld:oin:{org}:systeem:app")),
             filters: vec![filter(

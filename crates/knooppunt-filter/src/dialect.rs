@@ -8,6 +8,7 @@ use knooppunt_event::{AttributeRef, Event};
 use serde_json::{Map, Value};
 
 use crate::cesql::Expression;
+use crate::limits::{Budget, Limits};
 
 /// One filter expression.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,24 +40,39 @@ pub struct FilterError {
 pub const DIALECTS: [&str; 7] = ["exact", "prefix", "suffix", "all", "any", "not", "sql"];
 
 impl Filter {
-    /// Reads one filter from its JSON form, reporting every problem found.
-    pub fn from_json(value: &Value, path: &str) -> Result<Filter, Vec<FilterError>> {
+    /// Reads one filter from its JSON form within `limits`, reporting every problem found.
+    pub fn from_json(
+        value: &Value,
+        path: &str,
+        limits: &Limits,
+    ) -> Result<Filter, Vec<FilterError>> {
         let mut errors = Vec::new();
-        let filter = read(value, path, &mut errors);
+        let mut budget = Budget::new(*limits);
+        let filter = read(value, path, 1, &mut budget, &mut errors);
         match filter {
             Some(filter) if errors.is_empty() => Ok(filter),
             _ => Err(errors),
         }
     }
 
-    /// Reads the `filters` array of a subscription.
-    pub fn list_from_json(values: &[Value], path: &str) -> Result<Vec<Filter>, Vec<FilterError>> {
+    /// Reads the `filters` array of a subscription within `limits` (its nodes together).
+    pub fn list_from_json(
+        values: &[Value],
+        path: &str,
+        limits: &Limits,
+    ) -> Result<Vec<Filter>, Vec<FilterError>> {
         let mut errors = Vec::new();
-        let filters: Vec<_> = values
-            .iter()
-            .enumerate()
-            .filter_map(|(i, value)| read(value, &format!("{path}[{i}]"), &mut errors))
-            .collect();
+        let mut budget = Budget::new(*limits);
+        let mut filters = Vec::with_capacity(values.len());
+        for (i, value) in values.iter().enumerate() {
+            let path = format!("{path}[{i}]");
+            // Past the node limit, the rest would only repeat that error.
+            if let Some(filter) = read(value, &path, 1, &mut budget, &mut errors) {
+                filters.push(filter);
+            } else if budget.exhausted() {
+                break;
+            }
+        }
         if errors.is_empty() {
             Ok(filters)
         } else {
@@ -109,7 +125,13 @@ fn attribute_map(map: &BTreeMap<String, String>) -> Value {
     )
 }
 
-fn read(value: &Value, path: &str, errors: &mut Vec<FilterError>) -> Option<Filter> {
+fn read(
+    value: &Value,
+    path: &str,
+    depth: usize,
+    budget: &mut Budget,
+    errors: &mut Vec<FilterError>,
+) -> Option<Filter> {
     let mut fail = |message: String| {
         errors.push(FilterError {
             path: path.to_owned(),
@@ -117,6 +139,9 @@ fn read(value: &Value, path: &str, errors: &mut Vec<FilterError>) -> Option<Filt
         });
         None
     };
+    if let Err(exceeded) = budget.enter(depth).and_then(|()| budget.take()) {
+        return fail(exceeded.to_string());
+    }
     let Some(object) = value.as_object() else {
         return fail("a filter must be a JSON object with one dialect, e.g. {\"exact\": {\"type\": \"nl.x\"}}".into());
     };
@@ -177,12 +202,18 @@ fn read(value: &Value, path: &str, errors: &mut Vec<FilterError>) -> Option<Filt
             if list.is_empty() {
                 return fail("must contain at least one filter".into());
             }
-            let nested: Vec<_> = list
-                .iter()
-                .enumerate()
-                .map(|(i, value)| read(value, &format!("{path}[{i}]"), errors))
-                .collect();
-            let nested: Option<Vec<_>> = nested.into_iter().collect();
+            let mut nested = Some(Vec::with_capacity(list.len()));
+            for (i, value) in list.iter().enumerate() {
+                match read(value, &format!("{path}[{i}]"), depth + 1, budget, errors) {
+                    Some(filter) => {
+                        if let Some(nested) = &mut nested {
+                            nested.push(filter);
+                        }
+                    }
+                    None if budget.exhausted() => return None,
+                    None => nested = None,
+                }
+            }
             let nested = nested?;
             Some(if dialect == "all" {
                 Filter::All(nested)
@@ -190,12 +221,14 @@ fn read(value: &Value, path: &str, errors: &mut Vec<FilterError>) -> Option<Filt
                 Filter::Any(nested)
             })
         }
-        "not" => read(body, &path, errors).map(|filter| Filter::Not(Box::new(filter))),
+        "not" => {
+            read(body, &path, depth + 1, budget, errors).map(|filter| Filter::Not(Box::new(filter)))
+        }
         "sql" => {
             let Some(text) = body.as_str() else {
                 return fail("must be a string holding a CESQL expression".into());
             };
-            match Expression::compile(text) {
+            match Expression::compile_within(text, budget) {
                 Ok(expression) => Some(Filter::Sql(expression)),
                 Err(error) => fail(format!("invalid CESQL expression: {error}")),
             }

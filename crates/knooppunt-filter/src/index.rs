@@ -162,28 +162,40 @@ fn sql_anchors(expr: &Expr, out: &mut Vec<Anchor>) {
     };
     let condition = |shape, key, value| vec![Condition { shape, key, value }];
     match expr {
-        Expr::Binary(BinaryOp::And, left, right) => {
-            sql_anchors(left, out);
-            sql_anchors(right, out);
-        }
-        Expr::Binary(BinaryOp::Or, left, right) => {
-            let side = |expr| {
-                let mut anchors = Vec::new();
-                sql_anchors(expr, &mut anchors);
-                best(anchors)
-            };
-            if let (Some(mut left), Some(right)) = (side(left), side(right)) {
-                left.extend(right);
-                out.push(left);
-            }
-        }
-        Expr::Binary(BinaryOp::Equal, left, right) => {
+        Expr::Chain { first, rest } if rest.len() == 1 && rest[0].0 == BinaryOp::Equal => {
+            let (left, right) = (first.as_ref(), &rest[0].1);
             let pair = attribute_key(left)
                 .zip(string(right))
                 .or_else(|| attribute_key(right).zip(string(left)));
             if let Some((key, value)) = pair {
                 out.push(condition(Shape::Exact, key, value));
             }
+        }
+        Expr::Chain { first, rest } => {
+            // A left-to-right fold: after `... AND e` every anchor so far still holds and
+            // e's do too; after `... OR e` only the union of the best of each side does.
+            let anchors_of = |expr| {
+                let mut anchors = Vec::new();
+                sql_anchors(expr, &mut anchors);
+                anchors
+            };
+            let mut so_far = anchors_of(first);
+            for (op, right) in rest {
+                match op {
+                    BinaryOp::And => so_far.extend(anchors_of(right)),
+                    BinaryOp::Or => {
+                        so_far = match (best(so_far), best(anchors_of(right))) {
+                            (Some(mut left), Some(right)) => {
+                                left.extend(right);
+                                vec![left]
+                            }
+                            _ => Vec::new(),
+                        };
+                    }
+                    _ => so_far.clear(),
+                }
+            }
+            out.extend(so_far);
         }
         Expr::Like {
             value,

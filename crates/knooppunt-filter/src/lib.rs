@@ -6,10 +6,14 @@
 //! - [`cesql`]: our own CESQL 1.0 parser and evaluator, checked against the TCK.
 //! - [`MatchIndex`]: finds the matching subscriptions of an event while evaluating only a
 //!   small set of candidates.
+//! - [`Limits`]: how large and deep a subscription's filters may be; every recursive walk
+//!   over a filter is bounded by them.
 
 pub mod cesql;
 mod dialect;
 mod index;
+mod limits;
 
 pub use dialect::{Criteria, DIALECTS, Filter, FilterError};
 pub use index::MatchIndex;
+pub use limits::{InvalidLimit, Limits};

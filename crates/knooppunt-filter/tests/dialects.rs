@@ -1,7 +1,7 @@
 //! The Subscriptions API filter dialects: meaning and validation.
 
 use knooppunt_event::{Event, EventBuilder};
-use knooppunt_filter::{Criteria, Filter};
+use knooppunt_filter::{Criteria, Filter, Limits};
 use serde_json::json;
 
 fn event() -> Event {
@@ -15,7 +15,7 @@ fn event() -> Event {
 }
 
 fn filter(value: serde_json::Value) -> Filter {
-    Filter::from_json(&value, "filters[0]").unwrap()
+    Filter::from_json(&value, "filters[0]", &Limits::DEFAULT).unwrap()
 }
 
 fn matches(value: serde_json::Value) -> bool {
@@ -168,7 +168,7 @@ fn invalid_filters_name_the_place_and_the_problem() {
         ),
     ];
     for (value, path, message) in cases {
-        let errors = Filter::from_json(&value, "filters[0]").unwrap_err();
+        let errors = Filter::from_json(&value, "filters[0]", &Limits::DEFAULT).unwrap_err();
         assert_eq!(errors.len(), 1, "{value}: {errors:?}");
         assert_eq!(errors[0].path, path, "{value}");
         assert!(
@@ -186,7 +186,7 @@ fn every_problem_in_a_list_is_reported() {
         json!({"sql": "("}),
         json!({"prefix": {"type": "ok"}}),
     ];
-    let errors = Filter::list_from_json(&list, "filters").unwrap_err();
+    let errors = Filter::list_from_json(&list, "filters", &Limits::DEFAULT).unwrap_err();
     let paths: Vec<_> = errors.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, ["filters[0].exact", "filters[1].sql"]);
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use knooppunt_event::{Event, EventBuilder};
 use knooppunt_filter::cesql::Expression;
-use knooppunt_filter::{Criteria, Filter, MatchIndex};
+use knooppunt_filter::{Criteria, Filter, Limits, MatchIndex};
 use proptest::prelude::*;
 
 const TYPES: [&str; 4] = [
@@ -49,7 +49,7 @@ fn leaf() -> impl Strategy<Value = Filter> {
                 2 => format!("{name} LIKE '%{value}' AND EXISTS subject"),
                 _ => format!("{name} IN ('{value}', 'other') OR region = 'noord'"),
             };
-            Filter::Sql(Expression::compile(&text).unwrap())
+            Filter::Sql(Expression::compile(&text, &Limits::DEFAULT).unwrap())
         }),
     ]
 }
@@ -127,7 +127,9 @@ proptest! {
 fn anchored_subscriptions_stay_out_of_the_residue() {
     let mut index = MatchIndex::new();
     let sql = |text| Criteria {
-        filters: vec![Filter::Sql(Expression::compile(text).unwrap())],
+        filters: vec![Filter::Sql(
+            Expression::compile(text, &Limits::DEFAULT).unwrap(),
+        )],
         ..Criteria::default()
     };
     index.insert(
@@ -140,7 +142,7 @@ fn anchored_subscriptions_stay_out_of_the_residue() {
     index.insert(2, sql("type LIKE 'nl.%' AND count > 3"));
     index.insert(3, sql("source = 'urn:nld:x' OR subject IN ('1', '2')"));
     index.insert(4, Criteria {
-        filters: vec![Filter::from_json(&serde_json::json!({"any": [{"prefix": {"type": "nl."}}, {"suffix": {"subject": ".jpg"}}]}), "f").unwrap()],
+        filters: vec![Filter::from_json(&serde_json::json!({"any": [{"prefix": {"type": "nl."}}, {"suffix": {"subject": ".jpg"}}]}), "f", &Limits::DEFAULT).unwrap()],
         ..Criteria::default()
     });
     index.insert(5, sql("count > 3"));

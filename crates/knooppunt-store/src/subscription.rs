@@ -49,6 +49,10 @@ pub struct Subscription {
     /// Why the last handshake did not make the subscription active, while it is pending.
     #[serde(default)]
     pub validation_problem: Option<String>,
+    /// Why the hub refused the stored filters at start-up (the subscription is disabled
+    /// until it is replaced with filters within the hub's limits).
+    #[serde(default)]
+    pub filter_problem: Option<String>,
 }
 
 /// Whether a subscription's sink receives deliveries (NL GOV webhook guideline: a sink must

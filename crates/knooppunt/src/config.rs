@@ -24,6 +24,8 @@ pub(crate) struct Config {
     pub(crate) validation: ValidationConfig,
     /// How events are delivered to subscribers.
     pub(crate) delivery: DeliveryConfig,
+    /// How large and deep subscriptions' filters may be.
+    pub(crate) filters: FiltersConfig,
     /// What the hub logs, and how.
     pub(crate) log: LogConfig,
     /// The parties that may call the API.
@@ -195,6 +197,28 @@ impl Default for IngestConfig {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct FiltersConfig {
+    /// The deepest nesting of all/any/not, and of a CESQL expression (1 to 128).
+    pub(crate) max_depth: usize,
+    /// The most parts in one subscription's filters together (1 to 10000).
+    pub(crate) max_nodes: usize,
+    /// The longest CESQL expression, in characters (1 to 65536).
+    pub(crate) max_sql_length: usize,
+}
+
+impl Default for FiltersConfig {
+    fn default() -> Self {
+        let limits = knooppunt_filter::Limits::DEFAULT;
+        FiltersConfig {
+            max_depth: limits.max_depth,
+            max_nodes: limits.max_nodes,
+            max_sql_length: limits.max_sql_length,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct ValidationConfig {
@@ -353,6 +377,13 @@ impl Config {
             .map_err(|why| anyhow::anyhow!("delivery.shutdown_grace: {why}"))?;
         options.subscription_defaults = self.delivery.subscription_defaults()?;
         options.allow_http_sinks = self.delivery.allow_http_sinks;
+        let filters = &self.filters;
+        options.filter_limits = knooppunt_filter::Limits::try_new(
+            filters.max_depth,
+            filters.max_nodes,
+            filters.max_sql_length,
+        )
+        .map_err(|why| anyhow::anyhow!("filters.{why}"))?;
         if let Some(path) = &self.delivery.ca_file {
             options.delivery.extra_root_certificates =
                 read_ca_file(path).map_err(|why| anyhow::anyhow!("delivery.ca_file: {why}"))?;

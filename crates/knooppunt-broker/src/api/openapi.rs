@@ -585,11 +585,16 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                         "state": {"type": "string", "readOnly": true, "enum": ["active", "pending", "disabled"],
                                   "description": "`active`: deliveries flow. `pending`: the sink has not consented yet (validation \
                                                   handshake); matching events are queued, not delivered. `disabled`: the sink \
-                                                  answered 410 Gone; nothing is delivered or queued, what was pending became dead letters."},
+                                                  answered 410 Gone (nothing is delivered or queued, what was pending became dead letters), \
+                                                  or the stored filters break the hub's limits (see disabledReason)."},
                         "validatedBy": {"type": "string", "readOnly": true, "enum": ["handshake", "callback", "agreement"],
                                         "description": "How the sink's consent was established."},
                         "validationProblem": {"type": "string", "readOnly": true,
                                               "description": "While pending: why the handshake did not make it active."},
+                        "disabledReason": {"type": "string", "readOnly": true,
+                                           "description": "Why the hub disabled the subscription at start-up: its stored filters break \
+                                                           the hub's filter limits. Replacing it with filters within the limits \
+                                                           brings it back (through the validation handshake)."},
                         "lastDelivery": {
                             "type": "object", "readOnly": true,
                             "description": "The last delivery attempt since the hub started.",

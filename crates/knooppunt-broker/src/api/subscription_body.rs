@@ -42,11 +42,12 @@ const MEMBERS: [&str; 9] = [
 ];
 
 /// Read-only members a client may send back from a GET; they are ignored.
-const READ_ONLY: [&str; 5] = [
+const READ_ONLY: [&str; 6] = [
     "owner",
     "state",
     "validatedBy",
     "validationProblem",
+    "disabledReason",
     "lastDelivery",
 ];
 
@@ -101,6 +102,8 @@ pub(crate) struct Rules<'a> {
     pub(crate) defaults: &'a ConfigDefaults,
     /// Whether `http://` sinks off this machine are allowed (HTTPS is required otherwise).
     pub(crate) allow_http_sinks: bool,
+    /// How large and deep the filters may be.
+    pub(crate) filter_limits: &'a knooppunt_filter::Limits,
 }
 
 /// Reads a subscription from a request body under the hub's `rules`; every problem is
@@ -189,17 +192,19 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
     let mut parsed = Vec::new();
     match object.get("filters") {
         None | Some(Value::Null) => {}
-        Some(Value::Array(values)) => match Filter::list_from_json(values, "filters") {
-            Ok(list) => {
-                filters = values.clone();
-                parsed = list;
-            }
-            Err(errors) => {
-                for error in errors {
-                    problems.add(error.path, error.message);
+        Some(Value::Array(values)) => {
+            match Filter::list_from_json(values, "filters", rules.filter_limits) {
+                Ok(list) => {
+                    filters = values.clone();
+                    parsed = list;
+                }
+                Err(errors) => {
+                    for error in errors {
+                        problems.add(error.path, error.message);
+                    }
                 }
             }
-        },
+        }
         Some(_) => problems.add("filters", "must be an array of filters"),
     }
 
@@ -433,6 +438,11 @@ pub(crate) fn representation(subscription: &Subscription, last: Option<LastDeliv
         && let Some(problem) = &subscription.validation_problem
     {
         object.insert("validationProblem".into(), json!(problem));
+    }
+    if subscription.state == SubscriptionState::Disabled
+        && let Some(problem) = &subscription.filter_problem
+    {
+        object.insert("disabledReason".into(), json!(problem));
     }
     if let Some(last) = last {
         let mut delivery = Map::new();

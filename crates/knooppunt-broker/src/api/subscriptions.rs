@@ -38,6 +38,7 @@ fn read_body(state: &AppState, body: &Value) -> Result<SubscriptionInput, ApiErr
     let rules = subscription_body::Rules {
         defaults: &state.subscription_defaults,
         allow_http_sinks: state.allow_http_sinks,
+        filter_limits: &state.filter_limits,
     };
     subscription_body::read(body, rules).map_err(|problems| {
         let count = problems.len();
@@ -114,6 +115,7 @@ fn build(id: String, owner: String, input: SubscriptionInput, created_at: u64) -
         validation_token: Some(uuid::Uuid::new_v4().simple().to_string()),
         allowed_rate: None,
         validation_problem: None,
+        filter_problem: None,
     }
 }
 
@@ -261,7 +263,9 @@ pub(crate) async fn replace(
         input,
         existing.created_at,
     );
-    let sink_changed = subscription.sink != existing.sink;
+    // A subscription disabled for its stored filters comes back through the handshake, like
+    // a new sink.
+    let sink_changed = subscription.sink != existing.sink || existing.filter_problem.is_some();
     if !sink_changed {
         // The same sink keeps its consent (or its refusal, or its 410).
         subscription.state = existing.state;

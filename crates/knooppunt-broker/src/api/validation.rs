@@ -117,7 +117,7 @@ async fn update(
     if !state.store.update_subscription(&current).await? {
         return Ok(None);
     }
-    let criteria = registry::criteria(&current)
+    let criteria = registry::criteria(&current, &state.filter_limits)
         .map_err(|_| ApiError::Internal("a stored subscription's filters".into()))?;
     state
         .registry

@@ -79,7 +79,7 @@ pub(crate) fn evaluate(expr: &Expr, event: &Event) -> Outcome {
                 None => math_error("-(-2147483648) overflows"),
             }
         }
-        Expr::Binary(op, left, right) => binary(*op, left, right, event),
+        Expr::Chain { first, rest } => chain(first, rest, event),
         Expr::Like {
             value,
             pattern,
@@ -142,11 +142,32 @@ fn math_error(why: &str) -> Outcome {
     )
 }
 
-fn binary(op: BinaryOp, left: &Expr, right: &Expr, event: &Event) -> Outcome {
+/// `first op1 e1 op2 e2 ...` as the left-deep tree `((first op1 e1) op2 e2) ...` would be
+/// evaluated, without recursing along the chain: an error in one step makes every later
+/// step return its zero value with that error, as a failed left operand does.
+fn chain(first: &Expr, rest: &[(BinaryOp, Expr)], event: &Event) -> Outcome {
+    let mut outcome = evaluate(first, event);
+    for (op, right) in rest {
+        outcome = match outcome {
+            (left, None) => binary(*op, left, right, event),
+            (_, Some(error)) => {
+                let zero = if op.returns_integer() {
+                    Type::Integer.zero()
+                } else {
+                    Type::Boolean.zero()
+                };
+                (zero, Some(error))
+            }
+        };
+    }
+    outcome
+}
+
+/// One operator, its left operand already evaluated without error.
+fn binary(op: BinaryOp, left: Value, right: &Expr, event: &Event) -> Outcome {
     let mut error = None;
     match op {
         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
-            let left = operand!(left, event, Type::Boolean);
             let left = boolean(left, &mut error);
             match (op, left) {
                 (BinaryOp::And, false) => return (Value::Boolean(false), error),
@@ -162,7 +183,6 @@ fn binary(op: BinaryOp, left: &Expr, right: &Expr, event: &Event) -> Outcome {
             (Value::Boolean(result), error)
         }
         BinaryOp::Equal | BinaryOp::NotEqual => {
-            let left = operand!(left, event, Type::Boolean);
             let right = operand!(right, event, Type::Boolean);
             // `=` is ambiguous: the right operand's type picks the definition.
             let left = cast(left, right.ty(), &mut error);
@@ -170,7 +190,6 @@ fn binary(op: BinaryOp, left: &Expr, right: &Expr, event: &Event) -> Outcome {
             (Value::Boolean(equal == (op == BinaryOp::Equal)), error)
         }
         BinaryOp::Less | BinaryOp::LessEqual | BinaryOp::Greater | BinaryOp::GreaterEqual => {
-            let left = operand!(left, event, Type::Boolean);
             let right = operand!(right, event, Type::Boolean);
             let (left, right) = (integer(left, &mut error), integer(right, &mut error));
             let result = match op {
@@ -186,7 +205,6 @@ fn binary(op: BinaryOp, left: &Expr, right: &Expr, event: &Event) -> Outcome {
         | BinaryOp::Multiply
         | BinaryOp::Divide
         | BinaryOp::Modulo => {
-            let left = operand!(left, event, Type::Integer);
             let right = operand!(right, event, Type::Integer);
             let (left, right) = (integer(left, &mut error), integer(right, &mut error));
             if matches!(op, BinaryOp::Divide | BinaryOp::Modulo) && right == 0 {

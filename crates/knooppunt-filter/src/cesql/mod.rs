@@ -20,6 +20,8 @@ use std::fmt;
 
 use knooppunt_event::Event;
 
+use crate::limits::{Budget, Limits};
+
 pub use like::LikePattern;
 pub use value::{Type, Value};
 
@@ -85,19 +87,31 @@ pub struct Expression {
 }
 
 impl Expression {
-    /// Parses an expression. Calls to unknown functions parse, and fail when evaluated with a
-    /// MissingFunction error, as the specification says.
+    /// Parses an expression within the default [`Limits`]. Calls to unknown functions parse,
+    /// and fail when evaluated with a MissingFunction error, as the specification says.
     pub fn parse(text: &str) -> Result<Expression, ParseError> {
+        Expression::parse_within(text, &mut Budget::new(Limits::DEFAULT))
+    }
+
+    fn parse_within(text: &str, budget: &mut Budget) -> Result<Expression, ParseError> {
         Ok(Expression {
             text: text.to_owned(),
-            expr: parser::parse(text)?,
+            expr: parser::parse(text, budget)?,
         })
     }
 
-    /// Parses an expression for use as a filter, also rejecting calls to functions that do
-    /// not exist (they could never match).
-    pub fn compile(text: &str) -> Result<Expression, ParseError> {
-        let expression = Expression::parse(text)?;
+    /// Parses an expression for use as a filter within `limits`, also rejecting calls to
+    /// functions that do not exist (they could never match).
+    pub fn compile(text: &str, limits: &Limits) -> Result<Expression, ParseError> {
+        Expression::compile_within(text, &mut Budget::new(*limits))
+    }
+
+    /// [`Expression::compile`] counting nodes against a subscription's whole budget.
+    pub(crate) fn compile_within(
+        text: &str,
+        budget: &mut Budget,
+    ) -> Result<Expression, ParseError> {
+        let expression = Expression::parse_within(text, budget)?;
         if let Some((name, arity)) = missing_function(&expression.expr) {
             return Err(ParseError::at(
                 text.to_ascii_uppercase().find(&name).unwrap_or(0),
@@ -148,7 +162,8 @@ fn missing_function(expr: &Expr) -> Option<(String, usize)> {
         } => Some((name.clone(), args.len())),
         Expr::Call { args, .. } => args.iter().find_map(missing_function),
         Expr::Not(inner) | Expr::Negate(inner) => missing_function(inner),
-        Expr::Binary(_, left, right) => missing_function(left).or_else(|| missing_function(right)),
+        Expr::Chain { first, rest } => missing_function(first)
+            .or_else(|| rest.iter().find_map(|(_, right)| missing_function(right))),
         Expr::Like { value, .. } => missing_function(value),
         Expr::In { value, set, .. } => {
             missing_function(value).or_else(|| set.iter().find_map(missing_function))

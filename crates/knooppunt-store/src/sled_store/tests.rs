@@ -34,6 +34,7 @@ fn subscription(id: &str) -> Subscription {
         validation_token: None,
         allowed_rate: None,
         validation_problem: None,
+        filter_problem: None,
     }
 }
 
