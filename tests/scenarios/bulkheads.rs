@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use knooppunt_filter::Limits;
+use knooppunt_tests::sink::Reply;
 use knooppunt_tests::sink::Sink;
 use knooppunt_tests::{Answer, TestHub, test_options, tokens};
 use reqwest::Method;
@@ -158,4 +159,209 @@ async fn a_stored_filter_beyond_the_limits_disables_its_subscription_at_start_up
     assert!(replaced.body.get("disabledReason").is_none());
     assert_eq!(publish(&hub, "e-2").await.status, 202);
     sink.wait_for(1, WAIT).await;
+}
+
+async fn subscribe_unordered(hub: &TestHub, sink: &Sink, ty: &str) -> String {
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [ty],
+                      "config": {"ordering": "unordered", "timeout": "PT30S"}});
+    let created = post_subscription(hub, &body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    created.body["id"].as_str().unwrap().to_owned()
+}
+
+async fn publish_type(hub: &TestHub, id: &str, ty: &str) {
+    let event = json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": ty});
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", "application/cloudevents+json")
+            .body(event.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+}
+
+#[tokio::test]
+async fn a_slow_sink_gets_only_its_share_of_connections_and_others_are_not_held() {
+    let mut options = test_options();
+    options.delivery.connections.max_connections = 4;
+    options.delivery.connections.max_per_sink = 2;
+    options.delivery.max_in_flight = 16;
+    let hub = TestHub::start_with_options(options).await;
+    let slow = Sink::start().await;
+    slow.answer_always(Reply::status(204).after(Duration::from_millis(400)));
+    let fast = Sink::start().await;
+    // Two subscriptions on the slow sink, each allowed 16 deliveries in flight.
+    subscribe_unordered(&hub, &slow, "nl.test.slow").await;
+    let mut second = json!({"sink": format!("{}?second", slow.url), "protocol": "HTTP",
+                            "types": ["nl.test.slow"], "config": {"ordering": "unordered"}});
+    second["config"]["timeout"] = json!("PT30S");
+    assert_eq!(post_subscription(&hub, &second).await.status, 201);
+    subscribe_unordered(&hub, &fast, "nl.test.fast").await;
+
+    for i in 0..8 {
+        publish_type(&hub, &format!("slow-{i}"), "nl.test.slow").await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    publish_type(&hub, "fast-1", "nl.test.fast").await;
+    fast.wait_for(1, Duration::from_secs(5)).await;
+    assert!(
+        started.elapsed() < Duration::from_millis(350),
+        "the fast sink waited {:?} behind the slow one",
+        started.elapsed()
+    );
+    slow.wait_for(16, WAIT).await;
+    assert_eq!(
+        slow.most_in_flight(),
+        2,
+        "at most max_per_sink requests at once to one sink, across its subscriptions"
+    );
+}
+
+/// A hub whose connections are cut quickly, for the slow-client scenarios.
+async fn strict_hub(max_connections: usize) -> TestHub {
+    let mut options = test_options();
+    options.server = knooppunt_broker::ServerLimits {
+        max_connections,
+        header_timeout: Duration::from_millis(500),
+        body_timeout: Duration::from_millis(500),
+        idle_timeout: Duration::from_secs(5),
+    };
+    TestHub::start_with_options(options).await
+}
+
+/// Reads until the hub closes the connection (at most `within`); what it sent.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream, within: Duration) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(within, async {
+        let mut buffer = [0u8; 4096];
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => received.extend_from_slice(&buffer[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "the hub kept the connection open for {within:?}"
+    );
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+async fn connect(hub: &TestHub) -> tokio::net::TcpStream {
+    tokio::net::TcpStream::connect(hub.address).await.unwrap()
+}
+
+async fn send(stream: &mut tokio::net::TcpStream, bytes: &[u8]) {
+    use tokio::io::AsyncWriteExt;
+    stream.write_all(bytes).await.unwrap();
+}
+
+/// The JSON body of a raw HTTP response.
+fn problem_of(response: &str) -> Value {
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_else(|_| panic!("no JSON body in {response:?}"))
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_cut_off() {
+    let hub = strict_hub(16).await;
+    let mut stream = connect(&hub).await;
+    send(
+        &mut stream,
+        b"POST /v1/events HTTP/1.1\r\nHost: hub\r\nX-Slow: ",
+    )
+    .await;
+    let started = std::time::Instant::now();
+    read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(started.elapsed() >= Duration::from_millis(400));
+}
+
+#[tokio::test]
+async fn an_idle_kept_alive_connection_is_closed() {
+    let hub = strict_hub(16).await;
+    let mut stream = connect(&hub).await;
+    send(&mut stream, b"GET /healthz HTTP/1.1\r\nHost: hub\r\n\r\n").await;
+    let response = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+}
+
+#[tokio::test]
+async fn a_body_that_does_not_arrive_gets_408_as_a_problem() {
+    let hub = strict_hub(16).await;
+    let mut stream = connect(&hub).await;
+    let head = format!(
+        "POST /v1/events HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/cloudevents+json\r\nContent-Length: 200\r\n\r\n{{\"specversion\"",
+        tokens::PUBLISHER
+    );
+    send(&mut stream, head.as_bytes()).await;
+    let response = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(response.starts_with("HTTP/1.1 408"), "{response}");
+    assert!(response.contains("application/problem+json"), "{response}");
+    let problem = problem_of(&response);
+    assert_eq!(problem["status"], 408);
+    assert!(
+        problem["detail"].as_str().unwrap().contains("500 ms"),
+        "{problem}"
+    );
+}
+
+#[tokio::test]
+async fn connections_past_the_limit_wait_and_are_served_when_one_closes() {
+    let hub = strict_hub(2).await;
+    // Two connections that send nothing hold both slots until the header timeout.
+    let _first = connect(&hub).await;
+    let _second = connect(&hub).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    let mut third = connect(&hub).await;
+    send(
+        &mut third,
+        b"GET /healthz HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let response = read_until_closed(&mut third, Duration::from_secs(5)).await;
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "the third connection was served at once ({:?}): no limit",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn requests_hyper_cannot_parse_get_problem_answers() {
+    let hub = TestHub::start().await;
+    let mut stream = connect(&hub).await;
+    send(&mut stream, b"NOT HTTP AT ALL\r\n\r\n").await;
+    let response = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(response.starts_with("HTTP/1.1 400"), "{response}");
+    assert!(
+        response.contains("content-type: application/problem+json"),
+        "{response}"
+    );
+    assert_eq!(problem_of(&response)["status"], 400);
+
+    let mut stream = connect(&hub).await;
+    let huge = format!(
+        "GET /healthz HTTP/1.1\r\nHost: hub\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(600 * 1024)
+    );
+    // The hub answers before it has read it all, so the rest may not be taken.
+    let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, huge.as_bytes()).await;
+    let response = read_until_closed(&mut stream, Duration::from_secs(5)).await;
+    assert!(response.starts_with("HTTP/1.1 431"), "{response}");
+    let problem = problem_of(&response);
+    assert_eq!(problem["status"], 431);
+    assert!(
+        problem["detail"].as_str().unwrap().contains("headers"),
+        "{problem}"
+    );
 }

@@ -72,7 +72,7 @@ async fn pending(hub: &TestHub, subscription: &str) -> Vec<String> {
         .unwrap()
     {
         let event = hub.store.event(delivery.seq).await.unwrap().unwrap();
-        ids.push(event.id);
+        ids.push(event.id.clone());
     }
     ids
 }
@@ -522,7 +522,8 @@ impl Store for GatedStore {
     fn event(
         &self,
         seq: u64,
-    ) -> knooppunt_store::StoreFuture<'_, Option<knooppunt_store::StoredEvent>> {
+    ) -> knooppunt_store::StoreFuture<'_, Option<std::sync::Arc<knooppunt_store::StoredEvent>>>
+    {
         self.inner.event(seq)
     }
     fn pending_deliveries<'a>(

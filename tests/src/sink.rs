@@ -4,6 +4,7 @@
 //! `localhost` and `127.0.0.1` by the test CA in `ca.pem`).
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,9 @@ struct SinkState {
     script: Mutex<VecDeque<Reply>>,
     default: Mutex<Reply>,
     consent: Mutex<Consent>,
+    /// Deliveries being answered now, and the most there ever were at once.
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
 }
 
 /// A sink server that lives as long as the test.
@@ -115,6 +119,8 @@ impl Sink {
                 origin: crate::ORIGIN.into(),
                 rate: None,
             }),
+            in_flight: AtomicUsize::new(0),
+            most_in_flight: AtomicUsize::new(0),
         });
         let router = axum::Router::new()
             .fallback(handle)
@@ -135,6 +141,11 @@ impl Sink {
 
     pub fn consent(&self, consent: Consent) {
         *self.state.consent.lock().unwrap() = consent;
+    }
+
+    /// The most deliveries that were in flight at this sink at once.
+    pub fn most_in_flight(&self) -> usize {
+        self.state.most_in_flight.load(Ordering::SeqCst)
     }
 
     /// Every request but `OPTIONS`, in arrival order.
@@ -204,9 +215,12 @@ async fn handle(
     }
     let scripted = state.script.lock().unwrap().pop_front();
     let reply = scripted.unwrap_or_else(|| state.default.lock().unwrap().clone());
+    let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    state.most_in_flight.fetch_max(now, Ordering::SeqCst);
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;
     }
+    state.in_flight.fetch_sub(1, Ordering::SeqCst);
     let mut response = StatusCode::from_u16(reply.status).unwrap().into_response();
     for (name, value) in reply.headers {
         response.headers_mut().insert(

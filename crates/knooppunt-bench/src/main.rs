@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout)]
 
 mod deliver;
+mod fanout;
 mod load;
 
 /// The same allocator as the `knooppunt` binary, so that the numbers are the hub's.
@@ -69,6 +70,29 @@ enum Workload {
         /// Size of each event's JSON, in bytes.
         #[arg(long, default_value_t = 1024)]
         event_bytes: usize,
+    },
+    /// Fan-out: one event matched by many subscriptions (ordered, the default), spread over
+    /// a few loopback sinks; the time until every delivery arrived and the hub's peak
+    /// resident memory (the hub runs in a child process).
+    Fanout {
+        /// Subscriptions, every one matching the event.
+        #[arg(long, default_value_t = 10_000)]
+        subscriptions: usize,
+        /// Sink servers the subscriptions are spread over (one path each).
+        #[arg(long, default_value_t = 50)]
+        sinks: usize,
+        /// Size of the event's JSON, in bytes.
+        #[arg(long, default_value_t = 1024)]
+        event_bytes: usize,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 180)]
+        limit_seconds: u64,
+    },
+    /// Run a hub on a fresh store in the given directory, print its base URL and serve
+    /// until killed (the `fanout` workload's hub process).
+    HubProcess {
+        #[arg(long)]
+        data: std::path::PathBuf,
     },
     /// Generate load against a URL and print a JSON summary. The `ingest` workload runs this
     /// as a child process, so that the client never shares a runtime with the servers.
@@ -342,6 +366,25 @@ fn main() -> anyhow::Result<()> {
                     event_bytes,
                 };
                 run_deliver(shape, sinks).await?;
+            }
+            Workload::Fanout {
+                subscriptions,
+                sinks,
+                event_bytes,
+                limit_seconds,
+            } => {
+                fanout::run(
+                    subscriptions,
+                    sinks,
+                    event_bytes,
+                    Duration::from_secs(limit_seconds),
+                )
+                .await?;
+            }
+            Workload::HubProcess { data } => {
+                let base = hub_with(&data, Vec::new()).await?;
+                println!("{base}");
+                std::future::pending::<()>().await;
             }
             Workload::Load {
                 url,

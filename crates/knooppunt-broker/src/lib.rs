@@ -10,6 +10,7 @@
 pub mod api;
 pub mod ingest;
 mod registry;
+mod server;
 mod telemetry;
 
 use std::future::Future;
@@ -24,8 +25,9 @@ pub use api::{API_VERSION, BASE_PATH};
 pub use ingest::{IngestCounters, IngestOptions, MIN_EVENT_BYTES};
 
 use knooppunt_delivery::Deliverer;
-pub use knooppunt_delivery::DeliveryOptions;
+pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions};
 use registry::Registry;
+pub use server::ServerLimits;
 
 /// Everything a hub needs besides its store.
 #[derive(Debug, Clone)]
@@ -45,6 +47,8 @@ pub struct HubOptions {
     pub allow_http_sinks: bool,
     /// How large and deep subscriptions' filters may be.
     pub filter_limits: knooppunt_filter::Limits,
+    /// The bounds on inbound connections.
+    pub server: ServerLimits,
 }
 
 impl HubOptions {
@@ -59,6 +63,7 @@ impl HubOptions {
             subscription_defaults: ConfigDefaults::default(),
             allow_http_sinks: false,
             filter_limits: knooppunt_filter::Limits::DEFAULT,
+            server: ServerLimits::default(),
         }
     }
 }
@@ -79,6 +84,7 @@ pub(crate) struct AppState {
     pub(crate) subscription_defaults: ConfigDefaults,
     pub(crate) allow_http_sinks: bool,
     pub(crate) filter_limits: knooppunt_filter::Limits,
+    pub(crate) server: ServerLimits,
     shutdown_grace: std::time::Duration,
     /// Tells the background tasks to stop.
     stop: tokio::sync::watch::Sender<bool>,
@@ -144,6 +150,7 @@ impl Hub {
                 subscription_defaults: options.subscription_defaults,
                 allow_http_sinks: options.allow_http_sinks,
                 filter_limits: options.filter_limits,
+                server: options.server,
                 shutdown_grace: options.shutdown_grace,
                 stop,
                 background: std::sync::Mutex::new(Vec::new()),
@@ -204,9 +211,8 @@ pub async fn serve(
     hub: Hub,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let served = axum::serve(listener, hub.router())
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let limits = hub.state.server;
+    let served = server::run(listener, hub.router(), limits, shutdown).await;
     hub.stop().await;
     served
 }

@@ -14,6 +14,7 @@ use knooppunt_store::{Store, Subscription, SubscriptionState};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::connections::{ConnectionLimits, Connections};
 use crate::sink::{self, Handshake};
 use crate::worker::run;
 
@@ -33,6 +34,8 @@ pub struct DeliveryOptions {
     /// CA certificates (PEM) to trust for `https` sinks next to the operating system's, for
     /// sinks whose certificates come from a private or government CA; empty for none.
     pub extra_root_certificates: Vec<u8>,
+    /// The bounds on outbound connections.
+    pub connections: ConnectionLimits,
 }
 
 impl Default for DeliveryOptions {
@@ -44,6 +47,7 @@ impl Default for DeliveryOptions {
             request_rate: 600,
             handshake_timeout: Duration::from_secs(10),
             extra_root_certificates: Vec::new(),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -90,7 +94,7 @@ impl std::fmt::Debug for Deliverer {
 
 pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) client: reqwest::Client,
+    pub(crate) connections: Connections,
     pub(crate) origin: HeaderValue,
     pub(crate) options: DeliveryOptions,
     pub(crate) workers: Mutex<HashMap<String, Worker>>,
@@ -132,24 +136,13 @@ impl Deliverer {
                 options.origin
             )
         })?;
-        let mut client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
-        if !options.extra_root_certificates.is_empty() {
-            let certificates =
-                reqwest::Certificate::from_pem_bundle(&options.extra_root_certificates)
-                    .map_err(|error| format!("the extra CA certificates are not PEM: {error}"))?;
-            for certificate in certificates {
-                client = client.add_root_certificate(certificate);
-            }
-        }
-        let client = client
-            .build()
-            .map_err(|error| format!("cannot build the HTTP client: {error}"))?;
+        let connections = Connections::new(options.connections, &options.extra_root_certificates)?;
         let (retired, retirements) = mpsc::unbounded_channel();
         let (stop, _) = watch::channel(false);
         let deliverer = Deliverer {
             inner: Arc::new(Inner {
                 store,
-                client,
+                connections,
                 origin,
                 options,
                 workers: Mutex::new(HashMap::new()),
@@ -230,13 +223,19 @@ impl Deliverer {
 
     /// Sends the validation handshake for a subscription.
     pub async fn handshake(&self, sink: &str, callback: &str) -> Handshake {
+        let started = tokio::time::Instant::now();
+        let timeout = self.inner.options.handshake_timeout;
+        let permit = match self.inner.connections.acquire(sink, timeout).await {
+            Ok(permit) => permit,
+            Err(why) => return Handshake::Failed(why),
+        };
         sink::handshake(
-            &self.inner.client,
+            &permit.client,
             sink,
             &self.inner.options.origin,
             self.inner.options.request_rate,
             callback,
-            self.inner.options.handshake_timeout,
+            timeout.saturating_sub(started.elapsed()),
         )
         .await
     }

@@ -14,6 +14,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use crate::connections::Permit;
 use crate::engine::{Inner, LastDelivery, now_ms};
 use crate::outcome::{Outcome, Response, classify, verdict};
 use crate::sink;
@@ -120,15 +121,32 @@ pub(crate) async fn run(
                 tokio::time::sleep_until(next_start).await;
                 next_start = tokio::time::Instant::now() + spacing;
             }
+            // The connection is waited for here, before the attempt's task exists: with
+            // thousands of subscriptions due at once, only as many attempts as there are
+            // connections hold a request in memory. The wait counts against the timeout.
+            let started = std::time::Instant::now();
+            let permit = tokio::select! {
+                permit = inner.connections.acquire(&subscription.sink, config.timeout) => permit,
+                // Its lease runs out and it is tried again (after a restart, at once).
+                _ = stop.changed() => break,
+                _ = retired.changed() => break,
+            };
             let (inner, subscription) = (Arc::clone(&inner), Arc::clone(subscription));
             let gone = Arc::clone(&gone);
             attempts.spawn(async move {
-                attempt(&inner, &subscription, config, delivery, &gone).await;
+                let connection = Connection { permit, started };
+                attempt(&inner, &subscription, config, delivery, &gone, connection).await;
             });
         }
     }
     // Stopping: let the attempts in flight finish and record their results.
     while attempts.join_next().await.is_some() {}
+}
+
+/// The connection an attempt may use (or why there was none), and when it began waiting.
+struct Connection {
+    permit: Result<Permit, String>,
+    started: std::time::Instant,
 }
 
 /// One attempt: send, classify, record; in a span of the event's trace when it carries one
@@ -139,6 +157,7 @@ async fn attempt(
     config: DeliveryConfig,
     delivery: Delivery,
     gone: &AtomicBool,
+    connection: Connection,
 ) {
     let id = subscription.id.as_str();
     let event = match inner.store.event(delivery.seq).await {
@@ -167,14 +186,14 @@ async fn attempt(
         span_id = %format_args!("{span_id:016x}"),
         link = trace.as_ref().map(|t| t.parent_id.as_str()),
     );
+    let trace = trace.map(|t| (t, span_id));
     send_and_record(
         inner,
         subscription,
         config,
-        delivery,
         gone,
-        event,
-        trace.map(|t| (t, span_id)),
+        (delivery, event, trace),
+        connection,
     )
     .instrument(span)
     .await;
@@ -195,31 +214,33 @@ fn hop_headers(headers: &mut http::HeaderMap, trace: &(TraceContext, u64)) {
     }
 }
 
+/// A delivery, its event, and the trace context of its hop.
+type Sending = (Delivery, Arc<StoredEvent>, Option<(TraceContext, u64)>);
+
 async fn send_and_record(
     inner: &Arc<Inner>,
     subscription: &Subscription,
     config: DeliveryConfig,
-    delivery: Delivery,
     gone: &AtomicBool,
-    event: StoredEvent,
-    trace: Option<(TraceContext, u64)>,
+    (delivery, event, trace): Sending,
+    connection: Connection,
 ) {
     let id = subscription.id.as_str();
     let at = now_ms();
-    let started = std::time::Instant::now();
+    let Connection { permit, started } = connection;
     let (response, outcome) = match sink::delivery_message(&event.json, config.mode) {
         Ok(mut message) => {
             if let Some(trace) = &trace {
                 hop_headers(&mut message.headers, trace);
             }
-            let response = sink::deliver(
-                &inner.client,
-                subscription,
-                &inner.origin,
-                message,
-                config.timeout,
-            )
-            .await;
+            let response = match permit {
+                Ok(permit) => {
+                    let timeout = config.timeout.saturating_sub(started.elapsed());
+                    let client = &permit.client;
+                    sink::deliver(client, subscription, &inner.origin, message, timeout).await
+                }
+                Err(why) => Response::Failed(why),
+            };
             let outcome = classify(&response, SystemTime::now());
             (response, outcome)
         }

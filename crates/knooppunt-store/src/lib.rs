@@ -68,7 +68,9 @@ pub trait Store: Send + Sync + 'static {
         dedupe_window_ms: u64,
     ) -> StoreFuture<'_, Vec<Appended>>;
 
-    fn event(&self, seq: u64) -> StoreFuture<'_, Option<StoredEvent>>;
+    /// An accepted event, shared: the workers delivering it to many subscriptions hold one
+    /// copy, and a backend reads it once however many deliveries ask for it.
+    fn event(&self, seq: u64) -> StoreFuture<'_, Option<std::sync::Arc<StoredEvent>>>;
 
     /// The first `limit` pending deliveries of a subscription, in acceptance order.
     fn pending_deliveries<'a>(

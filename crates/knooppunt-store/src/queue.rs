@@ -22,7 +22,8 @@ pub enum Appended {
     Duplicate { seq: u64 },
 }
 
-/// An accepted event.
+/// An accepted event. It never changes, so one copy serves all its deliveries: reading it
+/// costs the same whatever the number of subscriptions it was routed to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredEvent {
     /// Acceptance order: later accepted, higher number.
@@ -32,8 +33,6 @@ pub struct StoredEvent {
     /// Milliseconds since the Unix epoch.
     pub accepted_at: u64,
     pub json: String,
-    /// The subscriptions it was routed to when accepted.
-    pub subscriptions: Vec<String>,
 }
 
 /// One pending delivery of one event to one subscription: what the workers need.

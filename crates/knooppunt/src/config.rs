@@ -45,6 +45,15 @@ pub(crate) struct ServerConfig {
     /// The hub's base URL as sinks reach it, for the validation callback URL; when absent,
     /// the `Host` of the request that created the subscription.
     pub(crate) public_url: Option<String>,
+    /// Connections served at once (1 to 100000); past it, new ones wait to be accepted.
+    pub(crate) max_connections: usize,
+    /// ISO 8601 duration: how long a request's headers (and a kept-alive connection's wait
+    /// for the next request) may take.
+    pub(crate) header_timeout: String,
+    /// ISO 8601 duration: how long reading a request's body may take (408 after it).
+    pub(crate) body_timeout: String,
+    /// ISO 8601 duration: a connection without any traffic for this long is closed.
+    pub(crate) idle_timeout: String,
 }
 
 impl Default for ServerConfig {
@@ -54,6 +63,10 @@ impl Default for ServerConfig {
             data_dir: PathBuf::from("data"),
             origin: "knooppunt".into(),
             public_url: None,
+            max_connections: 1024,
+            header_timeout: "PT10S".into(),
+            body_timeout: "PT30S".into(),
+            idle_timeout: "PT60S".into(),
         }
     }
 }
@@ -95,6 +108,16 @@ pub(crate) struct DeliveryConfig {
     pub(crate) ca_file: Option<PathBuf>,
     /// Accept `http://` sinks off this machine (only for test environments without TLS).
     pub(crate) allow_http_sinks: bool,
+    /// Requests in flight to all sinks together (1 to 100000).
+    pub(crate) max_connections: usize,
+    /// Requests in flight to one sink (scheme, host and port); 1 to 10000.
+    pub(crate) max_connections_per_sink: usize,
+    /// Idle connections kept per sink (0 to 1000).
+    pub(crate) max_idle_per_sink: usize,
+    /// Sinks whose idle connections are kept at once (1 to 100000).
+    pub(crate) max_idle_sinks: usize,
+    /// ISO 8601 duration: how long an idle connection to a sink is kept.
+    pub(crate) idle_timeout: String,
     /// The default delivery policy: what a subscription's `config` gets for a key it leaves
     /// out (`mode`).
     pub(crate) default_mode: String,
@@ -120,6 +143,11 @@ impl Default for DeliveryConfig {
             shutdown_grace: "PT10S".into(),
             ca_file: None,
             allow_http_sinks: false,
+            max_connections: 512,
+            max_connections_per_sink: 32,
+            max_idle_per_sink: 4,
+            max_idle_sinks: 256,
+            idle_timeout: "PT30S".into(),
             default_mode: standard.get("mode").into(),
             default_ordering: standard.get("ordering").into(),
             default_max_attempts: standard.get("maxAttempts").parse().expect("a number"),
@@ -131,7 +159,67 @@ impl Default for DeliveryConfig {
     }
 }
 
+/// `value` when it is within `range`, else an error naming `key`.
+fn within(
+    key: &str,
+    value: usize,
+    range: std::ops::RangeInclusive<usize>,
+) -> anyhow::Result<usize> {
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        bail!(
+            "{key}: {value} is outside {} to {}",
+            range.start(),
+            range.end()
+        )
+    }
+}
+
+fn duration(key: &str, text: &str) -> anyhow::Result<std::time::Duration> {
+    let duration = parse_iso8601_duration(text).map_err(|why| anyhow::anyhow!("{key}: {why}"))?;
+    if duration.is_zero() {
+        bail!("{key}: must be longer than zero");
+    }
+    Ok(duration)
+}
+
+impl ServerConfig {
+    /// The bounds on inbound connections, checked.
+    pub(crate) fn limits(&self) -> anyhow::Result<knooppunt_broker::ServerLimits> {
+        Ok(knooppunt_broker::ServerLimits {
+            max_connections: within("server.max_connections", self.max_connections, 1..=100_000)?,
+            header_timeout: duration("server.header_timeout", &self.header_timeout)?,
+            body_timeout: duration("server.body_timeout", &self.body_timeout)?,
+            idle_timeout: duration("server.idle_timeout", &self.idle_timeout)?,
+        })
+    }
+}
+
 impl DeliveryConfig {
+    /// The bounds on outbound connections, checked.
+    pub(crate) fn connection_limits(&self) -> anyhow::Result<knooppunt_broker::ConnectionLimits> {
+        Ok(knooppunt_broker::ConnectionLimits {
+            max_connections: within(
+                "delivery.max_connections",
+                self.max_connections,
+                1..=100_000,
+            )?,
+            max_per_sink: within(
+                "delivery.max_connections_per_sink",
+                self.max_connections_per_sink,
+                1..=10_000,
+            )?,
+            max_idle_per_sink: within(
+                "delivery.max_idle_per_sink",
+                self.max_idle_per_sink,
+                0..=1000,
+            )?,
+            max_idle_sinks: within("delivery.max_idle_sinks", self.max_idle_sinks, 1..=100_000)?,
+            idle_timeout: duration("delivery.idle_timeout", &self.idle_timeout)?,
+        })
+    }
+
     /// The default delivery policy for subscriptions, checked; a problem names the key of
     /// this file.
     pub(crate) fn subscription_defaults(&self) -> anyhow::Result<ConfigDefaults> {
@@ -377,6 +465,8 @@ impl Config {
             .map_err(|why| anyhow::anyhow!("delivery.shutdown_grace: {why}"))?;
         options.subscription_defaults = self.delivery.subscription_defaults()?;
         options.allow_http_sinks = self.delivery.allow_http_sinks;
+        options.delivery.connections = self.delivery.connection_limits()?;
+        options.server = self.server.limits()?;
         let filters = &self.filters;
         options.filter_limits = knooppunt_filter::Limits::try_new(
             filters.max_depth,

@@ -48,11 +48,12 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
         }
         Authentication::tokens(config.principals())
     };
+    let options = config.hub_options(authentication)?;
+    raise_descriptor_limit(&options)?;
     let data_dir = &config.server.data_dir;
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
     let store = SledStore::open(data_dir)?;
-    let options = config.hub_options(authentication)?;
     let hub = Hub::open(Arc::new(store), options).await?;
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
@@ -64,6 +65,38 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
     tracing::info!(%address, data_dir = %data_dir.display(), "Knooppunt is listening.");
     knooppunt_broker::serve(listener, hub, stop).await?;
     tracing::info!("Knooppunt stopped.");
+    Ok(())
+}
+
+/// Descriptors kept beyond the connection limits: the store's files, sled, the listener,
+/// standard streams, DNS lookups.
+const RESERVED_DESCRIPTORS: u64 = 256;
+
+/// Makes sure the process may open every descriptor its connection limits allow plus
+/// [`RESERVED_DESCRIPTORS`], so that running out of descriptors never stops the API from
+/// answering: raises the soft limit when it is lower (up to the hard limit), and refuses to
+/// start, naming what to change, when even the hard limit is too low.
+fn raise_descriptor_limit(options: &knooppunt_broker::HubOptions) -> anyhow::Result<()> {
+    let needed = (options.server.max_connections + options.delivery.connections.max_sockets())
+        as u64
+        + RESERVED_DESCRIPTORS;
+    let (soft, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE)
+        .context("cannot read the open-file limit (RLIMIT_NOFILE)")?;
+    if soft >= needed {
+        tracing::debug!(soft, needed, "The open-file limit suffices.");
+        return Ok(());
+    }
+    if hard < needed {
+        anyhow::bail!(
+            "the open-file limit is {hard} but the connection limits need {needed} descriptors \
+             (server.max_connections + delivery.max_connections + delivery.max_idle_sinks × \
+             delivery.max_idle_per_sink + {RESERVED_DESCRIPTORS}): raise the limit (ulimit -n, \
+             LimitNOFILE= for systemd, --ulimit nofile= for Docker) or lower those settings"
+        );
+    }
+    rlimit::setrlimit(rlimit::Resource::NOFILE, needed, hard)
+        .context("cannot raise the open-file limit (RLIMIT_NOFILE)")?;
+    tracing::info!(from = soft, to = needed, "Raised the open-file limit.");
     Ok(())
 }
 

@@ -276,3 +276,58 @@ fn json_logs_from_the_environment() {
     );
     assert!(child.wait().unwrap().success());
 }
+
+/// `knooppunt serve` run by a shell that first sets `ulimit` as given.
+fn serve_under_ulimit(ulimit: &str, config: &std::path::Path, data: &std::path::Path) -> Command {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("ulimit {ulimit} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_knooppunt"))
+        .args(common::serve_args(config, data));
+    command
+}
+
+/// The soft open-file limit of a process, from /proc.
+fn soft_nofile(pid: u32) -> u64 {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    line.split_whitespace().nth(3).unwrap().parse().unwrap()
+}
+
+#[test]
+fn serve_raises_a_low_soft_descriptor_limit_to_what_its_limits_need() {
+    let data = tempfile::tempdir().unwrap();
+    let config =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/knooppunt.toml");
+    let hub = common::HubProcess::spawn(serve_under_ulimit("-Sn 300", &config, data.path()));
+    // 1024 inbound + 512 outbound + 256 sinks × 4 idle + 256 reserved.
+    assert_eq!(soft_nofile(hub.child.id()), 2816);
+    assert!(
+        hub.log()
+            .iter()
+            .any(|l| l.contains("Raised the open-file limit")),
+        "{:?}",
+        hub.log()
+    );
+    assert!(hub.terminate().success());
+}
+
+#[test]
+fn serve_refuses_to_start_when_the_descriptor_limit_cannot_cover_its_limits() {
+    let data = tempfile::tempdir().unwrap();
+    let config =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/knooppunt.toml");
+    let output = serve_under_ulimit("-n 300", &config, data.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        error.contains("open-file limit is 300") && error.contains("server.max_connections"),
+        "{error}"
+    );
+}

@@ -99,7 +99,7 @@ async fn acknowledged_events_survive_kill_9() {
             .await
             .unwrap()
         {
-            stored.insert(store.event(delivery.seq).await.unwrap().unwrap().id);
+            stored.insert(store.event(delivery.seq).await.unwrap().unwrap().id.clone());
         }
         let lost: Vec<_> = acknowledged
             .iter()

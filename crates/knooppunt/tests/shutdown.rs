@@ -112,7 +112,7 @@ async fn sigterm_finishes_attempts_in_flight_and_loses_nothing() {
         .await
         .unwrap()
     {
-        pending.insert(store.event(delivery.seq).await.unwrap().unwrap().id);
+        pending.insert(store.event(delivery.seq).await.unwrap().unwrap().id.clone());
     }
     let twice: Vec<_> = delivered.intersection(&pending).collect();
     assert!(

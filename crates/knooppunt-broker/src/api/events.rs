@@ -141,7 +141,7 @@ async fn accept(
                 options.max_batch_bytes, options.max_event_bytes
             ))
         } else {
-            ApiError::invalid(format!("the body could not be read: {rejection}"), vec![])
+            ApiError::unreadable_body(&rejection)
         }
     })?;
 

@@ -43,6 +43,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .ingest
         .max_batch_bytes
         .max(state.ingest.max_event_bytes);
+    let body_timeout = state.server.body_timeout;
     Router::new()
         .route(
             "/v1/events",
@@ -106,6 +107,9 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             get(openapi::serve).fallback(not_allowed("GET")),
         )
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(move |request, next| {
+            crate::server::limit_body_time(body_timeout, request, next)
+        }))
         .layer(map_response(standard_headers))
         .with_state(state)
 }
@@ -216,7 +220,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                 if rejection.status() == http::StatusCode::PAYLOAD_TOO_LARGE {
                     ApiError::PayloadTooLarge("the body is larger than the hub accepts".into())
                 } else {
-                    ApiError::invalid(format!("the body could not be read: {rejection}"), vec![])
+                    ApiError::unreadable_body(&rejection)
                 }
             })?;
         serde_json::from_slice(&bytes)

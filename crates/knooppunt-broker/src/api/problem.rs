@@ -55,12 +55,26 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// The request's body did not arrive in time.
+    #[error("{0}")]
+    RequestTimeout(String),
     /// Logged with its cause; the client only learns that the hub failed.
     #[error("internal error: {0}")]
     Internal(String),
 }
 
 impl ApiError {
+    /// The answer to a body that could not be read: 408 when it took too long, else 400.
+    pub(crate) fn unreadable_body(rejection: &axum::extract::rejection::BytesRejection) -> Self {
+        use std::error::Error;
+        match rejection.source().and_then(crate::server::timed_out) {
+            Some(timed_out) => ApiError::RequestTimeout(format!(
+                "{timed_out}: send the whole body promptly after the headers"
+            )),
+            None => ApiError::invalid(format!("the body could not be read: {rejection}"), vec![]),
+        }
+    }
+
     pub(crate) fn invalid(detail: impl Into<String>, invalid_params: Vec<InvalidParam>) -> Self {
         ApiError::InvalidInput {
             detail: detail.into(),
@@ -100,6 +114,11 @@ impl ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload-too-large",
                 "Payload too large",
+            ),
+            ApiError::RequestTimeout(_) => (
+                StatusCode::REQUEST_TIMEOUT,
+                "request-timeout",
+                "Request timeout",
             ),
             ApiError::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::StoreError;
-use crate::queue::DeliveryChange;
+use crate::queue::{DeliveryChange, StoredEvent};
 
 const EVENT: u8 = 1;
 const CHANGE: u8 = 2;
@@ -129,6 +129,32 @@ impl LogRecord {
         for subscription in &self.subscriptions {
             put_str(payload, subscription);
         }
+    }
+
+    /// The event alone, without the list of subscriptions after it (which grows with the
+    /// fan-out and is needed only to rebuild the queues at open).
+    fn decode_event(payload: &[u8]) -> Option<StoredEvent> {
+        let mut at = 0;
+        let mut take = |n: usize| {
+            let slice = payload.get(at..at + n)?;
+            at += n;
+            Some(slice)
+        };
+        let u64_at =
+            |bytes: &[u8]| -> Option<u64> { Some(u64::from_le_bytes(bytes.try_into().ok()?)) };
+        let seq = u64_at(take(8)?)?;
+        let accepted_at = u64_at(take(8)?)?;
+        let mut string = || -> Option<String> {
+            let len = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
+            String::from_utf8(take(len)?.to_vec()).ok()
+        };
+        Some(StoredEvent {
+            seq,
+            source: string()?,
+            id: string()?,
+            accepted_at,
+            json: string()?,
+        })
     }
 
     fn decode(payload: &[u8]) -> Option<LogRecord> {
@@ -422,9 +448,23 @@ impl Readers {
     }
 
     /// Reads the event record at `location`.
+    #[cfg(test)]
     pub(crate) fn read(&self, location: Location) -> Result<LogRecord, StoreError> {
         let file = self.file(location.segment)?;
         read_from(&file, &segment_path(&self.dir, location.segment), location)
+    }
+
+    /// Reads the event at `location`, checked against its record's CRC, without decoding
+    /// the subscriptions it was routed to.
+    pub(crate) fn read_event(&self, location: Location) -> Result<StoredEvent, StoreError> {
+        let file = self.file(location.segment)?;
+        let path = segment_path(&self.dir, location.segment);
+        let bytes = read_payload(&file, &path, location)?;
+        match bytes.first() {
+            Some(&EVENT) => LogRecord::decode_event(&bytes[1..]),
+            _ => None,
+        }
+        .ok_or_else(|| no_event(&path, location))
     }
 }
 
@@ -434,26 +474,36 @@ pub(crate) fn read_at(dir: &Path, location: Location) -> Result<LogRecord, Store
     Readers::new(dir).read(location)
 }
 
-fn read_from(file: &File, path: &Path, location: Location) -> Result<LogRecord, StoreError> {
+/// The payload of the record at `location`, checked against its CRC.
+fn read_payload(file: &File, path: &Path, location: Location) -> Result<Vec<u8>, StoreError> {
     let mut bytes = vec![0; location.len as usize];
     file.read_exact_at(&mut bytes, location.offset)
         .map_err(|e| io("cannot read", path, e))?;
     let crc = u32::from_le_bytes(bytes[4..8].try_into().expect("four bytes"));
-    let payload = &bytes[HEADER..];
-    if crc32fast::hash(payload) != crc {
+    if crc32fast::hash(&bytes[HEADER..]) != crc {
         return Err(StoreError::Corrupt(format!(
             "{} has a damaged record at byte {}",
             path.display(),
             location.offset
         )));
     }
-    match Entry::decode(payload) {
+    bytes.drain(..HEADER);
+    Ok(bytes)
+}
+
+fn no_event(path: &Path, location: Location) -> StoreError {
+    StoreError::Corrupt(format!(
+        "{} has no readable event at byte {}",
+        path.display(),
+        location.offset
+    ))
+}
+
+#[cfg(test)]
+fn read_from(file: &File, path: &Path, location: Location) -> Result<LogRecord, StoreError> {
+    match Entry::decode(&read_payload(file, path, location)?) {
         Some(Entry::Event(record)) => Ok(record),
-        _ => Err(StoreError::Corrupt(format!(
-            "{} has no readable event at byte {}",
-            path.display(),
-            location.offset
-        ))),
+        _ => Err(no_event(path, location)),
     }
 }
 

@@ -21,6 +21,7 @@
 
 mod committer;
 mod dedupe;
+mod event_cache;
 mod event_index;
 mod event_log;
 mod group_commit;
@@ -74,6 +75,8 @@ struct Inner {
     trees: Trees,
     /// Reads events back from the log.
     readers: Arc<event_log::Readers>,
+    /// Events read recently, shared by their deliveries.
+    events: event_cache::EventCache,
     queues: Arc<RwLock<Queues>>,
     commit: GroupCommit,
     /// The group commit of the event log, shared with its committer thread.
@@ -189,6 +192,7 @@ impl SledStore {
             inner: Arc::new(Inner {
                 trees,
                 readers,
+                events: event_cache::EventCache::default(),
                 queues,
                 commit: GroupCommit::default(),
                 log: shared,
@@ -315,7 +319,7 @@ impl Store for SledStore {
         )))
     }
 
-    fn event(&self, seq: u64) -> StoreFuture<'_, Option<StoredEvent>> {
+    fn event(&self, seq: u64) -> StoreFuture<'_, Option<Arc<StoredEvent>>> {
         Box::pin(async move {
             let location = {
                 let queues = self.inner.queues.read().expect("queues lock");
@@ -324,15 +328,14 @@ impl Store for SledStore {
             let Some(location) = location else {
                 return Ok(None);
             };
-            let record = self.inner.readers.read(location)?;
-            Ok(Some(StoredEvent {
-                seq: record.seq,
-                source: record.source,
-                id: record.id,
-                accepted_at: record.accepted_at,
-                json: record.json,
-                subscriptions: record.subscriptions,
-            }))
+            let inner = &self.inner;
+            let event = inner
+                .events
+                .get_or_read(seq, || inner.readers.read_event(location));
+            if event.is_err() {
+                inner.events.forget_unfilled(seq);
+            }
+            Ok(Some(event?))
         })
     }
 

@@ -27,16 +27,15 @@ impl HubProcess {
         data_dir: &Path,
         env: &[(&str, &str)],
     ) -> HubProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_knooppunt"))
-            .arg("serve")
-            .arg("--config")
-            .arg(config)
-            .args(["--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir)
-            .envs(env.iter().copied())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_knooppunt"));
+        command.args(serve_args(config, data_dir));
+        command.envs(env.iter().copied());
+        HubProcess::spawn(command)
+    }
+
+    /// Starts `command` (which runs `knooppunt serve` somehow) and waits until it listens.
+    pub(crate) fn spawn(mut command: Command) -> HubProcess {
+        let mut child = command.stderr(Stdio::piped()).spawn().unwrap();
         let mut reader = BufReader::new(child.stderr.take().unwrap());
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let address = loop {
@@ -99,6 +98,15 @@ impl Drop for HubProcess {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The arguments of `knooppunt serve` on 127.0.0.1 port 0 with this configuration and store.
+pub(crate) fn serve_args(config: &Path, data_dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = vec!["serve".into(), "--config".into()];
+    args.push(config.into());
+    args.extend(["--listen".into(), "127.0.0.1:0".into(), "--data-dir".into()]);
+    args.push(data_dir.into());
+    args
 }
 
 /// The address in the hub's "listening" log line, pretty or JSON.
