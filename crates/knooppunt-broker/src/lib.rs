@@ -235,7 +235,9 @@ async fn follow_retirements(
         let mut registry = state.registry.write().expect("registry lock");
         if registry.get(&subscription.id).is_some() {
             match registry::criteria(&subscription, &state.filter_limits) {
-                Ok(criteria) => registry.put(subscription, criteria),
+                Ok(criteria) => {
+                    registry.put(subscription, criteria);
+                }
                 Err(_) => registry.remove(&subscription.id),
             }
         }

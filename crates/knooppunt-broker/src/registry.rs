@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use knooppunt_event::Event;
 use knooppunt_filter::{Criteria, Filter, FilterError, Limits, MatchIndex};
@@ -11,7 +12,8 @@ use knooppunt_store::{Subscription, SubscriptionState};
 
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    subscriptions: BTreeMap<String, Subscription>,
+    /// Shared with the subscriptions' delivery workers: one copy each.
+    subscriptions: BTreeMap<String, Arc<Subscription>>,
     index: MatchIndex<String>,
 }
 
@@ -39,7 +41,9 @@ impl Registry {
         let mut refused = Vec::new();
         for mut subscription in subscriptions {
             match criteria(&subscription, limits) {
-                Ok(criteria) => registry.put(subscription, criteria),
+                Ok(criteria) => {
+                    registry.put(subscription, criteria);
+                }
                 Err(errors) => {
                     let why = errors
                         .iter()
@@ -58,17 +62,24 @@ impl Registry {
         (registry, refused)
     }
 
-    pub(crate) fn put(&mut self, subscription: Subscription, criteria: Criteria) {
+    /// Files a subscription; returns the shared copy.
+    pub(crate) fn put(
+        &mut self,
+        subscription: Subscription,
+        criteria: Criteria,
+    ) -> Arc<Subscription> {
+        let subscription = Arc::new(subscription);
         self.index.insert(subscription.id.clone(), criteria);
         self.subscriptions
-            .insert(subscription.id.clone(), subscription);
+            .insert(subscription.id.clone(), Arc::clone(&subscription));
+        subscription
     }
 
     /// Keeps a disabled subscription visible without filing it in the index.
     fn put_unrouted(&mut self, subscription: Subscription) {
         self.index.remove(&subscription.id);
         self.subscriptions
-            .insert(subscription.id.clone(), subscription);
+            .insert(subscription.id.clone(), Arc::new(subscription));
     }
 
     pub(crate) fn remove(&mut self, id: &str) {
@@ -76,7 +87,7 @@ impl Registry {
         self.subscriptions.remove(id);
     }
 
-    pub(crate) fn get(&self, id: &str) -> Option<&Subscription> {
+    pub(crate) fn get(&self, id: &str) -> Option<&Arc<Subscription>> {
         self.subscriptions.get(id)
     }
 
@@ -91,14 +102,14 @@ impl Registry {
         owner: Option<&str>,
         cursor: Option<&str>,
         size: usize,
-    ) -> (Vec<Subscription>, bool) {
+    ) -> (Vec<Arc<Subscription>>, bool) {
         let start = cursor.map_or(Bound::Unbounded, |c| Bound::Excluded(c.to_owned()));
         let mut visible = self
             .subscriptions
             .range((start, Bound::Unbounded))
             .map(|(_, s)| s)
             .filter(|s| owner.is_none_or(|owner| s.owner == owner));
-        let page: Vec<Subscription> = visible.by_ref().take(size).cloned().collect();
+        let page: Vec<Arc<Subscription>> = visible.by_ref().take(size).cloned().collect();
         let more = visible.next().is_some();
         (page, more)
     }
@@ -117,7 +128,7 @@ impl Registry {
     }
 
     /// Every subscription, for starting their delivery workers.
-    pub(crate) fn all(&self) -> impl Iterator<Item = &Subscription> {
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<Subscription>> {
         self.subscriptions.values()
     }
 }

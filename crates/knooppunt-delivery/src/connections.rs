@@ -40,7 +40,7 @@ impl Default for ConnectionLimits {
         ConnectionLimits {
             max_connections: 512,
             max_per_sink: 32,
-            max_idle_per_sink: 4,
+            max_idle_per_sink: 8,
             idle_timeout: Duration::from_secs(30),
             max_idle_sinks: 256,
         }

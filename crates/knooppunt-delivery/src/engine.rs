@@ -161,7 +161,7 @@ impl Deliverer {
 
     /// Starts, restarts or stops the worker of a subscription after it was created, changed
     /// or loaded: only active subscriptions have one.
-    pub fn sync(&self, subscription: &Subscription) {
+    pub fn sync(&self, subscription: &Arc<Subscription>) {
         if subscription.state != SubscriptionState::Active || *self.inner.stop.borrow() {
             self.remove(&subscription.id);
             return;
@@ -170,12 +170,12 @@ impl Deliverer {
         if let Some(worker) = workers.get(&subscription.id)
             && !worker.task.is_finished()
         {
-            worker.current.send_replace(Arc::new(subscription.clone()));
+            worker.current.send_replace(Arc::clone(subscription));
             worker.wake.notify_one();
             return;
         }
         let wake = Arc::new(Notify::new());
-        let (current, watched) = watch::channel(Arc::new(subscription.clone()));
+        let (current, watched) = watch::channel(Arc::clone(subscription));
         let (retire, retired) = watch::channel(false);
         let task = tokio::spawn(run(
             Arc::clone(&self.inner),

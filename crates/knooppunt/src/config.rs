@@ -145,7 +145,7 @@ impl Default for DeliveryConfig {
             allow_http_sinks: false,
             max_connections: 512,
             max_connections_per_sink: 32,
-            max_idle_per_sink: 4,
+            max_idle_per_sink: 8,
             max_idle_sinks: 256,
             idle_timeout: "PT30S".into(),
             default_mode: standard.get("mode").into(),

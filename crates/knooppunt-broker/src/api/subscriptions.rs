@@ -270,19 +270,19 @@ pub(crate) async fn replace(
         // The same sink keeps its consent (or its refusal, or its 410).
         subscription.state = existing.state;
         subscription.validated_by = existing.validated_by;
-        subscription.validation_token = existing.validation_token;
+        subscription.validation_token = existing.validation_token.clone();
         subscription.allowed_rate = existing.allowed_rate;
-        subscription.validation_problem = existing.validation_problem;
+        subscription.validation_problem = existing.validation_problem.clone();
     }
     if !state.store.update_subscription(&subscription).await? {
         return Err(not_found(&id));
     }
-    state
+    let shared = state
         .registry
         .write()
         .expect("registry lock")
         .put(subscription.clone(), criteria);
-    state.deliverer.sync(&subscription);
+    state.deliverer.sync(&shared);
     drop(writer);
     tracing::info!(subscription = %id, by = %caller.0.name, sink_changed, "Subscription replaced.");
     let subscription = if sink_changed {

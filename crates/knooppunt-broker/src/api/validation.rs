@@ -106,7 +106,7 @@ async fn update(
         .read()
         .expect("registry lock")
         .get(id)
-        .cloned();
+        .map(|current| Subscription::clone(current));
     let Some(mut current) = current else {
         return Ok(None);
     };
@@ -119,12 +119,12 @@ async fn update(
     }
     let criteria = registry::criteria(&current, &state.filter_limits)
         .map_err(|_| ApiError::Internal("a stored subscription's filters".into()))?;
-    state
+    let shared = state
         .registry
         .write()
         .expect("registry lock")
         .put(current.clone(), criteria);
-    state.deliverer.sync(&current);
+    state.deliverer.sync(&shared);
     Ok(Some(current))
 }
 
@@ -146,7 +146,7 @@ pub(crate) async fn callback(
         .read()
         .expect("registry lock")
         .get(&id)
-        .is_some_and(matches);
+        .is_some_and(|subscription| matches(subscription));
     if !known {
         return Err(unknown());
     }

@@ -17,8 +17,10 @@ use crate::queue::Delivery;
 pub(super) struct Pending {
     /// Deliveries never leased or attempted: `(seq, accepted_at)`, in acceptance order.
     fresh: VecDeque<(u64, u64)>,
-    /// Deliveries that were leased, attempted or redelivered, by sequence number.
-    touched: BTreeMap<u64, Delivery>,
+    /// Deliveries that were leased, attempted or redelivered, by sequence number. Boxed: a
+    /// B-tree node has room for eleven values, and most subscriptions have one touched
+    /// delivery (the one in flight), so this keeps an idle node small.
+    touched: BTreeMap<u64, Box<Delivery>>,
     /// `(available_at(delivery), seq)` for every touched delivery.
     available: BTreeSet<(u64, u64)>,
 }
@@ -44,7 +46,7 @@ impl Pending {
         self.remove_fresh(delivery.seq);
         self.available
             .insert((available_at(&delivery), delivery.seq));
-        if let Some(old) = self.touched.insert(delivery.seq, delivery) {
+        if let Some(old) = self.touched.insert(delivery.seq, Box::new(delivery)) {
             self.available.remove(&(available_at(&old), old.seq));
         }
     }
@@ -53,7 +55,7 @@ impl Pending {
     pub(super) fn remove(&mut self, subscription: &str, seq: u64) -> Option<Delivery> {
         if let Some(delivery) = self.touched.remove(&seq) {
             self.available.remove(&(available_at(&delivery), seq));
-            return Some(delivery);
+            return Some(*delivery);
         }
         let accepted_at = self.remove_fresh(seq)?;
         Some(Delivery::new(subscription.to_owned(), seq, accepted_at))
@@ -120,7 +122,7 @@ impl Pending {
                 let &(seq, accepted_at) = fresh.next()?;
                 Some(Delivery::new(subscription.to_owned(), seq, accepted_at))
             } else {
-                touched.next().cloned()
+                touched.next().map(|delivery| Delivery::clone(delivery))
             }
         })
     }
