@@ -365,3 +365,142 @@ async fn requests_hyper_cannot_parse_get_problem_answers() {
         "{problem}"
     );
 }
+
+async fn created_id(hub: &TestHub, body: &Value) -> String {
+    let created = post_subscription(hub, body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    created.body["id"].as_str().unwrap().to_owned()
+}
+
+async fn dead_letters_of(hub: &TestHub, id: &str) -> Vec<Value> {
+    let answer = get(hub, &format!("/v1/subscriptions/{id}/dead-letters")).await;
+    answer.body.as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_dead_sink_is_probed_instead_of_hammered_and_others_are_not_slowed() {
+    let mut options = test_options();
+    options.delivery.connections.breaker_failures = 3;
+    let hub = TestHub::start_with_options(options).await;
+    let dead = Sink::start().await;
+    dead.answer_always(Reply::status(503));
+    let healthy = Sink::start().await;
+    let quick = json!({"ordering": "unordered", "initialBackoff": "PT0.05S",
+                       "maxBackoff": "PT0.1S", "maxAttempts": "1000"});
+    let body = json!({"sink": dead.url, "protocol": "HTTP", "types": ["nl.test.dead"],
+                      "config": quick});
+    assert_eq!(post_subscription(&hub, &body).await.status, 201);
+    subscribe_unordered(&hub, &healthy, "nl.test.fast").await;
+
+    for i in 0..30 {
+        publish_type(&hub, &format!("dead-{i}"), "nl.test.dead").await;
+    }
+    let started = std::time::Instant::now();
+    for i in 0..20 {
+        publish_type(&hub, &format!("fast-{i}"), "nl.test.fast").await;
+    }
+    healthy.wait_for(20, WAIT).await;
+    tokio::time::sleep(Duration::from_secs(3).saturating_sub(started.elapsed())).await;
+    // Without a breaker: 30 events retried every 50-100 ms for 3 s, over a thousand
+    // attempts. With it: the first failures in flight, then a probe after 1 s, 2 s, ...
+    let attempts = dead.deliveries().len();
+    assert!(
+        attempts <= 30 + 3,
+        "{attempts} attempts at a dead sink in 3 s"
+    );
+
+    // The sink recovers: the next probe succeeds and everything is delivered.
+    dead.answer_always(Reply::status(204));
+    let delivered = async {
+        loop {
+            let ok = dead.deliveries().len();
+            if ok >= attempts + 30 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, delivered)
+        .await
+        .expect("all 30 delivered after the sink came back");
+}
+
+#[tokio::test]
+async fn retry_after_pauses_every_delivery_to_the_sink() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    sink.answer([Reply::status(429).with_header("retry-after", "2")]);
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
+                      "config": {"ordering": "unordered", "initialBackoff": "PT0.05S",
+                                 "maxBackoff": "PT0.1S"}});
+    // Another subscription at the same sink pauses as well.
+    let mut other = body.clone();
+    other["sink"] = json!(format!("{}?other", sink.url));
+    let ids = [
+        created_id(&hub, &body).await,
+        created_id(&hub, &other).await,
+    ];
+    assert_eq!(publish(&hub, "e-0").await.status, 202);
+    sink.wait_for(1, WAIT).await;
+    // Once the hub has the 429 (not merely sent it), nothing may go for 2 s.
+    tokio::time::timeout(WAIT, async {
+        loop {
+            for id in &ids {
+                let status = get(&hub, &format!("/v1/subscriptions/{id}")).await.body
+                    ["lastDelivery"]["statusCode"]
+                    .clone();
+                if status == 429 {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the 429 recorded");
+    let told = std::time::Instant::now();
+    for i in 1..=4 {
+        assert_eq!(publish(&hub, &format!("e-{i}")).await.status, 202);
+    }
+    // e-0 again, and e-1..e-4 to both subscriptions (e-0 to the other may have gone before).
+    let deliveries = sink.wait_for(10, WAIT).await;
+    let after: Vec<_> = deliveries
+        .iter()
+        .filter(|d| d.at > told)
+        .map(|d| d.at.duration_since(told))
+        .collect();
+    assert!(after.len() >= 9, "{after:?}");
+    assert!(
+        after.iter().all(|gap| *gap >= Duration::from_millis(1900)),
+        "requests reached the sink before its Retry-After: {after:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_retry_after_past_the_ttl_dead_letters_with_that_reason() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    sink.answer([Reply::status(503).with_header("retry-after", "3600")]);
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
+                      "config": {"ttl": "PT60S"}});
+    let created = post_subscription(&hub, &body).await;
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    assert_eq!(publish(&hub, "too-late").await.status, 202);
+    sink.wait_for(1, WAIT).await;
+    let dead = tokio::time::timeout(WAIT, async {
+        loop {
+            let dead = dead_letters_of(&hub, &id).await;
+            if !dead.is_empty() {
+                return dead;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("a dead letter");
+    let reason = dead[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("Retry-After") && reason.contains("3600"),
+        "{reason}"
+    );
+}

@@ -10,11 +10,22 @@
 //! So the hub never holds more than `max_connections + max_idle_sinks * max_idle_per_sink`
 //! outbound sockets ([`ConnectionLimits::max_sockets`]), whatever the number of
 //! subscriptions. A waiting request counts against its attempt's timeout.
+//!
+//! Each sink also has a health ([`Gate`]), shared by every subscription that delivers to it:
+//! - a `Retry-After` (429 or 503) pauses the sink until then (http-webhook.md: no further
+//!   requests until the indicated time);
+//! - after `breaker_failures` failures in a row (no answer, a timeout, 5xx, 429 without
+//!   `Retry-After`, ...) the breaker opens: the sink is paused, then probed with one delivery
+//!   at a time; each failed probe doubles the pause (with jitter, up to `breaker_max_pause`),
+//!   the first success closes the breaker. So a dead sink gets a few requests a minute
+//!   instead of every queued delivery, and the workers of other sinks never wait for it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
@@ -33,7 +44,14 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
     /// Sinks whose idle connections are kept at once.
     pub max_idle_sinks: usize,
+    /// Failures in a row after which a sink's breaker opens.
+    pub breaker_failures: u32,
+    /// The longest pause between probes of a sink whose breaker is open.
+    pub breaker_max_pause: Duration,
 }
+
+/// The first pause of an opened breaker.
+const BREAKER_FIRST_PAUSE: Duration = Duration::from_secs(1);
 
 impl Default for ConnectionLimits {
     fn default() -> Self {
@@ -43,7 +61,63 @@ impl Default for ConnectionLimits {
             max_idle_per_sink: 8,
             idle_timeout: Duration::from_secs(30),
             max_idle_sinks: 256,
+            breaker_failures: 5,
+            breaker_max_pause: Duration::from_secs(60),
         }
+    }
+}
+
+/// Whether a worker may send to a sink now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// Send as usual.
+    Open,
+    /// The breaker is open and this caller may send one probe; it must [`Connections::report`]
+    /// its result, or [`Connections::release_probe`] when it sends nothing.
+    Probe,
+    /// Nothing before then.
+    Paused(Instant),
+}
+
+/// What an attempt showed of its sink's health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SinkResult {
+    /// The sink answered as a working sink does (2xx, or a refusal of this event).
+    Healthy,
+    /// No answer, a timeout, or an answer that asks to try again.
+    Failed,
+    /// The sink asked to wait this long (`Retry-After`).
+    RetryAfter(Duration),
+}
+
+/// One sink's health: its breaker and any pause it asked for.
+#[derive(Debug, Default)]
+struct Health {
+    failures: u32,
+    /// The breaker's pause: no request before then.
+    paused_until: Option<Instant>,
+    /// The sink's own `Retry-After`: no request before then, whatever other answers say.
+    asked_until: Option<Instant>,
+    /// The breaker is open: after the pause, one probe at a time.
+    open: bool,
+    probing: bool,
+    pause: Duration,
+}
+
+impl Health {
+    fn is_clear(&self) -> bool {
+        self.failures == 0
+            && !self.open
+            && self.paused_until.is_none()
+            && self.asked_until.is_none()
+    }
+
+    /// A working answer closes the breaker; a pause the sink asked for stays.
+    fn close(&mut self) {
+        *self = Health {
+            asked_until: self.asked_until,
+            ..Health::default()
+        };
     }
 }
 
@@ -54,11 +128,12 @@ impl ConnectionLimits {
     }
 }
 
-/// One sink's pool and its share of the connections.
+/// One sink's pool, its share of the connections, and its health.
 struct Pool {
     client: reqwest::Client,
     permits: Arc<Semaphore>,
     last_used: AtomicU64,
+    health: Mutex<Health>,
 }
 
 /// The hub's outbound connections.
@@ -86,6 +161,11 @@ fn sink_key(url: &reqwest::Url) -> String {
         url.host_str().unwrap_or_default(),
         url.port_or_known_default().unwrap_or_default()
     )
+}
+
+/// The pool key of a URL, for messages.
+fn sink_key_of(url: &str) -> String {
+    reqwest::Url::parse(url).map_or_else(|_| url.to_owned(), |u| sink_key(&u))
 }
 
 /// The TLS settings of every pool: the operating system's CA certificates plus `extra_pem`.
@@ -160,7 +240,11 @@ impl Connections {
             return Ok(Arc::clone(pool));
         }
         if pools.len() >= self.limits.max_idle_sinks {
-            let idle = |pool: &Pool| pool.permits.available_permits() == self.limits.max_per_sink;
+            // A pool in use, or with a health worth remembering, is kept.
+            let idle = |pool: &Pool| {
+                pool.permits.available_permits() == self.limits.max_per_sink
+                    && pool.health.lock().expect("health lock").is_clear()
+            };
             let oldest = pools
                 .iter()
                 .filter(|(_, pool)| idle(pool))
@@ -174,9 +258,81 @@ impl Connections {
             client: self.client()?,
             permits: Arc::new(Semaphore::new(self.limits.max_per_sink)),
             last_used: AtomicU64::new(now),
+            health: Mutex::new(Health::default()),
         });
         pools.insert(key, Arc::clone(&pool));
         Ok(pool)
+    }
+
+    fn pool_of(&self, url: &str) -> Option<Arc<Pool>> {
+        let parsed = reqwest::Url::parse(url).ok()?;
+        self.pool(sink_key(&parsed)).ok()
+    }
+
+    /// Whether a request may go to the sink of `url` now.
+    pub(crate) fn gate(&self, url: &str) -> Gate {
+        let Some(pool) = self.pool_of(url) else {
+            return Gate::Open;
+        };
+        let mut health = pool.health.lock().expect("health lock");
+        let now = Instant::now();
+        let until = health.paused_until.max(health.asked_until);
+        if let Some(until) = until
+            && until > now
+        {
+            return Gate::Paused(until);
+        }
+        health.paused_until = None;
+        health.asked_until = None;
+        if !health.open {
+            return Gate::Open;
+        }
+        if health.probing {
+            // Another worker's probe is on its way: look again shortly.
+            return Gate::Paused(now + BREAKER_FIRST_PAUSE.min(health.pause));
+        }
+        health.probing = true;
+        Gate::Probe
+    }
+
+    /// A probe that was granted but not sent.
+    pub(crate) fn release_probe(&self, url: &str) {
+        if let Some(pool) = self.pool_of(url) {
+            pool.health.lock().expect("health lock").probing = false;
+        }
+    }
+
+    /// Records what an attempt showed of its sink's health; `random` (uniform in [0, 1))
+    /// jitters the breaker's pause.
+    pub(crate) fn report(&self, url: &str, result: SinkResult, random: f64) {
+        let Some(pool) = self.pool_of(url) else {
+            return;
+        };
+        let mut health = pool.health.lock().expect("health lock");
+        health.probing = false;
+        let now = Instant::now();
+        match result {
+            SinkResult::Healthy => health.close(),
+            SinkResult::RetryAfter(wait) => {
+                health.asked_until = health.asked_until.max(Some(now + wait));
+            }
+            SinkResult::Failed => {
+                health.failures = health.failures.saturating_add(1);
+                let pause = if health.open {
+                    (health.pause * 2).min(self.limits.breaker_max_pause)
+                } else if health.failures >= self.limits.breaker_failures {
+                    tracing::warn!(sink = %sink_key_of(url), failures = health.failures, "A sink keeps failing: its deliveries pause, and it is probed with one at a time.");
+                    health.open = true;
+                    BREAKER_FIRST_PAUSE.min(self.limits.breaker_max_pause)
+                } else {
+                    return;
+                };
+                health.pause = pause;
+                // Between half the pause and the pause, so probes of many sinks spread out.
+                let jittered = pause.mul_f64(0.5 + 0.5 * random.clamp(0.0, 1.0));
+                health.paused_until = Some(now + jittered);
+            }
+        }
     }
 
     /// Waits up to `within` for the permits to send a request to `url`.
@@ -223,7 +379,82 @@ mod tests {
             max_idle_per_sink: 1,
             idle_timeout: Duration::from_secs(1),
             max_idle_sinks: 2,
+            breaker_failures: 3,
+            breaker_max_pause: Duration::from_secs(4),
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_breaker_opens_probes_one_at_a_time_and_closes_on_success() {
+        let connections = Connections::new(limits(), &[]).unwrap();
+        let url = "http://dead.test/hook";
+        for _ in 0..2 {
+            connections.report(url, SinkResult::Failed, 1.0);
+            assert_eq!(connections.gate(url), Gate::Open, "below the threshold");
+        }
+        connections.report(url, SinkResult::Failed, 1.0);
+        let Gate::Paused(until) = connections.gate(url) else {
+            panic!("open after 3 failures");
+        };
+        assert_eq!(until - Instant::now(), Duration::from_secs(1));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(connections.gate(url), Gate::Probe);
+        assert!(
+            matches!(connections.gate(url), Gate::Paused(_)),
+            "one probe at a time"
+        );
+        connections.report(url, SinkResult::Failed, 1.0);
+        let Gate::Paused(mut until) = connections.gate(url) else {
+            panic!("a failed probe pauses again");
+        };
+        assert_eq!(until - Instant::now(), Duration::from_secs(2), "doubled");
+        for expected in [4, 4] {
+            tokio::time::advance(until - Instant::now()).await;
+            assert_eq!(connections.gate(url), Gate::Probe);
+            connections.report(url, SinkResult::Failed, 1.0);
+            let Gate::Paused(next) = connections.gate(url) else {
+                panic!("paused");
+            };
+            assert_eq!(
+                next - Instant::now(),
+                Duration::from_secs(expected),
+                "capped"
+            );
+            until = next;
+        }
+        tokio::time::advance(Duration::from_secs(4)).await;
+        assert_eq!(connections.gate(url), Gate::Probe);
+        connections.report(url, SinkResult::Healthy, 1.0);
+        assert_eq!(connections.gate(url), Gate::Open, "closed by a success");
+        assert_eq!(connections.gate("http://other.test/"), Gate::Open);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_pauses_the_sink_and_an_unsent_probe_is_released() {
+        let connections = Connections::new(limits(), &[]).unwrap();
+        let url = "http://busy.test/a";
+        connections.report(url, SinkResult::RetryAfter(Duration::from_secs(30)), 0.0);
+        let Gate::Paused(until) = connections.gate("http://busy.test/b") else {
+            panic!("the whole sink pauses");
+        };
+        assert_eq!(until - Instant::now(), Duration::from_secs(30));
+        connections.report("http://busy.test/b", SinkResult::Healthy, 0.0);
+        assert_eq!(
+            connections.gate(url),
+            Gate::Paused(until),
+            "another request's success does not end the pause the sink asked for"
+        );
+        for _ in 0..3 {
+            connections.report(url, SinkResult::Failed, 0.0);
+        }
+        tokio::time::advance(Duration::from_secs(31)).await;
+        assert_eq!(connections.gate(url), Gate::Probe);
+        connections.release_probe(url);
+        assert_eq!(
+            connections.gate(url),
+            Gate::Probe,
+            "released, so granted again"
+        );
     }
 
     const SHORT: Duration = Duration::from_millis(50);

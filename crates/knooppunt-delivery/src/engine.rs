@@ -34,8 +34,10 @@ pub struct DeliveryOptions {
     /// CA certificates (PEM) to trust for `https` sinks next to the operating system's, for
     /// sinks whose certificates come from a private or government CA; empty for none.
     pub extra_root_certificates: Vec<u8>,
-    /// The bounds on outbound connections.
+    /// The bounds on outbound connections, and each sink's breaker.
     pub connections: ConnectionLimits,
+    /// The longest `Retry-After` the hub honours as given; a longer one is shortened to it.
+    pub max_retry_after: Duration,
 }
 
 impl Default for DeliveryOptions {
@@ -48,6 +50,7 @@ impl Default for DeliveryOptions {
             handshake_timeout: Duration::from_secs(10),
             extra_root_certificates: Vec::new(),
             connections: ConnectionLimits::default(),
+            max_retry_after: Duration::from_secs(24 * 60 * 60),
         }
     }
 }

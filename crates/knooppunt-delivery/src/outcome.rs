@@ -102,9 +102,11 @@ pub fn verdict(
                     .into(),
             };
         }
+        // The sink's wait is honoured as it is (http-webhook.md: no further requests until
+        // then), however long; the caller bounds it by the hub's maximum.
         Outcome::Retry {
             not_before: Some(wait),
-        } => (*wait).clamp(config.initial_backoff, config.max_backoff),
+        } => (*wait).max(config.initial_backoff),
         Outcome::Retry { not_before: None } => backoff(config, attempts, random),
     };
     if attempts >= config.max_attempts {
@@ -115,10 +117,16 @@ pub fn verdict(
     let next_attempt_at = now.saturating_add(delay.as_millis() as u64);
     let expires_at = accepted_at.saturating_add(config.ttl.as_millis() as u64);
     if next_attempt_at > expires_at {
-        return Verdict::DeadLetter {
-            reason: "ttl exhausted: the next attempt would come after the event's time to live"
-                .into(),
+        let reason = match outcome {
+            Outcome::Retry {
+                not_before: Some(wait),
+            } => format!(
+                "the sink asked to wait {} s (Retry-After), which is past the event's ttl",
+                wait.as_secs()
+            ),
+            _ => "ttl exhausted: the next attempt would come after the event's time to live".into(),
         };
+        return Verdict::DeadLetter { reason };
     }
     Verdict::Retry { next_attempt_at }
 }
@@ -251,11 +259,18 @@ mod tests {
             "clamped up to initialBackoff"
         );
         assert_eq!(
-            verdict(&wait(3600), &config, 1, 0, 0, 0.0),
+            verdict(&wait(90), &config, 1, 0, 0, 0.0),
             Verdict::Retry {
-                next_attempt_at: 60_000
+                next_attempt_at: 90_000
             },
-            "clamped down to maxBackoff"
+            "honoured past maxBackoff (60 s): http-webhook.md says no requests until then"
+        );
+        let Verdict::DeadLetter { reason } = verdict(&wait(3600), &config, 1, 0, 0, 0.0) else {
+            panic!("a wait past the ttl (100 s) dead-letters the event");
+        };
+        assert!(
+            reason.contains("Retry-After") && reason.contains("3600"),
+            "{reason}"
         );
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use crate::connections::Permit;
+use crate::connections::{Gate, Permit, SinkResult};
 use crate::engine::{Inner, LastDelivery, now_ms};
 use crate::outcome::{Outcome, Response, classify, verdict};
 use crate::sink;
@@ -81,12 +81,25 @@ pub(crate) async fn run(
         } = settings;
         while attempts.try_join_next().is_some() {}
         let free = limit.saturating_sub(attempts.len());
-        let leased = if free == 0 {
+        // The sink's health decides how much may be taken: all that is free, one probe, or
+        // nothing until a pause ends.
+        let gate = if free == 0 {
+            None
+        } else {
+            Some(inner.connections.gate(&subscription.sink))
+        };
+        let (take, probe, paused_until) = match gate {
+            None => (0, false, None),
+            Some(Gate::Open) => (free, false, None),
+            Some(Gate::Probe) => (1, true, None),
+            Some(Gate::Paused(until)) => (0, false, Some(until)),
+        };
+        let leased = if take == 0 {
             Vec::new()
         } else {
             match inner
                 .store
-                .lease(id, now_ms(), lease_ms, free, ordered)
+                .lease(id, now_ms(), lease_ms, take, ordered)
                 .await
             {
                 Ok(leased) => leased,
@@ -96,10 +109,15 @@ pub(crate) async fn run(
                 }
             }
         };
+        if probe && leased.is_empty() {
+            inner.connections.release_probe(&subscription.sink);
+        }
         if leased.is_empty() {
             let idle = inner.options.idle_poll;
             // With every slot busy, only a finished attempt (or a stop) can change anything.
-            let wait = if free == 0 {
+            let wait = if let Some(until) = paused_until {
+                until.saturating_duration_since(tokio::time::Instant::now())
+            } else if free == 0 {
                 idle
             } else {
                 match inner.store.next_due(id, ordered).await {
@@ -134,7 +152,11 @@ pub(crate) async fn run(
             let (inner, subscription) = (Arc::clone(&inner), Arc::clone(subscription));
             let gone = Arc::clone(&gone);
             attempts.spawn(async move {
-                let connection = Connection { permit, started };
+                let connection = Connection {
+                    permit,
+                    started,
+                    probe,
+                };
                 attempt(&inner, &subscription, config, delivery, &gone, connection).await;
             });
         }
@@ -143,10 +165,12 @@ pub(crate) async fn run(
     while attempts.join_next().await.is_some() {}
 }
 
-/// The connection an attempt may use (or why there was none), and when it began waiting.
+/// The connection an attempt may use (or why there was none), when it began waiting, and
+/// whether it is its sink's breaker probe.
 struct Connection {
     permit: Result<Permit, String>,
     started: std::time::Instant,
+    probe: bool,
 }
 
 /// One attempt: send, classify, record; in a span of the event's trace when it carries one
@@ -227,7 +251,13 @@ async fn send_and_record(
 ) {
     let id = subscription.id.as_str();
     let at = now_ms();
-    let Connection { permit, started } = connection;
+    let Connection {
+        permit,
+        started,
+        probe,
+    } = connection;
+    // Whether a request went out: only then does the outcome say anything about the sink.
+    let mut sent = false;
     let (response, outcome) = match sink::delivery_message(&event.json, config.mode) {
         Ok(mut message) => {
             if let Some(trace) = &trace {
@@ -235,6 +265,7 @@ async fn send_and_record(
             }
             let response = match permit {
                 Ok(permit) => {
+                    sent = true;
                     let timeout = config.timeout.saturating_sub(started.elapsed());
                     let client = &permit.client;
                     sink::deliver(client, subscription, &inner.origin, message, timeout).await
@@ -248,6 +279,40 @@ async fn send_and_record(
     };
     if outcome == Outcome::Gone {
         gone.store(true, AtomicOrdering::SeqCst);
+    }
+    // The sink's own wait, up to the hub's maximum.
+    let outcome = match outcome {
+        Outcome::Retry {
+            not_before: Some(wait),
+        } => Outcome::Retry {
+            not_before: Some(wait.min(inner.options.max_retry_after)),
+        },
+        other => other,
+    };
+    let sink = &subscription.sink;
+    match &outcome {
+        _ if !sent => {
+            if probe {
+                inner.connections.release_probe(sink);
+            }
+        }
+        Outcome::Retry {
+            not_before: Some(wait),
+        } => {
+            let wait = (*wait).max(config.initial_backoff);
+            let result = SinkResult::RetryAfter(wait);
+            inner.connections.report(sink, result, fastrand::f64());
+        }
+        Outcome::Retry { not_before: None } => {
+            inner
+                .connections
+                .report(sink, SinkResult::Failed, fastrand::f64());
+        }
+        Outcome::Delivered | Outcome::Rejected | Outcome::Gone => {
+            inner
+                .connections
+                .report(sink, SinkResult::Healthy, fastrand::f64());
+        }
     }
     let attempts = delivery.attempts + 1;
     let verdict = verdict(

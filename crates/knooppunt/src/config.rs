@@ -118,6 +118,12 @@ pub(crate) struct DeliveryConfig {
     pub(crate) max_idle_sinks: usize,
     /// ISO 8601 duration: how long an idle connection to a sink is kept.
     pub(crate) idle_timeout: String,
+    /// Failures in a row after which a sink's breaker opens (1 to 1000).
+    pub(crate) breaker_failures: u32,
+    /// ISO 8601 duration: the longest pause between probes of a failing sink.
+    pub(crate) breaker_max_pause: String,
+    /// ISO 8601 duration: the longest `Retry-After` honoured as given.
+    pub(crate) max_retry_after: String,
     /// The default delivery policy: what a subscription's `config` gets for a key it leaves
     /// out (`mode`).
     pub(crate) default_mode: String,
@@ -148,6 +154,9 @@ impl Default for DeliveryConfig {
             max_idle_per_sink: 8,
             max_idle_sinks: 256,
             idle_timeout: "PT30S".into(),
+            breaker_failures: 5,
+            breaker_max_pause: "PT60S".into(),
+            max_retry_after: "PT24H".into(),
             default_mode: standard.get("mode").into(),
             default_ordering: standard.get("ordering").into(),
             default_max_attempts: standard.get("maxAttempts").parse().expect("a number"),
@@ -217,6 +226,12 @@ impl DeliveryConfig {
             )?,
             max_idle_sinks: within("delivery.max_idle_sinks", self.max_idle_sinks, 1..=100_000)?,
             idle_timeout: duration("delivery.idle_timeout", &self.idle_timeout)?,
+            breaker_failures: within(
+                "delivery.breaker_failures",
+                self.breaker_failures as usize,
+                1..=1000,
+            )? as u32,
+            breaker_max_pause: duration("delivery.breaker_max_pause", &self.breaker_max_pause)?,
         })
     }
 
@@ -466,6 +481,8 @@ impl Config {
         options.subscription_defaults = self.delivery.subscription_defaults()?;
         options.allow_http_sinks = self.delivery.allow_http_sinks;
         options.delivery.connections = self.delivery.connection_limits()?;
+        options.delivery.max_retry_after =
+            duration("delivery.max_retry_after", &self.delivery.max_retry_after)?;
         options.server = self.server.limits()?;
         let filters = &self.filters;
         options.filter_limits = knooppunt_filter::Limits::try_new(
