@@ -46,9 +46,15 @@ fn status_kib(pid: u32, field: &str) -> Option<u64> {
 /// Starts the hub in a child process on a fresh store; returns it with its base URL.
 pub(crate) async fn hub_process(
     data: &std::path::Path,
+    breaker_failures: u32,
 ) -> anyhow::Result<(tokio::process::Child, String)> {
     let mut child = tokio::process::Command::new(std::env::current_exe()?)
-        .args(["hub-process", "--data"])
+        .args([
+            "hub-process",
+            "--breaker-failures",
+            &breaker_failures.to_string(),
+            "--data",
+        ])
         .arg(data)
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -75,7 +81,7 @@ pub(crate) async fn run(
     let delivered = Arc::new(AtomicU64::new(0));
     let urls = counting_sinks(sinks, &delivered).await?;
     let data = tempfile::tempdir()?;
-    let (child, base) = hub_process(data.path()).await?;
+    let (child, base) = hub_process(data.path(), 5).await?;
     let pid = child.id().expect("running");
     let client = reqwest::Client::new();
 

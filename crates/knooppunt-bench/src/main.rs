@@ -8,6 +8,7 @@
 mod deliver;
 mod fanout;
 mod load;
+mod outage;
 
 /// The same allocator as the `knooppunt` binary, so that the numbers are the hub's.
 #[global_allocator]
@@ -88,11 +89,27 @@ enum Workload {
         #[arg(long, default_value_t = 180)]
         limit_seconds: u64,
     },
+    /// Outage isolation: events at a steady rate to two sinks, first both up, then one
+    /// answering 503; the healthy one's latency and the attempts at the failing one.
+    Outage {
+        /// How long each phase publishes.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        /// Events per second to each subscription.
+        #[arg(long, default_value_t = 100)]
+        rate: u64,
+        /// Also run the hub with its breaker disabled, as a comparison.
+        #[arg(long)]
+        compare_without_breaker: bool,
+    },
     /// Run a hub on a fresh store in the given directory, print its base URL and serve
     /// until killed (the `fanout` workload's hub process).
     HubProcess {
         #[arg(long)]
         data: std::path::PathBuf,
+        /// Failures in a row that open a sink's breaker (a huge number disables it).
+        #[arg(long, default_value_t = 5)]
+        breaker_failures: u32,
     },
     /// Generate load against a URL and print a JSON summary. The `ingest` workload runs this
     /// as a child process, so that the client never shares a runtime with the servers.
@@ -255,19 +272,31 @@ async fn hub(data: &std::path::Path, subscriptions: usize) -> anyhow::Result<Str
     hub_with(data, bodies).await
 }
 
-/// A hub on a fresh store with these subscriptions (created through the API).
-async fn hub_with(
-    data: &std::path::Path,
-    subscriptions: Vec<serde_json::Value>,
-) -> anyhow::Result<String> {
-    let store = SledStore::open(data)?;
+/// The hub's default settings with the bench principal.
+fn hub_options() -> HubOptions {
     let principal = Principal {
         name: "bench".into(),
         roles: [Role::Publisher, Role::Subscriber, Role::Admin].into(),
         subscribe_type_prefixes: Vec::new(),
         publish_source_prefixes: Vec::new(),
     };
-    let options = HubOptions::new(Authentication::tokens([(hash_token(TOKEN), principal)]));
+    HubOptions::new(Authentication::tokens([(hash_token(TOKEN), principal)]))
+}
+
+/// A hub on a fresh store with these subscriptions (created through the API).
+async fn hub_with(
+    data: &std::path::Path,
+    subscriptions: Vec<serde_json::Value>,
+) -> anyhow::Result<String> {
+    hub_with_options(data, subscriptions, hub_options()).await
+}
+
+async fn hub_with_options(
+    data: &std::path::Path,
+    subscriptions: Vec<serde_json::Value>,
+    options: HubOptions,
+) -> anyhow::Result<String> {
+    let store = SledStore::open(data)?;
     let hub = Hub::open(Arc::new(store), options).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
@@ -381,8 +410,23 @@ fn main() -> anyhow::Result<()> {
                 )
                 .await?;
             }
-            Workload::HubProcess { data } => {
-                let base = hub_with(&data, Vec::new()).await?;
+            Workload::Outage {
+                seconds,
+                rate,
+                compare_without_breaker,
+            } => {
+                if compare_without_breaker {
+                    outage::run(seconds, rate, u32::MAX).await?;
+                }
+                outage::run(seconds, rate, 5).await?;
+            }
+            Workload::HubProcess {
+                data,
+                breaker_failures,
+            } => {
+                let mut options = hub_options();
+                options.delivery.connections.breaker_failures = breaker_failures;
+                let base = hub_with_options(&data, Vec::new(), options).await?;
                 println!("{base}");
                 std::future::pending::<()>().await;
             }
