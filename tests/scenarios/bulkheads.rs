@@ -504,3 +504,98 @@ async fn a_retry_after_past_the_ttl_dead_letters_with_that_reason() {
         "{reason}"
     );
 }
+
+/// A hub that allows no reserved networks: the default of a real hub.
+async fn hub_without_allowed_networks() -> TestHub {
+    let mut options = test_options();
+    options.delivery.sink_networks = knooppunt_broker::SinkNetworks::default();
+    TestHub::start_with_options(options).await
+}
+
+#[tokio::test]
+async fn sinks_in_reserved_networks_are_refused_without_saying_more() {
+    let hub = hub_without_allowed_networks().await;
+    let listening = Sink::start().await;
+    for sink in [
+        listening.url.clone(),
+        listening.url.replace("127.0.0.1", "localhost"),
+        "http://127.0.0.1:22/".to_owned(),
+        "http://[::1]:9/".to_owned(),
+        "https://169.254.169.254/latest/meta-data/".to_owned(),
+        "https://10.1.2.3/events".to_owned(),
+        "https://192.168.1.10/events".to_owned(),
+        "https://[fd00::1]/events".to_owned(),
+        "https://[::ffff:127.0.0.1]/events".to_owned(),
+    ] {
+        let answer = post_subscription(&hub, &json!({"sink": sink, "protocol": "HTTP"}))
+            .await
+            .assert_problem(400);
+        assert_eq!(answer.invalid_params(), ["sink"], "{sink}: {}", answer.body);
+        let reason = answer.body["invalidParams"][0]["reason"].as_str().unwrap();
+        assert!(reason.contains("allow_sink_networks"), "{reason}");
+        for detail in ["127.0.0.1", "169.254", "10.1.2.3", "::1", "refused", ":22"] {
+            assert!(!reason.contains(detail), "{sink}: {reason}");
+        }
+    }
+    assert!(listening.handshakes().is_empty(), "nothing was sent");
+    assert_eq!(get(&hub, "/v1/subscriptions").await.body, json!([]));
+}
+
+#[tokio::test]
+async fn every_connection_is_checked_again() {
+    // Registered while the operator allowed loopback, under a name; then the operator no
+    // longer allows it. Like a name that resolves elsewhere later (DNS rebinding): the
+    // resolver of every connection drops the refused address.
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let by_name = sink.url.replace("127.0.0.1", "localhost");
+    let literal_sink = Sink::start().await;
+    let mut ids = Vec::new();
+    for url in [&by_name, &literal_sink.url] {
+        let body = json!({"sink": url, "protocol": "HTTP", "types": [TYPE],
+                          "config": {"initialBackoff": "PT0.05S", "maxBackoff": "PT0.1S"}});
+        ids.push(created_id(&hub, &body).await);
+    }
+    let mut options = test_options();
+    options.delivery.sink_networks = knooppunt_broker::SinkNetworks::default();
+    let hub = hub.restart_with(options).await;
+    assert_eq!(publish(&hub, "rebound").await.status, 202);
+    for id in &ids {
+        let error = tokio::time::timeout(WAIT, async {
+            loop {
+                let body = get(&hub, &format!("/v1/subscriptions/{id}")).await.body;
+                if let Some(error) = body["lastDelivery"]["error"].as_str() {
+                    return error.to_owned();
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("an attempt was made");
+        assert!(error.contains("allow_sink_networks"), "{error}");
+    }
+    assert!(sink.deliveries().is_empty() && literal_sink.deliveries().is_empty());
+}
+
+#[tokio::test]
+async fn a_failed_handshake_says_what_failed_but_not_where() {
+    let hub = TestHub::start().await;
+    // A port nobody listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let body = json!({"sink": format!("http://127.0.0.1:{port}/hook"), "protocol": "HTTP"});
+    let created = post_subscription(&hub, &body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["state"], "pending");
+    let problem = created.body["validationProblem"].as_str().unwrap();
+    assert!(problem.contains("could not connect"), "{problem}");
+    for detail in [
+        port.to_string().as_str(),
+        "os error",
+        "Connection refused",
+        "tcp",
+    ] {
+        assert!(!problem.contains(detail), "{problem}");
+    }
+}

@@ -82,14 +82,19 @@ fn authentication() -> Authentication {
     ])
 }
 
-/// The settings of every test hub: the test principals, and delivery settings that keep
-/// tests quick (idle workers look every 100 ms, the handshake waits at most 5 s).
+/// The settings of every test hub: the test principals, delivery settings that keep tests
+/// quick (idle workers look every 100 ms, the handshake waits at most 5 s), and sinks on
+/// loopback allowed.
 pub fn test_options() -> HubOptions {
     let mut options = HubOptions::new(authentication());
     options.delivery.origin = ORIGIN.into();
     options.delivery.idle_poll = std::time::Duration::from_millis(100);
     options.delivery.handshake_timeout = std::time::Duration::from_secs(5);
     options.shutdown_grace = std::time::Duration::from_secs(5);
+    // The test sinks listen on loopback, which a hub refuses unless the operator allows it.
+    options.delivery.sink_networks =
+        knooppunt_broker::SinkNetworks::parse(&["127.0.0.0/8".into(), "::1/128".into()])
+            .expect("valid networks");
     options
 }
 

@@ -280,7 +280,11 @@ fn hub_options() -> HubOptions {
         subscribe_type_prefixes: Vec::new(),
         publish_source_prefixes: Vec::new(),
     };
-    HubOptions::new(Authentication::tokens([(hash_token(TOKEN), principal)]))
+    let mut options = HubOptions::new(Authentication::tokens([(hash_token(TOKEN), principal)]));
+    // The bench's sinks are on loopback.
+    options.delivery.sink_networks =
+        knooppunt_broker::SinkNetworks::parse(&["127.0.0.0/8".into()]).expect("a CIDR");
+    options
 }
 
 /// A hub on a fresh store with these subscriptions (created through the API).

@@ -66,9 +66,10 @@ fn main() {
     runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let store = SledStore::open(dir.path()).unwrap();
-        let hub = Hub::open(Arc::new(store), HubOptions::new(Authentication::Disabled))
-            .await
-            .unwrap();
+        let mut options = HubOptions::new(Authentication::Disabled);
+        options.delivery.sink_networks =
+            knooppunt_broker::SinkNetworks::parse(&["127.0.0.0/8".into()]).expect("a CIDR");
+        let hub = Hub::open(Arc::new(store), options).await.unwrap();
         let router = hub.router();
         let subscription = r#"{"sink": "http://127.0.0.1:9/", "protocol": "HTTP",
                                "types": ["nl.bench.type1"]}"#;

@@ -25,7 +25,7 @@ pub use api::{API_VERSION, BASE_PATH};
 pub use ingest::{IngestCounters, IngestOptions, MIN_EVENT_BYTES};
 
 use knooppunt_delivery::Deliverer;
-pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions};
+pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, SinkNetworks};
 use registry::Registry;
 pub use server::ServerLimits;
 

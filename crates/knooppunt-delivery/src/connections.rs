@@ -28,6 +28,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use rustls_pki_types::CertificateDer;
+
+use crate::address::{AddressRefused, GuardedResolver, SinkNetworks};
 use rustls_pki_types::pem::PemObject;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -139,6 +141,8 @@ struct Pool {
 /// The hub's outbound connections.
 pub(crate) struct Connections {
     tls: rustls::ClientConfig,
+    /// Where requests may go; also the resolver of every pool's client.
+    networks: Arc<SinkNetworks>,
     limits: ConnectionLimits,
     global: Arc<Semaphore>,
     pools: Mutex<HashMap<String, Arc<Pool>>>,
@@ -200,6 +204,7 @@ impl Connections {
     pub(crate) fn new(
         limits: ConnectionLimits,
         extra_root_certificates: &[u8],
+        networks: SinkNetworks,
     ) -> Result<Connections, String> {
         let positive = [
             ("max_connections", limits.max_connections),
@@ -211,6 +216,7 @@ impl Connections {
         }
         let connections = Connections {
             tls: tls_config(extra_root_certificates)?,
+            networks: Arc::new(networks),
             limits,
             global: Arc::new(Semaphore::new(limits.max_connections)),
             pools: Mutex::new(HashMap::new()),
@@ -225,6 +231,7 @@ impl Connections {
         reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .use_preconfigured_tls(self.tls.clone())
+            .dns_resolver(Arc::new(GuardedResolver(Arc::clone(&self.networks))))
             .pool_max_idle_per_host(self.limits.max_idle_per_sink)
             .pool_idle_timeout(self.limits.idle_timeout)
             .build()
@@ -339,6 +346,9 @@ impl Connections {
     pub(crate) async fn acquire(&self, url: &str, within: Duration) -> Result<Permit, String> {
         let parsed = reqwest::Url::parse(url)
             .map_err(|error| format!("the sink URL is invalid: {error}"))?;
+        if self.networks.refuses_literal(&parsed) {
+            return Err(AddressRefused.to_string());
+        }
         let pool = self.pool(sink_key(&parsed))?;
         let wait = async {
             let sink = Arc::clone(&pool.permits).acquire_owned().await;
@@ -386,7 +396,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_breaker_opens_probes_one_at_a_time_and_closes_on_success() {
-        let connections = Connections::new(limits(), &[]).unwrap();
+        let connections = Connections::new(limits(), &[], SinkNetworks::default()).unwrap();
         let url = "http://dead.test/hook";
         for _ in 0..2 {
             connections.report(url, SinkResult::Failed, 1.0);
@@ -431,7 +441,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn retry_after_pauses_the_sink_and_an_unsent_probe_is_released() {
-        let connections = Connections::new(limits(), &[]).unwrap();
+        let connections = Connections::new(limits(), &[], SinkNetworks::default()).unwrap();
         let url = "http://busy.test/a";
         connections.report(url, SinkResult::RetryAfter(Duration::from_secs(30)), 0.0);
         let Gate::Paused(until) = connections.gate("http://busy.test/b") else {
@@ -461,7 +471,7 @@ mod tests {
 
     #[tokio::test]
     async fn per_sink_and_global_limits_hold() {
-        let connections = Connections::new(limits(), &[]).unwrap();
+        let connections = Connections::new(limits(), &[], SinkNetworks::default()).unwrap();
         let a1 = connections.acquire("http://a.test/x", SHORT).await.unwrap();
         let _a2 = connections.acquire("http://a.test/y", SHORT).await.unwrap();
         let refused = connections.acquire("http://a.test:80/z", SHORT).await;
@@ -478,7 +488,7 @@ mod tests {
 
     #[tokio::test]
     async fn idle_pools_are_bounded_and_busy_ones_kept() {
-        let connections = Connections::new(limits(), &[]).unwrap();
+        let connections = Connections::new(limits(), &[], SinkNetworks::default()).unwrap();
         let busy = connections.acquire("http://a.test/", SHORT).await.unwrap();
         drop(connections.acquire("http://b.test/", SHORT).await.unwrap());
         drop(connections.acquire("http://c.test/", SHORT).await.unwrap());

@@ -14,6 +14,7 @@ use knooppunt_store::{Store, Subscription, SubscriptionState};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::address::{AddressRefused, SinkNetworks};
 use crate::connections::{ConnectionLimits, Connections};
 use crate::sink::{self, Handshake};
 use crate::worker::run;
@@ -38,6 +39,8 @@ pub struct DeliveryOptions {
     pub connections: ConnectionLimits,
     /// The longest `Retry-After` the hub honours as given; a longer one is shortened to it.
     pub max_retry_after: Duration,
+    /// The reserved networks (loopback, private, ...) the hub may still deliver to.
+    pub sink_networks: SinkNetworks,
 }
 
 impl Default for DeliveryOptions {
@@ -51,6 +54,7 @@ impl Default for DeliveryOptions {
             extra_root_certificates: Vec::new(),
             connections: ConnectionLimits::default(),
             max_retry_after: Duration::from_secs(24 * 60 * 60),
+            sink_networks: SinkNetworks::default(),
         }
     }
 }
@@ -139,7 +143,11 @@ impl Deliverer {
                 options.origin
             )
         })?;
-        let connections = Connections::new(options.connections, &options.extra_root_certificates)?;
+        let connections = Connections::new(
+            options.connections,
+            &options.extra_root_certificates,
+            options.sink_networks.clone(),
+        )?;
         let (retired, retirements) = mpsc::unbounded_channel();
         let (stop, _) = watch::channel(false);
         let deliverer = Deliverer {
@@ -222,6 +230,12 @@ impl Deliverer {
 
     pub fn last_delivery(&self, id: &str) -> Option<LastDelivery> {
         self.inner.last.lock().expect("last lock").get(id).cloned()
+    }
+
+    /// Checks a sink's address when a subscription is registered (connections are checked
+    /// again, every time).
+    pub async fn check_sink(&self, sink: &str) -> Result<(), AddressRefused> {
+        self.inner.options.sink_networks.check_sink(sink).await
     }
 
     /// Sends the validation handshake for a subscription.

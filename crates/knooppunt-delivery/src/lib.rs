@@ -9,12 +9,14 @@
 //!   a worker leases due deliveries from the store and records every result there, so that a
 //!   restart continues where it was.
 
+mod address;
 mod connections;
 pub mod engine;
 pub mod outcome;
 pub mod sink;
 mod worker;
 
+pub use address::{AddressRefused, SinkNetworks};
 pub use connections::ConnectionLimits;
 pub use engine::{Deliverer, DeliveryOptions, LastDelivery, Observer, Unobserved, now_ms};
 pub use sink::Handshake;

@@ -9,6 +9,7 @@ use knooppunt_event::binding::http::{HttpMessage, encode_binary};
 use knooppunt_event::format::json;
 use knooppunt_store::{DeliveryMode, SinkCredential, Subscription};
 
+use crate::address::AddressRefused;
 use crate::outcome::Response;
 
 /// The header that names the hub in every request (webhook spec section 4.1.1).
@@ -107,11 +108,41 @@ pub async fn deliver(
             }
         }
         Err(error) if error.is_timeout() => Response::Timeout,
-        Err(error) => Response::Failed(error_chain(&error)),
+        Err(error) => {
+            tracing::debug!(sink = %subscription.sink, error = %error_chain(&error), "A delivery request failed.");
+            Response::Failed(describe(&error))
+        }
     }
 }
 
-/// An error with its causes, for `lastError`.
+/// What went wrong with a request, in words that give away nothing of the network (no
+/// addresses, ports or system errors: a subscriber must not learn the hub's surroundings by
+/// trying sinks). The full error is logged for the operator.
+pub(crate) fn describe(error: &reqwest::Error) -> String {
+    let chain = error_chain(error);
+    let mut source: Option<&dyn std::error::Error> = Some(error);
+    while let Some(cause) = source {
+        if let Some(refused) = cause.downcast_ref::<AddressRefused>() {
+            return refused.to_string();
+        }
+        source = cause.source();
+    }
+    if error.is_timeout() {
+        "the sink did not answer in time".into()
+    } else if chain.contains("certificate") {
+        "the sink's TLS certificate could not be verified against the CA certificates the hub \
+         trusts (the system's and delivery.ca_file)"
+            .into()
+    } else if error.is_connect() {
+        "the hub could not connect to the sink (refused, unreachable, or the TLS handshake \
+         failed)"
+            .into()
+    } else {
+        "the exchange with the sink broke off before it answered".into()
+    }
+}
+
+/// An error with its causes, for the operator's log.
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -153,7 +184,10 @@ pub async fn handshake(
         .timeout(timeout);
     let response = match request.send().await {
         Ok(response) => response,
-        Err(error) => return Handshake::Failed(error_chain(&error)),
+        Err(error) => {
+            tracing::info!(%sink, error = %error_chain(&error), "A validation handshake failed.");
+            return Handshake::Failed(describe(&error));
+        }
     };
     let header = |name: &str| {
         response

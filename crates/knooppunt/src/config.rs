@@ -124,6 +124,10 @@ pub(crate) struct DeliveryConfig {
     pub(crate) breaker_max_pause: String,
     /// ISO 8601 duration: the longest `Retry-After` honoured as given.
     pub(crate) max_retry_after: String,
+    /// CIDRs of reserved networks (loopback, private, link-local, ...) sinks may still be in;
+    /// in the environment also a comma-separated list.
+    #[serde(deserialize_with = "list_or_commas")]
+    pub(crate) allow_sink_networks: Vec<String>,
     /// The default delivery policy: what a subscription's `config` gets for a key it leaves
     /// out (`mode`).
     pub(crate) default_mode: String,
@@ -157,6 +161,7 @@ impl Default for DeliveryConfig {
             breaker_failures: 5,
             breaker_max_pause: "PT60S".into(),
             max_retry_after: "PT24H".into(),
+            allow_sink_networks: Vec::new(),
             default_mode: standard.get("mode").into(),
             default_ordering: standard.get("ordering").into(),
             default_max_attempts: standard.get("maxAttempts").parse().expect("a number"),
@@ -166,6 +171,28 @@ impl Default for DeliveryConfig {
             default_timeout: standard.get("timeout").into(),
         }
     }
+}
+
+/// A list of strings, or one string of comma-separated items (as an environment variable
+/// gives it).
+fn list_or_commas<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrCommas {
+        List(Vec<String>),
+        Commas(String),
+    }
+    Ok(match ListOrCommas::deserialize(deserializer)? {
+        ListOrCommas::List(list) => list,
+        ListOrCommas::Commas(text) => text
+            .split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    })
 }
 
 /// `value` when it is within `range`, else an error naming `key`.
@@ -481,6 +508,9 @@ impl Config {
         options.subscription_defaults = self.delivery.subscription_defaults()?;
         options.allow_http_sinks = self.delivery.allow_http_sinks;
         options.delivery.connections = self.delivery.connection_limits()?;
+        options.delivery.sink_networks =
+            knooppunt_broker::SinkNetworks::parse(&self.delivery.allow_sink_networks)
+                .map_err(|why| anyhow::anyhow!("delivery.allow_sink_networks: {why}"))?;
         options.delivery.max_retry_after =
             duration("delivery.max_retry_after", &self.delivery.max_retry_after)?;
         options.server = self.server.limits()?;

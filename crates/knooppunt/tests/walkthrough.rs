@@ -118,8 +118,13 @@ fn the_readme_walkthrough_delivers_a_first_event() {
     )
     .unwrap();
 
-    // 3. The hub, the webhook, and a subscription.
-    let hub = common::HubProcess::start(&config, &dir.path().join("data"));
+    // 3. The hub (allowing the loopback webhook, as the README says), the webhook, and a
+    // subscription.
+    let hub = common::HubProcess::start_with_env(
+        &config,
+        &dir.path().join("data"),
+        &[("KNOOPPUNT_DELIVERY_ALLOW_SINK_NETWORKS", "127.0.0.0/8")],
+    );
     let url = hub.url("");
     let subscriber = Subscriber::start(0);
     let port = subscriber.port;

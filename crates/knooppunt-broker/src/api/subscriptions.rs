@@ -34,6 +34,20 @@ pub(crate) fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("there is no subscription `{id}` visible to you"))
 }
 
+/// Refuses a sink whose address is in a range the hub does not deliver to (SSRF).
+async fn check_sink_address(state: &AppState, input: &SubscriptionInput) -> Result<(), ApiError> {
+    state
+        .deliverer
+        .check_sink(&input.sink)
+        .await
+        .map_err(|refused| {
+            ApiError::invalid(
+                "the sink cannot be used; see invalidParams",
+                vec![InvalidParam::new("sink", refused.to_string())],
+            )
+        })
+}
+
 fn read_body(state: &AppState, body: &Value) -> Result<SubscriptionInput, ApiError> {
     let rules = subscription_body::Rules {
         defaults: &state.subscription_defaults,
@@ -136,6 +150,7 @@ pub(crate) async fn create(
     caller.require(Role::Subscriber, "create subscriptions")?;
     let input = read_body(&state, &body)?;
     check_type_permission(&caller, &input)?;
+    check_sink_address(&state, &input).await?;
     let criteria = input.criteria.clone();
     let id = uuid::Uuid::now_v7().to_string();
     let subscription = build(id.clone(), caller.0.name.clone(), input, now_millis());
@@ -244,6 +259,7 @@ pub(crate) async fn replace(
         ));
     }
     let input = read_body(&state, &body)?;
+    check_sink_address(&state, &input).await?;
     let writer = state.subscription_writes.lock().await;
     let existing = state
         .registry

@@ -118,7 +118,8 @@ fn listening_address(line: &str) -> Option<String> {
     Some(line[at + 8..].split_whitespace().next()?.to_owned())
 }
 
-/// A configuration file with one admin principal whose token is `token`.
+/// A configuration file with one admin principal whose token is `token`, allowing sinks on
+/// loopback (the test sinks' addresses, which a hub refuses by default).
 pub(crate) fn config_with_admin(dir: &Path, token: &str) -> std::path::PathBuf {
     let hash = {
         let output = Command::new("sha256sum")
@@ -137,7 +138,8 @@ pub(crate) fn config_with_admin(dir: &Path, token: &str) -> std::path::PathBuf {
     std::fs::write(
         &path,
         format!(
-            "[[principals]]\nname = \"admin\"\ntoken_sha256 = \"{hash}\"\nroles = [\"admin\", \"publisher\", \"subscriber\"]\n"
+            "[delivery]\nallow_sink_networks = [\"127.0.0.0/8\", \"::1/128\"]\n\n\
+             [[principals]]\nname = \"admin\"\ntoken_sha256 = \"{hash}\"\nroles = [\"admin\", \"publisher\", \"subscriber\"]\n"
         ),
     )
     .unwrap();

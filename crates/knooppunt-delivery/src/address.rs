@@ -1,0 +1,255 @@
+//! Where the hub may send requests (server-side request forgery): a sink must not point the
+//! hub at the operator's own network. Loopback, private, shared (CGNAT), link-local (with the
+//! cloud metadata address 169.254.169.254), unique-local, multicast, documentation and other
+//! reserved addresses are refused unless the operator allows them by CIDR
+//! (`delivery.allow_sink_networks`).
+//!
+//! The address is checked when a subscription is registered (its host resolved) and again on
+//! every connection: the resolver of the HTTP client drops refused addresses, so a name that
+//! resolves to something else later (DNS rebinding) still cannot reach them. Sinks given as
+//! IP literals are checked before each request.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+/// Why an address is not one the hub delivers to by default.
+pub(crate) fn reserved_range(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => reserved_v4(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return reserved_v4(v4);
+            }
+            let first = v6.segments()[0];
+            if v6.is_loopback() {
+                Some("loopback")
+            } else if v6.is_unspecified() {
+                Some("unspecified")
+            } else if v6.is_unique_local() {
+                Some("unique-local")
+            } else if v6.is_unicast_link_local() {
+                Some("link-local")
+            } else if v6.is_multicast() {
+                Some("multicast")
+            } else if first == 0x2001 && v6.segments()[1] == 0x0db8 {
+                Some("documentation")
+            } else if first == 0x0064 && v6.segments()[1] == 0xff9b {
+                // NAT64 (64:ff9b::/96): the IPv4 address it embeds decides.
+                let [.., a, b] = v6.segments();
+                reserved_v4(Ipv4Addr::from(((a as u32) << 16) | b as u32))
+            } else {
+                None
+            }
+        }
+    }
+}
+
+fn reserved_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let [a, b, ..] = ip.octets();
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_private() {
+        Some("private")
+    } else if ip.is_link_local() {
+        Some("link-local (cloud metadata)")
+    } else if ip.is_unspecified() || a == 0 {
+        Some("unspecified")
+    } else if a == 100 && (64..128).contains(&b) {
+        Some("shared (carrier-grade NAT)")
+    } else if ip.is_documentation() {
+        Some("documentation")
+    } else if a == 198 && (18..20).contains(&b) {
+        Some("benchmarking")
+    } else if ip.is_multicast() || ip.is_broadcast() || a >= 240 {
+        Some("multicast or reserved")
+    } else if a == 192 && b == 0 && ip.octets()[2] == 0 {
+        Some("IETF protocol assignments")
+    } else {
+        None
+    }
+}
+
+/// The networks the operator allows beyond the public internet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SinkNetworks {
+    allowed: Vec<IpNet>,
+}
+
+/// Why a sink address was refused: said without the address, so that a subscriber cannot
+/// map the hub's network by trying sinks.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "the sink's address is in a range the hub does not deliver to (loopback, private, \
+     link-local or otherwise reserved); an operator can allow it with \
+     delivery.allow_sink_networks"
+)]
+pub struct AddressRefused;
+
+impl SinkNetworks {
+    /// From CIDRs such as `10.20.0.0/16` or `::1/128` (a bare address is one host).
+    pub fn parse(cidrs: &[String]) -> Result<SinkNetworks, String> {
+        let allowed = cidrs
+            .iter()
+            .map(|text| {
+                let text = text.trim();
+                text.parse::<IpNet>()
+                    .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+                    .map(|net| net.trunc())
+                    .map_err(|_| format!("`{text}` is not a CIDR such as 10.20.0.0/16"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(SinkNetworks { allowed })
+    }
+
+    /// Whether the hub may connect to `ip`.
+    pub fn permits(&self, ip: IpAddr) -> bool {
+        reserved_range(ip).is_none() || self.allowed.iter().any(|net| net.contains(&ip))
+    }
+
+    /// Checks a sink URL: an IP literal at once, a name by resolving it. A name that does not
+    /// resolve passes (the handshake will fail, and every connection is checked anyway); a
+    /// name with any refused address is refused.
+    pub async fn check_sink(&self, url: &str) -> Result<(), AddressRefused> {
+        let Ok(url) = reqwest::Url::parse(url) else {
+            return Ok(());
+        };
+        let port = url.port_or_known_default().unwrap_or(443);
+        match url.host() {
+            Some(url::Host::Ipv4(ip)) => self.check(IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => self.check(IpAddr::V6(ip)),
+            Some(url::Host::Domain(name)) => match tokio::net::lookup_host((name, port)).await {
+                Ok(addresses) => addresses
+                    .map(|address| self.check(address.ip()))
+                    .collect::<Result<Vec<()>, _>>()
+                    .map(|_| ()),
+                Err(_) => Ok(()),
+            },
+            None => Ok(()),
+        }
+    }
+
+    fn check(&self, ip: IpAddr) -> Result<(), AddressRefused> {
+        if self.permits(ip) {
+            Ok(())
+        } else {
+            Err(AddressRefused)
+        }
+    }
+
+    /// An IP-literal host of `url` that is refused.
+    pub(crate) fn refuses_literal(&self, url: &reqwest::Url) -> bool {
+        let ip = match url.host() {
+            Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip),
+            Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip),
+            _ => return false,
+        };
+        !self.permits(ip)
+    }
+}
+
+/// The HTTP client's resolver: the system's, without the refused addresses.
+#[derive(Debug)]
+pub(crate) struct GuardedResolver(pub(crate) Arc<SinkNetworks>);
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let networks = Arc::clone(&self.0);
+        Box::pin(async move {
+            let resolved = tokio::net::lookup_host((name.as_str(), 0)).await?;
+            let permitted: Vec<SocketAddr> = resolved
+                .filter(|address| networks.permits(address.ip()))
+                .collect();
+            if permitted.is_empty() {
+                return Err(Box::new(AddressRefused) as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(permitted.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn reserved_ranges_are_refused_and_public_ones_permitted() {
+        let none = SinkNetworks::default();
+        for refused in [
+            "127.0.0.1",
+            "127.9.9.9",
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "224.0.0.1",
+            "255.255.255.255",
+            "192.0.2.1",
+            "198.18.0.1",
+            "::1",
+            "::",
+            "fc00::1",
+            "fd12:3456::1",
+            "fe80::1",
+            "ff02::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "2001:db8::1",
+        ] {
+            assert!(!none.permits(ip(refused)), "{refused}");
+        }
+        for permitted in [
+            "8.8.8.8",
+            "145.12.1.1",
+            "172.32.0.1",
+            "100.128.0.1",
+            "2a00:1450::1",
+            "64:ff9b::808:808",
+        ] {
+            assert!(none.permits(ip(permitted)), "{permitted}");
+        }
+    }
+
+    #[test]
+    fn the_operator_allows_networks_by_cidr() {
+        let allowed =
+            SinkNetworks::parse(&["10.20.0.0/16".into(), "::1".into(), " 127.0.0.0/8 ".into()])
+                .unwrap();
+        assert!(allowed.permits(ip("10.20.5.5")));
+        assert!(!allowed.permits(ip("10.21.0.1")));
+        assert!(allowed.permits(ip("::1")));
+        assert!(allowed.permits(ip("127.0.0.1")));
+        assert!(!allowed.permits(ip("169.254.169.254")));
+        let error = SinkNetworks::parse(&["10.0.0.0/33".into()]).unwrap_err();
+        assert!(error.contains("10.0.0.0/33"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn names_are_resolved_and_checked() {
+        let none = SinkNetworks::default();
+        assert!(none.check_sink("http://localhost:9/x").await.is_err());
+        assert!(none.check_sink("https://[::1]/x").await.is_err());
+        assert!(
+            none.check_sink("https://169.254.169.254/latest")
+                .await
+                .is_err()
+        );
+        assert!(
+            none.check_sink("https://does-not-resolve.invalid/")
+                .await
+                .is_ok(),
+            "an unknown name passes here; connections are checked too"
+        );
+        let loopback = SinkNetworks::parse(&["127.0.0.0/8".into(), "::1/128".into()]).unwrap();
+        assert!(loopback.check_sink("http://localhost:9/x").await.is_ok());
+    }
+}
