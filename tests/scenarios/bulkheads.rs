@@ -599,3 +599,100 @@ async fn a_failed_handshake_says_what_failed_but_not_where() {
         assert!(!problem.contains(detail), "{problem}");
     }
 }
+
+#[tokio::test]
+async fn metrics_need_the_metrics_role_on_the_api_address() {
+    let hub = TestHub::start().await;
+    let anonymous = Answer::from(hub.client.get(hub.url("/metrics")).send().await.unwrap())
+        .await
+        .assert_problem(401);
+    assert!(anonymous.body["detail"].is_string());
+    let subscriber = Answer::from(
+        hub.request(Method::GET, "/metrics", tokens::KVK)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(403);
+    assert!(
+        subscriber.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("metrics"),
+        "{}",
+        subscriber.body
+    );
+    for token in [tokens::METRICS, tokens::ADMIN] {
+        let scraped = hub
+            .request(Method::GET, "/metrics", token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(scraped.status(), 200);
+    }
+}
+
+#[tokio::test]
+async fn secrets_in_the_sink_and_headers_are_write_only_and_survive_a_round_trip() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let secret_sink = format!("{}?token=s3cret-query&tenant=kvk", sink.url);
+    let body = json!({"sink": secret_sink, "protocol": "HTTP", "types": [TYPE],
+                      "protocolsettings": {"headers": {"X-Api-Key": "s3cret-header"}}});
+    let created = post_subscription(&hub, &body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let read = get(&hub, &format!("/v1/subscriptions/{id}")).await;
+    let text = read.body.to_string();
+    assert!(!text.contains("s3cret"), "{text}");
+    assert_eq!(
+        read.body["sink"],
+        format!("{}?token=********&tenant=********", sink.url)
+    );
+    assert_eq!(
+        read.body["protocolsettings"]["headers"]["X-Api-Key"],
+        "********"
+    );
+
+    // What was read goes back unchanged: the secrets stay as they were.
+    let mut back = read.body.clone();
+    back["types"] = json!([TYPE, "nl.test.other"]);
+    let replaced = Answer::from(
+        hub.request(Method::PUT, &format!("/v1/subscriptions/{id}"), tokens::KVK)
+            .json(&back)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert_eq!(replaced.body["state"], "active", "the sink did not change");
+    assert_eq!(publish(&hub, "with-secrets").await.status, 202);
+    let delivered = &sink.wait_for(1, WAIT).await[0];
+    assert_eq!(delivered.header("x-api-key"), Some("s3cret-header"));
+    assert!(
+        delivered.uri.ends_with("?token=s3cret-query&tenant=kvk"),
+        "{}",
+        delivered.uri
+    );
+    let handshake = &sink.handshakes()[0];
+    assert!(handshake.headers.contains_key("webhook-request-origin"));
+
+    // A placeholder for a header that has no stored value is refused.
+    let mut unknown = read.body.clone();
+    unknown["protocolsettings"]["headers"]["X-Other"] = json!("********");
+    let refused = Answer::from(
+        hub.request(Method::PUT, &format!("/v1/subscriptions/{id}"), tokens::KVK)
+            .json(&unknown)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(400);
+    assert_eq!(
+        refused.invalid_params(),
+        ["protocolsettings.headers.X-Other"]
+    );
+}

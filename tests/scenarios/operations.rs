@@ -42,7 +42,15 @@ fn sample(text: &str, series: &str) -> f64 {
 }
 
 async fn scrape(hub: &TestHub) -> String {
-    let response = hub.client.get(hub.url("/metrics")).send().await.unwrap();
+    let response = hub
+        .request(
+            reqwest::Method::GET,
+            "/metrics",
+            knooppunt_tests::tokens::METRICS,
+        )
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(
         response.headers()["content-type"],

@@ -45,6 +45,8 @@ pub mod tokens {
     pub const PUBLISHER: &str = "publisher-token";
     /// Publisher limited to sources under `urn:nld:oin:00000001823288444000:`.
     pub const BRP_PUBLISHER: &str = "brp-publisher-token";
+    /// Reads `/metrics` only (a Prometheus scraper).
+    pub const METRICS: &str = "metrics-token";
 }
 
 fn principal(name: &str, roles: &[Role], type_prefixes: &[&str]) -> Principal {
@@ -73,6 +75,10 @@ fn authentication() -> Authentication {
         (
             hash_token(tokens::PUBLISHER),
             principal("publisher", &[Role::Publisher], &[]),
+        ),
+        (
+            hash_token(tokens::METRICS),
+            principal("prometheus", &[Role::Metrics], &[]),
         ),
         (hash_token(tokens::BRP_PUBLISHER), {
             let mut brp = principal("brp", &[Role::Publisher], &[]);

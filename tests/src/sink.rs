@@ -17,6 +17,8 @@ use axum::response::{IntoResponse, Response};
 #[derive(Debug, Clone)]
 pub struct Received {
     pub method: Method,
+    /// The request target: path and query.
+    pub uri: String,
     pub headers: HeaderMap,
     pub body: Bytes,
     pub at: Instant,
@@ -188,12 +190,14 @@ impl Sink {
 async fn handle(
     State(state): State<Arc<SinkState>>,
     method: Method,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let options = method == Method::OPTIONS;
     state.received.lock().unwrap().push(Received {
         method,
+        uri: uri.to_string(),
         headers,
         body,
         at: Instant::now(),

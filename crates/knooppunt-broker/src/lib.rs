@@ -190,6 +190,12 @@ impl Hub {
         api::router(Arc::clone(&self.state))
     }
 
+    /// The router of `server.metrics_listen`: `/metrics` without a token, `/healthz`,
+    /// `/readyz`.
+    pub fn metrics_router(&self) -> axum::Router {
+        api::metrics_router(Arc::clone(&self.state))
+    }
+
     /// The ids of the subscriptions an event would be routed to now.
     pub fn matching_subscriptions(&self, event: &Event) -> Vec<String> {
         self.state
@@ -215,6 +221,17 @@ pub async fn serve(
     let served = server::run(listener, hub.router(), limits, shutdown).await;
     hub.stop().await;
     served
+}
+
+/// Serves [`Hub::metrics_router`] on `listener` (within the hub's connection limits) until
+/// `shutdown` completes.
+pub async fn serve_metrics(
+    listener: TcpListener,
+    hub: Hub,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let limits = hub.state.server;
+    server::run(listener, hub.metrics_router(), limits, shutdown).await
 }
 
 /// Keeps the registry in step when a delivery worker disables a subscription (410 Gone).

@@ -19,4 +19,4 @@ mod worker;
 pub use address::{AddressRefused, SinkNetworks};
 pub use connections::ConnectionLimits;
 pub use engine::{Deliverer, DeliveryOptions, LastDelivery, Observer, Unobserved, now_ms};
-pub use sink::Handshake;
+pub use sink::{Handshake, REDACTED, redact_sink};

@@ -12,6 +12,33 @@ use knooppunt_store::{DeliveryMode, SinkCredential, Subscription};
 use crate::address::AddressRefused;
 use crate::outcome::Response;
 
+/// What the API and the logs show for a secret: a sink URL's query values and password, and
+/// the values of a subscription's own headers. Secrets are write-only.
+pub const REDACTED: &str = "********";
+
+/// A sink URL for reading and logging: query values and any password replaced by
+/// [`REDACTED`] (a token in the query is a common way to authenticate webhooks).
+pub fn redact_sink(sink: &str) -> String {
+    let Ok(mut url) = reqwest::Url::parse(sink) else {
+        return sink.to_owned();
+    };
+    if url.password().is_some() {
+        let _ = url.set_password(Some(REDACTED));
+    }
+    if url.query().is_some() {
+        let pairs: Vec<(String, bool)> = url
+            .query_pairs()
+            .map(|(name, value)| (name.into_owned(), !value.is_empty()))
+            .collect();
+        let mut query = url.query_pairs_mut();
+        query.clear();
+        for (name, has_value) in pairs {
+            query.append_pair(&name, if has_value { REDACTED } else { "" });
+        }
+    }
+    url.into()
+}
+
 /// The header that names the hub in every request (webhook spec section 4.1.1).
 pub const REQUEST_ORIGIN: &str = "webhook-request-origin";
 
@@ -109,7 +136,10 @@ pub async fn deliver(
         }
         Err(error) if error.is_timeout() => Response::Timeout,
         Err(error) => {
-            tracing::debug!(sink = %subscription.sink, error = %error_chain(&error), "A delivery request failed.");
+            // The URL may hold a token: it stays out of the error and the log.
+            let error = error.without_url();
+            let sink = redact_sink(&subscription.sink);
+            tracing::debug!(%sink, error = %error_chain(&error), "A delivery request failed.");
             Response::Failed(describe(&error))
         }
     }
@@ -185,6 +215,8 @@ pub async fn handshake(
     let response = match request.send().await {
         Ok(response) => response,
         Err(error) => {
+            let error = error.without_url();
+            let sink = redact_sink(sink);
             tracing::info!(%sink, error = %error_chain(&error), "A validation handshake failed.");
             return Handshake::Failed(describe(&error));
         }
@@ -213,4 +245,25 @@ pub async fn handshake(
     }
     let allowed_rate = header("webhook-allowed-rate").and_then(|rate| rate.parse().ok());
     Handshake::Granted { allowed_rate }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_and_passwords_are_redacted() {
+        assert_eq!(
+            redact_sink("https://sink.example/hook?token=s3cret&tenant=kvk&flag"),
+            "https://sink.example/hook?token=********&tenant=********&flag="
+        );
+        assert_eq!(
+            redact_sink("https://user:pw@sink.example/hook"),
+            "https://user:********@sink.example/hook"
+        );
+        assert_eq!(
+            redact_sink("https://sink.example/hook"),
+            "https://sink.example/hook"
+        );
+    }
 }

@@ -413,7 +413,8 @@ async fn retire(inner: Arc<Inner>, id: String) {
     };
     match stored {
         Ok(()) => {
-            tracing::warn!(subscription = %id, sink = %subscription.sink, "The sink answered 410 Gone; the subscription is disabled and its pending deliveries are dead letters.");
+            let sink = crate::sink::redact_sink(&subscription.sink);
+            tracing::warn!(subscription = %id, %sink, "The sink answered 410 Gone; the subscription is disabled and its pending deliveries are dead letters.");
             let _ = inner.retired.send(subscription);
         }
         Err(error) => {

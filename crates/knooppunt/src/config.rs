@@ -54,6 +54,9 @@ pub(crate) struct ServerConfig {
     pub(crate) body_timeout: String,
     /// ISO 8601 duration: a connection without any traffic for this long is closed.
     pub(crate) idle_timeout: String,
+    /// A second address serving `/metrics` without a token (and `/healthz`, `/readyz`),
+    /// for a monitoring network; on `listen`, `/metrics` needs the `metrics` role.
+    pub(crate) metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -67,6 +70,7 @@ impl Default for ServerConfig {
             header_timeout: "PT10S".into(),
             body_timeout: "PT30S".into(),
             idle_timeout: "PT60S".into(),
+            metrics_listen: None,
         }
     }
 }
@@ -580,7 +584,10 @@ impl Config {
                 bail!("{key}.token_sha256: the same token is configured twice");
             }
             if principal.roles.is_empty() {
-                bail!("{key}.roles: give at least one of `publisher`, `subscriber`, `admin`");
+                bail!(
+                    "{key}.roles: give at least one of `publisher`, `subscriber`, `admin`, \
+                     `metrics`"
+                );
             }
         }
         Ok(())

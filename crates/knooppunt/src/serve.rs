@@ -59,6 +59,19 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;
     let address = listener.local_addr()?;
+    if let Some(metrics) = config.server.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(metrics)
+            .await
+            .with_context(|| format!("server.metrics_listen: cannot listen on {metrics}"))?;
+        let metrics_address = listener.local_addr()?;
+        tracing::info!(%metrics_address, "Metrics are served without a token.");
+        // Ends with the process.
+        tokio::spawn(knooppunt_broker::serve_metrics(
+            listener,
+            hub.clone(),
+            std::future::pending(),
+        ));
+    }
     // Installed before the address is announced: a signal sent as soon as the hub listens
     // stops it cleanly instead of killing it.
     let stop = shutdown_signal()?;

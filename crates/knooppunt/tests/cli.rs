@@ -331,3 +331,41 @@ fn serve_refuses_to_start_when_the_descriptor_limit_cannot_cover_its_limits() {
         "{error}"
     );
 }
+
+#[test]
+fn metrics_need_a_token_on_the_api_address_and_none_on_metrics_listen() {
+    let data = tempfile::tempdir().unwrap();
+    let config =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/knooppunt.toml");
+    let hub = common::HubProcess::start_with_env(
+        &config,
+        data.path(),
+        &[("KNOOPPUNT_SERVER_METRICS_LISTEN", "\"127.0.0.1:0\"")],
+    );
+    let metrics_address = hub
+        .log()
+        .iter()
+        .find(|line| line.contains("Metrics are served"))
+        .and_then(|line| line.split("metrics_address=").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no metrics address in {:?}", hub.log()));
+    let get = |address: &str, path: &str| {
+        let mut stream = TcpStream::connect(address).unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+    };
+    assert!(get(&hub.address, "/metrics").starts_with("HTTP/1.1 401"));
+    let open = get(&metrics_address, "/metrics");
+    assert!(open.starts_with("HTTP/1.1 200"), "{open}");
+    assert!(open.contains("knooppunt_events_total"), "{open}");
+    assert!(get(&metrics_address, "/readyz").starts_with("HTTP/1.1 200"));
+    assert!(get(&metrics_address, "/v1/subscriptions").starts_with("HTTP/1.1 404"));
+    assert!(hub.terminate().success());
+}

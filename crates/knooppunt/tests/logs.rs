@@ -22,6 +22,9 @@ fn spans(record: &Value) -> Vec<&Value> {
     spans
 }
 
+/// A token in the sink's query and a header: write-only, never logged.
+const SINK_TOKEN: &str = "sink-secret-4711";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_join_the_events_trace_and_never_hold_its_data() {
     let dir = tempfile::tempdir().unwrap();
@@ -43,7 +46,11 @@ async fn json_logs_join_the_events_trace_and_never_hold_its_data() {
     let created = client
         .post(hub.url("/v1/subscriptions"))
         .bearer_auth(TOKEN)
-        .json(&json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.brp.persoon-verhuisd"]}))
+        .json(
+            &json!({"sink": format!("{}?token={SINK_TOKEN}", sink.url), "protocol": "HTTP",
+                      "types": ["nl.brp.persoon-verhuisd"],
+                      "protocolsettings": {"headers": {"X-Api-Key": SINK_TOKEN}}}),
+        )
         .send()
         .await
         .unwrap();
@@ -71,6 +78,15 @@ async fn json_logs_join_the_events_trace_and_never_hold_its_data() {
     assert!(
         log.iter().all(|line| !line.contains(SECRET)),
         "event data reached the log"
+    );
+    assert!(
+        log.iter().all(|line| !line.contains(SINK_TOKEN)),
+        "a sink's secret reached the log"
+    );
+    assert!(
+        log.iter()
+            .any(|line| line.contains("Subscription created.") && line.contains("token=********")),
+        "the sink is logged, redacted"
     );
     let records: Vec<Value> = log
         .iter()

@@ -26,6 +26,8 @@ pub enum Role {
     Subscriber,
     /// Sees and manages every subscription.
     Admin,
+    /// Reads `/metrics` (a Prometheus scraper).
+    Metrics,
 }
 
 /// A party that calls the API.

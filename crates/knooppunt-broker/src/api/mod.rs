@@ -114,6 +114,18 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// What `server.metrics_listen` serves: the metrics without a token, and health and
+/// readiness.
+pub(crate) fn metrics_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/metrics", get(operations::open_metrics))
+        .route("/healthz", get(operations::healthz))
+        .route("/readyz", get(operations::readyz))
+        .fallback(not_found)
+        .layer(map_response(standard_headers))
+        .with_state(state)
+}
+
 async fn not_found(uri: http::Uri) -> ApiError {
     ApiError::NotFound(format!(
         "there is no resource at `{}`; the API is described at {BASE_PATH}/openapi.json",

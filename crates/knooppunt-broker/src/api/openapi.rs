@@ -574,7 +574,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                     "properties": {
                         "id": {"type": "string", "readOnly": true, "description": "Assigned by the hub; ignored on create.", "example": "0193a5b2-7c1d-7e3f-8a9b-0c1d2e3f4a5b"},
                         "owner": {"type": "string", "readOnly": true, "description": "The principal that created the subscription."},
-                        "sink": {"type": "string", "format": "uri", "description": "Absolute https URL events are delivered to (the hub checks its certificate). A plain http URL is accepted only for a sink on the hub's own machine, or on a hub configured to allow it for testing.", "example": "https://gemeente.example.nl/events"},
+                        "sink": {"type": "string", "format": "uri", "description": "Absolute https URL events are delivered to (the hub checks its certificate). A plain http URL is accepted only for a sink on the hub's own machine, or on a hub configured to allow it for testing. Its host must not be (or resolve to) a loopback, private, link-local or other reserved address unless the hub's operator allows that network; this is checked again on every connection. Query values and a password are write-only: they read as `********`, and a replacement that sends them back so keeps the stored ones.", "example": "https://gemeente.example.nl/events"},
                         "protocol": {"type": "string", "enum": ["HTTP"], "description": "The delivery protocol; only HTTP is delivered."},
                         "source": {"type": "string", "format": "uri-reference", "description": "Only events with exactly this `source`."},
                         "types": {"type": "array", "items": {"type": "string"}, "description": "Only events whose `type` is one of these."},
@@ -638,7 +638,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                     "description": "HTTP delivery settings.",
                     "additionalProperties": false,
                     "properties": {
-                        "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Headers added to every delivery."},
+                        "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Headers added to every delivery. Their values are write-only: they read as `********`, and a replacement that sends `********` back keeps the stored value."},
                         "method": {"type": "string", "enum": ["POST", "PUT", "PATCH"], "default": "POST"}
                     }
                 },

@@ -1,6 +1,9 @@
 //! Operations endpoints outside the versioned API: `/healthz` (the process answers),
 //! `/readyz` (the store takes writes and the delivery workers run), for load balancers and
-//! orchestrators, and `/metrics` (Prometheus). None needs a token; none shows event data.
+//! orchestrators, and `/metrics` (Prometheus). Health and readiness need no token; the
+//! metrics name every subscription, so on the API's address they need the `metrics` role,
+//! and without a token they are served only on `server.metrics_listen`. None shows event
+//! data.
 
 use std::sync::Arc;
 
@@ -11,7 +14,8 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderValue, StatusCode};
 use serde_json::json;
 
-use super::problem::PROBLEM_JSON;
+use super::auth::{Caller, Role};
+use super::problem::{ApiError, PROBLEM_JSON};
 use crate::AppState;
 
 /// `GET /healthz`: 200 while the process serves requests.
@@ -51,8 +55,23 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         .into_response()
 }
 
-/// `GET /metrics`: the Prometheus text exposition.
-pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+/// `GET /metrics` on the API's address: the Prometheus text exposition, for principals with
+/// the `metrics` role (it names every subscription).
+pub(crate) async fn metrics(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Metrics, "read the metrics")?;
+    Ok(exposition(&state).await)
+}
+
+/// `GET /metrics` on `server.metrics_listen`: no token, for an address only the monitoring
+/// network reaches.
+pub(crate) async fn open_metrics(State(state): State<Arc<AppState>>) -> Response {
+    exposition(&state).await
+}
+
+async fn exposition(state: &AppState) -> Response {
     let queues = match state.store.queue_stats().await {
         Ok(queues) => queues,
         Err(error) => {

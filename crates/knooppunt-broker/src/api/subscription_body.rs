@@ -410,7 +410,11 @@ pub(crate) fn representation(subscription: &Subscription, last: Option<LastDeliv
     let mut object = Map::new();
     object.insert("id".into(), json!(subscription.id));
     object.insert("owner".into(), json!(subscription.owner));
-    object.insert("sink".into(), json!(subscription.sink));
+    // Secrets are write-only: query values and passwords in the sink, and header values.
+    object.insert(
+        "sink".into(),
+        json!(knooppunt_delivery::redact_sink(&subscription.sink)),
+    );
     object.insert("protocol".into(), json!(subscription.protocol));
     if let Some(source) = &subscription.source {
         object.insert("source".into(), json!(source));
@@ -422,10 +426,15 @@ pub(crate) fn representation(subscription: &Subscription, last: Option<LastDeliv
         object.insert("filters".into(), Value::Array(subscription.filters.clone()));
     }
     let settings = &subscription.protocol_settings;
+    let headers: Map<String, Value> = settings
+        .headers
+        .keys()
+        .map(|name| (name.clone(), json!(knooppunt_delivery::REDACTED)))
+        .collect();
     object.insert(
         "protocolsettings".into(),
         json!({
-            "headers": settings.headers,
+            "headers": headers,
             "method": settings.method.as_deref().unwrap_or("POST"),
         }),
     );

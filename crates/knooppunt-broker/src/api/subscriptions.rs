@@ -34,6 +34,37 @@ pub(crate) fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("there is no subscription `{id}` visible to you"))
 }
 
+/// A replacement may send back what it read: the secrets it could not see (a sink whose
+/// query values or password read as `********`, header values of `********`) keep their
+/// stored values.
+fn keep_secrets(input: &mut SubscriptionInput, existing: &Subscription) -> Result<(), ApiError> {
+    use knooppunt_delivery::{REDACTED, redact_sink};
+    if input.sink.contains(REDACTED) && input.sink == redact_sink(&existing.sink) {
+        input.sink = existing.sink.clone();
+    }
+    let mut problems = Vec::new();
+    for (name, value) in &mut input.protocol_settings.headers {
+        if value != REDACTED {
+            continue;
+        }
+        match existing.protocol_settings.headers.get(name) {
+            Some(stored) => value.clone_from(stored),
+            None => problems.push(InvalidParam::new(
+                format!("protocolsettings.headers.{name}"),
+                format!("`{REDACTED}` stands for a stored value, and this header has none: send its value"),
+            )),
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "the subscription has problems; see invalidParams",
+            problems,
+        ))
+    }
+}
+
 /// Refuses a sink whose address is in a range the hub does not deliver to (SSRF).
 async fn check_sink_address(state: &AppState, input: &SubscriptionInput) -> Result<(), ApiError> {
     state
@@ -163,7 +194,8 @@ pub(crate) async fn create(
             .expect("registry lock")
             .put(subscription.clone(), criteria);
     }
-    tracing::info!(subscription = %id, owner = %caller.0.name, sink = %subscription.sink, "Subscription created.");
+    let sink = knooppunt_delivery::redact_sink(&subscription.sink);
+    tracing::info!(subscription = %id, owner = %caller.0.name, %sink, "Subscription created.");
     let subscription = validation::handshake(&state, subscription, &headers).await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/subscriptions/{id}"))
         .expect("ids are header-safe");
@@ -258,8 +290,12 @@ pub(crate) async fn replace(
             )],
         ));
     }
-    let input = read_body(&state, &body)?;
-    check_sink_address(&state, &input).await?;
+    let mut input = read_body(&state, &body)?;
+    // Resolved outside the lock; a sink sent back redacted is the stored one, checked when it
+    // was registered (and on every connection).
+    if !input.sink.contains(knooppunt_delivery::REDACTED) {
+        check_sink_address(&state, &input).await?;
+    }
     let writer = state.subscription_writes.lock().await;
     let existing = state
         .registry
@@ -271,6 +307,7 @@ pub(crate) async fn replace(
         Some(existing) if visible(&caller, &existing) => existing,
         _ => return Err(not_found(&id)),
     };
+    keep_secrets(&mut input, &existing)?;
     check_type_permission(&caller, &input)?;
     let criteria = input.criteria.clone();
     let mut subscription = build(

@@ -112,9 +112,15 @@ pub(crate) fn serve_args(config: &Path, data_dir: &Path) -> Vec<std::ffi::OsStri
 /// The address in the hub's "listening" log line, pretty or JSON.
 fn listening_address(line: &str) -> Option<String> {
     if let Ok(record) = serde_json::from_str::<serde_json::Value>(line) {
+        if record["message"] != "Knooppunt is listening." {
+            return None;
+        }
         return record["address"].as_str().map(str::to_owned);
     }
-    let at = line.find("address=")?;
+    if !line.contains("Knooppunt is listening.") {
+        return None;
+    }
+    let at = line.find(" address=")? + 1;
     Some(line[at + 8..].split_whitespace().next()?.to_owned())
 }
 
