@@ -60,9 +60,9 @@ impl Default for ConnectionLimits {
         ConnectionLimits {
             max_connections: 512,
             max_per_sink: 32,
-            max_idle_per_sink: 8,
+            max_idle_per_sink: 32,
             idle_timeout: Duration::from_secs(30),
-            max_idle_sinks: 256,
+            max_idle_sinks: 128,
             breaker_failures: 5,
             breaker_max_pause: Duration::from_secs(60),
         }
