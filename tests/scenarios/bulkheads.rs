@@ -25,6 +25,18 @@ async fn post_subscription(hub: &TestHub, body: &Value) -> Answer {
     .await
 }
 
+async fn put_subscription(hub: &TestHub, id: &str, body: &Value) -> Answer {
+    let path = format!("/v1/subscriptions/{id}");
+    Answer::from(
+        hub.request(Method::PUT, &path, tokens::KVK)
+            .json(body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
 async fn get(hub: &TestHub, path: &str) -> Answer {
     Answer::from(
         hub.request(Method::GET, path, tokens::KVK)
@@ -35,8 +47,9 @@ async fn get(hub: &TestHub, path: &str) -> Answer {
     .await
 }
 
-async fn publish(hub: &TestHub, id: &str) -> Answer {
-    let event = json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": TYPE});
+/// Publishes an event of type `ty`.
+async fn publish_as(hub: &TestHub, id: &str, ty: &str) -> Answer {
+    let event = json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": ty});
     Answer::from(
         hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
             .header("content-type", "application/cloudevents+json")
@@ -46,6 +59,10 @@ async fn publish(hub: &TestHub, id: &str) -> Answer {
             .unwrap(),
     )
     .await
+}
+
+async fn publish(hub: &TestHub, id: &str) -> Answer {
+    publish_as(hub, id, TYPE).await
 }
 
 fn sql_subscription(sink: &Sink, sql: &str) -> Value {
@@ -146,14 +163,7 @@ async fn a_stored_filter_beyond_the_limits_disables_its_subscription_at_start_up
     let stored = get(&hub, &format!("/v1/subscriptions/{id}")).await;
     assert_eq!(stored.body["state"], "disabled", "{}", stored.body);
     let fixed = sql_subscription(&sink, &format!("type = '{TYPE}'"));
-    let replaced = Answer::from(
-        hub.request(Method::PUT, &format!("/v1/subscriptions/{id}"), tokens::KVK)
-            .json(&fixed)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let replaced = put_subscription(&hub, &id, &fixed).await;
     assert_eq!(replaced.status, 200, "{}", replaced.body);
     assert_eq!(replaced.body["state"], "active", "{}", replaced.body);
     assert!(replaced.body.get("disabledReason").is_none());
@@ -170,16 +180,7 @@ async fn subscribe_unordered(hub: &TestHub, sink: &Sink, ty: &str) -> String {
 }
 
 async fn publish_type(hub: &TestHub, id: &str, ty: &str) {
-    let event = json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": ty});
-    let answer = Answer::from(
-        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
-            .header("content-type", "application/cloudevents+json")
-            .body(event.to_string())
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let answer = publish_as(hub, id, ty).await;
     assert_eq!(answer.status, 202, "{}", answer.body);
 }
 
@@ -658,14 +659,7 @@ async fn secrets_in_the_sink_and_headers_are_write_only_and_survive_a_round_trip
     // What was read goes back unchanged: the secrets stay as they were.
     let mut back = read.body.clone();
     back["types"] = json!([TYPE, "nl.test.other"]);
-    let replaced = Answer::from(
-        hub.request(Method::PUT, &format!("/v1/subscriptions/{id}"), tokens::KVK)
-            .json(&back)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let replaced = put_subscription(&hub, &id, &back).await;
     assert_eq!(replaced.status, 200, "{}", replaced.body);
     assert_eq!(replaced.body["state"], "active", "the sink did not change");
     assert_eq!(publish(&hub, "with-secrets").await.status, 202);
@@ -682,15 +676,9 @@ async fn secrets_in_the_sink_and_headers_are_write_only_and_survive_a_round_trip
     // A placeholder for a header that has no stored value is refused.
     let mut unknown = read.body.clone();
     unknown["protocolsettings"]["headers"]["X-Other"] = json!("********");
-    let refused = Answer::from(
-        hub.request(Method::PUT, &format!("/v1/subscriptions/{id}"), tokens::KVK)
-            .json(&unknown)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-    .assert_problem(400);
+    let refused = put_subscription(&hub, &id, &unknown)
+        .await
+        .assert_problem(400);
     assert_eq!(
         refused.invalid_params(),
         ["protocolsettings.headers.X-Other"]

@@ -60,13 +60,38 @@ struct Stamped<'a> {
     subject: Option<&'a str>,
 }
 
+/// The answer of every bench sink to the validation handshake: consent to anyone.
+pub(crate) fn consent() -> Response {
+    let mut response = StatusCode::OK.into_response();
+    response
+        .headers_mut()
+        .insert("webhook-allowed-origin", HeaderValue::from_static("*"));
+    response
+}
+
+/// Creates a subscription through the API of the hub at `base`.
+pub(crate) async fn subscribe(
+    client: &reqwest::Client,
+    base: &str,
+    body: &serde_json::Value,
+) -> anyhow::Result<()> {
+    let response = client
+        .post(format!("{base}/v1/subscriptions"))
+        .bearer_auth(crate::TOKEN)
+        .json(body)
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status() == 201,
+        "creating a subscription answered {}",
+        response.status()
+    );
+    Ok(())
+}
+
 async fn sink(State(record): State<Arc<Record>>, method: Method, body: Bytes) -> Response {
     if method == Method::OPTIONS {
-        let mut response = StatusCode::OK.into_response();
-        response
-            .headers_mut()
-            .insert("webhook-allowed-origin", HeaderValue::from_static("*"));
-        return response;
+        return consent();
     }
     let now = now_us();
     if record.measuring.load(Ordering::Relaxed) {

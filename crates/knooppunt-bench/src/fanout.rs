@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::http::{HeaderValue, Method, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::io::AsyncBufReadExt;
 
@@ -22,11 +22,7 @@ async fn counting_sinks(count: usize, delivered: &Arc<AtomicU64>) -> anyhow::Res
         let delivered = Arc::clone(delivered);
         let router = axum::Router::new().fallback(move |method: Method| async move {
             if method == Method::OPTIONS {
-                let mut response = StatusCode::OK.into_response();
-                response
-                    .headers_mut()
-                    .insert("webhook-allowed-origin", HeaderValue::from_static("*"));
-                return response;
+                return crate::deliver::consent();
             }
             delivered.fetch_add(1, Ordering::Relaxed);
             Response::from(StatusCode::NO_CONTENT.into_response())
@@ -106,17 +102,7 @@ pub(crate) async fn run(
                     "protocol": "HTTP",
                     "types": ["nl.bench.fanout"],
                 });
-                let response = client
-                    .post(format!("{base}/v1/subscriptions"))
-                    .bearer_auth(TOKEN)
-                    .json(&body)
-                    .send()
-                    .await?;
-                anyhow::ensure!(
-                    response.status() == 201,
-                    "creating a subscription answered {}",
-                    response.status()
-                );
+                crate::deliver::subscribe(&client, &base, &body).await?;
             }
         });
     }

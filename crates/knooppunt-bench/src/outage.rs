@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::http::{HeaderValue, Method, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::response::IntoResponse;
 
 use crate::TOKEN;
@@ -26,11 +26,7 @@ async fn switched_sink(switch: &Arc<Switch>) -> anyhow::Result<String> {
     let switch = Arc::clone(switch);
     let router = axum::Router::new().fallback(move |method: Method| async move {
         if method == Method::OPTIONS {
-            let mut response = StatusCode::OK.into_response();
-            response
-                .headers_mut()
-                .insert("webhook-allowed-origin", HeaderValue::from_static("*"));
-            return response;
+            return deliver::consent();
         }
         switch.attempts.fetch_add(1, Ordering::Relaxed);
         if switch.down.load(Ordering::Relaxed) {
@@ -101,17 +97,7 @@ pub(crate) async fn run(seconds: u64, rate: u64, breaker_failures: u32) -> anyho
     for (sink, ty) in [(&healthy, "nl.bench.healthy"), (&outage, "nl.bench.outage")] {
         let body = serde_json::json!({"sink": sink, "protocol": "HTTP", "types": [ty],
                                       "config": {"ordering": "unordered"}});
-        let response = client
-            .post(format!("{base}/v1/subscriptions"))
-            .bearer_auth(TOKEN)
-            .json(&body)
-            .send()
-            .await?;
-        anyhow::ensure!(
-            response.status() == 201,
-            "subscribing answered {}",
-            response.status()
-        );
+        deliver::subscribe(&client, &base, &body).await?;
     }
     println!(
         "{:<26} {:>10} {:>10} {:>14}",

@@ -57,6 +57,20 @@ impl Guarded {
         }
     }
 
+    /// Notes traffic after a write, or checks the idle time when the socket is not ready.
+    fn after_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        if written.is_ready() {
+            self.last_traffic = Instant::now();
+        } else {
+            self.check_idle(cx)?;
+        }
+        written
+    }
+
     /// Writes what is left of a replacement answer.
     fn poll_replacement(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while let Some((bytes, written)) = &mut self.replacement {
@@ -161,16 +175,8 @@ impl AsyncWrite for Guarded {
             // What hyper wrote is accounted for; the replacement goes out on flush.
             return Poll::Ready(Ok(buf.len()));
         }
-        match Pin::new(&mut this.stream).poll_write(cx, buf) {
-            Poll::Ready(result) => {
-                this.last_traffic = Instant::now();
-                Poll::Ready(result)
-            }
-            Poll::Pending => {
-                this.check_idle(cx)?;
-                Poll::Pending
-            }
-        }
+        let written = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.after_write(cx, written)
     }
 
     fn poll_write_vectored(
@@ -186,16 +192,8 @@ impl AsyncWrite for Guarded {
         }
         let this = self.get_mut();
         ready!(this.poll_replacement(cx))?;
-        match Pin::new(&mut this.stream).poll_write_vectored(cx, bufs) {
-            Poll::Ready(result) => {
-                this.last_traffic = Instant::now();
-                Poll::Ready(result)
-            }
-            Poll::Pending => {
-                this.check_idle(cx)?;
-                Poll::Pending
-            }
-        }
+        let written = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.after_write(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {

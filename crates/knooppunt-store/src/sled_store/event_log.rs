@@ -134,60 +134,68 @@ impl LogRecord {
     /// The event alone, without the list of subscriptions after it (which grows with the
     /// fan-out and is needed only to rebuild the queues at open).
     fn decode_event(payload: &[u8]) -> Option<StoredEvent> {
-        let mut at = 0;
-        let mut take = |n: usize| {
-            let slice = payload.get(at..at + n)?;
-            at += n;
-            Some(slice)
-        };
-        let u64_at =
-            |bytes: &[u8]| -> Option<u64> { Some(u64::from_le_bytes(bytes.try_into().ok()?)) };
-        let seq = u64_at(take(8)?)?;
-        let accepted_at = u64_at(take(8)?)?;
-        let mut string = || -> Option<String> {
-            let len = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
-            String::from_utf8(take(len)?.to_vec()).ok()
-        };
-        Some(StoredEvent {
-            seq,
-            source: string()?,
-            id: string()?,
-            accepted_at,
-            json: string()?,
-        })
+        Fields::new(payload).event()
     }
 
     fn decode(payload: &[u8]) -> Option<LogRecord> {
-        let mut at = 0;
-        let mut take = |n: usize| {
-            let slice = payload.get(at..at + n)?;
-            at += n;
-            Some(slice)
-        };
-        let u64_at =
-            |bytes: &[u8]| -> Option<u64> { Some(u64::from_le_bytes(bytes.try_into().ok()?)) };
-        let seq = u64_at(take(8)?)?;
-        let accepted_at = u64_at(take(8)?)?;
-        let mut string = || -> Option<String> {
-            let len = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
-            String::from_utf8(take(len)?.to_vec()).ok()
-        };
-        let source = string()?;
-        let id = string()?;
-        let json = string()?;
-        let count = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
+        let mut fields = Fields::new(payload);
+        let event = fields.event()?;
+        let count = fields.u32()? as usize;
         let mut subscriptions = Vec::with_capacity(count.min(1024));
         for _ in 0..count {
-            let len = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
-            subscriptions.push(String::from_utf8(take(len)?.to_vec()).ok()?);
+            subscriptions.push(fields.string()?);
         }
         Some(LogRecord {
+            seq: event.seq,
+            accepted_at: event.accepted_at,
+            source: event.source,
+            id: event.id,
+            json: event.json,
+            subscriptions,
+        })
+    }
+}
+
+/// Reads the fields of an event record's payload in order; `None` when it is cut short.
+struct Fields<'a> {
+    payload: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Fields<'a> {
+    fn new(payload: &'a [u8]) -> Fields<'a> {
+        Fields { payload, at: 0 }
+    }
+
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let slice = self.payload.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(slice)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let len = self.u32()? as usize;
+        String::from_utf8(self.take(len)?.to_vec()).ok()
+    }
+
+    /// The sequence number, acceptance time, `source`, `id` and JSON, in record order.
+    fn event(&mut self) -> Option<StoredEvent> {
+        let seq = self.u64()?;
+        let accepted_at = self.u64()?;
+        Some(StoredEvent {
             seq,
             accepted_at,
-            source,
-            id,
-            json,
-            subscriptions,
+            source: self.string()?,
+            id: self.string()?,
+            json: self.string()?,
         })
     }
 }
