@@ -117,6 +117,11 @@ pub async fn deliver(
     }
     headers.extend(message.headers);
     headers.insert(REQUEST_ORIGIN, origin.clone());
+    if message.body.is_empty() {
+        // A POST without a body still says so (hyper would send neither Content-Length nor
+        // Transfer-Encoding): an event without data in binary mode.
+        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    }
     let request = client
         .request(method, &subscription.sink)
         .headers(headers)

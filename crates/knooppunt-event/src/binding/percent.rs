@@ -1,7 +1,8 @@
 //! The encoding of attribute values in HTTP header values (http-protocol-binding.md section
 //! 3.1.3.2): percent-encoding of space, `"`, `%` and everything outside U+0021-U+007E as
-//! UTF-8 bytes with upper-case hex; on receipt, quoted strings are unescaped first, then one
-//! round of percent-decoding, and bytes that are not UTF-8 are rejected.
+//! UTF-8 bytes with upper-case hex; on receipt, a value that is one quoted-string is unescaped
+//! first (anything else is kept as it is), then one round of percent-decoding, and bytes that
+//! are not UTF-8 are rejected.
 
 use std::fmt::Write;
 
@@ -55,26 +56,28 @@ pub fn decode(header_value: &[u8]) -> Result<String, String> {
     })
 }
 
-/// Removes RFC 9110 quoted strings (with their backslash escapes).
+/// Unescapes a value that is one RFC 9110 quoted-string as a whole (`"hello world"`, with its
+/// backslash escapes), as older senders wrote values with spaces; compliant senders
+/// percent-encode `"` and never quote (section 3.1.3.2). Anything else, such as
+/// `quoted "x" end` or `"a" "b"`, is not a quoted value but text that contains `"`, and is
+/// kept byte for byte: the hub never changes an attribute it cannot read as quoted.
 fn unquote(value: &[u8]) -> Result<Vec<u8>, String> {
-    if !value.contains(&b'"') {
-        return Ok(value.to_vec());
-    }
-    let mut out = Vec::with_capacity(value.len());
-    let mut quoted = false;
-    let mut bytes = value.iter();
+    let inner = match value {
+        [b'"', inner @ .., b'"'] => inner,
+        _ => return Ok(value.to_vec()),
+    };
+    let mut out = Vec::with_capacity(inner.len());
+    let mut bytes = inner.iter();
     while let Some(&byte) = bytes.next() {
-        match (quoted, byte) {
-            (_, b'"') => quoted = !quoted,
-            (true, b'\\') => match bytes.next() {
+        match byte {
+            // An unescaped `"` inside: not one quoted-string, so not quoted at all.
+            b'"' => return Ok(value.to_vec()),
+            b'\\' => match bytes.next() {
                 Some(&escaped) => out.push(escaped),
-                None => return Err("the value ends inside a backslash escape".into()),
+                None => return Ok(value.to_vec()),
             },
             _ => out.push(byte),
         }
-    }
-    if quoted {
-        return Err("the value has a quoted string without its closing `\"`".into());
     }
     Ok(out)
 }
@@ -127,6 +130,20 @@ mod tests {
         assert_eq!(decode(b"\"hello world\"").unwrap(), "hello world");
         assert_eq!(decode(b"\"say \\\"hi\\\"\"").unwrap(), "say \"hi\"");
         assert_eq!(decode(b"\"%E2%82%AC\"").unwrap(), "€");
-        assert!(decode(b"\"open").is_err());
+    }
+
+    #[test]
+    fn a_value_that_is_not_one_quoted_string_is_kept_byte_for_byte() {
+        for kept in [
+            "quoted \"x\" end",
+            "\"a\" \"b\"",
+            "\"open",
+            "close\"",
+            "\"",
+            "\"ends in an escape\\\"",
+            "a, b, \"c\"",
+        ] {
+            assert_eq!(decode(kept.as_bytes()).unwrap(), kept);
+        }
     }
 }
