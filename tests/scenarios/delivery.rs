@@ -112,7 +112,8 @@ async fn structured_mode_forwards_the_publishers_json_byte_for_byte() {
     let hub = TestHub::start().await;
     let sink = Sink::start().await;
     let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
-        "sinkcredential": {"credentialtype": "ACCESSTOKEN", "accesstoken": "s3cr3t"},
+        "sinkcredential": {"credentialtype": "ACCESSTOKEN", "accesstoken": "s3cr3t",
+                           "accesstokentype": "Bearer", "accesstokenexpiresutc": "2099-01-01T00:00:00Z"},
         "protocolsettings": {"headers": {"X-Afnemer": "gemeente-0599"}}});
     let subscription = subscribe_with(&hub, body).await;
     assert_eq!(

@@ -39,7 +39,10 @@ async fn publish_binary(hub: &TestHub, id: &str, headers: &[(&str, &[u8])], body
         .header("ce-source", SOURCE)
         .header("ce-type", TYPE);
     for (name, value) in headers {
-        request = request.header(*name, reqwest::header::HeaderValue::from_bytes(value).unwrap());
+        request = request.header(
+            *name,
+            reqwest::header::HeaderValue::from_bytes(value).unwrap(),
+        );
     }
     let answer = Answer::from(request.body(body).send().await.unwrap()).await;
     assert_eq!(answer.status, 202, "{}", answer.body);
@@ -62,8 +65,18 @@ async fn header_values_keep_their_quotes_commas_percents_and_non_ascii_both_ways
             "quoted \"x\" end",
             "quoted%20%22x%22%20end",
         ),
-        ("ce-comexamplepair", b"\"a\" \"b\"", "\"a\" \"b\"", "%22a%22%20%22b%22"),
-        ("ce-comexampleold", b"\"hello world\"", "hello world", "hello%20world"),
+        (
+            "ce-comexamplepair",
+            b"\"a\" \"b\"",
+            "\"a\" \"b\"",
+            "%22a%22%20%22b%22",
+        ),
+        (
+            "ce-comexampleold",
+            b"\"hello world\"",
+            "hello world",
+            "hello%20world",
+        ),
         (
             "ce-comexampleescaped",
             b"\"say \\\"hi\\\"\"",
@@ -85,7 +98,10 @@ async fn header_values_keep_their_quotes_commas_percents_and_non_ascii_both_ways
     let sent = binary.wait_for(1, WAIT).await.remove(0);
     for (name, _, attribute, header) in cases {
         let attribute_name = name.strip_prefix("ce-").unwrap();
-        assert_eq!(received[attribute_name], attribute, "{name} in structured mode");
+        assert_eq!(
+            received[attribute_name], attribute,
+            "{name} in structured mode"
+        );
         assert_eq!(sent.header(name), Some(header), "{name} in binary mode");
     }
 }
@@ -101,4 +117,211 @@ async fn a_binary_delivery_without_data_has_content_length_zero() {
     assert!(delivery.body.is_empty());
     assert_eq!(delivery.header("content-length"), Some("0"));
     assert_eq!(delivery.header("transfer-encoding"), None);
+}
+
+/// The `invalidParams` names and reasons of a 400.
+fn refused(answer: Answer) -> Vec<(String, String)> {
+    let answer = answer.assert_problem(400);
+    answer.body["invalidParams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_owned(),
+                p["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn later(seconds: u64) -> String {
+    knooppunt_event::timestamp::utc_timestamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+            + seconds * 1000,
+    )
+}
+
+#[tokio::test]
+async fn sink_credentials_are_checked_as_the_spec_defines_them() {
+    let hub = TestHub::start().await;
+    let with = |credential: Value| {
+        json!({"sink": "https://kvk.example.nl/events", "protocol": "HTTP",
+               "sinkcredential": credential})
+    };
+    let token = |extra: Value| {
+        let mut credential = json!({"credentialtype": "ACCESSTOKEN", "accesstoken": "t0k3n",
+                                    "accesstokentype": "bearer",
+                                    "accesstokenexpiresutc": later(3600)});
+        for (key, value) in extra.as_object().unwrap() {
+            if value.is_null() {
+                credential.as_object_mut().unwrap().remove(key);
+            } else {
+                credential[key] = value.clone();
+            }
+        }
+        credential
+    };
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (
+            token(json!({"accesstokenexpiresutc": null})),
+            "sinkcredential.accesstokenexpiresutc",
+            "required",
+        ),
+        (
+            token(json!({"accesstokentype": null})),
+            "sinkcredential.accesstokentype",
+            "required",
+        ),
+        (
+            token(json!({"accesstokentype": "mac"})),
+            "sinkcredential.accesstokentype",
+            "bearer",
+        ),
+        (
+            token(json!({"accesstokenexpiresutc": "2020-01-01T00:00:00Z"})),
+            "sinkcredential.accesstokenexpiresutc",
+            "has passed",
+        ),
+        (
+            token(json!({"refreshtoken": "r"})),
+            "sinkcredential.refreshtoken",
+            "unknown member",
+        ),
+        (
+            json!({"credentialtype": "REFRESHTOKEN", "accesstoken": "a", "refreshtoken": "r",
+                   "refreshtokenendpoint": "https://idp.example/token"}),
+            "sinkcredential.credentialtype",
+            "not supported",
+        ),
+        (
+            json!({"credentialtype": "PLAIN", "identifier": "hub"}),
+            "sinkcredential.secret",
+            "required",
+        ),
+        (
+            json!({"credentialtype": "PLAIN", "identifier": "hub", "secret": "s", "extra": 1}),
+            "sinkcredential.extra",
+            "unknown member",
+        ),
+        (
+            json!({"accesstoken": "a"}),
+            "sinkcredential.credentialtype",
+            "required",
+        ),
+    ];
+    for (credential, name, reason) in cases {
+        let problems = refused(subscribe(&hub, with(credential.clone())).await);
+        assert!(
+            problems
+                .iter()
+                .any(|(n, r)| n == name && r.contains(reason)),
+            "{credential}: {problems:?}"
+        );
+    }
+    let ok = subscribe(&hub, with(token(json!({"accesstokentype": "Bearer"})))).await;
+    assert_eq!(ok.status, 201, "{}", ok.body);
+}
+
+#[tokio::test]
+async fn null_is_refused_where_a_member_may_only_be_left_out() {
+    let hub = TestHub::start().await;
+    for member in [
+        "types",
+        "source",
+        "filters",
+        "sinkcredential",
+        "protocolsettings",
+        "config",
+    ] {
+        let mut body = json!({"sink": "https://kvk.example.nl/events", "protocol": "HTTP"});
+        body[member] = Value::Null;
+        let problems = refused(subscribe(&hub, body).await);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, member);
+        assert!(
+            problems[0].1.contains("leave the member out"),
+            "{problems:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_empty_list_of_types_is_kept_and_matches_no_event() {
+    let hub = TestHub::start().await;
+    let none = Sink::start().await;
+    let all = Sink::start().await;
+    let created = subscribe(
+        &hub,
+        json!({"sink": none.url, "protocol": "HTTP", "types": []}),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["types"], json!([]), "kept as sent");
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let read = Answer::from(
+        hub.request(Method::GET, &format!("/v1/subscriptions/{id}"), tokens::KVK)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(read.body["types"], json!([]));
+    let open = subscribe(&hub, json!({"sink": all.url, "protocol": "HTTP"})).await;
+    assert!(open.body.get("types").is_none(), "absent stays absent");
+    publish_binary(&hub, "typed-1", &[], Vec::new()).await;
+    all.wait_for(1, WAIT).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(none.deliveries().is_empty(), "`types: []` matches no type");
+}
+
+#[tokio::test]
+async fn an_expired_access_token_is_never_sent() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
+        "sinkcredential": {"credentialtype": "ACCESSTOKEN", "accesstoken": "short-lived",
+                           "accesstokentype": "bearer", "accesstokenexpiresutc": later(2)}});
+    let created = subscribe(&hub, body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    publish_binary(&hub, "fresh-1", &[], Vec::new()).await;
+    let first = sink.wait_for(1, WAIT).await;
+    assert_eq!(first[0].header("authorization"), Some("Bearer short-lived"));
+
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    publish_binary(&hub, "stale-1", &[], Vec::new()).await;
+    let dead = tokio::time::timeout(WAIT, async {
+        loop {
+            let answer = Answer::from(
+                hub.request(
+                    Method::GET,
+                    &format!("/v1/subscriptions/{id}/dead-letters"),
+                    tokens::KVK,
+                )
+                .send()
+                .await
+                .unwrap(),
+            )
+            .await;
+            if let Some(first) = answer.body.as_array().and_then(|list| list.first()) {
+                return first.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("a dead letter");
+    assert!(
+        dead["reason"].as_str().unwrap().contains("expired"),
+        "{dead}"
+    );
+    assert_eq!(
+        sink.deliveries().len(),
+        1,
+        "the expired token was never sent"
+    );
 }

@@ -49,7 +49,8 @@ async fn create_read_list_replace_delete() {
             "types": ["nl.kvk.opgericht"],
             "filters": [{"prefix": {"subject": "123"}}],
             "protocolsettings": {"headers": {"X-Tenant": "kvk"}},
-            "sinkcredential": {"credentialtype": "ACCESSTOKEN", "accesstoken": "very-secret"},
+            "sinkcredential": {"credentialtype": "ACCESSTOKEN", "accesstoken": "very-secret",
+                               "accesstokentype": "bearer", "accesstokenexpiresutc": "2099-01-01T00:00:00Z"},
             "config": {"mode": "binary", "maxAttempts": "5"}
         }),
     )

@@ -24,7 +24,7 @@ pub(crate) fn criteria(
 ) -> Result<Criteria, Vec<FilterError>> {
     Ok(Criteria {
         source: subscription.source.clone(),
-        types: subscription.types.clone(),
+        types: subscription.types().map(<[String]>::to_vec),
         filters: Filter::list_from_json(&subscription.filters, "filters", limits)?,
     })
 }

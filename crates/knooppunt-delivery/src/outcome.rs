@@ -31,6 +31,9 @@ pub enum Outcome {
     Rejected,
     /// Try again; not before `not_before` when the sink said so (429/503 `Retry-After`).
     Retry { not_before: Option<Duration> },
+    /// The hub cannot send it (an expired access token, a stored event it cannot encode):
+    /// dead letter at once, with this reason. Never the result of a response.
+    Unsendable(String),
 }
 
 /// Classifies an attempt's result. `now` is used to read a `Retry-After` HTTP date.
@@ -100,6 +103,11 @@ pub fn verdict(
             return Verdict::DeadLetter {
                 reason: "the sink rejected the event (400, 413 or 415): retrying cannot help"
                     .into(),
+            };
+        }
+        Outcome::Unsendable(reason) => {
+            return Verdict::DeadLetter {
+                reason: reason.clone(),
             };
         }
         // The sink's wait is honoured as it is (http-webhook.md: no further requests until

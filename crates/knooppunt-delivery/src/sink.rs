@@ -66,6 +66,32 @@ pub fn delivery_message(json_text: &str, mode: DeliveryMode) -> Result<HttpMessa
     }
 }
 
+/// Why a subscription's credential cannot be sent now: an access token past its
+/// `accesstokenexpiresutc` is never sent (the events become dead letters saying so, until
+/// the subscription is replaced with a new token).
+pub fn credential_problem(
+    subscription: &Subscription,
+    now: std::time::SystemTime,
+) -> Option<String> {
+    let Some(SinkCredential::AccessToken {
+        accesstokenexpiresutc: Some(expires),
+        ..
+    }) = &subscription.sink_credential
+    else {
+        return None;
+    };
+    let now_ms = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let expired = knooppunt_event::timestamp::epoch_millis(expires).is_none_or(|at| at <= now_ms);
+    expired.then(|| {
+        format!(
+            "the subscription's access token expired at {expires}: it was not sent; replace the \
+             subscription's sinkcredential with a valid token, then redeliver"
+        )
+    })
+}
+
 /// The `Authorization` header for a sink credential.
 fn authorization(credential: &SinkCredential) -> Option<HeaderValue> {
     let value = match credential {
@@ -73,14 +99,8 @@ fn authorization(credential: &SinkCredential) -> Option<HeaderValue> {
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode(format!("{identifier}:{secret}"))
         ),
-        SinkCredential::AccessToken {
-            accesstoken,
-            accesstokentype,
-            ..
-        } => format!(
-            "{} {accesstoken}",
-            accesstokentype.as_deref().unwrap_or("Bearer")
-        ),
+        // The API accepts the `bearer` type only (RFC 6750), whatever its case.
+        SinkCredential::AccessToken { accesstoken, .. } => format!("Bearer {accesstoken}"),
     };
     HeaderValue::try_from(value).ok()
 }

@@ -258,7 +258,9 @@ async fn send_and_record(
     } = connection;
     // Whether a request went out: only then does the outcome say anything about the sink.
     let mut sent = false;
-    let (response, outcome) = match sink::delivery_message(&event.json, config.mode) {
+    let message = sink::credential_problem(subscription, SystemTime::now())
+        .map_or_else(|| sink::delivery_message(&event.json, config.mode), Err);
+    let (response, outcome) = match message {
         Ok(mut message) => {
             if let Some(trace) = &trace {
                 hop_headers(&mut message.headers, trace);
@@ -275,7 +277,7 @@ async fn send_and_record(
             let outcome = classify(&response, SystemTime::now());
             (response, outcome)
         }
-        Err(why) => (Response::Failed(why), Outcome::Rejected),
+        Err(why) => (Response::Failed(why.clone()), Outcome::Unsendable(why)),
     };
     if outcome == Outcome::Gone {
         gone.store(true, AtomicOrdering::SeqCst);
@@ -308,6 +310,7 @@ async fn send_and_record(
                 .connections
                 .report(sink, SinkResult::Failed, fastrand::f64());
         }
+        Outcome::Unsendable(_) => {}
         Outcome::Delivered | Outcome::Rejected | Outcome::Gone => {
             inner
                 .connections

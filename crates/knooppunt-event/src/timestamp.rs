@@ -24,8 +24,62 @@ pub fn utc_timestamp(ms: u64) -> String {
     )
 }
 
+/// The moment of a valid RFC 3339 timestamp (as `validate::syntax::timestamp` accepts), in
+/// milliseconds since the Unix epoch; `None` before 1970 or when it is not valid.
+pub fn epoch_millis(timestamp: &str) -> Option<u64> {
+    crate::validate::syntax::timestamp(timestamp).ok()?;
+    let number =
+        |range: std::ops::Range<usize>| -> Option<i64> { timestamp.get(range)?.parse().ok() };
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    let rest = &timestamp[19..];
+    let (fraction, offset) = match rest.strip_prefix('.') {
+        Some(after) => {
+            let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+            (&after[..digits], &after[digits..])
+        }
+        None => ("", rest),
+    };
+    let millis: i64 = format!("{fraction:0<3}")[..3].parse().ok()?;
+    let offset_minutes = match offset {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = if offset.starts_with('-') { -1 } else { 1 };
+            sign * (offset.get(1..3)?.parse::<i64>().ok()? * 60
+                + offset.get(4..6)?.parse::<i64>().ok()?)
+        }
+    };
+    // Days since 1970-01-01 from a civil date (H. Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
+    u64::try_from(seconds * 1000 + millis).ok()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn timestamps_are_read_back_to_their_moment() {
+        for ms in [0, 951_782_400_123, 1_795_346_130_250] {
+            assert_eq!(super::epoch_millis(&super::utc_timestamp(ms)), Some(ms));
+        }
+        assert_eq!(
+            super::epoch_millis("2026-11-22T12:15:30.25+01:00"),
+            Some(1_795_346_130_250)
+        );
+        assert_eq!(
+            super::epoch_millis("2026-11-22T11:15:30Z"),
+            Some(1_795_346_130_000)
+        );
+        assert_eq!(super::epoch_millis("1969-12-31T23:59:59Z"), None);
+        assert_eq!(super::epoch_millis("yesterday"), None);
+    }
+
     #[test]
     fn timestamps_are_rfc3339_and_valid_time_attributes() {
         assert_eq!(super::utc_timestamp(0), "1970-01-01T00:00:00.000Z");

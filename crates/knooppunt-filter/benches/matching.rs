@@ -41,7 +41,7 @@ fn subscription(i: u64, organisations: u64, rng: &mut Lcg) -> Criteria {
         |value: serde_json::Value| Filter::from_json(&value, "f", &Limits::DEFAULT).unwrap();
     match i % 20 {
         0..=7 => Criteria {
-            types: vec![ty],
+            types: Some(vec![ty]),
             ..Criteria::default()
         },
         8..=11 => Criteria {

@@ -245,8 +245,9 @@ fn read(
 pub struct Criteria {
     /// The event's `source` must equal this.
     pub source: Option<String>,
-    /// The event's `type` must be one of these (no constraint when empty).
-    pub types: Vec<String>,
+    /// The event's `type` must be one of these; `None` for any type (an empty list matches
+    /// no event).
+    pub types: Option<Vec<String>>,
     pub filters: Vec<Filter>,
 }
 
@@ -255,7 +256,10 @@ impl Criteria {
         self.source
             .as_deref()
             .is_none_or(|source| source == event.source())
-            && (self.types.is_empty() || self.types.iter().any(|ty| ty == event.ty()))
+            && self
+                .types
+                .as_ref()
+                .is_none_or(|types| types.iter().any(|ty| ty == event.ty()))
             && self.filters.iter().all(|filter| filter.matches(event))
     }
 }

@@ -96,10 +96,9 @@ fn anchors_of(criteria: &Criteria) -> Vec<Anchor> {
             value: source.clone(),
         }]);
     }
-    if !criteria.types.is_empty() {
+    if let Some(types) = criteria.types.as_ref().filter(|types| !types.is_empty()) {
         anchors.push(
-            criteria
-                .types
+            types
                 .iter()
                 .map(|ty| Condition {
                     shape: Shape::Exact,
@@ -310,7 +309,13 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
     /// Adds a subscription, replacing any with the same id.
     pub fn insert(&mut self, id: K, criteria: Criteria) {
         self.remove(&id);
-        let anchor = best(anchors_of(&criteria));
+        // `types: []` matches nothing: filed under no condition, it is never a candidate.
+        let never = criteria.types.as_ref().is_some_and(Vec::is_empty);
+        let anchor = if never {
+            Some(Vec::new())
+        } else {
+            best(anchors_of(&criteria))
+        };
         match &anchor {
             Some(anchor) => {
                 for condition in anchor {

@@ -89,13 +89,19 @@ fn all_any_not_and_sql() {
 fn criteria_source_and_types() {
     let mut criteria = Criteria {
         source: Some("urn:nld:oin:1:systeem:brp".into()),
-        types: vec!["a".into(), "nl.brp.persoon-verhuisd".into()],
+        types: Some(vec!["a".into(), "nl.brp.persoon-verhuisd".into()]),
         filters: vec![filter(json!({"exact": {"subject": "999990342"}}))],
     };
     assert!(criteria.matches(&event()));
-    criteria.types = vec!["a".into()];
+    criteria.types = Some(vec!["a".into()]);
     assert!(!criteria.matches(&event()));
-    criteria.types.clear();
+    criteria.types = Some(Vec::new());
+    assert!(
+        !criteria.matches(&event()),
+        "an empty list of types matches no type"
+    );
+    criteria.types = None;
+    assert!(criteria.matches(&event()), "no list: any type");
     criteria.source = Some("urn:nld:oin:2".into());
     assert!(!criteria.matches(&event()));
     assert!(

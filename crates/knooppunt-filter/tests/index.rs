@@ -67,7 +67,7 @@ fn filter() -> impl Strategy<Value = Filter> {
 fn criteria() -> impl Strategy<Value = Criteria> {
     (
         proptest::option::of(pick(&SOURCES)),
-        prop::collection::vec(pick(&TYPES), 0..3),
+        proptest::option::of(prop::collection::vec(pick(&TYPES), 0..3)),
         prop::collection::vec(filter(), 0..3),
     )
         .prop_map(|(source, types, filters)| Criteria {
@@ -135,7 +135,7 @@ fn anchored_subscriptions_stay_out_of_the_residue() {
     index.insert(
         1,
         Criteria {
-            types: vec!["a".into()],
+            types: Some(vec!["a".into()]),
             ..Criteria::default()
         },
     );

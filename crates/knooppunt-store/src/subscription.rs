@@ -17,8 +17,13 @@ pub struct Subscription {
     /// The delivery protocol; `HTTP` is the only one the hub delivers.
     pub protocol: String,
     pub source: Option<String>,
+    /// The `types` sent, empty when absent; see [`Subscription::types`].
     #[serde(default)]
     pub types: Vec<String>,
+    /// The subscriber sent `types: []`, which matches no event type (subscriptions spec
+    /// 3.2.1), as opposed to leaving `types` out.
+    #[serde(default)]
+    pub types_empty: bool,
     /// The filters exactly as submitted (already validated).
     #[serde(default)]
     pub filters: Vec<serde_json::Value>,
@@ -250,6 +255,12 @@ pub struct ConfigError {
 }
 
 impl Subscription {
+    /// The `types` as the subscriber sent them: `None` when absent (any type), an empty
+    /// list when it sent one (no type).
+    pub fn types(&self) -> Option<&[String]> {
+        (self.types_empty || !self.types.is_empty()).then_some(self.types.as_slice())
+    }
+
     /// The typed delivery settings of the stored `config` map (validated when stored; a
     /// value this version cannot read falls back to its default).
     pub fn delivery_config(&self) -> DeliveryConfig {

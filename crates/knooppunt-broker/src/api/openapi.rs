@@ -577,7 +577,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                         "sink": {"type": "string", "format": "uri", "description": "Absolute https URL events are delivered to (the hub checks its certificate). A plain http URL is accepted only for a sink on the hub's own machine, or on a hub configured to allow it for testing. Its host must not be (or resolve to) a loopback, private, link-local or other reserved address unless the hub's operator allows that network; this is checked again on every connection. Query values and a password are write-only: they read as `********`, and a replacement that sends them back so keeps the stored ones.", "example": "https://gemeente.example.nl/events"},
                         "protocol": {"type": "string", "enum": ["HTTP"], "description": "The delivery protocol; only HTTP is delivered."},
                         "source": {"type": "string", "format": "uri-reference", "description": "Only events with exactly this `source`."},
-                        "types": {"type": "array", "items": {"type": "string"}, "description": "Only events whose `type` is one of these."},
+                        "types": {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "Only events whose `type` is one of these. Left out: any type; an empty list: no type (kept as sent)."},
                         "filters": {"type": "array", "items": {"$ref": "#/components/schemas/Filter"}, "description": "Filters that must all match."},
                         "protocolsettings": {"$ref": "#/components/schemas/HttpSettings"},
                         "sinkcredential": {"$ref": "#/components/schemas/SinkCredential"},
@@ -643,19 +643,37 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                     }
                 },
                 "SinkCredential": {
-                    "type": "object",
-                    "writeOnly": true,
-                    "description": "How the hub authenticates at the sink. Write-only: never returned. ACCESSTOKEN is sent as \
-                                    `Authorization: Bearer <accesstoken>`, PLAIN as HTTP Basic.",
-                    "required": ["credentialtype"],
-                    "properties": {
-                        "credentialtype": {"type": "string", "enum": ["ACCESSTOKEN", "PLAIN"]},
-                        "accesstoken": {"type": "string"},
-                        "accesstokentype": {"type": "string", "default": "bearer"},
-                        "accesstokenexpiresutc": {"type": "string", "format": "date-time"},
-                        "identifier": {"type": "string"},
-                        "secret": {"type": "string"}
-                    }
+                    "description": "How the hub authenticates at the sink (Subscriptions API 3.2.3). Write-only: never returned. \
+                                    ACCESSTOKEN is sent as `Authorization: Bearer <accesstoken>` until `accesstokenexpiresutc`; after \
+                                    it, nothing is sent and the events become dead letters saying so. PLAIN is sent as HTTP Basic. \
+                                    REFRESHTOKEN is not supported.",
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "title": "ACCESSTOKEN",
+                            "writeOnly": true,
+                            "additionalProperties": false,
+                            "required": ["credentialtype", "accesstoken", "accesstokentype", "accesstokenexpiresutc"],
+                            "properties": {
+                                "credentialtype": {"type": "string", "enum": ["ACCESSTOKEN"]},
+                                "accesstoken": {"type": "string", "minLength": 1},
+                                "accesstokentype": {"type": "string", "pattern": "^[Bb][Ee][Aa][Rr][Ee][Rr]$", "description": "`bearer` (any case): the token is sent as a bearer token (RFC 6750)."},
+                                "accesstokenexpiresutc": {"type": "string", "format": "date-time", "description": "When the token expires; must be in the future."}
+                            }
+                        },
+                        {
+                            "type": "object",
+                            "title": "PLAIN",
+                            "writeOnly": true,
+                            "additionalProperties": false,
+                            "required": ["credentialtype", "identifier", "secret"],
+                            "properties": {
+                                "credentialtype": {"type": "string", "enum": ["PLAIN"]},
+                                "identifier": {"type": "string", "minLength": 1},
+                                "secret": {"type": "string", "minLength": 1}
+                            }
+                        }
+                    ]
                 },
                 "Config": config_schema(defaults),
                 "Problem": problem_schema()

@@ -21,7 +21,8 @@ pub(crate) struct SubscriptionInput {
     pub(crate) sink: String,
     pub(crate) protocol: String,
     pub(crate) source: Option<String>,
-    pub(crate) types: Vec<String>,
+    /// `None` when absent (any type); an empty list matches no type.
+    pub(crate) types: Option<Vec<String>>,
     pub(crate) filters: Vec<Value>,
     pub(crate) criteria: Criteria,
     pub(crate) protocol_settings: HttpSettings,
@@ -117,7 +118,14 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
             "the body must be a JSON object",
         )]);
     };
-    for name in object.keys() {
+    for (name, value) in object {
+        if value.is_null() && MEMBERS.contains(&name.as_str()) {
+            problems.add(
+                name.as_str(),
+                "`null` is not a value of this member: leave the member out instead",
+            );
+            continue;
+        }
         if !MEMBERS.contains(&name.as_str()) && !READ_ONLY.contains(&name.as_str()) {
             problems.add(
                 name.as_str(),
@@ -173,10 +181,13 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
         }
     }
 
-    let mut types = Vec::new();
+    // Absent: any type. Present: one of these (subscriptions spec 3.2.1), so an empty list
+    // matches no event; it is kept as it was sent.
+    let mut types = None;
     match object.get("types") {
         None | Some(Value::Null) => {}
         Some(Value::Array(values)) => {
+            let types = types.get_or_insert_with(Vec::new);
             for (i, value) in values.iter().enumerate() {
                 match value.as_str() {
                     Some("") => problems.add(format!("types[{i}]"), "must not be empty"),
@@ -342,6 +353,15 @@ fn is_reserved_header(name: &str) -> bool {
         )
 }
 
+/// The members each credential type has (subscriptions spec 3.2.3).
+const PLAIN_MEMBERS: [&str; 3] = ["credentialtype", "identifier", "secret"];
+const ACCESSTOKEN_MEMBERS: [&str; 4] = [
+    "credentialtype",
+    "accesstoken",
+    "accesstokenexpiresutc",
+    "accesstokentype",
+];
+
 fn read_sink_credential(value: Option<&Value>, problems: &mut Problems) -> Option<SinkCredential> {
     let object = match value {
         None | Some(Value::Null) => return None,
@@ -354,8 +374,9 @@ fn read_sink_credential(value: Option<&Value>, problems: &mut Problems) -> Optio
             return None;
         }
     };
-    let mut required = |name: &str| match object.get(name).and_then(Value::as_str) {
-        Some(value) if !value.is_empty() => Some(value.to_owned()),
+    let before = problems.0.len();
+    let required = |name: &str, problems: &mut Problems| match object.get(name) {
+        Some(Value::String(value)) if !value.is_empty() => Some(value.to_owned()),
         _ => {
             problems.add(
                 format!("sinkcredential.{name}"),
@@ -364,45 +385,101 @@ fn read_sink_credential(value: Option<&Value>, problems: &mut Problems) -> Optio
             None
         }
     };
-    match object.get("credentialtype").and_then(Value::as_str) {
+    let members = |allowed: &[&str], problems: &mut Problems| {
+        for name in object.keys() {
+            if !allowed.contains(&name.as_str()) {
+                problems.add(
+                    format!("sinkcredential.{name}"),
+                    format!(
+                        "unknown member for this credential type; it has {}",
+                        allowed.join(", ")
+                    ),
+                );
+            }
+        }
+    };
+    let credential = match object.get("credentialtype").and_then(Value::as_str) {
         Some("PLAIN") => {
-            let identifier = required("identifier");
-            let secret = required("secret");
+            members(&PLAIN_MEMBERS, problems);
+            let identifier = required("identifier", problems);
+            let secret = required("secret", problems);
             Some(SinkCredential::Plain {
                 identifier: identifier?,
                 secret: secret?,
             })
         }
         Some("ACCESSTOKEN") => {
-            let accesstoken = required("accesstoken")?;
-            let optional = |name: &str| object.get(name).and_then(Value::as_str).map(str::to_owned);
-            let expires = optional("accesstokenexpiresutc");
-            if let Some(expires) = &expires
-                && let Err(why) = syntax::timestamp(expires)
+            members(&ACCESSTOKEN_MEMBERS, problems);
+            let accesstoken = required("accesstoken", problems);
+            let token_type = required("accesstokentype", problems);
+            if let Some(token_type) = &token_type
+                && !token_type.eq_ignore_ascii_case("bearer")
             {
-                problems.add("sinkcredential.accesstokenexpiresutc", why);
+                problems.add(
+                    "sinkcredential.accesstokentype",
+                    format!(
+                        "`{token_type}`: the hub sends access tokens as `Authorization: Bearer` \
+                         (RFC 6750), so the type must be `bearer`"
+                    ),
+                );
+            }
+            let expires = required("accesstokenexpiresutc", problems);
+            if let Some(expires) = &expires {
+                match syntax::timestamp(expires) {
+                    Err(why) => problems.add("sinkcredential.accesstokenexpiresutc", why),
+                    Ok(()) if expires_at_ms(expires).is_some_and(|at| at <= now_ms()) => problems
+                        .add(
+                            "sinkcredential.accesstokenexpiresutc",
+                            format!("`{expires}` has passed: send a token that is still valid"),
+                        ),
+                    Ok(()) => {}
+                }
             }
             Some(SinkCredential::AccessToken {
-                accesstoken,
-                accesstokentype: optional("accesstokentype"),
+                accesstoken: accesstoken?,
+                accesstokentype: token_type,
                 accesstokenexpiresutc: expires,
             })
         }
         Some("REFRESHTOKEN") => {
             problems.add(
                 "sinkcredential.credentialtype",
-                "`REFRESHTOKEN` is not supported; use `ACCESSTOKEN` or `PLAIN`",
+                "`REFRESHTOKEN` is not supported: this hub does not trade refresh tokens for \
+                 access tokens; send an `ACCESSTOKEN` (with `accesstokenexpiresutc`) and \
+                 replace it before it expires, or use `PLAIN`",
             );
             None
         }
-        _ => {
+        Some(other) => {
             problems.add(
                 "sinkcredential.credentialtype",
-                "must be `ACCESSTOKEN` or `PLAIN`",
+                format!("unknown credential type `{other}`; use `ACCESSTOKEN` or `PLAIN`"),
             );
             None
         }
+        None => {
+            problems.add(
+                "sinkcredential.credentialtype",
+                "is required: `ACCESSTOKEN` or `PLAIN`",
+            );
+            None
+        }
+    };
+    if problems.0.len() > before {
+        return None;
     }
+    credential
+}
+
+/// Milliseconds since the Unix epoch of an RFC 3339 timestamp.
+fn expires_at_ms(timestamp: &str) -> Option<u64> {
+    knooppunt_event::timestamp::epoch_millis(timestamp)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The resource as the API returns it: every default applied, the credential left out.
@@ -419,8 +496,8 @@ pub(crate) fn representation(subscription: &Subscription, last: Option<LastDeliv
     if let Some(source) = &subscription.source {
         object.insert("source".into(), json!(source));
     }
-    if !subscription.types.is_empty() {
-        object.insert("types".into(), json!(subscription.types));
+    if let Some(types) = subscription.types() {
+        object.insert("types".into(), json!(types));
     }
     if !subscription.filters.is_empty() {
         object.insert("filters".into(), Value::Array(subscription.filters.clone()));

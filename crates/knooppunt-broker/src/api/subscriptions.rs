@@ -110,8 +110,8 @@ fn check_type_permission(caller: &Caller, input: &SubscriptionInput) -> Result<(
             .any(|prefix| ty.starts_with(prefix.as_str()))
     };
     let listed = prefixes.join("`, `");
-    if !input.types.is_empty() {
-        return match input.types.iter().find(|ty| !allowed(ty)) {
+    if let Some(types) = input.types.as_ref().filter(|types| !types.is_empty()) {
+        return match types.iter().find(|ty| !allowed(ty)) {
             None => Ok(()),
             Some(ty) => Err(ApiError::Forbidden(format!(
                 "principal `{}` may not subscribe to type `{ty}`: allowed type prefixes are `{listed}`",
@@ -148,7 +148,8 @@ fn build(id: String, owner: String, input: SubscriptionInput, created_at: u64) -
         sink: input.sink,
         protocol: input.protocol,
         source: input.source,
-        types: input.types,
+        types_empty: input.types.as_ref().is_some_and(Vec::is_empty),
+        types: input.types.unwrap_or_default(),
         filters: input.filters,
         protocol_settings: input.protocol_settings,
         sink_credential: input.sink_credential,

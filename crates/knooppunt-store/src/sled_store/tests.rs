@@ -19,6 +19,7 @@ fn subscription(id: &str) -> Subscription {
         sink: "http://127.0.0.1:9/sink".into(),
         protocol: "HTTP".into(),
         source: None,
+        types_empty: false,
         types: vec!["nl.brp.x".into()],
         filters: vec![serde_json::json!({"prefix": {"type": "nl."}})],
         protocol_settings: Default::default(),
