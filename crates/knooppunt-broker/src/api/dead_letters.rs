@@ -103,7 +103,12 @@ pub(crate) async fn list(
             DEFAULT_PAGE_SIZE
         }
     };
-    let cursor = match query.get("cursor").map(|c| c.parse::<u64>()) {
+    // An empty cursor is the first page, as no cursor is.
+    let cursor = match query
+        .get("cursor")
+        .filter(|c| !c.is_empty())
+        .map(|c| c.parse::<u64>())
+    {
         None => None,
         Some(Ok(seq)) => Some(seq),
         Some(Err(_)) => {

@@ -97,6 +97,8 @@ fn receipt_schema() -> Value {
     json!({
         "type": "object",
         "description": "What the hub did with one published event.",
+        "additionalProperties": false,
+        "required": ["id", "source", "sequence", "duplicate", "matchedSubscriptions"],
         "properties": {
             "id": {"type": "string"},
             "source": {"type": "string"},
@@ -108,8 +110,58 @@ fn receipt_schema() -> Value {
     })
 }
 
+/// A CloudEvent in the JSON format (json-format.md): the required attributes, the optional
+/// ones with their types, and extensions as further members (String, Integer or Boolean).
+fn cloud_event_schema() -> Value {
+    let string = json!({"type": "string", "minLength": 1});
+    json!({
+        "type": "object",
+        "description": "A CloudEvent in the JSON format. Members besides the ones listed are extension attributes: \
+                        lower-case letters and digits, a string, integer or boolean value.",
+        "required": ["specversion", "id", "source", "type"],
+        "properties": {
+            "specversion": {"type": "string", "enum": ["1.0"]},
+            "id": string,
+            "source": {"type": "string", "minLength": 1, "format": "uri-reference"},
+            "type": string,
+            "datacontenttype": string,
+            "dataschema": {"type": "string", "format": "uri"},
+            "subject": string,
+            "time": {"type": "string", "format": "date-time"},
+            "data": {"description": "The event data: any JSON value."},
+            "data_base64": {"type": "string", "format": "byte"}
+        },
+        "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "boolean"}]}
+    })
+}
+
+/// The `ce-` headers of binary mode (http-protocol-binding.md 3.1.3): each attribute's
+/// canonical string, percent-encoded.
+fn binary_mode_headers() -> Value {
+    let header = |name: &str, description: &str| {
+        json!({"name": name, "in": "header", "required": false,
+               "description": format!("Binary mode: {description} (percent-encoded; required in binary mode)."),
+               "schema": {"type": "string"}})
+    };
+    let optional = |name: &str, description: &str| {
+        json!({"name": name, "in": "header", "required": false,
+               "description": format!("Binary mode: {description} (percent-encoded). Any other `ce-<name>` header is an extension attribute."),
+               "schema": {"type": "string"}})
+    };
+    json!([
+        header("ce-specversion", "`1.0`"),
+        header("ce-id", "the event's `id`"),
+        header("ce-source", "the event's `source`"),
+        header("ce-type", "the event's `type`"),
+        optional("ce-subject", "the event's `subject`"),
+        optional("ce-time", "the event's `time`"),
+        optional("ce-dataschema", "the event's `dataschema`")
+    ])
+}
+
 fn publish_operation() -> Value {
     let mut extra = Map::new();
+    extra.insert("parameters".into(), binary_mode_headers());
     extra.insert(
         "requestBody".into(),
         json!({
@@ -117,8 +169,8 @@ fn publish_operation() -> Value {
             "description": "One event in structured mode, a batch, or binary mode (the data as the body with \
                             `ce-` headers carrying the attributes, percent-encoded).",
             "content": {
-                "application/cloudevents+json": {"schema": {"type": "object", "description": "A CloudEvent in the JSON format."}},
-                "application/cloudevents-batch+json": {"schema": {"type": "array", "items": {"type": "object"}}},
+                "application/cloudevents+json": {"schema": {"$ref": "#/components/schemas/CloudEvent"}},
+                "application/cloudevents-batch+json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/CloudEvent"}}},
                 "*/*": {"schema": {"type": "string", "format": "binary", "description": "Binary mode: the event data."}}
             }
         }),
@@ -133,7 +185,9 @@ fn publish_operation() -> Value {
                 "headers": headers(&[]),
                 "content": {"application/json": {"schema": {"oneOf": [
                     receipt_schema(),
-                    {"type": "object", "properties": {"events": {"type": "array", "items": receipt_schema()}}}
+                    {"type": "object", "additionalProperties": false, "required": ["events"],
+                     "description": "A batch: one receipt per event, in order (none for an empty batch).",
+                     "properties": {"events": {"type": "array", "items": receipt_schema()}}}
                 ]}}}
             }),
         ),
@@ -242,7 +296,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
          "description": "How many subscriptions per page (1 to 1000, default 100).",
          "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 1000}},
         {"name": "cursor", "in": "query", "required": false,
-         "description": "The id of the last subscription of the previous page, as given in the `next` link.",
+         "description": "The id of the last subscription of the previous page, as given in the `next` link; empty or left out for the first page.",
          "schema": {"type": "string"}}
     ]);
     let id_parameter = json!([{
@@ -676,6 +730,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                     ]
                 },
                 "Config": config_schema(defaults),
+                "CloudEvent": cloud_event_schema(),
                 "Problem": problem_schema()
             }
         }

@@ -240,7 +240,10 @@ pub(crate) async fn list(
     let owner = (!caller.0.is_admin()).then_some(caller.0.name.as_str());
     let (page, more) = state.registry.read().expect("registry lock").page(
         owner,
-        query.get("cursor").map(String::as_str),
+        query
+            .get("cursor")
+            .map(String::as_str)
+            .filter(|c| !c.is_empty()),
         page_size,
     );
     let body: Vec<Value> = page.iter().map(|s| resource(&state, s)).collect();

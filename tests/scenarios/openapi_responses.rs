@@ -1,0 +1,367 @@
+//! The OpenAPI document tells the truth: every answer the hub gives to a broad set of
+//! requests (each operation, its errors, edge cases schemathesis found) has a status the
+//! document lists for that operation, its content type, and a body that validates against
+//! the schema the document serves (one `oneOf` branch exactly).
+
+use std::time::Duration;
+
+use jsonschema::Draft;
+use knooppunt_tests::sink::{Reply, Sink};
+use knooppunt_tests::{TestHub, tokens};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+struct Checker {
+    document: Value,
+    checked: usize,
+}
+
+impl Checker {
+    async fn new(hub: &TestHub) -> Checker {
+        let document = hub
+            .client
+            .get(hub.url("/v1/openapi.json"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        Checker {
+            document,
+            checked: 0,
+        }
+    }
+
+    /// Sends `request` and checks its answer against operation `method path` (a path of the
+    /// document, such as `/subscriptions/{id}`); returns the answer's JSON.
+    async fn check(&mut self, method: &str, path: &str, request: reqwest::RequestBuilder) -> Value {
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16().to_string();
+        let content_type = response.headers().get("content-type").map(|v| {
+            v.to_str()
+                .unwrap()
+                .split(';')
+                .next()
+                .unwrap()
+                .trim()
+                .to_owned()
+        });
+        let text = response.text().await.unwrap();
+        let operation = &self.document["paths"][path][method];
+        assert!(
+            operation.is_object(),
+            "no operation {method} {path} in the document"
+        );
+        let documented = &operation["responses"][&status];
+        assert!(
+            documented.is_object(),
+            "{method} {path} answered {status}, which the document does not list: {text}"
+        );
+        let Some(content) = documented.get("content") else {
+            assert!(
+                text.is_empty(),
+                "{method} {path} {status}: a body the document does not describe: {text}"
+            );
+            return Value::Null;
+        };
+        let content_type =
+            content_type.unwrap_or_else(|| panic!("{method} {path} {status}: no content type"));
+        let schema = &content[&content_type]["schema"];
+        assert!(
+            schema.is_object(),
+            "{method} {path} {status}: content type {content_type} is not documented ({content})"
+        );
+        let body: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{method} {path} {status}: not JSON ({e}): {text}"));
+        let mut root = schema.clone();
+        root["components"] = self.document["components"].clone();
+        json_schema(&mut root);
+        let validator = jsonschema::options()
+            .with_draft(Draft::Draft4)
+            .build(&root)
+            .unwrap_or_else(|e| {
+                panic!("{method} {path} {status}: the schema does not compile: {e}")
+            });
+        let errors: Vec<String> = validator
+            .iter_errors(&body)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{method} {path} {status}: the body breaks the documented schema: {errors:?}\n{body}"
+        );
+        self.checked += 1;
+        body
+    }
+}
+
+/// OpenAPI 3.0's `nullable: true` as JSON Schema: `null` joins the allowed types.
+fn json_schema(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            if object.get("nullable") == Some(&Value::Bool(true))
+                && let Some(Value::String(ty)) = object.get("type").cloned()
+            {
+                object.insert("type".into(), json!([ty, "null"]));
+            }
+            object.values_mut().for_each(json_schema);
+        }
+        Value::Array(items) => items.iter_mut().for_each(json_schema),
+        _ => {}
+    }
+}
+
+const SOURCE: &str = "urn:nld:oin:00000001823288444000:systeem:BRP";
+const TYPE: &str = "nl.brp.persoon-verhuisd";
+
+fn event(id: &str) -> Value {
+    json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": TYPE,
+           "subject": "999990342", "comexampleflag": true, "data": {"n": 1}})
+}
+
+#[tokio::test]
+async fn every_answer_is_what_the_document_says() {
+    let hub = TestHub::start().await;
+    let mut check = Checker::new(&hub).await;
+    let sink = Sink::start().await;
+    let as_kvk = |method: Method, path: &str| hub.request(method, path, tokens::KVK);
+
+    // Subscriptions.
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
+                      "filters": [{"sql": "subject LIKE '9999%'"}],
+                      "protocolsettings": {"headers": {"X-Tenant": "kvk"}},
+                      "sinkcredential": {"credentialtype": "PLAIN", "identifier": "hub", "secret": "s"},
+                      "config": {"maxAttempts": "2", "initialBackoff": "PT0.05S", "maxBackoff": "PT0.1S"}});
+    let created = check
+        .check(
+            "post",
+            "/subscriptions",
+            as_kvk(Method::POST, "/v1/subscriptions").json(&body),
+        )
+        .await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let item = format!("/v1/subscriptions/{id}");
+    for bad in [
+        json!({"protocol": "HTTP"}),
+        json!({"sink": "https://x.example/", "protocol": "HTTP", "types": null}),
+        json!({"sink": "https://x.example/", "protocol": "HTTP", "filters": [{"sql": "(("}]}),
+        json!({"sink": "https://x.example/", "protocol": "HTTP", "sinkcredential": {"credentialtype": "PLAIN"}}),
+    ] {
+        check
+            .check(
+                "post",
+                "/subscriptions",
+                as_kvk(Method::POST, "/v1/subscriptions").json(&bad),
+            )
+            .await;
+    }
+    check
+        .check(
+            "post",
+            "/subscriptions",
+            as_kvk(Method::POST, "/v1/subscriptions").body("not json"),
+        )
+        .await;
+    check
+        .check(
+            "post",
+            "/subscriptions",
+            hub.client.post(hub.url("/v1/subscriptions")).json(&body),
+        )
+        .await;
+    check
+        .check(
+            "post",
+            "/subscriptions",
+            hub.request(Method::POST, "/v1/subscriptions", tokens::PUBLISHER)
+                .json(&body),
+        )
+        .await;
+    for query in [
+        "",
+        "?pageSize=1",
+        "?cursor=",
+        "?pageSize=0",
+        "?cursor=x&pageSize=5",
+        "?other=1",
+    ] {
+        check
+            .check(
+                "get",
+                "/subscriptions",
+                as_kvk(Method::GET, &format!("/v1/subscriptions{query}")),
+            )
+            .await;
+    }
+    check
+        .check("get", "/subscriptions/{id}", as_kvk(Method::GET, &item))
+        .await;
+    check
+        .check(
+            "get",
+            "/subscriptions/{id}",
+            as_kvk(Method::GET, "/v1/subscriptions/nope"),
+        )
+        .await;
+    check
+        .check(
+            "options",
+            "/subscriptions",
+            as_kvk(Method::OPTIONS, "/v1/subscriptions"),
+        )
+        .await;
+    check
+        .check(
+            "options",
+            "/subscriptions/{id}",
+            as_kvk(Method::OPTIONS, &item),
+        )
+        .await;
+    let mut replacement = created.clone();
+    replacement["types"] = json!([TYPE, "nl.brp.other"]);
+    check
+        .check(
+            "put",
+            "/subscriptions/{id}",
+            as_kvk(Method::PUT, &item).json(&replacement),
+        )
+        .await;
+
+    // Events: structured, batch (also empty), binary, and the refusals.
+    let publish = |content_type: &str, body: String| {
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", content_type)
+            .body(body)
+    };
+    let structured = "application/cloudevents+json";
+    let batch = "application/cloudevents-batch+json";
+    check
+        .check(
+            "post",
+            "/events",
+            publish(structured, event("o-1").to_string()),
+        )
+        .await;
+    check
+        .check(
+            "post",
+            "/events",
+            publish(structured, event("o-1").to_string()),
+        )
+        .await;
+    check
+        .check(
+            "post",
+            "/events",
+            publish(batch, json!([event("o-2"), event("o-3")]).to_string()),
+        )
+        .await;
+    let empty = check
+        .check("post", "/events", publish(batch, "[]".into()))
+        .await;
+    assert_eq!(empty, json!({"events": []}));
+    check
+        .check(
+            "post",
+            "/events",
+            hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+                .header("ce-specversion", "1.0")
+                .header("ce-id", "o-4")
+                .header("ce-source", SOURCE)
+                .header("ce-type", TYPE)
+                .header("content-type", "text/plain")
+                .body("hello"),
+        )
+        .await;
+    check
+        .check(
+            "post",
+            "/events",
+            publish(structured, json!({"id": "x"}).to_string()),
+        )
+        .await;
+    check
+        .check("post", "/events", publish("text/plain", "hello".into()))
+        .await;
+    check
+        .check(
+            "post",
+            "/events",
+            hub.request(Method::POST, "/v1/events", tokens::KVK)
+                .header("content-type", structured)
+                .body(event("o-5").to_string()),
+        )
+        .await;
+
+    // Dead letters: the sink refuses, twice.
+    sink.answer_always(Reply::status(500));
+    check
+        .check(
+            "post",
+            "/events",
+            publish(structured, event("dead-1").to_string()),
+        )
+        .await;
+    let dead_path = format!("/v1/subscriptions/{id}/dead-letters");
+    let mut dead = Value::Null;
+    for _ in 0..300 {
+        dead = check
+            .check(
+                "get",
+                "/subscriptions/{id}/dead-letters",
+                as_kvk(Method::GET, &dead_path),
+            )
+            .await;
+        if dead.as_array().is_some_and(|list| !list.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let seq = dead[0]["sequence"].as_u64().expect("a dead letter");
+    check
+        .check(
+            "get",
+            "/subscriptions/{id}/dead-letters",
+            as_kvk(Method::GET, &format!("{dead_path}?cursor=")),
+        )
+        .await;
+    check
+        .check(
+            "get",
+            "/subscriptions/{id}/dead-letters/{deadLetterId}",
+            as_kvk(Method::GET, &format!("{dead_path}/{seq}")),
+        )
+        .await;
+    check
+        .check(
+            "get",
+            "/subscriptions/{id}/dead-letters/{deadLetterId}",
+            as_kvk(Method::GET, &format!("{dead_path}/999999")),
+        )
+        .await;
+    sink.answer_always(Reply::status(204));
+    check
+        .check(
+            "post",
+            "/subscriptions/{id}/dead-letters/{deadLetterId}/redeliver",
+            as_kvk(Method::POST, &format!("{dead_path}/{seq}/redeliver")),
+        )
+        .await;
+
+    check
+        .check(
+            "delete",
+            "/subscriptions/{id}",
+            as_kvk(Method::DELETE, &item),
+        )
+        .await;
+    check
+        .check(
+            "delete",
+            "/subscriptions/{id}",
+            as_kvk(Method::DELETE, &item),
+        )
+        .await;
+    assert!(check.checked >= 35, "{} answers checked", check.checked);
+}
