@@ -325,3 +325,106 @@ async fn an_expired_access_token_is_never_sent() {
         "the expired token was never sent"
     );
 }
+
+/// The CBOR event format both ways through the hub: published as CBOR, delivered as JSON and
+/// as CBOR; published as JSON, delivered as CBOR. Every attribute keeps its value and type.
+#[tokio::test]
+async fn cbor_in_and_out_keeps_every_attribute() {
+    use knooppunt_event::format::cbor;
+    use knooppunt_event::{AttributeValue, Data, EventBuilder, JsonText};
+
+    let hub = TestHub::start().await;
+    let json_sink = Sink::start().await;
+    let cbor_sink = Sink::start().await;
+    subscribe_sink(&hub, &json_sink, "structured").await;
+    subscribe_sink(&hub, &cbor_sink, "cbor").await;
+
+    let event = EventBuilder::new("cbor-1", SOURCE, TYPE)
+        .subject("Zoë \"x\"")
+        .time("2026-11-23T12:00:00.5+01:00")
+        .dataschema("https://schemas.example/verhuisd.json")
+        .datacontenttype("application/json")
+        .extension("comexampleint", -42)
+        .extension("comexamplebool", false)
+        .extension("comexamplestring", "tekst")
+        .data(Data::Json(
+            JsonText::parse(r#"{"bsn": "999990342", "n": [1, 2.5, null]}"#).unwrap(),
+        ))
+        .build()
+        .unwrap();
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", cbor::MEDIA_TYPE)
+            .body(cbor::encode_event(&event))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+
+    let as_json = json_sink.wait_for(1, WAIT).await[0].json();
+    assert_eq!(as_json["comexampleint"], -42);
+    assert_eq!(as_json["comexamplebool"], false);
+    assert_eq!(as_json["comexamplestring"], "tekst");
+    assert_eq!(as_json["time"], "2026-11-23T12:00:00.5+01:00");
+    assert_eq!(
+        as_json["data"],
+        json!({"bsn": "999990342", "n": [1, 2.5, null]})
+    );
+    let delivered = cbor_sink.wait_for(1, WAIT).await.remove(0);
+    assert_eq!(delivered.header("content-type"), Some(cbor::MEDIA_TYPE));
+    let back = cbor::decode_event(&delivered.body).unwrap().event;
+    assert!(back.is_equivalent(&event), "{back:?}\n!=\n{event:?}");
+    let attributes = |e: &knooppunt_event::Event| {
+        e.attributes()
+            .map(|(n, v)| (n.to_owned(), format!("{v:?}")))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(attributes(&back), attributes(&event));
+
+    // JSON in, CBOR out.
+    let published = json!({"specversion": "1.0", "id": "json-1", "source": SOURCE, "type": TYPE,
+                           "comexampleflag": true, "comexamplecount": 7, "data_base64": "AAEC"});
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", "application/cloudevents+json")
+            .body(published.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    let delivered = cbor_sink.wait_for(2, WAIT).await.remove(1);
+    let back = cbor::decode_event(&delivered.body).unwrap().event;
+    assert_eq!(
+        back.extension("comexampleflag"),
+        Some(&AttributeValue::Boolean(true))
+    );
+    assert_eq!(
+        back.extension("comexamplecount"),
+        Some(&AttributeValue::Integer(7))
+    );
+    assert_eq!(back.data(), Some(&Data::Binary(vec![0, 1, 2])));
+}
+
+#[tokio::test]
+async fn a_malformed_cbor_event_is_refused_saying_why() {
+    let hub = TestHub::start().await;
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", "application/cloudevents+cbor")
+            .body(vec![0xa1, 0x63, b'f', b'o'])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(400);
+    let text = answer.body.to_string();
+    assert!(
+        text.contains("cbor.syntax") && text.contains("CBOR"),
+        "{text}"
+    );
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 use base64::Engine;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use knooppunt_event::binding::http::{HttpMessage, encode_binary};
-use knooppunt_event::format::json;
+use knooppunt_event::format::{cbor, json};
 use knooppunt_store::{DeliveryMode, SinkCredential, Subscription};
 
 use crate::address::AddressRefused;
@@ -55,6 +55,20 @@ pub fn delivery_message(json_text: &str, mode: DeliveryMode) -> Result<HttpMessa
             Ok(HttpMessage {
                 headers,
                 body: json_text.as_bytes().to_vec(),
+            })
+        }
+        DeliveryMode::StructuredCbor => {
+            let received = json::decode_event(json_text.as_bytes()).map_err(|violations| {
+                format!("the stored event cannot be read again: {violations:?}")
+            })?;
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static(cbor::MEDIA_TYPE),
+            );
+            Ok(HttpMessage {
+                headers,
+                body: cbor::encode_event(&received.event),
             })
         }
         DeliveryMode::Binary => {

@@ -168,7 +168,9 @@ impl Event {
     /// a trip through another content mode: every attribute has the same canonical string
     /// (binary mode cannot carry extension types), an absent `datacontenttype` on JSON data
     /// equals `application/json`, and data compares by its bytes, an empty payload being the
-    /// same as none. Use `==` for the exact representation.
+    /// same as none, except that JSON data on both sides compares as JSON values (another
+    /// format writes the same value with other white space). Use `==` for the exact
+    /// representation.
     pub fn is_equivalent(&self, other: &Event) -> bool {
         let attributes = |event: &Event| {
             event
@@ -185,9 +187,13 @@ impl Event {
                 .filter(|bytes| !bytes.is_empty())
                 .map(<[u8]>::to_vec)
         };
+        let same_data = match (&self.data, &other.data) {
+            (Some(Data::Json(a)), Some(Data::Json(b))) => a.to_value() == b.to_value(),
+            _ => payload(self) == payload(other),
+        };
         attributes(self) == attributes(other)
             && self.effective_datacontenttype() == other.effective_datacontenttype()
-            && payload(self) == payload(other)
+            && same_data
     }
 }
 

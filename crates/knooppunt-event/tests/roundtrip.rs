@@ -2,7 +2,7 @@
 //! content modes.
 
 use knooppunt_event::binding::http::{self as binding, Message};
-use knooppunt_event::format::json;
+use knooppunt_event::format::{cbor, json};
 use knooppunt_event::{
     AttributeValue, CORE_ATTRIBUTES, Data, Event, EventBuilder, JsonText, ReceivedEvent,
 };
@@ -165,6 +165,42 @@ proptest! {
         let decoded = json::decode_event(encoded.as_bytes()).unwrap();
         prop_assert_eq!(&decoded.event, &event);
         prop_assert_eq!(decoded.json.as_deref(), Some(encoded.as_str()));
+    }
+
+    /// CBOR format → event keeps every attribute with its type (String, Integer, Boolean;
+    /// URI and Timestamp as tagged text), and the data: bytes, text, or the same JSON value.
+    #[test]
+    fn cbor_format_round_trip_is_lossless(event in event()) {
+        let encoded = cbor::encode_event(&event);
+        let decoded = cbor::decode_event(&encoded).unwrap().event;
+        let attributes = |e: &Event| {
+            e.attributes().map(|(n, v)| (n.to_owned(), v.to_string(), format!("{v:?}"))).collect::<Vec<_>>()
+        };
+        prop_assert_eq!(attributes(&decoded), attributes(&event));
+        prop_assert!(decoded.is_equivalent(&event), "{:?}\n!=\n{:?}", decoded, event);
+        let value = |e: &Event| match e.data() {
+            Some(Data::Json(json)) => Some(json.to_value()),
+            _ => None,
+        };
+        prop_assert_eq!(value(&decoded), value(&event));
+        prop_assert_eq!(cbor::encode_event(&decoded), encoded, "stable");
+    }
+
+    /// JSON → CBOR → JSON is the same event, and so is CBOR → JSON → CBOR.
+    #[test]
+    fn json_and_cbor_convert_both_ways(event in event()) {
+        let json_text = json::encode_event(&event);
+        let from_json = json::decode_event(json_text.as_bytes()).unwrap().event;
+        let through_cbor = cbor::decode_event(&cbor::encode_event(&from_json)).unwrap().event;
+        let back = json::decode_event(json::encode_event(&through_cbor).as_bytes()).unwrap().event;
+        prop_assert!(back.is_equivalent(&event));
+        let cbor_bytes = cbor::encode_event(&event);
+        let via_json = json::decode_event(
+            json::encode_event(&cbor::decode_event(&cbor_bytes).unwrap().event).as_bytes(),
+        )
+        .unwrap()
+        .event;
+        prop_assert_eq!(cbor::encode_event(&via_json), cbor_bytes);
     }
 
     /// structured → binary → structured is the same event.

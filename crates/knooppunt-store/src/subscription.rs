@@ -136,6 +136,8 @@ pub enum SinkCredential {
 pub enum DeliveryMode {
     Structured,
     Binary,
+    /// Structured mode in the CBOR event format (`application/cloudevents+cbor`).
+    StructuredCbor,
 }
 
 /// Whether a subscription receives its events one at a time, in acceptance order.
@@ -172,7 +174,8 @@ pub const CONFIG_KEYS: [ConfigKey; 7] = [
         name: "mode",
         default: "structured",
         description: "Content mode of deliveries: `structured` (the event as application/cloudevents+json, \
-                      the publisher's JSON unchanged) or `binary` (ce- headers and the data as the body).",
+                      the publisher's JSON unchanged), `binary` (ce- headers and the data as the body) or `cbor` \
+                      (structured mode in the CBOR event format, application/cloudevents+cbor).",
     },
     ConfigKey {
         name: "ordering",
@@ -315,8 +318,12 @@ impl DeliveryConfig {
         let mode = match get("mode") {
             "structured" => DeliveryMode::Structured,
             "binary" => DeliveryMode::Binary,
+            "cbor" => DeliveryMode::StructuredCbor,
             other => {
-                error("mode", format!("`{other}` is not `structured` or `binary`"));
+                error(
+                    "mode",
+                    format!("`{other}` is not `structured`, `binary` or `cbor`"),
+                );
                 DeliveryMode::Structured
             }
         };

@@ -166,10 +166,11 @@ fn publish_operation() -> Value {
         "requestBody".into(),
         json!({
             "required": true,
-            "description": "One event in structured mode, a batch, or binary mode (the data as the body with \
+            "description": "One event in structured mode (JSON or CBOR), a batch, or binary mode (the data as the body with \
                             `ce-` headers carrying the attributes, percent-encoded).",
             "content": {
                 "application/cloudevents+json": {"schema": {"$ref": "#/components/schemas/CloudEvent"}},
+                "application/cloudevents+cbor": {"schema": {"type": "string", "format": "binary", "description": "A CloudEvent in the CBOR event format: a map of attribute names to values (URIs tagged 32, timestamps tagged 0), the data as a byte string or a native value."}},
                 "application/cloudevents-batch+json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/CloudEvent"}}},
                 "*/*": {"schema": {"type": "string", "format": "binary", "description": "Binary mode: the event data."}}
             }

@@ -11,7 +11,7 @@ use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use crate::builder::{Assembler, RawAttribute};
 use crate::data::{Data, JsonText, is_json_media_type, is_text_media_type};
 use crate::event::{Event, ReceivedEvent};
-use crate::format::json;
+use crate::format::{cbor, json};
 use crate::validate::{Rule, Violation, Violations};
 
 use super::percent;
@@ -62,7 +62,8 @@ pub enum DecodeError {
     /// A CloudEvents media type with an event format other than JSON.
     #[error(
         "content type `{0}` names a CloudEvents event format this hub does not read; send \
-         `application/cloudevents+json`, `application/cloudevents-batch+json` or binary mode"
+         `application/cloudevents+json`, `application/cloudevents+cbor`, \
+         `application/cloudevents-batch+json` or binary mode"
     )]
     UnsupportedFormat(String),
     #[error("{0}")]
@@ -76,6 +77,11 @@ pub fn decode(headers: &HeaderMap, body: &[u8]) -> Result<Message, DecodeError> 
     if mode != ContentMode::Binary {
         let value = String::from_utf8_lossy(content_type.map_or(&[][..], |v| v.as_bytes()));
         let format = crate::data::essence(&value);
+        if mode == ContentMode::Structured && format == cbor::MEDIA_TYPE {
+            return cbor::decode_event(body)
+                .map(|event| Message::Single(Box::new(event)))
+                .map_err(DecodeError::Invalid);
+        }
         let expected = match mode {
             ContentMode::Batched => json::BATCH_MEDIA_TYPE,
             _ => json::MEDIA_TYPE,

@@ -38,6 +38,10 @@ pub enum Rule {
     DataExclusive,
     DataNotString,
     DataNotJson,
+    // CBOR event format.
+    CborSyntax,
+    CborType,
+    CborData,
     // HTTP protocol binding.
     HeaderEncoding,
     DataContentTypeHeader,
@@ -57,6 +61,9 @@ impl Rule {
     pub fn code(self) -> &'static str {
         match self {
             Rule::JsonSyntax => "json.syntax",
+            Rule::CborSyntax => "cbor.syntax",
+            Rule::CborType => "cbor.type-mapping",
+            Rule::CborData => "cbor.data",
             Rule::NotAnObject => "json.not-an-object",
             Rule::NotAnArray => "json.batch-not-an-array",
             Rule::Required => "core.required",
@@ -94,6 +101,9 @@ impl Rule {
     pub fn spec(self) -> &'static str {
         match self {
             Rule::JsonSyntax | Rule::NotAnObject => "CloudEvents JSON format §3 Envelope",
+            Rule::CborSyntax => "CloudEvents CBOR format §2 (RFC 8949)",
+            Rule::CborType => "CloudEvents CBOR format §2.2 Type System Mapping",
+            Rule::CborData => "CloudEvents CBOR format: data as a byte string or a native value",
             Rule::NotAnArray => "CloudEvents JSON format §4.1 Mapping CloudEvents (batch)",
             Rule::Required => "CloudEvents 1.0 spec.md §REQUIRED Attributes",
             Rule::NonEmpty => "CloudEvents 1.0 spec.md §Context Attributes (non-empty constraints)",

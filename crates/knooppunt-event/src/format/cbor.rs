@@ -1,0 +1,289 @@
+//! The CBOR event format (`application/cloudevents+cbor`, the CBOR format for CloudEvents in
+//! `shared/specs/seeds`): an event is a CBOR map with a text key per attribute, extensions
+//! as top-level keys like the core attributes. Types map as the format's table says:
+//!
+//! | CloudEvents | CBOR |
+//! | --- | --- |
+//! | Boolean | simple values 20 (`false`) and 21 (`true`) |
+//! | Integer | major type 0, and 1 for negative numbers |
+//! | String | major type 3 (text) |
+//! | Binary | major type 2 (bytes) |
+//! | URI, URI-reference | tag 32 on text |
+//! | Timestamp | tag 0 (standard date/time string) on text |
+//!
+//! `null` (simple value 22) is an unset attribute. On reading, a URI or Timestamp attribute
+//! is also accepted as untagged text, and a tagged value as the extension's String; an
+//! extension of Binary type becomes its canonical string (base64), as in the JSON format.
+//! `data` is a byte string (Binary data), a text string, or a native CBOR value, which is
+//! JSON data. The codec is `ciborium`; this module only maps.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use ciborium::value::{Integer, Value};
+
+use crate::builder::{Assembler, RawAttribute};
+use crate::data::{Data, JsonText, is_json_media_type};
+use crate::event::{AttributeValue, Event, ReceivedEvent};
+use crate::validate::{Rule, Violation, Violations};
+
+/// The media type of a single event in the CBOR format.
+pub const MEDIA_TYPE: &str = "application/cloudevents+cbor";
+
+/// CBOR tag 0: a standard date/time string (RFC 8949 section 3.4.1).
+const TAG_DATE_TIME: u64 = 0;
+/// CBOR tag 32: a URI (RFC 8949 section 3.4.5.3).
+const TAG_URI: u64 = 32;
+
+/// The attributes whose CloudEvents type is URI or URI-reference, and Timestamp.
+const URI_ATTRIBUTES: [&str; 2] = ["source", "dataschema"];
+const TIMESTAMP_ATTRIBUTES: [&str; 1] = ["time"];
+
+fn violation(attribute: &str, rule: Rule, detail: impl Into<String>) -> Violations {
+    Violations::one(Violation::new(attribute, rule, detail))
+}
+
+/// Decodes one event from its CBOR map, reporting every problem found.
+pub fn decode_event(bytes: &[u8]) -> Result<ReceivedEvent, Violations> {
+    let value: Value = ciborium::de::from_reader(bytes).map_err(|error| {
+        violation(
+            "",
+            Rule::CborSyntax,
+            format!("the body is not one CBOR data item: {error}"),
+        )
+    })?;
+    let Value::Map(members) = value else {
+        return Err(violation(
+            "",
+            Rule::NotAnObject,
+            "a CloudEvent in the CBOR format is a map of attribute names to values",
+        ));
+    };
+    let mut assembler = Assembler::default();
+    let mut data = None;
+    for (key, value) in members {
+        let Value::Text(name) = key else {
+            assembler.report(Violation::new(
+                "",
+                Rule::CborType,
+                format!(
+                    "every key of the event's map must be a text string, not {}",
+                    describe(&key)
+                ),
+            ));
+            continue;
+        };
+        if name == "data" {
+            // Not an attribute: `null` here is an explicit null payload, as in JSON.
+            data = Some(value);
+            continue;
+        }
+        if value.is_null() {
+            // An unset attribute (the format's simple value 22).
+            continue;
+        }
+        match attribute(&name, value) {
+            Ok(raw) => assembler.set(&name, raw),
+            Err(why) => assembler.report(Violation::new(name.as_str(), Rule::CborType, why)),
+        }
+    }
+    let content_type = assembler.datacontenttype().map(str::to_owned);
+    let data = match data.map(|value| read_data(value, content_type.as_deref())) {
+        None => None,
+        Some(Ok(data)) => Some(data),
+        Some(Err(why)) => {
+            assembler.report(Violation::new("data", Rule::CborData, why));
+            None
+        }
+    };
+    assembler.finish(data).map(ReceivedEvent::from)
+}
+
+/// An attribute's value as the assembler takes it, or why the CBOR type cannot be one.
+fn attribute(name: &str, value: Value) -> Result<RawAttribute, String> {
+    let tag = if URI_ATTRIBUTES.contains(&name) {
+        Some((TAG_URI, "a URI (tag 32 on text)"))
+    } else if TIMESTAMP_ATTRIBUTES.contains(&name) {
+        Some((TAG_DATE_TIME, "a timestamp (tag 0 on text)"))
+    } else {
+        None
+    };
+    match value {
+        Value::Text(text) => Ok(RawAttribute::String(text)),
+        Value::Tag(number, inner) if matches!(*inner, Value::Text(_)) => {
+            let Value::Text(text) = *inner else {
+                unreachable!("matched above")
+            };
+            match tag {
+                Some((expected, _)) if expected == number => Ok(RawAttribute::String(text)),
+                Some((_, what)) => Err(format!("must be {what}, not text with tag {number}")),
+                // An extension of type URI, URI-reference or Timestamp: its string.
+                None if number == TAG_URI || number == TAG_DATE_TIME => {
+                    Ok(RawAttribute::String(text))
+                }
+                None => Err(format!(
+                    "text with tag {number} is not a CloudEvents type; use tag 32 (URI) or 0 \
+                     (timestamp), or plain text"
+                )),
+            }
+        }
+        Value::Integer(n) => Ok(RawAttribute::Number(i128::from(n).to_string())),
+        Value::Bool(b) => Ok(RawAttribute::Boolean(b)),
+        // An extension of type Binary: its canonical string, base64.
+        Value::Bytes(bytes) if tag.is_none() => Ok(RawAttribute::String(BASE64.encode(bytes))),
+        other => Err(match tag {
+            Some((_, what)) => format!("must be {what} or text, not {}", describe(&other)),
+            None => format!(
+                "{} is not a CloudEvents type: attributes are text, integers, booleans, byte \
+                 strings, or text tagged 32 (URI) or 0 (timestamp)",
+                describe(&other)
+            ),
+        }),
+    }
+}
+
+/// The event data: bytes as Binary data, text as text (or as a JSON string for a JSON
+/// content type), any other value as JSON data.
+fn read_data(value: Value, content_type: Option<&str>) -> Result<Data, String> {
+    let json_content = content_type.is_none_or(is_json_media_type);
+    match value {
+        Value::Bytes(bytes) => Ok(Data::Binary(bytes)),
+        Value::Text(text) if !json_content => Ok(Data::Text(text)),
+        other if json_content => {
+            let json = to_json(other)?;
+            Ok(Data::Json(JsonText::from_value(&json)))
+        }
+        other => Err(format!(
+            "{} cannot be data of content type `{}`: send it as a byte string or as text",
+            describe(&other),
+            content_type.unwrap_or_default()
+        )),
+    }
+}
+
+/// A native CBOR value as JSON, or why it has none.
+fn to_json(value: Value) -> Result<serde_json::Value, String> {
+    Ok(match value {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(b) => serde_json::Value::Bool(b),
+        Value::Text(text) => serde_json::Value::String(text),
+        Value::Integer(n) => {
+            let n = i128::from(n);
+            if let Ok(n) = i64::try_from(n) {
+                n.into()
+            } else if let Ok(n) = u64::try_from(n) {
+                n.into()
+            } else {
+                return Err(format!("the integer {n} does not fit in JSON data"));
+            }
+        }
+        Value::Float(f) => serde_json::Number::from_f64(f)
+            .map(serde_json::Value::Number)
+            .ok_or_else(|| format!("the float {f} has no JSON form"))?,
+        Value::Array(items) => {
+            serde_json::Value::Array(items.into_iter().map(to_json).collect::<Result<_, _>>()?)
+        }
+        Value::Map(members) => {
+            let mut object = serde_json::Map::new();
+            for (key, value) in members {
+                let Value::Text(key) = key else {
+                    return Err(format!(
+                        "a map in the data has a key that is {}; JSON data needs text keys \
+                         (or send the data as a byte string)",
+                        describe(&key)
+                    ));
+                };
+                object.insert(key, to_json(value)?);
+            }
+            serde_json::Value::Object(object)
+        }
+        other => {
+            return Err(format!(
+                "{} inside the data has no JSON form; send the data as a byte string",
+                describe(&other)
+            ));
+        }
+    })
+}
+
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Integer(_) => "an integer".into(),
+        Value::Bytes(_) => "a byte string".into(),
+        Value::Float(_) => "a float".into(),
+        Value::Text(_) => "text".into(),
+        Value::Bool(_) => "a boolean".into(),
+        Value::Null => "null".into(),
+        Value::Tag(tag, _) => format!("a value with tag {tag}"),
+        Value::Array(_) => "an array".into(),
+        Value::Map(_) => "a map".into(),
+        _ => "an unknown CBOR value".into(),
+    }
+}
+
+/// Encodes an event as a CBOR map: the attributes in the JSON format's order, typed by the
+/// table above, then `data` (bytes for Binary data, text for text, native values for JSON).
+pub fn encode_event(event: &Event) -> Vec<u8> {
+    let mut members: Vec<(Value, Value)> = Vec::with_capacity(8 + event.extensions().len());
+    let mut put = |name: &str, value: Value| members.push((Value::Text(name.to_owned()), value));
+    let text = |s: &str| Value::Text(s.to_owned());
+    let tagged = |tag: u64, s: &str| Value::Tag(tag, Box::new(Value::Text(s.to_owned())));
+    put("specversion", text(event.specversion()));
+    put("id", text(event.id()));
+    put("source", tagged(TAG_URI, event.source()));
+    put("type", text(event.ty()));
+    if let Some(value) = event.datacontenttype() {
+        put("datacontenttype", text(value));
+    }
+    if let Some(value) = event.dataschema() {
+        put("dataschema", tagged(TAG_URI, value));
+    }
+    if let Some(value) = event.subject() {
+        put("subject", text(value));
+    }
+    if let Some(value) = event.time() {
+        put("time", tagged(TAG_DATE_TIME, value));
+    }
+    for (name, value) in event.extensions() {
+        let value = match value {
+            AttributeValue::String(s) => text(s),
+            AttributeValue::Integer(n) => Value::Integer(Integer::from(*n)),
+            AttributeValue::Boolean(b) => Value::Bool(*b),
+        };
+        put(name, value);
+    }
+    match event.data() {
+        None => {}
+        Some(Data::Binary(bytes)) => put("data", Value::Bytes(bytes.clone())),
+        Some(Data::Text(s)) => put("data", text(s)),
+        Some(Data::Json(json)) => put("data", from_json(&json.to_value())),
+    }
+    let mut out = Vec::with_capacity(256);
+    ciborium::ser::into_writer(&Value::Map(members), &mut out)
+        .expect("writing CBOR to memory never fails");
+    out
+}
+
+/// JSON data as native CBOR values: integers stay integers, other numbers become floats.
+fn from_json(value: &serde_json::Value) -> Value {
+    match value {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(*b),
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Value::Integer(Integer::from(i))
+            } else if let Some(u) = n.as_u64() {
+                Value::Integer(Integer::from(u))
+            } else {
+                Value::Float(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        serde_json::Value::String(s) => Value::Text(s.clone()),
+        serde_json::Value::Array(items) => Value::Array(items.iter().map(from_json).collect()),
+        serde_json::Value::Object(members) => Value::Map(
+            members
+                .iter()
+                .map(|(k, v)| (Value::Text(k.clone()), from_json(v)))
+                .collect(),
+        ),
+    }
+}

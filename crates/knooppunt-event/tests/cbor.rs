@@ -1,0 +1,252 @@
+//! The CBOR event format, case by case from its type mapping table
+//! (`shared/specs/seeds/002_a8ab26b7d73e570e.txt`, section 2.2).
+
+use ciborium::value::{Integer, Value};
+use knooppunt_event::format::cbor;
+use knooppunt_event::{AttributeValue, Data, EventBuilder, JsonText};
+
+fn text(s: &str) -> Value {
+    Value::Text(s.to_owned())
+}
+
+fn tagged(tag: u64, s: &str) -> Value {
+    Value::Tag(tag, Box::new(text(s)))
+}
+
+fn encode(members: Vec<(&str, Value)>) -> Vec<u8> {
+    let map = Value::Map(members.into_iter().map(|(k, v)| (text(k), v)).collect());
+    let mut out = Vec::new();
+    ciborium::ser::into_writer(&map, &mut out).unwrap();
+    out
+}
+
+fn required() -> Vec<(&'static str, Value)> {
+    vec![
+        ("specversion", text("1.0")),
+        ("id", text("cbor-1")),
+        (
+            "source",
+            tagged(32, "urn:nld:oin:00000001823288444000:systeem:BRP"),
+        ),
+        ("type", text("nl.brp.persoon-verhuisd")),
+    ]
+}
+
+fn decoded_map(bytes: &[u8]) -> Vec<(String, Value)> {
+    let Value::Map(members) = ciborium::de::from_reader(bytes).unwrap() else {
+        panic!("not a map");
+    };
+    members
+        .into_iter()
+        .map(|(k, v)| (k.into_text().unwrap(), v))
+        .collect()
+}
+
+#[test]
+fn every_type_of_the_mapping_table_is_read() {
+    let mut members = required();
+    members.extend([
+        ("time", tagged(0, "2026-11-23T12:00:00+01:00")),
+        (
+            "dataschema",
+            tagged(32, "https://schemas.example/verhuisd.json"),
+        ),
+        ("subject", text("999990342")),
+        ("datacontenttype", text("application/json")),
+        ("comexampleyes", Value::Bool(true)),
+        ("comexampleno", Value::Bool(false)),
+        ("comexamplecount", Value::Integer(Integer::from(42))),
+        ("comexampledelta", Value::Integer(Integer::from(-7))),
+        ("comexamplebytes", Value::Bytes(vec![0, 1, 2, 255])),
+        ("comexampleuri", tagged(32, "https://example.nl/x")),
+        ("comexampletime", tagged(0, "2026-01-01T00:00:00Z")),
+        ("comexampleunset", Value::Null),
+        ("data", Value::Map(vec![(text("bsn"), text("999990342"))])),
+    ]);
+    let event = cbor::decode_event(&encode(members)).unwrap().event;
+    assert_eq!(
+        event.source(),
+        "urn:nld:oin:00000001823288444000:systeem:BRP"
+    );
+    assert_eq!(event.time(), Some("2026-11-23T12:00:00+01:00"));
+    assert_eq!(
+        event.dataschema(),
+        Some("https://schemas.example/verhuisd.json")
+    );
+    assert_eq!(event.subject(), Some("999990342"));
+    let ext = |name| event.extension(name).cloned();
+    assert_eq!(ext("comexampleyes"), Some(AttributeValue::Boolean(true)));
+    assert_eq!(ext("comexampleno"), Some(AttributeValue::Boolean(false)));
+    assert_eq!(ext("comexamplecount"), Some(AttributeValue::Integer(42)));
+    assert_eq!(ext("comexampledelta"), Some(AttributeValue::Integer(-7)));
+    assert_eq!(
+        ext("comexamplebytes"),
+        Some(AttributeValue::String("AAEC/w==".into()))
+    );
+    assert_eq!(
+        ext("comexampleuri"),
+        Some(AttributeValue::String("https://example.nl/x".into()))
+    );
+    assert_eq!(
+        ext("comexampletime"),
+        Some(AttributeValue::String("2026-01-01T00:00:00Z".into()))
+    );
+    assert_eq!(ext("comexampleunset"), None, "null is unset");
+    assert_eq!(
+        event.data().map(|d| match d {
+            Data::Json(json) => json.to_value(),
+            other => panic!("{other:?}"),
+        }),
+        Some(serde_json::json!({"bsn": "999990342"}))
+    );
+}
+
+#[test]
+fn untagged_text_is_accepted_for_uris_and_timestamps() {
+    let mut members = required();
+    members[2].1 = text("/sensors/tn-1");
+    members.push(("time", text("2026-11-23T11:00:00Z")));
+    let event = cbor::decode_event(&encode(members)).unwrap().event;
+    assert_eq!(event.source(), "/sensors/tn-1");
+    assert_eq!(event.time(), Some("2026-11-23T11:00:00Z"));
+}
+
+#[test]
+fn events_are_written_with_the_tables_types() {
+    let event = EventBuilder::new(
+        "w-1",
+        "urn:nld:oin:00000001823288444000:systeem:BRP",
+        "nl.x",
+    )
+    .time("2026-11-23T12:00:00Z")
+    .dataschema("https://schemas.example/x.json")
+    .extension("comexampleflag", true)
+    .extension("comexampleoff", false)
+    .extension("comexamplecount", -3)
+    .extension("comexamplename", "Zoë")
+    .data(Data::Binary(vec![1, 2, 3]))
+    .build()
+    .unwrap();
+    let bytes = cbor::encode_event(&event);
+    let members = decoded_map(&bytes);
+    let get = |name: &str| {
+        members
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(get("source"), Some(tagged(32, event.source())));
+    assert_eq!(
+        get("dataschema"),
+        Some(tagged(32, "https://schemas.example/x.json"))
+    );
+    assert_eq!(get("time"), Some(tagged(0, "2026-11-23T12:00:00Z")));
+    assert_eq!(get("comexampleflag"), Some(Value::Bool(true)));
+    assert_eq!(
+        get("comexamplecount"),
+        Some(Value::Integer(Integer::from(-3)))
+    );
+    assert_eq!(get("comexamplename"), Some(text("Zoë")));
+    assert_eq!(get("data"), Some(Value::Bytes(vec![1, 2, 3])));
+    // On the wire: true is simple value 21 (0xf5), false 20 (0xf4), -3 major type 1 (0x22),
+    // tag 32 is 0xd8 0x20 and tag 0 is 0xc0.
+    let contains = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    assert!(contains(b"flag\xf5"));
+    assert!(contains(b"off\xf4"));
+    assert!(contains(b"count\x22"));
+    assert!(contains(b"source\xd8\x20"));
+    assert!(contains(b"time\xc0"));
+}
+
+#[test]
+fn json_data_becomes_native_cbor_values_and_text_stays_text() {
+    let json = EventBuilder::new("d-1", "/s", "nl.x")
+        .data(Data::Json(
+            JsonText::parse(r#"{"n": 1, "f": 1.5, "l": [true, null]}"#).unwrap(),
+        ))
+        .build()
+        .unwrap();
+    let members = decoded_map(&cbor::encode_event(&json));
+    let data = members.iter().find(|(n, _)| n == "data").unwrap().1.clone();
+    assert_eq!(
+        data,
+        Value::Map(vec![
+            (text("f"), Value::Float(1.5)),
+            (
+                text("l"),
+                Value::Array(vec![Value::Bool(true), Value::Null])
+            ),
+            (text("n"), Value::Integer(Integer::from(1))),
+        ])
+    );
+    let xml = EventBuilder::new("d-2", "/s", "nl.x")
+        .datacontenttype("application/xml")
+        .data(Data::Text("<a/>".into()))
+        .build()
+        .unwrap();
+    let back = cbor::decode_event(&cbor::encode_event(&xml)).unwrap().event;
+    assert_eq!(back.data(), Some(&Data::Text("<a/>".into())));
+}
+
+#[test]
+fn what_the_mapping_cannot_carry_is_refused_with_the_attribute_named() {
+    let not_a_map = {
+        let mut out = Vec::new();
+        ciborium::ser::into_writer(&Value::Array(vec![]), &mut out).unwrap();
+        out
+    };
+    let cases: Vec<(Vec<u8>, &str, &str)> = vec![
+        (not_a_map, "", "map"),
+        (b"\xff\x00".to_vec(), "", "CBOR"),
+        (
+            {
+                let mut m = required();
+                m.push(("comexamplefloat", Value::Float(1.5)));
+                encode(m)
+            },
+            "comexamplefloat",
+            "a float",
+        ),
+        (
+            {
+                let mut m = required();
+                m[2].1 = tagged(0, "2026-01-01T00:00:00Z");
+                encode(m)
+            },
+            "source",
+            "tag 32",
+        ),
+        (
+            {
+                let mut m = required();
+                m.push((
+                    "data",
+                    Value::Map(vec![(Value::Integer(Integer::from(1)), text("x"))]),
+                ));
+                encode(m)
+            },
+            "data",
+            "text keys",
+        ),
+        (
+            {
+                let mut m = required();
+                m.push(("datacontenttype", text("text/plain")));
+                m.push(("data", Value::Integer(Integer::from(5))));
+                encode(m)
+            },
+            "data",
+            "byte string",
+        ),
+    ];
+    for (bytes, attribute, detail) in cases {
+        let violations = cbor::decode_event(&bytes).unwrap_err();
+        let text = format!("{violations:?}");
+        assert!(
+            violations
+                .iter()
+                .any(|v| v.attribute == attribute && v.detail.contains(detail)),
+            "{attribute}/{detail}: {text}"
+        );
+    }
+}
