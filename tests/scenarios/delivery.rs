@@ -849,3 +849,42 @@ async fn deliveries_continue_the_events_trace() {
         assert_eq!(untraced.header("tracestate"), None);
     }
 }
+
+/// The broker is the one writer of subscriptions: a 410 from a sink that a concurrent PUT
+/// has just replaced must not disable the subscription with its new sink (before, the worker
+/// wrote the subscription itself, from the store, after the PUT).
+#[tokio::test]
+async fn a_410_from_a_replaced_sink_does_not_disable_the_new_one() {
+    let hub = TestHub::start().await;
+    let old = Sink::start().await;
+    old.answer([Reply::status(410).after(Duration::from_millis(600))]);
+    let new = Sink::start().await;
+    let id = id_of(&subscribe(&hub, &old, quick(json!({}))).await);
+    publish(&hub, "in-flight").await;
+    old.wait_for(1, WAIT).await;
+    // The old sink's 410 is on its way; the subscriber moves to a new sink.
+    let replacement = json!({"sink": new.url, "protocol": "HTTP", "types": [TYPE],
+                             "config": quick(json!({}))});
+    let replaced = Answer::from(
+        hub.request(Method::PUT, &format!("/v1/subscriptions/{id}"), tokens::KVK)
+            .json(&replacement)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert_eq!(replaced.body["state"], "active", "{}", replaced.body);
+    // Until the 410 has been answered and handled.
+    eventually(&hub, &format!("/v1/subscriptions/{id}"), |b| {
+        b["lastDelivery"]["statusCode"] == 410
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let now = get(&hub, &format!("/v1/subscriptions/{id}")).await;
+    assert_eq!(now.body["state"], "active", "{}", now.body);
+    assert_eq!(now.body["sink"], new.url.as_str());
+    publish(&hub, "after-the-move").await;
+    let delivered = new.wait_for(1, WAIT).await;
+    assert_eq!(delivered[0].json()["id"], "after-the-move");
+}

@@ -157,7 +157,7 @@ impl Hub {
             }),
         };
         let sweeper = tokio::spawn(sweep_periodically(Arc::clone(&hub.state)));
-        let retiring = tokio::spawn(follow_retirements(Arc::clone(&hub.state), retirements));
+        let retiring = tokio::spawn(follow_gone(Arc::clone(&hub.state), retirements));
         hub.state
             .background
             .lock()
@@ -234,31 +234,74 @@ pub async fn serve_metrics(
     server::run(listener, hub.metrics_router(), limits, shutdown).await
 }
 
-/// Keeps the registry in step when a delivery worker disables a subscription (410 Gone).
-async fn follow_retirements(
+/// Acts on the 410s the delivery workers report, as the one writer of subscriptions: under
+/// the subscription lock, a subscription whose sink is still the one that answered 410 is
+/// disabled (in the store, then its queue retired to dead letters, then the registry); one
+/// that was given another sink meanwhile keeps it, and its worker starts again.
+async fn follow_gone(
     state: Arc<AppState>,
-    mut retirements: tokio::sync::mpsc::UnboundedReceiver<knooppunt_store::Subscription>,
+    mut reports: tokio::sync::mpsc::UnboundedReceiver<knooppunt_delivery::Gone>,
 ) {
     let mut stop = state.stop.subscribe();
     loop {
-        let subscription = tokio::select! {
+        let gone = tokio::select! {
             _ = stop.changed() => return,
-            next = retirements.recv() => match next {
-                Some(subscription) => subscription,
+            next = reports.recv() => match next {
+                Some(gone) => gone,
                 None => return,
             },
         };
         let _writer = state.subscription_writes.lock().await;
-        let mut registry = state.registry.write().expect("registry lock");
-        if registry.get(&subscription.id).is_some() {
-            match registry::criteria(&subscription, &state.filter_limits) {
-                Ok(criteria) => {
-                    registry.put(subscription, criteria);
-                }
-                Err(_) => registry.remove(&subscription.id),
-            }
+        let current = state
+            .registry
+            .read()
+            .expect("registry lock")
+            .get(&gone.subscription)
+            .cloned();
+        let Some(current) = current else {
+            continue; // deleted meanwhile
+        };
+        if current.sink != gone.sink
+            || current.state == knooppunt_store::SubscriptionState::Disabled
+        {
+            // Replaced with another sink (or already disabled): the 410 is the old sink's.
+            state.deliverer.restart(&current);
+            continue;
+        }
+        if let Err(error) = disable_gone(&state, &current).await {
+            tracing::error!(subscription = %gone.subscription, %error, "Disabling a subscription after 410 failed; its worker starts again.");
+            state.deliverer.restart(&current);
         }
     }
+}
+
+async fn disable_gone(
+    state: &AppState,
+    current: &knooppunt_store::Subscription,
+) -> Result<(), knooppunt_store::StoreError> {
+    let mut disabled = knooppunt_store::Subscription::clone(current);
+    disabled.state = knooppunt_store::SubscriptionState::Disabled;
+    disabled.updated_at = ingest::now_ms();
+    state.store.update_subscription(&disabled).await?;
+    let retire = knooppunt_store::DeliveryChange::Retire {
+        subscription: disabled.id.clone(),
+        at: ingest::now_ms(),
+        reason: "the sink answered 410 Gone: the subscription is disabled".into(),
+    };
+    state.store.record(vec![retire]).await?;
+    let criteria = registry::criteria(&disabled, &state.filter_limits);
+    let mut registry = state.registry.write().expect("registry lock");
+    match criteria {
+        Ok(criteria) => {
+            registry.put(disabled.clone(), criteria);
+        }
+        Err(_) => registry.remove(&disabled.id),
+    }
+    drop(registry);
+    state.deliverer.remove(&disabled.id);
+    let sink = knooppunt_delivery::redact_sink(&disabled.sink);
+    tracing::warn!(subscription = %disabled.id, %sink, "The sink answered 410 Gone; the subscription is disabled and its pending deliveries are dead letters.");
+    Ok(())
 }
 
 /// Removes finished events past retention and old duplicate-detection entries, every

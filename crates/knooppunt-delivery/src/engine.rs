@@ -74,6 +74,15 @@ impl Observer for Unobserved {
     fn attempt(&self, _: &'static str, _: Option<u16>, _: Duration) {}
 }
 
+/// A sink answered 410 Gone to a delivery of a subscription. The worker has stopped taking
+/// deliveries; the broker decides the rest (the subscription may have a new sink by now).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gone {
+    pub subscription: String,
+    /// The sink that answered 410.
+    pub sink: String,
+}
+
 /// What happened at a subscription's last delivery attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LastDelivery {
@@ -106,8 +115,8 @@ pub(crate) struct Inner {
     pub(crate) options: DeliveryOptions,
     pub(crate) workers: Mutex<HashMap<String, Worker>>,
     pub(crate) last: Mutex<HashMap<String, LastDelivery>>,
-    /// Subscriptions the workers disabled (their sink answered 410), for the API's registry.
-    pub(crate) retired: mpsc::UnboundedSender<Subscription>,
+    /// Sinks that answered 410, for the broker to act on.
+    pub(crate) gone: mpsc::UnboundedSender<Gone>,
     pub(crate) observer: Arc<dyn Observer>,
     pub(crate) stop: watch::Sender<bool>,
 }
@@ -131,12 +140,12 @@ pub fn now_ms() -> u64 {
 
 impl Deliverer {
     /// Starts with no workers; [`Deliverer::sync`] each subscription to start its worker.
-    /// The receiver yields every subscription a worker disabled after a 410.
+    /// The receiver yields every [`Gone`]: a sink that answered 410, whose worker stopped.
     pub fn new(
         store: Arc<dyn Store>,
         options: DeliveryOptions,
         observer: Arc<dyn Observer>,
-    ) -> Result<(Deliverer, mpsc::UnboundedReceiver<Subscription>), String> {
+    ) -> Result<(Deliverer, mpsc::UnboundedReceiver<Gone>), String> {
         let origin = HeaderValue::try_from(options.origin.as_str()).map_err(|_| {
             format!(
                 "the origin `{}` is not a valid header value",
@@ -148,7 +157,7 @@ impl Deliverer {
             &options.extra_root_certificates,
             options.sink_networks.clone(),
         )?;
-        let (retired, retirements) = mpsc::unbounded_channel();
+        let (gone, gone_reports) = mpsc::unbounded_channel();
         let (stop, _) = watch::channel(false);
         let deliverer = Deliverer {
             inner: Arc::new(Inner {
@@ -158,12 +167,12 @@ impl Deliverer {
                 options,
                 workers: Mutex::new(HashMap::new()),
                 last: Mutex::new(HashMap::new()),
-                retired,
+                gone,
                 observer,
                 stop,
             }),
         };
-        Ok((deliverer, retirements))
+        Ok((deliverer, gone_reports))
     }
 
     pub fn options(&self) -> &DeliveryOptions {
@@ -203,6 +212,13 @@ impl Deliverer {
                 task,
             },
         );
+    }
+
+    /// Replaces a subscription's worker with a new one: the old one (stopped by a 410 from a
+    /// sink the subscription no longer has) finishes its attempts, the new one delivers.
+    pub fn restart(&self, subscription: &Arc<Subscription>) {
+        self.remove(&subscription.id);
+        self.sync(subscription);
     }
 
     /// Stops a subscription's worker (deleted, disabled or pending): it takes nothing more,

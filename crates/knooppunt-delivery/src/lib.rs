@@ -18,5 +18,5 @@ mod worker;
 
 pub use address::{AddressRefused, SinkNetworks};
 pub use connections::ConnectionLimits;
-pub use engine::{Deliverer, DeliveryOptions, LastDelivery, Observer, Unobserved, now_ms};
+pub use engine::{Deliverer, DeliveryOptions, Gone, LastDelivery, Observer, Unobserved, now_ms};
 pub use sink::{Handshake, REDACTED, redact_sink};

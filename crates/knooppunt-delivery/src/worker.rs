@@ -1,5 +1,6 @@
 //! One subscription's worker: it leases due deliveries, sends each ([`attempt`]), and records
-//! the result before the delivery can be leased again; a 410 retires the subscription.
+//! the result before the delivery can be leased again; a 410 stops the worker and is
+//! reported to the broker ([`Gone`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
@@ -7,15 +8,14 @@ use std::time::{Duration, SystemTime};
 
 use knooppunt_event::trace_context::TraceContext;
 use knooppunt_store::{
-    Attempt, Delivery, DeliveryChange, DeliveryConfig, Ordering, StoredEvent, Subscription,
-    SubscriptionState, Verdict,
+    Attempt, Delivery, DeliveryChange, DeliveryConfig, Ordering, StoredEvent, Subscription, Verdict,
 };
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::connections::{Gate, Permit, SinkResult};
-use crate::engine::{Inner, LastDelivery, now_ms};
+use crate::engine::{Gone, Inner, LastDelivery, now_ms};
 use crate::outcome::{Outcome, Response, classify, verdict};
 use crate::sink;
 
@@ -384,44 +384,11 @@ async fn send_and_record(
         },
     );
     if outcome == Outcome::Gone {
-        // Not from inside the worker's own task set: retiring stops the worker.
-        tokio::spawn(retire(Arc::clone(inner), id.to_owned()));
-    }
-}
-
-/// The sink answered 410: disable the subscription and turn what is pending into dead
-/// letters.
-async fn retire(inner: Arc<Inner>, id: String) {
-    if let Some(worker) = inner.workers.lock().expect("workers lock").remove(&id) {
-        let _ = worker.retire.send(true);
-    }
-    let mut subscription = match inner.store.subscription(&id).await {
-        Ok(Some(subscription)) => subscription,
-        Ok(None) => return,
-        Err(error) => {
-            tracing::error!(subscription = %id, %error, "Disabling a subscription failed.");
-            return;
-        }
-    };
-    subscription.state = SubscriptionState::Disabled;
-    subscription.updated_at = now_ms();
-    let retire = DeliveryChange::Retire {
-        subscription: id.clone(),
-        at: now_ms(),
-        reason: "the sink answered 410 Gone: the subscription is disabled".into(),
-    };
-    let stored = match inner.store.update_subscription(&subscription).await {
-        Ok(_) => inner.store.record(vec![retire]).await,
-        Err(error) => Err(error),
-    };
-    match stored {
-        Ok(()) => {
-            let sink = crate::sink::redact_sink(&subscription.sink);
-            tracing::warn!(subscription = %id, %sink, "The sink answered 410 Gone; the subscription is disabled and its pending deliveries are dead letters.");
-            let _ = inner.retired.send(subscription);
-        }
-        Err(error) => {
-            tracing::error!(subscription = %id, %error, "Disabling a subscription failed.");
-        }
+        // The broker, the one writer of subscriptions, decides what the 410 means: it
+        // disables the subscription unless its sink has changed meanwhile.
+        let _ = inner.gone.send(Gone {
+            subscription: id.to_owned(),
+            sink: subscription.sink.clone(),
+        });
     }
 }
