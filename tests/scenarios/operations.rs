@@ -164,3 +164,36 @@ async fn metrics_move_when_events_flow() {
         1.0
     );
 }
+
+/// Errors by kind: a store that takes no writes (closed, or stopped after a failed write)
+/// answers 503 with `Retry-After`, saying nothing was kept, not 500.
+#[tokio::test]
+async fn a_store_that_takes_no_writes_answers_503() {
+    use knooppunt_tests::tokens;
+    use reqwest::Method;
+    use serde_json::json;
+
+    let hub = TestHub::start().await;
+    hub.store.close();
+    let event = json!({"specversion": "1.0", "id": "closed-1", "type": "nl.test.closed",
+                       "source": "urn:nld:oin:00000001823288444000:systeem:test"});
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", "application/cloudevents+json")
+            .body(event.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(503);
+    assert_eq!(answer.header("retry-after"), Some("5"));
+    assert!(
+        answer.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("nothing of this request was kept"),
+        "{}",
+        answer.body
+    );
+}

@@ -33,6 +33,10 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>>
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The store takes no writes now (closed, or stopped after a failed write): another hub
+    /// or a restart can; the caller may try again later.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
     #[error("the store failed: {0}")]
     Backend(String),
     #[error("a stored record is corrupt: {0}")]

@@ -210,6 +210,7 @@ fn publish_operation() -> Value {
                 "415",
                 "The content type is not a CloudEvents format or binary mode.",
             ),
+            UNAVAILABLE,
         ],
         extra,
     );
@@ -239,6 +240,11 @@ const UNAUTHORIZED: (&str, &str) = ("401", "No valid bearer token was sent.");
 const FORBIDDEN: (&str, &str) = (
     "403",
     "The principal lacks the role or the type prefix needed.",
+);
+const UNAVAILABLE: (&str, &str) = (
+    "503",
+    "The store takes no writes now (closed, or stopped after a failed write); nothing was kept. \
+     Try again after Retry-After, or at another hub.",
 );
 const BAD_REQUEST: (&str, &str) = ("400", "The request is invalid; every problem is listed.");
 const NOT_FOUND: (&str, &str) = ("404", "No such subscription is visible to the principal.");
@@ -461,6 +467,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                 "404",
                 "No such dead letter (or subscription) is visible to the principal.",
             ),
+            UNAVAILABLE,
         ],
         Map::new(),
     );
@@ -489,6 +496,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                 "409",
                 "The subscription is disabled (its sink answered 410); give it a new sink first.",
             ),
+            UNAVAILABLE,
         ],
         Map::new(),
     );

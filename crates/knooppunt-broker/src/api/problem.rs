@@ -58,6 +58,9 @@ pub enum ApiError {
     /// The request's body did not arrive in time.
     #[error("{0}")]
     RequestTimeout(String),
+    /// The store takes no writes now; logged with its cause, answered 503 with `Retry-After`.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     /// Logged with its cause; the client only learns that the hub failed.
     #[error("internal error: {0}")]
     Internal(String),
@@ -120,6 +123,11 @@ impl ApiError {
                 "request-timeout",
                 "Request timeout",
             ),
+            ApiError::Unavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+            ),
             ApiError::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal-error",
@@ -149,6 +157,12 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, slug, title) = self.parts();
         let detail = match &self {
+            ApiError::Unavailable(cause) => {
+                tracing::warn!(%cause, "Request refused: the store takes no writes.");
+                "the hub cannot store anything now; nothing of this request was kept: try again \
+                 later, or at another hub"
+                    .to_owned()
+            }
             ApiError::Internal(cause) => {
                 tracing::error!(%cause, "Request failed with an internal error.");
                 "the hub could not complete the request; the operators can find the cause in \
@@ -192,14 +206,26 @@ impl IntoResponse for ApiError {
             ApiError::MethodNotAllowed { allow } => {
                 headers.insert(ALLOW, HeaderValue::from_static(allow));
             }
+            ApiError::Unavailable(_) => {
+                headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("5"));
+            }
             _ => {}
         }
         response
     }
 }
 
+/// Store errors by kind: an unavailable store is 503 (try again), a conflict 409, anything
+/// else (a failed or corrupt backend) 500.
 impl From<knooppunt_store::StoreError> for ApiError {
     fn from(error: knooppunt_store::StoreError) -> Self {
-        ApiError::Internal(error.to_string())
+        use knooppunt_store::StoreError;
+        match error {
+            StoreError::Unavailable(_) => ApiError::Unavailable(error.to_string()),
+            StoreError::Conflict(_) => ApiError::Conflict(error.to_string()),
+            StoreError::Backend(_) | StoreError::Corrupt(_) => {
+                ApiError::Internal(error.to_string())
+            }
+        }
     }
 }

@@ -155,7 +155,7 @@ impl Shared {
         let mut intake = self.intake();
         if intake.failed || intake.closed {
             let message = if intake.failed { FAILED } else { CLOSED };
-            let _ = reply.send(Err(StoreError::Backend(message.into())));
+            let _ = reply.send(Err(StoreError::Unavailable(message.into())));
             return answer;
         }
         let intake = &mut *intake;
@@ -199,7 +199,7 @@ impl Shared {
         let mut intake = self.intake();
         if intake.failed || intake.closed {
             let message = if intake.failed { FAILED } else { CLOSED };
-            let _ = reply.send(Err(StoreError::Backend(message.into())));
+            let _ = reply.send(Err(StoreError::Unavailable(message.into())));
             return answer;
         }
         let intake = &mut *intake;
@@ -234,7 +234,7 @@ impl Shared {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let mut intake = self.intake();
         if intake.closed {
-            let _ = reply.send(Err(StoreError::Backend(CLOSED.into())));
+            let _ = reply.send(Err(StoreError::Unavailable(CLOSED.into())));
             return answer;
         }
         let request = SweepRequest {
@@ -300,10 +300,10 @@ fn commit(log: &mut EventLog, shared: &Shared, group: &mut Group) {
                 shared.intake().failed = true;
                 tracing::error!(%error, "Writing the event log failed; no more events are accepted until the hub restarts.");
                 for (reply, _) in group.replies.drain(..) {
-                    let _ = reply.send(Err(StoreError::Backend(FAILED.into())));
+                    let _ = reply.send(Err(StoreError::Unavailable(FAILED.into())));
                 }
                 for reply in group.recorded.drain(..) {
-                    let _ = reply.send(Err(StoreError::Backend(FAILED.into())));
+                    let _ = reply.send(Err(StoreError::Unavailable(FAILED.into())));
                 }
                 return;
             }

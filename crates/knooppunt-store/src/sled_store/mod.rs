@@ -201,6 +201,12 @@ impl SledStore {
         })
     }
 
+    /// Stops taking writes, as after a failed write: every write answers
+    /// [`StoreError::Unavailable`] until the store is opened again. Reads go on.
+    pub fn close(&self) {
+        self.inner.log.close();
+    }
+
     /// Flushes sled; returns after the group flush that covers the caller's write.
     async fn commit(&self) -> Result<(), StoreError> {
         let db = &self.inner.trees.db;
@@ -219,7 +225,7 @@ impl SledStore {
 async fn answered<T>(answer: Answer<T>) -> Result<T, StoreError> {
     answer
         .await
-        .map_err(|_| StoreError::Backend("the store's committer stopped".into()))?
+        .map_err(|_| StoreError::Unavailable("the store's committer stopped".into()))?
 }
 
 impl Store for SledStore {
