@@ -406,7 +406,7 @@ async fn unmatched_events_are_accepted_counted_and_swept_after_retention() {
         ..IngestOptions::default()
     };
     // One event per log segment, so that retention removes single events.
-    let store = knooppunt_store::SledOptions { segment_bytes: 1 };
+    let store = knooppunt_store_embedded::SledOptions { segment_bytes: 1 };
     let hub = TestHub::start_with_store(ingest, store).await;
     let subscription = subscribe_to_type(&hub).await;
     let mut other = event("u-1");
@@ -474,7 +474,7 @@ async fn other_methods_are_not_allowed() {
 
 /// A store whose appends wait until the test opens the gate.
 struct GatedStore {
-    inner: knooppunt_store::SledStore,
+    inner: knooppunt_store_embedded::SledStore,
     gate: tokio::sync::Semaphore,
 }
 
@@ -591,7 +591,7 @@ impl Store for GatedStore {
 async fn the_acknowledgement_waits_for_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = std::sync::Arc::new(GatedStore {
-        inner: knooppunt_store::SledStore::open(dir.path()).unwrap(),
+        inner: knooppunt_store_embedded::SledStore::open(dir.path()).unwrap(),
         gate: tokio::sync::Semaphore::new(0),
     });
     let options = knooppunt_broker::HubOptions::new(knooppunt_broker::Authentication::Disabled);

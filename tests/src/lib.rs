@@ -10,7 +10,7 @@ use std::sync::Arc;
 use knooppunt_broker::{
     Authentication, Hub, HubOptions, IngestOptions, Principal, Role, hash_token,
 };
-use knooppunt_store::{SledOptions, SledStore};
+use knooppunt_store_embedded::{SledOptions, SledStore};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

@@ -20,7 +20,7 @@ use std::time::Duration;
 use axum::routing::post;
 use clap::{Parser, Subcommand};
 use knooppunt_broker::{Authentication, Hub, HubOptions, Principal, Role, hash_token};
-use knooppunt_store::SledStore;
+use knooppunt_store_embedded::SledStore;
 use load::{Request, Summary};
 
 /// Load workloads against a real hub on 127.0.0.1, each next to its baseline.

@@ -14,7 +14,7 @@ use std::time::Instant;
 use axum::body::Body;
 use http::Request;
 use knooppunt_broker::{Authentication, Hub, HubOptions};
-use knooppunt_store::SledStore;
+use knooppunt_store_embedded::SledStore;
 use tower::ServiceExt;
 
 #[global_allocator]

@@ -10,7 +10,6 @@
 //! dead letter), dead letters, and a retention sweep.
 
 mod queue;
-mod sled_store;
 mod subscription;
 
 use std::future::Future;
@@ -20,7 +19,6 @@ pub use queue::{
     Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent,
     Swept, Verdict,
 };
-pub use sled_store::{SledOptions, SledStore};
 pub use subscription::{
     CONFIG_KEYS, ConfigDefaults, ConfigError, ConfigKey, DeliveryConfig, DeliveryMode,
     HttpSettings, Ordering, SinkCredential, Subscription, SubscriptionState, Validation,

@@ -58,7 +58,7 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    pub(crate) fn new(subscription: String, seq: u64, now: u64) -> Self {
+    pub fn new(subscription: String, seq: u64, now: u64) -> Self {
         Delivery {
             subscription,
             seq,
@@ -128,7 +128,7 @@ pub struct DeadLetter {
 }
 
 impl DeadLetter {
-    pub(crate) fn from_delivery(delivery: Delivery, reason: String, dead_at: u64) -> Self {
+    pub fn from_delivery(delivery: Delivery, reason: String, dead_at: u64) -> Self {
         DeadLetter {
             subscription: delivery.subscription,
             seq: delivery.seq,

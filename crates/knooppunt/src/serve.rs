@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use knooppunt_broker::{Authentication, Hub};
-use knooppunt_store::SledStore;
+use knooppunt_store_embedded::SledStore;
 
 use crate::config::{Config, LogFormat};
 

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{HubProcess, config_with_admin};
-use knooppunt_store::{SledStore, Store};
+use knooppunt_store::Store;
+use knooppunt_store_embedded::SledStore;
 use serde_json::json;
 
 const TOKEN: &str = "crash-test-admin";

@@ -12,7 +12,8 @@ use axum::body::Bytes;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::IntoResponse;
 use common::{HubProcess, config_with_admin};
-use knooppunt_store::{SledStore, Store};
+use knooppunt_store::Store;
+use knooppunt_store_embedded::SledStore;
 use serde_json::json;
 
 const TOKEN: &str = "shutdown-test-admin";

@@ -11,7 +11,7 @@ use super::dedupe::{Dedupe, DedupeHasher};
 use super::event_index::{EventIndex, Indexed};
 use super::event_log::{Entry, Location};
 use super::pending::Pending;
-use crate::queue::{Attempt, DeadLetter, Delivery, DeliveryChange, QueueStats, Verdict};
+use knooppunt_store::{Attempt, DeadLetter, Delivery, DeliveryChange, QueueStats, Verdict};
 
 /// The delivery queues and the event index, in memory.
 #[derive(Debug, Default)]

@@ -1,7 +1,7 @@
 use std::sync::atomic::Ordering as AtomicOrdering;
 
 use super::*;
-use crate::{SinkCredential, Verdict};
+use knooppunt_store::{SinkCredential, Verdict};
 
 /// A store with these subscriptions.
 async fn store_with(dir: &Path, subscriptions: &[&str], options: SledOptions) -> SledStore {
@@ -30,7 +30,7 @@ fn subscription(id: &str) -> Subscription {
         config: Default::default(),
         created_at: 1,
         updated_at: 1,
-        state: crate::SubscriptionState::Active,
+        state: knooppunt_store::SubscriptionState::Active,
         validated_by: None,
         validation_token: None,
         allowed_rate: None,
@@ -362,7 +362,7 @@ async fn segments_outlive_retention_while_the_duplicate_window_needs_them() {
 }
 
 fn attempt(subscription: &str, seq: u64, at: u64, verdict: Verdict) -> DeliveryChange {
-    DeliveryChange::Attempted(crate::Attempt {
+    DeliveryChange::Attempted(knooppunt_store::Attempt {
         subscription: subscription.into(),
         seq,
         at,

@@ -7,8 +7,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use crate::StoreError;
-use crate::queue::StoredEvent;
+use knooppunt_store::StoreError;
+use knooppunt_store::StoredEvent;
 
 /// What the cache may hold, in bytes of event JSON.
 const DEFAULT_BUDGET: usize = 32 * 1024 * 1024;

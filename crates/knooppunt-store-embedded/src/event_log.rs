@@ -17,8 +17,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::StoreError;
-use crate::queue::{DeliveryChange, StoredEvent};
+use knooppunt_store::StoreError;
+use knooppunt_store::{DeliveryChange, StoredEvent};
 
 const EVENT: u8 = 1;
 const CHANGE: u8 = 2;

@@ -20,8 +20,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use super::dedupe::{Dedupe, DedupeHasher};
 use super::event_log::{EventLog, Location, LogRecord, encode_change};
 use super::queues::Queues;
-use crate::StoreError;
-use crate::queue::{Appended, DeliveryChange, NewEvent, Swept};
+use knooppunt_store::StoreError;
+use knooppunt_store::{Appended, DeliveryChange, NewEvent, Swept};
 
 pub(super) type Reply<T> = tokio::sync::oneshot::Sender<Result<T, StoreError>>;
 pub(super) type Answer<T> = tokio::sync::oneshot::Receiver<Result<T, StoreError>>;

@@ -40,10 +40,10 @@ use self::dedupe::{Dedupe, DedupeHasher};
 use self::event_log::EventLog;
 use self::group_commit::GroupCommit;
 use self::queues::Queues;
-use crate::queue::{
+use knooppunt_store::{
     Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent, Swept,
 };
-use crate::{Store, StoreError, StoreFuture, Subscription};
+use knooppunt_store::{Store, StoreError, StoreFuture, Subscription};
 
 /// A new segment is started once the active one is this large.
 const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;

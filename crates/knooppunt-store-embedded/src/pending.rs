@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::event_index::insert_by_seq;
-use crate::queue::Delivery;
+use knooppunt_store::Delivery;
 
 #[derive(Debug, Default)]
 pub(super) struct Pending {

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::StoreError;
+use knooppunt_store::StoreError;
 
 #[derive(Debug, Default)]
 pub(super) struct GroupCommit {

@@ -1,0 +1,143 @@
+//! The dependency rules of ARCHITECTURE.md, checked against what Cargo resolves (`cargo
+//! metadata`): the I/O-free crates stay free of runtimes and servers, the neutral store has
+//! only serde and thiserror, and nothing but the binary, the tests and the bench tool knows
+//! the embedded backend.
+
+use std::collections::{BTreeSet, HashMap};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Every package each workspace package depends on, directly or not, through normal
+/// (not dev or build) dependencies, by name.
+struct Graph {
+    names: HashMap<String, String>,
+    normal: HashMap<String, Vec<String>>,
+}
+
+impl Graph {
+    fn load() -> Graph {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let host = String::from_utf8(Command::new("rustc").arg("-vV").output().unwrap().stdout)
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
+            .unwrap();
+        let output = Command::new(cargo)
+            .args([
+                "metadata",
+                "--format-version",
+                "1",
+                "--offline",
+                "--filter-platform",
+            ])
+            .arg(host)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "cargo metadata: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let names = metadata["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["id"].as_str().unwrap().to_owned(),
+                    p["name"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        let normal = metadata["resolve"]["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|node| {
+                let deps = node["deps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|dep| {
+                        dep["dep_kinds"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|kind| kind["kind"].is_null())
+                    })
+                    .map(|dep| dep["pkg"].as_str().unwrap().to_owned())
+                    .collect();
+                (node["id"].as_str().unwrap().to_owned(), deps)
+            })
+            .collect();
+        Graph { names, normal }
+    }
+
+    fn id(&self, name: &str) -> String {
+        self.names
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(id, _)| id.clone())
+            .unwrap_or_else(|| panic!("no package {name}"))
+    }
+
+    fn direct(&self, name: &str) -> BTreeSet<String> {
+        self.normal[&self.id(name)]
+            .iter()
+            .map(|id| self.names[id].clone())
+            .collect()
+    }
+
+    fn all(&self, name: &str) -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![self.id(name)];
+        while let Some(id) = todo.pop() {
+            for dep in &self.normal[&id] {
+                if seen.insert(self.names[dep].clone()) {
+                    todo.push(dep.clone());
+                }
+            }
+        }
+        seen
+    }
+}
+
+fn assert_none(graph: &Graph, package: &str, forbidden: &[&str]) {
+    let all = graph.all(package);
+    let found: Vec<&&str> = forbidden.iter().filter(|f| all.contains(**f)).collect();
+    assert!(found.is_empty(), "{package} depends on {found:?}");
+}
+
+#[test]
+fn the_crates_depend_only_as_architecture_md_says() {
+    let graph = Graph::load();
+    let runtime = ["tokio", "axum", "hyper", "reqwest", "sled"];
+    assert_none(&graph, "knooppunt-event", &runtime);
+    assert_none(&graph, "knooppunt-filter", &runtime);
+    assert_none(&graph, "knooppunt-store", &runtime);
+    let store: Vec<String> = graph.direct("knooppunt-store").into_iter().collect();
+    assert_eq!(
+        store,
+        ["serde", "serde_json", "thiserror"],
+        "the neutral store's dependencies"
+    );
+    assert_none(
+        &graph,
+        "knooppunt-delivery",
+        &["axum", "sled", "knooppunt-store-embedded"],
+    );
+    assert_none(
+        &graph,
+        "knooppunt-broker",
+        &["sled", "knooppunt-store-embedded"],
+    );
+    assert_none(
+        &graph,
+        "knooppunt-store-embedded",
+        &["axum", "hyper", "reqwest"],
+    );
+    assert!(graph.all("knooppunt").contains("knooppunt-store-embedded"));
+}
