@@ -139,5 +139,10 @@ fn the_crates_depend_only_as_architecture_md_says() {
         "knooppunt-store-embedded",
         &["axum", "hyper", "reqwest"],
     );
+    assert_none(
+        &graph,
+        "knooppunt-store-conformance",
+        &["sled", "knooppunt-store-embedded", "axum", "reqwest"],
+    );
     assert!(graph.all("knooppunt").contains("knooppunt-store-embedded"));
 }
