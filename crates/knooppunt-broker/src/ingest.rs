@@ -2,7 +2,7 @@
 //! The HTTP side is `api/events.rs`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use knooppunt_event::ProfileLevel;
 
@@ -67,8 +67,4 @@ impl IngestCounters {
     }
 }
 
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub(crate) use knooppunt_store::now_ms;

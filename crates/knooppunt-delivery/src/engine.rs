@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use http::HeaderValue;
 use knooppunt_store::{Store, Subscription, SubscriptionState};
@@ -131,12 +131,7 @@ pub(crate) struct Worker {
     pub(crate) task: JoinHandle<()>,
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub use knooppunt_store::now_ms;
 
 impl Deliverer {
     /// Starts with no workers; [`Deliverer::sync`] each subscription to start its worker.

@@ -25,6 +25,13 @@ pub use subscription::{
     parse_iso8601_duration,
 };
 
+/// Milliseconds since the Unix epoch: the hub's one clock for stored times.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// A boxed future, so that [`Store`] can be used as `dyn Store`.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 

@@ -17,8 +17,9 @@ use serde_json::{Map, Value, json};
 use super::BASE_PATH;
 use super::auth::{Caller, Role};
 use super::problem::{ApiError, InvalidParam};
-use super::subscriptions::{not_found, now_millis, visible};
+use super::subscriptions::{not_found, visible};
 use crate::AppState;
+use knooppunt_store::now_ms;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET";
 pub(crate) const ITEM_ALLOW: &str = "GET, DELETE";
@@ -189,7 +190,7 @@ pub(crate) async fn redeliver(
         .record(vec![DeliveryChange::Redeliver {
             subscription: id.clone(),
             seq,
-            at: now_millis(),
+            at: now_ms(),
         }])
         .await?;
     state.deliverer.wake([&id]);

@@ -3,6 +3,7 @@
 //! redirects, and the OpenAPI document at `/v1/openapi.json`.
 
 pub mod auth;
+mod consent;
 mod dead_letters;
 mod events;
 mod openapi;
@@ -10,7 +11,6 @@ mod operations;
 pub mod problem;
 mod subscription_body;
 mod subscriptions;
-mod validation;
 
 use std::sync::Arc;
 
@@ -68,12 +68,12 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         )
         .route(
             "/v1/subscriptions/{id}/validation",
-            post(validation::agreement).fallback(not_allowed("POST")),
+            post(consent::agreement).fallback(not_allowed("POST")),
         )
         .route(
             "/v1/subscriptions/{id}/validation/{token}",
-            get(validation::callback)
-                .post(validation::callback)
+            get(consent::callback)
+                .post(consent::callback)
                 .fallback(not_allowed("GET, POST")),
         )
         .route(

@@ -476,11 +476,7 @@ fn expires_at_ms(timestamp: &str) -> Option<u64> {
     knooppunt_event::timestamp::epoch_millis(timestamp)
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+use knooppunt_store::now_ms;
 
 /// The resource as the API returns it: every default applied, the credential left out.
 pub(crate) fn representation(subscription: &Subscription, last: Option<LastDelivery>) -> Value {

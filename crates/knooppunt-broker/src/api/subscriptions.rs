@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -10,25 +9,19 @@ use axum::response::{IntoResponse, Response};
 use http::header::{ALLOW, LINK, LOCATION};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_filter::Filter;
-use knooppunt_store::{Subscription, SubscriptionState};
+use knooppunt_store::{Subscription, SubscriptionState, now_ms};
 use serde_json::Value;
 
 use super::auth::{Caller, Role};
 use super::problem::{ApiError, InvalidParam};
 use super::subscription_body::{self, SubscriptionInput, representation};
-use super::{BASE_PATH, JsonBody, validation};
+use super::{BASE_PATH, JsonBody, consent};
 use crate::AppState;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE, OPTIONS";
 const DEFAULT_PAGE_SIZE: usize = 100;
 const MAX_PAGE_SIZE: usize = 1000;
-
-pub(crate) fn now_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 pub(crate) fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("there is no subscription `{id}` visible to you"))
@@ -155,7 +148,7 @@ fn build(id: String, owner: String, input: SubscriptionInput, created_at: u64) -
         sink_credential: input.sink_credential,
         config: input.config,
         created_at,
-        updated_at: now_millis(),
+        updated_at: now_ms(),
         state: SubscriptionState::Pending,
         validated_by: None,
         validation_token: Some(uuid::Uuid::new_v4().simple().to_string()),
@@ -185,7 +178,7 @@ pub(crate) async fn create(
     check_sink_address(&state, &input).await?;
     let criteria = input.criteria.clone();
     let id = uuid::Uuid::now_v7().to_string();
-    let subscription = build(id.clone(), caller.0.name.clone(), input, now_millis());
+    let subscription = build(id.clone(), caller.0.name.clone(), input, now_ms());
     {
         let _writer = state.subscription_writes.lock().await;
         state.store.insert_subscription(&subscription).await?;
@@ -197,7 +190,7 @@ pub(crate) async fn create(
     }
     let sink = knooppunt_delivery::redact_sink(&subscription.sink);
     tracing::info!(subscription = %id, owner = %caller.0.name, %sink, "Subscription created.");
-    let subscription = validation::handshake(&state, subscription, &headers).await?;
+    let subscription = consent::handshake(&state, subscription, &headers).await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/subscriptions/{id}"))
         .expect("ids are header-safe");
     Ok((
@@ -343,7 +336,7 @@ pub(crate) async fn replace(
     drop(writer);
     tracing::info!(subscription = %id, by = %caller.0.name, sink_changed, "Subscription replaced.");
     let subscription = if sink_changed {
-        validation::handshake(&state, subscription, &headers).await?
+        consent::handshake(&state, subscription, &headers).await?
     } else {
         subscription
     };

@@ -264,11 +264,7 @@ fn extension_value(text: &str) -> anyhow::Result<(String, AttributeValue)> {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+use knooppunt_store::now_ms;
 
 fn print_receipt(receipt: &Value) {
     let id = receipt["id"].as_str().unwrap_or("?");

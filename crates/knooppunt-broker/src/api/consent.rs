@@ -16,8 +16,9 @@ use serde_json::json;
 use super::BASE_PATH;
 use super::auth::{Caller, Role};
 use super::problem::ApiError;
-use super::subscriptions::{not_found, now_millis, resource};
+use super::subscriptions::{not_found, resource};
 use crate::{AppState, registry};
+use knooppunt_store::now_ms;
 
 /// Where the sink can reach the hub: the configured public URL, or the `Host` the client
 /// used.
@@ -113,7 +114,7 @@ async fn update(
     if !change(&mut current) {
         return Ok(Some(current));
     }
-    current.updated_at = now_millis();
+    current.updated_at = now_ms();
     if !state.store.update_subscription(&current).await? {
         return Ok(None);
     }
