@@ -16,6 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::BASE_PATH;
 use super::auth::{Caller, Role};
+use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, visible};
 use crate::AppState;
@@ -24,8 +25,6 @@ use knooppunt_store::now_ms;
 pub(crate) const COLLECTION_ALLOW: &str = "GET";
 pub(crate) const ITEM_ALLOW: &str = "GET, DELETE";
 pub(crate) const REDELIVER_ALLOW: &str = "POST";
-const DEFAULT_PAGE_SIZE: usize = 100;
-const MAX_PAGE_SIZE: usize = 1000;
 
 /// The subscription must exist and be the caller's (or the caller an administrator).
 fn check_access(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
@@ -85,31 +84,11 @@ pub(crate) async fn list(
 ) -> Result<Response, ApiError> {
     check_access(&state, &caller, &id)?;
     let mut problems = Vec::new();
-    for key in query.keys() {
-        if key != "pageSize" && key != "cursor" {
-            problems.push(InvalidParam::new(
-                key.as_str(),
-                "unknown query parameter; use `pageSize` and `cursor`",
-            ));
-        }
-    }
-    let page_size = match query.get("pageSize").map(|v| v.parse::<usize>()) {
-        None => DEFAULT_PAGE_SIZE,
-        Some(Ok(n)) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
-        Some(_) => {
-            problems.push(InvalidParam::new(
-                "pageSize",
-                format!("must be a whole number from 1 to {MAX_PAGE_SIZE}"),
-            ));
-            DEFAULT_PAGE_SIZE
-        }
-    };
-    // An empty cursor is the first page, as no cursor is.
-    let cursor = match query
-        .get("cursor")
-        .filter(|c| !c.is_empty())
-        .map(|c| c.parse::<u64>())
-    {
+    let Page {
+        size: page_size,
+        cursor,
+    } = Page::read(&query, &mut problems);
+    let cursor = match cursor.map(|c| c.parse::<u64>()) {
         None => None,
         Some(Ok(seq)) => Some(seq),
         Some(Err(_)) => {

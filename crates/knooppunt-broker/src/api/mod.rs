@@ -8,6 +8,7 @@ mod dead_letters;
 mod events;
 mod openapi;
 mod operations;
+mod page;
 pub mod problem;
 mod subscription_body;
 mod subscriptions;

@@ -13,6 +13,7 @@ use knooppunt_store::{Subscription, SubscriptionState, now_ms};
 use serde_json::Value;
 
 use super::auth::{Caller, Role};
+use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::subscription_body::{self, SubscriptionInput, representation};
 use super::{BASE_PATH, JsonBody, consent};
@@ -20,8 +21,6 @@ use crate::AppState;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE, OPTIONS";
-const DEFAULT_PAGE_SIZE: usize = 100;
-const MAX_PAGE_SIZE: usize = 1000;
 
 pub(crate) fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("there is no subscription `{id}` visible to you"))
@@ -208,37 +207,20 @@ pub(crate) async fn list(
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "list subscriptions")?;
     let mut problems = Vec::new();
-    for key in query.keys() {
-        if key != "pageSize" && key != "cursor" {
-            problems.push(InvalidParam::new(
-                key.as_str(),
-                "unknown query parameter; use `pageSize` and `cursor`",
-            ));
-        }
-    }
-    let page_size = match query.get("pageSize").map(|v| v.parse::<usize>()) {
-        None => DEFAULT_PAGE_SIZE,
-        Some(Ok(n)) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
-        Some(_) => {
-            problems.push(InvalidParam::new(
-                "pageSize",
-                format!("must be a whole number from 1 to {MAX_PAGE_SIZE}"),
-            ));
-            DEFAULT_PAGE_SIZE
-        }
-    };
+    let Page {
+        size: page_size,
+        cursor,
+    } = Page::read(&query, &mut problems);
     if !problems.is_empty() {
         return Err(ApiError::invalid("the query is invalid", problems));
     }
     let owner = (!caller.0.is_admin()).then_some(caller.0.name.as_str());
-    let (page, more) = state.registry.read().expect("registry lock").page(
-        owner,
-        query
-            .get("cursor")
-            .map(String::as_str)
-            .filter(|c| !c.is_empty()),
-        page_size,
-    );
+    let (page, more) =
+        state
+            .registry
+            .read()
+            .expect("registry lock")
+            .page(owner, cursor.as_deref(), page_size);
     let body: Vec<Value> = page.iter().map(|s| resource(&state, s)).collect();
     let mut response = Json(body).into_response();
     if more && let Some(last) = page.last() {

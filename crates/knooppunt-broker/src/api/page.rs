@@ -1,0 +1,46 @@
+//! The pagination of lists (ADR: cursor-based): `pageSize` and `cursor` in the query, read
+//! the same way for every list, every problem collected.
+
+use std::collections::HashMap;
+
+use super::problem::InvalidParam;
+
+/// Items per page unless the client asks otherwise.
+pub(crate) const DEFAULT_PAGE_SIZE: usize = 100;
+/// The most items per page.
+pub(crate) const MAX_PAGE_SIZE: usize = 1000;
+
+/// A list request's page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Page {
+    pub(crate) size: usize,
+    /// Where the previous page ended; `None` for the first page (no cursor, or an empty one).
+    pub(crate) cursor: Option<String>,
+}
+
+impl Page {
+    /// Reads `pageSize` and `cursor`; any other parameter is a problem.
+    pub(crate) fn read(query: &HashMap<String, String>, problems: &mut Vec<InvalidParam>) -> Page {
+        for key in query.keys() {
+            if key != "pageSize" && key != "cursor" {
+                problems.push(InvalidParam::new(
+                    key.as_str(),
+                    "unknown query parameter; use `pageSize` and `cursor`",
+                ));
+            }
+        }
+        let size = match query.get("pageSize").map(|v| v.parse::<usize>()) {
+            None => DEFAULT_PAGE_SIZE,
+            Some(Ok(n)) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
+            Some(_) => {
+                problems.push(InvalidParam::new(
+                    "pageSize",
+                    format!("must be a whole number from 1 to {MAX_PAGE_SIZE}"),
+                ));
+                DEFAULT_PAGE_SIZE
+            }
+        };
+        let cursor = query.get("cursor").filter(|c| !c.is_empty()).cloned();
+        Page { size, cursor }
+    }
+}
