@@ -684,3 +684,19 @@ async fn secrets_in_the_sink_and_headers_are_write_only_and_survive_a_round_trip
         ["protocolsettings.headers.X-Other"]
     );
 }
+
+#[tokio::test]
+async fn a_stored_config_this_hub_cannot_read_disables_its_subscription_at_start_up() {
+    use knooppunt_store::Store;
+    let hub = TestHub::start().await;
+    let mut stored = knooppunt_store_conformance::subscription("bad-config");
+    stored.owner = "kvk".into();
+    stored.config = [("maxAttempts".to_owned(), "lots".to_owned())].into();
+    hub.store.insert_subscription(&stored).await.unwrap();
+    let hub = hub.restart().await;
+    let read = get(&hub, "/v1/subscriptions/bad-config").await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.body["state"], "disabled", "{}", read.body);
+    let reason = read.body["disabledReason"].as_str().unwrap();
+    assert!(reason.contains("config.maxAttempts"), "{reason}");
+}

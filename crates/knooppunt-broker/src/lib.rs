@@ -122,7 +122,7 @@ impl Hub {
             tracing::warn!(
                 subscription = %subscription.id,
                 owner = %subscription.owner,
-                reason = subscription.filter_problem.as_deref().unwrap_or_default(),
+                reason = subscription.disabled_reason.as_deref().unwrap_or_default(),
                 "Subscription disabled: its stored filters break this hub's limits."
             );
         }

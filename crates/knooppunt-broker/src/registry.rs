@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use knooppunt_event::Event;
 use knooppunt_filter::{Criteria, Filter, FilterError, Limits, MatchIndex};
-use knooppunt_store::{Subscription, SubscriptionState};
+use knooppunt_store::{DeliveryConfig, Subscription, SubscriptionState};
 
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
@@ -30,9 +30,9 @@ pub(crate) fn criteria(
 }
 
 impl Registry {
-    /// Builds the registry from the stored subscriptions. A subscription whose filters this
-    /// hub refuses (beyond its limits, or unreadable by this version) is not routed to: it
-    /// is returned disabled, with the reason, for the caller to store.
+    /// Builds the registry from the stored subscriptions. A subscription whose filters or
+    /// `config` this hub refuses (beyond its limits, or unreadable by this version) is not
+    /// routed to: it is returned disabled, with the reason, for the caller to store.
     pub(crate) fn load(
         subscriptions: Vec<Subscription>,
         limits: &Limits,
@@ -40,24 +40,35 @@ impl Registry {
         let mut registry = Registry::default();
         let mut refused = Vec::new();
         for mut subscription in subscriptions {
-            match criteria(&subscription, limits) {
-                Ok(criteria) => {
+            let config = DeliveryConfig::try_from_map(&subscription.config);
+            let problem = match (criteria(&subscription, limits), config) {
+                (Ok(criteria), Ok(_)) => {
                     registry.put(subscription, criteria);
+                    continue;
                 }
-                Err(errors) => {
-                    let why = errors
+                (Err(errors), _) => format!(
+                    "disabled at start-up: the filters break this hub's limits or cannot be read \
+                     ({}); replace the subscription with filters within the limits",
+                    errors
                         .iter()
                         .map(ToString::to_string)
                         .collect::<Vec<_>>()
-                        .join("; ");
-                    subscription.state = SubscriptionState::Disabled;
-                    subscription.filter_problem = Some(format!(
-                        "disabled at start-up: the filters break this hub's limits or cannot be                          read ({why}); replace the subscription with filters within the limits"
-                    ));
-                    refused.push(subscription.clone());
-                    registry.put_unrouted(subscription);
-                }
-            }
+                        .join("; ")
+                ),
+                (Ok(_), Err(errors)) => format!(
+                    "disabled at start-up: this hub cannot read the stored config ({}); replace \
+                     the subscription with a valid config",
+                    errors
+                        .iter()
+                        .map(|e| format!("config.{}: {}", e.key, e.message))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            };
+            subscription.state = SubscriptionState::Disabled;
+            subscription.disabled_reason = Some(problem);
+            refused.push(subscription.clone());
+            registry.put_unrouted(subscription);
         }
         (registry, refused)
     }

@@ -59,7 +59,7 @@ pub fn subscription(id: &str) -> Subscription {
         validation_token: None,
         allowed_rate: None,
         validation_problem: None,
-        filter_problem: None,
+        disabled_reason: None,
     }
 }
 

@@ -35,7 +35,7 @@ fn subscription(id: &str) -> Subscription {
         validation_token: None,
         allowed_rate: None,
         validation_problem: None,
-        filter_problem: None,
+        disabled_reason: None,
     }
 }
 

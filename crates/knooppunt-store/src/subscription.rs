@@ -54,10 +54,10 @@ pub struct Subscription {
     /// Why the last handshake did not make the subscription active, while it is pending.
     #[serde(default)]
     pub validation_problem: Option<String>,
-    /// Why the hub refused the stored filters at start-up (the subscription is disabled
-    /// until it is replaced with filters within the hub's limits).
-    #[serde(default)]
-    pub filter_problem: Option<String>,
+    /// Why the hub disabled the subscription at start-up: its stored filters or `config`
+    /// are beyond what this hub accepts (it stays disabled until it is replaced).
+    #[serde(default, alias = "filter_problem")]
+    pub disabled_reason: Option<String>,
 }
 
 /// Whether a subscription's sink receives deliveries (NL GOV webhook guideline: a sink must
@@ -264,8 +264,10 @@ impl Subscription {
         (self.types_empty || !self.types.is_empty()).then_some(self.types.as_slice())
     }
 
-    /// The typed delivery settings of the stored `config` map (validated when stored; a
-    /// value this version cannot read falls back to its default).
+    /// The typed delivery settings of the stored `config` map. It was validated when stored,
+    /// and a hub disables (with `disabled_reason`) a stored subscription whose `config` it
+    /// cannot read when it loads it, so the fallback to the defaults is never reached by an
+    /// active subscription.
     pub fn delivery_config(&self) -> DeliveryConfig {
         DeliveryConfig::try_from_map(&self.config)
             .map(|(config, _)| config)

@@ -522,7 +522,7 @@ pub(crate) fn representation(subscription: &Subscription, last: Option<LastDeliv
         object.insert("validationProblem".into(), json!(problem));
     }
     if subscription.state == SubscriptionState::Disabled
-        && let Some(problem) = &subscription.filter_problem
+        && let Some(problem) = &subscription.disabled_reason
     {
         object.insert("disabledReason".into(), json!(problem));
     }

@@ -153,7 +153,7 @@ fn build(id: String, owner: String, input: SubscriptionInput, created_at: u64) -
         validation_token: Some(uuid::Uuid::new_v4().simple().to_string()),
         allowed_rate: None,
         validation_problem: None,
-        filter_problem: None,
+        disabled_reason: None,
     }
 }
 
@@ -297,7 +297,7 @@ pub(crate) async fn replace(
     );
     // A subscription disabled for its stored filters comes back through the handshake, like
     // a new sink.
-    let sink_changed = subscription.sink != existing.sink || existing.filter_problem.is_some();
+    let sink_changed = subscription.sink != existing.sink || existing.disabled_reason.is_some();
     if !sink_changed {
         // The same sink keeps its consent (or its refusal, or its 410).
         subscription.state = existing.state;
