@@ -80,7 +80,12 @@ impl Registry {
         criteria: Criteria,
     ) -> Arc<Subscription> {
         let subscription = Arc::new(subscription);
-        self.index.insert(subscription.id.clone(), criteria);
+        // A disabled subscription is never routed to, so it is not in the index at all.
+        if subscription.state == SubscriptionState::Disabled {
+            self.index.remove(&subscription.id);
+        } else {
+            self.index.insert(subscription.id.clone(), criteria);
+        }
         self.subscriptions
             .insert(subscription.id.clone(), Arc::clone(&subscription));
         subscription
@@ -125,17 +130,10 @@ impl Registry {
         (page, more)
     }
 
-    /// The ids of the subscriptions `event` matches.
-    /// The subscriptions an event is routed to: those it matches, except disabled ones
-    /// (pending ones queue their events until the sink consents).
+    /// The subscriptions an event is routed to: those it matches, except disabled ones, which
+    /// are not in the index (pending ones queue their events until the sink consents).
     pub(crate) fn matching(&self, event: &Event) -> Vec<String> {
-        let mut ids = self.index.matching(event);
-        ids.retain(|id| {
-            self.subscriptions
-                .get(id)
-                .is_some_and(|s| s.state != SubscriptionState::Disabled)
-        });
-        ids
+        self.index.matching(event)
     }
 
     /// Every subscription, for starting their delivery workers.

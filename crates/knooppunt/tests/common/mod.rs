@@ -5,6 +5,9 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
+/// How long a hub may take to stop after SIGTERM (its delivery grace is 10 s).
+const STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A `knooppunt serve` process on 127.0.0.1 with a port of its own choosing.
 pub(crate) struct HubProcess {
     pub(crate) child: Child,
@@ -77,12 +80,28 @@ impl HubProcess {
         self.stop()
     }
 
-    /// SIGTERM, and the exit status once the hub and its log have ended.
+    /// SIGTERM, and the exit status once the hub and its log have ended. A hub that has not
+    /// stopped within [`STOP_LIMIT`] is killed and the test fails with its log, rather than
+    /// hanging the test run.
     pub(crate) fn stop(&mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
         let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         assert!(status.success());
-        let exit = self.child.wait().unwrap();
+        let deadline = std::time::Instant::now() + STOP_LIMIT;
+        let exit = loop {
+            if let Some(exit) = self.child.try_wait().unwrap() {
+                break exit;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "the hub did not stop within {STOP_LIMIT:?} of SIGTERM; its log:\n{}",
+                    self.log().join("\n")
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
         if let Some(reader) = self.reader.take() {
             reader.join().unwrap();
         }
