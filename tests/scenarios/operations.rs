@@ -197,3 +197,17 @@ async fn a_store_that_takes_no_writes_answers_503() {
         answer.body
     );
 }
+
+/// A hub stopped at once, before its background tasks first ran (a SIGTERM right after
+/// start-up under load), still stops: they must see a stop that came before they looked.
+#[tokio::test(flavor = "current_thread")]
+async fn a_hub_stopped_before_its_tasks_ran_still_stops() {
+    let data = tempfile::tempdir().unwrap();
+    let store = knooppunt_store_embedded::SledStore::open(data.path()).unwrap();
+    let hub =
+        knooppunt_broker::Hub::open(std::sync::Arc::new(store), knooppunt_tests::test_options())
+            .await
+            .unwrap();
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(10), hub.stop()).await;
+    assert!(stopped.is_ok(), "the hub did not stop");
+}

@@ -244,6 +244,10 @@ async fn follow_gone(
 ) {
     let mut stop = state.stop.subscribe();
     loop {
+        // A hub stopped before this task first ran: `changed` would never fire for it.
+        if *stop.borrow_and_update() {
+            return;
+        }
         let gone = tokio::select! {
             _ = stop.changed() => return,
             next = reports.recv() => match next {
@@ -311,6 +315,10 @@ async fn sweep_periodically(state: Arc<AppState>) {
     let mut interval = tokio::time::interval(state.ingest.sweep_interval);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // A hub stopped before this task first ran: `changed` would never fire for it.
+        if *stop.borrow_and_update() {
+            return;
+        }
         tokio::select! {
             _ = stop.changed() => return,
             _ = interval.tick() => {}
