@@ -271,14 +271,22 @@ impl Connections {
         Ok(pool)
     }
 
+    /// The sink's pool, made if needed (to remember a failure).
     fn pool_of(&self, url: &str) -> Option<Arc<Pool>> {
         let parsed = reqwest::Url::parse(url).ok()?;
         self.pool(sink_key(&parsed)).ok()
     }
 
+    /// The sink's pool if it has one: a sink without one has a clear health, and asking
+    /// must not build a client (idle workers ask every poll).
+    fn existing_pool(&self, url: &str) -> Option<Arc<Pool>> {
+        let key = sink_key(&reqwest::Url::parse(url).ok()?);
+        self.pools.lock().expect("pools lock").get(&key).cloned()
+    }
+
     /// Whether a request may go to the sink of `url` now.
     pub(crate) fn gate(&self, url: &str) -> Gate {
-        let Some(pool) = self.pool_of(url) else {
+        let Some(pool) = self.existing_pool(url) else {
             return Gate::Open;
         };
         let mut health = pool.health.lock().expect("health lock");
@@ -304,7 +312,7 @@ impl Connections {
 
     /// A probe that was granted but not sent.
     pub(crate) fn release_probe(&self, url: &str) {
-        if let Some(pool) = self.pool_of(url) {
+        if let Some(pool) = self.existing_pool(url) {
             pool.health.lock().expect("health lock").probing = false;
         }
     }
@@ -312,7 +320,11 @@ impl Connections {
     /// Records what an attempt showed of its sink's health; `random` (uniform in [0, 1))
     /// jitters the breaker's pause.
     pub(crate) fn report(&self, url: &str, result: SinkResult, random: f64) {
-        let Some(pool) = self.pool_of(url) else {
+        let pool = match result {
+            SinkResult::Healthy => self.existing_pool(url),
+            SinkResult::Failed | SinkResult::RetryAfter(_) => self.pool_of(url),
+        };
+        let Some(pool) = pool else {
             return;
         };
         let mut health = pool.health.lock().expect("health lock");
