@@ -56,6 +56,19 @@ struct Intake {
     failed: bool,
 }
 
+impl Intake {
+    /// Why no appends or changes are taken now, if none are.
+    fn refusal(&self) -> Option<&'static str> {
+        if self.failed {
+            Some(FAILED)
+        } else if self.closed {
+            Some(CLOSED)
+        } else {
+            None
+        }
+    }
+}
+
 /// Records encoded back to back, with what filing them needs and whom to answer.
 #[derive(Debug, Default)]
 struct Group {
@@ -153,8 +166,7 @@ impl Shared {
             .map(|event| self.hasher.hash(&event.source, &event.id))
             .collect();
         let mut intake = self.intake();
-        if intake.failed || intake.closed {
-            let message = if intake.failed { FAILED } else { CLOSED };
+        if let Some(message) = intake.refusal() {
             let _ = reply.send(Err(StoreError::Unavailable(message.into())));
             return answer;
         }
@@ -197,8 +209,7 @@ impl Shared {
     pub(super) fn record(&self, changes: Vec<DeliveryChange>) -> Answer<()> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let mut intake = self.intake();
-        if intake.failed || intake.closed {
-            let message = if intake.failed { FAILED } else { CLOSED };
+        if let Some(message) = intake.refusal() {
             let _ = reply.send(Err(StoreError::Unavailable(message.into())));
             return answer;
         }
@@ -219,14 +230,7 @@ impl Shared {
 
     /// Why the log takes no appends, if it takes none.
     pub(super) fn refusal(&self) -> Option<&'static str> {
-        let intake = self.intake();
-        if intake.failed {
-            Some(FAILED)
-        } else if intake.closed {
-            Some(CLOSED)
-        } else {
-            None
-        }
+        self.intake().refusal()
     }
 
     /// Asks the committer for a retention sweep.
