@@ -691,7 +691,8 @@ async fn a_stored_config_this_hub_cannot_read_disables_its_subscription_at_start
     let hub = TestHub::start().await;
     let mut stored = knooppunt_store_conformance::subscription("bad-config");
     stored.owner = "kvk".into();
-    stored.config = [("maxAttempts".to_owned(), "lots".to_owned())].into();
+    stored.config =
+        knooppunt_store::SubscriptionConfig::stored([("maxAttempts".into(), "lots".into())].into());
     hub.store.insert_subscription(&stored).await.unwrap();
     let hub = hub.restart().await;
     let read = get(&hub, "/v1/subscriptions/bad-config").await;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use knooppunt_event::Event;
 use knooppunt_filter::{Criteria, Filter, FilterError, Limits, MatchIndex};
-use knooppunt_store::{DeliveryConfig, Subscription, SubscriptionState};
+use knooppunt_store::{Subscription, SubscriptionState};
 
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
@@ -40,9 +40,9 @@ impl Registry {
         let mut registry = Registry::default();
         let mut refused = Vec::new();
         for mut subscription in subscriptions {
-            let config = DeliveryConfig::try_from_map(&subscription.config);
+            let config = subscription.config.unreadable();
             let problem = match (criteria(&subscription, limits), config) {
-                (Ok(criteria), Ok(_)) => {
+                (Ok(criteria), None) => {
                     registry.put(subscription, criteria);
                     continue;
                 }
@@ -55,7 +55,7 @@ impl Registry {
                         .collect::<Vec<_>>()
                         .join("; ")
                 ),
-                (Ok(_), Err(errors)) => format!(
+                (Ok(_), Some(errors)) => format!(
                     "disabled at start-up: this hub cannot read the stored config ({}); replace \
                      the subscription with a valid config",
                     errors

@@ -365,13 +365,22 @@ async fn send_and_record(
     let change = DeliveryChange::Attempted(Attempt {
         subscription: id.to_owned(),
         seq: delivery.seq,
+        lease: delivery.lease,
         at,
         status,
         error: error.clone(),
         verdict,
     });
-    if let Err(error) = inner.store.record(vec![change]).await {
-        tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a delivery attempt failed; the delivery will be tried again.");
+    match inner.store.record(vec![change]).await {
+        Ok(()) => {}
+        Err(error @ knooppunt_store::StoreError::StaleLease { .. }) => {
+            // The attempt outlived its lease and the delivery was leased again; the new
+            // holder's result counts (the sink may get the event twice: at least once).
+            tracing::warn!(subscription = id, seq = delivery.seq, %error, "A delivery attempt outlived its lease; its result was not recorded.");
+        }
+        Err(error) => {
+            tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a delivery attempt failed; the delivery will be tried again.");
+        }
     }
     inner.last.lock().expect("last lock").insert(
         id.to_owned(),

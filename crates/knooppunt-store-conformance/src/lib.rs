@@ -11,19 +11,24 @@
 //! - leasing: an ordered subscription leases only its oldest delivery and nothing while it
 //!   is leased; an unordered one everything due up to the limit, skipping deliveries that
 //!   wait for a retry; a lease that runs out frees the delivery;
+//! - lease tokens: every lease has a new token; a result recorded with a token that is not
+//!   the delivery's lease (it ran out and the delivery was leased again, it was spent by an
+//!   earlier result, or the delivery was never leased) is refused, and nothing of that call
+//!   is recorded; a result for a delivery that is gone is ignored;
 //! - records: a retry is not leased before it is due (`next_due` says when); delivered
 //!   finishes; a dead letter is listed with its reason, survives a reopen, can be redelivered
 //!   (fresh attempts) or deleted; retiring a subscription turns its queue into dead letters;
+//!   deleting a subscription drops its queue;
 //! - the sweep removes finished events past retention only.
 //!
-//! Not yet part of the trait, so not checked: lease tokens (a result recorded with a stale
-//! token refused), and crash consistency, which a backend tests with its own means.
+//! Not checked here: crash consistency, which a backend tests with its own means (the
+//! embedded store: `crates/knooppunt/tests/crash.rs`).
 
 use std::future::Future;
 use std::sync::Arc;
 
 use knooppunt_store::{
-    Appended, Attempt, DeliveryChange, NewEvent, Store, StoreError, Subscription,
+    Appended, Attempt, Delivery, DeliveryChange, NewEvent, Store, StoreError, Subscription,
     SubscriptionState, Verdict,
 };
 
@@ -46,8 +51,7 @@ pub fn subscription(id: &str) -> Subscription {
         sink: "https://gemeente.example.nl/events".into(),
         protocol: "HTTP".into(),
         source: None,
-        types: vec!["nl.brp.x".into()],
-        types_empty: false,
+        types: Some(vec!["nl.brp.x".into()]),
         filters: vec![serde_json::json!({"prefix": {"type": "nl."}})],
         protocol_settings: Default::default(),
         sink_credential: None,
@@ -75,10 +79,12 @@ pub fn event(id: &str, subscriptions: &[&str]) -> NewEvent {
     }
 }
 
-fn attempt(subscription: &str, seq: u64, at: u64, verdict: Verdict) -> DeliveryChange {
+/// The result of an attempt made under `leased`'s lease.
+fn attempt(leased: &Delivery, at: u64, verdict: Verdict) -> DeliveryChange {
     DeliveryChange::Attempted(Attempt {
-        subscription: subscription.into(),
-        seq,
+        subscription: leased.subscription.clone(),
+        seq: leased.seq,
+        lease: leased.lease,
         at,
         status: Some(503),
         error: Some("the sink answered 503".into()),
@@ -109,8 +115,25 @@ pub async fn run(backend: &mut impl Backend) {
     duplicates_are_reported_not_stored(backend).await;
     leases_follow_the_ordering(backend).await;
     results_are_recorded_and_survive_a_reopen(backend).await;
+    stale_lease_tokens_are_refused(backend).await;
+    unordered_leases_skip_deliveries_waiting_for_a_retry(backend).await;
     dead_letters_are_redelivered_deleted_and_retired(backend).await;
     the_sweep_removes_only_finished_events(backend).await;
+    deleting_a_subscription_drops_its_queue(backend).await;
+}
+
+/// Leases the one delivery of event `seq` (the subscription's earliest due) at `now`.
+async fn lease_one(store: &dyn Store, subscription: &str, seq: u64, now: u64) -> Delivery {
+    let leased = store
+        .lease(subscription, now, 1000, 1, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        leased.iter().map(|d| d.seq).collect::<Vec<_>>(),
+        [seq],
+        "the earliest due"
+    );
+    leased.into_iter().next().unwrap()
 }
 
 async fn subscriptions_are_kept(backend: &mut impl Backend) {
@@ -293,22 +316,29 @@ async fn leases_follow_the_ordering(backend: &mut impl Backend) {
         "a lease that runs out frees the delivery"
     );
     // An unordered queue skips a delivery that waits for its retry.
+    let second = store
+        .lease("u", 2200, 1000, 10, false)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|d| d.seq == n[1])
+        .expect("due again");
     store
         .record(vec![attempt(
-            "u",
-            n[1],
-            150,
+            &second,
+            2250,
             Verdict::Retry {
                 next_attempt_at: 9000,
             },
         )])
         .await
         .unwrap();
-    let due = leased(store.lease("u", 2200, 1000, 10, false).await.unwrap());
+    let due = leased(store.lease("u", 3200, 1000, 10, false).await.unwrap());
     assert!(!due.contains(&n[1]), "{due:?}");
     assert_eq!(
         store.next_due("u", false).await.unwrap(),
-        Some(3200).min(Some(9000))
+        Some(4200),
+        "the others' leases run out before the retry is due"
     );
 }
 
@@ -321,11 +351,10 @@ async fn results_are_recorded_and_survive_a_reopen(backend: &mut impl Backend) {
             .await
             .unwrap(),
     );
-    store.lease("o", 100, 1000, 1, true).await.unwrap();
+    let first = store.lease("o", 100, 1000, 1, true).await.unwrap();
     store
         .record(vec![attempt(
-            "o",
-            n[0],
+            &first[0],
             150,
             Verdict::Retry {
                 next_attempt_at: 5000,
@@ -357,7 +386,7 @@ async fn results_are_recorded_and_survive_a_reopen(backend: &mut impl Backend) {
     let leased = store.lease("o", 5000, 1000, 1, true).await.unwrap();
     assert_eq!(leased[0].seq, n[0], "still the oldest first");
     store
-        .record(vec![attempt("o", n[0], 5001, Verdict::Delivered)])
+        .record(vec![attempt(&leased[0], 5001, Verdict::Delivered)])
         .await
         .unwrap();
     let pending = store.pending_deliveries("o", 10).await.unwrap();
@@ -380,12 +409,14 @@ async fn dead_letters_are_redelivered_deleted_and_retired(backend: &mut impl Bac
     let dead = Verdict::DeadLetter {
         reason: "HTTP 400".into(),
     };
+    let first = lease_one(store.as_ref(), "s", n[0], 100).await;
+    let second = lease_one(store.as_ref(), "s", n[1], 100).await;
     store
-        .record(vec![attempt("s", n[0], 150, dead.clone())])
+        .record(vec![attempt(&first, 150, dead.clone())])
         .await
         .unwrap();
     store
-        .record(vec![attempt("s", n[1], 160, dead)])
+        .record(vec![attempt(&second, 160, dead)])
         .await
         .unwrap();
     let store = backend.reopen(store).await;
@@ -461,8 +492,9 @@ async fn the_sweep_removes_only_finished_events(backend: &mut impl Backend) {
             .await
             .unwrap(),
     );
+    let done = lease_one(store.as_ref(), "s", n[0], 5).await;
     store
-        .record(vec![attempt("s", n[0], 10, Verdict::Delivered)])
+        .record(vec![attempt(&done, 10, Verdict::Delivered)])
         .await
         .unwrap();
     store.sweep(10 * HOUR, HOUR, HOUR).await.unwrap();
@@ -474,4 +506,144 @@ async fn the_sweep_removes_only_finished_events(backend: &mut impl Backend) {
         store.pending_deliveries("s", 10).await.unwrap()[0].seq,
         n[1]
     );
+}
+
+async fn stale_lease_tokens_are_refused(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["s"]).await;
+    let n = seqs(
+        &store
+            .append_events(vec![event("1", &["s"]), event("2", &["s"])], 100, HOUR)
+            .await
+            .unwrap(),
+    );
+    let never_leased = Delivery::new("s".into(), n[1], 100);
+    assert!(
+        matches!(
+            store.record(vec![attempt(&never_leased, 150, Verdict::Delivered)]).await,
+            Err(StoreError::StaleLease { seq, .. }) if seq == n[1]
+        ),
+        "a delivery that is not leased takes no result"
+    );
+    let first = lease_one(store.as_ref(), "s", n[0], 100).await;
+    let other = lease_one(store.as_ref(), "s", n[1], 100).await;
+    // The first holder hangs; its lease runs out and another takes the delivery.
+    let second = lease_one(store.as_ref(), "s", n[0], 1100).await;
+    assert_ne!(first.lease, second.lease, "every lease has its own token");
+    let refused = store
+        .record(vec![
+            attempt(&other, 1150, Verdict::Delivered),
+            attempt(&first, 1150, Verdict::Delivered),
+        ])
+        .await;
+    assert!(
+        matches!(&refused, Err(StoreError::StaleLease { subscription, seq }) if subscription == "s" && *seq == n[0]),
+        "the old holder's result is refused: {refused:?}"
+    );
+    assert_eq!(
+        store.pending_deliveries("s", 10).await.unwrap().len(),
+        2,
+        "nothing of a refused call is recorded"
+    );
+    let retry = Verdict::Retry {
+        next_attempt_at: 2000,
+    };
+    store
+        .record(vec![attempt(&second, 1200, retry.clone())])
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            store.record(vec![attempt(&second, 1201, retry)]).await,
+            Err(StoreError::StaleLease { .. })
+        ),
+        "a token counts once"
+    );
+    let pending = store.pending_deliveries("s", 10).await.unwrap();
+    assert_eq!((pending[0].seq, pending[0].attempts), (n[0], 1));
+    store
+        .record(vec![attempt(&other, 1300, Verdict::Delivered)])
+        .await
+        .unwrap();
+    // A result for a delivery that is gone meanwhile is ignored.
+    let last = lease_one(store.as_ref(), "s", n[0], 2000).await;
+    store
+        .record(vec![DeliveryChange::Retire {
+            subscription: "s".into(),
+            at: 2100,
+            reason: "the sink answered 410 Gone".into(),
+        }])
+        .await
+        .unwrap();
+    store
+        .record(vec![attempt(&last, 2200, Verdict::Delivered)])
+        .await
+        .unwrap();
+    assert_eq!(store.dead_letters("s", None, 10).await.unwrap().len(), 1);
+}
+
+async fn unordered_leases_skip_deliveries_waiting_for_a_retry(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["u"]).await;
+    let events = (1..=6).map(|n| event(&n.to_string(), &["u"])).collect();
+    let n = seqs(&store.append_events(events, 100, HOUR).await.unwrap());
+    let all = store.lease("u", 100, 1000, 10, false).await.unwrap();
+    assert_eq!(all.len(), 6);
+    // Events 1, 2 and 3 failed and wait until 900, 700 and 800; 4 was delivered; 5 and 6
+    // are still leased until 1100.
+    let retry = |at| Verdict::Retry {
+        next_attempt_at: at,
+    };
+    store
+        .record(vec![
+            attempt(&all[0], 150, retry(900)),
+            attempt(&all[1], 150, retry(700)),
+            attempt(&all[2], 150, retry(800)),
+            attempt(&all[3], 150, Verdict::Delivered),
+        ])
+        .await
+        .unwrap();
+    let leased = |d: Vec<Delivery>| d.iter().map(|d| d.seq).collect::<Vec<_>>();
+    assert!(
+        store
+            .lease("u", 600, 1000, 10, false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.next_due("u", false).await.unwrap(), Some(700));
+    assert_eq!(
+        leased(store.lease("u", 850, 1000, 10, false).await.unwrap()),
+        [n[1], n[2]]
+    );
+    assert_eq!(store.next_due("u", false).await.unwrap(), Some(900));
+    assert_eq!(
+        leased(store.lease("u", 1100, 1000, 2, false).await.unwrap()),
+        [n[0], n[4]]
+    );
+    assert_eq!(
+        leased(store.lease("u", 1100, 1000, 10, false).await.unwrap()),
+        [n[5]]
+    );
+}
+
+async fn deleting_a_subscription_drops_its_queue(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["s", "t"]).await;
+    store
+        .append_events(vec![event("1", &["s", "t"])], 0, HOUR)
+        .await
+        .unwrap();
+    store.delete_subscription("s").await.unwrap();
+    assert!(store.pending_deliveries("s", 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .lease("s", 0, 1000, 10, false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.pending_deliveries("t", 10).await.unwrap().len(), 1);
+    let store = backend.reopen(store).await;
+    assert!(store.pending_deliveries("s", 10).await.unwrap().is_empty());
 }

@@ -381,8 +381,10 @@ fn sweep(log: &mut EventLog, shared: &Shared, request: SweepRequest) -> Result<S
             // a later segment than its event, so replaying what is left stays consistent.
             break;
         }
-        log.delete(first)?;
+        // Out of the index first, so that a reader finds no location to read; one that
+        // found it just before sees the index empty after its read fails (`event`).
         let gone = queues.write().expect("queues lock").forget(first, next);
+        log.delete(first)?;
         swept.events += gone.len() as u64;
         // The walk above has forgotten nearly all of these already; it stops at the first
         // event inside the window, and acceptance times are only nearly in sequence order,

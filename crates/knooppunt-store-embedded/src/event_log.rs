@@ -5,7 +5,7 @@
 //! (`00000000000000000001.log`) and holds records `[len: u32][crc32: u32][payload]`, little
 //! endian. The payload starts with its kind and sequence number: an event record (kind 1)
 //! holds the acceptance time, `source`, `id`, the event's JSON and the subscriptions it was
-//! routed to; a delivery-state record (kind 2) holds a [`DeliveryChange`] as JSON (attempt
+//! routed to; a delivery-state record (kind 2) holds a change as JSON (`records.rs`: attempt
 //! results, redeliveries, removed dead letters, retired subscriptions). A crash can leave a partly written
 //! record at the end of the newest segment; opening the log cuts it off (it was never
 //! acknowledged: acknowledgement waits for the `fdatasync` after the write).
@@ -17,6 +17,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use super::records::ChangeRecord;
 use knooppunt_store::StoreError;
 use knooppunt_store::{DeliveryChange, StoredEvent};
 
@@ -44,8 +45,11 @@ impl Entry {
             EVENT => LogRecord::decode(rest).map(Entry::Event),
             CHANGE => {
                 let seq = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
-                let change = serde_json::from_slice(rest.get(8..)?).ok()?;
-                Some(Entry::Change { seq, change })
+                let record: ChangeRecord = serde_json::from_slice(rest.get(8..)?).ok()?;
+                Some(Entry::Change {
+                    seq,
+                    change: record.into(),
+                })
             }
             _ => None,
         }
@@ -57,7 +61,8 @@ pub(crate) fn encode_change(seq: u64, change: &DeliveryChange, out: &mut Vec<u8>
     framed(out, |payload| {
         payload.push(CHANGE);
         payload.extend_from_slice(&seq.to_le_bytes());
-        serde_json::to_writer(payload, change).expect("changes always serialise");
+        serde_json::to_writer(payload, &ChangeRecord::from(change))
+            .expect("changes always serialise");
     })
 }
 

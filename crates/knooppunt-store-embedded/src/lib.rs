@@ -27,19 +27,18 @@ mod event_log;
 mod group_commit;
 mod pending;
 mod queues;
+mod records;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use self::committer::{Answer, Shared};
 use self::dedupe::{Dedupe, DedupeHasher};
 use self::event_log::EventLog;
 use self::group_commit::GroupCommit;
 use self::queues::Queues;
+use self::records::SubscriptionRecord;
 use knooppunt_store::{
     Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent, Swept,
 };
@@ -105,12 +104,16 @@ fn backend(error: sled::Error) -> StoreError {
     StoreError::Backend(error.to_string())
 }
 
-fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
-    serde_json::from_slice(bytes).map_err(|error| StoreError::Corrupt(error.to_string()))
+/// A subscription read from its record in sled.
+fn decode(bytes: &[u8]) -> Result<Subscription, StoreError> {
+    serde_json::from_slice::<SubscriptionRecord>(bytes)
+        .map(Subscription::from)
+        .map_err(|error| StoreError::Corrupt(format!("a subscription record: {error}")))
 }
 
-fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    serde_json::to_vec(value).expect("records always serialise")
+/// A subscription's record in sled.
+fn encode(subscription: &Subscription) -> Vec<u8> {
+    serde_json::to_vec(&SubscriptionRecord::from(subscription)).expect("records always serialise")
 }
 
 /// How long opening waits for sled's lock on the directory: a store closed in this process a
@@ -214,6 +217,38 @@ impl SledStore {
             .commit
             .commit(|| async { db.flush_async().await.map(drop).map_err(backend) })
             .await
+    }
+
+    /// Checks the lease token of every attempt in `changes` and takes their deliveries out
+    /// of reach of new leases until the committer applies the results: all of them, or, if
+    /// one token is stale, none. The check is made here, before the log, so that the log
+    /// holds only results that counted and replaying it needs no tokens.
+    fn take_results(&self, changes: &[DeliveryChange]) -> Result<(), StoreError> {
+        let mut queues = self.queues();
+        let attempts = || {
+            changes.iter().filter_map(|change| match change {
+                DeliveryChange::Attempted(attempt) => Some(attempt),
+                _ => None,
+            })
+        };
+        for attempt in attempts() {
+            let held = queues
+                .pending
+                .get(&attempt.subscription)
+                .is_none_or(|queue| queue.holds(attempt.seq, attempt.lease));
+            if !held {
+                return Err(StoreError::StaleLease {
+                    subscription: attempt.subscription.clone(),
+                    seq: attempt.seq,
+                });
+            }
+        }
+        for attempt in attempts() {
+            if let Some(queue) = queues.pending.get_mut(&attempt.subscription) {
+                queue.take_result(&attempt.subscription, attempt.seq);
+            }
+        }
+        Ok(())
     }
 
     fn queues(&self) -> std::sync::RwLockWriteGuard<'_, Queues> {
@@ -340,6 +375,17 @@ impl Store for SledStore {
                 .get_or_read(seq, || inner.readers.read_event(location));
             if event.is_err() {
                 inner.events.forget_unfilled(seq);
+                // The sweep may have removed its segment between the lookup and the read.
+                let swept = inner
+                    .queues
+                    .read()
+                    .expect("queues lock")
+                    .index
+                    .get(seq)
+                    .is_none();
+                if swept {
+                    return Ok(None);
+                }
             }
             Ok(Some(event?))
         })
@@ -370,10 +416,12 @@ impl Store for SledStore {
     ) -> StoreFuture<'a, Vec<Delivery>> {
         Box::pin(async move {
             let mut queues = self.queues();
+            let queues = &mut *queues;
             let Some(queue) = queues.pending.get_mut(subscription) else {
                 return Ok(Vec::new());
             };
-            Ok(queue.lease(subscription, now_ms, lease_ms, limit, ordered))
+            let tokens = &mut queues.lease_tokens;
+            Ok(queue.lease(subscription, now_ms, lease_ms, limit, ordered, tokens))
         })
     }
 
@@ -392,7 +440,10 @@ impl Store for SledStore {
     }
 
     fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
-        Box::pin(answered(self.inner.log.record(changes)))
+        Box::pin(async move {
+            self.take_results(&changes)?;
+            answered(self.inner.log.record(changes)).await
+        })
     }
 
     fn dead_letters<'a>(

@@ -128,7 +128,8 @@ impl Pending {
     }
 
     /// Leases up to `limit` available deliveries until `now + lease_ms`: the oldest only
-    /// when `ordered` (and only while it is not leased), else the earliest available.
+    /// when `ordered` (and only while it is not leased), else the earliest available. Each
+    /// gets the next token of `tokens`.
     pub(super) fn lease(
         &mut self,
         subscription: &str,
@@ -136,6 +137,7 @@ impl Pending {
         lease_ms: u64,
         limit: usize,
         ordered: bool,
+        tokens: &mut u64,
     ) -> Vec<Delivery> {
         let mut leased = Vec::new();
         while leased.len() < limit {
@@ -165,10 +167,35 @@ impl Pending {
                 .remove(subscription, seq)
                 .expect("the head is in the queue");
             delivery.leased_until = now + lease_ms;
+            *tokens += 1;
+            delivery.lease = *tokens;
             leased.push(delivery.clone());
             self.insert(delivery);
         }
         leased
+    }
+
+    /// Whether a result made under lease `token` for the delivery of `seq` may be
+    /// recorded: the delivery is held under that lease, or it is not pending any more (the
+    /// result will be ignored).
+    pub(super) fn holds(&self, seq: u64, token: u64) -> bool {
+        match self.touched.get(&seq) {
+            Some(current) => token != 0 && current.lease == token,
+            // A fresh delivery was never leased; otherwise it is finished or retired.
+            None => self.fresh.binary_search_by_key(&seq, |(s, _)| *s).is_err(),
+        }
+    }
+
+    /// Takes the delivery of `seq`, whose result is on its way to the log, out of reach:
+    /// no lease until the result is applied, and its token is spent.
+    pub(super) fn take_result(&mut self, subscription: &str, seq: u64) {
+        if !self.touched.contains_key(&seq) {
+            return;
+        }
+        let mut delivery = self.remove(subscription, seq).expect("it is touched");
+        delivery.lease = 0;
+        delivery.leased_until = u64::MAX;
+        self.insert(delivery);
     }
 
     /// When the next delivery becomes available (for an ordered queue: its oldest).
@@ -221,11 +248,35 @@ mod tests {
             "the ordered head waits for its retry"
         );
         assert_eq!(queue.next_due(false), Some(100));
-        assert!(queue.lease("s", 200, 1000, 5, true).is_empty());
-        assert_eq!(seqs(&queue.lease("s", 200, 1000, 5, false)), [3, 4, 5]);
+        let mut tokens = 0;
+        assert!(queue.lease("s", 200, 1000, 5, true, &mut tokens).is_empty());
+        let leased = queue.lease("s", 200, 1000, 5, false, &mut tokens);
+        assert_eq!(seqs(&leased), [3, 4, 5]);
+        assert_eq!(
+            leased.iter().map(|d| d.lease).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
         assert_eq!(queue.next_due(false), Some(500));
-        assert_eq!(seqs(&queue.lease("s", 600, 1000, 5, false)), [2]);
-        assert_eq!(queue.len(), 4);
+        assert_eq!(
+            seqs(&queue.lease("s", 600, 1000, 5, false, &mut tokens)),
+            [2]
+        );
+        assert!(!queue.holds(3, 2), "another lease's token");
+        assert!(!queue.holds(2, 0), "no token");
+        queue.push(6, 100);
+        assert!(!queue.holds(6, 1), "never leased");
+        assert!(queue.holds(3, 1));
+        queue.take_result("s", 3);
+        assert!(!queue.holds(3, 1), "a token is spent once");
+        assert!(queue.holds(9, 1), "not pending: its result is ignored");
+        assert!(
+            queue
+                .lease("s", 5000, 1000, 5, false, &mut tokens)
+                .iter()
+                .all(|d| d.seq != 3),
+            "a taken result is not leased again before it is applied"
+        );
+        assert_eq!(queue.len(), 5);
         assert_eq!(queue.remove("s", 9), None);
     }
 }

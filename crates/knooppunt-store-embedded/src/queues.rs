@@ -26,6 +26,9 @@ pub(super) struct Queues {
     pub(super) index: EventIndex,
     /// Duplicate detection has forgotten the events up to this one (their window passed).
     pub(super) dedupe_expired_through: u64,
+    /// The last lease token handed out. Leases live in memory only: after a restart no
+    /// holder of an old one exists, so numbering may start again.
+    pub(super) lease_tokens: u64,
 }
 
 impl Queues {
@@ -128,6 +131,7 @@ impl Queues {
         delivery.last_status = attempt.status;
         delivery.last_error.clone_from(&attempt.error);
         delivery.leased_until = 0;
+        delivery.lease = 0;
         match &attempt.verdict {
             Verdict::Delivered => {}
             Verdict::Retry { next_attempt_at } => {

@@ -21,8 +21,8 @@ pub use queue::{
 };
 pub use subscription::{
     CONFIG_KEYS, ConfigDefaults, ConfigError, ConfigKey, DeliveryConfig, DeliveryMode,
-    HttpSettings, Ordering, SinkCredential, Subscription, SubscriptionState, Validation,
-    parse_iso8601_duration,
+    HttpSettings, Ordering, SinkCredential, Subscription, SubscriptionConfig, SubscriptionState,
+    Validation, parse_iso8601_duration,
 };
 
 /// Milliseconds since the Unix epoch: the hub's one clock for stored times.
@@ -48,6 +48,12 @@ pub enum StoreError {
     Corrupt(String),
     #[error("a subscription with id `{0}` already exists")]
     Conflict(String),
+    /// A result carried a lease token that is no longer the delivery's: the lease ran out
+    /// and the delivery was leased again (by another worker or hub), whose result counts.
+    #[error(
+        "the lease on the delivery of event {seq} to subscription `{subscription}` is no longer held"
+    )]
+    StaleLease { subscription: String, seq: u64 },
 }
 
 /// The operations the hub needs from its durable state.
@@ -89,8 +95,10 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreFuture<'a, Vec<Delivery>>;
 
     /// Leases up to `limit` due deliveries of a subscription (`next_attempt_at <= now_ms`,
-    /// not leased) until `now_ms + lease_ms`, in acceptance order. With `ordered`, only the
-    /// oldest pending delivery can be leased, and only while no other is leased.
+    /// not leased) until `now_ms + lease_ms`, in acceptance order, each under a new token
+    /// ([`Delivery::lease`]) that no other lease of this store has. With `ordered`, only the
+    /// oldest pending delivery can be leased, and only while no other is leased. A lease
+    /// that runs out (its holder died or hangs) frees the delivery for the next lease.
     fn lease<'a>(
         &'a self,
         subscription: &'a str,
@@ -106,7 +114,10 @@ pub trait Store: Send + Sync + 'static {
     -> StoreFuture<'a, Option<u64>>;
 
     /// Records changes to the delivery state, in order, and returns when they are on disk.
-    /// A change to a delivery or dead letter that no longer exists is ignored.
+    /// A change to a delivery or dead letter that no longer exists is ignored. An attempt
+    /// whose [`Attempt::lease`] is not the delivery's current lease (it ran out and the
+    /// delivery was leased again, or its result was recorded already) is refused with
+    /// [`StoreError::StaleLease`], and then nothing of the call is recorded.
     fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()>;
 
     /// A subscription's dead letters in acceptance order, starting after event `after`.

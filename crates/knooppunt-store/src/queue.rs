@@ -1,7 +1,5 @@
 //! Accepted events and their pending deliveries: the records every backend keeps.
 
-use serde::{Deserialize, Serialize};
-
 /// An event to append, with the subscriptions it must reach.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewEvent {
@@ -24,7 +22,7 @@ pub enum Appended {
 
 /// An accepted event. It never changes, so one copy serves all its deliveries: reading it
 /// costs the same whatever the number of subscriptions it was routed to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredEvent {
     /// Acceptance order: later accepted, higher number.
     pub seq: u64,
@@ -36,7 +34,7 @@ pub struct StoredEvent {
 }
 
 /// One pending delivery of one event to one subscription: what the workers need.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     pub subscription: String,
     /// The event ([`StoredEvent::seq`]).
@@ -53,8 +51,11 @@ pub struct Delivery {
     pub last_error: Option<String>,
     /// Leased to a delivery worker until then (milliseconds since the Unix epoch); 0 when
     /// not leased. A lease that runs out (a worker that died) frees the delivery again.
-    #[serde(default)]
     pub leased_until: u64,
+    /// The token of the lease held, 0 when not leased: a result must carry it
+    /// ([`Attempt::lease`]). Every lease gets a new one, so a worker whose lease ran out
+    /// and was given to another cannot record over the new holder's result.
+    pub lease: u64,
 }
 
 impl Delivery {
@@ -69,6 +70,7 @@ impl Delivery {
             last_status: None,
             last_error: None,
             leased_until: 0,
+            lease: 0,
         }
     }
 }
@@ -83,8 +85,7 @@ pub struct Swept {
 }
 
 /// What the hub decided after one delivery attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// The sink took the event: the delivery is finished.
     Delivered,
@@ -95,11 +96,13 @@ pub enum Verdict {
 }
 
 /// One finished delivery attempt, as the store records it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
     pub subscription: String,
     /// The event ([`StoredEvent::seq`]).
     pub seq: u64,
+    /// The token of the lease the attempt was made under ([`Delivery::lease`]).
+    pub lease: u64,
     /// When the attempt was made (milliseconds since the Unix epoch).
     pub at: u64,
     /// The sink's HTTP status, if it answered.
@@ -111,7 +114,7 @@ pub struct Attempt {
 
 /// A delivery the hub gave up on, with the history that led there. Its event is kept as long
 /// as the dead letter is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetter {
     pub subscription: String,
     /// The event ([`StoredEvent::seq`]); also the dead letter's id within its subscription.
@@ -144,8 +147,7 @@ impl DeadLetter {
 }
 
 /// A change to the delivery state, recorded durably; every backend applies them in order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "change", rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeliveryChange {
     /// The result of an attempt.
     Attempted(Attempt),

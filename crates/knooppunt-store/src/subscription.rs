@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-/// A subscription as the hub keeps it. The API layer validates it before it is stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A subscription as the hub keeps it: validated by the API before it is stored, its
+/// `config` read once into typed settings ([`SubscriptionConfig`]). Backends keep it in
+/// record formats of their own.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subscription {
     /// Assigned by the hub; time-ordered, so listing in id order is listing in creation order.
     pub id: String,
@@ -17,53 +17,107 @@ pub struct Subscription {
     /// The delivery protocol; `HTTP` is the only one the hub delivers.
     pub protocol: String,
     pub source: Option<String>,
-    /// The `types` sent, empty when absent; see [`Subscription::types`].
-    #[serde(default)]
-    pub types: Vec<String>,
-    /// The subscriber sent `types: []`, which matches no event type (subscriptions spec
-    /// 3.2.1), as opposed to leaving `types` out.
-    #[serde(default)]
-    pub types_empty: bool,
+    /// The `types` as sent: `None` when left out (any type), `Some(vec![])` when the
+    /// subscriber sent an empty list, which matches no event type (subscriptions spec 3.2.1).
+    pub types: Option<Vec<String>>,
     /// The filters exactly as submitted (already validated).
-    #[serde(default)]
     pub filters: Vec<serde_json::Value>,
-    #[serde(default)]
     pub protocol_settings: HttpSettings,
     /// Kept to authenticate deliveries; never returned by the API.
     pub sink_credential: Option<SinkCredential>,
-    /// The `config` map with every default applied, values as strings.
-    #[serde(default)]
-    pub config: BTreeMap<String, String>,
+    /// The `config` map with every default applied, and its typed settings.
+    pub config: SubscriptionConfig,
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
     pub updated_at: u64,
     /// Whether the sink receives deliveries.
-    #[serde(default)]
     pub state: SubscriptionState,
     /// How the sink's consent was established, once it was.
-    #[serde(default)]
     pub validated_by: Option<Validation>,
     /// The secret in the validation callback URL offered to the sink; never returned by
     /// the API.
-    #[serde(default)]
     pub validation_token: Option<String>,
     /// The delivery rate the sink allowed in the handshake (`WebHook-Allowed-Rate`,
     /// requests per minute), if it set one.
-    #[serde(default)]
     pub allowed_rate: Option<u32>,
     /// Why the last handshake did not make the subscription active, while it is pending.
-    #[serde(default)]
     pub validation_problem: Option<String>,
     /// Why the hub disabled the subscription at start-up: its stored filters or `config`
     /// are beyond what this hub accepts (it stays disabled until it is replaced).
-    #[serde(default, alias = "filter_problem")]
     pub disabled_reason: Option<String>,
+}
+
+/// A subscription's `config`: every key of [`CONFIG_KEYS`] with its value as text (as the
+/// API shows it), and the typed settings read from them once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionConfig {
+    values: BTreeMap<String, String>,
+    settings: DeliveryConfig,
+    /// Why a stored map could not be read (see [`SubscriptionConfig::stored`]).
+    unreadable: Option<Vec<ConfigError>>,
+}
+
+impl Default for SubscriptionConfig {
+    /// The defaults of [`CONFIG_KEYS`].
+    fn default() -> Self {
+        SubscriptionConfig::parse(&BTreeMap::new(), &ConfigDefaults::default())
+            .expect("the defaults are valid")
+    }
+}
+
+impl SubscriptionConfig {
+    /// Reads a submitted `config` map, reporting every bad key; the keys it leaves out get
+    /// `defaults`.
+    pub fn parse(
+        map: &BTreeMap<String, String>,
+        defaults: &ConfigDefaults,
+    ) -> Result<SubscriptionConfig, Vec<ConfigError>> {
+        let (settings, values) = DeliveryConfig::try_from_map_with(map, defaults)?;
+        Ok(SubscriptionConfig {
+            values,
+            settings,
+            unreadable: None,
+        })
+    }
+
+    /// Reads a map a backend kept. One this version cannot read (written by another
+    /// version, or edited) is kept as it is, with the standard defaults as settings and the
+    /// problems in [`SubscriptionConfig::unreadable`]: the hub disables such a subscription
+    /// when it loads it, saying why, so the defaults are never used for deliveries.
+    pub fn stored(map: BTreeMap<String, String>) -> SubscriptionConfig {
+        match DeliveryConfig::try_from_map(&map) {
+            Ok((settings, values)) => SubscriptionConfig {
+                values,
+                settings,
+                unreadable: None,
+            },
+            Err(errors) => SubscriptionConfig {
+                values: map,
+                settings: SubscriptionConfig::default().settings,
+                unreadable: Some(errors),
+            },
+        }
+    }
+
+    /// Every key with its value, as text.
+    pub fn values(&self) -> &BTreeMap<String, String> {
+        &self.values
+    }
+
+    /// The typed delivery settings.
+    pub fn settings(&self) -> DeliveryConfig {
+        self.settings
+    }
+
+    /// What this hub could not read in a stored map, if anything.
+    pub fn unreadable(&self) -> Option<&[ConfigError]> {
+        self.unreadable.as_deref()
+    }
 }
 
 /// Whether a subscription's sink receives deliveries (NL GOV webhook guideline: a sink must
 /// consent before it receives anything).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum SubscriptionState {
     /// The sink consented: deliveries flow.
     #[default]
@@ -86,8 +140,7 @@ impl SubscriptionState {
 }
 
 /// How a sink's consent was established.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Validation {
     /// The sink granted the `OPTIONS` handshake.
     Handshake,
@@ -108,18 +161,16 @@ impl Validation {
 }
 
 /// `protocolsettings` for HTTP (Subscriptions API section 3.2.2.1).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HttpSettings {
     /// Headers copied into every delivery request.
-    #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// The HTTP method; POST when absent.
     pub method: Option<String>,
 }
 
 /// How the hub authenticates itself at the sink (Subscriptions API section 3.2.3).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "credentialtype", rename_all = "UPPERCASE")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SinkCredential {
     /// Sent as HTTP Basic authentication.
     Plain { identifier: String, secret: String },
@@ -261,21 +312,12 @@ impl Subscription {
     /// The `types` as the subscriber sent them: `None` when absent (any type), an empty
     /// list when it sent one (no type).
     pub fn types(&self) -> Option<&[String]> {
-        (self.types_empty || !self.types.is_empty()).then_some(self.types.as_slice())
+        self.types.as_deref()
     }
 
-    /// The typed delivery settings of the stored `config` map. It was validated when stored,
-    /// and a hub disables (with `disabled_reason`) a stored subscription whose `config` it
-    /// cannot read when it loads it, so the fallback to the defaults is never reached by an
-    /// active subscription.
+    /// The typed delivery settings.
     pub fn delivery_config(&self) -> DeliveryConfig {
-        DeliveryConfig::try_from_map(&self.config)
-            .map(|(config, _)| config)
-            .unwrap_or_else(|_| {
-                DeliveryConfig::try_from_map(&BTreeMap::new())
-                    .expect("the defaults are valid")
-                    .0
-            })
+        self.config.settings()
     }
 }
 

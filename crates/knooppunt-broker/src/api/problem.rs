@@ -222,7 +222,9 @@ impl From<knooppunt_store::StoreError> for ApiError {
         use knooppunt_store::StoreError;
         match error {
             StoreError::Unavailable(_) => ApiError::Unavailable(error.to_string()),
-            StoreError::Conflict(_) => ApiError::Conflict(error.to_string()),
+            StoreError::Conflict(_) | StoreError::StaleLease { .. } => {
+                ApiError::Conflict(error.to_string())
+            }
             StoreError::Backend(_) | StoreError::Corrupt(_) => {
                 ApiError::Internal(error.to_string())
             }

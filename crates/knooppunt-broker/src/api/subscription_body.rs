@@ -9,7 +9,8 @@ use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_event::validate::syntax;
 use knooppunt_filter::{Criteria, Filter};
 use knooppunt_store::{
-    ConfigDefaults, DeliveryConfig, HttpSettings, SinkCredential, Subscription, SubscriptionState,
+    ConfigDefaults, HttpSettings, SinkCredential, Subscription, SubscriptionConfig,
+    SubscriptionState,
 };
 use serde_json::{Map, Value, json};
 
@@ -27,7 +28,7 @@ pub(crate) struct SubscriptionInput {
     pub(crate) criteria: Criteria,
     pub(crate) protocol_settings: HttpSettings,
     pub(crate) sink_credential: Option<SinkCredential>,
-    pub(crate) config: BTreeMap<String, String>,
+    pub(crate) config: SubscriptionConfig,
 }
 
 const MEMBERS: [&str; 9] = [
@@ -227,13 +228,13 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
         "config",
         &mut problems,
     );
-    let config = match DeliveryConfig::try_from_map_with(&config, defaults) {
-        Ok((_, effective)) => effective,
+    let config = match SubscriptionConfig::parse(&config, defaults) {
+        Ok(config) => Some(config),
         Err(errors) => {
             for error in errors {
                 problems.add(format!("config.{}", error.key), error.message);
             }
-            BTreeMap::new()
+            None
         }
     };
 
@@ -253,7 +254,7 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
         filters,
         protocol_settings,
         sink_credential,
-        config,
+        config: config.expect("checked"),
     })
 }
 
@@ -511,7 +512,7 @@ pub(crate) fn representation(subscription: &Subscription, last: Option<LastDeliv
             "method": settings.method.as_deref().unwrap_or("POST"),
         }),
     );
-    object.insert("config".into(), json!(subscription.config));
+    object.insert("config".into(), json!(subscription.config.values()));
     object.insert("state".into(), json!(subscription.state.as_str()));
     if let Some(by) = subscription.validated_by {
         object.insert("validatedBy".into(), json!(by.as_str()));

@@ -1,0 +1,368 @@
+//! The embedded store's own record formats: what it writes to sled (subscriptions) and to
+//! the event log (delivery-state changes), as JSON. They are this backend's business: the
+//! neutral model of `knooppunt-store` can change without changing what is on disk, and
+//! every change here must read what earlier versions wrote (fields added with defaults,
+//! old names kept as aliases).
+
+use std::collections::BTreeMap;
+
+use knooppunt_store::{
+    Attempt, DeliveryChange, HttpSettings, SinkCredential, Subscription, SubscriptionConfig,
+    SubscriptionState, Validation, Verdict,
+};
+use serde::{Deserialize, Serialize};
+
+/// A subscription in sled (`subscriptions` tree, id → this as JSON).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SubscriptionRecord {
+    id: String,
+    owner: String,
+    sink: String,
+    protocol: String,
+    source: Option<String>,
+    #[serde(default)]
+    types: Vec<String>,
+    /// `types: []` was sent (it matches no type), as opposed to no `types`.
+    #[serde(default)]
+    types_empty: bool,
+    #[serde(default)]
+    filters: Vec<serde_json::Value>,
+    #[serde(default)]
+    protocol_settings: HttpSettingsRecord,
+    sink_credential: Option<CredentialRecord>,
+    #[serde(default)]
+    config: BTreeMap<String, String>,
+    created_at: u64,
+    updated_at: u64,
+    #[serde(default)]
+    state: StateRecord,
+    #[serde(default)]
+    validated_by: Option<ValidationRecord>,
+    #[serde(default)]
+    validation_token: Option<String>,
+    #[serde(default)]
+    allowed_rate: Option<u32>,
+    #[serde(default)]
+    validation_problem: Option<String>,
+    #[serde(default, alias = "filter_problem")]
+    disabled_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct HttpSettingsRecord {
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    method: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "credentialtype", rename_all = "UPPERCASE")]
+enum CredentialRecord {
+    Plain {
+        identifier: String,
+        secret: String,
+    },
+    AccessToken {
+        accesstoken: String,
+        accesstokentype: Option<String>,
+        accesstokenexpiresutc: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum StateRecord {
+    #[default]
+    Active,
+    Pending,
+    Disabled,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ValidationRecord {
+    Handshake,
+    Callback,
+    Agreement,
+}
+
+impl From<&Subscription> for SubscriptionRecord {
+    fn from(s: &Subscription) -> Self {
+        SubscriptionRecord {
+            id: s.id.clone(),
+            owner: s.owner.clone(),
+            sink: s.sink.clone(),
+            protocol: s.protocol.clone(),
+            source: s.source.clone(),
+            types: s.types.clone().unwrap_or_default(),
+            types_empty: s.types.as_ref().is_some_and(Vec::is_empty),
+            filters: s.filters.clone(),
+            protocol_settings: HttpSettingsRecord {
+                headers: s.protocol_settings.headers.clone(),
+                method: s.protocol_settings.method.clone(),
+            },
+            sink_credential: s.sink_credential.as_ref().map(|c| match c.clone() {
+                SinkCredential::Plain { identifier, secret } => {
+                    CredentialRecord::Plain { identifier, secret }
+                }
+                SinkCredential::AccessToken {
+                    accesstoken,
+                    accesstokentype,
+                    accesstokenexpiresutc,
+                } => CredentialRecord::AccessToken {
+                    accesstoken,
+                    accesstokentype,
+                    accesstokenexpiresutc,
+                },
+            }),
+            config: s.config.values().clone(),
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            state: match s.state {
+                SubscriptionState::Active => StateRecord::Active,
+                SubscriptionState::Pending => StateRecord::Pending,
+                SubscriptionState::Disabled => StateRecord::Disabled,
+            },
+            validated_by: s.validated_by.map(|v| match v {
+                Validation::Handshake => ValidationRecord::Handshake,
+                Validation::Callback => ValidationRecord::Callback,
+                Validation::Agreement => ValidationRecord::Agreement,
+            }),
+            validation_token: s.validation_token.clone(),
+            allowed_rate: s.allowed_rate,
+            validation_problem: s.validation_problem.clone(),
+            disabled_reason: s.disabled_reason.clone(),
+        }
+    }
+}
+
+impl From<SubscriptionRecord> for Subscription {
+    fn from(r: SubscriptionRecord) -> Self {
+        Subscription {
+            id: r.id,
+            owner: r.owner,
+            sink: r.sink,
+            protocol: r.protocol,
+            source: r.source,
+            types: (r.types_empty || !r.types.is_empty()).then_some(r.types),
+            filters: r.filters,
+            protocol_settings: HttpSettings {
+                headers: r.protocol_settings.headers,
+                method: r.protocol_settings.method,
+            },
+            sink_credential: r.sink_credential.map(|c| match c {
+                CredentialRecord::Plain { identifier, secret } => {
+                    SinkCredential::Plain { identifier, secret }
+                }
+                CredentialRecord::AccessToken {
+                    accesstoken,
+                    accesstokentype,
+                    accesstokenexpiresutc,
+                } => SinkCredential::AccessToken {
+                    accesstoken,
+                    accesstokentype,
+                    accesstokenexpiresutc,
+                },
+            }),
+            config: SubscriptionConfig::stored(r.config),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            state: match r.state {
+                StateRecord::Active => SubscriptionState::Active,
+                StateRecord::Pending => SubscriptionState::Pending,
+                StateRecord::Disabled => SubscriptionState::Disabled,
+            },
+            validated_by: r.validated_by.map(|v| match v {
+                ValidationRecord::Handshake => Validation::Handshake,
+                ValidationRecord::Callback => Validation::Callback,
+                ValidationRecord::Agreement => Validation::Agreement,
+            }),
+            validation_token: r.validation_token,
+            allowed_rate: r.allowed_rate,
+            validation_problem: r.validation_problem,
+            disabled_reason: r.disabled_reason,
+        }
+    }
+}
+
+/// A delivery-state change in the event log (kind 2 records). Only results that counted
+/// reach the log (lease tokens are checked before), so it holds no lease tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "camelCase")]
+pub(crate) enum ChangeRecord {
+    Attempted(AttemptRecord),
+    Redeliver {
+        subscription: String,
+        seq: u64,
+        at: u64,
+    },
+    DeleteDeadLetter {
+        subscription: String,
+        seq: u64,
+    },
+    Retire {
+        subscription: String,
+        at: u64,
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AttemptRecord {
+    subscription: String,
+    seq: u64,
+    at: u64,
+    status: Option<u16>,
+    error: Option<String>,
+    verdict: VerdictRecord,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "camelCase")]
+enum VerdictRecord {
+    Delivered,
+    Retry { next_attempt_at: u64 },
+    DeadLetter { reason: String },
+}
+
+impl From<&DeliveryChange> for ChangeRecord {
+    fn from(change: &DeliveryChange) -> Self {
+        match change.clone() {
+            DeliveryChange::Attempted(a) => ChangeRecord::Attempted(AttemptRecord {
+                subscription: a.subscription,
+                seq: a.seq,
+                at: a.at,
+                status: a.status,
+                error: a.error,
+                verdict: match a.verdict {
+                    Verdict::Delivered => VerdictRecord::Delivered,
+                    Verdict::Retry { next_attempt_at } => VerdictRecord::Retry { next_attempt_at },
+                    Verdict::DeadLetter { reason } => VerdictRecord::DeadLetter { reason },
+                },
+            }),
+            DeliveryChange::Redeliver {
+                subscription,
+                seq,
+                at,
+            } => ChangeRecord::Redeliver {
+                subscription,
+                seq,
+                at,
+            },
+            DeliveryChange::DeleteDeadLetter { subscription, seq } => {
+                ChangeRecord::DeleteDeadLetter { subscription, seq }
+            }
+            DeliveryChange::Retire {
+                subscription,
+                at,
+                reason,
+            } => ChangeRecord::Retire {
+                subscription,
+                at,
+                reason,
+            },
+        }
+    }
+}
+
+impl From<ChangeRecord> for DeliveryChange {
+    fn from(record: ChangeRecord) -> Self {
+        match record {
+            ChangeRecord::Attempted(a) => DeliveryChange::Attempted(Attempt {
+                subscription: a.subscription,
+                seq: a.seq,
+                lease: 0,
+                at: a.at,
+                status: a.status,
+                error: a.error,
+                verdict: match a.verdict {
+                    VerdictRecord::Delivered => Verdict::Delivered,
+                    VerdictRecord::Retry { next_attempt_at } => Verdict::Retry { next_attempt_at },
+                    VerdictRecord::DeadLetter { reason } => Verdict::DeadLetter { reason },
+                },
+            }),
+            ChangeRecord::Redeliver {
+                subscription,
+                seq,
+                at,
+            } => DeliveryChange::Redeliver {
+                subscription,
+                seq,
+                at,
+            },
+            ChangeRecord::DeleteDeadLetter { subscription, seq } => {
+                DeliveryChange::DeleteDeadLetter { subscription, seq }
+            }
+            ChangeRecord::Retire {
+                subscription,
+                at,
+                reason,
+            } => DeliveryChange::Retire {
+                subscription,
+                at,
+                reason,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records written by earlier versions (before these types were the backend's own)
+    /// still read, and what is written now reads back the same.
+    #[test]
+    fn earlier_records_still_read() {
+        let old = r#"{"id":"a","owner":"o","sink":"https://x.example/","protocol":"HTTP",
+            "source":null,"types":[],"types_empty":true,"filters":[],
+            "protocol_settings":{"headers":{"X-Key":"v"},"method":null},
+            "sink_credential":{"credentialtype":"PLAIN","identifier":"hub","secret":"s"},
+            "config":{"mode":"binary"},"created_at":1,"updated_at":2,"state":"pending",
+            "validated_by":"callback","filter_problem":"why"}"#;
+        let record: SubscriptionRecord = serde_json::from_str(old).unwrap();
+        let subscription = Subscription::from(record);
+        assert_eq!(subscription.types, Some(vec![]));
+        assert_eq!(subscription.state, SubscriptionState::Pending);
+        assert_eq!(subscription.validated_by, Some(Validation::Callback));
+        assert_eq!(subscription.disabled_reason.as_deref(), Some("why"));
+        assert_eq!(
+            subscription.delivery_config().mode,
+            knooppunt_store::DeliveryMode::Binary
+        );
+        let again = Subscription::from(
+            serde_json::from_slice::<SubscriptionRecord>(
+                &serde_json::to_vec(&SubscriptionRecord::from(&subscription)).unwrap(),
+            )
+            .unwrap(),
+        );
+        assert_eq!(again, subscription);
+
+        let old_change = r#"{"change":"attempted","subscription":"a","seq":7,"at":5,
+            "status":503,"error":"x","verdict":{"outcome":"retry","next_attempt_at":9}}"#;
+        let change =
+            DeliveryChange::from(serde_json::from_str::<ChangeRecord>(old_change).unwrap());
+        let DeliveryChange::Attempted(attempt) = &change else {
+            panic!("{change:?}")
+        };
+        assert_eq!(attempt.verdict, Verdict::Retry { next_attempt_at: 9 });
+        assert_eq!(
+            ChangeRecord::from(&change),
+            serde_json::from_str(old_change).unwrap()
+        );
+    }
+
+    /// A stored config this version cannot read is kept as it is and reported.
+    #[test]
+    fn an_unreadable_config_is_kept_and_reported() {
+        let record: SubscriptionRecord = serde_json::from_str(
+            r#"{"id":"a","owner":"o","sink":"s","protocol":"HTTP","source":null,
+                "created_at":1,"updated_at":1,"config":{"mode":"pigeon"}}"#,
+        )
+        .unwrap();
+        let subscription = Subscription::from(record);
+        assert!(subscription.config.unreadable().is_some());
+        assert_eq!(subscription.config.values()["mode"], "pigeon");
+        assert_eq!(subscription.types, None);
+    }
+}
