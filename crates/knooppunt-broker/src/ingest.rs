@@ -1,10 +1,20 @@
-//! What the hub does with published events before it answers: the settings and the counters.
-//! The HTTP side is `api/events.rs`.
+//! What the hub does with published events before it answers, as a pipeline of stages:
+//! [`accept`] validates the decoded events against the profile, checks the publisher may
+//! publish their sources, routes them, commits them with their deliveries to the store
+//! (the 2xx waits for that), wakes the workers, and counts. Decoding and the HTTP answer
+//! are `api/events.rs`'s.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use knooppunt_event::ProfileLevel;
+use knooppunt_event::trace_context::TraceContext;
+use knooppunt_event::{ProfileLevel, ReceivedEvent, Severity, Violation, Violations, validate};
+use knooppunt_store::{Appended, NewEvent, StoreError};
+use serde::Serialize;
+
+use crate::AppState;
+use crate::api::auth::Principal;
+use crate::telemetry::Rejection;
 
 /// The spec's floor: intermediaries must forward events of 64 KiB or less.
 pub const MIN_EVENT_BYTES: usize = 64 * 1024;
@@ -68,3 +78,217 @@ impl IngestCounters {
 }
 
 pub(crate) use knooppunt_store::now_ms;
+
+/// What the hub says about one published event.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Receipt {
+    pub(crate) id: String,
+    pub(crate) source: String,
+    /// The hub's acceptance sequence number (the original's, for a duplicate).
+    pub(crate) sequence: u64,
+    /// An event with this `source` and `id` was accepted before, within the duplicate window;
+    /// it was acknowledged again but not routed again.
+    pub(crate) duplicate: bool,
+    /// How many subscriptions it was routed to.
+    pub(crate) matched_subscriptions: usize,
+    /// SHOULD-level findings (and, at profile level `warn`, the profile's MUSTs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) warnings: Vec<Violation>,
+}
+
+/// Why published events were not accepted (none of them was).
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// Events break the profile: their problems, by position in a batch.
+    Invalid(Vec<(Option<usize>, Violations)>),
+    /// The publisher may not publish an event's source; what to fix.
+    Forbidden(String),
+    /// The store could not take them.
+    Store(StoreError),
+}
+
+/// Counts refused events, by why.
+pub(crate) fn rejected(state: &AppState, why: Rejection, count: usize) {
+    IngestCounters::add(&state.counters.rejected, count as u64);
+    state.telemetry.rejected(why, count);
+}
+
+/// The pipeline for decoded events (`batched`: they came as a batch, so problems carry
+/// their positions). All or none: one refused event refuses them all.
+pub(crate) async fn accept(
+    state: &AppState,
+    publisher: &Principal,
+    received: Vec<ReceivedEvent>,
+    batched: bool,
+) -> Result<Vec<Receipt>, Refused> {
+    let warnings = check(state, &received, batched)?;
+    authorize(state, publisher, &received)?;
+    // Each event's trace context, for the log (only read when debug logging is on).
+    let traces: Vec<Option<TraceContext>> = if tracing::enabled!(tracing::Level::DEBUG) {
+        received
+            .iter()
+            .map(|r| TraceContext::of_event(&r.event))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let routed = route(state, received);
+    // What the receipts need; the events themselves move into the store.
+    let receipted: Vec<Receipted> = routed
+        .iter()
+        .map(|e| Receipted {
+            id: e.id.clone(),
+            source: e.source.clone(),
+            matched: e.subscriptions.len(),
+        })
+        .collect();
+    let outcomes = commit(state, routed).await?;
+    Ok(count(state, receipted, outcomes, warnings, &traces))
+}
+
+/// An event as its receipt names it.
+struct Receipted {
+    id: String,
+    source: String,
+    matched: usize,
+}
+
+/// The profile's checks: the warnings of each event, or every problem of the invalid ones.
+fn check(
+    state: &AppState,
+    received: &[ReceivedEvent],
+    batched: bool,
+) -> Result<Vec<Vec<Violation>>, Refused> {
+    let mut warnings = Vec::with_capacity(received.len());
+    let mut problems = Vec::new();
+    for (index, event) in received.iter().enumerate() {
+        match validate::check(&event.event, state.ingest.profile) {
+            Ok(found) => warnings.push(found),
+            Err(violations) => problems.push((batched.then_some(index), violations)),
+        }
+    }
+    if problems.is_empty() {
+        Ok(warnings)
+    } else {
+        rejected(state, Rejection::Invalid, received.len());
+        Err(Refused::Invalid(problems))
+    }
+}
+
+/// A publisher limited to source prefixes publishes only sources within them.
+fn authorize(
+    state: &AppState,
+    publisher: &Principal,
+    received: &[ReceivedEvent],
+) -> Result<(), Refused> {
+    let allowed = &publisher.publish_source_prefixes;
+    if allowed.is_empty() || publisher.is_admin() {
+        return Ok(());
+    }
+    let outside = |e: &&ReceivedEvent| {
+        !allowed
+            .iter()
+            .any(|prefix| e.event.source().starts_with(prefix.as_str()))
+    };
+    let Some(event) = received.iter().find(outside) else {
+        return Ok(());
+    };
+    rejected(state, Rejection::Forbidden, received.len());
+    Err(Refused::Forbidden(format!(
+        "principal `{}` may publish only sources starting with `{}`; event `{}` has source `{}`",
+        publisher.name,
+        allowed.join("`, `"),
+        event.event.id(),
+        event.event.source()
+    )))
+}
+
+/// Each event in its JSON form with the subscriptions it matches now.
+fn route(state: &AppState, received: Vec<ReceivedEvent>) -> Vec<NewEvent> {
+    let telemetry = &state.telemetry;
+    let matched = state
+        .subscriptions
+        .route(received.iter().map(|r| &r.event), |took| {
+            telemetry.routing_seconds.observe(took.as_secs_f64())
+        });
+    received
+        .into_iter()
+        .zip(matched)
+        .map(|(received, subscriptions)| NewEvent {
+            source: received.event.source().to_owned(),
+            id: received.event.id().to_owned(),
+            json: received.into_json(),
+            subscriptions,
+        })
+        .collect()
+}
+
+/// Appends the events with their deliveries (durable when it returns), then wakes the
+/// workers of the subscriptions they were routed to.
+async fn commit(state: &AppState, routed: Vec<NewEvent>) -> Result<Vec<Appended>, Refused> {
+    let window = state.ingest.dedupe_window.as_millis() as u64;
+    let wake: Vec<String> = routed
+        .iter()
+        .flat_map(|e| e.subscriptions.iter().cloned())
+        .collect();
+    let outcomes = state
+        .store
+        .append_events(routed, now_ms(), window)
+        .await
+        .map_err(Refused::Store)?;
+    state.deliverer.wake(&wake);
+    Ok(outcomes)
+}
+
+/// Counts what happened and writes the receipts.
+fn count(
+    state: &AppState,
+    receipted: Vec<Receipted>,
+    outcomes: Vec<Appended>,
+    warnings: Vec<Vec<Violation>>,
+    traces: &[Option<TraceContext>],
+) -> Vec<Receipt> {
+    let counters = &state.counters;
+    receipted
+        .into_iter()
+        .zip(outcomes)
+        .zip(warnings)
+        .enumerate()
+        .map(|(index, ((event, outcome), warnings))| {
+            let (duplicate, sequence) = match outcome {
+                Appended::Accepted { seq } => (false, seq),
+                Appended::Duplicate { seq } => (true, seq),
+            };
+            let matched = if duplicate { 0 } else { event.matched };
+            if duplicate {
+                IngestCounters::add(&counters.duplicates, 1);
+            } else {
+                IngestCounters::add(&counters.accepted, 1);
+                IngestCounters::add(&counters.deliveries, matched as u64);
+                state.telemetry.matches.observe(matched as f64);
+                if matched == 0 {
+                    IngestCounters::add(&counters.unmatched, 1);
+                }
+            }
+            let trace = traces.get(index).and_then(Option::as_ref);
+            tracing::debug!(
+                source = %event.source, id = %event.id, sequence, duplicate, matched,
+                trace_id = trace.map(|t| t.trace_id.as_str()),
+                link = trace.map(|t| t.parent_id.as_str()),
+                "Event accepted."
+            );
+            Receipt {
+                id: event.id,
+                source: event.source,
+                sequence,
+                duplicate,
+                matched_subscriptions: matched,
+                warnings: warnings
+                    .into_iter()
+                    .filter(|w| w.severity == Severity::Warning)
+                    .collect(),
+            }
+        })
+        .collect()
+}

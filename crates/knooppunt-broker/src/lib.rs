@@ -9,12 +9,13 @@
 
 pub mod api;
 pub mod ingest;
+mod lifecycle;
 mod registry;
 mod server;
 mod telemetry;
 
 use std::future::Future;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use knooppunt_event::Event;
 use knooppunt_store::{ConfigDefaults, Store};
@@ -26,7 +27,7 @@ pub use ingest::{IngestCounters, IngestOptions, MIN_EVENT_BYTES};
 
 use knooppunt_delivery::Deliverer;
 pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, SinkNetworks};
-use registry::Registry;
+use lifecycle::Subscriptions;
 pub use server::ServerLimits;
 
 /// Everything a hub needs besides its store.
@@ -71,10 +72,8 @@ impl HubOptions {
 /// Shared by every request handler.
 pub(crate) struct AppState {
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) registry: RwLock<Registry>,
-    /// Serialises subscription changes so that the store and the registry change in the
-    /// same order.
-    pub(crate) subscription_writes: tokio::sync::Mutex<()>,
+    /// The one writer of subscriptions, and the registry routing reads.
+    pub(crate) subscriptions: Subscriptions,
     pub(crate) authentication: Authentication,
     pub(crate) ingest: IngestOptions,
     pub(crate) counters: IngestCounters,
@@ -115,32 +114,19 @@ impl std::fmt::Debug for Hub {
 impl Hub {
     /// Loads the subscriptions from the store and builds the matching index.
     pub async fn open(store: Arc<dyn Store>, options: HubOptions) -> Result<Hub, HubError> {
-        let (registry, refused) =
-            Registry::load(store.subscriptions().await?, &options.filter_limits);
-        for subscription in &refused {
-            store.update_subscription(subscription).await?;
-            tracing::warn!(
-                subscription = %subscription.id,
-                owner = %subscription.owner,
-                reason = subscription.disabled_reason.as_deref().unwrap_or_default(),
-                "Subscription disabled: its stored filters break this hub's limits."
-            );
-        }
-        tracing::info!(subscriptions = registry.len(), "Subscriptions loaded.");
         let telemetry = Arc::new(telemetry::Telemetry::default());
         let observer: Arc<dyn knooppunt_delivery::Observer> = telemetry.clone();
         let (deliverer, retirements) =
             Deliverer::new(Arc::clone(&store), options.delivery, observer)
                 .map_err(HubError::Config)?;
-        for subscription in registry.all() {
-            deliverer.sync(subscription);
-        }
+        let subscriptions =
+            Subscriptions::load(Arc::clone(&store), deliverer.clone(), options.filter_limits)
+                .await?;
         let (stop, _) = tokio::sync::watch::channel(false);
         let hub = Hub {
             state: Arc::new(AppState {
                 store,
-                registry: RwLock::new(registry),
-                subscription_writes: tokio::sync::Mutex::new(()),
+                subscriptions,
                 authentication: options.authentication,
                 ingest: options.ingest,
                 counters: IngestCounters::default(),
@@ -198,15 +184,15 @@ impl Hub {
 
     /// The ids of the subscriptions an event would be routed to now.
     pub fn matching_subscriptions(&self, event: &Event) -> Vec<String> {
-        self.state
-            .registry
-            .read()
-            .expect("registry lock")
-            .matching(event)
+        let mut routed = self
+            .state
+            .subscriptions
+            .route(std::iter::once(event), |_| {});
+        routed.pop().unwrap_or_default()
     }
 
     pub fn subscription_count(&self) -> usize {
-        self.state.registry.read().expect("registry lock").len()
+        self.state.subscriptions.len()
     }
 }
 
@@ -234,10 +220,7 @@ pub async fn serve_metrics(
     server::run(listener, hub.metrics_router(), limits, shutdown).await
 }
 
-/// Acts on the 410s the delivery workers report, as the one writer of subscriptions: under
-/// the subscription lock, a subscription whose sink is still the one that answered 410 is
-/// disabled (in the store, then its queue retired to dead letters, then the registry); one
-/// that was given another sink meanwhile keeps it, and its worker starts again.
+/// Hands the 410s the delivery workers report to the one writer of subscriptions.
 async fn follow_gone(
     state: Arc<AppState>,
     mut reports: tokio::sync::mpsc::UnboundedReceiver<knooppunt_delivery::Gone>,
@@ -255,57 +238,8 @@ async fn follow_gone(
                 None => return,
             },
         };
-        let _writer = state.subscription_writes.lock().await;
-        let current = state
-            .registry
-            .read()
-            .expect("registry lock")
-            .get(&gone.subscription)
-            .cloned();
-        let Some(current) = current else {
-            continue; // deleted meanwhile
-        };
-        if current.sink != gone.sink
-            || current.state == knooppunt_store::SubscriptionState::Disabled
-        {
-            // Replaced with another sink (or already disabled): the 410 is the old sink's.
-            state.deliverer.restart(&current);
-            continue;
-        }
-        if let Err(error) = disable_gone(&state, &current).await {
-            tracing::error!(subscription = %gone.subscription, %error, "Disabling a subscription after 410 failed; its worker starts again.");
-            state.deliverer.restart(&current);
-        }
+        state.subscriptions.gone(&gone).await;
     }
-}
-
-async fn disable_gone(
-    state: &AppState,
-    current: &knooppunt_store::Subscription,
-) -> Result<(), knooppunt_store::StoreError> {
-    let mut disabled = knooppunt_store::Subscription::clone(current);
-    disabled.state = knooppunt_store::SubscriptionState::Disabled;
-    disabled.updated_at = ingest::now_ms();
-    state.store.update_subscription(&disabled).await?;
-    let retire = knooppunt_store::DeliveryChange::Retire {
-        subscription: disabled.id.clone(),
-        at: ingest::now_ms(),
-        reason: "the sink answered 410 Gone: the subscription is disabled".into(),
-    };
-    state.store.record(vec![retire]).await?;
-    let criteria = registry::criteria(&disabled, &state.filter_limits);
-    let mut registry = state.registry.write().expect("registry lock");
-    match criteria {
-        Ok(criteria) => {
-            registry.put(disabled.clone(), criteria);
-        }
-        Err(_) => registry.remove(&disabled.id),
-    }
-    drop(registry);
-    state.deliverer.remove(&disabled.id);
-    let sink = knooppunt_delivery::redact_sink(&disabled.sink);
-    tracing::warn!(subscription = %disabled.id, %sink, "The sink answered 410 Gone; the subscription is disabled and its pending deliveries are dead letters.");
-    Ok(())
 }
 
 /// Removes finished events past retention and old duplicate-detection entries, every

@@ -92,10 +92,12 @@ impl Registry {
     }
 
     /// Keeps a disabled subscription visible without filing it in the index.
-    fn put_unrouted(&mut self, subscription: Subscription) {
+    pub(crate) fn put_unrouted(&mut self, subscription: Subscription) -> Arc<Subscription> {
         self.index.remove(&subscription.id);
+        let subscription = Arc::new(subscription);
         self.subscriptions
-            .insert(subscription.id.clone(), Arc::new(subscription));
+            .insert(subscription.id.clone(), Arc::clone(&subscription));
+        subscription
     }
 
     pub(crate) fn remove(&mut self, id: &str) {
@@ -136,7 +138,7 @@ impl Registry {
         self.index.matching(event)
     }
 
-    /// Every subscription, for starting their delivery workers.
+    /// Every subscription.
     pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<Subscription>> {
         self.subscriptions.values()
     }

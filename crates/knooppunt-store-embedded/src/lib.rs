@@ -219,6 +219,15 @@ impl SledStore {
             .await
     }
 
+    /// Refuses subscription writes once the store takes no more (closed, or its log failed),
+    /// as the log refuses events then.
+    fn writable(&self) -> Result<(), StoreError> {
+        match self.inner.log.refusal() {
+            Some(message) => Err(StoreError::Unavailable(message.into())),
+            None => Ok(()),
+        }
+    }
+
     /// Checks the lease token of every attempt in `changes` and takes their deliveries out
     /// of reach of new leases until the committer applies the results: all of them, or, if
     /// one token is stale, none. The check is made here, before the log, so that the log
@@ -266,6 +275,7 @@ async fn answered<T>(answer: Answer<T>) -> Result<T, StoreError> {
 impl Store for SledStore {
     fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
         Box::pin(async move {
+            self.writable()?;
             let inserted = self
                 .inner
                 .trees
@@ -287,6 +297,7 @@ impl Store for SledStore {
 
     fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool> {
         Box::pin(async move {
+            self.writable()?;
             let key = subscription.id.as_bytes();
             let updated = self
                 .inner
@@ -304,6 +315,7 @@ impl Store for SledStore {
 
     fn delete_subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
         Box::pin(async move {
+            self.writable()?;
             let removed = self
                 .inner
                 .trees

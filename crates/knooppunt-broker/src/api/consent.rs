@@ -17,8 +17,7 @@ use super::BASE_PATH;
 use super::auth::{Caller, Role};
 use super::problem::ApiError;
 use super::subscriptions::{not_found, resource};
-use crate::{AppState, registry};
-use knooppunt_store::now_ms;
+use crate::AppState;
 
 /// Where the sink can reach the hub: the configured public URL, or the `Host` the client
 /// used.
@@ -93,40 +92,15 @@ pub(crate) async fn handshake(
     Ok(changed.unwrap_or(subscription))
 }
 
-/// Changes a stored subscription under the subscription lock, then the registry and its
-/// delivery worker. `change` returns whether it changed anything. Returns the subscription
-/// as it is now, `None` when it no longer exists.
+/// Changes a subscription through the one writer; `change` returns whether it changed
+/// anything. Returns the subscription as it is now, `None` when it no longer exists.
 async fn update(
     state: &AppState,
     id: &str,
     change: impl FnOnce(&mut Subscription) -> bool,
 ) -> Result<Option<Subscription>, ApiError> {
-    let _writer = state.subscription_writes.lock().await;
-    let current = state
-        .registry
-        .read()
-        .expect("registry lock")
-        .get(id)
-        .map(|current| Subscription::clone(current));
-    let Some(mut current) = current else {
-        return Ok(None);
-    };
-    if !change(&mut current) {
-        return Ok(Some(current));
-    }
-    current.updated_at = now_ms();
-    if !state.store.update_subscription(&current).await? {
-        return Ok(None);
-    }
-    let criteria = registry::criteria(&current, &state.filter_limits)
-        .map_err(|_| ApiError::Internal("a stored subscription's filters".into()))?;
-    let shared = state
-        .registry
-        .write()
-        .expect("registry lock")
-        .put(current.clone(), criteria);
-    state.deliverer.sync(&shared);
-    Ok(Some(current))
+    let updated = state.subscriptions.update(id, change).await?;
+    Ok(updated.map(|current| Subscription::clone(&current)))
 }
 
 /// `GET` or `POST /v1/subscriptions/{id}/validation/{token}`: the sink consents later. No
@@ -143,11 +117,9 @@ pub(crate) async fn callback(
             .is_some_and(|expected| constant_time_eq(expected.as_bytes(), token.as_bytes()))
     };
     let known = state
-        .registry
-        .read()
-        .expect("registry lock")
+        .subscriptions
         .get(&id)
-        .is_some_and(|subscription| matches(subscription));
+        .is_some_and(|subscription| matches(&subscription));
     if !known {
         return Err(unknown());
     }

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use http::header::LINK;
 use http::{HeaderValue, StatusCode};
 use knooppunt_event::timestamp::utc_timestamp;
-use knooppunt_store::{DeadLetter, DeliveryChange, SubscriptionState};
+use knooppunt_store::{DeadLetter, DeliveryChange};
 use serde_json::{Map, Value, json};
 
 use super::BASE_PATH;
@@ -20,7 +20,7 @@ use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, visible};
 use crate::AppState;
-use knooppunt_store::now_ms;
+use crate::lifecycle::Redelivered;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET";
 pub(crate) const ITEM_ALLOW: &str = "GET, DELETE";
@@ -29,9 +29,8 @@ pub(crate) const REDELIVER_ALLOW: &str = "POST";
 /// The subscription must exist and be the caller's (or the caller an administrator).
 fn check_access(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
     caller.require(Role::Subscriber, "read dead letters")?;
-    let registry = state.registry.read().expect("registry lock");
-    match registry.get(id) {
-        Some(subscription) if visible(caller, subscription) => Ok(()),
+    match state.subscriptions.get(id) {
+        Some(subscription) if visible(caller, &subscription) => Ok(()),
         _ => Err(not_found(id)),
     }
 }
@@ -152,27 +151,16 @@ pub(crate) async fn redeliver(
     if state.store.dead_letter(&id, seq).await?.is_none() {
         return Err(missing(&id, seq));
     }
-    let disabled = state
-        .registry
-        .read()
-        .expect("registry lock")
-        .get(&id)
-        .is_some_and(|s| s.state == SubscriptionState::Disabled);
-    if disabled {
-        return Err(ApiError::Conflict(format!(
-            "subscription `{id}` is disabled because its sink answered 410 Gone, so nothing \
-             would be delivered; give it a new sink with PUT first"
-        )));
+    match state.subscriptions.redeliver(&id, seq).await? {
+        Redelivered::Queued => {}
+        Redelivered::NoSubscription => return Err(not_found(&id)),
+        Redelivered::Disabled => {
+            return Err(ApiError::Conflict(format!(
+                "subscription `{id}` is disabled because its sink answered 410 Gone, so nothing \
+                 would be delivered; give it a new sink with PUT first"
+            )));
+        }
     }
-    state
-        .store
-        .record(vec![DeliveryChange::Redeliver {
-            subscription: id.clone(),
-            seq,
-            at: now_ms(),
-        }])
-        .await?;
-    state.deliverer.wake([&id]);
     tracing::info!(subscription = %id, seq, by = %caller.0.name, "Dead letter queued for redelivery.");
     Ok((
         StatusCode::ACCEPTED,

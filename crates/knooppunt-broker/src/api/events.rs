@@ -11,8 +11,7 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_event::binding::http::{self as binding, ContentMode, DecodeError, Message};
 use knooppunt_event::trace_context::TraceContext;
-use knooppunt_event::{ReceivedEvent, Severity, Violation, Violations, validate};
-use knooppunt_store::{Appended, NewEvent};
+use knooppunt_event::{ReceivedEvent, Violations};
 use serde::Serialize;
 use serde_json::json;
 use tracing::Instrument;
@@ -20,36 +19,13 @@ use tracing::Instrument;
 use super::auth::{Caller, Role};
 use super::problem::{ApiError, InvalidParam};
 use crate::AppState;
-use crate::ingest::{IngestCounters, now_ms};
+use crate::ingest::{self, Receipt, Refused, rejected};
 use crate::telemetry::Rejection;
-
-/// What the hub says about one published event.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Receipt {
-    id: String,
-    source: String,
-    /// The hub's acceptance sequence number (the original's, for a duplicate).
-    sequence: u64,
-    /// An event with this `source` and `id` was accepted before, within the duplicate window;
-    /// it was acknowledged again but not routed again.
-    duplicate: bool,
-    /// How many subscriptions it was routed to.
-    matched_subscriptions: usize,
-    /// SHOULD-level findings (and, at profile level `warn`, the profile's MUSTs).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    warnings: Vec<Violation>,
-}
 
 /// The answer to a batch.
 #[derive(Debug, Serialize)]
 struct Receipts<'a> {
     events: &'a [Receipt],
-}
-
-fn rejected(state: &AppState, why: Rejection, count: usize) {
-    IngestCounters::add(&state.counters.rejected, count as u64);
-    state.telemetry.rejected(why, count);
 }
 
 /// Every problem of the invalid events, by position (`None` for a single event).
@@ -209,129 +185,12 @@ async fn accept(
         }
     };
     let batched = mode == ContentMode::Batched;
-    let position = |index: usize| batched.then_some(index);
-
-    let mut warnings = Vec::with_capacity(received.len());
-    let mut problems = Vec::new();
-    for (index, event) in received.iter().enumerate() {
-        match validate::check(&event.event, options.profile) {
-            Ok(found) => warnings.push(found),
-            Err(violations) => problems.push((position(index), violations)),
-        }
-    }
-    if !problems.is_empty() {
-        rejected(&state, Rejection::Invalid, received.len());
-        return Err(invalid_events(problems));
-    }
-
-    let allowed = &caller.0.publish_source_prefixes;
-    let outside = |e: &&ReceivedEvent| {
-        !allowed
-            .iter()
-            .any(|prefix| e.event.source().starts_with(prefix.as_str()))
+    let receipts = match ingest::accept(&state, &caller.0, received, batched).await {
+        Ok(receipts) => receipts,
+        Err(Refused::Invalid(problems)) => return Err(invalid_events(problems)),
+        Err(Refused::Forbidden(detail)) => return Err(ApiError::Forbidden(detail)),
+        Err(Refused::Store(error)) => return Err(error.into()),
     };
-    if !allowed.is_empty()
-        && !caller.0.is_admin()
-        && let Some(event) = received.iter().find(outside)
-    {
-        rejected(&state, Rejection::Forbidden, received.len());
-        return Err(ApiError::Forbidden(format!(
-            "principal `{}` may publish only sources starting with `{}`; event `{}` has source \
-             `{}`",
-            caller.0.name,
-            allowed.join("`, `"),
-            event.event.id(),
-            event.event.source()
-        )));
-    }
-
-    // Each event's trace context, for the log (only read when debug logging is on).
-    let traces: Vec<Option<TraceContext>> = if tracing::enabled!(tracing::Level::DEBUG) {
-        received
-            .iter()
-            .map(|r| TraceContext::of_event(&r.event))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let new_events: Vec<NewEvent> = {
-        let registry = state.registry.read().expect("registry lock");
-        received
-            .into_iter()
-            .map(|received| {
-                let started = std::time::Instant::now();
-                let subscriptions = registry.matching(&received.event);
-                state
-                    .telemetry
-                    .routing_seconds
-                    .observe(started.elapsed().as_secs_f64());
-                NewEvent {
-                    source: received.event.source().to_owned(),
-                    id: received.event.id().to_owned(),
-                    json: received.into_json(),
-                    subscriptions,
-                }
-            })
-            .collect()
-    };
-    let window = options.dedupe_window.as_millis() as u64;
-    // What the receipts need; the events themselves move into the store.
-    let receipted: Vec<(String, String, usize)> = new_events
-        .iter()
-        .map(|e| (e.id.clone(), e.source.clone(), e.subscriptions.len()))
-        .collect();
-    let routed: Vec<String> = new_events
-        .iter()
-        .flat_map(|e| e.subscriptions.iter().cloned())
-        .collect();
-    let outcomes = state
-        .store
-        .append_events(new_events, now_ms(), window)
-        .await?;
-    state.deliverer.wake(&routed);
-
-    let counters = &state.counters;
-    let receipts: Vec<Receipt> = receipted
-        .into_iter()
-        .zip(outcomes)
-        .zip(warnings)
-        .enumerate()
-        .map(|(index, (((id, source, routed), outcome), warnings))| {
-            let (duplicate, sequence) = match outcome {
-                Appended::Accepted { seq } => (false, seq),
-                Appended::Duplicate { seq } => (true, seq),
-            };
-            let matched = if duplicate { 0 } else { routed };
-            if duplicate {
-                IngestCounters::add(&counters.duplicates, 1);
-            } else {
-                IngestCounters::add(&counters.accepted, 1);
-                IngestCounters::add(&counters.deliveries, matched as u64);
-                state.telemetry.matches.observe(matched as f64);
-                if matched == 0 {
-                    IngestCounters::add(&counters.unmatched, 1);
-                }
-            }
-            let trace = traces.get(index).and_then(Option::as_ref);
-            tracing::debug!(
-                %source, %id, sequence, duplicate, matched,
-                trace_id = trace.map(|t| t.trace_id.as_str()),
-                link = trace.map(|t| t.parent_id.as_str()),
-                "Event accepted."
-            );
-            Receipt {
-                id,
-                source,
-                sequence,
-                duplicate,
-                matched_subscriptions: matched,
-                warnings: warnings
-                    .into_iter()
-                    .filter(|w| w.severity == Severity::Warning)
-                    .collect(),
-            }
-        })
-        .collect();
     let body = if batched {
         serde_json::to_vec(&Receipts { events: &receipts })
     } else {

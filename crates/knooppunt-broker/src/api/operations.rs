@@ -79,10 +79,7 @@ async fn exposition(state: &AppState) -> Response {
             Vec::new()
         }
     };
-    let mut states = std::collections::BTreeMap::new();
-    for subscription in state.registry.read().expect("registry lock").all() {
-        *states.entry(subscription.state.as_str()).or_insert(0) += 1;
-    }
+    let states = state.subscriptions.count_by_state();
     let body = state
         .telemetry
         .render(&state.counters, &queues, &states, crate::ingest::now_ms());

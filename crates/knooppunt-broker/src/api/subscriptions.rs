@@ -177,15 +177,10 @@ pub(crate) async fn create(
     let criteria = input.criteria.clone();
     let id = uuid::Uuid::now_v7().to_string();
     let subscription = build(id.clone(), caller.0.name.clone(), input, now_ms());
-    {
-        let _writer = state.subscription_writes.lock().await;
-        state.store.insert_subscription(&subscription).await?;
-        state
-            .registry
-            .write()
-            .expect("registry lock")
-            .put(subscription.clone(), criteria);
-    }
+    state
+        .subscriptions
+        .create(subscription.clone(), criteria)
+        .await?;
     let sink = knooppunt_delivery::redact_sink(&subscription.sink);
     tracing::info!(subscription = %id, owner = %caller.0.name, %sink, "Subscription created.");
     let subscription = consent::handshake(&state, subscription, &headers).await?;
@@ -214,12 +209,9 @@ pub(crate) async fn list(
         return Err(ApiError::invalid("the query is invalid", problems));
     }
     let owner = (!caller.0.is_admin()).then_some(caller.0.name.as_str());
-    let (page, more) =
-        state
-            .registry
-            .read()
-            .expect("registry lock")
-            .page(owner, cursor.as_deref(), page_size);
+    let (page, more) = state
+        .subscriptions
+        .page(owner, cursor.as_deref(), page_size);
     let body: Vec<Value> = page.iter().map(|s| resource(&state, s)).collect();
     let mut response = Json(body).into_response();
     if more && let Some(last) = page.last() {
@@ -241,10 +233,9 @@ pub(crate) async fn get(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "read subscriptions")?;
-    let registry = state.registry.read().expect("registry lock");
-    match registry.get(&id) {
-        Some(subscription) if visible(&caller, subscription) => {
-            Ok(Json(resource(&state, subscription)).into_response())
+    match state.subscriptions.get(&id) {
+        Some(subscription) if visible(&caller, &subscription) => {
+            Ok(Json(resource(&state, &subscription)).into_response())
         }
         _ => Err(not_found(&id)),
     }
@@ -274,52 +265,42 @@ pub(crate) async fn replace(
     if !input.sink.contains(knooppunt_delivery::REDACTED) {
         check_sink_address(&state, &input).await?;
     }
-    let writer = state.subscription_writes.lock().await;
-    let existing = state
-        .registry
-        .read()
-        .expect("registry lock")
-        .get(&id)
-        .cloned();
-    let existing = match existing {
-        Some(existing) if visible(&caller, &existing) => existing,
-        _ => return Err(not_found(&id)),
-    };
-    keep_secrets(&mut input, &existing)?;
-    check_type_permission(&caller, &input)?;
-    let criteria = input.criteria.clone();
-    let mut subscription = build(
-        id.clone(),
-        existing.owner.clone(),
-        input,
-        existing.created_at,
-    );
-    // A subscription disabled for its stored filters comes back through the handshake, like
-    // a new sink.
-    let sink_changed = subscription.sink != existing.sink || existing.disabled_reason.is_some();
-    if !sink_changed {
-        // The same sink keeps its consent (or its refusal, or its 410).
-        subscription.state = existing.state;
-        subscription.validated_by = existing.validated_by;
-        subscription.validation_token = existing.validation_token.clone();
-        subscription.allowed_rate = existing.allowed_rate;
-        subscription.validation_problem = existing.validation_problem.clone();
-    }
-    if !state.store.update_subscription(&subscription).await? {
-        return Err(not_found(&id));
-    }
-    let shared = state
-        .registry
-        .write()
-        .expect("registry lock")
-        .put(subscription.clone(), criteria);
-    state.deliverer.sync(&shared);
-    drop(writer);
+    let mut sink_changed = false;
+    let replaced = state
+        .subscriptions
+        .replace(&id, |existing| {
+            if !visible(&caller, existing) {
+                return Err(not_found(&id));
+            }
+            keep_secrets(&mut input, existing)?;
+            check_type_permission(&caller, &input)?;
+            let criteria = input.criteria.clone();
+            let mut subscription = build(
+                id.clone(),
+                existing.owner.clone(),
+                input,
+                existing.created_at,
+            );
+            // A subscription disabled for its stored filters comes back through the
+            // handshake, like a new sink.
+            sink_changed = subscription.sink != existing.sink || existing.disabled_reason.is_some();
+            if !sink_changed {
+                // The same sink keeps its consent (or its refusal, or its 410).
+                subscription.state = existing.state;
+                subscription.validated_by = existing.validated_by;
+                subscription.validation_token = existing.validation_token.clone();
+                subscription.allowed_rate = existing.allowed_rate;
+                subscription.validation_problem = existing.validation_problem.clone();
+            }
+            Ok::<_, ApiError>((subscription, criteria))
+        })
+        .await?
+        .ok_or_else(|| not_found(&id))?;
     tracing::info!(subscription = %id, by = %caller.0.name, sink_changed, "Subscription replaced.");
     let subscription = if sink_changed {
-        consent::handshake(&state, subscription, &headers).await?
+        consent::handshake(&state, Subscription::clone(&replaced), &headers).await?
     } else {
-        subscription
+        Subscription::clone(&replaced)
     };
     Ok(Json(resource(&state, &subscription)).into_response())
 }
@@ -330,21 +311,11 @@ pub(crate) async fn delete(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "delete subscriptions")?;
-    let _writer = state.subscription_writes.lock().await;
-    let visible_existing = state
-        .registry
-        .read()
-        .expect("registry lock")
-        .get(&id)
-        .is_some_and(|existing| visible(&caller, existing));
-    if !visible_existing {
-        return Err(not_found(&id));
-    }
-    let Some(deleted) = state.store.delete_subscription(&id).await? else {
-        return Err(not_found(&id));
-    };
-    state.registry.write().expect("registry lock").remove(&id);
-    state.deliverer.remove(&id);
+    let deleted = state
+        .subscriptions
+        .delete(&id, |existing| visible(&caller, existing))
+        .await?
+        .ok_or_else(|| not_found(&id))?;
     tracing::info!(subscription = %id, by = %caller.0.name, "Subscription deleted.");
     Ok(Json(resource(&state, &deleted)).into_response())
 }
@@ -364,9 +335,8 @@ pub(crate) async fn options_item(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "use the subscriptions API")?;
-    let registry = state.registry.read().expect("registry lock");
-    match registry.get(&id) {
-        Some(subscription) if visible(&caller, subscription) => Ok((
+    match state.subscriptions.get(&id) {
+        Some(subscription) if visible(&caller, &subscription) => Ok((
             StatusCode::OK,
             [(ALLOW, HeaderValue::from_static(ITEM_ALLOW))],
         )

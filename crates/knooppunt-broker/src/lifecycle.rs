@@ -1,0 +1,493 @@
+//! The one writer of subscriptions. Every change to a subscription goes through
+//! [`Subscriptions`], under one lock, in one order: the store first (durably), then the
+//! registry (what routing and the API read), then the subscription's delivery worker. So the
+//! store and the registry never disagree, whoever changes what (an API call, a sink's
+//! consent, a 410 reported by a worker), and a change that the store refused changed
+//! nothing. Reads take the registry without that lock.
+
+use std::sync::{Arc, RwLock};
+
+use knooppunt_delivery::{Deliverer, Gone};
+use knooppunt_event::Event;
+use knooppunt_filter::{Criteria, Limits};
+use knooppunt_store::{DeliveryChange, Store, StoreError, Subscription, SubscriptionState, now_ms};
+
+use crate::registry::{self, Registry};
+
+/// The subscriptions: their store, their registry and their workers, changed together.
+pub(crate) struct Subscriptions {
+    store: Arc<dyn Store>,
+    registry: RwLock<Registry>,
+    /// Serialises changes so that the store and the registry change in the same order.
+    writes: tokio::sync::Mutex<()>,
+    deliverer: Deliverer,
+    limits: Limits,
+}
+
+/// What [`Subscriptions::redeliver`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Redelivered {
+    Queued,
+    /// The subscription is disabled (its sink answered 410): nothing would be delivered.
+    Disabled,
+    /// There is no such subscription (any more).
+    NoSubscription,
+}
+
+impl Subscriptions {
+    /// Loads the stored subscriptions and starts their workers. One whose filters or
+    /// `config` this hub cannot use is disabled, saying why, in the store too.
+    pub(crate) async fn load(
+        store: Arc<dyn Store>,
+        deliverer: Deliverer,
+        limits: Limits,
+    ) -> Result<Subscriptions, StoreError> {
+        let (registry, refused) = Registry::load(store.subscriptions().await?, &limits);
+        for subscription in &refused {
+            store.update_subscription(subscription).await?;
+            tracing::warn!(
+                subscription = %subscription.id,
+                owner = %subscription.owner,
+                reason = subscription.disabled_reason.as_deref().unwrap_or_default(),
+                "Subscription disabled: this hub cannot use its stored filters or config."
+            );
+        }
+        for subscription in registry.all() {
+            deliverer.sync(subscription);
+        }
+        tracing::info!(subscriptions = registry.len(), "Subscriptions loaded.");
+        Ok(Subscriptions {
+            store,
+            registry: RwLock::new(registry),
+            writes: tokio::sync::Mutex::new(()),
+            deliverer,
+            limits,
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry.read().expect("registry lock")
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Subscription>> {
+        self.read().get(id).cloned()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Up to `size` subscriptions after `cursor` in id order, of `owner` if given, and whether
+    /// there are more.
+    pub(crate) fn page(
+        &self,
+        owner: Option<&str>,
+        cursor: Option<&str>,
+        size: usize,
+    ) -> (Vec<Arc<Subscription>>, bool) {
+        self.read().page(owner, cursor, size)
+    }
+
+    /// How many subscriptions are in each state.
+    pub(crate) fn count_by_state(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        let mut states = std::collections::BTreeMap::new();
+        for subscription in self.read().all() {
+            *states.entry(subscription.state.as_str()).or_insert(0) += 1;
+        }
+        states
+    }
+
+    /// The ids of the subscriptions each event is routed to, in one look at the registry;
+    /// `observe` is told how long each event took.
+    pub(crate) fn route<'a>(
+        &self,
+        events: impl Iterator<Item = &'a Event>,
+        mut observe: impl FnMut(std::time::Duration),
+    ) -> Vec<Vec<String>> {
+        let registry = self.read();
+        events
+            .map(|event| {
+                let started = std::time::Instant::now();
+                let matched = registry.matching(event);
+                observe(started.elapsed());
+                matched
+            })
+            .collect()
+    }
+
+    /// Puts a changed subscription into the registry and its worker; the store has it.
+    fn file(&self, subscription: Subscription) -> Arc<Subscription> {
+        let criteria = registry::criteria(&subscription, &self.limits);
+        let mut registry = self.registry.write().expect("registry lock");
+        let shared = match criteria {
+            Ok(criteria) => registry.put(subscription, criteria),
+            // Stored filters this hub cannot read only come from start-up, which disabled
+            // the subscription; keep it visible, unrouted.
+            Err(_) => {
+                let mut disabled = subscription;
+                disabled.state = SubscriptionState::Disabled;
+                registry.put_unrouted(disabled)
+            }
+        };
+        drop(registry);
+        self.deliverer.sync(&shared);
+        shared
+    }
+
+    /// Stores a new subscription (its criteria already checked), then routes to it.
+    pub(crate) async fn create(
+        &self,
+        subscription: Subscription,
+        criteria: Criteria,
+    ) -> Result<Arc<Subscription>, StoreError> {
+        let _writer = self.writes.lock().await;
+        self.store.insert_subscription(&subscription).await?;
+        let shared = self
+            .registry
+            .write()
+            .expect("registry lock")
+            .put(subscription, criteria);
+        self.deliverer.sync(&shared);
+        Ok(shared)
+    }
+
+    /// Replaces subscription `id` with what `change` makes of the current one, unless it
+    /// refuses (its error is returned and nothing changes). `Ok(None)` when there is none.
+    pub(crate) async fn replace<E: From<StoreError>>(
+        &self,
+        id: &str,
+        change: impl FnOnce(&Subscription) -> Result<(Subscription, Criteria), E>,
+    ) -> Result<Option<Arc<Subscription>>, E> {
+        let _writer = self.writes.lock().await;
+        let Some(existing) = self.get(id) else {
+            return Ok(None);
+        };
+        let (replacement, criteria) = change(&existing)?;
+        debug_assert_eq!(replacement.id, id);
+        if !self.store.update_subscription(&replacement).await? {
+            return Ok(None);
+        }
+        let shared = self
+            .registry
+            .write()
+            .expect("registry lock")
+            .put(replacement, criteria);
+        self.deliverer.sync(&shared);
+        Ok(Some(shared))
+    }
+
+    /// Changes the current subscription `id` in place; `change` says whether it changed
+    /// anything (if not, nothing is written). Returns the subscription as it is now.
+    pub(crate) async fn update(
+        &self,
+        id: &str,
+        change: impl FnOnce(&mut Subscription) -> bool,
+    ) -> Result<Option<Arc<Subscription>>, StoreError> {
+        let _writer = self.writes.lock().await;
+        let Some(current) = self.get(id) else {
+            return Ok(None);
+        };
+        let mut changed = Subscription::clone(&current);
+        if !change(&mut changed) {
+            return Ok(Some(current));
+        }
+        changed.updated_at = now_ms();
+        if !self.store.update_subscription(&changed).await? {
+            return Ok(None);
+        }
+        Ok(Some(self.file(changed)))
+    }
+
+    /// Deletes subscription `id`, with its queue and dead letters, if `allowed` says so of
+    /// it. Returns what was deleted; `None` when there is none (or it is not allowed).
+    pub(crate) async fn delete(
+        &self,
+        id: &str,
+        allowed: impl FnOnce(&Subscription) -> bool,
+    ) -> Result<Option<Subscription>, StoreError> {
+        let _writer = self.writes.lock().await;
+        if !self.get(id).is_some_and(|existing| allowed(&existing)) {
+            return Ok(None);
+        }
+        let Some(deleted) = self.store.delete_subscription(id).await? else {
+            return Ok(None);
+        };
+        self.registry.write().expect("registry lock").remove(id);
+        self.deliverer.remove(id);
+        Ok(Some(deleted))
+    }
+
+    /// Puts dead letter `seq` back into the queue of subscription `id`, unless the
+    /// subscription is disabled (checked under the lock, so no 410 can come between).
+    pub(crate) async fn redeliver(&self, id: &str, seq: u64) -> Result<Redelivered, StoreError> {
+        let _writer = self.writes.lock().await;
+        match self.get(id) {
+            None => return Ok(Redelivered::NoSubscription),
+            Some(s) if s.state == SubscriptionState::Disabled => return Ok(Redelivered::Disabled),
+            Some(_) => {}
+        }
+        let change = DeliveryChange::Redeliver {
+            subscription: id.to_owned(),
+            seq,
+            at: now_ms(),
+        };
+        self.store.record(vec![change]).await?;
+        self.deliverer.wake([&id.to_owned()]);
+        Ok(Redelivered::Queued)
+    }
+
+    /// Acts on a 410 a worker reported: a subscription whose sink is still the one that
+    /// answered is disabled (in the store, then its queue retired to dead letters, then the
+    /// registry); one given another sink meanwhile keeps it, and its worker starts again.
+    /// Returns whether it disabled the subscription.
+    pub(crate) async fn gone(&self, gone: &Gone) -> bool {
+        let _writer = self.writes.lock().await;
+        let Some(current) = self.get(&gone.subscription) else {
+            return false; // deleted meanwhile
+        };
+        if current.sink != gone.sink || current.state == SubscriptionState::Disabled {
+            // Replaced with another sink (or already disabled): the 410 is the old sink's.
+            self.deliverer.restart(&current);
+            return false;
+        }
+        match self.disable_gone(&current).await {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::error!(subscription = %gone.subscription, %error, "Disabling a subscription after 410 failed; its worker starts again.");
+                self.deliverer.restart(&current);
+                false
+            }
+        }
+    }
+
+    async fn disable_gone(&self, current: &Subscription) -> Result<(), StoreError> {
+        let mut disabled = current.clone();
+        disabled.state = SubscriptionState::Disabled;
+        disabled.updated_at = now_ms();
+        self.store.update_subscription(&disabled).await?;
+        let retire = DeliveryChange::Retire {
+            subscription: disabled.id.clone(),
+            at: now_ms(),
+            reason: "the sink answered 410 Gone: the subscription is disabled".into(),
+        };
+        self.store.record(vec![retire]).await?;
+        let id = disabled.id.clone();
+        let sink = knooppunt_delivery::redact_sink(&disabled.sink);
+        self.file(disabled);
+        self.deliverer.remove(&id);
+        tracing::warn!(subscription = %id, %sink, "The sink answered 410 Gone; the subscription is disabled and its pending deliveries are dead letters.");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use knooppunt_delivery::Gone;
+    use knooppunt_event::ReceivedEvent;
+    use knooppunt_store::{Store, StoreError, Subscription, SubscriptionState};
+    use knooppunt_store_embedded::SledStore;
+
+    use crate::api::auth::{Principal, Role};
+    use crate::ingest::{self, Refused};
+    use crate::{Authentication, Hub, HubOptions};
+
+    /// A hub on a fresh embedded store, without any listener.
+    async fn hub() -> (Hub, SledStore, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        let hub = Hub::open(
+            std::sync::Arc::new(store.clone()),
+            HubOptions::new(Authentication::Disabled),
+        )
+        .await
+        .unwrap();
+        (hub, store, dir)
+    }
+
+    fn subscription(id: &str, sink: &str) -> (Subscription, knooppunt_filter::Criteria) {
+        let mut subscription = knooppunt_store_conformance::subscription(id);
+        subscription.sink = sink.into();
+        subscription.types = None;
+        subscription.filters = vec![];
+        let criteria = crate::registry::criteria(&subscription, &Default::default()).unwrap();
+        (subscription, criteria)
+    }
+
+    fn event(id: &str, source: &str) -> ReceivedEvent {
+        knooppunt_event::format::json::decode_event(
+            format!(
+                r#"{{"specversion":"1.0","id":"{id}","source":"{source}","type":"nl.vng.zaak-aangemaakt","time":"2026-11-23T10:00:00Z","datacontenttype":"application/json","data":{{}}}}"#
+            )
+            .as_bytes(),
+        )
+        .unwrap()
+    }
+
+    fn routed(hub: &Hub) -> Vec<String> {
+        hub.matching_subscriptions(&event("x", "urn:nld:oin:1:systeem:a").event)
+    }
+
+    #[tokio::test]
+    async fn every_change_reaches_store_and_registry_together_or_not_at_all() {
+        let (hub, store, _dir) = hub().await;
+        let subscriptions = &hub.state.subscriptions;
+        let (new, criteria) = subscription("s", "https://a.example.nl/");
+        subscriptions.create(new, criteria).await.unwrap();
+        assert!(store.subscription("s").await.unwrap().is_some());
+        assert_eq!(routed(&hub), ["s"]);
+
+        // A change its caller refuses changes nothing.
+        let refused: Result<_, StoreError> = subscriptions
+            .replace("s", |_| Err(StoreError::Conflict("no".into())))
+            .await;
+        assert!(refused.is_err());
+        let replaced = subscriptions
+            .replace("s", |existing| {
+                let mut changed = existing.clone();
+                changed.sink = "https://b.example.nl/".into();
+                Ok::<_, StoreError>(subscription_criteria(changed))
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(replaced.sink, "https://b.example.nl/");
+        assert_eq!(
+            store.subscription("s").await.unwrap().unwrap().sink,
+            "https://b.example.nl/"
+        );
+        assert_eq!(
+            subscriptions.get("s").unwrap().sink,
+            "https://b.example.nl/"
+        );
+
+        assert!(
+            subscriptions
+                .delete("s", |_| false)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            store.subscription("s").await.unwrap().is_some(),
+            "not allowed"
+        );
+        assert!(subscriptions.delete("s", |_| true).await.unwrap().is_some());
+        assert!(store.subscription("s").await.unwrap().is_none());
+        assert!(subscriptions.get("s").is_none() && routed(&hub).is_empty());
+
+        // A store that takes no writes: the registry does not change either.
+        store.close();
+        let (other, criteria) = subscription("t", "https://a.example.nl/");
+        let error = subscriptions.create(other, criteria).await.unwrap_err();
+        assert!(matches!(error, StoreError::Unavailable(_)), "{error}");
+        assert!(subscriptions.get("t").is_none() && routed(&hub).is_empty());
+        hub.stop().await;
+    }
+
+    fn subscription_criteria(s: Subscription) -> (Subscription, knooppunt_filter::Criteria) {
+        let criteria = crate::registry::criteria(&s, &Default::default()).unwrap();
+        (s, criteria)
+    }
+
+    #[tokio::test]
+    async fn a_410_disables_only_the_sink_that_answered_it() {
+        let (hub, store, _dir) = hub().await;
+        let subscriptions = &hub.state.subscriptions;
+        let (new, criteria) = subscription("s", "https://old.example.nl/");
+        subscriptions.create(new, criteria).await.unwrap();
+        subscriptions
+            .replace("s", |existing| {
+                let mut changed = existing.clone();
+                changed.sink = "https://new.example.nl/".into();
+                Ok::<_, StoreError>(subscription_criteria(changed))
+            })
+            .await
+            .unwrap();
+        let old = Gone {
+            subscription: "s".into(),
+            sink: "https://old.example.nl/".into(),
+        };
+        assert!(!subscriptions.gone(&old).await, "the old sink's 410");
+        assert_eq!(
+            subscriptions.get("s").unwrap().state,
+            SubscriptionState::Active
+        );
+        assert_eq!(routed(&hub), ["s"]);
+
+        let new = Gone {
+            subscription: "s".into(),
+            sink: "https://new.example.nl/".into(),
+        };
+        assert!(subscriptions.gone(&new).await);
+        let stored = store.subscription("s").await.unwrap().unwrap();
+        assert_eq!(stored.state, SubscriptionState::Disabled);
+        assert_eq!(
+            subscriptions.get("s").unwrap().state,
+            SubscriptionState::Disabled
+        );
+        assert!(
+            routed(&hub).is_empty(),
+            "a disabled subscription is not routed to"
+        );
+        hub.stop().await;
+    }
+
+    #[tokio::test]
+    async fn the_publish_pipeline_refuses_all_or_accepts_all() {
+        let (hub, store, _dir) = hub().await;
+        let state = &hub.state;
+        let (new, criteria) = subscription("s", "https://a.example.nl/");
+        state.subscriptions.create(new, criteria).await.unwrap();
+        let publisher = Principal {
+            name: "gemeente".into(),
+            roles: BTreeSet::from([Role::Publisher]),
+            subscribe_type_prefixes: vec![],
+            publish_source_prefixes: vec!["urn:nld:oin:1:".into()],
+        };
+
+        let outside = vec![
+            event("1", "urn:nld:oin:1:systeem:a"),
+            event("2", "urn:nld:oin:2:systeem:b"),
+        ];
+        let refused = ingest::accept(state, &publisher, outside, true).await;
+        assert!(
+            matches!(&refused, Err(Refused::Forbidden(why)) if why.contains("urn:nld:oin:2:systeem:b")),
+            "{refused:?}"
+        );
+        assert_eq!(
+            crate::IngestCounters::get(&state.counters.rejected),
+            2,
+            "both events of the refused batch"
+        );
+        assert_eq!(store.queue_stats().await.unwrap()[0].pending, 0);
+
+        let receipts = ingest::accept(
+            state,
+            &publisher,
+            vec![event("1", "urn:nld:oin:1:systeem:a")],
+            false,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (receipts[0].duplicate, receipts[0].matched_subscriptions),
+            (false, 1)
+        );
+        let again = ingest::accept(
+            state,
+            &publisher,
+            vec![event("1", "urn:nld:oin:1:systeem:a")],
+            false,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (again[0].duplicate, again[0].sequence),
+            (true, receipts[0].sequence)
+        );
+        assert_eq!(store.pending_deliveries("s", 10).await.unwrap().len(), 1);
+        hub.stop().await;
+    }
+}
