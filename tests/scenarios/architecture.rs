@@ -1,7 +1,7 @@
 //! The dependency rules of ARCHITECTURE.md, checked against what Cargo resolves (`cargo
 //! metadata`): the I/O-free crates stay free of runtimes and servers, the neutral store has
 //! only serde and thiserror, and nothing but the binary, the tests and the bench tool knows
-//! the embedded backend.
+//! a backend (embedded or PostgreSQL).
 
 use std::collections::{BTreeSet, HashMap};
 use std::process::Command;
@@ -124,15 +124,28 @@ fn the_crates_depend_only_as_architecture_md_says() {
         ["serde", "serde_json", "thiserror"],
         "the neutral store's dependencies"
     );
+    let backends = [
+        "sled",
+        "knooppunt-store-embedded",
+        "tokio-postgres",
+        "knooppunt-store-postgres",
+    ];
     assert_none(
         &graph,
         "knooppunt-delivery",
-        &["axum", "sled", "knooppunt-store-embedded"],
+        &[&backends[..], &["axum"]].concat(),
     );
+    assert_none(&graph, "knooppunt-broker", &backends);
     assert_none(
         &graph,
-        "knooppunt-broker",
-        &["sled", "knooppunt-store-embedded"],
+        "knooppunt-store-postgres",
+        &[
+            "sled",
+            "knooppunt-store-embedded",
+            "axum",
+            "hyper",
+            "reqwest",
+        ],
     );
     assert_none(
         &graph,
@@ -142,7 +155,8 @@ fn the_crates_depend_only_as_architecture_md_says() {
     assert_none(
         &graph,
         "knooppunt-store-conformance",
-        &["sled", "knooppunt-store-embedded", "axum", "reqwest"],
+        &[&backends[..], &["axum", "reqwest"]].concat(),
     );
     assert!(graph.all("knooppunt").contains("knooppunt-store-embedded"));
+    assert!(graph.all("knooppunt").contains("knooppunt-store-postgres"));
 }

@@ -50,6 +50,9 @@ pub struct HubOptions {
     pub filter_limits: knooppunt_filter::Limits,
     /// The bounds on inbound connections.
     pub server: ServerLimits,
+    /// How often the hub asks the store whether another hub changed subscriptions (a store
+    /// only this hub writes never says so).
+    pub resync_interval: std::time::Duration,
 }
 
 impl HubOptions {
@@ -65,6 +68,7 @@ impl HubOptions {
             allow_http_sinks: false,
             filter_limits: knooppunt_filter::Limits::DEFAULT,
             server: ServerLimits::default(),
+            resync_interval: std::time::Duration::from_millis(250),
         }
     }
 }
@@ -85,6 +89,7 @@ pub(crate) struct AppState {
     pub(crate) filter_limits: knooppunt_filter::Limits,
     pub(crate) server: ServerLimits,
     shutdown_grace: std::time::Duration,
+    resync_interval: std::time::Duration,
     /// Tells the background tasks to stop.
     stop: tokio::sync::watch::Sender<bool>,
     background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -138,17 +143,19 @@ impl Hub {
                 filter_limits: options.filter_limits,
                 server: options.server,
                 shutdown_grace: options.shutdown_grace,
+                resync_interval: options.resync_interval,
                 stop,
                 background: std::sync::Mutex::new(Vec::new()),
             }),
         };
         let sweeper = tokio::spawn(sweep_periodically(Arc::clone(&hub.state)));
         let retiring = tokio::spawn(follow_gone(Arc::clone(&hub.state), retirements));
+        let resyncing = tokio::spawn(follow_other_hubs(Arc::clone(&hub.state)));
         hub.state
             .background
             .lock()
             .expect("background lock")
-            .extend([sweeper, retiring]);
+            .extend([sweeper, retiring, resyncing]);
         Ok(hub)
     }
 
@@ -239,6 +246,46 @@ async fn follow_gone(
             },
         };
         state.subscriptions.gone(&gone).await;
+    }
+}
+
+/// Reloads the subscriptions when another hub sharing the store changed them: polls the
+/// store's subscription version every `resync_interval`.
+async fn follow_other_hubs(state: Arc<AppState>) {
+    let mut stop = state.stop.subscribe();
+    let mut interval = tokio::time::interval(state.resync_interval);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut known = state.store.subscriptions_version().await.ok();
+    loop {
+        // A hub stopped before this task first ran: `changed` would never fire for it.
+        if *stop.borrow_and_update() {
+            return;
+        }
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = interval.tick() => {}
+        }
+        let version = match state.store.subscriptions_version().await {
+            Ok(version) => version,
+            Err(error) => {
+                tracing::debug!(%error, "Reading the subscriptions' version failed; trying again.");
+                continue;
+            }
+        };
+        if known == Some(version) {
+            continue;
+        }
+        match state.subscriptions.resync().await {
+            Ok(changed) => {
+                known = Some(version);
+                if changed > 0 {
+                    tracing::info!(changed, "Subscriptions changed by another hub were loaded.");
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "Reloading the subscriptions failed; trying again.")
+            }
+        }
     }
 }
 

@@ -236,6 +236,36 @@ impl Subscriptions {
         Ok(Redelivered::Queued)
     }
 
+    /// Brings the registry and the workers up to the store's subscriptions, which another
+    /// hub sharing the store changed; returns how many changed here.
+    pub(crate) async fn resync(&self) -> Result<usize, StoreError> {
+        let _writer = self.writes.lock().await;
+        let stored = self.store.subscriptions().await?;
+        let ids: std::collections::HashSet<String> = stored.iter().map(|s| s.id.clone()).collect();
+        let mut changed = 0;
+        for subscription in stored {
+            if self
+                .get(&subscription.id)
+                .is_none_or(|current| *current != subscription)
+            {
+                self.file(subscription);
+                changed += 1;
+            }
+        }
+        let gone: Vec<String> = self
+            .read()
+            .all()
+            .filter(|s| !ids.contains(&s.id))
+            .map(|s| s.id.clone())
+            .collect();
+        for id in gone {
+            self.registry.write().expect("registry lock").remove(&id);
+            self.deliverer.remove(&id);
+            changed += 1;
+        }
+        Ok(changed)
+    }
+
     /// Acts on a 410 a worker reported: a subscription whose sink is still the one that
     /// answered is disabled (in the store, then its queue retired to dead letters, then the
     /// registry); one given another sink meanwhile keeps it, and its worker starts again.

@@ -72,6 +72,13 @@ pub trait Store: Send + Sync + 'static {
     /// Every subscription, in id order (which is creation order).
     fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>>;
 
+    /// A number that changes whenever any hub sharing this store changes a subscription, so
+    /// that each hub can tell when to reload them. A backend only one hub writes (the
+    /// embedded one) answers 0 always: that hub makes every change itself.
+    fn subscriptions_version(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async { Ok(0) })
+    }
+
     /// Appends events atomically, each with one pending delivery per subscription, in
     /// acceptance order, and returns only when all of it is on disk. An event whose `source`
     /// and `id` were accepted less than `dedupe_window_ms` ago is reported as a duplicate and

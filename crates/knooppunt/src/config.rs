@@ -18,6 +18,9 @@ use serde::Deserialize;
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct Config {
     pub(crate) server: ServerConfig,
+    /// Where the hub keeps its state: the embedded store, or a PostgreSQL database shared
+    /// by several hubs.
+    pub(crate) store: StoreConfig,
     /// How published events are accepted.
     pub(crate) ingest: IngestConfig,
     /// How published events are validated.
@@ -72,6 +75,60 @@ impl Default for ServerConfig {
             idle_timeout: "PT60S".into(),
             metrics_listen: None,
         }
+    }
+}
+
+/// The store's backend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum StoreBackend {
+    /// The embedded store in `server.data_dir` (one hub).
+    #[default]
+    Embedded,
+    /// A PostgreSQL database at `store.url`, which several hubs can share.
+    Postgres,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct StoreConfig {
+    /// `embedded` (the default, in `server.data_dir`) or `postgres`.
+    pub(crate) backend: StoreBackend,
+    /// For `postgres`: `postgres://user:password@host:port/database`. The schema is created
+    /// and migrated at start-up.
+    pub(crate) url: Option<String>,
+    /// For `postgres`: connections in this hub's pool (2 to 1000).
+    pub(crate) pool_size: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            backend: StoreBackend::Embedded,
+            url: None,
+            pool_size: 16,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// The PostgreSQL settings, when the backend is `postgres`.
+    pub(crate) fn postgres(&self) -> anyhow::Result<Option<knooppunt_store_postgres::PgOptions>> {
+        if self.backend != StoreBackend::Postgres {
+            return Ok(None);
+        }
+        let Some(url) = self.url.as_deref().filter(|u| !u.trim().is_empty()) else {
+            bail!(
+                "store.url: the postgres backend needs a URL, e.g. \
+                 postgres://knooppunt:secret@db.example.nl:5432/knooppunt (or set KNOOPPUNT_STORE_URL)"
+            );
+        };
+        if !(2..=1000).contains(&self.pool_size) {
+            bail!("store.pool_size: must be from 2 to 1000");
+        }
+        let mut options = knooppunt_store_postgres::PgOptions::new(url);
+        options.pool_size = self.pool_size;
+        Ok(Some(options))
     }
 }
 
@@ -382,7 +439,15 @@ pub(crate) struct PrincipalConfig {
 pub(crate) const ENV_PREFIX: &str = "KNOOPPUNT_";
 
 /// The sections an environment variable can reach (principals are a list: file only).
-const ENV_SECTIONS: [&str; 5] = ["server", "ingest", "validation", "delivery", "log"];
+const ENV_SECTIONS: [&str; 7] = [
+    "server",
+    "store",
+    "ingest",
+    "validation",
+    "delivery",
+    "filters",
+    "log",
+];
 
 /// Applies `KNOOPPUNT_<SECTION>_<KEY>=value` to the parsed file. The value is read as a TOML
 /// value when it is one (`2097152`, `true`) and as a string otherwise.
@@ -560,6 +625,7 @@ impl Config {
 
     fn validate(&self) -> anyhow::Result<()> {
         self.hub_options(knooppunt_broker::Authentication::Disabled)?;
+        self.store.postgres()?;
         let mut names = HashSet::new();
         let mut hashes = HashSet::new();
         for (i, principal) in self.principals.iter().enumerate() {

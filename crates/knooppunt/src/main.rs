@@ -81,14 +81,20 @@ enum Command {
     #[command(subcommand)]
     DeadLetters(client::dead_letters::DeadLettersCommand),
     /// Check CloudEvents in the JSON format against the CloudEvents core specification and
-    /// the NL GOV profile, and list every problem found.
+    /// the NL GOV profile, and list every problem found; or, with --store, check the
+    /// configuration and that the hub can use its store.
     ///
     /// Each FILE holds one event (a JSON object) or a batch (a JSON array); `-` reads
     /// standard input. Exits with 1 when an event is invalid at the chosen profile level.
+    /// With --store: reads the configuration, opens the store (for PostgreSQL: connects,
+    /// creates or migrates the schema) and reports it; exits with 1 when it cannot.
     Check {
         /// Files with events in the JSON format.
-        #[arg(required = true, value_name = "FILE")]
+        #[arg(required_unless_present = "store", value_name = "FILE")]
         files: Vec<PathBuf>,
+        /// Check the configuration and the store instead of events.
+        #[arg(long)]
+        store: bool,
         /// Profile level (`off`, `warn`, `enforce`); defaults to `validation.profile` from
         /// the configuration file.
         #[arg(long)]
@@ -146,9 +152,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Subscriptions(command) => client::run(client::subscriptions::run(command)),
         Command::DeadLetters(command) => client::run(client::dead_letters::run(command)),
         Command::Check {
+            store: true,
+            config,
+            ..
+        } => {
+            let explicit = config.is_some();
+            let path = config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+            let config = config::Config::load(&path, explicit)?;
+            serve::check_store(&config)
+        }
+        Command::Check {
             files,
             profile,
             config,
+            ..
         } => {
             let level = match profile {
                 Some(level) => level,

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use knooppunt_broker::{Authentication, Hub};
+use knooppunt_store::Store;
 use knooppunt_store_embedded::SledStore;
+use knooppunt_store_postgres::PgStore;
 
 use crate::config::{Config, LogFormat};
 
@@ -50,11 +52,8 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
     };
     let options = config.hub_options(authentication)?;
     raise_descriptor_limit(&options)?;
-    let data_dir = &config.server.data_dir;
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
-    let store = SledStore::open(data_dir)?;
-    let hub = Hub::open(Arc::new(store), options).await?;
+    let (store, location) = open_store(&config).await?;
+    let hub = Hub::open(store, options).await?;
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;
@@ -75,10 +74,56 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
     // Installed before the address is announced: a signal sent as soon as the hub listens
     // stops it cleanly instead of killing it.
     let stop = shutdown_signal()?;
-    tracing::info!(%address, data_dir = %data_dir.display(), "Knooppunt is listening.");
+    tracing::info!(%address, store = %location, "Knooppunt is listening.");
     knooppunt_broker::serve(listener, hub, stop).await?;
     tracing::info!("Knooppunt stopped.");
     Ok(())
+}
+
+/// Opens the configured store; also says where it is, for the log.
+pub(crate) async fn open_store(config: &Config) -> anyhow::Result<(Arc<dyn Store>, String)> {
+    if let Some(options) = config.store.postgres()? {
+        let store = PgStore::connect(&options)
+            .await
+            .context("store.url: cannot use the PostgreSQL database")?;
+        let location = format!("postgres (schema {})", store.schema_version().await?);
+        return Ok((Arc::new(store), location));
+    }
+    let data_dir = &config.server.data_dir;
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+    let store = SledStore::open(data_dir)?;
+    Ok((Arc::new(store), data_dir.display().to_string()))
+}
+
+/// `knooppunt check --store`: opens the configured store once and reports it.
+pub(crate) fn check_store(config: &Config) -> anyhow::Result<std::process::ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        match open_store(config).await {
+            Ok((store, location)) => {
+                let checked = store.check().await;
+                let subscriptions = store.subscriptions().await.map(|s| s.len());
+                match (checked, subscriptions) {
+                    (Ok(()), Ok(count)) => {
+                        println!("store: {location}: reachable, {count} subscriptions");
+                        Ok(std::process::ExitCode::SUCCESS)
+                    }
+                    (Err(error), _) | (_, Err(error)) => {
+                        println!("store: {location}: NOT USABLE: {error}");
+                        Ok(std::process::ExitCode::FAILURE)
+                    }
+                }
+            }
+            Err(error) => {
+                println!("store: NOT USABLE: {error:#}");
+                Ok(std::process::ExitCode::FAILURE)
+            }
+        }
+    })
 }
 
 /// Descriptors kept beyond the connection limits: the store's files, sled, the listener,

@@ -1,0 +1,85 @@
+//! Recently read events, shared by their deliveries: an event routed to 10,000
+//! subscriptions is read from the database once, and concurrent readers of one event wait
+//! for that one read. Bounded by the size of the events' JSON; the oldest entries go first.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use knooppunt_store::{StoreError, StoredEvent};
+use tokio::sync::OnceCell;
+
+/// The JSON the cache keeps at most.
+const BUDGET_BYTES: usize = 32 * 1024 * 1024;
+
+type Cell = Arc<OnceCell<Option<Arc<StoredEvent>>>>;
+
+#[derive(Default)]
+pub(crate) struct EventCache {
+    inner: Mutex<Entries>,
+}
+
+#[derive(Default)]
+struct Entries {
+    /// Each event's cell, and whether its size is counted in `order` yet.
+    cells: HashMap<u64, (Cell, bool)>,
+    /// In insertion order, with the size each counted.
+    order: VecDeque<(u64, usize)>,
+    bytes: usize,
+}
+
+impl EventCache {
+    pub(crate) async fn get_or_read<F, Fut>(
+        &self,
+        seq: u64,
+        read: F,
+    ) -> Result<Option<Arc<StoredEvent>>, StoreError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Option<StoredEvent>, StoreError>>,
+    {
+        let cell = {
+            let mut entries = self.inner.lock().expect("event cache lock");
+            Arc::clone(&entries.cells.entry(seq).or_default().0)
+        };
+        let result = cell
+            .get_or_try_init(|| async { read().await.map(|event| event.map(Arc::new)) })
+            .await
+            .cloned();
+        let mut entries = self.inner.lock().expect("event cache lock");
+        match &result {
+            // A missing event or a failed read is not kept: it may be there next time.
+            Ok(None) | Err(_) => {
+                if entries
+                    .cells
+                    .get(&seq)
+                    .is_some_and(|(c, _)| Arc::ptr_eq(c, &cell))
+                {
+                    entries.cells.remove(&seq);
+                }
+            }
+            Ok(Some(event)) => {
+                let uncounted = match entries.cells.get_mut(&seq) {
+                    Some((_, counted)) if !*counted => {
+                        *counted = true;
+                        true
+                    }
+                    _ => false,
+                };
+                if uncounted {
+                    let size = event.json.len() + 64;
+                    entries.order.push_back((seq, size));
+                    entries.bytes += size;
+                    while entries.bytes > BUDGET_BYTES {
+                        let Some((old, size)) = entries.order.pop_front() else {
+                            break;
+                        };
+                        entries.bytes -= size;
+                        entries.cells.remove(&old);
+                    }
+                }
+            }
+        }
+        result
+    }
+}

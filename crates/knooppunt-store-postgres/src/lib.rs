@@ -1,0 +1,721 @@
+//! The PostgreSQL backend: several hubs share one database, each running the same
+//! `Store` operations against it (tokio-postgres with a deadpool pool; no ORM).
+//!
+//! - **Append** (`append.rs`): the publishes of one hub are grouped into one transaction
+//!   (group commit: whatever arrived while the previous group committed), which takes the
+//!   append lock (a transaction-scoped advisory lock), so that event numbers are handed out
+//!   and committed in one order across all hubs: a later number is always committed later,
+//!   which is what per-subscription ordering needs. Duplicates are found by `source` + `id`
+//!   within the window under the same lock. The events and their deliveries go in with one
+//!   multi-row insert each (`UNNEST` of arrays); the answer waits for the commit.
+//! - **Leases**: unordered subscriptions lease with `FOR UPDATE SKIP LOCKED`, so hubs share a
+//!   queue without waiting for each other; an ordered one leases its oldest delivery with one
+//!   conditional `UPDATE`, which at most one hub wins. Each lease takes a token from a
+//!   sequence; `record` checks it under the row lock and refuses a stale one. A lease held
+//!   by a killed hub runs out and the delivery is leased again by another.
+//! - **Subscription changes** bump a version in the same transaction, which other hubs poll
+//!   ([`Store::subscriptions_version`]) to reload their registries.
+//!
+//! Every write returns after `COMMIT`, which PostgreSQL makes durable (with its default
+//! `synchronous_commit = on`).
+
+mod append;
+mod event_cache;
+mod schema;
+mod subscriptions;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use knooppunt_store::{
+    Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, Store, StoreError,
+    StoreFuture, StoredEvent, Subscription, Swept, Verdict,
+};
+use tokio_postgres::Row;
+
+use self::append::Appender;
+use self::event_cache::EventCache;
+
+/// How to reach the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgOptions {
+    /// `postgres://user:password@host:port/database` (libpq URL or key=value form).
+    pub url: String,
+    /// Connections in this hub's pool (the appender holds one while a group commits).
+    pub pool_size: usize,
+    /// How long a call waits for a connection before the store reports itself unavailable.
+    pub connect_timeout: Duration,
+}
+
+impl PgOptions {
+    pub fn new(url: impl Into<String>) -> PgOptions {
+        PgOptions {
+            url: url.into(),
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The store on a PostgreSQL database; cheap to clone.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    appender: Appender,
+    events: EventCache,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").finish_non_exhaustive()
+    }
+}
+
+/// A database error, by kind: a lost or refused connection makes the store unavailable
+/// (another hub, or a retry, may succeed); anything else is a backend failure.
+pub(crate) fn backend(error: tokio_postgres::Error) -> StoreError {
+    let io = std::error::Error::source(&error).is_some_and(|s| s.is::<std::io::Error>());
+    let shutting_down = error.as_db_error().is_some_and(|db| {
+        // admin_shutdown, crash_shutdown, cannot_connect_now: the server is going away.
+        matches!(db.code().code(), "57P01" | "57P02" | "57P03")
+    });
+    if error.is_closed() || io || shutting_down {
+        StoreError::Unavailable(format!("the database: {error}"))
+    } else {
+        StoreError::Backend(format!("the database: {error}"))
+    }
+}
+
+fn pool_error(error: deadpool_postgres::PoolError) -> StoreError {
+    StoreError::Unavailable(format!("no database connection: {error}"))
+}
+
+/// Hides the password of a URL for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:********{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl PgStore {
+    /// Connects, and creates or migrates the schema.
+    pub async fn connect(options: &PgOptions) -> Result<PgStore, StoreError> {
+        let config: tokio_postgres::Config = options.url.parse().map_err(|error| {
+            StoreError::Backend(format!(
+                "store.url `{}` is not a PostgreSQL URL: {error}",
+                redact(&options.url)
+            ))
+        })?;
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(2))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(options.connect_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|error| StoreError::Backend(format!("the connection pool: {error}")))?;
+        let mut client = pool.get().await.map_err(|error| {
+            StoreError::Unavailable(format!(
+                "cannot connect to {}: {error}",
+                redact(&options.url)
+            ))
+        })?;
+        schema::migrate(&mut client).await?;
+        drop(client);
+        Ok(PgStore {
+            inner: Arc::new(Inner {
+                appender: Appender::start(pool.clone()),
+                pool,
+                events: EventCache::default(),
+            }),
+        })
+    }
+
+    /// Closes the pool: every call after this fails as unavailable.
+    pub fn close(&self) {
+        self.inner.pool.close();
+    }
+
+    /// The schema version of the database (after [`PgStore::connect`] migrated it).
+    pub async fn schema_version(&self) -> Result<i32, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one("SELECT max(version) FROM knooppunt_schema", &[])
+            .await
+            .map_err(backend)?;
+        Ok(row.get(0))
+    }
+
+    async fn client(&self) -> Result<Object, StoreError> {
+        self.inner.pool.get().await.map_err(pool_error)
+    }
+
+    /// Bumps the subscriptions' version in `transaction`.
+    async fn bump(transaction: &deadpool_postgres::Transaction<'_>) -> Result<(), StoreError> {
+        transaction
+            .execute("UPDATE versions SET subscriptions = subscriptions + 1", &[])
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+}
+
+fn delivery(row: &Row) -> Delivery {
+    Delivery {
+        subscription: row.get("subscription"),
+        seq: row.get::<_, i64>("seq") as u64,
+        attempts: row.get::<_, i32>("attempts") as u32,
+        next_attempt_at: row.get::<_, i64>("next_attempt_at") as u64,
+        first_attempt_at: row
+            .get::<_, Option<i64>>("first_attempt_at")
+            .map(|v| v as u64),
+        last_attempt_at: row
+            .get::<_, Option<i64>>("last_attempt_at")
+            .map(|v| v as u64),
+        last_status: row.get::<_, Option<i32>>("last_status").map(|v| v as u16),
+        last_error: row.get("last_error"),
+        leased_until: row.get::<_, i64>("leased_until") as u64,
+        lease: row.get::<_, i64>("lease") as u64,
+    }
+}
+
+fn dead_letter(row: &Row) -> DeadLetter {
+    DeadLetter {
+        subscription: row.get("subscription"),
+        seq: row.get::<_, i64>("seq") as u64,
+        attempts: row.get::<_, i32>("attempts") as u32,
+        first_attempt_at: row
+            .get::<_, Option<i64>>("first_attempt_at")
+            .map(|v| v as u64),
+        last_attempt_at: row
+            .get::<_, Option<i64>>("last_attempt_at")
+            .map(|v| v as u64),
+        last_status: row.get::<_, Option<i32>>("last_status").map(|v| v as u16),
+        last_error: row.get("last_error"),
+        reason: row.get("reason"),
+        dead_at: row.get::<_, i64>("dead_at") as u64,
+    }
+}
+
+const DELIVERY_COLUMNS: &str = "subscription, seq, attempts, next_attempt_at, first_attempt_at, \
+    last_attempt_at, last_status, last_error, leased_until, lease";
+
+const DEAD_LETTER_COLUMNS: &str = "subscription, seq, attempts, first_attempt_at, \
+    last_attempt_at, last_status, last_error, reason, dead_at";
+
+impl Store for PgStore {
+    fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let transaction = client.transaction().await.map_err(backend)?;
+            let params = subscriptions::params(subscription);
+            let sql = format!(
+                "INSERT INTO subscriptions ({}) VALUES ({}) ON CONFLICT (id) DO NOTHING",
+                subscriptions::COLUMNS,
+                subscriptions::PLACEHOLDERS
+            );
+            let inserted = transaction
+                .execute(&sql, &params.refs())
+                .await
+                .map_err(backend)?;
+            if inserted == 0 {
+                return Err(StoreError::Conflict(subscription.id.clone()));
+            }
+            Self::bump(&transaction).await?;
+            transaction.commit().await.map_err(backend)
+        })
+    }
+
+    fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let transaction = client.transaction().await.map_err(backend)?;
+            let params = subscriptions::params(subscription);
+            let sql = format!(
+                "UPDATE subscriptions SET ({}) = ({}) WHERE id = $1",
+                subscriptions::COLUMNS,
+                subscriptions::PLACEHOLDERS
+            );
+            let updated = transaction
+                .execute(&sql, &params.refs())
+                .await
+                .map_err(backend)?;
+            if updated == 0 {
+                return Ok(false);
+            }
+            Self::bump(&transaction).await?;
+            transaction.commit().await.map_err(backend)?;
+            Ok(true)
+        })
+    }
+
+    fn delete_subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let transaction = client.transaction().await.map_err(backend)?;
+            let sql = format!(
+                "DELETE FROM subscriptions WHERE id = $1 RETURNING {}",
+                subscriptions::COLUMNS
+            );
+            let Some(row) = transaction.query_opt(&sql, &[&id]).await.map_err(backend)? else {
+                return Ok(None);
+            };
+            let deleted = subscriptions::from_row(&row)?;
+            for table in ["deliveries", "dead_letters"] {
+                transaction
+                    .execute(
+                        &format!("DELETE FROM {table} WHERE subscription = $1"),
+                        &[&id],
+                    )
+                    .await
+                    .map_err(backend)?;
+            }
+            Self::bump(&transaction).await?;
+            transaction.commit().await.map_err(backend)?;
+            Ok(Some(deleted))
+        })
+    }
+
+    fn subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "SELECT {} FROM subscriptions WHERE id = $1",
+                subscriptions::COLUMNS
+            );
+            let row = client.query_opt(&sql, &[&id]).await.map_err(backend)?;
+            row.as_ref().map(subscriptions::from_row).transpose()
+        })
+    }
+
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "SELECT {} FROM subscriptions ORDER BY id",
+                subscriptions::COLUMNS
+            );
+            let rows = client.query(&sql, &[]).await.map_err(backend)?;
+            rows.iter().map(subscriptions::from_row).collect()
+        })
+    }
+
+    fn subscriptions_version(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_one("SELECT subscriptions FROM versions", &[])
+                .await
+                .map_err(backend)?;
+            Ok(row.get::<_, i64>(0) as u64)
+        })
+    }
+
+    fn append_events(
+        &self,
+        events: Vec<NewEvent>,
+        now_ms: u64,
+        dedupe_window_ms: u64,
+    ) -> StoreFuture<'_, Vec<Appended>> {
+        Box::pin(self.inner.appender.append(events, now_ms, dedupe_window_ms))
+    }
+
+    fn event(&self, seq: u64) -> StoreFuture<'_, Option<Arc<StoredEvent>>> {
+        Box::pin(async move {
+            self.inner
+                .events
+                .get_or_read(seq, || async {
+                    let client = self.client().await?;
+                    let row = client
+                        .query_opt(
+                            "SELECT source, id, accepted_at, json FROM events WHERE seq = $1",
+                            &[&(seq as i64)],
+                        )
+                        .await
+                        .map_err(backend)?;
+                    Ok(row.map(|row| StoredEvent {
+                        seq,
+                        source: row.get(0),
+                        id: row.get(1),
+                        accepted_at: row.get::<_, i64>(2) as u64,
+                        json: row.get(3),
+                    }))
+                })
+                .await
+        })
+    }
+
+    fn pending_deliveries<'a>(
+        &'a self,
+        subscription: &'a str,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Delivery>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE subscription = $1 \
+                 ORDER BY seq LIMIT $2"
+            );
+            let rows = client
+                .query(&sql, &[&subscription, &(limit as i64)])
+                .await
+                .map_err(backend)?;
+            Ok(rows.iter().map(delivery).collect())
+        })
+    }
+
+    fn lease<'a>(
+        &'a self,
+        subscription: &'a str,
+        now_ms: u64,
+        lease_ms: u64,
+        limit: usize,
+        ordered: bool,
+    ) -> StoreFuture<'a, Vec<Delivery>> {
+        Box::pin(async move {
+            if limit == 0 {
+                return Ok(Vec::new());
+            }
+            let client = self.client().await?;
+            let (now, until) = (now_ms as i64, (now_ms + lease_ms) as i64);
+            let rows = if ordered {
+                // Only the oldest, only while it is due and not leased. Two hubs may both
+                // find the same oldest; the row lock makes the second re-check the
+                // conditions on the first's result, so at most one wins.
+                let sql = format!(
+                    "UPDATE deliveries SET leased_until = $3, lease = nextval('lease_tokens') \
+                     WHERE subscription = $1 \
+                       AND seq = (SELECT min(seq) FROM deliveries WHERE subscription = $1) \
+                       AND next_attempt_at <= $2 AND leased_until <= $2 \
+                     RETURNING {DELIVERY_COLUMNS}"
+                );
+                client
+                    .query(&sql, &[&subscription, &now, &until])
+                    .await
+                    .map_err(backend)?
+            } else {
+                let sql = format!(
+                    "WITH picked AS ( \
+                       SELECT seq FROM deliveries \
+                       WHERE subscription = $1 AND next_attempt_at <= $2 AND leased_until <= $2 \
+                       ORDER BY GREATEST(next_attempt_at, leased_until), seq \
+                       LIMIT $4 FOR UPDATE SKIP LOCKED) \
+                     UPDATE deliveries d SET leased_until = $3, lease = nextval('lease_tokens') \
+                     FROM picked WHERE d.subscription = $1 AND d.seq = picked.seq \
+                     RETURNING {}",
+                    DELIVERY_COLUMNS
+                        .split(", ")
+                        .map(|c| format!("d.{c}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                client
+                    .query(&sql, &[&subscription, &now, &until, &(limit as i64)])
+                    .await
+                    .map_err(backend)?
+            };
+            let mut leased: Vec<Delivery> = rows.iter().map(delivery).collect();
+            leased.sort_by_key(|d| d.seq);
+            Ok(leased)
+        })
+    }
+
+    fn next_due<'a>(
+        &'a self,
+        subscription: &'a str,
+        ordered: bool,
+    ) -> StoreFuture<'a, Option<u64>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = if ordered {
+                "SELECT GREATEST(next_attempt_at, leased_until) FROM deliveries \
+                 WHERE subscription = $1 ORDER BY seq LIMIT 1"
+            } else {
+                "SELECT min(GREATEST(next_attempt_at, leased_until)) FROM deliveries \
+                 WHERE subscription = $1"
+            };
+            let row = client
+                .query_opt(sql, &[&subscription])
+                .await
+                .map_err(backend)?;
+            Ok(row
+                .and_then(|row| row.get::<_, Option<i64>>(0))
+                .map(|at| at as u64))
+        })
+    }
+
+    fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let transaction = client.transaction().await.map_err(backend)?;
+            for change in &changes {
+                apply(&transaction, change).await?;
+            }
+            transaction.commit().await.map_err(backend)
+        })
+    }
+
+    fn dead_letters<'a>(
+        &'a self,
+        subscription: &'a str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<DeadLetter>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters \
+                 WHERE subscription = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+            );
+            let after = after.map_or(-1, |a| a as i64);
+            let rows = client
+                .query(&sql, &[&subscription, &after, &(limit as i64)])
+                .await
+                .map_err(backend)?;
+            Ok(rows.iter().map(dead_letter).collect())
+        })
+    }
+
+    fn dead_letter<'a>(
+        &'a self,
+        subscription: &'a str,
+        seq: u64,
+    ) -> StoreFuture<'a, Option<DeadLetter>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "SELECT {DEAD_LETTER_COLUMNS} FROM dead_letters WHERE subscription = $1 AND seq = $2"
+            );
+            let row = client
+                .query_opt(&sql, &[&subscription, &(seq as i64)])
+                .await
+                .map_err(backend)?;
+            Ok(row.as_ref().map(dead_letter))
+        })
+    }
+
+    fn queue_stats(&self) -> StoreFuture<'_, Vec<QueueStats>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "SELECT s.id, COALESCE(p.pending, 0), p.oldest, COALESCE(d.dead, 0) \
+                     FROM subscriptions s \
+                     LEFT JOIN (SELECT q.subscription, count(*) AS pending, \
+                                       min(e.accepted_at) AS oldest \
+                                FROM deliveries q JOIN events e ON e.seq = q.seq \
+                                GROUP BY q.subscription) p ON p.subscription = s.id \
+                     LEFT JOIN (SELECT subscription, count(*) AS dead FROM dead_letters \
+                                GROUP BY subscription) d ON d.subscription = s.id \
+                     ORDER BY s.id",
+                    &[],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(rows
+                .iter()
+                .map(|row| QueueStats {
+                    subscription: row.get(0),
+                    pending: row.get::<_, i64>(1) as u64,
+                    oldest_accepted_at: row.get::<_, Option<i64>>(2).map(|v| v as u64),
+                    dead_letters: row.get::<_, i64>(3) as u64,
+                })
+                .collect())
+        })
+    }
+
+    fn check(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            client.execute("SELECT 1", &[]).await.map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn sweep(
+        &self,
+        now_ms: u64,
+        retention_ms: u64,
+        dedupe_window_ms: u64,
+    ) -> StoreFuture<'_, Swept> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            // Events go once both the retention and the duplicate window have passed and
+            // nothing refers to them; in slices, so that no statement holds many locks.
+            let cutoff = now_ms.saturating_sub(retention_ms.max(dedupe_window_ms)) as i64;
+            let mut swept = Swept::default();
+            loop {
+                let removed = client
+                    .execute(
+                        "DELETE FROM events WHERE seq IN ( \
+                           SELECT e.seq FROM events e \
+                           WHERE e.accepted_at < $1 \
+                             AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.seq = e.seq) \
+                             AND NOT EXISTS (SELECT 1 FROM dead_letters l WHERE l.seq = e.seq) \
+                           LIMIT 5000)",
+                        &[&cutoff],
+                    )
+                    .await
+                    .map_err(backend)?;
+                swept.events += removed;
+                if removed < 5000 {
+                    break;
+                }
+            }
+            // The entries of duplicate detection are the events themselves.
+            swept.dedupe_entries = swept.events;
+            // Deliveries queued by an append that raced a subscription's deletion.
+            client
+                .execute(
+                    "DELETE FROM deliveries q WHERE NOT EXISTS \
+                     (SELECT 1 FROM subscriptions s WHERE s.id = q.subscription)",
+                    &[],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(swept)
+        })
+    }
+}
+
+/// Applies one delivery change in `transaction`; a stale lease token refuses the whole call
+/// (the transaction is dropped without a commit).
+async fn apply(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    change: &DeliveryChange,
+) -> Result<(), StoreError> {
+    match change {
+        DeliveryChange::Attempted(attempt) => {
+            let seq = attempt.seq as i64;
+            let row = transaction
+                .query_opt(
+                    "SELECT lease FROM deliveries WHERE subscription = $1 AND seq = $2 FOR UPDATE",
+                    &[&attempt.subscription, &seq],
+                )
+                .await
+                .map_err(backend)?;
+            let Some(row) = row else {
+                return Ok(()); // finished, retired or deleted meanwhile
+            };
+            if attempt.lease == 0 || row.get::<_, i64>(0) != attempt.lease as i64 {
+                return Err(StoreError::StaleLease {
+                    subscription: attempt.subscription.clone(),
+                    seq: attempt.seq,
+                });
+            }
+            let at = attempt.at as i64;
+            let status = attempt.status.map(i32::from);
+            let keys: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+                [&attempt.subscription, &seq, &at, &status, &attempt.error];
+            match &attempt.verdict {
+                Verdict::Delivered => {
+                    transaction
+                        .execute(
+                            "DELETE FROM deliveries WHERE subscription = $1 AND seq = $2",
+                            &keys[..2],
+                        )
+                        .await
+                        .map_err(backend)?;
+                }
+                Verdict::Retry { next_attempt_at } => {
+                    let next = *next_attempt_at as i64;
+                    let mut params = keys.to_vec();
+                    params.push(&next);
+                    transaction
+                        .execute(
+                            "UPDATE deliveries SET attempts = attempts + 1, \
+                               first_attempt_at = COALESCE(first_attempt_at, $3), \
+                               last_attempt_at = $3, last_status = $4, last_error = $5, \
+                               leased_until = 0, lease = 0, next_attempt_at = $6 \
+                             WHERE subscription = $1 AND seq = $2",
+                            &params,
+                        )
+                        .await
+                        .map_err(backend)?;
+                }
+                Verdict::DeadLetter { reason } => {
+                    let mut params = keys.to_vec();
+                    params.push(reason);
+                    transaction
+                        .execute(
+                            "WITH gone AS (DELETE FROM deliveries \
+                               WHERE subscription = $1 AND seq = $2 RETURNING *) \
+                             INSERT INTO dead_letters (subscription, seq, attempts, \
+                               first_attempt_at, last_attempt_at, last_status, last_error, \
+                               reason, dead_at) \
+                             SELECT subscription, seq, attempts + 1, \
+                               COALESCE(first_attempt_at, $3), $3, $4, $5, $6, $3 FROM gone \
+                             ON CONFLICT (subscription, seq) DO NOTHING",
+                            &params,
+                        )
+                        .await
+                        .map_err(backend)?;
+                }
+            }
+        }
+        DeliveryChange::Redeliver {
+            subscription,
+            seq,
+            at,
+        } => {
+            transaction
+                .execute(
+                    "WITH back AS (DELETE FROM dead_letters \
+                       WHERE subscription = $1 AND seq = $2 RETURNING seq) \
+                     INSERT INTO deliveries (subscription, seq, next_attempt_at) \
+                     SELECT $1, seq, $3 FROM back \
+                     WHERE EXISTS (SELECT 1 FROM subscriptions WHERE id = $1) \
+                     ON CONFLICT (subscription, seq) DO NOTHING",
+                    &[subscription, &(*seq as i64), &(*at as i64)],
+                )
+                .await
+                .map_err(backend)?;
+        }
+        DeliveryChange::DeleteDeadLetter { subscription, seq } => {
+            transaction
+                .execute(
+                    "DELETE FROM dead_letters WHERE subscription = $1 AND seq = $2",
+                    &[subscription, &(*seq as i64)],
+                )
+                .await
+                .map_err(backend)?;
+        }
+        DeliveryChange::Retire {
+            subscription,
+            at,
+            reason,
+        } => {
+            transaction
+                .execute(
+                    "WITH gone AS (DELETE FROM deliveries WHERE subscription = $1 RETURNING *) \
+                     INSERT INTO dead_letters (subscription, seq, attempts, first_attempt_at, \
+                       last_attempt_at, last_status, last_error, reason, dead_at) \
+                     SELECT subscription, seq, attempts, first_attempt_at, last_attempt_at, \
+                       last_status, last_error, $3, $2 FROM gone \
+                     ON CONFLICT (subscription, seq) DO NOTHING",
+                    &[subscription, &(*at as i64), reason],
+                )
+                .await
+                .map_err(backend)?;
+        }
+    }
+    Ok(())
+}

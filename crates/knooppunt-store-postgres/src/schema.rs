@@ -1,0 +1,142 @@
+//! The schema, as numbered migrations applied in order at start-up. Each hub applies what
+//! is missing under an advisory lock, so hubs starting together do not race; a database
+//! with a newer schema than this version knows is refused (a rolling upgrade starts the
+//! new version first only where its migrations keep the old one working).
+
+use deadpool_postgres::Object;
+use knooppunt_store::StoreError;
+
+use crate::backend;
+
+/// The advisory lock key that serialises migrations (`knooppunt` in ASCII, as an i64).
+const MIGRATION_LOCK: i64 = 0x6b6e_6f6f_7070_756e;
+
+/// Every migration, oldest first; the schema version is the number applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: subscriptions, events, deliveries, dead letters.
+    r#"
+    CREATE TABLE subscriptions (
+        id text PRIMARY KEY,
+        owner text NOT NULL,
+        sink text NOT NULL,
+        protocol text NOT NULL,
+        source text,
+        types jsonb,
+        filters jsonb NOT NULL,
+        headers jsonb NOT NULL,
+        method text,
+        credential jsonb,
+        config jsonb NOT NULL,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL,
+        state text NOT NULL,
+        validated_by text,
+        validation_token text,
+        allowed_rate integer,
+        validation_problem text,
+        disabled_reason text
+    );
+    -- Bumped in the transaction of every subscription change, so that other hubs see that
+    -- they must reload (a sequence would not do: its values are not transactional).
+    CREATE TABLE versions (subscriptions bigint NOT NULL);
+    INSERT INTO versions VALUES (0);
+
+    -- Acceptance order: numbers are taken under the append lock, so a later number is
+    -- always committed later.
+    CREATE SEQUENCE event_numbers;
+    CREATE TABLE events (
+        seq bigint PRIMARY KEY,
+        source text NOT NULL,
+        id text NOT NULL,
+        accepted_at bigint NOT NULL,
+        json text NOT NULL
+    );
+    CREATE INDEX events_identity ON events (source, id, accepted_at);
+    CREATE INDEX events_accepted ON events (accepted_at);
+
+    CREATE SEQUENCE lease_tokens;
+    CREATE TABLE deliveries (
+        subscription text NOT NULL,
+        seq bigint NOT NULL,
+        attempts integer NOT NULL DEFAULT 0,
+        next_attempt_at bigint NOT NULL,
+        first_attempt_at bigint,
+        last_attempt_at bigint,
+        last_status integer,
+        last_error text,
+        leased_until bigint NOT NULL DEFAULT 0,
+        lease bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (subscription, seq)
+    );
+    CREATE INDEX deliveries_event ON deliveries (seq);
+
+    CREATE TABLE dead_letters (
+        subscription text NOT NULL,
+        seq bigint NOT NULL,
+        attempts integer NOT NULL,
+        first_attempt_at bigint,
+        last_attempt_at bigint,
+        last_status integer,
+        last_error text,
+        reason text NOT NULL,
+        dead_at bigint NOT NULL,
+        PRIMARY KEY (subscription, seq)
+    );
+    CREATE INDEX dead_letters_event ON dead_letters (seq);
+    "#,
+];
+
+/// Applies the migrations this database lacks; returns its schema version.
+pub(crate) async fn migrate(client: &mut Object) -> Result<usize, StoreError> {
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(backend)?;
+    let result = apply(client).await;
+    let _ = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .await;
+    result
+}
+
+async fn apply(client: &mut Object) -> Result<usize, StoreError> {
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS knooppunt_schema (
+                version integer PRIMARY KEY,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )",
+        )
+        .await
+        .map_err(backend)?;
+    let row = client
+        .query_one(
+            "SELECT COALESCE(max(version), 0) FROM knooppunt_schema",
+            &[],
+        )
+        .await
+        .map_err(backend)?;
+    let current = row.get::<_, i32>(0) as usize;
+    if current > MIGRATIONS.len() {
+        return Err(StoreError::Backend(format!(
+            "the database has schema version {current}, newer than this hub knows ({}); run \
+             the newer hub version",
+            MIGRATIONS.len()
+        )));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let version = (index + 1) as i32;
+        let transaction = client.transaction().await.map_err(backend)?;
+        transaction.batch_execute(sql).await.map_err(backend)?;
+        transaction
+            .execute(
+                "INSERT INTO knooppunt_schema (version) VALUES ($1)",
+                &[&version],
+            )
+            .await
+            .map_err(backend)?;
+        transaction.commit().await.map_err(backend)?;
+        tracing::info!(version, "Database schema migrated.");
+    }
+    Ok(MIGRATIONS.len())
+}
