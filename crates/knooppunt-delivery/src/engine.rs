@@ -41,6 +41,10 @@ pub struct DeliveryOptions {
     pub max_retry_after: Duration,
     /// The reserved networks (loopback, private, ...) the hub may still deliver to.
     pub sink_networks: SinkNetworks,
+    /// A lease on a delivery lasts twice the subscription's `timeout` (the wait for a
+    /// connection, then the attempt) plus this, for recording the result. When a hub dies,
+    /// another takes its leased deliveries over once their leases run out.
+    pub lease_margin: Duration,
 }
 
 impl Default for DeliveryOptions {
@@ -55,6 +59,7 @@ impl Default for DeliveryOptions {
             connections: ConnectionLimits::default(),
             max_retry_after: Duration::from_secs(24 * 60 * 60),
             sink_networks: SinkNetworks::default(),
+            lease_margin: Duration::from_secs(30),
         }
     }
 }

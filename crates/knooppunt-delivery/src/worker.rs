@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::connections::{Gate, Permit, SinkResult};
-use crate::engine::{Gone, Inner, LastDelivery, now_ms};
+use crate::engine::{DeliveryOptions, Gone, Inner, LastDelivery, now_ms};
 use crate::outcome::{Outcome, Response, classify, verdict};
 use crate::sink;
 
@@ -30,15 +30,17 @@ struct Settings {
 }
 
 impl Settings {
-    fn of(subscription: Arc<Subscription>, max_in_flight: usize) -> Settings {
+    fn of(subscription: Arc<Subscription>, options: &DeliveryOptions) -> Settings {
+        let max_in_flight = options.max_in_flight;
         let config = subscription.delivery_config();
         let ordered = config.ordering == Ordering::Ordered;
         Settings {
             config,
             ordered,
             limit: if ordered { 1 } else { max_in_flight.max(1) },
-            // Long enough for the attempt and recording its result.
-            lease_ms: (config.timeout + Duration::from_secs(30)).as_millis() as u64,
+            // Long enough for the wait for a connection and the attempt (each at most the
+            // timeout) and recording the result.
+            lease_ms: (2 * config.timeout + options.lease_margin).as_millis() as u64,
             spacing: subscription
                 .allowed_rate
                 .filter(|rate| *rate > 0)
@@ -55,8 +57,7 @@ pub(crate) async fn run(
     mut retired: watch::Receiver<bool>,
     wake: Arc<Notify>,
 ) {
-    let max_in_flight = inner.options.max_in_flight;
-    let mut settings = Settings::of(Arc::clone(&current.borrow_and_update()), max_in_flight);
+    let mut settings = Settings::of(Arc::clone(&current.borrow_and_update()), &inner.options);
     let mut attempts = JoinSet::new();
     let mut next_start = tokio::time::Instant::now();
     let mut stop = inner.stop.subscribe();
@@ -69,7 +70,7 @@ pub(crate) async fn run(
             break;
         }
         if current.has_changed().unwrap_or(false) {
-            settings = Settings::of(Arc::clone(&current.borrow_and_update()), max_in_flight);
+            settings = Settings::of(Arc::clone(&current.borrow_and_update()), &inner.options);
         }
         let Settings {
             ref subscription,

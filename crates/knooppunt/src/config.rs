@@ -185,6 +185,10 @@ pub(crate) struct DeliveryConfig {
     pub(crate) breaker_max_pause: String,
     /// ISO 8601 duration: the longest `Retry-After` honoured as given.
     pub(crate) max_retry_after: String,
+    /// ISO 8601 duration: a delivery's lease lasts twice its subscription's `timeout` plus
+    /// this. With several hubs on one database, a killed hub's deliveries are taken over by
+    /// another once their leases run out.
+    pub(crate) lease_margin: String,
     /// CIDRs of reserved networks (loopback, private, link-local, ...) sinks may still be in;
     /// in the environment also a comma-separated list.
     #[serde(deserialize_with = "list_or_commas")]
@@ -222,6 +226,7 @@ impl Default for DeliveryConfig {
             breaker_failures: 5,
             breaker_max_pause: "PT60S".into(),
             max_retry_after: "PT24H".into(),
+            lease_margin: "PT30S".into(),
             allow_sink_networks: Vec::new(),
             default_mode: standard.get("mode").into(),
             default_ordering: standard.get("ordering").into(),
@@ -582,6 +587,11 @@ impl Config {
                 .map_err(|why| anyhow::anyhow!("delivery.allow_sink_networks: {why}"))?;
         options.delivery.max_retry_after =
             duration("delivery.max_retry_after", &self.delivery.max_retry_after)?;
+        options.delivery.lease_margin =
+            duration("delivery.lease_margin", &self.delivery.lease_margin)?;
+        if options.delivery.lease_margin < std::time::Duration::from_secs(1) {
+            bail!("delivery.lease_margin: must be at least PT1S");
+        }
         options.server = self.server.limits()?;
         let filters = &self.filters;
         options.filter_limits = knooppunt_filter::Limits::try_new(

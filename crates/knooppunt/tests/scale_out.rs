@@ -1,0 +1,327 @@
+//! Several hub processes on one PostgreSQL database (a throwaway cluster): they share
+//! subscriptions, events and the work of delivering them, and when one is killed the other
+//! finishes its work.
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{HubProcess, config_with_admin};
+use knooppunt_test_postgres::Cluster;
+use knooppunt_tests::sink::{Consent, Sink};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "scale-out-admin";
+
+/// A hub on the database at `url`, with leases that run out 2 s after an attempt's timeout
+/// (so that a killed hub's deliveries are taken over quickly).
+fn hub(dir: &std::path::Path, name: &str, url: &str) -> HubProcess {
+    let config = config_with_admin(dir, TOKEN);
+    HubProcess::start_with_env(
+        &config,
+        &dir.join(name),
+        &[
+            ("KNOOPPUNT_STORE_BACKEND", "postgres"),
+            ("KNOOPPUNT_STORE_URL", url),
+            ("KNOOPPUNT_STORE_POOL_SIZE", "8"),
+            ("KNOOPPUNT_DELIVERY_LEASE_MARGIN", "PT2S"),
+        ],
+    )
+}
+
+fn event(id: &str) -> Value {
+    json!({"specversion": "1.0", "id": id, "source": "urn:nld:oin:1:systeem:test",
+           "type": "nl.test.scale", "data": {"n": id}})
+}
+
+async fn publish(client: &reqwest::Client, hub: &HubProcess, event: &Value) -> Option<Value> {
+    let answer = client
+        .post(hub.url("/v1/events"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/cloudevents+json")
+        .body(event.to_string())
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .ok()?;
+    if answer.status() != 202 {
+        return None;
+    }
+    answer.json().await.ok()
+}
+
+async fn subscribe(client: &reqwest::Client, hub: &HubProcess, sink: &Sink, config: Value) {
+    let created = client
+        .post(hub.url("/v1/subscriptions"))
+        .bearer_auth(TOKEN)
+        .json(
+            &json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.test.scale"],
+                      "config": config}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201, "{}", created.text().await.unwrap());
+}
+
+/// The ids of the events a sink received, in order, each once (first arrival).
+fn first_arrivals(sink: &Sink) -> Vec<String> {
+    let mut seen = HashSet::new();
+    sink.deliveries()
+        .iter()
+        .map(|d| d.json()["id"].as_str().unwrap().to_owned())
+        .filter(|id| seen.insert(id.clone()))
+        .collect()
+}
+
+async fn attempts_made(client: &reqwest::Client, hub: &HubProcess) -> f64 {
+    let metrics = client
+        .get(hub.url("/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("knooppunt_delivery_attempts_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hubs_share_subscriptions_events_and_deliveries() {
+    let cluster = Cluster::start();
+    let url = cluster.create_database("hubs");
+    let dir = tempfile::tempdir().unwrap();
+    let a = hub(dir.path(), "a", &url);
+    let b = hub(dir.path(), "b", &url);
+    let client = reqwest::Client::new();
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+
+    // A subscription created on hub A routes events published on hub B within a second.
+    subscribe(&client, &a, &sink, json!({"ordering": "unordered"})).await;
+    let created = Instant::now();
+    let mut probe = 0;
+    loop {
+        probe += 1;
+        let receipt = publish(&client, &b, &event(&format!("probe-{probe}")))
+            .await
+            .expect("hub B accepts");
+        if receipt["matchedSubscriptions"] == 1 {
+            break;
+        }
+        assert!(
+            created.elapsed() < Duration::from_secs(1),
+            "hub B did not route to hub A's new subscription within a second"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let routed_after = created.elapsed();
+
+    // Events published to either hub are all delivered, and both hubs deliver.
+    let mut ids = Vec::new();
+    for i in 0..300 {
+        let id = format!("e-{i}");
+        let to = if i % 2 == 0 { &a } else { &b };
+        publish(&client, to, &event(&id)).await.expect("accepted");
+        ids.push(id);
+    }
+    let arrived = Instant::now();
+    loop {
+        let got: HashSet<String> = first_arrivals(&sink).into_iter().collect();
+        if ids.iter().all(|id| got.contains(id)) {
+            break;
+        }
+        assert!(
+            arrived.elapsed() < Duration::from_secs(30),
+            "only {} of {} events arrived",
+            ids.iter().filter(|id| got.contains(*id)).count(),
+            ids.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (by_a, by_b) = (
+        attempts_made(&client, &a).await,
+        attempts_made(&client, &b).await,
+    );
+    assert!(
+        by_a > 0.0 && by_b > 0.0,
+        "both hubs deliver: {by_a} and {by_b} attempts"
+    );
+    eprintln!("routed after {routed_after:?}; attempts by A {by_a}, by B {by_b}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_hub_loses_nothing_and_the_other_keeps_the_order() {
+    const MAX_EVENTS: usize = 1_200;
+    const MAX_TIME: Duration = Duration::from_secs(15);
+    const KILL_AFTER_ACKS: usize = 200;
+
+    let cluster = Cluster::start();
+    let url = cluster.create_database("failover");
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = hub(dir.path(), "a", &url);
+    let b = hub(dir.path(), "b", &url);
+    let client = reqwest::Client::new();
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+    // Ordered (the default): one delivery in flight across both hubs, in acceptance order.
+    subscribe(&client, &a, &sink, json!({"timeout": "PT2S"})).await;
+    tokio::time::sleep(Duration::from_millis(600)).await; // hub B loads it
+
+    // Publishers on both hubs; hub A is killed under load.
+    let acknowledged = Arc::new(Mutex::new(BTreeMap::<u64, String>::new()));
+    let started = Instant::now();
+    let (a_url, b_url) = (a.url("/v1/events"), b.url("/v1/events"));
+    let publishers: Vec<_> = (0..6)
+        .map(|worker| {
+            let client = client.clone();
+            let url = if worker % 2 == 0 {
+                a_url.clone()
+            } else {
+                b_url.clone()
+            };
+            let acknowledged = Arc::clone(&acknowledged);
+            tokio::spawn(async move {
+                for i in 0..MAX_EVENTS / 6 {
+                    if started.elapsed() > MAX_TIME {
+                        return;
+                    }
+                    let id = format!("{worker}-{i}");
+                    let sent = client
+                        .post(&url)
+                        .bearer_auth(TOKEN)
+                        .header("content-type", "application/cloudevents+json")
+                        .body(event(&id).to_string())
+                        .timeout(Duration::from_secs(5))
+                        .send()
+                        .await;
+                    let Ok(answer) = sent else {
+                        continue; // hub A is gone: not acknowledged
+                    };
+                    if answer.status() != 202 {
+                        continue;
+                    }
+                    let Ok(receipt) = answer.json::<Value>().await else {
+                        continue;
+                    };
+                    let sequence = receipt["sequence"].as_u64().unwrap();
+                    acknowledged.lock().unwrap().insert(sequence, id);
+                }
+            })
+        })
+        .collect();
+    while acknowledged.lock().unwrap().len() < KILL_AFTER_ACKS {
+        assert!(
+            started.elapsed() < MAX_TIME,
+            "the hubs acknowledged too little"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    a.child.kill().unwrap(); // SIGKILL
+    a.child.wait().unwrap();
+    for publisher in publishers {
+        publisher.await.unwrap();
+    }
+
+    // Hub B delivers everything acknowledged (hub A's leased delivery after its lease runs
+    // out), in acceptance order.
+    let expected: Vec<String> = acknowledged.lock().unwrap().values().cloned().collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = first_arrivals(&sink);
+        let ours: Vec<&String> = got.iter().filter(|id| !id.starts_with("probe")).collect();
+        if ours.len() >= expected.len() {
+            let expected_refs: Vec<&String> = expected.iter().collect();
+            // Events accepted but never acknowledged (hub A died before answering) may be
+            // delivered too: they are in the database. Compare the acknowledged ones.
+            let acknowledged: HashSet<&String> = expected.iter().collect();
+            let delivered_acknowledged: Vec<&String> = ours
+                .iter()
+                .copied()
+                .filter(|id| acknowledged.contains(id))
+                .collect();
+            if delivered_acknowledged.len() == expected.len() {
+                assert_eq!(
+                    delivered_acknowledged, expected_refs,
+                    "delivered in acceptance order"
+                );
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} acknowledged events delivered after hub A was killed; hub B's log:\n{}",
+            got.len(),
+            expected.len(),
+            b.log().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        sink.most_in_flight(),
+        1,
+        "an ordered subscription has one delivery in flight across both hubs"
+    );
+    eprintln!(
+        "{} acknowledged events delivered in order after the kill",
+        expected.len()
+    );
+}
+
+/// `knooppunt check --store` says whether the hub can use its database (and creates the
+/// schema in an empty one); a wrong URL is reported, not a crash.
+#[test]
+fn check_store_reports_the_database() {
+    let cluster = Cluster::start();
+    let url = cluster.create_database("checked");
+    let check = |url: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_knooppunt"))
+            .args(["check", "--store"])
+            .env("KNOOPPUNT_STORE_BACKEND", "postgres")
+            .env("KNOOPPUNT_STORE_URL", url)
+            .output()
+            .unwrap()
+    };
+    let good = check(&url);
+    let said = String::from_utf8_lossy(&good.stdout);
+    assert!(good.status.success(), "{said}");
+    assert!(
+        said.contains("postgres (schema 1): reachable, 0 subscriptions"),
+        "{said}"
+    );
+    assert_eq!(cluster.psql("checked", "SELECT count(*) FROM events"), "0");
+
+    let wrong = format!(
+        "postgres://knooppunt:secret@127.0.0.1:{}/nothere",
+        cluster.port()
+    );
+    let bad = check(&wrong);
+    let said = String::from_utf8_lossy(&bad.stdout);
+    assert_eq!(bad.status.code(), Some(1), "{said}");
+    assert!(said.contains("NOT USABLE"), "{said}");
+    assert!(
+        !said.contains("secret"),
+        "the password is not printed: {said}"
+    );
+
+    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_knooppunt"))
+        .args(["check", "--store"])
+        .env("KNOOPPUNT_STORE_BACKEND", "postgres")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(said.contains("store.url"), "{said}");
+}
