@@ -68,7 +68,7 @@ impl HubOptions {
             allow_http_sinks: false,
             filter_limits: knooppunt_filter::Limits::DEFAULT,
             server: ServerLimits::default(),
-            resync_interval: std::time::Duration::from_millis(250),
+            resync_interval: std::time::Duration::from_secs(1),
         }
     }
 }
@@ -90,6 +90,8 @@ pub(crate) struct AppState {
     pub(crate) server: ServerLimits,
     shutdown_grace: std::time::Duration,
     resync_interval: std::time::Duration,
+    /// Set when the store tells of a subscription change made by another hub.
+    resync_now: tokio::sync::Notify,
     /// Tells the background tasks to stop.
     stop: tokio::sync::watch::Sender<bool>,
     background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -144,10 +146,24 @@ impl Hub {
                 server: options.server,
                 shutdown_grace: options.shutdown_grace,
                 resync_interval: options.resync_interval,
+                resync_now: tokio::sync::Notify::new(),
                 stop,
                 background: std::sync::Mutex::new(Vec::new()),
             }),
         };
+        // Another hub's changes, as soon as the store hears of them (a weak reference: the
+        // store must not keep the hub alive).
+        let state = Arc::downgrade(&hub.state);
+        hub.state.store.watch(Arc::new(move |change| {
+            let Some(state) = state.upgrade() else {
+                return;
+            };
+            match change {
+                knooppunt_store::StoreChange::Subscriptions => state.resync_now.notify_one(),
+                knooppunt_store::StoreChange::Deliveries(Some(ids)) => state.deliverer.wake(&ids),
+                knooppunt_store::StoreChange::Deliveries(None) => state.deliverer.wake_all(),
+            }
+        }));
         let sweeper = tokio::spawn(sweep_periodically(Arc::clone(&hub.state)));
         let retiring = tokio::spawn(follow_gone(Arc::clone(&hub.state), retirements));
         let resyncing = tokio::spawn(follow_other_hubs(Arc::clone(&hub.state)));
@@ -249,8 +265,9 @@ async fn follow_gone(
     }
 }
 
-/// Reloads the subscriptions when another hub sharing the store changed them: polls the
-/// store's subscription version every `resync_interval`.
+/// Reloads the subscriptions when another hub sharing the store changed them: when the
+/// store tells of a change, and (the safety net) when the version it polls every
+/// `resync_interval` changed.
 async fn follow_other_hubs(state: Arc<AppState>) {
     let mut stop = state.stop.subscribe();
     let mut interval = tokio::time::interval(state.resync_interval);
@@ -264,6 +281,7 @@ async fn follow_other_hubs(state: Arc<AppState>) {
         tokio::select! {
             _ = stop.changed() => return,
             _ = interval.tick() => {}
+            () = state.resync_now.notified() => {}
         }
         let version = match state.store.subscriptions_version().await {
             Ok(version) => version,

@@ -239,6 +239,14 @@ impl Deliverer {
         }
     }
 
+    /// Tells every worker to look for due deliveries.
+    pub fn wake_all(&self) {
+        let workers = self.inner.workers.lock().expect("workers lock");
+        for worker in workers.values() {
+            worker.wake.notify_one();
+        }
+    }
+
     /// Whether the workers run (they stop only at shutdown).
     pub fn is_running(&self) -> bool {
         !*self.inner.stop.borrow()

@@ -205,6 +205,22 @@ async fn commit(pool: &Pool, group: &[Request]) -> Result<Vec<Vec<Appended>>, St
             .await
             .map_err(backend)?;
     }
+    if !d_subs.is_empty() {
+        // Other hubs' workers wake at the commit instead of at their next poll.
+        let mut subscriptions: Vec<&str> = d_subs.clone();
+        subscriptions.sort_unstable();
+        subscriptions.dedup();
+        transaction
+            .execute(
+                "SELECT pg_notify($1, $2)",
+                &[
+                    &crate::notify::CHANNEL,
+                    &crate::notify::deliveries(&subscriptions),
+                ],
+            )
+            .await
+            .map_err(backend)?;
+    }
     transaction.commit().await.map_err(backend)?;
     Ok(answers)
 }

@@ -21,6 +21,7 @@
 
 mod append;
 mod event_cache;
+mod notify;
 mod schema;
 mod subscriptions;
 
@@ -68,6 +69,18 @@ struct Inner {
     pool: Pool,
     appender: Appender,
     events: EventCache,
+    /// For the listener's own connection.
+    url: String,
+    /// The listener tasks of [`Store::watch`], ended with the store.
+    listeners: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for listener in self.listeners.get_mut().expect("listeners lock").drain(..) {
+            listener.abort();
+        }
+    }
 }
 
 impl std::fmt::Debug for PgStore {
@@ -145,13 +158,24 @@ impl PgStore {
                 appender: Appender::start(pool.clone()),
                 pool,
                 events: EventCache::default(),
+                url: options.url.clone(),
+                listeners: std::sync::Mutex::new(Vec::new()),
             }),
         })
     }
 
-    /// Closes the pool: every call after this fails as unavailable.
+    /// Closes the pool (every call after this fails as unavailable) and stops listening.
     pub fn close(&self) {
         self.inner.pool.close();
+        for listener in self
+            .inner
+            .listeners
+            .lock()
+            .expect("listeners lock")
+            .drain(..)
+        {
+            listener.abort();
+        }
     }
 
     /// The schema version of the database (after [`PgStore::connect`] migrated it).
@@ -168,10 +192,18 @@ impl PgStore {
         self.inner.pool.get().await.map_err(pool_error)
     }
 
-    /// Bumps the subscriptions' version in `transaction`.
+    /// Bumps the subscriptions' version in `transaction`, and tells the other hubs at the
+    /// commit.
     async fn bump(transaction: &deadpool_postgres::Transaction<'_>) -> Result<(), StoreError> {
         transaction
             .execute("UPDATE versions SET subscriptions = subscriptions + 1", &[])
+            .await
+            .map_err(backend)?;
+        transaction
+            .execute(
+                "SELECT pg_notify($1, $2)",
+                &[&notify::CHANNEL, &notify::SUBSCRIPTIONS],
+            )
             .await
             .map_err(backend)?;
         Ok(())
@@ -327,6 +359,15 @@ impl Store for PgStore {
                 .map_err(backend)?;
             Ok(row.get::<_, i64>(0) as u64)
         })
+    }
+
+    fn watch(&self, listener: knooppunt_store::ChangeListener) {
+        let task = tokio::spawn(notify::listen(self.inner.url.clone(), listener));
+        self.inner
+            .listeners
+            .lock()
+            .expect("listeners lock")
+            .push(task);
     }
 
     fn append_events(

@@ -181,3 +181,33 @@ async fn subscription_changes_are_visible_to_the_other_store() {
     let error = b.check().await.unwrap_err();
     assert!(matches!(error, StoreError::Unavailable(_)), "{error}");
 }
+
+/// A store told to watch hears the other store's changes at their commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_are_told_to_the_other_store_at_once() {
+    use knooppunt_store::StoreChange;
+    let cluster = Cluster::start();
+    let (a, b) = two_stores(&cluster, "notices").await;
+    let (told, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    a.watch(Arc::new(move |change| {
+        let _ = told.send(change);
+    }));
+    // The listener connects in the background; give it a moment.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let next = async |heard: &mut tokio::sync::mpsc::UnboundedReceiver<StoreChange>| {
+        tokio::time::timeout(std::time::Duration::from_secs(1), heard.recv())
+            .await
+            .expect("told within a second")
+            .unwrap()
+    };
+    b.insert_subscription(&subscription("s")).await.unwrap();
+    assert_eq!(next(&mut heard).await, StoreChange::Subscriptions);
+    b.append_events(vec![event("1", &["s"])], 100, HOUR)
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut heard).await,
+        StoreChange::Deliveries(Some(vec!["s".into()]))
+    );
+    a.close();
+}

@@ -32,6 +32,19 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// What another hub sharing the store changed (see [`Store::watch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreChange {
+    /// Subscriptions were created, changed or deleted: reload them.
+    Subscriptions,
+    /// Deliveries were queued for these subscriptions; `None`: maybe for any (after a lost
+    /// connection, say).
+    Deliveries(Option<Vec<String>>),
+}
+
+/// Called with each [`StoreChange`]; it must return quickly (it runs on the store's task).
+pub type ChangeListener = std::sync::Arc<dyn Fn(StoreChange) + Send + Sync>;
+
 /// A boxed future, so that [`Store`] can be used as `dyn Store`.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
@@ -77,6 +90,14 @@ pub trait Store: Send + Sync + 'static {
     /// embedded one) answers 0 always: that hub makes every change itself.
     fn subscriptions_version(&self) -> StoreFuture<'_, u64> {
         Box::pin(async { Ok(0) })
+    }
+
+    /// Tells `listener` of changes made through this store by other hubs (and possibly by
+    /// this one), as soon as the backend learns of them, so that a hub reacts at once
+    /// instead of at its next poll. Best effort: the polls stay the safety net. A backend
+    /// only one hub writes has nothing to tell.
+    fn watch(&self, listener: ChangeListener) {
+        let _ = listener;
     }
 
     /// Appends events atomically, each with one pending delivery per subscription, in
