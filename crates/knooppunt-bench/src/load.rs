@@ -12,6 +12,8 @@ use tokio::net::TcpStream;
 
 /// What one request carries; `body` is called with a unique number per request.
 pub(crate) struct Request {
+    /// Where to send it; several URLs separated by commas share the connections (several
+    /// hubs behind one client, as behind a load balancer).
     pub(crate) url: String,
     pub(crate) content_type: &'static str,
     pub(crate) token: Option<String>,
@@ -74,12 +76,12 @@ pub(crate) async fn run(request: Request, connections: usize, duration: Duration
     let request = Arc::new(request);
     let counter = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
-    let (host, path) = split_url(&request.url);
+    let targets: Vec<(String, String)> = request.url.split(',').map(split_url).collect();
     let started = Instant::now();
     let workers: Vec<_> = (0..connections)
-        .map(|_| {
+        .map(|i| {
             let (request, counter, failed) = (request.clone(), counter.clone(), failed.clone());
-            let (host, path) = (host.clone(), path.clone());
+            let (host, path) = targets[i % targets.len()].clone();
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 let Ok(mut stream) = TcpStream::connect(&host).await else {

@@ -9,6 +9,7 @@ mod deliver;
 mod fanout;
 mod load;
 mod outage;
+mod postgres;
 
 /// The same allocator as the `knooppunt` binary, so that the numbers are the hub's.
 #[global_allocator]
@@ -52,6 +53,29 @@ enum Workload {
         skip_baseline: bool,
         /// Seconds of load sent to each server first and not counted (caches, allocator and
         /// in-memory indexes warm up).
+        #[arg(long, default_value_t = 3)]
+        warmup_seconds: u64,
+    },
+    /// Ingest and deliver against one and two hubs sharing a PostgreSQL database (a
+    /// throwaway cluster started here; Debian's postgresql package), next to one hub on the
+    /// embedded store, in the same run.
+    Postgres {
+        /// How long each measurement runs.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Concurrent connections (spread over the hubs).
+        #[arg(long, default_value_t = 64)]
+        connections: usize,
+        /// Size of each event's JSON, in bytes.
+        #[arg(long, default_value_t = 1024)]
+        event_bytes: usize,
+        /// Subscriptions for the ingest measurement (every event matches one of them).
+        #[arg(long, default_value_t = 100)]
+        subscriptions: usize,
+        /// Sinks (and subscriptions) for the deliver measurement.
+        #[arg(long, default_value_t = 4)]
+        sinks: usize,
+        /// Seconds of load first, not counted.
         #[arg(long, default_value_t = 3)]
         warmup_seconds: u64,
     },
@@ -301,7 +325,16 @@ async fn hub_with_options(
     options: HubOptions,
 ) -> anyhow::Result<String> {
     let store = SledStore::open(data)?;
-    let hub = Hub::open(Arc::new(store), options).await?;
+    hub_on(Arc::new(store), subscriptions, options).await
+}
+
+/// A hub on `store` with these subscriptions (created through its API).
+async fn hub_on(
+    store: Arc<dyn knooppunt_store::Store>,
+    subscriptions: Vec<serde_json::Value>,
+    options: HubOptions,
+) -> anyhow::Result<String> {
+    let hub = Hub::open(store, options).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     tokio::spawn(knooppunt_broker::serve(
@@ -386,6 +419,21 @@ fn main() -> anyhow::Result<()> {
                         100.0 * ingest.rate / baseline.rate
                     );
                 }
+            }
+            Workload::Postgres {
+                seconds,
+                connections,
+                event_bytes,
+                subscriptions,
+                sinks,
+                warmup_seconds,
+            } => {
+                let shape = Shape {
+                    seconds,
+                    connections,
+                    event_bytes,
+                };
+                postgres::run(shape, warmup_seconds, subscriptions, sinks).await?;
             }
             Workload::Deliver {
                 seconds,

@@ -1,0 +1,146 @@
+//! The `postgres` workload: the ingest and deliver workloads against one and two hubs on a
+//! PostgreSQL database (a throwaway cluster on this machine), next to one hub on the
+//! embedded store, in the same run. With two hubs the client spreads its connections over
+//! both, as a load balancer would.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use knooppunt_store::Store;
+use knooppunt_store_postgres::{PgOptions, PgStore};
+use knooppunt_test_postgres::Cluster;
+
+use crate::{Shape, TOKEN, deliver, hub_on, hub_options, load_child, measure, print};
+
+/// Hubs on one fresh database, each with its own store; the subscriptions are created
+/// through the first. Returns their base URLs.
+async fn hubs_on_postgres(
+    cluster: &Cluster,
+    database: &str,
+    hubs: usize,
+    subscriptions: Vec<serde_json::Value>,
+) -> anyhow::Result<Vec<String>> {
+    let url = cluster.create_database(database);
+    let mut bases = Vec::new();
+    for n in 0..hubs {
+        let mut options = PgOptions::new(url.clone());
+        options.pool_size = 16;
+        let store: Arc<dyn Store> = Arc::new(PgStore::connect(&options).await?);
+        let subscriptions = if n == 0 {
+            subscriptions.clone()
+        } else {
+            Vec::new()
+        };
+        bases.push(hub_on(store, subscriptions, hub_options()).await?);
+    }
+    // The other hubs load the subscriptions (they are told at once; this is a margin).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    Ok(bases)
+}
+
+fn events_urls(bases: &[String]) -> String {
+    bases
+        .iter()
+        .map(|base| format!("{base}/v1/events"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub(crate) async fn run(
+    shape: Shape,
+    warmup: u64,
+    subscriptions: usize,
+    sinks: usize,
+) -> anyhow::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cluster = Cluster::start();
+    println!(
+        "postgres: PostgreSQL {} on this machine (default settings, synchronous_commit on); \
+         {cores} cores shared by the database, the hubs and the client",
+        cluster.psql("postgres", "SHOW server_version")
+    );
+
+    println!(
+        "\ningest: {} connections, {}-byte events, {} s after {warmup} s of warm-up, \
+         {subscriptions} subscriptions",
+        shape.connections, shape.event_bytes, shape.seconds
+    );
+    println!(
+        "{:<30} {:>12} {:>12} {:>12} {:>8} {:>6}",
+        "", "rate", "p50", "p99", "acked", "failed"
+    );
+    let bodies: Vec<serde_json::Value> = (0..subscriptions)
+        .map(|i| {
+            serde_json::json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP",
+                               "types": [format!("nl.bench.type{}", i % 100)]})
+        })
+        .collect();
+    let data = tempfile::tempdir()?;
+    let base = crate::hub_with(data.path(), bodies.clone()).await?;
+    let embedded = measure(
+        shape,
+        warmup,
+        &format!("{base}/v1/events"),
+        Some(TOKEN),
+        202,
+    )
+    .await?;
+    print("embedded store, 1 hub", &embedded);
+    for hubs in [1, 2] {
+        let bases =
+            hubs_on_postgres(&cluster, &format!("ingest{hubs}"), hubs, bodies.clone()).await?;
+        let summary = measure(shape, warmup, &events_urls(&bases), Some(TOKEN), 202).await?;
+        print(
+            &format!("postgres, {hubs} hub{}", if hubs == 1 { "" } else { "s" }),
+            &summary,
+        );
+    }
+
+    println!(
+        "\ndeliver: {} publishing connections, {}-byte events, {} s, {sinks} sinks (every event \
+         to each, unordered)",
+        shape.connections, shape.event_bytes, shape.seconds
+    );
+    println!(
+        "{:<30} {:>11} {:>13} {:>10} {:>10} {:>9}",
+        "", "published", "delivered", "p50", "p99", "backlog"
+    );
+    for (name, hubs) in [
+        ("embedded store, 1 hub", 0),
+        ("postgres, 1 hub", 1),
+        ("postgres, 2 hubs", 2),
+    ] {
+        let record = Arc::new(deliver::Record::default());
+        let urls = deliver::sinks(sinks, &record).await?;
+        let bodies: Vec<serde_json::Value> = urls
+            .iter()
+            .map(|url| {
+                serde_json::json!({"sink": url, "protocol": "HTTP",
+                                   "filters": [{"prefix": {"type": "nl.bench."}}],
+                                   "config": {"ordering": "unordered"}})
+            })
+            .collect();
+        let _data = tempfile::tempdir()?;
+        let bases = if hubs == 0 {
+            vec![crate::hub_with(_data.path(), bodies).await?]
+        } else {
+            hubs_on_postgres(&cluster, &format!("deliver{hubs}"), hubs, bodies).await?
+        };
+        record.start();
+        let published = load_child(shape, &events_urls(&bases), Some(TOKEN), 202, true).await?;
+        let in_window = record.delivered();
+        let expected = published.acknowledged * sinks as u64;
+        deliver::drain(&record, expected, Duration::from_secs(60)).await;
+        record.stop();
+        let (p50, p99) = record.percentiles();
+        println!(
+            "{name:<30} {:>9.0}/s {:>11.0}/s {:>7.2} ms {:>7.2} ms {:>9}",
+            published.rate,
+            in_window as f64 / shape.seconds as f64,
+            p50,
+            p99,
+            expected.saturating_sub(record.delivered())
+        );
+    }
+    Ok(())
+}
