@@ -78,6 +78,10 @@ enum Workload {
         /// Seconds of load first, not counted.
         #[arg(long, default_value_t = 3)]
         warmup_seconds: u64,
+        /// Server settings for the database (`name=value`, repeatable), e.g. the WAL and
+        /// checkpoint settings of a write-heavy installation; PostgreSQL's defaults if none.
+        #[arg(long = "pg-setting")]
+        pg_settings: Vec<String>,
     },
     /// End to end: 1 KiB events published to a hub with one subscription per sink, each
     /// delivered to its own sink; delivered events/s and publish-to-delivery latency, next
@@ -427,13 +431,14 @@ fn main() -> anyhow::Result<()> {
                 subscriptions,
                 sinks,
                 warmup_seconds,
+                pg_settings,
             } => {
                 let shape = Shape {
                     seconds,
                     connections,
                     event_bytes,
                 };
-                postgres::run(shape, warmup_seconds, subscriptions, sinks).await?;
+                postgres::run(shape, warmup_seconds, subscriptions, sinks, &pg_settings).await?;
             }
             Workload::Deliver {
                 seconds,

@@ -51,13 +51,20 @@ pub(crate) async fn run(
     warmup: u64,
     subscriptions: usize,
     sinks: usize,
+    settings: &[String],
 ) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let cluster = Cluster::start();
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let cluster = Cluster::start_with(&settings);
     println!(
-        "postgres: PostgreSQL {} on this machine (default settings, synchronous_commit on); \
+        "postgres: PostgreSQL {} on this machine (synchronous_commit on; settings: {}); \
          {cores} cores shared by the database, the hubs and the client",
-        cluster.psql("postgres", "SHOW server_version")
+        cluster.psql("postgres", "SHOW server_version"),
+        if settings.is_empty() {
+            "the defaults".to_owned()
+        } else {
+            settings.join(" ")
+        }
     );
 
     println!(

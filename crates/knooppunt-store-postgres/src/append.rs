@@ -1,8 +1,6 @@
 //! Group commit of appends: one task per hub takes every append request that arrived while
 //! the previous group committed and writes them in one transaction under the append lock.
 
-use std::collections::HashMap;
-
 use deadpool_postgres::Pool;
 use knooppunt_store::{Appended, NewEvent, StoreError};
 use tokio::sync::{mpsc, oneshot};
@@ -97,130 +95,163 @@ fn clone_error(error: &StoreError) -> StoreError {
     }
 }
 
-/// Writes one group: the answers per request, in order.
-async fn commit(pool: &Pool, group: &[Request]) -> Result<Vec<Vec<Appended>>, StoreError> {
-    let mut client = pool.get().await.map_err(pool_error)?;
-    let transaction = client.transaction().await.map_err(backend)?;
-    transaction
-        .execute("SELECT pg_advisory_xact_lock($1)", &[&APPEND_LOCK])
-        .await
-        .map_err(backend)?;
+const LOCK: &str = "SELECT pg_advisory_xact_lock($1)";
 
-    // Duplicate detection: the newest accepted event of each identity within the widest
-    // window of the group; each request then applies its own window.
-    let mut sources = Vec::new();
-    let mut ids = Vec::new();
+/// The whole append of a group in one statement: duplicates (the newest stored event of
+/// each identity within the row's window, or an earlier row of the group), numbers in input
+/// order (one `nextval` for the first, the sequence set past the last: the append lock
+/// keeps every other appender out meanwhile), the events and their deliveries. Returns, per
+/// input row, its number and whether it is a duplicate.
+const APPEND: &str = "\
+WITH input AS (
+    SELECT * FROM UNNEST($1::text[], $2::text[], $3::int8[], $4::int8[], $5::text[])
+        WITH ORDINALITY AS i(source, id, at, cutoff, json, ord)
+), known AS (
+    SELECT DISTINCT ON (e.source, e.id) e.source, e.id, e.accepted_at, e.seq
+    FROM events e JOIN (SELECT DISTINCT source, id FROM input) w
+        ON e.source = w.source AND e.id = w.id
+    ORDER BY e.source, e.id, e.accepted_at DESC
+), classified AS (
+    SELECT i.ord, i.source, i.id, i.at, i.json,
+        CASE WHEN k.accepted_at > i.cutoff THEN k.seq END AS known_seq,
+        row_number() OVER (PARTITION BY i.source, i.id ORDER BY i.ord) AS nth
+    FROM input i LEFT JOIN known k ON k.source = i.source AND k.id = i.id
+), fresh AS (
+    SELECT c.*, row_number() OVER (ORDER BY c.ord) AS rn
+    FROM classified c WHERE c.nth = 1 AND c.known_seq IS NULL
+), reserved AS (
+    SELECT nextval('event_numbers') AS first, (SELECT count(*) FROM fresh) AS n
+    WHERE EXISTS (SELECT 1 FROM fresh)
+), moved AS (
+    SELECT setval('event_numbers', first + n - 1) AS last FROM reserved WHERE n > 1
+), numbered AS (
+    SELECT f.ord, f.source, f.id, f.at, f.json, r.first + f.rn - 1 AS seq
+    FROM fresh f CROSS JOIN reserved r
+), stored AS (
+    INSERT INTO events (seq, source, id, accepted_at, json)
+    SELECT seq, source, id, at, json FROM numbered
+    RETURNING seq
+), queued AS (
+    INSERT INTO deliveries (subscription, seq, next_attempt_at)
+    SELECT d.subscription, n.seq, n.at
+    FROM UNNEST($6::text[], $7::int8[]) AS d(subscription, ord)
+    JOIN numbered n ON n.ord = d.ord
+    RETURNING seq
+), firsts AS (
+    SELECT c.source, c.id, COALESCE(c.known_seq, n.seq) AS seq, c.known_seq IS NOT NULL AS old
+    FROM classified c LEFT JOIN numbered n ON n.ord = c.ord
+    WHERE c.nth = 1
+)
+SELECT c.ord, f.seq, (c.nth > 1 OR f.old) AS duplicate,
+    (SELECT count(*) FROM stored) + (SELECT count(*) FROM queued)
+        + (SELECT count(*) FROM moved) AS written
+FROM classified c JOIN firsts f ON f.source = c.source AND f.id = c.id
+ORDER BY c.ord";
+
+const NOTIFY: &str = "SELECT pg_notify($1, $2)";
+
+/// Writes one group, in one transaction and one round trip: `BEGIN`, the append lock, the
+/// append statement, the notice to other hubs and `COMMIT`, pipelined, so the lock is held
+/// for the database's own work and the commit only. Returns the answers per request.
+async fn commit(pool: &Pool, group: &[Request]) -> Result<Vec<Vec<Appended>>, StoreError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    let result = write(&client, group).await;
+    if result.is_err() {
+        let _ = client.batch_execute("ROLLBACK").await;
+    }
+    result
+}
+
+async fn write(
+    client: &deadpool_postgres::ClientWrapper,
+    group: &[Request],
+) -> Result<Vec<Vec<Appended>>, StoreError> {
+    let (lock, append, notify) = tokio::try_join!(
+        client.prepare_cached(LOCK),
+        client.prepare_cached(APPEND),
+        client.prepare_cached(NOTIFY),
+    )
+    .map_err(backend)?;
+
+    let total: usize = group.iter().map(|r| r.events.len()).sum();
+    let (mut sources, mut ids, mut times, mut cutoffs, mut jsons) = (
+        Vec::with_capacity(total),
+        Vec::with_capacity(total),
+        Vec::with_capacity(total),
+        Vec::with_capacity(total),
+        Vec::with_capacity(total),
+    );
+    let (mut subscriptions, mut positions) = (Vec::new(), Vec::new());
     for request in group {
+        // Accepted less than the window ago: after now - window (may be before 1970).
+        let cutoff = request.now as i64 - request.window.min(i64::MAX as u64) as i64;
         for event in &request.events {
             sources.push(event.source.as_str());
             ids.push(event.id.as_str());
+            times.push(request.now as i64);
+            cutoffs.push(cutoff);
+            jsons.push(event.json.as_str());
+            let position = sources.len() as i64; // WITH ORDINALITY counts from 1
+            for subscription in &event.subscriptions {
+                subscriptions.push(subscription.as_str());
+                positions.push(position);
+            }
         }
     }
-    // Accepted less than the window ago: after now - window (which may be before 1970).
-    let cutoff = |r: &Request| r.now as i64 - r.window.min(i64::MAX as u64) as i64;
-    let oldest = group.iter().map(cutoff).min().unwrap_or(0);
-    let rows = transaction
-        .query(
-            "SELECT e.source, e.id, max(e.accepted_at), max(e.seq) FROM events e \
-             JOIN UNNEST($1::text[], $2::text[]) AS wanted(source, id) \
-               ON e.source = wanted.source AND e.id = wanted.id \
-             WHERE e.accepted_at > $3 GROUP BY e.source, e.id",
-            &[&sources, &ids, &oldest],
-        )
-        .await
-        .map_err(backend)?;
-    let mut known: HashMap<(String, String), (i64, u64)> = rows
-        .iter()
-        .map(|row| {
-            (
-                (row.get(0), row.get(1)),
-                (row.get::<_, i64>(2), row.get::<_, i64>(3) as u64),
-            )
-        })
-        .collect();
+    // Other hubs' workers wake at the commit instead of at their next poll.
+    let mut woken: Vec<&str> = subscriptions.clone();
+    woken.sort_unstable();
+    woken.dedup();
+    let payload = crate::notify::deliveries(&woken);
+    let channel = crate::notify::CHANNEL;
 
-    let fresh: usize = group.iter().map(|r| r.events.len()).sum();
-    let numbers = transaction
-        .query(
-            "SELECT nextval('event_numbers') FROM generate_series(1, $1::int8)",
-            &[&(fresh as i64)],
-        )
-        .await
-        .map_err(backend)?;
-    let mut numbers: Vec<i64> = numbers.iter().map(|row| row.get(0)).collect();
-    numbers.sort_unstable();
-    let mut numbers = numbers.into_iter();
-
-    let (mut seqs, mut srcs, mut eids, mut times, mut jsons) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut d_subs, mut d_seqs, mut d_times) = (Vec::new(), Vec::new(), Vec::new());
+    let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&APPEND_LOCK];
+    let append_params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
+        &sources,
+        &ids,
+        &times,
+        &cutoffs,
+        &jsons,
+        &subscriptions,
+        &positions,
+    ];
+    let notify_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&channel, &payload];
+    let tell = async {
+        if woken.is_empty() {
+            return Ok(0);
+        }
+        client.execute(&notify, &notify_params).await
+    };
+    // A failed statement turns the COMMIT into a rollback; its error is what is returned.
+    let (_, _, rows, _, _) = tokio::try_join!(
+        client.batch_execute("BEGIN"),
+        client.execute(&lock, &lock_params),
+        client.query(&append, &append_params),
+        tell,
+        client.batch_execute("COMMIT"),
+    )
+    .map_err(backend)?;
+    if rows.len() != total {
+        return Err(StoreError::Backend(format!(
+            "the append answered {} rows for {total} events",
+            rows.len()
+        )));
+    }
+    let mut rows = rows.iter();
     let mut answers = Vec::with_capacity(group.len());
     for request in group {
-        let cutoff = cutoff(request);
-        let mut answer = Vec::with_capacity(request.events.len());
-        for event in &request.events {
-            let key = (event.source.clone(), event.id.clone());
-            if let Some(&(accepted_at, seq)) = known.get(&key)
-                && accepted_at > cutoff
-            {
-                answer.push(Appended::Duplicate { seq });
-                continue;
-            }
-            let seq = numbers.next().expect("one number per event");
-            known.insert(key, (request.now as i64, seq as u64));
-            seqs.push(seq);
-            srcs.push(event.source.as_str());
-            eids.push(event.id.as_str());
-            times.push(request.now as i64);
-            jsons.push(event.json.as_str());
-            for subscription in &event.subscriptions {
-                d_subs.push(subscription.as_str());
-                d_seqs.push(seq);
-                d_times.push(request.now as i64);
-            }
-            answer.push(Appended::Accepted { seq: seq as u64 });
-        }
+        let answer = (&mut rows)
+            .take(request.events.len())
+            .map(|row| {
+                let seq = row.get::<_, i64>(1) as u64;
+                if row.get::<_, bool>(2) {
+                    Appended::Duplicate { seq }
+                } else {
+                    Appended::Accepted { seq }
+                }
+            })
+            .collect();
         answers.push(answer);
     }
-    if !seqs.is_empty() {
-        transaction
-            .execute(
-                "INSERT INTO events (seq, source, id, accepted_at, json) \
-                 SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::int8[], $5::text[])",
-                &[&seqs, &srcs, &eids, &times, &jsons],
-            )
-            .await
-            .map_err(backend)?;
-    }
-    if !d_seqs.is_empty() {
-        // Only for subscriptions that exist (one deleted meanwhile gets nothing).
-        transaction
-            .execute(
-                "INSERT INTO deliveries (subscription, seq, next_attempt_at) \
-                 SELECT q.subscription, q.seq, q.at \
-                 FROM UNNEST($1::text[], $2::int8[], $3::int8[]) AS q(subscription, seq, at) \
-                 WHERE EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = q.subscription)",
-                &[&d_subs, &d_seqs, &d_times],
-            )
-            .await
-            .map_err(backend)?;
-    }
-    if !d_subs.is_empty() {
-        // Other hubs' workers wake at the commit instead of at their next poll.
-        let mut subscriptions: Vec<&str> = d_subs.clone();
-        subscriptions.sort_unstable();
-        subscriptions.dedup();
-        transaction
-            .execute(
-                "SELECT pg_notify($1, $2)",
-                &[
-                    &crate::notify::CHANNEL,
-                    &crate::notify::deliveries(&subscriptions),
-                ],
-            )
-            .await
-            .map_err(backend)?;
-    }
-    transaction.commit().await.map_err(backend)?;
     Ok(answers)
 }

@@ -385,11 +385,14 @@ impl Store for PgStore {
                 .events
                 .get_or_read(seq, || async {
                     let client = self.client().await?;
-                    let row = client
-                        .query_opt(
+                    let statement = client
+                        .prepare_cached(
                             "SELECT source, id, accepted_at, json FROM events WHERE seq = $1",
-                            &[&(seq as i64)],
                         )
+                        .await
+                        .map_err(backend)?;
+                    let row = client
+                        .query_opt(&statement, &[&(seq as i64)])
                         .await
                         .map_err(backend)?;
                     Ok(row.map(|row| StoredEvent {
@@ -441,35 +444,46 @@ impl Store for PgStore {
                 // Only the oldest, only while it is due and not leased. Two hubs may both
                 // find the same oldest; the row lock makes the second re-check the
                 // conditions on the first's result, so at most one wins.
-                let sql = format!(
-                    "UPDATE deliveries SET leased_until = $3, lease = nextval('lease_tokens') \
-                     WHERE subscription = $1 \
-                       AND seq = (SELECT min(seq) FROM deliveries WHERE subscription = $1) \
-                       AND next_attempt_at <= $2 AND leased_until <= $2 \
-                     RETURNING {DELIVERY_COLUMNS}"
-                );
+                let statement = client
+                    .prepare_cached(&format!(
+                        "UPDATE deliveries SET leased_until = $3, \
+                           lease = nextval('lease_tokens') \
+                         WHERE subscription = $1 \
+                           AND seq = (SELECT min(seq) FROM deliveries WHERE subscription = $1) \
+                           AND GREATEST(next_attempt_at, leased_until) <= $2 \
+                         RETURNING {DELIVERY_COLUMNS}"
+                    ))
+                    .await
+                    .map_err(backend)?;
                 client
-                    .query(&sql, &[&subscription, &now, &until])
+                    .query(&statement, &[&subscription, &now, &until])
                     .await
                     .map_err(backend)?
             } else {
-                let sql = format!(
-                    "WITH picked AS ( \
-                       SELECT seq FROM deliveries \
-                       WHERE subscription = $1 AND next_attempt_at <= $2 AND leased_until <= $2 \
-                       ORDER BY GREATEST(next_attempt_at, leased_until), seq \
-                       LIMIT $4 FOR UPDATE SKIP LOCKED) \
-                     UPDATE deliveries d SET leased_until = $3, lease = nextval('lease_tokens') \
-                     FROM picked WHERE d.subscription = $1 AND d.seq = picked.seq \
-                     RETURNING {}",
-                    DELIVERY_COLUMNS
-                        .split(", ")
-                        .map(|c| format!("d.{c}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
+                // The earliest available first, through the index on (subscription,
+                // available at, seq); rows another hub is leasing are skipped, not waited for.
+                let statement = client
+                    .prepare_cached(&format!(
+                        "WITH picked AS ( \
+                           SELECT seq FROM deliveries \
+                           WHERE subscription = $1 \
+                             AND GREATEST(next_attempt_at, leased_until) <= $2 \
+                           ORDER BY GREATEST(next_attempt_at, leased_until), seq \
+                           LIMIT $4 FOR UPDATE SKIP LOCKED) \
+                         UPDATE deliveries d SET leased_until = $3, \
+                           lease = nextval('lease_tokens') \
+                         FROM picked WHERE d.subscription = $1 AND d.seq = picked.seq \
+                         RETURNING {}",
+                        DELIVERY_COLUMNS
+                            .split(", ")
+                            .map(|c| format!("d.{c}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .await
+                    .map_err(backend)?;
                 client
-                    .query(&sql, &[&subscription, &now, &until, &(limit as i64)])
+                    .query(&statement, &[&subscription, &now, &until, &(limit as i64)])
                     .await
                     .map_err(backend)?
             };
@@ -490,11 +504,13 @@ impl Store for PgStore {
                 "SELECT GREATEST(next_attempt_at, leased_until) FROM deliveries \
                  WHERE subscription = $1 ORDER BY seq LIMIT 1"
             } else {
-                "SELECT min(GREATEST(next_attempt_at, leased_until)) FROM deliveries \
-                 WHERE subscription = $1"
+                "SELECT GREATEST(next_attempt_at, leased_until) FROM deliveries \
+                 WHERE subscription = $1 \
+                 ORDER BY GREATEST(next_attempt_at, leased_until), seq LIMIT 1"
             };
+            let statement = client.prepare_cached(sql).await.map_err(backend)?;
             let row = client
-                .query_opt(sql, &[&subscription])
+                .query_opt(&statement, &[&subscription])
                 .await
                 .map_err(backend)?;
             Ok(row
@@ -505,12 +521,20 @@ impl Store for PgStore {
 
     fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            let mut client = self.client().await?;
-            let transaction = client.transaction().await.map_err(backend)?;
-            for change in &changes {
-                apply(&transaction, change).await?;
+            let client = self.client().await?;
+            // One change (a worker's result, the common case) is one statement on its own;
+            // several are one transaction, all or nothing.
+            if let [change] = changes.as_slice() {
+                return apply(&client, change).await;
             }
-            transaction.commit().await.map_err(backend)
+            client.batch_execute("BEGIN").await.map_err(backend)?;
+            for change in &changes {
+                if let Err(error) = apply(&client, change).await {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    return Err(error);
+                }
+            }
+            client.batch_execute("COMMIT").await.map_err(backend)
         })
     }
 
@@ -599,20 +623,56 @@ impl Store for PgStore {
     ) -> StoreFuture<'_, Swept> {
         Box::pin(async move {
             let client = self.client().await?;
-            // Events go once both the retention and the duplicate window have passed and
-            // nothing refers to them; in slices, so that no statement holds many locks.
+            // Every subscription that has deliveries or dead letters, one index probe each
+            // (a loose scan of the primary keys), with the oldest event it still needs.
+            let needed = |table: &str| {
+                format!(
+                    "WITH RECURSIVE subs AS ( \
+                       (SELECT subscription FROM {table} ORDER BY subscription LIMIT 1) \
+                       UNION ALL \
+                       SELECT (SELECT t.subscription FROM {table} t \
+                               WHERE t.subscription > subs.subscription \
+                               ORDER BY t.subscription LIMIT 1) \
+                       FROM subs WHERE subs.subscription IS NOT NULL) \
+                     SELECT subs.subscription, \
+                       (SELECT min(t.seq) FROM {table} t WHERE t.subscription = subs.subscription), \
+                       EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = subs.subscription) \
+                     FROM subs WHERE subs.subscription IS NOT NULL"
+                )
+            };
+            let mut oldest_needed: Option<i64> = None;
+            for table in ["deliveries", "dead_letters"] {
+                let rows = client.query(&needed(table), &[]).await.map_err(backend)?;
+                for row in rows {
+                    let subscription: String = row.get(0);
+                    if !row.get::<_, bool>(2) {
+                        // Queued by an append that raced the subscription's deletion.
+                        client
+                            .execute(
+                                &format!("DELETE FROM {table} WHERE subscription = $1"),
+                                &[&subscription],
+                            )
+                            .await
+                            .map_err(backend)?;
+                        continue;
+                    }
+                    let seq: i64 = row.get(1);
+                    oldest_needed = Some(oldest_needed.map_or(seq, |o| o.min(seq)));
+                }
+            }
+            // Events go once both the retention and the duplicate window have passed and no
+            // delivery or dead letter needs them or any later event (as the embedded store
+            // keeps whole segments); in slices, so that no statement holds many locks.
             let cutoff = now_ms.saturating_sub(retention_ms.max(dedupe_window_ms)) as i64;
+            let below = oldest_needed.unwrap_or(i64::MAX);
             let mut swept = Swept::default();
             loop {
                 let removed = client
                     .execute(
                         "DELETE FROM events WHERE seq IN ( \
-                           SELECT e.seq FROM events e \
-                           WHERE e.accepted_at < $1 \
-                             AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.seq = e.seq) \
-                             AND NOT EXISTS (SELECT 1 FROM dead_letters l WHERE l.seq = e.seq) \
-                           LIMIT 5000)",
-                        &[&cutoff],
+                           SELECT seq FROM events WHERE seq < $2 AND accepted_at < $1 \
+                           ORDER BY seq LIMIT 5000)",
+                        &[&cutoff, &below],
                     )
                     .await
                     .map_err(backend)?;
@@ -623,93 +683,109 @@ impl Store for PgStore {
             }
             // The entries of duplicate detection are the events themselves.
             swept.dedupe_entries = swept.events;
-            // Deliveries queued by an append that raced a subscription's deletion.
-            client
-                .execute(
-                    "DELETE FROM deliveries q WHERE NOT EXISTS \
-                     (SELECT 1 FROM subscriptions s WHERE s.id = q.subscription)",
-                    &[],
-                )
-                .await
-                .map_err(backend)?;
             Ok(swept)
         })
     }
 }
 
-/// Applies one delivery change in `transaction`; a stale lease token refuses the whole call
-/// (the transaction is dropped without a commit).
+/// Runs a prepared (and cached, per connection) statement; returns the rows it changed.
+async fn run(
+    client: &deadpool_postgres::ClientWrapper,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<u64, StoreError> {
+    let statement = client.prepare_cached(sql).await.map_err(backend)?;
+    client.execute(&statement, params).await.map_err(backend)
+}
+
+/// Applies one delivery change. An attempt changes its delivery only while it holds the
+/// attempt's lease (one statement: the condition and the change together); when it changed
+/// nothing, the delivery is either gone (the result is ignored) or held under another lease
+/// (refused as stale).
 async fn apply(
-    transaction: &deadpool_postgres::Transaction<'_>,
+    client: &deadpool_postgres::ClientWrapper,
     change: &DeliveryChange,
 ) -> Result<(), StoreError> {
     match change {
         DeliveryChange::Attempted(attempt) => {
             let seq = attempt.seq as i64;
-            let row = transaction
-                .query_opt(
-                    "SELECT lease FROM deliveries WHERE subscription = $1 AND seq = $2 FOR UPDATE",
-                    &[&attempt.subscription, &seq],
-                )
-                .await
-                .map_err(backend)?;
-            let Some(row) = row else {
-                return Ok(()); // finished, retired or deleted meanwhile
-            };
-            if attempt.lease == 0 || row.get::<_, i64>(0) != attempt.lease as i64 {
-                return Err(StoreError::StaleLease {
-                    subscription: attempt.subscription.clone(),
-                    seq: attempt.seq,
-                });
-            }
+            let lease = attempt.lease as i64;
             let at = attempt.at as i64;
             let status = attempt.status.map(i32::from);
-            let keys: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-                [&attempt.subscription, &seq, &at, &status, &attempt.error];
-            match &attempt.verdict {
-                Verdict::Delivered => {
-                    transaction
-                        .execute(
-                            "DELETE FROM deliveries WHERE subscription = $1 AND seq = $2",
-                            &keys[..2],
+            let changed = if lease == 0 {
+                0 // a delivery that was never leased takes no result
+            } else {
+                match &attempt.verdict {
+                    Verdict::Delivered => {
+                        run(
+                            client,
+                            "DELETE FROM deliveries \
+                             WHERE subscription = $1 AND seq = $2 AND lease = $3",
+                            &[&attempt.subscription, &seq, &lease],
                         )
-                        .await
-                        .map_err(backend)?;
-                }
-                Verdict::Retry { next_attempt_at } => {
-                    let next = *next_attempt_at as i64;
-                    let mut params = keys.to_vec();
-                    params.push(&next);
-                    transaction
-                        .execute(
+                        .await?
+                    }
+                    Verdict::Retry { next_attempt_at } => {
+                        let next = *next_attempt_at as i64;
+                        run(
+                            client,
                             "UPDATE deliveries SET attempts = attempts + 1, \
-                               first_attempt_at = COALESCE(first_attempt_at, $3), \
-                               last_attempt_at = $3, last_status = $4, last_error = $5, \
-                               leased_until = 0, lease = 0, next_attempt_at = $6 \
-                             WHERE subscription = $1 AND seq = $2",
-                            &params,
+                               first_attempt_at = COALESCE(first_attempt_at, $4), \
+                               last_attempt_at = $4, last_status = $5, last_error = $6, \
+                               leased_until = 0, lease = 0, next_attempt_at = $7 \
+                             WHERE subscription = $1 AND seq = $2 AND lease = $3",
+                            &[
+                                &attempt.subscription,
+                                &seq,
+                                &lease,
+                                &at,
+                                &status,
+                                &attempt.error,
+                                &next,
+                            ],
                         )
-                        .await
-                        .map_err(backend)?;
-                }
-                Verdict::DeadLetter { reason } => {
-                    let mut params = keys.to_vec();
-                    params.push(reason);
-                    transaction
-                        .execute(
+                        .await?
+                    }
+                    Verdict::DeadLetter { reason } => {
+                        run(
+                            client,
                             "WITH gone AS (DELETE FROM deliveries \
-                               WHERE subscription = $1 AND seq = $2 RETURNING *) \
+                               WHERE subscription = $1 AND seq = $2 AND lease = $3 RETURNING *) \
                              INSERT INTO dead_letters (subscription, seq, attempts, \
                                first_attempt_at, last_attempt_at, last_status, last_error, \
                                reason, dead_at) \
                              SELECT subscription, seq, attempts + 1, \
-                               COALESCE(first_attempt_at, $3), $3, $4, $5, $6, $3 FROM gone \
+                               COALESCE(first_attempt_at, $4), $4, $5, $6, $7, $4 FROM gone \
                              ON CONFLICT (subscription, seq) DO NOTHING",
-                            &params,
+                            &[
+                                &attempt.subscription,
+                                &seq,
+                                &lease,
+                                &at,
+                                &status,
+                                &attempt.error,
+                                reason,
+                            ],
                         )
-                        .await
-                        .map_err(backend)?;
+                        .await?
+                    }
                 }
+            };
+            if changed == 0 {
+                let held_by_another = run(
+                    client,
+                    "SELECT 1 FROM deliveries WHERE subscription = $1 AND seq = $2",
+                    &[&attempt.subscription, &seq],
+                )
+                .await?
+                    > 0;
+                if held_by_another {
+                    return Err(StoreError::StaleLease {
+                        subscription: attempt.subscription.clone(),
+                        seq: attempt.seq,
+                    });
+                }
+                // Finished, retired or deleted meanwhile: nothing to record.
             }
         }
         DeliveryChange::Redeliver {
@@ -717,45 +793,42 @@ async fn apply(
             seq,
             at,
         } => {
-            transaction
-                .execute(
-                    "WITH back AS (DELETE FROM dead_letters \
-                       WHERE subscription = $1 AND seq = $2 RETURNING seq) \
-                     INSERT INTO deliveries (subscription, seq, next_attempt_at) \
-                     SELECT $1, seq, $3 FROM back \
-                     WHERE EXISTS (SELECT 1 FROM subscriptions WHERE id = $1) \
-                     ON CONFLICT (subscription, seq) DO NOTHING",
-                    &[subscription, &(*seq as i64), &(*at as i64)],
-                )
-                .await
-                .map_err(backend)?;
+            run(
+                client,
+                "WITH back AS (DELETE FROM dead_letters \
+                   WHERE subscription = $1 AND seq = $2 RETURNING seq) \
+                 INSERT INTO deliveries (subscription, seq, next_attempt_at) \
+                 SELECT $1, seq, $3 FROM back \
+                 WHERE EXISTS (SELECT 1 FROM subscriptions WHERE id = $1) \
+                 ON CONFLICT (subscription, seq) DO NOTHING",
+                &[subscription, &(*seq as i64), &(*at as i64)],
+            )
+            .await?;
         }
         DeliveryChange::DeleteDeadLetter { subscription, seq } => {
-            transaction
-                .execute(
-                    "DELETE FROM dead_letters WHERE subscription = $1 AND seq = $2",
-                    &[subscription, &(*seq as i64)],
-                )
-                .await
-                .map_err(backend)?;
+            run(
+                client,
+                "DELETE FROM dead_letters WHERE subscription = $1 AND seq = $2",
+                &[subscription, &(*seq as i64)],
+            )
+            .await?;
         }
         DeliveryChange::Retire {
             subscription,
             at,
             reason,
         } => {
-            transaction
-                .execute(
-                    "WITH gone AS (DELETE FROM deliveries WHERE subscription = $1 RETURNING *) \
-                     INSERT INTO dead_letters (subscription, seq, attempts, first_attempt_at, \
-                       last_attempt_at, last_status, last_error, reason, dead_at) \
-                     SELECT subscription, seq, attempts, first_attempt_at, last_attempt_at, \
-                       last_status, last_error, $3, $2 FROM gone \
-                     ON CONFLICT (subscription, seq) DO NOTHING",
-                    &[subscription, &(*at as i64), reason],
-                )
-                .await
-                .map_err(backend)?;
+            run(
+                client,
+                "WITH gone AS (DELETE FROM deliveries WHERE subscription = $1 RETURNING *) \
+                 INSERT INTO dead_letters (subscription, seq, attempts, first_attempt_at, \
+                   last_attempt_at, last_status, last_error, reason, dead_at) \
+                 SELECT subscription, seq, attempts, first_attempt_at, last_attempt_at, \
+                   last_status, last_error, $3, $2 FROM gone \
+                 ON CONFLICT (subscription, seq) DO NOTHING",
+                &[subscription, &(*at as i64), reason],
+            )
+            .await?;
         }
     }
     Ok(())

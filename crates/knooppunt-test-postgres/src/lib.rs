@@ -109,6 +109,11 @@ fn check(what: &str, output: std::io::Result<Output>) -> Output {
 impl Cluster {
     /// Creates and starts a cluster (a second or two).
     pub fn start() -> Cluster {
+        Cluster::start_with(&[])
+    }
+
+    /// The same with these server settings (`name=value`, as `postgres -c` takes them).
+    pub fn start_with(settings: &[&str]) -> Cluster {
         let bin = find_binaries().unwrap_or_else(|| {
             install();
             find_binaries().expect("the postgresql package installs initdb")
@@ -146,11 +151,15 @@ impl Cluster {
         // A port taken between finding it free and the server binding it: try another.
         for attempt in 0..5 {
             cluster.port = free_port();
-            let options = format!(
+            let mut options = format!(
                 "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200",
                 cluster.port,
                 cluster.dir.path().display()
             );
+            for setting in settings {
+                options.push_str(" -c ");
+                options.push_str(setting);
+            }
             let started = cluster
                 .command("pg_ctl")
                 .args(["-w", "-t", "60", "-D"])
