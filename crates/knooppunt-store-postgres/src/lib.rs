@@ -441,8 +441,10 @@ impl Store for PgStore {
             let client = self.client().await?;
             let (now, until) = (now_ms as i64, (now_ms + lease_ms) as i64);
             let rows = if ordered {
-                // Only the oldest, only while it is due and not leased. Two hubs may both
-                // find the same oldest; the row lock makes the second re-check the
+                // Only the oldest, only while it is due and not leased, and only once every
+                // transaction older than the one that queued it has ended (numbers follow
+                // transaction ids, so no smaller number can appear after it). Two hubs may
+                // both find the same oldest; the row lock makes the second re-check the
                 // conditions on the first's result, so at most one wins.
                 let statement = client
                     .prepare_cached(&format!(
@@ -451,6 +453,7 @@ impl Store for PgStore {
                          WHERE subscription = $1 \
                            AND seq = (SELECT min(seq) FROM deliveries WHERE subscription = $1) \
                            AND GREATEST(next_attempt_at, leased_until) <= $2 \
+                           AND xid < pg_snapshot_xmin(pg_current_snapshot()) \
                          RETURNING {DELIVERY_COLUMNS}"
                     ))
                     .await
@@ -500,11 +503,13 @@ impl Store for PgStore {
     ) -> StoreFuture<'a, Option<u64>> {
         Box::pin(async move {
             let client = self.client().await?;
+            // The second column: whether every older transaction has ended (see `lease`).
             let sql = if ordered {
-                "SELECT GREATEST(next_attempt_at, leased_until) FROM deliveries \
+                "SELECT GREATEST(next_attempt_at, leased_until), \
+                   xid < pg_snapshot_xmin(pg_current_snapshot()) FROM deliveries \
                  WHERE subscription = $1 ORDER BY seq LIMIT 1"
             } else {
-                "SELECT GREATEST(next_attempt_at, leased_until) FROM deliveries \
+                "SELECT GREATEST(next_attempt_at, leased_until), true FROM deliveries \
                  WHERE subscription = $1 \
                  ORDER BY GREATEST(next_attempt_at, leased_until), seq LIMIT 1"
             };
@@ -513,9 +518,15 @@ impl Store for PgStore {
                 .query_opt(&statement, &[&subscription])
                 .await
                 .map_err(backend)?;
-            Ok(row
-                .and_then(|row| row.get::<_, Option<i64>>(0))
-                .map(|at| at as u64))
+            Ok(row.map(|row| {
+                let due = row.get::<_, i64>(0) as u64;
+                if row.get::<_, bool>(1) {
+                    due
+                } else {
+                    // An older append is still committing: look again in a moment.
+                    due.max(knooppunt_store::now_ms() + 10)
+                }
+            }))
         })
     }
 
@@ -681,8 +692,22 @@ impl Store for PgStore {
                     break;
                 }
             }
-            // The entries of duplicate detection are the events themselves.
-            swept.dedupe_entries = swept.events;
+            // Duplicate detection forgets identities past the window, in slices too.
+            let forget = now_ms.saturating_sub(dedupe_window_ms) as i64;
+            loop {
+                let forgotten = client
+                    .execute(
+                        "DELETE FROM identities WHERE ctid = ANY (ARRAY( \
+                           SELECT ctid FROM identities WHERE accepted_at < $1 LIMIT 5000))",
+                        &[&forget],
+                    )
+                    .await
+                    .map_err(backend)?;
+                swept.dedupe_entries += forgotten;
+                if forgotten < 5000 {
+                    break;
+                }
+            }
             Ok(swept)
         })
     }

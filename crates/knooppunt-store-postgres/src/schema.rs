@@ -43,8 +43,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE versions (subscriptions bigint NOT NULL);
     INSERT INTO versions VALUES (0);
 
-    -- Acceptance order: numbers are taken under the append lock, so a later number is
-    -- always committed later.
+    -- Acceptance order: an append takes its numbers and its transaction id together under
+    -- a short lock, so numbers follow transaction ids (see deliveries.xid).
     CREATE SEQUENCE event_numbers;
     CREATE TABLE events (
         seq bigint PRIMARY KEY,
@@ -53,7 +53,16 @@ const MIGRATIONS: &[&str] = &[
         accepted_at bigint NOT NULL,
         json text NOT NULL
     );
-    CREATE INDEX events_identity ON events (source, id, accepted_at);
+    -- Duplicate detection: the last accepted event of each identity. Its key makes two
+    -- hubs accepting the same identity at once wait for each other.
+    CREATE TABLE identities (
+        source text NOT NULL,
+        id text NOT NULL,
+        seq bigint NOT NULL,
+        accepted_at bigint NOT NULL,
+        PRIMARY KEY (source, id)
+    );
+    CREATE INDEX identities_accepted ON identities USING brin (accepted_at);
 
     CREATE SEQUENCE lease_tokens;
     CREATE TABLE deliveries (
@@ -67,6 +76,10 @@ const MIGRATIONS: &[&str] = &[
         last_error text,
         leased_until bigint NOT NULL DEFAULT 0,
         lease bigint NOT NULL DEFAULT 0,
+        -- The transaction that queued it: an ordered subscription's oldest delivery is
+        -- leased only once every older transaction has ended, so no smaller number can
+        -- still appear before it.
+        xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
         PRIMARY KEY (subscription, seq)
     );
     -- Leasing the earliest available delivery (and the next due time) by index, however

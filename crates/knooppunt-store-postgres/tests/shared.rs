@@ -30,15 +30,19 @@ fn accepted(appended: &[Appended]) -> Vec<u64> {
         .collect()
 }
 
-/// Events appended through both stores at once: one numbering, and a reader never sees a
-/// number appear below one it has already seen (numbers are committed in order), which is
-/// what lets an ordered subscription deliver in acceptance order across hubs.
+/// Events appended through both stores at once: one numbering, and an ordered
+/// subscription consumed meanwhile (through both stores, one lease at a time) gets them in
+/// number order, never one below a number it already had: its oldest delivery is leased
+/// only once no smaller number can still be committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn numbers_are_committed_in_order_across_stores() {
+async fn ordered_leases_follow_the_numbering_across_stores() {
     let cluster = Cluster::start();
     let (a, b) = two_stores(&cluster, "order").await;
     a.insert_subscription(&subscription("s")).await.unwrap();
-    let writers: Vec<_> = (0..8)
+    const WRITERS: usize = 8;
+    const CALLS: usize = 40;
+    const PER_CALL: usize = 3;
+    let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
             let store = if w % 2 == 0 {
                 Arc::clone(&a)
@@ -47,8 +51,8 @@ async fn numbers_are_committed_in_order_across_stores() {
             };
             tokio::spawn(async move {
                 let mut numbers = Vec::new();
-                for i in 0..40 {
-                    let events: Vec<NewEvent> = (0..3)
+                for i in 0..CALLS {
+                    let events: Vec<NewEvent> = (0..PER_CALL)
                         .map(|k| event(&format!("{w}-{i}-{k}"), &["s"]))
                         .collect();
                     numbers.extend(accepted(
@@ -59,28 +63,37 @@ async fn numbers_are_committed_in_order_across_stores() {
             })
         })
         .collect();
-    let reader = {
-        let b = Arc::clone(&b);
+    let consumer = {
+        let (a, b) = (Arc::clone(&a), Arc::clone(&b));
         tokio::spawn(async move {
-            let mut seen = BTreeSet::new();
-            let mut violations = Vec::new();
-            for _ in 0..200 {
-                let now: BTreeSet<u64> = b
-                    .pending_deliveries("s", 10_000)
+            let mut delivered = Vec::new();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while delivered.len() < WRITERS * CALLS * PER_CALL {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "consuming took too long"
+                );
+                let store = if delivered.len() % 2 == 0 { &a } else { &b };
+                let leased = store.lease("s", 2000, 60_000, 1, true).await.unwrap();
+                let Some(delivery) = leased.into_iter().next() else {
+                    tokio::task::yield_now().await;
+                    continue;
+                };
+                store
+                    .record(vec![DeliveryChange::Attempted(Attempt {
+                        subscription: "s".into(),
+                        seq: delivery.seq,
+                        lease: delivery.lease,
+                        at: 2000,
+                        status: Some(204),
+                        error: None,
+                        verdict: Verdict::Delivered,
+                    })])
                     .await
-                    .unwrap()
-                    .iter()
-                    .map(|d| d.seq)
-                    .collect();
-                if let Some(&highest) = seen.iter().next_back() {
-                    violations.extend(now.difference(&seen).filter(|n| **n < highest).copied());
-                }
-                seen = now;
-                if seen.len() == 8 * 40 * 3 {
-                    break;
-                }
+                    .unwrap();
+                delivered.push(delivery.seq);
             }
-            violations
+            delivered
         })
     };
     let mut all = Vec::new();
@@ -89,21 +102,62 @@ async fn numbers_are_committed_in_order_across_stores() {
         assert!(numbers.windows(2).all(|w| w[0] < w[1]), "in call order");
         all.extend(numbers);
     }
-    let violations = reader.await.unwrap();
+    let delivered = consumer.await.unwrap();
+    let out_of_order: Vec<&[u64]> = delivered.windows(2).filter(|w| w[0] >= w[1]).collect();
     assert!(
-        violations.is_empty(),
-        "numbers appeared below ones already visible: {violations:?}"
+        out_of_order.is_empty(),
+        "an ordered subscription got a smaller number after a larger one: {out_of_order:?}"
     );
     let unique: BTreeSet<u64> = all.iter().copied().collect();
     assert_eq!(unique.len(), all.len(), "one numbering for both stores");
-    let pending = a.pending_deliveries("s", 10_000).await.unwrap();
-    assert_eq!(pending.len(), all.len());
+    assert_eq!(
+        delivered.iter().copied().collect::<BTreeSet<u64>>(),
+        unique,
+        "every event delivered once"
+    );
     // A duplicate is found whichever store accepted the original.
     let again = b
         .append_events(vec![event("0-0-0", &["s"])], 2000, HOUR)
         .await
         .unwrap();
     assert!(matches!(again[0], Appended::Duplicate { .. }), "{again:?}");
+}
+
+/// Two hubs accepting the same event at once: one accepts it, the other answers duplicate
+/// with its number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_identity_accepted_once_across_stores() {
+    let cluster = Cluster::start();
+    let (a, b) = two_stores(&cluster, "identity").await;
+    a.insert_subscription(&subscription("s")).await.unwrap();
+    for round in 0..20 {
+        let id = format!("same-{round}");
+        let (x, y) = tokio::join!(
+            a.append_events(vec![event(&id, &["s"])], 1000, HOUR),
+            b.append_events(vec![event(&id, &["s"])], 1000, HOUR),
+        );
+        let (x, y) = (x.unwrap()[0], y.unwrap()[0]);
+        let accepted: Vec<u64> = [x, y]
+            .iter()
+            .filter_map(|a| match a {
+                Appended::Accepted { seq } => Some(*seq),
+                Appended::Duplicate { .. } => None,
+            })
+            .collect();
+        assert_eq!(accepted.len(), 1, "{x:?} {y:?}");
+        let numbers: BTreeSet<u64> = [x, y]
+            .iter()
+            .map(|a| match a {
+                Appended::Accepted { seq } | Appended::Duplicate { seq } => *seq,
+            })
+            .collect();
+        assert_eq!(
+            numbers.len(),
+            1,
+            "the duplicate names the original: {x:?} {y:?}"
+        );
+    }
+    assert_eq!(a.pending_deliveries("s", 100).await.unwrap().len(), 20);
 }
 
 /// An ordered subscription has at most one delivery leased across both stores, and a
