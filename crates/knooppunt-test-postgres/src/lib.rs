@@ -21,6 +21,9 @@ pub struct Cluster {
     dir: tempfile::TempDir,
     port: u16,
     as_postgres: bool,
+    /// Stops the server and removes its directory if this process dies without dropping
+    /// the cluster (killed, or a timeout): no server outlives its test.
+    watchdog: Option<std::process::Child>,
 }
 
 /// Installing is done once per process, and never by two test threads at once.
@@ -137,6 +140,7 @@ impl Cluster {
             dir,
             port: 0,
             as_postgres,
+            watchdog: None,
         };
         let data = cluster.data();
         check(
@@ -170,6 +174,7 @@ impl Cluster {
                 .output()
                 .expect("pg_ctl");
             if started.status.success() {
+                cluster.watchdog = cluster.watch();
                 return cluster;
             }
             if attempt == 4 {
@@ -183,6 +188,31 @@ impl Cluster {
             }
         }
         unreachable!("the loop returns or panics")
+    }
+
+    /// A shell that waits for this process to end, then stops the server (if it still
+    /// runs) and removes the directory.
+    fn watch(&self) -> Option<std::process::Child> {
+        let pg_ctl = self.bin.join("pg_ctl");
+        let stop = if self.as_postgres {
+            format!("runuser -u postgres -- '{}'", pg_ctl.display())
+        } else {
+            format!("'{}'", pg_ctl.display())
+        };
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
+             {stop} -D '{data}' -m immediate -w stop >/dev/null 2>&1; rm -rf '{dir}'",
+            pid = std::process::id(),
+            data = self.data().display(),
+            dir = self.dir.path().display(),
+        );
+        Command::new("sh")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()
     }
 
     fn data(&self) -> PathBuf {
@@ -243,6 +273,10 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        if let Some(mut watchdog) = self.watchdog.take() {
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+        }
         let _ = self
             .command("pg_ctl")
             .args(["-D"])
