@@ -463,15 +463,15 @@ impl Store for PgStore {
                     .await
                     .map_err(backend)?
             } else {
-                // The earliest available first, through the index on (subscription,
-                // available at, seq); rows another hub is leasing are skipped, not waited for.
+                // The available ones in number order, through the primary key; rows another
+                // hub is leasing are skipped, not waited for.
                 let statement = client
                     .prepare_cached(&format!(
                         "WITH picked AS ( \
                            SELECT seq FROM deliveries \
                            WHERE subscription = $1 \
                              AND GREATEST(next_attempt_at, leased_until) <= $2 \
-                           ORDER BY GREATEST(next_attempt_at, leased_until), seq \
+                           ORDER BY seq \
                            LIMIT $4 FOR UPDATE SKIP LOCKED) \
                          UPDATE deliveries d SET leased_until = $3, \
                            lease = nextval('lease_tokens') \
@@ -509,9 +509,8 @@ impl Store for PgStore {
                    xid < pg_snapshot_xmin(pg_current_snapshot()) FROM deliveries \
                  WHERE subscription = $1 ORDER BY seq LIMIT 1"
             } else {
-                "SELECT GREATEST(next_attempt_at, leased_until), true FROM deliveries \
-                 WHERE subscription = $1 \
-                 ORDER BY GREATEST(next_attempt_at, leased_until), seq LIMIT 1"
+                "SELECT min(GREATEST(next_attempt_at, leased_until)), true FROM deliveries \
+                 WHERE subscription = $1 HAVING count(*) > 0"
             };
             let statement = client.prepare_cached(sql).await.map_err(backend)?;
             let row = client

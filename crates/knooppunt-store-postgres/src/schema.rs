@@ -82,10 +82,9 @@ const MIGRATIONS: &[&str] = &[
         xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
         PRIMARY KEY (subscription, seq)
     );
-    -- Leasing the earliest available delivery (and the next due time) by index, however
-    -- long a subscription's queue.
-    CREATE INDEX deliveries_available
-        ON deliveries (subscription, GREATEST(next_attempt_at, leased_until), seq);
+    -- No index on when a delivery is available: leasing walks a subscription's queue in
+    -- number order through the primary key, and leases and results change no indexed
+    -- column, so their updates stay on the same page (HOT) without index entries.
 
     CREATE TABLE dead_letters (
         subscription text NOT NULL,
