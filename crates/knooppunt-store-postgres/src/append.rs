@@ -105,7 +105,7 @@ async fn run(pool: Pool, mut receiver: mpsc::UnboundedReceiver<Request>) {
     }
 }
 
-fn clone_error(error: &StoreError) -> StoreError {
+pub(crate) fn clone_error(error: &StoreError) -> StoreError {
     match error {
         StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
         StoreError::Backend(m) => StoreError::Backend(m.clone()),

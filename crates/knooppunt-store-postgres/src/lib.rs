@@ -22,6 +22,7 @@
 mod append;
 mod event_cache;
 mod notify;
+mod recorder;
 mod schema;
 mod subscriptions;
 
@@ -68,6 +69,7 @@ pub struct PgStore {
 struct Inner {
     pool: Pool,
     appender: Appender,
+    recorder: recorder::Recorder,
     events: EventCache,
     /// For the listener's own connection.
     url: String,
@@ -156,6 +158,7 @@ impl PgStore {
         Ok(PgStore {
             inner: Arc::new(Inner {
                 appender: Appender::start(pool.clone()),
+                recorder: recorder::Recorder::start(pool.clone()),
                 pool,
                 events: EventCache::default(),
                 url: options.url.clone(),
@@ -531,12 +534,13 @@ impl Store for PgStore {
 
     fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            let client = self.client().await?;
-            // One change (a worker's result, the common case) is one statement on its own;
-            // several are one transaction, all or nothing.
-            if let [change] = changes.as_slice() {
-                return apply(&client, change).await;
+            // One change (a worker's result, the common case) joins the results committed
+            // together; several are one transaction of their own, all or nothing.
+            if changes.len() == 1 {
+                let change = changes.into_iter().next().expect("one change");
+                return self.inner.recorder.record(change).await;
             }
+            let client = self.client().await?;
             client.batch_execute("BEGIN").await.map_err(backend)?;
             for change in &changes {
                 if let Err(error) = apply(&client, change).await {
@@ -722,138 +726,145 @@ async fn run(
     client.execute(&statement, params).await.map_err(backend)
 }
 
-/// Applies one delivery change. An attempt changes its delivery only while it holds the
-/// attempt's lease (one statement: the condition and the change together); when it changed
-/// nothing, the delivery is either gone (the result is ignored) or held under another lease
-/// (refused as stale).
-async fn apply(
-    client: &deadpool_postgres::ClientWrapper,
-    change: &DeliveryChange,
-) -> Result<(), StoreError> {
-    match change {
+type OwnedParam = Box<dyn tokio_postgres::types::ToSql + Sync + Send>;
+
+/// The one statement that applies a delivery change, with its parameters; `None` for an
+/// attempt without a lease (a delivery that was never leased takes no result). An attempt
+/// changes its delivery only while it holds the attempt's lease (the condition and the
+/// change in one statement).
+pub(crate) fn statement(change: &DeliveryChange) -> Option<(&'static str, Vec<OwnedParam>)> {
+    Some(match change {
         DeliveryChange::Attempted(attempt) => {
-            let seq = attempt.seq as i64;
-            let lease = attempt.lease as i64;
+            if attempt.lease == 0 {
+                return None;
+            }
+            let keys: Vec<OwnedParam> = vec![
+                Box::new(attempt.subscription.clone()),
+                Box::new(attempt.seq as i64),
+                Box::new(attempt.lease as i64),
+            ];
+            let mut details = keys;
             let at = attempt.at as i64;
-            let status = attempt.status.map(i32::from);
-            let changed = if lease == 0 {
-                0 // a delivery that was never leased takes no result
-            } else {
-                match &attempt.verdict {
-                    Verdict::Delivered => {
-                        run(
-                            client,
-                            "DELETE FROM deliveries \
-                             WHERE subscription = $1 AND seq = $2 AND lease = $3",
-                            &[&attempt.subscription, &seq, &lease],
-                        )
-                        .await?
-                    }
-                    Verdict::Retry { next_attempt_at } => {
-                        let next = *next_attempt_at as i64;
-                        run(
-                            client,
-                            "UPDATE deliveries SET attempts = attempts + 1, \
-                               first_attempt_at = COALESCE(first_attempt_at, $4), \
-                               last_attempt_at = $4, last_status = $5, last_error = $6, \
-                               leased_until = 0, lease = 0, next_attempt_at = $7 \
-                             WHERE subscription = $1 AND seq = $2 AND lease = $3",
-                            &[
-                                &attempt.subscription,
-                                &seq,
-                                &lease,
-                                &at,
-                                &status,
-                                &attempt.error,
-                                &next,
-                            ],
-                        )
-                        .await?
-                    }
-                    Verdict::DeadLetter { reason } => {
-                        run(
-                            client,
-                            "WITH gone AS (DELETE FROM deliveries \
-                               WHERE subscription = $1 AND seq = $2 AND lease = $3 RETURNING *) \
-                             INSERT INTO dead_letters (subscription, seq, attempts, \
-                               first_attempt_at, last_attempt_at, last_status, last_error, \
-                               reason, dead_at) \
-                             SELECT subscription, seq, attempts + 1, \
-                               COALESCE(first_attempt_at, $4), $4, $5, $6, $7, $4 FROM gone \
-                             ON CONFLICT (subscription, seq) DO NOTHING",
-                            &[
-                                &attempt.subscription,
-                                &seq,
-                                &lease,
-                                &at,
-                                &status,
-                                &attempt.error,
-                                reason,
-                            ],
-                        )
-                        .await?
-                    }
+            match &attempt.verdict {
+                Verdict::Delivered => (
+                    "DELETE FROM deliveries WHERE subscription = $1 AND seq = $2 AND lease = $3",
+                    details,
+                ),
+                Verdict::Retry { next_attempt_at } => {
+                    details.push(Box::new(at));
+                    details.push(Box::new(attempt.status.map(i32::from)));
+                    details.push(Box::new(attempt.error.clone()));
+                    details.push(Box::new(*next_attempt_at as i64));
+                    (
+                        "UPDATE deliveries SET attempts = attempts + 1, \
+                           first_attempt_at = COALESCE(first_attempt_at, $4), \
+                           last_attempt_at = $4, last_status = $5, last_error = $6, \
+                           leased_until = 0, lease = 0, next_attempt_at = $7 \
+                         WHERE subscription = $1 AND seq = $2 AND lease = $3",
+                        details,
+                    )
                 }
-            };
-            if changed == 0 {
-                let held_by_another = run(
-                    client,
-                    "SELECT 1 FROM deliveries WHERE subscription = $1 AND seq = $2",
-                    &[&attempt.subscription, &seq],
-                )
-                .await?
-                    > 0;
-                if held_by_another {
-                    return Err(StoreError::StaleLease {
-                        subscription: attempt.subscription.clone(),
-                        seq: attempt.seq,
-                    });
+                Verdict::DeadLetter { reason } => {
+                    details.push(Box::new(at));
+                    details.push(Box::new(attempt.status.map(i32::from)));
+                    details.push(Box::new(attempt.error.clone()));
+                    details.push(Box::new(reason.clone()));
+                    (
+                        "WITH gone AS (DELETE FROM deliveries \
+                           WHERE subscription = $1 AND seq = $2 AND lease = $3 RETURNING *) \
+                         INSERT INTO dead_letters (subscription, seq, attempts, \
+                           first_attempt_at, last_attempt_at, last_status, last_error, \
+                           reason, dead_at) \
+                         SELECT subscription, seq, attempts + 1, \
+                           COALESCE(first_attempt_at, $4), $4, $5, $6, $7, $4 FROM gone \
+                         ON CONFLICT (subscription, seq) DO NOTHING",
+                        details,
+                    )
                 }
-                // Finished, retired or deleted meanwhile: nothing to record.
             }
         }
         DeliveryChange::Redeliver {
             subscription,
             seq,
             at,
-        } => {
-            run(
-                client,
-                "WITH back AS (DELETE FROM dead_letters \
-                   WHERE subscription = $1 AND seq = $2 RETURNING seq) \
-                 INSERT INTO deliveries (subscription, seq, next_attempt_at) \
-                 SELECT $1, seq, $3 FROM back \
-                 WHERE EXISTS (SELECT 1 FROM subscriptions WHERE id = $1) \
-                 ON CONFLICT (subscription, seq) DO NOTHING",
-                &[subscription, &(*seq as i64), &(*at as i64)],
-            )
-            .await?;
-        }
-        DeliveryChange::DeleteDeadLetter { subscription, seq } => {
-            run(
-                client,
-                "DELETE FROM dead_letters WHERE subscription = $1 AND seq = $2",
-                &[subscription, &(*seq as i64)],
-            )
-            .await?;
-        }
+        } => (
+            "WITH back AS (DELETE FROM dead_letters \
+               WHERE subscription = $1 AND seq = $2 RETURNING seq) \
+             INSERT INTO deliveries (subscription, seq, next_attempt_at) \
+             SELECT $1, seq, $3 FROM back \
+             WHERE EXISTS (SELECT 1 FROM subscriptions WHERE id = $1) \
+             ON CONFLICT (subscription, seq) DO NOTHING",
+            vec![
+                Box::new(subscription.clone()),
+                Box::new(*seq as i64),
+                Box::new(*at as i64),
+            ],
+        ),
+        DeliveryChange::DeleteDeadLetter { subscription, seq } => (
+            "DELETE FROM dead_letters WHERE subscription = $1 AND seq = $2",
+            vec![Box::new(subscription.clone()), Box::new(*seq as i64)],
+        ),
         DeliveryChange::Retire {
             subscription,
             at,
             reason,
-        } => {
-            run(
-                client,
-                "WITH gone AS (DELETE FROM deliveries WHERE subscription = $1 RETURNING *) \
-                 INSERT INTO dead_letters (subscription, seq, attempts, first_attempt_at, \
-                   last_attempt_at, last_status, last_error, reason, dead_at) \
-                 SELECT subscription, seq, attempts, first_attempt_at, last_attempt_at, \
-                   last_status, last_error, $3, $2 FROM gone \
-                 ON CONFLICT (subscription, seq) DO NOTHING",
-                &[subscription, &(*at as i64), reason],
-            )
-            .await?;
-        }
+        } => (
+            "WITH gone AS (DELETE FROM deliveries WHERE subscription = $1 RETURNING *) \
+             INSERT INTO dead_letters (subscription, seq, attempts, first_attempt_at, \
+               last_attempt_at, last_status, last_error, reason, dead_at) \
+             SELECT subscription, seq, attempts, first_attempt_at, last_attempt_at, \
+               last_status, last_error, $3, $2 FROM gone \
+             ON CONFLICT (subscription, seq) DO NOTHING",
+            vec![
+                Box::new(subscription.clone()),
+                Box::new(*at as i64),
+                Box::new(reason.clone()),
+            ],
+        ),
+    })
+}
+
+/// What an applied change that changed nothing means: for an attempt, its delivery is
+/// either gone (the result is ignored) or held under another lease (refused as stale).
+pub(crate) async fn classify(
+    client: &deadpool_postgres::ClientWrapper,
+    change: &DeliveryChange,
+    changed: u64,
+) -> Result<(), StoreError> {
+    let DeliveryChange::Attempted(attempt) = change else {
+        return Ok(());
+    };
+    if changed > 0 {
+        return Ok(());
     }
-    Ok(())
+    let held_by_another = run(
+        client,
+        "SELECT 1 FROM deliveries WHERE subscription = $1 AND seq = $2",
+        &[&attempt.subscription, &(attempt.seq as i64)],
+    )
+    .await?
+        > 0;
+    if held_by_another {
+        return Err(StoreError::StaleLease {
+            subscription: attempt.subscription.clone(),
+            seq: attempt.seq,
+        });
+    }
+    Ok(()) // finished, retired or deleted meanwhile: nothing to record
+}
+
+/// Applies one delivery change on `client` (in the caller's transaction, if any).
+async fn apply(
+    client: &deadpool_postgres::ClientWrapper,
+    change: &DeliveryChange,
+) -> Result<(), StoreError> {
+    let changed = match statement(change) {
+        None => 0,
+        Some((sql, params)) => {
+            let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                params.iter().map(|p| p.as_ref() as _).collect();
+            run(client, sql, &refs).await?
+        }
+    };
+    classify(client, change, changed).await
 }

@@ -1,0 +1,160 @@
+//! Group commit of delivery results: one task per hub takes every single-change `record`
+//! that arrived while the previous group committed and applies them in one transaction,
+//! pipelined (`BEGIN`, one statement each, `COMMIT` in one round trip), so that many
+//! workers' results share one commit.
+//!
+//! Each change is one conditional statement (an attempt changes its delivery only under its
+//! own lease), so a stale one changes nothing and the others of the group still count; only
+//! a failure of the transaction fails them all.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+use deadpool_postgres::Pool;
+use knooppunt_store::{DeliveryChange, StoreError};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::append::clone_error;
+use crate::{backend, classify, pool_error, statement};
+
+/// At most this many results in one transaction.
+const MAX_GROUP: usize = 256;
+
+struct Request {
+    change: DeliveryChange,
+    reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// The sending side of the recorder task; the task ends when this is dropped.
+pub(crate) struct Recorder {
+    requests: mpsc::UnboundedSender<Request>,
+}
+
+impl Recorder {
+    pub(crate) fn start(pool: Pool) -> Recorder {
+        let (requests, receiver) = mpsc::unbounded_channel();
+        tokio::spawn(run(pool, receiver));
+        Recorder { requests }
+    }
+
+    pub(crate) async fn record(&self, change: DeliveryChange) -> Result<(), StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let stopped = || StoreError::Unavailable("the store's recorder stopped".into());
+        self.requests
+            .send(Request { change, reply })
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+async fn run(pool: Pool, mut receiver: mpsc::UnboundedReceiver<Request>) {
+    let mut group = Vec::with_capacity(MAX_GROUP);
+    while let Some(first) = receiver.recv().await {
+        group.push(first);
+        while group.len() < MAX_GROUP {
+            match receiver.try_recv() {
+                Ok(next) => group.push(next),
+                Err(_) => break,
+            }
+        }
+        let outcomes = commit(&pool, &group).await;
+        for (request, outcome) in group.drain(..).zip(outcomes) {
+            let _ = request.reply.send(outcome);
+        }
+    }
+}
+
+/// Polls every future until all are ready, each first in order, so that requests on one
+/// connection go out back to back (tokio-postgres pipelines them).
+async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs
+        .into_iter()
+        .map(|o| o.expect("every future is ready"))
+        .collect()
+}
+
+/// Applies the group in one transaction; one outcome per request.
+async fn commit(pool: &Pool, group: &[Request]) -> Vec<Result<(), StoreError>> {
+    let failed = |error: &StoreError| group.iter().map(|_| Err(clone_error(error))).collect();
+    let client = match pool.get().await.map_err(pool_error) {
+        Ok(client) => client,
+        Err(error) => return failed(&error),
+    };
+    // Prepared first (from the connection's cache after the first time), so that the
+    // executions below are sent in order between BEGIN and COMMIT.
+    let statements: Vec<_> = group.iter().map(|r| statement(&r.change)).collect();
+    let mut prepared = Vec::with_capacity(group.len());
+    for found in &statements {
+        prepared.push(match found {
+            None => None,
+            Some((sql, _)) => match client.prepare_cached(sql).await.map_err(backend) {
+                Ok(prepared) => Some(prepared),
+                Err(error) => return failed(&error),
+            },
+        });
+    }
+    let executions: Vec<_> = statements
+        .iter()
+        .zip(&prepared)
+        .map(|(found, prepared)| {
+            let client = &client;
+            async move {
+                match (found, prepared) {
+                    (Some((_, params)), Some(prepared)) => {
+                        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                            params.iter().map(|p| p.as_ref() as _).collect();
+                        client.execute(prepared, &refs).await
+                    }
+                    _ => Ok(0),
+                }
+            }
+        })
+        .collect();
+    // Polled in this order, so sent in this order: BEGIN, the executions, COMMIT.
+    let (begun, changed, committed) = tokio::join!(
+        client.batch_execute("BEGIN"),
+        join_all(executions),
+        client.batch_execute("COMMIT"),
+    );
+    let mut error = begun.err();
+    let mut counts = Vec::with_capacity(group.len());
+    for result in changed {
+        match result {
+            Ok(count) => counts.push(count),
+            Err(failure) => {
+                error.get_or_insert(failure);
+                counts.push(0);
+            }
+        }
+    }
+    if let Some(error) = error.or(committed.err()) {
+        // A failed statement turned the COMMIT into a rollback: nothing of the group counts.
+        let _ = client.batch_execute("ROLLBACK").await;
+        return failed(&backend(error));
+    }
+    let mut outcomes = Vec::with_capacity(group.len());
+    for (request, count) in group.iter().zip(counts) {
+        outcomes.push(classify(&client, &request.change, count).await);
+    }
+    outcomes
+}
