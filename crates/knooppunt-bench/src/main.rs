@@ -291,13 +291,59 @@ async fn trivial_server() -> anyhow::Result<String> {
 }
 
 async fn hub(data: &std::path::Path, subscriptions: usize) -> anyhow::Result<String> {
-    let bodies = (0..subscriptions)
+    hub_with(data, ingest_subscriptions(subscriptions)).await
+}
+
+/// The `ingest` workload's subscriptions: each event matches one; their sink never answers,
+/// so nothing is delivered.
+fn ingest_subscriptions(count: usize) -> Vec<serde_json::Value> {
+    (0..count)
         .map(|i| {
             serde_json::json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP",
                                "types": [format!("nl.bench.type{}", i % 100)]})
         })
-        .collect();
-    hub_with(data, bodies).await
+        .collect()
+}
+
+/// The `deliver` workload's subscriptions: one per sink, every event matching each.
+fn deliver_subscriptions(urls: &[String]) -> Vec<serde_json::Value> {
+    urls.iter()
+        .map(|url| {
+            serde_json::json!({"sink": url, "protocol": "HTTP",
+                               "filters": [{"prefix": {"type": "nl.bench."}}],
+                               "config": {"ordering": "unordered"}})
+        })
+        .collect()
+}
+
+/// Publishes to `url` (several, comma-separated) for the shape's time, waits up to `drain`
+/// for the deliveries to `sinks` sinks, prints a line and returns the deliveries per second
+/// that arrived while publishing.
+async fn measure_delivery(
+    name: &str,
+    shape: Shape,
+    sinks: usize,
+    url: &str,
+    token: Option<&str>,
+    record: &deliver::Record,
+    drain: Duration,
+) -> anyhow::Result<f64> {
+    record.start();
+    let published = load_child(shape, url, token, 202, true).await?;
+    let in_window = record.delivered();
+    let expected = published.acknowledged * sinks as u64;
+    deliver::drain(record, expected, drain).await;
+    record.stop();
+    let (p50, p99) = record.percentiles();
+    println!(
+        "{name:<30} {:>9.0}/s {:>11.0}/s {:>7.2} ms {:>7.2} ms {:>9}",
+        published.rate,
+        in_window as f64 / shape.seconds as f64,
+        p50,
+        p99,
+        expected.saturating_sub(record.delivered())
+    );
+    Ok(in_window as f64 / shape.seconds as f64)
 }
 
 /// The hub's default settings with the bench principal.
@@ -532,53 +578,33 @@ async fn run_deliver(shape: Shape, sinks: usize) -> anyhow::Result<()> {
         "{:<30} {:>11} {:>13} {:>10} {:>10} {:>9}",
         "", "published", "delivered", "p50", "p99", "backlog"
     );
-    let measure = |name: &'static str,
-                   url: String,
-                   token: Option<&'static str>,
-                   expect: u16,
-                   record: Arc<deliver::Record>| async move {
-        record.start();
-        let published = load_child(shape, &url, token, expect, true).await?;
-        let in_window = record.delivered();
-        let expected = published.acknowledged * sinks as u64;
-        deliver::drain(&record, expected, Duration::from_secs(30)).await;
-        record.stop();
-        let (p50, p99) = record.percentiles();
-        println!(
-            "{name:<30} {:>9.0}/s {:>11.0}/s {:>7.2} ms {:>7.2} ms {:>9}",
-            published.rate,
-            in_window as f64 / shape.seconds as f64,
-            p50,
-            p99,
-            expected.saturating_sub(record.delivered())
-        );
-        anyhow::Ok(in_window as f64 / shape.seconds as f64)
-    };
-
     let record = Arc::new(deliver::Record::default());
     let urls = deliver::sinks(sinks, &record).await?;
     let hop = deliver::forwarder(urls).await?;
-    let baseline = measure("plain forwarding hop", hop, None, 202, record).await?;
+    let drain = Duration::from_secs(30);
+    let baseline = measure_delivery(
+        "plain forwarding hop",
+        shape,
+        sinks,
+        &hop,
+        None,
+        &record,
+        drain,
+    )
+    .await?;
 
     let record = Arc::new(deliver::Record::default());
     let urls = deliver::sinks(sinks, &record).await?;
-    // Every event matches every subscription.
-    let subscriptions = urls
-        .iter()
-        .map(|url| {
-            serde_json::json!({"sink": url, "protocol": "HTTP",
-                               "filters": [{"prefix": {"type": "nl.bench."}}],
-                               "config": {"ordering": "unordered"}})
-        })
-        .collect();
     let data = tempfile::tempdir()?;
-    let base = hub_with(data.path(), subscriptions).await?;
-    let hub = measure(
+    let base = hub_with(data.path(), deliver_subscriptions(&urls)).await?;
+    let hub = measure_delivery(
         "knooppunt (durable, unordered)",
-        format!("{base}/v1/events"),
+        shape,
+        sinks,
+        &format!("{base}/v1/events"),
         Some(TOKEN),
-        202,
-        record,
+        &record,
+        drain,
     )
     .await?;
     println!(

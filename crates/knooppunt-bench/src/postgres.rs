@@ -10,7 +10,7 @@ use knooppunt_store::Store;
 use knooppunt_store_postgres::{PgOptions, PgStore};
 use knooppunt_test_postgres::Cluster;
 
-use crate::{Shape, TOKEN, deliver, hub_on, hub_options, load_child, measure, print};
+use crate::{Shape, TOKEN, deliver, hub_on, hub_options, measure, print};
 
 /// Hubs on one fresh database, each with its own store; the subscriptions are created
 /// through the first. Returns their base URLs.
@@ -76,12 +76,7 @@ pub(crate) async fn run(
         "{:<30} {:>12} {:>12} {:>12} {:>8} {:>6}",
         "", "rate", "p50", "p99", "acked", "failed"
     );
-    let bodies: Vec<serde_json::Value> = (0..subscriptions)
-        .map(|i| {
-            serde_json::json!({"sink": "http://127.0.0.1:9/", "protocol": "HTTP",
-                               "types": [format!("nl.bench.type{}", i % 100)]})
-        })
-        .collect();
+    let bodies = crate::ingest_subscriptions(subscriptions);
     let data = tempfile::tempdir()?;
     let base = crate::hub_with(data.path(), bodies.clone()).await?;
     let embedded = measure(
@@ -119,35 +114,16 @@ pub(crate) async fn run(
     ] {
         let record = Arc::new(deliver::Record::default());
         let urls = deliver::sinks(sinks, &record).await?;
-        let bodies: Vec<serde_json::Value> = urls
-            .iter()
-            .map(|url| {
-                serde_json::json!({"sink": url, "protocol": "HTTP",
-                                   "filters": [{"prefix": {"type": "nl.bench."}}],
-                                   "config": {"ordering": "unordered"}})
-            })
-            .collect();
-        let _data = tempfile::tempdir()?;
+        let bodies = crate::deliver_subscriptions(&urls);
+        let data = tempfile::tempdir()?;
         let bases = if hubs == 0 {
-            vec![crate::hub_with(_data.path(), bodies).await?]
+            vec![crate::hub_with(data.path(), bodies).await?]
         } else {
             hubs_on_postgres(&cluster, &format!("deliver{hubs}"), hubs, bodies).await?
         };
-        record.start();
-        let published = load_child(shape, &events_urls(&bases), Some(TOKEN), 202, true).await?;
-        let in_window = record.delivered();
-        let expected = published.acknowledged * sinks as u64;
-        deliver::drain(&record, expected, Duration::from_secs(60)).await;
-        record.stop();
-        let (p50, p99) = record.percentiles();
-        println!(
-            "{name:<30} {:>9.0}/s {:>11.0}/s {:>7.2} ms {:>7.2} ms {:>9}",
-            published.rate,
-            in_window as f64 / shape.seconds as f64,
-            p50,
-            p99,
-            expected.saturating_sub(record.delivered())
-        );
+        let url = events_urls(&bases);
+        let drain = Duration::from_secs(60);
+        crate::measure_delivery(name, shape, sinks, &url, Some(TOKEN), &record, drain).await?;
     }
     Ok(())
 }

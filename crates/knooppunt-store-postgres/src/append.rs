@@ -226,12 +226,14 @@ async fn write(
         &claim_times,
         &window,
     ];
-    let claimed: std::collections::HashSet<(String, String)> = client
+    // The first events (by index) whose identity the group claimed.
+    let claimed: std::collections::HashSet<usize> = client
         .query(&claim, &claim_params)
         .await
         .map_err(backend)?
         .iter()
-        .map(|row| (row.get(0), row.get(1)))
+        .filter_map(|row| first_of.get(&(row.get::<_, &str>(0), row.get::<_, &str>(1))))
+        .copied()
         .collect();
 
     // The events that claimed their identity, and their deliveries.
@@ -244,7 +246,7 @@ async fn write(
     for (index, (request, event)) in flat.iter().enumerate() {
         let key = (event.source.as_str(), event.id.as_str());
         let first = first_of[&key];
-        let owned = claimed.contains(&(key.0.to_owned(), key.1.to_owned()));
+        let owned = claimed.contains(&first);
         holder.push(owned.then_some(first));
         if !owned || first != index {
             continue;

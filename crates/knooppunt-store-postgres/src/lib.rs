@@ -195,6 +195,29 @@ impl PgStore {
         self.inner.pool.get().await.map_err(pool_error)
     }
 
+    /// Runs `sql` (an insert or update of all [`subscriptions::COLUMNS`]) with the
+    /// subscription's values; when it wrote the row, bumps the version in the same
+    /// transaction and commits. Returns whether it wrote.
+    async fn write_subscription(
+        &self,
+        sql: &str,
+        subscription: &Subscription,
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await.map_err(backend)?;
+        let params = subscriptions::params(subscription);
+        let written = transaction
+            .execute(sql, &params.refs())
+            .await
+            .map_err(backend)?;
+        if written == 0 {
+            return Ok(false);
+        }
+        Self::bump(&transaction).await?;
+        transaction.commit().await.map_err(backend)?;
+        Ok(true)
+    }
+
     /// Bumps the subscriptions' version in `transaction`, and tells the other hubs at the
     /// commit.
     async fn bump(transaction: &deadpool_postgres::Transaction<'_>) -> Result<(), StoreError> {
@@ -259,46 +282,26 @@ const DEAD_LETTER_COLUMNS: &str = "subscription, seq, attempts, first_attempt_at
 impl Store for PgStore {
     fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            let mut client = self.client().await?;
-            let transaction = client.transaction().await.map_err(backend)?;
-            let params = subscriptions::params(subscription);
             let sql = format!(
                 "INSERT INTO subscriptions ({}) VALUES ({}) ON CONFLICT (id) DO NOTHING",
                 subscriptions::COLUMNS,
                 subscriptions::PLACEHOLDERS
             );
-            let inserted = transaction
-                .execute(&sql, &params.refs())
-                .await
-                .map_err(backend)?;
-            if inserted == 0 {
+            if !self.write_subscription(&sql, subscription).await? {
                 return Err(StoreError::Conflict(subscription.id.clone()));
             }
-            Self::bump(&transaction).await?;
-            transaction.commit().await.map_err(backend)
+            Ok(())
         })
     }
 
     fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool> {
         Box::pin(async move {
-            let mut client = self.client().await?;
-            let transaction = client.transaction().await.map_err(backend)?;
-            let params = subscriptions::params(subscription);
             let sql = format!(
                 "UPDATE subscriptions SET ({}) = ({}) WHERE id = $1",
                 subscriptions::COLUMNS,
                 subscriptions::PLACEHOLDERS
             );
-            let updated = transaction
-                .execute(&sql, &params.refs())
-                .await
-                .map_err(backend)?;
-            if updated == 0 {
-                return Ok(false);
-            }
-            Self::bump(&transaction).await?;
-            transaction.commit().await.map_err(backend)?;
-            Ok(true)
+            self.write_subscription(&sql, subscription).await
         })
     }
 
