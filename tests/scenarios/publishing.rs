@@ -508,6 +508,26 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Subscription>> {
         self.inner.subscriptions()
     }
+    fn insert_principal<'a>(
+        &'a self,
+        p: &'a knooppunt_store::StoredPrincipal,
+    ) -> knooppunt_store::StoreFuture<'a, ()> {
+        self.inner.insert_principal(p)
+    }
+    fn update_principal<'a>(
+        &'a self,
+        p: &'a knooppunt_store::StoredPrincipal,
+    ) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.update_principal(p)
+    }
+    fn delete_principal<'a>(&'a self, name: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.delete_principal(name)
+    }
+    fn principals(
+        &self,
+    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::StoredPrincipal>> {
+        self.inner.principals()
+    }
     fn append_events(
         &self,
         events: Vec<knooppunt_store::NewEvent>,

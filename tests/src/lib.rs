@@ -55,6 +55,7 @@ fn principal(name: &str, roles: &[Role], type_prefixes: &[&str]) -> Principal {
         roles: roles.iter().copied().collect(),
         subscribe_type_prefixes: type_prefixes.iter().map(|p| (*p).to_owned()).collect(),
         publish_source_prefixes: Vec::new(),
+        oin: None,
     }
 }
 

@@ -353,6 +353,7 @@ fn hub_options() -> HubOptions {
         roles: [Role::Publisher, Role::Subscriber, Role::Admin].into(),
         subscribe_type_prefixes: Vec::new(),
         publish_source_prefixes: Vec::new(),
+        oin: None,
     };
     let mut options = HubOptions::new(Authentication::tokens([(hash_token(TOKEN), principal)]));
     // The bench's sinks are on loopback.

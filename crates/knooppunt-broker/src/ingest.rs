@@ -176,32 +176,51 @@ fn check(
     }
 }
 
-/// A publisher limited to source prefixes publishes only sources within them.
+/// A publisher limited to source prefixes publishes only sources within them; one with an
+/// OIN only sources of its organisation (`urn:nld:oin:<OIN>:`, NL GOV profile).
 fn authorize(
     state: &AppState,
     publisher: &Principal,
     received: &[ReceivedEvent],
 ) -> Result<(), Refused> {
-    let allowed = &publisher.publish_source_prefixes;
-    if allowed.is_empty() || publisher.is_admin() {
+    if publisher.is_admin() {
         return Ok(());
     }
+    let allowed = &publisher.publish_source_prefixes;
     let outside = |e: &&ReceivedEvent| {
-        !allowed
-            .iter()
-            .any(|prefix| e.event.source().starts_with(prefix.as_str()))
+        !allowed.is_empty()
+            && !allowed
+                .iter()
+                .any(|prefix| e.event.source().starts_with(prefix.as_str()))
     };
-    let Some(event) = received.iter().find(outside) else {
+    if let Some(event) = received.iter().find(outside) {
+        rejected(state, Rejection::Forbidden, received.len());
+        return Err(Refused::Forbidden(format!(
+            "principal `{}` may publish only sources starting with `{}`; event `{}` has source `{}`",
+            publisher.name,
+            allowed.join("`, `"),
+            event.event.id(),
+            event.event.source()
+        )));
+    }
+    let Some(oin) = &publisher.oin else {
         return Ok(());
     };
-    rejected(state, Rejection::Forbidden, received.len());
-    Err(Refused::Forbidden(format!(
-        "principal `{}` may publish only sources starting with `{}`; event `{}` has source `{}`",
-        publisher.name,
-        allowed.join("`, `"),
-        event.event.id(),
-        event.event.source()
-    )))
+    let own = format!("urn:nld:oin:{oin}:");
+    if let Some(event) = received
+        .iter()
+        .find(|e| !e.event.source().starts_with(own.as_str()))
+    {
+        rejected(state, Rejection::Forbidden, received.len());
+        return Err(Refused::Forbidden(format!(
+            "principal `{}` is organisation OIN {oin} and may publish only sources starting \
+             with `{own}`; event `{}` has source `{}`",
+            publisher.name,
+            event.event.id(),
+            event.event.source()
+        )));
+    }
+    Ok(())
 }
 
 /// Each event in its JSON form with the subscriptions it matches now.

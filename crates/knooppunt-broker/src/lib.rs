@@ -10,6 +10,7 @@
 pub mod api;
 pub mod ingest;
 mod lifecycle;
+mod principals;
 mod registry;
 mod server;
 mod telemetry;
@@ -22,6 +23,7 @@ use knooppunt_store::{ConfigDefaults, Store};
 use tokio::net::TcpListener;
 
 pub use api::auth::{Authentication, Principal, Role, hash_token};
+pub use api::jwt::IssuerSettings;
 pub use api::{API_VERSION, BASE_PATH};
 pub use ingest::{IngestCounters, IngestOptions, MIN_EVENT_BYTES};
 
@@ -79,6 +81,10 @@ pub(crate) struct AppState {
     /// The one writer of subscriptions, and the registry routing reads.
     pub(crate) subscriptions: Subscriptions,
     pub(crate) authentication: Authentication,
+    /// The one writer of principals, and the table requests are authenticated against.
+    pub(crate) principals: principals::Principals,
+    /// The trusted issuers of access tokens.
+    pub(crate) issuers: api::jwt::Issuers,
     pub(crate) ingest: IngestOptions,
     pub(crate) counters: IngestCounters,
     pub(crate) deliverer: Deliverer,
@@ -129,12 +135,27 @@ impl Hub {
         let subscriptions =
             Subscriptions::load(Arc::clone(&store), deliverer.clone(), options.filter_limits)
                 .await?;
+        let principals = principals::Principals::load(Arc::clone(&store)).await?;
+        let issuers = match &options.authentication {
+            Authentication::Enabled { seeds, issuers } => {
+                let now = knooppunt_store::now_ms();
+                let seeds: Vec<_> = seeds
+                    .iter()
+                    .map(|(hash, principal)| principals::seed_record(hash, principal, now))
+                    .collect();
+                principals.seed(&seeds).await?;
+                issuers.clone()
+            }
+            Authentication::Disabled => Vec::new(),
+        };
         let (stop, _) = tokio::sync::watch::channel(false);
         let hub = Hub {
             state: Arc::new(AppState {
                 store,
                 subscriptions,
                 authentication: options.authentication,
+                principals,
+                issuers: api::jwt::Issuers::new(issuers),
                 ingest: options.ingest,
                 counters: IngestCounters::default(),
                 deliverer,
@@ -265,7 +286,7 @@ async fn follow_gone(
     }
 }
 
-/// Reloads the subscriptions when another hub sharing the store changed them: when the
+/// Reloads the principals and subscriptions when another hub sharing the store changed them: when the
 /// store tells of a change, and (the safety net) when the version it polls every
 /// `resync_interval` changed.
 async fn follow_other_hubs(state: Arc<AppState>) {
@@ -291,6 +312,10 @@ async fn follow_other_hubs(state: Arc<AppState>) {
             }
         };
         if known == Some(version) {
+            continue;
+        }
+        if let Err(error) = state.principals.reload().await {
+            tracing::warn!(%error, "Reloading the principals failed; trying again.");
             continue;
         }
         match state.subscriptions.resync().await {

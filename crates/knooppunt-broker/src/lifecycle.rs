@@ -475,6 +475,7 @@ mod tests {
             roles: BTreeSet::from([Role::Publisher]),
             subscribe_type_prefixes: vec![],
             publish_source_prefixes: vec!["urn:nld:oin:1:".into()],
+            oin: None,
         };
 
         let outside = vec![

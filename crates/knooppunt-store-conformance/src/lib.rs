@@ -5,6 +5,7 @@
 //! The contracts checked:
 //! - subscriptions: insert (a taken id is a conflict), read, list in id order, update,
 //!   delete, and all of it durable across a reopen;
+//! - principals: likewise (a taken name is refused), every field kept as written;
 //! - append: events numbered in acceptance order, each with one pending delivery per
 //!   subscription, in order; duplicates (`source` + `id`) within the window are reported,
 //!   not stored, also within one call; durable across a reopen;
@@ -28,8 +29,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use knooppunt_store::{
-    Appended, Attempt, Delivery, DeliveryChange, NewEvent, Store, StoreError, Subscription,
-    SubscriptionState, Verdict,
+    Appended, Attempt, Delivery, DeliveryChange, NewEvent, Store, StoreError, StoredPrincipal,
+    Subscription, SubscriptionState, Verdict,
 };
 
 /// An hour in milliseconds: the duplicate window of the checks.
@@ -111,6 +112,7 @@ fn seqs(appended: &[Appended]) -> Vec<u64> {
 /// Runs every check, each on a fresh store.
 pub async fn run(backend: &mut impl Backend) {
     subscriptions_are_kept(backend).await;
+    principals_are_kept(backend).await;
     events_are_appended_with_their_deliveries(backend).await;
     duplicates_are_reported_not_stored(backend).await;
     leases_follow_the_ordering(backend).await;
@@ -174,6 +176,60 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
     );
     assert!(store.delete_subscription("b").await.unwrap().is_none());
     assert!(store.subscription("b").await.unwrap().is_none());
+}
+
+/// A principal named `name` with every field set.
+fn principal(name: &str) -> StoredPrincipal {
+    StoredPrincipal {
+        name: name.into(),
+        roles: vec!["publisher".into(), "subscriber".into()],
+        token_sha256: Some("ab".repeat(32)),
+        subscribe_type_prefixes: vec!["nl.brp.".into()],
+        publish_source_prefixes: vec!["urn:nld:oin:00000001234567890000:".into()],
+        oin: Some("00000001234567890000".into()),
+        disabled: false,
+        origin: "api".into(),
+        created_at: 1000,
+        updated_at: 2000,
+    }
+}
+
+async fn principals_are_kept(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    store.insert_principal(&principal("b")).await.unwrap();
+    let mut bare = principal("a");
+    (bare.token_sha256, bare.oin) = (None, None);
+    bare.subscribe_type_prefixes.clear();
+    store.insert_principal(&bare).await.unwrap();
+    assert!(
+        matches!(
+            store.insert_principal(&principal("a")).await,
+            Err(StoreError::NameTaken(name)) if name == "a"
+        ),
+        "a taken name is refused"
+    );
+    let mut disabled = principal("b");
+    disabled.disabled = true;
+    disabled.roles = vec!["admin".into()];
+    assert!(store.update_principal(&disabled).await.unwrap());
+    assert!(!store.update_principal(&principal("zz")).await.unwrap());
+    let store = backend.reopen(store).await;
+    assert_eq!(
+        store.principals().await.unwrap(),
+        [bare, disabled],
+        "listed in name order, every field as written, durable"
+    );
+    assert!(store.delete_principal("a").await.unwrap());
+    assert!(!store.delete_principal("a").await.unwrap());
+    let store = backend.reopen(store).await;
+    let names: Vec<String> = store
+        .principals()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(names, ["b"]);
 }
 
 async fn events_are_appended_with_their_deliveries(backend: &mut impl Backend) {

@@ -5,7 +5,8 @@
 //! - `events/`: the event log (`event_log.rs`): every accepted event with the subscriptions
 //!   it was routed to, and every change to the delivery state, in order, one `fdatasync` per
 //!   group of appends;
-//! - sled tree `subscriptions` (id → JSON, flushed on every change).
+//! - sled tree `subscriptions` (id → JSON, flushed on every change), and `principals` (name →
+//!   JSON, likewise).
 //!
 //! In memory, rebuilt from the log at start-up: per subscription the pending deliveries in
 //! acceptance order (`pending.rs`) and its dead letters, where each event is in the log
@@ -38,11 +39,11 @@ use self::dedupe::{Dedupe, DedupeHasher};
 use self::event_log::EventLog;
 use self::group_commit::GroupCommit;
 use self::queues::Queues;
-use self::records::SubscriptionRecord;
+use self::records::{PrincipalRecord, SubscriptionRecord};
 use knooppunt_store::{
     Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent, Swept,
 };
-use knooppunt_store::{Store, StoreError, StoreFuture, Subscription};
+use knooppunt_store::{Store, StoreError, StoreFuture, StoredPrincipal, Subscription};
 
 /// A new segment is started once the active one is this large.
 const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
@@ -87,6 +88,7 @@ struct Inner {
 struct Trees {
     db: sled::Db,
     subscriptions: sled::Tree,
+    principals: sled::Tree,
 }
 
 impl Drop for Inner {
@@ -114,6 +116,16 @@ fn decode(bytes: &[u8]) -> Result<Subscription, StoreError> {
 /// A subscription's record in sled.
 fn encode(subscription: &Subscription) -> Vec<u8> {
     serde_json::to_vec(&SubscriptionRecord::from(subscription)).expect("records always serialise")
+}
+
+fn decode_principal(bytes: &[u8]) -> Result<StoredPrincipal, StoreError> {
+    serde_json::from_slice::<PrincipalRecord>(bytes)
+        .map(StoredPrincipal::from)
+        .map_err(|error| StoreError::Corrupt(format!("a principal record: {error}")))
+}
+
+fn encode_principal(principal: &StoredPrincipal) -> Vec<u8> {
+    serde_json::to_vec(&PrincipalRecord::from(principal)).expect("records always serialise")
 }
 
 /// How long opening waits for sled's lock on the directory: a store closed in this process a
@@ -163,6 +175,7 @@ impl SledStore {
         let tree = |name: &str| db.open_tree(name).map_err(backend);
         let trees = Trees {
             subscriptions: tree("subscriptions")?,
+            principals: tree("principals")?,
             db: db.clone(),
         };
         let mut queues = Queues::default();
@@ -344,6 +357,74 @@ impl Store for SledStore {
                 .get(id.as_bytes())
                 .map_err(backend)?;
             found.map(|bytes| decode(&bytes)).transpose()
+        })
+    }
+
+    fn insert_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.writable()?;
+            let inserted = self
+                .inner
+                .trees
+                .principals
+                .compare_and_swap(
+                    principal.name.as_bytes(),
+                    None as Option<&[u8]>,
+                    Some(encode_principal(principal)),
+                )
+                .map_err(backend)?;
+            if inserted.is_err() {
+                return Err(StoreError::NameTaken(principal.name.clone()));
+            }
+            self.commit().await
+        })
+    }
+
+    fn update_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            self.writable()?;
+            let updated = self
+                .inner
+                .trees
+                .principals
+                .fetch_and_update(principal.name.as_bytes(), |old| {
+                    old.map(|_| encode_principal(principal))
+                })
+                .map_err(backend)?;
+            if updated.is_none() {
+                return Ok(false);
+            }
+            self.commit().await?;
+            Ok(true)
+        })
+    }
+
+    fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            self.writable()?;
+            let removed = self
+                .inner
+                .trees
+                .principals
+                .remove(name.as_bytes())
+                .map_err(backend)?;
+            if removed.is_none() {
+                return Ok(false);
+            }
+            self.commit().await?;
+            Ok(true)
+        })
+    }
+
+    fn principals(&self) -> StoreFuture<'_, Vec<StoredPrincipal>> {
+        Box::pin(async move {
+            self.inner
+                .trees
+                .principals
+                .iter()
+                .values()
+                .map(|bytes| decode_principal(&bytes.map_err(backend)?))
+                .collect()
         })
     }
 

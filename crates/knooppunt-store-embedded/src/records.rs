@@ -1,4 +1,4 @@
-//! The embedded store's own record formats: what it writes to sled (subscriptions) and to
+//! The embedded store's own record formats: what it writes to sled (subscriptions, principals) and to
 //! the event log (delivery-state changes), as JSON. They are this backend's business: the
 //! neutral model of `knooppunt-store` can change without changing what is on disk, and
 //! every change here must read what earlier versions wrote (fields added with defaults,
@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    Attempt, DeliveryChange, HttpSettings, SinkCredential, Subscription, SubscriptionConfig,
-    SubscriptionState, Validation, Verdict,
+    Attempt, DeliveryChange, HttpSettings, SinkCredential, StoredPrincipal, Subscription,
+    SubscriptionConfig, SubscriptionState, Validation, Verdict,
 };
 use serde::{Deserialize, Serialize};
 
@@ -302,6 +302,62 @@ impl From<ChangeRecord> for DeliveryChange {
                 at,
                 reason,
             },
+        }
+    }
+}
+
+/// A principal in sled (`principals` tree, name → this as JSON).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct PrincipalRecord {
+    name: String,
+    #[serde(default)]
+    roles: Vec<String>,
+    #[serde(default)]
+    token_sha256: Option<String>,
+    #[serde(default)]
+    subscribe_type_prefixes: Vec<String>,
+    #[serde(default)]
+    publish_source_prefixes: Vec<String>,
+    #[serde(default)]
+    oin: Option<String>,
+    #[serde(default)]
+    disabled: bool,
+    #[serde(default)]
+    origin: String,
+    created_at: u64,
+    updated_at: u64,
+}
+
+impl From<&StoredPrincipal> for PrincipalRecord {
+    fn from(p: &StoredPrincipal) -> Self {
+        PrincipalRecord {
+            name: p.name.clone(),
+            roles: p.roles.clone(),
+            token_sha256: p.token_sha256.clone(),
+            subscribe_type_prefixes: p.subscribe_type_prefixes.clone(),
+            publish_source_prefixes: p.publish_source_prefixes.clone(),
+            oin: p.oin.clone(),
+            disabled: p.disabled,
+            origin: p.origin.clone(),
+            created_at: p.created_at,
+            updated_at: p.updated_at,
+        }
+    }
+}
+
+impl From<PrincipalRecord> for StoredPrincipal {
+    fn from(r: PrincipalRecord) -> Self {
+        StoredPrincipal {
+            name: r.name,
+            roles: r.roles,
+            token_sha256: r.token_sha256,
+            subscribe_type_prefixes: r.subscribe_type_prefixes,
+            publish_source_prefixes: r.publish_source_prefixes,
+            oin: r.oin,
+            disabled: r.disabled,
+            origin: r.origin,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
         }
     }
 }

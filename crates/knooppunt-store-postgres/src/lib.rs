@@ -22,6 +22,7 @@
 mod append;
 mod event_cache;
 mod notify;
+mod principals;
 mod recorder;
 mod schema;
 mod subscriptions;
@@ -32,7 +33,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use knooppunt_store::{
     Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, Store, StoreError,
-    StoreFuture, StoredEvent, Subscription, Swept, Verdict,
+    StoreFuture, StoredEvent, StoredPrincipal, Subscription, Swept, Verdict,
 };
 use tokio_postgres::Row;
 
@@ -218,6 +219,28 @@ impl PgStore {
         Ok(true)
     }
 
+    /// Runs `sql` on a principal (its [`principals::COLUMNS`] as parameters) and bumps the
+    /// version in the same transaction; `false` when it changed no row.
+    async fn write_principal(
+        &self,
+        sql: &str,
+        principal: &StoredPrincipal,
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await.map_err(backend)?;
+        let params = principals::Params::new(principal);
+        let written = transaction
+            .execute(sql, &params.refs(principal))
+            .await
+            .map_err(backend)?;
+        if written == 0 {
+            return Ok(false);
+        }
+        Self::bump(&transaction).await?;
+        transaction.commit().await.map_err(backend)?;
+        Ok(true)
+    }
+
     /// Bumps the subscriptions' version in `transaction`, and tells the other hubs at the
     /// commit.
     async fn bump(transaction: &deadpool_postgres::Transaction<'_>) -> Result<(), StoreError> {
@@ -353,6 +376,60 @@ impl Store for PgStore {
             );
             let rows = client.query(&sql, &[]).await.map_err(backend)?;
             rows.iter().map(subscriptions::from_row).collect()
+        })
+    }
+
+    fn insert_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let sql = format!(
+                "INSERT INTO principals ({}) VALUES ({}) ON CONFLICT (name) DO NOTHING",
+                principals::COLUMNS,
+                principals::PLACEHOLDERS
+            );
+            if !self.write_principal(&sql, principal).await? {
+                return Err(StoreError::NameTaken(principal.name.clone()));
+            }
+            Ok(())
+        })
+    }
+
+    fn update_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let sql = format!(
+                "UPDATE principals SET ({}) = ({}) WHERE name = $1",
+                principals::COLUMNS,
+                principals::PLACEHOLDERS
+            );
+            self.write_principal(&sql, principal).await
+        })
+    }
+
+    fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let transaction = client.transaction().await.map_err(backend)?;
+            let deleted = transaction
+                .execute("DELETE FROM principals WHERE name = $1", &[&name])
+                .await
+                .map_err(backend)?;
+            if deleted == 0 {
+                return Ok(false);
+            }
+            Self::bump(&transaction).await?;
+            transaction.commit().await.map_err(backend)?;
+            Ok(true)
+        })
+    }
+
+    fn principals(&self) -> StoreFuture<'_, Vec<StoredPrincipal>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "SELECT {} FROM principals ORDER BY name",
+                principals::COLUMNS
+            );
+            let rows = client.query(&sql, &[]).await.map_err(backend)?;
+            rows.iter().map(principals::from_row).collect()
         })
     }
 

@@ -99,6 +99,22 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (subscription, seq)
     );
     "#,
+    // 2: principals, shared by every hub; a change bumps `versions.subscriptions` (the
+    // version of everything hubs keep in memory) like a subscription change.
+    r#"
+    CREATE TABLE principals (
+        name text PRIMARY KEY,
+        roles jsonb NOT NULL,
+        token_sha256 text,
+        subscribe_type_prefixes jsonb NOT NULL,
+        publish_source_prefixes jsonb NOT NULL,
+        oin text,
+        disabled boolean NOT NULL,
+        origin text NOT NULL,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL
+    );
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

@@ -9,12 +9,14 @@
 //! on due deliveries for the delivery workers, durable attempt results (delivered, retry,
 //! dead letter), dead letters, and a retention sweep.
 
+mod principal;
 mod queue;
 mod subscription;
 
 use std::future::Future;
 use std::pin::Pin;
 
+pub use principal::StoredPrincipal;
 pub use queue::{
     Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent,
     Swept, Verdict,
@@ -35,7 +37,7 @@ pub fn now_ms() -> u64 {
 /// What another hub sharing the store changed (see [`Store::watch`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreChange {
-    /// Subscriptions were created, changed or deleted: reload them.
+    /// Subscriptions or principals were created, changed or deleted: reload them.
     Subscriptions,
     /// Deliveries were queued for these subscriptions; `None`: maybe for any (after a lost
     /// connection, say).
@@ -61,6 +63,8 @@ pub enum StoreError {
     Corrupt(String),
     #[error("a subscription with id `{0}` already exists")]
     Conflict(String),
+    #[error("a principal named `{0}` already exists")]
+    NameTaken(String),
     /// A result carried a lease token that is no longer the delivery's: the lease ran out
     /// and the delivery was leased again (by another worker or hub), whose result counts.
     #[error(
@@ -85,8 +89,20 @@ pub trait Store: Send + Sync + 'static {
     /// Every subscription, in id order (which is creation order).
     fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>>;
 
-    /// A number that changes whenever any hub sharing this store changes a subscription, so
-    /// that each hub can tell when to reload them. A backend only one hub writes (the
+    /// Stores a new principal; fails with [`StoreError::NameTaken`] if the name is taken.
+    fn insert_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, ()>;
+
+    /// Replaces a principal; `false` when there is none with that name.
+    fn update_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, bool>;
+
+    /// Removes a principal; `false` when there was none with that name.
+    fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool>;
+
+    /// Every principal, in name order.
+    fn principals(&self) -> StoreFuture<'_, Vec<StoredPrincipal>>;
+
+    /// A number that changes whenever any hub sharing this store changes a subscription or
+    /// a principal, so that each hub can tell when to reload them. A backend only one hub writes (the
     /// embedded one) answers 0 always: that hub makes every change itself.
     fn subscriptions_version(&self) -> StoreFuture<'_, u64> {
         Box::pin(async { Ok(0) })

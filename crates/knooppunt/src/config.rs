@@ -438,6 +438,10 @@ pub(crate) struct PrincipalConfig {
     /// Source prefixes it may publish; empty or absent: any.
     #[serde(default)]
     pub(crate) publish_source_prefixes: Vec<String>,
+    /// The OIN (20 digits) of its organisation: it publishes only `urn:nld:oin:<OIN>:`
+    /// sources, and a trusted client certificate with this OIN identifies it.
+    #[serde(default)]
+    pub(crate) oin: Option<String>,
 }
 
 /// Environment variables that override configuration keys start with this.
@@ -665,6 +669,11 @@ impl Config {
                      `metrics`"
                 );
             }
+            if let Some(oin) = &principal.oin
+                && (oin.len() != 20 || !oin.bytes().all(|b| b.is_ascii_digit()))
+            {
+                bail!("{key}.oin: an OIN is 20 digits, not `{oin}`");
+            }
         }
         Ok(())
     }
@@ -681,6 +690,7 @@ impl Config {
                         roles: p.roles.clone(),
                         subscribe_type_prefixes: p.subscribe_type_prefixes.clone(),
                         publish_source_prefixes: p.publish_source_prefixes.clone(),
+                        oin: p.oin.clone(),
                     },
                 )
             })

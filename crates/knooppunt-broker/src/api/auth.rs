@@ -1,10 +1,11 @@
-//! Bearer-token authentication against the principals of the configuration.
+//! Authentication: bearer tokens of the principals in the store, access tokens (JWTs) of
+//! trusted issuers (`jwt.rs`), and client certificates with an OIN (mTLS, `server/tls.rs`).
 //!
 //! Tokens are stored as SHA-256 hashes (hex). Tokens are long random strings, not passwords,
 //! so a fast hash is the right tool: comparing hashes keeps the tokens themselves out of the
 //! configuration and the process memory.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
@@ -15,6 +16,7 @@ use sha2::{Digest, Sha256};
 
 use super::problem::ApiError;
 use crate::AppState;
+use crate::principals::Found;
 
 /// What a principal may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
@@ -39,9 +41,46 @@ pub struct Principal {
     pub subscribe_type_prefixes: Vec<String>,
     /// The `source` prefixes it may publish; empty means any source.
     pub publish_source_prefixes: Vec<String>,
+    /// The OIN of the organisation it is: it publishes only `urn:nld:oin:<oin>:` sources,
+    /// and a trusted client certificate with this OIN identifies it.
+    pub oin: Option<String>,
+}
+
+impl Role {
+    /// Every role, in order.
+    pub const ALL: [Role; 4] = [
+        Role::Publisher,
+        Role::Subscriber,
+        Role::Admin,
+        Role::Metrics,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Publisher => "publisher",
+            Role::Subscriber => "subscriber",
+            Role::Admin => "admin",
+            Role::Metrics => "metrics",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|role| role.name() == name)
+    }
 }
 
 impl Principal {
+    /// A principal with these roles and no other limits.
+    pub fn new(name: impl Into<String>, roles: impl IntoIterator<Item = Role>) -> Principal {
+        Principal {
+            name: name.into(),
+            roles: roles.into_iter().collect(),
+            subscribe_type_prefixes: Vec::new(),
+            publish_source_prefixes: Vec::new(),
+            oin: None,
+        }
+    }
+
     pub fn has(&self, role: Role) -> bool {
         self.roles.contains(&role)
     }
@@ -52,44 +91,44 @@ impl Principal {
 
     /// The principal that every request acts as when authentication is disabled.
     fn development() -> Principal {
-        Principal {
-            name: "development".into(),
-            roles: [Role::Publisher, Role::Subscriber, Role::Admin].into(),
-            subscribe_type_prefixes: Vec::new(),
-            publish_source_prefixes: Vec::new(),
-        }
+        Principal::new(
+            "development",
+            [Role::Publisher, Role::Subscriber, Role::Admin],
+        )
     }
 }
 
 /// How requests are authenticated.
 #[derive(Debug, Clone)]
 pub enum Authentication {
-    /// Bearer tokens, by the SHA-256 of the token.
-    Tokens(HashMap<[u8; 32], Arc<Principal>>),
+    /// The principals in the store, seeded at start with these (the hex SHA-256 of a
+    /// token, and its principal) where the store lacks them; and access tokens (JWTs) of
+    /// these issuers.
+    Enabled {
+        seeds: Vec<(String, Principal)>,
+        issuers: Vec<super::jwt::IssuerSettings>,
+    },
     /// Every request acts as an admin. Only for development; the binary warns loudly.
     Disabled,
 }
 
 impl Authentication {
-    /// Token authentication for principals given with the hex SHA-256 of their tokens. A
-    /// principal whose hash is not 64 hex digits can never authenticate (the configuration
+    /// Bearer tokens of principals given with the hex SHA-256 of their tokens (they seed the
+    /// store). A hash that is not 64 hex digits can never authenticate (the configuration
     /// refuses such hashes before they get here).
     pub fn tokens(principals: impl IntoIterator<Item = (String, Principal)>) -> Self {
-        Authentication::Tokens(
-            principals
-                .into_iter()
-                .filter_map(|(hash, principal)| {
-                    let mut digest = [0u8; 32];
-                    match hex::decode_to_slice(hash.as_bytes(), &mut digest) {
-                        Ok(()) => Some((digest, Arc::new(principal))),
-                        Err(error) => {
-                            tracing::warn!(principal = %principal.name, %error, "The token hash of a principal is not 64 hex digits; it cannot authenticate.");
-                            None
-                        }
-                    }
-                })
-                .collect(),
-        )
+        Authentication::Enabled {
+            seeds: principals.into_iter().collect(),
+            issuers: Vec::new(),
+        }
+    }
+
+    /// Also accepts access tokens (JWTs) of these issuers.
+    pub fn with_issuers(self, issuers: Vec<super::jwt::IssuerSettings>) -> Self {
+        match self {
+            Authentication::Enabled { seeds, .. } => Authentication::Enabled { seeds, issuers },
+            Authentication::Disabled => Authentication::Disabled,
+        }
     }
 }
 
@@ -116,6 +155,30 @@ impl Caller {
     }
 }
 
+/// The client certificate a connection presented, checked against the trusted CAs (set
+/// by the server on every request of that connection).
+#[derive(Debug, Clone)]
+pub(crate) struct ClientCertificate {
+    /// The OIN in the subject's serialNumber, when it has one.
+    pub(crate) oin: Option<String>,
+    /// The subject, for messages.
+    pub(crate) subject: String,
+}
+
+/// The principal a credential named, or why it is refused.
+fn admit(found: Found, credential: &str) -> Result<Caller, ApiError> {
+    match found {
+        Found::Active(principal) => Ok(Caller(principal)),
+        Found::Disabled(name) => Err(ApiError::Forbidden(format!(
+            "principal `{name}` is disabled; an administrator of the hub can enable it again"
+        ))),
+        Found::Unknown => Err(ApiError::Unauthorized {
+            detail: format!("{credential} is not known to this hub"),
+            invalid_token: true,
+        }),
+    }
+}
+
 impl FromRequestParts<Arc<AppState>> for Caller {
     type Rejection = ApiError;
 
@@ -123,14 +186,33 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         parts: &mut Parts,
         state: &Arc<AppState>,
     ) -> Result<Self, Self::Rejection> {
-        let principals = match &state.authentication {
-            Authentication::Disabled => return Ok(Caller(Arc::new(Principal::development()))),
-            Authentication::Tokens(principals) => principals,
-        };
+        if let Authentication::Disabled = &state.authentication {
+            return Ok(Caller(Arc::new(Principal::development())));
+        }
         let Some(header) = parts.headers.get(AUTHORIZATION) else {
+            if let Some(certificate) = parts.extensions.get::<ClientCertificate>() {
+                let Some(oin) = &certificate.oin else {
+                    return Err(ApiError::Unauthorized {
+                        detail: format!(
+                            "the client certificate `{}` has no OIN in its subject's \
+                             serialNumber; use a PKIoverheid certificate, or send \
+                             `Authorization: Bearer <token>`",
+                            certificate.subject
+                        ),
+                        invalid_token: false,
+                    });
+                };
+                return admit(
+                    state.principals.by_oin(oin),
+                    &format!(
+                        "the client certificate is trusted, but OIN {oin} (no principal has it; \
+                         an administrator gives a principal this `oin`)"
+                    ),
+                );
+            }
             return Err(ApiError::Unauthorized {
-                detail: "send `Authorization: Bearer <token>` with a token of a configured \
-                         principal"
+                detail: "send `Authorization: Bearer <token>` with a token of a principal of \
+                         this hub (or an access token of a trusted issuer)"
                     .into(),
                 invalid_token: false,
             });
@@ -147,14 +229,16 @@ impl FromRequestParts<Arc<AppState>> for Caller {
                 detail: "the Authorization header must be `Bearer <token>`".into(),
                 invalid_token: true,
             })?;
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        match principals.get(&digest) {
-            Some(principal) => Ok(Caller(Arc::clone(principal))),
-            None => Err(ApiError::Unauthorized {
-                detail: "the bearer token is not known to this hub".into(),
-                invalid_token: true,
-            }),
+        if super::jwt::looks_like_jwt(token) && state.issuers.configured() {
+            let principal = state.issuers.authenticate(token).await?;
+            // A stored principal of the same name can disable it.
+            if let Found::Disabled(name) = state.principals.by_name(&principal.name) {
+                return admit(Found::Disabled(name), "");
+            }
+            return Ok(Caller(Arc::new(principal)));
         }
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        admit(state.principals.by_token(&digest), "the bearer token")
     }
 }
 
@@ -163,27 +247,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tokens_are_known_by_their_hash_in_either_case() {
-        let principal = |name: &str| Principal {
-            name: name.into(),
-            roles: [Role::Publisher].into(),
-            subscribe_type_prefixes: Vec::new(),
-            publish_source_prefixes: Vec::new(),
-        };
-        let Authentication::Tokens(known) = Authentication::tokens([
-            (hash_token("lower").to_ascii_lowercase(), principal("a")),
-            (hash_token("upper").to_ascii_uppercase(), principal("b")),
-            ("not-a-hash".into(), principal("c")),
-        ]) else {
-            panic!("token authentication");
-        };
-        let find = |token: &str| {
-            let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-            known.get(&digest).map(|p| p.name.clone())
-        };
-        assert_eq!(find("lower").as_deref(), Some("a"));
-        assert_eq!(find("upper").as_deref(), Some("b"));
-        assert_eq!(find("not-a-hash"), None);
-        assert_eq!(known.len(), 2, "an invalid hash is left out");
+    fn roles_have_one_name_each() {
+        for role in Role::ALL {
+            assert_eq!(Role::parse(role.name()), Some(role));
+        }
+        assert_eq!(Role::parse("root"), None);
     }
 }

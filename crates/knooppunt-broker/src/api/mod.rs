@@ -6,9 +6,11 @@ pub mod auth;
 mod consent;
 mod dead_letters;
 mod events;
+pub mod jwt;
 mod openapi;
 mod operations;
 mod page;
+mod principals;
 pub mod problem;
 mod subscription_body;
 mod subscriptions;
@@ -90,6 +92,23 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route(
             "/v1/subscriptions/{id}/dead-letters/{dead_letter}/redeliver",
             post(dead_letters::redeliver).fallback(not_allowed(dead_letters::REDELIVER_ALLOW)),
+        )
+        .route(
+            "/v1/principals",
+            get(principals::list)
+                .post(principals::create)
+                .fallback(not_allowed(principals::COLLECTION_ALLOW)),
+        )
+        .route(
+            "/v1/principals/{name}",
+            get(principals::get)
+                .patch(principals::update)
+                .delete(principals::delete)
+                .fallback(not_allowed(principals::ITEM_ALLOW)),
+        )
+        .route(
+            "/v1/principals/{name}/token",
+            post(principals::issue_token).fallback(not_allowed(principals::TOKEN_ALLOW)),
         )
         .route(
             "/healthz",

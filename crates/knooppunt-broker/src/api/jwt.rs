@@ -1,0 +1,424 @@
+//! Access tokens (JWT, RFC 7519) of trusted issuers, as the OAuth NL GOV profile has
+//! authorization servers issue them: the signature is checked against the issuer's JWKS
+//! (fetched when first needed, fetched again for an unknown key id, at most once per
+//! [`REFETCH_AFTER`] so that made-up key ids cannot hammer the issuer), then the issuer,
+//! the audience, the expiry and not-before. Claims name the principal and give its roles.
+//!
+//! Accepted algorithms: RS256, PS256 and ES256 (never `none`, never a shared secret).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::signature;
+use serde_json::Value;
+
+use super::auth::{Principal, Role};
+use super::problem::ApiError;
+
+/// A JWKS is fetched again for an unknown key id only this long after the last fetch.
+const REFETCH_AFTER: Duration = Duration::from_secs(10);
+/// Longer tokens are refused unread.
+const MAX_TOKEN_BYTES: usize = 16 * 1024;
+/// A JWKS larger than this is refused.
+const MAX_JWKS_BYTES: usize = 256 * 1024;
+
+/// One trusted issuer of access tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuerSettings {
+    /// The `iss` its tokens carry.
+    pub issuer: String,
+    /// Where its public keys are (a JWKS document).
+    pub jwks_url: String,
+    /// The `aud` a token must carry (one of them) to be for this hub.
+    pub audience: String,
+    /// The claim that names the principal (`sub`, or `client_id` for client credentials).
+    pub name_claim: String,
+    /// The claim with the roles: a space-separated string (`scope`) or an array of strings.
+    pub roles_claim: String,
+    /// Which claim value gives which role.
+    pub roles: BTreeMap<String, Role>,
+    /// The claim with the organisation's OIN, if the issuer sets one.
+    pub oin_claim: Option<String>,
+    /// How much clock difference `exp` and `nbf` allow.
+    pub leeway: Duration,
+}
+
+impl IssuerSettings {
+    /// An issuer with the usual claims: `sub` names the principal and `scope` holds
+    /// `knooppunt:publisher`, `knooppunt:subscriber`, `knooppunt:admin`, `knooppunt:metrics`.
+    pub fn new(issuer: &str, jwks_url: &str, audience: &str) -> IssuerSettings {
+        IssuerSettings {
+            issuer: issuer.into(),
+            jwks_url: jwks_url.into(),
+            audience: audience.into(),
+            name_claim: "sub".into(),
+            roles_claim: "scope".into(),
+            roles: Role::ALL
+                .into_iter()
+                .map(|role| (format!("knooppunt:{}", role.name()), role))
+                .collect(),
+            oin_claim: None,
+            leeway: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A public key of an issuer.
+#[derive(Debug)]
+enum Key {
+    Rsa { n: Vec<u8>, e: Vec<u8> },
+    P256 { point: Vec<u8> },
+}
+
+#[derive(Debug)]
+struct Issuer {
+    settings: IssuerSettings,
+    keys: Mutex<Keys>,
+    /// One fetch at a time per issuer.
+    fetching: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+struct Keys {
+    by_id: HashMap<String, std::sync::Arc<Key>>,
+    /// The keys without a `kid`, for tokens without one.
+    anonymous: Vec<std::sync::Arc<Key>>,
+    /// When the JWKS was last fetched for a key id it lacked (the first fetch does not
+    /// count: it is not a sign of made-up key ids).
+    refetched_at: Option<Instant>,
+    fetched: bool,
+}
+
+/// The trusted issuers of a hub.
+#[derive(Debug)]
+pub(crate) struct Issuers {
+    issuers: Vec<Issuer>,
+    client: reqwest::Client,
+}
+
+/// `true` when `token` has the shape of a JWS compact serialisation.
+pub(crate) fn looks_like_jwt(token: &str) -> bool {
+    token.starts_with("eyJ") && token.bytes().filter(|&b| b == b'.').count() == 2
+}
+
+fn refused(detail: impl Into<String>) -> ApiError {
+    ApiError::Unauthorized {
+        detail: detail.into(),
+        invalid_token: true,
+    }
+}
+
+fn decode_part(part: &str, what: &str) -> Result<Vec<u8>, ApiError> {
+    URL_SAFE_NO_PAD
+        .decode(part)
+        .map_err(|_| refused(format!("the access token's {what} is not base64url")))
+}
+
+fn decode_json(part: &str, what: &str) -> Result<Value, ApiError> {
+    let bytes = decode_part(part, what)?;
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        _ => Err(refused(format!(
+            "the access token's {what} is not a JSON object"
+        ))),
+    }
+}
+
+fn now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+impl Issuers {
+    pub(crate) fn new(settings: Vec<IssuerSettings>) -> Issuers {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("an HTTP client with default TLS");
+        Issuers {
+            issuers: settings
+                .into_iter()
+                .map(|settings| Issuer {
+                    settings,
+                    keys: Mutex::new(Keys::default()),
+                    fetching: tokio::sync::Mutex::new(()),
+                })
+                .collect(),
+            client,
+        }
+    }
+
+    pub(crate) fn configured(&self) -> bool {
+        !self.issuers.is_empty()
+    }
+
+    /// The principal an access token names, once everything about it is checked.
+    pub(crate) async fn authenticate(&self, token: &str) -> Result<Principal, ApiError> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(refused(format!(
+                "the access token is longer than {MAX_TOKEN_BYTES} bytes"
+            )));
+        }
+        let mut parts = token.split('.');
+        let (Some(head), Some(body), Some(signature), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(refused(
+                "the access token is not a signed JWT (three parts)",
+            ));
+        };
+        let header = decode_json(head, "header")?;
+        let claims = decode_json(body, "payload")?;
+        let signature = decode_part(signature, "signature")?;
+        let iss = claims.get("iss").and_then(Value::as_str).unwrap_or("");
+        let Some(issuer) = self.issuers.iter().find(|i| i.settings.issuer == iss) else {
+            return Err(refused(format!(
+                "the access token's issuer `{iss}` is not trusted by this hub"
+            )));
+        };
+        let alg = header.get("alg").and_then(Value::as_str).unwrap_or("");
+        if !matches!(alg, "RS256" | "PS256" | "ES256") {
+            return Err(refused(format!(
+                "the access token is signed with `{alg}`; this hub accepts RS256, PS256 and ES256"
+            )));
+        }
+        let kid = header.get("kid").and_then(Value::as_str);
+        let key = self.key(issuer, kid).await?;
+        let message = &token.as_bytes()[..head.len() + 1 + body.len()];
+        if !verify(&key, alg, message, &signature) {
+            return Err(refused(
+                "the access token's signature does not verify with the issuer's key",
+            ));
+        }
+        check_claims(&issuer.settings, &claims)?;
+        principal(&issuer.settings, &claims)
+    }
+
+    /// The issuer's key `kid`, fetching the JWKS when it is not known (yet).
+    async fn key(
+        &self,
+        issuer: &Issuer,
+        kid: Option<&str>,
+    ) -> Result<std::sync::Arc<Key>, ApiError> {
+        let find = |keys: &Keys| match kid {
+            Some(kid) => keys.by_id.get(kid).cloned(),
+            None => match keys.anonymous.as_slice() {
+                [only] => Some(std::sync::Arc::clone(only)),
+                _ => None,
+            },
+        };
+        if let Some(key) = find(&issuer.keys.lock().expect("keys lock")) {
+            return Ok(key);
+        }
+        let _fetching = issuer.fetching.lock().await;
+        let recent = {
+            let keys = issuer.keys.lock().expect("keys lock");
+            if let Some(key) = find(&keys) {
+                return Ok(key);
+            }
+            keys.refetched_at
+                .is_some_and(|at| at.elapsed() < REFETCH_AFTER)
+        };
+        if !recent {
+            let fetched = self.fetch(&issuer.settings).await;
+            let mut keys = issuer.keys.lock().expect("keys lock");
+            let refetched_at = keys.fetched.then(Instant::now);
+            match fetched {
+                Ok(fresh) => {
+                    *keys = Keys {
+                        refetched_at,
+                        ..fresh
+                    }
+                }
+                Err(error) => {
+                    keys.refetched_at = Some(Instant::now());
+                    tracing::warn!(issuer = %issuer.settings.issuer, %error, "Fetching the issuer's JWKS failed.");
+                    return Err(ApiError::Unavailable(format!(
+                        "the keys of issuer `{}` could not be fetched: {error}",
+                        issuer.settings.issuer
+                    )));
+                }
+            }
+            if let Some(key) = find(&keys) {
+                return Ok(key);
+            }
+        }
+        Err(refused(match kid {
+            Some(kid) => format!(
+                "the access token's key id `{kid}` is not among the keys of issuer `{}`",
+                issuer.settings.issuer
+            ),
+            None => format!(
+                "the access token has no key id, and issuer `{}` has not exactly one key",
+                issuer.settings.issuer
+            ),
+        }))
+    }
+
+    async fn fetch(&self, settings: &IssuerSettings) -> Result<Keys, String> {
+        let mut response = self
+            .client
+            .get(&settings.jwks_url)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if !response.status().is_success() {
+            return Err(format!(
+                "{} answered {}",
+                settings.jwks_url,
+                response.status()
+            ));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+            body.extend_from_slice(&chunk);
+            if body.len() > MAX_JWKS_BYTES {
+                return Err(format!("the JWKS is larger than {MAX_JWKS_BYTES} bytes"));
+            }
+        }
+        let jwks: Value = serde_json::from_slice(&body).map_err(|e| format!("not JSON: {e}"))?;
+        let mut keys = Keys {
+            fetched: true,
+            ..Keys::default()
+        };
+        for jwk in jwks
+            .get("keys")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(key) = parse_jwk(jwk) else {
+                continue;
+            };
+            let key = std::sync::Arc::new(key);
+            match jwk.get("kid").and_then(Value::as_str) {
+                Some(kid) => {
+                    keys.by_id.insert(kid.to_owned(), key);
+                }
+                None => keys.anonymous.push(key),
+            }
+        }
+        Ok(keys)
+    }
+}
+
+/// A signing key of a JWKS; `None` for keys of other types or for encryption.
+fn parse_jwk(jwk: &Value) -> Option<Key> {
+    if jwk
+        .get("use")
+        .and_then(Value::as_str)
+        .is_some_and(|u| u != "sig")
+    {
+        return None;
+    }
+    let field = |name: &str| {
+        jwk.get(name)
+            .and_then(Value::as_str)
+            .and_then(|v| URL_SAFE_NO_PAD.decode(v).ok())
+    };
+    match jwk.get("kty").and_then(Value::as_str)? {
+        "RSA" => Some(Key::Rsa {
+            n: field("n")?,
+            e: field("e")?,
+        }),
+        "EC" if jwk.get("crv").and_then(Value::as_str) == Some("P-256") => {
+            let (x, y) = (field("x")?, field("y")?);
+            if x.len() != 32 || y.len() != 32 {
+                return None;
+            }
+            let mut point = vec![4u8];
+            point.extend_from_slice(&x);
+            point.extend_from_slice(&y);
+            Some(Key::P256 { point })
+        }
+        _ => None,
+    }
+}
+
+fn verify(key: &Key, alg: &str, message: &[u8], signature: &[u8]) -> bool {
+    match (key, alg) {
+        (Key::Rsa { n, e }, "RS256" | "PS256") => {
+            let parameters = if alg == "RS256" {
+                &signature::RSA_PKCS1_2048_8192_SHA256
+            } else {
+                &signature::RSA_PSS_2048_8192_SHA256
+            };
+            signature::RsaPublicKeyComponents { n, e }
+                .verify(parameters, message, signature)
+                .is_ok()
+        }
+        (Key::P256 { point }, "ES256") => {
+            signature::UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point)
+                .verify(message, signature)
+                .is_ok()
+        }
+        _ => false,
+    }
+}
+
+fn check_claims(settings: &IssuerSettings, claims: &Value) -> Result<(), ApiError> {
+    let now = now_seconds();
+    let leeway = settings.leeway.as_secs() as i64;
+    let Some(exp) = claims.get("exp").and_then(Value::as_i64) else {
+        return Err(refused("the access token has no `exp` (expiry)"));
+    };
+    if exp + leeway <= now {
+        return Err(refused(format!(
+            "the access token expired {} s ago; get a new one from the issuer",
+            now - exp
+        )));
+    }
+    if let Some(nbf) = claims.get("nbf").and_then(Value::as_i64)
+        && nbf - leeway > now
+    {
+        return Err(refused("the access token is not valid yet (`nbf`)"));
+    }
+    let audience = &settings.audience;
+    let for_us = match claims.get("aud") {
+        Some(Value::String(aud)) => aud == audience,
+        Some(Value::Array(auds)) => auds.iter().any(|a| a.as_str() == Some(audience)),
+        _ => false,
+    };
+    if !for_us {
+        return Err(refused(format!(
+            "the access token is not for this hub: its `aud` must be `{audience}`"
+        )));
+    }
+    Ok(())
+}
+
+fn principal(settings: &IssuerSettings, claims: &Value) -> Result<Principal, ApiError> {
+    let name = claims
+        .get(&settings.name_claim)
+        .and_then(Value::as_str)
+        .filter(|name| !name.is_empty())
+        .ok_or_else(|| {
+            refused(format!(
+                "the access token has no `{}` claim to name the principal",
+                settings.name_claim
+            ))
+        })?;
+    let values: Vec<&str> = match claims.get(&settings.roles_claim) {
+        Some(Value::String(scope)) => scope.split_whitespace().collect(),
+        Some(Value::Array(values)) => values.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let mut principal = Principal::new(
+        name,
+        values
+            .iter()
+            .filter_map(|v| settings.roles.get(*v).copied()),
+    );
+    principal.oin = settings
+        .oin_claim
+        .as_ref()
+        .and_then(|claim| claims.get(claim))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Ok(principal)
+}

@@ -1,0 +1,325 @@
+//! `/v1/principals`: who may call the API, managed by administrators at runtime. Every hub
+//! sharing the store sees a change within a second; the hub that made it at once. A token
+//! is shown once, when it is issued, and stored only as its SHA-256.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use http::header::LOCATION;
+use http::{HeaderValue, StatusCode};
+use knooppunt_event::timestamp::utc_timestamp;
+use knooppunt_store::{StoredPrincipal, now_ms};
+use serde_json::{Map, Value, json};
+
+use super::BASE_PATH;
+use super::JsonBody;
+use super::auth::{Caller, Role, hash_token};
+use super::problem::{ApiError, InvalidParam};
+use crate::AppState;
+use crate::principals::FROM_API;
+
+pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
+pub(crate) const ITEM_ALLOW: &str = "GET, PATCH, DELETE";
+pub(crate) const TOKEN_ALLOW: &str = "POST";
+
+/// Bounds on what a principal holds.
+const MAX_NAME: usize = 100;
+const MAX_PREFIXES: usize = 50;
+const MAX_PREFIX: usize = 256;
+
+/// The members a principal's body may have.
+const MEMBERS: [&str; 7] = [
+    "name",
+    "roles",
+    "subscribeTypePrefixes",
+    "publishSourcePrefixes",
+    "oin",
+    "disabled",
+    "issueToken",
+];
+
+fn resource(record: &StoredPrincipal) -> Value {
+    json!({
+        "name": record.name,
+        "roles": record.roles,
+        "subscribeTypePrefixes": record.subscribe_type_prefixes,
+        "publishSourcePrefixes": record.publish_source_prefixes,
+        "oin": record.oin,
+        "disabled": record.disabled,
+        "hasToken": record.token_sha256.is_some(),
+        "origin": record.origin,
+        "createdAt": utc_timestamp(record.created_at),
+        "updatedAt": utc_timestamp(record.updated_at),
+    })
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::NotFound(format!("there is no principal `{name}`"))
+}
+
+/// A new random token: 32 bytes from the system's generator, as 64 hex digits.
+fn new_token() -> Result<String, ApiError> {
+    let mut bytes = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .map_err(|_| ApiError::Internal("the system's random generator failed".into()))?;
+    Ok(format!("kp_{}", hex::encode(bytes)))
+}
+
+/// Applies the members of `body` to `record`, collecting every problem.
+fn apply(body: &Map<String, Value>, record: &mut StoredPrincipal) -> Vec<InvalidParam> {
+    let mut problems = Vec::new();
+    for name in body.keys() {
+        if !MEMBERS.contains(&name.as_str()) {
+            problems.push(InvalidParam::new(
+                name,
+                format!("unknown member; a principal has {}", MEMBERS.join(", ")),
+            ));
+        }
+    }
+    let strings =
+        |name: &str, max: usize, problems: &mut Vec<InvalidParam>| -> Option<Vec<String>> {
+            let value = body.get(name)?;
+            let list = value.as_array().and_then(|items| {
+                items
+                    .iter()
+                    .map(|item| item.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<String>>>()
+            });
+            match list {
+                Some(list) if list.len() > max => {
+                    problems.push(InvalidParam::new(name, format!("at most {max} entries")));
+                    None
+                }
+                Some(list) if list.iter().any(|s| s.is_empty() || s.len() > MAX_PREFIX) => {
+                    problems.push(InvalidParam::new(
+                        name,
+                        format!("each entry is 1 to {MAX_PREFIX} characters"),
+                    ));
+                    None
+                }
+                Some(list) => Some(list),
+                None => {
+                    problems.push(InvalidParam::new(name, "must be an array of strings"));
+                    None
+                }
+            }
+        };
+    if let Some(roles) = strings("roles", Role::ALL.len(), &mut problems) {
+        let unknown: Vec<&String> = roles.iter().filter(|r| Role::parse(r).is_none()).collect();
+        if !unknown.is_empty() || roles.is_empty() {
+            problems.push(InvalidParam::new(
+                "roles",
+                format!("one or more of {}", Role::ALL.map(Role::name).join(", ")),
+            ));
+        } else {
+            let mut roles = roles;
+            roles.sort_unstable();
+            roles.dedup();
+            record.roles = roles;
+        }
+    }
+    if let Some(list) = strings("subscribeTypePrefixes", MAX_PREFIXES, &mut problems) {
+        record.subscribe_type_prefixes = list;
+    }
+    if let Some(list) = strings("publishSourcePrefixes", MAX_PREFIXES, &mut problems) {
+        record.publish_source_prefixes = list;
+    }
+    match body.get("oin") {
+        None => {}
+        Some(Value::Null) => record.oin = None,
+        Some(Value::String(oin)) if oin.len() == 20 && oin.bytes().all(|b| b.is_ascii_digit()) => {
+            record.oin = Some(oin.clone())
+        }
+        Some(_) => problems.push(InvalidParam::new(
+            "oin",
+            "an OIN is 20 digits (Organisatie-identificatienummer), or null for none",
+        )),
+    }
+    match body.get("disabled") {
+        None => {}
+        Some(Value::Bool(disabled)) => record.disabled = *disabled,
+        Some(_) => problems.push(InvalidParam::new("disabled", "must be true or false")),
+    }
+    if body.get("issueToken").is_some_and(|v| !v.is_boolean()) {
+        problems.push(InvalidParam::new("issueToken", "must be true or false"));
+    }
+    problems
+}
+
+fn object(body: &Value) -> Result<&Map<String, Value>, ApiError> {
+    body.as_object()
+        .ok_or_else(|| ApiError::invalid("the body must be a JSON object", vec![]))
+}
+
+/// One OIN is one organisation: two principals cannot share it (a certificate must name
+/// one principal).
+fn check_oin(state: &AppState, record: &StoredPrincipal) -> Result<(), ApiError> {
+    if let Some(oin) = &record.oin
+        && let Some(holder) = state.principals.oin_holder(oin, &record.name)
+    {
+        return Err(ApiError::Conflict(format!(
+            "principal `{holder}` already has OIN {oin}; one OIN names one principal"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Admin, "list principals")?;
+    let all: Vec<Value> = state.principals.list().iter().map(resource).collect();
+    Ok(Json(all).into_response())
+}
+
+pub(crate) async fn create(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Admin, "create principals")?;
+    let body = object(&body)?;
+    let name = body.get("name").and_then(Value::as_str).unwrap_or("");
+    let now = now_ms();
+    let mut record = StoredPrincipal {
+        name: name.to_owned(),
+        roles: Vec::new(),
+        token_sha256: None,
+        subscribe_type_prefixes: Vec::new(),
+        publish_source_prefixes: Vec::new(),
+        oin: None,
+        disabled: false,
+        origin: FROM_API.into(),
+        created_at: now,
+        updated_at: now,
+    };
+    let mut problems = apply(body, &mut record);
+    let name_ok = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if !name_ok {
+        problems.push(InvalidParam::new(
+            "name",
+            format!("1 to {MAX_NAME} letters, digits, `-`, `_` or `.`"),
+        ));
+    }
+    if !body.contains_key("roles") {
+        problems.push(InvalidParam::new("roles", "required"));
+    }
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the principal is not valid", problems));
+    }
+    check_oin(&state, &record)?;
+    let issue = body
+        .get("issueToken")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let token = if issue { Some(new_token()?) } else { None };
+    record.token_sha256 = token.as_deref().map(hash_token);
+    state.principals.create(&record).await?;
+    tracing::info!(principal = %record.name, by = %caller.0.name, "Principal created.");
+    let mut answer = resource(&record);
+    if let Some(token) = token {
+        answer["token"] = json!(token);
+    }
+    let location = HeaderValue::try_from(format!("{BASE_PATH}/principals/{}", record.name))
+        .expect("names are header-safe");
+    Ok((StatusCode::CREATED, [(LOCATION, location)], Json(answer)).into_response())
+}
+
+pub(crate) async fn get(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Admin, "read principals")?;
+    let record = state
+        .principals
+        .get(&name)
+        .ok_or_else(|| not_found(&name))?;
+    Ok(Json(resource(&record)).into_response())
+}
+
+/// A JSON merge patch (RFC 7396) of roles, prefixes, OIN and `disabled`.
+pub(crate) async fn update(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(name): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Admin, "change principals")?;
+    let body = object(&body)?;
+    let mut record = state
+        .principals
+        .get(&name)
+        .ok_or_else(|| not_found(&name))?;
+    let mut problems = apply(body, &mut record);
+    if body.get("name").is_some_and(|n| n.as_str() != Some(&name)) {
+        problems.push(InvalidParam::new("name", "a principal cannot be renamed"));
+    }
+    if body.contains_key("issueToken") {
+        problems.push(InvalidParam::new(
+            "issueToken",
+            format!("issue a new token with POST {BASE_PATH}/principals/{name}/token"),
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the change is not valid", problems));
+    }
+    if name == caller.0.name && (record.disabled || !record.roles.iter().any(|r| r == "admin")) {
+        return Err(ApiError::Conflict(
+            "you cannot disable yourself or take your own admin role; another admin can".into(),
+        ));
+    }
+    check_oin(&state, &record)?;
+    record.updated_at = now_ms();
+    if !state.principals.update(&record).await? {
+        return Err(not_found(&name));
+    }
+    tracing::info!(principal = %name, by = %caller.0.name, disabled = record.disabled, "Principal changed.");
+    Ok(Json(resource(&record)).into_response())
+}
+
+pub(crate) async fn delete(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Admin, "delete principals")?;
+    if name == caller.0.name {
+        return Err(ApiError::Conflict(
+            "you cannot delete yourself; another admin can".into(),
+        ));
+    }
+    if !state.principals.delete(&name).await? {
+        return Err(not_found(&name));
+    }
+    tracing::info!(principal = %name, by = %caller.0.name, "Principal deleted.");
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Issues a new token (the old one stops working at once); shown in this answer only.
+pub(crate) async fn issue_token(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Admin, "issue tokens")?;
+    let mut record = state
+        .principals
+        .get(&name)
+        .ok_or_else(|| not_found(&name))?;
+    let token = new_token()?;
+    record.token_sha256 = Some(hash_token(&token));
+    record.updated_at = now_ms();
+    if !state.principals.update(&record).await? {
+        return Err(not_found(&name));
+    }
+    tracing::info!(principal = %name, by = %caller.0.name, "Principal's token issued.");
+    Ok(Json(json!({"name": name, "token": token})).into_response())
+}

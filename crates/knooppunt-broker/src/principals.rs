@@ -1,0 +1,219 @@
+//! The principals: who may call the API, kept in the store so that every hub sharing it sees
+//! the same ones, changed at runtime by admins (the configuration file only seeds them).
+//! This is their one writer, as `lifecycle.rs` is for subscriptions: store first, then the
+//! table that authenticates requests, under one lock, so a disabled principal is refused by
+//! the next request.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+use knooppunt_store::{Store, StoreError, StoredPrincipal};
+
+use crate::api::auth::{Principal, Role};
+
+/// Where a principal came from.
+pub(crate) const FROM_API: &str = "api";
+pub(crate) const FROM_CONFIGURATION: &str = "configuration";
+
+/// What a credential names.
+#[derive(Debug, Clone)]
+pub(crate) enum Found {
+    Active(Arc<Principal>),
+    /// A principal an admin disabled: refused until enabled again.
+    Disabled(String),
+    Unknown,
+}
+
+#[derive(Default)]
+struct Table {
+    by_name: BTreeMap<String, (StoredPrincipal, Arc<Principal>)>,
+    by_token: HashMap<[u8; 32], String>,
+    by_oin: HashMap<String, String>,
+}
+
+impl Table {
+    fn build(stored: Vec<StoredPrincipal>) -> Table {
+        let mut table = Table::default();
+        for record in stored {
+            if let Some(digest) = record.token_sha256.as_deref().and_then(digest) {
+                table.by_token.insert(digest, record.name.clone());
+            }
+            if let Some(oin) = &record.oin {
+                table.by_oin.insert(oin.clone(), record.name.clone());
+            }
+            let principal = Arc::new(principal(&record));
+            table
+                .by_name
+                .insert(record.name.clone(), (record, principal));
+        }
+        table
+    }
+
+    fn found(&self, name: Option<&String>) -> Found {
+        match name.and_then(|name| self.by_name.get(name)) {
+            Some((record, _)) if record.disabled => Found::Disabled(record.name.clone()),
+            Some((_, principal)) => Found::Active(Arc::clone(principal)),
+            None => Found::Unknown,
+        }
+    }
+}
+
+/// A token hash as 32 bytes; `None` when it is not 64 hex digits.
+fn digest(hash: &str) -> Option<[u8; 32]> {
+    let mut digest = [0u8; 32];
+    hex::decode_to_slice(hash.as_bytes(), &mut digest).ok()?;
+    Some(digest)
+}
+
+/// What a stored principal may do; role names this version does not know are left out.
+fn principal(record: &StoredPrincipal) -> Principal {
+    let roles = record
+        .roles
+        .iter()
+        .filter_map(|name| {
+            let role = Role::parse(name);
+            if role.is_none() {
+                tracing::warn!(principal = %record.name, role = %name, "A principal has a role this hub version does not know; it is ignored.");
+            }
+            role
+        })
+        .collect();
+    Principal {
+        name: record.name.clone(),
+        roles,
+        subscribe_type_prefixes: record.subscribe_type_prefixes.clone(),
+        publish_source_prefixes: record.publish_source_prefixes.clone(),
+        oin: record.oin.clone(),
+    }
+}
+
+/// The stored form of a principal of the configuration file.
+pub(crate) fn seed_record(hash: &str, principal: &Principal, now: u64) -> StoredPrincipal {
+    StoredPrincipal {
+        name: principal.name.clone(),
+        roles: principal
+            .roles
+            .iter()
+            .map(|r| r.name().to_owned())
+            .collect(),
+        token_sha256: Some(hash.to_ascii_lowercase()),
+        subscribe_type_prefixes: principal.subscribe_type_prefixes.clone(),
+        publish_source_prefixes: principal.publish_source_prefixes.clone(),
+        oin: principal.oin.clone(),
+        disabled: false,
+        origin: FROM_CONFIGURATION.into(),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+pub(crate) struct Principals {
+    store: Arc<dyn Store>,
+    table: RwLock<Arc<Table>>,
+    writing: tokio::sync::Mutex<()>,
+}
+
+impl Principals {
+    pub(crate) async fn load(store: Arc<dyn Store>) -> Result<Principals, StoreError> {
+        let table = Table::build(store.principals().await?);
+        Ok(Principals {
+            store,
+            table: RwLock::new(Arc::new(table)),
+            writing: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn table(&self) -> Arc<Table> {
+        Arc::clone(&self.table.read().expect("principals lock"))
+    }
+
+    /// Creates the configuration's principals that the store does not have. One the store
+    /// has is left as it is: after the first start the store is the truth (an admin may have
+    /// disabled it or rotated its token).
+    pub(crate) async fn seed(&self, seeds: &[StoredPrincipal]) -> Result<(), StoreError> {
+        let _writing = self.writing.lock().await;
+        for seed in seeds {
+            match self.store.insert_principal(seed).await {
+                Ok(()) => {
+                    tracing::info!(principal = %seed.name, "Principal of the configuration stored.")
+                }
+                Err(StoreError::NameTaken(_)) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        self.reload_locked().await
+    }
+
+    /// Reads every principal again (another hub changed them).
+    pub(crate) async fn reload(&self) -> Result<(), StoreError> {
+        let _writing = self.writing.lock().await;
+        self.reload_locked().await
+    }
+
+    async fn reload_locked(&self) -> Result<(), StoreError> {
+        let table = Table::build(self.store.principals().await?);
+        *self.table.write().expect("principals lock") = Arc::new(table);
+        Ok(())
+    }
+
+    /// The principal whose token has this SHA-256.
+    pub(crate) fn by_token(&self, digest: &[u8; 32]) -> Found {
+        let table = self.table();
+        table.found(table.by_token.get(digest))
+    }
+
+    /// The principal with this OIN (from a client certificate).
+    pub(crate) fn by_oin(&self, oin: &str) -> Found {
+        let table = self.table();
+        table.found(table.by_oin.get(oin))
+    }
+
+    pub(crate) fn by_name(&self, name: &str) -> Found {
+        let table = self.table();
+        table.found(table.by_name.get_key_value(name).map(|(k, _)| k))
+    }
+
+    pub(crate) fn list(&self) -> Vec<StoredPrincipal> {
+        self.table()
+            .by_name
+            .values()
+            .map(|(record, _)| record.clone())
+            .collect()
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<StoredPrincipal> {
+        self.table()
+            .by_name
+            .get(name)
+            .map(|(record, _)| record.clone())
+    }
+
+    /// The principal that has this OIN, other than `name`.
+    pub(crate) fn oin_holder(&self, oin: &str, name: &str) -> Option<String> {
+        self.table()
+            .by_oin
+            .get(oin)
+            .filter(|holder| holder.as_str() != name)
+            .cloned()
+    }
+
+    pub(crate) async fn create(&self, record: &StoredPrincipal) -> Result<(), StoreError> {
+        let _writing = self.writing.lock().await;
+        self.store.insert_principal(record).await?;
+        self.reload_locked().await
+    }
+
+    pub(crate) async fn update(&self, record: &StoredPrincipal) -> Result<bool, StoreError> {
+        let _writing = self.writing.lock().await;
+        let updated = self.store.update_principal(record).await?;
+        self.reload_locked().await?;
+        Ok(updated)
+    }
+
+    pub(crate) async fn delete(&self, name: &str) -> Result<bool, StoreError> {
+        let _writing = self.writing.lock().await;
+        let deleted = self.store.delete_principal(name).await?;
+        self.reload_locked().await?;
+        Ok(deleted)
+    }
+}

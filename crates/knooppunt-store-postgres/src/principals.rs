@@ -1,0 +1,67 @@
+//! How a principal is a row of `principals` (migration 2).
+
+use knooppunt_store::{StoreError, StoredPrincipal};
+use tokio_postgres::Row;
+
+pub(crate) const COLUMNS: &str = "name, roles, token_sha256, subscribe_type_prefixes, \
+    publish_source_prefixes, oin, disabled, origin, created_at, updated_at";
+pub(crate) const PLACEHOLDERS: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10";
+
+/// The values of [`COLUMNS`], in order.
+pub(crate) struct Params {
+    roles: serde_json::Value,
+    types: serde_json::Value,
+    sources: serde_json::Value,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl Params {
+    pub(crate) fn new(p: &StoredPrincipal) -> Params {
+        Params {
+            roles: serde_json::json!(p.roles),
+            types: serde_json::json!(p.subscribe_type_prefixes),
+            sources: serde_json::json!(p.publish_source_prefixes),
+            created_at: p.created_at as i64,
+            updated_at: p.updated_at as i64,
+        }
+    }
+
+    pub(crate) fn refs<'a>(
+        &'a self,
+        p: &'a StoredPrincipal,
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 10] {
+        [
+            &p.name,
+            &self.roles,
+            &p.token_sha256,
+            &self.types,
+            &self.sources,
+            &p.oin,
+            &p.disabled,
+            &p.origin,
+            &self.created_at,
+            &self.updated_at,
+        ]
+    }
+}
+
+fn strings(row: &Row, column: &str) -> Result<Vec<String>, StoreError> {
+    serde_json::from_value(row.get::<_, serde_json::Value>(column))
+        .map_err(|error| StoreError::Corrupt(format!("principal column {column}: {error}")))
+}
+
+pub(crate) fn from_row(row: &Row) -> Result<StoredPrincipal, StoreError> {
+    Ok(StoredPrincipal {
+        name: row.get("name"),
+        roles: strings(row, "roles")?,
+        token_sha256: row.get("token_sha256"),
+        subscribe_type_prefixes: strings(row, "subscribe_type_prefixes")?,
+        publish_source_prefixes: strings(row, "publish_source_prefixes")?,
+        oin: row.get("oin"),
+        disabled: row.get("disabled"),
+        origin: row.get("origin"),
+        created_at: row.get::<_, i64>("created_at") as u64,
+        updated_at: row.get::<_, i64>("updated_at") as u64,
+    })
+}

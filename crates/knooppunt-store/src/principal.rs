@@ -1,0 +1,27 @@
+//! The parties that call the hub's API, as stored: every hub sharing a store sees the same
+//! ones, and an admin changes them at runtime (the configuration file only seeds them).
+
+/// A principal as stored. The broker gives the roles their meaning; the store keeps them as
+/// names so that a newer hub's role is not lost by an older one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPrincipal {
+    /// Unique; how tokens, certificates and subscriptions' owners refer to it.
+    pub name: String,
+    pub roles: Vec<String>,
+    /// The hex SHA-256 of its bearer token, if it has one (the token itself is never stored).
+    pub token_sha256: Option<String>,
+    /// The `type` prefixes it may subscribe to; empty means any type.
+    pub subscribe_type_prefixes: Vec<String>,
+    /// The `source` prefixes it may publish; empty means any source.
+    pub publish_source_prefixes: Vec<String>,
+    /// The OIN of the organisation it is (from its PKIoverheid certificate): a client
+    /// certificate with this OIN identifies it, and it publishes only
+    /// `urn:nld:oin:<oin>:` sources.
+    pub oin: Option<String>,
+    /// Refused on every request while set.
+    pub disabled: bool,
+    /// Where it came from: `api` or `configuration`.
+    pub origin: String,
+    pub created_at: u64,
+    pub updated_at: u64,
+}

@@ -1,0 +1,447 @@
+//! Government identity: principals managed at runtime over the API (stored, so they work
+//! without a restart and survive one), OIN-bound publishing, and OAuth access tokens (JWTs)
+//! checked against a real JWKS server with keys generated here.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use knooppunt_broker::{HubOptions, IssuerSettings};
+use knooppunt_tests::{Answer, TestHub, test_options, tokens};
+use reqwest::Method;
+use ring::rand::SystemRandom;
+use ring::signature::{self, EcdsaKeyPair, KeyPair};
+use serde_json::{Value, json};
+
+const OIN: &str = "00000001003214345000";
+
+fn event(id: &str, source: &str) -> String {
+    json!({"specversion": "1.0", "id": id, "source": source, "type": "nl.rvo.subsidie.toegekend"})
+        .to_string()
+}
+
+async fn publish(hub: &TestHub, token: &str, id: &str, source: &str) -> Answer {
+    let request = hub
+        .request(Method::POST, "/v1/events", token)
+        .header("content-type", "application/cloudevents+json")
+        .body(event(id, source));
+    Answer::from(request.send().await.unwrap()).await
+}
+
+async fn call(
+    hub: &TestHub,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> Answer {
+    let mut request = hub.request(method, path, token);
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_string());
+    }
+    Answer::from(request.send().await.unwrap()).await
+}
+
+#[tokio::test]
+async fn principals_are_managed_at_runtime_and_oin_bound() {
+    let hub = TestHub::start().await;
+    let own = format!("urn:nld:oin:{OIN}:subsidies");
+
+    // Only an admin manages principals.
+    call(&hub, Method::GET, "/v1/principals", tokens::KVK, None)
+        .await
+        .assert_problem(403);
+    let invalid = call(
+        &hub,
+        Method::POST,
+        "/v1/principals",
+        tokens::ADMIN,
+        Some(json!({"name": "r v o", "roles": ["root"], "oin": "123", "colour": 1})),
+    )
+    .await
+    .assert_problem(400);
+    let mut params = invalid.invalid_params();
+    params.sort();
+    assert_eq!(
+        params,
+        ["colour", "name", "oin", "roles"],
+        "{}",
+        invalid.body
+    );
+
+    // Created: the token is in this answer only, and works at once.
+    let created = call(
+        &hub,
+        Method::POST,
+        "/v1/principals",
+        tokens::ADMIN,
+        Some(json!({"name": "rvo", "roles": ["publisher"], "oin": OIN})),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.header("location"), Some("/v1/principals/rvo"));
+    let token = created.body["token"].as_str().unwrap().to_owned();
+    assert!(token.len() >= 64, "a long random token: {token}");
+    let read = call(&hub, Method::GET, "/v1/principals/rvo", tokens::ADMIN, None).await;
+    assert_eq!(read.status, 200);
+    assert_eq!(read.body["hasToken"], true);
+    assert_eq!(read.body["oin"], OIN);
+    assert!(
+        read.body.get("token").is_none(),
+        "shown once: {}",
+        read.body
+    );
+    assert!(!read.body.to_string().contains(&token));
+    assert_eq!(publish(&hub, &token, "e-1", &own).await.status, 202);
+
+    // OIN-bound: only its own organisation's sources.
+    let outside = publish(&hub, &token, "e-2", "urn:nld:oin:00000001823288444000:brp")
+        .await
+        .assert_problem(403);
+    let detail = outside.body["detail"].as_str().unwrap();
+    assert!(detail.contains(&format!("urn:nld:oin:{OIN}:")), "{detail}");
+
+    // A second principal cannot take the same OIN.
+    call(
+        &hub,
+        Method::POST,
+        "/v1/principals",
+        tokens::ADMIN,
+        Some(json!({"name": "rvo-2", "roles": ["publisher"], "oin": OIN})),
+    )
+    .await
+    .assert_problem(409);
+    call(
+        &hub,
+        Method::POST,
+        "/v1/principals",
+        tokens::ADMIN,
+        Some(json!({"name": "rvo", "roles": ["publisher"]})),
+    )
+    .await
+    .assert_problem(409);
+
+    // Disabled: refused at once, with what to do; enabled again: accepted at once.
+    let disabled = call(
+        &hub,
+        Method::PATCH,
+        "/v1/principals/rvo",
+        tokens::ADMIN,
+        Some(json!({"disabled": true})),
+    )
+    .await;
+    assert_eq!(disabled.status, 200, "{}", disabled.body);
+    assert_eq!(disabled.body["disabled"], true);
+    let refused = publish(&hub, &token, "e-3", &own).await.assert_problem(403);
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("disabled"),
+        "{}",
+        refused.body
+    );
+    call(
+        &hub,
+        Method::PATCH,
+        "/v1/principals/rvo",
+        tokens::ADMIN,
+        Some(json!({"disabled": false})),
+    )
+    .await;
+    assert_eq!(publish(&hub, &token, "e-4", &own).await.status, 202);
+
+    // A new token: the old one stops working at once.
+    let issued = call(
+        &hub,
+        Method::POST,
+        "/v1/principals/rvo/token",
+        tokens::ADMIN,
+        None,
+    )
+    .await;
+    assert_eq!(issued.status, 200, "{}", issued.body);
+    let fresh = issued.body["token"].as_str().unwrap().to_owned();
+    publish(&hub, &token, "e-5", &own).await.assert_problem(401);
+    assert_eq!(publish(&hub, &fresh, "e-6", &own).await.status, 202);
+
+    // An admin cannot lock themselves out.
+    call(
+        &hub,
+        Method::PATCH,
+        "/v1/principals/admin",
+        tokens::ADMIN,
+        Some(json!({"disabled": true})),
+    )
+    .await
+    .assert_problem(409);
+    call(
+        &hub,
+        Method::DELETE,
+        "/v1/principals/admin",
+        tokens::ADMIN,
+        None,
+    )
+    .await
+    .assert_problem(409);
+
+    // A configuration principal disabled at runtime stays disabled after a restart: the
+    // file seeds, the store decides.
+    call(
+        &hub,
+        Method::PATCH,
+        "/v1/principals/publisher",
+        tokens::ADMIN,
+        Some(json!({"disabled": true})),
+    )
+    .await;
+    let hub = hub.restart().await;
+    publish(&hub, tokens::PUBLISHER, "e-7", "urn:x")
+        .await
+        .assert_problem(403);
+    assert_eq!(publish(&hub, &fresh, "e-8", &own).await.status, 202, "kept");
+    let list = call(&hub, Method::GET, "/v1/principals", tokens::ADMIN, None).await;
+    let names: Vec<&str> = list
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"rvo") && names.contains(&"admin"),
+        "{names:?}"
+    );
+
+    // Deleted: unknown at once.
+    let deleted = call(
+        &hub,
+        Method::DELETE,
+        "/v1/principals/rvo",
+        tokens::ADMIN,
+        None,
+    )
+    .await;
+    assert_eq!(deleted.status, 204);
+    publish(&hub, &fresh, "e-9", &own).await.assert_problem(401);
+    call(&hub, Method::GET, "/v1/principals/rvo", tokens::ADMIN, None)
+        .await
+        .assert_problem(404);
+}
+
+/// A signing key and its public JWK.
+struct SigningKey {
+    kid: String,
+    pair: EcdsaKeyPair,
+}
+
+impl SigningKey {
+    fn new(kid: &str) -> SigningKey {
+        let rng = SystemRandom::new();
+        let alg = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap();
+        let pair = EcdsaKeyPair::from_pkcs8(alg, pkcs8.as_ref(), &rng).unwrap();
+        SigningKey {
+            kid: kid.into(),
+            pair,
+        }
+    }
+
+    fn jwk(&self) -> Value {
+        let point = self.pair.public_key().as_ref();
+        json!({"kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": self.kid,
+               "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..65])})
+    }
+
+    fn sign(&self, claims: &Value) -> String {
+        let header = json!({"alg": "ES256", "typ": "at+jwt", "kid": self.kid});
+        let message = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header.to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let signature = self
+            .pair
+            .sign(&SystemRandom::new(), message.as_bytes())
+            .unwrap();
+        format!("{message}.{}", URL_SAFE_NO_PAD.encode(signature.as_ref()))
+    }
+}
+
+/// A JWKS endpoint on 127.0.0.1 serving `keys`, counting its fetches.
+struct Jwks {
+    url: String,
+    keys: Arc<Mutex<Vec<Value>>>,
+    fetches: Arc<AtomicUsize>,
+}
+
+impl Jwks {
+    async fn start(keys: Vec<Value>) -> Jwks {
+        let keys = Arc::new(Mutex::new(keys));
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let (served, counted) = (Arc::clone(&keys), Arc::clone(&fetches));
+        let router = axum::Router::new().route(
+            "/jwks.json",
+            axum::routing::get(move || {
+                let keys = served.lock().unwrap().clone();
+                counted.fetch_add(1, Ordering::SeqCst);
+                async move { axum::Json(json!({"keys": keys})) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        Jwks { url, keys, fetches }
+    }
+}
+
+const ISSUER: &str = "https://auth.example.nl/realms/overheid";
+const AUDIENCE: &str = "https://knooppunt.example.nl";
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn claims(scope: &str) -> Value {
+    json!({"iss": ISSUER, "aud": [AUDIENCE, "other"], "sub": "svc-rvo", "client_id": "svc-rvo",
+           "scope": scope, "iat": now(), "exp": now() + 300, "oin": OIN})
+}
+
+#[tokio::test]
+async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
+    let key = SigningKey::new("key-1");
+    let jwks = Jwks::start(vec![key.jwk()]).await;
+    let mut issuer = IssuerSettings::new(ISSUER, &jwks.url, AUDIENCE);
+    issuer.oin_claim = Some("oin".into());
+    let options = HubOptions {
+        authentication: test_options().authentication.with_issuers(vec![issuer]),
+        ..test_options()
+    };
+    let hub = TestHub::start_with_options(options).await;
+    let own = format!("urn:nld:oin:{OIN}:subsidies");
+
+    // Valid: the scope gives the role, `sub` the name, the `oin` claim the organisation.
+    let valid = key.sign(&claims("openid knooppunt:publisher"));
+    let accepted = publish(&hub, &valid, "j-1", &own).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    assert_eq!(jwks.fetches.load(Ordering::SeqCst), 1, "fetched once");
+    assert_eq!(publish(&hub, &valid, "j-2", &own).await.status, 202);
+    assert_eq!(jwks.fetches.load(Ordering::SeqCst), 1, "then cached");
+    publish(&hub, &valid, "j-3", "urn:nld:oin:00000001823288444000:brp")
+        .await
+        .assert_problem(403);
+    // A role the scope does not give.
+    call(&hub, Method::GET, "/v1/subscriptions", &valid, None)
+        .await
+        .assert_problem(403);
+
+    let refusal = |answer: Answer, needle: &str| {
+        let answer = answer.assert_problem(401);
+        let detail = answer.body["detail"].as_str().unwrap().to_owned();
+        assert!(detail.contains(needle), "`{needle}` not in: {detail}");
+        assert!(answer.header("www-authenticate").is_some());
+    };
+    let mut expired = claims("knooppunt:publisher");
+    expired["exp"] = json!(now() - 600);
+    refusal(
+        publish(&hub, &key.sign(&expired), "j-4", &own).await,
+        "expired",
+    );
+    let mut wrong_audience = claims("knooppunt:publisher");
+    wrong_audience["aud"] = json!("https://elders.example.nl");
+    refusal(
+        publish(&hub, &key.sign(&wrong_audience), "j-5", &own).await,
+        "aud",
+    );
+    let mut wrong_issuer = claims("knooppunt:publisher");
+    wrong_issuer["iss"] = json!("https://evil.example.com");
+    refusal(
+        publish(&hub, &key.sign(&wrong_issuer), "j-6", &own).await,
+        "not trusted",
+    );
+    let mut no_expiry = claims("knooppunt:publisher");
+    no_expiry.as_object_mut().unwrap().remove("exp");
+    refusal(
+        publish(&hub, &key.sign(&no_expiry), "j-7", &own).await,
+        "exp",
+    );
+
+    // Tampered: the payload changed after signing (more scope).
+    let (head_body, signature) = valid.rsplit_once('.').unwrap();
+    let (head, _) = head_body.split_once('.').unwrap();
+    let forged_claims = URL_SAFE_NO_PAD.encode(claims("knooppunt:admin").to_string());
+    let tampered = format!("{head}.{forged_claims}.{signature}");
+    refusal(publish(&hub, &tampered, "j-8", &own).await, "signature");
+    // Signed by a key the issuer does not have, under a known key id.
+    let impostor = SigningKey::new("key-1");
+    refusal(
+        publish(
+            &hub,
+            &impostor.sign(&claims("knooppunt:publisher")),
+            "j-9",
+            &own,
+        )
+        .await,
+        "signature",
+    );
+    // `alg: none`.
+    let unsigned = format!(
+        "{}.{}.",
+        URL_SAFE_NO_PAD.encode(json!({"alg": "none", "kid": "key-1"}).to_string()),
+        URL_SAFE_NO_PAD.encode(claims("knooppunt:admin").to_string())
+    );
+    refusal(publish(&hub, &unsigned, "j-10", &own).await, "none");
+
+    // An unknown key id makes the hub fetch the JWKS again (the issuer rotated its keys)...
+    let fetches = jwks.fetches.load(Ordering::SeqCst);
+    let rotated = SigningKey::new("key-2");
+    jwks.keys.lock().unwrap().push(rotated.jwk());
+    let after_rotation = publish(
+        &hub,
+        &rotated.sign(&claims("knooppunt:publisher")),
+        "j-11",
+        &own,
+    )
+    .await;
+    assert_eq!(after_rotation.status, 202, "{}", after_rotation.body);
+    assert_eq!(jwks.fetches.load(Ordering::SeqCst), fetches + 1);
+    // ... but made-up key ids do not make it fetch again and again.
+    let unknown = SigningKey::new("key-made-up");
+    for n in 0..5 {
+        refusal(
+            publish(
+                &hub,
+                &unknown.sign(&claims("knooppunt:publisher")),
+                &format!("u-{n}"),
+                &own,
+            )
+            .await,
+            "key-made-up",
+        );
+    }
+    assert!(
+        jwks.fetches.load(Ordering::SeqCst) <= fetches + 2,
+        "at most one more fetch for unknown key ids"
+    );
+
+    // A stored principal of the same name disables the token's principal.
+    let created = call(
+        &hub,
+        Method::POST,
+        "/v1/principals",
+        tokens::ADMIN,
+        Some(json!({"name": "svc-rvo", "roles": ["publisher"], "disabled": true, "issueToken": false})),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert!(created.body.get("token").is_none());
+    publish(&hub, &valid, "j-12", &own)
+        .await
+        .assert_problem(403);
+}
