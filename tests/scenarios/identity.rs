@@ -445,3 +445,170 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
         .await
         .assert_problem(403);
 }
+
+/// A CA of the test, and certificates it signs.
+struct TestCa {
+    certificate: rcgen::Certificate,
+    key: rcgen::KeyPair,
+}
+
+impl TestCa {
+    fn new(name: &str) -> TestCa {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        TestCa {
+            certificate: params.self_signed(&key).unwrap(),
+            key,
+        }
+    }
+
+    fn pem(&self) -> String {
+        self.certificate.pem()
+    }
+
+    /// A certificate and its key as PEM: for a server on 127.0.0.1, or for a client with
+    /// this OIN as the subject's serialNumber.
+    fn issue(&self, name: &str, oin: Option<&str>, server: bool) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let names = if server {
+            vec!["127.0.0.1".to_owned()]
+        } else {
+            Vec::new()
+        };
+        let mut params = rcgen::CertificateParams::new(names).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        if let Some(oin) = oin {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 5]), oin);
+        }
+        params.extended_key_usages = vec![if server {
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth
+        } else {
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth
+        }];
+        let certificate = params
+            .signed_by(&key, &self.certificate, &self.key)
+            .unwrap();
+        (certificate.pem(), key.serialize_pem())
+    }
+}
+
+/// A client of the hub over HTTPS, trusting `ca`, with this client certificate if any.
+fn tls_client(ca: &TestCa, identity: Option<&(String, String)>) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap());
+    if let Some((certificate, key)) = identity {
+        builder = builder.identity(
+            reqwest::Identity::from_pem(format!("{certificate}{key}").as_bytes()).unwrap(),
+        );
+    }
+    builder.build().unwrap()
+}
+
+#[tokio::test]
+async fn client_certificates_identify_principals_by_their_oin() {
+    let government = TestCa::new("Test Staat der Nederlanden Private Services CA");
+    let rogue = TestCa::new("Rogue CA");
+    let (server_certificate, server_key) = government.issue("knooppunt.test", None, true);
+    let mut options = test_options();
+    options.tls = Some(
+        knooppunt_broker::TlsSettings::from_pem(
+            server_certificate.as_bytes(),
+            server_key.as_bytes(),
+            Some(government.pem().as_bytes()),
+        )
+        .unwrap(),
+    );
+    let hub = TestHub::start_with_options(options).await;
+    let own = format!("urn:nld:oin:{OIN}:subsidies");
+
+    // A token still works over HTTPS without a certificate.
+    let anonymous = tls_client(&government, None);
+    let created = Answer::from(
+        anonymous
+            .post(hub.url("/v1/principals"))
+            .bearer_auth(tokens::ADMIN)
+            .json(&json!({"name": "rvo", "roles": ["publisher"], "oin": OIN, "issueToken": false}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+
+    let send = |client: reqwest::Client, id: &str, source: &str| {
+        let request = client
+            .post(hub.url("/v1/events"))
+            .header("content-type", "application/cloudevents+json")
+            .body(event(id, source));
+        async move { Answer::from(request.send().await.unwrap()).await }
+    };
+    let detail = |answer: Answer, status: u16| {
+        answer.assert_problem(status).body["detail"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+
+    // The OIN in a trusted certificate names the principal; it publishes its own sources.
+    let rvo = tls_client(
+        &government,
+        Some(&government.issue("RVO", Some(OIN), false)),
+    );
+    let accepted = send(rvo.clone(), "c-1", &own).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let outside = detail(
+        send(rvo.clone(), "c-2", "urn:nld:oin:00000001823288444000:brp").await,
+        403,
+    );
+    assert!(outside.contains(OIN), "{outside}");
+
+    // The same subject from a CA the hub does not trust.
+    let impostor = tls_client(&government, Some(&rogue.issue("RVO", Some(OIN), false)));
+    let untrusted = detail(send(impostor, "c-3", &own).await, 401);
+    assert!(untrusted.contains("not trusted"), "{untrusted}");
+    // Trusted, but without an OIN; trusted, but an OIN no principal has.
+    let anonymous_org = tls_client(
+        &government,
+        Some(&government.issue("Some service", None, false)),
+    );
+    let without = detail(send(anonymous_org, "c-4", &own).await, 401);
+    assert!(without.contains("no OIN"), "{without}");
+    let stranger = tls_client(
+        &government,
+        Some(&government.issue("Stranger", Some("00000009999999999000"), false)),
+    );
+    let unknown = detail(send(stranger, "c-5", &own).await, 401);
+    assert!(unknown.contains("00000009999999999000"), "{unknown}");
+    // No certificate and no token.
+    let nothing = detail(send(anonymous.clone(), "c-6", &own).await, 401);
+    assert!(nothing.contains("Bearer"), "{nothing}");
+
+    // Disabled: refused at once.
+    let disabled = anonymous
+        .patch(hub.url("/v1/principals/rvo"))
+        .bearer_auth(tokens::ADMIN)
+        .header("content-type", "application/merge-patch+json")
+        .body(json!({"disabled": true}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(disabled.status(), 200);
+    let refused = detail(send(rvo, "c-7", &own).await, 403);
+    assert!(refused.contains("disabled"), "{refused}");
+
+    // Plain HTTP is not served on an HTTPS port.
+    let plain = reqwest::Client::new()
+        .get(format!("http://{}/v1/subscriptions", hub.address))
+        .send()
+        .await;
+    assert!(plain.is_err() || !plain.unwrap().status().is_success());
+}

@@ -232,7 +232,12 @@ impl TestHub {
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.address)
+        let scheme = if self.options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}{path}", self.address)
     }
 
     /// A request with a bearer token.

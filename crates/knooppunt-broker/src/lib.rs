@@ -30,7 +30,7 @@ pub use ingest::{IngestCounters, IngestOptions, MIN_EVENT_BYTES};
 use knooppunt_delivery::Deliverer;
 pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, SinkNetworks};
 use lifecycle::Subscriptions;
-pub use server::ServerLimits;
+pub use server::{ServerLimits, TlsSettings};
 
 /// Everything a hub needs besides its store.
 #[derive(Debug, Clone)]
@@ -52,6 +52,8 @@ pub struct HubOptions {
     pub filter_limits: knooppunt_filter::Limits,
     /// The bounds on inbound connections.
     pub server: ServerLimits,
+    /// HTTPS for the API (and client certificates); plain HTTP when absent.
+    pub tls: Option<TlsSettings>,
     /// How often the hub asks the store whether another hub changed subscriptions (a store
     /// only this hub writes never says so).
     pub resync_interval: std::time::Duration,
@@ -70,6 +72,7 @@ impl HubOptions {
             allow_http_sinks: false,
             filter_limits: knooppunt_filter::Limits::DEFAULT,
             server: ServerLimits::default(),
+            tls: None,
             resync_interval: std::time::Duration::from_secs(1),
         }
     }
@@ -94,6 +97,7 @@ pub(crate) struct AppState {
     pub(crate) allow_http_sinks: bool,
     pub(crate) filter_limits: knooppunt_filter::Limits,
     pub(crate) server: ServerLimits,
+    tls: Option<TlsSettings>,
     shutdown_grace: std::time::Duration,
     resync_interval: std::time::Duration,
     /// Set when the store tells of a subscription change made by another hub.
@@ -165,6 +169,7 @@ impl Hub {
                 allow_http_sinks: options.allow_http_sinks,
                 filter_limits: options.filter_limits,
                 server: options.server,
+                tls: options.tls,
                 shutdown_grace: options.shutdown_grace,
                 resync_interval: options.resync_interval,
                 resync_now: tokio::sync::Notify::new(),
@@ -248,7 +253,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = hub.state.server;
-    let served = server::run(listener, hub.router(), limits, shutdown).await;
+    let tls = hub.state.tls.clone();
+    let served = server::run(listener, hub.router(), limits, tls, shutdown).await;
     hub.stop().await;
     served
 }
@@ -261,7 +267,7 @@ pub async fn serve_metrics(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = hub.state.server;
-    server::run(listener, hub.metrics_router(), limits, shutdown).await
+    server::run(listener, hub.metrics_router(), limits, None, shutdown).await
 }
 
 /// Hands the 410s the delivery workers report to the one writer of subscriptions.

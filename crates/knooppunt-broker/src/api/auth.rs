@@ -163,6 +163,8 @@ pub(crate) struct ClientCertificate {
     pub(crate) oin: Option<String>,
     /// The subject, for messages.
     pub(crate) subject: String,
+    /// Whether it chains to a trusted CA, and why not.
+    pub(crate) trusted: Result<(), String>,
 }
 
 /// The principal a credential named, or why it is refused.
@@ -191,6 +193,17 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         }
         let Some(header) = parts.headers.get(AUTHORIZATION) else {
             if let Some(certificate) = parts.extensions.get::<ClientCertificate>() {
+                if let Err(reason) = &certificate.trusted {
+                    return Err(ApiError::Unauthorized {
+                        detail: format!(
+                            "the client certificate `{}` is not trusted ({reason}); use a \
+                             certificate issued under a CA this hub trusts (PKIoverheid), or \
+                             send `Authorization: Bearer <token>`",
+                            certificate.subject
+                        ),
+                        invalid_token: false,
+                    });
+                }
                 let Some(oin) = &certificate.oin else {
                     return Err(ApiError::Unauthorized {
                         detail: format!(

@@ -13,13 +13,12 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
 use crate::api::API_VERSION;
 
-pub(crate) struct Guarded {
-    stream: TcpStream,
+pub(crate) struct Guarded<S> {
+    stream: S,
     idle: Duration,
     /// Fires `idle` after the last traffic; re-armed lazily when it fires.
     timer: Pin<Box<Sleep>>,
@@ -28,8 +27,8 @@ pub(crate) struct Guarded {
     replacement: Option<(Vec<u8>, usize)>,
 }
 
-impl Guarded {
-    pub(crate) fn new(stream: TcpStream, idle: Duration) -> Guarded {
+impl<S: AsyncRead + AsyncWrite + Unpin> Guarded<S> {
+    pub(crate) fn new(stream: S, idle: Duration) -> Guarded<S> {
         let now = Instant::now();
         Guarded {
             stream,
@@ -139,7 +138,7 @@ fn replacement_for(head: &[u8]) -> Option<Vec<u8>> {
     )
 }
 
-impl AsyncRead for Guarded {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -162,7 +161,7 @@ impl AsyncRead for Guarded {
     }
 }
 
-impl AsyncWrite for Guarded {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -16,6 +16,7 @@
 
 mod body;
 mod connection;
+mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 pub(crate) use body::{limit_body_time, timed_out};
+pub use tls::TlsSettings;
 
 /// The bounds on inbound connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,12 +54,14 @@ impl Default for ServerLimits {
     }
 }
 
-/// Serves `router` on `listener` within `limits` until `shutdown` completes, then lets the
-/// requests in flight finish (kept-alive connections are closed once idle).
+/// Serves `router` on `listener` within `limits` (over TLS with `tls`) until `shutdown`
+/// completes, then lets the requests in flight finish (kept-alive connections are closed
+/// once idle).
 pub(crate) async fn run(
     listener: TcpListener,
     router: axum::Router,
     limits: ServerLimits,
+    tls: Option<TlsSettings>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -66,6 +70,9 @@ pub(crate) async fn run(
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .keep_alive(true);
+    let acceptor = tls
+        .as_ref()
+        .map(|tls| tokio_rustls::TlsAcceptor::from(Arc::clone(&tls.config)));
     tokio::pin!(shutdown);
     loop {
         let slot = tokio::select! {
@@ -86,10 +93,53 @@ pub(crate) async fn run(
             },
         };
         let _ = stream.set_nodelay(true);
-        let io = TokioIo::new(connection::Guarded::new(stream, limits.idle_timeout));
-        let service = TowerToHyperService::new(router.clone());
-        let connection = graceful.watch(http.serve_connection(io, service));
+        let Some(acceptor) = acceptor.clone() else {
+            let io = TokioIo::new(connection::Guarded::new(stream, limits.idle_timeout));
+            let service = TowerToHyperService::new(router.clone());
+            let connection = graceful.watch(http.serve_connection(io, service));
+            tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::debug!(%error, "A connection ended with an error.");
+                }
+                drop(slot);
+            });
+            continue;
+        };
+        // The handshake runs in the connection's task, within the header timeout, so a
+        // slow client holds only its own slot.
+        let (router, http, watcher, tls) = (
+            router.clone(),
+            http.clone(),
+            graceful.watcher(),
+            tls.clone().expect("an acceptor has settings"),
+        );
         tokio::spawn(async move {
+            let handshake =
+                tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await;
+            let stream = match handshake {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "A TLS handshake failed.");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!("A TLS handshake took longer than the header timeout.");
+                    return;
+                }
+            };
+            let client = tls.client(stream.get_ref().1.peer_certificates());
+            let service = tower::ServiceExt::map_request(
+                router,
+                move |mut request: http::Request<hyper::body::Incoming>| {
+                    if let Some(client) = &client {
+                        request.extensions_mut().insert(client.clone());
+                    }
+                    request
+                },
+            );
+            let io = TokioIo::new(connection::Guarded::new(stream, limits.idle_timeout));
+            let connection =
+                watcher.watch(http.serve_connection(io, TowerToHyperService::new(service)));
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "A connection ended with an error.");
             }

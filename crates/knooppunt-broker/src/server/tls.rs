@@ -1,0 +1,264 @@
+//! HTTPS for the API (rustls), optionally asking clients for a certificate. A client
+//! certificate is checked against the trusted CAs (`client_ca`, such as the PKIoverheid
+//! roots) after the handshake rather than in it, so that a client whose certificate is not
+//! trusted gets a problem+json saying so instead of a bare TLS alert; the handshake still
+//! proves that the client holds the certificate's key. A trusted certificate's subject
+//! serialNumber is the organisation's OIN (PKIoverheid), which names the principal.
+
+use std::sync::Arc;
+
+use rustls::DistinguishedName;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+
+use crate::api::auth::ClientCertificate;
+
+/// The API's TLS settings, read from PEM.
+#[derive(Clone)]
+pub struct TlsSettings {
+    pub(crate) config: Arc<rustls::ServerConfig>,
+    /// Checks client certificates after the handshake.
+    pub(crate) verifier: Option<Arc<dyn ClientCertVerifier>>,
+}
+
+impl std::fmt::Debug for TlsSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSettings")
+            .field("client_certificates", &self.verifier.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsSettings {
+    /// The server's certificate chain and key; with `client_ca`, clients are asked for a
+    /// certificate (they may also come without one and use a token).
+    pub fn from_pem(
+        certificate_chain: &[u8],
+        key: &[u8],
+        client_ca: Option<&[u8]>,
+    ) -> Result<TlsSettings, String> {
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(certificate_chain)
+            .collect::<Result<_, _>>()
+            .map_err(|error| format!("the certificate chain is not PEM: {error}"))?;
+        if chain.is_empty() {
+            return Err("the certificate file holds no certificate".into());
+        }
+        let key = PrivateKeyDer::from_pem_slice(key)
+            .map_err(|error| format!("the key file holds no usable private key: {error}"))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|error| format!("cannot set up TLS: {error}"))?;
+        let (builder, verifier) = match client_ca {
+            None => (builder.with_no_client_auth(), None),
+            Some(pem) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for certificate in CertificateDer::pem_slice_iter(pem) {
+                    let certificate = certificate
+                        .map_err(|error| format!("the client CA file is not PEM: {error}"))?;
+                    roots.add(certificate).map_err(|error| {
+                        format!("a client CA certificate is not usable: {error}")
+                    })?;
+                }
+                if roots.is_empty() {
+                    return Err("the client CA file holds no certificate".into());
+                }
+                let strict: Arc<dyn ClientCertVerifier> =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                        .allow_unauthenticated()
+                        .build()
+                        .map_err(|error| format!("cannot check client certificates: {error}"))?;
+                let lenient = Arc::new(CheckAfterwards(Arc::clone(&strict)));
+                (builder.with_client_cert_verifier(lenient), Some(strict))
+            }
+        };
+        let mut config = builder
+            .with_single_cert(chain, key)
+            .map_err(|error| format!("the certificate and key do not fit: {error}"))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(TlsSettings {
+            config: Arc::new(config),
+            verifier,
+        })
+    }
+
+    /// What the client certificate of a finished handshake says, if there was one.
+    pub(crate) fn client(
+        &self,
+        peer: Option<&[CertificateDer<'static>]>,
+    ) -> Option<ClientCertificate> {
+        let verifier = self.verifier.as_ref()?;
+        let (end_entity, intermediates) = peer?.split_first()?;
+        let (subject, oin) = subject(end_entity);
+        let trusted = verifier
+            .verify_client_cert(end_entity, intermediates, UnixTime::now())
+            .map(|_| ())
+            .map_err(|error| error.to_string());
+        Some(ClientCertificate {
+            oin,
+            subject,
+            trusted,
+        })
+    }
+}
+
+/// Asks for a certificate and checks the handshake's signature with it, but leaves the
+/// certificate's trust to [`TlsSettings::client`].
+#[derive(Debug)]
+struct CheckAfterwards(Arc<dyn ClientCertVerifier>);
+
+impl ClientCertVerifier for CheckAfterwards {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.0.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// One DER element: its tag, its contents and what follows it.
+fn element(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (length, rest) = if first < 0x80 {
+        (first as usize, rest)
+    } else {
+        let bytes = (first & 0x7f) as usize;
+        if bytes == 0 || bytes > 4 || rest.len() < bytes {
+            return None;
+        }
+        let length = rest[..bytes]
+            .iter()
+            .fold(0usize, |n, &b| (n << 8) | b as usize);
+        (length, &rest[bytes..])
+    };
+    if rest.len() < length {
+        return None;
+    }
+    Some((tag, &rest[..length], &rest[length..]))
+}
+
+const SEQUENCE: u8 = 0x30;
+const SET: u8 = 0x31;
+/// 2.5.4.3 and 2.5.4.5 as DER object identifier contents.
+const COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
+const SERIAL_NUMBER: &[u8] = &[0x55, 0x04, 0x05];
+
+/// The subject's common name (for messages) and its serialNumber when that is an OIN (20
+/// digits), read from a certificate's DER.
+fn subject(certificate: &[u8]) -> (String, Option<String>) {
+    let read = || -> Option<(Option<String>, Option<String>)> {
+        let (SEQUENCE, certificate, _) = element(certificate)? else {
+            return None;
+        };
+        let (SEQUENCE, mut tbs, _) = element(certificate)? else {
+            return None;
+        };
+        // [0] version, if present; then serial number, signature, issuer, validity.
+        if tbs.first() == Some(&0xa0) {
+            tbs = element(tbs)?.2;
+        }
+        for _ in 0..4 {
+            tbs = element(tbs)?.2;
+        }
+        let (SEQUENCE, mut names, _) = element(tbs)? else {
+            return None;
+        };
+        let (mut common_name, mut serial) = (None, None);
+        while !names.is_empty() {
+            let (SET, mut set, rest) = element(names)? else {
+                return None;
+            };
+            names = rest;
+            while !set.is_empty() {
+                let (SEQUENCE, attribute, rest) = element(set)? else {
+                    return None;
+                };
+                set = rest;
+                let (0x06, oid, value) = element(attribute)? else {
+                    return None;
+                };
+                let (_, text, _) = element(value)?;
+                let text = String::from_utf8_lossy(text).into_owned();
+                match oid {
+                    COMMON_NAME => common_name = Some(text),
+                    SERIAL_NUMBER => serial = Some(text),
+                    _ => {}
+                }
+            }
+        }
+        Some((common_name, serial))
+    };
+    let (common_name, serial) = read().unwrap_or((None, None));
+    let oin = serial.filter(|s| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()));
+    let subject = match (&common_name, &oin) {
+        (Some(cn), Some(oin)) => format!("CN={cn}, serialNumber={oin}"),
+        (Some(cn), None) => format!("CN={cn}"),
+        (None, Some(oin)) => format!("serialNumber={oin}"),
+        (None, None) => "(no readable subject)".into(),
+    };
+    (subject, oin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::element;
+
+    #[test]
+    fn der_lengths_are_bounded() {
+        assert_eq!(
+            element(&[0x30, 0x01, 0xff]),
+            Some((0x30, &[0xff][..], &[][..]))
+        );
+        assert_eq!(element(&[0x30, 0x02, 0xff]), None, "shorter than said");
+        assert_eq!(
+            element(&[0x30, 0x85, 1, 1, 1, 1, 1]),
+            None,
+            "too long a length"
+        );
+        assert_eq!(
+            element(&[0x30, 0x81, 0x01, 0x07]),
+            Some((0x30, &[7][..], &[][..]))
+        );
+        assert_eq!(element(&[0x30]), None);
+    }
+}
