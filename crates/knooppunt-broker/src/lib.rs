@@ -240,6 +240,11 @@ impl Hub {
         routed.pop().unwrap_or_default()
     }
 
+    /// The principals in the store (disabled ones included).
+    pub fn principal_count(&self) -> usize {
+        self.state.principals.list().len()
+    }
+
     pub fn subscription_count(&self) -> usize {
         self.state.subscriptions.len()
     }

@@ -31,8 +31,11 @@ pub(crate) struct Config {
     pub(crate) filters: FiltersConfig,
     /// What the hub logs, and how.
     pub(crate) log: LogConfig,
-    /// The parties that may call the API.
+    /// The parties that may call the API: they seed the store at start (where it lacks
+    /// them); after that, admins manage principals at runtime (`knooppunt principals`).
     pub(crate) principals: Vec<PrincipalConfig>,
+    /// Authorization servers whose access tokens (JWTs, OAuth NL GOV) the hub accepts.
+    pub(crate) issuers: Vec<IssuerConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -60,6 +63,13 @@ pub(crate) struct ServerConfig {
     /// A second address serving `/metrics` without a token (and `/healthz`, `/readyz`),
     /// for a monitoring network; on `listen`, `/metrics` needs the `metrics` role.
     pub(crate) metrics_listen: Option<SocketAddr>,
+    /// HTTPS: a PEM file with the hub's certificate chain (with `tls_key`).
+    pub(crate) tls_certificate: Option<PathBuf>,
+    /// HTTPS: a PEM file with the hub's private key.
+    pub(crate) tls_key: Option<PathBuf>,
+    /// HTTPS: a PEM file of the CAs whose client certificates identify principals (by the
+    /// OIN in the subject's serialNumber), e.g. the PKIoverheid private services CAs.
+    pub(crate) tls_client_ca: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -74,8 +84,37 @@ impl Default for ServerConfig {
             body_timeout: "PT30S".into(),
             idle_timeout: "PT60S".into(),
             metrics_listen: None,
+            tls_certificate: None,
+            tls_key: None,
+            tls_client_ca: None,
         }
     }
+}
+
+/// An authorization server whose access tokens the hub accepts.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct IssuerConfig {
+    /// The `iss` of its tokens.
+    pub(crate) issuer: String,
+    /// Its JWKS (public keys); https, or http on this machine only.
+    pub(crate) jwks_url: String,
+    /// The `aud` a token must have to be for this hub.
+    pub(crate) audience: String,
+    /// The claim naming the principal: `sub` (default), or `client_id`.
+    #[serde(default)]
+    pub(crate) name_claim: Option<String>,
+    /// The claim with the roles: `scope` (default; space-separated) or an array claim.
+    #[serde(default)]
+    pub(crate) roles_claim: Option<String>,
+    /// Claim values and the role each gives; default `knooppunt:publisher` →
+    /// `publisher`, and likewise for `subscriber`, `admin` and `metrics`.
+    #[serde(default)]
+    pub(crate) roles: std::collections::BTreeMap<String, Role>,
+    /// The claim with the organisation's OIN, if the issuer sets one: the principal then
+    /// publishes only `urn:nld:oin:<OIN>:` sources.
+    #[serde(default)]
+    pub(crate) oin_claim: Option<String>,
 }
 
 /// The store's backend.
@@ -504,6 +543,36 @@ pub(crate) fn read_ca_file(path: &Path) -> Result<Vec<u8>, String> {
     }
 }
 
+impl ServerConfig {
+    /// The HTTPS settings, when `tls_certificate` and `tls_key` are set.
+    fn tls(&self) -> anyhow::Result<Option<knooppunt_broker::TlsSettings>> {
+        let read = |key: &str, path: &Path| {
+            std::fs::read(path).map_err(|error| {
+                anyhow::anyhow!("server.{key}: cannot read {}: {error}", path.display())
+            })
+        };
+        let (certificate, key) = match (&self.tls_certificate, &self.tls_key) {
+            (Some(certificate), Some(key)) => {
+                (read("tls_certificate", certificate)?, read("tls_key", key)?)
+            }
+            (None, None) if self.tls_client_ca.is_some() => {
+                bail!(
+                    "server.tls_client_ca: client certificates need HTTPS: set server.tls_certificate and server.tls_key"
+                )
+            }
+            (None, None) => return Ok(None),
+            _ => bail!("server.tls_certificate and server.tls_key: set both for HTTPS, or neither"),
+        };
+        let client_ca = match &self.tls_client_ca {
+            Some(path) => Some(read("tls_client_ca", path)?),
+            None => None,
+        };
+        knooppunt_broker::TlsSettings::from_pem(&certificate, &key, client_ca.as_deref())
+            .map(Some)
+            .map_err(|why| anyhow::anyhow!("server.tls_*: {why}"))
+    }
+}
+
 impl Config {
     /// Reads the file at `path`; a missing file at the default path means the defaults.
     pub(crate) fn load(path: &Path, explicit: bool) -> anyhow::Result<Config> {
@@ -608,7 +677,48 @@ impl Config {
             options.delivery.extra_root_certificates =
                 read_ca_file(path).map_err(|why| anyhow::anyhow!("delivery.ca_file: {why}"))?;
         }
+        options.tls = self.server.tls()?;
         Ok(options)
+    }
+
+    /// The access-token issuers, checked.
+    pub(crate) fn issuers(&self) -> anyhow::Result<Vec<knooppunt_broker::IssuerSettings>> {
+        let mut issuers = Vec::new();
+        for (i, config) in self.issuers.iter().enumerate() {
+            let key = format!("issuers[{i}]");
+            if config.issuer.trim().is_empty() {
+                bail!(
+                    "{key}.issuer: the `iss` of the issuer's tokens, e.g. `https://auth.example.nl/realms/overheid`"
+                );
+            }
+            if config.audience.trim().is_empty() {
+                bail!("{key}.audience: the `aud` tokens for this hub carry");
+            }
+            let url = reqwest::Url::parse(&config.jwks_url).map_err(|error| {
+                anyhow::anyhow!("{key}.jwks_url: `{}`: {error}", config.jwks_url)
+            })?;
+            let local = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+            if url.scheme() != "https" && !(url.scheme() == "http" && local) {
+                bail!("{key}.jwks_url: must be https:// (http:// only on this machine)");
+            }
+            let mut settings = knooppunt_broker::IssuerSettings::new(
+                &config.issuer,
+                &config.jwks_url,
+                &config.audience,
+            );
+            if let Some(claim) = &config.name_claim {
+                settings.name_claim = claim.clone();
+            }
+            if let Some(claim) = &config.roles_claim {
+                settings.roles_claim = claim.clone();
+            }
+            if !config.roles.is_empty() {
+                settings.roles = config.roles.clone();
+            }
+            settings.oin_claim = config.oin_claim.clone();
+            issuers.push(settings);
+        }
+        Ok(issuers)
     }
 
     /// The ingest settings for the hub.
@@ -639,6 +749,7 @@ impl Config {
 
     fn validate(&self) -> anyhow::Result<()> {
         self.hub_options(knooppunt_broker::Authentication::Disabled)?;
+        self.issuers()?;
         self.store.postgres()?;
         let mut names = HashSet::new();
         let mut hashes = HashSet::new();
@@ -720,6 +831,59 @@ mod tests {
         assert_eq!(principals[0].1.name, "gemeente");
         assert!(principals[0].1.has(Role::Subscriber));
         assert_eq!(principals[0].1.subscribe_type_prefixes, ["nl.brp."]);
+    }
+
+    #[test]
+    fn issuers_and_https_settings_are_checked() {
+        let issuer = |url: &str, extra: &str| {
+            Config::parse(&format!(
+                "[[issuers]]\nissuer = \"https://auth.example.nl\"\njwks_url = \"{url}\"\n\
+                 audience = \"knooppunt\"\n{extra}"
+            ))
+        };
+        let config = issuer(
+            "https://auth.example.nl/jwks",
+            "name_claim = \"client_id\"\noin_claim = \"oin\"\n[issuers.roles]\n\"events.publish\" = \"publisher\"\n",
+        )
+        .unwrap();
+        let settings = &config.issuers().unwrap()[0];
+        assert_eq!(settings.name_claim, "client_id");
+        assert_eq!(settings.roles["events.publish"], Role::Publisher);
+        assert_eq!(settings.roles.len(), 1);
+        assert_eq!(settings.oin_claim.as_deref(), Some("oin"));
+        assert!(
+            issuer("http://127.0.0.1:9000/jwks", "").is_ok(),
+            "http on this machine"
+        );
+        let remote = issuer("http://auth.example.nl/jwks", "").unwrap_err();
+        assert!(
+            format!("{remote:#}").contains("issuers[0].jwks_url"),
+            "{remote:#}"
+        );
+        let role = issuer("https://a/j", "[issuers.roles]\n\"x\" = \"root\"\n").unwrap_err();
+        assert!(format!("{role:#}").contains("root"), "{role:#}");
+
+        let half = Config::parse("[server]\ntls_certificate = \"/nonexistent.pem\"\n").unwrap_err();
+        assert!(format!("{half:#}").contains("set both"), "{half:#}");
+        let client_only = Config::parse("[server]\ntls_client_ca = \"/ca.pem\"\n").unwrap_err();
+        assert!(
+            format!("{client_only:#}").contains("need HTTPS"),
+            "{client_only:#}"
+        );
+        let missing = Config::parse(
+            "[server]\ntls_certificate = \"/nonexistent.pem\"\ntls_key = \"/nonexistent.key\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            format!("{missing:#}").contains("server.tls_certificate: cannot read"),
+            "{missing:#}"
+        );
+        let oin = Config::parse(&format!(
+            "[[principals]]\nname = \"a\"\ntoken_sha256 = \"{}\"\nroles = [\"publisher\"]\noin = \"12\"\n",
+            "ab".repeat(32)
+        ))
+        .unwrap_err();
+        assert!(format!("{oin:#}").contains("principals[0].oin"), "{oin:#}");
     }
 
     #[test]

@@ -24,9 +24,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Publishers POST events; subscribers register webhooks through the Subscriptions API; the
 /// hub delivers every matching event. The API is described at /v1/openapi.json.
 ///
-/// `serve` runs the hub. `publish`, `subscriptions` and `dead-letters` talk to a running hub
-/// over its API: give its URL with --url or KNOOPPUNT_URL (default http://127.0.0.1:8080)
-/// and a principal's token with KNOOPPUNT_TOKEN (or --token).
+/// `serve` runs the hub. `publish`, `subscriptions`, `dead-letters` and `principals` talk to
+/// a running hub over its API: give its URL with --url or KNOOPPUNT_URL (default
+/// http://127.0.0.1:8080) and a principal's token with KNOOPPUNT_TOKEN (or --token), or a
+/// client certificate with KNOOPPUNT_IDENTITY_FILE (or --identity-file).
 #[derive(Debug, Parser)]
 #[command(name = "knooppunt", version)]
 struct Cli {
@@ -80,6 +81,10 @@ enum Command {
     /// List and redeliver a subscription's dead letters on a running hub.
     #[command(subcommand)]
     DeadLetters(client::dead_letters::DeadLettersCommand),
+    /// List, create, change and delete the principals that may call a running hub (needs
+    /// the `admin` role).
+    #[command(subcommand)]
+    Principals(client::principals::PrincipalsCommand),
     /// Check CloudEvents in the JSON format against the CloudEvents core specification and
     /// the NL GOV profile, and list every problem found; or, with --store, check the
     /// configuration and that the hub can use its store.
@@ -151,6 +156,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Publish(args) => client::run(client::publish::run(args)),
         Command::Subscriptions(command) => client::run(client::subscriptions::run(command)),
         Command::DeadLetters(command) => client::run(client::dead_letters::run(command)),
+        Command::Principals(command) => client::run(client::principals::run(command)),
         Command::Check {
             store: true,
             config,

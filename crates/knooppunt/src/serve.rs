@@ -42,18 +42,19 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
         }
         Authentication::Disabled
     } else {
-        if config.principals.is_empty() {
-            tracing::warn!(
-                "No principals are configured, so every API request will be refused with 401. \
-                 Add [[principals]] to the configuration (see `knooppunt hash-token`)."
-            );
-        }
-        Authentication::tokens(config.principals())
+        Authentication::tokens(config.principals()).with_issuers(config.issuers()?)
     };
     let options = config.hub_options(authentication)?;
     raise_descriptor_limit(&options)?;
     let (store, location) = open_store(&config).await?;
     let hub = Hub::open(store, options).await?;
+    if !dev_no_auth && hub.principal_count() == 0 && config.issuers.is_empty() {
+        tracing::warn!(
+            "There are no principals and no token issuers, so every API request will be \
+             refused with 401. Add a [[principals]] admin to the configuration (see \
+             `knooppunt hash-token`); it can then create the others at runtime."
+        );
+    }
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;

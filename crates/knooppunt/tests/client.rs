@@ -382,3 +382,90 @@ async fn data_from_a_file_is_text_or_bytes_by_its_content_type() {
     assert_eq!(binary["data_base64"], "AJ+Slg==");
     assert!(hub.terminate().success());
 }
+
+/// `knooppunt principals`: an admin creates a principal whose token (printed once) works at
+/// once, disables it (refused at once), issues a new token and deletes it; and the
+/// principal survives a restart of the hub process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn principals_are_managed_from_the_command_line() {
+    let (hub, dir, _sink) = hub_and_sink().await;
+    let url = hub.url("");
+    let created = succeeded(
+        &knooppunt(
+            &url,
+            &[
+                "principals",
+                "create",
+                "brp",
+                "--role",
+                "publisher",
+                "--oin",
+                "00000001823288444000",
+            ],
+        )
+        .await,
+    );
+    assert!(
+        created.contains("only time the token is shown"),
+        "{created}"
+    );
+    let token = created
+        .lines()
+        .find_map(|l| l.strip_prefix("token: "))
+        .expect("the token is printed")
+        .to_owned();
+    let publish = |url: String, token: String| async move {
+        knooppunt_with(
+            &url,
+            Some(&token),
+            &["publish", "--source", SOURCE, "--type", TYPE, "--id", "p-1"],
+        )
+        .await
+    };
+    succeeded(&publish(url.clone(), token.clone()).await);
+    let listed = succeeded(&knooppunt(&url, &["principals", "list"]).await);
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with("brp "))
+        .expect("listed");
+    assert!(
+        row.contains("00000001823288444000") && row.contains("active"),
+        "{row}"
+    );
+
+    succeeded(&knooppunt(&url, &["principals", "update", "brp", "--disable"]).await);
+    let refused = publish(url.clone(), token.clone()).await;
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("disabled"),
+        "{}",
+        stderr(&refused)
+    );
+    succeeded(&knooppunt(&url, &["principals", "update", "brp", "--enable"]).await);
+
+    let issued = succeeded(&knooppunt(&url, &["principals", "token", "brp"]).await);
+    let fresh = issued
+        .lines()
+        .find_map(|l| l.strip_prefix("token: "))
+        .expect("the new token is printed")
+        .to_owned();
+    assert_eq!(
+        publish(url.clone(), token).await.status.code(),
+        Some(1),
+        "the old token is gone"
+    );
+
+    assert!(hub.terminate().success());
+    let hub =
+        common::HubProcess::start(&dir.path().join("knooppunt.toml"), &dir.path().join("data"));
+    let url = hub.url("");
+    succeeded(&publish(url.clone(), fresh.clone()).await);
+    let shown = succeeded(&knooppunt(&url, &["principals", "show", "brp"]).await);
+    assert!(
+        !shown.contains(&fresh),
+        "the token is never shown again: {shown}"
+    );
+    succeeded(&knooppunt(&url, &["principals", "delete", "brp"]).await);
+    assert_eq!(publish(url, fresh).await.status.code(), Some(1));
+    assert!(hub.terminate().success());
+}

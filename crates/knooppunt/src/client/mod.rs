@@ -1,8 +1,9 @@
-//! The commands that talk to a running hub over its API: `publish`, `subscriptions` and
-//! `dead-letters`. They print what the hub answered for people, or its JSON with `--json`;
+//! The commands that talk to a running hub over its API: `publish`, `subscriptions`,
+//! `dead-letters` and `principals`. They print what the hub answered for people, or its JSON with `--json`;
 //! a refusal prints the hub's problem (every invalid field included) and exits with 1.
 
 pub(crate) mod dead_letters;
+pub(crate) mod principals;
 pub(crate) mod publish;
 pub(crate) mod subscriptions;
 
@@ -16,8 +17,12 @@ use serde_json::Value;
 
 /// The environment variables of the client commands; the hub's configuration leaves them
 /// alone (every other `KNOOPPUNT_` variable is a configuration key).
-pub(crate) const CLIENT_VARIABLES: [&str; 3] =
-    ["KNOOPPUNT_URL", "KNOOPPUNT_TOKEN", "KNOOPPUNT_CA_FILE"];
+pub(crate) const CLIENT_VARIABLES: [&str; 4] = [
+    "KNOOPPUNT_URL",
+    "KNOOPPUNT_TOKEN",
+    "KNOOPPUNT_CA_FILE",
+    "KNOOPPUNT_IDENTITY_FILE",
+];
 
 /// Where the hub is and who is calling.
 #[derive(Debug, Clone, clap::Args)]
@@ -32,6 +37,10 @@ pub(crate) struct Connection {
     /// A PEM file of CA certificates to trust for an https hub, next to the system's.
     #[arg(long, env = "KNOOPPUNT_CA_FILE")]
     pub(crate) ca_file: Option<PathBuf>,
+    /// A PEM file with a client certificate and its key, for a hub that identifies
+    /// principals by certificate (mTLS, PKIoverheid).
+    #[arg(long, env = "KNOOPPUNT_IDENTITY_FILE")]
+    pub(crate) identity_file: Option<PathBuf>,
 }
 
 /// Print the hub's JSON answer instead of a summary.
@@ -74,6 +83,17 @@ impl Client {
             for certificate in reqwest::Certificate::from_pem_bundle(&pem)? {
                 http = http.add_root_certificate(certificate);
             }
+        }
+        if let Some(path) = &connection.identity_file {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("--identity-file: cannot read {}", path.display()))?;
+            let identity = reqwest::Identity::from_pem(&pem).with_context(|| {
+                format!(
+                    "--identity-file: {} must hold a PEM certificate and its private key",
+                    path.display()
+                )
+            })?;
+            http = http.identity(identity);
         }
         Ok(Client {
             http: http.build().context("cannot set up the HTTP client")?,
