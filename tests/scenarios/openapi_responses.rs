@@ -363,5 +363,80 @@ async fn every_answer_is_what_the_document_says() {
             as_kvk(Method::DELETE, &item),
         )
         .await;
-    assert!(check.checked >= 35, "{} answers checked", check.checked);
+
+    // Principals.
+    let as_admin = |method: Method, path: &str| hub.request(method, path, tokens::ADMIN);
+    let principal = json!({"name": "rvo", "roles": ["publisher"], "oin": "00000001003214345000",
+                           "publishSourcePrefixes": ["urn:nld:oin:00000001003214345000:"]});
+    check
+        .check(
+            "post",
+            "/principals",
+            as_admin(Method::POST, "/v1/principals").json(&principal),
+        )
+        .await;
+    for request in [
+        as_admin(Method::POST, "/v1/principals").json(&principal),
+        as_admin(Method::POST, "/v1/principals").json(&json!({"name": "", "roles": []})),
+        as_kvk(Method::POST, "/v1/principals").json(&principal),
+        hub.client.post(hub.url("/v1/principals")).json(&principal),
+    ] {
+        check.check("post", "/principals", request).await;
+    }
+    check
+        .check(
+            "get",
+            "/principals",
+            as_admin(Method::GET, "/v1/principals"),
+        )
+        .await;
+    check
+        .check("get", "/principals", as_kvk(Method::GET, "/v1/principals"))
+        .await;
+    for name in ["rvo", "nobody"] {
+        let path = format!("/v1/principals/{name}");
+        check
+            .check("get", "/principals/{name}", as_admin(Method::GET, &path))
+            .await;
+        check
+            .check(
+                "patch",
+                "/principals/{name}",
+                as_admin(Method::PATCH, &path)
+                    .header("content-type", "application/merge-patch+json")
+                    .body(json!({"disabled": true, "oin": null}).to_string()),
+            )
+            .await;
+        check
+            .check(
+                "post",
+                "/principals/{name}/token",
+                as_admin(Method::POST, &format!("{path}/token")),
+            )
+            .await;
+    }
+    check
+        .check(
+            "patch",
+            "/principals/{name}",
+            as_admin(Method::PATCH, "/v1/principals/rvo").json(&json!({"roles": ["root"]})),
+        )
+        .await;
+    check
+        .check(
+            "patch",
+            "/principals/{name}",
+            as_admin(Method::PATCH, "/v1/principals/admin").json(&json!({"disabled": true})),
+        )
+        .await;
+    for name in ["rvo", "rvo", "admin"] {
+        check
+            .check(
+                "delete",
+                "/principals/{name}",
+                as_admin(Method::DELETE, &format!("/v1/principals/{name}")),
+            )
+            .await;
+    }
+    assert!(check.checked >= 53, "{} answers checked", check.checked);
 }

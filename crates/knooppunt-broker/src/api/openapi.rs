@@ -249,6 +249,194 @@ const UNAVAILABLE: (&str, &str) = (
 const BAD_REQUEST: (&str, &str) = ("400", "The request is invalid; every problem is listed.");
 const NOT_FOUND: (&str, &str) = ("404", "No such subscription is visible to the principal.");
 
+/// `/principals`: paths, operations and schemas.
+fn add_principals(document: &mut Value) {
+    let admin_only: (&str, &str) = ("403", "Only an administrator manages principals.");
+    let no_principal: (&str, &str) = ("404", "There is no principal with this name.");
+    let principal_ref = json!({"$ref": "#/components/schemas/Principal"});
+    let tagged = |mut operation: Value| {
+        operation["tags"] = json!(["principals"]);
+        operation
+    };
+    let body = |schema: &str, media: &str| {
+        let mut extra = Map::new();
+        extra.insert(
+            "requestBody".into(),
+            json!({"required": true, "content": {media: {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}}),
+        );
+        extra
+    };
+    let list = tagged(operation(
+        "listPrincipals",
+        "List every principal, in name order.",
+        (
+            "200",
+            json!({"description": "The principals.", "headers": headers(&[]),
+                   "content": {"application/json": {"schema": {"type": "array", "items": principal_ref.clone()}}}}),
+        ),
+        &[UNAUTHORIZED, admin_only],
+        Map::new(),
+    ));
+    let create = tagged(operation(
+        "createPrincipal",
+        "Create a principal; it can call the API at once, on every hub sharing the store. Unless \
+         `issueToken` is false, the answer holds its bearer token: the only time it is shown.",
+        (
+            "201",
+            json!({"description": "Created. `token` is shown this once.",
+                   "headers": headers(&[("Location", json!({"description": "The new principal.", "schema": {"type": "string"}}))]),
+                   "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreatedPrincipal"}}}}),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            admin_only,
+            ("409", "The name, or the OIN, is another principal's."),
+            UNAVAILABLE,
+        ],
+        body("NewPrincipal", "application/json"),
+    ));
+    let read = tagged(operation(
+        "getPrincipal",
+        "Read a principal (never its token).",
+        (
+            "200",
+            json!({"description": "The principal.", "headers": headers(&[]), "content": {"application/json": {"schema": principal_ref.clone()}}}),
+        ),
+        &[UNAUTHORIZED, admin_only, no_principal],
+        Map::new(),
+    ));
+    let mut patch_body = body("PrincipalChange", "application/merge-patch+json");
+    patch_body["requestBody"]["content"]["application/json"] =
+        patch_body["requestBody"]["content"]["application/merge-patch+json"].clone();
+    let update = tagged(operation(
+        "updatePrincipal",
+        "Change a principal's roles, prefixes, OIN or `disabled` (JSON merge patch, RFC 7396). A disabled \
+         principal is refused from the next request on. Administrators cannot disable or demote themselves.",
+        (
+            "200",
+            json!({"description": "The principal as changed.", "headers": headers(&[]), "content": {"application/json": {"schema": principal_ref.clone()}}}),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            admin_only,
+            no_principal,
+            (
+                "409",
+                "The OIN is another principal's, or the change would lock the caller out.",
+            ),
+            UNAVAILABLE,
+        ],
+        patch_body,
+    ));
+    let delete = tagged(operation(
+        "deletePrincipal",
+        "Delete a principal: its credentials stop working at once. Its subscriptions stay.",
+        (
+            "204",
+            json!({"description": "Deleted.", "headers": headers(&[])}),
+        ),
+        &[
+            UNAUTHORIZED,
+            admin_only,
+            no_principal,
+            ("409", "Administrators cannot delete themselves."),
+            UNAVAILABLE,
+        ],
+        Map::new(),
+    ));
+    let token = tagged(operation(
+        "issuePrincipalToken",
+        "Issue a new bearer token for a principal; the old one stops working at once. The answer is the \
+         only time the token is shown.",
+        (
+            "200",
+            json!({"description": "The new token.", "headers": headers(&[]),
+            "content": {"application/json": {"schema": {"type": "object", "required": ["name", "token"], "properties": {
+                "name": {"type": "string"},
+                "token": {"type": "string", "description": "The bearer token; shown only here."}
+            }}}}}),
+        ),
+        &[BAD_REQUEST, UNAUTHORIZED, admin_only, no_principal, UNAVAILABLE],
+        Map::new(),
+    ));
+    let name_parameter = json!([{
+        "name": "name", "in": "path", "required": true,
+        "description": "The principal's name.", "schema": {"type": "string"}
+    }]);
+    let paths = document["paths"].as_object_mut().expect("paths");
+    paths.insert("/principals".into(), json!({"get": list, "post": create}));
+    paths.insert(
+        "/principals/{name}".into(),
+        json!({"parameters": name_parameter.clone(), "get": read, "patch": update, "delete": delete}),
+    );
+    paths.insert(
+        "/principals/{name}/token".into(),
+        json!({"parameters": name_parameter, "post": token}),
+    );
+    let roles = json!({"type": "array", "items": {"type": "string", "enum": ["publisher", "subscriber", "admin", "metrics"]},
+                       "description": "What it may do: publish events, manage its own subscriptions, manage everything, read /metrics."});
+    let prefixes = |what: &str| json!({"type": "array", "maxItems": 50, "items": {"type": "string", "minLength": 1, "maxLength": 256}, "description": what});
+    let oin = json!({"type": "string", "nullable": true, "pattern": "^[0-9]{20}$",
+                     "description": "The OIN of its organisation: it then publishes only `urn:nld:oin:<OIN>:` sources, and a trusted client certificate whose subject serialNumber is this OIN identifies it. One OIN names one principal."});
+    let principal = json!({
+        "type": "object",
+        "description": "A party that may call the API.",
+        "required": ["name", "roles", "subscribeTypePrefixes", "publishSourcePrefixes", "oin", "disabled", "hasToken", "origin", "createdAt", "updatedAt"],
+        "properties": {
+            "name": {"type": "string", "example": "gemeente-utrecht"},
+            "roles": roles.clone(),
+            "subscribeTypePrefixes": prefixes("The event types it may subscribe to; empty: any."),
+            "publishSourcePrefixes": prefixes("The sources it may publish; empty: any."),
+            "oin": oin.clone(),
+            "disabled": {"type": "boolean", "description": "Refused on every request while true."},
+            "hasToken": {"type": "boolean", "description": "Whether it has a bearer token (never shown after it was issued)."},
+            "origin": {"type": "string", "enum": ["api", "configuration"], "description": "Created over the API, or seeded from the hub's configuration file."},
+            "createdAt": {"type": "string", "format": "date-time"},
+            "updatedAt": {"type": "string", "format": "date-time"}
+        }
+    });
+    let mut created = principal.clone();
+    created["description"] =
+        json!("The principal just created, with its token when one was issued.");
+    created["properties"]["token"] =
+        json!({"type": "string", "description": "Its bearer token: shown only in this answer."});
+    let new_principal = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["name", "roles"],
+        "properties": {
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,100}$"},
+            "roles": roles.clone(),
+            "subscribeTypePrefixes": prefixes("The event types it may subscribe to; empty or left out: any."),
+            "publishSourcePrefixes": prefixes("The sources it may publish; empty or left out: any."),
+            "oin": oin.clone(),
+            "disabled": {"type": "boolean", "default": false},
+            "issueToken": {"type": "boolean", "default": true, "description": "false: no bearer token (the principal uses a client certificate or an access token)."}
+        }
+    });
+    let change = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "description": "The members to change; `oin: null` removes the OIN.",
+        "properties": {
+            "roles": roles,
+            "subscribeTypePrefixes": prefixes("The event types it may subscribe to; empty: any."),
+            "publishSourcePrefixes": prefixes("The sources it may publish; empty: any."),
+            "oin": oin,
+            "disabled": {"type": "boolean"}
+        }
+    });
+    let schemas = document["components"]["schemas"]
+        .as_object_mut()
+        .expect("schemas");
+    schemas.insert("Principal".into(), principal);
+    schemas.insert("CreatedPrincipal".into(), created);
+    schemas.insert("NewPrincipal".into(), new_principal);
+    schemas.insert("PrincipalChange".into(), change);
+}
+
 fn operation(
     id: &str,
     summary: &str,
@@ -551,15 +739,19 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
         DIALECTS.join(", ")
     );
 
-    json!({
+    let mut document = json!({
         "openapi": "3.0.3",
         "info": {
             "title": "Knooppunt",
             "version": API_VERSION,
             "description": "Knooppunt is a CloudEvents 1.0 event hub following the NL GOV profile for CloudEvents. \
                             Subscribers register subscriptions (CloudEvents Subscriptions API); the hub delivers \
-                            every matching event to their webhook. Every endpoint but this document needs \
-                            `Authorization: Bearer <token>`.",
+                            every matching event to their webhook. Every endpoint but this document needs a \
+                            principal: `Authorization: Bearer <token>` with a token the hub issued, or with an \
+                            access token (JWT) of an authorization server the hub trusts (OAuth NL GOV), or, on a \
+                            hub serving HTTPS with client certificates, a PKIoverheid client certificate whose \
+                            subject serialNumber is the OIN of a principal (mutual TLS; OpenAPI 3.0 has no scheme \
+                            for it).",
             "contact": {"name": "Knooppunt maintainers", "email": "knooppunt@example.nl", "url": "https://example.nl/knooppunt"}
         },
         "servers": [{"url": BASE_PATH, "description": "This hub."}],
@@ -567,9 +759,10 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
             {"name": "events", "description": "Publishing events."},
             {"name": "subscriptions", "description": "Subscriptions: what to deliver where."},
             {"name": "dead letters", "description": "Deliveries the hub gave up on."},
+            {"name": "principals", "description": "Who may call the API (administrators)."},
             {"name": "api", "description": "This description of the API."}
         ],
-        "security": [{"bearerAuth": []}],
+        "security": [{"bearerAuth": []}, {"accessToken": []}],
         "paths": {
             "/events": {"post": publish_operation()},
             "/subscriptions": {
@@ -627,7 +820,8 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
         },
         "components": {
             "securitySchemes": {
-                "bearerAuth": {"type": "http", "scheme": "bearer", "description": "A token of a principal in the hub's configuration."}
+                "bearerAuth": {"type": "http", "scheme": "bearer", "description": "A token the hub issued to a principal (shown once when an administrator creates the principal or issues a new token; the hub keeps only its SHA-256), or one configured in the hub's file."},
+                "accessToken": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "An access token (OAuth NL GOV profile) of an authorization server the hub trusts: signed RS256, PS256 or ES256 with a key of the issuer's JWKS, with the hub's audience, not expired. A claim names the principal (`sub` by default) and scopes give its roles (`knooppunt:publisher`, `knooppunt:subscriber`, `knooppunt:admin`, `knooppunt:metrics` by default)."}
             },
             "schemas": {
                 "Subscription": {
@@ -743,5 +937,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                 "Problem": problem_schema()
             }
         }
-    })
+    });
+    add_principals(&mut document);
+    document
 }
