@@ -158,6 +158,65 @@ async fn two_hubs_share_subscriptions_events_and_deliveries() {
         "both hubs deliver: {by_a} and {by_b} attempts"
     );
     eprintln!("routed after {routed_after:?}; attempts by A {by_a}, by B {by_b}");
+
+    // A principal created on hub A works on hub B within a second; disabled on A, it is
+    // refused on B within a second.
+    let created = client
+        .post(a.url("/v1/principals"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"name": "rvo", "roles": ["publisher"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let token = created.json::<Value>().await.unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let status_on_b = |id: String| {
+        let (client, token, url) = (client.clone(), token.clone(), b.url("/v1/events"));
+        async move {
+            client
+                .post(url)
+                .bearer_auth(token)
+                .header("content-type", "application/cloudevents+json")
+                .body(event(&id).to_string())
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let until = |wanted: u16, what: &'static str| {
+        let status_on_b = &status_on_b;
+        async move {
+            let started = Instant::now();
+            let mut n = 0;
+            loop {
+                n += 1;
+                if status_on_b(format!("{what}-{n}")).await == wanted {
+                    return started.elapsed();
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(1),
+                    "hub B did not see the principal {what} on hub A within a second"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let seen_after = until(202, "created").await;
+    let disabled = client
+        .patch(a.url("/v1/principals/rvo"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"disabled": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(disabled.status(), 200);
+    let refused_after = until(403, "disabled").await;
+    eprintln!("principal seen on B after {seen_after:?}, disabled after {refused_after:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

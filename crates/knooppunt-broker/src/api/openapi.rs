@@ -358,7 +358,13 @@ fn add_principals(document: &mut Value) {
                 "token": {"type": "string", "description": "The bearer token; shown only here."}
             }}}}}),
         ),
-        &[BAD_REQUEST, UNAUTHORIZED, admin_only, no_principal, UNAVAILABLE],
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            admin_only,
+            no_principal,
+            UNAVAILABLE,
+        ],
         Map::new(),
     ));
     let name_parameter = json!([{
