@@ -612,3 +612,217 @@ async fn client_certificates_identify_principals_by_their_oin() {
         .await;
     assert!(plain.is_err() || !plain.unwrap().status().is_success());
 }
+
+/// An OAuth token endpoint (client credentials) on 127.0.0.1: issues `tok-1`, `tok-2`, ...
+/// to `knooppunt-hub` with secret `s3cret`, and counts what it issued.
+struct TokenEndpoint {
+    url: String,
+    issued: Arc<AtomicUsize>,
+}
+
+impl TokenEndpoint {
+    async fn start() -> TokenEndpoint {
+        let issued = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&issued);
+        let router = axum::Router::new().route(
+            "/token",
+            axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
+                let counted = Arc::clone(&counted);
+                async move {
+                    let basic = format!(
+                        "Basic {}",
+                        base64::engine::general_purpose::STANDARD.encode("knooppunt-hub:s3cret")
+                    );
+                    let authorized = headers
+                        .get("authorization")
+                        .is_some_and(|v| v.to_str().unwrap() == basic);
+                    if !authorized
+                        || !body.contains("grant_type=client_credentials")
+                        || !body.contains("scope=events.write")
+                    {
+                        return (
+                            axum::http::StatusCode::UNAUTHORIZED,
+                            axum::Json(json!({"error": "invalid_client", "error_description": "unknown client or secret"})),
+                        );
+                    }
+                    let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+                    (
+                        axum::http::StatusCode::OK,
+                        axum::Json(json!({"access_token": format!("tok-{n}"), "token_type": "Bearer", "expires_in": 3600})),
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        TokenEndpoint { url, issued }
+    }
+}
+
+#[tokio::test]
+async fn deliveries_present_a_client_certificate_and_fetched_access_tokens() {
+    use knooppunt_tests::sink::{Reply, Sink};
+    use std::time::Duration;
+
+    let organisation = TestCa::new("Test PKIoverheid Private Services CA");
+    let (certificate, private_key) =
+        organisation.issue("knooppunt.test", Some("00000001823288444000"), false);
+    let sink = Sink::start_mtls(organisation.pem().as_bytes()).await;
+    let tokens = TokenEndpoint::start().await;
+    let mut options = test_options();
+    options.delivery.extra_root_certificates = knooppunt_tests::sink::test_ca_pem();
+    let hub = TestHub::start_with_options(options).await;
+    let config = json!({"initialBackoff": "PT0.05S", "maxBackoff": "PT0.1S"});
+    let credential = |secret: &str| {
+        json!({"credentialtype": "CLIENTCREDENTIALS", "tokenurl": tokens.url,
+               "clientid": "knooppunt-hub", "clientsecret": secret, "scope": "events.write"})
+    };
+    let subscription = json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.rvo.subsidie.toegekend"],
+        "sinkcredential": credential("s3cret"), "config": config,
+        "clientcertificate": {"certificate": certificate, "privatekey": private_key}});
+
+    // Not a certificate: refused, saying which member.
+    let mut broken = subscription.clone();
+    broken["clientcertificate"]["certificate"] = json!("-----BEGIN CERTIFICATE-----\nnope\n");
+    let refused = call(
+        &hub,
+        Method::POST,
+        "/v1/subscriptions",
+        tokens::KVK,
+        Some(broken),
+    )
+    .await
+    .assert_problem(400);
+    assert!(
+        refused
+            .invalid_params()
+            .iter()
+            .any(|p| p.starts_with("clientcertificate")),
+        "{}",
+        refused.body
+    );
+
+    // The handshake and the deliveries present the certificate (the sink requires one).
+    let created = call(
+        &hub,
+        Method::POST,
+        "/v1/subscriptions",
+        tokens::KVK,
+        Some(subscription.clone()),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["state"], "active", "{}", created.body);
+    assert_eq!(created.body["clientcertificate"]["privatekey"], "********");
+    assert!(created.body.get("sinkcredential").is_none(), "write-only");
+    assert!(!created.body.to_string().contains("s3cret"));
+    let id = created.body["id"].as_str().unwrap().to_owned();
+
+    let own = format!("urn:nld:oin:{OIN}:subsidies");
+    for n in 0..3 {
+        assert_eq!(
+            publish(&hub, tokens::PUBLISHER, &format!("o-{n}"), &own)
+                .await
+                .status,
+            202
+        );
+    }
+    let delivered = sink.wait_for(3, Duration::from_secs(10)).await;
+    for delivery in &delivered {
+        assert_eq!(delivery.header("authorization"), Some("Bearer tok-1"));
+    }
+    assert_eq!(
+        tokens.issued.load(Ordering::SeqCst),
+        1,
+        "one token for all deliveries"
+    );
+
+    // The sink refuses the token: the next attempt fetches a new one.
+    sink.answer([Reply::status(401)]);
+    assert_eq!(
+        publish(&hub, tokens::PUBLISHER, "o-3", &own).await.status,
+        202
+    );
+    let delivered = sink.wait_for(5, Duration::from_secs(10)).await;
+    assert_eq!(delivered[3].header("authorization"), Some("Bearer tok-1"));
+    assert_eq!(delivered[4].header("authorization"), Some("Bearer tok-2"));
+    assert_eq!(delivered[4].json()["id"], "o-3");
+
+    // A replacement that sends the key back as `********` keeps the stored key.
+    let mut replacement = subscription.clone();
+    replacement["clientcertificate"]["privatekey"] = json!("********");
+    let replaced = call(
+        &hub,
+        Method::PUT,
+        &format!("/v1/subscriptions/{id}"),
+        tokens::KVK,
+        Some(replacement),
+    )
+    .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert_eq!(
+        publish(&hub, tokens::PUBLISHER, "o-4", &own).await.status,
+        202
+    );
+    let delivered = sink.wait_for(6, Duration::from_secs(10)).await;
+    assert_eq!(delivered[5].json()["id"], "o-4");
+
+    // Without a certificate the sink cannot be reached: the handshake fails.
+    let mut without = subscription.clone();
+    without.as_object_mut().unwrap().remove("clientcertificate");
+    let pending = call(
+        &hub,
+        Method::POST,
+        "/v1/subscriptions",
+        tokens::KVK,
+        Some(without),
+    )
+    .await;
+    assert_eq!(pending.status, 201, "{}", pending.body);
+    assert_eq!(pending.body["state"], "pending", "{}", pending.body);
+
+    // A wrong secret: the attempt fails saying what the token endpoint answered.
+    let plain = Sink::start().await;
+    let wrong = json!({"sink": plain.url, "protocol": "HTTP", "types": ["nl.rvo.subsidie.toegekend"],
+        "sinkcredential": credential("wrong"), "config": {"maxAttempts": "1"}});
+    let created = call(
+        &hub,
+        Method::POST,
+        "/v1/subscriptions",
+        tokens::KVK,
+        Some(wrong),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let wrong_id = created.body["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        publish(&hub, tokens::PUBLISHER, "o-5", &own).await.status,
+        202
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let read = call(
+            &hub,
+            Method::GET,
+            &format!("/v1/subscriptions/{wrong_id}"),
+            tokens::KVK,
+            None,
+        )
+        .await;
+        if let Some(error) = read.body["lastDelivery"]["error"].as_str() {
+            assert!(error.contains("invalid_client"), "{error}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no attempt: {}",
+            read.body
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        plain.deliveries().is_empty(),
+        "nothing was sent without a token"
+    );
+}

@@ -106,7 +106,15 @@ impl Sink {
     pub async fn start_tls() -> Sink {
         let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("https://{}/hook", tcp.local_addr().unwrap());
-        Sink::serve(TlsListener::new(tcp), url)
+        Sink::serve(TlsListener::new(tcp, None), url)
+    }
+
+    /// The same over HTTPS that requires a client certificate issued under `client_ca`
+    /// (PEM): a delivery without one never arrives (mutual TLS).
+    pub async fn start_mtls(client_ca: &[u8]) -> Sink {
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}/hook", tcp.local_addr().unwrap());
+        Sink::serve(TlsListener::new(tcp, Some(client_ca)), url)
     }
 
     fn serve<L: axum::serve::Listener>(listener: L, url: String) -> Sink
@@ -254,7 +262,7 @@ struct TlsListener {
 }
 
 impl TlsListener {
-    fn new(tcp: tokio::net::TcpListener) -> TlsListener {
+    fn new(tcp: tokio::net::TcpListener, client_ca: Option<&[u8]>) -> TlsListener {
         use tokio_rustls::rustls;
         use tokio_rustls::rustls::pki_types::pem::PemObject;
         use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -262,12 +270,26 @@ impl TlsListener {
         let chain = vec![CertificateDer::from_pem_file(fixture("sink.pem")).unwrap()];
         let key = PrivateKeyDer::from_pem_file(fixture("sink.key")).unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
+        let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
             .unwrap();
+        let builder = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(pem) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for certificate in CertificateDer::pem_slice_iter(pem) {
+                    roots.add(certificate.unwrap()).unwrap();
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .build()
+                .unwrap();
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let config = builder.with_single_cert(chain, key).unwrap();
         TlsListener {
             tcp,
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),

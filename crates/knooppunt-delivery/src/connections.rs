@@ -7,9 +7,13 @@
 //!   and the least recently used pool with nothing in flight is dropped (closing its
 //!   connections) when another sink needs one.
 //!
-//! So the hub never holds more than `max_connections + max_idle_sinks * max_idle_per_sink`
-//! outbound sockets ([`ConnectionLimits::max_sockets`]), whatever the number of
-//! subscriptions. A waiting request counts against its attempt's timeout.
+//! - a subscription with a client certificate (mutual TLS) gets a client of its own per
+//!   sink and certificate, at most `max_idle_sinks` of them (least recently used dropped),
+//!   under the same permits.
+//!
+//! So the hub never holds more than `max_connections + 2 * max_idle_sinks *
+//! max_idle_per_sink` outbound sockets ([`ConnectionLimits::max_sockets`]), whatever the
+//! number of subscriptions. A waiting request counts against its attempt's timeout.
 //!
 //! Each sink also has a health ([`Gate`]), shared by every subscription that delivers to it:
 //! - a `Retry-After` (429 or 503) pauses the sink until then (http-webhook.md: no further
@@ -30,6 +34,7 @@ use tokio::time::Instant;
 use rustls_pki_types::CertificateDer;
 
 use crate::address::{AddressRefused, GuardedResolver, SinkNetworks};
+use knooppunt_store::ClientCertificate;
 use rustls_pki_types::pem::PemObject;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -124,9 +129,10 @@ impl Health {
 }
 
 impl ConnectionLimits {
-    /// The most outbound sockets these limits allow.
+    /// The most outbound sockets these limits allow: those in flight, and the idle ones of
+    /// the sinks' pools and of as many clients with a client certificate.
     pub fn max_sockets(&self) -> usize {
-        self.max_connections + self.max_idle_sinks * self.max_idle_per_sink
+        self.max_connections + 2 * self.max_idle_sinks * self.max_idle_per_sink
     }
 }
 
@@ -141,6 +147,12 @@ struct Pool {
 /// The hub's outbound connections.
 pub(crate) struct Connections {
     tls: rustls::ClientConfig,
+    /// The CAs sinks' certificates are checked against (for clients with a certificate).
+    roots: Arc<rustls::RootCertStore>,
+    /// Clients that present a subscription's client certificate, by sink and certificate
+    /// (the whole PEM texts: no two subscriptions' certificates can be confused), each with
+    /// when it was last used; at most `max_idle_sinks` of them.
+    identities: Mutex<HashMap<String, (reqwest::Client, u64)>>,
     /// Where requests may go; also the resolver of every pool's client.
     networks: Arc<SinkNetworks>,
     limits: ConnectionLimits,
@@ -172,8 +184,47 @@ fn sink_key_of(url: &str) -> String {
     reqwest::Url::parse(url).map_or_else(|_| url.to_owned(), |u| sink_key(&u))
 }
 
-/// The TLS settings of every pool: the operating system's CA certificates plus `extra_pem`.
-fn tls_config(extra_pem: &[u8]) -> Result<rustls::ClientConfig, String> {
+/// The TLS settings of a client: the roots, and a client certificate if one is given.
+fn client_tls(
+    roots: &Arc<rustls::RootCertStore>,
+    identity: Option<&ClientCertificate>,
+) -> Result<rustls::ClientConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| format!("cannot set up TLS: {error}"))?
+        .with_root_certificates(Arc::clone(roots));
+    let mut config = match identity {
+        None => builder.with_no_client_auth(),
+        Some(identity) => {
+            let chain: Vec<CertificateDer<'static>> =
+                CertificateDer::pem_slice_iter(identity.certificate.as_bytes())
+                    .collect::<Result<_, _>>()
+                    .map_err(|error| format!("the client certificate is not PEM: {error}"))?;
+            if chain.is_empty() {
+                return Err("the client certificate holds no PEM certificate".into());
+            }
+            let key =
+                rustls_pki_types::PrivateKeyDer::from_pem_slice(identity.private_key.as_bytes())
+                    .map_err(|error| {
+                        format!("the private key is not a PEM private key: {error}")
+                    })?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|error| format!("the client certificate cannot be used: {error}"))?
+        }
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Whether a client certificate and key can be presented to sinks (PEM, a key that fits).
+pub fn check_client_certificate(identity: &ClientCertificate) -> Result<(), String> {
+    client_tls(&Arc::new(rustls::RootCertStore::empty()), Some(identity)).map(drop)
+}
+
+/// The CAs of every pool: the operating system's CA certificates plus `extra_pem`.
+fn roots(extra_pem: &[u8]) -> Result<rustls::RootCertStore, String> {
     let mut roots = rustls::RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     roots.add_parsable_certificates(native.certs);
@@ -190,14 +241,7 @@ fn tls_config(extra_pem: &[u8]) -> Result<rustls::ClientConfig, String> {
                 .map_err(|error| format!("an extra CA certificate is not usable: {error}"))?;
         }
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|error| format!("cannot set up TLS: {error}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+    Ok(roots)
 }
 
 impl Connections {
@@ -214,8 +258,11 @@ impl Connections {
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(format!("the connection limit {name} must be at least 1"));
         }
+        let roots = Arc::new(roots(extra_root_certificates)?);
         let connections = Connections {
-            tls: tls_config(extra_root_certificates)?,
+            tls: client_tls(&roots, None)?,
+            roots,
+            identities: Mutex::new(HashMap::new()),
             networks: Arc::new(networks),
             limits,
             global: Arc::new(Semaphore::new(limits.max_connections)),
@@ -228,9 +275,13 @@ impl Connections {
     }
 
     fn client(&self) -> Result<reqwest::Client, String> {
+        self.client_with(self.tls.clone())
+    }
+
+    fn client_with(&self, tls: rustls::ClientConfig) -> Result<reqwest::Client, String> {
         reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
-            .use_preconfigured_tls(self.tls.clone())
+            .use_preconfigured_tls(tls)
             .dns_resolver(Arc::new(GuardedResolver(Arc::clone(&self.networks))))
             .pool_max_idle_per_host(self.limits.max_idle_per_sink)
             .pool_idle_timeout(self.limits.idle_timeout)
@@ -354,14 +405,60 @@ impl Connections {
         }
     }
 
-    /// Waits up to `within` for the permits to send a request to `url`.
-    pub(crate) async fn acquire(&self, url: &str, within: Duration) -> Result<Permit, String> {
+    /// A client for `url` presenting `identity`, made (and the least recently used one
+    /// dropped past `max_idle_sinks`) if needed; the pool's own client without one.
+    pub(crate) fn client_for(
+        &self,
+        url: &reqwest::Url,
+        identity: Option<&ClientCertificate>,
+    ) -> Result<reqwest::Client, String> {
+        let Some(identity) = identity else {
+            return Ok(self.pool(sink_key(url))?.client.clone());
+        };
+        let key = format!(
+            "{}\n{}\n{}",
+            sink_key(url),
+            identity.certificate,
+            identity.private_key
+        );
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        let mut identities = self.identities.lock().expect("identities lock");
+        if let Some((client, last_used)) = identities.get_mut(&key) {
+            *last_used = now;
+            return Ok(client.clone());
+        }
+        if identities.len() >= self.limits.max_idle_sinks {
+            let oldest = identities
+                .iter()
+                .min_by_key(|(_, (_, last_used))| *last_used)
+                .map(|(key, _)| key.clone());
+            if let Some(oldest) = oldest {
+                identities.remove(&oldest);
+            }
+        }
+        let client = self.client_with(client_tls(&self.roots, Some(identity))?)?;
+        identities.insert(key, (client.clone(), now));
+        Ok(client)
+    }
+
+    /// Waits up to `within` for the permits to send a request to `url`, with a client that
+    /// presents `identity` if given.
+    pub(crate) async fn acquire(
+        &self,
+        url: &str,
+        within: Duration,
+        identity: Option<&ClientCertificate>,
+    ) -> Result<Permit, String> {
         let parsed = reqwest::Url::parse(url)
             .map_err(|error| format!("the sink URL is invalid: {error}"))?;
         if self.networks.refuses_literal(&parsed) {
             return Err(AddressRefused.to_string());
         }
         let pool = self.pool(sink_key(&parsed))?;
+        let client = match identity {
+            None => pool.client.clone(),
+            Some(_) => self.client_for(&parsed, identity)?,
+        };
         let wait = async {
             let sink = Arc::clone(&pool.permits).acquire_owned().await;
             let global = Arc::clone(&self.global).acquire_owned().await;
@@ -369,7 +466,7 @@ impl Connections {
         };
         match tokio::time::timeout(within, wait).await {
             Ok((Ok(sink), Ok(global))) => Ok(Permit {
-                client: pool.client.clone(),
+                client,
                 _sink: sink,
                 _global: global,
             }),
@@ -484,34 +581,61 @@ mod tests {
     #[tokio::test]
     async fn per_sink_and_global_limits_hold() {
         let connections = Connections::new(limits(), &[], SinkNetworks::default()).unwrap();
-        let a1 = connections.acquire("http://a.test/x", SHORT).await.unwrap();
-        let _a2 = connections.acquire("http://a.test/y", SHORT).await.unwrap();
-        let refused = connections.acquire("http://a.test:80/z", SHORT).await;
+        let a1 = connections
+            .acquire("http://a.test/x", SHORT, None)
+            .await
+            .unwrap();
+        let _a2 = connections
+            .acquire("http://a.test/y", SHORT, None)
+            .await
+            .unwrap();
+        let refused = connections.acquire("http://a.test:80/z", SHORT, None).await;
         assert!(refused.err().unwrap().contains("2 per sink"));
-        let _b1 = connections.acquire("http://b.test/", SHORT).await.unwrap();
-        let refused = connections.acquire("http://b.test/", SHORT).await;
+        let _b1 = connections
+            .acquire("http://b.test/", SHORT, None)
+            .await
+            .unwrap();
+        let refused = connections.acquire("http://b.test/", SHORT, None).await;
         assert!(
             refused.err().unwrap().contains("3 in all"),
             "the global limit"
         );
         drop(a1);
-        assert!(connections.acquire("http://b.test/", SHORT).await.is_ok());
+        assert!(
+            connections
+                .acquire("http://b.test/", SHORT, None)
+                .await
+                .is_ok()
+        );
     }
 
     #[tokio::test]
     async fn idle_pools_are_bounded_and_busy_ones_kept() {
         let connections = Connections::new(limits(), &[], SinkNetworks::default()).unwrap();
-        let busy = connections.acquire("http://a.test/", SHORT).await.unwrap();
-        drop(connections.acquire("http://b.test/", SHORT).await.unwrap());
-        drop(connections.acquire("http://c.test/", SHORT).await.unwrap());
+        let busy = connections
+            .acquire("http://a.test/", SHORT, None)
+            .await
+            .unwrap();
+        drop(
+            connections
+                .acquire("http://b.test/", SHORT, None)
+                .await
+                .unwrap(),
+        );
+        drop(
+            connections
+                .acquire("http://c.test/", SHORT, None)
+                .await
+                .unwrap(),
+        );
         assert_eq!(connections.pools(), 2, "b's idle pool made way for c");
-        let again = connections.acquire("http://a.test/", SHORT).await;
+        let again = connections.acquire("http://a.test/", SHORT, None).await;
         assert!(again.is_ok(), "a kept its pool while busy");
         drop(busy);
         assert_eq!(
             connections.limits.max_sockets(),
-            3 + 2,
-            "in flight plus idle"
+            3 + 2 * 2,
+            "in flight, plus idle in the sinks' pools and the clients with a certificate"
         );
     }
 }

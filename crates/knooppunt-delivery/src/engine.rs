@@ -116,6 +116,8 @@ impl std::fmt::Debug for Deliverer {
 pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) connections: Connections,
+    /// Access tokens of subscriptions with client credentials.
+    pub(crate) tokens: crate::tokens::Tokens,
     pub(crate) origin: HeaderValue,
     pub(crate) options: DeliveryOptions,
     pub(crate) workers: Mutex<HashMap<String, Worker>>,
@@ -163,6 +165,7 @@ impl Deliverer {
             inner: Arc::new(Inner {
                 store,
                 connections,
+                tokens: Default::default(),
                 origin,
                 options,
                 workers: Mutex::new(HashMap::new()),
@@ -262,11 +265,22 @@ impl Deliverer {
         self.inner.options.sink_networks.check_sink(sink).await
     }
 
-    /// Sends the validation handshake for a subscription.
-    pub async fn handshake(&self, sink: &str, callback: &str) -> Handshake {
+    /// Sends the validation handshake for a subscription (presenting its client certificate,
+    /// if it has one).
+    pub async fn handshake(
+        &self,
+        sink: &str,
+        callback: &str,
+        identity: Option<&knooppunt_store::ClientCertificate>,
+    ) -> Handshake {
         let started = tokio::time::Instant::now();
         let timeout = self.inner.options.handshake_timeout;
-        let permit = match self.inner.connections.acquire(sink, timeout).await {
+        let permit = match self
+            .inner
+            .connections
+            .acquire(sink, timeout, identity)
+            .await
+        {
             Ok(permit) => permit,
             Err(why) => return Handshake::Failed(why),
         };

@@ -14,9 +14,10 @@ mod connections;
 pub mod engine;
 pub mod outcome;
 pub mod sink;
+mod tokens;
 mod worker;
 
 pub use address::{AddressRefused, SinkNetworks};
-pub use connections::ConnectionLimits;
+pub use connections::{ConnectionLimits, check_client_certificate};
 pub use engine::{Deliverer, DeliveryOptions, Gone, LastDelivery, Observer, Unobserved, now_ms};
 pub use sink::{Handshake, REDACTED, redact_sink};

@@ -106,9 +106,11 @@ pub fn credential_problem(
     })
 }
 
-/// The `Authorization` header for a sink credential.
+/// The `Authorization` header for a sink credential (client credentials: the token
+/// fetched for it, given to [`deliver`]).
 fn authorization(credential: &SinkCredential) -> Option<HeaderValue> {
     let value = match credential {
+        SinkCredential::ClientCredentials { .. } => return None,
         SinkCredential::Plain { identifier, secret } => format!(
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode(format!("{identifier}:{secret}"))
@@ -119,13 +121,15 @@ fn authorization(credential: &SinkCredential) -> Option<HeaderValue> {
     HeaderValue::try_from(value).ok()
 }
 
-/// Sends one delivery and reports how it ended.
+/// Sends one delivery and reports how it ended; `bearer` is the access token fetched for
+/// the subscription's client credentials.
 pub async fn deliver(
     client: &reqwest::Client,
     subscription: &Subscription,
     origin: &HeaderValue,
     message: HttpMessage,
     timeout: Duration,
+    bearer: Option<&str>,
 ) -> Response {
     let method = subscription
         .protocol_settings
@@ -147,6 +151,9 @@ pub async fn deliver(
         .as_ref()
         .and_then(authorization)
     {
+        headers.insert(http::header::AUTHORIZATION, value);
+    }
+    if let Some(Ok(value)) = bearer.map(|token| HeaderValue::try_from(format!("Bearer {token}"))) {
         headers.insert(http::header::AUTHORIZATION, value);
     }
     headers.extend(message.headers);

@@ -145,7 +145,7 @@ pub(crate) async fn run(
             // connections hold a request in memory. The wait counts against the timeout.
             let started = std::time::Instant::now();
             let permit = tokio::select! {
-                permit = inner.connections.acquire(&subscription.sink, config.timeout) => permit,
+                permit = inner.connections.acquire(&subscription.sink, config.timeout, subscription.client_certificate.as_ref()) => permit,
                 // Its lease runs out and it is tried again (after a restart, at once).
                 _ = stop.changed() => break,
                 _ = retired.changed() => break,
@@ -239,6 +239,40 @@ fn hop_headers(headers: &mut http::HeaderMap, trace: &(TraceContext, u64)) {
     }
 }
 
+/// The access token for a subscription with client credentials (and its credential, to
+/// forget the token if the sink refuses it); `None` for other subscriptions.
+async fn bearer_token(
+    inner: &Inner,
+    subscription: &Subscription,
+    within: std::time::Duration,
+) -> Result<Option<(crate::tokens::Credential, String)>, String> {
+    let Some(knooppunt_store::SinkCredential::ClientCredentials {
+        token_url,
+        client_id,
+        client_secret,
+        scope,
+    }) = &subscription.sink_credential
+    else {
+        return Ok(None);
+    };
+    let credential = crate::tokens::Credential {
+        token_url: token_url.clone(),
+        client_id: client_id.clone(),
+        client_secret: client_secret.clone(),
+        scope: scope.clone(),
+    };
+    let token = inner
+        .tokens
+        .token(
+            &inner.connections,
+            &credential,
+            subscription.client_certificate.as_ref(),
+            within,
+        )
+        .await?;
+    Ok(Some((credential, token)))
+}
+
 /// A delivery, its event, and the trace context of its hop.
 type Sending = (Delivery, Arc<StoredEvent>, Option<(TraceContext, u64)>);
 
@@ -268,10 +302,30 @@ async fn send_and_record(
             }
             let response = match permit {
                 Ok(permit) => {
-                    sent = true;
                     let timeout = config.timeout.saturating_sub(started.elapsed());
-                    let client = &permit.client;
-                    sink::deliver(client, subscription, &inner.origin, message, timeout).await
+                    match bearer_token(inner, subscription, timeout).await {
+                        Ok(bearer) => {
+                            sent = true;
+                            let client = &permit.client;
+                            let response = sink::deliver(
+                                client,
+                                subscription,
+                                &inner.origin,
+                                message,
+                                timeout.saturating_sub(started.elapsed()),
+                                bearer.as_ref().map(|(_, token)| token.as_str()),
+                            )
+                            .await;
+                            // Refused: the next attempt gets a new token.
+                            if let (Response::Status { code: 401, .. }, Some((credential, _))) =
+                                (&response, &bearer)
+                            {
+                                inner.tokens.forget(credential);
+                            }
+                            response
+                        }
+                        Err(why) => Response::Failed(why),
+                    }
                 }
                 Err(why) => Response::Failed(why),
             };

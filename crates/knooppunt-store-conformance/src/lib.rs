@@ -65,6 +65,7 @@ pub fn subscription(id: &str) -> Subscription {
         allowed_rate: None,
         validation_problem: None,
         disabled_reason: None,
+        client_certificate: None,
     }
 }
 
@@ -150,6 +151,16 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
     );
     let mut changed = subscription("a");
     changed.sink = "https://other.example.nl/".into();
+    changed.sink_credential = Some(knooppunt_store::SinkCredential::ClientCredentials {
+        token_url: "https://auth.example.nl/token".into(),
+        client_id: "knooppunt".into(),
+        client_secret: "s3cret".into(),
+        scope: Some("events".into()),
+    });
+    changed.client_certificate = Some(knooppunt_store::ClientCertificate {
+        certificate: "-----BEGIN CERTIFICATE-----".into(),
+        private_key: "-----BEGIN PRIVATE KEY-----".into(),
+    });
     assert!(store.update_subscription(&changed).await.unwrap());
     assert!(
         !store
@@ -167,8 +178,9 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
         .collect();
     assert_eq!(ids, ["a", "b"], "listed in id order, durable");
     assert_eq!(
-        store.subscription("a").await.unwrap().unwrap().sink,
-        "https://other.example.nl/"
+        store.subscription("a").await.unwrap().unwrap(),
+        changed,
+        "every field as written"
     );
     assert_eq!(
         store.delete_subscription("b").await.unwrap().unwrap().id,

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    Attempt, DeliveryChange, HttpSettings, SinkCredential, StoredPrincipal, Subscription,
-    SubscriptionConfig, SubscriptionState, Validation, Verdict,
+    Attempt, ClientCertificate, DeliveryChange, HttpSettings, SinkCredential, StoredPrincipal,
+    Subscription, SubscriptionConfig, SubscriptionState, Validation, Verdict,
 };
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +30,8 @@ pub(crate) struct SubscriptionRecord {
     #[serde(default)]
     protocol_settings: HttpSettingsRecord,
     sink_credential: Option<CredentialRecord>,
+    #[serde(default)]
+    client_certificate: Option<ClientCertificateRecord>,
     #[serde(default)]
     config: BTreeMap<String, String>,
     created_at: u64,
@@ -67,6 +69,18 @@ enum CredentialRecord {
         accesstokentype: Option<String>,
         accesstokenexpiresutc: Option<String>,
     },
+    ClientCredentials {
+        token_url: String,
+        client_id: String,
+        client_secret: String,
+        scope: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ClientCertificateRecord {
+    certificate: String,
+    private_key: String,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
@@ -114,7 +128,25 @@ impl From<&Subscription> for SubscriptionRecord {
                     accesstokentype,
                     accesstokenexpiresutc,
                 },
+                SinkCredential::ClientCredentials {
+                    token_url,
+                    client_id,
+                    client_secret,
+                    scope,
+                } => CredentialRecord::ClientCredentials {
+                    token_url,
+                    client_id,
+                    client_secret,
+                    scope,
+                },
             }),
+            client_certificate: s
+                .client_certificate
+                .as_ref()
+                .map(|c| ClientCertificateRecord {
+                    certificate: c.certificate.clone(),
+                    private_key: c.private_key.clone(),
+                }),
             config: s.config.values().clone(),
             created_at: s.created_at,
             updated_at: s.updated_at,
@@ -163,6 +195,21 @@ impl From<SubscriptionRecord> for Subscription {
                     accesstokentype,
                     accesstokenexpiresutc,
                 },
+                CredentialRecord::ClientCredentials {
+                    token_url,
+                    client_id,
+                    client_secret,
+                    scope,
+                } => SinkCredential::ClientCredentials {
+                    token_url,
+                    client_id,
+                    client_secret,
+                    scope,
+                },
+            }),
+            client_certificate: r.client_certificate.map(|c| ClientCertificate {
+                certificate: c.certificate,
+                private_key: c.private_key,
             }),
             config: SubscriptionConfig::stored(r.config),
             created_at: r.created_at,

@@ -35,6 +35,7 @@ fn subscription(id: &str) -> Subscription {
         allowed_rate: None,
         validation_problem: None,
         disabled_reason: None,
+        client_certificate: None,
     }
 }
 

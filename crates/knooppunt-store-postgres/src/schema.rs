@@ -115,6 +115,8 @@ const MIGRATIONS: &[&str] = &[
         updated_at bigint NOT NULL
     );
     "#,
+    // 3: the client certificate a subscription's deliveries present (mutual TLS).
+    "ALTER TABLE subscriptions ADD COLUMN client_certificate jsonb;",
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

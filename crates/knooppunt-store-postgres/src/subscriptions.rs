@@ -1,12 +1,12 @@
 //! Subscriptions as rows of table `subscriptions`: scalar fields as columns, the nested
-//! ones (types, filters, headers, credential, config) as jsonb. This is the backend's own
+//! ones (types, filters, headers, credential, config, client certificate) as jsonb. This is the backend's own
 //! record format.
 
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    HttpSettings, SinkCredential, StoreError, Subscription, SubscriptionConfig, SubscriptionState,
-    Validation,
+    ClientCertificate, HttpSettings, SinkCredential, StoreError, Subscription, SubscriptionConfig,
+    SubscriptionState, Validation,
 };
 use serde_json::{Value, json};
 use tokio_postgres::Row;
@@ -15,11 +15,11 @@ use tokio_postgres::types::ToSql;
 /// The columns, in the order of [`params`].
 pub(crate) const COLUMNS: &str = "id, owner, sink, protocol, source, types, filters, headers, \
     method, credential, config, created_at, updated_at, state, validated_by, validation_token, \
-    allowed_rate, validation_problem, disabled_reason";
+    allowed_rate, validation_problem, disabled_reason, client_certificate";
 
-/// `$1, ..., $19`.
+/// `$1, ..., $20`.
 pub(crate) const PLACEHOLDERS: &str =
-    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19";
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20";
 
 /// The values of a row, owned, in the order of [`COLUMNS`].
 pub(crate) struct Params {
@@ -42,10 +42,11 @@ pub(crate) struct Params {
     allowed_rate: Option<i32>,
     validation_problem: Option<String>,
     disabled_reason: Option<String>,
+    client_certificate: Option<Value>,
 }
 
 impl Params {
-    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 19] {
+    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 20] {
         [
             &self.id,
             &self.owner,
@@ -66,6 +67,7 @@ impl Params {
             &self.allowed_rate,
             &self.validation_problem,
             &self.disabled_reason,
+            &self.client_certificate,
         ]
     }
 }
@@ -94,6 +96,15 @@ pub(crate) fn params(s: &Subscription) -> Params {
                 "accesstokentype": accesstokentype,
                 "accesstokenexpiresutc": accesstokenexpiresutc,
             }),
+            SinkCredential::ClientCredentials {
+                token_url,
+                client_id,
+                client_secret,
+                scope,
+            } => json!({
+                "credentialtype": "CLIENTCREDENTIALS", "token_url": token_url,
+                "client_id": client_id, "client_secret": client_secret, "scope": scope,
+            }),
         }),
         config: json!(s.config.values()),
         created_at: s.created_at as i64,
@@ -104,6 +115,10 @@ pub(crate) fn params(s: &Subscription) -> Params {
         allowed_rate: s.allowed_rate.map(|r| r as i32),
         validation_problem: s.validation_problem.clone(),
         disabled_reason: s.disabled_reason.clone(),
+        client_certificate: s
+            .client_certificate
+            .as_ref()
+            .map(|c| json!({"certificate": c.certificate, "private_key": c.private_key})),
     }
 }
 
@@ -144,7 +159,22 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
                 accesstokentype: text(&c, "accesstokentype"),
                 accesstokenexpiresutc: text(&c, "accesstokenexpiresutc"),
             },
+            Some("CLIENTCREDENTIALS") => SinkCredential::ClientCredentials {
+                token_url: text(&c, "token_url").unwrap_or_default(),
+                client_id: text(&c, "client_id").unwrap_or_default(),
+                client_secret: text(&c, "client_secret").unwrap_or_default(),
+                scope: text(&c, "scope"),
+            },
             _ => return Err(corrupt(&id, "credential")),
+        }),
+    };
+    let client_certificate = match row.get::<_, Option<Value>>(19) {
+        None => None,
+        Some(c) => Some(ClientCertificate {
+            certificate: text(&c, "certificate")
+                .ok_or_else(|| corrupt(&id, "client_certificate"))?,
+            private_key: text(&c, "private_key")
+                .ok_or_else(|| corrupt(&id, "client_certificate"))?,
         }),
     };
     let config = strings(row.get(10)).ok_or_else(|| corrupt(&id, "config"))?;
@@ -182,6 +212,7 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
         allowed_rate: row.get::<_, Option<i32>>(16).map(|r| r as u32),
         validation_problem: row.get(17),
         disabled_reason: row.get(18),
+        client_certificate,
         id,
     })
 }

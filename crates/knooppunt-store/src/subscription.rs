@@ -25,6 +25,9 @@ pub struct Subscription {
     pub protocol_settings: HttpSettings,
     /// Kept to authenticate deliveries; never returned by the API.
     pub sink_credential: Option<SinkCredential>,
+    /// The client certificate the hub presents to the sink (mutual TLS); its private key is
+    /// never returned by the API.
+    pub client_certificate: Option<ClientCertificate>,
     /// The `config` map with every default applied, and its typed settings.
     pub config: SubscriptionConfig,
     /// Milliseconds since the Unix epoch.
@@ -180,6 +183,22 @@ pub enum SinkCredential {
         accesstokentype: Option<String>,
         accesstokenexpiresutc: Option<String>,
     },
+    /// OAuth 2.0 client credentials (RFC 6749 section 4.4): the hub gets an access token
+    /// from `token_url` (authenticating with HTTP Basic), keeps it until it expires and
+    /// sends it as `Authorization: Bearer`.
+    ClientCredentials {
+        token_url: String,
+        client_id: String,
+        client_secret: String,
+        scope: Option<String>,
+    },
+}
+
+/// A client certificate chain and its private key, both PEM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCertificate {
+    pub certificate: String,
+    pub private_key: String,
 }
 
 /// Whether deliveries carry the event in structured or binary content mode.

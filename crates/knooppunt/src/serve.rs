@@ -148,7 +148,7 @@ fn raise_descriptor_limit(options: &knooppunt_broker::HubOptions) -> anyhow::Res
     if hard < needed {
         anyhow::bail!(
             "the open-file limit is {hard} but the connection limits need {needed} descriptors \
-             (server.max_connections + delivery.max_connections + delivery.max_idle_sinks × \
+             (server.max_connections + delivery.max_connections + 2 × delivery.max_idle_sinks × \
              delivery.max_idle_per_sink + {RESERVED_DESCRIPTORS}): raise the limit (ulimit -n, \
              LimitNOFILE= for systemd, --ulimit nofile= for Docker) or lower those settings"
         );

@@ -304,8 +304,9 @@ fn serve_raises_a_low_soft_descriptor_limit_to_what_its_limits_need() {
     let config =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/knooppunt.toml");
     let hub = common::HubProcess::spawn(serve_under_ulimit("-Sn 300", &config, data.path()));
-    // 1024 inbound + 512 outbound + 128 sinks × 32 idle + 256 reserved.
-    assert_eq!(soft_nofile(hub.child.id()), 5888);
+    // 1024 inbound + 512 outbound + 2 × 128 pools (sinks, and clients with a client
+    // certificate) × 32 idle + 256 reserved.
+    assert_eq!(soft_nofile(hub.child.id()), 9984);
     assert!(
         hub.log()
             .iter()

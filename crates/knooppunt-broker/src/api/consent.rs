@@ -50,7 +50,11 @@ pub(crate) async fn handshake(
     );
     let answer = state
         .deliverer
-        .handshake(&subscription.sink, &callback)
+        .handshake(
+            &subscription.sink,
+            &callback,
+            subscription.client_certificate.as_ref(),
+        )
         .await;
     let id = subscription.id.clone();
     let changed = update(state, &id, |current| {

@@ -844,6 +844,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                         "filters": {"type": "array", "items": {"$ref": "#/components/schemas/Filter"}, "description": "Filters that must all match."},
                         "protocolsettings": {"$ref": "#/components/schemas/HttpSettings"},
                         "sinkcredential": {"$ref": "#/components/schemas/SinkCredential"},
+                        "clientcertificate": {"$ref": "#/components/schemas/ClientCertificate"},
                         "config": {"$ref": "#/components/schemas/Config"},
                         "state": {"type": "string", "readOnly": true, "enum": ["active", "pending", "disabled"],
                                   "description": "`active`: deliveries flow. `pending`: the sink has not consented yet (validation \
@@ -906,7 +907,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                     }
                 },
                 "SinkCredential": {
-                    "description": "How the hub authenticates at the sink (Subscriptions API 3.2.3). Write-only: never returned. \
+                    "description": "How the hub authenticates at the sink (Subscriptions API 3.2.3, and CLIENTCREDENTIALS). Write-only: never returned. \
                                     ACCESSTOKEN is sent as `Authorization: Bearer <accesstoken>` until `accesstokenexpiresutc`; after \
                                     it, nothing is sent and the events become dead letters saying so. PLAIN is sent as HTTP Basic. \
                                     REFRESHTOKEN is not supported.",
@@ -926,6 +927,24 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                         },
                         {
                             "type": "object",
+                            "title": "CLIENTCREDENTIALS",
+                            "writeOnly": true,
+                            "additionalProperties": false,
+                            "description": "OAuth 2.0 client credentials (RFC 6749 section 4.4): the hub fetches an access token from `tokenurl` \
+                                            (HTTP Basic with the id and secret, presenting the subscription's client certificate if it has one), \
+                                            keeps it until shortly before it expires, fetches a new one when the sink answers 401, and sends it \
+                                            as `Authorization: Bearer`. `tokenurl` follows the rules of `sink` (https; the same address checks).",
+                            "required": ["credentialtype", "tokenurl", "clientid", "clientsecret"],
+                            "properties": {
+                                "credentialtype": {"type": "string", "enum": ["CLIENTCREDENTIALS"]},
+                                "tokenurl": {"type": "string", "format": "uri"},
+                                "clientid": {"type": "string", "minLength": 1},
+                                "clientsecret": {"type": "string", "minLength": 1},
+                                "scope": {"type": "string", "minLength": 1, "description": "Space-separated scopes to ask for."}
+                            }
+                        },
+                        {
+                            "type": "object",
                             "title": "PLAIN",
                             "writeOnly": true,
                             "additionalProperties": false,
@@ -937,6 +956,18 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                             }
                         }
                     ]
+                },
+                "ClientCertificate": {
+                    "type": "object",
+                    "description": "The client certificate the hub presents to the sink (mutual TLS, e.g. PKIoverheid), in the handshake, \
+                                    the deliveries and the token requests of CLIENTCREDENTIALS. Both PEM. `privatekey` is write-only: it \
+                                    reads as `********`, and a replacement that sends `********` back with the same certificate keeps it.",
+                    "additionalProperties": false,
+                    "required": ["certificate", "privatekey"],
+                    "properties": {
+                        "certificate": {"type": "string", "description": "The certificate, then any intermediates (PEM).", "maxLength": 65536},
+                        "privatekey": {"type": "string", "description": "Its private key (PEM, PKCS#8, PKCS#1 or SEC1).", "maxLength": 65536}
+                    }
                 },
                 "Config": config_schema(defaults),
                 "CloudEvent": cloud_event_schema(),

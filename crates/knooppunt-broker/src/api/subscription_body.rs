@@ -9,8 +9,8 @@ use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_event::validate::syntax;
 use knooppunt_filter::{Criteria, Filter};
 use knooppunt_store::{
-    ConfigDefaults, HttpSettings, SinkCredential, Subscription, SubscriptionConfig,
-    SubscriptionState,
+    ClientCertificate, ConfigDefaults, HttpSettings, SinkCredential, Subscription,
+    SubscriptionConfig, SubscriptionState,
 };
 use serde_json::{Map, Value, json};
 
@@ -28,10 +28,11 @@ pub(crate) struct SubscriptionInput {
     pub(crate) criteria: Criteria,
     pub(crate) protocol_settings: HttpSettings,
     pub(crate) sink_credential: Option<SinkCredential>,
+    pub(crate) client_certificate: Option<ClientCertificate>,
     pub(crate) config: SubscriptionConfig,
 }
 
-const MEMBERS: [&str; 9] = [
+const MEMBERS: [&str; 10] = [
     "id",
     "sink",
     "protocol",
@@ -40,6 +41,7 @@ const MEMBERS: [&str; 9] = [
     "filters",
     "protocolsettings",
     "sinkcredential",
+    "clientcertificate",
     "config",
 ];
 
@@ -222,6 +224,13 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
 
     let protocol_settings = read_protocol_settings(object.get("protocolsettings"), &mut problems);
     let sink_credential = read_sink_credential(object.get("sinkcredential"), &mut problems);
+    if let Some(SinkCredential::ClientCredentials { token_url, .. }) = &sink_credential
+        && let Err(why) = check_sink(token_url, rules.allow_http_sinks)
+    {
+        problems.add("sinkcredential.tokenurl", why);
+    }
+    let client_certificate =
+        read_client_certificate(object.get("clientcertificate"), &mut problems);
 
     let config = string_map(
         object.get("config").unwrap_or(&Value::Null),
@@ -254,8 +263,59 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
         filters,
         protocol_settings,
         sink_credential,
+        client_certificate,
         config: config.expect("checked"),
     })
+}
+
+/// `clientcertificate`: the certificate (chain) and private key the hub presents to the sink,
+/// both PEM. A `privatekey` of `********` stands for the stored key (on a replacement).
+fn read_client_certificate(
+    value: Option<&Value>,
+    problems: &mut Problems,
+) -> Option<ClientCertificate> {
+    let object = match value {
+        None | Some(Value::Null) => return None,
+        Some(Value::Object(object)) => object,
+        Some(_) => {
+            problems.add(
+                "clientcertificate",
+                "must be an object with `certificate` and `privatekey` (PEM)",
+            );
+            return None;
+        }
+    };
+    for name in object.keys() {
+        if name != "certificate" && name != "privatekey" {
+            problems.add(
+                format!("clientcertificate.{name}"),
+                "unknown member; a client certificate has certificate and privatekey",
+            );
+        }
+    }
+    let text = |name: &str, problems: &mut Problems| match object.get(name) {
+        Some(Value::String(text)) if !text.is_empty() && text.len() <= 64 * 1024 => {
+            Some(text.clone())
+        }
+        _ => {
+            problems.add(
+                format!("clientcertificate.{name}"),
+                "is required: PEM text of at most 64 KiB",
+            );
+            None
+        }
+    };
+    let identity = ClientCertificate {
+        certificate: text("certificate", problems)?,
+        private_key: text("privatekey", problems)?,
+    };
+    if identity.private_key != knooppunt_delivery::REDACTED
+        && let Err(why) = knooppunt_delivery::check_client_certificate(&identity)
+    {
+        problems.add("clientcertificate", why);
+        return None;
+    }
+    Some(identity)
 }
 
 /// An absolute `https` URL with a host (http-webhook.md §2: "HTTPS MUST be used for the
@@ -356,6 +416,13 @@ fn is_reserved_header(name: &str) -> bool {
 
 /// The members each credential type has (subscriptions spec 3.2.3).
 const PLAIN_MEMBERS: [&str; 3] = ["credentialtype", "identifier", "secret"];
+const CLIENTCREDENTIALS_MEMBERS: [&str; 5] = [
+    "credentialtype",
+    "tokenurl",
+    "clientid",
+    "clientsecret",
+    "scope",
+];
 const ACCESSTOKEN_MEMBERS: [&str; 4] = [
     "credentialtype",
     "accesstoken",
@@ -442,26 +509,53 @@ fn read_sink_credential(value: Option<&Value>, problems: &mut Problems) -> Optio
                 accesstokenexpiresutc: expires,
             })
         }
+        Some("CLIENTCREDENTIALS") => {
+            members(&CLIENTCREDENTIALS_MEMBERS, problems);
+            let token_url = required("tokenurl", problems);
+            let client_id = required("clientid", problems);
+            let client_secret = required("clientsecret", problems);
+            let scope = match object.get("scope") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(scope)) if !scope.is_empty() => Some(scope.clone()),
+                Some(_) => {
+                    problems.add(
+                        "sinkcredential.scope",
+                        "must be a non-empty string (space-separated scopes)",
+                    );
+                    None
+                }
+            };
+            Some(SinkCredential::ClientCredentials {
+                token_url: token_url?,
+                client_id: client_id?,
+                client_secret: client_secret?,
+                scope,
+            })
+        }
         Some("REFRESHTOKEN") => {
             problems.add(
                 "sinkcredential.credentialtype",
                 "`REFRESHTOKEN` is not supported: this hub does not trade refresh tokens for \
-                 access tokens; send an `ACCESSTOKEN` (with `accesstokenexpiresutc`) and \
-                 replace it before it expires, or use `PLAIN`",
+                 access tokens; use `CLIENTCREDENTIALS` (the hub fetches and renews tokens \
+                 itself), or send an `ACCESSTOKEN` (with `accesstokenexpiresutc`) and replace \
+                 it before it expires, or use `PLAIN`",
             );
             None
         }
         Some(other) => {
             problems.add(
                 "sinkcredential.credentialtype",
-                format!("unknown credential type `{other}`; use `ACCESSTOKEN` or `PLAIN`"),
+                format!(
+                    "unknown credential type `{other}`; use `ACCESSTOKEN`, `CLIENTCREDENTIALS` \
+                     or `PLAIN`"
+                ),
             );
             None
         }
         None => {
             problems.add(
                 "sinkcredential.credentialtype",
-                "is required: `ACCESSTOKEN` or `PLAIN`",
+                "is required: `ACCESSTOKEN`, `CLIENTCREDENTIALS` or `PLAIN`",
             );
             None
         }
@@ -512,6 +606,12 @@ pub(crate) fn representation(subscription: &Subscription, last: Option<LastDeliv
             "method": settings.method.as_deref().unwrap_or("POST"),
         }),
     );
+    if let Some(identity) = &subscription.client_certificate {
+        object.insert(
+            "clientcertificate".into(),
+            json!({"certificate": identity.certificate, "privatekey": knooppunt_delivery::REDACTED}),
+        );
+    }
     object.insert("config".into(), json!(subscription.config.values()));
     object.insert("state".into(), json!(subscription.state.as_str()));
     if let Some(by) = subscription.validated_by {

@@ -47,6 +47,19 @@ fn keep_secrets(input: &mut SubscriptionInput, existing: &Subscription) -> Resul
             )),
         }
     }
+    if let Some(identity) = &mut input.client_certificate
+        && identity.private_key == REDACTED
+    {
+        match &existing.client_certificate {
+            Some(stored) if stored.certificate == identity.certificate => {
+                identity.private_key.clone_from(&stored.private_key)
+            }
+            _ => problems.push(InvalidParam::new(
+                "clientcertificate.privatekey",
+                format!("`{REDACTED}` stands for the stored key of the same certificate, and there is none: send the key"),
+            )),
+        }
+    }
     if problems.is_empty() {
         Ok(())
     } else {
@@ -144,6 +157,7 @@ fn build(id: String, owner: String, input: SubscriptionInput, created_at: u64) -
         filters: input.filters,
         protocol_settings: input.protocol_settings,
         sink_credential: input.sink_credential,
+        client_certificate: input.client_certificate,
         config: input.config,
         created_at,
         updated_at: now_ms(),
@@ -172,6 +186,19 @@ pub(crate) async fn create(
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "create subscriptions")?;
     let input = read_body(&state, &body)?;
+    if input
+        .client_certificate
+        .as_ref()
+        .is_some_and(|identity| identity.private_key == knooppunt_delivery::REDACTED)
+    {
+        return Err(ApiError::invalid(
+            "the subscription has problems; see invalidParams",
+            vec![InvalidParam::new(
+                "clientcertificate.privatekey",
+                "a new subscription has no stored key: send the private key (PEM)",
+            )],
+        ));
+    }
     check_type_permission(&caller, &input)?;
     check_sink_address(&state, &input).await?;
     let criteria = input.criteria.clone();
