@@ -313,14 +313,92 @@ fn claims(scope: &str) -> Value {
            "scope": scope, "iat": now(), "exp": now() + 300, "oin": OIN})
 }
 
+/// An RSA signing key (made by `openssl`, which Debian's ca-certificates brings along: ring
+/// signs with RSA keys but does not make them) and its public JWK.
+struct RsaKey {
+    kid: String,
+    pair: ring::rsa::KeyPair,
+}
+
+impl RsaKey {
+    fn new(kid: &str) -> RsaKey {
+        let output = std::process::Command::new("openssl")
+            .args([
+                "genpkey",
+                "-algorithm",
+                "RSA",
+                "-pkeyopt",
+                "rsa_keygen_bits:2048",
+                "-outform",
+                "DER",
+            ])
+            .output()
+            .expect("openssl makes the test's RSA key (apt install openssl)");
+        assert!(output.status.success());
+        RsaKey {
+            kid: kid.into(),
+            // OpenSSL 3 writes PKCS#1; others PKCS#8.
+            pair: ring::rsa::KeyPair::from_der(&output.stdout)
+                .or_else(|_| ring::rsa::KeyPair::from_pkcs8(&output.stdout))
+                .unwrap(),
+        }
+    }
+
+    fn jwk(&self) -> Value {
+        let public: ring::rsa::PublicKeyComponents<Vec<u8>> = self.pair.public().into();
+        json!({"kty": "RSA", "use": "sig", "kid": self.kid,
+               "n": URL_SAFE_NO_PAD.encode(&public.n), "e": URL_SAFE_NO_PAD.encode(&public.e)})
+    }
+
+    /// Signed with RS256 or PS256.
+    fn sign(&self, alg: &str, claims: &Value) -> String {
+        let header = json!({"alg": alg, "typ": "at+jwt", "kid": self.kid});
+        let message = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header.to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let padding: &dyn ring::signature::RsaEncoding = if alg == "PS256" {
+            &signature::RSA_PSS_SHA256
+        } else {
+            &signature::RSA_PKCS1_SHA256
+        };
+        let mut signature = vec![0; self.pair.public().modulus_len()];
+        self.pair
+            .sign(
+                padding,
+                &SystemRandom::new(),
+                message.as_bytes(),
+                &mut signature,
+            )
+            .unwrap();
+        format!("{message}.{}", URL_SAFE_NO_PAD.encode(signature))
+    }
+}
+
 #[tokio::test]
 async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
     let key = SigningKey::new("key-1");
     let jwks = Jwks::start(vec![key.jwk()]).await;
     let mut issuer = IssuerSettings::new(ISSUER, &jwks.url, AUDIENCE);
     issuer.oin_claim = Some("oin".into());
+    // A second issuer, with RSA keys and its own claims: `client_id` names the principal
+    // and an array claim holds its own role names.
+    const SECOND: &str = "https://login.example.nl/oauth2";
+    let rsa = RsaKey::new("rsa-1");
+    let second_jwks = Jwks::start(vec![rsa.jwk()]).await;
+    let mut second = IssuerSettings::new(SECOND, &second_jwks.url, AUDIENCE);
+    second.name_claim = "client_id".into();
+    second.roles_claim = "roles".into();
+    second.roles = [(
+        "Events.Publish".to_owned(),
+        knooppunt_broker::Role::Publisher,
+    )]
+    .into();
     let options = HubOptions {
-        authentication: test_options().authentication.with_issuers(vec![issuer]),
+        authentication: test_options()
+            .authentication
+            .with_issuers(vec![issuer, second]),
         ..test_options()
     };
     let hub = TestHub::start_with_options(options).await;
@@ -428,6 +506,32 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
     assert!(
         jwks.fetches.load(Ordering::SeqCst) <= fetches + 2,
         "at most one more fetch for unknown key ids"
+    );
+
+    // The second issuer's tokens, RS256 and PS256; its role names are its own.
+    let second_claims = json!({"iss": SECOND, "aud": AUDIENCE, "client_id": "svc-kvk",
+                               "roles": ["Events.Publish"], "exp": now() + 300});
+    for alg in ["RS256", "PS256"] {
+        let answer = publish(
+            &hub,
+            &rsa.sign(alg, &second_claims),
+            &format!("r-{alg}"),
+            "urn:x",
+        )
+        .await;
+        assert_eq!(answer.status, 202, "{alg}: {}", answer.body);
+    }
+    let mut unmapped = second_claims.clone();
+    unmapped["roles"] = json!(["knooppunt:publisher"]);
+    publish(&hub, &rsa.sign("RS256", &unmapped), "r-3", "urn:x")
+        .await
+        .assert_problem(403);
+    // A key of one issuer does not sign for the other.
+    let mut crossed = claims("knooppunt:publisher");
+    crossed["iss"] = json!(SECOND);
+    refusal(
+        publish(&hub, &key.sign(&crossed), "r-4", &own).await,
+        "key id",
     );
 
     // A stored principal of the same name disables the token's principal.
