@@ -389,6 +389,7 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
     let second_jwks = Jwks::start(vec![rsa.jwk()]).await;
     let mut second = IssuerSettings::new(SECOND, &second_jwks.url, AUDIENCE);
     second.name_claim = "client_id".into();
+    second.name_prefix = "login:".into();
     second.roles_claim = "roles".into();
     second.roles = [(
         "Events.Publish".to_owned(),
@@ -534,7 +535,36 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
         "key id",
     );
 
-    // A stored principal of the same name disables the token's principal.
+    // A stored principal of the same name (with the issuer's prefix) limits the token's
+    // principal with its source prefixes...
+    let limited = call(
+        &hub,
+        Method::POST,
+        "/v1/principals",
+        tokens::ADMIN,
+        Some(
+            json!({"name": "login:svc-kvk", "roles": ["publisher"], "issueToken": false,
+                    "publishSourcePrefixes": ["urn:nld:kvk:"]}),
+        ),
+    )
+    .await;
+    assert_eq!(limited.status, 201, "{}", limited.body);
+    publish(&hub, &rsa.sign("RS256", &second_claims), "r-5", "urn:x")
+        .await
+        .assert_problem(403);
+    assert_eq!(
+        publish(
+            &hub,
+            &rsa.sign("RS256", &second_claims),
+            "r-6",
+            "urn:nld:kvk:handelsregister"
+        )
+        .await
+        .status,
+        202
+    );
+
+    // ... and disables it.
     let created = call(
         &hub,
         Method::POST,

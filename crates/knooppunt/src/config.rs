@@ -104,6 +104,10 @@ pub(crate) struct IssuerConfig {
     /// The claim naming the principal: `sub` (default), or `client_id`.
     #[serde(default)]
     pub(crate) name_claim: Option<String>,
+    /// Put before every name from this issuer (e.g. `idp-a:`), so that two issuers'
+    /// principals never share a name and each other's subscriptions.
+    #[serde(default)]
+    pub(crate) name_prefix: String,
     /// The claim with the roles: `scope` (default; space-separated) or an array claim.
     #[serde(default)]
     pub(crate) roles_claim: Option<String>,
@@ -709,6 +713,7 @@ impl Config {
             if let Some(claim) = &config.name_claim {
                 settings.name_claim = claim.clone();
             }
+            settings.name_prefix = config.name_prefix.clone();
             if let Some(claim) = &config.roles_claim {
                 settings.roles_claim = claim.clone();
             }
@@ -753,6 +758,7 @@ impl Config {
         self.store.postgres()?;
         let mut names = HashSet::new();
         let mut hashes = HashSet::new();
+        let mut oins = HashSet::new();
         for (i, principal) in self.principals.iter().enumerate() {
             let key = format!("principals[{i}]");
             if principal.name.trim().is_empty() {
@@ -780,10 +786,13 @@ impl Config {
                      `metrics`"
                 );
             }
-            if let Some(oin) = &principal.oin
-                && (oin.len() != 20 || !oin.bytes().all(|b| b.is_ascii_digit()))
-            {
-                bail!("{key}.oin: an OIN is 20 digits, not `{oin}`");
+            if let Some(oin) = &principal.oin {
+                if oin.len() != 20 || !oin.bytes().all(|b| b.is_ascii_digit()) {
+                    bail!("{key}.oin: an OIN is 20 digits, not `{oin}`");
+                }
+                if !oins.insert(oin) {
+                    bail!("{key}.oin: {oin} is another principal's; one OIN names one principal");
+                }
             }
         }
         Ok(())
@@ -884,6 +893,18 @@ mod tests {
         ))
         .unwrap_err();
         assert!(format!("{oin:#}").contains("principals[0].oin"), "{oin:#}");
+        let twice = Config::parse(&format!(
+            "[[principals]]\nname = \"a\"\ntoken_sha256 = \"{}\"\nroles = [\"publisher\"]\n\
+             oin = \"00000001003214345000\"\n[[principals]]\nname = \"b\"\n\
+             token_sha256 = \"{}\"\nroles = [\"publisher\"]\noin = \"00000001003214345000\"\n",
+            "ab".repeat(32),
+            "cd".repeat(32)
+        ))
+        .unwrap_err();
+        assert!(
+            format!("{twice:#}").contains("principals[1].oin"),
+            "{twice:#}"
+        );
     }
 
     #[test]

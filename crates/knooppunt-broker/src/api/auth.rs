@@ -243,10 +243,23 @@ impl FromRequestParts<Arc<AppState>> for Caller {
                 invalid_token: true,
             })?;
         if super::jwt::looks_like_jwt(token) && state.issuers.configured() {
-            let principal = state.issuers.authenticate(token).await?;
-            // A stored principal of the same name can disable it.
-            if let Found::Disabled(name) = state.principals.by_name(&principal.name) {
-                return admit(Found::Disabled(name), "");
+            let mut principal = state.issuers.authenticate(token).await?;
+            // A stored principal of the same name can disable it, and limit it: its type
+            // and source prefixes apply, and its OIN when the token gives none.
+            match state.principals.by_name(&principal.name) {
+                Found::Disabled(name) => return admit(Found::Disabled(name), ""),
+                Found::Active(stored) => {
+                    principal
+                        .subscribe_type_prefixes
+                        .clone_from(&stored.subscribe_type_prefixes);
+                    principal
+                        .publish_source_prefixes
+                        .clone_from(&stored.publish_source_prefixes);
+                    if principal.oin.is_none() {
+                        principal.oin.clone_from(&stored.oin);
+                    }
+                }
+                Found::Unknown => {}
             }
             return Ok(Caller(Arc::new(principal)));
         }

@@ -36,6 +36,9 @@ pub struct IssuerSettings {
     pub audience: String,
     /// The claim that names the principal (`sub`, or `client_id` for client credentials).
     pub name_claim: String,
+    /// Put before every name from this issuer, so that the principals of two issuers can
+    /// never share a name (and so each other's subscriptions); empty by default.
+    pub name_prefix: String,
     /// The claim with the roles: a space-separated string (`scope`) or an array of strings.
     pub roles_claim: String,
     /// Which claim value gives which role.
@@ -55,6 +58,7 @@ impl IssuerSettings {
             jwks_url: jwks_url.into(),
             audience: audience.into(),
             name_claim: "sub".into(),
+            name_prefix: String::new(),
             roles_claim: "scope".into(),
             roles: Role::ALL
                 .into_iter()
@@ -409,7 +413,7 @@ fn principal(settings: &IssuerSettings, claims: &Value) -> Result<Principal, Api
         _ => Vec::new(),
     };
     let mut principal = Principal::new(
-        name,
+        format!("{}{name}", settings.name_prefix),
         values
             .iter()
             .filter_map(|v| settings.roles.get(*v).copied()),

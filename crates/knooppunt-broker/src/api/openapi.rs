@@ -413,7 +413,7 @@ fn add_principals(document: &mut Value) {
         "additionalProperties": false,
         "required": ["name", "roles"],
         "properties": {
-            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,100}$"},
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9._:@-]{1,100}$"},
             "roles": roles.clone(),
             "subscribeTypePrefixes": prefixes("The event types it may subscribe to; empty or left out: any."),
             "publishSourcePrefixes": prefixes("The sources it may publish; empty or left out: any."),

@@ -201,11 +201,11 @@ pub(crate) async fn create(
         && name.len() <= MAX_NAME
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:@".contains(&b));
     if !name_ok {
         problems.push(InvalidParam::new(
             "name",
-            format!("1 to {MAX_NAME} letters, digits, `-`, `_` or `.`"),
+            format!("1 to {MAX_NAME} letters, digits, `-`, `_`, `.`, `:` or `@` (an access token's principal is named by its claim, with the issuer's name_prefix)"),
         ));
     }
     if !body.contains_key("roles") {

@@ -28,7 +28,7 @@ pub(crate) enum PrincipalsCommand {
     },
     /// Create a principal; prints its token (once).
     Create {
-        /// Letters, digits, `-`, `_` and `.`.
+        /// Letters, digits, `-`, `_`, `.`, `:` and `@`.
         name: String,
         /// `publisher`, `subscriber`, `admin` or `metrics` (repeat for several).
         #[arg(long = "role", required = true)]
