@@ -535,6 +535,10 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
         "key id",
     );
 
+    // An oversized token is refused unread.
+    let huge = format!("eyJ{}.{}.x", "A".repeat(20_000), "B".repeat(10));
+    refusal(publish(&hub, &huge, "h-1", &own).await, "longer than");
+
     // A stored principal of the same name (with the issuer's prefix) limits the token's
     // principal with its source prefixes...
     let limited = call(
@@ -653,6 +657,7 @@ async fn client_certificates_identify_principals_by_their_oin() {
     let rogue = TestCa::new("Rogue CA");
     let (server_certificate, server_key) = government.issue("knooppunt.test", None, true);
     let mut options = test_options();
+    options.server.header_timeout = std::time::Duration::from_secs(1);
     options.tls = Some(
         knooppunt_broker::TlsSettings::from_pem(
             server_certificate.as_bytes(),
@@ -738,6 +743,36 @@ async fn client_certificates_identify_principals_by_their_oin() {
     assert_eq!(disabled.status(), 200);
     let refused = detail(send(rvo, "c-7", &own).await, 403);
     assert!(refused.contains("disabled"), "{refused}");
+
+    // Clients that connect and never finish the TLS handshake hold nothing for long: the
+    // hub serves others meanwhile and drops them after the header timeout.
+    let mut stalled = Vec::new();
+    for _ in 0..5 {
+        stalled.push(tokio::net::TcpStream::connect(hub.address).await.unwrap());
+    }
+    let served = send(
+        tls_client(
+            &government,
+            Some(&government.issue("RVO", Some(OIN), false)),
+        ),
+        "c-8",
+        &own,
+    )
+    .await;
+    assert_eq!(
+        served.status, 403,
+        "disabled, but answered: {}",
+        served.body
+    );
+    for mut stream in stalled {
+        use tokio::io::AsyncReadExt;
+        let mut buffer = [0u8; 16];
+        let read =
+            tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut buffer))
+                .await
+                .expect("the hub closes a connection that never finished its handshake");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
 
     // Plain HTTP is not served on an HTTPS port.
     let plain = reqwest::Client::new()
