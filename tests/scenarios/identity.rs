@@ -29,40 +29,24 @@ async fn publish(hub: &TestHub, token: &str, id: &str, source: &str) -> Answer {
     Answer::from(request.send().await.unwrap()).await
 }
 
-async fn call(
-    hub: &TestHub,
-    method: Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> Answer {
-    let mut request = hub.request(method, path, token);
-    if let Some(body) = body {
-        request = request
-            .header("content-type", "application/json")
-            .body(body.to_string());
-    }
-    Answer::from(request.send().await.unwrap()).await
-}
-
 #[tokio::test]
 async fn principals_are_managed_at_runtime_and_oin_bound() {
     let hub = TestHub::start().await;
     let own = format!("urn:nld:oin:{OIN}:subsidies");
 
     // Only an admin manages principals.
-    call(&hub, Method::GET, "/v1/principals", tokens::KVK, None)
+    hub.call(Method::GET, "/v1/principals", tokens::KVK, None)
         .await
         .assert_problem(403);
-    let invalid = call(
-        &hub,
-        Method::POST,
-        "/v1/principals",
-        tokens::ADMIN,
-        Some(json!({"name": "r v o", "roles": ["root"], "oin": "123", "colour": 1})),
-    )
-    .await
-    .assert_problem(400);
+    let invalid = hub
+        .call(
+            Method::POST,
+            "/v1/principals",
+            tokens::ADMIN,
+            Some(json!({"name": "r v o", "roles": ["root"], "oin": "123", "colour": 1})),
+        )
+        .await
+        .assert_problem(400);
     let mut params = invalid.invalid_params();
     params.sort();
     assert_eq!(
@@ -73,19 +57,21 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
     );
 
     // Created: the token is in this answer only, and works at once.
-    let created = call(
-        &hub,
-        Method::POST,
-        "/v1/principals",
-        tokens::ADMIN,
-        Some(json!({"name": "rvo", "roles": ["publisher"], "oin": OIN})),
-    )
-    .await;
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/principals",
+            tokens::ADMIN,
+            Some(json!({"name": "rvo", "roles": ["publisher"], "oin": OIN})),
+        )
+        .await;
     assert_eq!(created.status, 201, "{}", created.body);
     assert_eq!(created.header("location"), Some("/v1/principals/rvo"));
     let token = created.body["token"].as_str().unwrap().to_owned();
     assert!(token.len() >= 64, "a long random token: {token}");
-    let read = call(&hub, Method::GET, "/v1/principals/rvo", tokens::ADMIN, None).await;
+    let read = hub
+        .call(Method::GET, "/v1/principals/rvo", tokens::ADMIN, None)
+        .await;
     assert_eq!(read.status, 200);
     assert_eq!(read.body["hasToken"], true);
     assert_eq!(read.body["oin"], OIN);
@@ -105,8 +91,7 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
     assert!(detail.contains(&format!("urn:nld:oin:{OIN}:")), "{detail}");
 
     // A second principal cannot take the same OIN.
-    call(
-        &hub,
+    hub.call(
         Method::POST,
         "/v1/principals",
         tokens::ADMIN,
@@ -114,8 +99,7 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
     )
     .await
     .assert_problem(409);
-    call(
-        &hub,
+    hub.call(
         Method::POST,
         "/v1/principals",
         tokens::ADMIN,
@@ -125,14 +109,14 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
     .assert_problem(409);
 
     // Disabled: refused at once, with what to do; enabled again: accepted at once.
-    let disabled = call(
-        &hub,
-        Method::PATCH,
-        "/v1/principals/rvo",
-        tokens::ADMIN,
-        Some(json!({"disabled": true})),
-    )
-    .await;
+    let disabled = hub
+        .call(
+            Method::PATCH,
+            "/v1/principals/rvo",
+            tokens::ADMIN,
+            Some(json!({"disabled": true})),
+        )
+        .await;
     assert_eq!(disabled.status, 200, "{}", disabled.body);
     assert_eq!(disabled.body["disabled"], true);
     let refused = publish(&hub, &token, "e-3", &own).await.assert_problem(403);
@@ -144,8 +128,7 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
         "{}",
         refused.body
     );
-    call(
-        &hub,
+    hub.call(
         Method::PATCH,
         "/v1/principals/rvo",
         tokens::ADMIN,
@@ -155,22 +138,21 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
     assert_eq!(publish(&hub, &token, "e-4", &own).await.status, 202);
 
     // A new token: the old one stops working at once.
-    let issued = call(
-        &hub,
-        Method::POST,
-        "/v1/principals/rvo/token",
-        tokens::ADMIN,
-        None,
-    )
-    .await;
+    let issued = hub
+        .call(
+            Method::POST,
+            "/v1/principals/rvo/token",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
     assert_eq!(issued.status, 200, "{}", issued.body);
     let fresh = issued.body["token"].as_str().unwrap().to_owned();
     publish(&hub, &token, "e-5", &own).await.assert_problem(401);
     assert_eq!(publish(&hub, &fresh, "e-6", &own).await.status, 202);
 
     // An admin cannot lock themselves out.
-    call(
-        &hub,
+    hub.call(
         Method::PATCH,
         "/v1/principals/admin",
         tokens::ADMIN,
@@ -178,20 +160,13 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
     )
     .await
     .assert_problem(409);
-    call(
-        &hub,
-        Method::DELETE,
-        "/v1/principals/admin",
-        tokens::ADMIN,
-        None,
-    )
-    .await
-    .assert_problem(409);
+    hub.call(Method::DELETE, "/v1/principals/admin", tokens::ADMIN, None)
+        .await
+        .assert_problem(409);
 
     // A configuration principal disabled at runtime stays disabled after a restart: the
     // file seeds, the store decides.
-    call(
-        &hub,
+    hub.call(
         Method::PATCH,
         "/v1/principals/publisher",
         tokens::ADMIN,
@@ -203,7 +178,9 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
         .await
         .assert_problem(403);
     assert_eq!(publish(&hub, &fresh, "e-8", &own).await.status, 202, "kept");
-    let list = call(&hub, Method::GET, "/v1/principals", tokens::ADMIN, None).await;
+    let list = hub
+        .call(Method::GET, "/v1/principals", tokens::ADMIN, None)
+        .await;
     let names: Vec<&str> = list
         .body
         .as_array()
@@ -217,17 +194,12 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
     );
 
     // Deleted: unknown at once.
-    let deleted = call(
-        &hub,
-        Method::DELETE,
-        "/v1/principals/rvo",
-        tokens::ADMIN,
-        None,
-    )
-    .await;
+    let deleted = hub
+        .call(Method::DELETE, "/v1/principals/rvo", tokens::ADMIN, None)
+        .await;
     assert_eq!(deleted.status, 204);
     publish(&hub, &fresh, "e-9", &own).await.assert_problem(401);
-    call(&hub, Method::GET, "/v1/principals/rvo", tokens::ADMIN, None)
+    hub.call(Method::GET, "/v1/principals/rvo", tokens::ADMIN, None)
         .await
         .assert_problem(404);
 }
@@ -416,7 +388,7 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
         .await
         .assert_problem(403);
     // A role the scope does not give.
-    call(&hub, Method::GET, "/v1/subscriptions", &valid, None)
+    hub.call(Method::GET, "/v1/subscriptions", &valid, None)
         .await
         .assert_problem(403);
 
@@ -541,17 +513,17 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
 
     // A stored principal of the same name (with the issuer's prefix) limits the token's
     // principal with its source prefixes...
-    let limited = call(
-        &hub,
-        Method::POST,
-        "/v1/principals",
-        tokens::ADMIN,
-        Some(
-            json!({"name": "login:svc-kvk", "roles": ["publisher"], "issueToken": false,
+    let limited = hub
+        .call(
+            Method::POST,
+            "/v1/principals",
+            tokens::ADMIN,
+            Some(
+                json!({"name": "login:svc-kvk", "roles": ["publisher"], "issueToken": false,
                     "publishSourcePrefixes": ["urn:nld:kvk:"]}),
-        ),
-    )
-    .await;
+            ),
+        )
+        .await;
     assert_eq!(limited.status, 201, "{}", limited.body);
     publish(&hub, &rsa.sign("RS256", &second_claims), "r-5", "urn:x")
         .await
@@ -569,9 +541,7 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
     );
 
     // ... and disables it.
-    let created = call(
-        &hub,
-        Method::POST,
+    let created = hub.call(Method::POST,
         "/v1/principals",
         tokens::ADMIN,
         Some(json!({"name": "svc-rvo", "roles": ["publisher"], "disabled": true, "issueToken": false})),
@@ -854,15 +824,10 @@ async fn deliveries_present_a_client_certificate_and_fetched_access_tokens() {
     // Not a certificate: refused, saying which member.
     let mut broken = subscription.clone();
     broken["clientcertificate"]["certificate"] = json!("-----BEGIN CERTIFICATE-----\nnope\n");
-    let refused = call(
-        &hub,
-        Method::POST,
-        "/v1/subscriptions",
-        tokens::KVK,
-        Some(broken),
-    )
-    .await
-    .assert_problem(400);
+    let refused = hub
+        .call(Method::POST, "/v1/subscriptions", tokens::KVK, Some(broken))
+        .await
+        .assert_problem(400);
     assert!(
         refused
             .invalid_params()
@@ -873,14 +838,14 @@ async fn deliveries_present_a_client_certificate_and_fetched_access_tokens() {
     );
 
     // The handshake and the deliveries present the certificate (the sink requires one).
-    let created = call(
-        &hub,
-        Method::POST,
-        "/v1/subscriptions",
-        tokens::KVK,
-        Some(subscription.clone()),
-    )
-    .await;
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::KVK,
+            Some(subscription.clone()),
+        )
+        .await;
     assert_eq!(created.status, 201, "{}", created.body);
     assert_eq!(created.body["state"], "active", "{}", created.body);
     assert_eq!(created.body["clientcertificate"]["privatekey"], "********");
@@ -921,14 +886,14 @@ async fn deliveries_present_a_client_certificate_and_fetched_access_tokens() {
     // A replacement that sends the key back as `********` keeps the stored key.
     let mut replacement = subscription.clone();
     replacement["clientcertificate"]["privatekey"] = json!("********");
-    let replaced = call(
-        &hub,
-        Method::PUT,
-        &format!("/v1/subscriptions/{id}"),
-        tokens::KVK,
-        Some(replacement),
-    )
-    .await;
+    let replaced = hub
+        .call(
+            Method::PUT,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            Some(replacement),
+        )
+        .await;
     assert_eq!(replaced.status, 200, "{}", replaced.body);
     assert_eq!(
         publish(&hub, tokens::PUBLISHER, "o-4", &own).await.status,
@@ -940,14 +905,14 @@ async fn deliveries_present_a_client_certificate_and_fetched_access_tokens() {
     // Without a certificate the sink cannot be reached: the handshake fails.
     let mut without = subscription.clone();
     without.as_object_mut().unwrap().remove("clientcertificate");
-    let pending = call(
-        &hub,
-        Method::POST,
-        "/v1/subscriptions",
-        tokens::KVK,
-        Some(without),
-    )
-    .await;
+    let pending = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::KVK,
+            Some(without),
+        )
+        .await;
     assert_eq!(pending.status, 201, "{}", pending.body);
     assert_eq!(pending.body["state"], "pending", "{}", pending.body);
 
@@ -955,14 +920,9 @@ async fn deliveries_present_a_client_certificate_and_fetched_access_tokens() {
     let plain = Sink::start().await;
     let wrong = json!({"sink": plain.url, "protocol": "HTTP", "types": ["nl.rvo.subsidie.toegekend"],
         "sinkcredential": credential("wrong"), "config": {"maxAttempts": "1"}});
-    let created = call(
-        &hub,
-        Method::POST,
-        "/v1/subscriptions",
-        tokens::KVK,
-        Some(wrong),
-    )
-    .await;
+    let created = hub
+        .call(Method::POST, "/v1/subscriptions", tokens::KVK, Some(wrong))
+        .await;
     assert_eq!(created.status, 201, "{}", created.body);
     let wrong_id = created.body["id"].as_str().unwrap().to_owned();
     assert_eq!(
@@ -971,14 +931,14 @@ async fn deliveries_present_a_client_certificate_and_fetched_access_tokens() {
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let read = call(
-            &hub,
-            Method::GET,
-            &format!("/v1/subscriptions/{wrong_id}"),
-            tokens::KVK,
-            None,
-        )
-        .await;
+        let read = hub
+            .call(
+                Method::GET,
+                &format!("/v1/subscriptions/{wrong_id}"),
+                tokens::KVK,
+                None,
+            )
+            .await;
         if let Some(error) = read.body["lastDelivery"]["error"].as_str() {
             assert!(error.contains("invalid_client"), "{error}");
             break;

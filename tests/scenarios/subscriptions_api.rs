@@ -7,22 +7,9 @@ use knooppunt_tests::{Answer, TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-async fn send(
-    hub: &TestHub,
-    method: Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> Answer {
-    let mut request = hub.request(method, path, token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    Answer::from(request.send().await.unwrap()).await
-}
-
 async fn create(hub: &TestHub, token: &str, body: Value) -> Answer {
-    send(hub, Method::POST, "/v1/subscriptions", token, Some(body)).await
+    hub.call(Method::POST, "/v1/subscriptions", token, Some(body))
+        .await
 }
 
 fn minimal() -> Value {
@@ -77,32 +64,34 @@ async fn create_read_list_replace_delete() {
     );
     assert!(!created.body.to_string().contains("very-secret"));
 
-    let read = send(
-        &hub,
-        Method::GET,
-        &format!("/v1/subscriptions/{id}"),
-        tokens::KVK,
-        None,
-    )
-    .await;
+    let read = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            None,
+        )
+        .await;
     assert_eq!(read.status, 200);
     assert_eq!(read.body, created.body);
 
-    let list = send(&hub, Method::GET, "/v1/subscriptions", tokens::KVK, None).await;
+    let list = hub
+        .call(Method::GET, "/v1/subscriptions", tokens::KVK, None)
+        .await;
     assert_eq!(list.status, 200);
     assert_eq!(list.body, json!([created.body]));
 
     let mut replacement = minimal();
     replacement["id"] = json!(id);
     replacement["types"] = json!(["nl.kvk.opgeheven"]);
-    let replaced = send(
-        &hub,
-        Method::PUT,
-        &format!("/v1/subscriptions/{id}"),
-        tokens::KVK,
-        Some(replacement),
-    )
-    .await;
+    let replaced = hub
+        .call(
+            Method::PUT,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            Some(replacement),
+        )
+        .await;
     assert_eq!(replaced.status, 200, "{}", replaced.body);
     assert_eq!(replaced.body["types"], json!(["nl.kvk.opgeheven"]));
     assert_eq!(
@@ -111,18 +100,17 @@ async fn create_read_list_replace_delete() {
     );
     assert_eq!(replaced.body["owner"], "kvk");
 
-    let deleted = send(
-        &hub,
-        Method::DELETE,
-        &format!("/v1/subscriptions/{id}"),
-        tokens::KVK,
-        None,
-    )
-    .await;
+    let deleted = hub
+        .call(
+            Method::DELETE,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            None,
+        )
+        .await;
     assert_eq!(deleted.status, 200);
     assert_eq!(deleted.body["id"], json!(id));
-    send(
-        &hub,
+    hub.call(
         Method::GET,
         &format!("/v1/subscriptions/{id}"),
         tokens::KVK,
@@ -130,8 +118,7 @@ async fn create_read_list_replace_delete() {
     )
     .await
     .assert_problem(404);
-    send(
-        &hub,
+    hub.call(
         Method::DELETE,
         &format!("/v1/subscriptions/{id}"),
         tokens::KVK,
@@ -157,7 +144,8 @@ async fn authentication_and_roles() {
         anonymous.header("www-authenticate"),
         Some("Bearer realm=\"knooppunt\"")
     );
-    let wrong = send(&hub, Method::GET, "/v1/subscriptions", "not-a-token", None)
+    let wrong = hub
+        .call(Method::GET, "/v1/subscriptions", "not-a-token", None)
         .await
         .assert_problem(401);
     assert!(
@@ -187,15 +175,9 @@ async fn authentication_and_roles() {
             .unwrap()
             .contains("`subscriber` role")
     );
-    send(
-        &hub,
-        Method::GET,
-        "/v1/subscriptions",
-        tokens::PUBLISHER,
-        None,
-    )
-    .await
-    .assert_problem(403);
+    hub.call(Method::GET, "/v1/subscriptions", tokens::PUBLISHER, None)
+        .await
+        .assert_problem(403);
 }
 
 #[tokio::test]
@@ -209,22 +191,28 @@ async fn subscribers_see_only_their_own_and_admins_see_all() {
     let gemeente_id = gemeente.body["id"].as_str().unwrap();
     let path = format!("/v1/subscriptions/{gemeente_id}");
 
-    let kvk_list = send(&hub, Method::GET, "/v1/subscriptions", tokens::KVK, None).await;
+    let kvk_list = hub
+        .call(Method::GET, "/v1/subscriptions", tokens::KVK, None)
+        .await;
     assert_eq!(kvk_list.body, json!([kvk.body]));
     for method in [Method::GET, Method::DELETE, Method::OPTIONS] {
-        send(&hub, method, &path, tokens::KVK, None)
+        hub.call(method, &path, tokens::KVK, None)
             .await
             .assert_problem(404);
     }
-    send(&hub, Method::PUT, &path, tokens::KVK, Some(minimal()))
+    hub.call(Method::PUT, &path, tokens::KVK, Some(minimal()))
         .await
         .assert_problem(404);
 
-    let all = send(&hub, Method::GET, "/v1/subscriptions", tokens::ADMIN, None).await;
+    let all = hub
+        .call(Method::GET, "/v1/subscriptions", tokens::ADMIN, None)
+        .await;
     assert_eq!(all.body.as_array().unwrap().len(), 2);
     let mut change = minimal();
     change["types"] = json!(["nl.brp.persoon-gehuwd"]);
-    let changed = send(&hub, Method::PUT, &path, tokens::ADMIN, Some(change)).await;
+    let changed = hub
+        .call(Method::PUT, &path, tokens::ADMIN, Some(change))
+        .await;
     assert_eq!(changed.status, 200);
     assert_eq!(
         changed.body["owner"], "gemeente",
@@ -374,18 +362,17 @@ async fn put_with_another_id_is_refused() {
     let id = created.body["id"].as_str().unwrap();
     let mut body = minimal();
     body["id"] = json!("something-else");
-    let answer = send(
-        &hub,
-        Method::PUT,
-        &format!("/v1/subscriptions/{id}"),
-        tokens::KVK,
-        Some(body),
-    )
-    .await
-    .assert_problem(400);
+    let answer = hub
+        .call(
+            Method::PUT,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            Some(body),
+        )
+        .await
+        .assert_problem(400);
     assert_eq!(answer.invalid_params(), ["id"]);
-    send(
-        &hub,
+    hub.call(
         Method::PUT,
         "/v1/subscriptions/unknown",
         tokens::KVK,
@@ -422,12 +409,16 @@ async fn bodies_that_are_not_json() {
 async fn api_design_rules_headers_and_paths() {
     let hub = TestHub::start().await;
     let created = create(&hub, tokens::KVK, minimal()).await;
-    let not_found = send(&hub, Method::GET, "/v1/nothing-here", tokens::KVK, None)
+    let not_found = hub
+        .call(Method::GET, "/v1/nothing-here", tokens::KVK, None)
         .await
         .assert_problem(404);
-    let trailing = send(&hub, Method::GET, "/v1/subscriptions/", tokens::KVK, None).await;
+    let trailing = hub
+        .call(Method::GET, "/v1/subscriptions/", tokens::KVK, None)
+        .await;
     assert_eq!(trailing.status, 404, "no trailing-slash redirect");
-    let not_allowed = send(&hub, Method::PATCH, "/v1/subscriptions", tokens::KVK, None)
+    let not_allowed = hub
+        .call(Method::PATCH, "/v1/subscriptions", tokens::KVK, None)
         .await
         .assert_problem(405);
     assert_eq!(not_allowed.header("allow"), Some("GET, POST, OPTIONS"));
@@ -444,25 +435,20 @@ async fn api_design_rules_headers_and_paths() {
         );
         assert!(answer.header("strict-transport-security").is_some());
     }
-    let options = send(
-        &hub,
-        Method::OPTIONS,
-        "/v1/subscriptions",
-        tokens::KVK,
-        None,
-    )
-    .await;
+    let options = hub
+        .call(Method::OPTIONS, "/v1/subscriptions", tokens::KVK, None)
+        .await;
     assert_eq!(options.status, 200);
     assert_eq!(options.header("allow"), Some("GET, POST, OPTIONS"));
     let id = created.body["id"].as_str().unwrap();
-    let item = send(
-        &hub,
-        Method::OPTIONS,
-        &format!("/v1/subscriptions/{id}"),
-        tokens::KVK,
-        None,
-    )
-    .await;
+    let item = hub
+        .call(
+            Method::OPTIONS,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            None,
+        )
+        .await;
     assert_eq!(item.header("allow"), Some("GET, PUT, DELETE, OPTIONS"));
 }
 
@@ -481,7 +467,7 @@ async fn listing_is_paginated_in_creation_order() {
     let mut seen = Vec::new();
     let mut path = "/v1/subscriptions?pageSize=2".to_owned();
     loop {
-        let page = send(&hub, Method::GET, &path, tokens::KVK, None).await;
+        let page = hub.call(Method::GET, &path, tokens::KVK, None).await;
         assert_eq!(page.status, 200);
         assert!(page.body.as_array().unwrap().len() <= 2);
         seen.extend(
@@ -501,8 +487,7 @@ async fn listing_is_paginated_in_creation_order() {
     }
     assert_eq!(seen, ids);
     for bad in ["pageSize=0", "pageSize=many", "page=2"] {
-        send(
-            &hub,
+        hub.call(
             Method::GET,
             &format!("/v1/subscriptions?{bad}"),
             tokens::KVK,
@@ -532,8 +517,7 @@ async fn the_index_follows_every_change_and_survives_a_restart() {
 
     let mut change = minimal();
     change["types"] = json!(["nl.brp.persoon-gehuwd"]);
-    send(
-        &hub,
+    hub.call(
         Method::PUT,
         &format!("/v1/subscriptions/{id}"),
         tokens::KVK,
@@ -560,18 +544,17 @@ async fn the_index_follows_every_change_and_survives_a_restart() {
         matched, expected,
         "subscriptions and filters survive a restart"
     );
-    let read = send(
-        &hub,
-        Method::GET,
-        &format!("/v1/subscriptions/{id}"),
-        tokens::KVK,
-        None,
-    )
-    .await;
+    let read = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            None,
+        )
+        .await;
     assert_eq!(read.body["types"], json!(["nl.brp.persoon-gehuwd"]));
 
-    send(
-        &hub,
+    hub.call(
         Method::DELETE,
         &format!("/v1/subscriptions/{other}"),
         tokens::KVK,
@@ -601,15 +584,10 @@ async fn development_mode_needs_no_token() {
 async fn framework_errors_are_problems_too() {
     let hub = TestHub::start().await;
     // A path segment that is not UTF-8 once percent-decoded is refused by the router itself.
-    let answer = send(
-        &hub,
-        Method::GET,
-        "/v1/subscriptions/%FF",
-        tokens::KVK,
-        None,
-    )
-    .await
-    .assert_problem(400);
+    let answer = hub
+        .call(Method::GET, "/v1/subscriptions/%FF", tokens::KVK, None)
+        .await
+        .assert_problem(400);
     assert_eq!(answer.header("api-version"), Some("1.0.0"));
 }
 

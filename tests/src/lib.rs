@@ -240,6 +240,21 @@ impl TestHub {
         format!("{scheme}://{}{path}", self.address)
     }
 
+    /// Sends a request with a bearer token and, if given, a JSON body; returns the answer.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+        body: Option<serde_json::Value>,
+    ) -> Answer {
+        let mut request = self.request(method, path, token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        Answer::from(request.send().await.unwrap()).await
+    }
+
     /// A request with a bearer token.
     pub fn request(
         &self,

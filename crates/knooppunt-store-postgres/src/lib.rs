@@ -196,43 +196,17 @@ impl PgStore {
         self.inner.pool.get().await.map_err(pool_error)
     }
 
-    /// Runs `sql` (an insert or update of all [`subscriptions::COLUMNS`]) with the
-    /// subscription's values; when it wrote the row, bumps the version in the same
-    /// transaction and commits. Returns whether it wrote.
-    async fn write_subscription(
+    /// Runs `sql` (an insert or update of a subscription or a principal, all its columns)
+    /// with `params`; when it wrote the row, bumps the version in the same transaction and
+    /// commits. Returns whether it wrote.
+    async fn write_and_bump(
         &self,
         sql: &str,
-        subscription: &Subscription,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<bool, StoreError> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await.map_err(backend)?;
-        let params = subscriptions::params(subscription);
-        let written = transaction
-            .execute(sql, &params.refs())
-            .await
-            .map_err(backend)?;
-        if written == 0 {
-            return Ok(false);
-        }
-        Self::bump(&transaction).await?;
-        transaction.commit().await.map_err(backend)?;
-        Ok(true)
-    }
-
-    /// Runs `sql` on a principal (its [`principals::COLUMNS`] as parameters) and bumps the
-    /// version in the same transaction; `false` when it changed no row.
-    async fn write_principal(
-        &self,
-        sql: &str,
-        principal: &StoredPrincipal,
-    ) -> Result<bool, StoreError> {
-        let mut client = self.client().await?;
-        let transaction = client.transaction().await.map_err(backend)?;
-        let params = principals::Params::new(principal);
-        let written = transaction
-            .execute(sql, &params.refs(principal))
-            .await
-            .map_err(backend)?;
+        let written = transaction.execute(sql, params).await.map_err(backend)?;
         if written == 0 {
             return Ok(false);
         }
@@ -310,7 +284,8 @@ impl Store for PgStore {
                 subscriptions::COLUMNS,
                 subscriptions::PLACEHOLDERS
             );
-            if !self.write_subscription(&sql, subscription).await? {
+            let params = subscriptions::params(subscription);
+            if !self.write_and_bump(&sql, &params.refs()).await? {
                 return Err(StoreError::Conflict(subscription.id.clone()));
             }
             Ok(())
@@ -324,7 +299,8 @@ impl Store for PgStore {
                 subscriptions::COLUMNS,
                 subscriptions::PLACEHOLDERS
             );
-            self.write_subscription(&sql, subscription).await
+            let params = subscriptions::params(subscription);
+            self.write_and_bump(&sql, &params.refs()).await
         })
     }
 
@@ -386,7 +362,8 @@ impl Store for PgStore {
                 principals::COLUMNS,
                 principals::PLACEHOLDERS
             );
-            if !self.write_principal(&sql, principal).await? {
+            let params = principals::Params::new(principal);
+            if !self.write_and_bump(&sql, &params.refs(principal)).await? {
                 return Err(StoreError::NameTaken(principal.name.clone()));
             }
             Ok(())
@@ -400,7 +377,8 @@ impl Store for PgStore {
                 principals::COLUMNS,
                 principals::PLACEHOLDERS
             );
-            self.write_principal(&sql, principal).await
+            let params = principals::Params::new(principal);
+            self.write_and_bump(&sql, &params.refs(principal)).await
         })
     }
 
