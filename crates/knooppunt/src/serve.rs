@@ -45,6 +45,11 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
         Authentication::tokens(config.principals()).with_issuers(config.issuers()?)
     };
     let options = config.hub_options(authentication)?;
+    let scheme = match &options.tls {
+        None => "http",
+        Some(_) if config.server.tls_client_ca.is_some() => "https, client certificates",
+        Some(_) => "https",
+    };
     raise_descriptor_limit(&options)?;
     let (store, location) = open_store(&config).await?;
     let hub = Hub::open(store, options).await?;
@@ -75,7 +80,7 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
     // Installed before the address is announced: a signal sent as soon as the hub listens
     // stops it cleanly instead of killing it.
     let stop = shutdown_signal()?;
-    tracing::info!(%address, store = %location, "Knooppunt is listening.");
+    tracing::info!(%address, scheme, store = %location, "Knooppunt is listening.");
     knooppunt_broker::serve(listener, hub, stop).await?;
     tracing::info!("Knooppunt stopped.");
     Ok(())

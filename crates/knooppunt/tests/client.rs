@@ -469,3 +469,106 @@ async fn principals_are_managed_from_the_command_line() {
     assert_eq!(publish(url, fresh).await.status.code(), Some(1));
     assert!(hub.terminate().success());
 }
+
+/// A hub configured for HTTPS with client certificates (`server.tls_*`): an admin creates a
+/// principal with an OIN and no token, and that organisation's certificate (the CLI's
+/// `--identity-file`) publishes its own sources, and only those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_with_client_certificates_from_the_configuration() {
+    const OIN: &str = "00000001823288444000";
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    // A CA, the hub's certificate for 127.0.0.1, and an organisation's client certificate.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "Test Private Services CA");
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let issue = |names: Vec<String>, oin: Option<&str>, usage| {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(names).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "test");
+        if let Some(oin) = oin {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 5]), oin);
+        }
+        params.extended_key_usages = vec![usage];
+        let certificate = params.signed_by(&key, &ca, &ca_key).unwrap();
+        (certificate.pem(), key.serialize_pem())
+    };
+    let (server_pem, server_key) = issue(
+        vec!["127.0.0.1".into()],
+        None,
+        rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+    );
+    let (client_pem, client_key) = issue(
+        Vec::new(),
+        Some(OIN),
+        rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+    );
+    let ca_file = write("ca.pem", &ca.pem());
+    let identity = write("brp.pem", &format!("{client_pem}{client_key}"));
+    let config = common::config_with_admin(dir.path(), TOKEN);
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "\n[server]\ntls_certificate = \"{}\"\ntls_key = \"{}\"\ntls_client_ca = \"{ca_file}\"\n",
+        write("server.pem", &server_pem),
+        write("server.key", &server_key),
+    ));
+    std::fs::write(&config, text).unwrap();
+    let hub = common::HubProcess::start(&config, &dir.path().join("data"));
+    let url = format!("https://{}", hub.address);
+
+    succeeded(
+        &knooppunt(
+            &url,
+            &[
+                "principals",
+                "create",
+                "brp",
+                "--role",
+                "publisher",
+                "--oin",
+                OIN,
+                "--no-token",
+                "--ca-file",
+                &ca_file,
+            ],
+        )
+        .await,
+    );
+    let publish = |source: &'static str| {
+        let (url, ca_file, identity) = (url.clone(), ca_file.clone(), identity.clone());
+        async move {
+            knooppunt_with(
+                &url,
+                None,
+                &[
+                    "publish",
+                    "--source",
+                    source,
+                    "--type",
+                    TYPE,
+                    "--ca-file",
+                    &ca_file,
+                    "--identity-file",
+                    &identity,
+                ],
+            )
+            .await
+        }
+    };
+    succeeded(&publish("urn:nld:oin:00000001823288444000:systeem:BRP").await);
+    let outside = publish("urn:nld:oin:00000001003214345000:systeem:X").await;
+    assert_eq!(outside.status.code(), Some(1));
+    assert!(stderr(&outside).contains("403"), "{}", stderr(&outside));
+    assert!(hub.terminate().success());
+}
