@@ -354,6 +354,7 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
     let jwks = Jwks::start(vec![key.jwk()]).await;
     let mut issuer = IssuerSettings::new(ISSUER, &jwks.url, AUDIENCE);
     issuer.oin_claim = Some("oin".into());
+    issuer.leeway = std::time::Duration::ZERO;
     // A second issuer, with RSA keys and its own claims: `client_id` names the principal
     // and an array claim holds its own role names.
     const SECOND: &str = "https://login.example.nl/oauth2";
@@ -506,6 +507,14 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
         publish(&hub, &key.sign(&crossed), "r-4", &own).await,
         "key id",
     );
+
+    // A verified token is remembered, but only until it expires.
+    let mut brief = claims("knooppunt:publisher");
+    brief["exp"] = json!(now() + 2);
+    let brief = key.sign(&brief);
+    assert_eq!(publish(&hub, &brief, "b-1", &own).await.status, 202);
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    refusal(publish(&hub, &brief, "b-2", &own).await, "expired");
 
     // An oversized token is refused unread.
     let huge = format!("eyJ{}.{}.x", "A".repeat(20_000), "B".repeat(10));

@@ -7,6 +7,7 @@
 
 mod deliver;
 mod fanout;
+mod identity;
 mod load;
 mod outage;
 mod postgres;
@@ -53,6 +54,25 @@ enum Workload {
         skip_baseline: bool,
         /// Seconds of load sent to each server first and not counted (caches, allocator and
         /// in-memory indexes warm up).
+        #[arg(long, default_value_t = 3)]
+        warmup_seconds: u64,
+    },
+    /// What authenticating publishers costs: ingest with a token the hub issued, an ES256
+    /// and an RS256 access token of trusted issuers (a JWKS served here), one hub.
+    Identity {
+        /// How long each measurement runs.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Concurrent connections.
+        #[arg(long, default_value_t = 64)]
+        connections: usize,
+        /// Size of each event's JSON, in bytes.
+        #[arg(long, default_value_t = 1024)]
+        event_bytes: usize,
+        /// Subscriptions on the hub (every event matches one of them).
+        #[arg(long, default_value_t = 100)]
+        subscriptions: usize,
+        /// Seconds of load first, not counted.
         #[arg(long, default_value_t = 3)]
         warmup_seconds: u64,
     },
@@ -470,6 +490,20 @@ fn main() -> anyhow::Result<()> {
                         100.0 * ingest.rate / baseline.rate
                     );
                 }
+            }
+            Workload::Identity {
+                seconds,
+                connections,
+                event_bytes,
+                subscriptions,
+                warmup_seconds,
+            } => {
+                let shape = Shape {
+                    seconds,
+                    connections,
+                    event_bytes,
+                };
+                identity::run(shape, warmup_seconds, subscriptions).await?;
             }
             Workload::Postgres {
                 seconds,
