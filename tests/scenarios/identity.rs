@@ -164,8 +164,9 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
         .await
         .assert_problem(409);
 
-    // A configuration principal disabled at runtime stays disabled after a restart: the
-    // file seeds, the store decides.
+    // A configuration principal disabled at runtime stays disabled after a restart: changed
+    // over the API, it is the store's.
+
     hub.call(
         Method::PATCH,
         "/v1/principals/publisher",
@@ -173,10 +174,37 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
         Some(json!({"disabled": true})),
     )
     .await;
-    let hub = hub.restart().await;
+    // Meanwhile the file gives `kvk` a new token (a rotation by the operator): a principal
+    // still as the file made it follows the file.
+    let knooppunt_broker::Authentication::Enabled { mut seeds, issuers } =
+        test_options().authentication
+    else {
+        panic!("the test hub authenticates")
+    };
+    for (hash, principal) in &mut seeds {
+        if principal.name == "kvk" || principal.name == "publisher" {
+            *hash = knooppunt_broker::hash_token(&format!("{}-rotated", principal.name));
+        }
+    }
+    let rotated = HubOptions {
+        authentication: knooppunt_broker::Authentication::Enabled { seeds, issuers },
+        ..test_options()
+    };
+    let hub = hub.restart_with(rotated).await;
+    hub.call(Method::GET, "/v1/subscriptions", tokens::KVK, None)
+        .await
+        .assert_problem(401);
+    let kvk = hub
+        .call(Method::GET, "/v1/subscriptions", "kvk-rotated", None)
+        .await;
+    assert_eq!(kvk.status, 200, "{}", kvk.body);
+    // `publisher`, changed over the API, is the store's: still disabled, old token.
     publish(&hub, tokens::PUBLISHER, "e-7", "urn:x")
         .await
         .assert_problem(403);
+    publish(&hub, "publisher-rotated", "e-7", "urn:x")
+        .await
+        .assert_problem(401);
     assert_eq!(publish(&hub, &fresh, "e-8", &own).await.status, 202, "kept");
     let list = hub
         .call(Method::GET, "/v1/principals", tokens::ADMIN, None)

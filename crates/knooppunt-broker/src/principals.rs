@@ -1,5 +1,5 @@
 //! The principals: who may call the API, kept in the store so that every hub sharing it sees
-//! the same ones, changed at runtime by admins (the configuration file only seeds them).
+//! the same ones, changed at runtime by admins (the configuration file seeds them).
 //! This is their one writer, as `lifecycle.rs` is for subscriptions: store first, then the
 //! table that authenticates requests, under one lock, so a disabled principal is refused by
 //! the next request.
@@ -87,6 +87,20 @@ fn principal(record: &StoredPrincipal) -> Principal {
     }
 }
 
+/// Whether a stored principal is what the configuration says (times aside).
+fn same_seed(current: &StoredPrincipal, seed: &StoredPrincipal) -> bool {
+    let mut roles = current.roles.clone();
+    roles.sort_unstable();
+    let mut seed_roles = seed.roles.clone();
+    seed_roles.sort_unstable();
+    roles == seed_roles
+        && current.token_sha256 == seed.token_sha256
+        && current.subscribe_type_prefixes == seed.subscribe_type_prefixes
+        && current.publish_source_prefixes == seed.publish_source_prefixes
+        && current.oin == seed.oin
+        && current.disabled == seed.disabled
+}
+
 /// The stored form of a principal of the configuration file.
 pub(crate) fn seed_record(hash: &str, principal: &Principal, now: u64) -> StoredPrincipal {
     StoredPrincipal {
@@ -127,18 +141,42 @@ impl Principals {
         Arc::clone(&self.table.read().expect("principals lock"))
     }
 
-    /// Creates the configuration's principals that the store does not have. One the store
-    /// has is left as it is: after the first start the store is the truth (an admin may have
-    /// disabled it or rotated its token).
+    /// Brings the configuration's principals into the store: one the store lacks is
+    /// created; one that came from the configuration and was not changed over the API since
+    /// follows the file (a new token hash, other roles); one an admin created or changed
+    /// over the API is left as it is (the store is the truth for it).
     pub(crate) async fn seed(&self, seeds: &[StoredPrincipal]) -> Result<(), StoreError> {
         let _writing = self.writing.lock().await;
+        let stored: HashMap<String, StoredPrincipal> = self
+            .store
+            .principals()
+            .await?
+            .into_iter()
+            .map(|p| (p.name.clone(), p))
+            .collect();
         for seed in seeds {
-            match self.store.insert_principal(seed).await {
-                Ok(()) => {
-                    tracing::info!(principal = %seed.name, "Principal of the configuration stored.")
+            match stored.get(&seed.name) {
+                None => match self.store.insert_principal(seed).await {
+                    Ok(()) => {
+                        tracing::info!(principal = %seed.name, "Principal of the configuration stored.")
+                    }
+                    // Another hub seeded it a moment ago.
+                    Err(StoreError::NameTaken(_)) => {}
+                    Err(error) => return Err(error),
+                },
+                Some(current) if current.origin != FROM_CONFIGURATION => tracing::info!(
+                    principal = %seed.name,
+                    "A principal of the configuration is managed over the API; its entry in the file is not used."
+                ),
+                Some(current) if same_seed(current, seed) => {}
+                Some(current) => {
+                    let updated = StoredPrincipal {
+                        created_at: current.created_at,
+                        ..seed.clone()
+                    };
+                    self.store.update_principal(&updated).await?;
+                    tracing::info!(principal = %seed.name, "Principal updated from the configuration.");
                 }
-                Err(StoreError::NameTaken(_)) => {}
-                Err(error) => return Err(error),
             }
         }
         self.reload_locked().await

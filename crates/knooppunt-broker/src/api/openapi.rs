@@ -398,7 +398,7 @@ fn add_principals(document: &mut Value) {
             "oin": oin.clone(),
             "disabled": {"type": "boolean", "description": "Refused on every request while true."},
             "hasToken": {"type": "boolean", "description": "Whether it has a bearer token (never shown after it was issued)."},
-            "origin": {"type": "string", "enum": ["api", "configuration"], "description": "Created over the API, or seeded from the hub's configuration file."},
+            "origin": {"type": "string", "enum": ["api", "configuration"], "description": "`configuration`: seeded from the hub's configuration file, which it follows at every start. `api`: created or changed over the API; the file no longer changes it."},
             "createdAt": {"type": "string", "format": "date-time"},
             "updatedAt": {"type": "string", "format": "date-time"}
         }

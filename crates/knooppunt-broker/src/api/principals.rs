@@ -278,6 +278,8 @@ pub(crate) async fn update(
     }
     check_oin(&state, &record)?;
     record.updated_at = now_ms();
+    // Changed at runtime: from now on the store, not the configuration file, decides.
+    record.origin = FROM_API.into();
     if !state.principals.update(&record).await? {
         return Err(not_found(&name));
     }
@@ -317,6 +319,7 @@ pub(crate) async fn issue_token(
     let token = new_token()?;
     record.token_sha256 = Some(hash_token(&token));
     record.updated_at = now_ms();
+    record.origin = FROM_API.into();
     if !state.principals.update(&record).await? {
         return Err(not_found(&name));
     }
