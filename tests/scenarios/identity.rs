@@ -166,7 +166,6 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
 
     // A configuration principal disabled at runtime stays disabled after a restart: changed
     // over the API, it is the store's.
-
     hub.call(
         Method::PATCH,
         "/v1/principals/publisher",
