@@ -873,6 +873,20 @@ async fn deliveries_present_a_client_certificate_and_fetched_access_tokens() {
         refused.body
     );
 
+    // A token endpoint in a network the hub does not deliver to (SSRF) is refused.
+    let mut metadata = subscription.clone();
+    metadata["sinkcredential"]["tokenurl"] = json!("https://169.254.169.254/latest/token");
+    let refused = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::KVK,
+            Some(metadata),
+        )
+        .await
+        .assert_problem(400);
+    assert_eq!(refused.invalid_params(), ["sinkcredential.tokenurl"]);
+
     // The handshake and the deliveries present the certificate (the sink requires one).
     let created = hub
         .call(

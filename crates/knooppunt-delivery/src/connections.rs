@@ -412,6 +412,10 @@ impl Connections {
         url: &reqwest::Url,
         identity: Option<&ClientCertificate>,
     ) -> Result<reqwest::Client, String> {
+        // Literal addresses never reach the resolver, which checks names.
+        if self.networks.refuses_literal(url) {
+            return Err(AddressRefused.to_string());
+        }
         let Some(identity) = identity else {
             return Ok(self.pool(sink_key(url))?.client.clone());
         };

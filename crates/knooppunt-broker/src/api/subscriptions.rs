@@ -70,18 +70,38 @@ fn keep_secrets(input: &mut SubscriptionInput, existing: &Subscription) -> Resul
     }
 }
 
-/// Refuses a sink whose address is in a range the hub does not deliver to (SSRF).
-async fn check_sink_address(state: &AppState, input: &SubscriptionInput) -> Result<(), ApiError> {
-    state
-        .deliverer
-        .check_sink(&input.sink)
-        .await
-        .map_err(|refused| {
-            ApiError::invalid(
-                "the sink cannot be used; see invalidParams",
-                vec![InvalidParam::new("sink", refused.to_string())],
-            )
-        })
+/// Refuses a sink, or a token endpoint of client credentials, whose address is in a range
+/// the hub does not deliver to (SSRF).
+/// On a replacement (`replacing`), a sink sent back redacted is the stored one, checked
+/// when it was registered (and on every connection): only the token endpoint is checked then.
+async fn check_sink_address(
+    state: &AppState,
+    input: &SubscriptionInput,
+    replacing: bool,
+) -> Result<(), ApiError> {
+    let refused = |name: &str, why: knooppunt_delivery::AddressRefused| {
+        ApiError::invalid(
+            "the sink cannot be used; see invalidParams",
+            vec![InvalidParam::new(name, why.to_string())],
+        )
+    };
+    if !(replacing && input.sink.contains(knooppunt_delivery::REDACTED)) {
+        state
+            .deliverer
+            .check_sink(&input.sink)
+            .await
+            .map_err(|why| refused("sink", why))?;
+    }
+    if let Some(knooppunt_store::SinkCredential::ClientCredentials { token_url, .. }) =
+        &input.sink_credential
+    {
+        state
+            .deliverer
+            .check_sink(token_url)
+            .await
+            .map_err(|why| refused("sinkcredential.tokenurl", why))?;
+    }
+    Ok(())
 }
 
 fn read_body(state: &AppState, body: &Value) -> Result<SubscriptionInput, ApiError> {
@@ -200,7 +220,7 @@ pub(crate) async fn create(
         ));
     }
     check_type_permission(&caller, &input)?;
-    check_sink_address(&state, &input).await?;
+    check_sink_address(&state, &input, false).await?;
     let criteria = input.criteria.clone();
     let id = uuid::Uuid::now_v7().to_string();
     let subscription = build(id.clone(), caller.0.name.clone(), input, now_ms());
@@ -287,11 +307,8 @@ pub(crate) async fn replace(
         ));
     }
     let mut input = read_body(&state, &body)?;
-    // Resolved outside the lock; a sink sent back redacted is the stored one, checked when it
-    // was registered (and on every connection).
-    if !input.sink.contains(knooppunt_delivery::REDACTED) {
-        check_sink_address(&state, &input).await?;
-    }
+    // Resolved outside the lock.
+    check_sink_address(&state, &input, true).await?;
     let mut sink_changed = false;
     let replaced = state
         .subscriptions
