@@ -613,6 +613,48 @@ mod tests {
         );
     }
 
+    /// A certificate and key made for the test (PEM).
+    fn identity(name: &str) -> ClientCertificate {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let certificate = rcgen::CertificateParams::new(vec![name.to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        ClientCertificate {
+            certificate: certificate.pem(),
+            private_key: key.serialize_pem(),
+        }
+    }
+
+    #[tokio::test]
+    async fn clients_with_a_certificate_are_bounded_and_checked() {
+        let connections = Connections::new(limits(), &[], SinkNetworks::default()).unwrap();
+        let url = reqwest::Url::parse("https://a.test/").unwrap();
+        let (one, two, three) = (identity("one"), identity("two"), identity("three"));
+        for identity in [&one, &two, &one, &three] {
+            connections.client_for(&url, Some(identity)).unwrap();
+        }
+        let kept = connections.identities.lock().unwrap().len();
+        assert_eq!(
+            kept,
+            limits().max_idle_sinks,
+            "at most max_idle_sinks clients"
+        );
+        let refused = reqwest::Url::parse("https://169.254.169.254/token").unwrap();
+        assert!(connections.client_for(&refused, None).is_err());
+        assert!(connections.client_for(&refused, Some(&one)).is_err());
+        let mut broken = one.clone();
+        broken.private_key = two.private_key.clone();
+        let mismatch = check_client_certificate(&broken).unwrap_err();
+        assert!(mismatch.contains("cannot be used"), "{mismatch}");
+        assert!(check_client_certificate(&one).is_ok());
+        let garbage = ClientCertificate {
+            certificate: "not pem".into(),
+            private_key: one.private_key.clone(),
+        };
+        assert!(check_client_certificate(&garbage).is_err());
+    }
+
     #[tokio::test]
     async fn idle_pools_are_bounded_and_busy_ones_kept() {
         let connections = Connections::new(limits(), &[], SinkNetworks::default()).unwrap();
