@@ -617,6 +617,17 @@ impl TestCa {
     /// A certificate and its key as PEM: for a server on 127.0.0.1, or for a client with
     /// this OIN as the subject's serialNumber.
     fn issue(&self, name: &str, oin: Option<&str>, server: bool) -> (String, String) {
+        self.issue_until(name, oin, server, None)
+    }
+
+    /// [`TestCa::issue`], valid until `not_after` if given.
+    fn issue_until(
+        &self,
+        name: &str,
+        oin: Option<&str>,
+        server: bool,
+        not_after: Option<time::OffsetDateTime>,
+    ) -> (String, String) {
         let key = rcgen::KeyPair::generate().unwrap();
         let names = if server {
             vec!["127.0.0.1".to_owned()]
@@ -631,6 +642,9 @@ impl TestCa {
             params
                 .distinguished_name
                 .push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 5]), oin);
+        }
+        if let Some(not_after) = not_after {
+            params.not_after = not_after;
         }
         params.extended_key_usages = vec![if server {
             rcgen::ExtendedKeyUsagePurpose::ServerAuth
@@ -779,6 +793,40 @@ async fn client_certificates_identify_principals_by_their_oin() {
                 .expect("the hub closes a connection that never finished its handshake");
         assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
     }
+
+    // A certificate that expires while its connection is kept alive is refused from then
+    // on, on that same connection (requests closer together than the idle limit keep it).
+    let short_oin = "00000009000000000001";
+    let created = anonymous
+        .post(hub.url("/v1/principals"))
+        .bearer_auth(tokens::ADMIN)
+        .json(&json!({"name": "short", "roles": ["publisher"], "oin": short_oin, "issueToken": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let expires = time::OffsetDateTime::now_utc() + time::Duration::seconds(2);
+    let short = tls_client(
+        &government,
+        Some(&government.issue_until("Short", Some(short_oin), false, Some(expires))),
+    );
+    let source = format!("urn:nld:oin:{short_oin}:x");
+    let mut statuses = Vec::new();
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_millis(3500) {
+        let answer = send(short.clone(), &format!("s-{}", statuses.len()), &source).await;
+        if answer.status == 401 {
+            let detail = answer.body["detail"].as_str().unwrap().to_owned();
+            assert!(
+                detail.contains("expired during this connection"),
+                "{detail}"
+            );
+        }
+        statuses.push(answer.status);
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert_eq!(statuses.first(), Some(&202), "{statuses:?}");
+    assert_eq!(statuses.last(), Some(&401), "{statuses:?}");
 
     // Plain HTTP is not served on an HTTPS port.
     let plain = reqwest::Client::new()

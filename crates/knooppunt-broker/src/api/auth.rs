@@ -163,8 +163,11 @@ pub(crate) struct ClientCertificate {
     pub(crate) oin: Option<String>,
     /// The subject, for messages.
     pub(crate) subject: String,
-    /// Whether it chains to a trusted CA, and why not.
+    /// Whether it chains to a trusted CA, and why not (checked at the handshake).
     pub(crate) trusted: Result<(), String>,
+    /// When it expires (Unix seconds): checked on every request, since a kept-alive
+    /// connection can outlive it.
+    pub(crate) not_after: Option<i64>,
 }
 
 /// The principal a credential named, or why it is refused.
@@ -199,6 +202,22 @@ impl FromRequestParts<Arc<AppState>> for Caller {
                             "the client certificate `{}` is not trusted ({reason}); use a \
                              certificate issued under a CA this hub trusts (PKIoverheid), or \
                              send `Authorization: Bearer <token>`",
+                            certificate.subject
+                        ),
+                        invalid_token: false,
+                    });
+                }
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64);
+                if certificate
+                    .not_after
+                    .is_some_and(|not_after| now > not_after)
+                {
+                    return Err(ApiError::Unauthorized {
+                        detail: format!(
+                            "the client certificate `{}` expired during this connection; use \
+                             its successor on a new connection",
                             certificate.subject
                         ),
                         invalid_token: false,

@@ -92,7 +92,11 @@ impl TlsSettings {
     ) -> Option<ClientCertificate> {
         let verifier = self.verifier.as_ref()?;
         let (end_entity, intermediates) = peer?.split_first()?;
-        let (subject, oin) = subject(end_entity);
+        let Subject {
+            name: subject,
+            oin,
+            not_after,
+        } = subject(end_entity);
         let trusted = verifier
             .verify_client_cert(end_entity, intermediates, UnixTime::now())
             .map(|_| ())
@@ -101,6 +105,7 @@ impl TlsSettings {
             oin,
             subject,
             trusted,
+            not_after,
         })
     }
 }
@@ -183,10 +188,46 @@ const SET: u8 = 0x31;
 const COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
 const SERIAL_NUMBER: &[u8] = &[0x55, 0x04, 0x05];
 
-/// The subject's common name (for messages) and its serialNumber when that is an OIN (20
-/// digits), read from a certificate's DER.
-fn subject(certificate: &[u8]) -> (String, Option<String>) {
-    let read = || -> Option<(Option<String>, Option<String>)> {
+/// What the hub reads from a client certificate.
+struct Subject {
+    /// The subject's common name and OIN, for messages.
+    name: String,
+    /// The subject's serialNumber, when that is an OIN (20 digits).
+    oin: Option<String>,
+    /// When the certificate expires (Unix seconds), checked on every request: a connection
+    /// can outlive its certificate.
+    not_after: Option<i64>,
+}
+
+/// Seconds since the Unix epoch of a DER UTCTime (`YYMMDDHHMMSSZ`) or GeneralizedTime
+/// (`YYYYMMDDHHMMSSZ`).
+fn der_time(tag: u8, text: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(text).ok()?.strip_suffix('Z')?;
+    let (year, rest) = match (tag, text.len()) {
+        (0x17, 12) => {
+            let yy: i64 = text.get(..2)?.parse().ok()?;
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, &text[2..])
+        }
+        (0x18, 14) => (text.get(..4)?.parse().ok()?, &text[4..]),
+        _ => return None,
+    };
+    let field = |at: usize| -> Option<i64> { rest.get(at..at + 2)?.parse().ok() };
+    let (month, day, hour, minute, second) =
+        (field(0)?, field(2)?, field(4)?, field(6)?, field(8)?);
+    // Days from 1970-01-01 to the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
+}
+
+/// Reads a certificate's DER for its [`Subject`].
+fn subject(certificate: &[u8]) -> Subject {
+    let read = || -> Option<(Option<String>, Option<String>, Option<i64>)> {
         let (SEQUENCE, certificate, _) = element(certificate)? else {
             return None;
         };
@@ -197,9 +238,16 @@ fn subject(certificate: &[u8]) -> (String, Option<String>) {
         if tbs.first() == Some(&0xa0) {
             tbs = element(tbs)?.2;
         }
-        for _ in 0..4 {
+        for _ in 0..3 {
             tbs = element(tbs)?.2;
         }
+        let (SEQUENCE, validity, rest) = element(tbs)? else {
+            return None;
+        };
+        tbs = rest;
+        let not_after = element(validity)
+            .and_then(|(_, _, rest)| element(rest))
+            .and_then(|(tag, text, _)| der_time(tag, text));
         let (SEQUENCE, mut names, _) = element(tbs)? else {
             return None;
         };
@@ -226,22 +274,45 @@ fn subject(certificate: &[u8]) -> (String, Option<String>) {
                 }
             }
         }
-        Some((common_name, serial))
+        Some((common_name, serial, not_after))
     };
-    let (common_name, serial) = read().unwrap_or((None, None));
+    let (common_name, serial, not_after) = read().unwrap_or((None, None, None));
     let oin = serial.filter(|s| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()));
-    let subject = match (&common_name, &oin) {
+    let name = match (&common_name, &oin) {
         (Some(cn), Some(oin)) => format!("CN={cn}, serialNumber={oin}"),
         (Some(cn), None) => format!("CN={cn}"),
         (None, Some(oin)) => format!("serialNumber={oin}"),
         (None, None) => "(no readable subject)".into(),
     };
-    (subject, oin)
+    Subject {
+        name,
+        oin,
+        not_after,
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::element;
+    use super::{der_time, element};
+
+    #[test]
+    fn der_times_are_unix_seconds() {
+        assert_eq!(der_time(0x17, b"700101000000Z"), Some(0));
+        assert_eq!(der_time(0x17, b"261123201500Z"), Some(1_795_464_900));
+        assert_eq!(der_time(0x18, b"20261123201500Z"), Some(1_795_464_900));
+        assert_eq!(
+            der_time(0x18, b"20000301000000Z"),
+            Some(951_868_800),
+            "after a leap day"
+        );
+        assert_eq!(
+            der_time(0x17, b"491231235959Z"),
+            Some(2_524_607_999),
+            "2049"
+        );
+        assert_eq!(der_time(0x17, b"26112320150Z"), None);
+        assert_eq!(der_time(0x04, b"261123201500Z"), None);
+    }
 
     #[test]
     fn der_lengths_are_bounded() {
