@@ -219,6 +219,26 @@ async fn principals_are_managed_at_runtime_and_oin_bound() {
         names.contains(&"rvo") && names.contains(&"admin"),
         "{names:?}"
     );
+    // Paged in name order, following `Link: rel="next"`.
+    let mut paged = Vec::new();
+    let mut next = Some("/v1/principals?pageSize=2".to_owned());
+    while let Some(path) = next {
+        let page = hub.call(Method::GET, &path, tokens::ADMIN, None).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        let items = page.body.as_array().unwrap();
+        assert!(items.len() <= 2);
+        paged.extend(items.iter().map(|p| p["name"].as_str().unwrap().to_owned()));
+        next = page.header("link").map(|link| {
+            link.strip_prefix('<')
+                .and_then(|l| l.split_once('>'))
+                .unwrap()
+                .0
+                .to_owned()
+        });
+    }
+    let mut sorted = names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+    sorted.sort();
+    assert_eq!(paged, sorted);
 
     // Deleted: unknown at once.
     let deleted = hub

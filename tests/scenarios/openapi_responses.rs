@@ -383,13 +383,21 @@ async fn every_answer_is_what_the_document_says() {
     ] {
         check.check("post", "/principals", request).await;
     }
-    check
-        .check(
-            "get",
-            "/principals",
-            as_admin(Method::GET, "/v1/principals"),
-        )
-        .await;
+    for query in [
+        "",
+        "?pageSize=1",
+        "?pageSize=1&cursor=admin",
+        "?pageSize=0",
+        "?page=2",
+    ] {
+        check
+            .check(
+                "get",
+                "/principals",
+                as_admin(Method::GET, &format!("/v1/principals{query}")),
+            )
+            .await;
+    }
     check
         .check("get", "/principals", as_kvk(Method::GET, "/v1/principals"))
         .await;

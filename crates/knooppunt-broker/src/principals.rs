@@ -219,6 +219,22 @@ impl Principals {
             .collect()
     }
 
+    /// Up to `size` principals after `cursor` (a name), in name order, and whether more follow.
+    pub(crate) fn page(&self, cursor: Option<&str>, size: usize) -> (Vec<StoredPrincipal>, bool) {
+        use std::ops::Bound;
+        let table = self.table();
+        let start = cursor.map_or(Bound::Unbounded, |c| Bound::Excluded(c.to_owned()));
+        let mut page: Vec<StoredPrincipal> = table
+            .by_name
+            .range((start, Bound::Unbounded))
+            .take(size + 1)
+            .map(|(_, (record, _))| record.clone())
+            .collect();
+        let more = page.len() > size;
+        page.truncate(size);
+        (page, more)
+    }
+
     pub(crate) fn get(&self, name: &str) -> Option<StoredPrincipal> {
         self.table()
             .by_name

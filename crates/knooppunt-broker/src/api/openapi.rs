@@ -266,16 +266,29 @@ fn add_principals(document: &mut Value) {
         );
         extra
     };
+    let mut page = Map::new();
+    page.insert(
+        "parameters".into(),
+        json!([
+            {"name": "pageSize", "in": "query", "required": false,
+             "description": "How many principals per page (1 to 1000, default 100).",
+             "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 1000}},
+            {"name": "cursor", "in": "query", "required": false,
+             "description": "The name of the last principal of the previous page, as given in the `next` link; empty or left out for the first page.",
+             "schema": {"type": "string"}}
+        ]),
+    );
     let list = tagged(operation(
         "listPrincipals",
-        "List every principal, in name order.",
+        "List the principals, in name order.",
         (
             "200",
-            json!({"description": "The principals.", "headers": headers(&[]),
+            json!({"description": "A page of principals. A `Link` header with rel=\"next\" points to the next page.",
+                   "headers": headers(&[("Link", json!({"description": "RFC 8288 link to the next page, when there is one.", "schema": {"type": "string"}}))]),
                    "content": {"application/json": {"schema": {"type": "array", "items": principal_ref.clone()}}}}),
         ),
-        &[UNAUTHORIZED, admin_only],
-        Map::new(),
+        &[BAD_REQUEST, UNAUTHORIZED, admin_only],
+        page,
     ));
     let create = tagged(operation(
         "createPrincipal",

@@ -2,12 +2,13 @@
 //! sharing the store sees a change within a second; the hub that made it at once. A token
 //! is shown once, when it is issued, and stored only as its SHA-256.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use http::header::LOCATION;
+use http::header::{LINK, LOCATION};
 use http::{HeaderValue, StatusCode};
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{StoredPrincipal, now_ms};
@@ -16,6 +17,7 @@ use serde_json::{Map, Value, json};
 use super::BASE_PATH;
 use super::JsonBody;
 use super::auth::{Caller, Role, hash_token};
+use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use crate::AppState;
 use crate::principals::FROM_API;
@@ -166,13 +168,44 @@ fn check_oin(state: &AppState, record: &StoredPrincipal) -> Result<(), ApiError>
     Ok(())
 }
 
+/// A principal's name in a URL query (names from the configuration may hold anything).
+fn query_value(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A page of principals in name order; `Link: rel="next"` when more follow.
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Admin, "list principals")?;
-    let all: Vec<Value> = state.principals.list().iter().map(resource).collect();
-    Ok(Json(all).into_response())
+    let mut problems = Vec::new();
+    let Page { size, cursor } = Page::read(&query, &mut problems);
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the query is invalid", problems));
+    }
+    let (page, more) = state.principals.page(cursor.as_deref(), size);
+    let body: Vec<Value> = page.iter().map(resource).collect();
+    let mut response = Json(body).into_response();
+    if more && let Some(last) = page.last() {
+        let link = format!(
+            "<{BASE_PATH}/principals?pageSize={size}&cursor={}>; rel=\"next\"",
+            query_value(&last.name)
+        );
+        response.headers_mut().insert(
+            LINK,
+            HeaderValue::try_from(link).expect("percent-encoded names are header-safe"),
+        );
+    }
+    Ok(response)
 }
 
 pub(crate) async fn create(

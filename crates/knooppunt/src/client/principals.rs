@@ -135,21 +135,19 @@ pub(crate) async fn run(command: PrincipalsCommand) -> Outcome {
     match command {
         PrincipalsCommand::List { connection, output } => {
             let client = Client::new(&connection)?;
-            let answer = client
-                .send(Method::GET, "/v1/principals", HeaderMap::new(), None)
-                .await?;
-            if !answer.status.is_success() {
-                return Ok(refused(&answer));
-            }
+            let items = match client.all_pages("/v1/principals").await? {
+                Ok(items) => items,
+                Err(answer) => return Ok(refused(&answer)),
+            };
             if output.json {
-                print_json(&answer.body);
+                print_json(&Value::Array(items));
                 return Ok(ExitCode::SUCCESS);
             }
             println!(
                 "{:<24}  {:<30}  {:<20}  {:<8}  ORIGIN",
                 "NAME", "ROLES", "OIN", "STATE"
             );
-            for principal in answer.body.as_array().into_iter().flatten() {
+            for principal in &items {
                 let roles: Vec<&str> = principal["roles"]
                     .as_array()
                     .map(|a| a.iter().filter_map(Value::as_str).collect())
