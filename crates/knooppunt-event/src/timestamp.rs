@@ -24,6 +24,18 @@ pub fn utc_timestamp(ms: u64) -> String {
     )
 }
 
+/// Days since 1970-01-01 of a date in the proleptic Gregorian calendar (H. Hinnant's
+/// algorithm); negative before it.
+pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// The moment of a valid RFC 3339 timestamp (as `validate::syntax::timestamp` accepts), in
 /// milliseconds since the Unix epoch; `None` before 1970 or when it is not valid.
 pub fn epoch_millis(timestamp: &str) -> Option<u64> {
@@ -49,14 +61,7 @@ pub fn epoch_millis(timestamp: &str) -> Option<u64> {
                 + offset.get(4..6)?.parse::<i64>().ok()?)
         }
     };
-    // Days since 1970-01-01 from a civil date (H. Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = days_from_civil(year, month, day);
     let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
     u64::try_from(seconds * 1000 + millis).ok()
 }

@@ -249,6 +249,18 @@ const UNAVAILABLE: (&str, &str) = (
 const BAD_REQUEST: (&str, &str) = ("400", "The request is invalid; every problem is listed.");
 const NOT_FOUND: (&str, &str) = ("404", "No such subscription is visible to the principal.");
 
+/// `pageSize` and `cursor` of a list of `items`; `last` says what the cursor is.
+fn page_parameters(items: &str, last: &str) -> Value {
+    json!([
+        {"name": "pageSize", "in": "query", "required": false,
+         "description": format!("How many {items} per page (1 to 1000, default 100)."),
+         "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 1000}},
+        {"name": "cursor", "in": "query", "required": false,
+         "description": format!("{last} of the previous page, as given in the `next` link; empty or left out for the first page."),
+         "schema": {"type": "string"}}
+    ])
+}
+
 /// `/principals`: paths, operations and schemas.
 fn add_principals(document: &mut Value) {
     let admin_only: (&str, &str) = ("403", "Only an administrator manages principals.");
@@ -269,14 +281,7 @@ fn add_principals(document: &mut Value) {
     let mut page = Map::new();
     page.insert(
         "parameters".into(),
-        json!([
-            {"name": "pageSize", "in": "query", "required": false,
-             "description": "How many principals per page (1 to 1000, default 100).",
-             "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 1000}},
-            {"name": "cursor", "in": "query", "required": false,
-             "description": "The name of the last principal of the previous page, as given in the `next` link; empty or left out for the first page.",
-             "schema": {"type": "string"}}
-        ]),
+        page_parameters("principals", "The name of the last principal"),
     );
     let list = tagged(operation(
         "listPrincipals",
@@ -505,14 +510,7 @@ fn config_schema(defaults: &ConfigDefaults) -> Value {
 }
 
 pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
-    let page_parameters = json!([
-        {"name": "pageSize", "in": "query", "required": false,
-         "description": "How many subscriptions per page (1 to 1000, default 100).",
-         "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 1000}},
-        {"name": "cursor", "in": "query", "required": false,
-         "description": "The id of the last subscription of the previous page, as given in the `next` link; empty or left out for the first page.",
-         "schema": {"type": "string"}}
-    ]);
+    let page_parameters = page_parameters("subscriptions", "The id of the last subscription");
     let id_parameter = json!([{
         "name": "id", "in": "path", "required": true,
         "description": "The id the hub assigned to the subscription.",

@@ -214,14 +214,7 @@ fn der_time(tag: u8, text: &[u8]) -> Option<i64> {
     let field = |at: usize| -> Option<i64> { rest.get(at..at + 2)?.parse().ok() };
     let (month, day, hour, minute, second) =
         (field(0)?, field(2)?, field(4)?, field(6)?, field(8)?);
-    // Days from 1970-01-01 to the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = knooppunt_event::timestamp::days_from_civil(year, month, day);
     Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
 }
 
