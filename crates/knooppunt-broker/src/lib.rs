@@ -242,7 +242,7 @@ impl Hub {
 
     /// The principals in the store (disabled ones included).
     pub fn principal_count(&self) -> usize {
-        self.state.principals.list().len()
+        self.state.principals.count()
     }
 
     pub fn subscription_count(&self) -> usize {

@@ -24,37 +24,46 @@ pub(crate) enum Found {
     Unknown,
 }
 
+/// A principal as stored, and what it may do.
+struct Entry {
+    record: StoredPrincipal,
+    principal: Arc<Principal>,
+}
+
+/// The principals by each thing that names them; one snapshot, replaced whole on a change.
 #[derive(Default)]
 struct Table {
-    by_name: BTreeMap<String, (StoredPrincipal, Arc<Principal>)>,
-    by_token: HashMap<[u8; 32], String>,
-    by_oin: HashMap<String, String>,
+    by_name: BTreeMap<String, Arc<Entry>>,
+    by_token: HashMap<[u8; 32], Arc<Entry>>,
+    by_oin: HashMap<String, Arc<Entry>>,
 }
 
 impl Table {
     fn build(stored: Vec<StoredPrincipal>) -> Table {
         let mut table = Table::default();
         for record in stored {
+            let entry = Arc::new(Entry {
+                principal: Arc::new(principal(&record)),
+                record,
+            });
+            let record = &entry.record;
             if let Some(digest) = record.token_sha256.as_deref().and_then(digest) {
-                table.by_token.insert(digest, record.name.clone());
+                table.by_token.insert(digest, Arc::clone(&entry));
             }
             if let Some(oin) = &record.oin {
-                table.by_oin.insert(oin.clone(), record.name.clone());
+                table.by_oin.insert(oin.clone(), Arc::clone(&entry));
             }
-            let principal = Arc::new(principal(&record));
-            table
-                .by_name
-                .insert(record.name.clone(), (record, principal));
+            table.by_name.insert(record.name.clone(), entry);
         }
         table
     }
+}
 
-    fn found(&self, name: Option<&String>) -> Found {
-        match name.and_then(|name| self.by_name.get(name)) {
-            Some((record, _)) if record.disabled => Found::Disabled(record.name.clone()),
-            Some((_, principal)) => Found::Active(Arc::clone(principal)),
-            None => Found::Unknown,
-        }
+fn found(entry: Option<&Arc<Entry>>) -> Found {
+    match entry {
+        Some(entry) if entry.record.disabled => Found::Disabled(entry.record.name.clone()),
+        Some(entry) => Found::Active(Arc::clone(&entry.principal)),
+        None => Found::Unknown,
     }
 }
 
@@ -196,39 +205,32 @@ impl Principals {
 
     /// The principal whose token has this SHA-256.
     pub(crate) fn by_token(&self, digest: &[u8; 32]) -> Found {
-        let table = self.table();
-        table.found(table.by_token.get(digest))
+        found(self.table().by_token.get(digest))
     }
 
     /// The principal with this OIN (from a client certificate).
     pub(crate) fn by_oin(&self, oin: &str) -> Found {
-        let table = self.table();
-        table.found(table.by_oin.get(oin))
+        found(self.table().by_oin.get(oin))
     }
 
     pub(crate) fn by_name(&self, name: &str) -> Found {
-        let table = self.table();
-        table.found(table.by_name.get_key_value(name).map(|(k, _)| k))
+        found(self.table().by_name.get(name))
     }
 
-    pub(crate) fn list(&self) -> Vec<StoredPrincipal> {
-        self.table()
-            .by_name
-            .values()
-            .map(|(record, _)| record.clone())
-            .collect()
+    pub(crate) fn count(&self) -> usize {
+        self.table().by_name.len()
     }
 
     /// Up to `size` principals after `cursor` (a name), in name order, and whether more follow.
     pub(crate) fn page(&self, cursor: Option<&str>, size: usize) -> (Vec<StoredPrincipal>, bool) {
         use std::ops::Bound;
         let table = self.table();
-        let start = cursor.map_or(Bound::Unbounded, |c| Bound::Excluded(c.to_owned()));
+        let start = cursor.map_or(Bound::Unbounded, Bound::Excluded);
         let mut page: Vec<StoredPrincipal> = table
             .by_name
-            .range((start, Bound::Unbounded))
+            .range::<str, _>((start, Bound::Unbounded))
             .take(size + 1)
-            .map(|(_, (record, _))| record.clone())
+            .map(|(_, entry)| entry.record.clone())
             .collect();
         let more = page.len() > size;
         page.truncate(size);
@@ -239,7 +241,7 @@ impl Principals {
         self.table()
             .by_name
             .get(name)
-            .map(|(record, _)| record.clone())
+            .map(|entry| entry.record.clone())
     }
 
     /// The principal that has this OIN, other than `name`.
@@ -247,8 +249,8 @@ impl Principals {
         self.table()
             .by_oin
             .get(oin)
-            .filter(|holder| holder.as_str() != name)
-            .cloned()
+            .map(|entry| entry.record.name.clone())
+            .filter(|holder| holder != name)
     }
 
     pub(crate) async fn create(&self, record: &StoredPrincipal) -> Result<(), StoreError> {

@@ -196,8 +196,7 @@ impl PgStore {
         self.inner.pool.get().await.map_err(pool_error)
     }
 
-    /// Runs `sql` (an insert or update of a subscription or a principal, all its columns)
-    /// with `params`; when it wrote the row, bumps the version in the same transaction and
+    /// Runs `sql` (a write of a subscription or a principal) with `params`; when it wrote the row, bumps the version in the same transaction and
     /// commits. Returns whether it wrote.
     async fn write_and_bump(
         &self,
@@ -384,18 +383,8 @@ impl Store for PgStore {
 
     fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
         Box::pin(async move {
-            let mut client = self.client().await?;
-            let transaction = client.transaction().await.map_err(backend)?;
-            let deleted = transaction
-                .execute("DELETE FROM principals WHERE name = $1", &[&name])
+            self.write_and_bump("DELETE FROM principals WHERE name = $1", &[&name])
                 .await
-                .map_err(backend)?;
-            if deleted == 0 {
-                return Ok(false);
-            }
-            Self::bump(&transaction).await?;
-            transaction.commit().await.map_err(backend)?;
-            Ok(true)
         })
     }
 

@@ -184,6 +184,46 @@ fn admit(found: Found, credential: &str) -> Result<Caller, ApiError> {
     }
 }
 
+/// The principal a client certificate names by its OIN: trusted at the handshake, not expired
+/// since, with an OIN that a principal has.
+fn by_certificate(state: &AppState, certificate: &ClientCertificate) -> Result<Caller, ApiError> {
+    let refused = |detail: String| ApiError::Unauthorized {
+        detail,
+        invalid_token: false,
+    };
+    let subject = &certificate.subject;
+    if let Err(reason) = &certificate.trusted {
+        return Err(refused(format!(
+            "the client certificate `{subject}` is not trusted ({reason}); use a certificate \
+             issued under a CA this hub trusts (PKIoverheid), or send `Authorization: Bearer \
+             <token>`"
+        )));
+    }
+    let now = (knooppunt_store::now_ms() / 1000) as i64;
+    if certificate
+        .not_after
+        .is_some_and(|not_after| now > not_after)
+    {
+        return Err(refused(format!(
+            "the client certificate `{subject}` expired during this connection; use its \
+             successor on a new connection"
+        )));
+    }
+    let Some(oin) = &certificate.oin else {
+        return Err(refused(format!(
+            "the client certificate `{subject}` has no OIN in its subject's serialNumber; use a \
+             PKIoverheid certificate, or send `Authorization: Bearer <token>`"
+        )));
+    };
+    admit(
+        state.principals.by_oin(oin),
+        &format!(
+            "the client certificate is trusted, but OIN {oin} (no principal has it; an \
+             administrator gives a principal this `oin`)"
+        ),
+    )
+}
+
 impl FromRequestParts<Arc<AppState>> for Caller {
     type Rejection = ApiError;
 
@@ -196,51 +236,7 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         }
         let Some(header) = parts.headers.get(AUTHORIZATION) else {
             if let Some(certificate) = parts.extensions.get::<ClientCertificate>() {
-                if let Err(reason) = &certificate.trusted {
-                    return Err(ApiError::Unauthorized {
-                        detail: format!(
-                            "the client certificate `{}` is not trusted ({reason}); use a \
-                             certificate issued under a CA this hub trusts (PKIoverheid), or \
-                             send `Authorization: Bearer <token>`",
-                            certificate.subject
-                        ),
-                        invalid_token: false,
-                    });
-                }
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs() as i64);
-                if certificate
-                    .not_after
-                    .is_some_and(|not_after| now > not_after)
-                {
-                    return Err(ApiError::Unauthorized {
-                        detail: format!(
-                            "the client certificate `{}` expired during this connection; use \
-                             its successor on a new connection",
-                            certificate.subject
-                        ),
-                        invalid_token: false,
-                    });
-                }
-                let Some(oin) = &certificate.oin else {
-                    return Err(ApiError::Unauthorized {
-                        detail: format!(
-                            "the client certificate `{}` has no OIN in its subject's \
-                             serialNumber; use a PKIoverheid certificate, or send \
-                             `Authorization: Bearer <token>`",
-                            certificate.subject
-                        ),
-                        invalid_token: false,
-                    });
-                };
-                return admit(
-                    state.principals.by_oin(oin),
-                    &format!(
-                        "the client certificate is trusted, but OIN {oin} (no principal has it; \
-                         an administrator gives a principal this `oin`)"
-                    ),
-                );
+                return by_certificate(state, certificate);
             }
             return Err(ApiError::Unauthorized {
                 detail: "send `Authorization: Bearer <token>` with a token of a principal of \
@@ -262,25 +258,26 @@ impl FromRequestParts<Arc<AppState>> for Caller {
                 invalid_token: true,
             })?;
         if super::jwt::looks_like_jwt(token) && state.issuers.configured() {
-            let mut principal = state.issuers.authenticate(token).await?;
+            let principal = state.issuers.authenticate(token).await?;
             // A stored principal of the same name can disable it, and limit it: its type
             // and source prefixes apply, and its OIN when the token gives none.
-            match state.principals.by_name(&principal.name) {
-                Found::Disabled(name) => return admit(Found::Disabled(name), ""),
+            return match state.principals.by_name(&principal.name) {
+                Found::Disabled(name) => admit(Found::Disabled(name), ""),
                 Found::Active(stored) => {
-                    principal
+                    let mut limited = Principal::clone(&principal);
+                    limited
                         .subscribe_type_prefixes
                         .clone_from(&stored.subscribe_type_prefixes);
-                    principal
+                    limited
                         .publish_source_prefixes
                         .clone_from(&stored.publish_source_prefixes);
-                    if principal.oin.is_none() {
-                        principal.oin.clone_from(&stored.oin);
+                    if limited.oin.is_none() {
+                        limited.oin.clone_from(&stored.oin);
                     }
+                    Ok(Caller(Arc::new(limited)))
                 }
-                Found::Unknown => {}
-            }
-            return Ok(Caller(Arc::new(principal)));
+                Found::Unknown => Ok(Caller(principal)),
+            };
         }
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         admit(state.principals.by_token(&digest), "the bearer token")

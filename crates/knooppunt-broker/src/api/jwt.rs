@@ -14,7 +14,7 @@
 //! servers.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -97,14 +97,17 @@ struct Issuer {
 
 #[derive(Debug, Default)]
 struct Keys {
-    by_id: HashMap<String, std::sync::Arc<Key>>,
+    by_id: HashMap<String, Arc<Key>>,
     /// The keys without a `kid`, for tokens without one.
-    anonymous: Vec<std::sync::Arc<Key>>,
+    anonymous: Vec<Arc<Key>>,
     /// When the JWKS was last fetched for a key id it lacked (the first fetch does not
     /// count: it is not a sign of made-up key ids).
     refetched_at: Option<Instant>,
     fetched: bool,
 }
+
+/// A verified token's principal, and until when (Unix seconds) it holds.
+type Verified = (Arc<Principal>, i64);
 
 /// The trusted issuers of a hub.
 #[derive(Debug)]
@@ -113,7 +116,7 @@ pub(crate) struct Issuers {
     client: reqwest::Client,
     /// Verified tokens by their SHA-256: the principal, and until when (Unix seconds, the
     /// expiry with the leeway) it holds.
-    verified: Mutex<HashMap<[u8; 32], (Principal, i64)>>,
+    verified: Mutex<HashMap<[u8; 32], Verified>>,
 }
 
 /// `true` when `token` has the shape of a JWS compact serialisation.
@@ -145,9 +148,7 @@ fn decode_json(part: &str, what: &str) -> Result<Value, ApiError> {
 }
 
 fn now_seconds() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
+    (knooppunt_store::now_ms() / 1000) as i64
 }
 
 impl Issuers {
@@ -176,7 +177,7 @@ impl Issuers {
     }
 
     /// The principal an access token names, once everything about it is checked.
-    pub(crate) async fn authenticate(&self, token: &str) -> Result<Principal, ApiError> {
+    pub(crate) async fn authenticate(&self, token: &str) -> Result<Arc<Principal>, ApiError> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(refused(format!(
                 "the access token is longer than {MAX_TOKEN_BYTES} bytes"
@@ -186,9 +187,10 @@ impl Issuers {
         if let Some((principal, until)) = self.verified.lock().expect("verified lock").get(&digest)
             && now_seconds() < *until
         {
-            return Ok(principal.clone());
+            return Ok(Arc::clone(principal));
         }
         let (principal, until) = self.verify(token).await?;
+        let principal = Arc::new(principal);
         let mut verified = self.verified.lock().expect("verified lock");
         if verified.len() >= MAX_VERIFIED {
             let now = now_seconds();
@@ -197,7 +199,7 @@ impl Issuers {
                 verified.clear();
             }
         }
-        verified.insert(digest, (principal.clone(), until));
+        verified.insert(digest, (Arc::clone(&principal), until));
         Ok(principal)
     }
 
@@ -239,15 +241,11 @@ impl Issuers {
     }
 
     /// The issuer's key `kid`, fetching the JWKS when it is not known (yet).
-    async fn key(
-        &self,
-        issuer: &Issuer,
-        kid: Option<&str>,
-    ) -> Result<std::sync::Arc<Key>, ApiError> {
+    async fn key(&self, issuer: &Issuer, kid: Option<&str>) -> Result<Arc<Key>, ApiError> {
         let find = |keys: &Keys| match kid {
             Some(kid) => keys.by_id.get(kid).cloned(),
             None => match keys.anonymous.as_slice() {
-                [only] => Some(std::sync::Arc::clone(only)),
+                [only] => Some(Arc::clone(only)),
                 _ => None,
             },
         };
@@ -334,7 +332,7 @@ impl Issuers {
             let Some(key) = parse_jwk(jwk) else {
                 continue;
             };
-            let key = std::sync::Arc::new(key);
+            let key = Arc::new(key);
             match jwk.get("kid").and_then(Value::as_str) {
                 Some(kid) => {
                     keys.by_id.insert(kid.to_owned(), key);

@@ -54,6 +54,22 @@ impl Default for ServerLimits {
     }
 }
 
+/// The router, with the connection's client certificate (if any) on every request.
+fn with_client(
+    router: axum::Router,
+    client: Option<crate::api::auth::ClientCertificate>,
+) -> tower::util::MapRequest<
+    axum::Router,
+    impl FnMut(http::Request<hyper::body::Incoming>) -> http::Request<hyper::body::Incoming> + Clone,
+> {
+    tower::ServiceExt::map_request(router, move |mut request: http::Request<_>| {
+        if let Some(client) = &client {
+            request.extensions_mut().insert(client.clone());
+        }
+        request
+    })
+}
+
 /// Serves `router` on `listener` within `limits` (over TLS with `tls`) until `shutdown`
 /// completes, then lets the requests in flight finish (kept-alive connections are closed
 /// once idle).
@@ -93,54 +109,43 @@ pub(crate) async fn run(
             },
         };
         let _ = stream.set_nodelay(true);
-        let Some(acceptor) = acceptor.clone() else {
-            let io = TokioIo::new(connection::Guarded::new(stream, limits.idle_timeout));
-            let service = TowerToHyperService::new(router.clone());
-            let connection = graceful.watch(http.serve_connection(io, service));
-            tokio::spawn(async move {
-                if let Err(error) = connection.await {
-                    tracing::debug!(%error, "A connection ended with an error.");
-                }
-                drop(slot);
-            });
-            continue;
-        };
-        // The handshake runs in the connection's task, within the header timeout, so a
-        // slow client holds only its own slot.
-        let (router, http, watcher, tls) = (
+        let (router, http, watcher, acceptor, tls) = (
             router.clone(),
             http.clone(),
             graceful.watcher(),
-            tls.clone().expect("an acceptor has settings"),
+            acceptor.clone(),
+            tls.clone(),
         );
         tokio::spawn(async move {
-            let handshake =
-                tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await;
-            let stream = match handshake {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(error)) => {
-                    tracing::debug!(%error, "A TLS handshake failed.");
-                    return;
+            let served = match (acceptor, tls) {
+                (Some(acceptor), Some(tls)) => {
+                    // The handshake runs in the connection's task, within the header
+                    // timeout, so a slow client holds only its own slot.
+                    let handshake =
+                        tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await;
+                    let stream = match handshake {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(error)) => {
+                            tracing::debug!(%error, "A TLS handshake failed.");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!("A TLS handshake took longer than the header timeout.");
+                            return;
+                        }
+                    };
+                    let client = tls.client(stream.get_ref().1.peer_certificates());
+                    let io = TokioIo::new(connection::Guarded::new(stream, limits.idle_timeout));
+                    let service = TowerToHyperService::new(with_client(router, client));
+                    watcher.watch(http.serve_connection(io, service)).await
                 }
-                Err(_) => {
-                    tracing::debug!("A TLS handshake took longer than the header timeout.");
-                    return;
+                _ => {
+                    let io = TokioIo::new(connection::Guarded::new(stream, limits.idle_timeout));
+                    let service = TowerToHyperService::new(with_client(router, None));
+                    watcher.watch(http.serve_connection(io, service)).await
                 }
             };
-            let client = tls.client(stream.get_ref().1.peer_certificates());
-            let service = tower::ServiceExt::map_request(
-                router,
-                move |mut request: http::Request<hyper::body::Incoming>| {
-                    if let Some(client) = &client {
-                        request.extensions_mut().insert(client.clone());
-                    }
-                    request
-                },
-            );
-            let io = TokioIo::new(connection::Guarded::new(stream, limits.idle_timeout));
-            let connection =
-                watcher.watch(http.serve_connection(io, TowerToHyperService::new(service)));
-            if let Err(error) = connection.await {
+            if let Err(error) = served {
                 tracing::debug!(%error, "A connection ended with an error.");
             }
             drop(slot);
