@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use knooppunt_broker::{HubOptions, IssuerSettings};
+use knooppunt_tests::certificates::TestCa;
 use knooppunt_tests::{Answer, TestHub, test_options, tokens};
 use reqwest::Method;
 use ring::rand::SystemRandom;
@@ -608,74 +609,6 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
     publish(&hub, &valid, "j-12", &own)
         .await
         .assert_problem(403);
-}
-
-/// A CA of the test, and certificates it signs.
-struct TestCa {
-    certificate: rcgen::Certificate,
-    key: rcgen::KeyPair,
-}
-
-impl TestCa {
-    fn new(name: &str) -> TestCa {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name);
-        TestCa {
-            certificate: params.self_signed(&key).unwrap(),
-            key,
-        }
-    }
-
-    fn pem(&self) -> String {
-        self.certificate.pem()
-    }
-
-    /// A certificate and its key as PEM: for a server on 127.0.0.1, or for a client with
-    /// this OIN as the subject's serialNumber.
-    fn issue(&self, name: &str, oin: Option<&str>, server: bool) -> (String, String) {
-        self.issue_until(name, oin, server, None)
-    }
-
-    /// [`TestCa::issue`], valid until `not_after` if given.
-    fn issue_until(
-        &self,
-        name: &str,
-        oin: Option<&str>,
-        server: bool,
-        not_after: Option<time::OffsetDateTime>,
-    ) -> (String, String) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let names = if server {
-            vec!["127.0.0.1".to_owned()]
-        } else {
-            Vec::new()
-        };
-        let mut params = rcgen::CertificateParams::new(names).unwrap();
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name);
-        if let Some(oin) = oin {
-            params
-                .distinguished_name
-                .push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 5]), oin);
-        }
-        if let Some(not_after) = not_after {
-            params.not_after = not_after;
-        }
-        params.extended_key_usages = vec![if server {
-            rcgen::ExtendedKeyUsagePurpose::ServerAuth
-        } else {
-            rcgen::ExtendedKeyUsagePurpose::ClientAuth
-        }];
-        let certificate = params
-            .signed_by(&key, &self.certificate, &self.key)
-            .unwrap();
-        (certificate.pem(), key.serialize_pem())
-    }
 }
 
 /// A client of the hub over HTTPS, trusting `ca`, with this client certificate if any.

@@ -483,37 +483,9 @@ async fn https_with_client_certificates_from_the_configuration() {
         path.to_str().unwrap().to_owned()
     };
     // A CA, the hub's certificate for 127.0.0.1, and an organisation's client certificate.
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "Test Private Services CA");
-    let ca = ca.self_signed(&ca_key).unwrap();
-    let issue = |names: Vec<String>, oin: Option<&str>, usage| {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(names).unwrap();
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "test");
-        if let Some(oin) = oin {
-            params
-                .distinguished_name
-                .push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 5]), oin);
-        }
-        params.extended_key_usages = vec![usage];
-        let certificate = params.signed_by(&key, &ca, &ca_key).unwrap();
-        (certificate.pem(), key.serialize_pem())
-    };
-    let (server_pem, server_key) = issue(
-        vec!["127.0.0.1".into()],
-        None,
-        rcgen::ExtendedKeyUsagePurpose::ServerAuth,
-    );
-    let (client_pem, client_key) = issue(
-        Vec::new(),
-        Some(OIN),
-        rcgen::ExtendedKeyUsagePurpose::ClientAuth,
-    );
+    let ca = knooppunt_tests::certificates::TestCa::new("Test Private Services CA");
+    let (server_pem, server_key) = ca.issue("knooppunt.test", None, true);
+    let (client_pem, client_key) = ca.issue("BRP", Some(OIN), false);
     let ca_file = write("ca.pem", &ca.pem());
     let identity = write("brp.pem", &format!("{client_pem}{client_key}"));
     let config = common::config_with_admin(dir.path(), TOKEN);

@@ -1,0 +1,71 @@
+//! Certificates made in the tests (rcgen): a CA, servers on 127.0.0.1, and clients with an
+//! OIN in the subject's serialNumber as PKIoverheid certificates have it.
+
+/// A CA of the test, and certificates it signs.
+#[allow(missing_debug_implementations)]
+pub struct TestCa {
+    certificate: rcgen::Certificate,
+    key: rcgen::KeyPair,
+}
+
+impl TestCa {
+    pub fn new(name: &str) -> TestCa {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        TestCa {
+            certificate: params.self_signed(&key).unwrap(),
+            key,
+        }
+    }
+
+    pub fn pem(&self) -> String {
+        self.certificate.pem()
+    }
+
+    /// A certificate and its key as PEM: for a server on 127.0.0.1, or for a client with
+    /// this OIN as the subject's serialNumber.
+    pub fn issue(&self, name: &str, oin: Option<&str>, server: bool) -> (String, String) {
+        self.issue_until(name, oin, server, None)
+    }
+
+    /// [`TestCa::issue`], valid until `not_after` if given.
+    pub fn issue_until(
+        &self,
+        name: &str,
+        oin: Option<&str>,
+        server: bool,
+        not_after: Option<time::OffsetDateTime>,
+    ) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let names = if server {
+            vec!["127.0.0.1".to_owned()]
+        } else {
+            Vec::new()
+        };
+        let mut params = rcgen::CertificateParams::new(names).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        if let Some(oin) = oin {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CustomDnType(vec![2, 5, 4, 5]), oin);
+        }
+        if let Some(not_after) = not_after {
+            params.not_after = not_after;
+        }
+        params.extended_key_usages = vec![if server {
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth
+        } else {
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth
+        }];
+        let certificate = params
+            .signed_by(&key, &self.certificate, &self.key)
+            .unwrap();
+        (certificate.pem(), key.serialize_pem())
+    }
+}
