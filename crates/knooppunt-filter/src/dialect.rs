@@ -8,6 +8,7 @@ use knooppunt_event::{AttributeRef, Event};
 use serde_json::{Map, Value};
 
 use crate::cesql::Expression;
+use crate::cost::{EvalLimits, Meter};
 use crate::limits::{Budget, Limits};
 
 /// One filter expression.
@@ -96,24 +97,39 @@ impl Filter {
         Value::Object(object)
     }
 
+    /// Whether the event matches, within the default [`EvalLimits`].
     pub fn matches(&self, event: &Event) -> bool {
-        let compare = |map: &BTreeMap<String, String>, test: fn(&str, &str) -> bool| {
-            map.iter()
-                .all(|(name, expected)| match event.attribute(name) {
-                    Some(AttributeRef::String(value)) => test(value, expected),
-                    Some(other) => test(&other.to_string(), expected),
-                    None => false,
-                })
+        self.matches_metered(event, &mut Meter::new(EvalLimits::DEFAULT))
+    }
+
+    /// Whether the event matches, charging `meter` (each value compared costs its length);
+    /// `false` once the meter's budget is spent.
+    pub fn matches_metered(&self, event: &Event, meter: &mut Meter) -> bool {
+        let mut compare = |map: &BTreeMap<String, String>, test: fn(&str, &str) -> bool| {
+            map.iter().all(|(name, expected)| {
+                let value = event.attribute(name);
+                let cost = match &value {
+                    Some(AttributeRef::String(value)) => value.len().min(expected.len()),
+                    _ => expected.len(),
+                };
+                meter.charge(1 + cost as u64)
+                    && match value {
+                        Some(AttributeRef::String(value)) => test(value, expected),
+                        Some(other) => test(&other.to_string(), expected),
+                        None => false,
+                    }
+            })
         };
-        match self {
+        let matched = match self {
             Filter::Exact(map) => compare(map, |value, expected| value == expected),
             Filter::Prefix(map) => compare(map, |value, expected| value.starts_with(expected)),
             Filter::Suffix(map) => compare(map, |value, expected| value.ends_with(expected)),
-            Filter::All(filters) => filters.iter().all(|filter| filter.matches(event)),
-            Filter::Any(filters) => filters.iter().any(|filter| filter.matches(event)),
-            Filter::Not(filter) => !filter.matches(event),
-            Filter::Sql(expression) => expression.matches(event),
-        }
+            Filter::All(filters) => filters.iter().all(|f| f.matches_metered(event, meter)),
+            Filter::Any(filters) => filters.iter().any(|f| f.matches_metered(event, meter)),
+            Filter::Not(filter) => !filter.matches_metered(event, meter),
+            Filter::Sql(expression) => expression.matches_metered(event, meter),
+        };
+        matched && !meter.exceeded()
     }
 }
 
@@ -252,7 +268,14 @@ pub struct Criteria {
 }
 
 impl Criteria {
+    /// Whether the event matches, within the default [`EvalLimits`].
     pub fn matches(&self, event: &Event) -> bool {
+        self.matches_metered(event, &mut Meter::new(EvalLimits::DEFAULT))
+    }
+
+    /// Whether the event matches, charging `meter`; `false` once its budget is spent (ask
+    /// [`Meter::exceeded`] to tell that from a filter that did not match).
+    pub fn matches_metered(&self, event: &Event, meter: &mut Meter) -> bool {
         self.source
             .as_deref()
             .is_none_or(|source| source == event.source())
@@ -260,6 +283,9 @@ impl Criteria {
                 .types
                 .as_ref()
                 .is_none_or(|types| types.iter().any(|ty| ty == event.ty()))
-            && self.filters.iter().all(|filter| filter.matches(event))
+            && self
+                .filters
+                .iter()
+                .all(|filter| filter.matches_metered(event, meter))
     }
 }

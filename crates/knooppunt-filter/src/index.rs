@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
+use std::sync::Arc;
 
 use knooppunt_event::Event;
 
@@ -273,7 +274,7 @@ impl<K: Clone + Eq> Table<K> {
 /// Subscriptions with their criteria, filed for fast matching. `K` identifies a subscription.
 #[derive(Debug)]
 pub struct MatchIndex<K> {
-    entries: HashMap<K, (Criteria, Option<Anchor>)>,
+    entries: HashMap<K, (Arc<Criteria>, Option<Anchor>)>,
     tables: HashMap<(Shape, Key), Table<K>>,
     residue: HashSet<K>,
 }
@@ -329,10 +330,10 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
                 self.residue.insert(id.clone());
             }
         }
-        self.entries.insert(id, (criteria, anchor));
+        self.entries.insert(id, (Arc::new(criteria), anchor));
     }
 
-    pub fn remove(&mut self, id: &K) -> Option<Criteria> {
+    pub fn remove(&mut self, id: &K) -> Option<Arc<Criteria>> {
         let (criteria, anchor) = self.entries.remove(id)?;
         match anchor {
             Some(anchor) => {
@@ -349,18 +350,28 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
         Some(criteria)
     }
 
-    /// The ids of every subscription whose criteria match `event`, each once.
-    pub fn matching<'a>(&'a self, event: &Event) -> Vec<K> {
-        // Borrowed ids: a fan-out to thousands of subscriptions clones each id once, for the
-        // answer, and no more.
+    /// The ids of every subscription whose criteria match `event`, each once, each
+    /// evaluated within the default [`EvalLimits`].
+    pub fn matching(&self, event: &Event) -> Vec<K> {
+        self.candidates(event)
+            .into_iter()
+            .filter(|(_, criteria)| criteria.matches(event))
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// The subscriptions `event` may match, each once, with their criteria: the ones filed
+    /// under the event's own values and the unanchored residue. Only the criteria can tell
+    /// which match; they are shared, so the caller can evaluate them (metered, see
+    /// [`Criteria::matches_metered`]) after letting go of the index.
+    pub fn candidates<'a>(&'a self, event: &Event) -> Vec<(K, Arc<Criteria>)> {
+        // Borrowed ids: each candidate's id is cloned once, for the answer.
         let mut seen: HashSet<&'a K> = HashSet::new();
-        let mut matched = Vec::new();
+        let mut found = Vec::new();
         let mut consider = |id: &'a K| {
             if seen.insert(id) {
                 let (criteria, _) = &self.entries[id];
-                if criteria.matches(event) {
-                    matched.push(id.clone());
-                }
+                found.push((id.clone(), Arc::clone(criteria)));
             }
         };
         for key in Key::ALL {
@@ -389,7 +400,7 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
             }
         }
         self.residue.iter().for_each(consider);
-        matched
+        found
     }
 
     /// Evaluates every subscription: the reference the index must agree with.

@@ -8,12 +8,16 @@
 //!   small set of candidates.
 //! - [`Limits`]: how large and deep a subscription's filters may be; every recursive walk
 //!   over a filter is bounded by them.
+//! - [`EvalLimits`] and [`Meter`]: what one evaluation of a filter against an event may
+//!   cost; past it the filter does not match.
 
 pub mod cesql;
+mod cost;
 mod dialect;
 mod index;
 mod limits;
 
+pub use cost::{EvalLimits, Meter};
 pub use dialect::{Criteria, DIALECTS, Filter, FilterError};
 pub use index::MatchIndex;
 pub use limits::{InvalidLimit, Limits};

@@ -2,20 +2,27 @@
 //! returns the zero value of its own return type with that error (so `1 != 1 / 0` is `false`
 //! with a math error); a failed implicit cast gives the zero value of the target type and
 //! evaluation of that operator goes on (so `NOT 10` is `true` with a cast error).
+//!
+//! Every step is charged to a [`Meter`]: a node a unit, and every byte an attribute copies,
+//! a comparison or `LIKE` scans and a function reads or makes. Once the meter is spent every
+//! node returns at once with a `Budget` error, so a filter costs at most its budget.
 
 use knooppunt_event::AttributeRef;
 use knooppunt_event::Event;
 
+use super::functions::Function;
+use super::like::LikePattern;
 use super::parser::{BinaryOp, Expr};
 use super::value::{Type, Value};
 use super::{ErrorKind, EvalError};
+use crate::cost::Meter;
 
 type Outcome = (Value, Option<EvalError>);
 
 /// Evaluates `expr`, and on error returns the zero value of `ty` from the enclosing function.
 macro_rules! operand {
-    ($expr:expr, $event:expr, $ty:expr) => {
-        match evaluate($expr, $event) {
+    ($expr:expr, $event:expr, $meter:expr, $ty:expr) => {
+        match evaluate($expr, $event, $meter) {
             (value, None) => value,
             (_, Some(error)) => return ($ty.zero(), Some(error)),
         }
@@ -43,35 +50,68 @@ fn integer(value: Value, error: &mut Option<EvalError>) -> i32 {
     }
 }
 
-fn attribute(event: &Event, name: &str) -> Option<Value> {
-    event.attribute(name).map(|value| match value {
-        AttributeRef::String(s) => Value::String(s.to_owned()),
-        AttributeRef::Integer(n) => Value::Integer(n),
-        AttributeRef::Boolean(b) => Value::Boolean(b),
-    })
-}
-
-pub(crate) fn evaluate(expr: &Expr, event: &Event) -> Outcome {
-    match expr {
-        Expr::Literal(value) => (value.clone(), None),
-        Expr::Attribute(name) => match attribute(event, name) {
-            Some(value) => (value, None),
-            None => (
+/// An attribute's value, its copy charged to the meter.
+fn read_attribute(event: &Event, name: &str, meter: &mut Meter) -> Outcome {
+    let value = match event.attribute(name) {
+        Some(AttributeRef::String(s)) => {
+            if !meter.charge(s.len() as u64) {
+                return spent();
+            }
+            Value::String(s.to_owned())
+        }
+        Some(AttributeRef::Integer(n)) => Value::Integer(n),
+        Some(AttributeRef::Boolean(b)) => Value::Boolean(b),
+        None => {
+            return (
                 Type::Boolean.zero(),
                 Some(EvalError::new(
                     ErrorKind::MissingAttribute,
                     format!("the event has no attribute `{name}`"),
                 )),
-            ),
-        },
+            );
+        }
+    };
+    (value, None)
+}
+
+/// What every node returns once the meter is spent.
+fn spent() -> Outcome {
+    (
+        Type::Boolean.zero(),
+        Some(EvalError::new(
+            ErrorKind::Budget,
+            "the filter spent its evaluation budget on this event",
+        )),
+    )
+}
+
+/// The bytes a value occupies as a string (0 for the others).
+fn string_bytes(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len(),
+        _ => 0,
+    }
+}
+
+pub(crate) fn evaluate(expr: &Expr, event: &Event, meter: &mut Meter) -> Outcome {
+    let bytes = match expr {
+        Expr::Literal(value) => string_bytes(value),
+        _ => 0,
+    };
+    if !meter.charge(1 + bytes as u64) {
+        return spent();
+    }
+    match expr {
+        Expr::Literal(value) => (value.clone(), None),
+        Expr::Attribute(name) => read_attribute(event, name, meter),
         Expr::Exists(name) => (Value::Boolean(event.attribute(name).is_some()), None),
         Expr::Not(inner) => {
-            let value = operand!(inner, event, Type::Boolean);
+            let value = operand!(inner, event, meter, Type::Boolean);
             let mut error = None;
             (Value::Boolean(!boolean(value, &mut error)), error)
         }
         Expr::Negate(inner) => {
-            let value = operand!(inner, event, Type::Integer);
+            let value = operand!(inner, event, meter, Type::Integer);
             let mut error = None;
             let n = integer(value, &mut error);
             match n.checked_neg() {
@@ -79,60 +119,106 @@ pub(crate) fn evaluate(expr: &Expr, event: &Event) -> Outcome {
                 None => math_error("-(-2147483648) overflows"),
             }
         }
-        Expr::Chain { first, rest } => chain(first, rest, event),
+        Expr::Chain { first, rest } => chain(first, rest, event, meter),
         Expr::Like {
             value,
             pattern,
             negated,
-        } => {
-            let value = operand!(value, event, Type::Boolean);
-            let mut error = None;
-            let text = cast(value, Type::String, &mut error).to_string();
-            (Value::Boolean(pattern.matches(&text) != *negated), error)
-        }
+        } => like(value, pattern, *negated, event, meter),
         Expr::In {
             value,
             set,
             negated,
-        } => {
-            let value = operand!(value, event, Type::Boolean);
-            let mut error = None;
-            let mut found = false;
-            for element in set {
-                let element = operand!(element, event, Type::Boolean);
-                if cast(element, value.ty(), &mut error) == value {
-                    found = true;
-                }
-            }
-            (Value::Boolean(found != *negated), error)
-        }
+        } => in_set(value, set, *negated, event, meter),
         Expr::Call {
             name,
             function,
             args,
-        } => {
-            let Some(function) = function else {
-                return (
-                    Type::Boolean.zero(),
-                    Some(EvalError::new(
-                        ErrorKind::MissingFunction,
-                        format!("there is no function {name} with {} arguments", args.len()),
-                    )),
-                );
-            };
-            let mut error = None;
-            let mut values = Vec::with_capacity(args.len());
-            for (index, arg) in args.iter().enumerate() {
-                let value = operand!(arg, event, function.return_type());
-                values.push(match function.parameter(index) {
-                    Some(ty) => cast(value, ty, &mut error),
-                    None => value,
-                });
-            }
-            let (value, call_error) = function.call(values);
-            (value, error.or(call_error))
+        } => call(name, *function, args, event, meter),
+    }
+}
+
+// The operators below are functions of their own, so that `evaluate`, which recurses, keeps
+// a small stack frame.
+
+fn like(
+    value: &Expr,
+    pattern: &LikePattern,
+    negated: bool,
+    event: &Event,
+    meter: &mut Meter,
+) -> Outcome {
+    let value = operand!(value, event, meter, Type::Boolean);
+    let mut error = None;
+    let text = cast(value, Type::String, &mut error).to_string();
+    if !meter.charge(pattern.cost(text.len())) {
+        return spent();
+    }
+    (Value::Boolean(pattern.matches(&text) != negated), error)
+}
+
+fn in_set(value: &Expr, set: &[Expr], negated: bool, event: &Event, meter: &mut Meter) -> Outcome {
+    let value = operand!(value, event, meter, Type::Boolean);
+    let mut error = None;
+    let mut found = false;
+    for element in set {
+        let element = operand!(element, event, meter, Type::Boolean);
+        if !meter.charge(string_bytes(&value) as u64) {
+            return spent();
+        }
+        if cast(element, value.ty(), &mut error) == value {
+            found = true;
         }
     }
+    (Value::Boolean(found != negated), error)
+}
+
+fn call(
+    name: &str,
+    function: Option<Function>,
+    args: &[Expr],
+    event: &Event,
+    meter: &mut Meter,
+) -> Outcome {
+    let Some(function) = function else {
+        return (
+            Type::Boolean.zero(),
+            Some(EvalError::new(
+                ErrorKind::MissingFunction,
+                format!("there is no function {name} with {} arguments", args.len()),
+            )),
+        );
+    };
+    let mut error = None;
+    let mut values = Vec::with_capacity(args.len());
+    for (index, arg) in args.iter().enumerate() {
+        let value = operand!(arg, event, meter, function.return_type());
+        values.push(match function.parameter(index) {
+            Some(ty) => cast(value, ty, &mut error),
+            None => value,
+        });
+    }
+    // A function reads its strings once and makes one at most three times as long (case
+    // mapping); CONCAT's result is known before it is made.
+    let read: usize = values.iter().map(string_bytes).sum();
+    let made = function.result_bytes(&values);
+    if !meter.allows_string(made) {
+        return (
+            function.return_type().zero(),
+            Some(EvalError::new(
+                ErrorKind::FunctionEvaluation,
+                format!(
+                    "{name} would make a string of {made} bytes; the limit is {}",
+                    meter.limits().max_string_bytes
+                ),
+            )),
+        );
+    }
+    if !meter.charge((read + made) as u64) {
+        return spent();
+    }
+    let (value, call_error) = function.call(values);
+    (value, error.or(call_error))
 }
 
 fn math_error(why: &str) -> Outcome {
@@ -145,11 +231,11 @@ fn math_error(why: &str) -> Outcome {
 /// `first op1 e1 op2 e2 ...` as the left-deep tree `((first op1 e1) op2 e2) ...` would be
 /// evaluated, without recursing along the chain: an error in one step makes every later
 /// step return its zero value with that error, as a failed left operand does.
-fn chain(first: &Expr, rest: &[(BinaryOp, Expr)], event: &Event) -> Outcome {
-    let mut outcome = evaluate(first, event);
+fn chain(first: &Expr, rest: &[(BinaryOp, Expr)], event: &Event, meter: &mut Meter) -> Outcome {
+    let mut outcome = evaluate(first, event, meter);
     for (op, right) in rest {
         outcome = match outcome {
-            (left, None) => binary(*op, left, right, event),
+            (left, None) => binary(*op, left, right, event, meter),
             (_, Some(error)) => {
                 let zero = if op.returns_integer() {
                     Type::Integer.zero()
@@ -164,7 +250,7 @@ fn chain(first: &Expr, rest: &[(BinaryOp, Expr)], event: &Event) -> Outcome {
 }
 
 /// One operator, its left operand already evaluated without error.
-fn binary(op: BinaryOp, left: Value, right: &Expr, event: &Event) -> Outcome {
+fn binary(op: BinaryOp, left: Value, right: &Expr, event: &Event, meter: &mut Meter) -> Outcome {
     let mut error = None;
     match op {
         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
@@ -174,7 +260,7 @@ fn binary(op: BinaryOp, left: Value, right: &Expr, event: &Event) -> Outcome {
                 (BinaryOp::Or, true) => return (Value::Boolean(true), error),
                 _ => {}
             }
-            let right = operand!(right, event, Type::Boolean);
+            let right = operand!(right, event, meter, Type::Boolean);
             let right = boolean(right, &mut error);
             let result = match op {
                 BinaryOp::Xor => left != right,
@@ -183,14 +269,17 @@ fn binary(op: BinaryOp, left: Value, right: &Expr, event: &Event) -> Outcome {
             (Value::Boolean(result), error)
         }
         BinaryOp::Equal | BinaryOp::NotEqual => {
-            let right = operand!(right, event, Type::Boolean);
+            let right = operand!(right, event, meter, Type::Boolean);
+            if !meter.charge(string_bytes(&right) as u64) {
+                return spent();
+            }
             // `=` is ambiguous: the right operand's type picks the definition.
             let left = cast(left, right.ty(), &mut error);
             let equal = left == right;
             (Value::Boolean(equal == (op == BinaryOp::Equal)), error)
         }
         BinaryOp::Less | BinaryOp::LessEqual | BinaryOp::Greater | BinaryOp::GreaterEqual => {
-            let right = operand!(right, event, Type::Boolean);
+            let right = operand!(right, event, meter, Type::Boolean);
             let (left, right) = (integer(left, &mut error), integer(right, &mut error));
             let result = match op {
                 BinaryOp::Less => left < right,
@@ -205,7 +294,7 @@ fn binary(op: BinaryOp, left: Value, right: &Expr, event: &Event) -> Outcome {
         | BinaryOp::Multiply
         | BinaryOp::Divide
         | BinaryOp::Modulo => {
-            let right = operand!(right, event, Type::Integer);
+            let right = operand!(right, event, meter, Type::Integer);
             let (left, right) = (integer(left, &mut error), integer(right, &mut error));
             if matches!(op, BinaryOp::Divide | BinaryOp::Modulo) && right == 0 {
                 return math_error("division by zero");

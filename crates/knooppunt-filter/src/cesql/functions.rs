@@ -67,6 +67,33 @@ impl Function {
         }
     }
 
+    /// At most how many bytes the string it returns for these arguments has (0 for a
+    /// function that returns no string).
+    pub(crate) fn result_bytes(self, args: &[Value]) -> usize {
+        let bytes = |value: &Value| match value {
+            Value::String(s) => s.len(),
+            Value::Integer(_) => 11,
+            Value::Boolean(_) => 5,
+        };
+        match self {
+            Function::Concat => args.iter().map(bytes).sum(),
+            Function::ConcatWs => {
+                let separator = args.first().map_or(0, bytes);
+                let parts: usize = args.iter().skip(1).map(bytes).sum();
+                parts + separator * args.len().saturating_sub(2)
+            }
+            // Case mapping may make a character up to three times as long.
+            Function::Lower | Function::Upper => 3 * args.first().map_or(0, bytes),
+            Function::String
+            | Function::Trim
+            | Function::Left
+            | Function::Right
+            | Function::Substring2
+            | Function::Substring3 => args.first().map_or(0, bytes),
+            Function::Int | Function::Bool | Function::Length | Function::Abs => 0,
+        }
+    }
+
     /// Applies the function to arguments already cast to its parameter types.
     pub(crate) fn call(self, args: Vec<Value>) -> (Value, Option<EvalError>) {
         let string = |i: usize| match &args[i] {

@@ -20,6 +20,7 @@ use std::fmt;
 
 use knooppunt_event::Event;
 
+use crate::cost::{EvalLimits, Meter};
 use crate::limits::{Budget, Limits};
 
 pub use like::LikePattern;
@@ -37,6 +38,8 @@ pub enum ErrorKind {
     MissingFunction,
     FunctionEvaluation,
     Generic,
+    /// Not CESQL's: the evaluation spent its budget ([`crate::EvalLimits`]).
+    Budget,
 }
 
 /// An error raised while evaluating an expression.
@@ -125,17 +128,28 @@ impl Expression {
         &self.text
     }
 
+    /// Evaluates within the default [`EvalLimits`].
     pub fn evaluate(&self, event: &Event) -> Evaluation {
-        let (value, error) = eval::evaluate(&self.expr, event);
+        self.evaluate_metered(event, &mut Meter::new(EvalLimits::DEFAULT))
+    }
+
+    /// Evaluates, charging `meter`; past its budget the result is a `Budget` error.
+    pub fn evaluate_metered(&self, event: &Event, meter: &mut Meter) -> Evaluation {
+        let (value, error) = eval::evaluate(&self.expr, event, meter);
         Evaluation { value, error }
     }
 
-    /// The filter result: `TRUE` without errors.
+    /// The filter result: `TRUE` without errors, within the default [`EvalLimits`].
     pub fn matches(&self, event: &Event) -> bool {
+        self.matches_metered(event, &mut Meter::new(EvalLimits::DEFAULT))
+    }
+
+    /// `TRUE` without errors and within `meter`'s budget.
+    pub fn matches_metered(&self, event: &Event, meter: &mut Meter) -> bool {
         matches!(
-            eval::evaluate(&self.expr, event),
+            eval::evaluate(&self.expr, event, meter),
             (Value::Boolean(true), None)
-        )
+        ) && !meter.exceeded()
     }
 }
 
