@@ -26,6 +26,8 @@ pub use api::auth::{Authentication, Principal, Role, hash_token};
 pub use api::jwt::IssuerSettings;
 pub use api::{API_VERSION, BASE_PATH};
 pub use ingest::{IngestCounters, IngestOptions, MIN_EVENT_BYTES};
+pub use knooppunt_filter::EvalLimits;
+pub use lifecycle::Quotas;
 
 use knooppunt_delivery::Deliverer;
 pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, SinkNetworks};
@@ -50,6 +52,10 @@ pub struct HubOptions {
     pub allow_http_sinks: bool,
     /// How large and deep subscriptions' filters may be.
     pub filter_limits: knooppunt_filter::Limits,
+    /// What evaluating one subscription's filters against one event may cost.
+    pub eval_limits: knooppunt_filter::EvalLimits,
+    /// How many subscriptions, and how much filter, one principal may have.
+    pub quotas: Quotas,
     /// The bounds on inbound connections.
     pub server: ServerLimits,
     /// HTTPS for the API (and client certificates); plain HTTP when absent.
@@ -71,6 +77,8 @@ impl HubOptions {
             subscription_defaults: ConfigDefaults::default(),
             allow_http_sinks: false,
             filter_limits: knooppunt_filter::Limits::DEFAULT,
+            eval_limits: knooppunt_filter::EvalLimits::DEFAULT,
+            quotas: Quotas::default(),
             server: ServerLimits::default(),
             tls: None,
             resync_interval: std::time::Duration::from_secs(1),
@@ -96,6 +104,9 @@ pub(crate) struct AppState {
     pub(crate) subscription_defaults: ConfigDefaults,
     pub(crate) allow_http_sinks: bool,
     pub(crate) filter_limits: knooppunt_filter::Limits,
+    pub(crate) eval_limits: knooppunt_filter::EvalLimits,
+    /// Blocking threads that evaluate costly publishes' filters ([`ingest::ROUTING_THREADS`]).
+    pub(crate) routing_slots: tokio::sync::Semaphore,
     pub(crate) server: ServerLimits,
     tls: Option<TlsSettings>,
     shutdown_grace: std::time::Duration,
@@ -136,9 +147,13 @@ impl Hub {
         let (deliverer, retirements) =
             Deliverer::new(Arc::clone(&store), options.delivery, observer)
                 .map_err(HubError::Config)?;
-        let subscriptions =
-            Subscriptions::load(Arc::clone(&store), deliverer.clone(), options.filter_limits)
-                .await?;
+        let subscriptions = Subscriptions::load(
+            Arc::clone(&store),
+            deliverer.clone(),
+            options.filter_limits,
+            options.quotas,
+        )
+        .await?;
         let principals = principals::Principals::load(Arc::clone(&store)).await?;
         let issuers = match &options.authentication {
             Authentication::Enabled { seeds, issuers } => {
@@ -168,6 +183,8 @@ impl Hub {
                 subscription_defaults: options.subscription_defaults,
                 allow_http_sinks: options.allow_http_sinks,
                 filter_limits: options.filter_limits,
+                eval_limits: options.eval_limits,
+                routing_slots: tokio::sync::Semaphore::new(ingest::ROUTING_THREADS),
                 server: options.server,
                 tls: options.tls,
                 shutdown_grace: options.shutdown_grace,
@@ -233,11 +250,11 @@ impl Hub {
 
     /// The ids of the subscriptions an event would be routed to now.
     pub fn matching_subscriptions(&self, event: &Event) -> Vec<String> {
-        let mut routed = self
-            .state
-            .subscriptions
-            .route(std::iter::once(event), |_| {});
-        routed.pop().unwrap_or_default()
+        let candidates = self.state.subscriptions.candidates(std::iter::once(event));
+        let received = vec![knooppunt_event::ReceivedEvent::from(event.clone())];
+        let mut routing = ingest::Routing::new(received, candidates, self.state.eval_limits);
+        routing.run(None);
+        routing.into_matched().pop().unwrap_or_default()
     }
 
     /// The principals in the store (disabled ones included).

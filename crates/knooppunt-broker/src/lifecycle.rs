@@ -14,6 +14,39 @@ use knooppunt_store::{DeliveryChange, Store, StoreError, Subscription, Subscript
 
 use crate::registry::{self, Registry};
 
+/// How much one principal may subscribe: what its filters cost every published event is
+/// bounded by how many it has and how large they are together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quotas {
+    /// The most subscriptions one principal (owner) may have.
+    pub max_subscriptions: usize,
+    /// The most bytes of filters (as JSON) one principal's subscriptions may have together.
+    pub max_filter_bytes: usize,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas {
+            max_subscriptions: 1_000,
+            max_filter_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// A change refused because it would take a principal past its [`Quotas`]: what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct QuotaExceeded(pub(crate) String);
+
+/// How often a subscription's filters ran out of their evaluation budget, since the hub
+/// started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OverBudget {
+    pub(crate) count: u64,
+    /// Milliseconds since the Unix epoch.
+    pub(crate) last_at: u64,
+}
+
 /// The subscriptions: their store, their registry and their workers, changed together.
 pub(crate) struct Subscriptions {
     store: Arc<dyn Store>,
@@ -22,6 +55,9 @@ pub(crate) struct Subscriptions {
     writes: tokio::sync::Mutex<()>,
     deliverer: Deliverer,
     limits: Limits,
+    quotas: Quotas,
+    /// Subscriptions whose filters ran out of budget on some event.
+    over_budget: std::sync::Mutex<std::collections::HashMap<String, OverBudget>>,
 }
 
 /// What [`Subscriptions::redeliver`] found.
@@ -41,6 +77,7 @@ impl Subscriptions {
         store: Arc<dyn Store>,
         deliverer: Deliverer,
         limits: Limits,
+        quotas: Quotas,
     ) -> Result<Subscriptions, StoreError> {
         let (registry, refused) = Registry::load(store.subscriptions().await?, &limits);
         for subscription in &refused {
@@ -62,6 +99,8 @@ impl Subscriptions {
             writes: tokio::sync::Mutex::new(()),
             deliverer,
             limits,
+            quotas,
+            over_budget: Default::default(),
         })
     }
 
@@ -97,22 +136,80 @@ impl Subscriptions {
         states
     }
 
-    /// The ids of the subscriptions each event is routed to, in one look at the registry;
-    /// `observe` is told how long each event took.
-    pub(crate) fn route<'a>(
+    /// The subscriptions each event may match, with their criteria to evaluate (see
+    /// `ingest::Routing`), in one short look at the registry: evaluating them, which may
+    /// cost, happens after the lock is let go.
+    pub(crate) fn candidates<'a>(
         &self,
         events: impl Iterator<Item = &'a Event>,
-        mut observe: impl FnMut(std::time::Duration),
-    ) -> Vec<Vec<String>> {
+    ) -> Vec<Vec<(String, Arc<Criteria>)>> {
         let registry = self.read();
-        events
-            .map(|event| {
-                let started = std::time::Instant::now();
-                let matched = registry.matching(event);
-                observe(started.elapsed());
-                matched
-            })
-            .collect()
+        events.map(|event| registry.candidates(event)).collect()
+    }
+
+    /// Notes that these subscriptions' filters ran out of their evaluation budget at `at`.
+    pub(crate) fn note_over_budget(&self, ids: &[String], at: u64) {
+        let registry = self.read();
+        let mut over = self.over_budget.lock().expect("over-budget lock");
+        for id in ids {
+            // Only subscriptions that still exist: the map stays as small as the registry.
+            if registry.get(id).is_some() {
+                let entry = over.entry(id.clone()).or_insert(OverBudget {
+                    count: 0,
+                    last_at: at,
+                });
+                entry.count += 1;
+                entry.last_at = at;
+            }
+        }
+    }
+
+    /// How often subscription `id`'s filters ran out of budget, if ever.
+    pub(crate) fn over_budget(&self, id: &str) -> Option<OverBudget> {
+        self.over_budget
+            .lock()
+            .expect("over-budget lock")
+            .get(id)
+            .copied()
+    }
+
+    /// Whether `subscription` (new, or replacing the one of its id) keeps its owner within
+    /// the quotas; what to do when not.
+    fn check_quotas(&self, subscription: &Subscription) -> Result<(), QuotaExceeded> {
+        let bytes = |s: &Subscription| {
+            s.filters
+                .iter()
+                .map(|filter| filter.to_string().len())
+                .sum::<usize>()
+        };
+        let registry = self.read();
+        let others: Vec<&Arc<Subscription>> = registry
+            .all()
+            .filter(|s| s.owner == subscription.owner && s.id != subscription.id)
+            .collect();
+        let Quotas {
+            max_subscriptions,
+            max_filter_bytes,
+        } = self.quotas;
+        if others.len() + 1 > max_subscriptions {
+            return Err(QuotaExceeded(format!(
+                "principal `{}` has {} subscriptions, the most one principal may have (quota \
+                 filters.max_subscriptions_per_principal); delete one it no longer needs first",
+                subscription.owner,
+                others.len()
+            )));
+        }
+        let total = others.iter().map(|s| bytes(s)).sum::<usize>() + bytes(subscription);
+        if total > max_filter_bytes {
+            return Err(QuotaExceeded(format!(
+                "principal `{}` would have {total} bytes of filters in its subscriptions, more \
+                 than the {max_filter_bytes} one principal may have (quota \
+                 filters.max_filter_bytes_per_principal); use smaller filters (IN lists, \
+                 `types`, prefixes) or delete subscriptions it no longer needs",
+                subscription.owner
+            )));
+        }
+        Ok(())
     }
 
     /// Puts a changed subscription into the registry and its worker; the store has it.
@@ -135,12 +232,14 @@ impl Subscriptions {
     }
 
     /// Stores a new subscription (its criteria already checked), then routes to it.
-    pub(crate) async fn create(
+    /// Refused, changing nothing, when it takes its owner past the [`Quotas`].
+    pub(crate) async fn create<E: From<StoreError> + From<QuotaExceeded>>(
         &self,
         subscription: Subscription,
         criteria: Criteria,
-    ) -> Result<Arc<Subscription>, StoreError> {
+    ) -> Result<Arc<Subscription>, E> {
         let _writer = self.writes.lock().await;
+        self.check_quotas(&subscription)?;
         self.store.insert_subscription(&subscription).await?;
         let shared = self
             .registry
@@ -152,8 +251,9 @@ impl Subscriptions {
     }
 
     /// Replaces subscription `id` with what `change` makes of the current one, unless it
-    /// refuses (its error is returned and nothing changes). `Ok(None)` when there is none.
-    pub(crate) async fn replace<E: From<StoreError>>(
+    /// refuses (its error is returned and nothing changes) or the replacement takes its owner
+    /// past the [`Quotas`]. `Ok(None)` when there is none.
+    pub(crate) async fn replace<E: From<StoreError> + From<QuotaExceeded>>(
         &self,
         id: &str,
         change: impl FnOnce(&Subscription) -> Result<(Subscription, Criteria), E>,
@@ -164,6 +264,7 @@ impl Subscriptions {
         };
         let (replacement, criteria) = change(&existing)?;
         debug_assert_eq!(replacement.id, id);
+        self.check_quotas(&replacement)?;
         if !self.store.update_subscription(&replacement).await? {
             return Ok(None);
         }
@@ -213,6 +314,10 @@ impl Subscriptions {
             return Ok(None);
         };
         self.registry.write().expect("registry lock").remove(id);
+        self.over_budget
+            .lock()
+            .expect("over-budget lock")
+            .remove(id);
         self.deliverer.remove(id);
         Ok(Some(deleted))
     }
@@ -317,6 +422,27 @@ mod tests {
     use knooppunt_delivery::Gone;
     use knooppunt_event::ReceivedEvent;
     use knooppunt_store::{Store, StoreError, Subscription, SubscriptionState};
+
+    use super::QuotaExceeded;
+
+    /// What a change may be refused with, in these tests.
+    #[derive(Debug)]
+    enum Refusal {
+        Store(StoreError),
+        Quota(QuotaExceeded),
+    }
+
+    impl From<StoreError> for Refusal {
+        fn from(error: StoreError) -> Self {
+            Refusal::Store(error)
+        }
+    }
+
+    impl From<QuotaExceeded> for Refusal {
+        fn from(error: QuotaExceeded) -> Self {
+            Refusal::Quota(error)
+        }
+    }
     use knooppunt_store_embedded::SledStore;
 
     use crate::api::auth::{Principal, Role};
@@ -364,20 +490,25 @@ mod tests {
         let (hub, store, _dir) = hub().await;
         let subscriptions = &hub.state.subscriptions;
         let (new, criteria) = subscription("s", "https://a.example.nl/");
-        subscriptions.create(new, criteria).await.unwrap();
+        subscriptions
+            .create::<Refusal>(new, criteria)
+            .await
+            .unwrap();
         assert!(store.subscription("s").await.unwrap().is_some());
         assert_eq!(routed(&hub), ["s"]);
 
         // A change its caller refuses changes nothing.
-        let refused: Result<_, StoreError> = subscriptions
-            .replace("s", |_| Err(StoreError::Conflict("no".into())))
+        let refused: Result<_, Refusal> = subscriptions
+            .replace("s", |_| {
+                Err(Refusal::from(StoreError::Conflict("no".into())))
+            })
             .await;
         assert!(refused.is_err());
         let replaced = subscriptions
             .replace("s", |existing| {
                 let mut changed = existing.clone();
                 changed.sink = "https://b.example.nl/".into();
-                Ok::<_, StoreError>(subscription_criteria(changed))
+                Ok::<_, Refusal>(subscription_criteria(changed))
             })
             .await
             .unwrap()
@@ -410,9 +541,68 @@ mod tests {
         // A store that takes no writes: the registry does not change either.
         store.close();
         let (other, criteria) = subscription("t", "https://a.example.nl/");
-        let error = subscriptions.create(other, criteria).await.unwrap_err();
-        assert!(matches!(error, StoreError::Unavailable(_)), "{error}");
+        let error = subscriptions
+            .create::<Refusal>(other, criteria)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, Refusal::Store(StoreError::Unavailable(_))),
+            "{error:?}"
+        );
         assert!(subscriptions.get("t").is_none() && routed(&hub).is_empty());
+        hub.stop().await;
+    }
+
+    #[tokio::test]
+    async fn quotas_bound_each_owners_subscriptions_and_filter_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        let mut options = HubOptions::new(Authentication::Disabled);
+        options.quotas = super::Quotas {
+            max_subscriptions: 2,
+            max_filter_bytes: 100,
+        };
+        let hub = Hub::open(std::sync::Arc::new(store), options)
+            .await
+            .unwrap();
+        let subscriptions = &hub.state.subscriptions;
+        for id in ["a", "b"] {
+            let (new, criteria) = subscription(id, "https://a.example.nl/");
+            subscriptions
+                .create::<Refusal>(new, criteria)
+                .await
+                .unwrap();
+        }
+        let (third, criteria) = subscription("c", "https://a.example.nl/");
+        let Err(Refusal::Quota(QuotaExceeded(why))) = subscriptions
+            .create::<Refusal>(third.clone(), criteria)
+            .await
+        else {
+            panic!("a third subscription is past the quota");
+        };
+        assert!(why.contains("max_subscriptions_per_principal"), "{why}");
+        assert!(subscriptions.get("c").is_none());
+        // Another owner has quotas of its own.
+        let mut other = third;
+        other.owner = "other".into();
+        let criteria = crate::registry::criteria(&other, &Default::default()).unwrap();
+        subscriptions
+            .create::<Refusal>(other, criteria)
+            .await
+            .unwrap();
+        // A replacement may not grow the filters past the bytes quota.
+        let refused = subscriptions
+            .replace("a", |existing| {
+                let mut changed = existing.clone();
+                changed.filters = vec![serde_json::json!({"exact": {"subject": "x".repeat(100)}})];
+                Ok::<_, Refusal>(subscription_criteria(changed))
+            })
+            .await;
+        let Err(Refusal::Quota(QuotaExceeded(why))) = refused else {
+            panic!("filters past the bytes quota");
+        };
+        assert!(why.contains("max_filter_bytes_per_principal"), "{why}");
+        assert!(subscriptions.get("a").unwrap().filters.is_empty());
         hub.stop().await;
     }
 
@@ -426,12 +616,15 @@ mod tests {
         let (hub, store, _dir) = hub().await;
         let subscriptions = &hub.state.subscriptions;
         let (new, criteria) = subscription("s", "https://old.example.nl/");
-        subscriptions.create(new, criteria).await.unwrap();
+        subscriptions
+            .create::<Refusal>(new, criteria)
+            .await
+            .unwrap();
         subscriptions
             .replace("s", |existing| {
                 let mut changed = existing.clone();
                 changed.sink = "https://new.example.nl/".into();
-                Ok::<_, StoreError>(subscription_criteria(changed))
+                Ok::<_, Refusal>(subscription_criteria(changed))
             })
             .await
             .unwrap();
@@ -469,7 +662,11 @@ mod tests {
         let (hub, store, _dir) = hub().await;
         let state = &hub.state;
         let (new, criteria) = subscription("s", "https://a.example.nl/");
-        state.subscriptions.create(new, criteria).await.unwrap();
+        state
+            .subscriptions
+            .create::<Refusal>(new, criteria)
+            .await
+            .unwrap();
         let publisher = Principal {
             name: "gemeente".into(),
             roles: BTreeSet::from([Role::Publisher]),

@@ -132,10 +132,11 @@ impl Registry {
         (page, more)
     }
 
-    /// The subscriptions an event is routed to: those it matches, except disabled ones, which
-    /// are not in the index (pending ones queue their events until the sink consents).
-    pub(crate) fn matching(&self, event: &Event) -> Vec<String> {
-        self.index.matching(event)
+    /// The subscriptions `event` may match: disabled ones are not in the index (pending ones
+    /// queue their events until the sink consents). With their criteria, for the caller to
+    /// evaluate.
+    pub(crate) fn candidates(&self, event: &Event) -> Vec<(String, Arc<Criteria>)> {
+        self.index.candidates(event)
     }
 
     /// Every subscription.

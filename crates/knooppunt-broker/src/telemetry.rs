@@ -109,6 +109,10 @@ pub(crate) struct Telemetry {
     /// (outcome, status code or 0) → attempts.
     attempts: Mutex<BTreeMap<(&'static str, u16), u64>>,
     attempt_seconds: Histogram,
+    /// Evaluations of a subscription's filters that ran out of budget.
+    pub(crate) filter_over_budget: AtomicU64,
+    /// Publishes whose routing moved to a blocking thread.
+    pub(crate) routing_offloaded: AtomicU64,
 }
 
 impl Default for Telemetry {
@@ -119,6 +123,8 @@ impl Default for Telemetry {
             matches: Histogram::new(MATCHES),
             attempts: Mutex::new(BTreeMap::new()),
             attempt_seconds: Histogram::new(SECONDS),
+            filter_over_budget: AtomicU64::new(0),
+            routing_offloaded: AtomicU64::new(0),
         }
     }
 }
@@ -184,6 +190,18 @@ impl Telemetry {
             &mut out,
             "knooppunt_event_matches",
             "Subscriptions matched per accepted event.",
+        );
+        let _ = writeln!(
+            out,
+            "# HELP knooppunt_filter_over_budget_total Evaluations of a subscription's filters that ran out of their budget (the event was not routed to it; the subscription's filterBudget says when).\n\
+             # TYPE knooppunt_filter_over_budget_total counter\nknooppunt_filter_over_budget_total {}",
+            get(&self.filter_over_budget)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP knooppunt_routing_offloaded_total Publishes whose filter evaluation cost enough to move to a blocking thread.\n\
+             # TYPE knooppunt_routing_offloaded_total counter\nknooppunt_routing_offloaded_total {}",
+            get(&self.routing_offloaded)
         );
         let _ = writeln!(
             out,

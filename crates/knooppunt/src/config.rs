@@ -445,15 +445,31 @@ pub(crate) struct FiltersConfig {
     pub(crate) max_nodes: usize,
     /// The longest CESQL expression, in characters (1 to 65536).
     pub(crate) max_sql_length: usize,
+    /// What evaluating one subscription's filters against one event may cost, in units
+    /// (nodes visited plus bytes copied, compared or scanned); past it the event is not
+    /// routed to that subscription.
+    pub(crate) max_evaluation_cost: u64,
+    /// The longest string a filter may make while it is evaluated (CONCAT, UPPER, ...).
+    pub(crate) max_string_bytes: usize,
+    /// The most subscriptions one principal may have.
+    pub(crate) max_subscriptions_per_principal: usize,
+    /// The most bytes of filters (as JSON) one principal's subscriptions may have together.
+    pub(crate) max_filter_bytes_per_principal: usize,
 }
 
 impl Default for FiltersConfig {
     fn default() -> Self {
         let limits = knooppunt_filter::Limits::DEFAULT;
+        let evaluation = knooppunt_filter::EvalLimits::DEFAULT;
+        let quotas = knooppunt_broker::Quotas::default();
         FiltersConfig {
             max_depth: limits.max_depth,
             max_nodes: limits.max_nodes,
             max_sql_length: limits.max_sql_length,
+            max_evaluation_cost: evaluation.max_units,
+            max_string_bytes: evaluation.max_string_bytes,
+            max_subscriptions_per_principal: quotas.max_subscriptions,
+            max_filter_bytes_per_principal: quotas.max_filter_bytes,
         }
     }
 }
@@ -677,6 +693,32 @@ impl Config {
             filters.max_sql_length,
         )
         .map_err(|why| anyhow::anyhow!("filters.{why}"))?;
+        let at_least = |name: &str, value: u64, least: u64| {
+            if value < least {
+                bail!("filters.{name}: must be at least {least}, not {value}");
+            }
+            Ok(())
+        };
+        at_least("max_evaluation_cost", filters.max_evaluation_cost, 1_000)?;
+        at_least("max_string_bytes", filters.max_string_bytes as u64, 1_024)?;
+        at_least(
+            "max_subscriptions_per_principal",
+            filters.max_subscriptions_per_principal as u64,
+            1,
+        )?;
+        at_least(
+            "max_filter_bytes_per_principal",
+            filters.max_filter_bytes_per_principal as u64,
+            1_024,
+        )?;
+        options.eval_limits = knooppunt_filter::EvalLimits {
+            max_units: filters.max_evaluation_cost,
+            max_string_bytes: filters.max_string_bytes,
+        };
+        options.quotas = knooppunt_broker::Quotas {
+            max_subscriptions: filters.max_subscriptions_per_principal,
+            max_filter_bytes: filters.max_filter_bytes_per_principal,
+        };
         if let Some(path) = &self.delivery.ca_file {
             options.delivery.extra_root_certificates =
                 read_ca_file(path).map_err(|why| anyhow::anyhow!("delivery.ca_file: {why}"))?;

@@ -217,6 +217,12 @@ impl IntoResponse for ApiError {
 
 /// Store errors by kind: an unavailable store is 503 (try again), a conflict 409, anything
 /// else (a failed or corrupt backend) 500.
+impl From<crate::lifecycle::QuotaExceeded> for ApiError {
+    fn from(error: crate::lifecycle::QuotaExceeded) -> Self {
+        ApiError::Forbidden(error.0)
+    }
+}
+
 impl From<knooppunt_store::StoreError> for ApiError {
     fn from(error: knooppunt_store::StoreError) -> Self {
         use knooppunt_store::StoreError;

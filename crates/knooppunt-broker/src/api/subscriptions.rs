@@ -192,10 +192,23 @@ fn build(id: String, owner: String, input: SubscriptionInput, created_at: u64) -
 
 /// The resource with its read-only delivery state.
 pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> Value {
-    representation(
+    let mut body = representation(
         subscription,
         state.deliverer.last_delivery(&subscription.id),
-    )
+    );
+    if let (Some(over), Some(object)) = (
+        state.subscriptions.over_budget(&subscription.id),
+        body.as_object_mut(),
+    ) {
+        object.insert(
+            "filterBudget".into(),
+            serde_json::json!({
+                "exceeded": over.count,
+                "lastExceededTime": knooppunt_event::timestamp::utc_timestamp(over.last_at),
+            }),
+        );
+    }
+    body
 }
 
 pub(crate) async fn create(
@@ -226,7 +239,7 @@ pub(crate) async fn create(
     let subscription = build(id.clone(), caller.0.name.clone(), input, now_ms());
     state
         .subscriptions
-        .create(subscription.clone(), criteria)
+        .create::<ApiError>(subscription.clone(), criteria)
         .await?;
     let sink = knooppunt_delivery::redact_sink(&subscription.sink);
     tracing::info!(subscription = %id, owner = %caller.0.name, %sink, "Subscription created.");
