@@ -355,7 +355,7 @@ async fn cbor_in_and_out_keeps_every_attribute() {
     let answer = Answer::from(
         hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
             .header("content-type", cbor::MEDIA_TYPE)
-            .body(cbor::encode_event(&event))
+            .body(cbor::encode_event(&event).unwrap())
             .send()
             .await
             .unwrap(),

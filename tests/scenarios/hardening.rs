@@ -193,3 +193,159 @@ async fn a_principal_has_a_quota_of_subscriptions_and_of_filter_bytes() {
         "{detail}"
     );
 }
+
+/// `[` × depth + `]` × depth.
+fn nested(depth: usize) -> String {
+    format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+}
+
+/// The rules of the first event's violations in a 400 problem.
+fn rules(answer: &Answer) -> Vec<String> {
+    answer.body["errors"][0]["violations"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|v| v["rule"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn data_nested_past_the_limit_is_refused_in_every_content_mode() {
+    let hub = TestHub::start().await;
+    // Structured: the probe's poison, 200 levels.
+    let poison = format!(
+        r#"{{"specversion":"1.0","id":"p","source":"{SOURCE}","type":"nl.nest","data":{}}}"#,
+        nested(200)
+    );
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", "application/cloudevents+json")
+            .body(poison)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(400);
+    assert_eq!(rules(&answer), ["hub.data-depth"], "{}", answer.body);
+    assert!(
+        answer.body.to_string().contains("at most 64"),
+        "{}",
+        answer.body
+    );
+
+    // Binary mode with a JSON body.
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", "application/json")
+            .header("ce-specversion", "1.0")
+            .header("ce-id", "b")
+            .header("ce-source", SOURCE)
+            .header("ce-type", "nl.nest")
+            .body(nested(65))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(400);
+    assert_eq!(rules(&answer), ["hub.data-depth"], "{}", answer.body);
+
+    // CBOR data as native arrays, 65 deep.
+    let mut data = ciborium::Value::Array(vec![]);
+    for _ in 0..64 {
+        data = ciborium::Value::Array(vec![data]);
+    }
+    let event = ciborium::Value::Map(vec![
+        ("specversion".into(), "1.0".into()),
+        ("id".into(), "c".into()),
+        ("source".into(), SOURCE.into()),
+        ("type".into(), "nl.nest".into()),
+        ("data".into(), data),
+    ]);
+    let mut body = Vec::new();
+    ciborium::ser::into_writer(&event, &mut body).unwrap();
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", "application/cloudevents+cbor")
+            .body(body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(400);
+    assert!(answer.body.to_string().contains("64"), "{}", answer.body);
+
+    // 64 levels are within the limit.
+    let within = format!(
+        r#"{{"specversion":"1.0","id":"ok","source":"{SOURCE}","type":"nl.nest","data":{}}}"#,
+        nested(64)
+    );
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", "application/cloudevents+json")
+            .body(within)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+}
+
+#[tokio::test]
+async fn a_poison_event_already_stored_becomes_a_dead_letter_and_the_queue_goes_on() {
+    use knooppunt_store::Store;
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let id = subscribe(
+        &hub,
+        json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.nest"],
+               "config": {"mode": "cbor", "ordering": "ordered"}}),
+    )
+    .await;
+    // An event a hub before the nesting limit accepted: in the store, past the limit.
+    let poison = format!(
+        r#"{{"specversion":"1.0","id":"poison","source":"{SOURCE}","type":"nl.nest","data":{}}}"#,
+        nested(200)
+    );
+    let event = knooppunt_store::NewEvent {
+        source: SOURCE.into(),
+        id: "poison".into(),
+        json: poison,
+        subscriptions: vec![id.clone()],
+    };
+    hub.store
+        .append_events(vec![event], knooppunt_store::now_ms(), 0)
+        .await
+        .unwrap();
+    // The next event behind it in the ordered queue is delivered, as CBOR.
+    let answer = publish(&hub, "after", "nl.nest", "s").await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    let delivered = sink.wait_for(1, WAIT).await;
+    assert_eq!(
+        delivered[0].header("content-type"),
+        Some("application/cloudevents+cbor")
+    );
+    let dead = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}/dead-letters"),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(dead.body.as_array().unwrap().len(), 1, "{}", dead.body);
+    let reason = dead.body[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("64"), "{reason}");
+    let ready = hub.client.get(hub.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    assert_eq!(metric(&hub, "knooppunt_delivery_workers_stuck").await, 0.0);
+    assert_eq!(
+        metric(&hub, "knooppunt_delivery_attempt_panics_total").await,
+        0.0
+    );
+}

@@ -282,6 +282,22 @@ impl Telemetry {
     }
 }
 
+/// The delivery workers' health: panics caught, restarts, workers stuck now.
+pub(crate) fn render_worker_health(out: &mut String, health: &knooppunt_delivery::WorkerHealth) {
+    let _ = writeln!(
+        out,
+        "# HELP knooppunt_delivery_attempt_panics_total Delivery attempts that failed inside the hub (each became a dead letter).\n\
+         # TYPE knooppunt_delivery_attempt_panics_total counter\nknooppunt_delivery_attempt_panics_total {}\n\
+         # HELP knooppunt_delivery_worker_restarts_total Delivery workers that failed and were started again.\n\
+         # TYPE knooppunt_delivery_worker_restarts_total counter\nknooppunt_delivery_worker_restarts_total {}\n\
+         # HELP knooppunt_delivery_workers_stuck Delivery workers stuck now (not turned, or an attempt running, for longer than a lease).\n\
+         # TYPE knooppunt_delivery_workers_stuck gauge\nknooppunt_delivery_workers_stuck {}",
+        health.attempt_panics,
+        health.worker_restarts,
+        health.stuck.len()
+    );
+}
+
 impl knooppunt_delivery::Observer for Telemetry {
     fn attempt(&self, outcome: &'static str, status: Option<u16>, elapsed: Duration) {
         *self

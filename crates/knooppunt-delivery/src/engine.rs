@@ -17,7 +17,8 @@ use tokio::task::JoinHandle;
 use crate::address::{AddressRefused, SinkNetworks};
 use crate::connections::{ConnectionLimits, Connections};
 use crate::sink::{self, Handshake};
-use crate::worker::run;
+use crate::supervise::{Supervision, WorkerHealth};
+use crate::worker::{Heartbeat, supervise};
 
 /// Settings of the delivery workers.
 #[derive(Debug, Clone)]
@@ -126,6 +127,7 @@ pub(crate) struct Inner {
     pub(crate) gone: mpsc::UnboundedSender<Gone>,
     pub(crate) observer: Arc<dyn Observer>,
     pub(crate) stop: watch::Sender<bool>,
+    pub(crate) supervision: Supervision,
 }
 
 pub(crate) struct Worker {
@@ -136,6 +138,7 @@ pub(crate) struct Worker {
     /// Tells this worker alone to stop taking deliveries.
     pub(crate) retire: watch::Sender<bool>,
     pub(crate) task: JoinHandle<()>,
+    pub(crate) heartbeat: Arc<Heartbeat>,
 }
 
 pub use knooppunt_store::now_ms;
@@ -173,6 +176,7 @@ impl Deliverer {
                 gone,
                 observer,
                 stop,
+                supervision: Supervision::default(),
             }),
         };
         Ok((deliverer, gone_reports))
@@ -200,11 +204,13 @@ impl Deliverer {
         let wake = Arc::new(Notify::new());
         let (current, watched) = watch::channel(Arc::clone(subscription));
         let (retire, retired) = watch::channel(false);
-        let task = tokio::spawn(run(
+        let heartbeat = Arc::new(Heartbeat::default());
+        let task = tokio::spawn(supervise(
             Arc::clone(&self.inner),
             watched,
             retired,
             Arc::clone(&wake),
+            Arc::clone(&heartbeat),
         ));
         workers.insert(
             subscription.id.clone(),
@@ -213,6 +219,7 @@ impl Deliverer {
                 current,
                 retire,
                 task,
+                heartbeat,
             },
         );
     }
@@ -256,7 +263,38 @@ impl Deliverer {
     }
 
     pub fn last_delivery(&self, id: &str) -> Option<LastDelivery> {
-        self.inner.last.lock().expect("last lock").get(id).cloned()
+        self.inner
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .cloned()
+    }
+
+    /// How the workers fare: panics caught, restarts, and the workers stuck now (a worker
+    /// whose task ended although it was not stopped counts as stuck too).
+    pub fn health(&self) -> WorkerHealth {
+        let now = now_ms();
+        let mut stuck: Vec<String> = self
+            .inner
+            .workers
+            .lock()
+            .expect("workers lock")
+            .iter()
+            .filter(|(_, worker)| worker.task.is_finished() || worker.heartbeat.stuck(now))
+            .map(|(id, _)| id.clone())
+            .collect();
+        stuck.sort();
+        let supervision = &self.inner.supervision;
+        WorkerHealth {
+            attempt_panics: supervision
+                .attempt_panics
+                .load(std::sync::atomic::Ordering::Relaxed),
+            worker_restarts: supervision
+                .worker_restarts
+                .load(std::sync::atomic::Ordering::Relaxed),
+            stuck,
+        }
     }
 
     /// Checks a sink's address when a subscription is registered (connections are checked

@@ -14,6 +14,7 @@ mod connections;
 pub mod engine;
 pub mod outcome;
 pub mod sink;
+mod supervise;
 mod tokens;
 mod worker;
 
@@ -21,3 +22,4 @@ pub use address::{AddressRefused, SinkNetworks};
 pub use connections::{ConnectionLimits, check_client_certificate};
 pub use engine::{Deliverer, DeliveryOptions, Gone, LastDelivery, Observer, Unobserved, now_ms};
 pub use sink::{Handshake, REDACTED, redact_sink};
+pub use supervise::WorkerHealth;

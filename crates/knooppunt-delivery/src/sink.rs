@@ -68,7 +68,7 @@ pub fn delivery_message(json_text: &str, mode: DeliveryMode) -> Result<HttpMessa
             );
             Ok(HttpMessage {
                 headers,
-                body: cbor::encode_event(&received.event),
+                body: cbor::encode_event(&received.event)?,
             })
         }
         DeliveryMode::Binary => {

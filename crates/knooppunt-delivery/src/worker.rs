@@ -2,8 +2,9 @@
 //! the result before the delivery can be leased again; a 410 stops the worker and is
 //! reported to the broker ([`Gone`]).
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
 use std::time::{Duration, SystemTime};
 
 use knooppunt_event::trace_context::TraceContext;
@@ -18,6 +19,120 @@ use crate::connections::{Gate, Permit, SinkResult};
 use crate::engine::{DeliveryOptions, Gone, Inner, LastDelivery, now_ms};
 use crate::outcome::{Outcome, Response, classify, verdict};
 use crate::sink;
+use crate::supervise::CatchUnwind;
+
+/// What a worker shows of itself, for [`crate::Deliverer::health`]: when its loop last
+/// turned, when its oldest attempt in flight began, and how long either may take.
+#[derive(Debug, Default)]
+pub(crate) struct Heartbeat {
+    /// Milliseconds since the Unix epoch.
+    pub(crate) turned_at: AtomicU64,
+    /// Milliseconds since the Unix epoch; 0 when no attempt is in flight.
+    pub(crate) oldest_attempt_at: AtomicU64,
+    /// The longest a turn may take (a lease, spacing and idle polls).
+    pub(crate) turn_limit_ms: AtomicU64,
+    /// The longest an attempt may take: its lease.
+    pub(crate) lease_ms: AtomicU64,
+}
+
+impl Heartbeat {
+    /// Whether the worker is stuck at `now`.
+    pub(crate) fn stuck(&self, now: u64) -> bool {
+        let turned = self.turned_at.load(AtomicOrdering::Relaxed);
+        let oldest = self.oldest_attempt_at.load(AtomicOrdering::Relaxed);
+        let turn_limit = self.turn_limit_ms.load(AtomicOrdering::Relaxed);
+        let lease = self.lease_ms.load(AtomicOrdering::Relaxed);
+        (turned != 0 && now.saturating_sub(turned) > turn_limit)
+            || (oldest != 0 && now.saturating_sub(oldest) > lease)
+    }
+}
+
+/// The attempts in flight, with when each began.
+#[derive(Default)]
+struct InFlight {
+    tasks: JoinSet<()>,
+    started: HashMap<tokio::task::Id, u64>,
+}
+
+impl InFlight {
+    fn spawn(&mut self, attempt: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = self.tasks.spawn(attempt);
+        self.started.insert(handle.id(), now_ms());
+    }
+
+    fn forget(&mut self, joined: Option<Result<(tokio::task::Id, ()), tokio::task::JoinError>>) {
+        match joined {
+            Some(Ok((id, ()))) => {
+                self.started.remove(&id);
+            }
+            Some(Err(error)) => {
+                self.started.remove(&error.id());
+            }
+            None => {}
+        }
+    }
+
+    /// Takes note of the attempts that finished.
+    fn reap(&mut self) {
+        while let Some(joined) = self.tasks.try_join_next_with_id() {
+            self.forget(Some(joined));
+        }
+    }
+
+    async fn join_next(&mut self) -> Option<()> {
+        let joined = self.tasks.join_next_with_id().await;
+        let some = joined.is_some();
+        self.forget(joined);
+        some.then_some(())
+    }
+
+    fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    fn oldest(&self) -> Option<u64> {
+        self.started.values().min().copied()
+    }
+}
+
+/// Runs a worker, and runs it again after a panic in its loop (a second later, unless the
+/// hub stops or the worker is retired meanwhile): no panic leaves a subscription without
+/// its worker.
+pub(crate) async fn supervise(
+    inner: Arc<Inner>,
+    current: watch::Receiver<Arc<Subscription>>,
+    retired: watch::Receiver<bool>,
+    wake: Arc<Notify>,
+    heartbeat: Arc<Heartbeat>,
+) {
+    let id = current.borrow().id.clone();
+    loop {
+        let worker = run(
+            Arc::clone(&inner),
+            current.clone(),
+            retired.clone(),
+            Arc::clone(&wake),
+            Arc::clone(&heartbeat),
+        );
+        let Err(why) = CatchUnwind::new(worker).await else {
+            return;
+        };
+        inner.supervision.worker_restarted();
+        tracing::error!(subscription = %id, panic = %why, "A delivery worker failed; it starts again in a second.");
+        let mut stop = inner.stop.subscribe();
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = stop.changed() => return,
+        }
+        if *retired.borrow() || *inner.stop.borrow() {
+            return;
+        }
+    }
+}
 
 /// What a worker derives from its subscription.
 struct Settings {
@@ -51,14 +166,15 @@ impl Settings {
 }
 
 /// A subscription's worker: lease, send, record, until stopped.
-pub(crate) async fn run(
+async fn run(
     inner: Arc<Inner>,
     mut current: watch::Receiver<Arc<Subscription>>,
     mut retired: watch::Receiver<bool>,
     wake: Arc<Notify>,
+    heartbeat: Arc<Heartbeat>,
 ) {
     let mut settings = Settings::of(Arc::clone(&current.borrow_and_update()), &inner.options);
-    let mut attempts = JoinSet::new();
+    let mut attempts = InFlight::default();
     let mut next_start = tokio::time::Instant::now();
     let mut stop = inner.stop.subscribe();
     // Set by an attempt that got 410 Gone: take nothing more.
@@ -80,7 +196,18 @@ pub(crate) async fn run(
             lease_ms,
             spacing,
         } = settings;
-        while attempts.try_join_next().is_some() {}
+        attempts.reap();
+        let idle = inner.options.idle_poll;
+        let spacing_ms = spacing.map_or(0, |s| s.as_millis() as u64);
+        heartbeat.turned_at.store(now_ms(), AtomicOrdering::Relaxed);
+        heartbeat
+            .oldest_attempt_at
+            .store(attempts.oldest().unwrap_or(0), AtomicOrdering::Relaxed);
+        heartbeat.lease_ms.store(lease_ms, AtomicOrdering::Relaxed);
+        heartbeat.turn_limit_ms.store(
+            lease_ms + spacing_ms + 2 * idle.as_millis() as u64,
+            AtomicOrdering::Relaxed,
+        );
         let free = limit.saturating_sub(attempts.len());
         // The sink's health decides how much may be taken: all that is free, one probe, or
         // nothing until a pause ends.
@@ -114,10 +241,12 @@ pub(crate) async fn run(
             inner.connections.release_probe(&subscription.sink);
         }
         if leased.is_empty() {
-            let idle = inner.options.idle_poll;
             // With every slot busy, only a finished attempt (or a stop) can change anything.
+            // A paused sink is looked at again at least every idle poll, so the loop turns.
             let wait = if let Some(until) = paused_until {
-                until.saturating_duration_since(tokio::time::Instant::now())
+                until
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .min(idle)
             } else if free == 0 {
                 idle
             } else {
@@ -131,7 +260,7 @@ pub(crate) async fn run(
                 () = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => {}
                 _ = retired.changed() => {}
-                Some(_) = attempts.join_next(), if !attempts.is_empty() => {}
+                Some(()) = attempts.join_next(), if !attempts.is_empty() => {}
             }
             continue;
         }
@@ -158,12 +287,68 @@ pub(crate) async fn run(
                     started,
                     probe,
                 };
-                attempt(&inner, &subscription, config, delivery, &gone, connection).await;
+                let leased = delivery.clone();
+                let sending = attempt(&inner, &subscription, config, delivery, &gone, connection);
+                if let Err(why) = CatchUnwind::new(sending).await {
+                    record_panic(&inner, &subscription, leased, probe, why).await;
+                }
             });
         }
     }
     // Stopping: let the attempts in flight finish and record their results.
     while attempts.join_next().await.is_some() {}
+}
+
+/// An attempt that panicked: recorded as its result, a dead letter saying what failed, so
+/// that its lease does not hold the queue and the event is not tried into the same panic
+/// again and again. The operator can redeliver it once the hub is fixed.
+async fn record_panic(
+    inner: &Inner,
+    subscription: &Subscription,
+    delivery: Delivery,
+    probe: bool,
+    why: String,
+) {
+    inner.supervision.attempt_panicked();
+    if probe {
+        inner.connections.release_probe(&subscription.sink);
+    }
+    let id = subscription.id.as_str();
+    let reason = format!(
+        "the hub failed while delivering this event ({why}); it was made a dead letter so \
+         that the subscription goes on: redeliver it once the hub is fixed"
+    );
+    tracing::error!(subscription = id, seq = delivery.seq, panic = %why, "A delivery attempt failed inside the hub; the event is a dead letter.");
+    let at = now_ms();
+    let change = DeliveryChange::Attempted(Attempt {
+        subscription: id.to_owned(),
+        seq: delivery.seq,
+        lease: delivery.lease,
+        at,
+        status: None,
+        error: Some(reason.clone()),
+        verdict: Verdict::DeadLetter {
+            reason: reason.clone(),
+        },
+    });
+    if let Err(error) = inner.store.record(vec![change]).await {
+        tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a failed delivery attempt failed; the delivery will be tried again when its lease runs out.");
+    }
+    inner.observer.attempt("deadLetter", None, Duration::ZERO);
+    inner
+        .last
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(
+            id.to_owned(),
+            LastDelivery {
+                at,
+                seq: delivery.seq,
+                status: None,
+                error: Some(reason),
+                outcome: "deadLetter",
+            },
+        );
 }
 
 /// The connection an attempt may use (or why there was none), when it began waiting, and
@@ -185,6 +370,8 @@ async fn attempt(
     connection: Connection,
 ) {
     let id = subscription.id.as_str();
+    #[cfg(test)]
+    tests::inject_fault(delivery.seq).await;
     let event = match inner.store.event(delivery.seq).await {
         Ok(Some(event)) => event,
         Ok(None) => {
@@ -437,16 +624,20 @@ async fn send_and_record(
             tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a delivery attempt failed; the delivery will be tried again.");
         }
     }
-    inner.last.lock().expect("last lock").insert(
-        id.to_owned(),
-        LastDelivery {
-            at,
-            seq: delivery.seq,
-            status,
-            error,
-            outcome: label,
-        },
-    );
+    inner
+        .last
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(
+            id.to_owned(),
+            LastDelivery {
+                at,
+                seq: delivery.seq,
+                status,
+                error,
+                outcome: label,
+            },
+        );
     if outcome == Outcome::Gone {
         // The broker, the one writer of subscriptions, decides what the 410 means: it
         // disables the subscription unless its sink has changed meanwhile.
@@ -454,5 +645,119 @@ async fn send_and_record(
             subscription: id.to_owned(),
             sink: subscription.sink.clone(),
         });
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    //! Faults injected into attempts (this thread's: `#[tokio::test]` runs every task on
+    //! the test's own thread), to show that a panicking or hanging attempt never leaves a
+    //! subscription stuck unseen.
+
+    use std::cell::RefCell;
+    use std::collections::{BTreeMap, HashMap};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use knooppunt_store::{ConfigDefaults, Store, SubscriptionConfig};
+    use knooppunt_store_embedded::SledStore;
+
+    use crate::{Deliverer, DeliveryOptions, SinkNetworks, Unobserved};
+
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) enum Fault {
+        Panic,
+        Hang,
+    }
+
+    thread_local! {
+        static FAULTS: RefCell<HashMap<u64, Fault>> = RefCell::new(HashMap::new());
+    }
+
+    /// Called at the start of every attempt in test builds.
+    pub(crate) async fn inject_fault(seq: u64) {
+        match FAULTS.with(|faults| faults.borrow().get(&seq).copied()) {
+            Some(Fault::Panic) => panic!("injected fault at event {seq}"),
+            Some(Fault::Hang) => std::future::pending::<()>().await,
+            None => {}
+        }
+    }
+
+    /// A deliverer on a fresh embedded store with subscription `s` (ordered, sink on a
+    /// closed loopback port, attempts time out after a second) and two events for it.
+    async fn deliverer(faults: &[(u64, Fault)]) -> (Deliverer, SledStore, tempfile::TempDir) {
+        FAULTS.with(|map| map.borrow_mut().extend(faults.iter().copied()));
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path()).unwrap();
+        let mut subscription = knooppunt_store_conformance::subscription("s");
+        subscription.sink = "http://127.0.0.1:1/hook".into();
+        let config = BTreeMap::from([
+            ("ordering".to_owned(), "ordered".to_owned()),
+            ("timeout".to_owned(), "PT1S".to_owned()),
+        ]);
+        subscription.config =
+            SubscriptionConfig::parse(&config, &ConfigDefaults::default()).unwrap();
+        store.insert_subscription(&subscription).await.unwrap();
+        let events = vec![
+            knooppunt_store_conformance::event("1", &["s"]),
+            knooppunt_store_conformance::event("2", &["s"]),
+        ];
+        store
+            .append_events(events, crate::now_ms(), 0)
+            .await
+            .unwrap();
+        let options = DeliveryOptions {
+            idle_poll: Duration::from_millis(50),
+            lease_margin: Duration::from_millis(200),
+            sink_networks: SinkNetworks::parse(&["127.0.0.0/8".into()]).unwrap(),
+            ..DeliveryOptions::default()
+        };
+        let (deliverer, _gone) =
+            Deliverer::new(Arc::new(store.clone()), options, Arc::new(Unobserved)).unwrap();
+        deliverer.sync(&Arc::new(subscription));
+        (deliverer, store, dir)
+    }
+
+    #[tokio::test]
+    async fn a_panicking_attempt_is_a_dead_letter_and_the_queue_goes_on() {
+        let (deliverer, store, _dir) = deliverer(&[(1, Fault::Panic)]).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let dead = store.dead_letters("s", None, 10).await.unwrap();
+            let next = store.pending_deliveries("s", 1).await.unwrap();
+            if dead.len() == 1 && next.first().is_some_and(|d| d.seq == 2 && d.attempts > 0) {
+                let reason = &dead[0].reason;
+                assert_eq!(dead[0].seq, 1);
+                assert!(reason.contains("injected fault at event 1"), "{reason}");
+                assert!(reason.contains("redeliver"), "{reason}");
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{dead:?} {next:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let health = deliverer.health();
+        assert_eq!(health.attempt_panics, 1);
+        assert!(health.stuck.is_empty(), "{health:?}");
+        let last = deliverer.last_delivery("s").unwrap();
+        assert!(last.seq >= 1);
+        deliverer.shutdown(Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test]
+    async fn an_attempt_that_outlives_its_lease_shows_its_worker_stuck() {
+        let (deliverer, _store, _dir) = deliverer(&[(1, Fault::Hang)]).await;
+        // The lease: twice the one-second timeout plus 200 ms.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(deliverer.health().stuck.is_empty());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while deliverer.health().stuck.is_empty() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "never reported stuck"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(deliverer.health().stuck, ["s"]);
+        deliverer.shutdown(Duration::from_millis(100)).await;
     }
 }

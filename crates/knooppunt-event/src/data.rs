@@ -27,16 +27,61 @@ impl Data {
     }
 }
 
-/// A piece of text that is known to be one valid JSON value.
+/// The deepest nesting of arrays and objects JSON data may have. One limit, checked
+/// wherever JSON data enters the hub (the JSON format, binary mode, CBOR data), so that
+/// every encoder the hub has (CBOR delivery reads the data into a tree) can take whatever
+/// was accepted; far inside `serde_json`'s own limit of 128.
+pub const MAX_DATA_DEPTH: usize = 64;
+
+/// Why text is not JSON data the hub takes.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonTextError {
+    #[error("{0}")]
+    Syntax(#[from] serde_json::Error),
+    #[error(
+        "the JSON data is nested {depth} levels deep (arrays and objects); at most \
+         {MAX_DATA_DEPTH} are allowed"
+    )]
+    TooDeep { depth: usize },
+}
+
+/// How deeply arrays and objects nest in `text` (valid JSON), in one pass over its bytes.
+pub fn json_depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for byte in text.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// A piece of text that is known to be one valid JSON value, nested at most
+/// [`MAX_DATA_DEPTH`] levels.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonText(Box<str>);
 
 impl JsonText {
-    /// Checks that `text` is exactly one JSON value and keeps it unchanged (surrounding white
-    /// space is dropped).
-    pub fn parse(text: &str) -> Result<Self, serde_json::Error> {
+    /// Checks that `text` is exactly one JSON value within [`MAX_DATA_DEPTH`] and keeps it
+    /// unchanged (surrounding white space is dropped).
+    pub fn parse(text: &str) -> Result<Self, JsonTextError> {
         let raw: &RawValue = serde_json::from_str(text)?;
-        Ok(JsonText(raw.get().into()))
+        JsonText::from_raw(raw)
     }
 
     /// Serialises a value. Use this when the hub itself creates data.
@@ -48,13 +93,19 @@ impl JsonText {
         &self.0
     }
 
-    /// Parses the text into a [`serde_json::Value`] (numbers beyond f64 precision lose digits).
-    pub fn to_value(&self) -> serde_json::Value {
-        serde_json::from_str(&self.0).expect("JsonText always holds valid JSON")
+    /// Parses the text into a [`serde_json::Value`] (numbers beyond f64 precision lose
+    /// digits). It does not fail for text this type made (valid, within the depth limit);
+    /// the error is `serde_json`'s.
+    pub fn to_value(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_str(&self.0)
     }
 
-    pub(crate) fn from_raw(raw: &RawValue) -> Self {
-        JsonText(raw.get().into())
+    /// Keeps a raw JSON value that is within [`MAX_DATA_DEPTH`].
+    pub(crate) fn from_raw(raw: &RawValue) -> Result<Self, JsonTextError> {
+        match json_depth(raw.get()) {
+            depth if depth > MAX_DATA_DEPTH => Err(JsonTextError::TooDeep { depth }),
+            _ => Ok(JsonText(raw.get().into())),
+        }
     }
 }
 
@@ -147,5 +198,24 @@ mod tests {
         assert_eq!(text.as_str(), "{\"b\" : 1.50, \"a\": [1e3]}");
         assert!(JsonText::parse("{").is_err());
         assert!(JsonText::parse("1 2").is_err());
+    }
+
+    #[test]
+    fn depth_is_limited_and_strings_do_not_count() {
+        let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert_eq!(json_depth(&nested(3)), 3);
+        assert_eq!(json_depth(r#"{"a": "[[[{{{\"]]", "b": [{}]}"#), 3);
+        assert!(JsonText::parse(&nested(MAX_DATA_DEPTH)).is_ok());
+        let error = JsonText::parse(&nested(MAX_DATA_DEPTH + 1)).unwrap_err();
+        assert!(
+            matches!(error, JsonTextError::TooDeep { depth: 65 }),
+            "{error}"
+        );
+        assert!(error.to_string().contains("at most 64"), "{error}");
+        // Far past serde_json's own limit, still one pass and a clear error.
+        assert!(matches!(
+            JsonText::parse(&nested(100_000)),
+            Err(JsonTextError::TooDeep { .. })
+        ));
     }
 }

@@ -188,7 +188,10 @@ impl Event {
                 .map(<[u8]>::to_vec)
         };
         let same_data = match (&self.data, &other.data) {
-            (Some(Data::Json(a)), Some(Data::Json(b))) => a.to_value() == b.to_value(),
+            (Some(Data::Json(a)), Some(Data::Json(b))) => match (a.to_value(), b.to_value()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => a == b,
+            },
             _ => payload(self) == payload(other),
         };
         attributes(self) == attributes(other)

@@ -25,7 +25,10 @@ pub mod trace_context;
 pub mod validate;
 
 pub use builder::EventBuilder;
-pub use data::{Data, JsonText, is_json_media_type, is_text_media_type};
+pub use data::{
+    Data, JsonText, JsonTextError, MAX_DATA_DEPTH, is_json_media_type, is_text_media_type,
+    json_depth,
+};
 pub use event::{
     AttributeRef, AttributeValue, CORE_ATTRIBUTES, Event, ReceivedEvent, SPEC_VERSION,
 };

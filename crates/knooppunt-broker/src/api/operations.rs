@@ -23,17 +23,31 @@ pub(crate) async fn healthz() -> Response {
     Json(json!({"status": "up"})).into_response()
 }
 
-/// `GET /readyz`: 200 when the store takes writes and the delivery workers run; 503 with
-/// the failing check otherwise.
+/// `GET /readyz`: 200 when the store takes writes and the delivery workers run, none of
+/// them stuck; 503 with the failing check otherwise.
 pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let store = match state.store.check().await {
         Ok(()) => "ok".to_owned(),
         Err(error) => error.to_string(),
     };
-    let delivery = if state.deliverer.is_running() {
-        "running"
+    let stuck = state.deliverer.health().stuck;
+    let delivery = if !state.deliverer.is_running() {
+        "stopped".to_owned()
+    } else if !stuck.is_empty() {
+        let shown: Vec<&str> = stuck.iter().take(10).map(String::as_str).collect();
+        format!(
+            "{} stuck (a worker that has not turned, or an attempt running, for longer than a \
+             lease): {}{}",
+            stuck.len(),
+            shown.join(", "),
+            if stuck.len() > shown.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        )
     } else {
-        "stopped"
+        "running".to_owned()
     };
     let checks = json!({"store": store, "delivery": delivery});
     if store == "ok" && delivery == "running" {
@@ -80,9 +94,11 @@ async fn exposition(state: &AppState) -> Response {
         }
     };
     let states = state.subscriptions.count_by_state();
-    let body = state
-        .telemetry
-        .render(&state.counters, &queues, &states, crate::ingest::now_ms());
+    let mut body =
+        state
+            .telemetry
+            .render(&state.counters, &queues, &states, crate::ingest::now_ms());
+    crate::telemetry::render_worker_health(&mut body, &state.deliverer.health());
     (
         [(
             CONTENT_TYPE,

@@ -9,7 +9,7 @@
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use crate::builder::{Assembler, RawAttribute};
-use crate::data::{Data, JsonText, is_json_media_type, is_text_media_type};
+use crate::data::{Data, JsonText, JsonTextError, is_json_media_type, is_text_media_type};
 use crate::event::{Event, ReceivedEvent};
 use crate::format::{cbor, json};
 use crate::validate::{Rule, Violation, Violations};
@@ -163,9 +163,21 @@ fn binary_data(assembler: &mut Assembler, body: &[u8]) -> Option<Data> {
     if is_json_media_type(content_type) {
         let parsed = std::str::from_utf8(body)
             .map_err(|error| error.to_string())
-            .and_then(|text| JsonText::parse(text).map_err(|error| error.to_string()));
+            .and_then(|text| match JsonText::parse(text) {
+                Ok(json) => Ok(Ok(json)),
+                Err(too_deep @ JsonTextError::TooDeep { .. }) => Ok(Err(too_deep)),
+                Err(error) => Err(error.to_string()),
+            });
         return match parsed {
-            Ok(json) => Some(Data::Json(json)),
+            Ok(Ok(json)) => Some(Data::Json(json)),
+            Ok(Err(too_deep)) => {
+                assembler.report(Violation::new(
+                    "data",
+                    Rule::DataDepth,
+                    too_deep.to_string(),
+                ));
+                None
+            }
             Err(error) => {
                 assembler.report(Violation::new(
                     "data",

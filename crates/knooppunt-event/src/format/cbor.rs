@@ -22,7 +22,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use ciborium::value::{Integer, Value};
 
 use crate::builder::{Assembler, RawAttribute};
-use crate::data::{Data, JsonText, is_json_media_type};
+use crate::data::{Data, JsonText, MAX_DATA_DEPTH, is_json_media_type};
 use crate::event::{AttributeValue, Event, ReceivedEvent};
 use crate::validate::{Rule, Violation, Violations};
 
@@ -149,7 +149,7 @@ fn read_data(value: Value, content_type: Option<&str>) -> Result<Data, String> {
         Value::Bytes(bytes) => Ok(Data::Binary(bytes)),
         Value::Text(text) if !json_content => Ok(Data::Text(text)),
         other if json_content => {
-            let json = to_json(other)?;
+            let json = to_json(other, 0)?;
             Ok(Data::Json(JsonText::from_value(&json)))
         }
         other => Err(format!(
@@ -160,8 +160,15 @@ fn read_data(value: Value, content_type: Option<&str>) -> Result<Data, String> {
     }
 }
 
-/// A native CBOR value as JSON, or why it has none.
-fn to_json(value: Value) -> Result<serde_json::Value, String> {
+/// A native CBOR value as JSON, or why it has none; `depth` is how many arrays and maps
+/// enclose it (at most [`MAX_DATA_DEPTH`] may nest).
+fn to_json(value: Value, depth: usize) -> Result<serde_json::Value, String> {
+    if matches!(value, Value::Array(_) | Value::Map(_)) && depth >= MAX_DATA_DEPTH {
+        return Err(format!(
+            "the data nests arrays and maps more than {MAX_DATA_DEPTH} levels deep; at most \
+             {MAX_DATA_DEPTH} are allowed"
+        ));
+    }
     Ok(match value {
         Value::Null => serde_json::Value::Null,
         Value::Bool(b) => serde_json::Value::Bool(b),
@@ -180,7 +187,8 @@ fn to_json(value: Value) -> Result<serde_json::Value, String> {
             .map(serde_json::Value::Number)
             .ok_or_else(|| format!("the float {f} has no JSON form"))?,
         Value::Array(items) => {
-            serde_json::Value::Array(items.into_iter().map(to_json).collect::<Result<_, _>>()?)
+            let items = items.into_iter().map(|item| to_json(item, depth + 1));
+            serde_json::Value::Array(items.collect::<Result<_, _>>()?)
         }
         Value::Map(members) => {
             let mut object = serde_json::Map::new();
@@ -192,7 +200,7 @@ fn to_json(value: Value) -> Result<serde_json::Value, String> {
                         describe(&key)
                     ));
                 };
-                object.insert(key, to_json(value)?);
+                object.insert(key, to_json(value, depth + 1)?);
             }
             serde_json::Value::Object(object)
         }
@@ -222,7 +230,9 @@ fn describe(value: &Value) -> String {
 
 /// Encodes an event as a CBOR map: the attributes in the JSON format's order, typed by the
 /// table above, then `data` (bytes for Binary data, text for text, native values for JSON).
-pub fn encode_event(event: &Event) -> Vec<u8> {
+/// Fails only for JSON data that cannot be read into a tree (an event the hub would not
+/// have accepted: nested past [`MAX_DATA_DEPTH`]), saying so.
+pub fn encode_event(event: &Event) -> Result<Vec<u8>, String> {
     let mut members: Vec<(Value, Value)> = Vec::with_capacity(8 + event.extensions().len());
     let mut put = |name: &str, value: Value| members.push((Value::Text(name.to_owned()), value));
     let text = |s: &str| Value::Text(s.to_owned());
@@ -255,12 +265,17 @@ pub fn encode_event(event: &Event) -> Vec<u8> {
         None => {}
         Some(Data::Binary(bytes)) => put("data", Value::Bytes(bytes.clone())),
         Some(Data::Text(s)) => put("data", text(s)),
-        Some(Data::Json(json)) => put("data", from_json(&json.to_value())),
+        Some(Data::Json(json)) => {
+            let value = json
+                .to_value()
+                .map_err(|error| format!("the event's JSON data cannot be encoded: {error}"))?;
+            put("data", from_json(&value));
+        }
     }
     let mut out = Vec::with_capacity(256);
     ciborium::ser::into_writer(&Value::Map(members), &mut out)
-        .expect("writing CBOR to memory never fails");
-    out
+        .map_err(|error| format!("the event cannot be encoded as CBOR: {error}"))?;
+    Ok(out)
 }
 
 /// JSON data as native CBOR values: integers stay integers, other numbers become floats.

@@ -243,7 +243,13 @@ fn decode_data(
     let (raw, member) = data?;
     if assembler.datacontenttype().is_none_or(is_json_media_type) {
         // JSON data, `null` included, kept as its text; a JSON string is never parsed again.
-        return Some(Data::Json(JsonText::from_raw(raw)));
+        return match JsonText::from_raw(raw) {
+            Ok(json) => Some(Data::Json(json)),
+            Err(error) => {
+                assembler.report(Violation::new("data", Rule::DataDepth, error.to_string()));
+                None
+            }
+        };
     }
     match member {
         Member::Null => None,

@@ -38,6 +38,8 @@ pub enum Rule {
     DataExclusive,
     DataNotString,
     DataNotJson,
+    /// JSON data nested deeper than [`crate::data::MAX_DATA_DEPTH`] (the hub's own limit).
+    DataDepth,
     // CBOR event format.
     CborSyntax,
     CborType,
@@ -84,6 +86,7 @@ impl Rule {
             Rule::DataExclusive => "json.data-exclusive",
             Rule::DataNotString => "json.data-not-string",
             Rule::DataNotJson => "http.data-not-json",
+            Rule::DataDepth => "hub.data-depth",
             Rule::HeaderEncoding => "http.header-encoding",
             Rule::DataContentTypeHeader => "http.ce-datacontenttype",
             Rule::NlGovType => "nlgov.type.reverse-domain",
@@ -123,6 +126,9 @@ impl Rule {
             Rule::DataExclusive => "CloudEvents JSON format §3.1.1 Payload Serialization",
             Rule::DataNotString => "CloudEvents JSON format §3.1.2 Payload Deserialization",
             Rule::DataNotJson => "CloudEvents JSON format §3.1 Handling of data",
+            Rule::DataDepth => {
+                "Knooppunt: JSON data nests at most 64 arrays and objects deep (every format alike)"
+            }
             Rule::HeaderEncoding => "CloudEvents HTTP binding §3.1.3.2 HTTP Header Values",
             Rule::DataContentTypeHeader => "CloudEvents HTTP binding §3.1.1 HTTP Content-Type",
             Rule::NlGovType | Rule::NlGovTypeVersion => {
