@@ -349,3 +349,113 @@ async fn a_poison_event_already_stored_becomes_a_dead_letter_and_the_queue_goes_
         0.0
     );
 }
+
+/// IPv6 forms that carry or reach a reserved IPv4 address, and a zone id: none may be a
+/// sink or a token endpoint (the test hub allows only 127.0.0.0/8 and ::1 of the reserved
+/// ranges).
+const HIDDEN_ADDRESSES: [&str; 11] = [
+    "[::127.0.0.1]",
+    "[::a9fe:a9fe]",
+    "[::ffff:0:7f00:1]",
+    "[::ffff:0:a9fe:a9fe]",
+    "[2002:7f00:1::1]",
+    "[2002:a9fe:a9fe::1]",
+    "[2001:0:4136:e378:8000:63bf:3fff:fdd2]",
+    "[100::1]",
+    "[fec0::1]",
+    "[fe80::1%25lo]",
+    "[64:ff9b:1::a9fe:a9fe]",
+];
+
+#[tokio::test]
+async fn ipv6_forms_that_hide_a_reserved_address_are_refused_as_sinks_and_token_endpoints() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    for host in HIDDEN_ADDRESSES {
+        let body = json!({"sink": format!("https://{host}/hook"), "protocol": "HTTP",
+                          "types": ["nl.test"]});
+        let answer = hub
+            .call(Method::POST, "/v1/subscriptions", tokens::KVK, Some(body))
+            .await
+            .assert_problem(400);
+        assert_eq!(answer.invalid_params(), ["sink"], "{host}: {}", answer.body);
+
+        let credential = json!({"credentialtype": "CLIENTCREDENTIALS",
+                                "tokenurl": format!("https://{host}/token"),
+                                "clientid": "hub", "clientsecret": "s3cret"});
+        let body = json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.test"],
+                          "sinkcredential": credential});
+        let answer = hub
+            .call(Method::POST, "/v1/subscriptions", tokens::KVK, Some(body))
+            .await
+            .assert_problem(400);
+        assert_eq!(
+            answer.invalid_params(),
+            ["sinkcredential.tokenurl"],
+            "{host}: {}",
+            answer.body
+        );
+    }
+    let zone = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::KVK,
+            Some(json!({"sink": "https://[fe80::1%25lo]/hook", "protocol": "HTTP"})),
+        )
+        .await
+        .assert_problem(400);
+    assert!(zone.body.to_string().contains("zone"), "{}", zone.body);
+}
+
+#[tokio::test]
+async fn a_token_endpoints_password_and_query_values_are_never_shown() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let refusing = Sink::start().await;
+    refusing.answer_always(knooppunt_tests::sink::Reply::status(401));
+    let with_secrets = |base: &str| {
+        let url = reqwest::Url::parse(base).unwrap();
+        format!(
+            "http://hub:pw-s3cret@{}/token?key=q-s3cret&plain",
+            url.host_str().unwrap().to_owned() + ":" + &url.port().unwrap().to_string()
+        )
+    };
+    for token_url in [
+        with_secrets(&refusing.url),
+        with_secrets("http://127.0.0.1:1/"),
+    ] {
+        let credential = json!({"credentialtype": "CLIENTCREDENTIALS", "tokenurl": token_url,
+                                "clientid": "hub", "clientsecret": "client-s3cret"});
+        let id = subscribe(
+            &hub,
+            json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.token"],
+                   "sinkcredential": credential, "config": {"maxAttempts": "1"}}),
+        )
+        .await;
+        let published = publish(&hub, &format!("t-{id}"), "nl.token", "s").await;
+        assert_eq!(published.status, 202);
+        let path = format!("/v1/subscriptions/{id}/dead-letters");
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let dead = loop {
+            let dead = hub.call(Method::GET, &path, tokens::KVK, None).await;
+            if dead.body.as_array().is_some_and(|list| !list.is_empty()) {
+                break dead.body;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no dead letter");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let read = hub
+            .call(
+                Method::GET,
+                &format!("/v1/subscriptions/{id}"),
+                tokens::KVK,
+                None,
+            )
+            .await;
+        let shown = format!("{dead} {}", read.body["lastDelivery"]);
+        assert!(shown.contains("token endpoint"), "{shown}");
+        assert!(!shown.contains("s3cret"), "a secret is shown: {shown}");
+        assert!(shown.contains("********"), "{shown}");
+    }
+}

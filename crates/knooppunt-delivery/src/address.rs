@@ -9,40 +9,68 @@
 //! resolves to something else later (DNS rebinding) still cannot reach them. Sinks given as
 //! IP literals are checked before each request.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use ipnet::IpNet;
 
-/// Why an address is not one the hub delivers to by default.
+/// Why an address is not one the hub delivers to by default. IPv6 forms that carry an IPv4
+/// address are judged by that address (IPv4-mapped, NAT64, 6to4); deprecated, tunnelled
+/// and special forms whose target cannot be judged safely are refused outright
+/// (IPv4-compatible `::/96`, IPv4-translated `::ffff:0:0:0/96`, Teredo `2001::/32`, the
+/// discard prefix `100::/64`, site-local `fec0::/10`).
 pub(crate) fn reserved_range(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => reserved_v4(v4),
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return reserved_v4(v4);
-            }
-            let first = v6.segments()[0];
-            if v6.is_loopback() {
-                Some("loopback")
-            } else if v6.is_unspecified() {
-                Some("unspecified")
-            } else if v6.is_unique_local() {
-                Some("unique-local")
-            } else if v6.is_unicast_link_local() {
-                Some("link-local")
-            } else if v6.is_multicast() {
-                Some("multicast")
-            } else if first == 0x2001 && v6.segments()[1] == 0x0db8 {
-                Some("documentation")
-            } else if first == 0x0064 && v6.segments()[1] == 0xff9b {
-                // NAT64 (64:ff9b::/96): the IPv4 address it embeds decides.
-                let [.., a, b] = v6.segments();
-                reserved_v4(Ipv4Addr::from(((a as u32) << 16) | b as u32))
-            } else {
-                None
-            }
-        }
+        IpAddr::V6(v6) => reserved_v6(v6),
+    }
+}
+
+/// The IPv4 address in the last 32 bits of an IPv6 address.
+fn low_v4(v6: Ipv6Addr) -> Ipv4Addr {
+    let [.., a, b] = v6.segments();
+    Ipv4Addr::from((u32::from(a) << 16) | u32::from(b))
+}
+
+fn reserved_v6(v6: Ipv6Addr) -> Option<&'static str> {
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return reserved_v4(v4);
+    }
+    let s = v6.segments();
+    if v6.is_loopback() {
+        Some("loopback")
+    } else if v6.is_unspecified() {
+        Some("unspecified")
+    } else if s[..6] == [0; 6] {
+        // ::a.b.c.d, deprecated (RFC 4291 §2.5.5.1): some stacks still route it to IPv4.
+        Some("IPv4-compatible (deprecated)")
+    } else if s[..4] == [0; 4] && s[4] == 0xffff && s[5] == 0 {
+        // ::ffff:0:a.b.c.d (RFC 2765, SIIT).
+        Some("IPv4-translated")
+    } else if s[0] == 0x0100 && s[1..4] == [0; 3] {
+        Some("discard-only (100::/64)")
+    } else if s[0] & 0xffc0 == 0xfec0 {
+        Some("site-local (deprecated)")
+    } else if s[0] == 0x2001 && s[1] == 0 {
+        // Teredo (RFC 4380): a tunnel whose IPv4 end is obfuscated in the address.
+        Some("Teredo tunnel")
+    } else if s[0] == 0x2002 {
+        // 6to4 (RFC 3056): the IPv4 address in bits 16 to 48 decides.
+        reserved_v4(Ipv4Addr::from((u32::from(s[1]) << 16) | u32::from(s[2])))
+    } else if v6.is_unique_local() {
+        Some("unique-local")
+    } else if v6.is_unicast_link_local() {
+        Some("link-local")
+    } else if v6.is_multicast() {
+        Some("multicast")
+    } else if s[0] == 0x2001 && s[1] == 0x0db8 {
+        Some("documentation")
+    } else if s[0] == 0x0064 && s[1] == 0xff9b && (s[2..6] == [0; 4] || s[2] == 1) {
+        // NAT64, well-known 64:ff9b::/96 and local-use 64:ff9b:1::/48: the IPv4 address
+        // it embeds decides.
+        reserved_v4(low_v4(v6))
+    } else {
+        None
     }
 }
 
@@ -112,8 +140,9 @@ impl SinkNetworks {
     /// resolve passes (the handshake will fail, and every connection is checked anyway); a
     /// name with any refused address is refused.
     pub async fn check_sink(&self, url: &str) -> Result<(), AddressRefused> {
+        // A URL the HTTP client cannot read is one it cannot be trusted to reach safely.
         let Ok(url) = reqwest::Url::parse(url) else {
-            return Ok(());
+            return Err(AddressRefused);
         };
         let port = url.port_or_known_default().unwrap_or(443);
         match url.host() {
@@ -203,7 +232,21 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
             "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::7f00:1",
             "2001:db8::1",
+            // The probe's forms: each reached loopback, link-local or private IPv4.
+            "::127.0.0.1",
+            "::a9fe:a9fe",
+            "::8.8.8.8",
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:8.8.8.8",
+            "2002:7f00:1::1",
+            "2002:a9fe:a9fe::",
+            "2002:c0a8:0101::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "100::1",
+            "fec0::1",
+            "feff::1",
         ] {
             assert!(!none.permits(ip(refused)), "{refused}");
         }
@@ -214,6 +257,8 @@ mod tests {
             "100.128.0.1",
             "2a00:1450::1",
             "64:ff9b::808:808",
+            "2002:808:808::1",
+            "2001:4860::8888",
         ] {
             assert!(none.permits(ip(permitted)), "{permitted}");
         }
@@ -249,6 +294,18 @@ mod tests {
                 .is_ok(),
             "an unknown name passes here; connections are checked too"
         );
+        for hidden in [
+            "https://[::127.0.0.1]/x",
+            "https://[::a9fe:a9fe]/x",
+            "https://[::ffff:0:7f00:1]/x",
+            "https://[2002:7f00:1::1]/x",
+            "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/x",
+            "https://[100::1]/x",
+            "https://[fec0::1]/x",
+            "https://[fe80::1%25lo]/x",
+        ] {
+            assert!(none.check_sink(hidden).await.is_err(), "{hidden}");
+        }
         let loopback = SinkNetworks::parse(&["127.0.0.0/8".into(), "::1/128".into()]).unwrap();
         assert!(loopback.check_sink("http://localhost:9/x").await.is_ok());
     }

@@ -79,7 +79,7 @@ impl Tokens {
             .unwrap_or_else(|_| {
                 Err(format!(
                     "the token endpoint {} did not answer within {} ms",
-                    credential.token_url,
+                    crate::sink::redact_sink(&credential.token_url),
                     within.as_millis()
                 ))
             });
@@ -108,9 +108,11 @@ async fn fetch(
     credential: &Credential,
     identity: Option<&ClientCertificate>,
 ) -> Result<(String, Duration), String> {
-    let url = &credential.token_url;
-    let parsed =
-        reqwest::Url::parse(url).map_err(|error| format!("the token URL is invalid: {error}"))?;
+    // Said in errors (which subscribers read in lastDelivery and dead letters) with its
+    // password and query values hidden, as sinks are.
+    let url = &crate::sink::redact_sink(&credential.token_url);
+    let parsed = reqwest::Url::parse(&credential.token_url)
+        .map_err(|error| format!("the token URL is invalid: {error}"))?;
     let client = connections.client_for(&parsed, identity)?;
     // RFC 6749 section 2.3.1: the id and secret form-encoded, then HTTP Basic.
     let encode =
@@ -139,14 +141,16 @@ async fn fetch(
         .body(form)
         .send()
         .await
-        .map_err(|error| format!("the token endpoint {url} could not be reached: {error}"))?;
+        .map_err(|error| {
+            let why = crate::sink::describe(&error);
+            format!("the token endpoint {url} could not be reached: {why}")
+        })?;
     let status = response.status();
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|error| format!("reading the token endpoint's answer failed: {error}"))?
-    {
+    while let Some(chunk) = response.chunk().await.map_err(|error| {
+        let why = crate::sink::describe(&error);
+        format!("reading the token endpoint's answer failed: {why}")
+    })? {
         body.extend_from_slice(&chunk);
         if body.len() > MAX_ANSWER_BYTES {
             return Err(format!(

@@ -334,6 +334,12 @@ fn check_sink(sink: &str, allow_http: bool) -> Result<(), String> {
     if host.is_empty() {
         return Err(format!("`{sink}` has no host"));
     }
+    if host.starts_with('[') && host.contains('%') {
+        return Err(format!(
+            "`{sink}` names an IPv6 zone (`%25...`): a sink is reached by a global address or a \
+             host name, never through one of the hub's own interfaces"
+        ));
+    }
     if uri.scheme_str() == Some("http") && !allow_http && !is_loopback(host) {
         return Err(format!(
             "`{sink}` must use https://: webhooks are delivered over HTTPS (http-webhook.md, \
