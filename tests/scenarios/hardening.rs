@@ -459,3 +459,70 @@ async fn a_token_endpoints_password_and_query_values_are_never_shown() {
         assert!(shown.contains("********"), "{shown}");
     }
 }
+
+#[tokio::test]
+async fn an_issuer_whose_keys_cannot_be_fetched_is_named_in_the_503() {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    const ISSUER: &str = "https://login.example.nl/oauth2";
+    // Nothing listens on port 1: the keys cannot be fetched.
+    let issuer =
+        knooppunt_broker::IssuerSettings::new(ISSUER, "http://127.0.0.1:1/jwks", "knooppunt");
+    let options = knooppunt_broker::HubOptions {
+        authentication: test_options().authentication.with_issuers(vec![issuer]),
+        ..test_options()
+    };
+    let hub = TestHub::start_with_options(options).await;
+    let part = |value: Value| URL_SAFE_NO_PAD.encode(value.to_string());
+    let token = format!(
+        "{}.{}.{}",
+        part(json!({"alg": "ES256", "kid": "key-1", "typ": "JWT"})),
+        part(json!({"iss": ISSUER, "aud": "knooppunt", "sub": "p", "exp": 4_102_444_800u64})),
+        URL_SAFE_NO_PAD.encode([7u8; 64])
+    );
+    let answer = hub
+        .call(Method::GET, "/v1/subscriptions", &token, None)
+        .await
+        .assert_problem(503);
+    let detail = answer.body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(ISSUER) && detail.contains("keys") && !detail.contains("store"),
+        "{detail}"
+    );
+    assert!(answer.header("retry-after").is_some());
+}
+
+#[tokio::test]
+async fn a_body_nested_too_deep_is_said_to_be_so_not_invalid_json() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let mut nested = json!({"exact": {"type": "nl.test"}});
+    for _ in 0..150 {
+        nested = json!({"not": nested});
+    }
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "filters": [nested]});
+    let answer = hub
+        .call(Method::POST, "/v1/subscriptions", tokens::KVK, Some(body))
+        .await
+        .assert_problem(400);
+    let detail = answer.body["detail"].as_str().unwrap();
+    assert!(detail.contains("nested too deep"), "{detail}");
+    assert!(detail.contains("at most 127"), "{detail}");
+    assert!(!detail.contains("not valid JSON"), "{detail}");
+
+    // Within the body's limit, the filter limits speak.
+    let mut nested = json!({"exact": {"type": "nl.test"}});
+    for _ in 0..120 {
+        nested = json!({"not": nested});
+    }
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "filters": [nested]});
+    let answer = hub
+        .call(Method::POST, "/v1/subscriptions", tokens::KVK, Some(body))
+        .await
+        .assert_problem(400);
+    assert!(
+        answer.body.to_string().contains("max_depth"),
+        "{}",
+        answer.body
+    );
+}

@@ -275,8 +275,10 @@ impl Issuers {
                 Err(error) => {
                     keys.refetched_at = Some(Instant::now());
                     tracing::warn!(issuer = %issuer.settings.issuer, %error, "Fetching the issuer's JWKS failed.");
-                    return Err(ApiError::Unavailable(format!(
-                        "the keys of issuer `{}` could not be fetched: {error}",
+                    return Err(ApiError::DependencyUnavailable(format!(
+                        "the keys of issuer `{}` could not be fetched, so the access token \
+                         cannot be checked now; nothing of this request was done: try again \
+                         later (the operators find the cause in the hub's log)",
                         issuer.settings.issuer
                     )));
                 }

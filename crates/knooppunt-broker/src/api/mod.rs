@@ -224,6 +224,10 @@ async fn as_problem(response: Response) -> Response {
 
 /// A JSON request body, with problem+json answers for the wrong content type (415), a body
 /// over the limit (413) and malformed JSON (400).
+/// The deepest nesting of arrays and objects a JSON request body may have (just inside
+/// the JSON parser's own limit of 128).
+const MAX_BODY_DEPTH: usize = 127;
+
 pub(crate) struct JsonBody(pub(crate) Value);
 
 impl<S: Send + Sync> FromRequest<S> for JsonBody {
@@ -255,6 +259,20 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                     ApiError::unreadable_body(&rejection)
                 }
             })?;
+        // Nesting is measured first: the parser's own limit would call valid JSON invalid.
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            let depth = knooppunt_event::json_depth(text);
+            if depth > MAX_BODY_DEPTH {
+                return Err(ApiError::invalid(
+                    format!(
+                        "the body is nested too deep: its arrays and objects nest {depth} levels, \
+                         at most {MAX_BODY_DEPTH} are accepted (filters are limited further by \
+                         the hub's filters.max_depth)"
+                    ),
+                    vec![],
+                ));
+            }
+        }
         serde_json::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|error| {

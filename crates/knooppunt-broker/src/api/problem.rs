@@ -61,6 +61,10 @@ pub enum ApiError {
     /// The store takes no writes now; logged with its cause, answered 503 with `Retry-After`.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// Something the hub needs from elsewhere (an issuer's keys) cannot be had now: 503 with
+    /// `Retry-After` and this detail, which names what is missing.
+    #[error("{0}")]
+    DependencyUnavailable(String),
     /// Logged with its cause; the client only learns that the hub failed.
     #[error("internal error: {0}")]
     Internal(String),
@@ -123,7 +127,7 @@ impl ApiError {
                 "request-timeout",
                 "Request timeout",
             ),
-            ApiError::Unavailable(_) => (
+            ApiError::Unavailable(_) | ApiError::DependencyUnavailable(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 "Service unavailable",
@@ -206,7 +210,7 @@ impl IntoResponse for ApiError {
             ApiError::MethodNotAllowed { allow } => {
                 headers.insert(ALLOW, HeaderValue::from_static(allow));
             }
-            ApiError::Unavailable(_) => {
+            ApiError::Unavailable(_) | ApiError::DependencyUnavailable(_) => {
                 headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("5"));
             }
             _ => {}
