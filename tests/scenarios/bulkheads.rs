@@ -230,6 +230,7 @@ async fn strict_hub(max_connections: usize) -> TestHub {
         header_timeout: Duration::from_millis(500),
         body_timeout: Duration::from_millis(500),
         idle_timeout: Duration::from_secs(5),
+        ..knooppunt_broker::ServerLimits::default()
     };
     TestHub::start_with_options(options).await
 }
@@ -317,9 +318,18 @@ async fn a_body_that_does_not_arrive_gets_408_as_a_problem() {
 #[tokio::test]
 async fn connections_past_the_limit_wait_and_are_served_when_one_closes() {
     let hub = strict_hub(2).await;
-    // Two connections that send nothing hold both slots until the header timeout.
-    let _first = connect(&hub).await;
-    let _second = connect(&hub).await;
+    // Two connections with requests in flight (bodies that do not arrive) hold both slots
+    // until the body timeout: busy connections are never closed to make room (idle ones
+    // are, see `hardening.rs`).
+    let head = format!(
+        "POST /v1/events HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/cloudevents+json\r\nContent-Length: 200\r\n\r\n{{",
+        tokens::PUBLISHER
+    );
+    let mut first = connect(&hub).await;
+    send(&mut first, head.as_bytes()).await;
+    let mut second = connect(&hub).await;
+    send(&mut second, head.as_bytes()).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     let started = std::time::Instant::now();
     let mut third = connect(&hub).await;

@@ -526,3 +526,125 @@ async fn a_body_nested_too_deep_is_said_to_be_so_not_invalid_json() {
         answer.body
     );
 }
+
+/// A hub with 64 connection slots, at most 16 per client address, and a header timeout
+/// far longer than any wait below: without the per-peer limit and the closing of idle
+/// connections, held sockets would keep every other client out for 30 s.
+async fn guarded_hub() -> TestHub {
+    let mut options = test_options();
+    options.server = knooppunt_broker::ServerLimits {
+        max_connections: 64,
+        max_connections_per_peer: 16,
+        header_timeout: Duration::from_secs(30),
+        ..knooppunt_broker::ServerLimits::default()
+    };
+    TestHub::start_with_options(options).await
+}
+
+/// Connects to the hub from a loopback address of our choosing (all of 127.0.0.0/8 is this
+/// machine).
+async fn connect_from(hub: &TestHub, from: [u8; 4]) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::from((from, 0))).unwrap();
+    socket.connect(hub.address).await.unwrap()
+}
+
+/// Holds one idle socket from each address, reconnecting whenever the hub closes it, until
+/// `stop` (each at most 200 times).
+fn hold_sockets(
+    hub: &TestHub,
+    from: Vec<[u8; 4]>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinSet<usize> {
+    use std::sync::atomic::Ordering;
+    use tokio::io::AsyncReadExt;
+    let mut holders = tokio::task::JoinSet::new();
+    for address in from {
+        let (hub_address, stop) = (hub.address, std::sync::Arc::clone(&stop));
+        holders.spawn(async move {
+            let mut connects = 0;
+            while connects < 200 && !stop.load(Ordering::SeqCst) {
+                let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                socket
+                    .bind(std::net::SocketAddr::from((address, 0)))
+                    .unwrap();
+                connects += 1;
+                let Ok(mut stream) = socket.connect(hub_address).await else {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                };
+                let mut buffer = [0u8; 512];
+                while !stop.load(Ordering::SeqCst) {
+                    let read = stream.read(&mut buffer);
+                    if let Ok(Ok(0) | Err(_)) =
+                        tokio::time::timeout(Duration::from_millis(100), read).await
+                    {
+                        break;
+                    }
+                }
+            }
+            connects
+        });
+    }
+    holders
+}
+
+/// `GET /healthz` from `from`, within five seconds.
+async fn health_from(hub: &TestHub, from: [u8; 4]) -> u16 {
+    let client = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from(from))
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let answer = client.get(hub.url("/healthz")).send().await;
+    answer.map(|r| r.status().as_u16()).unwrap_or(0)
+}
+
+#[tokio::test]
+async fn one_address_holding_sockets_gets_only_its_share() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let hub = guarded_hub().await;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    // The probe: 100 idle sockets from one address that reconnect when closed.
+    let mut holders = hold_sockets(
+        &hub,
+        vec![[127, 0, 0, 2]; 100],
+        std::sync::Arc::clone(&stop),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Past its 16, that address is told so.
+    let mut extra = connect_from(&hub, [127, 0, 0, 2]).await;
+    let mut answer = String::new();
+    let _ = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read_to_string(&mut extra, &mut answer),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer:?}");
+    assert!(answer.contains("max_connections_per_peer"), "{answer}");
+    // Another client is served at once.
+    assert_eq!(health_from(&hub, [127, 0, 0, 3]).await, 200);
+    stop.store(true, Ordering::SeqCst);
+    while holders.join_next().await.is_some() {}
+}
+
+#[tokio::test]
+async fn when_the_hub_is_full_the_longest_idle_connection_makes_room() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let hub = guarded_hub().await;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    // 100 addresses, one idle socket each (within the per-peer limit): more than the 64
+    // slots, reconnecting whenever they are closed.
+    let addresses: Vec<[u8; 4]> = (10..110).map(|last| [127, 0, 1, last]).collect();
+    let mut holders = hold_sockets(&hub, addresses, std::sync::Arc::clone(&stop));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for attempt in 0..5 {
+        assert_eq!(
+            health_from(&hub, [127, 0, 2, 1]).await,
+            200,
+            "request {attempt}"
+        );
+    }
+    stop.store(true, Ordering::SeqCst);
+    while holders.join_next().await.is_some() {}
+}

@@ -51,8 +51,13 @@ pub(crate) struct ServerConfig {
     /// The hub's base URL as sinks reach it, for the validation callback URL; when absent,
     /// the `Host` of the request that created the subscription.
     pub(crate) public_url: Option<String>,
-    /// Connections served at once (1 to 100000); past it, new ones wait to be accepted.
+    /// Connections served at once (1 to 100000); past it, the one idle for longest is
+    /// closed to make room, or new ones wait to be accepted while all are busy.
     pub(crate) max_connections: usize,
+    /// Connections served at once for one client IP address (1 to max_connections); past
+    /// it, new ones of that address get 429. Behind a reverse proxy, set it to
+    /// max_connections.
+    pub(crate) max_connections_per_peer: usize,
     /// ISO 8601 duration: how long a request's headers (and a kept-alive connection's wait
     /// for the next request) may take.
     pub(crate) header_timeout: String,
@@ -80,6 +85,7 @@ impl Default for ServerConfig {
             origin: "knooppunt".into(),
             public_url: None,
             max_connections: 1024,
+            max_connections_per_peer: 256,
             header_timeout: "PT10S".into(),
             body_timeout: "PT30S".into(),
             idle_timeout: "PT60S".into(),
@@ -332,8 +338,14 @@ fn duration(key: &str, text: &str) -> anyhow::Result<std::time::Duration> {
 impl ServerConfig {
     /// The bounds on inbound connections, checked.
     pub(crate) fn limits(&self) -> anyhow::Result<knooppunt_broker::ServerLimits> {
+        let max_connections = within("server.max_connections", self.max_connections, 1..=100_000)?;
         Ok(knooppunt_broker::ServerLimits {
-            max_connections: within("server.max_connections", self.max_connections, 1..=100_000)?,
+            max_connections,
+            max_connections_per_peer: within(
+                "server.max_connections_per_peer",
+                self.max_connections_per_peer,
+                1..=max_connections,
+            )?,
             header_timeout: duration("server.header_timeout", &self.header_timeout)?,
             body_timeout: duration("server.body_timeout", &self.body_timeout)?,
             idle_timeout: duration("server.idle_timeout", &self.idle_timeout)?,

@@ -1,9 +1,14 @@
 //! The hub's HTTP server: our own accept loop over hyper, so that every connection is
 //! bounded (issue: no client may hold the hub's resources without limit).
 //!
-//! - At most `max_connections` connections are served at once; past that the hub stops
-//!   accepting (new clients wait in the kernel's backlog) instead of running out of file
-//!   descriptors. A failed `accept` (such as EMFILE) pauses accepting briefly, never spins.
+//! - At most `max_connections` connections are served at once. When all are taken, the
+//!   connection that has waited longest without a request in flight (an idle kept-alive
+//!   one, or one that never sent a complete request) is closed to make room for the next;
+//!   when all have requests in flight, the hub stops accepting (new clients wait in the
+//!   kernel's backlog) instead of running out of file descriptors (`peers.rs`).
+//! - At most `max_connections_per_peer` of them per client IP address; past it a new
+//!   connection of that address is answered 429 and closed at once.
+//! - A failed `accept` (such as EMFILE) pauses accepting briefly, never spins.
 //! - `header_timeout`: from when the hub waits for a request (on a new connection, or the
 //!   next one on a kept-alive connection) until its headers are complete; so it is also how
 //!   long a kept-alive connection may stay idle.
@@ -16,6 +21,7 @@
 
 mod body;
 mod connection;
+mod peers;
 mod tls;
 
 use std::future::Future;
@@ -35,6 +41,9 @@ pub use tls::TlsSettings;
 pub struct ServerLimits {
     /// Connections served at once.
     pub max_connections: usize,
+    /// Connections served at once for one client IP address (behind a reverse proxy, that
+    /// is the proxy's: set it to `max_connections` there).
+    pub max_connections_per_peer: usize,
     /// How long a request's headers (and the wait for them) may take.
     pub header_timeout: Duration,
     /// How long reading a request's body may take.
@@ -47,6 +56,7 @@ impl Default for ServerLimits {
     fn default() -> Self {
         ServerLimits {
             max_connections: 1024,
+            max_connections_per_peer: 256,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
@@ -54,15 +64,30 @@ impl Default for ServerLimits {
     }
 }
 
-/// The router, with the connection's client certificate (if any) on every request.
+/// The router, with the connection's client certificate (if any) on every request, telling
+/// the connection when each request starts and is answered.
 fn with_client(
     router: axum::Router,
     client: Option<crate::api::auth::ClientCertificate>,
-) -> tower::util::MapRequest<
-    axum::Router,
-    impl FnMut(http::Request<hyper::body::Incoming>) -> http::Request<hyper::body::Incoming> + Clone,
-> {
+    connection: Arc<peers::Connection>,
+) -> impl tower::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future = impl Send,
+> + Clone
++ Send
++ 'static {
+    let answered = Arc::clone(&connection);
+    let router = tower::ServiceExt::<http::Request<hyper::body::Incoming>>::map_response(
+        router,
+        move |response| {
+            answered.request_answered();
+            response
+        },
+    );
     tower::ServiceExt::map_request(router, move |mut request: http::Request<_>| {
+        connection.request_started();
         if let Some(client) = &client {
             request.extensions_mut().insert(client.clone());
         }
@@ -80,8 +105,10 @@ pub(crate) async fn run(
     tls: Option<TlsSettings>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    let slots = Arc::new(Semaphore::new(max));
+    let peers = Arc::new(peers::Peers::default());
+    let (stopping, _) = tokio::sync::watch::channel(false);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
@@ -91,38 +118,59 @@ pub(crate) async fn run(
         .map(|tls| tokio_rustls::TlsAcceptor::from(Arc::clone(&tls.config)));
     tokio::pin!(shutdown);
     loop {
-        let slot = tokio::select! {
+        // With every slot taken by a connection with a request in flight, wait here (new
+        // clients wait in the backlog); otherwise accept.
+        tokio::select! {
             () = &mut shutdown => break,
-            slot = Arc::clone(&slots).acquire_owned() => slot.expect("never closed"),
-        };
-        let stream = tokio::select! {
+            () = room(&slots, &peers) => {}
+        }
+        let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(error) => {
                     // Out of descriptors or a connection reset before it was accepted:
-                    // pause rather than spin; the slot goes back.
+                    // pause rather than spin.
                     tracing::warn!(%error, "Accepting a connection failed; pausing for 100 ms.");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
         };
+        let Some(admitted) = peers.admit(peer.ip(), limits.max_connections_per_peer) else {
+            refuse(&stream, tls.is_none(), limits.max_connections_per_peer);
+            continue;
+        };
+        // A slot: a free one, or the one the longest idle connection gives back.
+        let slot = match Arc::clone(&slots).try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                peers.close_longest_idle();
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    slot = Arc::clone(&slots).acquire_owned() => slot.expect("never closed"),
+                }
+            }
+        };
         let _ = stream.set_nodelay(true);
-        let (router, http, watcher, acceptor, tls) = (
+        let (router, http, acceptor, tls, stop) = (
             router.clone(),
             http.clone(),
-            graceful.watcher(),
             acceptor.clone(),
             tls.clone(),
+            stopping.subscribe(),
         );
         tokio::spawn(async move {
+            let connection = Arc::clone(&admitted.connection);
             let served = match (acceptor, tls) {
                 (Some(acceptor), Some(tls)) => {
                     // The handshake runs in the connection's task, within the header
-                    // timeout, so a slow client holds only its own slot.
-                    let handshake =
-                        tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await;
+                    // timeout, so a slow client holds only its own slot (and gives it up
+                    // when the hub needs it).
+                    let handshake = tokio::select! {
+                        handshake = tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)) => handshake,
+                        () = connection.close.notified() => return,
+                    };
                     let stream = match handshake {
                         Ok(Ok(stream)) => stream,
                         Ok(Err(error)) => {
@@ -136,22 +184,92 @@ pub(crate) async fn run(
                     };
                     let client = tls.client(stream.get_ref().1.peer_certificates());
                     let io = TokioIo::new(connection::Guarded::new(stream, limits.idle_timeout));
-                    let service = TowerToHyperService::new(with_client(router, client));
-                    watcher.watch(http.serve_connection(io, service)).await
+                    let service = TowerToHyperService::new(with_client(
+                        router,
+                        client,
+                        Arc::clone(&connection),
+                    ));
+                    serve(http.serve_connection(io, service), &connection, stop).await
                 }
                 _ => {
                     let io = TokioIo::new(connection::Guarded::new(stream, limits.idle_timeout));
-                    let service = TowerToHyperService::new(with_client(router, None));
-                    watcher.watch(http.serve_connection(io, service)).await
+                    let service = TowerToHyperService::new(with_client(
+                        router,
+                        None,
+                        Arc::clone(&connection),
+                    ));
+                    serve(http.serve_connection(io, service), &connection, stop).await
                 }
             };
             if let Err(error) = served {
                 tracing::debug!(%error, "A connection ended with an error.");
             }
-            drop(slot);
+            drop((admitted, slot));
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    // Every connection closes once its requests are answered; wait for all of them.
+    stopping.send_replace(true);
+    let _all = slots.acquire_many(max as u32).await;
     Ok(())
+}
+
+/// Waits until a connection can be taken: a slot is free, or a connection without a
+/// request in flight can give its slot up.
+async fn room(slots: &Semaphore, peers: &peers::Peers) {
+    loop {
+        if slots.available_permits() > 0 || peers.any_idle() {
+            return;
+        }
+        // A slot that frees, or a connection whose request was answered (polled: the
+        // table has no notification for it, and a full hub is the rare case).
+        tokio::select! {
+            permit = slots.acquire() => {
+                drop(permit);
+                return;
+            }
+            () = tokio::time::sleep(Duration::from_millis(10)) => {}
+        }
+    }
+}
+
+/// Serves one connection until it ends, closing it gracefully (after the request in
+/// flight) when the hub needs its slot or shuts down.
+async fn serve<C: hyper_util::server::graceful::GracefulConnection>(
+    connection: C,
+    state: &peers::Connection,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), C::Error> {
+    tokio::pin!(connection);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            served = connection.as_mut() => return served,
+            () = state.close.notified(), if !closing => {
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            _ = stop.wait_for(|stopping| *stopping), if !closing => {
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// A connection of a peer past its limit: answered 429 (on plain HTTP, if the socket takes
+/// the few bytes at once; it is never waited for) and closed.
+fn refuse(stream: &tokio::net::TcpStream, plain: bool, limit: usize) {
+    if plain {
+        let body = format!(
+            r#"{{"type":"urn:knooppunt:problem:too-many-connections","title":"Too many connections","status":429,"detail":"this address has {limit} connections open to the hub, the most one client may have (server.max_connections_per_peer): reuse or close one"}}"#
+        );
+        let answer = format!(
+            "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/problem+json\r\n\
+             retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.try_write(answer.as_bytes());
+    }
+    tracing::debug!("A connection past the per-peer limit was refused.");
 }

@@ -1,0 +1,170 @@
+//! The connections being served, for two decisions of the accept loop: a peer (an IP
+//! address) may hold at most `max_connections_per_peer` of them, and when every slot is
+//! taken, the connection that has waited longest without a request in flight is closed to
+//! make room (an idle kept-alive connection, or one that never sent a complete request), so
+//! that clients that hold sockets open cannot keep others out.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::sync::Notify;
+
+/// One connection: its requests in flight, since when it has had none, and how to close it.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    in_flight: AtomicUsize,
+    idle_since: Mutex<Instant>,
+    /// Told once, when the hub needs its slot: it closes once its requests are answered.
+    pub(crate) close: Notify,
+    closing: AtomicBool,
+}
+
+impl Connection {
+    /// A request started (its headers are complete).
+    pub(crate) fn request_started(&self) {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A request was answered.
+    pub(crate) fn request_answered(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            *self.idle_since.lock().expect("idle lock") = Instant::now();
+        }
+    }
+
+    fn idle_since(&self) -> Option<Instant> {
+        (self.in_flight.load(Ordering::SeqCst) == 0 && !self.closing.load(Ordering::SeqCst))
+            .then(|| *self.idle_since.lock().expect("idle lock"))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    next: u64,
+    connections: HashMap<u64, (IpAddr, Arc<Connection>)>,
+    per_peer: HashMap<IpAddr, usize>,
+}
+
+/// Every connection served, by peer.
+#[derive(Debug, Default)]
+pub(crate) struct Peers {
+    table: Mutex<Table>,
+}
+
+/// A connection's place in [`Peers`]; dropping it (when the connection ends, however it
+/// ends) gives the place back.
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    peers: Arc<Peers>,
+    id: u64,
+    pub(crate) connection: Arc<Connection>,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut table = self.peers.table.lock().expect("peers lock");
+        if let Some((peer, _)) = table.connections.remove(&self.id)
+            && let Some(count) = table.per_peer.get_mut(&peer)
+        {
+            *count -= 1;
+            if *count == 0 {
+                table.per_peer.remove(&peer);
+            }
+        }
+    }
+}
+
+impl Peers {
+    /// Admits a connection of `peer` unless that peer holds `limit` already.
+    pub(crate) fn admit(self: &Arc<Self>, peer: IpAddr, limit: usize) -> Option<Admitted> {
+        let mut table = self.table.lock().expect("peers lock");
+        let count = table.per_peer.entry(peer).or_insert(0);
+        if *count >= limit {
+            return None;
+        }
+        *count += 1;
+        let connection = Arc::new(Connection {
+            in_flight: AtomicUsize::new(0),
+            idle_since: Mutex::new(Instant::now()),
+            close: Notify::new(),
+            closing: AtomicBool::new(false),
+        });
+        table.next += 1;
+        let id = table.next;
+        table
+            .connections
+            .insert(id, (peer, Arc::clone(&connection)));
+        Some(Admitted {
+            peers: Arc::clone(self),
+            id,
+            connection,
+        })
+    }
+
+    /// Whether any connection has no request in flight (and is not closing already).
+    pub(crate) fn any_idle(&self) -> bool {
+        let table = self.table.lock().expect("peers lock");
+        table
+            .connections
+            .values()
+            .any(|(_, connection)| connection.idle_since().is_some())
+    }
+
+    /// Tells the connection idle for longest to close; `false` when none is idle.
+    pub(crate) fn close_longest_idle(&self) -> bool {
+        let table = self.table.lock().expect("peers lock");
+        let longest = table
+            .connections
+            .values()
+            .filter_map(|(_, connection)| connection.idle_since().map(|since| (since, connection)))
+            .min_by_key(|(since, _)| *since);
+        match longest {
+            Some((_, connection)) => {
+                connection.closing.store(true, Ordering::SeqCst);
+                connection.close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_is_limited_and_its_places_come_back() {
+        let peers = Arc::new(Peers::default());
+        let a: IpAddr = "127.0.0.2".parse().unwrap();
+        let b: IpAddr = "127.0.0.3".parse().unwrap();
+        let first = peers.admit(a, 2).unwrap();
+        let _second = peers.admit(a, 2).unwrap();
+        assert!(peers.admit(a, 2).is_none());
+        assert!(peers.admit(b, 2).is_some());
+        drop(first);
+        assert!(peers.admit(a, 2).is_some());
+    }
+
+    #[test]
+    fn the_longest_idle_connection_is_closed_first_and_busy_ones_never() {
+        let peers = Arc::new(Peers::default());
+        let peer: IpAddr = "127.0.0.2".parse().unwrap();
+        let oldest = peers.admit(peer, 10).unwrap();
+        let busy = peers.admit(peer, 10).unwrap();
+        let newer = peers.admit(peer, 10).unwrap();
+        busy.connection.request_started();
+        oldest.connection.request_started();
+        oldest.connection.request_answered();
+        // `oldest` became idle last; `newer` has been idle since it was accepted.
+        assert!(peers.close_longest_idle());
+        assert!(newer.connection.closing.load(Ordering::SeqCst));
+        assert!(peers.close_longest_idle());
+        assert!(oldest.connection.closing.load(Ordering::SeqCst));
+        assert!(!peers.close_longest_idle(), "the busy one is never closed");
+        assert!(!busy.connection.closing.load(Ordering::SeqCst));
+    }
+}
