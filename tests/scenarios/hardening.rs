@@ -648,3 +648,87 @@ async fn when_the_hub_is_full_the_longest_idle_connection_makes_room() {
     stop.store(true, Ordering::SeqCst);
     while holders.join_next().await.is_some() {}
 }
+
+/// A small tmpfs mounted for one test (the tests run as root), unmounted when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> SmallDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("mount runs");
+        assert!(
+            status.success(),
+            "mounting a {size} tmpfs failed (the tests run as root)"
+        );
+        SmallDisk { dir }
+    }
+
+    /// Writes zeros to a file on it until the disk is full.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.dir.path().join("filler");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        while file.write_all(&chunk).is_ok() {}
+        let _ = file.sync_all();
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[tokio::test]
+async fn a_full_disk_is_refused_with_503_and_recovered_without_a_restart() {
+    let disk = SmallDisk::mount("16m");
+    let data = tempfile::tempdir_in(disk.dir.path()).unwrap();
+    let hub = TestHub::start_in_dir(data, test_options()).await;
+    let sink = Sink::start().await;
+    subscribe(
+        &hub,
+        json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.disk"]}),
+    )
+    .await;
+    assert_eq!(publish(&hub, "before", "nl.disk", "s").await.status, 202);
+    sink.wait_for(1, WAIT).await;
+
+    let filler = disk.fill();
+    let refused = publish(&hub, "while-full", "nl.disk", &"x".repeat(200_000)).await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert!(refused.header("retry-after").is_some());
+    let ready = hub.client.get(hub.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503, "not ready while the disk is full");
+    let health = hub.client.get(hub.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200, "alive: it recovers by itself");
+
+    // Space comes back: within seconds, without a restart, events are accepted again, and
+    // the one refused is not taken for a duplicate when it is sent again.
+    std::fs::remove_file(filler).unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let accepted = loop {
+        let answer = publish(&hub, "while-full", "nl.disk", "s").await;
+        if answer.status == 202 {
+            break answer;
+        }
+        assert_eq!(answer.status, 503, "{}", answer.body);
+        assert!(tokio::time::Instant::now() < deadline, "never recovered");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(accepted.body["duplicate"], false, "{}", accepted.body);
+    let ready = hub.client.get(hub.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let delivered = sink.wait_for(2, WAIT).await;
+    assert_eq!(delivered[1].json()["id"], "while-full");
+}

@@ -150,6 +150,12 @@ impl TestHub {
         TestHub::start_in(data, options, store).await
     }
 
+    /// A hub with these settings whose store is in `data` (a directory the test made, such
+    /// as one on a small filesystem).
+    pub async fn start_in_dir(data: TempDir, options: HubOptions) -> TestHub {
+        TestHub::start_in(Arc::new(data), options, SledOptions::default()).await
+    }
+
     /// A hub with authentication disabled, as `serve --dev-no-auth` runs it.
     pub async fn start_without_authentication() -> TestHub {
         let options = HubOptions {

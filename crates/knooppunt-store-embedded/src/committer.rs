@@ -26,8 +26,12 @@ use knooppunt_store::{Appended, DeliveryChange, NewEvent, Swept};
 pub(super) type Reply<T> = tokio::sync::oneshot::Sender<Result<T, StoreError>>;
 pub(super) type Answer<T> = tokio::sync::oneshot::Receiver<Result<T, StoreError>>;
 
-const FAILED: &str = "the event log could not be written to disk; the hub accepts no events \
-                      until it is restarted";
+const FAILED: &str = "the event log could not be written to disk (is it full?); the hub \
+                      accepts no events until a test write succeeds again, which it tries every \
+                      second";
+
+/// How often a store whose log failed tries whether the disk takes writes again.
+const PROBE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 const CLOSED: &str = "the store is closed";
 
 /// What the publishers and the committer share.
@@ -277,7 +281,32 @@ pub(super) fn run(mut log: EventLog, shared: &Shared) {
                     return;
                 }
                 intake.idle = true;
-                intake = shared.wake.wait(intake).expect("intake lock");
+                if !intake.failed {
+                    intake = shared.wake.wait(intake).expect("intake lock");
+                    continue;
+                }
+                // Refusing: every second, a test write decides whether to take writes again.
+                intake = shared
+                    .wake
+                    .wait_timeout(intake, PROBE_INTERVAL)
+                    .expect("intake lock")
+                    .0;
+                if intake.failed && !intake.closed {
+                    drop(intake);
+                    let probe = log.probe();
+                    intake = shared.intake();
+                    match probe {
+                        Ok(()) => {
+                            intake.failed = false;
+                            tracing::info!(
+                                "The event log takes writes again; events are accepted."
+                            );
+                        }
+                        Err(error) => {
+                            tracing::debug!(%error, "The event log still cannot be written to.");
+                        }
+                    }
+                }
             }
             intake.idle = false;
             let group = std::mem::replace(&mut intake.group, std::mem::take(&mut spare));
@@ -301,8 +330,8 @@ fn commit(log: &mut EventLog, shared: &Shared, group: &mut Group) {
         let (segment, mut offset) = match written {
             Ok(place) => place,
             Err(error) => {
-                shared.intake().failed = true;
-                tracing::error!(%error, "Writing the event log failed; no more events are accepted until the hub restarts.");
+                tracing::error!(%error, "Writing the event log failed; no events are accepted until a test write succeeds (tried every second).");
+                undo(log, shared, group);
                 for (reply, _) in group.replies.drain(..) {
                     let _ = reply.send(Err(StoreError::Unavailable(FAILED.into())));
                 }
@@ -331,6 +360,37 @@ fn commit(log: &mut EventLog, shared: &Shared, group: &mut Group) {
     }
     for reply in group.recorded.drain(..) {
         let _ = reply.send(Ok(()));
+    }
+}
+
+/// Undoes a group that could not be written, so that the store is as if it never came
+/// (nothing of it was acknowledged): the log is cut back to before it (a sync that failed
+/// may have left its records in the file), its events' identities are given up (a retry is
+/// accepted, not answered as a duplicate of an event that is not on disk) and its results'
+/// deliveries can be leased again. The store refuses writes until a probe succeeds.
+fn undo(log: &mut EventLog, shared: &Shared, group: &Group) {
+    let mut intake = shared.intake();
+    intake.failed = true;
+    if let Err(error) = log.cut_back() {
+        tracing::error!(%error, "Cutting the event log back after a failed write failed; the store stays closed until the hub restarts.");
+        intake.closed = true;
+    }
+    for filing in &group.filings {
+        if let Filing::Event(event) = filing {
+            intake.dedupe.forget(event.hash, event.seq);
+        }
+    }
+    drop(intake);
+    let mut queues = shared.queues.write().expect("queues lock");
+    for filing in &group.filings {
+        if let Filing::Change {
+            change: DeliveryChange::Attempted(attempt),
+            ..
+        } = filing
+            && let Some(queue) = queues.pending.get_mut(&attempt.subscription)
+        {
+            queue.give_back(&attempt.subscription, attempt.seq);
+        }
     }
 }
 

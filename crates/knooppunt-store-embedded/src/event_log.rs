@@ -215,6 +215,8 @@ pub(crate) struct EventLog {
     segments: Vec<u64>,
     active: File,
     active_len: u64,
+    /// How much of the active segment the last sync made durable.
+    synced_len: u64,
     segment_bytes: u64,
     next_seq: u64,
 }
@@ -307,6 +309,7 @@ impl EventLog {
             segments,
             active,
             active_len,
+            synced_len: active_len,
             segment_bytes,
             next_seq,
         })
@@ -379,16 +382,41 @@ impl EventLog {
         Ok((segment, offset))
     }
 
+    /// Cuts the active segment back to what the last successful [`EventLog::sync`] left
+    /// (after a write or sync that failed).
+    pub(crate) fn cut_back(&mut self) -> Result<(), StoreError> {
+        let path = segment_path(&self.dir, *self.segments.last().expect("one segment"));
+        self.active
+            .set_len(self.synced_len)
+            .map_err(|e| io("cannot cut back", &path, e))?;
+        self.active_len = self.synced_len;
+        Ok(())
+    }
+
+    /// Whether the disk takes writes again: writes and syncs a small file beside the
+    /// segments, then removes it.
+    pub(crate) fn probe(&self) -> Result<(), StoreError> {
+        let path = self.dir.join("probe.tmp");
+        let written = std::fs::File::create(&path).and_then(|mut file| {
+            std::io::Write::write_all(&mut file, &[0u8; 64 * 1024])?;
+            file.sync_data()
+        });
+        let _ = std::fs::remove_file(&path);
+        written.map_err(|e| io("cannot write", &path, e))
+    }
+
     /// Waits until everything written is on disk (`fdatasync` of the active segment; a
     /// segment is synced before the next one is started).
-    pub(crate) fn sync(&self) -> Result<(), StoreError> {
+    pub(crate) fn sync(&mut self) -> Result<(), StoreError> {
         self.active.sync_data().map_err(|e| {
             io(
                 "cannot sync",
                 &segment_path(&self.dir, *self.segments.last().expect("one segment")),
                 e,
             )
-        })
+        })?;
+        self.synced_len = self.active_len;
+        Ok(())
     }
 
     fn rotate(&mut self, first: u64) -> Result<(), StoreError> {
@@ -402,6 +430,7 @@ impl EventLog {
         sync_dir(&self.dir)?;
         self.segments.push(first);
         self.active_len = 0;
+        self.synced_len = 0;
         Ok(())
     }
 

@@ -198,6 +198,18 @@ impl Pending {
         self.insert(delivery);
     }
 
+    /// Gives a taken delivery back (its result could not be written): it can be leased
+    /// again at once, and is attempted again.
+    pub(super) fn give_back(&mut self, subscription: &str, seq: u64) {
+        let Some(mut delivery) = self.remove(subscription, seq) else {
+            return;
+        };
+        if delivery.leased_until == u64::MAX {
+            delivery.leased_until = 0;
+        }
+        self.insert(delivery);
+    }
+
     /// When the next delivery becomes available (for an ordered queue: its oldest).
     pub(super) fn next_due(&self, ordered: bool) -> Option<u64> {
         if ordered {
