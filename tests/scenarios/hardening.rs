@@ -316,6 +316,7 @@ async fn a_poison_event_already_stored_becomes_a_dead_letter_and_the_queue_goes_
         source: SOURCE.into(),
         id: "poison".into(),
         json: poison,
+        extension_types: None,
         subscriptions: vec![id.clone()],
     };
     hub.store
@@ -731,4 +732,91 @@ async fn a_full_disk_is_refused_with_503_and_recovered_without_a_restart() {
     assert_eq!(ready.status(), 200);
     let delivered = sink.wait_for(2, WAIT).await;
     assert_eq!(delivered[1].json()["id"], "while-full");
+}
+
+#[tokio::test]
+async fn cbor_extension_types_reach_a_cbor_subscriber_as_they_were_published() {
+    use ciborium::Value as Cbor;
+    let tagged = |tag: u64, text: &str| Cbor::Tag(tag, Box::new(Cbor::Text(text.into())));
+    let hub = TestHub::start().await;
+    let cbor_sink = Sink::start().await;
+    let json_sink = Sink::start().await;
+    subscribe(
+        &hub,
+        json!({"sink": cbor_sink.url, "protocol": "HTTP", "types": ["nl.typed"],
+               "config": {"mode": "cbor"}}),
+    )
+    .await;
+    subscribe(
+        &hub,
+        json!({"sink": json_sink.url, "protocol": "HTTP", "types": ["nl.typed"]}),
+    )
+    .await;
+    let extensions = [
+        ("comexampleuri", tagged(32, "https://example.nl/zaak/1")),
+        ("comexampletime", tagged(0, "2026-11-23T12:00:00+01:00")),
+        ("comexamplebytes", Cbor::Bytes(vec![0, 1, 2, 255])),
+        ("comexampletext", Cbor::Text("tekst".into())),
+    ];
+    let mut members = vec![
+        (Cbor::Text("specversion".into()), Cbor::Text("1.0".into())),
+        (Cbor::Text("id".into()), Cbor::Text("typed-1".into())),
+        (Cbor::Text("source".into()), tagged(32, SOURCE)),
+        (Cbor::Text("type".into()), Cbor::Text("nl.typed".into())),
+    ];
+    members.extend(
+        extensions
+            .iter()
+            .map(|(name, value)| (Cbor::Text((*name).into()), value.clone())),
+    );
+    let mut body = Vec::new();
+    ciborium::ser::into_writer(&Cbor::Map(members), &mut body).unwrap();
+    let published = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", "application/cloudevents+cbor")
+            .body(body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(published.status, 202, "{}", published.body);
+
+    let check = |delivered: &knooppunt_tests::sink::Received| {
+        let Cbor::Map(members) = ciborium::de::from_reader(&delivered.body[..]).unwrap() else {
+            panic!("not a CBOR map");
+        };
+        for (name, expected) in &extensions {
+            let found = members
+                .iter()
+                .find(|(key, _)| key.as_text() == Some(name))
+                .map(|(_, value)| value);
+            assert_eq!(found, Some(expected), "{name}");
+        }
+    };
+    check(&cbor_sink.wait_for(1, WAIT).await[0]);
+    // The JSON format writes them as strings (Binary as base64).
+    let json = json_sink.wait_for(1, WAIT).await[0].json();
+    assert_eq!(json["comexampleuri"], "https://example.nl/zaak/1");
+    assert_eq!(json["comexamplebytes"], "AAEC/w==");
+
+    // Kept on disk: after a restart a redelivery still carries them.
+    let hub = hub.restart().await;
+    let list = hub
+        .call(Method::GET, "/v1/subscriptions", tokens::KVK, None)
+        .await;
+    assert_eq!(list.body.as_array().unwrap().len(), 2);
+    let event =
+        knooppunt_store::Store::event(&hub.store, published.body["sequence"].as_u64().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+    assert!(
+        event
+            .extension_types
+            .as_deref()
+            .is_some_and(|types| types.contains("\"comexampleuri\":\"uri\"")),
+        "{:?}",
+        event.extension_types
+    );
 }

@@ -272,6 +272,7 @@ async fn route(state: &AppState, received: Vec<ReceivedEvent>) -> Vec<NewEvent> 
         .map(|(received, subscriptions)| NewEvent {
             source: received.event.source().to_owned(),
             id: received.event.id().to_owned(),
+            extension_types: received.event.extension_types_text(),
             json: received.into_json(),
             subscriptions,
         })

@@ -42,9 +42,15 @@ pub fn redact_sink(sink: &str) -> String {
 /// The header that names the hub in every request (webhook spec section 4.1.1).
 pub const REQUEST_ORIGIN: &str = "webhook-request-origin";
 
-/// The body and headers of one delivery: the stored JSON unchanged in structured mode, or
-/// `ce-` headers and the data in binary mode.
-pub fn delivery_message(json_text: &str, mode: DeliveryMode) -> Result<HttpMessage, String> {
+/// The body and headers of one delivery: the stored JSON unchanged in structured mode, the
+/// event in CBOR (with the extension types the store kept beside the JSON: URIs and
+/// timestamps tagged, Binary as bytes, as they were published), or `ce-` headers and the
+/// data in binary mode.
+pub fn delivery_message(
+    json_text: &str,
+    extension_types: Option<&str>,
+    mode: DeliveryMode,
+) -> Result<HttpMessage, String> {
     match mode {
         DeliveryMode::Structured => {
             let mut headers = HeaderMap::new();
@@ -66,9 +72,13 @@ pub fn delivery_message(json_text: &str, mode: DeliveryMode) -> Result<HttpMessa
                 http::header::CONTENT_TYPE,
                 HeaderValue::from_static(cbor::MEDIA_TYPE),
             );
+            let event = match extension_types {
+                Some(types) => received.event.with_extension_types_text(types),
+                None => received.event,
+            };
             Ok(HttpMessage {
                 headers,
-                body: cbor::encode_event(&received.event)?,
+                body: cbor::encode_event(&event)?,
             })
         }
         DeliveryMode::Binary => {

@@ -480,8 +480,10 @@ async fn send_and_record(
     } = connection;
     // Whether a request went out: only then does the outcome say anything about the sink.
     let mut sent = false;
-    let message = sink::credential_problem(subscription, SystemTime::now())
-        .map_or_else(|| sink::delivery_message(&event.json, config.mode), Err);
+    let message = sink::credential_problem(subscription, SystemTime::now()).map_or_else(
+        || sink::delivery_message(&event.json, event.extension_types.as_deref(), config.mode),
+        Err,
+    );
     let (response, outcome) = match message {
         Ok(mut message) => {
             if let Some(trace) = &trace {

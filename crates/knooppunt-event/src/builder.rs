@@ -41,6 +41,8 @@ pub(crate) struct Assembler {
     /// Extensions seen whose name or value was rejected (the valid ones are in `extensions`).
     rejected: Vec<String>,
     extensions: BTreeMap<String, AttributeValue>,
+    /// What a format said of string-valued extensions' types (CBOR tags).
+    extension_types: BTreeMap<String, crate::event::ExtensionType>,
 }
 
 /// The place of each core attribute in [`CORE_ATTRIBUTES`].
@@ -68,6 +70,12 @@ impl Assembler {
     }
 
     /// Sets one attribute; `null` values are not passed here (they mean unset).
+    /// Notes what a format said of an extension's type (kept only if the extension is
+    /// accepted as a string).
+    pub(crate) fn set_extension_type(&mut self, name: &str, ty: crate::event::ExtensionType) {
+        self.extension_types.insert(name.to_owned(), ty);
+    }
+
     pub(crate) fn set(&mut self, name: &str, value: RawAttribute) {
         let core = CORE_ATTRIBUTES.iter().position(|core| *core == name);
         let seen = match core {
@@ -214,6 +222,12 @@ impl Assembler {
             dataschema: take(DATASCHEMA),
             subject: take(SUBJECT),
             time: take(TIME),
+            extension_types: std::mem::take(&mut self.extension_types)
+                .into_iter()
+                .filter(|(name, _)| {
+                    matches!(self.extensions.get(name), Some(AttributeValue::String(_)))
+                })
+                .collect(),
             extensions: self.extensions,
             data,
         })

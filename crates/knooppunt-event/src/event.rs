@@ -24,7 +24,43 @@ pub struct Event {
     pub(crate) subject: Option<String>,
     pub(crate) time: Option<String>,
     pub(crate) extensions: BTreeMap<String, AttributeValue>,
+    /// The CloudEvents type of string-valued extensions that are more than strings (a URI,
+    /// a Timestamp, Binary) when the format they arrived in said so (CBOR tags them; JSON
+    /// and HTTP headers cannot). Only extensions whose value is a
+    /// [`AttributeValue::String`] are in it.
+    pub(crate) extension_types: BTreeMap<String, ExtensionType>,
     pub(crate) data: Option<Data>,
+}
+
+/// The CloudEvents type of an extension whose canonical form is a string, when a format
+/// told it: the JSON format writes all of these as strings, the CBOR format tags them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExtensionType {
+    /// URI or URI-reference (CBOR tag 32).
+    Uri,
+    /// Timestamp (CBOR tag 0).
+    Timestamp,
+    /// Binary (a CBOR byte string; its canonical string is base64).
+    Binary,
+}
+
+impl ExtensionType {
+    fn name(self) -> &'static str {
+        match self {
+            ExtensionType::Uri => "uri",
+            ExtensionType::Timestamp => "timestamp",
+            ExtensionType::Binary => "binary",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<ExtensionType> {
+        match name {
+            "uri" => Some(ExtensionType::Uri),
+            "timestamp" => Some(ExtensionType::Timestamp),
+            "binary" => Some(ExtensionType::Binary),
+            _ => None,
+        }
+    }
 }
 
 /// The value of an extension attribute, in the JSON type it arrived with.
@@ -105,6 +141,57 @@ impl Event {
 
     pub fn extension(&self, name: &str) -> Option<&AttributeValue> {
         self.extensions.get(name)
+    }
+
+    /// The type of a string-valued extension, when the format it arrived in told it.
+    pub fn extension_type(&self, name: &str) -> Option<ExtensionType> {
+        self.extension_types.get(name).copied()
+    }
+
+    /// The extension types as a short JSON object (`{"name":"uri",...}`), for a store to
+    /// keep beside the event's JSON, which cannot carry them; `None` when there are none.
+    pub fn extension_types_text(&self) -> Option<String> {
+        if self.extension_types.is_empty() {
+            return None;
+        }
+        let object: serde_json::Map<String, serde_json::Value> = self
+            .extension_types
+            .iter()
+            .map(|(name, ty)| (name.clone(), serde_json::Value::from(ty.name())))
+            .collect();
+        Some(serde_json::Value::Object(object).to_string())
+    }
+
+    /// Gives the event the extension types of [`Event::extension_types_text`] (its JSON
+    /// form lost them). A name that is not a string-valued extension of this event, a type
+    /// its value does not fit (a Binary that is not base64, a Timestamp that is not RFC 3339)
+    /// or text that is not such an object changes nothing.
+    pub fn with_extension_types_text(mut self, text: &str) -> Event {
+        let Ok(serde_json::Value::Object(object)) = serde_json::from_str(text) else {
+            return self;
+        };
+        for (name, ty) in object {
+            let Some(ty) = ty.as_str().and_then(ExtensionType::from_name) else {
+                continue;
+            };
+            let Some(AttributeValue::String(value)) = self.extensions.get(&name) else {
+                continue;
+            };
+            let fits = match ty {
+                ExtensionType::Uri => crate::validate::syntax::uri_reference(value).is_ok(),
+                ExtensionType::Timestamp => crate::validate::syntax::timestamp(value).is_ok(),
+                ExtensionType::Binary => {
+                    use base64::Engine;
+                    base64::engine::general_purpose::STANDARD
+                        .decode(value)
+                        .is_ok()
+                }
+            };
+            if fits {
+                self.extension_types.insert(name, ty);
+            }
+        }
+        self
     }
 
     pub fn data(&self) -> Option<&Data> {

@@ -30,6 +30,7 @@ pub use data::{
     json_depth,
 };
 pub use event::{
-    AttributeRef, AttributeValue, CORE_ATTRIBUTES, Event, ReceivedEvent, SPEC_VERSION,
+    AttributeRef, AttributeValue, CORE_ATTRIBUTES, Event, ExtensionType, ReceivedEvent,
+    SPEC_VERSION,
 };
 pub use validate::{ProfileLevel, Rule, Severity, Violation, Violations};

@@ -252,3 +252,61 @@ fn what_the_mapping_cannot_carry_is_refused_with_the_attribute_named() {
         );
     }
 }
+
+#[test]
+fn extension_types_survive_cbor_to_cbor_also_through_the_json_form() {
+    use knooppunt_event::ExtensionType;
+    use knooppunt_event::format::json;
+    let mut members = required();
+    members.extend([
+        ("comexampleuri", tagged(32, "https://example.nl/a?b=c")),
+        ("comexampletime", tagged(0, "2026-11-23T12:00:00Z")),
+        ("comexamplebytes", Value::Bytes(vec![0, 1, 2, 255])),
+        ("comexampletext", text("plain")),
+    ]);
+    let bytes = encode(members);
+    let event = cbor::decode_event(&bytes).unwrap().event;
+    assert_eq!(
+        event.extension_type("comexampleuri"),
+        Some(ExtensionType::Uri)
+    );
+    assert_eq!(
+        event.extension_type("comexampletime"),
+        Some(ExtensionType::Timestamp)
+    );
+    assert_eq!(
+        event.extension_type("comexamplebytes"),
+        Some(ExtensionType::Binary)
+    );
+    assert_eq!(event.extension_type("comexampletext"), None);
+
+    let expect_types = |bytes: &[u8]| {
+        let map = decoded_map(bytes);
+        let get = |name: &str| map.iter().find(|(k, _)| k == name).unwrap().1.clone();
+        assert_eq!(get("comexampleuri"), tagged(32, "https://example.nl/a?b=c"));
+        assert_eq!(get("comexampletime"), tagged(0, "2026-11-23T12:00:00Z"));
+        assert_eq!(get("comexamplebytes"), Value::Bytes(vec![0, 1, 2, 255]));
+        assert_eq!(get("comexampletext"), text("plain"));
+    };
+    expect_types(&cbor::encode_event(&event).unwrap());
+
+    // The store keeps the JSON form, which writes them all as strings, and the types beside
+    // it: together they give the CBOR back.
+    let stored_json = json::encode_event(&event);
+    let types = event.extension_types_text().unwrap();
+    let from_store = json::decode_event(stored_json.as_bytes())
+        .unwrap()
+        .event
+        .with_extension_types_text(&types);
+    assert_eq!(from_store, event);
+    expect_types(&cbor::encode_event(&from_store).unwrap());
+
+    // Types that do not fit the value, or for no such extension, change nothing.
+    let plain = json::decode_event(stored_json.as_bytes()).unwrap().event;
+    let odd = plain.clone().with_extension_types_text(
+        r#"{"comexampletext":"binary","missing":"uri","comexampleuri":"timestamp"}"#,
+    );
+    assert_eq!(odd.extension_type("comexampleuri"), None);
+    assert_eq!(odd.extension_type("missing"), None);
+    assert_eq!(plain.clone().with_extension_types_text("not json"), plain);
+}

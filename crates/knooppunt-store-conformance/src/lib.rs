@@ -69,6 +69,9 @@ pub fn subscription(id: &str) -> Subscription {
     }
 }
 
+/// Extension types as the event crate writes them.
+const TYPES: &str = r#"{"comexamplebytes":"binary","comexampleuri":"uri"}"#;
+
 /// An event routed to `subscriptions`.
 pub fn event(id: &str, subscriptions: &[&str]) -> NewEvent {
     NewEvent {
@@ -77,6 +80,7 @@ pub fn event(id: &str, subscriptions: &[&str]) -> NewEvent {
         json: format!(
             r#"{{"specversion":"1.0","id":"{id}","source":"urn:nld:conformance","type":"t"}}"#
         ),
+        extension_types: None,
         subscriptions: subscriptions.iter().map(|s| (*s).to_owned()).collect(),
     }
 }
@@ -253,6 +257,10 @@ async fn events_are_appended_with_their_deliveries(backend: &mut impl Backend) {
                 event("1", &["s1", "s2"]),
                 event("2", &["s1"]),
                 event("3", &[]),
+                NewEvent {
+                    extension_types: Some(TYPES.into()),
+                    ..event("4", &["s2"])
+                },
             ],
             1000,
             HOUR,
@@ -278,13 +286,20 @@ async fn events_are_appended_with_their_deliveries(backend: &mut impl Backend) {
         }
     };
     assert_eq!(pending("s1").await, numbers[..2]);
-    assert_eq!(pending("s2").await, numbers[..1]);
+    assert_eq!(pending("s2").await, [numbers[0], numbers[3]]);
     let stored = store.event(numbers[0]).await.unwrap().unwrap();
     assert_eq!((stored.id.as_str(), stored.accepted_at), ("1", 1000));
     assert_eq!(
         stored.json,
         event("1", &[]).json,
         "the JSON exactly as given"
+    );
+    assert_eq!(stored.extension_types, None);
+    let typed = store.event(numbers[3]).await.unwrap().unwrap();
+    assert_eq!(
+        typed.extension_types.as_deref(),
+        Some(TYPES),
+        "extension types kept beside the JSON"
     );
     assert!(
         store.event(numbers[2]).await.unwrap().is_some(),

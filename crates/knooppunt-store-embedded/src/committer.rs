@@ -191,6 +191,7 @@ impl Shared {
                 source: event.source,
                 id: event.id,
                 json: event.json,
+                extension_types: event.extension_types,
                 subscriptions: event.subscriptions,
             };
             let len = record.encode_into(&mut intake.group.bytes);

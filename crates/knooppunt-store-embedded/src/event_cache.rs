@@ -104,6 +104,7 @@ mod tests {
             id: String::new(),
             accepted_at: 0,
             json: "x".repeat(size),
+            extension_types: None,
         }
     }
 

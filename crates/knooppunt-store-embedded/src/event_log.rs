@@ -5,7 +5,8 @@
 //! (`00000000000000000001.log`) and holds records `[len: u32][crc32: u32][payload]`, little
 //! endian. The payload starts with its kind and sequence number: an event record (kind 1)
 //! holds the acceptance time, `source`, `id`, the event's JSON and the subscriptions it was
-//! routed to; a delivery-state record (kind 2) holds a change as JSON (`records.rs`: attempt
+//! routed to (kind 3 holds the types of its extensions after the JSON, for events that have
+//! types the JSON cannot carry); a delivery-state record (kind 2) holds a change as JSON (`records.rs`: attempt
 //! results, redeliveries, removed dead letters, retired subscriptions). A crash can leave a partly written
 //! record at the end of the newest segment; opening the log cuts it off (it was never
 //! acknowledged: acknowledgement waits for the `fdatasync` after the write).
@@ -23,6 +24,9 @@ use knooppunt_store::{DeliveryChange, StoredEvent};
 
 const EVENT: u8 = 1;
 const CHANGE: u8 = 2;
+/// An event record with the types of its extensions after its JSON (written only for events
+/// that have such types, so older hubs' logs and most records stay as they were).
+const TYPED_EVENT: u8 = 3;
 
 /// A record read back from the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +46,8 @@ impl Entry {
     fn decode(payload: &[u8]) -> Option<Entry> {
         let (kind, rest) = payload.split_first()?;
         match *kind {
-            EVENT => LogRecord::decode(rest).map(Entry::Event),
+            EVENT => LogRecord::decode(rest, false).map(Entry::Event),
+            TYPED_EVENT => LogRecord::decode(rest, true).map(Entry::Event),
             CHANGE => {
                 let seq = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
                 let record: ChangeRecord = serde_json::from_slice(rest.get(8..)?).ok()?;
@@ -86,6 +91,7 @@ pub(crate) struct LogRecord {
     pub(crate) source: String,
     pub(crate) id: String,
     pub(crate) json: String,
+    pub(crate) extension_types: Option<String>,
     pub(crate) subscriptions: Vec<String>,
 }
 
@@ -124,12 +130,19 @@ impl LogRecord {
     }
 
     fn encode_payload(&self, payload: &mut Vec<u8>) {
-        payload.push(EVENT);
+        payload.push(if self.extension_types.is_some() {
+            TYPED_EVENT
+        } else {
+            EVENT
+        });
         payload.extend_from_slice(&self.seq.to_le_bytes());
         payload.extend_from_slice(&self.accepted_at.to_le_bytes());
         put_str(payload, &self.source);
         put_str(payload, &self.id);
         put_str(payload, &self.json);
+        if let Some(types) = &self.extension_types {
+            put_str(payload, types);
+        }
         payload.extend_from_slice(&(self.subscriptions.len() as u32).to_le_bytes());
         for subscription in &self.subscriptions {
             put_str(payload, subscription);
@@ -138,13 +151,13 @@ impl LogRecord {
 
     /// The event alone, without the list of subscriptions after it (which grows with the
     /// fan-out and is needed only to rebuild the queues at open).
-    fn decode_event(payload: &[u8]) -> Option<StoredEvent> {
-        Fields::new(payload).event()
+    fn decode_event(payload: &[u8], typed: bool) -> Option<StoredEvent> {
+        Fields::new(payload).event(typed)
     }
 
-    fn decode(payload: &[u8]) -> Option<LogRecord> {
+    fn decode(payload: &[u8], typed: bool) -> Option<LogRecord> {
         let mut fields = Fields::new(payload);
-        let event = fields.event()?;
+        let event = fields.event(typed)?;
         let count = fields.u32()? as usize;
         let mut subscriptions = Vec::with_capacity(count.min(1024));
         for _ in 0..count {
@@ -156,6 +169,7 @@ impl LogRecord {
             source: event.source,
             id: event.id,
             json: event.json,
+            extension_types: event.extension_types,
             subscriptions,
         })
     }
@@ -191,8 +205,9 @@ impl<'a> Fields<'a> {
         String::from_utf8(self.take(len)?.to_vec()).ok()
     }
 
-    /// The sequence number, acceptance time, `source`, `id` and JSON, in record order.
-    fn event(&mut self) -> Option<StoredEvent> {
+    /// The sequence number, acceptance time, `source`, `id`, JSON and (`typed`) extension
+    /// types, in record order.
+    fn event(&mut self, typed: bool) -> Option<StoredEvent> {
         let seq = self.u64()?;
         let accepted_at = self.u64()?;
         Some(StoredEvent {
@@ -201,6 +216,7 @@ impl<'a> Fields<'a> {
             source: self.string()?,
             id: self.string()?,
             json: self.string()?,
+            extension_types: if typed { Some(self.string()?) } else { None },
         })
     }
 }
@@ -503,7 +519,8 @@ impl Readers {
         let path = segment_path(&self.dir, location.segment);
         let bytes = read_payload(&file, &path, location)?;
         match bytes.first() {
-            Some(&EVENT) => LogRecord::decode_event(&bytes[1..]),
+            Some(&EVENT) => LogRecord::decode_event(&bytes[1..], false),
+            Some(&TYPED_EVENT) => LogRecord::decode_event(&bytes[1..], true),
             _ => None,
         }
         .ok_or_else(|| no_event(&path, location))
@@ -560,6 +577,7 @@ mod tests {
             source: "urn:nld:x".into(),
             id: format!("id-{seq}"),
             json: format!(r#"{{"id":"id-{seq}","data":"€ {seq}"}}"#),
+            extension_types: None,
             subscriptions: vec!["a".into(), "b".into()],
         }
     }

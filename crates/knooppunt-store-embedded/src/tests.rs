@@ -44,6 +44,7 @@ fn event(id: &str, subscriptions: &[&str]) -> NewEvent {
         source: "urn:nld:x".into(),
         id: id.into(),
         json: format!(r#"{{"specversion":"1.0","id":"{id}","source":"urn:nld:x","type":"t"}}"#),
+        extension_types: None,
         subscriptions: subscriptions.iter().map(|s| (*s).to_owned()).collect(),
     }
 }

@@ -136,8 +136,8 @@ RETURNING t.source, t.id";
 
 /// Round trip 3, with the notice and the commit: the events that claimed their identity,
 /// and their deliveries.
-const EVENTS: &str = "INSERT INTO events (seq, source, id, accepted_at, json) \
-    SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::int8[], $5::text[])";
+const EVENTS: &str = "INSERT INTO events (seq, source, id, accepted_at, json, extension_types) \
+    SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::text[])";
 const DELIVERIES: &str = "INSERT INTO deliveries (subscription, seq, next_attempt_at) \
     SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[])";
 
@@ -239,6 +239,7 @@ async fn write(
     // The events that claimed their identity, and their deliveries.
     let (mut seqs, mut sources, mut ids, mut times, mut jsons) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut types: Vec<Option<&str>> = Vec::new();
     let (mut subscriptions, mut delivery_seqs, mut delivery_times) =
         (Vec::new(), Vec::new(), Vec::new());
     // Per event: Some(index of its identity's first) when that first claimed it.
@@ -256,6 +257,7 @@ async fn write(
         ids.push(key.1);
         times.push(request.now as i64);
         jsons.push(event.json.as_str());
+        types.push(event.extension_types.as_deref());
         for subscription in &event.subscriptions {
             subscriptions.push(subscription.as_str());
             delivery_seqs.push(numbers[index]);
@@ -268,7 +270,7 @@ async fn write(
     woken.dedup();
     let payload = crate::notify::deliveries(&woken);
     let channel = crate::notify::CHANNEL;
-    let event_params: [Param<'_>; 5] = [&seqs, &sources, &ids, &times, &jsons];
+    let event_params: [Param<'_>; 6] = [&seqs, &sources, &ids, &times, &jsons, &types];
     let delivery_params: [Param<'_>; 3] = [&subscriptions, &delivery_seqs, &delivery_times];
     let notify_params: [Param<'_>; 2] = [&channel, &payload];
     let store_events = async {

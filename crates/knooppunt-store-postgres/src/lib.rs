@@ -437,7 +437,8 @@ impl Store for PgStore {
                     let client = self.client().await?;
                     let statement = client
                         .prepare_cached(
-                            "SELECT source, id, accepted_at, json FROM events WHERE seq = $1",
+                            "SELECT source, id, accepted_at, json, extension_types FROM events \
+                             WHERE seq = $1",
                         )
                         .await
                         .map_err(backend)?;
@@ -451,6 +452,7 @@ impl Store for PgStore {
                         id: row.get(1),
                         accepted_at: row.get::<_, i64>(2) as u64,
                         json: row.get(3),
+                        extension_types: row.get(4),
                     }))
                 })
                 .await

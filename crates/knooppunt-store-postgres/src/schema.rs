@@ -117,6 +117,9 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 3: the client certificate a subscription's deliveries present (mutual TLS).
     "ALTER TABLE subscriptions ADD COLUMN client_certificate jsonb;",
+    // 4: the types of extensions an event's JSON cannot carry (URI, Timestamp and Binary
+    // extensions published in CBOR), so that a CBOR delivery gives them back.
+    "ALTER TABLE events ADD COLUMN extension_types text;",
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

@@ -7,6 +7,10 @@ pub struct NewEvent {
     pub id: String,
     /// The event in the JSON format, exactly as it will be delivered in structured mode.
     pub json: String,
+    /// The types of extensions the JSON form cannot carry (a URI, Timestamp or Binary
+    /// extension published in CBOR), as `Event::extension_types_text` writes them; kept
+    /// beside the JSON so that a CBOR delivery gives back what was published.
+    pub extension_types: Option<String>,
     pub subscriptions: Vec<String>,
 }
 
@@ -31,6 +35,8 @@ pub struct StoredEvent {
     /// Milliseconds since the Unix epoch.
     pub accepted_at: u64,
     pub json: String,
+    /// As [`NewEvent::extension_types`].
+    pub extension_types: Option<String>,
 }
 
 /// One pending delivery of one event to one subscription: what the workers need.

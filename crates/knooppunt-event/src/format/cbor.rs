@@ -12,8 +12,9 @@
 //! | Timestamp | tag 0 (standard date/time string) on text |
 //!
 //! `null` (simple value 22) is an unset attribute. On reading, a URI or Timestamp attribute
-//! is also accepted as untagged text, and a tagged value as the extension's String; an
-//! extension of Binary type becomes its canonical string (base64), as in the JSON format.
+//! is also accepted as untagged text; a tagged extension, or one of Binary type, becomes its
+//! canonical string (base64 for Binary), as in the JSON format, and keeps its type
+//! ([`Event::extension_type`]), so that it is written with its tag (or as bytes) again.
 //! `data` is a byte string (Binary data), a text string, or a native CBOR value, which is
 //! JSON data. The codec is `ciborium`; this module only maps.
 
@@ -23,7 +24,7 @@ use ciborium::value::{Integer, Value};
 
 use crate::builder::{Assembler, RawAttribute};
 use crate::data::{Data, JsonText, MAX_DATA_DEPTH, is_json_media_type};
-use crate::event::{AttributeValue, Event, ReceivedEvent};
+use crate::event::{AttributeValue, Event, ExtensionType, ReceivedEvent};
 use crate::validate::{Rule, Violation, Violations};
 
 /// The media type of a single event in the CBOR format.
@@ -82,7 +83,12 @@ pub fn decode_event(bytes: &[u8]) -> Result<ReceivedEvent, Violations> {
             continue;
         }
         match attribute(&name, value) {
-            Ok(raw) => assembler.set(&name, raw),
+            Ok((raw, ty)) => {
+                assembler.set(&name, raw);
+                if let Some(ty) = ty {
+                    assembler.set_extension_type(&name, ty);
+                }
+            }
             Err(why) => assembler.report(Violation::new(name.as_str(), Rule::CborType, why)),
         }
     }
@@ -98,8 +104,9 @@ pub fn decode_event(bytes: &[u8]) -> Result<ReceivedEvent, Violations> {
     assembler.finish(data).map(ReceivedEvent::from)
 }
 
-/// An attribute's value as the assembler takes it, or why the CBOR type cannot be one.
-fn attribute(name: &str, value: Value) -> Result<RawAttribute, String> {
+/// An attribute's value as the assembler takes it (with the type its tag or major type said,
+/// for an extension that is more than a string), or why the CBOR type cannot be one.
+fn attribute(name: &str, value: Value) -> Result<(RawAttribute, Option<ExtensionType>), String> {
     let tag = if URI_ATTRIBUTES.contains(&name) {
         Some((TAG_URI, "a URI (tag 32 on text)"))
     } else if TIMESTAMP_ATTRIBUTES.contains(&name) {
@@ -108,17 +115,21 @@ fn attribute(name: &str, value: Value) -> Result<RawAttribute, String> {
         None
     };
     match value {
-        Value::Text(text) => Ok(RawAttribute::String(text)),
+        Value::Text(text) => Ok((RawAttribute::String(text), None)),
         Value::Tag(number, inner) if matches!(*inner, Value::Text(_)) => {
             let Value::Text(text) = *inner else {
                 unreachable!("matched above")
             };
             match tag {
-                Some((expected, _)) if expected == number => Ok(RawAttribute::String(text)),
+                Some((expected, _)) if expected == number => Ok((RawAttribute::String(text), None)),
                 Some((_, what)) => Err(format!("must be {what}, not text with tag {number}")),
-                // An extension of type URI, URI-reference or Timestamp: its string.
-                None if number == TAG_URI || number == TAG_DATE_TIME => {
-                    Ok(RawAttribute::String(text))
+                // An extension of type URI, URI-reference or Timestamp: its string, and the
+                // type, so that it is tagged again on the way out.
+                None if number == TAG_URI => {
+                    Ok((RawAttribute::String(text), Some(ExtensionType::Uri)))
+                }
+                None if number == TAG_DATE_TIME => {
+                    Ok((RawAttribute::String(text), Some(ExtensionType::Timestamp)))
                 }
                 None => Err(format!(
                     "text with tag {number} is not a CloudEvents type; use tag 32 (URI) or 0 \
@@ -126,10 +137,13 @@ fn attribute(name: &str, value: Value) -> Result<RawAttribute, String> {
                 )),
             }
         }
-        Value::Integer(n) => Ok(RawAttribute::Number(i128::from(n).to_string())),
-        Value::Bool(b) => Ok(RawAttribute::Boolean(b)),
+        Value::Integer(n) => Ok((RawAttribute::Number(i128::from(n).to_string()), None)),
+        Value::Bool(b) => Ok((RawAttribute::Boolean(b), None)),
         // An extension of type Binary: its canonical string, base64.
-        Value::Bytes(bytes) if tag.is_none() => Ok(RawAttribute::String(BASE64.encode(bytes))),
+        Value::Bytes(bytes) if tag.is_none() => Ok((
+            RawAttribute::String(BASE64.encode(bytes)),
+            Some(ExtensionType::Binary),
+        )),
         other => Err(match tag {
             Some((_, what)) => format!("must be {what} or text, not {}", describe(&other)),
             None => format!(
@@ -255,7 +269,15 @@ pub fn encode_event(event: &Event) -> Result<Vec<u8>, String> {
     }
     for (name, value) in event.extensions() {
         let value = match value {
-            AttributeValue::String(s) => text(s),
+            AttributeValue::String(s) => match event.extension_type(name) {
+                Some(ExtensionType::Uri) => tagged(TAG_URI, s),
+                Some(ExtensionType::Timestamp) => tagged(TAG_DATE_TIME, s),
+                Some(ExtensionType::Binary) => match BASE64.decode(s) {
+                    Ok(bytes) => Value::Bytes(bytes),
+                    Err(_) => text(s),
+                },
+                None => text(s),
+            },
             AttributeValue::Integer(n) => Value::Integer(Integer::from(*n)),
             AttributeValue::Boolean(b) => Value::Bool(*b),
         };
