@@ -820,3 +820,87 @@ async fn cbor_extension_types_reach_a_cbor_subscriber_as_they_were_published() {
         event.extension_types
     );
 }
+
+#[tokio::test]
+async fn the_openapi_document_states_the_constraints_the_hub_enforces() {
+    let hub = TestHub::start().await;
+    let document: Value = hub
+        .client
+        .get(hub.url("/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let schemas = &document["components"]["schemas"];
+    let headers: Vec<&Value> = document["paths"]["/events"]["post"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["in"] == "header" && p["name"].as_str().unwrap().starts_with("ce-"))
+        .collect();
+    assert!(headers.len() >= 4);
+    for header in headers {
+        assert_eq!(header["schema"]["minLength"], 1, "{header}");
+    }
+    assert_eq!(
+        schemas["NewPrincipal"]["properties"]["roles"]["minItems"],
+        1
+    );
+    assert_eq!(
+        schemas["PrincipalChange"]["properties"]["roles"]["minItems"],
+        1
+    );
+    assert_eq!(
+        schemas["ClientCertificate"]["properties"]["certificate"]["minLength"],
+        1
+    );
+    assert!(schemas["Subscription"]["properties"]["filterBudget"].is_object());
+    let cursor = document["paths"]["/subscriptions/{id}/dead-letters"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "cursor")
+        .unwrap()
+        .clone();
+    let pattern = cursor["schema"]["pattern"].as_str().expect("a pattern");
+    assert_eq!(pattern, "^[0-9]{0,20}$");
+
+    // What the hub answers is what the document lists.
+    for (method, path, document_path) in [
+        (Method::POST, "/v1/principals", "/principals"),
+        (Method::PATCH, "/v1/principals/kvk", "/principals/{name}"),
+    ] {
+        let answer = Answer::from(
+            hub.request(method.clone(), path, tokens::ADMIN)
+                .header("content-type", "text/plain")
+                .body("roles")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+        .assert_problem(415);
+        let operation = method.as_str().to_lowercase();
+        assert!(
+            document["paths"][document_path][&operation]["responses"]["415"].is_object(),
+            "{method} {path} answers 415: {}",
+            answer.body
+        );
+    }
+    let sink = Sink::start().await;
+    let id = subscribe(
+        &hub,
+        json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.x"]}),
+    )
+    .await;
+    let path = format!("/v1/subscriptions/{id}/dead-letters?cursor=abc");
+    let refused = hub.call(Method::GET, &path, tokens::KVK, None).await;
+    assert_eq!(refused.status, 400, "a cursor the pattern refuses");
+    let path = format!("/v1/subscriptions/{id}/dead-letters?cursor=");
+    assert_eq!(
+        hub.call(Method::GET, &path, tokens::KVK, None).await.status,
+        200
+    );
+}

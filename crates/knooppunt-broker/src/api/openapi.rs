@@ -141,12 +141,12 @@ fn binary_mode_headers() -> Value {
     let header = |name: &str, description: &str| {
         json!({"name": name, "in": "header", "required": false,
                "description": format!("Binary mode: {description} (percent-encoded; required in binary mode)."),
-               "schema": {"type": "string"}})
+               "schema": {"type": "string", "minLength": 1}})
     };
     let optional = |name: &str, description: &str| {
         json!({"name": name, "in": "header", "required": false,
                "description": format!("Binary mode: {description} (percent-encoded). Any other `ce-<name>` header is an extension attribute."),
-               "schema": {"type": "string"}})
+               "schema": {"type": "string", "minLength": 1}})
     };
     json!([
         header("ce-specversion", "`1.0`"),
@@ -243,8 +243,15 @@ const FORBIDDEN: (&str, &str) = (
 );
 const UNAVAILABLE: (&str, &str) = (
     "503",
-    "The store takes no writes now (closed, or stopped after a failed write); nothing was kept. \
-     Try again after Retry-After, or at another hub.",
+    "The store takes no writes now (closed, or its disk is full: it takes writes again by \
+     itself once a test write succeeds), or an issuer's keys cannot be fetched; nothing was \
+     kept. Try again after Retry-After, or at another hub.",
+);
+/// Creating or replacing a subscription: also refused past the principal's quotas.
+const FORBIDDEN_OR_QUOTA: (&str, &str) = (
+    "403",
+    "The principal lacks the role or the type prefix needed, or the change would take it past \
+     its quota of subscriptions or of filter bytes (the detail says which).",
 );
 const BAD_REQUEST: (&str, &str) = ("400", "The request is invalid; every problem is listed.");
 const NOT_FOUND: (&str, &str) = ("404", "No such subscription is visible to the principal.");
@@ -310,6 +317,7 @@ fn add_principals(document: &mut Value) {
             UNAUTHORIZED,
             admin_only,
             ("409", "The name, or the OIN, is another principal's."),
+            ("415", "The body is not application/json."),
             UNAVAILABLE,
         ],
         body("NewPrincipal", "application/json"),
@@ -343,6 +351,10 @@ fn add_principals(document: &mut Value) {
             (
                 "409",
                 "The OIN is another principal's, or the change would lock the caller out.",
+            ),
+            (
+                "415",
+                "The body is not application/merge-patch+json or application/json.",
             ),
             UNAVAILABLE,
         ],
@@ -426,13 +438,16 @@ fn add_principals(document: &mut Value) {
         json!("The principal just created, with its token when one was issued.");
     created["properties"]["token"] =
         json!({"type": "string", "description": "Its bearer token: shown only in this answer."});
+    // What a principal is given: at least one role.
+    let mut given_roles = roles.clone();
+    given_roles["minItems"] = json!(1);
     let new_principal = json!({
         "type": "object",
         "additionalProperties": false,
         "required": ["name", "roles"],
         "properties": {
             "name": {"type": "string", "pattern": "^[A-Za-z0-9._:@-]{1,100}$"},
-            "roles": roles.clone(),
+            "roles": given_roles.clone(),
             "subscribeTypePrefixes": prefixes("The event types it may subscribe to; empty or left out: any."),
             "publishSourcePrefixes": prefixes("The sources it may publish; empty or left out: any."),
             "oin": oin.clone(),
@@ -445,7 +460,7 @@ fn add_principals(document: &mut Value) {
         "additionalProperties": false,
         "description": "The members to change; `oin: null` removes the OIN.",
         "properties": {
-            "roles": roles,
+            "roles": given_roles,
             "subscribeTypePrefixes": prefixes("The event types it may subscribe to; empty: any."),
             "publishSourcePrefixes": prefixes("The sources it may publish; empty: any."),
             "oin": oin,
@@ -548,7 +563,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
         &[
             BAD_REQUEST,
             UNAUTHORIZED,
-            FORBIDDEN,
+            FORBIDDEN_OR_QUOTA,
             ("413", "The body is too large."),
             ("415", "The body is not application/json."),
         ],
@@ -586,7 +601,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
         &[
             BAD_REQUEST,
             UNAUTHORIZED,
-            FORBIDDEN,
+            FORBIDDEN_OR_QUOTA,
             NOT_FOUND,
             ("413", "The body is too large."),
             ("415", "The body is not application/json."),
@@ -619,8 +634,8 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
              "description": "How many dead letters per page (1 to 1000, default 100).",
              "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 1000}},
             {"name": "cursor", "in": "query", "required": false,
-             "description": "The id of the last dead letter of the previous page, as given in the `next` link.",
-             "schema": {"type": "string"}}
+             "description": "The id of the last dead letter of the previous page, as given in the `next` link; empty or left out for the first page.",
+             "schema": {"type": "string", "pattern": "^[0-9]{0,20}$"}}
         ]),
     );
     let mut dead_list = operation(
@@ -870,6 +885,18 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                                            "description": "Why the hub disabled the subscription at start-up: its stored filters break \
                                                            the hub's filter limits. Replacing it with filters within the limits \
                                                            brings it back (through the validation handshake)."},
+                        "filterBudget": {
+                            "type": "object", "readOnly": true,
+                            "description": "Present when the subscription's filters ran out of their evaluation budget on \
+                                            some event since the hub started: that event was not routed to it. Simplify \
+                                            the filters (fewer string functions over large attributes, prefixes instead \
+                                            of LIKE) or ask the operator about filters.max_evaluation_cost.",
+                            "required": ["exceeded", "lastExceededTime"],
+                            "properties": {
+                                "exceeded": {"type": "integer", "format": "int64", "description": "How many evaluations ran out of budget."},
+                                "lastExceededTime": {"type": "string", "format": "date-time"}
+                            }
+                        },
                         "lastDelivery": {
                             "type": "object", "readOnly": true,
                             "description": "The last delivery attempt since the hub started.",
@@ -976,7 +1003,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                     "additionalProperties": false,
                     "required": ["certificate", "privatekey"],
                     "properties": {
-                        "certificate": {"type": "string", "description": "The certificate, then any intermediates (PEM).", "maxLength": 65536},
+                        "certificate": {"type": "string", "description": "The certificate, then any intermediates (PEM).", "minLength": 1, "maxLength": 65536},
                         "privatekey": {"type": "string", "description": "Its private key (PEM, PKCS#8, PKCS#1 or SEC1).", "maxLength": 65536}
                     }
                 },
