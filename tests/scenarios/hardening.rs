@@ -17,15 +17,8 @@ const WAIT: Duration = Duration::from_secs(15);
 async fn publish(hub: &TestHub, id: &str, ty: &str, subject: &str) -> Answer {
     let event = json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": ty,
                        "subject": subject});
-    Answer::from(
-        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
-            .header("content-type", "application/cloudevents+json")
-            .body(event.to_string())
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
+    hub.publish_raw("application/cloudevents+json", event.to_string())
+        .await
 }
 
 /// Creates a subscription as `kvk` and returns its id.
@@ -219,16 +212,10 @@ async fn data_nested_past_the_limit_is_refused_in_every_content_mode() {
         r#"{{"specversion":"1.0","id":"p","source":"{SOURCE}","type":"nl.nest","data":{}}}"#,
         nested(200)
     );
-    let answer = Answer::from(
-        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
-            .header("content-type", "application/cloudevents+json")
-            .body(poison)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-    .assert_problem(400);
+    let answer = hub
+        .publish_raw("application/cloudevents+json", poison)
+        .await
+        .assert_problem(400);
     assert_eq!(rules(&answer), ["hub.data-depth"], "{}", answer.body);
     assert!(
         answer.body.to_string().contains("at most 64"),
@@ -267,16 +254,10 @@ async fn data_nested_past_the_limit_is_refused_in_every_content_mode() {
     ]);
     let mut body = Vec::new();
     ciborium::ser::into_writer(&event, &mut body).unwrap();
-    let answer = Answer::from(
-        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
-            .header("content-type", "application/cloudevents+cbor")
-            .body(body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-    .assert_problem(400);
+    let answer = hub
+        .publish_raw("application/cloudevents+cbor", body)
+        .await
+        .assert_problem(400);
     assert!(answer.body.to_string().contains("64"), "{}", answer.body);
 
     // 64 levels are within the limit.
@@ -284,15 +265,9 @@ async fn data_nested_past_the_limit_is_refused_in_every_content_mode() {
         r#"{{"specversion":"1.0","id":"ok","source":"{SOURCE}","type":"nl.nest","data":{}}}"#,
         nested(64)
     );
-    let answer = Answer::from(
-        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
-            .header("content-type", "application/cloudevents+json")
-            .body(within)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let answer = hub
+        .publish_raw("application/cloudevents+json", within)
+        .await;
     assert_eq!(answer.status, 202, "{}", answer.body);
 }
 
@@ -497,30 +472,28 @@ async fn an_issuer_whose_keys_cannot_be_fetched_is_named_in_the_503() {
 async fn a_body_nested_too_deep_is_said_to_be_so_not_invalid_json() {
     let hub = TestHub::start().await;
     let sink = Sink::start().await;
-    let mut nested = json!({"exact": {"type": "nl.test"}});
-    for _ in 0..150 {
-        nested = json!({"not": nested});
-    }
-    let body = json!({"sink": sink.url, "protocol": "HTTP", "filters": [nested]});
-    let answer = hub
-        .call(Method::POST, "/v1/subscriptions", tokens::KVK, Some(body))
-        .await
-        .assert_problem(400);
+    // A subscription whose one filter is `depth` nested `not`s: refused, with its problem.
+    let refused = |depth: usize| {
+        let mut nested = json!({"exact": {"type": "nl.test"}});
+        for _ in 0..depth {
+            nested = json!({"not": nested});
+        }
+        let body = json!({"sink": sink.url, "protocol": "HTTP", "filters": [nested]});
+        let hub = &hub;
+        async move {
+            hub.call(Method::POST, "/v1/subscriptions", tokens::KVK, Some(body))
+                .await
+                .assert_problem(400)
+        }
+    };
+    let answer = refused(150).await;
     let detail = answer.body["detail"].as_str().unwrap();
     assert!(detail.contains("nested too deep"), "{detail}");
     assert!(detail.contains("at most 127"), "{detail}");
     assert!(!detail.contains("not valid JSON"), "{detail}");
 
     // Within the body's limit, the filter limits speak.
-    let mut nested = json!({"exact": {"type": "nl.test"}});
-    for _ in 0..120 {
-        nested = json!({"not": nested});
-    }
-    let body = json!({"sink": sink.url, "protocol": "HTTP", "filters": [nested]});
-    let answer = hub
-        .call(Method::POST, "/v1/subscriptions", tokens::KVK, Some(body))
-        .await
-        .assert_problem(400);
+    let answer = refused(120).await;
     assert!(
         answer.body.to_string().contains("max_depth"),
         "{}",
@@ -771,15 +744,7 @@ async fn cbor_extension_types_reach_a_cbor_subscriber_as_they_were_published() {
     );
     let mut body = Vec::new();
     ciborium::ser::into_writer(&Cbor::Map(members), &mut body).unwrap();
-    let published = Answer::from(
-        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
-            .header("content-type", "application/cloudevents+cbor")
-            .body(body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let published = hub.publish_raw("application/cloudevents+cbor", body).await;
     assert_eq!(published.status, 202, "{}", published.body);
 
     let check = |delivered: &knooppunt_tests::sink::Received| {
@@ -824,15 +789,7 @@ async fn cbor_extension_types_reach_a_cbor_subscriber_as_they_were_published() {
 #[tokio::test]
 async fn the_openapi_document_states_the_constraints_the_hub_enforces() {
     let hub = TestHub::start().await;
-    let document: Value = hub
-        .client
-        .get(hub.url("/v1/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let document = hub.get_json("/v1/openapi.json").await;
     let schemas = &document["components"]["schemas"];
     let headers: Vec<&Value> = document["paths"]["/events"]["post"]["parameters"]
         .as_array()

@@ -262,6 +262,21 @@ impl TestHub {
         Answer::from(request.send().await.unwrap()).await
     }
 
+    /// Publishes `body` as the test publisher with this content type; returns the answer.
+    pub async fn publish_raw(&self, content_type: &str, body: impl Into<reqwest::Body>) -> Answer {
+        let request = self
+            .request(reqwest::Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", content_type)
+            .body(body);
+        Answer::from(request.send().await.unwrap()).await
+    }
+
+    /// The JSON of an unauthenticated `GET` (such as `/v1/openapi.json`).
+    pub async fn get_json(&self, path: &str) -> serde_json::Value {
+        let response = self.client.get(self.url(path)).send().await.unwrap();
+        response.json().await.unwrap()
+    }
+
     /// A request with a bearer token.
     pub fn request(
         &self,

@@ -260,7 +260,9 @@ async fn route(state: &AppState, received: Vec<ReceivedEvent>) -> Vec<NewEvent> 
         state
             .subscriptions
             .note_over_budget(&routing.over_budget, now_ms());
-        tracing::warn!(
+        // Debug, not warn: a costly filter and a busy publisher must not flood the log; the
+        // subscription's filterBudget and the metric say it.
+        tracing::debug!(
             subscriptions = ?routing.over_budget,
             "Filters ran out of their evaluation budget: the event was not routed to them."
         );

@@ -335,20 +335,26 @@ async fn record_panic(
         tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a failed delivery attempt failed; the delivery will be tried again when its lease runs out.");
     }
     inner.observer.attempt("deadLetter", None, Duration::ZERO);
+    remember(
+        inner,
+        id,
+        LastDelivery {
+            at,
+            seq: delivery.seq,
+            status: None,
+            error: Some(reason),
+            outcome: "deadLetter",
+        },
+    );
+}
+
+/// Keeps a subscription's last attempt for the API (a lock a panic poisoned still serves).
+fn remember(inner: &Inner, id: &str, last: LastDelivery) {
     inner
         .last
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(
-            id.to_owned(),
-            LastDelivery {
-                at,
-                seq: delivery.seq,
-                status: None,
-                error: Some(reason),
-                outcome: "deadLetter",
-            },
-        );
+        .insert(id.to_owned(), last);
 }
 
 /// The connection an attempt may use (or why there was none), when it began waiting, and
@@ -626,20 +632,17 @@ async fn send_and_record(
             tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a delivery attempt failed; the delivery will be tried again.");
         }
     }
-    inner
-        .last
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(
-            id.to_owned(),
-            LastDelivery {
-                at,
-                seq: delivery.seq,
-                status,
-                error,
-                outcome: label,
-            },
-        );
+    remember(
+        inner,
+        id,
+        LastDelivery {
+            at,
+            seq: delivery.seq,
+            status,
+            error,
+            outcome: label,
+        },
+    );
     if outcome == Outcome::Gone {
         // The broker, the one writer of subscriptions, decides what the 410 means: it
         // disables the subscription unless its sink has changed meanwhile.
