@@ -4,13 +4,11 @@
 //! (the 2xx waits for that), wakes the workers, and counts. Decoding and the HTTP answer
 //! are `api/events.rs`'s.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use knooppunt_event::trace_context::TraceContext;
 use knooppunt_event::{ProfileLevel, ReceivedEvent, Severity, Violation, Violations, validate};
-use knooppunt_filter::{Criteria, EvalLimits, Meter};
 use knooppunt_store::{Appended, NewEvent, StoreError};
 use serde::Serialize;
 
@@ -226,136 +224,69 @@ fn authorize(
 }
 
 /// Each event in its JSON form with the subscriptions it matches now. The candidates are
-/// taken from the registry in one short look; evaluating them runs here while it is cheap,
-/// and moves to a blocking thread (at most [`ROUTING_THREADS`] at once) once it has cost
-/// [`INLINE_UNITS`], so that no publish, however costly its events are to match, holds an
-/// async worker (and every other client) for longer than a slice.
+/// evaluated in one look at the registry while they are cheap; once they have cost
+/// [`INLINE_UNITS`] the rest moves to a blocking thread (at most [`ROUTING_THREADS`] at
+/// once), so that no publish, however costly its events are to match, holds an async worker
+/// (and every other client) for longer than a slice.
 async fn route(state: &AppState, received: Vec<ReceivedEvent>) -> Vec<NewEvent> {
-    let candidates = state
-        .subscriptions
-        .candidates(received.iter().map(|r| &r.event));
-    let mut routing = Routing::new(received, candidates, state.eval_limits);
-    if !routing.run(Some(INLINE_UNITS)) {
+    let telemetry = &state.telemetry;
+    let limits = state.eval_limits;
+    let mut routed = state.subscriptions.route(
+        received.iter().map(|r| &r.event),
+        limits,
+        INLINE_UNITS,
+        |took| telemetry.routing_seconds.observe(took.as_secs_f64()),
+    );
+    let mut received = received;
+    if routed.iter().any(|r| !r.rest.is_empty()) {
         let _slot = state
             .routing_slots
             .acquire()
             .await
             .expect("the routing slots are never closed");
-        IngestCounters::add(&state.telemetry.routing_offloaded, 1);
-        routing = tokio::task::spawn_blocking(move || {
-            routing.run(None);
-            routing
+        IngestCounters::add(&telemetry.routing_offloaded, 1);
+        (received, routed) = tokio::task::spawn_blocking(move || {
+            for (routed, received) in routed.iter_mut().zip(&received) {
+                routed.evaluate_rest(&received.event, limits);
+            }
+            (received, routed)
         })
         .await
         .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
     }
-    for took in &routing.took {
-        state.telemetry.routing_seconds.observe(took.as_secs_f64());
-    }
-    if !routing.over_budget.is_empty() {
-        IngestCounters::add(
-            &state.telemetry.filter_over_budget,
-            routing.over_budget.len() as u64,
-        );
-        state
-            .subscriptions
-            .note_over_budget(&routing.over_budget, now_ms());
+    let over_budget: Vec<String> = routed
+        .iter_mut()
+        .flat_map(|r| std::mem::take(&mut r.over_budget))
+        .collect();
+    if !over_budget.is_empty() {
+        IngestCounters::add(&telemetry.filter_over_budget, over_budget.len() as u64);
+        state.subscriptions.note_over_budget(&over_budget, now_ms());
         // Debug, not warn: a costly filter and a busy publisher must not flood the log; the
         // subscription's filterBudget and the metric say it.
         tracing::debug!(
-            subscriptions = ?routing.over_budget,
+            subscriptions = ?over_budget,
             "Filters ran out of their evaluation budget: the event was not routed to them."
         );
     }
-    routing
-        .received
+    received
         .into_iter()
-        .zip(routing.matched)
-        .map(|(received, subscriptions)| NewEvent {
+        .zip(routed)
+        .map(|(received, routed)| NewEvent {
             source: received.event.source().to_owned(),
             id: received.event.id().to_owned(),
             extension_types: received.event.extension_types_text(),
             json: received.into_json(),
-            subscriptions,
+            subscriptions: routed.matched,
         })
         .collect()
 }
 
-/// The units of filter evaluation a publish spends on its async worker before the rest moves
-/// to a blocking thread: about a quarter of a millisecond.
+/// The units of filter evaluation a publish spends on its async worker, in one look at the
+/// registry, before the rest moves to a blocking thread: about a quarter of a millisecond.
 const INLINE_UNITS: u64 = 256 * 1024;
 
 /// How many blocking threads evaluate costly publishes at once; more wait their turn.
 pub(crate) const ROUTING_THREADS: usize = 2;
-
-/// The evaluation of a publish's candidates, resumable: it can stop after a slice and go on
-/// on another thread. Each candidate is evaluated under a [`Meter`] of its own: one that
-/// runs out of budget does not match, and is noted.
-pub(crate) struct Routing {
-    received: Vec<ReceivedEvent>,
-    candidates: Vec<Vec<(String, Arc<Criteria>)>>,
-    limits: EvalLimits,
-    /// Per event, the subscriptions it matched.
-    matched: Vec<Vec<String>>,
-    /// Subscriptions whose filters ran out of budget (once per event).
-    over_budget: Vec<String>,
-    /// Per finished event, how long its evaluation took.
-    took: Vec<Duration>,
-    /// The next event and candidate to evaluate, and when that event's evaluation began.
-    next: (usize, usize),
-    started: Option<std::time::Instant>,
-}
-
-impl Routing {
-    pub(crate) fn new(
-        received: Vec<ReceivedEvent>,
-        candidates: Vec<Vec<(String, Arc<Criteria>)>>,
-        limits: EvalLimits,
-    ) -> Routing {
-        Routing {
-            matched: vec![Vec::new(); received.len()],
-            took: Vec::with_capacity(received.len()),
-            received,
-            candidates,
-            limits,
-            over_budget: Vec::new(),
-            next: (0, 0),
-            started: None,
-        }
-    }
-
-    /// Evaluates from where it stopped; with an allowance, stops once that many units were
-    /// spent. `true` when every candidate of every event is evaluated.
-    pub(crate) fn run(&mut self, allowance: Option<u64>) -> bool {
-        let mut spent = 0u64;
-        while let Some(event) = self.received.get(self.next.0).map(|r| &r.event) {
-            let started = *self.started.get_or_insert_with(std::time::Instant::now);
-            let candidates = &self.candidates[self.next.0];
-            while let Some((id, criteria)) = candidates.get(self.next.1) {
-                if allowance.is_some_and(|allowance| spent >= allowance) {
-                    return false;
-                }
-                let mut meter = Meter::new(self.limits);
-                if criteria.matches_metered(event, &mut meter) {
-                    self.matched[self.next.0].push(id.clone());
-                } else if meter.exceeded() {
-                    self.over_budget.push(id.clone());
-                }
-                spent = spent.saturating_add(meter.spent());
-                self.next.1 += 1;
-            }
-            self.took.push(started.elapsed());
-            self.started = None;
-            self.next = (self.next.0 + 1, 0);
-        }
-        true
-    }
-
-    /// Per event, the subscriptions it matched.
-    pub(crate) fn into_matched(self) -> Vec<Vec<String>> {
-        self.matched
-    }
-}
 
 /// Appends the events with their deliveries (durable when it returns), then wakes the
 /// workers of the subscriptions they were routed to.

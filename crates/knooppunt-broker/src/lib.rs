@@ -250,11 +250,13 @@ impl Hub {
 
     /// The ids of the subscriptions an event would be routed to now.
     pub fn matching_subscriptions(&self, event: &Event) -> Vec<String> {
-        let candidates = self.state.subscriptions.candidates(std::iter::once(event));
-        let received = vec![knooppunt_event::ReceivedEvent::from(event.clone())];
-        let mut routing = ingest::Routing::new(received, candidates, self.state.eval_limits);
-        routing.run(None);
-        routing.into_matched().pop().unwrap_or_default()
+        let mut routed = self.state.subscriptions.route(
+            std::iter::once(event),
+            self.state.eval_limits,
+            u64::MAX,
+            |_| {},
+        );
+        routed.pop().map(|r| r.matched).unwrap_or_default()
     }
 
     /// The principals in the store (disabled ones included).

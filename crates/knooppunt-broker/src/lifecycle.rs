@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 
 use knooppunt_delivery::{Deliverer, Gone};
 use knooppunt_event::Event;
-use knooppunt_filter::{Criteria, Limits};
+use knooppunt_filter::{Criteria, EvalLimits, Limits, Routed};
 use knooppunt_store::{DeliveryChange, Store, StoreError, Subscription, SubscriptionState, now_ms};
 
 use crate::registry::{self, Registry};
@@ -136,15 +136,28 @@ impl Subscriptions {
         states
     }
 
-    /// The subscriptions each event may match, with their criteria to evaluate (see
-    /// `ingest::Routing`), in one short look at the registry: evaluating them, which may
-    /// cost, happens after the lock is let go.
-    pub(crate) fn candidates<'a>(
+    /// Routes each event in one look at the registry: its candidates are evaluated here
+    /// until they have cost `allowance` units together; what is left is handed back, with a
+    /// copy of its criteria, to evaluate off the caller's thread (`ingest::route`).
+    /// `observe` is told how long each event took.
+    pub(crate) fn route<'a>(
         &self,
         events: impl Iterator<Item = &'a Event>,
-    ) -> Vec<Vec<(String, Arc<Criteria>)>> {
+        limits: EvalLimits,
+        allowance: u64,
+        mut observe: impl FnMut(std::time::Duration),
+    ) -> Vec<Routed<String>> {
         let registry = self.read();
-        events.map(|event| registry.candidates(event)).collect()
+        let mut left = allowance;
+        events
+            .map(|event| {
+                let started = std::time::Instant::now();
+                let routed = registry.route(event, limits, left);
+                left = left.saturating_sub(routed.spent);
+                observe(started.elapsed());
+                routed
+            })
+            .collect()
     }
 
     /// Notes that these subscriptions' filters ran out of their evaluation budget at `at`.

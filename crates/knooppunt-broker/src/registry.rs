@@ -7,7 +7,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use knooppunt_event::Event;
-use knooppunt_filter::{Criteria, Filter, FilterError, Limits, MatchIndex};
+use knooppunt_filter::{Criteria, EvalLimits, Filter, FilterError, Limits, MatchIndex, Routed};
 use knooppunt_store::{Subscription, SubscriptionState};
 
 #[derive(Debug, Default)]
@@ -132,11 +132,16 @@ impl Registry {
         (page, more)
     }
 
-    /// The subscriptions `event` may match: disabled ones are not in the index (pending ones
-    /// queue their events until the sink consents). With their criteria, for the caller to
-    /// evaluate.
-    pub(crate) fn candidates(&self, event: &Event) -> Vec<(String, Arc<Criteria>)> {
-        self.index.candidates(event)
+    /// The subscriptions `event` is routed to: those it matches, evaluated within `limits`
+    /// until they cost `allowance` (the rest come back to evaluate elsewhere). Disabled ones
+    /// are not in the index; pending ones queue their events until the sink consents.
+    pub(crate) fn route(
+        &self,
+        event: &Event,
+        limits: EvalLimits,
+        allowance: u64,
+    ) -> Routed<String> {
+        self.index.matching_metered(event, limits, allowance)
     }
 
     /// Every subscription.

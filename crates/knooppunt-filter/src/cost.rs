@@ -3,13 +3,15 @@
 //! subject, `CONCAT` of an attribute with itself hundreds of times. Every evaluation runs
 //! under a [`Meter`]: each node, each byte copied, compared or scanned costs a unit, and no
 //! intermediate string may grow past `max_string_bytes`. A filter that runs out of units
-//! does not match, and the meter says so.
+//! does not match, and the meter says so. Nodes are counted where the dialects are
+//! evaluated; inside a CESQL expression they are not (its nodes are bounded by `max_nodes`
+//! when it is read, and charging each visit cost a fifth of the routing time).
 
 /// The bounds of one evaluation: one subscription's criteria against one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EvalLimits {
-    /// The most units (nodes visited plus bytes copied, compared or scanned) one
-    /// evaluation may spend.
+    /// The most units (bytes copied, compared, scanned or made; and a unit per dialect
+    /// compared) one evaluation may spend.
     pub max_units: u64,
     /// The longest string an expression may make (`CONCAT`, `UPPER`, ...), in bytes.
     pub max_string_bytes: usize,

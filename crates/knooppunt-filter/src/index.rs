@@ -12,11 +12,11 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
-use std::sync::Arc;
 
 use knooppunt_event::Event;
 
 use crate::cesql::{BinaryOp, Expr, Value};
+use crate::cost::{EvalLimits, Meter};
 use crate::dialect::{Criteria, Filter};
 
 /// The attributes the index files subscriptions under.
@@ -235,6 +235,37 @@ fn sql_anchors(expr: &Expr, out: &mut Vec<Anchor>) {
     }
 }
 
+/// What evaluating one candidate costs a caller's allowance besides its meter's bytes (its
+/// nodes, at most `max_nodes`, are not metered).
+pub const CANDIDATE_UNITS: u64 = 64;
+
+/// The subscriptions an event was routed to by [`MatchIndex::matching_metered`].
+#[derive(Debug, Clone)]
+pub struct Routed<K> {
+    pub matched: Vec<K>,
+    /// Those whose filters ran out of their budget: they do not match.
+    pub over_budget: Vec<K>,
+    /// Candidates not evaluated (past the allowance), with a copy of their criteria.
+    pub rest: Vec<(K, Criteria)>,
+    /// Units spent.
+    pub spent: u64,
+}
+
+impl<K> Routed<K> {
+    /// Evaluates the candidates left over, each under its own meter.
+    pub fn evaluate_rest(&mut self, event: &Event, limits: EvalLimits) {
+        for (id, criteria) in std::mem::take(&mut self.rest) {
+            let mut meter = Meter::new(limits);
+            if criteria.matches_metered(event, &mut meter) {
+                self.matched.push(id);
+            } else if meter.exceeded() {
+                self.over_budget.push(id);
+            }
+            self.spent = self.spent.saturating_add(CANDIDATE_UNITS + meter.spent());
+        }
+    }
+}
+
 /// Subscriptions filed by one shape of condition on one attribute.
 #[derive(Debug)]
 struct Table<K> {
@@ -274,7 +305,7 @@ impl<K: Clone + Eq> Table<K> {
 /// Subscriptions with their criteria, filed for fast matching. `K` identifies a subscription.
 #[derive(Debug)]
 pub struct MatchIndex<K> {
-    entries: HashMap<K, (Arc<Criteria>, Option<Anchor>)>,
+    entries: HashMap<K, (Criteria, Option<Anchor>)>,
     tables: HashMap<(Shape, Key), Table<K>>,
     residue: HashSet<K>,
 }
@@ -330,10 +361,10 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
                 self.residue.insert(id.clone());
             }
         }
-        self.entries.insert(id, (Arc::new(criteria), anchor));
+        self.entries.insert(id, (criteria, anchor));
     }
 
-    pub fn remove(&mut self, id: &K) -> Option<Arc<Criteria>> {
+    pub fn remove(&mut self, id: &K) -> Option<Criteria> {
         let (criteria, anchor) = self.entries.remove(id)?;
         match anchor {
             Some(anchor) => {
@@ -353,25 +384,47 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
     /// The ids of every subscription whose criteria match `event`, each once, each
     /// evaluated within the default [`EvalLimits`].
     pub fn matching(&self, event: &Event) -> Vec<K> {
-        self.candidates(event)
-            .into_iter()
-            .filter(|(_, criteria)| criteria.matches(event))
-            .map(|(id, _)| id)
-            .collect()
+        let routed = self.matching_metered(event, EvalLimits::DEFAULT, u64::MAX);
+        routed.matched
     }
 
-    /// The subscriptions `event` may match, each once, with their criteria: the ones filed
-    /// under the event's own values and the unanchored residue. Only the criteria can tell
-    /// which match; they are shared, so the caller can evaluate them (metered, see
-    /// [`Criteria::matches_metered`]) after letting go of the index.
-    pub fn candidates<'a>(&'a self, event: &Event) -> Vec<(K, Arc<Criteria>)> {
-        // Borrowed ids: each candidate's id is cloned once, for the answer.
+    /// Evaluates the candidates of `event`, each under a [`Meter`] of its own with `limits`,
+    /// until they have cost `allowance` units (and [`CANDIDATE_UNITS`] each): the ones left
+    /// then are handed back with a copy of their criteria, to evaluate elsewhere (such as a
+    /// thread where it may take long) with [`Routed::evaluate_rest`].
+    pub fn matching_metered(&self, event: &Event, limits: EvalLimits, allowance: u64) -> Routed<K> {
+        let mut routed = Routed {
+            matched: Vec::new(),
+            over_budget: Vec::new(),
+            rest: Vec::new(),
+            spent: 0,
+        };
+        self.visit_candidates(event, |id, criteria| {
+            if routed.spent >= allowance {
+                routed.rest.push((id.clone(), criteria.clone()));
+                return;
+            }
+            let mut meter = Meter::new(limits);
+            if criteria.matches_metered(event, &mut meter) {
+                routed.matched.push(id.clone());
+            } else if meter.exceeded() {
+                routed.over_budget.push(id.clone());
+            }
+            routed.spent = routed.spent.saturating_add(CANDIDATE_UNITS + meter.spent());
+        });
+        routed
+    }
+
+    /// Calls `visit` once for each subscription `event` may match: the ones filed under the
+    /// event's own values and the unanchored residue. Only their criteria can tell which
+    /// match.
+    fn visit_candidates<'a>(&'a self, event: &Event, mut visit: impl FnMut(&'a K, &'a Criteria)) {
+        // Borrowed ids: each candidate is visited once, and no id is cloned here.
         let mut seen: HashSet<&'a K> = HashSet::new();
-        let mut found = Vec::new();
         let mut consider = |id: &'a K| {
             if seen.insert(id) {
                 let (criteria, _) = &self.entries[id];
-                found.push((id.clone(), Arc::clone(criteria)));
+                visit(id, criteria);
             }
         };
         for key in Key::ALL {
@@ -400,7 +453,6 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
             }
         }
         self.residue.iter().for_each(consider);
-        found
     }
 
     /// Evaluates every subscription: the reference the index must agree with.

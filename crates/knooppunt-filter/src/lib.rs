@@ -19,5 +19,5 @@ mod limits;
 
 pub use cost::{EvalLimits, Meter};
 pub use dialect::{Criteria, DIALECTS, Filter, FilterError};
-pub use index::MatchIndex;
+pub use index::{CANDIDATE_UNITS, MatchIndex, Routed};
 pub use limits::{InvalidLimit, Limits};

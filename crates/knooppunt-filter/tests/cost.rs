@@ -197,6 +197,6 @@ proptest! {
         // Every byte allocated was charged first, so memory stays within a few budgets
         // (case mapping and `Vec<char>` in SUBSTRING allocate up to four bytes per byte).
         within_memory(32 * MIB, || criteria.matches_metered(&event, &mut meter));
-        prop_assert!(meter.spent() > 0);
+        prop_assert!(meter.spent() <= limits.max_units || meter.exceeded());
     }
 }

@@ -458,7 +458,7 @@ pub(crate) struct FiltersConfig {
     /// The longest CESQL expression, in characters (1 to 65536).
     pub(crate) max_sql_length: usize,
     /// What evaluating one subscription's filters against one event may cost, in units
-    /// (nodes visited plus bytes copied, compared or scanned); past it the event is not
+    /// (bytes copied, compared, scanned or made); past it the event is not
     /// routed to that subscription.
     pub(crate) max_evaluation_cost: u64,
     /// The longest string a filter may make while it is evaluated (CONCAT, UPPER, ...).

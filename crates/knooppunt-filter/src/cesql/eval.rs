@@ -3,9 +3,10 @@
 //! with a math error); a failed implicit cast gives the zero value of the target type and
 //! evaluation of that operator goes on (so `NOT 10` is `true` with a cast error).
 //!
-//! Every step is charged to a [`Meter`]: a node a unit, and every byte an attribute copies,
-//! a comparison or `LIKE` scans and a function reads or makes. Once the meter is spent every
-//! node returns at once with a `Budget` error, so a filter costs at most its budget.
+//! Every byte an attribute copies, a comparison or `LIKE` scans and a function reads or makes
+//! is charged to a [`Meter`] (nodes are not: a filter has at most `max_nodes`, each visited
+//! once). Once the meter is spent every node returns at once with a `Budget` error, so a
+//! filter costs at most its nodes and its budget.
 
 use knooppunt_event::AttributeRef;
 use knooppunt_event::Event;
@@ -98,7 +99,9 @@ pub(crate) fn evaluate(expr: &Expr, event: &Event, meter: &mut Meter) -> Outcome
         Expr::Literal(value) => string_bytes(value),
         _ => 0,
     };
-    if !meter.charge(1 + bytes as u64) {
+    // Nodes are not charged: a filter has at most `max_nodes` of them (checked when it was
+    // read), each visited once; what an event can make unbounded is the bytes.
+    if bytes > 0 && !meter.charge(bytes as u64) {
         return spent();
     }
     match expr {
