@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use knooppunt_broker::{IngestCounters, IngestOptions};
 use knooppunt_event::ProfileLevel;
-use knooppunt_store::Store;
+use knooppunt_store::{Inspect, Store};
 use knooppunt_tests::{Answer, TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -545,13 +545,6 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'_, Option<std::sync::Arc<knooppunt_store::StoredEvent>>>
     {
         self.inner.event(seq)
-    }
-    fn pending_deliveries<'a>(
-        &'a self,
-        s: &'a str,
-        limit: usize,
-    ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::Delivery>> {
-        self.inner.pending_deliveries(s, limit)
     }
     fn sweep(
         &self,

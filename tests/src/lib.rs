@@ -222,14 +222,14 @@ impl TestHub {
 
     /// The sequence numbers of a subscription's pending deliveries, as the store has them.
     pub async fn store_pending(&self, subscription: &str) -> Vec<u64> {
-        use knooppunt_store::Store;
+        use knooppunt_store::Inspect;
         let pending = self.store.pending_deliveries(subscription, usize::MAX);
         pending.await.unwrap().iter().map(|d| d.seq).collect()
     }
 
     /// The attempts recorded for a subscription's oldest pending delivery.
     pub async fn store_pending_attempts(&self, subscription: &str) -> u32 {
-        use knooppunt_store::Store;
+        use knooppunt_store::Inspect;
         let pending = self
             .store
             .pending_deliveries(subscription, 1)

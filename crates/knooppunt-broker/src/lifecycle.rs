@@ -434,7 +434,7 @@ mod tests {
 
     use knooppunt_delivery::Gone;
     use knooppunt_event::ReceivedEvent;
-    use knooppunt_store::{Store, StoreError, Subscription, SubscriptionState};
+    use knooppunt_store::{Inspect, Store, StoreError, Subscription, SubscriptionState};
 
     use super::QuotaExceeded;
 

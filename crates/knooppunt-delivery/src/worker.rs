@@ -664,7 +664,7 @@ pub(crate) mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use knooppunt_store::{ConfigDefaults, Store, SubscriptionConfig};
+    use knooppunt_store::{ConfigDefaults, Inspect, Store, SubscriptionConfig};
     use knooppunt_store_embedded::SledStore;
 
     use crate::{Deliverer, DeliveryOptions, SinkNetworks, Unobserved};

@@ -29,8 +29,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use knooppunt_store::{
-    Appended, Attempt, Delivery, DeliveryChange, NewEvent, Store, StoreError, StoredPrincipal,
-    Subscription, SubscriptionState, Verdict,
+    Appended, Attempt, Delivery, DeliveryChange, Inspect, NewEvent, Store, StoreError,
+    StoredPrincipal, Subscription, SubscriptionState, Verdict,
 };
 
 /// An hour in milliseconds: the duplicate window of the checks.
@@ -39,9 +39,9 @@ const HOUR: u64 = 3_600_000;
 /// How the suite gets stores from a backend.
 pub trait Backend {
     /// A fresh, empty store.
-    fn open(&mut self) -> impl Future<Output = Arc<dyn Store>>;
+    fn open(&mut self) -> impl Future<Output = Arc<dyn Inspect>>;
     /// The same store as `store` after a restart (the old handle is dropped first).
-    fn reopen(&mut self, store: Arc<dyn Store>) -> impl Future<Output = Arc<dyn Store>>;
+    fn reopen(&mut self, store: Arc<dyn Inspect>) -> impl Future<Output = Arc<dyn Inspect>>;
 }
 
 /// A subscription with this id.

@@ -484,21 +484,6 @@ impl Store for SledStore {
         })
     }
 
-    fn pending_deliveries<'a>(
-        &'a self,
-        subscription: &'a str,
-        limit: usize,
-    ) -> StoreFuture<'a, Vec<Delivery>> {
-        Box::pin(async move {
-            let queues = self.inner.queues.read().expect("queues lock");
-            Ok(queues
-                .pending
-                .get(subscription)
-                .map(|queue| queue.deliveries(subscription).take(limit).collect())
-                .unwrap_or_default())
-        })
-    }
-
     fn lease<'a>(
         &'a self,
         subscription: &'a str,
@@ -609,6 +594,23 @@ impl Store for SledStore {
             retention_ms,
             dedupe_window_ms,
         )))
+    }
+}
+
+impl knooppunt_store::Inspect for SledStore {
+    fn pending_deliveries<'a>(
+        &'a self,
+        subscription: &'a str,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Delivery>> {
+        Box::pin(async move {
+            let queues = self.inner.queues.read().expect("queues lock");
+            Ok(queues
+                .pending
+                .get(subscription)
+                .map(|queue| queue.deliveries(subscription).take(limit).collect())
+                .unwrap_or_default())
+        })
     }
 }
 

@@ -1,7 +1,7 @@
 use std::sync::atomic::Ordering as AtomicOrdering;
 
 use super::*;
-use knooppunt_store::SinkCredential;
+use knooppunt_store::{Inspect, SinkCredential};
 
 /// A store with these subscriptions.
 async fn store_with(dir: &Path, subscriptions: &[&str], options: SledOptions) -> SledStore {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use knooppunt_store::Store;
+use knooppunt_store::Inspect;
 use knooppunt_store_conformance::{Backend, run};
 use knooppunt_store_embedded::SledStore;
 
@@ -13,14 +13,14 @@ struct Embedded {
 }
 
 impl Backend for Embedded {
-    async fn open(&mut self) -> Arc<dyn Store> {
+    async fn open(&mut self) -> Arc<dyn Inspect> {
         let dir = tempfile::tempdir().unwrap();
         let store = SledStore::open(dir.path()).unwrap();
         self.directories.push(dir);
         Arc::new(store)
     }
 
-    async fn reopen(&mut self, store: Arc<dyn Store>) -> Arc<dyn Store> {
+    async fn reopen(&mut self, store: Arc<dyn Inspect>) -> Arc<dyn Inspect> {
         drop(store);
         let dir = self.directories.last().expect("opened before").path();
         Arc::new(SledStore::open(dir).unwrap())

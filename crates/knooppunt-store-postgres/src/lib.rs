@@ -459,25 +459,6 @@ impl Store for PgStore {
         })
     }
 
-    fn pending_deliveries<'a>(
-        &'a self,
-        subscription: &'a str,
-        limit: usize,
-    ) -> StoreFuture<'a, Vec<Delivery>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let sql = format!(
-                "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE subscription = $1 \
-                 ORDER BY seq LIMIT $2"
-            );
-            let rows = client
-                .query(&sql, &[&subscription, &(limit as i64)])
-                .await
-                .map_err(backend)?;
-            Ok(rows.iter().map(delivery).collect())
-        })
-    }
-
     fn lease<'a>(
         &'a self,
         subscription: &'a str,
@@ -916,4 +897,25 @@ async fn apply(
         }
     };
     classify(client, change, changed).await
+}
+
+impl knooppunt_store::Inspect for PgStore {
+    fn pending_deliveries<'a>(
+        &'a self,
+        subscription: &'a str,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Delivery>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE subscription = $1 \
+                 ORDER BY seq LIMIT $2"
+            );
+            let rows = client
+                .query(&sql, &[&subscription, &(limit as i64)])
+                .await
+                .map_err(backend)?;
+            Ok(rows.iter().map(delivery).collect())
+        })
+    }
 }

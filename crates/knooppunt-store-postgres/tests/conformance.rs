@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use knooppunt_store::Store;
+use knooppunt_store::Inspect;
 use knooppunt_store_conformance::{Backend, run};
 use knooppunt_store_postgres::{PgOptions, PgStore};
 use knooppunt_test_postgres::Cluster;
@@ -14,7 +14,7 @@ struct Postgres {
 }
 
 impl Backend for Postgres {
-    async fn open(&mut self) -> Arc<dyn Store> {
+    async fn open(&mut self) -> Arc<dyn Inspect> {
         self.databases += 1;
         let url = self
             .cluster
@@ -22,7 +22,7 @@ impl Backend for Postgres {
         Arc::new(PgStore::connect(&PgOptions::new(url)).await.unwrap())
     }
 
-    async fn reopen(&mut self, store: Arc<dyn Store>) -> Arc<dyn Store> {
+    async fn reopen(&mut self, store: Arc<dyn Inspect>) -> Arc<dyn Inspect> {
         drop(store);
         let url = self.cluster.url(&format!("conformance_{}", self.databases));
         Arc::new(PgStore::connect(&PgOptions::new(url)).await.unwrap())

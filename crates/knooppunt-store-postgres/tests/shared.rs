@@ -4,7 +4,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use knooppunt_store::{Appended, Attempt, DeliveryChange, NewEvent, Store, StoreError, Verdict};
+use knooppunt_store::{
+    Appended, Attempt, DeliveryChange, Inspect, NewEvent, Store, StoreError, Verdict,
+};
 use knooppunt_store_conformance::{event, subscription};
 use knooppunt_store_postgres::{PgOptions, PgStore};
 use knooppunt_test_postgres::Cluster;

@@ -131,13 +131,6 @@ pub trait Store: Send + Sync + 'static {
     /// copy, and a backend reads it once however many deliveries ask for it.
     fn event(&self, seq: u64) -> StoreFuture<'_, Option<std::sync::Arc<StoredEvent>>>;
 
-    /// The first `limit` pending deliveries of a subscription, in acceptance order.
-    fn pending_deliveries<'a>(
-        &'a self,
-        subscription: &'a str,
-        limit: usize,
-    ) -> StoreFuture<'a, Vec<Delivery>>;
-
     /// Leases up to `limit` due deliveries of a subscription (`next_attempt_at <= now_ms`,
     /// not leased) until `now_ms + lease_ms`, in acceptance order, each under a new token
     /// ([`Delivery::lease`]) that no other lease of this store has. With `ordered`, only the
@@ -192,4 +185,15 @@ pub trait Store: Send + Sync + 'static {
         retention_ms: u64,
         dedupe_window_ms: u64,
     ) -> StoreFuture<'_, Swept>;
+}
+
+/// What tests and tools look at in a store, beside what the hub runs on ([`Store`]): the
+/// workers never list a queue, they lease from it.
+pub trait Inspect: Store {
+    /// The first `limit` pending deliveries of a subscription, in acceptance order.
+    fn pending_deliveries<'a>(
+        &'a self,
+        subscription: &'a str,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Delivery>>;
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{HubProcess, config_with_admin};
-use knooppunt_store::Store;
+use knooppunt_store::{Inspect, Store};
 use knooppunt_store_embedded::SledStore;
 use serde_json::json;
 

@@ -12,7 +12,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::IntoResponse;
 use common::{HubProcess, config_with_admin};
-use knooppunt_store::Store;
+use knooppunt_store::{Inspect, Store};
 use knooppunt_store_embedded::SledStore;
 use serde_json::json;
 
