@@ -2,12 +2,16 @@
 //! `Store` operations against it (tokio-postgres with a deadpool pool; no ORM).
 //!
 //! - **Append** (`append.rs`): the publishes of one hub are grouped into one transaction
-//!   (group commit: whatever arrived while the previous group committed), which takes the
-//!   append lock (a transaction-scoped advisory lock), so that event numbers are handed out
-//!   and committed in one order across all hubs: a later number is always committed later,
-//!   which is what per-subscription ordering needs. Duplicates are found by `source` + `id`
-//!   within the window under the same lock. The events and their deliveries go in with one
-//!   multi-row insert each (`UNNEST` of arrays); the answer waits for the commit.
+//!   (group commit: whatever arrived while the previous group committed). The group takes
+//!   its numbers and its transaction id under the append lock (a session advisory lock,
+//!   held for just those statements, not until the commit), so numbers follow transaction
+//!   ids across all hubs. Groups of different hubs may commit out of number order; an
+//!   ordered subscription's oldest delivery is therefore leased only once no transaction
+//!   older than its own is still running (`pg_snapshot_xmin`), so no smaller number can
+//!   commit after it was delivered. Identities (`source` + `id`) are claimed in the same
+//!   transaction; two hubs claiming one wait for each other on its key. The events and
+//!   their deliveries go in with one multi-row insert each (`UNNEST` of arrays); the answer
+//!   waits for the commit.
 //! - **Leases**: unordered subscriptions lease with `FOR UPDATE SKIP LOCKED`, so hubs share a
 //!   queue without waiting for each other; an ordered one leases its oldest delivery with one
 //!   conditional `UPDATE`, which at most one hub wins. Each lease takes a token from a

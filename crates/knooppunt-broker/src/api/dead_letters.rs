@@ -8,13 +8,11 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use http::header::LINK;
-use http::{HeaderValue, StatusCode};
+use http::StatusCode;
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{DeadLetter, DeliveryChange};
 use serde_json::{Map, Value, json};
 
-use super::BASE_PATH;
 use super::auth::{Caller, Role};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
@@ -105,18 +103,15 @@ pub(crate) async fn list(
     let more = page.len() > page_size;
     page.truncate(page_size);
     let body: Vec<Value> = page.iter().map(|d| representation(d, None)).collect();
-    let mut response = Json(body).into_response();
-    if more && let Some(last) = page.last() {
-        let link = format!(
-            "<{BASE_PATH}/subscriptions/{id}/dead-letters?pageSize={page_size}&cursor={}>; rel=\"next\"",
-            last.seq
-        );
-        response.headers_mut().insert(
-            LINK,
-            HeaderValue::try_from(link).expect("ids are header-safe"),
-        );
-    }
-    Ok(response)
+    let next = page
+        .last()
+        .filter(|_| more)
+        .map(|last| last.seq.to_string());
+    let path = format!(
+        "/subscriptions/{}/dead-letters",
+        knooppunt_event::binding::percent::encode_component(&id)
+    );
+    Ok(super::page::answer(body, &path, page_size, next.as_deref()))
 }
 
 /// `GET /v1/subscriptions/{id}/dead-letters/{deadLetterId}`: with the event as accepted.

@@ -3,7 +3,15 @@
 
 use std::collections::HashMap;
 
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use http::HeaderValue;
+use http::header::LINK;
+use knooppunt_event::binding::percent::encode_component;
+use serde_json::Value;
+
 use super::problem::InvalidParam;
+use crate::BASE_PATH;
 
 /// Items per page unless the client asks otherwise.
 pub(crate) const DEFAULT_PAGE_SIZE: usize = 100;
@@ -43,4 +51,21 @@ impl Page {
         let cursor = query.get("cursor").filter(|c| !c.is_empty()).cloned();
         Page { size, cursor }
     }
+}
+
+/// A page as the answer: its items, and when more follow, `Link: <…?pageSize=N&cursor=C>;
+/// rel="next"` for `path` (below the base path), `next` being the last item's cursor.
+pub(crate) fn answer(items: Vec<Value>, path: &str, size: usize, next: Option<&str>) -> Response {
+    let mut response = Json(items).into_response();
+    if let Some(cursor) = next {
+        let link = format!(
+            "<{BASE_PATH}{path}?pageSize={size}&cursor={}>; rel=\"next\"",
+            encode_component(cursor)
+        );
+        response.headers_mut().insert(
+            LINK,
+            HeaderValue::try_from(link).expect("a percent-encoded link is header-safe"),
+        );
+    }
+    response
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use http::header::{LINK, LOCATION};
+use http::header::LOCATION;
 use http::{HeaderValue, StatusCode};
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{StoredPrincipal, now_ms};
@@ -168,18 +168,6 @@ fn check_oin(state: &AppState, record: &StoredPrincipal) -> Result<(), ApiError>
     Ok(())
 }
 
-/// A principal's name in a URL query (names from the configuration may hold anything).
-fn query_value(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// A page of principals in name order; `Link: rel="next"` when more follow.
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
@@ -194,18 +182,8 @@ pub(crate) async fn list(
     }
     let (page, more) = state.principals.page(cursor.as_deref(), size);
     let body: Vec<Value> = page.iter().map(resource).collect();
-    let mut response = Json(body).into_response();
-    if more && let Some(last) = page.last() {
-        let link = format!(
-            "<{BASE_PATH}/principals?pageSize={size}&cursor={}>; rel=\"next\"",
-            query_value(&last.name)
-        );
-        response.headers_mut().insert(
-            LINK,
-            HeaderValue::try_from(link).expect("percent-encoded names are header-safe"),
-        );
-    }
-    Ok(response)
+    let next = page.last().filter(|_| more).map(|last| last.name.as_str());
+    Ok(super::page::answer(body, "/principals", size, next))
 }
 
 pub(crate) async fn create(

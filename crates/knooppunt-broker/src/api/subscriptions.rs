@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use http::header::{ALLOW, LINK, LOCATION};
+use http::header::{ALLOW, LOCATION};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_filter::Filter;
 use knooppunt_store::{Subscription, SubscriptionState, now_ms};
@@ -273,18 +273,8 @@ pub(crate) async fn list(
         .subscriptions
         .page(owner, cursor.as_deref(), page_size);
     let body: Vec<Value> = page.iter().map(|s| resource(&state, s)).collect();
-    let mut response = Json(body).into_response();
-    if more && let Some(last) = page.last() {
-        let link = format!(
-            "<{BASE_PATH}/subscriptions?pageSize={page_size}&cursor={}>; rel=\"next\"",
-            last.id
-        );
-        response.headers_mut().insert(
-            LINK,
-            HeaderValue::try_from(link).expect("ids are header-safe"),
-        );
-    }
-    Ok(response)
+    let next = page.last().filter(|_| more).map(|last| last.id.as_str());
+    Ok(super::page::answer(body, "/subscriptions", page_size, next))
 }
 
 pub(crate) async fn get(

@@ -22,6 +22,21 @@ pub fn encode(value: &str) -> String {
     out
 }
 
+/// Percent-encodes text for one URI path segment or query value (RFC 3986 section 2): every
+/// byte but the unreserved characters (`A-Z a-z 0-9 - . _ ~`).
+pub fn encode_component(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                out.push(char::from(byte));
+            }
+            _ => write!(out, "%{byte:02X}").expect("writing to a String never fails"),
+        }
+    }
+    out
+}
+
 /// Decodes an HTTP header value into the attribute's string, or says what is wrong with it.
 pub fn decode(header_value: &[u8]) -> Result<String, String> {
     let unquoted = unquote(header_value)?;

@@ -236,14 +236,7 @@ pub(crate) fn run(command: impl std::future::Future<Output = Outcome>) -> Outcom
 
 /// Percent-encodes a path segment (ids are safe, but a user may type anything).
 pub(crate) fn segment(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    knooppunt_event::binding::percent::encode_component(text)
 }
 
 #[cfg(test)]
