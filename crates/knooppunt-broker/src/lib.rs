@@ -294,6 +294,22 @@ pub async fn serve_metrics(
     server::run(listener, hub.metrics_router(), limits, None, shutdown).await
 }
 
+/// Waits for `next` unless the hub stops first; `None` when it stops. Also when it stopped
+/// before this was called: a stop sent before a background task first ran is never
+/// `changed` for it. The one loop skeleton of the background tasks below.
+async fn unless_stopped<T>(
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+    next: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    if *stop.borrow_and_update() {
+        return None;
+    }
+    tokio::select! {
+        _ = stop.changed() => None,
+        value = next => Some(value),
+    }
+}
+
 /// Hands the 410s the delivery workers report to the one writer of subscriptions.
 async fn follow_gone(
     state: Arc<AppState>,
@@ -301,16 +317,8 @@ async fn follow_gone(
 ) {
     let mut stop = state.stop.subscribe();
     loop {
-        // A hub stopped before this task first ran: `changed` would never fire for it.
-        if *stop.borrow_and_update() {
+        let Some(Some(gone)) = unless_stopped(&mut stop, reports.recv()).await else {
             return;
-        }
-        let gone = tokio::select! {
-            _ = stop.changed() => return,
-            next = reports.recv() => match next {
-                Some(gone) => gone,
-                None => return,
-            },
         };
         state.subscriptions.gone(&gone).await;
     }
@@ -325,14 +333,14 @@ async fn follow_other_hubs(state: Arc<AppState>) {
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut known = state.store.subscriptions_version().await.ok();
     loop {
-        // A hub stopped before this task first ran: `changed` would never fire for it.
-        if *stop.borrow_and_update() {
+        let changed = async {
+            tokio::select! {
+                _ = interval.tick() => {}
+                () = state.resync_now.notified() => {}
+            }
+        };
+        if unless_stopped(&mut stop, changed).await.is_none() {
             return;
-        }
-        tokio::select! {
-            _ = stop.changed() => return,
-            _ = interval.tick() => {}
-            () = state.resync_now.notified() => {}
         }
         let version = match state.store.subscriptions_version().await {
             Ok(version) => version,
@@ -369,13 +377,8 @@ async fn sweep_periodically(state: Arc<AppState>) {
     let mut interval = tokio::time::interval(state.ingest.sweep_interval);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        // A hub stopped before this task first ran: `changed` would never fire for it.
-        if *stop.borrow_and_update() {
+        if unless_stopped(&mut stop, interval.tick()).await.is_none() {
             return;
-        }
-        tokio::select! {
-            _ = stop.changed() => return,
-            _ = interval.tick() => {}
         }
         let retention = state.ingest.retention.as_millis() as u64;
         let window = state.ingest.dedupe_window.as_millis() as u64;
