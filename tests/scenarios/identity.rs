@@ -277,7 +277,15 @@ impl SigningKey {
     }
 
     fn sign(&self, claims: &Value) -> String {
-        let header = json!({"alg": "ES256", "typ": "at+jwt", "kid": self.kid});
+        self.sign_with(&json!({}), claims)
+    }
+
+    /// Signs with these members added to the header.
+    fn sign_with(&self, extra_header: &Value, claims: &Value) -> String {
+        let mut header = json!({"alg": "ES256", "typ": "at+jwt", "kid": self.kid});
+        for (name, value) in extra_header.as_object().unwrap() {
+            header[name] = value.clone();
+        }
         let message = format!(
             "{}.{}",
             URL_SAFE_NO_PAD.encode(header.to_string()),
@@ -1005,4 +1013,178 @@ async fn deliveries_present_a_client_certificate_and_fetched_access_tokens() {
         plain.deliveries().is_empty(),
         "nothing was sent without a token"
     );
+}
+
+/// A hub trusting one ES256 issuer whose `oin` claim names the organisation.
+async fn hub_with_issuer(key: &SigningKey) -> (TestHub, Jwks) {
+    let jwks = Jwks::start(vec![key.jwk()]).await;
+    let mut issuer = IssuerSettings::new(ISSUER, &jwks.url, AUDIENCE);
+    issuer.oin_claim = Some("oin".into());
+    let options = HubOptions {
+        authentication: test_options().authentication.with_issuers(vec![issuer]),
+        ..test_options()
+    };
+    (TestHub::start_with_options(options).await, jwks)
+}
+
+#[tokio::test]
+async fn a_tokens_oin_claim_must_be_an_oin_and_the_stored_principals() {
+    let key = SigningKey::new("key-1");
+    let (hub, _jwks) = hub_with_issuer(&key).await;
+    let other = "00000001823288444000";
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/principals",
+            tokens::ADMIN,
+            Some(
+                json!({"name": "svc-rvo", "roles": ["publisher"], "oin": OIN, "issueToken": false}),
+            ),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let token = |oin: Option<&str>, sub: &str| {
+        let mut claims = claims("openid knooppunt:publisher");
+        claims["sub"] = json!(sub);
+        match oin {
+            Some(oin) => claims["oin"] = json!(oin),
+            None => {
+                claims.as_object_mut().unwrap().remove("oin");
+            }
+        }
+        key.sign(&claims)
+    };
+    // The probe: a stored principal of OIN …5000 whose token says another OIN published in
+    // that other organisation's sources.
+    let mismatch = publish(
+        &hub,
+        &token(Some(other), "svc-rvo"),
+        "o-1",
+        &format!("urn:nld:oin:{other}:x"),
+    )
+    .await
+    .assert_problem(403);
+    let detail = mismatch.body["detail"].as_str().unwrap();
+    assert!(detail.contains(other) && detail.contains(OIN), "{detail}");
+    // Not an OIN at all: refused, whoever the principal is.
+    for bad in [format!("{other}:evil"), String::new(), "123".into()] {
+        let refused = publish(
+            &hub,
+            &token(Some(&bad), "svc-new"),
+            "o-2",
+            &format!("urn:nld:oin:{other}:x"),
+        )
+        .await
+        .assert_problem(401);
+        let detail = refused.body["detail"].as_str().unwrap();
+        assert!(detail.contains("20 digits"), "{bad:?}: {detail}");
+    }
+    // Without the claim the stored OIN applies; with the right one, the same.
+    let own = format!("urn:nld:oin:{OIN}:subsidies");
+    assert_eq!(
+        publish(&hub, &token(None, "svc-rvo"), "o-3", &own)
+            .await
+            .status,
+        202
+    );
+    publish(
+        &hub,
+        &token(None, "svc-rvo"),
+        "o-4",
+        &format!("urn:nld:oin:{other}:x"),
+    )
+    .await
+    .assert_problem(403);
+    assert_eq!(
+        publish(&hub, &token(Some(OIN), "svc-rvo"), "o-5", &own)
+            .await
+            .status,
+        202
+    );
+}
+
+#[tokio::test]
+async fn token_headers_and_dates_the_hub_cannot_honour_are_refused() {
+    let key = SigningKey::new("key-1");
+    let (hub, _jwks) = hub_with_issuer(&key).await;
+    let own = format!("urn:nld:oin:{OIN}:subsidies");
+    let valid = claims("openid knooppunt:publisher");
+    for (header, why) in [
+        (json!({"crit": ["exp"]}), "crit"),
+        (
+            json!({"crit": ["urn:example:unknown"], "urn:example:unknown": true}),
+            "crit",
+        ),
+        (json!({"enc": "A256GCM"}), "enc"),
+        (json!({"zip": "DEF"}), "zip"),
+    ] {
+        let refused = publish(&hub, &key.sign_with(&header, &valid), "h-1", &own)
+            .await
+            .assert_problem(401);
+        let detail = refused.body["detail"].as_str().unwrap();
+        assert!(detail.contains(why), "{header}: {detail}");
+    }
+    let with_nbf = |nbf: Value| {
+        let mut claims = valid.clone();
+        claims["nbf"] = nbf;
+        key.sign(&claims)
+    };
+    let later = (now() + 3600) as f64 + 0.5;
+    for nbf in [json!(later), json!(later.to_string()), json!("yesterday")] {
+        publish(&hub, &with_nbf(nbf.clone()), "h-2", &own)
+            .await
+            .assert_problem(401);
+    }
+    let earlier = (now() - 60) as f64 + 0.25;
+    assert_eq!(
+        publish(&hub, &with_nbf(json!(earlier)), "h-3", &own)
+            .await
+            .status,
+        202
+    );
+}
+
+#[tokio::test]
+async fn a_certificate_with_two_serial_numbers_names_no_organisation() {
+    let government = TestCa::new("Test Staat der Nederlanden Private Services CA");
+    let (server_certificate, server_key) = government.issue("knooppunt.test", None, true);
+    let mut options = test_options();
+    options.tls = Some(
+        knooppunt_broker::TlsSettings::from_pem(
+            server_certificate.as_bytes(),
+            server_key.as_bytes(),
+            Some(government.pem().as_bytes()),
+        )
+        .unwrap(),
+    );
+    let hub = TestHub::start_with_options(options).await;
+    let other = "00000009111111111000";
+    let anonymous = tls_client(&government, None);
+    for (name, oin) in [("rvo", OIN), ("other-org", other)] {
+        let created = anonymous
+            .post(hub.url("/v1/principals"))
+            .bearer_auth(tokens::ADMIN)
+            .json(&json!({"name": name, "roles": ["publisher"], "oin": oin, "issueToken": false}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201, "{}", created.text().await.unwrap());
+    }
+    // The probe's certificate authenticated as the last serialNumber.
+    let two = tls_client(
+        &government,
+        Some(&government.issue_with_two_serial_numbers("Twee", OIN, other)),
+    );
+    let answer = Answer::from(
+        two.post(hub.url("/v1/events"))
+            .header("content-type", "application/cloudevents+json")
+            .body(event("t-1", &format!("urn:nld:oin:{other}:x")))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(401);
+    let detail = answer.body["detail"].as_str().unwrap();
+    assert!(detail.contains("2 serialNumbers"), "{detail}");
 }

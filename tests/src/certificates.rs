@@ -68,4 +68,65 @@ impl TestCa {
             .unwrap();
         (certificate.pem(), key.serialize_pem())
     }
+
+    /// A client certificate whose subject has two serialNumbers (rcgen keeps one value per
+    /// attribute type, so `openssl` makes it), and its key, as PEM.
+    pub fn issue_with_two_serial_numbers(
+        &self,
+        name: &str,
+        first: &str,
+        second: &str,
+    ) -> (String, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |file: &str| dir.path().join(file);
+        std::fs::write(path("ca.pem"), self.certificate.pem()).unwrap();
+        std::fs::write(path("ca.key"), self.key.serialize_pem()).unwrap();
+        std::fs::write(path("ext.cnf"), "extendedKeyUsage = clientAuth\n").unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        std::fs::write(path("client.key"), key.serialize_pem()).unwrap();
+        let run = |args: &[&str]| {
+            let output = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir.path())
+                .output()
+                .expect("openssl runs");
+            assert!(
+                output.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        let subject = format!("/CN={name}/serialNumber={first}/serialNumber={second}");
+        run(&[
+            "req",
+            "-new",
+            "-key",
+            "client.key",
+            "-subj",
+            &subject,
+            "-out",
+            "client.csr",
+        ]);
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "client.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+            "-out",
+            "client.pem",
+        ]);
+        (
+            std::fs::read_to_string(path("client.pem")).unwrap(),
+            key.serialize_pem(),
+        )
+    }
 }

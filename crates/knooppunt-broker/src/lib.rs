@@ -34,6 +34,13 @@ pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, SinkNetworks};
 use lifecycle::Subscriptions;
 pub use server::{ServerLimits, TlsSettings};
 
+/// Whether `text` is an OIN (Organisatie-identificatienummer): exactly 20 ASCII digits. The
+/// one check for OINs from the configuration, the API, client certificates and access
+/// tokens.
+pub fn is_oin(text: &str) -> bool {
+    text.len() == 20 && text.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// Everything a hub needs besides its store.
 #[derive(Debug, Clone)]
 pub struct HubOptions {
@@ -390,6 +397,26 @@ async fn sweep_periodically(state: Arc<AppState>) {
             ),
             Ok(_) => {}
             Err(error) => tracing::warn!(%error, "Retention sweep failed; it will run again."),
+        }
+    }
+}
+
+#[cfg(test)]
+mod oin_tests {
+    use super::is_oin;
+
+    #[test]
+    fn an_oin_is_twenty_digits() {
+        assert!(is_oin("00000001823288444000"));
+        for not in [
+            "",
+            "0000000182328844400",
+            "000000018232884440000",
+            "0000000182328844400x",
+            "00000001823288444000:evil",
+            "٠٠٠٠٠٠٠١٨٢٣٢٨٨٤٤٤٠٠٠",
+        ] {
+            assert!(!is_oin(not), "{not}");
         }
     }
 }

@@ -841,7 +841,7 @@ impl Config {
                 );
             }
             if let Some(oin) = &principal.oin {
-                if oin.len() != 20 || !oin.bytes().all(|b| b.is_ascii_digit()) {
+                if !knooppunt_broker::is_oin(oin) {
                     bail!("{key}.oin: an OIN is 20 digits, not `{oin}`");
                 }
                 if !oins.insert(oin) {

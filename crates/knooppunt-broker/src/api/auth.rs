@@ -271,8 +271,16 @@ impl FromRequestParts<Arc<AppState>> for Caller {
                     limited
                         .publish_source_prefixes
                         .clone_from(&stored.publish_source_prefixes);
-                    if limited.oin.is_none() {
-                        limited.oin.clone_from(&stored.oin);
+                    match (&limited.oin, &stored.oin) {
+                        (None, _) => limited.oin.clone_from(&stored.oin),
+                        (Some(claimed), Some(own)) if claimed != own => {
+                            return Err(ApiError::Forbidden(format!(
+                                "the access token says OIN {claimed}, but principal `{}` is \
+                                 OIN {own}; the issuer's `oin` claim must be the principal's",
+                                stored.name
+                            )));
+                        }
+                        _ => {}
                     }
                     Ok(Caller(Arc::new(limited)))
                 }

@@ -222,6 +222,17 @@ impl Issuers {
                 "the access token's issuer `{iss}` is not trusted by this hub"
             )));
         };
+        // A signed access token (JWS) has no use for these: `crit` names extensions this hub
+        // does not understand (RFC 7515 section 4.1.11: the token is then invalid), `enc`
+        // and `zip` belong to encrypted tokens (JWE).
+        for member in ["crit", "enc", "zip"] {
+            if header.get(member).is_some() {
+                return Err(refused(format!(
+                    "the access token's header has `{member}`, which this hub does not \
+                     support; send a plain signed JWT (JWS)"
+                )));
+            }
+        }
         let alg = header.get("alg").and_then(Value::as_str).unwrap_or("");
         if !matches!(alg, "RS256" | "PS256" | "ES256") {
             return Err(refused(format!(
@@ -413,10 +424,20 @@ fn check_claims(settings: &IssuerSettings, claims: &Value) -> Result<i64, ApiErr
             now - exp
         )));
     }
-    if let Some(nbf) = claims.get("nbf").and_then(Value::as_i64)
-        && nbf - leeway > now
-    {
-        return Err(refused("the access token is not valid yet (`nbf`)"));
+    // A NumericDate may have a fraction (RFC 7519 section 2); anything else is no date.
+    match claims.get("nbf") {
+        None => {}
+        Some(Value::Number(nbf)) => {
+            let nbf = nbf.as_f64().unwrap_or(f64::INFINITY);
+            if nbf - leeway as f64 > now as f64 {
+                return Err(refused("the access token is not valid yet (`nbf`)"));
+            }
+        }
+        Some(_) => {
+            return Err(refused(
+                "the access token's `nbf` must be a NumericDate (seconds since 1970)",
+            ));
+        }
     }
     let audience = &settings.audience;
     let for_us = match claims.get("aud") {
@@ -454,11 +475,19 @@ fn principal(settings: &IssuerSettings, claims: &Value) -> Result<Principal, Api
             .iter()
             .filter_map(|v| settings.roles.get(*v).copied()),
     );
-    principal.oin = settings
-        .oin_claim
-        .as_ref()
-        .and_then(|claim| claims.get(claim))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    if let Some(claim) = &settings.oin_claim
+        && let Some(value) = claims.get(claim)
+    {
+        // The claim names an organisation whose sources the principal may publish: it must
+        // be exactly an OIN, as everywhere else.
+        match value.as_str().filter(|oin| crate::is_oin(oin)) {
+            Some(oin) => principal.oin = Some(oin.to_owned()),
+            None => {
+                return Err(refused(format!(
+                    "the access token's `{claim}` claim must be an OIN (20 digits), not {value}"
+                )));
+            }
+        }
+    }
     Ok(principal)
 }

@@ -220,7 +220,7 @@ fn der_time(tag: u8, text: &[u8]) -> Option<i64> {
 
 /// Reads a certificate's DER for its [`Subject`].
 fn subject(certificate: &[u8]) -> Subject {
-    let read = || -> Option<(Option<String>, Option<String>, Option<i64>)> {
+    let read = || -> Option<(Option<String>, Vec<String>, Option<i64>)> {
         let (SEQUENCE, certificate, _) = element(certificate)? else {
             return None;
         };
@@ -244,7 +244,7 @@ fn subject(certificate: &[u8]) -> Subject {
         let (SEQUENCE, mut names, _) = element(tbs)? else {
             return None;
         };
-        let (mut common_name, mut serial) = (None, None);
+        let (mut common_name, mut serials) = (None, Vec::new());
         while !names.is_empty() {
             let (SET, mut set, rest) = element(names)? else {
                 return None;
@@ -262,16 +262,24 @@ fn subject(certificate: &[u8]) -> Subject {
                 let text = String::from_utf8_lossy(text).into_owned();
                 match oid {
                     COMMON_NAME => common_name = Some(text),
-                    SERIAL_NUMBER => serial = Some(text),
+                    SERIAL_NUMBER => serials.push(text),
                     _ => {}
                 }
             }
         }
-        Some((common_name, serial, not_after))
+        Some((common_name, serials, not_after))
     };
-    let (common_name, serial, not_after) = read().unwrap_or((None, None, None));
-    let oin = serial.filter(|s| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()));
+    let (common_name, serials, not_after) = read().unwrap_or((None, Vec::new(), None));
+    // A subject with two serialNumbers names no one organisation: no OIN at all, rather
+    // than whichever comes last.
+    let oin = match serials.as_slice() {
+        [serial] if crate::is_oin(serial) => Some(serial.clone()),
+        _ => None,
+    };
     let name = match (&common_name, &oin) {
+        (Some(cn), None) if serials.len() > 1 => {
+            format!("CN={cn} (with {} serialNumbers, so no OIN)", serials.len())
+        }
         (Some(cn), Some(oin)) => format!("CN={cn}, serialNumber={oin}"),
         (Some(cn), None) => format!("CN={cn}"),
         (None, Some(oin)) => format!("serialNumber={oin}"),
