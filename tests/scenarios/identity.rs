@@ -1188,3 +1188,45 @@ async fn a_certificate_with_two_serial_numbers_names_no_organisation() {
     let detail = answer.body["detail"].as_str().unwrap();
     assert!(detail.contains("2 serialNumbers"), "{detail}");
 }
+
+#[tokio::test]
+async fn two_admins_demoting_each_other_at_once_leave_one_admin() {
+    let hub = TestHub::start().await;
+    // Rounds of two fresh admins, each demoting the other at the same moment: the role is
+    // checked again under the principals' lock, so exactly one change is made each time.
+    for round in 0..10 {
+        let mut tokens_of = Vec::new();
+        for name in [format!("a{round}"), format!("b{round}")] {
+            let created = hub
+                .call(
+                    Method::POST,
+                    "/v1/principals",
+                    tokens::ADMIN,
+                    Some(json!({"name": name, "roles": ["admin"]})),
+                )
+                .await;
+            assert_eq!(created.status, 201, "{}", created.body);
+            tokens_of.push((name, created.body["token"].as_str().unwrap().to_owned()));
+        }
+        let demote = |token: &str, other: &str| {
+            let request = hub
+                .request(Method::PATCH, &format!("/v1/principals/{other}"), token)
+                .header("content-type", "application/merge-patch+json")
+                .body(json!({"roles": ["publisher"]}).to_string());
+            async move { Answer::from(request.send().await.unwrap()).await }
+        };
+        let (first, second) = tokio::join!(
+            demote(&tokens_of[0].1, &tokens_of[1].0),
+            demote(&tokens_of[1].1, &tokens_of[0].0)
+        );
+        let mut statuses = [first.status, second.status];
+        statuses.sort_unstable();
+        assert_eq!(
+            statuses,
+            [200, 403],
+            "round {round}: {} / {}",
+            first.body,
+            second.body
+        );
+    }
+}

@@ -253,23 +253,65 @@ impl Principals {
             .filter(|holder| holder != name)
     }
 
-    pub(crate) async fn create(&self, record: &StoredPrincipal) -> Result<(), StoreError> {
-        let _writing = self.writing.lock().await;
-        self.store.insert_principal(record).await?;
-        self.reload_locked().await
+    /// Whether `actor` may still act as an administrator now, under the writing lock: a
+    /// stored principal must be an enabled admin (another admin may have demoted or
+    /// disabled it since its request was authenticated); one known only from an access
+    /// token has its role from that token.
+    fn still_admin(&self, actor: &str) -> Result<(), Refused> {
+        match self.table().by_name.get(actor) {
+            Some(entry)
+                if entry.record.disabled || !entry.record.roles.iter().any(|r| r == "admin") =>
+            {
+                Err(Refused::NotAdmin(format!(
+                    "principal `{actor}` is no longer an enabled admin (another admin changed \
+                     it while this request was on its way); nothing was changed"
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
-    pub(crate) async fn update(&self, record: &StoredPrincipal) -> Result<bool, StoreError> {
+    /// Creates a principal on behalf of admin `actor`.
+    pub(crate) async fn create(
+        &self,
+        actor: &str,
+        record: &StoredPrincipal,
+    ) -> Result<(), Refused> {
         let _writing = self.writing.lock().await;
+        self.still_admin(actor)?;
+        self.store.insert_principal(record).await?;
+        Ok(self.reload_locked().await?)
+    }
+
+    /// Changes a principal on behalf of admin `actor`; `false` when there is none.
+    pub(crate) async fn update(
+        &self,
+        actor: &str,
+        record: &StoredPrincipal,
+    ) -> Result<bool, Refused> {
+        let _writing = self.writing.lock().await;
+        self.still_admin(actor)?;
         let updated = self.store.update_principal(record).await?;
         self.reload_locked().await?;
         Ok(updated)
     }
 
-    pub(crate) async fn delete(&self, name: &str) -> Result<bool, StoreError> {
+    /// Deletes a principal on behalf of admin `actor`; `false` when there is none.
+    pub(crate) async fn delete(&self, actor: &str, name: &str) -> Result<bool, Refused> {
         let _writing = self.writing.lock().await;
+        self.still_admin(actor)?;
         let deleted = self.store.delete_principal(name).await?;
         self.reload_locked().await?;
         Ok(deleted)
     }
+}
+
+/// Why a change of principals was not made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refused {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The acting principal lost its admin role (or was disabled) meanwhile.
+    #[error("{0}")]
+    NotAdmin(String),
 }

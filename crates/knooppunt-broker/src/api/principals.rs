@@ -230,7 +230,7 @@ pub(crate) async fn create(
         .unwrap_or(true);
     let token = if issue { Some(new_token()?) } else { None };
     record.token_sha256 = token.as_deref().map(hash_token);
-    state.principals.create(&record).await?;
+    state.principals.create(&caller.0.name, &record).await?;
     tracing::info!(principal = %record.name, by = %caller.0.name, "Principal created.");
     let mut answer = resource(&record);
     if let Some(token) = token {
@@ -289,7 +289,7 @@ pub(crate) async fn update(
     record.updated_at = now_ms();
     // Changed at runtime: from now on the store, not the configuration file, decides.
     record.origin = FROM_API.into();
-    if !state.principals.update(&record).await? {
+    if !state.principals.update(&caller.0.name, &record).await? {
         return Err(not_found(&name));
     }
     tracing::info!(principal = %name, by = %caller.0.name, disabled = record.disabled, "Principal changed.");
@@ -307,7 +307,7 @@ pub(crate) async fn delete(
             "you cannot delete yourself; another admin can".into(),
         ));
     }
-    if !state.principals.delete(&name).await? {
+    if !state.principals.delete(&caller.0.name, &name).await? {
         return Err(not_found(&name));
     }
     tracing::info!(principal = %name, by = %caller.0.name, "Principal deleted.");
@@ -329,7 +329,7 @@ pub(crate) async fn issue_token(
     record.token_sha256 = Some(hash_token(&token));
     record.updated_at = now_ms();
     record.origin = FROM_API.into();
-    if !state.principals.update(&record).await? {
+    if !state.principals.update(&caller.0.name, &record).await? {
         return Err(not_found(&name));
     }
     tracing::info!(principal = %name, by = %caller.0.name, "Principal's token issued.");

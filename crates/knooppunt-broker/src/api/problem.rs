@@ -221,6 +221,15 @@ impl IntoResponse for ApiError {
 
 /// Store errors by kind: an unavailable store is 503 (try again), a conflict 409, anything
 /// else (a failed or corrupt backend) 500.
+impl From<crate::principals::Refused> for ApiError {
+    fn from(error: crate::principals::Refused) -> Self {
+        match error {
+            crate::principals::Refused::Store(error) => error.into(),
+            crate::principals::Refused::NotAdmin(why) => ApiError::Forbidden(why),
+        }
+    }
+}
+
 impl From<crate::lifecycle::QuotaExceeded> for ApiError {
     fn from(error: crate::lifecycle::QuotaExceeded) -> Self {
         ApiError::Forbidden(error.0)
