@@ -477,58 +477,17 @@ async fn send_and_record(
     (delivery, event, trace): Sending,
     connection: Connection,
 ) {
-    let id = subscription.id.as_str();
     let at = now_ms();
-    let Connection {
-        permit,
-        started,
-        probe,
-    } = connection;
-    // Whether a request went out: only then does the outcome say anything about the sink.
-    let mut sent = false;
-    let message = sink::credential_problem(subscription, SystemTime::now()).map_or_else(
-        || sink::delivery_message(&event.json, event.extension_types.as_deref(), config.mode),
-        Err,
-    );
-    let (response, outcome) = match message {
-        Ok(mut message) => {
-            if let Some(trace) = &trace {
-                hop_headers(&mut message.headers, trace);
-            }
-            let response = match permit {
-                Ok(permit) => {
-                    let timeout = config.timeout.saturating_sub(started.elapsed());
-                    match bearer_token(inner, subscription, timeout).await {
-                        Ok(bearer) => {
-                            sent = true;
-                            let client = &permit.client;
-                            let response = sink::deliver(
-                                client,
-                                subscription,
-                                &inner.origin,
-                                message,
-                                timeout.saturating_sub(started.elapsed()),
-                                bearer.as_ref().map(|(_, token)| token.as_str()),
-                            )
-                            .await;
-                            // Refused: the next attempt gets a new token.
-                            if let (Response::Status { code: 401, .. }, Some((credential, _))) =
-                                (&response, &bearer)
-                            {
-                                inner.tokens.forget(credential);
-                            }
-                            response
-                        }
-                        Err(why) => Response::Failed(why),
-                    }
-                }
-                Err(why) => Response::Failed(why),
-            };
-            let outcome = classify(&response, SystemTime::now());
-            (response, outcome)
-        }
-        Err(why) => (Response::Failed(why.clone()), Outcome::Unsendable(why)),
-    };
+    let (started, probe) = (connection.started, connection.probe);
+    let (response, outcome, sent) = send(
+        inner,
+        subscription,
+        config,
+        &event,
+        trace.as_ref(),
+        connection,
+    )
+    .await;
     if outcome == Outcome::Gone {
         gone.store(true, AtomicOrdering::SeqCst);
     }
@@ -541,42 +500,144 @@ async fn send_and_record(
         },
         other => other,
     };
-    let sink = &subscription.sink;
-    match &outcome {
+    report_health(inner, &subscription.sink, &config, &outcome, sent, probe);
+    let attempt = Attempted {
+        at,
+        started,
+        delivery,
+        accepted_at: event.accepted_at,
+        trace_id: trace.as_ref().map(|(t, _)| t.trace_id.as_str()),
+    };
+    record(inner, subscription, &config, attempt, &response, &outcome).await;
+}
+
+/// Builds the request and sends it, when it can: the sink's answer, what it means, and
+/// whether a request went out (only then does the outcome say anything about the sink).
+async fn send(
+    inner: &Arc<Inner>,
+    subscription: &Subscription,
+    config: DeliveryConfig,
+    event: &StoredEvent,
+    trace: Option<&(TraceContext, u64)>,
+    connection: Connection,
+) -> (Response, Outcome, bool) {
+    let Connection {
+        permit, started, ..
+    } = connection;
+    let message = sink::credential_problem(subscription, SystemTime::now()).map_or_else(
+        || sink::delivery_message(&event.json, event.extension_types.as_deref(), config.mode),
+        Err,
+    );
+    let mut message = match message {
+        Ok(message) => message,
+        Err(why) => {
+            return (
+                Response::Failed(why.clone()),
+                Outcome::Unsendable(why),
+                false,
+            );
+        }
+    };
+    if let Some(trace) = trace {
+        hop_headers(&mut message.headers, trace);
+    }
+    let permit = match permit {
+        Ok(permit) => permit,
+        Err(why) => return failed(why),
+    };
+    let timeout = config.timeout.saturating_sub(started.elapsed());
+    let bearer = match bearer_token(inner, subscription, timeout).await {
+        Ok(bearer) => bearer,
+        Err(why) => return failed(why),
+    };
+    let response = sink::deliver(
+        &permit.client,
+        subscription,
+        &inner.origin,
+        message,
+        timeout.saturating_sub(started.elapsed()),
+        bearer.as_ref().map(|(_, token)| token.as_str()),
+    )
+    .await;
+    // Refused: the next attempt gets a new token.
+    if let (Response::Status { code: 401, .. }, Some((credential, _))) = (&response, &bearer) {
+        inner.tokens.forget(credential);
+    }
+    let outcome = classify(&response, SystemTime::now());
+    (response, outcome, true)
+}
+
+/// No request went out, for this reason.
+fn failed(why: String) -> (Response, Outcome, bool) {
+    let response = Response::Failed(why);
+    let outcome = classify(&response, SystemTime::now());
+    (response, outcome, false)
+}
+
+/// Tells the sink's breaker what the attempt showed of the sink (nothing, when no request
+/// went out: then a probe is only given back).
+fn report_health(
+    inner: &Inner,
+    sink: &str,
+    config: &DeliveryConfig,
+    outcome: &Outcome,
+    sent: bool,
+    probe: bool,
+) {
+    let result = match outcome {
         _ if !sent => {
             if probe {
                 inner.connections.release_probe(sink);
             }
+            return;
         }
         Outcome::Retry {
             not_before: Some(wait),
-        } => {
-            let wait = (*wait).max(config.initial_backoff);
-            let result = SinkResult::RetryAfter(wait);
-            inner.connections.report(sink, result, fastrand::f64());
-        }
-        Outcome::Retry { not_before: None } => {
-            inner
-                .connections
-                .report(sink, SinkResult::Failed, fastrand::f64());
-        }
-        Outcome::Unsendable(_) => {}
-        Outcome::Delivered | Outcome::Rejected | Outcome::Gone => {
-            inner
-                .connections
-                .report(sink, SinkResult::Healthy, fastrand::f64());
-        }
-    }
+        } => SinkResult::RetryAfter((*wait).max(config.initial_backoff)),
+        Outcome::Retry { not_before: None } => SinkResult::Failed,
+        Outcome::Unsendable(_) => return,
+        Outcome::Delivered | Outcome::Rejected | Outcome::Gone => SinkResult::Healthy,
+    };
+    inner.connections.report(sink, result, fastrand::f64());
+}
+
+/// An attempt made: when, of which delivery, of an event accepted when, in which trace.
+struct Attempted<'a> {
+    at: u64,
+    started: std::time::Instant,
+    delivery: Delivery,
+    accepted_at: u64,
+    trace_id: Option<&'a str>,
+}
+
+/// Records an attempt's result (the verdict: delivered, retry at, or dead letter), counts
+/// and logs it, and hands a 410 to the broker.
+async fn record(
+    inner: &Arc<Inner>,
+    subscription: &Subscription,
+    config: &DeliveryConfig,
+    attempt: Attempted<'_>,
+    response: &Response,
+    outcome: &Outcome,
+) {
+    let id = subscription.id.as_str();
+    let Attempted {
+        at,
+        started,
+        delivery,
+        accepted_at,
+        trace_id,
+    } = attempt;
     let attempts = delivery.attempts + 1;
     let verdict = verdict(
-        &outcome,
-        &config,
+        outcome,
+        config,
         attempts,
-        event.accepted_at,
+        accepted_at,
         now_ms(),
         fastrand::f64(),
     );
-    let (status, error) = match &response {
+    let (status, error) = match response {
         Response::Status { code, .. } if (200..300).contains(code) => (Some(*code), None),
         Response::Status { code, .. } => (Some(*code), Some(format!("the sink answered {code}"))),
         Response::Timeout => (
@@ -600,7 +661,7 @@ async fn send_and_record(
             seq = delivery.seq,
             attempts,
             reason = %reason,
-            trace_id = trace.as_ref().map(|(t, _)| t.trace_id.as_str()),
+            trace_id,
             "A delivery was given up; the event is a dead letter of the subscription."
         );
     }
@@ -643,7 +704,7 @@ async fn send_and_record(
             outcome: label,
         },
     );
-    if outcome == Outcome::Gone {
+    if *outcome == Outcome::Gone {
         // The broker, the one writer of subscriptions, decides what the 410 means: it
         // disables the subscription unless its sink has changed meanwhile.
         let _ = inner.gone.send(Gone {

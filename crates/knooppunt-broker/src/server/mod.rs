@@ -145,7 +145,7 @@ pub(crate) async fn run(
         let slot = match Arc::clone(&slots).try_acquire_owned() {
             Ok(slot) => slot,
             Err(_) => {
-                peers.close_longest_idle();
+                peers.close_longest_idle(&admitted);
                 tokio::select! {
                     () = &mut shutdown => break,
                     slot = Arc::clone(&slots).acquire_owned() => slot.expect("never closed"),

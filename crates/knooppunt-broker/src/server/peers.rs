@@ -113,13 +113,17 @@ impl Peers {
             .any(|(_, connection)| connection.idle_since().is_some())
     }
 
-    /// Tells the connection idle for longest to close; `false` when none is idle.
-    pub(crate) fn close_longest_idle(&self) -> bool {
+    /// Tells the connection idle for longest to close, other than `new` (the one that needs
+    /// the room: it has not had the time to send its request yet); `false` when none is.
+    pub(crate) fn close_longest_idle(&self, new: &Admitted) -> bool {
         let table = self.table.lock().expect("peers lock");
         let longest = table
             .connections
-            .values()
-            .filter_map(|(_, connection)| connection.idle_since().map(|since| (since, connection)))
+            .iter()
+            .filter(|(id, _)| **id != new.id)
+            .filter_map(|(_, (_, connection))| {
+                connection.idle_since().map(|since| (since, connection))
+            })
             .min_by_key(|(since, _)| *since);
         match longest {
             Some((_, connection)) => {
@@ -159,12 +163,17 @@ mod tests {
         busy.connection.request_started();
         oldest.connection.request_started();
         oldest.connection.request_answered();
+        let new = peers.admit(peer, 10).unwrap();
         // `oldest` became idle last; `newer` has been idle since it was accepted.
-        assert!(peers.close_longest_idle());
+        assert!(peers.close_longest_idle(&new));
         assert!(newer.connection.closing.load(Ordering::SeqCst));
-        assert!(peers.close_longest_idle());
+        assert!(peers.close_longest_idle(&new));
         assert!(oldest.connection.closing.load(Ordering::SeqCst));
-        assert!(!peers.close_longest_idle(), "the busy one is never closed");
+        assert!(
+            !peers.close_longest_idle(&new),
+            "the busy one is never closed, nor the one that needs the room"
+        );
         assert!(!busy.connection.closing.load(Ordering::SeqCst));
+        assert!(!new.connection.closing.load(Ordering::SeqCst));
     }
 }
