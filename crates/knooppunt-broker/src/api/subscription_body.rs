@@ -113,7 +113,6 @@ pub(crate) struct Rules<'a> {
 /// Reads a subscription from a request body under the hub's `rules`; every problem is
 /// collected.
 pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, Vec<InvalidParam>> {
-    let defaults = rules.defaults;
     let mut problems = Problems(Vec::new());
     let Some(object) = body.as_object() else {
         return Err(vec![InvalidParam::new(
@@ -121,6 +120,47 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
             "the body must be a JSON object",
         )]);
     };
+    check_members(object, &mut problems);
+    let sink = read_sink(object, &rules, &mut problems);
+    let protocol = read_protocol(object, &mut problems);
+    let source = read_source(object, &mut problems);
+    let types = read_types(object, &mut problems);
+    let (filters, parsed) = read_filters(object, &rules, &mut problems);
+    let protocol_settings = read_protocol_settings(object.get("protocolsettings"), &mut problems);
+    let sink_credential = read_sink_credential(object.get("sinkcredential"), &mut problems);
+    if let Some(SinkCredential::ClientCredentials { token_url, .. }) = &sink_credential
+        && let Err(why) = check_sink(token_url, rules.allow_http_sinks)
+    {
+        problems.add("sinkcredential.tokenurl", why);
+    }
+    let client_certificate =
+        read_client_certificate(object.get("clientcertificate"), &mut problems);
+    let config = read_config(object, rules.defaults, &mut problems);
+    let (Some(sink), Some(protocol), Some(config), true) =
+        (sink, protocol, config, problems.0.is_empty())
+    else {
+        return Err(problems.0);
+    };
+    Ok(SubscriptionInput {
+        sink: sink.to_owned(),
+        protocol: protocol.to_owned(),
+        criteria: Criteria {
+            source: source.clone(),
+            types: types.clone(),
+            filters: parsed,
+        },
+        source,
+        types,
+        filters,
+        protocol_settings,
+        sink_credential,
+        client_certificate,
+        config,
+    })
+}
+
+/// Every member is one of a subscription's (read-only ones are ignored), and none is `null`.
+fn check_members(object: &Map<String, Value>, problems: &mut Problems) {
     for (name, value) in object {
         if value.is_null() && MEMBERS.contains(&name.as_str()) {
             problems.add(
@@ -139,8 +179,15 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
             );
         }
     }
+}
 
-    let sink = string(object, "sink", &mut problems);
+/// `sink`: required, an http(s) URL the hub may deliver to.
+fn read_sink<'a>(
+    object: &'a Map<String, Value>,
+    rules: &Rules<'_>,
+    problems: &mut Problems,
+) -> Option<&'a str> {
+    let sink = string(object, "sink", problems);
     match sink {
         None if !object.contains_key("sink") || object["sink"].is_null() => problems.add(
             "sink",
@@ -153,8 +200,12 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
             }
         }
     }
+    sink
+}
 
-    let protocol = string(object, "protocol", &mut problems);
+/// `protocol`: required, `HTTP`.
+fn read_protocol<'a>(object: &'a Map<String, Value>, problems: &mut Problems) -> Option<&'a str> {
+    let protocol = string(object, "protocol", problems);
     match protocol {
         Some("HTTP") => {}
         Some(other) if other.eq_ignore_ascii_case("http") => problems.add(
@@ -174,8 +225,12 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
         }
         None => {}
     }
+    protocol
+}
 
-    let source = string(object, "source", &mut problems).map(str::to_owned);
+/// `source`: a non-empty URI-reference, if given.
+fn read_source(object: &Map<String, Value>, problems: &mut Problems) -> Option<String> {
+    let source = string(object, "source", problems).map(str::to_owned);
     if let Some(source) = &source {
         if source.is_empty() {
             problems.add("source", "must not be empty");
@@ -183,14 +238,16 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
             problems.add("source", why);
         }
     }
+    source
+}
 
-    // Absent: any type. Present: one of these (subscriptions spec 3.2.1), so an empty list
-    // matches no event; it is kept as it was sent.
-    let mut types = None;
+/// `types`: absent, any type; present, one of these (subscriptions spec 3.2.1), so an empty
+/// list matches no event; it is kept as it was sent.
+fn read_types(object: &Map<String, Value>, problems: &mut Problems) -> Option<Vec<String>> {
     match object.get("types") {
-        None | Some(Value::Null) => {}
+        None | Some(Value::Null) => None,
         Some(Value::Array(values)) => {
-            let types = types.get_or_insert_with(Vec::new);
+            let mut types = Vec::new();
             for (i, value) in values.iter().enumerate() {
                 match value.as_str() {
                     Some("") => problems.add(format!("types[{i}]"), "must not be empty"),
@@ -198,20 +255,26 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
                     None => problems.add(format!("types[{i}]"), "must be a string"),
                 }
             }
+            Some(types)
         }
-        Some(_) => problems.add("types", "must be an array of event types"),
+        Some(_) => {
+            problems.add("types", "must be an array of event types");
+            None
+        }
     }
+}
 
-    let mut filters = Vec::new();
-    let mut parsed = Vec::new();
+/// `filters`: as sent, and as read within the hub's filter limits.
+fn read_filters(
+    object: &Map<String, Value>,
+    rules: &Rules<'_>,
+    problems: &mut Problems,
+) -> (Vec<Value>, Vec<Filter>) {
     match object.get("filters") {
         None | Some(Value::Null) => {}
         Some(Value::Array(values)) => {
             match Filter::list_from_json(values, "filters", rules.filter_limits) {
-                Ok(list) => {
-                    filters = values.clone();
-                    parsed = list;
-                }
+                Ok(list) => return (values.clone(), list),
                 Err(errors) => {
                     for error in errors {
                         problems.add(error.path, error.message);
@@ -221,23 +284,21 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
         }
         Some(_) => problems.add("filters", "must be an array of filters"),
     }
+    (Vec::new(), Vec::new())
+}
 
-    let protocol_settings = read_protocol_settings(object.get("protocolsettings"), &mut problems);
-    let sink_credential = read_sink_credential(object.get("sinkcredential"), &mut problems);
-    if let Some(SinkCredential::ClientCredentials { token_url, .. }) = &sink_credential
-        && let Err(why) = check_sink(token_url, rules.allow_http_sinks)
-    {
-        problems.add("sinkcredential.tokenurl", why);
-    }
-    let client_certificate =
-        read_client_certificate(object.get("clientcertificate"), &mut problems);
-
+/// `config`: the delivery settings, the hub's defaults for the keys left out.
+fn read_config(
+    object: &Map<String, Value>,
+    defaults: &ConfigDefaults,
+    problems: &mut Problems,
+) -> Option<SubscriptionConfig> {
     let config = string_map(
         object.get("config").unwrap_or(&Value::Null),
         "config",
-        &mut problems,
+        problems,
     );
-    let config = match SubscriptionConfig::parse(&config, defaults) {
+    match SubscriptionConfig::parse(&config, defaults) {
         Ok(config) => Some(config),
         Err(errors) => {
             for error in errors {
@@ -245,27 +306,7 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
             }
             None
         }
-    };
-
-    if !problems.0.is_empty() {
-        return Err(problems.0);
     }
-    Ok(SubscriptionInput {
-        sink: sink.expect("checked").to_owned(),
-        protocol: protocol.expect("checked").to_owned(),
-        criteria: Criteria {
-            source: source.clone(),
-            types: types.clone(),
-            filters: parsed,
-        },
-        source,
-        types,
-        filters,
-        protocol_settings,
-        sink_credential,
-        client_certificate,
-        config: config.expect("checked"),
-    })
 }
 
 /// `clientcertificate`: the certificate (chain) and private key the hub presents to the sink,
@@ -449,95 +490,11 @@ fn read_sink_credential(value: Option<&Value>, problems: &mut Problems) -> Optio
         }
     };
     let before = problems.0.len();
-    let required = |name: &str, problems: &mut Problems| match object.get(name) {
-        Some(Value::String(value)) if !value.is_empty() => Some(value.to_owned()),
-        _ => {
-            problems.add(
-                format!("sinkcredential.{name}"),
-                "is required and must be a non-empty string",
-            );
-            None
-        }
-    };
-    let members = |allowed: &[&str], problems: &mut Problems| {
-        for name in object.keys() {
-            if !allowed.contains(&name.as_str()) {
-                problems.add(
-                    format!("sinkcredential.{name}"),
-                    format!(
-                        "unknown member for this credential type; it has {}",
-                        allowed.join(", ")
-                    ),
-                );
-            }
-        }
-    };
-    let credential = match object.get("credentialtype").and_then(Value::as_str) {
-        Some("PLAIN") => {
-            members(&PLAIN_MEMBERS, problems);
-            let identifier = required("identifier", problems);
-            let secret = required("secret", problems);
-            Some(SinkCredential::Plain {
-                identifier: identifier?,
-                secret: secret?,
-            })
-        }
-        Some("ACCESSTOKEN") => {
-            members(&ACCESSTOKEN_MEMBERS, problems);
-            let accesstoken = required("accesstoken", problems);
-            let token_type = required("accesstokentype", problems);
-            if let Some(token_type) = &token_type
-                && !token_type.eq_ignore_ascii_case("bearer")
-            {
-                problems.add(
-                    "sinkcredential.accesstokentype",
-                    format!(
-                        "`{token_type}`: the hub sends access tokens as `Authorization: Bearer` \
-                         (RFC 6750), so the type must be `bearer`"
-                    ),
-                );
-            }
-            let expires = required("accesstokenexpiresutc", problems);
-            if let Some(expires) = &expires {
-                match syntax::timestamp(expires) {
-                    Err(why) => problems.add("sinkcredential.accesstokenexpiresutc", why),
-                    Ok(()) if expires_at_ms(expires).is_some_and(|at| at <= now_ms()) => problems
-                        .add(
-                            "sinkcredential.accesstokenexpiresutc",
-                            format!("`{expires}` has passed: send a token that is still valid"),
-                        ),
-                    Ok(()) => {}
-                }
-            }
-            Some(SinkCredential::AccessToken {
-                accesstoken: accesstoken?,
-                accesstokentype: token_type,
-                accesstokenexpiresutc: expires,
-            })
-        }
-        Some("CLIENTCREDENTIALS") => {
-            members(&CLIENTCREDENTIALS_MEMBERS, problems);
-            let token_url = required("tokenurl", problems);
-            let client_id = required("clientid", problems);
-            let client_secret = required("clientsecret", problems);
-            let scope = match object.get("scope") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(scope)) if !scope.is_empty() => Some(scope.clone()),
-                Some(_) => {
-                    problems.add(
-                        "sinkcredential.scope",
-                        "must be a non-empty string (space-separated scopes)",
-                    );
-                    None
-                }
-            };
-            Some(SinkCredential::ClientCredentials {
-                token_url: token_url?,
-                client_id: client_id?,
-                client_secret: client_secret?,
-                scope,
-            })
-        }
+    let credential = CredentialMembers { object };
+    let read = match object.get("credentialtype").and_then(Value::as_str) {
+        Some("PLAIN") => credential.plain(problems),
+        Some("ACCESSTOKEN") => credential.access_token(problems),
+        Some("CLIENTCREDENTIALS") => credential.client_credentials(problems),
         Some("REFRESHTOKEN") => {
             problems.add(
                 "sinkcredential.credentialtype",
@@ -569,7 +526,109 @@ fn read_sink_credential(value: Option<&Value>, problems: &mut Problems) -> Optio
     if problems.0.len() > before {
         return None;
     }
-    credential
+    read
+}
+
+/// The members of a `sinkcredential` object, read by credential type.
+struct CredentialMembers<'a> {
+    object: &'a Map<String, Value>,
+}
+
+impl CredentialMembers<'_> {
+    fn required(&self, name: &str, problems: &mut Problems) -> Option<String> {
+        match self.object.get(name) {
+            Some(Value::String(value)) if !value.is_empty() => Some(value.to_owned()),
+            _ => {
+                problems.add(
+                    format!("sinkcredential.{name}"),
+                    "is required and must be a non-empty string",
+                );
+                None
+            }
+        }
+    }
+
+    /// Only these members (`credentialtype` among them).
+    fn only(&self, allowed: &[&str], problems: &mut Problems) {
+        for name in self.object.keys() {
+            if !allowed.contains(&name.as_str()) {
+                problems.add(
+                    format!("sinkcredential.{name}"),
+                    format!(
+                        "unknown member for this credential type; it has {}",
+                        allowed.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+
+    fn plain(&self, problems: &mut Problems) -> Option<SinkCredential> {
+        self.only(&PLAIN_MEMBERS, problems);
+        let identifier = self.required("identifier", problems);
+        let secret = self.required("secret", problems);
+        Some(SinkCredential::Plain {
+            identifier: identifier?,
+            secret: secret?,
+        })
+    }
+
+    fn access_token(&self, problems: &mut Problems) -> Option<SinkCredential> {
+        self.only(&ACCESSTOKEN_MEMBERS, problems);
+        let accesstoken = self.required("accesstoken", problems);
+        let token_type = self.required("accesstokentype", problems);
+        if let Some(token_type) = &token_type
+            && !token_type.eq_ignore_ascii_case("bearer")
+        {
+            problems.add(
+                "sinkcredential.accesstokentype",
+                format!(
+                    "`{token_type}`: the hub sends access tokens as `Authorization: Bearer` \
+                     (RFC 6750), so the type must be `bearer`"
+                ),
+            );
+        }
+        let expires = self.required("accesstokenexpiresutc", problems);
+        if let Some(expires) = &expires {
+            match syntax::timestamp(expires) {
+                Err(why) => problems.add("sinkcredential.accesstokenexpiresutc", why),
+                Ok(()) if expires_at_ms(expires).is_some_and(|at| at <= now_ms()) => problems.add(
+                    "sinkcredential.accesstokenexpiresutc",
+                    format!("`{expires}` has passed: send a token that is still valid"),
+                ),
+                Ok(()) => {}
+            }
+        }
+        Some(SinkCredential::AccessToken {
+            accesstoken: accesstoken?,
+            accesstokentype: token_type,
+            accesstokenexpiresutc: expires,
+        })
+    }
+
+    fn client_credentials(&self, problems: &mut Problems) -> Option<SinkCredential> {
+        self.only(&CLIENTCREDENTIALS_MEMBERS, problems);
+        let token_url = self.required("tokenurl", problems);
+        let client_id = self.required("clientid", problems);
+        let client_secret = self.required("clientsecret", problems);
+        let scope = match self.object.get("scope") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(scope)) if !scope.is_empty() => Some(scope.clone()),
+            Some(_) => {
+                problems.add(
+                    "sinkcredential.scope",
+                    "must be a non-empty string (space-separated scopes)",
+                );
+                None
+            }
+        };
+        Some(SinkCredential::ClientCredentials {
+            token_url: token_url?,
+            client_id: client_id?,
+            client_secret: client_secret?,
+            scope,
+        })
+    }
 }
 
 /// Milliseconds since the Unix epoch of an RFC 3339 timestamp.
