@@ -2,11 +2,12 @@
 //! the previous group committed and writes them in one transaction; the group is numbered
 //! under the append lock for a moment, then inserted and committed without it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use deadpool_postgres::Pool;
 use knooppunt_store::{Appended, NewEvent, StoreError};
 use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::Statement;
 
 use crate::{backend, pool_error};
 
@@ -168,170 +169,268 @@ async fn write(
     client: &deadpool_postgres::ClientWrapper,
     group: &[Request],
 ) -> Result<Vec<Vec<Appended>>, StoreError> {
-    let (lock, xid, numbers, unlock, claim, events, deliveries, held, notify) = tokio::try_join!(
-        client.prepare_cached(LOCK),
-        client.prepare_cached(XID),
-        client.prepare_cached(NUMBERS),
-        client.prepare_cached(UNLOCK),
-        client.prepare_cached(CLAIM),
-        client.prepare_cached(EVENTS),
-        client.prepare_cached(DELIVERIES),
-        client.prepare_cached(HELD),
-        client.prepare_cached(NOTIFY),
-    )
-    .map_err(backend)?;
-
-    // Every event of the group in order, with its number; the first of each identity.
+    let statements = Statements::prepare(client).await?;
+    // Every event of the group in order; the first event of each identity.
     let flat: Vec<(&Request, &NewEvent)> = group
         .iter()
         .flat_map(|r| r.events.iter().map(move |e| (r, e)))
         .collect();
-    let total = flat.len();
-    let count = total as i64;
-    let lock_params: [Param<'_>; 1] = [&APPEND_LOCK];
-    let count_params: [Param<'_>; 1] = [&count];
-    let (_, _, _, numbers, _) = tokio::try_join!(
-        client.batch_execute("BEGIN"),
-        client.execute(&lock, &lock_params),
-        client.execute(&xid, &[]),
-        client.query(&numbers, &count_params),
-        client.execute(&unlock, &lock_params),
-    )
-    .map_err(backend)?;
-    let mut numbers: Vec<i64> = numbers.iter().map(|row| row.get(0)).collect();
-    numbers.sort_unstable();
-
-    let mut first_of: HashMap<(&str, &str), usize> = HashMap::with_capacity(total);
+    let mut first_of: HashMap<(&str, &str), usize> = HashMap::with_capacity(flat.len());
     for (index, (_, event)) in flat.iter().enumerate() {
         first_of
             .entry((event.source.as_str(), event.id.as_str()))
             .or_insert(index);
     }
-    let mut firsts: Vec<usize> = first_of.values().copied().collect();
-    firsts.sort_unstable_by_key(|&i| (flat[i].1.source.as_str(), flat[i].1.id.as_str()));
-    let claim_sources: Vec<&str> = firsts.iter().map(|&i| flat[i].1.source.as_str()).collect();
-    let claim_ids: Vec<&str> = firsts.iter().map(|&i| flat[i].1.id.as_str()).collect();
-    let claim_seqs: Vec<i64> = firsts.iter().map(|&i| numbers[i]).collect();
-    let claim_times: Vec<i64> = firsts.iter().map(|&i| flat[i].0.now as i64).collect();
-    // One window for the group: the hub's (its requests all have it).
-    let window = group
-        .iter()
-        .map(|r| r.window.min(i64::MAX as u64) as i64)
-        .max()
-        .unwrap_or(0);
-    let claim_params: [Param<'_>; 5] = [
-        &claim_sources,
-        &claim_ids,
-        &claim_seqs,
-        &claim_times,
-        &window,
-    ];
-    // The first events (by index) whose identity the group claimed.
-    let claimed: std::collections::HashSet<usize> = client
-        .query(&claim, &claim_params)
-        .await
-        .map_err(backend)?
-        .iter()
-        .filter_map(|row| first_of.get(&(row.get::<_, &str>(0), row.get::<_, &str>(1))))
-        .copied()
-        .collect();
+    let numbers = number(client, &statements, flat.len()).await?;
+    let written = Written {
+        flat: &flat,
+        numbers: &numbers,
+        first_of: &first_of,
+    };
+    let claimed = written.claim(client, &statements, group).await?;
+    let holder = written
+        .insert_and_commit(client, &statements, &claimed)
+        .await?;
+    written.answers(client, &statements, group, holder).await
+}
 
-    // The events that claimed their identity, and their deliveries.
-    let (mut seqs, mut sources, mut ids, mut times, mut jsons) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut types: Vec<Option<&str>> = Vec::new();
-    let (mut subscriptions, mut delivery_seqs, mut delivery_times) =
-        (Vec::new(), Vec::new(), Vec::new());
-    // Per event: Some(index of its identity's first) when that first claimed it.
-    let mut holder: Vec<Option<usize>> = Vec::with_capacity(total);
-    for (index, (request, event)) in flat.iter().enumerate() {
-        let key = (event.source.as_str(), event.id.as_str());
-        let first = first_of[&key];
-        let owned = claimed.contains(&first);
-        holder.push(owned.then_some(first));
-        if !owned || first != index {
-            continue;
-        }
-        seqs.push(numbers[index]);
-        sources.push(key.0);
-        ids.push(key.1);
-        times.push(request.now as i64);
-        jsons.push(event.json.as_str());
-        types.push(event.extension_types.as_deref());
-        for subscription in &event.subscriptions {
-            subscriptions.push(subscription.as_str());
-            delivery_seqs.push(numbers[index]);
-            delivery_times.push(request.now as i64);
-        }
-    }
-    // Other hubs' workers wake at the commit instead of at their next poll.
-    let mut woken: Vec<&str> = subscriptions.clone();
-    woken.sort_unstable();
-    woken.dedup();
-    let payload = crate::notify::deliveries(&woken);
-    let channel = crate::notify::CHANNEL;
-    let event_params: [Param<'_>; 6] = [&seqs, &sources, &ids, &times, &jsons, &types];
-    let delivery_params: [Param<'_>; 3] = [&subscriptions, &delivery_seqs, &delivery_times];
-    let notify_params: [Param<'_>; 2] = [&channel, &payload];
-    let store_events = async {
-        if seqs.is_empty() {
-            return Ok(0);
-        }
-        client.execute(&events, &event_params).await
-    };
-    let queue = async {
-        if delivery_seqs.is_empty() {
-            return Ok(0);
-        }
-        client.execute(&deliveries, &delivery_params).await
-    };
-    let tell = async {
-        if woken.is_empty() {
-            return Ok(0);
-        }
-        client.execute(&notify, &notify_params).await
-    };
-    // A failed statement turns the COMMIT into a rollback; its error is what is returned.
-    tokio::try_join!(store_events, queue, tell, client.batch_execute("COMMIT")).map_err(backend)?;
+/// The statements of a group's transaction, prepared once per connection.
+struct Statements {
+    lock: Statement,
+    xid: Statement,
+    numbers: Statement,
+    unlock: Statement,
+    claim: Statement,
+    events: Statement,
+    deliveries: Statement,
+    held: Statement,
+    notify: Statement,
+}
 
-    // The identities held by earlier events: their numbers, read after the commit.
-    let (mut held_sources, mut held_ids) = (Vec::new(), Vec::new());
-    for (index, owner) in holder.iter().enumerate() {
-        if owner.is_none() {
-            held_sources.push(flat[index].1.source.as_str());
-            held_ids.push(flat[index].1.id.as_str());
-        }
+impl Statements {
+    async fn prepare(client: &deadpool_postgres::ClientWrapper) -> Result<Statements, StoreError> {
+        let (lock, xid, numbers, unlock, claim, events, deliveries, held, notify) =
+            tokio::try_join!(
+                client.prepare_cached(LOCK),
+                client.prepare_cached(XID),
+                client.prepare_cached(NUMBERS),
+                client.prepare_cached(UNLOCK),
+                client.prepare_cached(CLAIM),
+                client.prepare_cached(EVENTS),
+                client.prepare_cached(DELIVERIES),
+                client.prepare_cached(HELD),
+                client.prepare_cached(NOTIFY),
+            )
+            .map_err(backend)?;
+        Ok(Statements {
+            lock,
+            xid,
+            numbers,
+            unlock,
+            claim,
+            events,
+            deliveries,
+            held,
+            notify,
+        })
     }
-    let mut holders: HashMap<(String, String), i64> = HashMap::new();
-    if !held_sources.is_empty() {
-        let held_params: [Param<'_>; 2] = [&held_sources, &held_ids];
-        for row in client.query(&held, &held_params).await.map_err(backend)? {
-            holders.insert((row.get(0), row.get(1)), row.get(2));
-        }
+}
+
+/// Round trip 1: `BEGIN`, then the transaction id and `count` numbers under the append lock,
+/// released at once. The numbers in order.
+async fn number(
+    client: &deadpool_postgres::ClientWrapper,
+    statements: &Statements,
+    count: usize,
+) -> Result<Vec<i64>, StoreError> {
+    let count = count as i64;
+    let lock_params: [Param<'_>; 1] = [&APPEND_LOCK];
+    let count_params: [Param<'_>; 1] = [&count];
+    let (_, _, _, numbers, _) = tokio::try_join!(
+        client.batch_execute("BEGIN"),
+        client.execute(&statements.lock, &lock_params),
+        client.execute(&statements.xid, &[]),
+        client.query(&statements.numbers, &count_params),
+        client.execute(&statements.unlock, &lock_params),
+    )
+    .map_err(backend)?;
+    let mut numbers: Vec<i64> = numbers.iter().map(|row| row.get(0)).collect();
+    numbers.sort_unstable();
+    Ok(numbers)
+}
+
+/// A group being written: its events in order with their numbers, and the first event of
+/// each identity.
+struct Written<'a> {
+    flat: &'a [(&'a Request, &'a NewEvent)],
+    numbers: &'a [i64],
+    first_of: &'a HashMap<(&'a str, &'a str), usize>,
+}
+
+impl Written<'_> {
+    /// Round trip 2: claims the identities (the first event of each, in key order); returns
+    /// the first events whose identity the group claimed.
+    async fn claim(
+        &self,
+        client: &deadpool_postgres::ClientWrapper,
+        statements: &Statements,
+        group: &[Request],
+    ) -> Result<HashSet<usize>, StoreError> {
+        let flat = self.flat;
+        let mut firsts: Vec<usize> = self.first_of.values().copied().collect();
+        firsts.sort_unstable_by_key(|&i| (flat[i].1.source.as_str(), flat[i].1.id.as_str()));
+        let claim_sources: Vec<&str> = firsts.iter().map(|&i| flat[i].1.source.as_str()).collect();
+        let claim_ids: Vec<&str> = firsts.iter().map(|&i| flat[i].1.id.as_str()).collect();
+        let claim_seqs: Vec<i64> = firsts.iter().map(|&i| self.numbers[i]).collect();
+        let claim_times: Vec<i64> = firsts.iter().map(|&i| flat[i].0.now as i64).collect();
+        // One window for the group: the hub's (its requests all have it).
+        let window = group
+            .iter()
+            .map(|r| r.window.min(i64::MAX as u64) as i64)
+            .max()
+            .unwrap_or(0);
+        let claim_params: [Param<'_>; 5] = [
+            &claim_sources,
+            &claim_ids,
+            &claim_seqs,
+            &claim_times,
+            &window,
+        ];
+        Ok(client
+            .query(&statements.claim, &claim_params)
+            .await
+            .map_err(backend)?
+            .iter()
+            .filter_map(|row| {
+                self.first_of
+                    .get(&(row.get::<_, &str>(0), row.get::<_, &str>(1)))
+            })
+            .copied()
+            .collect())
     }
-    let mut outcomes = holder.into_iter().enumerate();
-    let mut answers = Vec::with_capacity(group.len());
-    for request in group {
-        let mut answer = Vec::with_capacity(request.events.len());
-        for _ in 0..request.events.len() {
-            let (index, owner) = outcomes.next().expect("one outcome per event");
-            answer.push(match owner {
-                Some(first) if first == index => Appended::Accepted {
-                    seq: numbers[index] as u64,
-                },
-                Some(first) => Appended::Duplicate {
-                    seq: numbers[first] as u64,
-                },
-                None => {
-                    let event = flat[index].1;
-                    let key = (event.source.clone(), event.id.clone());
-                    Appended::Duplicate {
-                        seq: holders.get(&key).copied().unwrap_or(0) as u64,
+
+    /// Round trip 3: the events that claimed their identity and their deliveries, the
+    /// notice to other hubs, and `COMMIT`. Per event: `Some(index of its identity's
+    /// first)` when that first claimed it.
+    async fn insert_and_commit(
+        &self,
+        client: &deadpool_postgres::ClientWrapper,
+        statements: &Statements,
+        claimed: &HashSet<usize>,
+    ) -> Result<Vec<Option<usize>>, StoreError> {
+        let (mut seqs, mut sources, mut ids, mut times, mut jsons) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut types: Vec<Option<&str>> = Vec::new();
+        let (mut subscriptions, mut delivery_seqs, mut delivery_times) =
+            (Vec::new(), Vec::new(), Vec::new());
+        let mut holder: Vec<Option<usize>> = Vec::with_capacity(self.flat.len());
+        for (index, (request, event)) in self.flat.iter().enumerate() {
+            let key = (event.source.as_str(), event.id.as_str());
+            let first = self.first_of[&key];
+            let owned = claimed.contains(&first);
+            holder.push(owned.then_some(first));
+            if !owned || first != index {
+                continue;
+            }
+            seqs.push(self.numbers[index]);
+            sources.push(key.0);
+            ids.push(key.1);
+            times.push(request.now as i64);
+            jsons.push(event.json.as_str());
+            types.push(event.extension_types.as_deref());
+            for subscription in &event.subscriptions {
+                subscriptions.push(subscription.as_str());
+                delivery_seqs.push(self.numbers[index]);
+                delivery_times.push(request.now as i64);
+            }
+        }
+        // Other hubs' workers wake at the commit instead of at their next poll.
+        let mut woken: Vec<&str> = subscriptions.clone();
+        woken.sort_unstable();
+        woken.dedup();
+        let payload = crate::notify::deliveries(&woken);
+        let channel = crate::notify::CHANNEL;
+        let event_params: [Param<'_>; 6] = [&seqs, &sources, &ids, &times, &jsons, &types];
+        let delivery_params: [Param<'_>; 3] = [&subscriptions, &delivery_seqs, &delivery_times];
+        let notify_params: [Param<'_>; 2] = [&channel, &payload];
+        let store_events = async {
+            if seqs.is_empty() {
+                return Ok(0);
+            }
+            client.execute(&statements.events, &event_params).await
+        };
+        let queue = async {
+            if delivery_seqs.is_empty() {
+                return Ok(0);
+            }
+            client
+                .execute(&statements.deliveries, &delivery_params)
+                .await
+        };
+        let tell = async {
+            if woken.is_empty() {
+                return Ok(0);
+            }
+            client.execute(&statements.notify, &notify_params).await
+        };
+        // A failed statement turns the COMMIT into a rollback; its error is what is returned.
+        tokio::try_join!(store_events, queue, tell, client.batch_execute("COMMIT"))
+            .map_err(backend)?;
+        Ok(holder)
+    }
+
+    /// After the commit: each request's answers, with the numbers of the identities held
+    /// by earlier events read now.
+    async fn answers(
+        &self,
+        client: &deadpool_postgres::ClientWrapper,
+        statements: &Statements,
+        group: &[Request],
+        holder: Vec<Option<usize>>,
+    ) -> Result<Vec<Vec<Appended>>, StoreError> {
+        let flat = self.flat;
+        let (mut held_sources, mut held_ids) = (Vec::new(), Vec::new());
+        for (index, owner) in holder.iter().enumerate() {
+            if owner.is_none() {
+                held_sources.push(flat[index].1.source.as_str());
+                held_ids.push(flat[index].1.id.as_str());
+            }
+        }
+        let mut holders: HashMap<(String, String), i64> = HashMap::new();
+        if !held_sources.is_empty() {
+            let held_params: [Param<'_>; 2] = [&held_sources, &held_ids];
+            let rows = client
+                .query(&statements.held, &held_params)
+                .await
+                .map_err(backend)?;
+            for row in rows {
+                holders.insert((row.get(0), row.get(1)), row.get(2));
+            }
+        }
+        let mut outcomes = holder.into_iter().enumerate();
+        let mut answers = Vec::with_capacity(group.len());
+        for request in group {
+            let mut answer = Vec::with_capacity(request.events.len());
+            for _ in 0..request.events.len() {
+                let (index, owner) = outcomes.next().expect("one outcome per event");
+                answer.push(match owner {
+                    Some(first) if first == index => Appended::Accepted {
+                        seq: self.numbers[index] as u64,
+                    },
+                    Some(first) => Appended::Duplicate {
+                        seq: self.numbers[first] as u64,
+                    },
+                    None => {
+                        let event = flat[index].1;
+                        let key = (event.source.clone(), event.id.clone());
+                        Appended::Duplicate {
+                            seq: holders.get(&key).copied().unwrap_or(0) as u64,
+                        }
                     }
-                }
-            });
+                });
+            }
+            answers.push(answer);
         }
-        answers.push(answer);
+        Ok(answers)
     }
-    Ok(answers)
 }
