@@ -270,6 +270,12 @@ fn page_parameters(items: &str, last: &str) -> Value {
 
 /// `/principals`: paths, operations and schemas.
 fn add_principals(document: &mut Value) {
+    add_principal_paths(document);
+    add_principal_schemas(document);
+}
+
+/// `/principals`: the operations.
+fn add_principal_paths(document: &mut Value) {
     let admin_only: (&str, &str) = ("403", "Only an administrator manages principals.");
     let no_principal: (&str, &str) = ("404", "There is no principal with this name.");
     let principal_ref = json!({"$ref": "#/components/schemas/Principal"});
@@ -411,6 +417,10 @@ fn add_principals(document: &mut Value) {
         "/principals/{name}/token".into(),
         json!({"parameters": name_parameter, "post": token}),
     );
+}
+
+/// `/principals`: the schemas of a principal, a new one and a change.
+fn add_principal_schemas(document: &mut Value) {
     let roles = json!({"type": "array", "items": {"type": "string", "enum": ["publisher", "subscriber", "admin", "metrics"]},
                        "description": "What it may do: publish events, manage its own subscriptions, manage everything, read /metrics."});
     let prefixes = |what: &str| json!({"type": "array", "maxItems": 50, "items": {"type": "string", "minLength": 1, "maxLength": 256}, "description": what});
@@ -524,13 +534,19 @@ fn config_schema(defaults: &ConfigDefaults) -> Value {
     })
 }
 
-pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
-    let page_parameters = page_parameters("subscriptions", "The id of the last subscription");
-    let id_parameter = json!([{
+/// The `id` path parameter of a subscription's resources.
+fn id_parameter() -> Value {
+    json!([{
         "name": "id", "in": "path", "required": true,
         "description": "The id the hub assigned to the subscription.",
         "schema": {"type": "string"}
-    }]);
+    }])
+}
+
+/// `/subscriptions` and `/subscriptions/{id}`.
+fn subscription_paths(paths: &mut Map<String, Value>) {
+    let id_parameter = id_parameter();
+    let page_parameters = page_parameters("subscriptions", "The id of the last subscription");
     let allow = |value: &str| json!({"description": "The methods this resource supports.", "schema": {"type": "string", "example": value}});
 
     let mut list_extra = Map::new();
@@ -618,7 +634,26 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
         &[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND],
         Map::new(),
     );
+    let added = json!({
+    "/subscriptions": {
+        "get": list,
+        "post": create,
+        "options": options("getSubscriptionsFeatures", COLLECTION_ALLOW, &[UNAUTHORIZED, FORBIDDEN])
+    },
+    "/subscriptions/{id}": {
+        "parameters": id_parameter,
+        "get": read,
+        "put": replace,
+        "delete": delete,
+        "options": options("getSubscriptionFeatures", ITEM_ALLOW, &[UNAUTHORIZED, FORBIDDEN, NOT_FOUND])
+    }
+    });
+    paths.extend(added.as_object().expect("an object").clone());
+}
 
+/// A subscription's dead letters: list, read, delete, redeliver.
+fn dead_letter_paths(paths: &mut Map<String, Value>) {
+    let id_parameter = id_parameter();
     let dead_letter_parameters = json!([
         {"name": "id", "in": "path", "required": true,
          "description": "The id the hub assigned to the subscription.", "schema": {"type": "string"}},
@@ -721,6 +756,27 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
         Map::new(),
     );
     redeliver["tags"] = json!(["dead letters"]);
+    let added = json!({
+    "/subscriptions/{id}/dead-letters": {
+        "parameters": id_parameter.clone(),
+        "get": dead_list
+    },
+    "/subscriptions/{id}/dead-letters/{deadLetterId}": {
+        "parameters": dead_letter_parameters.clone(),
+        "get": dead_read,
+        "delete": dead_delete
+    },
+    "/subscriptions/{id}/dead-letters/{deadLetterId}/redeliver": {
+        "parameters": dead_letter_parameters,
+        "post": redeliver
+    }
+    });
+    paths.extend(added.as_object().expect("an object").clone());
+}
+
+/// The sink's consent: an admin's agreement, and the validation callback.
+fn consent_paths(paths: &mut Map<String, Value>) {
+    let id_parameter = id_parameter();
     let agreement = operation(
         "validateSubscriptionByAgreement",
         "Record, as an administrator, that the sink consented outside the hub (NL GOV webhook guideline): \
@@ -762,7 +818,24 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
             extra,
         )
     };
+    let added = json!({
+    "/subscriptions/{id}/validation": {
+        "parameters": id_parameter.clone(),
+        "post": agreement
+    },
+    "/subscriptions/{id}/validation/{token}": {
+        "parameters": [
+            {"name": "id", "in": "path", "required": true, "description": "The subscription's id.", "schema": {"type": "string"}},
+            {"name": "token", "in": "path", "required": true, "description": "The secret the hub sent the sink.", "schema": {"type": "string"}}
+        ],
+        "get": callback("confirmValidation"),
+        "post": callback("confirmValidationByPost")
+    }
+    });
+    paths.extend(added.as_object().expect("an object").clone());
+}
 
+pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
     let filter_description = format!(
         "One filter expression of the CloudEvents Subscriptions API: an object with exactly one \
          member naming its dialect ({}). `exact`, `prefix` and `suffix` map attribute names to \
@@ -797,43 +870,6 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
         "security": [{"bearerAuth": []}, {"accessToken": []}],
         "paths": {
             "/events": {"post": publish_operation()},
-            "/subscriptions": {
-                "get": list,
-                "post": create,
-                "options": options("getSubscriptionsFeatures", COLLECTION_ALLOW, &[UNAUTHORIZED, FORBIDDEN])
-            },
-            "/subscriptions/{id}": {
-                "parameters": id_parameter,
-                "get": read,
-                "put": replace,
-                "delete": delete,
-                "options": options("getSubscriptionFeatures", ITEM_ALLOW, &[UNAUTHORIZED, FORBIDDEN, NOT_FOUND])
-            },
-            "/subscriptions/{id}/validation": {
-                "parameters": id_parameter.clone(),
-                "post": agreement
-            },
-            "/subscriptions/{id}/validation/{token}": {
-                "parameters": [
-                    {"name": "id", "in": "path", "required": true, "description": "The subscription's id.", "schema": {"type": "string"}},
-                    {"name": "token", "in": "path", "required": true, "description": "The secret the hub sent the sink.", "schema": {"type": "string"}}
-                ],
-                "get": callback("confirmValidation"),
-                "post": callback("confirmValidationByPost")
-            },
-            "/subscriptions/{id}/dead-letters": {
-                "parameters": id_parameter.clone(),
-                "get": dead_list
-            },
-            "/subscriptions/{id}/dead-letters/{deadLetterId}": {
-                "parameters": dead_letter_parameters.clone(),
-                "get": dead_read,
-                "delete": dead_delete
-            },
-            "/subscriptions/{id}/dead-letters/{deadLetterId}/redeliver": {
-                "parameters": dead_letter_parameters,
-                "post": redeliver
-            },
             "/openapi.json": {
                 "get": {
                     "operationId": "getOpenApi",
@@ -1013,6 +1049,10 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
             }
         }
     });
+    let paths = document["paths"].as_object_mut().expect("paths");
+    subscription_paths(paths);
+    dead_letter_paths(paths);
+    consent_paths(paths);
     add_principals(&mut document);
     document
 }
