@@ -160,3 +160,58 @@ fn the_crates_depend_only_as_architecture_md_says() {
     assert!(graph.all("knooppunt").contains("knooppunt-store-embedded"));
     assert!(graph.all("knooppunt").contains("knooppunt-store-postgres"));
 }
+
+/// The broker's source files below `dir` (relative to the broker's `src`), with their text.
+fn broker_sources(dir: &str) -> Vec<(String, String)> {
+    let root =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/knooppunt-broker/src");
+    let mut found = Vec::new();
+    let mut pending = vec![root.join(dir)];
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                pending.push(entry.unwrap().path());
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let name = path.strip_prefix(&root).unwrap().display().to_string();
+            found.push((name, std::fs::read_to_string(&path).unwrap()));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Inside the broker, the HTTP API is the top layer: nothing below it (the server, the
+/// identity types, the publish pipeline, the writers of subscriptions and principals, the
+/// registry, the metrics) imports it; only `lib.rs`, which wires the hub, names it. The
+/// identity module imports nothing of the crate at all.
+#[test]
+fn nothing_in_the_broker_imports_its_api_but_the_wiring() {
+    let sources = broker_sources("");
+    assert!(sources.len() > 10, "the broker's sources are found");
+    let mut upward = Vec::new();
+    for (name, text) in &sources {
+        if name.starts_with("api/") || name == "lib.rs" {
+            continue;
+        }
+        for (number, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            if code.contains("crate::api") || code.contains("super::api") {
+                upward.push(format!("{name}:{}: {}", number + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "imports of the API from below it:\n{}",
+        upward.join("\n")
+    );
+    let (_, identity) = sources
+        .iter()
+        .find(|(name, _)| name == "identity.rs")
+        .expect("the identity module");
+    assert!(
+        !identity.contains("crate::") && !identity.contains("super::super"),
+        "the identity module imports nothing of the crate"
+    );
+}

@@ -13,7 +13,7 @@ use knooppunt_store::{Appended, NewEvent, StoreError};
 use serde::Serialize;
 
 use crate::AppState;
-use crate::api::auth::Principal;
+use crate::identity::Principal;
 use crate::telemetry::Rejection;
 
 /// The spec's floor: intermediaries must forward events of 64 KiB or less.

@@ -8,6 +8,7 @@
 #![recursion_limit = "256"]
 
 pub mod api;
+pub mod identity;
 pub mod ingest;
 mod lifecycle;
 mod principals;
@@ -22,9 +23,9 @@ use knooppunt_event::Event;
 use knooppunt_store::{ConfigDefaults, Store};
 use tokio::net::TcpListener;
 
-pub use api::auth::{Authentication, Principal, Role, hash_token};
+pub use api::auth::Authentication;
 pub use api::jwt::IssuerSettings;
-pub use api::{API_VERSION, BASE_PATH};
+pub use identity::{Principal, Role, hash_token, is_oin};
 pub use ingest::{IngestCounters, IngestOptions, MIN_EVENT_BYTES};
 pub use knooppunt_filter::EvalLimits;
 pub use lifecycle::Quotas;
@@ -34,12 +35,10 @@ pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, SinkNetworks};
 use lifecycle::Subscriptions;
 pub use server::{ServerLimits, TlsSettings};
 
-/// Whether `text` is an OIN (Organisatie-identificatienummer): exactly 20 ASCII digits. The
-/// one check for OINs from the configuration, the API, client certificates and access
-/// tokens.
-pub fn is_oin(text: &str) -> bool {
-    text.len() == 20 && text.bytes().all(|b| b.is_ascii_digit())
-}
+/// The major version in every path.
+pub const BASE_PATH: &str = "/v1";
+/// The full API version, sent as `API-Version` on every response and in the OpenAPI document.
+pub const API_VERSION: &str = "1.0.0";
 
 /// Everything a hub needs besides its store.
 #[derive(Debug, Clone)]
@@ -397,26 +396,6 @@ async fn sweep_periodically(state: Arc<AppState>) {
             ),
             Ok(_) => {}
             Err(error) => tracing::warn!(%error, "Retention sweep failed; it will run again."),
-        }
-    }
-}
-
-#[cfg(test)]
-mod oin_tests {
-    use super::is_oin;
-
-    #[test]
-    fn an_oin_is_twenty_digits() {
-        assert!(is_oin("00000001823288444000"));
-        for not in [
-            "",
-            "0000000182328844400",
-            "000000018232884440000",
-            "0000000182328844400x",
-            "00000001823288444000:evil",
-            "٠٠٠٠٠٠٠١٨٢٣٢٨٨٤٤٤٠٠٠",
-        ] {
-            assert!(!is_oin(not), "{not}");
         }
     }
 }

@@ -458,7 +458,7 @@ mod tests {
     }
     use knooppunt_store_embedded::SledStore;
 
-    use crate::api::auth::{Principal, Role};
+    use crate::identity::{Principal, Role};
     use crate::ingest::{self, Refused};
     use crate::{Authentication, Hub, HubOptions};
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 
 use knooppunt_store::{Store, StoreError, StoredPrincipal};
 
-use crate::api::auth::{Principal, Role};
+use crate::identity::{Principal, Role};
 
 /// Where a principal came from.
 pub(crate) const FROM_API: &str = "api";

@@ -5,98 +5,18 @@
 //! so a fast hash is the right tool: comparing hashes keeps the tokens themselves out of the
 //! configuration and the process memory.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
 use http::header::AUTHORIZATION;
 use http::request::Parts;
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::problem::ApiError;
 use crate::AppState;
+pub(crate) use crate::identity::ClientCertificate;
+pub use crate::identity::{Principal, Role, hash_token};
 use crate::principals::Found;
-
-/// What a principal may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Publishes events.
-    Publisher,
-    /// Manages its own subscriptions.
-    Subscriber,
-    /// Sees and manages every subscription.
-    Admin,
-    /// Reads `/metrics` (a Prometheus scraper).
-    Metrics,
-}
-
-/// A party that calls the API.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    pub name: String,
-    pub roles: BTreeSet<Role>,
-    /// The `type` prefixes it may subscribe to; empty means any type.
-    pub subscribe_type_prefixes: Vec<String>,
-    /// The `source` prefixes it may publish; empty means any source.
-    pub publish_source_prefixes: Vec<String>,
-    /// The OIN of the organisation it is: it publishes only `urn:nld:oin:<oin>:` sources,
-    /// and a trusted client certificate with this OIN identifies it.
-    pub oin: Option<String>,
-}
-
-impl Role {
-    /// Every role, in order.
-    pub const ALL: [Role; 4] = [
-        Role::Publisher,
-        Role::Subscriber,
-        Role::Admin,
-        Role::Metrics,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Publisher => "publisher",
-            Role::Subscriber => "subscriber",
-            Role::Admin => "admin",
-            Role::Metrics => "metrics",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Role> {
-        Role::ALL.into_iter().find(|role| role.name() == name)
-    }
-}
-
-impl Principal {
-    /// A principal with these roles and no other limits.
-    pub fn new(name: impl Into<String>, roles: impl IntoIterator<Item = Role>) -> Principal {
-        Principal {
-            name: name.into(),
-            roles: roles.into_iter().collect(),
-            subscribe_type_prefixes: Vec::new(),
-            publish_source_prefixes: Vec::new(),
-            oin: None,
-        }
-    }
-
-    pub fn has(&self, role: Role) -> bool {
-        self.roles.contains(&role)
-    }
-
-    pub fn is_admin(&self) -> bool {
-        self.has(Role::Admin)
-    }
-
-    /// The principal that every request acts as when authentication is disabled.
-    fn development() -> Principal {
-        Principal::new(
-            "development",
-            [Role::Publisher, Role::Subscriber, Role::Admin],
-        )
-    }
-}
 
 /// How requests are authenticated.
 #[derive(Debug, Clone)]
@@ -132,11 +52,6 @@ impl Authentication {
     }
 }
 
-/// The hex SHA-256 of a token, as the configuration stores it.
-pub fn hash_token(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
-}
-
 /// The authenticated caller of a request.
 #[derive(Debug, Clone)]
 pub struct Caller(pub Arc<Principal>);
@@ -153,21 +68,6 @@ impl Caller {
             self.0.name
         )))
     }
-}
-
-/// The client certificate a connection presented, checked against the trusted CAs (set
-/// by the server on every request of that connection).
-#[derive(Debug, Clone)]
-pub(crate) struct ClientCertificate {
-    /// The OIN in the subject's serialNumber, when it has one.
-    pub(crate) oin: Option<String>,
-    /// The subject, for messages.
-    pub(crate) subject: String,
-    /// Whether it chains to a trusted CA, and why not (checked at the handshake).
-    pub(crate) trusted: Result<(), String>,
-    /// When it expires (Unix seconds): checked on every request, since a kept-alive
-    /// connection can outlive it.
-    pub(crate) not_after: Option<i64>,
 }
 
 /// The principal a credential named, or why it is refused.

@@ -480,7 +480,7 @@ fn principal(settings: &IssuerSettings, claims: &Value) -> Result<Principal, Api
     {
         // The claim names an organisation whose sources the principal may publish: it must
         // be exactly an OIN, as everywhere else.
-        match value.as_str().filter(|oin| crate::is_oin(oin)) {
+        match value.as_str().filter(|oin| crate::identity::is_oin(oin)) {
             Some(oin) => principal.oin = Some(oin.to_owned()),
             None => {
                 return Err(refused(format!(

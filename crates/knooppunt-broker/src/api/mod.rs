@@ -34,10 +34,7 @@ use serde_json::Value;
 use self::problem::ApiError;
 use crate::AppState;
 
-/// The major version in every path.
-pub const BASE_PATH: &str = "/v1";
-/// The full API version, sent as `API-Version` on every response and in the OpenAPI document.
-pub const API_VERSION: &str = "1.0.0";
+pub use crate::{API_VERSION, BASE_PATH};
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     let not_allowed =

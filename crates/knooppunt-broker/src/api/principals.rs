@@ -131,7 +131,7 @@ fn apply(body: &Map<String, Value>, record: &mut StoredPrincipal) -> Vec<Invalid
     match body.get("oin") {
         None => {}
         Some(Value::Null) => record.oin = None,
-        Some(Value::String(oin)) if crate::is_oin(oin) => record.oin = Some(oin.clone()),
+        Some(Value::String(oin)) if crate::identity::is_oin(oin) => record.oin = Some(oin.clone()),
         Some(_) => problems.push(InvalidParam::new(
             "oin",
             "an OIN is 20 digits (Organisatie-identificatienummer), or null for none",

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-use crate::api::API_VERSION;
+use crate::API_VERSION;
 
 pub(crate) struct Guarded<S> {
     stream: S,

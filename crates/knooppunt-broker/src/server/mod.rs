@@ -68,7 +68,7 @@ impl Default for ServerLimits {
 /// the connection when each request starts and is answered.
 fn with_client(
     router: axum::Router,
-    client: Option<crate::api::auth::ClientCertificate>,
+    client: Option<crate::identity::ClientCertificate>,
     connection: Arc<peers::Connection>,
 ) -> impl tower::Service<
     http::Request<hyper::body::Incoming>,

@@ -14,7 +14,7 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
-use crate::api::auth::ClientCertificate;
+use crate::identity::ClientCertificate;
 
 /// The API's TLS settings, read from PEM.
 #[derive(Clone)]
@@ -273,7 +273,7 @@ fn subject(certificate: &[u8]) -> Subject {
     // A subject with two serialNumbers names no one organisation: no OIN at all, rather
     // than whichever comes last.
     let oin = match serials.as_slice() {
-        [serial] if crate::is_oin(serial) => Some(serial.clone()),
+        [serial] if crate::identity::is_oin(serial) => Some(serial.clone()),
         _ => None,
     };
     let name = match (&common_name, &oin) {

@@ -1,0 +1,136 @@
+//! Who calls the hub: principals and their roles, the hash of a bearer token, the OIN
+//! check, and the client certificate a connection presented. The identity layer: it knows
+//! nothing of HTTP handlers or the store, and everything above it (the API, the server, the
+//! publish pipeline, the principals' writer) takes these types from here.
+
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// What a principal may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Publishes events.
+    Publisher,
+    /// Manages its own subscriptions.
+    Subscriber,
+    /// Sees and manages every subscription.
+    Admin,
+    /// Reads `/metrics` (a Prometheus scraper).
+    Metrics,
+}
+
+/// A party that calls the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub name: String,
+    pub roles: BTreeSet<Role>,
+    /// The `type` prefixes it may subscribe to; empty means any type.
+    pub subscribe_type_prefixes: Vec<String>,
+    /// The `source` prefixes it may publish; empty means any source.
+    pub publish_source_prefixes: Vec<String>,
+    /// The OIN of the organisation it is: it publishes only `urn:nld:oin:<oin>:` sources,
+    /// and a trusted client certificate with this OIN identifies it.
+    pub oin: Option<String>,
+}
+
+impl Role {
+    /// Every role, in order.
+    pub const ALL: [Role; 4] = [
+        Role::Publisher,
+        Role::Subscriber,
+        Role::Admin,
+        Role::Metrics,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Publisher => "publisher",
+            Role::Subscriber => "subscriber",
+            Role::Admin => "admin",
+            Role::Metrics => "metrics",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|role| role.name() == name)
+    }
+}
+
+impl Principal {
+    /// A principal with these roles and no other limits.
+    pub fn new(name: impl Into<String>, roles: impl IntoIterator<Item = Role>) -> Principal {
+        Principal {
+            name: name.into(),
+            roles: roles.into_iter().collect(),
+            subscribe_type_prefixes: Vec::new(),
+            publish_source_prefixes: Vec::new(),
+            oin: None,
+        }
+    }
+
+    pub fn has(&self, role: Role) -> bool {
+        self.roles.contains(&role)
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.has(Role::Admin)
+    }
+
+    /// The principal that every request acts as when authentication is disabled.
+    pub(crate) fn development() -> Principal {
+        Principal::new(
+            "development",
+            [Role::Publisher, Role::Subscriber, Role::Admin],
+        )
+    }
+}
+
+/// The hex SHA-256 of a token, as the configuration stores it.
+pub fn hash_token(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Whether `text` is an OIN (Organisatie-identificatienummer): exactly 20 ASCII digits. The
+/// one check for OINs from the configuration, the API, client certificates and access
+/// tokens.
+pub fn is_oin(text: &str) -> bool {
+    text.len() == 20 && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The client certificate a connection presented, checked against the trusted CAs (set
+/// by the server on every request of that connection).
+#[derive(Debug, Clone)]
+pub(crate) struct ClientCertificate {
+    /// The OIN in the subject's serialNumber, when it has one.
+    pub(crate) oin: Option<String>,
+    /// The subject, for messages.
+    pub(crate) subject: String,
+    /// Whether it chains to a trusted CA, and why not (checked at the handshake).
+    pub(crate) trusted: Result<(), String>,
+    /// When it expires (Unix seconds): checked on every request, since a kept-alive
+    /// connection can outlive it.
+    pub(crate) not_after: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_oin;
+
+    #[test]
+    fn an_oin_is_twenty_digits() {
+        assert!(is_oin("00000001823288444000"));
+        for not in [
+            "",
+            "0000000182328844400",
+            "000000018232884440000",
+            "0000000182328844400x",
+            "00000001823288444000:evil",
+            "٠٠٠٠٠٠٠١٨٢٣٢٨٨٤٤٤٠٠٠",
+        ] {
+            assert!(!is_oin(not), "{not}");
+        }
+    }
+}
