@@ -271,6 +271,20 @@ impl Principals {
         }
     }
 
+    /// One OIN names one principal.
+    fn oin_is_free(&self, record: &StoredPrincipal) -> Result<(), Refused> {
+        let holder = record
+            .oin
+            .as_deref()
+            .and_then(|oin| Some((oin, self.oin_holder(oin, &record.name)?)));
+        match holder {
+            Some((oin, holder)) => Err(Refused::Conflict(format!(
+                "principal `{holder}` already has OIN {oin}; one OIN names one principal"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Creates a principal on behalf of admin `actor`.
     pub(crate) async fn create(
         &self,
@@ -279,11 +293,13 @@ impl Principals {
     ) -> Result<(), Refused> {
         let _writing = self.writing.lock().await;
         self.still_admin(actor)?;
+        self.oin_is_free(record)?;
         self.store.insert_principal(record).await?;
         Ok(self.reload_locked().await?)
     }
 
-    /// Changes a principal on behalf of admin `actor`; `false` when there is none.
+    /// Changes a principal on behalf of admin `actor`; `false` when there is none. An admin
+    /// cannot disable itself or take its own admin role (another admin can).
     pub(crate) async fn update(
         &self,
         actor: &str,
@@ -291,15 +307,28 @@ impl Principals {
     ) -> Result<bool, Refused> {
         let _writing = self.writing.lock().await;
         self.still_admin(actor)?;
+        let demoted = record.disabled || !record.roles.iter().any(|r| r == "admin");
+        if record.name == actor && demoted {
+            return Err(Refused::Conflict(
+                "you cannot disable yourself or take your own admin role; another admin can".into(),
+            ));
+        }
+        self.oin_is_free(record)?;
         let updated = self.store.update_principal(record).await?;
         self.reload_locked().await?;
         Ok(updated)
     }
 
-    /// Deletes a principal on behalf of admin `actor`; `false` when there is none.
+    /// Deletes a principal on behalf of admin `actor`; `false` when there is none. An admin
+    /// cannot delete itself.
     pub(crate) async fn delete(&self, actor: &str, name: &str) -> Result<bool, Refused> {
         let _writing = self.writing.lock().await;
         self.still_admin(actor)?;
+        if name == actor {
+            return Err(Refused::Conflict(
+                "you cannot delete yourself; another admin can".into(),
+            ));
+        }
         let deleted = self.store.delete_principal(name).await?;
         self.reload_locked().await?;
         Ok(deleted)
@@ -314,4 +343,7 @@ pub(crate) enum Refused {
     /// The acting principal lost its admin role (or was disabled) meanwhile.
     #[error("{0}")]
     NotAdmin(String),
+    /// The change breaks a rule of principals: what to do instead.
+    #[error("{0}")]
+    Conflict(String),
 }

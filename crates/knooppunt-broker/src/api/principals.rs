@@ -153,19 +153,6 @@ fn object(body: &Value) -> Result<&Map<String, Value>, ApiError> {
         .ok_or_else(|| ApiError::invalid("the body must be a JSON object", vec![]))
 }
 
-/// One OIN is one organisation: two principals cannot share it (a certificate must name
-/// one principal).
-fn check_oin(state: &AppState, record: &StoredPrincipal) -> Result<(), ApiError> {
-    if let Some(oin) = &record.oin
-        && let Some(holder) = state.principals.oin_holder(oin, &record.name)
-    {
-        return Err(ApiError::Conflict(format!(
-            "principal `{holder}` already has OIN {oin}; one OIN names one principal"
-        )));
-    }
-    Ok(())
-}
-
 /// A page of principals in name order; `Link: rel="next"` when more follow.
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
@@ -223,7 +210,6 @@ pub(crate) async fn create(
     if !problems.is_empty() {
         return Err(ApiError::invalid("the principal is not valid", problems));
     }
-    check_oin(&state, &record)?;
     let issue = body
         .get("issueToken")
         .and_then(Value::as_bool)
@@ -280,12 +266,6 @@ pub(crate) async fn update(
     if !problems.is_empty() {
         return Err(ApiError::invalid("the change is not valid", problems));
     }
-    if name == caller.0.name && (record.disabled || !record.roles.iter().any(|r| r == "admin")) {
-        return Err(ApiError::Conflict(
-            "you cannot disable yourself or take your own admin role; another admin can".into(),
-        ));
-    }
-    check_oin(&state, &record)?;
     record.updated_at = now_ms();
     // Changed at runtime: from now on the store, not the configuration file, decides.
     record.origin = FROM_API.into();
@@ -302,11 +282,6 @@ pub(crate) async fn delete(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Admin, "delete principals")?;
-    if name == caller.0.name {
-        return Err(ApiError::Conflict(
-            "you cannot delete yourself; another admin can".into(),
-        ));
-    }
     if !state.principals.delete(&caller.0.name, &name).await? {
         return Err(not_found(&name));
     }

@@ -226,6 +226,7 @@ impl From<crate::principals::Refused> for ApiError {
         match error {
             crate::principals::Refused::Store(error) => error.into(),
             crate::principals::Refused::NotAdmin(why) => ApiError::Forbidden(why),
+            crate::principals::Refused::Conflict(why) => ApiError::Conflict(why),
         }
     }
 }
