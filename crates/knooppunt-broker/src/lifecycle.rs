@@ -10,7 +10,10 @@ use std::sync::{Arc, RwLock};
 use knooppunt_delivery::{Deliverer, Gone};
 use knooppunt_event::Event;
 use knooppunt_filter::{Criteria, EvalLimits, Limits, Routed};
-use knooppunt_store::{DeliveryChange, Store, StoreError, Subscription, SubscriptionState, now_ms};
+use knooppunt_store::{
+    DeadLetter, DeliveryChange, Store, StoreError, StoredEvent, Subscription, SubscriptionState,
+    now_ms,
+};
 
 use crate::registry::{self, Registry};
 
@@ -68,6 +71,8 @@ pub(crate) enum Redelivered {
     Disabled,
     /// There is no such subscription (any more).
     NoSubscription,
+    /// The subscription has no such dead letter.
+    NoDeadLetter,
 }
 
 impl Subscriptions {
@@ -335,6 +340,43 @@ impl Subscriptions {
         Ok(Some(deleted))
     }
 
+    /// Up to `limit` dead letters of subscription `id`, oldest first, after `after`.
+    pub(crate) async fn dead_letters(
+        &self,
+        id: &str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        self.store.dead_letters(id, after, limit).await
+    }
+
+    /// Dead letter `seq` of subscription `id`, with its event as accepted (when the store
+    /// still has it).
+    pub(crate) async fn dead_letter(
+        &self,
+        id: &str,
+        seq: u64,
+    ) -> Result<Option<(DeadLetter, Option<Arc<StoredEvent>>)>, StoreError> {
+        let Some(dead) = self.store.dead_letter(id, seq).await? else {
+            return Ok(None);
+        };
+        Ok(Some((dead, self.store.event(seq).await?)))
+    }
+
+    /// Deletes dead letter `seq` of subscription `id`; `false` when there is none.
+    pub(crate) async fn delete_dead_letter(&self, id: &str, seq: u64) -> Result<bool, StoreError> {
+        let _writer = self.writes.lock().await;
+        if self.store.dead_letter(id, seq).await?.is_none() {
+            return Ok(false);
+        }
+        let change = DeliveryChange::DeleteDeadLetter {
+            subscription: id.to_owned(),
+            seq,
+        };
+        self.store.record(vec![change]).await?;
+        Ok(true)
+    }
+
     /// Puts dead letter `seq` back into the queue of subscription `id`, unless the
     /// subscription is disabled (checked under the lock, so no 410 can come between).
     pub(crate) async fn redeliver(&self, id: &str, seq: u64) -> Result<Redelivered, StoreError> {
@@ -343,6 +385,9 @@ impl Subscriptions {
             None => return Ok(Redelivered::NoSubscription),
             Some(s) if s.state == SubscriptionState::Disabled => return Ok(Redelivered::Disabled),
             Some(_) => {}
+        }
+        if self.store.dead_letter(id, seq).await?.is_none() {
+            return Ok(Redelivered::NoDeadLetter);
         }
         let change = DeliveryChange::Redeliver {
             subscription: id.to_owned(),

@@ -10,7 +10,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use knooppunt_event::timestamp::utc_timestamp;
-use knooppunt_store::{DeadLetter, DeliveryChange};
+use knooppunt_store::DeadLetter;
 use serde_json::{Map, Value, json};
 
 use super::auth::{Caller, Role};
@@ -99,7 +99,10 @@ pub(crate) async fn list(
     if !problems.is_empty() {
         return Err(ApiError::invalid("the query is invalid", problems));
     }
-    let mut page = state.store.dead_letters(&id, cursor, page_size + 1).await?;
+    let mut page = state
+        .subscriptions
+        .dead_letters(&id, cursor, page_size + 1)
+        .await?;
     let more = page.len() > page_size;
     page.truncate(page_size);
     let body: Vec<Value> = page.iter().map(|d| representation(d, None)).collect();
@@ -122,16 +125,12 @@ pub(crate) async fn get(
 ) -> Result<Response, ApiError> {
     check_access(&state, &caller, &id)?;
     let seq = dead_letter_id(&dead_letter)?;
-    let dead = state
-        .store
+    let (dead, event) = state
+        .subscriptions
         .dead_letter(&id, seq)
         .await?
         .ok_or_else(|| missing(&id, seq))?;
-    let event = state
-        .store
-        .event(seq)
-        .await?
-        .and_then(|stored| serde_json::from_str::<Value>(&stored.json).ok());
+    let event = event.and_then(|stored| serde_json::from_str::<Value>(&stored.json).ok());
     Ok(Json(representation(&dead, event)).into_response())
 }
 
@@ -143,12 +142,10 @@ pub(crate) async fn redeliver(
 ) -> Result<Response, ApiError> {
     check_access(&state, &caller, &id)?;
     let seq = dead_letter_id(&dead_letter)?;
-    if state.store.dead_letter(&id, seq).await?.is_none() {
-        return Err(missing(&id, seq));
-    }
     match state.subscriptions.redeliver(&id, seq).await? {
         Redelivered::Queued => {}
         Redelivered::NoSubscription => return Err(not_found(&id)),
+        Redelivered::NoDeadLetter => return Err(missing(&id, seq)),
         Redelivered::Disabled => {
             return Err(ApiError::Conflict(format!(
                 "subscription `{id}` is disabled because its sink answered 410 Gone, so nothing \
@@ -172,16 +169,9 @@ pub(crate) async fn delete(
 ) -> Result<Response, ApiError> {
     check_access(&state, &caller, &id)?;
     let seq = dead_letter_id(&dead_letter)?;
-    if state.store.dead_letter(&id, seq).await?.is_none() {
+    if !state.subscriptions.delete_dead_letter(&id, seq).await? {
         return Err(missing(&id, seq));
     }
-    state
-        .store
-        .record(vec![DeliveryChange::DeleteDeadLetter {
-            subscription: id.clone(),
-            seq,
-        }])
-        .await?;
     tracing::info!(subscription = %id, seq, by = %caller.0.name, "Dead letter deleted.");
     Ok(StatusCode::NO_CONTENT.into_response())
 }
