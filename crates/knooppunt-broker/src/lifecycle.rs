@@ -63,6 +63,13 @@ pub(crate) struct Subscriptions {
     over_budget: std::sync::Mutex<std::collections::HashMap<String, OverBudget>>,
 }
 
+/// A subscription as replaced, and whether its sink must consent again.
+#[derive(Debug)]
+pub(crate) struct Replaced {
+    pub(crate) subscription: Arc<Subscription>,
+    pub(crate) needs_consent: bool,
+}
+
 /// What [`Subscriptions::redeliver`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Redelivered {
@@ -271,17 +278,34 @@ impl Subscriptions {
     /// Replaces subscription `id` with what `change` makes of the current one, unless it
     /// refuses (its error is returned and nothing changes) or the replacement takes its owner
     /// past the [`Quotas`]. `Ok(None)` when there is none.
+    ///
+    /// The same sink keeps its consent (or its refusal, or its 410): the replacement gets
+    /// the existing subscription's state and consent. A new sink, or a subscription
+    /// disabled for its stored filters, needs consent again (`needs_consent`: the caller
+    /// runs the handshake).
     pub(crate) async fn replace<E: From<StoreError> + From<QuotaExceeded>>(
         &self,
         id: &str,
         change: impl FnOnce(&Subscription) -> Result<(Subscription, Criteria), E>,
-    ) -> Result<Option<Arc<Subscription>>, E> {
+    ) -> Result<Option<Replaced>, E> {
         let _writer = self.writes.lock().await;
         let Some(existing) = self.get(id) else {
             return Ok(None);
         };
-        let (replacement, criteria) = change(&existing)?;
+        let (mut replacement, criteria) = change(&existing)?;
         debug_assert_eq!(replacement.id, id);
+        let needs_consent = replacement.sink != existing.sink || existing.disabled_reason.is_some();
+        if !needs_consent {
+            replacement.state = existing.state;
+            replacement.validated_by = existing.validated_by;
+            replacement
+                .validation_token
+                .clone_from(&existing.validation_token);
+            replacement.allowed_rate = existing.allowed_rate;
+            replacement
+                .validation_problem
+                .clone_from(&existing.validation_problem);
+        }
         self.check_quotas(&replacement)?;
         if !self.store.update_subscription(&replacement).await? {
             return Ok(None);
@@ -292,7 +316,10 @@ impl Subscriptions {
             .expect("registry lock")
             .put(replacement, criteria);
         self.deliverer.sync(&shared);
-        Ok(Some(shared))
+        Ok(Some(Replaced {
+            subscription: shared,
+            needs_consent,
+        }))
     }
 
     /// Changes the current subscription `id` in place; `change` says whether it changed
@@ -570,7 +597,8 @@ mod tests {
             })
             .await
             .unwrap()
-            .unwrap();
+            .unwrap()
+            .subscription;
         assert_eq!(replaced.sink, "https://b.example.nl/");
         assert_eq!(
             store.subscription("s").await.unwrap().unwrap().sink,

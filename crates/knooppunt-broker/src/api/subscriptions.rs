@@ -312,7 +312,6 @@ pub(crate) async fn replace(
     let mut input = read_body(&state, &body)?;
     // Resolved outside the lock.
     check_sink_address(&state, &input, true).await?;
-    let mut sink_changed = false;
     let replaced = state
         .subscriptions
         .replace(&id, |existing| {
@@ -322,32 +321,19 @@ pub(crate) async fn replace(
             keep_secrets(&mut input, existing)?;
             check_type_permission(&caller, &input)?;
             let criteria = input.criteria.clone();
-            let mut subscription = build(
-                id.clone(),
-                existing.owner.clone(),
-                input,
-                existing.created_at,
-            );
-            // A subscription disabled for its stored filters comes back through the
-            // handshake, like a new sink.
-            sink_changed = subscription.sink != existing.sink || existing.disabled_reason.is_some();
-            if !sink_changed {
-                // The same sink keeps its consent (or its refusal, or its 410).
-                subscription.state = existing.state;
-                subscription.validated_by = existing.validated_by;
-                subscription.validation_token = existing.validation_token.clone();
-                subscription.allowed_rate = existing.allowed_rate;
-                subscription.validation_problem = existing.validation_problem.clone();
-            }
+            let owner = existing.owner.clone();
+            let subscription = build(id.clone(), owner, input, existing.created_at);
             Ok::<_, ApiError>((subscription, criteria))
         })
         .await?
         .ok_or_else(|| not_found(&id))?;
+    let sink_changed = replaced.needs_consent;
     tracing::info!(subscription = %id, by = %caller.0.name, sink_changed, "Subscription replaced.");
+    let subscription = Subscription::clone(&replaced.subscription);
     let subscription = if sink_changed {
-        consent::handshake(&state, Subscription::clone(&replaced), &headers).await?
+        consent::handshake(&state, subscription, &headers).await?
     } else {
-        Subscription::clone(&replaced)
+        subscription
     };
     Ok(Json(resource(&state, &subscription)).into_response())
 }
