@@ -7,12 +7,12 @@
 
 use std::sync::{Arc, RwLock};
 
-use knooppunt_delivery::{Deliverer, Gone};
+use knooppunt_delivery::{Deliverer, Gone, Handshake};
 use knooppunt_event::Event;
 use knooppunt_filter::{Criteria, EvalLimits, Limits, Routed};
 use knooppunt_store::{
     DeadLetter, DeliveryChange, Store, StoreError, StoredEvent, Subscription, SubscriptionState,
-    now_ms,
+    Validation, now_ms,
 };
 
 use crate::registry::{self, Registry};
@@ -367,6 +367,124 @@ impl Subscriptions {
         Ok(Some(deleted))
     }
 
+    /// Asks the sink of a pending `subscription` for consent (the validation handshake,
+    /// with `callback` as the URL it may call later) and records its answer: granted makes
+    /// it active; refused or failed leaves it pending, saying why. Called without the
+    /// writers' lock, since the sink may call the callback while it answers; the answer is
+    /// recorded only if the subscription still waits for this handshake. Returns the
+    /// subscription as it is now.
+    pub(crate) async fn handshake(
+        &self,
+        subscription: Subscription,
+        callback: &str,
+    ) -> Result<Subscription, StoreError> {
+        let Some(token) = subscription.validation_token.clone() else {
+            return Ok(subscription);
+        };
+        let answer = self
+            .deliverer
+            .handshake(
+                &subscription.sink,
+                callback,
+                subscription.client_certificate.as_ref(),
+            )
+            .await;
+        let id = subscription.id.clone();
+        let changed = self
+            .update(&id, |current| {
+                if current.validation_token.as_deref() != Some(token.as_str()) {
+                    return false; // the sink changed meanwhile; its own handshake decides
+                }
+                match &answer {
+                    Handshake::Granted { allowed_rate } => {
+                        if current.state == SubscriptionState::Active {
+                            return false; // the callback came first
+                        }
+                        current.state = SubscriptionState::Active;
+                        current.validated_by = Some(Validation::Handshake);
+                        current.allowed_rate = *allowed_rate;
+                        current.validation_problem = None;
+                    }
+                    Handshake::Refused(why) | Handshake::Failed(why) => {
+                        if current.state != SubscriptionState::Pending {
+                            return false;
+                        }
+                        current.validation_problem = Some(format!(
+                            "the sink did not consent to deliveries ({why}); it may call the \
+                             callback URL sent in WebHook-Request-Callback, or an administrator \
+                             may record consent by agreement"
+                        ));
+                    }
+                }
+                true
+            })
+            .await?;
+        match &answer {
+            Handshake::Granted { .. } => {
+                tracing::info!(subscription = %id, "The sink granted the validation handshake.")
+            }
+            Handshake::Refused(why) | Handshake::Failed(why) => {
+                tracing::info!(subscription = %id, reason = %why, "The sink did not grant the validation handshake; the subscription is pending.")
+            }
+        }
+        Ok(changed.map_or(subscription, |current| Subscription::clone(&current)))
+    }
+
+    /// The sink consents through its callback URL, whose `token` is the credential:
+    /// a pending subscription becomes active. `None` when no subscription has this token.
+    pub(crate) async fn consent_by_callback(
+        &self,
+        id: &str,
+        token: &str,
+    ) -> Result<Option<Arc<Subscription>>, StoreError> {
+        let matches = |subscription: &Subscription| {
+            subscription
+                .validation_token
+                .as_deref()
+                .is_some_and(|expected| constant_time_eq(expected.as_bytes(), token.as_bytes()))
+        };
+        if !self
+            .get(id)
+            .is_some_and(|subscription| matches(&subscription))
+        {
+            return Ok(None);
+        }
+        let updated = self
+            .update(id, |current| {
+                if !matches(current) || current.state != SubscriptionState::Pending {
+                    return false;
+                }
+                current.state = SubscriptionState::Active;
+                current.validated_by = Some(Validation::Callback);
+                current.validation_problem = None;
+                true
+            })
+            .await?;
+        if updated.is_some() {
+            tracing::info!(subscription = %id, "The sink consented through the validation callback.");
+        }
+        Ok(updated)
+    }
+
+    /// An administrator records consent agreed outside the hub: the subscription becomes
+    /// active, unless it is disabled (its sink answered 410: it needs a new sink first).
+    /// Returns it as it is now; `None` when there is none.
+    pub(crate) async fn consent_by_agreement(
+        &self,
+        id: &str,
+    ) -> Result<Option<Arc<Subscription>>, StoreError> {
+        self.update(id, |current| {
+            if current.state == SubscriptionState::Disabled {
+                return false;
+            }
+            current.state = SubscriptionState::Active;
+            current.validated_by = Some(Validation::Agreement);
+            current.validation_problem = None;
+            true
+        })
+        .await
+    }
+
     /// Up to `limit` dead letters of subscription `id`, oldest first, after `after`.
     pub(crate) async fn dead_letters(
         &self,
@@ -498,6 +616,11 @@ impl Subscriptions {
         tracing::warn!(subscription = %id, %sink, "The sink answered 410 Gone; the subscription is disabled and its pending deliveries are dead letters.");
         Ok(())
     }
+}
+
+/// Whether two secrets are equal, in time that does not depend on where they differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
