@@ -4,7 +4,9 @@
 //! [`REFETCH_AFTER`] so that made-up key ids cannot hammer the issuer), then the issuer,
 //! the audience, the expiry and not-before. Claims name the principal and give its roles.
 //!
-//! Accepted algorithms: RS256, PS256 and ES256 (never `none`, never a shared secret).
+//! Accepted algorithms: RS256, PS256 and ES256 (never `none`, never a shared secret); the
+//! keys are read and the signatures checked by `jsonwebtoken`, each key only for the one
+//! family of algorithms it belongs to.
 //!
 //! A verified token is remembered by its SHA-256 until it expires (at most
 //! [`MAX_VERIFIED`] of them; only verified tokens get in), so a client that sends the same
@@ -19,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use ring::signature;
 use serde_json::Value;
 use sha2::Digest;
 
@@ -80,11 +81,19 @@ impl IssuerSettings {
     }
 }
 
-/// A public key of an issuer.
-#[derive(Debug)]
-enum Key {
-    Rsa { n: Vec<u8>, e: Vec<u8> },
-    P256 { point: Vec<u8> },
+/// A public signing key of an issuer, with the one algorithm family it verifies: an RSA
+/// key never checks an ES256 signature, nor an EC key an RS256 one (and no HMAC at all).
+struct Key {
+    rsa: bool,
+    decoding: jsonwebtoken::DecodingKey,
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Key")
+            .field("rsa", &self.rsa)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -215,7 +224,7 @@ impl Issuers {
         };
         let header = decode_json(head, "header")?;
         let claims = decode_json(body, "payload")?;
-        let signature = decode_part(signature, "signature")?;
+        decode_part(signature, "signature")?;
         let iss = claims.get("iss").and_then(Value::as_str).unwrap_or("");
         let Some(issuer) = self.issuers.iter().find(|i| i.settings.issuer == iss) else {
             return Err(refused(format!(
@@ -242,7 +251,7 @@ impl Issuers {
         let kid = header.get("kid").and_then(Value::as_str);
         let key = self.key(issuer, kid).await?;
         let message = &token.as_bytes()[..head.len() + 1 + body.len()];
-        if !verify(&key, alg, message, &signature) {
+        if !verify(&key, alg, message, signature) {
             return Err(refused(
                 "the access token's signature does not verify with the issuer's key",
             ));
@@ -357,7 +366,8 @@ impl Issuers {
     }
 }
 
-/// A signing key of a JWKS; `None` for keys of other types or for encryption.
+/// A signing key of a JWKS, read by `jsonwebtoken`; `None` for keys for encryption, of
+/// other types than RSA and EC P-256, or that do not parse.
 fn parse_jwk(jwk: &Value) -> Option<Key> {
     if jwk
         .get("use")
@@ -366,49 +376,35 @@ fn parse_jwk(jwk: &Value) -> Option<Key> {
     {
         return None;
     }
-    let field = |name: &str| {
-        jwk.get(name)
-            .and_then(Value::as_str)
-            .and_then(|v| URL_SAFE_NO_PAD.decode(v).ok())
-    };
-    match jwk.get("kty").and_then(Value::as_str)? {
-        "RSA" => Some(Key::Rsa {
-            n: field("n")?,
-            e: field("e")?,
-        }),
-        "EC" if jwk.get("crv").and_then(Value::as_str) == Some("P-256") => {
-            let (x, y) = (field("x")?, field("y")?);
-            if x.len() != 32 || y.len() != 32 {
+    let parsed: jsonwebtoken::jwk::Jwk = serde_json::from_value(jwk.clone()).ok()?;
+    let rsa = match &parsed.algorithm {
+        jsonwebtoken::jwk::AlgorithmParameters::RSA(_) => true,
+        jsonwebtoken::jwk::AlgorithmParameters::EllipticCurve(ec) => {
+            let point = |v: &str| URL_SAFE_NO_PAD.decode(v).ok().filter(|b| b.len() == 32);
+            if ec.curve != jsonwebtoken::jwk::EllipticCurve::P256
+                || point(&ec.x).is_none()
+                || point(&ec.y).is_none()
+            {
                 return None;
             }
-            let mut point = vec![4u8];
-            point.extend_from_slice(&x);
-            point.extend_from_slice(&y);
-            Some(Key::P256 { point })
+            false
         }
-        _ => None,
-    }
+        _ => return None,
+    };
+    let decoding = jsonwebtoken::DecodingKey::from_jwk(&parsed).ok()?;
+    Some(Key { rsa, decoding })
 }
 
-fn verify(key: &Key, alg: &str, message: &[u8], signature: &[u8]) -> bool {
-    match (key, alg) {
-        (Key::Rsa { n, e }, "RS256" | "PS256") => {
-            let parameters = if alg == "RS256" {
-                &signature::RSA_PKCS1_2048_8192_SHA256
-            } else {
-                &signature::RSA_PSS_2048_8192_SHA256
-            };
-            signature::RsaPublicKeyComponents { n, e }
-                .verify(parameters, message, signature)
-                .is_ok()
-        }
-        (Key::P256 { point }, "ES256") => {
-            signature::UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point)
-                .verify(message, signature)
-                .is_ok()
-        }
-        _ => false,
-    }
+/// Checks `signature` (base64url, as in the token) over `message` with `key` for `alg`
+/// (one of RS256, PS256, ES256, checked before), through `jsonwebtoken`.
+fn verify(key: &Key, alg: &str, message: &[u8], signature: &str) -> bool {
+    let algorithm = match (key.rsa, alg) {
+        (true, "RS256") => jsonwebtoken::Algorithm::RS256,
+        (true, "PS256") => jsonwebtoken::Algorithm::PS256,
+        (false, "ES256") => jsonwebtoken::Algorithm::ES256,
+        _ => return false,
+    };
+    jsonwebtoken::crypto::verify(signature, message, &key.decoding, algorithm).unwrap_or(false)
 }
 
 /// Checks `exp`, `nbf` and `aud`; returns until when (Unix seconds) the token holds.
