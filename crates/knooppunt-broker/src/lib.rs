@@ -24,7 +24,7 @@ use knooppunt_store::{ConfigDefaults, Store};
 use tokio::net::TcpListener;
 
 pub use api::auth::Authentication;
-pub use api::jwt::IssuerSettings;
+pub use identity::tokens::IssuerSettings;
 pub use identity::{Principal, Role, hash_token, is_oin};
 pub use ingest::{IngestCounters, IngestOptions, MIN_EVENT_BYTES};
 pub use knooppunt_filter::EvalLimits;
@@ -101,7 +101,7 @@ pub(crate) struct AppState {
     /// The one writer of principals, and the table requests are authenticated against.
     pub(crate) principals: principals::Principals,
     /// The trusted issuers of access tokens.
-    pub(crate) issuers: api::jwt::Issuers,
+    pub(crate) issuers: identity::tokens::Issuers,
     pub(crate) ingest: IngestOptions,
     pub(crate) counters: IngestCounters,
     pub(crate) deliverer: Deliverer,
@@ -180,7 +180,7 @@ impl Hub {
                 subscriptions,
                 authentication: options.authentication,
                 principals,
-                issuers: api::jwt::Issuers::new(issuers),
+                issuers: identity::tokens::Issuers::new(issuers),
                 ingest: options.ingest,
                 counters: IngestCounters::default(),
                 deliverer,

@@ -1,5 +1,5 @@
 //! Authentication: bearer tokens of the principals in the store, access tokens (JWTs) of
-//! trusted issuers (`jwt.rs`), and client certificates with an OIN (mTLS, `server/tls.rs`).
+//! trusted issuers (`identity/tokens.rs`), and client certificates with an OIN (mTLS, `server/tls.rs`).
 //!
 //! Tokens are stored as SHA-256 hashes (hex). Tokens are long random strings, not passwords,
 //! so a fast hash is the right tool: comparing hashes keeps the tokens themselves out of the
@@ -26,7 +26,7 @@ pub enum Authentication {
     /// these issuers.
     Enabled {
         seeds: Vec<(String, Principal)>,
-        issuers: Vec<super::jwt::IssuerSettings>,
+        issuers: Vec<crate::identity::tokens::IssuerSettings>,
     },
     /// Every request acts as an admin. Only for development; the binary warns loudly.
     Disabled,
@@ -44,7 +44,7 @@ impl Authentication {
     }
 
     /// Also accepts access tokens (JWTs) of these issuers.
-    pub fn with_issuers(self, issuers: Vec<super::jwt::IssuerSettings>) -> Self {
+    pub fn with_issuers(self, issuers: Vec<crate::identity::tokens::IssuerSettings>) -> Self {
         match self {
             Authentication::Enabled { seeds, .. } => Authentication::Enabled { seeds, issuers },
             Authentication::Disabled => Authentication::Disabled,
@@ -157,7 +157,7 @@ impl FromRequestParts<Arc<AppState>> for Caller {
                 detail: "the Authorization header must be `Bearer <token>`".into(),
                 invalid_token: true,
             })?;
-        if super::jwt::looks_like_jwt(token) && state.issuers.configured() {
+        if crate::identity::tokens::looks_like_jwt(token) && state.issuers.configured() {
             let principal = state.issuers.authenticate(token).await?;
             // A stored principal of the same name can disable it, and limit it: its type
             // and source prefixes apply, and its OIN when the token gives none.

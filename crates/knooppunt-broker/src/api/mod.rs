@@ -6,7 +6,6 @@ pub mod auth;
 mod consent;
 mod dead_letters;
 mod events;
-pub mod jwt;
 mod openapi;
 mod operations;
 mod page;

@@ -221,6 +221,19 @@ impl IntoResponse for ApiError {
 
 /// Store errors by kind: an unavailable store is 503 (try again), a conflict 409, anything
 /// else (a failed or corrupt backend) 500.
+impl From<crate::identity::tokens::TokenRefused> for ApiError {
+    fn from(error: crate::identity::tokens::TokenRefused) -> Self {
+        use crate::identity::tokens::TokenRefused;
+        match error {
+            TokenRefused::Invalid(detail) => ApiError::Unauthorized {
+                detail,
+                invalid_token: true,
+            },
+            TokenRefused::KeysUnavailable(detail) => ApiError::DependencyUnavailable(detail),
+        }
+    }
+}
+
 impl From<crate::principals::Refused> for ApiError {
     fn from(error: crate::principals::Refused) -> Self {
         match error {

@@ -24,8 +24,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::Value;
 use sha2::Digest;
 
-use super::auth::{Principal, Role};
-use super::problem::ApiError;
+use super::{Principal, Role};
 
 /// A JWKS is fetched again for an unknown key id only this long after the last fetch.
 const REFETCH_AFTER: Duration = Duration::from_secs(10);
@@ -133,20 +132,28 @@ pub(crate) fn looks_like_jwt(token: &str) -> bool {
     token.starts_with("eyJ") && token.bytes().filter(|&b| b == b'.').count() == 2
 }
 
-fn refused(detail: impl Into<String>) -> ApiError {
-    ApiError::Unauthorized {
-        detail: detail.into(),
-        invalid_token: true,
-    }
+/// Why an access token was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenRefused {
+    /// The token is not valid for this hub: what is wrong with it.
+    #[error("{0}")]
+    Invalid(String),
+    /// The issuer's keys cannot be fetched now, so the token cannot be checked.
+    #[error("{0}")]
+    KeysUnavailable(String),
 }
 
-fn decode_part(part: &str, what: &str) -> Result<Vec<u8>, ApiError> {
+fn refused(detail: impl Into<String>) -> TokenRefused {
+    TokenRefused::Invalid(detail.into())
+}
+
+fn decode_part(part: &str, what: &str) -> Result<Vec<u8>, TokenRefused> {
     URL_SAFE_NO_PAD
         .decode(part)
         .map_err(|_| refused(format!("the access token's {what} is not base64url")))
 }
 
-fn decode_json(part: &str, what: &str) -> Result<Value, ApiError> {
+fn decode_json(part: &str, what: &str) -> Result<Value, TokenRefused> {
     let bytes = decode_part(part, what)?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(value @ Value::Object(_)) => Ok(value),
@@ -186,7 +193,7 @@ impl Issuers {
     }
 
     /// The principal an access token names, once everything about it is checked.
-    pub(crate) async fn authenticate(&self, token: &str) -> Result<Arc<Principal>, ApiError> {
+    pub(crate) async fn authenticate(&self, token: &str) -> Result<Arc<Principal>, TokenRefused> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(refused(format!(
                 "the access token is longer than {MAX_TOKEN_BYTES} bytes"
@@ -213,7 +220,7 @@ impl Issuers {
     }
 
     /// Checks everything about a token; its principal and until when it holds.
-    async fn verify(&self, token: &str) -> Result<(Principal, i64), ApiError> {
+    async fn verify(&self, token: &str) -> Result<(Principal, i64), TokenRefused> {
         let mut parts = token.split('.');
         let (Some(head), Some(body), Some(signature), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -261,7 +268,7 @@ impl Issuers {
     }
 
     /// The issuer's key `kid`, fetching the JWKS when it is not known (yet).
-    async fn key(&self, issuer: &Issuer, kid: Option<&str>) -> Result<Arc<Key>, ApiError> {
+    async fn key(&self, issuer: &Issuer, kid: Option<&str>) -> Result<Arc<Key>, TokenRefused> {
         let find = |keys: &Keys| match kid {
             Some(kid) => keys.by_id.get(kid).cloned(),
             None => match keys.anonymous.as_slice() {
@@ -295,7 +302,7 @@ impl Issuers {
                 Err(error) => {
                     keys.refetched_at = Some(Instant::now());
                     tracing::warn!(issuer = %issuer.settings.issuer, %error, "Fetching the issuer's JWKS failed.");
-                    return Err(ApiError::DependencyUnavailable(format!(
+                    return Err(TokenRefused::KeysUnavailable(format!(
                         "the keys of issuer `{}` could not be fetched, so the access token \
                          cannot be checked now; nothing of this request was done: try again \
                          later (the operators find the cause in the hub's log)",
@@ -408,7 +415,7 @@ fn verify(key: &Key, alg: &str, message: &[u8], signature: &str) -> bool {
 }
 
 /// Checks `exp`, `nbf` and `aud`; returns until when (Unix seconds) the token holds.
-fn check_claims(settings: &IssuerSettings, claims: &Value) -> Result<i64, ApiError> {
+fn check_claims(settings: &IssuerSettings, claims: &Value) -> Result<i64, TokenRefused> {
     let now = now_seconds();
     let leeway = settings.leeway.as_secs() as i64;
     let Some(exp) = claims.get("exp").and_then(Value::as_i64) else {
@@ -449,7 +456,7 @@ fn check_claims(settings: &IssuerSettings, claims: &Value) -> Result<i64, ApiErr
     Ok(exp.saturating_add(leeway))
 }
 
-fn principal(settings: &IssuerSettings, claims: &Value) -> Result<Principal, ApiError> {
+fn principal(settings: &IssuerSettings, claims: &Value) -> Result<Principal, TokenRefused> {
     let name = claims
         .get(&settings.name_claim)
         .and_then(Value::as_str)
@@ -476,7 +483,7 @@ fn principal(settings: &IssuerSettings, claims: &Value) -> Result<Principal, Api
     {
         // The claim names an organisation whose sources the principal may publish: it must
         // be exactly an OIN, as everywhere else.
-        match value.as_str().filter(|oin| crate::identity::is_oin(oin)) {
+        match value.as_str().filter(|oin| super::is_oin(oin)) {
             Some(oin) => principal.oin = Some(oin.to_owned()),
             None => {
                 return Err(refused(format!(

@@ -1,7 +1,10 @@
 //! Who calls the hub: principals and their roles, the hash of a bearer token, the OIN
-//! check, and the client certificate a connection presented. The identity layer: it knows
+//! check, the client certificate a connection presented, and access tokens of trusted
+//! issuers (`tokens.rs`). The identity layer: it knows
 //! nothing of HTTP handlers or the store, and everything above it (the API, the server, the
 //! publish pipeline, the principals' writer) takes these types from here.
+
+pub mod tokens;
 
 use std::collections::BTreeSet;
 
