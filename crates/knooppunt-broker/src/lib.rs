@@ -23,9 +23,8 @@ use knooppunt_event::Event;
 use knooppunt_store::{ConfigDefaults, Store};
 use tokio::net::TcpListener;
 
-pub use api::auth::Authentication;
 pub use identity::tokens::IssuerSettings;
-pub use identity::{Principal, Role, hash_token, is_oin};
+pub use identity::{Authentication, Principal, Role, hash_token, is_oin};
 pub use ingest::{IngestCounters, IngestOptions, MIN_EVENT_BYTES};
 pub use knooppunt_filter::EvalLimits;
 pub use lifecycle::Quotas;

@@ -91,6 +91,40 @@ impl Principal {
     }
 }
 
+/// How requests are authenticated.
+#[derive(Debug, Clone)]
+pub enum Authentication {
+    /// The principals in the store, seeded at start with these (the hex SHA-256 of a
+    /// token, and its principal) where the store lacks them; and access tokens (JWTs) of
+    /// these issuers.
+    Enabled {
+        seeds: Vec<(String, Principal)>,
+        issuers: Vec<tokens::IssuerSettings>,
+    },
+    /// Every request acts as an admin. Only for development; the binary warns loudly.
+    Disabled,
+}
+
+impl Authentication {
+    /// Bearer tokens of principals given with the hex SHA-256 of their tokens (they seed the
+    /// store). A hash that is not 64 hex digits can never authenticate (the configuration
+    /// refuses such hashes before they get here).
+    pub fn tokens(principals: impl IntoIterator<Item = (String, Principal)>) -> Self {
+        Authentication::Enabled {
+            seeds: principals.into_iter().collect(),
+            issuers: Vec::new(),
+        }
+    }
+
+    /// Also accepts access tokens (JWTs) of these issuers.
+    pub fn with_issuers(self, issuers: Vec<tokens::IssuerSettings>) -> Self {
+        match self {
+            Authentication::Enabled { seeds, .. } => Authentication::Enabled { seeds, issuers },
+            Authentication::Disabled => Authentication::Disabled,
+        }
+    }
+}
+
 /// The hex SHA-256 of a token, as the configuration stores it.
 pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
