@@ -24,7 +24,7 @@ use knooppunt_store::{ConfigDefaults, Store};
 use tokio::net::TcpListener;
 
 pub use identity::tokens::IssuerSettings;
-pub use identity::{Authentication, Principal, Role, hash_token, is_oin};
+pub use identity::{Authentication, Oin, Principal, Role, hash_token, is_oin};
 pub use ingest::{IngestCounters, IngestOptions, MIN_EVENT_BYTES};
 pub use knooppunt_filter::EvalLimits;
 pub use lifecycle::Quotas;

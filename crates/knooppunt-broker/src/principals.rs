@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 
 use knooppunt_store::{Store, StoreError, StoredPrincipal};
 
-use crate::identity::{Principal, Role};
+use crate::identity::{Oin, Principal, Role};
 
 /// Where a principal came from.
 pub(crate) const FROM_API: &str = "api";
@@ -92,7 +92,8 @@ fn principal(record: &StoredPrincipal) -> Principal {
         roles,
         subscribe_type_prefixes: record.subscribe_type_prefixes.clone(),
         publish_source_prefixes: record.publish_source_prefixes.clone(),
-        oin: record.oin.clone(),
+        // Stored OINs were checked when they were written.
+        oin: record.oin.as_deref().and_then(Oin::parse),
     }
 }
 
@@ -122,7 +123,7 @@ pub(crate) fn seed_record(hash: &str, principal: &Principal, now: u64) -> Stored
         token_sha256: Some(hash.to_ascii_lowercase()),
         subscribe_type_prefixes: principal.subscribe_type_prefixes.clone(),
         publish_source_prefixes: principal.publish_source_prefixes.clone(),
-        oin: principal.oin.clone(),
+        oin: principal.oin.as_ref().map(ToString::to_string),
         disabled: false,
         origin: FROM_CONFIGURATION.into(),
         created_at: now,

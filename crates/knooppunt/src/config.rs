@@ -841,7 +841,7 @@ impl Config {
                 );
             }
             if let Some(oin) = &principal.oin {
-                if !knooppunt_broker::is_oin(oin) {
+                if knooppunt_broker::Oin::parse(oin).is_none() {
                     bail!("{key}.oin: an OIN is 20 digits, not `{oin}`");
                 }
                 if !oins.insert(oin) {
@@ -864,7 +864,7 @@ impl Config {
                         roles: p.roles.clone(),
                         subscribe_type_prefixes: p.subscribe_type_prefixes.clone(),
                         publish_source_prefixes: p.publish_source_prefixes.clone(),
-                        oin: p.oin.clone(),
+                        oin: p.oin.as_deref().and_then(knooppunt_broker::Oin::parse),
                     },
                 )
             })

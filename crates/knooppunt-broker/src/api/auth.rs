@@ -82,7 +82,7 @@ fn by_certificate(state: &AppState, certificate: &ClientCertificate) -> Result<C
         )));
     };
     admit(
-        state.principals.by_oin(oin),
+        state.principals.by_oin(oin.as_str()),
         &format!(
             "the client certificate is trusted, but OIN {oin} (no principal has it; an \
              administrator gives a principal this `oin`)"

@@ -36,7 +36,7 @@ pub struct Principal {
     pub publish_source_prefixes: Vec<String>,
     /// The OIN of the organisation it is: it publishes only `urn:nld:oin:<oin>:` sources,
     /// and a trusted client certificate with this OIN identifies it.
-    pub oin: Option<String>,
+    pub oin: Option<Oin>,
 }
 
 impl Role {
@@ -130,6 +130,29 @@ pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
+/// An OIN (Organisatie-identificatienummer): exactly 20 ASCII digits, checked once where it
+/// enters the hub (configuration, certificate, token claim, stored principal), so that a
+/// value of this type is always one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Oin(String);
+
+impl Oin {
+    /// `text` as an OIN, if it is one.
+    pub fn parse(text: &str) -> Option<Oin> {
+        is_oin(text).then(|| Oin(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Oin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Whether `text` is an OIN (Organisatie-identificatienummer): exactly 20 ASCII digits. The
 /// one check for OINs from the configuration, the API, client certificates and access
 /// tokens.
@@ -142,7 +165,7 @@ pub fn is_oin(text: &str) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct ClientCertificate {
     /// The OIN in the subject's serialNumber, when it has one.
-    pub(crate) oin: Option<String>,
+    pub(crate) oin: Option<Oin>,
     /// The subject, for messages.
     pub(crate) subject: String,
     /// Whether it chains to a trusted CA, and why not (checked at the handshake).
@@ -155,6 +178,15 @@ pub(crate) struct ClientCertificate {
 #[cfg(test)]
 mod tests {
     use super::is_oin;
+
+    #[test]
+    fn an_oin_value_is_always_one() {
+        assert_eq!(
+            super::Oin::parse("00000001823288444000").map(|o| o.to_string()),
+            Some("00000001823288444000".to_owned())
+        );
+        assert_eq!(super::Oin::parse("00000001823288444000:evil"), None);
+    }
 
     #[test]
     fn an_oin_is_twenty_digits() {

@@ -483,8 +483,8 @@ fn principal(settings: &IssuerSettings, claims: &Value) -> Result<Principal, Tok
     {
         // The claim names an organisation whose sources the principal may publish: it must
         // be exactly an OIN, as everywhere else.
-        match value.as_str().filter(|oin| super::is_oin(oin)) {
-            Some(oin) => principal.oin = Some(oin.to_owned()),
+        match value.as_str().and_then(super::Oin::parse) {
+            Some(oin) => principal.oin = Some(oin),
             None => {
                 return Err(refused(format!(
                     "the access token's `{claim}` claim must be an OIN (20 digits), not {value}"
