@@ -290,7 +290,7 @@ async fn run(
                 let leased = delivery.clone();
                 let sending = attempt(&inner, &subscription, config, delivery, &gone, connection);
                 if let Err(why) = CatchUnwind::new(sending).await {
-                    record_panic(&inner, &subscription, leased, probe, why).await;
+                    record_panic(&inner, &subscription, config, leased, probe, why).await;
                 }
             });
         }
@@ -303,8 +303,9 @@ async fn run(
 /// that its lease does not hold the queue and the event is not tried into the same panic
 /// again and again. The operator can redeliver it once the hub is fixed.
 async fn record_panic(
-    inner: &Inner,
+    inner: &Arc<Inner>,
     subscription: &Subscription,
+    config: DeliveryConfig,
     delivery: Delivery,
     probe: bool,
     why: String,
@@ -313,39 +314,22 @@ async fn record_panic(
     if probe {
         inner.connections.release_probe(&subscription.sink);
     }
-    let id = subscription.id.as_str();
+    tracing::error!(subscription = %subscription.id, seq = delivery.seq, panic = %why, "A delivery attempt failed inside the hub; the event is a dead letter.");
     let reason = format!(
         "the hub failed while delivering this event ({why}); it was made a dead letter so \
          that the subscription goes on: redeliver it once the hub is fixed"
     );
-    tracing::error!(subscription = id, seq = delivery.seq, panic = %why, "A delivery attempt failed inside the hub; the event is a dead letter.");
-    let at = now_ms();
-    let change = DeliveryChange::Attempted(Attempt {
-        subscription: id.to_owned(),
-        seq: delivery.seq,
-        lease: delivery.lease,
-        at,
-        status: None,
-        error: Some(reason.clone()),
-        verdict: Verdict::DeadLetter {
-            reason: reason.clone(),
-        },
-    });
-    if let Err(error) = inner.store.record(vec![change]).await {
-        tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a failed delivery attempt failed; the delivery will be tried again when its lease runs out.");
-    }
-    inner.observer.attempt("deadLetter", None, Duration::ZERO);
-    remember(
-        inner,
-        id,
-        LastDelivery {
-            at,
-            seq: delivery.seq,
-            status: None,
-            error: Some(reason),
-            outcome: "deadLetter",
-        },
-    );
+    // Recorded like any attempt that cannot be sent: a dead letter at once, with its reason.
+    let attempt = Attempted {
+        at: now_ms(),
+        started: std::time::Instant::now(),
+        delivery,
+        accepted_at: 0,
+        trace_id: None,
+    };
+    let response = Response::Failed(reason.clone());
+    let outcome = Outcome::Unsendable(reason);
+    record(inner, subscription, &config, attempt, &response, &outcome).await;
 }
 
 /// Keeps a subscription's last attempt for the API (a lock a panic poisoned still serves).

@@ -6,9 +6,16 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
+
+/// Nanoseconds since the first call: when a connection became idle, kept in an atomic, so
+/// that answering a request takes no lock.
+fn now_nanos() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
 
 use tokio::sync::Notify;
 
@@ -16,7 +23,7 @@ use tokio::sync::Notify;
 #[derive(Debug)]
 pub(crate) struct Connection {
     in_flight: AtomicUsize,
-    idle_since: Mutex<Instant>,
+    idle_since: AtomicU64,
     /// Told once, when the hub needs its slot: it closes once its requests are answered.
     pub(crate) close: Notify,
     closing: AtomicBool,
@@ -31,13 +38,13 @@ impl Connection {
     /// A request was answered.
     pub(crate) fn request_answered(&self) {
         if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            *self.idle_since.lock().expect("idle lock") = Instant::now();
+            self.idle_since.store(now_nanos(), Ordering::SeqCst);
         }
     }
 
-    fn idle_since(&self) -> Option<Instant> {
+    fn idle_since(&self) -> Option<u64> {
         (self.in_flight.load(Ordering::SeqCst) == 0 && !self.closing.load(Ordering::SeqCst))
-            .then(|| *self.idle_since.lock().expect("idle lock"))
+            .then(|| self.idle_since.load(Ordering::SeqCst))
     }
 }
 
@@ -88,7 +95,7 @@ impl Peers {
         *count += 1;
         let connection = Arc::new(Connection {
             in_flight: AtomicUsize::new(0),
-            idle_since: Mutex::new(Instant::now()),
+            idle_since: AtomicU64::new(now_nanos()),
             close: Notify::new(),
             closing: AtomicBool::new(false),
         });

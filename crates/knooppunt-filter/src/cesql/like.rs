@@ -144,6 +144,8 @@ struct Compiled {
     pieces: Vec<Piece>,
     /// The pattern split at its `%`s: `segments.len() == 1` when it has none.
     segments: Vec<Segment>,
+    /// The most machine words a segment's search keeps per character of the value.
+    words: usize,
 }
 
 impl PartialEq for LikePattern {
@@ -169,24 +171,22 @@ impl LikePattern {
             };
             pieces.push(piece);
         }
-        let segments = pieces
+        let segments: Vec<Segment> = pieces
             .split(|piece| *piece == Piece::AnyRun)
             .map(Segment::new)
             .collect();
-        LikePattern(Box::new(Compiled { pieces, segments }))
+        let words = segments.iter().map(Segment::words).max().unwrap_or(1);
+        LikePattern(Box::new(Compiled {
+            pieces,
+            segments,
+            words,
+        }))
     }
 
     /// What matching a value of `bytes` bytes costs at most, in word steps: the budget of a
     /// filter's evaluation is charged this before the match runs.
     pub fn cost(&self, bytes: usize) -> u64 {
-        let words = self
-            .0
-            .segments
-            .iter()
-            .map(Segment::words)
-            .max()
-            .unwrap_or(1);
-        (bytes as u64 + self.0.pieces.len() as u64).saturating_mul(words as u64)
+        (bytes as u64 + self.0.pieces.len() as u64).saturating_mul(self.0.words as u64)
     }
 
     /// Whether `value` matches, in time linear in `value` (see the module's documentation).
