@@ -536,6 +536,13 @@ async fn gone_disables_the_subscription_and_keeps_its_queue_as_dead_letters() {
     })
     .await;
     assert_eq!(body["lastDelivery"]["statusCode"], 410);
+    assert!(
+        body["disabledReason"]
+            .as_str()
+            .unwrap()
+            .contains("410 Gone"),
+        "the subscription says why it is disabled: {body}"
+    );
     let dead = dead_letters(&hub, &id, 3).await;
     assert_eq!(dead.len(), 3, "the failed one and the two still queued");
     publish(&hub, "after").await;

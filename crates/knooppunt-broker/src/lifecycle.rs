@@ -11,8 +11,8 @@ use knooppunt_delivery::{Deliverer, Gone, Handshake};
 use knooppunt_event::Event;
 use knooppunt_filter::{Criteria, EvalLimits, Limits, Routed};
 use knooppunt_store::{
-    DeadLetter, DeliveryChange, Store, StoreError, StoredEvent, Subscription, SubscriptionState,
-    Validation, now_ms,
+    Consent, DeadLetter, DeliveryChange, Disabled, Status, Store, StoreError, StoredEvent,
+    Subscription, SubscriptionState, Validation, now_ms,
 };
 
 use crate::registry::{self, Registry};
@@ -70,6 +70,16 @@ pub(crate) struct Replaced {
     pub(crate) needs_consent: bool,
 }
 
+/// What [`Subscriptions::consent_by_agreement`] found.
+#[derive(Debug)]
+pub(crate) enum Agreed {
+    /// The subscription is active, by agreement.
+    Recorded(Arc<Subscription>),
+    /// The subscription is disabled: it needs a new sink (or usable filters) first.
+    Disabled,
+    NoSubscription,
+}
+
 /// What [`Subscriptions::redeliver`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Redelivered {
@@ -97,7 +107,10 @@ impl Subscriptions {
             tracing::warn!(
                 subscription = %subscription.id,
                 owner = %subscription.owner,
-                reason = subscription.disabled_reason.as_deref().unwrap_or_default(),
+                reason = match &subscription.status {
+                Status::Disabled(why) => why.reason(),
+                _ => "",
+            },
                 "Subscription disabled: this hub cannot use its stored filters or config."
             );
         }
@@ -143,7 +156,7 @@ impl Subscriptions {
     pub(crate) fn count_by_state(&self) -> std::collections::BTreeMap<&'static str, u64> {
         let mut states = std::collections::BTreeMap::new();
         for subscription in self.read().all() {
-            *states.entry(subscription.state.as_str()).or_insert(0) += 1;
+            *states.entry(subscription.state().as_str()).or_insert(0) += 1;
         }
         states
     }
@@ -245,9 +258,16 @@ impl Subscriptions {
             Ok(criteria) => registry.put(subscription, criteria),
             // Stored filters this hub cannot read only come from start-up, which disabled
             // the subscription; keep it visible, unrouted.
-            Err(_) => {
+            Err(errors) => {
                 let mut disabled = subscription;
-                disabled.state = SubscriptionState::Disabled;
+                if disabled.state() != SubscriptionState::Disabled {
+                    let why = errors.iter().map(ToString::to_string).collect::<Vec<_>>();
+                    disabled.status = Status::Disabled(Disabled::Unusable(format!(
+                        "this hub cannot use the stored filters ({}); replace the \
+                         subscription with filters within its limits",
+                        why.join("; ")
+                    )));
+                }
                 registry.put_unrouted(disabled)
             }
         };
@@ -260,9 +280,12 @@ impl Subscriptions {
     /// Refused, changing nothing, when it takes its owner past the [`Quotas`].
     pub(crate) async fn create<E: From<StoreError> + From<QuotaExceeded>>(
         &self,
-        subscription: Subscription,
+        mut subscription: Subscription,
         criteria: Criteria,
     ) -> Result<Arc<Subscription>, E> {
+        // Every new subscription waits for its sink's consent.
+        subscription.status = Status::Pending { problem: None };
+        subscription.validation_token = Some(new_validation_token());
         let _writer = self.writes.lock().await;
         self.check_quotas(&subscription)?;
         self.store.insert_subscription(&subscription).await?;
@@ -294,17 +317,16 @@ impl Subscriptions {
         };
         let (mut replacement, criteria) = change(&existing)?;
         debug_assert_eq!(replacement.id, id);
-        let needs_consent = replacement.sink != existing.sink || existing.disabled_reason.is_some();
-        if !needs_consent {
-            replacement.state = existing.state;
-            replacement.validated_by = existing.validated_by;
+        let needs_consent = replacement.sink != existing.sink
+            || matches!(existing.status, Status::Disabled(Disabled::Unusable(_)));
+        if needs_consent {
+            replacement.status = Status::Pending { problem: None };
+            replacement.validation_token = Some(new_validation_token());
+        } else {
+            replacement.status = existing.status.clone();
             replacement
                 .validation_token
                 .clone_from(&existing.validation_token);
-            replacement.allowed_rate = existing.allowed_rate;
-            replacement
-                .validation_problem
-                .clone_from(&existing.validation_problem);
         }
         self.check_quotas(&replacement)?;
         if !self.store.update_subscription(&replacement).await? {
@@ -395,25 +417,23 @@ impl Subscriptions {
                 if current.validation_token.as_deref() != Some(token.as_str()) {
                     return false; // the sink changed meanwhile; its own handshake decides
                 }
-                match &answer {
-                    Handshake::Granted { allowed_rate } => {
-                        if current.state == SubscriptionState::Active {
-                            return false; // the callback came first
-                        }
-                        current.state = SubscriptionState::Active;
-                        current.validated_by = Some(Validation::Handshake);
-                        current.allowed_rate = *allowed_rate;
-                        current.validation_problem = None;
+                match (&answer, &current.status) {
+                    // The callback came first, or the subscription was disabled meanwhile.
+                    (_, Status::Active(_) | Status::Disabled(_)) => return false,
+                    (Handshake::Granted { allowed_rate }, Status::Pending { .. }) => {
+                        current.status = Status::Active(Consent {
+                            by: Some(Validation::Handshake),
+                            allowed_rate: *allowed_rate,
+                        });
                     }
-                    Handshake::Refused(why) | Handshake::Failed(why) => {
-                        if current.state != SubscriptionState::Pending {
-                            return false;
-                        }
-                        current.validation_problem = Some(format!(
-                            "the sink did not consent to deliveries ({why}); it may call the \
-                             callback URL sent in WebHook-Request-Callback, or an administrator \
-                             may record consent by agreement"
-                        ));
+                    (Handshake::Refused(why) | Handshake::Failed(why), Status::Pending { .. }) => {
+                        current.status = Status::Pending {
+                            problem: Some(format!(
+                                "the sink did not consent to deliveries ({why}); it may call \
+                                 the callback URL sent in WebHook-Request-Callback, or an \
+                                 administrator may record consent by agreement"
+                            )),
+                        };
                     }
                 }
                 true
@@ -451,12 +471,13 @@ impl Subscriptions {
         }
         let updated = self
             .update(id, |current| {
-                if !matches(current) || current.state != SubscriptionState::Pending {
+                if !matches(current) || current.state() != SubscriptionState::Pending {
                     return false;
                 }
-                current.state = SubscriptionState::Active;
-                current.validated_by = Some(Validation::Callback);
-                current.validation_problem = None;
+                current.status = Status::Active(Consent {
+                    by: Some(Validation::Callback),
+                    allowed_rate: None,
+                });
                 true
             })
             .await?;
@@ -467,22 +488,35 @@ impl Subscriptions {
     }
 
     /// An administrator records consent agreed outside the hub: the subscription becomes
-    /// active, unless it is disabled (its sink answered 410: it needs a new sink first).
-    /// Returns it as it is now; `None` when there is none.
-    pub(crate) async fn consent_by_agreement(
-        &self,
-        id: &str,
-    ) -> Result<Option<Arc<Subscription>>, StoreError> {
-        self.update(id, |current| {
-            if current.state == SubscriptionState::Disabled {
-                return false;
-            }
-            current.state = SubscriptionState::Active;
-            current.validated_by = Some(Validation::Agreement);
-            current.validation_problem = None;
-            true
+    /// active, unless it is disabled (its sink answered 410, or its stored filters are
+    /// unusable: it needs replacing first).
+    pub(crate) async fn consent_by_agreement(&self, id: &str) -> Result<Agreed, StoreError> {
+        let mut disabled = false;
+        let updated = self
+            .update(id, |current| {
+                let allowed_rate = match &current.status {
+                    Status::Disabled(_) => {
+                        disabled = true;
+                        return false;
+                    }
+                    Status::Active(consent) if consent.by == Some(Validation::Agreement) => {
+                        return false;
+                    }
+                    Status::Active(consent) => consent.allowed_rate,
+                    Status::Pending { .. } => None,
+                };
+                current.status = Status::Active(Consent {
+                    by: Some(Validation::Agreement),
+                    allowed_rate,
+                });
+                true
+            })
+            .await?;
+        Ok(match updated {
+            None => Agreed::NoSubscription,
+            Some(_) if disabled => Agreed::Disabled,
+            Some(subscription) => Agreed::Recorded(subscription),
         })
-        .await
     }
 
     /// Up to `limit` dead letters of subscription `id`, oldest first, after `after`.
@@ -528,7 +562,9 @@ impl Subscriptions {
         let _writer = self.writes.lock().await;
         match self.get(id) {
             None => return Ok(Redelivered::NoSubscription),
-            Some(s) if s.state == SubscriptionState::Disabled => return Ok(Redelivered::Disabled),
+            Some(s) if s.state() == SubscriptionState::Disabled => {
+                return Ok(Redelivered::Disabled);
+            }
             Some(_) => {}
         }
         if self.store.dead_letter(id, seq).await?.is_none() {
@@ -583,7 +619,7 @@ impl Subscriptions {
         let Some(current) = self.get(&gone.subscription) else {
             return false; // deleted meanwhile
         };
-        if current.sink != gone.sink || current.state == SubscriptionState::Disabled {
+        if current.sink != gone.sink || current.state() == SubscriptionState::Disabled {
             // Replaced with another sink (or already disabled): the 410 is the old sink's.
             self.deliverer.restart(&current);
             return false;
@@ -600,7 +636,7 @@ impl Subscriptions {
 
     async fn disable_gone(&self, current: &Subscription) -> Result<(), StoreError> {
         let mut disabled = current.clone();
-        disabled.state = SubscriptionState::Disabled;
+        disabled.status = Status::Disabled(Disabled::Gone);
         disabled.updated_at = now_ms();
         self.store.update_subscription(&disabled).await?;
         let retire = DeliveryChange::Retire {
@@ -616,6 +652,11 @@ impl Subscriptions {
         tracing::warn!(subscription = %id, %sink, "The sink answered 410 Gone; the subscription is disabled and its pending deliveries are dead letters.");
         Ok(())
     }
+}
+
+/// A fresh secret for a sink's validation callback URL.
+fn new_validation_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// Whether two secrets are equal, in time that does not depend on where they differ.
@@ -837,13 +878,15 @@ mod tests {
             })
             .await
             .unwrap();
+        // The new sink consents (a new sink always has to).
+        subscriptions.consent_by_agreement("s").await.unwrap();
         let old = Gone {
             subscription: "s".into(),
             sink: "https://old.example.nl/".into(),
         };
         assert!(!subscriptions.gone(&old).await, "the old sink's 410");
         assert_eq!(
-            subscriptions.get("s").unwrap().state,
+            subscriptions.get("s").unwrap().state(),
             SubscriptionState::Active
         );
         assert_eq!(routed(&hub), ["s"]);
@@ -854,9 +897,14 @@ mod tests {
         };
         assert!(subscriptions.gone(&new).await);
         let stored = store.subscription("s").await.unwrap().unwrap();
-        assert_eq!(stored.state, SubscriptionState::Disabled);
+        assert_eq!(stored.state(), SubscriptionState::Disabled);
         assert_eq!(
-            subscriptions.get("s").unwrap().state,
+            stored.status,
+            knooppunt_store::Status::Disabled(knooppunt_store::Disabled::Gone),
+            "disabled, saying why"
+        );
+        assert_eq!(
+            subscriptions.get("s").unwrap().state(),
             SubscriptionState::Disabled
         );
         assert!(

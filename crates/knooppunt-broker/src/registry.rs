@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use knooppunt_event::Event;
 use knooppunt_filter::{Criteria, EvalLimits, Filter, FilterError, Limits, MatchIndex, Routed};
-use knooppunt_store::{Subscription, SubscriptionState};
+use knooppunt_store::{Disabled, Status, Subscription, SubscriptionState};
 
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
@@ -65,8 +65,7 @@ impl Registry {
                         .join("; ")
                 ),
             };
-            subscription.state = SubscriptionState::Disabled;
-            subscription.disabled_reason = Some(problem);
+            subscription.status = Status::Disabled(Disabled::Unusable(problem));
             refused.push(subscription.clone());
             registry.put_unrouted(subscription);
         }
@@ -81,7 +80,7 @@ impl Registry {
     ) -> Arc<Subscription> {
         let subscription = Arc::new(subscription);
         // A disabled subscription is never routed to, so it is not in the index at all.
-        if subscription.state == SubscriptionState::Disabled {
+        if subscription.state() == SubscriptionState::Disabled {
             self.index.remove(&subscription.id);
         } else {
             self.index.insert(subscription.id.clone(), criteria);

@@ -189,7 +189,7 @@ impl Deliverer {
     /// Starts, restarts or stops the worker of a subscription after it was created, changed
     /// or loaded: only active subscriptions have one.
     pub fn sync(&self, subscription: &Arc<Subscription>) {
-        if subscription.state != SubscriptionState::Active || *self.inner.stop.borrow() {
+        if subscription.state() != SubscriptionState::Active || *self.inner.stop.borrow() {
             self.remove(&subscription.id);
             return;
         }

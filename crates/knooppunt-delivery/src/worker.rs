@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use knooppunt_event::trace_context::TraceContext;
 use knooppunt_store::{
-    Attempt, Delivery, DeliveryChange, DeliveryConfig, Ordering, StoredEvent, Subscription, Verdict,
+    Attempt, Delivery, DeliveryChange, DeliveryConfig, Ordering, Status, StoredEvent, Subscription,
+    Verdict,
 };
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
@@ -156,10 +157,12 @@ impl Settings {
             // Long enough for the wait for a connection and the attempt (each at most the
             // timeout) and recording the result.
             lease_ms: (2 * config.timeout + options.lease_margin).as_millis() as u64,
-            spacing: subscription
-                .allowed_rate
-                .filter(|rate| *rate > 0)
-                .map(|rate| Duration::from_secs_f64(60.0 / f64::from(rate))),
+            spacing: match &subscription.status {
+                Status::Active(consent) => consent.allowed_rate,
+                _ => None,
+            }
+            .filter(|rate| *rate > 0)
+            .map(|rate| Duration::from_secs_f64(60.0 / f64::from(rate))),
             subscription,
         }
     }

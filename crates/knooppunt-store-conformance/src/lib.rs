@@ -29,8 +29,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use knooppunt_store::{
-    Appended, Attempt, Delivery, DeliveryChange, Inspect, NewEvent, Store, StoreError,
-    StoredPrincipal, Subscription, SubscriptionState, Verdict,
+    Appended, Attempt, Delivery, DeliveryChange, Inspect, NewEvent, Status, Store, StoreError,
+    StoredPrincipal, Subscription, Verdict,
 };
 
 /// An hour in milliseconds: the duplicate window of the checks.
@@ -59,12 +59,8 @@ pub fn subscription(id: &str) -> Subscription {
         config: Default::default(),
         created_at: 1,
         updated_at: 1,
-        state: SubscriptionState::Active,
-        validated_by: None,
+        status: Status::default(),
         validation_token: None,
-        allowed_rate: None,
-        validation_problem: None,
-        disabled_reason: None,
         client_certificate: None,
     }
 }
@@ -192,6 +188,46 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
     );
     assert!(store.delete_subscription("b").await.unwrap().is_none());
     assert!(store.subscription("b").await.unwrap().is_none());
+    every_status_is_kept(backend, store).await;
+}
+
+/// Each state a subscription can be in reads back as written, with its details.
+async fn every_status_is_kept(backend: &mut impl Backend, store: Arc<dyn Inspect>) {
+    use knooppunt_store::{Consent, Disabled, Validation};
+    let statuses = [
+        Status::Pending { problem: None },
+        Status::Pending {
+            problem: Some("the sink answered 403".into()),
+        },
+        Status::Active(Consent {
+            by: Some(Validation::Handshake),
+            allowed_rate: Some(120),
+        }),
+        Status::Active(Consent {
+            by: Some(Validation::Agreement),
+            allowed_rate: None,
+        }),
+        Status::Disabled(Disabled::Gone),
+        Status::Disabled(Disabled::Unusable("filters beyond this hub".into())),
+    ];
+    let mut written = Vec::new();
+    for (i, status) in statuses.into_iter().enumerate() {
+        let mut s = subscription(&format!("status-{i}"));
+        s.status = status;
+        s.validation_token = Some(format!("token-{i}"));
+        store.insert_subscription(&s).await.unwrap();
+        written.push(s);
+    }
+    let store = backend.reopen(store).await;
+    for s in written {
+        assert_eq!(
+            store.subscription(&s.id).await.unwrap().unwrap(),
+            s,
+            "status {:?} as written",
+            s.status
+        );
+        store.delete_subscription(&s.id).await.unwrap();
+    }
 }
 
 /// A principal named `name` with every field set.

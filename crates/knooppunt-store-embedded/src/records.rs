@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    Attempt, ClientCertificate, DeliveryChange, HttpSettings, SinkCredential, StoredPrincipal,
-    Subscription, SubscriptionConfig, SubscriptionState, Validation, Verdict,
+    Attempt, ClientCertificate, DeliveryChange, HttpSettings, SinkCredential, Status,
+    StatusColumns, StoredPrincipal, Subscription, SubscriptionConfig, SubscriptionState,
+    Validation, Verdict,
 };
 use serde::{Deserialize, Serialize};
 
@@ -102,6 +103,7 @@ enum ValidationRecord {
 
 impl From<&Subscription> for SubscriptionRecord {
     fn from(s: &Subscription) -> Self {
+        let columns = s.status.columns();
         SubscriptionRecord {
             id: s.id.clone(),
             owner: s.owner.clone(),
@@ -150,20 +152,20 @@ impl From<&Subscription> for SubscriptionRecord {
             config: s.config.values().clone(),
             created_at: s.created_at,
             updated_at: s.updated_at,
-            state: match s.state {
+            state: match columns.state {
                 SubscriptionState::Active => StateRecord::Active,
                 SubscriptionState::Pending => StateRecord::Pending,
                 SubscriptionState::Disabled => StateRecord::Disabled,
             },
-            validated_by: s.validated_by.map(|v| match v {
+            validated_by: columns.validated_by.map(|v| match v {
                 Validation::Handshake => ValidationRecord::Handshake,
                 Validation::Callback => ValidationRecord::Callback,
                 Validation::Agreement => ValidationRecord::Agreement,
             }),
             validation_token: s.validation_token.clone(),
-            allowed_rate: s.allowed_rate,
-            validation_problem: s.validation_problem.clone(),
-            disabled_reason: s.disabled_reason.clone(),
+            allowed_rate: columns.allowed_rate,
+            validation_problem: columns.validation_problem,
+            disabled_reason: columns.disabled_reason,
         }
     }
 }
@@ -214,20 +216,22 @@ impl From<SubscriptionRecord> for Subscription {
             config: SubscriptionConfig::stored(r.config),
             created_at: r.created_at,
             updated_at: r.updated_at,
-            state: match r.state {
-                StateRecord::Active => SubscriptionState::Active,
-                StateRecord::Pending => SubscriptionState::Pending,
-                StateRecord::Disabled => SubscriptionState::Disabled,
-            },
-            validated_by: r.validated_by.map(|v| match v {
-                ValidationRecord::Handshake => Validation::Handshake,
-                ValidationRecord::Callback => Validation::Callback,
-                ValidationRecord::Agreement => Validation::Agreement,
+            status: Status::from_columns(StatusColumns {
+                state: match r.state {
+                    StateRecord::Active => SubscriptionState::Active,
+                    StateRecord::Pending => SubscriptionState::Pending,
+                    StateRecord::Disabled => SubscriptionState::Disabled,
+                },
+                validated_by: r.validated_by.map(|v| match v {
+                    ValidationRecord::Handshake => Validation::Handshake,
+                    ValidationRecord::Callback => Validation::Callback,
+                    ValidationRecord::Agreement => Validation::Agreement,
+                }),
+                allowed_rate: r.allowed_rate,
+                validation_problem: r.validation_problem,
+                disabled_reason: r.disabled_reason,
             }),
             validation_token: r.validation_token,
-            allowed_rate: r.allowed_rate,
-            validation_problem: r.validation_problem,
-            disabled_reason: r.disabled_reason,
         }
     }
 }
@@ -421,14 +425,15 @@ mod tests {
             "source":null,"types":[],"types_empty":true,"filters":[],
             "protocol_settings":{"headers":{"X-Key":"v"},"method":null},
             "sink_credential":{"credentialtype":"PLAIN","identifier":"hub","secret":"s"},
-            "config":{"mode":"binary"},"created_at":1,"updated_at":2,"state":"pending",
+            "config":{"mode":"binary"},"created_at":1,"updated_at":2,"state":"disabled",
             "validated_by":"callback","filter_problem":"why"}"#;
         let record: SubscriptionRecord = serde_json::from_str(old).unwrap();
         let subscription = Subscription::from(record);
         assert_eq!(subscription.types, Some(vec![]));
-        assert_eq!(subscription.state, SubscriptionState::Pending);
-        assert_eq!(subscription.validated_by, Some(Validation::Callback));
-        assert_eq!(subscription.disabled_reason.as_deref(), Some("why"));
+        assert_eq!(
+            subscription.status,
+            Status::Disabled(knooppunt_store::Disabled::Unusable("why".into()))
+        );
         assert_eq!(
             subscription.delivery_config().mode,
             knooppunt_store::DeliveryMode::Binary

@@ -29,12 +29,8 @@ fn subscription(id: &str) -> Subscription {
         config: Default::default(),
         created_at: 1,
         updated_at: 1,
-        state: knooppunt_store::SubscriptionState::Active,
-        validated_by: None,
+        status: knooppunt_store::Status::default(),
         validation_token: None,
-        allowed_rate: None,
-        validation_problem: None,
-        disabled_reason: None,
         client_certificate: None,
     }
 }

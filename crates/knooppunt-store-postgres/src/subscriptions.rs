@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    ClientCertificate, HttpSettings, SinkCredential, StoreError, Subscription, SubscriptionConfig,
-    SubscriptionState, Validation,
+    ClientCertificate, HttpSettings, SinkCredential, Status, StatusColumns, StoreError,
+    Subscription, SubscriptionConfig, SubscriptionState, Validation,
 };
 use serde_json::{Value, json};
 use tokio_postgres::Row;
@@ -73,6 +73,7 @@ impl Params {
 }
 
 pub(crate) fn params(s: &Subscription) -> Params {
+    let columns = s.status.columns();
     Params {
         id: s.id.clone(),
         owner: s.owner.clone(),
@@ -109,12 +110,12 @@ pub(crate) fn params(s: &Subscription) -> Params {
         config: json!(s.config.values()),
         created_at: s.created_at as i64,
         updated_at: s.updated_at as i64,
-        state: s.state.as_str(),
-        validated_by: s.validated_by.map(Validation::as_str),
+        state: columns.state.as_str(),
+        validated_by: columns.validated_by.map(Validation::as_str),
         validation_token: s.validation_token.clone(),
-        allowed_rate: s.allowed_rate.map(|r| r as i32),
-        validation_problem: s.validation_problem.clone(),
-        disabled_reason: s.disabled_reason.clone(),
+        allowed_rate: columns.allowed_rate.map(|r| r as i32),
+        validation_problem: columns.validation_problem,
+        disabled_reason: columns.disabled_reason,
         client_certificate: s
             .client_certificate
             .as_ref()
@@ -206,12 +207,14 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
         config: SubscriptionConfig::stored(config),
         created_at: row.get::<_, i64>(11) as u64,
         updated_at: row.get::<_, i64>(12) as u64,
-        state,
-        validated_by,
+        status: Status::from_columns(StatusColumns {
+            state,
+            validated_by,
+            allowed_rate: row.get::<_, Option<i32>>(16).map(|r| r as u32),
+            validation_problem: row.get(17),
+            disabled_reason: row.get(18),
+        }),
         validation_token: row.get(15),
-        allowed_rate: row.get::<_, Option<i32>>(16).map(|r| r as u32),
-        validation_problem: row.get(17),
-        disabled_reason: row.get(18),
         client_certificate,
         id,
     })

@@ -22,9 +22,10 @@ pub use queue::{
     Swept, Verdict,
 };
 pub use subscription::{
-    CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, DeliveryConfig,
-    DeliveryMode, HttpSettings, Ordering, SinkCredential, Subscription, SubscriptionConfig,
-    SubscriptionState, Validation, parse_iso8601_duration,
+    CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, Consent,
+    DeliveryConfig, DeliveryMode, Disabled, HttpSettings, Ordering, SinkCredential, Status,
+    StatusColumns, Subscription, SubscriptionConfig, SubscriptionState, Validation,
+    parse_iso8601_duration,
 };
 
 /// Milliseconds since the Unix epoch: the hub's one clock for stored times.

@@ -33,21 +33,19 @@ pub struct Subscription {
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
     pub updated_at: u64,
-    /// Whether the sink receives deliveries.
-    pub state: SubscriptionState,
-    /// How the sink's consent was established, once it was.
-    pub validated_by: Option<Validation>,
-    /// The secret in the validation callback URL offered to the sink; never returned by
-    /// the API.
+    /// Where it is in its life: pending consent, active, or disabled (and why). Written by
+    /// the hub's subscription lifecycle only.
+    pub status: Status,
+    /// The secret in the validation callback URL offered to the current sink (the
+    /// credential of its consent by callback); never returned by the API.
     pub validation_token: Option<String>,
-    /// The delivery rate the sink allowed in the handshake (`WebHook-Allowed-Rate`,
-    /// requests per minute), if it set one.
-    pub allowed_rate: Option<u32>,
-    /// Why the last handshake did not make the subscription active, while it is pending.
-    pub validation_problem: Option<String>,
-    /// Why the hub disabled the subscription at start-up: its stored filters or `config`
-    /// are beyond what this hub accepts (it stays disabled until it is replaced).
-    pub disabled_reason: Option<String>,
+}
+
+impl Subscription {
+    /// The state without its details.
+    pub fn state(&self) -> SubscriptionState {
+        self.status.state()
+    }
 }
 
 /// A subscription's `config`: every key of [`CONFIG_KEYS`] with its value as text (as the
@@ -118,8 +116,125 @@ impl SubscriptionConfig {
     }
 }
 
-/// Whether a subscription's sink receives deliveries (NL GOV webhook guideline: a sink must
-/// consent before it receives anything).
+/// Where a subscription is in its life, with what belongs to that state and nothing else
+/// (NL GOV webhook guideline: a sink must consent before it receives anything).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Waiting for the sink's consent: matching events are queued, not delivered.
+    Pending {
+        /// Why the last handshake did not make it active, once one was tried.
+        problem: Option<String>,
+    },
+    /// The sink consented: deliveries flow.
+    Active(Consent),
+    /// Nothing is delivered or queued any more; what was pending became dead letters.
+    Disabled(Disabled),
+}
+
+impl Default for Status {
+    /// Active without a recorded consent: a subscription from before the hub asked sinks.
+    fn default() -> Self {
+        Status::Active(Consent::default())
+    }
+}
+
+/// How a sink consented.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Consent {
+    /// How it was established; `None` for subscriptions from before the hub asked sinks.
+    pub by: Option<Validation>,
+    /// The delivery rate the sink allowed in the handshake (`WebHook-Allowed-Rate`,
+    /// requests per minute), if it set one.
+    pub allowed_rate: Option<u32>,
+}
+
+/// Why a subscription is disabled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disabled {
+    /// The sink answered 410 Gone. A replacement with another sink asks that one.
+    Gone,
+    /// This hub cannot use the stored filters or `config` (why): it stays disabled until it
+    /// is replaced.
+    Unusable(String),
+}
+
+impl Disabled {
+    /// What the API says of it.
+    pub fn reason(&self) -> &str {
+        match self {
+            Disabled::Gone => {
+                "the sink answered 410 Gone: nothing is delivered any more and what was \
+                 pending became dead letters; replace the subscription with another sink"
+            }
+            Disabled::Unusable(why) => why,
+        }
+    }
+}
+
+impl Status {
+    /// The state without its details.
+    pub fn state(&self) -> SubscriptionState {
+        match self {
+            Status::Pending { .. } => SubscriptionState::Pending,
+            Status::Active(_) => SubscriptionState::Active,
+            Status::Disabled(_) => SubscriptionState::Disabled,
+        }
+    }
+
+    /// The columns a backend keeps a status in. The two directions are one mapping, so
+    /// every backend reads what any wrote: a disabled subscription without a reason was
+    /// disabled by a 410.
+    pub fn columns(&self) -> StatusColumns {
+        let mut columns = StatusColumns {
+            state: self.state(),
+            validated_by: None,
+            allowed_rate: None,
+            validation_problem: None,
+            disabled_reason: None,
+        };
+        match self {
+            Status::Pending { problem } => columns.validation_problem.clone_from(problem),
+            Status::Active(consent) => {
+                columns.validated_by = consent.by;
+                columns.allowed_rate = consent.allowed_rate;
+            }
+            Status::Disabled(Disabled::Gone) => {}
+            Status::Disabled(Disabled::Unusable(why)) => {
+                columns.disabled_reason = Some(why.clone())
+            }
+        }
+        columns
+    }
+
+    /// The status kept in `columns` (what does not belong to its state is ignored).
+    pub fn from_columns(columns: StatusColumns) -> Status {
+        match columns.state {
+            SubscriptionState::Pending => Status::Pending {
+                problem: columns.validation_problem,
+            },
+            SubscriptionState::Active => Status::Active(Consent {
+                by: columns.validated_by,
+                allowed_rate: columns.allowed_rate,
+            }),
+            SubscriptionState::Disabled => Status::Disabled(match columns.disabled_reason {
+                None => Disabled::Gone,
+                Some(why) => Disabled::Unusable(why),
+            }),
+        }
+    }
+}
+
+/// A [`Status`] as loose columns, for backends that keep it so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusColumns {
+    pub state: SubscriptionState,
+    pub validated_by: Option<Validation>,
+    pub allowed_rate: Option<u32>,
+    pub validation_problem: Option<String>,
+    pub disabled_reason: Option<String>,
+}
+
+/// A subscription's state without its details: whether its sink receives deliveries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum SubscriptionState {
     /// The sink consented: deliveries flow.
@@ -127,8 +242,7 @@ pub enum SubscriptionState {
     Active,
     /// Waiting for the sink's consent: matching events are queued, not delivered.
     Pending,
-    /// The sink answered 410 Gone: nothing is delivered or queued any more; what was pending
-    /// became dead letters.
+    /// Nothing is delivered or queued any more.
     Disabled,
 }
 

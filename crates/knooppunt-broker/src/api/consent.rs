@@ -9,7 +9,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
-use knooppunt_store::{Subscription, SubscriptionState};
+use knooppunt_store::Subscription;
 use serde_json::json;
 
 use super::BASE_PATH;
@@ -17,6 +17,7 @@ use super::auth::{Caller, Role};
 use super::problem::ApiError;
 use super::subscriptions::{not_found, resource};
 use crate::AppState;
+use crate::lifecycle::Agreed;
 
 /// Where the sink can reach the hub: the configured public URL, or the `Host` the client
 /// used.
@@ -64,7 +65,7 @@ pub(crate) async fn callback(
         .consent_by_callback(&id, &token)
         .await?
         .ok_or_else(|| ApiError::NotFound("there is no such validation callback".into()))?;
-    Ok(Json(json!({"subscription": id, "state": updated.state.as_str()})).into_response())
+    Ok(Json(json!({"subscription": id, "state": updated.state().as_str()})).into_response())
 }
 
 /// `POST /v1/subscriptions/{id}/validation`: an administrator records the sink's consent,
@@ -75,18 +76,17 @@ pub(crate) async fn agreement(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Admin, "record a sink's consent by agreement")?;
-    let updated = state
-        .subscriptions
-        .consent_by_agreement(&id)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
-    if updated.state == SubscriptionState::Disabled {
-        return Err(ApiError::Conflict(
-            "the subscription is disabled because its sink answered 410 Gone; give it a new \
-             sink with PUT"
-                .into(),
-        ));
-    }
+    let updated = match state.subscriptions.consent_by_agreement(&id).await? {
+        Agreed::Recorded(subscription) => subscription,
+        Agreed::NoSubscription => return Err(not_found(&id)),
+        Agreed::Disabled => {
+            return Err(ApiError::Conflict(
+                "the subscription is disabled (its sink answered 410 Gone, or this hub cannot \
+                 use its stored filters); give it a new sink or filters with PUT"
+                    .into(),
+            ));
+        }
+    };
     tracing::info!(subscription = %id, by = %caller.0.name, "Consent recorded by agreement.");
     Ok(Json(resource(&state, &updated)).into_response())
 }

@@ -914,13 +914,14 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                                                   answered 410 Gone (nothing is delivered or queued, what was pending became dead letters), \
                                                   or the stored filters break the hub's limits (see disabledReason)."},
                         "validatedBy": {"type": "string", "readOnly": true, "enum": ["handshake", "callback", "agreement"],
-                                        "description": "How the sink's consent was established."},
+                                        "description": "While active: how the sink's consent was established."},
                         "validationProblem": {"type": "string", "readOnly": true,
                                               "description": "While pending: why the handshake did not make it active."},
                         "disabledReason": {"type": "string", "readOnly": true,
-                                           "description": "Why the hub disabled the subscription at start-up: its stored filters break \
-                                                           the hub's filter limits. Replacing it with filters within the limits \
-                                                           brings it back (through the validation handshake)."},
+                                           "description": "While disabled: why. The sink answered 410 Gone (replace the \
+                                                           subscription with another sink), or its stored filters break the hub's \
+                                                           filter limits (replacing it with filters within the limits brings it back, \
+                                                           through the validation handshake)."},
                         "filterBudget": {
                             "type": "object", "readOnly": true,
                             "description": "Present when the subscription's filters ran out of their evaluation budget on \

@@ -9,8 +9,8 @@ use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_event::validate::syntax;
 use knooppunt_filter::{Criteria, Filter};
 use knooppunt_store::{
-    ClientCertificate, ConfigDefaults, HttpSettings, SinkCredential, Subscription,
-    SubscriptionConfig, SubscriptionState,
+    ClientCertificate, ConfigDefaults, HttpSettings, SinkCredential, Status, Subscription,
+    SubscriptionConfig,
 };
 use serde_json::{Map, Value, json};
 
@@ -678,19 +678,21 @@ pub(crate) fn representation(subscription: &Subscription, last: Option<LastDeliv
         );
     }
     object.insert("config".into(), json!(subscription.config.values()));
-    object.insert("state".into(), json!(subscription.state.as_str()));
-    if let Some(by) = subscription.validated_by {
-        object.insert("validatedBy".into(), json!(by.as_str()));
-    }
-    if subscription.state == SubscriptionState::Pending
-        && let Some(problem) = &subscription.validation_problem
-    {
-        object.insert("validationProblem".into(), json!(problem));
-    }
-    if subscription.state == SubscriptionState::Disabled
-        && let Some(problem) = &subscription.disabled_reason
-    {
-        object.insert("disabledReason".into(), json!(problem));
+    object.insert("state".into(), json!(subscription.state().as_str()));
+    match &subscription.status {
+        Status::Pending { problem } => {
+            if let Some(problem) = problem {
+                object.insert("validationProblem".into(), json!(problem));
+            }
+        }
+        Status::Active(consent) => {
+            if let Some(by) = consent.by {
+                object.insert("validatedBy".into(), json!(by.as_str()));
+            }
+        }
+        Status::Disabled(why) => {
+            object.insert("disabledReason".into(), json!(why.reason()));
+        }
     }
     if let Some(last) = last {
         let mut delivery = Map::new();

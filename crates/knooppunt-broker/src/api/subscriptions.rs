@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use http::header::{ALLOW, LOCATION};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_filter::Filter;
-use knooppunt_store::{Subscription, SubscriptionState, now_ms};
+use knooppunt_store::{Status, Subscription, now_ms};
 use serde_json::Value;
 
 use super::auth::{Caller, Role};
@@ -181,12 +181,9 @@ fn build(id: String, owner: String, input: SubscriptionInput, created_at: u64) -
         config: input.config,
         created_at,
         updated_at: now_ms(),
-        state: SubscriptionState::Pending,
-        validated_by: None,
-        validation_token: Some(uuid::Uuid::new_v4().simple().to_string()),
-        allowed_rate: None,
-        validation_problem: None,
-        disabled_reason: None,
+        // The lifecycle decides: pending with a new token, or the current consent kept.
+        status: Status::Pending { problem: None },
+        validation_token: None,
     }
 }
 
@@ -237,13 +234,13 @@ pub(crate) async fn create(
     let criteria = input.criteria.clone();
     let id = uuid::Uuid::now_v7().to_string();
     let subscription = build(id.clone(), caller.0.name.clone(), input, now_ms());
-    state
+    let created = state
         .subscriptions
-        .create::<ApiError>(subscription.clone(), criteria)
+        .create::<ApiError>(subscription, criteria)
         .await?;
-    let sink = knooppunt_delivery::redact_sink(&subscription.sink);
+    let sink = knooppunt_delivery::redact_sink(&created.sink);
     tracing::info!(subscription = %id, owner = %caller.0.name, %sink, "Subscription created.");
-    let subscription = consent::handshake(&state, subscription, &headers).await?;
+    let subscription = consent::handshake(&state, Subscription::clone(&created), &headers).await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/subscriptions/{id}"))
         .expect("ids are header-safe");
     Ok((
