@@ -181,40 +181,181 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
     found
 }
 
-/// Inside the broker, the HTTP API is the top layer: nothing below it (the server, the
-/// identity types, the publish pipeline, the writers of subscriptions and principals, the
-/// registry, the metrics) imports it; only `lib.rs`, which wires the hub, names it. The
-/// identity layer (`identity/`) imports nothing of the crate at all.
+/// Inside the broker, each module may import only the modules below it, as this table says
+/// (top down): the wiring (`lib.rs`) over the HTTP adapter (`api/`) over the application
+/// layer (`app.rs`: the services, the store private to it) over the domain (the publish
+/// pipeline, the writers of subscriptions and principals) over the registry and the
+/// metrics, with the transport (`server/`) and the identity layer (`identity/`) at the
+/// bottom. No module imports one above it or beside it, so there is no import cycle; no
+/// module but the wiring names the crate root. Test modules (`#[cfg(test)]` to the end of a
+/// file) may reach further.
+const BROKER_LAYERS: &[(&str, &[&str])] = &[
+    (
+        "api",
+        &[
+            "app",
+            "ingest",
+            "lifecycle",
+            "principals",
+            "telemetry",
+            "identity",
+            "server",
+        ],
+    ),
+    (
+        "app",
+        &[
+            "ingest",
+            "lifecycle",
+            "principals",
+            "telemetry",
+            "identity",
+            "server",
+        ],
+    ),
+    ("ingest", &["lifecycle", "telemetry", "identity"]),
+    ("principals", &["identity"]),
+    ("lifecycle", &["registry", "identity"]),
+    ("registry", &[]),
+    ("telemetry", &[]),
+    ("server", &["identity"]),
+    ("identity", &[]),
+];
+
+/// The modules of the crate `crate::…` or `super::…` names in `code` (a file of module
+/// `dir`, top-level when empty); `"<root>"` for an item of the crate root.
+fn crate_imports(code: &str, nested: bool) -> Vec<String> {
+    let mut found = Vec::new();
+    let root_prefixes: &[&str] = if nested {
+        &["crate::", "super::super::"]
+    } else {
+        &["crate::", "super::"]
+    };
+    for prefix in root_prefixes {
+        let mut rest = code;
+        while let Some(at) = rest.find(prefix) {
+            // `super::super::` also contains `super::`; count each use once.
+            let before = &rest[..at];
+            rest = &rest[at + prefix.len()..];
+            if !nested && *prefix == "super::" && before.ends_with("super::") {
+                continue;
+            }
+            let names: Vec<&str> = if let Some(group) = rest.strip_prefix('{') {
+                let mut depth = 1;
+                let end = group
+                    .char_indices()
+                    .find(|&(_, c)| {
+                        depth += match c {
+                            '{' => 1,
+                            '}' => -1,
+                            _ => 0,
+                        };
+                        depth == 0
+                    })
+                    .map_or(group.len(), |(i, _)| i);
+                let mut names = Vec::new();
+                let mut depth = 0;
+                let mut start = 0;
+                for (i, c) in group[..end].char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => {
+                            names.push(&group[start..i]);
+                            start = i + 1;
+                        }
+                        _ => {}
+                    }
+                }
+                names.push(&group[start..end]);
+                names
+            } else {
+                vec![rest]
+            };
+            for name in names {
+                let first: String = name
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !first.is_empty() && first != "self" {
+                    found.push(first);
+                }
+            }
+        }
+    }
+    found
+}
+
 #[test]
-fn nothing_in_the_broker_imports_its_api_but_the_wiring() {
+fn the_broker_is_layered_without_cycles() {
     let sources = broker_sources("");
     assert!(sources.len() > 10, "the broker's sources are found");
+    // The table is a strict order: each module imports only modules listed after it.
+    for (i, (module, allowed)) in BROKER_LAYERS.iter().enumerate() {
+        for lower in *allowed {
+            let position = BROKER_LAYERS.iter().position(|(m, _)| m == lower);
+            assert!(
+                position.is_some_and(|p| p > i),
+                "`{module}` may import `{lower}`, which is not below it"
+            );
+        }
+    }
+    let modules: Vec<&str> = BROKER_LAYERS.iter().map(|(m, _)| *m).collect();
     let mut upward = Vec::new();
     for (name, text) in &sources {
-        if name.starts_with("api/") || name == "lib.rs" {
+        if name == "lib.rs" {
             continue;
         }
-        for (number, line) in text.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or_default();
-            if code.contains("crate::api") || code.contains("super::api") {
-                upward.push(format!("{name}:{}: {}", number + 1, line.trim()));
+        let module = name.split(['/', '.']).next().unwrap();
+        let Some((_, allowed)) = BROKER_LAYERS.iter().find(|(m, _)| *m == module) else {
+            panic!("{name}: module `{module}` has no place in the broker's layers; add it");
+        };
+        let code: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap()
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
+        for imported in crate_imports(&code, name.contains('/')) {
+            if imported == module {
+                continue;
+            }
+            let fine = modules.contains(&imported.as_str()) && allowed.contains(&imported.as_str());
+            if !fine {
+                let what = if modules.contains(&imported.as_str()) {
+                    format!("`{imported}`")
+                } else {
+                    format!("`{imported}` of the crate root (the wiring)")
+                };
+                upward.push(format!("{name} ({module}) imports {what}"));
             }
         }
     }
     assert!(
         upward.is_empty(),
-        "imports of the API from below it:\n{}",
+        "imports against the broker's layers:\n{}",
         upward.join("\n")
     );
-    let identity: Vec<&(String, String)> = sources
-        .iter()
-        .filter(|(name, _)| name.starts_with("identity/"))
-        .collect();
-    assert!(!identity.is_empty(), "the identity layer");
-    for (name, text) in identity {
-        assert!(
-            !text.contains("crate::") && !text.contains("super::super"),
-            "{name}: the identity layer imports nothing of the crate"
-        );
-    }
+}
+
+/// The checker itself sees single, grouped and nested imports, and the root through `super`.
+#[test]
+fn the_layer_checker_reads_imports() {
+    let code = "use crate::app::AppState;\nuse crate::{ingest::{self, Receipt}, telemetry};\n\
+                fn f() { crate::server::run(); super::Hub::x(); }";
+    assert_eq!(
+        crate_imports(code, false),
+        ["app", "ingest", "telemetry", "server", "Hub"]
+    );
+    assert_eq!(
+        crate_imports("use super::page;", true),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        crate_imports("use super::super::AppState;", true),
+        ["AppState"]
+    );
 }

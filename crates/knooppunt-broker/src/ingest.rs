@@ -1,20 +1,74 @@
 //! What the hub does with published events before it answers, as a pipeline of stages:
-//! [`accept`] validates the decoded events against the profile, checks the publisher may
+//! [`Pipeline::accept`] validates the decoded events against the profile, checks the publisher may
 //! publish their sources, routes them, commits them with their deliveries to the store
 //! (the 2xx waits for that), wakes the workers, and counts. Decoding and the HTTP answer
 //! are `api/events.rs`'s.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use knooppunt_delivery::Deliverer;
 use knooppunt_event::trace_context::TraceContext;
 use knooppunt_event::{ProfileLevel, ReceivedEvent, Severity, Violation, Violations, validate};
-use knooppunt_store::{Appended, NewEvent, StoreError};
+use knooppunt_filter::EvalLimits;
+use knooppunt_store::{Appended, NewEvent, Store, StoreError};
 use serde::Serialize;
 
-use crate::AppState;
 use crate::identity::Principal;
-use crate::telemetry::Rejection;
+use crate::lifecycle::Subscriptions;
+use crate::telemetry::{IngestCounters, Rejection, Telemetry};
+
+/// The publish pipeline and what it needs: the store it commits to, the subscriptions it
+/// routes to (read through the lifecycle) and the workers it wakes.
+pub(crate) struct Pipeline {
+    pub(crate) options: IngestOptions,
+    pub(crate) counters: IngestCounters,
+    store: Arc<dyn Store>,
+    subscriptions: Arc<Subscriptions>,
+    deliverer: Deliverer,
+    telemetry: Arc<Telemetry>,
+    eval_limits: EvalLimits,
+    /// Blocking threads that evaluate costly publishes' filters ([`ROUTING_THREADS`]).
+    routing_slots: tokio::sync::Semaphore,
+}
+
+impl Pipeline {
+    pub(crate) fn new(
+        options: IngestOptions,
+        store: Arc<dyn Store>,
+        subscriptions: Arc<Subscriptions>,
+        deliverer: Deliverer,
+        telemetry: Arc<Telemetry>,
+        eval_limits: EvalLimits,
+    ) -> Pipeline {
+        Pipeline {
+            options,
+            counters: IngestCounters::default(),
+            store,
+            subscriptions,
+            deliverer,
+            telemetry,
+            eval_limits,
+            routing_slots: tokio::sync::Semaphore::new(ROUTING_THREADS),
+        }
+    }
+
+    /// The pipeline for decoded events (`batched`: they came as a batch, so problems carry
+    /// their positions). All or none: one refused event refuses them all.
+    pub(crate) async fn accept(
+        &self,
+        publisher: &Principal,
+        received: Vec<ReceivedEvent>,
+        batched: bool,
+    ) -> Result<Vec<Receipt>, Refused> {
+        accept(self, publisher, received, batched).await
+    }
+
+    /// Counts refused events, by why (also those refused before they reach the pipeline).
+    pub(crate) fn rejected(&self, why: Rejection, count: usize) {
+        rejected(self, why, count)
+    }
+}
 
 /// The spec's floor: intermediaries must forward events of 64 KiB or less.
 pub const MIN_EVENT_BYTES: usize = 64 * 1024;
@@ -52,31 +106,6 @@ impl Default for IngestOptions {
     }
 }
 
-/// Counts of what happened to published events.
-#[derive(Debug, Default)]
-pub struct IngestCounters {
-    /// Accepted and stored (duplicates excluded).
-    pub accepted: AtomicU64,
-    /// Accepted events that matched no subscription.
-    pub unmatched: AtomicU64,
-    /// Acknowledged again without routing.
-    pub duplicates: AtomicU64,
-    /// Deliveries created.
-    pub deliveries: AtomicU64,
-    /// Rejected events (invalid, too large, not allowed).
-    pub rejected: AtomicU64,
-}
-
-impl IngestCounters {
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-}
-
 pub(crate) use knooppunt_store::now_ms;
 
 /// What the hub says about one published event.
@@ -109,21 +138,19 @@ pub(crate) enum Refused {
 }
 
 /// Counts refused events, by why.
-pub(crate) fn rejected(state: &AppState, why: Rejection, count: usize) {
-    IngestCounters::add(&state.counters.rejected, count as u64);
-    state.telemetry.rejected(why, count);
+fn rejected(pipeline: &Pipeline, why: Rejection, count: usize) {
+    IngestCounters::add(&pipeline.counters.rejected, count as u64);
+    pipeline.telemetry.rejected(why, count);
 }
 
-/// The pipeline for decoded events (`batched`: they came as a batch, so problems carry
-/// their positions). All or none: one refused event refuses them all.
-pub(crate) async fn accept(
-    state: &AppState,
+async fn accept(
+    pipeline: &Pipeline,
     publisher: &Principal,
     received: Vec<ReceivedEvent>,
     batched: bool,
 ) -> Result<Vec<Receipt>, Refused> {
-    let warnings = check(state, &received, batched)?;
-    authorize(state, publisher, &received)?;
+    let warnings = check(pipeline, &received, batched)?;
+    authorize(pipeline, publisher, &received)?;
     // Each event's trace context, for the log (only read when debug logging is on).
     let traces: Vec<Option<TraceContext>> = if tracing::enabled!(tracing::Level::DEBUG) {
         received
@@ -133,7 +160,7 @@ pub(crate) async fn accept(
     } else {
         Vec::new()
     };
-    let routed = route(state, received).await;
+    let routed = route(pipeline, received).await;
     // What the receipts need; the events themselves move into the store.
     let receipted: Vec<Receipted> = routed
         .iter()
@@ -143,8 +170,8 @@ pub(crate) async fn accept(
             matched: e.subscriptions.len(),
         })
         .collect();
-    let outcomes = commit(state, routed).await?;
-    Ok(count(state, receipted, outcomes, warnings, &traces))
+    let outcomes = commit(pipeline, routed).await?;
+    Ok(count(pipeline, receipted, outcomes, warnings, &traces))
 }
 
 /// An event as its receipt names it.
@@ -156,14 +183,14 @@ struct Receipted {
 
 /// The profile's checks: the warnings of each event, or every problem of the invalid ones.
 fn check(
-    state: &AppState,
+    pipeline: &Pipeline,
     received: &[ReceivedEvent],
     batched: bool,
 ) -> Result<Vec<Vec<Violation>>, Refused> {
     let mut warnings = Vec::with_capacity(received.len());
     let mut problems = Vec::new();
     for (index, event) in received.iter().enumerate() {
-        match validate::check(&event.event, state.ingest.profile) {
+        match validate::check(&event.event, pipeline.options.profile) {
             Ok(found) => warnings.push(found),
             Err(violations) => problems.push((batched.then_some(index), violations)),
         }
@@ -171,7 +198,7 @@ fn check(
     if problems.is_empty() {
         Ok(warnings)
     } else {
-        rejected(state, Rejection::Invalid, received.len());
+        rejected(pipeline, Rejection::Invalid, received.len());
         Err(Refused::Invalid(problems))
     }
 }
@@ -179,7 +206,7 @@ fn check(
 /// A publisher limited to source prefixes publishes only sources within them; one with an
 /// OIN only sources of its organisation (`urn:nld:oin:<OIN>:`, NL GOV profile).
 fn authorize(
-    state: &AppState,
+    pipeline: &Pipeline,
     publisher: &Principal,
     received: &[ReceivedEvent],
 ) -> Result<(), Refused> {
@@ -194,7 +221,7 @@ fn authorize(
                 .any(|prefix| e.event.source().starts_with(prefix.as_str()))
     };
     if let Some(event) = received.iter().find(outside) {
-        rejected(state, Rejection::Forbidden, received.len());
+        rejected(pipeline, Rejection::Forbidden, received.len());
         return Err(Refused::Forbidden(format!(
             "principal `{}` may publish only sources starting with `{}`; event `{}` has source `{}`",
             publisher.name,
@@ -211,7 +238,7 @@ fn authorize(
         .iter()
         .find(|e| !e.event.source().starts_with(own.as_str()))
     {
-        rejected(state, Rejection::Forbidden, received.len());
+        rejected(pipeline, Rejection::Forbidden, received.len());
         return Err(Refused::Forbidden(format!(
             "principal `{}` is organisation OIN {oin} and may publish only sources starting \
              with `{own}`; event `{}` has source `{}`",
@@ -228,10 +255,10 @@ fn authorize(
 /// [`INLINE_UNITS`] the rest moves to a blocking thread (at most [`ROUTING_THREADS`] at
 /// once), so that no publish, however costly its events are to match, holds an async worker
 /// (and every other client) for longer than a slice.
-async fn route(state: &AppState, received: Vec<ReceivedEvent>) -> Vec<NewEvent> {
-    let telemetry = &state.telemetry;
-    let limits = state.eval_limits;
-    let mut routed = state.subscriptions.route(
+async fn route(pipeline: &Pipeline, received: Vec<ReceivedEvent>) -> Vec<NewEvent> {
+    let telemetry = &pipeline.telemetry;
+    let limits = pipeline.eval_limits;
+    let mut routed = pipeline.subscriptions.route(
         received.iter().map(|r| &r.event),
         limits,
         INLINE_UNITS,
@@ -239,7 +266,7 @@ async fn route(state: &AppState, received: Vec<ReceivedEvent>) -> Vec<NewEvent> 
     );
     let mut received = received;
     if routed.iter().any(|r| !r.rest.is_empty()) {
-        let _slot = state
+        let _slot = pipeline
             .routing_slots
             .acquire()
             .await
@@ -260,7 +287,9 @@ async fn route(state: &AppState, received: Vec<ReceivedEvent>) -> Vec<NewEvent> 
         .collect();
     if !over_budget.is_empty() {
         IngestCounters::add(&telemetry.filter_over_budget, over_budget.len() as u64);
-        state.subscriptions.note_over_budget(&over_budget, now_ms());
+        pipeline
+            .subscriptions
+            .note_over_budget(&over_budget, now_ms());
         // Debug, not warn: a costly filter and a busy publisher must not flood the log; the
         // subscription's filterBudget and the metric say it.
         tracing::debug!(
@@ -286,34 +315,34 @@ async fn route(state: &AppState, received: Vec<ReceivedEvent>) -> Vec<NewEvent> 
 const INLINE_UNITS: u64 = 256 * 1024;
 
 /// How many blocking threads evaluate costly publishes at once; more wait their turn.
-pub(crate) const ROUTING_THREADS: usize = 2;
+const ROUTING_THREADS: usize = 2;
 
 /// Appends the events with their deliveries (durable when it returns), then wakes the
 /// workers of the subscriptions they were routed to.
-async fn commit(state: &AppState, routed: Vec<NewEvent>) -> Result<Vec<Appended>, Refused> {
-    let window = state.ingest.dedupe_window.as_millis() as u64;
+async fn commit(pipeline: &Pipeline, routed: Vec<NewEvent>) -> Result<Vec<Appended>, Refused> {
+    let window = pipeline.options.dedupe_window.as_millis() as u64;
     let wake: Vec<String> = routed
         .iter()
         .flat_map(|e| e.subscriptions.iter().cloned())
         .collect();
-    let outcomes = state
+    let outcomes = pipeline
         .store
         .append_events(routed, now_ms(), window)
         .await
         .map_err(Refused::Store)?;
-    state.deliverer.wake(&wake);
+    pipeline.deliverer.wake(&wake);
     Ok(outcomes)
 }
 
 /// Counts what happened and writes the receipts.
 fn count(
-    state: &AppState,
+    pipeline: &Pipeline,
     receipted: Vec<Receipted>,
     outcomes: Vec<Appended>,
     warnings: Vec<Vec<Violation>>,
     traces: &[Option<TraceContext>],
 ) -> Vec<Receipt> {
-    let counters = &state.counters;
+    let counters = &pipeline.counters;
     receipted
         .into_iter()
         .zip(outcomes)
@@ -330,7 +359,7 @@ fn count(
             } else {
                 IngestCounters::add(&counters.accepted, 1);
                 IngestCounters::add(&counters.deliveries, matched as u64);
-                state.telemetry.matches.observe(matched as f64);
+                pipeline.telemetry.matches.observe(matched as f64);
                 if matched == 0 {
                     IngestCounters::add(&counters.unmatched, 1);
                 }

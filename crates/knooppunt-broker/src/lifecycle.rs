@@ -9,12 +9,13 @@ use std::sync::{Arc, RwLock};
 
 use knooppunt_delivery::{Deliverer, Gone, Handshake};
 use knooppunt_event::Event;
-use knooppunt_filter::{Criteria, EvalLimits, Limits, Routed};
+use knooppunt_filter::{Criteria, EvalLimits, Filter, Limits, Routed};
 use knooppunt_store::{
     Consent, DeadLetter, DeliveryChange, Disabled, Status, Store, StoreError, StoredEvent,
     Subscription, SubscriptionState, Validation, now_ms,
 };
 
+use crate::identity::Principal;
 use crate::registry::{self, Registry};
 
 /// How much one principal may subscribe: what its filters cost every published event is
@@ -654,6 +655,54 @@ impl Subscriptions {
     }
 }
 
+/// A principal limited to some type prefixes must constrain `type` to them, through `types`
+/// or an `exact` or `prefix` filter on `type`.
+pub(crate) fn may_subscribe(
+    principal: &Principal,
+    types: Option<&[String]>,
+    criteria: &Criteria,
+) -> Result<(), String> {
+    let prefixes = &principal.subscribe_type_prefixes;
+    if prefixes.is_empty() || principal.is_admin() {
+        return Ok(());
+    }
+    let allowed = |ty: &str| {
+        prefixes
+            .iter()
+            .any(|prefix| ty.starts_with(prefix.as_str()))
+    };
+    let listed = prefixes.join("`, `");
+    if let Some(types) = types.filter(|types| !types.is_empty()) {
+        return match types.iter().find(|ty| !allowed(ty)) {
+            None => Ok(()),
+            Some(ty) => Err(format!(
+                "principal `{}` may not subscribe to type `{ty}`: allowed type prefixes are `{listed}`",
+                principal.name
+            )),
+        };
+    }
+    fn constrained(filters: &[Filter], allowed: &dyn Fn(&str) -> bool) -> bool {
+        filters.iter().any(|filter| match filter {
+            Filter::Exact(map) | Filter::Prefix(map) => map.get("type").is_some_and(|t| allowed(t)),
+            Filter::All(inner) => constrained(inner, allowed),
+            _ => false,
+        })
+    }
+    if constrained(&criteria.filters, &allowed) {
+        return Ok(());
+    }
+    Err(format!(
+        "principal `{}` may only subscribe to types starting with `{listed}`: set `types`, or an \
+         `exact` or `prefix` filter on `type`, within those",
+        principal.name
+    ))
+}
+
+/// Whether `principal` sees (and may change) `subscription`: its owner, or an admin.
+pub(crate) fn visible_to(principal: &Principal, subscription: &Subscription) -> bool {
+    principal.is_admin() || subscription.owner == principal.name
+}
+
 /// A fresh secret for a sink's validation callback URL.
 fn new_validation_token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
@@ -695,7 +744,7 @@ mod tests {
     use knooppunt_store_embedded::SledStore;
 
     use crate::identity::{Principal, Role};
-    use crate::ingest::{self, Refused};
+    use crate::ingest::Refused;
     use crate::{Authentication, Hub, HubOptions};
 
     /// A hub on a fresh embedded store, without any listener.
@@ -936,38 +985,40 @@ mod tests {
             event("1", "urn:nld:oin:1:systeem:a"),
             event("2", "urn:nld:oin:2:systeem:b"),
         ];
-        let refused = ingest::accept(state, &publisher, outside, true).await;
+        let refused = state.publishing.accept(&publisher, outside, true).await;
         assert!(
             matches!(&refused, Err(Refused::Forbidden(why)) if why.contains("urn:nld:oin:2:systeem:b")),
             "{refused:?}"
         );
         assert_eq!(
-            crate::IngestCounters::get(&state.counters.rejected),
+            crate::IngestCounters::get(&state.publishing.counters.rejected),
             2,
             "both events of the refused batch"
         );
         assert_eq!(store.queue_stats().await.unwrap()[0].pending, 0);
 
-        let receipts = ingest::accept(
-            state,
-            &publisher,
-            vec![event("1", "urn:nld:oin:1:systeem:a")],
-            false,
-        )
-        .await
-        .unwrap();
+        let receipts = state
+            .publishing
+            .accept(
+                &publisher,
+                vec![event("1", "urn:nld:oin:1:systeem:a")],
+                false,
+            )
+            .await
+            .unwrap();
         assert_eq!(
             (receipts[0].duplicate, receipts[0].matched_subscriptions),
             (false, 1)
         );
-        let again = ingest::accept(
-            state,
-            &publisher,
-            vec![event("1", "urn:nld:oin:1:systeem:a")],
-            false,
-        )
-        .await
-        .unwrap();
+        let again = state
+            .publishing
+            .accept(
+                &publisher,
+                vec![event("1", "urn:nld:oin:1:systeem:a")],
+                false,
+            )
+            .await
+            .unwrap();
         assert_eq!(
             (again[0].duplicate, again[0].sequence),
             (true, receipts[0].sequence)

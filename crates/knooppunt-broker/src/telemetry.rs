@@ -10,7 +10,30 @@ use std::time::Duration;
 
 use knooppunt_store::{QueueStats, SubscriptionState};
 
-use crate::ingest::IngestCounters;
+/// Counts of what happened to published events.
+#[derive(Debug, Default)]
+pub struct IngestCounters {
+    /// Accepted and stored (duplicates excluded).
+    pub accepted: AtomicU64,
+    /// Accepted events that matched no subscription.
+    pub unmatched: AtomicU64,
+    /// Acknowledged again without routing.
+    pub duplicates: AtomicU64,
+    /// Deliveries created.
+    pub deliveries: AtomicU64,
+    /// Rejected events (invalid, too large, not allowed).
+    pub rejected: AtomicU64,
+}
+
+impl IngestCounters {
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
 
 /// Why a publish was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

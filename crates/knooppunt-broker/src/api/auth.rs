@@ -13,7 +13,7 @@ use http::request::Parts;
 use sha2::{Digest, Sha256};
 
 use super::problem::ApiError;
-use crate::AppState;
+use crate::app::AppState;
 pub(crate) use crate::identity::ClientCertificate;
 pub use crate::identity::{Authentication, Principal, Role, hash_token};
 use crate::principals::Found;

@@ -16,7 +16,7 @@ use super::BASE_PATH;
 use super::auth::{Caller, Role};
 use super::problem::ApiError;
 use super::subscriptions::{not_found, resource};
-use crate::AppState;
+use crate::app::AppState;
 use crate::lifecycle::Agreed;
 
 /// Where the sink can reach the hub: the configured public URL, or the `Host` the client

@@ -17,7 +17,7 @@ use super::auth::{Caller, Role};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, visible};
-use crate::AppState;
+use crate::app::AppState;
 use crate::lifecycle::Redelivered;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET";

@@ -18,8 +18,8 @@ use tracing::Instrument;
 
 use super::auth::{Caller, Role};
 use super::problem::{ApiError, InvalidParam};
-use crate::AppState;
-use crate::ingest::{self, Receipt, Refused, rejected};
+use crate::app::AppState;
+use crate::ingest::{Receipt, Refused};
 use crate::telemetry::Rejection;
 
 /// The answer to a batch.
@@ -102,7 +102,7 @@ async fn accept(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Publisher, "publish events")?;
-    let options = &state.ingest;
+    let options = &state.publishing.options;
     let body = body.map_err(|rejection| {
         let too_large = rejection.status() == StatusCode::PAYLOAD_TOO_LARGE;
         let why = if too_large {
@@ -110,7 +110,7 @@ async fn accept(
         } else {
             Rejection::Unreadable
         };
-        rejected(&state, why, 1);
+        state.publishing.rejected(why, 1);
         if too_large {
             ApiError::PayloadTooLarge(format!(
                 "the body is larger than this hub accepts ({} bytes for a batch, {} for one event)",
@@ -128,7 +128,9 @@ async fn accept(
         .map(|(name, value)| name.as_str().len() + value.len())
         .sum();
     if mode == ContentMode::Binary && ce_headers == 0 {
-        rejected(&state, Rejection::UnsupportedMediaType, 1);
+        state
+            .publishing
+            .rejected(Rejection::UnsupportedMediaType, 1);
         let content_type = headers.get(CONTENT_TYPE).map_or("none".into(), |v| {
             String::from_utf8_lossy(v.as_bytes()).into_owned()
         });
@@ -145,19 +147,21 @@ async fn accept(
         ))
     };
     if mode != ContentMode::Batched && body.len() + ce_headers > options.max_event_bytes {
-        rejected(&state, Rejection::TooLarge, 1);
+        state.publishing.rejected(Rejection::TooLarge, 1);
         return Err(too_large(body.len() + ce_headers, "the event"));
     }
 
     let received: Vec<ReceivedEvent> = match binding::decode(&headers, &body) {
         Err(DecodeError::UnsupportedFormat(content_type)) => {
-            rejected(&state, Rejection::UnsupportedMediaType, 1);
+            state
+                .publishing
+                .rejected(Rejection::UnsupportedMediaType, 1);
             return Err(ApiError::UnsupportedMediaType(
                 DecodeError::UnsupportedFormat(content_type).to_string(),
             ));
         }
         Err(DecodeError::Invalid(violations)) => {
-            rejected(&state, Rejection::Invalid, 1);
+            state.publishing.rejected(Rejection::Invalid, 1);
             return Err(invalid_events(vec![(None, violations)]));
         }
         Ok(Message::Single(event)) => vec![*event],
@@ -169,7 +173,7 @@ async fn accept(
                     Ok(event) => {
                         let size = event.json.as_deref().map_or(0, str::len);
                         if size > options.max_event_bytes {
-                            rejected(&state, Rejection::TooLarge, 1);
+                            state.publishing.rejected(Rejection::TooLarge, 1);
                             return Err(too_large(size, &format!("event [{index}] of the batch")));
                         }
                         events.push(event);
@@ -178,14 +182,16 @@ async fn accept(
                 }
             }
             if !problems.is_empty() {
-                rejected(&state, Rejection::Invalid, problems.len() + events.len());
+                state
+                    .publishing
+                    .rejected(Rejection::Invalid, problems.len() + events.len());
                 return Err(invalid_events(problems));
             }
             events
         }
     };
     let batched = mode == ContentMode::Batched;
-    let receipts = match ingest::accept(&state, &caller.0, received, batched).await {
+    let receipts = match state.publishing.accept(&caller.0, received, batched).await {
         Ok(receipts) => receipts,
         Err(Refused::Invalid(problems)) => return Err(invalid_events(problems)),
         Err(Refused::Forbidden(detail)) => return Err(ApiError::Forbidden(detail)),

@@ -31,17 +31,21 @@ use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
 use self::problem::ApiError;
-use crate::AppState;
+use crate::app::AppState;
 
-pub use crate::{API_VERSION, BASE_PATH};
+/// The major version in every path.
+pub const BASE_PATH: &str = "/v1";
+/// The full API version, sent as `API-Version` on every response and in the OpenAPI document.
+pub const API_VERSION: &str = "1.0.0";
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     let not_allowed =
         |allow: &'static str| move || async move { ApiError::MethodNotAllowed { allow } };
     let body_limit = state
-        .ingest
+        .publishing
+        .options
         .max_batch_bytes
-        .max(state.ingest.max_event_bytes);
+        .max(state.publishing.options.max_event_bytes);
     let body_timeout = state.server.body_timeout;
     Router::new()
         .route(

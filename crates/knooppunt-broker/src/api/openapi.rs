@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::subscriptions::{COLLECTION_ALLOW, ITEM_ALLOW};
 use super::{API_VERSION, BASE_PATH};
-use crate::AppState;
+use crate::app::AppState;
 
 pub(crate) async fn serve(State(state): State<Arc<AppState>>) -> Response {
     let mut response = Json(document(&state.subscription_defaults)).into_response();

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::auth::{Caller, Role};
 use super::problem::{ApiError, PROBLEM_JSON};
-use crate::AppState;
+use crate::app::AppState;
 
 /// `GET /healthz`: 200 while the process serves requests.
 pub(crate) async fn healthz() -> Response {
@@ -26,7 +26,7 @@ pub(crate) async fn healthz() -> Response {
 /// `GET /readyz`: 200 when the store takes writes and the delivery workers run, none of
 /// them stuck; 503 with the failing check otherwise.
 pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    let store = match state.store.check().await {
+    let store = match state.store_check().await {
         Ok(()) => "ok".to_owned(),
         Err(error) => error.to_string(),
     };
@@ -86,7 +86,7 @@ pub(crate) async fn open_metrics(State(state): State<Arc<AppState>>) -> Response
 }
 
 async fn exposition(state: &AppState) -> Response {
-    let queues = match state.store.queue_stats().await {
+    let queues = match state.queue_stats().await {
         Ok(queues) => queues,
         Err(error) => {
             tracing::warn!(%error, "Reading the queue statistics for /metrics failed.");
@@ -94,10 +94,12 @@ async fn exposition(state: &AppState) -> Response {
         }
     };
     let states = state.subscriptions.count_by_state();
-    let mut body =
-        state
-            .telemetry
-            .render(&state.counters, &queues, &states, crate::ingest::now_ms());
+    let mut body = state.telemetry.render(
+        &state.publishing.counters,
+        &queues,
+        &states,
+        crate::ingest::now_ms(),
+    );
     crate::telemetry::render_worker_health(&mut body, &state.deliverer.health());
     (
         [(

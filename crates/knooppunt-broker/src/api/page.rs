@@ -10,8 +10,8 @@ use http::header::LINK;
 use knooppunt_event::binding::percent::encode_component;
 use serde_json::Value;
 
+use super::BASE_PATH;
 use super::problem::InvalidParam;
-use crate::BASE_PATH;
 
 /// Items per page unless the client asks otherwise.
 pub(crate) const DEFAULT_PAGE_SIZE: usize = 100;

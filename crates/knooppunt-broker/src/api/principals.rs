@@ -19,7 +19,7 @@ use super::JsonBody;
 use super::auth::{Caller, Role, hash_token};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
-use crate::AppState;
+use crate::app::AppState;
 use crate::principals::FROM_API;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";

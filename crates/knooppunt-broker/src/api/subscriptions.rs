@@ -8,7 +8,6 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::header::{ALLOW, LOCATION};
 use http::{HeaderMap, HeaderValue, StatusCode};
-use knooppunt_filter::Filter;
 use knooppunt_store::{Status, Subscription, now_ms};
 use serde_json::Value;
 
@@ -17,7 +16,8 @@ use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::subscription_body::{self, SubscriptionInput, representation};
 use super::{BASE_PATH, JsonBody, consent};
-use crate::AppState;
+use crate::app::AppState;
+use crate::lifecycle;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE, OPTIONS";
@@ -122,47 +122,13 @@ fn read_body(state: &AppState, body: &Value) -> Result<SubscriptionInput, ApiErr
     })
 }
 
-/// A principal limited to some type prefixes must constrain `type` to them, through `types`
-/// or an `exact` or `prefix` filter on `type`.
 fn check_type_permission(caller: &Caller, input: &SubscriptionInput) -> Result<(), ApiError> {
-    let prefixes = &caller.0.subscribe_type_prefixes;
-    if prefixes.is_empty() || caller.0.is_admin() {
-        return Ok(());
-    }
-    let allowed = |ty: &str| {
-        prefixes
-            .iter()
-            .any(|prefix| ty.starts_with(prefix.as_str()))
-    };
-    let listed = prefixes.join("`, `");
-    if let Some(types) = input.types.as_ref().filter(|types| !types.is_empty()) {
-        return match types.iter().find(|ty| !allowed(ty)) {
-            None => Ok(()),
-            Some(ty) => Err(ApiError::Forbidden(format!(
-                "principal `{}` may not subscribe to type `{ty}`: allowed type prefixes are `{listed}`",
-                caller.0.name
-            ))),
-        };
-    }
-    fn constrained(filters: &[Filter], allowed: &dyn Fn(&str) -> bool) -> bool {
-        filters.iter().any(|filter| match filter {
-            Filter::Exact(map) | Filter::Prefix(map) => map.get("type").is_some_and(|t| allowed(t)),
-            Filter::All(inner) => constrained(inner, allowed),
-            _ => false,
-        })
-    }
-    if constrained(&input.criteria.filters, &allowed) {
-        return Ok(());
-    }
-    Err(ApiError::Forbidden(format!(
-        "principal `{}` may only subscribe to types starting with `{listed}`: set `types`, or an \
-         `exact` or `prefix` filter on `type`, within those",
-        caller.0.name
-    )))
+    lifecycle::may_subscribe(&caller.0, input.types.as_deref(), &input.criteria)
+        .map_err(ApiError::Forbidden)
 }
 
 pub(crate) fn visible(caller: &Caller, subscription: &Subscription) -> bool {
-    caller.0.is_admin() || subscription.owner == caller.0.name
+    lifecycle::visible_to(&caller.0, subscription)
 }
 
 /// A new subscription, pending until its sink consents.

@@ -15,8 +15,6 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-use crate::API_VERSION;
-
 pub(crate) struct Guarded<S> {
     stream: S,
     idle: Duration,
@@ -25,10 +23,12 @@ pub(crate) struct Guarded<S> {
     last_traffic: Instant,
     /// A rewritten answer still to be written, and how much of it was.
     replacement: Option<(Vec<u8>, usize)>,
+    /// Header lines the rewritten answers carry.
+    headers: std::sync::Arc<str>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Guarded<S> {
-    pub(crate) fn new(stream: S, idle: Duration) -> Guarded<S> {
+    pub(crate) fn new(stream: S, idle: Duration, headers: std::sync::Arc<str>) -> Guarded<S> {
         let now = Instant::now();
         Guarded {
             stream,
@@ -36,6 +36,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Guarded<S> {
             timer: Box::pin(tokio::time::sleep_until(now + idle)),
             last_traffic: now,
             replacement: None,
+            headers,
         }
     }
 
@@ -89,7 +90,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Guarded<S> {
 
 /// The problem+json answer that replaces hyper's empty answer `head`, if it is one. Called on
 /// every write, so it rules out everything else with a glance at the status line.
-fn replacement_for(head: &[u8]) -> Option<Vec<u8>> {
+fn replacement_for(head: &[u8], headers: &str) -> Option<Vec<u8>> {
     if head.len() < 16 || !head.starts_with(b"HTTP/1.1 4") {
         return None;
     }
@@ -131,7 +132,7 @@ fn replacement_for(head: &[u8]) -> Option<Vec<u8>> {
     Some(
         format!(
             "HTTP/1.1 {status} {title}\r\ncontent-type: application/problem+json\r\n\
-             content-length: {}\r\napi-version: {API_VERSION}\r\nconnection: close\r\n\r\n{body}",
+             content-length: {}\r\n{headers}connection: close\r\n\r\n{body}",
             body.len()
         )
         .into_bytes(),
@@ -169,7 +170,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         ready!(this.poll_replacement(cx))?;
-        if let Some(replacement) = replacement_for(buf) {
+        if let Some(replacement) = replacement_for(buf, &this.headers) {
             this.replacement = Some((replacement, 0));
             // What hyper wrote is accounted for; the replacement goes out on flush.
             return Poll::Ready(Ok(buf.len()));
@@ -185,7 +186,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
     ) -> Poll<io::Result<usize>> {
         let mut parts = bufs.iter().filter(|b| !b.is_empty());
         if let (Some(only), None) = (parts.next(), parts.next())
-            && replacement_for(only).is_some()
+            && replacement_for(only, &self.headers).is_some()
         {
             return self.poll_write(cx, only);
         }
@@ -220,14 +221,18 @@ mod tests {
     fn only_hypers_empty_error_answers_are_replaced() {
         let hyper =
             b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
-        let replaced = String::from_utf8(replacement_for(hyper).unwrap()).unwrap();
+        let replaced =
+            String::from_utf8(replacement_for(hyper, "api-version: 1\r\n").unwrap()).unwrap();
         assert!(replaced.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
         assert!(replaced.contains("content-type: application/problem+json\r\n"));
+        assert!(replaced.contains("\r\napi-version: 1\r\n"));
         assert!(replaced.ends_with("}"));
         let ours = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\ncontent-length: 0\r\n\r\n";
-        assert!(replacement_for(ours).is_none());
+        assert!(replacement_for(ours, "").is_none());
         let with_body = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 12\r\n\r\n";
-        assert!(replacement_for(with_body).is_none());
-        assert!(replacement_for(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n").is_none());
+        assert!(replacement_for(with_body, "").is_none());
+        assert!(
+            replacement_for(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n", "").is_none()
+        );
     }
 }

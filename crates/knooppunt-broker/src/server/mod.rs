@@ -97,12 +97,14 @@ fn with_client(
 
 /// Serves `router` on `listener` within `limits` (over TLS with `tls`) until `shutdown`
 /// completes, then lets the requests in flight finish (kept-alive connections are closed
-/// once idle).
+/// once idle). `headers` (lines of `name: value\r\n`) go on the answers the server writes
+/// itself: the transport knows nothing else of the application it carries.
 pub(crate) async fn run(
     listener: TcpListener,
     router: axum::Router,
     limits: ServerLimits,
     tls: Option<TlsSettings>,
+    headers: Arc<str>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
@@ -138,7 +140,12 @@ pub(crate) async fn run(
             },
         };
         let Some(admitted) = peers.admit(peer.ip(), limits.max_connections_per_peer) else {
-            refuse(&stream, tls.is_none(), limits.max_connections_per_peer);
+            refuse(
+                &stream,
+                tls.is_none(),
+                limits.max_connections_per_peer,
+                &headers,
+            );
             continue;
         };
         // A slot: a free one, or the one the longest idle connection gives back.
@@ -153,12 +160,13 @@ pub(crate) async fn run(
             }
         };
         let _ = stream.set_nodelay(true);
-        let (router, http, acceptor, tls, stop) = (
+        let (router, http, acceptor, tls, stop, headers) = (
             router.clone(),
             http.clone(),
             acceptor.clone(),
             tls.clone(),
             stopping.subscribe(),
+            Arc::clone(&headers),
         );
         tokio::spawn(async move {
             let connection = Arc::clone(&admitted.connection);
@@ -183,7 +191,11 @@ pub(crate) async fn run(
                         }
                     };
                     let client = tls.client(stream.get_ref().1.peer_certificates());
-                    let io = TokioIo::new(connection::Guarded::new(stream, limits.idle_timeout));
+                    let io = TokioIo::new(connection::Guarded::new(
+                        stream,
+                        limits.idle_timeout,
+                        headers,
+                    ));
                     let service = TowerToHyperService::new(with_client(
                         router,
                         client,
@@ -192,7 +204,11 @@ pub(crate) async fn run(
                     serve(http.serve_connection(io, service), &connection, stop).await
                 }
                 _ => {
-                    let io = TokioIo::new(connection::Guarded::new(stream, limits.idle_timeout));
+                    let io = TokioIo::new(connection::Guarded::new(
+                        stream,
+                        limits.idle_timeout,
+                        headers,
+                    ));
                     let service = TowerToHyperService::new(with_client(
                         router,
                         None,
@@ -259,14 +275,14 @@ async fn serve<C: hyper_util::server::graceful::GracefulConnection>(
 
 /// A connection of a peer past its limit: answered 429 (on plain HTTP, if the socket takes
 /// the few bytes at once; it is never waited for) and closed.
-fn refuse(stream: &tokio::net::TcpStream, plain: bool, limit: usize) {
+fn refuse(stream: &tokio::net::TcpStream, plain: bool, limit: usize, headers: &str) {
     if plain {
         let body = format!(
             r#"{{"type":"urn:knooppunt:problem:too-many-connections","title":"Too many connections","status":429,"detail":"this address has {limit} connections open to the hub, the most one client may have (server.max_connections_per_peer): reuse or close one"}}"#
         );
         let answer = format!(
             "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/problem+json\r\n\
-             retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+             retry-after: 1\r\n{headers}connection: close\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
         );
         let _ = stream.try_write(answer.as_bytes());

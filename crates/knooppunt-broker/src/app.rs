@@ -1,0 +1,324 @@
+//! The application layer: the hub's services as the HTTP API reaches them (the publish
+//! pipeline, the one writer of subscriptions, the one writer of principals, the token
+//! issuers, the delivery workers, the metrics), built from the options, and the background
+//! tasks that keep them in step with the store. The store itself is private here: handlers
+//! reach it only through these services.
+
+use std::sync::Arc;
+
+use knooppunt_delivery::Deliverer;
+use knooppunt_store::{ConfigDefaults, QueueStats, Store, StoreError};
+
+use crate::identity::{self, Authentication};
+use crate::ingest::{IngestOptions, Pipeline};
+use crate::lifecycle::{Quotas, Subscriptions};
+use crate::principals::{self, Principals};
+use crate::server::{ServerLimits, TlsSettings};
+use crate::telemetry::Telemetry;
+use knooppunt_delivery::DeliveryOptions;
+
+/// Everything a hub needs besides its store.
+#[derive(Debug, Clone)]
+pub struct HubOptions {
+    pub authentication: Authentication,
+    pub ingest: IngestOptions,
+    pub delivery: DeliveryOptions,
+    /// The hub's own base URL as sinks reach it (for the validation callback URL, e.g.
+    /// `https://knooppunt.example.nl`); when absent, taken from each request's `Host`.
+    pub public_url: Option<String>,
+    /// How long shutting down waits for delivery attempts in flight.
+    pub shutdown_grace: std::time::Duration,
+    /// The `config` values a subscription gets for the keys it leaves out.
+    pub subscription_defaults: ConfigDefaults,
+    /// Accept `http://` sinks off this machine (HTTPS is required otherwise); for test
+    /// environments without TLS.
+    pub allow_http_sinks: bool,
+    /// How large and deep subscriptions' filters may be.
+    pub filter_limits: knooppunt_filter::Limits,
+    /// What evaluating one subscription's filters against one event may cost.
+    pub eval_limits: knooppunt_filter::EvalLimits,
+    /// How many subscriptions, and how much filter, one principal may have.
+    pub quotas: Quotas,
+    /// The bounds on inbound connections.
+    pub server: ServerLimits,
+    /// HTTPS for the API (and client certificates); plain HTTP when absent.
+    pub tls: Option<TlsSettings>,
+    /// How often the hub asks the store whether another hub changed subscriptions (a store
+    /// only this hub writes never says so).
+    pub resync_interval: std::time::Duration,
+}
+
+impl HubOptions {
+    /// Default ingest, delivery and shutdown settings with this authentication.
+    pub fn new(authentication: Authentication) -> HubOptions {
+        HubOptions {
+            authentication,
+            ingest: IngestOptions::default(),
+            delivery: DeliveryOptions::default(),
+            public_url: None,
+            shutdown_grace: std::time::Duration::from_secs(10),
+            subscription_defaults: ConfigDefaults::default(),
+            allow_http_sinks: false,
+            filter_limits: knooppunt_filter::Limits::DEFAULT,
+            eval_limits: knooppunt_filter::EvalLimits::DEFAULT,
+            quotas: Quotas::default(),
+            server: ServerLimits::default(),
+            tls: None,
+            resync_interval: std::time::Duration::from_secs(1),
+        }
+    }
+}
+
+/// Shared by every request handler: the services, and the settings the API reads.
+pub(crate) struct AppState {
+    /// The one writer of subscriptions, and the registry routing reads.
+    pub(crate) subscriptions: Arc<Subscriptions>,
+    /// The publish pipeline, its options and counters.
+    pub(crate) publishing: Pipeline,
+    pub(crate) authentication: Authentication,
+    /// The one writer of principals, and the table requests are authenticated against.
+    pub(crate) principals: Principals,
+    /// The trusted issuers of access tokens.
+    pub(crate) issuers: identity::tokens::Issuers,
+    pub(crate) deliverer: Deliverer,
+    pub(crate) telemetry: Arc<Telemetry>,
+    pub(crate) public_url: Option<String>,
+    pub(crate) subscription_defaults: ConfigDefaults,
+    pub(crate) allow_http_sinks: bool,
+    pub(crate) filter_limits: knooppunt_filter::Limits,
+    pub(crate) eval_limits: knooppunt_filter::EvalLimits,
+    pub(crate) server: ServerLimits,
+    pub(crate) tls: Option<TlsSettings>,
+    store: Arc<dyn Store>,
+    shutdown_grace: std::time::Duration,
+    resync_interval: std::time::Duration,
+    /// Set when the store tells of a subscription change made by another hub.
+    resync_now: tokio::sync::Notify,
+    /// Tells the background tasks to stop.
+    stop: tokio::sync::watch::Sender<bool>,
+    background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// Why a hub could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error(transparent)]
+    Store(#[from] knooppunt_store::StoreError),
+    #[error("{0}")]
+    Config(String),
+}
+
+impl AppState {
+    /// Loads the subscriptions and principals from the store, builds the matching index and
+    /// starts the delivery workers and the background tasks.
+    pub(crate) async fn open(
+        store: Arc<dyn Store>,
+        options: HubOptions,
+    ) -> Result<Arc<AppState>, HubError> {
+        let telemetry = Arc::new(Telemetry::default());
+        let observer: Arc<dyn knooppunt_delivery::Observer> = telemetry.clone();
+        let (deliverer, retirements) =
+            Deliverer::new(Arc::clone(&store), options.delivery, observer)
+                .map_err(HubError::Config)?;
+        let subscriptions = Arc::new(
+            Subscriptions::load(
+                Arc::clone(&store),
+                deliverer.clone(),
+                options.filter_limits,
+                options.quotas,
+            )
+            .await?,
+        );
+        let principals = Principals::load(Arc::clone(&store)).await?;
+        let issuers = match &options.authentication {
+            Authentication::Enabled { seeds, issuers } => {
+                let now = knooppunt_store::now_ms();
+                let seeds: Vec<_> = seeds
+                    .iter()
+                    .map(|(hash, principal)| principals::seed_record(hash, principal, now))
+                    .collect();
+                principals.seed(&seeds).await?;
+                issuers.clone()
+            }
+            Authentication::Disabled => Vec::new(),
+        };
+        let publishing = Pipeline::new(
+            options.ingest,
+            Arc::clone(&store),
+            Arc::clone(&subscriptions),
+            deliverer.clone(),
+            Arc::clone(&telemetry),
+            options.eval_limits,
+        );
+        let (stop, _) = tokio::sync::watch::channel(false);
+        let state = Arc::new(AppState {
+            subscriptions,
+            publishing,
+            authentication: options.authentication,
+            principals,
+            issuers: identity::tokens::Issuers::new(issuers),
+            deliverer,
+            telemetry,
+            public_url: options.public_url,
+            subscription_defaults: options.subscription_defaults,
+            allow_http_sinks: options.allow_http_sinks,
+            filter_limits: options.filter_limits,
+            eval_limits: options.eval_limits,
+            server: options.server,
+            tls: options.tls,
+            store,
+            shutdown_grace: options.shutdown_grace,
+            resync_interval: options.resync_interval,
+            resync_now: tokio::sync::Notify::new(),
+            stop,
+            background: std::sync::Mutex::new(Vec::new()),
+        });
+        // Another hub's changes, as soon as the store hears of them (a weak reference: the
+        // store must not keep the hub alive).
+        let weak = Arc::downgrade(&state);
+        state.store.watch(Arc::new(move |change| {
+            let Some(state) = weak.upgrade() else {
+                return;
+            };
+            match change {
+                knooppunt_store::StoreChange::Subscriptions => state.resync_now.notify_one(),
+                knooppunt_store::StoreChange::Deliveries(Some(ids)) => state.deliverer.wake(&ids),
+                knooppunt_store::StoreChange::Deliveries(None) => state.deliverer.wake_all(),
+            }
+        }));
+        let sweeper = tokio::spawn(sweep_periodically(Arc::clone(&state)));
+        let retiring = tokio::spawn(follow_gone(Arc::clone(&state), retirements));
+        let resyncing = tokio::spawn(follow_other_hubs(Arc::clone(&state)));
+        state
+            .background
+            .lock()
+            .expect("background lock")
+            .extend([sweeper, retiring, resyncing]);
+        Ok(state)
+    }
+
+    /// Stops the delivery workers (waiting up to the shutdown grace for attempts in flight)
+    /// and the background tasks, so that the store is released.
+    pub(crate) async fn stop(&self) {
+        self.deliverer.shutdown(self.shutdown_grace).await;
+        self.stop.send_replace(true);
+        let tasks = std::mem::take(&mut *self.background.lock().expect("background lock"));
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+
+    /// Whether the store takes writes now (for `/readyz`).
+    pub(crate) async fn store_check(&self) -> Result<(), StoreError> {
+        self.store.check().await
+    }
+
+    /// The delivery queues' sizes (for `/metrics`).
+    pub(crate) async fn queue_stats(&self) -> Result<Vec<QueueStats>, StoreError> {
+        self.store.queue_stats().await
+    }
+}
+
+/// Waits for `next` unless the hub stops first; `None` when it stops. Also when it stopped
+/// before this was called: a stop sent before a background task first ran is never
+/// `changed` for it. The one loop skeleton of the background tasks below.
+async fn unless_stopped<T>(
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+    next: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    if *stop.borrow_and_update() {
+        return None;
+    }
+    tokio::select! {
+        _ = stop.changed() => None,
+        value = next => Some(value),
+    }
+}
+
+/// Hands the 410s the delivery workers report to the one writer of subscriptions.
+async fn follow_gone(
+    state: Arc<AppState>,
+    mut reports: tokio::sync::mpsc::UnboundedReceiver<knooppunt_delivery::Gone>,
+) {
+    let mut stop = state.stop.subscribe();
+    loop {
+        let Some(Some(gone)) = unless_stopped(&mut stop, reports.recv()).await else {
+            return;
+        };
+        state.subscriptions.gone(&gone).await;
+    }
+}
+
+/// Reloads the principals and subscriptions when another hub sharing the store changed them: when the
+/// store tells of a change, and (the safety net) when the version it polls every
+/// `resync_interval` changed.
+async fn follow_other_hubs(state: Arc<AppState>) {
+    let mut stop = state.stop.subscribe();
+    let mut interval = tokio::time::interval(state.resync_interval);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut known = state.store.subscriptions_version().await.ok();
+    loop {
+        let changed = async {
+            tokio::select! {
+                _ = interval.tick() => {}
+                () = state.resync_now.notified() => {}
+            }
+        };
+        if unless_stopped(&mut stop, changed).await.is_none() {
+            return;
+        }
+        let version = match state.store.subscriptions_version().await {
+            Ok(version) => version,
+            Err(error) => {
+                tracing::debug!(%error, "Reading the subscriptions' version failed; trying again.");
+                continue;
+            }
+        };
+        if known == Some(version) {
+            continue;
+        }
+        if let Err(error) = state.principals.reload().await {
+            tracing::warn!(%error, "Reloading the principals failed; trying again.");
+            continue;
+        }
+        match state.subscriptions.resync().await {
+            Ok(changed) => {
+                known = Some(version);
+                if changed > 0 {
+                    tracing::info!(changed, "Subscriptions changed by another hub were loaded.");
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "Reloading the subscriptions failed; trying again.")
+            }
+        }
+    }
+}
+
+/// Removes finished events past retention and old duplicate-detection entries, every
+/// `sweep_interval`, until the hub stops.
+async fn sweep_periodically(state: Arc<AppState>) {
+    let mut stop = state.stop.subscribe();
+    let mut interval = tokio::time::interval(state.publishing.options.sweep_interval);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        if unless_stopped(&mut stop, interval.tick()).await.is_none() {
+            return;
+        }
+        let retention = state.publishing.options.retention.as_millis() as u64;
+        let window = state.publishing.options.dedupe_window.as_millis() as u64;
+        match state
+            .store
+            .sweep(knooppunt_store::now_ms(), retention, window)
+            .await
+        {
+            Ok(swept) if swept.events > 0 || swept.dedupe_entries > 0 => tracing::info!(
+                events = swept.events,
+                dedupe_entries = swept.dedupe_entries,
+                "Retention sweep removed finished events."
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "Retention sweep failed; it will run again."),
+        }
+    }
+}
