@@ -1230,3 +1230,92 @@ async fn two_admins_demoting_each_other_at_once_leave_one_admin() {
         );
     }
 }
+
+/// An organisation's source space (`urn:nld:oin:<OIN>:`, NL GOV profile) is reserved: a
+/// principal without that OIN publishes there only when its prefixes name that OIN (a
+/// supplier on the organisation's behalf); case and trailing characters do not get around
+/// it; an operator can lift the rule.
+#[tokio::test]
+async fn oin_shaped_sources_are_reserved_for_their_organisation() {
+    // The default of the hub (the harness lifts it for its test publisher).
+    let mut options = test_options();
+    options.ingest.reserve_oin_sources =
+        knooppunt_broker::IngestOptions::default().reserve_oin_sources;
+    assert!(options.ingest.reserve_oin_sources, "reserved by default");
+    let hub = TestHub::start_with_options(options).await;
+    let theirs = format!("urn:nld:oin:{OIN}:subsidies");
+
+    // The plain publisher (no OIN, no prefixes) is refused there, saying why and how.
+    let refused = publish(&hub, tokens::PUBLISHER, "r-1", &theirs)
+        .await
+        .assert_problem(403);
+    let detail = refused.body["detail"].as_str().unwrap();
+    assert!(detail.contains(&format!("OIN {OIN}")), "{detail}");
+    assert!(detail.contains("reserve_oin_sources"), "{detail}");
+    for disguised in [
+        format!("URN:NLD:OIN:{OIN}:subsidies"),
+        format!("urn:nld:oin:{OIN}x"),
+        format!("urn:NLD:oin:{OIN}"),
+    ] {
+        publish(&hub, tokens::PUBLISHER, "r-2", &disguised)
+            .await
+            .assert_problem(403);
+    }
+    // Outside any organisation's source space it publishes as before.
+    for free in ["urn:nld:oin:123:x", "https://example.nl/x", "urn:nld:kvk:x"] {
+        assert_eq!(
+            publish(&hub, tokens::PUBLISHER, "f-1", free).await.status,
+            202,
+            "{free}"
+        );
+    }
+
+    // A supplier whose prefixes name the organisation publishes on its behalf; a prefix
+    // that does not name an OIN names nobody's space.
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/principals",
+            tokens::ADMIN,
+            Some(json!({"name": "leverancier", "roles": ["publisher"],
+                        "publishSourcePrefixes": [format!("urn:nld:oin:{OIN}:"), "urn:nld:oin:"]})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let supplier = created.body["token"].as_str().unwrap().to_owned();
+    assert_eq!(publish(&hub, &supplier, "s-1", &theirs).await.status, 202);
+    publish(
+        &hub,
+        &supplier,
+        "s-2",
+        "urn:nld:oin:00000001823288444000:brp",
+    )
+    .await
+    .assert_problem(403);
+    // The organisation itself, and an admin, may.
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/principals",
+            tokens::ADMIN,
+            Some(json!({"name": "rvo", "roles": ["publisher"], "oin": OIN})),
+        )
+        .await;
+    let own = created.body["token"].as_str().unwrap().to_owned();
+    assert_eq!(publish(&hub, &own, "o-1", &theirs).await.status, 202);
+    assert_eq!(
+        publish(&hub, tokens::ADMIN, "a-1", &theirs).await.status,
+        202
+    );
+
+    // The operator's switch lifts the rule.
+    let mut options = test_options();
+    options.ingest.reserve_oin_sources = false;
+    let open = TestHub::start_with_options(options).await;
+    assert_eq!(
+        publish(&open, tokens::PUBLISHER, "r-1", &theirs)
+            .await
+            .status,
+        202
+    );
+}

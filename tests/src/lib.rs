@@ -103,6 +103,10 @@ pub fn test_options() -> HubOptions {
     options.delivery.sink_networks =
         knooppunt_broker::SinkNetworks::parse(&["127.0.0.0/8".into(), "::1/128".into()])
             .expect("valid networks");
+    // The test publisher publishes in the BRP's source space (`urn:nld:oin:…`) and
+    // elsewhere, which the default reserves for the organisation; the reservation has
+    // scenarios of its own that start hubs with it on (`identity.rs`).
+    options.ingest.reserve_oin_sources = false;
     options
 }
 
@@ -140,10 +144,14 @@ impl TestHub {
         TestHub::start_in(data, options, SledOptions::default()).await
     }
 
-    /// A hub with these ingest and store settings.
+    /// A hub with these ingest and store settings (the reservation of organisations' source
+    /// spaces lifted, as in [`test_options`]).
     pub async fn start_with_store(ingest: IngestOptions, store: SledOptions) -> TestHub {
         let options = HubOptions {
-            ingest,
+            ingest: IngestOptions {
+                reserve_oin_sources: false,
+                ..ingest
+            },
             ..test_options()
         };
         let data = Arc::new(tempfile::tempdir().unwrap());

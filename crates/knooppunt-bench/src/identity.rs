@@ -42,7 +42,7 @@ fn es256(issuer: &str) -> anyhow::Result<(Value, String)> {
     let jwk = json!({"kty": "EC", "crv": "P-256", "kid": "es", "x": URL_SAFE_NO_PAD.encode(&point[1..33]),
                      "y": URL_SAFE_NO_PAD.encode(&point[33..65])});
     let claims = json!({"iss": issuer, "aud": AUDIENCE, "sub": "bench-es", "scope": "knooppunt:publisher",
-                        "exp": now() + 3600});
+                        "oin": crate::BENCH_OIN, "exp": now() + 3600});
     let token = jwt(&json!({"alg": "ES256", "kid": "es"}), &claims, |message| {
         pair.sign(&rng, message)
             .map(|s| s.as_ref().to_vec())
@@ -72,7 +72,7 @@ fn rs256(issuer: &str) -> anyhow::Result<(Value, String)> {
     let jwk = json!({"kty": "RSA", "kid": "rs", "n": URL_SAFE_NO_PAD.encode(&public.n),
                      "e": URL_SAFE_NO_PAD.encode(&public.e)});
     let claims = json!({"iss": issuer, "aud": AUDIENCE, "sub": "bench-rs", "scope": "knooppunt:publisher",
-                        "exp": now() + 3600});
+                        "oin": crate::BENCH_OIN, "exp": now() + 3600});
     let token = jwt(&json!({"alg": "RS256", "kid": "rs"}), &claims, |message| {
         let mut signature = vec![0; pair.public().modulus_len()];
         let _ = pair.sign(
@@ -114,6 +114,8 @@ pub(crate) async fn run(shape: Shape, warmup: u64, subscriptions: usize) -> anyh
     let issuer = |iss: &str, path: &str| {
         let mut settings = IssuerSettings::new(iss, &format!("{jwks}{path}"), AUDIENCE);
         settings.roles = [("knooppunt:publisher".to_owned(), Role::Publisher)].into();
+        // The organisation whose source space the bench's events are in.
+        settings.oin_claim = Some("oin".into());
         settings
     };
     options.authentication = options.authentication.with_issuers(vec![

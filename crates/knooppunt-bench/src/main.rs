@@ -367,6 +367,9 @@ async fn measure_delivery(
 }
 
 /// The hub's default settings with the bench principal.
+/// The organisation whose source space (`urn:nld:oin:<OIN>:`) the bench's events are in.
+const BENCH_OIN: &str = "00000001823288444000";
+
 fn hub_options() -> HubOptions {
     let principal = Principal {
         name: "bench".into(),

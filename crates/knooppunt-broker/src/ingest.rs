@@ -91,6 +91,10 @@ pub struct IngestOptions {
     pub retention: Duration,
     /// How often the retention sweep runs.
     pub sweep_interval: Duration,
+    /// Sources of the form `urn:nld:oin:<OIN>:…` (an organisation's source space, NL GOV
+    /// profile) may be published only by the principal with that OIN, or one whose
+    /// `publish_source_prefixes` name that OIN (a supplier publishing on its behalf).
+    pub reserve_oin_sources: bool,
 }
 
 impl Default for IngestOptions {
@@ -102,6 +106,7 @@ impl Default for IngestOptions {
             dedupe_window: Duration::from_secs(24 * 3600),
             retention: Duration::from_secs(24 * 3600),
             sweep_interval: Duration::from_secs(60),
+            reserve_oin_sources: true,
         }
     }
 }
@@ -204,7 +209,8 @@ fn check(
 }
 
 /// A publisher limited to source prefixes publishes only sources within them; one with an
-/// OIN only sources of its organisation (`urn:nld:oin:<OIN>:`, NL GOV profile).
+/// OIN only sources of its organisation (`urn:nld:oin:<OIN>:`, NL GOV profile); and (unless the
+/// operator lifts it) an organisation's source space is its own or its named suppliers'.
 fn authorize(
     pipeline: &Pipeline,
     publisher: &Principal,
@@ -230,24 +236,63 @@ fn authorize(
             event.event.source()
         )));
     }
-    let Some(oin) = &publisher.oin else {
-        return Ok(());
-    };
-    let own = format!("urn:nld:oin:{oin}:");
-    if let Some(event) = received
-        .iter()
-        .find(|e| !e.event.source().starts_with(own.as_str()))
-    {
-        rejected(pipeline, Rejection::Forbidden, received.len());
-        return Err(Refused::Forbidden(format!(
-            "principal `{}` is organisation OIN {oin} and may publish only sources starting \
-             with `{own}`; event `{}` has source `{}`",
-            publisher.name,
-            event.event.id(),
-            event.event.source()
-        )));
+    if let Some(oin) = &publisher.oin {
+        let own = format!("urn:nld:oin:{oin}:");
+        if let Some(event) = received
+            .iter()
+            .find(|e| !e.event.source().starts_with(own.as_str()))
+        {
+            rejected(pipeline, Rejection::Forbidden, received.len());
+            return Err(Refused::Forbidden(format!(
+                "principal `{}` is organisation OIN {oin} and may publish only sources starting \
+                 with `{own}`; event `{}` has source `{}`",
+                publisher.name,
+                event.event.id(),
+                event.event.source()
+            )));
+        }
+    }
+    if pipeline.options.reserve_oin_sources {
+        let claimed = |oin: &str| {
+            publisher
+                .oin
+                .as_ref()
+                .is_some_and(|own| own.as_str() == oin)
+                || allowed
+                    .iter()
+                    .any(|prefix| oin_of_source(prefix) == Some(oin))
+        };
+        if let Some((event, oin)) = received.iter().find_map(|e| {
+            oin_of_source(e.event.source())
+                .filter(|oin| !claimed(oin))
+                .map(|oin| (e, oin))
+        }) {
+            rejected(pipeline, Rejection::Forbidden, received.len());
+            return Err(Refused::Forbidden(format!(
+                "event `{}` has source `{}`, in the source space of organisation OIN {oin}: \
+                 only the principal with that OIN, or one whose publish_source_prefixes name \
+                 `urn:nld:oin:{oin}:` (a supplier publishing on its behalf), may publish there, \
+                 and principal `{}` is neither (an operator can lift this with [ingest] \
+                 reserve_oin_sources = false)",
+                event.event.id(),
+                event.event.source(),
+                publisher.name
+            )));
+        }
     }
     Ok(())
+}
+
+/// The OIN whose source space `source` is in: `urn:nld:oin:` (scheme and namespace in any
+/// case, as URNs compare) followed by an OIN (20 digits, whatever follows them), if any.
+fn oin_of_source(source: &str) -> Option<&str> {
+    const SPACE: &str = "urn:nld:oin:";
+    let head = source.get(..SPACE.len())?;
+    if !head.eq_ignore_ascii_case(SPACE) {
+        return None;
+    }
+    let oin = source[SPACE.len()..].get(..20)?;
+    oin.bytes().all(|b| b.is_ascii_digit()).then_some(oin)
 }
 
 /// Each event in its JSON form with the subscriptions it matches now. The candidates are

@@ -435,6 +435,9 @@ pub(crate) struct IngestConfig {
     pub(crate) dedupe_window: String,
     /// ISO 8601 duration: how long events whose deliveries are all finished are kept.
     pub(crate) retention: String,
+    /// Whether `urn:nld:oin:<OIN>:` sources are reserved for the principal with that OIN
+    /// and those whose `publish_source_prefixes` name it.
+    pub(crate) reserve_oin_sources: bool,
 }
 
 impl Default for IngestConfig {
@@ -444,6 +447,7 @@ impl Default for IngestConfig {
             max_batch_bytes: 10 * 1024 * 1024,
             dedupe_window: "PT24H".into(),
             retention: "PT24H".into(),
+            reserve_oin_sources: true,
         }
     }
 }
@@ -802,6 +806,7 @@ impl Config {
             max_batch_bytes: ingest.max_batch_bytes,
             dedupe_window: duration("dedupe_window", &ingest.dedupe_window)?,
             retention: duration("retention", &ingest.retention)?,
+            reserve_oin_sources: ingest.reserve_oin_sources,
             ..IngestOptions::default()
         })
     }

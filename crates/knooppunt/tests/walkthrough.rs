@@ -113,7 +113,7 @@ fn the_readme_walkthrough_delivers_a_first_event() {
         &config,
         format!(
             "[[principals]]\nname = \"gemeente-voorbeeld\"\ntoken_sha256 = \"{hash}\"\n\
-             roles = [\"publisher\", \"subscriber\"]\n"
+             roles = [\"publisher\", \"subscriber\"]\noin = \"00000001823288444000\"\n"
         ),
     )
     .unwrap();
