@@ -7,12 +7,12 @@
 
 use std::sync::{Arc, RwLock};
 
-use knooppunt_delivery::{Deliverer, Gone, Handshake};
+use knooppunt_delivery::{AddressRefused, Deliverer, Gone, Handshake};
 use knooppunt_event::Event;
 use knooppunt_filter::{Criteria, EvalLimits, Filter, Limits, Routed};
 use knooppunt_store::{
-    Consent, DeadLetter, DeliveryChange, Disabled, Status, Store, StoreError, StoredEvent,
-    Subscription, SubscriptionState, Validation, now_ms,
+    Consent, DeadLetter, DeliveryChange, Disabled, SinkCredential, Status, Store, StoreError,
+    StoredEvent, Subscription, SubscriptionState, Validation, now_ms,
 };
 
 use crate::identity::Principal;
@@ -518,6 +518,32 @@ impl Subscriptions {
             Some(_) if disabled => Agreed::Disabled,
             Some(subscription) => Agreed::Recorded(subscription),
         })
+    }
+
+    /// Refuses a sink, or a token endpoint of client credentials, whose address is in a
+    /// range the hub does not deliver to (SSRF): the field (as the API names it) and why.
+    /// Resolved outside the writers' lock. On a replacement (`replacing`), a sink sent back
+    /// redacted is the stored one, checked when it was registered (and on every connection):
+    /// only the token endpoint is checked then.
+    pub(crate) async fn check_addresses(
+        &self,
+        sink: &str,
+        credential: Option<&SinkCredential>,
+        replacing: bool,
+    ) -> Result<(), (&'static str, AddressRefused)> {
+        if !(replacing && sink.contains(knooppunt_delivery::REDACTED)) {
+            self.deliverer
+                .check_sink(sink)
+                .await
+                .map_err(|why| ("sink", why))?;
+        }
+        if let Some(SinkCredential::ClientCredentials { token_url, .. }) = credential {
+            self.deliverer
+                .check_sink(token_url)
+                .await
+                .map_err(|why| ("sinkcredential.tokenurl", why))?;
+        }
+        Ok(())
     }
 
     /// Up to `limit` dead letters of subscription `id`, oldest first, after `after`.

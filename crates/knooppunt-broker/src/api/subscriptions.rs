@@ -70,38 +70,22 @@ fn keep_secrets(input: &mut SubscriptionInput, existing: &Subscription) -> Resul
     }
 }
 
-/// Refuses a sink, or a token endpoint of client credentials, whose address is in a range
-/// the hub does not deliver to (SSRF).
-/// On a replacement (`replacing`), a sink sent back redacted is the stored one, checked
-/// when it was registered (and on every connection): only the token endpoint is checked then.
+/// The lifecycle's check of the sink's (and token endpoint's) address, as a problem.
 async fn check_sink_address(
     state: &AppState,
     input: &SubscriptionInput,
     replacing: bool,
 ) -> Result<(), ApiError> {
-    let refused = |name: &str, why: knooppunt_delivery::AddressRefused| {
-        ApiError::invalid(
-            "the sink cannot be used; see invalidParams",
-            vec![InvalidParam::new(name, why.to_string())],
-        )
-    };
-    if !(replacing && input.sink.contains(knooppunt_delivery::REDACTED)) {
-        state
-            .deliverer
-            .check_sink(&input.sink)
-            .await
-            .map_err(|why| refused("sink", why))?;
-    }
-    if let Some(knooppunt_store::SinkCredential::ClientCredentials { token_url, .. }) =
-        &input.sink_credential
-    {
-        state
-            .deliverer
-            .check_sink(token_url)
-            .await
-            .map_err(|why| refused("sinkcredential.tokenurl", why))?;
-    }
-    Ok(())
+    state
+        .subscriptions
+        .check_addresses(&input.sink, input.sink_credential.as_ref(), replacing)
+        .await
+        .map_err(|(name, why)| {
+            ApiError::invalid(
+                "the sink cannot be used; see invalidParams",
+                vec![InvalidParam::new(name, why.to_string())],
+            )
+        })
 }
 
 fn read_body(state: &AppState, body: &Value) -> Result<SubscriptionInput, ApiError> {
