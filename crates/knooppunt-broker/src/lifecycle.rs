@@ -364,6 +364,19 @@ impl Subscriptions {
         if !self.store.update_subscription(&changed).await? {
             return Ok(None);
         }
+        let same_criteria = changed.source == current.source
+            && changed.types == current.types
+            && changed.filters == current.filters;
+        if same_criteria && current.state() != SubscriptionState::Disabled {
+            // A change of status (consent): the index keeps the criteria it has.
+            let shared = self
+                .registry
+                .write()
+                .expect("registry lock")
+                .refresh(changed);
+            self.deliverer.sync(&shared);
+            return Ok(Some(shared));
+        }
         Ok(Some(self.file(changed)))
     }
 

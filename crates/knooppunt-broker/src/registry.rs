@@ -90,6 +90,19 @@ impl Registry {
         subscription
     }
 
+    /// Puts a subscription whose criteria (source, types, filters) did not change and that
+    /// was routed before: its index entry stays as it is (removed if it is now disabled), so
+    /// nothing is parsed again.
+    pub(crate) fn refresh(&mut self, subscription: Subscription) -> Arc<Subscription> {
+        if subscription.state() == SubscriptionState::Disabled {
+            self.index.remove(&subscription.id);
+        }
+        let subscription = Arc::new(subscription);
+        self.subscriptions
+            .insert(subscription.id.clone(), Arc::clone(&subscription));
+        subscription
+    }
+
     /// Keeps a disabled subscription visible without filing it in the index.
     pub(crate) fn put_unrouted(&mut self, subscription: Subscription) -> Arc<Subscription> {
         self.index.remove(&subscription.id);
