@@ -801,7 +801,7 @@ mod tests {
 
     fn subscription(id: &str, sink: &str) -> (Subscription, knooppunt_filter::Criteria) {
         let mut subscription = knooppunt_store_conformance::subscription(id);
-        subscription.sink = sink.into();
+        subscription.sink = knooppunt_store::Sink::parse(sink).unwrap();
         subscription.types = None;
         subscription.filters = vec![];
         let criteria = crate::registry::criteria(&subscription, &Default::default()).unwrap();
@@ -844,7 +844,7 @@ mod tests {
         let replaced = subscriptions
             .replace("s", |existing| {
                 let mut changed = existing.clone();
-                changed.sink = "https://b.example.nl/".into();
+                changed.sink = knooppunt_store::Sink::parse("https://b.example.nl/").unwrap();
                 Ok::<_, Refusal>(subscription_criteria(changed))
             })
             .await
@@ -961,7 +961,7 @@ mod tests {
         subscriptions
             .replace("s", |existing| {
                 let mut changed = existing.clone();
-                changed.sink = "https://new.example.nl/".into();
+                changed.sink = knooppunt_store::Sink::parse("https://new.example.nl/").unwrap();
                 Ok::<_, Refusal>(subscription_criteria(changed))
             })
             .await

@@ -174,7 +174,7 @@ pub async fn deliver(
         headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from_static("0"));
     }
     let request = client
-        .request(method, &subscription.sink)
+        .request(method, subscription.sink.as_str())
         .headers(headers)
         .body(message.body)
         .timeout(timeout);

@@ -696,7 +696,7 @@ async fn record(
         // disables the subscription unless its sink has changed meanwhile.
         let _ = inner.gone.send(Gone {
             subscription: id.to_owned(),
-            sink: subscription.sink.clone(),
+            sink: subscription.sink.to_string(),
         });
     }
 }
@@ -743,7 +743,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SledStore::open(dir.path()).unwrap();
         let mut subscription = knooppunt_store_conformance::subscription("s");
-        subscription.sink = "http://127.0.0.1:1/hook".into();
+        subscription.sink = knooppunt_store::Sink::parse("http://127.0.0.1:1/hook").unwrap();
         let config = BTreeMap::from([
             ("ordering".to_owned(), "ordered".to_owned()),
             ("timeout".to_owned(), "PT1S".to_owned()),

@@ -49,8 +49,8 @@ pub fn subscription(id: &str) -> Subscription {
     Subscription {
         id: id.into(),
         owner: "gemeente".into(),
-        sink: "https://gemeente.example.nl/events".into(),
-        protocol: "HTTP".into(),
+        sink: knooppunt_store::Sink::parse("https://gemeente.example.nl/events").unwrap(),
+        protocol: knooppunt_store::Protocol::Http,
         source: None,
         types: Some(vec!["nl.brp.x".into()]),
         filters: vec![serde_json::json!({"prefix": {"type": "nl."}})],
@@ -150,7 +150,7 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
         "a taken id is a conflict"
     );
     let mut changed = subscription("a");
-    changed.sink = "https://other.example.nl/".into();
+    changed.sink = knooppunt_store::Sink::parse("https://other.example.nl/").unwrap();
     changed.sink_credential = Some(knooppunt_store::SinkCredential::ClientCredentials {
         token_url: "https://auth.example.nl/token".into(),
         client_id: "knooppunt".into(),

@@ -108,9 +108,10 @@ fn backend(error: sled::Error) -> StoreError {
 
 /// A subscription read from its record in sled.
 fn decode(bytes: &[u8]) -> Result<Subscription, StoreError> {
-    serde_json::from_slice::<SubscriptionRecord>(bytes)
-        .map(Subscription::from)
-        .map_err(|error| StoreError::Corrupt(format!("a subscription record: {error}")))
+    let record = serde_json::from_slice::<SubscriptionRecord>(bytes)
+        .map_err(|error| StoreError::Corrupt(format!("a subscription record: {error}")))?;
+    Subscription::try_from(record)
+        .map_err(|why| StoreError::Corrupt(format!("a subscription record: {why}")))
 }
 
 /// A subscription's record in sled.

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    Attempt, ClientCertificate, DeliveryChange, HttpSettings, SinkCredential, Status,
-    StatusColumns, StoredPrincipal, Subscription, SubscriptionConfig, SubscriptionState,
+    Attempt, ClientCertificate, DeliveryChange, HttpSettings, Protocol, Sink, SinkCredential,
+    Status, StatusColumns, StoredPrincipal, Subscription, SubscriptionConfig, SubscriptionState,
     Validation, Verdict,
 };
 use serde::{Deserialize, Serialize};
@@ -107,8 +107,8 @@ impl From<&Subscription> for SubscriptionRecord {
         SubscriptionRecord {
             id: s.id.clone(),
             owner: s.owner.clone(),
-            sink: s.sink.clone(),
-            protocol: s.protocol.clone(),
+            sink: s.sink.to_string(),
+            protocol: s.protocol.as_str().to_owned(),
             source: s.source.clone(),
             types: s.types.clone().unwrap_or_default(),
             types_empty: s.types.as_ref().is_some_and(Vec::is_empty),
@@ -170,13 +170,19 @@ impl From<&Subscription> for SubscriptionRecord {
     }
 }
 
-impl From<SubscriptionRecord> for Subscription {
-    fn from(r: SubscriptionRecord) -> Self {
-        Subscription {
+impl TryFrom<SubscriptionRecord> for Subscription {
+    /// What in the record is not what this backend writes.
+    type Error = String;
+
+    fn try_from(r: SubscriptionRecord) -> Result<Self, String> {
+        let sink = Sink::parse(&r.sink)?;
+        let protocol = Protocol::parse(&r.protocol)
+            .ok_or_else(|| format!("protocol `{}` is not one the hub speaks", r.protocol))?;
+        Ok(Subscription {
             id: r.id,
             owner: r.owner,
-            sink: r.sink,
-            protocol: r.protocol,
+            sink,
+            protocol,
             source: r.source,
             types: (r.types_empty || !r.types.is_empty()).then_some(r.types),
             filters: r.filters,
@@ -232,7 +238,7 @@ impl From<SubscriptionRecord> for Subscription {
                 disabled_reason: r.disabled_reason,
             }),
             validation_token: r.validation_token,
-        }
+        })
     }
 }
 
@@ -417,6 +423,25 @@ impl From<PrincipalRecord> for StoredPrincipal {
 mod tests {
     use super::*;
 
+    /// A record whose sink or protocol is not one the hub could have written is corrupt, not
+    /// a subscription.
+    #[test]
+    fn a_record_with_an_impossible_sink_or_protocol_is_refused() {
+        let record = |sink: &str, protocol: &str| -> SubscriptionRecord {
+            serde_json::from_str(&format!(
+                r#"{{"id":"a","owner":"o","sink":"{sink}","protocol":"{protocol}","source":null,
+                "types":[],"filters":[],"config":{{}},"created_at":1,"updated_at":2}}"#
+            ))
+            .unwrap()
+        };
+        assert!(Subscription::try_from(record("https://x.example/", "HTTP")).is_ok());
+        let bad_sink = Subscription::try_from(record("x.example/events", "HTTP")).unwrap_err();
+        assert!(bad_sink.contains("not an absolute URL"), "{bad_sink}");
+        let bad_protocol =
+            Subscription::try_from(record("https://x.example/", "MQTT")).unwrap_err();
+        assert!(bad_protocol.contains("MQTT"), "{bad_protocol}");
+    }
+
     /// Records written by earlier versions (before these types were the backend's own)
     /// still read, and what is written now reads back the same.
     #[test]
@@ -428,7 +453,7 @@ mod tests {
             "config":{"mode":"binary"},"created_at":1,"updated_at":2,"state":"disabled",
             "validated_by":"callback","filter_problem":"why"}"#;
         let record: SubscriptionRecord = serde_json::from_str(old).unwrap();
-        let subscription = Subscription::from(record);
+        let subscription = Subscription::try_from(record).unwrap();
         assert_eq!(subscription.types, Some(vec![]));
         assert_eq!(
             subscription.status,
@@ -438,12 +463,13 @@ mod tests {
             subscription.delivery_config().mode,
             knooppunt_store::DeliveryMode::Binary
         );
-        let again = Subscription::from(
+        let again = Subscription::try_from(
             serde_json::from_slice::<SubscriptionRecord>(
                 &serde_json::to_vec(&SubscriptionRecord::from(&subscription)).unwrap(),
             )
             .unwrap(),
-        );
+        )
+        .unwrap();
         assert_eq!(again, subscription);
 
         let old_change = r#"{"change":"attempted","subscription":"a","seq":7,"at":5,
@@ -464,11 +490,11 @@ mod tests {
     #[test]
     fn an_unreadable_config_is_kept_and_reported() {
         let record: SubscriptionRecord = serde_json::from_str(
-            r#"{"id":"a","owner":"o","sink":"s","protocol":"HTTP","source":null,
+            r#"{"id":"a","owner":"o","sink":"https://x.example/","protocol":"HTTP","source":null,
                 "created_at":1,"updated_at":1,"config":{"mode":"pigeon"}}"#,
         )
         .unwrap();
-        let subscription = Subscription::from(record);
+        let subscription = Subscription::try_from(record).unwrap();
         assert!(subscription.config.unreadable().is_some());
         assert_eq!(subscription.config.values()["mode"], "pigeon");
         assert_eq!(subscription.types, None);

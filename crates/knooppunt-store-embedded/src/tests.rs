@@ -16,8 +16,8 @@ fn subscription(id: &str) -> Subscription {
     Subscription {
         id: id.into(),
         owner: "gemeente".into(),
-        sink: "http://127.0.0.1:9/sink".into(),
-        protocol: "HTTP".into(),
+        sink: knooppunt_store::Sink::parse("http://127.0.0.1:9/sink").unwrap(),
+        protocol: knooppunt_store::Protocol::Http,
         source: None,
         types: Some(vec!["nl.brp.x".into()]),
         filters: vec![serde_json::json!({"prefix": {"type": "nl."}})],

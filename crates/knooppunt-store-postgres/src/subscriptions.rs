@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    ClientCertificate, HttpSettings, SinkCredential, Status, StatusColumns, StoreError,
-    Subscription, SubscriptionConfig, SubscriptionState, Validation,
+    ClientCertificate, HttpSettings, Protocol, Sink, SinkCredential, Status, StatusColumns,
+    StoreError, Subscription, SubscriptionConfig, SubscriptionState, Validation,
 };
 use serde_json::{Value, json};
 use tokio_postgres::Row;
@@ -77,8 +77,8 @@ pub(crate) fn params(s: &Subscription) -> Params {
     Params {
         id: s.id.clone(),
         owner: s.owner.clone(),
-        sink: s.sink.clone(),
-        protocol: s.protocol.clone(),
+        sink: s.sink.to_string(),
+        protocol: s.protocol.as_str().to_owned(),
         source: s.source.clone(),
         types: s.types.as_ref().map(|types| json!(types)),
         filters: Value::Array(s.filters.clone()),
@@ -194,8 +194,8 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
     };
     Ok(Subscription {
         owner: row.get(1),
-        sink: row.get(2),
-        protocol: row.get(3),
+        sink: Sink::parse(row.get(2)).map_err(|why| corrupt(&id, &format!("sink ({why})")))?,
+        protocol: Protocol::parse(row.get(3)).ok_or_else(|| corrupt(&id, "protocol"))?,
         source: row.get(4),
         types,
         filters,

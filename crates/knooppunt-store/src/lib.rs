@@ -23,8 +23,8 @@ pub use queue::{
 };
 pub use subscription::{
     CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, Consent,
-    DeliveryConfig, DeliveryMode, Disabled, HttpSettings, Ordering, SinkCredential, Status,
-    StatusColumns, Subscription, SubscriptionConfig, SubscriptionState, Validation,
+    DeliveryConfig, DeliveryMode, Disabled, HttpSettings, Ordering, Protocol, Sink, SinkCredential,
+    Status, StatusColumns, Subscription, SubscriptionConfig, SubscriptionState, Validation,
     parse_iso8601_duration,
 };
 

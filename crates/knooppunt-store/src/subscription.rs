@@ -12,10 +12,10 @@ pub struct Subscription {
     pub id: String,
     /// The principal that owns it.
     pub owner: String,
-    /// Absolute http(s) URL events are delivered to.
-    pub sink: String,
-    /// The delivery protocol; `HTTP` is the only one the hub delivers.
-    pub protocol: String,
+    /// Where events are delivered.
+    pub sink: Sink,
+    /// The delivery protocol.
+    pub protocol: Protocol,
     pub source: Option<String>,
     /// The `types` as sent: `None` when left out (any type), `Some(vec![])` when the
     /// subscriber sent an empty list, which matches no event type (subscriptions spec 3.2.1).
@@ -113,6 +113,92 @@ impl SubscriptionConfig {
     /// What this hub could not read in a stored map, if anything.
     pub fn unreadable(&self) -> Option<&[ConfigError]> {
         self.unreadable.as_deref()
+    }
+}
+
+/// The URL a subscription's events go to: absolute, `http` or `https`, with a host, and no
+/// whitespace or control characters. Checked once where it enters (the API's stricter
+/// rules come first; a backend checks what it reads), so every holder can take it as such.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Sink(String);
+
+impl Sink {
+    /// `text` as a sink, or why it is not one.
+    pub fn parse(text: &str) -> Result<Sink, String> {
+        let scheme_end = text
+            .find("://")
+            .ok_or_else(|| format!("`{text}` is not an absolute URL"))?;
+        let scheme = &text[..scheme_end];
+        if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+            return Err(format!("`{text}` is not an http(s) URL"));
+        }
+        if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!("`{text}` has whitespace or control characters"));
+        }
+        let rest = &text[scheme_end + 3..];
+        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+        let host = authority.rsplit('@').next().unwrap_or_default();
+        if host.is_empty() || host.starts_with(':') {
+            return Err(format!("`{text}` has no host"));
+        }
+        Ok(Sink(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Sink {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for Sink {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Sink {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Sink {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+/// How events are delivered (Subscriptions API `protocol`): HTTP, the one the hub speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    #[default]
+    Http,
+}
+
+impl Protocol {
+    /// The name the Subscriptions API gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Http => "HTTP",
+        }
+    }
+
+    /// The protocol of this name, if the hub speaks it.
+    pub fn parse(name: &str) -> Option<Protocol> {
+        (name == "HTTP").then_some(Protocol::Http)
     }
 }
 
@@ -733,5 +819,31 @@ mod tests {
                 .iter()
                 .any(|e| e.to_string().starts_with("config.mode: `carrier-pigeon`"))
         );
+    }
+}
+
+#[cfg(test)]
+mod sink_tests {
+    use super::Sink;
+
+    #[test]
+    fn a_sink_is_an_absolute_http_url_with_a_host() {
+        for good in [
+            "https://gemeente.example.nl/events",
+            "http://127.0.0.1:9000/events?x=1",
+            "HTTPS://user:pw@[::1]:8443",
+        ] {
+            assert_eq!(Sink::parse(good).unwrap().as_str(), good);
+        }
+        for bad in [
+            "gemeente.example.nl/events",
+            "ftp://example.nl/",
+            "https:///path",
+            "https://:443/",
+            "https://example.nl/a b",
+            "https://user@/x",
+        ] {
+            assert!(Sink::parse(bad).is_err(), "{bad}");
+        }
     }
 }

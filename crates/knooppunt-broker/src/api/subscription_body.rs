@@ -9,8 +9,8 @@ use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_event::validate::syntax;
 use knooppunt_filter::{Criteria, Filter};
 use knooppunt_store::{
-    ClientCertificate, ConfigDefaults, HttpSettings, SinkCredential, Status, Subscription,
-    SubscriptionConfig,
+    ClientCertificate, ConfigDefaults, HttpSettings, Protocol, Sink, SinkCredential, Status,
+    Subscription, SubscriptionConfig,
 };
 use serde_json::{Map, Value, json};
 
@@ -19,8 +19,8 @@ use super::problem::InvalidParam;
 /// A validated subscription request.
 #[derive(Debug, Clone)]
 pub(crate) struct SubscriptionInput {
-    pub(crate) sink: String,
-    pub(crate) protocol: String,
+    pub(crate) sink: Sink,
+    pub(crate) protocol: Protocol,
     pub(crate) source: Option<String>,
     /// `None` when absent (any type); an empty list matches no type.
     pub(crate) types: Option<Vec<String>>,
@@ -142,8 +142,8 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
         return Err(problems.0);
     };
     Ok(SubscriptionInput {
-        sink: sink.to_owned(),
-        protocol: protocol.to_owned(),
+        sink,
+        protocol,
         criteria: Criteria {
             source: source.clone(),
             types: types.clone(),
@@ -182,11 +182,11 @@ fn check_members(object: &Map<String, Value>, problems: &mut Problems) {
 }
 
 /// `sink`: required, an http(s) URL the hub may deliver to.
-fn read_sink<'a>(
-    object: &'a Map<String, Value>,
+fn read_sink(
+    object: &Map<String, Value>,
     rules: &Rules<'_>,
     problems: &mut Problems,
-) -> Option<&'a str> {
+) -> Option<Sink> {
     let sink = string(object, "sink", problems);
     match sink {
         None if !object.contains_key("sink") || object["sink"].is_null() => problems.add(
@@ -195,19 +195,20 @@ fn read_sink<'a>(
         ),
         None => {}
         Some(sink) => {
-            if let Err(why) = check_sink(sink, rules.allow_http_sinks) {
-                problems.add("sink", why);
+            match check_sink(sink, rules.allow_http_sinks).and_then(|()| Sink::parse(sink)) {
+                Ok(sink) => return Some(sink),
+                Err(why) => problems.add("sink", why),
             }
         }
     }
-    sink
+    None
 }
 
 /// `protocol`: required, `HTTP`.
-fn read_protocol<'a>(object: &'a Map<String, Value>, problems: &mut Problems) -> Option<&'a str> {
+fn read_protocol(object: &Map<String, Value>, problems: &mut Problems) -> Option<Protocol> {
     let protocol = string(object, "protocol", problems);
     match protocol {
-        Some("HTTP") => {}
+        Some("HTTP") => return Some(Protocol::Http),
         Some(other) if other.eq_ignore_ascii_case("http") => problems.add(
             "protocol",
             format!("`{other}`: protocol names are case-sensitive; use `HTTP`"),
@@ -225,7 +226,7 @@ fn read_protocol<'a>(object: &'a Map<String, Value>, problems: &mut Problems) ->
         }
         None => {}
     }
-    protocol
+    None
 }
 
 /// `source`: a non-empty URI-reference, if given.
@@ -648,7 +649,7 @@ pub(crate) fn representation(subscription: &Subscription, last: Option<LastDeliv
         "sink".into(),
         json!(knooppunt_delivery::redact_sink(&subscription.sink)),
     );
-    object.insert("protocol".into(), json!(subscription.protocol));
+    object.insert("protocol".into(), json!(subscription.protocol.as_str()));
     if let Some(source) = &subscription.source {
         object.insert("source".into(), json!(source));
     }
