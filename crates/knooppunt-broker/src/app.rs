@@ -46,6 +46,8 @@ pub struct HubOptions {
     /// How often the hub asks the store whether another hub changed subscriptions (a store
     /// only this hub writes never says so).
     pub resync_interval: std::time::Duration,
+    /// How long a subscription's previous signing secret keeps signing after a rotation.
+    pub signing_overlap: std::time::Duration,
 }
 
 impl HubOptions {
@@ -65,6 +67,7 @@ impl HubOptions {
             server: ServerLimits::default(),
             tls: None,
             resync_interval: std::time::Duration::from_secs(1),
+            signing_overlap: std::time::Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -89,6 +92,7 @@ pub(crate) struct AppState {
     pub(crate) eval_limits: knooppunt_filter::EvalLimits,
     pub(crate) server: ServerLimits,
     pub(crate) tls: Option<TlsSettings>,
+    pub(crate) signing_overlap: std::time::Duration,
     store: Arc<dyn Store>,
     shutdown_grace: std::time::Duration,
     resync_interval: std::time::Duration,
@@ -166,6 +170,7 @@ impl AppState {
             eval_limits: options.eval_limits,
             server: options.server,
             tls: options.tls,
+            signing_overlap: options.signing_overlap,
             store,
             shutdown_grace: options.shutdown_grace,
             resync_interval: options.resync_interval,

@@ -11,8 +11,8 @@ use knooppunt_delivery::{AddressRefused, Deliverer, Gone, Handshake};
 use knooppunt_event::Event;
 use knooppunt_filter::{Criteria, EvalLimits, Filter, Limits, Routed};
 use knooppunt_store::{
-    Consent, DeadLetter, DeliveryChange, Disabled, SinkCredential, Status, Store, StoreError,
-    StoredEvent, Subscription, SubscriptionState, Validation, now_ms,
+    Consent, DeadLetter, DeliveryChange, Disabled, SigningSecrets, SinkCredential, Status, Store,
+    StoreError, StoredEvent, Subscription, SubscriptionState, Validation, now_ms,
 };
 
 use crate::identity::Principal;
@@ -284,9 +284,14 @@ impl Subscriptions {
         mut subscription: Subscription,
         criteria: Criteria,
     ) -> Result<Arc<Subscription>, E> {
-        // Every new subscription waits for its sink's consent.
+        // Every new subscription waits for its sink's consent, and has a secret its
+        // deliveries are signed with.
         subscription.status = Status::Pending { problem: None };
         subscription.validation_token = Some(new_validation_token());
+        subscription.signing = Some(SigningSecrets {
+            current: new_signing_secret(),
+            previous: None,
+        });
         let _writer = self.writes.lock().await;
         self.check_quotas(&subscription)?;
         self.store.insert_subscription(&subscription).await?;
@@ -318,6 +323,8 @@ impl Subscriptions {
         };
         let (mut replacement, criteria) = change(&existing)?;
         debug_assert_eq!(replacement.id, id);
+        // The signing secrets are the hub's, changed only by a rotation.
+        replacement.signing.clone_from(&existing.signing);
         let needs_consent = replacement.sink != existing.sink
             || matches!(existing.status, Status::Disabled(Disabled::Unusable(_)));
         if needs_consent {
@@ -533,6 +540,31 @@ impl Subscriptions {
         })
     }
 
+    /// Gives subscription `id` a new signing secret; the one it had keeps signing too for
+    /// `overlap` (so a sink can switch without losing a delivery). Returns the subscription
+    /// and its new secret (to show once); `None` when there is none.
+    pub(crate) async fn rotate_signing_secret(
+        &self,
+        id: &str,
+        overlap: std::time::Duration,
+    ) -> Result<Option<(Arc<Subscription>, String)>, StoreError> {
+        let secret = new_signing_secret();
+        let now = now_ms();
+        let updated = self
+            .update(id, |current| {
+                current.signing = Some(SigningSecrets {
+                    current: secret.clone(),
+                    previous: current
+                        .signing
+                        .take()
+                        .map(|old| (old.current, now + overlap.as_millis() as u64)),
+                });
+                true
+            })
+            .await?;
+        Ok(updated.map(|subscription| (subscription, secret)))
+    }
+
     /// Refuses a sink, or a token endpoint of client credentials, whose address is in a
     /// range the hub does not deliver to (SSRF): the field (as the API names it) and why.
     /// Resolved outside the writers' lock. On a replacement (`replacing`), a sink sent back
@@ -740,6 +772,19 @@ pub(crate) fn may_subscribe(
 /// Whether `principal` sees (and may change) `subscription`: its owner, or an admin.
 pub(crate) fn visible_to(principal: &Principal, subscription: &Subscription) -> bool {
     principal.is_admin() || subscription.owner == principal.name
+}
+
+/// A fresh signing secret as Standard Webhooks writes it: `whsec_` and the base64 of 32
+/// random bytes.
+fn new_signing_secret() -> String {
+    use base64::Engine;
+    let mut key = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
+        .expect("the system's random generator works");
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(key)
+    )
 }
 
 /// A fresh secret for a sink's validation callback URL.

@@ -537,10 +537,12 @@ async fn send(
         Ok(bearer) => bearer,
         Err(why) => return failed(why),
     };
+    let webhook_id = format!("msg_{}_{}", event.seq, subscription.id);
     let response = sink::deliver(
         &permit.client,
         subscription,
         &inner.origin,
+        &webhook_id,
         message,
         timeout.saturating_sub(started.elapsed()),
         bearer.as_ref().map(|(_, token)| token.as_str()),

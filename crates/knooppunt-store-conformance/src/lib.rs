@@ -61,6 +61,10 @@ pub fn subscription(id: &str) -> Subscription {
         updated_at: 1,
         status: Status::default(),
         validation_token: None,
+        signing: Some(knooppunt_store::SigningSecrets {
+            current: "whsec_c2VjcmV0LW9mLWEtc3Vic2NyaXB0aW9u".into(),
+            previous: Some(("whsec_b2xkLXNlY3JldA==".into(), 1_000)),
+        }),
         client_certificate: None,
     }
 }

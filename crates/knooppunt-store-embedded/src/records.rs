@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    Attempt, ClientCertificate, DeliveryChange, HttpSettings, Protocol, Sink, SinkCredential,
-    Status, StatusColumns, StoredPrincipal, Subscription, SubscriptionConfig, SubscriptionState,
-    Validation, Verdict,
+    Attempt, ClientCertificate, DeliveryChange, HttpSettings, Protocol, SigningSecrets, Sink,
+    SinkCredential, Status, StatusColumns, StoredPrincipal, Subscription, SubscriptionConfig,
+    SubscriptionState, Validation, Verdict,
 };
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +49,15 @@ pub(crate) struct SubscriptionRecord {
     validation_problem: Option<String>,
     #[serde(default, alias = "filter_problem")]
     disabled_reason: Option<String>,
+    #[serde(default)]
+    signing: Option<SigningRecord>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SigningRecord {
+    current: String,
+    #[serde(default)]
+    previous: Option<(String, u64)>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -163,6 +172,10 @@ impl From<&Subscription> for SubscriptionRecord {
                 Validation::Agreement => ValidationRecord::Agreement,
             }),
             validation_token: s.validation_token.clone(),
+            signing: s.signing.as_ref().map(|signing| SigningRecord {
+                current: signing.current.clone(),
+                previous: signing.previous.clone(),
+            }),
             allowed_rate: columns.allowed_rate,
             validation_problem: columns.validation_problem,
             disabled_reason: columns.disabled_reason,
@@ -238,6 +251,10 @@ impl TryFrom<SubscriptionRecord> for Subscription {
                 disabled_reason: r.disabled_reason,
             }),
             validation_token: r.validation_token,
+            signing: r.signing.map(|signing| SigningSecrets {
+                current: signing.current,
+                previous: signing.previous,
+            }),
         })
     }
 }

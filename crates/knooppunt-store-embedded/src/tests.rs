@@ -31,6 +31,7 @@ fn subscription(id: &str) -> Subscription {
         updated_at: 1,
         status: knooppunt_store::Status::default(),
         validation_token: None,
+        signing: None,
         client_certificate: None,
     }
 }

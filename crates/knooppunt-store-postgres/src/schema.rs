@@ -120,6 +120,8 @@ const MIGRATIONS: &[&str] = &[
     // 4: the types of extensions an event's JSON cannot carry (URI, Timestamp and Binary
     // extensions published in CBOR), so that a CBOR delivery gives them back.
     "ALTER TABLE events ADD COLUMN extension_types text;",
+    // 5: the secrets deliveries are signed with (Standard Webhooks), current and previous.
+    "ALTER TABLE subscriptions ADD COLUMN signing jsonb;",
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    ClientCertificate, HttpSettings, Protocol, Sink, SinkCredential, Status, StatusColumns,
-    StoreError, Subscription, SubscriptionConfig, SubscriptionState, Validation,
+    ClientCertificate, HttpSettings, Protocol, SigningSecrets, Sink, SinkCredential, Status,
+    StatusColumns, StoreError, Subscription, SubscriptionConfig, SubscriptionState, Validation,
 };
 use serde_json::{Value, json};
 use tokio_postgres::Row;
@@ -15,11 +15,11 @@ use tokio_postgres::types::ToSql;
 /// The columns, in the order of [`params`].
 pub(crate) const COLUMNS: &str = "id, owner, sink, protocol, source, types, filters, headers, \
     method, credential, config, created_at, updated_at, state, validated_by, validation_token, \
-    allowed_rate, validation_problem, disabled_reason, client_certificate";
+    allowed_rate, validation_problem, disabled_reason, client_certificate, signing";
 
-/// `$1, ..., $20`.
-pub(crate) const PLACEHOLDERS: &str =
-    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20";
+/// `$1, ..., $21`.
+pub(crate) const PLACEHOLDERS: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
+    $14, $15, $16, $17, $18, $19, $20, $21";
 
 /// The values of a row, owned, in the order of [`COLUMNS`].
 pub(crate) struct Params {
@@ -43,10 +43,11 @@ pub(crate) struct Params {
     validation_problem: Option<String>,
     disabled_reason: Option<String>,
     client_certificate: Option<Value>,
+    signing: Option<Value>,
 }
 
 impl Params {
-    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 20] {
+    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 21] {
         [
             &self.id,
             &self.owner,
@@ -68,6 +69,7 @@ impl Params {
             &self.validation_problem,
             &self.disabled_reason,
             &self.client_certificate,
+            &self.signing,
         ]
     }
 }
@@ -120,6 +122,10 @@ pub(crate) fn params(s: &Subscription) -> Params {
             .client_certificate
             .as_ref()
             .map(|c| json!({"certificate": c.certificate, "private_key": c.private_key})),
+        signing: s
+            .signing
+            .as_ref()
+            .map(|signing| json!({"current": signing.current, "previous": signing.previous})),
     }
 }
 
@@ -178,6 +184,23 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
                 .ok_or_else(|| corrupt(&id, "client_certificate"))?,
         }),
     };
+    let signing = match row.get::<_, Option<Value>>(20) {
+        None => None,
+        Some(signing) => Some(SigningSecrets {
+            current: text(&signing, "current").ok_or_else(|| corrupt(&id, "signing"))?,
+            previous: match &signing["previous"] {
+                Value::Null => None,
+                Value::Array(pair) => match pair.as_slice() {
+                    [Value::String(secret), until] => Some((
+                        secret.clone(),
+                        until.as_u64().ok_or_else(|| corrupt(&id, "signing"))?,
+                    )),
+                    _ => return Err(corrupt(&id, "signing")),
+                },
+                _ => return Err(corrupt(&id, "signing")),
+            },
+        }),
+    };
     let config = strings(row.get(10)).ok_or_else(|| corrupt(&id, "config"))?;
     let state = match row.get::<_, &str>(13) {
         "active" => SubscriptionState::Active,
@@ -216,6 +239,7 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
         }),
         validation_token: row.get(15),
         client_certificate,
+        signing,
         id,
     })
 }

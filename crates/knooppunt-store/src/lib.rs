@@ -23,9 +23,9 @@ pub use queue::{
 };
 pub use subscription::{
     CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, Consent,
-    DeliveryConfig, DeliveryMode, Disabled, HttpSettings, Ordering, Protocol, Sink, SinkCredential,
-    Status, StatusColumns, Subscription, SubscriptionConfig, SubscriptionState, Validation,
-    parse_iso8601_duration,
+    DeliveryConfig, DeliveryMode, Disabled, HttpSettings, Ordering, Protocol, SigningSecrets, Sink,
+    SinkCredential, Status, StatusColumns, Subscription, SubscriptionConfig, SubscriptionState,
+    Validation, parse_iso8601_duration,
 };
 
 /// Milliseconds since the Unix epoch: the hub's one clock for stored times.

@@ -39,6 +39,31 @@ pub struct Subscription {
     /// The secret in the validation callback URL offered to the current sink (the
     /// credential of its consent by callback); never returned by the API.
     pub validation_token: Option<String>,
+    /// The secrets deliveries are signed with (Standard Webhooks `v1`); `None` for a
+    /// subscription from before the hub signed. Shown once, when made; never returned.
+    pub signing: Option<SigningSecrets>,
+}
+
+/// A subscription's signing secrets (`whsec_` and the base64 of the key): the current one,
+/// and the one it replaced while the overlap after a rotation lasts (deliveries then carry
+/// both signatures, so a sink can switch without losing one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SigningSecrets {
+    pub current: String,
+    /// The previous secret and until when (milliseconds since the Unix epoch) it signs too.
+    pub previous: Option<(String, u64)>,
+}
+
+impl SigningSecrets {
+    /// The secrets that sign a delivery at `now` (milliseconds since the Unix epoch).
+    pub fn valid_at(&self, now: u64) -> impl Iterator<Item = &str> {
+        std::iter::once(self.current.as_str()).chain(
+            self.previous
+                .as_ref()
+                .filter(|(_, until)| now < *until)
+                .map(|(secret, _)| secret.as_str()),
+        )
+    }
 }
 
 impl Subscription {

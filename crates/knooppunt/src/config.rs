@@ -214,6 +214,9 @@ pub(crate) struct DeliveryConfig {
     pub(crate) max_in_flight: usize,
     /// ISO 8601 duration: how long shutting down waits for delivery attempts in flight.
     pub(crate) shutdown_grace: String,
+    /// ISO 8601 duration: how long a subscription's previous signing secret keeps
+    /// signing after a rotation.
+    pub(crate) signing_overlap: String,
     /// A PEM file of CA certificates to trust for `https` sinks, next to the system's.
     pub(crate) ca_file: Option<PathBuf>,
     /// Accept `http://` sinks off this machine (only for test environments without TLS).
@@ -265,6 +268,7 @@ impl Default for DeliveryConfig {
         DeliveryConfig {
             max_in_flight: 16,
             shutdown_grace: "PT10S".into(),
+            signing_overlap: "PT24H".into(),
             ca_file: None,
             allow_http_sinks: false,
             max_connections: 512,
@@ -688,6 +692,8 @@ impl Config {
         options.delivery.max_in_flight = self.delivery.max_in_flight;
         options.shutdown_grace = parse_iso8601_duration(&self.delivery.shutdown_grace)
             .map_err(|why| anyhow::anyhow!("delivery.shutdown_grace: {why}"))?;
+        options.signing_overlap = parse_iso8601_duration(&self.delivery.signing_overlap)
+            .map_err(|why| anyhow::anyhow!("delivery.signing_overlap: {why}"))?;
         options.subscription_defaults = self.delivery.subscription_defaults()?;
         options.allow_http_sinks = self.delivery.allow_http_sinks;
         options.delivery.connections = self.delivery.connection_limits()?;

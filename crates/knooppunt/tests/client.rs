@@ -88,6 +88,7 @@ async fn create_subscription(url: &str, sink: &Sink) -> String {
         .await,
     );
     assert!(created.contains("state:    active"), "{created}");
+    assert!(created.contains("  signing:  whsec_"), "{created}");
     created
         .lines()
         .find_map(|line| line.strip_prefix("created "))
@@ -101,6 +102,12 @@ async fn subscriptions_are_created_listed_shown_and_deleted() {
     let url = hub.url("");
     let id = create_subscription(&url, &sink).await;
 
+    let rotated = succeeded(&knooppunt(&url, &["subscriptions", "rotate-secret", &id]).await);
+    assert!(
+        rotated.contains(&format!("new signing secret of {id}: whsec_"))
+            && rotated.contains("the previous secret signs too until"),
+        "{rotated}"
+    );
     let listed = succeeded(&knooppunt(&url, &["subscriptions", "list"]).await);
     let row = listed.lines().find(|l| l.starts_with(&id)).expect("listed");
     assert!(

@@ -74,6 +74,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             post(consent::agreement).fallback(not_allowed("POST")),
         )
         .route(
+            "/v1/subscriptions/{id}/signing-secret",
+            post(subscriptions::rotate_signing_secret).fallback(not_allowed("POST")),
+        )
+        .route(
             "/v1/subscriptions/{id}/validation/{token}",
             get(consent::callback)
                 .post(consent::callback)

@@ -835,6 +835,43 @@ fn consent_paths(paths: &mut Map<String, Value>) {
     paths.extend(added.as_object().expect("an object").clone());
 }
 
+/// Rotating a subscription's signing secret (Standard Webhooks).
+fn signing_paths(paths: &mut Map<String, Value>) {
+    let rotate = operation(
+        "rotateSigningSecret",
+        "Give the subscription a new secret for its signed deliveries (Standard Webhooks `v1`: \
+         `webhook-id`, `webhook-timestamp` and `webhook-signature` on every delivery). The new \
+         secret is in this answer only; the previous one keeps signing beside it (two signatures) \
+         until `previousValidUntil`, so a sink can switch without losing a delivery.",
+        (
+            "200",
+            json!({"description": "The new secret, shown once.", "headers": headers(&[]),
+            "content": {"application/json": {"schema": {"type": "object",
+              "required": ["signingsecret"],
+              "properties": {
+                "signingsecret": {"type": "string", "pattern": "^whsec_",
+                                  "description": "`whsec_` and the base64 of the key."},
+                "previousValidUntil": {"type": "string", "format": "date-time",
+                                       "description": "Until when the previous secret signs too."}
+              }}}}}),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            ("403", "The caller may not change subscriptions."),
+            NOT_FOUND,
+        ],
+        Map::new(),
+    );
+    let added = json!({
+        "/subscriptions/{id}/signing-secret": {
+            "parameters": id_parameter(),
+            "post": rotate
+        }
+    });
+    paths.extend(added.as_object().expect("an object").clone());
+}
+
 pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
     let filter_description = format!(
         "One filter expression of the CloudEvents Subscriptions API: an object with exactly one \
@@ -922,6 +959,11 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                                                            subscription with another sink), or its stored filters break the hub's \
                                                            filter limits (replacing it with filters within the limits brings it back, \
                                                            through the validation handshake)."},
+                        "signingsecret": {"type": "string", "readOnly": true, "pattern": "^whsec_",
+                                          "description": "The secret deliveries are signed with (Standard Webhooks `v1`: \
+                                                          HMAC-SHA256 over `webhook-id.webhook-timestamp.body`), in the \
+                                                          answer that creates the subscription only; rotate it with \
+                                                          POST /subscriptions/{id}/signing-secret."},
                         "filterBudget": {
                             "type": "object", "readOnly": true,
                             "description": "Present when the subscription's filters ran out of their evaluation budget on \
@@ -1054,6 +1096,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
     subscription_paths(paths);
     dead_letter_paths(paths);
     consent_paths(paths);
+    signing_paths(paths);
     add_principals(&mut document);
     document
 }

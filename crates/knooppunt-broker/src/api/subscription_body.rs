@@ -46,8 +46,9 @@ const MEMBERS: [&str; 10] = [
 ];
 
 /// Read-only members a client may send back from a GET; they are ignored.
-const READ_ONLY: [&str; 6] = [
+const READ_ONLY: [&str; 7] = [
     "owner",
+    "signingsecret",
     "state",
     "validatedBy",
     "validationProblem",

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use http::header::{ALLOW, LOCATION};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_store::{Status, Subscription, now_ms};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::auth::{Caller, Role};
 use super::page::Page;
@@ -134,6 +134,7 @@ fn build(id: String, owner: String, input: SubscriptionInput, created_at: u64) -
         // The lifecycle decides: pending with a new token, or the current consent kept.
         status: Status::Pending { problem: None },
         validation_token: None,
+        signing: None,
     }
 }
 
@@ -193,12 +194,12 @@ pub(crate) async fn create(
     let subscription = consent::handshake(&state, Subscription::clone(&created), &headers).await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/subscriptions/{id}"))
         .expect("ids are header-safe");
-    Ok((
-        StatusCode::CREATED,
-        [(LOCATION, location)],
-        Json(resource(&state, &subscription)),
-    )
-        .into_response())
+    let mut body = resource(&state, &subscription);
+    // The signing secret is shown in this answer only.
+    if let (Some(signing), Some(object)) = (&created.signing, body.as_object_mut()) {
+        object.insert("signingsecret".into(), json!(signing.current));
+    }
+    Ok((StatusCode::CREATED, [(LOCATION, location)], Json(body)).into_response())
 }
 
 pub(crate) async fn list(
@@ -323,4 +324,38 @@ pub(crate) async fn options_item(
             .into_response()),
         _ => Err(not_found(&id)),
     }
+}
+
+/// `POST /v1/subscriptions/{id}/signing-secret`: a new secret for the subscription's
+/// signed deliveries, shown in this answer only; the previous one keeps signing (both
+/// signatures are sent) until `previousValidUntil`.
+pub(crate) async fn rotate_signing_secret(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Subscriber, "rotate a subscription's signing secret")?;
+    if !state
+        .subscriptions
+        .get(&id)
+        .is_some_and(|subscription| visible(&caller, &subscription))
+    {
+        return Err(not_found(&id));
+    }
+    let (subscription, secret) = state
+        .subscriptions
+        .rotate_signing_secret(&id, state.signing_overlap)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    let until = subscription
+        .signing
+        .as_ref()
+        .and_then(|signing| signing.previous.as_ref())
+        .map(|(_, until)| knooppunt_event::timestamp::utc_timestamp(*until));
+    tracing::info!(subscription = %id, by = %caller.0.name, "Signing secret rotated.");
+    let mut body = json!({"signingsecret": secret});
+    if let Some(until) = until {
+        body["previousValidUntil"] = json!(until);
+    }
+    Ok(Json(body).into_response())
 }

@@ -46,6 +46,17 @@ pub(crate) enum SubscriptionsCommand {
         #[command(flatten)]
         subscription: NewSubscription,
     },
+    /// Give a subscription a new secret for its signed deliveries (Standard Webhooks),
+    /// printed once; the previous secret keeps signing beside it for the hub's
+    /// `delivery.signing_overlap`, so the sink can switch without losing a delivery.
+    RotateSecret {
+        /// The subscription's id.
+        id: String,
+        #[command(flatten)]
+        connection: Connection,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Delete a subscription and its pending deliveries.
     Delete {
         /// The subscription's id.
@@ -144,6 +155,37 @@ pub(crate) async fn run(command: SubscriptionsCommand) -> Outcome {
             } else {
                 println!("created {}", text(&answer.body["id"]));
                 describe(&answer.body);
+                if let Some(secret) = answer.body["signingsecret"].as_str() {
+                    println!(
+                        "  signing:  {secret} (shown once: deliveries carry webhook-signature)"
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SubscriptionsCommand::RotateSecret {
+            id,
+            connection,
+            output,
+        } => {
+            let client = Client::new(&connection)?;
+            let path = format!("/v1/subscriptions/{}/signing-secret", segment(&id));
+            let answer = client
+                .send(Method::POST, &path, HeaderMap::new(), None)
+                .await?;
+            if !answer.status.is_success() {
+                return Ok(refused(&answer));
+            }
+            if output.json {
+                print_json(&answer.body);
+            } else {
+                println!(
+                    "new signing secret of {id}: {}",
+                    text(&answer.body["signingsecret"])
+                );
+                if let Some(until) = answer.body["previousValidUntil"].as_str() {
+                    println!("the previous secret signs too until {until}");
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

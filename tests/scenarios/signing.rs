@@ -1,0 +1,242 @@
+//! Signed deliveries (Standard Webhooks): every delivery carries `webhook-id`,
+//! `webhook-timestamp` and `webhook-signature`, verified here with the official
+//! `standardwebhooks` libraries from npm and PyPI (installed into `target/tools` on first
+//! use), in structured and binary mode, through a rotation of the secret.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use knooppunt_tests::sink::Sink;
+use knooppunt_tests::{Answer, TestHub, tokens};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const SOURCE: &str = "urn:nld:oin:00000001823288444000:systeem:BRP";
+const TYPE: &str = "nl.brp.persoon-verhuisd";
+
+fn tools() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/tools")
+}
+
+/// The npm library, installed on first use.
+fn js_library() -> PathBuf {
+    let dir = tools().join("standardwebhooks-js");
+    if !dir.join("node_modules/standardwebhooks").exists() {
+        let status = Command::new("npm")
+            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .arg("standardwebhooks@1")
+            .status()
+            .expect("npm is needed to install the standardwebhooks library");
+        assert!(status.success(), "npm install standardwebhooks failed");
+    }
+    dir
+}
+
+/// The PyPI library, installed on first use into a directory of its own.
+fn python_library() -> PathBuf {
+    let dir = tools().join("standardwebhooks-py");
+    if !dir.join("standardwebhooks").exists() {
+        // Into a directory of its own, never the system's packages: Debian's pip wants
+        // --break-system-packages said even then; older pips do not know the flag.
+        let install = |extra: &[&str]| {
+            Command::new("python3")
+                .args(["-m", "pip", "install", "--quiet", "--target"])
+                .arg(&dir)
+                .args(extra)
+                .arg("standardwebhooks>=1.1,<2")
+                .status()
+                .expect("python3 with pip is needed (Debian: python3-pip)")
+                .success()
+        };
+        assert!(
+            install(&["--break-system-packages"]) || install(&[]),
+            "pip install standardwebhooks failed"
+        );
+    }
+    dir
+}
+
+/// Whether the library in `language` accepts `body` with `headers` under `secret`.
+fn verifies(language: &str, secret: &str, body: &[u8], headers: &Value) -> bool {
+    let work = tempfile::tempdir().unwrap();
+    let body_file = work.path().join("body");
+    std::fs::write(&body_file, body).unwrap();
+    let headers_file = work.path().join("headers.json");
+    std::fs::write(&headers_file, headers.to_string()).unwrap();
+    let output = match language {
+        "js" => {
+            let script = "const { Webhook } = require('standardwebhooks');\
+                 const fs = require('fs');\
+                 const [secret, body, headers] = process.argv.slice(1);\
+                 new Webhook(secret).verify(fs.readFileSync(body).toString(), \
+                   JSON.parse(fs.readFileSync(headers, 'utf8')), { jsonParse: false });";
+            Command::new("node")
+                .current_dir(js_library())
+                .args(["-e", script, secret])
+                .arg(&body_file)
+                .arg(&headers_file)
+                .output()
+        }
+        _ => {
+            let script = "import json, sys\n\
+                 from standardwebhooks.webhooks import Webhook\n\
+                 secret, body, headers = sys.argv[1:]\n\
+                 Webhook(secret).verify(open(body, 'rb').read(), json.load(open(headers)), \
+                 json_parse=False)\n";
+            Command::new("python3")
+                .env("PYTHONPATH", python_library())
+                .args(["-c", script, secret])
+                .arg(&body_file)
+                .arg(&headers_file)
+                .output()
+        }
+    }
+    .expect("node and python3 run");
+    if !output.status.success() {
+        eprintln!(
+            "{language} refused: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    output.status.success()
+}
+
+/// The Standard Webhooks headers of a delivery, as the libraries take them.
+fn signature_headers(delivery: &knooppunt_tests::sink::Received) -> Value {
+    json!({
+        "webhook-id": delivery.header("webhook-id").expect("webhook-id"),
+        "webhook-timestamp": delivery.header("webhook-timestamp").expect("webhook-timestamp"),
+        "webhook-signature": delivery.header("webhook-signature").expect("webhook-signature"),
+    })
+}
+
+async fn subscribe(hub: &TestHub, sink: &Sink, mode: &str) -> Answer {
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
+                      "config": {"mode": mode}});
+    let answer = hub
+        .call(Method::POST, "/v1/subscriptions", tokens::KVK, Some(body))
+        .await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    answer
+}
+
+async fn publish(hub: &TestHub, id: &str) {
+    let event = json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": TYPE,
+                       "datacontenttype": "application/json", "data": {"n": id}});
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("content-type", "application/cloudevents+json")
+            .body(event.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+}
+
+fn check_both_libraries(secret: &str, body: &[u8], headers: &Value) {
+    for language in ["js", "python"] {
+        assert!(
+            verifies(language, secret, body, headers),
+            "the {language} library verifies the delivery"
+        );
+        let mut tampered = body.to_vec();
+        tampered.extend_from_slice(b" ");
+        assert!(
+            !verifies(language, secret, &tampered, headers),
+            "the {language} library refuses a changed body"
+        );
+    }
+}
+
+#[tokio::test]
+async fn deliveries_are_signed_and_verified_by_the_standard_webhooks_libraries() {
+    let hub = TestHub::start().await;
+    for mode in ["structured", "binary"] {
+        let sink = Sink::start().await;
+        let created = subscribe(&hub, &sink, mode).await;
+        let secret = created.body["signingsecret"]
+            .as_str()
+            .expect("the secret, shown once")
+            .to_owned();
+        assert!(secret.starts_with("whsec_"), "{secret}");
+        let id = created.body["id"].as_str().unwrap().to_owned();
+        let read = hub
+            .call(
+                Method::GET,
+                &format!("/v1/subscriptions/{id}"),
+                tokens::KVK,
+                None,
+            )
+            .await;
+        assert!(
+            !read.body.to_string().contains(&secret) && read.body.get("signingsecret").is_none(),
+            "never shown again: {}",
+            read.body
+        );
+
+        publish(&hub, &format!("{mode}-1")).await;
+        let delivery = sink.wait_for(1, Duration::from_secs(10)).await.remove(0);
+        let headers = signature_headers(&delivery);
+        assert!(
+            headers["webhook-id"].as_str().unwrap().starts_with("msg_"),
+            "{headers}"
+        );
+        check_both_libraries(&secret, &delivery.body, &headers);
+        // The event is delivered as it was: the signature is beside it, not in it.
+        if mode == "structured" {
+            assert!(delivery.json().get("webhook").is_none());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_rotated_secret_signs_beside_the_old_one_during_the_overlap() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let created = subscribe(&hub, &sink, "structured").await;
+    let old = created.body["signingsecret"].as_str().unwrap().to_owned();
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/subscriptions/{id}/signing-secret");
+
+    // Only the owner (or an admin) rotates it.
+    hub.call(Method::POST, &path, tokens::GEMEENTE, None)
+        .await
+        .assert_problem(404);
+    let rotated = hub.call(Method::POST, &path, tokens::KVK, None).await;
+    assert_eq!(rotated.status, 200, "{}", rotated.body);
+    let new = rotated.body["signingsecret"].as_str().unwrap().to_owned();
+    assert_ne!(new, old);
+    assert!(
+        rotated.body["previousValidUntil"].is_string(),
+        "{}",
+        rotated.body
+    );
+
+    publish(&hub, "rotated-1").await;
+    let delivery = sink.wait_for(1, Duration::from_secs(10)).await.remove(0);
+    let headers = signature_headers(&delivery);
+    assert_eq!(
+        headers["webhook-signature"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .count(),
+        2,
+        "both signatures during the overlap: {headers}"
+    );
+    check_both_libraries(&old, &delivery.body, &headers);
+    check_both_libraries(&new, &delivery.body, &headers);
+    assert!(
+        !verifies(
+            "python",
+            "whsec_d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldA==",
+            &delivery.body,
+            &headers
+        ),
+        "another secret does not verify"
+    );
+}
