@@ -240,3 +240,116 @@ async fn a_rotated_secret_signs_beside_the_old_one_during_the_overlap() {
         "another secret does not verify"
     );
 }
+
+/// A new Ed25519 key as PKCS#8 PEM.
+fn key_pem() -> String {
+    use base64::Engine;
+    let der =
+        ring::signature::Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).unwrap();
+    let body = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
+    format!("-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----\n")
+}
+
+/// How many of `keys` (a JWK set from the hub) verify a `v1a` signature of the delivery,
+/// checked by Node's own crypto (the `standardwebhooks` libraries check `v1` only).
+fn keys_verifying(keys: &Value, body: &[u8], headers: &Value) -> usize {
+    let work = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let path = work.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let keys_file = write("keys.json", keys.to_string().as_bytes());
+    let body_file = write("body", body);
+    let headers_file = write("headers.json", headers.to_string().as_bytes());
+    let script = "const crypto = require('crypto'); const fs = require('fs');\
+        const [keys, body, headers] = process.argv.slice(1);\
+        const h = JSON.parse(fs.readFileSync(headers, 'utf8'));\
+        const content = Buffer.concat([Buffer.from(h['webhook-id'] + '.' + h['webhook-timestamp'] + '.'), fs.readFileSync(body)]);\
+        const sigs = h['webhook-signature'].split(' ').filter(s => s.startsWith('v1a,')).map(s => Buffer.from(s.slice(4), 'base64'));\
+        let n = 0;\
+        for (const k of JSON.parse(fs.readFileSync(keys, 'utf8')).keys) {\
+          const key = crypto.createPublicKey({key: {kty: k.kty, crv: k.crv, x: k.x}, format: 'jwk'});\
+          if (sigs.some(s => crypto.verify(null, content, key, s))) n++;\
+        }\
+        console.log(n);";
+    let output = Command::new("node")
+        .args(["-e", script])
+        .arg(&keys_file)
+        .arg(&body_file)
+        .arg(&headers_file)
+        .output()
+        .expect("node runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// With a key of its own the hub adds `v1a` (Ed25519) signatures that a receiver checks
+/// with the public keys at `/v1/signing-keys`, without a shared secret; during a key
+/// rotation both keys sign.
+#[tokio::test]
+async fn the_hubs_own_key_signs_v1a_verifiable_with_its_published_keys() {
+    let mut options = knooppunt_tests::test_options();
+    let until = std::time::SystemTime::now() + Duration::from_secs(3600);
+    let (current, previous) = (key_pem(), key_pem());
+    options.delivery.hub_keys =
+        knooppunt_broker::HubKeys::from_pem(&current, Some((&previous, until))).unwrap();
+    let hub = TestHub::start_with_options(options).await;
+
+    // The public keys need no token.
+    let keys = Answer::from(
+        hub.client
+            .get(hub.url("/v1/signing-keys"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(keys.status, 200, "{}", keys.body);
+    let listed = keys.body["keys"].as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{}", keys.body);
+    assert!(listed[0].get("validUntil").is_none() && listed[1]["validUntil"].is_string());
+    assert!(listed[0]["whpk"].as_str().unwrap().starts_with("whpk_"));
+
+    let sink = Sink::start().await;
+    let created = subscribe(&hub, &sink, "binary").await;
+    let secret = created.body["signingsecret"].as_str().unwrap().to_owned();
+    publish(&hub, "v1a-1").await;
+    let delivery = sink.wait_for(1, Duration::from_secs(10)).await.remove(0);
+    let headers = signature_headers(&delivery);
+    let signatures = headers["webhook-signature"].as_str().unwrap();
+    assert_eq!(
+        signatures
+            .split(' ')
+            .filter(|s| s.starts_with("v1a,"))
+            .count(),
+        2,
+        "{signatures}"
+    );
+    assert_eq!(keys_verifying(&keys.body, &delivery.body, &headers), 2);
+    let mut changed = delivery.body.to_vec();
+    changed.push(b' ');
+    assert_eq!(keys_verifying(&keys.body, &changed, &headers), 0);
+    // The v1 signature is still there for the libraries.
+    check_both_libraries(&secret, &delivery.body, &headers);
+
+    // A hub without a key of its own publishes none.
+    let plain = TestHub::start().await;
+    let none = Answer::from(
+        plain
+            .client
+            .get(plain.url("/v1/signing-keys"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(none.body, json!({"keys": []}));
+}

@@ -37,7 +37,7 @@ pub use knooppunt_filter::EvalLimits;
 pub use lifecycle::Quotas;
 pub use telemetry::IngestCounters;
 
-pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, SinkNetworks};
+pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, HubKeys, SinkNetworks};
 pub use server::{ServerLimits, TlsSettings};
 
 pub use api::{API_VERSION, BASE_PATH};

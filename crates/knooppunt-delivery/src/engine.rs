@@ -46,6 +46,8 @@ pub struct DeliveryOptions {
     /// connection, then the attempt) plus this, for recording the result. When a hub dies,
     /// another takes its leased deliveries over once their leases run out.
     pub lease_margin: Duration,
+    /// The hub's Ed25519 keys for `v1a` signatures (none: `v1` only).
+    pub hub_keys: crate::signing::HubKeys,
 }
 
 impl Default for DeliveryOptions {
@@ -61,6 +63,7 @@ impl Default for DeliveryOptions {
             max_retry_after: Duration::from_secs(24 * 60 * 60),
             sink_networks: SinkNetworks::default(),
             lease_margin: Duration::from_secs(30),
+            hub_keys: crate::signing::HubKeys::none(),
         }
     }
 }
@@ -269,6 +272,11 @@ impl Deliverer {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(id)
             .cloned()
+    }
+
+    /// The hub's public keys for `v1a` signatures, the current one first.
+    pub fn public_keys(&self) -> Vec<crate::signing::PublicKey> {
+        self.inner.options.hub_keys.public()
     }
 
     /// How the workers fare: panics caught, restarts, and the workers stuck now (a worker

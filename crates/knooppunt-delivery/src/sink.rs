@@ -1,13 +1,13 @@
 //! Requests to a subscriber's sink: deliveries in structured or binary mode, and the
 //! `OPTIONS` validation handshake (CloudEvents webhook spec section 4).
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use base64::Engine;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use knooppunt_event::binding::http::{HttpMessage, encode_binary};
 use knooppunt_event::format::{cbor, json};
-use knooppunt_store::{DeliveryMode, SigningSecrets, SinkCredential, Subscription};
+use knooppunt_store::{DeliveryMode, SinkCredential, Subscription};
 
 use crate::address::AddressRefused;
 use crate::outcome::Response;
@@ -131,58 +131,12 @@ fn authorization(credential: &SinkCredential) -> Option<HeaderValue> {
     HeaderValue::try_from(value).ok()
 }
 
-/// Signs a delivery as the Standard Webhooks specification says: `webhook-id` (the same for
-/// every attempt of one delivery), `webhook-timestamp` (seconds) and `webhook-signature`,
-/// a `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` under each secret valid at
-/// `now` (two during a rotation's overlap). The body is what goes out, in every mode; the
-/// event itself is not touched.
-pub fn sign(
-    signing: &SigningSecrets,
-    webhook_id: &str,
-    now: SystemTime,
-    body: &[u8],
-    headers: &mut HeaderMap,
-) {
-    let since_epoch = now
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let timestamp = since_epoch.as_secs().to_string();
-    let mut signed = Vec::with_capacity(webhook_id.len() + timestamp.len() + 2 + body.len());
-    signed.extend_from_slice(webhook_id.as_bytes());
-    signed.push(b'.');
-    signed.extend_from_slice(timestamp.as_bytes());
-    signed.push(b'.');
-    signed.extend_from_slice(body);
-    let engine = &base64::engine::general_purpose::STANDARD;
-    let signatures: Vec<String> = signing
-        .valid_at(since_epoch.as_millis() as u64)
-        .filter_map(|secret| engine.decode(secret.strip_prefix("whsec_")?).ok())
-        .map(|key| {
-            let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key);
-            format!("v1,{}", engine.encode(ring::hmac::sign(&key, &signed)))
-        })
-        .collect();
-    if signatures.is_empty() {
-        return;
-    }
-    for (name, value) in [
-        ("webhook-id", webhook_id.to_owned()),
-        ("webhook-timestamp", timestamp),
-        ("webhook-signature", signatures.join(" ")),
-    ] {
-        if let Ok(value) = HeaderValue::try_from(value) {
-            headers.insert(name, value);
-        }
-    }
-}
-
 /// Sends one delivery and reports how it ended; `bearer` is the access token fetched for
 /// the subscription's client credentials.
 pub async fn deliver(
     client: &reqwest::Client,
     subscription: &Subscription,
     origin: &HeaderValue,
-    webhook_id: &str,
     message: HttpMessage,
     timeout: Duration,
     bearer: Option<&str>,
@@ -214,15 +168,6 @@ pub async fn deliver(
     }
     headers.extend(message.headers);
     headers.insert(REQUEST_ORIGIN, origin.clone());
-    if let Some(signing) = &subscription.signing {
-        sign(
-            signing,
-            webhook_id,
-            SystemTime::now(),
-            &message.body,
-            &mut headers,
-        );
-    }
     if message.body.is_empty() {
         // A POST without a body still says so (hyper would send neither Content-Length nor
         // Transfer-Encoding): an event without data in binary mode.
@@ -375,65 +320,6 @@ mod tests {
         assert_eq!(
             redact_sink("https://sink.example/hook"),
             "https://sink.example/hook"
-        );
-    }
-}
-
-#[cfg(test)]
-mod signing_tests {
-    use std::time::{Duration, UNIX_EPOCH};
-
-    use http::HeaderMap;
-    use knooppunt_store::SigningSecrets;
-
-    use super::sign;
-
-    /// The test vector of the Standard Webhooks libraries, and both signatures during a
-    /// rotation's overlap (only the current one after it).
-    #[test]
-    fn deliveries_are_signed_as_standard_webhooks_says() {
-        let secrets = |previous: Option<(String, u64)>| SigningSecrets {
-            current: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
-            previous,
-        };
-        let at = UNIX_EPOCH + Duration::from_secs(1_614_265_330);
-        let body = br#"{"test": 2432232314}"#;
-        let mut headers = HeaderMap::new();
-        sign(
-            &secrets(None),
-            "msg_p5jXN8AQM9LWM0D4loKWxJek",
-            at,
-            body,
-            &mut headers,
-        );
-        assert_eq!(headers["webhook-id"], "msg_p5jXN8AQM9LWM0D4loKWxJek");
-        assert_eq!(headers["webhook-timestamp"], "1614265330");
-        assert_eq!(
-            headers["webhook-signature"],
-            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
-        );
-
-        let until = 1_614_265_330_000 + 1;
-        let rotating = secrets(Some(("whsec_b2xkLXNlY3JldC1rZXk=".into(), until)));
-        let mut headers = HeaderMap::new();
-        sign(&rotating, "msg_1", at, body, &mut headers);
-        let signatures = headers["webhook-signature"].to_str().unwrap().to_owned();
-        assert_eq!(signatures.split(' ').count(), 2, "{signatures}");
-        let mut headers = HeaderMap::new();
-        sign(
-            &rotating,
-            "msg_1",
-            at + Duration::from_secs(1),
-            body,
-            &mut headers,
-        );
-        assert_eq!(
-            headers["webhook-signature"]
-                .to_str()
-                .unwrap()
-                .split(' ')
-                .count(),
-            1
         );
     }
 }

@@ -537,12 +537,19 @@ async fn send(
         Ok(bearer) => bearer,
         Err(why) => return failed(why),
     };
-    let webhook_id = format!("msg_{}_{}", event.seq, subscription.id);
+    // Signed last, just before it goes out (the timestamp is the sending time's).
+    crate::signing::sign(
+        subscription.signing.as_ref(),
+        &inner.options.hub_keys,
+        &format!("msg_{}_{}", event.seq, subscription.id),
+        SystemTime::now(),
+        &message.body,
+        &mut message.headers,
+    );
     let response = sink::deliver(
         &permit.client,
         subscription,
         &inner.origin,
-        &webhook_id,
         message,
         timeout.saturating_sub(started.elapsed()),
         bearer.as_ref().map(|(_, token)| token.as_str()),

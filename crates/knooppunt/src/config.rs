@@ -217,6 +217,13 @@ pub(crate) struct DeliveryConfig {
     /// ISO 8601 duration: how long a subscription's previous signing secret keeps
     /// signing after a rotation.
     pub(crate) signing_overlap: String,
+    /// The hub's Ed25519 key (PKCS#8 PEM) for `v1a` signatures; without it, deliveries
+    /// carry the subscriptions' `v1` signatures only.
+    pub(crate) signing_key_file: Option<PathBuf>,
+    /// The key it replaced, which signs too until `previous_signing_key_until`.
+    pub(crate) previous_signing_key_file: Option<PathBuf>,
+    /// RFC 3339: until when the previous key signs.
+    pub(crate) previous_signing_key_until: Option<String>,
     /// A PEM file of CA certificates to trust for `https` sinks, next to the system's.
     pub(crate) ca_file: Option<PathBuf>,
     /// Accept `http://` sinks off this machine (only for test environments without TLS).
@@ -262,6 +269,48 @@ pub(crate) struct DeliveryConfig {
     pub(crate) default_timeout: String,
 }
 
+impl DeliveryConfig {
+    /// The hub's signing keys from `signing_key_file` (and the previous one).
+    fn hub_keys(&self) -> anyhow::Result<knooppunt_broker::HubKeys> {
+        let read = |key: &str, path: &PathBuf| {
+            std::fs::read_to_string(path).map_err(|error| {
+                anyhow::anyhow!("delivery.{key}: cannot read {}: {error}", path.display())
+            })
+        };
+        let Some(path) = &self.signing_key_file else {
+            if self.previous_signing_key_file.is_some() {
+                bail!("delivery.previous_signing_key_file: needs delivery.signing_key_file");
+            }
+            return Ok(knooppunt_broker::HubKeys::none());
+        };
+        let current = read("signing_key_file", path)?;
+        let previous = match (
+            &self.previous_signing_key_file,
+            &self.previous_signing_key_until,
+        ) {
+            (None, None) => None,
+            (Some(path), Some(until)) => {
+                let ms = knooppunt_event::timestamp::epoch_millis(until).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "delivery.previous_signing_key_until: `{until}` is not an RFC 3339 time"
+                    )
+                })?;
+                let until = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+                Some((read("previous_signing_key_file", path)?, until))
+            }
+            _ => bail!(
+                "delivery.previous_signing_key_file and previous_signing_key_until: give both \
+                 (the key a rotation replaced, and until when it signs), or neither"
+            ),
+        };
+        knooppunt_broker::HubKeys::from_pem(
+            &current,
+            previous.as_ref().map(|(pem, until)| (pem.as_str(), *until)),
+        )
+        .map_err(|why| anyhow::anyhow!("delivery.signing_key_file: {why}"))
+    }
+}
+
 impl Default for DeliveryConfig {
     fn default() -> Self {
         let standard = ConfigDefaults::default();
@@ -269,6 +318,9 @@ impl Default for DeliveryConfig {
             max_in_flight: 16,
             shutdown_grace: "PT10S".into(),
             signing_overlap: "PT24H".into(),
+            signing_key_file: None,
+            previous_signing_key_file: None,
+            previous_signing_key_until: None,
             ca_file: None,
             allow_http_sinks: false,
             max_connections: 512,
@@ -694,6 +746,7 @@ impl Config {
             .map_err(|why| anyhow::anyhow!("delivery.shutdown_grace: {why}"))?;
         options.signing_overlap = parse_iso8601_duration(&self.delivery.signing_overlap)
             .map_err(|why| anyhow::anyhow!("delivery.signing_overlap: {why}"))?;
+        options.delivery.hub_keys = self.delivery.hub_keys()?;
         options.subscription_defaults = self.delivery.subscription_defaults()?;
         options.allow_http_sinks = self.delivery.allow_http_sinks;
         options.delivery.connections = self.delivery.connection_limits()?;
@@ -891,6 +944,51 @@ mod tests {
     fn the_shipped_file_holds_the_defaults() {
         let shipped = include_str!("../../../config/knooppunt.toml");
         assert_eq!(Config::parse(shipped).unwrap(), Config::default());
+    }
+
+    /// The hub's signing key from a file as `openssl genpkey -algorithm ed25519` writes it,
+    /// a previous key with its end, and what is wrong with each kind of mistake.
+    #[test]
+    fn signing_keys_are_read_from_openssl_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = |name: &str| {
+            let path = dir.path().join(name);
+            let status = std::process::Command::new("openssl")
+                .args(["genpkey", "-algorithm", "ed25519", "-out"])
+                .arg(&path)
+                .status()
+                .expect("openssl");
+            assert!(status.success());
+            path.display().to_string()
+        };
+        let (current, previous) = (key("current.pem"), key("previous.pem"));
+        let options = |extra: &str| {
+            Config::parse(&format!(
+                "[delivery]\nsigning_key_file = \"{current}\"\n{extra}"
+            ))
+            .and_then(|config| config.hub_options(knooppunt_broker::Authentication::Disabled))
+        };
+        let one = options("").unwrap();
+        assert_eq!(one.delivery.hub_keys.public().len(), 1);
+        let two = options(&format!(
+            "previous_signing_key_file = \"{previous}\"\n\
+             previous_signing_key_until = \"2030-01-01T00:00:00Z\"\n"
+        ))
+        .unwrap();
+        assert_eq!(two.delivery.hub_keys.public().len(), 2);
+        let half = options(&format!("previous_signing_key_file = \"{previous}\"\n")).unwrap_err();
+        assert!(half.to_string().contains("give both"), "{half}");
+        std::fs::write(dir.path().join("bad.pem"), "not a key").unwrap();
+        let bad = Config::parse(&format!(
+            "[delivery]\nsigning_key_file = \"{}\"\n",
+            dir.path().join("bad.pem").display()
+        ))
+        .and_then(|config| config.hub_options(knooppunt_broker::Authentication::Disabled))
+        .unwrap_err();
+        assert!(
+            bad.to_string().contains("delivery.signing_key_file"),
+            "{bad}"
+        );
     }
 
     #[test]

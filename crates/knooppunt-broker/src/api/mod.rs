@@ -130,6 +130,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             "/v1/openapi.json",
             get(openapi::serve).fallback(not_allowed("GET")),
         )
+        .route(
+            "/v1/signing-keys",
+            get(subscriptions::signing_keys).fallback(not_allowed("GET")),
+        )
         .fallback(not_found)
         .layer(axum::middleware::from_fn(move |request, next| {
             crate::server::limit_body_time(body_timeout, request, next)

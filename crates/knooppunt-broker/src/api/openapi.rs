@@ -863,11 +863,41 @@ fn signing_paths(paths: &mut Map<String, Value>) {
         ],
         Map::new(),
     );
+    let keys = json!({
+        "operationId": "listSigningKeys",
+        "summary": "The hub's public keys for the `v1a` (Ed25519) signatures of its deliveries (Standard \
+                    Webhooks), as a JWK set; each key also as `whpk_` and its base64. A previous key, during \
+                    a rotation, says until when it signs. Empty when the hub signs with subscriptions' \
+                    secrets (`v1`) only. No authentication.",
+        "tags": ["subscriptions"],
+        "security": [],
+        "responses": {
+            "200": {
+                "description": "The keys, the current one first.",
+                "headers": headers(&[]),
+                "content": {"application/json": {"schema": {"type": "object", "required": ["keys"], "properties": {
+                    "keys": {"type": "array", "items": {"type": "object",
+                        "required": ["kty", "crv", "kid", "x", "whpk"],
+                        "properties": {
+                            "kty": {"type": "string", "enum": ["OKP"]},
+                            "crv": {"type": "string", "enum": ["Ed25519"]},
+                            "alg": {"type": "string", "enum": ["EdDSA"]},
+                            "use": {"type": "string", "enum": ["sig"]},
+                            "kid": {"type": "string"},
+                            "x": {"type": "string", "description": "The public key, base64url."},
+                            "whpk": {"type": "string", "pattern": "^whpk_"},
+                            "validUntil": {"type": "string", "format": "date-time"}
+                        }}}
+                }}}}
+            }
+        }
+    });
     let added = json!({
         "/subscriptions/{id}/signing-secret": {
             "parameters": id_parameter(),
             "post": rotate
-        }
+        },
+        "/signing-keys": {"get": keys}
     });
     paths.extend(added.as_object().expect("an object").clone());
 }

@@ -359,3 +359,34 @@ pub(crate) async fn rotate_signing_secret(
     }
     Ok(Json(body).into_response())
 }
+
+/// `GET /v1/signing-keys`: the hub's public keys for the `v1a` (Ed25519) signatures of its
+/// deliveries, as a JWK set (with each key also as Standard Webhooks writes it, `whpk_`);
+/// a previous key during a rotation says until when it signs. No token: they are public.
+pub(crate) async fn signing_keys(State(state): State<Arc<AppState>>) -> Response {
+    use base64::Engine;
+    let keys: Vec<Value> = state
+        .deliverer
+        .public_keys()
+        .into_iter()
+        .map(|key| {
+            let mut jwk = json!({
+                "kty": "OKP",
+                "crv": "Ed25519",
+                "alg": "EdDSA",
+                "use": "sig",
+                "kid": key.kid,
+                "x": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&key.key),
+                "whpk": format!("whpk_{}", base64::engine::general_purpose::STANDARD.encode(&key.key)),
+            });
+            if let Some(until) = key.until {
+                let ms = until
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                jwk["validUntil"] = json!(knooppunt_event::timestamp::utc_timestamp(ms));
+            }
+            jwk
+        })
+        .collect();
+    Json(json!({"keys": keys})).into_response()
+}
