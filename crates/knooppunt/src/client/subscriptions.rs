@@ -122,20 +122,8 @@ pub(crate) async fn run(command: SubscriptionsCommand) -> Outcome {
             connection,
             output,
         } => {
-            let client = Client::new(&connection)?;
             let path = format!("/v1/subscriptions/{}", segment(&id));
-            let answer = client
-                .send(Method::GET, &path, HeaderMap::new(), None)
-                .await?;
-            if !answer.status.is_success() {
-                return Ok(refused(&answer));
-            }
-            if output.json {
-                print_json(&answer.body);
-            } else {
-                describe(&answer.body);
-            }
-            Ok(ExitCode::SUCCESS)
+            show(&connection, Method::GET, &path, &output, describe).await
         }
         SubscriptionsCommand::Create {
             connection,
@@ -168,26 +156,17 @@ pub(crate) async fn run(command: SubscriptionsCommand) -> Outcome {
             connection,
             output,
         } => {
-            let client = Client::new(&connection)?;
             let path = format!("/v1/subscriptions/{}/signing-secret", segment(&id));
-            let answer = client
-                .send(Method::POST, &path, HeaderMap::new(), None)
-                .await?;
-            if !answer.status.is_success() {
-                return Ok(refused(&answer));
-            }
-            if output.json {
-                print_json(&answer.body);
-            } else {
+            show(&connection, Method::POST, &path, &output, |answer| {
                 println!(
                     "new signing secret of {id}: {}",
-                    text(&answer.body["signingsecret"])
+                    text(&answer["signingsecret"])
                 );
-                if let Some(until) = answer.body["previousValidUntil"].as_str() {
+                if let Some(until) = answer["previousValidUntil"].as_str() {
                     println!("the previous secret signs too until {until}");
                 }
-            }
-            Ok(ExitCode::SUCCESS)
+            })
+            .await
         }
         SubscriptionsCommand::Delete { id, connection } => {
             let client = Client::new(&connection)?;
@@ -202,6 +181,28 @@ pub(crate) async fn run(command: SubscriptionsCommand) -> Outcome {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Sends a request without a body and prints the answer: as JSON with `--json`, else with
+/// `print`; a refusal as the hub's problem.
+async fn show(
+    connection: &Connection,
+    method: Method,
+    path: &str,
+    output: &Output,
+    print: impl FnOnce(&Value),
+) -> Outcome {
+    let client = Client::new(connection)?;
+    let answer = client.send(method, path, HeaderMap::new(), None).await?;
+    if !answer.status.is_success() {
+        return Ok(refused(&answer));
+    }
+    if output.json {
+        print_json(&answer.body);
+    } else {
+        print(&answer.body);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 impl NewSubscription {
