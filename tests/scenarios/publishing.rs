@@ -523,6 +523,26 @@ impl Store for GatedStore {
     fn delete_principal<'a>(&'a self, name: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
         self.inner.delete_principal(name)
     }
+    fn insert_catalog_entry<'a>(
+        &'a self,
+        entry: &'a knooppunt_store::CatalogEntry,
+    ) -> knooppunt_store::StoreFuture<'a, ()> {
+        self.inner.insert_catalog_entry(entry)
+    }
+    fn update_catalog_entry<'a>(
+        &'a self,
+        entry: &'a knooppunt_store::CatalogEntry,
+    ) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.update_catalog_entry(entry)
+    }
+    fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.delete_catalog_entry(id)
+    }
+    fn catalog_entries(
+        &self,
+    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::CatalogEntry>> {
+        self.inner.catalog_entries()
+    }
     fn principals(
         &self,
     ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::StoredPrincipal>> {

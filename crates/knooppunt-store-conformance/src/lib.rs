@@ -118,6 +118,7 @@ fn seqs(appended: &[Appended]) -> Vec<u64> {
 pub async fn run(backend: &mut impl Backend) {
     subscriptions_are_kept(backend).await;
     principals_are_kept(backend).await;
+    catalog_entries_are_kept(backend).await;
     events_are_appended_with_their_deliveries(backend).await;
     duplicates_are_reported_not_stored(backend).await;
     leases_follow_the_ordering(backend).await;
@@ -232,6 +233,65 @@ async fn every_status_is_kept(backend: &mut impl Backend, store: Arc<dyn Inspect
         );
         store.delete_subscription(&s.id).await.unwrap();
     }
+}
+
+/// A catalog entry with this id and every field set.
+pub fn catalog_entry(id: &str) -> knooppunt_store::CatalogEntry {
+    knooppunt_store::CatalogEntry {
+        id: id.into(),
+        owner: "brp".into(),
+        source_prefix: "urn:nld:oin:00000001823288444000:".into(),
+        event_type: "nl.brp.persoon-verhuisd".into(),
+        type_match: knooppunt_store::TypeMatch::Exact,
+        description: "Een ingezetene is verhuisd.".into(),
+        documentation: Some("https://brp.example.nl/events".into()),
+        dataschema: Some("https://brp.example.nl/schema.json".into()),
+        deprecated: false,
+        approval: knooppunt_store::ApprovalPolicy::ApprovalRequired,
+        created_at: 1000,
+        updated_at: 2000,
+    }
+}
+
+async fn catalog_entries_are_kept(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    store
+        .insert_catalog_entry(&catalog_entry("b"))
+        .await
+        .unwrap();
+    let mut a = catalog_entry("a");
+    a.type_match = knooppunt_store::TypeMatch::Prefix;
+    a.event_type = "nl.brp.".into();
+    a.documentation = None;
+    a.dataschema = None;
+    a.approval = knooppunt_store::ApprovalPolicy::Open;
+    store.insert_catalog_entry(&a).await.unwrap();
+    assert!(
+        matches!(
+            store.insert_catalog_entry(&catalog_entry("a")).await,
+            Err(StoreError::Conflict(id)) if id == "a"
+        ),
+        "a taken id is a conflict"
+    );
+    let mut changed = catalog_entry("b");
+    changed.deprecated = true;
+    changed.description = "Verouderd.".into();
+    assert!(store.update_catalog_entry(&changed).await.unwrap());
+    assert!(
+        !store
+            .update_catalog_entry(&catalog_entry("zz"))
+            .await
+            .unwrap()
+    );
+    let store = backend.reopen(store).await;
+    assert_eq!(
+        store.catalog_entries().await.unwrap(),
+        vec![a, changed],
+        "in id order, every field as written, durable"
+    );
+    assert!(store.delete_catalog_entry("a").await.unwrap());
+    assert!(!store.delete_catalog_entry("a").await.unwrap());
+    assert_eq!(store.catalog_entries().await.unwrap().len(), 1);
 }
 
 /// A principal named `name` with every field set.

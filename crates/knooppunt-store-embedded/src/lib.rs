@@ -39,11 +39,13 @@ use self::dedupe::{Dedupe, DedupeHasher};
 use self::event_log::EventLog;
 use self::group_commit::GroupCommit;
 use self::queues::Queues;
-use self::records::{PrincipalRecord, SubscriptionRecord};
+use self::records::{CatalogRecord, PrincipalRecord, SubscriptionRecord};
 use knooppunt_store::{
     Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent, Swept,
 };
-use knooppunt_store::{Store, StoreError, StoreFuture, StoredPrincipal, Subscription};
+use knooppunt_store::{
+    CatalogEntry, Store, StoreError, StoreFuture, StoredPrincipal, Subscription,
+};
 
 /// A new segment is started once the active one is this large.
 const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
@@ -89,6 +91,7 @@ struct Trees {
     db: sled::Db,
     subscriptions: sled::Tree,
     principals: sled::Tree,
+    catalog: sled::Tree,
 }
 
 impl Drop for Inner {
@@ -123,6 +126,17 @@ fn decode_principal(bytes: &[u8]) -> Result<StoredPrincipal, StoreError> {
     serde_json::from_slice::<PrincipalRecord>(bytes)
         .map(StoredPrincipal::from)
         .map_err(|error| StoreError::Corrupt(format!("a principal record: {error}")))
+}
+
+fn decode_catalog_entry(bytes: &[u8]) -> Result<CatalogEntry, StoreError> {
+    let record = serde_json::from_slice::<CatalogRecord>(bytes)
+        .map_err(|error| StoreError::Corrupt(format!("a catalog record: {error}")))?;
+    CatalogEntry::try_from(record)
+        .map_err(|why| StoreError::Corrupt(format!("a catalog record: {why}")))
+}
+
+fn encode_catalog_entry(entry: &CatalogEntry) -> Vec<u8> {
+    serde_json::to_vec(&CatalogRecord::from(entry)).expect("records always serialise")
 }
 
 fn encode_principal(principal: &StoredPrincipal) -> Vec<u8> {
@@ -177,6 +191,7 @@ impl SledStore {
         let trees = Trees {
             subscriptions: tree("subscriptions")?,
             principals: tree("principals")?,
+            catalog: tree("catalog")?,
             db: db.clone(),
         };
         let mut queues = Queues::default();
@@ -414,6 +429,74 @@ impl Store for SledStore {
             }
             self.commit().await?;
             Ok(true)
+        })
+    }
+
+    fn insert_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.writable()?;
+            let inserted = self
+                .inner
+                .trees
+                .catalog
+                .compare_and_swap(
+                    entry.id.as_bytes(),
+                    None as Option<&[u8]>,
+                    Some(encode_catalog_entry(entry)),
+                )
+                .map_err(backend)?;
+            if inserted.is_err() {
+                return Err(StoreError::Conflict(entry.id.clone()));
+            }
+            self.commit().await
+        })
+    }
+
+    fn update_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            self.writable()?;
+            let updated = self
+                .inner
+                .trees
+                .catalog
+                .fetch_and_update(entry.id.as_bytes(), |old| {
+                    old.map(|_| encode_catalog_entry(entry))
+                })
+                .map_err(backend)?;
+            if updated.is_none() {
+                return Ok(false);
+            }
+            self.commit().await?;
+            Ok(true)
+        })
+    }
+
+    fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            self.writable()?;
+            let removed = self
+                .inner
+                .trees
+                .catalog
+                .remove(id.as_bytes())
+                .map_err(backend)?;
+            if removed.is_none() {
+                return Ok(false);
+            }
+            self.commit().await?;
+            Ok(true)
+        })
+    }
+
+    fn catalog_entries(&self) -> StoreFuture<'_, Vec<CatalogEntry>> {
+        Box::pin(async move {
+            self.inner
+                .trees
+                .catalog
+                .iter()
+                .values()
+                .map(|bytes| decode_catalog_entry(&bytes.map_err(backend)?))
+                .collect()
         })
     }
 

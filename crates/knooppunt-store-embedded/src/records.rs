@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    Attempt, ClientCertificate, DeliveryChange, HttpSettings, Protocol, SigningSecrets, Sink,
-    SinkCredential, Status, StatusColumns, StoredPrincipal, Subscription, SubscriptionConfig,
-    SubscriptionState, Validation, Verdict,
+    ApprovalPolicy, Attempt, CatalogEntry, ClientCertificate, DeliveryChange, HttpSettings,
+    Protocol, SigningSecrets, Sink, SinkCredential, Status, StatusColumns, StoredPrincipal,
+    Subscription, SubscriptionConfig, SubscriptionState, TypeMatch, Validation, Verdict,
 };
 use serde::{Deserialize, Serialize};
 
@@ -515,5 +515,68 @@ mod tests {
         assert!(subscription.config.unreadable().is_some());
         assert_eq!(subscription.config.values()["mode"], "pigeon");
         assert_eq!(subscription.types, None);
+    }
+}
+
+/// A catalog entry in sled (`catalog` tree, id → this as JSON).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct CatalogRecord {
+    id: String,
+    owner: String,
+    source_prefix: String,
+    event_type: String,
+    type_match: String,
+    description: String,
+    #[serde(default)]
+    documentation: Option<String>,
+    #[serde(default)]
+    dataschema: Option<String>,
+    #[serde(default)]
+    deprecated: bool,
+    approval: String,
+    created_at: u64,
+    updated_at: u64,
+}
+
+impl From<&CatalogEntry> for CatalogRecord {
+    fn from(e: &CatalogEntry) -> Self {
+        CatalogRecord {
+            id: e.id.clone(),
+            owner: e.owner.clone(),
+            source_prefix: e.source_prefix.clone(),
+            event_type: e.event_type.clone(),
+            type_match: e.type_match.as_str().to_owned(),
+            description: e.description.clone(),
+            documentation: e.documentation.clone(),
+            dataschema: e.dataschema.clone(),
+            deprecated: e.deprecated,
+            approval: e.approval.as_str().to_owned(),
+            created_at: e.created_at,
+            updated_at: e.updated_at,
+        }
+    }
+}
+
+impl TryFrom<CatalogRecord> for CatalogEntry {
+    /// What in the record is not what this backend writes.
+    type Error = String;
+
+    fn try_from(r: CatalogRecord) -> Result<Self, String> {
+        Ok(CatalogEntry {
+            type_match: TypeMatch::parse(&r.type_match)
+                .ok_or_else(|| format!("type match `{}`", r.type_match))?,
+            approval: ApprovalPolicy::parse(&r.approval)
+                .ok_or_else(|| format!("approval policy `{}`", r.approval))?,
+            id: r.id,
+            owner: r.owner,
+            source_prefix: r.source_prefix,
+            event_type: r.event_type,
+            description: r.description,
+            documentation: r.documentation,
+            dataschema: r.dataschema,
+            deprecated: r.deprecated,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
     }
 }

@@ -24,6 +24,7 @@
 //! `synchronous_commit = on`).
 
 mod append;
+mod catalog;
 mod event_cache;
 mod notify;
 mod principals;
@@ -36,8 +37,8 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use knooppunt_store::{
-    Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, Store, StoreError,
-    StoreFuture, StoredEvent, StoredPrincipal, Subscription, Swept, Verdict,
+    Appended, CatalogEntry, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, Store,
+    StoreError, StoreFuture, StoredEvent, StoredPrincipal, Subscription, Swept, Verdict,
 };
 use tokio_postgres::Row;
 
@@ -389,6 +390,49 @@ impl Store for PgStore {
         Box::pin(async move {
             self.write_and_bump("DELETE FROM principals WHERE name = $1", &[&name])
                 .await
+        })
+    }
+
+    fn insert_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let sql = format!(
+                "INSERT INTO catalog ({}) VALUES ({}) ON CONFLICT (id) DO NOTHING",
+                catalog::COLUMNS,
+                catalog::PLACEHOLDERS
+            );
+            let params = catalog::Params::new(entry);
+            if !self.write_and_bump(&sql, &params.refs(entry)).await? {
+                return Err(StoreError::Conflict(entry.id.clone()));
+            }
+            Ok(())
+        })
+    }
+
+    fn update_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let sql = format!(
+                "UPDATE catalog SET ({}) = ({}) WHERE id = $1",
+                catalog::COLUMNS,
+                catalog::PLACEHOLDERS
+            );
+            let params = catalog::Params::new(entry);
+            self.write_and_bump(&sql, &params.refs(entry)).await
+        })
+    }
+
+    fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            self.write_and_bump("DELETE FROM catalog WHERE id = $1", &[&id])
+                .await
+        })
+    }
+
+    fn catalog_entries(&self) -> StoreFuture<'_, Vec<CatalogEntry>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!("SELECT {} FROM catalog ORDER BY id", catalog::COLUMNS);
+            let rows = client.query(&sql, &[]).await.map_err(backend)?;
+            rows.iter().map(catalog::from_row).collect()
         })
     }
 

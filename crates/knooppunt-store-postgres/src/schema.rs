@@ -122,6 +122,23 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE events ADD COLUMN extension_types text;",
     // 5: the secrets deliveries are signed with (Standard Webhooks), current and previous.
     "ALTER TABLE subscriptions ADD COLUMN signing jsonb;",
+    // 6: the event type catalog.
+    r#"
+    CREATE TABLE catalog (
+        id text PRIMARY KEY,
+        owner text NOT NULL,
+        source_prefix text NOT NULL,
+        event_type text NOT NULL,
+        type_match text NOT NULL,
+        description text NOT NULL,
+        documentation text,
+        dataschema text,
+        deprecated boolean NOT NULL,
+        approval text NOT NULL,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL
+    );
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

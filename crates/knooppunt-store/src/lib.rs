@@ -9,6 +9,7 @@
 //! on due deliveries for the delivery workers, durable attempt results (delivered, retry,
 //! dead letter), dead letters, and a retention sweep.
 
+mod catalog;
 mod principal;
 mod queue;
 mod subscription;
@@ -16,6 +17,7 @@ mod subscription;
 use std::future::Future;
 use std::pin::Pin;
 
+pub use catalog::{ApprovalPolicy, CatalogEntry, TypeMatch};
 pub use principal::StoredPrincipal;
 pub use queue::{
     Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent,
@@ -101,6 +103,18 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every principal, in name order.
     fn principals(&self) -> StoreFuture<'_, Vec<StoredPrincipal>>;
+
+    /// Stores a new catalog entry; `Conflict` when its id is taken.
+    fn insert_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, ()>;
+
+    /// Replaces a catalog entry; `false` when there is none with that id.
+    fn update_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, bool>;
+
+    /// Removes a catalog entry; `false` when there was none with that id.
+    fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
+
+    /// Every catalog entry, in id order.
+    fn catalog_entries(&self) -> StoreFuture<'_, Vec<CatalogEntry>>;
 
     /// A number that changes whenever any hub sharing this store changes a subscription or
     /// a principal, so that each hub can tell when to reload them. A backend only one hub writes (the

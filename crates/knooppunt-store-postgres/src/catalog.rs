@@ -1,0 +1,66 @@
+//! How a catalog entry is a row of `catalog` (migration 6).
+
+use knooppunt_store::{ApprovalPolicy, CatalogEntry, StoreError, TypeMatch};
+use tokio_postgres::Row;
+
+pub(crate) const COLUMNS: &str = "id, owner, source_prefix, event_type, type_match, description, \
+    documentation, dataschema, deprecated, approval, created_at, updated_at";
+pub(crate) const PLACEHOLDERS: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12";
+
+/// The values of [`COLUMNS`] that are not the entry's own fields as they are.
+pub(crate) struct Params {
+    type_match: &'static str,
+    approval: &'static str,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl Params {
+    pub(crate) fn new(e: &CatalogEntry) -> Params {
+        Params {
+            type_match: e.type_match.as_str(),
+            approval: e.approval.as_str(),
+            created_at: e.created_at as i64,
+            updated_at: e.updated_at as i64,
+        }
+    }
+
+    pub(crate) fn refs<'a>(
+        &'a self,
+        e: &'a CatalogEntry,
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 12] {
+        [
+            &e.id,
+            &e.owner,
+            &e.source_prefix,
+            &e.event_type,
+            &self.type_match,
+            &e.description,
+            &e.documentation,
+            &e.dataschema,
+            &e.deprecated,
+            &self.approval,
+            &self.created_at,
+            &self.updated_at,
+        ]
+    }
+}
+
+pub(crate) fn from_row(row: &Row) -> Result<CatalogEntry, StoreError> {
+    let id: String = row.get("id");
+    let corrupt = |what: &str| StoreError::Corrupt(format!("catalog entry {id}: {what}"));
+    Ok(CatalogEntry {
+        type_match: TypeMatch::parse(row.get("type_match")).ok_or_else(|| corrupt("type_match"))?,
+        approval: ApprovalPolicy::parse(row.get("approval")).ok_or_else(|| corrupt("approval"))?,
+        owner: row.get("owner"),
+        source_prefix: row.get("source_prefix"),
+        event_type: row.get("event_type"),
+        description: row.get("description"),
+        documentation: row.get("documentation"),
+        dataschema: row.get("dataschema"),
+        deprecated: row.get("deprecated"),
+        created_at: row.get::<_, i64>("created_at") as u64,
+        updated_at: row.get::<_, i64>("updated_at") as u64,
+        id,
+    })
+}

@@ -1,0 +1,91 @@
+//! The event type catalog, as stored: what publishers say their events are, and whether
+//! the data owner must approve who receives them.
+
+/// One catalog entry: events of a `source` prefix and a type (exact, or a prefix), owned by
+/// the publisher principal that made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogEntry {
+    /// Assigned by the hub; time-ordered.
+    pub id: String,
+    /// The principal that owns it (only it, or an admin, changes it).
+    pub owner: String,
+    /// The `source` prefix of the events it covers.
+    pub source_prefix: String,
+    /// The event type it covers: the type itself, or a prefix of types.
+    pub event_type: String,
+    pub type_match: TypeMatch,
+    pub description: String,
+    /// A link to the type's documentation.
+    pub documentation: Option<String>,
+    /// The `dataschema` of its events' data.
+    pub dataschema: Option<String>,
+    /// Still accepted, but publishers and subscribers are told to move on.
+    pub deprecated: bool,
+    pub approval: ApprovalPolicy,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
+/// How a catalog entry's type is matched.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum TypeMatch {
+    #[default]
+    Exact,
+    Prefix,
+}
+
+impl TypeMatch {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TypeMatch::Exact => "exact",
+            TypeMatch::Prefix => "prefix",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<TypeMatch> {
+        match name {
+            "exact" => Some(TypeMatch::Exact),
+            "prefix" => Some(TypeMatch::Prefix),
+            _ => None,
+        }
+    }
+}
+
+/// Who may receive a catalog entry's events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum ApprovalPolicy {
+    /// Any subscriber whose filters match.
+    #[default]
+    Open,
+    /// Only subscriptions the owner approved.
+    ApprovalRequired,
+}
+
+impl ApprovalPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalPolicy::Open => "open",
+            ApprovalPolicy::ApprovalRequired => "approval-required",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<ApprovalPolicy> {
+        match name {
+            "open" => Some(ApprovalPolicy::Open),
+            "approval-required" => Some(ApprovalPolicy::ApprovalRequired),
+            _ => None,
+        }
+    }
+}
+
+impl CatalogEntry {
+    /// Whether an event of this `source` and `event_type` is covered.
+    pub fn covers(&self, source: &str, event_type: &str) -> bool {
+        source.starts_with(&self.source_prefix)
+            && match self.type_match {
+                TypeMatch::Exact => event_type == self.event_type,
+                TypeMatch::Prefix => event_type.starts_with(&self.event_type),
+            }
+    }
+}
