@@ -195,6 +195,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
         &[
             "app",
             "ingest",
+            "catalog",
             "lifecycle",
             "principals",
             "telemetry",
@@ -206,6 +207,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
         "app",
         &[
             "ingest",
+            "catalog",
             "lifecycle",
             "principals",
             "telemetry",
@@ -214,6 +216,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("ingest", &["lifecycle", "telemetry", "identity"]),
+    ("catalog", &["identity"]),
     ("principals", &["identity"]),
     ("lifecycle", &["registry", "identity"]),
     ("registry", &[]),

@@ -446,5 +446,85 @@ async fn every_answer_is_what_the_document_says() {
             )
             .await;
     }
-    assert!(check.checked >= 53, "{} answers checked", check.checked);
+
+    // The catalog, the signing secret's rotation and the hub's signing keys.
+    let as_brp = |method: Method, path: &str| hub.request(method, path, tokens::BRP_PUBLISHER);
+    let entry = json!({"source": "urn:nld:oin:00000001823288444000:", "type": "nl.brp.x",
+                       "description": "x", "approval": "approval-required"});
+    let created = check
+        .check(
+            "post",
+            "/eventtypes",
+            as_brp(Method::POST, "/v1/eventtypes").json(&entry),
+        )
+        .await;
+    for request in [
+        as_brp(Method::POST, "/v1/eventtypes").json(&entry),
+        as_brp(Method::POST, "/v1/eventtypes").json(&json!({"type": 1})),
+        as_kvk(Method::POST, "/v1/eventtypes").json(&entry),
+        hub.client.post(hub.url("/v1/eventtypes")).json(&entry),
+    ] {
+        check.check("post", "/eventtypes", request).await;
+    }
+    check
+        .check("get", "/eventtypes", as_kvk(Method::GET, "/v1/eventtypes"))
+        .await;
+    let path = format!("/v1/eventtypes/{}", created["id"].as_str().unwrap());
+    check
+        .check("get", "/eventtypes/{id}", as_kvk(Method::GET, &path))
+        .await;
+    check
+        .check(
+            "put",
+            "/eventtypes/{id}",
+            as_brp(Method::PUT, &path).json(&entry),
+        )
+        .await;
+    check
+        .check(
+            "put",
+            "/eventtypes/{id}",
+            hub.request(Method::PUT, &path, tokens::PUBLISHER)
+                .json(&entry),
+        )
+        .await;
+    for _ in 0..2 {
+        check
+            .check("delete", "/eventtypes/{id}", as_brp(Method::DELETE, &path))
+            .await;
+    }
+    let subscription = check
+        .check(
+            "post",
+            "/subscriptions",
+            as_kvk(Method::POST, "/v1/subscriptions")
+                .json(&json!({"sink": sink.url, "protocol": "HTTP"})),
+        )
+        .await;
+    let rotate = format!(
+        "/v1/subscriptions/{}/signing-secret",
+        subscription["id"].as_str().unwrap()
+    );
+    check
+        .check(
+            "post",
+            "/subscriptions/{id}/signing-secret",
+            as_kvk(Method::POST, &rotate),
+        )
+        .await;
+    check
+        .check(
+            "post",
+            "/subscriptions/{id}/signing-secret",
+            hub.request(Method::POST, &rotate, tokens::GEMEENTE),
+        )
+        .await;
+    check
+        .check(
+            "get",
+            "/signing-keys",
+            hub.client.get(hub.url("/v1/signing-keys")),
+        )
+        .await;
+    assert!(check.checked >= 68, "{} answers checked", check.checked);
 }

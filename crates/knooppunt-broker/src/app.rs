@@ -9,6 +9,7 @@ use std::sync::Arc;
 use knooppunt_delivery::Deliverer;
 use knooppunt_store::{ConfigDefaults, QueueStats, Store, StoreError};
 
+use crate::catalog::Catalog;
 use crate::identity::{self, Authentication};
 use crate::ingest::{IngestOptions, Pipeline};
 use crate::lifecycle::{Quotas, Subscriptions};
@@ -78,6 +79,8 @@ pub(crate) struct AppState {
     pub(crate) subscriptions: Arc<Subscriptions>,
     /// The publish pipeline, its options and counters.
     pub(crate) publishing: Pipeline,
+    /// The one writer of the event type catalog.
+    pub(crate) catalog: Catalog,
     pub(crate) authentication: Authentication,
     /// The one writer of principals, and the table requests are authenticated against.
     pub(crate) principals: Principals,
@@ -134,6 +137,7 @@ impl AppState {
             .await?,
         );
         let principals = Principals::load(Arc::clone(&store)).await?;
+        let catalog = Catalog::load(Arc::clone(&store), options.ingest.reserve_oin_sources).await?;
         let issuers = match &options.authentication {
             Authentication::Enabled { seeds, issuers } => {
                 let now = knooppunt_store::now_ms();
@@ -158,6 +162,7 @@ impl AppState {
         let state = Arc::new(AppState {
             subscriptions,
             publishing,
+            catalog,
             authentication: options.authentication,
             principals,
             issuers: identity::tokens::Issuers::new(issuers),
@@ -280,6 +285,10 @@ async fn follow_other_hubs(state: Arc<AppState>) {
             }
         };
         if known == Some(version) {
+            continue;
+        }
+        if let Err(error) = state.catalog.reload().await {
+            tracing::warn!(%error, "Reloading the catalog failed; trying again.");
             continue;
         }
         if let Err(error) = state.principals.reload().await {

@@ -14,7 +14,7 @@ use knooppunt_filter::EvalLimits;
 use knooppunt_store::{Appended, NewEvent, Store, StoreError};
 use serde::Serialize;
 
-use crate::identity::Principal;
+use crate::identity::{Principal, SourceRefused};
 use crate::lifecycle::Subscriptions;
 use crate::telemetry::{IngestCounters, Rejection, Telemetry};
 
@@ -216,83 +216,40 @@ fn authorize(
     publisher: &Principal,
     received: &[ReceivedEvent],
 ) -> Result<(), Refused> {
-    if publisher.is_admin() {
+    let reserve = pipeline.options.reserve_oin_sources;
+    let Some((event, why)) = received.iter().find_map(|e| {
+        publisher
+            .may_publish(e.event.source(), reserve)
+            .err()
+            .map(|why| (e, why))
+    }) else {
         return Ok(());
-    }
-    let allowed = &publisher.publish_source_prefixes;
-    let outside = |e: &&ReceivedEvent| {
-        !allowed.is_empty()
-            && !allowed
-                .iter()
-                .any(|prefix| e.event.source().starts_with(prefix.as_str()))
     };
-    if let Some(event) = received.iter().find(outside) {
-        rejected(pipeline, Rejection::Forbidden, received.len());
-        return Err(Refused::Forbidden(format!(
-            "principal `{}` may publish only sources starting with `{}`; event `{}` has source `{}`",
-            publisher.name,
-            allowed.join("`, `"),
-            event.event.id(),
-            event.event.source()
-        )));
-    }
-    if let Some(oin) = &publisher.oin {
-        let own = format!("urn:nld:oin:{oin}:");
-        if let Some(event) = received
-            .iter()
-            .find(|e| !e.event.source().starts_with(own.as_str()))
-        {
-            rejected(pipeline, Rejection::Forbidden, received.len());
-            return Err(Refused::Forbidden(format!(
-                "principal `{}` is organisation OIN {oin} and may publish only sources starting \
-                 with `{own}`; event `{}` has source `{}`",
-                publisher.name,
-                event.event.id(),
-                event.event.source()
-            )));
-        }
-    }
-    if pipeline.options.reserve_oin_sources {
-        let claimed = |oin: &str| {
+    rejected(pipeline, Rejection::Forbidden, received.len());
+    let (id, source, name) = (event.event.id(), event.event.source(), &publisher.name);
+    Err(Refused::Forbidden(match why {
+        SourceRefused::OutsidePrefixes => format!(
+            "principal `{name}` may publish only sources starting with `{}`; event `{id}` has \
+             source `{source}`",
+            publisher.publish_source_prefixes.join("`, `"),
+        ),
+        SourceRefused::OutsideOwnSpace(own) => format!(
+            "principal `{name}` is organisation OIN {} and may publish only sources starting \
+             with `{own}`; event `{id}` has source `{source}`",
             publisher
                 .oin
                 .as_ref()
-                .is_some_and(|own| own.as_str() == oin)
-                || allowed
-                    .iter()
-                    .any(|prefix| oin_of_source(prefix) == Some(oin))
-        };
-        if let Some((event, oin)) = received.iter().find_map(|e| {
-            oin_of_source(e.event.source())
-                .filter(|oin| !claimed(oin))
-                .map(|oin| (e, oin))
-        }) {
-            rejected(pipeline, Rejection::Forbidden, received.len());
-            return Err(Refused::Forbidden(format!(
-                "event `{}` has source `{}`, in the source space of organisation OIN {oin}: \
-                 only the principal with that OIN, or one whose publish_source_prefixes name \
-                 `urn:nld:oin:{oin}:` (a supplier publishing on its behalf), may publish there, \
-                 and principal `{}` is neither (an operator can lift this with [ingest] \
-                 reserve_oin_sources = false)",
-                event.event.id(),
-                event.event.source(),
-                publisher.name
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The OIN whose source space `source` is in: `urn:nld:oin:` (scheme and namespace in any
-/// case, as URNs compare) followed by an OIN (20 digits, whatever follows them), if any.
-fn oin_of_source(source: &str) -> Option<&str> {
-    const SPACE: &str = "urn:nld:oin:";
-    let head = source.get(..SPACE.len())?;
-    if !head.eq_ignore_ascii_case(SPACE) {
-        return None;
-    }
-    let oin = source[SPACE.len()..].get(..20)?;
-    oin.bytes().all(|b| b.is_ascii_digit()).then_some(oin)
+                .map(|o| o.as_str())
+                .unwrap_or_default()
+        ),
+        SourceRefused::OtherOrganisation(oin) => format!(
+            "event `{id}` has source `{source}`, in the source space of organisation OIN {oin}: \
+             only the principal with that OIN, or one whose publish_source_prefixes name \
+             `urn:nld:oin:{oin}:` (a supplier publishing on its behalf), may publish there, \
+             and principal `{name}` is neither (an operator can lift this with [ingest] \
+             reserve_oin_sources = false)"
+        ),
+    }))
 }
 
 /// Each event in its JSON form with the subscriptions it matches now. The candidates are

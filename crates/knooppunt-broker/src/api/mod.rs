@@ -3,6 +3,7 @@
 //! redirects, and the OpenAPI document at `/v1/openapi.json`.
 
 pub mod auth;
+mod catalog;
 mod consent;
 mod dead_letters;
 mod events;
@@ -96,6 +97,19 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route(
             "/v1/subscriptions/{id}/dead-letters/{dead_letter}/redeliver",
             post(dead_letters::redeliver).fallback(not_allowed(dead_letters::REDELIVER_ALLOW)),
+        )
+        .route(
+            "/v1/eventtypes",
+            get(catalog::list)
+                .post(catalog::create)
+                .fallback(not_allowed(catalog::COLLECTION_ALLOW)),
+        )
+        .route(
+            "/v1/eventtypes/{id}",
+            get(catalog::get)
+                .put(catalog::replace)
+                .delete(catalog::delete)
+                .fallback(not_allowed(catalog::ITEM_ALLOW)),
         )
         .route(
             "/v1/principals",

@@ -932,6 +932,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
             {"name": "subscriptions", "description": "Subscriptions: what to deliver where."},
             {"name": "dead letters", "description": "Deliveries the hub gave up on."},
             {"name": "principals", "description": "Who may call the API (administrators)."},
+            {"name": "event types", "description": "The catalog: what publishers say their events are."},
             {"name": "api", "description": "This description of the API."}
         ],
         "security": [{"bearerAuth": []}, {"accessToken": []}],
@@ -1128,5 +1129,137 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
     consent_paths(paths);
     signing_paths(paths);
     add_principals(&mut document);
+    add_catalog(&mut document);
     document
+}
+
+/// `/eventtypes`: the catalog's operations and schemas.
+fn add_catalog(document: &mut Value) {
+    let entry_ref = json!({"$ref": "#/components/schemas/EventType"});
+    let not_owner: (&str, &str) = (
+        "403",
+        "Not a publisher that may publish the entry's source, or not the entry's owner (or an admin).",
+    );
+    let no_entry: (&str, &str) = ("404", "There is no catalog entry with this id.");
+    let conflict: (&str, &str) = (
+        "409",
+        "Another entry covers exactly the same type and source.",
+    );
+    let tagged = |mut operation: Value| {
+        operation["tags"] = json!(["event types"]);
+        operation
+    };
+    let body = || {
+        let mut extra = Map::new();
+        extra.insert(
+            "requestBody".into(),
+            json!({"required": true, "content": {"application/json": {"schema": entry_ref.clone()}}}),
+        );
+        extra
+    };
+    let mut page = Map::new();
+    page.insert(
+        "parameters".into(),
+        page_parameters("entries", "The id of the last entry"),
+    );
+    let list = tagged(operation(
+        "listEventTypes",
+        "List the catalog, oldest entry first. Any authenticated principal reads it.",
+        (
+            "200",
+            json!({"description": "A page of entries. A `Link` header with rel=\"next\" points to the next page.",
+                   "headers": headers(&[("Link", json!({"description": "RFC 8288 link to the next page, when there is one.", "schema": {"type": "string"}}))]),
+                   "content": {"application/json": {"schema": {"type": "array", "items": entry_ref.clone()}}}}),
+        ),
+        &[BAD_REQUEST, UNAUTHORIZED],
+        page,
+    ));
+    let created = |description: &str| {
+        json!({"description": description,
+               "headers": headers(&[("Location", json!({"description": "The new entry.", "schema": {"type": "string"}}))]),
+               "content": {"application/json": {"schema": entry_ref.clone()}}})
+    };
+    let create = tagged(operation(
+        "createEventType",
+        "Describe events one publishes: a source prefix it may publish, a type (exact or a prefix), what \
+         they are, and whether the owner must approve who receives them.",
+        ("201", created("Created; the caller owns it.")),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            not_owner,
+            conflict,
+            ("415", "The body is not application/json."),
+            UNAVAILABLE,
+        ],
+        body(),
+    ));
+    let ok = |description: &str| {
+        json!({"description": description, "headers": headers(&[]),
+               "content": {"application/json": {"schema": entry_ref.clone()}}})
+    };
+    let read = tagged(operation(
+        "getEventType",
+        "Read a catalog entry.",
+        ("200", ok("The entry.")),
+        &[UNAUTHORIZED, no_entry],
+        Map::new(),
+    ));
+    let replace = tagged(operation(
+        "replaceEventType",
+        "Replace a catalog entry (its owner or an admin).",
+        ("200", ok("The entry as replaced.")),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            not_owner,
+            no_entry,
+            conflict,
+            ("415", "The body is not application/json."),
+            UNAVAILABLE,
+        ],
+        body(),
+    ));
+    let delete = tagged(operation(
+        "deleteEventType",
+        "Delete a catalog entry (its owner or an admin).",
+        (
+            "204",
+            json!({"description": "Deleted.", "headers": headers(&[])}),
+        ),
+        &[UNAUTHORIZED, not_owner, no_entry, UNAVAILABLE],
+        Map::new(),
+    ));
+    let paths = document["paths"].as_object_mut().expect("paths");
+    paths.insert("/eventtypes".into(), json!({"get": list, "post": create}));
+    paths.insert(
+        "/eventtypes/{id}".into(),
+        json!({"parameters": [{"name": "id", "in": "path", "required": true,
+                               "description": "The entry's id.", "schema": {"type": "string"}}],
+               "get": read, "put": replace, "delete": delete}),
+    );
+    let text = |description: &str| json!({"type": "string", "minLength": 1, "maxLength": 2048, "description": description});
+    let schema = json!({
+        "type": "object",
+        "description": "A catalog entry: events of a source prefix and a type, described by their publisher.",
+        "required": ["source", "type", "description"],
+        "properties": {
+            "id": {"type": "string", "readOnly": true},
+            "owner": {"type": "string", "readOnly": true, "description": "The principal that made it."},
+            "source": text("The `source` prefix of the events it covers; one the owner may publish."),
+            "type": text("The event type, or a prefix of types (`typeMatch`)."),
+            "typeMatch": {"type": "string", "enum": ["exact", "prefix"], "default": "exact"},
+            "description": text("What these events are."),
+            "documentation": {"type": "string", "format": "uri", "maxLength": 2048,
+                              "description": "A link to their documentation."},
+            "dataschema": {"type": "string", "format": "uri", "maxLength": 2048,
+                           "description": "The `dataschema` of their data."},
+            "deprecated": {"type": "boolean", "default": false},
+            "approval": {"type": "string", "enum": ["open", "approval-required"], "default": "open",
+                         "description": "`approval-required`: only subscriptions the owner approved receive them."},
+            "created": {"type": "string", "format": "date-time", "readOnly": true},
+            "updated": {"type": "string", "format": "date-time", "readOnly": true}
+        }
+    });
+    document["components"]["schemas"]["EventType"] = schema;
 }

@@ -62,7 +62,62 @@ impl Role {
     }
 }
 
+/// Why a principal may not publish a source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceRefused {
+    /// Outside its `publish_source_prefixes`.
+    OutsidePrefixes,
+    /// Outside its own organisation's space, `urn:nld:oin:<OIN>:` (this prefix).
+    OutsideOwnSpace(String),
+    /// In another organisation's source space (this OIN), which its prefixes do not name.
+    OtherOrganisation(String),
+}
+
+/// The OIN whose source space `source` is in: `urn:nld:oin:` (scheme and namespace in any
+/// case, as URNs compare) followed by an OIN (20 digits, whatever follows them), if any.
+pub fn oin_of_source(source: &str) -> Option<&str> {
+    const SPACE: &str = "urn:nld:oin:";
+    let head = source.get(..SPACE.len())?;
+    if !head.eq_ignore_ascii_case(SPACE) {
+        return None;
+    }
+    let oin = source[SPACE.len()..].get(..20)?;
+    oin.bytes().all(|b| b.is_ascii_digit()).then_some(oin)
+}
+
 impl Principal {
+    /// Whether it may publish `source`: an admin anything; others within their
+    /// `publish_source_prefixes` (when they have any), within their organisation's space
+    /// (when they have an OIN), and, with `reserve_oin_sources`, not in another
+    /// organisation's space unless their prefixes name it (a supplier on its behalf).
+    pub fn may_publish(
+        &self,
+        source: &str,
+        reserve_oin_sources: bool,
+    ) -> Result<(), SourceRefused> {
+        if self.is_admin() {
+            return Ok(());
+        }
+        let prefixes = &self.publish_source_prefixes;
+        if !prefixes.is_empty() && !prefixes.iter().any(|p| source.starts_with(p.as_str())) {
+            return Err(SourceRefused::OutsidePrefixes);
+        }
+        if let Some(oin) = &self.oin {
+            let own = format!("urn:nld:oin:{oin}:");
+            if !source.starts_with(own.as_str()) {
+                return Err(SourceRefused::OutsideOwnSpace(own));
+            }
+        }
+        if reserve_oin_sources && let Some(oin) = oin_of_source(source) {
+            let claimed = self.oin.as_ref().is_some_and(|own| own.as_str() == oin)
+                || prefixes.iter().any(|p| oin_of_source(p) == Some(oin));
+            if !claimed {
+                return Err(SourceRefused::OtherOrganisation(oin.to_owned()));
+            }
+        }
+        Ok(())
+    }
+
     /// A principal with these roles and no other limits.
     pub fn new(name: impl Into<String>, roles: impl IntoIterator<Item = Role>) -> Principal {
         Principal {

@@ -1,0 +1,246 @@
+//! The event type catalog: the one writer of its entries. An entry says what a publisher's
+//! events of a source prefix and a type are, and whether the data owner must approve who
+//! receives them. Only its owner (a publisher that may publish the entry's source prefix)
+//! or an admin changes it. Store first, then the in-memory table, under one lock.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use knooppunt_store::{ApprovalPolicy, CatalogEntry, Store, StoreError, TypeMatch, now_ms};
+
+use crate::identity::{Principal, Role, SourceRefused};
+
+/// What a publisher says of an entry (the rest is the hub's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Draft {
+    pub(crate) source_prefix: String,
+    pub(crate) event_type: String,
+    pub(crate) type_match: TypeMatch,
+    pub(crate) description: String,
+    pub(crate) documentation: Option<String>,
+    pub(crate) dataschema: Option<String>,
+    pub(crate) deprecated: bool,
+    pub(crate) approval: ApprovalPolicy,
+}
+
+/// Why a change of the catalog was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refused {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Not the owner, or may not publish what the entry covers: what to do.
+    #[error("{0}")]
+    Forbidden(String),
+    /// Another entry covers exactly the same events.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+pub(crate) struct Catalog {
+    store: Arc<dyn Store>,
+    entries: RwLock<BTreeMap<String, Arc<CatalogEntry>>>,
+    writes: tokio::sync::Mutex<()>,
+    reserve_oin_sources: bool,
+}
+
+impl Catalog {
+    pub(crate) async fn load(
+        store: Arc<dyn Store>,
+        reserve_oin_sources: bool,
+    ) -> Result<Catalog, StoreError> {
+        let catalog = Catalog {
+            store,
+            entries: RwLock::default(),
+            writes: tokio::sync::Mutex::new(()),
+            reserve_oin_sources,
+        };
+        catalog.reload().await?;
+        Ok(catalog)
+    }
+
+    /// Reads the entries again (another hub changed them).
+    pub(crate) async fn reload(&self) -> Result<(), StoreError> {
+        let _writer = self.writes.lock().await;
+        let loaded = self.store.catalog_entries().await?;
+        *self.entries.write().expect("catalog lock") = loaded
+            .into_iter()
+            .map(|entry| (entry.id.clone(), Arc::new(entry)))
+            .collect();
+        Ok(())
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<CatalogEntry>> {
+        self.entries.read().expect("catalog lock").get(id).cloned()
+    }
+
+    /// Up to `size` entries after `cursor` in id order, and whether there are more.
+    pub(crate) fn page(&self, cursor: Option<&str>, size: usize) -> (Vec<Arc<CatalogEntry>>, bool) {
+        let entries = self.entries.read().expect("catalog lock");
+        let mut after = entries
+            .iter()
+            .filter(|(id, _)| cursor.is_none_or(|c| id.as_str() > c))
+            .map(|(_, entry)| Arc::clone(entry));
+        let page: Vec<_> = after.by_ref().take(size).collect();
+        (page, after.next().is_some())
+    }
+
+    /// Whether `principal` may own an entry like `draft`: a publisher (or an admin) that
+    /// may publish its source prefix.
+    fn check_owner(&self, principal: &Principal, draft: &Draft) -> Result<(), Refused> {
+        if !principal.has(Role::Publisher) && !principal.is_admin() {
+            return Err(Refused::Forbidden(format!(
+                "principal `{}` has no `publisher` role: catalog entries describe one's own events",
+                principal.name
+            )));
+        }
+        principal
+            .may_publish(&draft.source_prefix, self.reserve_oin_sources)
+            .map_err(|why| {
+                Refused::Forbidden(match why {
+                    SourceRefused::OutsidePrefixes => format!(
+                        "principal `{}` may publish only sources starting with `{}`, so it cannot \
+                         describe events of `{}`",
+                        principal.name,
+                        principal.publish_source_prefixes.join("`, `"),
+                        draft.source_prefix
+                    ),
+                    SourceRefused::OutsideOwnSpace(own) => format!(
+                        "principal `{}` publishes only sources starting with `{own}`; make the \
+                         entry's source start with it",
+                        principal.name
+                    ),
+                    SourceRefused::OtherOrganisation(oin) => format!(
+                        "`{}` is in the source space of organisation OIN {oin}: only that \
+                         organisation (or a supplier whose prefixes name it) describes its events",
+                        draft.source_prefix
+                    ),
+                })
+            })
+    }
+
+    /// Refuses a draft that covers exactly what another entry (not `except`) covers.
+    fn check_unique(&self, draft: &Draft, except: Option<&str>) -> Result<(), Refused> {
+        let entries = self.entries.read().expect("catalog lock");
+        if let Some(other) = entries.values().find(|e| {
+            Some(e.id.as_str()) != except
+                && e.source_prefix == draft.source_prefix
+                && e.event_type == draft.event_type
+                && e.type_match == draft.type_match
+        }) {
+            return Err(Refused::Conflict(format!(
+                "entry {} already covers type `{}` of sources `{}`; change that one",
+                other.id, draft.event_type, draft.source_prefix
+            )));
+        }
+        Ok(())
+    }
+
+    /// A new entry owned by `principal`.
+    pub(crate) async fn create(
+        &self,
+        principal: &Principal,
+        draft: Draft,
+    ) -> Result<Arc<CatalogEntry>, Refused> {
+        self.check_owner(principal, &draft)?;
+        let _writer = self.writes.lock().await;
+        self.check_unique(&draft, None)?;
+        let now = now_ms();
+        let entry = entry(
+            uuid::Uuid::now_v7().to_string(),
+            principal.name.clone(),
+            draft,
+            now,
+            now,
+        );
+        self.store.insert_catalog_entry(&entry).await?;
+        Ok(self.file(entry))
+    }
+
+    /// Replaces entry `id` with `draft`, when `principal` owns it (or is an admin).
+    /// `Ok(None)` when there is none.
+    pub(crate) async fn replace(
+        &self,
+        principal: &Principal,
+        id: &str,
+        draft: Draft,
+    ) -> Result<Option<Arc<CatalogEntry>>, Refused> {
+        let _writer = self.writes.lock().await;
+        let Some(existing) = self.get(id) else {
+            return Ok(None);
+        };
+        self.check_changer(principal, &existing)?;
+        if !principal.is_admin() {
+            self.check_owner(principal, &draft)?;
+        }
+        self.check_unique(&draft, Some(id))?;
+        let entry = entry(
+            existing.id.clone(),
+            existing.owner.clone(),
+            draft,
+            existing.created_at,
+            now_ms(),
+        );
+        if !self.store.update_catalog_entry(&entry).await? {
+            return Ok(None);
+        }
+        Ok(Some(self.file(entry)))
+    }
+
+    /// Deletes entry `id`, when `principal` owns it (or is an admin); `false` when there is
+    /// none.
+    pub(crate) async fn delete(&self, principal: &Principal, id: &str) -> Result<bool, Refused> {
+        let _writer = self.writes.lock().await;
+        let Some(existing) = self.get(id) else {
+            return Ok(false);
+        };
+        self.check_changer(principal, &existing)?;
+        if !self.store.delete_catalog_entry(id).await? {
+            return Ok(false);
+        }
+        self.entries.write().expect("catalog lock").remove(id);
+        Ok(true)
+    }
+
+    /// Only the owner or an admin changes an entry.
+    fn check_changer(&self, principal: &Principal, entry: &CatalogEntry) -> Result<(), Refused> {
+        if principal.is_admin() || principal.name == entry.owner {
+            return Ok(());
+        }
+        Err(Refused::Forbidden(format!(
+            "entry {} is owned by `{}`: only its owner or an admin changes it",
+            entry.id, entry.owner
+        )))
+    }
+
+    fn file(&self, entry: CatalogEntry) -> Arc<CatalogEntry> {
+        let shared = Arc::new(entry);
+        self.entries
+            .write()
+            .expect("catalog lock")
+            .insert(shared.id.clone(), Arc::clone(&shared));
+        shared
+    }
+}
+
+fn entry(
+    id: String,
+    owner: String,
+    draft: Draft,
+    created_at: u64,
+    updated_at: u64,
+) -> CatalogEntry {
+    CatalogEntry {
+        id,
+        owner,
+        source_prefix: draft.source_prefix,
+        event_type: draft.event_type,
+        type_match: draft.type_match,
+        description: draft.description,
+        documentation: draft.documentation,
+        dataschema: draft.dataschema,
+        deprecated: draft.deprecated,
+        approval: draft.approval,
+        created_at,
+        updated_at,
+    }
+}

@@ -1,0 +1,182 @@
+//! The event type catalog (`/v1/eventtypes`): publishers describe their own events, anyone
+//! authenticated reads the catalog, only an entry's owner or an admin changes it, an
+//! organisation's source space is its own, and the catalog survives a restart.
+
+use knooppunt_tests::{TestHub, test_options, tokens};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const BRP: &str = "urn:nld:oin:00000001823288444000:";
+
+fn entry(source: &str, ty: &str) -> Value {
+    json!({"source": source, "type": ty, "description": "Een ingezetene is verhuisd.",
+           "documentation": "https://brp.example.nl/events", "approval": "approval-required"})
+}
+
+/// A hub with the hub's defaults for source spaces (the harness lifts the reservation).
+async fn hub() -> TestHub {
+    let mut options = test_options();
+    options.ingest.reserve_oin_sources = true;
+    TestHub::start_with_options(options).await
+}
+
+#[tokio::test]
+async fn publishers_describe_their_events_and_only_owners_change_them() {
+    let hub = hub().await;
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/eventtypes",
+            tokens::BRP_PUBLISHER,
+            Some(entry(BRP, "nl.brp.persoon-verhuisd")),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/eventtypes/{id}");
+    assert_eq!(created.header("location"), Some(path.as_str()));
+    assert_eq!(created.body["owner"], "brp");
+    assert_eq!(created.body["typeMatch"], "exact");
+    assert_eq!(created.body["approval"], "approval-required");
+    assert_eq!(created.body["deprecated"], false);
+
+    // Anyone authenticated reads it; nobody unauthenticated.
+    let read = hub.call(Method::GET, &path, tokens::KVK, None).await;
+    assert_eq!(read.status, 200);
+    assert_eq!(read.body, created.body);
+    let listed = hub
+        .call(Method::GET, "/v1/eventtypes", tokens::GEMEENTE, None)
+        .await;
+    assert_eq!(listed.body, json!([created.body]));
+    let anonymous = hub
+        .client
+        .get(hub.url("/v1/eventtypes"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+
+    // A subscriber describes nothing; the same entry twice is a conflict.
+    hub.call(
+        Method::POST,
+        "/v1/eventtypes",
+        tokens::KVK,
+        Some(entry(BRP, "nl.brp.x")),
+    )
+    .await
+    .assert_problem(403);
+    hub.call(
+        Method::POST,
+        "/v1/eventtypes",
+        tokens::BRP_PUBLISHER,
+        Some(entry(BRP, "nl.brp.persoon-verhuisd")),
+    )
+    .await
+    .assert_problem(409);
+
+    // Another organisation's source space is not another publisher's to describe.
+    let foreign = hub
+        .call(
+            Method::POST,
+            "/v1/eventtypes",
+            tokens::PUBLISHER,
+            Some(entry(BRP, "nl.brp.anders")),
+        )
+        .await
+        .assert_problem(403);
+    assert!(
+        foreign.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("00000001823288444000"),
+        "{}",
+        foreign.body
+    );
+    // Nor someone else's entry to change or delete.
+    let mut changed = created.body.clone();
+    changed["deprecated"] = json!(true);
+    hub.call(Method::PUT, &path, tokens::PUBLISHER, Some(changed.clone()))
+        .await
+        .assert_problem(403);
+    hub.call(Method::DELETE, &path, tokens::PUBLISHER, None)
+        .await
+        .assert_problem(403);
+
+    // The owner changes it (what it sends back of the read-only members is ignored).
+    let replaced = hub
+        .call(Method::PUT, &path, tokens::BRP_PUBLISHER, Some(changed))
+        .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert_eq!(replaced.body["deprecated"], true);
+    assert_eq!(replaced.body["owner"], "brp");
+    assert_eq!(replaced.body["created"], created.body["created"]);
+
+    // Kept across a restart.
+    let hub = hub.restart().await;
+    let again = hub.call(Method::GET, &path, tokens::KVK, None).await;
+    assert_eq!(again.body, replaced.body);
+
+    // An admin may delete it.
+    let deleted = hub.call(Method::DELETE, &path, tokens::ADMIN, None).await;
+    assert_eq!(deleted.status, 204);
+    hub.call(Method::GET, &path, tokens::KVK, None)
+        .await
+        .assert_problem(404);
+}
+
+#[tokio::test]
+async fn bad_entries_are_refused_with_every_problem_and_lists_are_paged() {
+    let hub = hub().await;
+    let bad = hub
+        .call(
+            Method::POST,
+            "/v1/eventtypes",
+            tokens::BRP_PUBLISHER,
+            Some(
+                json!({"source": BRP, "type": "", "typeMatch": "fuzzy", "colour": 1,
+                        "approval": "maybe", "documentation": "ftp://x"}),
+            ),
+        )
+        .await
+        .assert_problem(400);
+    let mut names = bad.invalid_params();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "approval",
+            "colour",
+            "description",
+            "documentation",
+            "type",
+            "typeMatch"
+        ]
+    );
+
+    for n in 0..3 {
+        let created = hub
+            .call(
+                Method::POST,
+                "/v1/eventtypes",
+                tokens::BRP_PUBLISHER,
+                Some(entry(BRP, &format!("nl.brp.type{n}"))),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let first = hub
+        .call(Method::GET, "/v1/eventtypes?pageSize=2", tokens::KVK, None)
+        .await;
+    assert_eq!(first.body.as_array().unwrap().len(), 2);
+    let next = first.header("link").expect("a next page").to_owned();
+    let url = next
+        .trim_start_matches('<')
+        .split('>')
+        .next()
+        .unwrap()
+        .to_owned();
+    let second = hub.call(Method::GET, &url, tokens::KVK, None).await;
+    assert_eq!(second.body.as_array().unwrap().len(), 1);
+    assert!(second.header("link").is_none());
+    assert_eq!(second.body[0]["type"], "nl.brp.type2");
+}
