@@ -215,7 +215,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "server",
         ],
     ),
-    ("ingest", &["lifecycle", "telemetry", "identity"]),
+    ("ingest", &["catalog", "lifecycle", "telemetry", "identity"]),
     ("catalog", &["identity"]),
     ("principals", &["identity"]),
     ("lifecycle", &["registry", "identity"]),

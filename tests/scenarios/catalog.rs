@@ -180,3 +180,68 @@ async fn bad_entries_are_refused_with_every_problem_and_lists_are_paged() {
     assert!(second.header("link").is_none());
     assert_eq!(second.body[0]["type"], "nl.brp.type2");
 }
+
+async fn publish(hub: &TestHub, token: &str, id: &str, ty: &str) -> knooppunt_tests::Answer {
+    let event = json!({"specversion": "1.0", "id": id, "source": format!("{BRP}systeem:BRP"),
+                       "type": ty});
+    knooppunt_tests::Answer::from(
+        hub.request(Method::POST, "/v1/events", token)
+            .header("content-type", "application/cloudevents+json")
+            .body(event.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+/// Publishing a type the catalog deprecates still works and says so; with "catalog
+/// required", only described events are accepted.
+#[tokio::test]
+async fn deprecated_types_are_flagged_and_the_catalog_can_be_required() {
+    let mut options = test_options();
+    options.ingest.reserve_oin_sources = true;
+    options.ingest.catalog_required = true;
+    let hub = TestHub::start_with_options(options).await;
+    let uncovered = publish(&hub, tokens::BRP_PUBLISHER, "u-1", "nl.brp.onbekend")
+        .await
+        .assert_problem(403);
+    assert!(
+        uncovered.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("POST /v1/eventtypes"),
+        "{}",
+        uncovered.body
+    );
+
+    let mut old = entry(BRP, "nl.brp.oud");
+    old["deprecated"] = json!(true);
+    let mut family = entry(BRP, "nl.brp.persoon-");
+    family["typeMatch"] = json!("prefix");
+    for body in [old, family] {
+        let created = hub
+            .call(
+                Method::POST,
+                "/v1/eventtypes",
+                tokens::BRP_PUBLISHER,
+                Some(body),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let deprecated = publish(&hub, tokens::BRP_PUBLISHER, "d-1", "nl.brp.oud").await;
+    assert_eq!(deprecated.status, 202, "{}", deprecated.body);
+    assert_eq!(deprecated.header("deprecation"), Some("true"));
+    assert_eq!(deprecated.body["deprecatedType"], true);
+    let current = publish(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        "c-1",
+        "nl.brp.persoon-verhuisd",
+    )
+    .await;
+    assert_eq!(current.status, 202, "{}", current.body);
+    assert_eq!(current.header("deprecation"), None);
+    assert!(current.body.get("deprecatedType").is_none());
+}

@@ -80,7 +80,7 @@ pub(crate) struct AppState {
     /// The publish pipeline, its options and counters.
     pub(crate) publishing: Pipeline,
     /// The one writer of the event type catalog.
-    pub(crate) catalog: Catalog,
+    pub(crate) catalog: Arc<Catalog>,
     pub(crate) authentication: Authentication,
     /// The one writer of principals, and the table requests are authenticated against.
     pub(crate) principals: Principals,
@@ -137,7 +137,8 @@ impl AppState {
             .await?,
         );
         let principals = Principals::load(Arc::clone(&store)).await?;
-        let catalog = Catalog::load(Arc::clone(&store), options.ingest.reserve_oin_sources).await?;
+        let catalog =
+            Arc::new(Catalog::load(Arc::clone(&store), options.ingest.reserve_oin_sources).await?);
         let issuers = match &options.authentication {
             Authentication::Enabled { seeds, issuers } => {
                 let now = knooppunt_store::now_ms();
@@ -154,6 +155,7 @@ impl AppState {
             options.ingest,
             Arc::clone(&store),
             Arc::clone(&subscriptions),
+            Arc::clone(&catalog),
             deliverer.clone(),
             Arc::clone(&telemetry),
             options.eval_limits,

@@ -23,6 +23,13 @@ pub(crate) struct Draft {
     pub(crate) approval: ApprovalPolicy,
 }
 
+/// What the catalog says of an event it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Covered {
+    /// One of the entries that cover it is deprecated.
+    pub(crate) deprecated: bool,
+}
+
 /// Why a change of the catalog was refused.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Refused {
@@ -38,9 +45,46 @@ pub(crate) enum Refused {
 
 pub(crate) struct Catalog {
     store: Arc<dyn Store>,
-    entries: RwLock<BTreeMap<String, Arc<CatalogEntry>>>,
+    entries: RwLock<Entries>,
     writes: tokio::sync::Mutex<()>,
     reserve_oin_sources: bool,
+}
+
+/// The entries by id, and indexed by type for publishing: an exact type is one hash look-up,
+/// the (few) type-prefix entries are scanned.
+#[derive(Default)]
+struct Entries {
+    by_id: BTreeMap<String, Arc<CatalogEntry>>,
+    exact: std::collections::HashMap<String, Vec<Arc<CatalogEntry>>>,
+    prefixes: Vec<Arc<CatalogEntry>>,
+}
+
+impl Entries {
+    fn insert(&mut self, entry: Arc<CatalogEntry>) {
+        self.remove(&entry.id);
+        match entry.type_match {
+            TypeMatch::Exact => self
+                .exact
+                .entry(entry.event_type.clone())
+                .or_default()
+                .push(Arc::clone(&entry)),
+            TypeMatch::Prefix => self.prefixes.push(Arc::clone(&entry)),
+        }
+        self.by_id.insert(entry.id.clone(), entry);
+    }
+
+    fn remove(&mut self, id: &str) {
+        let Some(old) = self.by_id.remove(id) else {
+            return;
+        };
+        if let Some(list) = self.exact.get_mut(&old.event_type) {
+            list.retain(|e| e.id != id);
+            if list.is_empty() {
+                self.exact.remove(&old.event_type);
+            }
+        }
+        self.prefixes.retain(|e| e.id != id);
+    }
 }
 
 impl Catalog {
@@ -62,26 +106,55 @@ impl Catalog {
     pub(crate) async fn reload(&self) -> Result<(), StoreError> {
         let _writer = self.writes.lock().await;
         let loaded = self.store.catalog_entries().await?;
-        *self.entries.write().expect("catalog lock") = loaded
-            .into_iter()
-            .map(|entry| (entry.id.clone(), Arc::new(entry)))
-            .collect();
+        let mut entries = Entries::default();
+        for entry in loaded {
+            entries.insert(Arc::new(entry));
+        }
+        *self.entries.write().expect("catalog lock") = entries;
         Ok(())
     }
 
     pub(crate) fn get(&self, id: &str) -> Option<Arc<CatalogEntry>> {
-        self.entries.read().expect("catalog lock").get(id).cloned()
+        self.entries
+            .read()
+            .expect("catalog lock")
+            .by_id
+            .get(id)
+            .cloned()
     }
 
     /// Up to `size` entries after `cursor` in id order, and whether there are more.
     pub(crate) fn page(&self, cursor: Option<&str>, size: usize) -> (Vec<Arc<CatalogEntry>>, bool) {
         let entries = self.entries.read().expect("catalog lock");
         let mut after = entries
+            .by_id
             .iter()
             .filter(|(id, _)| cursor.is_none_or(|c| id.as_str() > c))
             .map(|(_, entry)| Arc::clone(entry));
         let page: Vec<_> = after.by_ref().take(size).collect();
         (page, after.next().is_some())
+    }
+
+    /// What the catalog says of each event (by source and type): `None` when no entry covers
+    /// it, else whether one of the entries that do is deprecated.
+    pub(crate) fn look_up<'a>(
+        &self,
+        events: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> Vec<Option<Covered>> {
+        let entries = self.entries.read().expect("catalog lock");
+        events
+            .map(|(source, event_type)| {
+                let exact = entries.exact.get(event_type).into_iter().flatten();
+                let mut covering = exact
+                    .chain(&entries.prefixes)
+                    .filter(|entry| entry.covers(source, event_type))
+                    .peekable();
+                covering.peek()?;
+                Some(Covered {
+                    deprecated: covering.any(|entry| entry.deprecated),
+                })
+            })
+            .collect()
     }
 
     /// Whether `principal` may own an entry like `draft`: a publisher (or an admin) that
@@ -121,7 +194,7 @@ impl Catalog {
     /// Refuses a draft that covers exactly what another entry (not `except`) covers.
     fn check_unique(&self, draft: &Draft, except: Option<&str>) -> Result<(), Refused> {
         let entries = self.entries.read().expect("catalog lock");
-        if let Some(other) = entries.values().find(|e| {
+        if let Some(other) = entries.by_id.values().find(|e| {
             Some(e.id.as_str()) != except
                 && e.source_prefix == draft.source_prefix
                 && e.event_type == draft.event_type
@@ -217,7 +290,7 @@ impl Catalog {
         self.entries
             .write()
             .expect("catalog lock")
-            .insert(shared.id.clone(), Arc::clone(&shared));
+            .insert(Arc::clone(&shared));
         shared
     }
 }

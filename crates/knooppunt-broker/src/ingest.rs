@@ -14,6 +14,7 @@ use knooppunt_filter::EvalLimits;
 use knooppunt_store::{Appended, NewEvent, Store, StoreError};
 use serde::Serialize;
 
+use crate::catalog::Catalog;
 use crate::identity::{Principal, SourceRefused};
 use crate::lifecycle::Subscriptions;
 use crate::telemetry::{IngestCounters, Rejection, Telemetry};
@@ -25,6 +26,7 @@ pub(crate) struct Pipeline {
     pub(crate) counters: IngestCounters,
     store: Arc<dyn Store>,
     subscriptions: Arc<Subscriptions>,
+    catalog: Arc<Catalog>,
     deliverer: Deliverer,
     telemetry: Arc<Telemetry>,
     eval_limits: EvalLimits,
@@ -37,6 +39,7 @@ impl Pipeline {
         options: IngestOptions,
         store: Arc<dyn Store>,
         subscriptions: Arc<Subscriptions>,
+        catalog: Arc<Catalog>,
         deliverer: Deliverer,
         telemetry: Arc<Telemetry>,
         eval_limits: EvalLimits,
@@ -46,6 +49,7 @@ impl Pipeline {
             counters: IngestCounters::default(),
             store,
             subscriptions,
+            catalog,
             deliverer,
             telemetry,
             eval_limits,
@@ -95,6 +99,8 @@ pub struct IngestOptions {
     /// profile) may be published only by the principal with that OIN, or one whose
     /// `publish_source_prefixes` name that OIN (a supplier publishing on its behalf).
     pub reserve_oin_sources: bool,
+    /// Refuse events that no catalog entry covers (the operator's "catalog required").
+    pub catalog_required: bool,
 }
 
 impl Default for IngestOptions {
@@ -107,6 +113,7 @@ impl Default for IngestOptions {
             retention: Duration::from_secs(24 * 3600),
             sweep_interval: Duration::from_secs(60),
             reserve_oin_sources: true,
+            catalog_required: false,
         }
     }
 }
@@ -129,6 +136,9 @@ pub(crate) struct Receipt {
     /// SHOULD-level findings (and, at profile level `warn`, the profile's MUSTs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) warnings: Vec<Violation>,
+    /// The catalog says its type is deprecated (it was accepted all the same).
+    #[serde(rename = "deprecatedType", skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) deprecated_type: bool,
 }
 
 /// Why published events were not accepted (none of them was).
@@ -156,6 +166,7 @@ async fn accept(
 ) -> Result<Vec<Receipt>, Refused> {
     let warnings = check(pipeline, &received, batched)?;
     authorize(pipeline, publisher, &received)?;
+    let deprecated = look_up(pipeline, &received)?;
     // Each event's trace context, for the log (only read when debug logging is on).
     let traces: Vec<Option<TraceContext>> = if tracing::enabled!(tracing::Level::DEBUG) {
         received
@@ -176,7 +187,11 @@ async fn accept(
         })
         .collect();
     let outcomes = commit(pipeline, routed).await?;
-    Ok(count(pipeline, receipted, outcomes, warnings, &traces))
+    let mut receipts = count(pipeline, receipted, outcomes, warnings, &traces);
+    for (receipt, deprecated) in receipts.iter_mut().zip(deprecated) {
+        receipt.deprecated_type = deprecated;
+    }
+    Ok(receipts)
 }
 
 /// An event as its receipt names it.
@@ -250,6 +265,30 @@ fn authorize(
              reserve_oin_sources = false)"
         ),
     }))
+}
+
+/// What the catalog says of each event: whether its type is deprecated; with "catalog
+/// required", an event no entry covers refuses them all.
+fn look_up(pipeline: &Pipeline, received: &[ReceivedEvent]) -> Result<Vec<bool>, Refused> {
+    let found = pipeline
+        .catalog
+        .look_up(received.iter().map(|r| (r.event.source(), r.event.ty())));
+    if pipeline.options.catalog_required
+        && let Some((event, _)) = received.iter().zip(&found).find(|(_, f)| f.is_none())
+    {
+        rejected(pipeline, Rejection::Forbidden, received.len());
+        return Err(Refused::Forbidden(format!(
+            "no catalog entry covers type `{}` of source `{}` (event `{}`), and this hub \
+             accepts only described events: describe it first with POST /v1/eventtypes",
+            event.event.ty(),
+            event.event.source(),
+            event.event.id()
+        )));
+    }
+    Ok(found
+        .into_iter()
+        .map(|covered| covered.is_some_and(|c| c.deprecated))
+        .collect())
 }
 
 /// Each event in its JSON form with the subscriptions it matches now. The candidates are
@@ -383,6 +422,7 @@ fn count(
                     .into_iter()
                     .filter(|w| w.severity == Severity::Warning)
                     .collect(),
+                deprecated_type: false,
             }
         })
         .collect()

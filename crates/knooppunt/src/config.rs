@@ -494,6 +494,8 @@ pub(crate) struct IngestConfig {
     /// Whether `urn:nld:oin:<OIN>:` sources are reserved for the principal with that OIN
     /// and those whose `publish_source_prefixes` name it.
     pub(crate) reserve_oin_sources: bool,
+    /// Whether only events a catalog entry covers are accepted.
+    pub(crate) catalog_required: bool,
 }
 
 impl Default for IngestConfig {
@@ -504,6 +506,7 @@ impl Default for IngestConfig {
             dedupe_window: "PT24H".into(),
             retention: "PT24H".into(),
             reserve_oin_sources: true,
+            catalog_required: false,
         }
     }
 }
@@ -866,6 +869,7 @@ impl Config {
             dedupe_window: duration("dedupe_window", &ingest.dedupe_window)?,
             retention: duration("retention", &ingest.retention)?,
             reserve_oin_sources: ingest.reserve_oin_sources,
+            catalog_required: ingest.catalog_required,
             ..IngestOptions::default()
         })
     }

@@ -203,10 +203,17 @@ async fn accept(
         serde_json::to_vec(&receipts[0])
     }
     .expect("receipts serialise");
-    Ok((
+    let mut response = (
         StatusCode::ACCEPTED,
         [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
         body,
     )
-        .into_response())
+        .into_response();
+    if receipts.iter().any(|receipt| receipt.deprecated_type) {
+        // The catalog deprecates the type (RFC 9745 names the header; the receipt says which).
+        response
+            .headers_mut()
+            .insert("deprecation", HeaderValue::from_static("true"));
+    }
+    Ok(response)
 }

@@ -105,7 +105,8 @@ fn receipt_schema() -> Value {
             "sequence": {"type": "integer", "format": "int64", "description": "The hub's acceptance sequence number (the original's, for a duplicate)."},
             "duplicate": {"type": "boolean", "description": "The same `source` and `id` were accepted within the duplicate window: acknowledged, not routed again."},
             "matchedSubscriptions": {"type": "integer", "format": "int32", "description": "How many subscriptions it was routed to."},
-            "warnings": {"type": "array", "items": violation_schema(), "description": "SHOULD-level findings, and profile findings at level `warn`."}
+            "warnings": {"type": "array", "items": violation_schema(), "description": "SHOULD-level findings, and profile findings at level `warn`."},
+            "deprecatedType": {"type": "boolean", "description": "Present (true) when the event type catalog deprecates its type: it was accepted all the same."}
         }
     })
 }
@@ -183,7 +184,7 @@ fn publish_operation() -> Value {
             "202",
             json!({
                 "description": "Accepted and durably stored (for a batch: all of it).",
-                "headers": headers(&[]),
+                "headers": headers(&[("Deprecation", json!({"description": "`true` when the catalog deprecates the type of an event (RFC 9745); the receipt says which.", "schema": {"type": "string"}}))]),
                 "content": {"application/json": {"schema": {"oneOf": [
                     receipt_schema(),
                     {"type": "object", "additionalProperties": false, "required": ["events"],
