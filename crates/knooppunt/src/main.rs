@@ -78,6 +78,9 @@ enum Command {
     /// List, show, create and delete subscriptions on a running hub.
     #[command(subcommand)]
     Subscriptions(client::subscriptions::SubscriptionsCommand),
+    /// List, show, create and delete the event type catalog's entries on a running hub.
+    #[command(subcommand)]
+    Eventtypes(client::eventtypes::EventTypesCommand),
     /// List and redeliver a subscription's dead letters on a running hub.
     #[command(subcommand)]
     DeadLetters(client::dead_letters::DeadLettersCommand),
@@ -156,6 +159,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Publish(args) => client::run(client::publish::run(args)),
         Command::Subscriptions(command) => client::run(client::subscriptions::run(command)),
         Command::DeadLetters(command) => client::run(client::dead_letters::run(command)),
+        Command::Eventtypes(command) => client::run(client::eventtypes::run(command)),
         Command::Principals(command) => client::run(client::principals::run(command)),
         Command::Check {
             store: true,

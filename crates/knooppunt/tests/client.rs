@@ -551,3 +551,47 @@ async fn https_with_client_certificates_from_the_configuration() {
     assert!(stderr(&outside).contains("403"), "{}", stderr(&outside));
     assert!(hub.terminate().success());
 }
+
+#[tokio::test]
+async fn catalog_entries_are_created_listed_shown_and_deleted() {
+    let (hub, _dir, _sink) = hub_and_sink().await;
+    let url = hub.url("");
+    let created = succeeded(
+        &knooppunt(
+            &url,
+            &[
+                "eventtypes",
+                "create",
+                "--source",
+                "urn:nld:oin:00000001823288444000:",
+                "--type",
+                "nl.brp.",
+                "--prefix",
+                "--description",
+                "Alles van de BRP.",
+                "--approval-required",
+            ],
+        )
+        .await,
+    );
+    let id = created
+        .lines()
+        .find_map(|line| line.strip_prefix("created "))
+        .expect("the id")
+        .to_owned();
+    assert!(
+        created.contains("nl.brp.* (approval required)"),
+        "{created}"
+    );
+    let listed = succeeded(&knooppunt(&url, &["eventtypes", "list"]).await);
+    assert!(
+        listed.contains(&id) && listed.contains("nl.brp.*"),
+        "{listed}"
+    );
+    let shown = succeeded(&knooppunt(&url, &["eventtypes", "get", &id]).await);
+    assert!(shown.contains("Alles van de BRP."), "{shown}");
+    let deleted = succeeded(&knooppunt(&url, &["eventtypes", "delete", &id]).await);
+    assert!(deleted.contains(&format!("deleted {id}")), "{deleted}");
+    let gone = knooppunt(&url, &["eventtypes", "get", &id]).await;
+    assert_eq!(gone.status.code(), Some(1), "a refusal exits with 1");
+}

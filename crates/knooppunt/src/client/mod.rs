@@ -3,6 +3,7 @@
 //! a refusal prints the hub's problem (every invalid field included) and exits with 1.
 
 pub(crate) mod dead_letters;
+pub(crate) mod eventtypes;
 pub(crate) mod principals;
 pub(crate) mod publish;
 pub(crate) mod subscriptions;
@@ -235,6 +236,28 @@ pub(crate) fn run(command: impl std::future::Future<Output = Outcome>) -> Outcom
 }
 
 /// Percent-encodes a path segment (ids are safe, but a user may type anything).
+/// Sends a request without a body and prints the answer: as JSON with `--json`, else with
+/// `print`; a refusal as the hub's problem.
+pub(crate) async fn show(
+    connection: &Connection,
+    method: Method,
+    path: &str,
+    output: &Output,
+    print: impl FnOnce(&Value),
+) -> Outcome {
+    let client = Client::new(connection)?;
+    let answer = client.send(method, path, HeaderMap::new(), None).await?;
+    if !answer.status.is_success() {
+        return Ok(refused(&answer));
+    }
+    if output.json {
+        print_json(&answer.body);
+    } else {
+        print(&answer.body);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub(crate) fn segment(text: &str) -> String {
     knooppunt_event::binding::percent::encode_component(text)
 }

@@ -8,7 +8,7 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::{Map, Value, json};
 
-use super::{Client, Connection, Outcome, Output, print_json, refused, segment};
+use super::{Client, Connection, Outcome, Output, print_json, refused, segment, show};
 
 /// Manage subscriptions (needs the `subscriber` role; you see your own, an admin sees all).
 #[derive(Debug, clap::Subcommand)]
@@ -181,28 +181,6 @@ pub(crate) async fn run(command: SubscriptionsCommand) -> Outcome {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// Sends a request without a body and prints the answer: as JSON with `--json`, else with
-/// `print`; a refusal as the hub's problem.
-async fn show(
-    connection: &Connection,
-    method: Method,
-    path: &str,
-    output: &Output,
-    print: impl FnOnce(&Value),
-) -> Outcome {
-    let client = Client::new(connection)?;
-    let answer = client.send(method, path, HeaderMap::new(), None).await?;
-    if !answer.status.is_success() {
-        return Ok(refused(&answer));
-    }
-    if output.json {
-        print_json(&answer.body);
-    } else {
-        print(&answer.body);
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 impl NewSubscription {
