@@ -245,3 +245,107 @@ async fn deprecated_types_are_flagged_and_the_catalog_can_be_required() {
     assert_eq!(current.header("deprecation"), None);
     assert!(current.body.get("deprecatedType").is_none());
 }
+
+/// An entry's JSON Schema holds its events' data: `enforce` refuses data that breaks it
+/// (saying where), `warn` accepts it with warnings; a schema the hub cannot use safely is
+/// refused when the entry is made.
+#[tokio::test]
+async fn an_entrys_schema_holds_the_data_of_its_events() {
+    let hub = hub().await;
+    let schema = json!({"type": "object", "required": ["bsn"],
+                        "properties": {"bsn": {"type": "string", "pattern": "^[0-9]{9}$"}}});
+    let mut strict = entry(BRP, "nl.brp.persoon-verhuisd");
+    strict["schema"] = schema.clone();
+    strict["schemaCheck"] = json!("enforce");
+    let mut lenient = entry(BRP, "nl.brp.persoon-geboren");
+    lenient["schema"] = schema;
+    for body in [strict, lenient] {
+        let created = hub
+            .call(
+                Method::POST,
+                "/v1/eventtypes",
+                tokens::BRP_PUBLISHER,
+                Some(body),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let send = |id: &str, ty: &str, data: Value| {
+        let event = json!({"specversion": "1.0", "id": id, "source": format!("{BRP}systeem:BRP"),
+                           "type": ty, "datacontenttype": "application/json", "data": data});
+        hub.request(Method::POST, "/v1/events", tokens::BRP_PUBLISHER)
+            .header("content-type", "application/cloudevents+json")
+            .body(event.to_string())
+    };
+    let good = knooppunt_tests::Answer::from(
+        send(
+            "s-1",
+            "nl.brp.persoon-verhuisd",
+            json!({"bsn": "999990342"}),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(good.status, 202, "{}", good.body);
+    let bad = knooppunt_tests::Answer::from(
+        send("s-2", "nl.brp.persoon-verhuisd", json!({"bsn": "12"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .assert_problem(400);
+    let text = bad.body.to_string();
+    assert!(
+        text.contains("hub.data-schema") && text.contains("/bsn"),
+        "{text}"
+    );
+    let warned = knooppunt_tests::Answer::from(
+        send("s-3", "nl.brp.persoon-geboren", json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(warned.status, 202, "{}", warned.body);
+    assert!(
+        warned.body["warnings"]
+            .to_string()
+            .contains("hub.data-schema"),
+        "{}",
+        warned.body
+    );
+
+    // Schemas the hub will not use: not a schema, a reference it would have to fetch, a
+    // pattern only a backtracking engine runs, a check without a schema.
+    for (schema, check) in [
+        (json!({"type": 5}), "enforce"),
+        (
+            json!({"$ref": "https://schemas.example.nl/brp.json"}),
+            "enforce",
+        ),
+        (json!({"type": "string", "pattern": "^(a+)\\1$"}), "warn"),
+        (Value::Null, "enforce"),
+    ] {
+        let mut body = entry(BRP, "nl.brp.anders");
+        body["schema"] = schema.clone();
+        body["schemaCheck"] = json!(check);
+        let refused = hub
+            .call(
+                Method::POST,
+                "/v1/eventtypes",
+                tokens::BRP_PUBLISHER,
+                Some(body),
+            )
+            .await
+            .assert_problem(400);
+        assert_eq!(
+            refused.invalid_params(),
+            ["schema"],
+            "{schema}: {}",
+            refused.body
+        );
+    }
+}

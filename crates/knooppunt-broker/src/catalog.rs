@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use knooppunt_store::{ApprovalPolicy, CatalogEntry, Store, StoreError, TypeMatch, now_ms};
+use knooppunt_store::{
+    ApprovalPolicy, CatalogEntry, SchemaCheck, Store, StoreError, TypeMatch, now_ms,
+};
 
 use crate::identity::{Principal, Role, SourceRefused};
 
@@ -19,15 +21,56 @@ pub(crate) struct Draft {
     pub(crate) description: String,
     pub(crate) documentation: Option<String>,
     pub(crate) dataschema: Option<String>,
+    /// A JSON Schema for the events' data (as JSON text), and how strictly it holds.
+    pub(crate) schema: Option<String>,
+    pub(crate) schema_check: SchemaCheck,
     pub(crate) deprecated: bool,
     pub(crate) approval: ApprovalPolicy,
 }
 
 /// What the catalog says of an event it covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 pub(crate) struct Covered {
     /// One of the entries that cover it is deprecated.
     pub(crate) deprecated: bool,
+    /// The schemas its data is to be checked against: the entry's id, how strictly, and
+    /// the compiled schema.
+    pub(crate) schemas: Vec<(String, SchemaCheck, Arc<jsonschema::Validator>)>,
+}
+
+/// The largest JSON Schema an entry may carry, in bytes.
+pub(crate) const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+
+/// Compiles a JSON Schema as the catalog uses it: no remote or file references (nothing is
+/// fetched), patterns with the linear-time `regex` engine, formats checked. What is wrong
+/// with it, when it is not one.
+pub(crate) fn compile_schema(text: &str) -> Result<jsonschema::Validator, String> {
+    if text.len() > MAX_SCHEMA_BYTES {
+        return Err(format!(
+            "is {} bytes; a schema may have at most {MAX_SCHEMA_BYTES}",
+            text.len()
+        ));
+    }
+    let schema: serde_json::Value =
+        serde_json::from_str(text).map_err(|error| format!("is not JSON: {error}"))?;
+    jsonschema::options()
+        .with_retriever(NoRetrieval)
+        .with_pattern_options(jsonschema::PatternOptions::regex().size_limit(1 << 20))
+        .should_validate_formats(true)
+        .build(&schema)
+        .map_err(|error| format!("is not a usable JSON Schema: {error}"))
+}
+
+/// References outside the schema are never fetched (no network, no files).
+struct NoRetrieval;
+
+impl jsonschema::Retrieve for NoRetrieval {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<serde_json::Value, Box<dyn std::error::Error + Send + Sync>> {
+        Err(format!("`{uri}` is outside the schema; the hub fetches no references").into())
+    }
 }
 
 /// Why a change of the catalog was refused.
@@ -41,6 +84,9 @@ pub(crate) enum Refused {
     /// Another entry covers exactly the same events.
     #[error("{0}")]
     Conflict(String),
+    /// A member of the draft cannot be used (its name, and why).
+    #[error("{0}: {1}")]
+    Invalid(&'static str, String),
 }
 
 pub(crate) struct Catalog {
@@ -55,6 +101,8 @@ pub(crate) struct Catalog {
 #[derive(Default)]
 struct Entries {
     by_id: BTreeMap<String, Arc<CatalogEntry>>,
+    /// The compiled schemas of the entries that check one.
+    schemas: std::collections::HashMap<String, Arc<jsonschema::Validator>>,
     exact: std::collections::HashMap<String, Vec<Arc<CatalogEntry>>>,
     prefixes: Vec<Arc<CatalogEntry>>,
 }
@@ -62,6 +110,19 @@ struct Entries {
 impl Entries {
     fn insert(&mut self, entry: Arc<CatalogEntry>) {
         self.remove(&entry.id);
+        if entry.schema_check != SchemaCheck::Off
+            && let Some(text) = &entry.schema
+        {
+            match compile_schema(text) {
+                Ok(validator) => {
+                    self.schemas.insert(entry.id.clone(), Arc::new(validator));
+                }
+                // Checked when it was stored; one another version cannot use is left out.
+                Err(why) => {
+                    tracing::warn!(entry = %entry.id, %why, "A catalog entry's schema is not used.")
+                }
+            }
+        }
         match entry.type_match {
             TypeMatch::Exact => self
                 .exact
@@ -77,6 +138,7 @@ impl Entries {
         let Some(old) = self.by_id.remove(id) else {
             return;
         };
+        self.schemas.remove(id);
         if let Some(list) = self.exact.get_mut(&old.event_type) {
             list.retain(|e| e.id != id);
             if list.is_empty() {
@@ -150,9 +212,21 @@ impl Catalog {
                     .filter(|entry| entry.covers(source, event_type))
                     .peekable();
                 covering.peek()?;
-                Some(Covered {
-                    deprecated: covering.any(|entry| entry.deprecated),
-                })
+                let mut covered = Covered {
+                    deprecated: false,
+                    schemas: Vec::new(),
+                };
+                for entry in covering {
+                    covered.deprecated |= entry.deprecated;
+                    if let Some(validator) = entries.schemas.get(&entry.id) {
+                        covered.schemas.push((
+                            entry.id.clone(),
+                            entry.schema_check,
+                            Arc::clone(validator),
+                        ));
+                    }
+                }
+                Some(covered)
             })
             .collect()
     }
@@ -215,6 +289,7 @@ impl Catalog {
         draft: Draft,
     ) -> Result<Arc<CatalogEntry>, Refused> {
         self.check_owner(principal, &draft)?;
+        check_schema(&draft)?;
         let _writer = self.writes.lock().await;
         self.check_unique(&draft, None)?;
         let now = now_ms();
@@ -245,6 +320,7 @@ impl Catalog {
         if !principal.is_admin() {
             self.check_owner(principal, &draft)?;
         }
+        check_schema(&draft)?;
         self.check_unique(&draft, Some(id))?;
         let entry = entry(
             existing.id.clone(),
@@ -295,6 +371,20 @@ impl Catalog {
     }
 }
 
+/// A draft's schema compiles, and one that is checked is there.
+fn check_schema(draft: &Draft) -> Result<(), Refused> {
+    match (&draft.schema, draft.schema_check) {
+        (None, SchemaCheck::Off) => Ok(()),
+        (None, _) => Err(Refused::Invalid(
+            "schema",
+            "is needed when schemaCheck is `warn` or `enforce`".into(),
+        )),
+        (Some(text), _) => compile_schema(text)
+            .map(|_| ())
+            .map_err(|why| Refused::Invalid("schema", why)),
+    }
+}
+
 fn entry(
     id: String,
     owner: String,
@@ -311,6 +401,8 @@ fn entry(
         description: draft.description,
         documentation: draft.documentation,
         dataschema: draft.dataschema,
+        schema: draft.schema,
+        schema_check: draft.schema_check,
         deprecated: draft.deprecated,
         approval: draft.approval,
         created_at,

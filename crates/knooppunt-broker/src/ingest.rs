@@ -9,12 +9,15 @@ use std::time::Duration;
 
 use knooppunt_delivery::Deliverer;
 use knooppunt_event::trace_context::TraceContext;
-use knooppunt_event::{ProfileLevel, ReceivedEvent, Severity, Violation, Violations, validate};
+use knooppunt_event::validate::Rule;
+use knooppunt_event::{
+    Data, Event, ProfileLevel, ReceivedEvent, Severity, Violation, Violations, validate,
+};
 use knooppunt_filter::EvalLimits;
-use knooppunt_store::{Appended, NewEvent, Store, StoreError};
+use knooppunt_store::{Appended, NewEvent, SchemaCheck, Store, StoreError};
 use serde::Serialize;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Covered};
 use crate::identity::{Principal, SourceRefused};
 use crate::lifecycle::Subscriptions;
 use crate::telemetry::{IngestCounters, Rejection, Telemetry};
@@ -164,9 +167,9 @@ async fn accept(
     received: Vec<ReceivedEvent>,
     batched: bool,
 ) -> Result<Vec<Receipt>, Refused> {
-    let warnings = check(pipeline, &received, batched)?;
+    let mut warnings = check(pipeline, &received, batched)?;
     authorize(pipeline, publisher, &received)?;
-    let deprecated = look_up(pipeline, &received)?;
+    let deprecated = look_up(pipeline, &received, batched, &mut warnings)?;
     // Each event's trace context, for the log (only read when debug logging is on).
     let traces: Vec<Option<TraceContext>> = if tracing::enabled!(tracing::Level::DEBUG) {
         received
@@ -267,9 +270,16 @@ fn authorize(
     }))
 }
 
-/// What the catalog says of each event: whether its type is deprecated; with "catalog
-/// required", an event no entry covers refuses them all.
-fn look_up(pipeline: &Pipeline, received: &[ReceivedEvent]) -> Result<Vec<bool>, Refused> {
+/// What the catalog says of each event: whether its type is deprecated, and what its data
+/// breaks of the schemas of the entries that cover it (warnings, added to `warnings`, or, for
+/// an entry that enforces its schema, problems that refuse them all); with "catalog
+/// required", an event no entry covers refuses them all too.
+fn look_up(
+    pipeline: &Pipeline,
+    received: &[ReceivedEvent],
+    batched: bool,
+    warnings: &mut [Vec<Violation>],
+) -> Result<Vec<bool>, Refused> {
     let found = pipeline
         .catalog
         .look_up(received.iter().map(|r| (r.event.source(), r.event.ty())));
@@ -285,10 +295,71 @@ fn look_up(pipeline: &Pipeline, received: &[ReceivedEvent]) -> Result<Vec<bool>,
             event.event.id()
         )));
     }
+    let mut problems = Vec::new();
+    for (index, (event, covered)) in received.iter().zip(&found).enumerate() {
+        let Some(covered) = covered.as_ref().filter(|c| !c.schemas.is_empty()) else {
+            continue;
+        };
+        let (errors, advice) = schema_findings(&event.event, covered);
+        warnings[index].extend(advice);
+        if let Some(errors) = Violations::of(errors) {
+            problems.push((batched.then_some(index), errors));
+        }
+    }
+    if !problems.is_empty() {
+        rejected(pipeline, Rejection::Invalid, received.len());
+        return Err(Refused::Invalid(problems));
+    }
     Ok(found
-        .into_iter()
-        .map(|covered| covered.is_some_and(|c| c.deprecated))
+        .iter()
+        .map(|covered| covered.as_ref().is_some_and(|c| c.deprecated))
         .collect())
+}
+
+/// At most this many schema problems are reported per event and entry.
+const MAX_SCHEMA_PROBLEMS: usize = 10;
+
+/// What an event's data breaks of each schema that covers it: errors (entries that
+/// enforce their schema) and warnings (entries that warn). No data is checked as `null`;
+/// data that is not JSON breaks any schema.
+fn schema_findings(event: &Event, covered: &Covered) -> (Vec<Violation>, Vec<Violation>) {
+    let data = match event.data() {
+        None => Ok(serde_json::Value::Null),
+        Some(Data::Json(text)) => text.to_value().map_err(|error| error.to_string()),
+        Some(_) => Err("the data is not JSON".to_owned()),
+    };
+    let (mut errors, mut advice) = (Vec::new(), Vec::new());
+    for (entry, check, validator) in &covered.schemas {
+        let found: Vec<String> = match &data {
+            Ok(value) => validator
+                .iter_errors(value)
+                .take(MAX_SCHEMA_PROBLEMS)
+                .map(|error| {
+                    let at = error.instance_path().to_string();
+                    if at.is_empty() {
+                        error.to_string()
+                    } else {
+                        format!("at `{at}`: {error}")
+                    }
+                })
+                .collect(),
+            Err(why) => vec![why.clone()],
+        };
+        for detail in found {
+            let mut violation = Violation::new(
+                "data",
+                Rule::DataSchema,
+                format!("the schema of catalog entry {entry}: {detail}"),
+            );
+            if *check == SchemaCheck::Enforce {
+                errors.push(violation);
+            } else {
+                violation.severity = Severity::Warning;
+                advice.push(violation);
+            }
+        }
+    }
+    (errors, advice)
 }
 
 /// Each event in its JSON form with the subscriptions it matches now. The candidates are

@@ -246,6 +246,8 @@ pub fn catalog_entry(id: &str) -> knooppunt_store::CatalogEntry {
         description: "Een ingezetene is verhuisd.".into(),
         documentation: Some("https://brp.example.nl/events".into()),
         dataschema: Some("https://brp.example.nl/schema.json".into()),
+        schema: Some(r#"{"type": "object", "required": ["bsn"]}"#.into()),
+        schema_check: knooppunt_store::SchemaCheck::Enforce,
         deprecated: false,
         approval: knooppunt_store::ApprovalPolicy::ApprovalRequired,
         created_at: 1000,
@@ -264,6 +266,8 @@ async fn catalog_entries_are_kept(backend: &mut impl Backend) {
     a.event_type = "nl.brp.".into();
     a.documentation = None;
     a.dataschema = None;
+    a.schema = None;
+    a.schema_check = knooppunt_store::SchemaCheck::Off;
     a.approval = knooppunt_store::ApprovalPolicy::Open;
     store.insert_catalog_entry(&a).await.unwrap();
     assert!(

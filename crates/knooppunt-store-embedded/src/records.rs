@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 
 use knooppunt_store::{
     ApprovalPolicy, Attempt, CatalogEntry, ClientCertificate, DeliveryChange, HttpSettings,
-    Protocol, SigningSecrets, Sink, SinkCredential, Status, StatusColumns, StoredPrincipal,
-    Subscription, SubscriptionConfig, SubscriptionState, TypeMatch, Validation, Verdict,
+    Protocol, SchemaCheck, SigningSecrets, Sink, SinkCredential, Status, StatusColumns,
+    StoredPrincipal, Subscription, SubscriptionConfig, SubscriptionState, TypeMatch, Validation,
+    Verdict,
 };
 use serde::{Deserialize, Serialize};
 
@@ -518,6 +519,10 @@ mod tests {
     }
 }
 
+fn schema_check_off() -> String {
+    "off".into()
+}
+
 /// A catalog entry in sled (`catalog` tree, id → this as JSON).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct CatalogRecord {
@@ -531,6 +536,10 @@ pub(crate) struct CatalogRecord {
     documentation: Option<String>,
     #[serde(default)]
     dataschema: Option<String>,
+    #[serde(default)]
+    schema: Option<String>,
+    #[serde(default = "schema_check_off")]
+    schema_check: String,
     #[serde(default)]
     deprecated: bool,
     approval: String,
@@ -549,6 +558,8 @@ impl From<&CatalogEntry> for CatalogRecord {
             description: e.description.clone(),
             documentation: e.documentation.clone(),
             dataschema: e.dataschema.clone(),
+            schema: e.schema.clone(),
+            schema_check: e.schema_check.as_str().to_owned(),
             deprecated: e.deprecated,
             approval: e.approval.as_str().to_owned(),
             created_at: e.created_at,
@@ -567,6 +578,9 @@ impl TryFrom<CatalogRecord> for CatalogEntry {
                 .ok_or_else(|| format!("type match `{}`", r.type_match))?,
             approval: ApprovalPolicy::parse(&r.approval)
                 .ok_or_else(|| format!("approval policy `{}`", r.approval))?,
+            schema_check: SchemaCheck::parse(&r.schema_check)
+                .ok_or_else(|| format!("schema check `{}`", r.schema_check))?,
+            schema: r.schema,
             id: r.id,
             owner: r.owner,
             source_prefix: r.source_prefix,

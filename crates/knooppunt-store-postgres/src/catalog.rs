@@ -1,16 +1,17 @@
 //! How a catalog entry is a row of `catalog` (migration 6).
 
-use knooppunt_store::{ApprovalPolicy, CatalogEntry, StoreError, TypeMatch};
+use knooppunt_store::{ApprovalPolicy, CatalogEntry, SchemaCheck, StoreError, TypeMatch};
 use tokio_postgres::Row;
 
 pub(crate) const COLUMNS: &str = "id, owner, source_prefix, event_type, type_match, description, \
-    documentation, dataschema, deprecated, approval, created_at, updated_at";
-pub(crate) const PLACEHOLDERS: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12";
+    documentation, dataschema, deprecated, approval, created_at, updated_at, schema, schema_check";
+pub(crate) const PLACEHOLDERS: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14";
 
 /// The values of [`COLUMNS`] that are not the entry's own fields as they are.
 pub(crate) struct Params {
     type_match: &'static str,
     approval: &'static str,
+    schema_check: &'static str,
     created_at: i64,
     updated_at: i64,
 }
@@ -20,6 +21,7 @@ impl Params {
         Params {
             type_match: e.type_match.as_str(),
             approval: e.approval.as_str(),
+            schema_check: e.schema_check.as_str(),
             created_at: e.created_at as i64,
             updated_at: e.updated_at as i64,
         }
@@ -28,7 +30,7 @@ impl Params {
     pub(crate) fn refs<'a>(
         &'a self,
         e: &'a CatalogEntry,
-    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 12] {
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 14] {
         [
             &e.id,
             &e.owner,
@@ -42,6 +44,8 @@ impl Params {
             &self.approval,
             &self.created_at,
             &self.updated_at,
+            &e.schema,
+            &self.schema_check,
         ]
     }
 }
@@ -52,6 +56,9 @@ pub(crate) fn from_row(row: &Row) -> Result<CatalogEntry, StoreError> {
     Ok(CatalogEntry {
         type_match: TypeMatch::parse(row.get("type_match")).ok_or_else(|| corrupt("type_match"))?,
         approval: ApprovalPolicy::parse(row.get("approval")).ok_or_else(|| corrupt("approval"))?,
+        schema_check: SchemaCheck::parse(row.get("schema_check"))
+            .ok_or_else(|| corrupt("schema_check"))?,
+        schema: row.get("schema"),
         owner: row.get("owner"),
         source_prefix: row.get("source_prefix"),
         event_type: row.get("event_type"),

@@ -133,6 +133,8 @@ const MIGRATIONS: &[&str] = &[
         description text NOT NULL,
         documentation text,
         dataschema text,
+        schema text,
+        schema_check text NOT NULL,
         deprecated boolean NOT NULL,
         approval text NOT NULL,
         created_at bigint NOT NULL,

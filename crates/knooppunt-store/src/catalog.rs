@@ -19,6 +19,9 @@ pub struct CatalogEntry {
     pub documentation: Option<String>,
     /// The `dataschema` of its events' data.
     pub dataschema: Option<String>,
+    /// A JSON Schema (as JSON text) its events' data is checked against, per `schema_check`.
+    pub schema: Option<String>,
+    pub schema_check: SchemaCheck,
     /// Still accepted, but publishers and subscribers are told to move on.
     pub deprecated: bool,
     pub approval: ApprovalPolicy,
@@ -47,6 +50,36 @@ impl TypeMatch {
         match name {
             "exact" => Some(TypeMatch::Exact),
             "prefix" => Some(TypeMatch::Prefix),
+            _ => None,
+        }
+    }
+}
+
+/// How strictly events' data is held to an entry's JSON Schema.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum SchemaCheck {
+    #[default]
+    Off,
+    /// Data that breaks the schema is accepted, with warnings.
+    Warn,
+    /// Data that breaks the schema is refused.
+    Enforce,
+}
+
+impl SchemaCheck {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemaCheck::Off => "off",
+            SchemaCheck::Warn => "warn",
+            SchemaCheck::Enforce => "enforce",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<SchemaCheck> {
+        match name {
+            "off" => Some(SchemaCheck::Off),
+            "warn" => Some(SchemaCheck::Warn),
+            "enforce" => Some(SchemaCheck::Enforce),
             _ => None,
         }
     }

@@ -17,7 +17,7 @@ mod subscription;
 use std::future::Future;
 use std::pin::Pin;
 
-pub use catalog::{ApprovalPolicy, CatalogEntry, TypeMatch};
+pub use catalog::{ApprovalPolicy, CatalogEntry, SchemaCheck, TypeMatch};
 pub use principal::StoredPrincipal;
 pub use queue::{
     Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent,

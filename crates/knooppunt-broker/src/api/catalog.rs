@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use http::header::LOCATION;
 use http::{HeaderValue, StatusCode};
 use knooppunt_event::timestamp::utc_timestamp;
-use knooppunt_store::{ApprovalPolicy, CatalogEntry, TypeMatch};
+use knooppunt_store::{ApprovalPolicy, CatalogEntry, SchemaCheck, TypeMatch};
 use serde_json::{Value, json};
 
 use super::BASE_PATH;
@@ -27,13 +27,15 @@ pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE";
 
 /// The members a client sends; `id`, `owner`, `created` and `updated` it may send back
 /// (they are ignored).
-const MEMBERS: [&str; 8] = [
+const MEMBERS: [&str; 10] = [
     "source",
     "type",
     "typeMatch",
     "description",
     "documentation",
     "dataschema",
+    "schema",
+    "schemaCheck",
     "deprecated",
     "approval",
 ];
@@ -46,6 +48,10 @@ impl From<Refused> for ApiError {
             Refused::Store(error) => error.into(),
             Refused::Forbidden(why) => ApiError::Forbidden(why),
             Refused::Conflict(why) => ApiError::Conflict(why),
+            Refused::Invalid(name, why) => ApiError::invalid(
+                "the catalog entry has problems; see invalidParams",
+                vec![InvalidParam::new(name, why)],
+            ),
         }
     }
 }
@@ -69,6 +75,14 @@ fn resource(entry: &CatalogEntry) -> Value {
     if let Some(schema) = &entry.dataschema {
         body["dataschema"] = json!(schema);
     }
+    if let Some(schema) = entry
+        .schema
+        .as_deref()
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+    {
+        body["schema"] = schema;
+    }
+    body["schemaCheck"] = json!(entry.schema_check.as_str());
     body
 }
 
@@ -148,6 +162,32 @@ fn read(body: &Value) -> Result<Draft, ApiError> {
             ApprovalPolicy::Open
         }
     };
+    // The schema as JSON text (what the store keeps); it is compiled by the catalog.
+    let schema = match object.get("schema") {
+        None | Some(Value::Null) => None,
+        Some(schema @ (Value::Object(_) | Value::Bool(_))) => Some(schema.to_string()),
+        Some(_) => {
+            problems.push(InvalidParam::new(
+                "schema",
+                "must be a JSON Schema (an object)",
+            ));
+            None
+        }
+    };
+    let schema_check = match object.get("schemaCheck") {
+        None | Some(Value::Null) if schema.is_some() => SchemaCheck::Warn,
+        None | Some(Value::Null) => SchemaCheck::Off,
+        Some(Value::String(name)) if SchemaCheck::parse(name).is_some() => {
+            SchemaCheck::parse(name).expect("checked")
+        }
+        Some(_) => {
+            problems.push(InvalidParam::new(
+                "schemaCheck",
+                "must be `off`, `warn` or `enforce`",
+            ));
+            SchemaCheck::Off
+        }
+    };
     let deprecated = match object.get("deprecated") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(flag)) => *flag,
@@ -165,6 +205,8 @@ fn read(body: &Value) -> Result<Draft, ApiError> {
                 description,
                 documentation,
                 dataschema,
+                schema,
+                schema_check,
                 deprecated,
                 approval,
             })

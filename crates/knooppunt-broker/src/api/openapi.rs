@@ -1255,6 +1255,11 @@ fn add_catalog(document: &mut Value) {
                               "description": "A link to their documentation."},
             "dataschema": {"type": "string", "format": "uri", "maxLength": 2048,
                            "description": "The `dataschema` of their data."},
+            "schema": {"type": "object", "description": "A JSON Schema (at most 64 KiB) the events' data is checked against \
+                       when they are published; nothing outside it is fetched, patterns use a linear-time engine."},
+            "schemaCheck": {"type": "string", "enum": ["off", "warn", "enforce"],
+                            "description": "`warn` (the default with a schema): accepted, with warnings in the receipt; \
+                                            `enforce`: refused (400) with every problem; `off`."},
             "deprecated": {"type": "boolean", "default": false},
             "approval": {"type": "string", "enum": ["open", "approval-required"], "default": "open",
                          "description": "`approval-required`: only subscriptions the owner approved receive them."},

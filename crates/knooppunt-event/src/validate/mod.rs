@@ -86,6 +86,12 @@ impl Violations {
         }
     }
 
+    /// Problems found outside this crate (such as a catalog entry's data schema); `None`
+    /// when there are none.
+    pub fn of(violations: Vec<Violation>) -> Option<Violations> {
+        (!violations.is_empty()).then_some(Violations(violations))
+    }
+
     pub(crate) fn one(violation: Violation) -> Self {
         Violations(vec![violation])
     }

@@ -40,6 +40,8 @@ pub enum Rule {
     DataNotJson,
     /// JSON data nested deeper than [`crate::data::MAX_DATA_DEPTH`] (the hub's own limit).
     DataDepth,
+    /// Data that breaks the JSON Schema of a catalog entry covering the event (the hub's).
+    DataSchema,
     // CBOR event format.
     CborSyntax,
     CborType,
@@ -87,6 +89,7 @@ impl Rule {
             Rule::DataNotString => "json.data-not-string",
             Rule::DataNotJson => "http.data-not-json",
             Rule::DataDepth => "hub.data-depth",
+            Rule::DataSchema => "hub.data-schema",
             Rule::HeaderEncoding => "http.header-encoding",
             Rule::DataContentTypeHeader => "http.ce-datacontenttype",
             Rule::NlGovType => "nlgov.type.reverse-domain",
@@ -129,6 +132,7 @@ impl Rule {
             Rule::DataDepth => {
                 "Knooppunt: JSON data nests at most 64 arrays and objects deep (every format alike)"
             }
+            Rule::DataSchema => "Knooppunt: the data schema of the event type's catalog entry",
             Rule::HeaderEncoding => "CloudEvents HTTP binding §3.1.3.2 HTTP Header Values",
             Rule::DataContentTypeHeader => "CloudEvents HTTP binding §3.1.1 HTTP Content-Type",
             Rule::NlGovType | Rule::NlGovTypeVersion => {
