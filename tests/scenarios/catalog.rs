@@ -10,7 +10,7 @@ const BRP: &str = "urn:nld:oin:00000001823288444000:";
 
 fn entry(source: &str, ty: &str) -> Value {
     json!({"source": source, "type": ty, "description": "Een ingezetene is verhuisd.",
-           "documentation": "https://brp.example.nl/events", "approval": "approval-required"})
+           "documentation": "https://brp.example.nl/events", "approval": "open"})
 }
 
 /// A hub with the hub's defaults for source spaces (the harness lifts the reservation).
@@ -37,8 +37,22 @@ async fn publishers_describe_their_events_and_only_owners_change_them() {
     assert_eq!(created.header("location"), Some(path.as_str()));
     assert_eq!(created.body["owner"], "brp");
     assert_eq!(created.body["typeMatch"], "exact");
-    assert_eq!(created.body["approval"], "approval-required");
+    assert_eq!(created.body["approval"], "open");
     assert_eq!(created.body["deprecated"], false);
+
+    // Approval by the owner is not enforced yet, so no entry may promise it.
+    let mut guarded = entry(BRP, "nl.brp.beschermd");
+    guarded["approval"] = json!("approval-required");
+    let refused = hub
+        .call(
+            Method::POST,
+            "/v1/eventtypes",
+            tokens::BRP_PUBLISHER,
+            Some(guarded),
+        )
+        .await
+        .assert_problem(400);
+    assert_eq!(refused.invalid_params(), ["approval"]);
 
     // Anyone authenticated reads it; nobody unauthenticated.
     let read = hub.call(Method::GET, &path, tokens::KVK, None).await;

@@ -450,7 +450,7 @@ async fn every_answer_is_what_the_document_says() {
     // The catalog, the signing secret's rotation and the hub's signing keys.
     let as_brp = |method: Method, path: &str| hub.request(method, path, tokens::BRP_PUBLISHER);
     let entry = json!({"source": "urn:nld:oin:00000001823288444000:", "type": "nl.brp.x",
-                       "description": "x", "approval": "approval-required"});
+                       "description": "x", "approval": "open"});
     let created = check
         .check(
             "post",

@@ -289,6 +289,7 @@ impl Catalog {
         draft: Draft,
     ) -> Result<Arc<CatalogEntry>, Refused> {
         self.check_owner(principal, &draft)?;
+        check_policy(&draft)?;
         check_schema(&draft)?;
         let _writer = self.writes.lock().await;
         self.check_unique(&draft, None)?;
@@ -320,6 +321,7 @@ impl Catalog {
         if !principal.is_admin() {
             self.check_owner(principal, &draft)?;
         }
+        check_policy(&draft)?;
         check_schema(&draft)?;
         self.check_unique(&draft, Some(id))?;
         let entry = entry(
@@ -369,6 +371,20 @@ impl Catalog {
             .insert(Arc::clone(&shared));
         shared
     }
+}
+
+/// What this hub cannot honour yet: approval by the owner is not enforced when routing, so
+/// an entry that asks for it would promise a protection its events do not have.
+fn check_policy(draft: &Draft) -> Result<(), Refused> {
+    if draft.approval == ApprovalPolicy::ApprovalRequired {
+        return Err(Refused::Invalid(
+            "approval",
+            "`approval-required` is not enforced by this hub yet: its events would reach every \
+             matching subscription; use `open` until approval by the owner is available"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A draft's schema compiles, and one that is checked is there.

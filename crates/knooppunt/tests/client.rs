@@ -569,7 +569,6 @@ async fn catalog_entries_are_created_listed_shown_and_deleted() {
                 "--prefix",
                 "--description",
                 "Alles van de BRP.",
-                "--approval-required",
             ],
         )
         .await,
@@ -579,10 +578,7 @@ async fn catalog_entries_are_created_listed_shown_and_deleted() {
         .find_map(|line| line.strip_prefix("created "))
         .expect("the id")
         .to_owned();
-    assert!(
-        created.contains("nl.brp.* (approval required)"),
-        "{created}"
-    );
+    assert!(created.contains("type:     nl.brp.*"), "{created}");
     let listed = succeeded(&knooppunt(&url, &["eventtypes", "list"]).await);
     assert!(
         listed.contains(&id) && listed.contains("nl.brp.*"),

@@ -1262,7 +1262,8 @@ fn add_catalog(document: &mut Value) {
                                             `enforce`: refused (400) with every problem; `off`."},
             "deprecated": {"type": "boolean", "default": false},
             "approval": {"type": "string", "enum": ["open", "approval-required"], "default": "open",
-                         "description": "`approval-required`: only subscriptions the owner approved receive them."},
+                         "description": "`approval-required` (only subscriptions the owner approved receive them) is \
+                                         refused (400) until this hub enforces approval."},
             "created": {"type": "string", "format": "date-time", "readOnly": true},
             "updated": {"type": "string", "format": "date-time", "readOnly": true}
         }

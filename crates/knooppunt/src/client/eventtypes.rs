@@ -29,8 +29,7 @@ pub(crate) enum EventTypesCommand {
     ///
     /// Example:
     ///   knooppunt eventtypes create --source urn:nld:oin:00000001823288444000: \
-    ///       --type nl.brp.persoon-verhuisd --description "Een ingezetene is verhuisd." \
-    ///       --approval-required
+    ///       --type nl.brp.persoon-verhuisd --description "Een ingezetene is verhuisd."
     #[command(verbatim_doc_comment)]
     Create {
         #[command(flatten)]
@@ -52,9 +51,6 @@ pub(crate) enum EventTypesCommand {
         /// A link to their documentation.
         #[arg(long)]
         documentation: Option<String>,
-        /// Only subscriptions you approve receive them.
-        #[arg(long)]
-        approval_required: bool,
     },
     /// Delete an entry (its owner or an admin).
     Delete {
@@ -107,7 +103,6 @@ pub(crate) async fn run(command: EventTypesCommand) -> Outcome {
             prefix,
             description,
             documentation,
-            approval_required,
         } => {
             let client = Client::new(&connection)?;
             let mut body = Map::new();
@@ -120,9 +115,6 @@ pub(crate) async fn run(command: EventTypesCommand) -> Outcome {
             body.insert("description".into(), json!(description));
             if let Some(link) = documentation {
                 body.insert("documentation".into(), json!(link));
-            }
-            if approval_required {
-                body.insert("approval".into(), json!("approval-required"));
             }
             let answer = client
                 .send_json(Method::POST, "/v1/eventtypes", &Value::Object(body))
