@@ -13,6 +13,20 @@ fn entry(source: &str, ty: &str) -> Value {
            "documentation": "https://brp.example.nl/events", "approval": "open"})
 }
 
+/// Creates an entry as the BRP's publisher; the answer.
+async fn describe(hub: &TestHub, body: Value) -> knooppunt_tests::Answer {
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/eventtypes",
+            tokens::BRP_PUBLISHER,
+            Some(body),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    created
+}
+
 /// A hub with the hub's defaults for source spaces (the harness lifts the reservation).
 async fn hub() -> TestHub {
     let mut options = test_options();
@@ -234,15 +248,7 @@ async fn deprecated_types_are_flagged_and_the_catalog_can_be_required() {
     let mut family = entry(BRP, "nl.brp.persoon-");
     family["typeMatch"] = json!("prefix");
     for body in [old, family] {
-        let created = hub
-            .call(
-                Method::POST,
-                "/v1/eventtypes",
-                tokens::BRP_PUBLISHER,
-                Some(body),
-            )
-            .await;
-        assert_eq!(created.status, 201, "{}", created.body);
+        describe(&hub, body).await;
     }
     let deprecated = publish(&hub, tokens::BRP_PUBLISHER, "d-1", "nl.brp.oud").await;
     assert_eq!(deprecated.status, 202, "{}", deprecated.body);
@@ -274,15 +280,7 @@ async fn an_entrys_schema_holds_the_data_of_its_events() {
     let mut lenient = entry(BRP, "nl.brp.persoon-geboren");
     lenient["schema"] = schema;
     for body in [strict, lenient] {
-        let created = hub
-            .call(
-                Method::POST,
-                "/v1/eventtypes",
-                tokens::BRP_PUBLISHER,
-                Some(body),
-            )
-            .await;
-        assert_eq!(created.status, 201, "{}", created.body);
+        describe(&hub, body).await;
     }
     let send = |id: &str, ty: &str, data: Value| {
         let event = json!({"specversion": "1.0", "id": id, "source": format!("{BRP}systeem:BRP"),

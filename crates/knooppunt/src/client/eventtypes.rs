@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use reqwest::{Method, StatusCode};
 use serde_json::{Map, Value, json};
 
-use super::{Client, Connection, Outcome, Output, print_json, refused, segment, show};
+use super::{
+    Client, Connection, Outcome, Output, delete, list, print_json, refused, segment, show, text,
+};
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum EventTypesCommand {
@@ -64,28 +66,24 @@ pub(crate) enum EventTypesCommand {
 pub(crate) async fn run(command: EventTypesCommand) -> Outcome {
     match command {
         EventTypesCommand::List { connection, output } => {
-            let client = Client::new(&connection)?;
-            let items = match client.all_pages("/v1/eventtypes").await? {
-                Ok(items) => items,
-                Err(answer) => return Ok(refused(&answer)),
-            };
-            if output.json {
-                print_json(&Value::Array(items));
-            } else if items.is_empty() {
-                println!("No catalog entries.");
-            } else {
-                println!("{:<36}  {:<12}  {:<40}  TYPE", "ID", "OWNER", "SOURCE");
-                for item in &items {
-                    println!(
+            let header = format!("{:<36}  {:<12}  {:<40}  TYPE", "ID", "OWNER", "SOURCE");
+            list(
+                &connection,
+                &output,
+                "/v1/eventtypes",
+                "No catalog entries.",
+                &header,
+                |item| {
+                    format!(
                         "{:<36}  {:<12}  {:<40}  {}",
                         text(&item["id"]),
                         text(&item["owner"]),
                         text(&item["source"]),
                         what(item)
-                    );
-                }
-            }
-            Ok(ExitCode::SUCCESS)
+                    )
+                },
+            )
+            .await
         }
         EventTypesCommand::Get {
             id,
@@ -131,30 +129,9 @@ pub(crate) async fn run(command: EventTypesCommand) -> Outcome {
             Ok(ExitCode::SUCCESS)
         }
         EventTypesCommand::Delete { id, connection } => {
-            let client = Client::new(&connection)?;
             let path = format!("/v1/eventtypes/{}", segment(&id));
-            let answer = client
-                .send(
-                    Method::DELETE,
-                    &path,
-                    reqwest::header::HeaderMap::new(),
-                    None,
-                )
-                .await?;
-            if !answer.status.is_success() {
-                return Ok(refused(&answer));
-            }
-            println!("deleted {id}");
-            Ok(ExitCode::SUCCESS)
+            delete(&connection, &path, &id).await
         }
-    }
-}
-
-fn text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
     }
 }
 

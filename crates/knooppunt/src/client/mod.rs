@@ -258,6 +258,61 @@ pub(crate) async fn show(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Every page of the list at `path`: as JSON with `--json`; else `empty` when there is
+/// nothing, or `header` and a line per item.
+pub(crate) async fn list(
+    connection: &Connection,
+    output: &Output,
+    path: &str,
+    empty: &str,
+    header: &str,
+    line: impl Fn(&Value) -> String,
+) -> Outcome {
+    let client = Client::new(connection)?;
+    let items = match client.all_pages(path).await? {
+        Ok(items) => items,
+        Err(answer) => return Ok(refused(&answer)),
+    };
+    if output.json {
+        print_json(&Value::Array(items));
+    } else if items.is_empty() {
+        println!("{empty}");
+    } else {
+        println!("{header}");
+        for item in &items {
+            println!("{}", line(item));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Deletes what is at `path`; says `deleted <id>`.
+pub(crate) async fn delete(connection: &Connection, path: &str, id: &str) -> Outcome {
+    let client = Client::new(connection)?;
+    let answer = client
+        .send(
+            Method::DELETE,
+            path,
+            reqwest::header::HeaderMap::new(),
+            None,
+        )
+        .await?;
+    if !answer.status.is_success() {
+        return Ok(refused(&answer));
+    }
+    println!("deleted {id}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A member's value as a word: strings as they are, `-` for none.
+pub(crate) fn text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
 pub(crate) fn segment(text: &str) -> String {
     knooppunt_event::binding::percent::encode_component(text)
 }

@@ -4,11 +4,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::{Map, Value, json};
 
-use super::{Client, Connection, Outcome, Output, print_json, refused, segment, show};
+use super::{
+    Client, Connection, Outcome, Output, delete, list, print_json, refused, segment, show, text,
+};
 
 /// Manage subscriptions (needs the `subscriber` role; you see your own, an admin sees all).
 #[derive(Debug, clap::Subcommand)]
@@ -94,28 +95,24 @@ pub(crate) struct NewSubscription {
 pub(crate) async fn run(command: SubscriptionsCommand) -> Outcome {
     match command {
         SubscriptionsCommand::List { connection, output } => {
-            let client = Client::new(&connection)?;
-            let items = match client.all_pages("/v1/subscriptions").await? {
-                Ok(items) => items,
-                Err(answer) => return Ok(refused(&answer)),
-            };
-            if output.json {
-                print_json(&Value::Array(items));
-            } else if items.is_empty() {
-                println!("No subscriptions.");
-            } else {
-                println!("{:<36}  {:<8}  {:<40}  WHAT", "ID", "STATE", "SINK");
-                for item in &items {
-                    println!(
+            let header = format!("{:<36}  {:<8}  {:<40}  WHAT", "ID", "STATE", "SINK");
+            list(
+                &connection,
+                &output,
+                "/v1/subscriptions",
+                "No subscriptions.",
+                &header,
+                |item| {
+                    format!(
                         "{:<36}  {:<8}  {:<40}  {}",
                         text(&item["id"]),
                         text(&item["state"]),
                         text(&item["sink"]),
                         what(item)
-                    );
-                }
-            }
-            Ok(ExitCode::SUCCESS)
+                    )
+                },
+            )
+            .await
         }
         SubscriptionsCommand::Get {
             id,
@@ -169,16 +166,8 @@ pub(crate) async fn run(command: SubscriptionsCommand) -> Outcome {
             .await
         }
         SubscriptionsCommand::Delete { id, connection } => {
-            let client = Client::new(&connection)?;
             let path = format!("/v1/subscriptions/{}", segment(&id));
-            let answer = client
-                .send(Method::DELETE, &path, HeaderMap::new(), None)
-                .await?;
-            if !answer.status.is_success() {
-                return Ok(refused(&answer));
-            }
-            println!("deleted {id}");
-            Ok(ExitCode::SUCCESS)
+            delete(&connection, &path, &id).await
         }
     }
 }
@@ -218,14 +207,6 @@ impl NewSubscription {
             body.insert("config".into(), Value::Object(config));
         }
         Ok(Value::Object(body))
-    }
-}
-
-fn text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
     }
 }
 
