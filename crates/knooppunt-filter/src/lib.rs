@@ -16,8 +16,10 @@ mod cost;
 mod dialect;
 mod index;
 mod limits;
+mod scope;
 
 pub use cost::{EvalLimits, Meter};
 pub use dialect::{Criteria, DIALECTS, Filter, FilterError};
 pub use index::{CANDIDATE_UNITS, MatchIndex, Routed};
 pub use limits::{InvalidLimit, Limits};
+pub use scope::Scope;
