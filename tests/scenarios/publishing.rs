@@ -543,6 +543,22 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::CatalogEntry>> {
         self.inner.catalog_entries()
     }
+    fn put_grant<'a>(
+        &'a self,
+        grant: &'a knooppunt_store::Grant,
+    ) -> knooppunt_store::StoreFuture<'a, ()> {
+        self.inner.put_grant(grant)
+    }
+    fn delete_grant<'a>(
+        &'a self,
+        entry: &'a str,
+        subscription: &'a str,
+    ) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.delete_grant(entry, subscription)
+    }
+    fn grants(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Grant>> {
+        self.inner.grants()
+    }
     fn principals(
         &self,
     ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::StoredPrincipal>> {

@@ -119,6 +119,7 @@ pub async fn run(backend: &mut impl Backend) {
     subscriptions_are_kept(backend).await;
     principals_are_kept(backend).await;
     catalog_entries_are_kept(backend).await;
+    grants_are_kept(backend).await;
     events_are_appended_with_their_deliveries(backend).await;
     duplicates_are_reported_not_stored(backend).await;
     leases_follow_the_ordering(backend).await;
@@ -296,6 +297,46 @@ async fn catalog_entries_are_kept(backend: &mut impl Backend) {
     assert!(store.delete_catalog_entry("a").await.unwrap());
     assert!(!store.delete_catalog_entry("a").await.unwrap());
     assert_eq!(store.catalog_entries().await.unwrap().len(), 1);
+}
+
+async fn grants_are_kept(backend: &mut impl Backend) {
+    use knooppunt_store::{Decision, Grant, GrantState};
+    let store = backend.open().await;
+    let requested = |entry: &str, subscription: &str| Grant {
+        entry: entry.into(),
+        subscription: subscription.into(),
+        state: GrantState::Requested,
+        requested_at: 1000,
+        decision: None,
+    };
+    store.put_grant(&requested("e2", "s1")).await.unwrap();
+    store.put_grant(&requested("e1", "s2")).await.unwrap();
+    store.put_grant(&requested("e1", "s1")).await.unwrap();
+    let mut granted = requested("e1", "s2");
+    granted.state = GrantState::Granted;
+    granted.decision = Some(Decision {
+        by: "brp".into(),
+        at: 2000,
+        reason: Some("Wettelijke taak (art. 3.2 Wet BRP)".into()),
+    });
+    store.put_grant(&granted).await.unwrap();
+    let mut revoked = requested("e2", "s1");
+    revoked.state = GrantState::Revoked;
+    revoked.decision = Some(Decision {
+        by: "admin".into(),
+        at: 3000,
+        reason: None,
+    });
+    store.put_grant(&revoked).await.unwrap();
+    let store = backend.reopen(store).await;
+    assert_eq!(
+        store.grants().await.unwrap(),
+        vec![requested("e1", "s1"), granted, revoked],
+        "by entry then subscription, the last put of each, durable"
+    );
+    assert!(store.delete_grant("e1", "s1").await.unwrap());
+    assert!(!store.delete_grant("e1", "s1").await.unwrap());
+    assert_eq!(store.grants().await.unwrap().len(), 2);
 }
 
 /// A principal named `name` with every field set.

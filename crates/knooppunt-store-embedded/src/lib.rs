@@ -39,12 +39,12 @@ use self::dedupe::{Dedupe, DedupeHasher};
 use self::event_log::EventLog;
 use self::group_commit::GroupCommit;
 use self::queues::Queues;
-use self::records::{CatalogRecord, PrincipalRecord, SubscriptionRecord};
+use self::records::{CatalogRecord, GrantRecord, PrincipalRecord, SubscriptionRecord};
 use knooppunt_store::{
     Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent, Swept,
 };
 use knooppunt_store::{
-    CatalogEntry, Store, StoreError, StoreFuture, StoredPrincipal, Subscription,
+    CatalogEntry, Grant, Store, StoreError, StoreFuture, StoredPrincipal, Subscription,
 };
 
 /// A new segment is started once the active one is this large.
@@ -92,6 +92,7 @@ struct Trees {
     subscriptions: sled::Tree,
     principals: sled::Tree,
     catalog: sled::Tree,
+    grants: sled::Tree,
 }
 
 impl Drop for Inner {
@@ -137,6 +138,17 @@ fn decode_catalog_entry(bytes: &[u8]) -> Result<CatalogEntry, StoreError> {
 
 fn encode_catalog_entry(entry: &CatalogEntry) -> Vec<u8> {
     serde_json::to_vec(&CatalogRecord::from(entry)).expect("records always serialise")
+}
+
+/// A grant's key: its entry and subscription, apart.
+fn grant_key(entry: &str, subscription: &str) -> Vec<u8> {
+    [entry.as_bytes(), b"\0", subscription.as_bytes()].concat()
+}
+
+fn decode_grant(bytes: &[u8]) -> Result<Grant, StoreError> {
+    let record = serde_json::from_slice::<GrantRecord>(bytes)
+        .map_err(|error| StoreError::Corrupt(format!("a grant record: {error}")))?;
+    Grant::try_from(record).map_err(|why| StoreError::Corrupt(format!("a grant record: {why}")))
 }
 
 fn encode_principal(principal: &StoredPrincipal) -> Vec<u8> {
@@ -192,6 +204,7 @@ impl SledStore {
             subscriptions: tree("subscriptions")?,
             principals: tree("principals")?,
             catalog: tree("catalog")?,
+            grants: tree("grants")?,
             db: db.clone(),
         };
         let mut queues = Queues::default();
@@ -496,6 +509,49 @@ impl Store for SledStore {
                 .iter()
                 .values()
                 .map(|bytes| decode_catalog_entry(&bytes.map_err(backend)?))
+                .collect()
+        })
+    }
+
+    fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.writable()?;
+            let record =
+                serde_json::to_vec(&GrantRecord::from(grant)).expect("records always serialise");
+            self.inner
+                .trees
+                .grants
+                .insert(grant_key(&grant.entry, &grant.subscription), record)
+                .map_err(backend)?;
+            self.commit().await
+        })
+    }
+
+    fn delete_grant<'a>(&'a self, entry: &'a str, subscription: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            self.writable()?;
+            let removed = self
+                .inner
+                .trees
+                .grants
+                .remove(grant_key(entry, subscription))
+                .map_err(backend)?;
+            if removed.is_none() {
+                return Ok(false);
+            }
+            self.commit().await?;
+            Ok(true)
+        })
+    }
+
+    fn grants(&self) -> StoreFuture<'_, Vec<Grant>> {
+        Box::pin(async move {
+            self.inner
+                .trees
+                .grants
+                .iter()
+                .values()
+                .map(|bytes| decode_grant(&bytes.map_err(backend)?))
                 .collect()
         })
     }

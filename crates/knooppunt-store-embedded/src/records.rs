@@ -7,10 +7,10 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    ApprovalPolicy, Attempt, CatalogEntry, ClientCertificate, DeliveryChange, HttpSettings,
-    Protocol, SchemaCheck, SigningSecrets, Sink, SinkCredential, Status, StatusColumns,
-    StoredPrincipal, Subscription, SubscriptionConfig, SubscriptionState, TypeMatch, Validation,
-    Verdict,
+    ApprovalPolicy, Attempt, CatalogEntry, ClientCertificate, Decision, DeliveryChange, Grant,
+    GrantState, HttpSettings, Protocol, SchemaCheck, SigningSecrets, Sink, SinkCredential, Status,
+    StatusColumns, StoredPrincipal, Subscription, SubscriptionConfig, SubscriptionState, TypeMatch,
+    Validation, Verdict,
 };
 use serde::{Deserialize, Serialize};
 
@@ -591,6 +591,58 @@ impl TryFrom<CatalogRecord> for CatalogEntry {
             deprecated: r.deprecated,
             created_at: r.created_at,
             updated_at: r.updated_at,
+        })
+    }
+}
+
+/// A grant in sled (`grants` tree, `entry \0 subscription` → this as JSON).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct GrantRecord {
+    entry: String,
+    subscription: String,
+    state: String,
+    requested_at: u64,
+    #[serde(default)]
+    decided_by: Option<String>,
+    #[serde(default)]
+    decided_at: Option<u64>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+impl From<&Grant> for GrantRecord {
+    fn from(g: &Grant) -> Self {
+        GrantRecord {
+            entry: g.entry.clone(),
+            subscription: g.subscription.clone(),
+            state: g.state.as_str().to_owned(),
+            requested_at: g.requested_at,
+            decided_by: g.decision.as_ref().map(|d| d.by.clone()),
+            decided_at: g.decision.as_ref().map(|d| d.at),
+            reason: g.decision.as_ref().and_then(|d| d.reason.clone()),
+        }
+    }
+}
+
+impl TryFrom<GrantRecord> for Grant {
+    /// What in the record is not what this backend writes.
+    type Error = String;
+
+    fn try_from(r: GrantRecord) -> Result<Self, String> {
+        Ok(Grant {
+            state: GrantState::parse(&r.state)
+                .ok_or_else(|| format!("grant state `{}`", r.state))?,
+            decision: match (r.decided_by, r.decided_at) {
+                (Some(by), Some(at)) => Some(Decision {
+                    by,
+                    at,
+                    reason: r.reason,
+                }),
+                _ => None,
+            },
+            entry: r.entry,
+            subscription: r.subscription,
+            requested_at: r.requested_at,
         })
     }
 }

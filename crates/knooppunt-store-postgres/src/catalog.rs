@@ -1,6 +1,8 @@
 //! How a catalog entry is a row of `catalog` (migration 6).
 
-use knooppunt_store::{ApprovalPolicy, CatalogEntry, SchemaCheck, StoreError, TypeMatch};
+use knooppunt_store::{
+    ApprovalPolicy, CatalogEntry, Decision, Grant, GrantState, SchemaCheck, StoreError, TypeMatch,
+};
 use tokio_postgres::Row;
 
 pub(crate) const COLUMNS: &str = "id, owner, source_prefix, event_type, type_match, description, \
@@ -69,5 +71,68 @@ pub(crate) fn from_row(row: &Row) -> Result<CatalogEntry, StoreError> {
         created_at: row.get::<_, i64>("created_at") as u64,
         updated_at: row.get::<_, i64>("updated_at") as u64,
         id,
+    })
+}
+
+/// The columns of `grants` (migration 7), in the order of [`grant_params`].
+pub(crate) const GRANT_COLUMNS: &str =
+    "entry, subscription, state, requested_at, decided_by, decided_at, reason";
+
+/// A grant's values, owned, in the order of [`GRANT_COLUMNS`].
+pub(crate) struct GrantParams {
+    state: &'static str,
+    requested_at: i64,
+    decided_by: Option<String>,
+    decided_at: Option<i64>,
+    reason: Option<String>,
+}
+
+pub(crate) fn grant_params(g: &Grant) -> GrantParams {
+    GrantParams {
+        state: g.state.as_str(),
+        requested_at: g.requested_at as i64,
+        decided_by: g.decision.as_ref().map(|d| d.by.clone()),
+        decided_at: g.decision.as_ref().map(|d| d.at as i64),
+        reason: g.decision.as_ref().and_then(|d| d.reason.clone()),
+    }
+}
+
+impl GrantParams {
+    pub(crate) fn refs<'a>(
+        &'a self,
+        g: &'a Grant,
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 7] {
+        [
+            &g.entry,
+            &g.subscription,
+            &self.state,
+            &self.requested_at,
+            &self.decided_by,
+            &self.decided_at,
+            &self.reason,
+        ]
+    }
+}
+
+pub(crate) fn grant_from_row(row: &Row) -> Result<Grant, StoreError> {
+    let state = GrantState::parse(row.get("state"))
+        .ok_or_else(|| StoreError::Corrupt("a grant's state".into()))?;
+    let decision = match (
+        row.get::<_, Option<String>>("decided_by"),
+        row.get::<_, Option<i64>>("decided_at"),
+    ) {
+        (Some(by), Some(at)) => Some(Decision {
+            by,
+            at: at as u64,
+            reason: row.get("reason"),
+        }),
+        _ => None,
+    };
+    Ok(Grant {
+        entry: row.get("entry"),
+        subscription: row.get("subscription"),
+        state,
+        requested_at: row.get::<_, i64>("requested_at") as u64,
+        decision,
     })
 }

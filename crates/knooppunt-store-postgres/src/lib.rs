@@ -37,8 +37,8 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use knooppunt_store::{
-    Appended, CatalogEntry, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, Store,
-    StoreError, StoreFuture, StoredEvent, StoredPrincipal, Subscription, Swept, Verdict,
+    Appended, CatalogEntry, DeadLetter, Delivery, DeliveryChange, Grant, NewEvent, QueueStats,
+    Store, StoreError, StoreFuture, StoredEvent, StoredPrincipal, Subscription, Swept, Verdict,
 };
 use tokio_postgres::Row;
 
@@ -433,6 +433,42 @@ impl Store for PgStore {
             let sql = format!("SELECT {} FROM catalog ORDER BY id", catalog::COLUMNS);
             let rows = client.query(&sql, &[]).await.map_err(backend)?;
             rows.iter().map(catalog::from_row).collect()
+        })
+    }
+
+    fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let sql = format!(
+                "INSERT INTO grants ({}) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (entry, subscription) DO UPDATE SET state = $3, requested_at = $4, \
+                 decided_by = $5, decided_at = $6, reason = $7",
+                catalog::GRANT_COLUMNS
+            );
+            let params = catalog::grant_params(grant);
+            self.write_and_bump(&sql, &params.refs(grant)).await?;
+            Ok(())
+        })
+    }
+
+    fn delete_grant<'a>(&'a self, entry: &'a str, subscription: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            self.write_and_bump(
+                "DELETE FROM grants WHERE entry = $1 AND subscription = $2",
+                &[&entry, &subscription],
+            )
+            .await
+        })
+    }
+
+    fn grants(&self) -> StoreFuture<'_, Vec<Grant>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "SELECT {} FROM grants ORDER BY entry COLLATE \"C\", subscription COLLATE \"C\"",
+                catalog::GRANT_COLUMNS
+            );
+            let rows = client.query(&sql, &[]).await.map_err(backend)?;
+            rows.iter().map(catalog::grant_from_row).collect()
         })
     }
 

@@ -141,6 +141,19 @@ const MIGRATIONS: &[&str] = &[
         updated_at bigint NOT NULL
     );
     "#,
+    // 7: grants of approval-required catalog entries to subscriptions.
+    r#"
+    CREATE TABLE grants (
+        entry text NOT NULL,
+        subscription text NOT NULL,
+        state text NOT NULL,
+        requested_at bigint NOT NULL,
+        decided_by text,
+        decided_at bigint,
+        reason text,
+        PRIMARY KEY (entry, subscription)
+    );
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

@@ -122,3 +122,59 @@ impl CatalogEntry {
             }
     }
 }
+
+/// A subscription's grant for an approval-required catalog entry: whether the entry's
+/// owner lets it receive the entry's events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The catalog entry's id.
+    pub entry: String,
+    /// The subscription's id.
+    pub subscription: String,
+    pub state: GrantState,
+    /// Milliseconds since the Unix epoch.
+    pub requested_at: u64,
+    /// Who decided, when and why; `None` while it is requested.
+    pub decision: Option<Decision>,
+}
+
+/// Where a grant stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GrantState {
+    Requested,
+    Granted,
+    Refused,
+    Revoked,
+}
+
+impl GrantState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrantState::Requested => "requested",
+            GrantState::Granted => "granted",
+            GrantState::Refused => "refused",
+            GrantState::Revoked => "revoked",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<GrantState> {
+        [
+            GrantState::Requested,
+            GrantState::Granted,
+            GrantState::Refused,
+            GrantState::Revoked,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == name)
+    }
+}
+
+/// An owner's decision on a grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The principal that decided.
+    pub by: String,
+    /// Milliseconds since the Unix epoch.
+    pub at: u64,
+    pub reason: Option<String>,
+}

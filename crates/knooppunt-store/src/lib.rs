@@ -17,7 +17,9 @@ mod subscription;
 use std::future::Future;
 use std::pin::Pin;
 
-pub use catalog::{ApprovalPolicy, CatalogEntry, SchemaCheck, TypeMatch};
+pub use catalog::{
+    ApprovalPolicy, CatalogEntry, Decision, Grant, GrantState, SchemaCheck, TypeMatch,
+};
 pub use principal::StoredPrincipal;
 pub use queue::{
     Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent,
@@ -115,6 +117,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every catalog entry, in id order.
     fn catalog_entries(&self) -> StoreFuture<'_, Vec<CatalogEntry>>;
+
+    /// Stores a grant, replacing the one of its entry and subscription.
+    fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()>;
+
+    /// Removes the grant of an entry and a subscription; `false` when there was none.
+    fn delete_grant<'a>(&'a self, entry: &'a str, subscription: &'a str) -> StoreFuture<'a, bool>;
+
+    /// Every grant, by entry and then subscription.
+    fn grants(&self) -> StoreFuture<'_, Vec<Grant>>;
 
     /// A number that changes whenever any hub sharing this store changes a subscription or
     /// a principal, so that each hub can tell when to reload them. A backend only one hub writes (the
