@@ -108,20 +108,11 @@ struct Entries {
 }
 
 impl Entries {
-    fn insert(&mut self, entry: Arc<CatalogEntry>) {
+    /// Files `entry` with its compiled schema (when it checks one).
+    fn insert(&mut self, entry: Arc<CatalogEntry>, schema: Option<Arc<jsonschema::Validator>>) {
         self.remove(&entry.id);
-        if entry.schema_check != SchemaCheck::Off
-            && let Some(text) = &entry.schema
-        {
-            match compile_schema(text) {
-                Ok(validator) => {
-                    self.schemas.insert(entry.id.clone(), Arc::new(validator));
-                }
-                // Checked when it was stored; one another version cannot use is left out.
-                Err(why) => {
-                    tracing::warn!(entry = %entry.id, %why, "A catalog entry's schema is not used.")
-                }
-            }
+        if let Some(validator) = schema {
+            self.schemas.insert(entry.id.clone(), validator);
         }
         match entry.type_match {
             TypeMatch::Exact => self
@@ -169,9 +160,16 @@ impl Catalog {
         let _writer = self.writes.lock().await;
         let loaded = self.store.catalog_entries().await?;
         let mut entries = Entries::default();
+        let current = self.entries.read().expect("catalog lock");
         for entry in loaded {
-            entries.insert(Arc::new(entry));
+            // An entry as it was keeps its compiled schema: only changed ones compile.
+            let schema = match current.by_id.get(&entry.id) {
+                Some(known) if **known == entry => current.schemas.get(&entry.id).cloned(),
+                _ => stored_schema(&entry),
+            };
+            entries.insert(Arc::new(entry), schema);
         }
+        drop(current);
         *self.entries.write().expect("catalog lock") = entries;
         Ok(())
     }
@@ -290,7 +288,7 @@ impl Catalog {
     ) -> Result<Arc<CatalogEntry>, Refused> {
         self.check_owner(principal, &draft)?;
         check_policy(&draft)?;
-        check_schema(&draft)?;
+        let schema = check_schema(&draft)?;
         let _writer = self.writes.lock().await;
         self.check_unique(&draft, None)?;
         let now = now_ms();
@@ -302,7 +300,7 @@ impl Catalog {
             now,
         );
         self.store.insert_catalog_entry(&entry).await?;
-        Ok(self.file(entry))
+        Ok(self.file(entry, schema))
     }
 
     /// Replaces entry `id` with `draft`, when `principal` owns it (or is an admin).
@@ -322,7 +320,7 @@ impl Catalog {
             self.check_owner(principal, &draft)?;
         }
         check_policy(&draft)?;
-        check_schema(&draft)?;
+        let schema = check_schema(&draft)?;
         self.check_unique(&draft, Some(id))?;
         let entry = entry(
             existing.id.clone(),
@@ -334,7 +332,7 @@ impl Catalog {
         if !self.store.update_catalog_entry(&entry).await? {
             return Ok(None);
         }
-        Ok(Some(self.file(entry)))
+        Ok(Some(self.file(entry, schema)))
     }
 
     /// Deletes entry `id`, when `principal` owns it (or is an admin); `false` when there is
@@ -363,12 +361,16 @@ impl Catalog {
         )))
     }
 
-    fn file(&self, entry: CatalogEntry) -> Arc<CatalogEntry> {
+    fn file(
+        &self,
+        entry: CatalogEntry,
+        schema: Option<Arc<jsonschema::Validator>>,
+    ) -> Arc<CatalogEntry> {
         let shared = Arc::new(entry);
         self.entries
             .write()
             .expect("catalog lock")
-            .insert(Arc::clone(&shared));
+            .insert(Arc::clone(&shared), schema);
         shared
     }
 }
@@ -387,18 +389,35 @@ fn check_policy(draft: &Draft) -> Result<(), Refused> {
     Ok(())
 }
 
-/// A draft's schema compiles, and one that is checked is there.
-fn check_schema(draft: &Draft) -> Result<(), Refused> {
+/// A draft's schema compiles, and one that is checked is there: the compiled schema when it
+/// is checked.
+fn check_schema(draft: &Draft) -> Result<Option<Arc<jsonschema::Validator>>, Refused> {
     match (&draft.schema, draft.schema_check) {
-        (None, SchemaCheck::Off) => Ok(()),
+        (None, SchemaCheck::Off) => Ok(None),
         (None, _) => Err(Refused::Invalid(
             "schema",
             "is needed when schemaCheck is `warn` or `enforce`".into(),
         )),
-        (Some(text), _) => compile_schema(text)
-            .map(|_| ())
-            .map_err(|why| Refused::Invalid("schema", why)),
+        (Some(text), check) => {
+            let validator = compile_schema(text).map_err(|why| Refused::Invalid("schema", why))?;
+            Ok((check != SchemaCheck::Off).then(|| Arc::new(validator)))
+        }
     }
+}
+
+/// The compiled schema of a stored entry that checks one; one this version cannot compile
+/// (it compiled when it was stored) is left out, saying so.
+fn stored_schema(entry: &CatalogEntry) -> Option<Arc<jsonschema::Validator>> {
+    let text = entry
+        .schema
+        .as_ref()
+        .filter(|_| entry.schema_check != SchemaCheck::Off)?;
+    compile_schema(text)
+        .inspect_err(
+            |why| tracing::warn!(entry = %entry.id, %why, "A catalog entry's schema is not used."),
+        )
+        .ok()
+        .map(Arc::new)
 }
 
 fn entry(

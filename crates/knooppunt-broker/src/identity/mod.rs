@@ -82,7 +82,7 @@ pub fn oin_of_source(source: &str) -> Option<&str> {
         return None;
     }
     let oin = source[SPACE.len()..].get(..20)?;
-    oin.bytes().all(|b| b.is_ascii_digit()).then_some(oin)
+    is_oin(oin).then_some(oin)
 }
 
 impl Principal {
@@ -103,9 +103,14 @@ impl Principal {
             return Err(SourceRefused::OutsidePrefixes);
         }
         if let Some(oin) = &self.oin {
-            let own = format!("urn:nld:oin:{oin}:");
-            if !source.starts_with(own.as_str()) {
-                return Err(SourceRefused::OutsideOwnSpace(own));
+            let in_own = source
+                .strip_prefix("urn:nld:oin:")
+                .and_then(|rest| rest.strip_prefix(oin.as_str()))
+                .is_some_and(|rest| rest.starts_with(':'));
+            if !in_own {
+                return Err(SourceRefused::OutsideOwnSpace(format!(
+                    "urn:nld:oin:{oin}:"
+                )));
             }
         }
         if reserve_oin_sources && let Some(oin) = oin_of_source(source) {

@@ -191,30 +191,12 @@ pub(crate) async fn run(
                         }
                     };
                     let client = tls.client(stream.get_ref().1.peer_certificates());
-                    let io = TokioIo::new(connection::Guarded::new(
-                        stream,
-                        limits.idle_timeout,
-                        headers,
-                    ));
-                    let service = TowerToHyperService::new(with_client(
-                        router,
-                        client,
-                        Arc::clone(&connection),
-                    ));
-                    serve(http.serve_connection(io, service), &connection, stop).await
+                    let guarded = connection::Guarded::new(stream, limits.idle_timeout, headers);
+                    serve_stream(guarded, client, router, &http, &connection, stop).await
                 }
                 _ => {
-                    let io = TokioIo::new(connection::Guarded::new(
-                        stream,
-                        limits.idle_timeout,
-                        headers,
-                    ));
-                    let service = TowerToHyperService::new(with_client(
-                        router,
-                        None,
-                        Arc::clone(&connection),
-                    ));
-                    serve(http.serve_connection(io, service), &connection, stop).await
+                    let guarded = connection::Guarded::new(stream, limits.idle_timeout, headers);
+                    serve_stream(guarded, None, router, &http, &connection, stop).await
                 }
             };
             if let Err(error) = served {
@@ -251,6 +233,28 @@ async fn room(slots: &Semaphore, peers: &peers::Peers) {
 
 /// Serves one connection until it ends, closing it gracefully (after the request in
 /// flight) when the hub needs its slot or shuts down.
+/// Serves the requests of one connection (plain or TLS), each knowing the client's
+/// certificate, if it presented one.
+async fn serve_stream<S>(
+    stream: connection::Guarded<S>,
+    client: Option<crate::identity::ClientCertificate>,
+    router: axum::Router,
+    http: &hyper::server::conn::http1::Builder,
+    state: &Arc<peers::Connection>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), hyper::Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = TowerToHyperService::new(with_client(router, client, Arc::clone(state)));
+    serve(
+        http.serve_connection(TokioIo::new(stream), service),
+        state,
+        stop,
+    )
+    .await
+}
+
 async fn serve<C: hyper_util::server::graceful::GracefulConnection>(
     connection: C,
     state: &peers::Connection,
