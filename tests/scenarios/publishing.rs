@@ -613,6 +613,14 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'_, ()> {
         self.inner.record(changes)
     }
+    fn pending_seqs<'a>(
+        &'a self,
+        s: &'a str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> knooppunt_store::StoreFuture<'a, Vec<u64>> {
+        self.inner.pending_seqs(s, after, limit)
+    }
     fn dead_letters<'a>(
         &'a self,
         s: &'a str,

@@ -127,6 +127,7 @@ pub async fn run(backend: &mut impl Backend) {
     stale_lease_tokens_are_refused(backend).await;
     unordered_leases_skip_deliveries_waiting_for_a_retry(backend).await;
     dead_letters_are_redelivered_deleted_and_retired(backend).await;
+    chosen_deliveries_are_withdrawn(backend).await;
     the_sweep_removes_only_finished_events(backend).await;
     deleting_a_subscription_drops_its_queue(backend).await;
 }
@@ -705,6 +706,56 @@ async fn dead_letters_are_redelivered_deleted_and_retired(backend: &mut impl Bac
         [n[0], n[2]]
     );
     assert!(letters.iter().all(|d| d.reason.contains("410")));
+}
+
+/// Withdrawing (an approval revoked) turns the chosen pending deliveries of one
+/// subscription, leased ones too, into dead letters, page after page, and leaves the rest
+/// (and other subscriptions) alone; a result for a withdrawn delivery is ignored.
+async fn chosen_deliveries_are_withdrawn(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["w", "other"]).await;
+    let events = (0..2500)
+        .map(|n| event(&format!("w{n}"), &["w", "other"]))
+        .collect();
+    let n = seqs(&store.append_events(events, 100, HOUR).await.unwrap());
+    let leased = lease_one(store.as_ref(), "w", n[0], 200).await;
+    let all = store.pending_seqs("w", None, 5000).await.unwrap();
+    assert_eq!(all, n, "every pending delivery, in order");
+    assert_eq!(
+        store.pending_seqs("w", Some(n[9]), 3).await.unwrap(),
+        n[10..13],
+        "a page after a cursor"
+    );
+    // Every even event is chosen: 1250 of them, over three pages of the store's walk.
+    let even: std::collections::HashSet<u64> = n.iter().step_by(2).copied().collect();
+    let chosen = store
+        .withdraw("w", &|e| even.contains(&e.seq), 300, "approval revoked")
+        .await
+        .unwrap();
+    assert_eq!(chosen, 1250);
+    store
+        .record(vec![attempt(&leased, 310, Verdict::Delivered)])
+        .await
+        .unwrap();
+    let store = backend.reopen(store).await;
+    let left = store.pending_seqs("w", None, 5000).await.unwrap();
+    assert_eq!(
+        left,
+        n.iter().skip(1).step_by(2).copied().collect::<Vec<_>>()
+    );
+    let letters = store.dead_letters("w", None, 5000).await.unwrap();
+    assert_eq!(letters.len(), 1250);
+    assert!(
+        letters
+            .iter()
+            .all(|d| d.reason == "approval revoked" && d.dead_at == 300)
+    );
+    assert_eq!(letters[0].seq, n[0], "the leased one too");
+    assert_eq!(
+        store.pending_seqs("other", None, 5000).await.unwrap().len(),
+        2500,
+        "other subscriptions keep theirs"
+    );
 }
 
 async fn the_sweep_removes_only_finished_events(backend: &mut impl Backend) {

@@ -664,6 +664,22 @@ impl Store for SledStore {
         })
     }
 
+    fn pending_seqs<'a>(
+        &'a self,
+        subscription: &'a str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<u64>> {
+        Box::pin(async move {
+            let queues = self.inner.queues.read().expect("queues lock");
+            Ok(queues
+                .pending
+                .get(subscription)
+                .map(|queue| queue.seqs_after(after, limit))
+                .unwrap_or_default())
+        })
+    }
+
     fn dead_letters<'a>(
         &'a self,
         subscription: &'a str,

@@ -61,6 +61,45 @@ impl Pending {
         Some(Delivery::new(subscription.to_owned(), seq, accepted_at))
     }
 
+    /// Up to `limit` pending events' sequence numbers after `after`, in acceptance order.
+    pub(super) fn seqs_after(&self, after: Option<u64>, limit: usize) -> Vec<u64> {
+        let first = after.map_or(0, |a| a.saturating_add(1));
+        let start = self.fresh.partition_point(|(s, _)| *s < first);
+        let mut fresh = self.fresh.range(start..).map(|(s, _)| *s).peekable();
+        let mut touched = self.touched.range(first..).map(|(s, _)| *s).peekable();
+        let mut seqs = Vec::new();
+        while seqs.len() < limit {
+            let next = match (fresh.peek(), touched.peek()) {
+                (Some(f), Some(t)) if f < t => fresh.next(),
+                (Some(_), None) => fresh.next(),
+                (_, Some(_)) => touched.next(),
+                (None, None) => None,
+            };
+            let Some(seq) = next else { break };
+            seqs.push(seq);
+        }
+        seqs
+    }
+
+    /// Takes the deliveries of the events `seqs` (sorted) out of the queue, in one pass.
+    pub(super) fn remove_all(&mut self, subscription: &str, seqs: &[u64]) -> Vec<Delivery> {
+        let mut taken = Vec::new();
+        for seq in seqs {
+            if let Some(delivery) = self.touched.remove(seq) {
+                self.available.remove(&(available_at(&delivery), *seq));
+                taken.push(*delivery);
+            }
+        }
+        self.fresh.retain(|&(seq, accepted_at)| {
+            let chosen = seqs.binary_search(&seq).is_ok();
+            if chosen {
+                taken.push(Delivery::new(subscription.to_owned(), seq, accepted_at));
+            }
+            !chosen
+        });
+        taken
+    }
+
     fn remove_fresh(&mut self, seq: u64) -> Option<u64> {
         let at = self.fresh.binary_search_by_key(&seq, |(s, _)| *s).ok()?;
         self.fresh.remove(at).map(|(_, accepted_at)| accepted_at)

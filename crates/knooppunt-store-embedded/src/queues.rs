@@ -100,6 +100,24 @@ impl Queues {
                     dead.remove(seq);
                 }
             }
+            DeliveryChange::Withdraw {
+                subscription,
+                seqs,
+                at,
+                reason,
+            } => {
+                let mut seqs = seqs.clone();
+                seqs.sort_unstable();
+                if let Some(queue) = self.pending.get_mut(subscription) {
+                    let dead = self.dead.entry(subscription.clone()).or_default();
+                    for delivery in queue.remove_all(subscription, &seqs) {
+                        dead.insert(
+                            delivery.seq,
+                            DeadLetter::from_delivery(delivery, reason.clone(), *at),
+                        );
+                    }
+                }
+            }
             DeliveryChange::Retire {
                 subscription,
                 at,

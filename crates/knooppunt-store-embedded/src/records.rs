@@ -280,6 +280,12 @@ pub(crate) enum ChangeRecord {
         at: u64,
         reason: String,
     },
+    Withdraw {
+        subscription: String,
+        seqs: Vec<u64>,
+        at: u64,
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -336,6 +342,17 @@ impl From<&DeliveryChange> for ChangeRecord {
                 at,
                 reason,
             },
+            DeliveryChange::Withdraw {
+                subscription,
+                seqs,
+                at,
+                reason,
+            } => ChangeRecord::Withdraw {
+                subscription,
+                seqs,
+                at,
+                reason,
+            },
         }
     }
 }
@@ -374,6 +391,17 @@ impl From<ChangeRecord> for DeliveryChange {
                 reason,
             } => DeliveryChange::Retire {
                 subscription,
+                at,
+                reason,
+            },
+            ChangeRecord::Withdraw {
+                subscription,
+                seqs,
+                at,
+                reason,
+            } => DeliveryChange::Withdraw {
+                subscription,
+                seqs,
                 at,
                 reason,
             },

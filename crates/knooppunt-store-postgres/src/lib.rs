@@ -666,6 +666,27 @@ impl Store for PgStore {
         })
     }
 
+    fn pending_seqs<'a>(
+        &'a self,
+        subscription: &'a str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<u64>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let after = after.map_or(-1, |a| a as i64);
+            let rows = client
+                .query(
+                    "SELECT seq FROM deliveries WHERE subscription = $1 AND seq > $2 \
+                     ORDER BY seq LIMIT $3",
+                    &[&subscription, &after, &(limit as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(rows.iter().map(|r| r.get::<_, i64>(0) as u64).collect())
+        })
+    }
+
     fn dead_letters<'a>(
         &'a self,
         subscription: &'a str,
@@ -917,6 +938,26 @@ pub(crate) fn statement(change: &DeliveryChange) -> Option<(&'static str, Vec<Ow
         DeliveryChange::DeleteDeadLetter { subscription, seq } => (
             "DELETE FROM dead_letters WHERE subscription = $1 AND seq = $2",
             vec![Box::new(subscription.clone()), Box::new(*seq as i64)],
+        ),
+        DeliveryChange::Withdraw {
+            subscription,
+            seqs,
+            at,
+            reason,
+        } => (
+            "WITH gone AS (DELETE FROM deliveries \
+               WHERE subscription = $1 AND seq = ANY($4) RETURNING *) \
+             INSERT INTO dead_letters (subscription, seq, attempts, first_attempt_at, \
+               last_attempt_at, last_status, last_error, reason, dead_at) \
+             SELECT subscription, seq, attempts, first_attempt_at, last_attempt_at, \
+               last_status, last_error, $3, $2 FROM gone \
+             ON CONFLICT (subscription, seq) DO NOTHING",
+            vec![
+                Box::new(subscription.clone()),
+                Box::new(*at as i64),
+                Box::new(reason.clone()),
+                Box::new(seqs.iter().map(|s| *s as i64).collect::<Vec<i64>>()),
+            ],
         ),
         DeliveryChange::Retire {
             subscription,

@@ -183,6 +183,56 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError::StaleLease`], and then nothing of the call is recorded.
     fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()>;
 
+    /// Up to `limit` of a subscription's pending deliveries (leased or not), as their
+    /// events' sequence numbers in acceptance order, after event `after`.
+    fn pending_seqs<'a>(
+        &'a self,
+        subscription: &'a str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<u64>>;
+
+    /// Turns the pending deliveries of `subscription` whose events `picked` chooses into
+    /// dead letters with `reason` ([`DeliveryChange::Withdraw`]), a page at a time; returns
+    /// how many it chose. Deliveries queued meanwhile are the caller's to keep out.
+    fn withdraw<'a>(
+        &'a self,
+        subscription: &'a str,
+        picked: &'a (dyn Fn(&StoredEvent) -> bool + Send + Sync),
+        at: u64,
+        reason: &'a str,
+    ) -> StoreFuture<'a, u64> {
+        Box::pin(async move {
+            const PAGE: usize = 1000;
+            let (mut after, mut chosen) = (None, 0);
+            loop {
+                let page = self.pending_seqs(subscription, after, PAGE).await?;
+                let mut seqs = Vec::new();
+                for &seq in &page {
+                    if let Some(event) = self.event(seq).await?
+                        && picked(&event)
+                    {
+                        seqs.push(seq);
+                    }
+                }
+                chosen += seqs.len() as u64;
+                if !seqs.is_empty() {
+                    self.record(vec![DeliveryChange::Withdraw {
+                        subscription: subscription.to_owned(),
+                        seqs,
+                        at,
+                        reason: reason.to_owned(),
+                    }])
+                    .await?;
+                }
+                match page.last() {
+                    Some(&last) if page.len() == PAGE => after = Some(last),
+                    _ => return Ok(chosen),
+                }
+            }
+        })
+    }
+
     /// A subscription's dead letters in acceptance order, starting after event `after`.
     fn dead_letters<'a>(
         &'a self,

@@ -172,6 +172,14 @@ pub enum DeliveryChange {
         at: u64,
         reason: String,
     },
+    /// These pending deliveries of the subscription (leased ones too: their results are
+    /// then ignored) become dead letters, for this reason; the others stay as they are.
+    Withdraw {
+        subscription: String,
+        seqs: Vec<u64>,
+        at: u64,
+        reason: String,
+    },
 }
 
 /// The size of one subscription's queue, for metrics.
