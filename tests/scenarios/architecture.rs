@@ -195,6 +195,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
         &[
             "app",
             "ingest",
+            "approvals",
             "catalog",
             "lifecycle",
             "principals",
@@ -207,6 +208,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
         "app",
         &[
             "ingest",
+            "approvals",
             "catalog",
             "lifecycle",
             "principals",
@@ -215,7 +217,11 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "server",
         ],
     ),
-    ("ingest", &["catalog", "lifecycle", "telemetry", "identity"]),
+    (
+        "ingest",
+        &["approvals", "catalog", "lifecycle", "telemetry", "identity"],
+    ),
+    ("approvals", &["catalog", "lifecycle", "identity"]),
     ("catalog", &["identity"]),
     ("principals", &["identity"]),
     ("lifecycle", &["registry", "identity"]),

@@ -54,20 +54,6 @@ async fn publishers_describe_their_events_and_only_owners_change_them() {
     assert_eq!(created.body["approval"], "open");
     assert_eq!(created.body["deprecated"], false);
 
-    // Approval by the owner is not enforced yet, so no entry may promise it.
-    let mut guarded = entry(BRP, "nl.brp.beschermd");
-    guarded["approval"] = json!("approval-required");
-    let refused = hub
-        .call(
-            Method::POST,
-            "/v1/eventtypes",
-            tokens::BRP_PUBLISHER,
-            Some(guarded),
-        )
-        .await
-        .assert_problem(400);
-    assert_eq!(refused.invalid_params(), ["approval"]);
-
     // Anyone authenticated reads it; nobody unauthenticated.
     let read = hub.call(Method::GET, &path, tokens::KVK, None).await;
     assert_eq!(read.status, 200);

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use knooppunt_delivery::Deliverer;
 use knooppunt_store::{ConfigDefaults, QueueStats, Store, StoreError};
 
+use crate::approvals::Approvals;
 use crate::catalog::Catalog;
 use crate::identity::{self, Authentication};
-use crate::ingest::{IngestOptions, Pipeline};
+use crate::ingest::{IngestOptions, Pipeline, Services};
 use crate::lifecycle::{Quotas, Subscriptions};
 use crate::principals::{self, Principals};
 use crate::server::{ServerLimits, TlsSettings};
@@ -81,6 +82,8 @@ pub(crate) struct AppState {
     pub(crate) publishing: Pipeline,
     /// The one writer of the event type catalog.
     pub(crate) catalog: Arc<Catalog>,
+    /// The one writer of grants: the data owners' approvals.
+    pub(crate) approvals: Arc<Approvals>,
     pub(crate) authentication: Authentication,
     /// The one writer of principals, and the table requests are authenticated against.
     pub(crate) principals: Principals,
@@ -139,6 +142,14 @@ impl AppState {
         let principals = Principals::load(Arc::clone(&store)).await?;
         let catalog =
             Arc::new(Catalog::load(Arc::clone(&store), options.ingest.reserve_oin_sources).await?);
+        let approvals = Arc::new(
+            Approvals::load(
+                Arc::clone(&store),
+                Arc::clone(&catalog),
+                Arc::clone(&subscriptions),
+            )
+            .await?,
+        );
         let issuers = match &options.authentication {
             Authentication::Enabled { seeds, issuers } => {
                 let now = knooppunt_store::now_ms();
@@ -153,11 +164,14 @@ impl AppState {
         };
         let publishing = Pipeline::new(
             options.ingest,
-            Arc::clone(&store),
-            Arc::clone(&subscriptions),
-            Arc::clone(&catalog),
-            deliverer.clone(),
-            Arc::clone(&telemetry),
+            Services {
+                store: Arc::clone(&store),
+                subscriptions: Arc::clone(&subscriptions),
+                catalog: Arc::clone(&catalog),
+                approvals: Arc::clone(&approvals),
+                deliverer: deliverer.clone(),
+                telemetry: Arc::clone(&telemetry),
+            },
             options.eval_limits,
         );
         let (stop, _) = tokio::sync::watch::channel(false);
@@ -165,6 +179,7 @@ impl AppState {
             subscriptions,
             publishing,
             catalog,
+            approvals,
             authentication: options.authentication,
             principals,
             issuers: identity::tokens::Issuers::new(issuers),
@@ -291,6 +306,10 @@ async fn follow_other_hubs(state: Arc<AppState>) {
         }
         if let Err(error) = state.catalog.reload().await {
             tracing::warn!(%error, "Reloading the catalog failed; trying again.");
+            continue;
+        }
+        if let Err(error) = state.approvals.reload().await {
+            tracing::warn!(%error, "Reloading the approvals failed; trying again.");
             continue;
         }
         if let Err(error) = state.principals.reload().await {

@@ -33,6 +33,9 @@ pub(crate) struct Draft {
 pub(crate) struct Covered {
     /// One of the entries that cover it is deprecated.
     pub(crate) deprecated: bool,
+    /// The approval-required entries that cover it: it reaches only subscriptions holding
+    /// a grant for each.
+    pub(crate) gated: Vec<Arc<CatalogEntry>>,
     /// The schemas its data is to be checked against: the entry's id, how strictly, and
     /// the compiled schema.
     pub(crate) schemas: Vec<(String, SchemaCheck, Arc<jsonschema::Validator>)>,
@@ -195,6 +198,18 @@ impl Catalog {
         (page, after.next().is_some())
     }
 
+    /// The entries whose events only approved subscriptions receive.
+    pub(crate) fn gated(&self) -> Vec<Arc<CatalogEntry>> {
+        self.entries
+            .read()
+            .expect("catalog lock")
+            .by_id
+            .values()
+            .filter(|e| e.approval == ApprovalPolicy::ApprovalRequired)
+            .cloned()
+            .collect()
+    }
+
     /// What the catalog says of each event (by source and type): `None` when no entry covers
     /// it, else whether one of the entries that do is deprecated.
     pub(crate) fn look_up<'a>(
@@ -212,10 +227,14 @@ impl Catalog {
                 covering.peek()?;
                 let mut covered = Covered {
                     deprecated: false,
+                    gated: Vec::new(),
                     schemas: Vec::new(),
                 };
                 for entry in covering {
                     covered.deprecated |= entry.deprecated;
+                    if entry.approval == ApprovalPolicy::ApprovalRequired {
+                        covered.gated.push(Arc::clone(entry));
+                    }
                     if let Some(validator) = entries.schemas.get(&entry.id) {
                         covered.schemas.push((
                             entry.id.clone(),
@@ -287,7 +306,6 @@ impl Catalog {
         draft: Draft,
     ) -> Result<Arc<CatalogEntry>, Refused> {
         self.check_owner(principal, &draft)?;
-        check_policy(&draft)?;
         let schema = check_schema(&draft)?;
         let _writer = self.writes.lock().await;
         self.check_unique(&draft, None)?;
@@ -319,7 +337,6 @@ impl Catalog {
         if !principal.is_admin() {
             self.check_owner(principal, &draft)?;
         }
-        check_policy(&draft)?;
         let schema = check_schema(&draft)?;
         self.check_unique(&draft, Some(id))?;
         let entry = entry(
@@ -373,20 +390,6 @@ impl Catalog {
             .insert(Arc::clone(&shared), schema);
         shared
     }
-}
-
-/// What this hub cannot honour yet: approval by the owner is not enforced when routing, so
-/// an entry that asks for it would promise a protection its events do not have.
-fn check_policy(draft: &Draft) -> Result<(), Refused> {
-    if draft.approval == ApprovalPolicy::ApprovalRequired {
-        return Err(Refused::Invalid(
-            "approval",
-            "`approval-required` is not enforced by this hub yet: its events would reach every \
-             matching subscription; use `open` until approval by the owner is available"
-                .into(),
-        ));
-    }
-    Ok(())
 }
 
 /// A draft's schema compiles, and one that is checked is there: the compiled schema when it

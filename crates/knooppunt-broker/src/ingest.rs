@@ -17,6 +17,7 @@ use knooppunt_filter::EvalLimits;
 use knooppunt_store::{Appended, NewEvent, SchemaCheck, Store, StoreError};
 use serde::Serialize;
 
+use crate::approvals::Approvals;
 use crate::catalog::{Catalog, Covered};
 use crate::identity::{Principal, SourceRefused};
 use crate::lifecycle::Subscriptions;
@@ -30,6 +31,7 @@ pub(crate) struct Pipeline {
     store: Arc<dyn Store>,
     subscriptions: Arc<Subscriptions>,
     catalog: Arc<Catalog>,
+    approvals: Arc<Approvals>,
     deliverer: Deliverer,
     telemetry: Arc<Telemetry>,
     eval_limits: EvalLimits,
@@ -37,22 +39,37 @@ pub(crate) struct Pipeline {
     routing_slots: tokio::sync::Semaphore,
 }
 
+/// The services a pipeline works with.
+pub(crate) struct Services {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) subscriptions: Arc<Subscriptions>,
+    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) approvals: Arc<Approvals>,
+    pub(crate) deliverer: Deliverer,
+    pub(crate) telemetry: Arc<Telemetry>,
+}
+
 impl Pipeline {
     pub(crate) fn new(
         options: IngestOptions,
-        store: Arc<dyn Store>,
-        subscriptions: Arc<Subscriptions>,
-        catalog: Arc<Catalog>,
-        deliverer: Deliverer,
-        telemetry: Arc<Telemetry>,
+        services: Services,
         eval_limits: EvalLimits,
     ) -> Pipeline {
+        let Services {
+            store,
+            subscriptions,
+            catalog,
+            approvals,
+            deliverer,
+            telemetry,
+        } = services;
         Pipeline {
             options,
             counters: IngestCounters::default(),
             store,
             subscriptions,
             catalog,
+            approvals,
             deliverer,
             telemetry,
             eval_limits,
@@ -169,7 +186,17 @@ async fn accept(
 ) -> Result<Vec<Receipt>, Refused> {
     let mut warnings = check(pipeline, &received, batched)?;
     authorize(pipeline, publisher, &received)?;
-    let deprecated = look_up(pipeline, &received, batched, &mut warnings)?;
+    let covered = look_up(pipeline, &received, batched, &mut warnings)?;
+    // Events of approval-required entries: routed and committed under the approvals'
+    // routing lock, so that a revocation waits for them (`approvals.rs`).
+    let gated = covered
+        .iter()
+        .any(|c| c.as_ref().is_some_and(|c| !c.gated.is_empty()));
+    let _routing = if gated {
+        Some(pipeline.approvals.routing.read().await)
+    } else {
+        None
+    };
     // Each event's trace context, for the log (only read when debug logging is on).
     let traces: Vec<Option<TraceContext>> = if tracing::enabled!(tracing::Level::DEBUG) {
         received
@@ -179,7 +206,15 @@ async fn accept(
     } else {
         Vec::new()
     };
-    let routed = route(pipeline, received).await;
+    let mut routed = route(pipeline, received).await;
+    if gated {
+        pipeline
+            .approvals
+            .keep_granted(covered.iter().zip(routed.iter_mut()).map(|(c, e)| {
+                let gated = c.as_ref().map_or(&[][..], |c| c.gated.as_slice());
+                (gated, &mut e.subscriptions)
+            }));
+    }
     // What the receipts need; the events themselves move into the store.
     let receipted: Vec<Receipted> = routed
         .iter()
@@ -191,8 +226,8 @@ async fn accept(
         .collect();
     let outcomes = commit(pipeline, routed).await?;
     let mut receipts = count(pipeline, receipted, outcomes, warnings, &traces);
-    for (receipt, deprecated) in receipts.iter_mut().zip(deprecated) {
-        receipt.deprecated_type = deprecated;
+    for (receipt, covered) in receipts.iter_mut().zip(covered) {
+        receipt.deprecated_type = covered.is_some_and(|c| c.deprecated);
     }
     Ok(receipts)
 }
@@ -270,8 +305,7 @@ fn authorize(
     }))
 }
 
-/// What the catalog says of each event: whether its type is deprecated, and what its data
-/// breaks of the schemas of the entries that cover it (warnings, added to `warnings`, or, for
+/// What the catalog says of each event (see [`Covered`]), and what its data breaks of the schemas of the entries that cover it (warnings, added to `warnings`, or, for
 /// an entry that enforces its schema, problems that refuse them all); with "catalog
 /// required", an event no entry covers refuses them all too.
 fn look_up(
@@ -279,7 +313,7 @@ fn look_up(
     received: &[ReceivedEvent],
     batched: bool,
     warnings: &mut [Vec<Violation>],
-) -> Result<Vec<bool>, Refused> {
+) -> Result<Vec<Option<Covered>>, Refused> {
     let found = pipeline
         .catalog
         .look_up(received.iter().map(|r| (r.event.source(), r.event.ty())));
@@ -310,10 +344,7 @@ fn look_up(
         rejected(pipeline, Rejection::Invalid, received.len());
         return Err(Refused::Invalid(problems));
     }
-    Ok(found
-        .iter()
-        .map(|covered| covered.as_ref().is_some_and(|c| c.deprecated))
-        .collect())
+    Ok(found)
 }
 
 /// At most this many schema problems are reported per event and entry.

@@ -12,6 +12,7 @@
 
 pub mod api;
 mod app;
+mod approvals;
 mod catalog;
 pub mod identity;
 pub mod ingest;

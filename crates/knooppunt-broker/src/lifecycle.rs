@@ -153,6 +153,16 @@ impl Subscriptions {
         self.read().page(owner, cursor, size)
     }
 
+    /// The routed (not disabled) subscriptions that can match some event of `scope`.
+    pub(crate) fn in_scope(&self, scope: &knooppunt_filter::Scope<'_>) -> Vec<Arc<Subscription>> {
+        self.read().in_scope(scope)
+    }
+
+    /// Whether routed subscription `id` can match some event of `scope`.
+    pub(crate) fn can_match(&self, id: &str, scope: &knooppunt_filter::Scope<'_>) -> bool {
+        self.read().can_match(id, scope)
+    }
+
     /// How many subscriptions are in each state.
     pub(crate) fn count_by_state(&self) -> std::collections::BTreeMap<&'static str, u64> {
         let mut states = std::collections::BTreeMap::new();

@@ -7,7 +7,9 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use knooppunt_event::Event;
-use knooppunt_filter::{Criteria, EvalLimits, Filter, FilterError, Limits, MatchIndex, Routed};
+use knooppunt_filter::{
+    Criteria, EvalLimits, Filter, FilterError, Limits, MatchIndex, Routed, Scope,
+};
 use knooppunt_store::{Disabled, Status, Subscription, SubscriptionState};
 
 #[derive(Debug, Default)]
@@ -154,6 +156,24 @@ impl Registry {
         allowance: u64,
     ) -> Routed<String> {
         self.index.matching_metered(event, limits, allowance)
+    }
+
+    /// The routed (not disabled) subscriptions that can match some event of `scope`.
+    pub(crate) fn in_scope(&self, scope: &Scope<'_>) -> Vec<Arc<Subscription>> {
+        self.subscriptions
+            .values()
+            .filter(|s| {
+                self.index
+                    .criteria(s.id.as_str())
+                    .is_some_and(|c| c.can_match(scope))
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Whether routed subscription `id` can match some event of `scope`.
+    pub(crate) fn can_match(&self, id: &str, scope: &Scope<'_>) -> bool {
+        self.index.criteria(id).is_some_and(|c| c.can_match(scope))
     }
 
     /// Every subscription.

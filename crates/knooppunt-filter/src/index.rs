@@ -333,6 +333,15 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
         self.entries.is_empty()
     }
 
+    /// The criteria filed under `id`.
+    pub fn criteria<Q>(&self, id: &Q) -> Option<&Criteria>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.entries.get(id).map(|(criteria, _)| criteria)
+    }
+
     /// How many subscriptions have no anchor and are evaluated for every event.
     pub fn residue_len(&self) -> usize {
         self.residue.len()

@@ -243,6 +243,7 @@ pub(crate) async fn create(
     let draft = read(&body)?;
     let entry = state.catalog.create(&caller.0, draft).await?;
     tracing::info!(entry = %entry.id, by = %caller.0.name, "Catalog entry created.");
+    state.approvals.entry_saved(&entry).await;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/eventtypes/{}", entry.id))
         .expect("ids are header-safe");
     Ok((
@@ -286,6 +287,7 @@ pub(crate) async fn replace(
         .await?
         .ok_or_else(|| not_found(&id))?;
     tracing::info!(entry = %id, by = %caller.0.name, "Catalog entry replaced.");
+    state.approvals.entry_saved(&entry).await;
     Ok(Json(resource(&entry)).into_response())
 }
 
@@ -298,5 +300,6 @@ pub(crate) async fn delete(
         return Err(not_found(&id));
     }
     tracing::info!(entry = %id, by = %caller.0.name, "Catalog entry deleted.");
+    state.approvals.entry_deleted(&id).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

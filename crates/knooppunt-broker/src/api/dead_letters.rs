@@ -142,7 +142,7 @@ pub(crate) async fn redeliver(
 ) -> Result<Response, ApiError> {
     check_access(&state, &caller, &id)?;
     let seq = dead_letter_id(&dead_letter)?;
-    match state.subscriptions.redeliver(&id, seq).await? {
+    match state.approvals.redeliver(&id, seq).await? {
         Redelivered::Queued => {}
         Redelivered::NoSubscription => return Err(not_found(&id)),
         Redelivered::NoDeadLetter => return Err(missing(&id, seq)),

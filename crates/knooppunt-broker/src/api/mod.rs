@@ -2,6 +2,7 @@
 //! `API-Version` header and the security headers on every response, no trailing-slash
 //! redirects, and the OpenAPI document at `/v1/openapi.json`.
 
+mod approvals;
 pub mod auth;
 mod catalog;
 mod consent;
@@ -110,6 +111,16 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
                 .put(catalog::replace)
                 .delete(catalog::delete)
                 .fallback(not_allowed(catalog::ITEM_ALLOW)),
+        )
+        .route(
+            "/v1/approvals",
+            get(approvals::list).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/eventtypes/{id}/approvals/{subscription}",
+            get(approvals::get)
+                .put(approvals::decide)
+                .fallback(not_allowed(approvals::ITEM_ALLOW)),
         )
         .route(
             "/v1/principals",

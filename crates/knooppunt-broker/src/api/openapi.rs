@@ -934,6 +934,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
             {"name": "dead letters", "description": "Deliveries the hub gave up on."},
             {"name": "principals", "description": "Who may call the API (administrators)."},
             {"name": "event types", "description": "The catalog: what publishers say their events are."},
+            {"name": "approvals", "description": "Which subscriptions a data owner lets receive its approval-required events."},
             {"name": "api", "description": "This description of the API."}
         ],
         "security": [{"bearerAuth": []}, {"accessToken": []}],
@@ -996,6 +997,12 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                                                           HMAC-SHA256 over `webhook-id.webhook-timestamp.body`), in the \
                                                           answer that creates the subscription only; rotate it with \
                                                           POST /subscriptions/{id}/signing-secret."},
+                        "approvals": {
+                            "type": "array", "readOnly": true,
+                            "description": "Its approvals for approval-required event types its filters can match: \
+                                            it receives their events only when `granted`.",
+                            "items": approval_schema(false)
+                        },
                         "filterBudget": {
                             "type": "object", "readOnly": true,
                             "description": "Present when the subscription's filters ran out of their evaluation budget on \
@@ -1262,11 +1269,152 @@ fn add_catalog(document: &mut Value) {
                                             `enforce`: refused (400) with every problem; `off`."},
             "deprecated": {"type": "boolean", "default": false},
             "approval": {"type": "string", "enum": ["open", "approval-required"], "default": "open",
-                         "description": "`approval-required` (only subscriptions the owner approved receive them) is \
-                                         refused (400) until this hub enforces approval."},
+                         "description": "`approval-required`: only subscriptions the owner granted receive these \
+                                         events; every subscription whose filters can match them gets a request \
+                                         (see /approvals)."},
             "created": {"type": "string", "format": "date-time", "readOnly": true},
             "updated": {"type": "string", "format": "date-time", "readOnly": true}
         }
     });
     document["components"]["schemas"]["EventType"] = schema;
+    add_approvals(document);
+}
+
+/// `/approvals` and `/eventtypes/{id}/approvals/{subscription}`: the owners' decisions.
+fn add_approvals(document: &mut Value) {
+    let approval_ref = json!({"$ref": "#/components/schemas/Approval"});
+    let tagged = |mut operation: Value| {
+        operation["tags"] = json!(["approvals"]);
+        operation
+    };
+    let no_grant: (&str, &str) = (
+        "404",
+        "No approval of this event type for this subscription is visible to the principal.",
+    );
+    let mut page = Map::new();
+    let mut parameters = page_parameters(
+        "approvals",
+        "The event type and subscription of the last approval",
+    );
+    let items = parameters.as_array_mut().expect("parameters");
+    items.push(json!({"name": "state", "in": "query", "required": false,
+                      "description": "Only approvals in this state.",
+                      "schema": {"type": "string", "enum": ["requested", "granted", "refused", "revoked"]}}));
+    items.push(json!({"name": "eventtype", "in": "query", "required": false,
+                      "description": "Only approvals of this catalog entry.", "schema": {"type": "string"}}));
+    items.push(json!({"name": "subscription", "in": "query", "required": false,
+                      "description": "Only approvals of this subscription.", "schema": {"type": "string"}}));
+    page.insert("parameters".into(), parameters);
+    let list = tagged(operation(
+        "listApprovals",
+        "List the approvals the principal may see: an admin all, a data owner those of its event types, a \
+         subscriber those of its subscriptions; by event type, then subscription.",
+        (
+            "200",
+            json!({"description": "A page of approvals. A `Link` header with rel=\"next\" points to the next page.",
+                   "headers": headers(&[("Link", json!({"description": "RFC 8288 link to the next page, when there is one.", "schema": {"type": "string"}}))]),
+                   "content": {"application/json": {"schema": {"type": "array", "items": approval_ref.clone()}}}}),
+        ),
+        &[BAD_REQUEST, UNAUTHORIZED],
+        page,
+    ));
+    let ok = |description: &str| {
+        json!({"description": description, "headers": headers(&[]),
+               "content": {"application/json": {"schema": approval_ref.clone()}}})
+    };
+    let read = tagged(operation(
+        "getApproval",
+        "Read the approval of an event type for a subscription.",
+        ("200", ok("The approval.")),
+        &[UNAUTHORIZED, no_grant],
+        Map::new(),
+    ));
+    let mut body = Map::new();
+    body.insert(
+        "requestBody".into(),
+        json!({"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApprovalDecision"}}}}),
+    );
+    let decide = tagged(operation(
+        "decideApproval",
+        "Grant, refuse or revoke a subscription's approval (the event type's owner or an admin; never the \
+         subscription's own owner). A revocation turns the queued deliveries of the event type's events into \
+         dead letters (\"approval revoked\") before it answers.",
+        ("200", ok("The approval as decided.")),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            (
+                "403",
+                "Not the event type's owner or an admin, or the subscription's own owner.",
+            ),
+            no_grant,
+            (
+                "409",
+                "The decision does not follow the approval's state (refuse a request, revoke a grant).",
+            ),
+            ("415", "The body is not application/json."),
+            UNAVAILABLE,
+        ],
+        body,
+    ));
+    let paths = document["paths"].as_object_mut().expect("paths");
+    paths.insert("/approvals".into(), json!({"get": list}));
+    paths.insert(
+        "/eventtypes/{id}/approvals/{subscription}".into(),
+        json!({"parameters": [
+                   {"name": "id", "in": "path", "required": true,
+                    "description": "The event type's (catalog entry's) id.", "schema": {"type": "string"}},
+                   {"name": "subscription", "in": "path", "required": true,
+                    "description": "The subscription's id.", "schema": {"type": "string"}}],
+               "get": read, "put": decide}),
+    );
+    let schemas = document["components"]["schemas"]
+        .as_object_mut()
+        .expect("schemas");
+    schemas.insert("Approval".into(), approval_schema(true));
+    schemas.insert(
+        "ApprovalDecision".into(),
+        json!({
+            "type": "object",
+            "description": "An owner's decision.",
+            "required": ["state"],
+            "properties": {
+                "state": {"type": "string", "enum": ["granted", "refused", "revoked"],
+                          "description": "`granted` (from any other state), `refused` (a request), `revoked` (a grant)."},
+                "reason": {"type": "string", "maxLength": 1000,
+                           "description": "Why; required to refuse or revoke. The subscriber sees it."}
+            }
+        }),
+    );
+}
+
+/// An approval as `/approvals` shows it (`full`) or as its subscription does.
+fn approval_schema(full: bool) -> Value {
+    let mut schema = json!({
+        "type": "object",
+        "description": "A subscription's approval for an approval-required event type: only a `granted` one \
+                        receives the event type's events.",
+        "required": ["eventtype", "state", "requested"],
+        "properties": {
+            "eventtype": {"type": "string", "description": "The catalog entry's id."},
+            "state": {"type": "string", "enum": ["requested", "granted", "refused", "revoked"]},
+            "requested": {"type": "string", "format": "date-time"},
+            "type": {"type": "string", "description": "The entry's type (or type prefix)."},
+            "source": {"type": "string", "description": "The entry's source prefix."},
+            "owner": {"type": "string", "description": "The data owner: the principal that decides."},
+            "decidedBy": {"type": "string", "description": "Who decided (`knooppunt` for the owner's own subscription)."},
+            "decided": {"type": "string", "format": "date-time"},
+            "reason": {"type": "string"}
+        }
+    });
+    if full {
+        let properties = schema["properties"].as_object_mut().expect("properties");
+        properties.insert("subscription".into(), json!({"type": "string"}));
+        properties.insert(
+            "subscriber".into(),
+            json!({"type": "string", "description": "The subscription's owner."}),
+        );
+        schema["required"] = json!(["eventtype", "subscription", "state", "requested"]);
+    }
+    schema
 }

@@ -54,12 +54,14 @@ impl Page {
 }
 
 /// A page as the answer: its items, and when more follow, `Link: <…?pageSize=N&cursor=C>;
-/// rel="next"` for `path` (below the base path), `next` being the last item's cursor.
+/// rel="next"` for `path` (below the base path, with the list's filters as its query if it
+/// has any), `next` being the last item's cursor.
 pub(crate) fn answer(items: Vec<Value>, path: &str, size: usize, next: Option<&str>) -> Response {
     let mut response = Json(items).into_response();
     if let Some(cursor) = next {
         let link = format!(
-            "<{BASE_PATH}{path}?pageSize={size}&cursor={}>; rel=\"next\"",
+            "<{BASE_PATH}{path}{}pageSize={size}&cursor={}>; rel=\"next\"",
+            if path.contains('?') { '&' } else { '?' },
             encode_component(cursor)
         );
         response.headers_mut().insert(

@@ -156,6 +156,14 @@ pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> Value {
             }),
         );
     }
+    let approvals = state.approvals.of_subscription(&subscription.id);
+    if let (false, Some(object)) = (approvals.is_empty(), body.as_object_mut()) {
+        let list: Vec<Value> = approvals
+            .iter()
+            .map(|g| super::approvals::summary(state.catalog.get(&g.entry).as_deref(), g))
+            .collect();
+        object.insert("approvals".into(), Value::Array(list));
+    }
     body
 }
 
@@ -191,6 +199,7 @@ pub(crate) async fn create(
         .await?;
     let sink = knooppunt_delivery::redact_sink(&created.sink);
     tracing::info!(subscription = %id, owner = %caller.0.name, %sink, "Subscription created.");
+    state.approvals.subscription_saved(&created).await;
     let subscription = consent::handshake(&state, Subscription::clone(&created), &headers).await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/subscriptions/{id}"))
         .expect("ids are header-safe");
@@ -275,6 +284,10 @@ pub(crate) async fn replace(
         })
         .await?
         .ok_or_else(|| not_found(&id))?;
+    state
+        .approvals
+        .subscription_saved(&replaced.subscription)
+        .await;
     let sink_changed = replaced.needs_consent;
     tracing::info!(subscription = %id, by = %caller.0.name, sink_changed, "Subscription replaced.");
     let subscription = Subscription::clone(&replaced.subscription);
@@ -298,7 +311,9 @@ pub(crate) async fn delete(
         .await?
         .ok_or_else(|| not_found(&id))?;
     tracing::info!(subscription = %id, by = %caller.0.name, "Subscription deleted.");
-    Ok(Json(resource(&state, &deleted)).into_response())
+    let body = resource(&state, &deleted);
+    state.approvals.subscription_deleted(&id).await;
+    Ok(Json(body).into_response())
 }
 
 pub(crate) async fn options_collection(caller: Caller) -> Result<Response, ApiError> {

@@ -1,0 +1,580 @@
+//! Approval by the data owner: the one writer of grants. For every approval-required
+//! catalog entry that a subscription's filters can match, the subscription carries a grant
+//! (`requested`, `granted`, `refused`, `revoked`), and events of the entry are routed only
+//! to subscriptions whose grant is `granted` ([`Approvals::keep_granted`], a hash look-up
+//! per matched subscription of a gated event; nothing for other events). A request is made
+//! when a subscription is created or replaced and when an entry becomes approval-required
+//! or changes scope; whether the filters "can match" is the filter crate's conservative
+//! [`Criteria::can_match`](knooppunt_filter::Criteria::can_match) (a CESQL or `not` filter
+//! can match anything of its source and types, so it is asked about). Routing never depends
+//! on a request having been made: no grant, no delivery.
+//!
+//! Only the entry's owner or an admin decides, never the subscription's own owner. A
+//! revocation stops delivery at once: publishes of gated events hold [`Approvals::routing`]
+//! shared from routing until their deliveries are on disk, and a revocation changes the
+//! table holding it alone, so every delivery routed under the old grant is on disk before it
+//! withdraws the queued ones of the entry (dead letters, "approval revoked"). A hub that
+//! learns of another hub's revocation withdraws the same way after it reloads.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+
+use knooppunt_filter::Scope;
+use knooppunt_store::{
+    ApprovalPolicy, CatalogEntry, Decision, Grant, GrantState, Store, StoreError, StoredEvent,
+    Subscription, TypeMatch, now_ms,
+};
+
+use crate::catalog::Catalog;
+use crate::identity::Principal;
+use crate::lifecycle::{Redelivered, Subscriptions};
+
+/// Who decides on a subscription of the entry's own owner: nobody needs to.
+pub(crate) const OWN_SUBSCRIPTION: &str = "knooppunt";
+
+/// The longest reason a decision may give, in characters.
+pub(crate) const MAX_REASON: usize = 1000;
+
+/// Why a decision was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refused {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// No such grant (or entry, or subscription) that the principal may see.
+    #[error("{0}")]
+    NotFound(String),
+    /// Not the entry's owner, or the subscription's own owner.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The grant is not in a state this decision follows.
+    #[error("{0}")]
+    Conflict(String),
+    /// A member of the decision cannot be used (its name, and why).
+    #[error("{0}: {1}")]
+    Invalid(&'static str, String),
+}
+
+/// Which grants a list shows.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Selection {
+    pub(crate) state: Option<GrantState>,
+    pub(crate) entry: Option<String>,
+    pub(crate) subscription: Option<String>,
+}
+
+#[derive(Default)]
+struct Grants {
+    /// By entry, then subscription.
+    by_key: BTreeMap<(String, String), Arc<Grant>>,
+    /// The granted subscriptions of each entry: what routing asks.
+    granted: HashMap<String, HashSet<String>>,
+}
+
+impl Grants {
+    fn build(list: Vec<Grant>) -> Grants {
+        let mut grants = Grants::default();
+        for grant in list {
+            grants.put(Arc::new(grant));
+        }
+        grants
+    }
+
+    fn put(&mut self, grant: Arc<Grant>) {
+        let key = (grant.entry.clone(), grant.subscription.clone());
+        if grant.state == GrantState::Granted {
+            self.granted
+                .entry(grant.entry.clone())
+                .or_default()
+                .insert(grant.subscription.clone());
+        } else {
+            self.ungrant(&grant.entry, &grant.subscription);
+        }
+        self.by_key.insert(key, grant);
+    }
+
+    fn remove(&mut self, entry: &str, subscription: &str) {
+        self.by_key
+            .remove(&(entry.to_owned(), subscription.to_owned()));
+        self.ungrant(entry, subscription);
+    }
+
+    fn ungrant(&mut self, entry: &str, subscription: &str) {
+        if let Some(set) = self.granted.get_mut(entry) {
+            set.remove(subscription);
+            if set.is_empty() {
+                self.granted.remove(entry);
+            }
+        }
+    }
+
+    fn get(&self, entry: &str, subscription: &str) -> Option<&Arc<Grant>> {
+        self.by_key
+            .get(&(entry.to_owned(), subscription.to_owned()))
+    }
+
+    fn is_granted(&self, entry: &str, subscription: &str) -> bool {
+        self.granted
+            .get(entry)
+            .is_some_and(|set| set.contains(subscription))
+    }
+}
+
+pub(crate) struct Approvals {
+    store: Arc<dyn Store>,
+    catalog: Arc<Catalog>,
+    subscriptions: Arc<Subscriptions>,
+    grants: RwLock<Grants>,
+    writes: tokio::sync::Mutex<()>,
+    /// Held shared by a publish of gated events from routing until its deliveries are on
+    /// disk, and alone by a change that takes a grant away (see the module's documentation).
+    pub(crate) routing: tokio::sync::RwLock<()>,
+}
+
+/// The scope of an entry's events, as the filter crate asks it.
+pub(crate) fn scope_of(entry: &CatalogEntry) -> Scope<'_> {
+    Scope {
+        source_prefix: &entry.source_prefix,
+        event_type: &entry.event_type,
+        type_is_prefix: entry.type_match == TypeMatch::Prefix,
+    }
+}
+
+impl Approvals {
+    pub(crate) async fn load(
+        store: Arc<dyn Store>,
+        catalog: Arc<Catalog>,
+        subscriptions: Arc<Subscriptions>,
+    ) -> Result<Approvals, StoreError> {
+        let grants = Grants::build(store.grants().await?);
+        Ok(Approvals {
+            store,
+            catalog,
+            subscriptions,
+            grants: RwLock::new(grants),
+            writes: tokio::sync::Mutex::new(()),
+            routing: tokio::sync::RwLock::new(()),
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Grants> {
+        self.grants.read().expect("grants lock")
+    }
+
+    /// Reads the grants again (another hub changed them); the queued deliveries of grants
+    /// that are no longer granted are withdrawn.
+    pub(crate) async fn reload(&self) -> Result<(), StoreError> {
+        let _writer = self.writes.lock().await;
+        let loaded = Grants::build(self.store.grants().await?);
+        let taken_away: Vec<(String, String)> = {
+            let _routing = self.routing.write().await;
+            let mut grants = self.grants.write().expect("grants lock");
+            let taken = grants
+                .granted
+                .iter()
+                .flat_map(|(entry, set)| set.iter().map(move |s| (entry.clone(), s.clone())))
+                .filter(|(entry, subscription)| !loaded.is_granted(entry, subscription))
+                .collect();
+            *grants = loaded;
+            taken
+        };
+        for (entry, subscription) in taken_away {
+            let reason = self
+                .read()
+                .get(&entry, &subscription)
+                .map(|g| revocation_reason(&entry, g.decision.as_ref()))
+                .unwrap_or_else(|| revocation_reason(&entry, None));
+            self.withdraw(&entry, &subscription, &reason).await?;
+        }
+        Ok(())
+    }
+
+    /// Keeps, of the subscriptions each event was routed to, those holding a grant for
+    /// every approval-required entry that covers it (`gated`; most events have none).
+    pub(crate) fn keep_granted<'a>(
+        &self,
+        routed: impl Iterator<Item = (&'a [Arc<CatalogEntry>], &'a mut Vec<String>)>,
+    ) {
+        let grants = self.read();
+        for (gated, subscriptions) in routed {
+            if gated.is_empty() {
+                continue;
+            }
+            subscriptions.retain(|s| gated.iter().all(|entry| grants.is_granted(&entry.id, s)));
+        }
+    }
+
+    pub(crate) fn get(&self, entry: &str, subscription: &str) -> Option<Arc<Grant>> {
+        self.read().get(entry, subscription).cloned()
+    }
+
+    /// The grants of a subscription, by entry.
+    pub(crate) fn of_subscription(&self, id: &str) -> Vec<Arc<Grant>> {
+        self.read()
+            .by_key
+            .values()
+            .filter(|g| g.subscription == id)
+            .cloned()
+            .collect()
+    }
+
+    /// Whether `principal` may see `grant`: an admin, the entry's owner, or the
+    /// subscription's owner.
+    pub(crate) fn visible_to(&self, principal: &Principal, grant: &Grant) -> bool {
+        principal.is_admin()
+            || self
+                .catalog
+                .get(&grant.entry)
+                .is_some_and(|e| e.owner == principal.name)
+            || self
+                .subscriptions
+                .get(&grant.subscription)
+                .is_some_and(|s| s.owner == principal.name)
+    }
+
+    /// Up to `size` grants `principal` may see, chosen by `selection`, after `cursor` (an
+    /// entry and a subscription), and whether there are more.
+    pub(crate) fn page(
+        &self,
+        principal: &Principal,
+        selection: &Selection,
+        cursor: Option<(String, String)>,
+        size: usize,
+    ) -> (Vec<Arc<Grant>>, bool) {
+        let grants = self.read();
+        let start = match cursor {
+            Some(key) => std::ops::Bound::Excluded(key),
+            None => std::ops::Bound::Unbounded,
+        };
+        let mut chosen = grants
+            .by_key
+            .range((start, std::ops::Bound::Unbounded))
+            .map(|(_, g)| g)
+            .filter(|g| {
+                selection.state.is_none_or(|s| g.state == s)
+                    && selection.entry.as_ref().is_none_or(|e| &g.entry == e)
+                    && selection
+                        .subscription
+                        .as_ref()
+                        .is_none_or(|s| &g.subscription == s)
+            })
+            .filter(|g| self.visible_to(principal, g));
+        let page: Vec<Arc<Grant>> = chosen.by_ref().take(size).cloned().collect();
+        let more = chosen.next().is_some();
+        (page, more)
+    }
+
+    /// Requests a grant of every approval-required entry that `subscription` (created or
+    /// replaced) can now match, where it has none.
+    pub(crate) async fn subscription_saved(&self, subscription: &Subscription) {
+        let entries: Vec<Arc<CatalogEntry>> = self
+            .catalog
+            .gated()
+            .into_iter()
+            .filter(|e| self.subscriptions.can_match(&subscription.id, &scope_of(e)))
+            .collect();
+        for entry in entries {
+            self.request(&entry, subscription).await;
+        }
+    }
+
+    /// Requests a grant for every subscription that can match the events of `entry` (created
+    /// or replaced), where it has none.
+    pub(crate) async fn entry_saved(&self, entry: &CatalogEntry) {
+        if entry.approval != ApprovalPolicy::ApprovalRequired {
+            return;
+        }
+        for subscription in self.subscriptions.in_scope(&scope_of(entry)) {
+            self.request(entry, &subscription).await;
+        }
+    }
+
+    /// A request, unless there is a grant already; granted at once when the subscription is
+    /// the entry owner's own. A failure is logged: routing needs no request (no grant, no
+    /// delivery), and the next change of either asks again.
+    async fn request(&self, entry: &CatalogEntry, subscription: &Subscription) {
+        let _writer = self.writes.lock().await;
+        if self.get(&entry.id, &subscription.id).is_some() {
+            return;
+        }
+        let now = now_ms();
+        let own = subscription.owner == entry.owner;
+        let grant = Grant {
+            entry: entry.id.clone(),
+            subscription: subscription.id.clone(),
+            state: if own {
+                GrantState::Granted
+            } else {
+                GrantState::Requested
+            },
+            requested_at: now,
+            decision: own.then(|| Decision {
+                by: OWN_SUBSCRIPTION.into(),
+                at: now,
+                reason: Some("the data owner's own subscription".into()),
+            }),
+        };
+        match self.store.put_grant(&grant).await {
+            Ok(()) => {
+                tracing::info!(
+                    entry = %entry.id, subscription = %subscription.id,
+                    state = grant.state.as_str(), "Approval requested."
+                );
+                self.grants
+                    .write()
+                    .expect("grants lock")
+                    .put(Arc::new(grant));
+            }
+            Err(error) => tracing::warn!(
+                entry = %entry.id, subscription = %subscription.id, %error,
+                "Storing an approval request failed; the next change of the subscription or \
+                 entry asks again."
+            ),
+        }
+    }
+
+    /// Forgets the grants of a deleted subscription.
+    pub(crate) async fn subscription_deleted(&self, id: &str) {
+        let keys: Vec<(String, String)> = self
+            .of_subscription(id)
+            .iter()
+            .map(|g| (g.entry.clone(), g.subscription.clone()))
+            .collect();
+        self.forget(keys).await;
+    }
+
+    /// Forgets the grants of a deleted entry.
+    pub(crate) async fn entry_deleted(&self, id: &str) {
+        let keys: Vec<(String, String)> = self
+            .read()
+            .by_key
+            .keys()
+            .filter(|(entry, _)| entry == id)
+            .cloned()
+            .collect();
+        self.forget(keys).await;
+    }
+
+    async fn forget(&self, keys: Vec<(String, String)>) {
+        let _writer = self.writes.lock().await;
+        for (entry, subscription) in keys {
+            match self.store.delete_grant(&entry, &subscription).await {
+                Ok(_) => self
+                    .grants
+                    .write()
+                    .expect("grants lock")
+                    .remove(&entry, &subscription),
+                Err(error) => tracing::warn!(
+                    %entry, %subscription, %error, "Removing a grant failed; it stays listed."
+                ),
+            }
+        }
+    }
+
+    /// `principal` decides on the grant of `entry` for `subscription`: `granted` (from any
+    /// other state), `refused` (a request) or `revoked` (a grant), with a reason (required
+    /// for refusing and revoking). A revocation withdraws the queued deliveries of the
+    /// entry's events before it returns.
+    pub(crate) async fn decide(
+        &self,
+        principal: &Principal,
+        entry_id: &str,
+        subscription_id: &str,
+        state: GrantState,
+        reason: Option<String>,
+    ) -> Result<Arc<Grant>, Refused> {
+        let _writer = self.writes.lock().await;
+        let not_found = || {
+            Refused::NotFound(format!(
+                "there is no approval of event type {entry_id} for subscription \
+                 {subscription_id}"
+            ))
+        };
+        // The catalog is public, so who owns the entry is no secret: a principal that may not
+        // decide learns that before whether the subscription has a grant.
+        let entry = self.catalog.get(entry_id).ok_or_else(|| {
+            Refused::NotFound(format!("there is no event type (catalog entry) {entry_id}"))
+        })?;
+        if !principal.is_admin() && principal.name != entry.owner {
+            return Err(Refused::Forbidden(format!(
+                "event type {entry_id} is owned by `{}`: only its owner or an admin decides who \
+                 receives its events",
+                entry.owner
+            )));
+        }
+        let existing = self.get(entry_id, subscription_id).ok_or_else(not_found)?;
+        let subscriber = self
+            .subscriptions
+            .get(subscription_id)
+            .map(|s| s.owner.clone());
+        if subscriber.as_deref() == Some(principal.name.as_str()) {
+            return Err(Refused::Forbidden(format!(
+                "subscription {subscription_id} is principal `{}`'s own: a subscriber cannot \
+                 decide on its own approval",
+                principal.name
+            )));
+        }
+        let reason = check_reason(state, reason)?;
+        let allowed = match state {
+            GrantState::Granted => existing.state != GrantState::Granted,
+            GrantState::Refused => existing.state == GrantState::Requested,
+            GrantState::Revoked => existing.state == GrantState::Granted,
+            GrantState::Requested => {
+                return Err(Refused::Invalid(
+                    "state",
+                    "must be `granted`, `refused` or `revoked`; a request is the hub's".into(),
+                ));
+            }
+        };
+        if !allowed {
+            return Err(Refused::Conflict(format!(
+                "the approval is `{}`, and `{}` does not follow it: grant a request or a \
+                 refused or revoked approval, refuse a request, revoke a grant",
+                existing.state.as_str(),
+                state.as_str()
+            )));
+        }
+        let grant = Arc::new(Grant {
+            entry: existing.entry.clone(),
+            subscription: existing.subscription.clone(),
+            state,
+            requested_at: existing.requested_at,
+            decision: Some(Decision {
+                by: principal.name.clone(),
+                at: now_ms(),
+                reason,
+            }),
+        });
+        self.store.put_grant(&grant).await?;
+        if state == GrantState::Revoked {
+            // Every publish routed under the grant is on disk once this is held.
+            let _routing = self.routing.write().await;
+            self.grants
+                .write()
+                .expect("grants lock")
+                .put(Arc::clone(&grant));
+        } else {
+            self.grants
+                .write()
+                .expect("grants lock")
+                .put(Arc::clone(&grant));
+        }
+        tracing::info!(
+            entry = entry_id, subscription = subscription_id, by = %principal.name,
+            state = state.as_str(), "Approval decided."
+        );
+        if state == GrantState::Revoked {
+            let reason = revocation_reason(entry_id, grant.decision.as_ref());
+            self.withdraw(entry_id, subscription_id, &reason).await?;
+        }
+        Ok(grant)
+    }
+
+    /// Puts dead letter `seq` of subscription `id` back into its queue, unless its event is
+    /// of an approval-required entry the subscription holds no grant for (a revoked one, say):
+    /// the subscriber cannot undo a revocation by redelivering. Under the routing lock, so no
+    /// revocation comes between the check and the queueing.
+    pub(crate) async fn redeliver(&self, id: &str, seq: u64) -> Result<Redelivered, Refused> {
+        let _routing = self.routing.read().await;
+        if let Some((_, Some(event))) = self.subscriptions.dead_letter(id, seq).await?
+            && let Some(ty) = event_type(&event.json)
+        {
+            let covered = self
+                .catalog
+                .look_up(std::iter::once((event.source.as_str(), ty.as_str())));
+            let grants = self.read();
+            let missing = covered
+                .iter()
+                .flatten()
+                .flat_map(|c| &c.gated)
+                .find(|entry| !grants.is_granted(&entry.id, id));
+            if let Some(entry) = missing {
+                let state = grants
+                    .get(&entry.id, id)
+                    .map_or("not requested", |g| g.state.as_str());
+                return Err(Refused::Forbidden(format!(
+                    "the event is of event type {} (`{}`), whose owner `{}` approves who receives \
+                     it, and this subscription's approval is {state}: ask the owner to grant it \
+                     first",
+                    entry.id, entry.event_type, entry.owner
+                )));
+            }
+        }
+        Ok(self.subscriptions.redeliver(id, seq).await?)
+    }
+
+    /// Turns the queued deliveries of the entry's events to the subscription into dead
+    /// letters.
+    async fn withdraw(
+        &self,
+        entry: &str,
+        subscription: &str,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        let Some(entry) = self.catalog.get(entry) else {
+            return Ok(());
+        };
+        let covered = move |event: &StoredEvent| {
+            event_type(&event.json).is_some_and(|ty| entry.covers(&event.source, &ty))
+        };
+        let withdrawn = self
+            .store
+            .withdraw(subscription, &covered, now_ms(), reason)
+            .await?;
+        if withdrawn > 0 {
+            tracing::info!(
+                subscription,
+                withdrawn,
+                "Queued deliveries withdrawn: approval revoked."
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The dead letters' reason after a revocation.
+fn revocation_reason(entry: &str, decision: Option<&Decision>) -> String {
+    match decision {
+        Some(Decision {
+            by,
+            reason: Some(why),
+            ..
+        }) => {
+            format!("approval revoked: `{by}` revoked the approval of event type {entry} ({why})")
+        }
+        Some(Decision { by, .. }) => {
+            format!("approval revoked: `{by}` revoked the approval of event type {entry}")
+        }
+        None => format!("approval revoked: event type {entry} is no longer approved"),
+    }
+}
+
+/// A decision's reason: required to refuse or revoke, at most [`MAX_REASON`] characters.
+fn check_reason(state: GrantState, reason: Option<String>) -> Result<Option<String>, Refused> {
+    let reason = reason.filter(|r| !r.trim().is_empty());
+    match &reason {
+        None if matches!(state, GrantState::Refused | GrantState::Revoked) => {
+            Err(Refused::Invalid(
+                "reason",
+                format!(
+                    "is required to make an approval `{}`: say why, for the subscriber",
+                    state.as_str()
+                ),
+            ))
+        }
+        Some(text) if text.chars().count() > MAX_REASON => Err(Refused::Invalid(
+            "reason",
+            format!("may have at most {MAX_REASON} characters"),
+        )),
+        _ => Ok(reason),
+    }
+}
+
+/// The `type` of an event in the JSON format.
+fn event_type(json: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Typed {
+        #[serde(rename = "type")]
+        ty: String,
+    }
+    serde_json::from_str::<Typed>(json).ok().map(|t| t.ty)
+}

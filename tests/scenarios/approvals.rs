@@ -1,0 +1,486 @@
+//! Approval by the data owner: events of an approval-required catalog entry reach only the
+//! subscriptions its owner granted, none is queued before the grant, a revocation stops
+//! delivery at once (what was queued becomes dead letters), only the owner (or an admin)
+//! decides and never for its own subscription; the grants survive a restart.
+
+use std::time::Duration;
+
+use knooppunt_tests::sink::{Reply, Sink};
+use knooppunt_tests::{Answer, TestHub, tokens};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const SOURCE: &str = "urn:nld:oin:00000001823288444000:systeem:BRP";
+const PREFIX: &str = "urn:nld:oin:00000001823288444000:";
+const TYPE: &str = "nl.brp.persoon-verhuisd";
+
+/// The BRP's approval-required entry for [`TYPE`]; its id.
+async fn guarded_entry(hub: &TestHub) -> String {
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/eventtypes",
+            tokens::BRP_PUBLISHER,
+            Some(
+                json!({"source": PREFIX, "type": TYPE, "approval": "approval-required",
+                        "description": "Een ingezetene is verhuisd."}),
+            ),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["approval"], "approval-required");
+    created.body["id"].as_str().unwrap().to_owned()
+}
+
+async fn subscribe(hub: &TestHub, token: &str, sink: &Sink, config: Value) -> String {
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE], "config": config});
+    let answer = hub
+        .call(Method::POST, "/v1/subscriptions", token, Some(body))
+        .await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    answer.body["id"].as_str().unwrap().to_owned()
+}
+
+/// Publishes one event as the BRP; the receipt.
+async fn publish(hub: &TestHub, id: &str) -> Value {
+    let event = json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": TYPE,
+                       "datacontenttype": "application/json", "data": {"n": id}});
+    let answer = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::BRP_PUBLISHER)
+            .header("content-type", "application/cloudevents+json")
+            .body(event.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    answer.body
+}
+
+async fn decide(
+    hub: &TestHub,
+    token: &str,
+    entry: &str,
+    subscription: &str,
+    body: Value,
+) -> Answer {
+    hub.call(
+        Method::PUT,
+        &format!("/v1/eventtypes/{entry}/approvals/{subscription}"),
+        token,
+        Some(body),
+    )
+    .await
+}
+
+fn ids(received: &[knooppunt_tests::sink::Received]) -> Vec<String> {
+    received
+        .iter()
+        .map(|r| r.json()["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn only_granted_subscriptions_receive_and_nothing_is_queued_before_the_grant() {
+    let hub = TestHub::start().await;
+    let entry = guarded_entry(&hub).await;
+    let (kvk_sink, gemeente_sink) = (Sink::start().await, Sink::start().await);
+    let kvk = subscribe(&hub, tokens::KVK, &kvk_sink, json!({})).await;
+    let gemeente = subscribe(&hub, tokens::GEMEENTE, &gemeente_sink, json!({})).await;
+
+    // Each subscription shows its request.
+    let shown = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{kvk}"),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    let approvals = shown.body["approvals"].as_array().unwrap();
+    assert_eq!(approvals.len(), 1, "{}", shown.body);
+    assert_eq!(approvals[0]["eventtype"], entry.as_str());
+    assert_eq!(approvals[0]["state"], "requested");
+    assert_eq!(approvals[0]["owner"], "brp");
+
+    // Before any grant: accepted, routed to nobody, queued for nobody.
+    for n in 1..=3 {
+        let receipt = publish(&hub, &format!("before-{n}")).await;
+        assert_eq!(receipt["matchedSubscriptions"], 0, "{receipt}");
+    }
+    assert!(hub.store_pending(&kvk).await.is_empty());
+    assert!(hub.store_pending(&gemeente).await.is_empty());
+
+    // The owner sees both requests; a subscriber only its own.
+    let requested = hub
+        .call(
+            Method::GET,
+            "/v1/approvals?state=requested",
+            tokens::BRP_PUBLISHER,
+            None,
+        )
+        .await;
+    assert_eq!(requested.status, 200, "{}", requested.body);
+    let listed: Vec<&str> = requested
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["subscription"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.contains(&kvk.as_str()) && listed.contains(&gemeente.as_str()));
+    let own = hub
+        .call(Method::GET, "/v1/approvals", tokens::KVK, None)
+        .await;
+    assert_eq!(own.body.as_array().unwrap().len(), 1, "{}", own.body);
+    assert_eq!(own.body[0]["subscription"], kvk.as_str());
+    assert_eq!(own.body[0]["subscriber"], "kvk");
+    // Pages follow the filter.
+    let first = hub
+        .call(
+            Method::GET,
+            "/v1/approvals?state=requested&pageSize=1",
+            tokens::BRP_PUBLISHER,
+            None,
+        )
+        .await;
+    assert_eq!(first.body.as_array().unwrap().len(), 1);
+    let link = first.header("link").unwrap().to_owned();
+    assert!(
+        link.contains("state=requested&pageSize=1&cursor="),
+        "{link}"
+    );
+    let next = link
+        .trim_start_matches('<')
+        .split('>')
+        .next()
+        .unwrap()
+        .to_owned();
+    let second = hub
+        .call(Method::GET, &next, tokens::BRP_PUBLISHER, None)
+        .await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(second.body.as_array().unwrap().len(), 1);
+    assert_ne!(second.body[0], first.body[0]);
+    hub.call(
+        Method::GET,
+        "/v1/approvals?state=maybe",
+        tokens::BRP_PUBLISHER,
+        None,
+    )
+    .await
+    .assert_problem(400);
+
+    // A subscriber cannot approve itself; another publisher cannot decide on the BRP's
+    // entry; a decision needs a known state.
+    let own_grant = decide(&hub, tokens::KVK, &entry, &kvk, json!({"state": "granted"}))
+        .await
+        .assert_problem(403);
+    assert!(
+        own_grant.body["detail"].as_str().unwrap().contains("brp"),
+        "{}",
+        own_grant.body
+    );
+    decide(
+        &hub,
+        tokens::PUBLISHER,
+        &entry,
+        &kvk,
+        json!({"state": "granted"}),
+    )
+    .await
+    .assert_problem(403);
+    let bad = decide(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        &entry,
+        &kvk,
+        json!({"state": "approved", "why": "x"}),
+    )
+    .await
+    .assert_problem(400);
+    let mut params = bad.invalid_params();
+    params.sort();
+    assert_eq!(params, ["state", "why"]);
+
+    // The owner grants the KVK and refuses the municipality (with a reason, required).
+    let granted = decide(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        &entry,
+        &kvk,
+        json!({"state": "granted", "reason": "wettelijke grondslag"}),
+    )
+    .await;
+    assert_eq!(granted.status, 200, "{}", granted.body);
+    assert_eq!(granted.body["state"], "granted");
+    assert_eq!(granted.body["decidedBy"], "brp");
+    let unreasoned = decide(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        &entry,
+        &gemeente,
+        json!({"state": "refused"}),
+    )
+    .await
+    .assert_problem(400);
+    assert_eq!(unreasoned.invalid_params(), ["reason"]);
+    let refused = decide(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        &entry,
+        &gemeente,
+        json!({"state": "refused", "reason": "geen grondslag"}),
+    )
+    .await;
+    assert_eq!(refused.status, 200, "{}", refused.body);
+    // Revoking what was never granted does not follow.
+    decide(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        &entry,
+        &gemeente,
+        json!({"state": "revoked", "reason": "x"}),
+    )
+    .await
+    .assert_problem(409);
+
+    // From now on the granted one receives everything, the refused one nothing; what came
+    // before the grant was never queued, so it never arrives.
+    for n in 1..=3 {
+        let receipt = publish(&hub, &format!("after-{n}")).await;
+        assert_eq!(receipt["matchedSubscriptions"], 1, "{receipt}");
+    }
+    let received = kvk_sink.wait_for(3, Duration::from_secs(10)).await;
+    assert_eq!(ids(&received), ["after-1", "after-2", "after-3"]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(kvk_sink.deliveries().len(), 3);
+    assert!(gemeente_sink.deliveries().is_empty());
+    let shown = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{gemeente}"),
+            tokens::GEMEENTE,
+            None,
+        )
+        .await;
+    assert_eq!(shown.body["approvals"][0]["state"], "refused");
+    assert_eq!(shown.body["approvals"][0]["reason"], "geen grondslag");
+
+    // The decisions survive a restart.
+    let hub = hub.restart().await;
+    let receipt = publish(&hub, "after-restart").await;
+    assert_eq!(receipt["matchedSubscriptions"], 1, "{receipt}");
+    let received = kvk_sink.wait_for(4, Duration::from_secs(10)).await;
+    assert_eq!(ids(&received)[3], "after-restart");
+    assert!(gemeente_sink.deliveries().is_empty());
+}
+
+#[tokio::test]
+async fn a_revocation_stops_delivery_at_once_and_turns_the_queue_into_dead_letters() {
+    let hub = TestHub::start().await;
+    let entry = guarded_entry(&hub).await;
+    let sink = Sink::start().await;
+    // One at a time, slowly: most of the events are still queued when the owner revokes.
+    sink.answer_always(Reply::status(204).after(Duration::from_millis(150)));
+    let subscription = subscribe(&hub, tokens::KVK, &sink, json!({"ordering": "ordered"})).await;
+    let granted = decide(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        &entry,
+        &subscription,
+        json!({"state": "granted"}),
+    )
+    .await;
+    assert_eq!(granted.status, 200, "{}", granted.body);
+    for n in 0..20 {
+        publish(&hub, &format!("e{n}")).await;
+    }
+    sink.wait_for(2, Duration::from_secs(10)).await;
+
+    let revoked = decide(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        &entry,
+        &subscription,
+        json!({"state": "revoked", "reason": "grondslag vervallen"}),
+    )
+    .await;
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+    // At most the one attempt in flight may still arrive.
+    let delivered_at_revocation = sink.deliveries().len();
+    assert!(hub.store_pending(&subscription).await.len() <= 1);
+    let receipt = publish(&hub, "after-revocation").await;
+    assert_eq!(receipt["matchedSubscriptions"], 0, "{receipt}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let delivered = sink.deliveries().len();
+    assert!(
+        delivered <= delivered_at_revocation + 1,
+        "{delivered} delivered, {delivered_at_revocation} at the revocation"
+    );
+    assert!(delivered < 20, "the revocation came while most were queued");
+
+    // Whatever was queued is a dead letter saying why; with what arrived, all 20. The
+    // attempt in flight at the revocation (at most one: ordered) may be both: it reached the
+    // sink, but its result came after the withdrawal and was not recorded.
+    let letters = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{subscription}/dead-letters"),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(letters.status, 200, "{}", letters.body);
+    let letters = letters.body.as_array().unwrap().clone();
+    let mut seen: Vec<String> = ids(&sink.deliveries());
+    let dead: Vec<String> = letters
+        .iter()
+        .map(|l| format!("e{}", l["sequence"].as_u64().unwrap() - 1))
+        .collect();
+    let overlap = dead.iter().filter(|d| seen.contains(d)).count();
+    assert!(overlap <= 1, "{overlap} both delivered and dead");
+    seen.extend(dead);
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 20, "{seen:?}");
+    for letter in &letters {
+        let reason = letter["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("approval revoked") && reason.contains("grondslag vervallen"),
+            "{reason}"
+        );
+    }
+    // The subscriber cannot undo the revocation by redelivering.
+    let first = letters[0]["id"].as_str().unwrap();
+    let redeliver = hub
+        .call(
+            Method::POST,
+            &format!("/v1/subscriptions/{subscription}/dead-letters/{first}/redeliver"),
+            tokens::KVK,
+            None,
+        )
+        .await
+        .assert_problem(403);
+    assert!(
+        redeliver.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("revoked"),
+        "{}",
+        redeliver.body
+    );
+    // Granted again, events flow again, and the dead letter can be redelivered.
+    let again = decide(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        &entry,
+        &subscription,
+        json!({"state": "granted", "reason": "nieuwe grondslag"}),
+    )
+    .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    let redelivered = hub
+        .call(
+            Method::POST,
+            &format!("/v1/subscriptions/{subscription}/dead-letters/{first}/redeliver"),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(redelivered.status, 202, "{}", redelivered.body);
+    sink.answer_always(Reply::status(204));
+    let receipt = publish(&hub, "granted-again").await;
+    assert_eq!(receipt["matchedSubscriptions"], 1, "{receipt}");
+    let received = sink.wait_for(delivered + 2, Duration::from_secs(10)).await;
+    assert!(ids(&received).contains(&"granted-again".to_owned()));
+}
+
+#[tokio::test]
+async fn a_new_entry_asks_existing_subscriptions_and_the_owners_own_is_granted() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let kvk = subscribe(&hub, tokens::KVK, &sink, json!({})).await;
+    // Admins subscribe too; this one will own the entry.
+    let admin_sink = Sink::start().await;
+    let admins = subscribe(&hub, tokens::ADMIN, &admin_sink, json!({})).await;
+    // A subscription for other types is not asked.
+    let other = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::KVK,
+            Some(json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.kvk.inschrijving"]})),
+        )
+        .await;
+    assert_eq!(other.status, 201, "{}", other.body);
+
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/eventtypes",
+            tokens::ADMIN,
+            Some(
+                json!({"source": PREFIX, "type": TYPE, "approval": "approval-required",
+                        "description": "Verhuizingen."}),
+            ),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let entry = created.body["id"].as_str().unwrap();
+
+    let all = hub
+        .call(Method::GET, "/v1/approvals", tokens::ADMIN, None)
+        .await;
+    let states: Vec<(&str, &str)> = all
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["subscription"].as_str().unwrap(),
+                g["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(states.len(), 2, "{}", all.body);
+    assert!(states.contains(&(kvk.as_str(), "requested")));
+    assert!(states.contains(&(admins.as_str(), "granted")));
+    // Even an admin does not decide on its own subscription.
+    decide(
+        &hub,
+        tokens::ADMIN,
+        entry,
+        &admins,
+        json!({"state": "revoked", "reason": "x"}),
+    )
+    .await
+    .assert_problem(403);
+    // An admin decides on others' entries' requests (here its own entry).
+    let receipt = publish(&hub, "one").await;
+    assert_eq!(
+        receipt["matchedSubscriptions"], 1,
+        "only the owner's own: {receipt}"
+    );
+    admin_sink.wait_for(1, Duration::from_secs(10)).await;
+
+    // Deleting the entry forgets its grants: the type is open again.
+    let deleted = hub
+        .call(
+            Method::DELETE,
+            &format!("/v1/eventtypes/{entry}"),
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(deleted.status, 204);
+    let none = hub
+        .call(Method::GET, "/v1/approvals", tokens::ADMIN, None)
+        .await;
+    assert_eq!(none.body, json!([]));
+    let receipt = publish(&hub, "two").await;
+    assert_eq!(receipt["matchedSubscriptions"], 2, "{receipt}");
+}
