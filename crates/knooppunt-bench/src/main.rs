@@ -5,6 +5,7 @@
 
 #![allow(clippy::print_stdout)]
 
+mod approvals;
 mod deliver;
 mod fanout;
 mod identity;
@@ -54,6 +55,31 @@ enum Workload {
         skip_baseline: bool,
         /// Seconds of load sent to each server first and not counted (caches, allocator and
         /// in-memory indexes warm up).
+        #[arg(long, default_value_t = 3)]
+        warmup_seconds: u64,
+    },
+    /// What approval by the data owner costs: ingest with a catalog and many subscriptions,
+    /// every entry open, next to half the subscriptions approval-bound (and granted).
+    Approvals {
+        /// How long each measurement runs.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Concurrent connections.
+        #[arg(long, default_value_t = 64)]
+        connections: usize,
+        /// Size of each event's JSON, in bytes.
+        #[arg(long, default_value_t = 1024)]
+        event_bytes: usize,
+        /// Subscriptions on the hub (every event matches one in a hundred).
+        #[arg(long, default_value_t = 10_000)]
+        subscriptions: usize,
+        /// Catalog entries (100 cover the bench's event types).
+        #[arg(long, default_value_t = 1000)]
+        entries: usize,
+        /// Each configuration is measured this many times, alternating.
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+        /// Seconds of load first, not counted.
         #[arg(long, default_value_t = 3)]
         warmup_seconds: u64,
     },
@@ -493,6 +519,22 @@ fn main() -> anyhow::Result<()> {
                         100.0 * ingest.rate / baseline.rate
                     );
                 }
+            }
+            Workload::Approvals {
+                seconds,
+                connections,
+                event_bytes,
+                subscriptions,
+                entries,
+                rounds,
+                warmup_seconds,
+            } => {
+                let shape = Shape {
+                    seconds,
+                    connections,
+                    event_bytes,
+                };
+                approvals::run(shape, warmup_seconds, subscriptions, entries, rounds).await?;
             }
             Workload::Identity {
                 seconds,
