@@ -121,7 +121,7 @@ fn the_crates_depend_only_as_architecture_md_says() {
     let store: Vec<String> = graph.direct("knooppunt-store").into_iter().collect();
     assert_eq!(
         store,
-        ["serde_json", "thiserror"],
+        ["serde", "serde_json", "sha2", "thiserror"],
         "the neutral store's dependencies"
     );
     let backends = [
@@ -199,6 +199,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "catalog",
             "lifecycle",
             "principals",
+            "audit",
             "telemetry",
             "identity",
             "server",
@@ -212,6 +213,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "catalog",
             "lifecycle",
             "principals",
+            "audit",
             "telemetry",
             "identity",
             "server",
@@ -221,11 +223,12 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
         "ingest",
         &["approvals", "catalog", "lifecycle", "telemetry", "identity"],
     ),
-    ("approvals", &["catalog", "lifecycle", "identity"]),
+    ("approvals", &["catalog", "lifecycle", "audit", "identity"]),
     ("catalog", &["identity"]),
     ("principals", &["identity"]),
     ("lifecycle", &["registry", "identity"]),
     ("registry", &[]),
+    ("audit", &[]),
     ("telemetry", &[]),
     ("server", &["identity"]),
     ("identity", &[]),

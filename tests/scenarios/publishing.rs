@@ -613,6 +613,21 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'_, ()> {
         self.inner.record(changes)
     }
+    fn append_audit(
+        &self,
+        records: Vec<knooppunt_store::AuditRecord>,
+    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::AuditEntry>> {
+        self.inner.append_audit(records)
+    }
+    fn audit_entries(
+        &self,
+        range: knooppunt_store::AuditRange,
+    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::AuditEntry>> {
+        self.inner.audit_entries(range)
+    }
+    fn sweep_audit(&self, before_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
+        self.inner.sweep_audit(before_ms)
+    }
     fn pending_seqs<'a>(
         &'a self,
         s: &'a str,

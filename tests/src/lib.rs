@@ -228,6 +228,26 @@ impl TestHub {
         TestHub::start_in(data, options, store_options).await
     }
 
+    /// Stops the hub, lets `edit` change what is in its data directory (as someone with
+    /// access to the disk could), and starts it again.
+    pub async fn restart_after_editing(self, edit: impl FnOnce(&std::path::Path)) -> TestHub {
+        let TestHub {
+            hub,
+            store,
+            data,
+            options,
+            store_options,
+            shutdown,
+            task,
+            ..
+        } = self;
+        let _ = shutdown.send(());
+        task.await.unwrap();
+        drop((hub, store));
+        edit(data.path());
+        TestHub::start_in(data, options, store_options).await
+    }
+
     /// The sequence numbers of a subscription's pending deliveries, as the store has them.
     pub async fn store_pending(&self, subscription: &str) -> Vec<u64> {
         use knooppunt_store::Inspect;

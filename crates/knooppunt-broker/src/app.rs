@@ -7,9 +7,10 @@
 use std::sync::Arc;
 
 use knooppunt_delivery::Deliverer;
-use knooppunt_store::{ConfigDefaults, QueueStats, Store, StoreError};
+use knooppunt_store::{AuditEntry, AuditRange, ConfigDefaults, QueueStats, Store, StoreError};
 
 use crate::approvals::Approvals;
+use crate::audit::Audit;
 use crate::catalog::Catalog;
 use crate::identity::{self, Authentication};
 use crate::ingest::{IngestOptions, Pipeline, Services};
@@ -50,6 +51,8 @@ pub struct HubOptions {
     pub resync_interval: std::time::Duration,
     /// How long a subscription's previous signing secret keeps signing after a rotation.
     pub signing_overlap: std::time::Duration,
+    /// How long audit entries are kept.
+    pub audit_retention: std::time::Duration,
 }
 
 impl HubOptions {
@@ -70,6 +73,7 @@ impl HubOptions {
             tls: None,
             resync_interval: std::time::Duration::from_secs(1),
             signing_overlap: std::time::Duration::from_secs(24 * 3600),
+            audit_retention: std::time::Duration::from_secs(365 * 24 * 3600),
         }
     }
 }
@@ -84,6 +88,9 @@ pub(crate) struct AppState {
     pub(crate) catalog: Arc<Catalog>,
     /// The one writer of grants: the data owners' approvals.
     pub(crate) approvals: Arc<Approvals>,
+    /// The audit trail's writer.
+    pub(crate) audit: Arc<Audit>,
+    audit_retention: std::time::Duration,
     pub(crate) authentication: Authentication,
     /// The one writer of principals, and the table requests are authenticated against.
     pub(crate) principals: Principals,
@@ -142,11 +149,16 @@ impl AppState {
         let principals = Principals::load(Arc::clone(&store)).await?;
         let catalog =
             Arc::new(Catalog::load(Arc::clone(&store), options.ingest.reserve_oin_sources).await?);
+        let (stop, _) = tokio::sync::watch::channel(false);
+        let (audit, audit_writer) = Audit::new(Arc::clone(&store), stop.subscribe());
+        let audit = Arc::new(audit);
+        let audit_writer = tokio::spawn(audit_writer);
         let approvals = Arc::new(
             Approvals::load(
                 Arc::clone(&store),
                 Arc::clone(&catalog),
                 Arc::clone(&subscriptions),
+                Arc::clone(&audit),
             )
             .await?,
         );
@@ -174,12 +186,13 @@ impl AppState {
             },
             options.eval_limits,
         );
-        let (stop, _) = tokio::sync::watch::channel(false);
         let state = Arc::new(AppState {
             subscriptions,
             publishing,
             catalog,
             approvals,
+            audit,
+            audit_retention: options.audit_retention,
             authentication: options.authentication,
             principals,
             issuers: identity::tokens::Issuers::new(issuers),
@@ -216,11 +229,12 @@ impl AppState {
         let sweeper = tokio::spawn(sweep_periodically(Arc::clone(&state)));
         let retiring = tokio::spawn(follow_gone(Arc::clone(&state), retirements));
         let resyncing = tokio::spawn(follow_other_hubs(Arc::clone(&state)));
-        state
-            .background
-            .lock()
-            .expect("background lock")
-            .extend([sweeper, retiring, resyncing]);
+        state.background.lock().expect("background lock").extend([
+            sweeper,
+            retiring,
+            resyncing,
+            audit_writer,
+        ]);
         Ok(state)
     }
 
@@ -238,6 +252,81 @@ impl AppState {
     /// Whether the store takes writes now (for `/readyz`).
     pub(crate) async fn store_check(&self) -> Result<(), StoreError> {
         self.store.check().await
+    }
+
+    /// Up to `size` audit entries after `after` that `picks` chooses, reading at most
+    /// `scan_limit` entries; and where to go on when there may be more.
+    pub(crate) async fn audit_page(
+        &self,
+        after: Option<u64>,
+        size: usize,
+        scan_limit: usize,
+        picks: impl Fn(&AuditEntry) -> bool,
+    ) -> Result<(Vec<AuditEntry>, Option<u64>), StoreError> {
+        const CHUNK: usize = 500;
+        let (mut found, mut cursor, mut scanned) = (Vec::new(), after, 0);
+        loop {
+            let limit = CHUNK.min(scan_limit - scanned);
+            let chunk = self
+                .store
+                .audit_entries(AuditRange {
+                    after: cursor,
+                    limit,
+                })
+                .await?;
+            scanned += chunk.len();
+            let ended = chunk.len() < limit;
+            for entry in chunk {
+                cursor = Some(entry.seq);
+                if picks(&entry) {
+                    found.push(entry);
+                    if found.len() == size {
+                        return Ok((found, cursor));
+                    }
+                }
+            }
+            if ended {
+                return Ok((found, None));
+            }
+            if scanned >= scan_limit {
+                return Ok((found, cursor));
+            }
+        }
+    }
+
+    /// Checks the whole audit chain, a page at a time.
+    pub(crate) async fn verify_audit(&self) -> Result<serde_json::Value, StoreError> {
+        let (mut checked, mut first, mut last) = (0u64, None, None::<(u64, String)>);
+        loop {
+            let page = self
+                .store
+                .audit_entries(AuditRange {
+                    after: last.as_ref().map(|(seq, _)| *seq),
+                    limit: 1000,
+                })
+                .await?;
+            if page.is_empty() {
+                return Ok(serde_json::json!({
+                    "intact": true, "entries": checked,
+                    "first": first, "last": last.map(|(seq, _)| seq),
+                }));
+            }
+            first = first.or(page.first().map(|e| e.seq));
+            let previous = last.as_ref().map(|(seq, hash)| (*seq, hash.as_str()));
+            match knooppunt_store::verify_audit(previous, &page) {
+                Ok(end) => {
+                    checked += page.len() as u64;
+                    last = end;
+                }
+                Err(broken) => {
+                    tracing::error!(entry = broken.seq, why = %broken.why, "The audit trail is broken.");
+                    return Ok(serde_json::json!({
+                        "intact": false, "entries": checked, "first": first,
+                        "brokenAt": broken.seq, "why": broken.why,
+                    }));
+                }
+            }
+        }
     }
 
     /// The delivery queues' sizes (for `/metrics`).
@@ -354,6 +443,15 @@ async fn sweep_periodically(state: Arc<AppState>) {
             ),
             Ok(_) => {}
             Err(error) => tracing::warn!(%error, "Retention sweep failed; it will run again."),
+        }
+        let before =
+            knooppunt_store::now_ms().saturating_sub(state.audit_retention.as_millis() as u64);
+        match state.store.sweep_audit(before).await {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(removed, "Audit entries past retention removed."),
+            Err(error) => {
+                tracing::warn!(%error, "The audit retention sweep failed; it will run again.")
+            }
         }
     }
 }

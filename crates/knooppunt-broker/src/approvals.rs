@@ -25,12 +25,10 @@ use knooppunt_store::{
     Subscription, TypeMatch, now_ms,
 };
 
+use crate::audit::{Action, Audit, Context, HUB};
 use crate::catalog::Catalog;
 use crate::identity::Principal;
 use crate::lifecycle::{Redelivered, Subscriptions};
-
-/// Who decides on a subscription of the entry's own owner: nobody needs to.
-pub(crate) const OWN_SUBSCRIPTION: &str = "knooppunt";
 
 /// The longest reason a decision may give, in characters.
 pub(crate) const MAX_REASON: usize = 1000;
@@ -52,6 +50,14 @@ pub(crate) enum Refused {
     /// A member of the decision cannot be used (its name, and why).
     #[error("{0}: {1}")]
     Invalid(&'static str, String),
+}
+
+/// A decision as made: the grant, whom it concerns (the entry's owner and the subscriber),
+/// and how many queued deliveries a revocation withdrew.
+pub(crate) struct Decided {
+    pub(crate) grant: Arc<Grant>,
+    pub(crate) concerns: Vec<String>,
+    pub(crate) withdrawn: u64,
 }
 
 /// Which grants a list shows.
@@ -123,6 +129,7 @@ pub(crate) struct Approvals {
     store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
     subscriptions: Arc<Subscriptions>,
+    audit: Arc<Audit>,
     grants: RwLock<Grants>,
     writes: tokio::sync::Mutex<()>,
     /// Held shared by a publish of gated events from routing until its deliveries are on
@@ -144,12 +151,14 @@ impl Approvals {
         store: Arc<dyn Store>,
         catalog: Arc<Catalog>,
         subscriptions: Arc<Subscriptions>,
+        audit: Arc<Audit>,
     ) -> Result<Approvals, StoreError> {
         let grants = Grants::build(store.grants().await?);
         Ok(Approvals {
             store,
             catalog,
             subscriptions,
+            audit,
             grants: RwLock::new(grants),
             writes: tokio::sync::Mutex::new(()),
             routing: tokio::sync::RwLock::new(()),
@@ -308,7 +317,7 @@ impl Approvals {
             },
             requested_at: now,
             decision: own.then(|| Decision {
-                by: OWN_SUBSCRIPTION.into(),
+                by: HUB.into(),
                 at: now,
                 reason: Some("the data owner's own subscription".into()),
             }),
@@ -319,10 +328,23 @@ impl Approvals {
                     entry = %entry.id, subscription = %subscription.id,
                     state = grant.state.as_str(), "Approval requested."
                 );
+                let state = grant.state;
                 self.grants
                     .write()
                     .expect("grants lock")
                     .put(Arc::new(grant));
+                let hub = Context {
+                    actor: Some(HUB.into()),
+                    ..Context::default()
+                };
+                let action = Action::new(
+                    "approval.request",
+                    format!("approval/{}/{}", entry.id, subscription.id),
+                    serde_json::json!({"state": state.as_str(), "eventtype": entry.id,
+                                       "subscription": subscription.id}),
+                )
+                .concerning([entry.owner.clone(), subscription.owner.clone()]);
+                self.audit.record(&hub, action).await;
             }
             Err(error) => tracing::warn!(
                 entry = %entry.id, subscription = %subscription.id, %error,
@@ -381,7 +403,7 @@ impl Approvals {
         subscription_id: &str,
         state: GrantState,
         reason: Option<String>,
-    ) -> Result<Arc<Grant>, Refused> {
+    ) -> Result<Decided, Refused> {
         let _writer = self.writes.lock().await;
         let not_found = || {
             Refused::NotFound(format!(
@@ -462,11 +484,19 @@ impl Approvals {
             entry = entry_id, subscription = subscription_id, by = %principal.name,
             state = state.as_str(), "Approval decided."
         );
+        let mut withdrawn = 0;
         if state == GrantState::Revoked {
             let reason = revocation_reason(entry_id, grant.decision.as_ref());
-            self.withdraw(entry_id, subscription_id, &reason).await?;
+            withdrawn = self.withdraw(entry_id, subscription_id, &reason).await?;
         }
-        Ok(grant)
+        Ok(Decided {
+            grant,
+            concerns: [Some(entry.owner.clone()), subscriber]
+                .into_iter()
+                .flatten()
+                .collect(),
+            withdrawn,
+        })
     }
 
     /// Puts dead letter `seq` of subscription `id` back into its queue, unless its event is
@@ -509,9 +539,9 @@ impl Approvals {
         entry: &str,
         subscription: &str,
         reason: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<u64, StoreError> {
         let Some(entry) = self.catalog.get(entry) else {
-            return Ok(());
+            return Ok(0);
         };
         let covered = move |event: &StoredEvent| {
             event_type(&event.json).is_some_and(|ty| entry.covers(&event.source, &ty))
@@ -527,7 +557,7 @@ impl Approvals {
                 "Queued deliveries withdrawn: approval revoked."
             );
         }
-        Ok(())
+        Ok(withdrawn)
     }
 }
 

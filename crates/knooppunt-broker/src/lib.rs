@@ -13,6 +13,7 @@
 pub mod api;
 mod app;
 mod approvals;
+mod audit;
 mod catalog;
 pub mod identity;
 pub mod ingest;

@@ -43,6 +43,7 @@ use self::records::{CatalogRecord, GrantRecord, PrincipalRecord, SubscriptionRec
 use knooppunt_store::{
     Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent, Swept,
 };
+use knooppunt_store::{AuditEntry, AuditRange, AuditRecord};
 use knooppunt_store::{
     CatalogEntry, Grant, Store, StoreError, StoreFuture, StoredPrincipal, Subscription,
 };
@@ -84,6 +85,8 @@ struct Inner {
     /// The group commit of the event log, shared with its committer thread.
     log: Arc<Shared>,
     committer: Mutex<Option<JoinHandle<()>>>,
+    /// Held while audit entries are chained and inserted: one chain.
+    audit_writer: Mutex<()>,
 }
 
 #[derive(Debug, Clone)]
@@ -93,6 +96,8 @@ struct Trees {
     principals: sled::Tree,
     catalog: sled::Tree,
     grants: sled::Tree,
+    /// The audit trail: sequence number (big endian) → the entry as JSON.
+    audit: sled::Tree,
 }
 
 impl Drop for Inner {
@@ -104,6 +109,11 @@ impl Drop for Inner {
             let _ = committer.join();
         }
     }
+}
+
+fn decode_audit(bytes: &[u8]) -> Result<AuditEntry, StoreError> {
+    serde_json::from_slice(bytes)
+        .map_err(|error| StoreError::Corrupt(format!("an audit entry is unreadable: {error}")))
 }
 
 fn backend(error: sled::Error) -> StoreError {
@@ -205,6 +215,7 @@ impl SledStore {
             principals: tree("principals")?,
             catalog: tree("catalog")?,
             grants: tree("grants")?,
+            audit: tree("audit")?,
             db: db.clone(),
         };
         let mut queues = Queues::default();
@@ -242,6 +253,7 @@ impl SledStore {
                 commit: GroupCommit::default(),
                 log: shared,
                 committer: Mutex::new(Some(committer)),
+                audit_writer: Mutex::new(()),
             }),
         })
     }
@@ -541,6 +553,80 @@ impl Store for SledStore {
             }
             self.commit().await?;
             Ok(true)
+        })
+    }
+
+    fn append_audit(&self, records: Vec<AuditRecord>) -> StoreFuture<'_, Vec<AuditEntry>> {
+        Box::pin(async move {
+            self.writable()?;
+            let entries = {
+                let _writer = self.inner.audit_writer.lock().expect("audit lock");
+                let tree = &self.inner.trees.audit;
+                let (mut seq, mut prev) = match tree.last().map_err(backend)? {
+                    Some((_, bytes)) => {
+                        let last = decode_audit(&bytes)?;
+                        (last.seq, last.hash)
+                    }
+                    None => (0, knooppunt_store::GENESIS.to_owned()),
+                };
+                let mut entries = Vec::with_capacity(records.len());
+                let mut batch = sled::Batch::default();
+                for record in records {
+                    seq += 1;
+                    let entry = AuditEntry::seal(seq, record, &prev);
+                    prev.clone_from(&entry.hash);
+                    batch.insert(
+                        &seq.to_be_bytes(),
+                        serde_json::to_vec(&entry).expect("entries always serialise"),
+                    );
+                    entries.push(entry);
+                }
+                tree.apply_batch(batch).map_err(backend)?;
+                entries
+            };
+            self.commit().await?;
+            Ok(entries)
+        })
+    }
+
+    fn audit_entries(&self, range: AuditRange) -> StoreFuture<'_, Vec<AuditEntry>> {
+        Box::pin(async move {
+            let start = range.after.map_or(0, |after| after.saturating_add(1));
+            self.inner
+                .trees
+                .audit
+                .range(start.to_be_bytes()..)
+                .values()
+                .take(range.limit)
+                .map(|bytes| decode_audit(&bytes.map_err(backend)?))
+                .collect()
+        })
+    }
+
+    fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            self.writable()?;
+            let mut removed = 0;
+            {
+                let _writer = self.inner.audit_writer.lock().expect("audit lock");
+                let tree = &self.inner.trees.audit;
+                // The newest entry stays, whatever its age: it carries the chain on.
+                let last = tree.last().map_err(backend)?.map(|(key, _)| key);
+                for item in tree.iter() {
+                    let (key, bytes) = item.map_err(backend)?;
+                    if Some(&key) == last.as_ref()
+                        || decode_audit(&bytes)?.record.start_time >= before_ms
+                    {
+                        break;
+                    }
+                    tree.remove(key).map_err(backend)?;
+                    removed += 1;
+                }
+            }
+            if removed > 0 {
+                self.commit().await?;
+            }
+            Ok(removed)
         })
     }
 

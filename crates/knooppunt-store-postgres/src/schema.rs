@@ -154,6 +154,20 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (entry, subscription)
     );
     "#,
+    // 8: the audit trail (the entry as JSON text, exactly as it was hashed), and its head:
+    // the last entry's number and hash, one row, locked while entries are chained on.
+    r#"
+    CREATE TABLE audit (
+        seq bigint PRIMARY KEY,
+        start_time bigint NOT NULL,
+        entry text NOT NULL
+    );
+    CREATE TABLE audit_head (
+        seq bigint NOT NULL,
+        hash text NOT NULL
+    );
+    INSERT INTO audit_head VALUES (0, '0000000000000000000000000000000000000000000000000000000000000000');
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

@@ -9,6 +9,7 @@
 //! on due deliveries for the delivery workers, durable attempt results (delivered, retry,
 //! dead letter), dead letters, and a retention sweep.
 
+mod audit;
 mod catalog;
 mod principal;
 mod queue;
@@ -17,6 +18,7 @@ mod subscription;
 use std::future::Future;
 use std::pin::Pin;
 
+pub use audit::{AuditEntry, AuditRange, AuditRecord, Broken, GENESIS, verify as verify_audit};
 pub use catalog::{
     ApprovalPolicy, CatalogEntry, Decision, Grant, GrantState, SchemaCheck, TypeMatch,
 };
@@ -126,6 +128,19 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every grant, by entry and then subscription.
     fn grants(&self) -> StoreFuture<'_, Vec<Grant>>;
+
+    /// Appends records to the audit trail, each chained after the one before
+    /// ([`AuditEntry::seal`]; with several hubs, one chain in the store's order), and returns
+    /// their entries once they are on disk (committed).
+    fn append_audit(&self, records: Vec<AuditRecord>) -> StoreFuture<'_, Vec<AuditEntry>>;
+
+    /// Audit entries in sequence order.
+    fn audit_entries(&self, range: AuditRange) -> StoreFuture<'_, Vec<AuditEntry>>;
+
+    /// Removes the oldest audit entries whose `start_time` is before `before_ms`, stopping at
+    /// the first that is not (the trail stays one chain, anchored at its oldest entry);
+    /// returns how many.
+    fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64>;
 
     /// A number that changes whenever any hub sharing this store changes a subscription or
     /// a principal, so that each hub can tell when to reload them. A backend only one hub writes (the

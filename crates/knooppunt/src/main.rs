@@ -81,6 +81,12 @@ enum Command {
     /// List, show, create and delete the event type catalog's entries on a running hub.
     #[command(subcommand)]
     Eventtypes(client::eventtypes::EventTypesCommand),
+    /// List and decide the data owners' approvals on a running hub.
+    #[command(subcommand)]
+    Approvals(client::approvals::ApprovalsCommand),
+    /// Read, export and verify the audit trail (a running hub's, or an export).
+    #[command(subcommand)]
+    Audit(client::audit::AuditCommand),
     /// List and redeliver a subscription's dead letters on a running hub.
     #[command(subcommand)]
     DeadLetters(client::dead_letters::DeadLettersCommand),
@@ -160,6 +166,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Subscriptions(command) => client::run(client::subscriptions::run(command)),
         Command::DeadLetters(command) => client::run(client::dead_letters::run(command)),
         Command::Eventtypes(command) => client::run(client::eventtypes::run(command)),
+        Command::Approvals(command) => client::run(client::approvals::run(command)),
+        Command::Audit(command) => client::run(client::audit::run(command)),
         Command::Principals(command) => client::run(client::principals::run(command)),
         Command::Check {
             store: true,

@@ -591,3 +591,82 @@ async fn catalog_entries_are_created_listed_shown_and_deleted() {
     let gone = knooppunt(&url, &["eventtypes", "get", &id]).await;
     assert_eq!(gone.status.code(), Some(1), "a refusal exits with 1");
 }
+
+#[tokio::test]
+async fn approvals_are_decided_and_the_audit_trail_exported_and_verified() {
+    let (hub, dir, sink) = hub_and_sink().await;
+    let url = hub.url("");
+    let created = succeeded(
+        &knooppunt(
+            &url,
+            &[
+                "eventtypes",
+                "create",
+                "--source",
+                "urn:nld:oin:00000001823288444000:",
+                "--type",
+                TYPE,
+                "--description",
+                "Verhuisd.",
+                "--approval-required",
+            ],
+        )
+        .await,
+    );
+    assert!(created.contains("(approval required)"), "{created}");
+    let entry = created
+        .lines()
+        .find_map(|line| line.strip_prefix("created "))
+        .expect("the id")
+        .to_owned();
+    // The admin's own subscription is granted at once (it owns the entry).
+    let subscription = create_subscription(&url, &sink).await;
+    let listed = succeeded(&knooppunt(&url, &["approvals", "list"]).await);
+    assert!(
+        listed.contains(&subscription) && listed.contains("granted"),
+        "{listed}"
+    );
+    let own = knooppunt(
+        &url,
+        &[
+            "approvals",
+            "decide",
+            &entry,
+            &subscription,
+            "--state",
+            "revoked",
+            "--reason",
+            "test",
+        ],
+    )
+    .await;
+    assert_eq!(own.status.code(), Some(1));
+    assert!(stderr(&own).contains("own approval"), "{}", stderr(&own));
+
+    // The trail verifies at the hub and as an export; an edited export names the entry.
+    let verified = succeeded(&knooppunt(&url, &["audit", "verify"]).await);
+    assert!(verified.contains("intact"), "{verified}");
+    let listed = succeeded(&knooppunt(&url, &["audit", "list", "--name", "eventtype"]).await);
+    assert!(listed.contains("eventtype.create"), "{listed}");
+    let export = dir.path().join("audit.jsonl");
+    let export_arg = export.to_str().unwrap();
+    succeeded(&knooppunt(&url, &["audit", "export", "--out", export_arg]).await);
+    let offline = succeeded(&knooppunt(&url, &["audit", "verify", "--file", export_arg]).await);
+    assert!(offline.contains("intact"), "{offline}");
+    let text = std::fs::read_to_string(&export).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 3, "{text}");
+    let mut second: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+    let seq = second["seq"].as_u64().unwrap();
+    second["actor"] = serde_json::json!("someone-else");
+    let mut edited: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+    edited[1] = second.to_string();
+    std::fs::write(&export, edited.join("\n")).unwrap();
+    let broken = knooppunt(&url, &["audit", "verify", "--file", export_arg]).await;
+    assert_eq!(broken.status.code(), Some(2), "{}", stdout(&broken));
+    assert!(
+        stdout(&broken).contains(&format!("BROKEN at entry {seq}")),
+        "{}",
+        stdout(&broken)
+    );
+}

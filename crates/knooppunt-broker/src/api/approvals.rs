@@ -14,11 +14,13 @@ use knooppunt_store::{CatalogEntry, Grant, GrantState};
 use serde_json::{Value, json};
 
 use super::JsonBody;
+use super::audit::RequestAudit;
 use super::auth::Caller;
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
 use crate::approvals::{Refused, Selection};
+use crate::audit::Action;
 
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT";
 
@@ -162,15 +164,29 @@ pub(crate) async fn get(
 pub(crate) async fn decide(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     Path((entry, subscription)): Path<(String, String)>,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let (decision, reason) = read_decision(&body)?;
-    let grant = state
+    let decided = state
         .approvals
-        .decide(&caller.0, &entry, &subscription, decision, reason)
+        .decide(&caller.0, &entry, &subscription, decision, reason.clone())
         .await?;
-    Ok(Json(resource(&state, &grant)).into_response())
+    let name = match decision {
+        GrantState::Granted => "approval.grant",
+        GrantState::Refused => "approval.refuse",
+        _ => "approval.revoke",
+    };
+    let action = Action::new(
+        name,
+        format!("approval/{entry}/{subscription}"),
+        json!({"state": decision.as_str(), "reason": reason, "eventtype": entry,
+               "subscription": subscription, "withdrawnDeliveries": decided.withdrawn}),
+    )
+    .concerning(decided.concerns);
+    state.audit.record(&audit.of(&caller), action).await;
+    Ok(Json(resource(&state, &decided.grant)).into_response())
 }
 
 /// The members a decision has; the grant's read-only members may be sent back.

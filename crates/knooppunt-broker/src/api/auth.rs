@@ -12,6 +12,7 @@ use http::header::AUTHORIZATION;
 use http::request::Parts;
 use sha2::{Digest, Sha256};
 
+use super::audit::RequestAudit;
 use super::problem::ApiError;
 use crate::app::AppState;
 pub(crate) use crate::identity::ClientCertificate;
@@ -93,10 +94,21 @@ fn by_certificate(state: &AppState, certificate: &ClientCertificate) -> Result<C
 impl FromRequestParts<Arc<AppState>> for Caller {
     type Rejection = ApiError;
 
+    /// Authenticates, and tells the request's audit context who it is.
     async fn from_request_parts(
         parts: &mut Parts,
         state: &Arc<AppState>,
     ) -> Result<Self, Self::Rejection> {
+        let caller = authenticate(parts, state).await;
+        if let (Ok(caller), Some(request)) = (&caller, parts.extensions.get::<RequestAudit>()) {
+            request.identify(&caller.0);
+        }
+        caller
+    }
+}
+
+async fn authenticate(parts: &mut Parts, state: &Arc<AppState>) -> Result<Caller, ApiError> {
+    {
         if let Authentication::Disabled = &state.authentication {
             return Ok(Caller(Arc::new(Principal::development())));
         }

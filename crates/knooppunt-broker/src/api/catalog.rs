@@ -16,10 +16,12 @@ use serde_json::{Value, json};
 
 use super::BASE_PATH;
 use super::JsonBody;
+use super::audit::RequestAudit;
 use super::auth::Caller;
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
+use crate::audit::Action;
 use crate::catalog::{Draft, Refused};
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
@@ -238,11 +240,18 @@ pub(crate) async fn list(
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let draft = read(&body)?;
     let entry = state.catalog.create(&caller.0, draft).await?;
     tracing::info!(entry = %entry.id, by = %caller.0.name, "Catalog entry created.");
+    let action = Action::new(
+        "eventtype.create",
+        format!("eventtype/{}", entry.id),
+        json!({"after": resource(&entry)}),
+    );
+    state.audit.record(&audit.of(&caller), action).await;
     state.approvals.entry_saved(&entry).await;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/eventtypes/{}", entry.id))
         .expect("ids are header-safe");
@@ -266,6 +275,7 @@ pub(crate) async fn get(
 pub(crate) async fn replace(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     Path(id): Path<String>,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
@@ -287,6 +297,13 @@ pub(crate) async fn replace(
         .await?
         .ok_or_else(|| not_found(&id))?;
     tracing::info!(entry = %id, by = %caller.0.name, "Catalog entry replaced.");
+    let action = Action::new(
+        "eventtype.replace",
+        format!("eventtype/{id}"),
+        json!({"after": resource(&entry)}),
+    )
+    .concerning([entry.owner.clone()]);
+    state.audit.record(&audit.of(&caller), action).await;
     state.approvals.entry_saved(&entry).await;
     Ok(Json(resource(&entry)).into_response())
 }
@@ -294,12 +311,17 @@ pub(crate) async fn replace(
 pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
+    let owner = state.catalog.get(&id).map(|e| e.owner.clone());
     if !state.catalog.delete(&caller.0, &id).await? {
         return Err(not_found(&id));
     }
     tracing::info!(entry = %id, by = %caller.0.name, "Catalog entry deleted.");
+    let action =
+        Action::new("eventtype.delete", format!("eventtype/{id}"), json!({})).concerning(owner);
+    state.audit.record(&audit.of(&caller), action).await;
     state.approvals.entry_deleted(&id).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

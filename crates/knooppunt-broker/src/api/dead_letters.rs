@@ -13,11 +13,13 @@ use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::DeadLetter;
 use serde_json::{Map, Value, json};
 
+use super::audit::RequestAudit;
 use super::auth::{Caller, Role};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, visible};
 use crate::app::AppState;
+use crate::audit::Action;
 use crate::lifecycle::Redelivered;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET";
@@ -138,6 +140,7 @@ pub(crate) async fn get(
 pub(crate) async fn redeliver(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     Path((id, dead_letter)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     check_access(&state, &caller, &id)?;
@@ -154,6 +157,13 @@ pub(crate) async fn redeliver(
         }
     }
     tracing::info!(subscription = %id, seq, by = %caller.0.name, "Dead letter queued for redelivery.");
+    let action = Action::new(
+        "dead-letter.redeliver",
+        format!("subscription/{id}/dead-letters/{seq}"),
+        json!({"sequence": seq}),
+    )
+    .concerning(state.subscriptions.get(&id).map(|s| s.owner.clone()));
+    state.audit.record(&audit.of(&caller), action).await;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"subscription": id, "sequence": seq, "redelivery": "queued"})),
@@ -165,6 +175,7 @@ pub(crate) async fn redeliver(
 pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     Path((id, dead_letter)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     check_access(&state, &caller, &id)?;
@@ -173,5 +184,12 @@ pub(crate) async fn delete(
         return Err(missing(&id, seq));
     }
     tracing::info!(subscription = %id, seq, by = %caller.0.name, "Dead letter deleted.");
+    let action = Action::new(
+        "dead-letter.delete",
+        format!("subscription/{id}/dead-letters/{seq}"),
+        json!({"sequence": seq}),
+    )
+    .concerning(state.subscriptions.get(&id).map(|s| s.owner.clone()));
+    state.audit.record(&audit.of(&caller), action).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -3,6 +3,7 @@
 //! redirects, and the OpenAPI document at `/v1/openapi.json`.
 
 mod approvals;
+mod audit;
 pub mod auth;
 mod catalog;
 mod consent;
@@ -122,6 +123,11 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
                 .put(approvals::decide)
                 .fallback(not_allowed(approvals::ITEM_ALLOW)),
         )
+        .route("/v1/audit", get(audit::list).fallback(not_allowed("GET")))
+        .route(
+            "/v1/audit/verify",
+            get(audit::verify).fallback(not_allowed("GET")),
+        )
         .route(
             "/v1/principals",
             get(principals::list)
@@ -159,6 +165,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             "/v1/signing-keys",
             get(subscriptions::signing_keys).fallback(not_allowed("GET")),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            audit::track,
+        ))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(move |request, next| {
             crate::server::limit_body_time(body_timeout, request, next)

@@ -935,6 +935,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
             {"name": "principals", "description": "Who may call the API (administrators)."},
             {"name": "event types", "description": "The catalog: what publishers say their events are."},
             {"name": "approvals", "description": "Which subscriptions a data owner lets receive its approval-required events."},
+            {"name": "audit", "description": "The tamper-evident record of who changed what and who was refused."},
             {"name": "api", "description": "This description of the API."}
         ],
         "security": [{"bearerAuth": []}, {"accessToken": []}],
@@ -1278,6 +1279,132 @@ fn add_catalog(document: &mut Value) {
     });
     document["components"]["schemas"]["EventType"] = schema;
     add_approvals(document);
+    add_audit(document);
+}
+
+/// `/audit` and `/audit/verify`: the audit trail.
+fn add_audit(document: &mut Value) {
+    let tagged = |mut operation: Value| {
+        operation["tags"] = json!(["audit"]);
+        operation
+    };
+    let mut page = Map::new();
+    let mut parameters = page_parameters("entries", "The sequence number of the last entry read");
+    let items = parameters.as_array_mut().expect("parameters");
+    for (name, description, format) in [
+        (
+            "from",
+            "Only entries at or after this time (RFC 3339).",
+            Some("date-time"),
+        ),
+        (
+            "until",
+            "Only entries before this time (RFC 3339).",
+            Some("date-time"),
+        ),
+        (
+            "name",
+            "Only entries of this operation, or of every operation under it (`approval` for `approval.grant`, …).",
+            None,
+        ),
+        ("actor", "Only entries of this principal's actions.", None),
+        (
+            "object",
+            "Only entries about this object, or about objects under it (`subscription/<id>`).",
+            None,
+        ),
+    ] {
+        let mut schema = json!({"type": "string"});
+        if let Some(format) = format {
+            schema["format"] = json!(format);
+        }
+        items.push(json!({"name": name, "in": "query", "required": false,
+                          "description": description, "schema": schema}));
+    }
+    page.insert("parameters".into(), parameters);
+    let list = tagged(operation(
+        "listAuditEntries",
+        "Read the audit trail, oldest first: an admin all of it, others what they did and what concerns them \
+         (their subscriptions, their event types). With `Accept: application/x-ndjson` the same page comes as JSON \
+         lines in the trail's own field names (Logboek Dataverwerkingen: `trace_id`, `name`, `start_time`, \
+         `status_code`, `processing_activity_id`, `data_subject_id`), as `knooppunt audit verify --file` checks them. \
+         A page may come back short, with a link to go on: one request reads at most 20,000 entries.",
+        (
+            "200",
+            json!({"description": "A page of entries. A `Link` header with rel=\"next\" points to the next page.",
+            "headers": headers(&[("Link", json!({"description": "RFC 8288 link to the next page, when there may be one.", "schema": {"type": "string"}}))]),
+            "content": {
+                "application/json": {"schema": {"type": "array", "items": {"$ref": "#/components/schemas/AuditEntry"}}},
+                "application/x-ndjson": {"schema": {"type": "string", "description": "One entry per line."}}
+            }}),
+        ),
+        &[BAD_REQUEST, UNAUTHORIZED],
+        page,
+    ));
+    let verify = tagged(operation(
+        "verifyAuditTrail",
+        "Check the whole chain (admins): every entry's hash, and that each names the hash of the one before.",
+        (
+            "200",
+            json!({"description": "The outcome; `intact: false` names the first broken entry.",
+                   "headers": headers(&[]),
+                   "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AuditVerification"}}}}),
+        ),
+        &[
+            UNAUTHORIZED,
+            ("403", "Only an administrator verifies the trail."),
+        ],
+        Map::new(),
+    ));
+    let paths = document["paths"].as_object_mut().expect("paths");
+    paths.insert("/audit".into(), json!({"get": list}));
+    paths.insert("/audit/verify".into(), json!({"get": verify}));
+    let schemas = document["components"]["schemas"]
+        .as_object_mut()
+        .expect("schemas");
+    let text =
+        |description: &str| json!({"type": "string", "nullable": true, "description": description});
+    schemas.insert(
+        "AuditEntry".into(),
+        json!({
+            "type": "object",
+            "description": "One entry of the audit trail.",
+            "required": ["sequence", "startTime", "name", "statusCode", "details", "concerns", "prevHash", "hash"],
+            "properties": {
+                "sequence": {"type": "integer", "format": "int64"},
+                "startTime": {"type": "string", "format": "date-time"},
+                "name": {"type": "string", "description": "The operation, e.g. `subscription.create`, `approval.revoke`, `request.forbidden`."},
+                "statusCode": {"type": "string", "enum": ["OK", "ERROR"], "description": "`ERROR` for a refused request."},
+                "actor": text("The principal that acted (`knooppunt`: the hub itself)."),
+                "actorOin": text("The actor's OIN."),
+                "object": text("What it acted on, e.g. `subscription/<id>`."),
+                "requestId": text("The request's `X-Request-Id`."),
+                "traceId": text("The trace id of the request's `traceparent`."),
+                "processingActivityId": text("The kind of processing (Logboek Dataverwerkingen)."),
+                "dataSubjectId": text("Whom the data is about, when known."),
+                "details": {"type": "object", "description": "What changed, or why it was refused; never a secret."},
+                "concerns": {"type": "array", "items": {"type": "string"}, "description": "The principals it concerns besides the actor."},
+                "prevHash": {"type": "string", "description": "The hash of the entry before it."},
+                "hash": {"type": "string", "description": "SHA-256 over prevHash, the sequence number and the entry."}
+            }
+        }),
+    );
+    schemas.insert(
+        "AuditVerification".into(),
+        json!({
+            "type": "object",
+            "required": ["intact", "entries"],
+            "properties": {
+                "intact": {"type": "boolean"},
+                "entries": {"type": "integer", "format": "int64", "description": "Entries checked."},
+                "first": {"type": "integer", "format": "int64", "nullable": true,
+                          "description": "The oldest entry kept (older ones were removed by retention)."},
+                "last": {"type": "integer", "format": "int64", "nullable": true},
+                "brokenAt": {"type": "integer", "format": "int64", "description": "The first broken entry."},
+                "why": {"type": "string"}
+            }
+        }),
+    );
 }
 
 /// `/approvals` and `/eventtypes/{id}/approvals/{subscription}`: the owners' decisions.

@@ -101,6 +101,7 @@ async fn exposition(state: &AppState) -> Response {
         crate::ingest::now_ms(),
     );
     crate::telemetry::render_worker_health(&mut body, &state.deliverer.health());
+    state.audit.render(&mut body);
     (
         [(
             CONTENT_TYPE,

@@ -16,10 +16,12 @@ use serde_json::{Map, Value, json};
 
 use super::BASE_PATH;
 use super::JsonBody;
+use super::audit::RequestAudit;
 use super::auth::{Caller, Role, hash_token};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
+use crate::audit::Action;
 use crate::principals::FROM_API;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
@@ -174,6 +176,7 @@ pub(crate) async fn list(
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Admin, "create principals")?;
@@ -218,6 +221,13 @@ pub(crate) async fn create(
     record.token_sha256 = token.as_deref().map(hash_token);
     state.principals.create(&caller.0.name, &record).await?;
     tracing::info!(principal = %record.name, by = %caller.0.name, "Principal created.");
+    let action = Action::new(
+        "principal.create",
+        format!("principal/{}", record.name),
+        json!({"after": resource(&record), "tokenIssued": record.token_sha256.is_some()}),
+    )
+    .concerning([record.name.clone()]);
+    state.audit.record(&audit.of(&caller), action).await;
     let mut answer = resource(&record);
     if let Some(token) = token {
         answer["token"] = json!(token);
@@ -244,6 +254,7 @@ pub(crate) async fn get(
 pub(crate) async fn update(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     Path(name): Path<String>,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
@@ -273,12 +284,20 @@ pub(crate) async fn update(
         return Err(not_found(&name));
     }
     tracing::info!(principal = %name, by = %caller.0.name, disabled = record.disabled, "Principal changed.");
+    let action = Action::new(
+        "principal.change",
+        format!("principal/{name}"),
+        json!({"after": resource(&record)}),
+    )
+    .concerning([name.clone()]);
+    state.audit.record(&audit.of(&caller), action).await;
     Ok(Json(resource(&record)).into_response())
 }
 
 pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Admin, "delete principals")?;
@@ -286,6 +305,9 @@ pub(crate) async fn delete(
         return Err(not_found(&name));
     }
     tracing::info!(principal = %name, by = %caller.0.name, "Principal deleted.");
+    let action = Action::new("principal.delete", format!("principal/{name}"), json!({}))
+        .concerning([name.clone()]);
+    state.audit.record(&audit.of(&caller), action).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -293,6 +315,7 @@ pub(crate) async fn delete(
 pub(crate) async fn issue_token(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Admin, "issue tokens")?;
@@ -308,5 +331,12 @@ pub(crate) async fn issue_token(
         return Err(not_found(&name));
     }
     tracing::info!(principal = %name, by = %caller.0.name, "Principal's token issued.");
+    let action = Action::new(
+        "principal.token-issue",
+        format!("principal/{name}"),
+        json!({"note": "a new token replaced the old one (the token itself is never recorded)"}),
+    )
+    .concerning([name.clone()]);
+    state.audit.record(&audit.of(&caller), action).await;
     Ok(Json(json!({"name": name, "token": token})).into_response())
 }

@@ -195,7 +195,9 @@ impl IntoResponse for ApiError {
             invalid_params,
             errors,
         };
+        let refusal = Refusal(body.detail.clone());
         let mut response = (status, Json(body)).into_response();
+        response.extensions_mut().insert(refusal);
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         match &self {
@@ -218,6 +220,10 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// What a problem answer said, for the audit trail of refused requests.
+#[derive(Debug, Clone)]
+pub(crate) struct Refusal(pub(crate) String);
 
 /// Store errors by kind: an unavailable store is 503 (try again), a conflict 409, anything
 /// else (a failed or corrupt backend) 500.

@@ -11,12 +11,14 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_store::{Status, Subscription, now_ms};
 use serde_json::{Value, json};
 
+use super::audit::RequestAudit;
 use super::auth::{Caller, Role};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::subscription_body::{self, SubscriptionInput, representation};
 use super::{BASE_PATH, JsonBody, consent};
 use crate::app::AppState;
+use crate::audit::Action;
 use crate::lifecycle;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
@@ -170,6 +172,7 @@ pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> Value {
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
@@ -199,6 +202,12 @@ pub(crate) async fn create(
         .await?;
     let sink = knooppunt_delivery::redact_sink(&created.sink);
     tracing::info!(subscription = %id, owner = %caller.0.name, %sink, "Subscription created.");
+    let action = Action::new(
+        "subscription.create",
+        format!("subscription/{id}"),
+        json!({"after": resource(&state, &created)}),
+    );
+    state.audit.record(&audit.of(&caller), action).await;
     state.approvals.subscription_saved(&created).await;
     let subscription = consent::handshake(&state, Subscription::clone(&created), &headers).await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/subscriptions/{id}"))
@@ -251,6 +260,7 @@ pub(crate) async fn get(
 pub(crate) async fn replace(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     Path(id): Path<String>,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
@@ -290,6 +300,13 @@ pub(crate) async fn replace(
         .await;
     let sink_changed = replaced.needs_consent;
     tracing::info!(subscription = %id, by = %caller.0.name, sink_changed, "Subscription replaced.");
+    let action = Action::new(
+        "subscription.replace",
+        format!("subscription/{id}"),
+        json!({"after": resource(&state, &replaced.subscription), "sinkChanged": sink_changed}),
+    )
+    .concerning([replaced.subscription.owner.clone()]);
+    state.audit.record(&audit.of(&caller), action).await;
     let subscription = Subscription::clone(&replaced.subscription);
     let subscription = if sink_changed {
         consent::handshake(&state, subscription, &headers).await?
@@ -302,6 +319,7 @@ pub(crate) async fn replace(
 pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "delete subscriptions")?;
@@ -311,6 +329,13 @@ pub(crate) async fn delete(
         .await?
         .ok_or_else(|| not_found(&id))?;
     tracing::info!(subscription = %id, by = %caller.0.name, "Subscription deleted.");
+    let action = Action::new(
+        "subscription.delete",
+        format!("subscription/{id}"),
+        json!({"before": resource(&state, &deleted)}),
+    )
+    .concerning([deleted.owner.clone()]);
+    state.audit.record(&audit.of(&caller), action).await;
     let body = resource(&state, &deleted);
     state.approvals.subscription_deleted(&id).await;
     Ok(Json(body).into_response())
@@ -347,6 +372,7 @@ pub(crate) async fn options_item(
 pub(crate) async fn rotate_signing_secret(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "rotate a subscription's signing secret")?;
@@ -368,6 +394,12 @@ pub(crate) async fn rotate_signing_secret(
         .and_then(|signing| signing.previous.as_ref())
         .map(|(_, until)| knooppunt_event::timestamp::utc_timestamp(*until));
     tracing::info!(subscription = %id, by = %caller.0.name, "Signing secret rotated.");
+    let action = Action::new(
+        "subscription.signing-secret-rotate",
+        format!("subscription/{id}"),
+        json!({"note": "a new signing secret (never recorded); the previous one signs during the overlap"}),
+    );
+    state.audit.record(&audit.of(&caller), action).await;
     let mut body = json!({"signingsecret": secret});
     if let Some(until) = until {
         body["previousValidUntil"] = json!(until);

@@ -53,6 +53,9 @@ pub(crate) enum EventTypesCommand {
         /// A link to their documentation.
         #[arg(long)]
         documentation: Option<String>,
+        /// Only subscriptions you approve receive these events (`knooppunt approvals`).
+        #[arg(long)]
+        approval_required: bool,
     },
     /// Delete an entry (its owner or an admin).
     Delete {
@@ -101,6 +104,7 @@ pub(crate) async fn run(command: EventTypesCommand) -> Outcome {
             prefix,
             description,
             documentation,
+            approval_required,
         } => {
             let client = Client::new(&connection)?;
             let mut body = Map::new();
@@ -113,6 +117,9 @@ pub(crate) async fn run(command: EventTypesCommand) -> Outcome {
             body.insert("description".into(), json!(description));
             if let Some(link) = documentation {
                 body.insert("documentation".into(), json!(link));
+            }
+            if approval_required {
+                body.insert("approval".into(), json!("approval-required"));
             }
             let answer = client
                 .send_json(Method::POST, "/v1/eventtypes", &Value::Object(body))

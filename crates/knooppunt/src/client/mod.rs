@@ -2,6 +2,8 @@
 //! `dead-letters` and `principals`. They print what the hub answered for people, or its JSON with `--json`;
 //! a refusal prints the hub's problem (every invalid field included) and exits with 1.
 
+pub(crate) mod approvals;
+pub(crate) mod audit;
 pub(crate) mod dead_letters;
 pub(crate) mod eventtypes;
 pub(crate) mod principals;
@@ -181,7 +183,7 @@ impl Client {
 }
 
 /// The path of the `rel="next"` link, if there is one.
-fn next_page(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn next_page(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(LINK)
         .iter()

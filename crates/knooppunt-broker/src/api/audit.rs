@@ -1,0 +1,333 @@
+//! The audit trail over HTTP: every request gets an id (`X-Request-Id`, the client's when it
+//! sends a usable one) and its trace id (`traceparent`); a refused one (401, 403) is
+//! recorded with whoever it named; handlers record their changes with [`RequestAudit::of`].
+//! `GET /v1/audit` reads the trail (admins all of it, others what they did or what concerns
+//! them) as pages of JSON or, with `Accept: application/x-ndjson`, as JSON lines in the
+//! trail's own field names; `GET /v1/audit/verify` checks the chain.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::extract::{FromRequestParts, MatchedPath, Query, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::{HeaderValue, StatusCode};
+use knooppunt_event::timestamp::utc_timestamp;
+use knooppunt_store::AuditEntry;
+use serde_json::{Value, json};
+
+use super::auth::Caller;
+use super::page::Page;
+use super::problem::{ApiError, InvalidParam, Refusal};
+use crate::app::AppState;
+use crate::audit::{Action, Context};
+use crate::identity::Principal;
+
+pub(crate) const REQUEST_ID: &str = "x-request-id";
+
+/// A request's ids, and its actor once authenticated.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestAudit {
+    request_id: String,
+    trace_id: Option<String>,
+    actor: Arc<Mutex<Option<Actor>>>,
+}
+
+/// A principal's name and OIN.
+type Actor = (String, Option<String>);
+
+impl RequestAudit {
+    pub(crate) fn identify(&self, principal: &Principal) {
+        *self.actor.lock().expect("actor lock") = Some((
+            principal.name.clone(),
+            principal.oin.as_ref().map(|o| o.as_str().to_owned()),
+        ));
+    }
+
+    /// The context of an action `caller` takes in this request.
+    pub(crate) fn of(&self, caller: &Caller) -> Context {
+        Context {
+            actor: Some(caller.0.name.clone()),
+            actor_oin: caller.0.oin.as_ref().map(|o| o.as_str().to_owned()),
+            request_id: Some(self.request_id.clone()),
+            trace_id: self.trace_id.clone(),
+        }
+    }
+
+    fn context(&self) -> Context {
+        let actor = self.actor.lock().expect("actor lock").clone();
+        Context {
+            actor: actor.as_ref().map(|(name, _)| name.clone()),
+            actor_oin: actor.and_then(|(_, oin)| oin),
+            request_id: Some(self.request_id.clone()),
+            trace_id: self.trace_id.clone(),
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RequestAudit {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<RequestAudit>()
+            .cloned()
+            .ok_or_else(|| ApiError::Internal("the request has no audit context".into()))
+    }
+}
+
+/// A client's request id, if usable: 1 to 128 visible ASCII characters.
+fn client_request_id(value: &HeaderValue) -> Option<String> {
+    let text = value.to_str().ok()?;
+    (!text.is_empty() && text.len() <= 128 && text.bytes().all(|b| b.is_ascii_graphic()))
+        .then(|| text.to_owned())
+}
+
+/// The trace id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`).
+fn trace_id(value: &HeaderValue) -> Option<String> {
+    let mut parts = value.to_str().ok()?.split('-');
+    let (_, trace) = (parts.next()?, parts.next()?);
+    (trace.len() == 32
+        && trace.bytes().all(|b| b.is_ascii_hexdigit())
+        && trace != "00000000000000000000000000000000")
+        .then(|| trace.to_ascii_lowercase())
+}
+
+/// Gives the request its audit context, answers with its id, and records a refusal.
+pub(crate) async fn track(
+    State(state): State<Arc<AppState>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let headers = request.headers();
+    let audit = RequestAudit {
+        request_id: headers
+            .get(REQUEST_ID)
+            .and_then(client_request_id)
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+        trace_id: headers.get("traceparent").and_then(trace_id),
+        actor: Arc::default(),
+    };
+    // The route, not the path: a path can carry a secret (a validation token).
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "(no route)".to_owned(), |m| m.as_str().to_owned());
+    let method = request.method().clone();
+    request.extensions_mut().insert(audit.clone());
+    let mut response = next.run(request).await;
+    if let Ok(id) = HeaderValue::try_from(audit.request_id.as_str()) {
+        response.headers_mut().insert(REQUEST_ID, id);
+    }
+    let status = response.status();
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        let detail = response.extensions().get::<Refusal>().map(|r| r.0.clone());
+        state.audit.refused(
+            &audit.context(),
+            Action::new(
+                if status == StatusCode::UNAUTHORIZED {
+                    "request.unauthenticated"
+                } else {
+                    "request.forbidden"
+                },
+                format!("{method} {route}"),
+                json!({"status": status.as_u16(), "detail": detail}),
+            ),
+        );
+    }
+    response
+}
+
+/// An entry as the API shows it.
+fn resource(entry: &AuditEntry) -> Value {
+    let r = &entry.record;
+    json!({
+        "sequence": entry.seq,
+        "startTime": utc_timestamp(r.start_time),
+        "name": r.name,
+        "statusCode": r.status_code,
+        "actor": r.actor,
+        "actorOin": r.actor_oin,
+        "object": r.object,
+        "requestId": r.request_id,
+        "traceId": r.trace_id,
+        "processingActivityId": r.processing_activity_id,
+        "dataSubjectId": r.data_subject_id,
+        "details": r.details,
+        "concerns": r.concerns,
+        "prevHash": entry.prev_hash,
+        "hash": entry.hash,
+    })
+}
+
+/// Which entries a reader asked for.
+struct Selection {
+    from: Option<u64>,
+    until: Option<u64>,
+    name: Option<String>,
+    actor: Option<String>,
+    object: Option<String>,
+}
+
+impl Selection {
+    fn read(query: &mut HashMap<String, String>, problems: &mut Vec<InvalidParam>) -> Selection {
+        let mut time = |key: &str| {
+            query.remove(key).and_then(|text| {
+                match knooppunt_event::timestamp::epoch_millis(&text) {
+                    Some(ms) => Some(ms),
+                    None => {
+                        problems.push(InvalidParam::new(
+                            key,
+                            "must be an RFC 3339 time, e.g. 2026-11-24T08:00:00Z",
+                        ));
+                        None
+                    }
+                }
+            })
+        };
+        let (from, until) = (time("from"), time("until"));
+        Selection {
+            from,
+            until,
+            name: query.remove("name"),
+            actor: query.remove("actor"),
+            object: query.remove("object"),
+        }
+    }
+
+    fn picks(&self, entry: &AuditEntry) -> bool {
+        let r = &entry.record;
+        self.from.is_none_or(|from| r.start_time >= from)
+            && self.until.is_none_or(|until| r.start_time < until)
+            && self
+                .name
+                .as_ref()
+                .is_none_or(|n| r.name == *n || r.name.starts_with(&format!("{n}.")))
+            && self
+                .actor
+                .as_ref()
+                .is_none_or(|a| r.actor.as_ref() == Some(a))
+            && self.object.as_ref().is_none_or(|o| {
+                r.object
+                    .as_ref()
+                    .is_some_and(|object| object == o || object.starts_with(&format!("{o}/")))
+            })
+    }
+}
+
+/// Whether `principal` may read `entry`: an admin all, others what they did or what
+/// concerns them.
+fn visible(principal: &Principal, entry: &AuditEntry) -> bool {
+    principal.is_admin()
+        || entry.record.actor.as_deref() == Some(principal.name.as_str())
+        || entry.record.concerns.iter().any(|c| c == &principal.name)
+}
+
+/// How many entries one request reads from the store at most, whatever it finds: a page
+/// may come back short, with a cursor to go on.
+const SCAN_LIMIT: usize = 20_000;
+
+/// `GET /v1/audit`.
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    headers: http::HeaderMap,
+    Query(mut query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let mut problems = Vec::new();
+    let selection = Selection::read(&mut query, &mut problems);
+    let Page { size, cursor } = Page::read(&query, &mut problems);
+    let after = match cursor.as_deref().map(str::parse::<u64>) {
+        None => None,
+        Some(Ok(seq)) => Some(seq),
+        Some(Err(_)) => {
+            problems.push(InvalidParam::new(
+                "cursor",
+                "is not a cursor of this list: use the link of the previous page",
+            ));
+            None
+        }
+    };
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the query is invalid", problems));
+    }
+    let lines = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/x-ndjson"));
+    let (found, next) = state
+        .audit_page(after, size, SCAN_LIMIT, |entry| {
+            visible(&caller.0, entry) && selection.picks(entry)
+        })
+        .await?;
+    if lines {
+        let mut body = String::new();
+        for entry in &found {
+            body.push_str(&serde_json::to_string(entry).expect("entries are JSON"));
+            body.push('\n');
+        }
+        let mut response =
+            ([(http::header::CONTENT_TYPE, "application/x-ndjson")], body).into_response();
+        if let Some(next) = next {
+            link(&mut response, &query_path(&selection), size, next);
+        }
+        return Ok(response);
+    }
+    let body: Vec<Value> = found.iter().map(resource).collect();
+    let next = next.map(|seq| seq.to_string());
+    Ok(super::page::answer(
+        body,
+        &query_path(&selection),
+        size,
+        next.as_deref(),
+    ))
+}
+
+fn link(response: &mut Response, path: &str, size: usize, next: u64) {
+    let separator = if path.contains('?') { '&' } else { '?' };
+    let value = format!(
+        "<{}{path}{separator}pageSize={size}&cursor={next}>; rel=\"next\"",
+        super::BASE_PATH
+    );
+    if let Ok(value) = HeaderValue::try_from(value) {
+        response.headers_mut().insert(http::header::LINK, value);
+    }
+}
+
+/// `/audit` with the selection's filters as its query.
+fn query_path(selection: &Selection) -> String {
+    use knooppunt_event::binding::percent::encode_component;
+    let mut filters = Vec::new();
+    for (key, ms) in [("from", selection.from), ("until", selection.until)] {
+        if let Some(ms) = ms {
+            filters.push(format!("{key}={}", encode_component(&utc_timestamp(ms))));
+        }
+    }
+    for (key, value) in [
+        ("name", &selection.name),
+        ("actor", &selection.actor),
+        ("object", &selection.object),
+    ] {
+        if let Some(value) = value {
+            filters.push(format!("{key}={}", encode_component(value)));
+        }
+    }
+    if filters.is_empty() {
+        "/audit".into()
+    } else {
+        format!("/audit?{}", filters.join("&"))
+    }
+}
+
+/// `GET /v1/audit/verify` (admins): checks the whole chain.
+pub(crate) async fn verify(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    caller.require(crate::identity::Role::Admin, "verify the audit trail")?;
+    let report = state.verify_audit().await?;
+    Ok(Json(report).into_response())
+}

@@ -1,0 +1,233 @@
+//! The audit trail: an append-only, hash-chained record of who changed what, who was
+//! refused, and what the hub decided on its own. Every backend keeps the entries in
+//! sequence order and chains them the same way ([`AuditEntry::seal`]); anyone holding the
+//! entries (the store, or an export) can check the chain with [`verify`].
+//!
+//! The field names follow Logius' Logboek Dataverwerkingen where they fit: `trace_id`,
+//! `name` (the operation), `start_time`, `status_code`, `processing_activity_id` and
+//! `data_subject_id`.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// What the hub appends: one action, by one actor, on one object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// When it happened (milliseconds since the Unix epoch).
+    pub start_time: u64,
+    /// The operation, e.g. `subscription.create`, `approval.revoke`, `request.refused`.
+    pub name: String,
+    /// `OK`, or `ERROR` for a refusal.
+    pub status_code: String,
+    /// The principal that acted (`knooppunt` for the hub itself); `None` when the request
+    /// named none that the hub knows.
+    pub actor: Option<String>,
+    /// The actor's organisation (OIN), when known.
+    pub actor_oin: Option<String>,
+    /// What it acted on, e.g. `subscription/<id>`, `eventtype/<id>`, `principal/<name>`.
+    pub object: Option<String>,
+    /// The request's id (`X-Request-Id`, or the hub's own), when a request caused it.
+    pub request_id: Option<String>,
+    /// The W3C trace id of the request (`traceparent`), when it sent one.
+    pub trace_id: Option<String>,
+    /// The processing activity (Logboek Dataverwerkingen): here the kind of change.
+    pub processing_activity_id: Option<String>,
+    /// A reference to whom the data is about, when an action concerns one (an event's
+    /// `subject`, say); never the data itself.
+    pub data_subject_id: Option<String>,
+    /// What changed or why it was refused, as JSON; secrets never.
+    pub details: serde_json::Value,
+    /// The principals it concerns besides the actor (an entry's owner, a subscription's
+    /// owner): they see it in the trail.
+    pub concerns: Vec<String>,
+}
+
+/// A stored audit entry: its place in the chain, the record, and the hashes that chain it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub record: AuditRecord,
+    /// The hash of the entry before it (hex SHA-256); [`GENESIS`] for the first.
+    pub prev_hash: String,
+    /// This entry's hash: SHA-256 over `prev_hash`, the sequence number and the record.
+    pub hash: String,
+}
+
+/// The `prev_hash` of the very first entry.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+impl AuditEntry {
+    /// The entry `record` becomes as number `seq` after the entry with hash `prev_hash`.
+    pub fn seal(seq: u64, record: AuditRecord, prev_hash: &str) -> AuditEntry {
+        let hash = chain_hash(seq, &record, prev_hash);
+        AuditEntry {
+            seq,
+            record,
+            prev_hash: prev_hash.to_owned(),
+            hash,
+        }
+    }
+
+    /// Whether the entry's hash is the hash of what it holds.
+    pub fn is_intact(&self) -> bool {
+        chain_hash(self.seq, &self.record, &self.prev_hash) == self.hash
+    }
+}
+
+/// SHA-256 (hex) over the previous hash, the sequence number and the record's JSON (its
+/// fields in declaration order; `details` as `serde_json` writes it, keys sorted).
+fn chain_hash(seq: u64, record: &AuditRecord, prev_hash: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(prev_hash.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(seq.to_string().as_bytes());
+    hasher.update(b"\n");
+    hasher.update(serde_json::to_vec(record).expect("a record is JSON"));
+    hex(&hasher.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut text, b| {
+        let _ = write!(text, "{b:02x}");
+        text
+    })
+}
+
+/// Where a chain is broken, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broken {
+    pub seq: u64,
+    pub why: String,
+}
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "entry {} is broken: {}", self.seq, self.why)
+    }
+}
+
+/// Checks entries given in sequence order (a page at a time: `previous` is the last
+/// entry of the page before, `None` at the start) and returns the last one checked, or the
+/// first broken one. The first entry of a trail may follow entries removed by retention:
+/// its `prev_hash` is then taken as given (the anchor).
+pub fn verify<'a>(
+    previous: Option<(u64, &str)>,
+    entries: impl IntoIterator<Item = &'a AuditEntry>,
+) -> Result<Option<(u64, String)>, Broken> {
+    let mut last = previous.map(|(seq, hash)| (seq, hash.to_owned()));
+    for entry in entries {
+        if !entry.is_intact() {
+            return Err(Broken {
+                seq: entry.seq,
+                why: "its hash does not match what it holds (it was changed after it was \
+                      written)"
+                    .into(),
+            });
+        }
+        if let Some((seq, hash)) = &last {
+            if entry.seq != seq + 1 {
+                return Err(Broken {
+                    seq: entry.seq,
+                    why: format!("it follows entry {seq}: entries in between are missing"),
+                });
+            }
+            if &entry.prev_hash != hash {
+                return Err(Broken {
+                    seq: entry.seq,
+                    why: format!(
+                        "its prev_hash is not the hash of entry {seq} (an entry before it was \
+                         changed, removed or replaced)"
+                    ),
+                });
+            }
+        }
+        last = Some((entry.seq, entry.hash.clone()));
+    }
+    Ok(last)
+}
+
+/// What [`Store::audit_entries`](crate::Store::audit_entries) reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuditRange {
+    /// Entries after this sequence number (all when `None`).
+    pub after: Option<u64>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(n: u64) -> AuditRecord {
+        AuditRecord {
+            start_time: n,
+            name: "subscription.create".into(),
+            status_code: "OK".into(),
+            actor: Some("kvk".into()),
+            actor_oin: None,
+            object: Some(format!("subscription/{n}")),
+            request_id: None,
+            trace_id: None,
+            processing_activity_id: None,
+            data_subject_id: None,
+            details: serde_json::json!({"n": n}),
+            concerns: Vec::new(),
+        }
+    }
+
+    fn chain(n: u64) -> Vec<AuditEntry> {
+        let mut entries: Vec<AuditEntry> = Vec::new();
+        for seq in 1..=n {
+            let prev = entries
+                .last()
+                .map_or(GENESIS.to_owned(), |e| e.hash.clone());
+            entries.push(AuditEntry::seal(seq, record(seq), &prev));
+        }
+        entries
+    }
+
+    #[test]
+    fn an_intact_chain_verifies_and_any_change_names_its_entry() {
+        let entries = chain(5);
+        assert_eq!(verify(None, &entries).unwrap().unwrap().0, 5);
+        // Verifying page by page gives the same.
+        let first = verify(None, &entries[..2]).unwrap().unwrap();
+        assert_eq!(
+            verify(Some((first.0, &first.1)), &entries[2..])
+                .unwrap()
+                .unwrap()
+                .0,
+            5
+        );
+
+        let mut changed = entries.clone();
+        changed[2].record.actor = Some("admin".into());
+        assert_eq!(verify(None, &changed).unwrap_err().seq, 3);
+
+        // Rehashing the changed entry breaks the link to the next one.
+        let mut rehashed = changed.clone();
+        rehashed[2] = AuditEntry::seal(3, rehashed[2].record.clone(), &entries[1].hash);
+        assert_eq!(verify(None, &rehashed).unwrap_err().seq, 4);
+
+        let mut removed = entries.clone();
+        removed.remove(1);
+        assert_eq!(verify(None, &removed).unwrap_err().seq, 3);
+
+        // A trail whose oldest entries were removed by retention starts at its anchor.
+        assert_eq!(verify(None, &entries[2..]).unwrap().unwrap().0, 5);
+    }
+
+    #[test]
+    fn an_entry_is_json_with_the_record_flattened() {
+        let entry = &chain(1)[0];
+        let json = serde_json::to_value(entry).unwrap();
+        assert_eq!(json["name"], "subscription.create");
+        assert_eq!(json["prev_hash"], GENESIS);
+        let back: AuditEntry = serde_json::from_value(json).unwrap();
+        assert_eq!(&back, entry);
+        assert!(back.is_intact());
+    }
+}

@@ -1,0 +1,211 @@
+//! `knooppunt audit`: read, export and verify the audit trail of a running hub, or verify an
+//! export without a hub.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use reqwest::Method;
+use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
+use serde_json::Value;
+
+use super::{Client, Connection, Outcome, Output, list, refused, text};
+
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum AuditCommand {
+    /// List the entries you may see (an admin: all), oldest first.
+    List {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(flatten)]
+        output: Output,
+        /// Only entries of this operation or those under it (`approval`, `subscription.create`).
+        #[arg(long)]
+        name: Option<String>,
+        /// Only entries from this time on (RFC 3339).
+        #[arg(long)]
+        from: Option<String>,
+    },
+    /// Write the entries you may see as JSON lines (the trail's own field names), for an
+    /// archive or for `audit verify --file`.
+    Export {
+        #[command(flatten)]
+        connection: Connection,
+        /// Where to write (standard output when absent).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Check the chain: every entry's hash, and that each names the hash of the one before;
+    /// names the first broken entry. Asks the hub (admins), or with --file checks an export
+    /// without one.
+    Verify {
+        #[command(flatten)]
+        connection: Connection,
+        /// A JSON lines export to check instead of asking the hub.
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+}
+
+pub(crate) async fn run(command: AuditCommand) -> Outcome {
+    match command {
+        AuditCommand::List {
+            connection,
+            output,
+            name,
+            from,
+        } => {
+            let mut query = Vec::new();
+            if let Some(name) = name {
+                query.push(format!("name={}", super::segment(&name)));
+            }
+            if let Some(from) = from {
+                query.push(format!("from={}", super::segment(&from)));
+            }
+            let path = if query.is_empty() {
+                "/v1/audit".to_owned()
+            } else {
+                format!("/v1/audit?{}", query.join("&"))
+            };
+            let header = format!(
+                "{:>6}  {:<24}  {:<34}  {:<5}  {:<12}  OBJECT",
+                "SEQ", "TIME", "NAME", "OK", "ACTOR"
+            );
+            list(
+                &connection,
+                &output,
+                &path,
+                "No audit entries.",
+                &header,
+                |item| {
+                    format!(
+                        "{:>6}  {:<24}  {:<34}  {:<5}  {:<12}  {}",
+                        item["sequence"],
+                        text(&item["startTime"]),
+                        text(&item["name"]),
+                        text(&item["statusCode"]),
+                        text(&item["actor"]),
+                        text(&item["object"]),
+                    )
+                },
+            )
+            .await
+        }
+        AuditCommand::Export { connection, out } => export(&connection, out).await,
+        AuditCommand::Verify {
+            file: Some(file), ..
+        } => verify_file(&file),
+        AuditCommand::Verify {
+            connection,
+            file: None,
+        } => {
+            let client = Client::new(&connection)?;
+            let answer = client
+                .send(Method::GET, "/v1/audit/verify", HeaderMap::new(), None)
+                .await?;
+            if !answer.status.is_success() {
+                return Ok(refused(&answer));
+            }
+            report(&answer.body)
+        }
+    }
+}
+
+fn report(outcome: &Value) -> Outcome {
+    if outcome["intact"] == true {
+        println!(
+            "The audit trail is intact: {} entries checked (entries {} to {}).",
+            outcome["entries"],
+            text(&outcome["first"]),
+            text(&outcome["last"])
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "The audit trail is BROKEN at entry {}: {} ({} entries before it are intact).",
+            outcome["brokenAt"],
+            text(&outcome["why"]),
+            outcome["entries"]
+        );
+        Ok(ExitCode::from(2))
+    }
+}
+
+async fn export(connection: &Connection, out: Option<PathBuf>) -> Outcome {
+    let client = Client::new(connection)?;
+    let mut writer: Box<dyn Write> = match &out {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("--out: cannot create {}", path.display()))?,
+        )),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut headers = HeaderMap::new();
+    headers.insert(ACCEPT, HeaderValue::from_static("application/x-ndjson"));
+    let mut next = Some("/v1/audit?pageSize=1000".to_owned());
+    let mut count = 0;
+    while let Some(path) = next {
+        let answer = client
+            .send(Method::GET, &path, headers.clone(), None)
+            .await?;
+        if !answer.status.is_success() {
+            return Ok(refused(&answer));
+        }
+        next = super::next_page(&answer.headers);
+        // One line per entry (the client read the body as one JSON value or as text).
+        let lines = match &answer.body {
+            Value::String(text) => text.clone(),
+            Value::Null => String::new(),
+            other => format!("{other}\n"),
+        };
+        count += lines.lines().count();
+        writer.write_all(lines.as_bytes())?;
+    }
+    writer.flush()?;
+    if let Some(path) = out {
+        eprintln!("{count} audit entries written to {}.", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify_file(path: &PathBuf) -> Outcome {
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("--file: cannot read {}", path.display()))?;
+    let mut last: Option<(u64, String)> = None;
+    let (mut first, mut checked) = (None, 0u64);
+    for (number, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let entry: knooppunt_store::AuditEntry = match serde_json::from_str(&line) {
+            Ok(entry) => entry,
+            Err(error) => {
+                return report(&serde_json::json!({
+                    "intact": false, "entries": checked,
+                    "brokenAt": format!("line {}", number + 1),
+                    "why": format!("it is not an audit entry: {error}"),
+                }));
+            }
+        };
+        first = first.or(Some(entry.seq));
+        let previous = last.as_ref().map(|(seq, hash)| (*seq, hash.as_str()));
+        match knooppunt_store::verify_audit(previous, std::iter::once(&entry)) {
+            Ok(end) => {
+                checked += 1;
+                last = end;
+            }
+            Err(broken) => {
+                return report(&serde_json::json!({
+                    "intact": false, "entries": checked,
+                    "brokenAt": broken.seq, "why": broken.why,
+                }));
+            }
+        }
+    }
+    report(&serde_json::json!({
+        "intact": true, "entries": checked, "first": first,
+        "last": last.map(|(seq, _)| seq),
+    }))
+}

@@ -1,0 +1,273 @@
+//! The audit trail: every change and every refused request is there with the right actor,
+//! request id and trace id, and no secret; each principal sees what it did and what concerns
+//! it (an admin all); the chain verifies, and after one stored entry is edited by hand the
+//! hub's verification names that entry.
+
+use knooppunt_tests::sink::Sink;
+use knooppunt_tests::{Answer, TestHub, tokens};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const PREFIX: &str = "urn:nld:oin:00000001823288444000:";
+const TYPE: &str = "nl.brp.persoon-verhuisd";
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
+async fn all_entries(hub: &TestHub, token: &str) -> Vec<Value> {
+    let answer = hub.call(Method::GET, "/v1/audit", token, None).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.body.as_array().unwrap().clone()
+}
+
+fn find<'a>(entries: &'a [Value], name: &str) -> &'a Value {
+    entries
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no `{name}` entry in {entries:#?}"))
+}
+
+#[tokio::test]
+async fn every_change_and_refusal_is_on_a_chain_that_names_an_edited_entry() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+
+    // An admin makes a principal (with a token, which must never reach the trail).
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/principals",
+            tokens::ADMIN,
+            Some(json!({"name": "rvig", "roles": ["subscriber"]})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let token = created.body["token"].as_str().unwrap().to_owned();
+
+    // The BRP describes its events, with its own request id and trace.
+    let described = Answer::from(
+        hub.request(Method::POST, "/v1/eventtypes", tokens::BRP_PUBLISHER)
+            .header("x-request-id", "brp-change-4711")
+            .header("traceparent", format!("00-{TRACE}-00f067aa0ba902b7-01"))
+            .json(
+                &json!({"source": PREFIX, "type": TYPE, "description": "Verhuisd.",
+                          "approval": "approval-required"}),
+            )
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(described.status, 201, "{}", described.body);
+    assert_eq!(described.header("x-request-id"), Some("brp-change-4711"));
+    let entry = described.body["id"].as_str().unwrap().to_owned();
+
+    // The KVK subscribes (the hub asks the BRP's approval), the BRP grants it.
+    let subscribed = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::KVK,
+            Some(json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE]})),
+        )
+        .await;
+    assert_eq!(subscribed.status, 201, "{}", subscribed.body);
+    let subscription = subscribed.body["id"].as_str().unwrap().to_owned();
+    let secret = subscribed.body["signingsecret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let approval = format!("/v1/eventtypes/{entry}/approvals/{subscription}");
+    let granted = hub
+        .call(
+            Method::PUT,
+            &approval,
+            tokens::BRP_PUBLISHER,
+            Some(json!({"state": "granted", "reason": "art. 3.2"})),
+        )
+        .await;
+    assert_eq!(granted.status, 200, "{}", granted.body);
+
+    // Refused: the KVK deciding on its own approval, and a token nobody has.
+    hub.call(
+        Method::PUT,
+        &approval,
+        tokens::KVK,
+        Some(json!({"state": "revoked", "reason": "x"})),
+    )
+    .await
+    .assert_problem(403);
+    hub.call(Method::GET, "/v1/subscriptions", "not-a-token", None)
+        .await
+        .assert_problem(401);
+
+    // The admin sees every entry, in order, with the right actor. Refusals are written
+    // without holding up the answer: they arrive a moment later.
+    let mut entries = all_entries(&hub, tokens::ADMIN).await;
+    for _ in 0..50 {
+        if entries
+            .iter()
+            .any(|e| e["name"] == "request.unauthenticated")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        entries = all_entries(&hub, tokens::ADMIN).await;
+    }
+    let names: Vec<&str> = entries
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    let expected = [
+        "principal.create",
+        "eventtype.create",
+        "subscription.create",
+        "approval.request",
+        "approval.grant",
+        "request.forbidden",
+        "request.unauthenticated",
+    ];
+    let mut at = 0;
+    for name in expected {
+        at += names[at..]
+            .iter()
+            .position(|n| *n == name)
+            .unwrap_or_else(|| panic!("`{name}` missing or out of order in {names:?}"));
+    }
+    assert_eq!(find(&entries, "principal.create")["actor"], "admin");
+    assert_eq!(
+        find(&entries, "principal.create")["object"],
+        "principal/rvig"
+    );
+    let change = find(&entries, "eventtype.create");
+    assert_eq!(change["actor"], "brp");
+    assert_eq!(change["requestId"], "brp-change-4711");
+    assert_eq!(change["traceId"], TRACE);
+    assert_eq!(change["statusCode"], "OK");
+    assert_eq!(change["processingActivityId"], "eventtype");
+    assert_eq!(change["details"]["after"]["type"], TYPE);
+    assert_eq!(find(&entries, "approval.request")["actor"], "knooppunt");
+    assert_eq!(find(&entries, "subscription.create")["actor"], "kvk");
+    let grant = find(&entries, "approval.grant");
+    assert_eq!(grant["actor"], "brp");
+    assert_eq!(grant["details"]["reason"], "art. 3.2");
+    let forbidden = find(&entries, "request.forbidden");
+    assert_eq!(forbidden["actor"], "kvk");
+    assert_eq!(forbidden["statusCode"], "ERROR");
+    assert_eq!(
+        forbidden["object"],
+        "PUT /v1/eventtypes/{id}/approvals/{subscription}"
+    );
+    assert!(
+        forbidden["details"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("owned by `brp`"),
+        "{forbidden}"
+    );
+    let unknown = find(&entries, "request.unauthenticated");
+    assert_eq!(unknown["actor"], Value::Null);
+    assert!(
+        unknown["requestId"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty())
+    );
+    // Every entry chains on the one before.
+    for pair in entries.windows(2) {
+        assert_eq!(pair[1]["prevHash"], pair[0]["hash"]);
+        assert_eq!(
+            pair[1]["sequence"].as_u64().unwrap(),
+            pair[0]["sequence"].as_u64().unwrap() + 1
+        );
+    }
+    // No secret reaches the trail.
+    let text = serde_json::to_string(&entries).unwrap();
+    assert!(
+        !text.contains(&token),
+        "a principal's token is in the trail"
+    );
+    assert!(!text.contains(&secret), "a signing secret is in the trail");
+
+    // Each sees its own and what concerns it; filters and pages work.
+    let kvk = all_entries(&hub, tokens::KVK).await;
+    assert!(
+        kvk.iter()
+            .all(|e| e["actor"] == "kvk"
+                || e["concerns"].as_array().unwrap().contains(&json!("kvk")))
+    );
+    assert!(
+        kvk.iter().any(|e| e["name"] == "approval.grant"),
+        "{kvk:#?}"
+    );
+    assert!(!kvk.iter().any(|e| e["name"] == "principal.create"));
+    let brp = all_entries(&hub, tokens::BRP_PUBLISHER).await;
+    assert!(brp.iter().any(|e| e["name"] == "approval.request"));
+    assert!(!brp.iter().any(|e| e["name"] == "subscription.create"));
+    let approvals = hub
+        .call(
+            Method::GET,
+            "/v1/audit?name=approval&pageSize=1",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(approvals.body.as_array().unwrap().len(), 1);
+    assert_eq!(approvals.body[0]["name"], "approval.request");
+    let link = approvals.header("link").unwrap().to_owned();
+    assert!(link.contains("name=approval&pageSize=1&cursor="), "{link}");
+    let next = link
+        .trim_start_matches('<')
+        .split('>')
+        .next()
+        .unwrap()
+        .to_owned();
+    let second = hub.call(Method::GET, &next, tokens::ADMIN, None).await;
+    assert_eq!(second.body[0]["name"], "approval.grant");
+    hub.call(Method::GET, "/v1/audit?from=yesterday", tokens::ADMIN, None)
+        .await
+        .assert_problem(400);
+    // As JSON lines, in the trail's own field names.
+    let lines = hub
+        .request(Method::GET, "/v1/audit", tokens::ADMIN)
+        .header("accept", "application/x-ndjson")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let first: Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    assert_eq!(first["name"], "principal.create");
+    assert!(first["start_time"].is_u64() && first["prev_hash"].is_string());
+
+    // Only admins verify; the chain is intact.
+    hub.call(Method::GET, "/v1/audit/verify", tokens::KVK, None)
+        .await
+        .assert_problem(403);
+    let verified = hub
+        .call(Method::GET, "/v1/audit/verify", tokens::ADMIN, None)
+        .await;
+    assert_eq!(verified.body["intact"], true, "{}", verified.body);
+
+    // Someone with access to the disk changes who granted the approval.
+    let edited = find(&entries, "approval.grant")["sequence"]
+        .as_u64()
+        .unwrap();
+    let hub = hub
+        .restart_after_editing(|data| {
+            let db = sled::open(data).unwrap();
+            let tree = db.open_tree("audit").unwrap();
+            let key = edited.to_be_bytes();
+            let stored = tree.get(key).unwrap().expect("the entry is stored");
+            let mut entry: Value = serde_json::from_slice(&stored).unwrap();
+            entry["actor"] = json!("admin");
+            tree.insert(key, serde_json::to_vec(&entry).unwrap())
+                .unwrap();
+            db.flush().unwrap();
+        })
+        .await;
+    let verified = hub
+        .call(Method::GET, "/v1/audit/verify", tokens::ADMIN, None)
+        .await;
+    assert_eq!(verified.status, 200);
+    assert_eq!(verified.body["intact"], false, "{}", verified.body);
+    assert_eq!(verified.body["brokenAt"], edited, "{}", verified.body);
+}
