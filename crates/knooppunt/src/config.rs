@@ -31,6 +31,8 @@ pub(crate) struct Config {
     pub(crate) filters: FiltersConfig,
     /// What the hub logs, and how.
     pub(crate) log: LogConfig,
+    /// The audit trail.
+    pub(crate) audit: AuditConfig,
     /// The parties that may call the API: they seed the store at start (where it lacks
     /// them); after that, admins manage principals at runtime (`knooppunt principals`).
     pub(crate) principals: Vec<PrincipalConfig>,
@@ -482,6 +484,21 @@ impl DeliveryConfig {
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+pub(crate) struct AuditConfig {
+    /// ISO 8601 duration: how long audit entries are kept (the newest always is).
+    pub(crate) retention: String,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            retention: "P365D".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct IngestConfig {
     /// The largest event accepted, in bytes on the wire; at least 65536.
     pub(crate) max_event_bytes: usize,
@@ -749,6 +766,8 @@ impl Config {
             .map_err(|why| anyhow::anyhow!("delivery.shutdown_grace: {why}"))?;
         options.signing_overlap = parse_iso8601_duration(&self.delivery.signing_overlap)
             .map_err(|why| anyhow::anyhow!("delivery.signing_overlap: {why}"))?;
+        options.audit_retention = parse_iso8601_duration(&self.audit.retention)
+            .map_err(|why| anyhow::anyhow!("audit.retention: {why}"))?;
         options.delivery.hub_keys = self.delivery.hub_keys()?;
         options.subscription_defaults = self.delivery.subscription_defaults()?;
         options.allow_http_sinks = self.delivery.allow_http_sinks;
