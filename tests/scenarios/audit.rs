@@ -271,3 +271,108 @@ async fn every_change_and_refusal_is_on_a_chain_that_names_an_edited_entry() {
     assert_eq!(verified.body["intact"], false, "{}", verified.body);
     assert_eq!(verified.body["brokenAt"], edited, "{}", verified.body);
 }
+
+#[tokio::test]
+async fn the_owner_sees_who_received_an_event_and_a_subscriber_what_it_received() {
+    let hub = TestHub::start().await;
+    let described = hub
+        .call(
+            Method::POST,
+            "/v1/eventtypes",
+            tokens::BRP_PUBLISHER,
+            Some(json!({"source": PREFIX, "type": TYPE, "description": "Verhuisd."})),
+        )
+        .await;
+    assert_eq!(described.status, 201, "{}", described.body);
+    let (kvk_sink, gemeente_sink) = (Sink::start().await, Sink::start().await);
+    let mut ids = Vec::new();
+    for (token, sink) in [(tokens::KVK, &kvk_sink), (tokens::GEMEENTE, &gemeente_sink)] {
+        let created = hub
+            .call(
+                Method::POST,
+                "/v1/subscriptions",
+                token,
+                Some(json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE]})),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+        ids.push(created.body["id"].as_str().unwrap().to_owned());
+    }
+    let event = json!({"specversion": "1.0", "id": "verhuizing-1", "source": format!("{PREFIX}systeem:BRP"),
+                       "type": TYPE, "datacontenttype": "application/json", "data": {"n": 1}});
+    let published = Answer::from(
+        hub.request(Method::POST, "/v1/events", tokens::BRP_PUBLISHER)
+            .header("content-type", "application/cloudevents+json")
+            .body(event.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(published.status, 202, "{}", published.body);
+    let seq = published.body["sequence"].as_u64().unwrap();
+    kvk_sink
+        .wait_for(1, std::time::Duration::from_secs(10))
+        .await;
+    gemeente_sink
+        .wait_for(1, std::time::Duration::from_secs(10))
+        .await;
+
+    // The data owner sees both subscriptions (the receipts may trail the delivery).
+    let path = format!("/v1/events/{seq}/receipts");
+    let mut owner = hub
+        .call(Method::GET, &path, tokens::BRP_PUBLISHER, None)
+        .await;
+    for _ in 0..50 {
+        if owner.body["receipts"]
+            .as_array()
+            .is_some_and(|r| r.len() == 2)
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        owner = hub
+            .call(Method::GET, &path, tokens::BRP_PUBLISHER, None)
+            .await;
+    }
+    assert_eq!(owner.status, 200, "{}", owner.body);
+    assert_eq!(owner.body["id"], "verhuizing-1");
+    let receivers: Vec<&str> = owner.body["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["subscriber"].as_str().unwrap())
+        .collect();
+    assert_eq!(receivers.len(), 2, "{}", owner.body);
+    assert!(receivers.contains(&"kvk") && receivers.contains(&"gemeente"));
+    // A subscriber sees only its own receipt, and another publisher none.
+    let kvk = hub.call(Method::GET, &path, tokens::KVK, None).await;
+    let own = kvk.body["receipts"].as_array().unwrap();
+    assert_eq!(own.len(), 1, "{}", kvk.body);
+    assert_eq!(own[0]["subscription"], ids[0].as_str());
+    let other = hub.call(Method::GET, &path, tokens::PUBLISHER, None).await;
+    assert_eq!(other.body["receipts"], json!([]));
+    // What did I receive?
+    let received = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{}/receipts", ids[0]),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(received.status, 200, "{}", received.body);
+    assert_eq!(received.body[0]["sequence"], seq);
+    assert_eq!(received.body[0]["id"], "verhuizing-1");
+    hub.call(
+        Method::GET,
+        &format!("/v1/subscriptions/{}/receipts", ids[0]),
+        tokens::GEMEENTE,
+        None,
+    )
+    .await
+    .assert_problem(404);
+    hub.call(Method::GET, "/v1/events/x/receipts", tokens::KVK, None)
+        .await
+        .assert_problem(400);
+}

@@ -526,5 +526,98 @@ async fn every_answer_is_what_the_document_says() {
             hub.client.get(hub.url("/v1/signing-keys")),
         )
         .await;
-    assert!(check.checked >= 68, "{} answers checked", check.checked);
+
+    // Approvals, receipts and the audit trail.
+    let guarded = json!({"source": "urn:nld:oin:00000001823288444000:", "type": "nl.brp.guarded",
+                         "description": "x", "approval": "approval-required"});
+    let guarded = check
+        .check(
+            "post",
+            "/eventtypes",
+            as_brp(Method::POST, "/v1/eventtypes").json(&guarded),
+        )
+        .await;
+    let bound = check
+        .check(
+            "post",
+            "/subscriptions",
+            as_kvk(Method::POST, "/v1/subscriptions")
+                .json(&json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.brp.guarded"]})),
+        )
+        .await;
+    check
+        .check(
+            "get",
+            "/subscriptions/{id}",
+            as_kvk(
+                Method::GET,
+                &format!("/v1/subscriptions/{}", bound["id"].as_str().unwrap()),
+            ),
+        )
+        .await;
+    for request in [
+        as_brp(Method::GET, "/v1/approvals?state=requested"),
+        as_brp(Method::GET, "/v1/approvals?state=maybe"),
+        hub.client.get(hub.url("/v1/approvals")),
+    ] {
+        check.check("get", "/approvals", request).await;
+    }
+    let approval = format!(
+        "/v1/eventtypes/{}/approvals/{}",
+        guarded["id"].as_str().unwrap(),
+        bound["id"].as_str().unwrap()
+    );
+    let route = "/eventtypes/{id}/approvals/{subscription}";
+    check
+        .check("get", route, as_kvk(Method::GET, &approval))
+        .await;
+    check
+        .check(
+            "get",
+            route,
+            as_kvk(Method::GET, "/v1/eventtypes/x/approvals/y"),
+        )
+        .await;
+    for request in [
+        as_brp(Method::PUT, &approval).json(&json!({"state": "granted"})),
+        as_brp(Method::PUT, &approval).json(&json!({"state": "refused", "reason": "x"})),
+        as_brp(Method::PUT, &approval).json(&json!({"state": "nope"})),
+        as_kvk(Method::PUT, &approval).json(&json!({"state": "revoked", "reason": "x"})),
+    ] {
+        check.check("put", route, request).await;
+    }
+    for request in [
+        as_kvk(Method::GET, "/v1/events/1/receipts"),
+        as_kvk(Method::GET, "/v1/events/x/receipts"),
+    ] {
+        check
+            .check("get", "/events/{sequence}/receipts", request)
+            .await;
+    }
+    let receipts = format!(
+        "/v1/subscriptions/{}/receipts",
+        bound["id"].as_str().unwrap()
+    );
+    for request in [
+        as_kvk(Method::GET, &receipts),
+        hub.request(Method::GET, &receipts, tokens::GEMEENTE),
+    ] {
+        check
+            .check("get", "/subscriptions/{id}/receipts", request)
+            .await;
+    }
+    for request in [
+        hub.request(Method::GET, "/v1/audit?name=approval", tokens::ADMIN),
+        as_kvk(Method::GET, "/v1/audit"),
+        as_kvk(Method::GET, "/v1/audit?from=nope"),
+    ] {
+        check.check("get", "/audit", request).await;
+    }
+    for request in [
+        hub.request(Method::GET, "/v1/audit/verify", tokens::ADMIN),
+        as_kvk(Method::GET, "/v1/audit/verify"),
+    ] {
+        check.check("get", "/audit/verify", request).await;
+    }
+    assert!(check.checked >= 90, "{} answers checked", check.checked);
 }

@@ -628,6 +628,23 @@ impl Store for GatedStore {
     fn sweep_audit(&self, before_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
         self.inner.sweep_audit(before_ms)
     }
+    fn receipts_of_event(
+        &self,
+        seq: u64,
+    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Receipt>> {
+        self.inner.receipts_of_event(seq)
+    }
+    fn receipts_of_subscription<'a>(
+        &'a self,
+        s: &'a str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::Receipt>> {
+        self.inner.receipts_of_subscription(s, after, limit)
+    }
+    fn sweep_receipts(&self, before_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
+        self.inner.sweep_receipts(before_ms)
+    }
     fn pending_seqs<'a>(
         &'a self,
         s: &'a str,

@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use knooppunt_delivery::Deliverer;
-use knooppunt_store::{AuditEntry, AuditRange, ConfigDefaults, QueueStats, Store, StoreError};
+use knooppunt_store::{
+    AuditEntry, AuditRange, ConfigDefaults, QueueStats, Receipt, Store, StoreError,
+};
 
 use crate::approvals::Approvals;
 use crate::audit::Audit;
@@ -327,6 +329,29 @@ impl AppState {
                 }
             }
         }
+    }
+
+    /// An accepted event, while it is retained.
+    pub(crate) async fn event(
+        &self,
+        seq: u64,
+    ) -> Result<Option<Arc<knooppunt_store::StoredEvent>>, StoreError> {
+        self.store.event(seq).await
+    }
+
+    /// Which subscriptions took event `seq`, and when.
+    pub(crate) async fn receipts_of_event(&self, seq: u64) -> Result<Vec<Receipt>, StoreError> {
+        self.store.receipts_of_event(seq).await
+    }
+
+    /// What a subscription took, in acceptance order.
+    pub(crate) async fn receipts_of_subscription(
+        &self,
+        id: &str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<Receipt>, StoreError> {
+        self.store.receipts_of_subscription(id, after, limit).await
     }
 
     /// The delivery queues' sizes (for `/metrics`).

@@ -10,13 +10,16 @@
 //! on a request having been made: no grant, no delivery.
 //!
 //! Only the entry's owner or an admin decides, never the subscription's own owner. A
-//! revocation stops delivery at once: publishes of gated events hold [`Approvals::routing`]
-//! shared from routing until their deliveries are on disk, and a revocation changes the
-//! table holding it alone, so every delivery routed under the old grant is on disk before it
-//! withdraws the queued ones of the entry (dead letters, "approval revoked"). A hub that
-//! learns of another hub's revocation withdraws the same way after it reloads.
+//! revocation stops delivery at once: a publish of gated events holds a pass of
+//! [`Approvals::gate`] from before it reads the grants until its deliveries are on disk; a
+//! revocation changes the table, then waits until every pass taken before is given back,
+//! so every delivery routed under the old grant is on disk before it withdraws the queued
+//! ones of the entry (dead letters, "approval revoked"). A pass costs two atomic additions
+//! (no lock: publishes never wait for each other or for a revocation). A hub that learns of
+//! another hub's revocation withdraws the same way after it reloads.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use knooppunt_filter::Scope;
@@ -132,9 +135,49 @@ pub(crate) struct Approvals {
     audit: Arc<Audit>,
     grants: RwLock<Grants>,
     writes: tokio::sync::Mutex<()>,
-    /// Held shared by a publish of gated events from routing until its deliveries are on
-    /// disk, and alone by a change that takes a grant away (see the module's documentation).
-    pub(crate) routing: tokio::sync::RwLock<()>,
+    /// Passes held by publishes of gated events from routing until their deliveries are on
+    /// disk; a change that takes a grant away waits for the passes taken before it.
+    pub(crate) gate: Gate,
+}
+
+/// Passes for publishes, in two epochs: a publish enters the current epoch; a revocation
+/// moves to the next and waits until the previous one is empty. A publish that entered the
+/// previous epoch after the revocation saw it empty reads the grants after the revocation
+/// changed them (every step is `SeqCst`), so it routes by the new table.
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    epoch: AtomicUsize,
+    active: [AtomicUsize; 2],
+}
+
+/// A publish's pass; given back when dropped.
+pub(crate) struct Pass<'a> {
+    gate: &'a Gate,
+    epoch: usize,
+}
+
+impl Gate {
+    pub(crate) fn enter(&self) -> Pass<'_> {
+        let epoch = self.epoch.load(Ordering::SeqCst) & 1;
+        self.active[epoch].fetch_add(1, Ordering::SeqCst);
+        Pass { gate: self, epoch }
+    }
+
+    /// Waits until every pass taken before this call is given back (callers are serialised
+    /// by the approvals' writer lock). A publish holds its pass for one store commit, so this
+    /// waits milliseconds.
+    async fn wait_for_earlier_passes(&self) {
+        let previous = self.epoch.fetch_add(1, Ordering::SeqCst) & 1;
+        while self.active[previous].load(Ordering::SeqCst) != 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+}
+
+impl Drop for Pass<'_> {
+    fn drop(&mut self) {
+        self.gate.active[self.epoch].fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The scope of an entry's events, as the filter crate asks it.
@@ -161,7 +204,7 @@ impl Approvals {
             audit,
             grants: RwLock::new(grants),
             writes: tokio::sync::Mutex::new(()),
-            routing: tokio::sync::RwLock::new(()),
+            gate: Gate::default(),
         })
     }
 
@@ -175,7 +218,6 @@ impl Approvals {
         let _writer = self.writes.lock().await;
         let loaded = Grants::build(self.store.grants().await?);
         let taken_away: Vec<(String, String)> = {
-            let _routing = self.routing.write().await;
             let mut grants = self.grants.write().expect("grants lock");
             let taken = grants
                 .granted
@@ -186,6 +228,9 @@ impl Approvals {
             *grants = loaded;
             taken
         };
+        if !taken_away.is_empty() {
+            self.gate.wait_for_earlier_passes().await;
+        }
         for (entry, subscription) in taken_away {
             let reason = self
                 .read()
@@ -467,18 +512,13 @@ impl Approvals {
             }),
         });
         self.store.put_grant(&grant).await?;
+        self.grants
+            .write()
+            .expect("grants lock")
+            .put(Arc::clone(&grant));
         if state == GrantState::Revoked {
-            // Every publish routed under the grant is on disk once this is held.
-            let _routing = self.routing.write().await;
-            self.grants
-                .write()
-                .expect("grants lock")
-                .put(Arc::clone(&grant));
-        } else {
-            self.grants
-                .write()
-                .expect("grants lock")
-                .put(Arc::clone(&grant));
+            // Every publish routed under the grant is on disk once this returns.
+            self.gate.wait_for_earlier_passes().await;
         }
         tracing::info!(
             entry = entry_id, subscription = subscription_id, by = %principal.name,
@@ -504,7 +544,7 @@ impl Approvals {
     /// the subscriber cannot undo a revocation by redelivering. Under the routing lock, so no
     /// revocation comes between the check and the queueing.
     pub(crate) async fn redeliver(&self, id: &str, seq: u64) -> Result<Redelivered, Refused> {
-        let _routing = self.routing.read().await;
+        let _pass = self.gate.enter();
         if let Some((_, Some(event))) = self.subscriptions.dead_letter(id, seq).await?
             && let Some(ty) = event_type(&event.json)
         {

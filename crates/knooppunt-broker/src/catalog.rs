@@ -198,6 +198,17 @@ impl Catalog {
         (page, after.next().is_some())
     }
 
+    /// The owners of the entries that cover events of `source` and `event_type`.
+    pub(crate) fn owners_of(&self, source: &str, event_type: &str) -> Vec<String> {
+        let entries = self.entries.read().expect("catalog lock");
+        let exact = entries.exact.get(event_type).into_iter().flatten();
+        exact
+            .chain(&entries.prefixes)
+            .filter(|e| e.covers(source, event_type))
+            .map(|e| e.owner.clone())
+            .collect()
+    }
+
     /// The entries whose events only approved subscriptions receive.
     pub(crate) fn gated(&self) -> Vec<Arc<CatalogEntry>> {
         self.entries

@@ -187,16 +187,12 @@ async fn accept(
     let mut warnings = check(pipeline, &received, batched)?;
     authorize(pipeline, publisher, &received)?;
     let covered = look_up(pipeline, &received, batched, &mut warnings)?;
-    // Events of approval-required entries: routed and committed under the approvals'
-    // routing lock, so that a revocation waits for them (`approvals.rs`).
+    // Events of approval-required entries: routed and committed holding a pass of the
+    // approvals' gate, so that a revocation waits for them (`approvals.rs`).
     let gated = covered
         .iter()
         .any(|c| c.as_ref().is_some_and(|c| !c.gated.is_empty()));
-    let _routing = if gated {
-        Some(pipeline.approvals.routing.read().await)
-    } else {
-        None
-    };
+    let _pass = gated.then(|| pipeline.approvals.gate.enter());
     // Each event's trace context, for the log (only read when debug logging is on).
     let traces: Vec<Option<TraceContext>> = if tracing::enabled!(tracing::Level::DEBUG) {
         received

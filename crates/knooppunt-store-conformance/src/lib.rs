@@ -129,6 +129,7 @@ pub async fn run(backend: &mut impl Backend) {
     unordered_leases_skip_deliveries_waiting_for_a_retry(backend).await;
     dead_letters_are_redelivered_deleted_and_retired(backend).await;
     chosen_deliveries_are_withdrawn(backend).await;
+    receipts_say_who_received_what(backend).await;
     the_sweep_removes_only_finished_events(backend).await;
     deleting_a_subscription_drops_its_queue(backend).await;
 }
@@ -837,6 +838,88 @@ async fn chosen_deliveries_are_withdrawn(backend: &mut impl Backend) {
         store.pending_seqs("other", None, 5000).await.unwrap().len(),
         2500,
         "other subscriptions keep theirs"
+    );
+}
+
+/// A delivered attempt leaves a receipt, found by event and by subscription, kept across a
+/// reopen; a retry or a dead letter leaves none; the receipt sweep removes old ones.
+async fn receipts_say_who_received_what(backend: &mut impl Backend) {
+    use knooppunt_store::Receipt;
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["r-s", "r-t"]).await;
+    let events = (1..=3)
+        .map(|n| event(&format!("r{n}"), &["r-s", "r-t"]))
+        .collect();
+    let n = seqs(&store.append_events(events, 100, HOUR).await.unwrap());
+    let s1 = lease_one(store.as_ref(), "r-s", n[0], 200).await;
+    store
+        .record(vec![attempt(&s1, 500, Verdict::Delivered)])
+        .await
+        .unwrap();
+    let t1 = lease_one(store.as_ref(), "r-t", n[0], 200).await;
+    store
+        .record(vec![attempt(&t1, 600, Verdict::Delivered)])
+        .await
+        .unwrap();
+    let s2 = lease_one(store.as_ref(), "r-s", n[1], 200).await;
+    store
+        .record(vec![attempt(&s2, 700, Verdict::Delivered)])
+        .await
+        .unwrap();
+    let s3 = lease_one(store.as_ref(), "r-s", n[2], 200).await;
+    let retry = Verdict::Retry {
+        next_attempt_at: 900,
+    };
+    store.record(vec![attempt(&s3, 800, retry)]).await.unwrap();
+    let receipt = |seq, subscription: &str, at| Receipt {
+        seq,
+        subscription: subscription.into(),
+        delivered_at: at,
+    };
+    let store = backend.reopen(store).await;
+    assert_eq!(
+        store.receipts_of_event(n[0]).await.unwrap(),
+        [receipt(n[0], "r-s", 500), receipt(n[0], "r-t", 600)],
+        "who received the first event, kept across a reopen"
+    );
+    assert!(
+        store.receipts_of_event(n[2]).await.unwrap().is_empty(),
+        "a retry is no receipt"
+    );
+    assert_eq!(
+        store
+            .receipts_of_subscription("r-s", None, 10)
+            .await
+            .unwrap(),
+        [receipt(n[0], "r-s", 500), receipt(n[1], "r-s", 700)],
+        "what a subscription received, in acceptance order"
+    );
+    assert_eq!(
+        store
+            .receipts_of_subscription("r-s", Some(n[0]), 10)
+            .await
+            .unwrap(),
+        [receipt(n[1], "r-s", 700)]
+    );
+    assert!(
+        store
+            .receipts_of_subscription("r-", None, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a subscription id is not a prefix of another's"
+    );
+    assert_eq!(store.sweep_receipts(650).await.unwrap(), 2);
+    assert_eq!(
+        store.receipts_of_event(n[0]).await.unwrap(),
+        [] as [Receipt; 0]
+    );
+    assert_eq!(
+        store
+            .receipts_of_subscription("r-s", None, 10)
+            .await
+            .unwrap(),
+        [receipt(n[1], "r-s", 700)]
     );
 }
 

@@ -41,7 +41,8 @@ use self::group_commit::GroupCommit;
 use self::queues::Queues;
 use self::records::{CatalogRecord, GrantRecord, PrincipalRecord, SubscriptionRecord};
 use knooppunt_store::{
-    Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent, Swept,
+    Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, Receipt, StoredEvent,
+    Swept, Verdict,
 };
 use knooppunt_store::{AuditEntry, AuditRange, AuditRecord};
 use knooppunt_store::{
@@ -98,6 +99,10 @@ struct Trees {
     grants: sled::Tree,
     /// The audit trail: sequence number (big endian) → the entry as JSON.
     audit: sled::Tree,
+    /// Receipts by event: seq (big endian) + subscription → delivered at (big endian).
+    receipts: sled::Tree,
+    /// Receipts by subscription: subscription + 0 + seq (big endian) → delivered at.
+    received: sled::Tree,
 }
 
 impl Drop for Inner {
@@ -109,6 +114,31 @@ impl Drop for Inner {
             let _ = committer.join();
         }
     }
+}
+
+fn received_key(subscription: &str, seq: u64) -> Vec<u8> {
+    let mut key = subscription.as_bytes().to_vec();
+    key.push(0);
+    key.extend_from_slice(&seq.to_be_bytes());
+    key
+}
+
+fn be_u64(bytes: &[u8]) -> Result<u64, StoreError> {
+    bytes
+        .try_into()
+        .map(u64::from_be_bytes)
+        .map_err(|_| StoreError::Corrupt("a receipt's time is not 8 bytes".into()))
+}
+
+fn receipt_by_event(key: &[u8], value: &[u8]) -> Result<Receipt, StoreError> {
+    let (seq, subscription) = key
+        .split_at_checked(8)
+        .ok_or_else(|| StoreError::Corrupt("a receipt key is short".into()))?;
+    Ok(Receipt {
+        seq: be_u64(seq)?,
+        subscription: String::from_utf8_lossy(subscription).into_owned(),
+        delivered_at: be_u64(value)?,
+    })
 }
 
 fn decode_audit(bytes: &[u8]) -> Result<AuditEntry, StoreError> {
@@ -216,6 +246,8 @@ impl SledStore {
             catalog: tree("catalog")?,
             grants: tree("grants")?,
             audit: tree("audit")?,
+            receipts: tree("receipts")?,
+            received: tree("received")?,
             db: db.clone(),
         };
         let mut queues = Queues::default();
@@ -265,6 +297,25 @@ impl SledStore {
     }
 
     /// Flushes sled; returns after the group flush that covers the caller's write.
+    /// Files receipts `(seq, subscription, delivered at)` under both keys.
+    fn keep_receipts(&self, receipts: &[(u64, String, u64)]) {
+        let trees = &self.inner.trees;
+        let (mut by_event, mut by_subscription) = (sled::Batch::default(), sled::Batch::default());
+        for (seq, subscription, at) in receipts {
+            let mut key = seq.to_be_bytes().to_vec();
+            key.extend_from_slice(subscription.as_bytes());
+            by_event.insert(key, &at.to_be_bytes());
+            by_subscription.insert(received_key(subscription, *seq), &at.to_be_bytes());
+        }
+        if let Err(error) = trees
+            .receipts
+            .apply_batch(by_event)
+            .and_then(|()| trees.received.apply_batch(by_subscription))
+        {
+            tracing::warn!(%error, "Keeping delivery receipts failed.");
+        }
+    }
+
     async fn commit(&self) -> Result<(), StoreError> {
         let db = &self.inner.trees.db;
         self.inner
@@ -746,7 +797,92 @@ impl Store for SledStore {
     fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             self.take_results(&changes)?;
-            answered(self.inner.log.record(changes)).await
+            let receipts: Vec<(u64, String, u64)> = changes
+                .iter()
+                .filter_map(|change| match change {
+                    DeliveryChange::Attempted(a) if a.verdict == Verdict::Delivered => {
+                        Some((a.seq, a.subscription.clone(), a.at))
+                    }
+                    _ => None,
+                })
+                .collect();
+            answered(self.inner.log.record(changes)).await?;
+            if !receipts.is_empty() {
+                // Not flushed here: sled writes them out within its flush interval; the
+                // delivery state itself is durable in the log already.
+                self.keep_receipts(&receipts);
+            }
+            Ok(())
+        })
+    }
+
+    fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>> {
+        Box::pin(async move {
+            self.inner
+                .trees
+                .receipts
+                .scan_prefix(seq.to_be_bytes())
+                .map(|item| {
+                    let (key, value) = item.map_err(backend)?;
+                    receipt_by_event(&key, &value)
+                })
+                .collect()
+        })
+    }
+
+    fn receipts_of_subscription<'a>(
+        &'a self,
+        subscription: &'a str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Receipt>> {
+        Box::pin(async move {
+            let mut prefix = subscription.as_bytes().to_vec();
+            prefix.push(0);
+            let mut start = prefix.clone();
+            start.extend_from_slice(&after.map_or(0, |a| a.saturating_add(1)).to_be_bytes());
+            let mut end = subscription.as_bytes().to_vec();
+            end.push(1);
+            self.inner
+                .trees
+                .received
+                .range(start..end)
+                .take(limit)
+                .map(|item| {
+                    let (key, value) = item.map_err(backend)?;
+                    let seq = key
+                        .get(prefix.len()..prefix.len() + 8)
+                        .and_then(|b| b.try_into().ok())
+                        .map(u64::from_be_bytes)
+                        .ok_or_else(|| StoreError::Corrupt("a receipt key is short".into()))?;
+                    Ok(Receipt {
+                        seq,
+                        subscription: subscription.to_owned(),
+                        delivered_at: be_u64(&value)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn sweep_receipts(&self, before_ms: u64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let trees = &self.inner.trees;
+            let mut removed = 0;
+            for item in trees.receipts.iter() {
+                let (key, value) = item.map_err(backend)?;
+                let receipt = receipt_by_event(&key, &value)?;
+                if receipt.delivered_at >= before_ms {
+                    break;
+                }
+                trees.receipts.remove(&key).map_err(backend)?;
+                trees
+                    .received
+                    .remove(received_key(&receipt.subscription, receipt.seq))
+                    .map_err(backend)?;
+                removed += 1;
+            }
+            Ok(removed)
         })
     }
 

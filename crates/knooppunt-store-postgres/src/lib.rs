@@ -38,7 +38,8 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use knooppunt_store::{
     Appended, CatalogEntry, DeadLetter, Delivery, DeliveryChange, Grant, NewEvent, QueueStats,
-    Store, StoreError, StoreFuture, StoredEvent, StoredPrincipal, Subscription, Swept, Verdict,
+    Receipt, Store, StoreError, StoreFuture, StoredEvent, StoredPrincipal, Subscription, Swept,
+    Verdict,
 };
 use knooppunt_store::{AuditEntry, AuditRange, AuditRecord};
 use tokio_postgres::Row;
@@ -746,6 +747,55 @@ impl Store for PgStore {
         })
     }
 
+    fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "SELECT seq, subscription, delivered_at FROM receipts WHERE seq = $1 \
+                     ORDER BY subscription COLLATE \"C\"",
+                    &[&(seq as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(rows.iter().map(receipt).collect())
+        })
+    }
+
+    fn receipts_of_subscription<'a>(
+        &'a self,
+        subscription: &'a str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Receipt>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let after = after.map_or(-1, |a| a as i64);
+            let rows = client
+                .query(
+                    "SELECT seq, subscription, delivered_at FROM receipts \
+                     WHERE subscription = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                    &[&subscription, &after, &(limit as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(rows.iter().map(receipt).collect())
+        })
+    }
+
+    fn sweep_receipts(&self, before_ms: u64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            client
+                .execute(
+                    "DELETE FROM receipts WHERE delivered_at < $1",
+                    &[&(before_ms.min(i64::MAX as u64) as i64)],
+                )
+                .await
+                .map_err(backend)
+        })
+    }
+
     fn pending_seqs<'a>(
         &'a self,
         subscription: &'a str,
@@ -961,10 +1011,18 @@ pub(crate) fn statement(change: &DeliveryChange) -> Option<(&'static str, Vec<Ow
             let mut details = keys;
             let at = attempt.at as i64;
             match &attempt.verdict {
-                Verdict::Delivered => (
-                    "DELETE FROM deliveries WHERE subscription = $1 AND seq = $2 AND lease = $3",
-                    details,
-                ),
+                Verdict::Delivered => {
+                    details.push(Box::new(at));
+                    (
+                        "WITH done AS (DELETE FROM deliveries \
+                           WHERE subscription = $1 AND seq = $2 AND lease = $3 \
+                           RETURNING subscription, seq) \
+                         INSERT INTO receipts (seq, subscription, delivered_at) \
+                         SELECT seq, subscription, $4 FROM done \
+                         ON CONFLICT (seq, subscription) DO NOTHING",
+                        details,
+                    )
+                }
                 Verdict::Retry { next_attempt_at } => {
                     details.push(Box::new(at));
                     details.push(Box::new(attempt.status.map(i32::from)));
@@ -1057,6 +1115,14 @@ pub(crate) fn statement(change: &DeliveryChange) -> Option<(&'static str, Vec<Ow
             ],
         ),
     })
+}
+
+fn receipt(row: &Row) -> Receipt {
+    Receipt {
+        seq: row.get::<_, i64>(0) as u64,
+        subscription: row.get(1),
+        delivered_at: row.get::<_, i64>(2) as u64,
+    }
 }
 
 /// What an applied change that changed nothing means: for an attempt, its delivery is

@@ -168,6 +168,17 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO audit_head VALUES (0, '0000000000000000000000000000000000000000000000000000000000000000');
     "#,
+    // 9: delivery receipts: which subscriptions took which event, and when.
+    r#"
+    CREATE TABLE receipts (
+        seq bigint NOT NULL,
+        subscription text NOT NULL,
+        delivered_at bigint NOT NULL,
+        PRIMARY KEY (seq, subscription)
+    );
+    CREATE INDEX receipts_by_subscription ON receipts (subscription, seq);
+    CREATE INDEX receipts_by_time ON receipts (delivered_at);
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

@@ -24,8 +24,8 @@ pub use catalog::{
 };
 pub use principal::StoredPrincipal;
 pub use queue::{
-    Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, StoredEvent,
-    Swept, Verdict,
+    Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, Receipt,
+    StoredEvent, Swept, Verdict,
 };
 pub use subscription::{
     CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, Consent,
@@ -247,6 +247,22 @@ pub trait Store: Send + Sync + 'static {
             }
         })
     }
+
+    /// The receipts of event `seq`: which subscriptions took it and when, by subscription.
+    /// A delivery recorded as [`Verdict::Delivered`] leaves one (on the embedded store it is
+    /// written within a second of the result, which is durable at once).
+    fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>>;
+
+    /// Up to `limit` receipts of a subscription in acceptance order, after event `after`.
+    fn receipts_of_subscription<'a>(
+        &'a self,
+        subscription: &'a str,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Receipt>>;
+
+    /// Removes receipts delivered before `before_ms`, oldest events first, stopping at the first receipt that is not; returns how many.
+    fn sweep_receipts(&self, before_ms: u64) -> StoreFuture<'_, u64>;
 
     /// A subscription's dead letters in acceptance order, starting after event `after`.
     fn dead_letters<'a>(

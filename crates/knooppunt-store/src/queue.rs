@@ -182,6 +182,17 @@ pub enum DeliveryChange {
     },
 }
 
+/// A delivery its subscriber took (2xx): which event, to which subscription, when. Kept
+/// for the audit trail's "who received this event" and "what did I receive".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// The event ([`StoredEvent::seq`]).
+    pub seq: u64,
+    pub subscription: String,
+    /// Milliseconds since the Unix epoch.
+    pub delivered_at: u64,
+}
+
 /// The size of one subscription's queue, for metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueStats {

@@ -14,6 +14,7 @@ mod operations;
 mod page;
 mod principals;
 pub mod problem;
+mod receipts;
 mod subscription_body;
 mod subscriptions;
 
@@ -122,6 +123,14 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             get(approvals::get)
                 .put(approvals::decide)
                 .fallback(not_allowed(approvals::ITEM_ALLOW)),
+        )
+        .route(
+            "/v1/events/{sequence}/receipts",
+            get(receipts::of_event).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/receipts",
+            get(receipts::of_subscription).fallback(not_allowed("GET")),
         )
         .route("/v1/audit", get(audit::list).fallback(not_allowed("GET")))
         .route(

@@ -1356,7 +1356,77 @@ fn add_audit(document: &mut Value) {
         ],
         Map::new(),
     ));
+    let receipt_item = json!({
+        "type": "object",
+        "required": ["subscription", "deliveredTime"],
+        "properties": {
+            "subscription": {"type": "string"},
+            "subscriber": {"type": "string", "nullable": true, "description": "The subscription's owner (absent once it is deleted)."},
+            "deliveredTime": {"type": "string", "format": "date-time"}
+        }
+    });
+    let of_event = tagged(operation(
+        "listEventReceipts",
+        "Who received an event (by the `sequence` its publish answer gave): an admin or the owner of a catalog \
+         entry covering it sees every subscription that took it and when; anyone else only its own.",
+        (
+            "200",
+            json!({"description": "The event's receipts.", "headers": headers(&[]),
+            "content": {"application/json": {"schema": {
+                "type": "object", "required": ["sequence", "receipts"],
+                "properties": {
+                    "sequence": {"type": "integer", "format": "int64"},
+                    "source": {"type": "string", "description": "While the event is retained."},
+                    "id": {"type": "string"},
+                    "type": {"type": "string"},
+                    "receipts": {"type": "array", "items": receipt_item}
+                }}}}}),
+        ),
+        &[BAD_REQUEST, UNAUTHORIZED],
+        Map::new(),
+    ));
+    let mut page = Map::new();
+    page.insert(
+        "parameters".into(),
+        page_parameters(
+            "receipts",
+            "The sequence number of the last event of the previous page",
+        ),
+    );
+    let of_subscription = tagged(operation(
+        "listSubscriptionReceipts",
+        "What a subscription received: the events its sink took (2xx), in acceptance order.",
+        (
+            "200",
+            json!({"description": "A page of receipts. A `Link` header with rel=\"next\" points to the next page.",
+            "headers": headers(&[("Link", json!({"description": "RFC 8288 link to the next page, when there is one.", "schema": {"type": "string"}}))]),
+            "content": {"application/json": {"schema": {"type": "array", "items": {
+                "type": "object", "required": ["sequence", "deliveredTime"],
+                "properties": {
+                    "sequence": {"type": "integer", "format": "int64"},
+                    "deliveredTime": {"type": "string", "format": "date-time"},
+                    "source": {"type": "string", "description": "While the event is retained."},
+                    "id": {"type": "string"},
+                    "type": {"type": "string"}
+                }}}}}}),
+        ),
+        &[BAD_REQUEST, UNAUTHORIZED, NOT_FOUND],
+        page,
+    ));
     let paths = document["paths"].as_object_mut().expect("paths");
+    paths.insert(
+        "/events/{sequence}/receipts".into(),
+        json!({"parameters": [{"name": "sequence", "in": "path", "required": true,
+                               "description": "The sequence number the hub gave the event.",
+                               "schema": {"type": "integer", "format": "int64"}}],
+               "get": of_event}),
+    );
+    paths.insert(
+        "/subscriptions/{id}/receipts".into(),
+        json!({"parameters": [{"name": "id", "in": "path", "required": true,
+                               "description": "The subscription's id.", "schema": {"type": "string"}}],
+               "get": of_subscription}),
+    );
     paths.insert("/audit".into(), json!({"get": list}));
     paths.insert("/audit/verify".into(), json!({"get": verify}));
     let schemas = document["components"]["schemas"]

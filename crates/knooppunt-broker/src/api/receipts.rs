@@ -1,0 +1,144 @@
+//! Delivery receipts over HTTP: `GET /v1/events/{sequence}/receipts` ("who received this
+//! event": an admin or the owner of a catalog entry covering it sees every subscription,
+//! anyone else only its own) and `GET /v1/subscriptions/{id}/receipts` ("what did I
+//! receive", in acceptance order, in pages).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use knooppunt_event::timestamp::utc_timestamp;
+use serde_json::{Value, json};
+
+use super::auth::Caller;
+use super::page::Page;
+use super::problem::{ApiError, InvalidParam};
+use crate::app::AppState;
+
+/// The `source`, `id` and `type` of a retained event.
+fn identity(json: &str) -> Option<(String, String, String)> {
+    let value: Value = serde_json::from_str(json).ok()?;
+    Some((
+        value["source"].as_str()?.to_owned(),
+        value["id"].as_str()?.to_owned(),
+        value["type"].as_str()?.to_owned(),
+    ))
+}
+
+fn sequence(text: &str) -> Result<u64, ApiError> {
+    text.parse().map_err(|_| {
+        ApiError::invalid(
+            "the event is named by its sequence number",
+            vec![InvalidParam::new(
+                "sequence",
+                "must be the `sequence` the hub gave the event when it accepted it",
+            )],
+        )
+    })
+}
+
+/// `GET /v1/events/{sequence}/receipts`.
+pub(crate) async fn of_event(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(seq): Path<String>,
+) -> Result<Response, ApiError> {
+    let seq = sequence(&seq)?;
+    let event = state.event(seq).await?;
+    let identity = event.as_ref().and_then(|e| identity(&e.json));
+    // An admin, or the data owner: the owner of a catalog entry that covers the event.
+    let owner = caller.0.is_admin()
+        || identity.as_ref().is_some_and(|(source, _, ty)| {
+            state
+                .catalog
+                .owners_of(source, ty)
+                .iter()
+                .any(|o| o == &caller.0.name)
+        });
+    let receipts = state.receipts_of_event(seq).await?;
+    let mut shown = Vec::new();
+    for receipt in receipts {
+        let subscriber = state
+            .subscriptions
+            .get(&receipt.subscription)
+            .map(|s| s.owner.clone());
+        if !owner && subscriber.as_deref() != Some(caller.0.name.as_str()) {
+            continue;
+        }
+        shown.push(json!({
+            "subscription": receipt.subscription,
+            "subscriber": subscriber,
+            "deliveredTime": utc_timestamp(receipt.delivered_at),
+        }));
+    }
+    let mut body = json!({"sequence": seq, "receipts": shown});
+    if let Some((source, id, ty)) = identity {
+        body["source"] = json!(source);
+        body["id"] = json!(id);
+        body["type"] = json!(ty);
+    }
+    Ok(Json(body).into_response())
+}
+
+/// `GET /v1/subscriptions/{id}/receipts`.
+pub(crate) async fn of_subscription(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    match state.subscriptions.get(&id) {
+        Some(subscription) if super::subscriptions::visible(&caller, &subscription) => {}
+        _ => {
+            return Err(ApiError::NotFound(format!(
+                "subscription `{id}` does not exist or is not yours"
+            )));
+        }
+    }
+    let mut problems = Vec::new();
+    let Page { size, cursor } = Page::read(&query, &mut problems);
+    let after = match cursor.as_deref().map(str::parse::<u64>) {
+        None => None,
+        Some(Ok(seq)) => Some(seq),
+        Some(Err(_)) => {
+            problems.push(InvalidParam::new(
+                "cursor",
+                "is not a cursor of this list: use the link of the previous page",
+            ));
+            None
+        }
+    };
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the query is invalid", problems));
+    }
+    // One more than asked: whether there is a next page.
+    let mut receipts = state.receipts_of_subscription(&id, after, size + 1).await?;
+    let more = receipts.len() > size;
+    receipts.truncate(size);
+    let mut body = Vec::with_capacity(receipts.len());
+    for receipt in &receipts {
+        let mut item = json!({
+            "sequence": receipt.seq,
+            "deliveredTime": utc_timestamp(receipt.delivered_at),
+        });
+        if let Some((source, event_id, ty)) = state
+            .event(receipt.seq)
+            .await?
+            .and_then(|e| identity(&e.json))
+        {
+            item["source"] = json!(source);
+            item["id"] = json!(event_id);
+            item["type"] = json!(ty);
+        }
+        body.push(item);
+    }
+    let next = receipts.last().filter(|_| more).map(|r| r.seq.to_string());
+    Ok(super::page::answer(
+        body,
+        &format!("/subscriptions/{id}/receipts"),
+        size,
+        next.as_deref(),
+    ))
+}
