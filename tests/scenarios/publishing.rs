@@ -637,9 +637,9 @@ impl Store for GatedStore {
     fn receipts_of_subscription<'a>(
         &'a self,
         s: &'a str,
-        after: Option<u64>,
+        after: Option<&'a str>,
         limit: usize,
-    ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::Receipt>> {
+    ) -> knooppunt_store::StoreFuture<'a, (Vec<knooppunt_store::Receipt>, Option<String>)> {
         self.inner.receipts_of_subscription(s, after, limit)
     }
     fn sweep_receipts(&self, before_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {

@@ -344,13 +344,13 @@ impl AppState {
         self.store.receipts_of_event(seq).await
     }
 
-    /// What a subscription took, in acceptance order.
+    /// What a subscription took, in delivery order, and where the next page starts.
     pub(crate) async fn receipts_of_subscription(
         &self,
         id: &str,
-        after: Option<u64>,
+        after: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<Receipt>, StoreError> {
+    ) -> Result<(Vec<Receipt>, Option<String>), StoreError> {
         self.store.receipts_of_subscription(id, after, limit).await
     }
 
@@ -386,7 +386,23 @@ async fn follow_gone(
         let Some(Some(gone)) = unless_stopped(&mut stop, reports.recv()).await else {
             return;
         };
-        state.subscriptions.gone(&gone).await;
+        if state.subscriptions.gone(&gone).await {
+            let owner = state
+                .subscriptions
+                .get(&gone.subscription)
+                .map(|s| s.owner.clone());
+            let hub = crate::audit::Context {
+                actor: Some(crate::audit::HUB.into()),
+                ..crate::audit::Context::default()
+            };
+            let action = crate::audit::Action::new(
+                "subscription.disable",
+                format!("subscription/{}", gone.subscription),
+                serde_json::json!({"why": "the sink answered 410 Gone; its queue became dead letters"}),
+            )
+            .concerning(owner);
+            state.audit.record(&hub, action).await;
+        }
     }
 }
 

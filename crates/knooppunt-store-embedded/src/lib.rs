@@ -28,6 +28,7 @@ mod event_log;
 mod group_commit;
 mod pending;
 mod queues;
+mod receipts;
 mod records;
 
 use std::path::Path;
@@ -88,6 +89,8 @@ struct Inner {
     committer: Mutex<Option<JoinHandle<()>>>,
     /// Held while audit entries are chained and inserted: one chain.
     audit_writer: Mutex<()>,
+    /// Files delivery receipts off the delivery path.
+    receipts: receipts::Writer,
 }
 
 #[derive(Debug, Clone)]
@@ -99,9 +102,9 @@ struct Trees {
     grants: sled::Tree,
     /// The audit trail: sequence number (big endian) → the entry as JSON.
     audit: sled::Tree,
-    /// Receipts by event: seq (big endian) + subscription → delivered at (big endian).
+    /// Receipts by block of events, in chunks (`receipts.rs`).
     receipts: sled::Tree,
-    /// Receipts by subscription: subscription + 0 + seq (big endian) → delivered at.
+    /// Receipts by subscription in delivery order, in chunks (`receipts.rs`).
     received: sled::Tree,
 }
 
@@ -109,36 +112,12 @@ impl Drop for Inner {
     /// Ends the committer thread and waits for it, so that the store is closed when the last
     /// handle is dropped (and can be opened again at once).
     fn drop(&mut self) {
+        self.receipts.close();
         self.log.close();
         if let Some(committer) = self.committer.lock().expect("committer lock").take() {
             let _ = committer.join();
         }
     }
-}
-
-fn received_key(subscription: &str, seq: u64) -> Vec<u8> {
-    let mut key = subscription.as_bytes().to_vec();
-    key.push(0);
-    key.extend_from_slice(&seq.to_be_bytes());
-    key
-}
-
-fn be_u64(bytes: &[u8]) -> Result<u64, StoreError> {
-    bytes
-        .try_into()
-        .map(u64::from_be_bytes)
-        .map_err(|_| StoreError::Corrupt("a receipt's time is not 8 bytes".into()))
-}
-
-fn receipt_by_event(key: &[u8], value: &[u8]) -> Result<Receipt, StoreError> {
-    let (seq, subscription) = key
-        .split_at_checked(8)
-        .ok_or_else(|| StoreError::Corrupt("a receipt key is short".into()))?;
-    Ok(Receipt {
-        seq: be_u64(seq)?,
-        subscription: String::from_utf8_lossy(subscription).into_owned(),
-        delivered_at: be_u64(value)?,
-    })
 }
 
 fn decode_audit(bytes: &[u8]) -> Result<AuditEntry, StoreError> {
@@ -208,7 +187,15 @@ fn open_sled(directory: &Path) -> Result<sled::Db, StoreError> {
     };
     let started = std::time::Instant::now();
     loop {
-        match sled::Config::new().path(directory).open() {
+        // No periodic flush: every write that must be durable flushes itself (`commit`), and
+        // the receipt writer flushes its own batches now and then; a flush every half
+        // second would put an fsync beside the event log's every time (measured in
+        // BENCHMARKS.md).
+        match sled::Config::new()
+            .path(directory)
+            .flush_every_ms(None)
+            .open()
+        {
             Ok(db) => return Ok(db),
             Err(error) if locked(&error) && started.elapsed() < LOCK_WAIT => {
                 std::thread::sleep(std::time::Duration::from_millis(20));
@@ -246,8 +233,8 @@ impl SledStore {
             catalog: tree("catalog")?,
             grants: tree("grants")?,
             audit: tree("audit")?,
-            receipts: tree("receipts")?,
-            received: tree("received")?,
+            receipts: tree("receipts_by_event")?,
+            received: tree("receipts_by_subscription")?,
             db: db.clone(),
         };
         let mut queues = Queues::default();
@@ -266,6 +253,14 @@ impl SledStore {
         let readers = log.readers();
         let queues = Arc::new(RwLock::new(queues));
         let shared = Shared::new(Arc::clone(&queues), log.last_seq() + 1, hasher, dedupe);
+        let receipt_writer = receipts::Writer::start(
+            trees.db.clone(),
+            trees.receipts.clone(),
+            trees.received.clone(),
+        )
+        .map_err(|error| {
+            StoreError::Backend(format!("cannot start the receipt writer: {error}"))
+        })?;
         let committer = {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -286,6 +281,7 @@ impl SledStore {
                 log: shared,
                 committer: Mutex::new(Some(committer)),
                 audit_writer: Mutex::new(()),
+                receipts: receipt_writer,
             }),
         })
     }
@@ -297,25 +293,6 @@ impl SledStore {
     }
 
     /// Flushes sled; returns after the group flush that covers the caller's write.
-    /// Files receipts `(seq, subscription, delivered at)` under both keys.
-    fn keep_receipts(&self, receipts: &[(u64, String, u64)]) {
-        let trees = &self.inner.trees;
-        let (mut by_event, mut by_subscription) = (sled::Batch::default(), sled::Batch::default());
-        for (seq, subscription, at) in receipts {
-            let mut key = seq.to_be_bytes().to_vec();
-            key.extend_from_slice(subscription.as_bytes());
-            by_event.insert(key, &at.to_be_bytes());
-            by_subscription.insert(received_key(subscription, *seq), &at.to_be_bytes());
-        }
-        if let Err(error) = trees
-            .receipts
-            .apply_batch(by_event)
-            .and_then(|()| trees.received.apply_batch(by_subscription))
-        {
-            tracing::warn!(%error, "Keeping delivery receipts failed.");
-        }
-    }
-
     async fn commit(&self) -> Result<(), StoreError> {
         let db = &self.inner.trees.db;
         self.inner
@@ -808,81 +785,32 @@ impl Store for SledStore {
                 .collect();
             answered(self.inner.log.record(changes)).await?;
             if !receipts.is_empty() {
-                // Not flushed here: sled writes them out within its flush interval; the
-                // delivery state itself is durable in the log already.
-                self.keep_receipts(&receipts);
+                // The delivery state is durable in the log already; receipts follow.
+                self.inner.receipts.keep(receipts);
             }
             Ok(())
         })
     }
 
     fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>> {
-        Box::pin(async move {
-            self.inner
-                .trees
-                .receipts
-                .scan_prefix(seq.to_be_bytes())
-                .map(|item| {
-                    let (key, value) = item.map_err(backend)?;
-                    receipt_by_event(&key, &value)
-                })
-                .collect()
-        })
+        Box::pin(async move { receipts::of_event(&self.inner.trees.receipts, seq) })
     }
 
     fn receipts_of_subscription<'a>(
         &'a self,
         subscription: &'a str,
-        after: Option<u64>,
+        after: Option<&'a str>,
         limit: usize,
-    ) -> StoreFuture<'a, Vec<Receipt>> {
+    ) -> StoreFuture<'a, (Vec<Receipt>, Option<String>)> {
         Box::pin(async move {
-            let mut prefix = subscription.as_bytes().to_vec();
-            prefix.push(0);
-            let mut start = prefix.clone();
-            start.extend_from_slice(&after.map_or(0, |a| a.saturating_add(1)).to_be_bytes());
-            let mut end = subscription.as_bytes().to_vec();
-            end.push(1);
-            self.inner
-                .trees
-                .received
-                .range(start..end)
-                .take(limit)
-                .map(|item| {
-                    let (key, value) = item.map_err(backend)?;
-                    let seq = key
-                        .get(prefix.len()..prefix.len() + 8)
-                        .and_then(|b| b.try_into().ok())
-                        .map(u64::from_be_bytes)
-                        .ok_or_else(|| StoreError::Corrupt("a receipt key is short".into()))?;
-                    Ok(Receipt {
-                        seq,
-                        subscription: subscription.to_owned(),
-                        delivered_at: be_u64(&value)?,
-                    })
-                })
-                .collect()
+            receipts::of_subscription(&self.inner.trees.received, subscription, after, limit)
         })
     }
 
     fn sweep_receipts(&self, before_ms: u64) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let trees = &self.inner.trees;
-            let mut removed = 0;
-            for item in trees.receipts.iter() {
-                let (key, value) = item.map_err(backend)?;
-                let receipt = receipt_by_event(&key, &value)?;
-                if receipt.delivered_at >= before_ms {
-                    break;
-                }
-                trees.receipts.remove(&key).map_err(backend)?;
-                trees
-                    .received
-                    .remove(received_key(&receipt.subscription, receipt.seq))
-                    .map_err(backend)?;
-                removed += 1;
-            }
-            Ok(removed)
+            receipts::sweep(&trees.receipts, &trees.received, before_ms)
         })
     }
 

@@ -765,21 +765,35 @@ impl Store for PgStore {
     fn receipts_of_subscription<'a>(
         &'a self,
         subscription: &'a str,
-        after: Option<u64>,
+        after: Option<&'a str>,
         limit: usize,
-    ) -> StoreFuture<'a, Vec<Receipt>> {
+    ) -> StoreFuture<'a, (Vec<Receipt>, Option<String>)> {
         Box::pin(async move {
+            let (at, seq) = match after {
+                None => (-1, -1),
+                Some(cursor) => cursor
+                    .split_once('.')
+                    .and_then(|(a, s)| Some((a.parse::<i64>().ok()?, s.parse::<i64>().ok()?)))
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!("`{cursor}` is not a receipt cursor"))
+                    })?,
+            };
             let client = self.client().await?;
-            let after = after.map_or(-1, |a| a as i64);
             let rows = client
                 .query(
                     "SELECT seq, subscription, delivered_at FROM receipts \
-                     WHERE subscription = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-                    &[&subscription, &after, &(limit as i64)],
+                     WHERE subscription = $1 AND (delivered_at, seq) > ($2, $3) \
+                     ORDER BY delivered_at, seq LIMIT $4",
+                    &[&subscription, &at, &seq, &(limit as i64)],
                 )
                 .await
                 .map_err(backend)?;
-            Ok(rows.iter().map(receipt).collect())
+            let receipts: Vec<Receipt> = rows.iter().map(receipt).collect();
+            let next = receipts
+                .last()
+                .filter(|_| receipts.len() == limit)
+                .map(|r| format!("{}.{}", r.delivered_at, r.seq));
+            Ok((receipts, next))
         })
     }
 

@@ -176,7 +176,7 @@ const MIGRATIONS: &[&str] = &[
         delivered_at bigint NOT NULL,
         PRIMARY KEY (seq, subscription)
     );
-    CREATE INDEX receipts_by_subscription ON receipts (subscription, seq);
+    CREATE INDEX receipts_by_subscription ON receipts (subscription, delivered_at, seq);
     CREATE INDEX receipts_by_time ON receipts (delivered_at);
     "#,
 ];

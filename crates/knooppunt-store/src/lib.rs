@@ -248,20 +248,24 @@ pub trait Store: Send + Sync + 'static {
         })
     }
 
-    /// The receipts of event `seq`: which subscriptions took it and when, by subscription.
-    /// A delivery recorded as [`Verdict::Delivered`] leaves one (on the embedded store it is
-    /// written within a second of the result, which is durable at once).
+    /// The receipts of event `seq`: which subscriptions took it and when, by subscription
+    /// (the first receipt of each). A delivery recorded as [`Verdict::Delivered`] leaves one
+    /// (the embedded store files them within seconds of the result, which is durable at
+    /// once).
     fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>>;
 
-    /// Up to `limit` receipts of a subscription in acceptance order, after event `after`.
+    /// Up to `limit` receipts of a subscription in the order they were delivered, after
+    /// `after` (a cursor this method gave), and the cursor after the last one when there
+    /// may be more.
     fn receipts_of_subscription<'a>(
         &'a self,
         subscription: &'a str,
-        after: Option<u64>,
+        after: Option<&'a str>,
         limit: usize,
-    ) -> StoreFuture<'a, Vec<Receipt>>;
+    ) -> StoreFuture<'a, (Vec<Receipt>, Option<String>)>;
 
-    /// Removes receipts delivered before `before_ms`, oldest events first, stopping at the first receipt that is not; returns how many.
+    /// Removes receipts delivered before `before_ms` (in whole batches on the embedded
+    /// store: a batch goes once all of it is older); returns how many.
     fn sweep_receipts(&self, before_ms: u64) -> StoreFuture<'_, u64>;
 
     /// A subscription's dead letters in acceptance order, starting after event `after`.

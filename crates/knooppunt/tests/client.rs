@@ -663,7 +663,7 @@ async fn approvals_are_decided_and_the_audit_trail_exported_and_verified() {
     edited[1] = second.to_string();
     std::fs::write(&export, edited.join("\n")).unwrap();
     let broken = knooppunt(&url, &["audit", "verify", "--file", export_arg]).await;
-    assert_eq!(broken.status.code(), Some(2), "{}", stdout(&broken));
+    assert_eq!(broken.status.code(), Some(3), "{}", stdout(&broken));
     assert!(
         stdout(&broken).contains(&format!("BROKEN at entry {seq}")),
         "{}",

@@ -56,6 +56,16 @@ impl RequestAudit {
         }
     }
 
+    /// The context of what a request without a principal does (a sink's callback).
+    pub(crate) fn anonymous(&self) -> Context {
+        Context {
+            actor: None,
+            actor_oin: None,
+            request_id: Some(self.request_id.clone()),
+            trace_id: self.trace_id.clone(),
+        }
+    }
+
     fn context(&self) -> Context {
         let actor = self.actor.lock().expect("actor lock").clone();
         Context {

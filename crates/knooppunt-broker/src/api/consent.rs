@@ -13,10 +13,12 @@ use knooppunt_store::Subscription;
 use serde_json::json;
 
 use super::BASE_PATH;
+use super::audit::RequestAudit;
 use super::auth::{Caller, Role};
 use super::problem::ApiError;
 use super::subscriptions::{not_found, resource};
 use crate::app::AppState;
+use crate::audit::Action;
 use crate::lifecycle::Agreed;
 
 /// Where the sink can reach the hub: the configured public URL, or the `Host` the client
@@ -58,6 +60,7 @@ pub(crate) async fn handshake(
 /// bearer token: the secret in the URL, sent only to the sink, is the credential.
 pub(crate) async fn callback(
     State(state): State<Arc<AppState>>,
+    audit: RequestAudit,
     Path((id, token)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let updated = state
@@ -65,6 +68,14 @@ pub(crate) async fn callback(
         .consent_by_callback(&id, &token)
         .await?
         .ok_or_else(|| ApiError::NotFound("there is no such validation callback".into()))?;
+    // The sink acted, not a principal: the entry names none.
+    let action = Action::new(
+        "subscription.consent",
+        format!("subscription/{id}"),
+        json!({"by": "the sink, through the validation callback", "state": updated.state().as_str()}),
+    )
+    .concerning([updated.owner.clone()]);
+    state.audit.record(&audit.anonymous(), action).await;
     Ok(Json(json!({"subscription": id, "state": updated.state().as_str()})).into_response())
 }
 
@@ -73,6 +84,7 @@ pub(crate) async fn callback(
 pub(crate) async fn agreement(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    audit: RequestAudit,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Admin, "record a sink's consent by agreement")?;
@@ -88,5 +100,12 @@ pub(crate) async fn agreement(
         }
     };
     tracing::info!(subscription = %id, by = %caller.0.name, "Consent recorded by agreement.");
+    let action = Action::new(
+        "subscription.consent",
+        format!("subscription/{id}"),
+        json!({"by": "agreement, recorded by an administrator"}),
+    )
+    .concerning([updated.owner.clone()]);
+    state.audit.record(&audit.of(&caller), action).await;
     Ok(Json(resource(&state, &updated)).into_response())
 }

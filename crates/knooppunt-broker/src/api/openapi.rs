@@ -1395,7 +1395,7 @@ fn add_audit(document: &mut Value) {
     );
     let of_subscription = tagged(operation(
         "listSubscriptionReceipts",
-        "What a subscription received: the events its sink took (2xx), in acceptance order.",
+        "What a subscription received: the events its sink took (2xx), in the order they were delivered.",
         (
             "200",
             json!({"description": "A page of receipts. A `Link` header with rel=\"next\" points to the next page.",

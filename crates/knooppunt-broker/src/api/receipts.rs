@@ -1,7 +1,7 @@
 //! Delivery receipts over HTTP: `GET /v1/events/{sequence}/receipts` ("who received this
 //! event": an admin or the owner of a catalog entry covering it sees every subscription,
 //! anyone else only its own) and `GET /v1/subscriptions/{id}/receipts` ("what did I
-//! receive", in acceptance order, in pages).
+//! receive", in the order they were delivered, in pages).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -99,24 +99,34 @@ pub(crate) async fn of_subscription(
     }
     let mut problems = Vec::new();
     let Page { size, cursor } = Page::read(&query, &mut problems);
-    let after = match cursor.as_deref().map(str::parse::<u64>) {
-        None => None,
-        Some(Ok(seq)) => Some(seq),
-        Some(Err(_)) => {
-            problems.push(InvalidParam::new(
-                "cursor",
-                "is not a cursor of this list: use the link of the previous page",
-            ));
-            None
-        }
-    };
+    if cursor
+        .as_deref()
+        .is_some_and(|c| c.len() > 64 || !c.bytes().all(|b| b.is_ascii_hexdigit() || b == b'.'))
+    {
+        problems.push(InvalidParam::new(
+            "cursor",
+            "is not a cursor of this list: use the link of the previous page",
+        ));
+    }
     if !problems.is_empty() {
         return Err(ApiError::invalid("the query is invalid", problems));
     }
-    // One more than asked: whether there is a next page.
-    let mut receipts = state.receipts_of_subscription(&id, after, size + 1).await?;
-    let more = receipts.len() > size;
-    receipts.truncate(size);
+    let (receipts, next) = match state
+        .receipts_of_subscription(&id, cursor.as_deref(), size)
+        .await
+    {
+        Ok(found) => found,
+        Err(knooppunt_store::StoreError::Corrupt(_)) => {
+            return Err(ApiError::invalid(
+                "the query is invalid",
+                vec![InvalidParam::new(
+                    "cursor",
+                    "is not a cursor of this list: use the link of the previous page",
+                )],
+            ));
+        }
+        Err(error) => return Err(error.into()),
+    };
     let mut body = Vec::with_capacity(receipts.len());
     for receipt in &receipts {
         let mut item = json!({
@@ -134,7 +144,6 @@ pub(crate) async fn of_subscription(
         }
         body.push(item);
     }
-    let next = receipts.last().filter(|_| more).map(|r| r.seq.to_string());
     Ok(super::page::answer(
         body,
         &format!("/subscriptions/{id}/receipts"),

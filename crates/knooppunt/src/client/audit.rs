@@ -37,8 +37,8 @@ pub(crate) enum AuditCommand {
         out: Option<PathBuf>,
     },
     /// Check the chain: every entry's hash, and that each names the hash of the one before;
-    /// names the first broken entry. Asks the hub (admins), or with --file checks an export
-    /// without one.
+    /// names the first broken entry and exits with 3 when there is one. Asks the hub
+    /// (admins), or with --file checks an export without one.
     Verify {
         #[command(flatten)]
         connection: Connection,
@@ -47,6 +47,9 @@ pub(crate) enum AuditCommand {
         file: Option<PathBuf>,
     },
 }
+
+/// The exit code of a broken chain (1 is a refusal, 2 a command that could not run).
+const BROKEN: u8 = 3;
 
 pub(crate) async fn run(command: AuditCommand) -> Outcome {
     match command {
@@ -128,7 +131,7 @@ fn report(outcome: &Value) -> Outcome {
             text(&outcome["why"]),
             outcome["entries"]
         );
-        Ok(ExitCode::from(2))
+        Ok(ExitCode::from(BROKEN))
     }
 }
 

@@ -1,0 +1,291 @@
+//! Delivery receipts in sled, written by a thread of their own: the delivery path hands
+//! each recorded batch of results over a bounded channel and goes on, and the thread files
+//! what has come in the last [`GATHER`] as one sled batch per tree, and flushes sled at most
+//! every [`FLUSH`]. A crash loses the receipts of the last seconds (never a delivery: its
+//! result is durable in the event log first). When the thread falls behind by
+//! [`QUEUE`] handovers, receipts are counted as lost instead of queueing without bound.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use knooppunt_store::{Receipt, StoreError};
+
+/// One receipt as handed over: event, subscription, delivered at.
+pub(crate) type Taken = (u64, String, u64);
+
+/// How long the writer gathers receipts into one batch.
+const GATHER: Duration = Duration::from_millis(100);
+
+/// How often at most the writer flushes sled (one fsync).
+const FLUSH: Duration = Duration::from_secs(2);
+
+/// How many handovers may wait for the writer.
+const QUEUE: usize = 10_000;
+
+#[derive(Debug)]
+pub(crate) struct Writer {
+    sender: std::sync::Mutex<Option<SyncSender<Vec<Taken>>>>,
+    thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// Receipts not kept because the writer was behind.
+    pub(crate) lost: Arc<AtomicU64>,
+}
+
+impl Writer {
+    pub(crate) fn start(
+        db: sled::Db,
+        by_event: sled::Tree,
+        by_subscription: sled::Tree,
+    ) -> std::io::Result<Writer> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(QUEUE);
+        let lost = Arc::new(AtomicU64::new(0));
+        let thread = std::thread::Builder::new()
+            .name("knooppunt-receipts".into())
+            .spawn(move || write(&receiver, &db, &by_event, &by_subscription))?;
+        Ok(Writer {
+            sender: std::sync::Mutex::new(Some(sender)),
+            thread: std::sync::Mutex::new(Some(thread)),
+            lost,
+        })
+    }
+
+    /// Hands receipts to the writer without waiting.
+    pub(crate) fn keep(&self, receipts: Vec<Taken>) {
+        let count = receipts.len() as u64;
+        let sender = self.sender.lock().expect("receipts lock");
+        let Some(sender) = sender.as_ref() else {
+            return;
+        };
+        match sender.try_send(receipts) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                if self.lost.fetch_add(count, Ordering::Relaxed) == 0 {
+                    tracing::warn!("The receipt writer is behind: receipts are being lost.");
+                }
+            }
+        }
+    }
+
+    /// Files what waits and ends the thread.
+    pub(crate) fn close(&self) {
+        self.sender.lock().expect("receipts lock").take();
+        if let Some(thread) = self.thread.lock().expect("receipts lock").take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn write(
+    receiver: &Receiver<Vec<Taken>>,
+    db: &sled::Db,
+    by_event: &sled::Tree,
+    by_subscription: &sled::Tree,
+) {
+    let mut flushed = Instant::now();
+    let mut unflushed = false;
+    loop {
+        // Waits for receipts, but not past the next flush when some wait for one.
+        let first = if unflushed {
+            match receiver.recv_timeout(FLUSH.saturating_sub(flushed.elapsed())) {
+                Ok(first) => first,
+                Err(RecvTimeoutError::Timeout) => {
+                    flush(db);
+                    (flushed, unflushed) = (Instant::now(), false);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match receiver.recv() {
+                Ok(first) => first,
+                Err(_) => break,
+            }
+        };
+        let mut gathered = first;
+        let deadline = Instant::now() + GATHER;
+        let mut open = true;
+        while open {
+            match receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(more) => gathered.extend(more),
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => open = false,
+            }
+        }
+        if let Err(error) = file(db, by_event, by_subscription, &gathered) {
+            tracing::warn!(%error, receipts = gathered.len(), "Keeping delivery receipts failed.");
+        }
+        unflushed = true;
+        if flushed.elapsed() >= FLUSH {
+            flush(db);
+            (flushed, unflushed) = (Instant::now(), false);
+        }
+        if !open {
+            break;
+        }
+    }
+    if unflushed {
+        flush(db);
+    }
+}
+
+fn flush(db: &sled::Db) {
+    if let Err(error) = db.flush() {
+        tracing::warn!(%error, "Flushing delivery receipts failed.");
+    }
+}
+
+/// Events per block of the by-event tree: the receipts of one event are in its block's
+/// chunks.
+const BLOCK_BITS: u32 = 10;
+
+/// Files one gathered batch as chunks: per subscription one chunk in delivery order
+/// (`received`: subscription, 0, batch number → pairs), and per block of events and
+/// subscription one chunk (`receipts`: block, subscription, 0, batch number → pairs). A
+/// pair is an event's sequence number and when it was delivered, 16 bytes. So a batch costs
+/// a few sled inserts, not two per delivery.
+fn file(
+    db: &sled::Db,
+    by_event: &sled::Tree,
+    by_subscription: &sled::Tree,
+    gathered: &[Taken],
+) -> sled::Result<()> {
+    use std::collections::BTreeMap;
+    let batch = db.generate_id()?.to_be_bytes();
+    let mut per_subscription: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
+    let mut per_block: BTreeMap<(u64, &str), Vec<u8>> = BTreeMap::new();
+    for (seq, subscription, at) in gathered {
+        let pair = [seq.to_be_bytes(), at.to_be_bytes()].concat();
+        per_subscription
+            .entry(subscription)
+            .or_default()
+            .extend_from_slice(&pair);
+        per_block
+            .entry((seq >> BLOCK_BITS, subscription))
+            .or_default()
+            .extend_from_slice(&pair);
+    }
+    let (mut events, mut subscriptions) = (sled::Batch::default(), sled::Batch::default());
+    for (subscription, pairs) in per_subscription {
+        subscriptions.insert([subscription.as_bytes(), &[0], &batch].concat(), pairs);
+    }
+    for ((block, subscription), pairs) in per_block {
+        let key = [
+            &block.to_be_bytes()[..],
+            subscription.as_bytes(),
+            &[0],
+            &batch,
+        ]
+        .concat();
+        events.insert(key, pairs);
+    }
+    by_event.apply_batch(events)?;
+    by_subscription.apply_batch(subscriptions)
+}
+
+/// The pairs of a chunk.
+fn pairs(value: &[u8]) -> impl Iterator<Item = (u64, u64)> + '_ {
+    value.chunks_exact(16).map(|pair| {
+        let (seq, at) = pair.split_at(8);
+        (be(seq), be(at))
+    })
+}
+
+fn be(bytes: &[u8]) -> u64 {
+    u64::from_be_bytes(bytes.try_into().unwrap_or([0; 8]))
+}
+
+/// The receipts of event `seq`: the first of each subscription, by subscription.
+pub(crate) fn of_event(tree: &sled::Tree, seq: u64) -> Result<Vec<Receipt>, StoreError> {
+    let mut first: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    for item in tree.scan_prefix((seq >> BLOCK_BITS).to_be_bytes()) {
+        let (key, value) = item.map_err(super::backend)?;
+        let subscription = key
+            .get(8..key.len().saturating_sub(9))
+            .ok_or_else(|| StoreError::Corrupt("a receipt chunk's key is short".into()))?;
+        for (_, at) in pairs(&value).filter(|(s, _)| *s == seq) {
+            let name = String::from_utf8_lossy(subscription).into_owned();
+            let earliest = first.entry(name).or_insert(at);
+            *earliest = (*earliest).min(at);
+        }
+    }
+    Ok(first
+        .into_iter()
+        .map(|(subscription, delivered_at)| Receipt {
+            seq,
+            subscription,
+            delivered_at,
+        })
+        .collect())
+}
+
+/// Up to `limit` receipts of `subscription` in delivery order after `after` (`<batch hex>.<index>`).
+pub(crate) fn of_subscription(
+    tree: &sled::Tree,
+    subscription: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<Receipt>, Option<String>), StoreError> {
+    let (start_batch, skip) = match after {
+        None => (0, 0),
+        Some(cursor) => {
+            let (batch, index) = cursor
+                .split_once('.')
+                .and_then(|(b, i)| {
+                    Some((u64::from_str_radix(b, 16).ok()?, i.parse::<usize>().ok()?))
+                })
+                .ok_or_else(|| {
+                    StoreError::Corrupt(format!("`{cursor}` is not a receipt cursor"))
+                })?;
+            (batch, index + 1)
+        }
+    };
+    let prefix = [subscription.as_bytes(), &[0]].concat();
+    let start = [&prefix[..], &start_batch.to_be_bytes()].concat();
+    let end = [subscription.as_bytes(), &[1]].concat();
+    let mut found = Vec::new();
+    for item in tree.range(start..end) {
+        let (key, value) = item.map_err(super::backend)?;
+        let batch = be(key.get(prefix.len()..).unwrap_or_default());
+        let from = if batch == start_batch { skip } else { 0 };
+        for (index, (seq, at)) in pairs(&value).enumerate().skip(from) {
+            if found.len() == limit {
+                let cursor = format!("{batch:x}.{}", index - 1);
+                return Ok((found, Some(cursor)));
+            }
+            found.push(Receipt {
+                seq,
+                subscription: subscription.to_owned(),
+                delivered_at: at,
+            });
+        }
+        if found.len() == limit {
+            let last = pairs(&value).count() - 1;
+            return Ok((found, Some(format!("{batch:x}.{last}"))));
+        }
+    }
+    Ok((found, None))
+}
+
+/// Removes the chunks all of whose receipts were delivered before `before_ms`; returns how
+/// many receipts went (counted in the by-subscription tree).
+pub(crate) fn sweep(
+    by_event: &sled::Tree,
+    by_subscription: &sled::Tree,
+    before_ms: u64,
+) -> Result<u64, StoreError> {
+    let mut removed = 0;
+    for (tree, count) in [(by_event, false), (by_subscription, true)] {
+        for item in tree.iter() {
+            let (key, value) = item.map_err(super::backend)?;
+            if pairs(&value).all(|(_, at)| at < before_ms) {
+                if count {
+                    removed += (value.len() / 16) as u64;
+                }
+                tree.remove(key).map_err(super::backend)?;
+            }
+        }
+    }
+    Ok(removed)
+}
