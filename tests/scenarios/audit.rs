@@ -66,7 +66,10 @@ async fn every_change_and_refusal_is_on_a_chain_that_names_an_edited_entry() {
             Method::POST,
             "/v1/subscriptions",
             tokens::KVK,
-            Some(json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE]})),
+            Some(
+                json!({"sink": format!("{}?key=s3cr3t-webhook-key", sink.url),
+                        "protocol": "HTTP", "types": [TYPE]}),
+            ),
         )
         .await;
     assert_eq!(subscribed.status, 201, "{}", subscribed.body);
@@ -185,6 +188,10 @@ async fn every_change_and_refusal_is_on_a_chain_that_names_an_edited_entry() {
         "a principal's token is in the trail"
     );
     assert!(!text.contains(&secret), "a signing secret is in the trail");
+    assert!(
+        !text.contains("s3cr3t-webhook-key"),
+        "a key in the sink's URL is in the trail"
+    );
 
     // Each sees its own and what concerns it; filters and pages work.
     let kvk = all_entries(&hub, tokens::KVK).await;

@@ -169,6 +169,14 @@ pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> Value {
     body
 }
 
+/// A subscription as the audit trail keeps it: its representation with the sink's password
+/// and query values redacted (a webhook URL often carries a key).
+fn audited(state: &AppState, subscription: &Subscription) -> Value {
+    let mut body = resource(state, subscription);
+    body["sink"] = json!(knooppunt_delivery::redact_sink(&subscription.sink));
+    body
+}
+
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     caller: Caller,
@@ -205,7 +213,7 @@ pub(crate) async fn create(
     let action = Action::new(
         "subscription.create",
         format!("subscription/{id}"),
-        json!({"after": resource(&state, &created)}),
+        json!({"after": audited(&state, &created)}),
     );
     state.audit.record(&audit.of(&caller), action).await;
     state.approvals.subscription_saved(&created).await;
@@ -303,7 +311,7 @@ pub(crate) async fn replace(
     let action = Action::new(
         "subscription.replace",
         format!("subscription/{id}"),
-        json!({"after": resource(&state, &replaced.subscription), "sinkChanged": sink_changed}),
+        json!({"after": audited(&state, &replaced.subscription), "sinkChanged": sink_changed}),
     )
     .concerning([replaced.subscription.owner.clone()]);
     state.audit.record(&audit.of(&caller), action).await;
@@ -332,7 +340,7 @@ pub(crate) async fn delete(
     let action = Action::new(
         "subscription.delete",
         format!("subscription/{id}"),
-        json!({"before": resource(&state, &deleted)}),
+        json!({"before": audited(&state, &deleted)}),
     )
     .concerning([deleted.owner.clone()]);
     state.audit.record(&audit.of(&caller), action).await;
