@@ -45,17 +45,7 @@ async fn subscribe(hub: &TestHub, token: &str, sink: &Sink, config: Value) -> St
 async fn publish(hub: &TestHub, id: &str) -> Value {
     let event = json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": TYPE,
                        "datacontenttype": "application/json", "data": {"n": id}});
-    let answer = Answer::from(
-        hub.request(Method::POST, "/v1/events", tokens::BRP_PUBLISHER)
-            .header("content-type", "application/cloudevents+json")
-            .body(event.to_string())
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(answer.status, 202, "{}", answer.body);
-    answer.body
+    hub.publish_as(tokens::BRP_PUBLISHER, &event).await.body
 }
 
 async fn decide(

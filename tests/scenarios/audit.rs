@@ -307,16 +307,7 @@ async fn the_owner_sees_who_received_an_event_and_a_subscriber_what_it_received(
     }
     let event = json!({"specversion": "1.0", "id": "verhuizing-1", "source": format!("{PREFIX}systeem:BRP"),
                        "type": TYPE, "datacontenttype": "application/json", "data": {"n": 1}});
-    let published = Answer::from(
-        hub.request(Method::POST, "/v1/events", tokens::BRP_PUBLISHER)
-            .header("content-type", "application/cloudevents+json")
-            .body(event.to_string())
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(published.status, 202, "{}", published.body);
+    let published = hub.publish_as(tokens::BRP_PUBLISHER, &event).await;
     let seq = published.body["sequence"].as_u64().unwrap();
     kvk_sink
         .wait_for(1, std::time::Duration::from_secs(10))

@@ -125,16 +125,7 @@ async fn subscribe(hub: &TestHub, sink: &Sink, mode: &str) -> Answer {
 async fn publish(hub: &TestHub, id: &str) {
     let event = json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": TYPE,
                        "datacontenttype": "application/json", "data": {"n": id}});
-    let answer = Answer::from(
-        hub.request(Method::POST, "/v1/events", tokens::PUBLISHER)
-            .header("content-type", "application/cloudevents+json")
-            .body(event.to_string())
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(answer.status, 202, "{}", answer.body);
+    hub.publish_as(tokens::PUBLISHER, &event).await;
 }
 
 fn check_both_libraries(secret: &str, body: &[u8], headers: &Value) {

@@ -299,6 +299,18 @@ impl TestHub {
         Answer::from(request.send().await.unwrap()).await
     }
 
+    /// Publishes one event in the structured JSON format as the principal of `token`; the
+    /// answer, which must be 202.
+    pub async fn publish_as(&self, token: &str, event: &serde_json::Value) -> Answer {
+        let request = self
+            .request(reqwest::Method::POST, "/v1/events", token)
+            .header("content-type", "application/cloudevents+json")
+            .body(event.to_string());
+        let answer = Answer::from(request.send().await.unwrap()).await;
+        assert_eq!(answer.status, 202, "{}", answer.body);
+        answer
+    }
+
     /// The JSON of an unauthenticated `GET` (such as `/v1/openapi.json`).
     pub async fn get_json(&self, path: &str) -> serde_json::Value {
         let response = self.client.get(self.url(path)).send().await.unwrap();
