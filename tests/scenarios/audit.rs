@@ -374,3 +374,37 @@ async fn the_owner_sees_who_received_an_event_and_a_subscriber_what_it_received(
         .await
         .assert_problem(400);
 }
+
+#[tokio::test]
+async fn an_operator_can_switch_receipts_off() {
+    let mut options = knooppunt_tests::test_options();
+    options.delivery.receipts = false;
+    let hub = TestHub::start_with_options(options).await;
+    let sink = Sink::start().await;
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::KVK,
+            Some(json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE]})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let event = json!({"specversion": "1.0", "id": "stil", "source": format!("{PREFIX}systeem:BRP"),
+                       "type": TYPE});
+    let seq = hub.publish_as(tokens::BRP_PUBLISHER, &event).await.body["sequence"]
+        .as_u64()
+        .unwrap();
+    sink.wait_for(1, std::time::Duration::from_secs(10)).await;
+    // Longer than the embedded store takes to file receipts.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let receipts = hub
+        .call(
+            Method::GET,
+            &format!("/v1/events/{seq}/receipts"),
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(receipts.body["receipts"], json!([]), "{}", receipts.body);
+}

@@ -48,6 +48,8 @@ pub struct DeliveryOptions {
     pub lease_margin: Duration,
     /// The hub's Ed25519 keys for `v1a` signatures (none: `v1` only).
     pub hub_keys: crate::signing::HubKeys,
+    /// Whether a delivered event leaves a receipt (who received what, for the audit trail).
+    pub receipts: bool,
 }
 
 impl Default for DeliveryOptions {
@@ -64,6 +66,7 @@ impl Default for DeliveryOptions {
             sink_networks: SinkNetworks::default(),
             lease_margin: Duration::from_secs(30),
             hub_keys: crate::signing::HubKeys::none(),
+            receipts: true,
         }
     }
 }

@@ -677,6 +677,7 @@ async fn record(
         status,
         error: error.clone(),
         verdict,
+        receipt: inner.options.receipts,
     });
     match inner.store.record(vec![change]).await {
         Ok(()) => {}

@@ -95,6 +95,7 @@ fn attempt(leased: &Delivery, at: u64, verdict: Verdict) -> DeliveryChange {
         status: Some(503),
         error: Some("the sink answered 503".into()),
         verdict,
+        receipt: true,
     })
 }
 

@@ -777,7 +777,9 @@ impl Store for SledStore {
             let receipts: Vec<(u64, String, u64)> = changes
                 .iter()
                 .filter_map(|change| match change {
-                    DeliveryChange::Attempted(a) if a.verdict == Verdict::Delivered => {
+                    DeliveryChange::Attempted(a)
+                        if a.receipt && a.verdict == Verdict::Delivered =>
+                    {
                         Some((a.seq, a.subscription.clone(), a.at))
                     }
                     _ => None,

@@ -372,6 +372,8 @@ impl From<ChangeRecord> for DeliveryChange {
                     VerdictRecord::Retry { next_attempt_at } => Verdict::Retry { next_attempt_at },
                     VerdictRecord::DeadLetter { reason } => Verdict::DeadLetter { reason },
                 },
+                // Receipts are filed when the result is recorded, not when the log is read.
+                receipt: false,
             }),
             ChangeRecord::Redeliver {
                 subscription,

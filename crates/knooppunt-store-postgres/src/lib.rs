@@ -1025,6 +1025,10 @@ pub(crate) fn statement(change: &DeliveryChange) -> Option<(&'static str, Vec<Ow
             let mut details = keys;
             let at = attempt.at as i64;
             match &attempt.verdict {
+                Verdict::Delivered if !attempt.receipt => (
+                    "DELETE FROM deliveries WHERE subscription = $1 AND seq = $2 AND lease = $3",
+                    details,
+                ),
                 Verdict::Delivered => {
                     details.push(Box::new(at));
                     (

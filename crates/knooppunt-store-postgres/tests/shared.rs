@@ -90,6 +90,7 @@ async fn ordered_leases_follow_the_numbering_across_stores() {
                         status: Some(204),
                         error: None,
                         verdict: Verdict::Delivered,
+                        receipt: true,
                     })])
                     .await
                     .unwrap();
@@ -205,6 +206,7 @@ async fn one_lease_across_stores_and_stale_results_refused() {
             status: Some(204),
             error: None,
             verdict,
+            receipt: true,
         })]
     };
     let stale = a.record(result(leased[0].lease, Verdict::Delivered)).await;

@@ -116,6 +116,9 @@ pub struct Attempt {
     /// What went wrong, if anything did.
     pub error: Option<String>,
     pub verdict: Verdict,
+    /// Whether a delivered attempt leaves a [`Receipt`] (the operator may switch receipts
+    /// off).
+    pub receipt: bool,
 }
 
 /// A delivery the hub gave up on, with the history that led there. Its event is kept as long

@@ -485,14 +485,18 @@ impl DeliveryConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct AuditConfig {
-    /// ISO 8601 duration: how long audit entries are kept (the newest always is).
+    /// ISO 8601 duration: how long audit entries (and delivery receipts) are kept (the
+    /// newest entry always is).
     pub(crate) retention: String,
+    /// Whether every delivered event leaves a receipt ("who received what").
+    pub(crate) receipts: bool,
 }
 
 impl Default for AuditConfig {
     fn default() -> Self {
         AuditConfig {
             retention: "P365D".into(),
+            receipts: true,
         }
     }
 }
@@ -768,6 +772,7 @@ impl Config {
             .map_err(|why| anyhow::anyhow!("delivery.signing_overlap: {why}"))?;
         options.audit_retention = parse_iso8601_duration(&self.audit.retention)
             .map_err(|why| anyhow::anyhow!("audit.retention: {why}"))?;
+        options.delivery.receipts = self.audit.receipts;
         options.delivery.hub_keys = self.delivery.hub_keys()?;
         options.subscription_defaults = self.delivery.subscription_defaults()?;
         options.allow_http_sinks = self.delivery.allow_http_sinks;
