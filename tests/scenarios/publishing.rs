@@ -645,6 +645,15 @@ impl Store for GatedStore {
     fn sweep_receipts(&self, before_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
         self.inner.sweep_receipts(before_ms)
     }
+    fn renew<'a>(
+        &'a self,
+        s: &'a str,
+        seq: u64,
+        lease: u64,
+        until_ms: u64,
+    ) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.renew(s, seq, lease, until_ms)
+    }
     fn pending_seqs<'a>(
         &'a self,
         s: &'a str,

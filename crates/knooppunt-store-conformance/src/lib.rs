@@ -127,6 +127,7 @@ pub async fn run(backend: &mut impl Backend) {
     leases_follow_the_ordering(backend).await;
     results_are_recorded_and_survive_a_reopen(backend).await;
     stale_lease_tokens_are_refused(backend).await;
+    leases_are_renewed_only_by_their_holder(backend).await;
     unordered_leases_skip_deliveries_waiting_for_a_retry(backend).await;
     dead_letters_are_redelivered_deleted_and_retired(backend).await;
     chosen_deliveries_are_withdrawn(backend).await;
@@ -1035,6 +1036,59 @@ async fn stale_lease_tokens_are_refused(backend: &mut impl Backend) {
         .await
         .unwrap();
     assert_eq!(store.dead_letters("s", None, 10).await.unwrap().len(), 1);
+}
+
+/// A lease can be extended by its holder while it holds it; not with another token, not
+/// once another lease took the delivery, not once its result is recorded.
+async fn leases_are_renewed_only_by_their_holder(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["p"]).await;
+    let n = seqs(
+        &store
+            .append_events(vec![event("p1", &["p"]), event("p2", &["p"])], 100, HOUR)
+            .await
+            .unwrap(),
+    );
+    let held = lease_one(store.as_ref(), "p", n[0], 100).await;
+    assert!(store.renew("p", n[0], held.lease, 5000).await.unwrap());
+    assert!(
+        !store
+            .renew("p", n[0], held.lease + 999, 9000)
+            .await
+            .unwrap(),
+        "another token"
+    );
+    assert!(
+        !store.renew("p", n[1], held.lease, 9000).await.unwrap(),
+        "another delivery"
+    );
+    assert!(
+        !store.renew("q", n[0], held.lease, 9000).await.unwrap(),
+        "another subscription"
+    );
+    // Past the original lease (1100) but within the renewed one, nobody else takes it.
+    let taken = store.lease("p", 3000, 1000, 10, false).await.unwrap();
+    assert_eq!(taken.iter().map(|d| d.seq).collect::<Vec<_>>(), [n[1]]);
+    store
+        .record(vec![attempt(&taken[0], 3100, Verdict::Delivered)])
+        .await
+        .unwrap();
+    // Once the renewed lease ran out, another lease takes it, and the old token is spent.
+    let again = store.lease("p", 6000, 1000, 10, false).await.unwrap();
+    assert_eq!(again.iter().map(|d| d.seq).collect::<Vec<_>>(), [n[0]]);
+    assert!(
+        !store.renew("p", n[0], held.lease, 9000).await.unwrap(),
+        "taken over"
+    );
+    assert!(store.renew("p", n[0], again[0].lease, 9000).await.unwrap());
+    store
+        .record(vec![attempt(&again[0], 6100, Verdict::Delivered)])
+        .await
+        .unwrap();
+    assert!(
+        !store.renew("p", n[0], again[0].lease, 9999).await.unwrap(),
+        "its result is recorded"
+    );
 }
 
 async fn unordered_leases_skip_deliveries_waiting_for_a_retry(backend: &mut impl Backend) {

@@ -757,6 +757,22 @@ impl Store for SledStore {
         })
     }
 
+    fn renew<'a>(
+        &'a self,
+        subscription: &'a str,
+        seq: u64,
+        lease: u64,
+        until_ms: u64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut queues = self.queues();
+            Ok(queues
+                .pending
+                .get_mut(subscription)
+                .is_some_and(|queue| queue.renew(subscription, seq, lease, until_ms)))
+        })
+    }
+
     fn next_due<'a>(
         &'a self,
         subscription: &'a str,

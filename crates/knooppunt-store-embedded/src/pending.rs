@@ -225,6 +225,21 @@ impl Pending {
         }
     }
 
+    /// Extends lease `token` on the delivery of `seq` to `until`, if it holds it.
+    pub(super) fn renew(&mut self, subscription: &str, seq: u64, token: u64, until: u64) -> bool {
+        let held = self
+            .touched
+            .get(&seq)
+            .is_some_and(|d| token != 0 && d.lease == token && d.leased_until != u64::MAX);
+        if !held {
+            return false;
+        }
+        let mut delivery = self.remove(subscription, seq).expect("it is touched");
+        delivery.leased_until = until;
+        self.insert(delivery);
+        true
+    }
+
     /// Takes the delivery of `seq`, whose result is on its way to the log, out of reach:
     /// no lease until the result is applied, and its token is spent.
     pub(super) fn take_result(&mut self, subscription: &str, seq: u64) {

@@ -694,6 +694,32 @@ impl Store for PgStore {
         })
     }
 
+    fn renew<'a>(
+        &'a self,
+        subscription: &'a str,
+        seq: u64,
+        lease: u64,
+        until_ms: u64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let renewed = client
+                .execute(
+                    "UPDATE deliveries SET leased_until = $4 \
+                     WHERE subscription = $1 AND seq = $2 AND lease = $3 AND lease <> 0",
+                    &[
+                        &subscription,
+                        &(seq as i64),
+                        &(lease as i64),
+                        &(until_ms as i64),
+                    ],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(renewed == 1)
+        })
+    }
+
     fn next_due<'a>(
         &'a self,
         subscription: &'a str,

@@ -186,6 +186,18 @@ pub trait Store: Send + Sync + 'static {
         ordered: bool,
     ) -> StoreFuture<'a, Vec<Delivery>>;
 
+    /// Extends lease `lease` on the delivery of event `seq` to `until_ms`, if that lease
+    /// still holds it (once it ran out and another lease took the delivery, or its result
+    /// was recorded, it does not); whether it did. For consumers that hold a lock while
+    /// they work (pull delivery).
+    fn renew<'a>(
+        &'a self,
+        subscription: &'a str,
+        seq: u64,
+        lease: u64,
+        until_ms: u64,
+    ) -> StoreFuture<'a, bool>;
+
     /// When the subscription's next unleased delivery is due (for an ordered subscription:
     /// its oldest one, if not leased), if it has one.
     fn next_due<'a>(&'a self, subscription: &'a str, ordered: bool)
