@@ -142,12 +142,7 @@ async fn only_granted_subscriptions_receive_and_nothing_is_queued_before_the_gra
         link.contains("state=requested&pageSize=1&cursor="),
         "{link}"
     );
-    let next = link
-        .trim_start_matches('<')
-        .split('>')
-        .next()
-        .unwrap()
-        .to_owned();
+    let next = first.next_link().unwrap();
     let second = hub
         .call(Method::GET, &next, tokens::BRP_PUBLISHER, None)
         .await;

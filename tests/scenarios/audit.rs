@@ -220,12 +220,7 @@ async fn every_change_and_refusal_is_on_a_chain_that_names_an_edited_entry() {
     assert_eq!(approvals.body[0]["name"], "approval.request");
     let link = approvals.header("link").unwrap().to_owned();
     assert!(link.contains("name=approval&pageSize=1&cursor="), "{link}");
-    let next = link
-        .trim_start_matches('<')
-        .split('>')
-        .next()
-        .unwrap()
-        .to_owned();
+    let next = approvals.next_link().unwrap();
     let second = hub.call(Method::GET, &next, tokens::ADMIN, None).await;
     assert_eq!(second.body[0]["name"], "approval.grant");
     hub.call(Method::GET, "/v1/audit?from=yesterday", tokens::ADMIN, None)

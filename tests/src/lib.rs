@@ -212,20 +212,9 @@ impl TestHub {
     }
 
     /// [`TestHub::restart`] with other settings.
-    pub async fn restart_with(self, options: HubOptions) -> TestHub {
-        let TestHub {
-            hub,
-            store,
-            data,
-            store_options,
-            shutdown,
-            task,
-            ..
-        } = self;
-        let _ = shutdown.send(());
-        task.await.unwrap();
-        drop((hub, store));
-        TestHub::start_in(data, options, store_options).await
+    pub async fn restart_with(mut self, options: HubOptions) -> TestHub {
+        self.options = options;
+        self.restart_after_editing(|_| {}).await
     }
 
     /// Stops the hub, lets `edit` change what is in its data directory (as someone with
@@ -349,6 +338,12 @@ impl Answer {
             headers,
             body,
         }
+    }
+
+    /// The path of the `Link: <…>; rel="next"` header, if there is one.
+    pub fn next_link(&self) -> Option<String> {
+        let link = self.header("link")?;
+        Some(link.strip_prefix('<')?.split('>').next()?.to_owned())
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
