@@ -89,6 +89,17 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestAudit {
     }
 }
 
+/// A request id of the hub's own: this process's random prefix and a counter (no system
+/// call per request, unlike a random UUID).
+fn own_request_id() -> String {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let prefix = PREFIX.get_or_init(|| uuid::Uuid::new_v4().simple().to_string()[..16].to_owned());
+    format!("{prefix}-{:x}", COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
 /// A client's request id, if usable: 1 to 128 visible ASCII characters.
 fn client_request_id(value: &HeaderValue) -> Option<String> {
     let text = value.to_str().ok()?;
@@ -117,15 +128,12 @@ pub(crate) async fn track(
         request_id: headers
             .get(REQUEST_ID)
             .and_then(client_request_id)
-            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+            .unwrap_or_else(own_request_id),
         trace_id: headers.get("traceparent").and_then(trace_id),
         actor: Arc::default(),
     };
     // The route, not the path: a path can carry a secret (a validation token).
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "(no route)".to_owned(), |m| m.as_str().to_owned());
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let method = request.method().clone();
     request.extensions_mut().insert(audit.clone());
     let mut response = next.run(request).await;
@@ -143,7 +151,10 @@ pub(crate) async fn track(
                 } else {
                     "request.forbidden"
                 },
-                format!("{method} {route}"),
+                format!(
+                    "{method} {}",
+                    route.as_ref().map_or("(no route)", MatchedPath::as_str)
+                ),
                 json!({"status": status.as_u16(), "detail": detail}),
             ),
         );
