@@ -18,10 +18,11 @@
 //! (no lock: publishes never wait for each other or for a revocation). A hub that learns of
 //! another hub's revocation withdraws the same way after it reloads.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
+use knooppunt_event::format::json::Identity;
 use knooppunt_filter::Scope;
 use knooppunt_store::{
     ApprovalPolicy, CatalogEntry, Decision, Grant, GrantState, Store, StoreError, StoredEvent,
@@ -77,6 +78,8 @@ struct Grants {
     by_key: BTreeMap<(String, String), Arc<Grant>>,
     /// The granted subscriptions of each entry: what routing asks.
     granted: HashMap<String, HashSet<String>>,
+    /// The entries each subscription has a grant of: what its representation shows.
+    of_subscription: HashMap<String, BTreeSet<String>>,
 }
 
 impl Grants {
@@ -98,6 +101,10 @@ impl Grants {
         } else {
             self.ungrant(&grant.entry, &grant.subscription);
         }
+        self.of_subscription
+            .entry(grant.subscription.clone())
+            .or_default()
+            .insert(grant.entry.clone());
         self.by_key.insert(key, grant);
     }
 
@@ -105,6 +112,12 @@ impl Grants {
         self.by_key
             .remove(&(entry.to_owned(), subscription.to_owned()));
         self.ungrant(entry, subscription);
+        if let Some(entries) = self.of_subscription.get_mut(subscription) {
+            entries.remove(entry);
+            if entries.is_empty() {
+                self.of_subscription.remove(subscription);
+            }
+        }
     }
 
     fn ungrant(&mut self, entry: &str, subscription: &str) {
@@ -263,11 +276,13 @@ impl Approvals {
 
     /// The grants of a subscription, by entry.
     pub(crate) fn of_subscription(&self, id: &str) -> Vec<Arc<Grant>> {
-        self.read()
-            .by_key
-            .values()
-            .filter(|g| g.subscription == id)
-            .cloned()
+        let grants = self.read();
+        grants
+            .of_subscription
+            .get(id)
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| grants.get(entry, id).cloned())
             .collect()
     }
 
@@ -546,11 +561,12 @@ impl Approvals {
     pub(crate) async fn redeliver(&self, id: &str, seq: u64) -> Result<Redelivered, Refused> {
         let _pass = self.gate.enter();
         if let Some((_, Some(event))) = self.subscriptions.dead_letter(id, seq).await?
-            && let Some(ty) = event_type(&event.json)
+            && let Some(identity) = Identity::of_json(&event.json)
         {
-            let covered = self
-                .catalog
-                .look_up(std::iter::once((event.source.as_str(), ty.as_str())));
+            let covered = self.catalog.look_up(std::iter::once((
+                event.source.as_str(),
+                identity.ty.as_str(),
+            )));
             let grants = self.read();
             let missing = covered
                 .iter()
@@ -584,7 +600,7 @@ impl Approvals {
             return Ok(0);
         };
         let covered = move |event: &StoredEvent| {
-            event_type(&event.json).is_some_and(|ty| entry.covers(&event.source, &ty))
+            Identity::of_json(&event.json).is_some_and(|e| entry.covers(&event.source, &e.ty))
         };
         let withdrawn = self
             .store
@@ -637,14 +653,4 @@ fn check_reason(state: GrantState, reason: Option<String>) -> Result<Option<Stri
         )),
         _ => Ok(reason),
     }
-}
-
-/// The `type` of an event in the JSON format.
-fn event_type(json: &str) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Typed {
-        #[serde(rename = "type")]
-        ty: String,
-    }
-    serde_json::from_str::<Typed>(json).ok().map(|t| t.ty)
 }

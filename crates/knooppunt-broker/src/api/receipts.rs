@@ -9,8 +9,9 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
+use knooppunt_event::format::json::Identity;
 use knooppunt_event::timestamp::utc_timestamp;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::auth::Caller;
 use super::page::Page;
@@ -19,12 +20,7 @@ use crate::app::AppState;
 
 /// The `source`, `id` and `type` of a retained event.
 fn identity(json: &str) -> Option<(String, String, String)> {
-    let value: Value = serde_json::from_str(json).ok()?;
-    Some((
-        value["source"].as_str()?.to_owned(),
-        value["id"].as_str()?.to_owned(),
-        value["type"].as_str()?.to_owned(),
-    ))
+    Identity::of_json(json).map(|e| (e.source, e.id, e.ty))
 }
 
 fn sequence(text: &str) -> Result<u64, ApiError> {

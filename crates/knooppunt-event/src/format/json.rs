@@ -277,6 +277,35 @@ fn decode_data(
     }
 }
 
+/// The `source`, `id` and `type` of an event in the JSON format, as stored (read without
+/// building the rest: `data` is skipped, not kept).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub source: String,
+    pub id: String,
+    pub ty: String,
+}
+
+impl Identity {
+    pub fn of_json(json: &str) -> Option<Identity> {
+        #[derive(serde::Deserialize)]
+        struct Members<'a> {
+            #[serde(borrow)]
+            source: std::borrow::Cow<'a, str>,
+            #[serde(borrow)]
+            id: std::borrow::Cow<'a, str>,
+            #[serde(borrow, rename = "type")]
+            ty: std::borrow::Cow<'a, str>,
+        }
+        let members: Members<'_> = serde_json::from_str(json).ok()?;
+        Some(Identity {
+            source: members.source.into_owned(),
+            id: members.id.into_owned(),
+            ty: members.ty.into_owned(),
+        })
+    }
+}
+
 /// Encodes an event as a JSON object: `specversion`, `id`, `source`, `type`, the optional
 /// attributes, the extensions in name order, then `data` or `data_base64`.
 pub fn encode_event(event: &Event) -> String {
@@ -371,6 +400,20 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_identity_is_read_with_escapes_and_without_the_data() {
+        let json = r#"{"specversion":"1.0","data":{"deep":[1,{"x":"y"}]},"id":"a\u0062","source":"urn:x","type":"t\"q"}"#;
+        assert_eq!(
+            Identity::of_json(json),
+            Some(Identity {
+                source: "urn:x".into(),
+                id: "ab".into(),
+                ty: "t\"q".into(),
+            })
+        );
+        assert_eq!(Identity::of_json(r#"{"id":"a","source":"s"}"#), None);
+    }
 
     #[test]
     fn the_text_kept_is_the_object_without_the_white_space_around_it() {
