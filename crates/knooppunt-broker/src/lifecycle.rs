@@ -7,7 +7,9 @@
 
 use std::sync::{Arc, RwLock};
 
-use knooppunt_delivery::{AddressRefused, Deliverer, Gone, Handshake};
+use knooppunt_delivery::{
+    AddressRefused, Deliverer, Gone, Handshake, Received, Settlement, TokenProblem,
+};
 use knooppunt_event::Event;
 use knooppunt_filter::{Criteria, EvalLimits, Filter, Limits, Routed};
 use knooppunt_store::{
@@ -79,6 +81,22 @@ pub(crate) enum Agreed {
     /// The subscription is disabled: it needs a new sink (or usable filters) first.
     Disabled,
     NoSubscription,
+}
+
+/// Why a pull operation was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PullRefused {
+    #[error("there is no such subscription")]
+    NoSubscription,
+    #[error(
+        "this is a push subscription: the hub sends its events to its sink; create one with \
+         config.delivery `pull` to receive events"
+    )]
+    Push,
+    #[error("the subscription is disabled: {0}")]
+    Disabled(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// What [`Subscriptions::redeliver`] found.
@@ -294,10 +312,16 @@ impl Subscriptions {
         mut subscription: Subscription,
         criteria: Criteria,
     ) -> Result<Arc<Subscription>, E> {
-        // Every new subscription waits for its sink's consent, and has a secret its
-        // deliveries are signed with.
-        subscription.status = Status::Pending { problem: None };
-        subscription.validation_token = Some(new_validation_token());
+        // Every new push subscription waits for its sink's consent (a pull subscription's
+        // consumer calls the hub: there is no one to ask), and has a secret its deliveries
+        // are signed with.
+        if subscription.is_pull() {
+            subscription.status = Status::Active(Consent::default());
+            subscription.validation_token = None;
+        } else {
+            subscription.status = Status::Pending { problem: None };
+            subscription.validation_token = Some(new_validation_token());
+        }
         subscription.signing = Some(SigningSecrets {
             current: new_signing_secret(),
             previous: None,
@@ -335,9 +359,14 @@ impl Subscriptions {
         debug_assert_eq!(replacement.id, id);
         // The signing secrets are the hub's, changed only by a rotation.
         replacement.signing.clone_from(&existing.signing);
-        let needs_consent = replacement.sink != existing.sink
-            || matches!(existing.status, Status::Disabled(Disabled::Unusable(_)));
-        if needs_consent {
+        let needs_consent = !replacement.is_pull()
+            && (replacement.sink != existing.sink
+                || existing.is_pull()
+                || matches!(existing.status, Status::Disabled(Disabled::Unusable(_))));
+        if replacement.is_pull() {
+            replacement.status = Status::Active(Consent::default());
+            replacement.validation_token = None;
+        } else if needs_consent {
             replacement.status = Status::Pending { problem: None };
             replacement.validation_token = Some(new_validation_token());
         } else {
@@ -660,6 +689,41 @@ impl Subscriptions {
         self.store.record(vec![change]).await?;
         self.deliverer.wake([&id.to_owned()]);
         Ok(Redelivered::Queued)
+    }
+
+    /// Hands up to `max` events of pull subscription `id` to its consumer, waiting up to
+    /// `wait` for some (see [`Deliverer::receive`]).
+    pub(crate) async fn receive(
+        &self,
+        id: &str,
+        max: usize,
+        wait: std::time::Duration,
+    ) -> Result<Vec<Received>, PullRefused> {
+        let subscription = self.pullable(id)?;
+        Ok(self.deliverer.receive(&subscription, max, wait).await?)
+    }
+
+    /// Settles events of pull subscription `id` held under `tokens` (see
+    /// [`Deliverer::settle`]): per token, whether it was settled or why not.
+    pub(crate) async fn settle(
+        &self,
+        id: &str,
+        tokens: &[String],
+        how: &Settlement,
+    ) -> Result<Vec<Result<(), TokenProblem>>, PullRefused> {
+        let subscription = self.pullable(id)?;
+        Ok(self.deliverer.settle(&subscription, tokens, how).await?)
+    }
+
+    fn pullable(&self, id: &str) -> Result<Arc<Subscription>, PullRefused> {
+        let subscription = self.get(id).ok_or(PullRefused::NoSubscription)?;
+        if !subscription.is_pull() {
+            return Err(PullRefused::Push);
+        }
+        if let Status::Disabled(why) = &subscription.status {
+            return Err(PullRefused::Disabled(why.reason().to_owned()));
+        }
+        Ok(subscription)
     }
 
     /// Brings the registry and the workers up to the store's subscriptions, which another

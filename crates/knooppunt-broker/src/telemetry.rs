@@ -136,6 +136,10 @@ pub(crate) struct Telemetry {
     pub(crate) filter_over_budget: AtomicU64,
     /// Publishes whose routing moved to a blocking thread.
     pub(crate) routing_offloaded: AtomicU64,
+    /// Events handed to pull consumers.
+    pulled: AtomicU64,
+    /// Pull settlements by outcome.
+    settled: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Default for Telemetry {
@@ -148,6 +152,8 @@ impl Default for Telemetry {
             attempt_seconds: Histogram::new(SECONDS),
             filter_over_budget: AtomicU64::new(0),
             routing_offloaded: AtomicU64::new(0),
+            pulled: AtomicU64::new(0),
+            settled: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -237,6 +243,23 @@ impl Telemetry {
                 "knooppunt_delivery_attempts_total{{outcome=\"{outcome}\",status_code=\"{status}\"}} {count}"
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP knooppunt_pull_received_total Events handed to pull consumers (each hand-over counts).\n\
+             # TYPE knooppunt_pull_received_total counter\nknooppunt_pull_received_total {}",
+            get(&self.pulled)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP knooppunt_pull_settled_total Pulled events settled by their consumers (acknowledged, released, rejected, renewed) or given up by the hub (deadLetter).\n\
+             # TYPE knooppunt_pull_settled_total counter"
+        );
+        for (outcome, count) in self.settled.lock().expect("settled lock").iter() {
+            let _ = writeln!(
+                out,
+                "knooppunt_pull_settled_total{{outcome=\"{outcome}\"}} {count}"
+            );
+        }
         self.attempt_seconds.render(
             &mut out,
             "knooppunt_delivery_attempt_seconds",
@@ -270,6 +293,19 @@ impl Telemetry {
                 out,
                 "knooppunt_queue_oldest_pending_seconds{{subscription=\"{}\"}} {age}",
                 queue.subscription
+            );
+        }
+        gauge(
+            &mut out,
+            "knooppunt_queue_leased_deliveries",
+            "Pending deliveries leased now per subscription: attempts in flight (push), or \
+             events locked by consumers (pull).",
+        );
+        for queue in queues {
+            let _ = writeln!(
+                out,
+                "knooppunt_queue_leased_deliveries{{subscription=\"{}\"}} {}",
+                queue.subscription, queue.leased
             );
         }
         gauge(
@@ -330,5 +366,18 @@ impl knooppunt_delivery::Observer for Telemetry {
             .entry((outcome, status.unwrap_or(0)))
             .or_default() += 1;
         self.attempt_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    fn received(&self, count: usize) {
+        self.pulled.fetch_add(count as u64, Ordering::Relaxed);
+    }
+
+    fn settled(&self, outcome: &'static str) {
+        *self
+            .settled
+            .lock()
+            .expect("settled lock")
+            .entry(outcome)
+            .or_default() += 1;
     }
 }

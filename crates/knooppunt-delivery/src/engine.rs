@@ -76,6 +76,17 @@ pub trait Observer: Send + Sync + 'static {
     /// `outcome` is `delivered`, `retry` or `deadLetter`; `status` the sink's HTTP status if
     /// it answered; `elapsed` how long the request took.
     fn attempt(&self, outcome: &'static str, status: Option<u16>, elapsed: Duration);
+
+    /// `count` events were handed to a pull consumer.
+    fn received(&self, count: usize) {
+        let _ = count;
+    }
+
+    /// A pull consumer settled an event: `acknowledged`, `released`, `rejected` or
+    /// `renewed`; or the hub gave one up (`deadLetter`) when it would hand it out again.
+    fn settled(&self, outcome: &'static str) {
+        let _ = outcome;
+    }
 }
 
 /// An observer that ignores everything.
@@ -111,7 +122,7 @@ pub struct LastDelivery {
 /// The running delivery workers; cheap to clone.
 #[derive(Clone)]
 pub struct Deliverer {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Deliverer {
@@ -128,6 +139,8 @@ pub(crate) struct Inner {
     pub(crate) origin: HeaderValue,
     pub(crate) options: DeliveryOptions,
     pub(crate) workers: Mutex<HashMap<String, Worker>>,
+    /// Per pull subscription, what its waiting `receive` calls wake up to.
+    pub(crate) pulls: Mutex<HashMap<String, Arc<Notify>>>,
     pub(crate) last: Mutex<HashMap<String, LastDelivery>>,
     /// Sinks that answered 410, for the broker to act on.
     pub(crate) gone: mpsc::UnboundedSender<Gone>,
@@ -178,6 +191,7 @@ impl Deliverer {
                 origin,
                 options,
                 workers: Mutex::new(HashMap::new()),
+                pulls: Mutex::new(HashMap::new()),
                 last: Mutex::new(HashMap::new()),
                 gone,
                 observer,
@@ -193,12 +207,31 @@ impl Deliverer {
     }
 
     /// Starts, restarts or stops the worker of a subscription after it was created, changed
-    /// or loaded: only active subscriptions have one.
+    /// or loaded: only active push subscriptions have one (a pull subscription's consumers
+    /// call [`Deliverer::receive`]).
     pub fn sync(&self, subscription: &Arc<Subscription>) {
         if subscription.state() != SubscriptionState::Active || *self.inner.stop.borrow() {
             self.remove(&subscription.id);
             return;
         }
+        if subscription.is_pull() {
+            if let Some(worker) = self
+                .inner
+                .workers
+                .lock()
+                .expect("workers lock")
+                .remove(&subscription.id)
+            {
+                let _ = worker.retire.send(true);
+            }
+            self.pull_wake(&subscription.id).notify_waiters();
+            return;
+        }
+        self.inner
+            .pulls
+            .lock()
+            .expect("pulls lock")
+            .remove(&subscription.id);
         let mut workers = self.inner.workers.lock().expect("workers lock");
         if let Some(worker) = workers.get(&subscription.id)
             && !worker.task.is_finished()
@@ -240,6 +273,9 @@ impl Deliverer {
     /// Stops a subscription's worker (deleted, disabled or pending): it takes nothing more,
     /// and the attempts in flight finish and record their results.
     pub fn remove(&self, id: &str) {
+        if let Some(wake) = self.inner.pulls.lock().expect("pulls lock").remove(id) {
+            wake.notify_waiters();
+        }
         if let Some(worker) = self.inner.workers.lock().expect("workers lock").remove(id) {
             let _ = worker.retire.send(true);
         }
@@ -248,18 +284,24 @@ impl Deliverer {
     /// Tells the workers of these subscriptions that deliveries were queued.
     pub fn wake<'a>(&self, ids: impl IntoIterator<Item = &'a String>) {
         let workers = self.inner.workers.lock().expect("workers lock");
+        let pulls = self.inner.pulls.lock().expect("pulls lock");
         for id in ids {
             if let Some(worker) = workers.get(id) {
                 worker.wake.notify_one();
+            } else if let Some(wake) = pulls.get(id) {
+                wake.notify_waiters();
             }
         }
     }
 
-    /// Tells every worker to look for due deliveries.
+    /// Tells every worker (and every waiting pull consumer) to look for due deliveries.
     pub fn wake_all(&self) {
         let workers = self.inner.workers.lock().expect("workers lock");
         for worker in workers.values() {
             worker.wake.notify_one();
+        }
+        for wake in self.inner.pulls.lock().expect("pulls lock").values() {
+            wake.notify_waiters();
         }
     }
 
@@ -349,6 +391,9 @@ impl Deliverer {
     /// next start.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.stop.send_replace(true);
+        for wake in self.inner.pulls.lock().expect("pulls lock").values() {
+            wake.notify_waiters();
+        }
         let workers: Vec<Worker> = self
             .inner
             .workers

@@ -336,7 +336,7 @@ async fn record_panic(
 }
 
 /// Keeps a subscription's last attempt for the API (a lock a panic poisoned still serves).
-fn remember(inner: &Inner, id: &str, last: LastDelivery) {
+pub(crate) fn remember_last(inner: &Inner, id: &str, last: LastDelivery) {
     inner
         .last
         .lock()
@@ -690,7 +690,7 @@ async fn record(
             tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a delivery attempt failed; the delivery will be tried again.");
         }
     }
-    remember(
+    remember_last(
         inner,
         id,
         LastDelivery {

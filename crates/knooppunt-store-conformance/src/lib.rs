@@ -11,7 +11,8 @@
 //!   not stored, also within one call; durable across a reopen;
 //! - leasing: an ordered subscription leases only its oldest delivery and nothing while it
 //!   is leased; an unordered one everything due up to the limit, skipping deliveries that
-//!   wait for a retry; a lease that runs out frees the delivery;
+//!   wait for a retry; a lease that runs out frees the delivery and counts as an attempt;
+//!   the queue statistics count the leases held;
 //! - lease tokens: every lease has a new token; a result recorded with a token that is not
 //!   the delivery's lease (it ran out and the delivery was leased again, it was spent by an
 //!   earlier result, or the delivery was never leased) is refused, and nothing of that call
@@ -128,6 +129,7 @@ pub async fn run(backend: &mut impl Backend) {
     results_are_recorded_and_survive_a_reopen(backend).await;
     stale_lease_tokens_are_refused(backend).await;
     leases_are_renewed_only_by_their_holder(backend).await;
+    leases_held_are_counted(backend).await;
     unordered_leases_skip_deliveries_waiting_for_a_retry(backend).await;
     dead_letters_are_redelivered_deleted_and_retired(backend).await;
     chosen_deliveries_are_withdrawn(backend).await;
@@ -1016,7 +1018,11 @@ async fn stale_lease_tokens_are_refused(backend: &mut impl Backend) {
         "a token counts once"
     );
     let pending = store.pending_deliveries("s", 10).await.unwrap();
-    assert_eq!((pending[0].seq, pending[0].attempts), (n[0], 1));
+    assert_eq!(
+        (pending[0].seq, pending[0].attempts),
+        (n[0], 2),
+        "the lease that ran out and the recorded attempt"
+    );
     store
         .record(vec![attempt(&other, 1300, Verdict::Delivered)])
         .await
@@ -1076,6 +1082,11 @@ async fn leases_are_renewed_only_by_their_holder(backend: &mut impl Backend) {
     // Once the renewed lease ran out, another lease takes it, and the old token is spent.
     let again = store.lease("p", 6000, 1000, 10, false).await.unwrap();
     assert_eq!(again.iter().map(|d| d.seq).collect::<Vec<_>>(), [n[0]]);
+    assert_eq!(
+        (held.attempts, again[0].attempts),
+        (0, 1),
+        "a lease that ran out counts as an attempt"
+    );
     assert!(
         !store.renew("p", n[0], held.lease, 9000).await.unwrap(),
         "taken over"
@@ -1089,6 +1100,32 @@ async fn leases_are_renewed_only_by_their_holder(backend: &mut impl Backend) {
         !store.renew("p", n[0], again[0].lease, 9999).await.unwrap(),
         "its result is recorded"
     );
+}
+
+async fn leases_held_are_counted(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["h"]).await;
+    let now = knooppunt_store::now_ms();
+    let events = (1..=3).map(|n| event(&format!("h{n}"), &["h"])).collect();
+    store.append_events(events, now, HOUR).await.unwrap();
+    let leased = store.lease("h", now, 60_000, 2, false).await.unwrap();
+    assert_eq!(leased.len(), 2);
+    let stats = store.queue_stats().await.unwrap();
+    let h = stats
+        .iter()
+        .find(|s| s.subscription == "h")
+        .expect("listed");
+    assert_eq!((h.pending, h.leased), (3, 2), "{h:?}");
+    store
+        .record(vec![attempt(&leased[0], now, Verdict::Delivered)])
+        .await
+        .unwrap();
+    let stats = store.queue_stats().await.unwrap();
+    let h = stats
+        .iter()
+        .find(|s| s.subscription == "h")
+        .expect("listed");
+    assert_eq!((h.pending, h.leased), (2, 1), "{h:?}");
 }
 
 async fn unordered_leases_skip_deliveries_waiting_for_a_retry(backend: &mut impl Backend) {

@@ -205,6 +205,11 @@ impl Pending {
             let mut delivery = self
                 .remove(subscription, seq)
                 .expect("the head is in the queue");
+            if delivery.leased_until != 0 {
+                // An earlier lease ran out: its holder may have made an attempt (a pull
+                // consumer had the event), so it counts as one.
+                delivery.attempts += 1;
+            }
             delivery.leased_until = now + lease_ms;
             *tokens += 1;
             delivery.lease = *tokens;
@@ -262,6 +267,14 @@ impl Pending {
             delivery.leased_until = 0;
         }
         self.insert(delivery);
+    }
+
+    /// How many deliveries are leased at `now` (in flight, or locked by pull consumers).
+    pub(super) fn leased(&self, now: u64) -> u64 {
+        self.touched
+            .values()
+            .filter(|d| d.lease != 0 && d.leased_until > now)
+            .count() as u64
     }
 
     /// When the next delivery becomes available (for an ordered queue: its oldest).

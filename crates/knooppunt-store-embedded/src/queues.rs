@@ -177,6 +177,7 @@ impl Queues {
 
     /// Every live subscription's queue size, oldest pending event and dead letters.
     pub(super) fn stats(&self) -> Vec<QueueStats> {
+        let now = knooppunt_store::now_ms();
         let mut stats: Vec<QueueStats> = self
             .live
             .iter()
@@ -190,6 +191,7 @@ impl Queues {
                         .and_then(|seq| self.index.get(seq))
                         .map(|indexed| indexed.accepted_at),
                     dead_letters: self.dead.get(subscription).map_or(0, |d| d.len() as u64),
+                    leased: queue.map_or(0, |q| q.leased(now)),
                 }
             })
             .collect();

@@ -647,7 +647,8 @@ impl Store for PgStore {
                 let statement = client
                     .prepare_cached(&format!(
                         "UPDATE deliveries SET leased_until = $3, \
-                           lease = nextval('lease_tokens') \
+                           lease = nextval('lease_tokens'), \
+                           attempts = attempts + (leased_until > 0)::int \
                          WHERE subscription = $1 \
                            AND seq = (SELECT min(seq) FROM deliveries WHERE subscription = $1) \
                            AND GREATEST(next_attempt_at, leased_until) <= $2 \
@@ -672,7 +673,8 @@ impl Store for PgStore {
                            ORDER BY seq \
                            LIMIT $4 FOR UPDATE SKIP LOCKED) \
                          UPDATE deliveries d SET leased_until = $3, \
-                           lease = nextval('lease_tokens') \
+                           lease = nextval('lease_tokens'), \
+                           attempts = d.attempts + (d.leased_until > 0)::int \
                          FROM picked WHERE d.subscription = $1 AND d.seq = picked.seq \
                          RETURNING {}",
                         DELIVERY_COLUMNS
@@ -901,16 +903,19 @@ impl Store for PgStore {
             let client = self.client().await?;
             let rows = client
                 .query(
-                    "SELECT s.id, COALESCE(p.pending, 0), p.oldest, COALESCE(d.dead, 0) \
+                    "SELECT s.id, COALESCE(p.pending, 0), p.oldest, COALESCE(d.dead, 0), \
+                       COALESCE(p.leased, 0) \
                      FROM subscriptions s \
                      LEFT JOIN (SELECT q.subscription, count(*) AS pending, \
-                                       min(e.accepted_at) AS oldest \
+                                       min(e.accepted_at) AS oldest, \
+                                       count(*) FILTER (WHERE q.lease <> 0 \
+                                         AND q.leased_until > $1) AS leased \
                                 FROM deliveries q JOIN events e ON e.seq = q.seq \
                                 GROUP BY q.subscription) p ON p.subscription = s.id \
                      LEFT JOIN (SELECT subscription, count(*) AS dead FROM dead_letters \
                                 GROUP BY subscription) d ON d.subscription = s.id \
                      ORDER BY s.id",
-                    &[],
+                    &[&(knooppunt_store::now_ms() as i64)],
                 )
                 .await
                 .map_err(backend)?;
@@ -921,6 +926,7 @@ impl Store for PgStore {
                     pending: row.get::<_, i64>(1) as u64,
                     oldest_accepted_at: row.get::<_, Option<i64>>(2).map(|v| v as u64),
                     dead_letters: row.get::<_, i64>(3) as u64,
+                    leased: row.get::<_, i64>(4) as u64,
                 })
                 .collect())
         })

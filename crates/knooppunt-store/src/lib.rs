@@ -31,7 +31,7 @@ pub use subscription::{
     CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, Consent,
     DeliveryConfig, DeliveryMode, Disabled, HttpSettings, Ordering, Protocol, SigningSecrets, Sink,
     SinkCredential, Status, StatusColumns, Subscription, SubscriptionConfig, SubscriptionState,
-    Validation, parse_iso8601_duration,
+    Transfer, Validation, parse_iso8601_duration,
 };
 
 /// Milliseconds since the Unix epoch: the hub's one clock for stored times.
@@ -176,7 +176,10 @@ pub trait Store: Send + Sync + 'static {
     /// not leased) until `now_ms + lease_ms`, in acceptance order, each under a new token
     /// ([`Delivery::lease`]) that no other lease of this store has. With `ordered`, only the
     /// oldest pending delivery can be leased, and only while no other is leased. A lease
-    /// that runs out (its holder died or hangs) frees the delivery for the next lease.
+    /// that runs out (its holder died or hangs, or a pull consumer kept the event without
+    /// settling it) frees the delivery for the next lease, and counts as an attempt then:
+    /// the delivery comes back with `attempts` one higher (on the embedded store only until
+    /// a restart, as leases themselves).
     fn lease<'a>(
         &'a self,
         subscription: &'a str,

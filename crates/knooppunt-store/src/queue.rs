@@ -205,4 +205,7 @@ pub struct QueueStats {
     /// When the oldest pending delivery's event was accepted.
     pub oldest_accepted_at: Option<u64>,
     pub dead_letters: u64,
+    /// Pending deliveries leased now: attempts in flight (push), or events locked by
+    /// consumers (pull).
+    pub leased: u64,
 }

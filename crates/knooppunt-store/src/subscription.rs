@@ -442,9 +442,22 @@ pub enum Ordering {
     Unordered,
 }
 
+/// How a subscription's events reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transfer {
+    /// The hub sends each event to the subscription's sink (a webhook).
+    Push,
+    /// The consumer fetches events from the hub (receive, then acknowledge, release or
+    /// reject each under a lock); the subscription has no sink of its own.
+    Pull,
+}
+
 /// The delivery settings of a subscription, read from its `config` map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeliveryConfig {
+    pub transfer: Transfer,
+    /// How long a pull consumer holds a received event before it is handed out again.
+    pub lock_duration: Duration,
     pub mode: DeliveryMode,
     pub ordering: Ordering,
     pub max_attempts: u32,
@@ -464,7 +477,22 @@ pub struct ConfigKey {
 
 /// Every key a subscription's `config` may hold, with its default. The API documentation is
 /// generated from this table.
-pub const CONFIG_KEYS: [ConfigKey; 7] = [
+pub const CONFIG_KEYS: [ConfigKey; 9] = [
+    ConfigKey {
+        name: "delivery",
+        default: "push",
+        description: "`push`: the hub sends events to the `sink` (a webhook, after its consent). `pull`: \
+                      the consumer receives events from the hub (`POST .../receive`) and acknowledges, \
+                      releases or rejects each under a lock; leave `sink` out (the hub fills in its receive \
+                      URL), no handshake. For consumers that can only call out.",
+    },
+    ConfigKey {
+        name: "lockDuration",
+        default: "PT60S",
+        description: "Pull only: ISO 8601 duration (PT1S to PT10M) a received event stays locked to its \
+                      consumer; unsettled by then, it is handed out again and the hand-over counts as an \
+                      attempt. A consumer can renew its locks.",
+    },
     ConfigKey {
         name: "mode",
         default: "structured",
@@ -563,6 +591,12 @@ impl Subscription {
     pub fn delivery_config(&self) -> DeliveryConfig {
         self.config.settings()
     }
+
+    /// Whether the consumer fetches the events ([`Transfer::Pull`]) instead of the hub
+    /// sending them to the sink.
+    pub fn is_pull(&self) -> bool {
+        self.config.settings().transfer == Transfer::Pull
+    }
 }
 
 impl DeliveryConfig {
@@ -603,6 +637,14 @@ impl DeliveryConfig {
             })
         };
         let get = |key: &str| effective[key].as_str();
+        let transfer = match get("delivery") {
+            "push" => Transfer::Push,
+            "pull" => Transfer::Pull,
+            other => {
+                error("delivery", format!("`{other}` is not `push` or `pull`"));
+                Transfer::Push
+            }
+        };
         let mode = match get("mode") {
             "structured" => DeliveryMode::Structured,
             "binary" => DeliveryMode::Binary,
@@ -652,6 +694,7 @@ impl DeliveryConfig {
         let initial_backoff = duration("initialBackoff");
         let max_backoff = duration("maxBackoff");
         let timeout = duration("timeout");
+        let lock_duration = duration("lockDuration");
         if max_backoff < initial_backoff {
             error(
                 "maxBackoff",
@@ -668,10 +711,18 @@ impl DeliveryConfig {
                 format!("`{}` is longer than PT5M", get("timeout")),
             );
         }
+        if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&lock_duration) {
+            error(
+                "lockDuration",
+                format!("`{}` is not from PT1S to PT10M", get("lockDuration")),
+            );
+        }
         if !errors.is_empty() {
             return Err(errors);
         }
         let config = DeliveryConfig {
+            transfer,
+            lock_duration,
             mode,
             ordering,
             max_attempts,

@@ -90,7 +90,7 @@ impl Default for ServerConfig {
             max_connections_per_peer: 256,
             header_timeout: "PT10S".into(),
             body_timeout: "PT30S".into(),
-            idle_timeout: "PT60S".into(),
+            idle_timeout: "PT90S".into(),
             metrics_listen: None,
             tls_certificate: None,
             tls_key: None,

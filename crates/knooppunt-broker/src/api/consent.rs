@@ -23,7 +23,7 @@ use crate::lifecycle::Agreed;
 
 /// Where the sink can reach the hub: the configured public URL, or the `Host` the client
 /// used.
-fn base_url(state: &AppState, headers: &HeaderMap) -> String {
+pub(crate) fn base_url(state: &AppState, headers: &HeaderMap) -> String {
     if let Some(url) = &state.public_url {
         return url.trim_end_matches('/').to_owned();
     }

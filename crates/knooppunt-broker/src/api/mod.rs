@@ -14,6 +14,7 @@ mod operations;
 mod page;
 mod principals;
 pub mod problem;
+mod pull;
 mod receipts;
 mod subscription_body;
 mod subscriptions;
@@ -100,6 +101,26 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route(
             "/v1/subscriptions/{id}/dead-letters/{dead_letter}/redeliver",
             post(dead_letters::redeliver).fallback(not_allowed(dead_letters::REDELIVER_ALLOW)),
+        )
+        .route(
+            "/v1/subscriptions/{id}/receive",
+            post(pull::receive).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/acknowledge",
+            post(pull::acknowledge).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/release",
+            post(pull::release).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/reject",
+            post(pull::reject).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/renew",
+            post(pull::renew).fallback(not_allowed("POST")),
         )
         .route(
             "/v1/eventtypes",

@@ -10,7 +10,7 @@ use knooppunt_event::validate::syntax;
 use knooppunt_filter::{Criteria, Filter};
 use knooppunt_store::{
     ClientCertificate, ConfigDefaults, HttpSettings, Protocol, Sink, SinkCredential, Status,
-    Subscription, SubscriptionConfig,
+    Subscription, SubscriptionConfig, Transfer,
 };
 use serde_json::{Map, Value, json};
 
@@ -19,7 +19,8 @@ use super::problem::InvalidParam;
 /// A validated subscription request.
 #[derive(Debug, Clone)]
 pub(crate) struct SubscriptionInput {
-    pub(crate) sink: Sink,
+    /// `None` only for a pull subscription that left it out (the hub names its receive URL).
+    pub(crate) sink: Option<Sink>,
     pub(crate) protocol: Protocol,
     pub(crate) source: Option<String>,
     /// `None` when absent (any type); an empty list matches no type.
@@ -122,7 +123,15 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
         )]);
     };
     check_members(object, &mut problems);
-    let sink = read_sink(object, &rules, &mut problems);
+    let config = read_config(object, rules.defaults, &mut problems);
+    let pull = config
+        .as_ref()
+        .is_some_and(|c| c.settings().transfer == Transfer::Pull);
+    let sink = if pull {
+        read_pull_sink(object, &mut problems)
+    } else {
+        read_sink(object, &rules, &mut problems).map(Some)
+    };
     let protocol = read_protocol(object, &mut problems);
     let source = read_source(object, &mut problems);
     let types = read_types(object, &mut problems);
@@ -136,7 +145,6 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
     }
     let client_certificate =
         read_client_certificate(object.get("clientcertificate"), &mut problems);
-    let config = read_config(object, rules.defaults, &mut problems);
     let (Some(sink), Some(protocol), Some(config), true) =
         (sink, protocol, config, problems.0.is_empty())
     else {
@@ -203,6 +211,30 @@ fn read_sink(
         }
     }
     None
+}
+
+/// A pull subscription's `sink`: the hub's receive URL, which the hub fills in; a client may
+/// leave it out or send back what it read (checked against the subscription's own). What
+/// belongs to pushing (credentials, a client certificate, headers) has no use.
+fn read_pull_sink(object: &Map<String, Value>, problems: &mut Problems) -> Option<Option<Sink>> {
+    for member in ["sinkcredential", "clientcertificate", "protocolsettings"] {
+        if object.contains_key(member) {
+            problems.add(
+                member,
+                "a pull subscription (config.delivery `pull`) has no sink to push to: leave it out",
+            );
+        }
+    }
+    match string(object, "sink", problems) {
+        None => Some(None),
+        Some(sink) => match Sink::parse(sink) {
+            Ok(sink) => Some(Some(sink)),
+            Err(why) => {
+                problems.add("sink", why);
+                None
+            }
+        },
+    }
 }
 
 /// `protocol`: required, `HTTP`.

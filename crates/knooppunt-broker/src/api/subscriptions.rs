@@ -8,7 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::header::{ALLOW, LOCATION};
 use http::{HeaderMap, HeaderValue, StatusCode};
-use knooppunt_store::{Status, Subscription, now_ms};
+use knooppunt_store::{Sink, Status, Subscription, now_ms};
 use serde_json::{Value, json};
 
 use super::audit::RequestAudit;
@@ -33,8 +33,11 @@ pub(crate) fn not_found(id: &str) -> ApiError {
 /// stored values.
 fn keep_secrets(input: &mut SubscriptionInput, existing: &Subscription) -> Result<(), ApiError> {
     use knooppunt_delivery::{REDACTED, redact_sink};
-    if input.sink.contains(REDACTED) && input.sink == redact_sink(&existing.sink) {
-        input.sink = existing.sink.clone();
+    if let Some(sink) = &input.sink
+        && sink.contains(REDACTED)
+        && *sink == redact_sink(&existing.sink)
+    {
+        input.sink = Some(existing.sink.clone());
     }
     let mut problems = Vec::new();
     for (name, value) in &mut input.protocol_settings.headers {
@@ -72,15 +75,19 @@ fn keep_secrets(input: &mut SubscriptionInput, existing: &Subscription) -> Resul
     }
 }
 
-/// The lifecycle's check of the sink's (and token endpoint's) address, as a problem.
+/// The lifecycle's check of the sink's (and token endpoint's) address, as a problem. A pull
+/// subscription's sink is the hub's own receive URL: nothing is sent there.
 async fn check_sink_address(
     state: &AppState,
     input: &SubscriptionInput,
     replacing: bool,
 ) -> Result<(), ApiError> {
+    let Some(sink) = input.sink.as_ref().filter(|_| !is_pull(input)) else {
+        return Ok(());
+    };
     state
         .subscriptions
-        .check_addresses(&input.sink, input.sink_credential.as_ref(), replacing)
+        .check_addresses(sink, input.sink_credential.as_ref(), replacing)
         .await
         .map_err(|(name, why)| {
             ApiError::invalid(
@@ -108,6 +115,45 @@ fn read_body(state: &AppState, body: &Value) -> Result<SubscriptionInput, ApiErr
     })
 }
 
+fn is_pull(input: &SubscriptionInput) -> bool {
+    input.config.settings().transfer == knooppunt_store::Transfer::Pull
+}
+
+/// The sink the subscription gets: the one sent (a push subscription), or the hub's receive
+/// URL of subscription `id` (a pull subscription, which may send back only that).
+fn sink_of(
+    state: &AppState,
+    headers: &HeaderMap,
+    id: &str,
+    input: &SubscriptionInput,
+) -> Result<Sink, ApiError> {
+    let receive_path = format!("{BASE_PATH}/subscriptions/{id}/receive");
+    match &input.sink {
+        Some(sink) if !is_pull(input) => Ok(sink.clone()),
+        Some(sink) if sink.ends_with(&receive_path) => Ok(sink.clone()),
+        Some(_) => Err(ApiError::invalid(
+            "the subscription has problems; see invalidParams",
+            vec![InvalidParam::new(
+                "sink",
+                format!(
+                    "a pull subscription has no sink of its own: leave `sink` out (the hub \
+                     fills in its receive URL, ending in `{receive_path}`)"
+                ),
+            )],
+        )),
+        None => Sink::parse(&format!(
+            "{}{receive_path}",
+            consent::base_url(state, headers)
+        ))
+        .map_err(|why| {
+            ApiError::invalid(
+                "the hub's own URL is not usable as a sink; configure its public URL",
+                vec![InvalidParam::new("sink", why)],
+            )
+        }),
+    }
+}
+
 fn check_type_permission(caller: &Caller, input: &SubscriptionInput) -> Result<(), ApiError> {
     lifecycle::may_subscribe(&caller.0, input.types.as_deref(), &input.criteria)
         .map_err(ApiError::Forbidden)
@@ -118,11 +164,17 @@ pub(crate) fn visible(caller: &Caller, subscription: &Subscription) -> bool {
 }
 
 /// A new subscription, pending until its sink consents.
-fn build(id: String, owner: String, input: SubscriptionInput, created_at: u64) -> Subscription {
+fn build(
+    id: String,
+    owner: String,
+    sink: Sink,
+    input: SubscriptionInput,
+    created_at: u64,
+) -> Subscription {
     Subscription {
         id,
         owner,
-        sink: input.sink,
+        sink,
         protocol: input.protocol,
         source: input.source,
         types: input.types,
@@ -203,7 +255,8 @@ pub(crate) async fn create(
     check_sink_address(&state, &input, false).await?;
     let criteria = input.criteria.clone();
     let id = uuid::Uuid::now_v7().to_string();
-    let subscription = build(id.clone(), caller.0.name.clone(), input, now_ms());
+    let sink = sink_of(&state, &headers, &id, &input)?;
+    let subscription = build(id.clone(), caller.0.name.clone(), sink, input, now_ms());
     let created = state
         .subscriptions
         .create::<ApiError>(subscription, criteria)
@@ -297,7 +350,8 @@ pub(crate) async fn replace(
             check_type_permission(&caller, &input)?;
             let criteria = input.criteria.clone();
             let owner = existing.owner.clone();
-            let subscription = build(id.clone(), owner, input, existing.created_at);
+            let sink = sink_of(&state, &headers, &id, &input)?;
+            let subscription = build(id.clone(), owner, sink, input, existing.created_at);
             Ok::<_, ApiError>((subscription, criteria))
         })
         .await?

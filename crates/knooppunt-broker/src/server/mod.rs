@@ -59,7 +59,7 @@ impl Default for ServerLimits {
             max_connections_per_peer: 256,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
-            idle_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(90),
         }
     }
 }

@@ -1,0 +1,338 @@
+//! Pull delivery: `POST /v1/subscriptions/{id}/receive`, then `acknowledge`, `release`,
+//! `reject` or `renew` the lock tokens it handed out. The subscription's owner (or an
+//! administrator) pulls; a push subscription answers 409.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use http::header::CONTENT_TYPE;
+use http::{HeaderName, HeaderValue};
+use knooppunt_delivery::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Settlement};
+use knooppunt_store::parse_iso8601_duration;
+use serde_json::{Value, json};
+
+use super::JsonBody;
+use super::auth::{Caller, Role};
+use super::problem::{ApiError, InvalidParam};
+use super::subscriptions::{not_found, visible};
+use crate::app::AppState;
+use crate::lifecycle::PullRefused;
+
+/// The lock tokens of a `receive` answer, in the order of its events.
+pub(crate) const LOCK_TOKENS: HeaderName = HeaderName::from_static("knooppunt-lock-tokens");
+/// How many times each event of a `receive` answer was handed out, in the order of its events.
+pub(crate) const DELIVERY_COUNTS: HeaderName = HeaderName::from_static("knooppunt-delivery-counts");
+
+const DEFAULT_MAX_EVENTS: usize = 10;
+const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+/// The longest `reason` of a `reject`.
+const MAX_REASON: usize = 1000;
+
+fn check_access(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    caller.require(Role::Subscriber, "receive events")?;
+    match state.subscriptions.get(id) {
+        Some(subscription) if visible(caller, &subscription) => Ok(()),
+        _ => Err(not_found(id)),
+    }
+}
+
+fn refused(id: &str, why: PullRefused) -> ApiError {
+    match why {
+        PullRefused::NoSubscription => not_found(id),
+        PullRefused::Store(error) => error.into(),
+        other => ApiError::Conflict(format!("subscription `{id}`: {other}")),
+    }
+}
+
+/// `POST /v1/subscriptions/{id}/receive?maxEvents=&maxWait=`: up to `maxEvents` (1 to 100,
+/// default 10) events as a CloudEvents JSON batch, each exactly as published, locked to the
+/// caller; their lock tokens and delivery counts in headers, in the batch's order. Waits up
+/// to `maxWait` (ISO 8601, at most PT60S, default PT30S) while none is due; then `[]`.
+pub(crate) async fn receive(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    check_access(&state, &caller, &id)?;
+    let mut problems = Vec::new();
+    for name in query.keys() {
+        if name != "maxEvents" && name != "maxWait" {
+            problems.push(InvalidParam::new(
+                name.as_str(),
+                "unknown query parameter; the parameters are maxEvents and maxWait",
+            ));
+        }
+    }
+    let max = match query.get("maxEvents").map(|v| v.parse::<usize>()) {
+        None => DEFAULT_MAX_EVENTS,
+        Some(Ok(n)) if (1..=MAX_RECEIVE).contains(&n) => n,
+        Some(_) => {
+            problems.push(InvalidParam::new(
+                "maxEvents",
+                format!("must be a whole number from 1 to {MAX_RECEIVE}"),
+            ));
+            1
+        }
+    };
+    let wait = match query.get("maxWait").map(|v| parse_iso8601_duration(v)) {
+        None => DEFAULT_WAIT,
+        Some(Ok(wait)) if wait <= MAX_WAIT => wait,
+        Some(Ok(_)) => {
+            problems.push(InvalidParam::new("maxWait", "must be at most PT60S"));
+            Duration::ZERO
+        }
+        Some(Err(why)) => {
+            problems.push(InvalidParam::new("maxWait", why));
+            Duration::ZERO
+        }
+    };
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the query is invalid", problems));
+    }
+    // The connection must outlive the wait (it is closed after `idle_timeout` of silence).
+    let wait = wait.min(
+        state
+            .server
+            .idle_timeout
+            .saturating_sub(Duration::from_secs(5)),
+    );
+    let received = state
+        .subscriptions
+        .receive(&id, max, wait)
+        .await
+        .map_err(|why| refused(&id, why))?;
+    let mut body = String::with_capacity(
+        received
+            .iter()
+            .map(|r| r.event.json.len() + 1)
+            .sum::<usize>()
+            + 2,
+    );
+    body.push('[');
+    for (n, one) in received.iter().enumerate() {
+        if n > 0 {
+            body.push(',');
+        }
+        body.push_str(&one.event.json);
+    }
+    body.push(']');
+    let mut response = (
+        [(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/cloudevents-batch+json; charset=utf-8"),
+        )],
+        body,
+    )
+        .into_response();
+    if !received.is_empty() {
+        let tokens: Vec<&str> = received.iter().map(|r| r.lock_token.as_str()).collect();
+        let counts: Vec<String> = received
+            .iter()
+            .map(|r| r.delivery_count.to_string())
+            .collect();
+        let headers = response.headers_mut();
+        headers.insert(
+            LOCK_TOKENS,
+            HeaderValue::try_from(tokens.join(", ")).expect("tokens are digits and dots"),
+        );
+        headers.insert(
+            DELIVERY_COUNTS,
+            HeaderValue::try_from(counts.join(", ")).expect("digits"),
+        );
+    }
+    Ok(response)
+}
+
+/// The `lockTokens` of a settling request: 1 to 100 strings.
+fn lock_tokens(body: &Value, problems: &mut Vec<InvalidParam>) -> Vec<String> {
+    match body.get("lockTokens") {
+        Some(Value::Array(tokens)) if (1..=MAX_RECEIVE).contains(&tokens.len()) => {
+            let mut out = Vec::with_capacity(tokens.len());
+            for (n, token) in tokens.iter().enumerate() {
+                match token.as_str() {
+                    Some(text) => out.push(text.to_owned()),
+                    None => problems.push(InvalidParam::new(
+                        format!("lockTokens[{n}]"),
+                        "must be a string: a lock token from a receive answer",
+                    )),
+                }
+            }
+            out
+        }
+        Some(Value::Array(_)) => {
+            problems.push(InvalidParam::new(
+                "lockTokens",
+                format!("must hold 1 to {MAX_RECEIVE} lock tokens"),
+            ));
+            Vec::new()
+        }
+        Some(_) => {
+            problems.push(InvalidParam::new(
+                "lockTokens",
+                "must be an array of lock tokens",
+            ));
+            Vec::new()
+        }
+        None => {
+            problems.push(InvalidParam::new(
+                "lockTokens",
+                "is required: the lock tokens (header Knooppunt-Lock-Tokens of a receive answer)",
+            ));
+            Vec::new()
+        }
+    }
+}
+
+fn check_members(body: &Value, allowed: &[&str], problems: &mut Vec<InvalidParam>) {
+    let Some(object) = body.as_object() else {
+        problems.push(InvalidParam::new("", "the body must be a JSON object"));
+        return;
+    };
+    for name in object.keys() {
+        if !allowed.contains(&name.as_str()) {
+            problems.push(InvalidParam::new(
+                name.as_str(),
+                format!("unknown member; the members are {}", allowed.join(", ")),
+            ));
+        }
+    }
+}
+
+/// Which operation a settling request is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Operation {
+    Acknowledge,
+    Release,
+    Reject,
+    Renew,
+}
+
+fn read_settlement(
+    operation: Operation,
+    body: &Value,
+    problems: &mut Vec<InvalidParam>,
+) -> Settlement {
+    match operation {
+        Operation::Acknowledge => {
+            check_members(body, &["lockTokens"], problems);
+            Settlement::Acknowledge
+        }
+        Operation::Renew => {
+            check_members(body, &["lockTokens"], problems);
+            Settlement::Renew
+        }
+        Operation::Release => {
+            check_members(body, &["lockTokens", "delay"], problems);
+            let delay = match body.get("delay") {
+                None => Duration::ZERO,
+                Some(Value::String(text)) => match parse_iso8601_duration(text) {
+                    Ok(delay) if delay <= MAX_RELEASE_DELAY => delay,
+                    Ok(_) => {
+                        problems.push(InvalidParam::new("delay", "must be at most PT1H"));
+                        Duration::ZERO
+                    }
+                    Err(why) => {
+                        problems.push(InvalidParam::new("delay", why));
+                        Duration::ZERO
+                    }
+                },
+                Some(_) => {
+                    problems.push(InvalidParam::new(
+                        "delay",
+                        "must be an ISO 8601 duration such as PT10S",
+                    ));
+                    Duration::ZERO
+                }
+            };
+            Settlement::Release { delay }
+        }
+        Operation::Reject => {
+            check_members(body, &["lockTokens", "reason"], problems);
+            let reason = match body.get("reason") {
+                Some(Value::String(text))
+                    if !text.trim().is_empty() && text.chars().count() <= MAX_REASON =>
+                {
+                    text.clone()
+                }
+                _ => {
+                    problems.push(InvalidParam::new(
+                        "reason",
+                        format!(
+                            "is required: why the events cannot be processed (1 to {MAX_REASON} \
+                             characters); the dead letters keep it"
+                        ),
+                    ));
+                    String::new()
+                }
+            };
+            Settlement::Reject { reason }
+        }
+    }
+}
+
+/// `POST /v1/subscriptions/{id}/{acknowledge|release|reject|renew}` with `lockTokens`: 200
+/// with the tokens that `succeeded` and those that `failed`, each with why (`malformed`,
+/// `expired`, `unknown`).
+pub(crate) async fn settle(
+    operation: Operation,
+    state: Arc<AppState>,
+    caller: Caller,
+    id: String,
+    body: Value,
+) -> Result<Response, ApiError> {
+    check_access(&state, &caller, &id)?;
+    let mut problems = Vec::new();
+    let settlement = read_settlement(operation, &body, &mut problems);
+    let tokens = if body.is_object() {
+        lock_tokens(&body, &mut problems)
+    } else {
+        Vec::new()
+    };
+    if !problems.is_empty() {
+        return Err(ApiError::invalid(
+            "the request has problems; see invalidParams",
+            problems,
+        ));
+    }
+    let results = state
+        .subscriptions
+        .settle(&id, &tokens, &settlement)
+        .await
+        .map_err(|why| refused(&id, why))?;
+    let mut succeeded = Vec::new();
+    let mut failed = Vec::new();
+    for (token, result) in tokens.iter().zip(results) {
+        match result {
+            Ok(()) => succeeded.push(json!(token)),
+            Err(problem) => failed.push(json!({
+                "lockToken": token,
+                "error": problem.as_str(),
+                "detail": problem.detail(),
+            })),
+        }
+    }
+    Ok(Json(json!({"succeeded": succeeded, "failed": failed})).into_response())
+}
+
+macro_rules! settle_handler {
+    ($name:ident, $operation:expr) => {
+        pub(crate) async fn $name(
+            State(state): State<Arc<AppState>>,
+            caller: Caller,
+            Path(id): Path<String>,
+            JsonBody(body): JsonBody,
+        ) -> Result<Response, ApiError> {
+            settle($operation, state, caller, id, body).await
+        }
+    };
+}
+
+settle_handler!(acknowledge, Operation::Acknowledge);
+settle_handler!(release, Operation::Release);
+settle_handler!(reject, Operation::Reject);
+settle_handler!(renew, Operation::Renew);

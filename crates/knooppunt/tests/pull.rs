@@ -1,0 +1,630 @@
+//! Pull delivery on the real binary, on the embedded store and on PostgreSQL (a throwaway
+//! cluster): consumers receive events under locks and acknowledge, release or reject them;
+//! locks run out, `maxAttempts` ends in a dead letter, ordered subscriptions keep their order,
+//! a kill -9 loses nothing acknowledged, and two hubs share one subscription.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{HubProcess, config_with_admin};
+use knooppunt_test_postgres::Cluster;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "pull-admin";
+const TYPE: &str = "nl.test.pull";
+
+/// Where the hubs of a test keep their state.
+enum Backend {
+    Embedded,
+    Postgres { _cluster: Cluster, url: String },
+}
+
+impl Backend {
+    fn postgres(database: &str) -> Backend {
+        let cluster = Cluster::start();
+        let url = cluster.create_database(database);
+        Backend::Postgres {
+            _cluster: cluster,
+            url,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Backend::Embedded => "embedded",
+            Backend::Postgres { .. } => "postgres",
+        }
+    }
+
+    /// A hub named `name` (its data directory; hubs of one name share the embedded store).
+    fn hub(&self, dir: &std::path::Path, name: &str) -> HubProcess {
+        let config = config_with_admin(dir, TOKEN);
+        match self {
+            Backend::Embedded => HubProcess::start(&config, &dir.join(name)),
+            Backend::Postgres { url, .. } => HubProcess::start_with_env(
+                &config,
+                &dir.join(name),
+                &[
+                    ("KNOOPPUNT_STORE_BACKEND", "postgres"),
+                    ("KNOOPPUNT_STORE_URL", url),
+                    ("KNOOPPUNT_STORE_POOL_SIZE", "8"),
+                ],
+            ),
+        }
+    }
+}
+
+fn event(id: &str) -> Value {
+    json!({"specversion": "1.0", "id": id, "source": "urn:nld:oin:1:systeem:pull",
+           "type": TYPE, "data": {"n": id}, "volgnummer": 7})
+}
+
+/// Publishes events in batches of 100; the sequence number the hub gave each id.
+async fn publish(
+    client: &reqwest::Client,
+    hub: &HubProcess,
+    ids: &[String],
+) -> BTreeMap<u64, String> {
+    let mut accepted = BTreeMap::new();
+    for chunk in ids.chunks(100) {
+        let batch: Vec<Value> = chunk.iter().map(|id| event(id)).collect();
+        let answer = client
+            .post(hub.url("/v1/events"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/cloudevents-batch+json")
+            .body(Value::Array(batch).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 202);
+        let receipt: Value = answer.json().await.unwrap();
+        for (one, id) in receipt["events"].as_array().unwrap().iter().zip(chunk) {
+            accepted.insert(one["sequence"].as_u64().unwrap(), id.clone());
+        }
+    }
+    accepted
+}
+
+/// A pull subscription's consumer on one hub.
+#[derive(Clone)]
+struct Consumer {
+    client: reqwest::Client,
+    base: String,
+}
+
+/// An event as received: its lock token, delivery count and the event.
+#[derive(Debug, Clone)]
+struct Held {
+    token: String,
+    count: u32,
+    event: Value,
+}
+
+impl Held {
+    fn id(&self) -> String {
+        self.event["id"].as_str().unwrap().to_owned()
+    }
+}
+
+impl Consumer {
+    fn new(client: &reqwest::Client, hub: &HubProcess, subscription: &str) -> Consumer {
+        Consumer {
+            client: client.clone(),
+            base: hub.url(&format!("/v1/subscriptions/{subscription}")),
+        }
+    }
+
+    async fn receive(&self, max: usize, wait: &str) -> Vec<Held> {
+        let answer = self
+            .client
+            .post(format!(
+                "{}/receive?maxEvents={max}&maxWait={wait}",
+                self.base
+            ))
+            .bearer_auth(TOKEN)
+            .timeout(Duration::from_secs(70))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{}", answer.text().await.unwrap());
+        assert_eq!(
+            answer.headers()["content-type"],
+            "application/cloudevents-batch+json; charset=utf-8"
+        );
+        let list = |name: &str| -> Vec<String> {
+            answer
+                .headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().split(", ").map(str::to_owned).collect())
+                .unwrap_or_default()
+        };
+        let (tokens, counts) = (
+            list("knooppunt-lock-tokens"),
+            list("knooppunt-delivery-counts"),
+        );
+        let events: Vec<Value> = answer.json().await.unwrap();
+        assert_eq!((tokens.len(), counts.len()), (events.len(), events.len()));
+        tokens
+            .into_iter()
+            .zip(counts)
+            .zip(events)
+            .map(|((token, count), event)| Held {
+                token,
+                count: count.parse().unwrap(),
+                event,
+            })
+            .collect()
+    }
+
+    /// Settles tokens; the answer (`succeeded`, `failed`).
+    async fn settle(&self, operation: &str, tokens: &[&str], extra: Value) -> Value {
+        let mut body = json!({"lockTokens": tokens});
+        if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {
+            body.extend(extra);
+        }
+        let answer = self
+            .client
+            .post(format!("{}/{operation}", self.base))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{}", answer.text().await.unwrap());
+        answer.json().await.unwrap()
+    }
+
+    async fn acknowledge(&self, held: &[Held]) -> Value {
+        let tokens: Vec<&str> = held.iter().map(|h| h.token.as_str()).collect();
+        self.settle("acknowledge", &tokens, json!({})).await
+    }
+}
+
+async fn subscribe_pull(client: &reqwest::Client, hub: &HubProcess, config: Value) -> String {
+    let mut config = config;
+    config["delivery"] = json!("pull");
+    let created = client
+        .post(hub.url("/v1/subscriptions"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"protocol": "HTTP", "types": [TYPE], "config": config}))
+        .send()
+        .await
+        .unwrap();
+    let status = created.status();
+    let body: Value = created.json().await.unwrap();
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["state"], "active", "no handshake for pull: {body}");
+    let id = body["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        body["sink"],
+        hub.url(&format!("/v1/subscriptions/{id}/receive")),
+        "the sink is the hub's receive URL"
+    );
+    id
+}
+
+async fn dead_letters(
+    client: &reqwest::Client,
+    hub: &HubProcess,
+    subscription: &str,
+) -> Vec<Value> {
+    let answer = client
+        .get(hub.url(&format!(
+            "/v1/subscriptions/{subscription}/dead-letters?pageSize=100"
+        )))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    answer.json().await.unwrap()
+}
+
+fn ids(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+/// 10,000 events through 4 consumers: every one acknowledged, none lost, the events exactly
+/// as published.
+async fn ten_thousand_events_are_received_and_acknowledged(backend: Backend) {
+    const EVENTS: usize = 10_000;
+    const LIMIT: Duration = Duration::from_secs(120);
+    let dir = tempfile::tempdir().unwrap();
+    let hub = backend.hub(dir.path(), "a");
+    let client = reqwest::Client::new();
+    let subscription = subscribe_pull(&client, &hub, json!({"ordering": "unordered"})).await;
+    let published = publish(&client, &hub, &ids("bulk", EVENTS)).await;
+    assert_eq!(published.len(), EVENTS);
+    let started = Instant::now();
+    let received = Arc::new(Mutex::new(HashMap::<String, u32>::new()));
+    let consumers: Vec<_> = (0..4)
+        .map(|_| {
+            let consumer = Consumer::new(&client, &hub, &subscription);
+            let received = Arc::clone(&received);
+            tokio::spawn(async move {
+                loop {
+                    let held = consumer.receive(100, "PT1S").await;
+                    if held.is_empty() {
+                        if received.lock().unwrap().len() >= EVENTS || started.elapsed() > LIMIT {
+                            return;
+                        }
+                        continue;
+                    }
+                    for one in &held {
+                        assert_eq!(one.event, event(&one.id()), "unchanged");
+                        *received.lock().unwrap().entry(one.id()).or_default() += 1;
+                    }
+                    let settled = consumer.acknowledge(&held).await;
+                    assert_eq!(
+                        settled["succeeded"].as_array().unwrap().len(),
+                        held.len(),
+                        "{settled}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for consumer in consumers {
+        consumer.await.unwrap();
+    }
+    let received = received.lock().unwrap().clone();
+    let elapsed = started.elapsed();
+    assert_eq!(received.len(), EVENTS, "every event arrived");
+    let duplicates: u32 = received.values().map(|n| n - 1).sum();
+    assert_eq!(duplicates, 0, "no lock ran out, so no event came twice");
+    eprintln!(
+        "{}: {EVENTS} events received and acknowledged by 4 consumers in {elapsed:?}",
+        backend.name()
+    );
+    let metrics = client
+        .get(hub.url("/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "knooppunt_queue_depth{{subscription=\"{subscription}\"}} 0"
+        )),
+        "{metrics}"
+    );
+    assert!(metrics.contains(&format!("knooppunt_pull_received_total {EVENTS}")));
+    assert!(metrics.contains(&format!(
+        "knooppunt_pull_settled_total{{outcome=\"acknowledged\"}} {EVENTS}"
+    )));
+}
+
+/// A lock that runs out hands the event to the next receive (the old token is refused);
+/// reject makes a dead letter with the reason; release waits its delay; past maxAttempts the
+/// event becomes a dead letter.
+async fn locks_expire_and_events_are_released_rejected_or_given_up(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = backend.hub(dir.path(), "a");
+    let client = reqwest::Client::new();
+    let subscription = subscribe_pull(
+        &client,
+        &hub,
+        json!({"ordering": "unordered", "lockDuration": "PT1S", "maxAttempts": "3"}),
+    )
+    .await;
+    let consumer = Consumer::new(&client, &hub, &subscription);
+    publish(&client, &hub, &ids("e", 4)).await;
+
+    let first = consumer.receive(4, "PT5S").await;
+    assert_eq!(
+        first.iter().map(Held::id).collect::<Vec<_>>(),
+        ["e-0", "e-1", "e-2", "e-3"]
+    );
+    assert!(first.iter().all(|h| h.count == 1));
+    let by_id: HashMap<String, Held> = first.into_iter().map(|h| (h.id(), h)).collect();
+    let token = |id: &str| by_id[id].token.clone();
+
+    // Reject e-1: a dead letter with the consumer's reason.
+    let rejected = consumer
+        .settle(
+            "reject",
+            &[&token("e-1")],
+            json!({"reason": "schema v2 unknown"}),
+        )
+        .await;
+    assert_eq!(rejected["succeeded"], json!([token("e-1")]), "{rejected}");
+    // Release e-2 for 3 s.
+    let released = consumer
+        .settle("release", &[&token("e-2")], json!({"delay": "PT3S"}))
+        .await;
+    assert_eq!(released["succeeded"], json!([token("e-2")]));
+    let released_at = Instant::now();
+    // Renew e-3 so that it outlives e-0's lock.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let renewed = consumer.settle("renew", &[&token("e-3")], json!({})).await;
+    assert_eq!(renewed["succeeded"], json!([token("e-3")]), "{renewed}");
+
+    // e-0's lock runs out: the next receive gets it again, counted, under a new token; the
+    // old token no longer settles it. e-3 is still locked, e-2 waits for its delay.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again = consumer.receive(10, "PT0S").await;
+    assert_eq!(again.iter().map(Held::id).collect::<Vec<_>>(), ["e-0"]);
+    assert_eq!(again[0].count, 2);
+    assert_ne!(again[0].token, token("e-0"));
+    let stale = consumer
+        .settle("acknowledge", &[&token("e-0")], json!({}))
+        .await;
+    assert_eq!(stale["failed"][0]["error"], "expired", "{stale}");
+    assert_eq!(stale["failed"][0]["lockToken"], token("e-0"));
+    let acked = consumer.acknowledge(&again).await;
+    assert_eq!(acked["succeeded"].as_array().unwrap().len(), 1, "{acked}");
+    let twice = consumer.acknowledge(&again).await;
+    assert_eq!(
+        twice["failed"][0]["error"], "unknown",
+        "settled already: {twice}"
+    );
+    let garbage = consumer
+        .settle("acknowledge", &["nonsense"], json!({}))
+        .await;
+    assert_eq!(garbage["failed"][0]["error"], "malformed");
+
+    // e-2 comes back after its delay, not before, and is acknowledged. e-3 is never
+    // settled: handed out again as each lock runs out, until maxAttempts (3) hand-overs,
+    // then it becomes a dead letter instead of a fourth.
+    let mut e3_counts = Vec::new();
+    let mut e2_done = false;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(e2_done && dead_letters(&client, &hub, &subscription).await.len() == 2) {
+        assert!(
+            Instant::now() < deadline,
+            "e-2 {e2_done}, e-3 handed {e3_counts:?}"
+        );
+        for one in consumer.receive(10, "PT1S").await {
+            match one.id().as_str() {
+                "e-2" => {
+                    assert!(
+                        released_at.elapsed() >= Duration::from_millis(2900),
+                        "a release with delay PT3S came back after {:?}",
+                        released_at.elapsed()
+                    );
+                    assert_eq!(one.count, 2);
+                    consumer.acknowledge(std::slice::from_ref(&one)).await;
+                    e2_done = true;
+                }
+                "e-3" => e3_counts.push(one.count),
+                other => panic!("{other} came back"),
+            }
+        }
+    }
+    assert_eq!(e3_counts, [2, 3], "handed out maxAttempts times, no more");
+    let dead = dead_letters(&client, &hub, &subscription).await;
+    let reasons: Vec<&str> = dead.iter().map(|d| d["reason"].as_str().unwrap()).collect();
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    assert!(
+        reasons[0].contains("rejected by the consumer: schema v2 unknown"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].contains("maxAttempts (3) exhausted"),
+        "{reasons:?}"
+    );
+    eprintln!(
+        "{}: lock expiry, reject, release and maxAttempts hold",
+        backend.name()
+    );
+}
+
+/// An ordered subscription hands out its oldest event alone, and the next only once it is
+/// acknowledged: releases never reorder.
+async fn ordered_pull_keeps_the_order_under_releases(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = backend.hub(dir.path(), "a");
+    let client = reqwest::Client::new();
+    let subscription = subscribe_pull(&client, &hub, json!({"ordering": "ordered"})).await;
+    let published = publish(&client, &hub, &ids("o", 30)).await;
+    let expected: Vec<String> = published.values().cloned().collect();
+    let consumers = [
+        Consumer::new(&client, &hub, &subscription),
+        Consumer::new(&client, &hub, &subscription),
+    ];
+    let mut acknowledged = Vec::new();
+    let mut turn = 0usize;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acknowledged.len() < expected.len() {
+        assert!(
+            Instant::now() < deadline,
+            "only {} acknowledged",
+            acknowledged.len()
+        );
+        turn += 1;
+        let consumer = &consumers[turn % 2];
+        let held = consumer.receive(10, "PT2S").await;
+        assert!(
+            held.len() <= 1,
+            "an ordered subscription hands out one at a time"
+        );
+        let Some(one) = held.first() else { continue };
+        // While it is held, the other consumer gets nothing.
+        assert!(
+            consumers[(turn + 1) % 2]
+                .receive(10, "PT0S")
+                .await
+                .is_empty()
+        );
+        if turn.is_multiple_of(3) {
+            let released = consumer.settle("release", &[&one.token], json!({})).await;
+            assert_eq!(released["succeeded"].as_array().unwrap().len(), 1);
+            continue;
+        }
+        consumer.acknowledge(&held).await;
+        acknowledged.push(one.id());
+    }
+    assert_eq!(acknowledged, expected, "acknowledged in acceptance order");
+    eprintln!("{}: ordered pull kept the order", backend.name());
+}
+
+/// kill -9 with locks outstanding: after the restart the unacknowledged events come back, the
+/// acknowledged ones never.
+async fn a_killed_hub_gives_back_what_was_not_acknowledged(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut hub = backend.hub(dir.path(), "a");
+    let client = reqwest::Client::new();
+    let subscription = subscribe_pull(
+        &client,
+        &hub,
+        json!({"ordering": "unordered", "lockDuration": "PT2S"}),
+    )
+    .await;
+    let consumer = Consumer::new(&client, &hub, &subscription);
+    let all: HashSet<String> = publish(&client, &hub, &ids("k", 50))
+        .await
+        .into_values()
+        .collect();
+    let held = consumer.receive(30, "PT5S").await;
+    assert_eq!(held.len(), 30);
+    let acked: HashSet<String> = held[..10].iter().map(Held::id).collect();
+    let settled = consumer.acknowledge(&held[..10]).await;
+    assert_eq!(settled["succeeded"].as_array().unwrap().len(), 10);
+    hub.child.kill().unwrap(); // SIGKILL, 20 locks outstanding
+    hub.child.wait().unwrap();
+    drop(hub);
+
+    let hub = backend.hub(dir.path(), "a");
+    let consumer = Consumer::new(&client, &hub, &subscription);
+    let mut after = HashSet::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while after.len() < all.len() - acked.len() && Instant::now() < deadline {
+        let held = consumer.receive(100, "PT1S").await;
+        for one in &held {
+            assert!(
+                !acked.contains(&one.id()),
+                "{} was acknowledged before the kill",
+                one.id()
+            );
+            after.insert(one.id());
+        }
+        if !held.is_empty() {
+            consumer.acknowledge(&held).await;
+        }
+    }
+    let expected: HashSet<String> = all.difference(&acked).cloned().collect();
+    assert_eq!(after, expected, "every unacknowledged event came back");
+    assert!(
+        consumer.receive(100, "PT3S").await.is_empty(),
+        "and nothing else"
+    );
+    eprintln!(
+        "{}: kill -9 with 20 locks outstanding lost nothing",
+        backend.name()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_events_on_the_embedded_store() {
+    ten_thousand_events_are_received_and_acknowledged(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_events_on_postgres() {
+    ten_thousand_events_are_received_and_acknowledged(Backend::postgres("bulk")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_on_the_embedded_store() {
+    locks_expire_and_events_are_released_rejected_or_given_up(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_on_postgres() {
+    locks_expire_and_events_are_released_rejected_or_given_up(Backend::postgres("locks")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_pull_on_the_embedded_store() {
+    ordered_pull_keeps_the_order_under_releases(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_pull_on_postgres() {
+    ordered_pull_keeps_the_order_under_releases(Backend::postgres("ordered")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_on_the_embedded_store() {
+    a_killed_hub_gives_back_what_was_not_acknowledged(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_on_postgres() {
+    a_killed_hub_gives_back_what_was_not_acknowledged(Backend::postgres("killed")).await;
+}
+
+/// Two hubs on one database share one pull subscription: no event is handed to two
+/// consumers at once, and a lock taken on one hub is settled on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hubs_share_one_pull_subscription() {
+    const EVENTS: usize = 2_000;
+    let backend = Backend::postgres("shared");
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (backend.hub(dir.path(), "a"), backend.hub(dir.path(), "b"));
+    let client = reqwest::Client::new();
+    let subscription = subscribe_pull(
+        &client,
+        &a,
+        json!({"ordering": "unordered", "lockDuration": "PT60S"}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await; // hub B loads it
+
+    // Received on A, acknowledged on B.
+    publish(&client, &a, &ids("cross", 1)).await;
+    let on_a = Consumer::new(&client, &a, &subscription)
+        .receive(1, "PT5S")
+        .await;
+    assert_eq!(on_a.len(), 1);
+    let on_b = Consumer::new(&client, &b, &subscription)
+        .acknowledge(&on_a)
+        .await;
+    assert_eq!(on_b["succeeded"].as_array().unwrap().len(), 1, "{on_b}");
+
+    let published = publish(&client, &b, &ids("shared", EVENTS)).await;
+    assert_eq!(published.len(), EVENTS);
+    let handed = Arc::new(Mutex::new(HashMap::<String, u32>::new()));
+    let started = Instant::now();
+    let consumers: Vec<_> = [&a, &a, &b, &b]
+        .into_iter()
+        .map(|hub| {
+            let consumer = Consumer::new(&client, hub, &subscription);
+            let handed = Arc::clone(&handed);
+            tokio::spawn(async move {
+                loop {
+                    let held = consumer.receive(50, "PT1S").await;
+                    if held.is_empty() {
+                        if handed.lock().unwrap().len() >= EVENTS
+                            || started.elapsed() > Duration::from_secs(90)
+                        {
+                            return;
+                        }
+                        continue;
+                    }
+                    for one in &held {
+                        *handed.lock().unwrap().entry(one.id()).or_default() += 1;
+                    }
+                    consumer.acknowledge(&held).await;
+                }
+            })
+        })
+        .collect();
+    for consumer in consumers {
+        consumer.await.unwrap();
+    }
+    let handed = handed.lock().unwrap();
+    assert_eq!(handed.len(), EVENTS, "every event was handed out");
+    let twice: Vec<_> = handed.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "handed to two consumers: {twice:?}");
+    eprintln!(
+        "two hubs, four consumers: {EVENTS} events each handed out once in {:?}",
+        started.elapsed()
+    );
+}
