@@ -619,5 +619,72 @@ async fn every_answer_is_what_the_document_says() {
     ] {
         check.check("get", "/audit/verify", request).await;
     }
+    // Pull delivery.
+    let pulled = check
+        .check(
+            "post",
+            "/subscriptions",
+            as_kvk(Method::POST, "/v1/subscriptions").json(&json!({
+                "protocol": "HTTP", "types": [TYPE],
+                "config": {"delivery": "pull", "ordering": "unordered", "lockDuration": "PT5S"}})),
+        )
+        .await;
+    let pull = format!("/v1/subscriptions/{}", pulled["id"].as_str().unwrap());
+    let publisher = hub.request(Method::POST, "/v1/events", tokens::PUBLISHER);
+    let answer = publisher
+        .header("content-type", "application/cloudevents+json")
+        .body(event("pulled-1").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 202);
+    let push = format!("/v1/subscriptions/{id}");
+    for request in [
+        as_kvk(
+            Method::POST,
+            &format!("{pull}/receive?maxEvents=5&maxWait=PT5S"),
+        ),
+        as_kvk(Method::POST, &format!("{pull}/receive?maxWait=PT0S")),
+        as_kvk(
+            Method::POST,
+            &format!("{pull}/receive?maxEvents=0&maxWait=PT2M"),
+        ),
+        as_kvk(Method::POST, &format!("{pull}/receive?other=1")),
+        as_kvk(Method::POST, &format!("{push}/receive")),
+        as_kvk(Method::POST, "/v1/subscriptions/nope/receive"),
+        hub.client.post(hub.url(&format!("{pull}/receive"))),
+        hub.request(Method::POST, &format!("{pull}/receive"), tokens::PUBLISHER),
+    ] {
+        check
+            .check("post", "/subscriptions/{id}/receive", request)
+            .await;
+    }
+    for (operation, body) in [
+        ("renew", json!({"lockTokens": ["1.1", "x"]})),
+        ("release", json!({"lockTokens": ["1.1"], "delay": "PT1S"})),
+        ("release", json!({"lockTokens": ["1.1"], "delay": "PT2H"})),
+        ("reject", json!({"lockTokens": ["1.1"], "reason": "no"})),
+        ("reject", json!({"lockTokens": ["1.1"]})),
+        ("acknowledge", json!({"lockTokens": []})),
+        ("acknowledge", json!({"lockTokens": ["1.1"], "other": 1})),
+        ("acknowledge", json!(["1.1"])),
+        ("acknowledge", json!({"lockTokens": ["1.1"]})),
+    ] {
+        let path = format!("/subscriptions/{{id}}/{operation}");
+        check
+            .check(
+                "post",
+                &path,
+                as_kvk(Method::POST, &format!("{pull}/{operation}")).json(&body),
+            )
+            .await;
+        check
+            .check(
+                "post",
+                &path,
+                as_kvk(Method::POST, &format!("{push}/{operation}")).json(&body),
+            )
+            .await;
+    }
     assert!(check.checked >= 90, "{} answers checked", check.checked);
 }

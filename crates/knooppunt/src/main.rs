@@ -90,6 +90,10 @@ enum Command {
     /// List and redeliver a subscription's dead letters on a running hub.
     #[command(subcommand)]
     DeadLetters(client::dead_letters::DeadLettersCommand),
+    /// Receive the events of a pull subscription and acknowledge, release, reject or renew
+    /// them.
+    #[command(subcommand)]
+    Pull(client::pull::PullCommand),
     /// List, create, change and delete the principals that may call a running hub (needs
     /// the `admin` role).
     #[command(subcommand)]
@@ -165,6 +169,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Publish(args) => client::run(client::publish::run(args)),
         Command::Subscriptions(command) => client::run(client::subscriptions::run(command)),
         Command::DeadLetters(command) => client::run(client::dead_letters::run(command)),
+        Command::Pull(command) => client::run(client::pull::run(command)),
         Command::Eventtypes(command) => client::run(client::eventtypes::run(command)),
         Command::Approvals(command) => client::run(client::approvals::run(command)),
         Command::Audit(command) => client::run(client::audit::run(command)),

@@ -193,6 +193,10 @@ fn help_explains_the_commands() {
             &["list", "get", "create", "delete"],
         ),
         (&["dead-letters", "--help"], &["list", "redeliver"]),
+        (
+            &["pull", "--help"],
+            &["receive", "acknowledge", "release", "reject", "renew"],
+        ),
     ] {
         let help = stdout(&knooppunt(command, ""));
         for expected in expected {

@@ -670,3 +670,84 @@ async fn approvals_are_decided_and_the_audit_trail_exported_and_verified() {
         stdout(&broken)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_subscription_is_received_and_settled_from_the_command_line() {
+    let (hub, _dir, _sink) = hub_and_sink().await;
+    let url = hub.url("");
+    let created = succeeded(
+        &knooppunt(
+            &url,
+            &[
+                "subscriptions",
+                "create",
+                "--type",
+                TYPE,
+                "--config",
+                "delivery=pull",
+                "--config",
+                "ordering=unordered",
+            ],
+        )
+        .await,
+    );
+    assert!(created.contains("state:    active"), "{created}");
+    let id = created
+        .lines()
+        .find_map(|line| line.strip_prefix("created "))
+        .expect("the id")
+        .to_owned();
+    for n in 1..=3 {
+        let event_id = format!("pull-{n}");
+        succeeded(
+            &knooppunt(
+                &url,
+                &[
+                    "publish", "--id", &event_id, "--source", SOURCE, "--type", TYPE,
+                ],
+            )
+            .await,
+        );
+    }
+    let received = succeeded(
+        &knooppunt(
+            &url,
+            &[
+                "pull", "receive", &id, "--max", "3", "--wait", "PT5S", "--json",
+            ],
+        )
+        .await,
+    );
+    let held: serde_json::Value = serde_json::from_str(&received).unwrap();
+    let held = held.as_array().unwrap();
+    assert_eq!(held.len(), 3, "{received}");
+    assert_eq!(held[0]["event"]["id"], "pull-1");
+    assert_eq!(held[0]["deliveryCount"], 1);
+    let token = |n: usize| held[n]["lockToken"].as_str().unwrap().to_owned();
+
+    let acked = succeeded(&knooppunt(&url, &["pull", "acknowledge", &id, &token(0)]).await);
+    assert!(acked.contains("acknowledge: 1 of 1 succeeded"), "{acked}");
+    let rejected = succeeded(
+        &knooppunt(
+            &url,
+            &["pull", "reject", &id, &token(1), "--reason", "unreadable"],
+        )
+        .await,
+    );
+    assert!(rejected.contains("1 of 1"), "{rejected}");
+    succeeded(&knooppunt(&url, &["pull", "release", &id, &token(2)]).await);
+    let again = succeeded(&knooppunt(&url, &["pull", "receive", &id, "--wait", "PT5S"]).await);
+    assert!(
+        again.contains("pull-3") && !again.contains("pull-1"),
+        "{again}"
+    );
+    let twice = knooppunt(&url, &["pull", "acknowledge", &id, &token(0)]).await;
+    assert_eq!(twice.status.code(), Some(1));
+    assert!(stderr(&twice).contains("unknown"), "{}", stderr(&twice));
+    let listed = succeeded(&knooppunt(&url, &["dead-letters", "list", &id]).await);
+    assert!(
+        listed.contains("rejected by the consumer: unreadable"),
+        "{listed}"
+    );
+    assert!(hub.terminate().success());
+}

@@ -652,6 +652,163 @@ fn subscription_paths(paths: &mut Map<String, Value>) {
     paths.extend(added.as_object().expect("an object").clone());
 }
 
+/// Pull delivery: receive, and settle lock tokens.
+fn pull_paths(paths: &mut Map<String, Value>) {
+    const CONFLICT: (&str, &str) = (
+        "409",
+        "The subscription is a push subscription (its events go to its sink), or disabled.",
+    );
+    let list_header = |description: &str| json!({"description": description, "schema": {"type": "string"}, "example": "1207.88, 1208.89"});
+    let mut receive_extra = Map::new();
+    receive_extra.insert(
+        "parameters".into(),
+        json!([
+            {"name": "maxEvents", "in": "query", "required": false,
+             "description": "How many events at most (1 to 100, default 10).",
+             "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 100}},
+            {"name": "maxWait", "in": "query", "required": false,
+             "description": "ISO 8601 duration to wait while no event is due (PT0S to PT60S, default PT30S; \
+                             at most the server's idle_timeout less 5 s). Answers as soon as there are events.",
+             "schema": {"type": "string", "example": "PT30S"}}
+        ]),
+    );
+    let mut receive = operation(
+        "receiveEvents",
+        "Receive events of a pull subscription",
+        (
+            "200",
+            json!({
+                "description": "Up to maxEvents due events in acceptance order (an ordered subscription: its \
+                                oldest alone, and only once the one before was settled), each exactly as \
+                                published, as a CloudEvents JSON batch; `[]` when none came within maxWait. \
+                                Each is locked to the caller for the subscription's lockDuration: settle it \
+                                with its lock token before then, or it is handed out again (that counts as \
+                                an attempt; past maxAttempts or ttl the event becomes a dead letter).",
+                "headers": headers(&[
+                    ("Knooppunt-Lock-Tokens", list_header("The lock token of each event, in the batch's order, separated by `, `. Absent when the batch is empty.")),
+                    ("Knooppunt-Delivery-Counts", list_header("How many times each event was handed out (this time included), in the batch's order.")),
+                ]),
+                "content": {"application/cloudevents-batch+json": {"schema": {
+                    "type": "array", "items": {"$ref": "#/components/schemas/CloudEvent"}}}}
+            }),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            FORBIDDEN,
+            NOT_FOUND,
+            CONFLICT,
+            UNAVAILABLE,
+        ],
+        receive_extra,
+    );
+    receive["tags"] = json!(["pull"]);
+    receive["description"] = json!(
+        "A pull subscription is one created with `config.delivery` `pull`: it has no sink of its own \
+         (the hub fills in this receive URL as `sink`) and needs no handshake. Its owner (or an \
+         administrator) receives here."
+    );
+    let settled = json!({
+        "description": "Per lock token whether it was settled. A token fails as `malformed` (not a lock \
+                        token), `expired` (its lock ran out and the event was handed out again: it \
+                        comes again under a new token) or `unknown` (no pending event under it: settled \
+                        already).",
+        "headers": headers(&[]),
+        "content": {"application/json": {"schema": {
+            "type": "object", "required": ["succeeded", "failed"],
+            "properties": {
+                "succeeded": {"type": "array", "items": {"type": "string"}},
+                "failed": {"type": "array", "items": {
+                    "type": "object", "required": ["lockToken", "error", "detail"],
+                    "properties": {
+                        "lockToken": {"type": "string"},
+                        "error": {"type": "string", "enum": ["malformed", "expired", "unknown"]},
+                        "detail": {"type": "string"}
+                    }}}
+            }}}}
+    });
+    let tokens = json!({"type": "array", "minItems": 1, "maxItems": 100,
+                        "description": "Lock tokens from Knooppunt-Lock-Tokens of receive answers.",
+                        "items": {"type": "string"}});
+    let settle = |id: &str, summary: &str, description: &str, extra: Value| {
+        let mut properties = Map::new();
+        properties.insert("lockTokens".into(), tokens.clone());
+        let mut required = vec![json!("lockTokens")];
+        if let Value::Object(extra) = extra {
+            for (name, schema) in extra {
+                if name == "reason" {
+                    required.push(json!("reason"));
+                }
+                properties.insert(name, schema);
+            }
+        }
+        let mut body = Map::new();
+        body.insert(
+            "requestBody".into(),
+            json!({"required": true, "content": {"application/json": {"schema": {
+                "type": "object", "additionalProperties": false,
+                "required": required, "properties": properties}}}}),
+        );
+        let mut operation = operation(
+            id,
+            summary,
+            ("200", settled.clone()),
+            &[
+                BAD_REQUEST,
+                UNAUTHORIZED,
+                FORBIDDEN,
+                NOT_FOUND,
+                CONFLICT,
+                UNAVAILABLE,
+            ],
+            body,
+        );
+        operation["tags"] = json!(["pull"]);
+        operation["description"] = json!(description);
+        json!({"parameters": id_parameter(), "post": operation})
+    };
+    paths.insert(
+        "/subscriptions/{id}/receive".into(),
+        json!({"parameters": id_parameter(), "post": receive}),
+    );
+    paths.insert(
+        "/subscriptions/{id}/acknowledge".into(),
+        settle(
+            "acknowledgeEvents",
+            "Acknowledge received events",
+            "The events were processed: they are delivered (and leave a receipt).",
+            json!({}),
+        ),
+    );
+    paths.insert(
+        "/subscriptions/{id}/release".into(),
+        settle(
+            "releaseEvents",
+            "Release received events",
+            "Give the events back: they are handed out again after `delay`.",
+            json!({"delay": {"type": "string", "description": "ISO 8601 duration, PT0S (default) to PT1H.", "example": "PT10S"}}),
+        ),
+    );
+    paths.insert(
+        "/subscriptions/{id}/reject".into(),
+        settle(
+            "rejectEvents",
+            "Reject received events",
+            "The events cannot be processed: they become dead letters with this reason.",
+            json!({"reason": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "Why; kept with the dead letters."}}),
+        ),
+    );
+    paths.insert(
+        "/subscriptions/{id}/renew".into(),
+        settle(
+            "renewLocks",
+            "Renew the locks of received events",
+            "The consumer needs longer: each lock lasts another lockDuration from now.",
+            json!({}),
+        ),
+    );
+}
+
 /// A subscription's dead letters: list, read, delete, redeliver.
 fn dead_letter_paths(paths: &mut Map<String, Value>) {
     let id_parameter = id_parameter();
@@ -932,6 +1089,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
             {"name": "events", "description": "Publishing events."},
             {"name": "subscriptions", "description": "Subscriptions: what to deliver where."},
             {"name": "dead letters", "description": "Deliveries the hub gave up on."},
+            {"name": "pull", "description": "Pull subscriptions: receive events under a lock, then acknowledge, release, reject or renew."},
             {"name": "principals", "description": "Who may call the API (administrators)."},
             {"name": "event types", "description": "The catalog: what publishers say their events are."},
             {"name": "approvals", "description": "Which subscriptions a data owner lets receive its approval-required events."},
@@ -966,11 +1124,11 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                 "Subscription": {
                     "type": "object",
                     "description": "A subscription (CloudEvents Subscriptions API section 3.2.1).",
-                    "required": ["id", "sink", "protocol"],
+                    "required": ["id", "protocol"],
                     "properties": {
                         "id": {"type": "string", "readOnly": true, "description": "Assigned by the hub; ignored on create.", "example": "0193a5b2-7c1d-7e3f-8a9b-0c1d2e3f4a5b"},
                         "owner": {"type": "string", "readOnly": true, "description": "The principal that created the subscription."},
-                        "sink": {"type": "string", "format": "uri", "description": "Absolute https URL events are delivered to (the hub checks its certificate). A plain http URL is accepted only for a sink on the hub's own machine, or on a hub configured to allow it for testing. Its host must not be (or resolve to) a loopback, private, link-local or other reserved address unless the hub's operator allows that network; this is checked again on every connection. Query values and a password are write-only: they read as `********`, and a replacement that sends them back so keeps the stored ones.", "example": "https://gemeente.example.nl/events"},
+                        "sink": {"type": "string", "format": "uri", "description": "Required for a push subscription; a pull subscription (`config.delivery` `pull`) leaves it out and reads here the hub's receive URL of the subscription. Absolute https URL events are delivered to (the hub checks its certificate). A plain http URL is accepted only for a sink on the hub's own machine, or on a hub configured to allow it for testing. Its host must not be (or resolve to) a loopback, private, link-local or other reserved address unless the hub's operator allows that network; this is checked again on every connection. Query values and a password are write-only: they read as `********`, and a replacement that sends them back so keeps the stored ones.", "example": "https://gemeente.example.nl/events"},
                         "protocol": {"type": "string", "enum": ["HTTP"], "description": "The delivery protocol; only HTTP is delivered."},
                         "source": {"type": "string", "format": "uri-reference", "description": "Only events with exactly this `source`."},
                         "types": {"type": "array", "items": {"type": "string", "minLength": 1}, "description": "Only events whose `type` is one of these. Left out: any type; an empty list: no type (kept as sent)."},
@@ -1135,6 +1293,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
     let paths = document["paths"].as_object_mut().expect("paths");
     subscription_paths(paths);
     dead_letter_paths(paths);
+    pull_paths(paths);
     consent_paths(paths);
     signing_paths(paths);
     add_principals(&mut document);

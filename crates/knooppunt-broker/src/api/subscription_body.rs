@@ -124,9 +124,15 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
     };
     check_members(object, &mut problems);
     let config = read_config(object, rules.defaults, &mut problems);
-    let pull = config
-        .as_ref()
-        .is_some_and(|c| c.settings().transfer == Transfer::Pull);
+    // Read from the member itself, so that a pull subscription with another bad key is
+    // still read as one.
+    let pull = match &config {
+        Some(config) => config.settings().transfer == Transfer::Pull,
+        None => object
+            .get("config")
+            .and_then(|c| c.get("delivery"))
+            .is_some_and(|d| d == "pull"),
+    };
     let sink = if pull {
         read_pull_sink(object, &mut problems)
     } else {
@@ -137,6 +143,12 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
     let types = read_types(object, &mut problems);
     let (filters, parsed) = read_filters(object, &rules, &mut problems);
     let protocol_settings = read_protocol_settings(object.get("protocolsettings"), &mut problems);
+    if pull && protocol_settings != HttpSettings::default() {
+        problems.add(
+            "protocolsettings",
+            "a pull subscription (config.delivery `pull`) sends no requests: leave out its headers and method",
+        );
+    }
     let sink_credential = read_sink_credential(object.get("sinkcredential"), &mut problems);
     if let Some(SinkCredential::ClientCredentials { token_url, .. }) = &sink_credential
         && let Err(why) = check_sink(token_url, rules.allow_http_sinks)
@@ -217,7 +229,7 @@ fn read_sink(
 /// leave it out or send back what it read (checked against the subscription's own). What
 /// belongs to pushing (credentials, a client certificate, headers) has no use.
 fn read_pull_sink(object: &Map<String, Value>, problems: &mut Problems) -> Option<Option<Sink>> {
-    for member in ["sinkcredential", "clientcertificate", "protocolsettings"] {
+    for member in ["sinkcredential", "clientcertificate"] {
         if object.contains_key(member) {
             problems.add(
                 member,
@@ -698,13 +710,16 @@ pub(crate) fn representation(subscription: &Subscription, last: Option<LastDeliv
         .keys()
         .map(|name| (name.clone(), json!(knooppunt_delivery::REDACTED)))
         .collect();
-    object.insert(
-        "protocolsettings".into(),
-        json!({
-            "headers": headers,
-            "method": settings.method.as_deref().unwrap_or("POST"),
-        }),
-    );
+    // A pull subscription sends no requests.
+    if !subscription.is_pull() {
+        object.insert(
+            "protocolsettings".into(),
+            json!({
+                "headers": headers,
+                "method": settings.method.as_deref().unwrap_or("POST"),
+            }),
+        );
+    }
     if let Some(identity) = &subscription.client_certificate {
         object.insert(
             "clientcertificate".into(),

@@ -8,6 +8,7 @@ pub(crate) mod dead_letters;
 pub(crate) mod eventtypes;
 pub(crate) mod principals;
 pub(crate) mod publish;
+pub(crate) mod pull;
 pub(crate) mod subscriptions;
 
 use std::path::PathBuf;

@@ -35,9 +35,13 @@ pub(crate) enum SubscriptionsCommand {
     /// The hub asks the sink for its consent first (the webhook validation handshake); a
     /// sink that does not consent leaves the subscription `pending`, with the reason.
     ///
-    /// Example:
+    /// A pull subscription (--config delivery=pull) has no sink: its consumer receives
+    /// the events with `knooppunt pull receive`.
+    ///
+    /// Examples:
     ///   knooppunt subscriptions create --sink https://gemeente.example.nl/events \
     ///       --type nl.brp.persoon-verhuisd --sql "subject LIKE '9999%'"
+    ///   knooppunt subscriptions create --config delivery=pull --type nl.brp.persoon-verhuisd
     #[command(verbatim_doc_comment)]
     Create {
         #[command(flatten)]
@@ -74,8 +78,9 @@ pub(crate) struct NewSubscription {
     /// standard input.
     #[arg(long, short, value_name = "FILE", conflicts_with_all = ["sink", "types", "source", "sql", "config"])]
     file: Option<PathBuf>,
-    /// The webhook events are delivered to (an absolute http or https URL).
-    #[arg(long, required_unless_present = "file")]
+    /// The webhook events are delivered to (an absolute http or https URL); left out for a
+    /// pull subscription.
+    #[arg(long)]
     sink: Option<String>,
     /// An event type to receive; may be repeated.
     #[arg(long = "type", id = "types", value_name = "TYPE")]
@@ -86,8 +91,8 @@ pub(crate) struct NewSubscription {
     /// A CESQL filter, e.g. `subject LIKE '9999%'`.
     #[arg(long)]
     sql: Option<String>,
-    /// A delivery setting, `KEY=VALUE` (mode, ordering, maxAttempts, ttl, initialBackoff,
-    /// maxBackoff, timeout); may be repeated.
+    /// A delivery setting, `KEY=VALUE` (delivery, mode, ordering, maxAttempts, ttl,
+    /// initialBackoff, maxBackoff, timeout, lockDuration); may be repeated.
     #[arg(long, value_name = "KEY=VALUE")]
     config: Vec<String>,
 }
@@ -185,7 +190,9 @@ impl NewSubscription {
                 .with_context(|| format!("{} is not JSON", path.display()));
         }
         let mut body = Map::new();
-        body.insert("sink".into(), json!(self.sink));
+        if let Some(sink) = &self.sink {
+            body.insert("sink".into(), json!(sink));
+        }
         body.insert("protocol".into(), json!("HTTP"));
         if !self.types.is_empty() {
             body.insert("types".into(), json!(self.types));

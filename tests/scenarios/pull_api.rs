@@ -1,0 +1,183 @@
+//! Pull subscriptions through the API: how they are created and replaced, who may pull, and
+//! a receive that waits wakes up when an event arrives. (The delivery guarantees, on both
+//! backends and the real binary, are in `crates/knooppunt/tests/pull.rs`.)
+
+use std::time::{Duration, Instant};
+
+use knooppunt_tests::sink::{Consent, Sink};
+use knooppunt_tests::{TestHub, tokens};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const TYPE: &str = "nl.brp.persoon-verhuisd";
+
+fn event(id: &str) -> Value {
+    json!({"specversion": "1.0", "id": id, "source": "urn:nld:oin:1:systeem:BRP",
+           "type": TYPE, "data": {"n": 1}})
+}
+
+async fn create_pull(hub: &TestHub, token: &str) -> Value {
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            token,
+            Some(json!({"protocol": "HTTP", "types": [TYPE],
+                        "config": {"delivery": "pull", "ordering": "unordered"}})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    created.body
+}
+
+#[tokio::test]
+async fn a_pull_subscription_has_the_hubs_receive_url_and_no_handshake() {
+    let hub = TestHub::start().await;
+    let created = create_pull(&hub, tokens::GEMEENTE).await;
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(created["state"], "active");
+    assert_eq!(
+        created["sink"],
+        hub.url(&format!("/v1/subscriptions/{id}/receive"))
+    );
+    assert_eq!(created["config"]["delivery"], "pull");
+    assert_eq!(created["config"]["lockDuration"], "PT60S");
+
+    // What a GET gives can be PUT back unchanged.
+    let item = format!("/v1/subscriptions/{id}");
+    let read = hub.call(Method::GET, &item, tokens::GEMEENTE, None).await;
+    let replaced = hub
+        .call(
+            Method::PUT,
+            &item,
+            tokens::GEMEENTE,
+            Some(read.body.clone()),
+        )
+        .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert_eq!(replaced.body["sink"], created["sink"]);
+    assert_eq!(replaced.body["state"], "active");
+
+    // A sink of its own, or what belongs to pushing, is refused, naming the member.
+    let mut foreign = read.body.clone();
+    foreign["sink"] = json!("https://elders.example/events");
+    let refused = hub
+        .call(Method::PUT, &item, tokens::GEMEENTE, Some(foreign))
+        .await
+        .assert_problem(400);
+    assert_eq!(refused.invalid_params(), ["sink"]);
+    let refused = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::GEMEENTE,
+            Some(json!({"protocol": "HTTP", "types": [TYPE],
+                        "sinkcredential": {"credentialtype": "PLAIN", "identifier": "a", "secret": "b"},
+                        "config": {"delivery": "pull", "lockDuration": "PT11M"}})),
+        )
+        .await
+        .assert_problem(400);
+    let mut params = refused.invalid_params();
+    params.sort();
+    assert_eq!(params, ["config.lockDuration", "sinkcredential"]);
+    let refused = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::GEMEENTE,
+            Some(json!({"protocol": "HTTP", "config": {"delivery": "carrier pigeon"}})),
+        )
+        .await
+        .assert_problem(400);
+    assert_eq!(refused.invalid_params(), ["config.delivery", "sink"]);
+
+    // Turned into a push subscription, it needs its sink's consent like any other.
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+    let mut push = read.body.clone();
+    push["sink"] = json!(sink.url);
+    push["config"]["delivery"] = json!("push");
+    let pushed = hub
+        .call(Method::PUT, &item, tokens::GEMEENTE, Some(push))
+        .await;
+    assert_eq!(pushed.status, 200, "{}", pushed.body);
+    assert_eq!(sink.handshakes().len(), 1, "the new sink was asked");
+    assert_eq!(pushed.body["state"], "active");
+    let refused = hub
+        .call(
+            Method::POST,
+            &format!("{item}/receive?maxWait=PT0S"),
+            tokens::GEMEENTE,
+            None,
+        )
+        .await
+        .assert_problem(409);
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("push subscription"),
+        "{}",
+        refused.body
+    );
+}
+
+#[tokio::test]
+async fn only_the_owner_or_an_administrator_pulls() {
+    let hub = TestHub::start().await;
+    let created = create_pull(&hub, tokens::GEMEENTE).await;
+    let receive = format!(
+        "/v1/subscriptions/{}/receive?maxWait=PT0S",
+        created["id"].as_str().unwrap()
+    );
+    hub.call(Method::POST, &receive, tokens::KVK, None)
+        .await
+        .assert_problem(404);
+    hub.call(Method::POST, &receive, tokens::PUBLISHER, None)
+        .await
+        .assert_problem(403);
+    let answer = hub.call(Method::POST, &receive, tokens::ADMIN, None).await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.body, json!([]));
+    assert_eq!(answer.header("knooppunt-lock-tokens"), None);
+    let acknowledge = format!(
+        "/v1/subscriptions/{}/acknowledge",
+        created["id"].as_str().unwrap()
+    );
+    hub.call(
+        Method::POST,
+        &acknowledge,
+        tokens::KVK,
+        Some(json!({"lockTokens": ["1.1"]})),
+    )
+    .await
+    .assert_problem(404);
+}
+
+#[tokio::test]
+async fn a_waiting_receive_answers_when_an_event_arrives() {
+    let hub = TestHub::start().await;
+    let created = create_pull(&hub, tokens::GEMEENTE).await;
+    let receive = format!(
+        "/v1/subscriptions/{}/receive?maxWait=PT30S",
+        created["id"].as_str().unwrap()
+    );
+    let started = Instant::now();
+    let waiting = hub.call(Method::POST, &receive, tokens::GEMEENTE, None);
+    let publishing = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        hub.publish_as(tokens::PUBLISHER, &event("waited-for"))
+            .await;
+    };
+    let (answer, ()) = tokio::join!(waiting, publishing);
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.body, json!([event("waited-for")]));
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "the receive waited out its maxWait instead of answering when the event came"
+    );
+    assert_eq!(answer.header("knooppunt-delivery-counts"), Some("1"));
+}
