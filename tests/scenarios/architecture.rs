@@ -194,6 +194,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
         "api",
         &[
             "app",
+            "history",
             "ingest",
             "approvals",
             "catalog",
@@ -208,6 +209,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
     (
         "app",
         &[
+            "history",
             "ingest",
             "approvals",
             "catalog",
@@ -219,6 +221,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "server",
         ],
     ),
+    ("history", &["approvals", "lifecycle"]),
     (
         "ingest",
         &["approvals", "catalog", "lifecycle", "telemetry", "identity"],

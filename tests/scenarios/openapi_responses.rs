@@ -659,6 +659,22 @@ async fn every_answer_is_what_the_document_says() {
             .check("post", "/subscriptions/{id}/receive", request)
             .await;
     }
+    for query in ["", "?after=0&limit=5", "?after=x", "?limit=0", "?maxWait=PT2M"] {
+        check
+            .check(
+                "get",
+                "/subscriptions/{id}/events",
+                as_kvk(Method::GET, &format!("{pull}/events{query}")),
+            )
+            .await;
+    }
+    check
+        .check(
+            "get",
+            "/subscriptions/{id}/events",
+            hub.request(Method::GET, &format!("{pull}/events"), tokens::GEMEENTE),
+        )
+        .await;
     for (operation, body) in [
         ("renew", json!({"lockTokens": ["1.1", "x"]})),
         ("release", json!({"lockTokens": ["1.1"], "delay": "PT1S"})),

@@ -654,6 +654,19 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'a, bool> {
         self.inner.renew(s, seq, lease, until_ms)
     }
+    fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> knooppunt_store::StoreFuture<'_, Vec<std::sync::Arc<knooppunt_store::StoredEvent>>> {
+        self.inner.events_after(after, limit)
+    }
+    fn swept_through(&self) -> knooppunt_store::StoreFuture<'_, u64> {
+        self.inner.swept_through()
+    }
+    fn seq_before(&self, at_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
+        self.inner.seq_before(at_ms)
+    }
     fn pending_seqs<'a>(
         &'a self,
         s: &'a str,

@@ -181,3 +181,177 @@ async fn a_waiting_receive_answers_when_an_event_arrives() {
     );
     assert_eq!(answer.header("knooppunt-delivery-counts"), Some("1"));
 }
+
+async fn stream(hub: &TestHub, subscription: &str, query: &str) -> knooppunt_tests::Answer {
+    hub.call(
+        Method::GET,
+        &format!("/v1/subscriptions/{subscription}/events{query}"),
+        tokens::GEMEENTE,
+        None,
+    )
+    .await
+}
+
+fn ids(answer: &knooppunt_tests::Answer) -> Vec<String> {
+    answer
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_stream_pages_through_matching_events_with_a_cursor() {
+    let hub = TestHub::start().await;
+    // The stream is the subscription's events: only what its filters match.
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::GEMEENTE,
+            Some(json!({"protocol": "HTTP", "types": [TYPE],
+                        "filters": [{"suffix": {"id": "-keep"}}],
+                        "config": {"delivery": "pull", "ordering": "unordered"}})),
+        )
+        .await;
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    for n in 0..5 {
+        hub.publish_as(tokens::PUBLISHER, &event(&format!("{n}-keep")))
+            .await;
+        hub.publish_as(tokens::PUBLISHER, &event(&format!("{n}-skip")))
+            .await;
+    }
+    let first = stream(&hub, &id, "?limit=2").await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(
+        first.header("content-type"),
+        Some("application/cloudevents-batch+json; charset=utf-8")
+    );
+    assert_eq!(ids(&first), ["0-keep", "1-keep"]);
+    assert_eq!(first.body[0], event("0-keep"), "unchanged");
+    let cursor = first.header("knooppunt-cursor").unwrap().to_owned();
+    let next = first.next_link().unwrap();
+    assert_eq!(
+        next,
+        format!("/v1/subscriptions/{id}/events?after={cursor}&limit=2")
+    );
+    let second = hub.call(Method::GET, &next, tokens::GEMEENTE, None).await;
+    assert_eq!(ids(&second), ["2-keep", "3-keep"]);
+    let rest = stream(
+        &hub,
+        &id,
+        &format!("?after={}", second.header("knooppunt-cursor").unwrap()),
+    )
+    .await;
+    assert_eq!(ids(&rest), ["4-keep"]);
+    // Caught up: an empty page, the cursor where it was; with maxWait, the next event.
+    let end = rest.header("knooppunt-cursor").unwrap().to_owned();
+    let caught_up = stream(&hub, &id, &format!("?after={end}")).await;
+    assert_eq!(ids(&caught_up), Vec::<String>::new());
+    assert_eq!(caught_up.header("knooppunt-cursor"), Some(end.as_str()));
+    let query = format!("?after={end}&maxWait=PT20S");
+    let waiting = stream(&hub, &id, &query);
+    let publishing = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        hub.publish_as(tokens::PUBLISHER, &event("late-keep")).await;
+    };
+    let started = Instant::now();
+    let (late, ()) = tokio::join!(waiting, publishing);
+    assert_eq!(ids(&late), ["late-keep"]);
+    assert!(started.elapsed() < Duration::from_secs(15));
+    // Reading locks nothing: the pull consumer still receives every event.
+    let received = hub
+        .call(
+            Method::POST,
+            &format!("/v1/subscriptions/{id}/receive?maxEvents=100&maxWait=PT0S"),
+            tokens::GEMEENTE,
+            None,
+        )
+        .await;
+    assert_eq!(received.body.as_array().unwrap().len(), 6);
+
+    for bad in [
+        "?after=x",
+        "?limit=0",
+        "?limit=1001",
+        "?maxWait=PT61S",
+        "?other=1",
+    ] {
+        stream(&hub, &id, bad).await.assert_problem(400);
+    }
+    hub.call(
+        Method::GET,
+        &format!("/v1/subscriptions/{id}/events"),
+        tokens::KVK,
+        None,
+    )
+    .await
+    .assert_problem(404);
+}
+
+#[tokio::test]
+async fn a_cursor_past_retention_answers_410_with_the_oldest_cursor() {
+    let ingest = knooppunt_broker::ingest::IngestOptions {
+        retention: Duration::from_millis(1),
+        dedupe_window: Duration::from_millis(1),
+        sweep_interval: Duration::from_millis(20),
+        ..Default::default()
+    };
+    // One event per log segment, so that retention removes single events.
+    let store = knooppunt_store_embedded::SledOptions { segment_bytes: 1 };
+    let hub = TestHub::start_with_store(ingest, store).await;
+    let created = create_pull(&hub, tokens::GEMEENTE).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let start = stream(&hub, &id, "").await;
+    let cursor = start.header("knooppunt-cursor").unwrap().to_owned();
+    // Delivered (acknowledged) events past retention are swept.
+    for n in 0..3 {
+        hub.publish_as(tokens::PUBLISHER, &event(&format!("gone-{n}")))
+            .await;
+    }
+    let received = hub
+        .call(
+            Method::POST,
+            &format!("/v1/subscriptions/{id}/receive?maxEvents=10&maxWait=PT5S"),
+            tokens::GEMEENTE,
+            None,
+        )
+        .await;
+    let tokens_held: Vec<String> = received
+        .header("knooppunt-lock-tokens")
+        .unwrap()
+        .split(", ")
+        .map(str::to_owned)
+        .collect();
+    let acked = hub
+        .call(
+            Method::POST,
+            &format!("/v1/subscriptions/{id}/acknowledge"),
+            tokens::GEMEENTE,
+            Some(json!({"lockTokens": tokens_held})),
+        )
+        .await;
+    assert_eq!(acked.body["succeeded"].as_array().unwrap().len(), 3);
+    hub.publish_as(tokens::PUBLISHER, &event("kept")).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let gone = loop {
+        let answer = stream(&hub, &id, &format!("?after={cursor}")).await;
+        if answer.status == 410 {
+            break answer.assert_problem(410);
+        }
+        assert!(Instant::now() < deadline, "never swept: {}", answer.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let oldest = gone.body["oldestCursor"].as_str().unwrap().to_owned();
+    assert!(oldest.parse::<u64>().unwrap() > cursor.parse::<u64>().unwrap());
+    let resumed = stream(&hub, &id, &format!("?after={oldest}")).await;
+    assert_eq!(resumed.status, 200);
+    assert!(
+        ids(&resumed).contains(&"kept".to_owned()),
+        "{}",
+        resumed.body
+    );
+    assert!(!ids(&resumed).iter().any(|i| i.starts_with("gone-")));
+}

@@ -14,6 +14,7 @@ use knooppunt_store::{
 use crate::approvals::Approvals;
 use crate::audit::Audit;
 use crate::catalog::Catalog;
+use crate::history::History;
 use crate::identity::{self, Authentication};
 use crate::ingest::{IngestOptions, Pipeline, Services};
 use crate::lifecycle::{Quotas, Subscriptions};
@@ -90,6 +91,8 @@ pub(crate) struct AppState {
     pub(crate) catalog: Arc<Catalog>,
     /// The one writer of grants: the data owners' approvals.
     pub(crate) approvals: Arc<Approvals>,
+    /// Subscriptions' retained events read again: the stream and replays.
+    pub(crate) history: History,
     /// The audit trail's writer.
     pub(crate) audit: Arc<Audit>,
     audit_retention: std::time::Duration,
@@ -188,11 +191,19 @@ impl AppState {
             },
             options.eval_limits,
         );
+        let history = History::new(
+            Arc::clone(&store),
+            Arc::clone(&subscriptions),
+            Arc::clone(&approvals),
+            deliverer.clone(),
+            options.eval_limits,
+        );
         let state = Arc::new(AppState {
             subscriptions,
             publishing,
             catalog,
             approvals,
+            history,
             audit,
             audit_retention: options.audit_retention,
             authentication: options.authentication,

@@ -270,6 +270,20 @@ impl Approvals {
         }
     }
 
+    /// Whether `subscription` may receive an event of `source` and `event_type` now: it
+    /// holds a grant for every approval-required entry that covers it.
+    pub(crate) fn admits(&self, subscription: &str, source: &str, event_type: &str) -> bool {
+        let covered = self.catalog.look_up(std::iter::once((source, event_type)));
+        let Some(Some(covered)) = covered.first() else {
+            return true;
+        };
+        let grants = self.read();
+        covered
+            .gated
+            .iter()
+            .all(|entry| grants.is_granted(&entry.id, subscription))
+    }
+
     pub(crate) fn get(&self, entry: &str, subscription: &str) -> Option<Arc<Grant>> {
         self.read().get(entry, subscription).cloned()
     }

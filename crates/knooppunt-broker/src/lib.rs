@@ -15,6 +15,7 @@ mod app;
 mod approvals;
 mod audit;
 mod catalog;
+mod history;
 pub mod identity;
 pub mod ingest;
 mod lifecycle;

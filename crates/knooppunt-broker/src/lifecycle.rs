@@ -160,6 +160,13 @@ impl Subscriptions {
         self.read().len()
     }
 
+    /// Subscription `id` with its routing criteria (its filters read again).
+    pub(crate) fn with_criteria(&self, id: &str) -> Option<(Arc<Subscription>, Criteria)> {
+        let subscription = self.get(id)?;
+        let criteria = registry::criteria(&subscription, &self.limits).ok()?;
+        Some((subscription, criteria))
+    }
+
     /// Up to `size` subscriptions after `cursor` in id order, of `owner` if given, and whether
     /// there are more.
     pub(crate) fn page(

@@ -139,8 +139,9 @@ pub(crate) struct Inner {
     pub(crate) origin: HeaderValue,
     pub(crate) options: DeliveryOptions,
     pub(crate) workers: Mutex<HashMap<String, Worker>>,
-    /// Per pull subscription, what its waiting `receive` calls wake up to.
-    pub(crate) pulls: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Per subscription, what readers waiting for its events wake up to (pull consumers,
+    /// streams; [`Deliverer::watch`]).
+    pub(crate) watchers: Mutex<HashMap<String, Arc<Notify>>>,
     pub(crate) last: Mutex<HashMap<String, LastDelivery>>,
     /// Sinks that answered 410, for the broker to act on.
     pub(crate) gone: mpsc::UnboundedSender<Gone>,
@@ -191,7 +192,7 @@ impl Deliverer {
                 origin,
                 options,
                 workers: Mutex::new(HashMap::new()),
-                pulls: Mutex::new(HashMap::new()),
+                watchers: Mutex::new(HashMap::new()),
                 last: Mutex::new(HashMap::new()),
                 gone,
                 observer,
@@ -224,14 +225,9 @@ impl Deliverer {
             {
                 let _ = worker.retire.send(true);
             }
-            self.pull_wake(&subscription.id).notify_waiters();
+            self.watch(&subscription.id).notify_waiters();
             return;
         }
-        self.inner
-            .pulls
-            .lock()
-            .expect("pulls lock")
-            .remove(&subscription.id);
         let mut workers = self.inner.workers.lock().expect("workers lock");
         if let Some(worker) = workers.get(&subscription.id)
             && !worker.task.is_finished()
@@ -273,7 +269,13 @@ impl Deliverer {
     /// Stops a subscription's worker (deleted, disabled or pending): it takes nothing more,
     /// and the attempts in flight finish and record their results.
     pub fn remove(&self, id: &str) {
-        if let Some(wake) = self.inner.pulls.lock().expect("pulls lock").remove(id) {
+        if let Some(wake) = self
+            .inner
+            .watchers
+            .lock()
+            .expect("watchers lock")
+            .remove(id)
+        {
             wake.notify_waiters();
         }
         if let Some(worker) = self.inner.workers.lock().expect("workers lock").remove(id) {
@@ -284,11 +286,12 @@ impl Deliverer {
     /// Tells the workers of these subscriptions that deliveries were queued.
     pub fn wake<'a>(&self, ids: impl IntoIterator<Item = &'a String>) {
         let workers = self.inner.workers.lock().expect("workers lock");
-        let pulls = self.inner.pulls.lock().expect("pulls lock");
+        let watchers = self.inner.watchers.lock().expect("watchers lock");
         for id in ids {
             if let Some(worker) = workers.get(id) {
                 worker.wake.notify_one();
-            } else if let Some(wake) = pulls.get(id) {
+            }
+            if let Some(wake) = watchers.get(id) {
                 wake.notify_waiters();
             }
         }
@@ -300,7 +303,7 @@ impl Deliverer {
         for worker in workers.values() {
             worker.wake.notify_one();
         }
-        for wake in self.inner.pulls.lock().expect("pulls lock").values() {
+        for wake in self.inner.watchers.lock().expect("watchers lock").values() {
             wake.notify_waiters();
         }
     }
@@ -391,7 +394,7 @@ impl Deliverer {
     /// next start.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.stop.send_replace(true);
-        for wake in self.inner.pulls.lock().expect("pulls lock").values() {
+        for wake in self.inner.watchers.lock().expect("watchers lock").values() {
             wake.notify_waiters();
         }
         let workers: Vec<Worker> = self

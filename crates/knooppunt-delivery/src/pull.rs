@@ -138,7 +138,7 @@ impl Deliverer {
         let lock_ms = config.lock_duration.as_millis() as u64;
         let max = max.clamp(1, MAX_RECEIVE);
         let deadline = tokio::time::Instant::now() + wait.min(MAX_WAIT);
-        let wake = self.pull_wake(&subscription.id);
+        let wake = self.watch(&subscription.id);
         let mut stop = self.inner.stop.subscribe();
         let store = &self.inner.store;
         loop {
@@ -310,7 +310,7 @@ impl Deliverer {
                 );
             }
             // The next event of an ordered subscription, or a released one, is free now.
-            self.pull_wake(id).notify_waiters();
+            self.watch(id).notify_waiters();
         }
         Ok(results)
     }
@@ -329,10 +329,11 @@ impl Deliverer {
         })
     }
 
-    /// The signal a waiting `receive` of this subscription wakes up to.
-    pub(crate) fn pull_wake(&self, subscription: &str) -> Arc<Notify> {
-        let mut pulls = self.inner.pulls.lock().expect("pulls lock");
-        Arc::clone(pulls.entry(subscription.to_owned()).or_default())
+    /// What a reader waiting for this subscription's events (a pull `receive`, a stream)
+    /// wakes up to: notified whenever events are queued for it (or settled, for pull).
+    pub fn watch(&self, subscription: &str) -> Arc<Notify> {
+        let mut watchers = self.inner.watchers.lock().expect("watchers lock");
+        Arc::clone(watchers.entry(subscription.to_owned()).or_default())
     }
 }
 

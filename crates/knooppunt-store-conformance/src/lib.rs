@@ -21,7 +21,9 @@
 //!   finishes; a dead letter is listed with its reason, survives a reopen, can be redelivered
 //!   (fresh attempts) or deleted; retiring a subscription turns its queue into dead letters;
 //!   deleting a subscription drops its queue;
-//! - the sweep removes finished events past retention only.
+//! - the sweep removes finished events past retention only;
+//! - events are read in acceptance order after a position, the sweep says how far it
+//!   removed, and a time finds its place in the order.
 //!
 //! Not checked here: crash consistency, which a backend tests with its own means (the
 //! embedded store: `crates/knooppunt/tests/crash.rs`).
@@ -130,6 +132,7 @@ pub async fn run(backend: &mut impl Backend) {
     stale_lease_tokens_are_refused(backend).await;
     leases_are_renewed_only_by_their_holder(backend).await;
     leases_held_are_counted(backend).await;
+    events_are_read_in_order_after_a_position(backend).await;
     unordered_leases_skip_deliveries_waiting_for_a_retry(backend).await;
     dead_letters_are_redelivered_deleted_and_retired(backend).await;
     chosen_deliveries_are_withdrawn(backend).await;
@@ -1126,6 +1129,58 @@ async fn leases_held_are_counted(backend: &mut impl Backend) {
         .find(|s| s.subscription == "h")
         .expect("listed");
     assert_eq!((h.pending, h.leased), (2, 1), "{h:?}");
+}
+
+async fn events_are_read_in_order_after_a_position(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["r"]).await;
+    let mut n = Vec::new();
+    for (i, at) in [1_000u64, 2_000, 3_000, 400_000, 500_000]
+        .into_iter()
+        .enumerate()
+    {
+        let appended = store
+            .append_events(vec![event(&format!("r{i}"), &["r"])], at, HOUR)
+            .await
+            .unwrap();
+        n.extend(seqs(&appended));
+    }
+    let read = |events: Vec<Arc<knooppunt_store::StoredEvent>>| {
+        events.iter().map(|e| e.seq).collect::<Vec<_>>()
+    };
+    assert_eq!(read(store.events_after(0, 3).await.unwrap()), n[..3]);
+    assert_eq!(read(store.events_after(n[1], 10).await.unwrap()), n[2..]);
+    assert_eq!(
+        store.events_after(n[4], 10).await.unwrap(),
+        Vec::<Arc<knooppunt_store::StoredEvent>>::new()
+    );
+    let first = store.events_after(0, 1).await.unwrap();
+    assert_eq!(first[0].id, "r0");
+    assert_eq!(first[0].accepted_at, 1_000);
+    // A time finds a place at or before its first event (a minute of slack at most).
+    let place = store.seq_before(400_000).await.unwrap();
+    assert!(place < n[3] && place >= n[2].min(n[0]), "{place} in {n:?}");
+    assert!(store.seq_before(0).await.unwrap() < n[0]);
+    assert_eq!(store.swept_through().await.unwrap(), 0, "nothing swept yet");
+    // Delivered and past retention: the sweep may remove them, and says how far it did.
+    for seq in &n {
+        let leased = lease_one(store.as_ref(), "r", *seq, 600_000).await;
+        store
+            .record(vec![attempt(&leased, 600_000, Verdict::Delivered)])
+            .await
+            .unwrap();
+    }
+    store.sweep(10 * HOUR, 1, 1).await.unwrap();
+    let through = store.swept_through().await.unwrap();
+    let left = read(store.events_after(0, 10).await.unwrap());
+    for seq in &n {
+        assert!(
+            left.contains(seq) != (*seq <= through),
+            "event {seq}: kept {left:?}, swept through {through}"
+        );
+    }
+    let reopened = backend.reopen(store).await;
+    assert_eq!(reopened.swept_through().await.unwrap(), through);
 }
 
 async fn unordered_leases_skip_deliveries_waiting_for_a_retry(backend: &mut impl Backend) {

@@ -72,6 +72,22 @@ impl EventIndex {
         self.entries.drain(start..end).collect()
     }
 
+    /// A number at or before the first event accepted at or after `at`: acceptance times are
+    /// nearly in number order (appends take their time before they are numbered), so a
+    /// minute of slack is searched before it.
+    pub(super) fn seq_before(&self, at: u64) -> u64 {
+        let at = self
+            .entries
+            .partition_point(|(_, indexed)| indexed.accepted_at.saturating_add(60_000) < at);
+        match at.checked_sub(1) {
+            Some(before) => self.entries[before].0,
+            None => self
+                .entries
+                .front()
+                .map_or(0, |(seq, _)| seq.saturating_sub(1)),
+        }
+    }
+
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.entries.len()

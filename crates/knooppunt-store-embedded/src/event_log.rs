@@ -331,6 +331,12 @@ impl EventLog {
         })
     }
 
+    /// The first sequence number of the oldest segment: every record numbered below it was
+    /// deleted.
+    pub(crate) fn first_seq(&self) -> u64 {
+        self.segments[0]
+    }
+
     /// The sequence number of the last record written (0 for an empty log).
     pub(crate) fn last_seq(&self) -> u64 {
         self.next_seq - 1

@@ -250,6 +250,7 @@ impl SledStore {
         let log = EventLog::open(&log_dir, options.segment_bytes, |entry, location| {
             queues.replay(entry, location, &hasher, &mut dedupe);
         })?;
+        queues.swept_through = log.first_seq().saturating_sub(1);
         let readers = log.readers();
         let queues = Arc::new(RwLock::new(queues));
         let shared = Shared::new(Arc::clone(&queues), log.last_seq() + 1, hasher, dedupe);
@@ -735,6 +736,40 @@ impl Store for SledStore {
                 }
             }
             Ok(Some(event?))
+        })
+    }
+
+    fn events_after(&self, after: u64, limit: usize) -> StoreFuture<'_, Vec<Arc<StoredEvent>>> {
+        Box::pin(async move {
+            let seqs: Vec<u64> = {
+                let queues = self.inner.queues.read().expect("queues lock");
+                queues
+                    .index
+                    .after(after)
+                    .take(limit)
+                    .map(|(seq, _)| *seq)
+                    .collect()
+            };
+            let mut events = Vec::with_capacity(seqs.len());
+            for seq in seqs {
+                // One the sweep removed meanwhile is left out: the reader learns of it
+                // from `swept_through`.
+                if let Some(event) = self.event(seq).await? {
+                    events.push(event);
+                }
+            }
+            Ok(events)
+        })
+    }
+
+    fn swept_through(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move { Ok(self.inner.queues.read().expect("queues lock").swept_through) })
+    }
+
+    fn seq_before(&self, at_ms: u64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let queues = self.inner.queues.read().expect("queues lock");
+            Ok(queues.index.seq_before(at_ms).max(queues.swept_through))
         })
     }
 

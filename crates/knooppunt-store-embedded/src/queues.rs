@@ -29,6 +29,8 @@ pub(super) struct Queues {
     /// The last lease token handed out. Leases live in memory only: after a restart no
     /// holder of an old one exists, so numbering may start again.
     pub(super) lease_tokens: u64,
+    /// Records numbered up to this one were deleted with their segments.
+    pub(super) swept_through: u64,
 }
 
 impl Queues {
@@ -213,6 +215,7 @@ impl Queues {
     /// Forgets the events of a deleted segment; returns each one's sequence number and
     /// dedupe hash.
     pub(super) fn forget(&mut self, first: u64, next: u64) -> Vec<(u64, u128)> {
+        self.swept_through = self.swept_through.max(next.saturating_sub(1));
         self.index
             .remove_range(first, next)
             .into_iter()

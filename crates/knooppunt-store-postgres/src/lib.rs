@@ -624,6 +624,68 @@ impl Store for PgStore {
         })
     }
 
+    fn events_after(&self, after: u64, limit: usize) -> StoreFuture<'_, Vec<Arc<StoredEvent>>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            // Numbers follow transaction ids (both taken under the append lock), so the
+            // events of transactions older than every running one are a prefix: nothing can
+            // still appear before them.
+            let statement = client
+                .prepare_cached(
+                    "SELECT seq, source, id, accepted_at, json, extension_types FROM events \
+                     WHERE seq > $1 \
+                       AND (xid IS NULL OR xid < pg_snapshot_xmin(pg_current_snapshot())) \
+                     ORDER BY seq LIMIT $2",
+                )
+                .await
+                .map_err(backend)?;
+            let rows = client
+                .query(&statement, &[&(after as i64), &(limit as i64)])
+                .await
+                .map_err(backend)?;
+            Ok(rows
+                .iter()
+                .map(|row| {
+                    Arc::new(StoredEvent {
+                        seq: row.get::<_, i64>(0) as u64,
+                        source: row.get(1),
+                        id: row.get(2),
+                        accepted_at: row.get::<_, i64>(3) as u64,
+                        json: row.get(4),
+                        extension_types: row.get(5),
+                    })
+                })
+                .collect())
+        })
+    }
+
+    fn swept_through(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_one("SELECT through FROM swept", &[])
+                .await
+                .map_err(backend)?;
+            Ok(row.get::<_, i64>(0) as u64)
+        })
+    }
+
+    fn seq_before(&self, at_ms: u64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_one(
+                    "SELECT GREATEST(COALESCE( \
+                       (SELECT min(seq) - 1 FROM events WHERE accepted_at >= $1), \
+                       (SELECT max(seq) FROM events), 0), (SELECT through FROM swept))",
+                    &[&(at_ms as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(row.get::<_, i64>(0) as u64)
+        })
+    }
+
     fn lease<'a>(
         &'a self,
         subscription: &'a str,
@@ -992,15 +1054,19 @@ impl Store for PgStore {
             let below = oldest_needed.unwrap_or(i64::MAX);
             let mut swept = Swept::default();
             loop {
-                let removed = client
-                    .execute(
-                        "DELETE FROM events WHERE seq IN ( \
+                let row = client
+                    .query_one(
+                        "WITH gone AS (DELETE FROM events WHERE seq IN ( \
                            SELECT seq FROM events WHERE seq < $2 AND accepted_at < $1 \
-                           ORDER BY seq LIMIT 5000)",
+                           ORDER BY seq LIMIT 5000) RETURNING seq), \
+                         noted AS (UPDATE swept SET through = GREATEST(through, \
+                           (SELECT max(seq) FROM gone)) WHERE EXISTS (SELECT 1 FROM gone)) \
+                         SELECT count(*) FROM gone",
                         &[&cutoff, &below],
                     )
                     .await
                     .map_err(backend)?;
+                let removed = row.get::<_, i64>(0) as u64;
                 swept.events += removed;
                 if removed < 5000 {
                     break;

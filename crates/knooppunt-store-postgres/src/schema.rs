@@ -179,6 +179,16 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX receipts_by_subscription ON receipts (subscription, delivered_at, seq);
     CREATE INDEX receipts_by_time ON receipts (delivered_at);
     "#,
+    // 10: reading events in acceptance order (streams, replays): the transaction of each
+    // append (NULL for events from before: their appends have long ended), how far the
+    // retention sweep removed events, and finding where a time window starts.
+    r#"
+    ALTER TABLE events ADD COLUMN xid xid8;
+    ALTER TABLE events ALTER COLUMN xid SET DEFAULT pg_current_xact_id();
+    CREATE TABLE swept (through bigint NOT NULL);
+    INSERT INTO swept VALUES (0);
+    CREATE INDEX events_accepted ON events USING brin (accepted_at);
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

@@ -172,6 +172,26 @@ pub trait Store: Send + Sync + 'static {
     /// copy, and a backend reads it once however many deliveries ask for it.
     fn event(&self, seq: u64) -> StoreFuture<'_, Option<std::sync::Arc<StoredEvent>>>;
 
+    /// Up to `limit` retained events numbered above `after`, in acceptance order, for
+    /// readers that keep their own position (a resumable stream, a replay). What it returns
+    /// is always a prefix: no event it leaves out now can later appear with a smaller number
+    /// than the last one returned (on PostgreSQL, events of appends still running wait, and
+    /// every event after them, until those end).
+    fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<std::sync::Arc<StoredEvent>>>;
+
+    /// Events numbered up to this one may have been removed by the retention sweep (0: none
+    /// was); a reader positioned before it may have missed events.
+    fn swept_through(&self) -> StoreFuture<'_, u64>;
+
+    /// A number at or before the first retained event accepted at or after `at_ms` (reading
+    /// [`Store::events_after`] it finds every such event; acceptance times are only nearly in
+    /// number order, so a reader also checks each event's time).
+    fn seq_before(&self, at_ms: u64) -> StoreFuture<'_, u64>;
+
     /// Leases up to `limit` due deliveries of a subscription (`next_attempt_at <= now_ms`,
     /// not leased) until `now_ms + lease_ms`, in acceptance order, each under a new token
     /// ([`Delivery::lease`]) that no other lease of this store has. With `ordered`, only the

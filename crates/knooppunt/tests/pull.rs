@@ -628,3 +628,115 @@ async fn two_hubs_share_one_pull_subscription() {
         started.elapsed()
     );
 }
+
+/// Reads the stream of `subscription` after `after`: the ids, and the cursor to go on from.
+async fn read_stream(
+    client: &reqwest::Client,
+    hub: &HubProcess,
+    subscription: &str,
+    after: Option<&str>,
+) -> (Vec<String>, String) {
+    let mut url = hub.url(&format!(
+        "/v1/subscriptions/{subscription}/events?limit=50&maxWait=PT1S"
+    ));
+    if let Some(after) = after {
+        url.push_str(&format!("&after={after}"));
+    }
+    let answer = client.get(url).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let cursor = answer.headers()["knooppunt-cursor"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let events: Vec<Value> = answer.json().await.unwrap();
+    let ids = events
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    (ids, cursor)
+}
+
+/// A reader paging through a subscription's stream while two publishers publish misses
+/// nothing and sees nothing twice, in acceptance order; only the matching events.
+async fn cursor_paging_under_concurrent_publishing_misses_nothing(backend: Backend) {
+    const PER_PUBLISHER: usize = 600;
+    let dir = tempfile::tempdir().unwrap();
+    let hub = backend.hub(dir.path(), "a");
+    let client = reqwest::Client::new();
+    let created = client
+        .post(hub.url("/v1/subscriptions"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"protocol": "HTTP", "types": [TYPE],
+                      "filters": [{"prefix": {"id": "s-"}}],
+                      "config": {"delivery": "pull"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let subscription = created.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let hub = Arc::new(hub);
+    let publishers: Vec<_> = (0..2)
+        .map(|p| {
+            let (client, hub) = (client.clone(), Arc::clone(&hub));
+            tokio::spawn(async move {
+                let mut accepted = BTreeMap::new();
+                for chunk in 0..PER_PUBLISHER / 10 {
+                    // Half of them match the subscription's filter.
+                    let ids: Vec<String> = (0..10)
+                        .map(|i| {
+                            let kind = if i % 2 == 0 { "s" } else { "x" };
+                            format!("{kind}-{p}-{chunk}-{i}")
+                        })
+                        .collect();
+                    accepted.extend(publish(&client, &hub, &ids).await);
+                }
+                accepted
+            })
+        })
+        .collect();
+    let mut read = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut done = false;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (ids, next) = read_stream(&client, &hub, &subscription, cursor.as_deref()).await;
+        let caught_up = ids.is_empty() && cursor.as_deref() == Some(next.as_str());
+        read.extend(ids);
+        cursor = Some(next);
+        if done && caught_up {
+            break;
+        }
+        done = publishers.iter().all(|p| p.is_finished());
+        assert!(Instant::now() < deadline, "read {} so far", read.len());
+    }
+    let mut published = BTreeMap::new();
+    for publisher in publishers {
+        published.extend(publisher.await.unwrap());
+    }
+    let expected: Vec<String> = published
+        .values()
+        .filter(|id| id.starts_with("s-"))
+        .cloned()
+        .collect();
+    assert_eq!(read.len(), expected.len(), "nothing missed, nothing twice");
+    assert_eq!(read, expected, "in acceptance order");
+    eprintln!(
+        "{}: a stream reader paged through {} matching events of {} published concurrently",
+        backend.name(),
+        read.len(),
+        published.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_paging_on_the_embedded_store() {
+    cursor_paging_under_concurrent_publishing_misses_nothing(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_paging_on_postgres() {
+    cursor_paging_under_concurrent_publishing_misses_nothing(Backend::postgres("stream")).await;
+}

@@ -16,6 +16,7 @@ mod principals;
 pub mod problem;
 mod pull;
 mod receipts;
+mod stream;
 mod subscription_body;
 mod subscriptions;
 
@@ -101,6 +102,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route(
             "/v1/subscriptions/{id}/dead-letters/{dead_letter}/redeliver",
             post(dead_letters::redeliver).fallback(not_allowed(dead_letters::REDELIVER_ALLOW)),
+        )
+        .route(
+            "/v1/subscriptions/{id}/events",
+            get(stream::read).fallback(not_allowed("GET")),
         )
         .route(
             "/v1/subscriptions/{id}/receive",
@@ -281,6 +286,7 @@ async fn as_problem(response: Response) -> Response {
         },
         invalid_params: &[],
         errors: None,
+        oldest_cursor: None,
     };
     let mut response = (status, axum::Json(problem)).into_response();
     for (name, value) in &parts.headers {

@@ -51,6 +51,7 @@ fn problem_schema() -> Value {
             "title": {"type": "string", "example": "Invalid input"},
             "status": {"type": "integer", "format": "int32", "example": 400},
             "detail": {"type": "string", "example": "the subscription has 1 problem; see invalidParams"},
+            "oldestCursor": {"type": "string", "description": "For 410 of the event stream: the oldest cursor from which nothing is missing."},
             "errors": {
                 "type": "array",
                 "description": "For invalid events: per event (`index` in the batch, null for a single event) \
@@ -770,6 +771,61 @@ fn pull_paths(paths: &mut Map<String, Value>) {
     paths.insert(
         "/subscriptions/{id}/receive".into(),
         json!({"parameters": id_parameter(), "post": receive}),
+    );
+    let mut stream_extra = Map::new();
+    stream_extra.insert(
+        "parameters".into(),
+        json!([
+            {"name": "after", "in": "query", "required": false,
+             "description": "The cursor (Knooppunt-Cursor of an earlier answer) to read on from; left out, \
+                             the oldest retained event.",
+             "schema": {"type": "string"}},
+            {"name": "limit", "in": "query", "required": false,
+             "description": "How many events at most (1 to 1000, default 100).",
+             "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 1000}},
+            {"name": "maxWait", "in": "query", "required": false,
+             "description": "ISO 8601 duration to wait when caught up (PT0S, the default, to PT60S).",
+             "schema": {"type": "string", "example": "PT30S"}}
+        ]),
+    );
+    let mut stream = operation(
+        "readEventStream",
+        "Read a subscription's retained events after a cursor",
+        (
+            "200",
+            json!({
+                "description": "The subscription's retained events after the cursor, in acceptance order, each \
+                                exactly as published, as a CloudEvents JSON batch: those its filters match \
+                                and its grants admit as they are now. Reading locks and changes nothing. \
+                                One answer looks at up to 5,000 events, so a page can be short or empty \
+                                while more follow: read on from Knooppunt-Cursor until a page is empty \
+                                and the cursor stays where it was.",
+                "headers": headers(&[
+                    ("Knooppunt-Cursor", json!({"description": "The cursor to read on from.", "schema": {"type": "string"}})),
+                    ("Link", json!({"description": "RFC 8288 link to the next page (rel=\"next\").", "schema": {"type": "string"}})),
+                ]),
+                "content": {"application/cloudevents-batch+json": {"schema": {
+                    "type": "array", "items": {"$ref": "#/components/schemas/CloudEvent"}}}}
+            }),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            FORBIDDEN,
+            NOT_FOUND,
+            (
+                "410",
+                "Events after the cursor are no longer all retained: events may have been missed. \
+                 `oldestCursor` is the oldest cursor from which nothing is missing.",
+            ),
+            UNAVAILABLE,
+        ],
+        stream_extra,
+    );
+    stream["tags"] = json!(["pull"]);
+    paths.insert(
+        "/subscriptions/{id}/events".into(),
+        json!({"parameters": id_parameter(), "get": stream}),
     );
     paths.insert(
         "/subscriptions/{id}/acknowledge".into(),

@@ -49,6 +49,12 @@ pub enum ApiError {
     /// The request conflicts with the resource's state.
     #[error("{0}")]
     Conflict(String),
+    /// What was asked for is no longer kept; `oldest_cursor` is where the kept part starts.
+    #[error("{detail}")]
+    Gone {
+        detail: String,
+        oldest_cursor: String,
+    },
     #[error("method not allowed")]
     MethodNotAllowed { allow: &'static str },
     #[error("{0}")]
@@ -107,6 +113,7 @@ impl ApiError {
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", "Forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict", "Conflict"),
+            ApiError::Gone { .. } => (StatusCode::GONE, "gone", "Gone"),
             ApiError::MethodNotAllowed { .. } => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method-not-allowed",
@@ -155,6 +162,10 @@ pub(crate) struct Problem<'a> {
     /// For invalid events: the violations with their rule and specification section.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) errors: Option<serde_json::Value>,
+    /// For a stream position past retention: the oldest position from which nothing is
+    /// missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) oldest_cursor: Option<String>,
 }
 
 impl IntoResponse for ApiError {
@@ -194,6 +205,10 @@ impl IntoResponse for ApiError {
             detail,
             invalid_params,
             errors,
+            oldest_cursor: match &self {
+                ApiError::Gone { oldest_cursor, .. } => Some(oldest_cursor.clone()),
+                _ => None,
+            },
         };
         let refusal = Refusal(body.detail.clone());
         let mut response = (status, Json(body)).into_response();
