@@ -659,7 +659,13 @@ async fn every_answer_is_what_the_document_says() {
             .check("post", "/subscriptions/{id}/receive", request)
             .await;
     }
-    for query in ["", "?after=0&limit=5", "?after=x", "?limit=0", "?maxWait=PT2M"] {
+    for query in [
+        "",
+        "?after=0&limit=5",
+        "?after=x",
+        "?limit=0",
+        "?maxWait=PT2M",
+    ] {
         check
             .check(
                 "get",

@@ -163,6 +163,21 @@ async fn metrics_move_when_events_flow() {
         )),
         1.0
     );
+    assert!(series("knooppunt_store_event_bytes") > 0.0);
+    assert!(series("knooppunt_store_bytes") >= series("knooppunt_store_event_bytes"));
+    assert_eq!(
+        series("knooppunt_event_retention_seconds"),
+        7.0 * 24.0 * 3600.0,
+        "P7D by default"
+    );
+    for id in &ids {
+        assert_eq!(
+            series(&format!(
+                "knooppunt_queue_leased_deliveries{{subscription=\"{id}\"}}"
+            )),
+            0.0
+        );
+    }
 }
 
 /// Errors by kind: a store that takes no writes (closed, or stopped after a failed write)

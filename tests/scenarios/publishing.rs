@@ -661,6 +661,9 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'_, Vec<std::sync::Arc<knooppunt_store::StoredEvent>>> {
         self.inner.events_after(after, limit)
     }
+    fn disk_usage(&self) -> knooppunt_store::StoreFuture<'_, knooppunt_store::DiskUsage> {
+        self.inner.disk_usage()
+    }
     fn swept_through(&self) -> knooppunt_store::StoreFuture<'_, u64> {
         self.inner.swept_through()
     }

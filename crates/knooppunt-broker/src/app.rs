@@ -369,6 +369,11 @@ impl AppState {
     pub(crate) async fn queue_stats(&self) -> Result<Vec<QueueStats>, StoreError> {
         self.store.queue_stats().await
     }
+
+    /// The disk the store takes (for `/metrics`).
+    pub(crate) async fn disk_usage(&self) -> Result<knooppunt_store::DiskUsage, StoreError> {
+        self.store.disk_usage().await
+    }
 }
 
 /// Waits for `next` unless the hub stops first; `None` when it stops. Also when it stopped

@@ -130,7 +130,7 @@ impl Default for IngestOptions {
             max_event_bytes: 1024 * 1024,
             max_batch_bytes: 10 * 1024 * 1024,
             dedupe_window: Duration::from_secs(24 * 3600),
-            retention: Duration::from_secs(24 * 3600),
+            retention: Duration::from_secs(7 * 24 * 3600),
             sweep_interval: Duration::from_secs(60),
             reserve_oin_sources: true,
             catalog_required: false,

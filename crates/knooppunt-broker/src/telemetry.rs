@@ -381,3 +381,23 @@ impl knooppunt_delivery::Observer for Telemetry {
             .or_default() += 1;
     }
 }
+
+/// The store's disk use and the events' retention.
+pub(crate) fn render_store(
+    out: &mut String,
+    usage: &knooppunt_store::DiskUsage,
+    retention: Duration,
+) {
+    let _ = writeln!(
+        out,
+        "# HELP knooppunt_store_bytes Disk the store takes (PostgreSQL: the database).\n\
+         # TYPE knooppunt_store_bytes gauge\nknooppunt_store_bytes {}\n\
+         # HELP knooppunt_store_event_bytes Of which the retained events (streams and replays read them).\n\
+         # TYPE knooppunt_store_event_bytes gauge\nknooppunt_store_event_bytes {}\n\
+         # HELP knooppunt_event_retention_seconds How long events are kept after their deliveries finished (ingest.retention).\n\
+         # TYPE knooppunt_event_retention_seconds gauge\nknooppunt_event_retention_seconds {}",
+        usage.total_bytes,
+        usage.event_bytes,
+        retention.as_secs()
+    );
+}

@@ -1162,6 +1162,11 @@ async fn events_are_read_in_order_after_a_position(backend: &mut impl Backend) {
     assert!(place < n[3] && place >= n[2].min(n[0]), "{place} in {n:?}");
     assert!(store.seq_before(0).await.unwrap() < n[0]);
     assert_eq!(store.swept_through().await.unwrap(), 0, "nothing swept yet");
+    let usage = store.disk_usage().await.unwrap();
+    assert!(
+        usage.event_bytes > 0 && usage.total_bytes >= usage.event_bytes,
+        "{usage:?}"
+    );
     // Delivered and past retention: the sweep may remove them, and says how far it did.
     for seq in &n {
         let leased = lease_one(store.as_ref(), "r", *seq, 600_000).await;

@@ -42,8 +42,8 @@ use self::group_commit::GroupCommit;
 use self::queues::Queues;
 use self::records::{CatalogRecord, GrantRecord, PrincipalRecord, SubscriptionRecord};
 use knooppunt_store::{
-    Appended, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, Receipt, StoredEvent,
-    Swept, Verdict,
+    Appended, DeadLetter, Delivery, DeliveryChange, DiskUsage, NewEvent, QueueStats, Receipt,
+    StoredEvent, Swept, Verdict,
 };
 use knooppunt_store::{AuditEntry, AuditRange, AuditRecord};
 use knooppunt_store::{
@@ -78,6 +78,8 @@ pub struct SledStore {
 #[derive(Debug)]
 struct Inner {
     trees: Trees,
+    /// The event log's directory.
+    log_dir: std::path::PathBuf,
     /// Reads events back from the log.
     readers: Arc<event_log::Readers>,
     /// Events read recently, shared by their deliveries.
@@ -274,6 +276,7 @@ impl SledStore {
         drop(db);
         Ok(SledStore {
             inner: Arc::new(Inner {
+                log_dir: log_dir.clone(),
                 trees,
                 readers,
                 events: event_cache::EventCache::default(),
@@ -759,6 +762,23 @@ impl Store for SledStore {
                 }
             }
             Ok(events)
+        })
+    }
+
+    fn disk_usage(&self) -> StoreFuture<'_, DiskUsage> {
+        Box::pin(async move {
+            let events_dir = &self.inner.log_dir;
+            let mut event_bytes = 0;
+            for entry in std::fs::read_dir(&events_dir).map_err(|e| {
+                StoreError::Backend(format!("cannot list {}: {e}", events_dir.display()))
+            })? {
+                event_bytes += entry.and_then(|e| e.metadata()).map_or(0, |m| m.len());
+            }
+            let records = self.inner.trees.db.size_on_disk().map_err(backend)?;
+            Ok(DiskUsage {
+                total_bytes: event_bytes + records,
+                event_bytes,
+            })
         })
     }
 

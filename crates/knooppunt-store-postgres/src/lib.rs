@@ -37,9 +37,9 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use knooppunt_store::{
-    Appended, CatalogEntry, DeadLetter, Delivery, DeliveryChange, Grant, NewEvent, QueueStats,
-    Receipt, Store, StoreError, StoreFuture, StoredEvent, StoredPrincipal, Subscription, Swept,
-    Verdict,
+    Appended, CatalogEntry, DeadLetter, Delivery, DeliveryChange, DiskUsage, Grant, NewEvent,
+    QueueStats, Receipt, Store, StoreError, StoreFuture, StoredEvent, StoredPrincipal,
+    Subscription, Swept, Verdict,
 };
 use knooppunt_store::{AuditEntry, AuditRange, AuditRecord};
 use tokio_postgres::Row;
@@ -656,6 +656,24 @@ impl Store for PgStore {
                     })
                 })
                 .collect())
+        })
+    }
+
+    fn disk_usage(&self) -> StoreFuture<'_, DiskUsage> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_one(
+                    "SELECT pg_database_size(current_database()), \
+                       pg_total_relation_size('events')",
+                    &[],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(DiskUsage {
+                total_bytes: row.get::<_, i64>(0) as u64,
+                event_bytes: row.get::<_, i64>(1) as u64,
+            })
         })
     }
 

@@ -41,6 +41,16 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The disk a store takes ([`Store::disk_usage`]), in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskUsage {
+    /// All of it (on PostgreSQL: the database).
+    pub total_bytes: u64,
+    /// Of which the retained events (the embedded store's log; PostgreSQL's `events` table
+    /// with its indexes).
+    pub event_bytes: u64,
+}
+
 /// What another hub sharing the store changed (see [`Store::watch`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreChange {
@@ -322,6 +332,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Whether the store can take writes now (for readiness checks); the error says why not.
     fn check(&self) -> StoreFuture<'_, ()>;
+
+    /// How much disk the store takes, as far as the backend can tell.
+    fn disk_usage(&self) -> StoreFuture<'_, DiskUsage>;
 
     /// Removes events accepted more than `retention_ms` ago whose deliveries are all finished,
     /// and duplicate-detection entries older than `dedupe_window_ms`.

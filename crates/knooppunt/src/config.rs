@@ -525,7 +525,7 @@ impl Default for IngestConfig {
             max_event_bytes: 1024 * 1024,
             max_batch_bytes: 10 * 1024 * 1024,
             dedupe_window: "PT24H".into(),
-            retention: "PT24H".into(),
+            retention: "P7D".into(),
             reserve_oin_sources: true,
             catalog_required: false,
         }

@@ -116,6 +116,15 @@ pub(crate) fn check_store(config: &Config) -> anyhow::Result<std::process::ExitC
                 match (checked, subscriptions) {
                     (Ok(()), Ok(count)) => {
                         println!("store: {location}: reachable, {count} subscriptions");
+                        if let Ok(usage) = store.disk_usage().await {
+                            println!(
+                                "  disk: {} MiB, of which events {} MiB (kept {} after delivery: \
+                                 ingest.retention)",
+                                usage.total_bytes / (1024 * 1024),
+                                usage.event_bytes / (1024 * 1024),
+                                config.ingest.retention
+                            );
+                        }
                         Ok(std::process::ExitCode::SUCCESS)
                     }
                     (Err(error), _) | (_, Err(error)) => {

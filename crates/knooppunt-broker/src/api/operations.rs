@@ -101,6 +101,12 @@ async fn exposition(state: &AppState) -> Response {
         crate::ingest::now_ms(),
     );
     crate::telemetry::render_worker_health(&mut body, &state.deliverer.health());
+    match state.disk_usage().await {
+        Ok(usage) => {
+            crate::telemetry::render_store(&mut body, &usage, state.publishing.options.retention)
+        }
+        Err(error) => tracing::warn!(%error, "Reading the store's disk use for /metrics failed."),
+    }
     state.audit.render(&mut body);
     (
         [(
