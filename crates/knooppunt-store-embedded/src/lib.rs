@@ -769,7 +769,7 @@ impl Store for SledStore {
         Box::pin(async move {
             let events_dir = &self.inner.log_dir;
             let mut event_bytes = 0;
-            for entry in std::fs::read_dir(&events_dir).map_err(|e| {
+            for entry in std::fs::read_dir(events_dir).map_err(|e| {
                 StoreError::Backend(format!("cannot list {}: {e}", events_dir.display()))
             })? {
                 event_bytes += entry.and_then(|e| e.metadata()).map_or(0, |m| m.len());
