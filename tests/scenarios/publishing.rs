@@ -661,6 +661,16 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'_, Vec<std::sync::Arc<knooppunt_store::StoredEvent>>> {
         self.inner.events_after(after, limit)
     }
+    fn put_replay<'a>(
+        &'a self,
+        replay: &'a knooppunt_store::Replay,
+        expected: Option<u64>,
+    ) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.put_replay(replay, expected)
+    }
+    fn replays(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Replay>> {
+        self.inner.replays()
+    }
     fn disk_usage(&self) -> knooppunt_store::StoreFuture<'_, knooppunt_store::DiskUsage> {
         self.inner.disk_usage()
     }

@@ -22,6 +22,8 @@
 //!   (fresh attempts) or deleted; retiring a subscription turns its queue into dead letters;
 //!   deleting a subscription drops its queue;
 //! - the sweep removes finished events past retention only;
+//! - replays: jobs kept, changed only on the version read; a requeue queues retained events
+//!   again (not one already pending) with the replay named on the delivery;
 //! - events are read in acceptance order after a position, the sweep says how far it
 //!   removed, and a time finds its place in the order.
 //!
@@ -133,6 +135,7 @@ pub async fn run(backend: &mut impl Backend) {
     leases_are_renewed_only_by_their_holder(backend).await;
     leases_held_are_counted(backend).await;
     events_are_read_in_order_after_a_position(backend).await;
+    replays_are_kept_and_their_events_queued_again(backend).await;
     unordered_leases_skip_deliveries_waiting_for_a_retry(backend).await;
     dead_letters_are_redelivered_deleted_and_retired(backend).await;
     chosen_deliveries_are_withdrawn(backend).await;
@@ -1186,6 +1189,89 @@ async fn events_are_read_in_order_after_a_position(backend: &mut impl Backend) {
     }
     let reopened = backend.reopen(store).await;
     assert_eq!(reopened.swept_through().await.unwrap(), through);
+}
+
+async fn replays_are_kept_and_their_events_queued_again(backend: &mut impl Backend) {
+    use knooppunt_store::{Replay, ReplayState};
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["q"]).await;
+    let replay = Replay {
+        id: "rp-1".into(),
+        subscription: "q".into(),
+        requested_by: "gemeente".into(),
+        from_ms: 100,
+        until_ms: 900,
+        state: ReplayState::Running,
+        position: 0,
+        queued: 0,
+        last_event_at: None,
+        created_at: 1,
+        updated_at: 1,
+        finished_at: None,
+        error: None,
+    };
+    assert!(store.put_replay(&replay, None).await.unwrap());
+    assert!(
+        !store.put_replay(&replay, None).await.unwrap(),
+        "its id is taken"
+    );
+    let step = Replay {
+        position: 7,
+        queued: 2,
+        updated_at: 2,
+        ..replay.clone()
+    };
+    assert!(store.put_replay(&step, Some(1)).await.unwrap());
+    let stale = Replay {
+        state: ReplayState::Cancelled,
+        updated_at: 3,
+        ..replay.clone()
+    };
+    assert!(
+        !store.put_replay(&stale, Some(1)).await.unwrap(),
+        "changed meanwhile"
+    );
+    assert_eq!(store.replays().await.unwrap(), std::slice::from_ref(&step));
+
+    let n = seqs(
+        &store
+            .append_events(vec![event("q1", &["q"]), event("q2", &["q"])], 100, HOUR)
+            .await
+            .unwrap(),
+    );
+    let first = lease_one(store.as_ref(), "q", n[0], 200).await;
+    store
+        .record(vec![attempt(&first, 200, Verdict::Delivered)])
+        .await
+        .unwrap();
+    store
+        .record(vec![DeliveryChange::Requeue {
+            subscription: "q".into(),
+            seqs: vec![n[0], n[1], n[1] + 1_000_000],
+            at: 300,
+            replay: "rp-1".into(),
+        }])
+        .await
+        .unwrap();
+    let pending = store.pending_deliveries("q", 10).await.unwrap();
+    let seen: Vec<(u64, Option<&str>)> = pending
+        .iter()
+        .map(|d| (d.seq, d.replay.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        [(n[0], Some("rp-1")), (n[1], None)],
+        "delivered again; one still pending is not queued twice; an unknown event is not queued"
+    );
+    let store = backend.reopen(store).await;
+    let leased = store.lease("q", 400, 1000, 10, false).await.unwrap();
+    let replayed = leased.iter().find(|d| d.seq == n[0]).expect("leased");
+    assert_eq!(
+        replayed.replay.as_deref(),
+        Some("rp-1"),
+        "kept across a reopen"
+    );
+    assert_eq!(store.replays().await.unwrap(), [step]);
 }
 
 async fn unordered_leases_skip_deliveries_waiting_for_a_retry(backend: &mut impl Backend) {

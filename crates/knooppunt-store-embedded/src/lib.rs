@@ -47,7 +47,7 @@ use knooppunt_store::{
 };
 use knooppunt_store::{AuditEntry, AuditRange, AuditRecord};
 use knooppunt_store::{
-    CatalogEntry, Grant, Store, StoreError, StoreFuture, StoredPrincipal, Subscription,
+    CatalogEntry, Grant, Replay, Store, StoreError, StoreFuture, StoredPrincipal, Subscription,
 };
 
 /// A new segment is started once the active one is this large.
@@ -104,6 +104,8 @@ struct Trees {
     grants: sled::Tree,
     /// The audit trail: sequence number (big endian) → the entry as JSON.
     audit: sled::Tree,
+    /// Replay jobs: id → the job as JSON.
+    replays: sled::Tree,
     /// Receipts by block of events, in chunks (`receipts.rs`).
     receipts: sled::Tree,
     /// Receipts by subscription in delivery order, in chunks (`receipts.rs`).
@@ -235,6 +237,7 @@ impl SledStore {
             catalog: tree("catalog")?,
             grants: tree("grants")?,
             audit: tree("audit")?,
+            replays: tree("replays")?,
             receipts: tree("receipts_by_event")?,
             received: tree("receipts_by_subscription")?,
             db: db.clone(),
@@ -554,6 +557,58 @@ impl Store for SledStore {
                 .values()
                 .map(|bytes| decode_catalog_entry(&bytes.map_err(backend)?))
                 .collect()
+        })
+    }
+
+    fn put_replay<'a>(
+        &'a self,
+        replay: &'a Replay,
+        expected: Option<u64>,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            self.writable()?;
+            let tree = &self.inner.trees.replays;
+            let current = tree.get(replay.id.as_bytes()).map_err(backend)?;
+            let matches = match (&current, expected) {
+                (None, None) => true,
+                (Some(bytes), Some(expected)) => {
+                    let stored: Replay = serde_json::from_slice(bytes)
+                        .map_err(|e| StoreError::Corrupt(format!("replay `{}`: {e}", replay.id)))?;
+                    stored.updated_at == expected
+                }
+                _ => false,
+            };
+            if !matches {
+                return Ok(false);
+            }
+            let bytes = serde_json::to_vec(replay).expect("replays serialise");
+            let swapped = tree
+                .compare_and_swap(replay.id.as_bytes(), current, Some(bytes))
+                .map_err(backend)?;
+            if swapped.is_err() {
+                return Ok(false);
+            }
+            self.commit().await?;
+            Ok(true)
+        })
+    }
+
+    fn replays(&self) -> StoreFuture<'_, Vec<Replay>> {
+        Box::pin(async move {
+            let mut replays: Vec<Replay> = self
+                .inner
+                .trees
+                .replays
+                .iter()
+                .values()
+                .map(|bytes| {
+                    let bytes = bytes.map_err(backend)?;
+                    serde_json::from_slice(&bytes)
+                        .map_err(|e| StoreError::Corrupt(format!("a replay: {e}")))
+                })
+                .collect::<Result<_, StoreError>>()?;
+            replays.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+            Ok(replays)
         })
     }
 

@@ -102,6 +102,25 @@ impl Queues {
                     dead.remove(seq);
                 }
             }
+            DeliveryChange::Requeue {
+                subscription,
+                seqs,
+                at,
+                replay,
+            } => {
+                if !self.live.contains(subscription) {
+                    return;
+                }
+                let queue = self.pending.entry(subscription.clone()).or_default();
+                for &seq in seqs {
+                    if self.index.get(seq).is_none() || queue.has_any_in(seq, seq + 1) {
+                        continue;
+                    }
+                    let mut delivery = Delivery::new(subscription.clone(), seq, *at);
+                    delivery.replay = Some(replay.clone());
+                    queue.insert(delivery);
+                }
+            }
             DeliveryChange::Withdraw {
                 subscription,
                 seqs,

@@ -286,6 +286,12 @@ pub(crate) enum ChangeRecord {
         at: u64,
         reason: String,
     },
+    Requeue {
+        subscription: String,
+        seqs: Vec<u64>,
+        at: u64,
+        replay: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -353,6 +359,17 @@ impl From<&DeliveryChange> for ChangeRecord {
                 at,
                 reason,
             },
+            DeliveryChange::Requeue {
+                subscription,
+                seqs,
+                at,
+                replay,
+            } => ChangeRecord::Requeue {
+                subscription,
+                seqs,
+                at,
+                replay,
+            },
         }
     }
 }
@@ -406,6 +423,17 @@ impl From<ChangeRecord> for DeliveryChange {
                 seqs,
                 at,
                 reason,
+            },
+            ChangeRecord::Requeue {
+                subscription,
+                seqs,
+                at,
+                replay,
+            } => DeliveryChange::Requeue {
+                subscription,
+                seqs,
+                at,
+                replay,
             },
         }
     }

@@ -38,7 +38,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use knooppunt_store::{
     Appended, CatalogEntry, DeadLetter, Delivery, DeliveryChange, DiskUsage, Grant, NewEvent,
-    QueueStats, Receipt, Store, StoreError, StoreFuture, StoredEvent, StoredPrincipal,
+    QueueStats, Receipt, Replay, Store, StoreError, StoreFuture, StoredEvent, StoredPrincipal,
     Subscription, Swept, Verdict,
 };
 use knooppunt_store::{AuditEntry, AuditRange, AuditRecord};
@@ -255,6 +255,7 @@ fn delivery(row: &Row) -> Delivery {
         last_error: row.get("last_error"),
         leased_until: row.get::<_, i64>("leased_until") as u64,
         lease: row.get::<_, i64>("lease") as u64,
+        replay: row.get("replay"),
     }
 }
 
@@ -277,7 +278,7 @@ fn dead_letter(row: &Row) -> DeadLetter {
 }
 
 const DELIVERY_COLUMNS: &str = "subscription, seq, attempts, next_attempt_at, first_attempt_at, \
-    last_attempt_at, last_status, last_error, leased_until, lease";
+    last_attempt_at, last_status, last_error, leased_until, lease, replay";
 
 const DEAD_LETTER_COLUMNS: &str = "subscription, seq, attempts, first_attempt_at, \
     last_attempt_at, last_status, last_error, reason, dead_at";
@@ -435,6 +436,65 @@ impl Store for PgStore {
             let sql = format!("SELECT {} FROM catalog ORDER BY id", catalog::COLUMNS);
             let rows = client.query(&sql, &[]).await.map_err(backend)?;
             rows.iter().map(catalog::from_row).collect()
+        })
+    }
+
+    fn put_replay<'a>(
+        &'a self,
+        replay: &'a Replay,
+        expected: Option<u64>,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let body = serde_json::to_string(replay).expect("replays serialise");
+            let changed = match expected {
+                None => {
+                    client
+                        .execute(
+                            "INSERT INTO replays (id, created_at, updated_at, body) \
+                         VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
+                            &[
+                                &replay.id,
+                                &(replay.created_at as i64),
+                                &(replay.updated_at as i64),
+                                &body,
+                            ],
+                        )
+                        .await
+                }
+                Some(expected) => {
+                    client
+                        .execute(
+                            "UPDATE replays SET updated_at = $2, body = $3 \
+                         WHERE id = $1 AND updated_at = $4",
+                            &[
+                                &replay.id,
+                                &(replay.updated_at as i64),
+                                &body,
+                                &(expected as i64),
+                            ],
+                        )
+                        .await
+                }
+            }
+            .map_err(backend)?;
+            Ok(changed == 1)
+        })
+    }
+
+    fn replays(&self) -> StoreFuture<'_, Vec<Replay>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query("SELECT body FROM replays ORDER BY created_at, id", &[])
+                .await
+                .map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    serde_json::from_str(row.get(0))
+                        .map_err(|e| StoreError::Corrupt(format!("a replay: {e}")))
+                })
+                .collect()
         })
     }
 
@@ -1205,6 +1265,23 @@ pub(crate) fn statement(change: &DeliveryChange) -> Option<(&'static str, Vec<Ow
                 Box::new(subscription.clone()),
                 Box::new(*seq as i64),
                 Box::new(*at as i64),
+            ],
+        ),
+        DeliveryChange::Requeue {
+            subscription,
+            seqs,
+            at,
+            replay,
+        } => (
+            "INSERT INTO deliveries (subscription, seq, next_attempt_at, replay) \
+             SELECT $1, e.seq, $2, $3 FROM events e \
+             WHERE e.seq = ANY($4) AND EXISTS (SELECT 1 FROM subscriptions WHERE id = $1) \
+             ON CONFLICT (subscription, seq) DO NOTHING",
+            vec![
+                Box::new(subscription.clone()),
+                Box::new(*at as i64),
+                Box::new(replay.clone()),
+                Box::new(seqs.iter().map(|s| *s as i64).collect::<Vec<i64>>()),
             ],
         ),
         DeliveryChange::DeleteDeadLetter { subscription, seq } => (

@@ -189,6 +189,17 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO swept VALUES (0);
     CREATE INDEX events_accepted ON events USING brin (accepted_at);
     "#,
+    // 11: replays: the jobs (as JSON, the model's own form), and the replay a delivery was
+    // queued by.
+    r#"
+    ALTER TABLE deliveries ADD COLUMN replay text;
+    CREATE TABLE replays (
+        id text PRIMARY KEY,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL,
+        body text NOT NULL
+    );
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

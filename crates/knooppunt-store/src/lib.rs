@@ -13,6 +13,7 @@ mod audit;
 mod catalog;
 mod principal;
 mod queue;
+mod replay;
 mod subscription;
 
 use std::future::Future;
@@ -27,6 +28,7 @@ pub use queue::{
     Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, Receipt,
     StoredEvent, Swept, Verdict,
 };
+pub use replay::{Replay, ReplayState};
 pub use subscription::{
     CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, Consent,
     DeliveryConfig, DeliveryMode, Disabled, HttpSettings, Ordering, Protocol, SigningSecrets, Sink,
@@ -138,6 +140,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every grant, by entry and then subscription.
     fn grants(&self) -> StoreFuture<'_, Vec<Grant>>;
+
+    /// Stores a replay job: a new one when `expected` is `None` (`false` if its id is
+    /// taken), else in place of the stored one only if that one's `updated_at` is
+    /// `expected` (`false` when another hub changed it meanwhile, or it is gone).
+    fn put_replay<'a>(&'a self, replay: &'a Replay, expected: Option<u64>)
+    -> StoreFuture<'a, bool>;
+
+    /// Every replay job, oldest first.
+    fn replays(&self) -> StoreFuture<'_, Vec<Replay>>;
 
     /// Appends records to the audit trail, each chained after the one before
     /// ([`AuditEntry::seal`]; with several hubs, one chain in the store's order), and returns

@@ -62,6 +62,8 @@ pub struct Delivery {
     /// ([`Attempt::lease`]). Every lease gets a new one, so a worker whose lease ran out
     /// and was given to another cannot record over the new holder's result.
     pub lease: u64,
+    /// The replay that queued it ([`DeliveryChange::Requeue`]), named in its requests.
+    pub replay: Option<String>,
 }
 
 impl Delivery {
@@ -77,6 +79,7 @@ impl Delivery {
             last_error: None,
             leased_until: 0,
             lease: 0,
+            replay: None,
         }
     }
 }
@@ -174,6 +177,14 @@ pub enum DeliveryChange {
         subscription: String,
         at: u64,
         reason: String,
+    },
+    /// These retained events are queued for the subscription again (a replay): a fresh
+    /// delivery of each that has none pending, carrying the replay's id.
+    Requeue {
+        subscription: String,
+        seqs: Vec<u64>,
+        at: u64,
+        replay: String,
     },
     /// These pending deliveries of the subscription (leased ones too: their results are
     /// then ignored) become dead letters, for this reason; the others stay as they are.
