@@ -681,6 +681,57 @@ async fn every_answer_is_what_the_document_says() {
             hub.request(Method::GET, &format!("{pull}/events"), tokens::GEMEENTE),
         )
         .await;
+    let replays = format!("{pull}/replays");
+    let mut replay_location = String::new();
+    for body in [
+        json!({"from": "2026-01-01T00:00:00Z"}),
+        json!({"from": "2026-01-01T00:00:00Z", "until": "2025-01-01T00:00:00Z"}),
+        json!({"from": "yesterday"}),
+        json!({"until": "2026-01-01T00:00:00Z"}),
+        json!({"from": "2026-01-01T00:00:00Z", "other": 1}),
+    ] {
+        let created = check
+            .check(
+                "post",
+                "/subscriptions/{id}/replays",
+                as_kvk(Method::POST, &replays).json(&body),
+            )
+            .await;
+        if let Some(id) = created["id"].as_str() {
+            replay_location = format!("{replays}/{id}");
+        }
+    }
+    check
+        .check(
+            "post",
+            "/subscriptions/{id}/replays",
+            hub.request(Method::POST, &replays, tokens::GEMEENTE)
+                .json(&json!({"from": "2026-01-01T00:00:00Z"})),
+        )
+        .await;
+    check
+        .check(
+            "get",
+            "/subscriptions/{id}/replays",
+            as_kvk(Method::GET, &replays),
+        )
+        .await;
+    for location in [replay_location.clone(), format!("{replays}/nope")] {
+        check
+            .check(
+                "get",
+                "/subscriptions/{id}/replays/{replay}",
+                as_kvk(Method::GET, &location),
+            )
+            .await;
+        check
+            .check(
+                "post",
+                "/subscriptions/{id}/replays/{replay}/cancel",
+                as_kvk(Method::POST, &format!("{location}/cancel")),
+            )
+            .await;
+    }
     for (operation, body) in [
         ("renew", json!({"lockTokens": ["1.1", "x"]})),
         ("release", json!({"lockTokens": ["1.1"], "delay": "PT1S"})),

@@ -56,6 +56,8 @@ pub struct HubOptions {
     pub signing_overlap: std::time::Duration,
     /// How long audit entries are kept.
     pub audit_retention: std::time::Duration,
+    /// The most replays one hub runs at once.
+    pub max_replays: usize,
 }
 
 impl HubOptions {
@@ -77,6 +79,7 @@ impl HubOptions {
             resync_interval: std::time::Duration::from_secs(1),
             signing_overlap: std::time::Duration::from_secs(24 * 3600),
             audit_retention: std::time::Duration::from_secs(365 * 24 * 3600),
+            max_replays: 4,
         }
     }
 }
@@ -92,7 +95,7 @@ pub(crate) struct AppState {
     /// The one writer of grants: the data owners' approvals.
     pub(crate) approvals: Arc<Approvals>,
     /// Subscriptions' retained events read again: the stream and replays.
-    pub(crate) history: History,
+    pub(crate) history: Arc<History>,
     /// The audit trail's writer.
     pub(crate) audit: Arc<Audit>,
     audit_retention: std::time::Duration,
@@ -191,13 +194,15 @@ impl AppState {
             },
             options.eval_limits,
         );
-        let history = History::new(
+        let history = Arc::new(History::new(
             Arc::clone(&store),
             Arc::clone(&subscriptions),
             Arc::clone(&approvals),
             deliverer.clone(),
             options.eval_limits,
-        );
+            options.max_replays,
+            stop.subscribe(),
+        ));
         let state = Arc::new(AppState {
             subscriptions,
             publishing,
@@ -242,10 +247,12 @@ impl AppState {
         let sweeper = tokio::spawn(sweep_periodically(Arc::clone(&state)));
         let retiring = tokio::spawn(follow_gone(Arc::clone(&state), retirements));
         let resyncing = tokio::spawn(follow_other_hubs(Arc::clone(&state)));
+        let replaying = tokio::spawn(Arc::clone(&state.history).take_over());
         state.background.lock().expect("background lock").extend([
             sweeper,
             retiring,
             resyncing,
+            replaying,
             audit_writer,
         ]);
         Ok(state)

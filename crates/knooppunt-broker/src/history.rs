@@ -13,7 +13,7 @@ use std::time::Duration;
 use knooppunt_delivery::Deliverer;
 use knooppunt_event::format::json::decode_event;
 use knooppunt_filter::{Criteria, EvalLimits, Meter};
-use knooppunt_store::{Store, StoreError, StoredEvent, Subscription};
+use knooppunt_store::{Replay, ReplayState, Store, StoreError, StoredEvent, Subscription};
 
 use crate::approvals::Approvals;
 use crate::lifecycle::Subscriptions;
@@ -53,6 +53,13 @@ pub(crate) struct History {
     deliverer: Deliverer,
     eval_limits: EvalLimits,
     idle_poll: Duration,
+    /// The most replays this hub runs at once.
+    max_replays: usize,
+    runners: Runners,
+    /// Held by a replay's step while it queues, and by a cancel.
+    steps: tokio::sync::Mutex<()>,
+    /// True once the hub stops.
+    stop: tokio::sync::watch::Receiver<bool>,
 }
 
 impl History {
@@ -62,6 +69,8 @@ impl History {
         approvals: Arc<Approvals>,
         deliverer: Deliverer,
         eval_limits: EvalLimits,
+        max_replays: usize,
+        stop: tokio::sync::watch::Receiver<bool>,
     ) -> History {
         let idle_poll = deliverer.options().idle_poll;
         History {
@@ -71,6 +80,10 @@ impl History {
             deliverer,
             eval_limits,
             idle_poll,
+            max_replays,
+            runners: Runners::default(),
+            steps: tokio::sync::Mutex::new(()),
+            stop,
         }
     }
 
@@ -166,5 +179,341 @@ impl History {
             && self
                 .approvals
                 .admits(&subscription.id, decoded.source(), decoded.ty())
+    }
+}
+
+/// A replay whose runner has not changed it for this long is taken over (its hub stopped).
+const TAKEOVER_MS: u64 = 30_000;
+/// How often a hub looks for replays to take over.
+const TAKEOVER_POLL: Duration = Duration::from_secs(10);
+/// Replays kept per subscription in a listing (the newest).
+pub(crate) const LISTED: usize = 100;
+
+/// Why a replay could not start.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReplayRefused {
+    #[error("there is no such subscription")]
+    NoSubscription,
+    #[error("{0}")]
+    Window(String),
+    #[error(
+        "this hub runs {0} replays already, its most (delivery.max_replays): try again when one \
+         has finished"
+    )]
+    TooMany(usize),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The replays this hub runs: a cancel flag each.
+#[derive(Debug, Default)]
+pub(crate) struct Runners {
+    running:
+        std::sync::Mutex<std::collections::HashMap<String, Arc<std::sync::atomic::AtomicBool>>>,
+}
+
+impl Runners {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<String, Arc<std::sync::atomic::AtomicBool>>,
+    > {
+        self.running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Ends the runner's entry however it stops (a panic included).
+struct Running<'a> {
+    runners: &'a Runners,
+    id: String,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.runners.lock().remove(&self.id);
+    }
+}
+
+impl History {
+    /// Starts replaying subscription `id`'s retained events accepted from `from_ms` to
+    /// `until_ms` (now when `None`, and never later than now): a job this hub runs.
+    pub(crate) async fn start_replay(
+        self: &Arc<Self>,
+        id: &str,
+        requested_by: &str,
+        from_ms: u64,
+        until_ms: Option<u64>,
+    ) -> Result<Replay, ReplayRefused> {
+        if self.subscriptions.get(id).is_none() {
+            return Err(ReplayRefused::NoSubscription);
+        }
+        let now = knooppunt_store::now_ms();
+        let until_ms = until_ms.unwrap_or(now).min(now);
+        if from_ms > until_ms {
+            return Err(ReplayRefused::Window(
+                "`from` is after `until` (or in the future): the window is empty".into(),
+            ));
+        }
+        let flag = {
+            let mut running = self.runners.lock();
+            if running.len() >= self.max_replays {
+                return Err(ReplayRefused::TooMany(running.len()));
+            }
+            let id = uuid::Uuid::now_v7().to_string();
+            let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            running.insert(id.clone(), Arc::clone(&flag));
+            (id, flag)
+        };
+        let (replay_id, cancelled) = flag;
+        let replay = Replay {
+            id: replay_id.clone(),
+            subscription: id.to_owned(),
+            requested_by: requested_by.to_owned(),
+            from_ms,
+            until_ms,
+            state: ReplayState::Running,
+            position: self.store.seq_before(from_ms).await.inspect_err(|_| {
+                self.runners.lock().remove(&replay_id);
+            })?,
+            queued: 0,
+            last_event_at: None,
+            created_at: now,
+            updated_at: now,
+            finished_at: None,
+            error: None,
+        };
+        match self.store.put_replay(&replay, None).await {
+            Ok(true) => {}
+            Ok(false) => {
+                self.runners.lock().remove(&replay_id);
+                return Err(StoreError::Conflict(replay_id).into());
+            }
+            Err(error) => {
+                self.runners.lock().remove(&replay_id);
+                return Err(error.into());
+            }
+        }
+        tokio::spawn(Arc::clone(self).run(replay.clone(), cancelled));
+        Ok(replay)
+    }
+
+    /// Subscription `id`'s replays, newest first (at most [`LISTED`]).
+    pub(crate) async fn replays(&self, id: &str) -> Result<Vec<Replay>, StoreError> {
+        let mut replays: Vec<Replay> = self
+            .store
+            .replays()
+            .await?
+            .into_iter()
+            .filter(|r| r.subscription == id)
+            .collect();
+        replays.reverse();
+        replays.truncate(LISTED);
+        Ok(replays)
+    }
+
+    pub(crate) async fn replay(
+        &self,
+        id: &str,
+        replay: &str,
+    ) -> Result<Option<Replay>, StoreError> {
+        Ok(self
+            .store
+            .replays()
+            .await?
+            .into_iter()
+            .find(|r| r.subscription == id && r.id == replay))
+    }
+
+    /// Cancels a running replay: on this hub nothing more is queued once this returns; a
+    /// replay another hub runs stops at its next step. A finished one is returned as it is.
+    pub(crate) async fn cancel(
+        &self,
+        id: &str,
+        replay: &str,
+    ) -> Result<Option<Replay>, StoreError> {
+        if let Some(flag) = self.runners.lock().get(replay) {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        // The runner holds this while it queues a step, so none is under way after it.
+        let _step = self.steps.lock().await;
+        loop {
+            let Some(current) = self.replay(id, replay).await? else {
+                return Ok(None);
+            };
+            if current.state != ReplayState::Running {
+                return Ok(Some(current));
+            }
+            let now = knooppunt_store::now_ms();
+            let cancelled = Replay {
+                state: ReplayState::Cancelled,
+                finished_at: Some(now),
+                updated_at: now.max(current.updated_at + 1),
+                ..current.clone()
+            };
+            if self
+                .store
+                .put_replay(&cancelled, Some(current.updated_at))
+                .await?
+            {
+                return Ok(Some(cancelled));
+            }
+        }
+    }
+
+    /// Runs a replay, a step at a time, until it has looked at its whole window, is
+    /// cancelled, or another hub changed it (took it over).
+    async fn run(
+        self: Arc<Self>,
+        mut replay: Replay,
+        cancelled: Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        let _running = Running {
+            runners: &self.runners,
+            id: replay.id.clone(),
+        };
+        let mut stop = self.stop.clone();
+        tracing::info!(replay = %replay.id, subscription = %replay.subscription, "A replay runs.");
+        loop {
+            if *stop.borrow_and_update() {
+                return; // another hub, or this one after its restart, takes it over
+            }
+            match self.step(&replay, &cancelled).await {
+                Ok(Some(next)) => {
+                    let done = next.state != ReplayState::Running;
+                    replay = next;
+                    if done {
+                        tracing::info!(replay = %replay.id, queued = replay.queued, state = replay.state.as_str(), "A replay ended.");
+                        return;
+                    }
+                }
+                Ok(None) => return, // cancelled or taken over
+                Err(error) => {
+                    tracing::warn!(replay = %replay.id, %error, "A replay step failed; it is tried again.");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = stop.changed() => return,
+                    }
+                }
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// One step: the next events of the window queued, the progress stored. `None` when the
+    /// replay is no longer this runner's to change.
+    async fn step(
+        &self,
+        replay: &Replay,
+        cancelled: &std::sync::atomic::AtomicBool,
+    ) -> Result<Option<Replay>, StoreError> {
+        let now = knooppunt_store::now_ms();
+        let mut next = Replay {
+            updated_at: now.max(replay.updated_at + 1),
+            ..replay.clone()
+        };
+        let Some((subscription, criteria)) = self.subscriptions.with_criteria(&replay.subscription)
+        else {
+            next.state = ReplayState::Failed;
+            next.error = Some("the subscription was deleted".into());
+            next.finished_at = Some(now);
+            return self.save(replay, next).await;
+        };
+        let chunk = self.store.events_after(replay.position, CHUNK).await?;
+        // Acceptance times are only nearly in number order: a minute past the window ends it.
+        let mut done = chunk.is_empty();
+        let mut seqs = Vec::new();
+        for event in &chunk {
+            if event.accepted_at > replay.until_ms.saturating_add(60_000) {
+                done = true;
+                break;
+            }
+            next.position = event.seq;
+            if (replay.from_ms..=replay.until_ms).contains(&event.accepted_at)
+                && self.is_for(&subscription, &criteria, event)
+            {
+                seqs.push(event.seq);
+                next.last_event_at = Some(event.accepted_at);
+            }
+        }
+        if done {
+            next.state = ReplayState::Completed;
+            next.finished_at = Some(now);
+        }
+        next.queued += seqs.len() as u64;
+        let _step = self.steps.lock().await;
+        if cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(None);
+        }
+        // Stored first: a step that another hub's cancel or takeover beat queues nothing.
+        let Some(saved) = self.save(replay, next).await? else {
+            return Ok(None);
+        };
+        if !seqs.is_empty() {
+            self.store
+                .record(vec![knooppunt_store::DeliveryChange::Requeue {
+                    subscription: replay.subscription.clone(),
+                    seqs,
+                    at: now,
+                    replay: replay.id.clone(),
+                }])
+                .await?;
+            self.deliverer.wake([&replay.subscription]);
+        }
+        Ok(Some(saved))
+    }
+
+    async fn save(&self, current: &Replay, next: Replay) -> Result<Option<Replay>, StoreError> {
+        Ok(self
+            .store
+            .put_replay(&next, Some(current.updated_at))
+            .await?
+            .then_some(next))
+    }
+
+    /// Takes over running replays whose runner stopped (its hub died or was restarted),
+    /// now and every [`TAKEOVER_POLL`], until the hub stops.
+    pub(crate) async fn take_over(self: Arc<Self>) {
+        let mut stop = self.stop.clone();
+        loop {
+            if let Err(error) = self.take_over_once().await {
+                tracing::warn!(%error, "Looking for replays to take over failed; trying again.");
+            }
+            tokio::select! {
+                () = tokio::time::sleep(TAKEOVER_POLL) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    async fn take_over_once(self: &Arc<Self>) -> Result<(), StoreError> {
+        let now = knooppunt_store::now_ms();
+        for replay in self.store.replays().await? {
+            let stale = replay.state == ReplayState::Running
+                && now.saturating_sub(replay.updated_at) >= TAKEOVER_MS;
+            if !stale || self.runners.lock().contains_key(&replay.id) {
+                continue;
+            }
+            let claimed = Replay {
+                updated_at: now.max(replay.updated_at + 1),
+                ..replay.clone()
+            };
+            if !self
+                .store
+                .put_replay(&claimed, Some(replay.updated_at))
+                .await?
+            {
+                continue; // another hub took it
+            }
+            let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            self.runners
+                .lock()
+                .insert(claimed.id.clone(), Arc::clone(&cancelled));
+            tracing::info!(replay = %claimed.id, "A replay whose runner stopped is taken over.");
+            tokio::spawn(Arc::clone(self).run(claimed, cancelled));
+        }
+        Ok(())
     }
 }

@@ -27,3 +27,6 @@ pub use pull::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Received, Settlement, T
 pub use signing::{HubKeys, PublicKey};
 pub use sink::{Handshake, REDACTED, redact_sink};
 pub use supervise::WorkerHealth;
+
+/// The header naming the replay a delivery belongs to (`Knooppunt-Replay: <id>`).
+pub const REPLAY_HEADER: http::HeaderName = http::HeaderName::from_static("knooppunt-replay");

@@ -32,6 +32,8 @@ pub struct Received {
     pub lock_token: String,
     /// How many times the event was handed out, this time included.
     pub delivery_count: u32,
+    /// The replay that queued it again, if one did.
+    pub replay: Option<String>,
     pub event: Arc<StoredEvent>,
 }
 
@@ -177,6 +179,7 @@ impl Deliverer {
                     (None, Some(event)) => handed.push(Received {
                         lock_token: LockToken::of(&delivery),
                         delivery_count: delivery.attempts + 1,
+                        replay: delivery.replay.clone(),
                         event,
                     }),
                     (reason, _) => given_up.push(DeliveryChange::Attempted(Attempt {

@@ -470,7 +470,7 @@ async fn send_and_record(
         inner,
         subscription,
         config,
-        &event,
+        (&event, delivery.replay.as_deref()),
         trace.as_ref(),
         connection,
     )
@@ -504,7 +504,7 @@ async fn send(
     inner: &Arc<Inner>,
     subscription: &Subscription,
     config: DeliveryConfig,
-    event: &StoredEvent,
+    (event, replay): (&StoredEvent, Option<&str>),
     trace: Option<&(TraceContext, u64)>,
     connection: Connection,
 ) -> (Response, Outcome, bool) {
@@ -527,6 +527,10 @@ async fn send(
     };
     if let Some(trace) = trace {
         hop_headers(&mut message.headers, trace);
+    }
+    // A replayed delivery names its replay (the event itself is unchanged).
+    if let Some(value) = replay.and_then(|r| http::HeaderValue::try_from(r).ok()) {
+        message.headers.insert(crate::REPLAY_HEADER, value);
     }
     let permit = match permit {
         Ok(permit) => permit,

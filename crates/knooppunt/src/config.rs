@@ -214,6 +214,8 @@ pub(crate) enum LogFormat {
 pub(crate) struct DeliveryConfig {
     /// Deliveries in flight at once per unordered subscription (ordered ones have one).
     pub(crate) max_in_flight: usize,
+    /// The most replays one hub runs at once (1 to 64).
+    pub(crate) max_replays: usize,
     /// ISO 8601 duration: how long shutting down waits for delivery attempts in flight.
     pub(crate) shutdown_grace: String,
     /// ISO 8601 duration: how long a subscription's previous signing secret keeps
@@ -318,6 +320,7 @@ impl Default for DeliveryConfig {
         let standard = ConfigDefaults::default();
         DeliveryConfig {
             max_in_flight: 16,
+            max_replays: 4,
             shutdown_grace: "PT10S".into(),
             signing_overlap: "PT24H".into(),
             signing_key_file: None,
@@ -770,6 +773,10 @@ impl Config {
             .map_err(|why| anyhow::anyhow!("delivery.shutdown_grace: {why}"))?;
         options.signing_overlap = parse_iso8601_duration(&self.delivery.signing_overlap)
             .map_err(|why| anyhow::anyhow!("delivery.signing_overlap: {why}"))?;
+        if !(1..=64).contains(&self.delivery.max_replays) {
+            bail!("delivery.max_replays: must be from 1 to 64");
+        }
+        options.max_replays = self.delivery.max_replays;
         options.audit_retention = parse_iso8601_duration(&self.audit.retention)
             .map_err(|why| anyhow::anyhow!("audit.retention: {why}"))?;
         options.delivery.receipts = self.audit.receipts;

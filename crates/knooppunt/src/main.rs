@@ -91,7 +91,7 @@ enum Command {
     #[command(subcommand)]
     DeadLetters(client::dead_letters::DeadLettersCommand),
     /// Receive the events of a pull subscription and acknowledge, release, reject or renew
-    /// them.
+    /// them; read a subscription's event stream; replay a window of its events.
     #[command(subcommand)]
     Pull(client::pull::PullCommand),
     /// List, create, change and delete the principals that may call a running hub (needs

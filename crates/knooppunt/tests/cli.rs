@@ -195,7 +195,15 @@ fn help_explains_the_commands() {
         (&["dead-letters", "--help"], &["list", "redeliver"]),
         (
             &["pull", "--help"],
-            &["receive", "acknowledge", "release", "reject", "renew"],
+            &[
+                "receive",
+                "acknowledge",
+                "release",
+                "reject",
+                "renew",
+                "stream",
+                "replay",
+            ],
         ),
     ] {
         let help = stdout(&knooppunt(command, ""));

@@ -749,5 +749,45 @@ async fn a_pull_subscription_is_received_and_settled_from_the_command_line() {
         listed.contains("rejected by the consumer: unreadable"),
         "{listed}"
     );
+
+    // The stream shows all three, whatever became of them; a replay queues them again.
+    let streamed = knooppunt(&url, &["pull", "stream", &id]).await;
+    let lines = succeeded(&streamed);
+    assert_eq!(lines.lines().count(), 3, "{lines}");
+    assert!(stderr(&streamed).contains("read on with --after"));
+    let started = succeeded(
+        &knooppunt(
+            &url,
+            &[
+                "pull",
+                "replay",
+                "start",
+                &id,
+                "--from",
+                "2020-01-01T00:00:00Z",
+                "--json",
+            ],
+        )
+        .await,
+    );
+    let replay: serde_json::Value = serde_json::from_str(&started).unwrap();
+    let replay_id = replay["id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let shown = succeeded(&knooppunt(&url, &["pull", "replay", "get", &id, &replay_id]).await);
+        if shown.contains("completed") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{shown}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let listed = succeeded(&knooppunt(&url, &["pull", "replay", "list", &id]).await);
+    assert!(listed.contains(&replay_id), "{listed}");
+    let cancelled =
+        succeeded(&knooppunt(&url, &["pull", "replay", "cancel", &id, &replay_id]).await);
+    assert!(
+        cancelled.contains("completed"),
+        "a finished replay stays as it ended: {cancelled}"
+    );
     assert!(hub.terminate().success());
 }

@@ -740,3 +740,178 @@ async fn stream_paging_on_the_embedded_store() {
 async fn stream_paging_on_postgres() {
     cursor_paging_under_concurrent_publishing_misses_nothing(Backend::postgres("stream")).await;
 }
+
+fn rfc3339(at: std::time::SystemTime) -> String {
+    let ms = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    // The hub's own formatting is not at hand here: seconds with milliseconds, UTC.
+    let secs = ms / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        ms % 1000
+    )
+}
+
+/// Days since 1970-01-01 as a civil date (Howard Hinnant's algorithm).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+async fn replay_state(client: &reqwest::Client, hub: &HubProcess, location: &str) -> Value {
+    let answer = client
+        .get(hub.url(location))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    answer.json().await.unwrap()
+}
+
+/// A replay of a window delivers exactly the retained events of that window that match,
+/// each naming the replay; a cancelled replay queues nothing more.
+async fn a_replay_delivers_its_window_and_cancel_stops_it(backend: Backend) {
+    use knooppunt_tests::sink::{Consent, Sink};
+    let dir = tempfile::tempdir().unwrap();
+    let hub = backend.hub(dir.path(), "a");
+    let client = reqwest::Client::new();
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+    let created = client
+        .post(hub.url("/v1/subscriptions"))
+        .bearer_auth(TOKEN)
+        .json(
+            &json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
+                      "filters": [{"prefix": {"id": "m-"}}],
+                      "config": {"ordering": "unordered"}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let subscription = created.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pause = || tokio::time::sleep(Duration::from_millis(100));
+    publish(&client, &hub, &ids("m-early", 5)).await;
+    pause().await;
+    let from = rfc3339(std::time::SystemTime::now());
+    pause().await;
+    publish(&client, &hub, &ids("m-in", 5)).await;
+    publish(&client, &hub, &ids("x-in", 5)).await;
+    pause().await;
+    let until = rfc3339(std::time::SystemTime::now());
+    pause().await;
+    publish(&client, &hub, &ids("m-late", 5)).await;
+    sink.wait_for(15, Duration::from_secs(20)).await;
+
+    let answer = client
+        .post(hub.url(&format!("/v1/subscriptions/{subscription}/replays")))
+        .bearer_auth(TOKEN)
+        .json(&json!({"from": from, "until": until}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 202);
+    let location = answer.headers()["location"].to_str().unwrap().to_owned();
+    let replay: Value = answer.json().await.unwrap();
+    let replay_id = replay["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let finished = loop {
+        let state = replay_state(&client, &hub, &location).await;
+        if state["state"] != "running" {
+            break state;
+        }
+        assert!(Instant::now() < deadline, "{state}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(finished["state"], "completed", "{finished}");
+    assert_eq!(finished["eventsQueued"], 5);
+    let delivered = sink.wait_for(20, Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let delivered_all = sink.deliveries();
+    assert_eq!(
+        delivered_all.len(),
+        20,
+        "the window's 5 once more, nothing else"
+    );
+    let mut replayed: Vec<String> = delivered[15..]
+        .iter()
+        .map(|d| {
+            assert_eq!(d.header("knooppunt-replay"), Some(replay_id.as_str()));
+            d.json()["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    replayed.sort();
+    assert_eq!(replayed, ids("m-in", 5));
+    assert!(
+        delivered[..15]
+            .iter()
+            .all(|d| d.header("knooppunt-replay").is_none())
+    );
+
+    // A large window, cancelled at once: it stops, and queues nothing after.
+    let puller = subscribe_pull(&client, &hub, json!({"ordering": "unordered"})).await;
+    let start = rfc3339(std::time::SystemTime::now());
+    publish(&client, &hub, &ids("big", 20_000)).await;
+    let answer = client
+        .post(hub.url(&format!("/v1/subscriptions/{puller}/replays")))
+        .bearer_auth(TOKEN)
+        .json(&json!({"from": start}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 202);
+    let location = answer.headers()["location"].to_str().unwrap().to_owned();
+    let cancelled = client
+        .post(hub.url(&format!("{location}/cancel")))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 200);
+    let cancelled: Value = cancelled.json().await.unwrap();
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    let queued = cancelled["eventsQueued"].as_u64().unwrap();
+    assert!(queued < 20_000, "{cancelled}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let later = replay_state(&client, &hub, &location).await;
+    assert_eq!(later["state"], "cancelled");
+    assert_eq!(
+        later["eventsQueued"], queued,
+        "nothing queued after the cancel"
+    );
+    eprintln!(
+        "{}: replay of a window delivered its 5 events; a cancelled replay stopped after {queued} of 20000",
+        backend.name()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_on_the_embedded_store() {
+    a_replay_delivers_its_window_and_cancel_stops_it(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_on_postgres() {
+    a_replay_delivers_its_window_and_cancel_stops_it(Backend::postgres("replay")).await;
+}

@@ -16,6 +16,7 @@ mod principals;
 pub mod problem;
 mod pull;
 mod receipts;
+mod replays;
 mod stream;
 mod subscription_body;
 mod subscriptions;
@@ -106,6 +107,20 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route(
             "/v1/subscriptions/{id}/events",
             get(stream::read).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/replays",
+            get(replays::list)
+                .post(replays::create)
+                .fallback(not_allowed("GET, POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/replays/{replay}",
+            get(replays::get).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/replays/{replay}/cancel",
+            post(replays::cancel).fallback(not_allowed("POST")),
         )
         .route(
             "/v1/subscriptions/{id}/receive",

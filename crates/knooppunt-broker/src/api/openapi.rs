@@ -863,6 +863,115 @@ fn pull_paths(paths: &mut Map<String, Value>) {
             json!({}),
         ),
     );
+    replay_paths(paths);
+}
+
+/// `/subscriptions/{id}/replays`: a window of retained events queued again, as a job.
+fn replay_paths(paths: &mut Map<String, Value>) {
+    let replay = json!({"$ref": "#/components/schemas/Replay"});
+    let replay_answer = |description: &str| {
+        json!({"description": description, "headers": headers(&[]),
+               "content": {"application/json": {"schema": replay.clone()}}})
+    };
+    let mut create_extra = Map::new();
+    create_extra.insert(
+        "requestBody".into(),
+        json!({"required": true, "content": {"application/json": {"schema": {
+            "type": "object", "additionalProperties": false, "required": ["from"],
+            "properties": {
+                "from": {"type": "string", "format": "date-time", "description": "The window's start: events accepted at or after it."},
+                "until": {"type": "string", "format": "date-time", "description": "The window's end (inclusive); default and at most: now."}
+            }}}}}),
+    );
+    let mut create = operation(
+        "createReplay",
+        "Replay a window of a subscription's retained events",
+        (
+            "202",
+            json!({"description": "The replay runs: the retained events accepted in the window that the \
+                                   subscription's filters match and its grants admit now are queued for it \
+                                   again (one already pending is not queued twice), push or pull. Each \
+                                   replayed delivery carries `Knooppunt-Replay: <id>` (pull: \
+                                   `Knooppunt-Replays`); the events are unchanged. Events older than the \
+                                   retention are gone and not replayed.",
+                   "headers": headers(&[("Location", json!({"description": "The replay.", "schema": {"type": "string"}}))]),
+                   "content": {"application/json": {"schema": replay.clone()}}}),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            FORBIDDEN,
+            NOT_FOUND,
+            (
+                "429",
+                "The hub runs its most replays at once (delivery.max_replays): try again after Retry-After.",
+            ),
+            UNAVAILABLE,
+        ],
+        create_extra,
+    );
+    create["tags"] = json!(["pull"]);
+    let mut list = operation(
+        "listReplays",
+        "List a subscription's replays, newest first (at most 100)",
+        (
+            "200",
+            json!({"description": "The replays.", "headers": headers(&[]),
+                   "content": {"application/json": {"schema": {"type": "array", "items": replay.clone()}}}}),
+        ),
+        &[UNAUTHORIZED, FORBIDDEN, NOT_FOUND, UNAVAILABLE],
+        Map::new(),
+    );
+    list["tags"] = json!(["pull"]);
+    let replay_parameter = json!([
+        {"name": "id", "in": "path", "required": true, "description": "The subscription's id.", "schema": {"type": "string"}},
+        {"name": "replay", "in": "path", "required": true, "description": "The replay's id.", "schema": {"type": "string"}}
+    ]);
+    let mut get = operation(
+        "getReplay",
+        "Read a replay: its state and progress",
+        ("200", replay_answer("The replay.")),
+        &[
+            UNAUTHORIZED,
+            FORBIDDEN,
+            ("404", "No such subscription or replay."),
+            UNAVAILABLE,
+        ],
+        Map::new(),
+    );
+    get["tags"] = json!(["pull"]);
+    let mut cancel = operation(
+        "cancelReplay",
+        "Cancel a running replay",
+        (
+            "200",
+            replay_answer(
+                "The replay, cancelled: on the hub running it nothing more is queued once this \
+                 answers (another hub's runner stops at its next step); one that had ended, as it ended.",
+            ),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            FORBIDDEN,
+            ("404", "No such subscription or replay."),
+            UNAVAILABLE,
+        ],
+        Map::new(),
+    );
+    cancel["tags"] = json!(["pull"]);
+    paths.insert(
+        "/subscriptions/{id}/replays".into(),
+        json!({"parameters": id_parameter(), "get": list, "post": create}),
+    );
+    paths.insert(
+        "/subscriptions/{id}/replays/{replay}".into(),
+        json!({"parameters": replay_parameter.clone(), "get": get}),
+    );
+    paths.insert(
+        "/subscriptions/{id}/replays/{replay}/cancel".into(),
+        json!({"parameters": replay_parameter, "post": cancel}),
+    );
 }
 
 /// A subscription's dead letters: list, read, delete, redeliver.
@@ -1342,6 +1451,24 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                 },
                 "Config": config_schema(defaults),
                 "CloudEvent": cloud_event_schema(),
+                "Replay": {
+                    "type": "object",
+                    "description": "A replay: a window of a subscription's retained events queued for it again.",
+                    "required": ["id", "subscription", "state", "from", "until", "eventsQueued", "requestedBy", "createdTime"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "subscription": {"type": "string"},
+                        "state": {"type": "string", "enum": ["running", "completed", "cancelled", "failed"]},
+                        "from": {"type": "string", "format": "date-time"},
+                        "until": {"type": "string", "format": "date-time"},
+                        "eventsQueued": {"type": "integer", "format": "int64", "description": "Events of the window handed to the queue so far."},
+                        "lastEventTime": {"type": "string", "format": "date-time", "nullable": true, "description": "When the last queued event was accepted."},
+                        "requestedBy": {"type": "string"},
+                        "createdTime": {"type": "string", "format": "date-time"},
+                        "finishedTime": {"type": "string", "format": "date-time"},
+                        "error": {"type": "string", "description": "Why a failed replay failed."}
+                    }
+                },
                 "Problem": problem_schema()
             }
         }

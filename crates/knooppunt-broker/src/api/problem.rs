@@ -49,6 +49,9 @@ pub enum ApiError {
     /// The request conflicts with the resource's state.
     #[error("{0}")]
     Conflict(String),
+    /// A bound on work running at once is reached: 429 with `Retry-After`.
+    #[error("{0}")]
+    TooMany(String),
     /// What was asked for is no longer kept; `oldest_cursor` is where the kept part starts.
     #[error("{detail}")]
     Gone {
@@ -114,6 +117,11 @@ impl ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not-found", "Not found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict", "Conflict"),
             ApiError::Gone { .. } => (StatusCode::GONE, "gone", "Gone"),
+            ApiError::TooMany(_) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too-many-requests",
+                "Too many requests",
+            ),
             ApiError::MethodNotAllowed { .. } => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method-not-allowed",
@@ -229,6 +237,9 @@ impl IntoResponse for ApiError {
             }
             ApiError::Unavailable(_) | ApiError::DependencyUnavailable(_) => {
                 headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("5"));
+            }
+            ApiError::TooMany(_) => {
+                headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("10"));
             }
             _ => {}
         }

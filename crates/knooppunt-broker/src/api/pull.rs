@@ -27,6 +27,10 @@ pub(crate) const LOCK_TOKENS: HeaderName = HeaderName::from_static("knooppunt-lo
 /// How many times each event of a `receive` answer was handed out, in the order of its events.
 pub(crate) const DELIVERY_COUNTS: HeaderName = HeaderName::from_static("knooppunt-delivery-counts");
 
+/// The replay that queued each event of a `receive` answer again (`-`: none), in the order
+/// of its events; only when one did.
+pub(crate) const REPLAYS: HeaderName = HeaderName::from_static("knooppunt-replays");
+
 const DEFAULT_MAX_EVENTS: usize = 10;
 const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 /// The longest `reason` of a `reject`.
@@ -144,6 +148,15 @@ pub(crate) async fn receive(
             DELIVERY_COUNTS,
             HeaderValue::try_from(counts.join(", ")).expect("digits"),
         );
+        if received.iter().any(|r| r.replay.is_some()) {
+            let replays: Vec<&str> = received
+                .iter()
+                .map(|r| r.replay.as_deref().unwrap_or("-"))
+                .collect();
+            if let Ok(value) = HeaderValue::try_from(replays.join(", ")) {
+                headers.insert(REPLAYS, value);
+            }
+        }
     }
     Ok(response)
 }

@@ -1,4 +1,5 @@
-//! `knooppunt pull`: receive a pull subscription's events and settle them.
+//! `knooppunt pull`: receive a pull subscription's events and settle them, read a
+//! subscription's stream, and replay a window of its events.
 
 use std::process::ExitCode;
 
@@ -67,6 +68,191 @@ pub(crate) enum PullCommand {
         #[command(flatten)]
         connection: Connection,
     },
+    /// Read a subscription's retained events after a cursor (no locks; any subscription):
+    /// prints the events as JSON lines and, on standard error, the cursor to go on from.
+    Stream {
+        subscription: String,
+        /// The cursor to read on from (as an earlier `stream` printed it); left out, the
+        /// oldest retained event.
+        #[arg(long)]
+        after: Option<String>,
+        /// How many events at most (1 to 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        #[command(flatten)]
+        connection: Connection,
+    },
+    /// Replay a window of a subscription's retained events (queued for it again), or follow
+    /// and cancel replays.
+    #[command(subcommand)]
+    Replay(ReplayCommand),
+}
+
+/// `knooppunt pull replay ...`
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum ReplayCommand {
+    /// Start a replay of the events accepted from --from until --until (default: now).
+    Start {
+        subscription: String,
+        /// RFC 3339, e.g. 2026-11-20T08:00:00Z.
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        until: Option<String>,
+        #[command(flatten)]
+        connection: Connection,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// List a subscription's replays, newest first.
+    List {
+        subscription: String,
+        #[command(flatten)]
+        connection: Connection,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Show one replay's state and progress.
+    Get {
+        subscription: String,
+        replay: String,
+        #[command(flatten)]
+        connection: Connection,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Cancel a running replay.
+    Cancel {
+        subscription: String,
+        replay: String,
+        #[command(flatten)]
+        connection: Connection,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+fn print_replay(replay: &Value) {
+    println!(
+        "{}  {:<9}  {} .. {}  {} queued{}",
+        replay["id"].as_str().unwrap_or("?"),
+        replay["state"].as_str().unwrap_or("?"),
+        replay["from"].as_str().unwrap_or("?"),
+        replay["until"].as_str().unwrap_or("?"),
+        replay["eventsQueued"],
+        replay["error"]
+            .as_str()
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default()
+    );
+}
+
+async fn replay(command: ReplayCommand) -> Outcome {
+    let (connection, output, method, path, body) = match command {
+        ReplayCommand::Start {
+            subscription,
+            from,
+            until,
+            connection,
+            output,
+        } => {
+            let mut body = json!({"from": from});
+            if let Some(until) = until {
+                body["until"] = json!(until);
+            }
+            let path = format!("/v1/subscriptions/{}/replays", segment(&subscription));
+            (connection, output, Method::POST, path, Some(body))
+        }
+        ReplayCommand::List {
+            subscription,
+            connection,
+            output,
+        } => {
+            let path = format!("/v1/subscriptions/{}/replays", segment(&subscription));
+            (connection, output, Method::GET, path, None)
+        }
+        ReplayCommand::Get {
+            subscription,
+            replay,
+            connection,
+            output,
+        } => {
+            let path = format!(
+                "/v1/subscriptions/{}/replays/{}",
+                segment(&subscription),
+                segment(&replay)
+            );
+            (connection, output, Method::GET, path, None)
+        }
+        ReplayCommand::Cancel {
+            subscription,
+            replay,
+            connection,
+            output,
+        } => {
+            let path = format!(
+                "/v1/subscriptions/{}/replays/{}/cancel",
+                segment(&subscription),
+                segment(&replay)
+            );
+            (connection, output, Method::POST, path, None)
+        }
+    };
+    let client = Client::new(&connection)?;
+    let answer = match body {
+        Some(body) => client.send_json(method, &path, &body).await?,
+        None => client.send(method, &path, HeaderMap::new(), None).await?,
+    };
+    if !answer.status.is_success() {
+        return Ok(refused(&answer));
+    }
+    if output.json {
+        print_json(&answer.body);
+    } else if let Some(list) = answer.body.as_array() {
+        if list.is_empty() {
+            println!("No replays.");
+        }
+        list.iter().for_each(print_replay);
+    } else {
+        print_replay(&answer.body);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn stream(
+    subscription: &str,
+    after: Option<&str>,
+    limit: u32,
+    connection: &Connection,
+) -> Outcome {
+    let client = Client::new(connection)?;
+    let mut path = format!(
+        "/v1/subscriptions/{}/events?limit={limit}",
+        segment(subscription)
+    );
+    if let Some(after) = after {
+        path.push_str(&format!("&after={}", segment(after)));
+    }
+    let answer = client
+        .send(Method::GET, &path, HeaderMap::new(), None)
+        .await?;
+    if !answer.status.is_success() {
+        if let Some(oldest) = answer.body["oldestCursor"].as_str() {
+            eprintln!("  (read on with --after {oldest})");
+        }
+        return Ok(refused(&answer));
+    }
+    for event in answer.body.as_array().into_iter().flatten() {
+        println!("{event}");
+    }
+    if let Some(cursor) = answer
+        .headers
+        .get("knooppunt-cursor")
+        .and_then(|v| v.to_str().ok())
+    {
+        eprintln!("cursor: {cursor} (read on with --after {cursor})");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) async fn run(command: PullCommand) -> Outcome {
@@ -112,6 +298,13 @@ pub(crate) async fn run(command: PullCommand) -> Outcome {
             tokens,
             connection,
         } => (subscription, "renew", tokens, json!({}), connection),
+        PullCommand::Stream {
+            subscription,
+            after,
+            limit,
+            connection,
+        } => return stream(&subscription, after.as_deref(), limit, &connection).await,
+        PullCommand::Replay(command) => return replay(command).await,
     };
     let client = Client::new(&connection)?;
     let mut body = extra;
