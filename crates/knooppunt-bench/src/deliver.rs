@@ -32,6 +32,18 @@ impl Record {
         self.delivered.load(Ordering::SeqCst)
     }
 
+    /// Counts `n` deliveries with these latencies (microseconds), while measuring.
+    pub(crate) fn count(&self, n: u64, latencies_us: impl Iterator<Item = u64>) {
+        if !self.measuring.load(Ordering::Relaxed) {
+            return;
+        }
+        self.delivered.fetch_add(n, Ordering::Relaxed);
+        self.latencies_us
+            .lock()
+            .expect("latencies")
+            .extend(latencies_us);
+    }
+
     pub(crate) fn stop(&self) {
         self.measuring.store(false, Ordering::SeqCst);
     }

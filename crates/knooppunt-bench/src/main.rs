@@ -12,6 +12,7 @@ mod identity;
 mod load;
 mod outage;
 mod postgres;
+mod pull;
 
 /// The same allocator as the `knooppunt` binary, so that the numbers are the hub's.
 #[global_allocator]
@@ -101,6 +102,23 @@ enum Workload {
         /// Seconds of load first, not counted.
         #[arg(long, default_value_t = 3)]
         warmup_seconds: u64,
+    },
+    /// Pull delivery: events received and acknowledged by 1, 4 and 16 consumers of a pull
+    /// subscription while a publisher publishes, next to push delivery to one sink in the
+    /// same run; then the latency of a waiting receive when caught up.
+    Pull {
+        /// How long each measurement runs.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Concurrent publishing connections.
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
+        /// Size of each event's JSON, in bytes.
+        #[arg(long, default_value_t = 1024)]
+        event_bytes: usize,
+        /// Events published one at a time for the caught-up latency.
+        #[arg(long, default_value_t = 500)]
+        trickle_events: usize,
     },
     /// Ingest and deliver against one and two hubs sharing a PostgreSQL database (a
     /// throwaway cluster started here; Debian's postgresql package), next to one hub on the
@@ -578,6 +596,19 @@ fn main() -> anyhow::Result<()> {
                     event_bytes,
                 };
                 run_deliver(shape, sinks).await?;
+            }
+            Workload::Pull {
+                seconds,
+                connections,
+                event_bytes,
+                trickle_events,
+            } => {
+                let shape = Shape {
+                    seconds,
+                    connections,
+                    event_bytes,
+                };
+                pull::run(shape, trickle_events).await?;
             }
             Workload::Fanout {
                 subscriptions,

@@ -358,9 +358,14 @@ fn check_store_reports_the_database() {
     let said = String::from_utf8_lossy(&good.stdout);
     assert!(good.status.success(), "{said}");
     assert!(
-        said.contains("postgres (schema 10): reachable, 0 subscriptions"),
+        said.contains("postgres (schema 11): reachable, 0 subscriptions"),
         "{said}"
     );
+    assert!(
+        said.contains("  disk: "),
+        "the disk use is reported: {said}"
+    );
+    assert!(said.contains("(kept P7D after delivery"), "{said}");
     assert_eq!(cluster.psql("checked", "SELECT count(*) FROM events"), "0");
 
     let wrong = format!(
