@@ -515,6 +515,8 @@ pub(crate) struct IngestConfig {
     pub(crate) dedupe_window: String,
     /// ISO 8601 duration: how long events whose deliveries are all finished are kept.
     pub(crate) retention: String,
+    /// ISO 8601 duration: how often the retention sweep runs.
+    pub(crate) sweep_interval: String,
     /// Whether `urn:nld:oin:<OIN>:` sources are reserved for the principal with that OIN
     /// and those whose `publish_source_prefixes` name it.
     pub(crate) reserve_oin_sources: bool,
@@ -529,6 +531,7 @@ impl Default for IngestConfig {
             max_batch_bytes: 10 * 1024 * 1024,
             dedupe_window: "PT24H".into(),
             retention: "P7D".into(),
+            sweep_interval: "PT60S".into(),
             reserve_oin_sources: true,
             catalog_required: false,
         }
@@ -899,9 +902,12 @@ impl Config {
             max_batch_bytes: ingest.max_batch_bytes,
             dedupe_window: duration("dedupe_window", &ingest.dedupe_window)?,
             retention: duration("retention", &ingest.retention)?,
+            sweep_interval: match duration("sweep_interval", &ingest.sweep_interval)? {
+                zero if zero.is_zero() => bail!("ingest.sweep_interval: must be longer than zero"),
+                interval => interval,
+            },
             reserve_oin_sources: ingest.reserve_oin_sources,
             catalog_required: ingest.catalog_required,
-            ..IngestOptions::default()
         })
     }
 

@@ -915,3 +915,56 @@ async fn replay_on_the_embedded_store() {
 async fn replay_on_postgres() {
     a_replay_delivers_its_window_and_cancel_stops_it(Backend::postgres("replay")).await;
 }
+
+/// On PostgreSQL too, a stream cursor whose events retention removed answers 410 with the
+/// oldest cursor still complete, and reading on from it works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_cursor_answers_410_on_postgres() {
+    let cluster = Cluster::start();
+    let url = cluster.create_database("expired");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_admin(dir.path(), TOKEN);
+    let hub = HubProcess::start_with_env(
+        &config,
+        &dir.path().join("a"),
+        &[
+            ("KNOOPPUNT_STORE_BACKEND", "postgres"),
+            ("KNOOPPUNT_STORE_URL", &url),
+            ("KNOOPPUNT_INGEST_RETENTION", "PT0.5S"),
+            ("KNOOPPUNT_INGEST_DEDUPE_WINDOW", "PT0.5S"),
+            ("KNOOPPUNT_INGEST_SWEEP_INTERVAL", "PT0.2S"),
+        ],
+    );
+    let client = reqwest::Client::new();
+    let subscription = subscribe_pull(&client, &hub, json!({"ordering": "unordered"})).await;
+    let consumer = Consumer::new(&client, &hub, &subscription);
+    let (_, start) = read_stream(&client, &hub, &subscription, None).await;
+    publish(&client, &hub, &ids("old", 3)).await;
+    let held = consumer.receive(10, "PT5S").await;
+    assert_eq!(held.len(), 3);
+    consumer.acknowledge(&held).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let oldest = loop {
+        let answer = client
+            .get(hub.url(&format!(
+                "/v1/subscriptions/{subscription}/events?after={start}"
+            )))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        if answer.status() == 410 {
+            let problem: Value = answer.json().await.unwrap();
+            break problem["oldestCursor"].as_str().unwrap().to_owned();
+        }
+        assert_eq!(answer.status(), 200);
+        assert!(
+            Instant::now() < deadline,
+            "the acknowledged events were never swept"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    publish(&client, &hub, &ids("new", 1)).await;
+    let (read, _) = read_stream(&client, &hub, &subscription, Some(&oldest)).await;
+    assert_eq!(read, ["new-0"], "read on from the oldest cursor");
+}
