@@ -56,8 +56,8 @@ pub struct HubOptions {
     pub signing_overlap: std::time::Duration,
     /// How long audit entries are kept.
     pub audit_retention: std::time::Duration,
-    /// The most replays one hub runs at once.
-    pub max_replays: usize,
+    /// How replays run: at most how many per hub, how fast, when another hub takes one over.
+    pub replays: crate::history::ReplayOptions,
 }
 
 impl HubOptions {
@@ -79,7 +79,7 @@ impl HubOptions {
             resync_interval: std::time::Duration::from_secs(1),
             signing_overlap: std::time::Duration::from_secs(24 * 3600),
             audit_retention: std::time::Duration::from_secs(365 * 24 * 3600),
-            max_replays: 4,
+            replays: crate::history::ReplayOptions::default(),
         }
     }
 }
@@ -200,7 +200,7 @@ impl AppState {
             Arc::clone(&approvals),
             deliverer.clone(),
             options.eval_limits,
-            options.max_replays,
+            options.replays,
             stop.subscribe(),
         ));
         let state = Arc::new(AppState {

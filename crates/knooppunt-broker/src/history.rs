@@ -53,8 +53,7 @@ pub(crate) struct History {
     deliverer: Deliverer,
     eval_limits: EvalLimits,
     idle_poll: Duration,
-    /// The most replays this hub runs at once.
-    max_replays: usize,
+    replay: ReplayOptions,
     runners: Runners,
     /// Held by a replay's step while it queues, and by a cancel.
     steps: tokio::sync::Mutex<()>,
@@ -69,7 +68,7 @@ impl History {
         approvals: Arc<Approvals>,
         deliverer: Deliverer,
         eval_limits: EvalLimits,
-        max_replays: usize,
+        replay: ReplayOptions,
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> History {
         let idle_poll = deliverer.options().idle_poll;
@@ -80,7 +79,7 @@ impl History {
             deliverer,
             eval_limits,
             idle_poll,
-            max_replays,
+            replay,
             runners: Runners::default(),
             steps: tokio::sync::Mutex::new(()),
             stop,
@@ -182,10 +181,28 @@ impl History {
     }
 }
 
-/// A replay whose runner has not changed it for this long is taken over (its hub stopped).
-const TAKEOVER_MS: u64 = 30_000;
-/// How often a hub looks for replays to take over.
-const TAKEOVER_POLL: Duration = Duration::from_secs(10);
+/// How replays run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// The most replays one hub runs at once.
+    pub max_running: usize,
+    /// Events one replay queues per second at most, so that a large window does not flood
+    /// its subscriber (nor the store) at once.
+    pub rate: u32,
+    /// A replay whose runner has not changed it for this long is taken over (its hub
+    /// stopped); runners change theirs at every step, at least once a second.
+    pub takeover: Duration,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            max_running: 4,
+            rate: 5_000,
+            takeover: Duration::from_secs(30),
+        }
+    }
+}
 /// Replays kept per subscription in a listing (the newest).
 pub(crate) const LISTED: usize = 100;
 
@@ -259,7 +276,7 @@ impl History {
         }
         let flag = {
             let mut running = self.runners.lock();
-            if running.len() >= self.max_replays {
+            if running.len() >= self.replay.max_running {
                 return Err(ReplayRefused::TooMany(running.len()));
             }
             let id = uuid::Uuid::now_v7().to_string();
@@ -421,7 +438,8 @@ impl History {
             next.finished_at = Some(now);
             return self.save(replay, next).await;
         };
-        let chunk = self.store.events_after(replay.position, CHUNK).await?;
+        let size = CHUNK.min(self.replay.rate.max(1) as usize);
+        let chunk = self.store.events_after(replay.position, size).await?;
         // Acceptance times are only nearly in number order: a minute past the window ends it.
         let mut done = chunk.is_empty();
         let mut seqs = Vec::new();
@@ -443,26 +461,39 @@ impl History {
             next.finished_at = Some(now);
         }
         next.queued += seqs.len() as u64;
-        let _step = self.steps.lock().await;
-        if cancelled.load(std::sync::atomic::Ordering::SeqCst) {
-            return Ok(None);
+        let queued = seqs.len();
+        {
+            let _step = self.steps.lock().await;
+            if cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+                return Ok(None);
+            }
+            // Queued before the progress is stored: a runner that dies in between leaves
+            // the step to be done again by the one that takes over (an event already
+            // pending is not queued twice; one delivered meanwhile comes again: at least
+            // once), never skipped.
+            if !seqs.is_empty() {
+                self.store
+                    .record(vec![knooppunt_store::DeliveryChange::Requeue {
+                        subscription: replay.subscription.clone(),
+                        seqs,
+                        at: now,
+                        replay: replay.id.clone(),
+                    }])
+                    .await?;
+                self.deliverer.wake([&replay.subscription]);
+            }
+            let Some(saved) = self.save(replay, next).await? else {
+                // Cancelled or taken over by another hub meanwhile.
+                return Ok(None);
+            };
+            next = saved;
         }
-        // Stored first: a step that another hub's cancel or takeover beat queues nothing.
-        let Some(saved) = self.save(replay, next).await? else {
-            return Ok(None);
-        };
-        if !seqs.is_empty() {
-            self.store
-                .record(vec![knooppunt_store::DeliveryChange::Requeue {
-                    subscription: replay.subscription.clone(),
-                    seqs,
-                    at: now,
-                    replay: replay.id.clone(),
-                }])
-                .await?;
-            self.deliverer.wake([&replay.subscription]);
+        // At most `rate` events a second.
+        if queued > 0 && next.state == ReplayState::Running {
+            let pause = Duration::from_secs_f64(queued as f64 / f64::from(self.replay.rate.max(1)));
+            tokio::time::sleep(pause).await;
         }
-        Ok(Some(saved))
+        Ok(Some(next))
     }
 
     async fn save(&self, current: &Replay, next: Replay) -> Result<Option<Replay>, StoreError> {
@@ -474,15 +505,17 @@ impl History {
     }
 
     /// Takes over running replays whose runner stopped (its hub died or was restarted),
-    /// now and every [`TAKEOVER_POLL`], until the hub stops.
+    /// now and every third of the takeover time, until the hub stops.
     pub(crate) async fn take_over(self: Arc<Self>) {
         let mut stop = self.stop.clone();
         loop {
             if let Err(error) = self.take_over_once().await {
                 tracing::warn!(%error, "Looking for replays to take over failed; trying again.");
             }
+            let poll = (self.replay.takeover / 3)
+                .clamp(Duration::from_millis(100), Duration::from_secs(10));
             tokio::select! {
-                () = tokio::time::sleep(TAKEOVER_POLL) => {}
+                () = tokio::time::sleep(poll) => {}
                 _ = stop.changed() => return,
             }
         }
@@ -492,7 +525,7 @@ impl History {
         let now = knooppunt_store::now_ms();
         for replay in self.store.replays().await? {
             let stale = replay.state == ReplayState::Running
-                && now.saturating_sub(replay.updated_at) >= TAKEOVER_MS;
+                && now.saturating_sub(replay.updated_at) >= self.replay.takeover.as_millis() as u64;
             if !stale || self.runners.lock().contains_key(&replay.id) {
                 continue;
             }

@@ -34,6 +34,7 @@ use tokio::net::TcpListener;
 use app::AppState;
 pub use app::{HubError, HubOptions};
 
+pub use history::ReplayOptions;
 pub use identity::tokens::IssuerSettings;
 pub use identity::{Authentication, Oin, Principal, Role, hash_token, is_oin};
 pub use ingest::{IngestOptions, MIN_EVENT_BYTES};

@@ -216,6 +216,10 @@ pub(crate) struct DeliveryConfig {
     pub(crate) max_in_flight: usize,
     /// The most replays one hub runs at once (1 to 64).
     pub(crate) max_replays: usize,
+    /// Events one replay queues per second at most (1 to 1000000).
+    pub(crate) replay_rate: u32,
+    /// ISO 8601 duration: a replay whose hub stopped is taken over by another after this.
+    pub(crate) replay_takeover: String,
     /// ISO 8601 duration: how long shutting down waits for delivery attempts in flight.
     pub(crate) shutdown_grace: String,
     /// ISO 8601 duration: how long a subscription's previous signing secret keeps
@@ -321,6 +325,8 @@ impl Default for DeliveryConfig {
         DeliveryConfig {
             max_in_flight: 16,
             max_replays: 4,
+            replay_rate: 5_000,
+            replay_takeover: "PT30S".into(),
             shutdown_grace: "PT10S".into(),
             signing_overlap: "PT24H".into(),
             signing_key_file: None,
@@ -779,7 +785,19 @@ impl Config {
         if !(1..=64).contains(&self.delivery.max_replays) {
             bail!("delivery.max_replays: must be from 1 to 64");
         }
-        options.max_replays = self.delivery.max_replays;
+        if !(1..=1_000_000).contains(&self.delivery.replay_rate) {
+            bail!("delivery.replay_rate: must be from 1 to 1000000 events a second");
+        }
+        let takeover = parse_iso8601_duration(&self.delivery.replay_takeover)
+            .map_err(|why| anyhow::anyhow!("delivery.replay_takeover: {why}"))?;
+        if takeover < std::time::Duration::from_secs(1) {
+            bail!("delivery.replay_takeover: must be at least PT1S");
+        }
+        options.replays = knooppunt_broker::ReplayOptions {
+            max_running: self.delivery.max_replays,
+            rate: self.delivery.replay_rate,
+            takeover,
+        };
         options.audit_retention = parse_iso8601_duration(&self.audit.retention)
             .map_err(|why| anyhow::anyhow!("audit.retention: {why}"))?;
         options.delivery.receipts = self.audit.receipts;

@@ -968,3 +968,109 @@ async fn an_expired_cursor_answers_410_on_postgres() {
     let (read, _) = read_stream(&client, &hub, &subscription, Some(&oldest)).await;
     assert_eq!(read, ["new-0"], "read on from the oldest cursor");
 }
+
+/// A replay whose hub is killed (kill -9) in the middle is taken over by the other hub on
+/// the same database and finishes where it was: every event of the window queued, none
+/// skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_is_taken_over_when_its_hub_dies() {
+    const EVENTS: usize = 3_000;
+    let cluster = Cluster::start();
+    let url = cluster.create_database("takeover");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_admin(dir.path(), TOKEN);
+    let env = [
+        ("KNOOPPUNT_STORE_BACKEND", "postgres"),
+        ("KNOOPPUNT_STORE_URL", url.as_str()),
+        ("KNOOPPUNT_DELIVERY_REPLAY_RATE", "500"),
+        ("KNOOPPUNT_DELIVERY_REPLAY_TAKEOVER", "PT2S"),
+    ];
+    let mut a = HubProcess::start_with_env(&config, &dir.path().join("a"), &env);
+    let b = HubProcess::start_with_env(&config, &dir.path().join("b"), &env);
+    let client = reqwest::Client::new();
+    let subscription = subscribe_pull(&client, &a, json!({"ordering": "unordered"})).await;
+    let start = rfc3339(std::time::SystemTime::now());
+    let all: HashSet<String> = publish(&client, &a, &ids("window", EVENTS))
+        .await
+        .into_values()
+        .collect();
+    // Received and acknowledged once, so that the replay has them all to queue again.
+    let consumer = Consumer::new(&client, &b, &subscription);
+    let mut first = 0;
+    while first < EVENTS {
+        let held = consumer.receive(100, "PT5S").await;
+        assert!(!held.is_empty(), "only {first} of {EVENTS} received");
+        first += held.len();
+        consumer.acknowledge(&held).await;
+    }
+    let answer = client
+        .post(a.url(&format!("/v1/subscriptions/{subscription}/replays")))
+        .bearer_auth(TOKEN)
+        .json(&json!({"from": start}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 202);
+    let location = answer.headers()["location"].to_str().unwrap().to_owned();
+    let replay_id = answer.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    tokio::time::sleep(Duration::from_millis(1500)).await; // paced: about 750 queued
+    a.child.kill().unwrap(); // SIGKILL mid-replay
+    a.child.wait().unwrap();
+    let at_kill = replay_state(&client, &b, &location).await;
+    assert_eq!(at_kill["state"], "running", "{at_kill}");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let finished = loop {
+        let state = replay_state(&client, &b, &location).await;
+        if state["state"] != "running" {
+            break state;
+        }
+        assert!(Instant::now() < deadline, "not taken over: {state}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(finished["state"], "completed", "{finished}");
+    assert_eq!(
+        finished["eventsQueued"], EVENTS as u64,
+        "{at_kill} then {finished}"
+    );
+    let mut again = HashSet::new();
+    while again.len() < EVENTS {
+        let answer = client
+            .post(b.url(&format!(
+                "/v1/subscriptions/{subscription}/receive?maxEvents=100&maxWait=PT5S"
+            )))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        let replays = answer
+            .headers()
+            .get("knooppunt-replays")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let tokens = answer.headers()["knooppunt-lock-tokens"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            replays.split(", ").all(|r| r == replay_id),
+            "each names the replay: {replays}"
+        );
+        let events: Vec<Value> = answer.json().await.unwrap();
+        assert!(
+            !events.is_empty(),
+            "only {} of {EVENTS} came again",
+            again.len()
+        );
+        again.extend(events.iter().map(|e| e["id"].as_str().unwrap().to_owned()));
+        let tokens: Vec<&str> = tokens.split(", ").collect();
+        consumer.settle("acknowledge", &tokens, json!({})).await;
+    }
+    assert_eq!(again, all, "every event of the window, none skipped");
+    eprintln!(
+        "replay taken over: {} queued by the killed hub, the rest by the other",
+        at_kill["eventsQueued"]
+    );
+}
