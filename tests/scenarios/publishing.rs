@@ -671,6 +671,9 @@ impl Store for GatedStore {
     fn replays(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Replay>> {
         self.inner.replays()
     }
+    fn delete_replay<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.delete_replay(id)
+    }
     fn disk_usage(&self) -> knooppunt_store::StoreFuture<'_, knooppunt_store::DiskUsage> {
         self.inner.disk_usage()
     }

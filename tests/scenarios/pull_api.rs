@@ -355,3 +355,96 @@ async fn a_cursor_past_retention_answers_410_with_the_oldest_cursor() {
     );
     assert!(!ids(&resumed).iter().any(|i| i.starts_with("gone-")));
 }
+
+#[tokio::test]
+async fn replays_are_bounded_per_hub_and_kept_per_subscription() {
+    use knooppunt_store::Store as _;
+    let mut options = knooppunt_tests::test_options();
+    options.replays = knooppunt_broker::ReplayOptions {
+        max_running: 1,
+        rate: 1,
+        takeover: Duration::from_secs(30),
+    };
+    let hub = TestHub::start_with_options(options).await;
+    let created = create_pull(&hub, tokens::GEMEENTE).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    for n in 0..3 {
+        hub.publish_as(tokens::PUBLISHER, &event(&format!("r-{n}")))
+            .await;
+    }
+    let replays = format!("/v1/subscriptions/{id}/replays");
+    let window = json!({"from": "2020-01-01T00:00:00Z"});
+    // One event a second: the first replay runs for a while; a second one is refused.
+    let first = hub
+        .call(
+            Method::POST,
+            &replays,
+            tokens::GEMEENTE,
+            Some(window.clone()),
+        )
+        .await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    let refused = hub
+        .call(Method::POST, &replays, tokens::GEMEENTE, Some(window))
+        .await
+        .assert_problem(429);
+    assert_eq!(refused.header("retry-after"), Some("10"));
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("delivery.max_replays"),
+        "{}",
+        refused.body
+    );
+    let location = first.header("location").unwrap().to_owned();
+    let cancelled = hub
+        .call(
+            Method::POST,
+            &format!("{location}/cancel"),
+            tokens::GEMEENTE,
+            None,
+        )
+        .await;
+    assert_eq!(cancelled.body["state"], "cancelled");
+    assert!(cancelled.body["eventsQueued"].as_u64().unwrap() < 3);
+    // Another principal neither sees nor cancels it.
+    hub.call(Method::GET, &location, tokens::KVK, None)
+        .await
+        .assert_problem(404);
+
+    // At most 100 are kept per subscription: the oldest finished ones go.
+    let empty = json!({"from": "2099-01-01T00:00:00Z", "until": "2099-01-01T00:00:01Z"});
+    let bad = hub
+        .call(Method::POST, &replays, tokens::GEMEENTE, Some(empty))
+        .await
+        .assert_problem(400);
+    assert_eq!(
+        bad.invalid_params(),
+        ["from"],
+        "a window in the future is empty"
+    );
+    for n in 0..105 {
+        // A window with no events ends at once.
+        let old = json!({"from": "2000-01-01T00:00:00Z", "until": "2000-01-02T00:00:00Z"});
+        let mut answer;
+        loop {
+            answer = hub
+                .call(Method::POST, &replays, tokens::GEMEENTE, Some(old.clone()))
+                .await;
+            if answer.status != 429 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(answer.status, 202, "replay {n}: {}", answer.body);
+    }
+    let listed = hub
+        .call(Method::GET, &replays, tokens::GEMEENTE, None)
+        .await;
+    assert_eq!(listed.body.as_array().unwrap().len(), 100);
+    assert!(
+        hub.store.replays().await.unwrap().len() <= 101,
+        "at most 100 kept, and the one running"
+    );
+}

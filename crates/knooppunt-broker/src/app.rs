@@ -508,6 +508,13 @@ async fn sweep_periodically(state: Arc<AppState>) {
             Ok(_) => {}
             Err(error) => tracing::warn!(%error, "Retention sweep failed; it will run again."),
         }
+        // Replay jobs are kept as long as events are.
+        let finished_before = knooppunt_store::now_ms().saturating_sub(retention);
+        match state.history.sweep(finished_before).await {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(removed, "Finished replays past retention removed."),
+            Err(error) => tracing::warn!(%error, "The replay sweep failed; it will run again."),
+        }
         let before =
             knooppunt_store::now_ms().saturating_sub(state.audit_retention.as_millis() as u64);
         match state.store.sweep_audit(before).await {

@@ -314,7 +314,45 @@ impl History {
             }
         }
         tokio::spawn(Arc::clone(self).run(replay.clone(), cancelled));
+        self.prune(id).await?;
         Ok(replay)
+    }
+
+    /// Keeps at most [`LISTED`] replays of a subscription: the oldest finished ones go.
+    async fn prune(&self, id: &str) -> Result<(), StoreError> {
+        let replays: Vec<Replay> = self
+            .store
+            .replays()
+            .await?
+            .into_iter()
+            .filter(|r| r.subscription == id)
+            .collect();
+        let excess = replays.len().saturating_sub(LISTED);
+        for old in replays
+            .iter()
+            .filter(|r| r.state != ReplayState::Running)
+            .take(excess)
+        {
+            self.store.delete_replay(&old.id).await?;
+        }
+        Ok(())
+    }
+
+    /// Removes the jobs of subscriptions that no longer exist, and finished ones that ended
+    /// before `before_ms`; how many.
+    pub(crate) async fn sweep(&self, before_ms: u64) -> Result<u64, StoreError> {
+        let mut removed = 0;
+        for replay in self.store.replays().await? {
+            let gone = self.subscriptions.get(&replay.subscription).is_none();
+            let old = replay.finished_at.is_some_and(|at| at < before_ms);
+            if (gone || old)
+                && !self.runners.lock().contains_key(&replay.id)
+                && self.store.delete_replay(&replay.id).await?
+            {
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     /// Subscription `id`'s replays, newest first (at most [`LISTED`]).

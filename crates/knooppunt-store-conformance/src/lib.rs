@@ -1272,6 +1272,9 @@ async fn replays_are_kept_and_their_events_queued_again(backend: &mut impl Backe
         "kept across a reopen"
     );
     assert_eq!(store.replays().await.unwrap(), [step]);
+    assert!(store.delete_replay("rp-1").await.unwrap());
+    assert!(!store.delete_replay("rp-1").await.unwrap());
+    assert_eq!(store.replays().await.unwrap(), []);
 }
 
 async fn unordered_leases_skip_deliveries_waiting_for_a_retry(backend: &mut impl Backend) {

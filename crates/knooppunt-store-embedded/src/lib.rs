@@ -612,6 +612,23 @@ impl Store for SledStore {
         })
     }
 
+    fn delete_replay<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            self.writable()?;
+            let removed = self
+                .inner
+                .trees
+                .replays
+                .remove(id.as_bytes())
+                .map_err(backend)?;
+            if removed.is_none() {
+                return Ok(false);
+            }
+            self.commit().await?;
+            Ok(true)
+        })
+    }
+
     fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             self.writable()?;

@@ -498,6 +498,17 @@ impl Store for PgStore {
         })
     }
 
+    fn delete_replay<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let removed = client
+                .execute("DELETE FROM replays WHERE id = $1", &[&id])
+                .await
+                .map_err(backend)?;
+            Ok(removed == 1)
+        })
+    }
+
     fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             let sql = format!(

@@ -150,6 +150,9 @@ pub trait Store: Send + Sync + 'static {
     /// Every replay job, oldest first.
     fn replays(&self) -> StoreFuture<'_, Vec<Replay>>;
 
+    /// Removes a replay job; `false` when there was none with that id.
+    fn delete_replay<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
+
     /// Appends records to the audit trail, each chained after the one before
     /// ([`AuditEntry::seal`]; with several hubs, one chain in the store's order), and returns
     /// their entries once they are on disk (committed).
