@@ -68,8 +68,8 @@ async fn consume(
     Ok(())
 }
 
-/// A hub with one pull subscription; its subscription's URL.
-async fn pull_hub(data: &std::path::Path) -> anyhow::Result<String> {
+/// A hub with one pull subscription: the hub's URL and its subscription's.
+async fn pull_hub(data: &std::path::Path) -> anyhow::Result<(String, String)> {
     let base = crate::hub_with(
         data,
         vec![serde_json::json!({"protocol": "HTTP",
@@ -87,19 +87,15 @@ async fn pull_hub(data: &std::path::Path) -> anyhow::Result<String> {
     let id = list[0]["id"]
         .as_str()
         .ok_or_else(|| anyhow::anyhow!("no subscription listed"))?;
-    Ok(format!("{base}/v1/subscriptions/{id}"))
+    let subscription = format!("{base}/v1/subscriptions/{id}");
+    Ok((base, subscription))
 }
 
 /// Load for `shape.seconds` while `consumers` receive and acknowledge; events/s
 /// acknowledged in the window.
 async fn measure_pull(shape: Shape, consumers: usize) -> anyhow::Result<f64> {
     let data = tempfile::tempdir()?;
-    let subscription = pull_hub(data.path()).await?;
-    let base = subscription
-        .split("/v1/")
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    let (base, subscription) = pull_hub(data.path()).await?;
     let record = Arc::new(Record::default());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let client = reqwest::Client::new();
@@ -179,12 +175,7 @@ async fn trickle(events: usize, gap: Duration) -> anyhow::Result<((f64, f64), (f
     let push = record.percentiles();
     // Pull: one consumer waiting in receive.
     let data = tempfile::tempdir()?;
-    let subscription = pull_hub(data.path()).await?;
-    let base = subscription
-        .split("/v1/")
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    let (base, subscription) = pull_hub(data.path()).await?;
     let record = Arc::new(Record::default());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let consumer = tokio::spawn(consume(

@@ -227,6 +227,59 @@ fn ids(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
+/// Runs `$scenario` as two tests: on the embedded store, and on a PostgreSQL database named
+/// `$database` in a throwaway cluster.
+macro_rules! on_both_backends {
+    ($embedded:ident, $postgres:ident, $scenario:ident, $database:literal) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $embedded() {
+            $scenario(Backend::Embedded).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            $scenario(Backend::postgres($database)).await;
+        }
+    };
+}
+
+on_both_backends!(
+    ten_thousand_events_on_the_embedded_store,
+    ten_thousand_events_on_postgres,
+    ten_thousand_events_are_received_and_acknowledged,
+    "bulk"
+);
+on_both_backends!(
+    locks_on_the_embedded_store,
+    locks_on_postgres,
+    locks_expire_and_events_are_released_rejected_or_given_up,
+    "locks"
+);
+on_both_backends!(
+    ordered_pull_on_the_embedded_store,
+    ordered_pull_on_postgres,
+    ordered_pull_keeps_the_order_under_releases,
+    "ordered"
+);
+on_both_backends!(
+    kill_9_on_the_embedded_store,
+    kill_9_on_postgres,
+    a_killed_hub_gives_back_what_was_not_acknowledged,
+    "killed"
+);
+on_both_backends!(
+    stream_paging_on_the_embedded_store,
+    stream_paging_on_postgres,
+    cursor_paging_under_concurrent_publishing_misses_nothing,
+    "stream"
+);
+on_both_backends!(
+    replay_on_the_embedded_store,
+    replay_on_postgres,
+    a_replay_delivers_its_window_and_cancel_stops_it,
+    "replay"
+);
+
 /// 10,000 events through 4 consumers: every one acknowledged, none lost, the events exactly
 /// as published.
 async fn ten_thousand_events_are_received_and_acknowledged(backend: Backend) {
@@ -520,46 +573,6 @@ async fn a_killed_hub_gives_back_what_was_not_acknowledged(backend: Backend) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_thousand_events_on_the_embedded_store() {
-    ten_thousand_events_are_received_and_acknowledged(Backend::Embedded).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_thousand_events_on_postgres() {
-    ten_thousand_events_are_received_and_acknowledged(Backend::postgres("bulk")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn locks_on_the_embedded_store() {
-    locks_expire_and_events_are_released_rejected_or_given_up(Backend::Embedded).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn locks_on_postgres() {
-    locks_expire_and_events_are_released_rejected_or_given_up(Backend::postgres("locks")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ordered_pull_on_the_embedded_store() {
-    ordered_pull_keeps_the_order_under_releases(Backend::Embedded).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ordered_pull_on_postgres() {
-    ordered_pull_keeps_the_order_under_releases(Backend::postgres("ordered")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_on_the_embedded_store() {
-    a_killed_hub_gives_back_what_was_not_acknowledged(Backend::Embedded).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_on_postgres() {
-    a_killed_hub_gives_back_what_was_not_acknowledged(Backend::postgres("killed")).await;
-}
-
 /// Two hubs on one database share one pull subscription: no event is handed to two
 /// consumers at once, and a lock taken on one hub is settled on the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -731,16 +744,6 @@ async fn cursor_paging_under_concurrent_publishing_misses_nothing(backend: Backe
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stream_paging_on_the_embedded_store() {
-    cursor_paging_under_concurrent_publishing_misses_nothing(Backend::Embedded).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stream_paging_on_postgres() {
-    cursor_paging_under_concurrent_publishing_misses_nothing(Backend::postgres("stream")).await;
-}
-
 fn rfc3339(at: std::time::SystemTime) -> String {
     let ms = at
         .duration_since(std::time::UNIX_EPOCH)
@@ -904,16 +907,6 @@ async fn a_replay_delivers_its_window_and_cancel_stops_it(backend: Backend) {
         "{}: replay of a window delivered its 5 events; a cancelled replay stopped after {queued} of 20000",
         backend.name()
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replay_on_the_embedded_store() {
-    a_replay_delivers_its_window_and_cancel_stops_it(Backend::Embedded).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replay_on_postgres() {
-    a_replay_delivers_its_window_and_cancel_stops_it(Backend::postgres("replay")).await;
 }
 
 /// On PostgreSQL too, a stream cursor whose events retention removed answers 410 with the

@@ -83,56 +83,16 @@ pub(crate) async fn receive(
             1
         }
     };
-    let wait = match query.get("maxWait").map(|v| parse_iso8601_duration(v)) {
-        None => DEFAULT_WAIT,
-        Some(Ok(wait)) if wait <= MAX_WAIT => wait,
-        Some(Ok(_)) => {
-            problems.push(InvalidParam::new("maxWait", "must be at most PT60S"));
-            Duration::ZERO
-        }
-        Some(Err(why)) => {
-            problems.push(InvalidParam::new("maxWait", why));
-            Duration::ZERO
-        }
-    };
+    let wait = max_wait(&state, &query, DEFAULT_WAIT, &mut problems);
     if !problems.is_empty() {
         return Err(ApiError::invalid("the query is invalid", problems));
     }
-    // The connection must outlive the wait (it is closed after `idle_timeout` of silence).
-    let wait = wait.min(
-        state
-            .server
-            .idle_timeout
-            .saturating_sub(Duration::from_secs(5)),
-    );
     let received = state
         .subscriptions
         .receive(&id, max, wait)
         .await
         .map_err(|why| refused(&id, why))?;
-    let mut body = String::with_capacity(
-        received
-            .iter()
-            .map(|r| r.event.json.len() + 1)
-            .sum::<usize>()
-            + 2,
-    );
-    body.push('[');
-    for (n, one) in received.iter().enumerate() {
-        if n > 0 {
-            body.push(',');
-        }
-        body.push_str(&one.event.json);
-    }
-    body.push(']');
-    let mut response = (
-        [(
-            CONTENT_TYPE,
-            HeaderValue::from_static("application/cloudevents-batch+json; charset=utf-8"),
-        )],
-        body,
-    )
-        .into_response();
+    let mut response = batch(received.iter().map(|r| r.event.json.as_str()));
     if !received.is_empty() {
         let tokens: Vec<&str> = received.iter().map(|r| r.lock_token.as_str()).collect();
         let counts: Vec<String> = received
@@ -159,6 +119,55 @@ pub(crate) async fn receive(
         }
     }
     Ok(response)
+}
+
+/// `maxWait` of a query (ISO 8601, at most PT60S; `default` when left out), shortened so
+/// that the connection outlives it (it is closed after `idle_timeout` of silence).
+pub(crate) fn max_wait(
+    state: &AppState,
+    query: &HashMap<String, String>,
+    default: Duration,
+    problems: &mut Vec<InvalidParam>,
+) -> Duration {
+    let wait = match query.get("maxWait").map(|v| parse_iso8601_duration(v)) {
+        None => default,
+        Some(Ok(wait)) if wait <= MAX_WAIT => wait,
+        Some(Ok(_)) => {
+            problems.push(InvalidParam::new("maxWait", "must be at most PT60S"));
+            Duration::ZERO
+        }
+        Some(Err(why)) => {
+            problems.push(InvalidParam::new("maxWait", why));
+            Duration::ZERO
+        }
+    };
+    wait.min(
+        state
+            .server
+            .idle_timeout
+            .saturating_sub(Duration::from_secs(5)),
+    )
+}
+
+/// A CloudEvents JSON batch of events kept as JSON text, each exactly as it is.
+pub(crate) fn batch<'a>(events: impl Iterator<Item = &'a str> + Clone) -> Response {
+    let mut body = String::with_capacity(events.clone().map(|e| e.len() + 1).sum::<usize>() + 2);
+    body.push('[');
+    for (n, event) in events.enumerate() {
+        if n > 0 {
+            body.push(',');
+        }
+        body.push_str(event);
+    }
+    body.push(']');
+    (
+        [(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/cloudevents-batch+json; charset=utf-8"),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 /// The `lockTokens` of a settling request: 1 to 100 strings.

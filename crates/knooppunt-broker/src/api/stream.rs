@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Response};
-use http::header::{CONTENT_TYPE, LINK};
+use axum::response::Response;
+use http::header::LINK;
 use http::{HeaderName, HeaderValue};
-use knooppunt_store::parse_iso8601_duration;
 
 use super::auth::{Caller, Role};
 use super::problem::{ApiError, InvalidParam};
@@ -23,7 +22,6 @@ pub(crate) const CURSOR: HeaderName = HeaderName::from_static("knooppunt-cursor"
 
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;
-const MAX_WAIT: Duration = Duration::from_secs(60);
 
 /// `?after=<cursor>&limit=<1..1000>&maxWait=<PT0S..PT60S>`: a CloudEvents JSON batch of the
 /// subscription's events after the cursor (from the oldest retained without one), with the
@@ -74,27 +72,10 @@ pub(crate) async fn read(
             1
         }
     };
-    let wait = match query.get("maxWait").map(|v| parse_iso8601_duration(v)) {
-        None => Duration::ZERO,
-        Some(Ok(wait)) if wait <= MAX_WAIT => wait,
-        Some(Ok(_)) => {
-            problems.push(InvalidParam::new("maxWait", "must be at most PT60S"));
-            Duration::ZERO
-        }
-        Some(Err(why)) => {
-            problems.push(InvalidParam::new("maxWait", why));
-            Duration::ZERO
-        }
-    };
+    let wait = super::pull::max_wait(&state, &query, Duration::ZERO, &mut problems);
     if !problems.is_empty() {
         return Err(ApiError::invalid("the query is invalid", problems));
     }
-    let wait = wait.min(
-        state
-            .server
-            .idle_timeout
-            .saturating_sub(Duration::from_secs(5)),
-    );
     let page = state
         .history
         .read(&id, after, limit, wait)
@@ -112,29 +93,12 @@ pub(crate) async fn read(
             },
             HistoryRefused::Store(error) => error.into(),
         })?;
-    let mut body =
-        String::with_capacity(page.events.iter().map(|e| e.json.len() + 1).sum::<usize>() + 2);
-    body.push('[');
-    for (n, event) in page.events.iter().enumerate() {
-        if n > 0 {
-            body.push(',');
-        }
-        body.push_str(&event.json);
-    }
-    body.push(']');
     let next = format!(
         "<{}/subscriptions/{id}/events?after={}&limit={limit}>; rel=\"next\"",
         super::BASE_PATH,
         page.next
     );
-    let mut response = (
-        [(
-            CONTENT_TYPE,
-            HeaderValue::from_static("application/cloudevents-batch+json; charset=utf-8"),
-        )],
-        body,
-    )
-        .into_response();
+    let mut response = super::pull::batch(page.events.iter().map(|e| e.json.as_str()));
     let headers = response.headers_mut();
     headers.insert(CURSOR, HeaderValue::from(page.next));
     if let Ok(link) = HeaderValue::try_from(next) {
