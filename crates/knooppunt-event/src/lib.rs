@@ -20,6 +20,7 @@ mod builder;
 mod data;
 mod event;
 pub mod format;
+pub mod notificatie;
 pub mod timestamp;
 pub mod trace_context;
 pub mod validate;

@@ -1,0 +1,524 @@
+//! ZGW notificaties (VNG Notificaties API 1.0, `Message`) and their CloudEvents form, both
+//! ways, without losing a byte of the notificatie.
+//!
+//! A notificatie becomes a CloudEvent whose `data` is the notificatie's JSON text exactly as
+//! it was sent (`datacontenttype: application/json`), so it can always be given back byte
+//! for byte; the attributes are derived from it for routing:
+//!
+//! | attribute | from the notificatie |
+//! | --- | --- |
+//! | `type` | `nl.vng.zgw.<kanaal>.<resource>.<actie>` ([`event_type`]) |
+//! | `subject` | `resourceUrl` |
+//! | `time` | `aanmaakdatum`, when it is an RFC 3339 timestamp |
+//! | `source`, `id` | the publishing client and a new id (the caller's) |
+//!
+//! The other way, a CloudEvent whose `data` is a notificatie is given back as that
+//! notificatie; one of type `nl.vng.zgw.<kanaal>.<resource>.<actie>` with other data becomes
+//! a notificatie built from its attributes ([`Notificatie::from_event`]).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::builder::EventBuilder;
+use crate::data::{Data, JsonText};
+use crate::event::Event;
+
+/// The prefix of the CloudEvents types of notificaties.
+pub const TYPE_PREFIX: &str = "nl.vng.zgw.";
+
+/// The CloudEvents `type` of a notificatie.
+pub fn event_type(kanaal: &str, resource: &str, actie: &str) -> String {
+    format!("{TYPE_PREFIX}{kanaal}.{resource}.{actie}")
+}
+
+/// One problem with a notificatie, in the shape of the API's `FieldValidationError`: the
+/// field, a system code as Open Notificaties gives it, and the reason (in Dutch, as the
+/// ZGW APIs give them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub name: String,
+    pub code: &'static str,
+    pub reason: String,
+}
+
+impl FieldError {
+    fn new(name: impl Into<String>, code: &'static str, reason: impl Into<String>) -> Self {
+        FieldError {
+            name: name.into(),
+            code,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A valid notificatie, with the exact JSON text it came as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notificatie {
+    text: JsonText,
+    pub kanaal: String,
+    pub hoofd_object: String,
+    pub resource: String,
+    pub resource_url: String,
+    pub actie: String,
+    pub aanmaakdatum: String,
+    /// The `kenmerken`, by key.
+    pub kenmerken: BTreeMap<String, String>,
+}
+
+/// The bounds of the API's `Message` schema.
+const MAX_KANAAL: usize = 50;
+const MAX_RESOURCE: usize = 100;
+const MAX_ACTIE: usize = 100;
+const MAX_KENMERK: usize = 1000;
+/// Not in the schema: the hub's own bound on the URLs (the schema sets none).
+const MAX_URL: usize = 1000;
+
+impl Notificatie {
+    /// Reads a notificatie (`Message`) as the API's `POST /notificaties` takes it, every
+    /// problem reported.
+    pub fn read(text: &str) -> Result<Notificatie, Vec<FieldError>> {
+        let json = JsonText::parse(text).map_err(|error| {
+            vec![FieldError::new(
+                "nonFieldErrors",
+                "parse_error",
+                format!("JSON parse error - {error}"),
+            )]
+        })?;
+        let value: Value = json.to_value().map_err(|error| {
+            vec![FieldError::new(
+                "nonFieldErrors",
+                "parse_error",
+                format!("JSON parse error - {error}"),
+            )]
+        })?;
+        let Value::Object(object) = value else {
+            return Err(vec![FieldError::new(
+                "nonFieldErrors",
+                "invalid",
+                "Ongeldige data. Verwachtte een dictionary, kreeg een ander type.",
+            )]);
+        };
+        let mut errors = Vec::new();
+        let kanaal = text_field(&object, "kanaal", MAX_KANAAL, &mut errors);
+        let hoofd_object = url_field(&object, "hoofdObject", &mut errors);
+        let resource = text_field(&object, "resource", MAX_RESOURCE, &mut errors);
+        let resource_url = url_field(&object, "resourceUrl", &mut errors);
+        let actie = text_field(&object, "actie", MAX_ACTIE, &mut errors);
+        let aanmaakdatum = date_time_field(&object, "aanmaakdatum", &mut errors);
+        let kenmerken = kenmerken(&object, &mut errors);
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Notificatie {
+            text: json,
+            kanaal,
+            hoofd_object,
+            resource,
+            resource_url,
+            actie,
+            aanmaakdatum,
+            kenmerken,
+        })
+    }
+
+    /// The notificatie exactly as it was sent.
+    pub fn json(&self) -> &str {
+        self.text.as_str()
+    }
+
+    /// Its CloudEvents `type`.
+    pub fn event_type(&self) -> String {
+        event_type(&self.kanaal, &self.resource, &self.actie)
+    }
+
+    /// The CloudEvent that carries it, with this `source` and `id`: `data` is the
+    /// notificatie's text unchanged.
+    pub fn to_event(&self, source: &str, id: &str) -> Result<Event, crate::Violations> {
+        let mut builder = EventBuilder::new(id, source, self.event_type())
+            .datacontenttype("application/json")
+            .subject(self.resource_url.clone())
+            .data(Data::Json(self.text.clone()));
+        if crate::validate::syntax::timestamp(&self.aanmaakdatum).is_ok() {
+            builder = builder.time(self.aanmaakdatum.clone());
+        }
+        builder.build()
+    }
+
+    /// The notificatie an event stands for: its `data` when that is a notificatie (the
+    /// exact text), else one built from the attributes of an event of type
+    /// `nl.vng.zgw.<kanaal>.<resource>.<actie>` (`hoofdObject` and `resourceUrl` from
+    /// `subject`, `aanmaakdatum` from `time`, `kenmerken` from string extensions named
+    /// `kenmerk…` are not guessed: none). `None` when the event is neither.
+    pub fn from_event(event: &Event) -> Option<Notificatie> {
+        if let Some(Data::Json(json)) = event.data()
+            && let Ok(notificatie) = Notificatie::read(json.as_str())
+        {
+            return Some(notificatie);
+        }
+        let rest = event.ty().strip_prefix(TYPE_PREFIX)?;
+        let mut parts = rest.splitn(3, '.');
+        let (kanaal, resource, actie) = (parts.next()?, parts.next()?, parts.next()?);
+        let url = event.subject()?;
+        let mut object = Map::new();
+        object.insert("kanaal".into(), Value::from(kanaal));
+        object.insert("hoofdObject".into(), Value::from(url));
+        object.insert("resource".into(), Value::from(resource));
+        object.insert("resourceUrl".into(), Value::from(url));
+        object.insert("actie".into(), Value::from(actie));
+        object.insert("aanmaakdatum".into(), Value::from(event.time()?));
+        object.insert("kenmerken".into(), Value::Object(Map::new()));
+        Notificatie::read(&Value::Object(object).to_string()).ok()
+    }
+
+    /// Whether an abonnement's `filters` for this notificatie's kanaal let it through, as
+    /// Open Notificaties decides: every filter key matches when the kenmerk has that value,
+    /// when the filter's value is `*`, or when the notificatie has no such kenmerk.
+    pub fn passes(&self, filters: &BTreeMap<String, String>) -> bool {
+        filters.iter().all(|(key, wanted)| {
+            wanted == "*" || self.kenmerken.get(key).is_none_or(|value| value == wanted)
+        })
+    }
+}
+
+fn required(name: &str) -> FieldError {
+    FieldError::new(name, "required", "Dit veld is vereist.")
+}
+
+fn text_field(
+    object: &Map<String, Value>,
+    name: &str,
+    max: usize,
+    errors: &mut Vec<FieldError>,
+) -> String {
+    match object.get(name) {
+        None => errors.push(required(name)),
+        Some(Value::Null) => errors.push(FieldError::new(
+            name,
+            "null",
+            "Dit veld mag niet leeg zijn.",
+        )),
+        Some(Value::String(text)) if text.trim().is_empty() => errors.push(FieldError::new(
+            name,
+            "blank",
+            "Dit veld mag niet leeg zijn.",
+        )),
+        Some(Value::String(text)) if text.chars().count() > max => errors.push(FieldError::new(
+            name,
+            "max_length",
+            format!("Zorg ervoor dat dit veld niet meer dan {max} karakters bevat."),
+        )),
+        Some(Value::String(text)) => return text.clone(),
+        Some(_) => errors.push(FieldError::new(name, "invalid", "Geen geldige string.")),
+    }
+    String::new()
+}
+
+fn url_field(object: &Map<String, Value>, name: &str, errors: &mut Vec<FieldError>) -> String {
+    let before = errors.len();
+    let text = text_field(object, name, MAX_URL, errors);
+    if errors.len() == before && !is_url(&text) {
+        errors.push(FieldError::new(name, "invalid", "Voer een geldige URL in."));
+    }
+    text
+}
+
+/// An absolute http(s) URL with a host and no white space (as Django's URL validator
+/// takes them, roughly).
+fn is_url(text: &str) -> bool {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return false;
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https")
+        && !host.is_empty()
+        && !text.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+fn date_time_field(
+    object: &Map<String, Value>,
+    name: &str,
+    errors: &mut Vec<FieldError>,
+) -> String {
+    let before = errors.len();
+    let text = text_field(object, name, 64, errors);
+    if errors.len() == before && !is_date_time(&text) {
+        errors.push(FieldError::new(
+            name,
+            "invalid",
+            "Datetime heeft een ongeldig formaat, gebruik 1 van de volgende formaten: \
+             YYYY-MM-DDThh:mm[:ss[.uuuuuu]][+HH:MM|-HH:MM|Z].",
+        ));
+    }
+    text
+}
+
+/// `YYYY-MM-DDThh:mm[:ss[.u…]][Z|±HH:MM]`: ISO 8601 as the ZGW APIs accept it (a time
+/// without offset too); only an RFC 3339 one also becomes the event's `time`.
+fn is_date_time(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let digits = |range: std::ops::Range<usize>| {
+        bytes
+            .get(range)
+            .is_some_and(|part| part.iter().all(u8::is_ascii_digit))
+    };
+    if !(digits(0..4)
+        && bytes.get(4) == Some(&b'-')
+        && digits(5..7)
+        && bytes.get(7) == Some(&b'-')
+        && digits(8..10)
+        && matches!(bytes.get(10), Some(b'T' | b't' | b' '))
+        && digits(11..13)
+        && bytes.get(13) == Some(&b':')
+        && digits(14..16))
+    {
+        return false;
+    }
+    let mut rest = &text[16..];
+    if let Some(after) = rest.strip_prefix(':') {
+        if !after
+            .get(..2)
+            .is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return false;
+        }
+        rest = &after[2..];
+        if let Some(fraction) = rest.strip_prefix('.') {
+            let n = fraction.bytes().take_while(u8::is_ascii_digit).count();
+            if n == 0 || n > 9 {
+                return false;
+            }
+            rest = &fraction[n..];
+        }
+    }
+    let month: u32 = text[5..7].parse().unwrap_or(0);
+    let day: u32 = text[8..10].parse().unwrap_or(0);
+    let hour: u32 = text[11..13].parse().unwrap_or(99);
+    let minute: u32 = text[14..16].parse().unwrap_or(99);
+    let offset = match rest {
+        "" | "Z" | "z" => true,
+        _ => {
+            let b = rest.as_bytes();
+            rest.len() == 6
+                && matches!(b[0], b'+' | b'-')
+                && b[1..3].iter().all(u8::is_ascii_digit)
+                && b[3] == b':'
+                && b[4..6].iter().all(u8::is_ascii_digit)
+        }
+    };
+    offset && (1..=12).contains(&month) && (1..=31).contains(&day) && hour < 24 && minute < 60
+}
+
+fn kenmerken(
+    object: &Map<String, Value>,
+    errors: &mut Vec<FieldError>,
+) -> BTreeMap<String, String> {
+    let mut kenmerken = BTreeMap::new();
+    match object.get("kenmerken") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            for (key, value) in map {
+                let name = format!("kenmerken.{key}");
+                match value {
+                    Value::String(text) if text.is_empty() => {
+                        errors.push(FieldError::new(name, "blank", "Dit veld mag niet leeg zijn."))
+                    }
+                    Value::String(text) if text.chars().count() > MAX_KENMERK => {
+                        errors.push(FieldError::new(
+                            name,
+                            "max_length",
+                            format!(
+                                "Zorg ervoor dat dit veld niet meer dan {MAX_KENMERK} karakters bevat."
+                            ),
+                        ))
+                    }
+                    Value::String(text) => {
+                        kenmerken.insert(key.clone(), text.clone());
+                    }
+                    _ => errors.push(FieldError::new(name, "invalid", "Geen geldige string.")),
+                }
+            }
+        }
+        Some(_) => errors.push(FieldError::new(
+            "kenmerken",
+            "not_a_dict",
+            "Verwachtte een dictionary van items, maar kreeg een ander type.",
+        )),
+    }
+    kenmerken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ZAAK: &str = r#"{
+  "kanaal": "zaken",
+  "hoofdObject": "https://zaken.example.nl/api/v1/zaken/d4d4",
+  "resource": "status",
+  "resourceUrl": "https://zaken.example.nl/api/v1/statussen/a1a1",
+  "actie": "create",
+  "aanmaakdatum": "2026-11-24T08:15:00.123456Z",
+  "kenmerken": {"bronorganisatie": "224557609", "zaaktype": "https://catalogi.example.nl/api/v1/zaaktypen/1", "vertrouwelijkheidaanduiding": "openbaar"}
+}"#;
+
+    #[test]
+    fn a_notificatie_round_trips_byte_for_byte_through_its_cloudevent() {
+        let notificatie = Notificatie::read(ZAAK).unwrap();
+        let event = notificatie
+            .to_event("urn:nld:zgw:client:open-zaak", "e-1")
+            .unwrap();
+        assert_eq!(event.ty(), "nl.vng.zgw.zaken.status.create");
+        assert_eq!(
+            event.subject(),
+            Some("https://zaken.example.nl/api/v1/statussen/a1a1")
+        );
+        assert_eq!(event.time(), Some("2026-11-24T08:15:00.123456Z"));
+        assert_eq!(event.datacontenttype(), Some("application/json"));
+        // Through the JSON event format and back, as the hub stores and reads it.
+        let stored = crate::format::json::encode_event(&event);
+        let received = crate::format::json::decode_event(stored.as_bytes()).unwrap();
+        let back = Notificatie::from_event(&received.event).unwrap();
+        assert_eq!(back.json(), ZAAK.trim(), "byte for byte");
+        assert_eq!(back, notificatie);
+    }
+
+    #[test]
+    fn a_cloudevent_of_a_kanaal_type_becomes_a_notificatie() {
+        let event = EventBuilder::new(
+            "1",
+            "urn:nld:oin:1:systeem:x",
+            "nl.vng.zgw.zaken.zaak.update",
+        )
+        .subject("https://zaken.example.nl/api/v1/zaken/9")
+        .time("2026-11-24T09:00:00Z")
+        .data(Data::Json(JsonText::parse(r#"{"other": true}"#).unwrap()))
+        .build()
+        .unwrap();
+        let notificatie = Notificatie::from_event(&event).unwrap();
+        assert_eq!(
+            (
+                notificatie.kanaal.as_str(),
+                notificatie.resource.as_str(),
+                notificatie.actie.as_str()
+            ),
+            ("zaken", "zaak", "update")
+        );
+        assert_eq!(
+            notificatie.resource_url,
+            "https://zaken.example.nl/api/v1/zaken/9"
+        );
+        assert_eq!(notificatie.aanmaakdatum, "2026-11-24T09:00:00Z");
+        let other = EventBuilder::new("1", "urn:x", "nl.other.type")
+            .build()
+            .unwrap();
+        assert_eq!(Notificatie::from_event(&other), None);
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_the_zgw_codes() {
+        let errors = Notificatie::read(
+            r#"{"kanaal": "", "hoofdObject": "not a url", "resource": 5,
+                "resourceUrl": "https://x.example/1", "aanmaakdatum": "gisteren",
+                "kenmerken": {"a": ""}}"#,
+        )
+        .unwrap_err();
+        let found: Vec<(&str, &str)> = errors.iter().map(|e| (e.name.as_str(), e.code)).collect();
+        assert_eq!(
+            found,
+            [
+                ("kanaal", "blank"),
+                ("hoofdObject", "invalid"),
+                ("resource", "invalid"),
+                ("actie", "required"),
+                ("aanmaakdatum", "invalid"),
+                ("kenmerken.a", "blank"),
+            ]
+        );
+        let long = format!(
+            r#"{{"kanaal": "{}", "hoofdObject": "https://a.nl/1", "resource": "r",
+                "resourceUrl": "https://a.nl/1", "actie": "create", "aanmaakdatum": "2026-01-01T00:00"}}"#,
+            "k".repeat(51)
+        );
+        let errors = Notificatie::read(&long).unwrap_err();
+        assert_eq!(
+            (errors[0].name.as_str(), errors[0].code),
+            ("kanaal", "max_length")
+        );
+        assert_eq!(Notificatie::read("[]").unwrap_err()[0].code, "invalid");
+        assert_eq!(Notificatie::read("{").unwrap_err()[0].code, "parse_error");
+    }
+
+    #[test]
+    fn a_time_without_offset_is_taken_but_is_not_the_events_time() {
+        let text = ZAAK.replace("2026-11-24T08:15:00.123456Z", "2026-11-24T08:15:00");
+        let notificatie = Notificatie::read(&text).unwrap();
+        let event = notificatie.to_event("urn:x", "1").unwrap();
+        assert_eq!(event.time(), None);
+        for bad in [
+            "2026-13-01T00:00Z",
+            "2026-01-01",
+            "2026-01-01T25:00",
+            "2026-01-01T00:00+1",
+        ] {
+            assert!(!is_date_time(bad), "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever valid notificatie a client sends, in whatever layout, comes back out of
+        /// its CloudEvent (through the JSON event format) byte for byte.
+        #[test]
+        fn any_notificatie_round_trips_byte_for_byte(
+            kanaal in "[a-z]{1,50}",
+            resource in "[a-zA-Z_]{1,20}",
+            actie in "[a-z_]{1,20}",
+            path in "[a-zA-Z0-9/_-]{0,40}",
+            kenmerken in proptest::collection::btree_map("[a-zA-Z_]{1,12}", "\\PC{1,30}", 0..5),
+            space in "[ \n\t]{0,3}",
+        ) {
+            let mut members = vec![
+                format!("{space}\"kanaal\":{space}{}", Value::from(kanaal.clone())),
+                format!("\"hoofdObject\": \"https://zgw.example.nl/{path}\""),
+                format!("\"resource\":{}", Value::from(resource.clone())),
+                format!("\"resourceUrl\":\"https://zgw.example.nl/{path}/r\""),
+                format!("\"actie\":{}{space}", Value::from(actie.clone())),
+                "\"aanmaakdatum\":\"2026-11-24T08:15:00+01:00\"".to_owned(),
+            ];
+            let kenmerken: Map<String, Value> =
+                kenmerken.into_iter().map(|(k, v)| (k, Value::from(v))).collect();
+            members.push(format!("\"kenmerken\":{}", Value::Object(kenmerken)));
+            let text = format!("{{{}}}", members.join(&format!(",{space}")));
+            let notificatie = Notificatie::read(&text).unwrap();
+            let event = notificatie.to_event("urn:x", "1").unwrap();
+            let stored = crate::format::json::encode_event(&event);
+            let received = crate::format::json::decode_event(stored.as_bytes()).unwrap();
+            let back = Notificatie::from_event(&received.event).unwrap();
+            proptest::prop_assert_eq!(back.json(), text.trim());
+            proptest::prop_assert_eq!(event.ty(), event_type(&kanaal, &resource, &actie));
+        }
+    }
+
+    #[test]
+    fn filters_match_as_open_notificaties_matches_them() {
+        let notificatie = Notificatie::read(ZAAK).unwrap();
+        let filters = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert!(notificatie.passes(&filters(&[])));
+        assert!(notificatie.passes(&filters(&[("bronorganisatie", "224557609")])));
+        assert!(notificatie.passes(&filters(&[("bronorganisatie", "*")])));
+        assert!(
+            notificatie.passes(&filters(&[("onbekend", "x")])),
+            "a key the notificatie lacks matches"
+        );
+        assert!(!notificatie.passes(&filters(&[("bronorganisatie", "000000000")])));
+        assert!(!notificatie.passes(&filters(&[
+            ("bronorganisatie", "224557609"),
+            ("vertrouwelijkheidaanduiding", "geheim")
+        ])));
+    }
+}
