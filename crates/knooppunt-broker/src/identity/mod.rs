@@ -5,6 +5,7 @@
 //! publish pipeline, the principals' writer) takes these types from here.
 
 pub mod tokens;
+pub mod zgw;
 
 use std::collections::BTreeSet;
 
