@@ -314,7 +314,10 @@ impl History {
             }
         }
         tokio::spawn(Arc::clone(self).run(replay.clone(), cancelled));
-        self.prune(id).await?;
+        // The job runs whatever becomes of this; the next start prunes again.
+        if let Err(error) = self.prune(id).await {
+            tracing::warn!(subscription = id, %error, "Removing a subscription's oldest replays failed.");
+        }
         Ok(replay)
     }
 
