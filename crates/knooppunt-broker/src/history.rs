@@ -59,6 +59,10 @@ pub(crate) struct History {
     steps: tokio::sync::Mutex<()>,
     /// True once the hub stops.
     stop: tokio::sync::watch::Receiver<bool>,
+    /// Chunks of events being looked at (decoded and filtered) at once, by all readers
+    /// together: half the cores, so that readers of streams can never take the CPU the
+    /// publishers and deliveries need.
+    scans: tokio::sync::Semaphore,
 }
 
 impl History {
@@ -83,6 +87,9 @@ impl History {
             runners: Runners::default(),
             steps: tokio::sync::Mutex::new(()),
             stop,
+            scans: tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
+            ),
         }
     }
 
@@ -140,6 +147,7 @@ impl History {
         };
         let mut looked = 0;
         while looked < SCAN && page.events.len() < limit {
+            let _scanning = self.scans.acquire().await.expect("never closed");
             let chunk = self.store.events_after(page.next, CHUNK).await?;
             let Some(last) = chunk.last() else { break };
             let last = last.seq;
@@ -480,6 +488,7 @@ impl History {
             return self.save(replay, next).await;
         };
         let size = CHUNK.min(self.replay.rate.max(1) as usize);
+        let scanning = self.scans.acquire().await.expect("never closed");
         let chunk = self.store.events_after(replay.position, size).await?;
         // Acceptance times are only nearly in number order: a minute past the window ends it.
         let mut done = chunk.is_empty();
@@ -497,6 +506,7 @@ impl History {
                 next.last_event_at = Some(event.accepted_at);
             }
         }
+        drop(scanning);
         if done {
             next.state = ReplayState::Completed;
             next.finished_at = Some(now);
