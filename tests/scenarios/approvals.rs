@@ -469,3 +469,105 @@ async fn a_new_entry_asks_existing_subscriptions_and_the_owners_own_is_granted()
     let receipt = publish(&hub, "two").await;
     assert_eq!(receipt["matchedSubscriptions"], 2, "{receipt}");
 }
+
+/// The stream and replays read a subscription's events with its grants as they are now:
+/// before the grant nothing of the gated entry, after it everything retained (the events
+/// accepted before the grant included), and after a revocation nothing again.
+#[tokio::test]
+async fn the_stream_and_replays_follow_the_grants_as_they_are_now() {
+    let hub = TestHub::start().await;
+    let entry = guarded_entry(&hub).await;
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::GEMEENTE,
+            Some(json!({"protocol": "HTTP", "types": [TYPE],
+                        "config": {"delivery": "pull", "ordering": "unordered"}})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let subscription = created.body["id"].as_str().unwrap().to_owned();
+    publish(&hub, "before-grant").await;
+    let stream = format!("/v1/subscriptions/{subscription}/events");
+    assert!(
+        read_stream(&hub, &stream).await.is_empty(),
+        "not granted: not readable"
+    );
+    let granted = decide(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        &entry,
+        &subscription,
+        json!({"state": "granted"}),
+    )
+    .await;
+    assert_eq!(granted.status, 200, "{}", granted.body);
+    assert_eq!(
+        read_stream(&hub, &stream).await,
+        ["before-grant"],
+        "granted: the retained event too"
+    );
+    // A replay of it now queues it (it was never queued: nothing is before the grant).
+    let replay = hub
+        .call(
+            Method::POST,
+            &format!("/v1/subscriptions/{subscription}/replays"),
+            tokens::GEMEENTE,
+            Some(json!({"from": "2020-01-01T00:00:00Z"})),
+        )
+        .await;
+    assert_eq!(replay.status, 202, "{}", replay.body);
+    let received = loop {
+        let answer = hub
+            .call(
+                Method::POST,
+                &format!("/v1/subscriptions/{subscription}/receive?maxWait=PT5S"),
+                tokens::GEMEENTE,
+                None,
+            )
+            .await;
+        let ids: Vec<String> = answer
+            .body
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect();
+        if !ids.is_empty() {
+            break (ids, answer.header("knooppunt-replays").map(str::to_owned));
+        }
+    };
+    assert_eq!(received.0, ["before-grant"]);
+    assert_eq!(
+        received.1.as_deref(),
+        replay.body["id"].as_str(),
+        "queued by the replay"
+    );
+    let revoked = decide(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        &entry,
+        &subscription,
+        json!({"state": "revoked", "reason": "einde verwerkingsgrondslag"}),
+    )
+    .await;
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+    assert!(
+        read_stream(&hub, &stream).await.is_empty(),
+        "revoked: not readable again"
+    );
+}
+
+/// The ids of a subscription's stream (`path`), from its oldest retained event.
+async fn read_stream(hub: &TestHub, path: &str) -> Vec<String> {
+    let answer = hub.call(Method::GET, path, tokens::GEMEENTE, None).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect()
+}
