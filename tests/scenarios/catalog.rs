@@ -53,6 +53,7 @@ async fn publishers_describe_their_events_and_only_owners_change_them() {
     assert_eq!(created.body["typeMatch"], "exact");
     assert_eq!(created.body["approval"], "open");
     assert_eq!(created.body["deprecated"], false);
+    assert_eq!(created.body.get("kenmerken"), None, "none named");
 
     // Anyone authenticated reads it; nobody unauthenticated.
     let read = hub.call(Method::GET, &path, tokens::KVK, None).await;
@@ -148,7 +149,7 @@ async fn bad_entries_are_refused_with_every_problem_and_lists_are_paged() {
             tokens::BRP_PUBLISHER,
             Some(
                 json!({"source": BRP, "type": "", "typeMatch": "fuzzy", "colour": 1,
-                        "approval": "maybe", "documentation": "ftp://x"}),
+                        "approval": "maybe", "documentation": "ftp://x", "kenmerken": [""]}),
             ),
         )
         .await
@@ -162,6 +163,7 @@ async fn bad_entries_are_refused_with_every_problem_and_lists_are_paged() {
             "colour",
             "description",
             "documentation",
+            "kenmerken",
             "type",
             "typeMatch"
         ]
@@ -346,4 +348,37 @@ async fn an_entrys_schema_holds_the_data_of_its_events() {
             refused.body
         );
     }
+}
+
+/// The attributes subscribers may filter on (a ZGW kanaal's `filters`) are kept, shown and
+/// survive a replacement that sends back what it read.
+#[tokio::test]
+async fn an_entry_names_the_kenmerken_subscribers_filter_on() {
+    let hub = hub().await;
+    let mut body = entry(BRP, "nl.vng.zgw.zaken.");
+    body["typeMatch"] = json!("prefix");
+    body["kenmerken"] = json!(["bronorganisatie", "zaaktype", "vertrouwelijkheidaanduiding"]);
+    let created = describe(&hub, body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(
+        created.body["kenmerken"],
+        json!(["bronorganisatie", "zaaktype", "vertrouwelijkheidaanduiding"])
+    );
+    let path = format!("/v1/eventtypes/{}", created.body["id"].as_str().unwrap());
+    let replaced = hub
+        .call(
+            Method::PUT,
+            &path,
+            tokens::BRP_PUBLISHER,
+            Some(created.body.clone()),
+        )
+        .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert_eq!(replaced.body["kenmerken"], created.body["kenmerken"]);
+    let hub = hub.restart().await;
+    let read = hub.call(Method::GET, &path, tokens::KVK, None).await;
+    assert_eq!(
+        read.body["kenmerken"], created.body["kenmerken"],
+        "kept across a restart"
+    );
 }

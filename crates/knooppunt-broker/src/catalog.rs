@@ -26,6 +26,8 @@ pub(crate) struct Draft {
     pub(crate) schema_check: SchemaCheck,
     pub(crate) deprecated: bool,
     pub(crate) approval: ApprovalPolicy,
+    /// The attributes subscribers may filter on (a ZGW kanaal's filters).
+    pub(crate) kenmerken: Vec<String>,
 }
 
 /// What the catalog says of an event it covers.
@@ -454,6 +456,7 @@ fn entry(
         schema_check: draft.schema_check,
         deprecated: draft.deprecated,
         approval: draft.approval,
+        kenmerken: draft.kenmerken,
         created_at,
         updated_at,
     }

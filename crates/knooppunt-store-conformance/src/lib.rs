@@ -264,6 +264,7 @@ pub fn catalog_entry(id: &str) -> knooppunt_store::CatalogEntry {
         schema_check: knooppunt_store::SchemaCheck::Enforce,
         deprecated: false,
         approval: knooppunt_store::ApprovalPolicy::ApprovalRequired,
+        kenmerken: vec!["bronorganisatie".into(), "zaaktype".into()],
         created_at: 1000,
         updated_at: 2000,
     }

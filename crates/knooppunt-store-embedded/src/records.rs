@@ -601,6 +601,8 @@ pub(crate) struct CatalogRecord {
     #[serde(default)]
     deprecated: bool,
     approval: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    kenmerken: Vec<String>,
     created_at: u64,
     updated_at: u64,
 }
@@ -620,6 +622,7 @@ impl From<&CatalogEntry> for CatalogRecord {
             schema_check: e.schema_check.as_str().to_owned(),
             deprecated: e.deprecated,
             approval: e.approval.as_str().to_owned(),
+            kenmerken: e.kenmerken.clone(),
             created_at: e.created_at,
             updated_at: e.updated_at,
         }
@@ -647,6 +650,7 @@ impl TryFrom<CatalogRecord> for CatalogEntry {
             documentation: r.documentation,
             dataschema: r.dataschema,
             deprecated: r.deprecated,
+            kenmerken: r.kenmerken,
             created_at: r.created_at,
             updated_at: r.updated_at,
         })

@@ -6,8 +6,10 @@ use knooppunt_store::{
 use tokio_postgres::Row;
 
 pub(crate) const COLUMNS: &str = "id, owner, source_prefix, event_type, type_match, description, \
-    documentation, dataschema, deprecated, approval, created_at, updated_at, schema, schema_check";
-pub(crate) const PLACEHOLDERS: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14";
+    documentation, dataschema, deprecated, approval, created_at, updated_at, schema, schema_check, \
+    kenmerken";
+pub(crate) const PLACEHOLDERS: &str =
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15";
 
 /// The values of [`COLUMNS`] that are not the entry's own fields as they are.
 pub(crate) struct Params {
@@ -16,6 +18,8 @@ pub(crate) struct Params {
     schema_check: &'static str,
     created_at: i64,
     updated_at: i64,
+    /// The kenmerken as a JSON array, NULL when there are none (migration 12).
+    kenmerken: Option<String>,
 }
 
 impl Params {
@@ -26,13 +30,15 @@ impl Params {
             schema_check: e.schema_check.as_str(),
             created_at: e.created_at as i64,
             updated_at: e.updated_at as i64,
+            kenmerken: (!e.kenmerken.is_empty())
+                .then(|| serde_json::to_string(&e.kenmerken).expect("strings serialise")),
         }
     }
 
     pub(crate) fn refs<'a>(
         &'a self,
         e: &'a CatalogEntry,
-    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 14] {
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 15] {
         [
             &e.id,
             &e.owner,
@@ -48,6 +54,7 @@ impl Params {
             &self.updated_at,
             &e.schema,
             &self.schema_check,
+            &self.kenmerken,
         ]
     }
 }
@@ -68,6 +75,10 @@ pub(crate) fn from_row(row: &Row) -> Result<CatalogEntry, StoreError> {
         documentation: row.get("documentation"),
         dataschema: row.get("dataschema"),
         deprecated: row.get("deprecated"),
+        kenmerken: match row.get::<_, Option<String>>("kenmerken") {
+            None => Vec::new(),
+            Some(text) => serde_json::from_str(&text).map_err(|_| corrupt("kenmerken"))?,
+        },
         created_at: row.get::<_, i64>("created_at") as u64,
         updated_at: row.get::<_, i64>("updated_at") as u64,
         id,

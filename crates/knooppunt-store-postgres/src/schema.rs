@@ -200,6 +200,8 @@ const MIGRATIONS: &[&str] = &[
         body text NOT NULL
     );
     "#,
+    // 12: the kenmerken of a catalog entry (a ZGW kanaal's filters), as a JSON array.
+    "ALTER TABLE catalog ADD COLUMN kenmerken text;",
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

@@ -25,6 +25,9 @@ pub struct CatalogEntry {
     /// Still accepted, but publishers and subscribers are told to move on.
     pub deprecated: bool,
     pub approval: ApprovalPolicy,
+    /// The attributes subscribers may filter its events on (a ZGW kanaal's `filters`, its
+    /// kenmerken); empty when it names none.
+    pub kenmerken: Vec<String>,
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
     pub updated_at: u64,

@@ -29,7 +29,7 @@ pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE";
 
 /// The members a client sends; `id`, `owner`, `created` and `updated` it may send back
 /// (they are ignored).
-const MEMBERS: [&str; 10] = [
+const MEMBERS: [&str; 11] = [
     "source",
     "type",
     "typeMatch",
@@ -40,9 +40,13 @@ const MEMBERS: [&str; 10] = [
     "schemaCheck",
     "deprecated",
     "approval",
+    "kenmerken",
 ];
 const READ_ONLY: [&str; 4] = ["id", "owner", "created", "updated"];
 const MAX_TEXT: usize = 2048;
+/// The most kenmerken an entry names, and the longest (a ZGW kanaal filter's bound).
+const MAX_KENMERKEN: usize = 100;
+const MAX_KENMERK: usize = 100;
 
 impl From<Refused> for ApiError {
     fn from(refused: Refused) -> Self {
@@ -85,6 +89,9 @@ fn resource(entry: &CatalogEntry) -> Value {
         body["schema"] = schema;
     }
     body["schemaCheck"] = json!(entry.schema_check.as_str());
+    if !entry.kenmerken.is_empty() {
+        body["kenmerken"] = json!(entry.kenmerken);
+    }
     body
 }
 
@@ -190,6 +197,31 @@ fn read(body: &Value) -> Result<Draft, ApiError> {
             SchemaCheck::Off
         }
     };
+    let kenmerken = match object.get("kenmerken") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items))
+            if items.len() <= MAX_KENMERKEN
+                && items.iter().all(|k| {
+                    k.as_str()
+                        .is_some_and(|k| !k.is_empty() && k.chars().count() <= MAX_KENMERK)
+                }) =>
+        {
+            items
+                .iter()
+                .filter_map(|k| k.as_str().map(str::to_owned))
+                .collect()
+        }
+        Some(_) => {
+            problems.push(InvalidParam::new(
+                "kenmerken",
+                format!(
+                    "must be a list of at most {MAX_KENMERKEN} attribute names subscribers may \
+                     filter on, each 1 to {MAX_KENMERK} characters"
+                ),
+            ));
+            Vec::new()
+        }
+    };
     let deprecated = match object.get("deprecated") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(flag)) => *flag,
@@ -211,6 +243,7 @@ fn read(body: &Value) -> Result<Draft, ApiError> {
                 schema_check,
                 deprecated,
                 approval,
+                kenmerken,
             })
         }
         _ => Err(ApiError::invalid(

@@ -1615,6 +1615,10 @@ fn add_catalog(document: &mut Value) {
                          "description": "`approval-required`: only subscriptions the owner granted receive these \
                                          events; every subscription whose filters can match them gets a request \
                                          (see /approvals)."},
+            "kenmerken": {"type": "array", "maxItems": 100,
+                          "items": {"type": "string", "minLength": 1, "maxLength": 100},
+                          "description": "The attributes subscribers may filter these events on (a ZGW kanaal's \
+                                          `filters`)."},
             "created": {"type": "string", "format": "date-time", "readOnly": true},
             "updated": {"type": "string", "format": "date-time", "readOnly": true}
         }
