@@ -195,6 +195,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
         &[
             "app",
             "history",
+            "zgw",
             "ingest",
             "approvals",
             "catalog",
@@ -222,6 +223,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("history", &["approvals", "lifecycle"]),
+    ("zgw", &["catalog", "identity"]),
     (
         "ingest",
         &["approvals", "catalog", "lifecycle", "telemetry", "identity"],

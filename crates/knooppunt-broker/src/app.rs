@@ -58,6 +58,8 @@ pub struct HubOptions {
     pub audit_retention: std::time::Duration,
     /// How replays run: at most how many per hub, how fast, when another hub takes one over.
     pub replays: crate::history::ReplayOptions,
+    /// The Notificaties API 1.0 facade for ZGW components.
+    pub zgw: identity::zgw::ZgwOptions,
 }
 
 impl HubOptions {
@@ -80,6 +82,7 @@ impl HubOptions {
             signing_overlap: std::time::Duration::from_secs(24 * 3600),
             audit_retention: std::time::Duration::from_secs(365 * 24 * 3600),
             replays: crate::history::ReplayOptions::default(),
+            zgw: identity::zgw::ZgwOptions::default(),
         }
     }
 }
@@ -114,6 +117,8 @@ pub(crate) struct AppState {
     pub(crate) server: ServerLimits,
     pub(crate) tls: Option<TlsSettings>,
     pub(crate) signing_overlap: std::time::Duration,
+    /// The ZGW facade's clients and token bounds.
+    pub(crate) zgw: identity::zgw::ZgwOptions,
     store: Arc<dyn Store>,
     shutdown_grace: std::time::Duration,
     resync_interval: std::time::Duration,
@@ -224,6 +229,7 @@ impl AppState {
             server: options.server,
             tls: options.tls,
             signing_overlap: options.signing_overlap,
+            zgw: options.zgw,
             store,
             shutdown_grace: options.shutdown_grace,
             resync_interval: options.resync_interval,

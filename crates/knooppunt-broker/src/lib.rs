@@ -23,6 +23,7 @@ mod principals;
 mod registry;
 mod server;
 mod telemetry;
+mod zgw;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -33,6 +33,8 @@ pub(crate) struct Config {
     pub(crate) log: LogConfig,
     /// The audit trail.
     pub(crate) audit: AuditConfig,
+    /// The Notificaties API 1.0 facade (`/api/v1`) for ZGW components.
+    pub(crate) zgw: ZgwConfig,
     /// The parties that may call the API: they seed the store at start (where it lacks
     /// them); after that, admins manage principals at runtime (`knooppunt principals`).
     pub(crate) principals: Vec<PrincipalConfig>,
@@ -512,6 +514,87 @@ impl Default for AuditConfig {
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+pub(crate) struct ZgwConfig {
+    /// Whether `/api/v1` (the Notificaties API 1.0) is served.
+    pub(crate) enabled: bool,
+    /// ISO 8601 duration: the oldest ZGW client token accepted (by its `iat`).
+    pub(crate) max_token_age: String,
+    /// The ZGW components that may call it.
+    pub(crate) clients: Vec<ZgwClientConfig>,
+}
+
+impl Default for ZgwConfig {
+    fn default() -> Self {
+        ZgwConfig {
+            enabled: true,
+            max_token_age: "PT1H".into(),
+            clients: Vec::new(),
+        }
+    }
+}
+
+/// One ZGW component: the `client_id` and secret its JWTs are signed with, and its scopes.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ZgwClientConfig {
+    pub(crate) client_id: String,
+    /// The HS256 secret (at least 16 characters).
+    pub(crate) secret: String,
+    /// `notificaties.publiceren` and/or `notificaties.consumeren`.
+    pub(crate) scopes: Vec<String>,
+    /// Its organisation's OIN: its notificaties are then published in that source space.
+    #[serde(default)]
+    pub(crate) oin: Option<String>,
+}
+
+impl ZgwConfig {
+    /// The facade's settings, every client checked.
+    pub(crate) fn options(&self) -> anyhow::Result<knooppunt_broker::identity::zgw::ZgwOptions> {
+        use knooppunt_broker::identity::zgw::{CONSUME, PUBLISH, ZgwClient, ZgwOptions};
+        let max_token_age = parse_iso8601_duration(&self.max_token_age)
+            .map_err(|why| anyhow::anyhow!("zgw.max_token_age: {why}"))?;
+        let mut seen = HashSet::new();
+        let mut clients = Vec::new();
+        for (n, client) in self.clients.iter().enumerate() {
+            let at = format!("zgw.clients[{n}]");
+            if client.client_id.trim().is_empty() || !seen.insert(client.client_id.clone()) {
+                bail!("{at}.client_id: must be given, and once");
+            }
+            if client.secret.chars().count() < 16 {
+                bail!("{at}.secret: must be at least 16 characters");
+            }
+            if let Some(scope) = client
+                .scopes
+                .iter()
+                .find(|s| s.as_str() != PUBLISH && s.as_str() != CONSUME)
+            {
+                bail!("{at}.scopes: `{scope}` is not `{PUBLISH}` or `{CONSUME}`");
+            }
+            let oin = match &client.oin {
+                None => None,
+                Some(text) => Some(
+                    knooppunt_broker::Oin::parse(text)
+                        .ok_or_else(|| anyhow::anyhow!("{at}.oin: `{text}` is not an OIN (20 digits)"))?,
+                ),
+            };
+            clients.push(ZgwClient {
+                client_id: client.client_id.clone(),
+                secret: client.secret.as_bytes().to_vec(),
+                scopes: client.scopes.clone(),
+                oin,
+            });
+        }
+        Ok(ZgwOptions {
+            enabled: self.enabled,
+            clients,
+            max_token_age,
+            ..ZgwOptions::default()
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct IngestConfig {
     /// The largest event accepted, in bytes on the wire; at least 65536.
     pub(crate) max_event_bytes: usize,
@@ -801,6 +884,7 @@ impl Config {
         options.audit_retention = parse_iso8601_duration(&self.audit.retention)
             .map_err(|why| anyhow::anyhow!("audit.retention: {why}"))?;
         options.delivery.receipts = self.audit.receipts;
+        options.zgw = self.zgw.options()?;
         options.delivery.hub_keys = self.delivery.hub_keys()?;
         options.subscription_defaults = self.delivery.subscription_defaults()?;
         options.allow_http_sinks = self.delivery.allow_http_sinks;
@@ -998,6 +1082,29 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zgw_clients_are_read_and_checked() {
+        let good = "[[zgw.clients]]\nclient_id = \"open-zaak\"\nsecret = \"0123456789abcdef\"\n\
+                    scopes = [\"notificaties.publiceren\"]\noin = \"00000001823288444000\"\n";
+        let config: Config = toml::from_str(good).unwrap();
+        let options = config.zgw.options().unwrap();
+        assert!(options.enabled);
+        assert_eq!(options.clients[0].client_id, "open-zaak");
+        assert_eq!(
+            options.clients[0].source(),
+            "urn:nld:oin:00000001823288444000:systeem:open-zaak"
+        );
+        for (bad, says) in [
+            (good.replace("0123456789abcdef", "short"), "zgw.clients[0].secret"),
+            (good.replace("notificaties.publiceren", "zaken.lezen"), "zgw.clients[0].scopes"),
+            (good.replace("00000001823288444000", "123"), "zgw.clients[0].oin"),
+        ] {
+            let config: Config = toml::from_str(&bad).unwrap();
+            let error = config.zgw.options().unwrap_err().to_string();
+            assert!(error.contains(says), "{error}");
+        }
+    }
 
     #[test]
     fn the_shipped_file_holds_the_defaults() {

@@ -48,9 +48,14 @@ impl RequestAudit {
 
     /// The context of an action `caller` takes in this request.
     pub(crate) fn of(&self, caller: &Caller) -> Context {
+        self.of_principal(&caller.0)
+    }
+
+    /// The context of what `principal` does (a ZGW client acts as its principal).
+    pub(crate) fn of_principal(&self, principal: &Principal) -> Context {
         Context {
-            actor: Some(caller.0.name.clone()),
-            actor_oin: caller.0.oin.as_ref().map(|o| o.as_str().to_owned()),
+            actor: Some(principal.name.clone()),
+            actor_oin: principal.oin.as_ref().map(|o| o.as_str().to_owned()),
             request_id: Some(self.request_id.clone()),
             trace_id: self.trace_id.clone(),
         }

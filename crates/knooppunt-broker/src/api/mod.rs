@@ -20,6 +20,7 @@ mod replays;
 mod stream;
 mod subscription_body;
 mod subscriptions;
+mod zgw;
 
 use std::sync::Arc;
 
@@ -54,7 +55,13 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .max_batch_bytes
         .max(state.publishing.options.max_event_bytes);
     let body_timeout = state.server.body_timeout;
+    let zgw = if state.zgw.enabled {
+        zgw::router()
+    } else {
+        Router::new()
+    };
     Router::new()
+        .nest("/api/v1", zgw)
         .route(
             "/v1/events",
             post(events::publish)
@@ -273,7 +280,10 @@ async fn standard_headers(response: Response) -> Response {
     let mut response = as_problem(response).await;
     let headers = response.headers_mut();
     for (name, value) in STANDARD_HEADERS {
-        headers.insert(name, value);
+        // The Notificaties API facade (`/api/v1`) answers with its own version.
+        if !headers.contains_key(&name) {
+            headers.insert(name, value);
+        }
     }
     response
 }

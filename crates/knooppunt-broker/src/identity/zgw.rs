@@ -15,6 +15,92 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
 
+/// The scope that lets a ZGW client publish notificaties and register kanalen.
+pub const PUBLISH: &str = "notificaties.publiceren";
+/// The scope that lets a ZGW client subscribe (abonnementen).
+pub const CONSUME: &str = "notificaties.consumeren";
+
+/// A ZGW component the hub knows: its secret and its scopes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ZgwClient {
+    pub client_id: String,
+    /// The HS256 secret its tokens are signed with.
+    pub secret: Vec<u8>,
+    /// `notificaties.publiceren`, `notificaties.consumeren`.
+    pub scopes: Vec<String>,
+    /// Its organisation, if known: its notificaties are then published in that
+    /// organisation's source space.
+    pub oin: Option<super::Oin>,
+}
+
+impl std::fmt::Debug for ZgwClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZgwClient")
+            .field("client_id", &self.client_id)
+            .field("scopes", &self.scopes)
+            .field("oin", &self.oin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ZgwClient {
+    /// The `source` of the CloudEvents its notificaties become:
+    /// `urn:nld:oin:<OIN>:systeem:<client_id>` for a client of a known organisation, else
+    /// `urn:nld:zgw:<client_id>`.
+    pub fn source(&self) -> String {
+        match &self.oin {
+            Some(oin) => format!("urn:nld:oin:{}:systeem:{}", oin.as_str(), self.client_id),
+            None => format!("urn:nld:zgw:{}", self.client_id),
+        }
+    }
+
+    pub fn has_scope(&self, scope: &str) -> bool {
+        self.scopes.iter().any(|s| s == scope)
+    }
+
+    /// The principal it acts as in the hub: `zgw:<client_id>`, publishing its own source
+    /// when it may publish, subscribing when it may consume.
+    pub fn principal(&self) -> super::Principal {
+        let mut roles = std::collections::BTreeSet::new();
+        if self.has_scope(PUBLISH) {
+            roles.insert(super::Role::Publisher);
+        }
+        if self.has_scope(CONSUME) {
+            roles.insert(super::Role::Subscriber);
+        }
+        super::Principal {
+            name: format!("zgw:{}", self.client_id),
+            roles,
+            subscribe_type_prefixes: Vec::new(),
+            publish_source_prefixes: vec![self.source()],
+            oin: self.oin.clone(),
+        }
+    }
+}
+
+/// The Notificaties API facade's settings.
+#[derive(Debug, Clone)]
+pub struct ZgwOptions {
+    /// Whether `/api/v1` is served.
+    pub enabled: bool,
+    pub clients: Vec<ZgwClient>,
+    /// The oldest token accepted (by its `iat`).
+    pub max_token_age: Duration,
+    /// How far in the future a token's `iat` may be (clocks differ).
+    pub leeway: Duration,
+}
+
+impl Default for ZgwOptions {
+    fn default() -> Self {
+        ZgwOptions {
+            enabled: true,
+            clients: Vec::new(),
+            max_token_age: Duration::from_secs(3600),
+            leeway: Duration::from_secs(60),
+        }
+    }
+}
+
 /// What a valid ZGW token says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZgwClaims {

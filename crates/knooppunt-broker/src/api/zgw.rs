@@ -1,0 +1,408 @@
+//! `/api/v1`: the VNG Notificaties API 1.0 for ZGW components (issue 24, in progress:
+//! kanalen). Its own authentication (ZGW client JWTs, `identity::zgw`), its own problem
+//! shapes (`Fout`, `ValidatieFout` with `invalidParams` and their codes) and its own
+//! `API-version`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::header::{AUTHORIZATION, CONTENT_TYPE, LOCATION};
+use http::request::Parts;
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use knooppunt_event::notificatie::FieldError;
+use serde_json::{Map, Value, json};
+
+use super::consent::base_url;
+use crate::app::AppState;
+use crate::identity::zgw::{self, CONSUME, PUBLISH, ZgwClient};
+use crate::zgw::{Kanaal, KanaalDraft, KanaalRefused};
+
+/// The version of the Notificaties API served.
+pub(crate) const ZGW_API_VERSION: &str = "1.0.0";
+const API_VERSION: HeaderName = HeaderName::from_static("api-version");
+
+/// The routes under `/api/v1`.
+pub(crate) fn router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/kanaal", get(list_kanalen).post(create_kanaal))
+        .route("/kanaal/{uuid}", get(read_kanaal))
+        .fallback(|| async { ZgwError::NotFound("deze resource bestaat niet".into()) })
+        .layer(axum::middleware::map_response(version))
+}
+
+async fn version(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(API_VERSION, HeaderValue::from_static(ZGW_API_VERSION));
+    response
+}
+
+/// A refusal in the API's problem shapes.
+#[derive(Debug)]
+pub(crate) enum ZgwError {
+    NotAuthenticated(String),
+    PermissionDenied(String),
+    NotFound(String),
+    Invalid(Vec<FieldError>),
+    Internal(String),
+}
+
+impl IntoResponse for ZgwError {
+    fn into_response(self) -> Response {
+        let (status, code, title, detail) = match &self {
+            ZgwError::NotAuthenticated(why) => (
+                StatusCode::UNAUTHORIZED,
+                "not_authenticated",
+                "Authenticatiegegevens zijn niet opgegeven of ongeldig.",
+                why.clone(),
+            ),
+            ZgwError::PermissionDenied(why) => (
+                StatusCode::FORBIDDEN,
+                "permission_denied",
+                "Je hebt geen toestemming om deze actie uit te voeren.",
+                why.clone(),
+            ),
+            ZgwError::NotFound(why) => (
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "Niet gevonden.",
+                why.clone(),
+            ),
+            ZgwError::Invalid(_) => (
+                StatusCode::BAD_REQUEST,
+                "invalid",
+                "Invalid input.",
+                "De invoer is ongeldig; zie invalidParams.".to_owned(),
+            ),
+            ZgwError::Internal(cause) => {
+                tracing::error!(%cause, "A Notificaties API request failed.");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "error",
+                    "Er is een serverfout opgetreden.",
+                    "de hub kon het verzoek niet afmaken; de beheerders vinden de oorzaak in het log"
+                        .to_owned(),
+                )
+            }
+        };
+        let mut body = json!({
+            "type": format!("https://knooppunt.example.nl/ref/fouten/{code}/"),
+            "code": code,
+            "title": title,
+            "status": status.as_u16(),
+            "detail": detail,
+            "instance": format!("urn:uuid:{}", uuid::Uuid::new_v4()),
+        });
+        if let ZgwError::Invalid(errors) = &self {
+            body["invalidParams"] = Value::Array(
+                errors
+                    .iter()
+                    .map(|e| json!({"name": e.name, "code": e.code, "reason": e.reason}))
+                    .collect(),
+            );
+        }
+        let mut response = (status, body.to_string()).into_response();
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"notificaties\""),
+            );
+        }
+        response
+    }
+}
+
+impl From<knooppunt_store::StoreError> for ZgwError {
+    fn from(error: knooppunt_store::StoreError) -> Self {
+        ZgwError::Internal(error.to_string())
+    }
+}
+
+/// A ZGW client that sent a valid token.
+pub(crate) struct ZgwCaller(pub(crate) ZgwClient);
+
+impl ZgwCaller {
+    fn require_any(&self, scopes: &[&str]) -> Result<(), ZgwError> {
+        if scopes.iter().any(|s| self.0.has_scope(s)) {
+            return Ok(());
+        }
+        Err(ZgwError::PermissionDenied(format!(
+            "client `{}` heeft geen van de scopes {}",
+            self.0.client_id,
+            scopes.join(" of ")
+        )))
+    }
+}
+
+impl FromRequestParts<Arc<AppState>> for ZgwCaller {
+    type Rejection = ZgwError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let token = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .ok_or_else(|| {
+                ZgwError::NotAuthenticated(
+                    "stuur een JWT van de client: Authorization: Bearer <JWT>".into(),
+                )
+            })?;
+        let options = &state.zgw;
+        let mut client = None;
+        let claims = zgw::verify(
+            token,
+            |id| {
+                let found = options.clients.iter().find(|c| c.client_id == id)?;
+                client = Some(found.clone());
+                Some(found.secret.clone())
+            },
+            knooppunt_store::now_ms() / 1000,
+            options.max_token_age,
+            options.leeway,
+        )
+        .map_err(|why| ZgwError::NotAuthenticated(why.to_string()))?;
+        let client = client.expect("verified with its secret");
+        debug_assert_eq!(claims.client_id, client.client_id);
+        if let Some(request) = parts.extensions.get::<super::audit::RequestAudit>() {
+            request.identify(&client.principal());
+        }
+        Ok(ZgwCaller(client))
+    }
+}
+
+fn representation(base: &str, kanaal: &Kanaal) -> Value {
+    json!({
+        "url": format!("{base}/api/v1/kanaal/{}", kanaal.id),
+        "naam": kanaal.naam,
+        "documentatieLink": kanaal.documentatie_link.clone().unwrap_or_default(),
+        "filters": kanaal.filters,
+    })
+}
+
+fn answer(status: StatusCode, body: Value) -> Response {
+    (
+        status,
+        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// `GET /api/v1/kanaal[?naam=]`: every kanaal (the 1.0 API does not page them).
+async fn list_kanalen(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[PUBLISH, CONSUME])?;
+    let base = base_url(&state, &headers);
+    let kanalen = crate::zgw::kanalen(&state.catalog, query.get("naam").map(String::as_str));
+    let body: Vec<Value> = kanalen.iter().map(|k| representation(&base, k)).collect();
+    Ok(answer(StatusCode::OK, Value::Array(body)))
+}
+
+/// `GET /api/v1/kanaal/{uuid}`.
+async fn read_kanaal(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    headers: HeaderMap,
+    Path(uuid): Path<String>,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[PUBLISH, CONSUME])?;
+    let kanaal = crate::zgw::kanaal(&state.catalog, &uuid)
+        .ok_or_else(|| ZgwError::NotFound(format!("er is geen kanaal `{uuid}`")))?;
+    Ok(answer(
+        StatusCode::OK,
+        representation(&base_url(&state, &headers), &kanaal),
+    ))
+}
+
+/// The body of `POST /api/v1/kanaal`, every problem reported.
+fn read_draft(body: &[u8]) -> Result<KanaalDraft, Vec<FieldError>> {
+    let field = |name: &str, code: &'static str, reason: String| FieldError {
+        name: name.to_owned(),
+        code,
+        reason,
+    };
+    let object: Map<String, Value> = match serde_json::from_slice(body) {
+        Ok(Value::Object(object)) => object,
+        Ok(_) => {
+            return Err(vec![field(
+                "nonFieldErrors",
+                "invalid",
+                "Ongeldige data. Verwachtte een dictionary, kreeg een ander type.".into(),
+            )]);
+        }
+        Err(error) => {
+            return Err(vec![field(
+                "nonFieldErrors",
+                "parse_error",
+                format!("JSON parse error - {error}"),
+            )]);
+        }
+    };
+    let mut errors = Vec::new();
+    let naam = match object.get("naam") {
+        None => {
+            errors.push(field("naam", "required", "Dit veld is vereist.".into()));
+            String::new()
+        }
+        Some(Value::String(naam)) if naam.trim().is_empty() => {
+            errors.push(field(
+                "naam",
+                "blank",
+                "Dit veld mag niet leeg zijn.".into(),
+            ));
+            String::new()
+        }
+        Some(Value::String(naam)) if naam.chars().count() > 50 => {
+            errors.push(field(
+                "naam",
+                "max_length",
+                "Zorg ervoor dat dit veld niet meer dan 50 karakters bevat.".into(),
+            ));
+            String::new()
+        }
+        // A kanaal's name is part of its events' type: no dots, no white space.
+        Some(Value::String(naam))
+            if !naam
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') =>
+        {
+            errors.push(field(
+                "naam",
+                "invalid",
+                "Een kanaalnaam bestaat uit letters, cijfers, `-` en `_`.".into(),
+            ));
+            String::new()
+        }
+        Some(Value::String(naam)) => naam.clone(),
+        Some(_) => {
+            errors.push(field("naam", "invalid", "Geen geldige string.".into()));
+            String::new()
+        }
+    };
+    let documentatie_link = match object.get("documentatieLink") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(link)) if link.is_empty() => None,
+        Some(Value::String(link)) if link.chars().count() > 200 => {
+            errors.push(field(
+                "documentatieLink",
+                "max_length",
+                "Zorg ervoor dat dit veld niet meer dan 200 karakters bevat.".into(),
+            ));
+            None
+        }
+        Some(Value::String(link))
+            if link.starts_with("https://") || link.starts_with("http://") =>
+        {
+            Some(link.clone())
+        }
+        Some(_) => {
+            errors.push(field(
+                "documentatieLink",
+                "invalid",
+                "Voer een geldige URL in.".into(),
+            ));
+            None
+        }
+    };
+    let mut filters = Vec::new();
+    match object.get("filters") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) if items.len() <= 100 => {
+            for (n, item) in items.iter().enumerate() {
+                match item.as_str() {
+                    Some(text) if !text.is_empty() && text.chars().count() <= 100 => {
+                        filters.push(text.to_owned())
+                    }
+                    _ => errors.push(field(
+                        &format!("filters.{n}"),
+                        "invalid",
+                        "Een filter is een kenmerknaam van 1 tot 100 karakters.".into(),
+                    )),
+                }
+            }
+        }
+        Some(_) => errors.push(field(
+            "filters",
+            "not_a_list",
+            "Verwachtte een lijst met items (ten hoogste 100).".into(),
+        )),
+    }
+    if errors.is_empty() {
+        Ok(KanaalDraft {
+            naam,
+            documentatie_link,
+            filters,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+/// `POST /api/v1/kanaal`: registers a kanaal (scope `notificaties.publiceren`), unique by
+/// name; 201 with its `url` (and `Location`).
+async fn create_kanaal(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    audit: super::audit::RequestAudit,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[PUBLISH])?;
+    let draft = read_draft(&body).map_err(ZgwError::Invalid)?;
+    let kanaal = crate::zgw::register(&state.catalog, &caller.0, draft)
+        .await
+        .map_err(|why| match why {
+            KanaalRefused::Taken => ZgwError::Invalid(vec![FieldError {
+                name: "naam".into(),
+                code: "unique",
+                reason: "Kanaal met deze naam bestaat al.".into(),
+            }]),
+            KanaalRefused::Catalog(crate::catalog::Refused::Store(error)) => error.into(),
+            KanaalRefused::Catalog(crate::catalog::Refused::Forbidden(why)) => {
+                ZgwError::PermissionDenied(why)
+            }
+            KanaalRefused::Catalog(other) => ZgwError::Invalid(vec![FieldError {
+                name: "nonFieldErrors".into(),
+                code: "invalid",
+                reason: other.to_string(),
+            }]),
+        })?;
+    let body = representation(&base_url(&state, &headers), &kanaal);
+    let action = crate::audit::Action::new(
+        "kanaal.create",
+        format!("eventtype/{}", kanaal.id),
+        json!({"naam": kanaal.naam, "filters": kanaal.filters, "client": caller.0.client_id}),
+    );
+    state
+        .audit
+        .record(&audit.of_principal(&caller.0.principal()), action)
+        .await;
+    let mut response = answer(StatusCode::CREATED, body.clone());
+    if let Some(url) = body["url"]
+        .as_str()
+        .and_then(|u| HeaderValue::try_from(u).ok())
+    {
+        response.headers_mut().insert(LOCATION, url);
+    }
+    Ok(response)
+}

@@ -1,0 +1,315 @@
+//! The Notificaties API 1.0 facade (`/api/v1`) as ZGW components call it: their JWTs
+//! (HS256, client_id, iat), the API's problem shapes and `API-version`, and kanalen kept as
+//! catalog entries of the hub.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use knooppunt_broker::identity::zgw::{ZgwClient, ZgwOptions};
+use knooppunt_tests::{Answer, TestHub, tokens};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const OPEN_ZAAK: &[u8] = b"open-zaak-geheim";
+const ZAAKAFHANDEL: &[u8] = b"zac-geheim";
+
+async fn hub() -> TestHub {
+    let mut options = knooppunt_tests::test_options();
+    options.zgw = ZgwOptions {
+        clients: vec![
+            ZgwClient {
+                client_id: "open-zaak".into(),
+                secret: OPEN_ZAAK.to_vec(),
+                scopes: vec!["notificaties.publiceren".into()],
+                oin: None,
+            },
+            ZgwClient {
+                client_id: "zac".into(),
+                secret: ZAAKAFHANDEL.to_vec(),
+                scopes: vec!["notificaties.consumeren".into()],
+                oin: None,
+            },
+        ],
+        max_token_age: Duration::from_secs(3600),
+        ..ZgwOptions::default()
+    };
+    TestHub::start_with_options(options).await
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A token as gemma-zds-client makes it.
+fn jwt(header: Value, claims: Value, secret: &[u8]) -> String {
+    let signing = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let tag = ring::hmac::sign(&key, signing.as_bytes());
+    format!("{signing}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+}
+
+fn token(client: &str, secret: &[u8]) -> String {
+    jwt(
+        json!({"alg": "HS256", "typ": "JWT", "client_identifier": client}),
+        json!({"iss": client, "iat": now(), "client_id": client,
+               "user_id": "", "user_representation": ""}),
+        secret,
+    )
+}
+
+async fn call(
+    hub: &TestHub,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> Answer {
+    let answer = hub.call(method, path, token, body).await;
+    assert_eq!(
+        answer.header("api-version"),
+        Some("1.0.0"),
+        "every answer carries API-version"
+    );
+    answer
+}
+
+/// A `Fout` (or `ValidatieFout`) with this status and code.
+fn assert_fout(answer: &Answer, status: u16, code: &str) {
+    assert_eq!(answer.status, status, "{}", answer.body);
+    assert_eq!(
+        answer.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(answer.body["code"], code, "{}", answer.body);
+    for field in ["type", "title", "detail", "instance"] {
+        assert!(answer.body[field].is_string(), "{field}: {}", answer.body);
+    }
+    assert_eq!(answer.body["status"], status);
+}
+
+#[tokio::test]
+async fn kanalen_are_registered_listed_and_read() {
+    let hub = hub().await;
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    let consumer = token("zac", ZAAKAFHANDEL);
+    let created = call(
+        &hub,
+        Method::POST,
+        "/api/v1/kanaal",
+        &publisher,
+        Some(json!({"naam": "zaken", "documentatieLink": "https://open-zaak.example.nl/ref/kanalen/#zaken",
+                    "filters": ["bronorganisatie", "zaaktype", "vertrouwelijkheidaanduiding"]})),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let url = created.body["url"].as_str().unwrap().to_owned();
+    assert_eq!(created.header("location"), Some(url.as_str()));
+    assert!(url.starts_with(&hub.url("/api/v1/kanaal/")), "{url}");
+    assert_eq!(created.body["naam"], "zaken");
+    assert_eq!(
+        created.body["filters"],
+        json!(["bronorganisatie", "zaaktype", "vertrouwelijkheidaanduiding"])
+    );
+
+    // A consumer reads them, all or by name.
+    let path = url.trim_start_matches(&hub.url(""));
+    let read = call(&hub, Method::GET, path, &consumer, None).await;
+    assert_eq!(read.body, created.body);
+    let listed = call(&hub, Method::GET, "/api/v1/kanaal", &consumer, None).await;
+    assert_eq!(listed.body, json!([created.body]));
+    let by_name = call(
+        &hub,
+        Method::GET,
+        "/api/v1/kanaal?naam=zaken",
+        &consumer,
+        None,
+    )
+    .await;
+    assert_eq!(by_name.body, json!([created.body]));
+    let none = call(
+        &hub,
+        Method::GET,
+        "/api/v1/kanaal?naam=besluiten",
+        &consumer,
+        None,
+    )
+    .await;
+    assert_eq!(none.body, json!([]));
+    let missing = call(&hub, Method::GET, "/api/v1/kanaal/nope", &consumer, None).await;
+    assert_fout(&missing, 404, "not_found");
+
+    // The kanaal is a catalog entry of the hub: its types and its filters as kenmerken.
+    let entry = hub
+        .call(
+            Method::GET,
+            &format!("/v1/eventtypes/{}", url.rsplit('/').next().unwrap()),
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(entry.status, 200, "{}", entry.body);
+    assert_eq!(entry.body["type"], "nl.vng.zgw.zaken.");
+    assert_eq!(entry.body["typeMatch"], "prefix");
+    assert_eq!(entry.body["owner"], "zgw:open-zaak");
+    assert_eq!(entry.body["source"], "urn:nld:zgw:open-zaak");
+    assert_eq!(entry.body["kenmerken"], created.body["filters"]);
+
+    // On the audit trail, by the client's principal.
+    let trail = hub
+        .call(Method::GET, "/v1/audit?name=kanaal.create", tokens::ADMIN, None)
+        .await;
+    assert_eq!(trail.body[0]["actor"], "zgw:open-zaak", "{}", trail.body);
+    assert_eq!(trail.body[0]["details"]["naam"], "zaken");
+
+    // A name is unique; every problem of a body is listed with its code.
+    let again = call(
+        &hub,
+        Method::POST,
+        "/api/v1/kanaal",
+        &publisher,
+        Some(json!({"naam": "zaken"})),
+    )
+    .await;
+    assert_fout(&again, 400, "invalid");
+    assert_eq!(
+        again.body["invalidParams"],
+        json!([{"name": "naam", "code": "unique", "reason": "Kanaal met deze naam bestaat al."}])
+    );
+    let bad = call(
+        &hub,
+        Method::POST,
+        "/api/v1/kanaal",
+        &publisher,
+        Some(json!({"documentatieLink": "geen url", "filters": "x"})),
+    )
+    .await;
+    assert_fout(&bad, 400, "invalid");
+    let codes: Vec<(String, String)> = bad.body["invalidParams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().into(),
+                p["code"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("naam".into(), "required".into()),
+            ("documentatieLink".into(), "invalid".into()),
+            ("filters".into(), "not_a_list".into())
+        ]
+    );
+    let long = call(
+        &hub,
+        Method::POST,
+        "/api/v1/kanaal",
+        &publisher,
+        Some(json!({"naam": "k".repeat(51)})),
+    )
+    .await;
+    assert_eq!(long.body["invalidParams"][0]["code"], "max_length");
+
+    // Registering takes the publishing scope.
+    let refused = call(
+        &hub,
+        Method::POST,
+        "/api/v1/kanaal",
+        &consumer,
+        Some(json!({"naam": "documenten"})),
+    )
+    .await;
+    assert_fout(&refused, 403, "permission_denied");
+}
+
+#[tokio::test]
+async fn zgw_tokens_are_checked_and_refusals_say_why() {
+    let hub = hub().await;
+    let refused = |answer: &Answer, needle: &str| {
+        assert_fout(answer, 401, "not_authenticated");
+        assert!(
+            answer.body["detail"].as_str().unwrap().contains(needle),
+            "{needle}: {}",
+            answer.body
+        );
+    };
+    let anonymous = hub
+        .client
+        .get(hub.url("/api/v1/kanaal"))
+        .send()
+        .await
+        .unwrap();
+    let anonymous = Answer::from(anonymous).await;
+    assert_eq!(anonymous.header("api-version"), Some("1.0.0"));
+    refused(&anonymous, "Bearer");
+    let expired = jwt(
+        json!({"alg": "HS256"}),
+        json!({"client_id": "zac", "iat": now() - 7200}),
+        ZAAKAFHANDEL,
+    );
+    refused(
+        &call(&hub, Method::GET, "/api/v1/kanaal", &expired, None).await,
+        "make a new one",
+    );
+    let wrong_secret = token("zac", b"not the secret");
+    refused(
+        &call(&hub, Method::GET, "/api/v1/kanaal", &wrong_secret, None).await,
+        "signature",
+    );
+    let no_client = jwt(json!({"alg": "HS256"}), json!({"iat": now()}), ZAAKAFHANDEL);
+    refused(
+        &call(&hub, Method::GET, "/api/v1/kanaal", &no_client, None).await,
+        "client_id",
+    );
+    let stranger = token("someone", ZAAKAFHANDEL);
+    refused(
+        &call(&hub, Method::GET, "/api/v1/kanaal", &stranger, None).await,
+        "someone",
+    );
+    let unsigned = format!(
+        "{}.{}.",
+        URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#),
+        URL_SAFE_NO_PAD.encode(json!({"client_id": "zac", "iat": now()}).to_string())
+    );
+    refused(
+        &call(&hub, Method::GET, "/api/v1/kanaal", &unsigned, None).await,
+        "HS256",
+    );
+    // The hub's own tokens are not ZGW tokens, and ZGW tokens do not open the hub's API.
+    refused(
+        &call(&hub, Method::GET, "/api/v1/kanaal", tokens::ADMIN, None).await,
+        "JWT",
+    );
+    let zgw_on_hub = hub
+        .call(
+            Method::GET,
+            "/v1/subscriptions",
+            &token("zac", ZAAKAFHANDEL),
+            None,
+        )
+        .await;
+    assert_eq!(zgw_on_hub.status, 401);
+}
+
+#[tokio::test]
+async fn the_facade_can_be_switched_off() {
+    let mut options = knooppunt_tests::test_options();
+    options.zgw.enabled = false;
+    let hub = TestHub::start_with_options(options).await;
+    let answer = hub
+        .call(Method::GET, "/api/v1/kanaal", "anything", None)
+        .await
+        .assert_problem(404);
+    assert_ne!(answer.header("api-version"), None);
+}
