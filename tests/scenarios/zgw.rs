@@ -164,7 +164,12 @@ async fn kanalen_are_registered_listed_and_read() {
 
     // On the audit trail, by the client's principal.
     let trail = hub
-        .call(Method::GET, "/v1/audit?name=kanaal.create", tokens::ADMIN, None)
+        .call(
+            Method::GET,
+            "/v1/audit?name=kanaal.create",
+            tokens::ADMIN,
+            None,
+        )
         .await;
     assert_eq!(trail.body[0]["actor"], "zgw:open-zaak", "{}", trail.body);
     assert_eq!(trail.body[0]["details"]["naam"], "zaken");
@@ -312,4 +317,128 @@ async fn the_facade_can_be_switched_off() {
         .await
         .assert_problem(404);
     assert_ne!(answer.header("api-version"), None);
+}
+
+const NOTIFICATIE: &str = r#"{
+  "kanaal": "zaken",
+  "hoofdObject": "https://open-zaak.example.nl/zaken/api/v1/zaken/d4d4",
+  "resource": "status",
+  "resourceUrl": "https://open-zaak.example.nl/zaken/api/v1/statussen/a1a1",
+  "actie": "create",
+  "aanmaakdatum": "2026-11-24T08:15:00.123456Z",
+  "kenmerken": {"bronorganisatie": "224557609", "zaaktype": "https://open-zaak.example.nl/catalogi/api/v1/zaaktypen/1"}
+}"#;
+
+async fn register_zaken(hub: &TestHub, publisher: &str) {
+    let created = call(
+        hub,
+        Method::POST,
+        "/api/v1/kanaal",
+        publisher,
+        Some(json!({"naam": "zaken", "filters": ["bronorganisatie", "zaaktype", "vertrouwelijkheidaanduiding"]})),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+}
+
+async fn post_notificatie(hub: &TestHub, token: &str, body: &str) -> Answer {
+    let answer = hub
+        .request(Method::POST, "/api/v1/notificaties", token)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let text_answer = Answer::from(answer).await;
+    assert_eq!(text_answer.header("api-version"), Some("1.0.0"));
+    text_answer
+}
+
+/// A notificatie published on the facade is stored and routed as a CloudEvent: a
+/// CloudEvents subscription of the kanaal's types receives it, its data the notificatie
+/// byte for byte.
+#[tokio::test]
+async fn a_notificatie_reaches_cloudevents_subscriptions_unchanged() {
+    use knooppunt_tests::sink::{Consent, Sink};
+    let hub = hub().await;
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    register_zaken(&hub, &publisher).await;
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+    let subscribed = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::KVK,
+            Some(json!({"sink": sink.url, "protocol": "HTTP",
+                        "filters": [{"prefix": {"type": "nl.vng.zgw.zaken."}}]})),
+        )
+        .await;
+    assert_eq!(subscribed.status, 201, "{}", subscribed.body);
+
+    let published = post_notificatie(&hub, &publisher, NOTIFICATIE).await;
+    assert_eq!(published.status, 200, "{}", published.body);
+    assert_eq!(
+        published.body,
+        serde_json::from_str::<Value>(NOTIFICATIE).unwrap()
+    );
+
+    let delivered = sink.wait_for(1, Duration::from_secs(10)).await;
+    let event = delivered[0].json();
+    assert_eq!(event["type"], "nl.vng.zgw.zaken.status.create");
+    assert_eq!(event["source"], "urn:nld:zgw:open-zaak");
+    assert_eq!(
+        event["subject"],
+        "https://open-zaak.example.nl/zaken/api/v1/statussen/a1a1"
+    );
+    assert_eq!(event["time"], "2026-11-24T08:15:00.123456Z");
+    let body = String::from_utf8(delivered[0].body.to_vec()).unwrap();
+    assert!(
+        body.contains(NOTIFICATIE.trim()),
+        "the notificatie byte for byte in the event's data: {body}"
+    );
+}
+
+#[tokio::test]
+async fn notificaties_are_refused_as_open_notificaties_refuses_them() {
+    let hub = hub().await;
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    let unknown = post_notificatie(&hub, &publisher, NOTIFICATIE).await;
+    assert_fout(&unknown, 400, "invalid");
+    assert_eq!(unknown.body["invalidParams"][0]["name"], "kanaal");
+    assert_eq!(unknown.body["invalidParams"][0]["code"], "kanaal_not_found");
+    register_zaken(&hub, &publisher).await;
+    let stray = NOTIFICATIE.replace("\"bronorganisatie\"", "\"kleur\"");
+    let inconsistent = post_notificatie(&hub, &publisher, &stray).await;
+    assert_fout(&inconsistent, 400, "invalid");
+    assert_eq!(
+        inconsistent.body["invalidParams"][0]["code"],
+        "kenmerken_inconsistent"
+    );
+    let broken = post_notificatie(&hub, &publisher, r#"{"kanaal": "zaken"}"#).await;
+    assert_fout(&broken, 400, "invalid");
+    let names: Vec<&str> = broken.body["invalidParams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "hoofdObject",
+            "resource",
+            "resourceUrl",
+            "actie",
+            "aanmaakdatum"
+        ]
+    );
+    let consumer = token("zac", ZAAKAFHANDEL);
+    let forbidden = post_notificatie(&hub, &consumer, NOTIFICATIE).await;
+    assert_fout(&forbidden, 403, "permission_denied");
+    let garbage = post_notificatie(&hub, &publisher, "{").await;
+    assert_eq!(garbage.body["invalidParams"][0]["code"], "parse_error");
 }

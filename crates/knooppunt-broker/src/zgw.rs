@@ -108,3 +108,40 @@ pub(crate) async fn register(
         .await?;
     Ok(Kanaal::of(&entry).expect("a kanaal's entry is a kanaal"))
 }
+
+/// Whether a notificatie may be published: its kanaal exists, and its kenmerken are among
+/// the kanaal's filters (as Open Notificaties checks); every problem, in the API's shape.
+pub(crate) fn check_notificatie(
+    catalog: &Catalog,
+    notificatie: &knooppunt_event::notificatie::Notificatie,
+) -> Result<(), Vec<knooppunt_event::notificatie::FieldError>> {
+    use knooppunt_event::notificatie::FieldError;
+    let Some(kanaal) = kanalen(catalog, Some(&notificatie.kanaal))
+        .into_iter()
+        .next()
+    else {
+        return Err(vec![FieldError {
+            name: "kanaal".into(),
+            code: "kanaal_not_found",
+            reason: format!("Kanaal `{}` bestaat niet.", notificatie.kanaal),
+        }]);
+    };
+    let unknown: Vec<&str> = notificatie
+        .kenmerken
+        .keys()
+        .filter(|key| !kanaal.filters.contains(key))
+        .map(String::as_str)
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(vec![FieldError {
+        name: "kenmerken".into(),
+        code: "kenmerken_inconsistent",
+        reason: format!(
+            "Kenmerken aren't consistent with kanaal filters: {} not among {}",
+            unknown.join(", "),
+            kanaal.filters.join(", ")
+        ),
+    }])
+}

@@ -572,10 +572,9 @@ impl ZgwConfig {
             }
             let oin = match &client.oin {
                 None => None,
-                Some(text) => Some(
-                    knooppunt_broker::Oin::parse(text)
-                        .ok_or_else(|| anyhow::anyhow!("{at}.oin: `{text}` is not an OIN (20 digits)"))?,
-                ),
+                Some(text) => Some(knooppunt_broker::Oin::parse(text).ok_or_else(|| {
+                    anyhow::anyhow!("{at}.oin: `{text}` is not an OIN (20 digits)")
+                })?),
             };
             clients.push(ZgwClient {
                 client_id: client.client_id.clone(),
@@ -1096,9 +1095,18 @@ mod tests {
             "urn:nld:oin:00000001823288444000:systeem:open-zaak"
         );
         for (bad, says) in [
-            (good.replace("0123456789abcdef", "short"), "zgw.clients[0].secret"),
-            (good.replace("notificaties.publiceren", "zaken.lezen"), "zgw.clients[0].scopes"),
-            (good.replace("00000001823288444000", "123"), "zgw.clients[0].oin"),
+            (
+                good.replace("0123456789abcdef", "short"),
+                "zgw.clients[0].secret",
+            ),
+            (
+                good.replace("notificaties.publiceren", "zaken.lezen"),
+                "zgw.clients[0].scopes",
+            ),
+            (
+                good.replace("00000001823288444000", "123"),
+                "zgw.clients[0].oin",
+            ),
         ] {
             let config: Config = toml::from_str(&bad).unwrap();
             let error = config.zgw.options().unwrap_err().to_string();

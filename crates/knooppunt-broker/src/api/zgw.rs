@@ -31,6 +31,7 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/kanaal", get(list_kanalen).post(create_kanaal))
         .route("/kanaal/{uuid}", get(read_kanaal))
+        .route("/notificaties", axum::routing::post(publish_notificatie))
         .fallback(|| async { ZgwError::NotFound("deze resource bestaat niet".into()) })
         .layer(axum::middleware::map_response(version))
 }
@@ -49,6 +50,8 @@ pub(crate) enum ZgwError {
     PermissionDenied(String),
     NotFound(String),
     Invalid(Vec<FieldError>),
+    /// The store takes no writes now: nothing was kept, try again.
+    Unavailable(String),
     Internal(String),
 }
 
@@ -79,6 +82,15 @@ impl IntoResponse for ZgwError {
                 "Invalid input.",
                 "De invoer is ongeldig; zie invalidParams.".to_owned(),
             ),
+            ZgwError::Unavailable(cause) => {
+                tracing::warn!(%cause, "A Notificaties API request found the store unavailable.");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "De dienst is tijdelijk niet beschikbaar.",
+                    "er is niets bewaard; probeer het later opnieuw".to_owned(),
+                )
+            }
             ZgwError::Internal(cause) => {
                 tracing::error!(%cause, "A Notificaties API request failed.");
                 (
@@ -111,6 +123,11 @@ impl IntoResponse for ZgwError {
             CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 http::header::WWW_AUTHENTICATE,
@@ -123,7 +140,10 @@ impl IntoResponse for ZgwError {
 
 impl From<knooppunt_store::StoreError> for ZgwError {
     fn from(error: knooppunt_store::StoreError) -> Self {
-        ZgwError::Internal(error.to_string())
+        match error {
+            knooppunt_store::StoreError::Unavailable(why) => ZgwError::Unavailable(why),
+            other => ZgwError::Internal(other.to_string()),
+        }
     }
 }
 
@@ -405,4 +425,53 @@ async fn create_kanaal(
         response.headers_mut().insert(LOCATION, url);
     }
     Ok(response)
+}
+
+/// `POST /api/v1/notificaties` (scope `notificaties.publiceren`): the notificatie becomes a
+/// CloudEvent (`knooppunt_event::notificatie`) published through the hub's pipeline as the
+/// client's principal (durable before the answer, routed to CloudEvents subscriptions);
+/// 200 with the notificatie as sent.
+async fn publish_notificatie(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    body: Bytes,
+) -> Result<Response, ZgwError> {
+    use knooppunt_event::notificatie::Notificatie;
+    caller.require_any(&[PUBLISH])?;
+    let text = std::str::from_utf8(&body).map_err(|_| {
+        ZgwError::Invalid(vec![FieldError {
+            name: "nonFieldErrors".into(),
+            code: "parse_error",
+            reason: "De body is geen UTF-8.".into(),
+        }])
+    })?;
+    let notificatie = Notificatie::read(text).map_err(ZgwError::Invalid)?;
+    crate::zgw::check_notificatie(&state.catalog, &notificatie).map_err(ZgwError::Invalid)?;
+    let event = notificatie
+        .to_event(&caller.0.source(), &uuid::Uuid::now_v7().to_string())
+        .map_err(|violations| ZgwError::Internal(format!("{violations:?}")))?;
+    let principal = caller.0.principal();
+    state
+        .publishing
+        .accept(&principal, vec![event.into()], false)
+        .await
+        .map_err(|refused| match refused {
+            crate::ingest::Refused::Invalid(problems) => ZgwError::Invalid(vec![FieldError {
+                name: "nonFieldErrors".into(),
+                code: "invalid",
+                reason: format!("De notificatie is als CloudEvent ongeldig: {problems:?}"),
+            }]),
+            crate::ingest::Refused::Forbidden(why) => ZgwError::PermissionDenied(why),
+            crate::ingest::Refused::Store(error) => error.into(),
+        })?;
+    Ok(answer_text(StatusCode::OK, notificatie.json()))
+}
+
+fn answer_text(status: StatusCode, body: &str) -> Response {
+    (
+        status,
+        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body.to_owned(),
+    )
+        .into_response()
 }
