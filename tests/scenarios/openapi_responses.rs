@@ -5,112 +5,11 @@
 
 use std::time::Duration;
 
-use jsonschema::Draft;
+use knooppunt_tests::openapi::Checker;
 use knooppunt_tests::sink::{Reply, Sink};
 use knooppunt_tests::{TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
-
-struct Checker {
-    document: Value,
-    checked: usize,
-}
-
-impl Checker {
-    async fn new(hub: &TestHub) -> Checker {
-        let document = hub
-            .client
-            .get(hub.url("/v1/openapi.json"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        Checker {
-            document,
-            checked: 0,
-        }
-    }
-
-    /// Sends `request` and checks its answer against operation `method path` (a path of the
-    /// document, such as `/subscriptions/{id}`); returns the answer's JSON.
-    async fn check(&mut self, method: &str, path: &str, request: reqwest::RequestBuilder) -> Value {
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16().to_string();
-        let content_type = response.headers().get("content-type").map(|v| {
-            v.to_str()
-                .unwrap()
-                .split(';')
-                .next()
-                .unwrap()
-                .trim()
-                .to_owned()
-        });
-        let text = response.text().await.unwrap();
-        let operation = &self.document["paths"][path][method];
-        assert!(
-            operation.is_object(),
-            "no operation {method} {path} in the document"
-        );
-        let documented = &operation["responses"][&status];
-        assert!(
-            documented.is_object(),
-            "{method} {path} answered {status}, which the document does not list: {text}"
-        );
-        let Some(content) = documented.get("content") else {
-            assert!(
-                text.is_empty(),
-                "{method} {path} {status}: a body the document does not describe: {text}"
-            );
-            return Value::Null;
-        };
-        let content_type =
-            content_type.unwrap_or_else(|| panic!("{method} {path} {status}: no content type"));
-        let schema = &content[&content_type]["schema"];
-        assert!(
-            schema.is_object(),
-            "{method} {path} {status}: content type {content_type} is not documented ({content})"
-        );
-        let body: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{method} {path} {status}: not JSON ({e}): {text}"));
-        let mut root = schema.clone();
-        root["components"] = self.document["components"].clone();
-        json_schema(&mut root);
-        let validator = jsonschema::options()
-            .with_draft(Draft::Draft4)
-            .build(&root)
-            .unwrap_or_else(|e| {
-                panic!("{method} {path} {status}: the schema does not compile: {e}")
-            });
-        let errors: Vec<String> = validator
-            .iter_errors(&body)
-            .map(|e| e.to_string())
-            .collect();
-        assert!(
-            errors.is_empty(),
-            "{method} {path} {status}: the body breaks the documented schema: {errors:?}\n{body}"
-        );
-        self.checked += 1;
-        body
-    }
-}
-
-/// OpenAPI 3.0's `nullable: true` as JSON Schema: `null` joins the allowed types.
-fn json_schema(schema: &mut Value) {
-    match schema {
-        Value::Object(object) => {
-            if object.get("nullable") == Some(&Value::Bool(true))
-                && let Some(Value::String(ty)) = object.get("type").cloned()
-            {
-                object.insert("type".into(), json!([ty, "null"]));
-            }
-            object.values_mut().for_each(json_schema);
-        }
-        Value::Array(items) => items.iter_mut().for_each(json_schema),
-        _ => {}
-    }
-}
 
 const SOURCE: &str = "urn:nld:oin:00000001823288444000:systeem:BRP";
 const TYPE: &str = "nl.brp.persoon-verhuisd";

@@ -442,3 +442,118 @@ async fn notificaties_are_refused_as_open_notificaties_refuses_them() {
     let garbage = post_notificatie(&hub, &publisher, "{").await;
     assert_eq!(garbage.body["invalidParams"][0]["code"], "parse_error");
 }
+
+/// The facade serves its OpenAPI document where ZGW clients look for it (YAML and JSON, no
+/// token), and every answer of every operation it lists is what that document says.
+#[tokio::test]
+async fn every_answer_is_what_the_notificaties_document_says() {
+    let hub = hub().await;
+    let yaml = hub
+        .client
+        .get(hub.url("/api/v1/schema/openapi.yaml"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(yaml.status(), 200);
+    assert_eq!(yaml.headers()["api-version"], "1.0.0");
+    let yaml = yaml.text().await.unwrap();
+    assert!(yaml.starts_with("openapi: 3.0.0"), "{}", &yaml[..40]);
+    let document: Value = hub.get_json("/api/v1/schema/openapi.json").await;
+    assert_eq!(document["info"]["version"], "1.0.0");
+    let mut paths: Vec<&String> = document["paths"].as_object().unwrap().keys().collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        ["/kanaal", "/kanaal/{uuid}", "/notificaties"],
+        "only what is served"
+    );
+    let mut check = knooppunt_tests::openapi::Checker::with(document);
+
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    let consumer = token("zac", ZAAKAFHANDEL);
+    let post = |token: &str, path: &str, body: &str| {
+        hub.request(Method::POST, &format!("/api/v1{path}"), token)
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+    };
+    let created = check
+        .check(
+            "post",
+            "/kanaal",
+            post(
+                &publisher,
+                "/kanaal",
+                r#"{"naam": "zaken", "filters": ["bronorganisatie", "zaaktype"]}"#,
+            ),
+        )
+        .await;
+    for body in [r#"{"naam": "zaken"}"#, r#"{"filters": 5}"#, "[", "{}"] {
+        check
+            .check("post", "/kanaal", post(&publisher, "/kanaal", body))
+            .await;
+    }
+    check
+        .check(
+            "post",
+            "/kanaal",
+            post(&consumer, "/kanaal", r#"{"naam": "x"}"#),
+        )
+        .await;
+    check
+        .check(
+            "post",
+            "/kanaal",
+            post("nonsense", "/kanaal", r#"{"naam": "x"}"#),
+        )
+        .await;
+    for query in ["", "?naam=zaken", "?naam=niets"] {
+        check
+            .check(
+                "get",
+                "/kanaal",
+                hub.request(Method::GET, &format!("/api/v1/kanaal{query}"), &consumer),
+            )
+            .await;
+    }
+    check
+        .check("get", "/kanaal", hub.client.get(hub.url("/api/v1/kanaal")))
+        .await;
+    let uuid = created["url"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    for id in [uuid.as_str(), "nope"] {
+        check
+            .check(
+                "get",
+                "/kanaal/{uuid}",
+                hub.request(Method::GET, &format!("/api/v1/kanaal/{id}"), &consumer),
+            )
+            .await;
+    }
+    for body in [
+        NOTIFICATIE.to_owned(),
+        NOTIFICATIE.replace("\"bronorganisatie\"", "\"kleur\""),
+        r#"{"kanaal": "zaken"}"#.to_owned(),
+        NOTIFICATIE.replace("\"zaken\"", "\"besluiten\""),
+    ] {
+        check
+            .check(
+                "post",
+                "/notificaties",
+                post(&publisher, "/notificaties", &body),
+            )
+            .await;
+    }
+    check
+        .check(
+            "post",
+            "/notificaties",
+            post(&consumer, "/notificaties", NOTIFICATIE),
+        )
+        .await;
+    assert!(check.checked >= 18, "{} answers checked", check.checked);
+}

@@ -2,6 +2,7 @@
 //! ([`TestHub`]), the principals it knows, and where the specifications are.
 
 pub mod certificates;
+pub mod openapi;
 pub mod sink;
 
 use std::net::SocketAddr;

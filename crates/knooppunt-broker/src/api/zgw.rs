@@ -32,6 +32,8 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         .route("/kanaal", get(list_kanalen).post(create_kanaal))
         .route("/kanaal/{uuid}", get(read_kanaal))
         .route("/notificaties", axum::routing::post(publish_notificatie))
+        .route("/schema/openapi.yaml", get(document_yaml))
+        .route("/schema/openapi.json", get(document_json))
         .fallback(|| async { ZgwError::NotFound("deze resource bestaat niet".into()) })
         .layer(axum::middleware::map_response(version))
 }
@@ -207,12 +209,16 @@ impl FromRequestParts<Arc<AppState>> for ZgwCaller {
 }
 
 fn representation(base: &str, kanaal: &Kanaal) -> Value {
-    json!({
+    let mut body = json!({
         "url": format!("{base}/api/v1/kanaal/{}", kanaal.id),
         "naam": kanaal.naam,
-        "documentatieLink": kanaal.documentatie_link.clone().unwrap_or_default(),
         "filters": kanaal.filters,
-    })
+    });
+    // Left out when there is none: the document makes it a URI, which "" is not.
+    if let Some(link) = &kanaal.documentatie_link {
+        body["documentatieLink"] = json!(link);
+    }
+    body
 }
 
 fn answer(status: StatusCode, body: Value) -> Response {
@@ -472,6 +478,28 @@ fn answer_text(status: StatusCode, body: &str) -> Response {
         status,
         [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
         body.to_owned(),
+    )
+        .into_response()
+}
+
+/// `GET /api/v1/schema/openapi.yaml`: the Notificaties API 1.0 document with the operations
+/// the hub serves (`assets/zgw/`), where ZGW clients look for it. No token needed.
+async fn document_yaml() -> Response {
+    (
+        [(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/yaml; charset=utf-8"),
+        )],
+        include_str!("../../assets/zgw/openapi.yaml"),
+    )
+        .into_response()
+}
+
+/// `GET /api/v1/schema/openapi.json`: the same document as JSON.
+async fn document_json() -> Response {
+    (
+        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        include_str!("../../assets/zgw/openapi.json"),
     )
         .into_response()
 }

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Makes the OpenAPI document the hub serves at /api/v1/schema/openapi.{yaml,json}: VNG's
+Notificaties API 1.0 (EUPL, ../shared/specs/vng-notificaties/) with only the operations the
+hub implements, so that a ZGW client reading it finds no operation that is not there.
+
+    python3 scripts/zgw-openapi.py ../shared/specs/vng-notificaties/notificaties-api-1.0.yaml
+"""
+import json
+import pathlib
+import sys
+
+import yaml
+
+# The operations the hub serves, by path and method.
+SERVED = {
+    "/kanaal": {"get", "post"},
+    "/kanaal/{uuid}": {"get"},
+    "/notificaties": {"post"},
+}
+
+source = pathlib.Path(sys.argv[1])
+document = yaml.safe_load(source.read_text())
+paths = {}
+for path, item in document["paths"].items():
+    if path not in SERVED:
+        continue
+    kept = {k: v for k, v in item.items() if k not in {"get", "post", "put", "patch", "delete"} or k in SERVED[path]}
+    paths[path] = kept
+document["paths"] = paths
+# VNG's document lists no errors for publishing a notificatie, though it is refused like
+# any other request (Open Notificaties answers 400, 401, 403 too): the hub's document lists
+# the ones `POST /kanaal` lists.
+errors = {code: answer for code, answer in paths["/kanaal"]["post"]["responses"].items() if code != "201"}
+for code, answer in errors.items():
+    paths["/notificaties"]["post"]["responses"].setdefault(code, answer)
+document["info"]["description"] = (
+    document["info"]["description"]
+    + "\n\n**Knooppunt** serves the operations of this document (VNG's Notificaties API 1.0, "
+    "EUPL) that it implements; the others are left out until it does. Publishing a "
+    "notificatie lists the errors it can answer, which VNG's document leaves out."
+)
+document["tags"] = [t for t in document.get("tags", []) if t.get("name") in {"kanaal", "notificaties"}]
+out = pathlib.Path(__file__).resolve().parent.parent / "crates/knooppunt-broker/assets/zgw"
+(out / "openapi.json").write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+(out / "openapi.yaml").write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+print("written", out)
