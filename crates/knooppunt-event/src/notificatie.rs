@@ -11,6 +11,7 @@
 //! | `subject` | `resourceUrl` |
 //! | `time` | `aanmaakdatum`, when it is an RFC 3339 timestamp |
 //! | `source`, `id` | the publishing client and a new id (the caller's) |
+//! | `kenmerk<name>` | each kenmerk whose name is letters and digits, lower-cased ([`kenmerk_attribute`]), so that subscriptions filter on them |
 //!
 //! The other way, a CloudEvent whose `data` is a notificatie is given back as that
 //! notificatie; one of type `nl.vng.zgw.<kanaal>.<resource>.<actie>` with other data becomes
@@ -26,6 +27,32 @@ use crate::event::Event;
 
 /// The prefix of the CloudEvents types of notificaties.
 pub const TYPE_PREFIX: &str = "nl.vng.zgw.";
+
+/// The extension attribute a kenmerk is carried in (`kenmerk` and its name in lower case),
+/// when its name is letters and digits only (the others stay in `data` alone).
+pub fn kenmerk_attribute(name: &str) -> Option<String> {
+    (!name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .then(|| format!("kenmerk{}", name.to_ascii_lowercase()))
+}
+
+/// An abonnement's filters for one kanaal as CloudEvents Subscriptions API filters, with
+/// Open Notificaties' rule: per filter key, the kenmerk equals the value, or the filter is
+/// `*`, or the notificatie has no such kenmerk. `None` for a key that cannot be an attribute
+/// name ([`kenmerk_attribute`]).
+pub fn kanaal_filter(kanaal: &str, filters: &BTreeMap<String, String>) -> Option<Value> {
+    let mut all = vec![serde_json::json!({"prefix": {"type": format!("{TYPE_PREFIX}{kanaal}.")}})];
+    for (key, wanted) in filters {
+        let attribute = kenmerk_attribute(key)?;
+        if wanted == "*" {
+            continue;
+        }
+        all.push(serde_json::json!({"any": [
+            {"exact": {attribute.clone(): wanted}},
+            {"sql": format!("NOT EXISTS {attribute}")}
+        ]}));
+    }
+    Some(serde_json::json!({"all": all}))
+}
 
 /// The CloudEvents `type` of a notificatie.
 pub fn event_type(kanaal: &str, resource: &str, actie: &str) -> String {
@@ -141,6 +168,11 @@ impl Notificatie {
             .data(Data::Json(self.text.clone()));
         if crate::validate::syntax::timestamp(&self.aanmaakdatum).is_ok() {
             builder = builder.time(self.aanmaakdatum.clone());
+        }
+        for (name, value) in &self.kenmerken {
+            if let Some(attribute) = kenmerk_attribute(name) {
+                builder = builder.extension(attribute, value.clone());
+            }
         }
         builder.build()
     }
@@ -375,6 +407,18 @@ mod tests {
         );
         assert_eq!(event.time(), Some("2026-11-24T08:15:00.123456Z"));
         assert_eq!(event.datacontenttype(), Some("application/json"));
+        assert_eq!(
+            event
+                .extension("kenmerkbronorganisatie")
+                .map(ToString::to_string),
+            Some("224557609".into())
+        );
+        assert_eq!(
+            event
+                .extension("kenmerkvertrouwelijkheidaanduiding")
+                .map(ToString::to_string),
+            Some("openbaar".into())
+        );
         // Through the JSON event format and back, as the hub stores and reads it.
         let stored = crate::format::json::encode_event(&event);
         let received = crate::format::json::decode_event(stored.as_bytes()).unwrap();
