@@ -13,6 +13,8 @@ import yaml
 
 # The operations the hub serves, by path and method.
 SERVED = {
+    "/abonnement": {"get", "post"},
+    "/abonnement/{uuid}": {"get", "delete"},
     "/kanaal": {"get", "post"},
     "/kanaal/{uuid}": {"get"},
     "/notificaties": {"post"},
@@ -39,7 +41,9 @@ document["info"]["description"] = (
     "EUPL) that it implements; the others are left out until it does. Publishing a "
     "notificatie lists the errors it can answer, which VNG's document leaves out."
 )
-document["tags"] = [t for t in document.get("tags", []) if t.get("name") in {"kanaal", "notificaties"}]
+# `auth` is sent to the callback, never returned (as Open Notificaties does): write-only.
+document["components"]["schemas"]["Abonnement"]["properties"]["auth"]["writeOnly"] = True
+document["tags"] = [t for t in document.get("tags", []) if t.get("name") in {"abonnement", "kanaal", "notificaties"}]
 out = pathlib.Path(__file__).resolve().parent.parent / "crates/knooppunt-broker/assets/zgw"
 (out / "openapi.json").write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 (out / "openapi.yaml").write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))

@@ -464,7 +464,13 @@ async fn every_answer_is_what_the_notificaties_document_says() {
     paths.sort();
     assert_eq!(
         paths,
-        ["/kanaal", "/kanaal/{uuid}", "/notificaties"],
+        [
+            "/abonnement",
+            "/abonnement/{uuid}",
+            "/kanaal",
+            "/kanaal/{uuid}",
+            "/notificaties"
+        ],
         "only what is served"
     );
     let mut check = knooppunt_tests::openapi::Checker::with(document);
@@ -555,5 +561,244 @@ async fn every_answer_is_what_the_notificaties_document_says() {
             post(&consumer, "/notificaties", NOTIFICATIE),
         )
         .await;
-    assert!(check.checked >= 18, "{} answers checked", check.checked);
+    let sink = callback().await;
+    let abonnement = format!(
+        r#"{{"callbackUrl": "{}", "auth": "Bearer x", "kanalen": [{{"naam": "zaken", "filters": {{"bronorganisatie": "1"}}}}]}}"#,
+        sink.url
+    );
+    let made = check
+        .check(
+            "post",
+            "/abonnement",
+            post(&consumer, "/abonnement", &abonnement),
+        )
+        .await;
+    for body in [
+        r#"{"kanalen": 5}"#,
+        r#"{"callbackUrl": "x", "auth": "y", "kanalen": [{"naam": "niets"}]}"#,
+    ] {
+        check
+            .check("post", "/abonnement", post(&consumer, "/abonnement", body))
+            .await;
+    }
+    check
+        .check(
+            "post",
+            "/abonnement",
+            post(&publisher, "/abonnement", &abonnement),
+        )
+        .await;
+    check
+        .check(
+            "get",
+            "/abonnement",
+            hub.request(Method::GET, "/api/v1/abonnement", &consumer),
+        )
+        .await;
+    let made = made["url"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    for id in [made.as_str(), "nope"] {
+        let path = format!("/api/v1/abonnement/{id}");
+        check
+            .check(
+                "get",
+                "/abonnement/{uuid}",
+                hub.request(Method::GET, &path, &consumer),
+            )
+            .await;
+        check
+            .check(
+                "delete",
+                "/abonnement/{uuid}",
+                hub.request(Method::DELETE, &path, &consumer),
+            )
+            .await;
+    }
+    assert!(check.checked >= 25, "{} answers checked", check.checked);
+}
+
+/// A callback as ZGW consumers have one: it records what arrives and answers 204.
+async fn callback() -> knooppunt_tests::sink::Sink {
+    let sink = knooppunt_tests::sink::Sink::start().await;
+    sink.answer_always(knooppunt_tests::sink::Reply::status(204));
+    sink
+}
+
+async fn subscribe(hub: &TestHub, token: &str, callback: &str, filters: Value) -> Answer {
+    call(
+        hub,
+        Method::POST,
+        "/api/v1/abonnement",
+        token,
+        Some(
+            json!({"callbackUrl": callback, "auth": "Bearer abonnee-geheim",
+                    "kanalen": [{"naam": "zaken", "filters": filters}]}),
+        ),
+    )
+    .await
+}
+
+/// An abonnement: tested with a notificatie at creation, then every notificatie of its
+/// kanaal that its filters let through arrives at its callback exactly as published, with
+/// its `auth`; `auth` is never shown; it is listed, read and deleted by its own client only.
+#[tokio::test]
+async fn abonnementen_receive_the_notificaties_their_filters_let_through() {
+    let hub = hub().await;
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    let consumer = token("zac", ZAAKAFHANDEL);
+    register_zaken(&hub, &publisher).await;
+    let (all, ours, theirs) = (callback().await, callback().await, callback().await);
+    let created = subscribe(&hub, &consumer, &all.url, json!({})).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body.get("auth"), None, "auth is write-only");
+    let tested = all.deliveries();
+    assert_eq!(tested.len(), 1, "the test notificatie");
+    assert_eq!(tested[0].json()["kanaal"], "test");
+    assert_eq!(
+        tested[0].header("authorization"),
+        Some("Bearer abonnee-geheim")
+    );
+    let mine = subscribe(
+        &hub,
+        &consumer,
+        &ours.url,
+        json!({"bronorganisatie": "224557609", "zaaktype": "*"}),
+    )
+    .await;
+    assert_eq!(mine.status, 201, "{}", mine.body);
+    assert_eq!(
+        mine.body["kanalen"],
+        json!([{"naam": "zaken", "filters": {"bronorganisatie": "224557609", "zaaktype": "*"}}])
+    );
+    let other = subscribe(
+        &hub,
+        &consumer,
+        &theirs.url,
+        json!({"bronorganisatie": "000000000"}),
+    )
+    .await;
+    assert_eq!(other.status, 201, "{}", other.body);
+
+    assert_eq!(
+        post_notificatie(&hub, &publisher, NOTIFICATIE).await.status,
+        200
+    );
+    for sink in [&all, &ours] {
+        let arrived = sink.wait_for(2, Duration::from_secs(10)).await;
+        assert_eq!(
+            std::str::from_utf8(&arrived[1].body).unwrap(),
+            NOTIFICATIE.trim(),
+            "the notificatie byte for byte"
+        );
+        assert_eq!(
+            arrived[1].header("authorization"),
+            Some("Bearer abonnee-geheim")
+        );
+        assert_eq!(arrived[1].header("content-type"), Some("application/json"));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        theirs.deliveries().len(),
+        1,
+        "filtered out: only the test notificatie"
+    );
+
+    // Listed and read by its own client; another client sees none of it.
+    let listed = call(&hub, Method::GET, "/api/v1/abonnement", &consumer, None).await;
+    assert_eq!(listed.body.as_array().unwrap().len(), 3);
+    let path = created.body["url"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches(&hub.url(""))
+        .to_owned();
+    let read = call(&hub, Method::GET, &path, &consumer, None).await;
+    assert_eq!(read.body, created.body);
+    let stranger = call(&hub, Method::GET, &path, &publisher, None).await;
+    assert_fout(&stranger, 404, "not_found");
+    let deleted = call(&hub, Method::DELETE, &path, &consumer, None).await;
+    assert_eq!(deleted.status, 204);
+    let gone = call(&hub, Method::GET, &path, &consumer, None).await;
+    assert_fout(&gone, 404, "not_found");
+}
+
+#[tokio::test]
+async fn abonnementen_are_refused_as_open_notificaties_refuses_them() {
+    let hub = hub().await;
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    let consumer = token("zac", ZAAKAFHANDEL);
+    let sink = callback().await;
+    let unknown = subscribe(&hub, &consumer, &sink.url, json!({})).await;
+    assert_fout(&unknown, 400, "invalid");
+    assert_eq!(unknown.body["invalidParams"][0]["code"], "kanaal_not_found");
+    register_zaken(&hub, &publisher).await;
+    let inconsistent = subscribe(&hub, &consumer, &sink.url, json!({"kleur": "rood"})).await;
+    assert_eq!(
+        inconsistent.body["invalidParams"][0]["code"],
+        "inconsistent-abonnement-filters"
+    );
+    // A callback that does not take the test notificatie is refused; nothing is made.
+    let failing = knooppunt_tests::sink::Sink::start().await;
+    failing.answer_always(knooppunt_tests::sink::Reply::status(500));
+    let refused = subscribe(&hub, &consumer, &failing.url, json!({})).await;
+    assert_fout(&refused, 400, "invalid");
+    assert_eq!(
+        refused.body["invalidParams"][0]["code"],
+        "invalid-callback-url"
+    );
+    assert!(
+        refused.body["invalidParams"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("500")
+    );
+    let listed = call(&hub, Method::GET, "/api/v1/abonnement", &consumer, None).await;
+    assert_eq!(listed.body, json!([]));
+    let missing = call(
+        &hub,
+        Method::POST,
+        "/api/v1/abonnement",
+        &consumer,
+        Some(json!({"kanalen": "zaken"})),
+    )
+    .await;
+    let names: Vec<&str> = missing.body["invalidParams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["callbackUrl", "auth", "kanalen"]);
+    let forbidden = subscribe(&hub, &publisher, &sink.url, json!({})).await;
+    assert_fout(&forbidden, 403, "permission_denied");
+}
+
+/// A callback that fails is retried by the hub's delivery until it takes the notificatie.
+#[tokio::test]
+async fn a_failing_callback_is_retried() {
+    let hub = hub().await;
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    let consumer = token("zac", ZAAKAFHANDEL);
+    register_zaken(&hub, &publisher).await;
+    let sink = knooppunt_tests::sink::Sink::start().await;
+    // The test notificatie passes; the notificatie fails once, then arrives.
+    sink.answer([
+        knooppunt_tests::sink::Reply::status(204),
+        knooppunt_tests::sink::Reply::status(503),
+    ]);
+    let created = subscribe(&hub, &consumer, &sink.url, json!({})).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(
+        post_notificatie(&hub, &publisher, NOTIFICATIE).await.status,
+        200
+    );
+    let arrived = sink.wait_for(3, Duration::from_secs(15)).await;
+    assert_eq!(
+        std::str::from_utf8(&arrived[2].body).unwrap(),
+        NOTIFICATIE.trim()
+    );
 }

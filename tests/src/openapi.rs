@@ -105,7 +105,8 @@ impl Checker {
     }
 }
 
-/// OpenAPI 3.0's `nullable: true` as JSON Schema: `null` joins the allowed types.
+/// OpenAPI 3.0's `nullable: true` as JSON Schema (`null` joins the allowed types), and its
+/// `writeOnly` properties left out of `required` (an answer never has them).
 fn json_schema(schema: &mut Value) {
     match schema {
         Value::Object(object) => {
@@ -113,6 +114,20 @@ fn json_schema(schema: &mut Value) {
                 && let Some(Value::String(ty)) = object.get("type").cloned()
             {
                 object.insert("type".into(), json!([ty, "null"]));
+            }
+            let write_only: Vec<String> = object
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|properties| {
+                    properties
+                        .iter()
+                        .filter(|(_, p)| p.get("writeOnly") == Some(&Value::Bool(true)))
+                        .map(|(name, _)| name.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(Value::Array(required)) = object.get_mut("required") {
+                required.retain(|name| !write_only.iter().any(|w| name == w.as_str()));
             }
             object.values_mut().for_each(json_schema);
         }

@@ -316,13 +316,38 @@ impl Subscriptions {
     /// Refused, changing nothing, when it takes its owner past the [`Quotas`].
     pub(crate) async fn create<E: From<StoreError> + From<QuotaExceeded>>(
         &self,
+        subscription: Subscription,
+        criteria: Criteria,
+    ) -> Result<Arc<Subscription>, E> {
+        self.create_with(subscription, criteria, false).await
+    }
+
+    /// Stores a new subscription whose sink agreed already, by its protocol's own check
+    /// (a ZGW abonnement's callback took the test notificatie): active at once.
+    pub(crate) async fn create_agreed<E: From<StoreError> + From<QuotaExceeded>>(
+        &self,
+        subscription: Subscription,
+        criteria: Criteria,
+    ) -> Result<Arc<Subscription>, E> {
+        self.create_with(subscription, criteria, true).await
+    }
+
+    async fn create_with<E: From<StoreError> + From<QuotaExceeded>>(
+        &self,
         mut subscription: Subscription,
         criteria: Criteria,
+        agreed: bool,
     ) -> Result<Arc<Subscription>, E> {
         // Every new push subscription waits for its sink's consent (a pull subscription's
         // consumer calls the hub: there is no one to ask), and has a secret its deliveries
         // are signed with.
-        if subscription.is_pull() {
+        if agreed {
+            subscription.status = Status::Active(Consent {
+                by: Some(Validation::Agreement),
+                allowed_rate: None,
+            });
+            subscription.validation_token = None;
+        } else if subscription.is_pull() {
             subscription.status = Status::Active(Consent::default());
             subscription.validation_token = None;
         } else {

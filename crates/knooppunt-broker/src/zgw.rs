@@ -3,10 +3,11 @@
 //! space of the client that registered it; its `filters` are the entry's kenmerken and its
 //! `documentatieLink` the entry's documentation.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use knooppunt_event::notificatie::TYPE_PREFIX;
-use knooppunt_store::{ApprovalPolicy, CatalogEntry, SchemaCheck, TypeMatch};
+use knooppunt_event::notificatie::{self, FieldError, TYPE_PREFIX};
+use knooppunt_store::{ApprovalPolicy, CatalogEntry, SchemaCheck, Subscription, TypeMatch};
 
 use crate::catalog::{Catalog, Draft, Refused};
 use crate::identity::zgw::ZgwClient;
@@ -115,7 +116,6 @@ pub(crate) fn check_notificatie(
     catalog: &Catalog,
     notificatie: &knooppunt_event::notificatie::Notificatie,
 ) -> Result<(), Vec<knooppunt_event::notificatie::FieldError>> {
-    use knooppunt_event::notificatie::FieldError;
     let Some(kanaal) = kanalen(catalog, Some(&notificatie.kanaal))
         .into_iter()
         .next()
@@ -144,4 +144,167 @@ pub(crate) fn check_notificatie(
             kanaal.filters.join(", ")
         ),
     }])
+}
+
+/// An abonnement: a subscription of the hub owned by a ZGW client, delivering the
+/// notificaties of its kanalen (in binary mode: the body is the notificatie) to its
+/// callback with its `auth` as `Authorization`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Abonnement {
+    /// The subscription's id.
+    pub(crate) id: String,
+    pub(crate) callback_url: String,
+    pub(crate) kanalen: Vec<(String, BTreeMap<String, String>)>,
+}
+
+/// What a client asks to subscribe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AbonnementDraft {
+    pub(crate) callback_url: String,
+    pub(crate) auth: String,
+    pub(crate) kanalen: Vec<(String, BTreeMap<String, String>)>,
+}
+
+/// The subscription filters of an abonnement's kanalen (one filter: any of them), when its
+/// kanalen exist and their filters are among the kanalen's; else every problem.
+pub(crate) fn abonnement_filters(
+    catalog: &Catalog,
+    draft: &AbonnementDraft,
+) -> Result<Vec<serde_json::Value>, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let mut per_kanaal = Vec::new();
+    for (n, (naam, filters)) in draft.kanalen.iter().enumerate() {
+        let Some(kanaal) = kanalen(catalog, Some(naam)).into_iter().next() else {
+            errors.push(FieldError {
+                name: format!("kanalen.{n}.naam"),
+                code: "kanaal_not_found",
+                reason: format!("Kanaal `{naam}` bestaat niet."),
+            });
+            continue;
+        };
+        if let Some(key) = filters.keys().find(|k| !kanaal.filters.contains(k)) {
+            errors.push(FieldError {
+                name: format!("kanalen.{n}.filters"),
+                code: "inconsistent-abonnement-filters",
+                reason: format!(
+                    "abonnement filters aren't consistent with kanaal filters: `{key}` is not one \
+                     of {}",
+                    kanaal.filters.join(", ")
+                ),
+            });
+            continue;
+        }
+        match notificatie::kanaal_filter(naam, filters) {
+            Some(filter) => per_kanaal.push(filter),
+            None => errors.push(FieldError {
+                name: format!("kanalen.{n}.filters"),
+                code: "invalid",
+                reason: "een filtersleutel bestaat uit letters en cijfers".into(),
+            }),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(vec![serde_json::json!({"any": per_kanaal})])
+}
+
+/// The abonnement a subscription is, if it is one (a ZGW client's, with filters made by
+/// [`abonnement_filters`]); the filter keys in the case the kanaal names them.
+pub(crate) fn abonnement_of(catalog: &Catalog, subscription: &Subscription) -> Option<Abonnement> {
+    if !subscription.owner.starts_with("zgw:") {
+        return None;
+    }
+    let [filter] = subscription.filters.as_slice() else {
+        return None;
+    };
+    let mut kanalen_of = Vec::new();
+    for part in filter.get("any")?.as_array()? {
+        let (naam, lowered) = notificatie::kanaal_of_filter(part)?;
+        let names = kanalen(catalog, Some(&naam))
+            .into_iter()
+            .next()
+            .map(|k| k.filters)
+            .unwrap_or_default();
+        let filters = lowered
+            .into_iter()
+            .map(|(key, value)| {
+                let original = names
+                    .iter()
+                    .find(|n| n.to_ascii_lowercase() == key)
+                    .cloned()
+                    .unwrap_or(key);
+                (original, value)
+            })
+            .collect();
+        kanalen_of.push((naam, filters));
+    }
+    Some(Abonnement {
+        id: subscription.id.clone(),
+        callback_url: subscription.sink.to_string(),
+        kanalen: kanalen_of,
+    })
+}
+
+/// The hub subscription an abonnement is: binary mode (the body is the notificatie, as ZGW
+/// consumers expect it), unordered, `auth` as the `Authorization` of every callback.
+pub(crate) fn subscription_of(
+    client: &ZgwClient,
+    id: String,
+    draft: &AbonnementDraft,
+    filters: Vec<serde_json::Value>,
+    defaults: &knooppunt_store::ConfigDefaults,
+) -> Result<Subscription, String> {
+    let now = knooppunt_store::now_ms();
+    let config = std::collections::BTreeMap::from([
+        ("mode".to_owned(), "binary".to_owned()),
+        ("ordering".to_owned(), "unordered".to_owned()),
+    ]);
+    let config =
+        knooppunt_store::SubscriptionConfig::parse(&config, defaults).map_err(|errors| {
+            errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })?;
+    Ok(Subscription {
+        id,
+        owner: client.principal().name,
+        sink: knooppunt_store::Sink::parse(&draft.callback_url)?,
+        protocol: knooppunt_store::Protocol::Http,
+        source: None,
+        types: None,
+        filters,
+        protocol_settings: knooppunt_store::HttpSettings {
+            headers: std::collections::BTreeMap::from([(
+                "Authorization".to_owned(),
+                draft.auth.clone(),
+            )]),
+            method: None,
+        },
+        sink_credential: None,
+        client_certificate: None,
+        config,
+        created_at: now,
+        updated_at: now,
+        status: knooppunt_store::Status::Pending { problem: None },
+        validation_token: None,
+        signing: None,
+    })
+}
+
+/// The notificatie Open Notificaties sends to a new abonnement's callback: it must answer
+/// 2xx for the abonnement to be made.
+pub(crate) fn test_notificatie(now_ms: u64) -> String {
+    serde_json::json!({
+        "kanaal": "test",
+        "hoofdObject": "http://some.hoofdobject.nl/",
+        "resource": "some_resource",
+        "resourceUrl": "http://some.resource.nl/",
+        "actie": "create",
+        "aanmaakdatum": knooppunt_event::timestamp::utc_timestamp(now_ms),
+        "kenmerken": {}
+    })
+    .to_string()
 }

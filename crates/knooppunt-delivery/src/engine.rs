@@ -389,6 +389,41 @@ impl Deliverer {
         .await
     }
 
+    /// POSTs `body` (JSON) with `headers` to `url` once, through the same guards as
+    /// deliveries (the SSRF guard, the connection limits), within the handshake timeout:
+    /// the status the receiver answered, or why there was none. For checks a protocol makes
+    /// before a subscription starts (a ZGW abonnement's test notificatie).
+    pub async fn probe(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Result<u16, String> {
+        let timeout = self.inner.options.handshake_timeout;
+        let started = tokio::time::Instant::now();
+        let permit = self.inner.connections.acquire(url, timeout, None).await?;
+        let mut request = permit
+            .client
+            .post(url)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header("webhook-request-origin", &self.inner.origin)
+            .timeout(timeout.saturating_sub(started.elapsed()))
+            .body(body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        match request.send().await {
+            Ok(response) => Ok(response.status().as_u16()),
+            Err(error) if error.is_timeout() => {
+                Err(format!("no answer within {} ms", timeout.as_millis()))
+            }
+            Err(error) => Err(format!(
+                "the request failed: {}",
+                crate::sink::describe(&error)
+            )),
+        }
+    }
+
     /// Stops taking new deliveries and waits up to `grace` for the attempts in flight (their
     /// results are recorded); what is still running then is abandoned and retried after the
     /// next start.

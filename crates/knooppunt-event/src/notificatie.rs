@@ -38,20 +38,51 @@ pub fn kenmerk_attribute(name: &str) -> Option<String> {
 /// An abonnement's filters for one kanaal as CloudEvents Subscriptions API filters, with
 /// Open Notificaties' rule: per filter key, the kenmerk equals the value, or the filter is
 /// `*`, or the notificatie has no such kenmerk. `None` for a key that cannot be an attribute
-/// name ([`kenmerk_attribute`]).
+/// name ([`kenmerk_attribute`]). [`kanaal_of_filter`] reads one back.
 pub fn kanaal_filter(kanaal: &str, filters: &BTreeMap<String, String>) -> Option<Value> {
     let mut all = vec![serde_json::json!({"prefix": {"type": format!("{TYPE_PREFIX}{kanaal}.")}})];
     for (key, wanted) in filters {
         let attribute = kenmerk_attribute(key)?;
-        if wanted == "*" {
-            continue;
-        }
-        all.push(serde_json::json!({"any": [
-            {"exact": {attribute.clone(): wanted}},
-            {"sql": format!("NOT EXISTS {attribute}")}
-        ]}));
+        // `*` matches anything; it is kept (always true) so that the filter reads back.
+        let exact = if wanted == "*" {
+            serde_json::json!({"sql": format!("EXISTS {attribute}")})
+        } else {
+            serde_json::json!({"exact": {attribute.clone(): wanted}})
+        };
+        all.push(serde_json::json!({"any": [exact, {"sql": format!("NOT EXISTS {attribute}")}]}));
     }
     Some(serde_json::json!({"all": all}))
+}
+
+/// The kanaal and the filters of a filter [`kanaal_filter`] made; the filter keys as the
+/// attributes name them (lower case).
+pub fn kanaal_of_filter(filter: &Value) -> Option<(String, BTreeMap<String, String>)> {
+    let all = filter.get("all")?.as_array()?;
+    let (first, rest) = all.split_first()?;
+    let kanaal = first
+        .get("prefix")?
+        .get("type")?
+        .as_str()?
+        .strip_prefix(TYPE_PREFIX)?
+        .strip_suffix('.')?
+        .to_owned();
+    let mut filters = BTreeMap::new();
+    for part in rest {
+        let any = part.get("any")?.as_array()?;
+        let (key, value) = match any.first()? {
+            Value::Object(o) if o.contains_key("exact") => {
+                let (attribute, value) = o["exact"].as_object()?.iter().next()?;
+                (attribute.clone(), value.as_str()?.to_owned())
+            }
+            Value::Object(o) if o.contains_key("sql") => {
+                let attribute = o["sql"].as_str()?.strip_prefix("EXISTS ")?;
+                (attribute.to_owned(), "*".to_owned())
+            }
+            _ => return None,
+        };
+        filters.insert(key.strip_prefix("kenmerk")?.to_owned(), value);
+    }
+    Some((kanaal, filters))
 }
 
 /// The CloudEvents `type` of a notificatie.

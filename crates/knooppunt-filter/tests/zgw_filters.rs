@@ -62,6 +62,12 @@ fn the_open_notificaties_rule_as_cloudevents_filters() {
         &zaak
     ));
     assert!(!routes("besluiten", &map(&[]), &zaak), "another kanaal");
+    let filters = map(&[("bronorganisatie", "224557609"), ("zaaktype", "*")]);
+    assert_eq!(
+        knooppunt_event::notificatie::kanaal_of_filter(&kanaal_filter("zaken", &filters).unwrap()),
+        Some(("zaken".to_owned(), filters)),
+        "a filter reads back"
+    );
     assert_eq!(
         kanaal_filter("zaken", &map(&[("zaak-type", "x")])),
         None,

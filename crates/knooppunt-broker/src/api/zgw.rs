@@ -32,6 +32,14 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         .route("/kanaal", get(list_kanalen).post(create_kanaal))
         .route("/kanaal/{uuid}", get(read_kanaal))
         .route("/notificaties", axum::routing::post(publish_notificatie))
+        .route(
+            "/abonnement",
+            get(list_abonnementen).post(create_abonnement),
+        )
+        .route(
+            "/abonnement/{uuid}",
+            get(read_abonnement).delete(delete_abonnement),
+        )
         .route("/schema/openapi.yaml", get(document_yaml))
         .route("/schema/openapi.json", get(document_json))
         .fallback(|| async { ZgwError::NotFound("deze resource bestaat niet".into()) })
@@ -137,6 +145,12 @@ impl IntoResponse for ZgwError {
             );
         }
         response
+    }
+}
+
+impl From<crate::lifecycle::QuotaExceeded> for ZgwError {
+    fn from(exceeded: crate::lifecycle::QuotaExceeded) -> Self {
+        ZgwError::PermissionDenied(exceeded.to_string())
     }
 }
 
@@ -502,4 +516,317 @@ async fn document_json() -> Response {
         include_str!("../../assets/zgw/openapi.json"),
     )
         .into_response()
+}
+
+fn abonnement_representation(base: &str, abonnement: &crate::zgw::Abonnement) -> Value {
+    let kanalen: Vec<Value> = abonnement
+        .kanalen
+        .iter()
+        .map(|(naam, filters)| json!({"naam": naam, "filters": filters}))
+        .collect();
+    // `auth` is write-only: never returned.
+    json!({
+        "url": format!("{base}/api/v1/abonnement/{}", abonnement.id),
+        "callbackUrl": abonnement.callback_url,
+        "kanalen": kanalen,
+    })
+}
+
+fn invalid(name: &str, code: &'static str, reason: impl Into<String>) -> ZgwError {
+    ZgwError::Invalid(vec![FieldError {
+        name: name.to_owned(),
+        code,
+        reason: reason.into(),
+    }])
+}
+
+/// The body of `POST /api/v1/abonnement`, every problem reported.
+fn read_abonnement_draft(body: &[u8]) -> Result<crate::zgw::AbonnementDraft, Vec<FieldError>> {
+    let field = |name: &str, code: &'static str, reason: &str| FieldError {
+        name: name.to_owned(),
+        code,
+        reason: reason.to_owned(),
+    };
+    let object: Map<String, Value> = match serde_json::from_slice(body) {
+        Ok(Value::Object(object)) => object,
+        Ok(_) => {
+            return Err(vec![field(
+                "nonFieldErrors",
+                "invalid",
+                "Ongeldige data. Verwachtte een dictionary, kreeg een ander type.",
+            )]);
+        }
+        Err(_) => {
+            return Err(vec![field(
+                "nonFieldErrors",
+                "parse_error",
+                "JSON parse error",
+            )]);
+        }
+    };
+    let mut errors = Vec::new();
+    let mut text = |name: &str, max: usize| match object.get(name) {
+        None | Some(Value::Null) => {
+            errors.push(field(name, "required", "Dit veld is vereist."));
+            String::new()
+        }
+        Some(Value::String(t)) if t.trim().is_empty() => {
+            errors.push(field(name, "blank", "Dit veld mag niet leeg zijn."));
+            String::new()
+        }
+        Some(Value::String(t)) if t.chars().count() > max => {
+            errors.push(field(
+                name,
+                "max_length",
+                &format!("Zorg ervoor dat dit veld niet meer dan {max} karakters bevat."),
+            ));
+            String::new()
+        }
+        Some(Value::String(t)) => t.clone(),
+        Some(_) => {
+            errors.push(field(name, "invalid", "Geen geldige string."));
+            String::new()
+        }
+    };
+    let callback_url = text("callbackUrl", 200);
+    let auth = text("auth", 1000);
+    let mut kanalen = Vec::new();
+    match object.get("kanalen") {
+        Some(Value::Array(items)) if !items.is_empty() && items.len() <= 100 => {
+            for (n, item) in items.iter().enumerate() {
+                let naam = item.get("naam").and_then(Value::as_str).unwrap_or_default();
+                if naam.is_empty() {
+                    errors.push(field(
+                        &format!("kanalen.{n}.naam"),
+                        "required",
+                        "Dit veld is vereist.",
+                    ));
+                    continue;
+                }
+                let mut filters = std::collections::BTreeMap::new();
+                match item.get("filters") {
+                    None | Some(Value::Null) => {}
+                    Some(Value::Object(map)) => {
+                        for (key, value) in map {
+                            match value.as_str() {
+                                Some(v) if !v.is_empty() && v.chars().count() <= 1000 => {
+                                    filters.insert(key.clone(), v.to_owned());
+                                }
+                                _ => errors.push(field(
+                                    &format!("kanalen.{n}.filters.{key}"),
+                                    "invalid",
+                                    "Een filterwaarde is een string van 1 tot 1000 karakters.",
+                                )),
+                            }
+                        }
+                    }
+                    Some(_) => errors.push(field(
+                        &format!("kanalen.{n}.filters"),
+                        "not_a_dict",
+                        "Verwachtte een dictionary van items, maar kreeg een ander type.",
+                    )),
+                }
+                kanalen.push((naam.to_owned(), filters));
+            }
+        }
+        None | Some(Value::Null) => {
+            errors.push(field("kanalen", "required", "Dit veld is vereist."))
+        }
+        Some(_) => errors.push(field(
+            "kanalen",
+            "invalid",
+            "Een lijst van 1 tot 100 kanalen met hun filters.",
+        )),
+    }
+    if errors.is_empty() {
+        Ok(crate::zgw::AbonnementDraft {
+            callback_url,
+            auth,
+            kanalen,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+/// `POST /api/v1/abonnement` (scope `notificaties.consumeren`): the callback must take a
+/// test notificatie (2xx) first; the abonnement is then a subscription of the hub, active at
+/// once, with the hub's delivery (retries, breaker, SSRF guard, dead letters).
+async fn create_abonnement(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    audit: super::audit::RequestAudit,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[CONSUME])?;
+    let draft = read_abonnement_draft(&body).map_err(ZgwError::Invalid)?;
+    let filters =
+        crate::zgw::abonnement_filters(&state.catalog, &draft).map_err(ZgwError::Invalid)?;
+    super::subscription_body::check_sink(&draft.callback_url, state.allow_http_sinks)
+        .map_err(|why| invalid("callbackUrl", "invalid", why))?;
+    state
+        .subscriptions
+        .check_addresses(&draft.callback_url, None, false)
+        .await
+        .map_err(|(_, why)| invalid("callbackUrl", "invalid", why.to_string()))?;
+    let test = crate::zgw::test_notificatie(knooppunt_store::now_ms());
+    match state
+        .deliverer
+        .probe(
+            &draft.callback_url,
+            &[("Authorization", &draft.auth)],
+            test.into_bytes(),
+        )
+        .await
+    {
+        Ok(status) if (200..300).contains(&status) => {}
+        Ok(status) => {
+            return Err(invalid(
+                "callbackUrl",
+                "invalid-callback-url",
+                format!(
+                    "De callback URL antwoordde HTTP {status} op de testnotificatie (kanaal `test`); verwacht 2xx."
+                ),
+            ));
+        }
+        Err(why) => {
+            return Err(invalid(
+                "callbackUrl",
+                "invalid-callback-url",
+                format!("De testnotificatie kwam niet aan: {why}"),
+            ));
+        }
+    }
+    let id = uuid::Uuid::now_v7().to_string();
+    let criteria = knooppunt_filter::Criteria {
+        source: None,
+        types: None,
+        filters: knooppunt_filter::Filter::list_from_json(
+            &filters,
+            "filters",
+            &state.filter_limits,
+        )
+        .map_err(|errors| invalid("kanalen", "invalid", format!("{errors:?}")))?,
+    };
+    let subscription = crate::zgw::subscription_of(
+        &caller.0,
+        id.clone(),
+        &draft,
+        filters,
+        &state.subscription_defaults,
+    )
+    .map_err(|why| invalid("callbackUrl", "invalid", why))?;
+    let created = state
+        .subscriptions
+        .create_agreed::<ZgwError>(subscription, criteria)
+        .await?;
+    state.approvals.subscription_saved(&created).await;
+    let abonnement = crate::zgw::abonnement_of(&state.catalog, &created)
+        .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
+    let body = abonnement_representation(&base_url(&state, &headers), &abonnement);
+    let action = crate::audit::Action::new(
+        "abonnement.create",
+        format!("subscription/{id}"),
+        json!({"callbackUrl": knooppunt_delivery::redact_sink(&created.sink), "kanalen": body["kanalen"], "client": caller.0.client_id}),
+    );
+    state
+        .audit
+        .record(&audit.of_principal(&caller.0.principal()), action)
+        .await;
+    let mut response = answer(StatusCode::CREATED, body.clone());
+    if let Some(url) = body["url"]
+        .as_str()
+        .and_then(|u| HeaderValue::try_from(u).ok())
+    {
+        response.headers_mut().insert(LOCATION, url);
+    }
+    Ok(response)
+}
+
+/// The caller's abonnement `uuid`, or 404.
+fn own_abonnement(
+    state: &AppState,
+    caller: &ZgwCaller,
+    uuid: &str,
+) -> Result<crate::zgw::Abonnement, ZgwError> {
+    state
+        .subscriptions
+        .get(uuid)
+        .filter(|s| s.owner == caller.0.principal().name)
+        .and_then(|s| crate::zgw::abonnement_of(&state.catalog, &s))
+        .ok_or_else(|| {
+            ZgwError::NotFound(format!("er is geen abonnement `{uuid}` van deze client"))
+        })
+}
+
+/// `GET /api/v1/abonnement`: the caller's abonnementen.
+async fn list_abonnementen(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    headers: HeaderMap,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[PUBLISH, CONSUME])?;
+    let owner = caller.0.principal().name;
+    let base = base_url(&state, &headers);
+    let mut list = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let (page, more) = state
+            .subscriptions
+            .page(Some(&owner), cursor.as_deref(), 1000);
+        list.extend(
+            page.iter()
+                .filter_map(|s| crate::zgw::abonnement_of(&state.catalog, s))
+                .map(|a| abonnement_representation(&base, &a)),
+        );
+        match page.last() {
+            Some(last) if more => cursor = Some(last.id.clone()),
+            _ => break,
+        }
+    }
+    Ok(answer(StatusCode::OK, Value::Array(list)))
+}
+
+/// `GET /api/v1/abonnement/{uuid}`.
+async fn read_abonnement(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    headers: HeaderMap,
+    Path(uuid): Path<String>,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[PUBLISH, CONSUME])?;
+    let abonnement = own_abonnement(&state, &caller, &uuid)?;
+    Ok(answer(
+        StatusCode::OK,
+        abonnement_representation(&base_url(&state, &headers), &abonnement),
+    ))
+}
+
+/// `DELETE /api/v1/abonnement/{uuid}`: 204.
+async fn delete_abonnement(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    audit: super::audit::RequestAudit,
+    Path(uuid): Path<String>,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[CONSUME])?;
+    own_abonnement(&state, &caller, &uuid)?;
+    let owner = caller.0.principal().name;
+    state
+        .subscriptions
+        .delete(&uuid, |s| s.owner == owner)
+        .await?
+        .ok_or_else(|| ZgwError::NotFound(format!("er is geen abonnement `{uuid}`")))?;
+    state.approvals.subscription_deleted(&uuid).await;
+    let action = crate::audit::Action::new(
+        "abonnement.delete",
+        format!("subscription/{uuid}"),
+        json!({"client": caller.0.client_id}),
+    );
+    state
+        .audit
+        .record(&audit.of_principal(&caller.0.principal()), action)
+        .await;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
