@@ -256,9 +256,11 @@ pub(crate) fn subscription_of(
     defaults: &knooppunt_store::ConfigDefaults,
 ) -> Result<Subscription, String> {
     let now = knooppunt_store::now_ms();
+    // Retried for a day, as the NRCs ZGW components know do, whatever the hub's defaults.
     let config = std::collections::BTreeMap::from([
         ("mode".to_owned(), "binary".to_owned()),
         ("ordering".to_owned(), "unordered".to_owned()),
+        ("ttl".to_owned(), "PT24H".to_owned()),
     ]);
     let config =
         knooppunt_store::SubscriptionConfig::parse(&config, defaults).map_err(|errors| {
