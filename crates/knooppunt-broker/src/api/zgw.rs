@@ -274,6 +274,53 @@ async fn read_kanaal(
     ))
 }
 
+/// A request body that must be a JSON object, or why it is not (in the API's shape).
+fn json_object(body: &[u8]) -> Result<Map<String, Value>, Vec<FieldError>> {
+    let problem = |code: &'static str, reason: String| {
+        vec![FieldError {
+            name: "nonFieldErrors".into(),
+            code,
+            reason,
+        }]
+    };
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(object)) => Ok(object),
+        Ok(_) => Err(problem(
+            "invalid",
+            "Ongeldige data. Verwachtte een dictionary, kreeg een ander type.".into(),
+        )),
+        Err(error) => Err(problem(
+            "parse_error",
+            format!("JSON parse error - {error}"),
+        )),
+    }
+}
+
+/// 201 with a created resource, its `url` also as `Location`.
+fn created(body: Value) -> Response {
+    let location = body["url"]
+        .as_str()
+        .and_then(|u| HeaderValue::try_from(u).ok());
+    let mut response = answer(StatusCode::CREATED, body);
+    if let Some(url) = location {
+        response.headers_mut().insert(LOCATION, url);
+    }
+    response
+}
+
+/// Records what a ZGW client changed on the audit trail, as its principal.
+async fn record(
+    state: &AppState,
+    audit: &super::audit::RequestAudit,
+    caller: &ZgwCaller,
+    action: crate::audit::Action,
+) {
+    state
+        .audit
+        .record(&audit.of_principal(&caller.0.principal()), action)
+        .await;
+}
+
 /// The body of `POST /api/v1/kanaal`, every problem reported.
 fn read_draft(body: &[u8]) -> Result<KanaalDraft, Vec<FieldError>> {
     let field = |name: &str, code: &'static str, reason: String| FieldError {
@@ -281,23 +328,7 @@ fn read_draft(body: &[u8]) -> Result<KanaalDraft, Vec<FieldError>> {
         code,
         reason,
     };
-    let object: Map<String, Value> = match serde_json::from_slice(body) {
-        Ok(Value::Object(object)) => object,
-        Ok(_) => {
-            return Err(vec![field(
-                "nonFieldErrors",
-                "invalid",
-                "Ongeldige data. Verwachtte een dictionary, kreeg een ander type.".into(),
-            )]);
-        }
-        Err(error) => {
-            return Err(vec![field(
-                "nonFieldErrors",
-                "parse_error",
-                format!("JSON parse error - {error}"),
-            )]);
-        }
-    };
+    let object = json_object(body)?;
     let mut errors = Vec::new();
     let naam = match object.get("naam") {
         None => {
@@ -433,18 +464,8 @@ async fn create_kanaal(
         format!("eventtype/{}", kanaal.id),
         json!({"naam": kanaal.naam, "filters": kanaal.filters, "client": caller.0.client_id}),
     );
-    state
-        .audit
-        .record(&audit.of_principal(&caller.0.principal()), action)
-        .await;
-    let mut response = answer(StatusCode::CREATED, body.clone());
-    if let Some(url) = body["url"]
-        .as_str()
-        .and_then(|u| HeaderValue::try_from(u).ok())
-    {
-        response.headers_mut().insert(LOCATION, url);
-    }
-    Ok(response)
+    record(&state, &audit, &caller, action).await;
+    Ok(created(body))
 }
 
 /// `POST /api/v1/notificaties` (scope `notificaties.publiceren`): the notificatie becomes a
@@ -547,23 +568,7 @@ fn read_abonnement_draft(body: &[u8]) -> Result<crate::zgw::AbonnementDraft, Vec
         code,
         reason: reason.to_owned(),
     };
-    let object: Map<String, Value> = match serde_json::from_slice(body) {
-        Ok(Value::Object(object)) => object,
-        Ok(_) => {
-            return Err(vec![field(
-                "nonFieldErrors",
-                "invalid",
-                "Ongeldige data. Verwachtte een dictionary, kreeg een ander type.",
-            )]);
-        }
-        Err(_) => {
-            return Err(vec![field(
-                "nonFieldErrors",
-                "parse_error",
-                "JSON parse error",
-            )]);
-        }
-    };
+    let object = json_object(body)?;
     let mut errors = Vec::new();
     let mut text = |name: &str, max: usize| match object.get(name) {
         None | Some(Value::Null) => {
@@ -717,31 +722,21 @@ async fn create_abonnement(
         &state.subscription_defaults,
     )
     .map_err(|why| invalid("callbackUrl", "invalid", why))?;
-    let created = state
+    let made = state
         .subscriptions
         .create_agreed::<ZgwError>(subscription, criteria)
         .await?;
-    state.approvals.subscription_saved(&created).await;
-    let abonnement = crate::zgw::abonnement_of(&state.catalog, &created)
+    state.approvals.subscription_saved(&made).await;
+    let abonnement = crate::zgw::abonnement_of(&state.catalog, &made)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
     let body = abonnement_representation(&base_url(&state, &headers), &abonnement);
     let action = crate::audit::Action::new(
         "abonnement.create",
         format!("subscription/{id}"),
-        json!({"callbackUrl": knooppunt_delivery::redact_sink(&created.sink), "kanalen": body["kanalen"], "client": caller.0.client_id}),
+        json!({"callbackUrl": knooppunt_delivery::redact_sink(&made.sink), "kanalen": body["kanalen"], "client": caller.0.client_id}),
     );
-    state
-        .audit
-        .record(&audit.of_principal(&caller.0.principal()), action)
-        .await;
-    let mut response = answer(StatusCode::CREATED, body.clone());
-    if let Some(url) = body["url"]
-        .as_str()
-        .and_then(|u| HeaderValue::try_from(u).ok())
-    {
-        response.headers_mut().insert(LOCATION, url);
-    }
-    Ok(response)
+    record(&state, &audit, &caller, action).await;
+    Ok(created(body))
 }
 
 /// The caller's abonnement `uuid`, or 404.
@@ -824,9 +819,6 @@ async fn delete_abonnement(
         format!("subscription/{uuid}"),
         json!({"client": caller.0.client_id}),
     );
-    state
-        .audit
-        .record(&audit.of_principal(&caller.0.principal()), action)
-        .await;
+    record(&state, &audit, &caller, action).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
