@@ -802,3 +802,56 @@ async fn a_failing_callback_is_retried() {
         NOTIFICATIE.trim()
     );
 }
+
+/// A CloudEvent published on `/v1/events` whose type is a kanaal's reaches the matching
+/// abonnementen as a notificatie built from its attributes (its `kenmerk…` extensions
+/// filtered on as kenmerken).
+#[tokio::test]
+async fn a_native_cloudevent_reaches_abonnementen_as_a_notificatie() {
+    let hub = hub().await;
+    register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
+    let consumer = token("zac", ZAAKAFHANDEL);
+    let (ours, theirs) = (callback().await, callback().await);
+    let mine = subscribe(
+        &hub,
+        &consumer,
+        &ours.url,
+        json!({"bronorganisatie": "224557609"}),
+    )
+    .await;
+    assert_eq!(mine.status, 201, "{}", mine.body);
+    let other = subscribe(
+        &hub,
+        &consumer,
+        &theirs.url,
+        json!({"bronorganisatie": "000000000"}),
+    )
+    .await;
+    assert_eq!(other.status, 201, "{}", other.body);
+    let event = json!({"specversion": "1.0", "id": "ce-1", "source": "urn:nld:oin:1:systeem:zaaksysteem",
+                       "type": "nl.vng.zgw.zaken.zaak.update",
+                       "subject": "https://zaken.example.nl/api/v1/zaken/9",
+                       "time": "2026-11-24T09:00:00Z", "kenmerkbronorganisatie": "224557609",
+                       "datacontenttype": "application/json", "data": {"iets": "anders"}});
+    hub.publish_as(tokens::PUBLISHER, &event).await;
+    let arrived = ours.wait_for(2, Duration::from_secs(10)).await;
+    let notificatie = arrived[1].json();
+    assert_eq!(notificatie["kanaal"], "zaken");
+    assert_eq!(notificatie["resource"], "zaak");
+    assert_eq!(notificatie["actie"], "update");
+    assert_eq!(
+        notificatie["resourceUrl"],
+        "https://zaken.example.nl/api/v1/zaken/9"
+    );
+    assert_eq!(notificatie["aanmaakdatum"], "2026-11-24T09:00:00Z");
+    assert_eq!(
+        notificatie["kenmerken"],
+        json!({"bronorganisatie": "224557609"})
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        theirs.deliveries().len(),
+        1,
+        "filtered out: only the test notificatie"
+    );
+}

@@ -246,8 +246,9 @@ pub(crate) fn abonnement_of(catalog: &Catalog, subscription: &Subscription) -> O
     })
 }
 
-/// The hub subscription an abonnement is: binary mode (the body is the notificatie, as ZGW
-/// consumers expect it), unordered, `auth` as the `Authorization` of every callback.
+/// The hub subscription an abonnement is: in `notificatie` mode (the body is the
+/// notificatie, as ZGW consumers expect it; one built from the attributes of a native
+/// CloudEvent of a kanaal type), unordered, `auth` as the `Authorization` of every callback.
 pub(crate) fn subscription_of(
     client: &ZgwClient,
     id: String,
@@ -258,7 +259,7 @@ pub(crate) fn subscription_of(
     let now = knooppunt_store::now_ms();
     // Retried for a day, as the NRCs ZGW components know do, whatever the hub's defaults.
     let config = std::collections::BTreeMap::from([
-        ("mode".to_owned(), "binary".to_owned()),
+        ("mode".to_owned(), "notificatie".to_owned()),
         ("ordering".to_owned(), "unordered".to_owned()),
         ("ttl".to_owned(), "PT24H".to_owned()),
     ]);

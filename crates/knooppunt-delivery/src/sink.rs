@@ -87,6 +87,32 @@ pub fn delivery_message(
             })?;
             Ok(encode_binary(&received.event))
         }
+        DeliveryMode::Notificatie => {
+            let received = json::decode_event(json_text.as_bytes()).map_err(|violations| {
+                format!("the stored event cannot be read again: {violations:?}")
+            })?;
+            let notificatie = knooppunt_event::notificatie::Notificatie::from_event(
+                &received.event,
+            )
+            .ok_or_else(|| {
+                format!(
+                    "event `{}` of type `{}` is not a ZGW notificatie: its data is none, and \
+                         its type is not nl.vng.zgw.<kanaal>.<resource>.<actie> with a subject \
+                         and a time",
+                    received.event.id(),
+                    received.event.ty()
+                )
+            })?;
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            Ok(HttpMessage {
+                headers,
+                body: notificatie.json().as_bytes().to_vec(),
+            })
+        }
     }
 }
 

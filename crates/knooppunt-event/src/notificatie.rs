@@ -200,9 +200,16 @@ impl Notificatie {
         if crate::validate::syntax::timestamp(&self.aanmaakdatum).is_ok() {
             builder = builder.time(self.aanmaakdatum.clone());
         }
-        for (name, value) in &self.kenmerken {
-            if let Some(attribute) = kenmerk_attribute(name) {
-                builder = builder.extension(attribute, value.clone());
+        // Two kenmerken whose names differ in case only would be one attribute: neither is
+        // carried as one (both stay in `data`).
+        let attributes: Vec<(String, &String)> = self
+            .kenmerken
+            .iter()
+            .filter_map(|(name, value)| Some((kenmerk_attribute(name)?, value)))
+            .collect();
+        for (attribute, value) in &attributes {
+            if attributes.iter().filter(|(a, _)| a == attribute).count() == 1 {
+                builder = builder.extension(attribute.clone(), (*value).clone());
             }
         }
         builder.build()
@@ -211,8 +218,8 @@ impl Notificatie {
     /// The notificatie an event stands for: its `data` when that is a notificatie (the
     /// exact text), else one built from the attributes of an event of type
     /// `nl.vng.zgw.<kanaal>.<resource>.<actie>` (`hoofdObject` and `resourceUrl` from
-    /// `subject`, `aanmaakdatum` from `time`, `kenmerken` from string extensions named
-    /// `kenmerk…` are not guessed: none). `None` when the event is neither.
+    /// `subject`, `aanmaakdatum` from `time`, `kenmerken` from its `kenmerk<name>`
+    /// extensions). `None` when the event is neither.
     pub fn from_event(event: &Event) -> Option<Notificatie> {
         if let Some(Data::Json(json)) = event.data()
             && let Ok(notificatie) = Notificatie::read(json.as_str())
@@ -230,7 +237,17 @@ impl Notificatie {
         object.insert("resourceUrl".into(), Value::from(url));
         object.insert("actie".into(), Value::from(actie));
         object.insert("aanmaakdatum".into(), Value::from(event.time()?));
-        object.insert("kenmerken".into(), Value::Object(Map::new()));
+        // Its `kenmerk<name>` extensions are its kenmerken (names as the attributes have
+        // them: lower case).
+        let kenmerken: Map<String, Value> = event
+            .extensions()
+            .iter()
+            .filter_map(|(name, value)| {
+                let key = name.strip_prefix("kenmerk").filter(|k| !k.is_empty())?;
+                Some((key.to_owned(), Value::from(value.to_string())))
+            })
+            .collect();
+        object.insert("kenmerken".into(), Value::Object(kenmerken));
         Notificatie::read(&Value::Object(object).to_string()).ok()
     }
 
@@ -522,6 +539,20 @@ mod tests {
         );
         assert_eq!(Notificatie::read("[]").unwrap_err()[0].code, "invalid");
         assert_eq!(Notificatie::read("{").unwrap_err()[0].code, "parse_error");
+    }
+
+    #[test]
+    fn kenmerken_differing_in_case_only_are_not_attributes() {
+        let text = ZAAK.replace(
+            r#""vertrouwelijkheidaanduiding": "openbaar""#,
+            r#""Zaaktype": "x", "vertrouwelijkheidaanduiding": "openbaar""#,
+        );
+        let event = Notificatie::read(&text)
+            .unwrap()
+            .to_event("urn:x", "1")
+            .unwrap();
+        assert_eq!(event.extension("kenmerkzaaktype"), None);
+        assert!(event.extension("kenmerkbronorganisatie").is_some());
     }
 
     #[test]

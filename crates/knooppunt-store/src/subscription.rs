@@ -433,6 +433,9 @@ pub enum DeliveryMode {
     Binary,
     /// Structured mode in the CBOR event format (`application/cloudevents+cbor`).
     StructuredCbor,
+    /// The event as a ZGW notificatie (`application/json`): the notificatie it carries, or
+    /// one built from its attributes (VNG Notificaties API; an abonnement's callbacks).
+    Notificatie,
 }
 
 /// Whether a subscription receives its events one at a time, in acceptance order.
@@ -497,8 +500,9 @@ pub const CONFIG_KEYS: [ConfigKey; 9] = [
         name: "mode",
         default: "structured",
         description: "Content mode of deliveries: `structured` (the event as application/cloudevents+json, \
-                      the publisher's JSON unchanged), `binary` (ce- headers and the data as the body) or `cbor` \
-                      (structured mode in the CBOR event format, application/cloudevents+cbor).",
+                      the publisher's JSON unchanged), `binary` (ce- headers and the data as the body), `cbor` \
+                      (structured mode in the CBOR event format, application/cloudevents+cbor) or `notificatie` \
+                      (the event as a ZGW notificatie, application/json: what a Notificaties API callback takes).",
     },
     ConfigKey {
         name: "ordering",
@@ -649,10 +653,11 @@ impl DeliveryConfig {
             "structured" => DeliveryMode::Structured,
             "binary" => DeliveryMode::Binary,
             "cbor" => DeliveryMode::StructuredCbor,
+            "notificatie" => DeliveryMode::Notificatie,
             other => {
                 error(
                     "mode",
-                    format!("`{other}` is not `structured`, `binary` or `cbor`"),
+                    format!("`{other}` is not `structured`, `binary`, `cbor` or `notificatie`"),
                 );
                 DeliveryMode::Structured
             }
