@@ -14,7 +14,7 @@ import yaml
 # The operations the hub serves, by path and method.
 SERVED = {
     "/abonnement": {"get", "post"},
-    "/abonnement/{uuid}": {"get", "delete"},
+    "/abonnement/{uuid}": {"get", "put", "patch", "delete"},
     "/kanaal": {"get", "post"},
     "/kanaal/{uuid}": {"get"},
     "/notificaties": {"post"},

@@ -602,6 +602,25 @@ async fn every_answer_is_what_the_notificaties_document_says() {
         .next()
         .unwrap()
         .to_owned();
+    let item = format!("/api/v1/abonnement/{made}");
+    check
+        .check(
+            "put",
+            "/abonnement/{uuid}",
+            hub.request(Method::PUT, &item, &consumer)
+                .header("content-type", "application/json")
+                .body(abonnement.clone()),
+        )
+        .await;
+    check
+        .check(
+            "patch",
+            "/abonnement/{uuid}",
+            hub.request(Method::PATCH, &item, &consumer)
+                .header("content-type", "application/json")
+                .body(r#"{"kanalen": [{"naam": "niets"}]}"#),
+        )
+        .await;
     for id in [made.as_str(), "nope"] {
         let path = format!("/api/v1/abonnement/{id}");
         check
@@ -854,4 +873,77 @@ async fn a_native_cloudevent_reaches_abonnementen_as_a_notificatie() {
         1,
         "filtered out: only the test notificatie"
     );
+}
+
+/// An abonnement is replaced (`PUT`) or changed (`PATCH`): the callback is tested again,
+/// `auth` left out of a patch is kept, and the notificaties follow the new abonnement.
+#[tokio::test]
+async fn abonnementen_are_replaced_and_patched() {
+    let hub = hub().await;
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    let consumer = token("zac", ZAAKAFHANDEL);
+    register_zaken(&hub, &publisher).await;
+    let (first, second) = (callback().await, callback().await);
+    let created = subscribe(&hub, &consumer, &first.url, json!({})).await;
+    let path = created.body["url"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches(&hub.url(""))
+        .to_owned();
+    let replaced = call(
+        &hub,
+        Method::PUT,
+        &path,
+        &consumer,
+        Some(json!({"callbackUrl": second.url, "auth": "Bearer nieuw",
+                    "kanalen": [{"naam": "zaken", "filters": {"bronorganisatie": "224557609"}}]})),
+    )
+    .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert_eq!(replaced.body["callbackUrl"], second.url);
+    assert_eq!(
+        second.deliveries()[0].json()["kanaal"],
+        "test",
+        "the new callback tested"
+    );
+    // A patch of the filters keeps the callback and the auth.
+    let patched = call(
+        &hub,
+        Method::PATCH,
+        &path,
+        &consumer,
+        Some(json!({"kanalen": [{"naam": "zaken", "filters": {"bronorganisatie": "*"}}]})),
+    )
+    .await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    assert_eq!(patched.body["callbackUrl"], second.url);
+    assert_eq!(
+        patched.body["kanalen"],
+        json!([{"naam": "zaken", "filters": {"bronorganisatie": "*"}}])
+    );
+    assert_eq!(
+        post_notificatie(&hub, &publisher, NOTIFICATIE).await.status,
+        200
+    );
+    let arrived = second.wait_for(3, Duration::from_secs(10)).await;
+    assert_eq!(arrived[2].header("authorization"), Some("Bearer nieuw"));
+    assert_eq!(
+        std::str::from_utf8(&arrived[2].body).unwrap(),
+        NOTIFICATIE.trim()
+    );
+    assert_eq!(
+        first.deliveries().len(),
+        1,
+        "the old callback had only its test"
+    );
+    // Another client cannot change it.
+    let stranger = call(
+        &hub,
+        Method::PATCH,
+        &path,
+        &token("open-zaak", OPEN_ZAAK),
+        Some(json!({"auth": "x"})),
+    )
+    .await;
+    assert_fout(&stranger, 403, "permission_denied");
 }

@@ -383,6 +383,25 @@ impl Subscriptions {
         id: &str,
         change: impl FnOnce(&Subscription) -> Result<(Subscription, Criteria), E>,
     ) -> Result<Option<Replaced>, E> {
+        self.replace_with(id, change, false).await
+    }
+
+    /// Replaces subscription `id` whose (new) sink agreed already, by its protocol's own
+    /// check (a ZGW abonnement's callback took the test notificatie): active at once.
+    pub(crate) async fn replace_agreed<E: From<StoreError> + From<QuotaExceeded>>(
+        &self,
+        id: &str,
+        change: impl FnOnce(&Subscription) -> Result<(Subscription, Criteria), E>,
+    ) -> Result<Option<Replaced>, E> {
+        self.replace_with(id, change, true).await
+    }
+
+    async fn replace_with<E: From<StoreError> + From<QuotaExceeded>>(
+        &self,
+        id: &str,
+        change: impl FnOnce(&Subscription) -> Result<(Subscription, Criteria), E>,
+        agreed: bool,
+    ) -> Result<Option<Replaced>, E> {
         let _writer = self.writes.lock().await;
         let Some(existing) = self.get(id) else {
             return Ok(None);
@@ -391,11 +410,18 @@ impl Subscriptions {
         debug_assert_eq!(replacement.id, id);
         // The signing secrets are the hub's, changed only by a rotation.
         replacement.signing.clone_from(&existing.signing);
-        let needs_consent = !replacement.is_pull()
+        let needs_consent = !agreed
+            && !replacement.is_pull()
             && (replacement.sink != existing.sink
                 || existing.is_pull()
                 || matches!(existing.status, Status::Disabled(Disabled::Unusable(_))));
-        if replacement.is_pull() {
+        if agreed {
+            replacement.status = Status::Active(Consent {
+                by: Some(Validation::Agreement),
+                allowed_rate: None,
+            });
+            replacement.validation_token = None;
+        } else if replacement.is_pull() {
             replacement.status = Status::Active(Consent::default());
             replacement.validation_token = None;
         } else if needs_consent {

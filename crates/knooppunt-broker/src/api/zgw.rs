@@ -38,7 +38,10 @@ pub(crate) fn router() -> Router<Arc<AppState>> {
         )
         .route(
             "/abonnement/{uuid}",
-            get(read_abonnement).delete(delete_abonnement),
+            get(read_abonnement)
+                .put(replace_abonnement)
+                .patch(patch_abonnement)
+                .delete(delete_abonnement),
         )
         .route("/schema/openapi.yaml", get(document_yaml))
         .route("/schema/openapi.json", get(document_json))
@@ -654,20 +657,14 @@ fn read_abonnement_draft(body: &[u8]) -> Result<crate::zgw::AbonnementDraft, Vec
     }
 }
 
-/// `POST /api/v1/abonnement` (scope `notificaties.consumeren`): the callback must take a
-/// test notificatie (2xx) first; the abonnement is then a subscription of the hub, active at
-/// once, with the hub's delivery (retries, breaker, SSRF guard, dead letters).
-async fn create_abonnement(
-    State(state): State<Arc<AppState>>,
-    caller: ZgwCaller,
-    audit: super::audit::RequestAudit,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ZgwError> {
-    caller.require_any(&[CONSUME])?;
-    let draft = read_abonnement_draft(&body).map_err(ZgwError::Invalid)?;
+/// The filters and criteria of an abonnement, once its kanalen, its callback's address and
+/// the callback's answer to the test notificatie (2xx) are as Open Notificaties requires.
+async fn checked_abonnement(
+    state: &AppState,
+    draft: &crate::zgw::AbonnementDraft,
+) -> Result<(Vec<Value>, knooppunt_filter::Criteria), ZgwError> {
     let filters =
-        crate::zgw::abonnement_filters(&state.catalog, &draft).map_err(ZgwError::Invalid)?;
+        crate::zgw::abonnement_filters(&state.catalog, draft).map_err(ZgwError::Invalid)?;
     super::subscription_body::check_sink(&draft.callback_url, state.allow_http_sinks)
         .map_err(|why| invalid("callbackUrl", "invalid", why))?;
     state
@@ -703,7 +700,6 @@ async fn create_abonnement(
             ));
         }
     }
-    let id = uuid::Uuid::now_v7().to_string();
     let criteria = knooppunt_filter::Criteria {
         source: None,
         types: None,
@@ -714,6 +710,23 @@ async fn create_abonnement(
         )
         .map_err(|errors| invalid("kanalen", "invalid", format!("{errors:?}")))?,
     };
+    Ok((filters, criteria))
+}
+
+/// `POST /api/v1/abonnement` (scope `notificaties.consumeren`): the callback must take a
+/// test notificatie (2xx) first; the abonnement is then a subscription of the hub, active at
+/// once, with the hub's delivery (retries, breaker, SSRF guard, dead letters).
+async fn create_abonnement(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    audit: super::audit::RequestAudit,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[CONSUME])?;
+    let draft = read_abonnement_draft(&body).map_err(ZgwError::Invalid)?;
+    let (filters, criteria) = checked_abonnement(&state, &draft).await?;
+    let id = uuid::Uuid::now_v7().to_string();
     let subscription = crate::zgw::subscription_of(
         &caller.0,
         id.clone(),
@@ -821,4 +834,95 @@ async fn delete_abonnement(
     );
     record(&state, &audit, &caller, action).await;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Replaces the caller's abonnement `uuid` with `draft` (checked as a new one, its callback
+/// tested again): 200 with it as it is now.
+async fn update_abonnement(
+    state: &AppState,
+    caller: &ZgwCaller,
+    audit: &super::audit::RequestAudit,
+    headers: &HeaderMap,
+    uuid: &str,
+    draft: crate::zgw::AbonnementDraft,
+) -> Result<Response, ZgwError> {
+    let (filters, criteria) = checked_abonnement(state, &draft).await?;
+    let owner = caller.0.principal().name;
+    let replaced = state
+        .subscriptions
+        .replace_agreed::<ZgwError>(uuid, |existing| {
+            if existing.owner != owner {
+                return Err(ZgwError::NotFound(format!(
+                    "er is geen abonnement `{uuid}`"
+                )));
+            }
+            let mut subscription = crate::zgw::subscription_of(
+                &caller.0,
+                uuid.to_owned(),
+                &draft,
+                filters,
+                &state.subscription_defaults,
+            )
+            .map_err(|why| invalid("callbackUrl", "invalid", why))?;
+            subscription.created_at = existing.created_at;
+            Ok((subscription, criteria))
+        })
+        .await?
+        .ok_or_else(|| ZgwError::NotFound(format!("er is geen abonnement `{uuid}`")))?;
+    state
+        .approvals
+        .subscription_saved(&replaced.subscription)
+        .await;
+    let abonnement = crate::zgw::abonnement_of(&state.catalog, &replaced.subscription)
+        .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
+    let body = abonnement_representation(&base_url(state, headers), &abonnement);
+    let action = crate::audit::Action::new(
+        "abonnement.update",
+        format!("subscription/{uuid}"),
+        json!({"callbackUrl": knooppunt_delivery::redact_sink(&replaced.subscription.sink),
+               "kanalen": body["kanalen"], "client": caller.0.client_id}),
+    );
+    record(state, audit, caller, action).await;
+    Ok(answer(StatusCode::OK, body))
+}
+
+/// `PUT /api/v1/abonnement/{uuid}`: the whole abonnement again.
+async fn replace_abonnement(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    audit: super::audit::RequestAudit,
+    headers: HeaderMap,
+    Path(uuid): Path<String>,
+    body: Bytes,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[CONSUME])?;
+    own_abonnement(&state, &caller, &uuid)?;
+    let draft = read_abonnement_draft(&body).map_err(ZgwError::Invalid)?;
+    update_abonnement(&state, &caller, &audit, &headers, &uuid, draft).await
+}
+
+/// `PATCH /api/v1/abonnement/{uuid}`: the members sent replace the current ones (`auth`
+/// left out keeps the current one).
+async fn patch_abonnement(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    audit: super::audit::RequestAudit,
+    headers: HeaderMap,
+    Path(uuid): Path<String>,
+    body: Bytes,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[CONSUME])?;
+    let current = own_abonnement(&state, &caller, &uuid)?;
+    let auth = state
+        .subscriptions
+        .get(&uuid)
+        .and_then(|s| s.protocol_settings.headers.get("Authorization").cloned())
+        .unwrap_or_default();
+    let mut merged = abonnement_representation("", &current);
+    merged["auth"] = json!(auth);
+    for (name, value) in json_object(&body).map_err(ZgwError::Invalid)? {
+        merged[name] = value;
+    }
+    let draft = read_abonnement_draft(merged.to_string().as_bytes()).map_err(ZgwError::Invalid)?;
+    update_abonnement(&state, &caller, &audit, &headers, &uuid, draft).await
 }
