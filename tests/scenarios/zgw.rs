@@ -44,25 +44,12 @@ fn now() -> u64 {
         .as_secs()
 }
 
-/// A token as gemma-zds-client makes it.
 fn jwt(header: Value, claims: Value, secret: &[u8]) -> String {
-    let signing = format!(
-        "{}.{}",
-        URL_SAFE_NO_PAD.encode(header.to_string()),
-        URL_SAFE_NO_PAD.encode(claims.to_string())
-    );
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
-    let tag = ring::hmac::sign(&key, signing.as_bytes());
-    format!("{signing}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+    knooppunt_tests::zgw::jwt(&header, &claims, secret)
 }
 
 fn token(client: &str, secret: &[u8]) -> String {
-    jwt(
-        json!({"alg": "HS256", "typ": "JWT", "client_identifier": client}),
-        json!({"iss": client, "iat": now(), "client_id": client,
-               "user_id": "", "user_representation": ""}),
-        secret,
-    )
+    knooppunt_tests::zgw::token(client, secret)
 }
 
 async fn call(

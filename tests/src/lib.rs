@@ -4,6 +4,7 @@
 pub mod certificates;
 pub mod openapi;
 pub mod sink;
+pub mod zgw;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -9,53 +9,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{HubProcess, config_with_admin};
+use common::{Backend, HubProcess, config_with_admin};
 use knooppunt_test_postgres::Cluster;
 use serde_json::{Value, json};
 
 const TOKEN: &str = "pull-admin";
 const TYPE: &str = "nl.test.pull";
-
-/// Where the hubs of a test keep their state.
-enum Backend {
-    Embedded,
-    Postgres { _cluster: Cluster, url: String },
-}
-
-impl Backend {
-    fn postgres(database: &str) -> Backend {
-        let cluster = Cluster::start();
-        let url = cluster.create_database(database);
-        Backend::Postgres {
-            _cluster: cluster,
-            url,
-        }
-    }
-
-    fn name(&self) -> &'static str {
-        match self {
-            Backend::Embedded => "embedded",
-            Backend::Postgres { .. } => "postgres",
-        }
-    }
-
-    /// A hub named `name` (its data directory; hubs of one name share the embedded store).
-    fn hub(&self, dir: &std::path::Path, name: &str) -> HubProcess {
-        let config = config_with_admin(dir, TOKEN);
-        match self {
-            Backend::Embedded => HubProcess::start(&config, &dir.join(name)),
-            Backend::Postgres { url, .. } => HubProcess::start_with_env(
-                &config,
-                &dir.join(name),
-                &[
-                    ("KNOOPPUNT_STORE_BACKEND", "postgres"),
-                    ("KNOOPPUNT_STORE_URL", url),
-                    ("KNOOPPUNT_STORE_POOL_SIZE", "8"),
-                ],
-            ),
-        }
-    }
-}
 
 fn event(id: &str) -> Value {
     json!({"specversion": "1.0", "id": id, "source": "urn:nld:oin:1:systeem:pull",
@@ -286,7 +245,7 @@ async fn ten_thousand_events_are_received_and_acknowledged(backend: Backend) {
     const EVENTS: usize = 10_000;
     const LIMIT: Duration = Duration::from_secs(120);
     let dir = tempfile::tempdir().unwrap();
-    let hub = backend.hub(dir.path(), "a");
+    let hub = backend.hub(dir.path(), "a", TOKEN);
     let client = reqwest::Client::new();
     let subscription = subscribe_pull(&client, &hub, json!({"ordering": "unordered"})).await;
     let published = publish(&client, &hub, &ids("bulk", EVENTS)).await;
@@ -358,7 +317,7 @@ async fn ten_thousand_events_are_received_and_acknowledged(backend: Backend) {
 /// event becomes a dead letter.
 async fn locks_expire_and_events_are_released_rejected_or_given_up(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let hub = backend.hub(dir.path(), "a");
+    let hub = backend.hub(dir.path(), "a", TOKEN);
     let client = reqwest::Client::new();
     let subscription = subscribe_pull(
         &client,
@@ -472,7 +431,7 @@ async fn locks_expire_and_events_are_released_rejected_or_given_up(backend: Back
 /// acknowledged: releases never reorder.
 async fn ordered_pull_keeps_the_order_under_releases(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let hub = backend.hub(dir.path(), "a");
+    let hub = backend.hub(dir.path(), "a", TOKEN);
     let client = reqwest::Client::new();
     let subscription = subscribe_pull(&client, &hub, json!({"ordering": "ordered"})).await;
     let published = publish(&client, &hub, &ids("o", 30)).await;
@@ -521,7 +480,7 @@ async fn ordered_pull_keeps_the_order_under_releases(backend: Backend) {
 /// acknowledged ones never.
 async fn a_killed_hub_gives_back_what_was_not_acknowledged(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let mut hub = backend.hub(dir.path(), "a");
+    let mut hub = backend.hub(dir.path(), "a", TOKEN);
     let client = reqwest::Client::new();
     let subscription = subscribe_pull(
         &client,
@@ -543,7 +502,7 @@ async fn a_killed_hub_gives_back_what_was_not_acknowledged(backend: Backend) {
     hub.child.wait().unwrap();
     drop(hub);
 
-    let hub = backend.hub(dir.path(), "a");
+    let hub = backend.hub(dir.path(), "a", TOKEN);
     let consumer = Consumer::new(&client, &hub, &subscription);
     let mut after = HashSet::new();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -580,7 +539,10 @@ async fn two_hubs_share_one_pull_subscription() {
     const EVENTS: usize = 2_000;
     let backend = Backend::postgres("shared");
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (backend.hub(dir.path(), "a"), backend.hub(dir.path(), "b"));
+    let (a, b) = (
+        backend.hub(dir.path(), "a", TOKEN),
+        backend.hub(dir.path(), "b", TOKEN),
+    );
     let client = reqwest::Client::new();
     let subscription = subscribe_pull(
         &client,
@@ -674,7 +636,7 @@ async fn read_stream(
 async fn cursor_paging_under_concurrent_publishing_misses_nothing(backend: Backend) {
     const PER_PUBLISHER: usize = 600;
     let dir = tempfile::tempdir().unwrap();
-    let hub = backend.hub(dir.path(), "a");
+    let hub = backend.hub(dir.path(), "a", TOKEN);
     let client = reqwest::Client::new();
     let created = client
         .post(hub.url("/v1/subscriptions"))
@@ -791,7 +753,7 @@ async fn replay_state(client: &reqwest::Client, hub: &HubProcess, location: &str
 async fn a_replay_delivers_its_window_and_cancel_stops_it(backend: Backend) {
     use knooppunt_tests::sink::{Consent, Sink};
     let dir = tempfile::tempdir().unwrap();
-    let hub = backend.hub(dir.path(), "a");
+    let hub = backend.hub(dir.path(), "a", TOKEN);
     let client = reqwest::Client::new();
     let sink = Sink::start().await;
     sink.consent(Consent::Grant {

@@ -170,3 +170,53 @@ pub(crate) fn config_with_admin(dir: &Path, token: &str) -> std::path::PathBuf {
     .unwrap();
     path
 }
+
+/// Where the hubs of a test keep their state: the embedded store, or a database of a
+/// throwaway PostgreSQL cluster (kept running as long as this is).
+pub(crate) enum Backend {
+    Embedded,
+    Postgres {
+        _cluster: knooppunt_test_postgres::Cluster,
+        url: String,
+    },
+}
+
+impl Backend {
+    pub(crate) fn postgres(database: &str) -> Backend {
+        let cluster = knooppunt_test_postgres::Cluster::start();
+        let url = cluster.create_database(database);
+        Backend::Postgres {
+            _cluster: cluster,
+            url,
+        }
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Backend::Embedded => "embedded",
+            Backend::Postgres { .. } => "postgres",
+        }
+    }
+
+    /// A hub named `name` (its data directory; hubs of one name share the embedded store)
+    /// with an admin principal whose token is `token`.
+    pub(crate) fn hub(&self, dir: &Path, name: &str, token: &str) -> HubProcess {
+        self.hub_with(&config_with_admin(dir, token), dir, name)
+    }
+
+    /// The same with this configuration file.
+    pub(crate) fn hub_with(&self, config: &Path, dir: &Path, name: &str) -> HubProcess {
+        match self {
+            Backend::Embedded => HubProcess::start(config, &dir.join(name)),
+            Backend::Postgres { url, .. } => HubProcess::start_with_env(
+                config,
+                &dir.join(name),
+                &[
+                    ("KNOOPPUNT_STORE_BACKEND", "postgres"),
+                    ("KNOOPPUNT_STORE_URL", url),
+                    ("KNOOPPUNT_STORE_POOL_SIZE", "8"),
+                ],
+            ),
+        }
+    }
+}
