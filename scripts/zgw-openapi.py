@@ -33,6 +33,10 @@ document["paths"] = paths
 # any other request (Open Notificaties answers 400, 401, 403 too): the hub's document lists
 # the ones `POST /kanaal` lists.
 errors = {code: answer for code, answer in paths["/kanaal"]["post"]["responses"].items() if code != "201"}
+# The hub answers 201, which the ZGW clients in use expect of a create (gemma-zds-client
+# asserts it); VNG's document says 200: both are listed.
+responses = paths["/notificaties"]["post"]["responses"]
+responses["201"] = dict(responses["200"], description="Created")
 for code, answer in errors.items():
     paths["/notificaties"]["post"]["responses"].setdefault(code, answer)
 document["info"]["description"] = (

@@ -367,7 +367,7 @@ async fn a_notificatie_reaches_cloudevents_subscriptions_unchanged() {
     assert_eq!(subscribed.status, 201, "{}", subscribed.body);
 
     let published = post_notificatie(&hub, &publisher, NOTIFICATIE).await;
-    assert_eq!(published.status, 200, "{}", published.body);
+    assert_eq!(published.status, 201, "{}", published.body);
     assert_eq!(
         published.body,
         serde_json::from_str::<Value>(NOTIFICATIE).unwrap()
@@ -692,7 +692,7 @@ async fn abonnementen_receive_the_notificaties_their_filters_let_through() {
 
     assert_eq!(
         post_notificatie(&hub, &publisher, NOTIFICATIE).await.status,
-        200
+        201
     );
     for sink in [&all, &ours] {
         let arrived = sink.wait_for(2, Duration::from_secs(10)).await;
@@ -800,7 +800,7 @@ async fn a_failing_callback_is_retried() {
     assert_eq!(created.status, 201, "{}", created.body);
     assert_eq!(
         post_notificatie(&hub, &publisher, NOTIFICATIE).await.status,
-        200
+        201
     );
     let arrived = sink.wait_for(3, Duration::from_secs(15)).await;
     assert_eq!(
@@ -910,7 +910,7 @@ async fn abonnementen_are_replaced_and_patched() {
     );
     assert_eq!(
         post_notificatie(&hub, &publisher, NOTIFICATIE).await.status,
-        200
+        201
     );
     let arrived = second.wait_for(3, Duration::from_secs(10)).await;
     assert_eq!(arrived[2].header("authorization"), Some("Bearer nieuw"));
@@ -933,4 +933,85 @@ async fn abonnementen_are_replaced_and_patched() {
     )
     .await;
     assert_fout(&stranger, 403, "permission_denied");
+}
+
+/// The directory the ZGW client library is installed into on first use.
+fn zds_client() -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/tools/gemma-zds-client");
+    if !dir.join("zds_client").exists() {
+        // Into a directory of its own, never the system's packages.
+        let install = |extra: &[&str]| {
+            std::process::Command::new("python3")
+                .args(["-m", "pip", "install", "--quiet", "--target"])
+                .arg(&dir)
+                .args(extra)
+                .arg("gemma-zds-client==2.0.0")
+                .status()
+                .expect("python3 with pip is needed (Debian: python3-pip)")
+                .success()
+        };
+        assert!(
+            install(&["--break-system-packages"]) || install(&[]),
+            "pip install gemma-zds-client failed"
+        );
+    }
+    dir
+}
+
+/// `gemma-zds-client` (VNG's Python client of the ZGW APIs) works against the facade
+/// unchanged: it reads the served document to find its operations, signs its own tokens,
+/// registers a kanaal, subscribes, reads the abonnement back and publishes a notificatie.
+#[tokio::test]
+async fn a_real_zgw_client_works_unchanged() {
+    let hub = hub().await;
+    let callback = callback().await;
+    let script = r#"
+import json, sys
+from zds_client import Client, ClientAuth
+root, callback = sys.argv[1], sys.argv[2]
+publisher = Client(api_root=root, oas_location="schema/openapi.yaml",
+                   auth=ClientAuth(client_id="open-zaak", secret="open-zaak-geheim"))
+consumer = Client(api_root=root, oas_location="schema/openapi.yaml",
+                  auth=ClientAuth(client_id="zac", secret="zac-geheim"))
+kanaal = publisher.create("kanaal", {"naam": "zaken", "filters": ["bronorganisatie"]})
+kanalen = consumer.list("kanaal", params={"naam": "zaken"})
+abonnement = consumer.create("abonnement", {
+    "callbackUrl": callback, "auth": "Bearer zac",
+    "kanalen": [{"naam": "zaken", "filters": {"bronorganisatie": "224557609"}}]})
+again = consumer.retrieve("abonnement", url=abonnement["url"])
+notificatie = publisher.create("notificaties", {
+    "kanaal": "zaken", "hoofdObject": "https://zaken.example.nl/api/v1/zaken/1",
+    "resource": "zaak", "resourceUrl": "https://zaken.example.nl/api/v1/zaken/1",
+    "actie": "create", "aanmaakdatum": "2026-11-24T10:00:00Z",
+    "kenmerken": {"bronorganisatie": "224557609"}})
+print(json.dumps({"kanaal": kanaal, "kanalen": kanalen, "abonnement": abonnement,
+                  "again": again, "notificatie": notificatie}))
+"#;
+    let library = zds_client();
+    let root = hub.url("/api/v1/");
+    let url = callback.url.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .env("PYTHONPATH", library)
+            .args(["-c", script, &root, &url])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let said: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(said["kanaal"]["naam"], "zaken");
+    assert_eq!(said["kanalen"][0]["naam"], "zaken");
+    assert_eq!(said["again"], said["abonnement"]);
+    assert_eq!(said["notificatie"]["actie"], "create");
+    let arrived = callback.wait_for(2, Duration::from_secs(10)).await;
+    assert_eq!(arrived[0].json()["kanaal"], "test");
+    assert_eq!(arrived[1].json()["resource"], "zaak");
+    assert_eq!(arrived[1].header("authorization"), Some("Bearer zac"));
 }

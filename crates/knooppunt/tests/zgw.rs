@@ -91,7 +91,7 @@ async fn both_vocabularies(backend: Backend) {
         .send()
         .await
         .unwrap();
-    assert_eq!(published.status(), 200);
+    assert_eq!(published.status(), 201);
     let arrived = callback.wait_for(2, Duration::from_secs(15)).await;
     assert_eq!(
         std::str::from_utf8(&arrived[1].body).unwrap(),

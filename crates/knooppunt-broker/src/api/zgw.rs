@@ -474,7 +474,7 @@ async fn create_kanaal(
 /// `POST /api/v1/notificaties` (scope `notificaties.publiceren`): the notificatie becomes a
 /// CloudEvent (`knooppunt_event::notificatie`) published through the hub's pipeline as the
 /// client's principal (durable before the answer, routed to CloudEvents subscriptions);
-/// 200 with the notificatie as sent.
+/// 201 with the notificatie as sent.
 async fn publish_notificatie(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
@@ -508,7 +508,8 @@ async fn publish_notificatie(
             crate::ingest::Refused::Forbidden(why) => ZgwError::PermissionDenied(why),
             crate::ingest::Refused::Store(error) => error.into(),
         })?;
-    Ok(answer_text(StatusCode::OK, notificatie.json()))
+    // 201: what the ZGW clients in use expect of a create (the 1.0 document says 200).
+    Ok(answer_text(StatusCode::CREATED, notificatie.json()))
 }
 
 fn answer_text(status: StatusCode, body: &str) -> Response {
