@@ -126,6 +126,7 @@ pub(crate) fn seed_record(hash: &str, principal: &Principal, now: u64) -> Stored
         oin: principal.oin.as_ref().map(ToString::to_string),
         disabled: false,
         origin: FROM_CONFIGURATION.into(),
+        zgw: None,
         created_at: now,
         updated_at: now,
     }
@@ -182,6 +183,8 @@ impl Principals {
                 Some(current) => {
                     let updated = StoredPrincipal {
                         created_at: current.created_at,
+                        // Set over the API, not in the file.
+                        zgw: current.zgw.clone(),
                         ..seed.clone()
                     };
                     self.store.update_principal(&updated).await?;

@@ -445,6 +445,11 @@ fn principal(name: &str) -> StoredPrincipal {
         oin: Some("00000001234567890000".into()),
         disabled: false,
         origin: "api".into(),
+        zgw: Some(knooppunt_store::StoredZgwClient {
+            client_id: format!("{name}-zgw"),
+            sealed_secret: "aes256gcm.k1.c2VhbGVk".into(),
+            scopes: vec!["notificaties.consumeren".into()],
+        }),
         created_at: 1000,
         updated_at: 2000,
     }

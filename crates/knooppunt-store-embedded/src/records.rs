@@ -457,6 +457,8 @@ pub(crate) struct PrincipalRecord {
     disabled: bool,
     #[serde(default)]
     origin: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    zgw: Option<knooppunt_store::StoredZgwClient>,
     created_at: u64,
     updated_at: u64,
 }
@@ -472,6 +474,7 @@ impl From<&StoredPrincipal> for PrincipalRecord {
             oin: p.oin.clone(),
             disabled: p.disabled,
             origin: p.origin.clone(),
+            zgw: p.zgw.clone(),
             created_at: p.created_at,
             updated_at: p.updated_at,
         }
@@ -489,6 +492,7 @@ impl From<PrincipalRecord> for StoredPrincipal {
             oin: r.oin,
             disabled: r.disabled,
             origin: r.origin,
+            zgw: r.zgw,
             created_at: r.created_at,
             updated_at: r.updated_at,
         }

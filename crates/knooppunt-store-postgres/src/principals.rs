@@ -4,8 +4,8 @@ use knooppunt_store::{StoreError, StoredPrincipal};
 use tokio_postgres::Row;
 
 pub(crate) const COLUMNS: &str = "name, roles, token_sha256, subscribe_type_prefixes, \
-    publish_source_prefixes, oin, disabled, origin, created_at, updated_at";
-pub(crate) const PLACEHOLDERS: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10";
+    publish_source_prefixes, oin, disabled, origin, created_at, updated_at, zgw";
+pub(crate) const PLACEHOLDERS: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11";
 
 /// The values of [`COLUMNS`], in order.
 pub(crate) struct Params {
@@ -14,6 +14,8 @@ pub(crate) struct Params {
     sources: serde_json::Value,
     created_at: i64,
     updated_at: i64,
+    /// The ZGW client as JSON (migration 13), NULL when none.
+    zgw: Option<String>,
 }
 
 impl Params {
@@ -24,13 +26,17 @@ impl Params {
             sources: serde_json::json!(p.publish_source_prefixes),
             created_at: p.created_at as i64,
             updated_at: p.updated_at as i64,
+            zgw: p
+                .zgw
+                .as_ref()
+                .map(|z| serde_json::to_string(z).expect("serialises")),
         }
     }
 
     pub(crate) fn refs<'a>(
         &'a self,
         p: &'a StoredPrincipal,
-    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 10] {
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 11] {
         [
             &p.name,
             &self.roles,
@@ -42,6 +48,7 @@ impl Params {
             &p.origin,
             &self.created_at,
             &self.updated_at,
+            &self.zgw,
         ]
     }
 }
@@ -61,6 +68,12 @@ pub(crate) fn from_row(row: &Row) -> Result<StoredPrincipal, StoreError> {
         oin: row.get("oin"),
         disabled: row.get("disabled"),
         origin: row.get("origin"),
+        zgw: match row.get::<_, Option<String>>("zgw") {
+            None => None,
+            Some(text) => Some(serde_json::from_str(&text).map_err(|error| {
+                StoreError::Corrupt(format!("principal column zgw: {error}"))
+            })?),
+        },
         created_at: row.get::<_, i64>("created_at") as u64,
         updated_at: row.get::<_, i64>("updated_at") as u64,
     })

@@ -202,6 +202,8 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 12: the kenmerken of a catalog entry (a ZGW kanaal's filters), as a JSON array.
     "ALTER TABLE catalog ADD COLUMN kenmerken text;",
+    // 13: a principal's ZGW client (client id, sealed secret, scopes) as JSON.
+    "ALTER TABLE principals ADD COLUMN zgw text;",
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

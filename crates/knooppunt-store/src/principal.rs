@@ -1,6 +1,16 @@
 //! The parties that call the hub's API, as stored: every hub sharing a store sees the same
 //! ones, and an admin changes them at runtime (the configuration file only seeds them).
 
+/// A principal's ZGW client identity, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoredZgwClient {
+    pub client_id: String,
+    /// The HS256 secret its tokens are signed with, sealed under a key of the hub's
+    /// configuration (`aes256gcm.<key id>.<…>`).
+    pub sealed_secret: String,
+    pub scopes: Vec<String>,
+}
+
 /// A principal as stored. The broker gives the roles their meaning; the store keeps them as
 /// names so that a newer hub's role is not lost by an older one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +32,9 @@ pub struct StoredPrincipal {
     pub disabled: bool,
     /// Where it came from: `api` or `configuration`.
     pub origin: String,
+    /// It is also a ZGW client of the Notificaties API facade, with this client id, secret
+    /// (sealed: the store never holds it in clear) and scopes.
+    pub zgw: Option<StoredZgwClient>,
     pub created_at: u64,
     pub updated_at: u64,
 }

@@ -192,6 +192,7 @@ pub(crate) async fn create(
         oin: None,
         disabled: false,
         origin: FROM_API.into(),
+        zgw: None,
         created_at: now,
         updated_at: now,
     };
