@@ -23,12 +23,14 @@ async fn hub() -> TestHub {
                 secret: OPEN_ZAAK.to_vec(),
                 scopes: vec!["notificaties.publiceren".into()],
                 oin: None,
+                principal: None,
             },
             ZgwClient {
                 client_id: "zac".into(),
                 secret: ZAAKAFHANDEL.to_vec(),
                 scopes: vec!["notificaties.consumeren".into()],
                 oin: None,
+                principal: None,
             },
         ],
         max_token_age: Duration::from_secs(3600),
@@ -1014,4 +1016,101 @@ print(json.dumps({"kanaal": kanaal, "kanalen": kanalen, "abonnement": abonnement
     assert_eq!(arrived[0].json()["kanaal"], "test");
     assert_eq!(arrived[1].json()["resource"], "zaak");
     assert_eq!(arrived[1].header("authorization"), Some("Bearer zac"));
+}
+
+fn key(byte: u8) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode([byte; 32])
+}
+
+fn options_with_keys(keys: &[(&str, &str)]) -> knooppunt_broker::HubOptions {
+    let mut options = knooppunt_tests::test_options();
+    options.zgw.secret_keys = Some(std::sync::Arc::new(
+        knooppunt_broker::identity::zgw::SecretKeys::new(keys.iter().copied()).unwrap(),
+    ));
+    options
+}
+
+/// A ZGW client set over the principals API: its secret sealed in the store (never in
+/// clear, never shown), its tokens accepted, and the sealing key rotated at a restart.
+#[tokio::test]
+async fn zgw_clients_are_set_over_the_principals_api_with_sealed_secrets() {
+    use knooppunt_store::Store as _;
+    const SECRET: &str = "gemeente-zgw-geheim";
+    let (k1, k2) = (key(1), key(2));
+    let hub = TestHub::start_with_options(options_with_keys(&[("k1", &k1)])).await;
+    let set = hub
+        .call(
+            Method::PATCH,
+            "/v1/principals/kvk",
+            tokens::ADMIN,
+            Some(json!({"zgw": {"clientId": "kvk-zac", "secret": SECRET,
+                                "scopes": ["notificaties.consumeren"]}})),
+        )
+        .await;
+    assert_eq!(set.status, 200, "{}", set.body);
+    assert_eq!(
+        set.body["zgw"],
+        json!({"clientId": "kvk-zac", "scopes": ["notificaties.consumeren"]}),
+        "the secret is never shown"
+    );
+    let stored = |store: &knooppunt_store_embedded::SledStore| {
+        let store = store.clone();
+        async move {
+            let principals = store.principals().await.unwrap();
+            principals
+                .into_iter()
+                .find(|p| p.name == "kvk")
+                .and_then(|p| p.zgw)
+                .unwrap()
+                .sealed_secret
+        }
+    };
+    let sealed = stored(&hub.store).await;
+    assert!(sealed.starts_with("aes256gcm.k1."), "{sealed}");
+    assert!(!sealed.contains(SECRET));
+    let works = |hub: &TestHub| {
+        let request = hub.request(
+            Method::GET,
+            "/api/v1/kanaal",
+            &token("kvk-zac", SECRET.as_bytes()),
+        );
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(works(&hub).await, 200);
+    assert_eq!(
+        hub.request(
+            Method::GET,
+            "/api/v1/kanaal",
+            &token("kvk-zac", b"another secret of 16")
+        )
+        .send()
+        .await
+        .unwrap()
+        .status(),
+        401
+    );
+
+    // Rotation: a new key first, the old one still listed: sealed again at the start.
+    let hub = hub
+        .restart_with(options_with_keys(&[("k2", &k2), ("k1", &k1)]))
+        .await;
+    let resealed = stored(&hub.store).await;
+    assert!(resealed.starts_with("aes256gcm.k2."), "{resealed}");
+    assert_eq!(works(&hub).await, 200);
+    let hub = hub.restart_with(options_with_keys(&[("k2", &k2)])).await;
+    assert_eq!(works(&hub).await, 200, "the old key is no longer needed");
+
+    // Without keys, a client cannot be set.
+    let keyless = TestHub::start().await;
+    let refused = keyless
+        .call(
+            Method::PATCH,
+            "/v1/principals/kvk",
+            tokens::ADMIN,
+            Some(json!({"zgw": {"clientId": "x", "secret": SECRET, "scopes": ["notificaties.consumeren"]}})),
+        )
+        .await
+        .assert_problem(400);
+    assert_eq!(refused.invalid_params(), ["zgw"]);
 }

@@ -187,6 +187,15 @@ impl AppState {
             }
             Authentication::Disabled => Vec::new(),
         };
+        if let Some(keys) = &options.zgw.secret_keys {
+            let resealed = principals.reseal_zgw_secrets(keys).await?;
+            if resealed > 0 {
+                tracing::info!(
+                    resealed,
+                    "ZGW client secrets sealed again under the current key."
+                );
+            }
+        }
         let publishing = Pipeline::new(
             options.ingest,
             Services {

@@ -276,6 +276,56 @@ impl Principals {
     }
 
     /// One OIN names one principal.
+    /// The principal whose ZGW client is `client_id`, if one is.
+    pub(crate) fn by_zgw_client(&self, client_id: &str) -> Option<StoredPrincipal> {
+        self.table()
+            .by_name
+            .values()
+            .find(|e| {
+                e.record
+                    .zgw
+                    .as_ref()
+                    .is_some_and(|z| z.client_id == client_id)
+            })
+            .map(|e| e.record.clone())
+    }
+
+    /// Seals every ZGW client secret not sealed under the first of `keys` again (a key was
+    /// rotated in); how many. One that no key opens is left as it is, and logged.
+    pub(crate) async fn reseal_zgw_secrets(
+        &self,
+        keys: &crate::identity::zgw::SecretKeys,
+    ) -> Result<usize, StoreError> {
+        let _writing = self.writing.lock().await;
+        let mut resealed = 0;
+        for entry in self.table().by_name.values() {
+            let Some(zgw) = &entry.record.zgw else {
+                continue;
+            };
+            if !keys.needs_reseal(&zgw.sealed_secret) {
+                continue;
+            }
+            match keys.open(&zgw.client_id, &zgw.sealed_secret) {
+                Ok(secret) => {
+                    let mut record = entry.record.clone();
+                    if let Some(stored) = record.zgw.as_mut() {
+                        stored.sealed_secret = keys.seal(&zgw.client_id, &secret);
+                    }
+                    self.store.update_principal(&record).await?;
+                    resealed += 1;
+                }
+                Err(why) => tracing::error!(
+                    principal = %entry.record.name, client = %zgw.client_id, %why,
+                    "A ZGW client's secret cannot be opened with the configured keys; it cannot sign in until it is set again."
+                ),
+            }
+        }
+        if resealed > 0 {
+            self.reload_locked().await?;
+        }
+        Ok(resealed)
+    }
+
     fn oin_is_free(&self, record: &StoredPrincipal) -> Result<(), Refused> {
         let holder = record
             .oin

@@ -70,9 +70,11 @@ pub(crate) fn from_row(row: &Row) -> Result<StoredPrincipal, StoreError> {
         origin: row.get("origin"),
         zgw: match row.get::<_, Option<String>>("zgw") {
             None => None,
-            Some(text) => Some(serde_json::from_str(&text).map_err(|error| {
-                StoreError::Corrupt(format!("principal column zgw: {error}"))
-            })?),
+            Some(text) => {
+                Some(serde_json::from_str(&text).map_err(|error| {
+                    StoreError::Corrupt(format!("principal column zgw: {error}"))
+                })?)
+            }
         },
         created_at: row.get::<_, i64>("created_at") as u64,
         updated_at: row.get::<_, i64>("updated_at") as u64,

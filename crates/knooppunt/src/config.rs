@@ -521,6 +521,10 @@ pub(crate) struct ZgwConfig {
     pub(crate) max_token_age: String,
     /// The ZGW components that may call it.
     pub(crate) clients: Vec<ZgwClientConfig>,
+    /// The keys (`<id>:<base64 of 32 bytes>`) the secrets of ZGW clients set over the
+    /// principals API are sealed with in the store; the first seals, all open. Rotate by
+    /// putting a new key first: at start every secret is sealed again under it.
+    pub(crate) secret_keys: Vec<String>,
 }
 
 impl Default for ZgwConfig {
@@ -529,6 +533,7 @@ impl Default for ZgwConfig {
             enabled: true,
             max_token_age: "PT1H".into(),
             clients: Vec::new(),
+            secret_keys: Vec::new(),
         }
     }
 }
@@ -581,11 +586,28 @@ impl ZgwConfig {
                 secret: client.secret.as_bytes().to_vec(),
                 scopes: client.scopes.clone(),
                 oin,
+                principal: None,
             });
         }
+        let secret_keys = if self.secret_keys.is_empty() {
+            None
+        } else {
+            let mut pairs = Vec::new();
+            for (n, text) in self.secret_keys.iter().enumerate() {
+                let (id, key) = text.split_once(':').ok_or_else(|| {
+                    anyhow::anyhow!("zgw.secret_keys[{n}]: write it as <id>:<base64 of 32 bytes>")
+                })?;
+                pairs.push((id, key));
+            }
+            Some(std::sync::Arc::new(
+                knooppunt_broker::identity::zgw::SecretKeys::new(pairs)
+                    .map_err(|why| anyhow::anyhow!("zgw.secret_keys: {why}"))?,
+            ))
+        };
         Ok(ZgwOptions {
             enabled: self.enabled,
             clients,
+            secret_keys,
             max_token_age,
             ..ZgwOptions::default()
         })

@@ -441,6 +441,10 @@ fn add_principal_schemas(document: &mut Value) {
             "disabled": {"type": "boolean", "description": "Refused on every request while true."},
             "hasToken": {"type": "boolean", "description": "Whether it has a bearer token (never shown after it was issued)."},
             "origin": {"type": "string", "enum": ["api", "configuration"], "description": "`configuration`: seeded from the hub's configuration file, which it follows at every start. `api`: created or changed over the API; the file no longer changes it."},
+            "zgw": {"type": "object", "nullable": true,
+                    "description": "Its ZGW client of the Notificaties API facade (/api/v1); the secret is never shown.",
+                    "properties": {"clientId": {"type": "string"},
+                                   "scopes": {"type": "array", "items": {"type": "string"}}}},
             "createdAt": {"type": "string", "format": "date-time"},
             "updatedAt": {"type": "string", "format": "date-time"}
         }
@@ -476,7 +480,18 @@ fn add_principal_schemas(document: &mut Value) {
             "subscribeTypePrefixes": prefixes("The event types it may subscribe to; empty: any."),
             "publishSourcePrefixes": prefixes("The sources it may publish; empty: any."),
             "oin": oin,
-            "disabled": {"type": "boolean"}
+            "disabled": {"type": "boolean"},
+            "zgw": {"type": "object", "nullable": true,
+                    "description": "Makes it a ZGW client of the Notificaties API facade (/api/v1), or (null) no longer: \
+                                    its `clientId`, the HS256 `secret` its tokens are signed with (sealed at once under \
+                                    the hub's [zgw] secret_keys, never shown) and its `scopes`.",
+                    "required": ["clientId", "secret", "scopes"],
+                    "properties": {
+                        "clientId": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,100}$"},
+                        "secret": {"type": "string", "minLength": 16, "maxLength": 1000, "writeOnly": true},
+                        "scopes": {"type": "array", "minItems": 1,
+                                   "items": {"type": "string", "enum": ["notificaties.publiceren", "notificaties.consumeren"]}}
+                    }}
         }
     });
     let schemas = document["components"]["schemas"]

@@ -54,9 +54,80 @@ fn resource(record: &StoredPrincipal) -> Value {
         "disabled": record.disabled,
         "hasToken": record.token_sha256.is_some(),
         "origin": record.origin,
+        // The secret is never shown, sealed or not.
+        "zgw": record.zgw.as_ref().map(|z| json!({"clientId": z.client_id, "scopes": z.scopes})),
         "createdAt": utc_timestamp(record.created_at),
         "updatedAt": utc_timestamp(record.updated_at),
     })
+}
+
+/// The `zgw` member of a change: `null` to take the ZGW client away, or `clientId`,
+/// `secret` (sealed at once under the hub's key) and `scopes`.
+fn read_zgw(
+    state: &AppState,
+    principal: &str,
+    value: &Value,
+) -> Result<Option<knooppunt_store::StoredZgwClient>, InvalidParam> {
+    use crate::identity::zgw::{CONSUME, PUBLISH};
+    let problem = |why: &str| InvalidParam::new("zgw", why);
+    let Some(object) = value.as_object() else {
+        return if value.is_null() {
+            Ok(None)
+        } else {
+            Err(problem(
+                "must be an object with clientId, secret and scopes, or null",
+            ))
+        };
+    };
+    let Some(keys) = &state.zgw.secret_keys else {
+        return Err(problem(
+            "this hub has no [zgw] secret_keys to seal client secrets with: configure them first",
+        ));
+    };
+    let text = |name: &str| object.get(name).and_then(Value::as_str).unwrap_or("");
+    let client_id = text("clientId");
+    if client_id.is_empty()
+        || client_id.len() > 100
+        || !client_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        return Err(problem(
+            "clientId: 1 to 100 letters, digits, `-`, `_` or `.`",
+        ));
+    }
+    let taken_by_file = state.zgw.clients.iter().any(|c| c.client_id == client_id);
+    let taken = state
+        .principals
+        .by_zgw_client(client_id)
+        .is_some_and(|p| p.name != principal);
+    if taken_by_file || taken {
+        return Err(problem("clientId: another ZGW client has it"));
+    }
+    let secret = text("secret");
+    if secret.chars().count() < 16 || secret.len() > 1000 {
+        return Err(problem("secret: 16 to 1000 characters"));
+    }
+    let scopes: Vec<String> = object
+        .get("scopes")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if scopes.is_empty() || scopes.iter().any(|s| s != PUBLISH && s != CONSUME) {
+        return Err(problem(&format!(
+            "scopes: one or both of `{PUBLISH}` and `{CONSUME}`"
+        )));
+    }
+    Ok(Some(knooppunt_store::StoredZgwClient {
+        client_id: client_id.to_owned(),
+        sealed_secret: keys.seal(client_id, secret.as_bytes()),
+        scopes,
+    }))
 }
 
 fn not_found(name: &str) -> ApiError {
@@ -260,12 +331,20 @@ pub(crate) async fn update(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Admin, "change principals")?;
-    let body = object(&body)?;
+    let mut body = object(&body)?.clone();
+    let zgw = body.remove("zgw");
+    let body = &body;
     let mut record = state
         .principals
         .get(&name)
         .ok_or_else(|| not_found(&name))?;
     let mut problems = apply(body, &mut record);
+    if let Some(zgw) = zgw {
+        match read_zgw(&state, &name, &zgw) {
+            Ok(client) => record.zgw = client,
+            Err(problem) => problems.push(problem),
+        }
+    }
     if body.get("name").is_some_and(|n| n.as_str() != Some(&name)) {
         problems.push(InvalidParam::new("name", "a principal cannot be renamed"));
     }

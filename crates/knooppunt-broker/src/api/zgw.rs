@@ -207,9 +207,15 @@ impl FromRequestParts<Arc<AppState>> for ZgwCaller {
         let claims = zgw::verify(
             token,
             |id| {
-                let found = options.clients.iter().find(|c| c.client_id == id)?;
-                client = Some(found.clone());
-                Some(found.secret.clone())
+                let found = options
+                    .clients
+                    .iter()
+                    .find(|c| c.client_id == id)
+                    .cloned()
+                    .or_else(|| stored_client(state, id))?;
+                let secret = found.secret.clone();
+                client = Some(found);
+                Some(secret)
             },
             knooppunt_store::now_ms() / 1000,
             options.max_token_age,
@@ -223,6 +229,33 @@ impl FromRequestParts<Arc<AppState>> for ZgwCaller {
         }
         Ok(ZgwCaller(client))
     }
+}
+
+/// A ZGW client set over the principals API: its principal (not disabled) and its secret
+/// opened with the hub's keys.
+fn stored_client(state: &AppState, client_id: &str) -> Option<ZgwClient> {
+    let principal = state.principals.by_zgw_client(client_id)?;
+    if principal.disabled {
+        return None;
+    }
+    let stored = principal.zgw.as_ref()?;
+    let keys = state.zgw.secret_keys.as_ref()?;
+    let secret = keys
+        .open(client_id, &stored.sealed_secret)
+        .inspect_err(|why| {
+            tracing::error!(client = client_id, %why, "A ZGW client's secret cannot be opened.")
+        })
+        .ok()?;
+    Some(ZgwClient {
+        client_id: client_id.to_owned(),
+        secret,
+        scopes: stored.scopes.clone(),
+        oin: principal
+            .oin
+            .as_deref()
+            .and_then(crate::identity::Oin::parse),
+        principal: Some(principal.name.clone()),
+    })
 }
 
 fn representation(base: &str, kanaal: &Kanaal) -> Value {

@@ -31,6 +31,9 @@ pub struct ZgwClient {
     /// Its organisation, if known: its notificaties are then published in that
     /// organisation's source space.
     pub oin: Option<super::Oin>,
+    /// The stored principal it is, for a client set over the principals API; a client of
+    /// the configuration file acts as `zgw:<client_id>`.
+    pub principal: Option<String>,
 }
 
 impl std::fmt::Debug for ZgwClient {
@@ -69,7 +72,10 @@ impl ZgwClient {
             roles.insert(super::Role::Subscriber);
         }
         super::Principal {
-            name: format!("zgw:{}", self.client_id),
+            name: self
+                .principal
+                .clone()
+                .unwrap_or_else(|| format!("zgw:{}", self.client_id)),
             roles,
             subscribe_type_prefixes: Vec::new(),
             publish_source_prefixes: vec![self.source()],
@@ -83,7 +89,12 @@ impl ZgwClient {
 pub struct ZgwOptions {
     /// Whether `/api/v1` is served.
     pub enabled: bool,
+    /// Clients of the configuration file (those set over the principals API are in the
+    /// store).
     pub clients: Vec<ZgwClient>,
+    /// The keys the store's client secrets are sealed with (the first seals); without
+    /// them, clients cannot be set over the principals API.
+    pub secret_keys: Option<std::sync::Arc<SecretKeys>>,
     /// The oldest token accepted (by its `iat`).
     pub max_token_age: Duration,
     /// How far in the future a token's `iat` may be (clocks differ).
@@ -95,6 +106,7 @@ impl Default for ZgwOptions {
         ZgwOptions {
             enabled: true,
             clients: Vec::new(),
+            secret_keys: None,
             max_token_age: Duration::from_secs(3600),
             leeway: Duration::from_secs(60),
         }
