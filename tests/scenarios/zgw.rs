@@ -1114,3 +1114,52 @@ async fn zgw_clients_are_set_over_the_principals_api_with_sealed_secrets() {
         .assert_problem(400);
     assert_eq!(refused.invalid_params(), ["zgw"]);
 }
+
+/// A notificatie a callback refuses for good (400) becomes a dead letter of the
+/// abonnement's subscription, with why, as for any delivery of the hub.
+#[tokio::test]
+async fn a_refused_notificatie_becomes_a_dead_letter() {
+    let hub = hub().await;
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    let consumer = token("zac", ZAAKAFHANDEL);
+    register_zaken(&hub, &publisher).await;
+    let sink = knooppunt_tests::sink::Sink::start().await;
+    sink.answer([
+        knooppunt_tests::sink::Reply::status(204),
+        knooppunt_tests::sink::Reply::status(400),
+    ]);
+    let created = subscribe(&hub, &consumer, &sink.url, json!({})).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["url"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        post_notificatie(&hub, &publisher, NOTIFICATIE).await.status,
+        201
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let dead = loop {
+        let dead = hub
+            .call(
+                Method::GET,
+                &format!("/v1/subscriptions/{id}/dead-letters"),
+                tokens::ADMIN,
+                None,
+            )
+            .await;
+        if dead.body.as_array().is_some_and(|d| !d.is_empty()) {
+            break dead;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", dead.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        dead.body[0]["reason"].as_str().unwrap().contains("400"),
+        "{}",
+        dead.body
+    );
+}
