@@ -785,21 +785,29 @@ async fn abonnementen_are_refused_as_open_notificaties_refuses_them() {
     assert_fout(&forbidden, 403, "permission_denied");
 }
 
-/// A callback that fails is retried by the hub's delivery until it takes the notificatie.
-#[tokio::test]
-async fn a_failing_callback_is_retried() {
+/// A hub with the kanaal `zaken` and an abonnement whose callback takes the test
+/// notificatie, then answers `then` once (and 204 after): the hub, the publisher's token,
+/// the callback and the abonnement.
+async fn subscribed_then(then: u16) -> (TestHub, String, knooppunt_tests::sink::Sink, Answer) {
     let hub = hub().await;
     let publisher = token("open-zaak", OPEN_ZAAK);
     let consumer = token("zac", ZAAKAFHANDEL);
     register_zaken(&hub, &publisher).await;
     let sink = knooppunt_tests::sink::Sink::start().await;
-    // The test notificatie passes; the notificatie fails once, then arrives.
     sink.answer([
         knooppunt_tests::sink::Reply::status(204),
-        knooppunt_tests::sink::Reply::status(503),
+        knooppunt_tests::sink::Reply::status(then),
     ]);
     let created = subscribe(&hub, &consumer, &sink.url, json!({})).await;
     assert_eq!(created.status, 201, "{}", created.body);
+    (hub, publisher, sink, created)
+}
+
+/// A callback that fails is retried by the hub's delivery until it takes the notificatie.
+#[tokio::test]
+async fn a_failing_callback_is_retried() {
+    // The test notificatie passes; the notificatie fails once, then arrives.
+    let (hub, publisher, sink, _) = subscribed_then(503).await;
     assert_eq!(
         post_notificatie(&hub, &publisher, NOTIFICATIE).await.status,
         201
@@ -1119,17 +1127,7 @@ async fn zgw_clients_are_set_over_the_principals_api_with_sealed_secrets() {
 /// abonnement's subscription, with why, as for any delivery of the hub.
 #[tokio::test]
 async fn a_refused_notificatie_becomes_a_dead_letter() {
-    let hub = hub().await;
-    let publisher = token("open-zaak", OPEN_ZAAK);
-    let consumer = token("zac", ZAAKAFHANDEL);
-    register_zaken(&hub, &publisher).await;
-    let sink = knooppunt_tests::sink::Sink::start().await;
-    sink.answer([
-        knooppunt_tests::sink::Reply::status(204),
-        knooppunt_tests::sink::Reply::status(400),
-    ]);
-    let created = subscribe(&hub, &consumer, &sink.url, json!({})).await;
-    assert_eq!(created.status, 201, "{}", created.body);
+    let (hub, publisher, _sink, created) = subscribed_then(400).await;
     let id = created.body["url"]
         .as_str()
         .unwrap()
