@@ -114,6 +114,7 @@ impl History {
         };
         let deadline = tokio::time::Instant::now() + wait;
         let wake = self.deliverer.watch(id);
+        let mut closing = self.deliverer.closing();
         loop {
             let notified = wake.notified();
             tokio::pin!(notified);
@@ -126,9 +127,14 @@ impl History {
             if now >= deadline {
                 return Ok(page);
             }
+            // A stopping hub answers what it has rather than keep a shutdown waiting.
+            if *closing.borrow_and_update() {
+                return Ok(page);
+            }
             tokio::select! {
                 () = &mut notified => {}
                 () = tokio::time::sleep_until(deadline.min(now + self.idle_poll)) => {}
+                _ = closing.changed() => return Ok(page),
             }
         }
     }

@@ -126,6 +126,13 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let limits = hub.state.server;
     let tls = hub.state.tls.clone();
+    // Long polls are answered as soon as the shutdown begins: the requests in flight that
+    // the server waits for are then only the short ones.
+    let deliverer = hub.state.deliverer.clone();
+    let shutdown = async move {
+        shutdown.await;
+        deliverer.release_waiting();
+    };
     let served = server::run(
         listener,
         hub.router(),

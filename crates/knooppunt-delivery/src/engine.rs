@@ -147,6 +147,9 @@ pub(crate) struct Inner {
     pub(crate) gone: mpsc::UnboundedSender<Gone>,
     pub(crate) observer: Arc<dyn Observer>,
     pub(crate) stop: watch::Sender<bool>,
+    /// True once the hub is closing: readers waiting for events (long polls) are answered
+    /// at once, so that a shutdown never waits for them.
+    pub(crate) closing: watch::Sender<bool>,
     pub(crate) supervision: Supervision,
 }
 
@@ -184,6 +187,7 @@ impl Deliverer {
         )?;
         let (gone, gone_reports) = mpsc::unbounded_channel();
         let (stop, _) = watch::channel(false);
+        let (closing, _) = watch::channel(false);
         let deliverer = Deliverer {
             inner: Arc::new(Inner {
                 store,
@@ -197,6 +201,7 @@ impl Deliverer {
                 gone,
                 observer,
                 stop,
+                closing,
                 supervision: Supervision::default(),
             }),
         };
@@ -306,6 +311,21 @@ impl Deliverer {
         for wake in self.inner.watchers.lock().expect("watchers lock").values() {
             wake.notify_waiters();
         }
+    }
+
+    /// The hub is closing: every reader waiting for events (a pull `receive`, a stream) is
+    /// answered now with what there is, and later ones do not wait. The workers go on until
+    /// [`Deliverer::shutdown`].
+    pub fn release_waiting(&self) {
+        self.inner.closing.send_replace(true);
+        for wake in self.inner.watchers.lock().expect("watchers lock").values() {
+            wake.notify_waiters();
+        }
+    }
+
+    /// True once [`Deliverer::release_waiting`] was called: readers should not wait.
+    pub fn closing(&self) -> watch::Receiver<bool> {
+        self.inner.closing.subscribe()
     }
 
     /// Whether the workers run (they stop only at shutdown).
@@ -429,6 +449,7 @@ impl Deliverer {
     /// next start.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.stop.send_replace(true);
+        self.inner.closing.send_replace(true);
         for wake in self.inner.watchers.lock().expect("watchers lock").values() {
             wake.notify_waiters();
         }

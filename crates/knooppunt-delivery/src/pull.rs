@@ -141,7 +141,7 @@ impl Deliverer {
         let max = max.clamp(1, MAX_RECEIVE);
         let deadline = tokio::time::Instant::now() + wait.min(MAX_WAIT);
         let wake = self.watch(&subscription.id);
-        let mut stop = self.inner.stop.subscribe();
+        let mut closing = self.closing();
         let store = &self.inner.store;
         loop {
             let notified = wake.notified();
@@ -209,13 +209,13 @@ impl Deliverer {
                 continue;
             }
             let poll = deadline.min(tokio::time::Instant::now() + self.inner.options.idle_poll);
-            if tokio::time::Instant::now() >= deadline {
+            if tokio::time::Instant::now() >= deadline || *closing.borrow_and_update() {
                 return Ok(handed);
             }
             tokio::select! {
                 () = &mut notified => {}
                 () = tokio::time::sleep_until(poll) => {}
-                _ = stop.changed() => return Ok(handed),
+                _ = closing.changed() => return Ok(handed),
             }
         }
     }

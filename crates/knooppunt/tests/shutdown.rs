@@ -126,3 +126,61 @@ async fn sigterm_finishes_attempts_in_flight_and_loses_nothing() {
         .collect();
     assert!(lost.is_empty(), "acknowledged but gone: {lost:?}");
 }
+
+/// SIGTERM does not wait for consumers waiting in a long poll (a pull `receive`, a stream
+/// read with `maxWait`): they are answered at once and the hub stops well within the
+/// time it allows itself (the helper fails the test past 30 s; the polls ask for 50 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_answers_waiting_long_polls() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_admin(dir.path(), TOKEN);
+    let mut hub = HubProcess::start(&config, &dir.path().join("data"));
+    let client = reqwest::Client::new();
+    let created: serde_json::Value = client
+        .post(hub.url("/v1/subscriptions"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"protocol": "HTTP", "config": {"delivery": "pull"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
+    let polls: Vec<_> = [
+        format!("/v1/subscriptions/{id}/receive?maxWait=PT50S"),
+        format!("/v1/subscriptions/{id}/events?maxWait=PT50S"),
+    ]
+    .into_iter()
+    .map(|path| {
+        let request = client
+            .request(
+                if path.contains("receive") {
+                    reqwest::Method::POST
+                } else {
+                    reqwest::Method::GET
+                },
+                hub.url(&path),
+            )
+            .bearer_auth(TOKEN)
+            .send();
+        tokio::spawn(async move { request.await.map(|r| r.status().as_u16()) })
+    })
+    .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stopping = Instant::now();
+    let status = tokio::task::spawn_blocking(move || hub.stop())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(20),
+        "stopping took {:?}",
+        stopping.elapsed()
+    );
+    for poll in polls {
+        if let Ok(answered) = poll.await.unwrap() {
+            assert_eq!(answered, 200, "answered with what there was");
+        }
+    }
+}
