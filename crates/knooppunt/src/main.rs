@@ -21,11 +21,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Knooppunt: a CloudEvents 1.0 event hub for the Dutch government (NL GOV profile).
 ///
-/// Publishers POST events; subscribers register webhooks through the Subscriptions API; the
-/// hub delivers every matching event. The API is described at /v1/openapi.json.
+/// Publishers POST events; subscribers register webhooks through the Subscriptions API (the
+/// hub delivers every matching event) or pull them, read a subscription's stream and replay
+/// it. The API is described at /v1/openapi.json; ZGW components use the Notificaties API
+/// 1.0 at /api/v1 (/api/v1/schema/openapi.yaml).
 ///
-/// `serve` runs the hub. `publish`, `subscriptions`, `dead-letters` and `principals` talk to
-/// a running hub over its API: give its URL with --url or KNOOPPUNT_URL (default
+/// `serve` runs the hub. The other commands but `check` and `hash-token` (`publish`,
+/// `subscriptions`, `eventtypes`, `approvals`, `audit`, `dead-letters`, `pull`,
+/// `principals`) talk to a running hub over its API: give its URL with --url or KNOOPPUNT_URL (default
 /// http://127.0.0.1:8080) and a principal's token with KNOOPPUNT_TOKEN (or --token), or a
 /// client certificate with KNOOPPUNT_IDENTITY_FILE (or --identity-file).
 #[derive(Debug, Parser)]
