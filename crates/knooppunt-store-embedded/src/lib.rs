@@ -308,6 +308,20 @@ impl SledStore {
             .await
     }
 
+    /// Removes `key` from `tree` and, when it was there, commits; whether it was.
+    async fn remove_committed(
+        &self,
+        tree: &sled::Tree,
+        key: impl AsRef<[u8]>,
+    ) -> Result<bool, StoreError> {
+        self.writable()?;
+        if tree.remove(key).map_err(backend)?.is_none() {
+            return Ok(false);
+        }
+        self.commit().await?;
+        Ok(true)
+    }
+
     /// Refuses subscription writes once the store takes no more (closed, or its log failed),
     /// as the log refuses events then.
     fn writable(&self) -> Result<(), StoreError> {
@@ -476,20 +490,7 @@ impl Store for SledStore {
     }
 
     fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            self.writable()?;
-            let removed = self
-                .inner
-                .trees
-                .principals
-                .remove(name.as_bytes())
-                .map_err(backend)?;
-            if removed.is_none() {
-                return Ok(false);
-            }
-            self.commit().await?;
-            Ok(true)
-        })
+        Box::pin(self.remove_committed(&self.inner.trees.principals, name.as_bytes()))
     }
 
     fn insert_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, ()> {
@@ -532,20 +533,7 @@ impl Store for SledStore {
     }
 
     fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            self.writable()?;
-            let removed = self
-                .inner
-                .trees
-                .catalog
-                .remove(id.as_bytes())
-                .map_err(backend)?;
-            if removed.is_none() {
-                return Ok(false);
-            }
-            self.commit().await?;
-            Ok(true)
-        })
+        Box::pin(self.remove_committed(&self.inner.trees.catalog, id.as_bytes()))
     }
 
     fn catalog_entries(&self) -> StoreFuture<'_, Vec<CatalogEntry>> {
@@ -613,20 +601,7 @@ impl Store for SledStore {
     }
 
     fn delete_replay<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            self.writable()?;
-            let removed = self
-                .inner
-                .trees
-                .replays
-                .remove(id.as_bytes())
-                .map_err(backend)?;
-            if removed.is_none() {
-                return Ok(false);
-            }
-            self.commit().await?;
-            Ok(true)
-        })
+        Box::pin(self.remove_committed(&self.inner.trees.replays, id.as_bytes()))
     }
 
     fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()> {
@@ -644,20 +619,7 @@ impl Store for SledStore {
     }
 
     fn delete_grant<'a>(&'a self, entry: &'a str, subscription: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            self.writable()?;
-            let removed = self
-                .inner
-                .trees
-                .grants
-                .remove(grant_key(entry, subscription))
-                .map_err(backend)?;
-            if removed.is_none() {
-                return Ok(false);
-            }
-            self.commit().await?;
-            Ok(true)
-        })
+        Box::pin(self.remove_committed(&self.inner.trees.grants, grant_key(entry, subscription)))
     }
 
     fn append_audit(&self, records: Vec<AuditRecord>) -> StoreFuture<'_, Vec<AuditEntry>> {
