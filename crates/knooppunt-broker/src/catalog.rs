@@ -188,6 +188,21 @@ impl Catalog {
             .cloned()
     }
 
+    /// The entries `keep` chooses, in id order (one pass under the lock, nothing paged).
+    pub(crate) fn entries_where(
+        &self,
+        keep: impl Fn(&CatalogEntry) -> bool,
+    ) -> Vec<Arc<CatalogEntry>> {
+        self.entries
+            .read()
+            .expect("catalog lock")
+            .by_id
+            .values()
+            .filter(|entry| keep(entry))
+            .cloned()
+            .collect()
+    }
+
     /// Up to `size` entries after `cursor` in id order, and whether there are more.
     pub(crate) fn page(&self, cursor: Option<&str>, size: usize) -> (Vec<Arc<CatalogEntry>>, bool) {
         let entries = self.entries.read().expect("catalog lock");

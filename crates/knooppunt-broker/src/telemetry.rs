@@ -372,13 +372,13 @@ impl knooppunt_delivery::Observer for Telemetry {
         self.pulled.fetch_add(count as u64, Ordering::Relaxed);
     }
 
-    fn settled(&self, outcome: &'static str) {
+    fn settled(&self, outcome: &'static str, count: usize) {
         *self
             .settled
             .lock()
             .expect("settled lock")
             .entry(outcome)
-            .or_default() += 1;
+            .or_default() += count as u64;
     }
 }
 

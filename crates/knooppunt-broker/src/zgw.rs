@@ -60,20 +60,16 @@ pub(crate) enum KanaalRefused {
 
 /// The kanalen of the catalog, in registration order; only those named `naam` if given.
 pub(crate) fn kanalen(catalog: &Catalog, naam: Option<&str>) -> Vec<Kanaal> {
-    let mut kanalen = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let (page, more) = catalog.page(cursor.as_deref(), 1000);
-        kanalen.extend(
-            page.iter()
-                .filter_map(|entry| Kanaal::of(entry))
-                .filter(|k| naam.is_none_or(|n| k.naam == n)),
-        );
-        match page.last() {
-            Some(last) if more => cursor = Some(last.id.clone()),
-            _ => return kanalen,
-        }
-    }
+    // A kanaal's entry is of the types `nl.vng.zgw.<naam>.`: only those entries are read.
+    let wanted = naam.map(|n| format!("{TYPE_PREFIX}{n}."));
+    catalog
+        .entries_where(|entry| match &wanted {
+            Some(event_type) => entry.event_type == *event_type,
+            None => entry.event_type.starts_with(TYPE_PREFIX),
+        })
+        .iter()
+        .filter_map(|entry| Kanaal::of(entry))
+        .collect()
 }
 
 pub(crate) fn kanaal(catalog: &Catalog, id: &str) -> Option<Kanaal> {

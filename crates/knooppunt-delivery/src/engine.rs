@@ -82,10 +82,10 @@ pub trait Observer: Send + Sync + 'static {
         let _ = count;
     }
 
-    /// A pull consumer settled an event: `acknowledged`, `released`, `rejected` or
-    /// `renewed`; or the hub gave one up (`deadLetter`) when it would hand it out again.
-    fn settled(&self, outcome: &'static str) {
-        let _ = outcome;
+    /// A pull consumer settled `count` events: `acknowledged`, `released`, `rejected` or
+    /// `renewed`; or the hub gave them up (`deadLetter`) when it would hand them out again.
+    fn settled(&self, outcome: &'static str, count: usize) {
+        let _ = (outcome, count);
     }
 }
 

@@ -197,8 +197,10 @@ impl Deliverer {
                 }
             }
             let gave_up = !given_up.is_empty();
+            if gave_up {
+                self.inner.observer.settled("deadLetter", given_up.len());
+            }
             for change in given_up {
-                self.inner.observer.settled("deadLetter");
                 record_once(self, change).await?;
             }
             if !handed.is_empty() {
@@ -295,8 +297,8 @@ impl Deliverer {
             }
         }
         let settled = results.iter().filter(|r| r.is_ok()).count();
-        for _ in 0..settled {
-            self.inner.observer.settled(how.label());
+        if settled > 0 {
+            self.inner.observer.settled(how.label(), settled);
         }
         if settled > 0 && *how != Settlement::Renew {
             if let (Settlement::Acknowledge, Some((_, last))) = (how, held.last()) {
