@@ -288,45 +288,46 @@ impl History {
                 "`from` is after `until` (or in the future): the window is empty".into(),
             ));
         }
-        let flag = {
+        // A place among the runners is reserved first (the bound holds), and given back if
+        // the job cannot be stored.
+        let replay_id = uuid::Uuid::now_v7().to_string();
+        let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        {
             let mut running = self.runners.lock();
             if running.len() >= self.replay.max_running {
                 return Err(ReplayRefused::TooMany(running.len()));
             }
-            let id = uuid::Uuid::now_v7().to_string();
-            let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            running.insert(id.clone(), Arc::clone(&flag));
-            (id, flag)
-        };
-        let (replay_id, cancelled) = flag;
-        let replay = Replay {
-            id: replay_id.clone(),
-            subscription: id.to_owned(),
-            requested_by: requested_by.to_owned(),
-            from_ms,
-            until_ms,
-            state: ReplayState::Running,
-            position: self.store.seq_before(from_ms).await.inspect_err(|_| {
-                self.runners.lock().remove(&replay_id);
-            })?,
-            queued: 0,
-            last_event_at: None,
-            created_at: now,
-            updated_at: now,
-            finished_at: None,
-            error: None,
-        };
-        match self.store.put_replay(&replay, None).await {
-            Ok(true) => {}
-            Ok(false) => {
-                self.runners.lock().remove(&replay_id);
-                return Err(StoreError::Conflict(replay_id).into());
+            running.insert(replay_id.clone(), Arc::clone(&cancelled));
+        }
+        let stored = async {
+            let replay = Replay {
+                id: replay_id.clone(),
+                subscription: id.to_owned(),
+                requested_by: requested_by.to_owned(),
+                from_ms,
+                until_ms,
+                state: ReplayState::Running,
+                position: self.store.seq_before(from_ms).await?,
+                queued: 0,
+                last_event_at: None,
+                created_at: now,
+                updated_at: now,
+                finished_at: None,
+                error: None,
+            };
+            if !self.store.put_replay(&replay, None).await? {
+                return Err(StoreError::Conflict(replay_id.clone()));
             }
+            Ok(replay)
+        }
+        .await;
+        let replay = match stored {
+            Ok(replay) => replay,
             Err(error) => {
                 self.runners.lock().remove(&replay_id);
                 return Err(error.into());
             }
-        }
+        };
         tokio::spawn(Arc::clone(self).run(replay.clone(), cancelled));
         // The job runs whatever becomes of this; the next start prunes again.
         if let Err(error) = self.prune(id).await {
