@@ -674,6 +674,24 @@ impl Store for GatedStore {
     fn delete_replay<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
         self.inner.delete_replay(id)
     }
+    fn put_session<'a>(
+        &'a self,
+        session: &'a knooppunt_store::Session,
+    ) -> knooppunt_store::StoreFuture<'a, ()> {
+        self.inner.put_session(session)
+    }
+    fn session<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::Session>> {
+        self.inner.session(id)
+    }
+    fn delete_session<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.delete_session(id)
+    }
+    fn sweep_sessions(&self, now: u64, idle: u64) -> knooppunt_store::StoreFuture<'_, u64> {
+        self.inner.sweep_sessions(now, idle)
+    }
     fn disk_usage(&self) -> knooppunt_store::StoreFuture<'_, knooppunt_store::DiskUsage> {
         self.inner.disk_usage()
     }

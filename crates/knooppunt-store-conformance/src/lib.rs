@@ -24,6 +24,8 @@
 //! - the sweep removes finished events past retention only;
 //! - replays: jobs kept, changed only on the version read; a requeue queues retained events
 //!   again (not one already pending) with the replay named on the delivery;
+//! - console sessions are kept across a reopen, replaced by id, removed, and swept once
+//!   expired or idle;
 //! - events are read in acceptance order after a position, the sweep says how far it
 //!   removed, and a time finds its place in the order.
 //!
@@ -136,6 +138,7 @@ pub async fn run(backend: &mut impl Backend) {
     leases_held_are_counted(backend).await;
     events_are_read_in_order_after_a_position(backend).await;
     replays_are_kept_and_their_events_queued_again(backend).await;
+    sessions_are_kept_replaced_and_swept(backend).await;
     unordered_leases_skip_deliveries_waiting_for_a_retry(backend).await;
     dead_letters_are_redelivered_deleted_and_retired(backend).await;
     chosen_deliveries_are_withdrawn(backend).await;
@@ -1195,6 +1198,57 @@ async fn events_are_read_in_order_after_a_position(backend: &mut impl Backend) {
     }
     let reopened = backend.reopen(store).await;
     assert_eq!(reopened.swept_through().await.unwrap(), through);
+}
+
+async fn sessions_are_kept_replaced_and_swept(backend: &mut impl Backend) {
+    use knooppunt_store::Session;
+    let store = backend.open().await;
+    let session = |id: &str, expires_at: u64, last_seen_at: u64| Session {
+        id: id.into(),
+        principal: "gemeente".into(),
+        credential: "token:ab12".into(),
+        csrf: format!("csrf-{id}"),
+        created_at: 1_000,
+        expires_at,
+        last_seen_at,
+    };
+    assert_eq!(store.session("s-1").await.unwrap(), None);
+    store
+        .put_session(&session("s-1", 10_000, 1_000))
+        .await
+        .unwrap();
+    store
+        .put_session(&session("s-2", 3_000, 1_000))
+        .await
+        .unwrap();
+    store
+        .put_session(&session("s-3", 10_000, 1_000))
+        .await
+        .unwrap();
+    // Replaced by id: last seen later.
+    store
+        .put_session(&session("s-3", 10_000, 4_000))
+        .await
+        .unwrap();
+    let store = backend.reopen(store).await;
+    assert_eq!(
+        store.session("s-1").await.unwrap(),
+        Some(session("s-1", 10_000, 1_000)),
+        "a session survives a reopen"
+    );
+    assert_eq!(
+        store.session("s-3").await.unwrap(),
+        Some(session("s-3", 10_000, 4_000))
+    );
+    // At 5,000 with an idle limit that ends sessions unseen since 2,000: s-2 expired, s-1 is
+    // idle, s-3 stays.
+    assert_eq!(store.sweep_sessions(5_000, 2_000).await.unwrap(), 2);
+    assert_eq!(store.session("s-1").await.unwrap(), None);
+    assert_eq!(store.session("s-2").await.unwrap(), None);
+    assert!(store.session("s-3").await.unwrap().is_some());
+    assert!(store.delete_session("s-3").await.unwrap());
+    assert!(!store.delete_session("s-3").await.unwrap());
+    assert_eq!(store.session("s-3").await.unwrap(), None);
 }
 
 async fn replays_are_kept_and_their_events_queued_again(backend: &mut impl Backend) {

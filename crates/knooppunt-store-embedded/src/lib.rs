@@ -47,7 +47,8 @@ use knooppunt_store::{
 };
 use knooppunt_store::{AuditEntry, AuditRange, AuditRecord};
 use knooppunt_store::{
-    CatalogEntry, Grant, Replay, Store, StoreError, StoreFuture, StoredPrincipal, Subscription,
+    CatalogEntry, Grant, Replay, Session, Store, StoreError, StoreFuture, StoredPrincipal,
+    Subscription,
 };
 
 /// A new segment is started once the active one is this large.
@@ -106,6 +107,8 @@ struct Trees {
     audit: sled::Tree,
     /// Replay jobs: id → the job as JSON.
     replays: sled::Tree,
+    /// Console sessions: id → the session as JSON.
+    sessions: sled::Tree,
     /// Receipts by block of events, in chunks (`receipts.rs`).
     receipts: sled::Tree,
     /// Receipts by subscription in delivery order, in chunks (`receipts.rs`).
@@ -238,6 +241,7 @@ impl SledStore {
             grants: tree("grants")?,
             audit: tree("audit")?,
             replays: tree("replays")?,
+            sessions: tree("sessions")?,
             receipts: tree("receipts_by_event")?,
             received: tree("receipts_by_subscription")?,
             db: db.clone(),
@@ -602,6 +606,62 @@ impl Store for SledStore {
 
     fn delete_replay<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
         Box::pin(self.remove_committed(&self.inner.trees.replays, id.as_bytes()))
+    }
+
+    fn put_session<'a>(&'a self, session: &'a Session) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.writable()?;
+            let bytes = serde_json::to_vec(session).expect("sessions serialise");
+            self.inner
+                .trees
+                .sessions
+                .insert(session.id.as_bytes(), bytes)
+                .map_err(backend)?;
+            self.commit().await
+        })
+    }
+
+    fn session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Session>> {
+        Box::pin(async move {
+            let Some(bytes) = self
+                .inner
+                .trees
+                .sessions
+                .get(id.as_bytes())
+                .map_err(backend)?
+            else {
+                return Ok(None);
+            };
+            serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| StoreError::Corrupt(format!("a session: {e}")))
+        })
+    }
+
+    fn delete_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(self.remove_committed(&self.inner.trees.sessions, id.as_bytes()))
+    }
+
+    fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            self.writable()?;
+            let tree = &self.inner.trees.sessions;
+            let mut ended = 0;
+            for entry in tree.iter() {
+                let (key, bytes) = entry.map_err(backend)?;
+                // An unreadable session is no session: it goes too.
+                let over = serde_json::from_slice::<Session>(&bytes).map_or(true, |session| {
+                    session.expires_at <= now_ms || session.last_seen_at < idle_before_ms
+                });
+                if over && tree.remove(key).map_err(backend)?.is_some() {
+                    ended += 1;
+                }
+            }
+            if ended > 0 {
+                self.commit().await?;
+            }
+            Ok(ended)
+        })
     }
 
     fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()> {

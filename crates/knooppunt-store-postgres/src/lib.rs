@@ -38,8 +38,8 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use knooppunt_store::{
     Appended, CatalogEntry, DeadLetter, Delivery, DeliveryChange, DiskUsage, Grant, NewEvent,
-    QueueStats, Receipt, Replay, Store, StoreError, StoreFuture, StoredEvent, StoredPrincipal,
-    Subscription, Swept, Verdict,
+    QueueStats, Receipt, Replay, Session, Store, StoreError, StoreFuture, StoredEvent,
+    StoredPrincipal, Subscription, Swept, Verdict,
 };
 use knooppunt_store::{AuditEntry, AuditRange, AuditRecord};
 use tokio_postgres::Row;
@@ -506,6 +506,67 @@ impl Store for PgStore {
                 .await
                 .map_err(backend)?;
             Ok(removed == 1)
+        })
+    }
+
+    fn put_session<'a>(&'a self, session: &'a Session) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let body = serde_json::to_string(session).expect("sessions serialise");
+            client
+                .execute(
+                    "INSERT INTO sessions (id, expires_at, last_seen_at, body) \
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO UPDATE \
+                     SET expires_at = $2, last_seen_at = $3, body = $4",
+                    &[
+                        &session.id,
+                        &(session.expires_at as i64),
+                        &(session.last_seen_at as i64),
+                        &body,
+                    ],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Session>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_opt("SELECT body FROM sessions WHERE id = $1", &[&id])
+                .await
+                .map_err(backend)?;
+            row.map(|row| {
+                serde_json::from_str(row.get(0))
+                    .map_err(|e| StoreError::Corrupt(format!("a session: {e}")))
+            })
+            .transpose()
+        })
+    }
+
+    fn delete_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let removed = client
+                .execute("DELETE FROM sessions WHERE id = $1", &[&id])
+                .await
+                .map_err(backend)?;
+            Ok(removed == 1)
+        })
+    }
+
+    fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            client
+                .execute(
+                    "DELETE FROM sessions WHERE expires_at <= $1 OR last_seen_at < $2",
+                    &[&(now_ms as i64), &(idle_before_ms as i64)],
+                )
+                .await
+                .map_err(backend)
         })
     }
 

@@ -204,6 +204,15 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE catalog ADD COLUMN kenmerken text;",
     // 13: a principal's ZGW client (client id, sealed secret, scopes) as JSON.
     "ALTER TABLE principals ADD COLUMN zgw text;",
+    // 14: console sessions (as JSON, the model's own form), with their ends to sweep by.
+    r#"
+    CREATE TABLE sessions (
+        id text PRIMARY KEY,
+        expires_at bigint NOT NULL,
+        last_seen_at bigint NOT NULL,
+        body text NOT NULL
+    );
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

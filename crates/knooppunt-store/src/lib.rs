@@ -14,6 +14,7 @@ mod catalog;
 mod principal;
 mod queue;
 mod replay;
+mod session;
 mod subscription;
 
 use std::future::Future;
@@ -29,6 +30,7 @@ pub use queue::{
     StoredEvent, Swept, Verdict,
 };
 pub use replay::{Replay, ReplayState};
+pub use session::Session;
 pub use subscription::{
     CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, Consent,
     DeliveryConfig, DeliveryMode, Disabled, HttpSettings, Ordering, Protocol, SigningSecrets, Sink,
@@ -152,6 +154,19 @@ pub trait Store: Send + Sync + 'static {
 
     /// Removes a replay job; `false` when there was none with that id.
     fn delete_replay<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
+
+    /// Stores a console session, in place of one with the same id.
+    fn put_session<'a>(&'a self, session: &'a Session) -> StoreFuture<'a, ()>;
+
+    /// The session with this id, if there is one (expired or not).
+    fn session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Session>>;
+
+    /// Removes a session; `false` when there was none with that id.
+    fn delete_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
+
+    /// Removes the sessions that expired before `now_ms` or were last seen before
+    /// `idle_before_ms`; returns how many.
+    fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64>;
 
     /// Appends records to the audit trail, each chained after the one before
     /// ([`AuditEntry::seal`]; with several hubs, one chain in the store's order), and returns
