@@ -190,6 +190,8 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
 /// module but the wiring names the crate root. Test modules (`#[cfg(test)]` to the end of a
 /// file) may reach further.
 const BROKER_LAYERS: &[(&str, &[&str])] = &[
+    // The console's pages reach the hub through the API (in-process) and its sessions.
+    ("console", &["api", "app", "sessions", "audit", "identity"]),
     (
         "api",
         &[
@@ -210,6 +212,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
     (
         "app",
         &[
+            "sessions",
             "history",
             "ingest",
             "approvals",
@@ -230,6 +233,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
     ),
     ("approvals", &["catalog", "lifecycle", "audit", "identity"]),
     ("catalog", &["identity"]),
+    ("sessions", &["principals", "identity"]),
     ("principals", &["identity"]),
     ("lifecycle", &["registry", "identity"]),
     ("registry", &[]),

@@ -20,6 +20,7 @@ use crate::ingest::{IngestOptions, Pipeline, Services};
 use crate::lifecycle::{Quotas, Subscriptions};
 use crate::principals::{self, Principals};
 use crate::server::{ServerLimits, TlsSettings};
+use crate::sessions::Sessions;
 use crate::telemetry::Telemetry;
 use knooppunt_delivery::DeliveryOptions;
 
@@ -60,6 +61,8 @@ pub struct HubOptions {
     pub replays: crate::history::ReplayOptions,
     /// The Notificaties API 1.0 facade for ZGW components.
     pub zgw: identity::zgw::ZgwOptions,
+    /// How long console sessions last.
+    pub sessions: crate::sessions::SessionOptions,
 }
 
 impl HubOptions {
@@ -83,6 +86,7 @@ impl HubOptions {
             audit_retention: std::time::Duration::from_secs(365 * 24 * 3600),
             replays: crate::history::ReplayOptions::default(),
             zgw: identity::zgw::ZgwOptions::default(),
+            sessions: crate::sessions::SessionOptions::default(),
         }
     }
 }
@@ -119,6 +123,8 @@ pub(crate) struct AppState {
     pub(crate) signing_overlap: std::time::Duration,
     /// The ZGW facade's clients and token bounds.
     pub(crate) zgw: identity::zgw::ZgwOptions,
+    /// The console's sessions.
+    pub(crate) sessions: Sessions,
     store: Arc<dyn Store>,
     shutdown_grace: std::time::Duration,
     resync_interval: std::time::Duration,
@@ -239,6 +245,7 @@ impl AppState {
             tls: options.tls,
             signing_overlap: options.signing_overlap,
             zgw: options.zgw,
+            sessions: Sessions::new(Arc::clone(&store), options.sessions),
             store,
             shutdown_grace: options.shutdown_grace,
             resync_interval: options.resync_interval,
@@ -263,7 +270,9 @@ impl AppState {
         let retiring = tokio::spawn(follow_gone(Arc::clone(&state), retirements));
         let resyncing = tokio::spawn(follow_other_hubs(Arc::clone(&state)));
         let replaying = tokio::spawn(Arc::clone(&state.history).take_over());
+        let sampling = tokio::spawn(sample_rates(Arc::clone(&state)));
         state.background.lock().expect("background lock").extend([
+            sampling,
             sweeper,
             retiring,
             resyncing,
@@ -500,6 +509,18 @@ async fn follow_other_hubs(state: Arc<AppState>) {
 
 /// Removes finished events past retention and old duplicate-detection entries, every
 /// `sweep_interval`, until the hub stops.
+/// Samples the counters every few seconds, for the rates the console shows.
+async fn sample_rates(state: Arc<AppState>) {
+    let mut stop = state.stop.subscribe();
+    let mut interval = tokio::time::interval(std::time::Duration::from_secs(5));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while unless_stopped(&mut stop, interval.tick()).await.is_some() {
+        state
+            .telemetry
+            .sample(&state.publishing.counters, knooppunt_store::now_ms());
+    }
+}
+
 async fn sweep_periodically(state: Arc<AppState>) {
     let mut stop = state.stop.subscribe();
     let mut interval = tokio::time::interval(state.publishing.options.sweep_interval);
@@ -529,6 +550,11 @@ async fn sweep_periodically(state: Arc<AppState>) {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "Finished replays past retention removed."),
             Err(error) => tracing::warn!(%error, "The replay sweep failed; it will run again."),
+        }
+        match state.sessions.sweep().await {
+            Ok(0) => {}
+            Ok(ended) => tracing::debug!(ended, "Ended console sessions removed."),
+            Err(error) => tracing::warn!(%error, "The session sweep failed; it will run again."),
         }
         let before =
             knooppunt_store::now_ms().saturating_sub(state.audit_retention.as_millis() as u64);

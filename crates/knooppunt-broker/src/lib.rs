@@ -15,6 +15,7 @@ mod app;
 mod approvals;
 mod audit;
 mod catalog;
+mod console;
 mod history;
 pub mod identity;
 pub mod ingest;
@@ -22,6 +23,7 @@ mod lifecycle;
 mod principals;
 mod registry;
 mod server;
+mod sessions;
 mod telemetry;
 mod zgw;
 
@@ -41,6 +43,7 @@ pub use identity::{Authentication, Oin, Principal, Role, hash_token, is_oin};
 pub use ingest::{IngestOptions, MIN_EVENT_BYTES};
 pub use knooppunt_filter::EvalLimits;
 pub use lifecycle::Quotas;
+pub use sessions::SessionOptions;
 pub use telemetry::IngestCounters;
 
 pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, HubKeys, SinkNetworks};
@@ -81,7 +84,7 @@ impl Hub {
 
     /// The HTTP API.
     pub fn router(&self) -> axum::Router {
-        api::router(Arc::clone(&self.state))
+        api::router(Arc::clone(&self.state)).merge(console::router(Arc::clone(&self.state)))
     }
 
     /// The router of `server.metrics_listen`: `/metrics` without a token, `/healthz`,

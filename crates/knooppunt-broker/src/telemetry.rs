@@ -140,6 +140,46 @@ pub(crate) struct Telemetry {
     pulled: AtomicU64,
     /// Pull settlements by outcome.
     settled: Mutex<BTreeMap<&'static str, u64>>,
+    /// Events delivered: pushed and answered 2xx, or acknowledged by a pull consumer.
+    delivered: AtomicU64,
+    /// Samples of (time, events accepted, events delivered), oldest first, over the last
+    /// minute or so: the rates the console shows.
+    samples: Mutex<std::collections::VecDeque<(u64, u64, u64)>>,
+}
+
+/// How far back the rates look.
+const RATE_WINDOW_MS: u64 = 60_000;
+
+impl Telemetry {
+    /// Takes a sample of the counters (every few seconds, by the hub's sampler).
+    pub(crate) fn sample(&self, counters: &IngestCounters, now_ms: u64) {
+        let mut samples = self.samples.lock().expect("samples lock");
+        samples.push_back((
+            now_ms,
+            IngestCounters::get(&counters.accepted),
+            self.delivered.load(Ordering::Relaxed),
+        ));
+        // One sample at or before the window's start stays, so the window is full.
+        while samples.len() > 2 && samples[1].0 + RATE_WINDOW_MS <= now_ms {
+            samples.pop_front();
+        }
+    }
+
+    /// Events accepted and delivered per second over the last minute (since the oldest
+    /// sample in it; zero before two samples were taken).
+    pub(crate) fn rates(&self) -> (f64, f64) {
+        let samples = self.samples.lock().expect("samples lock");
+        match (samples.front(), samples.back()) {
+            (Some(first), Some(last)) if last.0 > first.0 => {
+                let seconds = (last.0 - first.0) as f64 / 1000.0;
+                (
+                    (last.1 - first.1) as f64 / seconds,
+                    (last.2 - first.2) as f64 / seconds,
+                )
+            }
+            _ => (0.0, 0.0),
+        }
+    }
 }
 
 impl Default for Telemetry {
@@ -154,6 +194,8 @@ impl Default for Telemetry {
             routing_offloaded: AtomicU64::new(0),
             pulled: AtomicU64::new(0),
             settled: Mutex::new(BTreeMap::new()),
+            delivered: AtomicU64::new(0),
+            samples: Mutex::new(std::collections::VecDeque::new()),
         }
     }
 }
@@ -359,6 +401,9 @@ pub(crate) fn render_worker_health(out: &mut String, health: &knooppunt_delivery
 
 impl knooppunt_delivery::Observer for Telemetry {
     fn attempt(&self, outcome: &'static str, status: Option<u16>, elapsed: Duration) {
+        if outcome == "delivered" {
+            self.delivered.fetch_add(1, Ordering::Relaxed);
+        }
         *self
             .attempts
             .lock()
@@ -373,6 +418,9 @@ impl knooppunt_delivery::Observer for Telemetry {
     }
 
     fn settled(&self, outcome: &'static str, count: usize) {
+        if outcome == "acknowledged" {
+            self.delivered.fetch_add(count as u64, Ordering::Relaxed);
+        }
         *self
             .settled
             .lock()

@@ -361,6 +361,43 @@ impl Connections {
         Gate::Probe
     }
 
+    /// The breaker of the sink of `url`.
+    pub(crate) fn health_of(&self, url: &str) -> crate::engine::SinkHealth {
+        let Some(pool) = self.existing_pool(url) else {
+            return crate::engine::SinkHealth {
+                open: false,
+                failures: 0,
+                paused_until: None,
+            };
+        };
+        let health = pool.health.lock().expect("health lock");
+        let now = Instant::now();
+        let paused_until = health
+            .paused_until
+            .max(health.asked_until)
+            .filter(|until| *until > now)
+            .map(|until| crate::engine::now_ms() + (until - now).as_millis() as u64);
+        crate::engine::SinkHealth {
+            open: health.open,
+            failures: health.failures,
+            paused_until,
+        }
+    }
+
+    /// The sinks whose breaker is open, in order.
+    pub(crate) fn open_sinks(&self) -> Vec<String> {
+        let mut open: Vec<String> = self
+            .pools
+            .lock()
+            .expect("pools lock")
+            .iter()
+            .filter(|(_, pool)| pool.health.lock().expect("health lock").open)
+            .map(|(key, _)| key.clone())
+            .collect();
+        open.sort();
+        open
+    }
+
     /// A probe that was granted but not sent.
     pub(crate) fn release_probe(&self, url: &str) {
         if let Some(pool) = self.existing_pool(url) {

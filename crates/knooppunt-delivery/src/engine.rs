@@ -117,6 +117,23 @@ pub struct LastDelivery {
     pub error: Option<String>,
     /// `delivered`, `retry` or `deadLetter`.
     pub outcome: &'static str,
+    /// How long the request took (none for a pull consumer's acknowledgement).
+    pub duration_ms: Option<u64>,
+}
+
+/// How many of a subscription's latest attempts each hub keeps in memory.
+pub const RECENT_ATTEMPTS: usize = 50;
+
+/// A sink's breaker as this hub sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SinkHealth {
+    /// The breaker is open: the sink is paused and probed with one delivery at a time.
+    pub open: bool,
+    /// Failed attempts in a row.
+    pub failures: u32,
+    /// No request before then (milliseconds since the Unix epoch): the breaker's pause or
+    /// the sink's own `Retry-After`.
+    pub paused_until: Option<u64>,
 }
 
 /// The running delivery workers; cheap to clone.
@@ -142,7 +159,8 @@ pub(crate) struct Inner {
     /// Per subscription, what readers waiting for its events wake up to (pull consumers,
     /// streams; [`Deliverer::watch`]).
     pub(crate) watchers: Mutex<HashMap<String, Arc<Notify>>>,
-    pub(crate) last: Mutex<HashMap<String, LastDelivery>>,
+    /// Per subscription, its latest attempts, oldest first (at most [`RECENT_ATTEMPTS`]).
+    pub(crate) last: Mutex<HashMap<String, std::collections::VecDeque<LastDelivery>>>,
     /// Sinks that answered 410, for the broker to act on.
     pub(crate) gone: mpsc::UnboundedSender<Gone>,
     pub(crate) observer: Arc<dyn Observer>,
@@ -339,7 +357,39 @@ impl Deliverer {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(id)
-            .cloned()
+            .and_then(|recent| recent.back().cloned())
+    }
+
+    /// A subscription's latest attempts on this hub since it started, newest first (at most
+    /// [`RECENT_ATTEMPTS`]).
+    pub fn recent_attempts(&self, id: &str) -> Vec<LastDelivery> {
+        self.inner
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .map(|recent| recent.iter().rev().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Sends a test event to a subscription's sink once, as its deliveries go, and tells
+    /// how the sink answered (not queued, not retried; kept among its recent attempts).
+    pub async fn send_test(
+        &self,
+        subscription: &Subscription,
+        event: knooppunt_store::StoredEvent,
+    ) -> LastDelivery {
+        crate::worker::send_test(&self.inner, subscription, event).await
+    }
+
+    /// The breaker of the sink of `url`, as this hub sees it.
+    pub fn sink_health(&self, url: &str) -> SinkHealth {
+        self.inner.connections.health_of(url)
+    }
+
+    /// The sinks (scheme, host and port) whose breaker is open on this hub.
+    pub fn open_sinks(&self) -> Vec<String> {
+        self.inner.connections.open_sinks()
     }
 
     /// The hub's public keys for `v1a` signatures, the current one first.

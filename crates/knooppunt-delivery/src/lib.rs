@@ -22,7 +22,10 @@ mod worker;
 
 pub use address::{AddressRefused, SinkNetworks};
 pub use connections::{ConnectionLimits, check_client_certificate};
-pub use engine::{Deliverer, DeliveryOptions, Gone, LastDelivery, Observer, Unobserved, now_ms};
+pub use engine::{
+    Deliverer, DeliveryOptions, Gone, LastDelivery, Observer, RECENT_ATTEMPTS, SinkHealth,
+    Unobserved, now_ms,
+};
 pub use pull::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Received, Settlement, TokenProblem};
 pub use signing::{HubKeys, PublicKey};
 pub use sink::{Handshake, REDACTED, redact_sink};

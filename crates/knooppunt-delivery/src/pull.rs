@@ -311,6 +311,7 @@ impl Deliverer {
                         status: None,
                         error: None,
                         outcome: "delivered",
+                        duration_ms: None,
                     },
                 );
             }

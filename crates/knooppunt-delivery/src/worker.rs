@@ -337,11 +337,15 @@ async fn record_panic(
 
 /// Keeps a subscription's last attempt for the API (a lock a panic poisoned still serves).
 pub(crate) fn remember_last(inner: &Inner, id: &str, last: LastDelivery) {
-    inner
+    let mut all = inner
         .last
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(id.to_owned(), last);
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let recent = all.entry(id.to_owned()).or_default();
+    if recent.len() == crate::engine::RECENT_ATTEMPTS {
+        recent.pop_front();
+    }
+    recent.push_back(last);
 }
 
 /// The connection an attempt may use (or why there was none), when it began waiting, and
@@ -574,6 +578,64 @@ fn failed(why: String) -> (Response, Outcome, bool) {
     (response, outcome, false)
 }
 
+/// Sends `event` to a subscription's sink once, as a delivery of it would go (content mode,
+/// headers, credentials, signature, client certificate, the SSRF guard and connection
+/// limits), without queueing or recording it: nothing is retried. Kept among the
+/// subscription's recent attempts with outcome `test`.
+pub(crate) async fn send_test(
+    inner: &Arc<Inner>,
+    subscription: &Subscription,
+    event: StoredEvent,
+) -> LastDelivery {
+    let config = subscription.delivery_config();
+    let started = std::time::Instant::now();
+    let at = now_ms();
+    let permit = inner
+        .connections
+        .acquire(
+            &subscription.sink,
+            config.timeout,
+            subscription.client_certificate.as_ref(),
+        )
+        .await;
+    let connection = Connection {
+        permit,
+        started,
+        probe: false,
+    };
+    let (response, _, _) = send(
+        inner,
+        subscription,
+        config,
+        (&event, None),
+        None,
+        connection,
+    )
+    .await;
+    let (status, error) = match response {
+        Response::Status { code, .. } if (200..300).contains(&code) => (Some(code), None),
+        Response::Status { code, .. } => (Some(code), Some(format!("the sink answered {code}"))),
+        Response::Timeout => (
+            None,
+            Some(format!(
+                "no answer within {} ms",
+                config.timeout.as_millis()
+            )),
+        ),
+        Response::Failed(why) => (None, Some(why)),
+    };
+    let last = LastDelivery {
+        at,
+        seq: event.seq,
+        status,
+        error,
+        outcome: "test",
+        duration_ms: Some(started.elapsed().as_millis() as u64),
+    };
+    remember_last(inner, &subscription.id, last.clone());
+    last
+}
+
 /// Tells the sink's breaker what the attempt showed of the sink (nothing, when no request
 /// went out: then a probe is only given back).
 fn report_health(
@@ -654,7 +716,8 @@ async fn record(
         Verdict::Retry { .. } => "retry",
         Verdict::DeadLetter { .. } => "deadLetter",
     };
-    inner.observer.attempt(label, status, started.elapsed());
+    let elapsed = started.elapsed();
+    inner.observer.attempt(label, status, elapsed);
     if let Verdict::DeadLetter { reason } = &verdict {
         tracing::info!(
             subscription = id,
@@ -703,6 +766,7 @@ async fn record(
             status,
             error,
             outcome: label,
+            duration_ms: Some(elapsed.as_millis() as u64),
         },
     );
     if *outcome == Outcome::Gone {

@@ -35,6 +35,8 @@ pub(crate) struct Config {
     pub(crate) audit: AuditConfig,
     /// The Notificaties API 1.0 facade (`/api/v1`) for ZGW components.
     pub(crate) zgw: ZgwConfig,
+    /// The web pages at `/console`.
+    pub(crate) console: ConsoleConfig,
     /// The parties that may call the API: they seed the store at start (where it lacks
     /// them); after that, admins manage principals at runtime (`knooppunt principals`).
     pub(crate) principals: Vec<PrincipalConfig>,
@@ -514,6 +516,39 @@ impl Default for AuditConfig {
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+pub(crate) struct ConsoleConfig {
+    /// ISO 8601 duration: a console session ends this long after sign-in.
+    pub(crate) session_lifetime: String,
+    /// ISO 8601 duration: a console session ends once unused this long.
+    pub(crate) session_idle: String,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        ConsoleConfig {
+            session_lifetime: "PT8H".into(),
+            session_idle: "PT30M".into(),
+        }
+    }
+}
+
+impl ConsoleConfig {
+    pub(crate) fn options(&self) -> anyhow::Result<knooppunt_broker::SessionOptions> {
+        let lifetime = parse_iso8601_duration(&self.session_lifetime)
+            .map_err(|why| anyhow::anyhow!("console.session_lifetime: {why}"))?;
+        let idle = parse_iso8601_duration(&self.session_idle)
+            .map_err(|why| anyhow::anyhow!("console.session_idle: {why}"))?;
+        if lifetime.is_zero() || idle.is_zero() {
+            anyhow::bail!(
+                "console.session_lifetime and console.session_idle must be longer than zero"
+            );
+        }
+        Ok(knooppunt_broker::SessionOptions { lifetime, idle })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct ZgwConfig {
     /// Whether `/api/v1` (the Notificaties API 1.0) is served.
     pub(crate) enabled: bool,
@@ -906,6 +941,7 @@ impl Config {
             .map_err(|why| anyhow::anyhow!("audit.retention: {why}"))?;
         options.delivery.receipts = self.audit.receipts;
         options.zgw = self.zgw.options()?;
+        options.sessions = self.console.options()?;
         options.delivery.hub_keys = self.delivery.hub_keys()?;
         options.subscription_defaults = self.delivery.subscription_defaults()?;
         options.allow_http_sinks = self.delivery.allow_http_sinks;

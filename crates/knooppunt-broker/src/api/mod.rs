@@ -17,6 +17,7 @@ pub mod problem;
 mod pull;
 mod receipts;
 mod replays;
+mod status;
 mod stream;
 mod subscription_body;
 mod subscriptions;
@@ -39,6 +40,7 @@ use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
 use self::problem::ApiError;
+pub(crate) use self::subscriptions::check as check_subscription;
 use crate::app::AppState;
 
 /// The major version in every path.
@@ -111,6 +113,19 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             "/v1/subscriptions/{id}/dead-letters/{dead_letter}/redeliver",
             post(dead_letters::redeliver).fallback(not_allowed(dead_letters::REDELIVER_ALLOW)),
         )
+        .route(
+            "/v1/subscriptions/{id}/status",
+            get(status::subscription).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/attempts",
+            get(status::attempts).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/test",
+            post(status::test).fallback(not_allowed("POST")),
+        )
+        .route("/v1/status", get(status::hub).fallback(not_allowed("GET")))
         .route(
             "/v1/subscriptions/{id}/events",
             get(stream::read).fallback(not_allowed("GET")),

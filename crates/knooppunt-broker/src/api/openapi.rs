@@ -1113,6 +1113,142 @@ fn dead_letter_paths(paths: &mut Map<String, Value>) {
 }
 
 /// The sink's consent: an admin's agreement, and the validation callback.
+/// `/subscriptions/{id}/status`, `…/attempts`, `…/test` and `/status`.
+fn status_paths(paths: &mut Map<String, Value>) {
+    let tagged = |mut operation: Value| {
+        operation["tags"] = json!(["status"]);
+        operation
+    };
+    let attempt = json!({
+        "type": "object",
+        "required": ["time", "sequence", "outcome"],
+        "properties": {
+            "time": {"type": "string", "format": "date-time"},
+            "sequence": {"type": "integer", "format": "int64", "description": "The event's sequence number (0 for a test event)."},
+            "outcome": {"type": "string", "enum": ["delivered", "retry", "deadLetter", "test"]},
+            "statusCode": {"type": "integer", "description": "What the sink answered, when it answered."},
+            "durationMs": {"type": "integer", "format": "int64", "description": "How long the request took."},
+            "error": {"type": "string", "description": "What went wrong."}
+        }
+    });
+    let status = tagged(operation(
+        "getSubscriptionStatus",
+        "How a subscription's deliveries fare: its backlog and oldest pending event, attempts in \
+         flight, dead letters, its sink's breaker (as this hub sees it) and its last attempt.",
+        (
+            "200",
+            json!({"description": "The status.", "headers": headers(&[]),
+            "content": {"application/json": {"schema": {
+                "type": "object",
+                "required": ["subscription", "state", "backlog", "inFlight", "deadLetters"],
+                "properties": {
+                    "subscription": {"type": "string"},
+                    "state": {"type": "string", "enum": ["pending", "active", "disabled"]},
+                    "backlog": {"type": "integer", "format": "int64", "description": "Pending deliveries."},
+                    "inFlight": {"type": "integer", "format": "int64", "description": "Pending deliveries leased now (attempts in flight, or events locked by pull consumers)."},
+                    "deadLetters": {"type": "integer", "format": "int64"},
+                    "oldestPendingTime": {"type": "string", "format": "date-time", "description": "When the oldest pending event was accepted."},
+                    "oldestPendingAgeSeconds": {"type": "integer", "format": "int64"},
+                    "breaker": {"type": "object", "required": ["state", "failures"], "description": "The sink's breaker (push subscriptions).",
+                        "properties": {
+                            "state": {"type": "string", "enum": ["closed", "open"], "description": "`open`: the sink is paused and probed with one delivery at a time."},
+                            "failures": {"type": "integer", "description": "Failed attempts in a row."},
+                            "pausedUntil": {"type": "string", "format": "date-time", "description": "No request before then (the breaker's pause, or the sink's `Retry-After`)."}
+                        }},
+                    "lastAttempt": attempt
+                }}}}}),
+        ),
+        &[UNAUTHORIZED, FORBIDDEN, NOT_FOUND],
+        Map::new(),
+    ));
+    let attempts = tagged(operation(
+        "listSubscriptionAttempts",
+        "The latest delivery attempts (at most 50) this hub made for a subscription since it \
+         started, newest first: time, status, duration and error of each. With several hubs, \
+         each shows its own.",
+        (
+            "200",
+            json!({"description": "The attempts.", "headers": headers(&[]),
+                   "content": {"application/json": {"schema": {"type": "array", "items": attempt}}}}),
+        ),
+        &[UNAUTHORIZED, FORBIDDEN, NOT_FOUND],
+        Map::new(),
+    ));
+    let mut sent = attempt.clone();
+    sent["required"] = json!(["time", "sequence", "outcome", "id"]);
+    sent["properties"]["id"] = json!({"type": "string", "description": "The test event's id."});
+    sent["properties"]["outcome"] = json!({"type": "string", "enum": ["delivered", "failed"]});
+    let test = tagged(operation(
+        "testSubscription",
+        "Send a test event (type `nl.knooppunt.test`) to an active push subscription's sink \
+         once, as its deliveries go (content mode, headers, credentials, signature), and \
+         answer how the sink responded. Nothing is queued or retried.",
+        (
+            "200",
+            json!({"description": "How the sink answered (a failure is a 200 too: the test ran).", "headers": headers(&[]),
+                   "content": {"application/json": {"schema": sent}}}),
+        ),
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            FORBIDDEN,
+            NOT_FOUND,
+            (
+                "409",
+                "The subscription is not active, or is a pull subscription.",
+            ),
+        ],
+        Map::new(),
+    ));
+    let hub = tagged(operation(
+        "getHubStatus",
+        "The hub at a glance (administrators): events accepted and delivered per second over \
+         the last minute (this hub), the backlog, open breakers, stuck workers and the store's \
+         disk use.",
+        (
+            "200",
+            json!({"description": "The status.", "headers": headers(&[]),
+            "content": {"application/json": {"schema": {
+                "type": "object",
+                "required": ["eventsAcceptedPerSecond", "eventsDeliveredPerSecond", "backlog", "deadLetters", "subscriptions", "principals", "openBreakers", "stuckWorkers"],
+                "properties": {
+                    "eventsAcceptedPerSecond": {"type": "number"},
+                    "eventsDeliveredPerSecond": {"type": "number"},
+                    "backlog": {"type": "integer", "format": "int64"},
+                    "deadLetters": {"type": "integer", "format": "int64"},
+                    "oldestPendingAgeSeconds": {"type": "integer", "format": "int64"},
+                    "subscriptions": {"type": "object", "additionalProperties": {"type": "integer"}, "description": "Subscriptions by state."},
+                    "principals": {"type": "integer"},
+                    "openBreakers": {"type": "array", "items": {"type": "string"}, "description": "Sinks (scheme, host, port) whose breaker is open."},
+                    "stuckWorkers": {"type": "array", "items": {"type": "string"}, "description": "Subscriptions whose delivery worker is stuck."},
+                    "store": {"type": "object", "properties": {
+                        "bytes": {"type": "integer", "format": "int64"},
+                        "eventBytes": {"type": "integer", "format": "int64"},
+                        "retentionSeconds": {"type": "integer", "format": "int64"}
+                    }}
+                }}}}}),
+        ),
+        &[
+            UNAUTHORIZED,
+            ("403", "Only an administrator reads the hub's status."),
+        ],
+        Map::new(),
+    ));
+    let with_id = |method: &str, operation: Value| {
+        let mut item = Map::new();
+        item.insert("parameters".into(), id_parameter());
+        item.insert(method.into(), operation);
+        Value::Object(item)
+    };
+    paths.insert("/subscriptions/{id}/status".into(), with_id("get", status));
+    paths.insert(
+        "/subscriptions/{id}/attempts".into(),
+        with_id("get", attempts),
+    );
+    paths.insert("/subscriptions/{id}/test".into(), with_id("post", test));
+    paths.insert("/status".into(), json!({"get": hub}));
+}
+
 fn consent_paths(paths: &mut Map<String, Value>) {
     let id_parameter = id_parameter();
     let agreement = operation(
@@ -1274,6 +1410,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
             {"name": "event types", "description": "The catalog: what publishers say their events are."},
             {"name": "approvals", "description": "Which subscriptions a data owner lets receive its approval-required events."},
             {"name": "audit", "description": "The tamper-evident record of who changed what and who was refused."},
+            {"name": "status", "description": "How deliveries fare: a subscription's backlog, breaker and latest attempts, test events, and the hub at a glance."},
             {"name": "api", "description": "This description of the API."}
         ],
         "security": [{"bearerAuth": []}, {"accessToken": []}],
@@ -1494,6 +1631,7 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
     pull_paths(paths);
     consent_paths(paths);
     signing_paths(paths);
+    status_paths(paths);
     add_principals(&mut document);
     add_catalog(&mut document);
     document

@@ -229,6 +229,15 @@ fn audited(state: &AppState, subscription: &Subscription) -> Value {
     body
 }
 
+/// The checks a new subscription's body passes before anything is stored (its members,
+/// filters and limits, and the types the caller may subscribe to): what the console checks
+/// as a form is typed.
+pub(crate) fn check(state: &AppState, caller: &Caller, body: &Value) -> Result<(), ApiError> {
+    caller.require(Role::Subscriber, "create subscriptions")?;
+    let input = read_body(state, body)?;
+    check_type_permission(caller, &input)
+}
+
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     caller: Caller,

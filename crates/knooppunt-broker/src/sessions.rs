@@ -1,0 +1,225 @@
+//! Console sessions: a browser signs in once with a credential the API accepts (a token of
+//! a principal, or a client certificate) and then carries a random secret in a cookie.
+//! The rules: a session ends at its lifetime, after its idle time, at sign-out, and as
+//! soon as its principal is disabled, removed, or no longer holds the credential it signed
+//! in with (a rotated token ends the sessions of the old one). Kept in the store, so every
+//! hub sharing it knows a session and an ended one is ended everywhere.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use knooppunt_store::{Session, Store, StoreError, now_ms};
+use ring::rand::{SecureRandom, SystemRandom};
+use sha2::{Digest, Sha256};
+
+use crate::identity::Principal;
+use crate::principals::{Found, Principals};
+
+/// How long sessions last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// A session ends this long after sign-in, whatever happens.
+    pub lifetime: Duration,
+    /// A session ends once unused this long.
+    pub idle: Duration,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            lifetime: Duration::from_secs(8 * 3600),
+            idle: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// What a session was started with, and must still hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Credential {
+    /// The hex SHA-256 of a principal's token.
+    Token(String),
+    /// A client certificate with this OIN.
+    Certificate(String),
+    /// Authentication is switched off (a development hub).
+    None,
+}
+
+impl Credential {
+    fn encode(&self) -> String {
+        match self {
+            Credential::Token(hash) => format!("token:{hash}"),
+            Credential::Certificate(oin) => format!("certificate:{oin}"),
+            Credential::None => "none".into(),
+        }
+    }
+}
+
+/// A live session and who it is.
+#[derive(Debug, Clone)]
+pub(crate) struct Live {
+    pub(crate) session: Session,
+    pub(crate) principal: Arc<Principal>,
+}
+
+/// How a sign-in went.
+#[derive(Debug)]
+pub(crate) enum SignIn {
+    /// The cookie's secret, and the session.
+    Started(String, Live),
+    Disabled(String),
+    Unknown,
+}
+
+/// How often at most a session's `last_seen_at` is written.
+const TOUCH_EVERY_MS: u64 = 60_000;
+
+/// The sessions of the console.
+pub(crate) struct Sessions {
+    store: Arc<dyn Store>,
+    options: SessionOptions,
+    random: SystemRandom,
+}
+
+/// 32 random bytes as 43 URL-safe characters.
+fn random_secret(random: &SystemRandom) -> String {
+    use base64::Engine;
+    let mut bytes = [0u8; 32];
+    random.fill(&mut bytes).expect("the system's random source");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn id_of(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+impl Sessions {
+    pub(crate) fn new(store: Arc<dyn Store>, options: SessionOptions) -> Sessions {
+        Sessions {
+            store,
+            options,
+            random: SystemRandom::new(),
+        }
+    }
+
+    pub(crate) fn options(&self) -> SessionOptions {
+        self.options
+    }
+
+    /// A random value for a form before sign-in (the CSRF token of the sign-in form).
+    pub(crate) fn nonce(&self) -> String {
+        random_secret(&self.random)
+    }
+
+    /// Signs in with a principal's bearer token (access tokens of issuers are for the API:
+    /// they expire on their own terms, which a session would outlive).
+    pub(crate) async fn with_token(
+        &self,
+        token: &str,
+        principals: &Principals,
+    ) -> Result<SignIn, StoreError> {
+        let digest: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
+        match principals.by_token(&digest) {
+            Found::Active(principal) => {
+                let credential = Credential::Token(hex::encode(digest));
+                let (secret, session) = self.start(&principal.name, credential).await?;
+                Ok(SignIn::Started(secret, Live { session, principal }))
+            }
+            Found::Disabled(name) => Ok(SignIn::Disabled(name)),
+            Found::Unknown => Ok(SignIn::Unknown),
+        }
+    }
+
+    /// Starts a session for a principal the caller authenticated otherwise (a client
+    /// certificate, or none on a development hub).
+    pub(crate) async fn with_principal(
+        &self,
+        principal: Arc<Principal>,
+        credential: Credential,
+    ) -> Result<(String, Live), StoreError> {
+        let (secret, session) = self.start(&principal.name, credential).await?;
+        Ok((secret, Live { session, principal }))
+    }
+
+    /// Starts a session for `principal`; the secret for the browser's cookie.
+    async fn start(
+        &self,
+        principal: &str,
+        credential: Credential,
+    ) -> Result<(String, Session), StoreError> {
+        let secret = random_secret(&self.random);
+        let now = now_ms();
+        let session = Session {
+            id: id_of(&secret),
+            principal: principal.to_owned(),
+            credential: credential.encode(),
+            csrf: random_secret(&self.random),
+            created_at: now,
+            expires_at: now + self.options.lifetime.as_millis() as u64,
+            last_seen_at: now,
+        };
+        self.store.put_session(&session).await?;
+        Ok((secret, session))
+    }
+
+    /// The live session of a cookie's secret, with its principal as it is now; `None` when
+    /// there is none, or it ended (and then it is removed).
+    pub(crate) async fn find(
+        &self,
+        secret: &str,
+        principals: &Principals,
+        development: bool,
+    ) -> Result<Option<Live>, StoreError> {
+        let id = id_of(secret);
+        let Some(mut session) = self.store.session(&id).await? else {
+            return Ok(None);
+        };
+        let now = now_ms();
+        let idle = self.options.idle.as_millis() as u64;
+        let principal = holder(&session, principals, development);
+        let over = session.expires_at <= now || session.last_seen_at + idle <= now;
+        let Some(principal) = principal.filter(|_| !over) else {
+            self.store.delete_session(&id).await?;
+            return Ok(None);
+        };
+        if now >= session.last_seen_at + TOUCH_EVERY_MS {
+            session.last_seen_at = now;
+            self.store.put_session(&session).await?;
+        }
+        Ok(Some(Live { session, principal }))
+    }
+
+    /// Ends the session of a cookie's secret.
+    pub(crate) async fn end(&self, secret: &str) -> Result<bool, StoreError> {
+        self.store.delete_session(&id_of(secret)).await
+    }
+
+    /// Removes ended sessions; how many.
+    pub(crate) async fn sweep(&self) -> Result<u64, StoreError> {
+        let now = now_ms();
+        self.store
+            .sweep_sessions(
+                now,
+                now.saturating_sub(self.options.idle.as_millis() as u64),
+            )
+            .await
+    }
+}
+
+/// The principal a session belongs to, if it still holds the session's credential.
+fn holder(session: &Session, principals: &Principals, development: bool) -> Option<Arc<Principal>> {
+    if session.credential == "none" {
+        return development.then(|| Arc::new(Principal::development()));
+    }
+    let Found::Active(principal) = principals.by_name(&session.principal) else {
+        return None;
+    };
+    let holds = match session.credential.split_once(':') {
+        Some(("token", hash)) => principals
+            .get(&session.principal)
+            .and_then(|stored| stored.token_sha256)
+            .is_some_and(|stored| stored.eq_ignore_ascii_case(hash)),
+        Some(("certificate", oin)) => principal.oin.as_ref().is_some_and(|o| o.as_str() == oin),
+        _ => false,
+    };
+    holds.then_some(principal)
+}

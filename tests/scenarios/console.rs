@@ -1,0 +1,816 @@
+//! The console (`/console`) in a real browser: headless Chromium over WebDriver against a
+//! real hub and real sinks. Signing in, a failing subscription's last error, redelivering a
+//! dead letter to a sink that works again, a test event, the filter checked as it is typed,
+//! a replay followed to its end, an owner's approval letting events flow, an admin's new
+//! principal whose token then works, a subscriber kept from another's pages (direct URLs
+//! included), forms without a CSRF token refused, sessions that end, no serious or critical
+//! axe-core violation on any page, and keyboard-only use. Every page is photographed into
+//! the test's temporary directory (its path is printed) for a reviewer to look at.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use knooppunt_tests::browser::Browser;
+use knooppunt_tests::sink::{Reply, Sink};
+use knooppunt_tests::{TestHub, test_options, tokens};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const SOURCE: &str = "urn:nld:oin:00000001823288444000:systeem:BRP";
+const PREFIX: &str = "urn:nld:oin:00000001823288444000:";
+const TYPE: &str = "nl.brp.persoon-verhuisd";
+const TAB: &str = "\u{E004}";
+const ENTER: &str = "\u{E007}";
+
+/// Where this test's screenshots go: kept after the run (printed), in the system's
+/// temporary directory.
+fn shots(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("knooppunt-console-{test}-{}", std::process::id()));
+    // The reviewer's pointer to the pictures (shown with --nocapture or on failure).
+    #[allow(clippy::print_stdout)]
+    {
+        println!("screenshots of `{test}`: {}", dir.display());
+    }
+    dir
+}
+
+/// Signs in through the sign-in page with `token`.
+async fn sign_in(browser: &Browser, hub: &TestHub, token: &str) {
+    browser.goto(&hub.url("/console/login")).await;
+    browser.fill("#token", token).await;
+    browser
+        .click_on("form button[type=submit]:not([name])")
+        .await;
+    browser.find("main h1").await;
+    assert!(
+        !browser.url().await.contains("/login"),
+        "signing in failed: {}",
+        browser.text().await
+    );
+}
+
+/// Fails with every serious or critical axe-core finding on the page.
+async fn accessible(browser: &Browser, page: &str) {
+    let violations = browser.serious_accessibility_violations().await;
+    assert!(
+        violations.is_empty(),
+        "axe-core finds serious or critical problems on {page} ({}):\n{}",
+        browser.url().await,
+        violations.join("\n")
+    );
+}
+
+/// Photographs the page and checks it with axe-core.
+async fn look(browser: &Browser, name: &str) {
+    browser.screenshot(name).await;
+    accessible(browser, name).await;
+}
+
+async fn subscribe(hub: &TestHub, token: &str, sink: &Sink, config: Value) -> String {
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE], "config": config});
+    let answer = hub
+        .call(Method::POST, "/v1/subscriptions", token, Some(body))
+        .await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    answer.body["id"].as_str().unwrap().to_owned()
+}
+
+async fn publish(hub: &TestHub, id: &str) -> u64 {
+    let event = json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": TYPE,
+                       "datacontenttype": "application/json", "data": {"n": id}});
+    let answer = hub.publish_as(tokens::BRP_PUBLISHER, &event).await;
+    answer.body["sequence"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("the publish answer names the sequence: {}", answer.body))
+}
+
+/// Waits until the subscription has `count` dead letters.
+async fn dead_letters(hub: &TestHub, token: &str, id: &str, count: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let answer = hub
+            .call(
+                Method::GET,
+                &format!("/v1/subscriptions/{id}/dead-letters"),
+                token,
+                None,
+            )
+            .await;
+        let list = answer.body.as_array().cloned().unwrap_or_default();
+        if list.len() >= count {
+            return list;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no dead letter came: {}",
+            answer.body
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_sees_the_last_error_redelivers_a_dead_letter_and_tests_its_endpoint() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    sink.answer_always(Reply::status(500));
+    let id = subscribe(&hub, tokens::KVK, &sink, json!({"maxAttempts": "1"})).await;
+    publish(&hub, "verhuizing-1").await;
+    let dead = dead_letters(&hub, tokens::KVK, &id, 1).await;
+
+    let browser = Browser::start(&shots("subscriber")).await;
+    browser.goto(&hub.url("/console/subscriptions")).await;
+    // Not signed in: to the sign-in page, and back afterwards.
+    assert!(
+        browser.url().await.contains("/console/login?next="),
+        "{}",
+        browser.url().await
+    );
+    look(&browser, "01-sign-in").await;
+    browser.fill("#token", tokens::KVK).await;
+    browser.click_on("form button[type=submit]").await;
+    browser.find("#subscriptions-caption").await;
+    assert!(browser.url().await.ends_with("/console/subscriptions"));
+    let text = browser.text().await;
+    assert!(
+        text.contains("the sink answered 500"),
+        "the last error is shown:\n{text}"
+    );
+    assert!(text.contains(&id), "{text}");
+    look(&browser, "02-subscriptions").await;
+
+    // The subscription: its attempts and its dead letter.
+    browser
+        .click_on(&format!("a[href='/console/subscriptions/{id}']"))
+        .await;
+    let text = browser
+        .wait_for_text("Dode brieven", Duration::from_secs(5), false)
+        .await;
+    assert!(text.contains("500"), "{text}");
+    look(&browser, "03-subscription").await;
+
+    // The sink works again; the dead letter is redelivered from the page and arrives.
+    sink.answer_always(Reply::status(200));
+    let before = sink.deliveries().len();
+    browser
+        .click_on(&format!(
+            "input[name=letter][value='{}']",
+            dead[0]["id"].as_str().unwrap()
+        ))
+        .await;
+    browser.click_on("button[name=scope][value=selected]").await;
+    browser
+        .wait_for_text(
+            "1 dode brieven staan weer in de wachtrij",
+            Duration::from_secs(5),
+            false,
+        )
+        .await;
+    let arrived = sink.wait_for(before + 1, Duration::from_secs(10)).await;
+    assert_eq!(arrived.last().unwrap().json()["id"], "verhuizing-1");
+    dead_letters(&hub, tokens::KVK, &id, 0).await;
+    assert!(
+        hub.call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}/dead-letters"),
+            tokens::KVK,
+            None
+        )
+        .await
+        .body
+        .as_array()
+        .unwrap()
+        .is_empty(),
+        "the dead letter is gone once redelivered"
+    );
+    browser.screenshot("04-redelivered").await;
+
+    // A test event goes to the endpoint, as deliveries go.
+    let before = sink.deliveries().len();
+    browser
+        .click_on(&format!(
+            "form[action='/console/subscriptions/{id}/test'] button"
+        ))
+        .await;
+    browser
+        .wait_for_text(
+            "Het testbericht is afgeleverd",
+            Duration::from_secs(10),
+            false,
+        )
+        .await;
+    let arrived = sink.wait_for(before + 1, Duration::from_secs(5)).await;
+    assert_eq!(arrived.last().unwrap().json()["type"], "nl.knooppunt.test");
+
+    // The filter is checked as it is typed, by the API's own rules.
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}/edit")))
+        .await;
+    browser
+        .fill("#f-filters", r#"[{"sql": "subject LIKE"}]"#)
+        .await;
+    let problem = browser
+        .wait_for_text("filters", Duration::from_secs(5), false)
+        .await;
+    let shown = browser.text_of("#check-result").await;
+    assert!(
+        shown.contains("Dat ging niet"),
+        "an invalid filter is reported as typed: {shown}\n{problem}"
+    );
+    look(&browser, "05-edit-invalid-filter").await;
+    browser
+        .fill("#f-filters", r#"[{"prefix": {"subject": "zaak-"}}]"#)
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !browser
+        .text_of("#check-result")
+        .await
+        .contains("neemt dit abonnement zo aan")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            browser.text_of("#check-result").await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    browser.click_on("form.kp-form button[type=submit]").await;
+    browser
+        .wait_for_text(
+            "De wijzigingen zijn opgeslagen",
+            Duration::from_secs(5),
+            false,
+        )
+        .await;
+    let stored = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            None,
+        )
+        .await
+        .body;
+    assert_eq!(stored["filters"], json!([{"prefix": {"subject": "zaak-"}}]));
+    assert_eq!(
+        stored["config"]["maxAttempts"], "1",
+        "what the form does not show is kept"
+    );
+
+    // A replay, followed to its end (the filter now admits no event: 0 queued).
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}")))
+        .await;
+    browser
+        .click_on(&format!(
+            "form[action='/console/subscriptions/{id}/replays'] button"
+        ))
+        .await;
+    browser
+        .wait_for_text("klaar", Duration::from_secs(15), false)
+        .await;
+    look(&browser, "06-replay").await;
+
+    // Creating one: the form, then the new subscription's page.
+    browser.goto(&hub.url("/console/subscriptions/new")).await;
+    look(&browser, "07-new-subscription").await;
+    browser.fill("#f-sink", &sink.url).await;
+    browser.fill("#f-types", TYPE).await;
+    browser.click_on("form.kp-form button[type=submit]").await;
+    browser
+        .wait_for_text(
+            "Het abonnement is aangemaakt",
+            Duration::from_secs(10),
+            false,
+        )
+        .await;
+    let mine = hub
+        .call(Method::GET, "/v1/subscriptions", tokens::KVK, None)
+        .await
+        .body;
+    assert_eq!(mine.as_array().unwrap().len(), 2);
+
+    // The audit trail holds what the pages did, as the principal.
+    let audit = hub
+        .call(Method::GET, "/v1/audit?actor=kvk", tokens::ADMIN, None)
+        .await
+        .body;
+    let names: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    for name in [
+        "console.signin",
+        "dead-letter.redeliver",
+        "subscription.test",
+        "subscription.replace",
+        "replay.create",
+        "subscription.create",
+    ] {
+        assert!(
+            names.iter().any(|n| n.starts_with(name)),
+            "`{name}` is on the audit trail: {names:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_grants_a_request_and_events_flow() {
+    let hub = TestHub::start().await;
+    let entry = hub
+        .call(
+            Method::POST,
+            "/v1/eventtypes",
+            tokens::BRP_PUBLISHER,
+            Some(
+                json!({"source": PREFIX, "type": TYPE, "approval": "approval-required",
+                        "description": "Een ingezetene is verhuisd."}),
+            ),
+        )
+        .await;
+    assert_eq!(entry.status, 201, "{}", entry.body);
+    let sink = Sink::start().await;
+    subscribe(&hub, tokens::KVK, &sink, json!({})).await;
+    publish(&hub, "voor-het-besluit").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        sink.deliveries().is_empty(),
+        "nothing flows before the grant"
+    );
+
+    let browser = Browser::start(&shots("owner")).await;
+    sign_in(&browser, &hub, tokens::BRP_PUBLISHER).await;
+    look(&browser, "01-overview").await;
+    browser.goto(&hub.url("/console/eventtypes")).await;
+    assert!(browser.text().await.contains(TYPE));
+    look(&browser, "02-event-types").await;
+    browser.goto(&hub.url("/console/approvals")).await;
+    let text = browser.text().await;
+    assert!(
+        text.contains("kvk") && text.contains("aangevraagd"),
+        "{text}"
+    );
+    look(&browser, "03-approvals").await;
+    browser
+        .fill("#reason-0", "Wettelijke grondslag: Wet BRP art. 3.3")
+        .await;
+    browser.click_on("button[name=state][value=granted]").await;
+    browser
+        .wait_for_text("Toegestaan", Duration::from_secs(5), false)
+        .await;
+    browser.screenshot("04-granted").await;
+
+    let seq = publish(&hub, "na-het-besluit").await;
+    let arrived = sink.wait_for(1, Duration::from_secs(10)).await;
+    assert_eq!(arrived[0].json()["id"], "na-het-besluit");
+
+    // Who received it: the owner looks it up by its sequence number.
+    let events = hub
+        .call(Method::GET, "/v1/audit?name=approval", tokens::ADMIN, None)
+        .await
+        .body;
+    assert!(
+        events
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "approval.grant" && e["actor"] == "brp")
+    );
+    browser.goto(&hub.url("/console/receipts")).await;
+    browser.fill("#sequence", &seq.to_string()).await;
+    browser.click_on("form.kp-form button").await;
+    browser
+        .wait_for_text("kvk", Duration::from_secs(10), true)
+        .await;
+    look(&browser, "05-receipts").await;
+
+    // Revoked: nothing more flows.
+    browser.goto(&hub.url("/console/approvals")).await;
+    browser.click_on("button[name=state][value=revoked]").await;
+    // A revocation needs a reason: the API's problem is shown, and nothing changed.
+    let text = browser
+        .wait_for_text("Dat ging niet", Duration::from_secs(5), false)
+        .await;
+    assert!(text.contains("reason"), "{text}");
+    browser.goto(&hub.url("/console/approvals")).await;
+    browser.fill("#reason-0", "De grondslag is vervallen").await;
+    browser.click_on("button[name=state][value=revoked]").await;
+    browser
+        .wait_for_text("Ingetrokken", Duration::from_secs(5), false)
+        .await;
+    publish(&hub, "na-de-intrekking").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(sink.deliveries().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_creates_a_principal_whose_token_works_and_sees_the_hub() {
+    let hub = TestHub::start().await;
+    let browser = Browser::start(&shots("admin")).await;
+    sign_in(&browser, &hub, tokens::ADMIN).await;
+    browser.goto(&hub.url("/console/principals")).await;
+    look(&browser, "01-principals").await;
+    browser.fill("#p-name", "gemeente-utrecht").await;
+    browser.click_on("#role-subscriber").await;
+    browser
+        .click_on("#h-new-principal ~ form button[type=submit]")
+        .await;
+    let token = browser.text_of("#new-token").await;
+    assert!(token.len() >= 32, "a token is shown once: {token}");
+    browser.screenshot("02-token-shown").await;
+    let answer = hub
+        .call(Method::GET, "/v1/subscriptions", &token, None)
+        .await;
+    assert_eq!(answer.status, 200, "the new token works: {}", answer.body);
+
+    // A new token replaces the old one.
+    browser
+        .click_on("form[action='/console/principals/gemeente-utrecht'] button[value=rotate]")
+        .await;
+    let rotated = browser.text_of("#new-token").await;
+    assert_ne!(rotated, token);
+    assert_eq!(
+        hub.call(Method::GET, "/v1/subscriptions", &token, None)
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        hub.call(Method::GET, "/v1/subscriptions", &rotated, None)
+            .await
+            .status,
+        200
+    );
+    // Disabled: refused.
+    browser
+        .click_on("form[action='/console/principals/gemeente-utrecht'] button[value=disable]")
+        .await;
+    browser
+        .wait_for_text("Opgeslagen", Duration::from_secs(5), false)
+        .await;
+    assert_eq!(
+        hub.call(Method::GET, "/v1/subscriptions", &rotated, None)
+            .await
+            .status,
+        403
+    );
+
+    browser.goto(&hub.url("/console/status")).await;
+    let text = browser.text().await;
+    assert!(
+        text.contains("Achterstand") && text.contains("Opslag"),
+        "{text}"
+    );
+    look(&browser, "03-status").await;
+    browser.goto(&hub.url("/console/audit")).await;
+    browser.fill("#a-name", "principal").await;
+    browser.click_on("form[role=search] button").await;
+    let text = browser
+        .wait_for_text("principal.create", Duration::from_secs(5), false)
+        .await;
+    assert!(text.contains("gemeente-utrecht"), "{text}");
+    look(&browser, "04-audit").await;
+    // Every other page an admin reaches passes axe too.
+    for (path, name) in [
+        ("/console", "05-overview"),
+        ("/console/subscriptions", "06-subscriptions"),
+        ("/console/subscriptions/new", "07-new-subscription"),
+        ("/console/eventtypes", "08-event-types"),
+        ("/console/approvals", "09-approvals"),
+        ("/console/receipts", "10-receipts"),
+        ("/console/nergens", "11-not-found"),
+    ] {
+        browser.goto(&hub.url(path)).await;
+        look(&browser, name).await;
+    }
+    // English is there too.
+    browser.click_on("a[lang=en]").await;
+    browser
+        .wait_for_text("Signed in as", Duration::from_secs(5), false)
+        .await;
+    look(&browser, "12-english").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_cannot_see_or_act_on_anothers_pages() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let theirs = subscribe(&hub, tokens::KVK, &sink, json!({})).await;
+    let browser = Browser::start(&shots("tenants")).await;
+    sign_in(&browser, &hub, tokens::GEMEENTE).await;
+    let text = browser.text().await;
+    assert!(
+        !text.contains("Principals") && !text.contains("Hubstatus"),
+        "no admin navigation: {text}"
+    );
+
+    browser.goto(&hub.url("/console/subscriptions")).await;
+    assert!(
+        !browser.text().await.contains(&theirs),
+        "another's subscription is not listed"
+    );
+    for path in [
+        format!("/console/subscriptions/{theirs}"),
+        format!("/console/subscriptions/{theirs}/edit"),
+    ] {
+        browser.goto(&hub.url(&path)).await;
+        let text = browser.text().await;
+        assert!(text.contains("Niet gevonden"), "{path}: {text}");
+        assert!(!text.contains(&sink.url), "{path} shows nothing of it");
+    }
+    look(&browser, "01-not-found").await;
+    for path in [
+        "/console/principals",
+        "/console/status",
+        "/console/audit?actor=kvk",
+    ] {
+        browser.goto(&hub.url(path)).await;
+        let text = browser.text().await;
+        assert!(
+            text.contains("Geen toegang") || text.contains("Niets gevonden"),
+            "{path}: {text}"
+        );
+        assert!(
+            !text.contains("kvk-token") && !text.contains("subscription.create"),
+            "{path}: {text}"
+        );
+    }
+    // A form of its own session aimed at another's subscription: refused by the API.
+    browser.goto(&hub.url("/console")).await;
+    let csrf = browser
+        .execute(
+            "return document.querySelector('input[name=_csrf]').value;",
+            json!([]),
+        )
+        .await;
+    let status = browser
+        .execute_async(
+            "const done = arguments[arguments.length - 1];\
+             fetch(arguments[0], {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'},\
+                                  body: '_csrf=' + encodeURIComponent(arguments[1])}).then(r => done(r.status));",
+            json!([format!("/console/subscriptions/{theirs}/test"), csrf]),
+        )
+        .await;
+    assert_eq!(status, json!(404));
+    assert!(
+        sink.deliveries().is_empty(),
+        "nothing was sent to another's endpoint"
+    );
+}
+
+/// A browser-like client over plain HTTP: it keeps the session cookie it was given.
+struct Session {
+    client: reqwest::Client,
+    /// `knooppunt_session=<secret>`.
+    cookie: String,
+    /// The whole `Set-Cookie` header.
+    set_cookie: String,
+}
+
+impl Session {
+    async fn get(&self, url: &str) -> reqwest::Response {
+        self.client
+            .get(url)
+            .header("cookie", &self.cookie)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn post(&self, url: &str, body: &str, origin: Option<&str>) -> reqwest::Response {
+        let mut request = self
+            .client
+            .post(url)
+            .header("cookie", &self.cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.to_owned());
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send().await.unwrap()
+    }
+}
+
+/// Signs in over plain HTTP, as a browser would.
+async fn http_session(hub: &TestHub, token: &str) -> Session {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page = client.get(hub.url("/console/login")).send().await.unwrap();
+    let login_cookie = page.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let csrf = field(&page.text().await.unwrap(), "_csrf");
+    let answer = client
+        .post(hub.url("/console/login"))
+        .header("cookie", login_cookie)
+        .form(&[
+            ("_csrf", csrf.as_str()),
+            ("method", "token"),
+            ("token", token),
+            ("next", "/console"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 303);
+    let set_cookie = answer
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|v| v.starts_with("knooppunt_session="))
+        .expect("a session cookie");
+    Session {
+        client,
+        cookie: set_cookie.split(';').next().unwrap().to_owned(),
+        set_cookie,
+    }
+}
+
+/// The value of the first hidden field `name` in a page.
+fn field(page: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = page
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no field {name}"))
+        + marker.len();
+    page[start..].split('"').next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn forms_without_their_csrf_token_are_refused_and_sessions_end() {
+    let mut options = test_options();
+    options.sessions.idle = Duration::from_secs(2);
+    let hub = TestHub::start_with_options(options).await;
+    let sink = Sink::start().await;
+    let id = subscribe(&hub, tokens::KVK, &sink, json!({})).await;
+    let session = http_session(&hub, tokens::KVK).await;
+    let cookie = &session.set_cookie;
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    assert!(
+        !cookie.contains("Secure"),
+        "plain HTTP: no Secure (the browser would drop it)"
+    );
+    let page = session
+        .get(&hub.url(&format!("/console/subscriptions/{id}")))
+        .await;
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        csp.contains("default-src 'none'")
+            && csp.contains("script-src 'self'")
+            && !csp.contains("unsafe"),
+        "{csp}"
+    );
+    let csrf = field(&page.text().await.unwrap(), "_csrf");
+    let test = hub.url(&format!("/console/subscriptions/{id}/test"));
+    // No token, a wrong one, another site's Origin: 403, and nothing happens.
+    for (body, origin) in [
+        (String::new(), None),
+        ("_csrf=forged".to_owned(), None),
+        (format!("_csrf={csrf}"), Some("http://evil.example")),
+    ] {
+        let answer = session.post(&test, &body, origin).await;
+        assert_eq!(answer.status(), 403, "{body} {origin:?}");
+        assert!(answer.text().await.unwrap().contains("niets gedaan"));
+    }
+    let refused_login = reqwest::Client::new()
+        .post(hub.url("/console/login"))
+        .form(&[("method", "token"), ("token", tokens::KVK)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused_login.status(),
+        403,
+        "the sign-in form needs its token too"
+    );
+    assert!(
+        sink.deliveries().is_empty(),
+        "no refused form sent anything"
+    );
+    // With the token it works.
+    let answer = session
+        .post(&test, &format!("_csrf={csrf}"), Some(&hub.url("")))
+        .await;
+    assert_eq!(answer.status(), 303);
+    sink.wait_for(1, Duration::from_secs(5)).await;
+
+    // Signed out: the cookie is worth nothing, here or on any hub sharing the store.
+    let answer = session
+        .post(&hub.url("/console/logout"), &format!("_csrf={csrf}"), None)
+        .await;
+    assert_eq!(answer.status(), 303);
+    let answer = session.get(&hub.url("/console")).await;
+    assert_eq!(answer.status(), 303, "an ended session goes to sign in");
+    assert!(
+        answer.headers()["location"]
+            .to_str()
+            .unwrap()
+            .starts_with("/console/login")
+    );
+
+    // Idle past its limit: ended.
+    let session = http_session(&hub, tokens::KVK).await;
+    assert_eq!(session.get(&hub.url("/console")).await.status(), 200);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(session.get(&hub.url("/console")).await.status(), 303);
+
+    // A rotated token ends the sessions signed in with the old one.
+    let session = http_session(&hub, tokens::KVK).await;
+    assert_eq!(session.get(&hub.url("/console")).await.status(), 200);
+    let rotated = hub
+        .call(
+            Method::POST,
+            "/v1/principals/kvk/token",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(rotated.status, 200, "{}", rotated.body);
+    assert_eq!(session.get(&hub.url("/console")).await.status(), 303);
+}
+
+#[tokio::test]
+async fn on_https_the_session_cookie_is_secure() {
+    let mut options = test_options();
+    options.public_url = Some("https://knooppunt.example.nl".into());
+    let hub = TestHub::start_with_options(options).await;
+    let session = http_session(&hub, tokens::KVK).await;
+    assert!(
+        session.set_cookie.contains("; Secure"),
+        "{}",
+        session.set_cookie
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_works_with_the_keyboard_alone() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    subscribe(&hub, tokens::KVK, &sink, json!({})).await;
+    let browser = Browser::start(&shots("keyboard")).await;
+    browser.goto(&hub.url("/console/login")).await;
+    // From the top of the page: the skip link first, visibly focused.
+    browser.press(TAB).await;
+    let focused = browser.focused().await;
+    assert_eq!(
+        focused["href"], "#inhoud",
+        "the skip link comes first: {focused}"
+    );
+    assert_eq!(focused["indicator"], true, "focus is visible: {focused}");
+    // Tab on to the token field and sign in with Enter.
+    let mut steps = 0;
+    while browser.focused().await["id"] != "token" {
+        browser.press(TAB).await;
+        steps += 1;
+        assert!(steps < 10, "the token field is reached by Tab");
+    }
+    browser.press(tokens::KVK).await;
+    browser.press(ENTER).await;
+    browser
+        .wait_for_text("Ingelogd als", Duration::from_secs(5), false)
+        .await;
+    // To the subscriptions by Tab and Enter, every stop visibly focused.
+    let mut steps = 0;
+    loop {
+        browser.press(TAB).await;
+        let focused = browser.focused().await;
+        assert_eq!(
+            focused["indicator"], true,
+            "every focus stop is visible: {focused}"
+        );
+        if focused["href"] == "/console/subscriptions" && focused["tag"] == "a" {
+            break;
+        }
+        steps += 1;
+        assert!(
+            steps < 20,
+            "the subscriptions link is reached by Tab: {focused}"
+        );
+    }
+    browser.press(ENTER).await;
+    browser.find("#subscriptions-caption").await;
+    // The skip link moves the focus to the content.
+    browser.press(TAB).await;
+    browser.press(ENTER).await;
+    let focused = browser.focused().await;
+    assert_eq!(
+        focused["id"], "inhoud",
+        "the skip link lands in the content: {focused}"
+    );
+    browser.screenshot("01-keyboard").await;
+}

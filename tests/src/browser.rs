@@ -1,0 +1,405 @@
+//! A real browser for the console's tests: Debian's headless Chromium, driven over the W3C
+//! WebDriver protocol (JSON over HTTP) through Debian's `chromedriver`. The client is the
+//! few commands the tests use, on the reqwest the tests already have. Installed by the test
+//! command when missing (`apt-get install chromium chromium-driver`, as root or through
+//! sudo), and axe-core (the accessibility checker) from npm into `target/tools`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The W3C element reference key.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// Installs Chromium and ChromeDriver from Debian when they are missing (once per process).
+fn ensure_installed() {
+    static CHECKED: Mutex<bool> = Mutex::new(false);
+    let mut checked = CHECKED.lock().unwrap();
+    if *checked {
+        return;
+    }
+    if !(Path::new("/usr/bin/chromium").exists() && Path::new("/usr/bin/chromedriver").exists()) {
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        let sudo = if root { vec![] } else { vec!["sudo", "-n"] };
+        let run = |args: &[&str]| {
+            let mut all = sudo.clone();
+            all.extend_from_slice(args);
+            Command::new(all[0])
+                .args(&all[1..])
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let _ = run(&["apt-get", "update", "-qq"]);
+        assert!(
+            run(&[
+                "apt-get",
+                "install",
+                "-y",
+                "-qq",
+                "chromium",
+                "chromium-driver"
+            ]),
+            "installing Debian's chromium and chromium-driver failed: the console's browser \
+             tests need them (as root, or with sudo)"
+        );
+    }
+    *checked = true;
+}
+
+/// axe-core's script, installed from npm into `target/tools/axe` on first use.
+pub fn axe_script() -> String {
+    static INSTALL: Mutex<()> = Mutex::new(());
+    let _once = INSTALL.lock().unwrap();
+    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/tools/axe");
+    let script = tools.join("node_modules/axe-core/axe.min.js");
+    if !script.exists() {
+        std::fs::create_dir_all(&tools).unwrap();
+        let status = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&tools)
+            .arg("axe-core@4.14.1")
+            .status()
+            .expect("npm is needed to install axe-core for the accessibility checks");
+        assert!(status.success(), "npm install axe-core failed");
+    }
+    std::fs::read_to_string(script).unwrap()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A headless Chromium under ChromeDriver, with its own empty profile; both end when it is
+/// dropped.
+pub struct Browser {
+    driver: Child,
+    base: String,
+    client: reqwest::Client,
+    _profile: tempfile::TempDir,
+    /// Where screenshots go.
+    pub shots: PathBuf,
+}
+
+impl std::fmt::Debug for Browser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Browser").field("base", &self.base).finish()
+    }
+}
+
+impl Browser {
+    /// Starts a browser; screenshots go to `shots`.
+    pub async fn start(shots: &Path) -> Browser {
+        ensure_installed();
+        let port = free_port();
+        use std::os::unix::process::CommandExt;
+        let driver = Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={port}"))
+            // Its own process group, which Chromium's processes join: dropping the browser
+            // ends them all.
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let driver_url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ready = client
+                .get(format!("{driver_url}/status"))
+                .send()
+                .await
+                .ok()
+                .filter(|r| r.status().is_success());
+            if ready.is_some() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "chromedriver did not come up");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                // A Dutch browser: the console's default language.
+                "prefs": {"intl.accept_languages": "nl-NL,nl"},
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-quic", "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--window-size=1280,1000",
+                    "--lang=nl-NL",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ]
+            }
+        }}});
+        let answer: Value = client
+            .post(format!("{driver_url}/session"))
+            .json(&capabilities)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let session = answer["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no browser session: {answer}"))
+            .to_owned();
+        std::fs::create_dir_all(shots).unwrap();
+        Browser {
+            driver,
+            base: format!("{driver_url}/session/{session}"),
+            client,
+            _profile: profile,
+            shots: shots.to_owned(),
+        }
+    }
+
+    async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        request = request.json(&body.unwrap_or_else(|| json!({})));
+        let answer: Value = request.send().await.unwrap().json().await.unwrap();
+        if let Some(error) = answer["value"]["error"].as_str() {
+            panic!("WebDriver {path}: {error}: {}", answer["value"]["message"]);
+        }
+        answer["value"].clone()
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Value {
+        self.command(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let answer: Value = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        answer["value"].clone()
+    }
+
+    /// Opens a URL and waits for the page to load.
+    pub async fn goto(&self, url: &str) {
+        self.post("/url", json!({"url": url})).await;
+    }
+
+    pub async fn url(&self) -> String {
+        self.get("/url")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    pub async fn title(&self) -> String {
+        self.get("/title")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The element `css` selects, waiting up to 10 s for it.
+    pub async fn find(&self, css: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(found) = self.try_find(css).await {
+                return found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no element `{css}` on {}",
+                self.url().await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The element `css` selects, if there is one now.
+    pub async fn try_find(&self, css: &str) -> Option<String> {
+        let answer: Value = self
+            .client
+            .post(format!("{}/element", self.base))
+            .json(&json!({"using": "css selector", "value": css}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        answer["value"][ELEMENT].as_str().map(str::to_owned)
+    }
+
+    pub async fn click(&self, element: &str) {
+        self.post(&format!("/element/{element}/click"), json!({}))
+            .await;
+    }
+
+    /// Clicks the element `css` selects.
+    pub async fn click_on(&self, css: &str) {
+        let element = self.find(css).await;
+        self.click(&element).await;
+    }
+
+    /// Types into an element (after clearing it).
+    pub async fn fill(&self, css: &str, text: &str) {
+        let element = self.find(css).await;
+        self.post(&format!("/element/{element}/clear"), json!({}))
+            .await;
+        self.post(&format!("/element/{element}/value"), json!({"text": text}))
+            .await;
+    }
+
+    /// The visible text of the page's `body`.
+    pub async fn text(&self) -> String {
+        let body = self.find("body").await;
+        self.get(&format!("/element/{body}/text"))
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The visible text of the element `css` selects.
+    pub async fn text_of(&self, css: &str) -> String {
+        let element = self.find(css).await;
+        self.get(&format!("/element/{element}/text"))
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Waits up to `within` for the page's text to contain `what` (reloading it each
+    /// second when `reload`).
+    pub async fn wait_for_text(&self, what: &str, within: Duration, reload: bool) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let text = self.text().await;
+            if text.contains(what) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "`{what}` did not appear on {}; the page says:\n{text}",
+                self.url().await
+            );
+            tokio::time::sleep(Duration::from_millis(if reload { 1000 } else { 200 })).await;
+            if reload {
+                self.post("/refresh", json!({})).await;
+            }
+        }
+    }
+
+    /// Runs a script in the page; what it returns.
+    pub async fn execute(&self, script: &str, args: Value) -> Value {
+        self.post("/execute/sync", json!({"script": script, "args": args}))
+            .await
+    }
+
+    /// Runs a script that calls its last argument when done; what it passed.
+    pub async fn execute_async(&self, script: &str, args: Value) -> Value {
+        self.post("/execute/async", json!({"script": script, "args": args}))
+            .await
+    }
+
+    /// Presses keys as a keyboard would (`\u{E004}` is Tab, `\u{E007}` Enter), on whatever
+    /// has the focus.
+    pub async fn press(&self, keys: &str) {
+        let mut actions = Vec::new();
+        for key in keys.chars() {
+            actions.push(json!({"type": "keyDown", "value": key.to_string()}));
+            actions.push(json!({"type": "keyUp", "value": key.to_string()}));
+        }
+        self.post(
+            "/actions",
+            json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]}),
+        )
+        .await;
+    }
+
+    /// Saves a screenshot of the page as `<name>.png` in [`Browser::shots`].
+    pub async fn screenshot(&self, name: &str) -> PathBuf {
+        use base64::Engine;
+        let data = self.get("/screenshot").await;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.as_str().unwrap_or_default())
+            .unwrap();
+        let path = self.shots.join(format!("{name}.png"));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    /// Runs axe-core (WCAG 2.0, 2.1 A and AA rules) on the page; the violations whose
+    /// impact is serious or critical, as `rule: what (where)`.
+    pub async fn serious_accessibility_violations(&self) -> Vec<String> {
+        let loaded = self
+            .execute("return typeof window.axe !== 'undefined';", json!([]))
+            .await;
+        if loaded != json!(true) {
+            // Injected through a script element's text would break the page's CSP; as a
+            // WebDriver script it runs beside the page's own.
+            self.execute(&format!("{};return true;", axe_script()), json!([]))
+                .await;
+        }
+        let result = self
+            .execute_async(
+                "const done = arguments[arguments.length - 1];\
+                 axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})\
+                   .then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,\
+                       nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 5)}))))\
+                   .catch(e => done([{id: 'axe-error', impact: 'critical', help: String(e), nodes: []}]));",
+                json!([]),
+            )
+            .await;
+        result
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+            .map(|v| format!("{}: {} ({})", v["id"], v["help"], v["nodes"]))
+            .collect()
+    }
+
+    /// What has the keyboard focus: its tag, id, text and whether it shows a focus
+    /// indicator (an outline or a box shadow).
+    pub async fn focused(&self) -> Value {
+        self.execute(
+            "const e = document.activeElement; const s = getComputedStyle(e);\
+             return {tag: e.tagName.toLowerCase(), id: e.id, text: (e.innerText || e.value || '').trim().slice(0, 80),\
+                     href: e.getAttribute('href'),\
+                     indicator: (s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) > 0) || s.boxShadow !== 'none'};",
+            json!([]),
+        )
+        .await
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &format!("-{}", self.driver.id())])
+            .status();
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
