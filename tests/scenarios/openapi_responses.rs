@@ -660,3 +660,74 @@ async fn every_answer_is_what_the_document_says() {
     }
     assert!(check.checked >= 90, "{} answers checked", check.checked);
 }
+
+/// How deliveries fare: a subscription's status and attempts, a test event, the hub's
+/// status; each answer (and refusal) as the document says.
+#[tokio::test]
+async fn status_answers_are_what_the_document_says() {
+    let hub = TestHub::start().await;
+    let mut check = Checker::new(&hub).await;
+    let sink = Sink::start().await;
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE]});
+    let created = hub
+        .call(Method::POST, "/v1/subscriptions", tokens::KVK, Some(body))
+        .await;
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let as_kvk = |method: Method, path: &str| hub.request(method, path, tokens::KVK);
+    let sent = check
+        .check(
+            "post",
+            "/subscriptions/{id}/test",
+            as_kvk(Method::POST, &format!("/v1/subscriptions/{id}/test")),
+        )
+        .await;
+    assert_eq!(sent["outcome"], "delivered", "{sent}");
+    let delivered = sink.wait_for(1, std::time::Duration::from_secs(5)).await;
+    assert_eq!(delivered[0].json()["type"], "nl.knooppunt.test");
+    let status = check
+        .check(
+            "get",
+            "/subscriptions/{id}/status",
+            as_kvk(Method::GET, &format!("/v1/subscriptions/{id}/status")),
+        )
+        .await;
+    assert_eq!(status["breaker"]["state"], "closed", "{status}");
+    assert_eq!(status["lastAttempt"]["outcome"], "test", "{status}");
+    let attempts = check
+        .check(
+            "get",
+            "/subscriptions/{id}/attempts",
+            as_kvk(Method::GET, &format!("/v1/subscriptions/{id}/attempts")),
+        )
+        .await;
+    assert_eq!(attempts[0]["statusCode"], 204, "{attempts}");
+    // Another's subscription: not found; the hub's status: admins only.
+    for path in ["status", "attempts"] {
+        check
+            .check(
+                "get",
+                &format!("/subscriptions/{{id}}/{path}"),
+                hub.request(
+                    Method::GET,
+                    &format!("/v1/subscriptions/{id}/{path}"),
+                    tokens::GEMEENTE,
+                ),
+            )
+            .await;
+    }
+    check
+        .check(
+            "get",
+            "/status",
+            hub.request(Method::GET, "/v1/status", tokens::KVK),
+        )
+        .await;
+    let hub_status = check
+        .check(
+            "get",
+            "/status",
+            hub.request(Method::GET, "/v1/status", tokens::ADMIN),
+        )
+        .await;
+    assert_eq!(hub_status["subscriptions"]["active"], 1, "{hub_status}");
+}
