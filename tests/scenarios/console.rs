@@ -814,3 +814,116 @@ async fn the_console_works_with_the_keyboard_alone() {
     );
     browser.screenshot("01-keyboard").await;
 }
+
+#[tokio::test]
+async fn a_trusted_client_certificate_signs_in_its_principal() {
+    use knooppunt_tests::certificates::TestCa;
+    const OIN: &str = "00000001003214345000";
+    let government = TestCa::new("Test Staat der Nederlanden Private Services CA");
+    let rogue = TestCa::new("Rogue CA");
+    let (server_certificate, server_key) = government.issue("knooppunt.test", None, true);
+    let mut options = test_options();
+    options.tls = Some(
+        knooppunt_broker::TlsSettings::from_pem(
+            server_certificate.as_bytes(),
+            server_key.as_bytes(),
+            Some(government.pem().as_bytes()),
+        )
+        .unwrap(),
+    );
+    let hub = TestHub::start_with_options(options).await;
+    let client = |identity: Option<(String, String)>| {
+        let mut builder = reqwest::Client::builder()
+            .tls_built_in_root_certs(false)
+            .redirect(reqwest::redirect::Policy::none())
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(government.pem().as_bytes()).unwrap(),
+            );
+        if let Some((certificate, key)) = identity {
+            builder = builder.identity(
+                reqwest::Identity::from_pem(format!("{certificate}{key}").as_bytes()).unwrap(),
+            );
+        }
+        builder.build().unwrap()
+    };
+    let created = client(None)
+        .post(hub.url("/v1/principals"))
+        .bearer_auth(tokens::ADMIN)
+        .json(&json!({"name": "rvo", "roles": ["subscriber"], "oin": OIN, "issueToken": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+
+    /// Signs in with the certificate button; the answer.
+    async fn with_certificate(
+        hub: &TestHub,
+        client: &reqwest::Client,
+    ) -> (String, reqwest::Response) {
+        let page = client.get(hub.url("/console/login")).send().await.unwrap();
+        let login_cookie = page.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_owned();
+        let html = page.text().await.unwrap();
+        let csrf = field(&html, "_csrf");
+        let answer = client
+            .post(hub.url("/console/login"))
+            .header("cookie", login_cookie)
+            .form(&[
+                ("_csrf", csrf.as_str()),
+                ("method", "certificate"),
+                ("next", "/console"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        (html, answer)
+    }
+
+    let rvo = client(Some(government.issue("RVO", Some(OIN), false)));
+    let (page, answer) = with_certificate(&hub, &rvo).await;
+    assert!(
+        page.contains("Inloggen met uw certificaat als rvo"),
+        "the page offers the certificate"
+    );
+    assert_eq!(answer.status(), 303);
+    let cookie = answer.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("; Secure") && cookie.contains("HttpOnly"),
+        "over HTTPS: {cookie}"
+    );
+    let home = rvo
+        .get(hub.url("/console"))
+        .header("cookie", cookie.split(';').next().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(home.status(), 200);
+    assert!(home.headers().contains_key("strict-transport-security"));
+    assert!(home.text().await.unwrap().contains("<strong>rvo</strong>"));
+
+    // A certificate of a CA the hub does not trust is never offered, nor accepted. (The
+    // TLS handshake may refuse it outright; if it gets through, the page refuses it.)
+    let impostor = client(Some(rogue.issue("RVO", Some(OIN), false)));
+    if let Ok(page) = impostor.get(hub.url("/console/login")).send().await {
+        let html = page.text().await.unwrap();
+        assert!(
+            !html.contains("Inloggen met uw certificaat"),
+            "an untrusted certificate is not offered"
+        );
+    }
+    // Without a certificate, the certificate sign-in is refused with what to do.
+    let (_, answer) = with_certificate(&hub, &client(None)).await;
+    assert_eq!(answer.status(), 401);
+    assert!(
+        answer
+            .text()
+            .await
+            .unwrap()
+            .contains("geen clientcertificaat")
+    );
+}

@@ -24,7 +24,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Publishers POST events; subscribers register webhooks through the Subscriptions API (the
 /// hub delivers every matching event) or pull them, read a subscription's stream and replay
 /// it. The API is described at /v1/openapi.json; ZGW components use the Notificaties API
-/// 1.0 at /api/v1 (/api/v1/schema/openapi.yaml).
+/// 1.0 at /api/v1 (/api/v1/schema/openapi.yaml); people use the web pages at /console
+/// (sign in with a principal's token or a client certificate).
 ///
 /// `serve` runs the hub. The other commands but `check` and `hash-token` (`publish`,
 /// `subscriptions`, `eventtypes`, `approvals`, `audit`, `dead-letters`, `pull`,
@@ -42,8 +43,8 @@ const DEFAULT_CONFIG: &str = "config/knooppunt.toml";
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Start the hub: open the store, load the subscriptions and serve the API until SIGINT
-    /// or SIGTERM.
+    /// Start the hub: open the store, load the subscriptions and serve the API (and the web
+    /// pages at /console) until SIGINT or SIGTERM.
     Serve {
         /// The configuration file.
         #[arg(long, default_value = DEFAULT_CONFIG)]

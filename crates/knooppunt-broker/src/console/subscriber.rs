@@ -50,7 +50,7 @@ pub(crate) async fn list(
     let next = answer.next_cursor();
     let content = html! {
         div class="kp-actions" {
-            a class="utrecht-button utrecht-button--primary-action utrecht-link-button" href={ (BASE) "/subscriptions/new" } {
+            a class="utrecht-button-link utrecht-button-link--html-a utrecht-button-link--primary-action" href={ (BASE) "/subscriptions/new" } {
                 (lang.t("Nieuw abonnement", "New subscription"))
             }
         }
