@@ -11,6 +11,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use knooppunt_tests::browser::Browser;
+use knooppunt_tests::certificates::https_client;
+use knooppunt_tests::console::{
+    cookie_pair, hidden_field, set_cookie, sign_in as sign_in_over_http,
+};
 use knooppunt_tests::sink::{Reply, Sink};
 use knooppunt_tests::{TestHub, test_options, tokens};
 use reqwest::Method;
@@ -599,50 +603,15 @@ async fn http_session(hub: &TestHub, token: &str) -> Session {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let page = client.get(hub.url("/console/login")).send().await.unwrap();
-    let login_cookie = page.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let csrf = field(&page.text().await.unwrap(), "_csrf");
-    let answer = client
-        .post(hub.url("/console/login"))
-        .header("cookie", login_cookie)
-        .form(&[
-            ("_csrf", csrf.as_str()),
-            ("method", "token"),
-            ("token", token),
-            ("next", "/console"),
-        ])
-        .send()
-        .await
-        .unwrap();
+    let fields = [("method", "token"), ("token", token)];
+    let (_, answer) = sign_in_over_http(&client, &hub.url(""), &fields).await;
     assert_eq!(answer.status(), 303);
-    let set_cookie = answer
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
-        .find(|v| v.starts_with("knooppunt_session="))
-        .expect("a session cookie");
+    let set_cookie = set_cookie(&answer, "knooppunt_session");
     Session {
         client,
-        cookie: set_cookie.split(';').next().unwrap().to_owned(),
+        cookie: cookie_pair(&set_cookie),
         set_cookie,
     }
-}
-
-/// The value of the first hidden field `name` in a page.
-fn field(page: &str, name: &str) -> String {
-    let marker = format!("name=\"{name}\" value=\"");
-    let start = page
-        .find(&marker)
-        .unwrap_or_else(|| panic!("no field {name}"))
-        + marker.len();
-    page[start..].split('"').next().unwrap().to_owned()
 }
 
 #[tokio::test]
@@ -675,7 +644,7 @@ async fn forms_without_their_csrf_token_are_refused_and_sessions_end() {
             && !csp.contains("unsafe"),
         "{csp}"
     );
-    let csrf = field(&page.text().await.unwrap(), "_csrf");
+    let csrf = hidden_field(&page.text().await.unwrap(), "_csrf");
     let test = hub.url(&format!("/console/subscriptions/{id}/test"));
     // No token, a wrong one, another site's Origin: 403, and nothing happens.
     for (body, origin) in [
@@ -833,18 +802,10 @@ async fn a_trusted_client_certificate_signs_in_its_principal() {
     );
     let hub = TestHub::start_with_options(options).await;
     let client = |identity: Option<(String, String)>| {
-        let mut builder = reqwest::Client::builder()
-            .tls_built_in_root_certs(false)
+        https_client(&government, identity.as_ref())
             .redirect(reqwest::redirect::Policy::none())
-            .add_root_certificate(
-                reqwest::Certificate::from_pem(government.pem().as_bytes()).unwrap(),
-            );
-        if let Some((certificate, key)) = identity {
-            builder = builder.identity(
-                reqwest::Identity::from_pem(format!("{certificate}{key}").as_bytes()).unwrap(),
-            );
-        }
-        builder.build().unwrap()
+            .build()
+            .unwrap()
     };
     let created = client(None)
         .post(hub.url("/v1/principals"))
@@ -855,37 +816,14 @@ async fn a_trusted_client_certificate_signs_in_its_principal() {
         .unwrap();
     assert_eq!(created.status(), 201);
 
-    /// Signs in with the certificate button; the answer.
-    async fn with_certificate(
-        hub: &TestHub,
-        client: &reqwest::Client,
-    ) -> (String, reqwest::Response) {
-        let page = client.get(hub.url("/console/login")).send().await.unwrap();
-        let login_cookie = page.headers()["set-cookie"]
-            .to_str()
-            .unwrap()
-            .split(';')
-            .next()
-            .unwrap()
-            .to_owned();
-        let html = page.text().await.unwrap();
-        let csrf = field(&html, "_csrf");
-        let answer = client
-            .post(hub.url("/console/login"))
-            .header("cookie", login_cookie)
-            .form(&[
-                ("_csrf", csrf.as_str()),
-                ("method", "certificate"),
-                ("next", "/console"),
-            ])
-            .send()
-            .await
-            .unwrap();
-        (html, answer)
-    }
+    let base = hub.url("");
+    let with_certificate = |client: reqwest::Client| {
+        let base = base.clone();
+        async move { sign_in_over_http(&client, &base, &[("method", "certificate")]).await }
+    };
 
     let rvo = client(Some(government.issue("RVO", Some(OIN), false)));
-    let (page, answer) = with_certificate(&hub, &rvo).await;
+    let (page, answer) = with_certificate(rvo.clone()).await;
     assert!(
         page.contains("Inloggen met uw certificaat als rvo"),
         "the page offers the certificate"
@@ -917,7 +855,7 @@ async fn a_trusted_client_certificate_signs_in_its_principal() {
         );
     }
     // Without a certificate, the certificate sign-in is refused with what to do.
-    let (_, answer) = with_certificate(&hub, &client(None)).await;
+    let (_, answer) = with_certificate(client(None)).await;
     assert_eq!(answer.status(), 401);
     assert!(
         answer

@@ -621,15 +621,9 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
 
 /// A client of the hub over HTTPS, trusting `ca`, with this client certificate if any.
 fn tls_client(ca: &TestCa, identity: Option<&(String, String)>) -> reqwest::Client {
-    let mut builder = reqwest::Client::builder()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap());
-    if let Some((certificate, key)) = identity {
-        builder = builder.identity(
-            reqwest::Identity::from_pem(format!("{certificate}{key}").as_bytes()).unwrap(),
-        );
-    }
-    builder.build().unwrap()
+    knooppunt_tests::certificates::https_client(ca, identity)
+        .build()
+        .unwrap()
 }
 
 #[tokio::test]

@@ -72,6 +72,11 @@ pub fn axe_script() -> String {
     std::fs::read_to_string(script).unwrap()
 }
 
+/// Sends a request to ChromeDriver; its JSON answer.
+async fn exchange(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -102,12 +107,8 @@ impl Browser {
     pub async fn start(shots: &Path) -> Browser {
         ensure_installed();
         let port = free_port();
-        use std::os::unix::process::CommandExt;
         let driver = Command::new("/usr/bin/chromedriver")
             .arg(format!("--port={port}"))
-            // Its own process group, which Chromium's processes join: dropping the browser
-            // ends them all.
-            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -147,15 +148,12 @@ impl Browser {
                 ]
             }
         }}});
-        let answer: Value = client
-            .post(format!("{driver_url}/session"))
-            .json(&capabilities)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let answer = exchange(
+            client
+                .post(format!("{driver_url}/session"))
+                .json(&capabilities),
+        )
+        .await;
         let session = answer["value"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no browser session: {answer}"))
@@ -170,31 +168,22 @@ impl Browser {
         }
     }
 
-    async fn command(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut request = self.client.request(method, format!("{}{path}", self.base));
-        request = request.json(&body.unwrap_or_else(|| json!({})));
-        let answer: Value = request.send().await.unwrap().json().await.unwrap();
+    /// A command's `value`; a WebDriver error fails the test.
+    async fn post(&self, path: &str, body: Value) -> Value {
+        let answer = self.try_post(path, body).await;
         if let Some(error) = answer["value"]["error"].as_str() {
             panic!("WebDriver {path}: {error}: {}", answer["value"]["message"]);
         }
         answer["value"].clone()
     }
 
-    async fn post(&self, path: &str, body: Value) -> Value {
-        self.command(reqwest::Method::POST, path, Some(body)).await
+    /// A command's whole answer, errors included.
+    async fn try_post(&self, path: &str, body: Value) -> Value {
+        exchange(self.client.post(format!("{}{path}", self.base)).json(&body)).await
     }
 
     async fn get(&self, path: &str) -> Value {
-        let answer: Value = self
-            .client
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        answer["value"].clone()
+        exchange(self.client.get(format!("{}{path}", self.base))).await["value"].clone()
     }
 
     /// Opens a URL and waits for the page to load.
@@ -236,16 +225,9 @@ impl Browser {
 
     /// The element `css` selects, if there is one now.
     pub async fn try_find(&self, css: &str) -> Option<String> {
-        let answer: Value = self
-            .client
-            .post(format!("{}/element", self.base))
-            .json(&json!({"using": "css selector", "value": css}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let answer = self
+            .try_post("/element", json!({"using": "css selector", "value": css}))
+            .await;
         answer["value"][ELEMENT].as_str().map(str::to_owned)
     }
 
@@ -271,12 +253,7 @@ impl Browser {
 
     /// The visible text of the page's `body`.
     pub async fn text(&self) -> String {
-        let body = self.find("body").await;
-        self.get(&format!("/element/{body}/text"))
-            .await
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        self.text_of("body").await
     }
 
     /// The visible text of the element `css` selects.
@@ -395,10 +372,21 @@ impl Browser {
 }
 
 impl Drop for Browser {
+    /// Ends the session (ChromeDriver closes Chromium), then ChromeDriver. Plain blocking
+    /// HTTP: a drop cannot wait for the async client.
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", &format!("-{}", self.driver.id())])
-            .status();
+        use std::io::{Read, Write};
+        if let Some(rest) = self.base.strip_prefix("http://")
+            && let Some((address, path)) = rest.split_once('/')
+            && let Ok(mut stream) = std::net::TcpStream::connect(address)
+        {
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            let _ = write!(
+                stream,
+                "DELETE /{path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            let _ = stream.read_to_end(&mut Vec::new());
+        }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }

@@ -130,3 +130,17 @@ impl TestCa {
         )
     }
 }
+
+/// A client of a hub over HTTPS, trusting `ca` only, presenting this client certificate
+/// (PEM certificate and key) if any.
+pub fn https_client(ca: &TestCa, identity: Option<&(String, String)>) -> reqwest::ClientBuilder {
+    let mut builder = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap());
+    if let Some((certificate, key)) = identity {
+        builder = builder.identity(
+            reqwest::Identity::from_pem(format!("{certificate}{key}").as_bytes()).unwrap(),
+        );
+    }
+    builder
+}

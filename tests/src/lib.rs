@@ -3,6 +3,7 @@
 
 pub mod browser;
 pub mod certificates;
+pub mod console;
 pub mod openapi;
 pub mod sink;
 pub mod zgw;

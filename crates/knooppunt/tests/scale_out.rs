@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{HubProcess, config_with_admin};
 use knooppunt_test_postgres::Cluster;
+use knooppunt_tests::console;
 use knooppunt_tests::sink::{Consent, Sink};
 use serde_json::{Value, json};
 
@@ -390,25 +391,6 @@ fn check_store_reports_the_database() {
     assert!(said.contains("store.url"), "{said}");
 }
 
-/// The value of the first hidden field `name` in a page.
-fn hidden_field(page: &str, name: &str) -> String {
-    let marker = format!("name=\"{name}\" value=\"");
-    let start = page.find(&marker).expect("the field") + marker.len();
-    page[start..].split('"').next().unwrap().to_owned()
-}
-
-/// The `name=value` of a `Set-Cookie` header of `response` whose name is `name`.
-fn set_cookie(response: &reqwest::Response, name: &str) -> String {
-    response
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with(&format!("{name}=")))
-        .map(|v| v.split(';').next().unwrap().to_owned())
-        .unwrap_or_else(|| panic!("no {name} cookie"))
-}
-
 #[tokio::test]
 async fn a_console_session_is_known_to_every_hub_and_ends_on_all() {
     let cluster = Cluster::start();
@@ -421,23 +403,10 @@ async fn a_console_session_is_known_to_every_hub_and_ends_on_all() {
         .build()
         .unwrap();
     // Signed in on hub A.
-    let page = client.get(a.url("/console/login")).send().await.unwrap();
-    let login = set_cookie(&page, "knooppunt_login");
-    let csrf = hidden_field(&page.text().await.unwrap(), "_csrf");
-    let signed_in = client
-        .post(a.url("/console/login"))
-        .header("cookie", login)
-        .form(&[
-            ("_csrf", csrf.as_str()),
-            ("method", "token"),
-            ("token", TOKEN),
-            ("next", "/console"),
-        ])
-        .send()
-        .await
-        .unwrap();
+    let fields = [("method", "token"), ("token", TOKEN)];
+    let (_, signed_in) = console::sign_in(&client, &a.url(""), &fields).await;
     assert_eq!(signed_in.status(), 303);
-    let session = set_cookie(&signed_in, "knooppunt_session");
+    let session = console::cookie_pair(&console::set_cookie(&signed_in, "knooppunt_session"));
     // Hub B knows the session, and its forms take the same token.
     let page = client
         .get(b.url("/console"))
@@ -446,7 +415,7 @@ async fn a_console_session_is_known_to_every_hub_and_ends_on_all() {
         .await
         .unwrap();
     assert_eq!(page.status(), 200);
-    let csrf = hidden_field(&page.text().await.unwrap(), "_csrf");
+    let csrf = console::hidden_field(&page.text().await.unwrap(), "_csrf");
     let out = client
         .post(b.url("/console/logout"))
         .header("cookie", &session)

@@ -50,18 +50,7 @@ async fn principals_page(
     let list = answer.body.as_array().cloned().unwrap_or_default();
     let content = html! {
         @if let Some(shown) = shown { (shown) }
-        div class="kp-table-wrap" tabindex="0" role="region" aria-labelledby="principals-caption" {
-            table class="utrecht-table utrecht-table--html-table" {
-                caption class="utrecht-table__caption" id="principals-caption" { (lang.t("Principals", "Principals")) }
-                thead class="utrecht-table__header" { tr class="utrecht-table__row" {
-                    th class="utrecht-table__header-cell" scope="col" { (lang.t("Naam", "Name")) }
-                    th class="utrecht-table__header-cell" scope="col" { (lang.t("Rollen", "Roles")) }
-                    th class="utrecht-table__header-cell" scope="col" { "OIN" }
-                    th class="utrecht-table__header-cell" scope="col" { (lang.t("Status", "State")) }
-                    th class="utrecht-table__header-cell" scope="col" { (lang.t("Herkomst", "Origin")) }
-                    th class="utrecht-table__header-cell" scope="col" { (lang.t("Acties", "Actions")) }
-                } }
-                tbody class="utrecht-table__body" {
+        (layout::table("principals-caption", lang.t("Principals", "Principals"), &[lang.t("Naam", "Name"), lang.t("Rollen", "Roles"), "OIN", lang.t("Status", "State"), lang.t("Herkomst", "Origin"), lang.t("Acties", "Actions")], html! {
                     @for p in &list {
                         @let name = text(p, "name");
                         @let disabled = p["disabled"] == true;
@@ -91,9 +80,7 @@ async fn principals_page(
                             }
                         }
                     }
-                }
-            }
-        }
+        }))
         section aria-labelledby="h-new-principal" {
             h2 class="utrecht-heading-2" id="h-new-principal" { (lang.t("Nieuwe principal", "New principal")) }
             form method="post" action={ (BASE) "/principals" } class="kp-form" {
@@ -318,6 +305,10 @@ pub(crate) async fn audit(
         }
     }
     let answer = console.get(&visitor, &path).await;
+    let audit_page = match search.strip_prefix('&') {
+        Some(search) => format!("{BASE}/audit?{search}"),
+        None => format!("{BASE}/audit"),
+    };
     let value = |key: &str| query.get(key).cloned().unwrap_or_default();
     let field = |id: &str, nl: &'static str, en: &'static str| {
         html! {
@@ -342,19 +333,7 @@ pub(crate) async fn audit(
         } @else if entries.is_empty() {
             p class="utrecht-paragraph" { (lang.t("Niets gevonden.", "Nothing found.")) }
         } @else {
-            div class="kp-table-wrap" tabindex="0" role="region" aria-labelledby="audit-caption" {
-                table class="utrecht-table utrecht-table--html-table" {
-                    caption class="utrecht-table__caption" id="audit-caption" { (lang.t("Auditregels", "Audit entries")) }
-                    thead class="utrecht-table__header" { tr class="utrecht-table__row" {
-                        th class="utrecht-table__header-cell" scope="col" { "#" }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Tijd", "Time")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Handeling", "Action")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Uitkomst", "Outcome")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Wie", "Who")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Waarop", "On what")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Details", "Details")) }
-                    } }
-                    tbody class="utrecht-table__body" {
+            (layout::table("audit-caption", lang.t("Auditregels", "Audit entries"), &["#", lang.t("Tijd", "Time"), lang.t("Handeling", "Action"), lang.t("Uitkomst", "Outcome"), lang.t("Wie", "Who"), lang.t("Waarop", "On what"), lang.t("Details", "Details")], html! {
                         @for e in &entries {
                             tr class="utrecht-table__row" {
                                 td class="utrecht-table__cell" { (text(e, "sequence")) }
@@ -366,12 +345,8 @@ pub(crate) async fn audit(
                                 td class="utrecht-table__cell kp-break" { code class="utrecht-code" { (e["details"].to_string()) } }
                             }
                         }
-                    }
-                }
-            }
-            @if let Some(next) = answer.next_cursor() {
-                p class="utrecht-paragraph" { a class="utrecht-link" href={ (BASE) "/audit?cursor=" (encode(&next)) (search) } { (lang.t("Volgende pagina", "Next page")) } }
-            }
+            }))
+            (layout::next_page(lang, &audit_page, answer.next_cursor().as_deref()))
         }
     };
     respond(

@@ -260,6 +260,45 @@ pub(crate) fn data_list(items: Vec<(&str, Markup)>) -> Markup {
     }
 }
 
+/// A table in a keyboard-scrollable region: its caption (`id` names it), its column
+/// headings, and its rows.
+pub(crate) fn table(id: &str, caption: &str, headings: &[&str], rows: Markup) -> Markup {
+    html! {
+        div class="kp-table-wrap" tabindex="0" role="region" aria-labelledby=(id) {
+            table class="utrecht-table utrecht-table--html-table" {
+                caption class="utrecht-table__caption" id=(id) { (caption) }
+                thead class="utrecht-table__header" { tr class="utrecht-table__row" {
+                    @for heading in headings {
+                        th class="utrecht-table__header-cell" scope="col" { (heading) }
+                    }
+                } }
+                tbody class="utrecht-table__body" { (rows) }
+            }
+        }
+    }
+}
+
+/// A list's path with the cursor of the page asked for, if any.
+pub(crate) fn with_cursor(path: &str, query: &std::collections::HashMap<String, String>) -> String {
+    match query.get("cursor") {
+        Some(cursor) => format!("{path}&cursor={}", encode(cursor)),
+        None => path.to_owned(),
+    }
+}
+
+/// The link to a list's next page (`page` is the console's path of the list, with its
+/// query if any), when there is one.
+pub(crate) fn next_page(lang: Lang, page: &str, cursor: Option<&str>) -> Markup {
+    let separator = if page.contains('?') { '&' } else { '?' };
+    html! {
+        @if let Some(cursor) = cursor {
+            p class="utrecht-paragraph" {
+                a class="utrecht-link" href={ (page) (separator) "cursor=" (encode(cursor)) } { (lang.t("Volgende pagina", "Next page")) }
+            }
+        }
+    }
+}
+
 /// JSON shown as code.
 pub(crate) fn json_block(value: &Value) -> Markup {
     let text = serde_json::to_string_pretty(value).unwrap_or_default();

@@ -22,10 +22,7 @@ pub(crate) async fn catalog(
     Query(query): Params,
 ) -> Response {
     let lang = visitor.lang;
-    let mut path = "/v1/eventtypes?pageSize=100".to_owned();
-    if let Some(cursor) = query.get("cursor") {
-        path.push_str(&format!("&cursor={}", encode(cursor)));
-    }
+    let path = layout::with_cursor("/v1/eventtypes?pageSize=100", &query);
     let answer = console.get(&visitor, &path).await;
     if !answer.ok() {
         return layout::api_refusal(lang, &visitor, answer.status, &answer.problem());
@@ -43,17 +40,7 @@ pub(crate) async fn catalog(
         @if own.is_empty() {
             p class="utrecht-paragraph" { (lang.t("Geen gebeurtenistypen.", "No event types.")) }
         } @else {
-            div class="kp-table-wrap" tabindex="0" role="region" aria-labelledby="catalog-caption" {
-                table class="utrecht-table utrecht-table--html-table" {
-                    caption class="utrecht-table__caption" id="catalog-caption" { (lang.t("Gebeurtenistypen", "Event types")) }
-                    thead class="utrecht-table__header" { tr class="utrecht-table__row" {
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Type", "Type")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Bron", "Source")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Eigenaar", "Owner")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Goedkeuring", "Approval")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Omschrijving", "Description")) }
-                    } }
-                    tbody class="utrecht-table__body" {
+            (layout::table("catalog-caption", lang.t("Gebeurtenistypen", "Event types"), &[lang.t("Type", "Type"), lang.t("Bron", "Source"), lang.t("Eigenaar", "Owner"), lang.t("Goedkeuring", "Approval"), lang.t("Omschrijving", "Description")], html! {
                         @for e in &own {
                             tr class="utrecht-table__row" {
                                 td class="utrecht-table__cell kp-break" { (text(e, "type")) }
@@ -63,13 +50,9 @@ pub(crate) async fn catalog(
                                 td class="utrecht-table__cell" { (text(e, "description")) }
                             }
                         }
-                    }
-                }
-            }
+            }))
         }
-        @if let Some(next) = answer.next_cursor() {
-            p class="utrecht-paragraph" { a class="utrecht-link" href={ (BASE) "/eventtypes?cursor=" (encode(&next)) } { (lang.t("Volgende pagina", "Next page")) } }
-        }
+        (layout::next_page(lang, &format!("{BASE}/eventtypes"), answer.next_cursor().as_deref()))
     };
     respond(
         StatusCode::OK,
@@ -90,10 +73,7 @@ pub(crate) async fn approvals(
     Query(query): Params,
 ) -> Response {
     let lang = visitor.lang;
-    let mut path = "/v1/approvals?pageSize=100".to_owned();
-    if let Some(cursor) = query.get("cursor") {
-        path.push_str(&format!("&cursor={}", encode(cursor)));
-    }
+    let path = layout::with_cursor("/v1/approvals?pageSize=100", &query);
     let answer = console.get(&visitor, &path).await;
     if !answer.ok() {
         return layout::api_refusal(lang, &visitor, answer.status, &answer.problem());
@@ -162,9 +142,7 @@ pub(crate) async fn approvals(
                 }
             }
         }
-        @if let Some(next) = answer.next_cursor() {
-            p class="utrecht-paragraph" { a class="utrecht-link" href={ (BASE) "/approvals?cursor=" (encode(&next)) } { (lang.t("Volgende pagina", "Next page")) } }
-        }
+        (layout::next_page(lang, &format!("{BASE}/approvals"), answer.next_cursor().as_deref()))
     };
     respond(
         StatusCode::OK,
@@ -253,15 +231,7 @@ pub(crate) async fn receipts(
                 @if receipts.is_empty() {
                     p class="utrecht-paragraph" { (lang.t("Nog door niemand ontvangen.", "Not received by anyone yet.")) }
                 } @else {
-                    div class="kp-table-wrap" tabindex="0" role="region" aria-labelledby="receipts-caption" {
-                        table class="utrecht-table utrecht-table--html-table" {
-                            caption class="utrecht-table__caption" id="receipts-caption" { (lang.t("Ontvangen door", "Received by")) }
-                            thead class="utrecht-table__header" { tr class="utrecht-table__row" {
-                                th class="utrecht-table__header-cell" scope="col" { (lang.t("Abonnee", "Subscriber")) }
-                                th class="utrecht-table__header-cell" scope="col" { (lang.t("Abonnement", "Subscription")) }
-                                th class="utrecht-table__header-cell" scope="col" { (lang.t("Afgeleverd", "Delivered")) }
-                            } }
-                            tbody class="utrecht-table__body" {
+                    (layout::table("receipts-caption", lang.t("Ontvangen door", "Received by"), &[lang.t("Abonnee", "Subscriber"), lang.t("Abonnement", "Subscription"), lang.t("Afgeleverd", "Delivered")], html! {
                                 @for x in &receipts {
                                     tr class="utrecht-table__row" {
                                         td class="utrecht-table__cell" { (text(x, "subscriber")) }
@@ -269,9 +239,7 @@ pub(crate) async fn receipts(
                                         td class="utrecht-table__cell" { (time(x.get("deliveredTime"))) }
                                     }
                                 }
-                            }
-                        }
-                    }
+                    }))
                 }
             }
         }

@@ -29,10 +29,7 @@ pub(crate) async fn list(
     Query(query): Params,
 ) -> Response {
     let lang = visitor.lang;
-    let mut path = "/v1/subscriptions?pageSize=50".to_owned();
-    if let Some(cursor) = query.get("cursor") {
-        path.push_str(&format!("&cursor={}", encode(cursor)));
-    }
+    let path = layout::with_cursor("/v1/subscriptions?pageSize=50", &query);
     let answer = console.get(&visitor, &path).await;
     if !answer.ok() {
         return layout::api_refusal(lang, &visitor, answer.status, &answer.problem());
@@ -57,20 +54,7 @@ pub(crate) async fn list(
         @if rows.is_empty() {
             p class="utrecht-paragraph" { (lang.t("U heeft nog geen abonnementen.", "You have no subscriptions yet.")) }
         } @else {
-            div class="kp-table-wrap" tabindex="0" role="region" aria-labelledby="subscriptions-caption" {
-                table class="utrecht-table utrecht-table--html-table" {
-                    caption class="utrecht-table__caption" id="subscriptions-caption" { (lang.t("Uw abonnementen", "Your subscriptions")) }
-                    thead class="utrecht-table__header" { tr class="utrecht-table__row" {
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Abonnement", "Subscription")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Eindpunt", "Endpoint")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Status", "State")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Laatste levering", "Last delivery")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Laatste fout", "Last error")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Breaker", "Breaker")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Achterstand", "Backlog")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Oudste wacht", "Oldest waiting")) }
-                    } }
-                    tbody class="utrecht-table__body" {
+            (layout::table("subscriptions-caption", lang.t("Uw abonnementen", "Your subscriptions"), &[lang.t("Abonnement", "Subscription"), lang.t("Eindpunt", "Endpoint"), lang.t("Status", "State"), lang.t("Laatste levering", "Last delivery"), lang.t("Laatste fout", "Last error"), lang.t("Breaker", "Breaker"), lang.t("Achterstand", "Backlog"), lang.t("Oudste wacht", "Oldest waiting")], html! {
                         @for (s, st) in &rows {
                             tr class="utrecht-table__row" {
                                 td class="utrecht-table__cell" {
@@ -99,12 +83,8 @@ pub(crate) async fn list(
                                 td class="utrecht-table__cell" { (age(lang, st.get("oldestPendingAgeSeconds"))) }
                             }
                         }
-                    }
-                }
-            }
-            @if let Some(next) = next {
-                p class="utrecht-paragraph" { a class="utrecht-link" href={ (BASE) "/subscriptions?cursor=" (encode(&next)) } { (lang.t("Volgende pagina", "Next page")) } }
-            }
+            }))
+            (layout::next_page(lang, &format!("{BASE}/subscriptions"), next.as_deref()))
         }
     };
     respond(
@@ -298,17 +278,7 @@ pub(crate) async fn detail(
             } @else {
                 form method="post" action={ (page_path) "/redeliver" } {
                     (csrf(&visitor))
-                    div class="kp-table-wrap" tabindex="0" role="region" aria-labelledby="dead-caption" {
-                        table class="utrecht-table utrecht-table--html-table" {
-                            caption class="utrecht-table__caption" id="dead-caption" { (lang.t("Dode brieven (de eerste 50)", "Dead letters (the first 50)")) }
-                            thead class="utrecht-table__header" { tr class="utrecht-table__row" {
-                                th class="utrecht-table__header-cell" scope="col" { (lang.t("Kies", "Pick")) }
-                                th class="utrecht-table__header-cell" scope="col" { (lang.t("Gebeurtenis", "Event")) }
-                                th class="utrecht-table__header-cell" scope="col" { (lang.t("Opgegeven", "Given up")) }
-                                th class="utrecht-table__header-cell" scope="col" { (lang.t("Pogingen", "Attempts")) }
-                                th class="utrecht-table__header-cell" scope="col" { (lang.t("Reden", "Reason")) }
-                            } }
-                            tbody class="utrecht-table__body" {
+                    (layout::table("dead-caption", lang.t("Dode brieven (de eerste 50)", "Dead letters (the first 50)"), &[lang.t("Kies", "Pick"), lang.t("Gebeurtenis", "Event"), lang.t("Opgegeven", "Given up"), lang.t("Pogingen", "Attempts"), lang.t("Reden", "Reason")], html! {
                                 @for d in &dead_letters {
                                     tr class="utrecht-table__row" {
                                         td class="utrecht-table__cell" {
@@ -322,9 +292,7 @@ pub(crate) async fn detail(
                                         td class="utrecht-table__cell" { (text(d, "reason")) }
                                     }
                                 }
-                            }
-                        }
-                    }
+                    }))
                     div class="kp-actions" {
                         button type="submit" name="scope" value="selected" class="utrecht-button utrecht-button--primary-action" { (lang.t("Gekozen opnieuw bezorgen", "Redeliver the picked ones")) }
                         button type="submit" name="scope" value="all" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Alle opnieuw bezorgen", "Redeliver all")) }
@@ -382,18 +350,7 @@ fn attempts_table(lang: Lang, attempts: &Value) -> Markup {
         @if attempts.is_empty() {
             p class="utrecht-paragraph" { (lang.t("Nog geen pogingen.", "No attempts yet.")) }
         } @else {
-            div class="kp-table-wrap" tabindex="0" role="region" aria-labelledby="attempts-caption" {
-                table class="utrecht-table utrecht-table--html-table" {
-                    caption class="utrecht-table__caption" id="attempts-caption" { (lang.t("Pogingen", "Attempts")) }
-                    thead class="utrecht-table__header" { tr class="utrecht-table__row" {
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Tijd", "Time")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Gebeurtenis", "Event")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Uitkomst", "Outcome")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("HTTP-status", "HTTP status")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Duur", "Duration")) }
-                        th class="utrecht-table__header-cell" scope="col" { (lang.t("Fout", "Error")) }
-                    } }
-                    tbody class="utrecht-table__body" {
+            (layout::table("attempts-caption", lang.t("Pogingen", "Attempts"), &[lang.t("Tijd", "Time"), lang.t("Gebeurtenis", "Event"), lang.t("Uitkomst", "Outcome"), lang.t("HTTP-status", "HTTP status"), lang.t("Duur", "Duration"), lang.t("Fout", "Error")], html! {
                         @for a in &attempts {
                             tr class="utrecht-table__row" {
                                 td class="utrecht-table__cell" { (time(a.get("time"))) }
@@ -404,9 +361,7 @@ fn attempts_table(lang: Lang, attempts: &Value) -> Markup {
                                 td class="utrecht-table__cell" { (text(a, "error")) }
                             }
                         }
-                    }
-                }
-            }
+            }))
         }
     }
 }
