@@ -720,6 +720,12 @@ impl Store for GatedStore {
     fn queue_stats(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::QueueStats>> {
         self.inner.queue_stats()
     }
+    fn queue_stats_of<'a>(
+        &'a self,
+        subscription: &'a str,
+    ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::QueueStats>> {
+        self.inner.queue_stats_of(subscription)
+    }
     fn check(&self) -> knooppunt_store::StoreFuture<'_, ()> {
         self.inner.check()
     }

@@ -401,6 +401,11 @@ impl AppState {
         self.store.queue_stats().await
     }
 
+    /// One subscription's queue statistics.
+    pub(crate) async fn queue_stats_of(&self, id: &str) -> Result<Option<QueueStats>, StoreError> {
+        self.store.queue_stats_of(id).await
+    }
+
     /// The disk the store takes (for `/metrics`).
     pub(crate) async fn disk_usage(&self) -> Result<knooppunt_store::DiskUsage, StoreError> {
         self.store.disk_usage().await

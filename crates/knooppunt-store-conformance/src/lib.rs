@@ -24,6 +24,7 @@
 //! - the sweep removes finished events past retention only;
 //! - replays: jobs kept, changed only on the version read; a requeue queues retained events
 //!   again (not one already pending) with the replay named on the delivery;
+//! - one subscription's queue statistics are its entry of all;
 //! - console sessions are kept across a reopen, replaced by id, removed, and swept once
 //!   expired or idle;
 //! - events are read in acceptance order after a position, the sweep says how far it
@@ -1131,6 +1132,12 @@ async fn leases_held_are_counted(backend: &mut impl Backend) {
         .find(|s| s.subscription == "h")
         .expect("listed");
     assert_eq!((h.pending, h.leased), (3, 2), "{h:?}");
+    assert_eq!(
+        store.queue_stats_of("h").await.unwrap().as_ref(),
+        Some(h),
+        "one subscription's statistics are its entry of all"
+    );
+    assert_eq!(store.queue_stats_of("nobody").await.unwrap(), None);
     store
         .record(vec![attempt(&leased[0], now, Verdict::Delivered)])
         .await
@@ -1141,6 +1148,7 @@ async fn leases_held_are_counted(backend: &mut impl Backend) {
         .find(|s| s.subscription == "h")
         .expect("listed");
     assert_eq!((h.pending, h.leased), (2, 1), "{h:?}");
+    assert_eq!(store.queue_stats_of("h").await.unwrap().as_ref(), Some(h));
 }
 
 async fn events_are_read_in_order_after_a_position(backend: &mut impl Backend) {

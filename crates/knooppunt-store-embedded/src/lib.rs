@@ -1041,6 +1041,13 @@ impl Store for SledStore {
         })
     }
 
+    fn queue_stats_of<'a>(&'a self, subscription: &'a str) -> StoreFuture<'a, Option<QueueStats>> {
+        Box::pin(async move {
+            let queues = self.inner.queues.read().expect("queues lock");
+            Ok(queues.stats_of(subscription))
+        })
+    }
+
     fn check(&self) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             if let Some(why) = self.inner.log.refusal() {

@@ -202,22 +202,31 @@ impl Queues {
         let mut stats: Vec<QueueStats> = self
             .live
             .iter()
-            .map(|subscription| {
-                let queue = self.pending.get(subscription);
-                QueueStats {
-                    subscription: subscription.clone(),
-                    pending: queue.map_or(0, |q| q.len() as u64),
-                    oldest_accepted_at: queue
-                        .and_then(Pending::first_seq)
-                        .and_then(|seq| self.index.get(seq))
-                        .map(|indexed| indexed.accepted_at),
-                    dead_letters: self.dead.get(subscription).map_or(0, |d| d.len() as u64),
-                    leased: queue.map_or(0, |q| q.leased(now)),
-                }
-            })
+            .map(|subscription| self.stats_at(subscription, now))
             .collect();
         stats.sort_by(|a, b| a.subscription.cmp(&b.subscription));
         stats
+    }
+
+    /// One subscription's statistics, if it exists.
+    pub(super) fn stats_of(&self, subscription: &str) -> Option<QueueStats> {
+        self.live
+            .contains(subscription)
+            .then(|| self.stats_at(subscription, knooppunt_store::now_ms()))
+    }
+
+    fn stats_at(&self, subscription: &str, now: u64) -> QueueStats {
+        let queue = self.pending.get(subscription);
+        QueueStats {
+            subscription: subscription.to_owned(),
+            pending: queue.map_or(0, |q| q.len() as u64),
+            oldest_accepted_at: queue
+                .and_then(Pending::first_seq)
+                .and_then(|seq| self.index.get(seq))
+                .map(|indexed| indexed.accepted_at),
+            dead_letters: self.dead.get(subscription).map_or(0, |d| d.len() as u64),
+            leased: queue.map_or(0, |q| q.leased(now)),
+        }
     }
 
     /// Whether an event in `first..next` still has a pending delivery or a dead letter.

@@ -1144,6 +1144,33 @@ impl Store for PgStore {
         })
     }
 
+    fn queue_stats_of<'a>(&'a self, subscription: &'a str) -> StoreFuture<'a, Option<QueueStats>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT \
+                       (SELECT count(*) FROM deliveries WHERE subscription = s.id), \
+                       (SELECT min(e.accepted_at) FROM deliveries q JOIN events e ON e.seq = q.seq \
+                          WHERE q.subscription = s.id), \
+                       (SELECT count(*) FROM dead_letters WHERE subscription = s.id), \
+                       (SELECT count(*) FROM deliveries WHERE subscription = s.id \
+                          AND lease <> 0 AND leased_until > $2) \
+                     FROM subscriptions s WHERE s.id = $1",
+                    &[&subscription, &(knooppunt_store::now_ms() as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(row.map(|row| QueueStats {
+                subscription: subscription.to_owned(),
+                pending: row.get::<_, i64>(0) as u64,
+                oldest_accepted_at: row.get::<_, Option<i64>>(1).map(|v| v as u64),
+                dead_letters: row.get::<_, i64>(2) as u64,
+                leased: row.get::<_, i64>(3) as u64,
+            }))
+        })
+    }
+
     fn check(&self) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let client = self.client().await?;

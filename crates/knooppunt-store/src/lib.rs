@@ -359,6 +359,18 @@ pub trait Store: Send + Sync + 'static {
     /// Every subscription's queue size, oldest pending event and dead letters.
     fn queue_stats(&self) -> StoreFuture<'_, Vec<QueueStats>>;
 
+    /// One subscription's [`QueueStats`] (`None` when it does not exist), without reading
+    /// every other's: a page showing some subscriptions of a large hub asks for each.
+    fn queue_stats_of<'a>(&'a self, subscription: &'a str) -> StoreFuture<'a, Option<QueueStats>> {
+        Box::pin(async move {
+            Ok(self
+                .queue_stats()
+                .await?
+                .into_iter()
+                .find(|stats| stats.subscription == subscription))
+        })
+    }
+
     /// Whether the store can take writes now (for readiness checks); the error says why not.
     fn check(&self) -> StoreFuture<'_, ()>;
 

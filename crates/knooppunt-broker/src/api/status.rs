@@ -59,11 +59,7 @@ pub(crate) async fn subscription(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let subscription = owned(&state, &caller, &id, "read a subscription's status")?;
-    let stats = state
-        .queue_stats()
-        .await?
-        .into_iter()
-        .find(|stats| stats.subscription == id);
+    let stats = state.queue_stats_of(&id).await?;
     let now = now_ms();
     let mut body = json!({
         "subscription": id,
