@@ -237,12 +237,15 @@ fn bytes(value: &Value) -> String {
 }
 
 /// `GET /console/status`: the hub at a glance, refreshed live.
-pub(crate) async fn status(State(console): State<Arc<Console>>, visitor: Visitor) -> Response {
+pub(crate) async fn status(
+    State(console): State<Arc<Console>>,
+    visitor: Visitor,
+) -> Result<Response, Response> {
     let lang = visitor.lang;
-    let answer = console.get(&visitor, "/v1/status").await;
-    if !answer.ok() {
-        return layout::api_refusal(lang, &visitor, answer.status, &answer.problem());
-    }
+    let answer = console
+        .get(&visitor, "/v1/status")
+        .await
+        .checked(&visitor)?;
     let s = &answer.body;
     let open = s["openBreakers"].as_array().cloned().unwrap_or_default();
     let stuck = s["stuckWorkers"].as_array().cloned().unwrap_or_default();
@@ -274,7 +277,7 @@ pub(crate) async fn status(State(console): State<Arc<Console>>, visitor: Visitor
             }
         }
     };
-    respond(
+    Ok(respond(
         StatusCode::OK,
         page(
             lang,
@@ -283,7 +286,7 @@ pub(crate) async fn status(State(console): State<Arc<Console>>, visitor: Visitor
             lang.t("Hubstatus", "Hub status"),
             content,
         ),
-    )
+    ))
 }
 
 /// `GET /console/audit`: the trail, searched by name, actor, object and time.

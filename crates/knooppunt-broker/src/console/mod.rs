@@ -181,6 +181,22 @@ impl Answer {
         Some(forms::decode(&rest[..end]))
     }
 
+    /// The answer when the API did what was asked; else the page that says why not (a
+    /// direct URL to another's subscription ends here, as "not found").
+    // The error is the page the handler answers at once (`?`), never kept or passed on.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn checked(self, visitor: &Visitor) -> Result<Answer, Response> {
+        if self.ok() {
+            return Ok(self);
+        }
+        Err(layout::api_refusal(
+            visitor.lang,
+            visitor,
+            self.status,
+            &self.problem(),
+        ))
+    }
+
     /// The API's problem, as the page shows it: the detail and each invalid parameter.
     pub(crate) fn problem(&self) -> forms::Problem {
         forms::Problem::of(&self.body)

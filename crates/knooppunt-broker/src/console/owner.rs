@@ -20,13 +20,10 @@ pub(crate) async fn catalog(
     State(console): State<Arc<Console>>,
     visitor: Visitor,
     Query(query): Params,
-) -> Response {
+) -> Result<Response, Response> {
     let lang = visitor.lang;
     let path = layout::with_cursor("/v1/eventtypes?pageSize=100", &query);
-    let answer = console.get(&visitor, &path).await;
-    if !answer.ok() {
-        return layout::api_refusal(lang, &visitor, answer.status, &answer.problem());
-    }
+    let answer = console.get(&visitor, &path).await.checked(&visitor)?;
     let own: Vec<Value> = answer
         .body
         .as_array()
@@ -54,7 +51,7 @@ pub(crate) async fn catalog(
         }
         (layout::next_page(lang, &format!("{BASE}/eventtypes"), answer.next_cursor().as_deref()))
     };
-    respond(
+    Ok(respond(
         StatusCode::OK,
         page(
             lang,
@@ -63,7 +60,7 @@ pub(crate) async fn catalog(
             lang.t("Gebeurtenistypen", "Event types"),
             content,
         ),
-    )
+    ))
 }
 
 /// `GET /console/approvals`: the requests and decisions on the visitor's entries.
@@ -71,13 +68,10 @@ pub(crate) async fn approvals(
     State(console): State<Arc<Console>>,
     visitor: Visitor,
     Query(query): Params,
-) -> Response {
+) -> Result<Response, Response> {
     let lang = visitor.lang;
     let path = layout::with_cursor("/v1/approvals?pageSize=100", &query);
-    let answer = console.get(&visitor, &path).await;
-    if !answer.ok() {
-        return layout::api_refusal(lang, &visitor, answer.status, &answer.problem());
-    }
+    let answer = console.get(&visitor, &path).await.checked(&visitor)?;
     let grants: Vec<Value> = answer
         .body
         .as_array()
@@ -144,7 +138,7 @@ pub(crate) async fn approvals(
         }
         (layout::next_page(lang, &format!("{BASE}/approvals"), answer.next_cursor().as_deref()))
     };
-    respond(
+    Ok(respond(
         StatusCode::OK,
         page(
             lang,
@@ -153,7 +147,7 @@ pub(crate) async fn approvals(
             lang.t("Goedkeuringen", "Approvals"),
             content,
         ),
-    )
+    ))
 }
 
 /// `POST /console/approvals/{entry}/{subscription}`: the owner's decision, through the API.
@@ -161,14 +155,14 @@ pub(crate) async fn decide(
     State(console): State<Arc<Console>>,
     Path((entry, subscription)): Path<(String, String)>,
     posted: Posted,
-) -> Response {
+) -> Result<Response, Response> {
     let visitor = &posted.visitor;
     let state = posted.fields.get("state");
     let mut body = json!({"state": state});
     if !posted.fields.get("reason").is_empty() {
         body["reason"] = json!(posted.fields.get("reason"));
     }
-    let answer = console
+    console
         .call(
             visitor,
             Method::PUT,
@@ -179,15 +173,13 @@ pub(crate) async fn decide(
             ),
             Some(&body),
         )
-        .await;
-    if !answer.ok() {
-        return layout::api_refusal(visitor.lang, visitor, answer.status, &answer.problem());
-    }
+        .await
+        .checked(visitor)?;
     let notice = match state {
         "granted" | "refused" | "revoked" => state,
         _ => "",
     };
-    redirect(&format!("{BASE}/approvals?notice={notice}"))
+    Ok(redirect(&format!("{BASE}/approvals?notice={notice}")))
 }
 
 /// `GET /console/receipts?sequence=N`: who received an event, and when.

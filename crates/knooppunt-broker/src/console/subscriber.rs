@@ -27,13 +27,10 @@ pub(crate) async fn list(
     State(console): State<Arc<Console>>,
     visitor: Visitor,
     Query(query): Params,
-) -> Response {
+) -> Result<Response, Response> {
     let lang = visitor.lang;
     let path = layout::with_cursor("/v1/subscriptions?pageSize=50", &query);
-    let answer = console.get(&visitor, &path).await;
-    if !answer.ok() {
-        return layout::api_refusal(lang, &visitor, answer.status, &answer.problem());
-    }
+    let answer = console.get(&visitor, &path).await.checked(&visitor)?;
     let subscriptions = answer.body.as_array().cloned().unwrap_or_default();
     let mut rows = Vec::new();
     for subscription in &subscriptions {
@@ -87,7 +84,7 @@ pub(crate) async fn list(
             (layout::next_page(lang, &format!("{BASE}/subscriptions"), next.as_deref()))
         }
     };
-    respond(
+    Ok(respond(
         StatusCode::OK,
         page(
             lang,
@@ -96,7 +93,7 @@ pub(crate) async fn list(
             lang.t("Abonnementen", "Subscriptions"),
             content,
         ),
-    )
+    ))
 }
 
 /// An age in seconds, readable.
@@ -167,13 +164,10 @@ pub(crate) async fn detail(
     visitor: Visitor,
     Path(id): Path<String>,
     Query(query): Params,
-) -> Response {
+) -> Result<Response, Response> {
     let lang = visitor.lang;
     let base = format!("/v1/subscriptions/{}", seg(&id));
-    let subscription = console.get(&visitor, &base).await;
-    if !subscription.ok() {
-        return layout::api_refusal(lang, &visitor, subscription.status, &subscription.problem());
-    }
+    let subscription = console.get(&visitor, &base).await.checked(&visitor)?;
     let s = &subscription.body;
     let status = console.get(&visitor, &format!("{base}/status")).await.body;
     let attempts = console
@@ -327,7 +321,7 @@ pub(crate) async fn detail(
             }
         }
     };
-    respond(
+    Ok(respond(
         StatusCode::OK,
         page(
             lang,
@@ -336,7 +330,7 @@ pub(crate) async fn detail(
             &format!("{} {}", lang.t("Abonnement", "Subscription"), short(&id)),
             content,
         ),
-    )
+    ))
 }
 
 /// The start of an id, for a title.
@@ -444,7 +438,7 @@ pub(crate) async fn test(
     State(console): State<Arc<Console>>,
     Path(id): Path<String>,
     posted: Posted,
-) -> Response {
+) -> Result<Response, Response> {
     let visitor = &posted.visitor;
     let answer = console
         .call(
@@ -453,19 +447,17 @@ pub(crate) async fn test(
             &format!("/v1/subscriptions/{}/test", seg(&id)),
             None,
         )
-        .await;
-    if !answer.ok() {
-        return layout::api_refusal(visitor.lang, visitor, answer.status, &answer.problem());
-    }
+        .await
+        .checked(visitor)?;
     let notice = if answer.body["outcome"] == "delivered" {
         "test-delivered"
     } else {
         "test-failed"
     };
-    redirect(&format!(
+    Ok(redirect(&format!(
         "{BASE}/subscriptions/{}?notice={notice}",
         seg(&id)
-    ))
+    )))
 }
 
 /// `POST /console/subscriptions/{id}/replays`.
@@ -473,7 +465,7 @@ pub(crate) async fn start_replay(
     State(console): State<Arc<Console>>,
     Path(id): Path<String>,
     posted: Posted,
-) -> Response {
+) -> Result<Response, Response> {
     let visitor = &posted.visitor;
     let body = json!({"from": posted.fields.get("from"), "until": posted.fields.get("until")});
     let answer = console
@@ -483,15 +475,13 @@ pub(crate) async fn start_replay(
             &format!("/v1/subscriptions/{}/replays", seg(&id)),
             Some(&body),
         )
-        .await;
-    if !answer.ok() {
-        return layout::api_refusal(visitor.lang, visitor, answer.status, &answer.problem());
-    }
-    redirect(&format!(
+        .await
+        .checked(visitor)?;
+    Ok(redirect(&format!(
         "{BASE}/subscriptions/{}/replays/{}",
         seg(&id),
         seg(&text(&answer.body, "id"))
-    ))
+    )))
 }
 
 /// `GET /console/subscriptions/{id}/replays/{replay}`: follows it while it runs.
@@ -499,17 +489,15 @@ pub(crate) async fn replay(
     State(console): State<Arc<Console>>,
     visitor: Visitor,
     Path((id, replay)): Path<(String, String)>,
-) -> Response {
+) -> Result<Response, Response> {
     let lang = visitor.lang;
     let answer = console
         .get(
             &visitor,
             &format!("/v1/subscriptions/{}/replays/{}", seg(&id), seg(&replay)),
         )
-        .await;
-    if !answer.ok() {
-        return layout::api_refusal(lang, &visitor, answer.status, &answer.problem());
-    }
+        .await
+        .checked(&visitor)?;
     let r = &answer.body;
     let content = html! {
         div id="replay-progress" data-refresh="2" aria-live="polite" {
@@ -527,7 +515,7 @@ pub(crate) async fn replay(
             a class="utrecht-link" href={ (BASE) "/subscriptions/" (seg(&id)) } { (lang.t("Terug naar het abonnement", "Back to the subscription")) }
         }
     };
-    respond(
+    Ok(respond(
         StatusCode::OK,
         page(
             lang,
@@ -536,7 +524,7 @@ pub(crate) async fn replay(
             lang.t("Opnieuw afspelen", "Replay"),
             content,
         ),
-    )
+    ))
 }
 
 /// The subscription a form describes, on top of `base` (the stored one, when editing: what
@@ -790,14 +778,12 @@ pub(crate) async fn edit_form(
     State(console): State<Arc<Console>>,
     visitor: Visitor,
     Path(id): Path<String>,
-) -> Response {
+) -> Result<Response, Response> {
     let lang = visitor.lang;
     let answer = console
         .get(&visitor, &format!("/v1/subscriptions/{}", seg(&id)))
-        .await;
-    if !answer.ok() {
-        return layout::api_refusal(lang, &visitor, answer.status, &answer.problem());
-    }
+        .await
+        .checked(&visitor)?;
     let form = subscription_form(
         &visitor,
         &format!("{BASE}/subscriptions/{}", seg(&id)),
@@ -805,7 +791,7 @@ pub(crate) async fn edit_form(
         None,
         false,
     );
-    respond(
+    Ok(respond(
         StatusCode::OK,
         page(
             lang,
@@ -814,7 +800,7 @@ pub(crate) async fn edit_form(
             lang.t("Abonnement bewerken", "Edit the subscription"),
             form,
         ),
-    )
+    ))
 }
 
 /// A form posted again with what the API found wrong.
