@@ -790,16 +790,8 @@ async fn a_trusted_client_certificate_signs_in_its_principal() {
     const OIN: &str = "00000001003214345000";
     let government = TestCa::new("Test Staat der Nederlanden Private Services CA");
     let rogue = TestCa::new("Rogue CA");
-    let (server_certificate, server_key) = government.issue("knooppunt.test", None, true);
     let mut options = test_options();
-    options.tls = Some(
-        knooppunt_broker::TlsSettings::from_pem(
-            server_certificate.as_bytes(),
-            server_key.as_bytes(),
-            Some(government.pem().as_bytes()),
-        )
-        .unwrap(),
-    );
+    options.tls = Some(knooppunt_tests::certificates::hub_tls(&government));
     let hub = TestHub::start_with_options(options).await;
     let client = |identity: Option<(String, String)>| {
         https_client(&government, identity.as_ref())

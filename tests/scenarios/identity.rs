@@ -630,17 +630,9 @@ fn tls_client(ca: &TestCa, identity: Option<&(String, String)>) -> reqwest::Clie
 async fn client_certificates_identify_principals_by_their_oin() {
     let government = TestCa::new("Test Staat der Nederlanden Private Services CA");
     let rogue = TestCa::new("Rogue CA");
-    let (server_certificate, server_key) = government.issue("knooppunt.test", None, true);
     let mut options = test_options();
     options.server.header_timeout = std::time::Duration::from_secs(1);
-    options.tls = Some(
-        knooppunt_broker::TlsSettings::from_pem(
-            server_certificate.as_bytes(),
-            server_key.as_bytes(),
-            Some(government.pem().as_bytes()),
-        )
-        .unwrap(),
-    );
+    options.tls = Some(knooppunt_tests::certificates::hub_tls(&government));
     let hub = TestHub::start_with_options(options).await;
     let own = format!("urn:nld:oin:{OIN}:subsidies");
 
@@ -1141,16 +1133,8 @@ async fn token_headers_and_dates_the_hub_cannot_honour_are_refused() {
 #[tokio::test]
 async fn a_certificate_with_two_serial_numbers_names_no_organisation() {
     let government = TestCa::new("Test Staat der Nederlanden Private Services CA");
-    let (server_certificate, server_key) = government.issue("knooppunt.test", None, true);
     let mut options = test_options();
-    options.tls = Some(
-        knooppunt_broker::TlsSettings::from_pem(
-            server_certificate.as_bytes(),
-            server_key.as_bytes(),
-            Some(government.pem().as_bytes()),
-        )
-        .unwrap(),
-    );
+    options.tls = Some(knooppunt_tests::certificates::hub_tls(&government));
     let hub = TestHub::start_with_options(options).await;
     let other = "00000009111111111000";
     let anonymous = tls_client(&government, None);

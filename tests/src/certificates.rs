@@ -144,3 +144,15 @@ pub fn https_client(ca: &TestCa, identity: Option<&(String, String)>) -> reqwest
     }
     builder
 }
+
+/// HTTPS for a test hub: a server certificate for `knooppunt.test` issued by `ca`, whose
+/// client certificates identify principals (by OIN).
+pub fn hub_tls(ca: &TestCa) -> knooppunt_broker::TlsSettings {
+    let (certificate, key) = ca.issue("knooppunt.test", None, true);
+    knooppunt_broker::TlsSettings::from_pem(
+        certificate.as_bytes(),
+        key.as_bytes(),
+        Some(ca.pem().as_bytes()),
+    )
+    .unwrap()
+}
