@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::time::{Duration, SystemTime};
 
 use knooppunt_event::trace_context::TraceContext;
@@ -47,6 +47,52 @@ impl Heartbeat {
             || (oldest != 0 && now.saturating_sub(oldest) > lease)
     }
 }
+
+/// How many of a worker's attempts are sending. An attempt holds a slot from its lease
+/// until the sink's answer (or the failure) is known, and gives it back before its result
+/// is recorded: recording waits for the store's sync, which need not hold back the sink's
+/// next request. A result lost in a crash before the sync means a redelivery, never a loss
+/// (the delivery stays leased, and pending, until its result is on disk).
+#[derive(Debug, Default)]
+pub(crate) struct Sending {
+    count: AtomicUsize,
+    /// Told when a slot is given back.
+    freed: Notify,
+}
+
+impl Sending {
+    fn take(self: &Arc<Self>) -> Slot {
+        self.count.fetch_add(1, AtomicOrdering::SeqCst);
+        Slot(Some(Arc::clone(self)))
+    }
+
+    fn len(&self) -> usize {
+        self.count.load(AtomicOrdering::SeqCst)
+    }
+}
+
+/// One sending slot, given back by [`Slot::release`] or when dropped (a panic too).
+#[derive(Debug, Default)]
+pub(crate) struct Slot(Option<Arc<Sending>>);
+
+impl Slot {
+    fn release(&mut self) {
+        if let Some(sending) = self.0.take() {
+            sending.count.fetch_sub(1, AtomicOrdering::SeqCst);
+            sending.freed.notify_one();
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// How many attempts of a subscription may be recording (their results waiting for the
+/// store's sync) per sending slot: the bound on a worker's tasks when the store is slow.
+const RECORDING_PER_SLOT: usize = 4;
 
 /// The attempts in flight, with when each began.
 #[derive(Default)]
@@ -178,6 +224,7 @@ async fn run(
 ) {
     let mut settings = Settings::of(Arc::clone(&current.borrow_and_update()), &inner.options);
     let mut attempts = InFlight::default();
+    let sending = Arc::new(Sending::default());
     let mut next_start = tokio::time::Instant::now();
     let mut stop = inner.stop.subscribe();
     // Set by an attempt that got 410 Gone: take nothing more.
@@ -211,7 +258,10 @@ async fn run(
             lease_ms + spacing_ms + 2 * idle.as_millis() as u64,
             AtomicOrdering::Relaxed,
         );
-        let free = limit.saturating_sub(attempts.len());
+        // Slots not sending, as long as the attempts still recording stay bounded.
+        let free = limit
+            .saturating_sub(sending.len())
+            .min((RECORDING_PER_SLOT * limit).saturating_sub(attempts.len()));
         // The sink's health decides how much may be taken: all that is free, one probe, or
         // nothing until a pause ends.
         let gate = if free == 0 {
@@ -260,6 +310,7 @@ async fn run(
             };
             tokio::select! {
                 () = wake.notified() => {}
+                () = sending.freed.notified() => {}
                 () = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => {}
                 _ = retired.changed() => {}
@@ -284,11 +335,13 @@ async fn run(
             };
             let (inner, subscription) = (Arc::clone(&inner), Arc::clone(subscription));
             let gone = Arc::clone(&gone);
+            let slot = sending.take();
             attempts.spawn(async move {
                 let connection = Connection {
                     permit,
                     started,
                     probe,
+                    slot,
                 };
                 let leased = delivery.clone();
                 let sending = attempt(&inner, &subscription, config, delivery, &gone, connection);
@@ -354,6 +407,8 @@ struct Connection {
     permit: Result<Permit, String>,
     started: std::time::Instant,
     probe: bool,
+    /// The worker's sending slot, given back once the sink answered.
+    slot: Slot,
 }
 
 /// One attempt: send, classify, record; in a span of the event's trace when it carries one
@@ -458,18 +513,19 @@ async fn bearer_token(
 }
 
 /// A delivery, its event, and the trace context of its hop.
-type Sending = (Delivery, Arc<StoredEvent>, Option<(TraceContext, u64)>);
+type Attempting = (Delivery, Arc<StoredEvent>, Option<(TraceContext, u64)>);
 
 async fn send_and_record(
     inner: &Arc<Inner>,
     subscription: &Subscription,
     config: DeliveryConfig,
     gone: &AtomicBool,
-    (delivery, event, trace): Sending,
-    connection: Connection,
+    (delivery, event, trace): Attempting,
+    mut connection: Connection,
 ) {
     let at = now_ms();
     let (started, probe) = (connection.started, connection.probe);
+    let mut slot = std::mem::take(&mut connection.slot);
     let (response, outcome, sent) = send(
         inner,
         subscription,
@@ -479,6 +535,8 @@ async fn send_and_record(
         connection,
     )
     .await;
+    // The sink answered: its next request need not wait for this result's sync.
+    slot.release();
     if outcome == Outcome::Gone {
         gone.store(true, AtomicOrdering::SeqCst);
     }
@@ -602,6 +660,7 @@ pub(crate) async fn send_test(
         permit,
         started,
         probe: false,
+        slot: Slot::default(),
     };
     let (response, _, _) = send(
         inner,
