@@ -20,6 +20,9 @@ pub(crate) struct Request {
     pub(crate) body: Arc<dyn Fn(u64) -> String + Send + Sync>,
     /// The status that counts as acknowledged.
     pub(crate) expect: u16,
+    /// Requests per second over all connections, spaced evenly; `None`: each connection
+    /// sends its next request as soon as the last is answered.
+    pub(crate) rate: Option<f64>,
 }
 
 /// The outcome of a run.
@@ -97,6 +100,15 @@ pub(crate) async fn run(request: Request, connections: usize, duration: Duration
                 let mut buffer = Vec::with_capacity(4096);
                 while started.elapsed() < duration {
                     let n = counter.fetch_add(1, Ordering::Relaxed);
+                    if let Some(rate) = request.rate {
+                        // Request n goes at its own time, whatever the connection's last
+                        // answer took (a late one goes at once: the schedule is not moved).
+                        let at = started + Duration::from_secs_f64(n as f64 / rate);
+                        if at >= started + duration {
+                            break;
+                        }
+                        tokio::time::sleep_until(at.into()).await;
+                    }
                     let body = (request.body)(n);
                     let message = format!(
                         "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {}\r\n{authorization}\

@@ -163,6 +163,10 @@ enum Workload {
         /// Size of each event's JSON, in bytes.
         #[arg(long, default_value_t = 1024)]
         event_bytes: usize,
+        /// Also measure both at this fraction of the rate the hop was published at (e.g.
+        /// 0.5): a fixed rate, for the latency when the hub is not saturated.
+        #[arg(long)]
+        hop_fraction: Option<f64>,
     },
     /// Fan-out: one event matched by many subscriptions (ordered, the default), spread over
     /// a few loopback sinks; the time until every delivery arrived and the hub's peak
@@ -223,6 +227,10 @@ enum Workload {
         /// Put the send time (microseconds since the Unix epoch) in each event's `subject`.
         #[arg(long)]
         stamp: bool,
+        /// Requests per second over all connections (fixed rate); as fast as answered
+        /// when absent.
+        #[arg(long)]
+        rate: Option<f64>,
     },
     /// Run the trivial axum server (POST / answers 204) alone, until interrupted, to load it
     /// from another process (wrk, say) next to `knooppunt serve`.
@@ -285,7 +293,7 @@ async fn load_from_child(
     token: Option<&str>,
     expect: u16,
 ) -> anyhow::Result<Summary> {
-    load_child(shape, url, token, expect, false).await
+    load_child(shape, url, token, expect, false, None).await
 }
 
 async fn load_child(
@@ -294,6 +302,7 @@ async fn load_child(
     token: Option<&str>,
     expect: u16,
     stamp: bool,
+    rate: Option<f64>,
 ) -> anyhow::Result<Summary> {
     // Like `taskset -c <last core> wrk -t1`: the client keeps to one core, where it exists.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -324,6 +333,9 @@ async fn load_child(
     }
     if stamp {
         command.arg("--stamp");
+    }
+    if let Some(rate) = rate {
+        command.args(["--rate", &rate.to_string()]);
     }
     let output = command.output().await?;
     anyhow::ensure!(
@@ -382,18 +394,19 @@ fn deliver_subscriptions(urls: &[String]) -> Vec<serde_json::Value> {
 
 /// Publishes to `url` (several, comma-separated) for the shape's time, waits up to `drain`
 /// for the deliveries to `sinks` sinks, prints a line and returns the deliveries per second
-/// that arrived while publishing.
+/// that arrived while publishing, and the events per second published; at `rate` events
+/// per second when given.
 async fn measure_delivery(
     name: &str,
     shape: Shape,
     sinks: usize,
-    url: &str,
-    token: Option<&str>,
+    (url, token): (&str, Option<&str>),
     record: &deliver::Record,
     drain: Duration,
-) -> anyhow::Result<f64> {
+    rate: Option<f64>,
+) -> anyhow::Result<(f64, f64)> {
     record.start();
-    let published = load_child(shape, url, token, 202, true).await?;
+    let published = load_child(shape, url, token, 202, true, rate).await?;
     let in_window = record.delivered();
     let expected = published.acknowledged * sinks as u64;
     deliver::drain(record, expected, drain).await;
@@ -407,7 +420,7 @@ async fn measure_delivery(
         p99,
         expected.saturating_sub(record.delivered())
     );
-    Ok(in_window as f64 / shape.seconds as f64)
+    Ok((in_window as f64 / shape.seconds as f64, published.rate))
 }
 
 /// The hub's default settings with the bench principal.
@@ -589,13 +602,14 @@ fn main() -> anyhow::Result<()> {
                 connections,
                 sinks,
                 event_bytes,
+                hop_fraction,
             } => {
                 let shape = Shape {
                     seconds,
                     connections,
                     event_bytes,
                 };
-                run_deliver(shape, sinks).await?;
+                run_deliver(shape, sinks, hop_fraction).await?;
             }
             Workload::Pull {
                 seconds,
@@ -652,6 +666,7 @@ fn main() -> anyhow::Result<()> {
                 token,
                 expect,
                 stamp,
+                rate,
             } => {
                 let report = load::run(
                     Request {
@@ -663,6 +678,7 @@ fn main() -> anyhow::Result<()> {
                             event_body(n, event_bytes, subject)
                         }),
                         expect,
+                        rate,
                     },
                     connections,
                     Duration::from_secs(seconds),
@@ -676,7 +692,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// The `deliver` workload: the forwarding hop first, then the hub, each with fresh sinks.
-async fn run_deliver(shape: Shape, sinks: usize) -> anyhow::Result<()> {
+async fn run_deliver(shape: Shape, sinks: usize, hop_fraction: Option<f64>) -> anyhow::Result<()> {
     println!(
         "deliver: {} publishing connections, {}-byte events, {} s each, {sinks} sinks (every event \
          to each), {} cores; the publisher runs in its own process",
@@ -689,38 +705,57 @@ async fn run_deliver(shape: Shape, sinks: usize) -> anyhow::Result<()> {
         "{:<30} {:>11} {:>13} {:>10} {:>10} {:>9}",
         "", "published", "delivered", "p50", "p99", "backlog"
     );
-    let record = Arc::new(deliver::Record::default());
-    let urls = deliver::sinks(sinks, &record).await?;
-    let hop = deliver::forwarder(urls).await?;
     let drain = Duration::from_secs(30);
-    let baseline = measure_delivery(
-        "plain forwarding hop",
-        shape,
-        sinks,
-        &hop,
-        None,
-        &record,
-        drain,
-    )
-    .await?;
-
-    let record = Arc::new(deliver::Record::default());
-    let urls = deliver::sinks(sinks, &record).await?;
-    let data = tempfile::tempdir()?;
-    let base = hub_with(data.path(), deliver_subscriptions(&urls)).await?;
-    let hub = measure_delivery(
-        "knooppunt (durable, unordered)",
-        shape,
-        sinks,
-        &format!("{base}/v1/events"),
-        Some(TOKEN),
-        &record,
-        drain,
-    )
-    .await?;
+    let mut rates = vec![None];
+    let mut hop_published = 0.0;
+    let mut results = Vec::new();
+    while let Some(rate) = rates.pop() {
+        let label = |what: &str| match rate {
+            Some(rate) => format!("{what} at {rate:.0}/s"),
+            None => what.to_owned(),
+        };
+        let record = Arc::new(deliver::Record::default());
+        let urls = deliver::sinks(sinks, &record).await?;
+        let hop = deliver::forwarder(urls).await?;
+        let (baseline, published) = measure_delivery(
+            &label("plain forwarding hop"),
+            shape,
+            sinks,
+            (&hop, None),
+            &record,
+            drain,
+            rate,
+        )
+        .await?;
+        if rate.is_none() {
+            hop_published = published;
+        }
+        let record = Arc::new(deliver::Record::default());
+        let urls = deliver::sinks(sinks, &record).await?;
+        let data = tempfile::tempdir()?;
+        let base = hub_with(data.path(), deliver_subscriptions(&urls)).await?;
+        let (hub, _) = measure_delivery(
+            &label("knooppunt (durable, unordered)"),
+            shape,
+            sinks,
+            (&format!("{base}/v1/events"), Some(TOKEN)),
+            &record,
+            drain,
+            rate,
+        )
+        .await?;
+        results.push(100.0 * hub / baseline.max(1.0));
+        if let (None, Some(fraction)) = (rate, hop_fraction) {
+            rates.push(Some(hop_published * fraction));
+        }
+    }
     println!(
-        "delivered: knooppunt / forwarding hop: {:.0}%",
-        100.0 * hub / baseline.max(1.0)
+        "delivered: knooppunt / forwarding hop: {:.0}%{}",
+        results[0],
+        results
+            .get(1)
+            .map(|r| format!(" (at the fixed rate: {r:.0}%)"))
+            .unwrap_or_default()
     );
     Ok(())
 }

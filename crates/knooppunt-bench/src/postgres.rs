@@ -123,7 +123,8 @@ pub(crate) async fn run(
         };
         let url = events_urls(&bases);
         let drain = Duration::from_secs(60);
-        crate::measure_delivery(name, shape, sinks, &url, Some(TOKEN), &record, drain).await?;
+        let target = (url.as_str(), Some(TOKEN));
+        crate::measure_delivery(name, shape, sinks, target, &record, drain, None).await?;
     }
     Ok(())
 }

@@ -110,8 +110,15 @@ async fn measure_pull(shape: Shape, consumers: usize) -> anyhow::Result<f64> {
         })
         .collect();
     record.start();
-    let published =
-        crate::load_child(shape, &format!("{base}/v1/events"), Some(TOKEN), 202, true).await?;
+    let published = crate::load_child(
+        shape,
+        &format!("{base}/v1/events"),
+        Some(TOKEN),
+        202,
+        true,
+        None,
+    )
+    .await?;
     let in_window = record.delivered();
     deliver::drain(&record, published.acknowledged, Duration::from_secs(30)).await;
     record.stop();
@@ -214,14 +221,14 @@ pub(crate) async fn run(shape: Shape, trickle_events: usize) -> anyhow::Result<(
     let urls = deliver::sinks(1, &record).await?;
     let data = tempfile::tempdir()?;
     let base = crate::hub_with(data.path(), crate::deliver_subscriptions(&urls)).await?;
-    let push = crate::measure_delivery(
+    let (push, _) = crate::measure_delivery(
         "push, 1 sink",
         shape,
         1,
-        &format!("{base}/v1/events"),
-        Some(TOKEN),
+        (&format!("{base}/v1/events"), Some(TOKEN)),
         &record,
         Duration::from_secs(30),
+        None,
     )
     .await?;
     for consumers in [1, 4, 16] {
