@@ -71,12 +71,7 @@ async fn look(browser: &Browser, name: &str) {
 }
 
 async fn subscribe(hub: &TestHub, token: &str, sink: &Sink, config: Value) -> String {
-    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE], "config": config});
-    let answer = hub
-        .call(Method::POST, "/v1/subscriptions", token, Some(body))
-        .await;
-    assert_eq!(answer.status, 201, "{}", answer.body);
-    answer.body["id"].as_str().unwrap().to_owned()
+    hub.subscribe(token, &sink.url, TYPE, config).await
 }
 
 async fn publish(hub: &TestHub, id: &str) -> u64 {

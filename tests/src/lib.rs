@@ -304,6 +304,29 @@ impl TestHub {
         answer
     }
 
+    /// Creates a subscription of the principal of `token` to events of `event_type`,
+    /// delivered to `sink` (a URL) with this `config`; its id (the creation must succeed).
+    pub async fn subscribe(
+        &self,
+        token: &str,
+        sink: &str,
+        event_type: &str,
+        config: serde_json::Value,
+    ) -> String {
+        let body = serde_json::json!({"sink": sink, "protocol": "HTTP", "types": [event_type],
+                                      "config": config});
+        let answer = self
+            .call(
+                reqwest::Method::POST,
+                "/v1/subscriptions",
+                token,
+                Some(body),
+            )
+            .await;
+        assert_eq!(answer.status, 201, "{}", answer.body);
+        answer.body["id"].as_str().unwrap().to_owned()
+    }
+
     /// The JSON of an unauthenticated `GET` (such as `/v1/openapi.json`).
     pub async fn get_json(&self, path: &str) -> serde_json::Value {
         let response = self.client.get(self.url(path)).send().await.unwrap();
