@@ -394,7 +394,11 @@ pub(crate) fn remember_last(inner: &Inner, id: &str, last: LastDelivery) {
         .last
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let recent = all.entry(id.to_owned()).or_default();
+    // Found without allocating the key: this runs after every attempt.
+    let Some(recent) = all.get_mut(id) else {
+        all.insert(id.to_owned(), std::collections::VecDeque::from([last]));
+        return;
+    };
     if recent.len() == crate::engine::RECENT_ATTEMPTS {
         recent.pop_front();
     }
