@@ -190,12 +190,11 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
 /// module but the wiring names the crate root. Test modules (`#[cfg(test)]` to the end of a
 /// file) may reach further.
 const BROKER_LAYERS: &[(&str, &[&str])] = &[
-    // The console's pages reach the hub through the API (in-process) and its sessions.
-    ("console", &["api", "app", "sessions", "audit", "identity"]),
     (
         "api",
         &[
             "app",
+            "sessions",
             "history",
             "zgw",
             "ingest",

@@ -15,7 +15,6 @@ mod app;
 mod approvals;
 mod audit;
 mod catalog;
-mod console;
 mod history;
 pub mod identity;
 pub mod ingest;
@@ -84,7 +83,7 @@ impl Hub {
 
     /// The HTTP API.
     pub fn router(&self) -> axum::Router {
-        api::router(Arc::clone(&self.state)).merge(console::router(Arc::clone(&self.state)))
+        api::router(Arc::clone(&self.state)).merge(api::console::router(Arc::clone(&self.state)))
     }
 
     /// The router of `server.metrics_listen`: `/metrics` without a token, `/healthz`,

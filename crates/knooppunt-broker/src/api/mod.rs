@@ -7,6 +7,7 @@ mod audit;
 pub mod auth;
 mod catalog;
 mod consent;
+pub(crate) mod console;
 mod dead_letters;
 mod events;
 mod openapi;
@@ -40,7 +41,6 @@ use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
 use self::problem::ApiError;
-pub(crate) use self::subscriptions::check as check_subscription;
 use crate::app::AppState;
 
 /// The major version in every path.

@@ -15,22 +15,22 @@ const FILES: [(&str, &str, &[u8]); 4] = [
     (
         "utrecht-components.css",
         "text/css; charset=utf-8",
-        include_bytes!("../../assets/console/vendor/utrecht-components.css"),
+        include_bytes!("../../../assets/console/vendor/utrecht-components.css"),
     ),
     (
         "voorbeeld-theme.css",
         "text/css; charset=utf-8",
-        include_bytes!("../../assets/console/vendor/voorbeeld-theme.css"),
+        include_bytes!("../../../assets/console/vendor/voorbeeld-theme.css"),
     ),
     (
         "console.css",
         "text/css; charset=utf-8",
-        include_bytes!("../../assets/console/console.css"),
+        include_bytes!("../../../assets/console/console.css"),
     ),
     (
         "console.js",
         "text/javascript; charset=utf-8",
-        include_bytes!("../../assets/console/console.js"),
+        include_bytes!("../../../assets/console/console.js"),
     ),
 ];
 

@@ -1,4 +1,5 @@
-//! The console: the hub's own web pages at `/console`, for subscribers, data owners and
+//! The console: the hub's own web pages at `/console` (an HTTP adapter beside the JSON
+//! API, inside `api/`), for subscribers, data owners and
 //! administrators. Server-rendered HTML (maud) in the NL Design System's components
 //! (vendored CSS, `assets/console/`), readable without JavaScript; a small script of our own
 //! only checks a subscription's filter as it is typed and refreshes live views.

@@ -916,7 +916,7 @@ pub(crate) async fn check(State(console): State<Arc<Console>>, posted: Posted) -
         Err(problem) => Err(problem),
         Ok(body) => {
             let caller = Caller(Arc::clone(&visitor.principal));
-            match crate::api::check_subscription(&console.state, &caller, &body) {
+            match crate::api::subscriptions::check(&console.state, &caller, &body) {
                 Ok(()) => Ok(()),
                 Err(error) => {
                     let response = error.into_response();
