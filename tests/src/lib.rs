@@ -407,3 +407,50 @@ impl Answer {
         self
     }
 }
+
+/// A small tmpfs mounted for one test (the tests run as root), unmounted when dropped.
+#[derive(Debug)]
+pub struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// Where it is mounted.
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    pub fn mount(size: &str) -> SmallDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("mount runs");
+        assert!(
+            status.success(),
+            "mounting a {size} tmpfs failed (the tests run as root)"
+        );
+        SmallDisk { dir }
+    }
+
+    /// Writes zeros to a file on it until the disk is full.
+    pub fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.dir.path().join("filler");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        while file.write_all(&chunk).is_ok() {}
+        let _ = file.sync_all();
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}

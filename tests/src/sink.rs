@@ -22,6 +22,8 @@ pub struct Received {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub at: Instant,
+    /// The status the sink answered with.
+    pub status: u16,
 }
 
 impl Received {
@@ -203,14 +205,19 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let options = method == Method::OPTIONS;
+    let reply = (!options).then(|| {
+        let scripted = state.script.lock().unwrap().pop_front();
+        scripted.unwrap_or_else(|| state.default.lock().unwrap().clone())
+    });
     state.received.lock().unwrap().push(Received {
         method,
         uri: uri.to_string(),
         headers,
         body,
         at: Instant::now(),
+        status: reply.as_ref().map_or(200, |r| r.status),
     });
-    if options {
+    let Some(reply) = reply else {
         let consent = state.consent.lock().unwrap().clone();
         let mut response = StatusCode::OK.into_response();
         if let Consent::Grant { origin, rate } = consent {
@@ -224,9 +231,7 @@ async fn handle(
             }
         }
         return response;
-    }
-    let scripted = state.script.lock().unwrap().pop_front();
-    let reply = scripted.unwrap_or_else(|| state.default.lock().unwrap().clone());
+    };
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     state.most_in_flight.fetch_max(now, Ordering::SeqCst);
     if !reply.delay.is_zero() {

@@ -13,6 +13,7 @@ use knooppunt_store::{
 
 use crate::approvals::Approvals;
 use crate::audit::Audit;
+use crate::backlog::{Backlog, BacklogOptions};
 use crate::catalog::Catalog;
 use crate::history::History;
 use crate::identity::{self, Authentication};
@@ -63,6 +64,8 @@ pub struct HubOptions {
     pub zgw: identity::zgw::ZgwOptions,
     /// How long console sessions last.
     pub sessions: crate::sessions::SessionOptions,
+    /// The bounds on undelivered data.
+    pub backlog: BacklogOptions,
 }
 
 impl HubOptions {
@@ -87,6 +90,7 @@ impl HubOptions {
             replays: crate::history::ReplayOptions::default(),
             zgw: identity::zgw::ZgwOptions::default(),
             sessions: crate::sessions::SessionOptions::default(),
+            backlog: BacklogOptions::default(),
         }
     }
 }
@@ -105,6 +109,8 @@ pub(crate) struct AppState {
     pub(crate) history: Arc<History>,
     /// The audit trail's writer.
     pub(crate) audit: Arc<Audit>,
+    /// The bounds on undelivered data, and what subscriptions shed.
+    pub(crate) backlog: Arc<Backlog>,
     audit_retention: std::time::Duration,
     pub(crate) authentication: Authentication,
     /// The one writer of principals, and the table requests are authenticated against.
@@ -202,6 +208,11 @@ impl AppState {
                 );
             }
         }
+        let backlog = Arc::new(Backlog::new(
+            options.backlog,
+            Arc::clone(&store),
+            Arc::clone(&audit),
+        ));
         let publishing = Pipeline::new(
             options.ingest,
             Services {
@@ -211,6 +222,7 @@ impl AppState {
                 approvals: Arc::clone(&approvals),
                 deliverer: deliverer.clone(),
                 telemetry: Arc::clone(&telemetry),
+                backlog: Arc::clone(&backlog),
             },
             options.eval_limits,
         );
@@ -230,6 +242,7 @@ impl AppState {
             approvals,
             history,
             audit,
+            backlog,
             audit_retention: options.audit_retention,
             authentication: options.authentication,
             principals,
@@ -271,8 +284,10 @@ impl AppState {
         let resyncing = tokio::spawn(follow_other_hubs(Arc::clone(&state)));
         let replaying = tokio::spawn(Arc::clone(&state.history).take_over());
         let sampling = tokio::spawn(sample_rates(Arc::clone(&state)));
+        let guarding = tokio::spawn(guard_backlog(Arc::clone(&state)));
         state.background.lock().expect("background lock").extend([
             sampling,
+            guarding,
             sweeper,
             retiring,
             resyncing,
@@ -512,8 +527,19 @@ async fn follow_other_hubs(state: Arc<AppState>) {
     }
 }
 
-/// Removes finished events past retention and old duplicate-detection entries, every
-/// `sweep_interval`, until the hub stops.
+/// Measures the backlog and sheds what is past a subscription's limit, every
+/// `check_interval`, until the hub stops (`backlog.rs`).
+async fn guard_backlog(state: Arc<AppState>) {
+    let mut stop = state.stop.subscribe();
+    let mut interval = tokio::time::interval(state.backlog.options.check_interval);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while unless_stopped(&mut stop, interval.tick()).await.is_some() {
+        if let Err(error) = state.backlog.check(knooppunt_store::now_ms()).await {
+            tracing::warn!(%error, "Measuring the backlog failed; it is measured again shortly.");
+        }
+    }
+}
+
 /// Samples the counters every few seconds, for the rates the console shows.
 async fn sample_rates(state: Arc<AppState>) {
     let mut stop = state.stop.subscribe();
@@ -526,6 +552,8 @@ async fn sample_rates(state: Arc<AppState>) {
     }
 }
 
+/// Removes finished events past retention and old duplicate-detection entries, every
+/// `sweep_interval`, until the hub stops.
 async fn sweep_periodically(state: Arc<AppState>) {
     let mut stop = state.stop.subscribe();
     let mut interval = tokio::time::interval(state.publishing.options.sweep_interval);

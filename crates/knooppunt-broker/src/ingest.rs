@@ -18,6 +18,7 @@ use knooppunt_store::{Appended, NewEvent, SchemaCheck, Store, StoreError};
 use serde::Serialize;
 
 use crate::approvals::Approvals;
+use crate::backlog::{Backlog, Full};
 use crate::catalog::{Catalog, Covered};
 use crate::identity::{Principal, SourceRefused};
 use crate::lifecycle::Subscriptions;
@@ -34,6 +35,7 @@ pub(crate) struct Pipeline {
     approvals: Arc<Approvals>,
     deliverer: Deliverer,
     telemetry: Arc<Telemetry>,
+    backlog: Arc<Backlog>,
     eval_limits: EvalLimits,
     /// Blocking threads that evaluate costly publishes' filters ([`ROUTING_THREADS`]).
     routing_slots: tokio::sync::Semaphore,
@@ -47,6 +49,7 @@ pub(crate) struct Services {
     pub(crate) approvals: Arc<Approvals>,
     pub(crate) deliverer: Deliverer,
     pub(crate) telemetry: Arc<Telemetry>,
+    pub(crate) backlog: Arc<Backlog>,
 }
 
 impl Pipeline {
@@ -62,6 +65,7 @@ impl Pipeline {
             approvals,
             deliverer,
             telemetry,
+            backlog,
         } = services;
         Pipeline {
             options,
@@ -72,6 +76,7 @@ impl Pipeline {
             approvals,
             deliverer,
             telemetry,
+            backlog,
             eval_limits,
             routing_slots: tokio::sync::Semaphore::new(ROUTING_THREADS),
         }
@@ -170,6 +175,9 @@ pub(crate) enum Refused {
     Forbidden(String),
     /// The store could not take them.
     Store(StoreError),
+    /// The hub holds all the undelivered data it may (or its disk is nearly full): try
+    /// again later.
+    Full(Full),
 }
 
 /// Counts refused events, by why.
@@ -186,6 +194,10 @@ async fn accept(
 ) -> Result<Vec<Receipt>, Refused> {
     let mut warnings = check(pipeline, &received, batched)?;
     authorize(pipeline, publisher, &received)?;
+    if let Err(full) = pipeline.backlog.admit() {
+        rejected(pipeline, Rejection::BacklogFull, received.len());
+        return Err(Refused::Full(full));
+    }
     let covered = look_up(pipeline, &received, batched, &mut warnings)?;
     // Events of approval-required entries: routed and committed holding a pass of the
     // approvals' gate, so that a revocation waits for them (`approvals.rs`).
@@ -464,11 +476,19 @@ async fn commit(pipeline: &Pipeline, routed: Vec<NewEvent>) -> Result<Vec<Append
         .iter()
         .flat_map(|e| e.subscriptions.iter().cloned())
         .collect();
+    let (mut event_bytes, mut delivery_bytes) = (0, 0);
+    for event in &routed {
+        let size =
+            (event.json.len() + event.extension_types.as_ref().map_or(0, String::len)) as u64;
+        event_bytes += size;
+        delivery_bytes += size * event.subscriptions.len() as u64;
+    }
     let outcomes = pipeline
         .store
         .append_events(routed, now_ms(), window)
         .await
         .map_err(Refused::Store)?;
+    pipeline.backlog.accepted(event_bytes, delivery_bytes);
     pipeline.deliverer.wake(&wake);
     Ok(outcomes)
 }

@@ -14,6 +14,7 @@ pub mod api;
 mod app;
 mod approvals;
 mod audit;
+mod backlog;
 mod catalog;
 mod history;
 pub mod identity;
@@ -35,6 +36,7 @@ use tokio::net::TcpListener;
 
 use app::AppState;
 pub use app::{HubError, HubOptions};
+pub use backlog::BacklogOptions;
 
 pub use history::ReplayOptions;
 pub use identity::tokens::IssuerSettings;

@@ -46,15 +46,18 @@ pub(crate) enum Rejection {
     Forbidden,
     /// The body could not be read.
     Unreadable,
+    /// The hub's backlog limit or disk floor was reached ([`crate::backlog`]).
+    BacklogFull,
 }
 
 impl Rejection {
-    const ALL: [Rejection; 5] = [
+    const ALL: [Rejection; 6] = [
         Rejection::Invalid,
         Rejection::TooLarge,
         Rejection::UnsupportedMediaType,
         Rejection::Forbidden,
         Rejection::Unreadable,
+        Rejection::BacklogFull,
     ];
 
     fn label(self) -> &'static str {
@@ -64,6 +67,7 @@ impl Rejection {
             Rejection::UnsupportedMediaType => "unsupported_media_type",
             Rejection::Forbidden => "forbidden",
             Rejection::Unreadable => "unreadable",
+            Rejection::BacklogFull => "backlog_full",
         }
     }
 }
@@ -124,7 +128,7 @@ const MATCHES: &[f64] = &[0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 1000.0];
 /// Everything the hub counts besides [`IngestCounters`].
 #[derive(Debug)]
 pub(crate) struct Telemetry {
-    rejected: [AtomicU64; 5],
+    rejected: [AtomicU64; Rejection::ALL.len()],
     /// Time to find the subscriptions of one event.
     pub(crate) routing_seconds: Histogram,
     /// Subscriptions matched per accepted event.
@@ -320,6 +324,18 @@ impl Telemetry {
                 out,
                 "knooppunt_queue_depth{{subscription=\"{}\"}} {}",
                 queue.subscription, queue.pending
+            );
+        }
+        gauge(
+            &mut out,
+            "knooppunt_queue_backlog_bytes",
+            "Undelivered bytes per subscription: its pending deliveries' events' sizes, summed.",
+        );
+        for queue in queues {
+            let _ = writeln!(
+                out,
+                "knooppunt_queue_backlog_bytes{{subscription=\"{}\"}} {}",
+                queue.subscription, queue.pending_bytes
             );
         }
         gauge(

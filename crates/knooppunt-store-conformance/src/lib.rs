@@ -137,6 +137,7 @@ pub async fn run(backend: &mut impl Backend) {
     stale_lease_tokens_are_refused(backend).await;
     leases_are_renewed_only_by_their_holder(backend).await;
     leases_held_are_counted(backend).await;
+    backlogs_are_measured_in_bytes(backend).await;
     events_are_read_in_order_after_a_position(backend).await;
     replays_are_kept_and_their_events_queued_again(backend).await;
     sessions_are_kept_replaced_and_swept(backend).await;
@@ -1149,6 +1150,95 @@ async fn leases_held_are_counted(backend: &mut impl Backend) {
         .expect("listed");
     assert_eq!((h.pending, h.leased), (2, 1), "{h:?}");
     assert_eq!(store.queue_stats_of("h").await.unwrap().as_ref(), Some(h));
+}
+
+/// Each pending delivery counts its event's size (JSON and extension types) in its
+/// subscription's backlog, until it is delivered, dead, withdrawn or retired; a retry or a
+/// redelivered dead letter counts again, and the count survives a reopen.
+async fn backlogs_are_measured_in_bytes(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["b1", "b2"]).await;
+    let now = knooppunt_store::now_ms();
+    let mut typed = event("typed", &["b1", "b2"]);
+    typed.extension_types = Some(TYPES.into());
+    let events = vec![event("plain-1", &["b1"]), typed, event("plain-2", &["b1"])];
+    let sizes: Vec<u64> = events
+        .iter()
+        .map(|e| (e.json.len() + e.extension_types.as_ref().map_or(0, String::len)) as u64)
+        .collect();
+    let n = seqs(&store.append_events(events, now, HOUR).await.unwrap());
+    let bytes_of = |store: Arc<dyn Inspect>, id: &'static str| async move {
+        let all = store.queue_stats().await.unwrap();
+        let one = store.queue_stats_of(id).await.unwrap().unwrap();
+        let listed = all.iter().find(|s| s.subscription == id).unwrap();
+        assert_eq!(
+            listed.pending_bytes, one.pending_bytes,
+            "{id}: both ways alike"
+        );
+        one.pending_bytes
+    };
+    assert_eq!(
+        bytes_of(store.clone(), "b1").await,
+        sizes.iter().sum::<u64>()
+    );
+    assert_eq!(
+        bytes_of(store.clone(), "b2").await,
+        sizes[1],
+        "with its extension types"
+    );
+
+    // Delivered: gone from the backlog. Retried: still in it.
+    let first = lease_one(store.as_ref(), "b1", n[0], now).await;
+    store
+        .record(vec![attempt(&first, now, Verdict::Delivered)])
+        .await
+        .unwrap();
+    let second = lease_one(store.as_ref(), "b1", n[1], now).await;
+    let retry = Verdict::Retry {
+        next_attempt_at: now + 60_000,
+    };
+    store
+        .record(vec![attempt(&second, now, retry)])
+        .await
+        .unwrap();
+    assert_eq!(bytes_of(store.clone(), "b1").await, sizes[1] + sizes[2]);
+    let store = backend.reopen(store).await;
+    assert_eq!(
+        bytes_of(store.clone(), "b1").await,
+        sizes[1] + sizes[2],
+        "rebuilt as it was"
+    );
+
+    // Withdrawn into a dead letter: out; redelivered: back in; retired: all out.
+    store
+        .record(vec![DeliveryChange::Withdraw {
+            subscription: "b1".into(),
+            seqs: vec![n[2]],
+            at: now,
+            reason: "shed".into(),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(bytes_of(store.clone(), "b1").await, sizes[1]);
+    store
+        .record(vec![DeliveryChange::Redeliver {
+            subscription: "b1".into(),
+            seq: n[2],
+            at: now,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(bytes_of(store.clone(), "b1").await, sizes[1] + sizes[2]);
+    store
+        .record(vec![DeliveryChange::Retire {
+            subscription: "b1".into(),
+            at: now,
+            reason: "gone".into(),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(bytes_of(store.clone(), "b1").await, 0);
+    assert_eq!(bytes_of(store.clone(), "b2").await, sizes[1], "untouched");
 }
 
 async fn events_are_read_in_order_after_a_position(backend: &mut impl Backend) {

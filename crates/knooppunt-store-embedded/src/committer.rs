@@ -116,6 +116,14 @@ impl Filing {
     }
 }
 
+/// An event's own size, as its pending deliveries count it ([`QueueStats::pending_bytes`]).
+///
+/// [`QueueStats::pending_bytes`]: knooppunt_store::QueueStats::pending_bytes
+pub(super) fn event_bytes(json: &str, extension_types: Option<&str>) -> u32 {
+    let bytes = json.len() + extension_types.map_or(0, str::len);
+    u32::try_from(bytes).unwrap_or(u32::MAX)
+}
+
 /// An accepted event as the in-memory queues file it.
 #[derive(Debug)]
 pub(super) struct EventFiling {
@@ -124,6 +132,8 @@ pub(super) struct EventFiling {
     pub(super) hash: u128,
     /// The encoded record's length, header included.
     pub(super) len: u32,
+    /// The event's own size: its JSON, with the types of extensions kept beside it.
+    pub(super) bytes: u32,
     pub(super) subscriptions: Vec<String>,
 }
 
@@ -185,6 +195,7 @@ impl Shared {
             let seq = intake.next_seq;
             intake.next_seq += 1;
             intake.dedupe.insert(hash, seq, now);
+            let bytes = event_bytes(&event.json, event.extension_types.as_deref());
             let record = LogRecord {
                 seq,
                 accepted_at: now,
@@ -200,6 +211,7 @@ impl Shared {
                 accepted_at: now,
                 hash,
                 len: len as u32,
+                bytes,
                 subscriptions: record.subscriptions,
             }));
             answers.push(Appended::Accepted { seq });

@@ -872,6 +872,7 @@ impl Store for SledStore {
             Ok(DiskUsage {
                 total_bytes: event_bytes + records,
                 event_bytes,
+                free_bytes: fs2::available_space(events_dir).ok(),
             })
         })
     }

@@ -23,6 +23,8 @@ pub(super) struct Pending {
     touched: BTreeMap<u64, Box<Delivery>>,
     /// `(available_at(delivery), seq)` for every touched delivery.
     available: BTreeSet<(u64, u64)>,
+    /// The pending deliveries' events' sizes, summed (the subscription's backlog in bytes).
+    bytes: u64,
 }
 
 fn available_at(delivery: &Delivery) -> u64 {
@@ -36,18 +38,43 @@ enum Head {
 }
 
 impl Pending {
-    /// Queues the delivery of a newly accepted event (sequence numbers arrive in order).
-    pub(super) fn push(&mut self, seq: u64, accepted_at: u64) {
+    /// Queues the delivery of a newly accepted event of `bytes` (sequence numbers arrive
+    /// in order).
+    pub(super) fn push(&mut self, seq: u64, accepted_at: u64, bytes: u64) {
         insert_by_seq(&mut self.fresh, seq, accepted_at);
+        self.bytes += bytes;
     }
 
-    /// Puts a delivery with its state (a retry, a redelivered dead letter) into the queue.
-    pub(super) fn insert(&mut self, delivery: Delivery) {
-        self.remove_fresh(delivery.seq);
+    /// Puts a delivery with its state (a retry, a redelivered dead letter) of an event of
+    /// `bytes` into the queue.
+    pub(super) fn insert(&mut self, delivery: Delivery, bytes: u64) {
+        if !self.put(delivery) {
+            self.bytes += bytes;
+        }
+    }
+
+    /// The sizes of the pending deliveries' events, summed.
+    pub(super) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// A delivery of an event of `bytes` left the queue (by [`Pending::remove`] or
+    /// [`Pending::remove_all`]).
+    pub(super) fn forget_bytes(&mut self, bytes: u64) {
+        self.bytes = self.bytes.saturating_sub(bytes);
+    }
+
+    /// Puts a touched delivery into the queue; whether it was in it already.
+    fn put(&mut self, delivery: Delivery) -> bool {
+        let was_fresh = self.remove_fresh(delivery.seq).is_some();
         self.available
             .insert((available_at(&delivery), delivery.seq));
-        if let Some(old) = self.touched.insert(delivery.seq, Box::new(delivery)) {
-            self.available.remove(&(available_at(&old), old.seq));
+        match self.touched.insert(delivery.seq, Box::new(delivery)) {
+            Some(old) => {
+                self.available.remove(&(available_at(&old), old.seq));
+                true
+            }
+            None => was_fresh,
         }
     }
 
@@ -214,7 +241,7 @@ impl Pending {
             *tokens += 1;
             delivery.lease = *tokens;
             leased.push(delivery.clone());
-            self.insert(delivery);
+            self.put(delivery);
         }
         leased
     }
@@ -241,7 +268,7 @@ impl Pending {
         }
         let mut delivery = self.remove(subscription, seq).expect("it is touched");
         delivery.leased_until = until;
-        self.insert(delivery);
+        self.put(delivery);
         true
     }
 
@@ -254,7 +281,7 @@ impl Pending {
         let mut delivery = self.remove(subscription, seq).expect("it is touched");
         delivery.lease = 0;
         delivery.leased_until = u64::MAX;
-        self.insert(delivery);
+        self.put(delivery);
     }
 
     /// Gives a taken delivery back (its result could not be written): it can be leased
@@ -266,7 +293,7 @@ impl Pending {
         if delivery.leased_until == u64::MAX {
             delivery.leased_until = 0;
         }
-        self.insert(delivery);
+        self.put(delivery);
     }
 
     /// How many deliveries are leased at `now` (in flight, or locked by pull consumers).
@@ -306,13 +333,13 @@ mod tests {
     fn fresh_and_touched_deliveries_stay_in_acceptance_order() {
         let mut queue = Pending::default();
         for seq in [1, 2, 4, 5] {
-            queue.push(seq, 100);
+            queue.push(seq, 100, 10);
         }
-        queue.push(3, 100);
+        queue.push(3, 100, 10);
         let mut retried = Delivery::new("s".into(), 2, 100);
         retried.attempts = 1;
         retried.next_attempt_at = 500;
-        queue.insert(retried);
+        queue.insert(retried, 10);
         let all: Vec<Delivery> = queue.deliveries("s").collect();
         assert_eq!(seqs(&all), [1, 2, 3, 4, 5]);
         assert_eq!(all[1].attempts, 1);
@@ -342,7 +369,7 @@ mod tests {
         );
         assert!(!queue.holds(3, 2), "another lease's token");
         assert!(!queue.holds(2, 0), "no token");
-        queue.push(6, 100);
+        queue.push(6, 100, 10);
         assert!(!queue.holds(6, 1), "never leased");
         assert!(queue.holds(3, 1));
         queue.take_result("s", 3);

@@ -42,14 +42,16 @@ impl Queues {
                 location,
                 accepted_at: record.accepted_at,
                 hash: record.hash,
+                bytes: record.bytes,
             },
         );
+        let bytes = u64::from(record.bytes);
         for subscription in &record.subscriptions {
             if let Some(queue) = self.pending.get_mut(subscription) {
-                queue.push(record.seq, record.accepted_at);
+                queue.push(record.seq, record.accepted_at, bytes);
             } else if self.live.contains(subscription) {
                 let mut queue = Pending::default();
-                queue.push(record.seq, record.accepted_at);
+                queue.push(record.seq, record.accepted_at, bytes);
                 self.pending.insert(subscription.clone(), queue);
             }
         }
@@ -66,12 +68,15 @@ impl Queues {
         match entry {
             Entry::Event(record) => {
                 let hash = hasher.hash(&record.source, &record.id);
+                let bytes =
+                    super::committer::event_bytes(&record.json, record.extension_types.as_deref());
                 dedupe.insert(hash, record.seq, record.accepted_at);
                 let filing = EventFiling {
                     seq: record.seq,
                     accepted_at: record.accepted_at,
                     hash,
                     len: location.len,
+                    bytes,
                     subscriptions: record.subscriptions,
                 };
                 self.add(&filing, location);
@@ -91,10 +96,11 @@ impl Queues {
             } => {
                 let dead = self.dead.get_mut(subscription).and_then(|d| d.remove(seq));
                 if dead.is_some() && self.live.contains(subscription) {
+                    let bytes = self.bytes_of(*seq);
                     self.pending
                         .entry(subscription.clone())
                         .or_default()
-                        .insert(Delivery::new(subscription.clone(), *seq, *at));
+                        .insert(Delivery::new(subscription.clone(), *seq, *at), bytes);
                 }
             }
             DeliveryChange::DeleteDeadLetter { subscription, seq } => {
@@ -118,7 +124,8 @@ impl Queues {
                     }
                     let mut delivery = Delivery::new(subscription.clone(), seq, *at);
                     delivery.replay = Some(replay.clone());
-                    queue.insert(delivery);
+                    let bytes = self.index.get(seq).map_or(0, |i| u64::from(i.bytes));
+                    queue.insert(delivery, bytes);
                 }
             }
             DeliveryChange::Withdraw {
@@ -132,6 +139,8 @@ impl Queues {
                 if let Some(queue) = self.pending.get_mut(subscription) {
                     let dead = self.dead.entry(subscription.clone()).or_default();
                     for delivery in queue.remove_all(subscription, &seqs) {
+                        let bytes = self.index.get(delivery.seq).map_or(0, |i| i.bytes);
+                        queue.forget_bytes(u64::from(bytes));
                         dead.insert(
                             delivery.seq,
                             DeadLetter::from_delivery(delivery, reason.clone(), *at),
@@ -164,6 +173,11 @@ impl Queues {
         let Some(mut delivery) = queue.remove(&attempt.subscription, attempt.seq) else {
             return;
         };
+        let bytes = self
+            .index
+            .get(attempt.seq)
+            .map_or(0, |i| u64::from(i.bytes));
+        queue.forget_bytes(bytes);
         delivery.attempts += 1;
         delivery.first_attempt_at.get_or_insert(attempt.at);
         delivery.last_attempt_at = Some(attempt.at);
@@ -175,7 +189,7 @@ impl Queues {
             Verdict::Delivered => {}
             Verdict::Retry { next_attempt_at } => {
                 delivery.next_attempt_at = *next_attempt_at;
-                queue.insert(delivery);
+                queue.insert(delivery, bytes);
             }
             Verdict::DeadLetter { reason } => {
                 self.dead
@@ -187,6 +201,13 @@ impl Queues {
                     );
             }
         }
+    }
+
+    /// Event `seq`'s own size, 0 when it is not retained.
+    fn bytes_of(&self, seq: u64) -> u64 {
+        self.index
+            .get(seq)
+            .map_or(0, |indexed| u64::from(indexed.bytes))
     }
 
     pub(super) fn newest_accepted_in(&self, first: u64, next: u64) -> Option<u64> {
@@ -220,6 +241,7 @@ impl Queues {
         QueueStats {
             subscription: subscription.to_owned(),
             pending: queue.map_or(0, |q| q.len() as u64),
+            pending_bytes: queue.map_or(0, Pending::bytes),
             oldest_accepted_at: queue
                 .and_then(Pending::first_seq)
                 .and_then(|seq| self.index.get(seq))

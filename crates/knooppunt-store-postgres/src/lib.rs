@@ -805,6 +805,7 @@ impl Store for PgStore {
             Ok(DiskUsage {
                 total_bytes: row.get::<_, i64>(0) as u64,
                 event_bytes: row.get::<_, i64>(1) as u64,
+                free_bytes: None,
             })
         })
     }
@@ -1116,10 +1117,12 @@ impl Store for PgStore {
             let rows = client
                 .query(
                     "SELECT s.id, COALESCE(p.pending, 0), p.oldest, COALESCE(d.dead, 0), \
-                       COALESCE(p.leased, 0) \
+                       COALESCE(p.leased, 0), COALESCE(p.bytes, 0)::bigint \
                      FROM subscriptions s \
                      LEFT JOIN (SELECT q.subscription, count(*) AS pending, \
                                        min(e.accepted_at) AS oldest, \
+                                       sum(octet_length(e.json) \
+                                         + COALESCE(octet_length(e.extension_types), 0)) AS bytes, \
                                        count(*) FILTER (WHERE q.lease <> 0 \
                                          AND q.leased_until > $1) AS leased \
                                 FROM deliveries q JOIN events e ON e.seq = q.seq \
@@ -1139,6 +1142,7 @@ impl Store for PgStore {
                     oldest_accepted_at: row.get::<_, Option<i64>>(2).map(|v| v as u64),
                     dead_letters: row.get::<_, i64>(3) as u64,
                     leased: row.get::<_, i64>(4) as u64,
+                    pending_bytes: row.get::<_, i64>(5) as u64,
                 })
                 .collect())
         })
@@ -1155,7 +1159,11 @@ impl Store for PgStore {
                           WHERE q.subscription = s.id), \
                        (SELECT count(*) FROM dead_letters WHERE subscription = s.id), \
                        (SELECT count(*) FROM deliveries WHERE subscription = s.id \
-                          AND lease <> 0 AND leased_until > $2) \
+                          AND lease <> 0 AND leased_until > $2), \
+                       (SELECT COALESCE(sum(octet_length(e.json) \
+                            + COALESCE(octet_length(e.extension_types), 0)), 0)::bigint \
+                          FROM deliveries q JOIN events e ON e.seq = q.seq \
+                          WHERE q.subscription = s.id) \
                      FROM subscriptions s WHERE s.id = $1",
                     &[&subscription, &(knooppunt_store::now_ms() as i64)],
                 )
@@ -1167,6 +1175,7 @@ impl Store for PgStore {
                 oldest_accepted_at: row.get::<_, Option<i64>>(1).map(|v| v as u64),
                 dead_letters: row.get::<_, i64>(2) as u64,
                 leased: row.get::<_, i64>(3) as u64,
+                pending_bytes: row.get::<_, i64>(4) as u64,
             }))
         })
     }

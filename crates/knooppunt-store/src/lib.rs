@@ -53,6 +53,9 @@ pub struct DiskUsage {
     /// Of which the retained events (the embedded store's log; PostgreSQL's `events` table
     /// with its indexes).
     pub event_bytes: u64,
+    /// Room left on the file system the store writes to, where the backend can tell (the
+    /// embedded store; a database server's disk is not the hub's to see).
+    pub free_bytes: Option<u64>,
 }
 
 /// What another hub sharing the store changed (see [`Store::watch`]).

@@ -213,6 +213,10 @@ pub struct QueueStats {
     pub subscription: String,
     /// Pending deliveries.
     pub pending: u64,
+    /// The sizes of the pending deliveries' events (their JSON, with the types of
+    /// extensions kept beside it), summed: an event pending for two subscriptions counts
+    /// in each. What a backlog limit measures.
+    pub pending_bytes: u64,
     /// When the oldest pending delivery's event was accepted.
     pub oldest_accepted_at: Option<u64>,
     pub dead_letters: u64,

@@ -37,6 +37,8 @@ pub(crate) struct Config {
     pub(crate) zgw: ZgwConfig,
     /// The web pages at `/console`.
     pub(crate) console: ConsoleConfig,
+    /// The bounds on undelivered data.
+    pub(crate) backlog: BacklogConfig,
     /// The parties that may call the API: they seed the store at start (where it lacks
     /// them); after that, admins manage principals at runtime (`knooppunt principals`).
     pub(crate) principals: Vec<PrincipalConfig>,
@@ -549,6 +551,74 @@ impl ConsoleConfig {
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+pub(crate) struct BacklogConfig {
+    /// Undelivered bytes of all subscriptions together; past it publishes get 503 (0: no
+    /// limit).
+    pub(crate) max_bytes: u64,
+    /// Publishes get 503 while the data directory's disk has less room than this (embedded
+    /// store; 0: no floor).
+    pub(crate) min_free_bytes: u64,
+    /// Undelivered bytes of one subscription; past it its oldest deliveries become dead
+    /// letters (0: no limit).
+    pub(crate) subscription_max_bytes: u64,
+    /// ISO 8601 duration: undelivered events older than this become dead letters (absent:
+    /// only each subscription's `ttl`).
+    pub(crate) subscription_max_age: Option<String>,
+    /// ISO 8601 duration: how often the backlog is measured.
+    pub(crate) check_interval: String,
+}
+
+impl Default for BacklogConfig {
+    fn default() -> Self {
+        let defaults = knooppunt_broker::BacklogOptions::default();
+        BacklogConfig {
+            max_bytes: defaults.max_bytes,
+            min_free_bytes: defaults.min_free_bytes,
+            subscription_max_bytes: defaults.subscription_max_bytes,
+            subscription_max_age: None,
+            check_interval: "PT5S".into(),
+        }
+    }
+}
+
+impl BacklogConfig {
+    pub(crate) fn options(&self) -> anyhow::Result<knooppunt_broker::BacklogOptions> {
+        let check_interval = duration("backlog.check_interval", &self.check_interval)?;
+        if check_interval < std::time::Duration::from_millis(100)
+            || check_interval > std::time::Duration::from_secs(300)
+        {
+            bail!("backlog.check_interval: must be from PT0.1S to PT5M");
+        }
+        let subscription_max_age = match &self.subscription_max_age {
+            None => None,
+            Some(age) => {
+                let age = duration("backlog.subscription_max_age", age)?;
+                if age < std::time::Duration::from_secs(1) {
+                    bail!("backlog.subscription_max_age: must be at least PT1S (or left out)");
+                }
+                Some(age)
+            }
+        };
+        if self.max_bytes > 0 && self.subscription_max_bytes > self.max_bytes {
+            bail!(
+                "backlog.subscription_max_bytes ({}) is larger than backlog.max_bytes ({}): one \
+                 stalled subscription could then stop every publisher; make it smaller",
+                self.subscription_max_bytes,
+                self.max_bytes
+            );
+        }
+        Ok(knooppunt_broker::BacklogOptions {
+            max_bytes: self.max_bytes,
+            min_free_bytes: self.min_free_bytes,
+            subscription_max_bytes: self.subscription_max_bytes,
+            subscription_max_age,
+            check_interval,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct ZgwConfig {
     /// Whether `/api/v1` (the Notificaties API 1.0) is served.
     pub(crate) enabled: bool,
@@ -754,7 +824,7 @@ pub(crate) struct PrincipalConfig {
 pub(crate) const ENV_PREFIX: &str = "KNOOPPUNT_";
 
 /// The sections an environment variable can reach (principals are a list: file only).
-const ENV_SECTIONS: [&str; 7] = [
+const ENV_SECTIONS: [&str; 8] = [
     "server",
     "store",
     "ingest",
@@ -762,6 +832,7 @@ const ENV_SECTIONS: [&str; 7] = [
     "delivery",
     "filters",
     "log",
+    "backlog",
 ];
 
 /// Applies `KNOOPPUNT_<SECTION>_<KEY>=value` to the parsed file. The value is read as a TOML
@@ -942,6 +1013,7 @@ impl Config {
         options.delivery.receipts = self.audit.receipts;
         options.zgw = self.zgw.options()?;
         options.sessions = self.console.options()?;
+        options.backlog = self.backlog.options()?;
         options.delivery.hub_keys = self.delivery.hub_keys()?;
         options.subscription_defaults = self.delivery.subscription_defaults()?;
         options.allow_http_sinks = self.delivery.allow_http_sinks;

@@ -196,6 +196,12 @@ async fn accept(
         Err(Refused::Invalid(problems)) => return Err(invalid_events(problems)),
         Err(Refused::Forbidden(detail)) => return Err(ApiError::Forbidden(detail)),
         Err(Refused::Store(error)) => return Err(error.into()),
+        Err(Refused::Full(full)) => {
+            return Err(ApiError::Full {
+                detail: full.detail,
+                retry_after: full.retry_after,
+            });
+        }
     };
     let body = if batched {
         serde_json::to_vec(&Receipts { events: &receipts })

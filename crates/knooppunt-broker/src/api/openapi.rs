@@ -212,7 +212,13 @@ fn publish_operation() -> Value {
                 "415",
                 "The content type is not a CloudEvents format or binary mode.",
             ),
-            UNAVAILABLE,
+            (
+                "503",
+                "Nothing was accepted: the hub holds all the undelivered data its operator \
+                 allows, or its disk has less room than it keeps free for deliveries to drain \
+                 (type `urn:knooppunt:problem:backlog-full`, the detail says which); or the store \
+                 takes no writes now. Try again after Retry-After.",
+            ),
         ],
         extra,
     );
@@ -1145,6 +1151,19 @@ fn status_paths(paths: &mut Map<String, Value>) {
                     "subscription": {"type": "string"},
                     "state": {"type": "string", "enum": ["pending", "active", "disabled"]},
                     "backlog": {"type": "integer", "format": "int64", "description": "Pending deliveries."},
+                    "backlogBytes": {"type": "integer", "format": "int64", "description": "The pending deliveries' events' sizes, summed: what the backlog limit measures."},
+                    "backlogLimit": {"type": "object", "description": "The operator's limit on a subscription's undelivered events; past it the oldest become dead letters (`shed-oldest`).",
+                        "properties": {
+                            "maxBytes": {"type": "integer", "format": "int64"},
+                            "maxAgeSeconds": {"type": "integer", "format": "int64"},
+                            "policy": {"type": "string", "enum": ["shed-oldest"]}
+                        }},
+                    "shed": {"type": "object", "description": "Deliveries this hub moved to dead letters because the subscription was past its backlog limit (since the hub started).",
+                        "properties": {
+                            "events": {"type": "integer", "format": "int64"},
+                            "lastTime": {"type": "string", "format": "date-time"},
+                            "reason": {"type": "string"}
+                        }},
                     "inFlight": {"type": "integer", "format": "int64", "description": "Pending deliveries leased now (attempts in flight, or events locked by pull consumers)."},
                     "deadLetters": {"type": "integer", "format": "int64"},
                     "oldestPendingTime": {"type": "string", "format": "date-time", "description": "When the oldest pending event was accepted."},
@@ -1215,6 +1234,10 @@ fn status_paths(paths: &mut Map<String, Value>) {
                     "eventsAcceptedPerSecond": {"type": "number"},
                     "eventsDeliveredPerSecond": {"type": "number"},
                     "backlog": {"type": "integer", "format": "int64"},
+                    "backlogBytes": {"type": "integer", "format": "int64", "description": "Undelivered bytes of all subscriptions."},
+                    "backlogMaxBytes": {"type": "integer", "format": "int64", "description": "The hub's limit on undelivered bytes; past it publishes get 503."},
+                    "accepting": {"type": "boolean", "description": "false while publishes are refused: the backlog is past its limit, or the disk has less room than its floor."},
+                    "refusing": {"type": "string", "description": "Why publishes are refused, when they are."},
                     "deadLetters": {"type": "integer", "format": "int64"},
                     "oldestPendingAgeSeconds": {"type": "integer", "format": "int64"},
                     "subscriptions": {"type": "object", "additionalProperties": {"type": "integer"}, "description": "Subscriptions by state."},
@@ -1224,6 +1247,7 @@ fn status_paths(paths: &mut Map<String, Value>) {
                     "store": {"type": "object", "properties": {
                         "bytes": {"type": "integer", "format": "int64"},
                         "eventBytes": {"type": "integer", "format": "int64"},
+                        "freeBytes": {"type": "integer", "format": "int64", "description": "Room left on the store's disk (embedded store)."},
                         "retentionSeconds": {"type": "integer", "format": "int64"}
                     }}
                 }}}}}),

@@ -70,6 +70,10 @@ pub enum ApiError {
     /// The store takes no writes now; logged with its cause, answered 503 with `Retry-After`.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The hub holds all the undelivered data it may, or its disk is nearly full: 503 with
+    /// `Retry-After` (seconds) and this detail.
+    #[error("{detail}")]
+    Full { detail: String, retry_after: u64 },
     /// Something the hub needs from elsewhere (an issuer's keys) cannot be had now: 503 with
     /// `Retry-After` and this detail, which names what is missing.
     #[error("{0}")]
@@ -146,6 +150,11 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 "Service unavailable",
+            ),
+            ApiError::Full { .. } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "backlog-full",
+                "Backlog full",
             ),
             ApiError::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -240,6 +249,9 @@ impl IntoResponse for ApiError {
             }
             ApiError::TooMany(_) => {
                 headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("10"));
+            }
+            ApiError::Full { retry_after, .. } => {
+                headers.insert(http::header::RETRY_AFTER, HeaderValue::from(*retry_after));
             }
             _ => {}
         }

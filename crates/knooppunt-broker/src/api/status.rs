@@ -65,9 +65,29 @@ pub(crate) async fn subscription(
         "subscription": id,
         "state": subscription.state().as_str(),
         "backlog": stats.as_ref().map_or(0, |s| s.pending),
+        "backlogBytes": stats.as_ref().map_or(0, |s| s.pending_bytes),
         "inFlight": stats.as_ref().map_or(0, |s| s.leased),
         "deadLetters": stats.as_ref().map_or(0, |s| s.dead_letters),
     });
+    let limits = state.backlog.options;
+    let mut limit = Map::new();
+    if limits.subscription_max_bytes > 0 {
+        limit.insert("maxBytes".into(), json!(limits.subscription_max_bytes));
+    }
+    if let Some(age) = limits.subscription_max_age {
+        limit.insert("maxAgeSeconds".into(), json!(age.as_secs()));
+    }
+    if !limit.is_empty() {
+        limit.insert("policy".into(), json!("shed-oldest"));
+        body["backlogLimit"] = Value::Object(limit);
+    }
+    if let Some(shed) = state.backlog.shed_of(&id) {
+        body["shed"] = json!({
+            "events": shed.events,
+            "lastTime": utc_timestamp(shed.last_at),
+            "reason": shed.last_reason,
+        });
+    }
     if let Some(oldest) = stats.as_ref().and_then(|s| s.oldest_accepted_at) {
         body["oldestPendingTime"] = json!(utc_timestamp(oldest));
         body["oldestPendingAgeSeconds"] = json!(now.saturating_sub(oldest) / 1000);
@@ -182,16 +202,25 @@ pub(crate) async fn hub(
     let backlog: u64 = queues.iter().map(|q| q.pending).sum();
     let dead_letters: u64 = queues.iter().map(|q| q.dead_letters).sum();
     let oldest = queues.iter().filter_map(|q| q.oldest_accepted_at).min();
+    let backlog_bytes: u64 = queues.iter().map(|q| q.pending_bytes).sum();
     let mut body = json!({
         "eventsAcceptedPerSecond": (accepted * 10.0).round() / 10.0,
         "eventsDeliveredPerSecond": (delivered * 10.0).round() / 10.0,
         "backlog": backlog,
+        "backlogBytes": backlog_bytes,
+        "accepting": state.backlog.admit().is_ok(),
         "deadLetters": dead_letters,
         "subscriptions": state.subscriptions.count_by_state(),
         "principals": state.principals.count(),
         "openBreakers": state.deliverer.open_sinks(),
         "stuckWorkers": state.deliverer.health().stuck,
     });
+    if let Err(full) = state.backlog.admit() {
+        body["refusing"] = json!(full.detail);
+    }
+    if state.backlog.options.max_bytes > 0 {
+        body["backlogMaxBytes"] = json!(state.backlog.options.max_bytes);
+    }
     if let Some(oldest) = oldest {
         body["oldestPendingAgeSeconds"] = json!(now.saturating_sub(oldest) / 1000);
     }
@@ -202,6 +231,9 @@ pub(crate) async fn hub(
                 "eventBytes": usage.event_bytes,
                 "retentionSeconds": state.publishing.options.retention.as_secs(),
             });
+            if let Some(free) = usage.free_bytes {
+                body["store"]["freeBytes"] = json!(free);
+            }
         }
         Err(error) => tracing::warn!(%error, "Reading the store's disk use failed."),
     }

@@ -540,6 +540,7 @@ async fn publish_notificatie(
             }]),
             crate::ingest::Refused::Forbidden(why) => ZgwError::PermissionDenied(why),
             crate::ingest::Refused::Store(error) => error.into(),
+            crate::ingest::Refused::Full(full) => ZgwError::Unavailable(full.detail),
         })?;
     // 201: what the ZGW clients in use expect of a create (the 1.0 document says 200).
     Ok(answer_text(StatusCode::CREATED, notificatie.json()))

@@ -238,7 +238,17 @@ pub(crate) async fn detail(
             h2 class="utrecht-heading-2" id="h-status" { (lang.t("Levering", "Delivery")) }
             div id="delivery-status" data-refresh="5" aria-live="polite" {
                 (data_list(vec![
-                    (lang.t("Achterstand", "Backlog"), html! { (text(&status, "backlog")) }),
+                    (lang.t("Achterstand", "Backlog"), html! {
+                        (text(&status, "backlog")) (lang.t(" berichten, ", " events, ")) (text(&status, "backlogBytes")) " bytes"
+                        @if let Some(limit) = status["backlogLimit"]["maxBytes"].as_u64() {
+                            (lang.t(" (grens ", " (limit ")) (limit) (lang.t(" bytes: daarboven worden de oudste dode brieven)", " bytes: past it the oldest become dead letters)"))
+                        }
+                    }),
+                    (lang.t("Afgestoten", "Shed"), html! {
+                        @if let Some(shed) = status.get("shed") {
+                            (text(shed, "events")) (lang.t(" berichten, laatst ", " events, last ")) (time(shed.get("lastTime")))
+                        } @else { "—" }
+                    }),
                     (lang.t("Oudste wacht", "Oldest waiting"), html! { (age(lang, status.get("oldestPendingAgeSeconds"))) }),
                     (lang.t("Onderweg", "In flight"), html! { (text(&status, "inFlight")) }),
                     (lang.t("Dode brieven", "Dead letters"), html! { (text(&status, "deadLetters")) }),

@@ -1,0 +1,330 @@
+//! Bounds on undelivered data, so that a hub whose sinks stall never fills its disk nor its
+//! memory. Every `check_interval` the guard measures each subscription's backlog (the sizes
+//! of its pending deliveries' events, [`QueueStats::pending_bytes`]) and the room left on
+//! the store's disk, and:
+//!
+//! - a subscription past its own limit (bytes or age of its oldest event) sheds its oldest
+//!   pending deliveries into dead letters, saying why, until it is within it again; its
+//!   status says how many it shed (the other subscriptions are not touched);
+//! - while the whole hub is past its limit, or the disk has less room than its floor,
+//!   publishes are refused (503 with `Retry-After`): nothing more is acknowledged than the
+//!   hub can keep, and the room left lets deliveries record their results and drain.
+//!
+//! Between two measurements the guard counts what was accepted since, so the hub's limit
+//! holds within one batch of publishes however fast they come.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use knooppunt_store::{DeliveryChange, QueueStats, Store, StoreError};
+
+use crate::audit::{Action, Audit, Context, HUB};
+
+/// The bounds; 0 (or `None`) leaves one out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BacklogOptions {
+    /// Undelivered bytes of all subscriptions together. Past it, publishes get 503.
+    pub max_bytes: u64,
+    /// Publishes get 503 while the store's file system has less room than this (the
+    /// embedded store; PostgreSQL's disk is the database server's).
+    pub min_free_bytes: u64,
+    /// Undelivered bytes of one subscription. Past it, its oldest deliveries become dead
+    /// letters until it is within it.
+    pub subscription_max_bytes: u64,
+    /// The age of one subscription's oldest undelivered event. Older ones become dead
+    /// letters.
+    pub subscription_max_age: Option<Duration>,
+    /// How often the backlog is measured.
+    pub check_interval: Duration,
+}
+
+impl Default for BacklogOptions {
+    fn default() -> Self {
+        const GIB: u64 = 1024 * 1024 * 1024;
+        BacklogOptions {
+            max_bytes: 8 * GIB,
+            min_free_bytes: GIB / 4,
+            subscription_max_bytes: GIB,
+            subscription_max_age: None,
+            check_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why publishes are refused now: what is full, in words that say what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Full {
+    pub(crate) detail: String,
+    /// When to try again, in seconds.
+    pub(crate) retry_after: u64,
+}
+
+/// What a subscription shed, for its status.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Shed {
+    /// Deliveries moved to dead letters since this hub started.
+    pub(crate) events: u64,
+    /// When it last shed (milliseconds since the Unix epoch).
+    pub(crate) last_at: u64,
+    pub(crate) last_reason: String,
+}
+
+/// The guard: the last measurement, what was accepted since, and what each subscription
+/// shed.
+pub(crate) struct Backlog {
+    pub(crate) options: BacklogOptions,
+    store: Arc<dyn Store>,
+    audit: Arc<Audit>,
+    /// Undelivered bytes at the last measurement.
+    measured: AtomicU64,
+    /// Bytes accepted since (each event counted once per subscription it was routed to).
+    added: AtomicU64,
+    /// Room on the store's disk at the last measurement (`u64::MAX`: unknown), and bytes
+    /// written since (each event once).
+    free: AtomicU64,
+    written: AtomicU64,
+    shed: Mutex<HashMap<String, Shed>>,
+}
+
+/// Deliveries read per step when choosing what to shed.
+const PAGE: usize = 500;
+
+impl Backlog {
+    pub(crate) fn new(options: BacklogOptions, store: Arc<dyn Store>, audit: Arc<Audit>) -> Self {
+        Backlog {
+            options,
+            store,
+            audit,
+            measured: AtomicU64::new(0),
+            added: AtomicU64::new(0),
+            free: AtomicU64::new(u64::MAX),
+            written: AtomicU64::new(0),
+            shed: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether publishes may be accepted now.
+    pub(crate) fn admit(&self) -> Result<(), Full> {
+        let retry_after = self.options.check_interval.as_secs().max(1);
+        let free = self
+            .free
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.written.load(Ordering::Relaxed));
+        if self.options.min_free_bytes > 0 && free < self.options.min_free_bytes {
+            return Err(Full {
+                detail: format!(
+                    "the hub's disk has {} left, less than the {} it keeps free for \
+                     deliveries to drain ([backlog] min_free_bytes); nothing of this request \
+                     was kept: try again later",
+                    bytes(free),
+                    bytes(self.options.min_free_bytes)
+                ),
+                retry_after,
+            });
+        }
+        let undelivered = self.undelivered();
+        if self.options.max_bytes > 0 && undelivered >= self.options.max_bytes {
+            return Err(Full {
+                detail: format!(
+                    "the hub holds {} of undelivered events, its limit ([backlog] max_bytes \
+                     is {}): its subscribers must catch up first; nothing of this request was \
+                     kept: try again later",
+                    bytes(undelivered),
+                    bytes(self.options.max_bytes)
+                ),
+                retry_after,
+            });
+        }
+        Ok(())
+    }
+
+    /// Events of `event_bytes` were accepted, with `delivery_bytes` of deliveries.
+    pub(crate) fn accepted(&self, event_bytes: u64, delivery_bytes: u64) {
+        self.added.fetch_add(delivery_bytes, Ordering::Relaxed);
+        self.written.fetch_add(event_bytes, Ordering::Relaxed);
+    }
+
+    /// Undelivered bytes as far as the guard knows: the last measurement and what was
+    /// accepted since.
+    pub(crate) fn undelivered(&self) -> u64 {
+        self.measured
+            .load(Ordering::Relaxed)
+            .saturating_add(self.added.load(Ordering::Relaxed))
+    }
+
+    /// What subscription `id` shed, if anything.
+    pub(crate) fn shed_of(&self, id: &str) -> Option<Shed> {
+        self.shed.lock().expect("shed lock").get(id).cloned()
+    }
+
+    /// Measures the backlog and the disk, and sheds what is past a subscription's limit.
+    pub(crate) async fn check(&self, now: u64) -> Result<(), StoreError> {
+        // Reset before measuring: what is accepted meanwhile is counted twice at worst.
+        let added = self.added.swap(0, Ordering::Relaxed);
+        let written = self.written.swap(0, Ordering::Relaxed);
+        let (queues, usage) = match async {
+            Ok::<_, StoreError>((
+                self.store.queue_stats().await?,
+                self.store.disk_usage().await?,
+            ))
+        }
+        .await
+        {
+            Ok(measured) => measured,
+            Err(error) => {
+                self.added.fetch_add(added, Ordering::Relaxed);
+                self.written.fetch_add(written, Ordering::Relaxed);
+                return Err(error);
+            }
+        };
+        let total: u64 = queues.iter().map(|q| q.pending_bytes).sum();
+        self.measured.store(total, Ordering::Relaxed);
+        self.free
+            .store(usage.free_bytes.unwrap_or(u64::MAX), Ordering::Relaxed);
+        for queue in &queues {
+            if let Some(reason) = self.past_limit(queue, now) {
+                let (events, shed_bytes) = self.shed_oldest(queue, now, &reason).await?;
+                if events > 0 {
+                    let measured = self.measured.load(Ordering::Relaxed);
+                    self.measured
+                        .store(measured.saturating_sub(shed_bytes), Ordering::Relaxed);
+                    self.note_shed(&queue.subscription, events, now, reason)
+                        .await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Why the subscription is past its limit, if it is.
+    fn past_limit(&self, queue: &QueueStats, now: u64) -> Option<String> {
+        let limit = self.options.subscription_max_bytes;
+        if limit > 0 && queue.pending_bytes > limit {
+            return Some(format!(
+                "shed: the subscription's undelivered events passed {} ([backlog] \
+                 subscription_max_bytes); the oldest became dead letters",
+                bytes(limit)
+            ));
+        }
+        let max_age = self.options.subscription_max_age?;
+        let oldest = queue.oldest_accepted_at?;
+        (now.saturating_sub(oldest) > max_age.as_millis() as u64).then(|| {
+            format!(
+                "shed: undelivered for longer than {} s ([backlog] subscription_max_age)",
+                max_age.as_secs()
+            )
+        })
+    }
+
+    /// Moves the oldest pending deliveries of a subscription past its limit to dead
+    /// letters until it is within it: how many, and their bytes.
+    async fn shed_oldest(
+        &self,
+        queue: &QueueStats,
+        now: u64,
+        reason: &str,
+    ) -> Result<(u64, u64), StoreError> {
+        let limit = self.options.subscription_max_bytes;
+        let too_old_before = self
+            .options
+            .subscription_max_age
+            .map_or(0, |age| now.saturating_sub(age.as_millis() as u64));
+        let (mut remaining, mut after) = (queue.pending_bytes, None);
+        let (mut shed, mut shed_bytes) = (0, 0);
+        loop {
+            let page = self
+                .store
+                .pending_seqs(&queue.subscription, after, PAGE)
+                .await?;
+            let mut seqs = Vec::new();
+            let mut done = page.len() < PAGE;
+            for &seq in &page {
+                let Some(event) = self.store.event(seq).await? else {
+                    continue;
+                };
+                let size = (event.json.len()
+                    + event.extension_types.as_ref().map_or(0, String::len))
+                    as u64;
+                let over = limit > 0 && remaining > limit;
+                if !over && event.accepted_at >= too_old_before {
+                    done = true;
+                    break;
+                }
+                seqs.push(seq);
+                remaining = remaining.saturating_sub(size);
+                shed_bytes += size;
+            }
+            if !seqs.is_empty() {
+                shed += seqs.len() as u64;
+                self.store
+                    .record(vec![DeliveryChange::Withdraw {
+                        subscription: queue.subscription.clone(),
+                        seqs,
+                        at: now,
+                        reason: reason.to_owned(),
+                    }])
+                    .await?;
+            }
+            match page.last() {
+                Some(&last) if !done => after = Some(last),
+                _ => return Ok((shed, shed_bytes)),
+            }
+        }
+    }
+
+    async fn note_shed(&self, subscription: &str, events: u64, now: u64, reason: String) {
+        tracing::warn!(
+            subscription,
+            events,
+            %reason,
+            "A subscription past its backlog limit shed its oldest deliveries into dead letters."
+        );
+        {
+            let mut shed = self.shed.lock().expect("shed lock");
+            let entry = shed.entry(subscription.to_owned()).or_default();
+            entry.events += events;
+            entry.last_at = now;
+            entry.last_reason.clone_from(&reason);
+        }
+        let hub = Context {
+            actor: Some(HUB.into()),
+            ..Context::default()
+        };
+        let action = Action::new(
+            "subscription.shed",
+            format!("subscription/{subscription}"),
+            serde_json::json!({"events": events, "why": reason}),
+        );
+        self.audit.record(&hub, action).await;
+    }
+}
+
+/// A byte count for people: `1.5 GiB`, `300 KiB`, `12 bytes`.
+fn bytes(count: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if count < 1024 {
+        return format!("{count} bytes");
+    }
+    let mut value = count as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bytes;
+
+    #[test]
+    fn byte_counts_read_as_people_write_them() {
+        assert_eq!(bytes(12), "12 bytes");
+        assert_eq!(bytes(300 * 1024), "300.0 KiB");
+        assert_eq!(bytes(3 * 1024 * 1024 / 2 * 1024), "1.5 GiB");
+    }
+}

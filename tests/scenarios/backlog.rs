@@ -1,0 +1,336 @@
+//! A bounded backlog under overload (`backlog.rs` in the broker): a subscription past its
+//! own limit sheds its oldest deliveries into dead letters and no other subscription
+//! notices; past the hub's limit, or below its floor of free disk, publishers get 503 with
+//! Retry-After; and nothing acknowledged is lost either way.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use knooppunt_broker::BacklogOptions;
+use knooppunt_tests::sink::{Reply, Sink};
+use knooppunt_tests::{Answer, SmallDisk, TestHub, test_options, tokens};
+use reqwest::Method;
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+const TYPE: &str = "nl.backlog.test";
+
+/// Options with these bounds, measured every 100 ms, and a breaker that pauses a failing
+/// sink for at most a second (so a sink that recovers is soon served again).
+fn options(backlog: BacklogOptions) -> knooppunt_broker::HubOptions {
+    let mut options = test_options();
+    options.backlog = BacklogOptions {
+        check_interval: Duration::from_millis(100),
+        ..backlog
+    };
+    options.delivery.connections.breaker_max_pause = Duration::from_secs(1);
+    options
+}
+
+/// An event whose data is `size` characters.
+async fn publish(hub: &TestHub, id: &str, size: usize) -> Answer {
+    let event = json!({"specversion": "1.0", "id": id, "source": "urn:nld:backlog",
+                       "type": TYPE, "data": "x".repeat(size)});
+    hub.publish_raw("application/cloudevents+json", event.to_string())
+        .await
+}
+
+/// A sink that answers every delivery 503, asking for a second's pause.
+async fn stalled_sink() -> Sink {
+    let sink = Sink::start().await;
+    sink.answer_always(Reply::status(503).with_header("Retry-After", "1"));
+    sink
+}
+
+async fn status(hub: &TestHub, id: &str) -> serde_json::Value {
+    let path = format!("/v1/subscriptions/{id}/status");
+    let answer = hub.call(Method::GET, &path, tokens::KVK, None).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.body
+}
+
+/// The distinct event ids a sink took.
+fn delivered_ids(sink: &Sink) -> BTreeSet<String> {
+    sink.deliveries()
+        .iter()
+        .filter(|d| d.status / 100 == 2)
+        .map(|d| d.json()["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn wait_until_delivered(sink: &Sink, ids: &BTreeSet<String>) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let delivered = delivered_ids(sink);
+        if ids.is_subset(&delivered) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {} acknowledged events were delivered",
+            ids.intersection(&delivered).count(),
+            ids.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_subscription_past_its_limit_sheds_its_oldest_into_dead_letters_and_no_other_notices() {
+    const LIMIT: u64 = 40_000;
+    let hub = TestHub::start_with_options(options(BacklogOptions {
+        subscription_max_bytes: LIMIT,
+        ..BacklogOptions::default()
+    }))
+    .await;
+    let stalled = stalled_sink().await;
+    let healthy = Sink::start().await;
+    let stuck = hub
+        .subscribe(tokens::KVK, &stalled.url, TYPE, json!({}))
+        .await;
+    hub.subscribe(tokens::KVK, &healthy.url, TYPE, json!({}))
+        .await;
+
+    // 30 events of about 4 KB: three times what the stalled subscription may hold.
+    let mut sequences = Vec::new();
+    for n in 0..30 {
+        let answer = publish(&hub, &format!("e{n}"), 4000).await;
+        assert_eq!(answer.status, 202, "never refused: {}", answer.body);
+        sequences.push(answer.body["sequence"].as_u64().unwrap());
+    }
+    let all: BTreeSet<String> = (0..30).map(|n| format!("e{n}")).collect();
+    wait_until_delivered(&healthy, &all).await;
+
+    // The stalled one sheds until it is within its limit, oldest first.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let status = loop {
+        let status = status(&hub, &stuck).await;
+        if status["backlogBytes"].as_u64().unwrap() <= LIMIT {
+            break status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never shed: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status["backlogLimit"]["maxBytes"], LIMIT, "{status}");
+    assert_eq!(status["backlogLimit"]["policy"], "shed-oldest", "{status}");
+    let shed = status["shed"]["events"].as_u64().unwrap();
+    assert!((20..=25).contains(&shed), "about 20 of 30 shed: {status}");
+    assert!(
+        status["shed"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("subscription_max_bytes"),
+        "{status}"
+    );
+
+    // The shed ones are its dead letters, saying why; it keeps the newest.
+    let path = format!("/v1/subscriptions/{stuck}/dead-letters?pageSize=100");
+    let dead = hub.call(Method::GET, &path, tokens::KVK, None).await;
+    let dead: Vec<u64> = dead
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            assert!(d["reason"].as_str().unwrap().contains("oldest"), "{d}");
+            d["sequence"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(dead, sequences[..shed as usize], "oldest first");
+    assert_eq!(hub.store_pending(&stuck).await, sequences[shed as usize..]);
+
+    // Said in the audit trail and the metrics.
+    let entries = hub
+        .call(Method::GET, "/v1/audit", tokens::ADMIN, None)
+        .await;
+    assert!(
+        entries
+            .body
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "subscription.shed"),
+        "{}",
+        entries.body
+    );
+    let metrics = hub
+        .request(Method::GET, "/metrics", tokens::METRICS)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "knooppunt_queue_backlog_bytes{{subscription=\"{stuck}\"}}"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("knooppunt_events_total{outcome=\"rejected\",reason=\"backlog_full\"} 0"),
+        "nobody was refused"
+    );
+}
+
+#[tokio::test]
+async fn past_the_hubs_limit_publishers_get_503_until_the_subscribers_catch_up() {
+    const LIMIT: u64 = 60_000;
+    let hub = TestHub::start_with_options(options(BacklogOptions {
+        max_bytes: LIMIT,
+        subscription_max_bytes: 0,
+        ..BacklogOptions::default()
+    }))
+    .await;
+    let sink = stalled_sink().await;
+    hub.subscribe(tokens::KVK, &sink.url, TYPE, json!({})).await;
+
+    let (mut acknowledged, mut bytes) = (BTreeSet::new(), 0);
+    let refused = loop {
+        let id = format!("e{}", acknowledged.len());
+        let answer = publish(&hub, &id, 4000).await;
+        if answer.status != 202 {
+            break answer;
+        }
+        acknowledged.insert(id);
+        assert!(acknowledged.len() < 40, "never refused");
+    };
+    // What was acknowledged holds within one event of the limit.
+    let size = {
+        let event = json!({"specversion": "1.0", "id": "e0", "source": "urn:nld:backlog",
+                           "type": TYPE, "data": "x".repeat(4000)});
+        event.to_string().len() as u64
+    };
+    bytes += size * acknowledged.len() as u64;
+    assert!(bytes <= LIMIT + size + 64, "{bytes} acknowledged");
+    assert!(bytes >= LIMIT - size - 64, "{bytes} acknowledged");
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(
+        refused.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(refused.body["type"], "urn:knooppunt:problem:backlog-full");
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("[backlog] max_bytes"),
+        "says which limit: {}",
+        refused.body
+    );
+    let retry_after: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!(retry_after >= 1);
+    let status = hub
+        .call(Method::GET, "/v1/status", tokens::ADMIN, None)
+        .await;
+    assert_eq!(status.body["accepting"], false, "{}", status.body);
+    assert_eq!(status.body["backlogMaxBytes"], LIMIT, "{}", status.body);
+
+    // A batch is refused as a whole, too.
+    let batch = json!([{"specversion": "1.0", "id": "b1", "source": "urn:nld:backlog",
+                        "type": TYPE}]);
+    let answer = hub
+        .publish_raw("application/cloudevents-batch+json", batch.to_string())
+        .await;
+    assert_eq!(answer.status, 503, "{}", answer.body);
+
+    // The sink recovers: every acknowledged event arrives, and publishing resumes.
+    sink.answer_always(Reply::status(204));
+    wait_until_delivered(&sink, &acknowledged).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let answer = publish(&hub, "after", 10).await;
+        if answer.status == 202 {
+            break;
+        }
+        assert_eq!(answer.status, 503, "{}", answer.body);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never accepted again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = hub
+        .call(Method::GET, "/v1/status", tokens::ADMIN, None)
+        .await;
+    assert_eq!(status.body["accepting"], true, "{}", status.body);
+}
+
+#[tokio::test]
+async fn on_a_small_disk_publishes_stop_before_it_is_full_and_every_acknowledged_event_drains() {
+    const FLOOR: u64 = 16 * 1024 * 1024;
+    let disk = SmallDisk::mount("40m");
+    let data = tempfile::tempdir_in(disk.path()).unwrap();
+    let hub = TestHub::start_in_dir(
+        data,
+        options(BacklogOptions {
+            max_bytes: 0,
+            subscription_max_bytes: 0,
+            min_free_bytes: FLOOR,
+            ..BacklogOptions::default()
+        }),
+    )
+    .await;
+    let sink = stalled_sink().await;
+    hub.subscribe(tokens::KVK, &sink.url, TYPE, json!({})).await;
+
+    // 64 KB events until the hub says its disk is at its floor (40 MB could hold 600).
+    let mut acknowledged = BTreeSet::new();
+    let refused = loop {
+        let id = format!("e{}", acknowledged.len());
+        let answer = publish(&hub, &id, 64_000).await;
+        if answer.status != 202 {
+            break answer;
+        }
+        acknowledged.insert(id);
+        assert!(acknowledged.len() < 600, "never refused");
+    };
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(refused.body["type"], "urn:knooppunt:problem:backlog-full");
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("min_free_bytes"),
+        "{}",
+        refused.body
+    );
+    assert!(refused.header("retry-after").is_some());
+    assert!(
+        acknowledged.len() > 50,
+        "{} acknowledged",
+        acknowledged.len()
+    );
+
+    // The store still takes writes (the floor left room): the hub is ready, and the
+    // failing attempts are recorded meanwhile.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ready = hub.client.get(hub.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200, "the store takes writes");
+    let free = fs_free(disk.path());
+    assert!(free > FLOOR / 2, "the disk kept room: {free} bytes free");
+
+    // The sink recovers: every acknowledged event arrives.
+    sink.answer_always(Reply::status(204));
+    wait_until_delivered(&sink, &acknowledged).await;
+}
+
+/// Room left on the file system at `path`, as the hub's status reports it.
+fn fs_free(path: &std::path::Path) -> u64 {
+    let output = std::process::Command::new("df")
+        .args(["--output=avail", "-B1"])
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
