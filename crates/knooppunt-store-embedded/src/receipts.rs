@@ -1,13 +1,14 @@
-//! Delivery receipts in sled, written by a thread of their own: the delivery path hands
-//! each recorded batch of results over a bounded channel and goes on, and the thread files
-//! what has come in the last [`GATHER`] as one sled batch per tree, and flushes sled at most
-//! every [`FLUSH`]. A crash loses the receipts of the last seconds (never a delivery: its
-//! result is durable in the event log first). When the thread falls behind by
-//! [`QUEUE`] handovers, receipts are counted as lost instead of queueing without bound.
+//! Delivery receipts in sled, written by a thread of their own: the delivery path puts each
+//! recorded batch of results into an inbox and goes on, and the thread takes what has come
+//! in the last [`GATHER`] as one sled batch per tree, and flushes sled at most every
+//! [`FLUSH`]. Only a receipt that finds the inbox empty wakes the thread, so a busy hub
+//! wakes it once per [`GATHER`], not once per result. A crash loses the receipts of the
+//! last seconds (never a delivery: its result is durable in the event log first). When the
+//! thread falls behind by [`WAITING`] receipts, further ones are counted as lost instead of
+//! queueing without bound.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -22,13 +23,27 @@ const GATHER: Duration = Duration::from_millis(100);
 /// How often at most the writer flushes sled (one fsync).
 const FLUSH: Duration = Duration::from_secs(2);
 
-/// How many handovers may wait for the writer.
-const QUEUE: usize = 10_000;
+/// How many receipts may wait for the writer.
+const WAITING: usize = 200_000;
+
+/// What waits for the writer, and whether the store is closing.
+#[derive(Debug, Default)]
+struct Inbox {
+    taken: Vec<Taken>,
+    closed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Handover {
+    inbox: Mutex<Inbox>,
+    /// Told when the inbox stops being empty, or closes.
+    filled: Condvar,
+}
 
 #[derive(Debug)]
 pub(crate) struct Writer {
-    sender: std::sync::Mutex<Option<SyncSender<Vec<Taken>>>>,
-    thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+    handover: Arc<Handover>,
+    thread: Mutex<Option<JoinHandle<()>>>,
     /// Receipts not kept because the writer was behind.
     pub(crate) lost: Arc<AtomicU64>,
 }
@@ -39,79 +54,90 @@ impl Writer {
         by_event: sled::Tree,
         by_subscription: sled::Tree,
     ) -> std::io::Result<Writer> {
-        let (sender, receiver) = std::sync::mpsc::sync_channel(QUEUE);
+        let handover = Arc::new(Handover::default());
         let lost = Arc::new(AtomicU64::new(0));
-        let thread = std::thread::Builder::new()
-            .name("knooppunt-receipts".into())
-            .spawn(move || write(&receiver, &db, &by_event, &by_subscription))?;
+        let thread = {
+            let handover = Arc::clone(&handover);
+            std::thread::Builder::new()
+                .name("knooppunt-receipts".into())
+                .spawn(move || write(&handover, &db, &by_event, &by_subscription))?
+        };
         Ok(Writer {
-            sender: std::sync::Mutex::new(Some(sender)),
-            thread: std::sync::Mutex::new(Some(thread)),
+            handover,
+            thread: Mutex::new(Some(thread)),
             lost,
         })
     }
 
     /// Hands receipts to the writer without waiting.
     pub(crate) fn keep(&self, receipts: Vec<Taken>) {
-        let count = receipts.len() as u64;
-        let sender = self.sender.lock().expect("receipts lock");
-        let Some(sender) = sender.as_ref() else {
+        let count = receipts.len();
+        let mut inbox = self.handover.inbox.lock().expect("receipts lock");
+        if inbox.closed {
             return;
-        };
-        match sender.try_send(receipts) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                if self.lost.fetch_add(count, Ordering::Relaxed) == 0 {
-                    tracing::warn!("The receipt writer is behind: receipts are being lost.");
-                }
+        }
+        if inbox.taken.len() + count > WAITING {
+            drop(inbox);
+            if self.lost.fetch_add(count as u64, Ordering::Relaxed) == 0 {
+                tracing::warn!("The receipt writer is behind: receipts are being lost.");
             }
+            return;
+        }
+        let was_empty = inbox.taken.is_empty();
+        inbox.taken.extend(receipts);
+        drop(inbox);
+        if was_empty {
+            self.handover.filled.notify_one();
         }
     }
 
     /// Files what waits and ends the thread.
     pub(crate) fn close(&self) {
-        self.sender.lock().expect("receipts lock").take();
+        self.handover.inbox.lock().expect("receipts lock").closed = true;
+        self.handover.filled.notify_one();
         if let Some(thread) = self.thread.lock().expect("receipts lock").take() {
             let _ = thread.join();
         }
     }
 }
 
-fn write(
-    receiver: &Receiver<Vec<Taken>>,
-    db: &sled::Db,
-    by_event: &sled::Tree,
-    by_subscription: &sled::Tree,
-) {
+fn write(handover: &Handover, db: &sled::Db, by_event: &sled::Tree, by_subscription: &sled::Tree) {
     let mut flushed = Instant::now();
     let mut unflushed = false;
     loop {
         // Waits for receipts, but not past the next flush when some wait for one.
-        let first = if unflushed {
-            match receiver.recv_timeout(FLUSH.saturating_sub(flushed.elapsed())) {
-                Ok(first) => first,
-                Err(RecvTimeoutError::Timeout) => {
+        {
+            let mut inbox = handover.inbox.lock().expect("receipts lock");
+            while inbox.taken.is_empty() && !inbox.closed {
+                let wait = if unflushed {
+                    FLUSH.saturating_sub(flushed.elapsed())
+                } else {
+                    Duration::from_secs(3600)
+                };
+                let (next, timeout) = handover
+                    .filled
+                    .wait_timeout(inbox, wait)
+                    .expect("receipts lock");
+                inbox = next;
+                if timeout.timed_out() && unflushed && inbox.taken.is_empty() {
+                    drop(inbox);
                     flush(db);
                     (flushed, unflushed) = (Instant::now(), false);
-                    continue;
+                    inbox = handover.inbox.lock().expect("receipts lock");
                 }
-                Err(RecvTimeoutError::Disconnected) => break,
             }
-        } else {
-            match receiver.recv() {
-                Ok(first) => first,
-                Err(_) => break,
+            if inbox.closed && inbox.taken.is_empty() {
+                break;
             }
-        };
-        let mut gathered = first;
-        let deadline = Instant::now() + GATHER;
-        let mut open = true;
-        while open {
-            match receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(more) => gathered.extend(more),
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => open = false,
+            if !inbox.closed {
+                // Let a batch gather; what comes meanwhile does not wake this thread.
+                drop(inbox);
+                std::thread::sleep(GATHER);
             }
+        }
+        let gathered = std::mem::take(&mut handover.inbox.lock().expect("receipts lock").taken);
+        if gathered.is_empty() {
+            continue;
         }
         if let Err(error) = file(db, by_event, by_subscription, &gathered) {
             tracing::warn!(%error, receipts = gathered.len(), "Keeping delivery receipts failed.");
@@ -120,9 +146,6 @@ fn write(
         if flushed.elapsed() >= FLUSH {
             flush(db);
             (flushed, unflushed) = (Instant::now(), false);
-        }
-        if !open {
-            break;
         }
     }
     if unflushed {
