@@ -146,6 +146,11 @@ enum Workload {
         /// checkpoint settings of a write-heavy installation; PostgreSQL's defaults if none.
         #[arg(long = "pg-setting")]
         pg_settings: Vec<String>,
+        /// Pin the database to the last core and everything else (the hubs, the sinks, the
+        /// publisher) to the others (taskset), to see how the hub does when the database
+        /// does not share its CPU. The embedded store is measured on the same cores.
+        #[arg(long)]
+        pin_database: bool,
     },
     /// End to end: 1 KiB events published to a hub with one subscription per sink, each
     /// delivered to its own sink; delivered events/s and publish-to-delivery latency, next
@@ -589,13 +594,18 @@ fn main() -> anyhow::Result<()> {
                 sinks,
                 warmup_seconds,
                 pg_settings,
+                pin_database,
             } => {
                 let shape = Shape {
                     seconds,
                     connections,
                     event_bytes,
                 };
-                postgres::run(shape, warmup_seconds, subscriptions, sinks, &pg_settings).await?;
+                let setup = postgres::Setup {
+                    settings: pg_settings,
+                    pin_database,
+                };
+                postgres::run(shape, warmup_seconds, subscriptions, sinks, &setup).await?;
             }
             Workload::Deliver {
                 seconds,

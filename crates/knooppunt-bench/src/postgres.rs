@@ -46,19 +46,76 @@ fn events_urls(bases: &[String]) -> String {
         .join(",")
 }
 
+/// How the database runs.
+pub(crate) struct Setup {
+    /// Server settings (`name=value`).
+    pub(crate) settings: Vec<String>,
+    /// The database on the last core, the rest of the bench on the others.
+    pub(crate) pin_database: bool,
+}
+
+/// Runs `taskset` with these arguments; says what failed.
+fn taskset(args: &[String]) -> anyhow::Result<()> {
+    let output = std::process::Command::new("taskset").args(args).output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "taskset {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(())
+}
+
+/// Pins the cluster's server processes (the postmaster and its children; backends it
+/// starts later inherit it) to core `database`, and this process (all its threads, and
+/// the publishers it starts later) to cores `rest`.
+fn pin(cluster: &Cluster, database: usize, rest: &str) -> anyhow::Result<()> {
+    let pid_file = std::fs::read_to_string(cluster.path().join("data/postmaster.pid"))?;
+    let postmaster = pid_file.lines().next().unwrap_or_default().trim().to_owned();
+    let children = std::process::Command::new("pgrep")
+        .args(["-P", &postmaster])
+        .output()?;
+    let mut pids = vec![postmaster];
+    pids.extend(
+        String::from_utf8_lossy(&children.stdout)
+            .split_whitespace()
+            .map(str::to_owned),
+    );
+    for pid in pids {
+        taskset(&["-a".into(), "-p".into(), "-c".into(), database.to_string(), pid])?;
+    }
+    let me = std::process::id().to_string();
+    taskset(&["-a".into(), "-p".into(), "-c".into(), rest.into(), me])
+}
+
 pub(crate) async fn run(
     shape: Shape,
     warmup: u64,
     subscriptions: usize,
     sinks: usize,
-    settings: &[String],
+    setup: &Setup,
 ) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let settings: Vec<&str> = setup.settings.iter().map(String::as_str).collect();
     let cluster = Cluster::start_with(&settings);
+    let sharing = if setup.pin_database {
+        anyhow::ensure!(cores >= 2, "--pin-database needs at least 2 cores");
+        let rest = if cores == 2 {
+            "0".to_owned()
+        } else {
+            format!("0-{}", cores - 2)
+        };
+        pin(&cluster, cores - 1, &rest)?;
+        format!(
+            "the database pinned to core {} and the hubs and the client to core(s) {rest}",
+            cores - 1
+        )
+    } else {
+        format!("{cores} cores shared by the database, the hubs and the client")
+    };
     println!(
         "postgres: PostgreSQL {} on this machine (synchronous_commit on; settings: {}); \
-         {cores} cores shared by the database, the hubs and the client",
+         {sharing}",
         cluster.psql("postgres", "SHOW server_version"),
         if settings.is_empty() {
             "the defaults".to_owned()
