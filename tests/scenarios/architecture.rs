@@ -239,7 +239,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "identity",
         ],
     ),
-    ("backlog", &["audit"]),
+    ("backlog", &["audit", "telemetry"]),
     ("approvals", &["catalog", "lifecycle", "audit", "identity"]),
     ("catalog", &["identity"]),
     ("sessions", &["principals", "identity"]),

@@ -71,7 +71,12 @@ fn taskset(args: &[String]) -> anyhow::Result<()> {
 /// the publishers it starts later) to cores `rest`.
 fn pin(cluster: &Cluster, database: usize, rest: &str) -> anyhow::Result<()> {
     let pid_file = std::fs::read_to_string(cluster.path().join("data/postmaster.pid"))?;
-    let postmaster = pid_file.lines().next().unwrap_or_default().trim().to_owned();
+    let postmaster = pid_file
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
     let children = std::process::Command::new("pgrep")
         .args(["-P", &postmaster])
         .output()?;
@@ -82,7 +87,13 @@ fn pin(cluster: &Cluster, database: usize, rest: &str) -> anyhow::Result<()> {
             .map(str::to_owned),
     );
     for pid in pids {
-        taskset(&["-a".into(), "-p".into(), "-c".into(), database.to_string(), pid])?;
+        taskset(&[
+            "-a".into(),
+            "-p".into(),
+            "-c".into(),
+            database.to_string(),
+            pid,
+        ])?;
     }
     let me = std::process::id().to_string();
     taskset(&["-a".into(), "-p".into(), "-c".into(), rest.into(), me])

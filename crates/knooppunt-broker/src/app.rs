@@ -212,6 +212,7 @@ impl AppState {
             options.backlog,
             Arc::clone(&store),
             Arc::clone(&audit),
+            Arc::clone(&telemetry),
         ));
         let publishing = Pipeline::new(
             options.ingest,

@@ -10,8 +10,10 @@
 //!   publishes are refused (503 with `Retry-After`): nothing more is acknowledged than the
 //!   hub can keep, and the room left lets deliveries record their results and drain.
 //!
-//! Between two measurements the guard counts what was accepted since, so the hub's limit
-//! holds within one batch of publishes however fast they come.
+//! Between two measurements the guard counts what was accepted since, and what push
+//! deliveries finished since (as the workers report to the telemetry), so the hub's limit
+//! holds within one batch of publishes however fast they come, and a hub whose sinks keep up
+//! is not taken for full.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use std::time::Duration;
 use knooppunt_store::{DeliveryChange, QueueStats, Store, StoreError};
 
 use crate::audit::{Action, Audit, Context, HUB};
+use crate::telemetry::Telemetry;
 
 /// The bounds; 0 (or `None`) leaves one out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,8 +81,11 @@ pub(crate) struct Backlog {
     pub(crate) options: BacklogOptions,
     store: Arc<dyn Store>,
     audit: Arc<Audit>,
+    telemetry: Arc<Telemetry>,
     /// Undelivered bytes at the last measurement.
     measured: AtomicU64,
+    /// The telemetry's finished bytes right after the last measurement.
+    finished_at_measurement: AtomicU64,
     /// Bytes accepted since (each event counted once per subscription it was routed to).
     added: AtomicU64,
     /// Room on the store's disk at the last measurement (`u64::MAX`: unknown), and bytes
@@ -93,12 +99,19 @@ pub(crate) struct Backlog {
 const PAGE: usize = 500;
 
 impl Backlog {
-    pub(crate) fn new(options: BacklogOptions, store: Arc<dyn Store>, audit: Arc<Audit>) -> Self {
+    pub(crate) fn new(
+        options: BacklogOptions,
+        store: Arc<dyn Store>,
+        audit: Arc<Audit>,
+        telemetry: Arc<Telemetry>,
+    ) -> Self {
         Backlog {
             options,
             store,
             audit,
+            telemetry,
             measured: AtomicU64::new(0),
+            finished_at_measurement: AtomicU64::new(0),
             added: AtomicU64::new(0),
             free: AtomicU64::new(u64::MAX),
             written: AtomicU64::new(0),
@@ -147,12 +160,18 @@ impl Backlog {
         self.written.fetch_add(event_bytes, Ordering::Relaxed);
     }
 
-    /// Undelivered bytes as far as the guard knows: the last measurement and what was
-    /// accepted since.
+    /// Undelivered bytes as far as the guard knows: the last measurement, with what was
+    /// accepted since and less what push deliveries finished since.
     pub(crate) fn undelivered(&self) -> u64 {
+        let finished = self
+            .telemetry
+            .finished_bytes
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.finished_at_measurement.load(Ordering::Relaxed));
         self.measured
             .load(Ordering::Relaxed)
             .saturating_add(self.added.load(Ordering::Relaxed))
+            .saturating_sub(finished)
     }
 
     /// What subscription `id` shed, if anything.
@@ -181,7 +200,12 @@ impl Backlog {
             }
         };
         let total: u64 = queues.iter().map(|q| q.pending_bytes).sum();
+        // Taken after the measurement: a delivery that finished while it was taken is
+        // counted as undelivered until the next one (never the other way round).
+        let finished = self.telemetry.finished_bytes.load(Ordering::Relaxed);
         self.measured.store(total, Ordering::Relaxed);
+        self.finished_at_measurement
+            .store(finished, Ordering::Relaxed);
         self.free
             .store(usage.free_bytes.unwrap_or(u64::MAX), Ordering::Relaxed);
         for queue in &queues {

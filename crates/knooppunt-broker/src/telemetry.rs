@@ -146,6 +146,9 @@ pub(crate) struct Telemetry {
     settled: Mutex<BTreeMap<&'static str, u64>>,
     /// Events delivered: pushed and answered 2xx, or acknowledged by a pull consumer.
     delivered: AtomicU64,
+    /// Bytes of push deliveries finished (delivered or dead letters), for the backlog's
+    /// estimate between measurements and `knooppunt_deliveries_finished_bytes_total`.
+    pub(crate) finished_bytes: AtomicU64,
     /// Samples of (time, events accepted, events delivered), oldest first, over the last
     /// minute or so: the rates the console shows.
     samples: Mutex<std::collections::VecDeque<(u64, u64, u64)>>,
@@ -199,6 +202,7 @@ impl Default for Telemetry {
             pulled: AtomicU64::new(0),
             settled: Mutex::new(BTreeMap::new()),
             delivered: AtomicU64::new(0),
+            finished_bytes: AtomicU64::new(0),
             samples: Mutex::new(std::collections::VecDeque::new()),
         }
     }
@@ -255,6 +259,12 @@ impl Telemetry {
             "# HELP knooppunt_deliveries_queued_total Deliveries created by routing accepted events.\n\
              # TYPE knooppunt_deliveries_queued_total counter\nknooppunt_deliveries_queued_total {}",
             get(&counters.deliveries)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP knooppunt_deliveries_finished_bytes_total Bytes of the events of push deliveries finished (delivered or dead letters).\n\
+             # TYPE knooppunt_deliveries_finished_bytes_total counter\nknooppunt_deliveries_finished_bytes_total {}",
+            get(&self.finished_bytes)
         );
         self.routing_seconds.render(
             &mut out,
@@ -427,6 +437,10 @@ impl knooppunt_delivery::Observer for Telemetry {
             .entry((outcome, status.unwrap_or(0)))
             .or_default() += 1;
         self.attempt_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    fn finished(&self, bytes: u64) {
+        self.finished_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
     fn received(&self, count: usize) {

@@ -77,6 +77,12 @@ pub trait Observer: Send + Sync + 'static {
     /// it answered; `elapsed` how long the request took.
     fn attempt(&self, outcome: &'static str, status: Option<u16>, elapsed: Duration);
 
+    /// A push delivery of an event of `bytes` (its JSON) is finished, delivered or a dead
+    /// letter, and its result is on disk: it left its subscription's backlog.
+    fn finished(&self, bytes: u64) {
+        let _ = bytes;
+    }
+
     /// `count` events were handed to a pull consumer.
     fn received(&self, count: usize) {
         let _ = count;

@@ -381,6 +381,7 @@ async fn record_panic(
         started: std::time::Instant::now(),
         delivery,
         accepted_at: 0,
+        bytes: 0,
         trace_id: None,
     };
     let response = Response::Failed(reason.clone());
@@ -559,6 +560,7 @@ async fn send_and_record(
         started,
         delivery,
         accepted_at: event.accepted_at,
+        bytes: (event.json.len() + event.extension_types.as_ref().map_or(0, String::len)) as u64,
         trace_id: trace.as_ref().map(|(t, _)| t.trace_id.as_str()),
     };
     record(inner, subscription, &config, attempt, &response, &outcome).await;
@@ -726,12 +728,15 @@ fn report_health(
     inner.connections.report(sink, result, fastrand::f64());
 }
 
-/// An attempt made: when, of which delivery, of an event accepted when, in which trace.
+/// An attempt made: when, of which delivery, of an event accepted when and of what size,
+/// in which trace.
 struct Attempted<'a> {
     at: u64,
     started: std::time::Instant,
     delivery: Delivery,
     accepted_at: u64,
+    /// The event's JSON and extension types, in bytes (0 when not known).
+    bytes: u64,
     trace_id: Option<&'a str>,
 }
 
@@ -751,6 +756,7 @@ async fn record(
         started,
         delivery,
         accepted_at,
+        bytes,
         trace_id,
     } = attempt;
     let attempts = delivery.attempts + 1;
@@ -799,6 +805,7 @@ async fn record(
         outcome = label,
         "Delivery attempt."
     );
+    let finished = !matches!(verdict, Verdict::Retry { .. });
     let change = DeliveryChange::Attempted(Attempt {
         subscription: id.to_owned(),
         seq: delivery.seq,
@@ -810,6 +817,7 @@ async fn record(
         receipt: inner.options.receipts,
     });
     match inner.store.record(vec![change]).await {
+        Ok(()) if finished => inner.observer.finished(bytes),
         Ok(()) => {}
         Err(error @ knooppunt_store::StoreError::StaleLease { .. }) => {
             // The attempt outlived its lease and the delivery was leased again; the new

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Backend, HubProcess, config_with_admin};
+use common::{Backend, HubProcess, config_with_admin, on_both_backends};
 use knooppunt_test_postgres::Cluster;
 use serde_json::{Value, json};
 
@@ -184,22 +184,6 @@ async fn dead_letters(
 
 fn ids(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
-}
-
-/// Runs `$scenario` as two tests: on the embedded store, and on a PostgreSQL database named
-/// `$database` in a throwaway cluster.
-macro_rules! on_both_backends {
-    ($embedded:ident, $postgres:ident, $scenario:ident, $database:literal) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $embedded() {
-            $scenario(Backend::Embedded).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $postgres() {
-            $scenario(Backend::postgres($database)).await;
-        }
-    };
 }
 
 on_both_backends!(

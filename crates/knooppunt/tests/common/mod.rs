@@ -220,3 +220,23 @@ impl Backend {
         }
     }
 }
+
+/// Runs `$scenario` as two tests: on the embedded store, and on a PostgreSQL database named
+/// `$database` in a throwaway cluster.
+#[allow(unused_macros)] // each test binary uses a part of this module
+macro_rules! on_both_backends {
+    ($embedded:ident, $postgres:ident, $scenario:ident, $database:literal) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $embedded() {
+            $scenario(Backend::Embedded).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            $scenario(Backend::postgres($database)).await;
+        }
+    };
+}
+
+#[allow(unused_imports)]
+pub(crate) use on_both_backends;

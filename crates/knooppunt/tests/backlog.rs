@@ -1,0 +1,225 @@
+//! The bounded backlog through the real binary and its configuration (`[backlog]`), on
+//! both backends: a stalled subscriber sheds its oldest events and never makes publishers
+//! wait; past the hub's limit publishers get 503 until the subscribers catch up.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::{Backend, HubProcess, config_with_admin, on_both_backends};
+use knooppunt_tests::sink::{Consent, Reply, Sink};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "backlog-admin";
+const TYPE: &str = "nl.test.backlog";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A hub with these `[backlog]` settings (and a quick breaker), measured every 100 ms.
+fn hub(backend: &Backend, dir: &std::path::Path, backlog: &str) -> HubProcess {
+    let config = config_with_admin(dir, TOKEN);
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text = text.replace("[delivery]\n", "[delivery]\nbreaker_max_pause = \"PT1S\"\n");
+    text.push_str(&format!(
+        "\n[backlog]\ncheck_interval = \"PT0.1S\"\n{backlog}\n"
+    ));
+    std::fs::write(&config, text).unwrap();
+    backend.hub_with(&config, dir, "hub")
+}
+
+async fn publish(client: &reqwest::Client, hub: &HubProcess, id: &str) -> (u16, Value) {
+    let event = json!({"specversion": "1.0", "id": id, "source": "urn:nld:backlog",
+                       "type": TYPE, "data": "x".repeat(4000)});
+    let answer = client
+        .post(hub.url("/v1/events"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/cloudevents+json")
+        .body(event.to_string())
+        .send()
+        .await
+        .unwrap();
+    (answer.status().as_u16(), answer.json().await.unwrap())
+}
+
+async fn subscribe(client: &reqwest::Client, hub: &HubProcess, sink: &Sink) -> String {
+    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
+                      "config": {"ordering": "unordered"}});
+    let created = client
+        .post(hub.url("/v1/subscriptions"))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = created.status();
+    let created: Value = created.json().await.unwrap();
+    assert_eq!(status, 201, "{created}");
+    created["id"].as_str().unwrap().to_owned()
+}
+
+async fn get(client: &reqwest::Client, hub: &HubProcess, path: &str) -> Value {
+    let answer = client
+        .get(hub.url(path))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    answer.json().await.unwrap()
+}
+
+/// A sink that consents to any hub (the binary's origin is its default).
+async fn sink() -> Sink {
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+    sink
+}
+
+async fn stalled_sink() -> Sink {
+    let sink = sink().await;
+    sink.answer_always(Reply::status(503).with_header("Retry-After", "1"));
+    sink
+}
+
+/// Waits until the sink took (2xx) every one of `ids`.
+async fn wait_for(sink: &Sink, ids: &BTreeSet<String>) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let took: BTreeSet<String> = sink
+            .deliveries()
+            .iter()
+            .filter(|d| d.status / 100 == 2)
+            .map(|d| d.json()["id"].as_str().unwrap().to_owned())
+            .collect();
+        if ids.is_subset(&took) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} delivered",
+            ids.intersection(&took).count(),
+            ids.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A stalled subscriber past its 40 KB sheds its oldest into dead letters; its neighbour
+/// gets everything, and no publisher is ever refused, though the hub's own limit (200 KB)
+/// is far below what was published (600 KB).
+async fn a_stalled_subscriber_sheds_and_never_stops_publishers(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(
+        &backend,
+        dir.path(),
+        "max_bytes = 200000\nsubscription_max_bytes = 40000",
+    );
+    let client = reqwest::Client::new();
+    let (stalled, healthy) = (stalled_sink().await, sink().await);
+    let stuck = subscribe(&client, &hub, &stalled).await;
+    subscribe(&client, &hub, &healthy).await;
+
+    let mut ids = BTreeSet::new();
+    for n in 0..150 {
+        let id = format!("e{n:03}");
+        let (status, body) = publish(&client, &hub, &id).await;
+        assert_eq!(
+            status,
+            202,
+            "{} ({}): {body}\n{}",
+            backend.name(),
+            id,
+            hub.log().join("\n")
+        );
+        ids.insert(id);
+    }
+    wait_for(&healthy, &ids).await;
+
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        let status = get(&client, &hub, &format!("/v1/subscriptions/{stuck}/status")).await;
+        if status["backlogBytes"].as_u64().unwrap() <= 40_000 && status["shed"].is_object() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "never shed: {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status["backlogLimit"]["policy"], "shed-oldest");
+    let dead = get(
+        &client,
+        &hub,
+        &format!("/v1/subscriptions/{stuck}/dead-letters?pageSize=200"),
+    )
+    .await;
+    let dead = dead.as_array().unwrap();
+    assert!(dead.len() >= 140, "{} shed", dead.len());
+    let sequences: Vec<u64> = dead
+        .iter()
+        .map(|d| d["sequence"].as_u64().unwrap())
+        .collect();
+    let mut sorted = sequences.clone();
+    sorted.sort_unstable();
+    assert_eq!(sequences, sorted, "oldest first");
+    assert!(dead.iter().all(|d| {
+        d["reason"]
+            .as_str()
+            .unwrap()
+            .contains("subscription_max_bytes")
+    }));
+}
+
+/// Past the hub's limit, publishers get 503 with Retry-After; every acknowledged event is
+/// delivered once the sink recovers, and publishing resumes.
+async fn past_the_hub_limit_publishers_wait_and_nothing_is_lost(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(
+        &backend,
+        dir.path(),
+        "max_bytes = 60000\nsubscription_max_bytes = 0",
+    );
+    let client = reqwest::Client::new();
+    let sink = stalled_sink().await;
+    subscribe(&client, &hub, &sink).await;
+
+    let mut acknowledged = BTreeSet::new();
+    let refused = loop {
+        let id = format!("e{}", acknowledged.len());
+        let (status, body) = publish(&client, &hub, &id).await;
+        if status != 202 {
+            break (status, body);
+        }
+        acknowledged.insert(id);
+        assert!(acknowledged.len() < 40, "{}: never refused", backend.name());
+    };
+    assert_eq!(refused.0, 503, "{}", refused.1);
+    assert_eq!(refused.1["type"], "urn:knooppunt:problem:backlog-full");
+    assert!(
+        (14..=16).contains(&acknowledged.len()),
+        "{}",
+        acknowledged.len()
+    );
+
+    sink.answer_always(Reply::status(204));
+    wait_for(&sink, &acknowledged).await;
+    let deadline = Instant::now() + WAIT;
+    while publish(&client, &hub, "after").await.0 != 202 {
+        assert!(Instant::now() < deadline, "never accepted again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+on_both_backends!(
+    shedding_on_the_embedded_store,
+    shedding_on_postgres,
+    a_stalled_subscriber_sheds_and_never_stops_publishers,
+    "shedding"
+);
+on_both_backends!(
+    hub_limit_on_the_embedded_store,
+    hub_limit_on_postgres,
+    past_the_hub_limit_publishers_wait_and_nothing_is_lost,
+    "hublimit"
+);
