@@ -334,3 +334,66 @@ fn fs_free(path: &std::path::Path) -> u64 {
         .parse()
         .unwrap()
 }
+
+#[tokio::test]
+async fn events_older_than_the_age_limit_become_dead_letters_and_newer_ones_wait() {
+    let hub = TestHub::start_with_options(options(BacklogOptions {
+        subscription_max_bytes: 0,
+        subscription_max_age: Some(Duration::from_secs(2)),
+        ..BacklogOptions::default()
+    }))
+    .await;
+    let stalled = stalled_sink().await;
+    let stuck = hub
+        .subscribe(tokens::KVK, &stalled.url, TYPE, json!({}))
+        .await;
+    let mut old = Vec::new();
+    for n in 0..5 {
+        let answer = publish(&hub, &format!("old{n}"), 100).await;
+        assert_eq!(answer.status, 202, "{}", answer.body);
+        old.push(answer.body["sequence"].as_u64().unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let fresh = publish(&hub, "fresh", 100).await.body["sequence"]
+        .as_u64()
+        .unwrap();
+
+    // Past two seconds the old ones are shed; the fresh one is not yet.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if hub.store_pending(&stuck).await == [fresh] {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still pending: {:?} of {old:?} and {fresh}; dead letters: {}",
+            hub.store_pending(&stuck).await,
+            hub.call(
+                Method::GET,
+                &format!("/v1/subscriptions/{stuck}/dead-letters"),
+                tokens::KVK,
+                None
+            )
+            .await
+            .body
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let path = format!("/v1/subscriptions/{stuck}/dead-letters");
+    let dead = hub.call(Method::GET, &path, tokens::KVK, None).await;
+    let dead: Vec<u64> = dead
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let reason = d["reason"].as_str().unwrap();
+            assert!(reason.contains("subscription_max_age"), "{reason}");
+            d["sequence"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(dead, old);
+    let status = status(&hub, &stuck).await;
+    assert_eq!(status["backlogLimit"]["maxAgeSeconds"], 2, "{status}");
+    assert_eq!(status["shed"]["events"], 5, "{status}");
+}

@@ -244,7 +244,10 @@ impl Backlog {
     }
 
     /// Moves the oldest pending deliveries of a subscription past its limit to dead
-    /// letters until it is within it: how many, and their bytes.
+    /// letters until it is within it: how many, and their bytes (estimated). For the byte
+    /// limit events are not read: as many of the oldest go as the excess takes at the
+    /// queue's average event size (what that leaves over the limit, the next measurement
+    /// sheds); for the age limit, the oldest are read until one is young enough.
     async fn shed_oldest(
         &self,
         queue: &QueueStats,
@@ -252,12 +255,17 @@ impl Backlog {
         reason: &str,
     ) -> Result<(u64, u64), StoreError> {
         let limit = self.options.subscription_max_bytes;
+        let average = queue.pending_bytes.div_ceil(queue.pending.max(1)).max(1);
+        let by_bytes = if limit > 0 && queue.pending_bytes > limit {
+            (queue.pending_bytes - limit).div_ceil(average)
+        } else {
+            0
+        };
         let too_old_before = self
             .options
             .subscription_max_age
-            .map_or(0, |age| now.saturating_sub(age.as_millis() as u64));
-        let (mut remaining, mut after) = (queue.pending_bytes, None);
-        let (mut shed, mut shed_bytes) = (0, 0);
+            .map(|age| now.saturating_sub(age.as_millis() as u64));
+        let (mut shed, mut after) = (0u64, None);
         loop {
             let page = self
                 .store
@@ -266,22 +274,23 @@ impl Backlog {
             let mut seqs = Vec::new();
             let mut done = page.len() < PAGE;
             for &seq in &page {
-                let Some(event) = self.store.event(seq).await? else {
-                    continue;
-                };
-                let size = (event.json.len()
-                    + event.extension_types.as_ref().map_or(0, String::len))
-                    as u64;
-                let over = limit > 0 && remaining > limit;
-                if !over && event.accepted_at >= too_old_before {
+                let chosen = shed + (seqs.len() as u64) < by_bytes
+                    || match too_old_before {
+                        Some(cutoff) => self
+                            .store
+                            .event(seq)
+                            .await?
+                            .is_none_or(|event| event.accepted_at < cutoff),
+                        None => false,
+                    };
+                if !chosen {
                     done = true;
                     break;
                 }
                 seqs.push(seq);
-                remaining = remaining.saturating_sub(size);
-                shed_bytes += size;
             }
-            if !seqs.is_empty() {
+            if let Some(&last) = seqs.last() {
+                after = Some(last);
                 shed += seqs.len() as u64;
                 self.store
                     .record(vec![DeliveryChange::Withdraw {
@@ -292,9 +301,8 @@ impl Backlog {
                     }])
                     .await?;
             }
-            match page.last() {
-                Some(&last) if !done => after = Some(last),
-                _ => return Ok((shed, shed_bytes)),
+            if done {
+                return Ok((shed, shed * average));
             }
         }
     }
