@@ -151,6 +151,10 @@ enum Workload {
         /// does not share its CPU. The embedded store is measured on the same cores.
         #[arg(long)]
         pin_database: bool,
+        /// After each PostgreSQL measurement, print the statements that took the database
+        /// the most time (pg_stat_statements, loaded for the run).
+        #[arg(long)]
+        statements: bool,
     },
     /// End to end: 1 KiB events published to a hub with one subscription per sink, each
     /// delivered to its own sink; delivered events/s and publish-to-delivery latency, next
@@ -595,6 +599,7 @@ fn main() -> anyhow::Result<()> {
                 warmup_seconds,
                 pg_settings,
                 pin_database,
+                statements,
             } => {
                 let shape = Shape {
                     seconds,
@@ -604,6 +609,7 @@ fn main() -> anyhow::Result<()> {
                 let setup = postgres::Setup {
                     settings: pg_settings,
                     pin_database,
+                    statements,
                 };
                 postgres::run(shape, warmup_seconds, subscriptions, sinks, &setup).await?;
             }

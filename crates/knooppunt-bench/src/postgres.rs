@@ -52,6 +52,31 @@ pub(crate) struct Setup {
     pub(crate) settings: Vec<String>,
     /// The database on the last core, the rest of the bench on the others.
     pub(crate) pin_database: bool,
+    /// Print the costliest statements after each PostgreSQL measurement.
+    pub(crate) statements: bool,
+}
+
+/// The statements that took the database the most time in `database` since the last call
+/// (pg_stat_statements), printed; then forgotten.
+fn print_statements(cluster: &Cluster, database: &str) {
+    cluster.psql(
+        database,
+        "CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
+    );
+    let top = cluster.psql(
+        database,
+        "SELECT round(s.total_exec_time)::text || ' ms', s.calls::text, \
+           round((s.total_exec_time / greatest(s.calls, 1))::numeric, 3)::text || ' ms/call', \
+           left(regexp_replace(s.query, '\\s+', ' ', 'g'), 110) \
+         FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid \
+         WHERE d.datname = current_database() \
+         ORDER BY s.total_exec_time DESC LIMIT 12",
+    );
+    println!("  costliest statements in {database} (total, calls, per call, statement):");
+    for line in top.lines() {
+        println!("    {}", line.replace('|', "  "));
+    }
+    cluster.psql(database, "SELECT pg_stat_statements_reset()");
 }
 
 /// Runs `taskset` with these arguments; says what failed.
@@ -107,7 +132,10 @@ pub(crate) async fn run(
     setup: &Setup,
 ) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let settings: Vec<&str> = setup.settings.iter().map(String::as_str).collect();
+    let mut settings: Vec<&str> = setup.settings.iter().map(String::as_str).collect();
+    if setup.statements {
+        settings.push("shared_preload_libraries=pg_stat_statements");
+    }
     let cluster = Cluster::start_with(&settings);
     let sharing = if setup.pin_database {
         anyhow::ensure!(cores >= 2, "--pin-database needs at least 2 cores");
@@ -164,6 +192,9 @@ pub(crate) async fn run(
             &format!("postgres, {hubs} hub{}", if hubs == 1 { "" } else { "s" }),
             &summary,
         );
+        if setup.statements {
+            print_statements(&cluster, &format!("ingest{hubs}"));
+        }
     }
 
     println!(
@@ -193,6 +224,9 @@ pub(crate) async fn run(
         let drain = Duration::from_secs(60);
         let target = (url.as_str(), Some(TOKEN));
         crate::measure_delivery(name, shape, sinks, target, &record, drain, None).await?;
+        if setup.statements && hubs > 0 {
+            print_statements(&cluster, &format!("deliver{hubs}"));
+        }
     }
     Ok(())
 }

@@ -139,8 +139,8 @@ RETURNING t.source, t.id";
 /// and their deliveries.
 const EVENTS: &str = "INSERT INTO events (seq, source, id, accepted_at, json, extension_types) \
     SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::text[])";
-const DELIVERIES: &str = "INSERT INTO deliveries (subscription, seq, next_attempt_at) \
-    SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[])";
+const DELIVERIES: &str = "INSERT INTO deliveries (subscription, seq, next_attempt_at, bytes) \
+    SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int4[])";
 
 /// After the commit: the number of the event that holds each identity the group did not
 /// claim (it was accepted within the window, maybe by another hub a moment ago).
@@ -323,6 +323,7 @@ impl Written<'_> {
         let mut types: Vec<Option<&str>> = Vec::new();
         let (mut subscriptions, mut delivery_seqs, mut delivery_times) =
             (Vec::new(), Vec::new(), Vec::new());
+        let mut delivery_bytes: Vec<i32> = Vec::new();
         let mut holder: Vec<Option<usize>> = Vec::with_capacity(self.flat.len());
         for (index, (request, event)) in self.flat.iter().enumerate() {
             let key = (event.source.as_str(), event.id.as_str());
@@ -338,10 +339,13 @@ impl Written<'_> {
             times.push(request.now as i64);
             jsons.push(event.json.as_str());
             types.push(event.extension_types.as_deref());
+            let size = (event.json.len() + event.extension_types.as_ref().map_or(0, String::len))
+                .min(i32::MAX as usize) as i32;
             for subscription in &event.subscriptions {
                 subscriptions.push(subscription.as_str());
                 delivery_seqs.push(self.numbers[index]);
                 delivery_times.push(request.now as i64);
+                delivery_bytes.push(size);
             }
         }
         // Other hubs' workers wake at the commit instead of at their next poll.
@@ -351,7 +355,12 @@ impl Written<'_> {
         let payload = crate::notify::deliveries(&woken);
         let channel = crate::notify::CHANNEL;
         let event_params: [Param<'_>; 6] = [&seqs, &sources, &ids, &times, &jsons, &types];
-        let delivery_params: [Param<'_>; 3] = [&subscriptions, &delivery_seqs, &delivery_times];
+        let delivery_params: [Param<'_>; 4] = [
+            &subscriptions,
+            &delivery_seqs,
+            &delivery_times,
+            &delivery_bytes,
+        ];
         let notify_params: [Param<'_>; 2] = [&channel, &payload];
         let store_events = async {
             if seqs.is_empty() {

@@ -85,6 +85,30 @@ struct Inner {
     listeners: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
+/// Runs a statement that changes only unordered leases in a transaction of its own whose commit does
+/// not wait for the WAL to reach the disk (`synchronous_commit = off`): other hubs see it at
+/// once, and a database crash can only forget it, which frees the delivery for another
+/// lease (the holder's result is then refused as stale: a redelivery, never a loss). A
+/// durable commit per lease cost a WAL flush each, most of the database's time while
+/// delivering (BENCHMARKS.md). BEGIN, the statement and COMMIT go out in one round trip;
+/// all three always run, so the connection never stays in a transaction (a failed
+/// statement makes the COMMIT a rollback).
+async fn without_flush(
+    client: &Object,
+    statement: &tokio_postgres::Statement,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<Vec<Row>, StoreError> {
+    let (begun, rows, committed) = tokio::join!(
+        client.batch_execute("BEGIN; SET LOCAL synchronous_commit = off"),
+        client.query(statement, params),
+        client.batch_execute("COMMIT"),
+    );
+    begun.map_err(backend)?;
+    let rows = rows.map_err(backend)?;
+    committed.map_err(backend)?;
+    Ok(rows)
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         for listener in self.listeners.get_mut().expect("listeners lock").drain(..) {
@@ -870,13 +894,16 @@ impl Store for PgStore {
                     ))
                     .await
                     .map_err(backend)?;
+                // Durable: an ordered subscription's lease is what keeps a second copy of
+                // its oldest event from being sent beside the first after a database crash.
                 client
                     .query(&statement, &[&subscription, &now, &until])
                     .await
                     .map_err(backend)?
             } else {
                 // The available ones in number order, through the primary key; rows another
-                // hub is leasing are skipped, not waited for.
+                // hub is leasing are skipped, not waited for. (One UPDATE without the row
+                // locks was slower: it waits for rows whose results are being committed.)
                 let statement = client
                     .prepare_cached(&format!(
                         "WITH picked AS ( \
@@ -898,10 +925,12 @@ impl Store for PgStore {
                     ))
                     .await
                     .map_err(backend)?;
-                client
-                    .query(&statement, &[&subscription, &now, &until, &(limit as i64)])
-                    .await
-                    .map_err(backend)?
+                without_flush(
+                    &client,
+                    &statement,
+                    &[&subscription, &now, &until, &(limit as i64)],
+                )
+                .await?
             };
             let mut leased: Vec<Delivery> = rows.iter().map(delivery).collect();
             leased.sort_by_key(|d| d.seq);
@@ -1116,17 +1145,15 @@ impl Store for PgStore {
             let client = self.client().await?;
             let rows = client
                 .query(
-                    "SELECT s.id, COALESCE(p.pending, 0), p.oldest, COALESCE(d.dead, 0), \
+                    "SELECT s.id, COALESCE(p.pending, 0), e.accepted_at, COALESCE(d.dead, 0), \
                        COALESCE(p.leased, 0), COALESCE(p.bytes, 0)::bigint \
                      FROM subscriptions s \
-                     LEFT JOIN (SELECT q.subscription, count(*) AS pending, \
-                                       min(e.accepted_at) AS oldest, \
-                                       sum(octet_length(e.json) \
-                                         + COALESCE(octet_length(e.extension_types), 0)) AS bytes, \
-                                       count(*) FILTER (WHERE q.lease <> 0 \
-                                         AND q.leased_until > $1) AS leased \
-                                FROM deliveries q JOIN events e ON e.seq = q.seq \
-                                GROUP BY q.subscription) p ON p.subscription = s.id \
+                     LEFT JOIN (SELECT subscription, count(*) AS pending, min(seq) AS first, \
+                                       sum(bytes) AS bytes, \
+                                       count(*) FILTER (WHERE lease <> 0 \
+                                         AND leased_until > $1) AS leased \
+                                FROM deliveries GROUP BY subscription) p ON p.subscription = s.id \
+                     LEFT JOIN events e ON e.seq = p.first \
                      LEFT JOIN (SELECT subscription, count(*) AS dead FROM dead_letters \
                                 GROUP BY subscription) d ON d.subscription = s.id \
                      ORDER BY s.id",
@@ -1155,15 +1182,13 @@ impl Store for PgStore {
                 .query_opt(
                     "SELECT \
                        (SELECT count(*) FROM deliveries WHERE subscription = s.id), \
-                       (SELECT min(e.accepted_at) FROM deliveries q JOIN events e ON e.seq = q.seq \
-                          WHERE q.subscription = s.id), \
+                       (SELECT e.accepted_at FROM events e WHERE e.seq = \
+                          (SELECT min(seq) FROM deliveries WHERE subscription = s.id)), \
                        (SELECT count(*) FROM dead_letters WHERE subscription = s.id), \
                        (SELECT count(*) FROM deliveries WHERE subscription = s.id \
                           AND lease <> 0 AND leased_until > $2), \
-                       (SELECT COALESCE(sum(octet_length(e.json) \
-                            + COALESCE(octet_length(e.extension_types), 0)), 0)::bigint \
-                          FROM deliveries q JOIN events e ON e.seq = q.seq \
-                          WHERE q.subscription = s.id) \
+                       (SELECT COALESCE(sum(bytes), 0)::bigint FROM deliveries \
+                          WHERE subscription = s.id) \
                      FROM subscriptions s WHERE s.id = $1",
                     &[&subscription, &(knooppunt_store::now_ms() as i64)],
                 )
@@ -1365,8 +1390,10 @@ pub(crate) fn statement(change: &DeliveryChange) -> Option<(&'static str, Vec<Ow
         } => (
             "WITH back AS (DELETE FROM dead_letters \
                WHERE subscription = $1 AND seq = $2 RETURNING seq) \
-             INSERT INTO deliveries (subscription, seq, next_attempt_at) \
-             SELECT $1, seq, $3 FROM back \
+             INSERT INTO deliveries (subscription, seq, next_attempt_at, bytes) \
+             SELECT $1, back.seq, $3, \
+               octet_length(e.json) + COALESCE(octet_length(e.extension_types), 0) \
+             FROM back JOIN events e ON e.seq = back.seq \
              WHERE EXISTS (SELECT 1 FROM subscriptions WHERE id = $1) \
              ON CONFLICT (subscription, seq) DO NOTHING",
             vec![
@@ -1381,8 +1408,10 @@ pub(crate) fn statement(change: &DeliveryChange) -> Option<(&'static str, Vec<Ow
             at,
             replay,
         } => (
-            "INSERT INTO deliveries (subscription, seq, next_attempt_at, replay) \
-             SELECT $1, e.seq, $2, $3 FROM events e \
+            "INSERT INTO deliveries (subscription, seq, next_attempt_at, replay, bytes) \
+             SELECT $1, e.seq, $2, $3, \
+               octet_length(e.json) + COALESCE(octet_length(e.extension_types), 0) \
+             FROM events e \
              WHERE e.seq = ANY($4) AND EXISTS (SELECT 1 FROM subscriptions WHERE id = $1) \
              ON CONFLICT (subscription, seq) DO NOTHING",
             vec![
