@@ -35,6 +35,18 @@ async fn publish(hub: &TestHub, id: &str, size: usize) -> Answer {
         .await
 }
 
+/// Publishes `count` events `{prefix}0`, `{prefix}1`, … of `size` characters, each
+/// accepted; their sequence numbers.
+async fn publish_all(hub: &TestHub, prefix: &str, count: usize, size: usize) -> Vec<u64> {
+    let mut sequences = Vec::new();
+    for n in 0..count {
+        let answer = publish(hub, &format!("{prefix}{n}"), size).await;
+        assert_eq!(answer.status, 202, "never refused: {}", answer.body);
+        sequences.push(answer.body["sequence"].as_u64().unwrap());
+    }
+    sequences
+}
+
 /// A sink that answers every delivery 503, asking for a second's pause.
 async fn stalled_sink() -> Sink {
     let sink = Sink::start().await;
@@ -92,12 +104,7 @@ async fn a_subscription_past_its_limit_sheds_its_oldest_into_dead_letters_and_no
         .await;
 
     // 30 events of about 4 KB: three times what the stalled subscription may hold.
-    let mut sequences = Vec::new();
-    for n in 0..30 {
-        let answer = publish(&hub, &format!("e{n}"), 4000).await;
-        assert_eq!(answer.status, 202, "never refused: {}", answer.body);
-        sequences.push(answer.body["sequence"].as_u64().unwrap());
-    }
+    let sequences = publish_all(&hub, "e", 30, 4000).await;
     let all: BTreeSet<String> = (0..30).map(|n| format!("e{n}")).collect();
     wait_until_delivered(&healthy, &all).await;
 
@@ -156,14 +163,7 @@ async fn a_subscription_past_its_limit_sheds_its_oldest_into_dead_letters_and_no
         "{}",
         entries.body
     );
-    let metrics = hub
-        .request(Method::GET, "/metrics", tokens::METRICS)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = hub.metrics().await;
     assert!(
         metrics.contains(&format!(
             "knooppunt_queue_backlog_bytes{{subscription=\"{stuck}\"}}"
@@ -347,12 +347,7 @@ async fn events_older_than_the_age_limit_become_dead_letters_and_newer_ones_wait
     let stuck = hub
         .subscribe(tokens::KVK, &stalled.url, TYPE, json!({}))
         .await;
-    let mut old = Vec::new();
-    for n in 0..5 {
-        let answer = publish(&hub, &format!("old{n}"), 100).await;
-        assert_eq!(answer.status, 202, "{}", answer.body);
-        old.push(answer.body["sequence"].as_u64().unwrap());
-    }
+    let old = publish_all(&hub, "old", 5, 100).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let fresh = publish(&hub, "fresh", 100).await.body["sequence"]
         .as_u64()

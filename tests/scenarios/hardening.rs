@@ -32,14 +32,7 @@ async fn subscribe(hub: &TestHub, body: Value) -> String {
 
 /// The value of an unlabelled metric.
 async fn metric(hub: &TestHub, name: &str) -> f64 {
-    let text = hub
-        .request(Method::GET, "/metrics", tokens::METRICS)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = hub.metrics().await;
     text.lines()
         .find_map(|line| line.strip_prefix(&format!("{name} ")))
         .unwrap_or_else(|| panic!("no metric {name}"))

@@ -327,6 +327,12 @@ impl TestHub {
         answer.body["id"].as_str().unwrap().to_owned()
     }
 
+    /// The hub's `/metrics` text, read with the metrics principal's token.
+    pub async fn metrics(&self) -> String {
+        let request = self.request(reqwest::Method::GET, "/metrics", tokens::METRICS);
+        request.send().await.unwrap().text().await.unwrap()
+    }
+
     /// The JSON of an unauthenticated `GET` (such as `/v1/openapi.json`).
     pub async fn get_json(&self, path: &str) -> serde_json::Value {
         let response = self.client.get(self.url(path)).send().await.unwrap();
