@@ -462,6 +462,10 @@ async fn an_admin_creates_a_principal_whose_token_works_and_sees_the_hub() {
         text.contains("Achterstand") && text.contains("Opslag"),
         "{text}"
     );
+    assert!(
+        text.contains("Neemt publicaties aan\nja") || text.contains("Neemt publicaties aan ja"),
+        "the hub accepts publishes, and the page says so: {text}"
+    );
     look(&browser, "03-status").await;
     browser.goto(&hub.url("/console/audit")).await;
     browser.fill("#a-name", "principal").await;

@@ -254,7 +254,15 @@ pub(crate) async fn status(
             (data_list(vec![
                 (lang.t("Gebeurtenissen in per seconde (laatste minuut)", "Events in per second (last minute)"), html! { (text(s, "eventsAcceptedPerSecond")) }),
                 (lang.t("Afgeleverd per seconde (laatste minuut)", "Delivered per second (last minute)"), html! { (text(s, "eventsDeliveredPerSecond")) }),
-                (lang.t("Achterstand", "Backlog"), html! { (text(s, "backlog")) }),
+                (lang.t("Achterstand", "Backlog"), html! {
+                    (text(s, "backlog")) (lang.t(" bezorgingen, ", " deliveries, ")) (bytes(&s["backlogBytes"]))
+                    @if s.get("backlogMaxBytes").is_some() { (lang.t(" van de grens ", " of the limit ")) (bytes(&s["backlogMaxBytes"])) }
+                }),
+                (lang.t("Neemt publicaties aan", "Accepting publishes"), html! {
+                    @if s["accepting"] == false {
+                        (badge(lang, "refusing")) " " (s["refusing"].as_str().unwrap_or_default())
+                    } @else { (badge(lang, "accepting")) }
+                }),
                 (lang.t("Oudste wachtende gebeurtenis", "Oldest waiting event"), html! { @if let Some(a) = s["oldestPendingAgeSeconds"].as_u64() { (a) " s" } @else { "—" } }),
                 (lang.t("Dode brieven", "Dead letters"), html! { (text(s, "deadLetters")) }),
                 (lang.t("Abonnementen", "Subscriptions"), html! {
@@ -263,7 +271,9 @@ pub(crate) async fn status(
                     }
                 }),
                 (lang.t("Principals", "Principals"), html! { (text(s, "principals")) }),
-                (lang.t("Opslag", "Store"), html! { (bytes(&s["store"]["bytes"])) (lang.t(", waarvan gebeurtenissen ", ", of which events ")) (bytes(&s["store"]["eventBytes"])) }),
+                (lang.t("Opslag", "Store"), html! { (bytes(&s["store"]["bytes"])) (lang.t(", waarvan gebeurtenissen ", ", of which events ")) (bytes(&s["store"]["eventBytes"]))
+                    @if s["store"].get("freeBytes").is_some() { (lang.t("; vrij op de schijf ", "; free on the disk ")) (bytes(&s["store"]["freeBytes"])) }
+                }),
             ]))
             h2 class="utrecht-heading-2" { (lang.t("Eindpunten met open breaker", "Endpoints with an open breaker")) }
             @if open.is_empty() {

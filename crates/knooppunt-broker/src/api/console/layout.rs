@@ -234,6 +234,12 @@ pub(crate) fn badge(lang: Lang, state: &str) -> Markup {
         "refused" => ("utrecht-status-badge--danger", "geweigerd", "refused"),
         "revoked" => ("utrecht-status-badge--danger", "ingetrokken", "revoked"),
         "running" => ("utrecht-status-badge--warning", "bezig", "running"),
+        "accepting" => ("utrecht-status-badge--safe", "ja", "yes"),
+        "refusing" => (
+            "utrecht-status-badge--danger",
+            "nee: achterstand vol",
+            "no: backlog full",
+        ),
         "completed" => ("utrecht-status-badge--safe", "klaar", "completed"),
         "cancelled" => ("utrecht-status-badge--neutral", "geannuleerd", "cancelled"),
         _ => ("utrecht-status-badge--neutral", "", ""),
