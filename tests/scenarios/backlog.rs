@@ -61,6 +61,21 @@ async fn status(hub: &TestHub, id: &str) -> serde_json::Value {
     answer.body
 }
 
+/// A subscription's dead letters (their events' sequence numbers), each saying `why`.
+async fn dead_letters(hub: &TestHub, id: &str, why: &str) -> Vec<u64> {
+    let path = format!("/v1/subscriptions/{id}/dead-letters?pageSize=100");
+    let answer = hub.call(Method::GET, &path, tokens::KVK, None).await;
+    let listed = answer.body.as_array().unwrap();
+    listed
+        .iter()
+        .map(|dead| {
+            let reason = dead["reason"].as_str().unwrap();
+            assert!(reason.contains(why), "{reason}");
+            dead["sequence"].as_u64().unwrap()
+        })
+        .collect()
+}
+
 /// The distinct event ids a sink took.
 fn delivered_ids(sink: &Sink) -> BTreeSet<String> {
     sink.deliveries()
@@ -134,18 +149,7 @@ async fn a_subscription_past_its_limit_sheds_its_oldest_into_dead_letters_and_no
     );
 
     // The shed ones are its dead letters, saying why; it keeps the newest.
-    let path = format!("/v1/subscriptions/{stuck}/dead-letters?pageSize=100");
-    let dead = hub.call(Method::GET, &path, tokens::KVK, None).await;
-    let dead: Vec<u64> = dead
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| {
-            assert!(d["reason"].as_str().unwrap().contains("oldest"), "{d}");
-            d["sequence"].as_u64().unwrap()
-        })
-        .collect();
+    let dead = dead_letters(&hub, &stuck, "oldest").await;
     assert_eq!(dead, sequences[..shed as usize], "oldest first");
     assert_eq!(hub.store_pending(&stuck).await, sequences[shed as usize..]);
 
@@ -374,19 +378,7 @@ async fn events_older_than_the_age_limit_become_dead_letters_and_newer_ones_wait
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let path = format!("/v1/subscriptions/{stuck}/dead-letters");
-    let dead = hub.call(Method::GET, &path, tokens::KVK, None).await;
-    let dead: Vec<u64> = dead
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| {
-            let reason = d["reason"].as_str().unwrap();
-            assert!(reason.contains("subscription_max_age"), "{reason}");
-            d["sequence"].as_u64().unwrap()
-        })
-        .collect();
+    let dead = dead_letters(&hub, &stuck, "subscription_max_age").await;
     assert_eq!(dead, old);
     let status = status(&hub, &stuck).await;
     assert_eq!(status["backlogLimit"]["maxAgeSeconds"], 2, "{status}");

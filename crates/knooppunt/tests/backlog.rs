@@ -58,14 +58,7 @@ async fn subscribe(client: &reqwest::Client, hub: &HubProcess, sink: &Sink) -> S
 }
 
 async fn get(client: &reqwest::Client, hub: &HubProcess, path: &str) -> Value {
-    let answer = client
-        .get(hub.url(path))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 200);
-    answer.json().await.unwrap()
+    common::get_json(client, hub, TOKEN, path).await
 }
 
 /// A sink that consents to any hub (the binary's origin is its default).

@@ -722,14 +722,7 @@ fn civil(days: i64) -> (i64, u32, u32) {
 }
 
 async fn replay_state(client: &reqwest::Client, hub: &HubProcess, location: &str) -> Value {
-    let answer = client
-        .get(hub.url(location))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 200);
-    answer.json().await.unwrap()
+    common::get_json(client, hub, TOKEN, location).await
 }
 
 /// A replay of a window delivers exactly the retained events of that window that match,

@@ -221,6 +221,23 @@ impl Backend {
     }
 }
 
+/// The JSON of a `GET` of `path` with a bearer token; it must answer 200.
+pub(crate) async fn get_json(
+    client: &reqwest::Client,
+    hub: &HubProcess,
+    token: &str,
+    path: &str,
+) -> serde_json::Value {
+    let answer = client
+        .get(hub.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200, "GET {path}");
+    answer.json().await.unwrap()
+}
+
 /// Runs `$scenario` as two tests: on the embedded store, and on a PostgreSQL database named
 /// `$database` in a throwaway cluster.
 #[allow(unused_macros)] // each test binary uses a part of this module
