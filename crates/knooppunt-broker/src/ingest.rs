@@ -478,8 +478,7 @@ async fn commit(pipeline: &Pipeline, routed: Vec<NewEvent>) -> Result<Vec<Append
         .collect();
     let (mut event_bytes, mut delivery_bytes) = (0, 0);
     for event in &routed {
-        let size =
-            (event.json.len() + event.extension_types.as_ref().map_or(0, String::len)) as u64;
+        let size = event.size();
         event_bytes += size;
         delivery_bytes += size * event.subscriptions.len() as u64;
     }

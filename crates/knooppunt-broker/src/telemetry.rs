@@ -157,6 +157,9 @@ pub(crate) struct Telemetry {
 /// How far back the rates look.
 const RATE_WINDOW_MS: u64 = 60_000;
 
+/// One per-subscription gauge's value from a queue's statistics at a time (ms).
+type QueueValue = fn(&QueueStats, u64) -> String;
+
 impl Telemetry {
     /// Takes a sample of the counters (every few seconds, by the hub's sampler).
     pub(crate) fn sample(&self, counters: &IngestCounters, now_ms: u64) {
@@ -324,69 +327,50 @@ impl Telemetry {
         let gauge = |out: &mut String, name: &str, help: &str| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
         };
-        gauge(
-            &mut out,
-            "knooppunt_queue_depth",
-            "Pending deliveries per subscription.",
-        );
-        for queue in queues {
-            let _ = writeln!(
-                out,
-                "knooppunt_queue_depth{{subscription=\"{}\"}} {}",
-                queue.subscription, queue.pending
-            );
-        }
-        gauge(
-            &mut out,
-            "knooppunt_queue_backlog_bytes",
-            "Undelivered bytes per subscription: its pending deliveries' events' sizes, summed.",
-        );
-        for queue in queues {
-            let _ = writeln!(
-                out,
-                "knooppunt_queue_backlog_bytes{{subscription=\"{}\"}} {}",
-                queue.subscription, queue.pending_bytes
-            );
-        }
-        gauge(
-            &mut out,
-            "knooppunt_queue_oldest_pending_seconds",
-            "Age of the oldest pending delivery's event per subscription (0 when none).",
-        );
-        for queue in queues {
-            let age = queue
-                .oldest_accepted_at
-                .map_or(0.0, |at| now_ms.saturating_sub(at) as f64 / 1000.0);
-            let _ = writeln!(
-                out,
-                "knooppunt_queue_oldest_pending_seconds{{subscription=\"{}\"}} {age}",
-                queue.subscription
-            );
-        }
-        gauge(
-            &mut out,
-            "knooppunt_queue_leased_deliveries",
-            "Pending deliveries leased now per subscription: attempts in flight (push), or \
-             events locked by consumers (pull).",
-        );
-        for queue in queues {
-            let _ = writeln!(
-                out,
-                "knooppunt_queue_leased_deliveries{{subscription=\"{}\"}} {}",
-                queue.subscription, queue.leased
-            );
-        }
-        gauge(
-            &mut out,
-            "knooppunt_dead_letters",
-            "Dead letters kept per subscription.",
-        );
-        for queue in queues {
-            let _ = writeln!(
-                out,
-                "knooppunt_dead_letters{{subscription=\"{}\"}} {}",
-                queue.subscription, queue.dead_letters
-            );
+        // One gauge per subscription for each of these, from its queue statistics.
+        let per_queue: [(&str, &str, QueueValue); 5] = [
+            (
+                "knooppunt_queue_depth",
+                "Pending deliveries per subscription.",
+                |q, _| q.pending.to_string(),
+            ),
+            (
+                "knooppunt_queue_backlog_bytes",
+                "Undelivered bytes per subscription: its pending deliveries' events' sizes, summed.",
+                |q, _| q.pending_bytes.to_string(),
+            ),
+            (
+                "knooppunt_queue_oldest_pending_seconds",
+                "Age of the oldest pending delivery's event per subscription (0 when none).",
+                |q, now| {
+                    let age = q
+                        .oldest_accepted_at
+                        .map_or(0.0, |at| now.saturating_sub(at) as f64 / 1000.0);
+                    age.to_string()
+                },
+            ),
+            (
+                "knooppunt_queue_leased_deliveries",
+                "Pending deliveries leased now per subscription: attempts in flight (push), or \
+                 events locked by consumers (pull).",
+                |q, _| q.leased.to_string(),
+            ),
+            (
+                "knooppunt_dead_letters",
+                "Dead letters kept per subscription.",
+                |q, _| q.dead_letters.to_string(),
+            ),
+        ];
+        for (name, help, value) in per_queue {
+            gauge(&mut out, name, help);
+            for queue in queues {
+                let _ = writeln!(
+                    out,
+                    "{name}{{subscription=\"{}\"}} {}",
+                    queue.subscription,
+                    value(queue, now_ms)
+                );
+            }
         }
         gauge(
             &mut out,

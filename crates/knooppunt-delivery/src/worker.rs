@@ -560,7 +560,7 @@ async fn send_and_record(
         started,
         delivery,
         accepted_at: event.accepted_at,
-        bytes: (event.json.len() + event.extension_types.as_ref().map_or(0, String::len)) as u64,
+        bytes: event.size(),
         trace_id: trace.as_ref().map(|(t, _)| t.trace_id.as_str()),
     };
     record(inner, subscription, &config, attempt, &response, &outcome).await;

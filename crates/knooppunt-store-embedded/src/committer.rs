@@ -120,8 +120,7 @@ impl Filing {
 ///
 /// [`QueueStats::pending_bytes`]: knooppunt_store::QueueStats::pending_bytes
 pub(super) fn event_bytes(json: &str, extension_types: Option<&str>) -> u32 {
-    let bytes = json.len() + extension_types.map_or(0, str::len);
-    u32::try_from(bytes).unwrap_or(u32::MAX)
+    u32::try_from(knooppunt_store::event_size(json, extension_types)).unwrap_or(u32::MAX)
 }
 
 /// An accepted event as the in-memory queues file it.

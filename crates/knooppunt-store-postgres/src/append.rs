@@ -339,8 +339,7 @@ impl Written<'_> {
             times.push(request.now as i64);
             jsons.push(event.json.as_str());
             types.push(event.extension_types.as_deref());
-            let size = (event.json.len() + event.extension_types.as_ref().map_or(0, String::len))
-                .min(i32::MAX as usize) as i32;
+            let size = event.size().min(i32::MAX as u64) as i32;
             for subscription in &event.subscriptions {
                 subscriptions.push(subscription.as_str());
                 delivery_seqs.push(self.numbers[index]);

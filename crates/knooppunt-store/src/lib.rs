@@ -27,7 +27,7 @@ pub use catalog::{
 pub use principal::{StoredPrincipal, StoredZgwClient};
 pub use queue::{
     Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, Receipt,
-    StoredEvent, Swept, Verdict,
+    StoredEvent, Swept, Verdict, event_size,
 };
 pub use replay::{Replay, ReplayState};
 pub use session::Session;

@@ -14,6 +14,19 @@ pub struct NewEvent {
     pub subscriptions: Vec<String>,
 }
 
+/// An event's size as backlogs count it ([`QueueStats::pending_bytes`]): its JSON, with
+/// the types of extensions kept beside it.
+pub fn event_size(json: &str, extension_types: Option<&str>) -> u64 {
+    (json.len() + extension_types.map_or(0, str::len)) as u64
+}
+
+impl NewEvent {
+    /// Its size ([`event_size`]).
+    pub fn size(&self) -> u64 {
+        event_size(&self.json, self.extension_types.as_deref())
+    }
+}
+
 /// What became of one appended event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Appended {
@@ -37,6 +50,13 @@ pub struct StoredEvent {
     pub json: String,
     /// As [`NewEvent::extension_types`].
     pub extension_types: Option<String>,
+}
+
+impl StoredEvent {
+    /// Its size ([`event_size`]).
+    pub fn size(&self) -> u64 {
+        event_size(&self.json, self.extension_types.as_deref())
+    }
 }
 
 /// One pending delivery of one event to one subscription: what the workers need.
