@@ -654,6 +654,13 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'a, bool> {
         self.inner.renew(s, seq, lease, until_ms)
     }
+    fn release<'a>(
+        &'a self,
+        s: &'a str,
+        leases: &'a [(u64, u64)],
+    ) -> knooppunt_store::StoreFuture<'a, u64> {
+        self.inner.release(s, leases)
+    }
     fn events_after(
         &self,
         after: u64,

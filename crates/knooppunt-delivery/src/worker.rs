@@ -189,6 +189,8 @@ struct Settings {
     limit: usize,
     lease_ms: u64,
     spacing: Option<Duration>,
+    /// How many deliveries may be leased ahead of a free slot (see [`Ahead`]).
+    ahead: usize,
 }
 
 impl Settings {
@@ -196,19 +198,28 @@ impl Settings {
         let max_in_flight = options.max_in_flight;
         let config = subscription.delivery_config();
         let ordered = config.ordering == Ordering::Ordered;
+        let spacing = match &subscription.status {
+            Status::Active(consent) => consent.allowed_rate,
+            _ => None,
+        }
+        .filter(|rate| *rate > 0)
+        .map(|rate| Duration::from_secs_f64(60.0 / f64::from(rate)));
+        let limit = if ordered { 1 } else { max_in_flight.max(1) };
         Settings {
             config,
             ordered,
-            limit: if ordered { 1 } else { max_in_flight.max(1) },
+            limit,
             // Long enough for the wait for a connection and the attempt (each at most the
             // timeout) and recording the result.
+            // (A delivery leased ahead waits at most one more timeout for its slot.)
             lease_ms: (2 * config.timeout + options.lease_margin).as_millis() as u64,
-            spacing: match &subscription.status {
-                Status::Active(consent) => consent.allowed_rate,
-                _ => None,
-            }
-            .filter(|rate| *rate > 0)
-            .map(|rate| Duration::from_secs_f64(60.0 / f64::from(rate))),
+            // Ordered subscriptions take one at a time, and a paced one has time enough.
+            ahead: if ordered || spacing.is_some() {
+                0
+            } else {
+                limit
+            },
+            spacing,
             subscription,
         }
     }
@@ -224,6 +235,7 @@ async fn run(
 ) {
     let mut settings = Settings::of(Arc::clone(&current.borrow_and_update()), &inner.options);
     let mut attempts = InFlight::default();
+    let mut ahead = Ahead::default();
     let sending = Arc::new(Sending::default());
     let mut next_start = tokio::time::Instant::now();
     let mut stop = inner.stop.subscribe();
@@ -245,6 +257,7 @@ async fn run(
             limit,
             lease_ms,
             spacing,
+            ahead: lease_ahead,
         } = settings;
         attempts.reap();
         let idle = inner.options.idle_poll;
@@ -275,21 +288,35 @@ async fn run(
             Some(Gate::Probe) => (1, true, None),
             Some(Gate::Paused(until)) => (0, false, Some(until)),
         };
-        let leased = if take == 0 {
-            Vec::new()
+        // Leased ahead and not sent: given back when its sink's breaker pauses it or it
+        // waited too long for a slot.
+        let unused = if paused_until.is_some() {
+            ahead.all()
         } else {
+            ahead.older_than(config.timeout)
+        };
+        give_back(&inner, id, &unused).await;
+        let mut leased = ahead.take(take);
+        if leased.len() < take {
+            // Short: lease what is missing, and (with every slot open) as many again for
+            // the slots that free next.
+            let more = take - leased.len() + if probe { 0 } else { lease_ahead };
             match inner
                 .store
-                .lease(id, now_ms(), lease_ms, take, ordered)
+                .lease(id, now_ms(), lease_ms, more, ordered)
                 .await
             {
-                Ok(leased) => leased,
+                Ok(mut fresh) => {
+                    let now = tokio::time::Instant::now();
+                    let later = fresh.split_off(fresh.len().min(take - leased.len()));
+                    leased.append(&mut fresh);
+                    ahead.keep(later, now);
+                }
                 Err(error) => {
                     tracing::warn!(subscription = id, %error, "Leasing deliveries failed.");
-                    Vec::new()
                 }
             }
-        };
+        }
         if probe && leased.is_empty() {
             inner.connections.release_probe(&subscription.sink);
         }
@@ -318,7 +345,8 @@ async fn run(
             }
             continue;
         }
-        for delivery in leased {
+        let mut leased = leased.into_iter();
+        while let Some(delivery) = leased.next() {
             if let Some(spacing) = spacing {
                 tokio::time::sleep_until(next_start).await;
                 next_start = tokio::time::Instant::now() + spacing;
@@ -329,9 +357,15 @@ async fn run(
             let started = std::time::Instant::now();
             let permit = tokio::select! {
                 permit = inner.connections.acquire(&subscription.sink, config.timeout, subscription.client_certificate.as_ref()) => permit,
-                // Its lease runs out and it is tried again (after a restart, at once).
-                _ = stop.changed() => break,
-                _ = retired.changed() => break,
+                // Given back below, with the ones after it.
+                _ = stop.changed() => {
+                    ahead.keep(std::iter::once(delivery).chain(leased).collect(), tokio::time::Instant::now());
+                    break;
+                }
+                _ = retired.changed() => {
+                    ahead.keep(std::iter::once(delivery).chain(leased).collect(), tokio::time::Instant::now());
+                    break;
+                }
             };
             let (inner, subscription) = (Arc::clone(&inner), Arc::clone(subscription));
             let gone = Arc::clone(&gone);
@@ -351,8 +385,73 @@ async fn run(
             });
         }
     }
-    // Stopping: let the attempts in flight finish and record their results.
+    // Stopping: what was leased and not sent is available again at once (after a restart
+    // too), and the attempts in flight finish and record their results.
+    give_back(&inner, id, &ahead.all()).await;
     while attempts.join_next().await.is_some() {}
+}
+
+/// Gives leases that were not used back to the store (see [`Ahead`]).
+async fn give_back(inner: &Inner, id: &str, leases: &[(u64, u64)]) {
+    if leases.is_empty() {
+        return;
+    }
+    if let Err(error) = inner.store.release(id, leases).await {
+        // Their leases run out instead.
+        tracing::warn!(subscription = id, %error, "Giving back unused leases failed.");
+    }
+}
+
+/// Deliveries leased before a slot was free for them. Slots free one at a time, so without
+/// them a busy worker leases once per delivery, and on PostgreSQL every lease is a
+/// transaction; with them it leases once per `max_in_flight` deliveries. Their leases cover
+/// the wait: a lease is two timeouts long, the connection's wait and the attempt together
+/// take at most one, and one waits at most a timeout for a slot (all slots are back within
+/// that time unless the sink's breaker paused them). One that waited longer, or whose sink
+/// is paused, or whose worker stops, is given back unused ([`Store::release`]): available
+/// again at once, no attempt counted.
+///
+/// [`Store::release`]: knooppunt_store::Store::release
+#[derive(Debug, Default)]
+struct Ahead {
+    leased: std::collections::VecDeque<(Delivery, tokio::time::Instant)>,
+}
+
+impl Ahead {
+    /// Up to `n` of the deliveries waiting, oldest first.
+    fn take(&mut self, n: usize) -> Vec<Delivery> {
+        let n = n.min(self.leased.len());
+        self.leased
+            .drain(..n)
+            .map(|(delivery, _)| delivery)
+            .collect()
+    }
+
+    /// Takes out the ones that waited longer than `longest`, as `(seq, lease)`.
+    fn older_than(&mut self, longest: Duration) -> Vec<(u64, u64)> {
+        let now = tokio::time::Instant::now();
+        let waited = self
+            .leased
+            .iter()
+            .take_while(|(_, at)| now.duration_since(*at) > longest)
+            .count();
+        self.leased
+            .drain(..waited)
+            .map(|(d, _)| (d.seq, d.lease))
+            .collect()
+    }
+
+    /// Takes out all, as `(seq, lease)`.
+    fn all(&mut self) -> Vec<(u64, u64)> {
+        self.leased
+            .drain(..)
+            .map(|(d, _)| (d.seq, d.lease))
+            .collect()
+    }
+
+    fn keep(&mut self, deliveries: Vec<Delivery>, at: tokio::time::Instant) {
+        self.leased.extend(deliveries.into_iter().map(|d| (d, at)));
+    }
 }
 
 /// An attempt that panicked: recorded as its result, a dead letter saying what failed, so
@@ -888,22 +987,31 @@ pub(crate) mod tests {
     /// A deliverer on a fresh embedded store with subscription `s` (ordered, sink on a
     /// closed loopback port, attempts time out after a second) and two events for it.
     async fn deliverer(faults: &[(u64, Fault)]) -> (Deliverer, SledStore, tempfile::TempDir) {
+        deliverer_of("ordered", 2, 16, faults).await
+    }
+
+    /// Like [`deliverer`], with this ordering, this many events and slots.
+    async fn deliverer_of(
+        ordering: &str,
+        events: usize,
+        max_in_flight: usize,
+        faults: &[(u64, Fault)],
+    ) -> (Deliverer, SledStore, tempfile::TempDir) {
         FAULTS.with(|map| map.borrow_mut().extend(faults.iter().copied()));
         let dir = tempfile::tempdir().unwrap();
         let store = SledStore::open(dir.path()).unwrap();
         let mut subscription = knooppunt_store_conformance::subscription("s");
         subscription.sink = knooppunt_store::Sink::parse("http://127.0.0.1:1/hook").unwrap();
         let config = BTreeMap::from([
-            ("ordering".to_owned(), "ordered".to_owned()),
+            ("ordering".to_owned(), ordering.to_owned()),
             ("timeout".to_owned(), "PT1S".to_owned()),
         ]);
         subscription.config =
             SubscriptionConfig::parse(&config, &ConfigDefaults::default()).unwrap();
         store.insert_subscription(&subscription).await.unwrap();
-        let events = vec![
-            knooppunt_store_conformance::event("1", &["s"]),
-            knooppunt_store_conformance::event("2", &["s"]),
-        ];
+        let events = (1..=events)
+            .map(|n| knooppunt_store_conformance::event(&n.to_string(), &["s"]))
+            .collect();
         store
             .append_events(events, crate::now_ms(), 0)
             .await
@@ -912,6 +1020,7 @@ pub(crate) mod tests {
             idle_poll: Duration::from_millis(50),
             lease_margin: Duration::from_millis(200),
             sink_networks: SinkNetworks::parse(&["127.0.0.0/8".into()]).unwrap(),
+            max_in_flight,
             ..DeliveryOptions::default()
         };
         let (deliverer, _gone) =
@@ -961,5 +1070,45 @@ pub(crate) mod tests {
         }
         assert_eq!(deliverer.health().stuck, ["s"]);
         deliverer.shutdown(Duration::from_millis(100)).await;
+    }
+
+    #[tokio::test]
+    async fn a_busy_worker_leases_ahead_and_gives_back_what_it_did_not_send() {
+        // Both slots hang in the first two events; the next two are leased ahead of a free
+        // slot, the fifth is left for later.
+        let faults = [(1, Fault::Hang), (2, Fault::Hang)];
+        let (deliverer, store, _dir) = deliverer_of("unordered", 5, 2, &faults).await;
+        let leased = |deliveries: &[knooppunt_store::Delivery]| {
+            deliveries
+                .iter()
+                .filter(|d| d.lease != 0)
+                .map(|d| d.seq)
+                .collect::<Vec<_>>()
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let pending = store.pending_deliveries("s", 10).await.unwrap();
+            if leased(&pending) == [1, 2, 3, 4] {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{pending:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Stopping gives the two it did not send back unused: leasable at once, no
+        // attempt counted; the hanging attempts keep theirs.
+        deliverer.shutdown(Duration::from_millis(200)).await;
+        let pending = store.pending_deliveries("s", 10).await.unwrap();
+        assert_eq!(leased(&pending), [1, 2], "{pending:?}");
+        let again = store
+            .lease("s", crate::now_ms(), 1000, 10, false)
+            .await
+            .unwrap();
+        assert_eq!(
+            again
+                .iter()
+                .map(|d| (d.seq, d.attempts))
+                .collect::<Vec<_>>(),
+            [(3, 0), (4, 0), (5, 0)]
+        );
     }
 }

@@ -136,6 +136,7 @@ pub async fn run(backend: &mut impl Backend) {
     results_are_recorded_and_survive_a_reopen(backend).await;
     stale_lease_tokens_are_refused(backend).await;
     leases_are_renewed_only_by_their_holder(backend).await;
+    unused_leases_are_given_back(backend).await;
     leases_held_are_counted(backend).await;
     backlogs_are_measured_in_bytes(backend).await;
     events_are_read_in_order_after_a_position(backend).await;
@@ -1116,6 +1117,77 @@ async fn leases_are_renewed_only_by_their_holder(backend: &mut impl Backend) {
     assert!(
         !store.renew("p", n[0], again[0].lease, 9999).await.unwrap(),
         "its result is recorded"
+    );
+}
+
+async fn unused_leases_are_given_back(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["g", "o"]).await;
+    let n = seqs(
+        &store
+            .append_events(
+                vec![
+                    event("g1", &["g", "o"]),
+                    event("g2", &["g"]),
+                    event("g3", &["g"]),
+                ],
+                100,
+                HOUR,
+            )
+            .await
+            .unwrap(),
+    );
+    let held = store.lease("g", 200, 10_000, 3, false).await.unwrap();
+    assert_eq!(held.iter().map(|d| d.seq).collect::<Vec<_>>(), n);
+    let other = lease_one(store.as_ref(), "o", n[0], 200).await;
+    let given = store
+        .release(
+            "g",
+            &[
+                (n[0], held[0].lease),
+                (n[1], held[1].lease + 999),
+                (n[2], held[2].lease),
+                (n[0], other.lease),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(given, 2, "only the leases that hold their deliveries");
+    assert_eq!(store.release("g", &[]).await.unwrap(), 0);
+    // Available at once, and no attempt is counted for a lease given back unused.
+    let again = store.lease("g", 300, 10_000, 3, false).await.unwrap();
+    assert_eq!(
+        again
+            .iter()
+            .map(|d| (d.seq, d.attempts))
+            .collect::<Vec<_>>(),
+        [(n[0], 0), (n[2], 0)],
+        "the delivery with another token stays leased"
+    );
+    assert!(
+        !store.renew("g", n[0], held[0].lease, 99_000).await.unwrap(),
+        "a token given back is spent"
+    );
+    // The other subscription's lease of the same event is untouched.
+    assert!(store.renew("o", n[0], other.lease, 99_000).await.unwrap());
+    // A lease whose result is recorded is not given back.
+    store
+        .record(vec![attempt(&again[0], 400, Verdict::Delivered)])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.release("g", &[(n[0], again[0].lease)]).await.unwrap(),
+        0
+    );
+    // An ordered subscription's oldest is leasable again once given back.
+    assert_eq!(store.release("o", &[(n[0], other.lease)]).await.unwrap(), 1);
+    let ordered = store.lease("o", 500, 10_000, 1, true).await.unwrap();
+    assert_eq!(
+        ordered
+            .iter()
+            .map(|d| (d.seq, d.attempts))
+            .collect::<Vec<_>>(),
+        [(n[0], 0)]
     );
 }
 

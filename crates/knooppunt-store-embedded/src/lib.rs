@@ -923,6 +923,23 @@ impl Store for SledStore {
         })
     }
 
+    fn release<'a>(
+        &'a self,
+        subscription: &'a str,
+        leases: &'a [(u64, u64)],
+    ) -> StoreFuture<'a, u64> {
+        Box::pin(async move {
+            let mut queues = self.queues();
+            let Some(queue) = queues.pending.get_mut(subscription) else {
+                return Ok(0);
+            };
+            Ok(leases
+                .iter()
+                .filter(|&&(seq, lease)| queue.release(subscription, seq, lease))
+                .count() as u64)
+        })
+    }
+
     fn next_due<'a>(
         &'a self,
         subscription: &'a str,

@@ -272,6 +272,23 @@ impl Pending {
         true
     }
 
+    /// Ends lease `token` on the delivery of `seq` unused, if it holds it: the delivery is
+    /// available again as if it had not been leased (its next lease counts no attempt).
+    pub(super) fn release(&mut self, subscription: &str, seq: u64, token: u64) -> bool {
+        let held = self
+            .touched
+            .get(&seq)
+            .is_some_and(|d| token != 0 && d.lease == token && d.leased_until != u64::MAX);
+        if !held {
+            return false;
+        }
+        let mut delivery = self.remove(subscription, seq).expect("it is touched");
+        delivery.leased_until = 0;
+        delivery.lease = 0;
+        self.put(delivery);
+        true
+    }
+
     /// Takes the delivery of `seq`, whose result is on its way to the log, out of reach:
     /// no lease until the result is applied, and its token is spent.
     pub(super) fn take_result(&mut self, subscription: &str, seq: u64) {

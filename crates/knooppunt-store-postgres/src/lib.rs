@@ -964,6 +964,38 @@ impl Store for PgStore {
         })
     }
 
+    fn release<'a>(
+        &'a self,
+        subscription: &'a str,
+        leases: &'a [(u64, u64)],
+    ) -> StoreFuture<'a, u64> {
+        Box::pin(async move {
+            if leases.is_empty() {
+                return Ok(0);
+            }
+            let client = self.client().await?;
+            let (seqs, tokens): (Vec<i64>, Vec<i64>) = leases
+                .iter()
+                .map(|&(seq, lease)| (seq as i64, lease as i64))
+                .unzip();
+            let statement = client
+                .prepare_cached(
+                    "UPDATE deliveries d SET leased_until = 0, lease = 0 \
+                     FROM UNNEST($2::bigint[], $3::bigint[]) AS given(seq, lease) \
+                     WHERE d.subscription = $1 AND d.seq = given.seq \
+                       AND d.lease = given.lease AND d.lease <> 0 \
+                     RETURNING d.seq",
+                )
+                .await
+                .map_err(backend)?;
+            // Like a lease, a release need not wait for the WAL: one a crash forgets runs
+            // out instead (and then counts as an attempt).
+            let given =
+                without_flush(&client, &statement, &[&subscription, &seqs, &tokens]).await?;
+            Ok(given.len() as u64)
+        })
+    }
+
     fn next_due<'a>(
         &'a self,
         subscription: &'a str,

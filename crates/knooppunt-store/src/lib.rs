@@ -263,6 +263,17 @@ pub trait Store: Send + Sync + 'static {
         until_ms: u64,
     ) -> StoreFuture<'a, bool>;
 
+    /// Gives back leases that were not used (the worker leased ahead of its free slots and
+    /// then stopped, or its sink's breaker opened): each delivery of `(seq, lease)` whose
+    /// lease that still is becomes available again at once, as if that lease had never
+    /// been taken (no attempt is counted for it); the others are left as they are. Returns
+    /// how many were given back.
+    fn release<'a>(
+        &'a self,
+        subscription: &'a str,
+        leases: &'a [(u64, u64)],
+    ) -> StoreFuture<'a, u64>;
+
     /// When the subscription's next unleased delivery is due (for an ordered subscription:
     /// its oldest one, if not leased), if it has one.
     fn next_due<'a>(&'a self, subscription: &'a str, ordered: bool)
