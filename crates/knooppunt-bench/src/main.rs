@@ -252,9 +252,11 @@ enum Workload {
 
 const TOKEN: &str = "bench-token";
 
-fn event_body(n: u64, size: usize, subject: u64) -> String {
+/// Event `n` of load run `run` (every run its own ids: a warm-up's events are no duplicates
+/// of the measurement's), `size` bytes of JSON.
+fn event_body(run: u64, n: u64, size: usize, subject: u64) -> String {
     let head = format!(
-        r#"{{"specversion":"1.0","id":"bench-{n}","source":"urn:nld:oin:00000001823288444000:systeem:bench","type":"nl.bench.type{}","subject":"{subject}","data":{{"filler":""#,
+        r#"{{"specversion":"1.0","id":"bench-{run:x}-{n}","source":"urn:nld:oin:00000001823288444000:systeem:bench","type":"nl.bench.type{}","subject":"{subject}","data":{{"filler":""#,
         n % 100
     );
     let tail = "\"}}";
@@ -684,6 +686,7 @@ fn main() -> anyhow::Result<()> {
                 stamp,
                 rate,
             } => {
+                let run = deliver::now_us();
                 let report = load::run(
                     Request {
                         url,
@@ -691,7 +694,7 @@ fn main() -> anyhow::Result<()> {
                         token,
                         body: Arc::new(move |n| {
                             let subject = if stamp { deliver::now_us() } else { n };
-                            event_body(n, event_bytes, subject)
+                            event_body(run, n, event_bytes, subject)
                         }),
                         expect,
                         rate,
