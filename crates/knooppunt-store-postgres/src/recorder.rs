@@ -5,7 +5,8 @@
 //!
 //! Each change is one conditional statement (an attempt changes its delivery only under its
 //! own lease), so a stale one changes nothing and the others of the group still count; only
-//! a failure of the transaction fails them all.
+//! a failure of the transaction fails them all. The delivered results of a group, most of
+//! them, are one statement together ([`DELIVERED`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -93,6 +94,37 @@ async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
         .collect()
 }
 
+/// Every delivered result of a group in one statement (the common case: a statement each
+/// cost the database more than the lease): each delivery is deleted under its lease, a
+/// receipt kept where asked; returns the deliveries deleted.
+const DELIVERED: &str = "\
+WITH r AS (
+    SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::bool[])
+        AS r(subscription, seq, lease, at, receipt)),
+done AS (
+    DELETE FROM deliveries d USING r
+    WHERE d.subscription = r.subscription AND d.seq = r.seq AND d.lease = r.lease
+    RETURNING d.subscription, d.seq, d.lease),
+kept AS (
+    INSERT INTO receipts (seq, subscription, delivered_at)
+    SELECT done.seq, done.subscription, r.at FROM done
+    JOIN r ON r.subscription = done.subscription AND r.seq = done.seq AND r.lease = done.lease
+    WHERE r.receipt
+    ON CONFLICT (seq, subscription) DO NOTHING)
+SELECT subscription, seq FROM done";
+
+/// A delivered attempt under a lease: what [`DELIVERED`] takes.
+fn delivered(change: &DeliveryChange) -> Option<&knooppunt_store::Attempt> {
+    match change {
+        DeliveryChange::Attempted(attempt)
+            if attempt.lease != 0 && attempt.verdict == knooppunt_store::Verdict::Delivered =>
+        {
+            Some(attempt)
+        }
+        _ => None,
+    }
+}
+
 /// Applies the group in one transaction; one outcome per request.
 async fn commit(pool: &Pool, group: &[Request]) -> Vec<Result<(), StoreError>> {
     let failed = |error: &StoreError| group.iter().map(|_| Err(clone_error(error))).collect();
@@ -100,9 +132,31 @@ async fn commit(pool: &Pool, group: &[Request]) -> Vec<Result<(), StoreError>> {
         Ok(client) => client,
         Err(error) => return failed(&error),
     };
+    let (mut subscriptions, mut seqs, mut leases, mut ats, mut receipts) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for attempt in group.iter().filter_map(|r| delivered(&r.change)) {
+        subscriptions.push(attempt.subscription.as_str());
+        seqs.push(attempt.seq as i64);
+        leases.push(attempt.lease as i64);
+        ats.push(attempt.at as i64);
+        receipts.push(attempt.receipt);
+    }
+    let all_delivered = match client.prepare_cached(DELIVERED).await.map_err(backend) {
+        Ok(prepared) => prepared,
+        Err(error) => return failed(&error),
+    };
     // Prepared first (from the connection's cache after the first time), so that the
     // executions below are sent in order between BEGIN and COMMIT.
-    let statements: Vec<_> = group.iter().map(|r| statement(&r.change)).collect();
+    let statements: Vec<_> = group
+        .iter()
+        .map(|r| {
+            if delivered(&r.change).is_some() {
+                None
+            } else {
+                statement(&r.change)
+            }
+        })
+        .collect();
     let mut prepared = Vec::with_capacity(group.len());
     for found in &statements {
         prepared.push(match found {
@@ -130,13 +184,31 @@ async fn commit(pool: &Pool, group: &[Request]) -> Vec<Result<(), StoreError>> {
             }
         })
         .collect();
-    // Polled in this order, so sent in this order: BEGIN, the executions, COMMIT.
-    let (begun, changed, committed) = tokio::join!(
+    let delivered_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+        [&subscriptions, &seqs, &leases, &ats, &receipts];
+    let deliver_all = async {
+        if seqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        client.query(&all_delivered, &delivered_params).await
+    };
+    // Polled in this order, so sent in this order: BEGIN, the delivered results, the other
+    // executions, COMMIT. (Changes of one group were recorded concurrently, so their order
+    // among each other is no one's: a worker waits for one result before it sends another.)
+    let (begun, done, changed, committed) = tokio::join!(
         client.batch_execute("BEGIN"),
+        deliver_all,
         join_all(executions),
         client.batch_execute("COMMIT"),
     );
     let mut error = begun.err();
+    let done: std::collections::HashSet<(String, i64)> = match done {
+        Ok(rows) => rows.iter().map(|row| (row.get(0), row.get(1))).collect(),
+        Err(failure) => {
+            error.get_or_insert(failure);
+            Default::default()
+        }
+    };
     let mut counts = Vec::with_capacity(group.len());
     for result in changed {
         match result {
@@ -154,6 +226,12 @@ async fn commit(pool: &Pool, group: &[Request]) -> Vec<Result<(), StoreError>> {
     }
     let mut outcomes = Vec::with_capacity(group.len());
     for (request, count) in group.iter().zip(counts) {
+        let count = match delivered(&request.change) {
+            Some(attempt) => {
+                u64::from(done.contains(&(attempt.subscription.clone(), attempt.seq as i64)))
+            }
+            None => count,
+        };
         outcomes.push(classify(&client, &request.change, count).await);
     }
     outcomes
