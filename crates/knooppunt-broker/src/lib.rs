@@ -83,9 +83,11 @@ impl Hub {
         self.state.stop().await;
     }
 
-    /// The HTTP API.
+    /// The HTTP API and the console; a request whose handling panics is answered 500.
     pub fn router(&self) -> axum::Router {
-        api::router(Arc::clone(&self.state)).merge(api::console::router(Arc::clone(&self.state)))
+        api::router(Arc::clone(&self.state))
+            .merge(api::console::router(Arc::clone(&self.state)))
+            .layer(axum::middleware::from_fn(api::answer_panics))
     }
 
     /// The router of `server.metrics_listen`: `/metrics` without a token, `/healthz`,

@@ -29,7 +29,7 @@ pub use engine::{
 pub use pull::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Received, Settlement, TokenProblem};
 pub use signing::{HubKeys, PublicKey};
 pub use sink::{Handshake, REDACTED, redact_sink};
-pub use supervise::WorkerHealth;
+pub use supervise::{CatchUnwind, WorkerHealth};
 
 /// The header naming the replay a delivery belongs to (`Knooppunt-Replay: <id>`).
 pub const REPLAY_HEADER: http::HeaderName = http::HeaderName::from_static("knooppunt-replay");

@@ -12,10 +12,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 /// A future that turns a panic while it is polled into `Err` with the panic's message.
-pub(crate) struct CatchUnwind<F>(Pin<Box<F>>);
+pub struct CatchUnwind<F>(Pin<Box<F>>);
+
+impl<F> std::fmt::Debug for CatchUnwind<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CatchUnwind")
+    }
+}
 
 impl<F: Future> CatchUnwind<F> {
-    pub(crate) fn new(future: F) -> Self {
+    pub fn new(future: F) -> Self {
         CatchUnwind(Box::pin(future))
     }
 }

@@ -249,6 +249,22 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// Middleware: a request whose handling panics is answered 500 (problem+json, the panic in
+/// the log) instead of its connection being dropped without an answer. What the handler
+/// had done before stays as it was: every write is one store operation, done or not.
+pub(crate) async fn answer_panics(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    match knooppunt_delivery::CatchUnwind::new(next.run(request)).await {
+        Ok(response) => response,
+        Err(why) => {
+            let failed = ApiError::Internal(format!("handling the request panicked: {why}"));
+            standard_headers(failed.into_response()).await
+        }
+    }
+}
+
 /// What `server.metrics_listen` serves: the metrics without a token, and health and
 /// readiness.
 pub(crate) fn metrics_router(state: Arc<AppState>) -> Router {
@@ -397,5 +413,48 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             .map_err(|error| {
                 ApiError::invalid(format!("the body is not valid JSON: {error}"), vec![])
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_handler_that_panics_is_answered_500_and_the_next_request_is_served() {
+        async fn fails() -> &'static str {
+            panic!("an index out of bounds")
+        }
+        let router: Router = Router::new()
+            .route("/fails", get(fails))
+            .route("/works", get(|| async { "fine" }))
+            .layer(axum::middleware::from_fn(answer_panics));
+        let request = |path: &str| {
+            http::Request::get(path)
+                .body(axum::body::Body::empty())
+                .unwrap()
+        };
+        let answer = tower::ServiceExt::oneshot(router.clone(), request("/fails"))
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), http::StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            answer.headers()[http::header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        assert!(answer.headers().contains_key("api-version"));
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problem["status"], 500, "{problem}");
+        assert!(
+            !problem.to_string().contains("index out of bounds"),
+            "the panic stays in the log: {problem}"
+        );
+        let answer = tower::ServiceExt::oneshot(router, request("/works"))
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), http::StatusCode::OK);
     }
 }
