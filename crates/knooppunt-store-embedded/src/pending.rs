@@ -257,13 +257,16 @@ impl Pending {
         }
     }
 
+    /// Whether lease `token` holds the delivery of `seq` now (not yet spent on a result).
+    fn still_leased(&self, seq: u64, token: u64) -> bool {
+        self.touched
+            .get(&seq)
+            .is_some_and(|d| token != 0 && d.lease == token && d.leased_until != u64::MAX)
+    }
+
     /// Extends lease `token` on the delivery of `seq` to `until`, if it holds it.
     pub(super) fn renew(&mut self, subscription: &str, seq: u64, token: u64, until: u64) -> bool {
-        let held = self
-            .touched
-            .get(&seq)
-            .is_some_and(|d| token != 0 && d.lease == token && d.leased_until != u64::MAX);
-        if !held {
+        if !self.still_leased(seq, token) {
             return false;
         }
         let mut delivery = self.remove(subscription, seq).expect("it is touched");
@@ -275,11 +278,7 @@ impl Pending {
     /// Ends lease `token` on the delivery of `seq` unused, if it holds it: the delivery is
     /// available again as if it had not been leased (its next lease counts no attempt).
     pub(super) fn release(&mut self, subscription: &str, seq: u64, token: u64) -> bool {
-        let held = self
-            .touched
-            .get(&seq)
-            .is_some_and(|d| token != 0 && d.lease == token && d.leased_until != u64::MAX);
-        if !held {
+        if !self.still_leased(seq, token) {
             return false;
         }
         let mut delivery = self.remove(subscription, seq).expect("it is touched");
