@@ -115,47 +115,32 @@ pub(crate) fn clone_error(error: &StoreError) -> StoreError {
     }
 }
 
-/// The transaction id and the numbers, together, under the lock, which is released at once
-/// (a session lock: the inserts and the commit run without it, in parallel across hubs).
-/// The numbers are one block, reserved with one statement: the sequence moves past it and
-/// returns its last number, which is also this session's `currval` for the statements
-/// after it (an event's number: the block's first plus the event's place in the group).
+/// Round trip 1: the transaction id and the numbers, together, under the lock, which is
+/// released at once (a session lock: the inserts and the commit run without it, in
+/// parallel across hubs).
 const LOCK: &str = "SELECT pg_advisory_lock($1)";
 const XID: &str = "SELECT pg_current_xact_id()::text";
-const RESERVE: &str = "SELECT setval('event_numbers', nextval('event_numbers') + $1::int8 - 1)";
+const NUMBERS: &str = "SELECT nextval('event_numbers') FROM generate_series(1, $1::int8)";
 const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
 
-/// Claims the group's identities (the first event of each, in key order, so two hubs never
-/// wait for each other in a cycle); an identity accepted within the window stays the
-/// earlier event's. Returns the numbers of the events that claimed theirs. Simple
-/// statements from arrays throughout: each plans in microseconds and keeps its plan (one
-/// statement joining it all cost 1.5–2.4 ms a group, more than these together).
+/// Round trip 2: claims the group's identities (the first event of each, in key order, so
+/// two hubs never wait for each other in a cycle); an identity accepted within the window
+/// stays the earlier event's. Returns the identities claimed. Simple statements from arrays
+/// throughout: each plans in microseconds and keeps its plan (one statement joining it all
+/// cost 2.4 ms of planning per group, more than the inserts).
 const CLAIM: &str = "\
 INSERT INTO identities AS t (source, id, seq, accepted_at)
-SELECT source, id, currval('event_numbers') - $6::int8 + 1 + place, accepted_at
-FROM UNNEST($1::text[], $2::text[], $3::int8[], $4::int8[]) AS u(source, id, place, accepted_at)
+SELECT * FROM UNNEST($1::text[], $2::text[], $3::int8[], $4::int8[])
 ON CONFLICT (source, id) DO UPDATE SET seq = EXCLUDED.seq, accepted_at = EXCLUDED.accepted_at
     WHERE t.accepted_at <= EXCLUDED.accepted_at - $5
-RETURNING t.seq";
+RETURNING t.source, t.id";
 
-/// The events that claimed their identity (the claim, earlier in the same transaction, left
-/// their number on it), and the deliveries of those events: one statement, sent right
-/// behind the claim without waiting for its answer. Each event looks its identity up by
-/// key (a sub-select per row: an `EXISTS` was planned as a scan of the whole table).
-const EVENTS: &str = "\
-WITH stored AS (
-    INSERT INTO events (seq, source, id, accepted_at, json, extension_types)
-    SELECT u.seq, u.source, u.id, u.accepted_at, u.json, u.extension_types
-    FROM (SELECT currval('event_numbers') - $7::int8 + 1 + place AS seq, source, id,
-                 accepted_at, json, extension_types
-          FROM UNNEST($1::text[], $2::text[], $3::int8[], $4::int8[], $5::text[], $6::text[])
-              AS x(source, id, place, accepted_at, json, extension_types)) u
-    WHERE (SELECT t.seq FROM identities t WHERE t.source = u.source AND t.id = u.id) = u.seq
-    RETURNING seq)
-INSERT INTO deliveries (subscription, seq, next_attempt_at, bytes)
-SELECT d.subscription, s.seq, d.due, d.bytes
-FROM UNNEST($8::text[], $9::int8[], $10::int8[], $11::int4[]) AS d(subscription, place, due, bytes)
-JOIN stored s ON s.seq = currval('event_numbers') - $7::int8 + 1 + d.place";
+/// Round trip 3, with the notice and the commit: the events that claimed their identity,
+/// and their deliveries.
+const EVENTS: &str = "INSERT INTO events (seq, source, id, accepted_at, json, extension_types) \
+    SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::text[])";
+const DELIVERIES: &str = "INSERT INTO deliveries (subscription, seq, next_attempt_at, bytes) \
+    SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int4[])";
 
 /// After the commit: the number of the event that holds each identity the group did not
 /// claim (it was accepted within the window, maybe by another hub a moment ago).
@@ -164,9 +149,8 @@ const HELD: &str = "SELECT t.source, t.id, t.seq FROM identities t \
 
 const NOTIFY: &str = "SELECT pg_notify($1, $2)";
 
-/// Writes one group in one transaction, in one round trip (`BEGIN`, the numbers under the
-/// lock, the claim, the inserts, the notice, `COMMIT`: pipelined, prepared). Returns the
-/// answers per request.
+/// Writes one group in one transaction: round trip 1 takes the numbers under the lock,
+/// round trip 2 inserts and commits (pipelined, prepared). Returns the answers per request.
 async fn commit(pool: &Pool, group: &[Request]) -> Result<Vec<Vec<Appended>>, StoreError> {
     let client = pool.get().await.map_err(pool_error)?;
     let result = write(&client, group).await;
@@ -197,151 +181,210 @@ async fn write(
             .entry((event.source.as_str(), event.id.as_str()))
             .or_insert(index);
     }
+    let numbers = number(client, &statements, flat.len()).await?;
     let written = Written {
         flat: &flat,
+        numbers: &numbers,
         first_of: &first_of,
     };
-    let (first, claimed) = written
-        .insert_and_commit(client, &statements, group)
+    let claimed = written.claim(client, &statements, group).await?;
+    let holder = written
+        .insert_and_commit(client, &statements, &claimed)
         .await?;
-    written
-        .answers(client, &statements, group, first, &claimed)
-        .await
+    written.answers(client, &statements, group, holder).await
 }
 
 /// The statements of a group's transaction, prepared once per connection.
 struct Statements {
     lock: Statement,
     xid: Statement,
-    reserve: Statement,
+    numbers: Statement,
     unlock: Statement,
     claim: Statement,
     events: Statement,
+    deliveries: Statement,
     held: Statement,
     notify: Statement,
 }
 
 impl Statements {
     async fn prepare(client: &deadpool_postgres::ClientWrapper) -> Result<Statements, StoreError> {
-        let (lock, xid, reserve, unlock, claim, events, held, notify) = tokio::try_join!(
-            client.prepare_cached(LOCK),
-            client.prepare_cached(XID),
-            client.prepare_cached(RESERVE),
-            client.prepare_cached(UNLOCK),
-            client.prepare_cached(CLAIM),
-            client.prepare_cached(EVENTS),
-            client.prepare_cached(HELD),
-            client.prepare_cached(NOTIFY),
-        )
-        .map_err(backend)?;
+        let (lock, xid, numbers, unlock, claim, events, deliveries, held, notify) =
+            tokio::try_join!(
+                client.prepare_cached(LOCK),
+                client.prepare_cached(XID),
+                client.prepare_cached(NUMBERS),
+                client.prepare_cached(UNLOCK),
+                client.prepare_cached(CLAIM),
+                client.prepare_cached(EVENTS),
+                client.prepare_cached(DELIVERIES),
+                client.prepare_cached(HELD),
+                client.prepare_cached(NOTIFY),
+            )
+            .map_err(backend)?;
         Ok(Statements {
             lock,
             xid,
-            reserve,
+            numbers,
             unlock,
             claim,
             events,
+            deliveries,
             held,
             notify,
         })
     }
 }
 
-/// A group being written: its events in order, and the first event of each identity.
+/// Round trip 1: `BEGIN`, then the transaction id and `count` numbers under the append lock,
+/// released at once. The numbers in order.
+async fn number(
+    client: &deadpool_postgres::ClientWrapper,
+    statements: &Statements,
+    count: usize,
+) -> Result<Vec<i64>, StoreError> {
+    let count = count as i64;
+    let lock_params: [Param<'_>; 1] = [&APPEND_LOCK];
+    let count_params: [Param<'_>; 1] = [&count];
+    let (_, _, _, numbers, _) = tokio::try_join!(
+        client.batch_execute("BEGIN"),
+        client.execute(&statements.lock, &lock_params),
+        client.execute(&statements.xid, &[]),
+        client.query(&statements.numbers, &count_params),
+        client.execute(&statements.unlock, &lock_params),
+    )
+    .map_err(backend)?;
+    let mut numbers: Vec<i64> = numbers.iter().map(|row| row.get(0)).collect();
+    numbers.sort_unstable();
+    Ok(numbers)
+}
+
+/// A group being written: its events in order with their numbers, and the first event of
+/// each identity.
 struct Written<'a> {
     flat: &'a [(&'a Request, &'a NewEvent)],
+    numbers: &'a [i64],
     first_of: &'a HashMap<(&'a str, &'a str), usize>,
 }
 
 impl Written<'_> {
-    /// The one round trip: numbers, identities, events, deliveries, the notice to other
-    /// hubs, `COMMIT`. Returns the group's first number and the numbers of the events that
-    /// claimed their identity.
-    async fn insert_and_commit(
+    /// Round trip 2: claims the identities (the first event of each, in key order); returns
+    /// the first events whose identity the group claimed.
+    async fn claim(
         &self,
         client: &deadpool_postgres::ClientWrapper,
         statements: &Statements,
         group: &[Request],
-    ) -> Result<(i64, HashSet<i64>), StoreError> {
+    ) -> Result<HashSet<usize>, StoreError> {
         let flat = self.flat;
-        // The first event of each identity, in key order (the claim's lock order).
         let mut firsts: Vec<usize> = self.first_of.values().copied().collect();
         firsts.sort_unstable_by_key(|&i| (flat[i].1.source.as_str(), flat[i].1.id.as_str()));
-        let (mut sources, mut ids, mut places, mut times, mut jsons) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut types: Vec<Option<&str>> = Vec::new();
-        let (mut subscriptions, mut delivery_places, mut delivery_times) =
-            (Vec::new(), Vec::new(), Vec::new());
-        let mut delivery_bytes: Vec<i32> = Vec::new();
-        for &index in &firsts {
-            let (request, event) = flat[index];
-            sources.push(event.source.as_str());
-            ids.push(event.id.as_str());
-            places.push(index as i64);
-            times.push(request.now as i64);
-            jsons.push(event.json.as_str());
-            types.push(event.extension_types.as_deref());
-            let size = event.size().min(i32::MAX as u64) as i32;
-            for subscription in &event.subscriptions {
-                subscriptions.push(subscription.as_str());
-                delivery_places.push(index as i64);
-                delivery_times.push(request.now as i64);
-                delivery_bytes.push(size);
-            }
-        }
+        let claim_sources: Vec<&str> = firsts.iter().map(|&i| flat[i].1.source.as_str()).collect();
+        let claim_ids: Vec<&str> = firsts.iter().map(|&i| flat[i].1.id.as_str()).collect();
+        let claim_seqs: Vec<i64> = firsts.iter().map(|&i| self.numbers[i]).collect();
+        let claim_times: Vec<i64> = firsts.iter().map(|&i| flat[i].0.now as i64).collect();
         // One window for the group: the hub's (its requests all have it).
         let window = group
             .iter()
             .map(|r| r.window.min(i64::MAX as u64) as i64)
             .max()
             .unwrap_or(0);
-        let count = flat.len() as i64;
-        // Other hubs' workers wake at the commit instead of at their next poll (a duplicate
-        // wakes them for nothing).
+        let claim_params: [Param<'_>; 5] = [
+            &claim_sources,
+            &claim_ids,
+            &claim_seqs,
+            &claim_times,
+            &window,
+        ];
+        Ok(client
+            .query(&statements.claim, &claim_params)
+            .await
+            .map_err(backend)?
+            .iter()
+            .filter_map(|row| {
+                self.first_of
+                    .get(&(row.get::<_, &str>(0), row.get::<_, &str>(1)))
+            })
+            .copied()
+            .collect())
+    }
+
+    /// Round trip 3: the events that claimed their identity and their deliveries, the
+    /// notice to other hubs, and `COMMIT`. Per event: `Some(index of its identity's
+    /// first)` when that first claimed it.
+    async fn insert_and_commit(
+        &self,
+        client: &deadpool_postgres::ClientWrapper,
+        statements: &Statements,
+        claimed: &HashSet<usize>,
+    ) -> Result<Vec<Option<usize>>, StoreError> {
+        let (mut seqs, mut sources, mut ids, mut times, mut jsons) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut types: Vec<Option<&str>> = Vec::new();
+        let (mut subscriptions, mut delivery_seqs, mut delivery_times) =
+            (Vec::new(), Vec::new(), Vec::new());
+        let mut delivery_bytes: Vec<i32> = Vec::new();
+        let mut holder: Vec<Option<usize>> = Vec::with_capacity(self.flat.len());
+        for (index, (request, event)) in self.flat.iter().enumerate() {
+            let key = (event.source.as_str(), event.id.as_str());
+            let first = self.first_of[&key];
+            let owned = claimed.contains(&first);
+            holder.push(owned.then_some(first));
+            if !owned || first != index {
+                continue;
+            }
+            seqs.push(self.numbers[index]);
+            sources.push(key.0);
+            ids.push(key.1);
+            times.push(request.now as i64);
+            jsons.push(event.json.as_str());
+            types.push(event.extension_types.as_deref());
+            let size = event.size().min(i32::MAX as u64) as i32;
+            for subscription in &event.subscriptions {
+                subscriptions.push(subscription.as_str());
+                delivery_seqs.push(self.numbers[index]);
+                delivery_times.push(request.now as i64);
+                delivery_bytes.push(size);
+            }
+        }
+        // Other hubs' workers wake at the commit instead of at their next poll.
         let mut woken: Vec<&str> = subscriptions.clone();
         woken.sort_unstable();
         woken.dedup();
         let payload = crate::notify::deliveries(&woken);
         let channel = crate::notify::CHANNEL;
-        let lock_params: [Param<'_>; 1] = [&APPEND_LOCK];
-        let count_params: [Param<'_>; 1] = [&count];
-        let claim_params: [Param<'_>; 6] = [&sources, &ids, &places, &times, &window, &count];
-        let event_params: [Param<'_>; 11] = [
-            &sources,
-            &ids,
-            &places,
-            &times,
-            &jsons,
-            &types,
-            &count,
+        let event_params: [Param<'_>; 6] = [&seqs, &sources, &ids, &times, &jsons, &types];
+        let delivery_params: [Param<'_>; 4] = [
             &subscriptions,
-            &delivery_places,
+            &delivery_seqs,
             &delivery_times,
             &delivery_bytes,
         ];
         let notify_params: [Param<'_>; 2] = [&channel, &payload];
+        let store_events = async {
+            if seqs.is_empty() {
+                return Ok(0);
+            }
+            client.execute(&statements.events, &event_params).await
+        };
+        let queue = async {
+            if delivery_seqs.is_empty() {
+                return Ok(0);
+            }
+            client
+                .execute(&statements.deliveries, &delivery_params)
+                .await
+        };
         let tell = async {
             if woken.is_empty() {
                 return Ok(0);
             }
             client.execute(&statements.notify, &notify_params).await
         };
-        // Polled in this order, so sent in this order. A failed statement turns the COMMIT
-        // into a rollback; its error is what is returned.
-        let (_, _, _, last, _, claimed, _, _, _) = tokio::try_join!(
-            client.batch_execute("BEGIN"),
-            client.execute(&statements.lock, &lock_params),
-            client.execute(&statements.xid, &[]),
-            client.query_one(&statements.reserve, &count_params),
-            client.execute(&statements.unlock, &lock_params),
-            client.query(&statements.claim, &claim_params),
-            client.execute(&statements.events, &event_params),
-            tell,
-            client.batch_execute("COMMIT"),
-        )
-        .map_err(backend)?;
-        let first = last.get::<_, i64>(0) - count + 1;
-        Ok((first, claimed.iter().map(|row| row.get(0)).collect()))
+        // A failed statement turns the COMMIT into a rollback; its error is what is returned.
+        tokio::try_join!(store_events, queue, tell, client.batch_execute("COMMIT"))
+            .map_err(backend)?;
+        Ok(holder)
     }
 
     /// After the commit: each request's answers, with the numbers of the identities held
@@ -351,19 +394,9 @@ impl Written<'_> {
         client: &deadpool_postgres::ClientWrapper,
         statements: &Statements,
         group: &[Request],
-        first: i64,
-        claimed: &HashSet<i64>,
+        holder: Vec<Option<usize>>,
     ) -> Result<Vec<Vec<Appended>>, StoreError> {
         let flat = self.flat;
-        let number = |index: usize| first + index as i64;
-        // Per event: the index of its identity's first, when that first claimed it.
-        let holder: Vec<Option<usize>> = flat
-            .iter()
-            .map(|(_, event)| {
-                let first = self.first_of[&(event.source.as_str(), event.id.as_str())];
-                claimed.contains(&number(first)).then_some(first)
-            })
-            .collect();
         let (mut held_sources, mut held_ids) = (Vec::new(), Vec::new());
         for (index, owner) in holder.iter().enumerate() {
             if owner.is_none() {
@@ -390,10 +423,10 @@ impl Written<'_> {
                 let (index, owner) = outcomes.next().expect("one outcome per event");
                 answer.push(match owner {
                     Some(first) if first == index => Appended::Accepted {
-                        seq: number(index) as u64,
+                        seq: self.numbers[index] as u64,
                     },
                     Some(first) => Appended::Duplicate {
-                        seq: number(first) as u64,
+                        seq: self.numbers[first] as u64,
                     },
                     None => {
                         let event = flat[index].1;

@@ -9,10 +9,9 @@
 //!   ordered subscription's oldest delivery is therefore leased only once no transaction
 //!   older than its own is still running (`pg_snapshot_xmin`), so no smaller number can
 //!   commit after it was delivered. Identities (`source` + `id`) are claimed in the same
-//!   transaction; two hubs claiming one wait for each other on its key. The claimed events
-//!   and their deliveries go in with one statement (`UNNEST` of arrays), sent behind the
-//!   claim and the numbering: one pipelined round trip per group; the answer waits for the
-//!   commit.
+//!   transaction; two hubs claiming one wait for each other on its key. The events and
+//!   their deliveries go in with one multi-row insert each (`UNNEST` of arrays); the answer
+//!   waits for the commit.
 //! - **Leases**: unordered subscriptions lease with `FOR UPDATE SKIP LOCKED`, so hubs share a
 //!   queue without waiting for each other; an ordered one leases its oldest delivery with one
 //!   conditional `UPDATE`, which at most one hub wins. Each lease takes a token from a
