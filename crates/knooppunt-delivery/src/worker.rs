@@ -356,16 +356,15 @@ async fn run(
             // connections hold a request in memory. The wait counts against the timeout.
             let started = std::time::Instant::now();
             let permit = tokio::select! {
-                permit = inner.connections.acquire(&subscription.sink, config.timeout, subscription.client_certificate.as_ref()) => permit,
-                // Given back below, with the ones after it.
-                _ = stop.changed() => {
-                    ahead.keep(std::iter::once(delivery).chain(leased).collect(), tokio::time::Instant::now());
-                    break;
-                }
-                _ = retired.changed() => {
-                    ahead.keep(std::iter::once(delivery).chain(leased).collect(), tokio::time::Instant::now());
-                    break;
-                }
+                permit = inner.connections.acquire(&subscription.sink, config.timeout, subscription.client_certificate.as_ref()) => Some(permit),
+                _ = stop.changed() => None,
+                _ = retired.changed() => None,
+            };
+            let Some(permit) = permit else {
+                // Given back as the worker stops, with the ones after it.
+                let unsent = std::iter::once(delivery).chain(leased).collect();
+                ahead.keep(unsent, tokio::time::Instant::now());
+                break;
             };
             let (inner, subscription) = (Arc::clone(&inner), Arc::clone(subscription));
             let gone = Arc::clone(&gone);

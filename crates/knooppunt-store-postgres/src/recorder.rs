@@ -96,22 +96,20 @@ async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
 
 /// Every delivered result of a group in one statement (the common case: a statement each
 /// cost the database more than the lease): each delivery is deleted under its lease, a
-/// receipt kept where asked; returns the deliveries deleted.
+/// receipt kept where asked; returns the places (from 1) of the results whose lease held.
 const DELIVERED: &str = "\
 WITH r AS (
     SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::bool[])
-        AS r(subscription, seq, lease, at, receipt)),
+        WITH ORDINALITY AS r(subscription, seq, lease, at, receipt, n)),
 done AS (
     DELETE FROM deliveries d USING r
     WHERE d.subscription = r.subscription AND d.seq = r.seq AND d.lease = r.lease
-    RETURNING d.subscription, d.seq, d.lease),
+    RETURNING r.n, r.seq, r.subscription, r.at, r.receipt),
 kept AS (
     INSERT INTO receipts (seq, subscription, delivered_at)
-    SELECT done.seq, done.subscription, r.at FROM done
-    JOIN r ON r.subscription = done.subscription AND r.seq = done.seq AND r.lease = done.lease
-    WHERE r.receipt
+    SELECT seq, subscription, at FROM done WHERE receipt
     ON CONFLICT (seq, subscription) DO NOTHING)
-SELECT subscription, seq FROM done";
+SELECT n FROM done";
 
 /// A delivered attempt under a lease: what [`DELIVERED`] takes.
 fn delivered(change: &DeliveryChange) -> Option<&knooppunt_store::Attempt> {
@@ -202,13 +200,24 @@ async fn commit(pool: &Pool, group: &[Request]) -> Vec<Result<(), StoreError>> {
         client.batch_execute("COMMIT"),
     );
     let mut error = begun.err();
-    let done: std::collections::HashSet<(String, i64)> = match done {
-        Ok(rows) => rows.iter().map(|row| (row.get(0), row.get(1))).collect(),
+    // Per delivered result, in group order: whether its lease held.
+    let mut held = vec![false; seqs.len()];
+    match done {
+        Ok(rows) => {
+            for row in rows {
+                if let Some(place) = usize::try_from(row.get::<_, i64>(0) - 1)
+                    .ok()
+                    .and_then(|i| held.get_mut(i))
+                {
+                    *place = true;
+                }
+            }
+        }
         Err(failure) => {
             error.get_or_insert(failure);
-            Default::default()
         }
-    };
+    }
+    let mut held = held.into_iter();
     let mut counts = Vec::with_capacity(group.len());
     for result in changed {
         match result {
@@ -227,9 +236,7 @@ async fn commit(pool: &Pool, group: &[Request]) -> Vec<Result<(), StoreError>> {
     let mut outcomes = Vec::with_capacity(group.len());
     for (request, count) in group.iter().zip(counts) {
         let count = match delivered(&request.change) {
-            Some(attempt) => {
-                u64::from(done.contains(&(attempt.subscription.clone(), attempt.seq as i64)))
-            }
+            Some(_) => u64::from(held.next().unwrap_or(false)),
             None => count,
         };
         outcomes.push(classify(&client, &request.change, count).await);
