@@ -157,10 +157,11 @@ fn authorization(credential: &SinkCredential) -> Option<HeaderValue> {
     HeaderValue::try_from(value).ok()
 }
 
-/// Sends one delivery and reports how it ended; `bearer` is the access token fetched for
-/// the subscription's client credentials.
+/// Sends one delivery to `sink` (the subscription's sink URL, parsed once for all its
+/// deliveries) and reports how it ended; `bearer` is the access token fetched for the
+/// subscription's client credentials.
 pub async fn deliver(
-    client: &reqwest::Client,
+    (client, sink): (&reqwest::Client, &reqwest::Url),
     subscription: &Subscription,
     origin: &HeaderValue,
     message: HttpMessage,
@@ -200,7 +201,7 @@ pub async fn deliver(
         headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from_static("0"));
     }
     let request = client
-        .request(method, subscription.sink.as_str())
+        .request(method, sink.clone())
         .headers(headers)
         .body(message.body)
         .timeout(timeout);

@@ -717,7 +717,7 @@ async fn send(
         &mut message.headers,
     );
     let response = sink::deliver(
-        &permit.client,
+        (&permit.client, &permit.target.url),
         subscription,
         &inner.origin,
         message,
