@@ -914,7 +914,9 @@ async fn record(
         verdict,
         receipt: inner.options.receipts,
     });
-    match inner.store.record(vec![change]).await {
+    // A result lost in a crash of the machine only means a redelivery: it need not wait for
+    // its own sync.
+    match inner.store.record_results(vec![change]).await {
         Ok(()) if finished => inner.observer.finished(bytes),
         Ok(()) => {}
         Err(error @ knooppunt_store::StoreError::StaleLease { .. }) => {

@@ -134,6 +134,7 @@ pub async fn run(backend: &mut impl Backend) {
     duplicates_are_reported_not_stored(backend).await;
     leases_follow_the_ordering(backend).await;
     results_are_recorded_and_survive_a_reopen(backend).await;
+    push_results_count_as_recorded(backend).await;
     stale_lease_tokens_are_refused(backend).await;
     leases_are_renewed_only_by_their_holder(backend).await;
     unused_leases_are_given_back(backend).await;
@@ -725,6 +726,53 @@ async fn results_are_recorded_and_survive_a_reopen(backend: &mut impl Backend) {
         .unwrap();
     let pending = store.pending_deliveries("o", 10).await.unwrap();
     assert_eq!(pending.iter().map(|d| d.seq).collect::<Vec<_>>(), [n[1]]);
+}
+
+/// Push results recorded with `record_results` (which may wait for the store's next sync)
+/// count as with `record`: applied at once, refused under a stale lease, and kept over a
+/// reopen (closing a store puts what it wrote on disk).
+async fn push_results_count_as_recorded(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["p"]).await;
+    let n = seqs(
+        &store
+            .append_events(vec![event("1", &["p"]), event("2", &["p"])], 100, HOUR)
+            .await
+            .unwrap(),
+    );
+    let first = lease_one(store.as_ref(), "p", n[0], 100).await;
+    let second = lease_one(store.as_ref(), "p", n[1], 100).await;
+    let mut stale = second.clone();
+    stale.lease += 999;
+    let refused = store
+        .record_results(vec![attempt(&stale, 140, Verdict::Delivered)])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::StaleLease { .. })),
+        "{refused:?}"
+    );
+    store
+        .record_results(vec![attempt(&first, 150, Verdict::Delivered)])
+        .await
+        .unwrap();
+    let retry = Verdict::Retry {
+        next_attempt_at: 5000,
+    };
+    store
+        .record_results(vec![attempt(&second, 160, retry)])
+        .await
+        .unwrap();
+    let state = |pending: Vec<Delivery>| {
+        pending
+            .iter()
+            .map(|d| (d.seq, d.attempts, d.next_attempt_at))
+            .collect::<Vec<_>>()
+    };
+    let pending = store.pending_deliveries("p", 10).await.unwrap();
+    assert_eq!(state(pending), [(n[1], 1, 5000)], "applied at once");
+    let store = backend.reopen(store).await;
+    let pending = store.pending_deliveries("p", 10).await.unwrap();
+    assert_eq!(state(pending), [(n[1], 1, 5000)], "kept over a reopen");
 }
 
 async fn dead_letters_are_redelivered_deleted_and_retired(backend: &mut impl Backend) {

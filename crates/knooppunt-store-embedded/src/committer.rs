@@ -11,6 +11,14 @@
 //! no thread hand-off besides its answer. Retention sweeps run on the committer too, so that
 //! every change to the log's files happens on one thread.
 //!
+//! A group of push delivery results only ([`Store::record_results`](knooppunt_store::Store::record_results)) is answered once
+//! written, without its own `fdatasync`: it reaches the disk with the next sync — the next
+//! group with an event or another change, or [`RESULTS_SYNC_INTERVAL`] after the first
+//! unsynced group (busy or idle), whichever comes first. A result lost in a crash of the
+//! machine (a killed process loses nothing: the page cache keeps what was written) only
+//! means its delivery is made again, and the log loses a suffix, never a record in the
+//! middle. An event is never answered before it is on disk.
+//!
 //! If a write or sync fails the store stops accepting events (every later append fails)
 //! until it is opened again: whether the group reached the disk is unknown, and the log,
 //! read again at open, is the truth.
@@ -34,6 +42,10 @@ const FAILED: &str = "the event log could not be written to disk (is it full?); 
 const PROBE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 const CLOSED: &str = "the store is closed";
 
+/// The longest written delivery results wait for a sync while the log is busy with other
+/// results only.
+pub(super) const RESULTS_SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// What the publishers and the committer share.
 #[derive(Debug)]
 pub(super) struct Shared {
@@ -41,6 +53,8 @@ pub(super) struct Shared {
     /// Signalled when the committer sleeps and work arrives.
     wake: Condvar,
     queues: Arc<RwLock<Queues>>,
+    /// `fdatasync`s of the log so far.
+    syncs: std::sync::atomic::AtomicU64,
     hasher: DedupeHasher,
 }
 
@@ -80,11 +94,20 @@ struct Group {
     filings: Vec<Filing>,
     replies: Vec<(Reply<Vec<Appended>>, Vec<Appended>)>,
     recorded: Vec<Reply<()>>,
+    /// The group must be on disk before it is answered: it holds an event or a change
+    /// that is not a push delivery's result.
+    durable: bool,
 }
 
 impl Group {
     fn is_empty(&self) -> bool {
         self.replies.is_empty() && self.recorded.is_empty()
+    }
+
+    /// Whether the group must be on disk before it is answered (see the module's
+    /// documentation).
+    fn needs_sync(&self) -> bool {
+        self.durable
     }
 }
 
@@ -158,8 +181,15 @@ impl Shared {
             }),
             wake: Condvar::new(),
             queues,
+            syncs: std::sync::atomic::AtomicU64::new(0),
             hasher,
         })
+    }
+
+    /// How many times the log was synced.
+    #[cfg(test)]
+    pub(super) fn syncs(&self) -> u64 {
+        self.syncs.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn intake(&self) -> MutexGuard<'_, Intake> {
@@ -214,15 +244,17 @@ impl Shared {
                 subscriptions: record.subscriptions,
             }));
             answers.push(Appended::Accepted { seq });
+            intake.group.durable = true;
         }
         intake.group.replies.push((reply, answers));
         self.wake_committer(intake);
         answer
     }
 
-    /// Adds delivery-state changes to the filling group; the answer comes once they are on
-    /// disk and applied.
-    pub(super) fn record(&self, changes: Vec<DeliveryChange>) -> Answer<()> {
+    /// Adds delivery-state changes to the filling group; the answer comes once they are
+    /// applied and written, and on disk if `durable` (if not, they are with the next sync,
+    /// within [`RESULTS_SYNC_INTERVAL`]).
+    pub(super) fn record(&self, changes: Vec<DeliveryChange>, durable: bool) -> Answer<()> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let mut intake = self.intake();
         if let Some(message) = intake.refusal() {
@@ -240,6 +272,7 @@ impl Shared {
                 .push(Filing::Change { seq, len, change });
         }
         intake.group.recorded.push(reply);
+        intake.group.durable |= durable;
         self.wake_committer(intake);
         answer
     }
@@ -285,14 +318,34 @@ impl Shared {
 /// The committer thread: takes the filling group, writes, syncs, files and answers it.
 pub(super) fn run(mut log: EventLog, shared: &Shared) {
     let mut spare = Group::default();
+    // Since when written results wait for a sync.
+    let mut unsynced: Option<std::time::Instant> = None;
     loop {
         let (mut group, sweeps) = {
             let mut intake = shared.intake();
             while intake.group.is_empty() && intake.sweeps.is_empty() {
                 if intake.closed {
+                    drop(intake);
+                    settle(&mut log, shared, &mut unsynced);
                     return;
                 }
                 intake.idle = true;
+                if let Some(since) = unsynced {
+                    // Written results wait for the next group's sync, up to the interval.
+                    let left = RESULTS_SYNC_INTERVAL.saturating_sub(since.elapsed());
+                    if left.is_zero() {
+                        drop(intake);
+                        settle(&mut log, shared, &mut unsynced);
+                        intake = shared.intake();
+                    } else {
+                        intake = shared
+                            .wake
+                            .wait_timeout(intake, left)
+                            .expect("intake lock")
+                            .0;
+                    }
+                    continue;
+                }
                 if !intake.failed {
                     intake = shared.wake.wait(intake).expect("intake lock");
                     continue;
@@ -324,24 +377,70 @@ pub(super) fn run(mut log: EventLog, shared: &Shared) {
             let group = std::mem::replace(&mut intake.group, std::mem::take(&mut spare));
             (group, std::mem::take(&mut intake.sweeps))
         };
+        if !sweeps.is_empty() {
+            // A sweep expects everything written to be on disk.
+            settle(&mut log, shared, &mut unsynced);
+        }
         for (request, reply) in sweeps {
             let _ = reply.send(sweep(&mut log, shared, request));
         }
-        commit(&mut log, shared, &mut group);
+        commit(&mut log, shared, &mut group, &mut unsynced);
         group.bytes.clear();
         group.filings.clear();
+        group.durable = false;
         spare = group;
     }
 }
 
-fn commit(log: &mut EventLog, shared: &Shared, group: &mut Group) {
+/// Syncs what was written and waits for a sync, if anything does. If the sync fails the
+/// store refuses writes as after a failed group, and the log is cut back to its last sync:
+/// the results written since were answered and applied, so their deliveries are made again
+/// only after a restart (the log is the truth then).
+fn settle(log: &mut EventLog, shared: &Shared, unsynced: &mut Option<std::time::Instant>) {
+    if unsynced.take().is_none() {
+        return;
+    }
+    let synced = log.sync();
+    shared
+        .syncs
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Err(error) = synced {
+        tracing::error!(%error, "Syncing the event log failed; no events are accepted until a test write succeeds (tried every second).");
+        undo(log, shared, &Group::default());
+    }
+}
+
+fn commit(
+    log: &mut EventLog,
+    shared: &Shared,
+    group: &mut Group,
+    unsynced: &mut Option<std::time::Instant>,
+) {
     if let Some(first) = group.filings.first().map(Filing::seq) {
+        let sync = group.needs_sync()
+            || unsynced.is_some_and(|since| since.elapsed() >= RESULTS_SYNC_INTERVAL);
         let written = log
             .write_encoded(first, group.filings.len() as u64, &group.bytes)
-            .and_then(|place| log.sync().map(|()| place));
+            .and_then(|place| {
+                if sync {
+                    shared
+                        .syncs
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    log.sync()?;
+                }
+                Ok(place)
+            });
         let (segment, mut offset) = match written {
-            Ok(place) => place,
+            Ok(place) => {
+                if sync {
+                    *unsynced = None;
+                } else if unsynced.is_none() {
+                    *unsynced = Some(std::time::Instant::now());
+                }
+                place
+            }
             Err(error) => {
+                *unsynced = None;
                 tracing::error!(%error, "Writing the event log failed; no events are accepted until a test write succeeds (tried every second).");
                 undo(log, shared, group);
                 for (reply, _) in group.replies.drain(..) {
@@ -412,7 +511,7 @@ pub(super) const FORGET_CHUNK: usize = 4096;
 
 /// Forgets expired duplicate-detection entries, then deletes closed segments past retention
 /// whose deliveries are all finished. Everything written is synced by now: the committer
-/// syncs each group before it takes the next.
+/// settles any unsynced results before it sweeps.
 fn sweep(log: &mut EventLog, shared: &Shared, request: SweepRequest) -> Result<Swept, StoreError> {
     let SweepRequest {
         now,
@@ -466,4 +565,130 @@ fn sweep(log: &mut EventLog, shared: &Shared, request: SweepRequest) -> Result<S
         }
     }
     Ok(swept)
+}
+
+#[cfg(test)]
+mod tests {
+    use knooppunt_store::{Attempt, Verdict};
+
+    use super::*;
+
+    fn attempt(seq: u64) -> DeliveryChange {
+        DeliveryChange::Attempted(Attempt {
+            subscription: "s".into(),
+            seq,
+            lease: 1,
+            at: 1,
+            status: Some(204),
+            error: None,
+            verdict: Verdict::Delivered,
+            receipt: false,
+        })
+    }
+
+    fn event(id: &str) -> NewEvent {
+        NewEvent {
+            source: "urn:nld:x".into(),
+            id: id.into(),
+            json: format!(r#"{{"specversion":"1.0","id":"{id}","source":"urn:nld:x","type":"t"}}"#),
+            extension_types: None,
+            subscriptions: vec!["s".into()],
+        }
+    }
+
+    /// The group that is filling, taken as the committer takes it.
+    fn take(shared: &Shared) -> Group {
+        std::mem::take(&mut shared.intake().group)
+    }
+
+    /// Push delivery results are answered once written and reach the disk with the next
+    /// sync; an event, and a change recorded durably, are on disk before their answer.
+    #[tokio::test]
+    async fn push_results_wait_for_the_next_sync_events_and_other_changes_do_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = EventLog::open(dir.path(), 1 << 20, |_, _| {}).unwrap();
+        let queues = Arc::new(RwLock::new(Queues::default()));
+        let shared = Shared::new(queues, 1, DedupeHasher::default(), Dedupe::default());
+        let mut unsynced = None;
+
+        let answer = shared.record(vec![attempt(1), attempt(2)], false);
+        let mut group = take(&shared);
+        assert!(!group.needs_sync());
+        commit(&mut log, &shared, &mut group, &mut unsynced);
+        answer.await.unwrap().unwrap();
+        assert_eq!(shared.syncs(), 0, "answered without a sync");
+        assert!(unsynced.is_some(), "waiting for the next sync");
+
+        let answer = shared.append(vec![event("1")], 1_000, 60_000);
+        let _more_results = shared.record(vec![attempt(3)], false);
+        let mut group = take(&shared);
+        assert!(group.needs_sync(), "a group with an event");
+        commit(&mut log, &shared, &mut group, &mut unsynced);
+        assert!(matches!(
+            answer.await.unwrap().unwrap()[..],
+            [Appended::Accepted { .. }]
+        ));
+        assert_eq!(
+            shared.syncs(),
+            1,
+            "the event, and the results before it, synced"
+        );
+        assert!(unsynced.is_none());
+
+        let answer = shared.record(vec![attempt(9)], true);
+        let mut group = take(&shared);
+        assert!(
+            group.needs_sync(),
+            "a change recorded durably (a pull acknowledgement)"
+        );
+        commit(&mut log, &shared, &mut group, &mut unsynced);
+        answer.await.unwrap().unwrap();
+        assert_eq!(shared.syncs(), 2);
+
+        // Results wait at most RESULTS_SYNC_INTERVAL while results keep coming.
+        let _answer = shared.record(vec![attempt(4)], false);
+        commit(&mut log, &shared, &mut take(&shared), &mut unsynced);
+        assert_eq!(shared.syncs(), 2);
+        std::thread::sleep(RESULTS_SYNC_INTERVAL);
+        let _answer = shared.record(vec![attempt(5)], false);
+        commit(&mut log, &shared, &mut take(&shared), &mut unsynced);
+        assert_eq!(shared.syncs(), 3, "synced once the interval passed");
+
+        // Settling syncs only what waits.
+        settle(&mut log, &shared, &mut unsynced);
+        assert_eq!(shared.syncs(), 3, "nothing waited");
+        let _answer = shared.record(vec![attempt(6)], false);
+        commit(&mut log, &shared, &mut take(&shared), &mut unsynced);
+        settle(&mut log, &shared, &mut unsynced);
+        assert_eq!(shared.syncs(), 4);
+        assert!(unsynced.is_none());
+    }
+
+    /// An idle committer syncs written results within the interval, and then stays idle (no
+    /// sync without work).
+    #[tokio::test]
+    async fn an_idle_committer_leaves_nothing_unsynced() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EventLog::open(dir.path(), 1 << 20, |_, _| {}).unwrap();
+        let queues = Arc::new(RwLock::new(Queues::default()));
+        let shared = Shared::new(queues, 1, DedupeHasher::default(), Dedupe::default());
+        let committer = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || run(log, &shared))
+        };
+        shared
+            .record(vec![attempt(1)], false)
+            .await
+            .unwrap()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while shared.syncs() < 1 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(shared.syncs(), 1, "synced within the interval");
+        tokio::time::sleep(RESULTS_SYNC_INTERVAL * 2).await;
+        assert_eq!(shared.syncs(), 1, "an idle log is not synced again");
+        shared.close();
+        committer.join().unwrap();
+    }
 }

@@ -335,6 +335,30 @@ impl SledStore {
         }
     }
 
+    /// [`Store::record`], or [`Store::record_results`] when not `durable`.
+    fn record_with(&self, changes: Vec<DeliveryChange>, durable: bool) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            self.take_results(&changes)?;
+            let receipts: Vec<(u64, String, u64)> = changes
+                .iter()
+                .filter_map(|change| match change {
+                    DeliveryChange::Attempted(a)
+                        if a.receipt && a.verdict == Verdict::Delivered =>
+                    {
+                        Some((a.seq, a.subscription.clone(), a.at))
+                    }
+                    _ => None,
+                })
+                .collect();
+            answered(self.inner.log.record(changes, durable)).await?;
+            if !receipts.is_empty() {
+                // The delivery state is in the log already; receipts follow.
+                self.inner.receipts.keep(receipts);
+            }
+            Ok(())
+        })
+    }
+
     /// Checks the lease token of every attempt in `changes` and takes their deliveries out
     /// of reach of new leases until the committer applies the results: all of them, or, if
     /// one token is stale, none. The check is made here, before the log, so that the log
@@ -955,26 +979,11 @@ impl Store for SledStore {
     }
 
     fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            self.take_results(&changes)?;
-            let receipts: Vec<(u64, String, u64)> = changes
-                .iter()
-                .filter_map(|change| match change {
-                    DeliveryChange::Attempted(a)
-                        if a.receipt && a.verdict == Verdict::Delivered =>
-                    {
-                        Some((a.seq, a.subscription.clone(), a.at))
-                    }
-                    _ => None,
-                })
-                .collect();
-            answered(self.inner.log.record(changes)).await?;
-            if !receipts.is_empty() {
-                // The delivery state is durable in the log already; receipts follow.
-                self.inner.receipts.keep(receipts);
-            }
-            Ok(())
-        })
+        self.record_with(changes, true)
+    }
+
+    fn record_results(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
+        self.record_with(changes, false)
     }
 
     fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>> {

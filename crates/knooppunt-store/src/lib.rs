@@ -286,6 +286,16 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError::StaleLease`], and then nothing of the call is recorded.
     fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()>;
 
+    /// Records the results of push delivery attempts as [`Store::record`] does, except that
+    /// a backend may answer once they are written and applied, and put them on disk with its
+    /// next sync soon after: a result lost in a crash of the machine (not of the process)
+    /// only means that its delivery is made again. The embedded store syncs them with the
+    /// next group that holds an event or another change, or within 100 ms. By default it is
+    /// [`Store::record`].
+    fn record_results(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
+        self.record(changes)
+    }
+
     /// Up to `limit` of a subscription's pending deliveries (leased or not), as their
     /// events' sequence numbers in acceptance order, after event `after`.
     fn pending_seqs<'a>(
