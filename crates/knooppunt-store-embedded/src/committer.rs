@@ -46,6 +46,11 @@ const CLOSED: &str = "the store is closed";
 /// results only.
 pub(super) const RESULTS_SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// While written results wait for a sync the committer naps this long at a time, and push
+/// results that arrive meanwhile do not wake it: they are written at its next look, in one
+/// group (a wake-up per result cost more than writing it). Events and other changes wake it.
+const RESULTS_NAP: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// What the publishers and the committer share.
 #[derive(Debug)]
 pub(super) struct Shared {
@@ -70,6 +75,8 @@ struct Intake {
     sweeps: Vec<(SweepRequest, Reply<Swept>)>,
     /// The committer waits for [`Shared::wake`].
     idle: bool,
+    /// The committer looks again within [`RESULTS_NAP`] by itself.
+    napping: bool,
     closed: bool,
     failed: bool,
 }
@@ -273,7 +280,9 @@ impl Shared {
         }
         intake.group.recorded.push(reply);
         intake.group.durable |= durable;
-        self.wake_committer(intake);
+        if durable || !intake.napping {
+            self.wake_committer(intake);
+        }
         answer
     }
 
@@ -338,11 +347,13 @@ pub(super) fn run(mut log: EventLog, shared: &Shared) {
                         settle(&mut log, shared, &mut unsynced);
                         intake = shared.intake();
                     } else {
+                        intake.napping = true;
                         intake = shared
                             .wake
-                            .wait_timeout(intake, left)
+                            .wait_timeout(intake, left.min(RESULTS_NAP))
                             .expect("intake lock")
                             .0;
+                        intake.napping = false;
                     }
                     continue;
                 }
@@ -662,6 +673,36 @@ mod tests {
         settle(&mut log, &shared, &mut unsynced);
         assert_eq!(shared.syncs(), 4);
         assert!(unsynced.is_none());
+    }
+
+    /// A napping committer is not woken for push results (it looks again within
+    /// RESULTS_NAP), but is for events and for changes recorded durably.
+    #[test]
+    fn push_results_do_not_wake_a_napping_committer() {
+        let queues = Arc::new(RwLock::new(Queues::default()));
+        let shared = Shared::new(queues, 1, DedupeHasher::default(), Dedupe::default());
+        let nap = |shared: &Shared| {
+            let mut intake = shared.intake();
+            intake.idle = true;
+            intake.napping = true;
+        };
+        nap(&shared);
+        drop(shared.record(vec![attempt(1)], false));
+        assert!(shared.intake().idle, "left to its nap");
+        drop(shared.record(vec![attempt(2)], true));
+        assert!(!shared.intake().idle, "woken for a durable change");
+        nap(&shared);
+        drop(shared.append(vec![event("1")], 1_000, 60_000));
+        assert!(!shared.intake().idle, "woken for an event");
+        let mut intake = shared.intake();
+        intake.idle = true;
+        intake.napping = false;
+        drop(intake);
+        drop(shared.record(vec![attempt(3)], false));
+        assert!(
+            !shared.intake().idle,
+            "a sleeping committer is woken for anything"
+        );
     }
 
     /// An idle committer syncs written results within the interval, and then stays idle (no
