@@ -11,7 +11,7 @@
 //! no thread hand-off besides its answer. Retention sweeps run on the committer too, so that
 //! every change to the log's files happens on one thread.
 //!
-//! A group of push delivery results only ([`Store::record_results`](knooppunt_store::Store::record_results)) is answered once
+//! A group of push delivery results only (`Store::record_results`) is answered once
 //! written, without its own `fdatasync`: it reaches the disk with the next sync — the next
 //! group with an event or another change, or [`RESULTS_SYNC_INTERVAL`] after the first
 //! unsynced group (busy or idle), whichever comes first. A result lost in a crash of the
@@ -403,7 +403,7 @@ pub(super) fn run(mut log: EventLog, shared: &Shared) {
     }
 }
 
-/// Syncs what was written and waits for a sync, if anything does. If the sync fails the
+/// Syncs the results written since the last sync, if there are any. If the sync fails the
 /// store refuses writes as after a failed group, and the log is cut back to its last sync:
 /// the results written since were answered and applied, so their deliveries are made again
 /// only after a restart (the log is the truth then).
