@@ -157,6 +157,27 @@ fn redact(url: &str) -> String {
 }
 
 impl PgStore {
+    /// [`Store::record`], or [`Store::record_results`] when not `durable`.
+    fn record_with(&self, changes: Vec<DeliveryChange>, durable: bool) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            // One change (a worker's result, the common case) joins the results committed
+            // together; several are one transaction of their own, all or nothing.
+            if changes.len() == 1 {
+                let change = changes.into_iter().next().expect("one change");
+                return self.inner.recorder.record(change, durable).await;
+            }
+            let client = self.client().await?;
+            client.batch_execute("BEGIN").await.map_err(backend)?;
+            for change in &changes {
+                if let Err(error) = apply(&client, change).await {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    return Err(error);
+                }
+            }
+            client.batch_execute("COMMIT").await.map_err(backend)
+        })
+    }
+
     /// Connects, and creates or migrates the schema.
     pub async fn connect(options: &PgOptions) -> Result<PgStore, StoreError> {
         let config: tokio_postgres::Config = options.url.parse().map_err(|error| {
@@ -1030,23 +1051,11 @@ impl Store for PgStore {
     }
 
     fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            // One change (a worker's result, the common case) joins the results committed
-            // together; several are one transaction of their own, all or nothing.
-            if changes.len() == 1 {
-                let change = changes.into_iter().next().expect("one change");
-                return self.inner.recorder.record(change).await;
-            }
-            let client = self.client().await?;
-            client.batch_execute("BEGIN").await.map_err(backend)?;
-            for change in &changes {
-                if let Err(error) = apply(&client, change).await {
-                    let _ = client.batch_execute("ROLLBACK").await;
-                    return Err(error);
-                }
-            }
-            client.batch_execute("COMMIT").await.map_err(backend)
-        })
+        self.record_with(changes, true)
+    }
+
+    fn record_results(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
+        self.record_with(changes, false)
     }
 
     fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>> {

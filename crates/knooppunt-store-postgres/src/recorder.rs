@@ -7,6 +7,11 @@
 //! own lease), so a stale one changes nothing and the others of the group still count; only
 //! a failure of the transaction fails them all. The delivered results of a group, most of
 //! them, are one statement together ([`DELIVERED`]).
+//!
+//! A group of push results only (`Store::record_results`) commits without waiting for the
+//! WAL flush (`synchronous_commit = off` for its transaction): a database crash can forget
+//! the latest of them, and those deliveries are then made again. A group with any other
+//! change (a pull acknowledgement, a change an API call asked for) commits durably.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -24,6 +29,8 @@ const MAX_GROUP: usize = 256;
 
 struct Request {
     change: DeliveryChange,
+    /// Committed with the WAL flushed before the answer.
+    durable: bool,
     reply: oneshot::Sender<Result<(), StoreError>>,
 }
 
@@ -39,11 +46,19 @@ impl Recorder {
         Recorder { requests }
     }
 
-    pub(crate) async fn record(&self, change: DeliveryChange) -> Result<(), StoreError> {
+    pub(crate) async fn record(
+        &self,
+        change: DeliveryChange,
+        durable: bool,
+    ) -> Result<(), StoreError> {
         let (reply, answer) = oneshot::channel();
         let stopped = || StoreError::Unavailable("the store's recorder stopped".into());
         self.requests
-            .send(Request { change, reply })
+            .send(Request {
+                change,
+                durable,
+                reply,
+            })
             .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
@@ -193,8 +208,13 @@ async fn commit(pool: &Pool, group: &[Request]) -> Vec<Result<(), StoreError>> {
     // Polled in this order, so sent in this order: BEGIN, the delivered results, the other
     // executions, COMMIT. (Changes of one group were recorded concurrently, so their order
     // among each other is no one's: a worker waits for one result before it sends another.)
+    let begin = if group.iter().any(|r| r.durable) {
+        "BEGIN"
+    } else {
+        "BEGIN; SET LOCAL synchronous_commit = off"
+    };
     let (begun, done, changed, committed) = tokio::join!(
-        client.batch_execute("BEGIN"),
+        client.batch_execute(begin),
         deliver_all,
         join_all(executions),
         client.batch_execute("COMMIT"),

@@ -290,8 +290,8 @@ pub trait Store: Send + Sync + 'static {
     /// a backend may answer once they are written and applied, and put them on disk with its
     /// next sync soon after: a result lost in a crash of the machine (not of the process)
     /// only means that its delivery is made again. The embedded store syncs them with the
-    /// next group that holds an event or another change, or within 100 ms. By default it is
-    /// [`Store::record`].
+    /// next group that holds an event or another change, or within 100 ms; PostgreSQL
+    /// commits them without waiting for the WAL flush. By default it is [`Store::record`].
     fn record_results(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
         self.record(changes)
     }
