@@ -732,6 +732,7 @@ async fn the_console_works_with_the_keyboard_alone() {
     subscribe(&hub, tokens::KVK, &sink, json!({})).await;
     let browser = Browser::start(&shots("keyboard")).await;
     browser.goto(&hub.url("/console/login")).await;
+    browser.wait_for_keyboard().await;
     // From the top of the page: the skip link first, visibly focused.
     browser.press(TAB).await;
     let focused = browser.focused().await;
@@ -752,6 +753,7 @@ async fn the_console_works_with_the_keyboard_alone() {
     browser
         .wait_for_text("Ingelogd als", Duration::from_secs(5), false)
         .await;
+    browser.wait_for_keyboard().await;
     // To the subscriptions by Tab and Enter, every stop visibly focused.
     let mut steps = 0;
     loop {
@@ -772,6 +774,7 @@ async fn the_console_works_with_the_keyboard_alone() {
     }
     browser.press(ENTER).await;
     browser.find("#subscriptions-caption").await;
+    browser.wait_for_keyboard().await;
     // The skip link moves the focus to the content.
     browser.press(TAB).await;
     browser.press(ENTER).await;

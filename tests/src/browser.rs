@@ -301,6 +301,24 @@ impl Browser {
 
     /// Presses keys as a keyboard would (`\u{E004}` is Tab, `\u{E007}` Enter), on whatever
     /// has the focus.
+    /// Waits (up to 5 s) until the page is loaded and its document has the keyboard focus:
+    /// a key pressed in a freshly started window before that can go nowhere.
+    pub async fn wait_for_keyboard(&self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            let ready = self
+                .execute(
+                    "window.focus(); return document.readyState === 'complete' && document.hasFocus();",
+                    json!([]),
+                )
+                .await;
+            if ready == Value::Bool(true) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub async fn press(&self, keys: &str) {
         let mut actions = Vec::new();
         for key in keys.chars() {
