@@ -306,10 +306,10 @@ impl Connections {
     }
 
     /// The sink's pool, made (and the least recently used idle one dropped) if needed.
-    fn pool(&self, key: String) -> Result<Arc<Pool>, String> {
+    fn pool(&self, key: &str) -> Result<Arc<Pool>, String> {
         let now = self.clock.fetch_add(1, Ordering::Relaxed);
         let mut pools = self.pools.lock().expect("pools lock");
-        if let Some(pool) = pools.get(&key) {
+        if let Some(pool) = pools.get(key) {
             pool.last_used.store(now, Ordering::Relaxed);
             return Ok(Arc::clone(pool));
         }
@@ -334,7 +334,7 @@ impl Connections {
             last_used: AtomicU64::new(now),
             health: Mutex::new(Health::default()),
         });
-        pools.insert(key, Arc::clone(&pool));
+        pools.insert(key.to_owned(), Arc::clone(&pool));
         Ok(pool)
     }
 
@@ -359,7 +359,7 @@ impl Connections {
     /// The sink's pool, made if needed (to remember a failure).
     fn pool_of(&self, url: &str) -> Option<Arc<Pool>> {
         let target = self.target(url).ok()?;
-        self.pool(target.key.clone()).ok()
+        self.pool(&target.key).ok()
     }
 
     /// The sink's pool if it has one: a sink without one has a clear health, and asking
@@ -492,7 +492,7 @@ impl Connections {
             return Err(AddressRefused.to_string());
         }
         let Some(identity) = identity else {
-            return Ok(self.pool(sink_key(url))?.client.clone());
+            return Ok(self.pool(&sink_key(url))?.client.clone());
         };
         let key = format!(
             "{}\n{}\n{}",
@@ -534,7 +534,7 @@ impl Connections {
         if self.networks.refuses_literal(&target.url) {
             return Err(AddressRefused.to_string());
         }
-        let pool = self.pool(target.key.clone())?;
+        let pool = self.pool(&target.key)?;
         let client = match identity {
             None => pool.client.clone(),
             Some(_) => self.client_for(&target.url, identity)?,

@@ -110,12 +110,6 @@ impl Group {
     fn is_empty(&self) -> bool {
         self.replies.is_empty() && self.recorded.is_empty()
     }
-
-    /// Whether the group must be on disk before it is answered (see the module's
-    /// documentation).
-    fn needs_sync(&self) -> bool {
-        self.durable
-    }
 }
 
 /// A written record as the in-memory queues file it.
@@ -411,14 +405,18 @@ fn settle(log: &mut EventLog, shared: &Shared, unsynced: &mut Option<std::time::
     if unsynced.take().is_none() {
         return;
     }
-    let synced = log.sync();
-    shared
-        .syncs
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if let Err(error) = synced {
+    if let Err(error) = sync(log, shared) {
         tracing::error!(%error, "Syncing the event log failed; no events are accepted until a test write succeeds (tried every second).");
         undo(log, shared, &Group::default());
     }
+}
+
+/// `fdatasync` of the log, counted.
+fn sync(log: &mut EventLog, shared: &Shared) -> Result<(), StoreError> {
+    shared
+        .syncs
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    log.sync()
 }
 
 fn commit(
@@ -428,22 +426,19 @@ fn commit(
     unsynced: &mut Option<std::time::Instant>,
 ) {
     if let Some(first) = group.filings.first().map(Filing::seq) {
-        let sync = group.needs_sync()
-            || unsynced.is_some_and(|since| since.elapsed() >= RESULTS_SYNC_INTERVAL);
+        let durable =
+            group.durable || unsynced.is_some_and(|since| since.elapsed() >= RESULTS_SYNC_INTERVAL);
         let written = log
             .write_encoded(first, group.filings.len() as u64, &group.bytes)
             .and_then(|place| {
-                if sync {
-                    shared
-                        .syncs
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    log.sync()?;
+                if durable {
+                    sync(log, shared)?;
                 }
                 Ok(place)
             });
         let (segment, mut offset) = match written {
             Ok(place) => {
-                if sync {
+                if durable {
                     *unsynced = None;
                 } else if unsynced.is_none() {
                     *unsynced = Some(std::time::Instant::now());
@@ -624,7 +619,7 @@ mod tests {
 
         let answer = shared.record(vec![attempt(1), attempt(2)], false);
         let mut group = take(&shared);
-        assert!(!group.needs_sync());
+        assert!(!group.durable);
         commit(&mut log, &shared, &mut group, &mut unsynced);
         answer.await.unwrap().unwrap();
         assert_eq!(shared.syncs(), 0, "answered without a sync");
@@ -633,7 +628,7 @@ mod tests {
         let answer = shared.append(vec![event("1")], 1_000, 60_000);
         let _more_results = shared.record(vec![attempt(3)], false);
         let mut group = take(&shared);
-        assert!(group.needs_sync(), "a group with an event");
+        assert!(group.durable, "a group with an event");
         commit(&mut log, &shared, &mut group, &mut unsynced);
         assert!(matches!(
             answer.await.unwrap().unwrap()[..],
@@ -649,7 +644,7 @@ mod tests {
         let answer = shared.record(vec![attempt(9)], true);
         let mut group = take(&shared);
         assert!(
-            group.needs_sync(),
+            group.durable,
             "a change recorded durably (a pull acknowledgement)"
         );
         commit(&mut log, &shared, &mut group, &mut unsynced);
