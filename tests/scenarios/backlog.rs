@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use knooppunt_broker::BacklogOptions;
+use knooppunt_store::Store;
 use knooppunt_tests::sink::{Reply, Sink};
 use knooppunt_tests::{Answer, SmallDisk, TestHub, test_options, tokens};
 use reqwest::Method;
@@ -383,4 +384,102 @@ async fn events_older_than_the_age_limit_become_dead_letters_and_newer_ones_wait
     let status = status(&hub, &stuck).await;
     assert_eq!(status["backlogLimit"]["maxAgeSeconds"], 2, "{status}");
     assert_eq!(status["shed"]["events"], 5, "{status}");
+}
+
+#[tokio::test]
+async fn dead_letters_past_their_retention_are_removed_with_their_events() {
+    const RETENTION: Duration = Duration::from_secs(2);
+    let mut options = options(BacklogOptions {
+        dead_letter_retention: RETENTION,
+        ..BacklogOptions::default()
+    });
+    // Finished events may go at once, swept every 50 ms; one event per log segment, so
+    // that the sweep can remove single events.
+    options.ingest.retention = Duration::from_millis(1);
+    options.ingest.dedupe_window = Duration::from_millis(1);
+    options.ingest.sweep_interval = Duration::from_millis(50);
+    let store = knooppunt_store_embedded::SledOptions { segment_bytes: 1 };
+    let hub = TestHub::start_with_options_and_store(options, store).await;
+    // A sink that refuses every event as malformed: each becomes a dead letter at once.
+    let refusing = Sink::start().await;
+    refusing.answer_always(Reply::status(400));
+    let id = hub
+        .subscribe(tokens::KVK, &refusing.url, TYPE, json!({}))
+        .await;
+
+    let published = tokio::time::Instant::now();
+    let sequences = publish_all(&hub, "x", 2, 100).await;
+    let mut seen: BTreeSet<u64> = BTreeSet::new();
+    let deadline = published + WAIT;
+    loop {
+        let listed: BTreeSet<u64> = dead_letters(&hub, &id, "400").await.into_iter().collect();
+        for seq in &listed {
+            if seen.insert(*seq) {
+                assert!(
+                    hub.store.event(*seq).await.unwrap().is_some(),
+                    "a dead letter keeps its event"
+                );
+            }
+        }
+        let gone: Vec<u64> = seen.difference(&listed).copied().collect();
+        if !gone.is_empty() {
+            // A dead letter died after its event was published: none may go before the
+            // retention has passed since then.
+            assert!(
+                published.elapsed() >= RETENTION,
+                "dead letters {gone:?} removed {:?} after publishing, before their retention",
+                published.elapsed()
+            );
+        }
+        if seen.len() == sequences.len() && listed.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "dead letters seen {seen:?}, still listed {listed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Their events go with the next sweeps.
+    for seq in &sequences {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while hub.store.event(*seq).await.unwrap().is_some() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "event {seq} was kept after its dead letter went"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert_eq!(status(&hub, &id).await["deadLetters"], 0);
+
+    // Said in the audit trail and the metrics.
+    let entries = hub
+        .call(Method::GET, "/v1/audit", tokens::ADMIN, None)
+        .await;
+    let expired: u64 = entries
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "subscription.expire")
+        .map(|e| {
+            assert_eq!(e["object"], format!("subscription/{id}"), "{e}");
+            assert!(
+                e["details"]["why"]
+                    .as_str()
+                    .unwrap()
+                    .contains("dead_letter_retention"),
+                "{e}"
+            );
+            e["details"]["deadLetters"].as_u64().unwrap()
+        })
+        .sum();
+    assert_eq!(expired, 2, "{}", entries.body);
+    let metrics = hub.metrics().await;
+    assert!(
+        metrics.contains("knooppunt_dead_letters_expired_total 2"),
+        "{metrics}"
+    );
 }

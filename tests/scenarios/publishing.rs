@@ -724,6 +724,13 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::DeadLetter>> {
         self.inner.dead_letters(s, after, limit)
     }
+    fn sweep_dead_letters(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> knooppunt_store::StoreFuture<'_, Vec<(String, u64)>> {
+        self.inner.sweep_dead_letters(before_ms, limit)
+    }
     fn queue_stats(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::QueueStats>> {
         self.inner.queue_stats()
     }

@@ -168,6 +168,12 @@ impl TestHub {
         TestHub::start_in(Arc::new(data), options, SledOptions::default()).await
     }
 
+    /// A hub with these settings and these store settings (such as one event per segment).
+    pub async fn start_with_options_and_store(options: HubOptions, store: SledOptions) -> TestHub {
+        let data = Arc::new(tempfile::tempdir().unwrap());
+        TestHub::start_in(data, options, store).await
+    }
+
     /// A hub with authentication disabled, as `serve --dev-no-auth` runs it.
     pub async fn start_without_authentication() -> TestHub {
         let options = HubOptions {

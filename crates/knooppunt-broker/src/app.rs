@@ -553,8 +553,8 @@ async fn sample_rates(state: Arc<AppState>) {
     }
 }
 
-/// Removes finished events past retention and old duplicate-detection entries, every
-/// `sweep_interval`, until the hub stops.
+/// Removes dead letters past their retention, finished events past retention and old
+/// duplicate-detection entries, every `sweep_interval`, until the hub stops.
 async fn sweep_periodically(state: Arc<AppState>) {
     let mut stop = state.stop.subscribe();
     let mut interval = tokio::time::interval(state.publishing.options.sweep_interval);
@@ -562,6 +562,14 @@ async fn sweep_periodically(state: Arc<AppState>) {
     loop {
         if unless_stopped(&mut stop, interval.tick()).await.is_none() {
             return;
+        }
+        // Dead letters first: the events they held can go in the same sweep.
+        if let Err(error) = state
+            .backlog
+            .sweep_dead_letters(knooppunt_store::now_ms())
+            .await
+        {
+            tracing::warn!(%error, "The dead-letter retention sweep failed; it will run again.");
         }
         let retention = state.publishing.options.retention.as_millis() as u64;
         let window = state.publishing.options.dedupe_window.as_millis() as u64;

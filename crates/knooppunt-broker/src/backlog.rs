@@ -10,12 +10,16 @@
 //!   publishes are refused (503 with `Retry-After`): nothing more is acknowledged than the
 //!   hub can keep, and the room left lets deliveries record their results and drain.
 //!
+//! Dead letters (shed, or given up on) are kept for `dead_letter_retention`: the retention
+//! sweep removes older ones, so that a subscriber that never catches up cannot make the hub
+//! keep its events for ever.
+//!
 //! Between two measurements the guard counts what was accepted since, and what push
 //! deliveries finished since (as the workers report to the telemetry), so the hub's limit
 //! holds within one batch of publishes however fast they come, and a hub whose sinks keep up
 //! is not taken for full.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,6 +46,9 @@ pub struct BacklogOptions {
     pub subscription_max_age: Option<Duration>,
     /// How often the backlog is measured.
     pub check_interval: Duration,
+    /// How long a dead letter is kept (and with it its event); the retention sweep removes
+    /// older ones, so that shed and failed events cannot fill the disk over time.
+    pub dead_letter_retention: Duration,
 }
 
 impl Default for BacklogOptions {
@@ -53,6 +60,7 @@ impl Default for BacklogOptions {
             subscription_max_bytes: GIB,
             subscription_max_age: None,
             check_interval: Duration::from_secs(5),
+            dead_letter_retention: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }
@@ -305,6 +313,60 @@ impl Backlog {
                 return Ok((shed, shed * average));
             }
         }
+    }
+
+    /// Removes the dead letters older than `dead_letter_retention` at `now`, in chunks;
+    /// each subscription that lost some gets an audit entry. Returns how many went.
+    pub(crate) async fn sweep_dead_letters(&self, now: u64) -> Result<u64, StoreError> {
+        const CHUNK: usize = 10_000;
+        let retention = self.options.dead_letter_retention;
+        let before = now.saturating_sub(retention.as_millis() as u64);
+        let mut lost: BTreeMap<String, u64> = BTreeMap::new();
+        let mut result = Ok(());
+        loop {
+            match self.store.sweep_dead_letters(before, CHUNK).await {
+                Ok(removed) => {
+                    let count: u64 = removed.iter().map(|(_, n)| n).sum();
+                    for (subscription, n) in removed {
+                        *lost.entry(subscription).or_default() += n;
+                    }
+                    if count < CHUNK as u64 {
+                        break;
+                    }
+                }
+                Err(error) => {
+                    // What went before this chunk is gone: audit it all the same.
+                    result = Err(error);
+                    break;
+                }
+            }
+        }
+        let total: u64 = lost.values().sum();
+        self.telemetry
+            .dead_letters_expired
+            .fetch_add(total, Ordering::Relaxed);
+        let why = format!(
+            "dead letters are kept for {} s ([backlog] dead_letter_retention)",
+            retention.as_secs()
+        );
+        let hub = Context {
+            actor: Some(HUB.into()),
+            ..Context::default()
+        };
+        for (subscription, count) in lost {
+            tracing::info!(
+                subscription,
+                dead_letters = count,
+                "Dead letters past their retention were removed."
+            );
+            let action = Action::new(
+                "subscription.expire",
+                format!("subscription/{subscription}"),
+                serde_json::json!({"deadLetters": count, "why": why}),
+            );
+            self.audit.record(&hub, action).await;
+        }
+        result.map(|()| total)
     }
 
     async fn note_shed(&self, subscription: &str, events: u64, now: u64, reason: String) {

@@ -140,6 +140,8 @@ pub(crate) struct Telemetry {
     pub(crate) filter_over_budget: AtomicU64,
     /// Publishes whose routing moved to a blocking thread.
     pub(crate) routing_offloaded: AtomicU64,
+    /// Dead letters removed by the retention sweep.
+    pub(crate) dead_letters_expired: AtomicU64,
     /// Events handed to pull consumers.
     pulled: AtomicU64,
     /// Pull settlements by outcome.
@@ -201,6 +203,7 @@ impl Default for Telemetry {
             attempts: Mutex::new(BTreeMap::new()),
             attempt_seconds: Histogram::new(SECONDS),
             filter_over_budget: AtomicU64::new(0),
+            dead_letters_expired: AtomicU64::new(0),
             routing_offloaded: AtomicU64::new(0),
             pulled: AtomicU64::new(0),
             settled: Mutex::new(BTreeMap::new()),
@@ -284,6 +287,12 @@ impl Telemetry {
             "# HELP knooppunt_filter_over_budget_total Evaluations of a subscription's filters that ran out of their budget (the event was not routed to it; the subscription's filterBudget says when).\n\
              # TYPE knooppunt_filter_over_budget_total counter\nknooppunt_filter_over_budget_total {}",
             get(&self.filter_over_budget)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP knooppunt_dead_letters_expired_total Dead letters removed because they were older than [backlog] dead_letter_retention.\n\
+             # TYPE knooppunt_dead_letters_expired_total counter\nknooppunt_dead_letters_expired_total {}",
+            get(&self.dead_letters_expired)
         );
         let _ = writeln!(
             out,

@@ -20,7 +20,8 @@
 //! - records: a retry is not leased before it is due (`next_due` says when); delivered
 //!   finishes; a dead letter is listed with its reason, survives a reopen, can be redelivered
 //!   (fresh attempts) or deleted; retiring a subscription turns its queue into dead letters;
-//!   deleting a subscription drops its queue;
+//!   deleting a subscription drops its queue; the dead-letter sweep removes those that
+//!   died before a time, oldest first, up to a limit;
 //! - the sweep removes finished events past retention only;
 //! - replays: jobs kept, changed only on the version read; a requeue queues retained events
 //!   again (not one already pending) with the replay named on the delivery;
@@ -145,6 +146,7 @@ pub async fn run(backend: &mut impl Backend) {
     sessions_are_kept_replaced_and_swept(backend).await;
     unordered_leases_skip_deliveries_waiting_for_a_retry(backend).await;
     dead_letters_are_redelivered_deleted_and_retired(backend).await;
+    dead_letters_past_retention_are_swept(backend).await;
     chosen_deliveries_are_withdrawn(backend).await;
     receipts_say_who_received_what(backend).await;
     the_sweep_removes_only_finished_events(backend).await;
@@ -859,6 +861,84 @@ async fn dead_letters_are_redelivered_deleted_and_retired(backend: &mut impl Bac
         [n[0], n[2]]
     );
     assert!(letters.iter().all(|d| d.reason.contains("410")));
+}
+
+/// The dead-letter sweep removes the dead letters that died before a time, oldest first
+/// and no more than asked, says how many each subscription lost, and keeps the rest and
+/// every pending delivery; what it removed stays removed across a reopen.
+async fn dead_letters_past_retention_are_swept(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["old", "young"]).await;
+    let events = (0..6)
+        .map(|n| event(&format!("d{n}"), &["old", "young"]))
+        .collect();
+    let n = seqs(&store.append_events(events, 100, HOUR).await.unwrap());
+    let withdraw = |subscription: &str, seqs: &[u64], at: u64| DeliveryChange::Withdraw {
+        subscription: subscription.into(),
+        seqs: seqs.to_vec(),
+        at,
+        reason: "shed".into(),
+    };
+    // "old": three dead at 1000, 2000 and 3000; "young": two at 1500 and 9000. n[5] stays
+    // pending for both.
+    store
+        .record(vec![
+            withdraw("old", &n[2..3], 3000),
+            withdraw("old", &n[0..1], 1000),
+            withdraw("old", &n[1..2], 2000),
+            withdraw("young", &n[0..1], 9000),
+            withdraw("young", &n[3..4], 1500),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.sweep_dead_letters(500, 10).await.unwrap(),
+        [],
+        "nothing died before 500"
+    );
+    assert_eq!(
+        store.sweep_dead_letters(2500, 2).await.unwrap(),
+        [("old".to_owned(), 1), ("young".to_owned(), 1)],
+        "the two oldest of three that died before 2500"
+    );
+    let store = backend.reopen(store).await;
+    let left = |letters: Vec<knooppunt_store::DeadLetter>| -> Vec<u64> {
+        letters.iter().map(|d| d.seq).collect()
+    };
+    assert_eq!(
+        left(store.dead_letters("old", None, 10).await.unwrap()),
+        [n[1], n[2]]
+    );
+    assert_eq!(
+        left(store.dead_letters("young", None, 10).await.unwrap()),
+        [n[0]]
+    );
+    assert_eq!(
+        store.sweep_dead_letters(5000, 10).await.unwrap(),
+        [("old".to_owned(), 2)]
+    );
+    assert!(
+        store
+            .dead_letters("old", None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        left(store.dead_letters("young", None, 10).await.unwrap()),
+        [n[0]],
+        "one that died after the time stays"
+    );
+    for subscription in ["old", "young"] {
+        assert!(
+            store
+                .pending_seqs(subscription, None, 10)
+                .await
+                .unwrap()
+                .contains(&n[5]),
+            "pending deliveries are not dead letters"
+        );
+    }
 }
 
 /// Withdrawing (an approval revoked) turns the chosen pending deliveries of one

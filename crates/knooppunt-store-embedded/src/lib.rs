@@ -31,6 +31,7 @@ mod queues;
 mod receipts;
 mod records;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
@@ -1058,6 +1059,34 @@ impl Store for SledStore {
                 .get(subscription)
                 .and_then(|dead| dead.get(&seq))
                 .cloned())
+        })
+    }
+
+    fn sweep_dead_letters(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<(String, u64)>> {
+        Box::pin(async move {
+            let expired = self
+                .inner
+                .queues
+                .read()
+                .expect("queues lock")
+                .expired_dead_letters(before_ms, limit);
+            if expired.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut lost: BTreeMap<String, u64> = BTreeMap::new();
+            for (subscription, _) in &expired {
+                *lost.entry(subscription.clone()).or_default() += 1;
+            }
+            let changes = expired
+                .into_iter()
+                .map(|(subscription, seq)| DeliveryChange::DeleteDeadLetter { subscription, seq })
+                .collect();
+            self.record(changes).await?;
+            Ok(lost.into_iter().collect())
         })
     }
 

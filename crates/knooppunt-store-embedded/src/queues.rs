@@ -251,6 +251,30 @@ impl Queues {
         }
     }
 
+    /// Up to `limit` dead letters that died before `before`, the oldest first, as
+    /// (subscription, event). A scan of every dead letter in memory: the sweep runs once a
+    /// minute, and the dead letters are bounded by the same retention.
+    pub(super) fn expired_dead_letters(&self, before: u64, limit: usize) -> Vec<(String, u64)> {
+        let mut expired: Vec<(u64, &str, u64)> = self
+            .dead
+            .iter()
+            .flat_map(|(subscription, dead)| {
+                dead.values()
+                    .filter(|letter| letter.dead_at < before)
+                    .map(move |letter| (letter.dead_at, subscription.as_str(), letter.seq))
+            })
+            .collect();
+        if expired.len() > limit {
+            expired.select_nth_unstable(limit);
+            expired.truncate(limit);
+        }
+        expired.sort_unstable();
+        expired
+            .into_iter()
+            .map(|(_, subscription, seq)| (subscription.to_owned(), seq))
+            .collect()
+    }
+
     /// Whether an event in `first..next` still has a pending delivery or a dead letter.
     pub(super) fn has_pending_in(&self, first: u64, next: u64) -> bool {
         self.pending

@@ -1121,6 +1121,34 @@ impl Store for PgStore {
         })
     }
 
+    fn sweep_dead_letters(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<(String, u64)>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "WITH gone AS (DELETE FROM dead_letters WHERE (subscription, seq) IN \
+                     (SELECT subscription, seq FROM dead_letters WHERE dead_at < $1 \
+                      ORDER BY dead_at LIMIT $2) RETURNING subscription) \
+                     SELECT subscription, count(*) FROM gone GROUP BY subscription \
+                     ORDER BY subscription",
+                    &[
+                        &(before_ms.min(i64::MAX as u64) as i64),
+                        &(limit.min(i64::MAX as usize) as i64),
+                    ],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(rows
+                .iter()
+                .map(|row| (row.get(0), row.get::<_, i64>(1) as u64))
+                .collect())
+        })
+    }
+
     fn pending_seqs<'a>(
         &'a self,
         subscription: &'a str,

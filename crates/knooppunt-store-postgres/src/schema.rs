@@ -221,6 +221,8 @@ const MIGRATIONS: &[&str] = &[
        SET bytes = octet_length(e.json) + COALESCE(octet_length(e.extension_types), 0)
       FROM events e WHERE e.seq = d.seq;
     "#,
+    // 16: the dead-letter retention sweep finds the oldest dead letters by when they died.
+    "CREATE INDEX dead_letters_dead_at ON dead_letters (dead_at);",
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

@@ -380,6 +380,15 @@ pub trait Store: Send + Sync + 'static {
         seq: u64,
     ) -> StoreFuture<'a, Option<DeadLetter>>;
 
+    /// Removes up to `limit` dead letters that became dead letters before `before_ms`,
+    /// the oldest first, durably; returns how many each subscription lost (in subscription
+    /// order). Their events can then go with the retention sweep.
+    fn sweep_dead_letters(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<(String, u64)>>;
+
     /// Every subscription's queue size, oldest pending event and dead letters.
     fn queue_stats(&self) -> StoreFuture<'_, Vec<QueueStats>>;
 

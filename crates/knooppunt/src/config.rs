@@ -566,6 +566,8 @@ pub(crate) struct BacklogConfig {
     pub(crate) subscription_max_age: Option<String>,
     /// ISO 8601 duration: how often the backlog is measured.
     pub(crate) check_interval: String,
+    /// ISO 8601 duration: how long a dead letter (and its event) is kept.
+    pub(crate) dead_letter_retention: String,
 }
 
 impl Default for BacklogConfig {
@@ -577,6 +579,7 @@ impl Default for BacklogConfig {
             subscription_max_bytes: defaults.subscription_max_bytes,
             subscription_max_age: None,
             check_interval: "PT5S".into(),
+            dead_letter_retention: "P30D".into(),
         }
     }
 }
@@ -599,6 +602,14 @@ impl BacklogConfig {
                 Some(age)
             }
         };
+        let dead_letter_retention =
+            duration("backlog.dead_letter_retention", &self.dead_letter_retention)?;
+        if dead_letter_retention < std::time::Duration::from_secs(1) {
+            bail!(
+                "backlog.dead_letter_retention: must be at least PT1S; dead letters are kept \
+                 this long so that subscribers can redeliver them"
+            );
+        }
         if self.max_bytes > 0 && self.subscription_max_bytes > self.max_bytes {
             bail!(
                 "backlog.subscription_max_bytes ({}) is larger than backlog.max_bytes ({}): one \
@@ -613,6 +624,7 @@ impl BacklogConfig {
             subscription_max_bytes: self.subscription_max_bytes,
             subscription_max_age,
             check_interval,
+            dead_letter_retention,
         })
     }
 }

@@ -119,10 +119,12 @@ pub(crate) fn check_store(config: &Config) -> anyhow::Result<std::process::ExitC
                         if let Ok(usage) = store.disk_usage().await {
                             println!(
                                 "  disk: {} MiB, of which events {} MiB (kept {} after delivery: \
-                                 ingest.retention)",
+                                 ingest.retention; {} as a dead letter: \
+                                 backlog.dead_letter_retention)",
                                 usage.total_bytes / (1024 * 1024),
                                 usage.event_bytes / (1024 * 1024),
-                                config.ingest.retention
+                                config.ingest.retention,
+                                config.backlog.dead_letter_retention
                             );
                         }
                         Ok(std::process::ExitCode::SUCCESS)

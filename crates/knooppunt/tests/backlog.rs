@@ -1,6 +1,7 @@
 //! The bounded backlog through the real binary and its configuration (`[backlog]`), on
 //! both backends: a stalled subscriber sheds its oldest events and never makes publishers
-//! wait; past the hub's limit publishers get 503 until the subscribers catch up.
+//! wait; past the hub's limit publishers get 503 until the subscribers catch up; dead
+//! letters go after their retention.
 
 mod common;
 
@@ -204,6 +205,65 @@ async fn past_the_hub_limit_publishers_wait_and_nothing_is_lost(backend: Backend
     }
 }
 
+/// Dead letters are kept for `dead_letter_retention` (2 s here) and then removed by the
+/// sweep, each subscription's loss an audit entry.
+async fn dead_letters_go_after_their_retention(backend: Backend) {
+    const RETENTION: Duration = Duration::from_secs(2);
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(
+        &backend,
+        dir.path(),
+        "dead_letter_retention = \"PT2S\"\n\n[ingest]\nsweep_interval = \"PT0.1S\"",
+    );
+    let client = reqwest::Client::new();
+    // Every event refused as malformed: a dead letter at once.
+    let refusing = sink().await;
+    refusing.answer_always(Reply::status(400));
+    let id = subscribe(&client, &hub, &refusing).await;
+    let published = Instant::now();
+    for n in 0..3 {
+        assert_eq!(publish(&client, &hub, &format!("d{n}")).await.0, 202);
+    }
+    let path = format!("/v1/subscriptions/{id}/dead-letters?pageSize=10");
+    let deadline = Instant::now() + WAIT;
+    let mut most = 0;
+    loop {
+        let listed = get(&client, &hub, &path).await.as_array().unwrap().len();
+        if listed < most {
+            assert!(
+                published.elapsed() >= RETENTION,
+                "{}: a dead letter went {:?} after its event was published",
+                backend.name(),
+                published.elapsed()
+            );
+        }
+        most = most.max(listed);
+        if most == 3 && listed == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: {listed} dead letters listed, at most {most}",
+            backend.name()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let audit = get(&client, &hub, "/v1/audit?name=subscription.expire").await;
+    let expired: u64 = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["details"]["deadLetters"].as_u64().unwrap())
+        .sum();
+    assert_eq!(expired, 3, "{}: {audit}", backend.name());
+}
+
+on_both_backends!(
+    dead_letter_retention_on_the_embedded_store,
+    dead_letter_retention_on_postgres,
+    dead_letters_go_after_their_retention,
+    "deadletters"
+);
 on_both_backends!(
     shedding_on_the_embedded_store,
     shedding_on_postgres,

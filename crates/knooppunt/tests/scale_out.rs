@@ -359,7 +359,7 @@ fn check_store_reports_the_database() {
     let said = String::from_utf8_lossy(&good.stdout);
     assert!(good.status.success(), "{said}");
     assert!(
-        said.contains("postgres (schema 15): reachable, 0 subscriptions"),
+        said.contains("postgres (schema 16): reachable, 0 subscriptions"),
         "{said}"
     );
     assert!(
@@ -367,6 +367,7 @@ fn check_store_reports_the_database() {
         "the disk use is reported: {said}"
     );
     assert!(said.contains("(kept P7D after delivery"), "{said}");
+    assert!(said.contains("P30D as a dead letter"), "{said}");
     assert_eq!(cluster.psql("checked", "SELECT count(*) FROM events"), "0");
 
     let wrong = format!(
