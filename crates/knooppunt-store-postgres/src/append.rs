@@ -9,7 +9,7 @@ use knooppunt_store::{Appended, NewEvent, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Statement;
 
-use crate::{backend, pool_error};
+use crate::{KEY_PLANS, backend, in_transaction, pool_error};
 
 /// The advisory lock every hub's append takes for a moment (`appendlk` in ASCII): its
 /// transaction id and its event numbers are handed out together, so that numbers follow
@@ -246,8 +246,9 @@ async fn number(
     let count = count as i64;
     let lock_params: [Param<'_>; 1] = [&APPEND_LOCK];
     let count_params: [Param<'_>; 1] = [&count];
+    let begin = format!("BEGIN; {KEY_PLANS}");
     let (_, _, _, numbers, _) = tokio::try_join!(
-        client.batch_execute("BEGIN"),
+        client.batch_execute(&begin),
         client.execute(&statements.lock, &lock_params),
         client.execute(&statements.xid, &[]),
         client.query(&statements.numbers, &count_params),
@@ -407,10 +408,7 @@ impl Written<'_> {
         let mut holders: HashMap<(String, String), i64> = HashMap::new();
         if !held_sources.is_empty() {
             let held_params: [Param<'_>; 2] = [&held_sources, &held_ids];
-            let rows = client
-                .query(&statements.held, &held_params)
-                .await
-                .map_err(backend)?;
+            let rows = in_transaction(client, &statements.held, &held_params, false).await?;
             for row in rows {
                 holders.insert((row.get(0), row.get(1)), row.get(2));
             }

@@ -98,8 +98,38 @@ async fn without_flush(
     statement: &tokio_postgres::Statement,
     params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
 ) -> Result<Vec<Row>, StoreError> {
+    in_transaction(client, statement, params, false).await
+}
+
+/// The planner settings of the transactions that find a few rows of a queue by key (leases,
+/// results, the append). Their statements are prepared once per connection, and a generic
+/// plan made while `deliveries` was small (a fresh database, or statistics not yet taken
+/// after a burst), or from statistics that average one subscription's huge backlog with
+/// many small ones, scanned a whole subscription's queue or the whole table for every
+/// lease and every group of results: a lease cost 75 ms with 50,000 pending and grew with
+/// the backlog (BENCHMARKS.md, issue 26, fifth step). Without scans, sorts by hash and
+/// merges to choose from, every plan walks the primary key from where the rows are.
+pub(crate) const KEY_PLANS: &str = "SET LOCAL enable_seqscan = off; \
+    SET LOCAL enable_bitmapscan = off; SET LOCAL enable_hashjoin = off; \
+    SET LOCAL enable_mergejoin = off";
+
+/// Runs a statement in a transaction of its own with [`KEY_PLANS`]; `durable`: whether
+/// its commit waits for the WAL flush. BEGIN, the statement and COMMIT go out in one round
+/// trip; all three always run, so the connection never stays in a transaction (a failed
+/// statement makes the COMMIT a rollback).
+pub(crate) async fn in_transaction(
+    client: &tokio_postgres::Client,
+    statement: &tokio_postgres::Statement,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    durable: bool,
+) -> Result<Vec<Row>, StoreError> {
+    let begin = if durable {
+        format!("BEGIN; {KEY_PLANS}")
+    } else {
+        format!("BEGIN; SET LOCAL synchronous_commit = off; {KEY_PLANS}")
+    };
     let (begun, rows, committed) = tokio::join!(
-        client.batch_execute("BEGIN; SET LOCAL synchronous_commit = off"),
+        client.batch_execute(&begin),
         client.query(statement, params),
         client.batch_execute("COMMIT"),
     );
@@ -917,32 +947,26 @@ impl Store for PgStore {
                     .map_err(backend)?;
                 // Durable: an ordered subscription's lease is what keeps a second copy of
                 // its oldest event from being sent beside the first after a database crash.
-                client
-                    .query(&statement, &[&subscription, &now, &until])
-                    .await
-                    .map_err(backend)?
+                in_transaction(&client, &statement, &[&subscription, &now, &until], true).await?
             } else {
                 // The available ones in number order, through the primary key; rows another
                 // hub is leasing are skipped, not waited for. (One UPDATE without the row
                 // locks was slower: it waits for rows whose results are being committed.)
+                // The rows picked are updated where they are (their `ctid`, which their lock
+                // keeps), not looked up again: a join back by key walked the queue's head
+                // once per row picked.
                 let statement = client
                     .prepare_cached(&format!(
-                        "WITH picked AS ( \
-                           SELECT seq FROM deliveries \
+                        "UPDATE deliveries SET leased_until = $3, \
+                           lease = nextval('lease_tokens'), \
+                           attempts = attempts + (leased_until > 0)::int \
+                         WHERE ctid = ANY(ARRAY( \
+                           SELECT ctid FROM deliveries \
                            WHERE subscription = $1 \
                              AND GREATEST(next_attempt_at, leased_until) <= $2 \
                            ORDER BY seq \
-                           LIMIT $4 FOR UPDATE SKIP LOCKED) \
-                         UPDATE deliveries d SET leased_until = $3, \
-                           lease = nextval('lease_tokens'), \
-                           attempts = d.attempts + (d.leased_until > 0)::int \
-                         FROM picked WHERE d.subscription = $1 AND d.seq = picked.seq \
-                         RETURNING {}",
-                        DELIVERY_COLUMNS
-                            .split(", ")
-                            .map(|c| format!("d.{c}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                           LIMIT $4 FOR UPDATE SKIP LOCKED)) \
+                         RETURNING {DELIVERY_COLUMNS}"
                     ))
                     .await
                     .map_err(backend)?;

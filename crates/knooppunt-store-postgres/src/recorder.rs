@@ -22,7 +22,7 @@ use knooppunt_store::{DeliveryChange, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::append::clone_error;
-use crate::{backend, classify, pool_error, statement};
+use crate::{KEY_PLANS, backend, classify, pool_error, statement};
 
 /// At most this many results in one transaction.
 const MAX_GROUP: usize = 256;
@@ -209,12 +209,12 @@ async fn commit(pool: &Pool, group: &[Request]) -> Vec<Result<(), StoreError>> {
     // executions, COMMIT. (Changes of one group were recorded concurrently, so their order
     // among each other is no one's: a worker waits for one result before it sends another.)
     let begin = if group.iter().any(|r| r.durable) {
-        "BEGIN"
+        format!("BEGIN; {KEY_PLANS}")
     } else {
-        "BEGIN; SET LOCAL synchronous_commit = off"
+        format!("BEGIN; SET LOCAL synchronous_commit = off; {KEY_PLANS}")
     };
     let (begun, done, changed, committed) = tokio::join!(
-        client.batch_execute(begin),
+        client.batch_execute(&begin),
         deliver_all,
         join_all(executions),
         client.batch_execute("COMMIT"),
