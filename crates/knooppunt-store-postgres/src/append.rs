@@ -9,7 +9,7 @@ use knooppunt_store::{Appended, NewEvent, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Statement;
 
-use crate::{KEY_PLANS, backend, in_transaction, pool_error};
+use crate::{KEY_PLANS, Param, backend, in_transaction, pool_error};
 
 /// The advisory lock every hub's append takes for a moment (`appendlk` in ASCII): its
 /// transaction id and its event numbers are handed out together, so that numbers follow
@@ -162,8 +162,6 @@ async fn commit(pool: &Pool, group: &[Request]) -> Result<Vec<Vec<Appended>>, St
     }
     result
 }
-
-type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
 
 async fn write(
     client: &deadpool_postgres::ClientWrapper,

@@ -1,4 +1,5 @@
-//! The hot statements (a lease, a group of delivered results) keep costing what their rows
+//! The hot statements (a lease, a group of delivered results, a page of a backlog being
+//! shed) keep costing what their rows
 //! cost as a queue grows, even when the connection planned them while the queue was tiny
 //! (a fresh database, statistics not yet taken after a burst): measured in the buffers each
 //! call touches (`pg_stat_statements`), which the plan decides, not the machine's speed.
@@ -74,6 +75,7 @@ async fn leases_and_results_stay_cheap_as_a_queue_grows_past_its_plans() {
         let events = vec![event(&format!("tiny-{round}"), &["s"])];
         store.append_events(events, 100, HOUR).await.unwrap();
         assert_eq!(lease_and_deliver(&store, 1, 1_000 + round).await, 1);
+        store.pending_seqs("s", None, 500).await.unwrap();
     }
 
     // Then a burst: the queue grows to 40,000 before any statistics are taken.
@@ -87,6 +89,13 @@ async fn leases_and_results_stay_cheap_as_a_queue_grows_past_its_plans() {
     for round in 0..5u64 {
         assert_eq!(lease_and_deliver(&store, 10, 10_000 + round).await, 10);
     }
+    // Shedding walks a huge backlog a page at a time.
+    let mut after = None;
+    for _ in 0..5 {
+        let page = store.pending_seqs("s", after, 500).await.unwrap();
+        assert_eq!(page.len(), 500);
+        after = page.last().copied();
+    }
 
     // A lease of ten and a result touch tens of buffers through the primary key; a plan
     // that scanned the subscription's queue, or the table, touched hundreds to thousands.
@@ -95,6 +104,11 @@ async fn leases_and_results_stay_cheap_as_a_queue_grows_past_its_plans() {
     assert!(
         lease < 150,
         "a lease of 10 of {BACKLOG} touched {lease} buffers a call ({leases} calls)"
+    );
+    let (pages, walked) = buffers_per_call(&cluster, "SELECT seq FROM deliveries WHERE%");
+    assert!(
+        pages < 150,
+        "a page of 500 pending of {BACKLOG} touched {pages} buffers a call ({walked} calls)"
     );
     assert!(
         results < 150,
