@@ -181,6 +181,42 @@ async fn a_subscription_past_its_limit_sheds_its_oldest_into_dead_letters_and_no
     );
 }
 
+/// A subscription that stalls between two measurements is shed as soon as its growth
+/// would fill the hub, not refused to every publisher until the next measurement: here
+/// the next one is a minute away, and 240 KB are published past a 100 KB hub limit while
+/// the stalled subscription may hold 40 KB.
+#[tokio::test]
+async fn a_subscription_stalling_between_measurements_is_shed_before_anyone_is_refused() {
+    let mut options = options(BacklogOptions {
+        max_bytes: 100_000,
+        subscription_max_bytes: 40_000,
+        ..BacklogOptions::default()
+    });
+    options.backlog.check_interval = Duration::from_secs(60);
+    let hub = TestHub::start_with_options(options).await;
+    let stalled = stalled_sink().await;
+    let healthy = Sink::start().await;
+    let stuck = hub
+        .subscribe(tokens::KVK, &stalled.url, TYPE, json!({}))
+        .await;
+    hub.subscribe(tokens::KVK, &healthy.url, TYPE, json!({}))
+        .await;
+    let mut all = BTreeSet::new();
+    for n in 0..60 {
+        let id = format!("s{n}");
+        let answer = publish(&hub, &id, 4000).await;
+        assert_eq!(answer.status, 202, "event {n} refused: {}", answer.body);
+        all.insert(id);
+        // The healthy subscriber keeps up: what is undelivered is the stalled one's.
+        wait_until_delivered(&healthy, &all).await;
+    }
+    let status = status(&hub, &stuck).await;
+    assert!(
+        status["shed"]["events"].as_u64().unwrap() >= 40,
+        "the stalled subscription shed its oldest: {status}"
+    );
+}
+
 #[tokio::test]
 async fn past_the_hubs_limit_publishers_get_503_until_the_subscribers_catch_up() {
     const LIMIT: u64 = 60_000;

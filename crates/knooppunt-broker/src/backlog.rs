@@ -17,7 +17,9 @@
 //! Between two measurements the guard counts what was accepted since, and what push
 //! deliveries finished since (as the workers report to the telemetry), so the hub's limit
 //! holds within one batch of publishes however fast they come, and a hub whose sinks keep up
-//! is not taken for full.
+//! is not taken for full. A publish that finds the hub full on that estimate measures again
+//! first (when anything was accepted since), so that a subscription that stalled since the
+//! last measurement is shed rather than every publisher refused.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -101,6 +103,9 @@ pub(crate) struct Backlog {
     free: AtomicU64,
     written: AtomicU64,
     shed: Mutex<HashMap<String, Shed>>,
+    /// Held while measuring and shedding (the guard's tick, or a publish that found the
+    /// hub full), so that two never shed the same excess.
+    measuring: tokio::sync::Mutex<()>,
 }
 
 /// Deliveries read per step when choosing what to shed.
@@ -124,6 +129,7 @@ impl Backlog {
             free: AtomicU64::new(u64::MAX),
             written: AtomicU64::new(0),
             shed: Mutex::new(HashMap::new()),
+            measuring: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -162,6 +168,32 @@ impl Backlog {
         Ok(())
     }
 
+    /// Whether a publish may be accepted now. When the estimate says the hub is full and
+    /// something was accepted since the last measurement, it measures again first (and
+    /// sheds what subscriptions past their own limits hold): a subscription that stalled
+    /// since the last measurement is shed before any publisher is refused on its account.
+    /// A hub that is full indeed accepts nothing, so its refusals do not measure again:
+    /// at most one measurement per accepting moment, one at a time.
+    pub(crate) async fn admit_publish(&self) -> Result<(), Full> {
+        if self.admit().is_ok() {
+            return Ok(());
+        }
+        let _measuring = self.measuring.lock().await;
+        // Measured by another publish while this one waited?
+        let Err(full) = self.admit() else {
+            return Ok(());
+        };
+        let accepted_since =
+            self.added.load(Ordering::Relaxed) > 0 || self.written.load(Ordering::Relaxed) > 0;
+        if !accepted_since {
+            return Err(full);
+        }
+        if let Err(error) = self.measure(knooppunt_store::now_ms()).await {
+            tracing::warn!(%error, "Measuring the backlog failed; it is measured again shortly.");
+        }
+        self.admit()
+    }
+
     /// Events of `event_bytes` were accepted, with `delivery_bytes` of deliveries.
     pub(crate) fn accepted(&self, event_bytes: u64, delivery_bytes: u64) {
         self.added.fetch_add(delivery_bytes, Ordering::Relaxed);
@@ -189,6 +221,12 @@ impl Backlog {
 
     /// Measures the backlog and the disk, and sheds what is past a subscription's limit.
     pub(crate) async fn check(&self, now: u64) -> Result<(), StoreError> {
+        let _measuring = self.measuring.lock().await;
+        self.measure(now).await
+    }
+
+    /// [`Backlog::check`], with `measuring` held.
+    async fn measure(&self, now: u64) -> Result<(), StoreError> {
         // Reset before measuring: what is accepted meanwhile is counted twice at worst.
         let added = self.added.swap(0, Ordering::Relaxed);
         let written = self.written.swap(0, Ordering::Relaxed);

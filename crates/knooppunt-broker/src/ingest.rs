@@ -194,7 +194,7 @@ async fn accept(
 ) -> Result<Vec<Receipt>, Refused> {
     let mut warnings = check(pipeline, &received, batched)?;
     authorize(pipeline, publisher, &received)?;
-    if let Err(full) = pipeline.backlog.admit() {
+    if let Err(full) = pipeline.backlog.admit_publish().await {
         rejected(pipeline, Rejection::BacklogFull, received.len());
         return Err(Refused::Full(full));
     }
