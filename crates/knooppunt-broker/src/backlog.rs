@@ -62,7 +62,7 @@ impl Default for BacklogOptions {
             subscription_max_bytes: GIB,
             subscription_max_age: None,
             check_interval: Duration::from_secs(5),
-            dead_letter_retention: Duration::from_secs(30 * 24 * 3600),
+            dead_letter_retention: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }

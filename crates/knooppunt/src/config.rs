@@ -579,7 +579,7 @@ impl Default for BacklogConfig {
             subscription_max_bytes: defaults.subscription_max_bytes,
             subscription_max_age: None,
             check_interval: "PT5S".into(),
-            dead_letter_retention: "P30D".into(),
+            dead_letter_retention: "P7D".into(),
         }
     }
 }

@@ -367,7 +367,7 @@ fn check_store_reports_the_database() {
         "the disk use is reported: {said}"
     );
     assert!(said.contains("(kept P7D after delivery"), "{said}");
-    assert!(said.contains("P30D as a dead letter"), "{said}");
+    assert!(said.contains("P7D as a dead letter"), "{said}");
     assert_eq!(cluster.psql("checked", "SELECT count(*) FROM events"), "0");
 
     let wrong = format!(
