@@ -155,6 +155,11 @@ enum Workload {
         /// the most time (pg_stat_statements, loaded for the run).
         #[arg(long)]
         statements: bool,
+        /// Then a backlog of this many deliveries of one subscription, queued in a burst on
+        /// a fresh store after a few deliveries, drained by leases of 64 and their results
+        /// through the store alone (0: not measured).
+        #[arg(long, default_value_t = 50_000)]
+        backlog: usize,
     },
     /// End to end: 1 KiB events published to a hub with one subscription per sink, each
     /// delivered to its own sink; delivered events/s and publish-to-delivery latency, next
@@ -602,6 +607,7 @@ fn main() -> anyhow::Result<()> {
                 pg_settings,
                 pin_database,
                 statements,
+                backlog,
             } => {
                 let shape = Shape {
                     seconds,
@@ -612,6 +618,7 @@ fn main() -> anyhow::Result<()> {
                     settings: pg_settings,
                     pin_database,
                     statements,
+                    backlog,
                 };
                 postgres::run(shape, warmup_seconds, subscriptions, sinks, &setup).await?;
             }

@@ -54,6 +54,8 @@ pub(crate) struct Setup {
     pub(crate) pin_database: bool,
     /// Print the costliest statements after each PostgreSQL measurement.
     pub(crate) statements: bool,
+    /// Deliveries of the drain measurement (0: none).
+    pub(crate) backlog: usize,
 }
 
 /// The statements that took the database the most time in `database` since the last call
@@ -228,5 +230,94 @@ pub(crate) async fn run(
             print_statements(&cluster, &format!("deliver{hubs}"));
         }
     }
+    if setup.backlog > 0 {
+        println!(
+            "\ndrain: {} deliveries of one subscription queued in a burst on a fresh store \
+             (after 12 single ones), leased 64 at a time and recorded delivered, store alone",
+            setup.backlog
+        );
+        let data = tempfile::tempdir()?;
+        let embedded: Arc<dyn Store> =
+            Arc::new(knooppunt_store_embedded::SledStore::open(data.path())?);
+        let rate = drain(embedded.as_ref(), setup.backlog).await?;
+        println!("{:<30} {rate:>10.0} deliveries/s", "embedded store");
+        let url = cluster.create_database("drain");
+        let store: Arc<dyn Store> = Arc::new(PgStore::connect(&PgOptions::new(url)).await?);
+        let rate = drain(store.as_ref(), setup.backlog).await?;
+        println!("{:<30} {rate:>10.0} deliveries/s", "postgres");
+        if setup.statements {
+            print_statements(&cluster, "drain");
+        }
+    }
     Ok(())
+}
+
+/// Queues `backlog` deliveries of one unordered subscription in a burst (after a few
+/// single ones, as a fresh hub sees them), then leases and records them until none is
+/// left; deliveries drained per second.
+async fn drain(store: &dyn Store, backlog: usize) -> anyhow::Result<f64> {
+    use knooppunt_store::{Attempt, DeliveryChange, NewEvent, Verdict};
+    const HOUR: u64 = 3_600_000;
+    // Leased as an unordered subscription's are (the store takes the ordering per lease).
+    store
+        .insert_subscription(&knooppunt_store_conformance::subscription("drain"))
+        .await?;
+    let event = |id: String| {
+        let json = format!(
+            r#"{{"specversion":"1.0","id":"{id}","source":"urn:nld:drain","type":"t","data":"{}"}}"#,
+            "x".repeat(900)
+        );
+        NewEvent {
+            source: "urn:nld:drain".into(),
+            id,
+            json,
+            extension_types: None,
+            subscriptions: vec!["drain".into()],
+        }
+    };
+    let mut now = knooppunt_store::now_ms();
+    let take = async |limit: usize, now: u64| -> anyhow::Result<usize> {
+        let leased = store.lease("drain", now, 60_000, limit, false).await?;
+        let results = leased
+            .iter()
+            .map(|d| {
+                DeliveryChange::Attempted(Attempt {
+                    subscription: d.subscription.clone(),
+                    seq: d.seq,
+                    lease: d.lease,
+                    at: now,
+                    status: Some(204),
+                    error: None,
+                    verdict: Verdict::Delivered,
+                    receipt: true,
+                })
+            })
+            .collect();
+        store.record_results(results).await?;
+        Ok(leased.len())
+    };
+    for n in 0..12 {
+        store
+            .append_events(vec![event(format!("single-{n}"))], now, HOUR)
+            .await?;
+        take(1, now).await?;
+    }
+    for chunk in 0..backlog.div_ceil(1000) {
+        let events = (0..1000.min(backlog - chunk * 1000))
+            .map(|n| event(format!("burst-{chunk}-{n}")))
+            .collect();
+        store.append_events(events, now, HOUR).await?;
+    }
+    let started = std::time::Instant::now();
+    let mut drained = 0;
+    while drained < backlog {
+        now += 1;
+        let taken = take(64, now).await?;
+        anyhow::ensure!(
+            taken > 0,
+            "the backlog ran dry after {drained} of {backlog}"
+        );
+        drained += taken;
+    }
+    Ok(drained as f64 / started.elapsed().as_secs_f64())
 }
