@@ -1068,22 +1068,44 @@ impl Store for SledStore {
         limit: usize,
     ) -> StoreFuture<'_, Vec<(String, u64)>> {
         Box::pin(async move {
-            let expired = self
-                .inner
-                .queues
-                .read()
-                .expect("queues lock")
-                .expired_dead_letters(before_ms, limit);
-            if expired.is_empty() {
+            /// Dead letters looked at per hold of the queues' lock.
+            const CHUNK: usize = 4096;
+            let queues = &self.inner.queues;
+            let subscriptions = queues.read().expect("queues lock").with_dead_letters();
+            // The `limit` oldest found so far: (death, subscription's place, event), the
+            // youngest on top.
+            let mut oldest: std::collections::BinaryHeap<(u64, usize, u64)> =
+                std::collections::BinaryHeap::with_capacity(limit.min(CHUNK) + 1);
+            for (place, subscription) in subscriptions.iter().enumerate() {
+                let mut from = Some(0);
+                while let Some(start) = from {
+                    let (expired, next) = queues.read().expect("queues lock").expired_dead_letters(
+                        subscription,
+                        start,
+                        before_ms,
+                        CHUNK,
+                    );
+                    for (dead_at, seq) in expired {
+                        oldest.push((dead_at, place, seq));
+                        if oldest.len() > limit {
+                            oldest.pop();
+                        }
+                    }
+                    from = next;
+                }
+            }
+            if oldest.is_empty() {
                 return Ok(Vec::new());
             }
             let mut lost: BTreeMap<String, u64> = BTreeMap::new();
-            for (subscription, _) in &expired {
-                *lost.entry(subscription.clone()).or_default() += 1;
-            }
-            let changes = expired
+            let changes = oldest
+                .into_sorted_vec()
                 .into_iter()
-                .map(|(subscription, seq)| DeliveryChange::DeleteDeadLetter { subscription, seq })
+                .map(|(_, place, seq)| {
+                    let subscription = subscriptions[place].clone();
+                    *lost.entry(subscription.clone()).or_default() += 1;
+                    DeliveryChange::DeleteDeadLetter { subscription, seq }
+                })
                 .collect();
             self.record(changes).await?;
             Ok(lost.into_iter().collect())

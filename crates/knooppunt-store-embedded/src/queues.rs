@@ -251,28 +251,40 @@ impl Queues {
         }
     }
 
-    /// Up to `limit` dead letters that died before `before`, the oldest first, as
-    /// (subscription, event). A scan of every dead letter in memory: the sweep runs once a
-    /// minute, and the dead letters are bounded by the same retention.
-    pub(super) fn expired_dead_letters(&self, before: u64, limit: usize) -> Vec<(String, u64)> {
-        let mut expired: Vec<(u64, &str, u64)> = self
-            .dead
+    /// The subscriptions that have dead letters.
+    pub(super) fn with_dead_letters(&self) -> Vec<String> {
+        self.dead
             .iter()
-            .flat_map(|(subscription, dead)| {
-                dead.values()
-                    .filter(|letter| letter.dead_at < before)
-                    .map(move |letter| (letter.dead_at, subscription.as_str(), letter.seq))
-            })
-            .collect();
-        if expired.len() > limit {
-            expired.select_nth_unstable(limit);
-            expired.truncate(limit);
-        }
-        expired.sort_unstable();
-        expired
-            .into_iter()
-            .map(|(_, subscription, seq)| (subscription.to_owned(), seq))
+            .filter(|(_, dead)| !dead.is_empty())
+            .map(|(subscription, _)| subscription.clone())
             .collect()
+    }
+
+    /// Looks at up to `chunk` of `subscription`'s dead letters from event `from` on: the
+    /// (death, event) of those that died before `before`, and where to go on (`None`: at
+    /// the end). In chunks, so that the sweep never holds the lock for long.
+    pub(super) fn expired_dead_letters(
+        &self,
+        subscription: &str,
+        from: u64,
+        before: u64,
+        chunk: usize,
+    ) -> (Vec<(u64, u64)>, Option<u64>) {
+        let Some(dead) = self.dead.get(subscription) else {
+            return (Vec::new(), None);
+        };
+        let mut expired = Vec::new();
+        let mut next = None;
+        for (seen, (&seq, letter)) in dead.range(from..).enumerate() {
+            if seen == chunk {
+                next = Some(seq);
+                break;
+            }
+            if letter.dead_at < before {
+                expired.push((letter.dead_at, seq));
+            }
+        }
+        (expired, next)
     }
 
     /// Whether an event in `first..next` still has a pending delivery or a dead letter.

@@ -297,3 +297,47 @@ async fn the_sweep_forgets_every_expired_identity() {
         0
     );
 }
+
+/// The dead-letter sweep looks at a subscription's dead letters a chunk at a time (never
+/// holding the queues' lock for all of them) and still removes exactly the oldest.
+#[tokio::test]
+async fn the_dead_letter_sweep_takes_the_oldest_across_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &["a", "b"], SledOptions::default()).await;
+    let events = (0..10_000)
+        .map(|n| event(&format!("d{n}"), &["a", "b"]))
+        .collect();
+    let appended = store.append_events(events, 100, HOUR).await.unwrap();
+    let seqs: Vec<u64> = appended
+        .iter()
+        .map(|a| match a {
+            Appended::Accepted { seq } => *seq,
+            Appended::Duplicate { seq } => panic!("duplicate of {seq}"),
+        })
+        .collect();
+    // "a": its first 5,000 died at 2,000, the rest at 1,000; "b": all at 3,000.
+    let withdraw = |subscription: &str, seqs: &[u64], at: u64| DeliveryChange::Withdraw {
+        subscription: subscription.into(),
+        seqs: seqs.to_vec(),
+        at,
+        reason: "shed".into(),
+    };
+    store
+        .record(vec![
+            withdraw("a", &seqs[..5_000], 2_000),
+            withdraw("a", &seqs[5_000..], 1_000),
+            withdraw("b", &seqs, 3_000),
+        ])
+        .await
+        .unwrap();
+    // The 6,000 oldest before 5,000: a's 5,000 that died at 1,000, then 1,000 of a's others.
+    let swept = store.sweep_dead_letters(5_000, 6_000).await.unwrap();
+    assert_eq!(swept, [("a".to_owned(), 6_000)]);
+    let left = store.dead_letters("a", None, 10_000).await.unwrap();
+    assert_eq!(left.len(), 4_000);
+    assert!(left.iter().all(|d| d.dead_at == 2_000));
+    assert_eq!(
+        store.dead_letters("b", None, 10_000).await.unwrap().len(),
+        10_000
+    );
+}
