@@ -55,6 +55,19 @@ async fn stalled_sink() -> Sink {
     sink
 }
 
+/// A stalled sink and a healthy one, each subscribed; the sinks and the stalled one's
+/// subscription.
+async fn stalled_and_healthy(hub: &TestHub) -> (Sink, Sink, String) {
+    let stalled = stalled_sink().await;
+    let healthy = Sink::start().await;
+    let stuck = hub
+        .subscribe(tokens::KVK, &stalled.url, TYPE, json!({}))
+        .await;
+    hub.subscribe(tokens::KVK, &healthy.url, TYPE, json!({}))
+        .await;
+    (stalled, healthy, stuck)
+}
+
 async fn status(hub: &TestHub, id: &str) -> serde_json::Value {
     let path = format!("/v1/subscriptions/{id}/status");
     let answer = hub.call(Method::GET, &path, tokens::KVK, None).await;
@@ -111,13 +124,7 @@ async fn a_subscription_past_its_limit_sheds_its_oldest_into_dead_letters_and_no
         ..BacklogOptions::default()
     }))
     .await;
-    let stalled = stalled_sink().await;
-    let healthy = Sink::start().await;
-    let stuck = hub
-        .subscribe(tokens::KVK, &stalled.url, TYPE, json!({}))
-        .await;
-    hub.subscribe(tokens::KVK, &healthy.url, TYPE, json!({}))
-        .await;
+    let (_stalled, healthy, stuck) = stalled_and_healthy(&hub).await;
 
     // 30 events of about 4 KB: three times what the stalled subscription may hold.
     let sequences = publish_all(&hub, "e", 30, 4000).await;
@@ -194,13 +201,7 @@ async fn a_subscription_stalling_between_measurements_is_shed_before_anyone_is_r
     });
     options.backlog.check_interval = Duration::from_secs(60);
     let hub = TestHub::start_with_options(options).await;
-    let stalled = stalled_sink().await;
-    let healthy = Sink::start().await;
-    let stuck = hub
-        .subscribe(tokens::KVK, &stalled.url, TYPE, json!({}))
-        .await;
-    hub.subscribe(tokens::KVK, &healthy.url, TYPE, json!({}))
-        .await;
+    let (_stalled, healthy, stuck) = stalled_and_healthy(&hub).await;
     let mut all = BTreeSet::new();
     for n in 0..60 {
         let id = format!("s{n}");

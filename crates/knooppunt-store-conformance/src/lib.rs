@@ -94,6 +94,16 @@ pub fn event(id: &str, subscriptions: &[&str]) -> NewEvent {
     }
 }
 
+/// `seqs` of `subscription` shed into dead letters at `at`.
+pub fn withdraw(subscription: &str, seqs: &[u64], at: u64) -> DeliveryChange {
+    DeliveryChange::Withdraw {
+        subscription: subscription.into(),
+        seqs: seqs.to_vec(),
+        at,
+        reason: "shed".into(),
+    }
+}
+
 /// The result of an attempt made under `leased`'s lease.
 fn attempt(leased: &Delivery, at: u64, verdict: Verdict) -> DeliveryChange {
     DeliveryChange::Attempted(Attempt {
@@ -873,12 +883,6 @@ async fn dead_letters_past_retention_are_swept(backend: &mut impl Backend) {
         .map(|n| event(&format!("d{n}"), &["old", "young"]))
         .collect();
     let n = seqs(&store.append_events(events, 100, HOUR).await.unwrap());
-    let withdraw = |subscription: &str, seqs: &[u64], at: u64| DeliveryChange::Withdraw {
-        subscription: subscription.into(),
-        seqs: seqs.to_vec(),
-        at,
-        reason: "shed".into(),
-    };
     // "old": three dead at 1000, 2000 and 3000; "young": two at 1500 and 9000. n[5] stays
     // pending for both.
     store

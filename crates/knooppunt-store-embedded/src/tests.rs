@@ -316,12 +316,7 @@ async fn the_dead_letter_sweep_takes_the_oldest_across_chunks() {
         })
         .collect();
     // "a": its first 5,000 died at 2,000, the rest at 1,000; "b": all at 3,000.
-    let withdraw = |subscription: &str, seqs: &[u64], at: u64| DeliveryChange::Withdraw {
-        subscription: subscription.into(),
-        seqs: seqs.to_vec(),
-        at,
-        reason: "shed".into(),
-    };
+    use knooppunt_store_conformance::withdraw;
     store
         .record(vec![
             withdraw("a", &seqs[..5_000], 2_000),
