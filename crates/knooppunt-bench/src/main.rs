@@ -476,6 +476,24 @@ async fn hub_with_options(
 }
 
 /// A hub on `store` with these subscriptions (created through its API).
+/// The hubs this process serves (their stop signal and task), so that a workload can stop
+/// them between measurements: a hub left running keeps working (retries, measurements,
+/// sweeps) on the CPU the next measurement needs.
+type Running = Vec<(
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+)>;
+static RUNNING: std::sync::Mutex<Running> = std::sync::Mutex::new(Vec::new());
+
+/// Stops every hub started so far and waits (up to 30 s each) until it stopped.
+async fn stop_hubs() {
+    let running = std::mem::take(&mut *RUNNING.lock().expect("hubs lock"));
+    for (stop, served) in running {
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(30), served).await;
+    }
+}
+
 async fn hub_on(
     store: Arc<dyn knooppunt_store::Store>,
     subscriptions: Vec<serde_json::Value>,
@@ -484,11 +502,11 @@ async fn hub_on(
     let hub = Hub::open(store, options).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
-    tokio::spawn(knooppunt_broker::serve(
-        listener,
-        hub,
-        std::future::pending(),
-    ));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(knooppunt_broker::serve(listener, hub, async {
+        let _ = stopped.await;
+    }));
+    RUNNING.lock().expect("hubs lock").push((stop, served));
     let client = reqwest::Client::new();
     for body in subscriptions {
         let status = client

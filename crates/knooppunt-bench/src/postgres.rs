@@ -1,7 +1,7 @@
 //! The `postgres` workload: the ingest and deliver workloads against one and two hubs on a
 //! PostgreSQL database (a throwaway cluster on this machine), next to one hub on the
 //! embedded store, in the same run. With two hubs the client spreads its connections over
-//! both, as a load balancer would.
+//! both, as a load balancer would. Each measurement's hubs are stopped before the next.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -186,6 +186,7 @@ pub(crate) async fn run(
     )
     .await?;
     print("embedded store, 1 hub", &embedded);
+    crate::stop_hubs().await;
     for hubs in [1, 2] {
         let bases =
             hubs_on_postgres(&cluster, &format!("ingest{hubs}"), hubs, bodies.clone()).await?;
@@ -197,6 +198,7 @@ pub(crate) async fn run(
         if setup.statements {
             print_statements(&cluster, &format!("ingest{hubs}"));
         }
+        crate::stop_hubs().await;
     }
 
     println!(
@@ -229,6 +231,7 @@ pub(crate) async fn run(
         if setup.statements && hubs > 0 {
             print_statements(&cluster, &format!("deliver{hubs}"));
         }
+        crate::stop_hubs().await;
     }
     if setup.backlog > 0 {
         println!(
