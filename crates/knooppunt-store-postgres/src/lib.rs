@@ -200,14 +200,10 @@ impl PgStore {
                 return self.inner.recorder.record(change, durable).await;
             }
             let client = self.client().await?;
-            client.batch_execute("BEGIN").await.map_err(backend)?;
-            for change in &changes {
-                if let Err(error) = apply(&client, change).await {
-                    let _ = client.batch_execute("ROLLBACK").await;
-                    return Err(error);
-                }
-            }
-            client.batch_execute("COMMIT").await.map_err(backend)
+            let result = apply_all(&client, &changes, durable).await;
+            let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+            let ended = client.batch_execute(end).await.map_err(backend);
+            result.and(ended)
         })
     }
 
@@ -1597,20 +1593,52 @@ pub(crate) async fn classify(
     Ok(()) // finished, retired or deleted meanwhile: nothing to record
 }
 
-/// Applies one delivery change on `client` (in the caller's transaction, if any).
-async fn apply(
+/// Applies `changes` in order in a transaction it begins on `client` (with [`KEY_PLANS`];
+/// `durable`: whether its commit waits for the WAL flush), leaving it open for the caller
+/// to commit or roll back: `BEGIN` and every statement go out in one round trip; only a
+/// change that found nothing to change asks why (a stale lease fails the whole call).
+async fn apply_all(
     client: &deadpool_postgres::ClientWrapper,
-    change: &DeliveryChange,
+    changes: &[DeliveryChange],
+    durable: bool,
 ) -> Result<(), StoreError> {
-    let changed = match statement(change) {
-        None => 0,
-        Some((sql, params)) => {
-            let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-                params.iter().map(|p| p.as_ref() as _).collect();
-            run(client, sql, &refs).await?
-        }
+    let found: Vec<_> = changes.iter().map(statement).collect();
+    let mut prepared = Vec::with_capacity(found.len());
+    for statement in &found {
+        prepared.push(match statement {
+            Some((sql, _)) => Some(client.prepare_cached(sql).await.map_err(backend)?),
+            None => None,
+        });
+    }
+    let executions: Vec<_> = found
+        .iter()
+        .zip(&prepared)
+        .map(|(found, prepared)| async move {
+            match (found, prepared) {
+                (Some((_, params)), Some(prepared)) => {
+                    let refs: Vec<Param<'_>> = params.iter().map(|p| p.as_ref() as _).collect();
+                    client.execute(prepared, &refs).await
+                }
+                _ => Ok(0),
+            }
+        })
+        .collect();
+    let begin = if durable {
+        format!("BEGIN; {KEY_PLANS}")
+    } else {
+        format!("BEGIN; SET LOCAL synchronous_commit = off; {KEY_PLANS}")
     };
-    classify(client, change, changed).await
+    let (begun, counts) =
+        tokio::join!(client.batch_execute(&begin), recorder::join_all(executions));
+    begun.map_err(backend)?;
+    let counts = counts
+        .into_iter()
+        .collect::<Result<Vec<u64>, _>>()
+        .map_err(backend)?;
+    for (change, count) in changes.iter().zip(counts) {
+        classify(client, change, count).await?;
+    }
+    Ok(())
 }
 
 impl knooppunt_store::Inspect for PgStore {

@@ -83,7 +83,7 @@ async fn run(pool: Pool, mut receiver: mpsc::UnboundedReceiver<Request>) {
 
 /// Polls every future until all are ready, each first in order, so that requests on one
 /// connection go out back to back (tokio-postgres pipelines them).
-async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+pub(crate) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
     let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
     let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
