@@ -9,7 +9,7 @@ use knooppunt_store::{Appended, NewEvent, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Statement;
 
-use crate::{KEY_PLANS, Param, backend, in_transaction, pool_error};
+use crate::{Param, backend, in_transaction, pool_error};
 
 /// The advisory lock every hub's append takes for a moment (`appendlk` in ASCII): its
 /// transaction id and its event numbers are handed out together, so that numbers follow
@@ -244,7 +244,7 @@ async fn number(
     let count = count as i64;
     let lock_params: [Param<'_>; 1] = [&APPEND_LOCK];
     let count_params: [Param<'_>; 1] = [&count];
-    let begin = format!("BEGIN; {KEY_PLANS}");
+    let begin = crate::begin(true);
     let (_, _, _, numbers, _) = tokio::try_join!(
         client.batch_execute(&begin),
         client.execute(&statements.lock, &lock_params),

@@ -117,6 +117,16 @@ pub(crate) const KEY_PLANS: &str = "SET LOCAL enable_seqscan = off; \
 /// its commit waits for the WAL flush. BEGIN, the statement and COMMIT go out in one round
 /// trip; all three always run, so the connection never stays in a transaction (a failed
 /// statement makes the COMMIT a rollback).
+/// The `BEGIN` of a transaction with [`KEY_PLANS`]; `durable`: whether its commit waits
+/// for the WAL flush.
+pub(crate) fn begin(durable: bool) -> String {
+    if durable {
+        format!("BEGIN; {KEY_PLANS}")
+    } else {
+        format!("BEGIN; SET LOCAL synchronous_commit = off; {KEY_PLANS}")
+    }
+}
+
 /// One parameter of a statement.
 pub(crate) type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
 
@@ -126,11 +136,7 @@ pub(crate) async fn in_transaction(
     params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     durable: bool,
 ) -> Result<Vec<Row>, StoreError> {
-    let begin = if durable {
-        format!("BEGIN; {KEY_PLANS}")
-    } else {
-        format!("BEGIN; SET LOCAL synchronous_commit = off; {KEY_PLANS}")
-    };
+    let begin = begin(durable);
     let (begun, rows, committed) = tokio::join!(
         client.batch_execute(&begin),
         client.query(statement, params),
@@ -1405,7 +1411,7 @@ async fn run(
     client.execute(&statement, params).await.map_err(backend)
 }
 
-type OwnedParam = Box<dyn tokio_postgres::types::ToSql + Sync + Send>;
+pub(crate) type OwnedParam = Box<dyn tokio_postgres::types::ToSql + Sync + Send>;
 
 /// The one statement that applies a delivery change, with its parameters; `None` for an
 /// attempt without a lease (a delivery that was never leased takes no result). An attempt
@@ -1603,31 +1609,9 @@ async fn apply_all(
     durable: bool,
 ) -> Result<(), StoreError> {
     let found: Vec<_> = changes.iter().map(statement).collect();
-    let mut prepared = Vec::with_capacity(found.len());
-    for statement in &found {
-        prepared.push(match statement {
-            Some((sql, _)) => Some(client.prepare_cached(sql).await.map_err(backend)?),
-            None => None,
-        });
-    }
-    let executions: Vec<_> = found
-        .iter()
-        .zip(&prepared)
-        .map(|(found, prepared)| async move {
-            match (found, prepared) {
-                (Some((_, params)), Some(prepared)) => {
-                    let refs: Vec<Param<'_>> = params.iter().map(|p| p.as_ref() as _).collect();
-                    client.execute(prepared, &refs).await
-                }
-                _ => Ok(0),
-            }
-        })
-        .collect();
-    let begin = if durable {
-        format!("BEGIN; {KEY_PLANS}")
-    } else {
-        format!("BEGIN; SET LOCAL synchronous_commit = off; {KEY_PLANS}")
-    };
+    let prepared = recorder::prepare_all(client, &found).await?;
+    let executions = recorder::executions(client, &found, &prepared);
+    let begin = begin(durable);
     let (begun, counts) =
         tokio::join!(client.batch_execute(&begin), recorder::join_all(executions));
     begun.map_err(backend)?;

@@ -22,7 +22,7 @@ use knooppunt_store::{DeliveryChange, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::append::clone_error;
-use crate::{KEY_PLANS, backend, classify, pool_error, statement};
+use crate::{backend, classify, pool_error, statement};
 
 /// At most this many results in one transaction.
 const MAX_GROUP: usize = 256;
@@ -109,6 +109,48 @@ pub(crate) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
         .collect()
 }
 
+/// One change's statement and parameters ([`statement`]), if it has one.
+pub(crate) type Found = Option<(&'static str, Vec<crate::OwnedParam>)>;
+
+/// Prepares each statement (from the connection's cache after the first time), so that
+/// [`executions`] can be sent back to back.
+pub(crate) async fn prepare_all(
+    client: &deadpool_postgres::ClientWrapper,
+    statements: &[Found],
+) -> Result<Vec<Option<tokio_postgres::Statement>>, StoreError> {
+    let mut prepared = Vec::with_capacity(statements.len());
+    for found in statements {
+        prepared.push(match found {
+            Some((sql, _)) => Some(client.prepare_cached(sql).await.map_err(backend)?),
+            None => None,
+        });
+    }
+    Ok(prepared)
+}
+
+/// The executions of prepared statements, rows changed each (0 for a change without
+/// one); polled together ([`join_all`]) they go out in order in one round trip.
+pub(crate) fn executions<'a>(
+    client: &'a deadpool_postgres::ClientWrapper,
+    statements: &'a [Found],
+    prepared: &'a [Option<tokio_postgres::Statement>],
+) -> Vec<impl Future<Output = Result<u64, tokio_postgres::Error>> + 'a> {
+    statements
+        .iter()
+        .zip(prepared)
+        .map(move |(found, prepared)| async move {
+            match (found, prepared) {
+                (Some((_, params)), Some(prepared)) => {
+                    let refs: Vec<crate::Param<'_>> =
+                        params.iter().map(|p| p.as_ref() as _).collect();
+                    client.execute(prepared, &refs).await
+                }
+                _ => Ok(0),
+            }
+        })
+        .collect()
+}
+
 /// Every delivered result of a group in one statement (the common case: a statement each
 /// cost the database more than the lease): each delivery is deleted under its lease, a
 /// receipt kept where asked; returns the places (from 1) of the results whose lease held.
@@ -170,33 +212,11 @@ async fn commit(pool: &Pool, group: &[Request]) -> Vec<Result<(), StoreError>> {
             }
         })
         .collect();
-    let mut prepared = Vec::with_capacity(group.len());
-    for found in &statements {
-        prepared.push(match found {
-            None => None,
-            Some((sql, _)) => match client.prepare_cached(sql).await.map_err(backend) {
-                Ok(prepared) => Some(prepared),
-                Err(error) => return failed(&error),
-            },
-        });
-    }
-    let executions: Vec<_> = statements
-        .iter()
-        .zip(&prepared)
-        .map(|(found, prepared)| {
-            let client = &client;
-            async move {
-                match (found, prepared) {
-                    (Some((_, params)), Some(prepared)) => {
-                        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-                            params.iter().map(|p| p.as_ref() as _).collect();
-                        client.execute(prepared, &refs).await
-                    }
-                    _ => Ok(0),
-                }
-            }
-        })
-        .collect();
+    let prepared = match prepare_all(&client, &statements).await {
+        Ok(prepared) => prepared,
+        Err(error) => return failed(&error),
+    };
+    let executions = executions(&client, &statements, &prepared);
     let delivered_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
         [&subscriptions, &seqs, &leases, &ats, &receipts];
     let deliver_all = async {
@@ -208,11 +228,7 @@ async fn commit(pool: &Pool, group: &[Request]) -> Vec<Result<(), StoreError>> {
     // Polled in this order, so sent in this order: BEGIN, the delivered results, the other
     // executions, COMMIT. (Changes of one group were recorded concurrently, so their order
     // among each other is no one's: a worker waits for one result before it sends another.)
-    let begin = if group.iter().any(|r| r.durable) {
-        format!("BEGIN; {KEY_PLANS}")
-    } else {
-        format!("BEGIN; SET LOCAL synchronous_commit = off; {KEY_PLANS}")
-    };
+    let begin = crate::begin(group.iter().any(|r| r.durable));
     let (begun, done, changed, committed) = tokio::join!(
         client.batch_execute(&begin),
         deliver_all,
