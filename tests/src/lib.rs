@@ -158,8 +158,7 @@ impl TestHub {
             },
             ..test_options()
         };
-        let data = Arc::new(tempfile::tempdir().unwrap());
-        TestHub::start_in(data, options, store).await
+        TestHub::start_with_options_and_store(options, store).await
     }
 
     /// A hub with these settings whose store is in `data` (a directory the test made, such

@@ -9,7 +9,8 @@ use knooppunt_store::{Appended, NewEvent, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Statement;
 
-use crate::{Param, backend, in_transaction, pool_error};
+use crate::transactions::{Param, in_transaction};
+use crate::{backend, pool_error};
 
 /// The advisory lock every hub's append takes for a moment (`appendlk` in ASCII): its
 /// transaction id and its event numbers are handed out together, so that numbers follow
@@ -244,9 +245,8 @@ async fn number(
     let count = count as i64;
     let lock_params: [Param<'_>; 1] = [&APPEND_LOCK];
     let count_params: [Param<'_>; 1] = [&count];
-    let begin = crate::begin(true);
     let (_, _, _, numbers, _) = tokio::try_join!(
-        client.batch_execute(&begin),
+        client.batch_execute("BEGIN"),
         client.execute(&statements.lock, &lock_params),
         client.execute(&statements.xid, &[]),
         client.query(&statements.numbers, &count_params),

@@ -31,6 +31,7 @@ mod principals;
 mod recorder;
 mod schema;
 mod subscriptions;
+mod transactions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +47,7 @@ use tokio_postgres::Row;
 
 use self::append::Appender;
 use self::event_cache::EventCache;
+use self::transactions::{Param, in_transaction};
 
 /// How to reach the database.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,62 +92,13 @@ struct Inner {
 /// once, and a database crash can only forget it, which frees the delivery for another
 /// lease (the holder's result is then refused as stale: a redelivery, never a loss). A
 /// durable commit per lease cost a WAL flush each, most of the database's time while
-/// delivering (BENCHMARKS.md). BEGIN, the statement and COMMIT go out in one round trip;
-/// all three always run, so the connection never stays in a transaction (a failed
-/// statement makes the COMMIT a rollback).
+/// delivering (BENCHMARKS.md). One round trip ([`in_transaction`]).
 async fn without_flush(
     client: &Object,
     statement: &tokio_postgres::Statement,
-    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    params: &[Param<'_>],
 ) -> Result<Vec<Row>, StoreError> {
     in_transaction(client, statement, params, false).await
-}
-
-/// The planner settings of the transactions that find a few rows of a queue by key (leases,
-/// results, the append). Their statements are prepared once per connection, and a generic
-/// plan made while `deliveries` was small (a fresh database, or statistics not yet taken
-/// after a burst), or from statistics that average one subscription's huge backlog with
-/// many small ones, scanned a whole subscription's queue or the whole table for every
-/// lease and every group of results: a lease cost 75 ms with 50,000 pending and grew with
-/// the backlog (BENCHMARKS.md, issue 26, fifth step). Without scans, sorts by hash and
-/// merges to choose from, every plan walks the primary key from where the rows are.
-pub(crate) const KEY_PLANS: &str = "SET LOCAL enable_seqscan = off; \
-    SET LOCAL enable_bitmapscan = off; SET LOCAL enable_hashjoin = off; \
-    SET LOCAL enable_mergejoin = off";
-
-/// Runs a statement in a transaction of its own with [`KEY_PLANS`]; `durable`: whether
-/// its commit waits for the WAL flush. BEGIN, the statement and COMMIT go out in one round
-/// trip; all three always run, so the connection never stays in a transaction (a failed
-/// statement makes the COMMIT a rollback).
-/// The `BEGIN` of a transaction with [`KEY_PLANS`]; `durable`: whether its commit waits
-/// for the WAL flush.
-pub(crate) fn begin(durable: bool) -> String {
-    if durable {
-        format!("BEGIN; {KEY_PLANS}")
-    } else {
-        format!("BEGIN; SET LOCAL synchronous_commit = off; {KEY_PLANS}")
-    }
-}
-
-/// One parameter of a statement.
-pub(crate) type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
-
-pub(crate) async fn in_transaction(
-    client: &tokio_postgres::Client,
-    statement: &tokio_postgres::Statement,
-    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    durable: bool,
-) -> Result<Vec<Row>, StoreError> {
-    let begin = begin(durable);
-    let (begun, rows, committed) = tokio::join!(
-        client.batch_execute(&begin),
-        client.query(statement, params),
-        client.batch_execute("COMMIT"),
-    );
-    begun.map_err(backend)?;
-    let rows = rows.map_err(backend)?;
-    committed.map_err(backend)?;
-    Ok(rows)
 }
 
 impl Drop for Inner {
@@ -1411,7 +1364,7 @@ async fn run(
     client.execute(&statement, params).await.map_err(backend)
 }
 
-pub(crate) type OwnedParam = Box<dyn tokio_postgres::types::ToSql + Sync + Send>;
+type OwnedParam = transactions::OwnedParam;
 
 /// The one statement that applies a delivery change, with its parameters; `None` for an
 /// attempt without a lease (a delivery that was never leased takes no result). An attempt
@@ -1599,7 +1552,7 @@ pub(crate) async fn classify(
     Ok(()) // finished, retired or deleted meanwhile: nothing to record
 }
 
-/// Applies `changes` in order in a transaction it begins on `client` (with [`KEY_PLANS`];
+/// Applies `changes` in order in a transaction it begins on `client` (with the key plans;
 /// `durable`: whether its commit waits for the WAL flush), leaving it open for the caller
 /// to commit or roll back: `BEGIN` and every statement go out in one round trip; only a
 /// change that found nothing to change asks why (a stale lease fails the whole call).
@@ -1609,11 +1562,13 @@ async fn apply_all(
     durable: bool,
 ) -> Result<(), StoreError> {
     let found: Vec<_> = changes.iter().map(statement).collect();
-    let prepared = recorder::prepare_all(client, &found).await?;
-    let executions = recorder::executions(client, &found, &prepared);
-    let begin = begin(durable);
-    let (begun, counts) =
-        tokio::join!(client.batch_execute(&begin), recorder::join_all(executions));
+    let prepared = transactions::prepare_all(client, &found).await?;
+    let executions = transactions::executions(client, &found, &prepared);
+    let begin = transactions::begin(durable);
+    let (begun, counts) = tokio::join!(
+        client.batch_execute(&begin),
+        transactions::join_all(executions)
+    );
     begun.map_err(backend)?;
     let counts = counts
         .into_iter()

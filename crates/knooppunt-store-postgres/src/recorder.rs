@@ -13,15 +13,12 @@
 //! the latest of them, and those deliveries are then made again. A group with any other
 //! change (a pull acknowledgement, a change an API call asked for) commits durably.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::Poll;
-
 use deadpool_postgres::Pool;
 use knooppunt_store::{DeliveryChange, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::append::clone_error;
+use crate::transactions::{begin, executions, join_all, prepare_all};
 use crate::{backend, classify, pool_error, statement};
 
 /// At most this many results in one transaction.
@@ -79,76 +76,6 @@ async fn run(pool: Pool, mut receiver: mpsc::UnboundedReceiver<Request>) {
             let _ = request.reply.send(outcome);
         }
     }
-}
-
-/// Polls every future until all are ready, each first in order, so that requests on one
-/// connection go out back to back (tokio-postgres pipelines them).
-pub(crate) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
-    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if output.is_none() {
-                match future.as_mut().poll(cx) {
-                    Poll::Ready(value) => *output = Some(value),
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    outputs
-        .into_iter()
-        .map(|o| o.expect("every future is ready"))
-        .collect()
-}
-
-/// One change's statement and parameters ([`statement`]), if it has one.
-pub(crate) type Found = Option<(&'static str, Vec<crate::OwnedParam>)>;
-
-/// Prepares each statement (from the connection's cache after the first time), so that
-/// [`executions`] can be sent back to back.
-pub(crate) async fn prepare_all(
-    client: &deadpool_postgres::ClientWrapper,
-    statements: &[Found],
-) -> Result<Vec<Option<tokio_postgres::Statement>>, StoreError> {
-    let mut prepared = Vec::with_capacity(statements.len());
-    for found in statements {
-        prepared.push(match found {
-            Some((sql, _)) => Some(client.prepare_cached(sql).await.map_err(backend)?),
-            None => None,
-        });
-    }
-    Ok(prepared)
-}
-
-/// The executions of prepared statements, rows changed each (0 for a change without
-/// one); polled together ([`join_all`]) they go out in order in one round trip.
-pub(crate) fn executions<'a>(
-    client: &'a deadpool_postgres::ClientWrapper,
-    statements: &'a [Found],
-    prepared: &'a [Option<tokio_postgres::Statement>],
-) -> Vec<impl Future<Output = Result<u64, tokio_postgres::Error>> + 'a> {
-    statements
-        .iter()
-        .zip(prepared)
-        .map(move |(found, prepared)| async move {
-            match (found, prepared) {
-                (Some((_, params)), Some(prepared)) => {
-                    let refs: Vec<crate::Param<'_>> =
-                        params.iter().map(|p| p.as_ref() as _).collect();
-                    client.execute(prepared, &refs).await
-                }
-                _ => Ok(0),
-            }
-        })
-        .collect()
 }
 
 /// Every delivered result of a group in one statement (the common case: a statement each
@@ -228,7 +155,7 @@ async fn commit(pool: &Pool, group: &[Request]) -> Vec<Result<(), StoreError>> {
     // Polled in this order, so sent in this order: BEGIN, the delivered results, the other
     // executions, COMMIT. (Changes of one group were recorded concurrently, so their order
     // among each other is no one's: a worker waits for one result before it sends another.)
-    let begin = crate::begin(group.iter().any(|r| r.durable));
+    let begin = begin(group.iter().any(|r| r.durable));
     let (begun, done, changed, committed) = tokio::join!(
         client.batch_execute(&begin),
         deliver_all,
