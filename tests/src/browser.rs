@@ -256,14 +256,43 @@ impl Browser {
         self.text_of("body").await
     }
 
-    /// The visible text of the element `css` selects.
+    /// The visible text of the element `css` selects. An element that went stale (the page
+    /// was replaced between finding and reading it) is found again on the new page; any
+    /// other WebDriver error fails the test, never reads as empty text.
     pub async fn text_of(&self, css: &str) -> String {
-        let element = self.find(css).await;
-        self.get(&format!("/element/{element}/text"))
-            .await
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let element = self.find(css).await;
+            let answer = self.get(&format!("/element/{element}/text")).await;
+            if let Some(text) = answer.as_str() {
+                return text.to_owned();
+            }
+            let error = answer["error"].as_str().unwrap_or_default();
+            assert!(
+                matches!(error, "stale element reference" | "no such element")
+                    && Instant::now() < deadline,
+                "WebDriver text of `{css}`: {answer}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits up to 10 s for the element `css` selects to show a text other than `old` (after
+    /// a form's answer replaced the page that showed `old`); that text.
+    pub async fn text_changed_from(&self, css: &str, old: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = self.text_of(css).await;
+            if text != old {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "`{css}` still says `{old}` on {}",
+                self.url().await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Waits up to `within` for the page's text to contain `what` (reloading it each
