@@ -29,7 +29,10 @@
 //! - console sessions are kept across a reopen, replaced by id, removed, and swept once
 //!   expired or idle;
 //! - events are read in acceptance order after a position, the sweep says how far it
-//!   removed, and a time finds its place in the order.
+//!   removed, and a time finds its place in the order;
+//! - whatever is listed by a name (subscriptions, principals, catalog entries, queue
+//!   statistics, what the dead-letter sweep removed) comes in the order of the names'
+//!   bytes, as Rust orders strings, never in a database's linguistic order.
 //!
 //! Not checked here: crash consistency, which a backend tests with its own means (the
 //! embedded store: `crates/knooppunt/tests/crash.rs`).
@@ -161,6 +164,7 @@ pub async fn run(backend: &mut impl Backend) {
     receipts_say_who_received_what(backend).await;
     the_sweep_removes_only_finished_events(backend).await;
     deleting_a_subscription_drops_its_queue(backend).await;
+    keys_are_listed_in_the_order_of_their_bytes(backend).await;
 }
 
 /// Leases the one delivery of event `seq` (the subscription's earliest due) at `now`.
@@ -1703,4 +1707,67 @@ async fn deleting_a_subscription_drops_its_queue(backend: &mut impl Backend) {
     assert_eq!(store.pending_deliveries("t", 10).await.unwrap().len(), 1);
     let store = backend.reopen(store).await;
     assert!(store.pending_deliveries("s", 10).await.unwrap().is_empty());
+}
+
+/// Names in the order of their bytes, whatever the database's own collation (an operator's
+/// PostgreSQL cluster is usually linguistic, e.g. `nl-NL`, where "a-z" < "az" < "b" < "B" <
+/// "Zaak"): one order on every backend, and keys whose order cannot change under an index
+/// when the operating system's collation data does.
+async fn keys_are_listed_in_the_order_of_their_bytes(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    let names = [
+        "b", "Zaak", "a-z", "az", "B", "zaak-10", "zaak-9", "\u{e9}", "e", "Z",
+    ];
+    let mut in_byte_order: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    in_byte_order.sort_unstable();
+    with_subscriptions(store.as_ref(), &names).await;
+    for name in names {
+        store.insert_principal(&principal(name)).await.unwrap();
+        store
+            .insert_catalog_entry(&catalog_entry(name))
+            .await
+            .unwrap();
+    }
+    let appended = store
+        .append_events(vec![event("k1", &names), event("k2", &names)], 100, HOUR)
+        .await
+        .unwrap();
+    let n = seqs(&appended);
+    let shed: Vec<DeliveryChange> = names.iter().map(|s| withdraw(s, &n[..1], 1000)).collect();
+    store.record(shed).await.unwrap();
+    let store = backend.reopen(store).await;
+    let listed: Vec<String> = store
+        .subscriptions()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(listed, in_byte_order, "subscriptions");
+    let listed: Vec<String> = store
+        .principals()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(listed, in_byte_order, "principals");
+    let listed: Vec<String> = store
+        .catalog_entries()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(listed, in_byte_order, "catalog entries");
+    let stats = store.queue_stats().await.unwrap();
+    let listed: Vec<String> = stats.iter().map(|q| q.subscription.clone()).collect();
+    assert_eq!(listed, in_byte_order, "queue statistics");
+    assert!(
+        stats.iter().all(|q| q.pending == 1 && q.dead_letters == 1),
+        "{stats:?}"
+    );
+    let swept = store.sweep_dead_letters(2000, 100).await.unwrap();
+    let listed: Vec<String> = swept.iter().map(|(s, _)| s.clone()).collect();
+    assert_eq!(listed, in_byte_order, "what the dead-letter sweep removed");
 }

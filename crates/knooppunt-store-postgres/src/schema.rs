@@ -223,6 +223,29 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 16: the dead-letter retention sweep finds the oldest dead letters by when they died.
     "CREATE INDEX dead_letters_dead_at ON dead_letters (dead_at);",
+    // 17: every text key compared by its bytes (collation "C"), whatever the database's
+    // default: listings come in the same order as on the embedded store; comparing keys
+    // costs a `memcmp`, not a linguistic collation (ICU or the C library) on every step
+    // through an index; and an index's order cannot change under it when the operating
+    // system's collation data does (PostgreSQL's documented hazard of upgrading the C
+    // library). The columns keep their data; their indexes are rebuilt once.
+    r#"
+    ALTER TABLE subscriptions ALTER COLUMN id TYPE text COLLATE "C";
+    ALTER TABLE principals ALTER COLUMN name TYPE text COLLATE "C";
+    ALTER TABLE catalog ALTER COLUMN id TYPE text COLLATE "C";
+    ALTER TABLE grants ALTER COLUMN entry TYPE text COLLATE "C",
+                       ALTER COLUMN subscription TYPE text COLLATE "C";
+    ALTER TABLE identities ALTER COLUMN source TYPE text COLLATE "C",
+                           ALTER COLUMN id TYPE text COLLATE "C";
+    ALTER TABLE events ALTER COLUMN source TYPE text COLLATE "C",
+                       ALTER COLUMN id TYPE text COLLATE "C";
+    ALTER TABLE deliveries ALTER COLUMN subscription TYPE text COLLATE "C",
+                           ALTER COLUMN replay TYPE text COLLATE "C";
+    ALTER TABLE dead_letters ALTER COLUMN subscription TYPE text COLLATE "C";
+    ALTER TABLE receipts ALTER COLUMN subscription TYPE text COLLATE "C";
+    ALTER TABLE replays ALTER COLUMN id TYPE text COLLATE "C";
+    ALTER TABLE sessions ALTER COLUMN id TYPE text COLLATE "C";
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

@@ -5,6 +5,9 @@
 //! package with apt (as root, or through `sudo -n`), so that a fresh machine needs nothing
 //! but the repository's test command; no test is skipped for lack of a database.
 //!
+//! Its default collation is linguistic (ICU `nl-NL`), as on a Dutch operator's cluster, not
+//! the bytewise "C" that would hide an order that depends on it.
+//!
 //! As root (containers, CI), the server runs as the `postgres` user the package creates:
 //! PostgreSQL refuses to run as root.
 
@@ -148,7 +151,10 @@ impl Cluster {
             cluster
                 .command("initdb")
                 .args(["--auth=trust", "--username=knooppunt", "--encoding=UTF8"])
-                .args(["--locale=C", "--no-sync", "-D"])
+                // A linguistic default collation, as an operator's cluster usually has:
+                // what the hub lists must not depend on it.
+                .args(["--locale=C", "--locale-provider=icu", "--icu-locale=nl-NL"])
+                .args(["--no-sync", "-D"])
                 .arg(&data)
                 .output(),
         );
