@@ -1110,9 +1110,15 @@ async fn the_sweep_removes_only_finished_events(backend: &mut impl Backend) {
         .await
         .unwrap();
     store.sweep(10 * HOUR, HOUR, HOUR).await.unwrap();
+    // Read from what the store keeps, not from a cache of what it just appended.
+    let store = backend.reopen(store).await;
     assert!(
         store.event(n[1]).await.unwrap().is_some(),
         "a pending delivery keeps its event"
+    );
+    assert!(
+        store.event(n[0]).await.unwrap().is_none(),
+        "a delivered event past retention is gone"
     );
     assert_eq!(
         store.pending_deliveries("s", 10).await.unwrap()[0].seq,

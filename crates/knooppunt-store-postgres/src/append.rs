@@ -20,11 +20,14 @@ const APPEND_LOCK: i64 = 0x6170_7065_6e64_6c6b;
 /// At most this many requests go into one transaction.
 const MAX_GROUP: usize = 256;
 
+/// A request's answers, with its events given back (for the hub's cache of events).
+type Answered = (Vec<Appended>, Vec<NewEvent>);
+
 struct Request {
     events: Vec<NewEvent>,
     now: u64,
     window: u64,
-    reply: oneshot::Sender<Result<Vec<Appended>, StoreError>>,
+    reply: oneshot::Sender<Result<Answered, StoreError>>,
 }
 
 /// The sending side of the appender task; the task ends when this is dropped.
@@ -39,14 +42,15 @@ impl Appender {
         Appender { requests }
     }
 
+    /// Appends `events` (in the next group); their answers, and the events given back.
     pub(crate) async fn append(
         &self,
         events: Vec<NewEvent>,
         now: u64,
         window: u64,
-    ) -> Result<Vec<Appended>, StoreError> {
+    ) -> Result<Answered, StoreError> {
         if events.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), events));
         }
         let (reply, answer) = oneshot::channel();
         let request = Request {
@@ -93,7 +97,8 @@ async fn run(pool: Pool, mut receiver: mpsc::UnboundedReceiver<Request>) {
             match commit(&pool, &group).await {
                 Ok(answers) => {
                     for (request, answer) in group.into_iter().zip(answers) {
-                        let _ = request.reply.send(Ok(answer));
+                        let Request { events, reply, .. } = request;
+                        let _ = reply.send(Ok((answer, events)));
                     }
                 }
                 Err(error) => {

@@ -67,19 +67,41 @@ impl EventCache {
                     _ => false,
                 };
                 if uncounted {
-                    let size = event.json.len() + 64;
-                    entries.order.push_back((seq, size));
-                    entries.bytes += size;
-                    while entries.bytes > BUDGET_BYTES {
-                        let Some((old, size)) = entries.order.pop_front() else {
-                            break;
-                        };
-                        entries.bytes -= size;
-                        entries.cells.remove(&old);
-                    }
+                    entries.count(seq, event.json.len());
                 }
             }
         }
         result
+    }
+
+    /// Keeps an event this hub just appended (write-through): the hub that accepted an
+    /// event usually delivers it too, and then reads nothing back from the database.
+    pub(crate) fn insert(&self, event: StoredEvent) {
+        let seq = event.seq;
+        let size = event.json.len();
+        let mut entries = self.inner.lock().expect("event cache lock");
+        if entries.cells.contains_key(&seq) {
+            return;
+        }
+        let cell = Arc::new(OnceCell::from(Some(Arc::new(event))));
+        entries.cells.insert(seq, (cell, true));
+        entries.count(seq, size);
+    }
+}
+
+impl Entries {
+    /// Counts event `seq`'s JSON of `json_bytes` against the budget, the oldest going first
+    /// past it.
+    fn count(&mut self, seq: u64, json_bytes: usize) {
+        let size = json_bytes + 64;
+        self.order.push_back((seq, size));
+        self.bytes += size;
+        while self.bytes > BUDGET_BYTES {
+            let Some((old, size)) = self.order.pop_front() else {
+                break;
+            };
+            self.bytes -= size;
+            self.cells.remove(&old);
+        }
     }
 }

@@ -756,7 +756,30 @@ impl Store for PgStore {
         now_ms: u64,
         dedupe_window_ms: u64,
     ) -> StoreFuture<'_, Vec<Appended>> {
-        Box::pin(self.inner.appender.append(events, now_ms, dedupe_window_ms))
+        Box::pin(async move {
+            let (answers, events) = self
+                .inner
+                .appender
+                .append(events, now_ms, dedupe_window_ms)
+                .await?;
+            // What will be delivered is kept for the deliveries: this hub reads none of it
+            // back unless it was pushed out of the cache meanwhile.
+            for (answer, event) in answers.iter().zip(events) {
+                if let Appended::Accepted { seq } = *answer
+                    && !event.subscriptions.is_empty()
+                {
+                    self.inner.events.insert(StoredEvent {
+                        seq,
+                        source: event.source,
+                        id: event.id,
+                        accepted_at: now_ms,
+                        json: event.json,
+                        extension_types: event.extension_types,
+                    });
+                }
+            }
+            Ok(answers)
+        })
     }
 
     fn event(&self, seq: u64) -> StoreFuture<'_, Option<Arc<StoredEvent>>> {
