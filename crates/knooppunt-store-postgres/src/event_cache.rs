@@ -74,8 +74,16 @@ impl EventCache {
         result
     }
 
-    /// Keeps an event this hub just appended (write-through): the hub that accepted an
-    /// event usually delivers it too, and then reads nothing back from the database.
+    /// Those of `seqs` that are neither cached nor being read now.
+    pub(crate) fn missing(&self, seqs: impl Iterator<Item = u64>) -> Vec<u64> {
+        let entries = self.inner.lock().expect("event cache lock");
+        seqs.filter(|seq| !entries.cells.contains_key(seq))
+            .collect()
+    }
+
+    /// Keeps an event this hub just appended (write-through: the hub that accepted an
+    /// event usually delivers it too, and then reads nothing back from the database) or
+    /// read ahead for deliveries it leased.
     pub(crate) fn insert(&self, event: StoredEvent) {
         let seq = event.seq;
         let size = event.json.len();

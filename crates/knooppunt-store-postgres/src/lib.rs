@@ -149,6 +149,48 @@ fn redact(url: &str) -> String {
 }
 
 impl PgStore {
+    /// Reads the events of `leased` that this hub has not cached (another hub accepted
+    /// them) in one statement, so that their deliveries do not read them one by one. The
+    /// lease is taken whatever happens here: a failed read only leaves the events to be
+    /// read one at a time.
+    async fn read_ahead(&self, client: &Object, leased: &[Delivery]) {
+        let missing: Vec<i64> = self
+            .inner
+            .events
+            .missing(leased.iter().map(|d| d.seq))
+            .into_iter()
+            .map(|seq| seq as i64)
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let read = async {
+            let statement = client
+                .prepare_cached(
+                    "SELECT seq, source, id, accepted_at, json, extension_types FROM events \
+                     WHERE seq = ANY($1)",
+                )
+                .await?;
+            client.query(&statement, &[&missing]).await
+        };
+        match read.await {
+            Ok(rows) => {
+                for row in rows {
+                    self.inner.events.insert(StoredEvent {
+                        seq: row.get::<_, i64>(0) as u64,
+                        source: row.get(1),
+                        id: row.get(2),
+                        accepted_at: row.get::<_, i64>(3) as u64,
+                        json: row.get(4),
+                        extension_types: row.get(5),
+                    });
+                }
+            }
+            Err(error) => {
+                tracing::debug!(%error, "Reading leased events ahead failed; each is read when sent.")
+            }
+        }
+    }
     /// [`Store::record`], or [`Store::record_results`] when not `durable`.
     fn record_with(&self, changes: Vec<DeliveryChange>, durable: bool) -> StoreFuture<'_, ()> {
         Box::pin(async move {
@@ -960,6 +1002,7 @@ impl Store for PgStore {
             };
             let mut leased: Vec<Delivery> = rows.iter().map(delivery).collect();
             leased.sort_by_key(|d| d.seq);
+            self.read_ahead(&client, &leased).await;
             Ok(leased)
         })
     }

@@ -1,5 +1,5 @@
 //! A hub delivers what it accepted without reading the events back from the database (they
-//! stay in its cache from the append); another hub reads each once.
+//! stay in its cache from the append); another hub reads the events of a lease together.
 
 use knooppunt_store::{Appended, Store};
 use knooppunt_store_conformance::{event, subscription};
@@ -8,17 +8,24 @@ use knooppunt_test_postgres::Cluster;
 
 const HOUR: u64 = 3_600_000;
 
-/// How often the database ran the statement that reads one event.
-fn event_reads(cluster: &Cluster) -> u64 {
+/// How often the database ran statements whose text is `LIKE` `pattern`.
+fn calls(cluster: &Cluster, pattern: &str) -> u64 {
     cluster
         .psql(
             "reads",
-            "SELECT COALESCE(sum(calls), 0)::bigint FROM pg_stat_statements \
-             WHERE query LIKE 'SELECT source, id, accepted_at, json, extension_types FROM events%'",
+            &format!(
+                "SELECT COALESCE(sum(calls), 0)::bigint FROM pg_stat_statements \
+                 WHERE query LIKE '{pattern}'"
+            ),
         )
         .parse()
         .unwrap()
 }
+
+/// Reads of one event.
+const ONE: &str = "SELECT source, id, accepted_at, json, extension_types FROM events%";
+/// Reads of the events of a lease.
+const AHEAD: &str = "SELECT seq, source, id, accepted_at, json, extension_types FROM events%";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hub_that_accepted_an_event_does_not_read_it_back() {
@@ -28,6 +35,7 @@ async fn the_hub_that_accepted_an_event_does_not_read_it_back() {
     let options = PgOptions::new(url);
     let accepting = PgStore::connect(&options).await.unwrap();
     let other = PgStore::connect(&options).await.unwrap();
+    let third = PgStore::connect(&options).await.unwrap();
     accepting
         .insert_subscription(&subscription("s"))
         .await
@@ -53,17 +61,28 @@ async fn the_hub_that_accepted_an_event_does_not_read_it_back() {
         assert_eq!(stored.json, event(&format!("e{n}"), &[]).json);
     }
     assert_eq!(
-        event_reads(&cluster),
-        0,
+        (calls(&cluster, ONE), calls(&cluster, AHEAD)),
+        (0, 0),
         "the accepting hub read events back"
     );
 
-    // Another hub has not seen them: it reads each once, and gets the same.
-    for (n, &seq) in seqs.iter().enumerate() {
-        let stored = other.event(seq).await.unwrap().unwrap();
+    // Another hub leases them once the first hub's leases ran out: it reads them in one
+    // statement with the lease, not one by one, and gets the same.
+    let leased = other.lease("s", 70_000, 60_000, 20, false).await.unwrap();
+    assert_eq!(leased.len(), 20);
+    for (n, delivery) in leased.iter().enumerate() {
+        let stored = other.event(delivery.seq).await.unwrap().unwrap();
         assert_eq!(stored.id, format!("e{n}"));
+        assert_eq!(stored.accepted_at, 100);
         assert_eq!(stored.json, event(&format!("e{n}"), &[]).json);
-        other.event(seq).await.unwrap().unwrap();
     }
-    assert_eq!(event_reads(&cluster), 20);
+    assert_eq!((calls(&cluster, ONE), calls(&cluster, AHEAD)), (0, 1));
+
+    // A hub that leased nothing reads each event it is asked for, once.
+    for (n, &seq) in seqs.iter().enumerate() {
+        let stored = third.event(seq).await.unwrap().unwrap();
+        assert_eq!(stored.id, format!("e{n}"));
+        third.event(seq).await.unwrap().unwrap();
+    }
+    assert_eq!((calls(&cluster, ONE), calls(&cluster, AHEAD)), (20, 1));
 }
