@@ -258,6 +258,65 @@ async fn only_granted_subscriptions_receive_and_nothing_is_queued_before_the_gra
     assert!(gemeente_sink.deliveries().is_empty());
 }
 
+/// An unordered worker leases as many deliveries ahead as it may send at once; a
+/// revocation must not let those go out once its slots free.
+#[tokio::test]
+async fn a_revocation_sends_nothing_that_was_leased_ahead() {
+    let mut options = knooppunt_tests::test_options();
+    options.delivery.max_in_flight = 4;
+    let hub = TestHub::start_with_options(options).await;
+    let entry = guarded_entry(&hub).await;
+    let sink = Sink::start().await;
+    sink.answer_always(Reply::status(204).after(Duration::from_millis(1500)));
+    let subscription = subscribe(&hub, tokens::KVK, &sink, json!({"ordering": "unordered"})).await;
+    let granted = decide(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        &entry,
+        &subscription,
+        json!({"state": "granted"}),
+    )
+    .await;
+    assert_eq!(granted.status, 200, "{}", granted.body);
+    // In one batch, so that the worker's first lease finds all 16: four to send now and
+    // four ahead for the slots that free next.
+    let batch: Vec<Value> = (0..16)
+        .map(|n| {
+            json!({"specversion": "1.0", "id": format!("e{n}"), "source": SOURCE,
+                   "type": TYPE, "datacontenttype": "application/json", "data": {"n": n}})
+        })
+        .collect();
+    let published = hub
+        .request(Method::POST, "/v1/events", tokens::BRP_PUBLISHER)
+        .header("content-type", "application/cloudevents-batch+json")
+        .body(Value::from(batch).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(published.status().is_success(), "{}", published.status());
+    sink.wait_for(4, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let revoked = decide(
+        &hub,
+        tokens::BRP_PUBLISHER,
+        &entry,
+        &subscription,
+        json!({"state": "revoked", "reason": "grondslag vervallen"}),
+    )
+    .await;
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+    let at_revocation = sink.deliveries().len();
+    assert_eq!(at_revocation, 4, "the four sending when it was revoked");
+    // The four at the sink answer; their slots free; nothing more may be sent.
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let delivered = ids(&sink.deliveries());
+    assert_eq!(
+        delivered.len(),
+        at_revocation,
+        "sent after the revocation: {delivered:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_revocation_stops_delivery_at_once_and_turns_the_queue_into_dead_letters() {
     let hub = TestHub::start().await;

@@ -213,6 +213,7 @@ impl AppState {
             Arc::clone(&store),
             Arc::clone(&audit),
             Arc::clone(&telemetry),
+            deliverer.clone(),
         ));
         let publishing = Pipeline::new(
             options.ingest,

@@ -621,6 +621,7 @@ impl Approvals {
             .withdraw(subscription, &covered, now_ms(), reason)
             .await?;
         if withdrawn > 0 {
+            self.subscriptions.recall(subscription);
             tracing::info!(
                 subscription,
                 withdrawn,

@@ -27,6 +27,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use knooppunt_delivery::Deliverer;
 use knooppunt_store::{DeliveryChange, QueueStats, Store, StoreError};
 
 use crate::audit::{Action, Audit, Context, HUB};
@@ -92,6 +93,8 @@ pub(crate) struct Backlog {
     store: Arc<dyn Store>,
     audit: Arc<Audit>,
     telemetry: Arc<Telemetry>,
+    /// Told which subscriptions shed, so that their workers send nothing shed.
+    deliverer: Deliverer,
     /// Undelivered bytes at the last measurement.
     measured: AtomicU64,
     /// The telemetry's finished bytes right after the last measurement.
@@ -117,12 +120,14 @@ impl Backlog {
         store: Arc<dyn Store>,
         audit: Arc<Audit>,
         telemetry: Arc<Telemetry>,
+        deliverer: Deliverer,
     ) -> Self {
         Backlog {
             options,
             store,
             audit,
             telemetry,
+            deliverer,
             measured: AtomicU64::new(0),
             finished_at_measurement: AtomicU64::new(0),
             added: AtomicU64::new(0),
@@ -258,6 +263,7 @@ impl Backlog {
             if let Some(reason) = self.past_limit(queue, now) {
                 let (events, shed_bytes) = self.shed_oldest(queue, now, &reason).await?;
                 if events > 0 {
+                    self.deliverer.recall(&queue.subscription);
                     let measured = self.measured.load(Ordering::Relaxed);
                     self.measured
                         .store(measured.saturating_sub(shed_bytes), Ordering::Relaxed);

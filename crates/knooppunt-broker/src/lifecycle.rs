@@ -112,6 +112,12 @@ pub(crate) enum Redelivered {
 }
 
 impl Subscriptions {
+    /// Deliveries of subscription `id` were withdrawn: its worker gives back what it leased
+    /// ahead ([`Deliverer::recall`]).
+    pub(crate) fn recall(&self, id: &str) {
+        self.deliverer.recall(id);
+    }
+
     /// Loads the stored subscriptions and starts their workers. One whose filters or
     /// `config` this hub cannot use is disabled, saying why, in the store too.
     pub(crate) async fn load(

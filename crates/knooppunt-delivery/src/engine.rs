@@ -6,6 +6,7 @@
 //! has its own task and its own limits, so a slow or failing sink never slows another.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -179,6 +180,9 @@ pub(crate) struct Inner {
 
 pub(crate) struct Worker {
     pub(crate) wake: Arc<Notify>,
+    /// Set when deliveries of the subscription were withdrawn: the worker gives back what
+    /// it leased ahead ([`Deliverer::recall`]).
+    pub(crate) recall: Arc<AtomicBool>,
     /// The subscription as it is now: a change reaches the worker without a restart, so
     /// attempts in flight are never abandoned by an update.
     pub(crate) current: watch::Sender<Arc<Subscription>>,
@@ -266,6 +270,7 @@ impl Deliverer {
             return;
         }
         let wake = Arc::new(Notify::new());
+        let recall = Arc::new(AtomicBool::new(false));
         let (current, watched) = watch::channel(Arc::clone(subscription));
         let (retire, retired) = watch::channel(false);
         let heartbeat = Arc::new(Heartbeat::default());
@@ -274,12 +279,14 @@ impl Deliverer {
             watched,
             retired,
             Arc::clone(&wake),
+            Arc::clone(&recall),
             Arc::clone(&heartbeat),
         ));
         workers.insert(
             subscription.id.clone(),
             Worker {
                 wake,
+                recall,
                 current,
                 retire,
                 task,
@@ -323,6 +330,20 @@ impl Deliverer {
             if let Some(wake) = watchers.get(id) {
                 wake.notify_waiters();
             }
+        }
+    }
+
+    /// Deliveries of this subscription were withdrawn (shed into dead letters, or an
+    /// approval revoked): its worker gives back the deliveries it leased ahead and has not
+    /// sent, and leases again, so that it sends none of the withdrawn from there. An
+    /// attempt already sending cannot be called back; a worker on another hub sharing the
+    /// store is not told.
+    pub fn recall(&self, id: &str) {
+        if let Some(worker) = self.inner.workers.lock().expect("workers lock").get(id) {
+            worker
+                .recall
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            worker.wake.notify_one();
         }
     }
 

@@ -154,6 +154,7 @@ pub(crate) async fn supervise(
     current: watch::Receiver<Arc<Subscription>>,
     retired: watch::Receiver<bool>,
     wake: Arc<Notify>,
+    recall: Arc<AtomicBool>,
     heartbeat: Arc<Heartbeat>,
 ) {
     let id = current.borrow().id.clone();
@@ -163,6 +164,7 @@ pub(crate) async fn supervise(
             current.clone(),
             retired.clone(),
             Arc::clone(&wake),
+            Arc::clone(&recall),
             Arc::clone(&heartbeat),
         );
         let Err(why) = CatchUnwind::new(worker).await else {
@@ -231,6 +233,7 @@ async fn run(
     mut current: watch::Receiver<Arc<Subscription>>,
     mut retired: watch::Receiver<bool>,
     wake: Arc<Notify>,
+    recall: Arc<AtomicBool>,
     heartbeat: Arc<Heartbeat>,
 ) {
     let mut settings = Settings::of(Arc::clone(&current.borrow_and_update()), &inner.options);
@@ -288,9 +291,11 @@ async fn run(
             Some(Gate::Probe) => (1, true, None),
             Some(Gate::Paused(until)) => (0, false, Some(until)),
         };
-        // Leased ahead and not sent: given back when its sink's breaker pauses it or it
-        // waited too long for a slot.
-        let unused = if paused_until.is_some() {
+        // Leased ahead and not sent: given back when its sink's breaker pauses it, when
+        // deliveries of the subscription were withdrawn (some of these may be among them),
+        // or when it waited too long for a slot.
+        let recalled = recall.swap(false, AtomicOrdering::SeqCst);
+        let unused = if paused_until.is_some() || recalled {
             ahead.all()
         } else {
             ahead.older_than(config.timeout)
