@@ -166,24 +166,16 @@ impl PgStore {
         }
         let read = async {
             let statement = client
-                .prepare_cached(
-                    "SELECT seq, source, id, accepted_at, json, extension_types FROM events \
-                     WHERE seq = ANY($1)",
-                )
+                .prepare_cached(&format!(
+                    "SELECT {EVENT_COLUMNS} FROM events WHERE seq = ANY($1)"
+                ))
                 .await?;
             client.query(&statement, &[&missing]).await
         };
         match read.await {
             Ok(rows) => {
-                for row in rows {
-                    self.inner.events.insert(StoredEvent {
-                        seq: row.get::<_, i64>(0) as u64,
-                        source: row.get(1),
-                        id: row.get(2),
-                        accepted_at: row.get::<_, i64>(3) as u64,
-                        json: row.get(4),
-                        extension_types: row.get(5),
-                    });
+                for row in &rows {
+                    self.inner.events.insert(stored_event(row));
                 }
             }
             Err(error) => {
@@ -191,6 +183,7 @@ impl PgStore {
             }
         }
     }
+
     /// [`Store::record`], or [`Store::record_results`] when not `durable`.
     fn record_with(&self, changes: Vec<DeliveryChange>, durable: bool) -> StoreFuture<'_, ()> {
         Box::pin(async move {
@@ -349,6 +342,21 @@ fn dead_letter(row: &Row) -> DeadLetter {
         last_error: row.get("last_error"),
         reason: row.get("reason"),
         dead_at: row.get::<_, i64>("dead_at") as u64,
+    }
+}
+
+/// An event's columns, as [`stored_event`] reads them.
+const EVENT_COLUMNS: &str = "seq, source, id, accepted_at, json, extension_types";
+
+/// The event in a row of [`EVENT_COLUMNS`].
+fn stored_event(row: &tokio_postgres::Row) -> StoredEvent {
+    StoredEvent {
+        seq: row.get::<_, i64>(0) as u64,
+        source: row.get(1),
+        id: row.get(2),
+        accepted_at: row.get::<_, i64>(3) as u64,
+        json: row.get(4),
+        extension_types: row.get(5),
     }
 }
 
@@ -831,24 +839,16 @@ impl Store for PgStore {
                 .get_or_read(seq, || async {
                     let client = self.client().await?;
                     let statement = client
-                        .prepare_cached(
-                            "SELECT source, id, accepted_at, json, extension_types FROM events \
-                             WHERE seq = $1",
-                        )
+                        .prepare_cached(&format!(
+                            "SELECT {EVENT_COLUMNS} FROM events WHERE seq = $1"
+                        ))
                         .await
                         .map_err(backend)?;
                     let row = client
                         .query_opt(&statement, &[&(seq as i64)])
                         .await
                         .map_err(backend)?;
-                    Ok(row.map(|row| StoredEvent {
-                        seq,
-                        source: row.get(0),
-                        id: row.get(1),
-                        accepted_at: row.get::<_, i64>(2) as u64,
-                        json: row.get(3),
-                        extension_types: row.get(4),
-                    }))
+                    Ok(row.as_ref().map(stored_event))
                 })
                 .await
         })
@@ -861,31 +861,19 @@ impl Store for PgStore {
             // events of transactions older than every running one are a prefix: nothing can
             // still appear before them.
             let statement = client
-                .prepare_cached(
-                    "SELECT seq, source, id, accepted_at, json, extension_types FROM events \
+                .prepare_cached(&format!(
+                    "SELECT {EVENT_COLUMNS} FROM events \
                      WHERE seq > $1 \
                        AND (xid IS NULL OR xid < pg_snapshot_xmin(pg_current_snapshot())) \
-                     ORDER BY seq LIMIT $2",
-                )
+                     ORDER BY seq LIMIT $2"
+                ))
                 .await
                 .map_err(backend)?;
             let rows = client
                 .query(&statement, &[&(after as i64), &(limit as i64)])
                 .await
                 .map_err(backend)?;
-            Ok(rows
-                .iter()
-                .map(|row| {
-                    Arc::new(StoredEvent {
-                        seq: row.get::<_, i64>(0) as u64,
-                        source: row.get(1),
-                        id: row.get(2),
-                        accepted_at: row.get::<_, i64>(3) as u64,
-                        json: row.get(4),
-                        extension_types: row.get(5),
-                    })
-                })
-                .collect())
+            Ok(rows.iter().map(|row| Arc::new(stored_event(row))).collect())
         })
     }
 

@@ -23,9 +23,9 @@ fn calls(cluster: &Cluster, pattern: &str) -> u64 {
 }
 
 /// Reads of one event.
-const ONE: &str = "SELECT source, id, accepted_at, json, extension_types FROM events%";
+const ONE: &str = "SELECT % FROM events WHERE seq = $1";
 /// Reads of the events of a lease.
-const AHEAD: &str = "SELECT seq, source, id, accepted_at, json, extension_types FROM events%";
+const AHEAD: &str = "SELECT % FROM events WHERE seq = ANY($1)";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hub_that_accepted_an_event_does_not_read_it_back() {
