@@ -59,6 +59,12 @@ async fn decide(
     .await
 }
 
+/// The owner (the BRP) decides on the subscription's approval; the decision must stand.
+async fn owner_decides(hub: &TestHub, entry: &str, subscription: &str, body: Value) {
+    let decided = decide(hub, tokens::BRP_PUBLISHER, entry, subscription, body).await;
+    assert_eq!(decided.status, 200, "{}", decided.body);
+}
+
 fn ids(received: &[knooppunt_tests::sink::Received]) -> Vec<String> {
     received
         .iter()
@@ -269,15 +275,7 @@ async fn a_revocation_sends_nothing_that_was_leased_ahead() {
     let sink = Sink::start().await;
     sink.answer_always(Reply::status(204).after(Duration::from_millis(1500)));
     let subscription = subscribe(&hub, tokens::KVK, &sink, json!({"ordering": "unordered"})).await;
-    let granted = decide(
-        &hub,
-        tokens::BRP_PUBLISHER,
-        &entry,
-        &subscription,
-        json!({"state": "granted"}),
-    )
-    .await;
-    assert_eq!(granted.status, 200, "{}", granted.body);
+    owner_decides(&hub, &entry, &subscription, json!({"state": "granted"})).await;
     // In one batch, so that the worker's first lease finds all 16: four to send now and
     // four ahead for the slots that free next.
     let batch: Vec<Value> = (0..16)
@@ -296,15 +294,13 @@ async fn a_revocation_sends_nothing_that_was_leased_ahead() {
     assert!(published.status().is_success(), "{}", published.status());
     sink.wait_for(4, Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let revoked = decide(
+    owner_decides(
         &hub,
-        tokens::BRP_PUBLISHER,
         &entry,
         &subscription,
         json!({"state": "revoked", "reason": "grondslag vervallen"}),
     )
     .await;
-    assert_eq!(revoked.status, 200, "{}", revoked.body);
     let at_revocation = sink.deliveries().len();
     assert_eq!(at_revocation, 4, "the four sending when it was revoked");
     // The four at the sink answer; their slots free; nothing more may be sent.
@@ -325,29 +321,19 @@ async fn a_revocation_stops_delivery_at_once_and_turns_the_queue_into_dead_lette
     // One at a time, slowly: most of the events are still queued when the owner revokes.
     sink.answer_always(Reply::status(204).after(Duration::from_millis(150)));
     let subscription = subscribe(&hub, tokens::KVK, &sink, json!({"ordering": "ordered"})).await;
-    let granted = decide(
-        &hub,
-        tokens::BRP_PUBLISHER,
-        &entry,
-        &subscription,
-        json!({"state": "granted"}),
-    )
-    .await;
-    assert_eq!(granted.status, 200, "{}", granted.body);
+    owner_decides(&hub, &entry, &subscription, json!({"state": "granted"})).await;
     for n in 0..20 {
         publish(&hub, &format!("e{n}")).await;
     }
     sink.wait_for(2, Duration::from_secs(10)).await;
 
-    let revoked = decide(
+    owner_decides(
         &hub,
-        tokens::BRP_PUBLISHER,
         &entry,
         &subscription,
         json!({"state": "revoked", "reason": "grondslag vervallen"}),
     )
     .await;
-    assert_eq!(revoked.status, 200, "{}", revoked.body);
     // At most the one attempt in flight may still arrive.
     let delivered_at_revocation = sink.deliveries().len();
     assert!(hub.store_pending(&subscription).await.len() <= 1);
@@ -548,15 +534,7 @@ async fn the_stream_and_replays_follow_the_grants_as_they_are_now() {
         read_stream(&hub, &stream).await.is_empty(),
         "not granted: not readable"
     );
-    let granted = decide(
-        &hub,
-        tokens::BRP_PUBLISHER,
-        &entry,
-        &subscription,
-        json!({"state": "granted"}),
-    )
-    .await;
-    assert_eq!(granted.status, 200, "{}", granted.body);
+    owner_decides(&hub, &entry, &subscription, json!({"state": "granted"})).await;
     assert_eq!(
         read_stream(&hub, &stream).await,
         ["before-grant"],

@@ -1738,38 +1738,58 @@ async fn keys_are_listed_in_the_order_of_their_bytes(backend: &mut impl Backend)
     let shed: Vec<DeliveryChange> = names.iter().map(|s| withdraw(s, &n[..1], 1000)).collect();
     store.record(shed).await.unwrap();
     let store = backend.reopen(store).await;
-    let listed: Vec<String> = store
-        .subscriptions()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|s| s.id)
-        .collect();
-    assert_eq!(listed, in_byte_order, "subscriptions");
-    let listed: Vec<String> = store
-        .principals()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| p.name)
-        .collect();
-    assert_eq!(listed, in_byte_order, "principals");
-    let listed: Vec<String> = store
-        .catalog_entries()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.id)
-        .collect();
-    assert_eq!(listed, in_byte_order, "catalog entries");
     let stats = store.queue_stats().await.unwrap();
-    let listed: Vec<String> = stats.iter().map(|q| q.subscription.clone()).collect();
-    assert_eq!(listed, in_byte_order, "queue statistics");
     assert!(
         stats.iter().all(|q| q.pending == 1 && q.dead_letters == 1),
         "{stats:?}"
     );
-    let swept = store.sweep_dead_letters(2000, 100).await.unwrap();
-    let listed: Vec<String> = swept.iter().map(|(s, _)| s.clone()).collect();
-    assert_eq!(listed, in_byte_order, "what the dead-letter sweep removed");
+    let listings: [(&str, Vec<String>); 5] = [
+        (
+            "subscriptions",
+            store
+                .subscriptions()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|s| s.id)
+                .collect(),
+        ),
+        (
+            "principals",
+            store
+                .principals()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|p| p.name)
+                .collect(),
+        ),
+        (
+            "catalog entries",
+            store
+                .catalog_entries()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.id)
+                .collect(),
+        ),
+        (
+            "queue statistics",
+            stats.into_iter().map(|q| q.subscription).collect(),
+        ),
+        (
+            "what the dead-letter sweep removed",
+            store
+                .sweep_dead_letters(2000, 100)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|(s, _)| s)
+                .collect(),
+        ),
+    ];
+    for (what, listed) in listings {
+        assert_eq!(listed, in_byte_order, "{what}");
+    }
 }
