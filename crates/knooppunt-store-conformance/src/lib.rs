@@ -127,7 +127,8 @@ async fn with_subscriptions(store: &dyn Store, ids: &[&str]) {
     }
 }
 
-fn seqs(appended: &[Appended]) -> Vec<u64> {
+/// The numbers of appended events, all accepted (a duplicate fails the check).
+pub fn seqs(appended: &[Appended]) -> Vec<u64> {
     appended
         .iter()
         .map(|a| match a {

@@ -308,13 +308,7 @@ async fn the_dead_letter_sweep_takes_the_oldest_across_chunks() {
         .map(|n| event(&format!("d{n}"), &["a", "b"]))
         .collect();
     let appended = store.append_events(events, 100, HOUR).await.unwrap();
-    let seqs: Vec<u64> = appended
-        .iter()
-        .map(|a| match a {
-            Appended::Accepted { seq } => *seq,
-            Appended::Duplicate { seq } => panic!("duplicate of {seq}"),
-        })
-        .collect();
+    let seqs = knooppunt_store_conformance::seqs(&appended);
     // "a": its first 5,000 died at 2,000, the rest at 1,000; "b": all at 3,000.
     use knooppunt_store_conformance::withdraw;
     store

@@ -1,7 +1,7 @@
 //! A hub delivers what it accepted without reading the events back from the database (they
 //! stay in its cache from the append); another hub reads the events of a lease together.
 
-use knooppunt_store::{Appended, Store};
+use knooppunt_store::Store;
 use knooppunt_store_conformance::{event, subscription};
 use knooppunt_store_postgres::{PgOptions, PgStore};
 use knooppunt_test_postgres::Cluster;
@@ -42,13 +42,7 @@ async fn the_hub_that_accepted_an_event_does_not_read_it_back() {
         .unwrap();
     let events = (0..20).map(|n| event(&format!("e{n}"), &["s"])).collect();
     let appended = accepting.append_events(events, 100, HOUR).await.unwrap();
-    let seqs: Vec<u64> = appended
-        .iter()
-        .map(|a| match a {
-            Appended::Accepted { seq } => *seq,
-            Appended::Duplicate { seq } => panic!("duplicate of {seq}"),
-        })
-        .collect();
+    let seqs = knooppunt_store_conformance::seqs(&appended);
     let leased = accepting
         .lease("s", 1_000, 60_000, 20, false)
         .await
