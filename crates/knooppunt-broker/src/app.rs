@@ -279,6 +279,12 @@ impl AppState {
                 knooppunt_store::StoreChange::Subscriptions => state.resync_now.notify_one(),
                 knooppunt_store::StoreChange::Deliveries(Some(ids)) => state.deliverer.wake(&ids),
                 knooppunt_store::StoreChange::Deliveries(None) => state.deliverer.wake_all(),
+                knooppunt_store::StoreChange::Withdrawn(Some(ids)) => {
+                    for id in &ids {
+                        state.deliverer.recall(id);
+                    }
+                }
+                knooppunt_store::StoreChange::Withdrawn(None) => state.deliverer.recall_all(),
             }
         }));
         let sweeper = tokio::spawn(sweep_periodically(Arc::clone(&state)));

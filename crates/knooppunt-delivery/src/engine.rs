@@ -336,10 +336,20 @@ impl Deliverer {
     /// Deliveries of this subscription were withdrawn (shed into dead letters, or an
     /// approval revoked): its worker gives back the deliveries it leased ahead and has not
     /// sent, and leases again, so that it sends none of the withdrawn from there. An
-    /// attempt already sending cannot be called back; a worker on another hub sharing the
-    /// store is not told.
+    /// attempt already sending cannot be called back. Other hubs sharing the store hear of
+    /// it from the store ([`knooppunt_store::StoreChange::Withdrawn`]).
     pub fn recall(&self, id: &str) {
         if let Some(worker) = self.inner.workers.lock().expect("workers lock").get(id) {
+            worker
+                .recall
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            worker.wake.notify_one();
+        }
+    }
+
+    /// [`Deliverer::recall`] for every subscription.
+    pub fn recall_all(&self) {
+        for worker in self.inner.workers.lock().expect("workers lock").values() {
             worker
                 .recall
                 .store(true, std::sync::atomic::Ordering::SeqCst);

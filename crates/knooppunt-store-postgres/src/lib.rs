@@ -187,18 +187,51 @@ impl PgStore {
     /// [`Store::record`], or [`Store::record_results`] when not `durable`.
     fn record_with(&self, changes: Vec<DeliveryChange>, durable: bool) -> StoreFuture<'_, ()> {
         Box::pin(async move {
+            let mut withdrawn: Vec<String> = changes
+                .iter()
+                .filter_map(|change| match change {
+                    DeliveryChange::Withdraw { subscription, .. }
+                    | DeliveryChange::Retire { subscription, .. } => Some(subscription.clone()),
+                    _ => None,
+                })
+                .collect();
             // One change (a worker's result, the common case) joins the results committed
             // together; several are one transaction of their own, all or nothing.
             if changes.len() == 1 {
                 let change = changes.into_iter().next().expect("one change");
-                return self.inner.recorder.record(change, durable).await;
+                self.inner.recorder.record(change, durable).await?;
+            } else {
+                let client = self.client().await?;
+                let result = apply_all(&client, &changes, durable).await;
+                let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+                let ended = client.batch_execute(end).await.map_err(backend);
+                result.and(ended)?;
             }
-            let client = self.client().await?;
-            let result = apply_all(&client, &changes, durable).await;
-            let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-            let ended = client.batch_execute(end).await.map_err(backend);
-            result.and(ended)
+            if !withdrawn.is_empty() {
+                withdrawn.sort_unstable();
+                withdrawn.dedup();
+                self.tell_withdrawn(&withdrawn).await;
+            }
+            Ok(())
         })
+    }
+
+    /// Tells every hub (this one too) that deliveries of these subscriptions were
+    /// withdrawn, so that none sends what it leased ahead of them. After the commit, best
+    /// effort: a hub that misses it sends those at most once, as before.
+    async fn tell_withdrawn(&self, subscriptions: &[String]) {
+        let ids: Vec<&str> = subscriptions.iter().map(String::as_str).collect();
+        let payload = notify::withdrawn(&ids);
+        let told = async {
+            let client = self.client().await?;
+            client
+                .execute("SELECT pg_notify($1, $2)", &[&notify::CHANNEL, &payload])
+                .await
+                .map_err(backend)
+        };
+        if let Err(error) = told.await {
+            tracing::debug!(%error, "Telling the hubs of withdrawn deliveries failed.");
+        }
     }
 
     /// Connects, and creates or migrates the schema.

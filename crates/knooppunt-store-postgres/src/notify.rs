@@ -19,10 +19,21 @@ const MAX_PAYLOAD: usize = 7900;
 
 /// The payload of deliveries queued for these subscriptions: `d` and the ids, one per line.
 pub(crate) fn deliveries(subscriptions: &[&str]) -> String {
-    let mut payload = String::from("d");
+    listed('d', subscriptions)
+}
+
+/// The payload of deliveries of these subscriptions withdrawn: `w` and the ids, one per
+/// line.
+pub(crate) fn withdrawn(subscriptions: &[&str]) -> String {
+    listed('w', subscriptions)
+}
+
+/// `kind` and the ids, one per line; `kind` and `*` (any) past the limit.
+fn listed(kind: char, subscriptions: &[&str]) -> String {
+    let mut payload = String::from(kind);
     for id in subscriptions {
         if payload.len() + id.len() + 1 > MAX_PAYLOAD || id.contains('\n') {
-            return "d*".into();
+            return format!("{kind}*");
         }
         payload.push('\n');
         payload.push_str(id);
@@ -34,16 +45,20 @@ fn parse(payload: &str) -> Option<StoreChange> {
     if payload == SUBSCRIPTIONS {
         return Some(StoreChange::Subscriptions);
     }
-    let ids = payload.strip_prefix('d')?;
-    if ids == "*" {
-        return Some(StoreChange::Deliveries(None));
-    }
-    Some(StoreChange::Deliveries(Some(
+    let mut chars = payload.chars();
+    let kind = chars.next()?;
+    let ids = chars.as_str();
+    let ids = (ids != "*").then(|| {
         ids.split('\n')
             .filter(|id| !id.is_empty())
             .map(str::to_owned)
-            .collect(),
-    )))
+            .collect()
+    });
+    match kind {
+        'd' => Some(StoreChange::Deliveries(ids)),
+        'w' => Some(StoreChange::Withdrawn(ids)),
+        _ => None,
+    }
 }
 
 /// Listens until the task is aborted, reconnecting after a lost connection.
@@ -87,6 +102,7 @@ async fn listen_once(
         // Changes made while this hub was not listening: look at everything again.
         listener(StoreChange::Subscriptions);
         listener(StoreChange::Deliveries(None));
+        listener(StoreChange::Withdrawn(None));
     }
     while let Some(payload) = received.recv().await {
         if let Some(change) = parse(&payload) {
@@ -117,6 +133,11 @@ mod tests {
         let payload = deliveries(&refs);
         assert!(payload.len() < 8000);
         assert_eq!(parse(&payload), Some(StoreChange::Deliveries(None)));
+        assert_eq!(
+            parse(&withdrawn(&["a"])),
+            Some(StoreChange::Withdrawn(Some(vec!["a".into()])))
+        );
+        assert_eq!(parse(&withdrawn(&refs)), Some(StoreChange::Withdrawn(None)));
         assert_eq!(parse("x"), None);
     }
 }

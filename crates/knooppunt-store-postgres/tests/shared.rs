@@ -260,12 +260,22 @@ async fn changes_are_told_to_the_other_store_at_once() {
     };
     b.insert_subscription(&subscription("s")).await.unwrap();
     assert_eq!(next(&mut heard).await, StoreChange::Subscriptions);
-    b.append_events(vec![event("1", &["s"])], 100, HOUR)
+    let appended = b
+        .append_events(vec![event("1", &["s"])], 100, HOUR)
         .await
         .unwrap();
     assert_eq!(
         next(&mut heard).await,
         StoreChange::Deliveries(Some(vec!["s".into()]))
+    );
+    // A withdrawal (a shed, a revocation), so that no hub sends what it leased ahead.
+    let seqs = knooppunt_store_conformance::seqs(&appended);
+    b.record(vec![knooppunt_store_conformance::withdraw("s", &seqs, 200)])
+        .await
+        .unwrap();
+    assert_eq!(
+        next(&mut heard).await,
+        StoreChange::Withdrawn(Some(vec!["s".into()]))
     );
     a.close();
 }

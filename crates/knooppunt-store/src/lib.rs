@@ -66,6 +66,10 @@ pub enum StoreChange {
     /// Deliveries were queued for these subscriptions; `None`: maybe for any (after a lost
     /// connection, say).
     Deliveries(Option<Vec<String>>),
+    /// Pending deliveries of these subscriptions were withdrawn (shed, revoked or retired
+    /// into dead letters): a worker holding some of them leased ahead gives them back
+    /// unsent. `None`: maybe of any.
+    Withdrawn(Option<Vec<String>>),
 }
 
 /// Called with each [`StoreChange`]; it must return quickly (it runs on the store's task).
