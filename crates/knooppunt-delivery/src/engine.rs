@@ -192,6 +192,14 @@ pub(crate) struct Worker {
     pub(crate) heartbeat: Arc<Heartbeat>,
 }
 
+impl Worker {
+    /// Has the worker give back what it leased ahead, at its next turn (now).
+    fn recall(&self) {
+        self.recall.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+}
+
 pub use knooppunt_store::now_ms;
 
 impl Deliverer {
@@ -340,20 +348,14 @@ impl Deliverer {
     /// it from the store ([`knooppunt_store::StoreChange::Withdrawn`]).
     pub fn recall(&self, id: &str) {
         if let Some(worker) = self.inner.workers.lock().expect("workers lock").get(id) {
-            worker
-                .recall
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-            worker.wake.notify_one();
+            worker.recall();
         }
     }
 
     /// [`Deliverer::recall`] for every subscription.
     pub fn recall_all(&self) {
         for worker in self.inner.workers.lock().expect("workers lock").values() {
-            worker
-                .recall
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-            worker.wake.notify_one();
+            worker.recall();
         }
     }
 

@@ -412,8 +412,10 @@ async fn give_back(inner: &Inner, id: &str, leases: &[(u64, u64)]) {
 /// the wait: a lease is two timeouts long, the connection's wait and the attempt together
 /// take at most one, and one waits at most a timeout for a slot (all slots are back within
 /// that time unless the sink's breaker paused them). One that waited longer, or whose sink
-/// is paused, or whose worker stops, is given back unused ([`Store::release`]): available
-/// again at once, no attempt counted.
+/// is paused, or whose worker stops, or of a subscription some of whose deliveries were
+/// withdrawn ([`crate::Deliverer::recall`]: it may be one of them), is given back unused
+/// ([`Store::release`]): available again at once, no attempt counted; a withdrawn one is
+/// gone, and stays gone.
 ///
 /// [`Store::release`]: knooppunt_store::Store::release
 #[derive(Debug, Default)]
