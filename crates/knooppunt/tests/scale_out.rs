@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::{HubProcess, config_with_admin};
 use knooppunt_test_postgres::Cluster;
 use knooppunt_tests::console;
-use knooppunt_tests::sink::{Consent, Sink};
+use knooppunt_tests::sink::{Consent, Reply, Sink};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "scale-out-admin";
@@ -438,4 +438,81 @@ async fn a_console_session_is_known_to_every_hub_and_ends_on_all() {
         303,
         "a session ended on one hub is ended on all"
     );
+}
+
+/// A hub that sheds a subscription's deliveries (past its `subscription_max_age`) tells
+/// the other hub, whose worker gives back what it leased ahead instead of sending it once
+/// its slots free. Only hub A measures its backlog often; hub B never sheds by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shed_on_one_hub_is_not_sent_from_the_other_hubs_lease_ahead() {
+    let cluster = Cluster::start();
+    let url = cluster.create_database("recall");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_admin(dir.path(), TOKEN);
+    let start = |name: &str, check: &str| {
+        HubProcess::start_with_env(
+            &config,
+            &dir.path().join(name),
+            &[
+                ("KNOOPPUNT_STORE_BACKEND", "postgres"),
+                ("KNOOPPUNT_STORE_URL", &url),
+                ("KNOOPPUNT_STORE_POOL_SIZE", "8"),
+                ("KNOOPPUNT_DELIVERY_MAX_IN_FLIGHT", "4"),
+                ("KNOOPPUNT_BACKLOG_SUBSCRIPTION_MAX_AGE", "PT2S"),
+                ("KNOOPPUNT_BACKLOG_CHECK_INTERVAL", check),
+            ],
+        )
+    };
+    let a = start("a", "PT0.2S");
+    let _b = start("b", "PT5M");
+    let client = reqwest::Client::new();
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+    // Slow: every attempt is still at the sink when the events turn two seconds old.
+    sink.answer_always(Reply::status(204).after(Duration::from_secs(5)));
+    subscribe(&client, &a, &sink, json!({"ordering": "unordered"})).await;
+    // Both hubs know the subscription before anything is published.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let batch: Vec<Value> = (0..16).map(|n| event(&format!("r{n}"))).collect();
+    let published = client
+        .post(a.url("/v1/events"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/cloudevents-batch+json")
+        .body(Value::from(batch).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        published.status(),
+        202,
+        "{}",
+        published.text().await.unwrap()
+    );
+    // Each hub sends four and leases four ahead: eight at the sink.
+    sink.wait_for(8, Duration::from_secs(5)).await;
+    // Past two seconds hub A sheds all sixteen, the ones leased ahead on either hub too;
+    // the attempts at the sink answer at five seconds, and their slots free.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let arrived = first_arrivals(&sink);
+    assert_eq!(
+        arrived.len(),
+        8,
+        "only the attempts at the sink when the deliveries were shed: {arrived:?}"
+    );
+    let get = async |path: &str| -> Value {
+        let answer = client
+            .get(a.url(path))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        answer.json().await.unwrap()
+    };
+    let listed = get("/v1/subscriptions").await;
+    let id = listed[0]["id"].as_str().unwrap().to_owned();
+    let letters = get(&format!("/v1/subscriptions/{id}/dead-letters")).await;
+    assert_eq!(letters.as_array().unwrap().len(), 16, "{letters}");
 }
