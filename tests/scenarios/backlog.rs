@@ -161,20 +161,24 @@ async fn a_subscription_past_its_limit_sheds_its_oldest_into_dead_letters_and_no
     assert_eq!(dead, sequences[..shed as usize], "oldest first");
     assert_eq!(hub.store_pending(&stuck).await, sequences[shed as usize..]);
 
-    // Said in the audit trail and the metrics.
-    let entries = hub
-        .call(Method::GET, "/v1/audit", tokens::ADMIN, None)
-        .await;
-    assert!(
-        entries
+    // Said in the audit trail (written just after the shed is visible) and the metrics.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let entries = hub
+            .call(Method::GET, "/v1/audit", tokens::ADMIN, None)
+            .await;
+        let said = entries
             .body
             .as_array()
             .unwrap()
             .iter()
-            .any(|e| e["name"] == "subscription.shed"),
-        "{}",
-        entries.body
-    );
+            .any(|e| e["name"] == "subscription.shed");
+        if said {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{}", entries.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let metrics = hub.metrics().await;
     assert!(
         metrics.contains(&format!(
