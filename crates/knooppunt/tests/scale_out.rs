@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{HubProcess, config_with_admin};
+use common::{HubProcess, config_with_admin, get_json};
 use knooppunt_test_postgres::Cluster;
 use knooppunt_tests::console;
 use knooppunt_tests::sink::{Consent, Reply, Sink};
@@ -502,17 +502,9 @@ async fn a_shed_on_one_hub_is_not_sent_from_the_other_hubs_lease_ahead() {
         8,
         "only the attempts at the sink when the deliveries were shed: {arrived:?}"
     );
-    let get = async |path: &str| -> Value {
-        let answer = client
-            .get(a.url(path))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        answer.json().await.unwrap()
-    };
-    let listed = get("/v1/subscriptions").await;
+    let listed = get_json(&client, &a, TOKEN, "/v1/subscriptions").await;
     let id = listed[0]["id"].as_str().unwrap().to_owned();
-    let letters = get(&format!("/v1/subscriptions/{id}/dead-letters")).await;
+    let path = format!("/v1/subscriptions/{id}/dead-letters");
+    let letters = get_json(&client, &a, TOKEN, &path).await;
     assert_eq!(letters.as_array().unwrap().len(), 16, "{letters}");
 }
