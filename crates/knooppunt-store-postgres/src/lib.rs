@@ -216,9 +216,11 @@ impl PgStore {
         })
     }
 
-    /// Tells every hub (this one too) that deliveries of these subscriptions were
-    /// withdrawn, so that none sends what it leased ahead of them. After the commit, best
-    /// effort: a hub that misses it sends those at most once, as before.
+    /// Tells every hub that deliveries of these subscriptions were withdrawn, so that none
+    /// sends what it leased ahead of them. After the commit, best effort: a hub that misses
+    /// it sends those at most once, as before. This hub hears it too, although whoever
+    /// withdrew here told its workers already (that holds without the listening
+    /// connection); the second recall costs one give-back, on a rare event.
     async fn tell_withdrawn(&self, subscriptions: &[String]) {
         let ids: Vec<&str> = subscriptions.iter().map(String::as_str).collect();
         let payload = notify::withdrawn(&ids);
