@@ -79,6 +79,8 @@ pub struct PgStore {
 struct Inner {
     pool: Pool,
     appender: Appender,
+    /// The appender's own connections (closed with the rest).
+    append_pool: Pool,
     recorder: recorder::Recorder,
     events: EventCache,
     /// For the listener's own connection.
@@ -128,6 +130,28 @@ pub(crate) fn backend(error: tokio_postgres::Error) -> StoreError {
     } else {
         StoreError::Backend(format!("the database: {error}"))
     }
+}
+
+/// A pool of at most `size` connections to the database of `config`.
+fn make_pool(
+    config: &tokio_postgres::Config,
+    size: usize,
+    options: &PgOptions,
+) -> Result<Pool, StoreError> {
+    let manager = Manager::from_config(
+        config.clone(),
+        tokio_postgres::NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(options.connect_timeout))
+        .create_timeout(Some(options.connect_timeout))
+        .build()
+        .map_err(|error| StoreError::Backend(format!("the connection pool: {error}")))
 }
 
 fn pool_error(error: deadpool_postgres::PoolError) -> StoreError {
@@ -244,20 +268,15 @@ impl PgStore {
                 redact(&options.url)
             ))
         })?;
-        let manager = Manager::from_config(
-            config,
-            tokio_postgres::NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(2))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(options.connect_timeout))
-            .create_timeout(Some(options.connect_timeout))
-            .build()
-            .map_err(|error| StoreError::Backend(format!("the connection pool: {error}")))?;
+        // The appender has connections of its own (one per group in flight), out of the
+        // hub's `pool_size`: they are driven by its own thread (see `append.rs`).
+        let appending = append::GROUPS_IN_FLIGHT;
+        let pool = make_pool(
+            &config,
+            options.pool_size.max(appending + 1) - appending,
+            options,
+        )?;
+        let append_pool = make_pool(&config, appending, options)?;
         let mut client = pool.get().await.map_err(|error| {
             StoreError::Unavailable(format!(
                 "cannot connect to {}: {error}",
@@ -268,7 +287,8 @@ impl PgStore {
         drop(client);
         Ok(PgStore {
             inner: Arc::new(Inner {
-                appender: Appender::start(pool.clone()),
+                appender: Appender::start(append_pool.clone()),
+                append_pool,
                 recorder: recorder::Recorder::start(pool.clone()),
                 pool,
                 events: EventCache::default(),
@@ -281,6 +301,7 @@ impl PgStore {
     /// Closes the pool (every call after this fails as unavailable) and stops listening.
     pub fn close(&self) {
         self.inner.pool.close();
+        self.inner.append_pool.close();
         for listener in self
             .inner
             .listeners

@@ -278,4 +278,11 @@ async fn changes_are_told_to_the_other_store_at_once() {
         StoreChange::Withdrawn(Some(vec!["s".into()]))
     );
     a.close();
+    // A closed store stores nothing more, appends included (they have connections and a
+    // thread of their own).
+    let error = a
+        .append_events(vec![event("2", &["s"])], 100, HOUR)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::Unavailable(_)), "{error}");
 }
