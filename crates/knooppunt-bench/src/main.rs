@@ -160,6 +160,11 @@ enum Workload {
         /// through the store alone (0: not measured).
         #[arg(long, default_value_t = 50_000)]
         backlog: usize,
+        /// Events per second the deliver measurement publishes, on every store alike, to
+        /// compare delivery at one offered load (0: as fast as each is acknowledged, so a
+        /// store that accepts faster is also given more to deliver).
+        #[arg(long, default_value_t = 0)]
+        publish_rate: u64,
     },
     /// End to end: 1 KiB events published to a hub with one subscription per sink, each
     /// delivered to its own sink; delivered events/s and publish-to-delivery latency, next
@@ -626,6 +631,7 @@ fn main() -> anyhow::Result<()> {
                 pin_database,
                 statements,
                 backlog,
+                publish_rate,
             } => {
                 let shape = Shape {
                     seconds,
@@ -637,6 +643,7 @@ fn main() -> anyhow::Result<()> {
                     pin_database,
                     statements,
                     backlog,
+                    publish_rate,
                 };
                 postgres::run(shape, warmup_seconds, subscriptions, sinks, &setup).await?;
             }

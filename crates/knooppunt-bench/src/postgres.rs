@@ -56,6 +56,8 @@ pub(crate) struct Setup {
     pub(crate) statements: bool,
     /// Deliveries of the drain measurement (0: none).
     pub(crate) backlog: usize,
+    /// Events per second the deliver measurement publishes (0: as fast as acknowledged).
+    pub(crate) publish_rate: u64,
 }
 
 /// The statements that took the database the most time in `database` since the last call
@@ -201,10 +203,16 @@ pub(crate) async fn run(
         crate::stop_hubs().await;
     }
 
+    let rate = (setup.publish_rate > 0).then_some(setup.publish_rate as f64);
     println!(
         "\ndeliver: {} publishing connections, {}-byte events, {} s, {sinks} sinks (every event \
-         to each, unordered)",
-        shape.connections, shape.event_bytes, shape.seconds
+         to each, unordered), {}",
+        shape.connections,
+        shape.event_bytes,
+        shape.seconds,
+        rate.map_or("as fast as acknowledged".to_owned(), |r| format!(
+            "{r:.0} events/s offered"
+        ))
     );
     println!(
         "{:<30} {:>11} {:>13} {:>10} {:>10} {:>9}",
@@ -227,7 +235,7 @@ pub(crate) async fn run(
         let url = events_urls(&bases);
         let drain = Duration::from_secs(60);
         let target = (url.as_str(), Some(TOKEN));
-        crate::measure_delivery(name, shape, sinks, target, &record, drain, None).await?;
+        crate::measure_delivery(name, shape, sinks, target, &record, drain, rate).await?;
         if setup.statements && hubs > 0 {
             print_statements(&cluster, &format!("deliver{hubs}"));
         }

@@ -3,6 +3,7 @@
 //! under the append lock for a moment, then inserted and committed without it.
 
 use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
 use knooppunt_store::{Appended, NewEvent, StoreError};
@@ -45,11 +46,11 @@ impl Appender {
         std::thread::Builder::new()
             .name("knooppunt-append".into())
             .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
+                tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .expect("the appender's runtime");
-                runtime.block_on(run(pool, receiver));
+                    .expect("the appender's runtime")
+                    .block_on(run(pool, receiver));
             })
             .expect("the appender's thread");
         Appender { requests }
@@ -92,6 +93,7 @@ pub(crate) const GROUPS_IN_FLIGHT: usize = 1;
 
 async fn run(pool: Pool, mut receiver: mpsc::UnboundedReceiver<Request>) {
     let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(GROUPS_IN_FLIGHT));
+    let careful = std::sync::Arc::new(Careful::default());
     while let Some(first) = receiver.recv().await {
         // Wait for a free slot first: what arrives meanwhile joins this group.
         let Ok(slot) = std::sync::Arc::clone(&slots).acquire_owned().await else {
@@ -106,9 +108,10 @@ async fn run(pool: Pool, mut receiver: mpsc::UnboundedReceiver<Request>) {
             }
         }
         let pool = pool.clone();
+        let careful = std::sync::Arc::clone(&careful);
         tokio::spawn(async move {
             let _slot = slot;
-            match commit(&pool, &group).await {
+            match commit(&pool, &group, &careful).await {
                 Ok(answers) => {
                     for (request, answer) in group.into_iter().zip(answers) {
                         let Request { events, reply, .. } = request;
@@ -171,11 +174,63 @@ const HELD: &str = "SELECT t.source, t.id, t.seq FROM identities t \
 
 const NOTIFY: &str = "SELECT pg_notify($1, $2)";
 
-/// Writes one group in one transaction: round trip 1 takes the numbers under the lock,
-/// round trip 2 inserts and commits (pipelined, prepared). Returns the answers per request.
-async fn commit(pool: &Pool, group: &[Request]) -> Result<Vec<Vec<Appended>>, StoreError> {
+/// At once: the numbers as one block, reserved under the lock; the sequence moves past it
+/// and returns its last number, which is also this session's `currval` for the statements
+/// after it (an event's number: the block's first plus the event's place in the group).
+const RESERVE: &str = "SELECT setval('event_numbers', nextval('event_numbers') + $1::int8 - 1)";
+
+/// At once: the identities taken by plain inserts (in key order), which fail the
+/// transaction if any was taken before — within the window or not: the careful path then
+/// decides. Cheaper than the claim's `ON CONFLICT` (no speculative insertion, nothing
+/// returned). `$5` is the group's size less one.
+const TAKE: &str = "\
+INSERT INTO identities (source, id, seq, accepted_at)
+SELECT source, id, currval('event_numbers') - $5::int8 + place, accepted_at
+FROM UNNEST($1::text[], $2::text[], $3::int8[], $4::int8[]) AS u(source, id, place, accepted_at)";
+const EVENTS_AT_ONCE: &str = "\
+INSERT INTO events (seq, source, id, accepted_at, json, extension_types)
+SELECT currval('event_numbers') - $7::int8 + place, source, id, accepted_at, json, extension_types
+FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::int8[], $5::text[], $6::text[])
+    AS u(place, source, id, accepted_at, json, extension_types)";
+const DELIVERIES_AT_ONCE: &str = "\
+INSERT INTO deliveries (subscription, seq, next_attempt_at, bytes)
+SELECT subscription, currval('event_numbers') - $5::int8 + place, due, bytes
+FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int4[]) AS d(subscription, place, due, bytes)";
+
+/// PostgreSQL's `unique_violation`.
+const UNIQUE_VIOLATION: &str = "23505";
+
+/// How long the appender takes the careful path after a group met an identity that was
+/// already taken: a publisher that retries, or sends duplicates on purpose, costs the
+/// others at most one wasted attempt at once a second.
+const CAREFUL_FOR: Duration = Duration::from_secs(1);
+
+/// Until when the appender takes the careful path.
+#[derive(Default)]
+struct Careful(std::sync::Mutex<Option<Instant>>);
+
+impl Careful {
+    fn now(&self) -> bool {
+        let until = self.0.lock().expect("careful lock");
+        until.is_some_and(|until| Instant::now() < until)
+    }
+
+    fn begin(&self) {
+        *self.0.lock().expect("careful lock") = Some(Instant::now() + CAREFUL_FOR);
+    }
+}
+
+/// Writes one group in one transaction. At once (one round trip) when no identity of the
+/// group was taken before; else, or while careful, in three: the numbers under the lock,
+/// the claim of the identities, then the inserts of the events that claimed theirs and
+/// the commit (pipelined, prepared). Returns the answers per request.
+async fn commit(
+    pool: &Pool,
+    group: &[Request],
+    careful: &Careful,
+) -> Result<Vec<Vec<Appended>>, StoreError> {
     let client = pool.get().await.map_err(pool_error)?;
-    let result = write(&client, group).await;
+    let result = write(&client, group, careful).await;
     if result.is_err() {
         // Whatever failed: no transaction and no lock stays behind on the connection.
         let _ = client
@@ -188,6 +243,7 @@ async fn commit(pool: &Pool, group: &[Request]) -> Result<Vec<Vec<Appended>>, St
 async fn write(
     client: &deadpool_postgres::ClientWrapper,
     group: &[Request],
+    careful: &Careful,
 ) -> Result<Vec<Vec<Appended>>, StoreError> {
     let statements = Statements::prepare(client).await?;
     // Every event of the group in order; the first event of each identity.
@@ -200,6 +256,16 @@ async fn write(
         first_of
             .entry((event.source.as_str(), event.id.as_str()))
             .or_insert(index);
+    }
+    if !careful.now() {
+        let at_once = AtOnce {
+            flat: &flat,
+            first_of: &first_of,
+        };
+        match at_once.write(client, &statements, group).await? {
+            Some(answers) => return Ok(answers),
+            None => careful.begin(),
+        }
     }
     let numbers = number(client, &statements, flat.len()).await?;
     let written = Written {
@@ -214,6 +280,196 @@ async fn write(
     written.answers(client, &statements, group, holder).await
 }
 
+/// A group's events in order, each with the request it came in.
+type Flat<'a> = [(&'a Request, &'a NewEvent)];
+
+/// The columns of a group's identities: the first event of each, in key order (so that
+/// two hubs never wait for each other in a cycle), with `key(its index)`.
+struct Identities<'a> {
+    sources: Vec<&'a str>,
+    ids: Vec<&'a str>,
+    keys: Vec<i64>,
+    times: Vec<i64>,
+}
+
+impl<'a> Identities<'a> {
+    fn of(
+        flat: &Flat<'a>,
+        first_of: &HashMap<(&str, &str), usize>,
+        key: impl Fn(usize) -> i64,
+    ) -> Identities<'a> {
+        let mut firsts: Vec<usize> = first_of.values().copied().collect();
+        firsts.sort_unstable_by_key(|&i| (flat[i].1.source.as_str(), flat[i].1.id.as_str()));
+        Identities {
+            sources: firsts.iter().map(|&i| flat[i].1.source.as_str()).collect(),
+            ids: firsts.iter().map(|&i| flat[i].1.id.as_str()).collect(),
+            keys: firsts.iter().map(|&i| key(i)).collect(),
+            times: firsts.iter().map(|&i| flat[i].0.now as i64).collect(),
+        }
+    }
+}
+
+/// The columns of the events a group stores (in group order) and of their deliveries,
+/// each with `key(its index)`; and the notice of those deliveries.
+#[derive(Default)]
+struct Rows<'a> {
+    keys: Vec<i64>,
+    sources: Vec<&'a str>,
+    ids: Vec<&'a str>,
+    times: Vec<i64>,
+    jsons: Vec<&'a str>,
+    types: Vec<Option<&'a str>>,
+    subscriptions: Vec<&'a str>,
+    delivery_keys: Vec<i64>,
+    delivery_times: Vec<i64>,
+    delivery_bytes: Vec<i32>,
+}
+
+impl<'a> Rows<'a> {
+    fn of(flat: &Flat<'a>, stored: impl Fn(usize) -> bool, key: impl Fn(usize) -> i64) -> Rows<'a> {
+        let mut rows = Rows::default();
+        for (index, (request, event)) in flat.iter().enumerate() {
+            if !stored(index) {
+                continue;
+            }
+            rows.keys.push(key(index));
+            rows.sources.push(event.source.as_str());
+            rows.ids.push(event.id.as_str());
+            rows.times.push(request.now as i64);
+            rows.jsons.push(event.json.as_str());
+            rows.types.push(event.extension_types.as_deref());
+            let size = event.size().min(i32::MAX as u64) as i32;
+            for subscription in &event.subscriptions {
+                rows.subscriptions.push(subscription.as_str());
+                rows.delivery_keys.push(key(index));
+                rows.delivery_times.push(request.now as i64);
+                rows.delivery_bytes.push(size);
+            }
+        }
+        rows
+    }
+
+    /// The notice to other hubs of the deliveries queued: their workers wake at the commit
+    /// instead of at their next poll.
+    fn notice(&self) -> String {
+        let mut woken: Vec<&str> = self.subscriptions.clone();
+        woken.sort_unstable();
+        woken.dedup();
+        crate::notify::deliveries(&woken)
+    }
+}
+
+/// A group written at once, in one round trip, when none of its identities was taken
+/// before (the common case).
+struct AtOnce<'a> {
+    flat: &'a Flat<'a>,
+    first_of: &'a HashMap<(&'a str, &'a str), usize>,
+}
+
+impl AtOnce<'_> {
+    /// `BEGIN`, a block of numbers under the lock, the identities taken, the events and
+    /// their deliveries, the notice, `COMMIT`: pipelined, prepared, one round trip. The
+    /// answers per request; `None` when an identity had been taken before (then nothing was
+    /// stored: the commit rolled back, and the numbers are left unused).
+    async fn write(
+        &self,
+        client: &deadpool_postgres::ClientWrapper,
+        statements: &Statements,
+        group: &[Request],
+    ) -> Result<Option<Vec<Vec<Appended>>>, StoreError> {
+        let flat = self.flat;
+        let count = flat.len() as i64;
+        let back = count - 1;
+        let first = |event: &NewEvent| self.first_of[&(event.source.as_str(), event.id.as_str())];
+        let place = |index: usize| index as i64;
+        let taken = Identities::of(flat, self.first_of, place);
+        let rows = Rows::of(flat, |index| first(flat[index].1) == index, place);
+        let payload = rows.notice();
+        let channel = crate::notify::CHANNEL;
+        let lock_params: [Param<'_>; 1] = [&APPEND_LOCK];
+        let count_params: [Param<'_>; 1] = [&count];
+        let take_params: [Param<'_>; 5] =
+            [&taken.sources, &taken.ids, &taken.keys, &taken.times, &back];
+        let event_params: [Param<'_>; 7] = [
+            &rows.keys,
+            &rows.sources,
+            &rows.ids,
+            &rows.times,
+            &rows.jsons,
+            &rows.types,
+            &back,
+        ];
+        let delivery_params: [Param<'_>; 5] = [
+            &rows.subscriptions,
+            &rows.delivery_keys,
+            &rows.delivery_times,
+            &rows.delivery_bytes,
+            &back,
+        ];
+        let notify_params: [Param<'_>; 2] = [&channel, &payload];
+        let queue = async {
+            if rows.subscriptions.is_empty() {
+                return Ok(0);
+            }
+            client
+                .execute(&statements.deliveries_at_once, &delivery_params)
+                .await
+        };
+        let tell = async {
+            if rows.subscriptions.is_empty() {
+                return Ok(0);
+            }
+            client.execute(&statements.notify, &notify_params).await
+        };
+        // Polled in this order, so sent in this order.
+        let (begun, locked, xid, reserved, unlocked, took, stored, queued, told, committed) = tokio::join!(
+            client.batch_execute("BEGIN"),
+            client.execute(&statements.lock, &lock_params),
+            client.execute(&statements.xid, &[]),
+            client.query_one(&statements.reserve, &count_params),
+            client.execute(&statements.unlock, &lock_params),
+            client.execute(&statements.take, &take_params),
+            client.execute(&statements.events_at_once, &event_params),
+            queue,
+            tell,
+            client.batch_execute("COMMIT"),
+        );
+        begun.map_err(backend)?;
+        locked.map_err(backend)?;
+        xid.map_err(backend)?;
+        let last: i64 = reserved.map_err(backend)?.get(0);
+        unlocked.map_err(backend)?;
+        if let Err(error) = &took {
+            let taken = error.as_db_error().is_some_and(|db| {
+                db.code().code() == UNIQUE_VIOLATION && db.table() == Some("identities")
+            });
+            if taken {
+                // The statements after it failed too, and the COMMIT rolled back.
+                tracing::debug!(
+                    "An identity of a group of appends was taken before; writing it carefully."
+                );
+                return Ok(None);
+            }
+        }
+        took.map_err(backend)?;
+        stored.map_err(backend)?;
+        queued.map_err(backend)?;
+        told.map_err(backend)?;
+        committed.map_err(backend)?;
+        let numbers: Vec<i64> = (0..count).map(|place| last - back + place).collect();
+        let holder = flat.iter().map(|(_, event)| Some(first(event))).collect();
+        let written = Written {
+            flat,
+            numbers: &numbers,
+            first_of: self.first_of,
+        };
+        written
+            .answers(client, statements, group, holder)
+            .await
+            .map(Some)
+    }
+}
+
 /// The statements of a group's transaction, prepared once per connection.
 struct Statements {
     lock: Statement,
@@ -225,6 +481,10 @@ struct Statements {
     deliveries: Statement,
     held: Statement,
     notify: Statement,
+    reserve: Statement,
+    take: Statement,
+    events_at_once: Statement,
+    deliveries_at_once: Statement,
 }
 
 impl Statements {
@@ -242,7 +502,18 @@ impl Statements {
                 client.prepare_cached(NOTIFY),
             )
             .map_err(backend)?;
+        let (reserve, take, events_at_once, deliveries_at_once) = tokio::try_join!(
+            client.prepare_cached(RESERVE),
+            client.prepare_cached(TAKE),
+            client.prepare_cached(EVENTS_AT_ONCE),
+            client.prepare_cached(DELIVERIES_AT_ONCE),
+        )
+        .map_err(backend)?;
         Ok(Statements {
+            reserve,
+            take,
+            events_at_once,
+            deliveries_at_once,
             lock,
             xid,
             numbers,
@@ -282,7 +553,7 @@ async fn number(
 /// A group being written: its events in order with their numbers, and the first event of
 /// each identity.
 struct Written<'a> {
-    flat: &'a [(&'a Request, &'a NewEvent)],
+    flat: &'a Flat<'a>,
     numbers: &'a [i64],
     first_of: &'a HashMap<(&'a str, &'a str), usize>,
 }
@@ -296,13 +567,7 @@ impl Written<'_> {
         statements: &Statements,
         group: &[Request],
     ) -> Result<HashSet<usize>, StoreError> {
-        let flat = self.flat;
-        let mut firsts: Vec<usize> = self.first_of.values().copied().collect();
-        firsts.sort_unstable_by_key(|&i| (flat[i].1.source.as_str(), flat[i].1.id.as_str()));
-        let claim_sources: Vec<&str> = firsts.iter().map(|&i| flat[i].1.source.as_str()).collect();
-        let claim_ids: Vec<&str> = firsts.iter().map(|&i| flat[i].1.id.as_str()).collect();
-        let claim_seqs: Vec<i64> = firsts.iter().map(|&i| self.numbers[i]).collect();
-        let claim_times: Vec<i64> = firsts.iter().map(|&i| flat[i].0.now as i64).collect();
+        let claimed = Identities::of(self.flat, self.first_of, |index| self.numbers[index]);
         // One window for the group: the hub's (its requests all have it).
         let window = group
             .iter()
@@ -310,10 +575,10 @@ impl Written<'_> {
             .max()
             .unwrap_or(0);
         let claim_params: [Param<'_>; 5] = [
-            &claim_sources,
-            &claim_ids,
-            &claim_seqs,
-            &claim_times,
+            &claimed.sources,
+            &claimed.ids,
+            &claimed.keys,
+            &claimed.times,
             &window,
         ];
         Ok(client
@@ -338,57 +603,45 @@ impl Written<'_> {
         statements: &Statements,
         claimed: &HashSet<usize>,
     ) -> Result<Vec<Option<usize>>, StoreError> {
-        let (mut seqs, mut sources, mut ids, mut times, mut jsons) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut types: Vec<Option<&str>> = Vec::new();
-        let (mut subscriptions, mut delivery_seqs, mut delivery_times) =
-            (Vec::new(), Vec::new(), Vec::new());
-        let mut delivery_bytes: Vec<i32> = Vec::new();
-        let mut holder: Vec<Option<usize>> = Vec::with_capacity(self.flat.len());
-        for (index, (request, event)) in self.flat.iter().enumerate() {
-            let key = (event.source.as_str(), event.id.as_str());
-            let first = self.first_of[&key];
-            let owned = claimed.contains(&first);
-            holder.push(owned.then_some(first));
-            if !owned || first != index {
-                continue;
-            }
-            seqs.push(self.numbers[index]);
-            sources.push(key.0);
-            ids.push(key.1);
-            times.push(request.now as i64);
-            jsons.push(event.json.as_str());
-            types.push(event.extension_types.as_deref());
-            let size = event.size().min(i32::MAX as u64) as i32;
-            for subscription in &event.subscriptions {
-                subscriptions.push(subscription.as_str());
-                delivery_seqs.push(self.numbers[index]);
-                delivery_times.push(request.now as i64);
-                delivery_bytes.push(size);
-            }
-        }
-        // Other hubs' workers wake at the commit instead of at their next poll.
-        let mut woken: Vec<&str> = subscriptions.clone();
-        woken.sort_unstable();
-        woken.dedup();
-        let payload = crate::notify::deliveries(&woken);
+        // Per event: its identity's first, when that first claimed it.
+        let holder: Vec<Option<usize>> = self
+            .flat
+            .iter()
+            .map(|(_, event)| {
+                let first = self.first_of[&(event.source.as_str(), event.id.as_str())];
+                claimed.contains(&first).then_some(first)
+            })
+            .collect();
+        let rows = Rows::of(
+            self.flat,
+            |index| holder[index] == Some(index),
+            |index| self.numbers[index],
+        );
+        let payload = rows.notice();
         let channel = crate::notify::CHANNEL;
-        let event_params: [Param<'_>; 6] = [&seqs, &sources, &ids, &times, &jsons, &types];
+        let event_params: [Param<'_>; 6] = [
+            &rows.keys,
+            &rows.sources,
+            &rows.ids,
+            &rows.times,
+            &rows.jsons,
+            &rows.types,
+        ];
         let delivery_params: [Param<'_>; 4] = [
-            &subscriptions,
-            &delivery_seqs,
-            &delivery_times,
-            &delivery_bytes,
+            &rows.subscriptions,
+            &rows.delivery_keys,
+            &rows.delivery_times,
+            &rows.delivery_bytes,
         ];
         let notify_params: [Param<'_>; 2] = [&channel, &payload];
         let store_events = async {
-            if seqs.is_empty() {
+            if rows.keys.is_empty() {
                 return Ok(0);
             }
             client.execute(&statements.events, &event_params).await
         };
         let queue = async {
-            if delivery_seqs.is_empty() {
+            if rows.subscriptions.is_empty() {
                 return Ok(0);
             }
             client
@@ -396,7 +649,7 @@ impl Written<'_> {
                 .await
         };
         let tell = async {
-            if woken.is_empty() {
+            if rows.subscriptions.is_empty() {
                 return Ok(0);
             }
             client.execute(&statements.notify, &notify_params).await

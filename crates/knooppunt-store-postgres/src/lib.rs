@@ -273,7 +273,7 @@ impl PgStore {
         let appending = append::GROUPS_IN_FLIGHT;
         let pool = make_pool(
             &config,
-            options.pool_size.max(appending + 1) - appending,
+            options.pool_size.saturating_sub(appending).max(1),
             options,
         )?;
         let append_pool = make_pool(&config, appending, options)?;
