@@ -108,7 +108,7 @@ pub fn withdraw(subscription: &str, seqs: &[u64], at: u64) -> DeliveryChange {
 }
 
 /// The result of an attempt made under `leased`'s lease.
-fn attempt(leased: &Delivery, at: u64, verdict: Verdict) -> DeliveryChange {
+pub fn attempt(leased: &Delivery, at: u64, verdict: Verdict) -> DeliveryChange {
     DeliveryChange::Attempted(Attempt {
         subscription: leased.subscription.clone(),
         seq: leased.seq,

@@ -33,6 +33,7 @@ mod schema;
 mod subscriptions;
 mod transactions;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,6 +82,8 @@ struct Inner {
     appender: Appender,
     /// The appender's own connections (closed with the rest).
     append_pool: Pool,
+    /// Where each unordered subscription's next lease starts looking.
+    cursors: std::sync::Mutex<HashMap<String, Cursor>>,
     recorder: recorder::Recorder,
     events: EventCache,
     /// For the listener's own connection.
@@ -292,6 +295,7 @@ impl PgStore {
                 recorder: recorder::Recorder::start(pool.clone()),
                 pool,
                 events: EventCache::default(),
+                cursors: std::sync::Mutex::new(HashMap::new()),
                 url: options.url.clone(),
                 listeners: std::sync::Mutex::new(Vec::new()),
             }),
@@ -413,6 +417,55 @@ fn stored_event(row: &tokio_postgres::Row) -> StoredEvent {
         accepted_at: row.get::<_, i64>(3) as u64,
         json: row.get(4),
         extension_types: row.get(5),
+    }
+}
+
+/// Where an unordered subscription's next lease on this hub starts looking: after the
+/// last delivery its previous lease took. Under a backlog the head of a queue is deliveries
+/// this hub and others are sending and the index entries of those just delivered (they
+/// stay until no transaction that began before their removal runs), and a lease that walked
+/// them every time cost the database twice as much on two hubs (0.41 against 0.18 ms a
+/// lease, BENCHMARKS.md, issue 26, seventh step). A lease that finds too few after the
+/// cursor also looks from the start; and every [`Cursor::FULL_EVERY`] a lease starts from
+/// the start anyway, so that a retry that came due, a lease given back or run out, or an
+/// event another hub numbered lower but committed later waits that long at most.
+#[derive(Clone, Copy)]
+struct Cursor {
+    after: i64,
+    since: std::time::Instant,
+}
+
+impl Cursor {
+    const FULL_EVERY: Duration = Duration::from_millis(100);
+    /// Past this many subscriptions the cursors start over (deleted ones leave theirs).
+    const MAX: usize = 100_000;
+
+    /// The number after which the next lease of `subscription` starts (0: the start).
+    fn start(cursors: &std::sync::Mutex<HashMap<String, Cursor>>, subscription: &str) -> i64 {
+        let cursors = cursors.lock().expect("cursors lock");
+        match cursors.get(subscription) {
+            Some(cursor) if cursor.since.elapsed() < Cursor::FULL_EVERY => cursor.after,
+            _ => 0,
+        }
+    }
+
+    /// After a lease that started `after` and took deliveries up to `last`.
+    fn moved(
+        cursors: &std::sync::Mutex<HashMap<String, Cursor>>,
+        subscription: &str,
+        after: i64,
+        last: Option<i64>,
+    ) {
+        let mut cursors = cursors.lock().expect("cursors lock");
+        if cursors.len() >= Cursor::MAX && !cursors.contains_key(subscription) {
+            cursors.clear();
+        }
+        let since = match cursors.get(subscription) {
+            Some(cursor) if after != 0 => cursor.since,
+            _ => std::time::Instant::now(),
+        };
+        let after = last.map_or(after, |last| last.max(after));
+        cursors.insert(subscription.to_owned(), Cursor { after, since });
     }
 }
 
@@ -1016,33 +1069,48 @@ impl Store for PgStore {
                 // its oldest event from being sent beside the first after a database crash.
                 in_transaction(&client, &statement, &[&subscription, &now, &until], true).await?
             } else {
-                // The available ones in number order, through the primary key; rows another
-                // hub is leasing are skipped, not waited for. (One UPDATE without the row
-                // locks was slower: it waits for rows whose results are being committed.)
-                // The rows picked are updated where they are (their `ctid`, which their lock
-                // keeps), not looked up again: a join back by key walked the queue's head
-                // once per row picked.
+                // The available ones in number order, through the primary key, first those
+                // after this hub's last lease of the subscription, then from the start of
+                // its queue only if those were not enough (see `Cursor`; the second part
+                // is not run when the first found `limit`; the row locks are taken in
+                // sub-selects, as `UNION` allows none of its own). Rows another hub is
+                // leasing are skipped, not waited for. (One UPDATE without the row locks was
+                // slower: it waits for rows whose results are being committed.) The rows
+                // picked are updated where they are (their `ctid`, which their lock keeps),
+                // not looked up again: a join back by key walked the queue's head once per
+                // row picked.
                 let statement = client
                     .prepare_cached(&format!(
                         "UPDATE deliveries SET leased_until = $3, \
                            lease = nextval('lease_tokens'), \
                            attempts = attempts + (leased_until > 0)::int \
                          WHERE ctid = ANY(ARRAY( \
-                           SELECT ctid FROM deliveries \
-                           WHERE subscription = $1 \
-                             AND GREATEST(next_attempt_at, leased_until) <= $2 \
-                           ORDER BY seq \
-                           LIMIT $4 FOR UPDATE SKIP LOCKED)) \
+                           SELECT ctid FROM (SELECT ctid FROM deliveries \
+                             WHERE subscription = $1 AND seq > $5 \
+                               AND GREATEST(next_attempt_at, leased_until) <= $2 \
+                             ORDER BY seq \
+                             LIMIT $4 FOR UPDATE SKIP LOCKED) after_cursor \
+                           UNION ALL \
+                           SELECT ctid FROM (SELECT ctid FROM deliveries \
+                             WHERE subscription = $1 AND seq <= $5 \
+                               AND GREATEST(next_attempt_at, leased_until) <= $2 \
+                             ORDER BY seq \
+                             LIMIT $4 FOR UPDATE SKIP LOCKED) from_start \
+                           LIMIT $4)) \
                          RETURNING {DELIVERY_COLUMNS}"
                     ))
                     .await
                     .map_err(backend)?;
-                without_flush(
+                let after = Cursor::start(&self.inner.cursors, subscription);
+                let rows = without_flush(
                     &client,
                     &statement,
-                    &[&subscription, &now, &until, &(limit as i64)],
+                    &[&subscription, &now, &until, &(limit as i64), &after],
                 )
-                .await?
+                .await?;
+                let last = rows.iter().map(|row| row.get::<_, i64>("seq")).max();
+                Cursor::moved(&self.inner.cursors, subscription, after, last);
+                rows
             };
             let mut leased: Vec<Delivery> = rows.iter().map(delivery).collect();
             leased.sort_by_key(|d| d.seq);
