@@ -38,22 +38,27 @@ pub(crate) struct Appender {
 
 impl Appender {
     /// Starts the appender on a thread of its own, with a runtime of its own that drives
-    /// `pool`'s connections: a group's three round trips are answered there at once, not
-    /// after the tasks ahead of them in the hub's busy runtime (each waited 0.2–0.5 ms there
+    /// `pool`'s connections: a group's round trips are answered there at once, not after
+    /// the tasks ahead of them in the hub's busy runtime (each waited 0.2–0.5 ms there
     /// under load, for a few µs of the database's work).
-    pub(crate) fn start(pool: Pool) -> Appender {
+    pub(crate) fn start(pool: Pool) -> Result<Appender, StoreError> {
         let (requests, receiver) = mpsc::unbounded_channel();
         std::thread::Builder::new()
             .name("knooppunt-append".into())
             .spawn(move || {
-                tokio::runtime::Builder::new_current_thread()
+                match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .expect("the appender's runtime")
-                    .block_on(run(pool, receiver));
+                {
+                    Ok(runtime) => runtime.block_on(run(pool, receiver)),
+                    // The receiver goes: every append answers that the appender stopped.
+                    Err(error) => {
+                        tracing::error!(%error, "The appender's runtime did not start.")
+                    }
+                }
             })
-            .expect("the appender's thread");
-        Appender { requests }
+            .map_err(|error| StoreError::Backend(format!("the appender's thread: {error}")))?;
+        Ok(Appender { requests })
     }
 
     /// Appends `events` (in the next group); their answers, and the events given back.

@@ -290,7 +290,7 @@ impl PgStore {
         drop(client);
         Ok(PgStore {
             inner: Arc::new(Inner {
-                appender: Appender::start(append_pool.clone()),
+                appender: Appender::start(append_pool.clone())?,
                 append_pool,
                 recorder: recorder::Recorder::start(pool.clone()),
                 pool,
@@ -423,9 +423,9 @@ fn stored_event(row: &tokio_postgres::Row) -> StoredEvent {
 /// Where an unordered subscription's next lease on this hub starts looking: after the
 /// last delivery its previous lease took. Under a backlog the head of a queue is deliveries
 /// this hub and others are sending and the index entries of those just delivered (they
-/// stay until no transaction that began before their removal runs), and a lease that walked
-/// them every time cost the database twice as much on two hubs (0.41 against 0.18 ms a
-/// lease, BENCHMARKS.md, issue 26, seventh step). A lease that finds too few after the
+/// stay until no transaction that began before their removal runs); a lease that walked
+/// them every time cost the database twice as much under a backlog (0.31–0.42 against
+/// 0.16–0.23 ms, BENCHMARKS.md, issue 26, seventh step). A lease that finds too few after the
 /// cursor also looks from the start; and every [`Cursor::FULL_EVERY`] a lease starts from
 /// the start anyway, so that a retry that came due, a lease given back or run out, or an
 /// event another hub numbered lower but committed later waits that long at most.
