@@ -354,14 +354,61 @@ impl<'a> Rows<'a> {
         rows
     }
 
-    /// The notice to other hubs of the deliveries queued: their workers wake at the commit
-    /// instead of at their next poll.
-    fn notice(&self) -> String {
+    /// Inserts the events and their deliveries, and tells the other hubs (their workers
+    /// wake at the commit instead of at their next poll): pipelined, sent in this order
+    /// when first polled. `back`, for the statements that number rows from the block
+    /// reserved at once: the group's size less one.
+    async fn insert(
+        &self,
+        client: &deadpool_postgres::ClientWrapper,
+        (events, deliveries, notify): (&Statement, &Statement, &Statement),
+        back: Option<&i64>,
+    ) -> Result<(), tokio_postgres::Error> {
         let mut woken: Vec<&str> = self.subscriptions.clone();
         woken.sort_unstable();
         woken.dedup();
-        crate::notify::deliveries(&woken)
+        let payload = crate::notify::deliveries(&woken);
+        let channel = crate::notify::CHANNEL;
+        let mut event_params: Vec<Param<'_>> = vec![
+            &self.keys,
+            &self.sources,
+            &self.ids,
+            &self.times,
+            &self.jsons,
+            &self.types,
+        ];
+        let mut delivery_params: Vec<Param<'_>> = vec![
+            &self.subscriptions,
+            &self.delivery_keys,
+            &self.delivery_times,
+            &self.delivery_bytes,
+        ];
+        if let Some(back) = back {
+            event_params.push(back);
+            delivery_params.push(back);
+        }
+        let notify_params: [Param<'_>; 2] = [&channel, &payload];
+        let none_queued = self.subscriptions.is_empty();
+        tokio::try_join!(
+            execute_unless(client, self.keys.is_empty(), events, &event_params),
+            execute_unless(client, none_queued, deliveries, &delivery_params),
+            execute_unless(client, none_queued, notify, &notify_params),
+        )?;
+        Ok(())
     }
+}
+
+/// Executes `statement` unless there is nothing for it to do (`empty`).
+async fn execute_unless(
+    client: &deadpool_postgres::ClientWrapper,
+    empty: bool,
+    statement: &Statement,
+    params: &[Param<'_>],
+) -> Result<u64, tokio_postgres::Error> {
+    if empty {
+        return Ok(0);
+    }
+    client.execute(statement, params).await
 }
 
 /// A group written at once, in one round trip, when none of its identities was taken
@@ -389,54 +436,24 @@ impl AtOnce<'_> {
         let place = |index: usize| index as i64;
         let taken = Identities::of(flat, self.first_of, place);
         let rows = Rows::of(flat, |index| first(flat[index].1) == index, place);
-        let payload = rows.notice();
-        let channel = crate::notify::CHANNEL;
         let lock_params: [Param<'_>; 1] = [&APPEND_LOCK];
         let count_params: [Param<'_>; 1] = [&count];
         let take_params: [Param<'_>; 5] =
             [&taken.sources, &taken.ids, &taken.keys, &taken.times, &back];
-        let event_params: [Param<'_>; 7] = [
-            &rows.keys,
-            &rows.sources,
-            &rows.ids,
-            &rows.times,
-            &rows.jsons,
-            &rows.types,
-            &back,
-        ];
-        let delivery_params: [Param<'_>; 5] = [
-            &rows.subscriptions,
-            &rows.delivery_keys,
-            &rows.delivery_times,
-            &rows.delivery_bytes,
-            &back,
-        ];
-        let notify_params: [Param<'_>; 2] = [&channel, &payload];
-        let queue = async {
-            if rows.subscriptions.is_empty() {
-                return Ok(0);
-            }
-            client
-                .execute(&statements.deliveries_at_once, &delivery_params)
-                .await
-        };
-        let tell = async {
-            if rows.subscriptions.is_empty() {
-                return Ok(0);
-            }
-            client.execute(&statements.notify, &notify_params).await
-        };
+        let inserts = (
+            &statements.events_at_once,
+            &statements.deliveries_at_once,
+            &statements.notify,
+        );
         // Polled in this order, so sent in this order.
-        let (begun, locked, xid, reserved, unlocked, took, stored, queued, told, committed) = tokio::join!(
+        let (begun, locked, xid, reserved, unlocked, took, inserted, committed) = tokio::join!(
             client.batch_execute("BEGIN"),
             client.execute(&statements.lock, &lock_params),
             client.execute(&statements.xid, &[]),
             client.query_one(&statements.reserve, &count_params),
             client.execute(&statements.unlock, &lock_params),
             client.execute(&statements.take, &take_params),
-            client.execute(&statements.events_at_once, &event_params),
-            queue,
-            tell,
+            rows.insert(client, inserts, Some(&back)),
             client.batch_execute("COMMIT"),
         );
         begun.map_err(backend)?;
@@ -457,9 +474,7 @@ impl AtOnce<'_> {
             }
         }
         took.map_err(backend)?;
-        stored.map_err(backend)?;
-        queued.map_err(backend)?;
-        told.map_err(backend)?;
+        inserted.map_err(backend)?;
         committed.map_err(backend)?;
         let numbers: Vec<i64> = (0..count).map(|place| last - back + place).collect();
         let holder = flat.iter().map(|(_, event)| Some(first(event))).collect();
@@ -622,46 +637,17 @@ impl Written<'_> {
             |index| holder[index] == Some(index),
             |index| self.numbers[index],
         );
-        let payload = rows.notice();
-        let channel = crate::notify::CHANNEL;
-        let event_params: [Param<'_>; 6] = [
-            &rows.keys,
-            &rows.sources,
-            &rows.ids,
-            &rows.times,
-            &rows.jsons,
-            &rows.types,
-        ];
-        let delivery_params: [Param<'_>; 4] = [
-            &rows.subscriptions,
-            &rows.delivery_keys,
-            &rows.delivery_times,
-            &rows.delivery_bytes,
-        ];
-        let notify_params: [Param<'_>; 2] = [&channel, &payload];
-        let store_events = async {
-            if rows.keys.is_empty() {
-                return Ok(0);
-            }
-            client.execute(&statements.events, &event_params).await
-        };
-        let queue = async {
-            if rows.subscriptions.is_empty() {
-                return Ok(0);
-            }
-            client
-                .execute(&statements.deliveries, &delivery_params)
-                .await
-        };
-        let tell = async {
-            if rows.subscriptions.is_empty() {
-                return Ok(0);
-            }
-            client.execute(&statements.notify, &notify_params).await
-        };
+        let inserts = (
+            &statements.events,
+            &statements.deliveries,
+            &statements.notify,
+        );
         // A failed statement turns the COMMIT into a rollback; its error is what is returned.
-        tokio::try_join!(store_events, queue, tell, client.batch_execute("COMMIT"))
-            .map_err(backend)?;
+        tokio::try_join!(
+            rows.insert(client, inserts, None),
+            client.batch_execute("COMMIT")
+        )
+        .map_err(backend)?;
         Ok(holder)
     }
 

@@ -10,19 +10,8 @@ use knooppunt_test_postgres::Cluster;
 
 const HOUR: u64 = 3_600_000;
 
-/// How often the database ran statements whose text is `LIKE` `pattern` (a statement that
-/// failed is not counted).
 fn calls(cluster: &Cluster, pattern: &str) -> u64 {
-    cluster
-        .psql(
-            "appends",
-            &format!(
-                "SELECT COALESCE(sum(calls), 0)::bigint FROM pg_stat_statements \
-                 WHERE query LIKE '{pattern}'"
-            ),
-        )
-        .parse()
-        .unwrap()
+    cluster.statement_calls("appends", pattern)
 }
 
 /// Identities taken by plain inserts (at once).

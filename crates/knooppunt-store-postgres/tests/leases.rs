@@ -16,6 +16,17 @@ fn leased(deliveries: &[knooppunt_store::Delivery]) -> Vec<u64> {
     deliveries.iter().map(|d| d.seq).collect()
 }
 
+/// An attempt at `at` that failed, due again at once.
+fn failed(delivery: &knooppunt_store::Delivery, at: u64) -> knooppunt_store::DeliveryChange {
+    attempt(
+        delivery,
+        at,
+        Verdict::Retry {
+            next_attempt_at: at,
+        },
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_starts_after_the_last_and_comes_back_for_what_came_due() {
     let cluster = Cluster::start();
@@ -35,16 +46,7 @@ async fn a_lease_starts_after_the_last_and_comes_back_for_what_came_due() {
         let first = store.lease(&id, 100, 1000, 10, false).await.unwrap();
         assert_eq!(leased(&first), n[..10]);
         // The oldest fails and is due again at once.
-        store
-            .record(vec![attempt(
-                &first[0],
-                150,
-                Verdict::Retry {
-                    next_attempt_at: 150,
-                },
-            )])
-            .await
-            .unwrap();
+        store.record(vec![failed(&first[0], 150)]).await.unwrap();
         let second = store.lease(&id, 200, 1000, 10, false).await.unwrap();
         if started.elapsed() >= Duration::from_millis(90) {
             continue;
@@ -60,16 +62,7 @@ async fn a_lease_starts_after_the_last_and_comes_back_for_what_came_due() {
         expected.extend_from_slice(&n[20..29]);
         assert_eq!(leased(&third), expected, "what came due behind it is taken");
         // Too few after the last lease: it also looks from the start.
-        store
-            .record(vec![attempt(
-                &third[0],
-                350,
-                Verdict::Retry {
-                    next_attempt_at: 350,
-                },
-            )])
-            .await
-            .unwrap();
+        store.record(vec![failed(&third[0], 350)]).await.unwrap();
         let fourth = store.lease(&id, 400, 1000, 20, false).await.unwrap();
         let mut expected = vec![n[0]];
         expected.extend_from_slice(&n[29..]);

@@ -8,18 +8,8 @@ use knooppunt_test_postgres::Cluster;
 
 const HOUR: u64 = 3_600_000;
 
-/// How often the database ran statements whose text is `LIKE` `pattern`.
 fn calls(cluster: &Cluster, pattern: &str) -> u64 {
-    cluster
-        .psql(
-            "reads",
-            &format!(
-                "SELECT COALESCE(sum(calls), 0)::bigint FROM pg_stat_statements \
-                 WHERE query LIKE '{pattern}'"
-            ),
-        )
-        .parse()
-        .unwrap()
+    cluster.statement_calls("reads", pattern)
 }
 
 /// Reads of one event.

@@ -266,6 +266,21 @@ impl Cluster {
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
+    /// How often `database` ran statements whose text is `LIKE` `pattern`, by
+    /// `pg_stat_statements` (the cluster must load it and the database have the extension);
+    /// a statement that failed is not counted.
+    pub fn statement_calls(&self, database: &str, pattern: &str) -> u64 {
+        self.psql(
+            database,
+            &format!(
+                "SELECT COALESCE(sum(calls), 0)::bigint FROM pg_stat_statements \
+                 WHERE query LIKE '{pattern}'"
+            ),
+        )
+        .parse()
+        .expect("a count")
+    }
+
     /// The server's log so far (for failure messages).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
