@@ -93,7 +93,9 @@ impl Appender {
 /// measured with 4, a hub was slower (11.0k against 13.8k events/s, two hubs 8.3k against
 /// 13.0k): the groups get smaller and each costs the database a fixed amount. One group at
 /// a time lets the next one grow while the previous commits. (Also measured: a second group
-/// started once the first had sent its inserts and commit; no gain, 15.0k against 15.3k.)
+/// started once the first had sent its inserts and commit, no gain, 15.0k against 15.3k;
+/// and 2 in flight with the one-round-trip append, slower: 18.0–18.6k against 19.2–20.8k,
+/// two hubs 14.4–14.9k against 17.9–18.2k.)
 pub(crate) const GROUPS_IN_FLIGHT: usize = 1;
 
 async fn run(pool: Pool, mut receiver: mpsc::UnboundedReceiver<Request>) {
