@@ -127,6 +127,21 @@ async fn with_subscriptions(store: &dyn Store, ids: &[&str]) {
     }
 }
 
+/// Checks that `store` holds [`event`] `id` under number `seq`, accepted at `accepted_at`.
+pub async fn assert_holds(store: &dyn Store, seq: u64, id: &str, accepted_at: u64) {
+    let stored = store
+        .event(seq)
+        .await
+        .unwrap()
+        .expect("the event is stored");
+    assert_eq!(
+        (stored.id.as_str(), stored.accepted_at),
+        (id, accepted_at),
+        "event {seq}"
+    );
+    assert_eq!(stored.json, event(id, &[]).json, "event {seq}");
+}
+
 /// The numbers of appended events, all accepted (a duplicate fails the check).
 pub fn seqs(appended: &[Appended]) -> Vec<u64> {
     appended

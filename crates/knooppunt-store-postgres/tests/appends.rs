@@ -4,7 +4,7 @@
 //! a moment after.
 
 use knooppunt_store::{Appended, Store};
-use knooppunt_store_conformance::{event, subscription};
+use knooppunt_store_conformance::{assert_holds, event, subscription};
 use knooppunt_store_postgres::{PgOptions, PgStore};
 use knooppunt_test_postgres::Cluster;
 
@@ -52,12 +52,7 @@ async fn new_identities_are_written_at_once_and_a_taken_one_carefully() {
     let leased_seqs: Vec<u64> = leased.iter().map(|d| d.seq).collect();
     assert_eq!(leased_seqs, seqs);
     for (n, &seq) in seqs.iter().enumerate() {
-        let stored = store.event(seq).await.unwrap().unwrap();
-        assert_eq!(
-            (stored.id.as_str(), stored.accepted_at),
-            (format!("e{n}").as_str(), 100)
-        );
-        assert_eq!(stored.json, event(&format!("e{n}"), &[]).json);
+        assert_holds(&store, seq, &format!("e{n}"), 100).await;
     }
 
     // A batch with an identity taken before: the attempt at once fails and leaves nothing;
