@@ -257,8 +257,8 @@ impl Browser {
     }
 
     /// The visible text of the element `css` selects. An element that went stale (the page
-    /// was replaced between finding and reading it) is found again on the new page; any
-    /// other WebDriver error fails the test, never reads as empty text.
+    /// was replaced between finding and reading it, or while reading it) is found again on
+    /// the new page; any other WebDriver error fails the test, never reads as empty text.
     pub async fn text_of(&self, css: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -268,8 +268,14 @@ impl Browser {
                 return text.to_owned();
             }
             let error = answer["error"].as_str().unwrap_or_default();
+            // ChromeDriver also reports a node of a page replaced while it read it as an
+            // "unknown error" saying so.
+            let replaced = error == "unknown error"
+                && answer["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("does not belong to the document"));
             assert!(
-                matches!(error, "stale element reference" | "no such element")
+                (matches!(error, "stale element reference" | "no such element") || replaced)
                     && Instant::now() < deadline,
                 "WebDriver text of `{css}`: {answer}"
             );
