@@ -59,6 +59,9 @@ pub struct PgOptions {
     pub pool_size: usize,
     /// How long a call waits for a connection before the store reports itself unavailable.
     pub connect_timeout: Duration,
+    /// How long a small group of push results of unordered subscriptions waits for more
+    /// before it is committed (zero: it does not wait); see `recorder.rs`.
+    pub results_wait: Duration,
 }
 
 impl PgOptions {
@@ -67,6 +70,7 @@ impl PgOptions {
             url: url.into(),
             pool_size: 16,
             connect_timeout: Duration::from_secs(5),
+            results_wait: Duration::from_millis(5),
         }
     }
 }
@@ -226,7 +230,18 @@ impl PgStore {
             // together; several are one transaction of their own, all or nothing.
             if changes.len() == 1 {
                 let change = changes.into_iter().next().expect("one change");
-                self.inner.recorder.record(change, durable).await?;
+                // A result of a subscription this hub leases unordered (it has a cursor)
+                // may wait for company; an ordered one's next delivery waits for it.
+                let waits = match &change {
+                    DeliveryChange::Attempted(attempt) => self
+                        .inner
+                        .cursors
+                        .lock()
+                        .expect("cursors lock")
+                        .contains_key(&attempt.subscription),
+                    _ => false,
+                };
+                self.inner.recorder.record(change, durable, waits).await?;
             } else {
                 let client = self.client().await?;
                 let result = apply_all(&client, &changes, durable).await;
@@ -292,7 +307,7 @@ impl PgStore {
             inner: Arc::new(Inner {
                 appender: Appender::start(append_pool.clone())?,
                 append_pool,
-                recorder: recorder::Recorder::start(pool.clone()),
+                recorder: recorder::Recorder::start(pool.clone(), options.results_wait),
                 pool,
                 events: EventCache::default(),
                 cursors: std::sync::Mutex::new(HashMap::new()),
@@ -1065,6 +1080,13 @@ impl Store for PgStore {
                     ))
                     .await
                     .map_err(backend)?;
+                // No cursor: its results do not wait for company (it was unordered before
+                // a change of its configuration, maybe).
+                self.inner
+                    .cursors
+                    .lock()
+                    .expect("cursors lock")
+                    .remove(subscription);
                 // Durable: an ordered subscription's lease is what keeps a second copy of
                 // its oldest event from being sent beside the first after a database crash.
                 in_transaction(&client, &statement, &[&subscription, &now, &until], true).await?

@@ -12,6 +12,16 @@
 //! WAL flush (`synchronous_commit = off` for its transaction): a database crash can forget
 //! the latest of them, and those deliveries are then made again. A group with any other
 //! change (a pull acknowledgement, a change an API call asked for) commits durably.
+//!
+//! A small group of push results of unordered subscriptions waits a moment for company
+//! ([`Request::waits`], `PgOptions::results_wait`): each transaction costs the database a
+//! fixed amount besides its rows, and with two hubs each hub's groups were half as large
+//! (BENCHMARKS.md, issue 26, eighth step). Nothing waits on such a result but the deletion
+//! of its delivery row (the sink has the event, the worker's slot is free); an ordered
+//! subscription's next delivery waits for its result, so those never wait, nor does a
+//! change anyone waits for.
+
+use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use knooppunt_store::{DeliveryChange, StoreError};
@@ -24,10 +34,17 @@ use crate::{backend, classify, pool_error, statement};
 /// At most this many results in one transaction.
 const MAX_GROUP: usize = 256;
 
+/// A group of results that may wait ([`Request::waits`]) and is smaller than this waits for
+/// more, up to the store's `results_wait`. (At the default of 16 sending slots a worker may
+/// have 64 results recording, so one busy subscription fills a group on its own.)
+const COMPANY: usize = 64;
+
 struct Request {
     change: DeliveryChange,
     /// Committed with the WAL flushed before the answer.
     durable: bool,
+    /// May wait for company: a push result of a subscription this hub leases unordered.
+    waits: bool,
     reply: oneshot::Sender<Result<(), StoreError>>,
 }
 
@@ -37,16 +54,20 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    pub(crate) fn start(pool: Pool) -> Recorder {
+    /// `wait`: how long a small group of results that may wait waits for company (zero: it
+    /// does not).
+    pub(crate) fn start(pool: Pool, wait: Duration) -> Recorder {
         let (requests, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(run(pool, receiver));
+        tokio::spawn(run(pool, receiver, wait));
         Recorder { requests }
     }
 
+    /// `waits`: whether it may wait for company ([`Request::waits`]).
     pub(crate) async fn record(
         &self,
         change: DeliveryChange,
         durable: bool,
+        waits: bool,
     ) -> Result<(), StoreError> {
         let (reply, answer) = oneshot::channel();
         let stopped = || StoreError::Unavailable("the store's recorder stopped".into());
@@ -54,6 +75,7 @@ impl Recorder {
             .send(Request {
                 change,
                 durable,
+                waits: waits && !durable,
                 reply,
             })
             .map_err(|_| stopped())?;
@@ -61,19 +83,42 @@ impl Recorder {
     }
 }
 
-async fn run(pool: Pool, mut receiver: mpsc::UnboundedReceiver<Request>) {
+async fn run(pool: Pool, mut receiver: mpsc::UnboundedReceiver<Request>, wait: Duration) {
     let mut group = Vec::with_capacity(MAX_GROUP);
     while let Some(first) = receiver.recv().await {
         group.push(first);
-        while group.len() < MAX_GROUP {
-            match receiver.try_recv() {
-                Ok(next) => group.push(next),
-                Err(_) => break,
+        take_waiting(&mut receiver, &mut group);
+        if !wait.is_zero() && group.len() < COMPANY && group.iter().all(|r| r.waits) {
+            // Until the group has company, the wait is over, or a request arrives that
+            // must not wait; then whatever else arrived meanwhile.
+            let until = tokio::time::Instant::now() + wait;
+            while group.len() < COMPANY {
+                match tokio::time::timeout_at(until, receiver.recv()).await {
+                    Ok(Some(next)) => {
+                        let urgent = !next.waits;
+                        group.push(next);
+                        if urgent {
+                            break;
+                        }
+                    }
+                    Ok(None) | Err(_) => break,
+                }
             }
+            take_waiting(&mut receiver, &mut group);
         }
         let outcomes = commit(&pool, &group).await;
         for (request, outcome) in group.drain(..).zip(outcomes) {
             let _ = request.reply.send(outcome);
+        }
+    }
+}
+
+/// Adds what is waiting to the group, up to [`MAX_GROUP`].
+fn take_waiting(receiver: &mut mpsc::UnboundedReceiver<Request>, group: &mut Vec<Request>) {
+    while group.len() < MAX_GROUP {
+        match receiver.try_recv() {
+            Ok(next) => group.push(next),
+            Err(_) => break,
         }
     }
 }

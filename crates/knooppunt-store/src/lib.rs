@@ -295,7 +295,9 @@ pub trait Store: Send + Sync + 'static {
     /// next sync soon after: a result lost in a crash of the machine (not of the process)
     /// only means that its delivery is made again. The embedded store syncs them with the
     /// next group that holds an event or another change, or within 100 ms; PostgreSQL
-    /// commits them without waiting for the WAL flush. By default it is [`Store::record`].
+    /// commits them without waiting for the WAL flush, a small group of an unordered
+    /// subscription's results after waiting up to 5 ms for more. By default it is
+    /// [`Store::record`].
     fn record_results(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
         self.record(changes)
     }
