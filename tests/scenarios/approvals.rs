@@ -264,8 +264,8 @@ async fn only_granted_subscriptions_receive_and_nothing_is_queued_before_the_gra
     assert!(gemeente_sink.deliveries().is_empty());
 }
 
-/// An unordered worker leases as many deliveries ahead as it may send at once; a
-/// revocation must not let those go out once its slots free.
+/// An unordered worker leases three times as many deliveries ahead as it may send at once;
+/// a revocation must not let those go out once its slots free.
 #[tokio::test]
 async fn a_revocation_sends_nothing_that_was_leased_ahead() {
     let mut options = knooppunt_tests::test_options();
@@ -277,7 +277,7 @@ async fn a_revocation_sends_nothing_that_was_leased_ahead() {
     let subscription = subscribe(&hub, tokens::KVK, &sink, json!({"ordering": "unordered"})).await;
     owner_decides(&hub, &entry, &subscription, json!({"state": "granted"})).await;
     // In one batch, so that the worker's first lease finds all 16: four to send now and
-    // four ahead for the slots that free next.
+    // twelve ahead for the slots that free next.
     let batch: Vec<Value> = (0..16)
         .map(|n| {
             json!({"specversion": "1.0", "id": format!("e{n}"), "source": SOURCE,

@@ -94,6 +94,13 @@ impl Drop for Slot {
 /// store's sync) per sending slot: the bound on a worker's tasks when the store is slow.
 const RECORDING_PER_SLOT: usize = 4;
 
+/// How many deliveries a busy unordered worker leases ahead per sending slot (see
+/// [`Ahead`]). With one per slot, two PostgreSQL hubs on two shared cores fell behind at
+/// 14,000 deliveries/s (12.8–13.1k delivered, p50 0.35–0.42 s); with three they kept up
+/// (p50 29–37 ms): a lease is a transaction with a fixed cost, and each hub's leases were
+/// the smaller (BENCHMARKS.md, issue 26, eighth step).
+const AHEAD_PER_SLOT: usize = 3;
+
 /// The attempts in flight, with when each began.
 #[derive(Default)]
 struct InFlight {
@@ -219,7 +226,7 @@ impl Settings {
             ahead: if ordered || spacing.is_some() {
                 0
             } else {
-                limit
+                AHEAD_PER_SLOT * limit
             },
             spacing,
             subscription,
@@ -408,7 +415,8 @@ async fn give_back(inner: &Inner, id: &str, leases: &[(u64, u64)]) {
 
 /// Deliveries leased before a slot was free for them. Slots free one at a time, so without
 /// them a busy worker leases once per delivery, and on PostgreSQL every lease is a
-/// transaction; with them it leases once per `max_in_flight` deliveries. Their leases cover
+/// transaction; with them it leases once per up to [`AHEAD_PER_SLOT`] × `max_in_flight`
+/// deliveries. Their leases cover
 /// the wait: a lease is two timeouts long, the connection's wait and the attempt together
 /// take at most one, and one waits at most a timeout for a slot (all slots are back within
 /// that time unless the sink's breaker paused them). One that waited longer, or whose sink
@@ -1082,10 +1090,10 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn a_busy_worker_leases_ahead_and_gives_back_what_it_did_not_send() {
-        // Both slots hang in the first two events; the next two are leased ahead of a free
-        // slot, the fifth is left for later.
+        // Both slots hang in the first two events; the next six (three per slot) are leased
+        // ahead of a free slot, the last two are left for later.
         let faults = [(1, Fault::Hang), (2, Fault::Hang)];
-        let (deliverer, store, _dir) = deliverer_of("unordered", 5, 2, &faults).await;
+        let (deliverer, store, _dir) = deliverer_of("unordered", 10, 2, &faults).await;
         let leased = |deliveries: &[knooppunt_store::Delivery]| {
             deliveries
                 .iter()
@@ -1096,13 +1104,13 @@ pub(crate) mod tests {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             let pending = store.pending_deliveries("s", 10).await.unwrap();
-            if leased(&pending) == [1, 2, 3, 4] {
+            if leased(&pending) == [1, 2, 3, 4, 5, 6, 7, 8] {
                 break;
             }
             assert!(tokio::time::Instant::now() < deadline, "{pending:?}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // Stopping gives the two it did not send back unused: leasable at once, no
+        // Stopping gives the six it did not send back unused: leasable at once, no
         // attempt counted; the hanging attempts keep theirs.
         deliverer.shutdown(Duration::from_millis(200)).await;
         let pending = store.pending_deliveries("s", 10).await.unwrap();
@@ -1116,7 +1124,7 @@ pub(crate) mod tests {
                 .iter()
                 .map(|d| (d.seq, d.attempts))
                 .collect::<Vec<_>>(),
-            [(3, 0), (4, 0), (5, 0)]
+            (3..=10).map(|seq| (seq, 0)).collect::<Vec<_>>()
         );
     }
 }

@@ -476,7 +476,7 @@ async fn a_shed_on_one_hub_is_not_sent_from_the_other_hubs_lease_ahead() {
     subscribe(&client, &a, &sink, json!({"ordering": "unordered"})).await;
     // Both hubs know the subscription before anything is published.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let batch: Vec<Value> = (0..16).map(|n| event(&format!("r{n}"))).collect();
+    let batch: Vec<Value> = (0..32).map(|n| event(&format!("r{n}"))).collect();
     let published = client
         .post(a.url("/v1/events"))
         .bearer_auth(TOKEN)
@@ -491,9 +491,9 @@ async fn a_shed_on_one_hub_is_not_sent_from_the_other_hubs_lease_ahead() {
         "{}",
         published.text().await.unwrap()
     );
-    // Each hub sends four and leases four ahead: eight at the sink.
+    // Each hub sends four and leases twelve ahead (three per slot): eight at the sink.
     sink.wait_for(8, Duration::from_secs(5)).await;
-    // Past two seconds hub A sheds all sixteen, the ones leased ahead on either hub too;
+    // Past two seconds hub A sheds all 32, the ones leased ahead on either hub too;
     // the attempts at the sink answer at five seconds, and their slots free.
     tokio::time::sleep(Duration::from_secs(8)).await;
     let arrived = first_arrivals(&sink);
@@ -506,5 +506,5 @@ async fn a_shed_on_one_hub_is_not_sent_from_the_other_hubs_lease_ahead() {
     let id = listed[0]["id"].as_str().unwrap().to_owned();
     let path = format!("/v1/subscriptions/{id}/dead-letters");
     let letters = get_json(&client, &a, TOKEN, &path).await;
-    assert_eq!(letters.as_array().unwrap().len(), 16, "{letters}");
+    assert_eq!(letters.as_array().unwrap().len(), 32, "{letters}");
 }
