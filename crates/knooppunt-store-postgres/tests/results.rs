@@ -49,6 +49,18 @@ fn delivered(store: &Arc<PgStore>, delivery: &Delivery) -> tokio::task::JoinHand
     tokio::spawn(async move { store.record_results(vec![change]).await.unwrap() })
 }
 
+/// Records `delivery` delivered, alone, and checks that it is still waiting half a second
+/// later (committed at once it would have been answered in milliseconds).
+async fn waiting_alone(store: &Arc<PgStore>, delivery: &Delivery) -> tokio::task::JoinHandle<()> {
+    let waiting = delivered(store, delivery);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a lone result of an unordered subscription was committed at once"
+    );
+    waiting
+}
+
 async fn answered(handle: tokio::task::JoinHandle<()>, what: &str) {
     tokio::time::timeout(ANSWERED_WITHIN, handle)
         .await
@@ -63,12 +75,7 @@ async fn a_small_group_of_unordered_results_waits_for_company() {
     let deliveries = leased(&store, "u", 70, false).await;
 
     // One result alone waits.
-    let first = delivered(&store, &deliveries[0]);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        !first.is_finished(),
-        "a lone result of an unordered subscription was committed at once"
-    );
+    let first = waiting_alone(&store, &deliveries[0]).await;
     assert_eq!(store.pending_deliveries("u", 100).await.unwrap().len(), 70);
 
     // With 63 more, the group has company: all 64 are committed together, long before the
@@ -109,12 +116,7 @@ async fn results_someone_waits_for_do_not_wait() {
 
     // A durable change ends the wait of the results waiting with it.
     let deliveries = leased(&store, "u", 3, false).await;
-    let waiting = delivered(&store, &deliveries[0]);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        !waiting.is_finished(),
-        "a lone result was committed at once"
-    );
+    let waiting = waiting_alone(&store, &deliveries[0]).await;
     let durable = attempt(&deliveries[1], 300, Verdict::Delivered);
     tokio::time::timeout(ANSWERED_WITHIN, store.record(vec![durable]))
         .await
