@@ -87,7 +87,7 @@ struct Inner {
     /// The appender's own connections (closed with the rest).
     append_pool: Pool,
     /// Where each unordered subscription's next lease starts looking.
-    cursors: std::sync::Mutex<HashMap<String, Cursor>>,
+    cursors: Cursors,
     recorder: recorder::Recorder,
     events: EventCache,
     /// For the listener's own connection.
@@ -230,15 +230,12 @@ impl PgStore {
             // together; several are one transaction of their own, all or nothing.
             if changes.len() == 1 {
                 let change = changes.into_iter().next().expect("one change");
-                // A result of a subscription this hub leases unordered (it has a cursor)
-                // may wait for company; an ordered one's next delivery waits for it.
+                // A result of a subscription this hub leases unordered may wait for
+                // company; an ordered one's next delivery waits for it.
                 let waits = match &change {
-                    DeliveryChange::Attempted(attempt) => self
-                        .inner
-                        .cursors
-                        .lock()
-                        .expect("cursors lock")
-                        .contains_key(&attempt.subscription),
+                    DeliveryChange::Attempted(attempt) => {
+                        self.inner.cursors.unordered(&attempt.subscription)
+                    }
                     _ => false,
                 };
                 self.inner.recorder.record(change, durable, waits).await?;
@@ -310,7 +307,7 @@ impl PgStore {
                 recorder: recorder::Recorder::start(pool.clone(), options.results_wait),
                 pool,
                 events: EventCache::default(),
-                cursors: std::sync::Mutex::new(HashMap::new()),
+                cursors: Cursors::default(),
                 url: options.url.clone(),
                 listeners: std::sync::Mutex::new(Vec::new()),
             }),
@@ -454,24 +451,40 @@ impl Cursor {
     const FULL_EVERY: Duration = Duration::from_millis(100);
     /// Past this many subscriptions the cursors start over (deleted ones leave theirs).
     const MAX: usize = 100_000;
+}
+
+/// The hub's [`Cursor`]s, by subscription: those it leases unordered.
+#[derive(Default)]
+struct Cursors(std::sync::Mutex<HashMap<String, Cursor>>);
+
+impl Cursors {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cursor>> {
+        self.0.lock().expect("cursors lock")
+    }
 
     /// The number after which the next lease of `subscription` starts (0: the start).
-    fn start(cursors: &std::sync::Mutex<HashMap<String, Cursor>>, subscription: &str) -> i64 {
-        let cursors = cursors.lock().expect("cursors lock");
-        match cursors.get(subscription) {
+    fn start(&self, subscription: &str) -> i64 {
+        match self.lock().get(subscription) {
             Some(cursor) if cursor.since.elapsed() < Cursor::FULL_EVERY => cursor.after,
             _ => 0,
         }
     }
 
+    /// Whether this hub leases `subscription` unordered (its results may wait for company,
+    /// see `recorder.rs`).
+    fn unordered(&self, subscription: &str) -> bool {
+        self.lock().contains_key(subscription)
+    }
+
+    /// `subscription` is leased ordered (it was unordered before a change of its
+    /// configuration, maybe).
+    fn forget(&self, subscription: &str) {
+        self.lock().remove(subscription);
+    }
+
     /// After a lease that started `after` and took deliveries up to `last`.
-    fn moved(
-        cursors: &std::sync::Mutex<HashMap<String, Cursor>>,
-        subscription: &str,
-        after: i64,
-        last: Option<i64>,
-    ) {
-        let mut cursors = cursors.lock().expect("cursors lock");
+    fn moved(&self, subscription: &str, after: i64, last: Option<i64>) {
+        let mut cursors = self.lock();
         if cursors.len() >= Cursor::MAX && !cursors.contains_key(subscription) {
             cursors.clear();
         }
@@ -1080,13 +1093,8 @@ impl Store for PgStore {
                     ))
                     .await
                     .map_err(backend)?;
-                // No cursor: its results do not wait for company (it was unordered before
-                // a change of its configuration, maybe).
-                self.inner
-                    .cursors
-                    .lock()
-                    .expect("cursors lock")
-                    .remove(subscription);
+                // Its results do not wait for company.
+                self.inner.cursors.forget(subscription);
                 // Durable: an ordered subscription's lease is what keeps a second copy of
                 // its oldest event from being sent beside the first after a database crash.
                 in_transaction(&client, &statement, &[&subscription, &now, &until], true).await?
@@ -1123,7 +1131,7 @@ impl Store for PgStore {
                     ))
                     .await
                     .map_err(backend)?;
-                let after = Cursor::start(&self.inner.cursors, subscription);
+                let after = self.inner.cursors.start(subscription);
                 let rows = without_flush(
                     &client,
                     &statement,
@@ -1131,7 +1139,7 @@ impl Store for PgStore {
                 )
                 .await?;
                 let last = rows.iter().map(|row| row.get::<_, i64>("seq")).max();
-                Cursor::moved(&self.inner.cursors, subscription, after, last);
+                self.inner.cursors.moved(subscription, after, last);
                 rows
             };
             let mut leased: Vec<Delivery> = rows.iter().map(delivery).collect();
