@@ -4,26 +4,11 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use knooppunt_tests::{Answer, TestHub, specs_dir};
+use knooppunt_tests::{Answer, TestHub, specs_dir, tools};
 
 /// The Spectral CLI, installed from the npm registry into `target/tools` on first use.
 fn spectral() -> PathBuf {
-    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/tools/spectral");
-    let binary = tools.join("node_modules/.bin/spectral");
-    if !binary.exists() {
-        std::fs::create_dir_all(&tools).unwrap();
-        let status = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&tools)
-            .arg("@stoplight/spectral-cli@6")
-            .status()
-            .expect("npm is needed to install @stoplight/spectral-cli for the ADR lint");
-        assert!(
-            status.success(),
-            "npm install @stoplight/spectral-cli failed"
-        );
-    }
-    binary
+    tools::npm("spectral", "@stoplight/spectral-cli@6").join("node_modules/.bin/spectral")
 }
 
 #[tokio::test]

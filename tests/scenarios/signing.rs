@@ -8,54 +8,21 @@ use std::process::Command;
 use std::time::Duration;
 
 use knooppunt_tests::sink::Sink;
-use knooppunt_tests::{Answer, TestHub, tokens};
+use knooppunt_tests::{Answer, TestHub, tokens, tools};
 use reqwest::Method;
 use serde_json::{Value, json};
 
 const SOURCE: &str = "urn:nld:oin:00000001823288444000:systeem:BRP";
 const TYPE: &str = "nl.brp.persoon-verhuisd";
 
-fn tools() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/tools")
-}
-
 /// The npm library, installed on first use.
 fn js_library() -> PathBuf {
-    let dir = tools().join("standardwebhooks-js");
-    if !dir.join("node_modules/standardwebhooks").exists() {
-        let status = Command::new("npm")
-            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .arg("standardwebhooks@1")
-            .status()
-            .expect("npm is needed to install the standardwebhooks library");
-        assert!(status.success(), "npm install standardwebhooks failed");
-    }
-    dir
+    tools::npm("standardwebhooks-js", "standardwebhooks@1")
 }
 
 /// The PyPI library, installed on first use into a directory of its own.
 fn python_library() -> PathBuf {
-    let dir = tools().join("standardwebhooks-py");
-    if !dir.join("standardwebhooks").exists() {
-        // Into a directory of its own, never the system's packages: Debian's pip wants
-        // --break-system-packages said even then; older pips do not know the flag.
-        let install = |extra: &[&str]| {
-            Command::new("python3")
-                .args(["-m", "pip", "install", "--quiet", "--target"])
-                .arg(&dir)
-                .args(extra)
-                .arg("standardwebhooks>=1.1,<2")
-                .status()
-                .expect("python3 with pip is needed (Debian: python3-pip)")
-                .success()
-        };
-        assert!(
-            install(&["--break-system-packages"]) || install(&[]),
-            "pip install standardwebhooks failed"
-        );
-    }
-    dir
+    tools::pip("standardwebhooks-py", "standardwebhooks>=1.1,<2")
 }
 
 /// Whether the library in `language` accepts `body` with `headers` under `secret`.

@@ -947,26 +947,7 @@ async fn abonnementen_are_replaced_and_patched() {
 
 /// The directory the ZGW client library is installed into on first use.
 fn zds_client() -> std::path::PathBuf {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/tools/gemma-zds-client");
-    if !dir.join("zds_client").exists() {
-        // Into a directory of its own, never the system's packages.
-        let install = |extra: &[&str]| {
-            std::process::Command::new("python3")
-                .args(["-m", "pip", "install", "--quiet", "--target"])
-                .arg(&dir)
-                .args(extra)
-                .arg("gemma-zds-client==2.0.0")
-                .status()
-                .expect("python3 with pip is needed (Debian: python3-pip)")
-                .success()
-        };
-        assert!(
-            install(&["--break-system-packages"]) || install(&[]),
-            "pip install gemma-zds-client failed"
-        );
-    }
-    dir
+    knooppunt_tests::tools::pip("gemma-zds-client", "gemma-zds-client==2.0.0")
 }
 
 /// `gemma-zds-client` (VNG's Python client of the ZGW APIs) works against the facade

@@ -55,21 +55,8 @@ fn ensure_installed() {
 
 /// axe-core's script, installed from npm into `target/tools/axe` on first use.
 pub fn axe_script() -> String {
-    static INSTALL: Mutex<()> = Mutex::new(());
-    let _once = INSTALL.lock().unwrap();
-    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/tools/axe");
-    let script = tools.join("node_modules/axe-core/axe.min.js");
-    if !script.exists() {
-        std::fs::create_dir_all(&tools).unwrap();
-        let status = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&tools)
-            .arg("axe-core@4.14.1")
-            .status()
-            .expect("npm is needed to install axe-core for the accessibility checks");
-        assert!(status.success(), "npm install axe-core failed");
-    }
-    std::fs::read_to_string(script).unwrap()
+    let dir = crate::tools::npm("axe", "axe-core@4.14.1");
+    std::fs::read_to_string(dir.join("node_modules/axe-core/axe.min.js")).unwrap()
 }
 
 /// Sends a request to ChromeDriver; its JSON answer.

@@ -6,6 +6,7 @@ pub mod certificates;
 pub mod console;
 pub mod openapi;
 pub mod sink;
+pub mod tools;
 pub mod zgw;
 
 use std::net::SocketAddr;
