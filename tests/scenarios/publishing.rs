@@ -699,6 +699,16 @@ impl Store for GatedStore {
     fn sweep_sessions(&self, now: u64, idle: u64) -> knooppunt_store::StoreFuture<'_, u64> {
         self.inner.sweep_sessions(now, idle)
     }
+    fn hubs_alive<'a>(
+        &'a self,
+        hub: &'a str,
+        alive_ms: u64,
+    ) -> knooppunt_store::StoreFuture<'a, Vec<String>> {
+        self.inner.hubs_alive(hub, alive_ms)
+    }
+    fn hub_leaves<'a>(&'a self, hub: &'a str) -> knooppunt_store::StoreFuture<'a, ()> {
+        self.inner.hub_leaves(hub)
+    }
     fn disk_usage(&self) -> knooppunt_store::StoreFuture<'_, knooppunt_store::DiskUsage> {
         self.inner.disk_usage()
     }

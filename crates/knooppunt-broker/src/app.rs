@@ -162,6 +162,8 @@ impl AppState {
         let (deliverer, retirements) =
             Deliverer::new(Arc::clone(&store), options.delivery, observer)
                 .map_err(HubError::Config)?;
+        // Before any worker starts: with other hubs on the store, each takes its share.
+        deliverer.share_work().await;
         let subscriptions = Arc::new(
             Subscriptions::load(
                 Arc::clone(&store),

@@ -411,10 +411,13 @@ pub(crate) fn render_worker_health(out: &mut String, health: &knooppunt_delivery
          # HELP knooppunt_delivery_worker_restarts_total Delivery workers that failed and were started again.\n\
          # TYPE knooppunt_delivery_worker_restarts_total counter\nknooppunt_delivery_worker_restarts_total {}\n\
          # HELP knooppunt_delivery_workers_stuck Delivery workers stuck now (not turned, or an attempt running, for longer than a lease).\n\
-         # TYPE knooppunt_delivery_workers_stuck gauge\nknooppunt_delivery_workers_stuck {}",
+         # TYPE knooppunt_delivery_workers_stuck gauge\nknooppunt_delivery_workers_stuck {}\n\
+         # HELP knooppunt_delivery_hubs Hubs sharing each subscription's slots and granted rate, this one included.\n\
+         # TYPE knooppunt_delivery_hubs gauge\nknooppunt_delivery_hubs {}",
         health.attempt_panics,
         health.worker_restarts,
-        health.stuck.len()
+        health.stuck.len(),
+        health.hubs
     );
 }
 

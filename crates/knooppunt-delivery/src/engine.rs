@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::address::{AddressRefused, SinkNetworks};
 use crate::connections::{ConnectionLimits, Connections};
+use crate::share::{Share, keep_saying_alive, say_alive};
 use crate::sink::{self, Handshake};
 use crate::supervise::{Supervision, WorkerHealth};
 use crate::worker::{Heartbeat, supervise};
@@ -176,6 +177,10 @@ pub(crate) struct Inner {
     /// at once, so that a shutdown never waits for them.
     pub(crate) closing: watch::Sender<bool>,
     pub(crate) supervision: Supervision,
+    /// This hub's id among the hubs sharing the store (see `share.rs`).
+    pub(crate) hub: String,
+    /// This hub's share of each subscription's slots and rate.
+    pub(crate) share: watch::Sender<Share>,
 }
 
 pub(crate) struct Worker {
@@ -224,6 +229,12 @@ impl Deliverer {
         let (gone, gone_reports) = mpsc::unbounded_channel();
         let (stop, _) = watch::channel(false);
         let (closing, _) = watch::channel(false);
+        let hub = format!(
+            "{}/{}/{:08x}",
+            options.origin,
+            std::process::id(),
+            fastrand::u32(..)
+        );
         let deliverer = Deliverer {
             inner: Arc::new(Inner {
                 store,
@@ -239,9 +250,25 @@ impl Deliverer {
                 stop,
                 closing,
                 supervision: Supervision::default(),
+                hub,
+                share: watch::channel(Share::default()).0,
             }),
         };
         Ok((deliverer, gone_reports))
+    }
+
+    /// Joins the hubs sharing the store: says this hub is alive, takes its share of every
+    /// subscription's slots and granted rate (before any worker sends), and keeps saying it
+    /// until [`Deliverer::shutdown`] (see `share.rs`). Without it a hub takes all of
+    /// them, as the only one.
+    pub async fn share_work(&self) {
+        say_alive(&self.inner).await;
+        tokio::spawn(keep_saying_alive(Arc::clone(&self.inner)));
+    }
+
+    /// How many hubs share the deliveries, as this hub last heard.
+    pub fn hubs(&self) -> usize {
+        self.inner.share.borrow().hubs
     }
 
     pub fn options(&self) -> &DeliveryOptions {
@@ -459,6 +486,7 @@ impl Deliverer {
                 .worker_restarts
                 .load(std::sync::atomic::Ordering::Relaxed),
             stuck,
+            hubs: self.hubs(),
         }
     }
 
@@ -559,6 +587,10 @@ impl Deliverer {
             {
                 abort.abort();
             }
+        }
+        // The others take this hub's share at once, not after its silence.
+        if let Err(error) = self.inner.store.hub_leaves(&self.inner.hub).await {
+            tracing::warn!(%error, "Telling the store this hub stops failed.");
         }
     }
 }

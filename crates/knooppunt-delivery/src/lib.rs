@@ -7,13 +7,15 @@
 //!   headers and credentials, and the `OPTIONS` validation handshake;
 //! - [`engine`]: [`Deliverer`], which runs one worker (`worker.rs`) per active subscription;
 //!   a worker leases due deliveries from the store and records every result there, so that a
-//!   restart continues where it was.
+//!   restart continues where it was; `share.rs`: several hubs on one store share each
+//!   subscription's slots and granted rate.
 
 mod address;
 mod connections;
 pub mod engine;
 pub mod outcome;
 pub mod pull;
+mod share;
 pub mod signing;
 pub mod sink;
 mod supervise;

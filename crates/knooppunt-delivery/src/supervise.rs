@@ -70,6 +70,9 @@ pub struct WorkerHealth {
     /// run, for longer than a lease (the deliveries it holds are leased again when their
     /// leases run out).
     pub stuck: Vec<String>,
+    /// The hubs sharing each subscription's slots and granted rate, this one included, as
+    /// this hub last heard (1 on the embedded store).
+    pub hubs: usize,
 }
 
 impl Supervision {

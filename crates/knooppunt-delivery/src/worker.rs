@@ -19,6 +19,7 @@ use tracing::Instrument;
 use crate::connections::{Gate, Permit, SinkResult};
 use crate::engine::{DeliveryOptions, Gone, Inner, LastDelivery, now_ms};
 use crate::outcome::{Outcome, Response, classify, verdict};
+use crate::share::Share;
 use crate::sink;
 use crate::supervise::CatchUnwind;
 
@@ -203,17 +204,27 @@ struct Settings {
 }
 
 impl Settings {
-    fn of(subscription: Arc<Subscription>, options: &DeliveryOptions) -> Settings {
-        let max_in_flight = options.max_in_flight;
+    /// With several hubs on one store, this hub's `share` of the subscription's slots and
+    /// granted rate: the hubs together keep to them (see `share.rs`).
+    fn of(subscription: Arc<Subscription>, options: &DeliveryOptions, share: Share) -> Settings {
+        let max_in_flight = options.max_in_flight.max(1);
         let config = subscription.delivery_config();
         let ordered = config.ordering == Ordering::Ordered;
+        // Each hub that sends paces itself at its part of the rate.
+        let senders = share.senders(max_in_flight, ordered) as f64;
         let spacing = match &subscription.status {
             Status::Active(consent) => consent.allowed_rate,
             _ => None,
         }
         .filter(|rate| *rate > 0)
-        .map(|rate| Duration::from_secs_f64(60.0 / f64::from(rate)));
-        let limit = if ordered { 1 } else { max_in_flight.max(1) };
+        .map(|rate| Duration::from_secs_f64(60.0 * senders / f64::from(rate)));
+        // An ordered subscription has one delivery in flight across all hubs (the store's
+        // ordered lease); an unordered one this hub's part of `max_in_flight`, maybe none.
+        let limit = if ordered {
+            1
+        } else {
+            share.slots(max_in_flight)
+        };
         Settings {
             config,
             ordered,
@@ -243,7 +254,14 @@ async fn run(
     recall: Arc<AtomicBool>,
     heartbeat: Arc<Heartbeat>,
 ) {
-    let mut settings = Settings::of(Arc::clone(&current.borrow_and_update()), &inner.options);
+    let mut share = inner.share.subscribe();
+    // The share the settings were made with (waiting for a new one marks it seen).
+    let mut applied = *share.borrow_and_update();
+    let mut settings = Settings::of(
+        Arc::clone(&current.borrow_and_update()),
+        &inner.options,
+        applied,
+    );
     let mut attempts = InFlight::default();
     let mut ahead = Ahead::default();
     let sending = Arc::new(Sending::default());
@@ -257,8 +275,16 @@ async fn run(
         if *stop.borrow() || *retired.borrow() || gone.load(AtomicOrdering::SeqCst) {
             break;
         }
-        if current.has_changed().unwrap_or(false) {
-            settings = Settings::of(Arc::clone(&current.borrow_and_update()), &inner.options);
+        // A new share (hubs came or went) may leave this hub fewer slots: what it leased
+        // ahead for more is given back below.
+        let reshared = *share.borrow_and_update() != applied;
+        if current.has_changed().unwrap_or(false) || reshared {
+            applied = *share.borrow();
+            settings = Settings::of(
+                Arc::clone(&current.borrow_and_update()),
+                &inner.options,
+                applied,
+            );
         }
         let Settings {
             ref subscription,
@@ -301,7 +327,7 @@ async fn run(
         // Leased ahead and not sent: given back when its sink's breaker pauses it, when
         // deliveries of the subscription were withdrawn (some of these may be among them),
         // or when it waited too long for a slot.
-        let recalled = recall.swap(false, AtomicOrdering::SeqCst);
+        let recalled = recall.swap(false, AtomicOrdering::SeqCst) || reshared;
         let unused = if paused_until.is_some() || recalled {
             ahead.all()
         } else {
@@ -353,6 +379,7 @@ async fn run(
                 () = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => {}
                 _ = retired.changed() => {}
+                _ = share.changed() => {}
                 Some(()) = attempts.join_next(), if !attempts.is_empty() => {}
             }
             continue;

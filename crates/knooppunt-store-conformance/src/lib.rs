@@ -173,6 +173,7 @@ pub async fn run(backend: &mut impl Backend) {
     events_are_read_in_order_after_a_position(backend).await;
     replays_are_kept_and_their_events_queued_again(backend).await;
     sessions_are_kept_replaced_and_swept(backend).await;
+    hubs_alive_are_listed_until_silent_or_gone(backend).await;
     unordered_leases_skip_deliveries_waiting_for_a_retry(backend).await;
     dead_letters_are_redelivered_deleted_and_retired(backend).await;
     dead_letters_past_retention_are_swept(backend).await;
@@ -1522,6 +1523,38 @@ async fn events_are_read_in_order_after_a_position(backend: &mut impl Backend) {
     }
     let reopened = backend.reopen(store).await;
     assert_eq!(reopened.swept_through().await.unwrap(), through);
+}
+
+/// Hubs said alive are listed in id order until they leave or stay silent too long.
+async fn hubs_alive_are_listed_until_silent_or_gone(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    let minute = 60_000;
+    assert_eq!(store.hubs_alive("hub-b", minute).await.unwrap(), ["hub-b"]);
+    assert_eq!(
+        store.hubs_alive("hub-a", minute).await.unwrap(),
+        ["hub-a", "hub-b"],
+        "in id order"
+    );
+    assert_eq!(
+        store.hubs_alive("hub-c", minute).await.unwrap(),
+        ["hub-a", "hub-b", "hub-c"]
+    );
+    store.hub_leaves("hub-b").await.unwrap();
+    store.hub_leaves("hub-x").await.unwrap();
+    assert_eq!(
+        store.hubs_alive("hub-a", minute).await.unwrap(),
+        ["hub-a", "hub-c"],
+        "one that left is not listed"
+    );
+    // Silent for longer than the limit: forgotten; the one asking is always alive.
+    // (Blocking the test's thread is fine: nothing runs meanwhile.)
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(store.hubs_alive("hub-c", 200).await.unwrap(), ["hub-c"]);
+    assert_eq!(
+        store.hubs_alive("hub-a", minute).await.unwrap(),
+        ["hub-a", "hub-c"],
+        "said alive again, listed again"
+    );
 }
 
 async fn sessions_are_kept_replaced_and_swept(backend: &mut impl Backend) {

@@ -95,6 +95,9 @@ struct Inner {
     audit_writer: Mutex<()>,
     /// Files delivery receipts off the delivery path.
     receipts: receipts::Writer,
+    /// The hubs said alive, with when ([`Store::hubs_alive`]); in memory, as only one
+    /// process opens the store.
+    hubs: Mutex<std::collections::BTreeMap<String, std::time::Instant>>,
 }
 
 #[derive(Debug, Clone)]
@@ -294,6 +297,7 @@ impl SledStore {
                 committer: Mutex::new(Some(committer)),
                 audit_writer: Mutex::new(()),
                 receipts: receipt_writer,
+                hubs: Mutex::default(),
             }),
         })
     }
@@ -665,6 +669,25 @@ impl Store for SledStore {
 
     fn delete_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
         Box::pin(self.remove_committed(&self.inner.trees.sessions, id.as_bytes()))
+    }
+
+    fn hubs_alive<'a>(&'a self, hub: &'a str, alive_ms: u64) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let now = std::time::Instant::now();
+            let mut hubs = self.inner.hubs.lock().unwrap_or_else(|p| p.into_inner());
+            hubs.insert(hub.to_owned(), now);
+            let alive = std::time::Duration::from_millis(alive_ms);
+            hubs.retain(|_, seen| now.duration_since(*seen) <= alive);
+            Ok(hubs.keys().cloned().collect())
+        })
+    }
+
+    fn hub_leaves<'a>(&'a self, hub: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut hubs = self.inner.hubs.lock().unwrap_or_else(|p| p.into_inner());
+            hubs.remove(hub);
+            Ok(())
+        })
     }
 
     fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64> {

@@ -777,6 +777,44 @@ impl Store for PgStore {
         })
     }
 
+    fn hubs_alive<'a>(&'a self, hub: &'a str, alive_ms: u64) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            // One round trip: said alive, the silent forgotten, the rest listed (the
+            // statements of one query string see each other's changes).
+            let rows = client
+                .query(
+                    "WITH said AS (
+                         INSERT INTO hubs (id, seen) VALUES ($1, clock_timestamp())
+                         ON CONFLICT (id) DO UPDATE SET seen = excluded.seen
+                         RETURNING id),
+                     forgotten AS (
+                         DELETE FROM hubs
+                          WHERE seen < clock_timestamp() - $2::bigint * interval '1 millisecond'
+                            AND id <> $1
+                         RETURNING id)
+                     SELECT id FROM hubs WHERE id NOT IN (SELECT id FROM forgotten)
+                     UNION SELECT id FROM said
+                     ORDER BY id",
+                    &[&hub, &(alive_ms as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(rows.iter().map(|row| row.get(0)).collect())
+        })
+    }
+
+    fn hub_leaves<'a>(&'a self, hub: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            client
+                .execute("DELETE FROM hubs WHERE id = $1", &[&hub])
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
     fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let client = self.client().await?;

@@ -246,6 +246,14 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE replays ALTER COLUMN id TYPE text COLLATE "C";
     ALTER TABLE sessions ALTER COLUMN id TYPE text COLLATE "C";
     "#,
+    // 18: the hubs alive, each said alive every second or so by itself (by the database's
+    // clock), so that they share each subscription's slots and granted rate.
+    r#"
+    CREATE TABLE hubs (
+        id text COLLATE "C" PRIMARY KEY,
+        seen timestamptz NOT NULL
+    );
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

@@ -188,6 +188,16 @@ pub trait Store: Send + Sync + 'static {
     /// returns how many.
     fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64>;
 
+    /// Says that the hub `hub` (an id it chose when it started) is alive now, forgets the
+    /// hubs not said alive for `alive_ms`, and answers the ids of the hubs alive, sorted,
+    /// `hub` among them: the hubs that share this store's deliveries, so that each can take
+    /// its share of a subscription's slots and of the rate its sink granted. "Now" is the
+    /// store's clock (with several hubs, the database's), so the hubs' clocks need not agree.
+    fn hubs_alive<'a>(&'a self, hub: &'a str, alive_ms: u64) -> StoreFuture<'a, Vec<String>>;
+
+    /// The hub `hub` stops: the others leave it out from their next [`Store::hubs_alive`].
+    fn hub_leaves<'a>(&'a self, hub: &'a str) -> StoreFuture<'a, ()>;
+
     /// A number that changes whenever any hub sharing this store changes a subscription or
     /// a principal, so that each hub can tell when to reload them. A backend only one hub writes (the
     /// embedded one) answers 0 always: that hub makes every change itself.

@@ -359,7 +359,7 @@ fn check_store_reports_the_database() {
     let said = String::from_utf8_lossy(&good.stdout);
     assert!(good.status.success(), "{said}");
     assert!(
-        said.contains("postgres (schema 17): reachable, 0 subscriptions"),
+        said.contains("postgres (schema 18): reachable, 0 subscriptions"),
         "{said}"
     );
     assert!(
@@ -457,7 +457,7 @@ async fn a_shed_on_one_hub_is_not_sent_from_the_other_hubs_lease_ahead() {
                 ("KNOOPPUNT_STORE_BACKEND", "postgres"),
                 ("KNOOPPUNT_STORE_URL", &url),
                 ("KNOOPPUNT_STORE_POOL_SIZE", "8"),
-                ("KNOOPPUNT_DELIVERY_MAX_IN_FLIGHT", "4"),
+                ("KNOOPPUNT_DELIVERY_MAX_IN_FLIGHT", "8"),
                 ("KNOOPPUNT_BACKLOG_SUBSCRIPTION_MAX_AGE", "PT2S"),
                 ("KNOOPPUNT_BACKLOG_CHECK_INTERVAL", check),
             ],
@@ -476,6 +476,7 @@ async fn a_shed_on_one_hub_is_not_sent_from_the_other_hubs_lease_ahead() {
     subscribe(&client, &a, &sink, json!({"ordering": "unordered"})).await;
     // Both hubs know the subscription before anything is published.
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    wait_for_hubs(&client, &a, 2).await;
     let batch: Vec<Value> = (0..32).map(|n| event(&format!("r{n}"))).collect();
     let published = client
         .post(a.url("/v1/events"))
@@ -491,7 +492,8 @@ async fn a_shed_on_one_hub_is_not_sent_from_the_other_hubs_lease_ahead() {
         "{}",
         published.text().await.unwrap()
     );
-    // Each hub sends four and leases twelve ahead (three per slot): eight at the sink.
+    // The hubs share eight slots: each sends four and leases twelve ahead (three per
+    // slot), eight at the sink.
     sink.wait_for(8, Duration::from_secs(5)).await;
     // Past two seconds hub A sheds all 32, the ones leased ahead on either hub too;
     // the attempts at the sink answer at five seconds, and their slots free.
@@ -507,4 +509,192 @@ async fn a_shed_on_one_hub_is_not_sent_from_the_other_hubs_lease_ahead() {
     let path = format!("/v1/subscriptions/{id}/dead-letters");
     let letters = get_json(&client, &a, TOKEN, &path).await;
     assert_eq!(letters.as_array().unwrap().len(), 32, "{letters}");
+}
+
+/// The hubs sharing the deliveries, as `hub` last heard (its metric).
+async fn hubs_known(client: &reqwest::Client, hub: &HubProcess) -> Option<f64> {
+    let metrics = client
+        .get(hub.url("/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("knooppunt_delivery_hubs "))
+        .and_then(|value| value.parse().ok())
+}
+
+/// Waits until `hub` knows of `count` hubs sharing the deliveries; how long that took.
+async fn wait_for_hubs(client: &reqwest::Client, hub: &HubProcess, count: usize) -> Duration {
+    let started = Instant::now();
+    loop {
+        let known = hubs_known(client, hub).await;
+        if known == Some(count as f64) {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the hub knows of {known:?} hubs, not {count}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Publishes `count` events of `kind` to `hub` in one batch.
+async fn publish_batch(client: &reqwest::Client, hub: &HubProcess, kind: &str, count: usize) {
+    let batch: Vec<Value> = (0..count)
+        .map(|n| {
+            json!({"specversion": "1.0", "id": format!("{kind}-{n}"),
+                   "source": "urn:nld:oin:1:systeem:test", "type": kind})
+        })
+        .collect();
+    let published = client
+        .post(hub.url("/v1/events"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/cloudevents-batch+json")
+        .body(Value::from(batch).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        published.status(),
+        202,
+        "{}",
+        published.text().await.unwrap()
+    );
+}
+
+/// A sink that answers after `delay`, granting `rate` requests a minute, subscribed (on
+/// `hub`, unordered) to the events of type `kind`.
+async fn unordered_sink(
+    client: &reqwest::Client,
+    hub: &HubProcess,
+    kind: &str,
+    rate: Option<u32>,
+    delay: Duration,
+) -> Sink {
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: rate.map(|r| r.to_string()),
+    });
+    sink.answer_always(Reply::status(204).after(delay));
+    let created = client
+        .post(hub.url("/v1/subscriptions"))
+        .bearer_auth(TOKEN)
+        .json(
+            &json!({"sink": sink.url, "protocol": "HTTP", "types": [kind],
+                      "config": {"ordering": "unordered"}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201, "{}", created.text().await.unwrap());
+    sink
+}
+
+/// Two hubs keep together to a subscription's `max_in_flight` and to the rate its sink
+/// granted (`WebHook-Allowed-Rate`), not each hub on its own; a hub that stops leaves its
+/// share to the other at once, one that is killed once it has been silent for five seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hubs_keep_together_to_a_subscriptions_slots_and_granted_rate() {
+    let cluster = Cluster::start();
+    let url = cluster.create_database("shares");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_admin(dir.path(), TOKEN);
+    let start = |name: &str| {
+        HubProcess::start_with_env(
+            &config,
+            &dir.path().join(name),
+            &[
+                ("KNOOPPUNT_STORE_BACKEND", "postgres"),
+                ("KNOOPPUNT_STORE_URL", &url),
+                ("KNOOPPUNT_STORE_POOL_SIZE", "8"),
+                ("KNOOPPUNT_DELIVERY_MAX_IN_FLIGHT", "3"),
+            ],
+        )
+    };
+    let a = start("a");
+    let mut b = start("b");
+    let client = reqwest::Client::new();
+    wait_for_hubs(&client, &a, 2).await;
+    wait_for_hubs(&client, &b, 2).await;
+
+    // Slow answers: three slots between two hubs (two and one), three at the sink at most.
+    let slow = unordered_sink(
+        &client,
+        &a,
+        "nl.test.slow",
+        None,
+        Duration::from_millis(700),
+    )
+    .await;
+    // 60 a minute granted: the two hubs pace at 30 a minute each.
+    let paced = unordered_sink(&client, &a, "nl.test.paced", Some(60), Duration::ZERO).await;
+    // Answered while only hub A runs, later.
+    let alone = unordered_sink(
+        &client,
+        &a,
+        "nl.test.alone",
+        None,
+        Duration::from_millis(700),
+    )
+    .await;
+    // Both hubs know the subscriptions before anything is published.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let before = (
+        attempts_made(&client, &a).await,
+        attempts_made(&client, &b).await,
+    );
+    publish_batch(&client, &a, "nl.test.slow", 15).await;
+    publish_batch(&client, &b, "nl.test.paced", 8).await;
+    slow.wait_for(15, Duration::from_secs(60)).await;
+    let paced_arrivals = paced.wait_for(8, Duration::from_secs(60)).await;
+    assert_eq!(
+        slow.most_in_flight(),
+        3,
+        "the hubs together keep to max_in_flight (3)"
+    );
+    let after = (
+        attempts_made(&client, &a).await,
+        attempts_made(&client, &b).await,
+    );
+    assert!(
+        after.0 > before.0 && after.1 > before.1,
+        "both hubs delivered: {before:?} -> {after:?}"
+    );
+    // Each hub's first is sent at once, then one every two seconds: eight take at least
+    // six seconds, against three if each hub kept to the granted rate alone.
+    let span = paced_arrivals[7].at.duration_since(paced_arrivals[0].at);
+    assert!(
+        span >= Duration::from_millis(5_500),
+        "8 deliveries at 60 a minute across both hubs took only {span:?}"
+    );
+
+    // Hub B stops: it says so, and hub A takes all three slots at once, not after B's
+    // silence.
+    b.stop();
+    let took = wait_for_hubs(&client, &a, 1).await;
+    assert!(
+        took < Duration::from_secs(4),
+        "a stopped hub left after {took:?}"
+    );
+    publish_batch(&client, &a, "nl.test.alone", 9).await;
+    alone.wait_for(9, Duration::from_secs(60)).await;
+    assert_eq!(alone.most_in_flight(), 3, "hub A alone has all three slots");
+
+    // A hub that is killed is forgotten once it has been silent for five seconds.
+    let mut c = start("c");
+    wait_for_hubs(&client, &a, 2).await;
+    c.child.kill().unwrap();
+    c.child.wait().unwrap();
+    let took = wait_for_hubs(&client, &a, 1).await;
+    assert!(
+        took >= Duration::from_secs(3),
+        "forgotten after {took:?}: sooner than its silence"
+    );
 }
