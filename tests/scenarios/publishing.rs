@@ -709,6 +709,12 @@ impl Store for GatedStore {
     fn hub_leaves<'a>(&'a self, hub: &'a str) -> knooppunt_store::StoreFuture<'a, ()> {
         self.inner.hub_leaves(hub)
     }
+    fn pause_sink<'a>(&'a self, sink: &'a str, until: u64) -> knooppunt_store::StoreFuture<'a, ()> {
+        self.inner.pause_sink(sink, until)
+    }
+    fn sinks_paused(&self, now: u64) -> knooppunt_store::StoreFuture<'_, Vec<(String, u64)>> {
+        self.inner.sinks_paused(now)
+    }
     fn disk_usage(&self) -> knooppunt_store::StoreFuture<'_, knooppunt_store::DiskUsage> {
         self.inner.disk_usage()
     }

@@ -287,6 +287,9 @@ impl AppState {
                     }
                 }
                 knooppunt_store::StoreChange::Withdrawn(None) => state.deliverer.recall_all(),
+                knooppunt_store::StoreChange::SinkPaused { sink, until_ms } => {
+                    state.deliverer.sink_paused(&sink, until_ms);
+                }
             }
         }));
         let sweeper = tokio::spawn(sweep_periodically(Arc::clone(&state)));

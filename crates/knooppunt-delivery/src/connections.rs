@@ -162,6 +162,9 @@ pub(crate) struct Connections {
     /// permit and its report, and parsing the URL each time was 3–5% of a delivery's CPU.
     targets: Mutex<HashMap<String, Arc<Target>>>,
     clock: AtomicU64,
+    /// Pauses sinks asked another hub for (a `Retry-After`, told through the store), by
+    /// pool key: no request from here either before then. Only pauses not ended are kept.
+    told: Mutex<HashMap<String, Instant>>,
 }
 
 /// The most sink URLs kept parsed; past it the memo starts over (a parse is cheap, the
@@ -194,8 +197,8 @@ fn sink_key(url: &reqwest::Url) -> String {
     )
 }
 
-/// The pool key of a URL, for messages.
-fn sink_key_of(url: &str) -> String {
+/// The pool key of a URL (scheme, host and port), for messages and for telling other hubs.
+pub(crate) fn sink_key_of(url: &str) -> String {
     reqwest::Url::parse(url).map_or_else(|_| url.to_owned(), |u| sink_key(&u))
 }
 
@@ -284,6 +287,7 @@ impl Connections {
             pools: Mutex::new(HashMap::new()),
             targets: Mutex::new(HashMap::new()),
             clock: AtomicU64::new(0),
+            told: Mutex::new(HashMap::new()),
         };
         // Fails now, not at the first delivery, if the client cannot be built.
         connections.client()?;
@@ -373,13 +377,46 @@ impl Connections {
             .cloned()
     }
 
+    /// A sink asked another hub (or this one, told back) for a pause: `key` is its pool
+    /// key ([`sink_key_of`]).
+    pub(crate) fn pause_told(&self, key: &str, until: Instant) {
+        let now = Instant::now();
+        if until <= now {
+            return;
+        }
+        let mut told = self.told.lock().expect("told lock");
+        // Bounded by the sinks paused now.
+        told.retain(|_, until| *until > now);
+        let kept = told.entry(key.to_owned()).or_insert(until);
+        *kept = (*kept).max(until);
+    }
+
+    /// Until when the sink with pool key `key` asked another hub for a pause, if it has not
+    /// ended.
+    fn told_until(&self, key: &str, now: Instant) -> Option<Instant> {
+        let told = self.told.lock().expect("told lock");
+        told.get(key).copied().filter(|until| *until > now)
+    }
+
     /// Whether a request may go to the sink of `url` now.
     pub(crate) fn gate(&self, url: &str) -> Gate {
-        let Some(pool) = self.existing_pool(url) else {
+        let Ok(target) = self.target(url) else {
+            return Gate::Open;
+        };
+        let now = Instant::now();
+        if let Some(until) = self.told_until(&target.key, now) {
+            return Gate::Paused(until);
+        }
+        let Some(pool) = self
+            .pools
+            .lock()
+            .expect("pools lock")
+            .get(&target.key)
+            .cloned()
+        else {
             return Gate::Open;
         };
         let mut health = pool.health.lock().expect("health lock");
-        let now = Instant::now();
         let until = health.paused_until.max(health.asked_until);
         if let Some(until) = until
             && until > now
@@ -401,18 +438,24 @@ impl Connections {
 
     /// The breaker of the sink of `url`.
     pub(crate) fn health_of(&self, url: &str) -> crate::engine::SinkHealth {
+        let now = Instant::now();
+        let told = self
+            .target(url)
+            .ok()
+            .and_then(|target| self.told_until(&target.key, now));
         let Some(pool) = self.existing_pool(url) else {
             return crate::engine::SinkHealth {
                 open: false,
                 failures: 0,
-                paused_until: None,
+                paused_until: told
+                    .map(|until| crate::engine::now_ms() + (until - now).as_millis() as u64),
             };
         };
         let health = pool.health.lock().expect("health lock");
-        let now = Instant::now();
         let paused_until = health
             .paused_until
             .max(health.asked_until)
+            .max(told)
             .filter(|until| *until > now)
             .map(|until| crate::engine::now_ms() + (until - now).as_millis() as u64);
         crate::engine::SinkHealth {

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::address::{AddressRefused, SinkNetworks};
 use crate::connections::{ConnectionLimits, Connections};
-use crate::share::{Share, keep_saying_alive, say_alive};
+use crate::share::{Share, hear_pauses, keep_saying_alive, say_alive};
 use crate::sink::{self, Handshake};
 use crate::supervise::{Supervision, WorkerHealth};
 use crate::worker::{Heartbeat, supervise};
@@ -205,6 +205,16 @@ impl Worker {
     }
 }
 
+impl Inner {
+    /// A sink asked a hub for a pause until `until_ms` (told through the store).
+    pub(crate) fn pause_told(&self, sink: &str, until_ms: u64) {
+        let wait = Duration::from_millis(until_ms.saturating_sub(now_ms()));
+        let wait = wait.min(self.options.max_retry_after);
+        self.connections
+            .pause_told(sink, tokio::time::Instant::now() + wait);
+    }
+}
+
 pub use knooppunt_store::now_ms;
 
 impl Deliverer {
@@ -263,7 +273,14 @@ impl Deliverer {
     /// them, as the only one.
     pub async fn share_work(&self) {
         say_alive(&self.inner).await;
+        hear_pauses(&self.inner).await;
         tokio::spawn(keep_saying_alive(Arc::clone(&self.inner)));
+    }
+
+    /// A sink (by scheme, host and port) asked a hub sharing the store to send nothing
+    /// before `until_ms`: this hub keeps to it too.
+    pub fn sink_paused(&self, sink: &str, until_ms: u64) {
+        self.inner.pause_told(sink, until_ms);
     }
 
     /// How many hubs share the deliveries, as this hub last heard.

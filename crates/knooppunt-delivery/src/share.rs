@@ -1,11 +1,14 @@
 //! Several hubs on one store share each subscription: every hub runs a worker for it, and
 //! together they keep to the subscription's `max_in_flight` and to the rate its sink granted
-//! (`WebHook-Allowed-Rate`), not each of them on its own. Each hub says it is alive through
+//! (`WebHook-Allowed-Rate`), not each of them on its own; and a pause a sink asked one of
+//! them for (`Retry-After`) holds for all, told through the store at once
+//! ([`Store::pause_sink`]) and read back every second. Each hub says it is alive through
 //! the store every second ([`Store::hubs_alive`]) and learns which hubs are; by its place
 //! among them it takes its share ([`Share`]). A hub that stops says so; one that is killed
 //! is forgotten after [`SILENT_FOR`], and the others take its share.
 //!
 //! [`Store::hubs_alive`]: knooppunt_store::Store::hubs_alive
+//! [`Store::pause_sink`]: knooppunt_store::Store::pause_sink
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,6 +90,18 @@ pub(crate) async fn say_alive(inner: &Inner) {
     }
 }
 
+/// Keeps to the pauses sinks asked the other hubs for (missed notices included).
+pub(crate) async fn hear_pauses(inner: &Inner) {
+    match inner.store.sinks_paused(crate::engine::now_ms()).await {
+        Ok(paused) => {
+            for (sink, until_ms) in paused {
+                inner.pause_told(&sink, until_ms);
+            }
+        }
+        Err(error) => tracing::warn!(%error, "Reading the sinks' pauses from the store failed."),
+    }
+}
+
 /// Says this hub is alive every [`SAY_ALIVE_EVERY`] until the hub stops.
 pub(crate) async fn keep_saying_alive(inner: Arc<Inner>) {
     let mut stop = inner.stop.subscribe();
@@ -99,6 +114,7 @@ pub(crate) async fn keep_saying_alive(inner: Arc<Inner>) {
             return;
         }
         say_alive(&inner).await;
+        hear_pauses(&inner).await;
     }
 }
 

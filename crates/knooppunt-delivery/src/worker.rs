@@ -866,6 +866,19 @@ fn report_health(
         Outcome::Delivered | Outcome::Rejected | Outcome::Gone => SinkResult::Healthy,
     };
     inner.connections.report(sink, result, fastrand::f64());
+    if let SinkResult::RetryAfter(wait) = result {
+        // The sink's pause holds for every hub sharing the store, not only this one
+        // (http-webhook.md: the sender refrains from sending until then); written off the
+        // attempt's path.
+        let key = crate::connections::sink_key_of(sink);
+        let until_ms = now_ms() + wait.as_millis() as u64;
+        let store = Arc::clone(&inner.store);
+        tokio::spawn(async move {
+            if let Err(error) = store.pause_sink(&key, until_ms).await {
+                tracing::warn!(sink = %key, %error, "Telling the other hubs of a sink's pause failed.");
+            }
+        });
+    }
 }
 
 /// An attempt made: when, of which delivery, of an event accepted when and of what size,

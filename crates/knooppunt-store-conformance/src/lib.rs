@@ -174,6 +174,7 @@ pub async fn run(backend: &mut impl Backend) {
     replays_are_kept_and_their_events_queued_again(backend).await;
     sessions_are_kept_replaced_and_swept(backend).await;
     hubs_alive_are_listed_until_silent_or_gone(backend).await;
+    sink_pauses_hold_the_longest_until_they_end(backend).await;
     unordered_leases_skip_deliveries_waiting_for_a_retry(backend).await;
     dead_letters_are_redelivered_deleted_and_retired(backend).await;
     dead_letters_past_retention_are_swept(backend).await;
@@ -1555,6 +1556,29 @@ async fn hubs_alive_are_listed_until_silent_or_gone(backend: &mut impl Backend) 
         ["hub-a", "hub-c"],
         "said alive again, listed again"
     );
+}
+
+/// A sink's pause is kept until it ends; a shorter one never shortens it.
+async fn sink_pauses_hold_the_longest_until_they_end(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    let (a, b) = ("https://a.example.nl:443", "https://b.example.nl:443");
+    let now = knooppunt_store::now_ms();
+    assert_eq!(store.sinks_paused(now).await.unwrap(), []);
+    store.pause_sink(b, now + 60_000).await.unwrap();
+    store.pause_sink(a, now + 30_000).await.unwrap();
+    store.pause_sink(b, now + 10_000).await.unwrap();
+    store.pause_sink(a, now + 40_000).await.unwrap();
+    assert_eq!(
+        store.sinks_paused(now).await.unwrap(),
+        [(a.to_owned(), now + 40_000), (b.to_owned(), now + 60_000)],
+        "the longest pause of each, in the order of their names"
+    );
+    assert_eq!(
+        store.sinks_paused(now + 40_000).await.unwrap(),
+        [(b.to_owned(), now + 60_000)],
+        "an ended pause is not listed"
+    );
+    assert_eq!(store.sinks_paused(now + 60_000).await.unwrap(), []);
 }
 
 async fn sessions_are_kept_replaced_and_swept(backend: &mut impl Backend) {

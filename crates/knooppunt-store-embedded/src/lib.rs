@@ -98,6 +98,8 @@ struct Inner {
     /// The hubs said alive, with when ([`Store::hubs_alive`]); in memory, as only one
     /// process opens the store.
     hubs: Mutex<std::collections::BTreeMap<String, std::time::Instant>>,
+    /// The sinks paused ([`Store::pause_sink`]), until when; in memory like the hubs.
+    sink_pauses: Mutex<BTreeMap<String, u64>>,
 }
 
 #[derive(Debug, Clone)]
@@ -298,6 +300,7 @@ impl SledStore {
                 audit_writer: Mutex::new(()),
                 receipts: receipt_writer,
                 hubs: Mutex::default(),
+                sink_pauses: Mutex::default(),
             }),
         })
     }
@@ -687,6 +690,34 @@ impl Store for SledStore {
             let mut hubs = self.inner.hubs.lock().unwrap_or_else(|p| p.into_inner());
             hubs.remove(hub);
             Ok(())
+        })
+    }
+
+    fn pause_sink<'a>(&'a self, sink: &'a str, until_ms: u64) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut pauses = self
+                .inner
+                .sink_pauses
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let until = pauses.entry(sink.to_owned()).or_insert(until_ms);
+            *until = (*until).max(until_ms);
+            Ok(())
+        })
+    }
+
+    fn sinks_paused(&self, now_ms: u64) -> StoreFuture<'_, Vec<(String, u64)>> {
+        Box::pin(async move {
+            let mut pauses = self
+                .inner
+                .sink_pauses
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            pauses.retain(|_, until| *until > now_ms);
+            Ok(pauses
+                .iter()
+                .map(|(sink, until)| (sink.clone(), *until))
+                .collect())
         })
     }
 

@@ -815,6 +815,45 @@ impl Store for PgStore {
         })
     }
 
+    fn pause_sink<'a>(&'a self, sink: &'a str, until_ms: u64) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            // Kept and told to every hub in one statement (the notice goes at its commit),
+            // with the pause that holds: a shorter one never replaces a longer one.
+            client
+                .execute(
+                    "WITH kept AS (
+                         INSERT INTO sink_pauses (sink, until) VALUES ($1, $2)
+                         ON CONFLICT (sink)
+                         DO UPDATE SET until = GREATEST(sink_pauses.until, excluded.until)
+                         RETURNING until)
+                     SELECT pg_notify($3, 'p' || kept.until || E'\n' || $1) FROM kept",
+                    &[&sink, &(until_ms as i64), &notify::CHANNEL],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn sinks_paused(&self, now_ms: u64) -> StoreFuture<'_, Vec<(String, u64)>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "WITH ended AS (DELETE FROM sink_pauses WHERE until <= $1)
+                     SELECT sink, until FROM sink_pauses WHERE until > $1 ORDER BY sink",
+                    &[&(now_ms as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(rows
+                .iter()
+                .map(|row| (row.get(0), row.get::<_, i64>(1) as u64))
+                .collect())
+        })
+    }
+
     fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let client = self.client().await?;

@@ -45,6 +45,14 @@ fn parse(payload: &str) -> Option<StoreChange> {
     if payload == SUBSCRIPTIONS {
         return Some(StoreChange::Subscriptions);
     }
+    // A sink paused: `p`, until when, and the sink on the next line (`Store::pause_sink`).
+    if let Some(pause) = payload.strip_prefix('p') {
+        let (until, sink) = pause.split_once('\n')?;
+        return Some(StoreChange::SinkPaused {
+            sink: sink.to_owned(),
+            until_ms: until.parse().ok()?,
+        });
+    }
     let mut chars = payload.chars();
     let kind = chars.next()?;
     let ids = chars.as_str();
@@ -138,6 +146,14 @@ mod tests {
             Some(StoreChange::Withdrawn(Some(vec!["a".into()])))
         );
         assert_eq!(parse(&withdrawn(&refs)), Some(StoreChange::Withdrawn(None)));
+        assert_eq!(
+            parse("p1700000000000\nhttps://sink.example.nl:443"),
+            Some(StoreChange::SinkPaused {
+                sink: "https://sink.example.nl:443".into(),
+                until_ms: 1_700_000_000_000
+            })
+        );
+        assert_eq!(parse("p17"), None);
         assert_eq!(parse("x"), None);
     }
 }

@@ -247,11 +247,16 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE sessions ALTER COLUMN id TYPE text COLLATE "C";
     "#,
     // 18: the hubs alive, each said alive every second or so by itself (by the database's
-    // clock), so that they share each subscription's slots and granted rate.
+    // clock), so that they share each subscription's slots and granted rate; and the sinks
+    // that asked one of them for a pause (`Retry-After`), which every hub keeps to.
     r#"
     CREATE TABLE hubs (
         id text COLLATE "C" PRIMARY KEY,
         seen timestamptz NOT NULL
+    );
+    CREATE TABLE sink_pauses (
+        sink text COLLATE "C" PRIMARY KEY,
+        until bigint NOT NULL
     );
     "#,
 ];

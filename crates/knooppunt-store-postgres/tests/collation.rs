@@ -47,7 +47,12 @@ async fn a_database_from_before_gets_bytewise_keys_and_keeps_its_data() {
         .unwrap();
     drop(store);
 
-    // Back to how migration 16 left a database: every key in the default collation.
+    // Back to how migration 16 left a database: every key in the default collation, and
+    // no tables of later migrations.
+    cluster.psql(
+        "upgrade",
+        "DROP TABLE hubs, sink_pauses; DELETE FROM knooppunt_schema WHERE version > 17",
+    );
     cluster.psql(
         "upgrade",
         "DO $$ DECLARE k record; BEGIN \

@@ -70,6 +70,8 @@ pub enum StoreChange {
     /// into dead letters): a worker holding some of them leased ahead gives them back
     /// unsent. `None`: maybe of any.
     Withdrawn(Option<Vec<String>>),
+    /// A sink asked one of the hubs to send nothing before `until_ms` ([`Store::pause_sink`]).
+    SinkPaused { sink: String, until_ms: u64 },
 }
 
 /// Called with each [`StoreChange`]; it must return quickly (it runs on the store's task).
@@ -197,6 +199,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// The hub `hub` stops: the others leave it out from their next [`Store::hubs_alive`].
     fn hub_leaves<'a>(&'a self, hub: &'a str) -> StoreFuture<'a, ()>;
+
+    /// A sink asked (with `Retry-After`) that nothing be sent to it before `until_ms`
+    /// (milliseconds since the Unix epoch): kept for every hub sharing this store, a later
+    /// time replacing an earlier one and never the reverse, and told to them at once
+    /// ([`StoreChange::SinkPaused`]). `sink` names it by scheme, host and port.
+    fn pause_sink<'a>(&'a self, sink: &'a str, until_ms: u64) -> StoreFuture<'a, ()>;
+
+    /// The sinks paused past `now_ms`, with until when, in the order of their names.
+    fn sinks_paused(&self, now_ms: u64) -> StoreFuture<'_, Vec<(String, u64)>>;
 
     /// A number that changes whenever any hub sharing this store changes a subscription or
     /// a principal, so that each hub can tell when to reload them. A backend only one hub writes (the

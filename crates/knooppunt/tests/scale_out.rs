@@ -698,3 +698,51 @@ async fn hubs_keep_together_to_a_subscriptions_slots_and_granted_rate() {
         "forgotten after {took:?}: sooner than its silence"
     );
 }
+
+/// A sink's `Retry-After` to one hub holds for every hub (http-webhook.md: the sender MUST
+/// refrain from sending until then): the other hub sends nothing before it ends either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sinks_retry_after_to_one_hub_pauses_every_hub() {
+    let cluster = Cluster::start();
+    let url = cluster.create_database("pauses");
+    let dir = tempfile::tempdir().unwrap();
+    let a = hub(dir.path(), "a", &url);
+    let b = hub(dir.path(), "b", &url);
+    let client = reqwest::Client::new();
+    wait_for_hubs(&client, &a, 2).await;
+    wait_for_hubs(&client, &b, 2).await;
+    let sink = unordered_sink(&client, &a, "nl.test.paused", None, Duration::ZERO).await;
+    sink.answer([Reply::status(429).with_header("retry-after", "4")]);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    publish_batch(&client, &a, "nl.test.paused", 1).await;
+    let asked = sink.wait_for(1, Duration::from_secs(10)).await[0].at;
+    // Queued on both hubs while the pause lasts: each hub's workers are told of them.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (n, hub) in [&a, &b, &a, &b].into_iter().enumerate() {
+        let batch: Vec<Value> = (0..5)
+            .map(|i| {
+                json!({"specversion": "1.0", "id": format!("later-{n}-{i}"),
+                       "source": "urn:nld:oin:1:systeem:test", "type": "nl.test.paused"})
+            })
+            .collect();
+        let published = client
+            .post(hub.url("/v1/events"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/cloudevents-batch+json")
+            .body(Value::from(batch).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(published.status(), 202);
+    }
+    let arrived = sink.wait_for(22, Duration::from_secs(30)).await;
+    let before: Vec<(String, Duration)> = arrived[1..]
+        .iter()
+        .filter(|d| d.at < asked + Duration::from_secs(4))
+        .map(|d| (d.json()["id"].as_str().unwrap().to_owned(), d.at - asked))
+        .collect();
+    assert!(
+        before.is_empty(),
+        "sent while the sink's Retry-After (4 s) lasted: {before:?}"
+    );
+}
