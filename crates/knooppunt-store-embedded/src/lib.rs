@@ -334,6 +334,15 @@ impl SledStore {
         Ok(true)
     }
 
+    /// The sinks paused, until when ([`Store::pause_sink`]); a poisoned lock still holds
+    /// them (each change leaves the map whole).
+    fn sink_pauses(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, u64>> {
+        self.inner
+            .sink_pauses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Refuses subscription writes once the store takes no more (closed, or its log failed),
     /// as the log refuses events then.
     fn writable(&self) -> Result<(), StoreError> {
@@ -695,11 +704,7 @@ impl Store for SledStore {
 
     fn pause_sink<'a>(&'a self, sink: &'a str, until_ms: u64) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            let mut pauses = self
-                .inner
-                .sink_pauses
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut pauses = self.sink_pauses();
             let until = pauses.entry(sink.to_owned()).or_insert(until_ms);
             *until = (*until).max(until_ms);
             Ok(())
@@ -708,11 +713,7 @@ impl Store for SledStore {
 
     fn sinks_paused(&self, now_ms: u64) -> StoreFuture<'_, Vec<(String, u64)>> {
         Box::pin(async move {
-            let mut pauses = self
-                .inner
-                .sink_pauses
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut pauses = self.sink_pauses();
             pauses.retain(|_, until| *until > now_ms);
             Ok(pauses
                 .iter()

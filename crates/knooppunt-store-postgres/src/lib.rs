@@ -161,6 +161,13 @@ fn make_pool(
         .map_err(|error| StoreError::Backend(format!("the connection pool: {error}")))
 }
 
+/// Rows of a name and a count or a time (`text`, `bigint`), as the store's trait answers them.
+fn names_and_numbers(rows: &[tokio_postgres::Row]) -> Vec<(String, u64)> {
+    rows.iter()
+        .map(|row| (row.get(0), row.get::<_, i64>(1) as u64))
+        .collect()
+}
+
 fn pool_error(error: deadpool_postgres::PoolError) -> StoreError {
     StoreError::Unavailable(format!("no database connection: {error}"))
 }
@@ -847,10 +854,7 @@ impl Store for PgStore {
                 )
                 .await
                 .map_err(backend)?;
-            Ok(rows
-                .iter()
-                .map(|row| (row.get(0), row.get::<_, i64>(1) as u64))
-                .collect())
+            Ok(names_and_numbers(&rows))
         })
     }
 
@@ -1407,10 +1411,7 @@ impl Store for PgStore {
                 )
                 .await
                 .map_err(backend)?;
-            Ok(rows
-                .iter()
-                .map(|row| (row.get(0), row.get::<_, i64>(1) as u64))
-                .collect())
+            Ok(names_and_numbers(&rows))
         })
     }
 
