@@ -30,16 +30,7 @@ async fn publish(
     let mut accepted = BTreeMap::new();
     for chunk in ids.chunks(100) {
         let batch: Vec<Value> = chunk.iter().map(|id| event(id)).collect();
-        let answer = client
-            .post(hub.url("/v1/events"))
-            .bearer_auth(TOKEN)
-            .header("content-type", "application/cloudevents-batch+json")
-            .body(Value::Array(batch).to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 202);
-        let receipt: Value = answer.json().await.unwrap();
+        let receipt = common::publish_batch(client, hub, TOKEN, batch).await;
         for (one, id) in receipt["events"].as_array().unwrap().iter().zip(chunk) {
             accepted.insert(one["sequence"].as_u64().unwrap(), id.clone());
         }

@@ -478,7 +478,7 @@ async fn a_shed_on_one_hub_is_not_sent_from_the_other_hubs_lease_ahead() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     wait_for_hubs(&client, &a, 2).await;
     let batch: Vec<Value> = (0..32).map(|n| event(&format!("r{n}"))).collect();
-    publish_events(&client, &a, batch).await;
+    common::publish_batch(&client, &a, TOKEN, batch).await;
     // The hubs share eight slots: each sends four and leases twelve ahead (three per
     // slot), eight at the sink.
     sink.wait_for(8, Duration::from_secs(5)).await;
@@ -539,25 +539,7 @@ async fn publish_batch(client: &reqwest::Client, hub: &HubProcess, kind: &str, c
                    "source": "urn:nld:oin:1:systeem:test", "type": kind})
         })
         .collect();
-    publish_events(client, hub, batch).await;
-}
-
-/// Publishes `batch` to `hub` in one request; it must be accepted.
-async fn publish_events(client: &reqwest::Client, hub: &HubProcess, batch: Vec<Value>) {
-    let published = client
-        .post(hub.url("/v1/events"))
-        .bearer_auth(TOKEN)
-        .header("content-type", "application/cloudevents-batch+json")
-        .body(Value::from(batch).to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        published.status(),
-        202,
-        "{}",
-        published.text().await.unwrap()
-    );
+    common::publish_batch(client, hub, TOKEN, batch).await;
 }
 
 /// A sink that answers after `delay`, granting `rate` requests a minute, subscribed (on
@@ -717,7 +699,7 @@ async fn a_sinks_retry_after_to_one_hub_pauses_every_hub() {
                        "source": "urn:nld:oin:1:systeem:test", "type": "nl.test.paused"})
             })
             .collect();
-        publish_events(&client, hub, batch).await;
+        common::publish_batch(&client, hub, TOKEN, batch).await;
     }
     let arrived = sink.wait_for(22, Duration::from_secs(30)).await;
     let before: Vec<(String, Duration)> = arrived[1..]

@@ -238,6 +238,28 @@ pub(crate) async fn get_json(
     answer.json().await.unwrap()
 }
 
+/// Publishes `batch` to `hub` in one request with a bearer token; it must be accepted (202).
+/// The hub's receipt.
+pub(crate) async fn publish_batch(
+    client: &reqwest::Client,
+    hub: &HubProcess,
+    token: &str,
+    batch: Vec<serde_json::Value>,
+) -> serde_json::Value {
+    let answer = client
+        .post(hub.url("/v1/events"))
+        .bearer_auth(token)
+        .header("content-type", "application/cloudevents-batch+json")
+        .body(serde_json::Value::Array(batch).to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status();
+    let text = answer.text().await.unwrap();
+    assert_eq!(status, 202, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
 /// Runs `$scenario` as two tests: on the embedded store, and on a PostgreSQL database named
 /// `$database` in a throwaway cluster.
 #[allow(unused_macros)] // each test binary uses a part of this module
