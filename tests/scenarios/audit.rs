@@ -343,8 +343,33 @@ async fn the_owner_sees_who_received_an_event_and_a_subscriber_what_it_received(
     let own = kvk.body["receipts"].as_array().unwrap();
     assert_eq!(own.len(), 1, "{}", kvk.body);
     assert_eq!(own[0]["subscription"], ids[0].as_str());
-    let other = hub.call(Method::GET, &path, tokens::PUBLISHER, None).await;
-    assert_eq!(other.body["receipts"], json!([]));
+    // Anyone else learns nothing of the event, not even that it exists; nor of an event
+    // that does not exist.
+    let other = hub
+        .call(Method::GET, &path, tokens::PUBLISHER, None)
+        .await
+        .assert_problem(404);
+    assert!(
+        !other.body.to_string().contains("verhuizing-1"),
+        "{}",
+        other.body
+    );
+    for token in [tokens::PUBLISHER, tokens::KVK, tokens::ADMIN] {
+        hub.call(Method::GET, "/v1/events/987654/receipts", token, None)
+            .await
+            .assert_problem(404);
+    }
+    // The publisher (the organisation whose source space it is) sees every receipt even
+    // without a catalog entry of its own: the entry is gone now.
+    let entry = format!("/v1/eventtypes/{}", described.body["id"].as_str().unwrap());
+    let deleted = hub
+        .call(Method::DELETE, &entry, tokens::BRP_PUBLISHER, None)
+        .await;
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    let publisher = hub
+        .call(Method::GET, &path, tokens::BRP_PUBLISHER, None)
+        .await;
+    assert_eq!(publisher.body["receipts"].as_array().unwrap().len(), 2);
     // What did I receive?
     let received = hub
         .call(

@@ -382,3 +382,92 @@ async fn an_entry_names_the_kenmerken_subscribers_filter_on() {
         "kept across a restart"
     );
 }
+
+/// An entry covers every source that starts with its `source`, so its owner must be able to
+/// publish every one of them: a publisher without a source space of its own, or a prefix
+/// wider than its space (every organisation's `urn:nld:oin:`, a start of it, another case,
+/// part of an OIN), is refused, on create and on replace; an organisation's own entries
+/// are not, and an admin describes wider spaces.
+#[tokio::test]
+async fn a_publisher_cannot_claim_every_organisations_events() {
+    let hub = hub().await;
+    let claim = |source: &str| {
+        let mut body = entry(source, "nl.");
+        body["typeMatch"] = json!("prefix");
+        body["approval"] = json!("approval-required");
+        body
+    };
+    let wide = [
+        "urn:nld:oin:",
+        "urn:nld:",
+        "urn:",
+        "u",
+        "URN:NLD:OIN:",
+        "urn:nld:oin:0000000",
+        "urn:nld:oin:00000001823288444000",
+    ];
+    // A publisher with no OIN and no prefixes has no space of its own to describe.
+    for source in wide.iter().chain(&["urn:nld:zgw:x"]) {
+        let refused = hub
+            .call(
+                Method::POST,
+                "/v1/eventtypes",
+                tokens::PUBLISHER,
+                Some(claim(source)),
+            )
+            .await
+            .assert_problem(403);
+        let detail = refused.body["detail"].as_str().unwrap();
+        assert!(
+            [
+                "no source space of its own",
+                "every organisation",
+                "OIN 00000001823288444000"
+            ]
+            .iter()
+            .any(|why| detail.contains(why)),
+            "{source}: {detail}"
+        );
+    }
+    // The BRP describes only inside `urn:nld:oin:00000001823288444000:`.
+    for source in wide {
+        let refused = hub
+            .call(
+                Method::POST,
+                "/v1/eventtypes",
+                tokens::BRP_PUBLISHER,
+                Some(claim(source)),
+            )
+            .await
+            .assert_problem(403);
+        assert!(
+            refused.body["detail"].as_str().unwrap().contains(BRP),
+            "{source}: {}",
+            refused.body
+        );
+    }
+    let own = describe(&hub, claim(BRP)).await;
+    describe(&hub, claim(&format!("{BRP}systeem:"))).await;
+    // Nor can an own entry be widened by replacing it.
+    let path = format!("/v1/eventtypes/{}", own.body["id"].as_str().unwrap());
+    hub.call(
+        Method::PUT,
+        &path,
+        tokens::BRP_PUBLISHER,
+        Some(claim("urn:nld:oin:")),
+    )
+    .await
+    .assert_problem(403);
+    let kept = hub.call(Method::GET, &path, tokens::KVK, None).await;
+    assert_eq!(kept.body["source"], BRP);
+    // An admin may describe a wider space.
+    let admin = hub
+        .call(
+            Method::POST,
+            "/v1/eventtypes",
+            tokens::ADMIN,
+            Some(claim("urn:nld:oin:")),
+        )
+        .await;
+    assert_eq!(admin.status, 201, "{}", admin.body);
+}

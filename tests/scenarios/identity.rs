@@ -1297,3 +1297,172 @@ async fn oin_shaped_sources_are_reserved_for_their_organisation() {
         202
     );
 }
+
+/// Offboarding: disabling a principal suspends its subscriptions at once (nothing routed
+/// to them or sent, pull receive and the stream refused, shown as `suspended`), enabling it
+/// resumes them; deleting it deletes its subscriptions with what was queued for them, each
+/// on the audit trail.
+#[tokio::test]
+async fn a_disabled_or_deleted_principal_receives_nothing_more() {
+    use knooppunt_tests::sink::Sink;
+    const TYPE: &str = "nl.test.offboarding";
+    let hub = TestHub::start().await;
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/principals",
+            tokens::ADMIN,
+            Some(json!({"name": "leaving", "roles": ["subscriber"]})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let token = created.body["token"].as_str().unwrap().to_owned();
+    let sink = Sink::start().await;
+    let push = hub.subscribe(&token, &sink.url, TYPE, json!({})).await;
+    let pull = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            &token,
+            Some(json!({"protocol": "HTTP", "types": [TYPE],
+                        "config": {"delivery": "pull", "ordering": "unordered"}})),
+        )
+        .await;
+    assert_eq!(pull.status, 201, "{}", pull.body);
+    let pull = pull.body["id"].as_str().unwrap().to_owned();
+    let mut n = 0;
+    let mut publish = async || {
+        n += 1;
+        let event = json!({"specversion": "1.0", "id": format!("o-{n}"), "source": "urn:test",
+                           "type": TYPE});
+        hub.publish_as(tokens::PUBLISHER, &event).await.body["matchedSubscriptions"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(publish().await, 2);
+    sink.wait_for(1, std::time::Duration::from_secs(10)).await;
+
+    let patch = |disabled: bool| {
+        hub.call(
+            Method::PATCH,
+            "/v1/principals/leaving",
+            tokens::ADMIN,
+            Some(json!({"disabled": disabled})),
+        )
+    };
+    assert_eq!(patch(true).await.status, 200);
+    assert_eq!(
+        publish().await,
+        0,
+        "nothing is routed to a disabled principal"
+    );
+    for id in [&push, &pull] {
+        let shown = hub
+            .call(
+                Method::GET,
+                &format!("/v1/subscriptions/{id}"),
+                tokens::ADMIN,
+                None,
+            )
+            .await;
+        assert_eq!(shown.body["state"], "suspended", "{}", shown.body);
+        assert!(
+            shown.body["suspendedReason"]
+                .as_str()
+                .unwrap()
+                .contains("`leaving`"),
+            "{}",
+            shown.body
+        );
+    }
+    hub.call(
+        Method::POST,
+        &format!("/v1/subscriptions/{pull}/receive?maxWait=PT0S"),
+        tokens::ADMIN,
+        None,
+    )
+    .await
+    .assert_problem(409);
+    hub.call(
+        Method::GET,
+        &format!("/v1/subscriptions/{push}/events"),
+        tokens::ADMIN,
+        None,
+    )
+    .await
+    .assert_problem(409);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(sink.deliveries().len(), 1, "nothing more was sent");
+
+    assert_eq!(patch(false).await.status, 200);
+    assert_eq!(publish().await, 2, "enabled again, it receives again");
+    sink.wait_for(2, std::time::Duration::from_secs(10)).await;
+    let mut pulled = Vec::new();
+    for _ in 0..5 {
+        let received = hub
+            .call(
+                Method::POST,
+                &format!("/v1/subscriptions/{pull}/receive?maxWait=PT1S&maxEvents=10"),
+                tokens::ADMIN,
+                None,
+            )
+            .await;
+        assert_eq!(received.status, 200, "{}", received.body);
+        pulled.extend(
+            received
+                .body
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["id"].clone()),
+        );
+        if pulled.len() >= 2 {
+            break;
+        }
+    }
+    assert_eq!(
+        pulled,
+        [json!("o-1"), json!("o-3")],
+        "received again once enabled"
+    );
+
+    let deleted = hub
+        .call(
+            Method::DELETE,
+            "/v1/principals/leaving",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    for id in [&push, &pull] {
+        hub.call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::ADMIN,
+            None,
+        )
+        .await
+        .assert_problem(404);
+    }
+    assert_eq!(publish().await, 0);
+    let trail = hub
+        .call(Method::GET, "/v1/audit?pageSize=1000", tokens::ADMIN, None)
+        .await;
+    let objects: Vec<&str> = trail
+        .body
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", trail.body))
+        .iter()
+        .filter(|e| e["name"] == "subscription.delete")
+        .map(|e| e["object"].as_str().unwrap())
+        .collect();
+    for id in [&push, &pull] {
+        assert!(
+            objects.contains(&format!("subscription/{id}").as_str()),
+            "{objects:?}"
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(sink.deliveries().len(), 2);
+}

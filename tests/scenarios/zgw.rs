@@ -1142,3 +1142,65 @@ async fn a_refused_notificatie_becomes_a_dead_letter() {
         dead.body
     );
 }
+
+/// A ZGW client set on a principal over the principals API acts with exactly that
+/// principal's rights: one limited to `nl.brp.` types cannot subscribe to a kanaal of
+/// other types (403, nothing made), one without limits can, and its abonnement is listed
+/// and read back as any other (no 500 for a subscription it did make).
+#[tokio::test]
+async fn a_zgw_client_on_a_principal_keeps_that_principals_limits() {
+    const SECRET: &str = "gemeente-zgw-geheim";
+    let mut options = options_with_keys(&[("k1", &key(1))]);
+    options.zgw.clients = vec![ZgwClient {
+        client_id: "open-zaak".into(),
+        secret: OPEN_ZAAK.to_vec(),
+        scopes: vec!["notificaties.publiceren".into()],
+        oin: None,
+        principal: None,
+    }];
+    let hub = TestHub::start_with_options(options).await;
+    register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
+    for (principal, client) in [("gemeente", "gemeente-zac"), ("kvk", "kvk-zac")] {
+        let set = hub
+            .call(
+                Method::PATCH,
+                &format!("/v1/principals/{principal}"),
+                tokens::ADMIN,
+                Some(json!({"zgw": {"clientId": client, "secret": SECRET,
+                                    "scopes": ["notificaties.consumeren"]}})),
+            )
+            .await;
+        assert_eq!(set.status, 200, "{}", set.body);
+    }
+    let sink = callback().await;
+    let limited = token("gemeente-zac", SECRET.as_bytes());
+    let refused = subscribe(&hub, &limited, &sink.url, json!({})).await;
+    assert_fout(&refused, 403, "permission_denied");
+    assert!(
+        refused.body["detail"].as_str().unwrap().contains("nl.brp."),
+        "{}",
+        refused.body
+    );
+    assert!(sink.deliveries().is_empty(), "no test notificatie is sent");
+    let mine = call(&hub, Method::GET, "/api/v1/abonnement", &limited, None).await;
+    assert_eq!(mine.body, json!([]));
+    let all = hub
+        .call(Method::GET, "/v1/subscriptions", tokens::ADMIN, None)
+        .await;
+    assert_eq!(all.body, json!([]), "nothing was made");
+
+    let free = token("kvk-zac", SECRET.as_bytes());
+    let made = subscribe(&hub, &free, &sink.url, json!({})).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let listed = call(&hub, Method::GET, "/api/v1/abonnement", &free, None).await;
+    assert_eq!(listed.body, json!([made.body]));
+    let path = made.body["url"]
+        .as_str()
+        .unwrap()
+        .split("/api/v1/")
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    let read = call(&hub, Method::GET, &format!("/api/v1/{path}"), &free, None).await;
+    assert_eq!(read.body, made.body);
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use knooppunt_delivery::Deliverer;
 use knooppunt_store::{
-    AuditEntry, AuditRange, ConfigDefaults, QueueStats, Receipt, Store, StoreError,
+    AuditEntry, AuditRange, ConfigDefaults, QueueStats, Receipt, Store, StoreError, StoredPrincipal,
 };
 
 use crate::approvals::Approvals;
@@ -16,7 +16,7 @@ use crate::audit::Audit;
 use crate::backlog::{Backlog, BacklogOptions};
 use crate::catalog::Catalog;
 use crate::history::History;
-use crate::identity::{self, Authentication};
+use crate::identity::{self, Authentication, Principal};
 use crate::ingest::{IngestOptions, Pipeline, Services};
 use crate::lifecycle::{Quotas, Subscriptions};
 use crate::principals::{self, Principals};
@@ -164,16 +164,18 @@ impl AppState {
                 .map_err(HubError::Config)?;
         // Before any worker starts: with other hubs on the store, each takes its share.
         deliverer.share_work().await;
+        // Principals first: the subscriptions of disabled ones start suspended.
+        let principals = Principals::load(Arc::clone(&store)).await?;
         let subscriptions = Arc::new(
             Subscriptions::load(
                 Arc::clone(&store),
                 deliverer.clone(),
                 options.filter_limits,
                 options.quotas,
+                principals.disabled(),
             )
             .await?,
         );
-        let principals = Principals::load(Arc::clone(&store)).await?;
         let catalog =
             Arc::new(Catalog::load(Arc::clone(&store), options.ingest.reserve_oin_sources).await?);
         let (stop, _) = tokio::sync::watch::channel(false);
@@ -210,6 +212,7 @@ impl AppState {
                 );
             }
         }
+        subscriptions.suspend_owners(principals.disabled()).await;
         let backlog = Arc::new(Backlog::new(
             options.backlog,
             Arc::clone(&store),
@@ -292,6 +295,12 @@ impl AppState {
                 }
             }
         }));
+        for why in catalog_out_of_bounds(&state.catalog, &state.principals, &state.zgw) {
+            tracing::warn!(
+                "{why}. The entry still holds back and checks its events: an admin deletes or \
+                 narrows it (`knooppunt check --store` lists these)."
+            );
+        }
         let sweeper = tokio::spawn(sweep_periodically(Arc::clone(&state)));
         let retiring = tokio::spawn(follow_gone(Arc::clone(&state), retirements));
         let resyncing = tokio::spawn(follow_other_hubs(Arc::clone(&state)));
@@ -319,6 +328,86 @@ impl AppState {
         for task in tasks {
             let _ = task.await;
         }
+    }
+
+    /// Changes a principal on behalf of admin `actor`: disabling it suspends its
+    /// subscriptions at once, on this hub before the answer and on the others when they
+    /// hear of it; enabling it again resumes them. `false` when there is none.
+    pub(crate) async fn update_principal(
+        &self,
+        actor: &str,
+        record: &StoredPrincipal,
+    ) -> Result<bool, principals::Refused> {
+        let result = self.principals.update(actor, record).await;
+        self.subscriptions
+            .suspend_owners(self.principals.disabled())
+            .await;
+        result
+    }
+
+    /// Deletes a principal on behalf of admin `actor`, and with it its subscriptions and
+    /// what was queued for them (each deletion on the audit trail, in `audit`'s context):
+    /// they are suspended first, so nothing is sent while this runs. `None` when there is
+    /// no such principal; else the ids of the subscriptions deleted.
+    pub(crate) async fn delete_principal(
+        &self,
+        actor: &str,
+        name: &str,
+        audit: &crate::audit::Context,
+    ) -> Result<Option<Vec<String>>, principals::Refused> {
+        if self.principals.get(name).is_none() {
+            return Ok(None);
+        }
+        let mut suspended = self.principals.disabled();
+        suspended.insert(name.to_owned());
+        self.subscriptions.suspend_owners(suspended).await;
+        let mut deleted = Vec::new();
+        let outcome = async {
+            // Before the principal (a failure leaves it there to delete again), and once more
+            // after it, for one the principal made meanwhile.
+            deleted.extend(self.delete_subscriptions_of(name, audit).await?);
+            let found = self.principals.delete(actor, name).await?;
+            deleted.extend(self.delete_subscriptions_of(name, audit).await?);
+            Ok::<bool, principals::Refused>(found)
+        }
+        .await;
+        self.subscriptions
+            .suspend_owners(self.principals.disabled())
+            .await;
+        Ok(outcome?.then_some(deleted))
+    }
+
+    async fn delete_subscriptions_of(
+        &self,
+        owner: &str,
+        audit: &crate::audit::Context,
+    ) -> Result<Vec<String>, StoreError> {
+        let ids: Vec<String> = self
+            .subscriptions
+            .owned_by(owner)
+            .iter()
+            .map(|s| s.id.clone())
+            .collect();
+        let mut deleted = Vec::new();
+        for id in ids {
+            if self.subscriptions.delete(&id, |_| true).await?.is_none() {
+                continue;
+            }
+            self.approvals.subscription_deleted(&id).await;
+            tracing::info!(subscription = %id, %owner, "Subscription deleted with its principal.");
+            let action = crate::audit::Action::new(
+                "subscription.delete",
+                format!("subscription/{id}"),
+                serde_json::json!({"reason": format!(
+                    "its owner, principal `{owner}`, was deleted; what was queued for it was \
+                     removed with it"
+                )}),
+            )
+            .concerning([owner.to_owned()]);
+            self.audit.record(audit, action).await;
+            deleted.push(id);
+        }
+        Ok(deleted)
     }
 
     /// Whether the store takes writes now (for `/readyz`).
@@ -409,9 +498,50 @@ impl AppState {
         self.store.event(seq).await
     }
 
-    /// Which subscriptions took event `seq`, and when.
-    pub(crate) async fn receipts_of_event(&self, seq: u64) -> Result<Vec<Receipt>, StoreError> {
-        self.store.receipts_of_event(seq).await
+    /// Who took event `seq` and when, as `principal` may see it; `None` when there is no
+    /// such event or it may see nothing of it. An admin, the owner of a catalog entry that
+    /// covers it, and the organisation in whose source space it is (its publisher) see every
+    /// receipt; a subscriber that received it sees its own; anyone else learns nothing, not
+    /// even whether the event exists. Each receipt with its subscriber, if known.
+    pub(crate) async fn receipts_of_event(
+        &self,
+        principal: &Principal,
+        seq: u64,
+    ) -> Result<Option<EventReceipts>, StoreError> {
+        // Past retention the event is gone and its receipts stay: then only an admin and the
+        // receipts' own subscribers see them.
+        let event = self.store.event(seq).await?;
+        let identity = event
+            .as_ref()
+            .and_then(|event| knooppunt_event::format::json::Identity::of_json(&event.json));
+        let sees_all = principal.is_admin()
+            || identity.as_ref().is_some_and(|identity| {
+                self.catalog.in_own_space(principal, &identity.source)
+                    || self
+                        .catalog
+                        .owners_of(&identity.source, &identity.ty)
+                        .iter()
+                        .any(|owner| owner == &principal.name)
+            });
+        let receipts: Vec<(Receipt, Option<String>)> = self
+            .store
+            .receipts_of_event(seq)
+            .await?
+            .into_iter()
+            .map(|receipt| {
+                let subscriber = self.subscriptions.owner_of(&receipt.subscription);
+                (receipt, subscriber)
+            })
+            .filter(|(_, subscriber)| sees_all || subscriber.as_ref() == Some(&principal.name))
+            .collect();
+        if receipts.is_empty() && (!sees_all || identity.is_none()) {
+            return Ok(None);
+        }
+        Ok(Some(EventReceipts {
+            seq,
+            identity: identity.map(|i| (i.source, i.id, i.ty)),
+            receipts,
+        }))
     }
 
     /// What a subscription took, in delivery order, and where the next page starts.
@@ -526,6 +656,11 @@ async fn follow_other_hubs(state: Arc<AppState>) {
             tracing::warn!(%error, "Reloading the principals failed; trying again.");
             continue;
         }
+        // Another hub disabled or enabled a principal: its subscriptions follow here too.
+        state
+            .subscriptions
+            .suspend_owners(state.principals.disabled())
+            .await;
         match state.subscriptions.resync().await {
             Ok(changed) => {
                 known = Some(version);
@@ -620,4 +755,55 @@ async fn sweep_periodically(state: Arc<AppState>) {
             }
         }
     }
+}
+
+/// Who took an event, as one principal may see it ([`AppState::receipts_of_event`]).
+pub(crate) struct EventReceipts {
+    pub(crate) seq: u64,
+    /// Its `source`, `id` and `type`, while it is retained.
+    pub(crate) identity: Option<(String, String, String)>,
+    /// Each receipt with the principal whose subscription took it, if known.
+    pub(crate) receipts: Vec<(Receipt, Option<String>)>,
+}
+
+/// The catalog entries whose owner may not describe their source prefix (made before the
+/// rule held, or the owner's rights changed since), each said as a sentence.
+fn catalog_out_of_bounds(
+    catalog: &Catalog,
+    principals: &Principals,
+    zgw: &identity::zgw::ZgwOptions,
+) -> Vec<String> {
+    let owner = |name: &str| {
+        principals
+            .rights(name)
+            .map(Arc::unwrap_or_clone)
+            .or_else(|| {
+                zgw.clients
+                    .iter()
+                    .map(identity::zgw::ZgwClient::principal)
+                    .find(|p| p.name == name)
+            })
+    };
+    catalog
+        .out_of_bounds(owner)
+        .into_iter()
+        .map(|(entry, why)| {
+            format!(
+                "catalog entry {} (source `{}`, type `{}`, owner `{}`) is outside its owner's \
+                 source space: {why}",
+                entry.id, entry.source_prefix, entry.event_type, entry.owner
+            )
+        })
+        .collect()
+}
+
+/// For `knooppunt check --store`: the catalog entries of `store` whose owner may not describe
+/// their source prefix, each said as a sentence (reads the principals and the catalog only).
+pub async fn catalog_problems(
+    store: Arc<dyn Store>,
+    options: &HubOptions,
+) -> Result<Vec<String>, StoreError> {
+    let principals = Principals::load(Arc::clone(&store)).await?;
+    let catalog = Catalog::load(store, options.ingest.reserve_oin_sources).await?;
+    Ok(catalog_out_of_bounds(&catalog, &principals, &options.zgw))
 }

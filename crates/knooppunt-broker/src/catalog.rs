@@ -276,9 +276,9 @@ impl Catalog {
             .collect()
     }
 
-    /// Whether `principal` may own an entry like `draft`: a publisher (or an admin) that
-    /// may publish its source prefix.
-    fn check_owner(&self, principal: &Principal, draft: &Draft) -> Result<(), Refused> {
+    /// Whether `principal` may own an entry of `source_prefix`: a publisher (or an admin)
+    /// that may publish every source the prefix covers ([`Principal::may_describe`]).
+    fn check_owner(&self, principal: &Principal, source_prefix: &str) -> Result<(), Refused> {
         if !principal.has(Role::Publisher) && !principal.is_admin() {
             return Err(Refused::Forbidden(format!(
                 "principal `{}` has no `publisher` role: catalog entries describe one's own events",
@@ -286,28 +286,39 @@ impl Catalog {
             )));
         }
         principal
-            .may_publish(&draft.source_prefix, self.reserve_oin_sources)
-            .map_err(|why| {
-                Refused::Forbidden(match why {
-                    SourceRefused::OutsidePrefixes => format!(
-                        "principal `{}` may publish only sources starting with `{}`, so it cannot \
-                         describe events of `{}`",
-                        principal.name,
-                        principal.publish_source_prefixes.join("`, `"),
-                        draft.source_prefix
-                    ),
-                    SourceRefused::OutsideOwnSpace(own) => format!(
-                        "principal `{}` publishes only sources starting with `{own}`; make the \
-                         entry's source start with it",
-                        principal.name
-                    ),
-                    SourceRefused::OtherOrganisation(oin) => format!(
-                        "`{}` is in the source space of organisation OIN {oin}: only that \
-                         organisation (or a supplier whose prefixes name it) describes its events",
-                        draft.source_prefix
-                    ),
-                })
+            .may_describe(source_prefix, self.reserve_oin_sources)
+            .map_err(|why| Refused::Forbidden(outside(principal, source_prefix, why)))
+    }
+
+    /// Whether `source` is in a source space `principal` publishes as its own (its OIN's, or
+    /// one of its prefixes): what it may describe in the catalog.
+    pub(crate) fn in_own_space(&self, principal: &Principal, source: &str) -> bool {
+        principal.has(Role::Publisher)
+            && principal
+                .may_describe(source, self.reserve_oin_sources)
+                .is_ok()
+    }
+
+    /// The entries whose owner may not describe their source prefix (stored before this
+    /// rule, or the owner's rights changed since), each with why; `owner` finds an owner by
+    /// name (`None`: it no longer exists).
+    pub(crate) fn out_of_bounds(
+        &self,
+        owner: impl Fn(&str) -> Option<Principal>,
+    ) -> Vec<(Arc<CatalogEntry>, String)> {
+        self.entries_where(|_| true)
+            .into_iter()
+            .filter_map(|entry| {
+                let why = match owner(&entry.owner) {
+                    None => format!("its owner `{}` no longer exists", entry.owner),
+                    Some(principal) => self
+                        .check_owner(&principal, &entry.source_prefix)
+                        .err()?
+                        .to_string(),
+                };
+                Some((entry, why))
             })
+            .collect()
     }
 
     /// Refuses a draft that covers exactly what another entry (not `except`) covers.
@@ -333,7 +344,7 @@ impl Catalog {
         principal: &Principal,
         draft: Draft,
     ) -> Result<Arc<CatalogEntry>, Refused> {
-        self.check_owner(principal, &draft)?;
+        self.check_owner(principal, &draft.source_prefix)?;
         let schema = check_schema(&draft)?;
         let _writer = self.writes.lock().await;
         self.check_unique(&draft, None)?;
@@ -363,7 +374,7 @@ impl Catalog {
         };
         self.check_changer(principal, &existing)?;
         if !principal.is_admin() {
-            self.check_owner(principal, &draft)?;
+            self.check_owner(principal, &draft.source_prefix)?;
         }
         let schema = check_schema(&draft)?;
         self.check_unique(&draft, Some(id))?;
@@ -417,6 +428,48 @@ impl Catalog {
             .expect("catalog lock")
             .insert(Arc::clone(&shared), schema);
         shared
+    }
+}
+
+/// Why `principal` may not describe the events of `prefix`, for the one who asked.
+fn outside(principal: &Principal, prefix: &str, why: SourceRefused) -> String {
+    let name = &principal.name;
+    match why {
+        SourceRefused::OutsidePrefixes => format!(
+            "principal `{name}` may publish only sources starting with `{}`, so an entry's \
+             source must start with one of them; `{prefix}` would also cover sources outside them",
+            principal.publish_source_prefixes.join("`, `"),
+        ),
+        SourceRefused::OutsideOwnSpace(own) => format!(
+            "principal `{name}` publishes only sources starting with `{own}`; make the entry's \
+             source start with it (`{prefix}` would also cover other sources)"
+        ),
+        SourceRefused::OtherOrganisation(oin) => format!(
+            "`{prefix}` is in the source space of organisation OIN {oin}: only that \
+             organisation (or a supplier whose prefixes name it) describes its events"
+        ),
+        SourceRefused::AllOrganisations => {
+            let spaces: Vec<String> = principal
+                .oin
+                .iter()
+                .map(|oin| format!("urn:nld:oin:{oin}:"))
+                .chain(principal.publish_source_prefixes.iter().cloned())
+                .collect();
+            let inside = if spaces.is_empty() {
+                "it has none: an admin gives it an OIN or publish_source_prefixes".to_owned()
+            } else {
+                format!("start it with `{}`", spaces.join("` or `"))
+            };
+            format!(
+                "`{prefix}` covers the source spaces of every organisation \
+                 (`urn:nld:oin:<OIN>:`); an entry's source must lie inside a space principal \
+                 `{name}` may publish ({inside}); only an admin describes wider spaces"
+            )
+        }
+        SourceRefused::NoOwnSpace => format!(
+            "principal `{name}` has neither an OIN nor publish_source_prefixes, so it has no \
+             source space of its own to describe: an admin gives it one (or makes the entry)"
+        ),
     }
 }
 

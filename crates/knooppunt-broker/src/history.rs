@@ -41,6 +41,9 @@ pub(crate) enum HistoryRefused {
     /// from which nothing is missing.
     #[error("events after this position are no longer retained")]
     Expired { oldest: u64 },
+    /// Its owner is disabled (why).
+    #[error("the subscription is suspended: {0}")]
+    Suspended(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -106,6 +109,9 @@ impl History {
             .subscriptions
             .with_criteria(id)
             .ok_or(HistoryRefused::NoSubscription)?;
+        if let Some(why) = self.subscriptions.suspension(&subscription) {
+            return Err(HistoryRefused::Suspended(why));
+        }
         let swept = self.store.swept_through().await?;
         let after = match after {
             Some(after) if after < swept => return Err(HistoryRefused::Expired { oldest: swept }),
@@ -232,6 +238,9 @@ pub(crate) enum ReplayRefused {
          has finished"
     )]
     TooMany(usize),
+    /// Its owner is disabled (why).
+    #[error("the subscription is suspended: {0}")]
+    Suspended(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -278,8 +287,12 @@ impl History {
         from_ms: u64,
         until_ms: Option<u64>,
     ) -> Result<Replay, ReplayRefused> {
-        if self.subscriptions.get(id).is_none() {
-            return Err(ReplayRefused::NoSubscription);
+        let subscription = self
+            .subscriptions
+            .get(id)
+            .ok_or(ReplayRefused::NoSubscription)?;
+        if let Some(why) = self.subscriptions.suspension(&subscription) {
+            return Err(ReplayRefused::Suspended(why));
         }
         let now = knooppunt_store::now_ms();
         let until_ms = until_ms.unwrap_or(now).min(now);

@@ -310,6 +310,10 @@ fn authorize(
              and principal `{name}` is neither (an operator can lift this with [ingest] \
              reserve_oin_sources = false)"
         ),
+        // Only for prefixes: a source is refused by the cases above.
+        SourceRefused::AllOrganisations | SourceRefused::NoOwnSpace => {
+            format!("principal `{name}` may not publish event `{id}` of source `{source}`")
+        }
     }))
 }
 

@@ -35,7 +35,7 @@ use knooppunt_store::Store;
 use tokio::net::TcpListener;
 
 use app::AppState;
-pub use app::{HubError, HubOptions};
+pub use app::{HubError, HubOptions, catalog_problems};
 pub use backlog::BacklogOptions;
 
 pub use history::ReplayOptions;

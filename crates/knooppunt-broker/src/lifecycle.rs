@@ -5,6 +5,7 @@
 //! consent, a 410 reported by a worker), and a change that the store refused changed
 //! nothing. Reads take the registry without that lock.
 
+use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
 use knooppunt_delivery::{
@@ -64,6 +65,9 @@ pub(crate) struct Subscriptions {
     quotas: Quotas,
     /// Subscriptions whose filters ran out of budget on some event.
     over_budget: std::sync::Mutex<std::collections::HashMap<String, OverBudget>>,
+    /// The principals an admin disabled: their subscriptions are suspended (kept, shown,
+    /// but not routed to, delivered, received from or read) until they are enabled again.
+    suspended_owners: RwLock<HashSet<String>>,
 }
 
 /// A subscription as replaced, and whether its sink must consent again.
@@ -95,6 +99,8 @@ pub(crate) enum PullRefused {
     Push,
     #[error("the subscription is disabled: {0}")]
     Disabled(String),
+    #[error("the subscription is suspended: {0}")]
+    Suspended(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -120,13 +126,24 @@ impl Subscriptions {
 
     /// Loads the stored subscriptions and starts their workers. One whose filters or
     /// `config` this hub cannot use is disabled, saying why, in the store too.
+    /// Loads the subscriptions; those of `suspended_owners` (disabled principals) are
+    /// suspended from the start.
     pub(crate) async fn load(
         store: Arc<dyn Store>,
         deliverer: Deliverer,
         limits: Limits,
         quotas: Quotas,
+        suspended_owners: HashSet<String>,
     ) -> Result<Subscriptions, StoreError> {
-        let (registry, refused) = Registry::load(store.subscriptions().await?, &limits);
+        let (mut registry, refused) = Registry::load(store.subscriptions().await?, &limits);
+        let suspended: Vec<Subscription> = registry
+            .all()
+            .filter(|s| suspended_owners.contains(&s.owner))
+            .map(|s| Subscription::clone(s))
+            .collect();
+        for subscription in suspended {
+            registry.put_unrouted(subscription);
+        }
         for subscription in &refused {
             store.update_subscription(subscription).await?;
             tracing::warn!(
@@ -140,7 +157,9 @@ impl Subscriptions {
             );
         }
         for subscription in registry.all() {
-            deliverer.sync(subscription);
+            if !suspended_owners.contains(&subscription.owner) {
+                deliverer.sync(subscription);
+            }
         }
         tracing::info!(subscriptions = registry.len(), "Subscriptions loaded.");
         Ok(Subscriptions {
@@ -151,7 +170,51 @@ impl Subscriptions {
             limits,
             quotas,
             over_budget: Default::default(),
+            suspended_owners: RwLock::new(suspended_owners),
         })
+    }
+
+    /// Why subscription `subscription` is suspended, if it is: its owner is disabled.
+    pub(crate) fn suspension(&self, subscription: &Subscription) -> Option<String> {
+        self.suspended_owners
+            .read()
+            .expect("suspended lock")
+            .contains(&subscription.owner)
+            .then(|| {
+                format!(
+                    "its owner, principal `{}`, is disabled: nothing is routed to it, delivered, \
+                     received or read until an admin enables the principal again",
+                    subscription.owner
+                )
+            })
+    }
+
+    /// The disabled principals are now `owners`: the subscriptions of those newly disabled
+    /// are suspended at once (no longer routed to; their workers stop, their long polls
+    /// end), those of principals enabled again resume. Returns how many changed.
+    pub(crate) async fn suspend_owners(&self, owners: HashSet<String>) -> usize {
+        let _writer = self.writes.lock().await;
+        let before = std::mem::replace(
+            &mut *self.suspended_owners.write().expect("suspended lock"),
+            owners.clone(),
+        );
+        let changed: Vec<Arc<Subscription>> = self
+            .read()
+            .all()
+            .filter(|s| before.contains(&s.owner) != owners.contains(&s.owner))
+            .cloned()
+            .collect();
+        for subscription in &changed {
+            self.file(Subscription::clone(subscription));
+        }
+        if !changed.is_empty() {
+            tracing::info!(
+                changed = changed.len(),
+                suspended = owners.len(),
+                "Subscriptions suspended or resumed: a principal was disabled or enabled."
+            );
+        }
+        changed.len()
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
@@ -160,6 +223,11 @@ impl Subscriptions {
 
     pub(crate) fn get(&self, id: &str) -> Option<Arc<Subscription>> {
         self.read().get(id).cloned()
+    }
+
+    /// The principal whose subscription `id` is (or was).
+    pub(crate) fn owner_of(&self, id: &str) -> Option<String> {
+        self.read().get(id).map(|s| s.owner.clone())
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -185,6 +253,15 @@ impl Subscriptions {
     }
 
     /// The routed (not disabled) subscriptions that can match some event of `scope`.
+    /// The subscriptions of principal `owner`.
+    pub(crate) fn owned_by(&self, owner: &str) -> Vec<Arc<Subscription>> {
+        self.read()
+            .all()
+            .filter(|s| s.owner == owner)
+            .cloned()
+            .collect()
+    }
+
     pub(crate) fn in_scope(&self, scope: &knooppunt_filter::Scope<'_>) -> Vec<Arc<Subscription>> {
         self.read().in_scope(scope)
     }
@@ -294,6 +371,21 @@ impl Subscriptions {
 
     /// Puts a changed subscription into the registry and its worker; the store has it.
     fn file(&self, subscription: Subscription) -> Arc<Subscription> {
+        if self
+            .suspended_owners
+            .read()
+            .expect("suspended lock")
+            .contains(&subscription.owner)
+        {
+            let id = subscription.id.clone();
+            let shared = self
+                .registry
+                .write()
+                .expect("registry lock")
+                .put_unrouted(subscription);
+            self.deliverer.remove(&id);
+            return shared;
+        }
         let criteria = registry::criteria(&subscription, &self.limits);
         let mut registry = self.registry.write().expect("registry lock");
         let shared = match criteria {
@@ -787,6 +879,9 @@ impl Subscriptions {
         if let Status::Disabled(why) = &subscription.status {
             return Err(PullRefused::Disabled(why.reason().to_owned()));
         }
+        if let Some(why) = self.suspension(&subscription) {
+            return Err(PullRefused::Suspended(why));
+        }
         Ok(subscription)
     }
 
@@ -894,6 +989,13 @@ pub(crate) fn may_subscribe(
         filters.iter().any(|filter| match filter {
             Filter::Exact(map) | Filter::Prefix(map) => map.get("type").is_some_and(|t| allowed(t)),
             Filter::All(inner) => constrained(inner, allowed),
+            // Every branch must hold: an event matches through one of them.
+            Filter::Any(inner) => {
+                !inner.is_empty()
+                    && inner
+                        .iter()
+                        .all(|branch| constrained(std::slice::from_ref(branch), allowed))
+            }
             _ => false,
         })
     }

@@ -248,6 +248,24 @@ impl Principals {
             .map(|entry| entry.record.clone())
     }
 
+    /// The names of the disabled principals: their subscriptions are suspended.
+    pub(crate) fn disabled(&self) -> std::collections::HashSet<String> {
+        self.table()
+            .by_name
+            .values()
+            .filter(|entry| entry.record.disabled)
+            .map(|entry| entry.record.name.clone())
+            .collect()
+    }
+
+    /// What the principal `name` may do (disabled or not), if there is one.
+    pub(crate) fn rights(&self, name: &str) -> Option<Arc<Principal>> {
+        self.table()
+            .by_name
+            .get(name)
+            .map(|entry| Arc::clone(&entry.principal))
+    }
+
     /// The principal that has this OIN, other than `name`.
     pub(crate) fn oin_holder(&self, oin: &str, name: &str) -> Option<String> {
         self.table()

@@ -208,7 +208,7 @@ pub(crate) fn abonnement_filters(
 /// The abonnement a subscription is, if it is one (a ZGW client's, with filters made by
 /// [`abonnement_filters`]); the filter keys in the case the kanaal names them.
 pub(crate) fn abonnement_of(catalog: &Catalog, subscription: &Subscription) -> Option<Abonnement> {
-    if !subscription.owner.starts_with("zgw:") {
+    if subscription.delivery_config().mode != knooppunt_store::DeliveryMode::Notificatie {
         return None;
     }
     let [filter] = subscription.filters.as_slice() else {

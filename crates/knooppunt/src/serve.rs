@@ -127,7 +127,17 @@ pub(crate) fn check_store(config: &Config) -> anyhow::Result<std::process::ExitC
                                 config.backlog.dead_letter_retention
                             );
                         }
-                        Ok(std::process::ExitCode::SUCCESS)
+                        let options = config.hub_options(Authentication::Disabled)?;
+                        let problems = knooppunt_broker::catalog_problems(store, &options)
+                            .await
+                            .context("cannot read the catalog and the principals")?;
+                        if problems.is_empty() {
+                            return Ok(std::process::ExitCode::SUCCESS);
+                        }
+                        for problem in problems {
+                            println!("  {problem}: delete or narrow it");
+                        }
+                        Ok(std::process::ExitCode::FAILURE)
                     }
                     (Err(error), _) | (_, Err(error)) => {
                         println!("store: {location}: NOT USABLE: {error}");

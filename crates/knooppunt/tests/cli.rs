@@ -382,3 +382,72 @@ fn metrics_need_a_token_on_the_api_address_and_none_on_metrics_listen() {
     assert!(get(&metrics_address, "/v1/subscriptions").starts_with("HTTP/1.1 404"));
     assert!(hub.terminate().success());
 }
+
+/// A catalog entry whose owner may not (or no longer) describe its source prefix — made
+/// while the operator had lifted the reservation of organisations' source spaces — is
+/// reported by `knooppunt check --store` (exit 1, the entry named) and at start-up.
+#[tokio::test]
+async fn check_and_start_up_report_catalog_entries_outside_their_owners_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("knooppunt.toml");
+    let write_config = |reserve: bool| {
+        std::fs::write(
+            &config,
+            format!(
+                "[ingest]\nreserve_oin_sources = {reserve}\n\n[[principals]]\nname = \"claimant\"\n\
+                 token_sha256 = \"{}\"\nroles = [\"publisher\"]\n\
+                 publish_source_prefixes = [\"urn:nld:\"]\n",
+                sha256sum("claimant-token")
+            ),
+        )
+        .unwrap();
+    };
+    write_config(false);
+    let hub = common::HubProcess::start(&config, &data);
+    let created = reqwest::Client::new()
+        .post(hub.url("/v1/eventtypes"))
+        .bearer_auth("claimant-token")
+        .json(
+            &serde_json::json!({"source": "urn:nld:oin:", "type": "nl.", "typeMatch": "prefix",
+                                   "description": "Alles.", "approval": "approval-required"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let id = created.json::<serde_json::Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(hub.terminate().success());
+
+    let check = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_knooppunt"));
+        command
+            .args(["check", "--store", "--config"])
+            .arg(&config)
+            .env("KNOOPPUNT_SERVER_DATA_DIR", &data);
+        run_with_stdin(command, "")
+    };
+    let fine = check();
+    assert!(fine.status.success(), "{}", stdout(&fine));
+
+    write_config(true);
+    let reported = check();
+    let said = stdout(&reported);
+    assert_eq!(reported.status.code(), Some(1), "{said}");
+    assert!(said.contains(&id), "{said}");
+    assert!(said.contains("outside its owner's source space"), "{said}");
+    assert!(said.contains("every organisation"), "{said}");
+
+    let hub = common::HubProcess::start(&config, &data);
+    assert!(
+        hub.log()
+            .iter()
+            .any(|line| line.contains(&id) && line.contains("outside its owner's source space")),
+        "{:?}",
+        hub.log()
+    );
+    assert!(hub.terminate().success());
+}

@@ -1149,7 +1149,7 @@ fn status_paths(paths: &mut Map<String, Value>) {
                 "required": ["subscription", "state", "backlog", "inFlight", "deadLetters"],
                 "properties": {
                     "subscription": {"type": "string"},
-                    "state": {"type": "string", "enum": ["pending", "active", "disabled"]},
+                    "state": {"type": "string", "enum": ["pending", "active", "disabled", "suspended"]},
                     "backlog": {"type": "integer", "format": "int64", "description": "Pending deliveries."},
                     "backlogBytes": {"type": "integer", "format": "int64", "description": "The pending deliveries' events' sizes, summed: what the backlog limit measures."},
                     "backlogLimit": {"type": "object", "description": "The operator's limit on a subscription's undelivered events; past it the oldest become dead letters (`shed-oldest`).",
@@ -1478,11 +1478,15 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                         "sinkcredential": {"$ref": "#/components/schemas/SinkCredential"},
                         "clientcertificate": {"$ref": "#/components/schemas/ClientCertificate"},
                         "config": {"$ref": "#/components/schemas/Config"},
-                        "state": {"type": "string", "readOnly": true, "enum": ["active", "pending", "disabled"],
+                        "state": {"type": "string", "readOnly": true, "enum": ["active", "pending", "disabled", "suspended"],
                                   "description": "`active`: deliveries flow. `pending`: the sink has not consented yet (validation \
                                                   handshake); matching events are queued, not delivered. `disabled`: the sink \
                                                   answered 410 Gone (nothing is delivered or queued, what was pending became dead letters), \
-                                                  or the stored filters break the hub's limits (see disabledReason)."},
+                                                  or the stored filters break the hub's limits (see disabledReason). `suspended`: its \
+                                                  owner principal is disabled: nothing is routed to it, delivered, received or read \
+                                                  until an admin enables the principal again (see suspendedReason)."},
+                        "suspendedReason": {"type": "string", "readOnly": true,
+                                            "description": "While suspended: why (its owner principal is disabled)."},
                         "validatedBy": {"type": "string", "readOnly": true, "enum": ["handshake", "callback", "agreement"],
                                         "description": "While active: how the sink's consent was established."},
                         "validationProblem": {"type": "string", "readOnly": true,
@@ -1890,8 +1894,10 @@ fn add_audit(document: &mut Value) {
     });
     let of_event = tagged(operation(
         "listEventReceipts",
-        "Who received an event (by the `sequence` its publish answer gave): an admin or the owner of a catalog \
-         entry covering it sees every subscription that took it and when; anyone else only its own.",
+        "Who received an event (by the `sequence` its publish answer gave): an admin, the owner of a catalog \
+         entry covering it and the organisation in whose source space it is (its publisher) see every \
+         subscription that took it and when; a subscriber that received it only its own; anyone else gets 404, \
+         as for an event that does not exist.",
         (
             "200",
             json!({"description": "The event's receipts.", "headers": headers(&[]),
@@ -1905,7 +1911,14 @@ fn add_audit(document: &mut Value) {
                     "receipts": {"type": "array", "items": receipt_item}
                 }}}}}),
         ),
-        &[BAD_REQUEST, UNAUTHORIZED],
+        &[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            (
+                "404",
+                "No such event whose receipts the principal may read.",
+            ),
+        ],
         Map::new(),
     ));
     let mut page = Map::new();

@@ -360,7 +360,7 @@ pub(crate) async fn update(
     record.updated_at = now_ms();
     // Changed at runtime: from now on the store, not the configuration file, decides.
     record.origin = FROM_API.into();
-    if !state.principals.update(&caller.0.name, &record).await? {
+    if !state.update_principal(&caller.0.name, &record).await? {
         return Err(not_found(&name));
     }
     tracing::info!(principal = %name, by = %caller.0.name, disabled = record.disabled, "Principal changed.");
@@ -381,12 +381,18 @@ pub(crate) async fn delete(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Admin, "delete principals")?;
-    if !state.principals.delete(&caller.0.name, &name).await? {
-        return Err(not_found(&name));
-    }
-    tracing::info!(principal = %name, by = %caller.0.name, "Principal deleted.");
-    let action = Action::new("principal.delete", format!("principal/{name}"), json!({}))
-        .concerning([name.clone()]);
+    let context = audit.of(&caller);
+    let subscriptions = state
+        .delete_principal(&caller.0.name, &name, &context)
+        .await?
+        .ok_or_else(|| not_found(&name))?;
+    tracing::info!(principal = %name, by = %caller.0.name, subscriptions = subscriptions.len(), "Principal deleted.");
+    let action = Action::new(
+        "principal.delete",
+        format!("principal/{name}"),
+        json!({"subscriptionsDeleted": subscriptions}),
+    )
+    .concerning([name.clone()]);
     state.audit.record(&audit.of(&caller), action).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -35,42 +35,36 @@ fn sequence(text: &str) -> Result<u64, ApiError> {
     })
 }
 
-/// `GET /v1/events/{sequence}/receipts`.
+/// `GET /v1/events/{sequence}/receipts`: 404 unless the caller may see who took the event
+/// (`AppState::receipts_of_event` says who may).
 pub(crate) async fn of_event(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     Path(seq): Path<String>,
 ) -> Result<Response, ApiError> {
     let seq = sequence(&seq)?;
-    let event = state.event(seq).await?;
-    let identity = event.as_ref().and_then(|e| identity(&e.json));
-    // An admin, or the data owner: the owner of a catalog entry that covers the event.
-    let owner = caller.0.is_admin()
-        || identity.as_ref().is_some_and(|(source, _, ty)| {
-            state
-                .catalog
-                .owners_of(source, ty)
-                .iter()
-                .any(|o| o == &caller.0.name)
-        });
-    let receipts = state.receipts_of_event(seq).await?;
-    let mut shown = Vec::new();
-    for receipt in receipts {
-        let subscriber = state
-            .subscriptions
-            .get(&receipt.subscription)
-            .map(|s| s.owner.clone());
-        if !owner && subscriber.as_deref() != Some(caller.0.name.as_str()) {
-            continue;
-        }
-        shown.push(json!({
-            "subscription": receipt.subscription,
-            "subscriber": subscriber,
-            "deliveredTime": utc_timestamp(receipt.delivered_at),
-        }));
-    }
-    let mut body = json!({"sequence": seq, "receipts": shown});
-    if let Some((source, id, ty)) = identity {
+    let found = state
+        .receipts_of_event(&caller.0, seq)
+        .await?
+        .ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "there is no event {seq} whose receipts you may read: its publisher, the owner \
+                 of its catalog entry, an admin and the subscribers that received it may"
+            ))
+        })?;
+    let shown: Vec<_> = found
+        .receipts
+        .iter()
+        .map(|(receipt, subscriber)| {
+            json!({
+                "subscription": receipt.subscription,
+                "subscriber": subscriber,
+                "deliveredTime": utc_timestamp(receipt.delivered_at),
+            })
+        })
+        .collect();
+    let mut body = json!({"sequence": found.seq, "receipts": shown});
+    if let Some((source, id, ty)) = found.identity {
         body["source"] = json!(source);
         body["id"] = json!(id);
         body["type"] = json!(ty);

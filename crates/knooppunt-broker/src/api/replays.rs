@@ -125,6 +125,7 @@ pub(crate) async fn create(
                 vec![InvalidParam::new("from", why)],
             ),
             ReplayRefused::TooMany(_) => ApiError::TooMany(why.to_string()),
+            ReplayRefused::Suspended(_) => ApiError::Conflict(why.to_string()),
             ReplayRefused::Store(error) => error.into(),
         })?;
     let body = representation(&replay);

@@ -63,7 +63,11 @@ pub(crate) async fn subscription(
     let now = now_ms();
     let mut body = json!({
         "subscription": id,
-        "state": subscription.state().as_str(),
+        "state": if state.subscriptions.suspension(&subscription).is_some() {
+            "suspended"
+        } else {
+            subscription.state().as_str()
+        },
         "backlog": stats.as_ref().map_or(0, |s| s.pending),
         "backlogBytes": stats.as_ref().map_or(0, |s| s.pending_bytes),
         "inFlight": stats.as_ref().map_or(0, |s| s.leased),

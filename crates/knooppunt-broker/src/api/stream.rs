@@ -91,6 +91,9 @@ pub(crate) async fn read(
                 ),
                 oldest_cursor: oldest.to_string(),
             },
+            HistoryRefused::Suspended(why) => {
+                ApiError::Conflict(format!("subscription `{id}` is suspended: {why}"))
+            }
             HistoryRefused::Store(error) => error.into(),
         })?;
     let next = format!(

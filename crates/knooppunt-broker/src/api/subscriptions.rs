@@ -198,6 +198,13 @@ pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> Value {
         subscription,
         state.deliverer.last_delivery(&subscription.id),
     );
+    if let (Some(why), Some(object)) = (
+        state.subscriptions.suspension(subscription),
+        body.as_object_mut(),
+    ) {
+        object.insert("state".into(), serde_json::json!("suspended"));
+        object.insert("suspendedReason".into(), serde_json::json!(why));
+    }
     if let (Some(over), Some(object)) = (
         state.subscriptions.over_budget(&subscription.id),
         body.as_object_mut(),

@@ -254,7 +254,10 @@ fn stored_client(state: &AppState, client_id: &str) -> Option<ZgwClient> {
             .oin
             .as_deref()
             .and_then(crate::identity::Oin::parse),
-        principal: Some(principal.name.clone()),
+        principal: state
+            .principals
+            .rights(&principal.name)
+            .map(Arc::unwrap_or_clone),
     })
 }
 
@@ -696,10 +699,24 @@ fn read_abonnement_draft(body: &[u8]) -> Result<crate::zgw::AbonnementDraft, Vec
 /// the callback's answer to the test notificatie (2xx) are as Open Notificaties requires.
 async fn checked_abonnement(
     state: &AppState,
+    caller: &ZgwCaller,
     draft: &crate::zgw::AbonnementDraft,
 ) -> Result<(Vec<Value>, knooppunt_filter::Criteria), ZgwError> {
     let filters =
         crate::zgw::abonnement_filters(&state.catalog, draft).map_err(ZgwError::Invalid)?;
+    let criteria = knooppunt_filter::Criteria {
+        source: None,
+        types: None,
+        filters: knooppunt_filter::Filter::list_from_json(
+            &filters,
+            "filters",
+            &state.filter_limits,
+        )
+        .map_err(|errors| invalid("kanalen", "invalid", format!("{errors:?}")))?,
+    };
+    // The same rule as for a subscription of the REST API: the principal's type prefixes.
+    crate::lifecycle::may_subscribe(&caller.0.principal(), None, &criteria)
+        .map_err(ZgwError::PermissionDenied)?;
     super::subscription_body::check_sink(&draft.callback_url, state.allow_http_sinks)
         .map_err(|why| invalid("callbackUrl", "invalid", why))?;
     state
@@ -735,16 +752,6 @@ async fn checked_abonnement(
             ));
         }
     }
-    let criteria = knooppunt_filter::Criteria {
-        source: None,
-        types: None,
-        filters: knooppunt_filter::Filter::list_from_json(
-            &filters,
-            "filters",
-            &state.filter_limits,
-        )
-        .map_err(|errors| invalid("kanalen", "invalid", format!("{errors:?}")))?,
-    };
     Ok((filters, criteria))
 }
 
@@ -760,7 +767,7 @@ async fn create_abonnement(
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[CONSUME])?;
     let draft = read_abonnement_draft(&body).map_err(ZgwError::Invalid)?;
-    let (filters, criteria) = checked_abonnement(&state, &draft).await?;
+    let (filters, criteria) = checked_abonnement(&state, &caller, &draft).await?;
     let id = uuid::Uuid::now_v7().to_string();
     let subscription = crate::zgw::subscription_of(
         &caller.0,
@@ -881,7 +888,7 @@ async fn update_abonnement(
     uuid: &str,
     draft: crate::zgw::AbonnementDraft,
 ) -> Result<Response, ZgwError> {
-    let (filters, criteria) = checked_abonnement(state, &draft).await?;
+    let (filters, criteria) = checked_abonnement(state, caller, &draft).await?;
     let owner = caller.0.principal().name;
     let replaced = state
         .subscriptions

@@ -72,6 +72,26 @@ pub enum SourceRefused {
     OutsideOwnSpace(String),
     /// In another organisation's source space (this OIN), which its prefixes do not name.
     OtherOrganisation(String),
+    /// A source prefix that reaches into every organisation's source space (`urn:nld:oin:`
+    /// or a shorter start of it, or fewer than 20 digits of an OIN).
+    AllOrganisations,
+    /// Neither an OIN nor source prefixes: no source space of its own to describe.
+    NoOwnSpace,
+}
+
+/// Whether some source that starts with `prefix` lies in an organisation's source space
+/// other than the one `prefix` already names: `prefix` is (in any case) a start of
+/// `urn:nld:oin:` followed by fewer than 20 digits.
+fn reaches_every_organisation(prefix: &str) -> bool {
+    const SPACE: &str = "urn:nld:oin:";
+    let split = prefix.len().min(SPACE.len());
+    let (head, digits) = (prefix.get(..split), prefix.get(split..));
+    let (Some(head), Some(digits)) = (head, digits) else {
+        return false;
+    };
+    head.eq_ignore_ascii_case(&SPACE[..split])
+        && (prefix.len() <= SPACE.len()
+            || (digits.len() < 20 && digits.bytes().all(|b| b.is_ascii_digit())))
 }
 
 /// The OIN whose source space `source` is in: `urn:nld:oin:` (scheme and namespace in any
@@ -119,6 +139,42 @@ impl Principal {
                 || prefixes.iter().any(|p| oin_of_source(p) == Some(oin));
             if !claimed {
                 return Err(SourceRefused::OtherOrganisation(oin.to_owned()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether it may describe (in the catalog) every event whose source starts with
+    /// `prefix`: the prefix lies inside a space it may publish, its own `urn:nld:oin:<OIN>:`
+    /// and one of its `publish_source_prefixes`, compared as prefixes (every source the
+    /// prefix covers must be one it may publish), so a wider prefix is refused. Only an admin
+    /// describes wider spaces, or any space when it has none of its own.
+    pub fn may_describe(
+        &self,
+        prefix: &str,
+        reserve_oin_sources: bool,
+    ) -> Result<(), SourceRefused> {
+        if self.is_admin() {
+            return Ok(());
+        }
+        if reserve_oin_sources {
+            if reaches_every_organisation(prefix) {
+                return Err(SourceRefused::AllOrganisations);
+            }
+            // Every source the prefix covers is in the same space as the prefix.
+            self.may_publish(prefix, true)?;
+        }
+        let prefixes = &self.publish_source_prefixes;
+        if prefixes.is_empty() && self.oin.is_none() {
+            return Err(SourceRefused::NoOwnSpace);
+        }
+        if !prefixes.is_empty() && !prefixes.iter().any(|p| prefix.starts_with(p.as_str())) {
+            return Err(SourceRefused::OutsidePrefixes);
+        }
+        if let Some(oin) = &self.oin {
+            let own = format!("urn:nld:oin:{oin}:");
+            if !prefix.starts_with(&own) {
+                return Err(SourceRefused::OutsideOwnSpace(own));
             }
         }
         Ok(())

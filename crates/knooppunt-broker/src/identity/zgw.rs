@@ -31,9 +31,9 @@ pub struct ZgwClient {
     /// Its organisation, if known: its notificaties are then published in that
     /// organisation's source space.
     pub oin: Option<super::Oin>,
-    /// The stored principal it is, for a client set over the principals API; a client of
-    /// the configuration file acts as `zgw:<client_id>`.
-    pub principal: Option<String>,
+    /// The stored principal it is, with that principal's rights, for a client set over the
+    /// principals API; a client of the configuration file acts as `zgw:<client_id>`.
+    pub principal: Option<super::Principal>,
 }
 
 impl std::fmt::Debug for ZgwClient {
@@ -61,22 +61,32 @@ impl ZgwClient {
         self.scopes.iter().any(|s| s == scope)
     }
 
-    /// The principal it acts as in the hub: `zgw:<client_id>`, publishing its own source
-    /// when it may publish, subscribing when it may consume.
+    /// The principal it acts as in the hub. A client of the configuration file is
+    /// `zgw:<client_id>`, publishing its own source when it may publish, subscribing when it
+    /// may consume. A client set on a stored principal acts with exactly that principal's
+    /// rights (its OIN, type and source prefixes), less what its scopes do not allow: a
+    /// role its scopes do not name, and, when the principal may publish any source, every
+    /// source but the client's own.
     pub fn principal(&self) -> super::Principal {
-        let mut roles = std::collections::BTreeSet::new();
-        if self.has_scope(PUBLISH) {
-            roles.insert(super::Role::Publisher);
-        }
-        if self.has_scope(CONSUME) {
-            roles.insert(super::Role::Subscriber);
+        let scoped = |role: super::Role| match role {
+            super::Role::Publisher => self.has_scope(PUBLISH),
+            super::Role::Subscriber => self.has_scope(CONSUME),
+            super::Role::Admin | super::Role::Metrics => false,
+        };
+        if let Some(stored) = &self.principal {
+            let mut acting = stored.clone();
+            acting.roles.retain(|role| scoped(*role));
+            if acting.publish_source_prefixes.is_empty() {
+                acting.publish_source_prefixes = vec![self.source()];
+            }
+            return acting;
         }
         super::Principal {
-            name: self
-                .principal
-                .clone()
-                .unwrap_or_else(|| format!("zgw:{}", self.client_id)),
-            roles,
+            name: format!("zgw:{}", self.client_id),
+            roles: super::Role::ALL
+                .into_iter()
+                .filter(|r| scoped(*r))
+                .collect(),
             subscribe_type_prefixes: Vec::new(),
             publish_source_prefixes: vec![self.source()],
             oin: self.oin.clone(),
