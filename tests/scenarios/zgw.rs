@@ -256,6 +256,46 @@ async fn zgw_tokens_are_checked_and_refusals_say_why() {
         &call(&hub, Method::GET, "/api/v1/kanaal", &expired, None).await,
         "make a new one",
     );
+    // A critical header extension the hub cannot understand (RFC 7515, 4.1.11), an `exp`
+    // that has passed (RFC 7519, 4.1.4) and an `nbf` ahead refuse an otherwise valid token.
+    let critical = jwt(
+        json!({"alg": "HS256", "crit": ["b64"], "b64": true}),
+        json!({"client_id": "zac", "iat": now()}),
+        ZAAKAFHANDEL,
+    );
+    refused(
+        &call(&hub, Method::GET, "/api/v1/kanaal", &critical, None).await,
+        "crit",
+    );
+    let past = jwt(
+        json!({"alg": "HS256"}),
+        json!({"client_id": "zac", "iat": now() - 600, "exp": now() - 300}),
+        ZAAKAFHANDEL,
+    );
+    refused(
+        &call(&hub, Method::GET, "/api/v1/kanaal", &past, None).await,
+        "expired",
+    );
+    let ahead = jwt(
+        json!({"alg": "HS256"}),
+        json!({"client_id": "zac", "iat": now(), "nbf": now() + 3600}),
+        ZAAKAFHANDEL,
+    );
+    refused(
+        &call(&hub, Method::GET, "/api/v1/kanaal", &ahead, None).await,
+        "nbf",
+    );
+    let current = jwt(
+        json!({"alg": "HS256"}),
+        json!({"client_id": "zac", "iat": now(), "exp": now() + 300}),
+        ZAAKAFHANDEL,
+    );
+    assert_eq!(
+        call(&hub, Method::GET, "/api/v1/kanaal", &current, None)
+            .await
+            .status,
+        200
+    );
     let wrong_secret = token("zac", b"not the secret");
     refused(
         &call(&hub, Method::GET, "/api/v1/kanaal", &wrong_secret, None).await,

@@ -155,6 +155,17 @@ pub enum ZgwRefused {
     TooOld(u64, u64),
     #[error("the token was made {0} s in the future: check the client's clock")]
     FromTheFuture(u64),
+    #[error(
+        "the token's header names critical extensions (`crit`), which the hub does not \
+         understand, so it must refuse the token (RFC 7515, 4.1.11): leave `crit` out"
+    )]
+    Critical,
+    #[error("the token expired (`exp`) {0} s ago: make a new one")]
+    Expired(u64),
+    #[error("the token is not valid before (`nbf`) {0} s from now: check the client's clock")]
+    NotYetValid(u64),
+    #[error("the token's `{0}` claim must be a number (seconds since 1970)")]
+    BadTime(&'static str),
 }
 
 fn part(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, ZgwRefused> {
@@ -184,7 +195,11 @@ pub fn verify(
     else {
         return Err(ZgwRefused::Malformed("not three parts".into()));
     };
-    let alg = part(header)?
+    let header_fields = part(header)?;
+    if header_fields.contains_key("crit") {
+        return Err(ZgwRefused::Critical);
+    }
+    let alg = header_fields
         .get("alg")
         .and_then(|a| a.as_str())
         .unwrap_or("no algorithm")
@@ -216,6 +231,25 @@ pub fn verify(
     let age = now.saturating_sub(iat);
     if age > max_age.as_secs() {
         return Err(ZgwRefused::TooOld(age, max_age.as_secs()));
+    }
+    // Optional, but binding when present (RFC 7519, 4.1.4 and 4.1.5), with the same leeway.
+    let time = |name: &'static str| match claims.get(name) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(value) => value
+            .as_u64()
+            .or_else(|| value.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+            .map(Some)
+            .ok_or(ZgwRefused::BadTime(name)),
+    };
+    if let Some(exp) = time("exp")?
+        && now >= exp.saturating_add(leeway.as_secs())
+    {
+        return Err(ZgwRefused::Expired(now - exp));
+    }
+    if let Some(nbf) = time("nbf")?
+        && nbf > now.saturating_add(leeway.as_secs())
+    {
+        return Err(ZgwRefused::NotYetValid(nbf - now));
     }
     Ok(ZgwClaims {
         client_id,
