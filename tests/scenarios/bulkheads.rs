@@ -711,3 +711,66 @@ async fn a_stored_config_this_hub_cannot_read_disables_its_subscription_at_start
     let reason = read.body["disabledReason"].as_str().unwrap();
     assert!(reason.contains("config.maxAttempts"), "{reason}");
 }
+
+/// The redaction marker stands for the stored sink's secrets only when the sink comes back
+/// exactly as read: a new sink carrying `********` is checked as any new sink (an address
+/// the hub does not deliver to is refused) and is never stored.
+#[tokio::test]
+async fn a_new_sink_with_the_redaction_marker_is_still_checked() {
+    let mut options = knooppunt_tests::test_options();
+    options.delivery.sink_networks =
+        knooppunt_broker::SinkNetworks::parse(&["127.0.0.1/32".into()]).unwrap();
+    let hub = TestHub::start_with_options(options).await;
+    let sink = Sink::start().await;
+    let body = json!({"sink": format!("{}?k=geheim", sink.url), "protocol": "HTTP",
+                      "types": [TYPE]});
+    let created = post_subscription(&hub, &body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let read = get(&hub, &format!("/v1/subscriptions/{id}")).await;
+    let port = sink
+        .url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    for target in [
+        format!("http://127.0.0.2:{port}/x?k=********"),
+        format!("http://[::ffff:127.0.0.2]:{port}/x?k=********"),
+        "http://169.254.169.254/latest?k=********".to_owned(),
+        "http://[64:ff9b:1:a00:0:100:808:808]/?k=********".to_owned(),
+    ] {
+        let mut changed = read.body.clone();
+        changed["sink"] = json!(target);
+        let refused = put_subscription(&hub, &id, &changed)
+            .await
+            .assert_problem(400);
+        assert_eq!(
+            refused.invalid_params(),
+            ["sink"],
+            "{target}: {}",
+            refused.body
+        );
+    }
+    // A sink on an allowed address with the marker is not the stored one either.
+    let mut other = read.body.clone();
+    other["sink"] = json!(format!(
+        "{}/elders?k=********",
+        sink.url.trim_end_matches('/')
+    ));
+    let refused = put_subscription(&hub, &id, &other)
+        .await
+        .assert_problem(400);
+    assert!(
+        refused.body.to_string().contains("exactly as read"),
+        "{}",
+        refused.body
+    );
+    let kept = get(&hub, &format!("/v1/subscriptions/{id}")).await;
+    assert_eq!(kept.body["sink"], read.body["sink"]);
+    // Sent back as read, it keeps the stored sink.
+    let same = put_subscription(&hub, &id, &read.body).await;
+    assert_eq!(same.status, 200, "{}", same.body);
+}

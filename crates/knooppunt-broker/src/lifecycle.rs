@@ -762,16 +762,16 @@ impl Subscriptions {
 
     /// Refuses a sink, or a token endpoint of client credentials, whose address is in a
     /// range the hub does not deliver to (SSRF): the field (as the API names it) and why.
-    /// Resolved outside the writers' lock. On a replacement (`replacing`), a sink sent back
-    /// redacted is the stored one, checked when it was registered (and on every connection):
-    /// only the token endpoint is checked then.
+    /// Resolved outside the writers' lock. On a replacement, a sink sent back exactly as the
+    /// stored one reads (`stored`, redacted) is the stored one, checked when it was
+    /// registered (and on every connection): only the token endpoint is checked then.
     pub(crate) async fn check_addresses(
         &self,
         sink: &str,
         credential: Option<&SinkCredential>,
-        replacing: bool,
+        stored: Option<&str>,
     ) -> Result<(), (&'static str, AddressRefused)> {
-        if !(replacing && sink.contains(knooppunt_delivery::REDACTED)) {
+        if stored != Some(sink) {
             self.deliverer
                 .check_sink(sink)
                 .await

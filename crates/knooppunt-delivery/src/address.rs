@@ -65,10 +65,23 @@ fn reserved_v6(v6: Ipv6Addr) -> Option<&'static str> {
         Some("multicast")
     } else if s[0] == 0x2001 && s[1] == 0x0db8 {
         Some("documentation")
-    } else if s[0] == 0x0064 && s[1] == 0xff9b && (s[2..6] == [0; 4] || s[2] == 1) {
-        // NAT64, well-known 64:ff9b::/96 and local-use 64:ff9b:1::/48: the IPv4 address
-        // it embeds decides.
+    } else if s[0] == 0x0064 && s[1] == 0xff9b && s[2..6] == [0; 4] {
+        // NAT64, well-known 64:ff9b::/96: the IPv4 address it embeds decides.
         reserved_v4(low_v4(v6))
+    } else if s[0] == 0x0064 && s[1] == 0xff9b && s[2] == 1 {
+        // NAT64, local-use 64:ff9b:1::/48 (RFC 8215), with a prefix of 48, 56, 64 or 96
+        // bits that the hub cannot know (RFC 6052, 2.2: the IPv4 address sits after the
+        // prefix, around the u-octet, bits 64 to 71): every place it may sit must hold a
+        // public address.
+        let o = v6.octets();
+        [
+            [o[6], o[7], o[9], o[10]],
+            [o[7], o[9], o[10], o[11]],
+            [o[9], o[10], o[11], o[12]],
+            [o[12], o[13], o[14], o[15]],
+        ]
+        .into_iter()
+        .find_map(|embedded| reserved_v4(Ipv4Addr::from(embedded)))
     } else {
         None
     }
@@ -233,6 +246,10 @@ mod tests {
             "::ffff:10.0.0.1",
             "64:ff9b::a9fe:a9fe",
             "64:ff9b:1::7f00:1",
+            // Local-use NAT64 with a /48, /56 and /64 prefix (RFC 6052, 2.2).
+            "64:ff9b:1:a00:0:100:808:808",
+            "64:ff9b:1:7f:0:1:808:808",
+            "64:ff9b:1::a9:fea9:fe00:0",
             "2001:db8::1",
             // The probe's forms: each reached loopback, link-local or private IPv4.
             "::127.0.0.1",
@@ -257,6 +274,7 @@ mod tests {
             "100.128.0.1",
             "2a00:1450::1",
             "64:ff9b::808:808",
+            "64:ff9b:1:808:8:808:808:808",
             "2002:808:808::1",
             "2001:4860::8888",
         ] {

@@ -33,13 +33,24 @@ pub(crate) fn not_found(id: &str) -> ApiError {
 /// stored values.
 fn keep_secrets(input: &mut SubscriptionInput, existing: &Subscription) -> Result<(), ApiError> {
     use knooppunt_delivery::{REDACTED, redact_sink};
+    let mut problems = Vec::new();
     if let Some(sink) = &input.sink
         && sink.contains(REDACTED)
-        && *sink == redact_sink(&existing.sink)
     {
-        input.sink = Some(existing.sink.clone());
+        if *sink == redact_sink(&existing.sink) {
+            input.sink = Some(existing.sink.clone());
+        } else {
+            // Only the stored sink, exactly as read, stands for itself; anything else with
+            // the marker was never checked as an address the hub may deliver to.
+            problems.push(InvalidParam::new(
+                "sink",
+                format!(
+                    "`{REDACTED}` stands for the stored sink's hidden parts only when the sink is \
+                     sent back exactly as read; send the whole new sink instead"
+                ),
+            ));
+        }
     }
-    let mut problems = Vec::new();
     for (name, value) in &mut input.protocol_settings.headers {
         if value != REDACTED {
             continue;
@@ -80,14 +91,19 @@ fn keep_secrets(input: &mut SubscriptionInput, existing: &Subscription) -> Resul
 async fn check_sink_address(
     state: &AppState,
     input: &SubscriptionInput,
-    replacing: bool,
+    replacing: Option<&str>,
 ) -> Result<(), ApiError> {
     let Some(sink) = input.sink.as_ref().filter(|_| !is_pull(input)) else {
         return Ok(());
     };
+    // A replacement that sends the stored sink back as read keeps it (checked when it was
+    // registered, and on every connection).
+    let stored = replacing
+        .and_then(|id| state.subscriptions.get(id))
+        .map(|existing| knooppunt_delivery::redact_sink(&existing.sink));
     state
         .subscriptions
-        .check_addresses(sink, input.sink_credential.as_ref(), replacing)
+        .check_addresses(sink, input.sink_credential.as_ref(), stored.as_deref())
         .await
         .map_err(|(name, why)| {
             ApiError::invalid(
@@ -268,7 +284,7 @@ pub(crate) async fn create(
         ));
     }
     check_type_permission(&caller, &input)?;
-    check_sink_address(&state, &input, false).await?;
+    check_sink_address(&state, &input, None).await?;
     let criteria = input.criteria.clone();
     let id = uuid::Uuid::now_v7().to_string();
     let sink = sink_of(&state, &headers, &id, &input)?;
@@ -355,7 +371,7 @@ pub(crate) async fn replace(
     }
     let mut input = read_body(&state, &body)?;
     // Resolved outside the lock.
-    check_sink_address(&state, &input, true).await?;
+    check_sink_address(&state, &input, Some(&id)).await?;
     let replaced = state
         .subscriptions
         .replace(&id, |existing| {

@@ -721,7 +721,7 @@ async fn checked_abonnement(
         .map_err(|why| invalid("callbackUrl", "invalid", why))?;
     state
         .subscriptions
-        .check_addresses(&draft.callback_url, None, false)
+        .check_addresses(&draft.callback_url, None, None)
         .await
         .map_err(|(_, why)| invalid("callbackUrl", "invalid", why.to_string()))?;
     let test = crate::zgw::test_notificatie(knooppunt_store::now_ms());
