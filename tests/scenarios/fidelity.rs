@@ -428,3 +428,46 @@ async fn a_malformed_cbor_event_is_refused_saying_why() {
         "{text}"
     );
 }
+
+/// What a subscriber could not be given as sent is refused: `"data": null` beside
+/// `data_base64` (json-format.md 3.1.1: the members are mutually exclusive), and a CBOR
+/// extension tagged as a URI or a timestamp whose text is neither (its tag would be lost).
+#[tokio::test]
+async fn an_event_a_subscriber_could_not_get_as_sent_is_refused() {
+    let hub = TestHub::start().await;
+    let both = json!({"specversion": "1.0", "id": "both", "source": "urn:test", "type": "t",
+                      "data": null, "data_base64": "AA=="});
+    let refused = hub
+        .publish_raw("application/cloudevents+json", both.to_string())
+        .await
+        .assert_problem(400);
+    assert!(
+        refused.body.to_string().contains("not both"),
+        "{}",
+        refused.body
+    );
+
+    let tagged = |tag: u64, text: &str| {
+        ciborium::value::Value::Tag(tag, Box::new(ciborium::value::Value::Text(text.into())))
+    };
+    let text = |s: &str| ciborium::value::Value::Text(s.into());
+    for (name, value) in [
+        ("comexamplelink", tagged(32, "not a uri at all")),
+        ("comexamplewhen", tagged(0, "gisteren")),
+    ] {
+        let event = ciborium::value::Value::Map(vec![
+            (text("specversion"), text("1.0")),
+            (text("id"), text(name)),
+            (text("source"), text("urn:test")),
+            (text("type"), text("t")),
+            (text(name), value),
+        ]);
+        let mut body = Vec::new();
+        ciborium::ser::into_writer(&event, &mut body).unwrap();
+        let refused = hub
+            .publish_raw("application/cloudevents+cbor", body)
+            .await
+            .assert_problem(400);
+        assert!(refused.body.to_string().contains(name), "{}", refused.body);
+    }
+}

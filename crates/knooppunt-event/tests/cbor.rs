@@ -218,6 +218,25 @@ fn what_the_mapping_cannot_carry_is_refused_with_the_attribute_named() {
             "source",
             "tag 32",
         ),
+        // An extension's tag says what its text is: it must be one.
+        (
+            {
+                let mut m = required();
+                m.push(("comexamplelink", tagged(32, "not a uri at all")));
+                encode(m)
+            },
+            "comexamplelink",
+            "tagged 32 (URI)",
+        ),
+        (
+            {
+                let mut m = required();
+                m.push(("comexamplewhen", tagged(0, "yesterday")));
+                encode(m)
+            },
+            "comexamplewhen",
+            "tagged 0 (timestamp)",
+        ),
         (
             {
                 let mut m = required();

@@ -112,6 +112,12 @@ fn one_broken_rule_each() {
             "data_base64",
             Rule::DataExclusive,
         ),
+        // `"data": null` is a present member too (json-format.md 3.1.1: mutually exclusive).
+        (
+            r#""data":null,"data_base64":"AA==""#,
+            "data_base64",
+            Rule::DataExclusive,
+        ),
         (r#""data_base64":"!!!""#, "data_base64", Rule::DataBase64),
         (r#""data_base64":5"#, "data_base64", Rule::DataBase64),
         (

@@ -125,12 +125,14 @@ fn attribute(name: &str, value: Value) -> Result<(RawAttribute, Option<Extension
                 Some((_, what)) => Err(format!("must be {what}, not text with tag {number}")),
                 // An extension of type URI, URI-reference or Timestamp: its string, and the
                 // type, so that it is tagged again on the way out.
-                None if number == TAG_URI => {
-                    Ok((RawAttribute::String(text), Some(ExtensionType::Uri)))
-                }
-                None if number == TAG_DATE_TIME => {
-                    Ok((RawAttribute::String(text), Some(ExtensionType::Timestamp)))
-                }
+                // The tag says what the text is, so it must be one (RFC 8949, 3.4.5.3 and
+                // 3.4.1; CloudEvents writes URI and URI-reference with tag 32).
+                None if number == TAG_URI => crate::validate::syntax::uri_reference(&text)
+                    .map(|()| (RawAttribute::String(text), Some(ExtensionType::Uri)))
+                    .map_err(|why| format!("is tagged 32 (URI) but {why}")),
+                None if number == TAG_DATE_TIME => crate::validate::syntax::timestamp(&text)
+                    .map(|()| (RawAttribute::String(text), Some(ExtensionType::Timestamp)))
+                    .map_err(|why| format!("is tagged 0 (timestamp) but {why}")),
                 None => Err(format!(
                     "text with tag {number} is not a CloudEvents type; use tag 32 (URI) or 0 \
                      (timestamp), or plain text"

@@ -214,14 +214,13 @@ fn decode_data(
     let data = data.map(|raw| (raw, classify(raw)));
     let data_base64 = data_base64.filter(|raw| !matches!(classify(raw), Member::Null));
     if let Some(raw) = data_base64 {
-        if data
-            .as_ref()
-            .is_some_and(|(_, member)| !matches!(member, Member::Null))
-        {
+        // `"data": null` is present too (an explicit null payload, section 3.1.1): the two
+        // members are mutually exclusive.
+        if data.is_some() {
             assembler.report(Violation::new(
                 "data_base64",
                 Rule::DataExclusive,
-                "an event has either `data` or `data_base64`, not both",
+                "an event has either `data` or `data_base64`, not both (not even `\"data\": null`)",
             ));
             return None;
         }
