@@ -387,6 +387,18 @@ async fn every_answer_is_what_the_document_says() {
                 .json(&entry),
         )
         .await;
+    // `false` is a JSON Schema too (nothing holds), echoed as sent.
+    let mut nothing = entry.clone();
+    nothing["schema"] = json!(false);
+    nothing["schemaCheck"] = json!("off");
+    let echoed = check
+        .check(
+            "put",
+            "/eventtypes/{id}",
+            as_brp(Method::PUT, &path).json(&nothing),
+        )
+        .await;
+    assert_eq!(echoed["schema"], json!(false), "{echoed}");
     for _ in 0..2 {
         check
             .check("delete", "/eventtypes/{id}", as_brp(Method::DELETE, &path))
@@ -537,6 +549,25 @@ async fn every_answer_is_what_the_document_says() {
         .await
         .unwrap();
     assert_eq!(answer.status(), 202);
+    // Optional attributes sent as `null` (unset) come back as sent, in the stream too.
+    let mut unset = event("pulled-2");
+    for name in [
+        "datacontenttype",
+        "subject",
+        "time",
+        "dataschema",
+        "comexampleunset",
+    ] {
+        unset[name] = Value::Null;
+    }
+    let answer = hub
+        .request(Method::POST, "/v1/events", tokens::PUBLISHER)
+        .header("content-type", "application/cloudevents+json")
+        .body(unset.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 202);
     let push = format!("/v1/subscriptions/{id}");
     for request in [
         as_kvk(
@@ -558,6 +589,17 @@ async fn every_answer_is_what_the_document_says() {
             .check("post", "/subscriptions/{id}/receive", request)
             .await;
     }
+    let streamed = check
+        .check(
+            "get",
+            "/subscriptions/{id}/events",
+            as_kvk(Method::GET, &format!("{pull}/events")),
+        )
+        .await;
+    assert!(
+        streamed.to_string().contains(r#""datacontenttype":null"#),
+        "{streamed}"
+    );
     for query in [
         "",
         "?after=0&limit=5",
@@ -693,6 +735,14 @@ async fn status_answers_are_what_the_document_says() {
         .await;
     assert_eq!(status["breaker"]["state"], "closed", "{status}");
     assert_eq!(status["lastAttempt"]["outcome"], "test", "{status}");
+    let shown = check
+        .check(
+            "get",
+            "/subscriptions/{id}",
+            as_kvk(Method::GET, &format!("/v1/subscriptions/{id}")),
+        )
+        .await;
+    assert_eq!(shown["lastDelivery"]["outcome"], "test", "{shown}");
     let attempts = check
         .check(
             "get",

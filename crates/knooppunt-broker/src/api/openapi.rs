@@ -116,24 +116,28 @@ fn receipt_schema() -> Value {
 /// ones with their types, and extensions as further members (String, Integer or Boolean).
 fn cloud_event_schema() -> Value {
     let string = json!({"type": "string", "minLength": 1});
+    // An optional attribute may be `null`, meaning unset (json-format.md 2.4): the hub
+    // forwards it as the publisher sent it.
+    let optional = json!({"type": "string", "minLength": 1, "nullable": true});
     json!({
         "type": "object",
         "description": "A CloudEvent in the JSON format. Members besides the ones listed are extension attributes: \
-                        lower-case letters and digits, a string, integer or boolean value.",
+                        lower-case letters and digits, a string, integer or boolean value. An optional attribute may \
+                        be `null` (unset), as the publisher sent it.",
         "required": ["specversion", "id", "source", "type"],
         "properties": {
             "specversion": {"type": "string", "enum": ["1.0"]},
             "id": string,
             "source": {"type": "string", "minLength": 1, "format": "uri-reference"},
             "type": string,
-            "datacontenttype": string,
-            "dataschema": {"type": "string", "format": "uri"},
-            "subject": string,
-            "time": {"type": "string", "format": "date-time"},
+            "datacontenttype": optional,
+            "dataschema": {"type": "string", "format": "uri", "nullable": true},
+            "subject": optional,
+            "time": {"type": "string", "format": "date-time", "nullable": true},
             "data": {"description": "The event data: any JSON value."},
             "data_base64": {"type": "string", "format": "byte"}
         },
-        "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "boolean"}]}
+        "additionalProperties": {"oneOf": [{"type": "string", "nullable": true}, {"type": "integer"}, {"type": "boolean"}]}
     })
 }
 
@@ -1525,7 +1529,8 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                             "properties": {
                                 "time": {"type": "string", "format": "date-time"},
                                 "sequence": {"type": "integer", "format": "int64", "description": "The event's sequence number."},
-                                "outcome": {"type": "string", "enum": ["delivered", "retry", "deadLetter"]},
+                                "outcome": {"type": "string", "enum": ["delivered", "retry", "deadLetter", "test"],
+                                            "description": "`test`: a test delivery (`POST …/test`)."},
                                 "statusCode": {"type": "integer", "format": "int32"},
                                 "error": {"type": "string"}
                             }
@@ -1786,8 +1791,10 @@ fn add_catalog(document: &mut Value) {
                               "description": "A link to their documentation."},
             "dataschema": {"type": "string", "format": "uri", "maxLength": 2048,
                            "description": "The `dataschema` of their data."},
-            "schema": {"type": "object", "description": "A JSON Schema (at most 64 KiB) the events' data is checked against \
-                       when they are published; nothing outside it is fetched, patterns use a linear-time engine."},
+            "schema": {"oneOf": [{"type": "object"}, {"type": "boolean"}],
+                       "description": "A JSON Schema (at most 64 KiB; an object, or `true` or `false` as JSON Schema allows) \
+                       the events' data is checked against when they are published; nothing outside it is fetched, \
+                       patterns use a linear-time engine."},
             "schemaCheck": {"type": "string", "enum": ["off", "warn", "enforce"],
                             "description": "`warn` (the default with a schema): accepted, with warnings in the receipt; \
                                             `enforce`: refused (400) with every problem; `off`."},
