@@ -220,6 +220,20 @@ async fn a_rotated_secret_signs_beside_the_old_one_during_the_overlap() {
     );
     check_both_libraries(&old, &delivery.body, &headers);
     check_both_libraries(&new, &delivery.body, &headers);
+    // A second rotation within the overlap would drop the first secret before the time the
+    // first rotation gave: it is refused, saying until when.
+    let again = hub
+        .call(Method::POST, &path, tokens::KVK, None)
+        .await
+        .assert_problem(409);
+    assert!(
+        again.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains(rotated.body["previousValidUntil"].as_str().unwrap()),
+        "{}",
+        again.body
+    );
     assert!(
         !verifies(
             "python",
@@ -342,4 +356,35 @@ async fn the_hubs_own_key_signs_v1a_verifiable_with_its_published_keys() {
     )
     .await;
     assert_eq!(none.body, json!({"keys": []}));
+
+    // A previous key past its time signs nothing and is no longer published.
+    let mut options = knooppunt_tests::test_options();
+    let ended = std::time::SystemTime::now() - Duration::from_secs(60);
+    options.delivery.hub_keys =
+        knooppunt_broker::HubKeys::from_pem(&current, Some((&previous, ended))).unwrap();
+    let later = TestHub::start_with_options(options).await;
+    let keys = later.get_json("/v1/signing-keys").await;
+    assert_eq!(keys["keys"].as_array().unwrap().len(), 1, "{keys}");
+    assert!(keys["keys"][0].get("validUntil").is_none(), "{keys}");
+}
+
+/// Every test delivery is a delivery of its own, with its own `webhook-id`: a receiver
+/// that drops repeated ids (as Standard Webhooks recommends) takes each.
+#[tokio::test]
+async fn each_test_delivery_has_a_webhook_id_of_its_own() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let created = subscribe(&hub, &sink, "structured").await;
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let test = format!("/v1/subscriptions/{id}/test");
+    for _ in 0..2 {
+        let sent = hub.call(Method::POST, &test, tokens::KVK, None).await;
+        assert_eq!(sent.status, 200, "{}", sent.body);
+    }
+    let arrived = sink.wait_for(2, Duration::from_secs(10)).await;
+    let ids: Vec<&str> = arrived
+        .iter()
+        .map(|d| d.header("webhook-id").unwrap())
+        .collect();
+    assert_ne!(ids[0], ids[1], "{ids:?}");
 }

@@ -105,6 +105,17 @@ pub(crate) enum PullRefused {
     Store(#[from] StoreError),
 }
 
+/// Why a signing secret was not rotated.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Rotation {
+    /// The secret before the current one still signs until then (milliseconds since the
+    /// Unix epoch), as the last rotation said.
+    #[error("the secret before the current one signs until {0}")]
+    InOverlap(u64),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// What [`Subscriptions::redeliver`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Redelivered {
@@ -742,11 +753,23 @@ impl Subscriptions {
         &self,
         id: &str,
         overlap: std::time::Duration,
-    ) -> Result<Option<(Arc<Subscription>, String)>, StoreError> {
+    ) -> Result<Option<(Arc<Subscription>, String)>, Rotation> {
         let secret = new_signing_secret();
         let now = now_ms();
+        let mut busy = None;
         let updated = self
             .update(id, |current| {
+                // The last rotation promised that the secret before it signs until its
+                // overlap ends: a rotation now would drop it at once.
+                if let Some((_, until)) = current
+                    .signing
+                    .as_ref()
+                    .and_then(|s| s.previous.as_ref())
+                    .filter(|(_, until)| now < *until)
+                {
+                    busy = Some(*until);
+                    return false;
+                }
                 current.signing = Some(SigningSecrets {
                     current: secret.clone(),
                     previous: current
@@ -757,6 +780,9 @@ impl Subscriptions {
                 true
             })
             .await?;
+        if let Some(until) = busy {
+            return Err(Rotation::InOverlap(until));
+        }
         Ok(updated.map(|subscription| (subscription, secret)))
     }
 

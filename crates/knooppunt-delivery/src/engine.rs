@@ -475,9 +475,12 @@ impl Deliverer {
         self.inner.connections.open_sinks()
     }
 
-    /// The hub's public keys for `v1a` signatures, the current one first.
+    /// The hub's public keys for `v1a` signatures that sign now, the current one first.
     pub fn public_keys(&self) -> Vec<crate::signing::PublicKey> {
-        self.inner.options.hub_keys.public()
+        self.inner
+            .options
+            .hub_keys
+            .public(std::time::SystemTime::now())
     }
 
     /// How the workers fare: panics caught, restarts, and the workers stuck now (a worker

@@ -66,10 +66,10 @@ impl HubKeys {
         Ok(HubKeys { keys })
     }
 
-    /// The public keys, the current one first.
-    pub fn public(&self) -> Vec<PublicKey> {
-        self.keys
-            .iter()
+    /// The public keys that sign at `now`, the current one first (a previous key past its
+    /// time signs nothing and is no longer listed).
+    pub fn public(&self, now: SystemTime) -> Vec<PublicKey> {
+        self.valid_at(now)
             .map(|key| PublicKey {
                 kid: key.kid.clone(),
                 key: key.pair.public_key().as_ref().to_vec(),
@@ -238,8 +238,13 @@ mod tests {
     fn the_hub_keys_sign_v1a() {
         let at = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         let keys = HubKeys::from_pem(&pem(), Some((&pem(), at + Duration::from_secs(60)))).unwrap();
-        let public = keys.public();
+        let public = keys.public(at);
         assert_eq!(public.len(), 2);
+        assert_eq!(
+            keys.public(at + Duration::from_secs(60)).len(),
+            1,
+            "a previous key past its time is no longer listed"
+        );
         assert!(public[0].until.is_none() && public[1].until.is_some());
         assert_ne!(public[0].kid, public[1].kid);
         let body = b"{}";

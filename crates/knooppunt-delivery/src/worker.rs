@@ -750,10 +750,17 @@ async fn send(
         Err(why) => return failed(why),
     };
     // Signed last, just before it goes out (the timestamp is the sending time's).
+    // One id per delivery (the same for its every attempt); a test event has no sequence
+    // (0), and each is a delivery of its own.
+    let webhook_id = if event.seq == 0 {
+        format!("msg_test_{}", event.id)
+    } else {
+        format!("msg_{}_{}", event.seq, subscription.id)
+    };
     crate::signing::sign(
         subscription.signing.as_ref(),
         &inner.options.hub_keys,
-        &format!("msg_{}_{}", event.seq, subscription.id),
+        &webhook_id,
         SystemTime::now(),
         &message.body,
         &mut message.headers,

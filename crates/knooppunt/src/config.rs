@@ -1285,13 +1285,25 @@ mod tests {
             .and_then(|config| config.hub_options(knooppunt_broker::Authentication::Disabled))
         };
         let one = options("").unwrap();
-        assert_eq!(one.delivery.hub_keys.public().len(), 1);
+        assert_eq!(
+            one.delivery
+                .hub_keys
+                .public(std::time::SystemTime::now())
+                .len(),
+            1
+        );
         let two = options(&format!(
             "previous_signing_key_file = \"{previous}\"\n\
              previous_signing_key_until = \"2030-01-01T00:00:00Z\"\n"
         ))
         .unwrap();
-        assert_eq!(two.delivery.hub_keys.public().len(), 2);
+        assert_eq!(
+            two.delivery
+                .hub_keys
+                .public(std::time::SystemTime::now())
+                .len(),
+            2
+        );
         let half = options(&format!("previous_signing_key_file = \"{previous}\"\n")).unwrap_err();
         assert!(half.to_string().contains("give both"), "{half}");
         std::fs::write(dir.path().join("bad.pem"), "not a key").unwrap();

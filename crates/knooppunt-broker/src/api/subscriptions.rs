@@ -477,11 +477,22 @@ pub(crate) async fn rotate_signing_secret(
     {
         return Err(not_found(&id));
     }
-    let (subscription, secret) = state
+    let (subscription, secret) = match state
         .subscriptions
         .rotate_signing_secret(&id, state.signing_overlap)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
+        .await
+    {
+        Ok(rotated) => rotated.ok_or_else(|| not_found(&id))?,
+        Err(crate::lifecycle::Rotation::InOverlap(until)) => {
+            return Err(ApiError::Conflict(format!(
+                "the secret before the current one still signs until {} (the overlap the last \
+                 rotation announced): rotate again after that, so that no secret stops \
+                 signing earlier than its rotation said",
+                knooppunt_event::timestamp::utc_timestamp(until)
+            )));
+        }
+        Err(crate::lifecycle::Rotation::Store(error)) => return Err(error.into()),
+    };
     let until = subscription
         .signing
         .as_ref()
