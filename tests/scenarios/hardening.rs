@@ -817,3 +817,55 @@ async fn the_openapi_document_states_the_constraints_the_hub_enforces() {
         200
     );
 }
+
+/// Failed console sign-ins are on the audit trail (with the address they came from) and
+/// slow that address down: after five within a minute, its sign-ins are refused with 429
+/// and `Retry-After`, without the credential being checked, even a right one.
+#[tokio::test]
+async fn failed_console_sign_ins_are_audited_and_slowed_down() {
+    use knooppunt_tests::console::sign_in;
+    let hub = TestHub::start().await;
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let base = hub.url("");
+    let base = base.trim_end_matches('/');
+    for attempt in 0..5 {
+        let (_, answer) = sign_in(&browser, base, &[("token", &format!("guess-{attempt}"))]).await;
+        assert_ne!(answer.status(), 429, "attempt {attempt}");
+        assert_ne!(answer.status(), 303, "a wrong token signs nobody in");
+    }
+    for token in ["guess-5", tokens::KVK] {
+        let (_, answer) = sign_in(&browser, base, &[("token", token)]).await;
+        assert_eq!(answer.status(), 429, "{token}");
+        let wait: u64 = answer.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=60).contains(&wait), "{wait}");
+    }
+    // Every one is on the trail, the refused ones too.
+    let mut entries = Vec::new();
+    for _ in 0..50 {
+        let trail = hub
+            .call(
+                Method::GET,
+                "/v1/audit?name=console.signin",
+                tokens::ADMIN,
+                None,
+            )
+            .await;
+        entries = trail.body.as_array().cloned().unwrap_or_default();
+        if entries.len() >= 7 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(entries.len(), 7, "{entries:?}");
+    assert!(
+        entries.iter().all(|e| e["details"]["peer"] == "127.0.0.1"),
+        "{entries:?}"
+    );
+}

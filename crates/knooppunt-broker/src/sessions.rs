@@ -70,6 +70,67 @@ pub(crate) enum SignIn {
     Unknown,
 }
 
+/// Failed sign-ins one address may make within [`THROTTLE_WINDOW_MS`]; past them its
+/// sign-ins are refused until the window ends.
+pub(crate) const MAX_FAILED_SIGN_INS: u32 = 5;
+const THROTTLE_WINDOW_MS: u64 = 60_000;
+/// Addresses remembered at once (a bound on memory whatever the number of addresses).
+const THROTTLE_CAPACITY: usize = 10_000;
+
+/// Failed console sign-ins per client address, so that tokens cannot be guessed at speed:
+/// after [`MAX_FAILED_SIGN_INS`] failures within a minute, an address waits for the rest
+/// of that minute; a success forgets its failures.
+#[derive(Debug, Default)]
+pub(crate) struct Throttle {
+    failures: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (u32, u64)>>,
+}
+
+impl Throttle {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<std::net::IpAddr, (u32, u64)>> {
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `Err(seconds)`: `ip` must wait that long before it may try again.
+    pub(crate) fn check(&self, ip: std::net::IpAddr, now: u64) -> Result<(), u64> {
+        match self.lock().get(&ip) {
+            Some((count, since))
+                if *count >= MAX_FAILED_SIGN_INS && now < since + THROTTLE_WINDOW_MS =>
+            {
+                Err((since + THROTTLE_WINDOW_MS - now).div_ceil(1000))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A sign-in from `ip` failed.
+    pub(crate) fn failed(&self, ip: std::net::IpAddr, now: u64) {
+        let mut failures = self.lock();
+        if failures.len() >= THROTTLE_CAPACITY && !failures.contains_key(&ip) {
+            failures.retain(|_, (_, since)| now < *since + THROTTLE_WINDOW_MS);
+            if failures.len() >= THROTTLE_CAPACITY {
+                // Still full: forget one, so a flood of addresses cannot grow this.
+                if let Some(any) = failures.keys().next().copied() {
+                    failures.remove(&any);
+                }
+            }
+        }
+        let entry = failures.entry(ip).or_insert((0, now));
+        if now >= entry.1 + THROTTLE_WINDOW_MS {
+            *entry = (0, now);
+        }
+        entry.0 += 1;
+    }
+
+    /// A sign-in from `ip` succeeded: its failures are forgotten.
+    pub(crate) fn succeeded(&self, ip: std::net::IpAddr) {
+        self.lock().remove(&ip);
+    }
+}
+
 /// How often at most a session's `last_seen_at` is written.
 const TOUCH_EVERY_MS: u64 = 60_000;
 
@@ -77,6 +138,8 @@ const TOUCH_EVERY_MS: u64 = 60_000;
 pub(crate) struct Sessions {
     store: Arc<dyn Store>,
     options: SessionOptions,
+    /// Failed sign-ins per address.
+    pub(crate) throttle: Throttle,
     random: SystemRandom,
 }
 
@@ -97,6 +160,7 @@ impl Sessions {
         Sessions {
             store,
             options,
+            throttle: Throttle::default(),
             random: SystemRandom::new(),
         }
     }

@@ -64,11 +64,16 @@ impl Default for ServerLimits {
     }
 }
 
-/// The router, with the connection's client certificate (if any) on every request, telling
-/// the connection when each request starts and is answered.
+/// The IP address a request's connection came from (set by the server on every request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PeerIp(pub(crate) std::net::IpAddr);
+
+/// The router, with the connection's client certificate (if any) and its peer's address on
+/// every request, telling the connection when each request starts and is answered.
 fn with_client(
     router: axum::Router,
     client: Option<crate::identity::ClientCertificate>,
+    peer: PeerIp,
     connection: Arc<peers::Connection>,
 ) -> impl tower::Service<
     http::Request<hyper::body::Incoming>,
@@ -88,6 +93,7 @@ fn with_client(
     );
     tower::ServiceExt::map_request(router, move |mut request: http::Request<_>| {
         connection.request_started();
+        request.extensions_mut().insert(peer);
         if let Some(client) = &client {
             request.extensions_mut().insert(client.clone());
         }
@@ -192,11 +198,29 @@ pub(crate) async fn run(
                     };
                     let client = tls.client(stream.get_ref().1.peer_certificates());
                     let guarded = connection::Guarded::new(stream, limits.idle_timeout, headers);
-                    serve_stream(guarded, client, router, &http, &connection, stop).await
+                    serve_stream(
+                        guarded,
+                        client,
+                        PeerIp(peer.ip()),
+                        router,
+                        &http,
+                        &connection,
+                        stop,
+                    )
+                    .await
                 }
                 _ => {
                     let guarded = connection::Guarded::new(stream, limits.idle_timeout, headers);
-                    serve_stream(guarded, None, router, &http, &connection, stop).await
+                    serve_stream(
+                        guarded,
+                        None,
+                        PeerIp(peer.ip()),
+                        router,
+                        &http,
+                        &connection,
+                        stop,
+                    )
+                    .await
                 }
             };
             if let Err(error) = served {
@@ -238,6 +262,7 @@ async fn room(slots: &Semaphore, peers: &peers::Peers) {
 async fn serve_stream<S>(
     stream: connection::Guarded<S>,
     client: Option<crate::identity::ClientCertificate>,
+    peer: PeerIp,
     router: axum::Router,
     http: &hyper::server::conn::http1::Builder,
     state: &Arc<peers::Connection>,
@@ -246,7 +271,7 @@ async fn serve_stream<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = TowerToHyperService::new(with_client(router, client, Arc::clone(state)));
+    let service = TowerToHyperService::new(with_client(router, client, peer, Arc::clone(state)));
     serve(
         http.serve_connection(TokioIo::new(stream), service),
         state,

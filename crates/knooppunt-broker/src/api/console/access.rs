@@ -149,6 +149,7 @@ pub(crate) async fn sign_in(
     State(console): State<Arc<Console>>,
     headers: HeaderMap,
     certificate: Option<Extension<ClientCertificate>>,
+    peer: Option<Extension<crate::server::PeerIp>>,
     bytes: Bytes,
 ) -> Response {
     let lang = lang_of(&headers);
@@ -168,6 +169,33 @@ pub(crate) async fn sign_in(
         );
     }
     let state = &console.state;
+    let peer = peer.map(|Extension(crate::server::PeerIp(ip))| ip);
+    let now = knooppunt_store::now_ms();
+    // Failed sign-ins slow an address down: past a few a minute, it waits.
+    if let Some(wait) = peer.and_then(|ip| state.sessions.throttle.check(ip, now).err()) {
+        let why = format!(
+            "{} {wait} s.",
+            lang.t(
+                "Te veel mislukte inlogpogingen vanaf dit adres; probeer het opnieuw over",
+                "Too many failed sign-ins from this address; try again in",
+            )
+        );
+        state.audit.refused(
+            &Context::default(),
+            Action::new(
+                "console.signin",
+                "console".to_owned(),
+                serde_json::json!({"detail": "too many failed sign-ins from this address: \
+                                              refused without checking the credential",
+                                   "peer": peer.map(|ip| ip.to_string())}),
+            ),
+        );
+        let mut page = layout::refusal(lang, StatusCode::TOO_MANY_REQUESTS, &why);
+        if let Ok(value) = http::HeaderValue::try_from(wait.to_string()) {
+            page.headers_mut().insert(http::header::RETRY_AFTER, value);
+        }
+        return page;
+    }
     let started = match fields.get("method") {
         "development" if matches!(state.authentication, Authentication::Disabled) => state
             .sessions
@@ -222,13 +250,16 @@ pub(crate) async fn sign_in(
     let (secret, live) = match started {
         Ok(Ok(started)) => started,
         Ok(Err(why)) => {
+            if let Some(ip) = peer {
+                state.sessions.throttle.failed(ip, now);
+            }
             let context = Context::default();
             state.audit.refused(
                 &context,
                 Action::new(
                     "console.signin",
                     "console".to_owned(),
-                    serde_json::json!({"detail": why}),
+                    serde_json::json!({"detail": why, "peer": peer.map(|ip| ip.to_string())}),
                 ),
             );
             return login_page(&console, lang, &query, certificate.as_ref(), Some(&why));
@@ -238,6 +269,9 @@ pub(crate) async fn sign_in(
             return layout::failure(lang, StatusCode::SERVICE_UNAVAILABLE);
         }
     };
+    if let Some(ip) = peer {
+        state.sessions.throttle.succeeded(ip);
+    }
     let context = Context {
         actor: Some(live.principal.name.clone()),
         actor_oin: live.principal.oin.as_ref().map(|o| o.as_str().to_owned()),
