@@ -151,6 +151,19 @@ impl Deliverer {
             let leased = store
                 .lease(&subscription.id, now, lock_ms, max, ordered)
                 .await?;
+            // Held by the consumer from now on: kept, so that a crash of the hub neither
+            // hands out their tokens again nor forgets that they count.
+            if !leased.is_empty() {
+                store
+                    .record(vec![DeliveryChange::Leased {
+                        subscription: subscription.id.clone(),
+                        leases: leased
+                            .iter()
+                            .map(|d| (d.seq, d.lease, d.leased_until))
+                            .collect(),
+                    }])
+                    .await?;
+            }
             let mut handed = Vec::with_capacity(leased.len());
             let mut given_up = Vec::new();
             for delivery in leased {

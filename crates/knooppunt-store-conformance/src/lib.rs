@@ -169,6 +169,7 @@ pub async fn run(backend: &mut impl Backend) {
     leases_are_renewed_only_by_their_holder(backend).await;
     unused_leases_are_given_back(backend).await;
     leases_held_are_counted(backend).await;
+    consumer_leases_count_across_a_reopen(backend).await;
     backlogs_are_measured_in_bytes(backend).await;
     events_are_read_in_order_after_a_position(backend).await;
     replays_are_kept_and_their_events_queued_again(backend).await;
@@ -1137,6 +1138,66 @@ async fn the_sweep_removes_only_finished_events(backend: &mut impl Backend) {
     assert_eq!(
         store.pending_deliveries("s", 10).await.unwrap()[0].seq,
         n[1]
+    );
+}
+
+/// Leases held outside the hub (a pull consumer's locks, kept with
+/// [`DeliveryChange::Leased`]) count across a reopen, as after a crash: their tokens are
+/// never handed out again (a result or release under the old one is refused), and a lease
+/// that ran out counts as an attempt when its delivery is leased again.
+async fn consumer_leases_count_across_a_reopen(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["held"]).await;
+    let n = seqs(
+        &store
+            .append_events(
+                vec![event("1", &["held"]), event("2", &["held"])],
+                100,
+                HOUR,
+            )
+            .await
+            .unwrap(),
+    );
+    let mut first = Vec::new();
+    for seq in [n[0], n[1]] {
+        first.push(lease_one(store.as_ref(), "held", seq, 100).await);
+    }
+    store
+        .record(vec![DeliveryChange::Leased {
+            subscription: "held".into(),
+            leases: first
+                .iter()
+                .map(|d| (d.seq, d.lease, d.leased_until))
+                .collect(),
+        }])
+        .await
+        .unwrap();
+    let store = backend.reopen(store).await;
+    let again = lease_one(store.as_ref(), "held", n[0], 1200).await;
+    assert_eq!(
+        again.attempts, 1,
+        "the lease that ran out counts after a reopen"
+    );
+    assert!(
+        first.iter().all(|old| again.lease != old.lease),
+        "a token is never handed out again: {} after {:?}",
+        again.lease,
+        first.iter().map(|d| d.lease).collect::<Vec<_>>()
+    );
+    let stale = store
+        .record(vec![attempt(&first[0], 1250, Verdict::Delivered)])
+        .await;
+    assert!(
+        matches!(&stale, Err(StoreError::StaleLease { seq, .. }) if *seq == n[0]),
+        "the old holder's result is refused: {stale:?}"
+    );
+    assert_eq!(
+        store
+            .release("held", &[(first[0].seq, first[0].lease)])
+            .await
+            .unwrap(),
+        0,
+        "nor does its release free the new holder's lease"
     );
 }
 

@@ -246,6 +246,30 @@ impl Pending {
         leased
     }
 
+    /// Lease `token` until `until` of the delivery of `seq`, read back from the log (a
+    /// lease held outside the hub): as [`Pending::lease`] made it, a lease before it that
+    /// ran out counting as an attempt. A delivery that holds this lease or a later one (the
+    /// live hub, which made it) is left as it is.
+    pub(super) fn relet(&mut self, subscription: &str, seq: u64, token: u64, until: u64) {
+        let current = match self.touched.get(&seq) {
+            Some(delivery) => delivery.lease,
+            None if self.fresh.binary_search_by_key(&seq, |(s, _)| *s).is_ok() => 0,
+            None => return,
+        };
+        if current >= token {
+            return;
+        }
+        let mut delivery = self
+            .remove(subscription, seq)
+            .expect("the delivery is in the queue");
+        if delivery.leased_until != 0 {
+            delivery.attempts += 1;
+        }
+        delivery.leased_until = until;
+        delivery.lease = token;
+        self.put(delivery);
+    }
+
     /// Whether a result made under lease `token` for the delivery of `seq` may be
     /// recorded: the delivery is held under that lease, or it is not pending any more (the
     /// result will be ignored).

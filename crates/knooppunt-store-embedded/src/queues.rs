@@ -26,8 +26,9 @@ pub(super) struct Queues {
     pub(super) index: EventIndex,
     /// Duplicate detection has forgotten the events up to this one (their window passed).
     pub(super) dedupe_expired_through: u64,
-    /// The last lease token handed out. Leases live in memory only: after a restart no
-    /// holder of an old one exists, so numbering may start again.
+    /// The last lease token handed out. Push leases live in memory only; leases held
+    /// outside the hub (a pull consumer's) are logged ([`DeliveryChange::Leased`]), and
+    /// numbering goes on after the largest of them, so no token is handed out twice.
     pub(super) lease_tokens: u64,
     /// Records numbered up to this one were deleted with their segments.
     pub(super) swept_through: u64,
@@ -88,6 +89,18 @@ impl Queues {
     /// Applies a recorded change to the delivery state.
     pub(super) fn apply(&mut self, change: &DeliveryChange) {
         match change {
+            DeliveryChange::Leased {
+                subscription,
+                leases,
+            } => {
+                for &(seq, lease, until) in leases {
+                    // Tokens are never handed out twice, across restarts too.
+                    self.lease_tokens = self.lease_tokens.max(lease);
+                    if let Some(queue) = self.pending.get_mut(subscription) {
+                        queue.relet(subscription, seq, lease, until);
+                    }
+                }
+            }
             DeliveryChange::Attempted(attempt) => self.attempted(attempt),
             DeliveryChange::Redeliver {
                 subscription,

@@ -292,6 +292,17 @@ pub(crate) enum ChangeRecord {
         at: u64,
         replay: String,
     },
+    Leased {
+        subscription: String,
+        leases: Vec<LeaseRecord>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LeaseRecord {
+    seq: u64,
+    lease: u64,
+    until: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -370,6 +381,16 @@ impl From<&DeliveryChange> for ChangeRecord {
                 at,
                 replay,
             },
+            DeliveryChange::Leased {
+                subscription,
+                leases,
+            } => ChangeRecord::Leased {
+                subscription,
+                leases: leases
+                    .into_iter()
+                    .map(|(seq, lease, until)| LeaseRecord { seq, lease, until })
+                    .collect(),
+            },
         }
     }
 }
@@ -434,6 +455,16 @@ impl From<ChangeRecord> for DeliveryChange {
                 seqs,
                 at,
                 replay,
+            },
+            ChangeRecord::Leased {
+                subscription,
+                leases,
+            } => DeliveryChange::Leased {
+                subscription,
+                leases: leases
+                    .into_iter()
+                    .map(|l| (l.seq, l.lease, l.until))
+                    .collect(),
             },
         }
     }

@@ -1757,6 +1757,8 @@ pub(crate) fn statement(change: &DeliveryChange) -> Option<(&'static str, Vec<Ow
                 Box::new(seqs.iter().map(|s| *s as i64).collect::<Vec<i64>>()),
             ],
         ),
+        // Leases are rows already: they survive a crash as they are.
+        DeliveryChange::Leased { .. } => return None,
         DeliveryChange::DeleteDeadLetter { subscription, seq } => (
             "DELETE FROM dead_letters WHERE subscription = $1 AND seq = $2",
             vec![Box::new(subscription.clone()), Box::new(*seq as i64)],

@@ -214,6 +214,15 @@ pub enum DeliveryChange {
         at: u64,
         reason: String,
     },
+    /// Leases now held outside the hub (a pull consumer's locks), as `(seq, lease, until)`,
+    /// kept so that they count after a crash: a lease that ran out counts as an attempt
+    /// when its delivery is leased again, and no lease token is ever handed out twice. A
+    /// backend whose leases are durable already changes nothing; a lease that is no longer
+    /// the delivery's, or no delivery, is passed over.
+    Leased {
+        subscription: String,
+        leases: Vec<(u64, u64, u64)>,
+    },
 }
 
 /// A delivery its subscriber took (2xx): which event, to which subscription, when. Kept

@@ -473,6 +473,11 @@ async fn a_killed_hub_gives_back_what_was_not_acknowledged(backend: Backend) {
     let acked: HashSet<String> = held[..10].iter().map(Held::id).collect();
     let settled = consumer.acknowledge(&held[..10]).await;
     assert_eq!(settled["succeeded"].as_array().unwrap().len(), 10);
+    // The outstanding locks, by event: their tokens and counts.
+    let outstanding: std::collections::HashMap<String, (String, u32)> = held[10..]
+        .iter()
+        .map(|h| (h.id(), (h.token.clone(), h.count)))
+        .collect();
     hub.child.kill().unwrap(); // SIGKILL, 20 locks outstanding
     hub.child.wait().unwrap();
     drop(hub);
@@ -480,6 +485,7 @@ async fn a_killed_hub_gives_back_what_was_not_acknowledged(backend: Backend) {
     let hub = backend.hub(dir.path(), "a", TOKEN);
     let consumer = Consumer::new(&client, &hub, &subscription);
     let mut after = HashSet::new();
+    let mut stale_checked = 0;
     let deadline = Instant::now() + Duration::from_secs(20);
     while after.len() < all.len() - acked.len() && Instant::now() < deadline {
         let held = consumer.receive(100, "PT1S").await;
@@ -490,11 +496,30 @@ async fn a_killed_hub_gives_back_what_was_not_acknowledged(backend: Backend) {
                 one.id()
             );
             after.insert(one.id());
+            // A lock from before the kill ran out: it counts, and its token is not handed
+            // out again, so its stale holder cannot release the new holder's lock.
+            if let Some((old_token, old_count)) = outstanding.get(&one.id()) {
+                assert_eq!(one.count, old_count + 1, "{}: the count survived", one.id());
+                assert_ne!(&one.token, old_token, "{}: a new token", one.id());
+                let released = consumer.settle("release", &[old_token], json!({})).await;
+                assert_eq!(
+                    released["failed"].as_array().unwrap().len(),
+                    1,
+                    "{released}"
+                );
+                stale_checked += 1;
+            }
         }
         if !held.is_empty() {
-            consumer.acknowledge(&held).await;
+            let settled = consumer.acknowledge(&held).await;
+            assert_eq!(
+                settled["succeeded"].as_array().unwrap().len(),
+                held.len(),
+                "{settled}"
+            );
         }
     }
+    assert_eq!(stale_checked, outstanding.len());
     let expected: HashSet<String> = all.difference(&acked).cloned().collect();
     assert_eq!(after, expected, "every unacknowledged event came back");
     assert!(
