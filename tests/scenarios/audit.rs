@@ -272,6 +272,12 @@ async fn every_change_and_refusal_is_on_a_chain_that_names_an_edited_entry() {
     assert_eq!(verified.status, 200);
     assert_eq!(verified.body["intact"], false, "{}", verified.body);
     assert_eq!(verified.body["brokenAt"], edited, "{}", verified.body);
+    assert_eq!(
+        verified.body["entries"],
+        edited - verified.body["first"].as_u64().unwrap(),
+        "the entries before the broken one are counted as intact: {}",
+        verified.body
+    );
 }
 
 #[tokio::test]
@@ -427,4 +433,73 @@ async fn an_operator_can_switch_receipts_off() {
         )
         .await;
     assert_eq!(receipts.body["receipts"], json!([]), "{}", receipts.body);
+}
+
+/// The chain's head at `GET /v1/audit/head` is signed with the hub's Ed25519 key, and the
+/// signature verifies with the public key the hub publishes; `verify?head=` takes it.
+#[tokio::test]
+async fn the_head_is_signed_with_the_hubs_key() {
+    use base64::Engine as _;
+    let der =
+        ring::signature::Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).unwrap();
+    let pem = format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        base64::engine::general_purpose::STANDARD.encode(der.as_ref())
+    );
+    let mut options = knooppunt_tests::test_options();
+    options.delivery.hub_keys = knooppunt_broker::HubKeys::from_pem(&pem, None).unwrap();
+    let hub = TestHub::start_with_options(options).await;
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/principals",
+            tokens::ADMIN,
+            Some(json!({"name": "rvo", "roles": ["publisher"]})),
+        )
+        .await;
+    assert_eq!(created.status, 201);
+    hub.call(Method::GET, "/v1/audit/head", tokens::KVK, None)
+        .await
+        .assert_problem(403);
+    let head = hub
+        .call(Method::GET, "/v1/audit/head", tokens::ADMIN, None)
+        .await;
+    assert_eq!(head.status, 200, "{}", head.body);
+    let signature = &head.body["signature"];
+    assert_eq!(
+        signature["signed"],
+        format!(
+            "knooppunt-audit-head:{}",
+            head.body["head"].as_str().unwrap()
+        )
+    );
+    let keys = hub.get_json("/v1/signing-keys").await;
+    assert_eq!(keys["keys"][0]["kid"], signature["kid"]);
+    let decode = |text: &Value| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(text.as_str().unwrap())
+            .unwrap()
+    };
+    ring::signature::UnparsedPublicKey::new(
+        &ring::signature::ED25519,
+        decode(&keys["keys"][0]["x"]),
+    )
+    .verify(
+        signature["signed"].as_str().unwrap().as_bytes(),
+        &decode(&signature["value"]),
+    )
+    .expect("the head's signature verifies with the published key");
+    let path = format!(
+        "/v1/audit/verify?head={}",
+        head.body["head"].as_str().unwrap()
+    );
+    let verified = hub.call(Method::GET, &path, tokens::ADMIN, None).await;
+    assert_eq!(verified.body["intact"], true, "{}", verified.body);
+    let unknown = format!("/v1/audit/verify?head=999:{}", "a".repeat(64));
+    let verified = hub.call(Method::GET, &unknown, tokens::ADMIN, None).await;
+    assert_eq!(verified.body["intact"], false, "{}", verified.body);
+    assert_eq!(verified.body["truncated"], true, "{}", verified.body);
+    hub.call(Method::GET, "/v1/audit/verify?head=x", tokens::ADMIN, None)
+        .await
+        .assert_problem(400);
 }

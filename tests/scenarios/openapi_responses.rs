@@ -527,8 +527,20 @@ async fn every_answer_is_what_the_document_says() {
     for request in [
         hub.request(Method::GET, "/v1/audit/verify", tokens::ADMIN),
         as_kvk(Method::GET, "/v1/audit/verify"),
+        hub.request(Method::GET, "/v1/audit/verify?head=x", tokens::ADMIN),
+        hub.request(
+            Method::GET,
+            &format!("/v1/audit/verify?head=9999:{}", "0".repeat(64)),
+            tokens::ADMIN,
+        ),
     ] {
         check.check("get", "/audit/verify", request).await;
+    }
+    for request in [
+        hub.request(Method::GET, "/v1/audit/head", tokens::ADMIN),
+        as_kvk(Method::GET, "/v1/audit/head"),
+    ] {
+        check.check("get", "/audit/head", request).await;
     }
     // Pull delivery.
     let pulled = check

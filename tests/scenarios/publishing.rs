@@ -625,6 +625,10 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::AuditEntry>> {
         self.inner.audit_entries(range)
     }
+
+    fn audit_last(&self) -> knooppunt_store::StoreFuture<'_, Option<knooppunt_store::AuditEntry>> {
+        self.inner.audit_last()
+    }
     fn sweep_audit(&self, before_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
         self.inner.sweep_audit(before_ms)
     }

@@ -58,6 +58,11 @@ pub struct HubOptions {
     pub signing_overlap: std::time::Duration,
     /// How long audit entries are kept.
     pub audit_retention: std::time::Duration,
+    /// Where the hub keeps its checkpoint of the audit trail's head (the newest entry's
+    /// number and hash), compared with the store at start-up: a start that finds entries
+    /// removed from the trail's end is refused. `None`: no checkpoint (the log and
+    /// `/v1/audit/head` still anchor the head).
+    pub audit_checkpoint: Option<std::path::PathBuf>,
     /// How replays run: at most how many per hub, how fast, when another hub takes one over.
     pub replays: crate::history::ReplayOptions,
     /// The Notificaties API 1.0 facade for ZGW components.
@@ -87,6 +92,7 @@ impl HubOptions {
             resync_interval: std::time::Duration::from_secs(1),
             signing_overlap: std::time::Duration::from_secs(24 * 3600),
             audit_retention: std::time::Duration::from_secs(365 * 24 * 3600),
+            audit_checkpoint: None,
             replays: crate::history::ReplayOptions::default(),
             zgw: identity::zgw::ZgwOptions::default(),
             sessions: crate::sessions::SessionOptions::default(),
@@ -179,7 +185,10 @@ impl AppState {
         let catalog =
             Arc::new(Catalog::load(Arc::clone(&store), options.ingest.reserve_oin_sources).await?);
         let (stop, _) = tokio::sync::watch::channel(false);
-        let (audit, audit_writer) = Audit::new(Arc::clone(&store), stop.subscribe());
+        let head = crate::audit::Head::open(store.as_ref(), options.audit_checkpoint.clone())
+            .await
+            .map_err(|refused| HubError::Config(refused.to_string()))?;
+        let (audit, audit_writer) = Audit::new(Arc::clone(&store), head, stop.subscribe());
         let audit = Arc::new(audit);
         let audit_writer = tokio::spawn(audit_writer);
         let approvals = Arc::new(
@@ -456,8 +465,15 @@ impl AppState {
     }
 
     /// Checks the whole audit chain, a page at a time.
-    pub(crate) async fn verify_audit(&self) -> Result<serde_json::Value, StoreError> {
+    /// Checks the whole chain; with `head` (a sequence number and hash kept outside the
+    /// store), also that the trail still holds that entry, unchanged: entries removed from
+    /// the chain's end leave it intact but show here.
+    pub(crate) async fn verify_audit(
+        &self,
+        head: Option<(u64, String)>,
+    ) -> Result<serde_json::Value, StoreError> {
         let (mut checked, mut first, mut last) = (0u64, None, None::<(u64, String)>);
+        let mut head_found = None;
         loop {
             let page = self
                 .store
@@ -467,12 +483,45 @@ impl AppState {
                 })
                 .await?;
             if page.is_empty() {
-                return Ok(serde_json::json!({
+                let mut report = serde_json::json!({
                     "intact": true, "entries": checked,
-                    "first": first, "last": last.map(|(seq, _)| seq),
-                }));
+                    "first": first, "last": last.as_ref().map(|(seq, _)| *seq),
+                });
+                if let Some((seq, hash)) = &head {
+                    let why = match (&head_found, &last) {
+                        (Some(found), _) if found == hash => None,
+                        (Some(_), _) => Some(format!(
+                            "entry {seq} is not the one the head names: it was replaced"
+                        )),
+                        (None, Some((newest, _))) if newest < seq => Some(format!(
+                            "the trail ends at entry {newest}, but the head names entry {seq}: \
+                             entries were removed from its end"
+                        )),
+                        (None, None) => Some(format!(
+                            "the trail is empty, but the head names entry {seq}: entries were \
+                             removed"
+                        )),
+                        // Swept by retention: older than the trail's first entry.
+                        (None, Some(_)) if first.is_some_and(|f| f > *seq) => None,
+                        (None, Some(_)) => {
+                            Some(format!("the trail has no entry {seq}: it was removed"))
+                        }
+                    };
+                    if let Some(why) = why {
+                        tracing::error!(head = seq, %why, "The audit trail is not complete.");
+                        report["intact"] = serde_json::json!(false);
+                        report["truncated"] = serde_json::json!(true);
+                        report["why"] = serde_json::json!(why);
+                    }
+                }
+                return Ok(report);
             }
             first = first.or(page.first().map(|e| e.seq));
+            if let Some((seq, _)) = &head
+                && let Some(entry) = page.iter().find(|e| e.seq == *seq)
+            {
+                head_found = Some(entry.hash.clone());
+            }
             let previous = last.as_ref().map(|(seq, hash)| (*seq, hash.as_str()));
             match knooppunt_store::verify_audit(previous, &page) {
                 Ok(end) => {
@@ -480,6 +529,8 @@ impl AppState {
                     last = end;
                 }
                 Err(broken) => {
+                    // The entries of this page before the broken one are intact too.
+                    checked += page.iter().take_while(|e| e.seq < broken.seq).count() as u64;
                     tracing::error!(entry = broken.seq, why = %broken.why, "The audit trail is broken.");
                     return Ok(serde_json::json!({
                         "intact": false, "entries": checked, "first": first,
@@ -488,6 +539,25 @@ impl AppState {
                 }
             }
         }
+    }
+
+    /// The chain's head as this hub knows it, signed with the hub's Ed25519 key when it
+    /// has one (over `knooppunt-audit-head:<sequence>:<hash>`).
+    pub(crate) fn audit_head(&self) -> serde_json::Value {
+        use base64::Engine as _;
+        let Some((seq, hash)) = self.audit.head.get() else {
+            return serde_json::json!({"sequence": 0, "hash": knooppunt_store::GENESIS});
+        };
+        let mut body = serde_json::json!({"sequence": seq, "hash": hash,
+                                          "head": format!("{seq}:{hash}")});
+        let content = format!("knooppunt-audit-head:{seq}:{hash}");
+        if let Some((kid, signature)) = self.deliverer.sign_with_hub_key(content.as_bytes()) {
+            body["signature"] = serde_json::json!({
+                "alg": "EdDSA", "kid": kid, "signed": content,
+                "value": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(signature),
+            });
+        }
+        body
     }
 
     /// An accepted event, while it is retained.

@@ -67,8 +67,145 @@ struct Waiting {
     written: Option<oneshot::Sender<bool>>,
 }
 
+/// The chain's head as this hub last saw it (the newest entry's sequence number and
+/// hash), anchored outside the store so that removing entries from the chain's end shows:
+/// logged at every change and at start-up, served at `GET /v1/audit/head` and as a metric,
+/// and kept in a checkpoint file beside the hub, compared with the store at start-up.
+#[derive(Debug, Default)]
+pub(crate) struct Head {
+    current: std::sync::Mutex<Option<(u64, String)>>,
+    checkpoint: Option<std::path::PathBuf>,
+}
+
+/// Why a hub refuses to start: the store's audit trail lacks what the checkpoint saw.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Truncated(String);
+
+impl Head {
+    /// The newest entry this hub knows of.
+    pub(crate) fn get(&self) -> Option<(u64, String)> {
+        self.current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Compares the store's trail with the checkpoint file (when the hub keeps one): the
+    /// entry it names must be in the store, with its hash, or have been swept by retention
+    /// with newer entries after it. Then takes the store's head as its own.
+    pub(crate) async fn open(
+        store: &dyn Store,
+        checkpoint: Option<std::path::PathBuf>,
+    ) -> Result<Head, Truncated> {
+        let last = store
+            .audit_last()
+            .await
+            .map_err(|error| Truncated(format!("cannot read the audit trail's head: {error}")))?;
+        let seen = checkpoint
+            .as_deref()
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .and_then(|text| parse_head(text.trim()));
+        if let (Some((seq, hash)), Some(path)) = (&seen, &checkpoint) {
+            let place = format!(
+                "this hub's checkpoint {} says entry {seq} (hash {hash}) was written",
+                path.display()
+            );
+            let what_to_do = "restore the store from a backup, or, knowing why, move the \
+                              checkpoint file aside to start anyway (the hub then anchors the \
+                              trail's head anew, in its log and at /v1/audit/head)";
+            match last.as_ref().map(|entry| entry.seq) {
+                Some(newest) if newest >= *seq => {
+                    let found = store
+                        .audit_entries(knooppunt_store::AuditRange {
+                            after: Some(seq.saturating_sub(1)),
+                            limit: 1,
+                        })
+                        .await
+                        .map_err(|error| {
+                            Truncated(format!("cannot read the audit trail: {error}"))
+                        })?;
+                    match found.first() {
+                        Some(entry) if entry.seq == *seq && entry.hash != *hash => {
+                            return Err(Truncated(format!(
+                                "the audit trail's entry {seq} is not the one {place}: it was \
+                                 replaced; {what_to_do}"
+                            )));
+                        }
+                        Some(entry) if entry.seq != *seq && entry.seq < newest => {
+                            return Err(Truncated(format!(
+                                "the audit trail has no entry {seq} although newer ones follow, \
+                                 and {place}: entries were removed; {what_to_do}"
+                            )));
+                        }
+                        _ => {}
+                    }
+                }
+                newest => {
+                    return Err(Truncated(format!(
+                        "the audit trail ends at entry {}, but {place}: entries were removed \
+                         from its end; {what_to_do}",
+                        newest.unwrap_or(0)
+                    )));
+                }
+            }
+        }
+        let head = Head {
+            current: std::sync::Mutex::new(last.map(|entry| (entry.seq, entry.hash))),
+            checkpoint,
+        };
+        if let Some((seq, hash)) = head.get() {
+            tracing::info!(sequence = seq, %hash, "Audit trail head at start-up.");
+            head.keep(seq, &hash);
+        }
+        Ok(head)
+    }
+
+    /// Entries up to `entry` were appended.
+    fn advance(&self, entry: &knooppunt_store::AuditEntry) {
+        {
+            let mut current = self
+                .current
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if current.as_ref().is_some_and(|(seq, _)| *seq >= entry.seq) {
+                return;
+            }
+            *current = Some((entry.seq, entry.hash.clone()));
+        }
+        tracing::info!(sequence = entry.seq, hash = %entry.hash, "Audit trail head.");
+        self.keep(entry.seq, &entry.hash);
+    }
+
+    /// Writes the checkpoint file (a new file renamed into place), when the hub keeps one.
+    fn keep(&self, seq: u64, hash: &str) {
+        let Some(path) = &self.checkpoint else {
+            return;
+        };
+        let written = (|| {
+            let staged = path.with_extension("new");
+            std::fs::write(&staged, format!("{seq}:{hash}\n"))?;
+            std::fs::rename(&staged, path)
+        })();
+        if let Err(error) = written {
+            tracing::warn!(%error, path = %path.display(), "Writing the audit trail's checkpoint failed; the log keeps the head.");
+        }
+    }
+}
+
+/// `<sequence>:<hash>`, as the checkpoint and `--head` write a head.
+pub fn parse_head(text: &str) -> Option<(u64, String)> {
+    let (seq, hash) = text.split_once(':')?;
+    let seq = seq.trim().parse().ok()?;
+    let hash = hash.trim();
+    (hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| (seq, hash.to_ascii_lowercase()))
+}
+
 pub(crate) struct Audit {
     queue: mpsc::Sender<Waiting>,
+    /// The chain's head, anchored outside the store.
+    pub(crate) head: Arc<Head>,
     /// Refusals not recorded one by one since the last count was written.
     dropped: Arc<AtomicU64>,
     /// Every entry written, and every write that failed (for metrics).
@@ -104,16 +241,19 @@ impl Audit {
     /// what waits, or when the writer is dropped).
     pub(crate) fn new(
         store: Arc<dyn Store>,
+        head: Head,
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> (Audit, impl Future<Output = ()> + Send) {
         let (queue, receiver) = mpsc::channel(QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
         let written = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(AtomicU64::new(0));
+        let head = Arc::new(head);
         let task = write(
             store,
             receiver,
             stop,
+            Arc::clone(&head),
             Arc::clone(&dropped),
             Arc::clone(&written),
             Arc::clone(&failed),
@@ -121,6 +261,7 @@ impl Audit {
         (
             Audit {
                 queue,
+                head,
                 dropped,
                 written,
                 failed,
@@ -146,6 +287,15 @@ impl Audit {
     /// The writer's counters in the Prometheus text format.
     pub(crate) fn render(&self, out: &mut String) {
         use std::fmt::Write;
+        if let Some((seq, hash)) = self.head.get() {
+            let _ = writeln!(
+                out,
+                "# HELP knooppunt_audit_head_sequence The newest audit entry's sequence number; \
+                 its hash is the label (compare it with a copy kept elsewhere).\n\
+                 # TYPE knooppunt_audit_head_sequence gauge\n\
+                 knooppunt_audit_head_sequence{{hash=\"{hash}\"}} {seq}"
+            );
+        }
         for (name, help, value) in [
             (
                 "knooppunt_audit_entries_written_total",
@@ -192,6 +342,7 @@ async fn write(
     store: Arc<dyn Store>,
     mut receiver: mpsc::Receiver<Waiting>,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    head: Arc<Head>,
     dropped: Arc<AtomicU64>,
     written: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
@@ -233,8 +384,11 @@ async fn write(
         records.extend(batch.iter().map(|w| w.record.clone()));
         let count = records.len() as u64;
         let ok = match store.append_audit(records).await {
-            Ok(_) => {
+            Ok(entries) => {
                 written.fetch_add(count, Ordering::Relaxed);
+                if let Some(last) = entries.last() {
+                    head.advance(last);
+                }
                 true
             }
             Err(error) => {

@@ -36,6 +36,7 @@ use tokio::net::TcpListener;
 
 use app::AppState;
 pub use app::{HubError, HubOptions, catalog_problems};
+pub use audit::parse_head as parse_audit_head;
 pub use backlog::BacklogOptions;
 
 pub use history::ReplayOptions;

@@ -475,6 +475,12 @@ impl Deliverer {
         self.inner.connections.open_sinks()
     }
 
+    /// `content` signed with the hub's current Ed25519 key: its `kid` and the signature;
+    /// `None` when the hub has no key.
+    pub fn sign_with_hub_key(&self, content: &[u8]) -> Option<(String, Vec<u8>)> {
+        self.inner.options.hub_keys.sign_current(content)
+    }
+
     /// The hub's public keys for `v1a` signatures that sign now, the current one first.
     pub fn public_keys(&self) -> Vec<crate::signing::PublicKey> {
         self.inner

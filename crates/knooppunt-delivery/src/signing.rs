@@ -78,6 +78,14 @@ impl HubKeys {
             .collect()
     }
 
+    /// `content` signed with the current key (Ed25519): its `kid` and the signature;
+    /// `None` without keys. What the hub vouches for besides deliveries (its audit trail's
+    /// head) is signed this way.
+    pub fn sign_current(&self, content: &[u8]) -> Option<(String, Vec<u8>)> {
+        let key = self.keys.first()?;
+        Some((key.kid.clone(), key.pair.sign(content).as_ref().to_vec()))
+    }
+
     fn valid_at(&self, now: SystemTime) -> impl Iterator<Item = &HubKey> {
         self.keys
             .iter()

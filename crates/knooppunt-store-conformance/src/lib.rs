@@ -383,6 +383,7 @@ async fn the_audit_trail_is_one_durable_chain(backend: &mut impl Backend) {
         limit: 100,
     };
     assert!(store.audit_entries(all).await.unwrap().is_empty());
+    assert_eq!(store.audit_last().await.unwrap(), None, "no head yet");
     let first = store
         .append_audit(vec![
             audit_record(100, "eventtype.create"),
@@ -411,6 +412,11 @@ async fn the_audit_trail_is_one_durable_chain(backend: &mut impl Backend) {
     let entries = store.audit_entries(all).await.unwrap();
     assert_eq!(entries.len(), 5);
     assert_eq!(entries[..2], first[..], "every field as written");
+    assert_eq!(
+        store.audit_last().await.unwrap().as_ref(),
+        entries.last(),
+        "the head is the newest entry"
+    );
     assert_eq!(verify_audit(None, &entries).unwrap().unwrap().0, 5);
     let page = store
         .audit_entries(AuditRange {
@@ -434,6 +440,7 @@ async fn the_audit_trail_is_one_durable_chain(backend: &mut impl Backend) {
         .unwrap();
     assert_eq!(next[0].seq, 6);
     assert_eq!(next[0].prev_hash, kept[0].hash);
+    assert_eq!(store.audit_last().await.unwrap().as_ref(), next.first());
 }
 
 async fn grants_are_kept(backend: &mut impl Backend) {

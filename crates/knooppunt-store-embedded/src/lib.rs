@@ -809,6 +809,15 @@ impl Store for SledStore {
         })
     }
 
+    fn audit_last(&self) -> StoreFuture<'_, Option<AuditEntry>> {
+        Box::pin(async move {
+            match self.inner.trees.audit.last().map_err(backend)? {
+                Some((_, bytes)) => decode_audit(&bytes).map(Some),
+                None => Ok(None),
+            }
+        })
+    }
+
     fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             self.writable()?;

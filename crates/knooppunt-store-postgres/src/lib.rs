@@ -957,6 +957,22 @@ impl Store for PgStore {
         })
     }
 
+    fn audit_last(&self) -> StoreFuture<'_, Option<AuditEntry>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_opt("SELECT entry FROM audit ORDER BY seq DESC LIMIT 1", &[])
+                .await
+                .map_err(backend)?;
+            row.map(|row| {
+                serde_json::from_str(row.get::<_, &str>(0)).map_err(|error| {
+                    StoreError::Corrupt(format!("an audit entry is unreadable: {error}"))
+                })
+            })
+            .transpose()
+        })
+    }
+
     fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let client = self.client().await?;

@@ -185,6 +185,9 @@ pub trait Store: Send + Sync + 'static {
     /// Audit entries in sequence order.
     fn audit_entries(&self, range: AuditRange) -> StoreFuture<'_, Vec<AuditEntry>>;
 
+    /// The newest audit entry (the chain's head as the store holds it), if there is one.
+    fn audit_last(&self) -> StoreFuture<'_, Option<AuditEntry>>;
+
     /// Removes the oldest audit entries whose `start_time` is before `before_ms`, stopping at
     /// the first that is not (the trail stays one chain, anchored at its oldest entry);
     /// returns how many.

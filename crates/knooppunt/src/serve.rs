@@ -44,7 +44,17 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
     } else {
         Authentication::tokens(config.principals()).with_issuers(config.issuers()?)
     };
-    let options = config.hub_options(authentication)?;
+    let mut options = config.hub_options(authentication)?;
+    // The checkpoint of the audit trail's head lives beside the hub, not in the store.
+    let data_dir = &config.server.data_dir;
+    match std::fs::create_dir_all(data_dir) {
+        Ok(()) => options.audit_checkpoint = Some(data_dir.join("audit-head")),
+        Err(error) => tracing::warn!(
+            %error, data_dir = %data_dir.display(),
+            "The audit trail's checkpoint cannot be kept in server.data_dir; the log and \
+             /v1/audit/head still anchor its head."
+        ),
+    }
     let scheme = match &options.tls {
         None => "http",
         Some(_) if config.server.tls_client_ca.is_some() => "https, client certificates",

@@ -348,12 +348,48 @@ fn query_path(selection: &Selection) -> String {
     }
 }
 
-/// `GET /v1/audit/verify` (admins): checks the whole chain.
+/// `GET /v1/audit/verify?head=<sequence>:<hash>` (admins): checks the whole chain, and,
+/// with a head kept outside the store, that no entry was removed from its end.
 pub(crate) async fn verify(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     caller.require(crate::identity::Role::Admin, "verify the audit trail")?;
-    let report = state.verify_audit().await?;
+    let mut problems = Vec::new();
+    for name in query.keys().filter(|k| k.as_str() != "head") {
+        problems.push(InvalidParam::new(
+            name,
+            "unknown query parameter; use `head`",
+        ));
+    }
+    let head = match query.get("head") {
+        None => None,
+        Some(text) => match crate::audit::parse_head(text) {
+            Some(head) => Some(head),
+            None => {
+                problems.push(InvalidParam::new(
+                    "head",
+                    "must be `<sequence>:<hash>` (the hash 64 hex digits), as \
+                     GET /v1/audit/head and the hub's log give it",
+                ));
+                None
+            }
+        },
+    };
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the query is invalid", problems));
+    }
+    let report = state.verify_audit(head).await?;
     Ok(Json(report).into_response())
+}
+
+/// `GET /v1/audit/head` (admins): the newest entry's sequence number and hash, signed with
+/// the hub's key when it has one: keep it elsewhere, and verify the trail against it later.
+pub(crate) async fn head(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    caller.require(crate::identity::Role::Admin, "read the audit trail's head")?;
+    Ok(Json(state.audit_head()).into_response())
 }

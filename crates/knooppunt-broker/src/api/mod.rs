@@ -201,6 +201,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             get(audit::verify).fallback(not_allowed("GET")),
         )
         .route(
+            "/v1/audit/head",
+            get(audit::head).fallback(not_allowed("GET")),
+        )
+        .route(
             "/v1/principals",
             get(principals::list)
                 .post(principals::create)

@@ -1875,18 +1875,59 @@ fn add_audit(document: &mut Value) {
         &[BAD_REQUEST, UNAUTHORIZED],
         page,
     ));
+    let mut head_parameter = Map::new();
+    head_parameter.insert(
+        "parameters".into(),
+        json!([{"name": "head", "in": "query", "required": false,
+                "description": "A head kept outside the store, `<sequence>:<hash>` (as `GET /audit/head` and the hub's log \
+                                give it): the trail must still hold that entry, unchanged, so that entries removed from \
+                                its end show.",
+                "schema": {"type": "string", "pattern": "^[0-9]+:[0-9a-fA-F]{64}$"}}]),
+    );
     let verify = tagged(operation(
         "verifyAuditTrail",
-        "Check the whole chain (admins): every entry's hash, and that each names the hash of the one before.",
+        "Check the whole chain (admins): every entry's hash, that each names the hash of the one before, and, with \
+         `head`, that no entry was removed from its end.",
         (
             "200",
-            json!({"description": "The outcome; `intact: false` names the first broken entry.",
+            json!({"description": "The outcome; `intact: false` names the first broken entry, or says the trail was truncated.",
                    "headers": headers(&[]),
                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AuditVerification"}}}}),
         ),
         &[
+            BAD_REQUEST,
             UNAUTHORIZED,
             ("403", "Only an administrator verifies the trail."),
+        ],
+        head_parameter,
+    ));
+    let head = tagged(operation(
+        "getAuditHead",
+        "The chain's head (admins): the newest entry's sequence number and hash, signed with the hub's Ed25519 key \
+         when it has one (verify with `GET /signing-keys`). Keep it elsewhere; `GET /audit/verify?head=` shows later \
+         whether entries were removed from the trail's end.",
+        (
+            "200",
+            json!({"description": "The head.", "headers": headers(&[]),
+            "content": {"application/json": {"schema": {
+                "type": "object", "required": ["sequence", "hash"],
+                "properties": {
+                    "sequence": {"type": "integer", "format": "int64", "description": "The newest entry's number (0: none yet)."},
+                    "hash": {"type": "string", "description": "Its hash."},
+                    "head": {"type": "string", "description": "`<sequence>:<hash>`, as `verify?head=` takes it."},
+                    "signature": {"type": "object", "required": ["alg", "kid", "signed", "value"],
+                        "description": "The hub's Ed25519 signature of `signed`.",
+                        "properties": {
+                            "alg": {"type": "string", "enum": ["EdDSA"]},
+                            "kid": {"type": "string"},
+                            "signed": {"type": "string", "description": "`knooppunt-audit-head:<sequence>:<hash>`."},
+                            "value": {"type": "string", "description": "The signature, base64url without padding."}
+                        }}
+                }}}}}),
+        ),
+        &[
+            UNAUTHORIZED,
+            ("403", "Only an administrator reads the head."),
         ],
         Map::new(),
     ));
@@ -1972,6 +2013,7 @@ fn add_audit(document: &mut Value) {
     );
     paths.insert("/audit".into(), json!({"get": list}));
     paths.insert("/audit/verify".into(), json!({"get": verify}));
+    paths.insert("/audit/head".into(), json!({"get": head}));
     let schemas = document["components"]["schemas"]
         .as_object_mut()
         .expect("schemas");
@@ -2014,6 +2056,7 @@ fn add_audit(document: &mut Value) {
                           "description": "The oldest entry kept (older ones were removed by retention)."},
                 "last": {"type": "integer", "format": "int64", "nullable": true},
                 "brokenAt": {"type": "integer", "format": "int64", "description": "The first broken entry."},
+                "truncated": {"type": "boolean", "description": "The head given is missing or replaced: entries were removed."},
                 "why": {"type": "string"}
             }
         }),

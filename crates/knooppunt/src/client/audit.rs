@@ -45,6 +45,17 @@ pub(crate) enum AuditCommand {
         /// A JSON lines export to check instead of asking the hub.
         #[arg(long)]
         file: Option<PathBuf>,
+        /// A head kept outside the store, `<sequence>:<hash>` (from `audit head`, the hub's
+        /// log or its checkpoint file): the trail must still hold that entry, unchanged, so
+        /// that entries removed from its end are found.
+        #[arg(long, value_name = "SEQUENCE:HASH")]
+        head: Option<String>,
+    },
+    /// Print the chain's head, `<sequence>:<hash>` (admins), with the hub's signature when
+    /// it has a key: keep it elsewhere for `audit verify --head`.
+    Head {
+        #[command(flatten)]
+        connection: Connection,
     },
 }
 
@@ -97,20 +108,46 @@ pub(crate) async fn run(command: AuditCommand) -> Outcome {
         }
         AuditCommand::Export { connection, out } => export(&connection, out).await,
         AuditCommand::Verify {
-            file: Some(file), ..
-        } => verify_file(&file),
+            file: Some(file),
+            head,
+            ..
+        } => verify_file(&file, head.as_deref()),
         AuditCommand::Verify {
             connection,
             file: None,
+            head,
         } => {
+            let path = match &head {
+                Some(head) => format!("/v1/audit/verify?head={}", super::segment(head)),
+                None => "/v1/audit/verify".to_owned(),
+            };
             let client = Client::new(&connection)?;
             let answer = client
-                .send(Method::GET, "/v1/audit/verify", HeaderMap::new(), None)
+                .send(Method::GET, &path, HeaderMap::new(), None)
                 .await?;
             if !answer.status.is_success() {
                 return Ok(refused(&answer));
             }
             report(&answer.body)
+        }
+        AuditCommand::Head { connection } => {
+            let client = Client::new(&connection)?;
+            let answer = client
+                .send(Method::GET, "/v1/audit/head", HeaderMap::new(), None)
+                .await?;
+            if !answer.status.is_success() {
+                return Ok(refused(&answer));
+            }
+            println!("{}:{}", answer.body["sequence"], text(&answer.body["hash"]));
+            if let Some(signature) = answer.body.get("signature") {
+                println!(
+                    "signed by the hub's key {} (EdDSA over `{}`): {}",
+                    text(&signature["kid"]),
+                    text(&signature["signed"]),
+                    text(&signature["value"])
+                );
+            }
+            Ok(ExitCode::SUCCESS)
         }
     }
 }
@@ -124,6 +161,15 @@ fn report(outcome: &Value) -> Outcome {
             text(&outcome["last"])
         );
         Ok(ExitCode::SUCCESS)
+    } else if outcome["truncated"] == true {
+        println!(
+            "The audit trail is NOT COMPLETE: {} ({} entries checked, entries {} to {}).",
+            text(&outcome["why"]),
+            outcome["entries"],
+            text(&outcome["first"]),
+            text(&outcome["last"])
+        );
+        Ok(ExitCode::from(BROKEN))
     } else {
         println!(
             "The audit trail is BROKEN at entry {}: {} ({} entries before it are intact).",
@@ -172,11 +218,18 @@ async fn export(connection: &Connection, out: Option<PathBuf>) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-fn verify_file(path: &PathBuf) -> Outcome {
+fn verify_file(path: &PathBuf, head: Option<&str>) -> Outcome {
+    let head = match head {
+        None => None,
+        Some(text) => Some(knooppunt_broker::parse_audit_head(text).ok_or_else(|| {
+            anyhow::anyhow!("--head: `{text}` is not `<sequence>:<hash>` (the hash 64 hex digits)")
+        })?),
+    };
     let file = std::fs::File::open(path)
         .with_context(|| format!("--file: cannot read {}", path.display()))?;
     let mut last: Option<(u64, String)> = None;
     let (mut first, mut checked) = (None, 0u64);
+    let mut head_found = None;
     for (number, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.with_context(|| format!("cannot read {}", path.display()))?;
         if line.trim().is_empty() {
@@ -193,6 +246,9 @@ fn verify_file(path: &PathBuf) -> Outcome {
             }
         };
         first = first.or(Some(entry.seq));
+        if head.as_ref().is_some_and(|(seq, _)| *seq == entry.seq) {
+            head_found = Some(entry.hash.clone());
+        }
         let previous = last.as_ref().map(|(seq, hash)| (*seq, hash.as_str()));
         match knooppunt_store::verify_audit(previous, std::iter::once(&entry)) {
             Ok(end) => {
@@ -207,8 +263,27 @@ fn verify_file(path: &PathBuf) -> Outcome {
             }
         }
     }
-    report(&serde_json::json!({
+    let mut outcome = serde_json::json!({
         "intact": true, "entries": checked, "first": first,
-        "last": last.map(|(seq, _)| seq),
-    }))
+        "last": last.as_ref().map(|(seq, _)| *seq),
+    });
+    if let Some((seq, hash)) = head {
+        let why = match (head_found, first) {
+            (Some(found), _) if found == hash => None,
+            (Some(_), _) => Some(format!(
+                "entry {seq} is not the one the head names: it was replaced"
+            )),
+            (None, Some(oldest)) if oldest > seq => None,
+            (None, _) => Some(format!(
+                "the export has no entry {seq} (it ends at {}): entries were removed from its end",
+                last.as_ref().map_or(0, |(newest, _)| *newest)
+            )),
+        };
+        if let Some(why) = why {
+            outcome["intact"] = serde_json::json!(false);
+            outcome["truncated"] = serde_json::json!(true);
+            outcome["why"] = serde_json::json!(why);
+        }
+    }
+    report(&outcome)
 }

@@ -206,18 +206,21 @@ impl Backend {
 
     /// The same with this configuration file.
     pub(crate) fn hub_with(&self, config: &Path, dir: &Path, name: &str) -> HubProcess {
-        match self {
-            Backend::Embedded => HubProcess::start(config, &dir.join(name)),
-            Backend::Postgres { url, .. } => HubProcess::start_with_env(
-                config,
-                &dir.join(name),
-                &[
-                    ("KNOOPPUNT_STORE_BACKEND", "postgres"),
-                    ("KNOOPPUNT_STORE_URL", url),
-                    ("KNOOPPUNT_STORE_POOL_SIZE", "8"),
-                ],
-            ),
+        HubProcess::spawn(self.serve_command(config, dir, name))
+    }
+
+    /// The `knooppunt serve` command of such a hub, not started.
+    pub(crate) fn serve_command(&self, config: &Path, dir: &Path, name: &str) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_knooppunt"));
+        command.args(serve_args(config, &dir.join(name)));
+        if let Backend::Postgres { url, .. } = self {
+            command.envs([
+                ("KNOOPPUNT_STORE_BACKEND", "postgres"),
+                ("KNOOPPUNT_STORE_URL", url),
+                ("KNOOPPUNT_STORE_POOL_SIZE", "8"),
+            ]);
         }
+        command
     }
 }
 
