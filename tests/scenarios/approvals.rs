@@ -603,3 +603,109 @@ async fn read_stream(hub: &TestHub, path: &str) -> Vec<String> {
         .map(|e| e["id"].as_str().unwrap().to_owned())
         .collect()
 }
+
+/// A revocation is linearizable: the time the API gives as `decided` is a point after which
+/// no attempt of the entry's events starts, so between a revocation and the next grant at
+/// most the attempts already in flight (`max_in_flight`) arrive at the sink, while the
+/// publisher keeps publishing all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_starts_after_the_decided_time_of_a_revocation() {
+    const MAX_IN_FLIGHT: usize = 4;
+    let mut options = knooppunt_tests::test_options();
+    options.delivery.max_in_flight = MAX_IN_FLIGHT;
+    let hub = std::sync::Arc::new(TestHub::start_with_options(options).await);
+    let entry = guarded_entry(&hub).await;
+    let sink = Sink::start().await;
+    sink.answer_always(Reply::status(204).after(Duration::from_millis(2)));
+    let subscription = subscribe(&hub, tokens::KVK, &sink, json!({"ordering": "unordered"})).await;
+    owner_decides(&hub, &entry, &subscription, json!({"state": "granted"})).await;
+    // The sink's clock in wall time: its arrivals are instants.
+    let (base, base_wall) = (std::time::Instant::now(), std::time::SystemTime::now());
+    let wall_ms = |at: std::time::Instant| {
+        let wall = if at >= base {
+            base_wall + (at - base)
+        } else {
+            base_wall - (base - at)
+        };
+        wall.duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let publisher = {
+        let (hub, stop) = (std::sync::Arc::clone(&hub), std::sync::Arc::clone(&stop));
+        tokio::spawn(async move {
+            // Batches of 50: a backlog builds, so the worker always has one to start.
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) && n < 100_000 {
+                let batch: Vec<Value> = (0..50)
+                    .map(|i| {
+                        json!({"specversion": "1.0", "id": format!("flow-{}", n + i),
+                               "source": SOURCE, "type": TYPE})
+                    })
+                    .collect();
+                n += 50;
+                let answer = hub
+                    .request(Method::POST, "/v1/events", tokens::BRP_PUBLISHER)
+                    .header("content-type", "application/cloudevents-batch+json")
+                    .body(Value::Array(batch).to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(answer.status(), 202);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            n
+        })
+    };
+    let millis = |answer: &Answer| {
+        let text = answer.body["decided"].as_str().unwrap().to_owned();
+        knooppunt_event::timestamp::epoch_millis(&text).unwrap()
+    };
+    let mut windows = Vec::new();
+    for cycle in 0..5 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let revoked = decide(
+            &hub,
+            tokens::BRP_PUBLISHER,
+            &entry,
+            &subscription,
+            json!({"state": "revoked", "reason": format!("cycle {cycle}")}),
+        )
+        .await;
+        assert_eq!(revoked.status, 200, "{}", revoked.body);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let granted = decide(
+            &hub,
+            tokens::BRP_PUBLISHER,
+            &entry,
+            &subscription,
+            json!({"state": "granted"}),
+        )
+        .await;
+        assert_eq!(granted.status, 200, "{}", granted.body);
+        windows.push((millis(&revoked), millis(&granted)));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let published = publisher.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let arrivals: Vec<u64> = sink.deliveries().iter().map(|d| wall_ms(d.at)).collect();
+    assert!(
+        arrivals.len() > 50,
+        "{} of {published} delivered",
+        arrivals.len()
+    );
+    for (revoked, granted) in windows {
+        // An arrival within the millisecond of the decision may have started before it.
+        let late = arrivals
+            .iter()
+            .filter(|&&at| at > revoked + 1 && at < granted)
+            .count();
+        eprintln!("{late} arrived after the revocation decided at {revoked}");
+        assert!(
+            late <= MAX_IN_FLIGHT,
+            "{late} deliveries arrived after the revocation decided at {revoked} (before the \
+             grant at {granted}); at most max_in_flight ({MAX_IN_FLIGHT}) may"
+        );
+    }
+}

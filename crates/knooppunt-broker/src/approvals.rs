@@ -19,7 +19,6 @@
 //! another hub's revocation withdraws the same way after it reloads.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use knooppunt_event::format::json::Identity;
@@ -150,47 +149,7 @@ pub(crate) struct Approvals {
     writes: tokio::sync::Mutex<()>,
     /// Passes held by publishes of gated events from routing until their deliveries are on
     /// disk; a change that takes a grant away waits for the passes taken before it.
-    pub(crate) gate: Gate,
-}
-
-/// Passes for publishes, in two epochs: a publish enters the current epoch; a revocation
-/// moves to the next and waits until the previous one is empty. A publish that entered the
-/// previous epoch after the revocation saw it empty reads the grants after the revocation
-/// changed them (every step is `SeqCst`), so it routes by the new table.
-#[derive(Debug, Default)]
-pub(crate) struct Gate {
-    epoch: AtomicUsize,
-    active: [AtomicUsize; 2],
-}
-
-/// A publish's pass; given back when dropped.
-pub(crate) struct Pass<'a> {
-    gate: &'a Gate,
-    epoch: usize,
-}
-
-impl Gate {
-    pub(crate) fn enter(&self) -> Pass<'_> {
-        let epoch = self.epoch.load(Ordering::SeqCst) & 1;
-        self.active[epoch].fetch_add(1, Ordering::SeqCst);
-        Pass { gate: self, epoch }
-    }
-
-    /// Waits until every pass taken before this call is given back (callers are serialised
-    /// by the approvals' writer lock). A publish holds its pass for one store commit, so this
-    /// waits milliseconds.
-    async fn wait_for_earlier_passes(&self) {
-        let previous = self.epoch.fetch_add(1, Ordering::SeqCst) & 1;
-        while self.active[previous].load(Ordering::SeqCst) != 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
-    }
-}
-
-impl Drop for Pass<'_> {
-    fn drop(&mut self) {
-        self.gate.active[self.epoch].fetch_sub(1, Ordering::SeqCst);
-    }
+    pub(crate) gate: knooppunt_delivery::Gate,
 }
 
 /// The scope of an entry's events, as the filter crate asks it.
@@ -217,7 +176,7 @@ impl Approvals {
             audit,
             grants: RwLock::new(grants),
             writes: tokio::sync::Mutex::new(()),
-            gate: Gate::default(),
+            gate: knooppunt_delivery::Gate::default(),
         })
     }
 
@@ -251,6 +210,8 @@ impl Approvals {
                 .map(|g| revocation_reason(&entry, g.decision.as_ref()))
                 .unwrap_or_else(|| revocation_reason(&entry, None));
             self.withdraw(&entry, &subscription, &reason).await?;
+            // As on the hub that decided: nothing taken before starts from now on.
+            self.subscriptions.cut(&subscription).await;
         }
         Ok(())
     }
@@ -529,7 +490,7 @@ impl Approvals {
                 state.as_str()
             )));
         }
-        let grant = Arc::new(Grant {
+        let mut grant = Grant {
             entry: existing.entry.clone(),
             subscription: existing.subscription.clone(),
             state,
@@ -539,25 +500,49 @@ impl Approvals {
                 at: now_ms(),
                 reason,
             }),
-        });
-        self.store.put_grant(&grant).await?;
+        };
+        let mut withdrawn = 0;
+        if state == GrantState::Revoked {
+            // Linearizable: routing stops, what was routed under the grant is on disk and
+            // withdrawn, then the subscription is cut; the moment of the cut is the decision's
+            // time: after it no attempt of the entry's events starts on this hub (those that
+            // started before may still arrive).
+            let taken = |grants: &std::sync::RwLock<Grants>, grant: Arc<Grant>| {
+                grants.write().expect("grants lock").put(grant);
+            };
+            taken(&self.grants, Arc::new(grant.clone()));
+            self.gate.wait_for_earlier_passes().await;
+            let reason = revocation_reason(entry_id, grant.decision.as_ref());
+            let cut = async {
+                let withdrawn = self.withdraw(entry_id, subscription_id, &reason).await?;
+                let at = self.subscriptions.cut(subscription_id).await;
+                if let Some(decision) = &mut grant.decision {
+                    decision.at = at;
+                }
+                self.store.put_grant(&grant).await?;
+                Ok::<u64, StoreError>(withdrawn)
+            };
+            match cut.await {
+                Ok(count) => withdrawn = count,
+                Err(error) => {
+                    // Not recorded: the grant stands as it was (what was withdrawn stays a
+                    // dead letter, which its subscriber may redeliver).
+                    taken(&self.grants, Arc::clone(&existing));
+                    return Err(error.into());
+                }
+            }
+        } else {
+            self.store.put_grant(&grant).await?;
+        }
+        let grant = Arc::new(grant);
         self.grants
             .write()
             .expect("grants lock")
             .put(Arc::clone(&grant));
-        if state == GrantState::Revoked {
-            // Every publish routed under the grant is on disk once this returns.
-            self.gate.wait_for_earlier_passes().await;
-        }
         tracing::info!(
             entry = entry_id, subscription = subscription_id, by = %principal.name,
             state = state.as_str(), "Approval decided."
         );
-        let mut withdrawn = 0;
-        if state == GrantState::Revoked {
-            let reason = revocation_reason(entry_id, grant.decision.as_ref());
-            withdrawn = self.withdraw(entry_id, subscription_id, &reason).await?;
-        }
         Ok(Decided {
             grant,
             concerns: [Some(entry.owner.clone()), subscriber]

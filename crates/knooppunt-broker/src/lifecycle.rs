@@ -217,6 +217,10 @@ impl Subscriptions {
             .collect();
         for subscription in &changed {
             self.file(Subscription::clone(subscription));
+            if owners.contains(&subscription.owner) {
+                // Nothing of it starts from now on (pushed or pulled).
+                self.deliverer.cut(&subscription.id).await;
+            }
         }
         if !changed.is_empty() {
             tracing::info!(
@@ -881,8 +885,19 @@ impl Subscriptions {
         max: usize,
         wait: std::time::Duration,
     ) -> Result<Vec<Received>, PullRefused> {
+        // Read before the checks: a cut after it (a right taken away after they passed)
+        // makes this receive hand out nothing.
+        let generation = self.deliverer.cuts_of(id);
         let subscription = self.pullable(id)?;
-        Ok(self.deliverer.receive(&subscription, max, wait).await?)
+        Ok(self
+            .deliverer
+            .receive(&subscription, max, wait, generation)
+            .await?)
+    }
+
+    /// Cuts subscription `id`'s deliveries taken so far ([`Deliverer::cut`]); the moment.
+    pub(crate) async fn cut(&self, id: &str) -> u64 {
+        self.deliverer.cut(id).await
     }
 
     /// Settles events of pull subscription `id` held under `tokens` (see

@@ -181,6 +181,19 @@ pub(crate) struct Inner {
     pub(crate) hub: String,
     /// This hub's share of each subscription's slots and rate.
     pub(crate) share: watch::Sender<Share>,
+    /// Per subscription, its cuts (made on first use, kept while the hub runs: one small
+    /// record per subscription).
+    pub(crate) cuts: Mutex<HashMap<String, Arc<Cut>>>,
+}
+
+/// A subscription's cuts ([`Deliverer::cut`]): how many there were, and the passes of the
+/// attempts (and receives) starting now.
+#[derive(Debug, Default)]
+pub(crate) struct Cut {
+    pub(crate) generation: std::sync::atomic::AtomicU64,
+    pub(crate) gate: crate::Gate,
+    /// Cuts of one subscription take turns.
+    turn: tokio::sync::Mutex<()>,
 }
 
 pub(crate) struct Worker {
@@ -206,6 +219,17 @@ impl Worker {
 }
 
 impl Inner {
+    /// Subscription `id`'s cuts.
+    pub(crate) fn cut_of(&self, id: &str) -> Arc<Cut> {
+        Arc::clone(
+            self.cuts
+                .lock()
+                .expect("cuts lock")
+                .entry(id.to_owned())
+                .or_default(),
+        )
+    }
+
     /// A sink asked a hub for a pause until `until_ms` (told through the store).
     pub(crate) fn pause_told(&self, sink: &str, until_ms: u64) {
         let wait = Duration::from_millis(until_ms.saturating_sub(now_ms()));
@@ -262,6 +286,7 @@ impl Deliverer {
                 supervision: Supervision::default(),
                 hub,
                 share: watch::channel(Share::default()).0,
+                cuts: Mutex::default(),
             }),
         };
         Ok((deliverer, gone_reports))
@@ -394,6 +419,32 @@ impl Deliverer {
         if let Some(worker) = self.inner.workers.lock().expect("workers lock").get(id) {
             worker.recall();
         }
+    }
+
+    /// Cuts subscription `id`'s deliveries taken so far: once this returns, none of them
+    /// starts an attempt (pushed) or is handed to a consumer (pulled); the ones that started
+    /// before may still finish. What its worker leased ahead is given back. Returns the
+    /// moment of the cut (milliseconds since the Unix epoch): after it, only what is leased
+    /// from now on is sent. Whoever takes a right away withdraws what may no longer be sent
+    /// first, then cuts, so that nothing leased afterwards is among it.
+    pub async fn cut(&self, id: &str) -> u64 {
+        let cut = self.inner.cut_of(id);
+        let _turn = cut.turn.lock().await;
+        cut.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        cut.gate.wait_for_earlier_passes().await;
+        let at = now_ms();
+        self.recall(id);
+        at
+    }
+
+    /// How many cuts subscription `id` had: read it before checking that work may begin,
+    /// and [`Deliverer::receive`] refuses to hand out anything once another came.
+    pub fn cuts_of(&self, id: &str) -> u64 {
+        self.inner
+            .cut_of(id)
+            .generation
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// [`Deliverer::recall`] for every subscription.

@@ -13,6 +13,7 @@
 mod address;
 mod connections;
 pub mod engine;
+mod gate;
 pub mod outcome;
 pub mod pull;
 mod share;
@@ -28,6 +29,7 @@ pub use engine::{
     Deliverer, DeliveryOptions, Gone, LastDelivery, Observer, RECENT_ATTEMPTS, SinkHealth,
     Unobserved, now_ms,
 };
+pub use gate::{Gate, Pass};
 pub use pull::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Received, Settlement, TokenProblem};
 pub use signing::{HubKeys, PublicKey};
 pub use sink::{Handshake, REDACTED, redact_sink};

@@ -129,11 +129,16 @@ impl Deliverer {
     /// subscription's `lockDuration`, in acceptance order (an ordered subscription: its
     /// oldest, and only once the one before was settled). When none is due it waits up to
     /// `wait` for one. Events past `maxAttempts` or `ttl` become dead letters instead.
+    ///
+    /// `generation` is [`Deliverer::cuts_of`] the subscription, read before the caller
+    /// checked that it may receive: when a cut came since ([`Deliverer::cut`]), nothing is
+    /// handed out (what was leased is given back) and the answer is empty.
     pub async fn receive(
         &self,
         subscription: &Subscription,
         max: usize,
         wait: Duration,
+        generation: u64,
     ) -> Result<Vec<Received>, StoreError> {
         let config = subscription.delivery_config();
         let ordered = config.ordering == knooppunt_store::Ordering::Ordered;
@@ -143,6 +148,7 @@ impl Deliverer {
         let wake = self.watch(&subscription.id);
         let mut closing = self.closing();
         let store = &self.inner.store;
+        let cut = self.inner.cut_of(&subscription.id);
         loop {
             let notified = wake.notified();
             tokio::pin!(notified);
@@ -165,6 +171,7 @@ impl Deliverer {
                     .await?;
             }
             let mut handed = Vec::with_capacity(leased.len());
+            let mut handed_leases = Vec::with_capacity(leased.len());
             let mut given_up = Vec::new();
             for delivery in leased {
                 let event = store.event(delivery.seq).await?;
@@ -189,12 +196,15 @@ impl Deliverer {
                     Some(_) => None,
                 };
                 match (reason, event) {
-                    (None, Some(event)) => handed.push(Received {
-                        lock_token: LockToken::of(&delivery),
-                        delivery_count: delivery.attempts + 1,
-                        replay: delivery.replay.clone(),
-                        event,
-                    }),
+                    (None, Some(event)) => {
+                        handed_leases.push((delivery.seq, delivery.lease));
+                        handed.push(Received {
+                            lock_token: LockToken::of(&delivery),
+                            delivery_count: delivery.attempts + 1,
+                            replay: delivery.replay.clone(),
+                            event,
+                        });
+                    }
                     (reason, _) => given_up.push(DeliveryChange::Attempted(Attempt {
                         subscription: subscription.id.clone(),
                         seq: delivery.seq,
@@ -217,6 +227,12 @@ impl Deliverer {
                 record_once(self, change).await?;
             }
             if !handed.is_empty() {
+                let _handing = cut.gate.enter();
+                if cut.generation.load(std::sync::atomic::Ordering::SeqCst) != generation {
+                    // Cut meanwhile: given back (gone if it was withdrawn), handed to nobody.
+                    store.release(&subscription.id, &handed_leases).await?;
+                    return Ok(Vec::new());
+                }
                 self.inner.observer.received(handed.len());
                 return Ok(handed);
             }

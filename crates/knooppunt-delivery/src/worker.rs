@@ -271,10 +271,14 @@ async fn run(
     let gone = Arc::new(AtomicBool::new(false));
     let id = settings.subscription.id.clone();
     let id = id.as_str();
+    let cut = inner.cut_of(id);
     loop {
         if *stop.borrow() || *retired.borrow() || gone.load(AtomicOrdering::SeqCst) {
             break;
         }
+        // Read before anything is taken this turn: a cut after this point stops every
+        // delivery taken below from starting (those leased ahead earlier too).
+        let generation = cut.generation.load(AtomicOrdering::SeqCst);
         // A new share (hubs came or went) may leave this hub fewer slots: what it leased
         // ahead for more is given back below.
         let reshared = *share.borrow_and_update() != applied;
@@ -408,12 +412,14 @@ async fn run(
             let (inner, subscription) = (Arc::clone(&inner), Arc::clone(subscription));
             let gone = Arc::clone(&gone);
             let slot = sending.take();
+            let cut = Some((Arc::clone(&cut), generation));
             attempts.spawn(async move {
                 let connection = Connection {
                     permit,
                     started,
                     probe,
                     slot,
+                    cut,
                 };
                 let leased = delivery.clone();
                 let sending = attempt(&inner, &subscription, config, delivery, &gone, connection);
@@ -554,6 +560,9 @@ struct Connection {
     probe: bool,
     /// The worker's sending slot, given back once the sink answered.
     slot: Slot,
+    /// The subscription's cuts and the generation the delivery was leased under: the
+    /// attempt does not start once a cut came after its lease ([`crate::Deliverer::cut`]).
+    cut: Option<(Arc<crate::engine::Cut>, u64)>,
 }
 
 /// One attempt: send, classify, record; in a span of the event's trace when it carries one
@@ -671,7 +680,7 @@ async fn send_and_record(
     let at = now_ms();
     let (started, probe) = (connection.started, connection.probe);
     let mut slot = std::mem::take(&mut connection.slot);
-    let (response, outcome, sent) = send(
+    let Some((response, outcome, sent)) = send(
         inner,
         subscription,
         config,
@@ -679,7 +688,17 @@ async fn send_and_record(
         trace.as_ref(),
         connection,
     )
-    .await;
+    .await
+    else {
+        // Cut before it started (a right was taken away): not an attempt; given back, it is
+        // leased again unless it was withdrawn.
+        slot.release();
+        if probe {
+            inner.connections.release_probe(&subscription.sink);
+        }
+        give_back(inner, &subscription.id, &[(delivery.seq, delivery.lease)]).await;
+        return;
+    };
     // The sink answered: its next request need not wait for this result's sync.
     slot.release();
     if outcome == Outcome::Gone {
@@ -707,7 +726,8 @@ async fn send_and_record(
 }
 
 /// Builds the request and sends it, when it can: the sink's answer, what it means, and
-/// whether a request went out (only then does the outcome say anything about the sink).
+/// whether a request went out (only then does the outcome say anything about the sink);
+/// `None` when a cut came after the delivery's lease, so that it did not start.
 async fn send(
     inner: &Arc<Inner>,
     subscription: &Subscription,
@@ -715,9 +735,12 @@ async fn send(
     (event, replay): (&StoredEvent, Option<&str>),
     trace: Option<&(TraceContext, u64)>,
     connection: Connection,
-) -> (Response, Outcome, bool) {
+) -> Option<(Response, Outcome, bool)> {
     let Connection {
-        permit, started, ..
+        permit,
+        started,
+        cut,
+        ..
     } = connection;
     let message = sink::credential_problem(subscription, SystemTime::now()).map_or_else(
         || sink::delivery_message(&event.json, event.extension_types.as_deref(), config.mode),
@@ -726,11 +749,11 @@ async fn send(
     let mut message = match message {
         Ok(message) => message,
         Err(why) => {
-            return (
+            return Some((
                 Response::Failed(why.clone()),
                 Outcome::Unsendable(why),
                 false,
-            );
+            ));
         }
     };
     if let Some(trace) = trace {
@@ -742,12 +765,12 @@ async fn send(
     }
     let permit = match permit {
         Ok(permit) => permit,
-        Err(why) => return failed(why),
+        Err(why) => return Some(failed(why)),
     };
     let timeout = config.timeout.saturating_sub(started.elapsed());
     let bearer = match bearer_token(inner, subscription, timeout).await {
         Ok(bearer) => bearer,
-        Err(why) => return failed(why),
+        Err(why) => return Some(failed(why)),
     };
     // Signed last, just before it goes out (the timestamp is the sending time's).
     // One id per delivery (the same for its every attempt); a test event has no sequence
@@ -765,21 +788,30 @@ async fn send(
         &message.body,
         &mut message.headers,
     );
-    let response = sink::deliver(
+    // The moment the attempt starts: under a pass of the subscription's cuts, and only if
+    // no cut came since its lease (what was taken away is never started after the cut).
+    let pass = cut.as_ref().map(|(cut, _)| cut.gate.enter());
+    if let Some((cut, generation)) = &cut
+        && cut.generation.load(AtomicOrdering::SeqCst) != *generation
+    {
+        return None;
+    }
+    let sending = sink::deliver(
         (&permit.client, &permit.target.url),
         subscription,
         &inner.origin,
         message,
         timeout.saturating_sub(started.elapsed()),
         bearer.as_ref().map(|(_, token)| token.as_str()),
-    )
-    .await;
+    );
+    drop(pass);
+    let response = sending.await;
     // Refused: the next attempt gets a new token.
     if let (Response::Status { code: 401, .. }, Some((credential, _))) = (&response, &bearer) {
         inner.tokens.forget(credential);
     }
     let outcome = classify(&response, SystemTime::now());
-    (response, outcome, true)
+    Some((response, outcome, true))
 }
 
 /// No request went out, for this reason.
@@ -814,7 +846,9 @@ pub(crate) async fn send_test(
         started,
         probe: false,
         slot: Slot::default(),
+        cut: None,
     };
+    // Never cut (it is no delivery of the queue).
     let (response, _, _) = send(
         inner,
         subscription,
@@ -823,7 +857,8 @@ pub(crate) async fn send_test(
         None,
         connection,
     )
-    .await;
+    .await
+    .unwrap_or_else(|| failed("not sent".into()));
     let (status, error) = match response {
         Response::Status { code, .. } if (200..300).contains(&code) => (Some(code), None),
         Response::Status { code, .. } => (Some(code), Some(format!("the sink answered {code}"))),
