@@ -351,6 +351,10 @@ impl AppState {
         self.subscriptions
             .suspend_owners(self.principals.disabled())
             .await;
+        if record.disabled && matches!(result, Ok(true)) {
+            // The other hubs suspend them too before this answers.
+            self.subscriptions.wait_for_other_hubs().await?;
+        }
         result
     }
 
@@ -383,7 +387,12 @@ impl AppState {
         self.subscriptions
             .suspend_owners(self.principals.disabled())
             .await;
-        Ok(outcome?.then_some(deleted))
+        let found = outcome?;
+        if found {
+            // The other hubs drop them too before this answers.
+            self.subscriptions.wait_for_other_hubs().await?;
+        }
+        Ok(found.then_some(deleted))
     }
 
     async fn delete_subscriptions_of(
@@ -694,6 +703,13 @@ async fn follow_other_hubs(state: Arc<AppState>) {
     let mut interval = tokio::time::interval(state.resync_interval);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut known = state.store.subscriptions_version().await.ok();
+    // What this hub loaded at its start is applied.
+    if let Some(version) = known {
+        let _ = state
+            .store
+            .hub_applied(state.deliverer.hub_id(), version)
+            .await;
+    }
     loop {
         let changed = async {
             tokio::select! {
@@ -736,6 +752,14 @@ async fn follow_other_hubs(state: Arc<AppState>) {
                 known = Some(version);
                 if changed > 0 {
                     tracing::info!(changed, "Subscriptions changed by another hub were loaded.");
+                }
+                // Told, so that a hub taking a right away knows this one cut it.
+                if let Err(error) = state
+                    .store
+                    .hub_applied(state.deliverer.hub_id(), version)
+                    .await
+                {
+                    tracing::debug!(%error, "Saying how far this hub applied changes failed.");
                 }
             }
             Err(error) => {

@@ -520,6 +520,17 @@ impl Approvals {
                     decision.at = at;
                 }
                 self.store.put_grant(&grant).await?;
+                // Every other hub cuts it when it applies the change: the decision's time is
+                // when all of them did (on one hub, the cut's).
+                let behind = self.subscriptions.wait_for_other_hubs().await?;
+                let all_cut = now_ms();
+                if let Some(decision) = grant.decision.as_mut().filter(|d| d.at < all_cut)
+                    && behind.is_empty()
+                    && self.store.subscriptions_version().await? > 0
+                {
+                    decision.at = all_cut;
+                    self.store.put_grant(&grant).await?;
+                }
                 Ok::<u64, StoreError>(withdrawn)
             };
             match cut.await {

@@ -895,6 +895,33 @@ impl Subscriptions {
             .await?)
     }
 
+    /// Waits until every other hub alive on the store applied the changes made so far, so
+    /// that each cut what they take away ([`Store::hub_applied`]): at most until a hub that
+    /// stays silent is forgotten, and a second more. Names the hubs still behind then (none
+    /// on a store only one hub writes).
+    pub(crate) async fn wait_for_other_hubs(&self) -> Result<Vec<String>, StoreError> {
+        let version = self.store.subscriptions_version().await?;
+        let silent = knooppunt_delivery::HUB_SILENT_FOR;
+        let deadline = tokio::time::Instant::now() + silent + std::time::Duration::from_secs(1);
+        loop {
+            let behind = self
+                .store
+                .hubs_behind(self.deliverer.hub_id(), version, silent.as_millis() as u64)
+                .await?;
+            if behind.is_empty() || tokio::time::Instant::now() >= deadline {
+                if !behind.is_empty() {
+                    tracing::warn!(
+                        hubs = ?behind,
+                        "Hubs alive on the store did not apply a change that takes a right \
+                         away; they may still deliver until they do."
+                    );
+                }
+                return Ok(behind);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     /// Cuts subscription `id`'s deliveries taken so far ([`Deliverer::cut`]); the moment.
     pub(crate) async fn cut(&self, id: &str) -> u64 {
         self.deliverer.cut(id).await

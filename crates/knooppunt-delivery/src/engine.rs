@@ -438,6 +438,11 @@ impl Deliverer {
         at
     }
 
+    /// This hub's id among the hubs sharing the store.
+    pub fn hub_id(&self) -> &str {
+        &self.inner.hub
+    }
+
     /// How many cuts subscription `id` had: read it before checking that work may begin,
     /// and [`Deliverer::receive`] refuses to hand out anything once another came.
     pub fn cuts_of(&self, id: &str) -> u64 {

@@ -35,5 +35,8 @@ pub use signing::{HubKeys, PublicKey};
 pub use sink::{Handshake, REDACTED, redact_sink};
 pub use supervise::{CatchUnwind, WorkerHealth};
 
+/// How long a hub sharing the store may stay silent before the others forget it.
+pub const HUB_SILENT_FOR: std::time::Duration = share::SILENT_FOR;
+
 /// The header naming the replay a delivery belongs to (`Knooppunt-Replay: <id>`).
 pub const REPLAY_HEADER: http::HeaderName = http::HeaderName::from_static("knooppunt-replay");

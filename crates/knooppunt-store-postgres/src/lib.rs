@@ -811,6 +811,44 @@ impl Store for PgStore {
         })
     }
 
+    fn hub_applied<'a>(&'a self, hub: &'a str, version: u64) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            client
+                .execute(
+                    "INSERT INTO hubs (id, seen, applied) VALUES ($1, clock_timestamp(), $2)
+                     ON CONFLICT (id) DO UPDATE
+                        SET applied = GREATEST(hubs.applied, excluded.applied)",
+                    &[&hub, &(version as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn hubs_behind<'a>(
+        &'a self,
+        hub: &'a str,
+        version: u64,
+        alive_ms: u64,
+    ) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "SELECT id FROM hubs
+                      WHERE id <> $1 AND applied < $2
+                        AND seen >= clock_timestamp() - $3::bigint * interval '1 millisecond'
+                      ORDER BY id",
+                    &[&hub, &(version as i64), &(alive_ms as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(rows.iter().map(|row| row.get(0)).collect())
+        })
+    }
+
     fn hub_leaves<'a>(&'a self, hub: &'a str) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             let client = self.client().await?;

@@ -259,6 +259,11 @@ const MIGRATIONS: &[&str] = &[
         until bigint NOT NULL
     );
     "#,
+    // 19: how far each hub applied the changes of the others (the `versions` counter), so
+    // that a hub taking a right away waits until every hub alive has cut it.
+    r#"
+    ALTER TABLE hubs ADD COLUMN applied bigint NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

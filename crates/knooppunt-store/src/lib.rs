@@ -200,6 +200,27 @@ pub trait Store: Send + Sync + 'static {
     /// store's clock (with several hubs, the database's), so the hubs' clocks need not agree.
     fn hubs_alive<'a>(&'a self, hub: &'a str, alive_ms: u64) -> StoreFuture<'a, Vec<String>>;
 
+    /// Says that hub `hub` applied every change up to `version` of
+    /// [`Store::subscriptions_version`]: it reloaded what it keeps in memory and acted on it
+    /// (a right taken away is cut there). A backend only one hub writes keeps nothing.
+    fn hub_applied<'a>(&'a self, hub: &'a str, version: u64) -> StoreFuture<'a, ()> {
+        let _ = (hub, version);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// The hubs said alive within `alive_ms`, other than `hub`, that have not applied
+    /// `version` yet ([`Store::hub_applied`]), sorted. A backend only one hub writes has
+    /// none.
+    fn hubs_behind<'a>(
+        &'a self,
+        hub: &'a str,
+        version: u64,
+        alive_ms: u64,
+    ) -> StoreFuture<'a, Vec<String>> {
+        let _ = (hub, version, alive_ms);
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
     /// The hub `hub` stops: the others leave it out from their next [`Store::hubs_alive`].
     fn hub_leaves<'a>(&'a self, hub: &'a str) -> StoreFuture<'a, ()>;
 

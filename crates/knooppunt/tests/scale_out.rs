@@ -359,7 +359,7 @@ fn check_store_reports_the_database() {
     let said = String::from_utf8_lossy(&good.stdout);
     assert!(good.status.success(), "{said}");
     assert!(
-        said.contains("postgres (schema 18): reachable, 0 subscriptions"),
+        said.contains("postgres (schema 19): reachable, 0 subscriptions"),
         "{said}"
     );
     assert!(
@@ -711,4 +711,272 @@ async fn a_sinks_retry_after_to_one_hub_pauses_every_hub() {
         before.is_empty(),
         "sent while the sink's Retry-After (4 s) lasted: {before:?}"
     );
+}
+
+/// A revocation on one hub holds on every hub at its decided time: the hub that decides
+/// waits until the other has applied it (and cut the subscription) before it answers, so
+/// between a revocation and the next grant at most the attempts already in flight across
+/// both hubs (`max_in_flight`, 2) arrive, while both hubs deliver all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_holds_on_every_hub_at_its_decided_time() {
+    const MAX_IN_FLIGHT: usize = 2;
+    let cluster = Cluster::start();
+    let url = cluster.create_database("revocations");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_admin(dir.path(), TOKEN);
+    let start = |name: &str| {
+        HubProcess::start_with_env(
+            &config,
+            &dir.path().join(name),
+            &[
+                ("KNOOPPUNT_STORE_BACKEND", "postgres"),
+                ("KNOOPPUNT_STORE_URL", &url),
+                ("KNOOPPUNT_STORE_POOL_SIZE", "8"),
+                ("KNOOPPUNT_DELIVERY_MAX_IN_FLIGHT", "2"),
+            ],
+        )
+    };
+    let (a, b) = (start("a"), start("b"));
+    let client = reqwest::Client::new();
+    wait_for_hubs(&client, &a, 2).await;
+    wait_for_hubs(&client, &b, 2).await;
+    let entry = client
+        .post(a.url("/v1/eventtypes"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"source": "urn:nld:oin:1:", "type": "nl.test.scale",
+                      "approval": "approval-required", "description": "Geschaald."}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(entry.status(), 201);
+    let entry = entry.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let subscriber = client
+        .post(a.url("/v1/principals"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"name": "abonnee", "roles": ["subscriber"]}))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+    sink.answer_always(Reply::status(204).after(Duration::from_millis(2)));
+    let created = client
+        .post(a.url("/v1/subscriptions"))
+        .bearer_auth(&subscriber)
+        .json(
+            &json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.test.scale"],
+                      "config": {"ordering": "unordered"}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let subscription = created.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let approval = format!("/v1/eventtypes/{entry}/approvals/{subscription}");
+    let decide = |hub: &HubProcess, body: Value| {
+        let request = client
+            .put(hub.url(&approval))
+            .bearer_auth(TOKEN)
+            .json(&body);
+        async move {
+            let answer = request.send().await.unwrap();
+            assert_eq!(answer.status(), 200);
+            let body: Value = answer.json().await.unwrap();
+            knooppunt_event::timestamp::epoch_millis(body["decided"].as_str().unwrap()).unwrap()
+        }
+    };
+    decide(&a, json!({"state": "granted"})).await;
+    // Wall time of the sink's arrivals (instants).
+    let (base, base_wall) = (Instant::now(), std::time::SystemTime::now());
+    let wall_ms = |at: Instant| {
+        let wall = if at >= base {
+            base_wall + (at - base)
+        } else {
+            base_wall - (base - at)
+        };
+        wall.duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    };
+    // Batches to both hubs all along: a backlog that both deliver from.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let publisher = {
+        let (client, stop) = (client.clone(), Arc::clone(&stop));
+        let hubs = [a.url(""), b.url("")];
+        tokio::spawn(async move {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) && n < 100_000 {
+                let batch: Vec<Value> = (0..40).map(|i| event(&format!("r-{}", n + i))).collect();
+                let answer = client
+                    .post(format!("{}/v1/events", hubs[(n / 40) % 2]))
+                    .bearer_auth(TOKEN)
+                    .header("content-type", "application/cloudevents-batch+json")
+                    .body(Value::Array(batch).to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(answer.status(), 202);
+                n += 40;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let mut windows = Vec::new();
+    for cycle in 0..4_u32 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let deciding = if cycle.is_multiple_of(2) { &a } else { &b };
+        let revoked = decide(
+            deciding,
+            json!({"state": "revoked", "reason": format!("cycle {cycle}")}),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let granted = decide(deciding, json!({"state": "granted"})).await;
+        windows.push((revoked, granted));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    publisher.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let arrivals: Vec<u64> = sink.deliveries().iter().map(|d| wall_ms(d.at)).collect();
+    assert!(arrivals.len() > 50, "{} delivered", arrivals.len());
+    for (revoked, granted) in windows {
+        let late = arrivals
+            .iter()
+            .filter(|&&at| at > revoked + 1 && at < granted)
+            .count();
+        eprintln!("{late} arrived after the revocation decided at {revoked}");
+        assert!(
+            late <= MAX_IN_FLIGHT,
+            "{late} deliveries arrived after the revocation decided at {revoked} (before the \
+             grant at {granted}); at most max_in_flight ({MAX_IN_FLIGHT}) across the hubs may"
+        );
+    }
+}
+
+/// Disabling a principal on one hub suspends its subscriptions on every hub before the
+/// answer: after it, at most the attempts already in flight arrive, and the other hub shows
+/// them suspended; enabling it again resumes delivery from both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_principal_receives_nothing_from_any_hub() {
+    const MAX_IN_FLIGHT: usize = 2;
+    let cluster = Cluster::start();
+    let url = cluster.create_database("offboarding");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_admin(dir.path(), TOKEN);
+    let start = |name: &str| {
+        HubProcess::start_with_env(
+            &config,
+            &dir.path().join(name),
+            &[
+                ("KNOOPPUNT_STORE_BACKEND", "postgres"),
+                ("KNOOPPUNT_STORE_URL", &url),
+                ("KNOOPPUNT_STORE_POOL_SIZE", "8"),
+                ("KNOOPPUNT_DELIVERY_MAX_IN_FLIGHT", "2"),
+            ],
+        )
+    };
+    let (a, b) = (start("a"), start("b"));
+    let client = reqwest::Client::new();
+    wait_for_hubs(&client, &a, 2).await;
+    wait_for_hubs(&client, &b, 2).await;
+    let subscriber = client
+        .post(a.url("/v1/principals"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"name": "vertrekt", "roles": ["subscriber"]}))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+    sink.answer_always(Reply::status(204).after(Duration::from_millis(2)));
+    let created = client
+        .post(a.url("/v1/subscriptions"))
+        .bearer_auth(&subscriber)
+        .json(
+            &json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.test.scale"],
+                      "config": {"ordering": "unordered"}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let subscription = created.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A backlog on both hubs, unique events.
+    let publish_round = |round: usize| {
+        let hub = if round.is_multiple_of(2) { &a } else { &b };
+        let batch: Vec<Value> = (0..40).map(|i| event(&format!("o-{round}-{i}"))).collect();
+        common::publish_batch(&client, hub, TOKEN, batch)
+    };
+    for round in 0..10 {
+        publish_round(round).await;
+    }
+    sink.wait_for(20, Duration::from_secs(10)).await;
+    let patched = client
+        .patch(a.url("/v1/principals/vertrekt"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"disabled": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(patched.status(), 200);
+    let answered = sink.deliveries().len();
+    for round in 10..14 {
+        publish_round(round).await;
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let late = sink.deliveries().len() - answered;
+    assert!(
+        late <= MAX_IN_FLIGHT,
+        "{late} deliveries arrived after the principal was disabled; at most max_in_flight \
+         ({MAX_IN_FLIGHT}) across the hubs may"
+    );
+    let on_b = get_json(
+        &client,
+        &b,
+        TOKEN,
+        &format!("/v1/subscriptions/{subscription}"),
+    )
+    .await;
+    assert_eq!(on_b["state"], "suspended", "{on_b}");
+
+    let enabled = client
+        .patch(b.url("/v1/principals/vertrekt"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"disabled": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(enabled.status(), 200);
+    // What was queued before the suspension is delivered now (what was published during it
+    // was routed to nobody).
+    let resumed = sink.deliveries().len();
+    assert!(resumed < 400, "{resumed}: a backlog was left");
+    sink.wait_for(400, Duration::from_secs(30)).await;
 }
