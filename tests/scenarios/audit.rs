@@ -399,6 +399,53 @@ async fn the_owner_sees_who_received_an_event_and_a_subscriber_what_it_received(
     hub.call(Method::GET, "/v1/events/x/receipts", tokens::KVK, None)
         .await
         .assert_problem(400);
+
+    // A deleted subscription's receipt keeps naming its subscriber, who keeps its record.
+    let deleted = hub
+        .call(
+            Method::DELETE,
+            &format!("/v1/subscriptions/{}", ids[0]),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    let publisher = hub
+        .call(Method::GET, &path, tokens::BRP_PUBLISHER, None)
+        .await;
+    let kvk_receipt = publisher.body["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["subscription"] == ids[0].as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(kvk_receipt["subscriber"], "kvk", "{}", publisher.body);
+    let own = hub.call(Method::GET, &path, tokens::KVK, None).await;
+    assert_eq!(
+        own.body["receipts"].as_array().unwrap().len(),
+        1,
+        "{}",
+        own.body
+    );
+    let received = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{}/receipts", ids[0]),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(received.status, 200, "{}", received.body);
+    assert_eq!(received.body[0]["id"], "verhuizing-1");
+    hub.call(
+        Method::GET,
+        &format!("/v1/subscriptions/{}/receipts", ids[0]),
+        tokens::GEMEENTE,
+        None,
+    )
+    .await
+    .assert_problem(404);
 }
 
 #[tokio::test]

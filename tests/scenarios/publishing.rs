@@ -626,6 +626,10 @@ impl Store for GatedStore {
         self.inner.audit_entries(range)
     }
 
+    fn former_owner<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, Option<String>> {
+        self.inner.former_owner(id)
+    }
+
     fn audit_last(&self) -> knooppunt_store::StoreFuture<'_, Option<knooppunt_store::AuditEntry>> {
         self.inner.audit_last()
     }

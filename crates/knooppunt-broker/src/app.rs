@@ -602,17 +602,14 @@ impl AppState {
                         .iter()
                         .any(|owner| owner == &principal.name)
             });
-        let receipts: Vec<(Receipt, Option<String>)> = self
-            .store
-            .receipts_of_event(seq)
-            .await?
-            .into_iter()
-            .map(|receipt| {
-                let subscriber = self.subscriptions.owner_of(&receipt.subscription);
-                (receipt, subscriber)
-            })
-            .filter(|(_, subscriber)| sees_all || subscriber.as_ref() == Some(&principal.name))
-            .collect();
+        let mut receipts: Vec<(Receipt, Option<String>)> = Vec::new();
+        for receipt in self.store.receipts_of_event(seq).await? {
+            // A deleted subscription's receipt still names (and belongs to) its subscriber.
+            let subscriber = self.subscriptions.owner_of(&receipt.subscription).await?;
+            if sees_all || subscriber.as_ref() == Some(&principal.name) {
+                receipts.push((receipt, subscriber));
+            }
+        }
         if receipts.is_empty() && (!sees_all || identity.is_none()) {
             return Ok(None);
         }

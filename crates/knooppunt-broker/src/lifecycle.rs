@@ -240,9 +240,12 @@ impl Subscriptions {
         self.read().get(id).cloned()
     }
 
-    /// The principal whose subscription `id` is (or was).
-    pub(crate) fn owner_of(&self, id: &str) -> Option<String> {
-        self.read().get(id).map(|s| s.owner.clone())
+    /// The principal whose subscription `id` is, or was before it was deleted.
+    pub(crate) async fn owner_of(&self, id: &str) -> Result<Option<String>, StoreError> {
+        if let Some(subscription) = self.get(id) {
+            return Ok(Some(subscription.owner.clone()));
+        }
+        self.store.former_owner(id).await
     }
 
     pub(crate) fn len(&self) -> usize {

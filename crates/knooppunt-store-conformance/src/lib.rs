@@ -1850,6 +1850,14 @@ async fn deleting_a_subscription_drops_its_queue(backend: &mut impl Backend) {
     assert_eq!(store.pending_deliveries("t", 10).await.unwrap().len(), 1);
     let store = backend.reopen(store).await;
     assert!(store.pending_deliveries("s", 10).await.unwrap().is_empty());
+    // Its owner stays known, for the receipts that name it; a live or unknown one has none.
+    assert_eq!(
+        store.former_owner("s").await.unwrap().as_deref(),
+        Some(subscription("s").owner.as_str()),
+        "kept across a reopen"
+    );
+    assert_eq!(store.former_owner("t").await.unwrap(), None);
+    assert_eq!(store.former_owner("never").await.unwrap(), None);
 }
 
 /// Names in the order of their bytes, whatever the database's own collation (an operator's

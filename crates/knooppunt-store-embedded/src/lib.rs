@@ -119,6 +119,8 @@ struct Trees {
     receipts: sled::Tree,
     /// Receipts by subscription in delivery order, in chunks (`receipts.rs`).
     received: sled::Tree,
+    /// Deleted subscriptions: id → the owner they had (their receipts keep naming it).
+    former_owners: sled::Tree,
 }
 
 impl Drop for Inner {
@@ -250,6 +252,7 @@ impl SledStore {
             sessions: tree("sessions")?,
             receipts: tree("receipts_by_event")?,
             received: tree("receipts_by_subscription")?,
+            former_owners: tree("former_owners")?,
             db: db.clone(),
         };
         let mut queues = Queues::default();
@@ -473,13 +476,31 @@ impl Store for SledStore {
             let Some(old) = removed else {
                 return Ok(None);
             };
+            let deleted = decode(&old)?;
+            self.inner
+                .trees
+                .former_owners
+                .insert(id.as_bytes(), deleted.owner.as_bytes())
+                .map_err(backend)?;
             self.commit().await?;
             let mut queues = self.queues();
             queues.live.remove(id);
             queues.pending.remove(id);
             queues.dead.remove(id);
             drop(queues);
-            decode(&old).map(Some)
+            Ok(Some(deleted))
+        })
+    }
+
+    fn former_owner<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let found = self
+                .inner
+                .trees
+                .former_owners
+                .get(id.as_bytes())
+                .map_err(backend)?;
+            Ok(found.map(|owner| String::from_utf8_lossy(&owner).into_owned()))
         })
     }
 

@@ -550,6 +550,14 @@ impl Store for PgStore {
                 return Ok(None);
             };
             let deleted = subscriptions::from_row(&row)?;
+            transaction
+                .execute(
+                    "INSERT INTO former_subscriptions (id, owner) VALUES ($1, $2)
+                     ON CONFLICT (id) DO UPDATE SET owner = excluded.owner",
+                    &[&id, &deleted.owner],
+                )
+                .await
+                .map_err(backend)?;
             for table in ["deliveries", "dead_letters"] {
                 transaction
                     .execute(
@@ -562,6 +570,20 @@ impl Store for PgStore {
             Self::bump(&transaction).await?;
             transaction.commit().await.map_err(backend)?;
             Ok(Some(deleted))
+        })
+    }
+
+    fn former_owner<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT owner FROM former_subscriptions WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(row.map(|row| row.get(0)))
         })
     }
 

@@ -264,6 +264,13 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE hubs ADD COLUMN applied bigint NOT NULL DEFAULT 0;
     "#,
+    // 20: deleted subscriptions' owners, so that their receipts keep naming them.
+    r#"
+    CREATE TABLE former_subscriptions (
+        id text COLLATE "C" PRIMARY KEY,
+        owner text COLLATE "C" NOT NULL
+    );
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

@@ -111,8 +111,12 @@ pub trait Store: Send + Sync + 'static {
     /// Replaces a subscription; `false` when there is none with that id (nothing is written).
     fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool>;
 
-    /// Removes a subscription, with its pending deliveries, and returns it.
+    /// Removes a subscription, with its pending deliveries, and returns it. Its owner stays
+    /// known ([`Store::former_owner`]), so that its receipts keep naming it.
     fn delete_subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>>;
+
+    /// The owner of subscription `id` when it was deleted, if it was.
+    fn former_owner<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<String>>;
 
     fn subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>>;
 

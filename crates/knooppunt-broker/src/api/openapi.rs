@@ -1936,7 +1936,7 @@ fn add_audit(document: &mut Value) {
         "required": ["subscription", "deliveredTime"],
         "properties": {
             "subscription": {"type": "string"},
-            "subscriber": {"type": "string", "nullable": true, "description": "The subscription's owner (absent once it is deleted)."},
+            "subscriber": {"type": "string", "nullable": true, "description": "The subscription's owner (also once the subscription is deleted)."},
             "deliveredTime": {"type": "string", "format": "date-time"}
         }
     });
