@@ -22,6 +22,9 @@ pub struct Received {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub at: Instant,
+    /// When it arrived, in milliseconds since the Unix epoch (to compare with times the
+    /// hub reports).
+    pub at_ms: u64,
     /// The status the sink answered with.
     pub status: u16,
 }
@@ -161,6 +164,16 @@ impl Sink {
     }
 
     /// Every request but `OPTIONS`, in arrival order.
+    /// How many deliveries arrived after `after_ms` and before `before_ms` (milliseconds
+    /// since the Unix epoch, as the hub reports times; one arriving within the millisecond
+    /// after `after_ms` is not counted, as it may have been sent before it).
+    pub fn arrived_between(&self, after_ms: u64, before_ms: u64) -> usize {
+        self.deliveries()
+            .iter()
+            .filter(|d| d.at_ms > after_ms + 1 && d.at_ms < before_ms)
+            .count()
+    }
+
     pub fn deliveries(&self) -> Vec<Received> {
         self.requests(|m| m != Method::OPTIONS)
     }
@@ -215,6 +228,9 @@ async fn handle(
         headers,
         body,
         at: Instant::now(),
+        at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
         status: reply.as_ref().map_or(200, |r| r.status),
     });
     let Some(reply) = reply else {
