@@ -51,7 +51,8 @@ async fn a_database_from_before_gets_bytewise_keys_and_keeps_its_data() {
     // no tables of later migrations.
     cluster.psql(
         "upgrade",
-        "DROP TABLE hubs, sink_pauses; DELETE FROM knooppunt_schema WHERE version > 17",
+        "DROP TABLE hubs, sink_pauses, former_subscriptions; \
+         DELETE FROM knooppunt_schema WHERE version > 17",
     );
     cluster.psql(
         "upgrade",
