@@ -126,19 +126,33 @@ impl Head {
                             Truncated(format!("cannot read the audit trail: {error}"))
                         })?;
                     match found.first() {
-                        Some(entry) if entry.seq == *seq && entry.hash != *hash => {
-                            return Err(Truncated(format!(
-                                "the audit trail's entry {seq} is not the one {place}: it was \
-                                 replaced; {what_to_do}"
-                            )));
+                        Some(entry) if entry.seq == *seq => {
+                            if entry.hash != *hash {
+                                return Err(Truncated(format!(
+                                    "the audit trail's entry {seq} is not the one {place}: it \
+                                     was replaced; {what_to_do}"
+                                )));
+                            }
                         }
-                        Some(entry) if entry.seq != *seq && entry.seq < newest => {
-                            return Err(Truncated(format!(
-                                "the audit trail has no entry {seq} although newer ones follow, \
-                                 and {place}: entries were removed; {what_to_do}"
-                            )));
+                        _ => {
+                            // Gone: swept by retention (older than the oldest kept), or
+                            // removed.
+                            let oldest = store
+                                .audit_entries(knooppunt_store::AuditRange {
+                                    after: None,
+                                    limit: 1,
+                                })
+                                .await
+                                .map_err(|error| {
+                                    Truncated(format!("cannot read the audit trail: {error}"))
+                                })?;
+                            if oldest.first().is_none_or(|entry| entry.seq <= *seq) {
+                                return Err(Truncated(format!(
+                                    "the audit trail has no entry {seq} although newer ones \
+                                     follow, and {place}: entries were removed; {what_to_do}"
+                                )));
+                            }
                         }
-                        _ => {}
                     }
                 }
                 newest => {
