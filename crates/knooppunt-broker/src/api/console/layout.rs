@@ -218,6 +218,11 @@ pub(crate) fn badge(lang: Lang, state: &str) -> Markup {
             "awaiting consent",
         ),
         "disabled" => ("utrecht-status-badge--danger", "uitgeschakeld", "disabled"),
+        "suspended" => (
+            "utrecht-status-badge--danger",
+            "opgeschort: eigenaar uitgeschakeld",
+            "suspended: owner disabled",
+        ),
         "open" => (
             "utrecht-status-badge--danger",
             "open: eindpunt gepauzeerd",
