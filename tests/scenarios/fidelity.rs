@@ -431,7 +431,8 @@ async fn a_malformed_cbor_event_is_refused_saying_why() {
 
 /// What a subscriber could not be given as sent is refused: `"data": null` beside
 /// `data_base64` (json-format.md 3.1.1: the members are mutually exclusive), and a CBOR
-/// extension tagged as a URI or a timestamp whose text is neither (its tag would be lost).
+/// extension tagged as a URI or a timestamp whose text is neither (its tag would be lost),
+/// and a CBOR body with bytes after its one data item.
 #[tokio::test]
 async fn an_event_a_subscriber_could_not_get_as_sent_is_refused() {
     let hub = TestHub::start().await;
@@ -465,9 +466,28 @@ async fn an_event_a_subscriber_could_not_get_as_sent_is_refused() {
         let mut body = Vec::new();
         ciborium::ser::into_writer(&event, &mut body).unwrap();
         let refused = hub
-            .publish_raw("application/cloudevents+cbor", body)
+            .publish_raw("application/cloudevents+cbor", body.clone())
             .await
             .assert_problem(400);
         assert!(refused.body.to_string().contains(name), "{}", refused.body);
     }
+    // One CBOR data item, and nothing after it (RFC 8949 section 5.3).
+    let event = ciborium::value::Value::Map(vec![
+        (text("specversion"), text("1.0")),
+        (text("id"), text("trailing")),
+        (text("source"), text("urn:test")),
+        (text("type"), text("t")),
+    ]);
+    let mut body = Vec::new();
+    ciborium::ser::into_writer(&event, &mut body).unwrap();
+    body.push(0x00);
+    let refused = hub
+        .publish_raw("application/cloudevents+cbor", body)
+        .await
+        .assert_problem(400);
+    assert!(
+        refused.body.to_string().contains("after the event"),
+        "{}",
+        refused.body
+    );
 }

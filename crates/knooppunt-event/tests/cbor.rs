@@ -200,6 +200,16 @@ fn what_the_mapping_cannot_carry_is_refused_with_the_attribute_named() {
     let cases: Vec<(Vec<u8>, &str, &str)> = vec![
         (not_a_map, "", "map"),
         (b"\xff\x00".to_vec(), "", "CBOR"),
+        // One item and then more: not one item (RFC 8949 section 5.3).
+        (
+            {
+                let mut bytes = encode(required());
+                bytes.extend_from_slice(&[0x01, 0x02]);
+                bytes
+            },
+            "",
+            "2 bytes after",
+        ),
         (
             {
                 let mut m = required();
@@ -236,6 +246,15 @@ fn what_the_mapping_cannot_carry_is_refused_with_the_attribute_named() {
             },
             "comexamplewhen",
             "tagged 0 (timestamp)",
+        ),
+        (
+            {
+                let mut m = required();
+                m.push(("time", tagged(0, "not a date")));
+                encode(m)
+            },
+            "time",
+            "RFC 3339",
         ),
         (
             {

@@ -45,13 +45,26 @@ fn violation(attribute: &str, rule: Rule, detail: impl Into<String>) -> Violatio
 
 /// Decodes one event from its CBOR map, reporting every problem found.
 pub fn decode_event(bytes: &[u8]) -> Result<ReceivedEvent, Violations> {
-    let value: Value = ciborium::de::from_reader(bytes).map_err(|error| {
+    let mut rest = bytes;
+    let value: Value = ciborium::de::from_reader(&mut rest).map_err(|error| {
         violation(
             "",
             Rule::CborSyntax,
             format!("the body is not one CBOR data item: {error}"),
         )
     })?;
+    // One data item, nothing after it (RFC 8949 section 5.3: a well-formed item with
+    // bytes after it is not one item).
+    if !rest.is_empty() {
+        return Err(violation(
+            "",
+            Rule::CborSyntax,
+            format!(
+                "the body holds {} bytes after the event's CBOR data item; send exactly one item",
+                rest.len()
+            ),
+        ));
+    }
     let Value::Map(members) = value else {
         return Err(violation(
             "",
