@@ -229,6 +229,24 @@ impl AppState {
             Arc::clone(&telemetry),
             deliverer.clone(),
         ));
+        // A volume smaller than the floor refuses every publish: say so now, not at the
+        // first refusal.
+        let floor = backlog.options.min_free_bytes;
+        if let Ok(knooppunt_store::DiskUsage {
+            free_bytes: Some(free),
+            ..
+        }) = store.disk_usage().await
+            && floor > 0
+            && free < floor
+        {
+            tracing::warn!(
+                free_bytes = free,
+                min_free_bytes = floor,
+                "The store's disk has less room than [backlog] min_free_bytes keeps free: every \
+                 publish is refused (503) until more is free. Give the store a larger volume, \
+                 or lower backlog.min_free_bytes (0: no floor); /readyz reports it."
+            );
+        }
         let publishing = Pipeline::new(
             options.ingest,
             Services {

@@ -451,3 +451,55 @@ async fn check_and_start_up_report_catalog_entries_outside_their_owners_space() 
     );
     assert!(hub.terminate().success());
 }
+
+/// A volume with less room than `[backlog] min_free_bytes` refuses every publish: the hub
+/// says so at start-up and in `/readyz` (still 200: it serves the API and drains), and a
+/// publish gets 503 saying why.
+#[tokio::test]
+async fn a_disk_smaller_than_the_floor_is_reported_at_start_up_and_in_readiness() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::config_with_admin(dir.path(), "floor-admin");
+    let hub = common::HubProcess::start_with_env(
+        &config,
+        &dir.path().join("data"),
+        &[("KNOOPPUNT_BACKLOG_MIN_FREE_BYTES", "1000000000000000000")],
+    );
+    assert!(
+        hub.log()
+            .iter()
+            .any(|line| line.contains("less room than [backlog] min_free_bytes")),
+        "{:?}",
+        hub.log()
+    );
+    let client = reqwest::Client::new();
+    let mut ready = serde_json::Value::Null;
+    for _ in 0..50 {
+        let answer = client.get(hub.url("/readyz")).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+        ready = answer.json().await.unwrap();
+        if ready["checks"]["publishing"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("refused"))
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        ready["checks"]["publishing"]
+            .as_str()
+            .unwrap()
+            .contains("min_free_bytes"),
+        "{ready}"
+    );
+    let published = client
+        .post(hub.url("/v1/events"))
+        .bearer_auth("floor-admin")
+        .header("content-type", "application/cloudevents+json")
+        .body(r#"{"specversion":"1.0","id":"f-1","source":"urn:test","type":"t"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(published.status(), 503);
+    assert!(hub.terminate().success());
+}

@@ -49,7 +49,13 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     } else {
         "running".to_owned()
     };
-    let checks = json!({"store": store, "delivery": delivery});
+    // Reported, not failed: a hub that refuses publishes (its disk or backlog full) still
+    // serves the API and drains its deliveries.
+    let publishing = match state.backlog.admit() {
+        Ok(()) => "accepting".to_owned(),
+        Err(full) => format!("refused: {}", full.detail),
+    };
+    let checks = json!({"store": store, "delivery": delivery, "publishing": publishing});
     if store == "ok" && delivery == "running" {
         return Json(json!({"status": "ready", "checks": checks})).into_response();
     }
