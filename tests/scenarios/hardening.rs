@@ -869,3 +869,29 @@ async fn failed_console_sign_ins_are_audited_and_slowed_down() {
         "{entries:?}"
     );
 }
+
+/// A request that announces a body larger than any route takes is answered 413 at once,
+/// not after the body timeout (408) while the hub waits for bytes that never come.
+#[tokio::test]
+async fn an_announced_oversized_body_is_refused_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let hub = TestHub::start().await;
+    let address = hub.address;
+    for path in ["/v1/events", "/v1/subscriptions", "/v1/eventtypes"] {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: 1000000000000000\r\n\r\n",
+            tokens::PUBLISHER
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = vec![0; 2048];
+        let read = tokio::time::timeout(Duration::from_secs(3), stream.read(&mut answer))
+            .await
+            .expect("answered at once")
+            .unwrap();
+        let text = String::from_utf8_lossy(&answer[..read]);
+        assert!(text.starts_with("HTTP/1.1 413"), "{path}: {text}");
+        assert!(text.contains("Content-Length"), "{path}: {text}");
+    }
+}

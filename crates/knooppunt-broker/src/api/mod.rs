@@ -57,6 +57,9 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .max_batch_bytes
         .max(state.publishing.options.max_event_bytes);
     let body_timeout = state.server.body_timeout;
+    // No route of `/v1` takes a larger body: the published batch's limit, or axum's
+    // default for the others.
+    let largest_body = body_limit.max(2 * 1024 * 1024);
     let zgw = if state.zgw.enabled {
         zgw::router()
     } else {
@@ -249,8 +252,36 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn(move |request, next| {
             crate::server::limit_body_time(body_timeout, request, next)
         }))
+        .layer(axum::middleware::from_fn(move |request, next| {
+            refuse_announced_oversize(largest_body, request, next)
+        }))
         .layer(map_response(standard_headers))
         .with_state(state)
+}
+
+/// Middleware: a request under `/v1` whose `Content-Length` announces more than any route
+/// takes is answered 413 at once, without waiting for a body that would be refused anyway.
+/// (The Notificaties facade keeps its own answers.)
+async fn refuse_announced_oversize(
+    largest: usize,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let announced = request
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match announced {
+        Some(length) if length > largest as u64 && request.uri().path().starts_with("/v1/") => {
+            ApiError::PayloadTooLarge(format!(
+                "the request announces a body of {length} bytes (Content-Length); no request \
+                 to this hub may be larger than {largest} bytes"
+            ))
+            .into_response()
+        }
+        _ => next.run(request).await,
+    }
 }
 
 /// Middleware: a request whose handling panics is answered 500 (problem+json, the panic in
