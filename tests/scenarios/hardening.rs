@@ -895,3 +895,34 @@ async fn an_announced_oversized_body_is_refused_at_once() {
         assert!(text.contains("Content-Length"), "{path}: {text}");
     }
 }
+
+/// A body nested too deep is refused saying so, naming the filters' own depth limit only
+/// where a body has filters (a subscription), not for principals or catalog entries.
+#[tokio::test]
+async fn a_too_deep_body_is_refused_naming_only_what_applies() {
+    let hub = TestHub::start().await;
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    for (path, names_filters) in [
+        ("/v1/principals", false),
+        ("/v1/eventtypes", false),
+        ("/v1/subscriptions", true),
+    ] {
+        let refused = Answer::from(
+            hub.request(Method::POST, path, tokens::ADMIN)
+                .header("content-type", "application/json")
+                .body(deep.clone())
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+        .assert_problem(400);
+        let detail = refused.body["detail"].as_str().unwrap();
+        assert!(detail.contains("nested too deep"), "{path}: {detail}");
+        assert_eq!(
+            detail.contains("filters.max_depth"),
+            names_filters,
+            "{path}: {detail}"
+        );
+    }
+}

@@ -420,6 +420,8 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                 "send the body as `application/json`, not `{content_type}`"
             )));
         }
+        // Only a subscription's body has filters, whose own depth limit is worth naming.
+        let has_filters = request.uri().path().starts_with("/v1/subscriptions");
         let bytes = Bytes::from_request(request, state)
             .await
             .map_err(|rejection| {
@@ -433,11 +435,15 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
         if let Ok(text) = std::str::from_utf8(&bytes) {
             let depth = knooppunt_event::json_depth(text);
             if depth > MAX_BODY_DEPTH {
+                let filters = if has_filters {
+                    " (filters are limited further by the hub's filters.max_depth)"
+                } else {
+                    ""
+                };
                 return Err(ApiError::invalid(
                     format!(
                         "the body is nested too deep: its arrays and objects nest {depth} levels, \
-                         at most {MAX_BODY_DEPTH} are accepted (filters are limited further by \
-                         the hub's filters.max_depth)"
+                         at most {MAX_BODY_DEPTH} are accepted{filters}"
                     ),
                     vec![],
                 ));
