@@ -99,7 +99,7 @@ const RECORDING_PER_SLOT: usize = 4;
 /// [`Ahead`]). With one per slot, two PostgreSQL hubs on two shared cores fell behind at
 /// 14,000 deliveries/s (12.8–13.1k delivered, p50 0.35–0.42 s); with three they kept up
 /// (p50 29–37 ms): a lease is a transaction with a fixed cost, and each hub's leases were
-/// the smaller (BENCHMARKS.md, issue 26, eighth step).
+/// the smaller (docs/benchmarks-log.md, issue 26, eighth step).
 const AHEAD_PER_SLOT: usize = 3;
 
 /// The attempts in flight, with when each began.

@@ -205,7 +205,7 @@ fn open_sled(directory: &Path) -> Result<sled::Db, StoreError> {
         // No periodic flush: every write that must be durable flushes itself (`commit`), and
         // the receipt writer flushes its own batches now and then; a flush every half
         // second would put an fsync beside the event log's every time (measured in
-        // BENCHMARKS.md).
+        // docs/benchmarks-log.md).
         match sled::Config::new()
             .path(directory)
             .flush_every_ms(None)

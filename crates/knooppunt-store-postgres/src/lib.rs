@@ -101,7 +101,7 @@ struct Inner {
 /// once, and a database crash can only forget it, which frees the delivery for another
 /// lease (the holder's result is then refused as stale: a redelivery, never a loss). A
 /// durable commit per lease cost a WAL flush each, most of the database's time while
-/// delivering (BENCHMARKS.md). One round trip ([`in_transaction`]).
+/// delivering (docs/benchmarks-log.md). One round trip ([`in_transaction`]).
 async fn without_flush(
     client: &Object,
     statement: &tokio_postgres::Statement,
@@ -444,7 +444,7 @@ fn stored_event(row: &tokio_postgres::Row) -> StoredEvent {
 /// this hub and others are sending and the index entries of those just delivered (they
 /// stay until no transaction that began before their removal runs); a lease that walked
 /// them every time cost the database twice as much under a backlog (0.31–0.42 against
-/// 0.16–0.23 ms, BENCHMARKS.md, issue 26, seventh step). A lease that finds too few after the
+/// 0.16–0.23 ms, docs/benchmarks-log.md, issue 26, seventh step). A lease that finds too few after the
 /// cursor also looks from the start; and every [`Cursor::FULL_EVERY`] a lease starts from
 /// the start anyway, so that a retry that came due, a lease given back or run out, or an
 /// event another hub numbered lower but committed later waits that long at most.

@@ -16,7 +16,7 @@
 //! A small group of push results of unordered subscriptions waits a moment for company
 //! ([`Request::waits`], `PgOptions::results_wait`): each transaction costs the database a
 //! fixed amount besides its rows, and with two hubs each hub's groups were half as large
-//! (BENCHMARKS.md, issue 26, eighth step). Nothing waits on such a result but the deletion
+//! (docs/benchmarks-log.md, issue 26, eighth step). Nothing waits on such a result but the deletion
 //! of its delivery row (the sink has the event, the worker's slot is free); an ordered
 //! subscription's next delivery waits for its result, so those never wait, nor does a
 //! change anyone waits for.

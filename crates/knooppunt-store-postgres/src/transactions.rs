@@ -22,7 +22,7 @@ pub(crate) type OwnedParam = Box<dyn tokio_postgres::types::ToSql + Sync + Send>
 /// fresh database, or statistics not yet taken after a burst), or from statistics that
 /// average one subscription's huge backlog with many small ones, scanned a whole
 /// subscription's queue or the whole table for every lease and every group of results: a
-/// lease cost 75 ms with 50,000 pending and grew with the backlog (BENCHMARKS.md, issue 26,
+/// lease cost 75 ms with 50,000 pending and grew with the backlog (docs/benchmarks-log.md, issue 26,
 /// fifth step). Without scans, hash joins and merges to choose from, every plan walks the
 /// primary key from where the rows are.
 const KEY_PLANS: &str = "SET LOCAL enable_seqscan = off; \

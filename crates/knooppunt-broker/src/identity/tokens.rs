@@ -11,7 +11,7 @@
 //! A verified token is remembered by its SHA-256 until it expires (at most
 //! [`MAX_VERIFIED`] of them; only verified tokens get in), so a client that sends the same
 //! token with every request pays for the signature once: an ES256 check per request cut
-//! ingest from 35k to 12k events/s (BENCHMARKS.md). A key removed from the issuer's JWKS
+//! ingest from 35k to 12k events/s (docs/benchmarks-log.md). A key removed from the issuer's JWKS
 //! therefore keeps the tokens it signed valid until they expire, as with most resource
 //! servers.
 
