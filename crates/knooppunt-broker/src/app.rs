@@ -451,6 +451,15 @@ impl AppState {
         self.store.check().await
     }
 
+    /// Whether publishes are accepted now, and if not why: the backlog guard (disk floor,
+    /// backlog limit) and the store itself (a log that cannot be written to) both refuse.
+    pub(crate) async fn publishing(&self) -> Result<(), String> {
+        self.backlog.admit().map_err(|full| full.detail)?;
+        self.store.check().await.map_err(|error| {
+            format!("the store takes no writes now: {error}; nothing of a publish is kept: try again later")
+        })
+    }
+
     /// Up to `size` audit entries after `after` that `picks` chooses, reading at most
     /// `scan_limit` entries; and where to go on when there may be more.
     pub(crate) async fn audit_page(

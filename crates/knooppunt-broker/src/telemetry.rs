@@ -410,7 +410,7 @@ pub(crate) fn render_worker_health(out: &mut String, health: &knooppunt_delivery
          # TYPE knooppunt_delivery_attempt_panics_total counter\nknooppunt_delivery_attempt_panics_total {}\n\
          # HELP knooppunt_delivery_worker_restarts_total Delivery workers that failed and were started again.\n\
          # TYPE knooppunt_delivery_worker_restarts_total counter\nknooppunt_delivery_worker_restarts_total {}\n\
-         # HELP knooppunt_delivery_workers_stuck Delivery workers stuck now (not turned, or an attempt running, for longer than a lease).\n\
+         # HELP knooppunt_delivery_workers_stuck Delivery workers stuck now (not turned, an attempt running, or a queue with deliveries due not moving, for longer than a lease).\n\
          # TYPE knooppunt_delivery_workers_stuck gauge\nknooppunt_delivery_workers_stuck {}\n\
          # HELP knooppunt_delivery_hubs Hubs sharing each subscription's slots and granted rate, this one included.\n\
          # TYPE knooppunt_delivery_hubs gauge\nknooppunt_delivery_hubs {}",

@@ -35,6 +35,9 @@ pub(crate) struct Heartbeat {
     pub(crate) turn_limit_ms: AtomicU64,
     /// The longest an attempt may take: its lease.
     pub(crate) lease_ms: AtomicU64,
+    /// Milliseconds since the Unix epoch since when the queue has not moved although it
+    /// could (see [`Heartbeat::stalled`]); 0 while it moves.
+    pub(crate) stalled_since: AtomicU64,
 }
 
 impl Heartbeat {
@@ -44,8 +47,28 @@ impl Heartbeat {
         let oldest = self.oldest_attempt_at.load(AtomicOrdering::Relaxed);
         let turn_limit = self.turn_limit_ms.load(AtomicOrdering::Relaxed);
         let lease = self.lease_ms.load(AtomicOrdering::Relaxed);
+        let stalled = self.stalled_since.load(AtomicOrdering::Relaxed);
         (turned != 0 && now.saturating_sub(turned) > turn_limit)
             || (oldest != 0 && now.saturating_sub(oldest) > lease)
+            || (stalled != 0 && now.saturating_sub(stalled) > lease)
+    }
+
+    /// Takes note of what an idle turn with a free slot and an open sink found: the queue's
+    /// next delivery due at `due`. A queue does not move when a delivery is due and none
+    /// could be leased, or when the next one is due later than any retry can be scheduled
+    /// (an event's `ttl` and a lease from now): held by something that will never end it.
+    fn idle_turn(&self, now: u64, due: Option<u64>, horizon_ms: u64) {
+        let stalled = due.is_some_and(|due| due <= now || due - now > horizon_ms);
+        if !stalled {
+            self.moved();
+        } else if self.stalled_since.load(AtomicOrdering::Relaxed) == 0 {
+            self.stalled_since.store(now, AtomicOrdering::Relaxed);
+        }
+    }
+
+    /// The queue moved (a delivery was leased, or it has nothing to do).
+    fn moved(&self) {
+        self.stalled_since.store(0, AtomicOrdering::Relaxed);
     }
 }
 
@@ -372,7 +395,12 @@ async fn run(
             } else if free == 0 {
                 idle
             } else {
-                match inner.store.next_due(id, ordered).await {
+                let due = inner.store.next_due(id, ordered).await;
+                if let Ok(due) = due {
+                    let horizon = config.ttl.as_millis() as u64 + lease_ms;
+                    heartbeat.idle_turn(now_ms(), due, horizon);
+                }
+                match due {
                     Ok(Some(due)) => Duration::from_millis(due.saturating_sub(now_ms())).min(idle),
                     _ => idle,
                 }
@@ -388,6 +416,7 @@ async fn run(
             }
             continue;
         }
+        heartbeat.moved();
         let mut leased = leased.into_iter();
         while let Some(delivery) = leased.next() {
             if let Some(spacing) = spacing {
@@ -1011,19 +1040,8 @@ async fn record(
         verdict,
         receipt: inner.options.receipts,
     });
-    // A result lost in a crash of the machine only means a redelivery: it need not wait for
-    // its own sync.
-    match inner.store.record_results(vec![change]).await {
-        Ok(()) if finished => inner.observer.finished(bytes),
-        Ok(()) => {}
-        Err(error @ knooppunt_store::StoreError::StaleLease { .. }) => {
-            // The attempt outlived its lease and the delivery was leased again; the new
-            // holder's result counts (the sink may get the event twice: at least once).
-            tracing::warn!(subscription = id, seq = delivery.seq, %error, "A delivery attempt outlived its lease; its result was not recorded.");
-        }
-        Err(error) => {
-            tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a delivery attempt failed; the delivery will be tried again.");
-        }
+    if record_result(inner, id, &delivery, change).await && finished {
+        inner.observer.finished(bytes);
     }
     remember_last(
         inner,
@@ -1044,6 +1062,60 @@ async fn record(
             subscription: id.to_owned(),
             sink: subscription.sink.to_string(),
         });
+    }
+}
+
+/// How often a result the store could not take is offered again.
+const RECORD_RETRY: Duration = Duration::from_secs(1);
+
+/// Records an attempt's result; whether it counted. A result lost in a crash of the machine
+/// only means a redelivery, so it need not wait for its own sync. A store that takes no
+/// writes now (a full disk, a database away) is asked again every [`RECORD_RETRY`] while
+/// the delivery's lease lasts, so that the queue moves on as soon as the store does; once
+/// the lease has run out the delivery is leased again and the lapsed lease counts as an
+/// attempt, as after a crash. Never is a delivery left held.
+async fn record_result(
+    inner: &Inner,
+    id: &str,
+    delivery: &Delivery,
+    change: DeliveryChange,
+) -> bool {
+    let mut stop = inner.stop.subscribe();
+    let mut told = false;
+    loop {
+        let error = match inner.store.record_results(vec![change.clone()]).await {
+            Ok(()) => {
+                if told {
+                    tracing::info!(
+                        subscription = id,
+                        seq = delivery.seq,
+                        "A delivery attempt's result was recorded after all."
+                    );
+                }
+                return true;
+            }
+            Err(error @ knooppunt_store::StoreError::StaleLease { .. }) => {
+                // The attempt outlived its lease and the delivery was leased again; the new
+                // holder's result counts (the sink may get the event twice: at least once).
+                tracing::warn!(subscription = id, seq = delivery.seq, %error, "A delivery attempt outlived its lease; its result was not recorded.");
+                return false;
+            }
+            Err(error) => error,
+        };
+        let left = delivery.leased_until.saturating_sub(now_ms());
+        let retry_ms = RECORD_RETRY.as_millis() as u64;
+        if left <= retry_ms || *stop.borrow() {
+            tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a delivery attempt failed; its lease runs out and the delivery is made again.");
+            return false;
+        }
+        if !told {
+            tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a delivery attempt failed; it is recorded again every second while its lease lasts ({left} ms).");
+            told = true;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(RECORD_RETRY) => {}
+            _ = stop.changed() => {}
+        }
     }
 }
 
@@ -1167,6 +1239,54 @@ pub(crate) mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert_eq!(deliverer.health().stuck, ["s"]);
+        deliverer.shutdown(Duration::from_millis(100)).await;
+    }
+
+    #[tokio::test]
+    async fn a_queue_held_past_any_schedule_shows_its_worker_stuck() {
+        // Something outside the worker holds the ordered queue's head for longer than any
+        // retry could be scheduled (an event's ttl): the worker turns, but its queue does not
+        // move, and that is seen once a lease (2.2 s) has passed.
+        let (deliverer, store, _dir) = deliverer(&[]).await;
+        deliverer.shutdown(Duration::from_millis(100)).await;
+        let held = store
+            .lease("s", crate::now_ms() + 86_400_000, 1 << 50, 1, true)
+            .await
+            .unwrap();
+        assert_eq!(held.len(), 1);
+        let (deliverer, _gone) = Deliverer::new(
+            Arc::new(store.clone()),
+            DeliveryOptions {
+                idle_poll: Duration::from_millis(50),
+                lease_margin: Duration::from_millis(200),
+                ..DeliveryOptions::default()
+            },
+            Arc::new(Unobserved),
+        )
+        .unwrap();
+        let subscription = store.subscriptions().await.unwrap().remove(0);
+        deliverer.sync(&Arc::new(subscription));
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert!(deliverer.health().stuck.is_empty(), "not before a lease");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while deliverer.health().stuck.is_empty() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "a queue that does not move is never reported"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(deliverer.health().stuck, ["s"]);
+        // Given back, it moves again, and the worker is no longer stuck.
+        store
+            .release("s", &[(held[0].seq, held[0].lease)])
+            .await
+            .unwrap();
+        deliverer.wake_all();
+        while !deliverer.health().stuck.is_empty() {
+            assert!(tokio::time::Instant::now() < deadline, "still stuck");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         deliverer.shutdown(Duration::from_millis(100)).await;
     }
 

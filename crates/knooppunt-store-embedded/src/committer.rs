@@ -483,8 +483,9 @@ fn commit(
 /// Undoes a group that could not be written, so that the store is as if it never came
 /// (nothing of it was acknowledged): the log is cut back to before it (a sync that failed
 /// may have left its records in the file), its events' identities are given up (a retry is
-/// accepted, not answered as a duplicate of an event that is not on disk) and its results'
-/// deliveries can be leased again. The store refuses writes until a probe succeeds.
+/// accepted, not answered as a duplicate of an event that is not on disk); its results'
+/// deliveries go back to their leases when their recorders hear of the failure
+/// (`SledStore::record_with`). The store refuses writes until a probe succeeds.
 fn undo(log: &mut EventLog, shared: &Shared, group: &Group) {
     let mut intake = shared.intake();
     intake.failed = true;
@@ -495,18 +496,6 @@ fn undo(log: &mut EventLog, shared: &Shared, group: &Group) {
     for filing in &group.filings {
         if let Filing::Event(event) = filing {
             intake.dedupe.forget(event.hash, event.seq);
-        }
-    }
-    drop(intake);
-    let mut queues = shared.queues.write().expect("queues lock");
-    for filing in &group.filings {
-        if let Filing::Change {
-            change: DeliveryChange::Attempted(attempt),
-            ..
-        } = filing
-            && let Some(queue) = queues.pending.get_mut(&attempt.subscription)
-        {
-            queue.give_back(&attempt.subscription, attempt.seq);
         }
     }
 }

@@ -358,7 +358,7 @@ impl SledStore {
     /// [`Store::record`], or [`Store::record_results`] when not `durable`.
     fn record_with(&self, changes: Vec<DeliveryChange>, durable: bool) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            self.take_results(&changes)?;
+            let taken = self.take_results(&changes)?;
             let receipts: Vec<(u64, String, u64)> = changes
                 .iter()
                 .filter_map(|change| match change {
@@ -370,7 +370,17 @@ impl SledStore {
                     _ => None,
                 })
                 .collect();
-            answered(self.inner.log.record(changes, durable)).await?;
+            if let Err(error) = answered(self.inner.log.record(changes, durable)).await {
+                // Not written: each result's delivery goes back to its lease, so that its
+                // holder may record it again, or the lease lapses as after a crash.
+                let mut queues = self.queues();
+                for (subscription, seq, token, until) in taken {
+                    if let Some(queue) = queues.pending.get_mut(&subscription) {
+                        queue.restore(&subscription, seq, token, until);
+                    }
+                }
+                return Err(error);
+            }
             if !receipts.is_empty() {
                 // The delivery state is in the log already; receipts follow.
                 self.inner.receipts.keep(receipts);
@@ -382,8 +392,13 @@ impl SledStore {
     /// Checks the lease token of every attempt in `changes` and takes their deliveries out
     /// of reach of new leases until the committer applies the results: all of them, or, if
     /// one token is stale, none. The check is made here, before the log, so that the log
-    /// holds only results that counted and replaying it needs no tokens.
-    fn take_results(&self, changes: &[DeliveryChange]) -> Result<(), StoreError> {
+    /// holds only results that counted and replaying it needs no tokens. What was taken, as
+    /// `(subscription, seq, token, leased until)`, to restore if the results are not
+    /// written.
+    fn take_results(
+        &self,
+        changes: &[DeliveryChange],
+    ) -> Result<Vec<(String, u64, u64, u64)>, StoreError> {
         let mut queues = self.queues();
         let attempts = || {
             changes.iter().filter_map(|change| match change {
@@ -403,12 +418,16 @@ impl SledStore {
                 });
             }
         }
+        let mut taken = Vec::new();
         for attempt in attempts() {
-            if let Some(queue) = queues.pending.get_mut(&attempt.subscription) {
-                queue.take_result(&attempt.subscription, attempt.seq);
+            if let Some(queue) = queues.pending.get_mut(&attempt.subscription)
+                && let Some(until) = queue.take_result(&attempt.subscription, attempt.seq)
+            {
+                let subscription = attempt.subscription.clone();
+                taken.push((subscription, attempt.seq, attempt.lease, until));
             }
         }
-        Ok(())
+        Ok(taken)
     }
 
     fn queues(&self) -> std::sync::RwLockWriteGuard<'_, Queues> {

@@ -275,7 +275,7 @@ impl Pending {
     /// result will be ignored).
     pub(super) fn holds(&self, seq: u64, token: u64) -> bool {
         match self.touched.get(&seq) {
-            Some(current) => token != 0 && current.lease == token,
+            Some(_) => self.still_leased(seq, token),
             // A fresh delivery was never leased; otherwise it is finished or retired.
             None => self.fresh.binary_search_by_key(&seq, |(s, _)| *s).is_err(),
         }
@@ -313,26 +313,33 @@ impl Pending {
     }
 
     /// Takes the delivery of `seq`, whose result is on its way to the log, out of reach:
-    /// no lease until the result is applied, and its token is spent.
-    pub(super) fn take_result(&mut self, subscription: &str, seq: u64) {
+    /// no lease until the result is applied, and its token is spent until
+    /// [`Pending::restore`] gives it back. When its lease would have ended, if it is
+    /// touched.
+    pub(super) fn take_result(&mut self, subscription: &str, seq: u64) -> Option<u64> {
         if !self.touched.contains_key(&seq) {
+            return None;
+        }
+        let mut delivery = self.remove(subscription, seq).expect("it is touched");
+        let until = delivery.leased_until;
+        delivery.leased_until = u64::MAX;
+        self.put(delivery);
+        Some(until)
+    }
+
+    /// Gives a taken delivery back to lease `token` until `until` (its result could not be
+    /// written): its holder may record the result again while the lease lasts; after it
+    /// the delivery is leased again, the lapsed lease counting as an attempt.
+    pub(super) fn restore(&mut self, subscription: &str, seq: u64, token: u64, until: u64) {
+        let taken = self
+            .touched
+            .get(&seq)
+            .is_some_and(|d| d.lease == token && d.leased_until == u64::MAX);
+        if !taken {
             return;
         }
         let mut delivery = self.remove(subscription, seq).expect("it is touched");
-        delivery.lease = 0;
-        delivery.leased_until = u64::MAX;
-        self.put(delivery);
-    }
-
-    /// Gives a taken delivery back (its result could not be written): it can be leased
-    /// again at once, and is attempted again.
-    pub(super) fn give_back(&mut self, subscription: &str, seq: u64) {
-        let Some(mut delivery) = self.remove(subscription, seq) else {
-            return;
-        };
-        if delivery.leased_until == u64::MAX {
-            delivery.leased_until = 0;
-        }
+        delivery.leased_until = until;
         self.put(delivery);
     }
 
@@ -412,7 +419,7 @@ mod tests {
         queue.push(6, 100, 10);
         assert!(!queue.holds(6, 1), "never leased");
         assert!(queue.holds(3, 1));
-        queue.take_result("s", 3);
+        let until = queue.take_result("s", 3).unwrap();
         assert!(!queue.holds(3, 1), "a token is spent once");
         assert!(queue.holds(9, 1), "not pending: its result is ignored");
         assert!(
@@ -421,6 +428,19 @@ mod tests {
                 .iter()
                 .all(|d| d.seq != 3),
             "a taken result is not leased again before it is applied"
+        );
+        queue.restore("s", 3, 2, until);
+        assert!(!queue.holds(3, 1), "restored to its own lease only");
+        queue.restore("s", 3, 1, until);
+        assert!(
+            queue.holds(3, 1),
+            "a result that was not written may be recorded again"
+        );
+        let again = queue.lease("s", until + 1, 1000, 5, false, &mut tokens);
+        assert_eq!(
+            again.iter().find(|d| d.seq == 3).map(|d| d.attempts),
+            Some(1),
+            "after its lease it is leased again, the lapsed lease counting as an attempt"
         );
         assert_eq!(queue.len(), 5);
         assert_eq!(queue.remove("s", 9), None);

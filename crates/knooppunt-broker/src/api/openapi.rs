@@ -1240,7 +1240,7 @@ fn status_paths(paths: &mut Map<String, Value>) {
                     "backlog": {"type": "integer", "format": "int64"},
                     "backlogBytes": {"type": "integer", "format": "int64", "description": "Undelivered bytes of all subscriptions."},
                     "backlogMaxBytes": {"type": "integer", "format": "int64", "description": "The hub's limit on undelivered bytes; past it publishes get 503."},
-                    "accepting": {"type": "boolean", "description": "false while publishes are refused: the backlog is past its limit, or the disk has less room than its floor."},
+                    "accepting": {"type": "boolean", "description": "false while publishes are refused: the backlog is past its limit, the disk has less room than its floor, or the store takes no writes (its disk full, its database away)."},
                     "refusing": {"type": "string", "description": "Why publishes are refused, when they are."},
                     "deadLetters": {"type": "integer", "format": "int64"},
                     "oldestPendingAgeSeconds": {"type": "integer", "format": "int64"},

@@ -36,8 +36,8 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     } else if !stuck.is_empty() {
         let shown: Vec<&str> = stuck.iter().take(10).map(String::as_str).collect();
         format!(
-            "{} stuck (a worker that has not turned, or an attempt running, for longer than a \
-             lease): {}{}",
+            "{} stuck (a worker that has not turned, an attempt running, or a queue with \
+             deliveries due that has not moved, for longer than a lease): {}{}",
             stuck.len(),
             shown.join(", "),
             if stuck.len() > shown.len() {
@@ -51,9 +51,9 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     };
     // Reported, not failed: a hub that refuses publishes (its disk or backlog full) still
     // serves the API and drains its deliveries.
-    let publishing = match state.backlog.admit() {
+    let publishing = match state.publishing().await {
         Ok(()) => "accepting".to_owned(),
-        Err(full) => format!("refused: {}", full.detail),
+        Err(why) => format!("refused: {why}"),
     };
     let checks = json!({"store": store, "delivery": delivery, "publishing": publishing});
     if store == "ok" && delivery == "running" {

@@ -207,20 +207,21 @@ pub(crate) async fn hub(
     let dead_letters: u64 = queues.iter().map(|q| q.dead_letters).sum();
     let oldest = queues.iter().filter_map(|q| q.oldest_accepted_at).min();
     let backlog_bytes: u64 = queues.iter().map(|q| q.pending_bytes).sum();
+    let publishing = state.publishing().await;
     let mut body = json!({
         "eventsAcceptedPerSecond": (accepted * 10.0).round() / 10.0,
         "eventsDeliveredPerSecond": (delivered * 10.0).round() / 10.0,
         "backlog": backlog,
         "backlogBytes": backlog_bytes,
-        "accepting": state.backlog.admit().is_ok(),
+        "accepting": publishing.is_ok(),
         "deadLetters": dead_letters,
         "subscriptions": state.subscriptions.count_by_state(),
         "principals": state.principals.count(),
         "openBreakers": state.deliverer.open_sinks(),
         "stuckWorkers": state.deliverer.health().stuck,
     });
-    if let Err(full) = state.backlog.admit() {
-        body["refusing"] = json!(full.detail);
+    if let Err(why) = publishing {
+        body["refusing"] = json!(why);
     }
     if state.backlog.options.max_bytes > 0 {
         body["backlogMaxBytes"] = json!(state.backlog.options.max_bytes);
