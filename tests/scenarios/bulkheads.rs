@@ -317,14 +317,31 @@ async fn a_body_that_does_not_arrive_gets_408_as_a_problem() {
 
 #[tokio::test]
 async fn connections_past_the_limit_wait_and_are_served_when_one_closes() {
-    let hub = strict_hub(2).await;
-    // Two connections with requests in flight (bodies that do not arrive) hold both slots
-    // until the body timeout: busy connections are never closed to make room (idle ones
-    // are, see `hardening.rs`).
+    let mut options = test_options();
+    options.server = knooppunt_broker::ServerLimits {
+        max_connections: 2,
+        idle_timeout: Duration::from_secs(10),
+        ..knooppunt_broker::ServerLimits::default()
+    };
+    let hub = TestHub::start_with_options(options).await;
+    // Two connections answering whole requests (receives that wait a second for events)
+    // hold both slots: busy connections are never closed to make room (idle and unfinished
+    // ones are, see `hardening.rs`).
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::GEMEENTE,
+            Some(json!({"protocol": "HTTP", "types": ["nl.brp.busy"],
+                        "config": {"delivery": "pull"}})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
     let head = format!(
-        "POST /v1/events HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer {}\r\n\
-         Content-Type: application/cloudevents+json\r\nContent-Length: 200\r\n\r\n{{",
-        tokens::PUBLISHER
+        "POST /v1/subscriptions/{}/receive?maxWait=PT1S HTTP/1.1\r\nHost: hub\r\n\
+         Authorization: Bearer {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        created.body["id"].as_str().unwrap(),
+        tokens::GEMEENTE
     );
     let mut first = connect(&hub).await;
     send(&mut first, head.as_bytes()).await;
@@ -345,6 +362,10 @@ async fn connections_past_the_limit_wait_and_are_served_when_one_closes() {
         "the third connection was served at once ({:?}): no limit",
         started.elapsed()
     );
+    for mut waited in [first, second] {
+        let response = read_until_closed(&mut waited, Duration::from_secs(5)).await;
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    }
 }
 
 #[tokio::test]

@@ -523,8 +523,18 @@ fn hold_sockets(
     from: Vec<[u8; 4]>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> tokio::task::JoinSet<usize> {
+    hold_sockets_sending(hub, from, b"", stop)
+}
+
+/// Like [`hold_sockets`], each socket sending `first` (half a request, say) once connected.
+fn hold_sockets_sending(
+    hub: &TestHub,
+    from: Vec<[u8; 4]>,
+    first: &'static [u8],
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinSet<usize> {
     use std::sync::atomic::Ordering;
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut holders = tokio::task::JoinSet::new();
     for address in from {
         let (hub_address, stop) = (hub.address, std::sync::Arc::clone(&stop));
@@ -540,6 +550,9 @@ fn hold_sockets(
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 };
+                if !first.is_empty() && stream.write_all(first).await.is_err() {
+                    continue;
+                }
                 let mut buffer = [0u8; 512];
                 while !stop.load(Ordering::SeqCst) {
                     let read = stream.read(&mut buffer);
@@ -614,6 +627,101 @@ async fn when_the_hub_is_full_the_longest_idle_connection_makes_room() {
     }
     stop.store(true, Ordering::SeqCst);
     while holders.join_next().await.is_some() {}
+}
+
+/// Half a request: a request line and a header that never ends.
+const HALF_REQUEST: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: hub\r\nX-Slow: ";
+
+/// A hub with 50 slots, up to 256 per address, and a header timeout of 30 s.
+async fn fifty_slot_hub() -> TestHub {
+    let mut options = test_options();
+    options.server = knooppunt_broker::ServerLimits {
+        max_connections: 50,
+        header_timeout: Duration::from_secs(30),
+        ..knooppunt_broker::ServerLimits::default()
+    };
+    TestHub::start_with_options(options).await
+}
+
+/// `GET /healthz` from `from`, which must be answered 200 within a second.
+async fn served_within_a_second(hub: &TestHub, from: [u8; 4], what: &str) {
+    let started = std::time::Instant::now();
+    let status = health_from(hub, from).await;
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{what}: not answered ({took:?})");
+    assert!(
+        took < Duration::from_secs(1),
+        "{what}: another client waited {took:?}"
+    );
+}
+
+#[tokio::test]
+async fn half_requests_in_every_slot_do_not_keep_another_client_waiting() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let hub = fifty_slot_hub().await;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    // Every slot holds a connection that sent part of a request's headers: none of them
+    // counts as busy, so the oldest makes room for a new client at once.
+    let mut holders = hold_sockets_sending(
+        &hub,
+        vec![[127, 0, 0, 2]; 50],
+        HALF_REQUEST,
+        std::sync::Arc::clone(&stop),
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for attempt in 0..5 {
+        served_within_a_second(&hub, [127, 0, 0, 3], &format!("request {attempt}")).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    while holders.join_next().await.is_some() {}
+}
+
+#[tokio::test]
+async fn half_requests_and_bodies_from_eight_addresses_do_not_keep_another_client_out() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let hub = fifty_slot_hub().await;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    // 8 addresses × 200 sockets that reconnect whenever closed: half the addresses send
+    // half a request's headers, the other half whole headers and part of a body. The accept
+    // loop keeps draining the listen queue, and each new connection takes the slot of the
+    // oldest unfinished request.
+    const HALF_BODY: &[u8] = b"POST /v1/events HTTP/1.1\r\nHost: hub\r\n\
+        Content-Type: application/cloudevents+json\r\nContent-Length: 500\r\n\r\n{";
+    let mut holders = tokio::task::JoinSet::new();
+    for address in 0..8u8 {
+        let first = if address % 2 == 0 {
+            HALF_REQUEST
+        } else {
+            HALF_BODY
+        };
+        let mut more = hold_sockets_sending(
+            &hub,
+            vec![[127, 0, 3, 10 + address]; 200],
+            first,
+            std::sync::Arc::clone(&stop),
+        );
+        holders.spawn(async move {
+            let mut connects = 0;
+            while let Some(n) = more.join_next().await {
+                connects += n.unwrap();
+            }
+            connects
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    for attempt in 0..10 {
+        served_within_a_second(&hub, [127, 0, 4, 1], &format!("request {attempt}")).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let mut connects = 0;
+    while let Some(n) = holders.join_next().await {
+        connects += n.unwrap();
+    }
+    assert!(
+        connects > 1600,
+        "the attack reconnected: {connects} connections"
+    );
 }
 
 #[tokio::test]

@@ -190,7 +190,7 @@ impl TestHub {
         let hub = Hub::open(Arc::new(store.clone()), options.clone())
             .await
             .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = knooppunt_broker::listen(([127, 0, 0, 1], 0).into()).unwrap();
         let address = listener.local_addr().unwrap();
         let (shutdown, stop) = oneshot::channel::<()>();
         let serving = hub.clone();

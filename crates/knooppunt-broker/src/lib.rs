@@ -124,6 +124,26 @@ fn answer_headers() -> Arc<str> {
     format!("api-version: {API_VERSION}\r\n").into()
 }
 
+/// The listen queue asked for: the kernel caps it at `net.core.somaxconn` (4096 on current
+/// Linux). Under a flood of connections the accept loop drains it while the oldest
+/// unfinished connections make room; a deeper queue means fewer dropped SYNs (each costs
+/// its client a second's retransmission) while it does.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `address` with a listen queue of [`LISTEN_BACKLOG`] (tokio's own default
+/// is 1024), address reuse on, as the hub's API and metrics listen.
+pub fn listen(address: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    #[cfg(not(windows))]
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Serves the hub's API on `listener` until `shutdown` completes, then finishes the requests
 /// in flight.
 pub async fn serve(

@@ -70,13 +70,11 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
              `knooppunt hash-token`); it can then create the others at runtime."
         );
     }
-    let listener = tokio::net::TcpListener::bind(config.server.listen)
-        .await
+    let listener = knooppunt_broker::listen(config.server.listen)
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;
     let address = listener.local_addr()?;
     if let Some(metrics) = config.server.metrics_listen {
-        let listener = tokio::net::TcpListener::bind(metrics)
-            .await
+        let listener = knooppunt_broker::listen(metrics)
             .with_context(|| format!("server.metrics_listen: cannot listen on {metrics}"))?;
         let metrics_address = listener.local_addr()?;
         tracing::info!(%metrics_address, "Metrics are served without a token.");

@@ -82,3 +82,59 @@ pub(crate) fn timed_out<'a>(
     }
     None
 }
+
+/// A request body that tells its connection when it has ended (read whole, failed, or
+/// dropped unread): until then the request is not whole, and its connection may be closed
+/// to make room (`peers.rs`).
+pub(super) struct Receiving {
+    inner: hyper::body::Incoming,
+    connection: Option<std::sync::Arc<super::peers::Connection>>,
+}
+
+impl Receiving {
+    pub(super) fn new(
+        inner: hyper::body::Incoming,
+        connection: std::sync::Arc<super::peers::Connection>,
+    ) -> Receiving {
+        Receiving {
+            inner,
+            connection: Some(connection),
+        }
+    }
+
+    fn ended(&mut self) {
+        if let Some(connection) = self.connection.take() {
+            connection.body_received();
+        }
+    }
+}
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        self.ended();
+    }
+}
+
+impl HttpBody for Receiving {
+    type Data = axum::body::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let frame = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(frame, Poll::Ready(None | Some(Err(_)))) || self.inner.is_end_stream() {
+            self.ended();
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -25,10 +25,17 @@ pub(crate) struct Guarded<S> {
     replacement: Option<(Vec<u8>, usize)>,
     /// Header lines the rewritten answers carry.
     headers: std::sync::Arc<str>,
+    /// Told of every read that brought bytes (part of a request may have arrived).
+    connection: std::sync::Arc<super::peers::Connection>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Guarded<S> {
-    pub(crate) fn new(stream: S, idle: Duration, headers: std::sync::Arc<str>) -> Guarded<S> {
+    pub(crate) fn new(
+        stream: S,
+        idle: Duration,
+        headers: std::sync::Arc<str>,
+        connection: std::sync::Arc<super::peers::Connection>,
+    ) -> Guarded<S> {
         let now = Instant::now();
         Guarded {
             stream,
@@ -37,6 +44,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Guarded<S> {
             last_traffic: now,
             replacement: None,
             headers,
+            connection,
         }
     }
 
@@ -151,6 +159,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<S> {
             Poll::Ready(result) => {
                 if buf.filled().len() > before {
                     this.last_traffic = Instant::now();
+                    this.connection.bytes_read();
                 }
                 Poll::Ready(result)
             }

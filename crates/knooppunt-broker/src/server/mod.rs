@@ -2,10 +2,12 @@
 //! bounded (issue: no client may hold the hub's resources without limit).
 //!
 //! - At most `max_connections` connections are served at once. When all are taken, the
-//!   connection that has waited longest without a request in flight (an idle kept-alive
-//!   one, or one that never sent a complete request) is closed to make room for the next;
-//!   when all have requests in flight, the hub stops accepting (new clients wait in the
-//!   kernel's backlog) instead of running out of file descriptors (`peers.rs`).
+//!   connection that has waited longest without a whole request being answered (an idle
+//!   kept-alive one, or one whose request's headers or body are still arriving) is closed
+//!   to make room for the next, an unfinished one at once; the accept loop goes on draining
+//!   the kernel's backlog meanwhile. When every slot answers a whole request, the hub stops
+//!   accepting (new clients wait in the backlog) instead of running out of file
+//!   descriptors (`peers.rs`).
 //! - At most `max_connections_per_peer` of them per client IP address; past it a new
 //!   connection of that address is answered 429 and closed at once.
 //! - A failed `accept` (such as EMFILE) pauses accepting briefly, never spins.
@@ -91,14 +93,24 @@ fn with_client(
             response
         },
     );
-    tower::ServiceExt::map_request(router, move |mut request: http::Request<_>| {
-        connection.request_started();
-        request.extensions_mut().insert(peer);
-        if let Some(client) = &client {
-            request.extensions_mut().insert(client.clone());
-        }
-        request
-    })
+    tower::ServiceExt::map_request(
+        router,
+        move |request: http::Request<hyper::body::Incoming>| {
+            let with_body = !http_body::Body::is_end_stream(request.body());
+            connection.request_started(with_body);
+            let mut request = if with_body {
+                let connection = Arc::clone(&connection);
+                request.map(|body| axum::body::Body::new(body::Receiving::new(body, connection)))
+            } else {
+                request.map(axum::body::Body::new)
+            };
+            request.extensions_mut().insert(peer);
+            if let Some(client) = &client {
+                request.extensions_mut().insert(client.clone());
+            }
+            request
+        },
+    )
 }
 
 /// Serves `router` on `listener` within `limits` (over TLS with `tls`) until `shutdown`
@@ -197,7 +209,12 @@ pub(crate) async fn run(
                         }
                     };
                     let client = tls.client(stream.get_ref().1.peer_certificates());
-                    let guarded = connection::Guarded::new(stream, limits.idle_timeout, headers);
+                    let guarded = connection::Guarded::new(
+                        stream,
+                        limits.idle_timeout,
+                        headers,
+                        Arc::clone(&connection),
+                    );
                     serve_stream(
                         guarded,
                         client,
@@ -210,7 +227,12 @@ pub(crate) async fn run(
                     .await
                 }
                 _ => {
-                    let guarded = connection::Guarded::new(stream, limits.idle_timeout, headers);
+                    let guarded = connection::Guarded::new(
+                        stream,
+                        limits.idle_timeout,
+                        headers,
+                        Arc::clone(&connection),
+                    );
                     serve_stream(
                         guarded,
                         None,
@@ -291,6 +313,12 @@ async fn serve<C: hyper_util::server::graceful::GracefulConnection>(
         tokio::select! {
             served = connection.as_mut() => return served,
             () = state.close.notified(), if !closing => {
+                // Part of a request and no whole one being answered: dropped at once (a
+                // graceful close would wait for the rest of it, up to the header or body
+                // timeout, while another client waits for the slot).
+                if state.unfinished() {
+                    return Ok(());
+                }
                 closing = true;
                 connection.as_mut().graceful_shutdown();
             }

@@ -1,8 +1,9 @@
 //! The connections being served, for two decisions of the accept loop: a peer (an IP
 //! address) may hold at most `max_connections_per_peer` of them, and when every slot is
-//! taken, the connection that has waited longest without a request in flight is closed to
-//! make room (an idle kept-alive connection, or one that never sent a complete request), so
-//! that clients that hold sockets open cannot keep others out.
+//! taken, the connection that has waited longest without a whole request being answered is
+//! closed to make room (an idle kept-alive connection, or one whose request's headers or
+//! body are still arriving), so that clients that hold sockets open, or send requests
+//! slowly, cannot keep others out.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -20,9 +21,18 @@ fn now_nanos() -> u64 {
 use tokio::sync::Notify;
 
 /// One connection: its requests in flight, since when it has had none, and how to close it.
+///
+/// A connection is *busy* only while a whole request of it (headers and body) is being
+/// answered. One that is idle, or has sent only part of a request (headers or body still
+/// arriving), can give its slot up: an idle one after what it was sent is written, an
+/// unfinished one at once, its request dropped (nothing of it was answered).
 #[derive(Debug)]
 pub(crate) struct Connection {
     in_flight: AtomicUsize,
+    /// Of those in flight, how many are still receiving their body.
+    receiving: AtomicUsize,
+    /// Bytes of a request arrived, and its headers are not complete yet.
+    partial: AtomicBool,
     idle_since: AtomicU64,
     /// Told once, when the hub needs its slot: it closes once its requests are answered.
     pub(crate) close: Notify,
@@ -30,9 +40,19 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
-    /// A request started (its headers are complete).
-    pub(crate) fn request_started(&self) {
+    /// A request started (its headers are complete); `with_body` if a body is to come, in
+    /// which case [`Connection::body_received`] follows.
+    pub(crate) fn request_started(&self, with_body: bool) {
+        if with_body {
+            self.receiving.fetch_add(1, Ordering::SeqCst);
+        }
         self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.partial.store(false, Ordering::SeqCst);
+    }
+
+    /// A request's body has ended (read whole, failed or dropped).
+    pub(crate) fn body_received(&self) {
+        self.receiving.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// A request was answered.
@@ -42,8 +62,27 @@ impl Connection {
         }
     }
 
+    /// Bytes arrived from the client.
+    pub(crate) fn bytes_read(&self) {
+        if self.in_flight.load(Ordering::Relaxed) == 0 && !self.partial.load(Ordering::Relaxed) {
+            self.partial.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// No whole request is being answered.
+    fn evictable(&self) -> bool {
+        self.in_flight.load(Ordering::SeqCst) == self.receiving.load(Ordering::SeqCst)
+    }
+
+    /// Whether the connection, told to close, may be dropped at once: part of a request
+    /// arrived and no whole one is being answered (so nothing is being written to it).
+    pub(crate) fn unfinished(&self) -> bool {
+        self.evictable()
+            && (self.partial.load(Ordering::SeqCst) || self.receiving.load(Ordering::SeqCst) > 0)
+    }
+
     fn idle_since(&self) -> Option<u64> {
-        (self.in_flight.load(Ordering::SeqCst) == 0 && !self.closing.load(Ordering::SeqCst))
+        (self.evictable() && !self.closing.load(Ordering::SeqCst))
             .then(|| self.idle_since.load(Ordering::SeqCst))
     }
 }
@@ -95,6 +134,8 @@ impl Peers {
         *count += 1;
         let connection = Arc::new(Connection {
             in_flight: AtomicUsize::new(0),
+            receiving: AtomicUsize::new(0),
+            partial: AtomicBool::new(false),
             idle_since: AtomicU64::new(now_nanos()),
             close: Notify::new(),
             closing: AtomicBool::new(false),
@@ -167,8 +208,8 @@ mod tests {
         let oldest = peers.admit(peer, 10).unwrap();
         let busy = peers.admit(peer, 10).unwrap();
         let newer = peers.admit(peer, 10).unwrap();
-        busy.connection.request_started();
-        oldest.connection.request_started();
+        busy.connection.request_started(false);
+        oldest.connection.request_started(false);
         oldest.connection.request_answered();
         let new = peers.admit(peer, 10).unwrap();
         // `oldest` became idle last; `newer` has been idle since it was accepted.
