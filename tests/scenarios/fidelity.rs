@@ -491,3 +491,140 @@ async fn an_event_a_subscriber_could_not_get_as_sent_is_refused() {
         refused.body
     );
 }
+
+/// Data that no delivery mode but JSON could carry unchanged (I-JSON, RFC 7493: a number
+/// beyond a double's range, an integer beyond 64 bits, an unpaired surrogate) is refused
+/// in every format the hub takes, saying why; what is within those bounds reaches a
+/// structured, a binary and a CBOR subscriber alike.
+#[tokio::test]
+async fn data_no_mode_could_carry_unchanged_is_refused_in_every_format() {
+    let hub = TestHub::start().await;
+    let (structured, binary, cbor) = (
+        Sink::start().await,
+        Sink::start().await,
+        Sink::start().await,
+    );
+    subscribe_sink(&hub, &structured, "structured").await;
+    subscribe_sink(&hub, &binary, "binary").await;
+    subscribe_sink(&hub, &cbor, "cbor").await;
+    let event = |id: &str, data: &str| {
+        format!(
+            r#"{{"specversion":"1.0","id":"{id}","source":"{SOURCE}","type":"{TYPE}","data":{data}}}"#
+        )
+    };
+    for (data, says) in [
+        (r#"{"n":1e400}"#, "IEEE 754 double"),
+        (r#"{"n":-18446744073709551617}"#, "64 bits"),
+        (r#""\ud800x""#, "surrogate"),
+        (r#"{"\udc00":true}"#, "surrogate"),
+    ] {
+        for (content_type, body) in [
+            ("application/cloudevents+json", event("bad", data)),
+            (
+                "application/cloudevents-batch+json",
+                format!("[{}]", event("bad", data)),
+            ),
+        ] {
+            let refused = hub
+                .publish_raw(content_type, body)
+                .await
+                .assert_problem(400);
+            let text = refused.body.to_string();
+            assert!(
+                text.contains(says) && text.contains("data"),
+                "{content_type} {data}: {text}"
+            );
+        }
+        let binary_publish = hub
+            .request(Method::POST, "/v1/events", tokens::PUBLISHER)
+            .header("ce-specversion", "1.0")
+            .header("ce-id", "bad")
+            .header("ce-source", SOURCE)
+            .header("ce-type", TYPE)
+            .header("content-type", "application/json")
+            .body(data.to_owned())
+            .send()
+            .await
+            .unwrap();
+        let refused = Answer::from(binary_publish).await.assert_problem(400);
+        assert!(
+            refused.body.to_string().contains(says),
+            "binary {data}: {}",
+            refused.body
+        );
+    }
+    let fine = r#"{"big":1e300,"small":-1.5e-300,"u":18446744073709551615,"face":"\ud83d\ude00"}"#;
+    assert_eq!(
+        hub.publish_raw("application/cloudevents+json", event("fine", fine))
+            .await
+            .status,
+        202
+    );
+    let expected: Value = serde_json::from_str(fine).unwrap();
+    assert_eq!(
+        structured.wait_for(1, WAIT).await[0].json()["data"],
+        expected
+    );
+    assert_eq!(
+        serde_json::from_slice::<Value>(&binary.wait_for(1, WAIT).await[0].body).unwrap(),
+        expected
+    );
+    let received = cbor.wait_for(1, WAIT).await.remove(0);
+    let event: ciborium::value::Value = ciborium::de::from_reader(&received.body[..]).unwrap();
+    let data = event
+        .as_map()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.as_text() == Some("data"))
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    let member = |name: &str| {
+        data.as_map()
+            .unwrap()
+            .iter()
+            .find(|(k, _)| k.as_text() == Some(name))
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    assert_eq!(member("big").as_float(), Some(1e300));
+    assert_eq!(member("small").as_float(), Some(-1.5e-300));
+    assert_eq!(
+        member("u").as_integer().map(u64::try_from),
+        Some(Ok(u64::MAX))
+    );
+    assert_eq!(member("face").as_text(), Some("😀"));
+}
+
+/// An event whose attributes would make binary-mode headers past 8 KiB (what common
+/// servers take) reaches a binary subscriber in structured mode, unchanged; other events
+/// stay binary.
+#[tokio::test]
+async fn an_event_too_large_for_headers_goes_structured_to_a_binary_subscriber() {
+    let hub = TestHub::start().await;
+    let binary = Sink::start().await;
+    subscribe_sink(&hub, &binary, "binary").await;
+    let subject = "s".repeat(16 * 1024);
+    let large = json!({"specversion": "1.0", "id": "large", "source": SOURCE, "type": TYPE,
+                       "subject": subject, "data": {"n": 1}});
+    let small = json!({"specversion": "1.0", "id": "small", "source": SOURCE, "type": TYPE,
+                       "subject": "s", "data": {"n": 2}});
+    for event in [&large, &small] {
+        let answer = hub
+            .publish_raw("application/cloudevents+json", event.to_string())
+            .await;
+        assert_eq!(answer.status, 202, "{}", answer.body);
+    }
+    let received = binary.wait_for(2, WAIT).await;
+    assert_eq!(
+        received[0].header("content-type"),
+        Some("application/cloudevents+json")
+    );
+    assert_eq!(received[0].json(), large);
+    assert_eq!(received[0].header("ce-subject"), None);
+    assert_eq!(received[1].header("ce-id"), Some("small"));
+    assert_eq!(received[1].header("ce-subject"), Some("s"));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&received[1].body).unwrap(),
+        json!({"n": 2})
+    );
+}

@@ -42,6 +42,19 @@ pub fn redact_sink(sink: &str) -> String {
 /// The header that names the hub in every request (webhook spec section 4.1.1).
 pub const REQUEST_ORIGIN: &str = "webhook-request-origin";
 
+/// The most bytes the headers of a binary-mode delivery's event (its `ce-` headers and
+/// `Content-Type`, each counted as `name: value` and a line end) may take. An event whose
+/// attributes take more (a very long `subject`, say) is delivered in structured mode: the
+/// header limits of common servers (8 KiB a line or in all) would refuse it.
+pub const BINARY_HEADER_LIMIT: usize = 8 * 1024;
+
+fn header_bytes(headers: &HeaderMap) -> usize {
+    headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum()
+}
+
 /// The body and headers of one delivery: the stored JSON unchanged in structured mode, the
 /// event in CBOR (with the extension types the store kept beside the JSON: URIs and
 /// timestamps tagged, Binary as bytes, as they were published), or `ce-` headers and the
@@ -85,24 +98,20 @@ pub fn delivery_message(
             let received = json::decode_event(json_text.as_bytes()).map_err(|violations| {
                 format!("the stored event cannot be read again: {violations:?}")
             })?;
-            Ok(encode_binary(&received.event))
+            let message = encode_binary(&received.event);
+            if header_bytes(&message.headers) > BINARY_HEADER_LIMIT {
+                // Common servers refuse such headers (8 KiB is a usual cap): the event goes
+                // in structured mode instead, as the HTTP binding lets a sender choose.
+                return delivery_message(json_text, extension_types, DeliveryMode::Structured);
+            }
+            Ok(message)
         }
         DeliveryMode::Notificatie => {
             let received = json::decode_event(json_text.as_bytes()).map_err(|violations| {
                 format!("the stored event cannot be read again: {violations:?}")
             })?;
-            let notificatie = knooppunt_event::notificatie::Notificatie::from_event(
-                &received.event,
-            )
-            .ok_or_else(|| {
-                format!(
-                    "event `{}` of type `{}` is not a ZGW notificatie: its data is none, and \
-                         its type is not nl.vng.zgw.<kanaal>.<resource>.<actie> with a subject \
-                         and a time",
-                    received.event.id(),
-                    received.event.ty()
-                )
-            })?;
+            let notificatie =
+                knooppunt_event::notificatie::Notificatie::from_event_or_why(&received.event)?;
             let mut headers = HeaderMap::new();
             headers.insert(
                 http::header::CONTENT_TYPE,

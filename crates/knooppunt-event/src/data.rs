@@ -43,32 +43,154 @@ pub enum JsonTextError {
          {MAX_DATA_DEPTH} are allowed"
     )]
     TooDeep { depth: usize },
+    /// Data every format the hub delivers cannot carry as it is (I-JSON, RFC 7493).
+    #[error("{0}")]
+    NotInteroperable(String),
 }
 
-/// How deeply arrays and objects nest in `text` (valid JSON), in one pass over its bytes.
-pub fn json_depth(text: &str) -> usize {
-    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for byte in text.bytes() {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
+impl JsonTextError {
+    /// The rule of the CloudEvents validation this breaks (syntax errors aside).
+    pub fn rule(&self) -> crate::validate::Rule {
+        match self {
+            JsonTextError::NotInteroperable(_) => crate::validate::Rule::DataInteroperable,
+            _ => crate::validate::Rule::DataDepth,
         }
-        match byte {
-            b'"' => in_string = true,
+    }
+}
+
+/// The longest piece of a number quoted in an error.
+const QUOTED: usize = 40;
+
+/// What the one pass over JSON data finds.
+struct Scan {
+    deepest: usize,
+    /// The first thing no format but JSON could carry as it is.
+    problem: Option<String>,
+}
+
+/// One pass over `text` (valid JSON): how deeply arrays and objects nest, and the first
+/// number or string that I-JSON (RFC 7493 §2.1, §2.2) rules out and that the hub could not
+/// deliver unchanged in every mode: a number beyond an IEEE 754 double's range, an integer
+/// beyond 64 bits (CBOR's integers; a double would change it), or a `\u` escape of an
+/// unpaired UTF-16 surrogate (no Unicode text can hold it).
+fn scan(text: &str) -> Scan {
+    let bytes = text.as_bytes();
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut problem = None;
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                at += 1;
+                // A high surrogate's escape waits for its low one.
+                let mut high = false;
+                while at < bytes.len() {
+                    match bytes[at] {
+                        b'"' => break,
+                        b'\\' if bytes.get(at + 1) == Some(&b'u') => {
+                            let unit = text
+                                .get(at + 2..at + 6)
+                                .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+                                .unwrap_or(0);
+                            let is_high = (0xD800..0xDC00).contains(&unit);
+                            let is_low = (0xDC00..0xE000).contains(&unit);
+                            if high != is_low && problem.is_none() {
+                                problem = Some(format!(
+                                    "a string holds the escape `{}` of an unpaired UTF-16 surrogate, \
+                                     which is no Unicode character",
+                                    &text[at..at + 6]
+                                ));
+                            }
+                            high = is_high;
+                            at += 6;
+                            continue;
+                        }
+                        b'\\' => at += 1,
+                        _ => {}
+                    }
+                    if high && problem.is_none() {
+                        problem = Some(
+                            "a string holds the escape of a high UTF-16 surrogate without its low \
+                             one, which is no Unicode character"
+                                .into(),
+                        );
+                    }
+                    high = false;
+                    at += 1;
+                }
+                if high && problem.is_none() {
+                    problem = Some(
+                        "a string ends in the escape of a high UTF-16 surrogate without its low \
+                         one, which is no Unicode character"
+                            .into(),
+                    );
+                }
+            }
             b'[' | b'{' => {
                 depth += 1;
                 deepest = deepest.max(depth);
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
+            b'-' | b'0'..=b'9' => {
+                let start = at;
+                let (mut integer, mut exponent) = (true, false);
+                while at < bytes.len()
+                    && matches!(bytes[at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    integer &= matches!(bytes[at], b'-' | b'0'..=b'9');
+                    exponent |= matches!(bytes[at], b'e' | b'E');
+                    at += 1;
+                }
+                let number = &text[start..at];
+                // Integers of up to 18 characters always fit, and so does a number without
+                // an exponent short of 300 digits; the others are parsed.
+                let checked = if integer {
+                    number.len() > 18
+                } else {
+                    exponent || number.len() > 300
+                };
+                if checked && problem.is_none() {
+                    problem = number_problem(number, integer);
+                }
+                continue;
+            }
             _ => {}
         }
+        at += 1;
     }
-    deepest
+    Scan { deepest, problem }
+}
+
+/// Why a long number cannot go as it is, if it cannot.
+fn number_problem(number: &str, integer: bool) -> Option<String> {
+    let quoted = || {
+        if number.len() > QUOTED {
+            format!("{}… ({} characters)", &number[..QUOTED], number.len())
+        } else {
+            number.to_owned()
+        }
+    };
+    if integer {
+        let fits = number.parse::<i64>().is_ok() || number.parse::<u64>().is_ok();
+        return (!fits).then(|| {
+            format!(
+                "the integer {} does not fit 64 bits (-2^63 to 2^64-1); send it as a string",
+                quoted()
+            )
+        });
+    }
+    let finite = number.parse::<f64>().is_ok_and(f64::is_finite);
+    (!finite).then(|| {
+        format!(
+            "the number {} is beyond the range of an IEEE 754 double; send it as a string",
+            quoted()
+        )
+    })
+}
+
+/// How deeply arrays and objects nest in `text` (valid JSON), in one pass over its bytes.
+pub fn json_depth(text: &str) -> usize {
+    scan(text).deepest
 }
 
 /// A piece of text that is known to be one valid JSON value, nested at most
@@ -100,12 +222,19 @@ impl JsonText {
         serde_json::from_str(&self.0)
     }
 
-    /// Keeps a raw JSON value that is within [`MAX_DATA_DEPTH`].
+    /// Keeps a raw JSON value that is within [`MAX_DATA_DEPTH`] and that every format can
+    /// carry (see [`JsonTextError::NotInteroperable`]).
     pub(crate) fn from_raw(raw: &RawValue) -> Result<Self, JsonTextError> {
-        match json_depth(raw.get()) {
-            depth if depth > MAX_DATA_DEPTH => Err(JsonTextError::TooDeep { depth }),
-            _ => Ok(JsonText(raw.get().into())),
+        let scan = scan(raw.get());
+        if scan.deepest > MAX_DATA_DEPTH {
+            return Err(JsonTextError::TooDeep {
+                depth: scan.deepest,
+            });
         }
+        if let Some(problem) = scan.problem {
+            return Err(JsonTextError::NotInteroperable(problem));
+        }
+        Ok(JsonText(raw.get().into()))
     }
 }
 
@@ -198,6 +327,44 @@ mod tests {
         assert_eq!(text.as_str(), "{\"b\" : 1.50, \"a\": [1e3]}");
         assert!(JsonText::parse("{").is_err());
         assert!(JsonText::parse("1 2").is_err());
+    }
+
+    #[test]
+    fn data_every_format_can_carry_is_kept_and_other_data_refused() {
+        for fine in [
+            r#"{"n": 1e300, "m": -1.5E-300, "i": 9223372036854775807, "u": 18446744073709551615}"#,
+            r#"[-9223372036854775808, 0.000000000000000000000000000001, 1.7976931348623157e308]"#,
+            r#""\ud83d\ude00 and \\ud800 (an escaped backslash) and \u00e9""#,
+            r#"{"\ud83d\ude00": "e\"1e999\"", "t": true}"#,
+        ] {
+            assert!(JsonText::parse(fine).is_ok(), "{fine}");
+        }
+        for (refused, says) in [
+            (r#"{"n": 1e400}"#, "the number 1e400 is beyond"),
+            (r#"[-1e309]"#, "the number -1e309 is beyond"),
+            (
+                r#"18446744073709551616"#,
+                "the integer 18446744073709551616 does not fit",
+            ),
+            (r#"[-9223372036854775809]"#, "does not fit 64 bits"),
+            (r#""\ud800x""#, "high UTF-16 surrogate without its low one"),
+            (r#""x\udc00""#, "`\\udc00` of an unpaired"),
+            (r#"{"\ud800": 1}"#, "without its low one"),
+            (r#""\ud800\u0041""#, "`\\u0041` of an unpaired"),
+        ] {
+            let error = JsonText::parse(refused).unwrap_err();
+            assert!(
+                matches!(error, JsonTextError::NotInteroperable(_)),
+                "{refused}: {error:?}"
+            );
+            assert!(error.to_string().contains(says), "{refused}: {error}");
+        }
+        let long = format!("[{}]", "9".repeat(5000));
+        let error = JsonText::parse(&long).unwrap_err().to_string();
+        assert!(
+            error.len() < 200,
+            "a long number is not quoted whole: {error}"
+        );
     }
 
     #[test]

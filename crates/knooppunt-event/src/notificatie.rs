@@ -221,22 +221,62 @@ impl Notificatie {
     /// `subject`, `aanmaakdatum` from `time`, `kenmerken` from its `kenmerk<name>`
     /// extensions). `None` when the event is neither.
     pub fn from_event(event: &Event) -> Option<Notificatie> {
-        if let Some(Data::Json(json)) = event.data()
-            && let Ok(notificatie) = Notificatie::read(json.as_str())
-        {
-            return Some(notificatie);
+        Notificatie::from_event_or_why(event).ok()
+    }
+
+    /// The same, or what keeps the event from being a notificatie, in a sentence that
+    /// quotes at most a short piece of any attribute.
+    pub fn from_event_or_why(event: &Event) -> Result<Notificatie, String> {
+        let data_problem = match event.data() {
+            Some(Data::Json(json)) => match Notificatie::read(json.as_str()) {
+                Ok(notificatie) => return Ok(notificatie),
+                Err(errors) => {
+                    let named: Vec<String> = errors
+                        .iter()
+                        .take(3)
+                        .map(|e| format!("{}: {}", e.name, short(&e.reason)))
+                        .collect();
+                    format!("its data is no notificatie ({})", named.join("; "))
+                }
+            },
+            Some(_) => "its data is not JSON".to_owned(),
+            None => "it has no data".to_owned(),
+        };
+        let why = |what: &str| {
+            format!(
+                "event `{}` is not a ZGW notificatie: {data_problem}, and {what}",
+                short(event.id())
+            )
+        };
+        let rest = event.ty().strip_prefix(TYPE_PREFIX);
+        let mut parts = rest.unwrap_or_default().splitn(3, '.');
+        let (Some(kanaal), Some(resource), Some(actie)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(why(&format!(
+                "its type `{}` is not {TYPE_PREFIX}<kanaal>.<resource>.<actie>",
+                short(event.ty())
+            )));
+        };
+        if rest.is_none() {
+            return Err(why(&format!(
+                "its type `{}` is not {TYPE_PREFIX}<kanaal>.<resource>.<actie>",
+                short(event.ty())
+            )));
         }
-        let rest = event.ty().strip_prefix(TYPE_PREFIX)?;
-        let mut parts = rest.splitn(3, '.');
-        let (kanaal, resource, actie) = (parts.next()?, parts.next()?, parts.next()?);
-        let url = event.subject()?;
+        let url = event
+            .subject()
+            .ok_or_else(|| why("it has no subject (the resource's URL)"))?;
+        let time = event
+            .time()
+            .ok_or_else(|| why("it has no time (the aanmaakdatum)"))?;
         let mut object = Map::new();
         object.insert("kanaal".into(), Value::from(kanaal));
         object.insert("hoofdObject".into(), Value::from(url));
         object.insert("resource".into(), Value::from(resource));
         object.insert("resourceUrl".into(), Value::from(url));
         object.insert("actie".into(), Value::from(actie));
-        object.insert("aanmaakdatum".into(), Value::from(event.time()?));
+        object.insert("aanmaakdatum".into(), Value::from(time));
         // Its `kenmerk<name>` extensions are its kenmerken (names as the attributes have
         // them: lower case).
         let kenmerken: Map<String, Value> = event
@@ -248,7 +288,17 @@ impl Notificatie {
             })
             .collect();
         object.insert("kenmerken".into(), Value::Object(kenmerken));
-        Notificatie::read(&Value::Object(object).to_string()).ok()
+        Notificatie::read(&Value::Object(object).to_string()).map_err(|errors| {
+            let named: Vec<String> = errors
+                .iter()
+                .take(3)
+                .map(|e| format!("{}: {}", e.name, short(&e.reason)))
+                .collect();
+            why(&format!(
+                "the notificatie its attributes make is not valid ({})",
+                named.join("; ")
+            ))
+        })
     }
 
     /// Whether an abonnement's `filters` for this notificatie's kanaal let it through, as
@@ -258,6 +308,14 @@ impl Notificatie {
         filters.iter().all(|(key, wanted)| {
             wanted == "*" || self.kenmerken.get(key).is_none_or(|value| value == wanted)
         })
+    }
+}
+
+/// At most 80 characters of `text`, said to be cut when it is.
+fn short(text: &str) -> String {
+    match text.char_indices().nth(80) {
+        Some((at, _)) => format!("{}… ({} bytes)", &text[..at], text.len()),
+        None => text.to_owned(),
     }
 }
 
@@ -505,6 +563,20 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(Notificatie::from_event(&other), None);
+        let why = Notificatie::from_event_or_why(&other).unwrap_err();
+        assert!(
+            why.contains("it has no data") && why.contains("`nl.other.type`"),
+            "{why}"
+        );
+        let long_type = crate::EventBuilder::new("x", "urn:test", "t".repeat(10_000))
+            .build()
+            .unwrap();
+        let why = Notificatie::from_event_or_why(&long_type).unwrap_err();
+        assert!(
+            why.contains("it has no data") && why.contains("(10000 bytes)"),
+            "{why}"
+        );
+        assert!(why.len() < 400, "a long type is not quoted whole: {why}");
     }
 
     #[test]

@@ -500,7 +500,8 @@ pub const CONFIG_KEYS: [ConfigKey; 9] = [
         name: "mode",
         default: "structured",
         description: "Content mode of deliveries: `structured` (the event as application/cloudevents+json, \
-                      the publisher's JSON unchanged), `binary` (ce- headers and the data as the body), `cbor` \
+                      the publisher's JSON unchanged), `binary` (ce- headers and the data as the body; an event whose \
+                      headers would pass 8 KiB goes structured instead), `cbor` \
                       (structured mode in the CBOR event format, application/cloudevents+cbor) or `notificatie` \
                       (the event as a ZGW notificatie, application/json: what a Notificaties API callback takes).",
     },

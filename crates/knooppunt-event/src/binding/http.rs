@@ -165,17 +165,15 @@ fn binary_data(assembler: &mut Assembler, body: &[u8]) -> Option<Data> {
             .map_err(|error| error.to_string())
             .and_then(|text| match JsonText::parse(text) {
                 Ok(json) => Ok(Ok(json)),
-                Err(too_deep @ JsonTextError::TooDeep { .. }) => Ok(Err(too_deep)),
+                Err(
+                    error @ (JsonTextError::TooDeep { .. } | JsonTextError::NotInteroperable(_)),
+                ) => Ok(Err(error)),
                 Err(error) => Err(error.to_string()),
             });
         return match parsed {
             Ok(Ok(json)) => Some(Data::Json(json)),
-            Ok(Err(too_deep)) => {
-                assembler.report(Violation::new(
-                    "data",
-                    Rule::DataDepth,
-                    too_deep.to_string(),
-                ));
+            Ok(Err(refused)) => {
+                assembler.report(Violation::new("data", refused.rule(), refused.to_string()));
                 None
             }
             Err(error) => {

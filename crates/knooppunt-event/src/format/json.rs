@@ -245,7 +245,7 @@ fn decode_data(
         return match JsonText::from_raw(raw) {
             Ok(json) => Some(Data::Json(json)),
             Err(error) => {
-                assembler.report(Violation::new("data", Rule::DataDepth, error.to_string()));
+                assembler.report(Violation::new("data", error.rule(), error.to_string()));
                 None
             }
         };

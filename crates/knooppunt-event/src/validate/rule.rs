@@ -40,6 +40,8 @@ pub enum Rule {
     DataNotJson,
     /// JSON data nested deeper than [`crate::data::MAX_DATA_DEPTH`] (the hub's own limit).
     DataDepth,
+    /// JSON data no format but JSON could carry as it is (I-JSON).
+    DataInteroperable,
     /// Data that breaks the JSON Schema of a catalog entry covering the event (the hub's).
     DataSchema,
     // CBOR event format.
@@ -89,6 +91,7 @@ impl Rule {
             Rule::DataNotString => "json.data-not-string",
             Rule::DataNotJson => "http.data-not-json",
             Rule::DataDepth => "hub.data-depth",
+            Rule::DataInteroperable => "hub.data-interoperable",
             Rule::DataSchema => "hub.data-schema",
             Rule::HeaderEncoding => "http.header-encoding",
             Rule::DataContentTypeHeader => "http.ce-datacontenttype",
@@ -131,6 +134,10 @@ impl Rule {
             Rule::DataNotJson => "CloudEvents JSON format §3.1 Handling of data",
             Rule::DataDepth => {
                 "Knooppunt: JSON data nests at most 64 arrays and objects deep (every format alike)"
+            }
+            Rule::DataInteroperable => {
+                "I-JSON (RFC 7493 §2.1, §2.2): Unicode strings, numbers within an IEEE 754 double \
+                 (integers within 64 bits), so that every delivery mode carries the data unchanged"
             }
             Rule::DataSchema => "Knooppunt: the data schema of the event type's catalog entry",
             Rule::HeaderEncoding => "CloudEvents HTTP binding §3.1.3.2 HTTP Header Values",
