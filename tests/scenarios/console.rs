@@ -720,6 +720,61 @@ async fn forms_without_their_csrf_token_are_refused_and_sessions_end() {
     assert_eq!(session.get(&hub.url("/console")).await.status(), 303);
 }
 
+/// A form past the console's 256 KiB gets a page that says so (413, HTML, in the
+/// browser's language), whether its size was announced or found out while reading it.
+#[tokio::test]
+async fn an_oversized_form_gets_a_page_that_says_so() {
+    let hub = TestHub::start().await;
+    let client = reqwest::Client::new();
+    let form = format!("method=token&token={}", "x".repeat(300 * 1024));
+    let announced = client
+        .post(hub.url("/console/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("accept-language", "en")
+        .body(form.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(announced.status(), 413);
+    let content_type = announced.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+    let page = announced.text().await.unwrap();
+    assert!(
+        page.contains("larger than the 256 KiB the console takes"),
+        "{page}"
+    );
+    // Chunked, without a Content-Length: found out while reading.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(hub.address).await.unwrap();
+    let head = "POST /console/login HTTP/1.1\r\nHost: hub\r\nAccept-Language: nl\r\n\
+                Content-Type: application/x-www-form-urlencoded\r\n\
+                Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    for chunk in form.as_bytes().chunks(64 * 1024) {
+        let framed = [format!("{:x}\r\n", chunk.len()).as_bytes(), chunk, b"\r\n"].concat();
+        if stream.write_all(&framed).await.is_err() {
+            break;
+        }
+    }
+    let _ = stream.write_all(b"0\r\n\r\n").await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("content-type: text/html"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("groter dan de 256 KiB die de console aanneemt"),
+        "{answer}"
+    );
+}
 #[tokio::test]
 async fn on_https_the_session_cookie_is_secure() {
     let mut options = test_options();

@@ -427,6 +427,34 @@ async fn a_malformed_cbor_event_is_refused_saying_why() {
         text.contains("cbor.syntax") && text.contains("CBOR"),
         "{text}"
     );
+    // Every decoding failure is said in words, never in the decoder's debug form.
+    let mut deep = vec![0x81; 300];
+    deep.push(0x00);
+    for (body, says) in [
+        (
+            vec![0xa1, 0x63, b'f', b'o'],
+            "ends in the middle of a data item",
+        ),
+        (deep, "deeper than the 256 levels"),
+        (
+            vec![0xa1, 0x61, b'a', 0xe0],
+            "simple value other than false, true, null",
+        ),
+        (
+            vec![0xa1, 0x61, b'a', 0x1c],
+            "not well-formed CBOR (at byte 3)",
+        ),
+    ] {
+        let answer = hub
+            .publish_raw("application/cloudevents+cbor", body.clone())
+            .await
+            .assert_problem(400);
+        let text = answer.body.to_string();
+        assert!(text.contains(says), "{body:02x?}: {text}");
+        for debug in ["RecursionLimitExceeded", "Syntax(", "Semantic(", "Io("] {
+            assert!(!text.contains(debug), "{body:02x?}: {text}");
+        }
+    }
 }
 
 /// What a subscriber could not be given as sent is refused: `"data": null` beside

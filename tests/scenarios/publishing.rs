@@ -303,6 +303,42 @@ async fn the_profile_level_decides() {
         "nlgov.type.reverse-domain"
     );
     assert_eq!(answer.body["warnings"][0]["severity"], "warning");
+
+    // A batch says each warning once, with the events it concerns, not in every receipt.
+    let mut batch = Vec::new();
+    for n in 0..1000 {
+        let mut event = self::event(&format!("p-batch-{n}"));
+        if n != 500 {
+            event["type"] = json!("PersonMoved");
+        }
+        batch.push(event);
+    }
+    let answer = post(
+        &lenient,
+        tokens::PUBLISHER,
+        "application/cloudevents-batch+json",
+        Value::Array(batch).to_string(),
+    )
+    .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    let warnings = answer.body["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0]["rule"], "nlgov.type.reverse-domain");
+    let events: Vec<u64> = warnings[0]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.as_u64().unwrap())
+        .collect();
+    assert_eq!(events, (0..1000).filter(|n| *n != 500).collect::<Vec<_>>());
+    let receipts = answer.body["events"].as_array().unwrap();
+    assert_eq!(receipts.len(), 1000);
+    assert!(receipts.iter().all(|r| r.get("warnings").is_none()));
+    assert!(
+        answer.body.to_string().len() < 200_000,
+        "the answer stays small: {} bytes",
+        answer.body.to_string().len()
+    );
 }
 
 #[tokio::test]

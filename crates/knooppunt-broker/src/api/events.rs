@@ -13,7 +13,7 @@ use knooppunt_event::binding::http::{self as binding, ContentMode, DecodeError, 
 use knooppunt_event::trace_context::TraceContext;
 use knooppunt_event::{ReceivedEvent, Violations};
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::auth::{Caller, Role};
@@ -22,10 +22,50 @@ use crate::app::AppState;
 use crate::ingest::{Receipt, Refused};
 use crate::telemetry::Rejection;
 
-/// The answer to a batch.
+/// The answer to a batch: the receipts without their warnings, and each warning once with
+/// the positions of the events it concerns (a large batch of alike events would otherwise
+/// repeat the same warning in every receipt).
 #[derive(Debug, Serialize)]
-struct Receipts<'a> {
-    events: &'a [Receipt],
+struct Receipts {
+    events: Vec<Receipt>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<Value>,
+}
+
+impl Receipts {
+    fn of(mut receipts: Vec<Receipt>) -> Receipts {
+        let mut warnings: Vec<(knooppunt_event::validate::Violation, Vec<usize>)> = Vec::new();
+        let mut seen: std::collections::HashMap<(String, &'static str, String), usize> =
+            std::collections::HashMap::new();
+        for (index, receipt) in receipts.iter_mut().enumerate() {
+            for warning in std::mem::take(&mut receipt.warnings) {
+                let key = (
+                    warning.attribute.clone(),
+                    warning.rule.code(),
+                    warning.detail.clone(),
+                );
+                match seen.get(&key) {
+                    Some(&at) => warnings[at].1.push(index),
+                    None => {
+                        seen.insert(key, warnings.len());
+                        warnings.push((warning, vec![index]));
+                    }
+                }
+            }
+        }
+        let warnings = warnings
+            .into_iter()
+            .map(|(warning, events)| {
+                let mut value = serde_json::to_value(&warning).expect("a violation serialises");
+                value["events"] = json!(events);
+                value
+            })
+            .collect();
+        Receipts {
+            events: receipts,
+            warnings,
+        }
+    }
 }
 
 /// Every problem of the invalid events, by position (`None` for a single event).
@@ -203,8 +243,9 @@ async fn accept(
             });
         }
     };
+    let deprecated = receipts.iter().any(|receipt| receipt.deprecated_type);
     let body = if batched {
-        serde_json::to_vec(&Receipts { events: &receipts })
+        serde_json::to_vec(&Receipts::of(receipts))
     } else {
         serde_json::to_vec(&receipts[0])
     }
@@ -215,7 +256,7 @@ async fn accept(
         body,
     )
         .into_response();
-    if receipts.iter().any(|receipt| receipt.deprecated_type) {
+    if deprecated {
         // The catalog deprecates the type (RFC 9745 names the header; the receipt says which).
         response
             .headers_mut()

@@ -259,9 +259,9 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Middleware: a request under `/v1` whose `Content-Length` announces more than any route
-/// takes is answered 413 at once, without waiting for a body that would be refused anyway.
-/// (The Notificaties facade keeps its own answers.)
+/// Middleware: a request whose `Content-Length` announces more than any route takes is
+/// answered 413 at once, without waiting for a body that would be refused anyway: a problem
+/// under `/v1`, a `Fout` under the Notificaties facade's `/api/v1`.
 async fn refuse_announced_oversize(
     largest: usize,
     request: axum::extract::Request,
@@ -272,15 +272,24 @@ async fn refuse_announced_oversize(
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    match announced {
-        Some(length) if length > largest as u64 && request.uri().path().starts_with("/v1/") => {
-            ApiError::PayloadTooLarge(format!(
-                "the request announces a body of {length} bytes (Content-Length); no request \
-                 to this hub may be larger than {largest} bytes"
-            ))
-            .into_response()
-        }
-        _ => next.run(request).await,
+    let Some(length) = announced.filter(|length| *length > largest as u64) else {
+        return next.run(request).await;
+    };
+    let path = request.uri().path();
+    if path.starts_with("/v1/") {
+        ApiError::PayloadTooLarge(format!(
+            "the request announces a body of {length} bytes (Content-Length); no request \
+             to this hub may be larger than {largest} bytes"
+        ))
+        .into_response()
+    } else if path.starts_with("/api/v1/") {
+        zgw::ZgwError::TooLarge(format!(
+            "het verzoek kondigt een body van {length} bytes aan (Content-Length); geen \
+             verzoek aan deze API mag groter zijn dan {largest} bytes"
+        ))
+        .into_response()
+    } else {
+        next.run(request).await
     }
 }
 

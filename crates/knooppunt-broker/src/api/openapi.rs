@@ -94,6 +94,14 @@ fn violation_schema() -> Value {
     })
 }
 
+fn batch_warning_schema() -> Value {
+    let mut schema = violation_schema();
+    schema["description"] = json!("One warning, and the events of the batch it concerns.");
+    schema["required"] = json!(["rule", "detail", "events"]);
+    schema["properties"]["events"] = json!({"type": "array", "items": {"type": "integer", "format": "int32", "minimum": 0}, "description": "The positions in the batch (from 0) of the events it concerns."});
+    schema
+}
+
 fn receipt_schema() -> Value {
     json!({
         "type": "object",
@@ -194,7 +202,10 @@ fn publish_operation() -> Value {
                     receipt_schema(),
                     {"type": "object", "additionalProperties": false, "required": ["events"],
                      "description": "A batch: one receipt per event, in order (none for an empty batch).",
-                     "properties": {"events": {"type": "array", "items": receipt_schema()}}}
+                     "properties": {
+                         "events": {"type": "array", "items": receipt_schema(), "description": "One receipt per event, in the batch's order; in a batch their warnings are given once below."},
+                         "warnings": {"type": "array", "description": "Each warning of the batch's events once, with the positions (from 0) of the events it concerns.", "items": batch_warning_schema()}
+                     }}
                 ]}}}
             }),
         ),

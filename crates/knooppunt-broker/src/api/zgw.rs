@@ -65,6 +65,8 @@ pub(crate) enum ZgwError {
     Invalid(Vec<FieldError>),
     /// The store takes no writes now: nothing was kept, try again.
     Unavailable(String),
+    /// The body is larger than any request of the API may be.
+    TooLarge(String),
     Internal(String),
 }
 
@@ -94,6 +96,12 @@ impl IntoResponse for ZgwError {
                 "invalid",
                 "Invalid input.",
                 "De invoer is ongeldig; zie invalidParams.".to_owned(),
+            ),
+            ZgwError::TooLarge(why) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request_too_large",
+                "Het verzoek is te groot.",
+                why.clone(),
             ),
             ZgwError::Unavailable(cause) => {
                 tracing::warn!(%cause, "A Notificaties API request found the store unavailable.");

@@ -43,6 +43,37 @@ fn violation(attribute: &str, rule: Rule, detail: impl Into<String>) -> Violatio
     Violations::one(Violation::new(attribute, rule, detail))
 }
 
+/// What a CBOR decoding error means, in words (the decoder's own text is its debug form).
+fn explain(error: &ciborium::de::Error<std::io::Error>) -> String {
+    use ciborium::de::Error;
+    let at = |offset: Option<usize>| {
+        offset
+            .map(|o| format!(" (at byte {o})"))
+            .unwrap_or_default()
+    };
+    match error {
+        Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "it ends in the middle of a data item".into()
+        }
+        Error::Io(io) => format!("it could not be read: {io}"),
+        Error::Syntax(offset) => format!("it is not well-formed CBOR{}", at(Some(*offset))),
+        Error::Semantic(offset, message) if message.starts_with("invalid type: simple") => format!(
+            "it holds a CBOR simple value other than false, true, null and undefined, which no \
+             CloudEvents type is{}",
+            at(*offset)
+        ),
+        Error::Semantic(offset, message) => {
+            format!(
+                "it holds a value the hub cannot read ({message}){}",
+                at(*offset)
+            )
+        }
+        Error::RecursionLimitExceeded => {
+            "arrays, maps and tags nest in it deeper than the 256 levels the hub reads".into()
+        }
+    }
+}
+
 /// Decodes one event from its CBOR map, reporting every problem found.
 pub fn decode_event(bytes: &[u8]) -> Result<ReceivedEvent, Violations> {
     let mut rest = bytes;
@@ -50,7 +81,7 @@ pub fn decode_event(bytes: &[u8]) -> Result<ReceivedEvent, Violations> {
         violation(
             "",
             Rule::CborSyntax,
-            format!("the body is not one CBOR data item: {error}"),
+            format!("the body is not one CBOR data item: {}", explain(&error)),
         )
     })?;
     // One data item, nothing after it (RFC 8949 section 5.3: a well-formed item with

@@ -51,7 +51,7 @@ const SESSION_COOKIE: &str = "knooppunt_session";
 /// The language cookie.
 const LANG_COOKIE: &str = "knooppunt_lang";
 /// The largest form the console accepts.
-const MAX_FORM_BYTES: usize = 256 * 1024;
+const MAX_FORM_BYTES: usize = 256 * 1024; // said in `refuse_large_forms`
 
 /// The console's state: the hub, and the API router its pages call.
 pub(crate) struct Console {
@@ -104,12 +104,47 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/audit", get(admin::audit))
         .fallback(layout::not_found)
         .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
+        .layer(axum::middleware::from_fn(refuse_large_forms))
         .with_state(Arc::clone(&console));
     let secure = console.secure();
     Router::new()
         .nest(BASE, pages)
         .route("/", get(|| async { redirect(BASE) }))
         .layer(map_response(move |response| page_headers(response, secure)))
+}
+
+/// Middleware: a form larger than [`MAX_FORM_BYTES`] is refused with a page that says so,
+/// at once when its `Content-Length` announces it, and in place of the extractor's plain
+/// text when a body without one turns out too large.
+async fn refuse_large_forms(request: Request, next: axum::middleware::Next) -> Response {
+    let lang = lang_of(request.headers());
+    let refuse = || {
+        layout::refusal(
+            lang,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            lang.t(
+                "Dit formulier is groter dan de 256 KiB die de console aanneemt; er is niets gedaan.",
+                "This form is larger than the 256 KiB the console takes; nothing was done.",
+            ),
+        )
+    };
+    let announced = request
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_some_and(|length| length > MAX_FORM_BYTES as u64) {
+        return refuse();
+    }
+    let response = next.run(request).await;
+    let plain = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/plain"));
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE && plain {
+        return refuse();
+    }
+    response
 }
 
 /// A `303 See Other` to `to` (after a form, or to the sign-in page).
