@@ -75,6 +75,77 @@ async fn a_costly_like_is_linear_and_runs_off_the_async_workers() {
     );
 }
 
+/// One principal's many costly filters cannot make another principal's events slow: all
+/// subscriptions of a principal together spend at most
+/// `filters.max_evaluation_cost_per_principal` on one event (its others are over budget for
+/// it and say so), while the other principal's subscription is evaluated and gets the
+/// event. `knooppunt_routing_seconds` counts the evaluation on the routing thread too.
+#[tokio::test]
+async fn one_principals_costly_filters_share_one_budget_per_event() {
+    let hub = TestHub::start().await;
+    let costly_sink = Sink::start().await;
+    let own_sink = Sink::start().await;
+    // Tenant A (kvk): 60 subscriptions whose LIKE scans the whole subject.
+    let mut costly = Vec::new();
+    for _ in 0..60 {
+        costly.push(
+            subscribe(
+                &hub,
+                json!({"sink": costly_sink.url, "protocol": "HTTP",
+                       "filters": [{"sql": "subject LIKE '%y%z%'"}]}),
+            )
+            .await,
+        );
+    }
+    // Tenant B (gemeente): one subscription without filters.
+    let own = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::GEMEENTE,
+            Some(json!({"sink": own_sink.url, "protocol": "HTTP", "types": ["nl.brp.large"]})),
+        )
+        .await;
+    assert_eq!(own.status, 201, "{}", own.body);
+    // A 500 KB subject: each LIKE scans it (at least 500,000 units), so the 60 of them would
+    // cost 30 million and more; kvk's 16 million are spent after at most 32 of them.
+    let started = std::time::Instant::now();
+    let answer = publish(&hub, "large", "nl.brp.large", &"x".repeat(500_000)).await;
+    let took = started.elapsed();
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    assert_eq!(answer.body["matchedSubscriptions"], 1, "{}", answer.body);
+    own_sink.wait_for(1, WAIT).await;
+    let mut over = 0;
+    for id in &costly {
+        let read = hub
+            .call(
+                Method::GET,
+                &format!("/v1/subscriptions/{id}"),
+                tokens::KVK,
+                None,
+            )
+            .await;
+        if read.body.get("filterBudget").is_some() {
+            over += 1;
+        }
+    }
+    assert!(
+        over >= 28,
+        "{over} of kvk's 60 subscriptions were past its budget"
+    );
+    assert_eq!(
+        metric(&hub, "knooppunt_filter_over_budget_total").await,
+        f64::from(over)
+    );
+    // The routing thread's part is in the routing time: most of what the publish took.
+    assert_eq!(metric(&hub, "knooppunt_routing_offloaded_total").await, 1.0);
+    let routing = metric(&hub, "knooppunt_routing_seconds_sum").await;
+    assert!(
+        routing >= took.as_secs_f64() / 4.0,
+        "routing {routing} s of a publish of {took:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_filter_past_its_budget_does_not_match_and_says_so() {
     let mut options = test_options();

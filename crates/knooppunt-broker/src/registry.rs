@@ -17,6 +17,9 @@ pub(crate) struct Registry {
     /// Shared with the subscriptions' delivery workers: one copy each.
     subscriptions: BTreeMap<String, Arc<Subscription>>,
     index: MatchIndex<String>,
+    /// Each owner's tenant number in the index (whose subscriptions share one evaluation
+    /// budget per event); numbers are never reused.
+    tenants: std::collections::HashMap<String, u32>,
 }
 
 /// The routing criteria of a stored subscription, its filters read within `limits`.
@@ -85,7 +88,13 @@ impl Registry {
         if subscription.state() == SubscriptionState::Disabled {
             self.index.remove(&subscription.id);
         } else {
-            self.index.insert(subscription.id.clone(), criteria);
+            let next = self.tenants.len() as u32;
+            let tenant = *self
+                .tenants
+                .entry(subscription.owner.clone())
+                .or_insert(next);
+            self.index
+                .insert_for(subscription.id.clone(), criteria, tenant);
         }
         self.subscriptions
             .insert(subscription.id.clone(), Arc::clone(&subscription));

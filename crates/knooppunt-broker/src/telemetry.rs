@@ -275,7 +275,7 @@ impl Telemetry {
         self.routing_seconds.render(
             &mut out,
             "knooppunt_routing_seconds",
-            "Time to find the subscriptions of one event.",
+            "Time to find the subscriptions of one event: its filters evaluated on the request and on a routing thread (not the wait for one).",
         );
         self.matches.render(
             &mut out,

@@ -15,6 +15,11 @@ pub struct EvalLimits {
     pub max_units: u64,
     /// The longest string an expression may make (`CONCAT`, `UPPER`, ...), in bytes.
     pub max_string_bytes: usize,
+    /// The most units the subscriptions of one tenant (a principal) may spend together on
+    /// one event (0: no such bound). Past it that tenant's other candidates are not
+    /// evaluated for the event and do not match it, so that one tenant's many costly
+    /// filters cannot make another tenant's events slow.
+    pub max_units_per_tenant: u64,
 }
 
 impl EvalLimits {
@@ -23,6 +28,7 @@ impl EvalLimits {
     pub const DEFAULT: EvalLimits = EvalLimits {
         max_units: 4_000_000,
         max_string_bytes: 1024 * 1024,
+        max_units_per_tenant: 16_000_000,
     };
 }
 

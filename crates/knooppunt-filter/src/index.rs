@@ -243,25 +243,72 @@ pub const CANDIDATE_UNITS: u64 = 64;
 #[derive(Debug, Clone)]
 pub struct Routed<K> {
     pub matched: Vec<K>,
-    /// Those whose filters ran out of their budget: they do not match.
+    /// Those whose filters ran out of their budget (their own, or their tenant's for this
+    /// event): they do not match.
     pub over_budget: Vec<K>,
-    /// Candidates not evaluated (past the allowance), with a copy of their criteria.
-    pub rest: Vec<(K, Criteria)>,
+    /// Candidates not evaluated (past the allowance), with a copy of their criteria and
+    /// their tenant.
+    pub rest: Vec<(K, Criteria, u32)>,
     /// Units spent.
     pub spent: u64,
+    /// Units spent per tenant on this event.
+    tenants: Vec<(u32, u64)>,
 }
 
 impl<K> Routed<K> {
+    fn new() -> Routed<K> {
+        Routed {
+            matched: Vec::new(),
+            over_budget: Vec::new(),
+            rest: Vec::new(),
+            spent: 0,
+            tenants: Vec::new(),
+        }
+    }
+
+    /// Evaluates one candidate of `tenant` under its own meter, within what its tenant has
+    /// left of [`EvalLimits::max_units_per_tenant`] for this event.
+    fn evaluate(
+        &mut self,
+        id: K,
+        criteria: &Criteria,
+        tenant: u32,
+        event: &Event,
+        limits: EvalLimits,
+    ) {
+        let at = match self.tenants.iter().position(|(t, _)| *t == tenant) {
+            Some(at) => at,
+            None => {
+                self.tenants.push((tenant, 0));
+                self.tenants.len() - 1
+            }
+        };
+        let mut own = limits;
+        if limits.max_units_per_tenant > 0 {
+            let left = limits
+                .max_units_per_tenant
+                .saturating_sub(self.tenants[at].1);
+            if left == 0 {
+                self.over_budget.push(id);
+                self.spent = self.spent.saturating_add(CANDIDATE_UNITS);
+                return;
+            }
+            own.max_units = own.max_units.min(left);
+        }
+        let mut meter = Meter::new(own);
+        if criteria.matches_metered(event, &mut meter) {
+            self.matched.push(id);
+        } else if meter.exceeded() {
+            self.over_budget.push(id);
+        }
+        self.tenants[at].1 = self.tenants[at].1.saturating_add(meter.spent());
+        self.spent = self.spent.saturating_add(CANDIDATE_UNITS + meter.spent());
+    }
+
     /// Evaluates the candidates left over, each under its own meter.
     pub fn evaluate_rest(&mut self, event: &Event, limits: EvalLimits) {
-        for (id, criteria) in std::mem::take(&mut self.rest) {
-            let mut meter = Meter::new(limits);
-            if criteria.matches_metered(event, &mut meter) {
-                self.matched.push(id);
-            } else if meter.exceeded() {
-                self.over_budget.push(id);
-            }
-            self.spent = self.spent.saturating_add(CANDIDATE_UNITS + meter.spent());
+        for (id, criteria, tenant) in std::mem::take(&mut self.rest) {
+            self.evaluate(id, &criteria, tenant, event, limits);
         }
     }
 }
@@ -305,7 +352,8 @@ impl<K: Clone + Eq> Table<K> {
 /// Subscriptions with their criteria, filed for fast matching. `K` identifies a subscription.
 #[derive(Debug)]
 pub struct MatchIndex<K> {
-    entries: HashMap<K, (Criteria, Option<Anchor>)>,
+    /// Each subscription's criteria, where it is filed, and its tenant.
+    entries: HashMap<K, (Criteria, Option<Anchor>, u32)>,
     tables: HashMap<(Shape, Key), Table<K>>,
     residue: HashSet<K>,
 }
@@ -339,7 +387,7 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
         K: std::borrow::Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.entries.get(id).map(|(criteria, _)| criteria)
+        self.entries.get(id).map(|(criteria, _, _)| criteria)
     }
 
     /// How many subscriptions have no anchor and are evaluated for every event.
@@ -347,8 +395,14 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
         self.residue.len()
     }
 
-    /// Adds a subscription, replacing any with the same id.
+    /// Adds a subscription, replacing any with the same id (all of one tenant).
     pub fn insert(&mut self, id: K, criteria: Criteria) {
+        self.insert_for(id, criteria, 0);
+    }
+
+    /// Adds a subscription of `tenant` (whose subscriptions share
+    /// [`EvalLimits::max_units_per_tenant`] per event), replacing any with the same id.
+    pub fn insert_for(&mut self, id: K, criteria: Criteria, tenant: u32) {
         self.remove(&id);
         // `types: []` matches nothing: filed under no condition, it is never a candidate.
         let never = criteria.types.as_ref().is_some_and(Vec::is_empty);
@@ -370,11 +424,11 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
                 self.residue.insert(id.clone());
             }
         }
-        self.entries.insert(id, (criteria, anchor));
+        self.entries.insert(id, (criteria, anchor, tenant));
     }
 
     pub fn remove(&mut self, id: &K) -> Option<Criteria> {
-        let (criteria, anchor) = self.entries.remove(id)?;
+        let (criteria, anchor, _) = self.entries.remove(id)?;
         match anchor {
             Some(anchor) => {
                 for condition in anchor {
@@ -402,24 +456,13 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
     /// then are handed back with a copy of their criteria, to evaluate elsewhere (such as a
     /// thread where it may take long) with [`Routed::evaluate_rest`].
     pub fn matching_metered(&self, event: &Event, limits: EvalLimits, allowance: u64) -> Routed<K> {
-        let mut routed = Routed {
-            matched: Vec::new(),
-            over_budget: Vec::new(),
-            rest: Vec::new(),
-            spent: 0,
-        };
-        self.visit_candidates(event, |id, criteria| {
+        let mut routed = Routed::new();
+        self.visit_candidates(event, |id, criteria, tenant| {
             if routed.spent >= allowance {
-                routed.rest.push((id.clone(), criteria.clone()));
+                routed.rest.push((id.clone(), criteria.clone(), tenant));
                 return;
             }
-            let mut meter = Meter::new(limits);
-            if criteria.matches_metered(event, &mut meter) {
-                routed.matched.push(id.clone());
-            } else if meter.exceeded() {
-                routed.over_budget.push(id.clone());
-            }
-            routed.spent = routed.spent.saturating_add(CANDIDATE_UNITS + meter.spent());
+            routed.evaluate(id.clone(), criteria, tenant, event, limits);
         });
         routed
     }
@@ -427,13 +470,17 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
     /// Calls `visit` once for each subscription `event` may match: the ones filed under the
     /// event's own values and the unanchored residue. Only their criteria can tell which
     /// match.
-    fn visit_candidates<'a>(&'a self, event: &Event, mut visit: impl FnMut(&'a K, &'a Criteria)) {
+    fn visit_candidates<'a>(
+        &'a self,
+        event: &Event,
+        mut visit: impl FnMut(&'a K, &'a Criteria, u32),
+    ) {
         // Borrowed ids: each candidate is visited once, and no id is cloned here.
         let mut seen: HashSet<&'a K> = HashSet::new();
         let mut consider = |id: &'a K| {
             if seen.insert(id) {
-                let (criteria, _) = &self.entries[id];
-                visit(id, criteria);
+                let (criteria, _, tenant) = &self.entries[id];
+                visit(id, criteria, *tenant);
             }
         };
         for key in Key::ALL {
@@ -468,7 +515,7 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
     pub fn matching_by_scan(&self, event: &Event) -> Vec<K> {
         self.entries
             .iter()
-            .filter(|(_, (criteria, _))| criteria.matches(event))
+            .filter(|(_, (criteria, _, _))| criteria.matches(event))
             .map(|(id, _)| id.clone())
             .collect()
     }

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use cap::Cap;
 use knooppunt_event::{Event, EventBuilder};
 use knooppunt_filter::cesql::{ErrorKind, Expression, LikePattern};
-use knooppunt_filter::{Criteria, EvalLimits, Filter, Limits, Meter};
+use knooppunt_filter::{Criteria, EvalLimits, Filter, Limits, MatchIndex, Meter};
 use proptest::prelude::*;
 
 #[global_allocator]
@@ -91,6 +91,7 @@ fn intermediate_strings_are_bounded() {
     let limits = EvalLimits {
         max_units: u64::MAX,
         max_string_bytes: 1_000,
+        max_units_per_tenant: 0,
     };
     let expression =
         Expression::compile("CONCAT(subject, subject, subject)", &Limits::DEFAULT).unwrap();
@@ -111,6 +112,7 @@ fn an_exhausted_budget_never_matches_not_even_under_not() {
     let tiny = EvalLimits {
         max_units: 50,
         max_string_bytes: MIB,
+        max_units_per_tenant: 0,
     };
     let event = event_with_subject(&"x".repeat(100));
     for text in [
@@ -192,11 +194,68 @@ proptest! {
             ..Criteria::default()
         };
         let event = event_with_subject(&fill.to_string().repeat(128 * 1024));
-        let limits = EvalLimits { max_units: 2_000_000, max_string_bytes: MIB };
+        let limits = EvalLimits {
+            max_units: 2_000_000,
+            max_string_bytes: MIB,
+            max_units_per_tenant: 0,
+        };
         let mut meter = Meter::new(limits);
         // Every byte allocated was charged first, so memory stays within a few budgets
         // (case mapping and `Vec<char>` in SUBSTRING allocate up to four bytes per byte).
         within_memory(32 * MIB, || criteria.matches_metered(&event, &mut meter));
         prop_assert!(meter.spent() <= limits.max_units || meter.exceeded());
     }
+}
+
+/// One tenant's subscriptions share a budget per event: past it, that tenant's other
+/// candidates are not evaluated and do not match, while another tenant's are evaluated as
+/// ever, whatever the first tenant's filters cost.
+#[test]
+fn a_tenants_subscriptions_share_one_budget_per_event() {
+    let mut index = MatchIndex::new();
+    let costly = "subject LIKE '%y%z%'";
+    for n in 0..100 {
+        index.insert_for(format!("a-{n}"), sql(costly), 1);
+    }
+    index.insert_for("b".to_owned(), sql("subject LIKE '%x'"), 2);
+    let event = event_with_subject(&"x".repeat(100_000));
+    let limits = EvalLimits {
+        max_units: 4_000_000,
+        max_string_bytes: MIB,
+        max_units_per_tenant: 2_000_000,
+    };
+    let routed = index.matching_metered(&event, limits, u64::MAX);
+    assert_eq!(
+        routed.matched,
+        ["b"],
+        "the other tenant's subscription matches"
+    );
+    let evaluated = 100 - routed.over_budget.len();
+    assert!(
+        (1..=25).contains(&evaluated),
+        "{evaluated} of tenant 1's subscriptions were evaluated"
+    );
+    assert!(
+        routed.spent < 2_000_000 + 400_000,
+        "the work is bounded by the tenants' budgets: {}",
+        routed.spent
+    );
+    // Without the bound, every one is evaluated.
+    let unbounded = EvalLimits {
+        max_units_per_tenant: 0,
+        ..limits
+    };
+    let routed = index.matching_metered(&event, unbounded, u64::MAX);
+    assert!(routed.over_budget.is_empty());
+    assert!(routed.spent > 100 * 100_000);
+    // The part left for later (past the allowance) keeps to the same bound.
+    let mut routed = index.matching_metered(&event, limits, 0);
+    assert!(!routed.rest.is_empty());
+    routed.evaluate_rest(&event, limits);
+    assert_eq!(routed.matched, ["b"]);
+    assert!(
+        routed.over_budget.len() >= 75,
+        "{}",
+        routed.over_budget.len()
+    );
 }

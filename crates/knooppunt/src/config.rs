@@ -778,6 +778,10 @@ pub(crate) struct FiltersConfig {
     /// (bytes copied, compared, scanned or made); past it the event is not
     /// routed to that subscription.
     pub(crate) max_evaluation_cost: u64,
+    /// What evaluating all the subscriptions of one principal against one event may cost
+    /// together, in the same units; past it that principal's other subscriptions are not
+    /// routed the event (0: no such bound).
+    pub(crate) max_evaluation_cost_per_principal: u64,
     /// The longest string a filter may make while it is evaluated (CONCAT, UPPER, ...).
     pub(crate) max_string_bytes: usize,
     /// The most subscriptions one principal may have.
@@ -796,6 +800,7 @@ impl Default for FiltersConfig {
             max_nodes: limits.max_nodes,
             max_sql_length: limits.max_sql_length,
             max_evaluation_cost: evaluation.max_units,
+            max_evaluation_cost_per_principal: evaluation.max_units_per_tenant,
             max_string_bytes: evaluation.max_string_bytes,
             max_subscriptions_per_principal: quotas.max_subscriptions,
             max_filter_bytes_per_principal: quotas.max_filter_bytes,
@@ -1066,9 +1071,19 @@ impl Config {
             filters.max_filter_bytes_per_principal as u64,
             1_024,
         )?;
+        let per_principal = filters.max_evaluation_cost_per_principal;
+        if per_principal != 0 && per_principal < filters.max_evaluation_cost {
+            bail!(
+                "filters.max_evaluation_cost_per_principal ({per_principal}) must be 0 (no \
+                 bound) or at least filters.max_evaluation_cost ({}): one subscription's \
+                 evaluation must fit in its principal's",
+                filters.max_evaluation_cost
+            );
+        }
         options.eval_limits = knooppunt_filter::EvalLimits {
             max_units: filters.max_evaluation_cost,
             max_string_bytes: filters.max_string_bytes,
+            max_units_per_tenant: per_principal,
         };
         options.quotas = knooppunt_broker::Quotas {
             max_subscriptions: filters.max_subscriptions_per_principal,
