@@ -13,6 +13,7 @@ mod load;
 mod outage;
 mod postgres;
 mod pull;
+mod tenants;
 
 /// The same allocator as the `knooppunt` binary, so that the numbers are the hub's.
 #[global_allocator]
@@ -250,6 +251,20 @@ enum Workload {
         /// when absent.
         #[arg(long)]
         rate: Option<f64>,
+    },
+    /// Whether one principal's costly filters slow another's events: the publish latency of
+    /// events with a large subject, alone, next to another principal's `costly` subscriptions
+    /// whose LIKE scans the subject, with and without the per-principal budget.
+    Tenants {
+        /// The other principal's costly subscriptions.
+        #[arg(long, default_value_t = 1000)]
+        costly: usize,
+        /// Events published (one at a time) per measurement.
+        #[arg(long, default_value_t = 20)]
+        events: usize,
+        /// The events' subject, in bytes.
+        #[arg(long, default_value_t = 1_000_000)]
+        subject_bytes: usize,
     },
     /// Run the trivial axum server (POST / answers 204) alone, until interrupted, to load it
     /// from another process (wrk, say) next to `knooppunt serve`.
@@ -589,6 +604,13 @@ fn main() -> anyhow::Result<()> {
                         100.0 * ingest.rate / baseline.rate
                     );
                 }
+            }
+            Workload::Tenants {
+                costly,
+                events,
+                subject_bytes,
+            } => {
+                tenants::run(costly, events, subject_bytes).await?;
             }
             Workload::Approvals {
                 seconds,

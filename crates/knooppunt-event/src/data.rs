@@ -66,17 +66,20 @@ struct Scan {
     deepest: usize,
     /// The first thing no format but JSON could carry as it is.
     problem: Option<String>,
+    /// An integer beyond 64 bits is in it (CBOR carries it as a bignum).
+    big_integer: bool,
 }
 
 /// One pass over `text` (valid JSON): how deeply arrays and objects nest, and the first
 /// number or string that I-JSON (RFC 7493 §2.1, §2.2) rules out and that the hub could not
-/// deliver unchanged in every mode: a number beyond an IEEE 754 double's range, an integer
-/// beyond 64 bits (CBOR's integers; a double would change it), or a `\u` escape of an
-/// unpaired UTF-16 surrogate (no Unicode text can hold it).
+/// deliver unchanged in every mode: a number with a fraction or an exponent beyond an IEEE
+/// 754 double's range (CBOR carries such numbers as doubles), or a `\u` escape of an
+/// unpaired UTF-16 surrogate (no Unicode text can hold it). Integers of any size are
+/// carried (beyond 64 bits as CBOR bignums).
 fn scan(text: &str) -> Scan {
     let bytes = text.as_bytes();
     let (mut depth, mut deepest) = (0usize, 0usize);
-    let mut problem = None;
+    let (mut problem, mut big_integer) = (None, false);
     let mut at = 0;
     while at < bytes.len() {
         match bytes[at] {
@@ -149,8 +152,13 @@ fn scan(text: &str) -> Scan {
                 } else {
                     exponent || number.len() > 300
                 };
-                if checked && problem.is_none() {
-                    problem = number_problem(number, integer);
+                if checked {
+                    if integer {
+                        big_integer |=
+                            number.parse::<i64>().is_err() && number.parse::<u64>().is_err();
+                    } else if problem.is_none() {
+                        problem = number_problem(number);
+                    }
                 }
                 continue;
             }
@@ -158,32 +166,24 @@ fn scan(text: &str) -> Scan {
         }
         at += 1;
     }
-    Scan { deepest, problem }
+    Scan {
+        deepest,
+        problem,
+        big_integer,
+    }
 }
 
-/// Why a long number cannot go as it is, if it cannot.
-fn number_problem(number: &str, integer: bool) -> Option<String> {
-    let quoted = || {
-        if number.len() > QUOTED {
+/// Why a number with a fraction or an exponent cannot go as it is, if it cannot.
+fn number_problem(number: &str) -> Option<String> {
+    let finite = number.parse::<f64>().is_ok_and(f64::is_finite);
+    (!finite).then(|| {
+        let quoted = if number.len() > QUOTED {
             format!("{}… ({} characters)", &number[..QUOTED], number.len())
         } else {
             number.to_owned()
-        }
-    };
-    if integer {
-        let fits = number.parse::<i64>().is_ok() || number.parse::<u64>().is_ok();
-        return (!fits).then(|| {
-            format!(
-                "the integer {} does not fit 64 bits (-2^63 to 2^64-1); send it as a string",
-                quoted()
-            )
-        });
-    }
-    let finite = number.parse::<f64>().is_ok_and(f64::is_finite);
-    (!finite).then(|| {
+        };
         format!(
-            "the number {} is beyond the range of an IEEE 754 double; send it as a string",
-            quoted()
+            "the number {quoted} is beyond the range of an IEEE 754 double; send it as a string"
         )
     })
 }
@@ -213,6 +213,11 @@ impl JsonText {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// Whether an integer beyond 64 bits is in it (one more pass over the text).
+    pub fn has_big_integer(&self) -> bool {
+        scan(&self.0).big_integer
     }
 
     /// Parses the text into a [`serde_json::Value`] (numbers beyond f64 precision lose
@@ -334,6 +339,7 @@ mod tests {
         for fine in [
             r#"{"n": 1e300, "m": -1.5E-300, "i": 9223372036854775807, "u": 18446744073709551615}"#,
             r#"[-9223372036854775808, 0.000000000000000000000000000001, 1.7976931348623157e308]"#,
+            r#"[18446744073709551616, -9223372036854775809, 1234567890123456789012345678901234567890]"#,
             r#""\ud83d\ude00 and \\ud800 (an escaped backslash) and \u00e9""#,
             r#"{"\ud83d\ude00": "e\"1e999\"", "t": true}"#,
         ] {
@@ -342,11 +348,6 @@ mod tests {
         for (refused, says) in [
             (r#"{"n": 1e400}"#, "the number 1e400 is beyond"),
             (r#"[-1e309]"#, "the number -1e309 is beyond"),
-            (
-                r#"18446744073709551616"#,
-                "the integer 18446744073709551616 does not fit",
-            ),
-            (r#"[-9223372036854775809]"#, "does not fit 64 bits"),
             (r#""\ud800x""#, "high UTF-16 surrogate without its low one"),
             (r#""x\udc00""#, "`\\udc00` of an unpaired"),
             (r#"{"\ud800": 1}"#, "without its low one"),
@@ -359,7 +360,17 @@ mod tests {
             );
             assert!(error.to_string().contains(says), "{refused}: {error}");
         }
-        let long = format!("[{}]", "9".repeat(5000));
+        assert!(
+            JsonText::parse("[18446744073709551616]")
+                .unwrap()
+                .has_big_integer()
+        );
+        assert!(
+            !JsonText::parse("[18446744073709551615, 1e300]")
+                .unwrap()
+                .has_big_integer()
+        );
+        let long = format!("[{}.5]", "9".repeat(5000));
         let error = JsonText::parse(&long).unwrap_err().to_string();
         assert!(
             error.len() < 200,

@@ -348,3 +348,59 @@ fn extension_types_survive_cbor_to_cbor_also_through_the_json_form() {
     assert_eq!(odd.extension_type("missing"), None);
     assert_eq!(plain.clone().with_extension_types_text("not json"), plain);
 }
+
+/// JSON integers beyond 64 bits reach a CBOR subscriber exactly, as bignums (RFC 8949
+/// §3.4.3: tag 2 with the magnitude, tag 3 with -1 - n), everything around them as ever.
+#[test]
+fn integers_beyond_64_bits_become_exact_bignums() {
+    let data = r#"{"big": 18446744073709551616, "neg": -18446744073709551617,
+        "huge": 1234567890123456789012345678901234567890, "small": [1, -2, 2.5, "t\"x\u00e9"],
+        "max": 18446744073709551615, "ok": true, "none": null}"#;
+    let event = EventBuilder::new("1", "urn:test", "t")
+        .data(Data::Json(JsonText::parse(data).unwrap()))
+        .build()
+        .unwrap();
+    let bytes = cbor::encode_event(&event).unwrap();
+    let decoded: Value = ciborium::de::from_reader(&bytes[..]).unwrap();
+    let data = decoded
+        .as_map()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.as_text() == Some("data"))
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    let member = |name: &str| {
+        data.as_map()
+            .unwrap()
+            .iter()
+            .find(|(k, _)| k.as_text() == Some(name))
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    let bignum = |tag: u64, hex: &str| {
+        let bytes = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        Value::Tag(tag, Box::new(Value::Bytes(bytes)))
+    };
+    assert_eq!(member("big"), bignum(2, "010000000000000000"));
+    assert_eq!(member("neg"), bignum(3, "010000000000000000"));
+    // 1234567890123456789012345678901234567890 = 0x3A0C92075C0DBF3B8ACBC5F96CE3F0AD2
+    assert_eq!(
+        member("huge"),
+        bignum(2, "03a0c92075c0dbf3b8acbc5f96ce3f0ad2")
+    );
+    assert_eq!(
+        member("small"),
+        Value::Array(vec![
+            Value::Integer(Integer::from(1)),
+            Value::Integer(Integer::from(-2)),
+            Value::Float(2.5),
+            text("t\"xé"),
+        ])
+    );
+    assert_eq!(member("max"), Value::Integer(Integer::from(u64::MAX)));
+    assert_eq!(member("ok"), Value::Bool(true));
+    assert_eq!(member("none"), Value::Null);
+}

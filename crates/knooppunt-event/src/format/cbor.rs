@@ -333,6 +333,14 @@ pub fn encode_event(event: &Event) -> Result<Vec<u8>, String> {
         None => {}
         Some(Data::Binary(bytes)) => put("data", Value::Bytes(bytes.clone())),
         Some(Data::Text(s)) => put("data", text(s)),
+        Some(Data::Json(json)) if json.has_big_integer() => {
+            // Rare: read from the text itself, so that such integers stay exact.
+            let mut reader = ExactJson {
+                text: json.as_str(),
+                at: 0,
+            };
+            put("data", reader.value());
+        }
         Some(Data::Json(json)) => {
             let value = json
                 .to_value()
@@ -344,6 +352,161 @@ pub fn encode_event(event: &Event) -> Result<Vec<u8>, String> {
     ciborium::ser::into_writer(&Value::Map(members), &mut out)
         .map_err(|error| format!("the event cannot be encoded as CBOR: {error}"))?;
     Ok(out)
+}
+
+/// JSON data (valid, checked by [`JsonText`]) read into native CBOR values straight from
+/// its text, for data with integers beyond 64 bits: those become bignums (tag 2, or tag 3
+/// for negative ones, RFC 8949 §3.4.3), exact; everything else as [`from_json`] makes it.
+struct ExactJson<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl ExactJson<'_> {
+    fn skip_space(&mut self) {
+        let bytes = self.text.as_bytes();
+        while self.at < bytes.len() && matches!(bytes[self.at], b' ' | b'\t' | b'\n' | b'\r') {
+            self.at += 1;
+        }
+    }
+
+    fn peek(&self) -> u8 {
+        self.text.as_bytes().get(self.at).copied().unwrap_or(0)
+    }
+
+    fn value(&mut self) -> Value {
+        self.skip_space();
+        match self.peek() {
+            b'{' => {
+                self.at += 1;
+                let mut members = Vec::new();
+                loop {
+                    self.skip_space();
+                    match self.peek() {
+                        b'}' => {
+                            self.at += 1;
+                            return Value::Map(members);
+                        }
+                        b',' => self.at += 1,
+                        _ => {
+                            let key = self.string();
+                            self.skip_space();
+                            self.at += 1; // the `:`
+                            let value = self.value();
+                            members.push((key, value));
+                        }
+                    }
+                }
+            }
+            b'[' => {
+                self.at += 1;
+                let mut items = Vec::new();
+                loop {
+                    self.skip_space();
+                    match self.peek() {
+                        b']' => {
+                            self.at += 1;
+                            return Value::Array(items);
+                        }
+                        b',' => self.at += 1,
+                        _ => items.push(self.value()),
+                    }
+                }
+            }
+            b'"' => self.string(),
+            b't' => {
+                self.at += 4;
+                Value::Bool(true)
+            }
+            b'f' => {
+                self.at += 5;
+                Value::Bool(false)
+            }
+            b'n' => {
+                self.at += 4;
+                Value::Null
+            }
+            _ => self.number(),
+        }
+    }
+
+    fn string(&mut self) -> Value {
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        self.at += 1;
+        while self.at < bytes.len() && bytes[self.at] != b'"' {
+            self.at += if bytes[self.at] == b'\\' { 2 } else { 1 };
+        }
+        self.at += 1;
+        let quoted = &self.text[start..self.at.min(self.text.len())];
+        Value::Text(serde_json::from_str(quoted).unwrap_or_default())
+    }
+
+    fn number(&mut self) -> Value {
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        while self.at < bytes.len()
+            && matches!(
+                bytes[self.at],
+                b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'
+            )
+        {
+            self.at += 1;
+        }
+        let number = &self.text[start..self.at];
+        if number.contains(['.', 'e', 'E']) {
+            return Value::Float(number.parse().unwrap_or(f64::NAN));
+        }
+        if let Ok(n) = number.parse::<i64>() {
+            return Value::Integer(Integer::from(n));
+        }
+        if let Ok(n) = number.parse::<u64>() {
+            return Value::Integer(Integer::from(n));
+        }
+        bignum(number)
+    }
+}
+
+/// A decimal integer beyond 64 bits as a CBOR bignum: tag 2 with its magnitude, or for a
+/// negative `n` tag 3 with `-1 - n`, big-endian bytes.
+fn bignum(decimal: &str) -> Value {
+    let (negative, digits) = match decimal.strip_prefix('-') {
+        Some(digits) => (true, digits),
+        None => (false, decimal),
+    };
+    // Base 256, least significant byte first.
+    let mut magnitude: Vec<u8> = Vec::new();
+    for digit in digits.bytes().map(|b| u32::from(b - b'0')) {
+        let mut carry = digit;
+        for byte in &mut magnitude {
+            let next = u32::from(*byte) * 10 + carry;
+            *byte = next as u8;
+            carry = next >> 8;
+        }
+        while carry > 0 {
+            magnitude.push(carry as u8);
+            carry >>= 8;
+        }
+    }
+    if negative {
+        // -1 - n = |n| - 1: take one away (|n| > 2^64, so it stays positive).
+        for byte in &mut magnitude {
+            if *byte == 0 {
+                *byte = 0xff;
+            } else {
+                *byte -= 1;
+                break;
+            }
+        }
+    }
+    while magnitude.len() > 1 && magnitude.last() == Some(&0) {
+        magnitude.pop();
+    }
+    magnitude.reverse();
+    Value::Tag(
+        if negative { 3 } else { 2 },
+        Box::new(Value::Bytes(magnitude)),
+    )
 }
 
 /// JSON data as native CBOR values: integers stay integers, other numbers become floats.
