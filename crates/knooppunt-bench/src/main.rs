@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout)]
 
 mod approvals;
+mod compare;
 mod deliver;
 mod fanout;
 mod identity;
@@ -251,6 +252,23 @@ enum Workload {
         /// when absent.
         #[arg(long)]
         rate: Option<f64>,
+    },
+    /// This working tree's bench against `reference`'s (a commit, branch or tag), built into
+    /// a target directory of its own and run interleaved on this machine: both outputs, the
+    /// ratio of every figure they share, and the CPU each run used. Build this one with
+    /// `cargo build --release -p knooppunt-bench` first.
+    Compare {
+        /// The commit to compare with (the one the issue started from).
+        reference: String,
+        /// The workloads, comma-separated.
+        #[arg(long, default_value = "ingest,deliver", value_delimiter = ',')]
+        workloads: Vec<String>,
+        /// How many times each runs with each binary, alternately.
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+        /// Arguments passed on to every workload (after `--`).
+        #[arg(last = true)]
+        extra: Vec<String>,
     },
     /// Whether one principal's costly filters slow another's events: the publish latency of
     /// events with a large subject, alone, next to another principal's `costly` subscriptions
@@ -604,6 +622,14 @@ fn main() -> anyhow::Result<()> {
                         100.0 * ingest.rate / baseline.rate
                     );
                 }
+            }
+            Workload::Compare {
+                reference,
+                workloads,
+                rounds,
+                extra,
+            } => {
+                compare::compare(&reference, &workloads, rounds, &extra)?;
             }
             Workload::Tenants {
                 costly,

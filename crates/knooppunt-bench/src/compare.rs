@@ -1,0 +1,156 @@
+//! `knooppunt-bench compare <git-ref>`: the working tree's bench against another commit's,
+//! interleaved on this machine. The ref is checked out into a worktree under
+//! `target/compare/<commit>` and built (release) into `target/compare/build`, a target
+//! directory of its own (dependencies are reused between refs); then each chosen workload
+//! runs with the ref's binary and with this one, alternately, `rounds` times. Both outputs
+//! are printed, then, for every line the two print alike, the ratio of its first figure,
+//! and the machine CPU (user and system, from `/proc/self/stat` of this process's waited-for
+//! children) each run used.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The CPU time (user + system, seconds) of this process's waited-for descendants.
+fn children_cpu() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // cutime and cstime are fields 16 and 17 (1-based); `rest` starts at field 3.
+    let ticks = |n: usize| {
+        fields
+            .get(n - 3)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(16) + ticks(17)) / 100.0
+}
+
+fn git(root: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let output = Command::new("git").current_dir(root).args(args).output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "git {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    Ok(String::from_utf8(output.stdout)?.trim().to_owned())
+}
+
+/// Builds `reference` and returns its bench binary.
+fn build(root: &Path, reference: &str) -> anyhow::Result<PathBuf> {
+    let commit = git(
+        root,
+        &["rev-parse", "--verify", &format!("{reference}^{{commit}}")],
+    )?;
+    let compare = root.join("target").join("compare");
+    let tree = compare.join(&commit[..12]);
+    if !tree.exists() {
+        git(
+            root,
+            &[
+                "worktree",
+                "add",
+                "--detach",
+                &tree.to_string_lossy(),
+                &commit,
+            ],
+        )?;
+    }
+    let target = compare.join("build");
+    eprintln!(
+        "building {reference} ({}) in {}",
+        &commit[..12],
+        tree.display()
+    );
+    let status = Command::new("cargo")
+        .current_dir(&tree)
+        .env("CARGO_TARGET_DIR", &target)
+        .args(["build", "--release", "-q", "-p", "knooppunt-bench"])
+        .status()?;
+    anyhow::ensure!(status.success(), "building {reference} failed");
+    // Keep a copy per commit: the next ref's build overwrites the shared target's binary.
+    let binary = compare.join(format!("knooppunt-bench-{}", &commit[..12]));
+    std::fs::copy(target.join("release").join("knooppunt-bench"), &binary)?;
+    Ok(binary)
+}
+
+/// Runs `binary` with `args`; its output and the CPU it used.
+fn run(binary: &Path, args: &[String]) -> anyhow::Result<(String, f64)> {
+    let before = children_cpu();
+    let output = Command::new(binary).args(args).output()?;
+    let cpu = children_cpu() - before;
+    anyhow::ensure!(
+        output.status.success(),
+        "{} {} failed: {}",
+        binary.display(),
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    Ok((String::from_utf8_lossy(&output.stdout).into_owned(), cpu))
+}
+
+/// A line's label (the text before its first figure) and that figure.
+fn figure(line: &str) -> Option<(String, f64)> {
+    let start = line.find(|c: char| c.is_ascii_digit())?;
+    let label = line[..start].trim();
+    if label.is_empty() {
+        return None;
+    }
+    let number: String = line[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    Some((label.to_owned(), number.parse().ok()?))
+}
+
+pub(crate) fn compare(
+    reference: &str,
+    workloads: &[String],
+    rounds: usize,
+    extra: &[String],
+) -> anyhow::Result<()> {
+    let root = PathBuf::from(git(Path::new("."), &["rev-parse", "--show-toplevel"])?);
+    let base = build(&root, reference)?;
+    let current = std::env::current_exe()?;
+    let head = git(&root, &["rev-parse", "--short=12", "HEAD"])?;
+    let dirty = !git(&root, &["status", "--porcelain", "--untracked-files=no"])?.is_empty();
+    let this = format!("{head}{}", if dirty { "+changes" } else { "" });
+    for workload in workloads {
+        let mut args = vec![workload.clone()];
+        args.extend(extra.iter().cloned());
+        for round in 1..=rounds {
+            for (name, binary) in [(reference, &base), (this.as_str(), &current)] {
+                println!("== {workload}, round {round}: {name}");
+                let (output, cpu) = run(binary, &args)?;
+                print!("{output}");
+                println!("   (CPU used by the run: {cpu:.1} s)");
+                if name == reference {
+                    BASE_OUTPUT.with(|b| *b.borrow_mut() = output);
+                } else {
+                    let base_output = BASE_OUTPUT.with(|b| b.borrow().clone());
+                    ratios(&base_output, &output);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+thread_local! {
+    static BASE_OUTPUT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// The ratio (this / base) of the first figure of every line the two outputs print alike.
+fn ratios(base: &str, this: &str) {
+    let base: Vec<(String, f64)> = base.lines().filter_map(figure).collect();
+    for (label, value) in this.lines().filter_map(figure) {
+        if let Some((_, was)) = base.iter().find(|(l, _)| *l == label)
+            && *was > 0.0
+        {
+            println!("   ratio {label}: {:.2}", value / was);
+        }
+    }
+}
