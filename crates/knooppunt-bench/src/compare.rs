@@ -92,17 +92,21 @@ fn run(binary: &Path, args: &[String]) -> anyhow::Result<(String, f64)> {
     Ok((String::from_utf8_lossy(&output.stdout).into_owned(), cpu))
 }
 
-/// A line's label (the text before its first figure) and that figure.
+/// A line's label (its text up to the first run of two spaces, or up to a `:`) and the
+/// first figure after it.
 fn figure(line: &str) -> Option<(String, f64)> {
-    let start = line.find(|c: char| c.is_ascii_digit())?;
-    let label = line[..start].trim();
-    if label.is_empty() {
-        return None;
-    }
-    let number: String = line[start..]
+    let line = line.trim();
+    let split = line.find("  ").or_else(|| line.find(": ").map(|at| at + 1))?;
+    let (label, rest) = line.split_at(split);
+    let label = label.trim().trim_end_matches(':');
+    let start = rest.find(|c: char| c.is_ascii_digit())?;
+    let number: String = rest[start..]
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.')
         .collect();
+    if label.is_empty() {
+        return None;
+    }
     Some((label.to_owned(), number.parse().ok()?))
 }
 

@@ -493,6 +493,12 @@ fn hub_options() -> HubOptions {
     // The bench's sinks are on loopback.
     options.delivery.sink_networks =
         knooppunt_broker::SinkNetworks::parse(&["127.0.0.0/8".into()]).expect("a CIDR");
+    // One principal owns every subscription of a workload (`fanout` makes 10,000 and more):
+    // the per-principal quotas are lifted, as an operator would for such a principal.
+    options.quotas = knooppunt_broker::Quotas {
+        max_subscriptions: 1_000_000,
+        max_filter_bytes: 1 << 30,
+    };
     options
 }
 

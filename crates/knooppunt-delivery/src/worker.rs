@@ -1080,7 +1080,7 @@ async fn record_result(
     delivery: &Delivery,
     change: DeliveryChange,
 ) -> bool {
-    let mut stop = inner.stop.subscribe();
+    let mut stop: Option<watch::Receiver<bool>> = None;
     let mut told = false;
     loop {
         let error = match inner.store.record_results(vec![change.clone()]).await {
@@ -1102,6 +1102,7 @@ async fn record_result(
             }
             Err(error) => error,
         };
+        let stop = stop.get_or_insert_with(|| inner.stop.subscribe());
         let left = delivery.leased_until.saturating_sub(now_ms());
         let retry_ms = RECORD_RETRY.as_millis() as u64;
         if left <= retry_ms || *stop.borrow() {

@@ -85,48 +85,47 @@ fn scan(text: &str) -> Scan {
         match bytes[at] {
             b'"' => {
                 at += 1;
-                // A high surrogate's escape waits for its low one.
-                let mut high = false;
-                while at < bytes.len() {
-                    match bytes[at] {
-                        b'"' => break,
-                        b'\\' if bytes.get(at + 1) == Some(&b'u') => {
-                            let unit = text
-                                .get(at + 2..at + 6)
-                                .and_then(|hex| u16::from_str_radix(hex, 16).ok())
-                                .unwrap_or(0);
-                            let is_high = (0xD800..0xDC00).contains(&unit);
-                            let is_low = (0xDC00..0xE000).contains(&unit);
-                            if high != is_low && problem.is_none() {
-                                problem = Some(format!(
-                                    "a string holds the escape `{}` of an unpaired UTF-16 surrogate, \
-                                     which is no Unicode character",
-                                    &text[at..at + 6]
-                                ));
-                            }
-                            high = is_high;
-                            at += 6;
-                            continue;
+                loop {
+                    // Jump to the next quote or backslash (most strings have neither).
+                    let Some(found) = memchr::memchr2(b'"', b'\\', &bytes[at..]) else {
+                        at = bytes.len();
+                        break;
+                    };
+                    at += found;
+                    if bytes[at] == b'"' {
+                        break;
+                    }
+                    if bytes.get(at + 1) != Some(&b'u') {
+                        at += 2;
+                        continue;
+                    }
+                    let unit = |at: usize| {
+                        text.get(at..at + 6)
+                            .filter(|escape| escape.starts_with("\\u"))
+                            .and_then(|escape| u16::from_str_radix(&escape[2..], 16).ok())
+                    };
+                    let this = unit(at).unwrap_or(0);
+                    let paired = match this {
+                        // A high surrogate's low one must follow at once.
+                        0xD800..0xDC00 => {
+                            unit(at + 6).is_some_and(|u| (0xDC00..0xE000).contains(&u))
                         }
-                        b'\\' => at += 1,
-                        _ => {}
+                        // A low one here had no high one before it.
+                        0xDC00..0xE000 => false,
+                        _ => true,
+                    };
+                    if !paired && problem.is_none() {
+                        problem = Some(format!(
+                            "a string holds the escape `{}` of an unpaired UTF-16 surrogate, \
+                             which is no Unicode character",
+                            &text[at..at + 6]
+                        ));
                     }
-                    if high && problem.is_none() {
-                        problem = Some(
-                            "a string holds the escape of a high UTF-16 surrogate without its low \
-                             one, which is no Unicode character"
-                                .into(),
-                        );
-                    }
-                    high = false;
-                    at += 1;
-                }
-                if high && problem.is_none() {
-                    problem = Some(
-                        "a string ends in the escape of a high UTF-16 surrogate without its low \
-                         one, which is no Unicode character"
-                            .into(),
-                    );
+                    at += if paired && (0xD800..0xDC00).contains(&this) {
+                        12
+                    } else {
+                        6
+                    };
                 }
             }
             b'[' | b'{' => {
@@ -348,10 +347,10 @@ mod tests {
         for (refused, says) in [
             (r#"{"n": 1e400}"#, "the number 1e400 is beyond"),
             (r#"[-1e309]"#, "the number -1e309 is beyond"),
-            (r#""\ud800x""#, "high UTF-16 surrogate without its low one"),
+            (r#""\ud800x""#, "`\\ud800` of an unpaired"),
             (r#""x\udc00""#, "`\\udc00` of an unpaired"),
-            (r#"{"\ud800": 1}"#, "without its low one"),
-            (r#""\ud800\u0041""#, "`\\u0041` of an unpaired"),
+            (r#"{"\ud800": 1}"#, "`\\ud800` of an unpaired"),
+            (r#""\ud800\u0041""#, "`\\ud800` of an unpaired"),
         ] {
             let error = JsonText::parse(refused).unwrap_err();
             assert!(

@@ -251,8 +251,10 @@ pub struct Routed<K> {
     pub rest: Vec<(K, Criteria, u32)>,
     /// Units spent.
     pub spent: u64,
-    /// Units spent per tenant on this event.
-    tenants: Vec<(u32, u64)>,
+    /// Units spent on this event by the first tenant evaluated (most events have one), and
+    /// by the others.
+    first_tenant: Option<(u32, u64)>,
+    other_tenants: Vec<(u32, u64)>,
 }
 
 impl<K> Routed<K> {
@@ -262,8 +264,28 @@ impl<K> Routed<K> {
             over_budget: Vec::new(),
             rest: Vec::new(),
             spent: 0,
-            tenants: Vec::new(),
+            first_tenant: None,
+            other_tenants: Vec::new(),
         }
+    }
+
+    /// What `tenant` has spent on this event so far.
+    fn tenant_spent(&mut self, tenant: u32) -> &mut u64 {
+        match self.first_tenant {
+            None => self.first_tenant = Some((tenant, 0)),
+            Some((first, _)) if first == tenant => {}
+            Some(_) => {
+                let at = match self.other_tenants.iter().position(|(t, _)| *t == tenant) {
+                    Some(at) => at,
+                    None => {
+                        self.other_tenants.push((tenant, 0));
+                        self.other_tenants.len() - 1
+                    }
+                };
+                return &mut self.other_tenants[at].1;
+            }
+        }
+        &mut self.first_tenant.as_mut().expect("set above").1
     }
 
     /// Evaluates one candidate of `tenant` under its own meter, within what its tenant has
@@ -276,18 +298,11 @@ impl<K> Routed<K> {
         event: &Event,
         limits: EvalLimits,
     ) {
-        let at = match self.tenants.iter().position(|(t, _)| *t == tenant) {
-            Some(at) => at,
-            None => {
-                self.tenants.push((tenant, 0));
-                self.tenants.len() - 1
-            }
-        };
         let mut own = limits;
         if limits.max_units_per_tenant > 0 {
             let left = limits
                 .max_units_per_tenant
-                .saturating_sub(self.tenants[at].1);
+                .saturating_sub(*self.tenant_spent(tenant));
             if left == 0 {
                 self.over_budget.push(id);
                 self.spent = self.spent.saturating_add(CANDIDATE_UNITS);
@@ -301,7 +316,10 @@ impl<K> Routed<K> {
         } else if meter.exceeded() {
             self.over_budget.push(id);
         }
-        self.tenants[at].1 = self.tenants[at].1.saturating_add(meter.spent());
+        if limits.max_units_per_tenant > 0 {
+            let spent = self.tenant_spent(tenant);
+            *spent = spent.saturating_add(meter.spent());
+        }
         self.spent = self.spent.saturating_add(CANDIDATE_UNITS + meter.spent());
     }
 
