@@ -96,7 +96,9 @@ fn run(binary: &Path, args: &[String]) -> anyhow::Result<(String, f64)> {
 /// first figure after it.
 fn figure(line: &str) -> Option<(String, f64)> {
     let line = line.trim();
-    let split = line.find("  ").or_else(|| line.find(": ").map(|at| at + 1))?;
+    let split = line
+        .find("  ")
+        .or_else(|| line.find(": ").map(|at| at + 1))?;
     let (label, rest) = line.split_at(split);
     let label = label.trim().trim_end_matches(':');
     let start = rest.find(|c: char| c.is_ascii_digit())?;

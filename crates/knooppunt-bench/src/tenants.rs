@@ -95,7 +95,7 @@ async fn measure(
 fn line(name: &str, took: &[f64]) {
     let at = |q: f64| took[((took.len() - 1) as f64 * q).round() as usize];
     println!(
-        "{name:<44} {:>9.1} ms {:>9.1} ms {:>9.1} ms",
+        "{name:<52} {:>9.1} ms {:>9.1} ms {:>9.1} ms",
         at(0.5),
         at(0.9),
         took[took.len() - 1]
@@ -108,7 +108,7 @@ pub(crate) async fn run(costly: usize, events: usize, subject_bytes: usize) -> a
         "{events} events with a {subject_bytes}-byte subject to the publisher's own subscription, \
          one at a time; another principal has {costly} subscriptions whose LIKE scans the subject"
     );
-    println!("{:<44} {:>12} {:>12} {:>12}", "", "p50", "p90", "max");
+    println!("{:<52} {:>12} {:>12} {:>12}", "", "p50", "p90", "max");
     line("alone", &measure(0, default, events, subject_bytes).await?);
     line(
         &format!("with the noisy principal, budget {default}"),

@@ -43,19 +43,7 @@ async fn publish(client: &reqwest::Client, hub: &HubProcess, id: &str) -> (u16, 
 }
 
 async fn subscribe(client: &reqwest::Client, hub: &HubProcess, sink: &Sink) -> String {
-    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
-                      "config": {"ordering": "unordered"}});
-    let created = client
-        .post(hub.url("/v1/subscriptions"))
-        .bearer_auth(TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = created.status();
-    let created: Value = created.json().await.unwrap();
-    assert_eq!(status, 201, "{created}");
-    created["id"].as_str().unwrap().to_owned()
+    common::subscribe(client, hub, TOKEN, (&sink.url, TYPE), "unordered").await
 }
 
 async fn get(client: &reqwest::Client, hub: &HubProcess, path: &str) -> Value {

@@ -78,19 +78,7 @@ async fn subscribe(
     sink: &Sink,
     ordering: &str,
 ) -> String {
-    let body = json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
-                      "config": {"ordering": ordering}});
-    let created = client
-        .post(hub.url("/v1/subscriptions"))
-        .bearer_auth(TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = created.status();
-    let created: Value = created.json().await.unwrap();
-    assert_eq!(status, 201, "{created}");
-    created["id"].as_str().unwrap().to_owned()
+    common::subscribe(client, hub, TOKEN, (&sink.url, TYPE), ordering).await
 }
 
 async fn get(client: &reqwest::Client, hub: &HubProcess, path: &str) -> (u16, Value) {

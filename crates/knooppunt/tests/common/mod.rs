@@ -282,3 +282,26 @@ macro_rules! on_both_backends {
 
 #[allow(unused_imports)]
 pub(crate) use on_both_backends;
+
+/// Creates a push subscription to `sink` for events of `ty` with this `ordering`; its id.
+pub(crate) async fn subscribe(
+    client: &reqwest::Client,
+    hub: &HubProcess,
+    token: &str,
+    (sink, ty): (&str, &str),
+    ordering: &str,
+) -> String {
+    let body = serde_json::json!({"sink": sink, "protocol": "HTTP", "types": [ty],
+                                  "config": {"ordering": ordering}});
+    let created = client
+        .post(hub.url("/v1/subscriptions"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = created.status();
+    let created: serde_json::Value = created.json().await.unwrap();
+    assert_eq!(status, 201, "{created}");
+    created["id"].as_str().unwrap().to_owned()
+}
