@@ -101,8 +101,8 @@ pub(crate) async fn run(
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "{:<28} {:>12} {:>12} {:>12} {:>8} {:>6}",
-        "", "rate", "p50", "p99", "acked", "failed"
+        "{:<28} {:>12} {:>12} {:>12} {:>8} {:>6} {:>11}",
+        "", "rate", "p50", "p99", "acked", "failed", "CPU/event"
     );
     let mut rates = [Vec::new(), Vec::new()];
     for _ in 0..rounds {

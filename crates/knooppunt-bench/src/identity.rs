@@ -137,8 +137,8 @@ pub(crate) async fn run(shape: Shape, warmup: u64, subscriptions: usize) -> anyh
         shape.connections, shape.event_bytes, shape.seconds
     );
     println!(
-        "{:<28} {:>12} {:>12} {:>12} {:>8} {:>6}",
-        "", "rate", "p50", "p99", "acked", "failed"
+        "{:<28} {:>12} {:>12} {:>12} {:>8} {:>6} {:>11}",
+        "", "rate", "p50", "p99", "acked", "failed", "CPU/event"
     );
     for (name, token) in [
         ("token the hub issued", TOKEN),

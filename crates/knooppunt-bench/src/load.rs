@@ -42,6 +42,11 @@ pub(crate) struct Summary {
     pub(crate) p99_ms: f64,
     pub(crate) acknowledged: u64,
     pub(crate) failed: u64,
+    /// CPU (user + system) the server side of the bench used per acknowledged event, in
+    /// microseconds: this process's own CPU while the load ran (the load generator is a
+    /// child process of its own, not counted). Set by the caller.
+    #[serde(default)]
+    pub(crate) server_cpu_us: f64,
 }
 
 impl Report {
@@ -52,6 +57,7 @@ impl Report {
             p99_ms: self.percentile(0.99).as_secs_f64() * 1000.0,
             acknowledged: self.acknowledged,
             failed: self.failed,
+            server_cpu_us: 0.0,
         }
     }
 

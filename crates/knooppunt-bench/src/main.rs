@@ -309,8 +309,13 @@ fn event_body(run: u64, n: u64, size: usize, subject: u64) -> String {
 
 fn print(name: &str, summary: &Summary) {
     println!(
-        "{name:<28} {:>10.0}/s {:>9.2} ms {:>9.2} ms {:>8} {:>6}",
-        summary.rate, summary.p50_ms, summary.p99_ms, summary.acknowledged, summary.failed
+        "{name:<28} {:>10.0}/s {:>9.2} ms {:>9.2} ms {:>8} {:>6} {:>8.1} µs",
+        summary.rate,
+        summary.p50_ms,
+        summary.p99_ms,
+        summary.acknowledged,
+        summary.failed,
+        summary.server_cpu_us
     );
 }
 
@@ -391,13 +396,37 @@ async fn load_child(
     if let Some(rate) = rate {
         command.args(["--rate", &rate.to_string()]);
     }
+    let before = own_cpu_seconds();
     let output = command.output().await?;
+    let cpu = own_cpu_seconds() - before;
     anyhow::ensure!(
         output.status.success(),
         "the load generator failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    Ok(serde_json::from_slice(&output.stdout)?)
+    let mut summary: Summary = serde_json::from_slice(&output.stdout)?;
+    if summary.acknowledged > 0 {
+        summary.server_cpu_us = cpu * 1e6 / summary.acknowledged as f64;
+    }
+    Ok(summary)
+}
+
+/// The CPU time (user + system, seconds) this process has used, from `/proc/self/stat`
+/// (0 where there is none): the servers of a workload run here, their load elsewhere.
+fn own_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 (1-based); `rest` starts at field 3.
+    let ticks = |n: usize| {
+        fields
+            .get(n - 3)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(14) + ticks(15)) / 100.0
 }
 
 fn trivial_router() -> axum::Router {
@@ -603,8 +632,8 @@ fn main() -> anyhow::Result<()> {
                     std::thread::available_parallelism().map_or(0, |n| n.get())
                 );
                 println!(
-                    "{:<28} {:>12} {:>12} {:>12} {:>8} {:>6}",
-                    "", "rate", "p50", "p99", "acked", "failed"
+                    "{:<28} {:>12} {:>12} {:>12} {:>8} {:>6} {:>11}",
+                    "", "rate", "p50", "p99", "acked", "failed", "CPU/event"
                 );
                 let baseline = if skip_baseline {
                     None

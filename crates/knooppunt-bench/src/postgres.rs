@@ -183,8 +183,8 @@ pub(crate) async fn run(
         shape.connections, shape.event_bytes, shape.seconds
     );
     println!(
-        "{:<30} {:>12} {:>12} {:>12} {:>8} {:>6}",
-        "", "rate", "p50", "p99", "acked", "failed"
+        "{:<30} {:>12} {:>12} {:>12} {:>8} {:>6} {:>11}",
+        "", "rate", "p50", "p99", "acked", "failed", "CPU/event"
     );
     let bodies = crate::ingest_subscriptions(subscriptions);
     let data = tempfile::tempdir()?;
