@@ -3,6 +3,7 @@
 //! poison event, held connection slots, a full disk, IPv6 address forms that hide a
 //! reserved IPv4 address, and secrets in error messages.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use knooppunt_tests::sink::Sink;
@@ -614,12 +615,12 @@ fn hold_sockets(
     from: Vec<[u8; 4]>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> tokio::task::JoinSet<usize> {
-    hold_sockets_sending(hub, from, b"", stop)
+    hold_sockets_sending(hub.address, from, b"", stop)
 }
 
 /// Like [`hold_sockets`], each socket sending `first` (half a request, say) once connected.
 fn hold_sockets_sending(
-    hub: &TestHub,
+    hub_address: std::net::SocketAddr,
     from: Vec<[u8; 4]>,
     first: &'static [u8],
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -628,7 +629,7 @@ fn hold_sockets_sending(
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut holders = tokio::task::JoinSet::new();
     for address in from {
-        let (hub_address, stop) = (hub.address, std::sync::Arc::clone(&stop));
+        let stop = std::sync::Arc::clone(&stop);
         holders.spawn(async move {
             let mut connects = 0;
             while connects < 200 && !stop.load(Ordering::SeqCst) {
@@ -720,6 +721,45 @@ async fn when_the_hub_is_full_the_longest_idle_connection_makes_room() {
     while holders.join_next().await.is_some() {}
 }
 
+/// Sockets held as [`hold_sockets_sending`] holds them, from `(address, first bytes)`
+/// groups of 200 sockets each, on a thread and runtime of their own (as clients on other
+/// machines: they take no turns from the hub's runtime); how many connections they made.
+fn attack_from_another_thread(
+    hub_address: std::net::SocketAddr,
+    groups: Vec<([u8; 4], &'static [u8], usize)>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let mut holders = tokio::task::JoinSet::new();
+            for (address, first, count) in groups {
+                let mut group = hold_sockets_sending(
+                    hub_address,
+                    vec![address; count],
+                    first,
+                    Arc::clone(&stop),
+                );
+                holders.spawn(async move {
+                    let mut connects = 0;
+                    while let Some(n) = group.join_next().await {
+                        connects += n.unwrap();
+                    }
+                    connects
+                });
+            }
+            let mut connects = 0;
+            while let Some(n) = holders.join_next().await {
+                connects += n.unwrap();
+            }
+            connects
+        })
+    })
+}
+
 /// Half a request: a request line and a header that never ends.
 const HALF_REQUEST: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: hub\r\nX-Slow: ";
 
@@ -746,69 +786,51 @@ async fn served_within_a_second(hub: &TestHub, from: [u8; 4], what: &str) {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_requests_in_every_slot_do_not_keep_another_client_waiting() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let hub = fifty_slot_hub().await;
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
     // Every slot holds a connection that sent part of a request's headers: none of them
     // counts as busy, so the oldest makes room for a new client at once.
-    let mut holders = hold_sockets_sending(
-        &hub,
-        vec![[127, 0, 0, 2]; 50],
-        HALF_REQUEST,
-        std::sync::Arc::clone(&stop),
+    let attack = attack_from_another_thread(
+        hub.address,
+        vec![([127, 0, 0, 2], HALF_REQUEST, 50)],
+        Arc::clone(&stop),
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     for attempt in 0..5 {
         served_within_a_second(&hub, [127, 0, 0, 3], &format!("request {attempt}")).await;
     }
     stop.store(true, Ordering::SeqCst);
-    while holders.join_next().await.is_some() {}
+    attack.join().unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_requests_and_bodies_from_eight_addresses_do_not_keep_another_client_out() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let hub = fifty_slot_hub().await;
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
     // 8 addresses × 200 sockets that reconnect whenever closed: half the addresses send
     // half a request's headers, the other half whole headers and part of a body. The accept
     // loop keeps draining the listen queue, and each new connection takes the slot of the
     // oldest unfinished request.
     const HALF_BODY: &[u8] = b"POST /v1/events HTTP/1.1\r\nHost: hub\r\n\
         Content-Type: application/cloudevents+json\r\nContent-Length: 500\r\n\r\n{";
-    let mut holders = tokio::task::JoinSet::new();
-    for address in 0..8u8 {
-        let first = if address % 2 == 0 {
-            HALF_REQUEST
-        } else {
-            HALF_BODY
-        };
-        let mut more = hold_sockets_sending(
-            &hub,
-            vec![[127, 0, 3, 10 + address]; 200],
-            first,
-            std::sync::Arc::clone(&stop),
-        );
-        holders.spawn(async move {
-            let mut connects = 0;
-            while let Some(n) = more.join_next().await {
-                connects += n.unwrap();
-            }
-            connects
-        });
-    }
+    let groups = (0..8u8)
+        .map(|n| {
+            let first = if n % 2 == 0 { HALF_REQUEST } else { HALF_BODY };
+            ([127, 0, 3, 10 + n], first, 200)
+        })
+        .collect();
+    let attack = attack_from_another_thread(hub.address, groups, Arc::clone(&stop));
     tokio::time::sleep(Duration::from_millis(1000)).await;
     for attempt in 0..10 {
         served_within_a_second(&hub, [127, 0, 4, 1], &format!("request {attempt}")).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     stop.store(true, Ordering::SeqCst);
-    let mut connects = 0;
-    while let Some(n) = holders.join_next().await {
-        connects += n.unwrap();
-    }
+    let connects = attack.join().unwrap();
     assert!(
         connects > 1600,
         "the attack reconnected: {connects} connections"

@@ -4,7 +4,8 @@
 //! - At most `max_connections` connections are served at once. When all are taken, the
 //!   connection that has waited longest without a whole request being answered (an idle
 //!   kept-alive one, or one whose request's headers or body are still arriving) is closed
-//!   to make room for the next, an unfinished one at once; the accept loop goes on draining
+//!   to make room for the next, unfinished ones first and at once (a fresh connection
+//!   nothing was read from yet has 50 ms for its first request); the accept loop goes on draining
 //!   the kernel's backlog meanwhile. When every slot answers a whole request, the hub stops
 //!   accepting (new clients wait in the backlog) instead of running out of file
 //!   descriptors (`peers.rs`).

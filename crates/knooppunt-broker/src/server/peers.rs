@@ -33,6 +33,10 @@ pub(crate) struct Connection {
     receiving: AtomicUsize,
     /// Bytes of a request arrived, and its headers are not complete yet.
     partial: AtomicBool,
+    /// A request of it has started: it is no longer fresh.
+    served: AtomicBool,
+    /// When it was accepted ([`now_nanos`]).
+    accepted_at: u64,
     idle_since: AtomicU64,
     /// Told once, when the hub needs its slot: it closes once its requests are answered.
     pub(crate) close: Notify,
@@ -48,6 +52,9 @@ impl Connection {
         }
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         self.partial.store(false, Ordering::SeqCst);
+        if !self.served.load(Ordering::Relaxed) {
+            self.served.store(true, Ordering::Relaxed);
+        }
     }
 
     /// A request's body has ended (read whole, failed or dropped).
@@ -82,10 +89,30 @@ impl Connection {
     }
 
     fn idle_since(&self) -> Option<u64> {
-        (self.evictable() && !self.closing.load(Ordering::SeqCst))
-            .then(|| self.idle_since.load(Ordering::SeqCst))
+        if !self.evictable() || self.closing.load(Ordering::SeqCst) {
+            return None;
+        }
+        // A fresh connection nothing was read from yet gets a moment for its first request
+        // to be read: under a flood of connections it would otherwise be the oldest, and
+        // closed, before its task ever ran.
+        let fresh = !self.served.load(Ordering::Relaxed) && !self.unfinished();
+        if fresh && now_nanos().saturating_sub(self.accepted_at) < FRESH_GRACE_NANOS {
+            return None;
+        }
+        Some(self.idle_since.load(Ordering::SeqCst))
+    }
+
+    /// Which evictable connections go first: unfinished requests (0), then the others
+    /// (1, idle after a request or fresh), oldest first within each. A fresh connection's
+    /// first request may only be waiting to be read; an unfinished one is being sent
+    /// slowly.
+    fn eviction_rank(&self) -> u8 {
+        u8::from(!self.unfinished())
     }
 }
+
+/// How long a fresh connection is not closed to make room: 50 ms.
+const FRESH_GRACE_NANOS: u64 = 50_000_000;
 
 #[derive(Debug, Default)]
 struct Table {
@@ -132,11 +159,14 @@ impl Peers {
             return None;
         }
         *count += 1;
+        let now = now_nanos();
         let connection = Arc::new(Connection {
             in_flight: AtomicUsize::new(0),
             receiving: AtomicUsize::new(0),
             partial: AtomicBool::new(false),
-            idle_since: AtomicU64::new(now_nanos()),
+            served: AtomicBool::new(false),
+            accepted_at: now,
+            idle_since: AtomicU64::new(now),
             close: Notify::new(),
             closing: AtomicBool::new(false),
         });
@@ -170,9 +200,10 @@ impl Peers {
             .iter()
             .filter(|(id, _)| **id != new.id)
             .filter_map(|(_, (_, connection))| {
-                connection.idle_since().map(|since| (since, connection))
+                let since = connection.idle_since()?;
+                Some(((connection.eviction_rank(), since), connection))
             })
-            .min_by_key(|(since, _)| *since);
+            .min_by_key(|(order, _)| *order);
         match longest {
             Some((_, connection)) => {
                 connection.closing.store(true, Ordering::SeqCst);
@@ -202,6 +233,33 @@ mod tests {
     }
 
     #[test]
+    fn unfinished_requests_go_first_then_the_longest_idle() {
+        let peers = Arc::new(Peers::default());
+        let peer: IpAddr = "127.0.0.2".parse().unwrap();
+        let fresh = peers.admit(peer, 10).unwrap();
+        let idle = peers.admit(peer, 10).unwrap();
+        idle.connection.request_started(false);
+        idle.connection.request_answered();
+        let half = peers.admit(peer, 10).unwrap();
+        half.connection.bytes_read();
+        let new = peers.admit(peer, 10).unwrap();
+        assert!(peers.close_longest_idle(&new));
+        assert!(
+            half.connection.closing.load(Ordering::SeqCst),
+            "the unfinished one first"
+        );
+        assert!(peers.close_longest_idle(&new));
+        assert!(idle.connection.closing.load(Ordering::SeqCst));
+        assert!(
+            !peers.close_longest_idle(&new),
+            "a fresh connection is not closed within its grace"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        assert!(peers.close_longest_idle(&new));
+        assert!(fresh.connection.closing.load(Ordering::SeqCst));
+    }
+
+    #[test]
     fn the_longest_idle_connection_is_closed_first_and_busy_ones_never() {
         let peers = Arc::new(Peers::default());
         let peer: IpAddr = "127.0.0.2".parse().unwrap();
@@ -211,6 +269,8 @@ mod tests {
         busy.connection.request_started(false);
         oldest.connection.request_started(false);
         oldest.connection.request_answered();
+        // Past a fresh connection's grace.
+        std::thread::sleep(std::time::Duration::from_millis(60));
         let new = peers.admit(peer, 10).unwrap();
         // `oldest` became idle last; `newer` has been idle since it was accepted.
         assert!(peers.close_longest_idle(&new));
