@@ -12,20 +12,7 @@ use std::process::Command;
 
 /// The CPU time (user + system, seconds) of this process's waited-for descendants.
 fn children_cpu() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) in parentheses.
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // cutime and cstime are fields 16 and 17 (1-based); `rest` starts at field 3.
-    let ticks = |n: usize| {
-        fields
-            .get(n - 3)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(16) + ticks(17)) / 100.0
+    crate::proc_self_cpu(16)
 }
 
 fn git(root: &Path, args: &[&str]) -> anyhow::Result<String> {

@@ -414,19 +414,26 @@ async fn load_child(
 /// The CPU time (user + system, seconds) this process has used, from `/proc/self/stat`
 /// (0 where there is none): the servers of a workload run here, their load elsewhere.
 fn own_cpu_seconds() -> f64 {
+    proc_self_cpu(14)
+}
+
+/// Two adjacent tick counts of `/proc/self/stat` from field `first` (1-based: 14 is
+/// utime and stime, 16 cutime and cstime) added up, in seconds; 0 where there is none.
+fn proc_self_cpu(first: usize) -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return 0.0;
     };
+    // The fields after the command name, which is in parentheses and may hold spaces.
     let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 (1-based); `rest` starts at field 3.
+    // `rest` starts at field 3.
     let ticks = |n: usize| {
         fields
             .get(n - 3)
             .and_then(|f| f.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    (ticks(14) + ticks(15)) / 100.0
+    (ticks(first) + ticks(first + 1)) / 100.0
 }
 
 fn trivial_router() -> axum::Router {
