@@ -55,6 +55,13 @@ fn header_bytes(headers: &HeaderMap) -> usize {
         .sum()
 }
 
+/// An event as the store keeps it (its JSON), read again; what is wrong when it cannot be
+/// (an event an older version accepted and this one would refuse).
+fn read_stored(json_text: &str) -> Result<knooppunt_event::ReceivedEvent, String> {
+    json::decode_event(json_text.as_bytes())
+        .map_err(|violations| format!("the stored event cannot be read again: {violations}"))
+}
+
 /// The body and headers of one delivery: the stored JSON unchanged in structured mode, the
 /// event in CBOR (with the extension types the store kept beside the JSON: URIs and
 /// timestamps tagged, Binary as bytes, as they were published), or `ce-` headers and the
@@ -77,9 +84,7 @@ pub fn delivery_message(
             })
         }
         DeliveryMode::StructuredCbor => {
-            let received = json::decode_event(json_text.as_bytes()).map_err(|violations| {
-                format!("the stored event cannot be read again: {violations:?}")
-            })?;
+            let received = read_stored(json_text)?;
             let mut headers = HeaderMap::new();
             headers.insert(
                 http::header::CONTENT_TYPE,
@@ -95,9 +100,7 @@ pub fn delivery_message(
             })
         }
         DeliveryMode::Binary => {
-            let received = json::decode_event(json_text.as_bytes()).map_err(|violations| {
-                format!("the stored event cannot be read again: {violations:?}")
-            })?;
+            let received = read_stored(json_text)?;
             let message = encode_binary(&received.event);
             if header_bytes(&message.headers) > BINARY_HEADER_LIMIT {
                 // Common servers refuse such headers (8 KiB is a usual cap): the event goes
@@ -107,9 +110,7 @@ pub fn delivery_message(
             Ok(message)
         }
         DeliveryMode::Notificatie => {
-            let received = json::decode_event(json_text.as_bytes()).map_err(|violations| {
-                format!("the stored event cannot be read again: {violations:?}")
-            })?;
+            let received = read_stored(json_text)?;
             let notificatie =
                 knooppunt_event::notificatie::Notificatie::from_event_or_why(&received.event)?;
             let mut headers = HeaderMap::new();

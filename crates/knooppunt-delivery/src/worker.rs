@@ -1030,16 +1030,19 @@ async fn record(
         "Delivery attempt."
     );
     let finished = !matches!(verdict, Verdict::Retry { .. });
-    let change = DeliveryChange::Attempted(Attempt {
-        subscription: id.to_owned(),
-        seq: delivery.seq,
-        lease: delivery.lease,
-        at,
-        status,
-        error: error.clone(),
-        verdict,
-        receipt: inner.options.receipts,
-    });
+    // Made again only when the store asks for it again (see `record_result`).
+    let change = || {
+        DeliveryChange::Attempted(Attempt {
+            subscription: id.to_owned(),
+            seq: delivery.seq,
+            lease: delivery.lease,
+            at,
+            status,
+            error: error.clone(),
+            verdict: verdict.clone(),
+            receipt: inner.options.receipts,
+        })
+    };
     if record_result(inner, id, &delivery, change).await && finished {
         inner.observer.finished(bytes);
     }
@@ -1078,12 +1081,12 @@ async fn record_result(
     inner: &Inner,
     id: &str,
     delivery: &Delivery,
-    change: DeliveryChange,
+    change: impl Fn() -> DeliveryChange,
 ) -> bool {
     let mut stop: Option<watch::Receiver<bool>> = None;
     let mut told = false;
     loop {
-        let error = match inner.store.record_results(vec![change.clone()]).await {
+        let error = match inner.store.record_results(vec![change()]).await {
             Ok(()) => {
                 if told {
                     tracing::info!(

@@ -537,7 +537,7 @@ async fn publish_notificatie(
     crate::zgw::check_notificatie(&state.catalog, &notificatie).map_err(ZgwError::Invalid)?;
     let event = notificatie
         .to_event(&caller.0.source(), &uuid::Uuid::now_v7().to_string())
-        .map_err(|violations| ZgwError::Internal(format!("{violations:?}")))?;
+        .map_err(|violations| ZgwError::Internal(violations.to_string()))?;
     let principal = caller.0.principal();
     state
         .publishing
