@@ -508,10 +508,26 @@ async fn other_methods_are_not_allowed() {
     assert_eq!(answer.header("allow"), Some("POST"));
 }
 
-/// A store whose appends wait until the test opens the gate.
+/// A store whose appends wait until the test opens the gate, and whose measurements of
+/// the backlog (`queue_stats`) wait on their own gate while `hold_stats` is set.
 struct GatedStore {
     inner: knooppunt_store_embedded::SledStore,
     gate: tokio::sync::Semaphore,
+    hold_stats: std::sync::atomic::AtomicBool,
+    stats_waiting: std::sync::atomic::AtomicUsize,
+    stats_gate: tokio::sync::Semaphore,
+}
+
+impl GatedStore {
+    fn open(dir: &std::path::Path, append_permits: usize) -> Self {
+        GatedStore {
+            inner: knooppunt_store_embedded::SledStore::open(dir).unwrap(),
+            gate: tokio::sync::Semaphore::new(append_permits),
+            hold_stats: std::sync::atomic::AtomicBool::new(false),
+            stats_waiting: std::sync::atomic::AtomicUsize::new(0),
+            stats_gate: tokio::sync::Semaphore::new(0),
+        }
+    }
 }
 
 impl Store for GatedStore {
@@ -792,7 +808,14 @@ impl Store for GatedStore {
         self.inner.sweep_dead_letters(before_ms, limit)
     }
     fn queue_stats(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::QueueStats>> {
-        self.inner.queue_stats()
+        Box::pin(async move {
+            if self.hold_stats.load(std::sync::atomic::Ordering::SeqCst) {
+                self.stats_waiting
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _open = self.stats_gate.acquire().await.unwrap();
+            }
+            self.inner.queue_stats().await
+        })
     }
     fn queue_stats_of<'a>(
         &'a self,
@@ -815,10 +838,7 @@ impl Store for GatedStore {
 #[tokio::test]
 async fn the_acknowledgement_waits_for_the_store() {
     let dir = tempfile::tempdir().unwrap();
-    let store = std::sync::Arc::new(GatedStore {
-        inner: knooppunt_store_embedded::SledStore::open(dir.path()).unwrap(),
-        gate: tokio::sync::Semaphore::new(0),
-    });
+    let store = std::sync::Arc::new(GatedStore::open(dir.path(), 0));
     let options = knooppunt_broker::HubOptions::new(knooppunt_broker::Authentication::Disabled);
     let hub = knooppunt_broker::Hub::open(store.clone(), options)
         .await
@@ -853,4 +873,92 @@ async fn the_acknowledgement_waits_for_the_store() {
     );
     store.gate.add_permits(1);
     assert_eq!(publishing.await.unwrap(), 202);
+}
+
+/// While the backlog guard measures (the store slow to answer), the hub's estimate of what
+/// is undelivered does not dip: a publish past the limit waits for the measurement and is
+/// refused, never accepted on the last measurement alone.
+#[tokio::test]
+async fn no_publish_passes_the_hubs_limit_while_the_backlog_is_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(GatedStore::open(
+        dir.path(),
+        tokio::sync::Semaphore::MAX_PERMITS,
+    ));
+    let mut options = knooppunt_broker::HubOptions::new(knooppunt_broker::Authentication::Disabled);
+    options.backlog = knooppunt_broker::BacklogOptions {
+        max_bytes: 10_000,
+        check_interval: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let hub = knooppunt_broker::Hub::open(store.clone(), options)
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(knooppunt_broker::serve(
+        listener,
+        hub,
+        std::future::pending(),
+    ));
+    let client = reqwest::Client::new();
+    let created = client
+        .post(format!("{base}/v1/subscriptions"))
+        .json(&json!({"protocol": "HTTP", "types": [TYPE],
+                      "config": {"delivery": "pull", "ordering": "unordered"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201, "{}", created.text().await.unwrap());
+    let publish = |id: &'static str| {
+        let client = client.clone();
+        let url = format!("{base}/v1/events");
+        let mut event = event(id);
+        event["data"] = json!("x".repeat(4000));
+        async move {
+            client
+                .post(url)
+                .header("content-type", "application/cloudevents+json")
+                .body(event.to_string())
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    // Three events of about 4 KB pass the 10 KB limit (the estimate admits the third).
+    for id in ["a", "b", "c"] {
+        assert_eq!(publish(id).await, 202, "{id}");
+    }
+    store
+        .hold_stats
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    // The fourth finds the hub full and measures it; the store holds the measurement.
+    let fourth = tokio::spawn(publish("d"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store
+        .stats_waiting
+        .load(std::sync::atomic::Ordering::SeqCst)
+        == 0
+    {
+        assert!(std::time::Instant::now() < deadline, "never measured");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let fifth = tokio::spawn(publish("e"));
+    let early = tokio::time::timeout(Duration::from_millis(500), async {
+        while !fifth.is_finished() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    if early.is_ok() {
+        panic!(
+            "a publish was answered {} while the backlog was measured",
+            fifth.await.unwrap()
+        );
+    }
+    store.stats_gate.add_permits(10);
+    assert_eq!(fourth.await.unwrap(), 503);
+    assert_eq!(fifth.await.unwrap(), 503);
 }

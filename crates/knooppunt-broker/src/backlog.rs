@@ -232,33 +232,26 @@ impl Backlog {
 
     /// [`Backlog::check`], with `measuring` held.
     async fn measure(&self, now: u64) -> Result<(), StoreError> {
-        // Reset before measuring: what is accepted meanwhile is counted twice at worst.
-        let added = self.added.swap(0, Ordering::Relaxed);
-        let written = self.written.swap(0, Ordering::Relaxed);
-        let (queues, usage) = match async {
-            Ok::<_, StoreError>((
-                self.store.queue_stats().await?,
-                self.store.disk_usage().await?,
-            ))
-        }
-        .await
-        {
-            Ok(measured) => measured,
-            Err(error) => {
-                self.added.fetch_add(added, Ordering::Relaxed);
-                self.written.fetch_add(written, Ordering::Relaxed);
-                return Err(error);
-            }
-        };
+        // Taken before measuring and subtracted only once the measurement is in place:
+        // what is accepted meanwhile is counted twice at worst, and the estimate never
+        // dips while the store is asked (publishes admitted on the last measurement alone
+        // would pass the limit).
+        let added = self.added.load(Ordering::Relaxed);
+        let written = self.written.load(Ordering::Relaxed);
+        let queues = self.store.queue_stats().await?;
+        let usage = self.store.disk_usage().await?;
         let total: u64 = queues.iter().map(|q| q.pending_bytes).sum();
         // Taken after the measurement: a delivery that finished while it was taken is
-        // counted as undelivered until the next one (never the other way round).
+        // counted as undelivered until the next one (never the other way round). Each
+        // step below leaves an estimate at or above the truth for a reader in between.
         let finished = self.telemetry.finished_bytes.load(Ordering::Relaxed);
-        self.measured.store(total, Ordering::Relaxed);
         self.finished_at_measurement
             .store(finished, Ordering::Relaxed);
+        self.measured.store(total, Ordering::Relaxed);
+        self.added.fetch_sub(added, Ordering::Relaxed);
         self.free
             .store(usage.free_bytes.unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.written.fetch_sub(written, Ordering::Relaxed);
         for queue in &queues {
             if let Some(reason) = self.past_limit(queue, now) {
                 let (events, shed_bytes) = self.shed_oldest(queue, now, &reason).await?;
