@@ -33,7 +33,7 @@ async fn counting_sinks(count: usize, delivered: &Arc<AtomicU64>) -> anyhow::Res
 }
 
 /// A field of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
+pub(crate) fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse().ok()

@@ -12,6 +12,7 @@ mod fanout;
 mod identity;
 mod load;
 mod outage;
+mod pending;
 mod postgres;
 mod pull;
 mod tenants;
@@ -205,6 +206,17 @@ enum Workload {
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 180)]
         limit_seconds: u64,
+    },
+    /// Memory per pending delivery: a pull subscription nobody pulls collects this many
+    /// deliveries; the hub's resident memory after a restart, against the same hub with
+    /// only the subscription (the hub runs in a child process).
+    Pending {
+        /// Pending deliveries (one per event).
+        #[arg(long, default_value_t = 1_000_000)]
+        events: u64,
+        /// Events per published batch.
+        #[arg(long, default_value_t = 500)]
+        batch: u64,
     },
     /// Outage isolation: events at a steady rate to two sinks, first both up, then one
     /// answering 503; the healthy one's latency and the attempts at the failing one.
@@ -777,6 +789,9 @@ fn main() -> anyhow::Result<()> {
                     Duration::from_secs(limit_seconds),
                 )
                 .await?;
+            }
+            Workload::Pending { events, batch } => {
+                pending::run(events, batch).await?;
             }
             Workload::Outage {
                 seconds,

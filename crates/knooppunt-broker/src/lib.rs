@@ -84,11 +84,13 @@ impl Hub {
         self.state.stop().await;
     }
 
-    /// The HTTP API and the console; a request whose handling panics is answered 500.
+    /// The HTTP API and the console; a request whose handling panics is answered 500 (the
+    /// API's own boundary catches its panics, `api::boundary`).
     pub fn router(&self) -> axum::Router {
-        api::router(Arc::clone(&self.state))
-            .merge(api::console::router(Arc::clone(&self.state)))
-            .layer(axum::middleware::from_fn(api::answer_panics))
+        api::router(Arc::clone(&self.state)).merge(
+            api::console::router(Arc::clone(&self.state))
+                .layer(axum::middleware::from_fn(api::answer_panics)),
+        )
     }
 
     /// The router of `server.metrics_listen`: `/metrics` without a token, `/healthz`,

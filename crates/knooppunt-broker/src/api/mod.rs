@@ -56,10 +56,6 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .options
         .max_batch_bytes
         .max(state.publishing.options.max_event_bytes);
-    let body_timeout = state.server.body_timeout;
-    // No route of `/v1` takes a larger body: the published batch's limit, or axum's
-    // default for the others.
-    let largest_body = body_limit.max(2 * 1024 * 1024);
     let zgw = if state.zgw.enabled {
         zgw::router()
     } else {
@@ -244,52 +240,68 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             "/v1/signing-keys",
             get(subscriptions::signing_keys).fallback(not_allowed("GET")),
         )
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            audit::track,
-        ))
         .fallback(not_found)
-        .layer(axum::middleware::from_fn(move |request, next| {
-            crate::server::limit_body_time(body_timeout, request, next)
-        }))
-        .layer(axum::middleware::from_fn(move |request, next| {
-            refuse_announced_oversize(largest_body, request, next)
-        }))
-        .layer(map_response(standard_headers))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            boundary,
+        ))
         .with_state(state)
 }
 
-/// Middleware: a request whose `Content-Length` announces more than any route takes is
-/// answered 413 at once, without waiting for a body that would be refused anyway: a problem
-/// under `/v1`, a `Fout` under the Notificaties facade's `/api/v1`.
-async fn refuse_announced_oversize(
-    largest: usize,
-    request: axum::extract::Request,
+/// Middleware: what every request of the API and the facade passes on its way in and out,
+/// in one step (a middleware of its own costs every request a boxed future, a cloned route
+/// and a move of all inside it): a body announced too large is refused at once, the
+/// request gets its audit context and answers with its id (a refusal on the audit trail),
+/// a panic is answered 500, and every answer is a problem when it is an error and carries
+/// the standard headers. (The body timeout is the server's: `server/body.rs`.)
+async fn boundary(
+    axum::extract::State(state): axum::extract::State<Arc<AppState>>,
+    request: Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let announced = request
+    // No route takes a larger body: the published batch's limit, or axum's default.
+    let largest = state
+        .publishing
+        .options
+        .max_batch_bytes
+        .max(state.publishing.options.max_event_bytes)
+        .max(2 * 1024 * 1024);
+    let response = match refuse_announced_oversize(largest, &request) {
+        Some(refused) => refused,
+        None => even_if_it_panics(audit::track(&state, request, next)).await,
+    };
+    standard_headers(response).await
+}
+
+/// A request whose `Content-Length` announces more than any route takes is answered 413 at
+/// once, without waiting for a body that would be refused anyway: a problem under `/v1`, a
+/// `Fout` under the Notificaties facade's `/api/v1`.
+fn refuse_announced_oversize(largest: usize, request: &Request) -> Option<Response> {
+    let length = request
         .headers()
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    let Some(length) = announced.filter(|length| *length > largest as u64) else {
-        return next.run(request).await;
-    };
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|length| *length > largest as u64)?;
     let path = request.uri().path();
     if path.starts_with("/v1/") {
-        ApiError::PayloadTooLarge(format!(
-            "the request announces a body of {length} bytes (Content-Length); no request \
-             to this hub may be larger than {largest} bytes"
-        ))
-        .into_response()
+        Some(
+            ApiError::PayloadTooLarge(format!(
+                "the request announces a body of {length} bytes (Content-Length); no request \
+                 to this hub may be larger than {largest} bytes"
+            ))
+            .into_response(),
+        )
     } else if path.starts_with("/api/v1/") {
-        zgw::ZgwError::TooLarge(format!(
-            "het verzoek kondigt een body van {length} bytes aan (Content-Length); geen \
-             verzoek aan deze API mag groter zijn dan {largest} bytes"
-        ))
-        .into_response()
+        Some(
+            zgw::ZgwError::TooLarge(format!(
+                "het verzoek kondigt een body van {length} bytes aan (Content-Length); geen \
+                 verzoek aan deze API mag groter zijn dan {largest} bytes"
+            ))
+            .into_response(),
+        )
     } else {
-        next.run(request).await
+        None
     }
 }
 
@@ -300,11 +312,15 @@ pub(crate) async fn answer_panics(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    match knooppunt_delivery::CatchUnwind::new(next.run(request)).await {
+    standard_headers(even_if_it_panics(next.run(request)).await).await
+}
+
+/// The response of `handling`, or 500 (problem+json, the panic in the log) if it panics.
+async fn even_if_it_panics(handling: impl Future<Output = Response>) -> Response {
+    match knooppunt_delivery::CatchUnwind::new(handling).await {
         Ok(response) => response,
         Err(why) => {
-            let failed = ApiError::Internal(format!("handling the request panicked: {why}"));
-            standard_headers(failed.into_response()).await
+            ApiError::Internal(format!("handling the request panicked: {why}")).into_response()
         }
     }
 }
@@ -354,6 +370,8 @@ const STANDARD_HEADERS: [(HeaderName, HeaderValue); 7] = [
 async fn standard_headers(response: Response) -> Response {
     let mut response = as_problem(response).await;
     let headers = response.headers_mut();
+    // Grown once, not step by step as they are added.
+    headers.reserve(STANDARD_HEADERS.len());
     for (name, value) in STANDARD_HEADERS {
         // The Notificaties API facade (`/api/v1`) answers with its own version.
         if !headers.contains_key(&name) {

@@ -1,73 +1,18 @@
-//! The body timeout: a request body that is not complete within `body_timeout` fails with
-//! [`BodyTimedOut`], which the handlers answer with 408.
+//! A request's body as the server hands it on: it tells its connection when it has ended,
+//! and fails with [`BodyTimedOut`] (which the handlers answer with 408) when it is not
+//! complete within `body_timeout` of its headers.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::Request;
-use axum::middleware::Next;
-use axum::response::Response;
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 
 /// The error of a body that took too long.
 #[derive(Debug, thiserror::Error)]
 #[error("the request body was not complete within {0} ms")]
 pub(crate) struct BodyTimedOut(pub(crate) u128);
-
-struct Timed {
-    inner: Body,
-    deadline: Pin<Box<Sleep>>,
-    limit: Duration,
-}
-
-impl HttpBody for Timed {
-    type Data = axum::body::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
-            return Poll::Ready(frame);
-        }
-        match self.deadline.as_mut().poll(cx) {
-            Poll::Ready(()) => {
-                let millis = self.limit.as_millis();
-                Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(millis)))))
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// Middleware: the body of every request with one must be read within `limit`.
-pub(crate) async fn limit_body_time(limit: Duration, request: Request, next: Next) -> Response {
-    let empty = request.body().is_end_stream();
-    let request = if empty {
-        request
-    } else {
-        request.map(|inner| {
-            Body::new(Timed {
-                inner,
-                deadline: Box::pin(tokio::time::sleep(limit)),
-                limit,
-            })
-        })
-    };
-    next.run(request).await
-}
 
 /// Whether a body error (from an extractor's rejection) is a body timeout.
 pub(crate) fn timed_out<'a>(
@@ -85,20 +30,29 @@ pub(crate) fn timed_out<'a>(
 
 /// A request body that tells its connection when it has ended (read whole, failed, or
 /// dropped unread): until then the request is not whole, and its connection may be closed
-/// to make room (`peers.rs`).
+/// to make room (`peers.rs`). Its deadline is armed only when a read has to wait: most
+/// bodies are in the connection's buffer with their headers, and cost no timer.
 pub(super) struct Receiving {
     inner: hyper::body::Incoming,
     connection: Option<std::sync::Arc<super::peers::Connection>>,
+    limit: Duration,
+    /// When the headers were read.
+    started: Instant,
+    deadline: Option<Pin<Box<Sleep>>>,
 }
 
 impl Receiving {
     pub(super) fn new(
         inner: hyper::body::Incoming,
         connection: std::sync::Arc<super::peers::Connection>,
+        limit: Duration,
     ) -> Receiving {
         Receiving {
             inner,
             connection: Some(connection),
+            limit,
+            started: Instant::now(),
+            deadline: None,
         }
     }
 
@@ -117,17 +71,31 @@ impl Drop for Receiving {
 
 impl HttpBody for Receiving {
     type Data = axum::body::Bytes;
-    type Error = hyper::Error;
+    type Error = axum::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let frame = Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(frame, Poll::Ready(None | Some(Err(_)))) || self.inner.is_end_stream() {
-            self.ended();
+        let this = &mut *self;
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            if matches!(frame, None | Some(Err(_))) || this.inner.is_end_stream() {
+                this.ended();
+            }
+            return Poll::Ready(frame.map(|frame| frame.map_err(axum::Error::new)));
         }
-        frame
+        let (started, limit) = (this.started, this.limit);
+        let deadline = this
+            .deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(started + limit)));
+        match deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                this.ended();
+                let millis = this.limit.as_millis();
+                Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(millis)))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
     }
 
     fn is_end_stream(&self) -> bool {

@@ -36,7 +36,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-pub(crate) use body::{limit_body_time, timed_out};
+pub(crate) use body::timed_out;
 pub use tls::TlsSettings;
 
 /// The bounds on inbound connections.
@@ -71,12 +71,24 @@ impl Default for ServerLimits {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PeerIp(pub(crate) std::net::IpAddr);
 
-/// The router, with the connection's client certificate (if any) and its peer's address on
-/// every request, telling the connection when each request starts and is answered.
-fn with_client(
-    router: axum::Router,
+/// What the server knows of every request of one connection.
+struct Requests {
+    /// The client's certificate, if it presented one.
     client: Option<crate::identity::ClientCertificate>,
     peer: PeerIp,
+    body_timeout: Duration,
+}
+
+/// The router, with the connection's client certificate (if any) and its peer's address on
+/// every request, telling the connection when each request starts and is answered; a body
+/// must arrive within `body_timeout`.
+fn with_client(
+    router: axum::Router,
+    Requests {
+        client,
+        peer,
+        body_timeout,
+    }: Requests,
     connection: Arc<peers::Connection>,
 ) -> impl tower::Service<
     http::Request<hyper::body::Incoming>,
@@ -101,7 +113,9 @@ fn with_client(
             connection.request_started(with_body);
             let mut request = if with_body {
                 let connection = Arc::clone(&connection);
-                request.map(|body| axum::body::Body::new(body::Receiving::new(body, connection)))
+                request.map(|body| {
+                    axum::body::Body::new(body::Receiving::new(body, connection, body_timeout))
+                })
             } else {
                 request.map(axum::body::Body::new)
             };
@@ -216,16 +230,12 @@ pub(crate) async fn run(
                         headers,
                         Arc::clone(&connection),
                     );
-                    serve_stream(
-                        guarded,
+                    let requests = Requests {
                         client,
-                        PeerIp(peer.ip()),
-                        router,
-                        &http,
-                        &connection,
-                        stop,
-                    )
-                    .await
+                        peer: PeerIp(peer.ip()),
+                        body_timeout: limits.body_timeout,
+                    };
+                    serve_stream(guarded, requests, router, &http, &connection, stop).await
                 }
                 _ => {
                     let guarded = connection::Guarded::new(
@@ -234,16 +244,12 @@ pub(crate) async fn run(
                         headers,
                         Arc::clone(&connection),
                     );
-                    serve_stream(
-                        guarded,
-                        None,
-                        PeerIp(peer.ip()),
-                        router,
-                        &http,
-                        &connection,
-                        stop,
-                    )
-                    .await
+                    let requests = Requests {
+                        client: None,
+                        peer: PeerIp(peer.ip()),
+                        body_timeout: limits.body_timeout,
+                    };
+                    serve_stream(guarded, requests, router, &http, &connection, stop).await
                 }
             };
             if let Err(error) = served {
@@ -278,14 +284,11 @@ async fn room(slots: &Semaphore, peers: &peers::Peers) {
     }
 }
 
-/// Serves one connection until it ends, closing it gracefully (after the request in
-/// flight) when the hub needs its slot or shuts down.
-/// Serves the requests of one connection (plain or TLS), each knowing the client's
-/// certificate, if it presented one.
+/// Serves the requests of one connection (plain or TLS) until it ends, each knowing the
+/// client's certificate, if it presented one.
 async fn serve_stream<S>(
     stream: connection::Guarded<S>,
-    client: Option<crate::identity::ClientCertificate>,
-    peer: PeerIp,
+    requests: Requests,
     router: axum::Router,
     http: &hyper::server::conn::http1::Builder,
     state: &Arc<peers::Connection>,
@@ -294,7 +297,7 @@ async fn serve_stream<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = TowerToHyperService::new(with_client(router, client, peer, Arc::clone(state)));
+    let service = TowerToHyperService::new(with_client(router, requests, Arc::clone(state)));
     serve(
         http.serve_connection(TokioIo::new(stream), service),
         state,
