@@ -25,7 +25,7 @@
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
-use super::dedupe::{Dedupe, DedupeHasher};
+use super::dedupe::{Dedupe, DedupeHasher, Identity};
 use super::event_log::{EventLog, Location, LogRecord, encode_change};
 use super::queues::Queues;
 use knooppunt_store::StoreError;
@@ -152,7 +152,7 @@ pub(super) fn event_bytes(json: &str, extension_types: Option<&str>) -> u32 {
 pub(super) struct EventFiling {
     pub(super) seq: u64,
     pub(super) accepted_at: u64,
-    pub(super) hash: u128,
+    pub(super) hash: Identity,
     /// The encoded record's length, header included.
     pub(super) len: u32,
     /// The event's own size: its JSON, with the types of extensions kept beside it.
@@ -205,7 +205,7 @@ impl Shared {
         window: u64,
     ) -> Answer<Vec<Appended>> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let hashes: Vec<u128> = events
+        let hashes: Vec<Identity> = events
             .iter()
             .map(|event| self.hasher.hash(&event.source, &event.id))
             .collect();
@@ -465,7 +465,7 @@ fn commit(
                 offset,
                 len: filing.len(),
             };
-            offset += u64::from(filing.len());
+            offset += filing.len();
             match filing {
                 Filing::Event(event) => queues.add(event, location),
                 Filing::Change { change, .. } => queues.apply(change),
@@ -515,7 +515,7 @@ fn sweep(log: &mut EventLog, shared: &Shared, request: SweepRequest) -> Result<S
     } = request;
     let queues = &shared.queues;
     let mut swept = Swept::default();
-    let forget = |events: &[(u64, u128)]| -> u64 {
+    let forget = |events: &[(u64, Identity)]| -> u64 {
         let mut intake = shared.intake();
         let forgotten = events
             .iter()

@@ -100,11 +100,51 @@ pub(crate) struct LogRecord {
 pub(crate) struct Location {
     /// The segment's first sequence number (its name).
     pub(crate) segment: u64,
-    pub(crate) offset: u64,
+    /// Within the segment: a segment never grows past 4 GiB (`write_encoded`).
+    pub(crate) offset: u32,
     pub(crate) len: u32,
 }
 
 const HEADER: usize = 8;
+
+/// How many events the log in `dir` holds, from the records' headers and kinds alone (no
+/// checks: a torn end stops the count, a damaged record is counted), so that the replay can
+/// make room for them at once.
+pub(crate) fn count_events(dir: &Path) -> Result<usize, StoreError> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(0);
+    };
+    let mut events = 0;
+    for entry in entries {
+        let path = entry.map_err(|e| io("cannot list", dir, e))?.path();
+        if path.extension().is_none_or(|ext| ext != "log") {
+            continue;
+        }
+        let file = File::open(&path).map_err(|e| io("cannot read", &path, e))?;
+        let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
+        let mut head = [0u8; HEADER + 1];
+        while read_whole(&mut reader, &mut head).map_err(|e| io("cannot read", &path, e))? {
+            let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
+            if matches!(head[HEADER], EVENT | TYPED_EVENT) {
+                events += 1;
+            }
+            let rest = i64::from(len) - 1;
+            if rest < 0 || std::io::Seek::seek_relative(&mut reader, rest).is_err() {
+                break;
+            }
+        }
+    }
+    Ok(events)
+}
+
+/// Fills `buf` from `reader`: `false` when the file ends first (a torn end).
+fn read_whole(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
+    match reader.read_exact(buf) {
+        Ok(()) => Ok(true),
+        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(error) => Err(error),
+    }
+}
 
 fn io(what: &str, path: &Path, error: std::io::Error) -> StoreError {
     StoreError::Backend(format!("{what} {}: {error}", path.display()))
@@ -268,31 +308,56 @@ impl EventLog {
         let mut active_len = 0;
         for (index, &segment) in segments.iter().enumerate() {
             let path = segment_path(dir, segment);
-            let mut bytes = Vec::new();
-            File::open(&path)
-                .and_then(|mut f| f.read_to_end(&mut bytes))
-                .map_err(|e| io("cannot read", &path, e))?;
+            // Read record by record through a small buffer, not whole: a segment read into
+            // one vector (64 MiB, grown by doubling) stayed with the allocator after the
+            // replay, some 300 bytes for every event the hub holds.
+            let file = File::open(&path).map_err(|e| io("cannot read", &path, e))?;
+            let file_len = file
+                .metadata()
+                .map_err(|e| io("cannot read", &path, e))?
+                .len();
+            if file_len > u64::from(u32::MAX) {
+                return Err(StoreError::Corrupt(format!(
+                    "{} is larger than 4 GiB, which no segment of this hub ever is",
+                    path.display()
+                )));
+            }
+            let file_len = file_len as usize;
+            let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
+            let mut payload = Vec::new();
             let mut offset = 0usize;
-            while offset < bytes.len() {
-                let record = bytes.get(offset..offset + HEADER).and_then(|header| {
-                    let len = u32::from_le_bytes(header[..4].try_into().ok()?) as usize;
-                    let crc = u32::from_le_bytes(header[4..].try_into().ok()?);
-                    let payload = bytes.get(offset + HEADER..offset + HEADER + len)?;
-                    (crc32fast::hash(payload) == crc)
-                        .then(|| Entry::decode(payload).map(|r| (r, len)))
-                        .flatten()
-                });
-                let Some((record, len)) = record else { break };
+            while offset < file_len {
+                let mut header = [0u8; HEADER];
+                if !read_whole(&mut reader, &mut header).map_err(|e| io("cannot read", &path, e))? {
+                    break;
+                }
+                let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+                let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
+                if offset + HEADER + len > file_len {
+                    break;
+                }
+                payload.resize(len, 0);
+                if !read_whole(&mut reader, &mut payload)
+                    .map_err(|e| io("cannot read", &path, e))?
+                {
+                    break;
+                }
+                let Some(record) = (crc32fast::hash(&payload) == crc)
+                    .then(|| Entry::decode(&payload))
+                    .flatten()
+                else {
+                    break;
+                };
                 let location = Location {
                     segment,
-                    offset: offset as u64,
+                    offset: offset as u32,
                     len: (HEADER + len) as u32,
                 };
                 next_seq = record.seq() + 1;
                 visit(record, location);
                 offset += HEADER + len;
             }
-            if offset < bytes.len() {
+            if offset < file_len {
                 if index + 1 != segments.len() {
                     return Err(StoreError::Corrupt(format!(
                         "{} is damaged at byte {offset}, before the newest segment",
@@ -369,7 +434,7 @@ impl EventLog {
                     offset,
                     len: len as u32,
                 };
-                offset += len as u64;
+                offset += len as u32;
                 location
             })
             .collect())
@@ -383,12 +448,20 @@ impl EventLog {
         first_seq: u64,
         count: u64,
         bytes: &[u8],
-    ) -> Result<(u64, u64), StoreError> {
-        if self.active_len >= self.segment_bytes {
+    ) -> Result<(u64, u32), StoreError> {
+        let limit = u64::from(u32::MAX);
+        let past_limit = self.active_len > 0 && self.active_len + bytes.len() as u64 > limit;
+        if self.active_len >= self.segment_bytes || past_limit {
             self.rotate(first_seq)?;
         }
         let segment = *self.segments.last().expect("one segment");
         let offset = self.active_len;
+        if offset + bytes.len() as u64 > limit {
+            return Err(StoreError::Backend(format!(
+                "cannot append {} bytes at once: a segment holds at most 4 GiB",
+                bytes.len()
+            )));
+        }
         let end = offset + bytes.len() as u64;
         if let Err(error) = self.active.write_all(bytes) {
             // Leave no partial record behind a later append.
@@ -401,7 +474,7 @@ impl EventLog {
         }
         self.active_len = end;
         self.next_seq = first_seq + count;
-        Ok((segment, offset))
+        Ok((segment, offset as u32))
     }
 
     /// Cuts the active segment back to what the last successful [`EventLog::sync`] left
@@ -542,7 +615,7 @@ pub(crate) fn read_at(dir: &Path, location: Location) -> Result<LogRecord, Store
 /// The payload of the record at `location`, checked against its CRC.
 fn read_payload(file: &File, path: &Path, location: Location) -> Result<Vec<u8>, StoreError> {
     let mut bytes = vec![0; location.len as usize];
-    file.read_exact_at(&mut bytes, location.offset)
+    file.read_exact_at(&mut bytes, u64::from(location.offset))
         .map_err(|e| io("cannot read", path, e))?;
     let crc = u32::from_le_bytes(bytes[4..8].try_into().expect("four bytes"));
     if crc32fast::hash(&bytes[HEADER..]) != crc {
@@ -628,7 +701,7 @@ mod tests {
         let written = append(&mut log, 2);
         drop(log);
         let path = segment_path(dir.path(), 1);
-        let end = (written[1].offset + u64::from(written[1].len)) as usize;
+        let end = (written[1].offset + written[1].len) as usize;
         let mut bytes = std::fs::read(&path).unwrap();
         let whole = bytes[..end].to_vec();
         let partial = &record(3).encode()[..20];

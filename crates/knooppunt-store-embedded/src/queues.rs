@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::committer::EventFiling;
-use super::dedupe::{Dedupe, DedupeHasher};
+use super::dedupe::{Dedupe, DedupeHasher, Identity};
 use super::event_index::{EventIndex, Indexed};
 use super::event_log::{Entry, Location};
 use super::pending::Pending;
@@ -58,6 +58,11 @@ impl Queues {
         }
     }
 
+    /// Room for `events` read back from the log, in the index.
+    pub(super) fn reserve_events(&mut self, events: usize) {
+        self.index.reserve(events);
+    }
+
     /// Files a record read back from the log at open; events also go into `dedupe`.
     pub(super) fn replay(
         &mut self,
@@ -71,7 +76,7 @@ impl Queues {
                 let hash = hasher.hash(&record.source, &record.id);
                 let bytes =
                     super::committer::event_bytes(&record.json, record.extension_types.as_deref());
-                dedupe.insert(hash, record.seq, record.accepted_at);
+                dedupe.replay(hash, record.seq, record.accepted_at);
                 let filing = EventFiling {
                     seq: record.seq,
                     accepted_at: record.accepted_at,
@@ -313,7 +318,7 @@ impl Queues {
 
     /// Forgets the events of a deleted segment; returns each one's sequence number and
     /// dedupe hash.
-    pub(super) fn forget(&mut self, first: u64, next: u64) -> Vec<(u64, u128)> {
+    pub(super) fn forget(&mut self, first: u64, next: u64) -> Vec<(u64, Identity)> {
         self.swept_through = self.swept_through.max(next.saturating_sub(1));
         self.index
             .remove_range(first, next)
@@ -329,8 +334,8 @@ impl Queues {
         now: u64,
         window: u64,
         limit: usize,
-    ) -> Vec<(u64, u128)> {
-        let expired: Vec<(u64, u128)> = self
+    ) -> Vec<(u64, Identity)> {
+        let expired: Vec<(u64, Identity)> = self
             .index
             .after(self.dedupe_expired_through)
             .take_while(|(_, indexed)| now.saturating_sub(indexed.accepted_at) >= window)
