@@ -312,17 +312,22 @@ pub(crate) async fn answer_panics(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    standard_headers(even_if_it_panics(next.run(request)).await).await
+    match knooppunt_delivery::CatchUnwind::new(next.run(request)).await {
+        Ok(response) => response,
+        Err(why) => standard_headers(panicked(&why)).await,
+    }
 }
 
 /// The response of `handling`, or 500 (problem+json, the panic in the log) if it panics.
 async fn even_if_it_panics(handling: impl Future<Output = Response>) -> Response {
     match knooppunt_delivery::CatchUnwind::new(handling).await {
         Ok(response) => response,
-        Err(why) => {
-            ApiError::Internal(format!("handling the request panicked: {why}")).into_response()
-        }
+        Err(why) => panicked(&why),
     }
+}
+
+fn panicked(why: &impl std::fmt::Display) -> Response {
+    ApiError::Internal(format!("handling the request panicked: {why}")).into_response()
 }
 
 /// What `server.metrics_listen` serves: the metrics without a token, and health and
@@ -496,6 +501,16 @@ mod tests {
         let router: Router = Router::new()
             .route("/fails", get(fails))
             .route("/works", get(|| async { "fine" }))
+            .route(
+                "/page",
+                get(|| async {
+                    (
+                        http::StatusCode::PAYLOAD_TOO_LARGE,
+                        [(CONTENT_TYPE, "text/html")],
+                        "<p>te groot</p>",
+                    )
+                }),
+            )
             .layer(axum::middleware::from_fn(answer_panics));
         let request = |path: &str| {
             http::Request::get(path)
@@ -520,9 +535,14 @@ mod tests {
             !problem.to_string().contains("index out of bounds"),
             "the panic stays in the log: {problem}"
         );
-        let answer = tower::ServiceExt::oneshot(router, request("/works"))
+        let answer = tower::ServiceExt::oneshot(router.clone(), request("/works"))
             .await
             .unwrap();
         assert_eq!(answer.status(), http::StatusCode::OK);
+        // Around the console: its own error pages stay pages.
+        let answer = tower::ServiceExt::oneshot(router, request("/page"))
+            .await
+            .unwrap();
+        assert_eq!(answer.headers()[CONTENT_TYPE], "text/html");
     }
 }
