@@ -217,7 +217,10 @@ impl Shared {
         let intake = &mut *intake;
         let mut answers = Vec::with_capacity(events.len());
         for (event, hash) in events.into_iter().zip(hashes) {
-            if let Some(seq) = intake.dedupe.earlier(hash, now, window) {
+            // An event the log held at open has its acceptance time in the index (the
+            // committer never takes the intake lock while it holds the queues').
+            let accepted_at = |seq| (self.queues.read().expect("queues lock")).accepted_at(seq);
+            if let Some(seq) = intake.dedupe.earlier(hash, now, window, accepted_at) {
                 // Answered with the group, so never before the original is on disk.
                 answers.push(Appended::Duplicate { seq });
                 continue;

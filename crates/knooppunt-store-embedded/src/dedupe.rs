@@ -69,16 +69,17 @@ impl Hasher for KeyBits {
 }
 
 /// The accepted events' identities: dedupe hash → (sequence number, accepted at). Those
-/// the log held at open are in a vector sorted by hash (32 bytes each, where a map takes
-/// about 70 with its free slots: a day's events are all within the default window, and
-/// this is most of what each costs the hub's memory after a restart); those accepted since
-/// are in a map, which wins where both hold a hash (it is the later event).
+/// the log held at open are in a vector sorted by hash, with their sequence numbers alone
+/// (24 bytes each, where a map takes about 70 with its free slots: a day's events are all
+/// within the default window, and this is most of what each costs the hub's memory after a
+/// restart; their acceptance times are in the event index, read when one matches); those
+/// accepted since are in a map, which wins where both hold a hash (it is the later event).
 #[derive(Debug, Default)]
 pub(super) struct Dedupe {
     accepted: HashMap<Identity, (u64, u64), BuildHasherDefault<KeyBits>>,
-    /// `(hash, seq, accepted_at)`, sorted by hash once the log is read; `seq` 0 (no event
-    /// has it) marks an entry forgotten since.
-    replayed: Vec<(Identity, u64, u64)>,
+    /// `(hash, seq)`, sorted by hash once the log is read; `seq` 0 (no event has it) marks
+    /// an entry forgotten since.
+    replayed: Vec<(Identity, u64)>,
     forgotten: usize,
 }
 
@@ -87,14 +88,23 @@ const FORGOTTEN: u64 = 0;
 
 impl Dedupe {
     /// The sequence number of the event with this hash if it was accepted less than `window`
-    /// milliseconds before `now`.
-    pub(super) fn earlier(&self, hash: Identity, now: u64, window: u64) -> Option<u64> {
+    /// milliseconds before `now`; `accepted_at` tells when an event the log held at open was
+    /// (`None`: it is gone).
+    pub(super) fn earlier(
+        &self,
+        hash: Identity,
+        now: u64,
+        window: u64,
+        accepted_at: impl FnOnce(u64) -> Option<u64>,
+    ) -> Option<u64> {
         let (seq, accepted_at) = match self.accepted.get(&hash) {
             Some(held) => *held,
             None => {
-                let at = self.find_replayed(hash)?;
-                let (_, seq, accepted_at) = self.replayed[at];
-                (seq != FORGOTTEN).then_some((seq, accepted_at))?
+                let (_, seq) = self.replayed[self.find_replayed(hash)?];
+                if seq == FORGOTTEN {
+                    return None;
+                }
+                (seq, accepted_at(seq)?)
             }
         };
         (now.saturating_sub(accepted_at) < window).then_some(seq)
@@ -107,8 +117,8 @@ impl Dedupe {
 
     /// Records an event read back from the log at open, in the log's order; then
     /// [`Dedupe::replayed`] once the log is read.
-    pub(super) fn replay(&mut self, hash: Identity, seq: u64, accepted_at: u64) {
-        self.replayed.push((hash, seq, accepted_at));
+    pub(super) fn replay(&mut self, hash: Identity, seq: u64) {
+        self.replayed.push((hash, seq));
     }
 
     /// Room for `events` read back from the log.
@@ -119,7 +129,7 @@ impl Dedupe {
     /// The log is read: sorts what it held by hash, the latest event of each hash kept.
     pub(super) fn replayed(&mut self) {
         self.replayed
-            .sort_unstable_by_key(|&(hash, seq, _)| (hash, std::cmp::Reverse(seq)));
+            .sort_unstable_by_key(|&(hash, seq)| (hash, std::cmp::Reverse(seq)));
         self.replayed.dedup_by_key(|entry| entry.0);
     }
 
@@ -167,6 +177,15 @@ impl Dedupe {
 mod tests {
     use super::*;
 
+    /// When the events of these tests were accepted, as the event index would say.
+    fn at(seq: u64) -> Option<u64> {
+        Some(match seq {
+            1 | 2 => 1000,
+            3 => 1100,
+            _ => unreachable!("only replayed events are looked up"),
+        })
+    }
+
     #[test]
     fn an_identity_is_a_duplicate_only_within_the_window() {
         let hasher = DedupeHasher::default();
@@ -174,17 +193,17 @@ mod tests {
         let hash = hasher.hash("urn:nld:oin:1:systeem:a", "1");
         assert_ne!(hash, hasher.hash("urn:nld:oin:1:systeem:a1", ""));
         dedupe.insert(hash, 7, 1000);
-        assert_eq!(dedupe.earlier(hash, 1500, 1000), Some(7));
+        assert_eq!(dedupe.earlier(hash, 1500, 1000, at), Some(7));
         assert_eq!(
-            dedupe.earlier(hash, 2000, 1000),
+            dedupe.earlier(hash, 2000, 1000, at),
             None,
             "the window has passed"
         );
-        assert_eq!(dedupe.earlier(Identity::of_test(1), 1500, 1000), None);
+        assert_eq!(dedupe.earlier(Identity::of_test(1), 1500, 1000, at), None);
 
         dedupe.insert(hash, 9, 2500);
         assert!(!dedupe.forget(hash, 7), "a later event holds the hash");
-        assert_eq!(dedupe.earlier(hash, 2600, 1000), Some(9));
+        assert_eq!(dedupe.earlier(hash, 2600, 1000, at), Some(9));
         assert!(dedupe.forget(hash, 9));
         assert_eq!(dedupe.len(), 0);
     }
@@ -194,33 +213,37 @@ mod tests {
         let hasher = DedupeHasher::default();
         let mut dedupe = Dedupe::default();
         let (a, b) = (hasher.hash("s", "a"), hasher.hash("s", "b"));
-        dedupe.replay(a, 1, 1000);
-        dedupe.replay(b, 2, 1000);
-        dedupe.replay(a, 3, 1100);
+        dedupe.replay(a, 1);
+        dedupe.replay(b, 2);
+        dedupe.replay(a, 3);
         dedupe.replayed();
         assert_eq!(
             dedupe.len(),
             2,
             "the later event of `a` replaced the earlier"
         );
-        assert_eq!(dedupe.earlier(a, 1500, 1000), Some(3));
-        assert_eq!(dedupe.earlier(b, 1500, 1000), Some(2));
-        assert_eq!(dedupe.earlier(b, 2000, 1000), None, "the window has passed");
+        assert_eq!(dedupe.earlier(a, 1500, 1000, at), Some(3));
+        assert_eq!(dedupe.earlier(b, 1500, 1000, at), Some(2));
+        assert_eq!(
+            dedupe.earlier(b, 2000, 1000, at),
+            None,
+            "the window has passed"
+        );
         assert!(!dedupe.forget(a, 1), "a later event holds the hash");
 
         dedupe.insert(b, 4, 1900);
         assert_eq!(
-            dedupe.earlier(b, 2000, 1000),
+            dedupe.earlier(b, 2000, 1000, at),
             Some(4),
             "the map's later event"
         );
         assert!(dedupe.forget(b, 2), "the replayed entry goes");
-        assert_eq!(dedupe.earlier(b, 2000, 1000), Some(4));
+        assert_eq!(dedupe.earlier(b, 2000, 1000, at), Some(4));
         assert!(dedupe.forget(b, 4));
-        assert_eq!(dedupe.earlier(b, 2000, 1000), None);
+        assert_eq!(dedupe.earlier(b, 2000, 1000, at), None);
         assert!(dedupe.forget(a, 3));
         assert!(!dedupe.forget(a, 3), "once");
-        assert_eq!(dedupe.earlier(a, 1500, 1000), None);
+        assert_eq!(dedupe.earlier(a, 1500, 1000, at), None);
         assert_eq!(dedupe.len(), 0);
     }
 }

@@ -58,6 +58,11 @@ impl Queues {
         }
     }
 
+    /// When event `seq` was accepted, if the index has it.
+    pub(super) fn accepted_at(&self, seq: u64) -> Option<u64> {
+        self.index.get(seq).map(|indexed| indexed.accepted_at)
+    }
+
     /// Room for `events` read back from the log, in the index.
     pub(super) fn reserve_events(&mut self, events: usize) {
         self.index.reserve(events);
@@ -76,7 +81,7 @@ impl Queues {
                 let hash = hasher.hash(&record.source, &record.id);
                 let bytes =
                     super::committer::event_bytes(&record.json, record.extension_types.as_deref());
-                dedupe.replay(hash, record.seq, record.accepted_at);
+                dedupe.replay(hash, record.seq);
                 let filing = EventFiling {
                     seq: record.seq,
                     accepted_at: record.accepted_at,

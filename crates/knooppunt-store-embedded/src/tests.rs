@@ -209,6 +209,13 @@ async fn duplicate_detection_is_rebuilt_from_the_log() {
     assert!(matches!(again[0], Appended::Duplicate { .. }));
     assert!(matches!(again[1], Appended::Accepted { .. }));
     assert_eq!(store.pending_deliveries("s", 10).await.unwrap().len(), 3);
+    // What the log held knows when it was accepted: once the window has passed, the
+    // identity is free again.
+    let later = store
+        .append_events(vec![event("1", &["s"])], HOUR, HOUR)
+        .await
+        .unwrap();
+    assert!(matches!(later[0], Appended::Accepted { .. }), "{later:?}");
 }
 
 /// A segment stays while duplicate detection still needs it, even past the retention.
