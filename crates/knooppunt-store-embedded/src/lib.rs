@@ -265,11 +265,9 @@ impl SledStore {
         let log_dir = directory.join("events");
         let hasher = DedupeHasher::default();
         let mut dedupe = Dedupe::default();
-        // Room for every event the log holds, made once: grown step by step, the vectors
-        // outgrown stay with the allocator (some 60 bytes an event after a restart).
-        let events = event_log::count_events(&log_dir)?;
-        queues.reserve_events(events);
-        dedupe.reserve_replayed(events);
+        // Room for the identities of every event the log holds, made once: grown step by
+        // step, the vectors outgrown stay with the allocator (the index grows in chunks).
+        dedupe.reserve_replayed(event_log::count_events(&log_dir)?);
         let log = EventLog::open(&log_dir, options.segment_bytes, |entry, location| {
             queues.replay(entry, location, &hasher, &mut dedupe);
         })?;

@@ -63,11 +63,6 @@ impl Queues {
         self.index.get(seq).map(|indexed| indexed.accepted_at)
     }
 
-    /// Room for `events` read back from the log, in the index.
-    pub(super) fn reserve_events(&mut self, events: usize) {
-        self.index.reserve(events);
-    }
-
     /// Files a record read back from the log at open; events also go into `dedupe`.
     pub(super) fn replay(
         &mut self,
