@@ -56,6 +56,8 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .options
         .max_batch_bytes
         .max(state.publishing.options.max_event_bytes);
+    // No route takes a larger body: the published batch's limit, or axum's default.
+    let largest_body = body_limit.max(2 * 1024 * 1024);
     let zgw = if state.zgw.enabled {
         zgw::router()
     } else {
@@ -242,7 +244,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         )
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            (Arc::clone(&state), largest_body),
             boundary,
         ))
         .with_state(state)
@@ -255,17 +257,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
 /// a panic is answered 500, and every answer is a problem when it is an error and carries
 /// the standard headers. (The body timeout is the server's: `server/body.rs`.)
 async fn boundary(
-    axum::extract::State(state): axum::extract::State<Arc<AppState>>,
+    axum::extract::State((state, largest)): axum::extract::State<(Arc<AppState>, usize)>,
     request: Request,
     next: axum::middleware::Next,
 ) -> Response {
-    // No route takes a larger body: the published batch's limit, or axum's default.
-    let largest = state
-        .publishing
-        .options
-        .max_batch_bytes
-        .max(state.publishing.options.max_event_bytes)
-        .max(2 * 1024 * 1024);
     let response = match refuse_announced_oversize(largest, &request) {
         Some(refused) => refused,
         None => even_if_it_panics(audit::track(&state, request, next)).await,
