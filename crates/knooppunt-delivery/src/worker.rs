@@ -438,22 +438,37 @@ async fn run(
                 ahead.keep(unsent, tokio::time::Instant::now());
                 break;
             };
+            let connection = Connection {
+                permit,
+                started,
+                probe,
+                slot: sending.take(),
+                cut: Some((Arc::clone(&cut), generation)),
+            };
+            let leased = delivery.clone();
+            // The attempt (its request, the event, a few KiB) in a box of its own, freed once
+            // its result is made: a fan-out leaves thousands of results waiting for the log
+            // at once, and each task then holds only the result.
+            let sending = {
+                let (inner, subscription) = (Arc::clone(&inner), Arc::clone(subscription));
+                let gone = Arc::clone(&gone);
+                CatchUnwind::new(async move {
+                    attempt(&inner, &subscription, config, delivery, &gone, connection).await
+                })
+            };
             let (inner, subscription) = (Arc::clone(&inner), Arc::clone(subscription));
-            let gone = Arc::clone(&gone);
-            let slot = sending.take();
-            let cut = Some((Arc::clone(&cut), generation));
             attempts.spawn(async move {
-                let connection = Connection {
-                    permit,
-                    started,
-                    probe,
-                    slot,
-                    cut,
+                let made = sending.await;
+                let recording = match made {
+                    Ok(recording) => recording,
+                    Err(why) => Some(panicked(&inner, &subscription, config, leased, probe, why)),
                 };
-                let leased = delivery.clone();
-                let sending = attempt(&inner, &subscription, config, delivery, &gone, connection);
-                if let Err(why) = CatchUnwind::new(sending).await {
-                    record_panic(&inner, &subscription, config, leased, probe, why).await;
+                let Some(recording) = recording else {
+                    return;
+                };
+                if let Err(why) = CatchUnwind::new(recording.write(&inner)).await {
+                    inner.supervision.attempt_panicked();
+                    tracing::error!(subscription = %subscription.id, panic = %why, "Recording a delivery attempt failed inside the hub; its lease runs out and the delivery is made again.");
                 }
             });
         }
@@ -533,14 +548,14 @@ impl Ahead {
 /// An attempt that panicked: recorded as its result, a dead letter saying what failed, so
 /// that its lease does not hold the queue and the event is not tried into the same panic
 /// again and again. The operator can redeliver it once the hub is fixed.
-async fn record_panic(
-    inner: &Arc<Inner>,
+fn panicked(
+    inner: &Inner,
     subscription: &Subscription,
     config: DeliveryConfig,
     delivery: Delivery,
     probe: bool,
     why: String,
-) {
+) -> Recording {
     inner.supervision.attempt_panicked();
     if probe {
         inner.connections.release_probe(&subscription.sink);
@@ -561,7 +576,7 @@ async fn record_panic(
     };
     let response = Response::Failed(reason.clone());
     let outcome = Outcome::Unsendable(reason);
-    record(inner, subscription, &config, attempt, &response, &outcome).await;
+    Recording::of(inner, subscription, &config, attempt, &response, &outcome)
 }
 
 /// Keeps a subscription's last attempt for the API (a lock a panic poisoned still serves).
@@ -594,8 +609,9 @@ struct Connection {
     cut: Option<(Arc<crate::engine::Cut>, u64)>,
 }
 
-/// One attempt: send, classify, record; in a span of the event's trace when it carries one
-/// (the distributed tracing extension), whose context the request passes on to the sink.
+/// One attempt: send and classify, in a span of the event's trace when it carries one
+/// (the distributed tracing extension), whose context the request passes on to the sink;
+/// the result to record, if the attempt was made.
 async fn attempt(
     inner: &Arc<Inner>,
     subscription: &Subscription,
@@ -603,7 +619,7 @@ async fn attempt(
     delivery: Delivery,
     gone: &AtomicBool,
     connection: Connection,
-) {
+) -> Option<Recording> {
     let id = subscription.id.as_str();
     #[cfg(test)]
     tests::inject_fault(delivery.seq).await;
@@ -615,11 +631,11 @@ async fn attempt(
                 seq = delivery.seq,
                 "A pending delivery's event is gone."
             );
-            return;
+            return None;
         }
         Err(error) => {
             tracing::warn!(subscription = id, seq = delivery.seq, %error, "Reading an event failed; the delivery will be tried again.");
-            return;
+            return None;
         }
     };
     let trace = TraceContext::of_json(&event.json);
@@ -634,7 +650,7 @@ async fn attempt(
         link = trace.as_ref().map(|t| t.parent_id.as_str()),
     );
     let trace = trace.map(|t| (t, span_id));
-    send_and_record(
+    send_and_judge(
         inner,
         subscription,
         config,
@@ -643,7 +659,7 @@ async fn attempt(
         connection,
     )
     .instrument(span)
-    .await;
+    .await
 }
 
 /// The hop's trace headers: the event's trace with the attempt's own span, and its state.
@@ -698,14 +714,15 @@ async fn bearer_token(
 /// A delivery, its event, and the trace context of its hop.
 type Attempting = (Delivery, Arc<StoredEvent>, Option<(TraceContext, u64)>);
 
-async fn send_and_record(
+/// Sends and judges the answer: the result to record, or `None` when a cut came first.
+async fn send_and_judge(
     inner: &Arc<Inner>,
     subscription: &Subscription,
     config: DeliveryConfig,
     gone: &AtomicBool,
     (delivery, event, trace): Attempting,
     mut connection: Connection,
-) {
+) -> Option<Recording> {
     let at = now_ms();
     let (started, probe) = (connection.started, connection.probe);
     let mut slot = std::mem::take(&mut connection.slot);
@@ -726,7 +743,7 @@ async fn send_and_record(
             inner.connections.release_probe(&subscription.sink);
         }
         give_back(inner, &subscription.id, &[(delivery.seq, delivery.lease)]).await;
-        return;
+        return None;
     };
     // The sink answered: its next request need not wait for this result's sync.
     slot.release();
@@ -751,7 +768,14 @@ async fn send_and_record(
         bytes: event.size(),
         trace_id: trace.as_ref().map(|(t, _)| t.trace_id.as_str()),
     };
-    record(inner, subscription, &config, attempt, &response, &outcome).await;
+    Some(Recording::of(
+        inner,
+        subscription,
+        &config,
+        attempt,
+        &response,
+        &outcome,
+    ))
 }
 
 /// Builds the request and sends it, when it can: the sink's answer, what it means, and
@@ -964,107 +988,138 @@ struct Attempted<'a> {
     trace_id: Option<&'a str>,
 }
 
-/// Records an attempt's result (the verdict: delivered, retry at, or dead letter), counts
-/// and logs it, and hands a 410 to the broker.
-async fn record(
-    inner: &Arc<Inner>,
-    subscription: &Subscription,
-    config: &DeliveryConfig,
-    attempt: Attempted<'_>,
-    response: &Response,
-    outcome: &Outcome,
-) {
-    let id = subscription.id.as_str();
-    let Attempted {
-        at,
-        started,
-        delivery,
-        accepted_at,
-        bytes,
-        trace_id,
-    } = attempt;
-    let attempts = delivery.attempts + 1;
-    let verdict = verdict(
-        outcome,
-        config,
-        attempts,
-        accepted_at,
-        now_ms(),
-        fastrand::f64(),
-    );
-    let (status, error) = match response {
-        Response::Status { code, .. } if (200..300).contains(code) => (Some(*code), None),
-        Response::Status { code, .. } => (Some(*code), Some(format!("the sink answered {code}"))),
-        Response::Timeout => (
-            None,
-            Some(format!(
-                "no answer within {} ms",
-                config.timeout.as_millis()
-            )),
-        ),
-        Response::Failed(why) => (None, Some(why.clone())),
-    };
-    let label = match &verdict {
-        Verdict::Delivered => "delivered",
-        Verdict::Retry { .. } => "retry",
-        Verdict::DeadLetter { .. } => "deadLetter",
-    };
-    let elapsed = started.elapsed();
-    inner.observer.attempt(label, status, elapsed);
-    if let Verdict::DeadLetter { reason } = &verdict {
-        tracing::info!(
+/// An attempt's result (the verdict: delivered, retry at, or dead letter), counted and
+/// logged, made ready to be written: all an attempt holds while the log takes it. Writing
+/// it hands a 410 to the broker.
+struct Recording {
+    attempt: Attempt,
+    /// Until when the delivery is leased: a result the store cannot take is offered again
+    /// until then.
+    leased_until: u64,
+    /// Delivered or given up: counted as finished (with the event's size) once written.
+    finished: Option<u64>,
+    last: LastDelivery,
+    /// The sink answered 410 Gone.
+    gone: Option<Gone>,
+}
+
+impl Recording {
+    fn of(
+        inner: &Inner,
+        subscription: &Subscription,
+        config: &DeliveryConfig,
+        attempt: Attempted<'_>,
+        response: &Response,
+        outcome: &Outcome,
+    ) -> Recording {
+        let id = subscription.id.as_str();
+        let Attempted {
+            at,
+            started,
+            delivery,
+            accepted_at,
+            bytes,
+            trace_id,
+        } = attempt;
+        let attempts = delivery.attempts + 1;
+        let verdict = verdict(
+            outcome,
+            config,
+            attempts,
+            accepted_at,
+            now_ms(),
+            fastrand::f64(),
+        );
+        let (status, error) = match response {
+            Response::Status { code, .. } if (200..300).contains(code) => (Some(*code), None),
+            Response::Status { code, .. } => {
+                (Some(*code), Some(format!("the sink answered {code}")))
+            }
+            Response::Timeout => (
+                None,
+                Some(format!(
+                    "no answer within {} ms",
+                    config.timeout.as_millis()
+                )),
+            ),
+            Response::Failed(why) => (None, Some(why.clone())),
+        };
+        let label = match &verdict {
+            Verdict::Delivered => "delivered",
+            Verdict::Retry { .. } => "retry",
+            Verdict::DeadLetter { .. } => "deadLetter",
+        };
+        let elapsed = started.elapsed();
+        inner.observer.attempt(label, status, elapsed);
+        if let Verdict::DeadLetter { reason } = &verdict {
+            tracing::info!(
+                subscription = id,
+                seq = delivery.seq,
+                attempts,
+                reason = %reason,
+                trace_id,
+                "A delivery was given up; the event is a dead letter of the subscription."
+            );
+        }
+        tracing::debug!(
             subscription = id,
             seq = delivery.seq,
             attempts,
-            reason = %reason,
-            trace_id,
-            "A delivery was given up; the event is a dead letter of the subscription."
+            status,
+            outcome = label,
+            "Delivery attempt."
         );
+        let finished = !matches!(verdict, Verdict::Retry { .. });
+        Recording {
+            attempt: Attempt {
+                subscription: id.to_owned(),
+                seq: delivery.seq,
+                lease: delivery.lease,
+                at,
+                status,
+                error: error.clone(),
+                verdict,
+                receipt: inner.options.receipts,
+            },
+            leased_until: delivery.leased_until,
+            finished: finished.then_some(bytes),
+            last: LastDelivery {
+                at,
+                seq: delivery.seq,
+                status,
+                error,
+                outcome: label,
+                duration_ms: Some(elapsed.as_millis() as u64),
+            },
+            // The broker, the one writer of subscriptions, decides what the 410 means: it
+            // disables the subscription unless its sink has changed meanwhile.
+            gone: (*outcome == Outcome::Gone).then(|| Gone {
+                subscription: id.to_owned(),
+                sink: subscription.sink.to_string(),
+            }),
+        }
     }
-    tracing::debug!(
-        subscription = id,
-        seq = delivery.seq,
-        attempts,
-        status,
-        outcome = label,
-        "Delivery attempt."
-    );
-    let finished = !matches!(verdict, Verdict::Retry { .. });
-    // Made again only when the store asks for it again (see `record_result`).
-    let change = || {
-        DeliveryChange::Attempted(Attempt {
-            subscription: id.to_owned(),
-            seq: delivery.seq,
-            lease: delivery.lease,
-            at,
-            status,
-            error: error.clone(),
-            verdict: verdict.clone(),
-            receipt: inner.options.receipts,
-        })
-    };
-    if record_result(inner, id, &delivery, change).await && finished {
-        inner.observer.finished(bytes);
-    }
-    remember_last(
-        inner,
-        id,
-        LastDelivery {
-            at,
-            seq: delivery.seq,
-            status,
-            error,
-            outcome: label,
-            duration_ms: Some(elapsed.as_millis() as u64),
-        },
-    );
-    if *outcome == Outcome::Gone {
-        // The broker, the one writer of subscriptions, decides what the 410 means: it
-        // disables the subscription unless its sink has changed meanwhile.
-        let _ = inner.gone.send(Gone {
-            subscription: id.to_owned(),
-            sink: subscription.sink.to_string(),
-        });
+
+    async fn write(self, inner: &Inner) {
+        let Recording {
+            attempt,
+            leased_until,
+            finished,
+            last,
+            gone,
+        } = self;
+        let (id, seq) = (attempt.subscription.as_str(), attempt.seq);
+        // Made again only when the store asks for it again (see `record_result`).
+        let change = || DeliveryChange::Attempted(attempt.clone());
+        if record_result(inner, (id, seq, leased_until), change).await
+            && let Some(bytes) = finished
+        {
+            inner.observer.finished(bytes);
+        }
+        remember_last(inner, id, last);
+        if let Some(gone) = gone {
+            let _ = inner.gone.send(gone);
+        }
     }
 }
 
@@ -1079,8 +1134,7 @@ const RECORD_RETRY: Duration = Duration::from_secs(1);
 /// attempt, as after a crash. Never is a delivery left held.
 async fn record_result(
     inner: &Inner,
-    id: &str,
-    delivery: &Delivery,
+    (id, seq, leased_until): (&str, u64, u64),
     change: impl Fn() -> DeliveryChange,
 ) -> bool {
     let mut stop: Option<watch::Receiver<bool>> = None;
@@ -1091,7 +1145,7 @@ async fn record_result(
                 if told {
                     tracing::info!(
                         subscription = id,
-                        seq = delivery.seq,
+                        seq,
                         "A delivery attempt's result was recorded after all."
                     );
                 }
@@ -1100,20 +1154,20 @@ async fn record_result(
             Err(error @ knooppunt_store::StoreError::StaleLease { .. }) => {
                 // The attempt outlived its lease and the delivery was leased again; the new
                 // holder's result counts (the sink may get the event twice: at least once).
-                tracing::warn!(subscription = id, seq = delivery.seq, %error, "A delivery attempt outlived its lease; its result was not recorded.");
+                tracing::warn!(subscription = id, seq, %error, "A delivery attempt outlived its lease; its result was not recorded.");
                 return false;
             }
             Err(error) => error,
         };
         let stop = stop.get_or_insert_with(|| inner.stop.subscribe());
-        let left = delivery.leased_until.saturating_sub(now_ms());
+        let left = leased_until.saturating_sub(now_ms());
         let retry_ms = RECORD_RETRY.as_millis() as u64;
         if left <= retry_ms || *stop.borrow() {
-            tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a delivery attempt failed; its lease runs out and the delivery is made again.");
+            tracing::error!(subscription = id, seq, %error, "Recording a delivery attempt failed; its lease runs out and the delivery is made again.");
             return false;
         }
         if !told {
-            tracing::error!(subscription = id, seq = delivery.seq, %error, "Recording a delivery attempt failed; it is recorded again every second while its lease lasts ({left} ms).");
+            tracing::error!(subscription = id, seq, %error, "Recording a delivery attempt failed; it is recorded again every second while its lease lasts ({left} ms).");
             told = true;
         }
         tokio::select! {
