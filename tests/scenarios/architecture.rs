@@ -182,8 +182,9 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
 }
 
 /// Inside the broker, each module may import only the modules below it, as this table says
-/// (top down): the wiring (`lib.rs`) over the HTTP adapter (`api/`) over the application
-/// layer (`app.rs`: the services, the store private to it) over the domain (the publish
+/// (top down): the wiring (`lib.rs`) over the HTTP adapter (`api/`) over the use cases
+/// every surface shares (`subscribing.rs`) over the application layer (`app.rs`: the
+/// services, the store private to it) over the domain (the publish
 /// pipeline, the writers of subscriptions and principals) over the registry and the
 /// metrics, with the transport (`server/`) and the identity layer (`identity/`) at the
 /// bottom. No module imports one above it or beside it, so there is no import cycle; no
@@ -193,6 +194,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
     (
         "api",
         &[
+            "subscribing",
             "app",
             "sessions",
             "history",
@@ -209,6 +211,8 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "server",
         ],
     ),
+    // A use case every surface runs (making a subscription), over the services it calls.
+    ("subscribing", &["app", "lifecycle", "audit", "identity"]),
     (
         "app",
         &[

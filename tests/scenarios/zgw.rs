@@ -1244,3 +1244,114 @@ async fn a_zgw_client_on_a_principal_keeps_that_principals_limits() {
     let read = call(&hub, Method::GET, &format!("/api/v1/{path}"), &free, None).await;
     assert_eq!(read.body, made.body);
 }
+
+/// One use case, two surfaces: a subscription of the REST API and an abonnement of the
+/// facade are made by the same service, so they are refused for the same reasons in the
+/// same words (each in its own problem shape): the caller's role, its type prefixes, a sink
+/// the hub does not send to, and its owner's quota.
+#[tokio::test]
+async fn the_rest_api_and_the_facade_refuse_a_subscription_alike() {
+    const SECRET: &str = "gemeente-zgw-geheim";
+    let mut options = options_with_keys(&[("k1", &key(1))]);
+    options.zgw.clients = vec![ZgwClient {
+        client_id: "open-zaak".into(),
+        secret: OPEN_ZAAK.to_vec(),
+        scopes: vec!["notificaties.publiceren".into()],
+        oin: None,
+        principal: None,
+    }];
+    options.quotas.max_subscriptions = 1;
+    let hub = TestHub::start_with_options(options).await;
+    register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
+    for (principal, client) in [
+        ("gemeente", "gemeente-zac"),
+        ("kvk", "kvk-zac"),
+        ("publisher", "publisher-zac"),
+    ] {
+        let set = hub
+            .call(
+                Method::PATCH,
+                &format!("/v1/principals/{principal}"),
+                tokens::ADMIN,
+                Some(json!({"zgw": {"clientId": client, "secret": SECRET,
+                                    "scopes": ["notificaties.consumeren"]}})),
+            )
+            .await;
+        assert_eq!(set.status, 200, "{}", set.body);
+    }
+    let sink = callback().await;
+    let rest = |token: &'static str, sink: String| {
+        let hub = &hub;
+        async move {
+            hub.call(
+                Method::POST,
+                "/v1/subscriptions",
+                token,
+                Some(json!({"sink": sink, "protocol": "HTTP"})),
+            )
+            .await
+        }
+    };
+    let facade = |client: &str, callback: String| {
+        let token = token(client, SECRET.as_bytes());
+        let hub = &hub;
+        async move { subscribe(hub, &token, &callback, json!({})).await }
+    };
+    let detail = |answer: &Answer| answer.body["detail"].as_str().unwrap_or("").to_owned();
+
+    // A principal without the subscriber role (its client may consume: the scope does not
+    // give it a role its principal lacks).
+    let by_rest = rest(tokens::PUBLISHER, sink.url.clone()).await;
+    assert_eq!(by_rest.status, 403, "{}", by_rest.body);
+    let by_facade = facade("publisher-zac", sink.url.clone()).await;
+    assert_fout(&by_facade, 403, "permission_denied");
+    assert_eq!(detail(&by_facade), detail(&by_rest));
+    assert!(
+        detail(&by_rest).contains("`subscriber` role"),
+        "{}",
+        by_rest.body
+    );
+
+    // Types outside the principal's prefixes (both ask for every event of their kind).
+    let by_rest = rest(tokens::GEMEENTE, sink.url.clone()).await;
+    assert_eq!(by_rest.status, 403, "{}", by_rest.body);
+    let by_facade = facade("gemeente-zac", sink.url.clone()).await;
+    assert_fout(&by_facade, 403, "permission_denied");
+    for answer in [&by_rest, &by_facade] {
+        assert!(detail(answer).contains("nl.brp."), "{}", answer.body);
+    }
+
+    // A sink in a network the hub does not send to.
+    let private = "http://10.1.2.3/hook".to_owned();
+    let by_rest = rest(tokens::KVK, private.clone()).await;
+    assert_eq!(by_rest.status, 400, "{}", by_rest.body);
+    let by_facade = facade("kvk-zac", private).await;
+    assert_fout(&by_facade, 400, "invalid");
+    assert_eq!(by_rest.body["invalidParams"][0]["name"], "sink");
+    assert_eq!(by_facade.body["invalidParams"][0]["name"], "callbackUrl");
+    assert_eq!(
+        by_facade.body["invalidParams"][0]["reason"], by_rest.body["invalidParams"][0]["reason"],
+        "the same reason: {} / {}",
+        by_facade.body, by_rest.body
+    );
+
+    // The owner's quota (one subscription), whichever surface made the first.
+    let first = facade("kvk-zac", sink.url.clone()).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let by_rest = rest(tokens::KVK, sink.url.clone()).await;
+    assert_eq!(by_rest.status, 403, "{}", by_rest.body);
+    let by_facade = facade("kvk-zac", sink.url.clone()).await;
+    assert_fout(&by_facade, 403, "permission_denied");
+    assert_eq!(detail(&by_facade), detail(&by_rest));
+    assert!(detail(&by_rest).contains("quota"), "{}", by_rest.body);
+
+    let all = hub
+        .call(Method::GET, "/v1/subscriptions", tokens::ADMIN, None)
+        .await;
+    assert_eq!(all.body.as_array().map(Vec::len), Some(1), "{}", all.body);
+    let tested = sink.deliveries().len();
+    assert_eq!(
+        tested, 1,
+        "only the abonnement made was sent its test notificatie"
+    );
+}

@@ -24,6 +24,7 @@ mod principals;
 mod registry;
 mod server;
 mod sessions;
+mod subscribing;
 mod telemetry;
 mod zgw;
 

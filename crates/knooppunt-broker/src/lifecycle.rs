@@ -349,8 +349,9 @@ impl Subscriptions {
     }
 
     /// Whether `subscription` (new, or replacing the one of its id) keeps its owner within
-    /// the quotas; what to do when not.
-    fn check_quotas(&self, subscription: &Subscription) -> Result<(), QuotaExceeded> {
+    /// the quotas; what to do when not. Checked again under the writer's lock as it is
+    /// stored.
+    pub(crate) fn check_quotas(&self, subscription: &Subscription) -> Result<(), QuotaExceeded> {
         let bytes = |s: &Subscription| {
             s.filters
                 .iter()

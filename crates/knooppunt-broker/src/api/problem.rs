@@ -288,6 +288,21 @@ impl From<crate::principals::Refused> for ApiError {
     }
 }
 
+impl From<crate::subscribing::Refused> for ApiError {
+    fn from(refused: crate::subscribing::Refused) -> Self {
+        use crate::subscribing::Refused;
+        match refused {
+            Refused::Forbidden(why) => ApiError::Forbidden(why),
+            Refused::Address(member, why) => ApiError::invalid(
+                "the sink cannot be used; see invalidParams",
+                vec![InvalidParam::new(member, why)],
+            ),
+            Refused::Quota(exceeded) => exceeded.into(),
+            Refused::Store(error) => error.into(),
+        }
+    }
+}
+
 impl From<crate::lifecycle::QuotaExceeded> for ApiError {
     fn from(error: crate::lifecycle::QuotaExceeded) -> Self {
         ApiError::Forbidden(error.0)

@@ -19,7 +19,7 @@ use super::subscription_body::{self, SubscriptionInput, representation};
 use super::{BASE_PATH, JsonBody, consent};
 use crate::app::AppState;
 use crate::audit::Action;
-use crate::lifecycle;
+use crate::{lifecycle, subscribing};
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE, OPTIONS";
@@ -261,6 +261,8 @@ pub(crate) fn check(state: &AppState, caller: &Caller, body: &Value) -> Result<(
     check_type_permission(caller, &input)
 }
 
+/// `POST /v1/subscriptions`: the body read and turned into a subscription of the caller;
+/// the rest is [`crate::subscribing::create`]'s, as for every surface.
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     caller: Caller,
@@ -268,7 +270,7 @@ pub(crate) async fn create(
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Subscriber, "create subscriptions")?;
+    subscribing::may_create(&caller.0)?;
     let input = read_body(&state, &body)?;
     if input
         .client_certificate
@@ -283,31 +285,34 @@ pub(crate) async fn create(
             )],
         ));
     }
-    check_type_permission(&caller, &input)?;
-    check_sink_address(&state, &input, None).await?;
     let criteria = input.criteria.clone();
     let id = uuid::Uuid::now_v7().to_string();
     let sink = sink_of(&state, &headers, &id, &input)?;
     let subscription = build(id.clone(), caller.0.name.clone(), sink, input, now_ms());
-    let created = state
-        .subscriptions
-        .create::<ApiError>(subscription, criteria)
-        .await?;
-    let sink = knooppunt_delivery::redact_sink(&created.sink);
-    tracing::info!(subscription = %id, owner = %caller.0.name, %sink, "Subscription created.");
-    let action = Action::new(
-        "subscription.create",
-        format!("subscription/{id}"),
-        json!({"after": audited(&state, &created)}),
+    let callbacks = format!(
+        "{}{BASE_PATH}/subscriptions",
+        consent::base_url(&state, &headers)
     );
-    state.audit.record(&audit.of(&caller), action).await;
-    state.approvals.subscription_saved(&created).await;
-    let subscription = consent::handshake(&state, Subscription::clone(&created), &headers).await?;
+    let new = subscribing::New {
+        subscription,
+        criteria,
+        consent: subscribing::Consent::Ask {
+            callbacks: &callbacks,
+        },
+    };
+    let made = subscribing::create(&state, &audit.of(&caller), &caller.0, new, |stored| {
+        Action::new(
+            "subscription.create",
+            format!("subscription/{id}"),
+            json!({"after": audited(&state, stored)}),
+        )
+    })
+    .await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/subscriptions/{id}"))
         .expect("ids are header-safe");
-    let mut body = resource(&state, &subscription);
+    let mut body = resource(&state, &made.now);
     // The signing secret is shown in this answer only.
-    if let (Some(signing), Some(object)) = (&created.signing, body.as_object_mut()) {
+    if let (Some(signing), Some(object)) = (&made.stored.signing, body.as_object_mut()) {
         object.insert("signingsecret".into(), json!(signing.current));
     }
     Ok((StatusCode::CREATED, [(LOCATION, location)], Json(body)).into_response())

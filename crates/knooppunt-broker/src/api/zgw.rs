@@ -159,6 +159,19 @@ impl IntoResponse for ZgwError {
     }
 }
 
+impl From<crate::subscribing::Refused> for ZgwError {
+    fn from(refused: crate::subscribing::Refused) -> Self {
+        use crate::subscribing::Refused;
+        match refused {
+            Refused::Forbidden(why) => ZgwError::PermissionDenied(why),
+            // An abonnement has no token endpoint: its callback is its one address.
+            Refused::Address(_, why) => invalid("callbackUrl", "invalid", why),
+            Refused::Quota(exceeded) => exceeded.into(),
+            Refused::Store(error) => error.into(),
+        }
+    }
+}
+
 impl From<crate::lifecycle::QuotaExceeded> for ZgwError {
     fn from(exceeded: crate::lifecycle::QuotaExceeded) -> Self {
         ZgwError::PermissionDenied(exceeded.to_string())
@@ -703,13 +716,16 @@ fn read_abonnement_draft(body: &[u8]) -> Result<crate::zgw::AbonnementDraft, Vec
     }
 }
 
-/// The filters and criteria of an abonnement, once its kanalen, its callback's address and
-/// the callback's answer to the test notificatie (2xx) are as Open Notificaties requires.
+/// The abonnement `draft` as subscription `id` of the caller, with its criteria, once its
+/// kanalen are as Open Notificaties requires, the hub's checks of a new subscription
+/// passed (the same as for the REST API: [`crate::subscribing::check`]), and its callback
+/// answered the test notificatie (2xx).
 async fn checked_abonnement(
     state: &AppState,
     caller: &ZgwCaller,
     draft: &crate::zgw::AbonnementDraft,
-) -> Result<(Vec<Value>, knooppunt_filter::Criteria), ZgwError> {
+    id: &str,
+) -> Result<(knooppunt_store::Subscription, knooppunt_filter::Criteria), ZgwError> {
     let filters =
         crate::zgw::abonnement_filters(&state.catalog, draft).map_err(ZgwError::Invalid)?;
     let criteria = knooppunt_filter::Criteria {
@@ -722,16 +738,17 @@ async fn checked_abonnement(
         )
         .map_err(|errors| invalid("kanalen", "invalid", format!("{errors:?}")))?,
     };
-    // The same rule as for a subscription of the REST API: the principal's type prefixes.
-    crate::lifecycle::may_subscribe(&caller.0.principal(), None, &criteria)
-        .map_err(ZgwError::PermissionDenied)?;
     super::subscription_body::check_sink(&draft.callback_url, state.allow_http_sinks)
         .map_err(|why| invalid("callbackUrl", "invalid", why))?;
-    state
-        .subscriptions
-        .check_addresses(&draft.callback_url, None, None)
-        .await
-        .map_err(|(_, why)| invalid("callbackUrl", "invalid", why.to_string()))?;
+    let subscription = crate::zgw::subscription_of(
+        &caller.0,
+        id.to_owned(),
+        draft,
+        filters,
+        &state.subscription_defaults,
+    )
+    .map_err(|why| invalid("callbackUrl", "invalid", why))?;
+    crate::subscribing::check(state, &caller.0.principal(), &subscription, &criteria).await?;
     let test = crate::zgw::test_notificatie(knooppunt_store::now_ms());
     match state
         .deliverer
@@ -760,7 +777,7 @@ async fn checked_abonnement(
             ));
         }
     }
-    Ok((filters, criteria))
+    Ok((subscription, criteria))
 }
 
 /// `POST /api/v1/abonnement` (scope `notificaties.consumeren`): the callback must take a
@@ -775,30 +792,35 @@ async fn create_abonnement(
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[CONSUME])?;
     let draft = read_abonnement_draft(&body).map_err(ZgwError::Invalid)?;
-    let (filters, criteria) = checked_abonnement(&state, &caller, &draft).await?;
     let id = uuid::Uuid::now_v7().to_string();
-    let subscription = crate::zgw::subscription_of(
-        &caller.0,
-        id.clone(),
-        &draft,
-        filters,
-        &state.subscription_defaults,
+    let (subscription, criteria) = checked_abonnement(&state, &caller, &draft, &id).await?;
+    let principal = caller.0.principal();
+    let base = base_url(&state, &headers);
+    let new = crate::subscribing::New {
+        subscription,
+        criteria,
+        consent: crate::subscribing::Consent::Agreed,
+    };
+    let made = crate::subscribing::create(
+        &state,
+        &audit.of_principal(&principal),
+        &principal,
+        new,
+        |stored| {
+            let kanalen = crate::zgw::abonnement_of(&state.catalog, stored)
+                .map(|abonnement| abonnement_representation(&base, &abonnement)["kanalen"].clone());
+            crate::audit::Action::new(
+                "abonnement.create",
+                format!("subscription/{id}"),
+                json!({"callbackUrl": knooppunt_delivery::redact_sink(&stored.sink),
+                       "kanalen": kanalen, "client": caller.0.client_id}),
+            )
+        },
     )
-    .map_err(|why| invalid("callbackUrl", "invalid", why))?;
-    let made = state
-        .subscriptions
-        .create_agreed::<ZgwError>(subscription, criteria)
-        .await?;
-    state.approvals.subscription_saved(&made).await;
-    let abonnement = crate::zgw::abonnement_of(&state.catalog, &made)
+    .await?;
+    let abonnement = crate::zgw::abonnement_of(&state.catalog, &made.stored)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
-    let body = abonnement_representation(&base_url(&state, &headers), &abonnement);
-    let action = crate::audit::Action::new(
-        "abonnement.create",
-        format!("subscription/{id}"),
-        json!({"callbackUrl": knooppunt_delivery::redact_sink(&made.sink), "kanalen": body["kanalen"], "client": caller.0.client_id}),
-    );
-    record(&state, &audit, &caller, action).await;
+    let body = abonnement_representation(&base, &abonnement);
     Ok(created(body))
 }
 
@@ -896,7 +918,7 @@ async fn update_abonnement(
     uuid: &str,
     draft: crate::zgw::AbonnementDraft,
 ) -> Result<Response, ZgwError> {
-    let (filters, criteria) = checked_abonnement(state, caller, &draft).await?;
+    let (subscription, criteria) = checked_abonnement(state, caller, &draft, uuid).await?;
     let owner = caller.0.principal().name;
     let replaced = state
         .subscriptions
@@ -906,14 +928,7 @@ async fn update_abonnement(
                     "er is geen abonnement `{uuid}`"
                 )));
             }
-            let mut subscription = crate::zgw::subscription_of(
-                &caller.0,
-                uuid.to_owned(),
-                &draft,
-                filters,
-                &state.subscription_defaults,
-            )
-            .map_err(|why| invalid("callbackUrl", "invalid", why))?;
+            let mut subscription = subscription.clone();
             subscription.created_at = existing.created_at;
             Ok((subscription, criteria))
         })
