@@ -1345,13 +1345,76 @@ async fn the_rest_api_and_the_facade_refuse_a_subscription_alike() {
     assert_eq!(detail(&by_facade), detail(&by_rest));
     assert!(detail(&by_rest).contains("quota"), "{}", by_rest.body);
 
+    // Changed to a sink in such a network, by either surface.
+    let uuid = first.body["url"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap();
+    let by_rest = hub
+        .call(
+            Method::PUT,
+            &format!("/v1/subscriptions/{uuid}"),
+            tokens::KVK,
+            Some(json!({"sink": "http://10.1.2.3/hook", "protocol": "HTTP"})),
+        )
+        .await;
+    assert_eq!(by_rest.status, 400, "{}", by_rest.body);
+    let by_facade = call(
+        &hub,
+        Method::PUT,
+        &format!("/api/v1/abonnement/{uuid}"),
+        &token("kvk-zac", SECRET.as_bytes()),
+        Some(
+            json!({"callbackUrl": "http://10.1.2.3/hook", "auth": "Bearer abonnee-geheim",
+                    "kanalen": [{"naam": "zaken", "filters": {}}]}),
+        ),
+    )
+    .await;
+    assert_fout(&by_facade, 400, "invalid");
+    assert_eq!(
+        by_facade.body["invalidParams"][0]["reason"],
+        by_rest.body["invalidParams"][0]["reason"]
+    );
+
+    // Another principal's subscription is not there to change or delete, on either surface.
+    let by_rest = hub
+        .call(
+            Method::PUT,
+            &format!("/v1/subscriptions/{uuid}"),
+            tokens::GEMEENTE,
+            Some(json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.brp.x"]})),
+        )
+        .await;
+    assert_eq!(by_rest.status, 404, "{}", by_rest.body);
+    let gemeente = token("gemeente-zac", SECRET.as_bytes());
+    let path = format!("/api/v1/abonnement/{uuid}");
+    let by_facade = call(&hub, Method::DELETE, &path, &gemeente, None).await;
+    assert_fout(&by_facade, 404, "not_found");
+    let path = format!("/v1/subscriptions/{uuid}");
+    let by_rest = hub
+        .call(Method::DELETE, &path, tokens::GEMEENTE, None)
+        .await;
+    assert_eq!(by_rest.status, 404, "{}", by_rest.body);
+
     let all = hub
         .call(Method::GET, "/v1/subscriptions", tokens::ADMIN, None)
         .await;
     assert_eq!(all.body.as_array().map(Vec::len), Some(1), "{}", all.body);
+    assert_eq!(all.body[0]["sink"], json!(sink.url), "unchanged");
     let tested = sink.deliveries().len();
     assert_eq!(
         tested, 1,
         "only the abonnement made was sent its test notificatie"
     );
+
+    // Its own client deletes it through the facade; the REST API then has none.
+    let kvk = token("kvk-zac", SECRET.as_bytes());
+    let path = format!("/api/v1/abonnement/{uuid}");
+    let deleted = call(&hub, Method::DELETE, &path, &kvk, None).await;
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    let path = format!("/v1/subscriptions/{uuid}");
+    let gone = hub.call(Method::DELETE, &path, tokens::KVK, None).await;
+    assert_eq!(gone.status, 404, "{}", gone.body);
 }

@@ -1,4 +1,4 @@
-//! Making a subscription: the one sequence every surface runs (the `/v1` API, the
+//! Making, changing and deleting a subscription: the one sequence every surface runs (the `/v1` API, the
 //! Notificaties facade, and the console, which calls the API). Permission, the sink's
 //! address, the store (with its owner's quotas), the audit trail, the approvals it needs
 //! and its sink's consent are decided here only; a surface turns its request into a [`New`]
@@ -48,6 +48,8 @@ pub(crate) enum Refused {
     Address(&'static str, String),
     Quota(QuotaExceeded),
     Store(StoreError),
+    /// There is no subscription of this id the caller may see.
+    NotFound(String),
 }
 
 impl From<StoreError> for Refused {
@@ -65,13 +67,7 @@ impl From<QuotaExceeded> for Refused {
 /// Whether `caller` may make subscriptions at all: checked first by a surface (before it
 /// reads a body), and again by [`create`].
 pub(crate) fn may_create(caller: &Principal) -> Result<(), Refused> {
-    if caller.has(Role::Subscriber) || caller.is_admin() {
-        return Ok(());
-    }
-    Err(Refused::Forbidden(format!(
-        "principal `{}` may not create subscriptions: that needs the `subscriber` role",
-        caller.name
-    )))
+    may_change(caller, "create subscriptions")
 }
 
 /// The checks a new subscription passes before anything is stored or sent to its sink:
@@ -144,4 +140,127 @@ pub(crate) async fn create(
         _ => now,
     };
     Ok(Made { stored, now })
+}
+
+/// Whether `caller` may change or delete subscriptions at all (`doing`: what it asked, for
+/// the refusal).
+pub(crate) fn may_change(caller: &Principal, doing: &str) -> Result<(), Refused> {
+    if caller.has(Role::Subscriber) || caller.is_admin() {
+        return Ok(());
+    }
+    Err(Refused::Forbidden(format!(
+        "principal `{}` may not {doing}: that needs the `subscriber` role",
+        caller.name
+    )))
+}
+
+/// A change of subscription `id`, as a surface asks for it.
+pub(crate) struct Change<'a, F> {
+    pub(crate) id: &'a str,
+    /// The addresses the replacement sends to (none for a pull subscription), checked
+    /// before anything is stored; the stored sink sent back as it reads (redacted) is kept
+    /// without a check.
+    pub(crate) sink: Option<&'a str>,
+    pub(crate) credential: Option<&'a knooppunt_store::SinkCredential>,
+    /// Makes the replacement of the current subscription (which the caller may see), or
+    /// refuses.
+    pub(crate) make: F,
+    pub(crate) consent: Consent<'a>,
+}
+
+/// Replaces subscription `id` for `caller`, the same sequence for every surface: the role,
+/// the addresses, then under the writer's lock the caller's sight of the current one, the
+/// replacement the surface makes of it, its type prefixes and its owner's quotas; then
+/// the approval requests, an entry on the audit trail (`action` names it, given whether
+/// the sink changed), and the new sink's consent. `Ok(None)`: there is none.
+pub(crate) async fn replace<E, F>(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    change: Change<'_, F>,
+    action: impl FnOnce(&Subscription, bool) -> Action,
+) -> Result<Option<Subscription>, E>
+where
+    E: From<Refused> + From<StoreError> + From<QuotaExceeded>,
+    F: FnOnce(&Subscription) -> Result<(Subscription, Criteria), E>,
+{
+    let Change {
+        id,
+        sink,
+        credential,
+        make,
+        consent,
+    } = change;
+    may_change(caller, "change subscriptions")?;
+    if let Some(sink) = sink {
+        let stored = state
+            .subscriptions
+            .get(id)
+            .map(|existing| knooppunt_delivery::redact_sink(&existing.sink));
+        state
+            .subscriptions
+            .check_addresses(sink, credential, stored.as_deref())
+            .await
+            .map_err(|(member, why)| Refused::Address(member, why.to_string()))?;
+    }
+    let checked = |existing: &Subscription| {
+        if !lifecycle::visible_to(caller, existing) {
+            return Err(E::from(Refused::NotFound(id.to_owned())));
+        }
+        let (replacement, criteria) = make(existing)?;
+        lifecycle::may_subscribe(caller, replacement.types.as_deref(), &criteria)
+            .map_err(|why| E::from(Refused::Forbidden(why)))?;
+        Ok((replacement, criteria))
+    };
+    let subscriptions = &state.subscriptions;
+    let replaced = match consent {
+        Consent::Ask { .. } => subscriptions.replace(id, checked).await?,
+        Consent::Agreed => subscriptions.replace_agreed(id, checked).await?,
+    };
+    let Some(replaced) = replaced else {
+        return Ok(None);
+    };
+    state
+        .approvals
+        .subscription_saved(&replaced.subscription)
+        .await;
+    let sink_changed = replaced.needs_consent;
+    tracing::info!(subscription = %id, by = %caller.name, sink_changed, "Subscription replaced.");
+    let entry = action(&replaced.subscription, sink_changed);
+    state.audit.record(context, entry).await;
+    let now = Subscription::clone(&replaced.subscription);
+    let now = match (consent, sink_changed, now.validation_token.clone()) {
+        (Consent::Ask { callbacks }, true, Some(token)) => {
+            let callback = format!("{callbacks}/{}/validation/{token}", now.id);
+            subscriptions.handshake(now, &callback).await?
+        }
+        _ => now,
+    };
+    Ok(Some(now))
+}
+
+/// Deletes subscription `id` for `caller` (one it may see): an entry on the audit trail
+/// (`action` names it), `view` of it as it was (with its approvals), then its approvals.
+/// `Ok(None)`: there is none.
+pub(crate) async fn delete<T>(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    id: &str,
+    action: impl FnOnce(&Subscription) -> Action,
+    view: impl FnOnce(&Subscription) -> T,
+) -> Result<Option<T>, Refused> {
+    may_change(caller, "delete subscriptions")?;
+    let Some(deleted) = state
+        .subscriptions
+        .delete(id, |existing| lifecycle::visible_to(caller, existing))
+        .await?
+    else {
+        return Ok(None);
+    };
+    tracing::info!(subscription = %id, by = %caller.name, "Subscription deleted.");
+    state.audit.record(context, action(&deleted)).await;
+    let view = view(&deleted);
+    state.approvals.subscription_deleted(id).await;
+    Ok(Some(view))
 }

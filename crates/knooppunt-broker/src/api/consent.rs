@@ -1,7 +1,7 @@
 //! The sink's consent (CloudEvents webhook spec section 4, NL GOV webhook guideline): the
-//! `OPTIONS` handshake when a subscription is created or its sink changes, the callback URL
-//! a sink may call to consent later, and an administrator's record of consent "by
-//! agreement".
+//! callback URL a sink may call to consent later, and an administrator's record of consent
+//! "by agreement". The `OPTIONS` handshake when a subscription is created or its sink
+//! changes is `crate::subscribing`'s.
 
 use std::sync::Arc;
 
@@ -9,10 +9,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
-use knooppunt_store::Subscription;
 use serde_json::json;
 
-use super::BASE_PATH;
 use super::audit::RequestAudit;
 use super::auth::{Caller, Role};
 use super::problem::ApiError;
@@ -32,28 +30,6 @@ pub(crate) fn base_url(state: &AppState, headers: &HeaderMap) -> String {
         .and_then(|h| h.to_str().ok())
         .unwrap_or("localhost");
     format!("http://{host}")
-}
-
-/// Asks the sink for consent and stores the answer (the lifecycle's), with the callback URL
-/// the sink may call later; returns the subscription as it is now. Called without holding
-/// the subscription lock: the sink may call the callback URL while it answers.
-pub(crate) async fn handshake(
-    state: &AppState,
-    subscription: Subscription,
-    headers: &HeaderMap,
-) -> Result<Subscription, ApiError> {
-    let Some(token) = subscription.validation_token.as_deref() else {
-        return Ok(subscription);
-    };
-    let callback = format!(
-        "{}{BASE_PATH}/subscriptions/{}/validation/{token}",
-        base_url(state, headers),
-        subscription.id
-    );
-    Ok(state
-        .subscriptions
-        .handshake(subscription, &callback)
-        .await?)
 }
 
 /// `GET` or `POST /v1/subscriptions/{id}/validation/{token}`: the sink consents later. No

@@ -299,6 +299,7 @@ impl From<crate::subscribing::Refused> for ApiError {
             ),
             Refused::Quota(exceeded) => exceeded.into(),
             Refused::Store(error) => error.into(),
+            Refused::NotFound(id) => super::subscriptions::not_found(&id),
         }
     }
 }

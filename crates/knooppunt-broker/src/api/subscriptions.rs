@@ -86,33 +86,6 @@ fn keep_secrets(input: &mut SubscriptionInput, existing: &Subscription) -> Resul
     }
 }
 
-/// The lifecycle's check of the sink's (and token endpoint's) address, as a problem. A pull
-/// subscription's sink is the hub's own receive URL: nothing is sent there.
-async fn check_sink_address(
-    state: &AppState,
-    input: &SubscriptionInput,
-    replacing: Option<&str>,
-) -> Result<(), ApiError> {
-    let Some(sink) = input.sink.as_ref().filter(|_| !is_pull(input)) else {
-        return Ok(());
-    };
-    // A replacement that sends the stored sink back as read keeps it (checked when it was
-    // registered, and on every connection).
-    let stored = replacing
-        .and_then(|id| state.subscriptions.get(id))
-        .map(|existing| knooppunt_delivery::redact_sink(&existing.sink));
-    state
-        .subscriptions
-        .check_addresses(sink, input.sink_credential.as_ref(), stored.as_deref())
-        .await
-        .map_err(|(name, why)| {
-            ApiError::invalid(
-                "the sink cannot be used; see invalidParams",
-                vec![InvalidParam::new(name, why.to_string())],
-            )
-        })
-}
-
 fn read_body(state: &AppState, body: &Value) -> Result<SubscriptionInput, ApiError> {
     let rules = subscription_body::Rules {
         defaults: &state.subscription_defaults,
@@ -363,7 +336,7 @@ pub(crate) async fn replace(
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Subscriber, "change subscriptions")?;
+    subscribing::may_change(&caller.0, "change subscriptions")?;
     let body_id = body.get("id").and_then(Value::as_str);
     if body_id.is_some_and(|body_id| body_id != id) {
         return Err(ApiError::invalid(
@@ -375,44 +348,40 @@ pub(crate) async fn replace(
         ));
     }
     let mut input = read_body(&state, &body)?;
-    // Resolved outside the lock.
-    check_sink_address(&state, &input, Some(&id)).await?;
-    let replaced = state
-        .subscriptions
-        .replace(&id, |existing| {
-            if !visible(&caller, existing) {
-                return Err(not_found(&id));
-            }
+    let callbacks = format!(
+        "{}{BASE_PATH}/subscriptions",
+        consent::base_url(&state, &headers)
+    );
+    let sink = input.sink.clone().filter(|_| !is_pull(&input));
+    let credential = input.sink_credential.clone();
+    let change = subscribing::Change {
+        id: &id,
+        sink: sink.as_ref().map(Sink::as_str),
+        credential: credential.as_ref(),
+        make: |existing: &Subscription| {
             keep_secrets(&mut input, existing)?;
-            check_type_permission(&caller, &input)?;
             let criteria = input.criteria.clone();
             let owner = existing.owner.clone();
             let sink = sink_of(&state, &headers, &id, &input)?;
             let subscription = build(id.clone(), owner, sink, input, existing.created_at);
             Ok::<_, ApiError>((subscription, criteria))
-        })
+        },
+        consent: subscribing::Consent::Ask {
+            callbacks: &callbacks,
+        },
+    };
+    let action = |stored: &Subscription, sink_changed: bool| {
+        Action::new(
+            "subscription.replace",
+            format!("subscription/{id}"),
+            json!({"after": audited(&state, stored), "sinkChanged": sink_changed}),
+        )
+        .concerning([stored.owner.clone()])
+    };
+    let replaced = subscribing::replace(&state, &audit.of(&caller), &caller.0, change, action)
         .await?
         .ok_or_else(|| not_found(&id))?;
-    state
-        .approvals
-        .subscription_saved(&replaced.subscription)
-        .await;
-    let sink_changed = replaced.needs_consent;
-    tracing::info!(subscription = %id, by = %caller.0.name, sink_changed, "Subscription replaced.");
-    let action = Action::new(
-        "subscription.replace",
-        format!("subscription/{id}"),
-        json!({"after": audited(&state, &replaced.subscription), "sinkChanged": sink_changed}),
-    )
-    .concerning([replaced.subscription.owner.clone()]);
-    state.audit.record(&audit.of(&caller), action).await;
-    let subscription = Subscription::clone(&replaced.subscription);
-    let subscription = if sink_changed {
-        consent::handshake(&state, subscription, &headers).await?
-    } else {
-        subscription
-    };
-    Ok(Json(resource(&state, &subscription)).into_response())
+    Ok(Json(resource(&state, &replaced)).into_response())
 }
 
 pub(crate) async fn delete(
@@ -421,22 +390,18 @@ pub(crate) async fn delete(
     audit: RequestAudit,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Subscriber, "delete subscriptions")?;
-    let deleted = state
-        .subscriptions
-        .delete(&id, |existing| visible(&caller, existing))
+    let action = |deleted: &Subscription| {
+        Action::new(
+            "subscription.delete",
+            format!("subscription/{id}"),
+            json!({"before": audited(&state, deleted)}),
+        )
+        .concerning([deleted.owner.clone()])
+    };
+    let view = |deleted: &Subscription| resource(&state, deleted);
+    let body = subscribing::delete(&state, &audit.of(&caller), &caller.0, &id, action, view)
         .await?
         .ok_or_else(|| not_found(&id))?;
-    tracing::info!(subscription = %id, by = %caller.0.name, "Subscription deleted.");
-    let action = Action::new(
-        "subscription.delete",
-        format!("subscription/{id}"),
-        json!({"before": audited(&state, &deleted)}),
-    )
-    .concerning([deleted.owner.clone()]);
-    state.audit.record(&audit.of(&caller), action).await;
-    let body = resource(&state, &deleted);
-    state.approvals.subscription_deleted(&id).await;
     Ok(Json(body).into_response())
 }
 

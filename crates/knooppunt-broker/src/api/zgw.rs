@@ -168,6 +168,7 @@ impl From<crate::subscribing::Refused> for ZgwError {
             Refused::Address(_, why) => invalid("callbackUrl", "invalid", why),
             Refused::Quota(exceeded) => exceeded.into(),
             Refused::Store(error) => error.into(),
+            Refused::NotFound(id) => ZgwError::NotFound(format!("er is geen abonnement `{id}`")),
         }
     }
 }
@@ -892,19 +893,24 @@ async fn delete_abonnement(
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[CONSUME])?;
     own_abonnement(&state, &caller, &uuid)?;
-    let owner = caller.0.principal().name;
-    state
-        .subscriptions
-        .delete(&uuid, |s| s.owner == owner)
-        .await?
-        .ok_or_else(|| ZgwError::NotFound(format!("er is geen abonnement `{uuid}`")))?;
-    state.approvals.subscription_deleted(&uuid).await;
-    let action = crate::audit::Action::new(
-        "abonnement.delete",
-        format!("subscription/{uuid}"),
-        json!({"client": caller.0.client_id}),
-    );
-    record(&state, &audit, &caller, action).await;
+    let principal = caller.0.principal();
+    let action = |_: &knooppunt_store::Subscription| {
+        crate::audit::Action::new(
+            "abonnement.delete",
+            format!("subscription/{uuid}"),
+            json!({"client": caller.0.client_id}),
+        )
+    };
+    crate::subscribing::delete(
+        &state,
+        &audit.of_principal(&principal),
+        &principal,
+        &uuid,
+        action,
+        |_| (),
+    )
+    .await?
+    .ok_or_else(|| ZgwError::NotFound(format!("er is geen abonnement `{uuid}`")))?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -919,35 +925,42 @@ async fn update_abonnement(
     draft: crate::zgw::AbonnementDraft,
 ) -> Result<Response, ZgwError> {
     let (subscription, criteria) = checked_abonnement(state, caller, &draft, uuid).await?;
-    let owner = caller.0.principal().name;
-    let replaced = state
-        .subscriptions
-        .replace_agreed::<ZgwError>(uuid, |existing| {
-            if existing.owner != owner {
-                return Err(ZgwError::NotFound(format!(
-                    "er is geen abonnement `{uuid}`"
-                )));
-            }
-            let mut subscription = subscription.clone();
+    let principal = caller.0.principal();
+    let base = base_url(state, headers);
+    let sink = subscription.sink.to_string();
+    let change = crate::subscribing::Change {
+        id: uuid,
+        sink: Some(&sink),
+        credential: None,
+        make: |existing: &knooppunt_store::Subscription| {
+            let mut subscription = subscription;
             subscription.created_at = existing.created_at;
-            Ok((subscription, criteria))
-        })
-        .await?
-        .ok_or_else(|| ZgwError::NotFound(format!("er is geen abonnement `{uuid}`")))?;
-    state
-        .approvals
-        .subscription_saved(&replaced.subscription)
-        .await;
-    let abonnement = crate::zgw::abonnement_of(&state.catalog, &replaced.subscription)
+            Ok::<_, ZgwError>((subscription, criteria))
+        },
+        consent: crate::subscribing::Consent::Agreed,
+    };
+    let action = |stored: &knooppunt_store::Subscription, _| {
+        let kanalen = crate::zgw::abonnement_of(&state.catalog, stored)
+            .map(|abonnement| abonnement_representation(&base, &abonnement)["kanalen"].clone());
+        crate::audit::Action::new(
+            "abonnement.update",
+            format!("subscription/{uuid}"),
+            json!({"callbackUrl": knooppunt_delivery::redact_sink(&stored.sink),
+                   "kanalen": kanalen, "client": caller.0.client_id}),
+        )
+    };
+    let replaced = crate::subscribing::replace(
+        state,
+        &audit.of_principal(&principal),
+        &principal,
+        change,
+        action,
+    )
+    .await?
+    .ok_or_else(|| ZgwError::NotFound(format!("er is geen abonnement `{uuid}`")))?;
+    let abonnement = crate::zgw::abonnement_of(&state.catalog, &replaced)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
-    let body = abonnement_representation(&base_url(state, headers), &abonnement);
-    let action = crate::audit::Action::new(
-        "abonnement.update",
-        format!("subscription/{uuid}"),
-        json!({"callbackUrl": knooppunt_delivery::redact_sink(&replaced.subscription.sink),
-               "kanalen": body["kanalen"], "client": caller.0.client_id}),
-    );
-    record(state, audit, caller, action).await;
+    let body = abonnement_representation(&base, &abonnement);
     Ok(answer(StatusCode::OK, body))
 }
 
