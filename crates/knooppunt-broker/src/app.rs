@@ -432,7 +432,7 @@ impl AppState {
             self.approvals.subscription_deleted(&id).await;
             tracing::info!(subscription = %id, %owner, "Subscription deleted with its principal.");
             let action = crate::audit::Action::new(
-                "subscription.delete",
+                crate::audit::ActionName::SubscriptionDelete,
                 format!("subscription/{id}"),
                 serde_json::json!({"reason": format!(
                     "its owner, principal `{owner}`, was deleted; what was queued for it was \
@@ -709,7 +709,7 @@ async fn follow_gone(
                 ..crate::audit::Context::default()
             };
             let action = crate::audit::Action::new(
-                "subscription.disable",
+                crate::audit::ActionName::SubscriptionDisable,
                 format!("subscription/{}", gone.subscription),
                 serde_json::json!({"why": "the sink answered 410 Gone; its queue became dead letters"}),
             )

@@ -373,7 +373,7 @@ impl Approvals {
                     ..Context::default()
                 };
                 let action = Action::new(
-                    "approval.request",
+                    crate::audit::ActionName::ApprovalRequest,
                     format!("approval/{}/{}", entry.id, subscription.id),
                     serde_json::json!({"state": state.as_str(), "eventtype": entry.id,
                                        "subscription": subscription.id}),

@@ -28,11 +28,68 @@ pub(crate) struct Context {
     pub(crate) trace_id: Option<String>,
 }
 
+macro_rules! action_names {
+    ($($variant:ident = $name:literal,)*) => {
+        /// Every action the audit trail records, by its `name` (`<resource>.<verb>`; what
+        /// comes before the dot is the entry's processing activity): one list, so that the
+        /// API's description names them all and no surface makes up its own.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum ActionName {
+            $($variant,)*
+        }
+
+        impl ActionName {
+            pub(crate) const ALL: &[ActionName] = &[$(ActionName::$variant,)*];
+
+            pub(crate) fn as_str(self) -> &'static str {
+                match self {
+                    $(ActionName::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+action_names! {
+    SubscriptionCreate = "subscription.create",
+    SubscriptionReplace = "subscription.replace",
+    SubscriptionDelete = "subscription.delete",
+    SubscriptionConsent = "subscription.consent",
+    SubscriptionTest = "subscription.test",
+    SubscriptionSigningSecretRotate = "subscription.signing-secret-rotate",
+    SubscriptionShed = "subscription.shed",
+    SubscriptionExpire = "subscription.expire",
+    SubscriptionDisable = "subscription.disable",
+    DeadLetterRedeliver = "dead-letter.redeliver",
+    DeadLetterDelete = "dead-letter.delete",
+    ReplayCreate = "replay.create",
+    ReplayCancel = "replay.cancel",
+    EventtypeCreate = "eventtype.create",
+    EventtypeReplace = "eventtype.replace",
+    EventtypeDelete = "eventtype.delete",
+    ApprovalRequest = "approval.request",
+    ApprovalGrant = "approval.grant",
+    ApprovalRefuse = "approval.refuse",
+    ApprovalRevoke = "approval.revoke",
+    PrincipalCreate = "principal.create",
+    PrincipalChange = "principal.change",
+    PrincipalDelete = "principal.delete",
+    PrincipalTokenIssue = "principal.token-issue",
+    KanaalCreate = "kanaal.create",
+    AbonnementCreate = "abonnement.create",
+    AbonnementUpdate = "abonnement.update",
+    AbonnementDelete = "abonnement.delete",
+    ConsoleSignin = "console.signin",
+    ConsoleSignout = "console.signout",
+    RequestUnauthenticated = "request.unauthenticated",
+    RequestForbidden = "request.forbidden",
+    AuditRefusalsCounted = "audit.refusals-counted",
+}
+
 /// What an action was and what it concerned.
 #[derive(Debug, Clone)]
 pub(crate) struct Action {
-    /// E.g. `subscription.create`.
-    pub(crate) name: &'static str,
+    pub(crate) name: ActionName,
     /// E.g. `subscription/<id>`.
     pub(crate) object: String,
     /// What changed (never a secret).
@@ -44,7 +101,7 @@ pub(crate) struct Action {
 }
 
 impl Action {
-    pub(crate) fn new(name: &'static str, object: String, details: serde_json::Value) -> Action {
+    pub(crate) fn new(name: ActionName, object: String, details: serde_json::Value) -> Action {
         Action {
             name,
             object,
@@ -236,8 +293,8 @@ fn activity(name: &str) -> String {
 fn record(context: &Context, action: Action, status: &str) -> AuditRecord {
     AuditRecord {
         start_time: now_ms(),
-        processing_activity_id: Some(activity(action.name)),
-        name: action.name.to_owned(),
+        processing_activity_id: Some(activity(action.name.as_str())),
+        name: action.name.as_str().to_owned(),
         status_code: status.to_owned(),
         actor: context.actor.clone(),
         actor_oin: context.actor_oin.clone(),
@@ -384,7 +441,7 @@ async fn write(
                     ..Context::default()
                 },
                 Action::new(
-                    "audit.refusals-counted",
+                    crate::audit::ActionName::AuditRefusalsCounted,
                     "audit".into(),
                     serde_json::json!({
                         "refusals": lost,
@@ -415,6 +472,27 @@ async fn write(
         for waiting in batch.drain(..) {
             if let Some(answer) = waiting.written {
                 let _ = answer.send(ok);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ActionName;
+
+    #[test]
+    fn every_action_has_a_name_of_its_own_made_of_a_resource_and_a_verb() {
+        let mut seen = std::collections::HashSet::new();
+        for name in ActionName::ALL {
+            let text = name.as_str();
+            assert!(seen.insert(text), "`{text}` is named twice");
+            let (resource, verb) = text.split_once('.').expect("`<resource>.<verb>`");
+            for part in [resource, verb] {
+                assert!(
+                    !part.is_empty() && part.chars().all(|c| c.is_ascii_lowercase() || c == '-'),
+                    "`{text}`"
+                );
             }
         }
     }

@@ -397,7 +397,7 @@ impl Backlog {
                 "Dead letters past their retention were removed."
             );
             let action = Action::new(
-                "subscription.expire",
+                crate::audit::ActionName::SubscriptionExpire,
                 format!("subscription/{subscription}"),
                 serde_json::json!({"deadLetters": count, "why": why}),
             );
@@ -425,7 +425,7 @@ impl Backlog {
             ..Context::default()
         };
         let action = Action::new(
-            "subscription.shed",
+            crate::audit::ActionName::SubscriptionShed,
             format!("subscription/{subscription}"),
             serde_json::json!({"events": events, "why": reason}),
         );

@@ -20,7 +20,7 @@ use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
 use crate::approvals::{Refused, Selection};
-use crate::audit::Action;
+use crate::audit::{Action, ActionName};
 
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT";
 
@@ -174,9 +174,9 @@ pub(crate) async fn decide(
         .decide(&caller.0, &entry, &subscription, decision, reason.clone())
         .await?;
     let name = match decision {
-        GrantState::Granted => "approval.grant",
-        GrantState::Refused => "approval.refuse",
-        _ => "approval.revoke",
+        GrantState::Granted => ActionName::ApprovalGrant,
+        GrantState::Refused => ActionName::ApprovalRefuse,
+        _ => ActionName::ApprovalRevoke,
     };
     let action = Action::new(
         name,

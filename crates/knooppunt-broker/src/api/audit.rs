@@ -159,9 +159,9 @@ pub(crate) async fn track(state: &AppState, mut request: Request, next: Next) ->
             &audit.context(),
             Action::new(
                 if status == StatusCode::UNAUTHORIZED {
-                    "request.unauthenticated"
+                    crate::audit::ActionName::RequestUnauthenticated
                 } else {
-                    "request.forbidden"
+                    crate::audit::ActionName::RequestForbidden
                 },
                 format!(
                     "{method} {}",

@@ -21,7 +21,7 @@ use super::auth::Caller;
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
-use crate::audit::Action;
+use crate::audit::{Action, ActionName};
 use crate::catalog::{Draft, Refused};
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
@@ -280,7 +280,7 @@ pub(crate) async fn create(
     let entry = state.catalog.create(&caller.0, draft).await?;
     tracing::info!(entry = %entry.id, by = %caller.0.name, "Catalog entry created.");
     let action = Action::new(
-        "eventtype.create",
+        ActionName::EventtypeCreate,
         format!("eventtype/{}", entry.id),
         json!({"after": resource(&entry)}),
     );
@@ -331,7 +331,7 @@ pub(crate) async fn replace(
         .ok_or_else(|| not_found(&id))?;
     tracing::info!(entry = %id, by = %caller.0.name, "Catalog entry replaced.");
     let action = Action::new(
-        "eventtype.replace",
+        ActionName::EventtypeReplace,
         format!("eventtype/{id}"),
         json!({"after": resource(&entry)}),
     )
@@ -352,8 +352,12 @@ pub(crate) async fn delete(
         return Err(not_found(&id));
     }
     tracing::info!(entry = %id, by = %caller.0.name, "Catalog entry deleted.");
-    let action =
-        Action::new("eventtype.delete", format!("eventtype/{id}"), json!({})).concerning(owner);
+    let action = Action::new(
+        ActionName::EventtypeDelete,
+        format!("eventtype/{id}"),
+        json!({}),
+    )
+    .concerning(owner);
     state.audit.record(&audit.of(&caller), action).await;
     state.approvals.entry_deleted(&id).await;
     Ok(StatusCode::NO_CONTENT.into_response())

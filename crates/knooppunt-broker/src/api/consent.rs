@@ -16,7 +16,7 @@ use super::auth::{Caller, Role};
 use super::problem::ApiError;
 use super::subscriptions::{not_found, resource};
 use crate::app::AppState;
-use crate::audit::Action;
+use crate::audit::{Action, ActionName};
 use crate::lifecycle::Agreed;
 
 /// Where the sink can reach the hub: the configured public URL, or the `Host` the client
@@ -46,7 +46,7 @@ pub(crate) async fn callback(
         .ok_or_else(|| ApiError::NotFound("there is no such validation callback".into()))?;
     // The sink acted, not a principal: the entry names none.
     let action = Action::new(
-        "subscription.consent",
+        ActionName::SubscriptionConsent,
         format!("subscription/{id}"),
         json!({"by": "the sink, through the validation callback", "state": updated.state().as_str()}),
     )
@@ -77,7 +77,7 @@ pub(crate) async fn agreement(
     };
     tracing::info!(subscription = %id, by = %caller.0.name, "Consent recorded by agreement.");
     let action = Action::new(
-        "subscription.consent",
+        ActionName::SubscriptionConsent,
         format!("subscription/{id}"),
         json!({"by": "agreement, recorded by an administrator"}),
     )

@@ -19,7 +19,7 @@ use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, visible};
 use crate::app::AppState;
-use crate::audit::Action;
+use crate::audit::{Action, ActionName};
 use crate::lifecycle::Redelivered;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET";
@@ -158,7 +158,7 @@ pub(crate) async fn redeliver(
     }
     tracing::info!(subscription = %id, seq, by = %caller.0.name, "Dead letter queued for redelivery.");
     let action = Action::new(
-        "dead-letter.redeliver",
+        ActionName::DeadLetterRedeliver,
         format!("subscription/{id}/dead-letters/{seq}"),
         json!({"sequence": seq}),
     )
@@ -185,7 +185,7 @@ pub(crate) async fn delete(
     }
     tracing::info!(subscription = %id, seq, by = %caller.0.name, "Dead letter deleted.");
     let action = Action::new(
-        "dead-letter.delete",
+        ActionName::DeadLetterDelete,
         format!("subscription/{id}/dead-letters/{seq}"),
         json!({"sequence": seq}),
     )

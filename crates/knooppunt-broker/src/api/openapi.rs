@@ -2030,6 +2030,10 @@ fn add_audit(document: &mut Value) {
         .expect("schemas");
     let text =
         |description: &str| json!({"type": "string", "nullable": true, "description": description});
+    let names: Vec<&str> = crate::audit::ActionName::ALL
+        .iter()
+        .map(|name| name.as_str())
+        .collect();
     schemas.insert(
         "AuditEntry".into(),
         json!({
@@ -2039,7 +2043,7 @@ fn add_audit(document: &mut Value) {
             "properties": {
                 "sequence": {"type": "integer", "format": "int64"},
                 "startTime": {"type": "string", "format": "date-time"},
-                "name": {"type": "string", "description": "The operation, e.g. `subscription.create`, `approval.revoke`, `request.forbidden`."},
+                "name": {"type": "string", "enum": names, "description": "The operation: `<resource>.<verb>`."},
                 "statusCode": {"type": "string", "enum": ["OK", "ERROR"], "description": "`ERROR` for a refused request."},
                 "actor": text("The principal that acted (`knooppunt`: the hub itself)."),
                 "actorOin": text("The actor's OIN."),

@@ -21,7 +21,7 @@ use super::auth::{Caller, Role, hash_token};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
-use crate::audit::Action;
+use crate::audit::{Action, ActionName};
 use crate::principals::FROM_API;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
@@ -294,7 +294,7 @@ pub(crate) async fn create(
     state.principals.create(&caller.0.name, &record).await?;
     tracing::info!(principal = %record.name, by = %caller.0.name, "Principal created.");
     let action = Action::new(
-        "principal.create",
+        ActionName::PrincipalCreate,
         format!("principal/{}", record.name),
         json!({"after": resource(&record), "tokenIssued": record.token_sha256.is_some()}),
     )
@@ -365,7 +365,7 @@ pub(crate) async fn update(
     }
     tracing::info!(principal = %name, by = %caller.0.name, disabled = record.disabled, "Principal changed.");
     let action = Action::new(
-        "principal.change",
+        ActionName::PrincipalChange,
         format!("principal/{name}"),
         json!({"after": resource(&record)}),
     )
@@ -388,7 +388,7 @@ pub(crate) async fn delete(
         .ok_or_else(|| not_found(&name))?;
     tracing::info!(principal = %name, by = %caller.0.name, subscriptions = subscriptions.len(), "Principal deleted.");
     let action = Action::new(
-        "principal.delete",
+        ActionName::PrincipalDelete,
         format!("principal/{name}"),
         json!({"subscriptionsDeleted": subscriptions}),
     )
@@ -418,7 +418,7 @@ pub(crate) async fn issue_token(
     }
     tracing::info!(principal = %name, by = %caller.0.name, "Principal's token issued.");
     let action = Action::new(
-        "principal.token-issue",
+        ActionName::PrincipalTokenIssue,
         format!("principal/{name}"),
         json!({"note": "a new token replaced the old one (the token itself is never recorded)"}),
     )

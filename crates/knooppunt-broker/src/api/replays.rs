@@ -18,7 +18,7 @@ use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, visible};
 use super::{BASE_PATH, JsonBody};
 use crate::app::AppState;
-use crate::audit::Action;
+use crate::audit::{Action, ActionName};
 use crate::history::ReplayRefused;
 
 fn check_access(state: &AppState, caller: &Caller, id: &str) -> Result<String, ApiError> {
@@ -130,7 +130,7 @@ pub(crate) async fn create(
         })?;
     let body = representation(&replay);
     let action = Action::new(
-        "replay.create",
+        ActionName::ReplayCreate,
         format!("subscription/{id}/replays/{}", replay.id),
         body.clone(),
     )
@@ -187,7 +187,7 @@ pub(crate) async fn cancel(
     };
     let body = representation(&cancelled);
     let action = Action::new(
-        "replay.cancel",
+        ActionName::ReplayCancel,
         format!("subscription/{id}/replays/{replay}"),
         body.clone(),
     )

@@ -18,7 +18,7 @@ use super::auth::{Caller, Role};
 use super::problem::ApiError;
 use super::subscriptions::{not_found, visible};
 use crate::app::AppState;
-use crate::audit::Action;
+use crate::audit::{Action, ActionName};
 
 /// The subscription, if it is the caller's (or the caller an administrator).
 fn owned(
@@ -186,7 +186,7 @@ pub(crate) async fn test(
         "failed"
     });
     let action = Action::new(
-        "subscription.test",
+        ActionName::SubscriptionTest,
         format!("subscription/{id}"),
         json!({"event": event_id, "statusCode": sent.status, "error": sent.error}),
     );

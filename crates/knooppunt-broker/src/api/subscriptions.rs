@@ -18,7 +18,7 @@ use super::problem::{ApiError, InvalidParam};
 use super::subscription_body::{self, SubscriptionInput, representation};
 use super::{BASE_PATH, JsonBody, consent};
 use crate::app::AppState;
-use crate::audit::Action;
+use crate::audit::{Action, ActionName};
 use crate::{lifecycle, subscribing};
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
@@ -275,7 +275,7 @@ pub(crate) async fn create(
     };
     let made = subscribing::create(&state, &audit.of(&caller), &caller.0, new, |stored| {
         Action::new(
-            "subscription.create",
+            ActionName::SubscriptionCreate,
             format!("subscription/{id}"),
             json!({"after": audited(&state, stored)}),
         )
@@ -372,7 +372,7 @@ pub(crate) async fn replace(
     };
     let action = |stored: &Subscription, sink_changed: bool| {
         Action::new(
-            "subscription.replace",
+            ActionName::SubscriptionReplace,
             format!("subscription/{id}"),
             json!({"after": audited(&state, stored), "sinkChanged": sink_changed}),
         )
@@ -392,7 +392,7 @@ pub(crate) async fn delete(
 ) -> Result<Response, ApiError> {
     let action = |deleted: &Subscription| {
         Action::new(
-            "subscription.delete",
+            ActionName::SubscriptionDelete,
             format!("subscription/{id}"),
             json!({"before": audited(&state, deleted)}),
         )
@@ -470,7 +470,7 @@ pub(crate) async fn rotate_signing_secret(
         .map(|(_, until)| knooppunt_event::timestamp::utc_timestamp(*until));
     tracing::info!(subscription = %id, by = %caller.0.name, "Signing secret rotated.");
     let action = Action::new(
-        "subscription.signing-secret-rotate",
+        ActionName::SubscriptionSigningSecretRotate,
         format!("subscription/{id}"),
         json!({"note": "a new signing secret (never recorded); the previous one signs during the overlap"}),
     );

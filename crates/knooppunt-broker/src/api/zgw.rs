@@ -521,7 +521,7 @@ async fn create_kanaal(
         })?;
     let body = representation(&base_url(&state, &headers), &kanaal);
     let action = crate::audit::Action::new(
-        "kanaal.create",
+        crate::audit::ActionName::KanaalCreate,
         format!("eventtype/{}", kanaal.id),
         json!({"naam": kanaal.naam, "filters": kanaal.filters, "client": caller.0.client_id}),
     );
@@ -811,7 +811,7 @@ async fn create_abonnement(
             let kanalen = crate::zgw::abonnement_of(&state.catalog, stored)
                 .map(|abonnement| abonnement_representation(&base, &abonnement)["kanalen"].clone());
             crate::audit::Action::new(
-                "abonnement.create",
+                crate::audit::ActionName::AbonnementCreate,
                 format!("subscription/{id}"),
                 json!({"callbackUrl": knooppunt_delivery::redact_sink(&stored.sink),
                        "kanalen": kanalen, "client": caller.0.client_id}),
@@ -896,7 +896,7 @@ async fn delete_abonnement(
     let principal = caller.0.principal();
     let action = |_: &knooppunt_store::Subscription| {
         crate::audit::Action::new(
-            "abonnement.delete",
+            crate::audit::ActionName::AbonnementDelete,
             format!("subscription/{uuid}"),
             json!({"client": caller.0.client_id}),
         )
@@ -943,7 +943,7 @@ async fn update_abonnement(
         let kanalen = crate::zgw::abonnement_of(&state.catalog, stored)
             .map(|abonnement| abonnement_representation(&base, &abonnement)["kanalen"].clone());
         crate::audit::Action::new(
-            "abonnement.update",
+            crate::audit::ActionName::AbonnementUpdate,
             format!("subscription/{uuid}"),
             json!({"callbackUrl": knooppunt_delivery::redact_sink(&stored.sink),
                    "kanalen": kanalen, "client": caller.0.client_id}),

@@ -183,7 +183,7 @@ pub(crate) async fn sign_in(
         state.audit.refused(
             &Context::default(),
             Action::new(
-                "console.signin",
+                crate::audit::ActionName::ConsoleSignin,
                 "console".to_owned(),
                 serde_json::json!({"detail": "too many failed sign-ins from this address: \
                                               refused without checking the credential",
@@ -257,7 +257,7 @@ pub(crate) async fn sign_in(
             state.audit.refused(
                 &context,
                 Action::new(
-                    "console.signin",
+                    crate::audit::ActionName::ConsoleSignin,
                     "console".to_owned(),
                     serde_json::json!({"detail": why, "peer": peer.map(|ip| ip.to_string())}),
                 ),
@@ -282,7 +282,7 @@ pub(crate) async fn sign_in(
         .record(
             &context,
             Action::new(
-                "console.signin",
+                crate::audit::ActionName::ConsoleSignin,
                 format!("principal/{}", live.principal.name),
                 serde_json::json!({"expires": knooppunt_event::timestamp::utc_timestamp(live.session.expires_at)}),
             ),
@@ -326,7 +326,7 @@ pub(crate) async fn sign_out(
         .record(
             &context,
             Action::new(
-                "console.signout",
+                crate::audit::ActionName::ConsoleSignout,
                 format!("principal/{}", posted.visitor.principal.name),
                 serde_json::json!({}),
             ),
