@@ -218,7 +218,7 @@ async fn a_store_that_takes_no_writes_answers_503() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_hub_stopped_before_its_tasks_ran_still_stops() {
     let data = tempfile::tempdir().unwrap();
-    let store = knooppunt_store_embedded::SledStore::open(data.path()).unwrap();
+    let store = knooppunt_store_embedded::EmbeddedStore::open(data.path()).unwrap();
     let hub =
         knooppunt_broker::Hub::open(std::sync::Arc::new(store), knooppunt_tests::test_options())
             .await

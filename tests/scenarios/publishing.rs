@@ -511,7 +511,7 @@ async fn other_methods_are_not_allowed() {
 /// A store whose appends wait until the test opens the gate, and whose measurements of
 /// the backlog (`queue_stats`) wait on their own gate while `hold_stats` is set.
 struct GatedStore {
-    inner: knooppunt_store_embedded::SledStore,
+    inner: knooppunt_store_embedded::EmbeddedStore,
     gate: tokio::sync::Semaphore,
     hold_stats: std::sync::atomic::AtomicBool,
     stats_waiting: std::sync::atomic::AtomicUsize,
@@ -521,7 +521,7 @@ struct GatedStore {
 impl GatedStore {
     fn open(dir: &std::path::Path, append_permits: usize) -> Self {
         GatedStore {
-            inner: knooppunt_store_embedded::SledStore::open(dir).unwrap(),
+            inner: knooppunt_store_embedded::EmbeddedStore::open(dir).unwrap(),
             gate: tokio::sync::Semaphore::new(append_permits),
             hold_stats: std::sync::atomic::AtomicBool::new(false),
             stats_waiting: std::sync::atomic::AtomicUsize::new(0),

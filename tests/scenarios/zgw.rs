@@ -1083,7 +1083,7 @@ async fn zgw_clients_are_set_over_the_principals_api_with_sealed_secrets() {
         json!({"clientId": "kvk-zac", "scopes": ["notificaties.consumeren"]}),
         "the secret is never shown"
     );
-    let stored = |store: &knooppunt_store_embedded::SledStore| {
+    let stored = |store: &knooppunt_store_embedded::EmbeddedStore| {
         let store = store.clone();
         async move {
             let principals = store.principals().await.unwrap();

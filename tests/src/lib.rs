@@ -16,7 +16,7 @@ use std::sync::Arc;
 use knooppunt_broker::{
     Authentication, Hub, HubOptions, IngestOptions, Principal, Role, hash_token,
 };
-use knooppunt_store_embedded::{SledOptions, SledStore};
+use knooppunt_store_embedded::{EmbeddedStore, SledOptions};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -124,7 +124,7 @@ pub struct TestHub {
     pub address: SocketAddr,
     pub hub: Hub,
     /// The hub's store, for looking at what it holds.
-    pub store: SledStore,
+    pub store: EmbeddedStore,
     pub client: reqwest::Client,
     data: Arc<TempDir>,
     options: HubOptions,
@@ -186,7 +186,7 @@ impl TestHub {
 
     async fn start_in(data: Arc<TempDir>, options: HubOptions, store: SledOptions) -> TestHub {
         let store_options = store;
-        let store = SledStore::open_with(data.path(), store_options).unwrap();
+        let store = EmbeddedStore::open_with(data.path(), store_options).unwrap();
         let hub = Hub::open(Arc::new(store.clone()), options.clone())
             .await
             .unwrap();

@@ -27,7 +27,7 @@ use std::time::Duration;
 use axum::routing::post;
 use clap::{Parser, Subcommand};
 use knooppunt_broker::{Authentication, Hub, HubOptions, Principal, Role, hash_token};
-use knooppunt_store_embedded::SledStore;
+use knooppunt_store_embedded::EmbeddedStore;
 use load::{Request, Summary};
 
 /// Load workloads against a real hub on 127.0.0.1, each next to its baseline.
@@ -563,7 +563,7 @@ async fn hub_with_options(
     subscriptions: Vec<serde_json::Value>,
     options: HubOptions,
 ) -> anyhow::Result<String> {
-    let store = SledStore::open(data)?;
+    let store = EmbeddedStore::open(data)?;
     hub_on(Arc::new(store), subscriptions, options).await
 }
 

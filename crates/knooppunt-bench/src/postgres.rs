@@ -263,7 +263,7 @@ pub(crate) async fn run(
         );
         let data = tempfile::tempdir()?;
         let embedded: Arc<dyn Store> =
-            Arc::new(knooppunt_store_embedded::SledStore::open(data.path())?);
+            Arc::new(knooppunt_store_embedded::EmbeddedStore::open(data.path())?);
         let rate = drain(embedded.as_ref(), setup.backlog).await?;
         println!("{:<30} {rate:>10.0} deliveries/s", "embedded store");
         let url = cluster.create_database("drain");

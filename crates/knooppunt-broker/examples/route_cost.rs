@@ -14,7 +14,7 @@ use std::time::Instant;
 use axum::body::Body;
 use http::Request;
 use knooppunt_broker::{Authentication, Hub, HubOptions};
-use knooppunt_store_embedded::SledStore;
+use knooppunt_store_embedded::EmbeddedStore;
 use tower::ServiceExt;
 
 #[global_allocator]
@@ -65,7 +65,7 @@ fn main() {
         .unwrap();
     runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
         let mut options = HubOptions::new(Authentication::Disabled);
         options.delivery.sink_networks =
             knooppunt_broker::SinkNetworks::parse(&["127.0.0.0/8".into()]).expect("a CIDR");

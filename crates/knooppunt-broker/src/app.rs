@@ -18,10 +18,10 @@ use crate::catalog::Catalog;
 use crate::history::History;
 use crate::identity::{self, Authentication, Principal};
 use crate::ingest::{IngestOptions, Pipeline, Services};
-use crate::lifecycle::{Quotas, Subscriptions};
 use crate::principals::{self, Principals};
 use crate::server::{ServerLimits, TlsSettings};
 use crate::sessions::Sessions;
+use crate::subscriptions::{Quotas, Subscriptions};
 use crate::telemetry::Telemetry;
 use knooppunt_delivery::DeliveryOptions;
 

@@ -31,7 +31,7 @@ use knooppunt_store::{
 use crate::audit::{Action, Audit, Context, HUB};
 use crate::catalog::Catalog;
 use crate::identity::Principal;
-use crate::lifecycle::{Redelivered, Subscriptions};
+use crate::subscriptions::{Redelivered, Subscriptions};
 
 /// The longest reason a decision may give, in characters.
 pub(crate) const MAX_REASON: usize = 1000;

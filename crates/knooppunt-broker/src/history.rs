@@ -16,7 +16,7 @@ use knooppunt_filter::{Criteria, EvalLimits, Meter};
 use knooppunt_store::{Replay, ReplayState, Store, StoreError, StoredEvent, Subscription};
 
 use crate::approvals::Approvals;
-use crate::lifecycle::Subscriptions;
+use crate::subscriptions::Subscriptions;
 
 /// The most events one read looks at (matching or not) before it answers with what it
 /// found and the position it reached.

@@ -21,7 +21,7 @@ use crate::approvals::Approvals;
 use crate::backlog::{Backlog, Full};
 use crate::catalog::{Catalog, Covered};
 use crate::identity::{Principal, SourceRefused};
-use crate::lifecycle::Subscriptions;
+use crate::subscriptions::Subscriptions;
 use crate::telemetry::{IngestCounters, Rejection, Telemetry};
 
 /// The publish pipeline and what it needs: the store it commits to, the subscriptions it

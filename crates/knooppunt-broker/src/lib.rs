@@ -1,6 +1,6 @@
 //! The hub: the wiring of its layers. From the top: the HTTP adapter (`api/`, axum), the
 //! application layer (`app`: the services it reaches, the store private to them), the
-//! domain (`ingest`, `lifecycle`, `principals`), the registry and the metrics, and at the
+//! domain (`ingest`, `subscriptions`, `principals`), the registry and the metrics, and at the
 //! bottom the transport (`server/`) and the identity layer (`identity/`). Each imports only
 //! what is below it (`tests/scenarios/architecture.rs` checks it).
 //!
@@ -19,12 +19,12 @@ mod catalog;
 mod history;
 pub mod identity;
 pub mod ingest;
-mod lifecycle;
 mod principals;
 mod registry;
 mod server;
 mod sessions;
 mod subscribing;
+mod subscriptions;
 mod telemetry;
 mod zgw;
 
@@ -45,8 +45,8 @@ pub use identity::tokens::IssuerSettings;
 pub use identity::{Authentication, Oin, Principal, Role, hash_token, is_oin};
 pub use ingest::{IngestOptions, MIN_EVENT_BYTES};
 pub use knooppunt_filter::EvalLimits;
-pub use lifecycle::Quotas;
 pub use sessions::SessionOptions;
+pub use subscriptions::Quotas;
 pub use telemetry::IngestCounters;
 
 pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, HubKeys, SinkNetworks};

@@ -1,6 +1,6 @@
 //! The principals: who may call the API, kept in the store so that every hub sharing it sees
 //! the same ones, changed at runtime by admins (the configuration file seeds them).
-//! This is their one writer, as `lifecycle.rs` is for subscriptions: store first, then the
+//! This is their one writer, as `subscriptions.rs` is for subscriptions: store first, then the
 //! table that authenticates requests, under one lock, so a disabled principal is refused by
 //! the next request.
 

@@ -12,7 +12,7 @@ use knooppunt_store::{StoreError, Subscription};
 use crate::app::AppState;
 use crate::audit::{Action, Context};
 use crate::identity::{Principal, Role};
-use crate::lifecycle::{self, QuotaExceeded};
+use crate::subscriptions::{self, QuotaExceeded};
 
 /// How a new subscription's sink agrees to receive.
 pub(crate) enum Consent<'a> {
@@ -81,7 +81,7 @@ pub(crate) async fn check(
     criteria: &Criteria,
 ) -> Result<(), Refused> {
     may_create(caller)?;
-    lifecycle::may_subscribe(caller, subscription.types.as_deref(), criteria)
+    subscriptions::may_subscribe(caller, subscription.types.as_deref(), criteria)
         .map_err(Refused::Forbidden)?;
     state.subscriptions.check_quotas(subscription)?;
     if !subscription.is_pull() {
@@ -204,11 +204,11 @@ where
             .map_err(|(member, why)| Refused::Address(member, why.to_string()))?;
     }
     let checked = |existing: &Subscription| {
-        if !lifecycle::visible_to(caller, existing) {
+        if !subscriptions::visible_to(caller, existing) {
             return Err(E::from(Refused::NotFound(id.to_owned())));
         }
         let (replacement, criteria) = make(existing)?;
-        lifecycle::may_subscribe(caller, replacement.types.as_deref(), &criteria)
+        subscriptions::may_subscribe(caller, replacement.types.as_deref(), &criteria)
             .map_err(|why| E::from(Refused::Forbidden(why)))?;
         Ok((replacement, criteria))
     };
@@ -253,7 +253,7 @@ pub(crate) async fn delete<T>(
     may_change(caller, "delete subscriptions")?;
     let Some(deleted) = state
         .subscriptions
-        .delete(id, |existing| lifecycle::visible_to(caller, existing))
+        .delete(id, |existing| subscriptions::visible_to(caller, existing))
         .await?
     else {
         return Ok(None);

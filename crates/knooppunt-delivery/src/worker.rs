@@ -1189,7 +1189,7 @@ pub(crate) mod tests {
     use std::time::Duration;
 
     use knooppunt_store::{ConfigDefaults, Inspect, Store, SubscriptionConfig};
-    use knooppunt_store_embedded::SledStore;
+    use knooppunt_store_embedded::EmbeddedStore;
 
     use crate::{Deliverer, DeliveryOptions, SinkNetworks, Unobserved};
 
@@ -1214,7 +1214,7 @@ pub(crate) mod tests {
 
     /// A deliverer on a fresh embedded store with subscription `s` (ordered, sink on a
     /// closed loopback port, attempts time out after a second) and two events for it.
-    async fn deliverer(faults: &[(u64, Fault)]) -> (Deliverer, SledStore, tempfile::TempDir) {
+    async fn deliverer(faults: &[(u64, Fault)]) -> (Deliverer, EmbeddedStore, tempfile::TempDir) {
         deliverer_of("ordered", 2, 16, faults).await
     }
 
@@ -1224,10 +1224,10 @@ pub(crate) mod tests {
         events: usize,
         max_in_flight: usize,
         faults: &[(u64, Fault)],
-    ) -> (Deliverer, SledStore, tempfile::TempDir) {
+    ) -> (Deliverer, EmbeddedStore, tempfile::TempDir) {
         FAULTS.with(|map| map.borrow_mut().extend(faults.iter().copied()));
         let dir = tempfile::tempdir().unwrap();
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
         let mut subscription = knooppunt_store_conformance::subscription("s");
         subscription.sink = knooppunt_store::Sink::parse("http://127.0.0.1:1/hook").unwrap();
         let config = BTreeMap::from([

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use knooppunt_store::Store;
 use knooppunt_store_conformance::subscription;
-use knooppunt_store_embedded::SledStore;
+use knooppunt_store_embedded::EmbeddedStore;
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -37,7 +37,7 @@ fn main() {
     runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let before = rss_kib();
-        let store = Arc::new(SledStore::open(dir.path()).unwrap());
+        let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
         let opened = rss_kib();
         let started = Instant::now();
         for i in 0..200 {
@@ -59,7 +59,7 @@ fn main() {
         let filled = rss_kib();
         drop(store);
         let started = Instant::now();
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
         let loaded = store.subscriptions().await.unwrap().len();
         let load = started.elapsed();
         println!(

@@ -488,7 +488,7 @@ fn commit(
 /// may have left its records in the file), its events' identities are given up (a retry is
 /// accepted, not answered as a duplicate of an event that is not on disk); its results'
 /// deliveries go back to their leases when their recorders hear of the failure
-/// (`SledStore::record_with`). The store refuses writes until a probe succeeds.
+/// (`EmbeddedStore::record_with`). The store refuses writes until a probe succeeds.
 fn undo(log: &mut EventLog, shared: &Shared, group: &Group) {
     let mut intake = shared.intake();
     intake.failed = true;

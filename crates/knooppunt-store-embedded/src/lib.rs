@@ -71,9 +71,11 @@ impl Default for SledOptions {
     }
 }
 
-/// The embedded store; cheap to clone.
+/// The embedded store: the log (events and the changes of their deliveries) in segment files
+/// of its own, the records (subscriptions, principals, catalog, grants, …) in sled; cheap to
+/// clone.
 #[derive(Debug, Clone)]
-pub struct SledStore {
+pub struct EmbeddedStore {
     inner: Arc<Inner>,
 }
 
@@ -232,14 +234,14 @@ fn open_sled(directory: &Path) -> Result<sled::Db, StoreError> {
     }
 }
 
-impl SledStore {
+impl EmbeddedStore {
     /// Opens (or creates) the store in `directory` with the default settings.
-    pub fn open(directory: &Path) -> Result<SledStore, StoreError> {
-        SledStore::open_with(directory, SledOptions::default())
+    pub fn open(directory: &Path) -> Result<EmbeddedStore, StoreError> {
+        EmbeddedStore::open_with(directory, SledOptions::default())
     }
 
     /// Opens (or creates) the store in `directory`, replaying the event log.
-    pub fn open_with(directory: &Path, options: SledOptions) -> Result<SledStore, StoreError> {
+    pub fn open_with(directory: &Path, options: SledOptions) -> Result<EmbeddedStore, StoreError> {
         let db = open_sled(directory)?;
         let tree = |name: &str| db.open_tree(name).map_err(backend);
         let trees = Trees {
@@ -294,7 +296,7 @@ impl SledStore {
                 })?
         };
         drop(db);
-        Ok(SledStore {
+        Ok(EmbeddedStore {
             inner: Arc::new(Inner {
                 log_dir: log_dir.clone(),
                 trees,
@@ -446,7 +448,7 @@ async fn answered<T>(answer: Answer<T>) -> Result<T, StoreError> {
         .map_err(|_| StoreError::Unavailable("the store's committer stopped".into()))?
 }
 
-impl Store for SledStore {
+impl Store for EmbeddedStore {
     fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             self.writable()?;
@@ -1263,7 +1265,7 @@ impl Store for SledStore {
     }
 }
 
-impl knooppunt_store::Inspect for SledStore {
+impl knooppunt_store::Inspect for EmbeddedStore {
     fn pending_deliveries<'a>(
         &'a self,
         subscription: &'a str,

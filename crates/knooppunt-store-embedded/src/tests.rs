@@ -4,8 +4,8 @@ use super::*;
 use knooppunt_store::{Inspect, SinkCredential};
 
 /// A store with these subscriptions.
-async fn store_with(dir: &Path, subscriptions: &[&str], options: SledOptions) -> SledStore {
-    let store = SledStore::open_with(dir, options).unwrap();
+async fn store_with(dir: &Path, subscriptions: &[&str], options: SledOptions) -> EmbeddedStore {
+    let store = EmbeddedStore::open_with(dir, options).unwrap();
     for id in subscriptions {
         store.insert_subscription(&subscription(id)).await.unwrap();
     }
@@ -87,7 +87,7 @@ async fn appended_events_survive_reopening() {
             writer.await.unwrap();
         }
     }
-    let store = SledStore::open(dir.path()).unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
     let pending = store.pending_deliveries("s", 1000).await.unwrap();
     assert_eq!(pending.len(), 200);
     assert!(pending.windows(2).all(|w| w[0].seq < w[1].seq));
@@ -201,7 +201,7 @@ async fn duplicate_detection_is_rebuilt_from_the_log() {
             .await
             .unwrap();
     }
-    let store = SledStore::open(dir.path()).unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
     let again = store
         .append_events(vec![event("2", &["s"]), event("3", &["s"])], 1, HOUR)
         .await
@@ -253,11 +253,11 @@ async fn segments_outlive_retention_while_the_duplicate_window_needs_them() {
 #[tokio::test]
 async fn a_directory_in_use_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
-    let first = SledStore::open(dir.path()).unwrap();
-    let error = SledStore::open(dir.path()).unwrap_err().to_string();
+    let first = EmbeddedStore::open(dir.path()).unwrap();
+    let error = EmbeddedStore::open(dir.path()).unwrap_err().to_string();
     assert!(error.contains("in use by another process"), "{error}");
     drop(first);
-    SledStore::open(dir.path()).unwrap();
+    EmbeddedStore::open(dir.path()).unwrap();
 }
 
 /// Duplicate detection forgets identities once the window has passed, however many (the

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use knooppunt_store::Inspect;
 use knooppunt_store_conformance::{Backend, run};
-use knooppunt_store_embedded::SledStore;
+use knooppunt_store_embedded::EmbeddedStore;
 
 /// Each store in a directory of its own, reopened on the same directory.
 #[derive(Default)]
@@ -15,7 +15,7 @@ struct Embedded {
 impl Backend for Embedded {
     async fn open(&mut self) -> Arc<dyn Inspect> {
         let dir = tempfile::tempdir().unwrap();
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
         self.directories.push(dir);
         Arc::new(store)
     }
@@ -23,7 +23,7 @@ impl Backend for Embedded {
     async fn reopen(&mut self, store: Arc<dyn Inspect>) -> Arc<dyn Inspect> {
         drop(store);
         let dir = self.directories.last().expect("opened before").path();
-        Arc::new(SledStore::open(dir).unwrap())
+        Arc::new(EmbeddedStore::open(dir).unwrap())
     }
 }
 

@@ -1,5 +1,5 @@
 //! The hub's durable state behind one trait, [`Store`], so that the embedded default
-//! ([`SledStore`]) and a shared database can serve the same hub.
+//! ([`EmbeddedStore`]) and a shared database can serve the same hub.
 //!
 //! **Durability invariant:** a write method returns `Ok` only when the change is on disk.
 //!

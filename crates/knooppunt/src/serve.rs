@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use knooppunt_broker::{Authentication, Hub};
 use knooppunt_store::Store;
-use knooppunt_store_embedded::SledStore;
+use knooppunt_store_embedded::EmbeddedStore;
 use knooppunt_store_postgres::PgStore;
 
 use crate::config::{Config, LogFormat};
@@ -106,7 +106,7 @@ pub(crate) async fn open_store(config: &Config) -> anyhow::Result<(Arc<dyn Store
     let data_dir = &config.server.data_dir;
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
-    let store = SledStore::open(data_dir)?;
+    let store = EmbeddedStore::open(data_dir)?;
     Ok((Arc::new(store), data_dir.display().to_string()))
 }
 

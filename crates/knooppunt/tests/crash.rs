@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{HubProcess, config_with_admin};
 use knooppunt_store::{Inspect, Store};
-use knooppunt_store_embedded::SledStore;
+use knooppunt_store_embedded::EmbeddedStore;
 use serde_json::json;
 
 const TOKEN: &str = "crash-test-admin";
@@ -93,7 +93,7 @@ async fn acknowledged_events_survive_kill_9() {
     );
 
     {
-        let store = SledStore::open(&data).unwrap();
+        let store = EmbeddedStore::open(&data).unwrap();
         let mut stored = BTreeSet::new();
         for delivery in store
             .pending_deliveries(&subscription, usize::MAX)

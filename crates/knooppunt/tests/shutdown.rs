@@ -13,7 +13,7 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::IntoResponse;
 use common::{HubProcess, config_with_admin};
 use knooppunt_store::{Inspect, Store};
-use knooppunt_store_embedded::SledStore;
+use knooppunt_store_embedded::EmbeddedStore;
 use serde_json::json;
 
 const TOKEN: &str = "shutdown-test-admin";
@@ -106,7 +106,7 @@ async fn sigterm_finishes_attempts_in_flight_and_loses_nothing() {
         "the attempts in flight at SIGTERM were finished, not dropped"
     );
 
-    let store = SledStore::open(&data).unwrap();
+    let store = EmbeddedStore::open(&data).unwrap();
     let mut pending = BTreeSet::new();
     for delivery in store
         .pending_deliveries(&subscription, usize::MAX)

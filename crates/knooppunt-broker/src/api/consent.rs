@@ -17,7 +17,7 @@ use super::problem::ApiError;
 use super::subscriptions::{not_found, resource};
 use crate::app::AppState;
 use crate::audit::{Action, ActionName};
-use crate::lifecycle::Agreed;
+use crate::subscriptions::Agreed;
 
 /// Where the sink can reach the hub: the configured public URL, or the `Host` the client
 /// used.

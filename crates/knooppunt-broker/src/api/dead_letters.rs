@@ -20,7 +20,7 @@ use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, visible};
 use crate::app::AppState;
 use crate::audit::{Action, ActionName};
-use crate::lifecycle::Redelivered;
+use crate::subscriptions::Redelivered;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET";
 pub(crate) const ITEM_ALLOW: &str = "GET, DELETE";

@@ -304,8 +304,8 @@ impl From<crate::subscribing::Refused> for ApiError {
     }
 }
 
-impl From<crate::lifecycle::QuotaExceeded> for ApiError {
-    fn from(error: crate::lifecycle::QuotaExceeded) -> Self {
+impl From<crate::subscriptions::QuotaExceeded> for ApiError {
+    fn from(error: crate::subscriptions::QuotaExceeded) -> Self {
         ApiError::Forbidden(error.0)
     }
 }

@@ -20,7 +20,7 @@ use super::auth::{Caller, Role};
 use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, visible};
 use crate::app::AppState;
-use crate::lifecycle::PullRefused;
+use crate::subscriptions::PullRefused;
 
 /// The lock tokens of a `receive` answer, in the order of its events.
 pub(crate) const LOCK_TOKENS: HeaderName = HeaderName::from_static("knooppunt-lock-tokens");

@@ -19,7 +19,7 @@ use super::subscription_body::{self, SubscriptionInput, representation};
 use super::{BASE_PATH, JsonBody, consent};
 use crate::app::AppState;
 use crate::audit::{Action, ActionName};
-use crate::{lifecycle, subscribing};
+use crate::{subscribing, subscriptions};
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE, OPTIONS";
@@ -144,12 +144,12 @@ fn sink_of(
 }
 
 fn check_type_permission(caller: &Caller, input: &SubscriptionInput) -> Result<(), ApiError> {
-    lifecycle::may_subscribe(&caller.0, input.types.as_deref(), &input.criteria)
+    subscriptions::may_subscribe(&caller.0, input.types.as_deref(), &input.criteria)
         .map_err(ApiError::Forbidden)
 }
 
 pub(crate) fn visible(caller: &Caller, subscription: &Subscription) -> bool {
-    lifecycle::visible_to(&caller.0, subscription)
+    subscriptions::visible_to(&caller.0, subscription)
 }
 
 /// A new subscription, pending until its sink consents.
@@ -453,7 +453,7 @@ pub(crate) async fn rotate_signing_secret(
         .await
     {
         Ok(rotated) => rotated.ok_or_else(|| not_found(&id))?,
-        Err(crate::lifecycle::Rotation::InOverlap(until)) => {
+        Err(crate::subscriptions::Rotation::InOverlap(until)) => {
             return Err(ApiError::Conflict(format!(
                 "the secret before the current one still signs until {} (the overlap the last \
                  rotation announced): rotate again after that, so that no secret stops \
@@ -461,7 +461,7 @@ pub(crate) async fn rotate_signing_secret(
                 knooppunt_event::timestamp::utc_timestamp(until)
             )));
         }
-        Err(crate::lifecycle::Rotation::Store(error)) => return Err(error.into()),
+        Err(crate::subscriptions::Rotation::Store(error)) => return Err(error.into()),
     };
     let until = subscription
         .signing

@@ -173,8 +173,8 @@ impl From<crate::subscribing::Refused> for ZgwError {
     }
 }
 
-impl From<crate::lifecycle::QuotaExceeded> for ZgwError {
-    fn from(exceeded: crate::lifecycle::QuotaExceeded) -> Self {
+impl From<crate::subscriptions::QuotaExceeded> for ZgwError {
+    fn from(exceeded: crate::subscriptions::QuotaExceeded) -> Self {
         ZgwError::PermissionDenied(exceeded.to_string())
     }
 }

@@ -1137,16 +1137,16 @@ mod tests {
             Refusal::Quota(error)
         }
     }
-    use knooppunt_store_embedded::SledStore;
+    use knooppunt_store_embedded::EmbeddedStore;
 
     use crate::identity::{Principal, Role};
     use crate::ingest::Refused;
     use crate::{Authentication, Hub, HubOptions};
 
     /// A hub on a fresh embedded store, without any listener.
-    async fn hub() -> (Hub, SledStore, tempfile::TempDir) {
+    async fn hub() -> (Hub, EmbeddedStore, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
         let hub = Hub::open(
             std::sync::Arc::new(store.clone()),
             HubOptions::new(Authentication::Disabled),
@@ -1251,7 +1251,7 @@ mod tests {
     #[tokio::test]
     async fn quotas_bound_each_owners_subscriptions_and_filter_bytes() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SledStore::open(dir.path()).unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
         let mut options = HubOptions::new(Authentication::Disabled);
         options.quotas = super::Quotas {
             max_subscriptions: 2,
