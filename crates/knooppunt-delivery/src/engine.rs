@@ -233,7 +233,7 @@ impl Inner {
     /// A sink asked a hub for a pause until `until_ms` (told through the store).
     pub(crate) fn pause_told(&self, sink: &str, until_ms: u64) {
         let wait = Duration::from_millis(until_ms.saturating_sub(now_ms()));
-        let wait = wait.min(self.options.max_retry_after);
+        let wait = crate::outcome::honoured_wait(wait, self.options.max_retry_after);
         self.connections
             .pause_told(sink, tokio::time::Instant::now() + wait);
     }

@@ -36,8 +36,9 @@ pub enum Outcome {
     Unsendable(String),
 }
 
-/// Classifies an attempt's result. `now` is used to read a `Retry-After` HTTP date.
-pub fn classify(response: &Response, now: SystemTime) -> Outcome {
+/// Classifies an attempt's result. `now` is used to read a `Retry-After` HTTP date; the
+/// wait a sink asks for is honoured up to `max_wait` (the hub's `max_retry_after`).
+pub fn classify(response: &Response, now: SystemTime, max_wait: Duration) -> Outcome {
     match response {
         Response::Status { code, .. } if (200..300).contains(code) => Outcome::Delivered,
         Response::Status { code: 410, .. } => Outcome::Gone,
@@ -51,10 +52,31 @@ pub fn classify(response: &Response, now: SystemTime) -> Outcome {
         } => Outcome::Retry {
             not_before: retry_after
                 .as_deref()
-                .and_then(|value| parse_retry_after(value, now)),
+                .and_then(|value| parse_retry_after(value, now))
+                .map(|asked| honoured_wait(asked, max_wait)),
         },
         Response::Status { .. } | Response::Timeout | Response::Failed(_) => {
             Outcome::Retry { not_before: None }
+        }
+    }
+}
+
+/// How long the hub waits for a sink that asked to wait `asked` (its `Retry-After`, here or
+/// told by another hub): as asked (http-webhook.md: no further requests until then), up to
+/// the hub's maximum `max_wait`.
+pub fn honoured_wait(asked: Duration, max_wait: Duration) -> Duration {
+    asked.min(max_wait)
+}
+
+impl Outcome {
+    /// The pause before the next request of a sink that asked for one: its wait (bounded
+    /// by [`classify`]), at least the subscription's first backoff.
+    pub fn asked_pause(&self, config: &DeliveryConfig) -> Option<Duration> {
+        match self {
+            Outcome::Retry {
+                not_before: Some(wait),
+            } => Some((*wait).max(config.initial_backoff)),
+            _ => None,
         }
     }
 }
@@ -110,12 +132,11 @@ pub fn verdict(
                 reason: reason.clone(),
             };
         }
-        // The sink's wait is honoured as it is (http-webhook.md: no further requests until
-        // then), however long; the caller bounds it by the hub's maximum.
-        Outcome::Retry {
-            not_before: Some(wait),
-        } => (*wait).max(config.initial_backoff),
-        Outcome::Retry { not_before: None } => backoff(config, attempts, random),
+        // The sink's wait is honoured (http-webhook.md: no further requests until then), up
+        // to the hub's maximum ([`classify`]).
+        Outcome::Retry { .. } => outcome
+            .asked_pause(config)
+            .unwrap_or_else(|| backoff(config, attempts, random)),
     };
     if attempts >= config.max_attempts {
         return Verdict::DeadLetter {
@@ -157,6 +178,33 @@ mod tests {
     }
 
     #[test]
+    fn a_sinks_wait_is_honoured_up_to_the_hubs_maximum_and_at_least_the_first_backoff() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let asked = |seconds: &str| Response::Status {
+            code: 503,
+            retry_after: Some(seconds.into()),
+        };
+        let hour = Duration::from_secs(3600);
+        assert_eq!(
+            classify(&asked("86400"), now, hour),
+            Outcome::Retry {
+                not_before: Some(hour)
+            }
+        );
+        assert_eq!(
+            classify(&asked("60"), now, hour),
+            Outcome::Retry {
+                not_before: Some(Duration::from_secs(60))
+            }
+        );
+        let config = config(5, 3600);
+        let outcome = classify(&asked("0"), now, hour);
+        assert_eq!(outcome.asked_pause(&config), Some(config.initial_backoff));
+        let unasked = classify(&Response::Timeout, now, hour);
+        assert_eq!(unasked.asked_pause(&config), None);
+    }
+
+    #[test]
     fn every_result_has_one_outcome() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         let later = httpdate::fmt_http_date(now + Duration::from_secs(120));
@@ -195,7 +243,11 @@ mod tests {
             (Response::Failed("connection refused".into()), retry()),
         ];
         for (response, expected) in table {
-            assert_eq!(classify(&response, now), expected, "{response:?}");
+            assert_eq!(
+                classify(&response, now, Duration::MAX),
+                expected,
+                "{response:?}"
+            );
         }
     }
 

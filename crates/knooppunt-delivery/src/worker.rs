@@ -750,15 +750,6 @@ async fn send_and_judge(
     if outcome == Outcome::Gone {
         gone.store(true, AtomicOrdering::SeqCst);
     }
-    // The sink's own wait, up to the hub's maximum.
-    let outcome = match outcome {
-        Outcome::Retry {
-            not_before: Some(wait),
-        } => Outcome::Retry {
-            not_before: Some(wait.min(inner.options.max_retry_after)),
-        },
-        other => other,
-    };
     report_health(inner, &subscription.sink, &config, &outcome, sent, probe);
     let attempt = Attempted {
         at,
@@ -863,14 +854,15 @@ async fn send(
     if let (Response::Status { code: 401, .. }, Some((credential, _))) = (&response, &bearer) {
         inner.tokens.forget(credential);
     }
-    let outcome = classify(&response, SystemTime::now());
+    let outcome = classify(&response, SystemTime::now(), inner.options.max_retry_after);
     Some((response, outcome, true))
 }
 
 /// No request went out, for this reason.
 fn failed(why: String) -> (Response, Outcome, bool) {
     let response = Response::Failed(why);
-    let outcome = classify(&response, SystemTime::now());
+    // No answer: nothing to wait for.
+    let outcome = classify(&response, SystemTime::now(), Duration::ZERO);
     (response, outcome, false)
 }
 
@@ -946,19 +938,17 @@ fn report_health(
     sent: bool,
     probe: bool,
 ) {
-    let result = match outcome {
+    let result = match (outcome, outcome.asked_pause(config)) {
         _ if !sent => {
             if probe {
                 inner.connections.release_probe(sink);
             }
             return;
         }
-        Outcome::Retry {
-            not_before: Some(wait),
-        } => SinkResult::RetryAfter((*wait).max(config.initial_backoff)),
-        Outcome::Retry { not_before: None } => SinkResult::Failed,
-        Outcome::Unsendable(_) => return,
-        Outcome::Delivered | Outcome::Rejected | Outcome::Gone => SinkResult::Healthy,
+        (_, Some(pause)) => SinkResult::RetryAfter(pause),
+        (Outcome::Retry { .. }, None) => SinkResult::Failed,
+        (Outcome::Unsendable(_), _) => return,
+        (Outcome::Delivered | Outcome::Rejected | Outcome::Gone, _) => SinkResult::Healthy,
     };
     inner.connections.report(sink, result, fastrand::f64());
     if let SinkResult::RetryAfter(wait) = result {
