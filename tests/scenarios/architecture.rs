@@ -138,6 +138,21 @@ fn the_crates_depend_only_as_architecture_md_says() {
     assert_none(&graph, "knooppunt-broker", &backends);
     assert_none(
         &graph,
+        "knooppunt-identity",
+        &[
+            &backends[..],
+            &["axum", "knooppunt-broker", "knooppunt-delivery"],
+        ]
+        .concat(),
+    );
+    assert!(
+        graph
+            .direct("knooppunt-broker")
+            .contains("knooppunt-identity"),
+        "the broker takes its identity layer from the crate"
+    );
+    assert_none(
+        &graph,
         "knooppunt-store-postgres",
         &[
             "sled",

@@ -17,7 +17,7 @@ mod audit;
 mod backlog;
 mod catalog;
 mod history;
-pub mod identity;
+pub use knooppunt_identity as identity;
 pub mod ingest;
 mod principals;
 mod registry;

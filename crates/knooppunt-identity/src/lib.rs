@@ -200,7 +200,7 @@ impl Principal {
     }
 
     /// The principal that every request acts as when authentication is disabled.
-    pub(crate) fn development() -> Principal {
+    pub fn development() -> Principal {
         Principal::new(
             "development",
             [Role::Publisher, Role::Subscriber, Role::Admin],
@@ -280,16 +280,16 @@ pub fn is_oin(text: &str) -> bool {
 /// The client certificate a connection presented, checked against the trusted CAs (set
 /// by the server on every request of that connection).
 #[derive(Debug, Clone)]
-pub(crate) struct ClientCertificate {
+pub struct ClientCertificate {
     /// The OIN in the subject's serialNumber, when it has one.
-    pub(crate) oin: Option<Oin>,
+    pub oin: Option<Oin>,
     /// The subject, for messages.
-    pub(crate) subject: String,
+    pub subject: String,
     /// Whether it chains to a trusted CA, and why not (checked at the handshake).
-    pub(crate) trusted: Result<(), String>,
+    pub trusted: Result<(), String>,
     /// When it expires (Unix seconds): checked on every request, since a kept-alive
     /// connection can outlive it.
-    pub(crate) not_after: Option<i64>,
+    pub not_after: Option<i64>,
 }
 
 #[cfg(test)]

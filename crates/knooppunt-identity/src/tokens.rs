@@ -119,7 +119,7 @@ type Verified = (Arc<Principal>, i64);
 
 /// The trusted issuers of a hub.
 #[derive(Debug)]
-pub(crate) struct Issuers {
+pub struct Issuers {
     issuers: Vec<Issuer>,
     client: reqwest::Client,
     /// Verified tokens by their SHA-256: the principal, and until when (Unix seconds, the
@@ -128,7 +128,7 @@ pub(crate) struct Issuers {
 }
 
 /// `true` when `token` has the shape of a JWS compact serialisation.
-pub(crate) fn looks_like_jwt(token: &str) -> bool {
+pub fn looks_like_jwt(token: &str) -> bool {
     token.starts_with("eyJ") && token.bytes().filter(|&b| b == b'.').count() == 2
 }
 
@@ -168,7 +168,7 @@ fn now_seconds() -> i64 {
 }
 
 impl Issuers {
-    pub(crate) fn new(settings: Vec<IssuerSettings>) -> Issuers {
+    pub fn new(settings: Vec<IssuerSettings>) -> Issuers {
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(5))
             .redirect(reqwest::redirect::Policy::none())
@@ -188,12 +188,12 @@ impl Issuers {
         }
     }
 
-    pub(crate) fn configured(&self) -> bool {
+    pub fn configured(&self) -> bool {
         !self.issuers.is_empty()
     }
 
     /// The principal an access token names, once everything about it is checked.
-    pub(crate) async fn authenticate(&self, token: &str) -> Result<Arc<Principal>, TokenRefused> {
+    pub async fn authenticate(&self, token: &str) -> Result<Arc<Principal>, TokenRefused> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(refused(format!(
                 "the access token is longer than {MAX_TOKEN_BYTES} bytes"
