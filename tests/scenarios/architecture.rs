@@ -145,12 +145,21 @@ fn the_crates_depend_only_as_architecture_md_says() {
         ]
         .concat(),
     );
-    assert!(
-        graph
-            .direct("knooppunt-broker")
-            .contains("knooppunt-identity"),
-        "the broker takes its identity layer from the crate"
+    assert_none(
+        &graph,
+        "knooppunt-server",
+        &[
+            &backends[..],
+            &["knooppunt-broker", "knooppunt-delivery", "knooppunt-filter"],
+        ]
+        .concat(),
     );
+    for layer in ["knooppunt-identity", "knooppunt-server"] {
+        assert!(
+            graph.direct("knooppunt-broker").contains(layer),
+            "the broker takes {layer} from its crate"
+        );
+    }
     assert_none(
         &graph,
         "knooppunt-store-postgres",

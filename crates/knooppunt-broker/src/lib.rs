@@ -1,7 +1,8 @@
 //! The hub: the wiring of its layers. From the top: the HTTP adapter (`api/`, axum), the
 //! application layer (`app`: the services it reaches, the store private to them), the
 //! domain (`ingest`, `subscriptions`, `principals`), the registry and the metrics, and at the
-//! bottom the transport (`server/`) and the identity layer (`identity/`). Each imports only
+//! bottom the transport (the crate `knooppunt-server`) and the identity layer (the crate
+//! `knooppunt-identity`), both used here as modules. Each imports only
 //! what is below it (`tests/scenarios/architecture.rs` checks it).
 //!
 //! Start one with [`Hub::open`] and [`serve`]; the binary crate `knooppunt` does that from
@@ -21,7 +22,7 @@ pub use knooppunt_identity as identity;
 pub mod ingest;
 mod principals;
 mod registry;
-mod server;
+use knooppunt_server as server;
 mod sessions;
 mod subscribing;
 mod subscriptions;

@@ -36,7 +36,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-pub(crate) use body::timed_out;
+pub use body::{BodyTimedOut, timed_out};
 pub use tls::TlsSettings;
 
 /// The bounds on inbound connections.
@@ -69,12 +69,12 @@ impl Default for ServerLimits {
 
 /// The IP address a request's connection came from (set by the server on every request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PeerIp(pub(crate) std::net::IpAddr);
+pub struct PeerIp(pub std::net::IpAddr);
 
 /// What the server knows of every request of one connection.
 struct Requests {
     /// The client's certificate, if it presented one.
-    client: Option<crate::identity::ClientCertificate>,
+    client: Option<knooppunt_identity::ClientCertificate>,
     peer: PeerIp,
     body_timeout: Duration,
 }
@@ -132,7 +132,7 @@ fn with_client(
 /// completes, then lets the requests in flight finish (kept-alive connections are closed
 /// once idle). `headers` (lines of `name: value\r\n`) go on the answers the server writes
 /// itself: the transport knows nothing else of the application it carries.
-pub(crate) async fn run(
+pub async fn run(
     listener: TcpListener,
     router: axum::Router,
     limits: ServerLimits,

@@ -12,12 +12,10 @@ use tokio::time::{Instant, Sleep};
 /// The error of a body that took too long.
 #[derive(Debug, thiserror::Error)]
 #[error("the request body was not complete within {0} ms")]
-pub(crate) struct BodyTimedOut(pub(crate) u128);
+pub struct BodyTimedOut(pub u128);
 
 /// Whether a body error (from an extractor's rejection) is a body timeout.
-pub(crate) fn timed_out<'a>(
-    error: &'a (dyn std::error::Error + 'static),
-) -> Option<&'a BodyTimedOut> {
+pub fn timed_out<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a BodyTimedOut> {
     let mut current = Some(error);
     while let Some(error) = current {
         if let Some(timed_out) = error.downcast_ref::<BodyTimedOut>() {

@@ -14,7 +14,7 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
-use crate::identity::ClientCertificate;
+use knooppunt_identity::ClientCertificate;
 
 /// The API's TLS settings, read from PEM.
 #[derive(Clone)]
@@ -193,7 +193,7 @@ struct Subject {
     /// The subject's common name and OIN, for messages.
     name: String,
     /// The subject's serialNumber, when that is an OIN (20 digits).
-    oin: Option<crate::identity::Oin>,
+    oin: Option<knooppunt_identity::Oin>,
     /// When the certificate expires (Unix seconds), checked on every request: a connection
     /// can outlive its certificate.
     not_after: Option<i64>,
@@ -273,7 +273,7 @@ fn subject(certificate: &[u8]) -> Subject {
     // A subject with two serialNumbers names no one organisation: no OIN at all, rather
     // than whichever comes last.
     let oin = match serials.as_slice() {
-        [serial] => crate::identity::Oin::parse(serial),
+        [serial] => knooppunt_identity::Oin::parse(serial),
         _ => None,
     };
     let name = match (&common_name, &oin) {
