@@ -1187,6 +1187,23 @@ async fn a_refused_notificatie_becomes_a_dead_letter() {
 /// principal's rights: one limited to `nl.brp.` types cannot subscribe to a kanaal of
 /// other types (403, nothing made), one without limits can, and its abonnement is listed
 /// and read back as any other (no 500 for a subscription it did make).
+/// Sets a ZGW client that may consume (`notificaties.consumeren`) on each principal, with
+/// `secret`.
+async fn consuming_clients(hub: &TestHub, clients: &[(&str, &str)], secret: &str) {
+    for (principal, client) in clients {
+        let set = hub
+            .call(
+                Method::PATCH,
+                &format!("/v1/principals/{principal}"),
+                tokens::ADMIN,
+                Some(json!({"zgw": {"clientId": client, "secret": secret,
+                                    "scopes": ["notificaties.consumeren"]}})),
+            )
+            .await;
+        assert_eq!(set.status, 200, "{}", set.body);
+    }
+}
+
 #[tokio::test]
 async fn a_zgw_client_on_a_principal_keeps_that_principals_limits() {
     const SECRET: &str = "gemeente-zgw-geheim";
@@ -1200,18 +1217,12 @@ async fn a_zgw_client_on_a_principal_keeps_that_principals_limits() {
     }];
     let hub = TestHub::start_with_options(options).await;
     register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
-    for (principal, client) in [("gemeente", "gemeente-zac"), ("kvk", "kvk-zac")] {
-        let set = hub
-            .call(
-                Method::PATCH,
-                &format!("/v1/principals/{principal}"),
-                tokens::ADMIN,
-                Some(json!({"zgw": {"clientId": client, "secret": SECRET,
-                                    "scopes": ["notificaties.consumeren"]}})),
-            )
-            .await;
-        assert_eq!(set.status, 200, "{}", set.body);
-    }
+    consuming_clients(
+        &hub,
+        &[("gemeente", "gemeente-zac"), ("kvk", "kvk-zac")],
+        SECRET,
+    )
+    .await;
     let sink = callback().await;
     let limited = token("gemeente-zac", SECRET.as_bytes());
     let refused = subscribe(&hub, &limited, &sink.url, json!({})).await;
@@ -1263,22 +1274,12 @@ async fn the_rest_api_and_the_facade_refuse_a_subscription_alike() {
     options.quotas.max_subscriptions = 1;
     let hub = TestHub::start_with_options(options).await;
     register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
-    for (principal, client) in [
+    let clients = [
         ("gemeente", "gemeente-zac"),
         ("kvk", "kvk-zac"),
         ("publisher", "publisher-zac"),
-    ] {
-        let set = hub
-            .call(
-                Method::PATCH,
-                &format!("/v1/principals/{principal}"),
-                tokens::ADMIN,
-                Some(json!({"zgw": {"clientId": client, "secret": SECRET,
-                                    "scopes": ["notificaties.consumeren"]}})),
-            )
-            .await;
-        assert_eq!(set.status, 200, "{}", set.body);
-    }
+    ];
+    consuming_clients(&hub, &clients, SECRET).await;
     let sink = callback().await;
     let rest = |token: &'static str, sink: String| {
         let hub = &hub;

@@ -781,6 +781,24 @@ async fn checked_abonnement(
     Ok((subscription, criteria))
 }
 
+/// The audit entry of an abonnement made or changed (`name`): its callback (redacted), its
+/// kanalen as the API shows them (under `base`), and the client.
+fn abonnement_action(
+    name: crate::audit::ActionName,
+    (state, base): (&AppState, &str),
+    stored: &knooppunt_store::Subscription,
+    caller: &ZgwCaller,
+) -> crate::audit::Action {
+    let kanalen = crate::zgw::abonnement_of(&state.catalog, stored)
+        .map(|abonnement| abonnement_representation(base, &abonnement)["kanalen"].clone());
+    crate::audit::Action::new(
+        name,
+        format!("subscription/{}", stored.id),
+        json!({"callbackUrl": knooppunt_delivery::redact_sink(&stored.sink),
+               "kanalen": kanalen, "client": caller.0.client_id}),
+    )
+}
+
 /// `POST /api/v1/abonnement` (scope `notificaties.consumeren`): the callback must take a
 /// test notificatie (2xx) first; the abonnement is then a subscription of the hub, active at
 /// once, with the hub's delivery (retries, breaker, SSRF guard, dead letters).
@@ -808,13 +826,11 @@ async fn create_abonnement(
         &principal,
         new,
         |stored| {
-            let kanalen = crate::zgw::abonnement_of(&state.catalog, stored)
-                .map(|abonnement| abonnement_representation(&base, &abonnement)["kanalen"].clone());
-            crate::audit::Action::new(
+            abonnement_action(
                 crate::audit::ActionName::AbonnementCreate,
-                format!("subscription/{id}"),
-                json!({"callbackUrl": knooppunt_delivery::redact_sink(&stored.sink),
-                       "kanalen": kanalen, "client": caller.0.client_id}),
+                (&state, &base),
+                stored,
+                &caller,
             )
         },
     )
@@ -940,13 +956,11 @@ async fn update_abonnement(
         consent: crate::subscribing::Consent::Agreed,
     };
     let action = |stored: &knooppunt_store::Subscription, _| {
-        let kanalen = crate::zgw::abonnement_of(&state.catalog, stored)
-            .map(|abonnement| abonnement_representation(&base, &abonnement)["kanalen"].clone());
-        crate::audit::Action::new(
+        abonnement_action(
             crate::audit::ActionName::AbonnementUpdate,
-            format!("subscription/{uuid}"),
-            json!({"callbackUrl": knooppunt_delivery::redact_sink(&stored.sink),
-                   "kanalen": kanalen, "client": caller.0.client_id}),
+            (state, &base),
+            stored,
+            caller,
         )
     };
     let replaced = crate::subscribing::replace(
