@@ -1187,6 +1187,20 @@ async fn a_refused_notificatie_becomes_a_dead_letter() {
 /// principal's rights: one limited to `nl.brp.` types cannot subscribe to a kanaal of
 /// other types (403, nothing made), one without limits can, and its abonnement is listed
 /// and read back as any other (no 500 for a subscription it did make).
+/// A hub's settings with sealing keys and Open Zaak as the one configured client (it
+/// publishes); the consumers are set on principals.
+fn with_open_zaak() -> knooppunt_broker::HubOptions {
+    let mut options = options_with_keys(&[("k1", &key(1))]);
+    options.zgw.clients = vec![ZgwClient {
+        client_id: "open-zaak".into(),
+        secret: OPEN_ZAAK.to_vec(),
+        scopes: vec!["notificaties.publiceren".into()],
+        oin: None,
+        principal: None,
+    }];
+    options
+}
+
 /// Sets a ZGW client that may consume (`notificaties.consumeren`) on each principal, with
 /// `secret`.
 async fn consuming_clients(hub: &TestHub, clients: &[(&str, &str)], secret: &str) {
@@ -1207,14 +1221,7 @@ async fn consuming_clients(hub: &TestHub, clients: &[(&str, &str)], secret: &str
 #[tokio::test]
 async fn a_zgw_client_on_a_principal_keeps_that_principals_limits() {
     const SECRET: &str = "gemeente-zgw-geheim";
-    let mut options = options_with_keys(&[("k1", &key(1))]);
-    options.zgw.clients = vec![ZgwClient {
-        client_id: "open-zaak".into(),
-        secret: OPEN_ZAAK.to_vec(),
-        scopes: vec!["notificaties.publiceren".into()],
-        oin: None,
-        principal: None,
-    }];
+    let options = with_open_zaak();
     let hub = TestHub::start_with_options(options).await;
     register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
     consuming_clients(
@@ -1263,14 +1270,7 @@ async fn a_zgw_client_on_a_principal_keeps_that_principals_limits() {
 #[tokio::test]
 async fn the_rest_api_and_the_facade_refuse_a_subscription_alike() {
     const SECRET: &str = "gemeente-zgw-geheim";
-    let mut options = options_with_keys(&[("k1", &key(1))]);
-    options.zgw.clients = vec![ZgwClient {
-        client_id: "open-zaak".into(),
-        secret: OPEN_ZAAK.to_vec(),
-        scopes: vec!["notificaties.publiceren".into()],
-        oin: None,
-        principal: None,
-    }];
+    let mut options = with_open_zaak();
     options.quotas.max_subscriptions = 1;
     let hub = TestHub::start_with_options(options).await;
     register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
