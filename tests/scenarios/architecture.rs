@@ -207,18 +207,19 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
 
 /// Inside the broker, each module may import only the modules below it, as this table says
 /// (top down): the wiring (`lib.rs`) over the HTTP adapter (`api/`) over the use cases
-/// every surface shares (`subscribing.rs`) over the application layer (`app.rs`: the
-/// services, the store private to it) over the domain (the publish
+/// every surface shares (`subscribing.rs`, `cataloging.rs`) over the application layer
+/// (`app.rs`: the services, the store private to it) over the domain (the publish
 /// pipeline, the writers of subscriptions and principals) over the registry and the
-/// metrics, with the transport (`server/`) and the identity layer (`identity/`) at the
-/// bottom. No module imports one above it or beside it, so there is no import cycle; no
-/// module but the wiring names the crate root. Test modules (`#[cfg(test)]` to the end of a
-/// file) may reach further.
+/// metrics, with the transport (`server`, the crate `knooppunt-server`) and the identity
+/// layer (`identity`, the crate `knooppunt-identity`) at the bottom. No module imports one
+/// above it or beside it, so there is no import cycle; no module but the wiring names the
+/// crate root. Test modules (`#[cfg(test)]` to the end of a file) may reach further.
 const BROKER_LAYERS: &[(&str, &[&str])] = &[
     (
         "api",
         &[
             "subscribing",
+            "cataloging",
             "app",
             "sessions",
             "history",
@@ -235,11 +236,13 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "server",
         ],
     ),
-    // A use case every surface runs (making a subscription), over the services it calls.
+    // The use cases every surface runs (subscriptions, catalog entries), over the services
+    // they call.
     (
         "subscribing",
         &["app", "subscriptions", "audit", "identity"],
     ),
+    ("cataloging", &["app", "catalog", "audit", "identity"]),
     (
         "app",
         &[

@@ -17,6 +17,7 @@ mod approvals;
 mod audit;
 mod backlog;
 mod catalog;
+mod cataloging;
 mod history;
 pub use knooppunt_identity as identity;
 pub mod ingest;

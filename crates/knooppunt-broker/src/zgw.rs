@@ -4,7 +4,6 @@
 //! `documentatieLink` the entry's documentation.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use knooppunt_event::notificatie::{self, FieldError, TYPE_PREFIX};
 use knooppunt_store::{ApprovalPolicy, CatalogEntry, SchemaCheck, Subscription, TypeMatch};
@@ -76,34 +75,30 @@ pub(crate) fn kanaal(catalog: &Catalog, id: &str) -> Option<Kanaal> {
     catalog.get(id).as_deref().and_then(Kanaal::of)
 }
 
-/// Registers a kanaal for `client` (which must be allowed to publish), unique by name.
-pub(crate) async fn register(
+/// The catalog entry kanaal `draft` of `client` becomes, unless a kanaal of that name
+/// exists (it is made by `cataloging::create`, which checks that the client may publish
+/// what it covers).
+pub(crate) fn kanaal_entry(
     catalog: &Catalog,
     client: &ZgwClient,
     draft: KanaalDraft,
-) -> Result<Kanaal, KanaalRefused> {
+) -> Result<Draft, KanaalRefused> {
     if !kanalen(catalog, Some(&draft.naam)).is_empty() {
         return Err(KanaalRefused::Taken);
     }
-    let entry: Arc<CatalogEntry> = catalog
-        .create(
-            &client.principal(),
-            Draft {
-                source_prefix: client.source(),
-                event_type: format!("{TYPE_PREFIX}{}.", draft.naam),
-                type_match: TypeMatch::Prefix,
-                description: format!("ZGW-kanaal {} (Notificaties API)", draft.naam),
-                documentation: draft.documentatie_link,
-                dataschema: None,
-                schema: None,
-                schema_check: SchemaCheck::Off,
-                deprecated: false,
-                approval: ApprovalPolicy::Open,
-                kenmerken: draft.filters,
-            },
-        )
-        .await?;
-    Ok(Kanaal::of(&entry).expect("a kanaal's entry is a kanaal"))
+    Ok(Draft {
+        source_prefix: client.source(),
+        event_type: format!("{TYPE_PREFIX}{}.", draft.naam),
+        type_match: TypeMatch::Prefix,
+        description: format!("ZGW-kanaal {} (Notificaties API)", draft.naam),
+        documentation: draft.documentatie_link,
+        dataschema: None,
+        schema: None,
+        schema_check: SchemaCheck::Off,
+        deprecated: false,
+        approval: ApprovalPolicy::Open,
+        kenmerken: draft.filters,
+    })
 }
 
 /// Whether a notificatie may be published: its kanaal exists, and its kenmerken are among

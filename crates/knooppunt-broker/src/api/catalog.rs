@@ -23,6 +23,7 @@ use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
 use crate::audit::{Action, ActionName};
 use crate::catalog::{Draft, Refused};
+use crate::cataloging;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE";
@@ -277,15 +278,14 @@ pub(crate) async fn create(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let draft = read(&body)?;
-    let entry = state.catalog.create(&caller.0, draft).await?;
-    tracing::info!(entry = %entry.id, by = %caller.0.name, "Catalog entry created.");
-    let action = Action::new(
-        ActionName::EventtypeCreate,
-        format!("eventtype/{}", entry.id),
-        json!({"after": resource(&entry)}),
-    );
-    state.audit.record(&audit.of(&caller), action).await;
-    state.approvals.entry_saved(&entry).await;
+    let action = |entry: &CatalogEntry| {
+        Action::new(
+            ActionName::EventtypeCreate,
+            format!("eventtype/{}", entry.id),
+            json!({"after": resource(entry)}),
+        )
+    };
+    let entry = cataloging::create(&state, &audit.of(&caller), &caller.0, draft, action).await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/eventtypes/{}", entry.id))
         .expect("ids are header-safe");
     Ok((
@@ -324,20 +324,18 @@ pub(crate) async fn replace(
         ));
     }
     let draft = read(&body)?;
-    let entry = state
-        .catalog
-        .replace(&caller.0, &id, draft)
+    let action = |entry: &CatalogEntry| {
+        Action::new(
+            ActionName::EventtypeReplace,
+            format!("eventtype/{id}"),
+            json!({"after": resource(entry)}),
+        )
+        .concerning([entry.owner.clone()])
+    };
+    let context = audit.of(&caller);
+    let entry = cataloging::replace(&state, &context, &caller.0, (&id, draft), action)
         .await?
         .ok_or_else(|| not_found(&id))?;
-    tracing::info!(entry = %id, by = %caller.0.name, "Catalog entry replaced.");
-    let action = Action::new(
-        ActionName::EventtypeReplace,
-        format!("eventtype/{id}"),
-        json!({"after": resource(&entry)}),
-    )
-    .concerning([entry.owner.clone()]);
-    state.audit.record(&audit.of(&caller), action).await;
-    state.approvals.entry_saved(&entry).await;
     Ok(Json(resource(&entry)).into_response())
 }
 
@@ -347,18 +345,16 @@ pub(crate) async fn delete(
     audit: RequestAudit,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let owner = state.catalog.get(&id).map(|e| e.owner.clone());
-    if !state.catalog.delete(&caller.0, &id).await? {
+    let action = |owner: Option<String>| {
+        Action::new(
+            ActionName::EventtypeDelete,
+            format!("eventtype/{id}"),
+            json!({}),
+        )
+        .concerning(owner)
+    };
+    if !cataloging::delete(&state, &audit.of(&caller), &caller.0, &id, action).await? {
         return Err(not_found(&id));
     }
-    tracing::info!(entry = %id, by = %caller.0.name, "Catalog entry deleted.");
-    let action = Action::new(
-        ActionName::EventtypeDelete,
-        format!("eventtype/{id}"),
-        json!({}),
-    )
-    .concerning(owner);
-    state.audit.record(&audit.of(&caller), action).await;
-    state.approvals.entry_deleted(&id).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -369,19 +369,6 @@ fn created(body: Value) -> Response {
     response
 }
 
-/// Records what a ZGW client changed on the audit trail, as its principal.
-async fn record(
-    state: &AppState,
-    audit: &super::audit::RequestAudit,
-    caller: &ZgwCaller,
-    action: crate::audit::Action,
-) {
-    state
-        .audit
-        .record(&audit.of_principal(&caller.0.principal()), action)
-        .await;
-}
-
 /// The body of `POST /api/v1/kanaal`, every problem reported.
 fn read_draft(body: &[u8]) -> Result<KanaalDraft, Vec<FieldError>> {
     let field = |name: &str, code: &'static str, reason: String| FieldError {
@@ -501,32 +488,44 @@ async fn create_kanaal(
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[PUBLISH])?;
     let draft = read_draft(&body).map_err(ZgwError::Invalid)?;
-    let kanaal = crate::zgw::register(&state.catalog, &caller.0, draft)
-        .await
-        .map_err(|why| match why {
-            KanaalRefused::Taken => ZgwError::Invalid(vec![FieldError {
-                name: "naam".into(),
-                code: "unique",
-                reason: "Kanaal met deze naam bestaat al.".into(),
-            }]),
-            KanaalRefused::Catalog(crate::catalog::Refused::Store(error)) => error.into(),
-            KanaalRefused::Catalog(crate::catalog::Refused::Forbidden(why)) => {
-                ZgwError::PermissionDenied(why)
-            }
-            KanaalRefused::Catalog(other) => ZgwError::Invalid(vec![FieldError {
-                name: "nonFieldErrors".into(),
-                code: "invalid",
-                reason: other.to_string(),
-            }]),
-        })?;
-    let body = representation(&base_url(&state, &headers), &kanaal);
-    let action = crate::audit::Action::new(
-        crate::audit::ActionName::KanaalCreate,
-        format!("eventtype/{}", kanaal.id),
-        json!({"naam": kanaal.naam, "filters": kanaal.filters, "client": caller.0.client_id}),
-    );
-    record(&state, &audit, &caller, action).await;
-    Ok(created(body))
+    let principal = caller.0.principal();
+    let action = |entry: &knooppunt_store::CatalogEntry| {
+        let kanaal = Kanaal::of(entry);
+        crate::audit::Action::new(
+            crate::audit::ActionName::KanaalCreate,
+            format!("eventtype/{}", entry.id),
+            json!({"naam": kanaal.as_ref().map(|k| &k.naam),
+                   "filters": kanaal.as_ref().map(|k| &k.filters),
+                   "client": caller.0.client_id}),
+        )
+    };
+    let made = async {
+        let entry = crate::zgw::kanaal_entry(&state.catalog, &caller.0, draft)?;
+        let context = audit.of_principal(&principal);
+        Ok(crate::cataloging::create(&state, &context, &principal, entry, action).await?)
+    };
+    let entry = made.await.map_err(|why| match why {
+        KanaalRefused::Taken => ZgwError::Invalid(vec![FieldError {
+            name: "naam".into(),
+            code: "unique",
+            reason: "Kanaal met deze naam bestaat al.".into(),
+        }]),
+        KanaalRefused::Catalog(crate::catalog::Refused::Store(error)) => error.into(),
+        KanaalRefused::Catalog(crate::catalog::Refused::Forbidden(why)) => {
+            ZgwError::PermissionDenied(why)
+        }
+        KanaalRefused::Catalog(other) => ZgwError::Invalid(vec![FieldError {
+            name: "nonFieldErrors".into(),
+            code: "invalid",
+            reason: other.to_string(),
+        }]),
+    })?;
+    let kanaal =
+        Kanaal::of(&entry).ok_or_else(|| ZgwError::Internal("a kanaal reads back".into()))?;
+    Ok(created(representation(
+        &base_url(&state, &headers),
+        &kanaal,
+    )))
 }
 
 /// `POST /api/v1/notificaties` (scope `notificaties.publiceren`): the notificatie becomes a
