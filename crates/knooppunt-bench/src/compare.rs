@@ -6,9 +6,88 @@
 //! are printed, then, for every line the two print alike, the ratio of its first figure,
 //! and the machine CPU (user and system, from `/proc/self/stat` of this process's waited-for
 //! children) each run used.
+//!
+//! Each side's `ingest` runs its own load client, so a client that got dearer shows as a
+//! slower hub on a machine whose cores the two share. The workload `ingest-one-client`,
+//! which `compare` runs itself, puts each side's hub alone (`hub-process`: a fresh store,
+//! no subscriptions) under this tree's client instead.
 
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+
+/// The workload that meets both hubs with the same client (see the module's text).
+const ONE_CLIENT: &str = "ingest-one-client";
+
+/// `binary`'s hub alone under `client`'s load (64 connections, 1 KiB events, 3 s of
+/// warm-up, then `seconds`): acknowledged events/s and the hub's CPU per event.
+fn one_client(binary: &Path, client: &Path, seconds: u64) -> anyhow::Result<String> {
+    let data = tempfile::tempdir()?;
+    let mut hub = Command::new(binary)
+        .args(["hub-process", "--data"])
+        .arg(data.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut base = String::new();
+    if let Some(stdout) = hub.stdout.take() {
+        std::io::BufReader::new(stdout).read_line(&mut base)?;
+    }
+    let base = base.trim();
+    let stat = format!("/proc/{}/stat", hub.id());
+    let measured = (|| {
+        anyhow::ensure!(base.starts_with("http://"), "the hub printed {base:?}");
+        let url = format!("{base}/v1/events");
+        let load = |seconds: u64| -> anyhow::Result<serde_json::Value> {
+            let seconds = seconds.to_string();
+            let args = [
+                "load",
+                "--url",
+                &url,
+                "--seconds",
+                &seconds,
+                "--connections",
+                "64",
+            ];
+            let output = Command::new(client)
+                .args(args)
+                .args([
+                    "--event-bytes",
+                    "1024",
+                    "--token",
+                    crate::TOKEN,
+                    "--expect",
+                    "202",
+                ])
+                .output()?;
+            anyhow::ensure!(
+                output.status.success(),
+                "the load failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+            Ok(serde_json::from_slice(&output.stdout)?)
+        };
+        load(3)?;
+        let before = crate::proc_cpu(&stat, 14);
+        let summary = load(seconds)?;
+        let cpu = crate::proc_cpu(&stat, 14) - before;
+        let acknowledged = summary["acknowledged"].as_f64().unwrap_or(0.0);
+        let per_event = if acknowledged > 0.0 {
+            cpu * 1e6 / acknowledged
+        } else {
+            0.0
+        };
+        Ok(format!(
+            "the hub alone under one client, {seconds} s, no subscriptions\n\
+             acked/s  {:.0}\n\
+             hub CPU per event (µs)  {per_event:.1}\n",
+            summary["rate"].as_f64().unwrap_or(0.0)
+        ))
+    })();
+    let _ = hub.kill();
+    let _ = hub.wait();
+    measured
+}
 
 /// The CPU time (user + system, seconds) of this process's waited-for descendants.
 fn children_cpu() -> f64 {
@@ -117,7 +196,13 @@ pub(crate) fn compare(
         for round in 1..=rounds {
             for (name, binary) in [(reference, &base), (this.as_str(), &current)] {
                 println!("== {workload}, round {round}: {name}");
-                let (output, cpu) = run(binary, &args)?;
+                let (output, cpu) = if workload == ONE_CLIENT {
+                    let before = children_cpu();
+                    let output = one_client(binary, &current, seconds(extra))?;
+                    (output, children_cpu() - before)
+                } else {
+                    run(binary, &args)?
+                };
                 print!("{output}");
                 println!("   (CPU used by the run: {cpu:.1} s)");
                 if name == reference {
@@ -130,6 +215,16 @@ pub(crate) fn compare(
         }
     }
     Ok(())
+}
+
+/// The `--seconds` among the extra arguments; 8 when none.
+fn seconds(extra: &[String]) -> u64 {
+    extra
+        .iter()
+        .position(|arg| arg == "--seconds")
+        .and_then(|at| extra.get(at + 1))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(8)
 }
 
 thread_local! {

@@ -272,7 +272,8 @@ enum Workload {
     Compare {
         /// The commit to compare with (the one the issue started from).
         reference: String,
-        /// The workloads, comma-separated.
+        /// The workloads, comma-separated (`ingest-one-client`: each side's hub alone under this
+        /// tree's load client).
         #[arg(long, default_value = "ingest,deliver", value_delimiter = ',')]
         workloads: Vec<String>,
         /// How many times each runs with each binary, alternately.
@@ -432,7 +433,12 @@ fn own_cpu_seconds() -> f64 {
 /// Two adjacent tick counts of `/proc/self/stat` from field `first` (1-based: 14 is
 /// utime and stime, 16 cutime and cstime) added up, in seconds; 0 where there is none.
 fn proc_self_cpu(first: usize) -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+    proc_cpu("/proc/self/stat", first)
+}
+
+/// As [`proc_self_cpu`], of the process whose `stat` file is `path`.
+pub(crate) fn proc_cpu(path: &str, first: usize) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(path) else {
         return 0.0;
     };
     // The fields after the command name, which is in parentheses and may hold spaces.
