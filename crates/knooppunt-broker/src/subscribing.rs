@@ -70,16 +70,31 @@ pub(crate) fn may_create(caller: &Principal) -> Result<(), Refused> {
     may_change(caller, "create subscriptions")
 }
 
+/// A new subscription that passed [`check`]: only [`create`] takes one, so the checks run
+/// once however a surface orders its own steps (the facade tests the callback between).
+pub(crate) struct Checked<'a>(New<'a>);
+
+impl<'a> Checked<'a> {
+    /// What was checked, for a surface that replaces a subscription with it instead.
+    pub(crate) fn into_new(self) -> New<'a> {
+        self.0
+    }
+}
+
 /// The checks a new subscription passes before anything is stored or sent to its sink:
 /// the caller's role and type prefixes, its owner's quotas, and the addresses of its sink
 /// and token endpoint (a pull subscription's sink is the hub's own receive URL: nothing is
 /// sent there).
-pub(crate) async fn check(
+pub(crate) async fn check<'a>(
     state: &AppState,
     caller: &Principal,
-    subscription: &Subscription,
-    criteria: &Criteria,
-) -> Result<(), Refused> {
+    new: New<'a>,
+) -> Result<Checked<'a>, Refused> {
+    let New {
+        subscription,
+        criteria,
+        ..
+    } = &new;
     may_create(caller)?;
     subscriptions::may_subscribe(caller, subscription.types.as_deref(), criteria)
         .map_err(Refused::Forbidden)?;
@@ -95,17 +110,17 @@ pub(crate) async fn check(
             .await
             .map_err(|(member, why)| Refused::Address(member, why.to_string()))?;
     }
-    Ok(())
+    Ok(Checked(new))
 }
 
-/// Makes `new` for `caller`: [`check`], store (within the owner's quotas), an entry on the
-/// audit trail (`action` names it from the stored subscription, in the surface's
-/// vocabulary), the approval requests its event types need, then its sink's consent.
+/// Makes `checked` (for the caller it was checked for): store (within the owner's quotas,
+/// again under the writer's lock), an entry on the audit trail (`action` names it from the
+/// stored subscription, in the surface's vocabulary), the approval requests its event
+/// types need, then its sink's consent.
 pub(crate) async fn create(
     state: &AppState,
     context: &Context,
-    caller: &Principal,
-    new: New<'_>,
+    Checked(new): Checked<'_>,
     action: impl FnOnce(&Subscription) -> Action,
 ) -> Result<Made, Refused> {
     let New {
@@ -113,7 +128,6 @@ pub(crate) async fn create(
         criteria,
         consent,
     } = new;
-    check(state, caller, &subscription, &criteria).await?;
     let subscriptions = &state.subscriptions;
     let stored: Arc<Subscription> = match consent {
         Consent::Ask { .. } => {

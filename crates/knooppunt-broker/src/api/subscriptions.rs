@@ -273,7 +273,8 @@ pub(crate) async fn create(
             callbacks: &callbacks,
         },
     };
-    let made = subscribing::create(&state, &audit.of(&caller), &caller.0, new, |stored| {
+    let checked = subscribing::check(&state, &caller.0, new).await?;
+    let made = subscribing::create(&state, &audit.of(&caller), checked, |stored| {
         Action::new(
             ActionName::SubscriptionCreate,
             format!("subscription/{id}"),

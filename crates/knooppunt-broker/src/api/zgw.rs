@@ -716,7 +716,7 @@ fn read_abonnement_draft(body: &[u8]) -> Result<crate::zgw::AbonnementDraft, Vec
     }
 }
 
-/// The abonnement `draft` as subscription `id` of the caller, with its criteria, once its
+/// The abonnement `draft` as subscription `id` of the caller, checked (agreed by its callback), once its
 /// kanalen are as Open Notificaties requires, the hub's checks of a new subscription
 /// passed (the same as for the REST API: [`crate::subscribing::check`]), and its callback
 /// answered the test notificatie (2xx).
@@ -725,7 +725,7 @@ async fn checked_abonnement(
     caller: &ZgwCaller,
     draft: &crate::zgw::AbonnementDraft,
     id: &str,
-) -> Result<(knooppunt_store::Subscription, knooppunt_filter::Criteria), ZgwError> {
+) -> Result<crate::subscribing::Checked<'static>, ZgwError> {
     let filters =
         crate::zgw::abonnement_filters(&state.catalog, draft).map_err(ZgwError::Invalid)?;
     let criteria = knooppunt_filter::Criteria {
@@ -748,7 +748,12 @@ async fn checked_abonnement(
         &state.subscription_defaults,
     )
     .map_err(|why| invalid("callbackUrl", "invalid", why))?;
-    crate::subscribing::check(state, &caller.0.principal(), &subscription, &criteria).await?;
+    let new = crate::subscribing::New {
+        subscription,
+        criteria,
+        consent: crate::subscribing::Consent::Agreed,
+    };
+    let checked = crate::subscribing::check(state, &caller.0.principal(), new).await?;
     let test = crate::zgw::test_notificatie(knooppunt_store::now_ms());
     match state
         .deliverer
@@ -777,7 +782,7 @@ async fn checked_abonnement(
             ));
         }
     }
-    Ok((subscription, criteria))
+    Ok(checked)
 }
 
 /// The audit entry of an abonnement made or changed (`name`): its callback (redacted), its
@@ -811,29 +816,19 @@ async fn create_abonnement(
     caller.require_any(&[CONSUME])?;
     let draft = read_abonnement_draft(&body).map_err(ZgwError::Invalid)?;
     let id = uuid::Uuid::now_v7().to_string();
-    let (subscription, criteria) = checked_abonnement(&state, &caller, &draft, &id).await?;
+    let checked = checked_abonnement(&state, &caller, &draft, &id).await?;
     let principal = caller.0.principal();
     let base = base_url(&state, &headers);
-    let new = crate::subscribing::New {
-        subscription,
-        criteria,
-        consent: crate::subscribing::Consent::Agreed,
-    };
-    let made = crate::subscribing::create(
-        &state,
-        &audit.of_principal(&principal),
-        &principal,
-        new,
-        |stored| {
+    let made =
+        crate::subscribing::create(&state, &audit.of_principal(&principal), checked, |stored| {
             abonnement_action(
                 crate::audit::ActionName::AbonnementCreate,
                 (&state, &base),
                 stored,
                 &caller,
             )
-        },
-    )
-    .await?;
+        })
+        .await?;
     let abonnement = crate::zgw::abonnement_of(&state.catalog, &made.stored)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
     let body = abonnement_representation(&base, &abonnement);
@@ -939,7 +934,13 @@ async fn update_abonnement(
     uuid: &str,
     draft: crate::zgw::AbonnementDraft,
 ) -> Result<Response, ZgwError> {
-    let (subscription, criteria) = checked_abonnement(state, caller, &draft, uuid).await?;
+    let crate::subscribing::New {
+        subscription,
+        criteria,
+        ..
+    } = checked_abonnement(state, caller, &draft, uuid)
+        .await?
+        .into_new();
     let principal = caller.0.principal();
     let base = base_url(state, headers);
     let sink = subscription.sink.to_string();
