@@ -716,10 +716,10 @@ fn read_abonnement_draft(body: &[u8]) -> Result<crate::zgw::AbonnementDraft, Vec
     }
 }
 
-/// The abonnement `draft` as subscription `id` of the caller, checked (agreed by its callback), once its
-/// kanalen are as Open Notificaties requires, the hub's checks of a new subscription
-/// passed (the same as for the REST API: [`crate::subscribing::check`]), and its callback
-/// answered the test notificatie (2xx).
+/// The abonnement `draft` as subscription `id` of the caller, checked (agreed by its
+/// callback), once its kanalen are as Open Notificaties requires, the hub's checks of a new
+/// subscription passed (the same as for the REST API: [`crate::subscribing::check`]), and
+/// its callback answered the test notificatie (2xx).
 async fn checked_abonnement(
     state: &AppState,
     caller: &ZgwCaller,
