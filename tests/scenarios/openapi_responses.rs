@@ -793,3 +793,45 @@ async fn status_answers_are_what_the_document_says() {
         .await;
     assert_eq!(hub_status["subscriptions"]["active"], 1, "{hub_status}");
 }
+
+/// Every answer a test hub gives under `/v1` is checked against its document as it is sent
+/// (`TestHub`'s conformance layer), so every scenario of the suite checks it too; an answer
+/// the document does not describe is caught.
+#[tokio::test]
+async fn the_harness_checks_every_answer_against_the_document() {
+    let hub = TestHub::start().await;
+    let before = hub.conformance().checked();
+    let answer = hub
+        .request(Method::GET, "/v1/subscriptions/nothing-here", tokens::KVK)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 404);
+    assert_eq!(hub.conformance().checked(), before + 1);
+    assert!(hub.conformance().violations().is_empty());
+
+    // The same answer against a document that does not list 404 for the operation.
+    let mut document = hub.hub.openapi_document();
+    let responses = document["paths"]["/subscriptions/{id}"]["get"]["responses"]
+        .as_object_mut()
+        .unwrap();
+    assert!(responses.remove("404").is_some());
+    let strict = knooppunt_tests::openapi::Conformance::new(document);
+    let router = knooppunt_tests::openapi::conformance_layer(hub.hub.router(), &strict);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let served = tokio::spawn(async move { axum::serve(listener, router).await });
+    let answer = hub
+        .client
+        .get(format!("http://{address}/v1/subscriptions/nothing-here"))
+        .bearer_auth(tokens::KVK)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 404);
+    assert_eq!(
+        strict.violations(),
+        ["GET /subscriptions/{id} 404: a status the document does not list"]
+    );
+    served.abort();
+}

@@ -131,6 +131,9 @@ pub struct TestHub {
     store_options: SledOptions,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<()>,
+    /// Every answer under `/v1` is checked against the hub's OpenAPI document; the test
+    /// fails when the hub is dropped if one broke it.
+    conformance: openapi::ConformanceGuard,
 }
 
 impl TestHub {
@@ -194,8 +197,10 @@ impl TestHub {
         let address = listener.local_addr().unwrap();
         let (shutdown, stop) = oneshot::channel::<()>();
         let serving = hub.clone();
+        let conformance = openapi::Conformance::new(hub.openapi_document());
+        let router = openapi::conformance_layer(hub.router(), &conformance);
         let task = tokio::spawn(async move {
-            knooppunt_broker::serve(listener, serving, async {
+            knooppunt_broker::serve_router(listener, serving, router, async {
                 let _ = stop.await;
             })
             .await
@@ -211,7 +216,13 @@ impl TestHub {
             store_options,
             shutdown,
             task,
+            conformance: openapi::ConformanceGuard(conformance),
         }
+    }
+
+    /// What checks this hub's answers against its OpenAPI document.
+    pub fn conformance(&self) -> &openapi::Conformance {
+        &self.conformance.0
     }
 
     /// Stops the hub, waits until it has let go of its store, and starts it again on the

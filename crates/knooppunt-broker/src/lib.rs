@@ -96,6 +96,11 @@ impl Hub {
         )
     }
 
+    /// The OpenAPI document this hub serves at `/v1/openapi.json`.
+    pub fn openapi_document(&self) -> serde_json::Value {
+        api::openapi::document(&self.state.subscription_defaults)
+    }
+
     /// The router of `server.metrics_listen`: `/metrics` without a token, `/healthz`,
     /// `/readyz`.
     pub fn metrics_router(&self) -> axum::Router {
@@ -156,6 +161,18 @@ pub async fn serve(
     hub: Hub,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let router = hub.router();
+    serve_router(listener, hub, router, shutdown).await
+}
+
+/// [`serve`] with `router` in place of [`Hub::router`]: the hub's router with a layer
+/// around it (the test harness checks every answer against the OpenAPI document so).
+pub async fn serve_router(
+    listener: TcpListener,
+    hub: Hub,
+    router: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let limits = hub.state.server;
     let tls = hub.state.tls.clone();
     // Long polls are answered as soon as the shutdown begins: the requests in flight that
@@ -165,15 +182,7 @@ pub async fn serve(
         shutdown.await;
         deliverer.release_waiting();
     };
-    let served = server::run(
-        listener,
-        hub.router(),
-        limits,
-        tls,
-        answer_headers(),
-        shutdown,
-    )
-    .await;
+    let served = server::run(listener, router, limits, tls, answer_headers(), shutdown).await;
     hub.stop().await;
     served
 }

@@ -10,7 +10,7 @@ mod consent;
 pub(crate) mod console;
 mod dead_letters;
 mod events;
-mod openapi;
+pub(crate) mod openapi;
 mod operations;
 mod page;
 mod principals;

@@ -854,6 +854,10 @@ fn pull_paths(paths: &mut Map<String, Value>) {
                 "Events after the cursor are no longer all retained: events may have been missed. \
                  `oldestCursor` is the oldest cursor from which nothing is missing.",
             ),
+            (
+                "409",
+                "The subscription is suspended (the detail says why).",
+            ),
             UNAVAILABLE,
         ],
         stream_extra,
@@ -1373,6 +1377,11 @@ fn signing_paths(paths: &mut Map<String, Value>) {
             UNAUTHORIZED,
             ("403", "The caller may not change subscriptions."),
             NOT_FOUND,
+            (
+                "409",
+                "The secret before the current one still signs (the overlap the last rotation \
+                 announced): rotate again after that.",
+            ),
         ],
         Map::new(),
     );
@@ -1678,7 +1687,50 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
     status_paths(paths);
     add_principals(&mut document);
     add_catalog(&mut document);
+    add_boundary_answers(&mut document);
     document
+}
+
+/// What the hub's boundary may answer to any operation, before its handler runs: 503 when
+/// the store takes no writes or an issuer's keys cannot be had (every operation that needs
+/// a principal or the store), and for an operation that takes a body, 413 for a body larger
+/// than any route takes (announced or sent) and 408 for one that does not arrive within
+/// `server.body_timeout`.
+fn add_boundary_answers(document: &mut Value) {
+    const TOO_LARGE: &str = "The body is larger than this operation takes (or its \
+                             `Content-Length` announces so); nothing was kept.";
+    const TOO_SLOW: &str = "The body did not arrive within the hub's body timeout \
+                            (`server.body_timeout`); nothing was kept.";
+    let Some(paths) = document["paths"].as_object_mut() else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        if path == "/openapi.json" || path == "/signing-keys" {
+            continue;
+        }
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, operation) in item.iter_mut() {
+            if method == "parameters" {
+                continue;
+            }
+            let takes_body = operation.get("requestBody").is_some();
+            let Some(responses) = operation["responses"].as_object_mut() else {
+                continue;
+            };
+            let mut add = |code: &str, description: &str| {
+                if !responses.contains_key(code) {
+                    responses.insert(code.into(), problem(description));
+                }
+            };
+            add(UNAVAILABLE.0, UNAVAILABLE.1);
+            if takes_body {
+                add("408", TOO_SLOW);
+                add("413", TOO_LARGE);
+            }
+        }
+    }
 }
 
 /// `/eventtypes`: the catalog's operations and schemas.
