@@ -422,6 +422,19 @@ async fn replays_are_bounded_per_hub_and_kept_per_subscription() {
         .await
         .assert_problem(404);
 
+    // A window that is not one: every problem at once, and `null` is no time.
+    let wrong = json!({"from": null, "until": 5, "colour": "red"});
+    let bad = hub
+        .call(Method::POST, &replays, tokens::GEMEENTE, Some(wrong))
+        .await
+        .assert_problem(400);
+    assert_eq!(
+        bad.invalid_params(),
+        ["colour", "from", "until"],
+        "{}",
+        bad.body
+    );
+
     // At most 100 are kept per subscription: the oldest finished ones go.
     let empty = json!({"from": "2099-01-01T00:00:00Z", "until": "2099-01-01T00:00:01Z"});
     let bad = hub

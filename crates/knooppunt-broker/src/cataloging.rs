@@ -6,10 +6,12 @@
 
 use std::sync::Arc;
 
-use knooppunt_store::CatalogEntry;
+use knooppunt_store::{CatalogEntry, GrantState};
+use serde_json::json;
 
 use crate::app::AppState;
-use crate::audit::{Action, Context};
+use crate::approvals::{self, Decided};
+use crate::audit::{Action, ActionName, Context};
 use crate::catalog::{Draft, Refused};
 use crate::identity::Principal;
 
@@ -65,4 +67,35 @@ pub(crate) async fn delete(
     state.audit.record(context, action(owner)).await;
     state.approvals.entry_deleted(id).await;
     Ok(true)
+}
+
+/// `caller` (the entry's owner or an admin) decides on the grant of event type `entry` for
+/// `subscription` under the approvals' rules (a revocation withdraws the queued deliveries
+/// first), and the decision goes on the audit trail, concerning the owner and the
+/// subscriber.
+pub(crate) async fn decide(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    (entry, subscription): (&str, &str),
+    (decision, reason): (GrantState, Option<String>),
+) -> Result<Decided, approvals::Refused> {
+    let decided = state
+        .approvals
+        .decide(caller, entry, subscription, decision, reason.clone())
+        .await?;
+    let name = match decision {
+        GrantState::Granted => ActionName::ApprovalGrant,
+        GrantState::Refused => ActionName::ApprovalRefuse,
+        _ => ActionName::ApprovalRevoke,
+    };
+    let action = Action::new(
+        name,
+        format!("approval/{entry}/{subscription}"),
+        json!({"state": decision.as_str(), "reason": reason, "eventtype": entry,
+               "subscription": subscription, "withdrawnDeliveries": decided.withdrawn}),
+    )
+    .concerning(decided.concerns.iter().cloned());
+    state.audit.record(context, action).await;
+    Ok(decided)
 }

@@ -23,6 +23,7 @@ pub use knooppunt_identity as identity;
 pub mod ingest;
 mod principals;
 mod registry;
+mod replaying;
 use knooppunt_server as server;
 mod sessions;
 mod subscribing;

@@ -199,6 +199,19 @@ impl Principal {
         self.has(Role::Admin)
     }
 
+    /// Whether the principal may do `action` (such as "replay events"), which needs `role`
+    /// (an admin may do everything): `Err` says why not, for the caller to read.
+    pub fn may(&self, role: Role, action: &str) -> Result<(), String> {
+        if self.has(role) || self.is_admin() {
+            return Ok(());
+        }
+        let role = format!("{role:?}").to_lowercase();
+        Err(format!(
+            "principal `{}` may not {action}: that needs the `{role}` role",
+            self.name
+        ))
+    }
+
     /// The principal that every request acts as when authentication is disabled.
     pub fn development() -> Principal {
         Principal::new(

@@ -13,14 +13,14 @@ use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{CatalogEntry, Grant, GrantState};
 use serde_json::{Value, json};
 
-use super::JsonBody;
 use super::audit::RequestAudit;
 use super::auth::Caller;
+use super::input::{Body, Input, Members};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
 use crate::approvals::{Refused, Selection};
-use crate::audit::{Action, ActionName};
+use crate::cataloging;
 
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT";
 
@@ -166,98 +166,58 @@ pub(crate) async fn decide(
     caller: Caller,
     audit: RequestAudit,
     Path((entry, subscription)): Path<(String, String)>,
-    JsonBody(body): JsonBody,
+    Input(decision): Input<DecisionIn>,
 ) -> Result<Response, ApiError> {
-    let (decision, reason) = read_decision(&body)?;
-    let decided = state
-        .approvals
-        .decide(&caller.0, &entry, &subscription, decision, reason.clone())
-        .await?;
-    let name = match decision {
-        GrantState::Granted => ActionName::ApprovalGrant,
-        GrantState::Refused => ActionName::ApprovalRefuse,
-        _ => ActionName::ApprovalRevoke,
-    };
-    let action = Action::new(
-        name,
-        format!("approval/{entry}/{subscription}"),
-        json!({"state": decision.as_str(), "reason": reason, "eventtype": entry,
-               "subscription": subscription, "withdrawnDeliveries": decided.withdrawn}),
+    let decided = cataloging::decide(
+        &state,
+        &audit.of(&caller),
+        &caller.0,
+        (&entry, &subscription),
+        (decision.state, decision.reason),
     )
-    .concerning(decided.concerns);
-    state.audit.record(&audit.of(&caller), action).await;
+    .await?;
     Ok(Json(resource(&state, &decided.grant)).into_response())
 }
 
-/// The members a decision has; the grant's read-only members may be sent back.
-const READ_ONLY: [&str; 10] = [
-    "eventtype",
-    "subscription",
-    "subscriber",
-    "type",
-    "source",
-    "owner",
-    "requested",
-    "decided",
-    "decidedBy",
-    "id",
-];
+/// What a data owner sends to decide on a grant.
+#[derive(Debug)]
+pub(crate) struct DecisionIn {
+    state: GrantState,
+    reason: Option<String>,
+}
 
-fn read_decision(body: &Value) -> Result<(GrantState, Option<String>), ApiError> {
-    let Some(object) = body.as_object() else {
-        return Err(ApiError::invalid(
-            "a decision is a JSON object",
-            vec![InvalidParam::new(
-                "body",
-                "send {\"state\": \"granted\" | \"refused\" | \"revoked\", \"reason\": \"…\"}",
-            )],
-        ));
-    };
-    let mut problems = Vec::new();
-    for key in object.keys() {
-        if key != "state" && key != "reason" && !READ_ONLY.contains(&key.as_str()) {
-            problems.push(InvalidParam::new(
-                key.as_str(),
-                "unknown member; a decision has `state` and `reason`",
-            ));
-        }
-    }
-    let state = match object.get("state") {
-        Some(Value::String(name)) => match GrantState::parse(name) {
-            Some(state) => Some(state),
-            None => {
-                problems.push(InvalidParam::new(
-                    "state",
-                    "must be `granted`, `refused` or `revoked`",
-                ));
-                None
-            }
-        },
-        Some(_) => {
-            problems.push(InvalidParam::new("state", "must be a string"));
-            None
-        }
-        None => {
-            problems.push(InvalidParam::new(
-                "state",
-                "is required: `granted`, `refused` or `revoked`",
-            ));
-            None
-        }
-    };
-    let reason = match object.get("reason") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(text.clone()),
-        Some(_) => {
-            problems.push(InvalidParam::new("reason", "must be a string"));
-            None
-        }
-    };
-    match state {
-        Some(state) if problems.is_empty() => Ok((state, reason)),
-        _ => Err(ApiError::invalid(
-            "the decision has problems; see invalidParams",
-            problems,
-        )),
+impl Body for DecisionIn {
+    const NAME: &'static str = "decision";
+    const MEMBERS: &'static [&'static str] = &["state", "reason"];
+    /// The grant's read-only members may be sent back.
+    const READ_ONLY: &'static [&'static str] = &[
+        "eventtype",
+        "subscription",
+        "subscriber",
+        "type",
+        "source",
+        "owner",
+        "requested",
+        "decided",
+        "decidedBy",
+        "id",
+    ];
+
+    fn read(members: &mut Members<'_>) -> Option<Self> {
+        const STATES: &str = "`granted`, `refused` or `revoked`";
+        let state = members
+            .required::<String>("state", STATES)
+            .and_then(|name| match GrantState::parse(&name) {
+                Some(state) => Some(state),
+                None => {
+                    members.problem("state", format!("must be {STATES}"));
+                    None
+                }
+            });
+        let reason = members.optional::<String>("reason", "a string");
+        Some(DecisionIn {
+            state: state?,
+            reason,
+        })
     }
 }

@@ -33,14 +33,7 @@ pub struct Caller(pub Arc<Principal>);
 impl Caller {
     /// Fails with 403 unless the caller has `role` (admins have every role).
     pub(crate) fn require(&self, role: Role, action: &str) -> Result<(), ApiError> {
-        if self.0.has(role) || self.0.is_admin() {
-            return Ok(());
-        }
-        let role = format!("{role:?}").to_lowercase();
-        Err(ApiError::Forbidden(format!(
-            "principal `{}` may not {action}: that needs the `{role}` role",
-            self.0.name
-        )))
+        self.0.may(role, action).map_err(ApiError::Forbidden)
     }
 }
 

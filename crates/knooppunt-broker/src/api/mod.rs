@@ -10,6 +10,7 @@ mod consent;
 pub(crate) mod console;
 mod dead_letters;
 mod events;
+mod input;
 pub(crate) mod openapi;
 mod operations;
 mod page;

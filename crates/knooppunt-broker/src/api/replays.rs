@@ -8,70 +8,101 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::header::LOCATION;
 use http::{HeaderValue, StatusCode};
-use knooppunt_event::timestamp::{epoch_millis, utc_timestamp};
+use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::Replay;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
 
+use super::BASE_PATH;
 use super::audit::RequestAudit;
-use super::auth::{Caller, Role};
+use super::auth::Caller;
+use super::input::{Body, Input, Members, Time};
 use super::problem::{ApiError, InvalidParam};
-use super::subscriptions::{not_found, visible};
-use super::{BASE_PATH, JsonBody};
+use super::subscriptions::not_found;
 use crate::app::AppState;
 use crate::audit::{Action, ActionName};
 use crate::history::ReplayRefused;
-
-fn check_access(state: &AppState, caller: &Caller, id: &str) -> Result<String, ApiError> {
-    caller.require(Role::Subscriber, "replay events")?;
-    match state.subscriptions.get(id) {
-        Some(subscription) if visible(caller, &subscription) => Ok(subscription.owner.clone()),
-        _ => Err(not_found(id)),
-    }
-}
+use crate::replaying::{self, Refused};
 
 /// A replay as the API shows it.
-pub(crate) fn representation(replay: &Replay) -> Value {
-    let mut object = Map::new();
-    object.insert("id".into(), json!(replay.id));
-    object.insert("subscription".into(), json!(replay.subscription));
-    object.insert("state".into(), json!(replay.state.as_str()));
-    object.insert("from".into(), json!(utc_timestamp(replay.from_ms)));
-    object.insert("until".into(), json!(utc_timestamp(replay.until_ms)));
-    object.insert("eventsQueued".into(), json!(replay.queued));
-    object.insert(
-        "lastEventTime".into(),
-        json!(replay.last_event_at.map(utc_timestamp)),
-    );
-    object.insert("requestedBy".into(), json!(replay.requested_by));
-    object.insert(
-        "createdTime".into(),
-        json!(utc_timestamp(replay.created_at)),
-    );
-    if let Some(at) = replay.finished_at {
-        object.insert("finishedTime".into(), json!(utc_timestamp(at)));
-    }
-    if let Some(error) = &replay.error {
-        object.insert("error".into(), json!(error));
-    }
-    Value::Object(object)
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ReplayOut {
+    id: String,
+    subscription: String,
+    state: &'static str,
+    from: String,
+    until: String,
+    events_queued: u64,
+    last_event_time: Option<String>,
+    requested_by: String,
+    created_time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finished_time: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
-fn time(body: &Value, name: &str, problems: &mut Vec<InvalidParam>) -> Option<u64> {
-    match body.get(name) {
-        None => None,
-        Some(Value::String(text)) => epoch_millis(text).or_else(|| {
-            problems.push(InvalidParam::new(
-                name,
-                "must be an RFC 3339 time such as 2026-11-20T08:00:00Z",
-            ));
-            None
-        }),
-        Some(_) => {
-            problems.push(InvalidParam::new(
-                name,
-                "must be an RFC 3339 time (a string)",
-            ));
-            None
+impl From<&Replay> for ReplayOut {
+    fn from(replay: &Replay) -> Self {
+        ReplayOut {
+            id: replay.id.clone(),
+            subscription: replay.subscription.clone(),
+            state: replay.state.as_str(),
+            from: utc_timestamp(replay.from_ms),
+            until: utc_timestamp(replay.until_ms),
+            events_queued: replay.queued,
+            last_event_time: replay.last_event_at.map(utc_timestamp),
+            requested_by: replay.requested_by.clone(),
+            created_time: utc_timestamp(replay.created_at),
+            finished_time: replay.finished_at.map(utc_timestamp),
+            error: replay.error.clone(),
+        }
+    }
+}
+
+/// A replay as the API shows it, as JSON (the audit trail's details).
+fn representation(replay: &Replay) -> serde_json::Value {
+    serde_json::to_value(ReplayOut::from(replay)).expect("a replay serializes")
+}
+
+/// What a client sends to start a replay: the window of acceptance times.
+#[derive(Debug)]
+pub(crate) struct ReplayIn {
+    from: u64,
+    until: Option<u64>,
+}
+
+const A_TIME: &str = "an RFC 3339 time such as 2026-11-20T08:00:00Z";
+
+impl Body for ReplayIn {
+    const NAME: &'static str = "replay";
+    const MEMBERS: &'static [&'static str] = &["from", "until"];
+
+    fn read(members: &mut Members<'_>) -> Option<Self> {
+        let from = members.required::<Time>("from", A_TIME);
+        let until = members.optional::<Time>("until", A_TIME);
+        Some(ReplayIn {
+            from: from?.0,
+            until: until.map(|t| t.0),
+        })
+    }
+}
+
+impl From<(Refused, &str)> for ApiError {
+    fn from((refused, id): (Refused, &str)) -> Self {
+        match refused {
+            Refused::Forbidden(why) => ApiError::Forbidden(why),
+            Refused::NoSubscription => not_found(id),
+            Refused::Start(ReplayRefused::Window(why)) => ApiError::invalid(
+                "the window is empty; see invalidParams",
+                vec![InvalidParam::new("from", why)],
+            ),
+            Refused::Start(why @ ReplayRefused::TooMany(_)) => ApiError::TooMany(why.to_string()),
+            Refused::Start(why @ ReplayRefused::Suspended(_)) => {
+                ApiError::Conflict(why.to_string())
+            }
+            Refused::Start(ReplayRefused::NoSubscription) => not_found(id),
+            Refused::Start(ReplayRefused::Store(error)) | Refused::Store(error) => error.into(),
         }
     }
 }
@@ -83,65 +114,34 @@ pub(crate) async fn create(
     caller: Caller,
     audit: RequestAudit,
     Path(id): Path<String>,
-    JsonBody(body): JsonBody,
+    Input(window): Input<ReplayIn>,
 ) -> Result<Response, ApiError> {
-    let owner = check_access(&state, &caller, &id)?;
-    let mut problems = Vec::new();
-    match body.as_object() {
-        Some(object) => {
-            for name in object.keys() {
-                if name != "from" && name != "until" {
-                    problems.push(InvalidParam::new(
-                        name.as_str(),
-                        "unknown member; a replay has from and until",
-                    ));
-                }
-            }
-        }
-        None => problems.push(InvalidParam::new("", "the body must be a JSON object")),
-    }
-    let from = time(&body, "from", &mut problems);
-    let until = time(&body, "until", &mut problems);
-    if from.is_none() && body.get("from").is_none() && body.is_object() {
-        problems.push(InvalidParam::new(
-            "from",
-            "is required: the start of the window (RFC 3339)",
-        ));
-    }
-    let Some(from) = from.filter(|_| problems.is_empty()) else {
-        return Err(ApiError::invalid(
-            "the replay has problems; see invalidParams",
-            problems,
-        ));
-    };
-    let replay = state
-        .history
-        .start_replay(&id, &caller.0.name, from, until)
-        .await
-        .map_err(|why| match why {
-            ReplayRefused::NoSubscription => not_found(&id),
-            ReplayRefused::Window(why) => ApiError::invalid(
-                "the window is empty; see invalidParams",
-                vec![InvalidParam::new("from", why)],
-            ),
-            ReplayRefused::TooMany(_) => ApiError::TooMany(why.to_string()),
-            ReplayRefused::Suspended(_) => ApiError::Conflict(why.to_string()),
-            ReplayRefused::Store(error) => error.into(),
-        })?;
-    let body = representation(&replay);
-    let action = Action::new(
-        ActionName::ReplayCreate,
-        format!("subscription/{id}/replays/{}", replay.id),
-        body.clone(),
+    let replay = replaying::start(
+        &state,
+        &audit.of(&caller),
+        &caller.0,
+        (&id, window.from, window.until),
+        |replay| {
+            Action::new(
+                ActionName::ReplayCreate,
+                format!("subscription/{id}/replays/{}", replay.id),
+                representation(replay),
+            )
+        },
     )
-    .concerning([owner]);
-    state.audit.record(&audit.of(&caller), action).await;
+    .await
+    .map_err(|refused| ApiError::from((refused, id.as_str())))?;
     let location = HeaderValue::try_from(format!(
         "{BASE_PATH}/subscriptions/{id}/replays/{}",
         replay.id
     ))
     .expect("ids are header-safe");
-    Ok((StatusCode::ACCEPTED, [(LOCATION, location)], Json(body)).into_response())
+    Ok((
+        StatusCode::ACCEPTED,
+        [(LOCATION, location)],
+        Json(ReplayOut::from(&replay)),
+    )
+        .into_response())
 }
 
 /// `GET /v1/subscriptions/{id}/replays`: the newest 100, newest first.
@@ -150,9 +150,10 @@ pub(crate) async fn list(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    check_access(&state, &caller, &id)?;
-    let replays = state.history.replays(&id).await?;
-    let body: Vec<Value> = replays.iter().map(representation).collect();
+    let replays = replaying::list(&state, &caller.0, &id)
+        .await
+        .map_err(|refused| ApiError::from((refused, id.as_str())))?;
+    let body: Vec<ReplayOut> = replays.iter().map(ReplayOut::from).collect();
     Ok(Json(body).into_response())
 }
 
@@ -166,9 +167,11 @@ pub(crate) async fn get(
     caller: Caller,
     Path((id, replay)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    check_access(&state, &caller, &id)?;
-    match state.history.replay(&id, &replay).await? {
-        Some(found) => Ok(Json(representation(&found)).into_response()),
+    match replaying::get(&state, &caller.0, (&id, &replay))
+        .await
+        .map_err(|refused| ApiError::from((refused, id.as_str())))?
+    {
+        Some(found) => Ok(Json(ReplayOut::from(&found)).into_response()),
         None => Err(missing(&id, &replay)),
     }
 }
@@ -181,17 +184,23 @@ pub(crate) async fn cancel(
     audit: RequestAudit,
     Path((id, replay)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let owner = check_access(&state, &caller, &id)?;
-    let Some(cancelled) = state.history.cancel(&id, &replay).await? else {
-        return Err(missing(&id, &replay));
-    };
-    let body = representation(&cancelled);
-    let action = Action::new(
-        ActionName::ReplayCancel,
-        format!("subscription/{id}/replays/{replay}"),
-        body.clone(),
+    let cancelled = replaying::cancel(
+        &state,
+        &audit.of(&caller),
+        &caller.0,
+        (&id, &replay),
+        |cancelled| {
+            Action::new(
+                ActionName::ReplayCancel,
+                format!("subscription/{id}/replays/{replay}"),
+                representation(cancelled),
+            )
+        },
     )
-    .concerning([owner]);
-    state.audit.record(&audit.of(&caller), action).await;
-    Ok(Json(body).into_response())
+    .await
+    .map_err(|refused| ApiError::from((refused, id.as_str())))?;
+    match cancelled {
+        Some(cancelled) => Ok(Json(ReplayOut::from(&cancelled)).into_response()),
+        None => Err(missing(&id, &replay)),
+    }
 }

@@ -1,0 +1,105 @@
+//! Replays: a window of a subscription's retained events queued for it once more, as a job.
+//! Who may start, read and cancel one (a subscriber that sees the subscription), and what
+//! goes on the audit trail, are decided here for every surface (the `/v1` API, and the
+//! console, which calls the API).
+
+use knooppunt_store::{Replay, StoreError};
+
+use crate::app::AppState;
+use crate::audit::{Action, Context};
+use crate::history::ReplayRefused;
+use crate::identity::{Principal, Role};
+use crate::subscriptions::visible_to;
+
+/// Why a replay was not started, read or cancelled (nothing was changed).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refused {
+    /// The caller may not replay events (the detail says why).
+    #[error("{0}")]
+    Forbidden(String),
+    /// There is no subscription of this id the caller may see.
+    #[error("there is no such subscription")]
+    NoSubscription,
+    #[error(transparent)]
+    Start(ReplayRefused),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The owner of subscription `id` if `caller` may replay its events.
+fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<String, Refused> {
+    caller
+        .may(Role::Subscriber, "replay events")
+        .map_err(Refused::Forbidden)?;
+    match state.subscriptions.get(id) {
+        Some(subscription) if visible_to(caller, &subscription) => Ok(subscription.owner.clone()),
+        _ => Err(Refused::NoSubscription),
+    }
+}
+
+/// Starts a replay of subscription `id`'s events accepted from `from_ms` until `until_ms`
+/// (now when absent), requested by `caller`, and writes it on the audit trail (`action`
+/// names it from the job, in the surface's vocabulary; it concerns the subscription's
+/// owner).
+pub(crate) async fn start(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    (id, from_ms, until_ms): (&str, u64, Option<u64>),
+    action: impl FnOnce(&Replay) -> Action,
+) -> Result<Replay, Refused> {
+    let owner = check_access(state, caller, id)?;
+    let replay = state
+        .history
+        .start_replay(id, &caller.name, from_ms, until_ms)
+        .await
+        .map_err(|why| match why {
+            ReplayRefused::NoSubscription => Refused::NoSubscription,
+            other => Refused::Start(other),
+        })?;
+    state
+        .audit
+        .record(context, action(&replay).concerning([owner]))
+        .await;
+    Ok(replay)
+}
+
+/// Subscription `id`'s newest replays, newest first.
+pub(crate) async fn list(
+    state: &AppState,
+    caller: &Principal,
+    id: &str,
+) -> Result<Vec<Replay>, Refused> {
+    check_access(state, caller, id)?;
+    Ok(state.history.replays(id).await?)
+}
+
+/// Replay `replay` of subscription `id`; `None` when it has none of that id.
+pub(crate) async fn get(
+    state: &AppState,
+    caller: &Principal,
+    (id, replay): (&str, &str),
+) -> Result<Option<Replay>, Refused> {
+    check_access(state, caller, id)?;
+    Ok(state.history.replay(id, replay).await?)
+}
+
+/// Cancels replay `replay` of subscription `id` (or gives it as it ended, if it had), and
+/// writes that on the audit trail; `None` when there is no such replay.
+pub(crate) async fn cancel(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    (id, replay): (&str, &str),
+    action: impl FnOnce(&Replay) -> Action,
+) -> Result<Option<Replay>, Refused> {
+    let owner = check_access(state, caller, id)?;
+    let Some(cancelled) = state.history.cancel(id, replay).await? else {
+        return Ok(None);
+    };
+    state
+        .audit
+        .record(context, action(&cancelled).concerning([owner]))
+        .await;
+    Ok(Some(cancelled))
+}
