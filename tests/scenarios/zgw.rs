@@ -1068,6 +1068,16 @@ async fn zgw_clients_are_set_over_the_principals_api_with_sealed_secrets() {
     const SECRET: &str = "gemeente-zgw-geheim";
     let (k1, k2) = (key(1), key(2));
     let hub = TestHub::start_with_options(options_with_keys(&[("k1", &k1)])).await;
+    // A scope that is not a string is refused, not left out.
+    hub.call(
+        Method::PATCH,
+        "/v1/principals/kvk",
+        tokens::ADMIN,
+        Some(json!({"zgw": {"clientId": "kvk-zac", "secret": SECRET,
+                            "scopes": ["notificaties.consumeren", 5]}})),
+    )
+    .await
+    .assert_problem(400);
     let set = hub
         .call(
             Method::PATCH,

@@ -11,6 +11,7 @@
 // The OpenAPI document is one large `json!` literal.
 #![recursion_limit = "256"]
 
+mod administering;
 pub mod api;
 mod app;
 mod approvals;

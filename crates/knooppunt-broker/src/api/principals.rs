@@ -10,18 +10,17 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::header::LOCATION;
 use http::{HeaderValue, StatusCode};
-use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{StoredPrincipal, now_ms};
 use serde_json::{Map, Value, json};
 
 use super::BASE_PATH;
 use super::JsonBody;
 use super::audit::RequestAudit;
-use super::auth::{Caller, Role, hash_token};
+use super::auth::{Caller, Role};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
+use crate::administering;
 use crate::app::AppState;
-use crate::audit::{Action, ActionName};
 use crate::principals::FROM_API;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
@@ -45,20 +44,7 @@ const MEMBERS: [&str; 7] = [
 ];
 
 fn resource(record: &StoredPrincipal) -> Value {
-    json!({
-        "name": record.name,
-        "roles": record.roles,
-        "subscribeTypePrefixes": record.subscribe_type_prefixes,
-        "publishSourcePrefixes": record.publish_source_prefixes,
-        "oin": record.oin,
-        "disabled": record.disabled,
-        "hasToken": record.token_sha256.is_some(),
-        "origin": record.origin,
-        // The secret is never shown, sealed or not.
-        "zgw": record.zgw.as_ref().map(|z| json!({"clientId": z.client_id, "scopes": z.scopes})),
-        "createdAt": utc_timestamp(record.created_at),
-        "updatedAt": utc_timestamp(record.updated_at),
-    })
+    administering::described(record)
 }
 
 /// The `zgw` member of a change: `null` to take the ZGW client away, or `clientId`,
@@ -108,14 +94,15 @@ fn read_zgw(
     if secret.chars().count() < 16 || secret.len() > 1000 {
         return Err(problem("secret: 16 to 1000 characters"));
     }
+    // Every scope a string: one that is not is refused, not left out.
     let scopes: Vec<String> = object
         .get("scopes")
         .and_then(Value::as_array)
-        .map(|items| {
+        .and_then(|items| {
             items
                 .iter()
-                .filter_map(|s| s.as_str().map(str::to_owned))
-                .collect()
+                .map(|s| s.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
         })
         .unwrap_or_default();
     if scopes.is_empty() || scopes.iter().any(|s| s != PUBLISH && s != CONSUME) {
@@ -132,14 +119,6 @@ fn read_zgw(
 
 fn not_found(name: &str) -> ApiError {
     ApiError::NotFound(format!("there is no principal `{name}`"))
-}
-
-/// A new random token: 32 bytes from the system's generator, as 64 hex digits.
-fn new_token() -> Result<String, ApiError> {
-    let mut bytes = [0u8; 32];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
-        .map_err(|_| ApiError::Internal("the system's random generator failed".into()))?;
-    Ok(format!("kp_{}", hex::encode(bytes)))
 }
 
 /// Applies the members of `body` to `record`, collecting every problem.
@@ -232,7 +211,7 @@ pub(crate) async fn list(
     caller: Caller,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Admin, "list principals")?;
+    administering::may_administer(&caller.0, "list principals")?;
     let mut problems = Vec::new();
     let Page { size, cursor } = Page::read(&query, &mut problems);
     if !problems.is_empty() {
@@ -250,7 +229,7 @@ pub(crate) async fn create(
     audit: RequestAudit,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Admin, "create principals")?;
+    administering::may_administer(&caller.0, "create principals")?;
     let body = object(&body)?;
     let name = body.get("name").and_then(Value::as_str).unwrap_or("");
     let now = now_ms();
@@ -289,17 +268,8 @@ pub(crate) async fn create(
         .get("issueToken")
         .and_then(Value::as_bool)
         .unwrap_or(true);
-    let token = if issue { Some(new_token()?) } else { None };
-    record.token_sha256 = token.as_deref().map(hash_token);
-    state.principals.create(&caller.0.name, &record).await?;
-    tracing::info!(principal = %record.name, by = %caller.0.name, "Principal created.");
-    let action = Action::new(
-        ActionName::PrincipalCreate,
-        format!("principal/{}", record.name),
-        json!({"after": resource(&record), "tokenIssued": record.token_sha256.is_some()}),
-    )
-    .concerning([record.name.clone()]);
-    state.audit.record(&audit.of(&caller), action).await;
+    let (record, token) =
+        administering::create(&state, &audit.of(&caller), &caller.0, record, issue).await?;
     let mut answer = resource(&record);
     if let Some(token) = token {
         answer["token"] = json!(token);
@@ -314,7 +284,7 @@ pub(crate) async fn get(
     caller: Caller,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Admin, "read principals")?;
+    administering::may_administer(&caller.0, "read principals")?;
     let record = state
         .principals
         .get(&name)
@@ -330,7 +300,7 @@ pub(crate) async fn update(
     Path(name): Path<String>,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Admin, "change principals")?;
+    administering::may_administer(&caller.0, "change principals")?;
     let mut body = object(&body)?.clone();
     let zgw = body.remove("zgw");
     let body = &body;
@@ -357,21 +327,10 @@ pub(crate) async fn update(
     if !problems.is_empty() {
         return Err(ApiError::invalid("the change is not valid", problems));
     }
-    record.updated_at = now_ms();
-    // Changed at runtime: from now on the store, not the configuration file, decides.
-    record.origin = FROM_API.into();
-    if !state.update_principal(&caller.0.name, &record).await? {
-        return Err(not_found(&name));
-    }
-    tracing::info!(principal = %name, by = %caller.0.name, disabled = record.disabled, "Principal changed.");
-    let action = Action::new(
-        ActionName::PrincipalChange,
-        format!("principal/{name}"),
-        json!({"after": resource(&record)}),
-    )
-    .concerning([name.clone()]);
-    state.audit.record(&audit.of(&caller), action).await;
-    Ok(Json(resource(&record)).into_response())
+    let changed = administering::change(&state, &audit.of(&caller), &caller.0, record)
+        .await?
+        .ok_or_else(|| not_found(&name))?;
+    Ok(Json(resource(&changed)).into_response())
 }
 
 pub(crate) async fn delete(
@@ -380,20 +339,9 @@ pub(crate) async fn delete(
     audit: RequestAudit,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Admin, "delete principals")?;
-    let context = audit.of(&caller);
-    let subscriptions = state
-        .delete_principal(&caller.0.name, &name, &context)
+    administering::delete(&state, &audit.of(&caller), &caller.0, &name)
         .await?
         .ok_or_else(|| not_found(&name))?;
-    tracing::info!(principal = %name, by = %caller.0.name, subscriptions = subscriptions.len(), "Principal deleted.");
-    let action = Action::new(
-        ActionName::PrincipalDelete,
-        format!("principal/{name}"),
-        json!({"subscriptionsDeleted": subscriptions}),
-    )
-    .concerning([name.clone()]);
-    state.audit.record(&audit.of(&caller), action).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -404,25 +352,8 @@ pub(crate) async fn issue_token(
     audit: RequestAudit,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Admin, "issue tokens")?;
-    let mut record = state
-        .principals
-        .get(&name)
+    let token = administering::issue_token(&state, &audit.of(&caller), &caller.0, &name)
+        .await?
         .ok_or_else(|| not_found(&name))?;
-    let token = new_token()?;
-    record.token_sha256 = Some(hash_token(&token));
-    record.updated_at = now_ms();
-    record.origin = FROM_API.into();
-    if !state.principals.update(&caller.0.name, &record).await? {
-        return Err(not_found(&name));
-    }
-    tracing::info!(principal = %name, by = %caller.0.name, "Principal's token issued.");
-    let action = Action::new(
-        ActionName::PrincipalTokenIssue,
-        format!("principal/{name}"),
-        json!({"note": "a new token replaced the old one (the token itself is never recorded)"}),
-    )
-    .concerning([name.clone()]);
-    state.audit.record(&audit.of(&caller), action).await;
     Ok(Json(json!({"name": name, "token": token})).into_response())
 }

@@ -1,0 +1,155 @@
+//! Principals managed at runtime: the one sequence every surface runs (the `/v1` API, and
+//! the console, which calls the API). Only an admin acts here; each change is stored (every
+//! hub sharing the store follows within a second, a disabled principal's subscriptions are
+//! suspended on every hub before the change answers), logged, and written on the audit
+//! trail, which keeps the principal as [`described`] shows it, never a token.
+
+use knooppunt_event::timestamp::utc_timestamp;
+use knooppunt_store::{StoredPrincipal, now_ms};
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::audit::{Action, ActionName, Context};
+use crate::identity::{Principal, Role, hash_token};
+use crate::principals::{FROM_API, Refused};
+
+/// Whether `caller` may `action` ("create principals"): only an admin may.
+pub(crate) fn may_administer(caller: &Principal, action: &str) -> Result<(), Refused> {
+    caller.may(Role::Admin, action).map_err(Refused::NotAdmin)
+}
+
+/// A principal as the API shows it and the audit trail keeps it: its secrets never (a
+/// token only as whether it has one, a ZGW client's secret not at all).
+pub(crate) fn described(record: &StoredPrincipal) -> Value {
+    json!({
+        "name": record.name,
+        "roles": record.roles,
+        "subscribeTypePrefixes": record.subscribe_type_prefixes,
+        "publishSourcePrefixes": record.publish_source_prefixes,
+        "oin": record.oin,
+        "disabled": record.disabled,
+        "hasToken": record.token_sha256.is_some(),
+        "origin": record.origin,
+        "zgw": record.zgw.as_ref().map(|z| json!({"clientId": z.client_id, "scopes": z.scopes})),
+        "createdAt": utc_timestamp(record.created_at),
+        "updatedAt": utc_timestamp(record.updated_at),
+    })
+}
+
+/// A new random token: 32 bytes from the system's generator, as `kp_` and 64 hex digits.
+fn new_token() -> Result<String, Refused> {
+    let mut bytes = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).map_err(|_| {
+        Refused::Store(knooppunt_store::StoreError::Backend(
+            "the system's random generator failed".into(),
+        ))
+    })?;
+    Ok(format!("kp_{}", hex::encode(bytes)))
+}
+
+/// Makes principal `record` for `caller` (an admin), with a new token when `issue_token`
+/// (returned: it is shown once, and stored only as its SHA-256).
+pub(crate) async fn create(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    mut record: StoredPrincipal,
+    issue_token: bool,
+) -> Result<(StoredPrincipal, Option<String>), Refused> {
+    may_administer(caller, "create principals")?;
+    let token = if issue_token {
+        Some(new_token()?)
+    } else {
+        None
+    };
+    record.token_sha256 = token.as_deref().map(hash_token);
+    record.origin = FROM_API.into();
+    state.principals.create(&caller.name, &record).await?;
+    tracing::info!(principal = %record.name, by = %caller.name, "Principal created.");
+    let action = Action::new(
+        ActionName::PrincipalCreate,
+        format!("principal/{}", record.name),
+        json!({"after": described(&record), "tokenIssued": token.is_some()}),
+    )
+    .concerning([record.name.clone()]);
+    state.audit.record(context, action).await;
+    Ok((record, token))
+}
+
+/// Replaces principal `record.name` with `record` for `caller` (an admin); from now on
+/// the store, not the configuration file, decides it. `false` when there is none.
+pub(crate) async fn change(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    mut record: StoredPrincipal,
+) -> Result<Option<StoredPrincipal>, Refused> {
+    may_administer(caller, "change principals")?;
+    record.updated_at = now_ms();
+    record.origin = FROM_API.into();
+    if !state.update_principal(&caller.name, &record).await? {
+        return Ok(None);
+    }
+    tracing::info!(principal = %record.name, by = %caller.name, disabled = record.disabled, "Principal changed.");
+    let action = Action::new(
+        ActionName::PrincipalChange,
+        format!("principal/{}", record.name),
+        json!({"after": described(&record)}),
+    )
+    .concerning([record.name.clone()]);
+    state.audit.record(context, action).await;
+    Ok(Some(record))
+}
+
+/// Deletes principal `name` for `caller` (an admin), and its subscriptions (their ids are
+/// returned); `None` when there is none.
+pub(crate) async fn delete(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    name: &str,
+) -> Result<Option<Vec<String>>, Refused> {
+    may_administer(caller, "delete principals")?;
+    let Some(subscriptions) = state.delete_principal(&caller.name, name, context).await? else {
+        return Ok(None);
+    };
+    tracing::info!(principal = %name, by = %caller.name, subscriptions = subscriptions.len(), "Principal deleted.");
+    let action = Action::new(
+        ActionName::PrincipalDelete,
+        format!("principal/{name}"),
+        json!({"subscriptionsDeleted": subscriptions}),
+    )
+    .concerning([name.to_owned()]);
+    state.audit.record(context, action).await;
+    Ok(Some(subscriptions))
+}
+
+/// Gives principal `name` a new token for `caller` (an admin): the old one stops working
+/// at once; the new one is returned (shown once). `None` when there is none.
+pub(crate) async fn issue_token(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    name: &str,
+) -> Result<Option<String>, Refused> {
+    may_administer(caller, "issue tokens")?;
+    let Some(mut record) = state.principals.get(name) else {
+        return Ok(None);
+    };
+    let token = new_token()?;
+    record.token_sha256 = Some(hash_token(&token));
+    record.updated_at = now_ms();
+    record.origin = FROM_API.into();
+    if !state.principals.update(&caller.name, &record).await? {
+        return Ok(None);
+    }
+    tracing::info!(principal = %name, by = %caller.name, "Principal's token issued.");
+    let action = Action::new(
+        ActionName::PrincipalTokenIssue,
+        format!("principal/{name}"),
+        json!({"note": "a new token replaced the old one (the token itself is never recorded)"}),
+    )
+    .concerning([name.to_owned()]);
+    state.audit.record(context, action).await;
+    Ok(Some(token))
+}
