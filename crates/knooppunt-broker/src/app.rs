@@ -647,14 +647,23 @@ impl AppState {
         }))
     }
 
-    /// What a subscription took, in delivery order, and where the next page starts.
+    /// What subscription `id` took, in delivery order, and where the next page starts, as
+    /// `principal` may read it: `None` unless it is the subscription's subscriber or an
+    /// admin (a deleted subscription's receipts stay its subscriber's to read).
     pub(crate) async fn receipts_of_subscription(
         &self,
+        principal: &Principal,
         id: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<(Vec<Receipt>, Option<String>), StoreError> {
-        self.store.receipts_of_subscription(id, after, limit).await
+        (after, limit): (Option<&str>, usize),
+    ) -> Result<Option<(Vec<Receipt>, Option<String>)>, StoreError> {
+        let owner = self.subscriptions.owner_of(id).await?;
+        if !(principal.is_admin() || owner.as_deref() == Some(principal.name.as_str())) {
+            return Ok(None);
+        }
+        self.store
+            .receipts_of_subscription(id, after, limit)
+            .await
+            .map(Some)
     }
 
     /// The delivery queues' sizes (for `/metrics`).

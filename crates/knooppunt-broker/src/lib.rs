@@ -25,6 +25,7 @@ pub mod ingest;
 mod principals;
 mod registry;
 mod replaying;
+mod salvaging;
 use knooppunt_server as server;
 mod sessions;
 mod subscribing;

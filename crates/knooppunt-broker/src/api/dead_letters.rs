@@ -14,24 +14,30 @@ use knooppunt_store::DeadLetter;
 use serde_json::{Map, Value, json};
 
 use super::audit::RequestAudit;
-use super::auth::{Caller, Role};
+use super::auth::Caller;
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
-use super::subscriptions::{not_found, visible};
+use super::subscriptions::not_found;
 use crate::app::AppState;
-use crate::audit::{Action, ActionName};
-use crate::subscriptions::Redelivered;
+use crate::salvaging::{self, Refused};
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET";
 pub(crate) const ITEM_ALLOW: &str = "GET, DELETE";
 pub(crate) const REDELIVER_ALLOW: &str = "POST";
 
-/// The subscription must exist and be the caller's (or the caller an administrator).
-fn check_access(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
-    caller.require(Role::Subscriber, "read dead letters")?;
-    match state.subscriptions.get(id) {
-        Some(subscription) if visible(caller, &subscription) => Ok(()),
-        _ => Err(not_found(id)),
+/// A refusal of the dead letters' service about dead letter `seq` (if one is named) of
+/// subscription `id`, as a problem.
+fn refused(refused: Refused, id: &str, seq: Option<u64>) -> ApiError {
+    match refused {
+        Refused::Forbidden(why) => ApiError::Forbidden(why),
+        Refused::NoSubscription => not_found(id),
+        Refused::NoDeadLetter => missing(id, seq.unwrap_or_default()),
+        Refused::Disabled => ApiError::Conflict(format!(
+            "subscription `{id}` is disabled because its sink answered 410 Gone, so nothing \
+             would be delivered; give it a new sink with PUT first"
+        )),
+        Refused::Approvals(refusal) => refusal.into(),
+        Refused::Store(error) => error.into(),
     }
 }
 
@@ -81,7 +87,9 @@ pub(crate) async fn list(
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    check_access(&state, &caller, &id)?;
+    // Who may is the service's rule; asked first, so that a stranger learns nothing from
+    // the query's problems.
+    salvaging::check_access(&state, &caller.0, &id).map_err(|why| refused(why, &id, None))?;
     let mut problems = Vec::new();
     let Page {
         size: page_size,
@@ -101,10 +109,9 @@ pub(crate) async fn list(
     if !problems.is_empty() {
         return Err(ApiError::invalid("the query is invalid", problems));
     }
-    let mut page = state
-        .subscriptions
-        .dead_letters(&id, cursor, page_size + 1)
-        .await?;
+    let mut page = salvaging::list(&state, &caller.0, &id, (cursor, page_size + 1))
+        .await
+        .map_err(|why| refused(why, &id, None))?;
     let more = page.len() > page_size;
     page.truncate(page_size);
     let body: Vec<Value> = page.iter().map(|d| representation(d, None)).collect();
@@ -125,13 +132,10 @@ pub(crate) async fn get(
     caller: Caller,
     Path((id, dead_letter)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    check_access(&state, &caller, &id)?;
     let seq = dead_letter_id(&dead_letter)?;
-    let (dead, event) = state
-        .subscriptions
-        .dead_letter(&id, seq)
-        .await?
-        .ok_or_else(|| missing(&id, seq))?;
+    let (dead, event) = salvaging::get(&state, &caller.0, (&id, seq))
+        .await
+        .map_err(|why| refused(why, &id, Some(seq)))?;
     let event = event.and_then(|stored| serde_json::from_str::<Value>(&stored.json).ok());
     Ok(Json(representation(&dead, event)).into_response())
 }
@@ -143,27 +147,10 @@ pub(crate) async fn redeliver(
     audit: RequestAudit,
     Path((id, dead_letter)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    check_access(&state, &caller, &id)?;
     let seq = dead_letter_id(&dead_letter)?;
-    match state.approvals.redeliver(&id, seq).await? {
-        Redelivered::Queued => {}
-        Redelivered::NoSubscription => return Err(not_found(&id)),
-        Redelivered::NoDeadLetter => return Err(missing(&id, seq)),
-        Redelivered::Disabled => {
-            return Err(ApiError::Conflict(format!(
-                "subscription `{id}` is disabled because its sink answered 410 Gone, so nothing \
-                 would be delivered; give it a new sink with PUT first"
-            )));
-        }
-    }
-    tracing::info!(subscription = %id, seq, by = %caller.0.name, "Dead letter queued for redelivery.");
-    let action = Action::new(
-        ActionName::DeadLetterRedeliver,
-        format!("subscription/{id}/dead-letters/{seq}"),
-        json!({"sequence": seq}),
-    )
-    .concerning(state.subscriptions.get(&id).map(|s| s.owner.clone()));
-    state.audit.record(&audit.of(&caller), action).await;
+    salvaging::redeliver(&state, &audit.of(&caller), &caller.0, (&id, seq))
+        .await
+        .map_err(|why| refused(why, &id, Some(seq)))?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"subscription": id, "sequence": seq, "redelivery": "queued"})),
@@ -178,18 +165,9 @@ pub(crate) async fn delete(
     audit: RequestAudit,
     Path((id, dead_letter)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    check_access(&state, &caller, &id)?;
     let seq = dead_letter_id(&dead_letter)?;
-    if !state.subscriptions.delete_dead_letter(&id, seq).await? {
-        return Err(missing(&id, seq));
-    }
-    tracing::info!(subscription = %id, seq, by = %caller.0.name, "Dead letter deleted.");
-    let action = Action::new(
-        ActionName::DeadLetterDelete,
-        format!("subscription/{id}/dead-letters/{seq}"),
-        json!({"sequence": seq}),
-    )
-    .concerning(state.subscriptions.get(&id).map(|s| s.owner.clone()));
-    state.audit.record(&audit.of(&caller), action).await;
+    salvaging::delete(&state, &audit.of(&caller), &caller.0, (&id, seq))
+        .await
+        .map_err(|why| refused(why, &id, Some(seq)))?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -1,0 +1,128 @@
+//! Dead letters: deliveries the hub gave up on, for the subscription's subscriber (or an
+//! admin) to inspect, redeliver or remove. Who may, and what goes on the audit trail, are
+//! decided here for every surface (the `/v1` API, and the console, which calls the API);
+//! whether a redelivery may go at all (the subscription's state, the data owner's grant)
+//! is the approvals' rule.
+
+use std::sync::Arc;
+
+use knooppunt_store::{DeadLetter, StoreError, StoredEvent};
+use serde_json::json;
+
+use crate::app::AppState;
+use crate::audit::{Action, ActionName, Context};
+use crate::identity::{Principal, Role};
+use crate::subscriptions::{Redelivered, visible_to};
+
+/// Why a dead letter was not shown, redelivered or removed (nothing was changed).
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The caller may not (the detail says why).
+    Forbidden(String),
+    /// There is no subscription of this id the caller may see.
+    NoSubscription,
+    /// The subscription has no such dead letter (it may have been redelivered or deleted).
+    NoDeadLetter,
+    /// The subscription is disabled because its sink answered 410 Gone.
+    Disabled,
+    /// The approvals refused the redelivery (the grant, or the store).
+    Approvals(crate::approvals::Refused),
+    Store(StoreError),
+}
+
+impl From<crate::approvals::Refused> for Refused {
+    fn from(refused: crate::approvals::Refused) -> Self {
+        Refused::Approvals(refused)
+    }
+}
+
+impl From<StoreError> for Refused {
+    fn from(error: StoreError) -> Self {
+        Refused::Store(error)
+    }
+}
+
+/// Whether `caller` may see subscription `id`'s dead letters: the subscription must exist
+/// and be visible to it, a subscriber (or an admin).
+pub(crate) fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<(), Refused> {
+    caller
+        .may(Role::Subscriber, "read dead letters")
+        .map_err(Refused::Forbidden)?;
+    match state.subscriptions.get(id) {
+        Some(subscription) if visible_to(caller, &subscription) => Ok(()),
+        _ => Err(Refused::NoSubscription),
+    }
+}
+
+/// Subscription `id`'s dead letters after `after`, oldest first, at most `limit`.
+pub(crate) async fn list(
+    state: &AppState,
+    caller: &Principal,
+    id: &str,
+    (after, limit): (Option<u64>, usize),
+) -> Result<Vec<DeadLetter>, Refused> {
+    check_access(state, caller, id)?;
+    Ok(state.subscriptions.dead_letters(id, after, limit).await?)
+}
+
+/// Dead letter `seq` of subscription `id`, with its event as accepted (while retained).
+pub(crate) async fn get(
+    state: &AppState,
+    caller: &Principal,
+    (id, seq): (&str, u64),
+) -> Result<(DeadLetter, Option<Arc<StoredEvent>>), Refused> {
+    check_access(state, caller, id)?;
+    state
+        .subscriptions
+        .dead_letter(id, seq)
+        .await?
+        .ok_or(Refused::NoDeadLetter)
+}
+
+/// The audit entry of an action on dead letter `seq` of subscription `id`: it concerns the
+/// subscription's subscriber.
+fn action(state: &AppState, name: ActionName, (id, seq): (&str, u64)) -> Action {
+    Action::new(
+        name,
+        format!("subscription/{id}/dead-letters/{seq}"),
+        json!({"sequence": seq}),
+    )
+    .concerning(state.subscriptions.get(id).map(|s| s.owner.clone()))
+}
+
+/// Puts dead letter `seq` of subscription `id` back into its queue with fresh attempts.
+pub(crate) async fn redeliver(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    (id, seq): (&str, u64),
+) -> Result<(), Refused> {
+    check_access(state, caller, id)?;
+    match state.approvals.redeliver(id, seq).await? {
+        Redelivered::Queued => {}
+        Redelivered::NoSubscription => return Err(Refused::NoSubscription),
+        Redelivered::NoDeadLetter => return Err(Refused::NoDeadLetter),
+        Redelivered::Disabled => return Err(Refused::Disabled),
+    }
+    tracing::info!(subscription = %id, seq, by = %caller.name, "Dead letter queued for redelivery.");
+    let action = action(state, ActionName::DeadLetterRedeliver, (id, seq));
+    state.audit.record(context, action).await;
+    Ok(())
+}
+
+/// Removes dead letter `seq` of subscription `id`.
+pub(crate) async fn delete(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    (id, seq): (&str, u64),
+) -> Result<(), Refused> {
+    check_access(state, caller, id)?;
+    if !state.subscriptions.delete_dead_letter(id, seq).await? {
+        return Err(Refused::NoDeadLetter);
+    }
+    tracing::info!(subscription = %id, seq, by = %caller.name, "Dead letter deleted.");
+    let action = action(state, ActionName::DeadLetterDelete, (id, seq));
+    state.audit.record(context, action).await;
+    Ok(())
+}
