@@ -8,8 +8,8 @@ use knooppunt_store::{Replay, StoreError};
 use crate::app::AppState;
 use crate::audit::{Action, Context};
 use crate::history::ReplayRefused;
-use crate::identity::{Principal, Role};
-use crate::subscriptions::visible_to;
+use crate::identity::Principal;
+use crate::subscriptions::Unseen;
 
 /// Why a replay was not started, read or cancelled (nothing was changed).
 #[derive(Debug, thiserror::Error)]
@@ -28,12 +28,13 @@ pub(crate) enum Refused {
 
 /// The owner of subscription `id` if `caller` may replay its events.
 fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<String, Refused> {
-    caller
-        .may(Role::Subscriber, "replay events")
-        .map_err(Refused::Forbidden)?;
-    match state.subscriptions.get(id) {
-        Some(subscription) if visible_to(caller, &subscription) => Ok(subscription.owner.clone()),
-        _ => Err(Refused::NoSubscription),
+    match state
+        .subscriptions
+        .for_subscriber(caller, id, "replay events")
+    {
+        Ok(subscription) => Ok(subscription.owner.clone()),
+        Err(Unseen::Forbidden(why)) => Err(Refused::Forbidden(why)),
+        Err(Unseen::NoSubscription) => Err(Refused::NoSubscription),
     }
 }
 

@@ -11,8 +11,8 @@ use serde_json::json;
 
 use crate::app::AppState;
 use crate::audit::{Action, ActionName, Context};
-use crate::identity::{Principal, Role};
-use crate::subscriptions::{Redelivered, visible_to};
+use crate::identity::Principal;
+use crate::subscriptions::{Redelivered, Unseen};
 
 /// Why a dead letter was not shown, redelivered or removed (nothing was changed).
 #[derive(Debug)]
@@ -45,12 +45,13 @@ impl From<StoreError> for Refused {
 /// Whether `caller` may see subscription `id`'s dead letters: the subscription must exist
 /// and be visible to it, a subscriber (or an admin).
 pub(crate) fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<(), Refused> {
-    caller
-        .may(Role::Subscriber, "read dead letters")
-        .map_err(Refused::Forbidden)?;
-    match state.subscriptions.get(id) {
-        Some(subscription) if visible_to(caller, &subscription) => Ok(()),
-        _ => Err(Refused::NoSubscription),
+    match state
+        .subscriptions
+        .for_subscriber(caller, id, "read dead letters")
+    {
+        Ok(_) => Ok(()),
+        Err(Unseen::Forbidden(why)) => Err(Refused::Forbidden(why)),
+        Err(Unseen::NoSubscription) => Err(Refused::NoSubscription),
     }
 }
 

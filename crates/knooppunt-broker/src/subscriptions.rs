@@ -240,6 +240,23 @@ impl Subscriptions {
         self.read().get(id).cloned()
     }
 
+    /// Subscription `id` if `principal` may `action` on it ("replay events"): a subscriber
+    /// (or an admin) that sees it. The one rule of every read and act on a subscription's
+    /// events (pull, the event stream, replays, dead letters).
+    pub(crate) fn for_subscriber(
+        &self,
+        principal: &Principal,
+        id: &str,
+        action: &str,
+    ) -> Result<Arc<Subscription>, Unseen> {
+        principal
+            .may(crate::identity::Role::Subscriber, action)
+            .map_err(Unseen::Forbidden)?;
+        self.get(id)
+            .filter(|subscription| visible_to(principal, subscription))
+            .ok_or(Unseen::NoSubscription)
+    }
+
     /// The principal whose subscription `id` is, or was before it was deleted.
     pub(crate) async fn owner_of(&self, id: &str) -> Result<Option<String>, StoreError> {
         if let Some(subscription) = self.get(id) {
@@ -1079,6 +1096,15 @@ pub(crate) fn may_subscribe(
          `exact` or `prefix` filter on `type`, within those",
         principal.name
     ))
+}
+
+/// Why a principal may not act on a subscription's events.
+#[derive(Debug)]
+pub(crate) enum Unseen {
+    /// It lacks the role (the detail says so).
+    Forbidden(String),
+    /// There is no subscription of that id that it sees.
+    NoSubscription,
 }
 
 /// Whether `principal` sees (and may change) `subscription`: its owner, or an admin.

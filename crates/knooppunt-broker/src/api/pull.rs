@@ -16,9 +16,9 @@ use knooppunt_store::parse_iso8601_duration;
 use serde_json::{Value, json};
 
 use super::JsonBody;
-use super::auth::{Caller, Role};
+use super::auth::Caller;
 use super::problem::{ApiError, InvalidParam};
-use super::subscriptions::{not_found, visible};
+use super::subscriptions::{not_found, unseen};
 use crate::app::AppState;
 use crate::subscriptions::PullRefused;
 
@@ -37,11 +37,11 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 const MAX_REASON: usize = 1000;
 
 fn check_access(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
-    caller.require(Role::Subscriber, "receive events")?;
-    match state.subscriptions.get(id) {
-        Some(subscription) if visible(caller, &subscription) => Ok(()),
-        _ => Err(not_found(id)),
-    }
+    state
+        .subscriptions
+        .for_subscriber(&caller.0, id, "receive events")
+        .map(|_| ())
+        .map_err(|why| unseen(why, id))
 }
 
 fn refused(id: &str, why: PullRefused) -> ApiError {

@@ -11,9 +11,9 @@ use axum::response::Response;
 use http::header::LINK;
 use http::{HeaderName, HeaderValue};
 
-use super::auth::{Caller, Role};
+use super::auth::Caller;
 use super::problem::{ApiError, InvalidParam};
-use super::subscriptions::{not_found, visible};
+use super::subscriptions::{not_found, unseen};
 use crate::app::AppState;
 use crate::history::HistoryRefused;
 
@@ -33,11 +33,10 @@ pub(crate) async fn read(
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Subscriber, "read events")?;
-    match state.subscriptions.get(&id) {
-        Some(subscription) if visible(&caller, &subscription) => {}
-        _ => return Err(not_found(&id)),
-    }
+    state
+        .subscriptions
+        .for_subscriber(&caller.0, &id, "read events")
+        .map_err(|why| unseen(why, &id))?;
     let mut problems = Vec::new();
     for name in query.keys() {
         if !["after", "limit", "maxWait"].contains(&name.as_str()) {

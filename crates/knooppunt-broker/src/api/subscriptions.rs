@@ -28,6 +28,14 @@ pub(crate) fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("there is no subscription `{id}` visible to you"))
 }
 
+/// Why the caller may not act on subscription `id`'s events, as a problem.
+pub(crate) fn unseen(why: crate::subscriptions::Unseen, id: &str) -> ApiError {
+    match why {
+        crate::subscriptions::Unseen::Forbidden(why) => ApiError::Forbidden(why),
+        crate::subscriptions::Unseen::NoSubscription => not_found(id),
+    }
+}
+
 /// A replacement may send back what it read: the secrets it could not see (a sink whose
 /// query values or password read as `********`, header values of `********`) keep their
 /// stored values.
