@@ -207,7 +207,8 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
 
 /// Inside the broker, each module may import only the modules below it, as this table says
 /// (top down): the wiring (`lib.rs`) over the HTTP adapter (`api/`) over the use cases
-/// every surface shares (`subscribing.rs`, `cataloging.rs`) over the application layer
+/// every surface shares (`subscribing.rs`, `cataloging.rs`, `replaying.rs`, `salvaging.rs`,
+/// `administering.rs`) over the application layer
 /// (`app.rs`: the services, the store private to it) over the domain (the publish
 /// pipeline, the writers of subscriptions and principals) over the registry and the
 /// metrics, with the transport (`server`, the crate `knooppunt-server`) and the identity
@@ -220,6 +221,9 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
         &[
             "subscribing",
             "cataloging",
+            "replaying",
+            "salvaging",
+            "administering",
             "app",
             "sessions",
             "history",
@@ -236,13 +240,25 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "server",
         ],
     ),
-    // The use cases every surface runs (subscriptions, catalog entries), over the services
-    // they call.
+    // The use cases every surface runs (subscriptions, catalog entries and approvals,
+    // replays, dead letters, principals), over the services they call.
     (
         "subscribing",
         &["app", "subscriptions", "audit", "identity"],
     ),
-    ("cataloging", &["app", "catalog", "audit", "identity"]),
+    (
+        "cataloging",
+        &["app", "catalog", "approvals", "audit", "identity"],
+    ),
+    (
+        "replaying",
+        &["app", "history", "subscriptions", "audit", "identity"],
+    ),
+    (
+        "salvaging",
+        &["app", "approvals", "subscriptions", "audit", "identity"],
+    ),
+    ("administering", &["app", "principals", "audit", "identity"]),
     (
         "app",
         &[
@@ -425,4 +441,251 @@ fn the_layer_checker_reads_imports() {
         crate_imports("use super::super::AppState;", true),
         ["AppState"]
     );
+}
+
+/// The source files of the crate whose `src` is `root`, by module path (`crate`,
+/// `crate::api`, `crate::api::problem`), with their code: comments and the test module
+/// (`#[cfg(test)]` to the end of a file) left out.
+fn crate_modules(root: &std::path::Path) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                pending.push(entry.unwrap().path());
+            }
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let relative = path.strip_prefix(root).unwrap().with_extension("");
+        let mut segments: Vec<String> = relative
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if segments.last().is_some_and(|s| s == "mod") {
+            segments.pop();
+        }
+        if segments == ["lib"] || segments == ["main"] {
+            segments.clear();
+        }
+        let module = std::iter::once("crate".to_owned())
+            .chain(segments)
+            .collect::<Vec<_>>()
+            .join("::");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap()
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
+        found.push((module, code));
+    }
+    found.sort();
+    found
+}
+
+/// The paths `code` names from `crate::` or `super::` (one or more), as full paths from
+/// the crate root; `parent` is the module `super` names. Grouped imports are expanded.
+fn named_paths(code: &str, parent: &str) -> Vec<String> {
+    fn path_at(text: &str) -> (&str, &str) {
+        let end = text
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or(text.len());
+        (&text[..end], &text[end..])
+    }
+    fn expand(prefix: &str, rest: &str, found: &mut Vec<String>) {
+        let (path, after) = path_at(rest);
+        let path = path.trim_end_matches("::");
+        let full = match (prefix.is_empty(), path.is_empty()) {
+            (_, true) => prefix.to_owned(),
+            (true, false) => path.to_owned(),
+            (false, false) => format!("{prefix}::{path}"),
+        };
+        if after.starts_with('{') {
+            // A group: each of its items, at its top level.
+            let mut depth = 0;
+            let mut start = 1;
+            for (i, c) in after.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            expand(&full, after[start..i].trim_start(), found);
+                            return;
+                        }
+                    }
+                    ',' if depth == 1 => {
+                        expand(&full, after[start..i].trim_start(), found);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.push(full);
+        }
+    }
+    let mut found = Vec::new();
+    let bytes = code.as_bytes();
+    for (at, _) in code.match_indices("crate::") {
+        if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
+            continue;
+        }
+        expand("crate", &code[at + "crate::".len()..], &mut found);
+    }
+    for (at, _) in code.match_indices("super::") {
+        if at >= 2 && &code[at - 2..at] == "::" {
+            continue; // counted from the first `super::` of a chain
+        }
+        let mut base: Vec<&str> = parent.split("::").collect();
+        let mut rest = &code[at + "super::".len()..];
+        while let Some(more) = rest.strip_prefix("super::") {
+            base.pop();
+            rest = more;
+        }
+        expand(&base.join("::"), rest, &mut found);
+    }
+    found
+}
+
+/// The groups of modules of the crate at `root` that import each other in a circle: each
+/// file's imports (`crate::…`, `super::…`) resolved to the deepest module they name; a
+/// module's use of its own ancestors (its parent's items) does not count.
+fn import_circles(root: &std::path::Path) -> Vec<Vec<String>> {
+    let modules = crate_modules(root);
+    let names: BTreeSet<&str> = modules.iter().map(|(m, _)| m.as_str()).collect();
+    let mut edges: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+    for (module, code) in &modules {
+        let parent = module.rsplit_once("::").map_or("crate", |(p, _)| p);
+        for path in named_paths(code, parent) {
+            let segments: Vec<&str> = path.split("::").collect();
+            let target = (1..=segments.len())
+                .rev()
+                .map(|n| segments[..n].join("::"))
+                .find(|candidate| names.contains(candidate.as_str()));
+            if let Some(target) = target {
+                let target = names.get(target.as_str()).unwrap();
+                let ancestor = module.starts_with(&format!("{target}::")) || *target == "crate";
+                if *target != module.as_str() && !ancestor {
+                    edges.entry(module.as_str()).or_default().insert(target);
+                }
+            }
+        }
+    }
+    // Strongly connected components (Tarjan), those of more than one module.
+    struct Search<'a> {
+        edges: &'a HashMap<&'a str, BTreeSet<&'a str>>,
+        index: HashMap<&'a str, usize>,
+        low: HashMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        circles: Vec<Vec<String>>,
+    }
+    fn visit<'a>(search: &mut Search<'a>, module: &'a str) {
+        let n = search.index.len();
+        search.index.insert(module, n);
+        search.low.insert(module, n);
+        search.stack.push(module);
+        for &next in search.edges.get(module).into_iter().flatten() {
+            if !search.index.contains_key(next) {
+                visit(search, next);
+                let low = search.low[module].min(search.low[next]);
+                search.low.insert(module, low);
+            } else if search.stack.contains(&next) {
+                let low = search.low[module].min(search.index[next]);
+                search.low.insert(module, low);
+            }
+        }
+        if search.low[module] == search.index[module] {
+            let mut group = Vec::new();
+            while let Some(member) = search.stack.pop() {
+                group.push(member.to_owned());
+                if member == module {
+                    break;
+                }
+            }
+            if group.len() > 1 {
+                group.sort();
+                search.circles.push(group);
+            }
+        }
+    }
+    let mut search = Search {
+        edges: &edges,
+        index: HashMap::new(),
+        low: HashMap::new(),
+        stack: Vec::new(),
+        circles: Vec::new(),
+    };
+    for name in &names {
+        if !search.index.contains_key(name) {
+            visit(&mut search, name);
+        }
+    }
+    search.circles
+}
+
+/// No crate has files that import each other in a circle (the delivery engine's parts
+/// share their state through `state.rs`, which imports none of them; an API handler's
+/// problem type does not reach back into the handlers).
+#[test]
+fn no_crate_has_an_import_circle_between_its_files() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates");
+    let mut circles = Vec::new();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if src.is_dir() {
+            checked += 1;
+            for circle in import_circles(&src) {
+                circles.push(format!("{}: {}", src.display(), circle.join(" ↔ ")));
+            }
+        }
+    }
+    assert!(checked >= 10, "the crates are found ({checked})");
+    assert!(
+        circles.is_empty(),
+        "import circles:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// The circle finder sees a circle through grouped and `super` imports, and not a module's
+/// use of its parent.
+#[test]
+fn the_circle_finder_finds_circles() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, code: &str| {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, code).unwrap();
+    };
+    write("lib.rs", "mod a;\nmod b;\nmod api;\nuse crate::a::A;");
+    write("a.rs", "use crate::{b::{self, B}, c};\npub struct A;");
+    write(
+        "b.rs",
+        "// use crate::a;\nfn f() { crate::api::problem::x(); }",
+    );
+    write(
+        "api/mod.rs",
+        "mod problem;\nmod routes;\npub const BASE: &str = \"\";",
+    );
+    write("api/problem.rs", "use super::BASE;\nuse super::routes::r;");
+    write("api/routes.rs", "use super::super::a::A;");
+    assert_eq!(
+        import_circles(dir.path()),
+        [[
+            "crate::a",
+            "crate::api::problem",
+            "crate::api::routes",
+            "crate::b"
+        ]]
+    );
+    write("api/routes.rs", "pub fn r() {}");
+    assert!(import_circles(dir.path()).is_empty());
 }

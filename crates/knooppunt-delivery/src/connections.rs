@@ -437,18 +437,18 @@ impl Connections {
     }
 
     /// The breaker of the sink of `url`.
-    pub(crate) fn health_of(&self, url: &str) -> crate::engine::SinkHealth {
+    pub(crate) fn health_of(&self, url: &str) -> SinkHealth {
         let now = Instant::now();
         let told = self
             .target(url)
             .ok()
             .and_then(|target| self.told_until(&target.key, now));
         let Some(pool) = self.existing_pool(url) else {
-            return crate::engine::SinkHealth {
+            return SinkHealth {
                 open: false,
                 failures: 0,
                 paused_until: told
-                    .map(|until| crate::engine::now_ms() + (until - now).as_millis() as u64),
+                    .map(|until| knooppunt_store::now_ms() + (until - now).as_millis() as u64),
             };
         };
         let health = pool.health.lock().expect("health lock");
@@ -457,8 +457,8 @@ impl Connections {
             .max(health.asked_until)
             .max(told)
             .filter(|until| *until > now)
-            .map(|until| crate::engine::now_ms() + (until - now).as_millis() as u64);
-        crate::engine::SinkHealth {
+            .map(|until| knooppunt_store::now_ms() + (until - now).as_millis() as u64);
+        SinkHealth {
             open: health.open,
             failures: health.failures,
             paused_until,
@@ -820,4 +820,16 @@ mod tests {
             "in flight, plus idle in the sinks' pools and the clients with a certificate"
         );
     }
+}
+
+/// A sink's breaker as this hub sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SinkHealth {
+    /// The breaker is open: the sink is paused and probed with one delivery at a time.
+    pub open: bool,
+    /// Failed attempts in a row.
+    pub failures: u32,
+    /// No request before then (milliseconds since the Unix epoch): the breaker's pause or
+    /// the sink's own `Retry-After`.
+    pub paused_until: Option<u64>,
 }

@@ -13,136 +13,15 @@ use std::time::Duration;
 use http::HeaderValue;
 use knooppunt_store::{Store, Subscription, SubscriptionState};
 use tokio::sync::{Notify, mpsc, watch};
-use tokio::task::JoinHandle;
 
-use crate::address::{AddressRefused, SinkNetworks};
-use crate::connections::{ConnectionLimits, Connections};
-use crate::share::{Share, hear_pauses, keep_saying_alive, say_alive};
+use crate::address::AddressRefused;
+use crate::connections::{Connections, SinkHealth};
+use crate::share::{SAY_ALIVE_EVERY, SILENT_FOR, Share};
 use crate::sink::{self, Handshake};
+use crate::state::{DeliveryOptions, Gone, Inner, LastDelivery, Observer, Worker};
+use crate::supervise::Heartbeat;
 use crate::supervise::{Supervision, WorkerHealth};
-use crate::worker::{Heartbeat, supervise};
-
-/// Settings of the delivery workers.
-#[derive(Debug, Clone)]
-pub struct DeliveryOptions {
-    /// The hub's name, sent as `WebHook-Request-Origin`.
-    pub origin: String,
-    /// Deliveries in flight at once per unordered subscription.
-    pub max_in_flight: usize,
-    /// How often an idle worker looks for due deliveries it was not told about.
-    pub idle_poll: Duration,
-    /// The rate the hub asks for in the handshake (`WebHook-Request-Rate`, per minute).
-    pub request_rate: u32,
-    /// How long the validation handshake may take.
-    pub handshake_timeout: Duration,
-    /// CA certificates (PEM) to trust for `https` sinks next to the operating system's, for
-    /// sinks whose certificates come from a private or government CA; empty for none.
-    pub extra_root_certificates: Vec<u8>,
-    /// The bounds on outbound connections, and each sink's breaker.
-    pub connections: ConnectionLimits,
-    /// The longest `Retry-After` the hub honours as given; a longer one is shortened to it.
-    pub max_retry_after: Duration,
-    /// The reserved networks (loopback, private, ...) the hub may still deliver to.
-    pub sink_networks: SinkNetworks,
-    /// A lease on a delivery lasts twice the subscription's `timeout` (the wait for a
-    /// connection, then the attempt) plus this, for recording the result. When a hub dies,
-    /// another takes its leased deliveries over once their leases run out.
-    pub lease_margin: Duration,
-    /// The hub's Ed25519 keys for `v1a` signatures (none: `v1` only).
-    pub hub_keys: crate::signing::HubKeys,
-    /// Whether a delivered event leaves a receipt (who received what, for the audit trail).
-    pub receipts: bool,
-}
-
-impl Default for DeliveryOptions {
-    fn default() -> Self {
-        DeliveryOptions {
-            origin: "knooppunt".into(),
-            max_in_flight: 16,
-            idle_poll: Duration::from_secs(1),
-            request_rate: 600,
-            handshake_timeout: Duration::from_secs(10),
-            extra_root_certificates: Vec::new(),
-            connections: ConnectionLimits::default(),
-            max_retry_after: Duration::from_secs(24 * 60 * 60),
-            sink_networks: SinkNetworks::default(),
-            lease_margin: Duration::from_secs(30),
-            hub_keys: crate::signing::HubKeys::none(),
-            receipts: true,
-        }
-    }
-}
-
-/// Told about every delivery attempt, for metrics.
-pub trait Observer: Send + Sync + 'static {
-    /// `outcome` is `delivered`, `retry` or `deadLetter`; `status` the sink's HTTP status if
-    /// it answered; `elapsed` how long the request took.
-    fn attempt(&self, outcome: &'static str, status: Option<u16>, elapsed: Duration);
-
-    /// A push delivery of an event of `bytes` (its JSON) is finished, delivered or a dead
-    /// letter, and its result is on disk: it left its subscription's backlog.
-    fn finished(&self, bytes: u64) {
-        let _ = bytes;
-    }
-
-    /// `count` events were handed to a pull consumer.
-    fn received(&self, count: usize) {
-        let _ = count;
-    }
-
-    /// A pull consumer settled `count` events: `acknowledged`, `released`, `rejected` or
-    /// `renewed`; or the hub gave them up (`deadLetter`) when it would hand them out again.
-    fn settled(&self, outcome: &'static str, count: usize) {
-        let _ = (outcome, count);
-    }
-}
-
-/// An observer that ignores everything.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Unobserved;
-
-impl Observer for Unobserved {
-    fn attempt(&self, _: &'static str, _: Option<u16>, _: Duration) {}
-}
-
-/// A sink answered 410 Gone to a delivery of a subscription. The worker has stopped taking
-/// deliveries; the broker decides the rest (the subscription may have a new sink by now).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Gone {
-    pub subscription: String,
-    /// The sink that answered 410.
-    pub sink: String,
-}
-
-/// What happened at a subscription's last delivery attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LastDelivery {
-    /// Milliseconds since the Unix epoch.
-    pub at: u64,
-    /// The event's sequence number.
-    pub seq: u64,
-    pub status: Option<u16>,
-    pub error: Option<String>,
-    /// `delivered`, `retry` or `deadLetter`.
-    pub outcome: &'static str,
-    /// How long the request took (none for a pull consumer's acknowledgement).
-    pub duration_ms: Option<u64>,
-}
-
-/// How many of a subscription's latest attempts each hub keeps in memory.
-pub const RECENT_ATTEMPTS: usize = 50;
-
-/// A sink's breaker as this hub sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SinkHealth {
-    /// The breaker is open: the sink is paused and probed with one delivery at a time.
-    pub open: bool,
-    /// Failed attempts in a row.
-    pub failures: u32,
-    /// No request before then (milliseconds since the Unix epoch): the breaker's pause or
-    /// the sink's own `Retry-After`.
-    pub paused_until: Option<u64>,
-}
+use crate::worker::supervise;
 
 /// The running delivery workers; cheap to clone.
 #[derive(Clone)]
@@ -153,89 +32,6 @@ pub struct Deliverer {
 impl std::fmt::Debug for Deliverer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Deliverer").finish_non_exhaustive()
-    }
-}
-
-pub(crate) struct Inner {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) connections: Connections,
-    /// Access tokens of subscriptions with client credentials.
-    pub(crate) tokens: crate::tokens::Tokens,
-    pub(crate) origin: HeaderValue,
-    pub(crate) options: DeliveryOptions,
-    pub(crate) workers: Mutex<HashMap<String, Worker>>,
-    /// Per subscription, what readers waiting for its events wake up to (pull consumers,
-    /// streams; [`Deliverer::watch`]).
-    pub(crate) watchers: Mutex<HashMap<String, Arc<Notify>>>,
-    /// Per subscription, its latest attempts, oldest first (at most [`RECENT_ATTEMPTS`]).
-    pub(crate) last: Mutex<HashMap<String, std::collections::VecDeque<LastDelivery>>>,
-    /// Sinks that answered 410, for the broker to act on.
-    pub(crate) gone: mpsc::UnboundedSender<Gone>,
-    pub(crate) observer: Arc<dyn Observer>,
-    pub(crate) stop: watch::Sender<bool>,
-    /// True once the hub is closing: readers waiting for events (long polls) are answered
-    /// at once, so that a shutdown never waits for them.
-    pub(crate) closing: watch::Sender<bool>,
-    pub(crate) supervision: Supervision,
-    /// This hub's id among the hubs sharing the store (see `share.rs`).
-    pub(crate) hub: String,
-    /// This hub's share of each subscription's slots and rate.
-    pub(crate) share: watch::Sender<Share>,
-    /// Per subscription, its cuts (made on first use, kept while the hub runs: one small
-    /// record per subscription).
-    pub(crate) cuts: Mutex<HashMap<String, Arc<Cut>>>,
-}
-
-/// A subscription's cuts ([`Deliverer::cut`]): how many there were, and the passes of the
-/// attempts (and receives) starting now.
-#[derive(Debug, Default)]
-pub(crate) struct Cut {
-    pub(crate) generation: std::sync::atomic::AtomicU64,
-    pub(crate) gate: crate::Gate,
-    /// Cuts of one subscription take turns.
-    turn: tokio::sync::Mutex<()>,
-}
-
-pub(crate) struct Worker {
-    pub(crate) wake: Arc<Notify>,
-    /// Set when deliveries of the subscription were withdrawn: the worker gives back what
-    /// it leased ahead ([`Deliverer::recall`]).
-    pub(crate) recall: Arc<AtomicBool>,
-    /// The subscription as it is now: a change reaches the worker without a restart, so
-    /// attempts in flight are never abandoned by an update.
-    pub(crate) current: watch::Sender<Arc<Subscription>>,
-    /// Tells this worker alone to stop taking deliveries.
-    pub(crate) retire: watch::Sender<bool>,
-    pub(crate) task: JoinHandle<()>,
-    pub(crate) heartbeat: Arc<Heartbeat>,
-}
-
-impl Worker {
-    /// Has the worker give back what it leased ahead, at its next turn (now).
-    fn recall(&self) {
-        self.recall.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.wake.notify_one();
-    }
-}
-
-impl Inner {
-    /// Subscription `id`'s cuts.
-    pub(crate) fn cut_of(&self, id: &str) -> Arc<Cut> {
-        Arc::clone(
-            self.cuts
-                .lock()
-                .expect("cuts lock")
-                .entry(id.to_owned())
-                .or_default(),
-        )
-    }
-
-    /// A sink asked a hub for a pause until `until_ms` (told through the store).
-    pub(crate) fn pause_told(&self, sink: &str, until_ms: u64) {
-        let wait = Duration::from_millis(until_ms.saturating_sub(now_ms()));
-        let wait = crate::outcome::honoured_wait(wait, self.options.max_retry_after);
-        self.connections
-            .pause_told(sink, tokio::time::Instant::now() + wait);
     }
 }
 
@@ -674,5 +470,57 @@ impl Deliverer {
         if let Err(error) = self.inner.store.hub_leaves(&self.inner.hub).await {
             tracing::warn!(%error, "Telling the store this hub stops failed.");
         }
+    }
+}
+
+/// Says this hub is alive and updates its share.
+pub(crate) async fn say_alive(inner: &Inner) {
+    let alive_ms = SILENT_FOR.as_millis() as u64;
+    match inner.store.hubs_alive(&inner.hub, alive_ms).await {
+        Ok(alive) => {
+            let share = Share::of(&alive, &inner.hub);
+            inner.share.send_if_modified(|current| {
+                let changed = *current != share;
+                if changed {
+                    tracing::info!(
+                        hubs = share.hubs,
+                        rank = share.rank,
+                        "The hubs sharing the deliveries changed."
+                    );
+                }
+                *current = share;
+                changed
+            });
+        }
+        // The share stays as it was; the others forget this hub if it stays silent.
+        Err(error) => tracing::warn!(%error, "Saying this hub is alive to the store failed."),
+    }
+}
+
+/// Keeps to the pauses sinks asked the other hubs for (missed notices included).
+pub(crate) async fn hear_pauses(inner: &Inner) {
+    match inner.store.sinks_paused(now_ms()).await {
+        Ok(paused) => {
+            for (sink, until_ms) in paused {
+                inner.pause_told(&sink, until_ms);
+            }
+        }
+        Err(error) => tracing::warn!(%error, "Reading the sinks' pauses from the store failed."),
+    }
+}
+
+/// Says this hub is alive every [`SAY_ALIVE_EVERY`] until the hub stops.
+pub(crate) async fn keep_saying_alive(inner: Arc<Inner>) {
+    let mut stop = inner.stop.subscribe();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(SAY_ALIVE_EVERY) => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+        say_alive(&inner).await;
+        hear_pauses(&inner).await;
     }
 }

@@ -19,20 +19,19 @@ pub mod pull;
 mod share;
 pub mod signing;
 pub mod sink;
+mod state;
 mod supervise;
 mod tokens;
 mod worker;
 
 pub use address::{AddressRefused, SinkNetworks};
-pub use connections::{ConnectionLimits, check_client_certificate};
-pub use engine::{
-    Deliverer, DeliveryOptions, Gone, LastDelivery, Observer, RECENT_ATTEMPTS, SinkHealth,
-    Unobserved, now_ms,
-};
+pub use connections::{ConnectionLimits, SinkHealth, check_client_certificate};
+pub use engine::{Deliverer, now_ms};
 pub use gate::{Gate, Pass};
 pub use pull::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Received, Settlement, TokenProblem};
 pub use signing::{HubKeys, PublicKey};
 pub use sink::{Handshake, REDACTED, redact_sink};
+pub use state::{DeliveryOptions, Gone, LastDelivery, Observer, RECENT_ATTEMPTS, Unobserved};
 pub use supervise::{CatchUnwind, WorkerHealth};
 
 /// How long a hub sharing the store may stay silent before the others forget it.

@@ -17,7 +17,8 @@ use knooppunt_store::{
 };
 use tokio::sync::Notify;
 
-use crate::engine::{Deliverer, LastDelivery, now_ms};
+use crate::engine::{Deliverer, now_ms};
+use crate::state::LastDelivery;
 
 /// The most events one `receive` hands out.
 pub const MAX_RECEIVE: usize = 100;

@@ -10,10 +10,7 @@
 //! [`Store::hubs_alive`]: knooppunt_store::Store::hubs_alive
 //! [`Store::pause_sink`]: knooppunt_store::Store::pause_sink
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use crate::engine::Inner;
 
 /// How often a hub says it is alive.
 pub(crate) const SAY_ALIVE_EVERY: Duration = Duration::from_secs(1);
@@ -63,58 +60,6 @@ impl Share {
         } else {
             self.hubs.min(max.max(1))
         }
-    }
-}
-
-/// Says this hub is alive and updates its share.
-pub(crate) async fn say_alive(inner: &Inner) {
-    let alive_ms = SILENT_FOR.as_millis() as u64;
-    match inner.store.hubs_alive(&inner.hub, alive_ms).await {
-        Ok(alive) => {
-            let share = Share::of(&alive, &inner.hub);
-            inner.share.send_if_modified(|current| {
-                let changed = *current != share;
-                if changed {
-                    tracing::info!(
-                        hubs = share.hubs,
-                        rank = share.rank,
-                        "The hubs sharing the deliveries changed."
-                    );
-                }
-                *current = share;
-                changed
-            });
-        }
-        // The share stays as it was; the others forget this hub if it stays silent.
-        Err(error) => tracing::warn!(%error, "Saying this hub is alive to the store failed."),
-    }
-}
-
-/// Keeps to the pauses sinks asked the other hubs for (missed notices included).
-pub(crate) async fn hear_pauses(inner: &Inner) {
-    match inner.store.sinks_paused(crate::engine::now_ms()).await {
-        Ok(paused) => {
-            for (sink, until_ms) in paused {
-                inner.pause_told(&sink, until_ms);
-            }
-        }
-        Err(error) => tracing::warn!(%error, "Reading the sinks' pauses from the store failed."),
-    }
-}
-
-/// Says this hub is alive every [`SAY_ALIVE_EVERY`] until the hub stops.
-pub(crate) async fn keep_saying_alive(inner: Arc<Inner>) {
-    let mut stop = inner.stop.subscribe();
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(SAY_ALIVE_EVERY) => {}
-            _ = stop.changed() => return,
-        }
-        if *stop.borrow() {
-            return;
-        }
-        say_alive(&inner).await;
-        hear_pauses(&inner).await;
     }
 }
 

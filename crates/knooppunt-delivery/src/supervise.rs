@@ -85,6 +85,55 @@ impl Supervision {
     }
 }
 
+/// What a worker shows of itself, for [`crate::Deliverer::health`]: when its loop last
+/// turned, when its oldest attempt in flight began, and how long either may take.
+#[derive(Debug, Default)]
+pub(crate) struct Heartbeat {
+    /// Milliseconds since the Unix epoch.
+    pub(crate) turned_at: AtomicU64,
+    /// Milliseconds since the Unix epoch; 0 when no attempt is in flight.
+    pub(crate) oldest_attempt_at: AtomicU64,
+    /// The longest a turn may take (a lease, spacing and idle polls).
+    pub(crate) turn_limit_ms: AtomicU64,
+    /// The longest an attempt may take: its lease.
+    pub(crate) lease_ms: AtomicU64,
+    /// Milliseconds since the Unix epoch since when the queue has not moved although it
+    /// could (see [`Heartbeat::stalled`]); 0 while it moves.
+    pub(crate) stalled_since: AtomicU64,
+}
+
+impl Heartbeat {
+    /// Whether the worker is stuck at `now`.
+    pub(crate) fn stuck(&self, now: u64) -> bool {
+        let turned = self.turned_at.load(Ordering::Relaxed);
+        let oldest = self.oldest_attempt_at.load(Ordering::Relaxed);
+        let turn_limit = self.turn_limit_ms.load(Ordering::Relaxed);
+        let lease = self.lease_ms.load(Ordering::Relaxed);
+        let stalled = self.stalled_since.load(Ordering::Relaxed);
+        (turned != 0 && now.saturating_sub(turned) > turn_limit)
+            || (oldest != 0 && now.saturating_sub(oldest) > lease)
+            || (stalled != 0 && now.saturating_sub(stalled) > lease)
+    }
+
+    /// Takes note of what an idle turn with a free slot and an open sink found: the queue's
+    /// next delivery due at `due`. A queue does not move when a delivery is due and none
+    /// could be leased, or when the next one is due later than any retry can be scheduled
+    /// (an event's `ttl` and a lease from now): held by something that will never end it.
+    pub(crate) fn idle_turn(&self, now: u64, due: Option<u64>, horizon_ms: u64) {
+        let stalled = due.is_some_and(|due| due <= now || due - now > horizon_ms);
+        if !stalled {
+            self.moved();
+        } else if self.stalled_since.load(Ordering::Relaxed) == 0 {
+            self.stalled_since.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// The queue moved (a delivery was leased, or it has nothing to do).
+    pub(crate) fn moved(&self) {
+        self.stalled_since.store(0, Ordering::Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

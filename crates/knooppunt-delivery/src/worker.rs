@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering as AtomicOrdering};
 use std::time::{Duration, SystemTime};
 
 use knooppunt_event::trace_context::TraceContext;
@@ -17,60 +17,12 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::connections::{Gate, Permit, SinkResult};
-use crate::engine::{DeliveryOptions, Gone, Inner, LastDelivery, now_ms};
 use crate::outcome::{Outcome, Response, classify, verdict};
 use crate::share::Share;
 use crate::sink;
-use crate::supervise::CatchUnwind;
-
-/// What a worker shows of itself, for [`crate::Deliverer::health`]: when its loop last
-/// turned, when its oldest attempt in flight began, and how long either may take.
-#[derive(Debug, Default)]
-pub(crate) struct Heartbeat {
-    /// Milliseconds since the Unix epoch.
-    pub(crate) turned_at: AtomicU64,
-    /// Milliseconds since the Unix epoch; 0 when no attempt is in flight.
-    pub(crate) oldest_attempt_at: AtomicU64,
-    /// The longest a turn may take (a lease, spacing and idle polls).
-    pub(crate) turn_limit_ms: AtomicU64,
-    /// The longest an attempt may take: its lease.
-    pub(crate) lease_ms: AtomicU64,
-    /// Milliseconds since the Unix epoch since when the queue has not moved although it
-    /// could (see [`Heartbeat::stalled`]); 0 while it moves.
-    pub(crate) stalled_since: AtomicU64,
-}
-
-impl Heartbeat {
-    /// Whether the worker is stuck at `now`.
-    pub(crate) fn stuck(&self, now: u64) -> bool {
-        let turned = self.turned_at.load(AtomicOrdering::Relaxed);
-        let oldest = self.oldest_attempt_at.load(AtomicOrdering::Relaxed);
-        let turn_limit = self.turn_limit_ms.load(AtomicOrdering::Relaxed);
-        let lease = self.lease_ms.load(AtomicOrdering::Relaxed);
-        let stalled = self.stalled_since.load(AtomicOrdering::Relaxed);
-        (turned != 0 && now.saturating_sub(turned) > turn_limit)
-            || (oldest != 0 && now.saturating_sub(oldest) > lease)
-            || (stalled != 0 && now.saturating_sub(stalled) > lease)
-    }
-
-    /// Takes note of what an idle turn with a free slot and an open sink found: the queue's
-    /// next delivery due at `due`. A queue does not move when a delivery is due and none
-    /// could be leased, or when the next one is due later than any retry can be scheduled
-    /// (an event's `ttl` and a lease from now): held by something that will never end it.
-    fn idle_turn(&self, now: u64, due: Option<u64>, horizon_ms: u64) {
-        let stalled = due.is_some_and(|due| due <= now || due - now > horizon_ms);
-        if !stalled {
-            self.moved();
-        } else if self.stalled_since.load(AtomicOrdering::Relaxed) == 0 {
-            self.stalled_since.store(now, AtomicOrdering::Relaxed);
-        }
-    }
-
-    /// The queue moved (a delivery was leased, or it has nothing to do).
-    fn moved(&self) {
-        self.stalled_since.store(0, AtomicOrdering::Relaxed);
-    }
-}
+use crate::state::{DeliveryOptions, Gone, Inner, LastDelivery};
+use crate::supervise::{CatchUnwind, Heartbeat};
+use knooppunt_store::now_ms;
 
 /// How many of a worker's attempts are sending. An attempt holds a slot from its lease
 /// until the sink's answer (or the failure) is known, and gives it back before its result
@@ -590,7 +542,7 @@ pub(crate) fn remember_last(inner: &Inner, id: &str, last: LastDelivery) {
         all.insert(id.to_owned(), std::collections::VecDeque::from([last]));
         return;
     };
-    if recent.len() == crate::engine::RECENT_ATTEMPTS {
+    if recent.len() == crate::state::RECENT_ATTEMPTS {
         recent.pop_front();
     }
     recent.push_back(last);
@@ -606,7 +558,7 @@ struct Connection {
     slot: Slot,
     /// The subscription's cuts and the generation the delivery was leased under: the
     /// attempt does not start once a cut came after its lease ([`crate::Deliverer::cut`]).
-    cut: Option<(Arc<crate::engine::Cut>, u64)>,
+    cut: Option<(Arc<crate::state::Cut>, u64)>,
 }
 
 /// One attempt: send and classify, in a span of the event's trace when it carries one

@@ -320,26 +320,6 @@ pub struct ReceivedEvent {
     pub json: Option<Box<str>>,
 }
 
-impl ReceivedEvent {
-    /// The JSON format of this event: the original text when there is one, otherwise the
-    /// encoding of the parsed event.
-    pub fn to_json(&self) -> std::borrow::Cow<'_, str> {
-        match &self.json {
-            Some(json) => std::borrow::Cow::Borrowed(json),
-            None => std::borrow::Cow::Owned(crate::format::json::encode_event(&self.event)),
-        }
-    }
-
-    /// The JSON format of this event, like [`ReceivedEvent::to_json`], taking the original
-    /// text without copying it.
-    pub fn into_json(self) -> String {
-        match self.json {
-            Some(json) => json.into_string(),
-            None => crate::format::json::encode_event(&self.event),
-        }
-    }
-}
-
 impl From<Event> for ReceivedEvent {
     fn from(event: Event) -> Self {
         ReceivedEvent { event, json: None }

@@ -27,7 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use super::dedupe::{Dedupe, DedupeHasher, Identity};
 use super::event_log::{EventLog, Location, LogRecord, encode_change};
-use super::queues::Queues;
+use super::queues::{EventFiling, Queues, event_bytes};
 use knooppunt_store::StoreError;
 use knooppunt_store::{Appended, DeliveryChange, NewEvent, Swept};
 
@@ -138,26 +138,6 @@ impl Filing {
             Filing::Change { len, .. } => *len,
         }
     }
-}
-
-/// An event's own size, as its pending deliveries count it ([`QueueStats::pending_bytes`]).
-///
-/// [`QueueStats::pending_bytes`]: knooppunt_store::QueueStats::pending_bytes
-pub(super) fn event_bytes(json: &str, extension_types: Option<&str>) -> u32 {
-    u32::try_from(knooppunt_store::event_size(json, extension_types)).unwrap_or(u32::MAX)
-}
-
-/// An accepted event as the in-memory queues file it.
-#[derive(Debug)]
-pub(super) struct EventFiling {
-    pub(super) seq: u64,
-    pub(super) accepted_at: u64,
-    pub(super) hash: Identity,
-    /// The encoded record's length, header included.
-    pub(super) len: u32,
-    /// The event's own size: its JSON, with the types of extensions kept beside it.
-    pub(super) bytes: u32,
-    pub(super) subscriptions: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy)]

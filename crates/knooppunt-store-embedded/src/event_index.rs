@@ -18,7 +18,7 @@ pub(super) struct Indexed {
     pub(super) accepted_at: u64,
     /// The duplicate-detection hash of its `source` and `id`.
     pub(super) hash: Identity,
-    /// Its own size (`committer::event_bytes`), which each of its pending deliveries adds
+    /// Its own size (`queues::event_bytes`), which each of its pending deliveries adds
     /// to its subscription's backlog.
     pub(super) bytes: u32,
 }

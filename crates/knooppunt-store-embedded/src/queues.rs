@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::committer::EventFiling;
 use super::dedupe::{Dedupe, DedupeHasher, Identity};
 use super::event_index::{EventIndex, Indexed};
 use super::event_log::{Entry, Location};
@@ -74,8 +73,7 @@ impl Queues {
         match entry {
             Entry::Event(record) => {
                 let hash = hasher.hash(&record.source, &record.id);
-                let bytes =
-                    super::committer::event_bytes(&record.json, record.extension_types.as_deref());
+                let bytes = event_bytes(&record.json, record.extension_types.as_deref());
                 dedupe.replay(hash, record.seq);
                 let filing = EventFiling {
                     seq: record.seq,
@@ -347,4 +345,24 @@ impl Queues {
         }
         expired
     }
+}
+
+/// An event's own size, as its pending deliveries count it ([`QueueStats::pending_bytes`]).
+///
+/// [`QueueStats::pending_bytes`]: knooppunt_store::QueueStats::pending_bytes
+pub(super) fn event_bytes(json: &str, extension_types: Option<&str>) -> u32 {
+    u32::try_from(knooppunt_store::event_size(json, extension_types)).unwrap_or(u32::MAX)
+}
+
+/// An accepted event as the in-memory queues file it.
+#[derive(Debug)]
+pub(super) struct EventFiling {
+    pub(super) seq: u64,
+    pub(super) accepted_at: u64,
+    pub(super) hash: Identity,
+    /// The encoded record's length, header included.
+    pub(super) len: u32,
+    /// The event's own size: its JSON, with the types of extensions kept beside it.
+    pub(super) bytes: u32,
+    pub(super) subscriptions: Vec<String>,
 }

@@ -837,6 +837,15 @@ pub(crate) struct PrincipalConfig {
     pub(crate) oin: Option<String>,
 }
 
+/// The environment variables of the client commands; the hub's configuration leaves them
+/// alone (every other `KNOOPPUNT_` variable is a configuration key).
+pub(crate) const CLIENT_VARIABLES: [&str; 4] = [
+    "KNOOPPUNT_URL",
+    "KNOOPPUNT_TOKEN",
+    "KNOOPPUNT_CA_FILE",
+    "KNOOPPUNT_IDENTITY_FILE",
+];
+
 /// Environment variables that override configuration keys start with this.
 pub(crate) const ENV_PREFIX: &str = "KNOOPPUNT_";
 
@@ -971,7 +980,7 @@ impl Config {
             let Some(setting) = name.strip_prefix(ENV_PREFIX) else {
                 continue;
             };
-            if crate::client::CLIENT_VARIABLES.contains(&name.as_str()) {
+            if CLIENT_VARIABLES.contains(&name.as_str()) {
                 continue;
             }
             override_setting(&mut table, &name, &setting.to_ascii_lowercase(), &value)?;

@@ -13,11 +13,11 @@ use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{CatalogEntry, Grant, GrantState};
 use serde_json::{Value, json};
 
-use super::audit::RequestAudit;
 use super::auth::Caller;
 use super::input::{Body, Input, Members};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
+use super::request::RequestAudit;
 use crate::app::AppState;
 use crate::approvals::{Refused, Selection};
 use crate::cataloging;

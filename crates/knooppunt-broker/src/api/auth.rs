@@ -12,8 +12,8 @@ use http::header::AUTHORIZATION;
 use http::request::Parts;
 use sha2::{Digest, Sha256};
 
-use super::audit::RequestAudit;
 use super::problem::ApiError;
+use super::request::RequestAudit;
 use crate::app::AppState;
 pub(crate) use crate::identity::ClientCertificate;
 pub use crate::identity::{Authentication, Principal, Role, hash_token};
@@ -173,6 +173,13 @@ async fn authenticate(parts: &mut Parts, state: &Arc<AppState>) -> Result<Caller
         }
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         admit(state.principals.by_token(&digest), "the bearer token")
+    }
+}
+
+impl RequestAudit {
+    /// The context of an action `caller` takes in this request.
+    pub(crate) fn of(&self, caller: &Caller) -> crate::audit::Context {
+        self.of_principal(&caller.0)
     }
 }
 

@@ -16,10 +16,10 @@ use serde_json::{Value, json};
 
 use super::BASE_PATH;
 use super::JsonBody;
-use super::audit::RequestAudit;
 use super::auth::Caller;
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
+use super::request::RequestAudit;
 use crate::app::AppState;
 use crate::audit::{Action, ActionName};
 use crate::catalog::{Draft, Refused};

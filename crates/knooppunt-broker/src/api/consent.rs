@@ -8,29 +8,15 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use http::HeaderMap;
 use serde_json::json;
 
-use super::audit::RequestAudit;
 use super::auth::{Caller, Role};
 use super::problem::ApiError;
+use super::request::RequestAudit;
 use super::subscriptions::{not_found, resource};
 use crate::app::AppState;
 use crate::audit::{Action, ActionName};
 use crate::subscriptions::Agreed;
-
-/// Where the sink can reach the hub: the configured public URL, or the `Host` the client
-/// used.
-pub(crate) fn base_url(state: &AppState, headers: &HeaderMap) -> String {
-    if let Some(url) = &state.public_url {
-        return url.trim_end_matches('/').to_owned();
-    }
-    let host = headers
-        .get(http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost");
-    format!("http://{host}")
-}
 
 /// `GET` or `POST /v1/subscriptions/{id}/validation/{token}`: the sink consents later. No
 /// bearer token: the secret in the URL, sent only to the sink, is the credential.

@@ -13,10 +13,10 @@ use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::DeadLetter;
 use serde_json::{Map, Value, json};
 
-use super::audit::RequestAudit;
 use super::auth::Caller;
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
+use super::request::RequestAudit;
 use super::subscriptions::not_found;
 use crate::app::AppState;
 use crate::salvaging::{self, Refused};

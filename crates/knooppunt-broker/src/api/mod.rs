@@ -19,6 +19,7 @@ pub mod problem;
 mod pull;
 mod receipts;
 mod replays;
+mod request;
 mod status;
 mod stream;
 mod subscription_body;
@@ -251,6 +252,19 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// Where the sink can reach the hub: the configured public URL, or the `Host` the client
+/// used.
+pub(crate) fn base_url(state: &AppState, headers: &http::HeaderMap) -> String {
+    if let Some(url) = &state.public_url {
+        return url.trim_end_matches('/').to_owned();
+    }
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    format!("http://{host}")
+}
+
 /// Middleware: what every request of the API and the facade passes on its way in and out,
 /// in one step (a middleware of its own costs every request a boxed future, a cloned route
 /// and a move of all inside it): a body announced too large is refused at once, the
@@ -264,7 +278,7 @@ async fn boundary(
 ) -> Response {
     let response = match refuse_announced_oversize(largest, &request) {
         Some(refused) => refused,
-        None => even_if_it_panics(audit::track(&state, request, next)).await,
+        None => even_if_it_panics(request::track(&state, request, next)).await,
     };
     standard_headers(response).await
 }

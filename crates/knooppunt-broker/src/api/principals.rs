@@ -15,10 +15,10 @@ use serde_json::{Map, Value, json};
 
 use super::BASE_PATH;
 use super::JsonBody;
-use super::audit::RequestAudit;
 use super::auth::{Caller, Role};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
+use super::request::RequestAudit;
 use crate::administering;
 use crate::app::AppState;
 use crate::principals::FROM_API;

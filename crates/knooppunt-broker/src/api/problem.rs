@@ -25,6 +25,11 @@ impl InvalidParam {
     }
 }
 
+/// There is no subscription `id` the caller sees (whether it exists is not told).
+pub(crate) fn not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("there is no subscription `{id}` visible to you"))
+}
+
 /// Everything an API handler can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -299,7 +304,7 @@ impl From<crate::subscribing::Refused> for ApiError {
             ),
             Refused::Quota(exceeded) => exceeded.into(),
             Refused::Store(error) => error.into(),
-            Refused::NotFound(id) => super::subscriptions::not_found(&id),
+            Refused::NotFound(id) => not_found(&id),
         }
     }
 }

@@ -13,10 +13,10 @@ use knooppunt_store::Replay;
 use serde::Serialize;
 
 use super::BASE_PATH;
-use super::audit::RequestAudit;
 use super::auth::Caller;
 use super::input::{Body, Input, Members, Time};
 use super::problem::{ApiError, InvalidParam};
+use super::request::RequestAudit;
 use super::subscriptions::not_found;
 use crate::app::AppState;
 use crate::audit::{Action, ActionName};

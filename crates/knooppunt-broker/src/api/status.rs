@@ -13,9 +13,9 @@ use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{StoredEvent, Subscription, now_ms};
 use serde_json::{Map, Value, json};
 
-use super::audit::RequestAudit;
 use super::auth::{Caller, Role};
 use super::problem::ApiError;
+use super::request::RequestAudit;
 use super::subscriptions::{not_found, visible};
 use crate::app::AppState;
 use crate::audit::{Action, ActionName};

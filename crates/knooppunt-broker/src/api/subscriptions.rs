@@ -11,12 +11,12 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_store::{Sink, Status, Subscription, now_ms};
 use serde_json::{Value, json};
 
-use super::audit::RequestAudit;
 use super::auth::{Caller, Role};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
+use super::request::RequestAudit;
 use super::subscription_body::{self, SubscriptionInput, representation};
-use super::{BASE_PATH, JsonBody, consent};
+use super::{BASE_PATH, JsonBody, base_url};
 use crate::app::AppState;
 use crate::audit::{Action, ActionName};
 use crate::{subscribing, subscriptions};
@@ -24,9 +24,7 @@ use crate::{subscribing, subscriptions};
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE, OPTIONS";
 
-pub(crate) fn not_found(id: &str) -> ApiError {
-    ApiError::NotFound(format!("there is no subscription `{id}` visible to you"))
-}
+pub(crate) use super::problem::not_found;
 
 /// Why the caller may not act on subscription `id`'s events, as a problem.
 pub(crate) fn unseen(why: crate::subscriptions::Unseen, id: &str) -> ApiError {
@@ -138,16 +136,14 @@ fn sink_of(
                 ),
             )],
         )),
-        None => Sink::parse(&format!(
-            "{}{receive_path}",
-            consent::base_url(state, headers)
-        ))
-        .map_err(|why| {
-            ApiError::invalid(
-                "the hub's own URL is not usable as a sink; configure its public URL",
-                vec![InvalidParam::new("sink", why)],
-            )
-        }),
+        None => {
+            Sink::parse(&format!("{}{receive_path}", base_url(state, headers))).map_err(|why| {
+                ApiError::invalid(
+                    "the hub's own URL is not usable as a sink; configure its public URL",
+                    vec![InvalidParam::new("sink", why)],
+                )
+            })
+        }
     }
 }
 
@@ -270,10 +266,7 @@ pub(crate) async fn create(
     let id = uuid::Uuid::now_v7().to_string();
     let sink = sink_of(&state, &headers, &id, &input)?;
     let subscription = build(id.clone(), caller.0.name.clone(), sink, input, now_ms());
-    let callbacks = format!(
-        "{}{BASE_PATH}/subscriptions",
-        consent::base_url(&state, &headers)
-    );
+    let callbacks = format!("{}{BASE_PATH}/subscriptions", base_url(&state, &headers));
     let new = subscribing::New {
         subscription,
         criteria,
@@ -357,10 +350,7 @@ pub(crate) async fn replace(
         ));
     }
     let mut input = read_body(&state, &body)?;
-    let callbacks = format!(
-        "{}{BASE_PATH}/subscriptions",
-        consent::base_url(&state, &headers)
-    );
+    let callbacks = format!("{}{BASE_PATH}/subscriptions", base_url(&state, &headers));
     let sink = input.sink.clone().filter(|_| !is_pull(&input));
     let credential = input.sink_credential.clone();
     let change = subscribing::Change {

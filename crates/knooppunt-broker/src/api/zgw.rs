@@ -17,7 +17,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use knooppunt_event::notificatie::FieldError;
 use serde_json::{Map, Value, json};
 
-use super::consent::base_url;
+use super::base_url;
 use crate::app::AppState;
 use crate::identity::zgw::{self, CONSUME, PUBLISH, ZgwClient};
 use crate::zgw::{Kanaal, KanaalDraft, KanaalRefused};
@@ -246,7 +246,7 @@ impl FromRequestParts<Arc<AppState>> for ZgwCaller {
         .map_err(|why| ZgwError::NotAuthenticated(why.to_string()))?;
         let client = client.expect("verified with its secret");
         debug_assert_eq!(claims.client_id, client.client_id);
-        if let Some(request) = parts.extensions.get::<super::audit::RequestAudit>() {
+        if let Some(request) = parts.extensions.get::<super::request::RequestAudit>() {
             request.identify(&client.principal());
         }
         Ok(ZgwCaller(client))
@@ -482,7 +482,7 @@ fn read_draft(body: &[u8]) -> Result<KanaalDraft, Vec<FieldError>> {
 async fn create_kanaal(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
-    audit: super::audit::RequestAudit,
+    audit: super::request::RequestAudit,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ZgwError> {
@@ -809,7 +809,7 @@ fn abonnement_action(
 async fn create_abonnement(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
-    audit: super::audit::RequestAudit,
+    audit: super::request::RequestAudit,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ZgwError> {
@@ -898,7 +898,7 @@ async fn read_abonnement(
 async fn delete_abonnement(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
-    audit: super::audit::RequestAudit,
+    audit: super::request::RequestAudit,
     Path(uuid): Path<String>,
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[CONSUME])?;
@@ -929,7 +929,7 @@ async fn delete_abonnement(
 async fn update_abonnement(
     state: &AppState,
     caller: &ZgwCaller,
-    audit: &super::audit::RequestAudit,
+    audit: &super::request::RequestAudit,
     headers: &HeaderMap,
     uuid: &str,
     draft: crate::zgw::AbonnementDraft,
@@ -982,7 +982,7 @@ async fn update_abonnement(
 async fn replace_abonnement(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
-    audit: super::audit::RequestAudit,
+    audit: super::request::RequestAudit,
     headers: HeaderMap,
     Path(uuid): Path<String>,
     body: Bytes,
@@ -998,7 +998,7 @@ async fn replace_abonnement(
 async fn patch_abonnement(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
-    audit: super::audit::RequestAudit,
+    audit: super::request::RequestAudit,
     headers: HeaderMap,
     Path(uuid): Path<String>,
     body: Bytes,

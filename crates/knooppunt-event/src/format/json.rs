@@ -396,6 +396,27 @@ impl Event {
     }
 }
 
+// An accepted event as JSON text: here, beside the format it is written in.
+impl ReceivedEvent {
+    /// The JSON format of this event: the original text when there is one, otherwise the
+    /// encoding of the parsed event.
+    pub fn to_json(&self) -> std::borrow::Cow<'_, str> {
+        match &self.json {
+            Some(json) => std::borrow::Cow::Borrowed(json),
+            None => std::borrow::Cow::Owned(encode_event(&self.event)),
+        }
+    }
+
+    /// The JSON format of this event, like [`ReceivedEvent::to_json`], taking the original
+    /// text without copying it.
+    pub fn into_json(self) -> String {
+        match self.json {
+            Some(json) => json.into_string(),
+            None => encode_event(&self.event),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

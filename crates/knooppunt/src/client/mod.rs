@@ -19,15 +19,6 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, LINK}
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
-/// The environment variables of the client commands; the hub's configuration leaves them
-/// alone (every other `KNOOPPUNT_` variable is a configuration key).
-pub(crate) const CLIENT_VARIABLES: [&str; 4] = [
-    "KNOOPPUNT_URL",
-    "KNOOPPUNT_TOKEN",
-    "KNOOPPUNT_CA_FILE",
-    "KNOOPPUNT_IDENTITY_FILE",
-];
-
 /// Where the hub is and who is calling.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct Connection {

@@ -10,7 +10,8 @@ use http::StatusCode;
 use http::header::{CONTENT_TYPE, HOST, ORIGIN};
 use serde_json::Value;
 
-use super::{Console, Visitor, layout};
+use super::Lang;
+use super::{Console, Visitor};
 
 /// The hidden field every form carries its session's CSRF token in.
 pub(crate) const CSRF_FIELD: &str = "_csrf";
@@ -86,15 +87,31 @@ pub(crate) struct Posted {
     pub(crate) fields: Fields,
 }
 
-impl FromRequest<Arc<Console>> for Posted {
-    type Rejection = Response;
+/// Why a posted form was not read: the visitor's own refusal (signed out, say), or a page
+/// that says why (answered as the console's refusal page, `layout.rs`).
+#[derive(Debug)]
+pub(crate) enum Unread {
+    Visitor(Response),
+    Refused {
+        lang: Lang,
+        status: StatusCode,
+        why: &'static str,
+    },
+}
 
-    async fn from_request(request: Request, console: &Arc<Console>) -> Result<Self, Response> {
+impl FromRequest<Arc<Console>> for Posted {
+    type Rejection = Unread;
+
+    async fn from_request(request: Request, console: &Arc<Console>) -> Result<Self, Unread> {
         let (mut parts, body) = request.into_parts();
-        let visitor = Visitor::from_request_parts(&mut parts, console).await?;
+        let visitor = Visitor::from_request_parts(&mut parts, console)
+            .await
+            .map_err(Unread::Visitor)?;
         let lang = visitor.lang;
-        let refused = |status: StatusCode, nl: &'static str, en: &'static str| {
-            layout::refusal(lang, status, lang.t(nl, en))
+        let refused = |status: StatusCode, nl: &'static str, en: &'static str| Unread::Refused {
+            lang,
+            status,
+            why: lang.t(nl, en),
         };
         if !same_origin(&parts) {
             return Err(refused(

@@ -316,6 +316,15 @@ pub(crate) fn json_block(value: &Value) -> Markup {
     html! { pre class="utrecht-code-block kp-pre" { code { (text) } } }
 }
 
+impl axum::response::IntoResponse for super::forms::Unread {
+    fn into_response(self) -> Response {
+        match self {
+            super::forms::Unread::Visitor(response) => response,
+            super::forms::Unread::Refused { lang, status, why } => refusal(lang, status, why),
+        }
+    }
+}
+
 /// A page that says why something was refused (a form without its CSRF token, say).
 pub(crate) fn refusal(lang: Lang, status: StatusCode, why: &str) -> Response {
     respond(
