@@ -62,6 +62,8 @@ pub(crate) enum ZgwError {
     NotAuthenticated(String),
     PermissionDenied(String),
     NotFound(String),
+    /// The request conflicts with what is stored (an id taken meanwhile).
+    Conflict(String),
     Invalid(Vec<FieldError>),
     /// The store takes no writes now: nothing was kept, try again.
     Unavailable(String),
@@ -89,6 +91,12 @@ impl IntoResponse for ZgwError {
                 StatusCode::NOT_FOUND,
                 "not_found",
                 "Niet gevonden.",
+                why.clone(),
+            ),
+            ZgwError::Conflict(why) => (
+                StatusCode::CONFLICT,
+                "conflict",
+                "Het verzoek botst met wat er al is.",
                 why.clone(),
             ),
             ZgwError::Invalid(_) => (
@@ -183,6 +191,7 @@ impl From<knooppunt_store::StoreError> for ZgwError {
     fn from(error: knooppunt_store::StoreError) -> Self {
         match error {
             knooppunt_store::StoreError::Unavailable(why) => ZgwError::Unavailable(why),
+            knooppunt_store::StoreError::Conflict(why) => ZgwError::Conflict(why),
             other => ZgwError::Internal(other.to_string()),
         }
     }
@@ -1017,4 +1026,19 @@ async fn patch_abonnement(
     }
     let draft = read_abonnement_draft(merged.to_string().as_bytes()).map_err(ZgwError::Invalid)?;
     update_abonnement(&state, &caller, &audit, &headers, &uuid, draft).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store's conflict is the API's 409 in its `Fout` shape, as the `/v1` API answers
+    /// it, not a server error.
+    #[test]
+    fn a_conflict_in_the_store_is_a_409_fout() {
+        let response = ZgwError::from(knooppunt_store::StoreError::Conflict("id taken".into()))
+            .into_response();
+        assert_eq!(response.status(), StatusCode::CONFLICT);
+        assert_eq!(response.headers()[CONTENT_TYPE], "application/problem+json");
+    }
 }
