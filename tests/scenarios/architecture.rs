@@ -394,14 +394,7 @@ fn the_broker_is_layered_without_cycles() {
         let Some((_, allowed)) = BROKER_LAYERS.iter().find(|(m, _)| *m == module) else {
             panic!("{name}: module `{module}` has no place in the broker's layers; add it");
         };
-        let code: String = text
-            .split("#[cfg(test)]")
-            .next()
-            .unwrap()
-            .lines()
-            .map(|line| line.split("//").next().unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n");
+        let code = code_of(text);
         for imported in crate_imports(&code, name.contains('/')) {
             if imported == module {
                 continue;
@@ -443,6 +436,17 @@ fn the_layer_checker_reads_imports() {
     );
 }
 
+/// A file's code without its comments and its test module (`#[cfg(test)]` to the end).
+fn code_of(text: &str) -> String {
+    text.split("#[cfg(test)]")
+        .next()
+        .unwrap()
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The source files of the crate whose `src` is `root`, by module path (`crate`,
 /// `crate::api`, `crate::api::problem`), with their code: comments and the test module
 /// (`#[cfg(test)]` to the end of a file) left out.
@@ -474,16 +478,7 @@ fn crate_modules(root: &std::path::Path) -> Vec<(String, String)> {
             .chain(segments)
             .collect::<Vec<_>>()
             .join("::");
-        let text = std::fs::read_to_string(&path).unwrap();
-        let code = text
-            .split("#[cfg(test)]")
-            .next()
-            .unwrap()
-            .lines()
-            .map(|line| line.split("//").next().unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n");
-        found.push((module, code));
+        found.push((module, code_of(&std::fs::read_to_string(&path).unwrap())));
     }
     found.sort();
     found
