@@ -422,8 +422,9 @@ pub(crate) fn render_worker_health(out: &mut String, health: &knooppunt_delivery
 }
 
 impl knooppunt_delivery::Observer for Telemetry {
-    fn attempt(&self, outcome: &'static str, status: Option<u16>, elapsed: Duration) {
-        if outcome == "delivered" {
+    fn attempt(&self, verdict: &knooppunt_store::Verdict, status: Option<u16>, elapsed: Duration) {
+        let outcome = verdict.name();
+        if matches!(verdict, knooppunt_store::Verdict::Delivered) {
             self.delivered.fetch_add(1, Ordering::Relaxed);
         }
         *self

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::HeaderValue;
-use knooppunt_store::{Store, Subscription, now_ms};
+use knooppunt_store::{Store, Subscription, Verdict, now_ms};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -71,9 +71,9 @@ impl Default for DeliveryOptions {
 
 /// Told about every delivery attempt, for metrics.
 pub trait Observer: Send + Sync + 'static {
-    /// `outcome` is `delivered`, `retry` or `deadLetter`; `status` the sink's HTTP status if
-    /// it answered; `elapsed` how long the request took.
-    fn attempt(&self, outcome: &'static str, status: Option<u16>, elapsed: Duration);
+    /// What the hub decided after an attempt (`verdict`: delivered, retry or dead letter);
+    /// `status` the sink's HTTP status if it answered; `elapsed` how long the request took.
+    fn attempt(&self, verdict: &Verdict, status: Option<u16>, elapsed: Duration);
 
     /// A push delivery of an event of `bytes` (its JSON) is finished, delivered or a dead
     /// letter, and its result is on disk: it left its subscription's backlog.
@@ -98,7 +98,7 @@ pub trait Observer: Send + Sync + 'static {
 pub struct Unobserved;
 
 impl Observer for Unobserved {
-    fn attempt(&self, _: &'static str, _: Option<u16>, _: Duration) {}
+    fn attempt(&self, _: &Verdict, _: Option<u16>, _: Duration) {}
 }
 
 /// A sink answered 410 Gone to a delivery of a subscription. The worker has stopped taking

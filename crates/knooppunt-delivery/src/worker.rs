@@ -986,13 +986,9 @@ impl Recording {
             ),
             Response::Failed(why) => (None, Some(why.clone())),
         };
-        let label = match &verdict {
-            Verdict::Delivered => "delivered",
-            Verdict::Retry { .. } => "retry",
-            Verdict::DeadLetter { .. } => "deadLetter",
-        };
+        let label = verdict.name();
         let elapsed = started.elapsed();
-        inner.observer.attempt(label, status, elapsed);
+        inner.observer.attempt(&verdict, status, elapsed);
         if let Verdict::DeadLetter { reason } = &verdict {
             tracing::info!(
                 subscription = id,

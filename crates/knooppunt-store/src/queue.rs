@@ -124,6 +124,18 @@ pub enum Verdict {
     DeadLetter { reason: String },
 }
 
+impl Verdict {
+    /// Its name in metrics, logs and a subscription's last deliveries: `delivered`,
+    /// `retry` or `deadLetter`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::Delivered => "delivered",
+            Verdict::Retry { .. } => "retry",
+            Verdict::DeadLetter { .. } => "deadLetter",
+        }
+    }
+}
+
 /// One finished delivery attempt, as the store records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
