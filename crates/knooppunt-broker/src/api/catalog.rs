@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::BASE_PATH;
 use super::JsonBody;
 use super::auth::Caller;
+use super::input::{self, Body, Input, Members};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::request::RequestAudit;
@@ -100,157 +101,120 @@ fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("there is no catalog entry `{id}`"))
 }
 
-/// The draft in `body`, or every problem with it.
-fn read(body: &Value) -> Result<Draft, ApiError> {
-    let Some(object) = body.as_object() else {
-        return Err(ApiError::invalid("the body must be a JSON object", vec![]));
-    };
-    let mut problems = Vec::new();
-    for name in object.keys() {
-        if !MEMBERS.contains(&name.as_str()) && !READ_ONLY.contains(&name.as_str()) {
-            problems.push(InvalidParam::new(
-                name,
-                format!("unknown member; use {}", MEMBERS.join(", ")),
-            ));
-        }
+/// What a client sends to describe an event type: the catalog's `Draft`.
+#[derive(Debug)]
+pub(crate) struct EventTypeIn(Draft);
+
+/// A text member: not empty, at most [`MAX_TEXT`] bytes.
+fn text(members: &mut Members<'_>, name: &str, required: bool) -> Option<String> {
+    let what = format!("a non-empty string of at most {MAX_TEXT} bytes");
+    let text = if required {
+        members.required::<String>(name, &what)
+    } else {
+        members.optional::<String>(name, &what)
+    }?;
+    if text.trim().is_empty() || text.len() > MAX_TEXT {
+        members.problem(name, format!("must be {what}"));
+        return None;
     }
-    let mut text = |name: &str, required: bool| -> Option<String> {
-        match object.get(name) {
-            None | Some(Value::Null) if !required => None,
-            None | Some(Value::Null) => {
-                problems.push(InvalidParam::new(name, "is required"));
-                None
-            }
-            Some(Value::String(text)) if !text.trim().is_empty() && text.len() <= MAX_TEXT => {
-                Some(text.clone())
-            }
-            Some(_) => {
-                problems.push(InvalidParam::new(
-                    name,
-                    format!("must be a non-empty string of at most {MAX_TEXT} bytes"),
-                ));
-                None
-            }
-        }
-    };
-    let source_prefix = text("source", true);
-    let event_type = text("type", true);
-    let description = text("description", true);
-    let documentation = text("documentation", false);
-    let dataschema = text("dataschema", false);
-    if let Some(link) = &documentation
-        && !(link.starts_with("https://") || link.starts_with("http://"))
-    {
-        problems.push(InvalidParam::new(
-            "documentation",
-            "must be an absolute http(s) URL",
-        ));
+    Some(text)
+}
+
+/// A member naming one of a few words (`exact` or `prefix`), read with `parse`; `default`
+/// when it is left out or `null`.
+fn word<T>(
+    members: &mut Members<'_>,
+    (name, what): (&str, &str),
+    parse: impl Fn(&str) -> Option<T>,
+    default: T,
+) -> T {
+    match members.optional::<String>(name, what) {
+        None => default,
+        Some(word) => parse(&word).unwrap_or_else(|| {
+            members.problem(name, format!("must be {what}"));
+            default
+        }),
     }
-    let type_match = match object.get("typeMatch") {
-        None | Some(Value::Null) => TypeMatch::Exact,
-        Some(Value::String(name)) if TypeMatch::parse(name).is_some() => {
-            TypeMatch::parse(name).expect("checked")
-        }
-        Some(_) => {
-            problems.push(InvalidParam::new(
-                "typeMatch",
-                "must be `exact` or `prefix`",
-            ));
-            TypeMatch::Exact
-        }
-    };
-    let approval = match object.get("approval") {
-        None | Some(Value::Null) => ApprovalPolicy::Open,
-        Some(Value::String(name)) if ApprovalPolicy::parse(name).is_some() => {
-            ApprovalPolicy::parse(name).expect("checked")
-        }
-        Some(_) => {
-            problems.push(InvalidParam::new(
-                "approval",
-                "must be `open` or `approval-required`",
-            ));
-            ApprovalPolicy::Open
-        }
-    };
-    // The schema as JSON text (what the store keeps); it is compiled by the catalog.
-    let schema = match object.get("schema") {
-        None | Some(Value::Null) => None,
-        Some(schema @ (Value::Object(_) | Value::Bool(_))) => Some(schema.to_string()),
-        Some(_) => {
-            problems.push(InvalidParam::new(
-                "schema",
-                "must be a JSON Schema (an object)",
-            ));
-            None
-        }
-    };
-    let schema_check = match object.get("schemaCheck") {
-        None | Some(Value::Null) if schema.is_some() => SchemaCheck::Warn,
-        None | Some(Value::Null) => SchemaCheck::Off,
-        Some(Value::String(name)) if SchemaCheck::parse(name).is_some() => {
-            SchemaCheck::parse(name).expect("checked")
-        }
-        Some(_) => {
-            problems.push(InvalidParam::new(
-                "schemaCheck",
-                "must be `off`, `warn` or `enforce`",
-            ));
-            SchemaCheck::Off
-        }
-    };
-    let kenmerken = match object.get("kenmerken") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items))
-            if items.len() <= MAX_KENMERKEN
-                && items.iter().all(|k| {
-                    k.as_str()
-                        .is_some_and(|k| !k.is_empty() && k.chars().count() <= MAX_KENMERK)
-                }) =>
+}
+
+impl Body for EventTypeIn {
+    const NAME: &'static str = "catalog entry";
+    const MEMBERS: &'static [&'static str] = &MEMBERS;
+    const READ_ONLY: &'static [&'static str] = &READ_ONLY;
+
+    fn read(members: &mut Members<'_>) -> Option<Self> {
+        let source_prefix = text(members, "source", true);
+        let event_type = text(members, "type", true);
+        let description = text(members, "description", true);
+        let documentation = text(members, "documentation", false);
+        let dataschema = text(members, "dataschema", false);
+        if let Some(link) = &documentation
+            && !(link.starts_with("https://") || link.starts_with("http://"))
         {
-            items
+            members.problem("documentation", "must be an absolute http(s) URL");
+        }
+        let type_match = word(
+            members,
+            ("typeMatch", "`exact` or `prefix`"),
+            TypeMatch::parse,
+            TypeMatch::Exact,
+        );
+        let approval = word(
+            members,
+            ("approval", "`open` or `approval-required`"),
+            ApprovalPolicy::parse,
+            ApprovalPolicy::Open,
+        );
+        // The schema as JSON text (what the store keeps); it is compiled by the catalog.
+        let schema = members
+            .optional::<Value>("schema", "a JSON Schema (an object)")
+            .and_then(|schema| match schema {
+                Value::Object(_) | Value::Bool(_) => Some(schema.to_string()),
+                _ => {
+                    members.problem("schema", "must be a JSON Schema (an object)");
+                    None
+                }
+            });
+        let schema_check = word(
+            members,
+            ("schemaCheck", "`off`, `warn` or `enforce`"),
+            SchemaCheck::parse,
+            if schema.is_some() {
+                SchemaCheck::Warn
+            } else {
+                SchemaCheck::Off
+            },
+        );
+        let kenmerken_are = format!(
+            "a list of at most {MAX_KENMERKEN} attribute names subscribers may filter on, each \
+             1 to {MAX_KENMERK} characters"
+        );
+        let kenmerken = members
+            .optional::<Vec<String>>("kenmerken", &kenmerken_are)
+            .unwrap_or_default();
+        if kenmerken.len() > MAX_KENMERKEN
+            || kenmerken
                 .iter()
-                .filter_map(|k| k.as_str().map(str::to_owned))
-                .collect()
+                .any(|k| k.is_empty() || k.chars().count() > MAX_KENMERK)
+        {
+            members.problem("kenmerken", format!("must be {kenmerken_are}"));
         }
-        Some(_) => {
-            problems.push(InvalidParam::new(
-                "kenmerken",
-                format!(
-                    "must be a list of at most {MAX_KENMERKEN} attribute names subscribers may \
-                     filter on, each 1 to {MAX_KENMERK} characters"
-                ),
-            ));
-            Vec::new()
-        }
-    };
-    let deprecated = match object.get("deprecated") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(flag)) => *flag,
-        Some(_) => {
-            problems.push(InvalidParam::new("deprecated", "must be true or false"));
-            false
-        }
-    };
-    match (source_prefix, event_type, description) {
-        (Some(source_prefix), Some(event_type), Some(description)) if problems.is_empty() => {
-            Ok(Draft {
-                source_prefix,
-                event_type,
-                type_match,
-                description,
-                documentation,
-                dataschema,
-                schema,
-                schema_check,
-                deprecated,
-                approval,
-                kenmerken,
-            })
-        }
-        _ => Err(ApiError::invalid(
-            "the catalog entry has problems; see invalidParams",
-            problems,
-        )),
+        let deprecated = members
+            .optional::<bool>("deprecated", "true or false")
+            .unwrap_or(false);
+        Some(EventTypeIn(Draft {
+            source_prefix: source_prefix?,
+            event_type: event_type?,
+            type_match,
+            description: description?,
+            documentation,
+            dataschema,
+            schema,
+            schema_check,
+            deprecated,
+            approval,
+            kenmerken,
+        }))
     }
 }
 
@@ -275,9 +239,8 @@ pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    JsonBody(body): JsonBody,
+    Input(EventTypeIn(draft)): Input<EventTypeIn>,
 ) -> Result<Response, ApiError> {
-    let draft = read(&body)?;
     let action = |entry: &CatalogEntry| {
         Action::new(
             ActionName::EventtypeCreate,
@@ -323,7 +286,7 @@ pub(crate) async fn replace(
             )],
         ));
     }
-    let draft = read(&body)?;
+    let EventTypeIn(draft) = input::read(&body)?;
     let action = |entry: &CatalogEntry| {
         Action::new(
             ActionName::EventtypeReplace,
