@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, State};
 use axum::response::{IntoResponse, Response};
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -112,9 +112,14 @@ fn invalid_events(problems: Vec<(Option<usize>, Violations)>) -> ApiError {
 pub(crate) async fn publish(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
+    // The headers are taken from the request, not copied (the `HeaderMap` extractor
+    // clones them); the body is read as the `Bytes` extractor reads it, under the route's
+    // limit.
+    let (mut parts, body) = request.into_parts();
+    let headers = std::mem::take(&mut parts.headers);
+    let body = Bytes::from_request(axum::extract::Request::from_parts(parts, body), &()).await;
     // The request's own trace context (the publisher's HTTP hop), when it sends one; each
     // event's is logged with the event.
     let span = tracing::debug_span!(

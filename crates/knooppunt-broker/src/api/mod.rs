@@ -69,9 +69,13 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .nest("/api/v1", zgw)
         .route(
             "/v1/events",
-            post(events::publish)
-                .fallback(not_allowed("POST"))
-                .layer(DefaultBodyLimit::max(body_limit)),
+            // The limit wraps the handler itself: a layer on the method router would wrap
+            // it in a route of its own (a boxed service and future more per event).
+            post(axum::handler::Handler::layer(
+                events::publish,
+                DefaultBodyLimit::max(body_limit),
+            ))
+            .fallback(not_allowed("POST")),
         )
         .route(
             "/v1/subscriptions",
