@@ -11,7 +11,8 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::DeadLetter;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 
 use super::auth::Caller;
 use super::page::Page;
@@ -52,31 +53,43 @@ fn missing(id: &str, seq: u64) -> ApiError {
     ))
 }
 
-/// A dead letter as the API shows it; with the event itself when `event` is given.
-fn representation(dead: &DeadLetter, event: Option<Value>) -> Value {
-    let mut object = Map::new();
-    object.insert("id".into(), json!(dead.seq.to_string()));
-    object.insert("subscription".into(), json!(dead.subscription));
-    object.insert("sequence".into(), json!(dead.seq));
-    object.insert("reason".into(), json!(dead.reason));
-    object.insert("attempts".into(), json!(dead.attempts));
-    if let Some(at) = dead.first_attempt_at {
-        object.insert("firstAttemptTime".into(), json!(utc_timestamp(at)));
+/// A dead letter as the API shows it; with the event itself (as accepted) in a read of
+/// one dead letter.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeadLetterOut {
+    id: String,
+    subscription: String,
+    sequence: u64,
+    reason: String,
+    attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_attempt_time: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_attempt_time: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_status_code: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_error: Option<String>,
+    dead_letter_time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event: Option<Value>,
+}
+
+fn representation(dead: &DeadLetter, event: Option<Value>) -> DeadLetterOut {
+    DeadLetterOut {
+        id: dead.seq.to_string(),
+        subscription: dead.subscription.clone(),
+        sequence: dead.seq,
+        reason: dead.reason.clone(),
+        attempts: dead.attempts,
+        first_attempt_time: dead.first_attempt_at.map(utc_timestamp),
+        last_attempt_time: dead.last_attempt_at.map(utc_timestamp),
+        last_status_code: dead.last_status,
+        last_error: dead.last_error.clone(),
+        dead_letter_time: utc_timestamp(dead.dead_at),
+        event,
     }
-    if let Some(at) = dead.last_attempt_at {
-        object.insert("lastAttemptTime".into(), json!(utc_timestamp(at)));
-    }
-    if let Some(status) = dead.last_status {
-        object.insert("lastStatusCode".into(), json!(status));
-    }
-    if let Some(error) = &dead.last_error {
-        object.insert("lastError".into(), json!(error));
-    }
-    object.insert("deadLetterTime".into(), json!(utc_timestamp(dead.dead_at)));
-    if let Some(event) = event {
-        object.insert("event".into(), event);
-    }
-    Value::Object(object)
 }
 
 /// `GET /v1/subscriptions/{id}/dead-letters`, oldest first, paginated like the
@@ -114,7 +127,7 @@ pub(crate) async fn list(
         .map_err(|why| refused(why, &id, None))?;
     let more = page.len() > page_size;
     page.truncate(page_size);
-    let body: Vec<Value> = page.iter().map(|d| representation(d, None)).collect();
+    let body: Vec<DeadLetterOut> = page.iter().map(|d| representation(d, None)).collect();
     let next = page
         .last()
         .filter(|_| more)

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use http::header::LINK;
 use knooppunt_event::binding::percent::encode_component;
-use serde_json::Value;
+use serde::Serialize;
 
 use super::BASE_PATH;
 use super::problem::InvalidParam;
@@ -53,21 +53,50 @@ impl Page {
     }
 }
 
-/// A page as the answer: its items, and when more follow, `Link: <…?pageSize=N&cursor=C>;
-/// rel="next"` for `path` (below the base path, with the list's filters as its query if it
-/// has any), `next` being the last item's cursor.
-pub(crate) fn answer(items: Vec<Value>, path: &str, size: usize, next: Option<&str>) -> Response {
-    let mut response = Json(items).into_response();
-    if let Some(cursor) = next {
-        let link = format!(
-            "<{BASE_PATH}{path}{}pageSize={size}&cursor={}>; rel=\"next\"",
-            if path.contains('?') { '&' } else { '?' },
-            encode_component(cursor)
-        );
-        response.headers_mut().insert(
-            LINK,
-            HeaderValue::try_from(link).expect("a percent-encoded link is header-safe"),
-        );
+/// A page of a list as the answer (one shape for every list of the API): its items, and
+/// when more follow, `Link: <…?pageSize=N&cursor=C>; rel="next"` for `path` (below the
+/// base path, with the list's filters as its query if it has any), `next` being the last
+/// item's cursor.
+#[derive(Debug)]
+pub(crate) struct ListResponse<'a, T> {
+    pub(crate) items: Vec<T>,
+    pub(crate) path: &'a str,
+    pub(crate) size: usize,
+    pub(crate) next: Option<&'a str>,
+}
+
+impl<T: Serialize> IntoResponse for ListResponse<'_, T> {
+    fn into_response(self) -> Response {
+        let mut response = Json(self.items).into_response();
+        if let Some(cursor) = self.next {
+            let path = self.path;
+            let link = format!(
+                "<{BASE_PATH}{path}{}pageSize={}&cursor={}>; rel=\"next\"",
+                if path.contains('?') { '&' } else { '?' },
+                self.size,
+                encode_component(cursor)
+            );
+            response.headers_mut().insert(
+                LINK,
+                HeaderValue::try_from(link).expect("a percent-encoded link is header-safe"),
+            );
+        }
+        response
     }
-    response
+}
+
+/// [`ListResponse`] of `items` as a response.
+pub(crate) fn answer<T: Serialize>(
+    items: Vec<T>,
+    path: &str,
+    size: usize,
+    next: Option<&str>,
+) -> Response {
+    ListResponse {
+        items,
+        path,
+        size,
+        next,
+    }
+    .into_response()
 }
