@@ -6,6 +6,7 @@
 
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{StoredPrincipal, now_ms};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::app::AppState;
@@ -20,20 +21,54 @@ pub(crate) fn may_administer(caller: &Principal, action: &str) -> Result<(), Ref
 
 /// A principal as the API shows it and the audit trail keeps it: its secrets never (a
 /// token only as whether it has one, a ZGW client's secret not at all).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PrincipalOut {
+    name: String,
+    roles: Vec<String>,
+    subscribe_type_prefixes: Vec<String>,
+    publish_source_prefixes: Vec<String>,
+    oin: Option<String>,
+    disabled: bool,
+    has_token: bool,
+    origin: String,
+    zgw: Option<ZgwClientOut>,
+    created_at: String,
+    updated_at: String,
+}
+
+/// A principal's ZGW client without its secret.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ZgwClientOut {
+    client_id: String,
+    scopes: Vec<String>,
+}
+
+impl From<&StoredPrincipal> for PrincipalOut {
+    fn from(record: &StoredPrincipal) -> Self {
+        PrincipalOut {
+            name: record.name.clone(),
+            roles: record.roles.clone(),
+            subscribe_type_prefixes: record.subscribe_type_prefixes.clone(),
+            publish_source_prefixes: record.publish_source_prefixes.clone(),
+            oin: record.oin.clone(),
+            disabled: record.disabled,
+            has_token: record.token_sha256.is_some(),
+            origin: record.origin.clone(),
+            zgw: record.zgw.as_ref().map(|z| ZgwClientOut {
+                client_id: z.client_id.clone(),
+                scopes: z.scopes.clone(),
+            }),
+            created_at: utc_timestamp(record.created_at),
+            updated_at: utc_timestamp(record.updated_at),
+        }
+    }
+}
+
+/// [`PrincipalOut`] as JSON (the audit trail's details, the API's answers).
 pub(crate) fn described(record: &StoredPrincipal) -> Value {
-    json!({
-        "name": record.name,
-        "roles": record.roles,
-        "subscribeTypePrefixes": record.subscribe_type_prefixes,
-        "publishSourcePrefixes": record.publish_source_prefixes,
-        "oin": record.oin,
-        "disabled": record.disabled,
-        "hasToken": record.token_sha256.is_some(),
-        "origin": record.origin,
-        "zgw": record.zgw.as_ref().map(|z| json!({"clientId": z.client_id, "scopes": z.scopes})),
-        "createdAt": utc_timestamp(record.created_at),
-        "updatedAt": utc_timestamp(record.updated_at),
-    })
+    serde_json::to_value(PrincipalOut::from(record)).expect("a principal serializes")
 }
 
 /// A new random token: 32 bytes from the system's generator, as `kp_` and 64 hex digits.
