@@ -12,7 +12,8 @@ use knooppunt_store::{
     ClientCertificate, ConfigDefaults, HttpSettings, Protocol, Sink, SinkCredential, Status,
     Subscription, SubscriptionConfig, Transfer,
 };
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::problem::InvalidParam;
 
@@ -684,77 +685,133 @@ fn expires_at_ms(timestamp: &str) -> Option<u64> {
 
 use knooppunt_store::now_ms;
 
-/// The resource as the API returns it: every default applied, the credential left out.
-pub(crate) fn representation(subscription: &Subscription, last: Option<LastDelivery>) -> Value {
-    let mut object = Map::new();
-    object.insert("id".into(), json!(subscription.id));
-    object.insert("owner".into(), json!(subscription.owner));
-    // Secrets are write-only: query values and passwords in the sink, and header values.
-    object.insert(
-        "sink".into(),
-        json!(knooppunt_delivery::redact_sink(&subscription.sink)),
-    );
-    object.insert("protocol".into(), json!(subscription.protocol.as_str()));
-    if let Some(source) = &subscription.source {
-        object.insert("source".into(), json!(source));
-    }
-    if let Some(types) = subscription.types() {
-        object.insert("types".into(), json!(types));
-    }
-    if !subscription.filters.is_empty() {
-        object.insert("filters".into(), Value::Array(subscription.filters.clone()));
-    }
+/// A subscription as the API shows it (Subscriptions API section 3.2.1, with the hub's
+/// read-only members): secrets are write-only (a sink's query values and password, header
+/// values, a client certificate's key read as `********`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SubscriptionOut {
+    pub(crate) id: String,
+    pub(crate) owner: String,
+    pub(crate) sink: String,
+    pub(crate) protocol: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) types: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) filters: Vec<Value>,
+    /// None for a pull subscription: it sends no requests.
+    #[serde(rename = "protocolsettings", skip_serializing_if = "Option::is_none")]
+    pub(crate) protocol_settings: Option<ProtocolSettingsOut>,
+    #[serde(rename = "clientcertificate", skip_serializing_if = "Option::is_none")]
+    pub(crate) client_certificate: Option<ClientCertificateOut>,
+    pub(crate) config: BTreeMap<String, String>,
+    pub(crate) state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) validation_problem: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) validated_by: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) disabled_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) suspended_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) last_delivery: Option<LastDeliveryOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) filter_budget: Option<FilterBudgetOut>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) approvals: Vec<Value>,
+    /// The signing secret, in the answer that makes the subscription only.
+    #[serde(rename = "signingsecret", skip_serializing_if = "Option::is_none")]
+    pub(crate) signing_secret: Option<String>,
+}
+
+/// The requests a push subscription's deliveries are: their method and header names.
+#[derive(Debug, Serialize)]
+pub(crate) struct ProtocolSettingsOut {
+    headers: BTreeMap<String, &'static str>,
+    method: String,
+}
+
+/// A client certificate without its private key.
+#[derive(Debug, Serialize)]
+pub(crate) struct ClientCertificateOut {
+    certificate: String,
+    privatekey: &'static str,
+}
+
+/// What happened at the subscription's last delivery attempt on this hub.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LastDeliveryOut {
+    time: String,
+    sequence: u64,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_code: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// How often the subscription's filters ran out of their evaluation budget.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FilterBudgetOut {
+    pub(crate) exceeded: u64,
+    pub(crate) last_exceeded_time: String,
+}
+
+/// A subscription as the API shows it, with its last delivery; the service's read-only
+/// members (suspension, filter budget, approvals) are added by the caller.
+pub(crate) fn representation(
+    subscription: &Subscription,
+    last: Option<LastDelivery>,
+) -> SubscriptionOut {
     let settings = &subscription.protocol_settings;
-    let headers: Map<String, Value> = settings
-        .headers
-        .keys()
-        .map(|name| (name.clone(), json!(knooppunt_delivery::REDACTED)))
-        .collect();
-    // A pull subscription sends no requests.
-    if !subscription.is_pull() {
-        object.insert(
-            "protocolsettings".into(),
-            json!({
-                "headers": headers,
-                "method": settings.method.as_deref().unwrap_or("POST"),
-            }),
-        );
-    }
-    if let Some(identity) = &subscription.client_certificate {
-        object.insert(
-            "clientcertificate".into(),
-            json!({"certificate": identity.certificate, "privatekey": knooppunt_delivery::REDACTED}),
-        );
-    }
-    object.insert("config".into(), json!(subscription.config.values()));
-    object.insert("state".into(), json!(subscription.state().as_str()));
+    let (mut validation_problem, mut validated_by, mut disabled_reason) = (None, None, None);
     match &subscription.status {
-        Status::Pending { problem } => {
-            if let Some(problem) = problem {
-                object.insert("validationProblem".into(), json!(problem));
-            }
-        }
-        Status::Active(consent) => {
-            if let Some(by) = consent.by {
-                object.insert("validatedBy".into(), json!(by.as_str()));
-            }
-        }
-        Status::Disabled(why) => {
-            object.insert("disabledReason".into(), json!(why.reason()));
-        }
+        Status::Pending { problem } => validation_problem = problem.clone(),
+        Status::Active(consent) => validated_by = consent.by.map(|by| by.as_str()),
+        Status::Disabled(why) => disabled_reason = Some(why.reason().to_owned()),
     }
-    if let Some(last) = last {
-        let mut delivery = Map::new();
-        delivery.insert("time".into(), json!(utc_timestamp(last.at)));
-        delivery.insert("sequence".into(), json!(last.seq));
-        delivery.insert("outcome".into(), json!(last.outcome));
-        if let Some(status) = last.status {
-            delivery.insert("statusCode".into(), json!(status));
-        }
-        if let Some(error) = last.error {
-            delivery.insert("error".into(), json!(error));
-        }
-        object.insert("lastDelivery".into(), Value::Object(delivery));
+    SubscriptionOut {
+        id: subscription.id.clone(),
+        owner: subscription.owner.clone(),
+        sink: knooppunt_delivery::redact_sink(&subscription.sink),
+        protocol: subscription.protocol.as_str(),
+        source: subscription.source.clone(),
+        types: subscription.types().map(<[String]>::to_vec),
+        filters: subscription.filters.clone(),
+        protocol_settings: (!subscription.is_pull()).then(|| ProtocolSettingsOut {
+            headers: settings
+                .headers
+                .keys()
+                .map(|name| (name.clone(), knooppunt_delivery::REDACTED))
+                .collect(),
+            method: settings.method.as_deref().unwrap_or("POST").to_owned(),
+        }),
+        client_certificate: subscription.client_certificate.as_ref().map(|identity| {
+            ClientCertificateOut {
+                certificate: identity.certificate.clone(),
+                privatekey: knooppunt_delivery::REDACTED,
+            }
+        }),
+        config: subscription.config.values().clone(),
+        state: subscription.state().as_str(),
+        validation_problem,
+        validated_by,
+        disabled_reason,
+        suspended_reason: None,
+        last_delivery: last.map(|last| LastDeliveryOut {
+            time: utc_timestamp(last.at),
+            sequence: last.seq,
+            outcome: last.outcome,
+            status_code: last.status,
+            error: last.error,
+        }),
+        filter_budget: None,
+        approvals: Vec::new(),
+        signing_secret: None,
     }
-    Value::Object(object)
 }

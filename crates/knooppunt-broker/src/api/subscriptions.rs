@@ -15,7 +15,9 @@ use super::auth::{Caller, Role};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::request::RequestAudit;
-use super::subscription_body::{self, SubscriptionInput, representation};
+use super::subscription_body::{
+    self, FilterBudgetOut, SubscriptionInput, SubscriptionOut, representation,
+};
 use super::{BASE_PATH, JsonBody, base_url};
 use crate::app::AppState;
 use crate::audit::{Action, ActionName};
@@ -186,47 +188,36 @@ fn build(
 }
 
 /// The resource with its read-only delivery state.
-pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> Value {
+pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> SubscriptionOut {
     let mut body = representation(
         subscription,
         state.deliverer.last_delivery(&subscription.id),
     );
-    if let (Some(why), Some(object)) = (
-        state.subscriptions.suspension(subscription),
-        body.as_object_mut(),
-    ) {
-        object.insert("state".into(), serde_json::json!("suspended"));
-        object.insert("suspendedReason".into(), serde_json::json!(why));
+    if let Some(why) = state.subscriptions.suspension(subscription) {
+        body.state = "suspended";
+        body.suspended_reason = Some(why);
     }
-    if let (Some(over), Some(object)) = (
-        state.subscriptions.over_budget(&subscription.id),
-        body.as_object_mut(),
-    ) {
-        object.insert(
-            "filterBudget".into(),
-            serde_json::json!({
-                "exceeded": over.count,
-                "lastExceededTime": knooppunt_event::timestamp::utc_timestamp(over.last_at),
-            }),
-        );
-    }
-    let approvals = state.approvals.of_subscription(&subscription.id);
-    if let (false, Some(object)) = (approvals.is_empty(), body.as_object_mut()) {
-        let list: Vec<Value> = approvals
-            .iter()
-            .map(|g| super::approvals::summary(state.catalog.get(&g.entry).as_deref(), g))
-            .collect();
-        object.insert("approvals".into(), Value::Array(list));
-    }
+    body.filter_budget = state
+        .subscriptions
+        .over_budget(&subscription.id)
+        .map(|over| FilterBudgetOut {
+            exceeded: over.count,
+            last_exceeded_time: knooppunt_event::timestamp::utc_timestamp(over.last_at),
+        });
+    body.approvals = state
+        .approvals
+        .of_subscription(&subscription.id)
+        .iter()
+        .map(|g| super::approvals::summary(state.catalog.get(&g.entry).as_deref(), g))
+        .collect();
     body
 }
 
 /// A subscription as the audit trail keeps it: its representation with the sink's password
 /// and query values redacted (a webhook URL often carries a key).
 fn audited(state: &AppState, subscription: &Subscription) -> Value {
-    let mut body = resource(state, subscription);
-    body["sink"] = json!(knooppunt_delivery::redact_sink(&subscription.sink));
-    body
+    // The representation's sink is already redacted.
+    serde_json::to_value(resource(state, subscription)).expect("a subscription serializes")
 }
 
 /// The checks a new subscription's body passes before anything is stored (its members,
@@ -287,9 +278,7 @@ pub(crate) async fn create(
         .expect("ids are header-safe");
     let mut body = resource(&state, &made.now);
     // The signing secret is shown in this answer only.
-    if let (Some(signing), Some(object)) = (&made.stored.signing, body.as_object_mut()) {
-        object.insert("signingsecret".into(), json!(signing.current));
-    }
+    body.signing_secret = made.stored.signing.as_ref().map(|s| s.current.clone());
     Ok((StatusCode::CREATED, [(LOCATION, location)], Json(body)).into_response())
 }
 
@@ -311,7 +300,7 @@ pub(crate) async fn list(
     let (page, more) = state
         .subscriptions
         .page(owner, cursor.as_deref(), page_size);
-    let body: Vec<Value> = page.iter().map(|s| resource(&state, s)).collect();
+    let body: Vec<SubscriptionOut> = page.iter().map(|s| resource(&state, s)).collect();
     let next = page.last().filter(|_| more).map(|last| last.id.as_str());
     Ok(super::page::answer(body, "/subscriptions", page_size, next))
 }
