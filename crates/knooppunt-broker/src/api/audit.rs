@@ -12,7 +12,8 @@ use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::AuditEntry;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::auth::Caller;
 use super::page::Page;
@@ -20,26 +21,46 @@ use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
 use crate::identity::Principal;
 
-/// An entry as the API shows it.
-fn resource(entry: &AuditEntry) -> Value {
+/// An entry of the trail as the API shows it: the record with its place in the chain.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AuditEntryOut<'a> {
+    sequence: u64,
+    start_time: String,
+    name: &'a str,
+    status_code: &'a str,
+    actor: Option<&'a str>,
+    actor_oin: Option<&'a str>,
+    object: Option<&'a str>,
+    request_id: Option<&'a str>,
+    trace_id: Option<&'a str>,
+    processing_activity_id: Option<&'a str>,
+    data_subject_id: Option<&'a str>,
+    details: &'a Value,
+    concerns: &'a [String],
+    prev_hash: &'a str,
+    hash: &'a str,
+}
+
+fn resource(entry: &AuditEntry) -> AuditEntryOut<'_> {
     let r = &entry.record;
-    json!({
-        "sequence": entry.seq,
-        "startTime": utc_timestamp(r.start_time),
-        "name": r.name,
-        "statusCode": r.status_code,
-        "actor": r.actor,
-        "actorOin": r.actor_oin,
-        "object": r.object,
-        "requestId": r.request_id,
-        "traceId": r.trace_id,
-        "processingActivityId": r.processing_activity_id,
-        "dataSubjectId": r.data_subject_id,
-        "details": r.details,
-        "concerns": r.concerns,
-        "prevHash": entry.prev_hash,
-        "hash": entry.hash,
-    })
+    AuditEntryOut {
+        sequence: entry.seq,
+        start_time: utc_timestamp(r.start_time),
+        name: &r.name,
+        status_code: &r.status_code,
+        actor: r.actor.as_deref(),
+        actor_oin: r.actor_oin.as_deref(),
+        object: r.object.as_deref(),
+        request_id: r.request_id.as_deref(),
+        trace_id: r.trace_id.as_deref(),
+        processing_activity_id: r.processing_activity_id.as_deref(),
+        data_subject_id: r.data_subject_id.as_deref(),
+        details: &r.details,
+        concerns: &r.concerns,
+        prev_hash: &entry.prev_hash,
+        hash: &entry.hash,
+    }
 }
 
 /// Which entries a reader asked for.
@@ -155,7 +176,7 @@ pub(crate) async fn list(
         }
         return Ok(response);
     }
-    let body: Vec<Value> = found.iter().map(resource).collect();
+    let body: Vec<AuditEntryOut<'_>> = found.iter().map(resource).collect();
     let next = next.map(|seq| seq.to_string());
     Ok(super::page::answer(
         body,

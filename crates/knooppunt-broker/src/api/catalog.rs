@@ -12,6 +12,7 @@ use http::header::LOCATION;
 use http::{HeaderValue, StatusCode};
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{ApprovalPolicy, CatalogEntry, SchemaCheck, TypeMatch};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::BASE_PATH;
@@ -64,37 +65,53 @@ impl From<Refused> for ApiError {
     }
 }
 
-fn resource(entry: &CatalogEntry) -> Value {
-    let mut body = json!({
-        "id": entry.id,
-        "owner": entry.owner,
-        "source": entry.source_prefix,
-        "type": entry.event_type,
-        "typeMatch": entry.type_match.as_str(),
-        "description": entry.description,
-        "deprecated": entry.deprecated,
-        "approval": entry.approval.as_str(),
-        "created": utc_timestamp(entry.created_at),
-        "updated": utc_timestamp(entry.updated_at),
-    });
-    if let Some(link) = &entry.documentation {
-        body["documentation"] = json!(link);
+/// A catalog entry as the API shows it (and the audit trail keeps it).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EventTypeOut {
+    id: String,
+    owner: String,
+    source: String,
+    #[serde(rename = "type")]
+    event_type: String,
+    type_match: &'static str,
+    description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    documentation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dataschema: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schema: Option<Value>,
+    schema_check: &'static str,
+    deprecated: bool,
+    approval: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    kenmerken: Vec<String>,
+    created: String,
+    updated: String,
+}
+
+fn resource(entry: &CatalogEntry) -> EventTypeOut {
+    EventTypeOut {
+        id: entry.id.clone(),
+        owner: entry.owner.clone(),
+        source: entry.source_prefix.clone(),
+        event_type: entry.event_type.clone(),
+        type_match: entry.type_match.as_str(),
+        description: entry.description.clone(),
+        documentation: entry.documentation.clone(),
+        dataschema: entry.dataschema.clone(),
+        schema: entry
+            .schema
+            .as_deref()
+            .and_then(|text| serde_json::from_str::<Value>(text).ok()),
+        schema_check: entry.schema_check.as_str(),
+        deprecated: entry.deprecated,
+        approval: entry.approval.as_str(),
+        kenmerken: entry.kenmerken.clone(),
+        created: utc_timestamp(entry.created_at),
+        updated: utc_timestamp(entry.updated_at),
     }
-    if let Some(schema) = &entry.dataschema {
-        body["dataschema"] = json!(schema);
-    }
-    if let Some(schema) = entry
-        .schema
-        .as_deref()
-        .and_then(|text| serde_json::from_str::<Value>(text).ok())
-    {
-        body["schema"] = schema;
-    }
-    body["schemaCheck"] = json!(entry.schema_check.as_str());
-    if !entry.kenmerken.is_empty() {
-        body["kenmerken"] = json!(entry.kenmerken);
-    }
-    body
 }
 
 fn not_found(id: &str) -> ApiError {
@@ -230,7 +247,7 @@ pub(crate) async fn list(
         return Err(ApiError::invalid("the query is invalid", problems));
     }
     let (page, more) = state.catalog.page(cursor.as_deref(), size);
-    let body: Vec<Value> = page.iter().map(|entry| resource(entry)).collect();
+    let body: Vec<EventTypeOut> = page.iter().map(|entry| resource(entry)).collect();
     let next = page.last().filter(|_| more).map(|last| last.id.as_str());
     Ok(super::page::answer(body, "/eventtypes", size, next))
 }
