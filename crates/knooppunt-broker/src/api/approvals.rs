@@ -11,7 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{CatalogEntry, Grant, GrantState};
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::auth::Caller;
 use super::input::{Body, Input, Members};
@@ -39,36 +39,60 @@ impl From<Refused> for ApiError {
     }
 }
 
+/// A grant as the approvals API shows it; as a subscription shows it, without
+/// `subscription` and `subscriber` (it is theirs).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct GrantOut {
+    eventtype: String,
+    state: &'static str,
+    requested: String,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    event_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decided_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decided: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subscription: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subscriber: Option<String>,
+}
+
 /// A grant as a subscription shows it.
-pub(crate) fn summary(entry: Option<&CatalogEntry>, grant: &Grant) -> Value {
-    let mut body = json!({
-        "eventtype": grant.entry,
-        "state": grant.state.as_str(),
-        "requested": utc_timestamp(grant.requested_at),
-    });
-    if let Some(entry) = entry {
-        body["type"] = json!(entry.event_type);
-        body["source"] = json!(entry.source_prefix);
-        body["owner"] = json!(entry.owner);
+pub(crate) fn summary(entry: Option<&CatalogEntry>, grant: &Grant) -> GrantOut {
+    let decision = grant.decision.as_ref();
+    GrantOut {
+        eventtype: grant.entry.clone(),
+        state: grant.state.as_str(),
+        requested: utc_timestamp(grant.requested_at),
+        event_type: entry.map(|e| e.event_type.clone()),
+        source: entry.map(|e| e.source_prefix.clone()),
+        owner: entry.map(|e| e.owner.clone()),
+        decided_by: decision.map(|d| d.by.clone()),
+        decided: decision.map(|d| utc_timestamp(d.at)),
+        reason: decision.and_then(|d| d.reason.clone()),
+        subscription: None,
+        subscriber: None,
     }
-    if let Some(decision) = &grant.decision {
-        body["decidedBy"] = json!(decision.by);
-        body["decided"] = json!(utc_timestamp(decision.at));
-        if let Some(reason) = &decision.reason {
-            body["reason"] = json!(reason);
-        }
-    }
-    body
 }
 
 /// A grant as the approvals API shows it.
-fn resource(state: &AppState, grant: &Grant) -> Value {
-    let mut body = summary(state.catalog.get(&grant.entry).as_deref(), grant);
-    body["subscription"] = json!(grant.subscription);
-    if let Some(subscription) = state.subscriptions.get(&grant.subscription) {
-        body["subscriber"] = json!(subscription.owner);
+fn resource(state: &AppState, grant: &Grant) -> GrantOut {
+    GrantOut {
+        subscription: Some(grant.subscription.clone()),
+        subscriber: state
+            .subscriptions
+            .get(&grant.subscription)
+            .map(|subscription| subscription.owner.clone()),
+        ..summary(state.catalog.get(&grant.entry).as_deref(), grant)
     }
-    body
 }
 
 /// `GET /v1/approvals`: the grants the caller may see, by event type and subscription;
@@ -112,7 +136,7 @@ pub(crate) async fn list(
     let (page, more) = state
         .approvals
         .page(&caller.0, &selection, cursor, page_size);
-    let body: Vec<Value> = page.iter().map(|g| resource(&state, g)).collect();
+    let body: Vec<GrantOut> = page.iter().map(|g| resource(&state, g)).collect();
     let next = page
         .last()
         .filter(|_| more)

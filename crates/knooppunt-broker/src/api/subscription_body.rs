@@ -721,7 +721,7 @@ pub(crate) struct SubscriptionOut {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) filter_budget: Option<FilterBudgetOut>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(crate) approvals: Vec<Value>,
+    pub(crate) approvals: Vec<super::approvals::GrantOut>,
     /// The signing secret, in the answer that makes the subscription only.
     #[serde(rename = "signingsecret", skip_serializing_if = "Option::is_none")]
     pub(crate) signing_secret: Option<String>,
