@@ -11,12 +11,49 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use knooppunt_event::format::json::Identity;
 use knooppunt_event::timestamp::utc_timestamp;
-use serde_json::json;
+use serde::Serialize;
 
 use super::auth::Caller;
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
+
+/// Who received an event: its receipts, with the event's `source`, `id` and `type` while
+/// it is retained.
+#[derive(Debug, Serialize)]
+struct EventReceiptsOut {
+    sequence: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    event_type: Option<String>,
+    receipts: Vec<ReceiptOut>,
+}
+
+/// One subscription's receipt of an event.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReceiptOut {
+    subscription: String,
+    subscriber: Option<String>,
+    delivered_time: String,
+}
+
+/// What a subscription took: an event, when, and what it was while it is retained.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TakenOut {
+    sequence: u64,
+    delivered_time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    event_type: Option<String>,
+}
 
 /// The `source`, `id` and `type` of a retained event.
 fn identity(json: &str) -> Option<(String, String, String)> {
@@ -52,23 +89,22 @@ pub(crate) async fn of_event(
                  of its catalog entry, an admin and the subscribers that received it may"
             ))
         })?;
-    let shown: Vec<_> = found
-        .receipts
-        .iter()
-        .map(|(receipt, subscriber)| {
-            json!({
-                "subscription": receipt.subscription,
-                "subscriber": subscriber,
-                "deliveredTime": utc_timestamp(receipt.delivered_at),
+    let identity = found.identity.clone();
+    let body = EventReceiptsOut {
+        sequence: found.seq,
+        source: identity.as_ref().map(|(source, _, _)| source.clone()),
+        id: identity.as_ref().map(|(_, id, _)| id.clone()),
+        event_type: identity.map(|(_, _, ty)| ty),
+        receipts: found
+            .receipts
+            .iter()
+            .map(|(receipt, subscriber)| ReceiptOut {
+                subscription: receipt.subscription.clone(),
+                subscriber: subscriber.clone(),
+                delivered_time: utc_timestamp(receipt.delivered_at),
             })
-        })
-        .collect();
-    let mut body = json!({"sequence": found.seq, "receipts": shown});
-    if let Some((source, id, ty)) = found.identity {
-        body["source"] = json!(source);
-        body["id"] = json!(id);
-        body["type"] = json!(ty);
-    }
+            .collect(),
+    };
     Ok(Json(body).into_response())
 }
 
@@ -116,20 +152,17 @@ pub(crate) async fn of_subscription(
     };
     let mut body = Vec::with_capacity(receipts.len());
     for receipt in &receipts {
-        let mut item = json!({
-            "sequence": receipt.seq,
-            "deliveredTime": utc_timestamp(receipt.delivered_at),
-        });
-        if let Some((source, event_id, ty)) = state
+        let identity = state
             .event(receipt.seq)
             .await?
-            .and_then(|e| identity(&e.json))
-        {
-            item["source"] = json!(source);
-            item["id"] = json!(event_id);
-            item["type"] = json!(ty);
-        }
-        body.push(item);
+            .and_then(|e| identity(&e.json));
+        body.push(TakenOut {
+            sequence: receipt.seq,
+            delivered_time: utc_timestamp(receipt.delivered_at),
+            source: identity.as_ref().map(|(source, _, _)| source.clone()),
+            id: identity.as_ref().map(|(_, id, _)| id.clone()),
+            event_type: identity.map(|(_, _, ty)| ty),
+        });
     }
     Ok(super::page::answer(
         body,
