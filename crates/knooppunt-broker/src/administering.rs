@@ -72,14 +72,11 @@ pub(crate) fn described(record: &StoredPrincipal) -> Value {
 }
 
 /// A new random token: 32 bytes from the system's generator, as `kp_` and 64 hex digits.
-fn new_token() -> Result<String, Refused> {
+fn new_token() -> String {
     let mut bytes = [0u8; 32];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).map_err(|_| {
-        Refused::Store(knooppunt_store::StoreError::Backend(
-            "the system's random generator failed".into(),
-        ))
-    })?;
-    Ok(format!("kp_{}", hex::encode(bytes)))
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .expect("the system's random generator works");
+    format!("kp_{}", hex::encode(bytes))
 }
 
 /// Makes principal `record` for `caller` (an admin), with a new token when `issue_token`
@@ -92,11 +89,7 @@ pub(crate) async fn create(
     issue_token: bool,
 ) -> Result<(StoredPrincipal, Option<String>), Refused> {
     may_administer(caller, "create principals")?;
-    let token = if issue_token {
-        Some(new_token()?)
-    } else {
-        None
-    };
+    let token = issue_token.then(new_token);
     record.token_sha256 = token.as_deref().map(hash_token);
     record.origin = FROM_API.into();
     state.principals.create(&caller.name, &record).await?;
@@ -171,7 +164,7 @@ pub(crate) async fn issue_token(
     let Some(mut record) = state.principals.get(name) else {
         return Ok(None);
     };
-    let token = new_token()?;
+    let token = new_token();
     record.token_sha256 = Some(hash_token(&token));
     record.updated_at = now_ms();
     record.origin = FROM_API.into();

@@ -77,6 +77,8 @@ struct Requests {
     client: Option<knooppunt_identity::ClientCertificate>,
     peer: PeerIp,
     body_timeout: Duration,
+    /// How long the connection may stay silent (`Guarded`).
+    idle_timeout: Duration,
 }
 
 /// The router, with the connection's client certificate (if any) and its peer's address on
@@ -88,6 +90,7 @@ fn with_client(
         client,
         peer,
         body_timeout,
+        ..
     }: Requests,
     connection: Arc<peers::Connection>,
 ) -> impl tower::Service<
@@ -203,6 +206,12 @@ pub async fn run(
         );
         tokio::spawn(async move {
             let connection = Arc::clone(&admitted.connection);
+            let requests = Requests {
+                client: None,
+                peer: PeerIp(peer.ip()),
+                body_timeout: limits.body_timeout,
+                idle_timeout: limits.idle_timeout,
+            };
             let served = match (acceptor, tls) {
                 (Some(acceptor), Some(tls)) => {
                     // The handshake runs in the connection's task, within the header
@@ -223,33 +232,14 @@ pub async fn run(
                             return;
                         }
                     };
-                    let client = tls.client(stream.get_ref().1.peer_certificates());
-                    let guarded = connection::Guarded::new(
-                        stream,
-                        limits.idle_timeout,
-                        headers,
-                        Arc::clone(&connection),
-                    );
                     let requests = Requests {
-                        client,
-                        peer: PeerIp(peer.ip()),
-                        body_timeout: limits.body_timeout,
+                        client: tls.client(stream.get_ref().1.peer_certificates()),
+                        ..requests
                     };
-                    serve_stream(guarded, requests, router, &http, &connection, stop).await
+                    serve_stream(stream, requests, headers, router, &http, &connection, stop).await
                 }
                 _ => {
-                    let guarded = connection::Guarded::new(
-                        stream,
-                        limits.idle_timeout,
-                        headers,
-                        Arc::clone(&connection),
-                    );
-                    let requests = Requests {
-                        client: None,
-                        peer: PeerIp(peer.ip()),
-                        body_timeout: limits.body_timeout,
-                    };
-                    serve_stream(guarded, requests, router, &http, &connection, stop).await
+                    serve_stream(stream, requests, headers, router, &http, &connection, stop).await
                 }
             };
             if let Err(error) = served {
@@ -286,9 +276,12 @@ async fn room(slots: &Semaphore, peers: &peers::Peers) {
 
 /// Serves the requests of one connection (plain or TLS) until it ends, each knowing the
 /// client's certificate, if it presented one.
+/// Serves the requests of `stream` (a plain or TLS connection), guarded by the connection's
+/// limits; `headers` go on the answers the server writes itself.
 async fn serve_stream<S>(
-    stream: connection::Guarded<S>,
+    stream: S,
     requests: Requests,
+    headers: Arc<str>,
     router: axum::Router,
     http: &hyper::server::conn::http1::Builder,
     state: &Arc<peers::Connection>,
@@ -297,6 +290,8 @@ async fn serve_stream<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let stream =
+        connection::Guarded::new(stream, requests.idle_timeout, headers, Arc::clone(state));
     let service = TowerToHyperService::new(with_client(router, requests, Arc::clone(state)));
     serve(
         http.serve_connection(TokioIo::new(stream), service),

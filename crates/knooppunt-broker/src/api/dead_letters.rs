@@ -100,9 +100,6 @@ pub(crate) async fn list(
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    // Who may is the service's rule; asked first, so that a stranger learns nothing from
-    // the query's problems.
-    salvaging::check_access(&state, &caller.0, &id).map_err(|why| refused(why, &id, None))?;
     let mut problems = Vec::new();
     let Page {
         size: page_size,
@@ -120,6 +117,9 @@ pub(crate) async fn list(
         }
     };
     if !problems.is_empty() {
+        // Who may is the service's rule: a stranger learns nothing from the query's
+        // problems.
+        salvaging::check_access(&state, &caller.0, &id).map_err(|why| refused(why, &id, None))?;
         return Err(ApiError::invalid("the query is invalid", problems));
     }
     let mut page = salvaging::list(&state, &caller.0, &id, (cursor, page_size + 1))

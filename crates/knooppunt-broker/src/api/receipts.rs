@@ -23,13 +23,18 @@ use crate::app::AppState;
 #[derive(Debug, Serialize)]
 struct EventReceiptsOut {
     sequence: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    source: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<String>,
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    event_type: Option<String>,
+    #[serde(flatten)]
+    event: Option<EventOut>,
     receipts: Vec<ReceiptOut>,
+}
+
+/// The `source`, `id` and `type` of a retained event.
+#[derive(Debug, Serialize)]
+struct EventOut {
+    source: String,
+    id: String,
+    #[serde(rename = "type")]
+    event_type: String,
 }
 
 /// One subscription's receipt of an event.
@@ -47,17 +52,17 @@ struct ReceiptOut {
 struct TakenOut {
     sequence: u64,
     delivered_time: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    source: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<String>,
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    event_type: Option<String>,
+    #[serde(flatten)]
+    event: Option<EventOut>,
 }
 
 /// The `source`, `id` and `type` of a retained event.
-fn identity(json: &str) -> Option<(String, String, String)> {
-    Identity::of_json(json).map(|e| (e.source, e.id, e.ty))
+fn identity(json: &str) -> Option<EventOut> {
+    Identity::of_json(json).map(|e| EventOut {
+        source: e.source,
+        id: e.id,
+        event_type: e.ty,
+    })
 }
 
 fn sequence(text: &str) -> Result<u64, ApiError> {
@@ -89,12 +94,13 @@ pub(crate) async fn of_event(
                  of its catalog entry, an admin and the subscribers that received it may"
             ))
         })?;
-    let identity = found.identity.clone();
     let body = EventReceiptsOut {
         sequence: found.seq,
-        source: identity.as_ref().map(|(source, _, _)| source.clone()),
-        id: identity.as_ref().map(|(_, id, _)| id.clone()),
-        event_type: identity.map(|(_, _, ty)| ty),
+        event: found.identity.map(|(source, id, event_type)| EventOut {
+            source,
+            id,
+            event_type,
+        }),
         receipts: found
             .receipts
             .iter()
@@ -152,16 +158,13 @@ pub(crate) async fn of_subscription(
     };
     let mut body = Vec::with_capacity(receipts.len());
     for receipt in &receipts {
-        let identity = state
-            .event(receipt.seq)
-            .await?
-            .and_then(|e| identity(&e.json));
         body.push(TakenOut {
             sequence: receipt.seq,
             delivered_time: utc_timestamp(receipt.delivered_at),
-            source: identity.as_ref().map(|(source, _, _)| source.clone()),
-            id: identity.as_ref().map(|(_, id, _)| id.clone()),
-            event_type: identity.map(|(_, _, ty)| ty),
+            event: state
+                .event(receipt.seq)
+                .await?
+                .and_then(|e| identity(&e.json)),
         });
     }
     Ok(super::page::answer(
