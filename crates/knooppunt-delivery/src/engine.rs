@@ -5,23 +5,23 @@
 //! back only its own subscription; unordered ones up to `max_in_flight`. Each subscription
 //! has its own task and its own limits, so a slow or failing sink never slows another.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::HeaderValue;
 use knooppunt_store::{Store, Subscription, SubscriptionState};
 use tokio::sync::{Notify, mpsc, watch};
 
-use crate::address::AddressRefused;
-use crate::connections::{Connections, SinkHealth};
+use crate::breaker::SinkHealth;
+use crate::push::supervise;
 use crate::share::{SAY_ALIVE_EVERY, SILENT_FOR, Share};
+use crate::sink::address::AddressRefused;
+use crate::sink::connections::Connections;
 use crate::sink::{self, Handshake};
 use crate::state::{DeliveryOptions, Gone, Inner, LastDelivery, Observer, Worker};
 use crate::supervise::Heartbeat;
-use crate::supervise::{Supervision, WorkerHealth};
-use crate::worker::supervise;
+use crate::supervise::WorkerHealth;
 
 /// The running delivery workers; cheap to clone.
 #[derive(Clone)]
@@ -57,8 +57,6 @@ impl Deliverer {
             options.sink_networks.clone(),
         )?;
         let (gone, gone_reports) = mpsc::unbounded_channel();
-        let (stop, _) = watch::channel(false);
-        let (closing, _) = watch::channel(false);
         let hub = format!(
             "{}/{}/{:08x}",
             options.origin,
@@ -66,24 +64,15 @@ impl Deliverer {
             fastrand::u32(..)
         );
         let deliverer = Deliverer {
-            inner: Arc::new(Inner {
+            inner: Arc::new(Inner::new(
                 store,
                 connections,
-                tokens: Default::default(),
                 origin,
                 options,
-                workers: Mutex::new(HashMap::new()),
-                watchers: Mutex::new(HashMap::new()),
-                last: Mutex::new(HashMap::new()),
-                gone,
                 observer,
-                stop,
-                closing,
-                supervision: Supervision::default(),
+                gone,
                 hub,
-                share: watch::channel(Share::default()).0,
-                cuts: Mutex::default(),
-            }),
+            )),
         };
         Ok((deliverer, gone_reports))
     }
@@ -106,35 +95,29 @@ impl Deliverer {
 
     /// How many hubs share the deliveries, as this hub last heard.
     pub fn hubs(&self) -> usize {
-        self.inner.share.borrow().hubs
+        self.inner.share().borrow().hubs
     }
 
     pub fn options(&self) -> &DeliveryOptions {
-        &self.inner.options
+        self.inner.options()
     }
 
     /// Starts, restarts or stops the worker of a subscription after it was created, changed
     /// or loaded: only active push subscriptions have one (a pull subscription's consumers
     /// call [`Deliverer::receive`]).
     pub fn sync(&self, subscription: &Arc<Subscription>) {
-        if subscription.state() != SubscriptionState::Active || *self.inner.stop.borrow() {
+        if subscription.state() != SubscriptionState::Active || self.inner.is_stopping() {
             self.remove(&subscription.id);
             return;
         }
         if subscription.is_pull() {
-            if let Some(worker) = self
-                .inner
-                .workers
-                .lock()
-                .expect("workers lock")
-                .remove(&subscription.id)
-            {
+            if let Some(worker) = self.inner.workers().remove(&subscription.id) {
                 let _ = worker.retire.send(true);
             }
             self.watch(&subscription.id).notify_waiters();
             return;
         }
-        let mut workers = self.inner.workers.lock().expect("workers lock");
+        let mut workers = self.inner.workers();
         if let Some(worker) = workers.get(&subscription.id)
             && !worker.task.is_finished()
         {
@@ -178,31 +161,20 @@ impl Deliverer {
     /// Stops a subscription's worker (deleted, disabled or pending): it takes nothing more,
     /// and the attempts in flight finish and record their results.
     pub fn remove(&self, id: &str) {
-        if let Some(wake) = self
-            .inner
-            .watchers
-            .lock()
-            .expect("watchers lock")
-            .remove(id)
-        {
-            wake.notify_waiters();
-        }
-        if let Some(worker) = self.inner.workers.lock().expect("workers lock").remove(id) {
+        self.inner.forget_readers_of(id);
+        if let Some(worker) = self.inner.workers().remove(id) {
             let _ = worker.retire.send(true);
         }
     }
 
     /// Tells the workers of these subscriptions that deliveries were queued.
     pub fn wake<'a>(&self, ids: impl IntoIterator<Item = &'a String>) {
-        let workers = self.inner.workers.lock().expect("workers lock");
-        let watchers = self.inner.watchers.lock().expect("watchers lock");
+        let workers = self.inner.workers();
         for id in ids {
             if let Some(worker) = workers.get(id) {
                 worker.wake.notify_one();
             }
-            if let Some(wake) = watchers.get(id) {
-                wake.notify_waiters();
-            }
+            self.inner.wake_readers_of(id);
         }
     }
 
@@ -212,7 +184,7 @@ impl Deliverer {
     /// attempt already sending cannot be called back. Other hubs sharing the store hear of
     /// it from the store ([`knooppunt_store::StoreChange::Withdrawn`]).
     pub fn recall(&self, id: &str) {
-        if let Some(worker) = self.inner.workers.lock().expect("workers lock").get(id) {
+        if let Some(worker) = self.inner.workers().get(id) {
             worker.recall();
         }
     }
@@ -236,7 +208,7 @@ impl Deliverer {
 
     /// This hub's id among the hubs sharing the store.
     pub fn hub_id(&self) -> &str {
-        &self.inner.hub
+        self.inner.hub()
     }
 
     /// How many cuts subscription `id` had: read it before checking that work may begin,
@@ -250,61 +222,45 @@ impl Deliverer {
 
     /// [`Deliverer::recall`] for every subscription.
     pub fn recall_all(&self) {
-        for worker in self.inner.workers.lock().expect("workers lock").values() {
+        for worker in self.inner.workers().values() {
             worker.recall();
         }
     }
 
     /// Tells every worker (and every waiting pull consumer) to look for due deliveries.
     pub fn wake_all(&self) {
-        let workers = self.inner.workers.lock().expect("workers lock");
+        let workers = self.inner.workers();
         for worker in workers.values() {
             worker.wake.notify_one();
         }
-        for wake in self.inner.watchers.lock().expect("watchers lock").values() {
-            wake.notify_waiters();
-        }
+        self.inner.wake_all_readers();
     }
 
     /// The hub is closing: every reader waiting for events (a pull `receive`, a stream) is
     /// answered now with what there is, and later ones do not wait. The workers go on until
     /// [`Deliverer::shutdown`].
     pub fn release_waiting(&self) {
-        self.inner.closing.send_replace(true);
-        for wake in self.inner.watchers.lock().expect("watchers lock").values() {
-            wake.notify_waiters();
-        }
+        self.inner.close();
     }
 
     /// True once [`Deliverer::release_waiting`] was called: readers should not wait.
     pub fn closing(&self) -> watch::Receiver<bool> {
-        self.inner.closing.subscribe()
+        self.inner.closing()
     }
 
     /// Whether the workers run (they stop only at shutdown).
     pub fn is_running(&self) -> bool {
-        !*self.inner.stop.borrow()
+        !self.inner.is_stopping()
     }
 
     pub fn last_delivery(&self, id: &str) -> Option<LastDelivery> {
-        self.inner
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(id)
-            .and_then(|recent| recent.back().cloned())
+        self.inner.last_delivery(id)
     }
 
     /// A subscription's latest attempts on this hub since it started, newest first (at most
     /// [`RECENT_ATTEMPTS`]).
     pub fn recent_attempts(&self, id: &str) -> Vec<LastDelivery> {
-        self.inner
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(id)
-            .map(|recent| recent.iter().rev().cloned().collect())
-            .unwrap_or_default()
+        self.inner.recent_attempts(id)
     }
 
     /// Sends a test event to a subscription's sink once, as its deliveries go, and tells
@@ -314,29 +270,29 @@ impl Deliverer {
         subscription: &Subscription,
         event: knooppunt_store::StoredEvent,
     ) -> LastDelivery {
-        crate::worker::send_test(&self.inner, subscription, event).await
+        crate::push::send_test(&self.inner, subscription, event).await
     }
 
     /// The breaker of the sink of `url`, as this hub sees it.
     pub fn sink_health(&self, url: &str) -> SinkHealth {
-        self.inner.connections.health_of(url)
+        self.inner.connections().health_of(url)
     }
 
     /// The sinks (scheme, host and port) whose breaker is open on this hub.
     pub fn open_sinks(&self) -> Vec<String> {
-        self.inner.connections.open_sinks()
+        self.inner.connections().open_sinks()
     }
 
     /// `content` signed with the hub's current Ed25519 key: its `kid` and the signature;
     /// `None` when the hub has no key.
     pub fn sign_with_hub_key(&self, content: &[u8]) -> Option<(String, Vec<u8>)> {
-        self.inner.options.hub_keys.sign_current(content)
+        self.inner.options().hub_keys.sign_current(content)
     }
 
     /// The hub's public keys for `v1a` signatures that sign now, the current one first.
-    pub fn public_keys(&self) -> Vec<crate::signing::PublicKey> {
+    pub fn public_keys(&self) -> Vec<crate::sink::signing::PublicKey> {
         self.inner
-            .options
+            .options()
             .hub_keys
             .public(std::time::SystemTime::now())
     }
@@ -347,15 +303,13 @@ impl Deliverer {
         let now = now_ms();
         let mut stuck: Vec<String> = self
             .inner
-            .workers
-            .lock()
-            .expect("workers lock")
+            .workers()
             .iter()
             .filter(|(_, worker)| worker.task.is_finished() || worker.heartbeat.stuck(now))
             .map(|(id, _)| id.clone())
             .collect();
         stuck.sort();
-        let supervision = &self.inner.supervision;
+        let supervision = &self.inner.supervision();
         WorkerHealth {
             attempt_panics: supervision
                 .attempt_panics
@@ -371,7 +325,7 @@ impl Deliverer {
     /// Checks a sink's address when a subscription is registered (connections are checked
     /// again, every time).
     pub async fn check_sink(&self, sink: &str) -> Result<(), AddressRefused> {
-        self.inner.options.sink_networks.check_sink(sink).await
+        self.inner.options().sink_networks.check_sink(sink).await
     }
 
     /// Sends the validation handshake for a subscription (presenting its client certificate,
@@ -383,10 +337,10 @@ impl Deliverer {
         identity: Option<&knooppunt_store::ClientCertificate>,
     ) -> Handshake {
         let started = tokio::time::Instant::now();
-        let timeout = self.inner.options.handshake_timeout;
+        let timeout = self.inner.options().handshake_timeout;
         let permit = match self
             .inner
-            .connections
+            .connections()
             .acquire(sink, timeout, identity)
             .await
         {
@@ -396,8 +350,8 @@ impl Deliverer {
         sink::handshake(
             &permit.client,
             sink,
-            &self.inner.options.origin,
-            self.inner.options.request_rate,
+            &self.inner.options().origin,
+            self.inner.options().request_rate,
             callback,
             timeout.saturating_sub(started.elapsed()),
         )
@@ -414,14 +368,14 @@ impl Deliverer {
         headers: &[(&str, &str)],
         body: Vec<u8>,
     ) -> Result<u16, String> {
-        let timeout = self.inner.options.handshake_timeout;
+        let timeout = self.inner.options().handshake_timeout;
         let started = tokio::time::Instant::now();
-        let permit = self.inner.connections.acquire(url, timeout, None).await?;
+        let permit = self.inner.connections().acquire(url, timeout, None).await?;
         let mut request = permit
             .client
             .post(url)
             .header(http::header::CONTENT_TYPE, "application/json")
-            .header("webhook-request-origin", &self.inner.origin)
+            .header("webhook-request-origin", self.inner.origin())
             .timeout(timeout.saturating_sub(started.elapsed()))
             .body(body);
         for (name, value) in headers {
@@ -443,16 +397,11 @@ impl Deliverer {
     /// results are recorded); what is still running then is abandoned and retried after the
     /// next start.
     pub async fn shutdown(&self, grace: Duration) {
-        self.inner.stop.send_replace(true);
-        self.inner.closing.send_replace(true);
-        for wake in self.inner.watchers.lock().expect("watchers lock").values() {
-            wake.notify_waiters();
-        }
+        self.inner.stop();
+        self.inner.close();
         let workers: Vec<Worker> = self
             .inner
-            .workers
-            .lock()
-            .expect("workers lock")
+            .workers()
             .drain()
             .map(|(_, worker)| worker)
             .collect();
@@ -467,7 +416,7 @@ impl Deliverer {
             }
         }
         // The others take this hub's share at once, not after its silence.
-        if let Err(error) = self.inner.store.hub_leaves(&self.inner.hub).await {
+        if let Err(error) = self.inner.store().hub_leaves(self.inner.hub()).await {
             tracing::warn!(%error, "Telling the store this hub stops failed.");
         }
     }
@@ -476,21 +425,16 @@ impl Deliverer {
 /// Says this hub is alive and updates its share.
 pub(crate) async fn say_alive(inner: &Inner) {
     let alive_ms = SILENT_FOR.as_millis() as u64;
-    match inner.store.hubs_alive(&inner.hub, alive_ms).await {
+    match inner.store().hubs_alive(inner.hub(), alive_ms).await {
         Ok(alive) => {
-            let share = Share::of(&alive, &inner.hub);
-            inner.share.send_if_modified(|current| {
-                let changed = *current != share;
-                if changed {
-                    tracing::info!(
-                        hubs = share.hubs,
-                        rank = share.rank,
-                        "The hubs sharing the deliveries changed."
-                    );
-                }
-                *current = share;
-                changed
-            });
+            let share = Share::of(&alive, inner.hub());
+            if inner.take_share(share) {
+                tracing::info!(
+                    hubs = share.hubs,
+                    rank = share.rank,
+                    "The hubs sharing the deliveries changed."
+                );
+            }
         }
         // The share stays as it was; the others forget this hub if it stays silent.
         Err(error) => tracing::warn!(%error, "Saying this hub is alive to the store failed."),
@@ -499,7 +443,7 @@ pub(crate) async fn say_alive(inner: &Inner) {
 
 /// Keeps to the pauses sinks asked the other hubs for (missed notices included).
 pub(crate) async fn hear_pauses(inner: &Inner) {
-    match inner.store.sinks_paused(now_ms()).await {
+    match inner.store().sinks_paused(now_ms()).await {
         Ok(paused) => {
             for (sink, until_ms) in paused {
                 inner.pause_told(&sink, until_ms);
@@ -511,7 +455,7 @@ pub(crate) async fn hear_pauses(inner: &Inner) {
 
 /// Says this hub is alive every [`SAY_ALIVE_EVERY`] until the hub stops.
 pub(crate) async fn keep_saying_alive(inner: Arc<Inner>) {
-    let mut stop = inner.stop.subscribe();
+    let mut stop = inner.stopping();
     loop {
         tokio::select! {
             () = tokio::time::sleep(SAY_ALIVE_EVERY) => {}

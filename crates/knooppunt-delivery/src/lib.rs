@@ -5,31 +5,30 @@
 //!   policy (exponential backoff with full jitter, `maxAttempts`, `ttl`, `Retry-After`);
 //! - [`sink`]: the requests: deliveries in structured or binary mode with the subscription's
 //!   headers and credentials, and the `OPTIONS` validation handshake;
-//! - [`engine`]: [`Deliverer`], which runs one worker (`worker.rs`) per active subscription;
+//! - `breaker.rs`: a sink's breaker and the pauses it asked for;
+//! - [`engine`]: [`Deliverer`], which runs one worker (`push/`) per active subscription;
 //!   a worker leases due deliveries from the store and records every result there, so that a
 //!   restart continues where it was; `share.rs`: several hubs on one store share each
 //!   subscription's slots and granted rate.
 
-mod address;
-mod connections;
+mod breaker;
 pub mod engine;
 mod gate;
 pub mod outcome;
 pub mod pull;
+mod push;
 mod share;
-pub mod signing;
 pub mod sink;
 mod state;
 mod supervise;
-mod tokens;
-mod worker;
 
-pub use address::{AddressRefused, SinkNetworks};
-pub use connections::{ConnectionLimits, SinkHealth, check_client_certificate};
+pub use breaker::SinkHealth;
 pub use engine::{Deliverer, now_ms};
 pub use gate::{Gate, Pass};
 pub use pull::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Received, Settlement, TokenProblem};
-pub use signing::{HubKeys, PublicKey};
+pub use sink::address::{AddressRefused, SinkNetworks};
+pub use sink::connections::{ConnectionLimits, check_client_certificate};
+pub use sink::signing::{HubKeys, PublicKey};
 pub use sink::{Handshake, REDACTED, redact_sink};
 pub use state::{DeliveryOptions, Gone, LastDelivery, Observer, RECENT_ATTEMPTS, Unobserved};
 pub use supervise::{CatchUnwind, WorkerHealth};

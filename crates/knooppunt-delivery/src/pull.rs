@@ -148,7 +148,7 @@ impl Deliverer {
         let deadline = tokio::time::Instant::now() + wait.min(MAX_WAIT);
         let wake = self.watch(&subscription.id);
         let mut closing = self.closing();
-        let store = &self.inner.store;
+        let store = &self.inner.store();
         let cut = self.inner.cut_of(&subscription.id);
         loop {
             let notified = wake.notified();
@@ -222,7 +222,7 @@ impl Deliverer {
             }
             let gave_up = !given_up.is_empty();
             if gave_up {
-                self.inner.observer.settled("deadLetter", given_up.len());
+                self.inner.observer().settled("deadLetter", given_up.len());
             }
             for change in given_up {
                 record_once(self, change).await?;
@@ -234,13 +234,13 @@ impl Deliverer {
                     store.release(&subscription.id, &handed_leases).await?;
                     return Ok(Vec::new());
                 }
-                self.inner.observer.received(handed.len());
+                self.inner.observer().received(handed.len());
                 return Ok(handed);
             }
             if gave_up {
                 continue;
             }
-            let poll = deadline.min(tokio::time::Instant::now() + self.inner.options.idle_poll);
+            let poll = deadline.min(tokio::time::Instant::now() + self.inner.options().idle_poll);
             if tokio::time::Instant::now() >= deadline || *closing.borrow_and_update() {
                 return Ok(handed);
             }
@@ -262,7 +262,7 @@ impl Deliverer {
     ) -> Result<Vec<Result<(), TokenProblem>>, StoreError> {
         let config = subscription.delivery_config();
         let id = subscription.id.as_str();
-        let store = &self.inner.store;
+        let store = &self.inner.store();
         let now = now_ms();
         let until = now + config.lock_duration.as_millis() as u64;
         let mut results = Vec::with_capacity(tokens.len());
@@ -304,7 +304,7 @@ impl Deliverer {
                         _ => None,
                     },
                     verdict,
-                    receipt: self.inner.options.receipts,
+                    receipt: self.inner.options().receipts,
                 })
             };
             let changes: Vec<DeliveryChange> =
@@ -328,12 +328,11 @@ impl Deliverer {
         }
         let settled = results.iter().filter(|r| r.is_ok()).count();
         if settled > 0 {
-            self.inner.observer.settled(how.label(), settled);
+            self.inner.observer().settled(how.label(), settled);
         }
         if settled > 0 && *how != Settlement::Renew {
             if let (Settlement::Acknowledge, Some((_, last))) = (how, held.last()) {
-                crate::worker::remember_last(
-                    &self.inner,
+                self.inner.remember_last(
                     id,
                     LastDelivery {
                         at: now,
@@ -355,7 +354,7 @@ impl Deliverer {
     async fn why_not_held(&self, subscription: &str, seq: u64) -> Result<TokenProblem, StoreError> {
         let pending = self
             .inner
-            .store
+            .store()
             .pending_seqs(subscription, seq.checked_sub(1), 1)
             .await?;
         Ok(if pending.first() == Some(&seq) {
@@ -368,15 +367,14 @@ impl Deliverer {
     /// What a reader waiting for this subscription's events (a pull `receive`, a stream)
     /// wakes up to: notified whenever events are queued for it (or settled, for pull).
     pub fn watch(&self, subscription: &str) -> Arc<Notify> {
-        let mut watchers = self.inner.watchers.lock().expect("watchers lock");
-        Arc::clone(watchers.entry(subscription.to_owned()).or_default())
+        self.inner.watcher(subscription)
     }
 }
 
 /// Records a change whose lease may have been taken meanwhile (then the other holder's
 /// result counts).
 async fn record_once(deliverer: &Deliverer, change: DeliveryChange) -> Result<(), StoreError> {
-    match deliverer.inner.store.record(vec![change]).await {
+    match deliverer.inner.store().record(vec![change]).await {
         Ok(()) | Err(StoreError::StaleLease { .. }) => Ok(()),
         Err(error) => Err(error),
     }

@@ -13,9 +13,9 @@ use knooppunt_store::{Store, Subscription, Verdict, now_ms};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::address::SinkNetworks;
-use crate::connections::{ConnectionLimits, Connections};
 use crate::share::Share;
+use crate::sink::address::SinkNetworks;
+use crate::sink::connections::{ConnectionLimits, Connections};
 use crate::supervise::{Heartbeat, Supervision};
 
 /// Settings of the delivery workers.
@@ -45,7 +45,7 @@ pub struct DeliveryOptions {
     /// another takes its leased deliveries over once their leases run out.
     pub lease_margin: Duration,
     /// The hub's Ed25519 keys for `v1a` signatures (none: `v1` only).
-    pub hub_keys: crate::signing::HubKeys,
+    pub hub_keys: crate::sink::signing::HubKeys,
     /// Whether a delivered event leaves a receipt (who received what, for the audit trail).
     pub receipts: bool,
 }
@@ -63,7 +63,7 @@ impl Default for DeliveryOptions {
             max_retry_after: Duration::from_secs(24 * 60 * 60),
             sink_networks: SinkNetworks::default(),
             lease_margin: Duration::from_secs(30),
-            hub_keys: crate::signing::HubKeys::none(),
+            hub_keys: crate::sink::signing::HubKeys::none(),
             receipts: true,
         }
     }
@@ -128,35 +128,36 @@ pub struct LastDelivery {
 /// How many of a subscription's latest attempts each hub keeps in memory.
 pub const RECENT_ATTEMPTS: usize = 50;
 
-/// The state of the delivery engine that its parts share.
+/// The state of the delivery engine that its parts share. Its fields are its own: the
+/// parts read and change it through the methods below.
 pub(crate) struct Inner {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) connections: Connections,
+    store: Arc<dyn Store>,
+    connections: Connections,
     /// Access tokens of subscriptions with client credentials.
-    pub(crate) tokens: crate::tokens::Tokens,
-    pub(crate) origin: HeaderValue,
-    pub(crate) options: DeliveryOptions,
-    pub(crate) workers: Mutex<HashMap<String, Worker>>,
+    tokens: crate::sink::credentials::Tokens,
+    origin: HeaderValue,
+    options: DeliveryOptions,
+    workers: Mutex<HashMap<String, Worker>>,
     /// Per subscription, what readers waiting for its events wake up to (pull consumers,
     /// streams; [`Deliverer::watch`]).
-    pub(crate) watchers: Mutex<HashMap<String, Arc<Notify>>>,
+    watchers: Mutex<HashMap<String, Arc<Notify>>>,
     /// Per subscription, its latest attempts, oldest first (at most [`RECENT_ATTEMPTS`]).
-    pub(crate) last: Mutex<HashMap<String, std::collections::VecDeque<LastDelivery>>>,
+    last: Mutex<HashMap<String, std::collections::VecDeque<LastDelivery>>>,
     /// Sinks that answered 410, for the broker to act on.
-    pub(crate) gone: mpsc::UnboundedSender<Gone>,
-    pub(crate) observer: Arc<dyn Observer>,
-    pub(crate) stop: watch::Sender<bool>,
+    gone: mpsc::UnboundedSender<Gone>,
+    observer: Arc<dyn Observer>,
+    stop: watch::Sender<bool>,
     /// True once the hub is closing: readers waiting for events (long polls) are answered
     /// at once, so that a shutdown never waits for them.
-    pub(crate) closing: watch::Sender<bool>,
-    pub(crate) supervision: Supervision,
+    closing: watch::Sender<bool>,
+    supervision: Supervision,
     /// This hub's id among the hubs sharing the store (see `share.rs`).
-    pub(crate) hub: String,
+    hub: String,
     /// This hub's share of each subscription's slots and rate.
-    pub(crate) share: watch::Sender<Share>,
+    share: watch::Sender<Share>,
     /// Per subscription, its cuts (made on first use, kept while the hub runs: one small
     /// record per subscription).
-    pub(crate) cuts: Mutex<HashMap<String, Arc<Cut>>>,
+    cuts: Mutex<HashMap<String, Arc<Cut>>>,
 }
 
 /// A subscription's cuts ([`Deliverer::cut`]): how many there were, and the passes of the
@@ -192,6 +193,190 @@ impl Worker {
 }
 
 impl Inner {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        connections: Connections,
+        origin: HeaderValue,
+        options: DeliveryOptions,
+        observer: Arc<dyn Observer>,
+        gone: mpsc::UnboundedSender<Gone>,
+        hub: String,
+    ) -> Inner {
+        Inner {
+            store,
+            connections,
+            tokens: Default::default(),
+            origin,
+            options,
+            workers: Mutex::new(HashMap::new()),
+            watchers: Mutex::new(HashMap::new()),
+            last: Mutex::new(HashMap::new()),
+            gone,
+            observer,
+            stop: watch::channel(false).0,
+            closing: watch::channel(false).0,
+            supervision: Supervision::default(),
+            hub,
+            share: watch::channel(Share::default()).0,
+            cuts: Mutex::default(),
+        }
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub(crate) fn connections(&self) -> &Connections {
+        &self.connections
+    }
+
+    pub(crate) fn tokens(&self) -> &crate::sink::credentials::Tokens {
+        &self.tokens
+    }
+
+    /// The hub's name as a header value (`WebHook-Request-Origin`).
+    pub(crate) fn origin(&self) -> &HeaderValue {
+        &self.origin
+    }
+
+    pub(crate) fn options(&self) -> &DeliveryOptions {
+        &self.options
+    }
+
+    pub(crate) fn observer(&self) -> &dyn Observer {
+        &*self.observer
+    }
+
+    pub(crate) fn supervision(&self) -> &Supervision {
+        &self.supervision
+    }
+
+    /// This hub's id among the hubs sharing the store.
+    pub(crate) fn hub(&self) -> &str {
+        &self.hub
+    }
+
+    /// The workers, by subscription.
+    pub(crate) fn workers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Worker>> {
+        self.workers.lock().expect("workers lock")
+    }
+
+    /// What readers waiting for subscription `id`'s events wake up to.
+    pub(crate) fn watcher(&self, id: &str) -> Arc<Notify> {
+        Arc::clone(
+            self.watchers
+                .lock()
+                .expect("watchers lock")
+                .entry(id.to_owned())
+                .or_default(),
+        )
+    }
+
+    /// Wakes the readers waiting for subscription `id`'s events, if any.
+    pub(crate) fn wake_readers_of(&self, id: &str) {
+        if let Some(wake) = self.watchers.lock().expect("watchers lock").get(id) {
+            wake.notify_waiters();
+        }
+    }
+
+    /// Wakes every reader waiting for events.
+    pub(crate) fn wake_all_readers(&self) {
+        for wake in self.watchers.lock().expect("watchers lock").values() {
+            wake.notify_waiters();
+        }
+    }
+
+    /// Wakes the readers waiting for subscription `id`'s events and forgets their wake-up
+    /// (the subscription's worker stops).
+    pub(crate) fn forget_readers_of(&self, id: &str) {
+        if let Some(wake) = self.watchers.lock().expect("watchers lock").remove(id) {
+            wake.notify_waiters();
+        }
+    }
+
+    /// The workers stop taking deliveries (at shutdown).
+    pub(crate) fn stop(&self) {
+        self.stop.send_replace(true);
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// Changes to true when the workers are to stop.
+    pub(crate) fn stopping(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
+    }
+
+    /// The hub is closing: readers waiting for events are answered now, later ones do not
+    /// wait.
+    pub(crate) fn close(&self) {
+        self.closing.send_replace(true);
+        self.wake_all_readers();
+    }
+
+    /// Changes to true when the hub is closing.
+    pub(crate) fn closing(&self) -> watch::Receiver<bool> {
+        self.closing.subscribe()
+    }
+
+    /// This hub's share of each subscription's slots and rate, as it changes.
+    pub(crate) fn share(&self) -> watch::Receiver<Share> {
+        self.share.subscribe()
+    }
+
+    /// Takes `share` as this hub's share; true if it changed.
+    pub(crate) fn take_share(&self, share: Share) -> bool {
+        self.share.send_if_modified(|current| {
+            let changed = *current != share;
+            *current = share;
+            changed
+        })
+    }
+
+    /// Tells the broker a sink answered 410.
+    pub(crate) fn report_gone(&self, gone: Gone) {
+        // The broker stopped listening only when the hub stops.
+        let _ = self.gone.send(gone);
+    }
+
+    /// Keeps a subscription's last attempt for the API (a lock a panic poisoned still
+    /// serves).
+    pub(crate) fn remember_last(&self, id: &str, last: LastDelivery) {
+        let mut all = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Found without allocating the key: this runs after every attempt.
+        let Some(recent) = all.get_mut(id) else {
+            all.insert(id.to_owned(), std::collections::VecDeque::from([last]));
+            return;
+        };
+        if recent.len() == RECENT_ATTEMPTS {
+            recent.pop_front();
+        }
+        recent.push_back(last);
+    }
+
+    /// Subscription `id`'s latest attempts on this hub, newest first.
+    pub(crate) fn recent_attempts(&self, id: &str) -> Vec<LastDelivery> {
+        self.last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .map(|recent| recent.iter().rev().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Subscription `id`'s last attempt on this hub.
+    pub(crate) fn last_delivery(&self, id: &str) -> Option<LastDelivery> {
+        self.last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .and_then(|recent| recent.back().cloned())
+    }
+
     /// Subscription `id`'s cuts.
     pub(crate) fn cut_of(&self, id: &str) -> Arc<Cut> {
         Arc::clone(

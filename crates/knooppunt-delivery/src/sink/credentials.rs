@@ -14,7 +14,7 @@ use knooppunt_store::ClientCertificate;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::connections::Connections;
+use crate::sink::connections::Connections;
 
 /// A token is used until this long before it expires (at most half its lifetime).
 const MARGIN: Duration = Duration::from_secs(30);

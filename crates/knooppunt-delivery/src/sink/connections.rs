@@ -14,15 +14,10 @@
 //! So the hub never holds more than `max_connections + 2 * max_idle_sinks *
 //! max_idle_per_sink` outbound sockets ([`ConnectionLimits::max_sockets`]), whatever the
 //! number of subscriptions. A waiting request counts against its attempt's timeout.
+
 //!
-//! Each sink also has a health ([`Gate`]), shared by every subscription that delivers to it:
-//! - a `Retry-After` (429 or 503) pauses the sink until then (http-webhook.md: no further
-//!   requests until the indicated time);
-//! - after `breaker_failures` failures in a row (no answer, a timeout, 5xx, 429 without
-//!   `Retry-After`, ...) the breaker opens: the sink is paused, then probed with one delivery
-//!   at a time; each failed probe doubles the pause (with jitter, up to `breaker_max_pause`),
-//!   the first success closes the breaker. So a dead sink gets a few requests a minute
-//!   instead of every queued delivery, and the workers of other sinks never wait for it.
+//! Each sink also has a breaker (`breaker.rs`), shared by every subscription that delivers
+//! to it; its state is kept with the sink's pool.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +28,8 @@ use tokio::time::Instant;
 
 use rustls_pki_types::CertificateDer;
 
-use crate::address::{AddressRefused, GuardedResolver, SinkNetworks};
+use crate::breaker::{Breaker, Gate, SinkHealth, SinkResult};
+use crate::sink::address::{AddressRefused, GuardedResolver, SinkNetworks};
 use knooppunt_store::ClientCertificate;
 use rustls_pki_types::pem::PemObject;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -57,9 +53,6 @@ pub struct ConnectionLimits {
     pub breaker_max_pause: Duration,
 }
 
-/// The first pause of an opened breaker.
-const BREAKER_FIRST_PAUSE: Duration = Duration::from_secs(1);
-
 impl Default for ConnectionLimits {
     fn default() -> Self {
         ConnectionLimits {
@@ -74,60 +67,6 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// Whether a worker may send to a sink now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Gate {
-    /// Send as usual.
-    Open,
-    /// The breaker is open and this caller may send one probe; it must [`Connections::report`]
-    /// its result, or [`Connections::release_probe`] when it sends nothing.
-    Probe,
-    /// Nothing before then.
-    Paused(Instant),
-}
-
-/// What an attempt showed of its sink's health.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SinkResult {
-    /// The sink answered as a working sink does (2xx, or a refusal of this event).
-    Healthy,
-    /// No answer, a timeout, or an answer that asks to try again.
-    Failed,
-    /// The sink asked to wait this long (`Retry-After`).
-    RetryAfter(Duration),
-}
-
-/// One sink's health: its breaker and any pause it asked for.
-#[derive(Debug, Default)]
-struct Health {
-    failures: u32,
-    /// The breaker's pause: no request before then.
-    paused_until: Option<Instant>,
-    /// The sink's own `Retry-After`: no request before then, whatever other answers say.
-    asked_until: Option<Instant>,
-    /// The breaker is open: after the pause, one probe at a time.
-    open: bool,
-    probing: bool,
-    pause: Duration,
-}
-
-impl Health {
-    fn is_clear(&self) -> bool {
-        self.failures == 0
-            && !self.open
-            && self.paused_until.is_none()
-            && self.asked_until.is_none()
-    }
-
-    /// A working answer closes the breaker; a pause the sink asked for stays.
-    fn close(&mut self) {
-        *self = Health {
-            asked_until: self.asked_until,
-            ..Health::default()
-        };
-    }
-}
-
 impl ConnectionLimits {
     /// The most outbound sockets these limits allow: those in flight, and the idle ones of
     /// the sinks' pools and of as many clients with a client certificate.
@@ -136,12 +75,12 @@ impl ConnectionLimits {
     }
 }
 
-/// One sink's pool, its share of the connections, and its health.
+/// One sink's pool, its share of the connections, and its breaker.
 struct Pool {
     client: reqwest::Client,
     permits: Arc<Semaphore>,
     last_used: AtomicU64,
-    health: Mutex<Health>,
+    breaker: Mutex<Breaker>,
 }
 
 /// The hub's outbound connections.
@@ -321,7 +260,7 @@ impl Connections {
             // A pool in use, or with a health worth remembering, is kept.
             let idle = |pool: &Pool| {
                 pool.permits.available_permits() == self.limits.max_per_sink
-                    && pool.health.lock().expect("health lock").is_clear()
+                    && pool.breaker.lock().expect("breaker lock").is_clear()
             };
             let oldest = pools
                 .iter()
@@ -336,7 +275,7 @@ impl Connections {
             client: self.client()?,
             permits: Arc::new(Semaphore::new(self.limits.max_per_sink)),
             last_used: AtomicU64::new(now),
-            health: Mutex::new(Health::default()),
+            breaker: Mutex::new(Breaker::default()),
         });
         pools.insert(key.to_owned(), Arc::clone(&pool));
         Ok(pool)
@@ -416,24 +355,7 @@ impl Connections {
         else {
             return Gate::Open;
         };
-        let mut health = pool.health.lock().expect("health lock");
-        let until = health.paused_until.max(health.asked_until);
-        if let Some(until) = until
-            && until > now
-        {
-            return Gate::Paused(until);
-        }
-        health.paused_until = None;
-        health.asked_until = None;
-        if !health.open {
-            return Gate::Open;
-        }
-        if health.probing {
-            // Another worker's probe is on its way: look again shortly.
-            return Gate::Paused(now + BREAKER_FIRST_PAUSE.min(health.pause));
-        }
-        health.probing = true;
-        Gate::Probe
+        pool.breaker.lock().expect("breaker lock").gate(now)
     }
 
     /// The breaker of the sink of `url`.
@@ -443,25 +365,9 @@ impl Connections {
             .target(url)
             .ok()
             .and_then(|target| self.told_until(&target.key, now));
-        let Some(pool) = self.existing_pool(url) else {
-            return SinkHealth {
-                open: false,
-                failures: 0,
-                paused_until: told
-                    .map(|until| knooppunt_store::now_ms() + (until - now).as_millis() as u64),
-            };
-        };
-        let health = pool.health.lock().expect("health lock");
-        let paused_until = health
-            .paused_until
-            .max(health.asked_until)
-            .max(told)
-            .filter(|until| *until > now)
-            .map(|until| knooppunt_store::now_ms() + (until - now).as_millis() as u64);
-        SinkHealth {
-            open: health.open,
-            failures: health.failures,
-            paused_until,
+        match self.existing_pool(url) {
+            Some(pool) => pool.breaker.lock().expect("breaker lock").seen(told, now),
+            None => Breaker::default().seen(told, now),
         }
     }
 
@@ -472,7 +378,7 @@ impl Connections {
             .lock()
             .expect("pools lock")
             .iter()
-            .filter(|(_, pool)| pool.health.lock().expect("health lock").open)
+            .filter(|(_, pool)| pool.breaker.lock().expect("breaker lock").is_open())
             .map(|(key, _)| key.clone())
             .collect();
         open.sort();
@@ -482,7 +388,7 @@ impl Connections {
     /// A probe that was granted but not sent.
     pub(crate) fn release_probe(&self, url: &str) {
         if let Some(pool) = self.existing_pool(url) {
-            pool.health.lock().expect("health lock").probing = false;
+            pool.breaker.lock().expect("breaker lock").release_probe();
         }
     }
 
@@ -496,30 +402,14 @@ impl Connections {
         let Some(pool) = pool else {
             return;
         };
-        let mut health = pool.health.lock().expect("health lock");
-        health.probing = false;
-        let now = Instant::now();
-        match result {
-            SinkResult::Healthy => health.close(),
-            SinkResult::RetryAfter(wait) => {
-                health.asked_until = health.asked_until.max(Some(now + wait));
-            }
-            SinkResult::Failed => {
-                health.failures = health.failures.saturating_add(1);
-                let pause = if health.open {
-                    (health.pause * 2).min(self.limits.breaker_max_pause)
-                } else if health.failures >= self.limits.breaker_failures {
-                    tracing::warn!(sink = %sink_key_of(url), failures = health.failures, "A sink keeps failing: its deliveries pause, and it is probed with one at a time.");
-                    health.open = true;
-                    BREAKER_FIRST_PAUSE.min(self.limits.breaker_max_pause)
-                } else {
-                    return;
-                };
-                health.pause = pause;
-                // Between half the pause and the pause, so probes of many sinks spread out.
-                let jittered = pause.mul_f64(0.5 + 0.5 * random.clamp(0.0, 1.0));
-                health.paused_until = Some(now + jittered);
-            }
+        let limits = (self.limits.breaker_failures, self.limits.breaker_max_pause);
+        let opened = pool
+            .breaker
+            .lock()
+            .expect("breaker lock")
+            .report(result, limits, random);
+        if let Some(failures) = opened {
+            tracing::warn!(sink = %sink_key_of(url), failures, "A sink keeps failing: its deliveries pause, and it is probed with one at a time.");
         }
     }
 
@@ -820,16 +710,4 @@ mod tests {
             "in flight, plus idle in the sinks' pools and the clients with a certificate"
         );
     }
-}
-
-/// A sink's breaker as this hub sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SinkHealth {
-    /// The breaker is open: the sink is paused and probed with one delivery at a time.
-    pub open: bool,
-    /// Failed attempts in a row.
-    pub failures: u32,
-    /// No request before then (milliseconds since the Unix epoch): the breaker's pause or
-    /// the sink's own `Retry-After`.
-    pub paused_until: Option<u64>,
 }

@@ -1,6 +1,11 @@
 //! Requests to a subscriber's sink: deliveries in structured or binary mode, and the
 //! `OPTIONS` validation handshake (CloudEvents webhook spec section 4).
 
+pub(crate) mod address;
+pub(crate) mod connections;
+pub(crate) mod credentials;
+pub mod signing;
+
 use std::time::Duration;
 
 use base64::Engine;
@@ -9,8 +14,8 @@ use knooppunt_event::binding::http::{HttpMessage, encode_binary};
 use knooppunt_event::format::{cbor, json};
 use knooppunt_store::{DeliveryMode, SinkCredential, Subscription};
 
-use crate::address::AddressRefused;
 use crate::outcome::Response;
+use crate::sink::address::AddressRefused;
 
 /// What the API and the logs show for a secret: a sink URL's query values and password, and
 /// the values of a subscription's own headers. Secrets are write-only.
