@@ -11,10 +11,15 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::DeadLetter;
+use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::auth::Caller;
+use super::document::{
+    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE,
+    link_header, page_parameters, path_parameter,
+};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::request::RequestAudit;
@@ -55,25 +60,46 @@ fn missing(id: &str, seq: u64) -> ApiError {
 
 /// A dead letter as the API shows it; with the event itself (as accepted) in a read of
 /// one dead letter.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    rename = "DeadLetter",
+    description = "A delivery the hub gave up on, with what happened."
+)]
 struct DeadLetterOut {
+    /// The dead letter's id (the event's sequence number).
     id: String,
     subscription: String,
     sequence: u64,
+    #[schemars(example = "maxAttempts (30) exhausted")]
     reason: String,
     attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     first_attempt_time: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     last_attempt_time: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_status_code: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_error: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
     dead_letter_time: String,
+    /// The event as accepted (when reading one dead letter).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Map<String, Value>>")]
     event: Option<Value>,
+}
+
+/// A dead letter put back into its subscription's queue.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "Redelivery")]
+struct RedeliveryOut {
+    subscription: String,
+    sequence: u64,
+    #[schemars(extend("enum" = ["queued"]))]
+    redelivery: &'static str,
 }
 
 fn representation(dead: &DeadLetter, event: Option<Value>) -> DeadLetterOut {
@@ -166,7 +192,11 @@ pub(crate) async fn redeliver(
         .map_err(|why| refused(why, &id, Some(seq)))?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"subscription": id, "sequence": seq, "redelivery": "queued"})),
+        Json(RedeliveryOut {
+            subscription: id,
+            sequence: seq,
+            redelivery: "queued",
+        }),
     )
         .into_response())
 }
@@ -183,4 +213,103 @@ pub(crate) async fn delete(
         .await
         .map_err(|why| refused(why, &id, Some(seq)))?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The dead letters' operations.
+pub(crate) fn describe(doc: &mut Document) {
+    const TAG: &str = "dead letters";
+    const NO_DEAD_LETTER: Refusal = (
+        "404",
+        "No such dead letter (or subscription) is visible to the principal.",
+    );
+    let dead_letter = doc.schema::<DeadLetterOut>();
+    let subscription = json!([path_parameter(
+        "id",
+        "The id the hub assigned to the subscription."
+    )]);
+    let one = json!([
+        path_parameter("id", "The id the hub assigned to the subscription."),
+        path_parameter(
+            "deadLetterId",
+            "The dead letter's id (the event's sequence number)."
+        )
+    ]);
+    let list = Operation::new(
+        "listDeadLetters",
+        TAG,
+        "List a subscription's dead letters, oldest first (owner or admin).",
+    )
+    .parameters(page_parameters(
+        "dead letters",
+        "The id of the last dead letter",
+        Some("^[0-9]{0,20}$"),
+    ))
+    .answer(
+        "200",
+        "A page of dead letters. A `Link` header with rel=\"next\" points to the next page.",
+        Some(doc.list_of::<DeadLetterOut>()),
+    )
+    .header("200", "Link", link_header())
+    .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND]);
+    doc.add(
+        "/subscriptions/{id}/dead-letters",
+        "get",
+        &subscription,
+        list,
+    );
+    let read = Operation::new(
+        "getDeadLetter",
+        TAG,
+        "Read a dead letter with its event as it was accepted.",
+    )
+    .answer("200", "The dead letter and its event.", Some(dead_letter))
+    .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NO_DEAD_LETTER]);
+    doc.add(
+        "/subscriptions/{id}/dead-letters/{deadLetterId}",
+        "get",
+        &one,
+        read,
+    );
+    let delete = Operation::new("deleteDeadLetter", TAG, "Remove a dead letter for good.")
+        .answer("204", "Deleted.", None)
+        .refusals(&[
+            BAD_REQUEST,
+            UNAUTHORIZED,
+            FORBIDDEN,
+            NO_DEAD_LETTER,
+            UNAVAILABLE,
+        ]);
+    doc.add(
+        "/subscriptions/{id}/dead-letters/{deadLetterId}",
+        "delete",
+        &one,
+        delete,
+    );
+    let redeliver = Operation::new(
+        "redeliverDeadLetter",
+        TAG,
+        "Put a dead letter back into its subscription's queue with fresh attempts.",
+    )
+    .answer(
+        "202",
+        "Queued for delivery.",
+        Some(doc.schema::<RedeliveryOut>()),
+    )
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        FORBIDDEN,
+        NO_DEAD_LETTER,
+        (
+            "409",
+            "The subscription is disabled (its sink answered 410); give it a new sink first.",
+        ),
+        UNAVAILABLE,
+    ]);
+    doc.add(
+        "/subscriptions/{id}/dead-letters/{deadLetterId}/redeliver",
+        "post",
+        &one,
+        redeliver,
+    );
 }

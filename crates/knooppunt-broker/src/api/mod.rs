@@ -9,6 +9,7 @@ mod catalog;
 mod consent;
 pub(crate) mod console;
 mod dead_letters;
+mod document;
 mod events;
 mod input;
 pub(crate) mod openapi;

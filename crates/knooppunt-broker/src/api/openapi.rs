@@ -13,6 +13,7 @@ use knooppunt_filter::DIALECTS;
 use knooppunt_store::{CONFIG_KEYS, ConfigDefaults};
 use serde_json::{Map, Value, json};
 
+use super::document::Document;
 use super::subscriptions::{COLLECTION_ALLOW, ITEM_ALLOW};
 use super::{API_VERSION, BASE_PATH};
 use crate::app::AppState;
@@ -903,395 +904,9 @@ fn pull_paths(paths: &mut Map<String, Value>) {
             json!({}),
         ),
     );
-    replay_paths(paths);
-}
-
-/// `/subscriptions/{id}/replays`: a window of retained events queued again, as a job.
-fn replay_paths(paths: &mut Map<String, Value>) {
-    let replay = json!({"$ref": "#/components/schemas/Replay"});
-    let replay_answer = |description: &str| {
-        json!({"description": description, "headers": headers(&[]),
-               "content": {"application/json": {"schema": replay.clone()}}})
-    };
-    let mut create_extra = Map::new();
-    create_extra.insert(
-        "requestBody".into(),
-        json!({"required": true, "content": {"application/json": {"schema": {
-            "type": "object", "additionalProperties": false, "required": ["from"],
-            "properties": {
-                "from": {"type": "string", "format": "date-time", "description": "The window's start: events accepted at or after it."},
-                "until": {"type": "string", "format": "date-time", "description": "The window's end (inclusive); default and at most: now."}
-            }}}}}),
-    );
-    let mut create = operation(
-        "createReplay",
-        "Replay a window of a subscription's retained events",
-        (
-            "202",
-            json!({"description": "The replay runs: the retained events accepted in the window that the \
-                                   subscription's filters match and its grants admit now are queued for it \
-                                   again (one already pending is not queued twice), push or pull. Each \
-                                   replayed delivery carries `Knooppunt-Replay: <id>` (pull: \
-                                   `Knooppunt-Replays`); the events are unchanged. Events older than the \
-                                   retention are gone and not replayed.",
-                   "headers": headers(&[("Location", json!({"description": "The replay.", "schema": {"type": "string"}}))]),
-                   "content": {"application/json": {"schema": replay.clone()}}}),
-        ),
-        &[
-            BAD_REQUEST,
-            UNAUTHORIZED,
-            FORBIDDEN,
-            NOT_FOUND,
-            (
-                "429",
-                "The hub runs its most replays at once (delivery.max_replays): try again after Retry-After.",
-            ),
-            UNAVAILABLE,
-        ],
-        create_extra,
-    );
-    create["tags"] = json!(["pull"]);
-    let mut list = operation(
-        "listReplays",
-        "List a subscription's replays, newest first (at most 100)",
-        (
-            "200",
-            json!({"description": "The replays.", "headers": headers(&[]),
-                   "content": {"application/json": {"schema": {"type": "array", "items": replay.clone()}}}}),
-        ),
-        &[UNAUTHORIZED, FORBIDDEN, NOT_FOUND, UNAVAILABLE],
-        Map::new(),
-    );
-    list["tags"] = json!(["pull"]);
-    let replay_parameter = json!([
-        {"name": "id", "in": "path", "required": true, "description": "The subscription's id.", "schema": {"type": "string"}},
-        {"name": "replay", "in": "path", "required": true, "description": "The replay's id.", "schema": {"type": "string"}}
-    ]);
-    let mut get = operation(
-        "getReplay",
-        "Read a replay: its state and progress",
-        ("200", replay_answer("The replay.")),
-        &[
-            UNAUTHORIZED,
-            FORBIDDEN,
-            ("404", "No such subscription or replay."),
-            UNAVAILABLE,
-        ],
-        Map::new(),
-    );
-    get["tags"] = json!(["pull"]);
-    let mut cancel = operation(
-        "cancelReplay",
-        "Cancel a running replay",
-        (
-            "200",
-            replay_answer(
-                "The replay, cancelled: on the hub running it nothing more is queued once this \
-                 answers (another hub's runner stops at its next step); one that had ended, as it ended.",
-            ),
-        ),
-        &[
-            BAD_REQUEST,
-            UNAUTHORIZED,
-            FORBIDDEN,
-            ("404", "No such subscription or replay."),
-            UNAVAILABLE,
-        ],
-        Map::new(),
-    );
-    cancel["tags"] = json!(["pull"]);
-    paths.insert(
-        "/subscriptions/{id}/replays".into(),
-        json!({"parameters": id_parameter(), "get": list, "post": create}),
-    );
-    paths.insert(
-        "/subscriptions/{id}/replays/{replay}".into(),
-        json!({"parameters": replay_parameter.clone(), "get": get}),
-    );
-    paths.insert(
-        "/subscriptions/{id}/replays/{replay}/cancel".into(),
-        json!({"parameters": replay_parameter, "post": cancel}),
-    );
-}
-
-/// A subscription's dead letters: list, read, delete, redeliver.
-fn dead_letter_paths(paths: &mut Map<String, Value>) {
-    let id_parameter = id_parameter();
-    let dead_letter_parameters = json!([
-        {"name": "id", "in": "path", "required": true,
-         "description": "The id the hub assigned to the subscription.", "schema": {"type": "string"}},
-        {"name": "deadLetterId", "in": "path", "required": true,
-         "description": "The dead letter's id (the event's sequence number).", "schema": {"type": "string"}}
-    ]);
-    let dead_letter_ref = json!({"$ref": "#/components/schemas/DeadLetter"});
-    let mut dead_list_extra = Map::new();
-    dead_list_extra.insert(
-        "parameters".into(),
-        json!([
-            {"name": "pageSize", "in": "query", "required": false,
-             "description": "How many dead letters per page (1 to 1000, default 100).",
-             "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 1000}},
-            {"name": "cursor", "in": "query", "required": false,
-             "description": "The id of the last dead letter of the previous page, as given in the `next` link; empty or left out for the first page.",
-             "schema": {"type": "string", "pattern": "^[0-9]{0,20}$"}}
-        ]),
-    );
-    let mut dead_list = operation(
-        "listDeadLetters",
-        "List a subscription's dead letters, oldest first (owner or admin).",
-        (
-            "200",
-            json!({
-                "description": "A page of dead letters. A `Link` header with rel=\"next\" points to the next page.",
-                "headers": headers(&[("Link", json!({"description": "RFC 8288 link to the next page, when there is one.", "schema": {"type": "string"}}))]),
-                "content": {"application/json": {"schema": {"type": "array", "items": dead_letter_ref}}}
-            }),
-        ),
-        &[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND],
-        dead_list_extra,
-    );
-    dead_list["tags"] = json!(["dead letters"]);
-    let mut dead_read = operation(
-        "getDeadLetter",
-        "Read a dead letter with its event as it was accepted.",
-        (
-            "200",
-            json!({"description": "The dead letter and its event.", "headers": headers(&[]), "content": {"application/json": {"schema": dead_letter_ref}}}),
-        ),
-        &[
-            BAD_REQUEST,
-            UNAUTHORIZED,
-            FORBIDDEN,
-            (
-                "404",
-                "No such dead letter (or subscription) is visible to the principal.",
-            ),
-        ],
-        Map::new(),
-    );
-    dead_read["tags"] = json!(["dead letters"]);
-    let mut dead_delete = operation(
-        "deleteDeadLetter",
-        "Remove a dead letter for good.",
-        (
-            "204",
-            json!({"description": "Deleted.", "headers": headers(&[])}),
-        ),
-        &[
-            BAD_REQUEST,
-            UNAUTHORIZED,
-            FORBIDDEN,
-            (
-                "404",
-                "No such dead letter (or subscription) is visible to the principal.",
-            ),
-            UNAVAILABLE,
-        ],
-        Map::new(),
-    );
-    dead_delete["tags"] = json!(["dead letters"]);
-    let mut redeliver = operation(
-        "redeliverDeadLetter",
-        "Put a dead letter back into its subscription's queue with fresh attempts.",
-        (
-            "202",
-            json!({"description": "Queued for delivery.", "headers": headers(&[]),
-            "content": {"application/json": {"schema": {"type": "object", "properties": {
-                "subscription": {"type": "string"},
-                "sequence": {"type": "integer", "format": "int64"},
-                "redelivery": {"type": "string", "example": "queued"}
-            }}}}}),
-        ),
-        &[
-            BAD_REQUEST,
-            UNAUTHORIZED,
-            FORBIDDEN,
-            (
-                "404",
-                "No such dead letter (or subscription) is visible to the principal.",
-            ),
-            (
-                "409",
-                "The subscription is disabled (its sink answered 410); give it a new sink first.",
-            ),
-            UNAVAILABLE,
-        ],
-        Map::new(),
-    );
-    redeliver["tags"] = json!(["dead letters"]);
-    let added = json!({
-    "/subscriptions/{id}/dead-letters": {
-        "parameters": id_parameter.clone(),
-        "get": dead_list
-    },
-    "/subscriptions/{id}/dead-letters/{deadLetterId}": {
-        "parameters": dead_letter_parameters.clone(),
-        "get": dead_read,
-        "delete": dead_delete
-    },
-    "/subscriptions/{id}/dead-letters/{deadLetterId}/redeliver": {
-        "parameters": dead_letter_parameters,
-        "post": redeliver
-    }
-    });
-    paths.extend(added.as_object().expect("an object").clone());
 }
 
 /// The sink's consent: an admin's agreement, and the validation callback.
-/// `/subscriptions/{id}/status`, `…/attempts`, `…/test` and `/status`.
-fn status_paths(paths: &mut Map<String, Value>) {
-    let tagged = |mut operation: Value| {
-        operation["tags"] = json!(["status"]);
-        operation
-    };
-    let attempt = json!({
-        "type": "object",
-        "required": ["time", "sequence", "outcome"],
-        "properties": {
-            "time": {"type": "string", "format": "date-time"},
-            "sequence": {"type": "integer", "format": "int64", "description": "The event's sequence number (0 for a test event)."},
-            "outcome": {"type": "string", "enum": ["delivered", "retry", "deadLetter", "test"]},
-            "statusCode": {"type": "integer", "description": "What the sink answered, when it answered."},
-            "durationMs": {"type": "integer", "format": "int64", "description": "How long the request took."},
-            "error": {"type": "string", "description": "What went wrong."}
-        }
-    });
-    let status = tagged(operation(
-        "getSubscriptionStatus",
-        "How a subscription's deliveries fare: its backlog and oldest pending event, attempts in \
-         flight, dead letters, its sink's breaker (as this hub sees it) and its last attempt.",
-        (
-            "200",
-            json!({"description": "The status.", "headers": headers(&[]),
-            "content": {"application/json": {"schema": {
-                "type": "object",
-                "required": ["subscription", "state", "backlog", "inFlight", "deadLetters"],
-                "properties": {
-                    "subscription": {"type": "string"},
-                    "state": {"type": "string", "enum": ["pending", "active", "disabled", "suspended"]},
-                    "backlog": {"type": "integer", "format": "int64", "description": "Pending deliveries."},
-                    "backlogBytes": {"type": "integer", "format": "int64", "description": "The pending deliveries' events' sizes, summed: what the backlog limit measures."},
-                    "backlogLimit": {"type": "object", "description": "The operator's limit on a subscription's undelivered events; past it the oldest become dead letters (`shed-oldest`).",
-                        "properties": {
-                            "maxBytes": {"type": "integer", "format": "int64"},
-                            "maxAgeSeconds": {"type": "integer", "format": "int64"},
-                            "policy": {"type": "string", "enum": ["shed-oldest"]}
-                        }},
-                    "shed": {"type": "object", "description": "Deliveries this hub moved to dead letters because the subscription was past its backlog limit (since the hub started).",
-                        "properties": {
-                            "events": {"type": "integer", "format": "int64"},
-                            "lastTime": {"type": "string", "format": "date-time"},
-                            "reason": {"type": "string"}
-                        }},
-                    "inFlight": {"type": "integer", "format": "int64", "description": "Pending deliveries leased now (attempts in flight, or events locked by pull consumers)."},
-                    "deadLetters": {"type": "integer", "format": "int64"},
-                    "oldestPendingTime": {"type": "string", "format": "date-time", "description": "When the oldest pending event was accepted."},
-                    "oldestPendingAgeSeconds": {"type": "integer", "format": "int64"},
-                    "breaker": {"type": "object", "required": ["state", "failures"], "description": "The sink's breaker (push subscriptions).",
-                        "properties": {
-                            "state": {"type": "string", "enum": ["closed", "open"], "description": "`open`: the sink is paused and probed with one delivery at a time."},
-                            "failures": {"type": "integer", "description": "Failed attempts in a row."},
-                            "pausedUntil": {"type": "string", "format": "date-time", "description": "No request before then (the breaker's pause, or the sink's `Retry-After`)."}
-                        }},
-                    "lastAttempt": attempt
-                }}}}}),
-        ),
-        &[UNAUTHORIZED, FORBIDDEN, NOT_FOUND],
-        Map::new(),
-    ));
-    let attempts = tagged(operation(
-        "listSubscriptionAttempts",
-        "The latest delivery attempts (at most 50) this hub made for a subscription since it \
-         started, newest first: time, status, duration and error of each. With several hubs, \
-         each shows its own.",
-        (
-            "200",
-            json!({"description": "The attempts.", "headers": headers(&[]),
-                   "content": {"application/json": {"schema": {"type": "array", "items": attempt}}}}),
-        ),
-        &[UNAUTHORIZED, FORBIDDEN, NOT_FOUND],
-        Map::new(),
-    ));
-    let mut sent = attempt.clone();
-    sent["required"] = json!(["time", "sequence", "outcome", "id"]);
-    sent["properties"]["id"] = json!({"type": "string", "description": "The test event's id."});
-    sent["properties"]["outcome"] = json!({"type": "string", "enum": ["delivered", "failed"]});
-    let test = tagged(operation(
-        "testSubscription",
-        "Send a test event (type `nl.knooppunt.test`) to an active push subscription's sink \
-         once, as its deliveries go (content mode, headers, credentials, signature), and \
-         answer how the sink responded. Nothing is queued or retried.",
-        (
-            "200",
-            json!({"description": "How the sink answered (a failure is a 200 too: the test ran).", "headers": headers(&[]),
-                   "content": {"application/json": {"schema": sent}}}),
-        ),
-        &[
-            BAD_REQUEST,
-            UNAUTHORIZED,
-            FORBIDDEN,
-            NOT_FOUND,
-            (
-                "409",
-                "The subscription is not active, or is a pull subscription.",
-            ),
-        ],
-        Map::new(),
-    ));
-    let hub = tagged(operation(
-        "getHubStatus",
-        "The hub at a glance (administrators): events accepted and delivered per second over \
-         the last minute (this hub), the backlog, open breakers, stuck workers and the store's \
-         disk use.",
-        (
-            "200",
-            json!({"description": "The status.", "headers": headers(&[]),
-            "content": {"application/json": {"schema": {
-                "type": "object",
-                "required": ["eventsAcceptedPerSecond", "eventsDeliveredPerSecond", "backlog", "deadLetters", "subscriptions", "principals", "openBreakers", "stuckWorkers"],
-                "properties": {
-                    "eventsAcceptedPerSecond": {"type": "number"},
-                    "eventsDeliveredPerSecond": {"type": "number"},
-                    "backlog": {"type": "integer", "format": "int64"},
-                    "backlogBytes": {"type": "integer", "format": "int64", "description": "Undelivered bytes of all subscriptions."},
-                    "backlogMaxBytes": {"type": "integer", "format": "int64", "description": "The hub's limit on undelivered bytes; past it publishes get 503."},
-                    "accepting": {"type": "boolean", "description": "false while publishes are refused: the backlog is past its limit, the disk has less room than its floor, or the store takes no writes (its disk full, its database away)."},
-                    "refusing": {"type": "string", "description": "Why publishes are refused, when they are."},
-                    "deadLetters": {"type": "integer", "format": "int64"},
-                    "oldestPendingAgeSeconds": {"type": "integer", "format": "int64"},
-                    "subscriptions": {"type": "object", "additionalProperties": {"type": "integer"}, "description": "Subscriptions by state."},
-                    "principals": {"type": "integer"},
-                    "openBreakers": {"type": "array", "items": {"type": "string"}, "description": "Sinks (scheme, host, port) whose breaker is open."},
-                    "stuckWorkers": {"type": "array", "items": {"type": "string"}, "description": "Subscriptions whose delivery worker is stuck."},
-                    "store": {"type": "object", "properties": {
-                        "bytes": {"type": "integer", "format": "int64"},
-                        "eventBytes": {"type": "integer", "format": "int64"},
-                        "freeBytes": {"type": "integer", "format": "int64", "description": "Room left on the store's disk (embedded store)."},
-                        "retentionSeconds": {"type": "integer", "format": "int64"}
-                    }}
-                }}}}}),
-        ),
-        &[
-            UNAUTHORIZED,
-            ("403", "Only an administrator reads the hub's status."),
-        ],
-        Map::new(),
-    ));
-    let with_id = |method: &str, operation: Value| {
-        let mut item = Map::new();
-        item.insert("parameters".into(), id_parameter());
-        item.insert(method.into(), operation);
-        Value::Object(item)
-    };
-    paths.insert("/subscriptions/{id}/status".into(), with_id("get", status));
-    paths.insert(
-        "/subscriptions/{id}/attempts".into(),
-        with_id("get", attempts),
-    );
-    paths.insert("/subscriptions/{id}/test".into(), with_id("post", test));
-    paths.insert("/status".into(), json!({"get": hub}));
-}
-
 fn consent_paths(paths: &mut Map<String, Value>) {
     let id_parameter = id_parameter();
     let agreement = operation(
@@ -1557,23 +1172,6 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                         }
                     }
                 },
-                "DeadLetter": {
-                    "type": "object",
-                    "description": "A delivery the hub gave up on, with what happened.",
-                    "properties": {
-                        "id": {"type": "string", "description": "The dead letter's id (the event's sequence number)."},
-                        "subscription": {"type": "string"},
-                        "sequence": {"type": "integer", "format": "int64"},
-                        "reason": {"type": "string", "example": "maxAttempts (30) exhausted"},
-                        "attempts": {"type": "integer", "format": "int32"},
-                        "firstAttemptTime": {"type": "string", "format": "date-time"},
-                        "lastAttemptTime": {"type": "string", "format": "date-time"},
-                        "lastStatusCode": {"type": "integer", "format": "int32"},
-                        "lastError": {"type": "string"},
-                        "deadLetterTime": {"type": "string", "format": "date-time"},
-                        "event": {"type": "object", "description": "The event as accepted (when reading one dead letter)."}
-                    }
-                },
                 "Filter": {
                     "type": "object",
                     "description": filter_description,
@@ -1656,37 +1254,22 @@ pub(crate) fn document(defaults: &ConfigDefaults) -> Value {
                 },
                 "Config": config_schema(defaults),
                 "CloudEvent": cloud_event_schema(),
-                "Replay": {
-                    "type": "object",
-                    "description": "A replay: a window of a subscription's retained events queued for it again.",
-                    "required": ["id", "subscription", "state", "from", "until", "eventsQueued", "requestedBy", "createdTime"],
-                    "properties": {
-                        "id": {"type": "string"},
-                        "subscription": {"type": "string"},
-                        "state": {"type": "string", "enum": ["running", "completed", "cancelled", "failed"]},
-                        "from": {"type": "string", "format": "date-time"},
-                        "until": {"type": "string", "format": "date-time"},
-                        "eventsQueued": {"type": "integer", "format": "int64", "description": "Events of the window handed to the queue so far."},
-                        "lastEventTime": {"type": "string", "format": "date-time", "nullable": true, "description": "When the last queued event was accepted."},
-                        "requestedBy": {"type": "string"},
-                        "createdTime": {"type": "string", "format": "date-time"},
-                        "finishedTime": {"type": "string", "format": "date-time"},
-                        "error": {"type": "string", "description": "Why a failed replay failed."}
-                    }
-                },
                 "Problem": problem_schema()
             }
         }
     });
     let paths = document["paths"].as_object_mut().expect("paths");
     subscription_paths(paths);
-    dead_letter_paths(paths);
     pull_paths(paths);
     consent_paths(paths);
     signing_paths(paths);
-    status_paths(paths);
     add_principals(&mut document);
     add_catalog(&mut document);
+    let mut described = Document::new();
+    super::replays::describe(&mut described);
+    super::dead_letters::describe(&mut described);
+    super::status::describe(&mut described);
+    described.finish(&mut document);
     add_boundary_answers(&mut document);
     document
 }

@@ -10,10 +10,17 @@ use http::header::LOCATION;
 use http::{HeaderValue, StatusCode};
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::Replay;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
+use serde_json::json;
+use std::borrow::Cow;
 
 use super::BASE_PATH;
 use super::auth::Caller;
+use super::document::{
+    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE,
+    header, path_parameter,
+};
 use super::input::{Body, Input, Members, Time};
 use super::problem::{ApiError, InvalidParam};
 use super::request::RequestAudit;
@@ -23,21 +30,31 @@ use crate::audit::{Action, ActionName};
 use crate::history::ReplayRefused;
 use crate::replaying::{self, Refused};
 
-/// A replay as the API shows it.
-#[derive(Debug, Serialize)]
+/// A replay: a window of a subscription's retained events queued for it again.
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "Replay")]
 pub(crate) struct ReplayOut {
     id: String,
     subscription: String,
+    #[schemars(extend("enum" = ["running", "completed", "cancelled", "failed"]))]
     state: &'static str,
+    #[schemars(extend("format" = "date-time"))]
     from: String,
+    #[schemars(extend("format" = "date-time"))]
     until: String,
+    /// Events of the window handed to the queue so far.
     events_queued: u64,
+    /// When the last queued event was accepted.
+    #[schemars(extend("format" = "date-time"))]
     last_event_time: Option<String>,
     requested_by: String,
+    #[schemars(extend("format" = "date-time"))]
     created_time: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     finished_time: Option<String>,
+    /// Why a failed replay failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
@@ -73,6 +90,25 @@ pub(crate) struct ReplayIn {
 }
 
 const A_TIME: &str = "an RFC 3339 time such as 2026-11-20T08:00:00Z";
+
+impl JsonSchema for ReplayIn {
+    fn schema_name() -> Cow<'static, str> {
+        "ReplayRequest".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "description": "The window of acceptance times to replay.",
+            "additionalProperties": false,
+            "required": ["from"],
+            "properties": {
+                "from": {"type": "string", "format": "date-time", "description": "The window's start: events accepted at or after it."},
+                "until": {"type": "string", "format": "date-time", "description": "The window's end (inclusive); default and at most: now."}
+            }
+        })
+    }
+}
 
 impl Body for ReplayIn {
     const NAME: &'static str = "replay";
@@ -203,4 +239,71 @@ pub(crate) async fn cancel(
         Some(cancelled) => Ok(Json(ReplayOut::from(&cancelled)).into_response()),
         None => Err(missing(&id, &replay)),
     }
+}
+
+/// The replays' operations.
+pub(crate) fn describe(doc: &mut Document) {
+    let replay = doc.schema::<ReplayOut>();
+    let subscription = json!([path_parameter("id", "The subscription's id.")]);
+    let one = json!([
+        path_parameter("id", "The subscription's id."),
+        path_parameter("replay", "The replay's id.")
+    ]);
+    const NO_REPLAY: Refusal = ("404", "No such subscription or replay.");
+    let create = Operation::new(
+        "createReplay",
+        "pull",
+        "Replay a window of a subscription's retained events",
+    )
+    .body(doc.schema::<ReplayIn>())
+    .answer(
+        "202",
+        "The replay runs: the retained events accepted in the window that the subscription's \
+         filters match and its grants admit now are queued for it again (one already pending \
+         is not queued twice), push or pull. Each replayed delivery carries \
+         `Knooppunt-Replay: <id>` (pull: `Knooppunt-Replays`); the events are unchanged. \
+         Events older than the retention are gone and not replayed.",
+        Some(replay.clone()),
+    )
+    .header("202", "Location", header("The replay."))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        FORBIDDEN,
+        NOT_FOUND,
+        (
+            "429",
+            "The hub runs its most replays at once (delivery.max_replays): try again after \
+             Retry-After.",
+        ),
+        UNAVAILABLE,
+    ]);
+    let list = Operation::new(
+        "listReplays",
+        "pull",
+        "List a subscription's replays, newest first (at most 100)",
+    )
+    .answer("200", "The replays.", Some(doc.list_of::<ReplayOut>()))
+    .refusals(&[UNAUTHORIZED, FORBIDDEN, NOT_FOUND, UNAVAILABLE]);
+    doc.add("/subscriptions/{id}/replays", "get", &subscription, list);
+    doc.add("/subscriptions/{id}/replays", "post", &subscription, create);
+    let get = Operation::new("getReplay", "pull", "Read a replay: its state and progress")
+        .answer("200", "The replay.", Some(replay.clone()))
+        .refusals(&[UNAUTHORIZED, FORBIDDEN, NO_REPLAY, UNAVAILABLE]);
+    doc.add("/subscriptions/{id}/replays/{replay}", "get", &one, get);
+    let cancel = Operation::new("cancelReplay", "pull", "Cancel a running replay")
+        .answer(
+            "200",
+            "The replay, cancelled: on the hub running it nothing more is queued once this \
+             answers (another hub's runner stops at its next step); one that had ended, as it \
+             ended.",
+            Some(replay),
+        )
+        .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NO_REPLAY, UNAVAILABLE]);
+    doc.add(
+        "/subscriptions/{id}/replays/{replay}/cancel",
+        "post",
+        &one,
+        cancel,
+    );
 }

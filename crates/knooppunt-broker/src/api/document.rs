@@ -1,0 +1,220 @@
+//! What the OpenAPI document is built with: each resource's file describes its operations
+//! next to its handlers ([`Operation`]), naming the types its handlers read and answer;
+//! their schemas are generated from those types (`schemars`, OpenAPI 3.0 dialect), so a
+//! member added to an answer is in the document too.
+
+use schemars::JsonSchema;
+use schemars::generate::{SchemaGenerator, SchemaSettings};
+use serde_json::{Map, Value, json};
+
+use super::API_VERSION;
+
+/// The paths and schemas being described.
+pub(crate) struct Document {
+    generator: SchemaGenerator,
+    paths: Map<String, Value>,
+}
+
+impl Document {
+    pub(crate) fn new() -> Document {
+        Document {
+            // Answers are described as the hub writes them: a member it leaves out when
+            // empty is not required.
+            generator: SchemaSettings::openapi3().for_serialize().into_generator(),
+            paths: Map::new(),
+        }
+    }
+
+    /// The schema of `T`: a reference to it in `components/schemas` for a named type.
+    pub(crate) fn schema<T: JsonSchema>(&mut self) -> Value {
+        self.generator.subschema_for::<T>().to_value()
+    }
+
+    /// The schema of a list of `T`.
+    pub(crate) fn list_of<T: JsonSchema>(&mut self) -> Value {
+        json!({"type": "array", "items": self.schema::<T>()})
+    }
+
+    /// Adds `operation` as `method` of `path` (relative to the API's base path), with the
+    /// path's `parameters` (each operation of a path names the same ones).
+    pub(crate) fn add(
+        &mut self,
+        path: &str,
+        method: &str,
+        parameters: &Value,
+        operation: Operation,
+    ) {
+        let item = self
+            .paths
+            .entry(path.to_owned())
+            .or_insert_with(|| json!({}));
+        if parameters.as_array().is_some_and(|p| !p.is_empty()) {
+            item["parameters"] = parameters.clone();
+        }
+        item[method] = Value::Object(operation.0);
+    }
+
+    /// Puts the paths and the schemas into `document`.
+    pub(crate) fn finish(mut self, document: &mut Value) {
+        let paths = document["paths"].as_object_mut().expect("paths");
+        paths.extend(std::mem::take(&mut self.paths));
+        let schemas = document["components"]["schemas"]
+            .as_object_mut()
+            .expect("schemas");
+        let mut definitions = Value::Object(self.generator.take_definitions(true));
+        registered_formats(&mut definitions);
+        schemas.extend(
+            definitions
+                .as_object_mut()
+                .map(std::mem::take)
+                .unwrap_or_default(),
+        );
+    }
+}
+
+/// OpenAPI's integer formats for Rust's unsigned ones (`int32`, `int64`; the minimum 0
+/// stays).
+fn registered_formats(schema: &mut Value) {
+    match schema {
+        Value::Object(members) => {
+            if let Some(format) = members.get_mut("format") {
+                match format.as_str() {
+                    Some("uint8" | "uint16" | "uint32" | "int8" | "int16") => {
+                        *format = json!("int32")
+                    }
+                    Some("uint64" | "uint") => *format = json!("int64"),
+                    _ => {}
+                }
+            }
+            members.values_mut().for_each(registered_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(registered_formats),
+        _ => {}
+    }
+}
+
+/// A path parameter.
+pub(crate) fn path_parameter(name: &str, description: &str) -> Value {
+    json!({"name": name, "in": "path", "required": true, "description": description,
+           "schema": {"type": "string"}})
+}
+
+/// `pageSize` and `cursor` of a list of `items`; `last` says what the cursor is, `pattern`
+/// what it looks like.
+pub(crate) fn page_parameters(items: &str, last: &str, pattern: Option<&str>) -> Value {
+    let mut cursor = json!({"type": "string"});
+    if let Some(pattern) = pattern {
+        cursor["pattern"] = json!(pattern);
+    }
+    json!([
+        {"name": "pageSize", "in": "query", "required": false,
+         "description": format!("How many {items} per page (1 to 1000, default 100)."),
+         "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 1000}},
+        {"name": "cursor", "in": "query", "required": false,
+         "description": format!("{last} of the previous page, as given in the `next` link; empty or left out for the first page."),
+         "schema": cursor}
+    ])
+}
+
+/// The `Link` header of a page.
+pub(crate) fn link_header() -> Value {
+    header("RFC 8288 link to the next page, when there is one.")
+}
+
+/// An answer's header.
+pub(crate) fn header(description: &str) -> Value {
+    json!({"description": description, "schema": {"type": "string"}})
+}
+
+/// The header every answer carries (ADR /core/version-header).
+fn version_header() -> Value {
+    json!({
+        "description": "The full version of the API (ADR /core/version-header).",
+        "schema": {"type": "string", "example": API_VERSION}
+    })
+}
+
+/// A problem answer: its status and what it means for the operation.
+pub(crate) type Refusal = (&'static str, &'static str);
+
+pub(crate) const BAD_REQUEST: Refusal = ("400", "The request is invalid; every problem is listed.");
+pub(crate) const UNAUTHORIZED: Refusal = ("401", "No valid bearer token was sent.");
+pub(crate) const FORBIDDEN: Refusal = (
+    "403",
+    "The principal lacks the role or the type prefix needed.",
+);
+pub(crate) const NOT_FOUND: Refusal = ("404", "No such subscription is visible to the principal.");
+pub(crate) const UNAVAILABLE: Refusal = (
+    "503",
+    "The store takes no writes now (closed, or its disk is full: it takes writes again by \
+     itself once a test write succeeds), or an issuer's keys cannot be fetched; nothing was \
+     kept. Try again after Retry-After, or at another hub.",
+);
+
+/// A problem answer (RFC 9457) described as `description`.
+pub(crate) fn problem(description: &str) -> Value {
+    json!({
+        "description": description,
+        "headers": {"API-Version": version_header()},
+        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    })
+}
+
+/// One operation: its id, summary and tag, what it reads and what it answers.
+pub(crate) struct Operation(Map<String, Value>);
+
+impl Operation {
+    pub(crate) fn new(id: &str, tag: &str, summary: &str) -> Operation {
+        let mut operation = Map::new();
+        operation.insert("operationId".into(), json!(id));
+        operation.insert("summary".into(), json!(summary));
+        operation.insert("tags".into(), json!([tag]));
+        operation.insert("responses".into(), json!({}));
+        Operation(operation)
+    }
+
+    /// Query (or header) parameters.
+    pub(crate) fn parameters(mut self, parameters: Value) -> Operation {
+        self.0.insert("parameters".into(), parameters);
+        self
+    }
+
+    /// A JSON body of `schema`, required.
+    pub(crate) fn body(mut self, schema: Value) -> Operation {
+        self.0.insert(
+            "requestBody".into(),
+            json!({"required": true, "content": {"application/json": {"schema": schema}}}),
+        );
+        self
+    }
+
+    /// Answers `status` with a JSON body of `schema` (none: no body).
+    pub(crate) fn answer(
+        mut self,
+        status: &str,
+        description: &str,
+        schema: Option<Value>,
+    ) -> Operation {
+        let mut answer =
+            json!({"description": description, "headers": {"API-Version": version_header()}});
+        if let Some(schema) = schema {
+            answer["content"] = json!({"application/json": {"schema": schema}});
+        }
+        self.0["responses"][status] = answer;
+        self
+    }
+
+    /// Adds a header to the answer of `status` (given before).
+    pub(crate) fn header(mut self, status: &str, name: &str, header: Value) -> Operation {
+        self.0["responses"][status]["headers"][name] = header;
+        self
+    }
+
+    /// Problem answers.
+    pub(crate) fn refusals(mut self, refusals: &[Refusal]) -> Operation {
+        for (status, description) in refusals {
+            self.0["responses"][*status] = problem(description);
+        }
+        self
+    }
+}
