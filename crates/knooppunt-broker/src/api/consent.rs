@@ -8,9 +8,14 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::json;
 
 use super::auth::{Caller, Role};
+use super::document::{
+    BAD_REQUEST, Document, NOT_FOUND, Operation, UNAUTHORIZED, path_parameter, subscription,
+};
 use super::problem::ApiError;
 use super::request::RequestAudit;
 use super::subscriptions::{not_found, resource};
@@ -38,7 +43,20 @@ pub(crate) async fn callback(
     )
     .concerning([updated.owner.clone()]);
     state.audit.record(&audit.anonymous(), action).await;
-    Ok(Json(json!({"subscription": id, "state": updated.state().as_str()})).into_response())
+    Ok(Json(ConsentOut {
+        subscription: id,
+        state: updated.state().as_str(),
+    })
+    .into_response())
+}
+
+/// A sink's consent, recorded.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "Consent")]
+struct ConsentOut {
+    subscription: String,
+    #[schemars(example = &"active")]
+    state: &'static str,
 }
 
 /// `POST /v1/subscriptions/{id}/validation`: an administrator records the sink's consent,
@@ -70,4 +88,54 @@ pub(crate) async fn agreement(
     .concerning([updated.owner.clone()]);
     state.audit.record(&audit.of(&caller), action).await;
     Ok(Json(resource(&state, &updated)).into_response())
+}
+
+/// The consent operations.
+pub(crate) fn describe(doc: &mut Document) {
+    let agreement = Operation::new(
+        "validateSubscriptionByAgreement",
+        "subscriptions",
+        "Record, as an administrator, that the sink consented outside the hub (NL GOV webhook \
+         guideline): the subscription becomes active without a handshake.",
+    )
+    .answer("200", "The subscription, now active.", Some(subscription()))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        ("403", "Only an administrator may record consent."),
+        NOT_FOUND,
+        (
+            "409",
+            "The subscription is disabled (its sink answered 410); give it a new sink.",
+        ),
+    ]);
+    let id = json!([path_parameter(
+        "id",
+        "The id the hub assigned to the subscription."
+    )]);
+    doc.add("/subscriptions/{id}/validation", "post", &id, agreement);
+    let consent = doc.schema::<ConsentOut>();
+    let callback = |id: &str| {
+        Operation::new(
+            id,
+            "subscriptions",
+            "The validation callback (CloudEvents webhook spec section 4.2): the URL the hub \
+             sent the sink in WebHook-Request-Callback. Calling it (GET or POST) grants \
+             consent. No bearer token: the secret in the URL is the credential.",
+        )
+        .public()
+        .answer(
+            "200",
+            "Consent recorded; the subscription is active.",
+            Some(consent.clone()),
+        )
+        .refusals(&[BAD_REQUEST, ("404", "No such subscription or token.")])
+    };
+    let token = json!([
+        path_parameter("id", "The subscription's id."),
+        path_parameter("token", "The secret the hub sent the sink.")
+    ]);
+    let path = "/subscriptions/{id}/validation/{token}";
+    doc.add(path, "get", &token, callback("confirmValidation"));
+    doc.add(path, "post", &token, callback("confirmValidationByPost"));
 }

@@ -121,6 +121,16 @@ pub(crate) fn link_header() -> Value {
     header("RFC 8288 link to the next page, when there is one.")
 }
 
+/// The schema of a subscription.
+pub(crate) fn subscription() -> Value {
+    json!({"$ref": "#/components/schemas/Subscription"})
+}
+
+/// The schema of a CloudEvents JSON batch.
+pub(crate) fn cloud_events() -> Value {
+    json!({"type": "array", "items": {"$ref": "#/components/schemas/CloudEvent"}})
+}
+
 /// An answer's header.
 pub(crate) fn header(description: &str) -> Value {
     json!({"description": description, "schema": {"type": "string"}})
@@ -173,6 +183,12 @@ impl Operation {
         Operation(operation)
     }
 
+    /// No authentication.
+    pub(crate) fn public(mut self) -> Operation {
+        self.0.insert("security".into(), json!([]));
+        self
+    }
+
     /// Query (or header) parameters.
     pub(crate) fn parameters(mut self, parameters: Value) -> Operation {
         self.0.insert("parameters".into(), parameters);
@@ -201,6 +217,25 @@ impl Operation {
             answer["content"] = json!({"application/json": {"schema": schema}});
         }
         self.0["responses"][status] = answer;
+        self
+    }
+
+    /// Answers `status` with a body of `schema` in `content_type`.
+    pub(crate) fn answer_as(
+        self,
+        status: &str,
+        description: &str,
+        content_type: &str,
+        schema: Value,
+    ) -> Operation {
+        let mut operation = self.answer(status, description, None);
+        operation.0["responses"][status]["content"] = json!({content_type: {"schema": schema}});
+        operation
+    }
+
+    /// A longer description than the summary.
+    pub(crate) fn description(mut self, description: &str) -> Operation {
+        self.0.insert("description".into(), json!(description));
         self
     }
 

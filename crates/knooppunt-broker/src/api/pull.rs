@@ -13,10 +13,16 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue};
 use knooppunt_delivery::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Settlement};
 use knooppunt_store::parse_iso8601_duration;
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::JsonBody;
 use super::auth::Caller;
+use super::document::{
+    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE,
+    cloud_events, header, path_parameter,
+};
 use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, unseen};
 use crate::app::AppState;
@@ -227,29 +233,88 @@ fn check_members(body: &Value, allowed: &[&str], problems: &mut Vec<InvalidParam
 
 /// Which operation a settling request is.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Operation {
+pub(crate) enum Settling {
     Acknowledge,
     Release,
     Reject,
     Renew,
 }
 
+impl Settling {
+    /// The members of its body.
+    fn members(self) -> &'static [&'static str] {
+        match self {
+            Settling::Acknowledge | Settling::Renew => &["lockTokens"],
+            Settling::Release => &["lockTokens", "delay"],
+            Settling::Reject => &["lockTokens", "reason"],
+        }
+    }
+
+    /// The schema of its body: the members [`read_settlement`] reads.
+    fn schema(self) -> Value {
+        let member = |name: &str| match name {
+            "lockTokens" => json!({"type": "array", "minItems": 1, "maxItems": MAX_RECEIVE,
+                                   "description": "Lock tokens from Knooppunt-Lock-Tokens of receive answers.",
+                                   "items": {"type": "string"}}),
+            "delay" => {
+                json!({"type": "string", "description": "ISO 8601 duration, PT0S (default) to PT1H.", "example": "PT10S"})
+            }
+            "reason" => {
+                json!({"type": "string", "minLength": 1, "maxLength": MAX_REASON, "description": "Why; kept with the dead letters."})
+            }
+            other => unreachable!("no schema for settlement member {other}"),
+        };
+        let properties: serde_json::Map<String, Value> = self
+            .members()
+            .iter()
+            .map(|name| ((*name).to_owned(), member(name)))
+            .collect();
+        let required: Vec<&str> = self
+            .members()
+            .iter()
+            .copied()
+            .filter(|name| *name != "delay")
+            .collect();
+        json!({"type": "object", "additionalProperties": false, "required": required,
+               "properties": properties})
+    }
+}
+
+/// What a settling request did with each lock token.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "Settlements")]
+struct SettledOut {
+    succeeded: Vec<String>,
+    failed: Vec<UnsettledOut>,
+}
+
+/// A lock token that was not settled, and why.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Unsettled")]
+struct UnsettledOut {
+    lock_token: String,
+    #[schemars(extend("enum" = ["malformed", "expired", "unknown"]))]
+    error: &'static str,
+    detail: &'static str,
+}
+
 fn read_settlement(
-    operation: Operation,
+    operation: Settling,
     body: &Value,
     problems: &mut Vec<InvalidParam>,
 ) -> Settlement {
     match operation {
-        Operation::Acknowledge => {
-            check_members(body, &["lockTokens"], problems);
+        Settling::Acknowledge => {
+            check_members(body, operation.members(), problems);
             Settlement::Acknowledge
         }
-        Operation::Renew => {
-            check_members(body, &["lockTokens"], problems);
+        Settling::Renew => {
+            check_members(body, operation.members(), problems);
             Settlement::Renew
         }
-        Operation::Release => {
-            check_members(body, &["lockTokens", "delay"], problems);
+        Settling::Release => {
+            check_members(body, operation.members(), problems);
             let delay = match body.get("delay") {
                 None => Duration::ZERO,
                 Some(Value::String(text)) => match parse_iso8601_duration(text) {
@@ -273,8 +338,8 @@ fn read_settlement(
             };
             Settlement::Release { delay }
         }
-        Operation::Reject => {
-            check_members(body, &["lockTokens", "reason"], problems);
+        Settling::Reject => {
+            check_members(body, operation.members(), problems);
             let reason = match body.get("reason") {
                 Some(Value::String(text))
                     if !text.trim().is_empty() && text.chars().count() <= MAX_REASON =>
@@ -301,7 +366,7 @@ fn read_settlement(
 /// with the tokens that `succeeded` and those that `failed`, each with why (`malformed`,
 /// `expired`, `unknown`).
 pub(crate) async fn settle(
-    operation: Operation,
+    operation: Settling,
     state: Arc<AppState>,
     caller: Caller,
     id: String,
@@ -330,15 +395,15 @@ pub(crate) async fn settle(
     let mut failed = Vec::new();
     for (token, result) in tokens.iter().zip(results) {
         match result {
-            Ok(()) => succeeded.push(json!(token)),
-            Err(problem) => failed.push(json!({
-                "lockToken": token,
-                "error": problem.as_str(),
-                "detail": problem.detail(),
-            })),
+            Ok(()) => succeeded.push(token.clone()),
+            Err(problem) => failed.push(UnsettledOut {
+                lock_token: token.clone(),
+                error: problem.as_str(),
+                detail: problem.detail(),
+            }),
         }
     }
-    Ok(Json(json!({"succeeded": succeeded, "failed": failed})).into_response())
+    Ok(Json(SettledOut { succeeded, failed }).into_response())
 }
 
 macro_rules! settle_handler {
@@ -354,7 +419,122 @@ macro_rules! settle_handler {
     };
 }
 
-settle_handler!(acknowledge, Operation::Acknowledge);
-settle_handler!(release, Operation::Release);
-settle_handler!(reject, Operation::Reject);
-settle_handler!(renew, Operation::Renew);
+settle_handler!(acknowledge, Settling::Acknowledge);
+settle_handler!(release, Settling::Release);
+settle_handler!(reject, Settling::Reject);
+settle_handler!(renew, Settling::Renew);
+
+/// The pull operations: receive, and settle what was received.
+pub(crate) fn describe(doc: &mut Document) {
+    const TAG: &str = "pull";
+    const CONFLICT: Refusal = (
+        "409",
+        "The subscription is a push subscription (its events go to its sink), or disabled.",
+    );
+    let refusals = [
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        FORBIDDEN,
+        NOT_FOUND,
+        CONFLICT,
+        UNAVAILABLE,
+    ];
+    let id = json!([path_parameter(
+        "id",
+        "The id the hub assigned to the subscription."
+    )]);
+    let list_header = |description: &str| {
+        let mut header = header(description);
+        header["example"] = json!("1207.88, 1208.89");
+        header
+    };
+    let receive = Operation::new("receiveEvents", TAG, "Receive events of a pull subscription")
+        .description(
+            "A pull subscription is one created with `config.delivery` `pull`: it has no sink \
+             of its own (the hub fills in this receive URL as `sink`) and needs no handshake. \
+             Its owner (or an administrator) receives here.",
+        )
+        .parameters(json!([
+            {"name": "maxEvents", "in": "query", "required": false,
+             "description": format!("How many events at most (1 to {MAX_RECEIVE}, default {DEFAULT_MAX_EVENTS})."),
+             "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": MAX_RECEIVE}},
+            {"name": "maxWait", "in": "query", "required": false,
+             "description": "ISO 8601 duration to wait while no event is due (PT0S to PT60S, default PT30S; \
+                             at most the server's idle_timeout less 5 s). Answers as soon as there are events.",
+             "schema": {"type": "string", "example": "PT30S"}}
+        ]))
+        .answer_as(
+            "200",
+            "Up to maxEvents due events in acceptance order (an ordered subscription: its \
+             oldest alone, and only once the one before was settled), each exactly as \
+             published, as a CloudEvents JSON batch; `[]` when none came within maxWait. Each \
+             is locked to the caller for the subscription's lockDuration: settle it with its \
+             lock token before then, or it is handed out again (that counts as an attempt; \
+             past maxAttempts or ttl the event becomes a dead letter).",
+            "application/cloudevents-batch+json",
+            cloud_events(),
+        )
+        .header(
+            "200",
+            "Knooppunt-Lock-Tokens",
+            list_header(
+                "The lock token of each event, in the batch's order, separated by `, `. Absent \
+                 when the batch is empty.",
+            ),
+        )
+        .header(
+            "200",
+            "Knooppunt-Delivery-Counts",
+            list_header(
+                "How many times each event was handed out (this time included), in the batch's \
+                 order.",
+            ),
+        )
+        .refusals(&refusals);
+    doc.add("/subscriptions/{id}/receive", "post", &id, receive);
+    let settled = doc.schema::<SettledOut>();
+    for (settling, operation_id, path, summary, description) in [
+        (
+            Settling::Acknowledge,
+            "acknowledgeEvents",
+            "/subscriptions/{id}/acknowledge",
+            "Acknowledge received events",
+            "The events were processed: they are delivered (and leave a receipt).",
+        ),
+        (
+            Settling::Release,
+            "releaseEvents",
+            "/subscriptions/{id}/release",
+            "Release received events",
+            "Give the events back: they are handed out again after `delay`.",
+        ),
+        (
+            Settling::Reject,
+            "rejectEvents",
+            "/subscriptions/{id}/reject",
+            "Reject received events",
+            "The events cannot be processed: they become dead letters with this reason.",
+        ),
+        (
+            Settling::Renew,
+            "renewLocks",
+            "/subscriptions/{id}/renew",
+            "Renew the locks of received events",
+            "The consumer needs longer: each lock lasts another lockDuration from now.",
+        ),
+    ] {
+        let operation = Operation::new(operation_id, TAG, summary)
+            .description(description)
+            .body(settling.schema())
+            .answer(
+                "200",
+                "Per lock token whether it was settled. A token fails as `malformed` (not a \
+                 lock token), `expired` (its lock ran out and the event was handed out again: \
+                 it comes again under a new token) or `unknown` (no pending event under it: \
+                 settled already).",
+                Some(settled.clone()),
+            )
+            .refusals(&refusals);
+        doc.add(path, "post", &id, operation);
+    }
+}

@@ -11,7 +11,13 @@ use axum::response::Response;
 use http::header::LINK;
 use http::{HeaderName, HeaderValue};
 
+use serde_json::json;
+
 use super::auth::Caller;
+use super::document::{
+    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, UNAUTHORIZED, UNAVAILABLE,
+    cloud_events, header, path_parameter,
+};
 use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, unseen};
 use crate::app::AppState;
@@ -107,4 +113,59 @@ pub(crate) async fn read(
         headers.insert(LINK, link);
     }
     Ok(response)
+}
+
+/// The event stream's operation.
+pub(crate) fn describe(doc: &mut Document) {
+    let stream = Operation::new(
+        "readEventStream",
+        "pull",
+        "Read a subscription's retained events after a cursor",
+    )
+    .parameters(json!([
+        {"name": "after", "in": "query", "required": false,
+         "description": "The cursor (Knooppunt-Cursor of an earlier answer) to read on from; left out, \
+                         the oldest retained event.",
+         "schema": {"type": "string"}},
+        {"name": "limit", "in": "query", "required": false,
+         "description": format!("How many events at most (1 to {MAX_LIMIT}, default {DEFAULT_LIMIT})."),
+         "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": MAX_LIMIT}},
+        {"name": "maxWait", "in": "query", "required": false,
+         "description": "ISO 8601 duration to wait when caught up (PT0S, the default, to PT60S).",
+         "schema": {"type": "string", "example": "PT30S"}}
+    ]))
+    .answer_as(
+        "200",
+        "The subscription's retained events after the cursor, in acceptance order, each \
+         exactly as published, as a CloudEvents JSON batch: those its filters match and its \
+         grants admit as they are now. Reading locks and changes nothing. One answer looks at \
+         up to 5,000 events, so a page can be short or empty while more follow: read on from \
+         Knooppunt-Cursor until a page is empty and the cursor stays where it was.",
+        "application/cloudevents-batch+json",
+        cloud_events(),
+    )
+    .header("200", "Knooppunt-Cursor", header("The cursor to read on from."))
+    .header(
+        "200",
+        "Link",
+        header("RFC 8288 link to the next page (rel=\"next\")."),
+    )
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        FORBIDDEN,
+        NOT_FOUND,
+        (
+            "410",
+            "Events after the cursor are no longer all retained: events may have been missed. \
+             `oldestCursor` is the oldest cursor from which nothing is missing.",
+        ),
+        ("409", "The subscription is suspended (the detail says why)."),
+        UNAVAILABLE,
+    ]);
+    let id = json!([path_parameter(
+        "id",
+        "The id the hub assigned to the subscription."
+    )]);
+    doc.add("/subscriptions/{id}/events", "get", &id, stream);
 }

@@ -9,9 +9,12 @@ use axum::response::{IntoResponse, Response};
 use http::header::{ALLOW, LOCATION};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_store::{Sink, Status, Subscription, now_ms};
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::auth::{Caller, Role};
+use super::document::{BAD_REQUEST, Document, NOT_FOUND, Operation, UNAUTHORIZED, path_parameter};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::request::RequestAudit;
@@ -463,11 +466,57 @@ pub(crate) async fn rotate_signing_secret(
         json!({"note": "a new signing secret (never recorded); the previous one signs during the overlap"}),
     );
     state.audit.record(&audit.of(&caller), action).await;
-    let mut body = json!({"signingsecret": secret});
-    if let Some(until) = until {
-        body["previousValidUntil"] = json!(until);
-    }
-    Ok(Json(body).into_response())
+    Ok(Json(SigningSecretOut {
+        signing_secret: secret,
+        previous_valid_until: until,
+    })
+    .into_response())
+}
+
+/// A new signing secret, shown once.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "SigningSecret")]
+struct SigningSecretOut {
+    /// `whsec_` and the base64 of the key.
+    #[serde(rename = "signingsecret")]
+    #[schemars(regex(pattern = "^whsec_"))]
+    signing_secret: String,
+    /// Until when the previous secret signs too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    previous_valid_until: Option<String>,
+}
+
+/// The hub's public signing keys (a JWK set).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "SigningKeys")]
+struct SigningKeysOut {
+    keys: Vec<JwkOut>,
+}
+
+/// One public key as a JWK, and as Standard Webhooks writes it (`whpk`).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "SigningKey")]
+struct JwkOut {
+    #[schemars(extend("enum" = ["OKP"]))]
+    kty: &'static str,
+    #[schemars(extend("enum" = ["Ed25519"]))]
+    crv: &'static str,
+    #[schemars(extend("enum" = ["EdDSA"]))]
+    alg: &'static str,
+    #[serde(rename = "use")]
+    #[schemars(extend("enum" = ["sig"]))]
+    usage: &'static str,
+    kid: String,
+    /// The public key, base64url.
+    x: String,
+    #[schemars(regex(pattern = "^whpk_"))]
+    whpk: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    valid_until: Option<String>,
 }
 
 /// `GET /v1/signing-keys`: the hub's public keys for the `v1a` (Ed25519) signatures of its
@@ -475,28 +524,77 @@ pub(crate) async fn rotate_signing_secret(
 /// a previous key during a rotation says until when it signs. No token: they are public.
 pub(crate) async fn signing_keys(State(state): State<Arc<AppState>>) -> Response {
     use base64::Engine;
-    let keys: Vec<Value> = state
+    let keys = state
         .deliverer
         .public_keys()
         .into_iter()
-        .map(|key| {
-            let mut jwk = json!({
-                "kty": "OKP",
-                "crv": "Ed25519",
-                "alg": "EdDSA",
-                "use": "sig",
-                "kid": key.kid,
-                "x": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&key.key),
-                "whpk": format!("whpk_{}", base64::engine::general_purpose::STANDARD.encode(&key.key)),
-            });
-            if let Some(until) = key.until {
+        .map(|key| JwkOut {
+            kty: "OKP",
+            crv: "Ed25519",
+            alg: "EdDSA",
+            usage: "sig",
+            x: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&key.key),
+            whpk: format!(
+                "whpk_{}",
+                base64::engine::general_purpose::STANDARD.encode(&key.key)
+            ),
+            valid_until: key.until.map(|until| {
                 let ms = until
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as u64);
-                jwk["validUntil"] = json!(knooppunt_event::timestamp::utc_timestamp(ms));
-            }
-            jwk
+                knooppunt_event::timestamp::utc_timestamp(ms)
+            }),
+            kid: key.kid,
         })
         .collect();
-    Json(json!({"keys": keys})).into_response()
+    Json(SigningKeysOut { keys }).into_response()
+}
+
+/// The signing operations: rotating a subscription's secret, and the hub's public keys.
+pub(crate) fn describe_signing(doc: &mut Document) {
+    let rotate = Operation::new(
+        "rotateSigningSecret",
+        "subscriptions",
+        "Give the subscription a new secret for its signed deliveries (Standard Webhooks `v1`: \
+         `webhook-id`, `webhook-timestamp` and `webhook-signature` on every delivery). The new \
+         secret is in this answer only; the previous one keeps signing beside it (two \
+         signatures) until `previousValidUntil`, so a sink can switch without losing a \
+         delivery.",
+    )
+    .answer(
+        "200",
+        "The new secret, shown once.",
+        Some(doc.schema::<SigningSecretOut>()),
+    )
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        ("403", "The caller may not change subscriptions."),
+        NOT_FOUND,
+        (
+            "409",
+            "The secret before the current one still signs (the overlap the last rotation \
+             announced): rotate again after that.",
+        ),
+    ]);
+    let id = json!([path_parameter(
+        "id",
+        "The id the hub assigned to the subscription."
+    )]);
+    doc.add("/subscriptions/{id}/signing-secret", "post", &id, rotate);
+    let keys = Operation::new(
+        "listSigningKeys",
+        "subscriptions",
+        "The hub's public keys for the `v1a` (Ed25519) signatures of its deliveries (Standard \
+         Webhooks), as a JWK set; each key also as `whpk_` and its base64. A previous key, \
+         during a rotation, says until when it signs. Empty when the hub signs with \
+         subscriptions' secrets (`v1`) only. No authentication.",
+    )
+    .public()
+    .answer(
+        "200",
+        "The keys, the current one first.",
+        Some(doc.schema::<SigningKeysOut>()),
+    );
+    doc.add("/signing-keys", "get", &json!([]), keys);
 }
