@@ -204,6 +204,19 @@ impl Operation {
         self
     }
 
+    /// A required body of `schema` in each of `content_types`.
+    pub(crate) fn body_as(mut self, content_types: &[&str], schema: Value) -> Operation {
+        let content: Map<String, Value> = content_types
+            .iter()
+            .map(|media| ((*media).to_owned(), json!({"schema": schema})))
+            .collect();
+        self.0.insert(
+            "requestBody".into(),
+            json!({"required": true, "content": content}),
+        );
+        self
+    }
+
     /// Answers `status` with a JSON body of `schema` (none: no body).
     pub(crate) fn answer(
         mut self,

@@ -11,15 +11,22 @@ use axum::response::{IntoResponse, Response};
 use http::header::LOCATION;
 use http::{HeaderValue, StatusCode};
 use knooppunt_store::{StoredPrincipal, now_ms};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 
 use super::BASE_PATH;
 use super::JsonBody;
 use super::auth::{Caller, Role};
+use super::document::{
+    BAD_REQUEST, Document, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header,
+    page_parameters, path_parameter,
+};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::request::RequestAudit;
-use crate::administering;
+use crate::administering::{self, PrincipalOut};
 use crate::app::AppState;
 use crate::principals::FROM_API;
 
@@ -43,8 +50,111 @@ const MEMBERS: [&str; 7] = [
     "issueToken",
 ];
 
-fn resource(record: &StoredPrincipal) -> Value {
-    administering::described(record)
+fn resource(record: &StoredPrincipal) -> PrincipalOut {
+    PrincipalOut::from(record)
+}
+
+/// The principal just created, with its token when one was issued.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "CreatedPrincipal")]
+struct CreatedOut {
+    #[serde(flatten)]
+    principal: PrincipalOut,
+    /// Its bearer token: shown only in this answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<String>,
+}
+
+/// A new token, shown once.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "PrincipalToken")]
+struct TokenOut {
+    name: String,
+    /// The bearer token; shown only here.
+    token: String,
+}
+
+/// What creates a principal: the members [`create`] reads ([`MEMBERS`]).
+struct NewPrincipal;
+
+impl JsonSchema for NewPrincipal {
+    fn schema_name() -> Cow<'static, str> {
+        "NewPrincipal".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let mut roles = roles();
+        roles["minItems"] = json!(1);
+        json_schema!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["name", "roles"],
+            "properties": {
+                "name": {"type": "string", "pattern": format!("^[A-Za-z0-9._:@-]{{1,{MAX_NAME}}}$")},
+                "roles": roles,
+                "subscribeTypePrefixes": prefixes("The event types it may subscribe to; empty or left out: any."),
+                "publishSourcePrefixes": prefixes("The sources it may publish; empty or left out: any."),
+                "oin": oin(),
+                "disabled": {"type": "boolean", "default": false},
+                "issueToken": {"type": "boolean", "default": true, "description": "false: no bearer token (the principal uses a client certificate or an access token)."}
+            }
+        })
+    }
+}
+
+/// What changes a principal: the members [`update`] reads.
+struct PrincipalChange;
+
+impl JsonSchema for PrincipalChange {
+    fn schema_name() -> Cow<'static, str> {
+        "PrincipalChange".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        use crate::identity::zgw::{CONSUME, PUBLISH};
+        let mut roles = roles();
+        roles["minItems"] = json!(1);
+        json_schema!({
+            "type": "object",
+            "additionalProperties": false,
+            "description": "The members to change; `oin: null` removes the OIN.",
+            "properties": {
+                "roles": roles,
+                "subscribeTypePrefixes": prefixes("The event types it may subscribe to; empty: any."),
+                "publishSourcePrefixes": prefixes("The sources it may publish; empty: any."),
+                "oin": oin(),
+                "disabled": {"type": "boolean"},
+                "zgw": {"type": "object", "nullable": true,
+                        "description": "Makes it a ZGW client of the Notificaties API facade (/api/v1), or (null) no longer: \
+                                        its `clientId`, the HS256 `secret` its tokens are signed with (sealed at once under \
+                                        the hub's [zgw] secret_keys, never shown) and its `scopes`.",
+                        "required": ["clientId", "secret", "scopes"],
+                        "properties": {
+                            "clientId": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,100}$"},
+                            "secret": {"type": "string", "minLength": 16, "maxLength": 1000, "writeOnly": true},
+                            "scopes": {"type": "array", "minItems": 1,
+                                       "items": {"type": "string", "enum": [PUBLISH, CONSUME]}}
+                        }}
+            }
+        })
+    }
+}
+
+fn roles() -> Value {
+    json!({"type": "array", "items": {"type": "string", "enum": ["publisher", "subscriber", "admin", "metrics"]},
+           "description": "What it may do: publish events, manage its own subscriptions, manage everything, read /metrics."})
+}
+
+fn prefixes(what: &str) -> Value {
+    json!({"type": "array", "maxItems": MAX_PREFIXES,
+           "items": {"type": "string", "minLength": 1, "maxLength": MAX_PREFIX}, "description": what})
+}
+
+fn oin() -> Value {
+    json!({"type": "string", "nullable": true, "pattern": "^[0-9]{20}$",
+           "description": "The OIN of its organisation: it then publishes only `urn:nld:oin:<OIN>:` sources, and a \
+                           trusted client certificate whose subject serialNumber is this OIN identifies it. One OIN \
+                           names one principal."})
 }
 
 /// The `zgw` member of a change: `null` to take the ZGW client away, or `clientId`,
@@ -218,7 +328,7 @@ pub(crate) async fn list(
         return Err(ApiError::invalid("the query is invalid", problems));
     }
     let (page, more) = state.principals.page(cursor.as_deref(), size);
-    let body: Vec<Value> = page.iter().map(resource).collect();
+    let body: Vec<PrincipalOut> = page.iter().map(resource).collect();
     let next = page.last().filter(|_| more).map(|last| last.name.as_str());
     Ok(super::page::answer(body, "/principals", size, next))
 }
@@ -270,10 +380,10 @@ pub(crate) async fn create(
         .unwrap_or(true);
     let (record, token) =
         administering::create(&state, &audit.of(&caller), &caller.0, record, issue).await?;
-    let mut answer = resource(&record);
-    if let Some(token) = token {
-        answer["token"] = json!(token);
-    }
+    let answer = CreatedOut {
+        principal: resource(&record),
+        token,
+    };
     let location = HeaderValue::try_from(format!("{BASE_PATH}/principals/{}", record.name))
         .expect("names are header-safe");
     Ok((StatusCode::CREATED, [(LOCATION, location)], Json(answer)).into_response())
@@ -355,5 +465,136 @@ pub(crate) async fn issue_token(
     let token = administering::issue_token(&state, &audit.of(&caller), &caller.0, &name)
         .await?
         .ok_or_else(|| not_found(&name))?;
-    Ok(Json(json!({"name": name, "token": token})).into_response())
+    Ok(Json(TokenOut { name, token }).into_response())
+}
+
+/// The principals' operations.
+pub(crate) fn describe(doc: &mut Document) {
+    const TAG: &str = "principals";
+    const ADMIN_ONLY: Refusal = ("403", "Only an administrator manages principals.");
+    const NO_PRINCIPAL: Refusal = ("404", "There is no principal with this name.");
+    let principal = doc.schema::<PrincipalOut>();
+    let list = Operation::new("listPrincipals", TAG, "List the principals, in name order.")
+        .parameters(page_parameters(
+            "principals",
+            "The name of the last principal",
+            None,
+        ))
+        .answer(
+            "200",
+            "A page of principals. A `Link` header with rel=\"next\" points to the next page.",
+            Some(doc.list_of::<PrincipalOut>()),
+        )
+        .header("200", "Link", link_header())
+        .refusals(&[BAD_REQUEST, UNAUTHORIZED, ADMIN_ONLY]);
+    let none = json!([]);
+    doc.add("/principals", "get", &none, list);
+    let create = Operation::new(
+        "createPrincipal",
+        TAG,
+        "Create a principal; it can call the API at once, on every hub sharing the store. \
+         Unless `issueToken` is false, the answer holds its bearer token: the only time it is \
+         shown.",
+    )
+    .body(doc.schema::<NewPrincipal>())
+    .answer(
+        "201",
+        "Created. `token` is shown this once.",
+        Some(doc.schema::<CreatedOut>()),
+    )
+    .header("201", "Location", header("The new principal."))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        ADMIN_ONLY,
+        ("409", "The name, or the OIN, is another principal's."),
+        ("415", "The body is not application/json."),
+        UNAVAILABLE,
+    ]);
+    doc.add("/principals", "post", &none, create);
+    let name = json!([path_parameter("name", "The principal's name.")]);
+    let read = Operation::new("getPrincipal", TAG, "Read a principal (never its token).")
+        .answer("200", "The principal.", Some(principal.clone()))
+        .refusals(&[UNAUTHORIZED, ADMIN_ONLY, NO_PRINCIPAL]);
+    doc.add("/principals/{name}", "get", &name, read);
+    let change = doc.schema::<PrincipalChange>();
+    let update = Operation::new(
+        "updatePrincipal",
+        TAG,
+        "Change a principal's roles, prefixes, OIN or `disabled` (JSON merge patch, RFC 7396). \
+         A disabled principal is refused from the next request on. Administrators cannot \
+         disable or demote themselves.",
+    )
+    .body_as(
+        &["application/merge-patch+json", "application/json"],
+        change,
+    )
+    .answer("200", "The principal as changed.", Some(principal))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        ADMIN_ONLY,
+        NO_PRINCIPAL,
+        (
+            "409",
+            "The OIN is another principal's, or the change would lock the caller out.",
+        ),
+        (
+            "415",
+            "The body is not application/merge-patch+json or application/json.",
+        ),
+        UNAVAILABLE,
+    ]);
+    doc.add("/principals/{name}", "patch", &name, update);
+    let delete = Operation::new(
+        "deletePrincipal",
+        TAG,
+        "Delete a principal: its credentials stop working at once. Its subscriptions stay.",
+    )
+    .answer("204", "Deleted.", None)
+    .refusals(&[
+        UNAUTHORIZED,
+        ADMIN_ONLY,
+        NO_PRINCIPAL,
+        ("409", "Administrators cannot delete themselves."),
+        UNAVAILABLE,
+    ]);
+    doc.add("/principals/{name}", "delete", &name, delete);
+    let token = Operation::new(
+        "issuePrincipalToken",
+        TAG,
+        "Issue a new bearer token for a principal; the old one stops working at once. The \
+         answer is the only time the token is shown.",
+    )
+    .answer("200", "The new token.", Some(doc.schema::<TokenOut>()))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        ADMIN_ONLY,
+        NO_PRINCIPAL,
+        UNAVAILABLE,
+    ]);
+    doc.add("/principals/{name}/token", "post", &name, token);
+}
+
+#[cfg(test)]
+mod schema_tests {
+    use super::*;
+
+    #[test]
+    fn the_new_principal_schema_has_the_members_create_reads() {
+        let mut generator = SchemaGenerator::default();
+        let schema = NewPrincipal::json_schema(&mut generator);
+        let mut documented: Vec<&str> = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .expect("properties")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut read = MEMBERS.to_vec();
+        documented.sort_unstable();
+        read.sort_unstable();
+        assert_eq!(documented, read);
+    }
 }
