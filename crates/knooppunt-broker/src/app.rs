@@ -500,14 +500,13 @@ impl AppState {
         }
     }
 
-    /// Checks the whole audit chain, a page at a time.
-    /// Checks the whole chain; with `head` (a sequence number and hash kept outside the
+    /// Checks the whole chain, a page at a time; with `head` (a sequence number and hash kept outside the
     /// store), also that the trail still holds that entry, unchanged: entries removed from
     /// the chain's end leave it intact but show here.
     pub(crate) async fn verify_audit(
         &self,
         head: Option<(u64, String)>,
-    ) -> Result<serde_json::Value, StoreError> {
+    ) -> Result<AuditVerification, StoreError> {
         let (mut checked, mut first, mut last) = (0u64, None, None::<(u64, String)>);
         let mut head_found = None;
         loop {
@@ -519,10 +518,15 @@ impl AppState {
                 })
                 .await?;
             if page.is_empty() {
-                let mut report = serde_json::json!({
-                    "intact": true, "entries": checked,
-                    "first": first, "last": last.as_ref().map(|(seq, _)| *seq),
-                });
+                let mut report = AuditVerification {
+                    intact: true,
+                    entries: checked,
+                    first,
+                    last: last.as_ref().map(|(seq, _)| *seq),
+                    broken_at: None,
+                    truncated: None,
+                    why: None,
+                };
                 if let Some((seq, hash)) = &head {
                     let why = match (&head_found, &last) {
                         (Some(found), _) if found == hash => None,
@@ -545,9 +549,9 @@ impl AppState {
                     };
                     if let Some(why) = why {
                         tracing::error!(head = seq, %why, "The audit trail is not complete.");
-                        report["intact"] = serde_json::json!(false);
-                        report["truncated"] = serde_json::json!(true);
-                        report["why"] = serde_json::json!(why);
+                        report.intact = false;
+                        report.truncated = Some(true);
+                        report.why = Some(why);
                     }
                 }
                 return Ok(report);
@@ -568,10 +572,15 @@ impl AppState {
                     // The entries of this page before the broken one are intact too.
                     checked += page.iter().take_while(|e| e.seq < broken.seq).count() as u64;
                     tracing::error!(entry = broken.seq, why = %broken.why, "The audit trail is broken.");
-                    return Ok(serde_json::json!({
-                        "intact": false, "entries": checked, "first": first,
-                        "brokenAt": broken.seq, "why": broken.why,
-                    }));
+                    return Ok(AuditVerification {
+                        intact: false,
+                        entries: checked,
+                        first,
+                        last: last.as_ref().map(|(seq, _)| *seq),
+                        broken_at: Some(broken.seq),
+                        truncated: None,
+                        why: Some(broken.why),
+                    });
                 }
             }
         }
@@ -579,21 +588,32 @@ impl AppState {
 
     /// The chain's head as this hub knows it, signed with the hub's Ed25519 key when it
     /// has one (over `knooppunt-audit-head:<sequence>:<hash>`).
-    pub(crate) fn audit_head(&self) -> serde_json::Value {
+    pub(crate) fn audit_head(&self) -> AuditHead {
         use base64::Engine as _;
         let Some((seq, hash)) = self.audit.head.get() else {
-            return serde_json::json!({"sequence": 0, "hash": knooppunt_store::GENESIS});
+            return AuditHead {
+                sequence: 0,
+                hash: knooppunt_store::GENESIS.to_owned(),
+                head: None,
+                signature: None,
+            };
         };
-        let mut body = serde_json::json!({"sequence": seq, "hash": hash,
-                                          "head": format!("{seq}:{hash}")});
         let content = format!("knooppunt-audit-head:{seq}:{hash}");
-        if let Some((kid, signature)) = self.deliverer.sign_with_hub_key(content.as_bytes()) {
-            body["signature"] = serde_json::json!({
-                "alg": "EdDSA", "kid": kid, "signed": content,
-                "value": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(signature),
-            });
+        let signature =
+            self.deliverer
+                .sign_with_hub_key(content.as_bytes())
+                .map(|(kid, signature)| HeadSignature {
+                    alg: "EdDSA",
+                    kid,
+                    signed: content,
+                    value: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(signature),
+                });
+        AuditHead {
+            sequence: seq,
+            head: Some(format!("{seq}:{hash}")),
+            hash,
+            signature,
         }
-        body
     }
 
     /// An accepted event, while it is retained.
@@ -933,4 +953,52 @@ pub async fn catalog_problems(
     let principals = Principals::load(Arc::clone(&store)).await?;
     let catalog = Catalog::load(store, options.ingest.reserve_oin_sources).await?;
     Ok(catalog_out_of_bounds(&catalog, &principals, &options.zgw))
+}
+
+/// What a check of the audit chain found.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AuditVerification {
+    pub(crate) intact: bool,
+    /// Entries checked.
+    pub(crate) entries: u64,
+    /// The oldest entry kept (older ones were removed by retention).
+    pub(crate) first: Option<u64>,
+    /// The newest entry checked.
+    pub(crate) last: Option<u64>,
+    /// The first broken entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) broken_at: Option<u64>,
+    /// The head given is missing or replaced: entries were removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) truncated: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) why: Option<String>,
+}
+
+/// The audit chain's head.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub(crate) struct AuditHead {
+    /// The newest entry's number (0: none yet).
+    pub(crate) sequence: u64,
+    /// Its hash.
+    pub(crate) hash: String,
+    /// `<sequence>:<hash>`, as `verify?head=` takes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) head: Option<String>,
+    /// The hub's Ed25519 signature of `signed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) signature: Option<HeadSignature>,
+}
+
+/// A signature of the audit chain's head.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub(crate) struct HeadSignature {
+    #[schemars(extend("enum" = ["EdDSA"]))]
+    pub(crate) alg: &'static str,
+    pub(crate) kid: String,
+    /// `knooppunt-audit-head:<sequence>:<hash>`.
+    pub(crate) signed: String,
+    /// The signature, base64url without padding.
+    pub(crate) value: String,
 }

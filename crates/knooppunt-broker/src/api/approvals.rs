@@ -11,9 +11,16 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{CatalogEntry, Grant, GrantState};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
+use serde_json::json;
+use std::borrow::Cow;
 
 use super::auth::Caller;
+use super::document::{
+    BAD_REQUEST, Document, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, link_header,
+    page_parameters, path_parameter,
+};
 use super::input::{Body, Input, Members};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
@@ -41,26 +48,41 @@ impl From<Refused> for ApiError {
 
 /// A grant as the approvals API shows it; as a subscription shows it, without
 /// `subscription` and `subscriber` (it is theirs).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    rename = "Approval",
+    description = "A subscription's approval for an approval-required event type: only a \
+                   `granted` one receives the event type's events."
+)]
 pub(crate) struct GrantOut {
+    /// The catalog entry's id.
     eventtype: String,
+    #[schemars(extend("enum" = ["requested", "granted", "refused", "revoked"]))]
     state: &'static str,
+    #[schemars(extend("format" = "date-time"))]
     requested: String,
+    /// The entry's type (or type prefix).
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     event_type: Option<String>,
+    /// The entry's source prefix.
     #[serde(skip_serializing_if = "Option::is_none")]
     source: Option<String>,
+    /// The data owner: the principal that decides.
     #[serde(skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
+    /// Who decided (`knooppunt` for the owner's own subscription).
     #[serde(skip_serializing_if = "Option::is_none")]
     decided_by: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     decided: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
+    /// In the approvals API; not in a subscription's own list.
     #[serde(skip_serializing_if = "Option::is_none")]
     subscription: Option<String>,
+    /// The subscription's owner (in the approvals API).
     #[serde(skip_serializing_if = "Option::is_none")]
     subscriber: Option<String>,
 }
@@ -210,6 +232,26 @@ pub(crate) struct DecisionIn {
     reason: Option<String>,
 }
 
+impl JsonSchema for DecisionIn {
+    fn schema_name() -> Cow<'static, str> {
+        "ApprovalDecision".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "description": "An owner's decision (the approval's read-only members may be sent back; they are ignored).",
+            "required": ["state"],
+            "properties": {
+                "state": {"type": "string", "enum": ["granted", "refused", "revoked"],
+                          "description": "`granted` (from any other state), `refused` (a request), `revoked` (a grant)."},
+                "reason": {"type": "string", "maxLength": 1000,
+                           "description": "Why; required to refuse or revoke. The subscriber sees it."}
+            }
+        })
+    }
+}
+
 impl Body for DecisionIn {
     const NAME: &'static str = "decision";
     const MEMBERS: &'static [&'static str] = &["state", "reason"];
@@ -244,4 +286,91 @@ impl Body for DecisionIn {
             reason,
         })
     }
+}
+
+/// The approvals' operations.
+pub(crate) fn describe(doc: &mut Document) {
+    const TAG: &str = "approvals";
+    const NO_GRANT: Refusal = (
+        "404",
+        "No approval of this event type for this subscription is visible to the principal.",
+    );
+    let mut parameters = page_parameters(
+        "approvals",
+        "The event type and subscription of the last approval",
+        None,
+    );
+    let items = parameters.as_array_mut().expect("parameters");
+    items.push(json!({"name": "state", "in": "query", "required": false,
+                      "description": "Only approvals in this state.",
+                      "schema": {"type": "string", "enum": ["requested", "granted", "refused", "revoked"]}}));
+    items.push(json!({"name": "eventtype", "in": "query", "required": false,
+                      "description": "Only approvals of this catalog entry.", "schema": {"type": "string"}}));
+    items.push(json!({"name": "subscription", "in": "query", "required": false,
+                      "description": "Only approvals of this subscription.", "schema": {"type": "string"}}));
+    let list = Operation::new(
+        "listApprovals",
+        TAG,
+        "List the approvals the principal may see: an admin all, a data owner those of its \
+         event types, a subscriber those of its subscriptions; by event type, then \
+         subscription.",
+    )
+    .parameters(parameters)
+    .answer(
+        "200",
+        "A page of approvals. A `Link` header with rel=\"next\" points to the next page.",
+        Some(doc.list_of::<GrantOut>()),
+    )
+    .header("200", "Link", link_header())
+    .refusals(&[BAD_REQUEST, UNAUTHORIZED]);
+    doc.add("/approvals", "get", &json!([]), list);
+    let approval = doc.schema::<GrantOut>();
+    let one = json!([
+        path_parameter("id", "The event type's (catalog entry's) id."),
+        path_parameter("subscription", "The subscription's id.")
+    ]);
+    let read = Operation::new(
+        "getApproval",
+        TAG,
+        "Read the approval of an event type for a subscription.",
+    )
+    .answer("200", "The approval.", Some(approval.clone()))
+    .refusals(&[UNAUTHORIZED, NO_GRANT]);
+    doc.add(
+        "/eventtypes/{id}/approvals/{subscription}",
+        "get",
+        &one,
+        read,
+    );
+    let decide = Operation::new(
+        "decideApproval",
+        TAG,
+        "Grant, refuse or revoke a subscription's approval (the event type's owner or an \
+         admin; never the subscription's own owner). A revocation turns the queued deliveries \
+         of the event type's events into dead letters (\"approval revoked\") before it answers.",
+    )
+    .body(doc.schema::<DecisionIn>())
+    .answer("200", "The approval as decided.", Some(approval))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        (
+            "403",
+            "Not the event type's owner or an admin, or the subscription's own owner.",
+        ),
+        NO_GRANT,
+        (
+            "409",
+            "The decision does not follow the approval's state (refuse a request, revoke a \
+             grant).",
+        ),
+        ("415", "The body is not application/json."),
+        UNAVAILABLE,
+    ]);
+    doc.add(
+        "/eventtypes/{id}/approvals/{subscription}",
+        "put",
+        &one,
+        decide,
+    );
 }

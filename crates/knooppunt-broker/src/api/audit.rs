@@ -12,33 +12,53 @@ use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::AuditEntry;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::auth::Caller;
+use super::document::{BAD_REQUEST, Document, Operation, UNAUTHORIZED, header, page_parameters};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
 use crate::identity::Principal;
 
 /// An entry of the trail as the API shows it: the record with its place in the chain.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "AuditEntry", description = "One entry of the audit trail.")]
 struct AuditEntryOut<'a> {
     sequence: u64,
+    #[schemars(extend("format" = "date-time"))]
     start_time: String,
+    /// The operation: `<resource>.<verb>`.
+    #[schemars(schema_with = "action_names")]
     name: &'a str,
+    /// `ERROR` for a refused request.
+    #[schemars(extend("enum" = ["OK", "ERROR"]))]
     status_code: &'a str,
+    /// The principal that acted (`knooppunt`: the hub itself).
     actor: Option<&'a str>,
+    /// The actor's OIN.
     actor_oin: Option<&'a str>,
+    /// What it acted on, e.g. `subscription/<id>`.
     object: Option<&'a str>,
+    /// The request's `X-Request-Id`.
     request_id: Option<&'a str>,
+    /// The trace id of the request's `traceparent`.
     trace_id: Option<&'a str>,
+    /// The kind of processing (Logboek Dataverwerkingen).
     processing_activity_id: Option<&'a str>,
+    /// Whom the data is about, when known.
     data_subject_id: Option<&'a str>,
+    /// What changed, or why it was refused; never a secret.
+    #[schemars(with = "serde_json::Map<String, Value>")]
     details: &'a Value,
+    /// The principals it concerns besides the actor.
     concerns: &'a [String],
+    /// The hash of the entry before it.
     prev_hash: &'a str,
+    /// SHA-256 over prevHash, the sequence number and the entry.
     hash: &'a str,
 }
 
@@ -129,6 +149,15 @@ fn visible(principal: &Principal, entry: &AuditEntry) -> bool {
 /// How many entries one request reads from the store at most, whatever it finds: a page
 /// may come back short, with a cursor to go on.
 const SCAN_LIMIT: usize = 20_000;
+
+/// The names of the audit trail's operations.
+fn action_names(_: &mut SchemaGenerator) -> Schema {
+    let names: Vec<&str> = crate::audit::ActionName::ALL
+        .iter()
+        .map(|name| name.as_str())
+        .collect();
+    json_schema!({"type": "string", "enum": names})
+}
 
 /// `GET /v1/audit`.
 pub(crate) async fn list(
@@ -266,4 +295,118 @@ pub(crate) async fn head(
 ) -> Result<Response, ApiError> {
     caller.require(crate::identity::Role::Admin, "read the audit trail's head")?;
     Ok(Json(state.audit_head()).into_response())
+}
+
+/// The audit trail's operations.
+pub(crate) fn describe(doc: &mut Document) {
+    const TAG: &str = "audit";
+    let mut parameters = page_parameters(
+        "entries",
+        "The sequence number of the last entry read",
+        None,
+    );
+    let items = parameters.as_array_mut().expect("parameters");
+    for (name, description, format) in [
+        (
+            "from",
+            "Only entries at or after this time (RFC 3339).",
+            Some("date-time"),
+        ),
+        (
+            "until",
+            "Only entries before this time (RFC 3339).",
+            Some("date-time"),
+        ),
+        (
+            "name",
+            "Only entries of this operation, or of every operation under it (`approval` for \
+             `approval.grant`, …).",
+            None,
+        ),
+        ("actor", "Only entries of this principal's actions.", None),
+        (
+            "object",
+            "Only entries about this object, or about objects under it (`subscription/<id>`).",
+            None,
+        ),
+    ] {
+        let mut schema = json!({"type": "string"});
+        if let Some(format) = format {
+            schema["format"] = json!(format);
+        }
+        items.push(json!({"name": name, "in": "query", "required": false,
+                          "description": description, "schema": schema}));
+    }
+    let none = json!([]);
+    let entries = doc.list_of::<AuditEntryOut<'static>>();
+    let mut list = Operation::new(
+        "listAuditEntries",
+        TAG,
+        "Read the audit trail, oldest first: an admin all of it, others what they did and what \
+         concerns them (their subscriptions, their event types). With `Accept: \
+         application/x-ndjson` the same page comes as JSON lines in the trail's own field names \
+         (Logboek Dataverwerkingen: `trace_id`, `name`, `start_time`, `status_code`, \
+         `processing_activity_id`, `data_subject_id`), as `knooppunt audit verify --file` checks \
+         them. A page may come back short, with a link to go on: one request reads at most \
+         20,000 entries.",
+    )
+    .parameters(parameters)
+    .answer(
+        "200",
+        "A page of entries. A `Link` header with rel=\"next\" points to the next page.",
+        Some(entries),
+    )
+    .header(
+        "200",
+        "Link",
+        header("RFC 8288 link to the next page, when there may be one."),
+    )
+    .refusals(&[BAD_REQUEST, UNAUTHORIZED]);
+    list = list.also_as(
+        "200",
+        "application/x-ndjson",
+        json!({"type": "string", "description": "One entry per line."}),
+    );
+    doc.add("/audit", "get", &none, list);
+    let verify = Operation::new(
+        "verifyAuditTrail",
+        TAG,
+        "Check the whole chain (admins): every entry's hash, that each names the hash of the \
+         one before, and, with `head`, that no entry was removed from its end.",
+    )
+    .parameters(json!([{"name": "head", "in": "query", "required": false,
+        "description": "A head kept outside the store, `<sequence>:<hash>` (as `GET /audit/head` \
+                        and the hub's log give it): the trail must still hold that entry, \
+                        unchanged, so that entries removed from its end show.",
+        "schema": {"type": "string", "pattern": "^[0-9]+:[0-9a-fA-F]{64}$"}}]))
+    .answer(
+        "200",
+        "The outcome; `intact: false` names the first broken entry, or says the trail was \
+         truncated.",
+        Some(doc.schema::<crate::app::AuditVerification>()),
+    )
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        ("403", "Only an administrator verifies the trail."),
+    ]);
+    doc.add("/audit/verify", "get", &none, verify);
+    let head = Operation::new(
+        "getAuditHead",
+        TAG,
+        "The chain's head (admins): the newest entry's sequence number and hash, signed with \
+         the hub's Ed25519 key when it has one (verify with `GET /signing-keys`). Keep it \
+         elsewhere; `GET /audit/verify?head=` shows later whether entries were removed from the \
+         trail's end.",
+    )
+    .answer(
+        "200",
+        "The head.",
+        Some(doc.schema::<crate::app::AuditHead>()),
+    )
+    .refusals(&[
+        UNAUTHORIZED,
+        ("403", "Only an administrator reads the head."),
+    ]);
+    doc.add("/audit/head", "get", &none, head);
 }

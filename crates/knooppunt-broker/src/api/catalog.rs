@@ -12,12 +12,18 @@ use http::header::LOCATION;
 use http::{HeaderValue, StatusCode};
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{ApprovalPolicy, CatalogEntry, SchemaCheck, TypeMatch};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 use serde_json::{Value, json};
+use std::borrow::Cow;
 
 use super::BASE_PATH;
 use super::JsonBody;
 use super::auth::Caller;
+use super::document::{
+    BAD_REQUEST, Document, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header,
+    page_parameters, path_parameter,
+};
 use super::input::{self, Body, Input, Members};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
@@ -66,29 +72,62 @@ impl From<Refused> for ApiError {
 }
 
 /// A catalog entry as the API shows it (and the audit trail keeps it).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    rename = "EventType",
+    description = "A catalog entry: events of a source prefix and a type, described by their publisher."
+)]
 pub(crate) struct EventTypeOut {
     id: String,
+    /// The principal that made it.
     owner: String,
+    /// The `source` prefix of the events it covers; one the owner may publish.
     source: String,
+    /// The event type, or a prefix of types (`typeMatch`).
     #[serde(rename = "type")]
     event_type: String,
+    #[schemars(extend("enum" = ["exact", "prefix"]))]
     type_match: &'static str,
+    /// What these events are.
     description: String,
+    /// A link to their documentation.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "uri"))]
     documentation: Option<String>,
+    /// The `dataschema` of their data.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "uri"))]
     dataschema: Option<String>,
+    /// The JSON Schema the events' data is checked against.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "json_schema_document")]
     schema: Option<Value>,
+    #[schemars(extend("enum" = ["off", "warn", "enforce"]))]
     schema_check: &'static str,
     deprecated: bool,
+    #[schemars(extend("enum" = ["open", "approval-required"]))]
     approval: &'static str,
+    /// The attributes subscribers may filter these events on.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     kenmerken: Vec<String>,
+    #[schemars(extend("format" = "date-time"))]
     created: String,
+    #[schemars(extend("format" = "date-time"))]
     updated: String,
+}
+
+/// A JSON Schema: an object, or `true` or `false`.
+fn json_schema_document(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "oneOf": [{"type": "object"}, {"type": "boolean"}],
+        "description": format!(
+            "A JSON Schema (at most {} KiB; an object, or `true` or `false` as JSON Schema \
+             allows) the events' data is checked against when they are published; nothing \
+             outside it is fetched, patterns use a linear-time engine.",
+            crate::catalog::MAX_SCHEMA_BYTES / 1024
+        )
+    })
 }
 
 fn resource(entry: &CatalogEntry) -> EventTypeOut {
@@ -151,6 +190,44 @@ fn word<T>(
             members.problem(name, format!("must be {what}"));
             default
         }),
+    }
+}
+
+impl JsonSchema for EventTypeIn {
+    fn schema_name() -> Cow<'static, str> {
+        "EventTypeRequest".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let text = |description: &str| json!({"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "description": description});
+        let link = |description: &str| json!({"type": "string", "format": "uri", "maxLength": MAX_TEXT, "description": description});
+        json_schema!({
+            "type": "object",
+            "description": "A catalog entry as its publisher describes it (`id`, `owner`, `created` and \
+                            `updated` may be sent back; they are ignored).",
+            "required": ["source", "type", "description"],
+            "properties": {
+                "source": text("The `source` prefix of the events it covers; one the owner may publish."),
+                "type": text("The event type, or a prefix of types (`typeMatch`)."),
+                "typeMatch": {"type": "string", "enum": ["exact", "prefix"], "default": "exact"},
+                "description": text("What these events are."),
+                "documentation": link("A link to their documentation."),
+                "dataschema": link("The `dataschema` of their data."),
+                "schema": json_schema_document(generator),
+                "schemaCheck": {"type": "string", "enum": ["off", "warn", "enforce"],
+                                "description": "`warn` (the default with a schema): accepted, with warnings in the receipt; \
+                                                `enforce`: refused (400) with every problem; `off`."},
+                "deprecated": {"type": "boolean", "default": false},
+                "approval": {"type": "string", "enum": ["open", "approval-required"], "default": "open",
+                             "description": "`approval-required`: only subscriptions the owner granted receive these \
+                                             events; every subscription whose filters can match them gets a request \
+                                             (see /approvals)."},
+                "kenmerken": {"type": "array", "maxItems": MAX_KENMERKEN,
+                              "items": {"type": "string", "minLength": 1, "maxLength": MAX_KENMERK},
+                              "description": "The attributes subscribers may filter these events on (a ZGW kanaal's \
+                                              `filters`)."}
+            }
+        })
     }
 }
 
@@ -337,4 +414,85 @@ pub(crate) async fn delete(
         return Err(not_found(&id));
     }
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The catalog's operations.
+pub(crate) fn describe(doc: &mut Document) {
+    const TAG: &str = "event types";
+    const NOT_OWNER: Refusal = (
+        "403",
+        "Not a publisher that may publish the entry's source, or not the entry's owner (or an \
+         admin).",
+    );
+    const NO_ENTRY: Refusal = ("404", "There is no catalog entry with this id.");
+    const CONFLICT: Refusal = (
+        "409",
+        "Another entry covers exactly the same type and source.",
+    );
+    const NOT_JSON: Refusal = ("415", "The body is not application/json.");
+    let entry = doc.schema::<EventTypeOut>();
+    let draft = doc.schema::<EventTypeIn>();
+    let none = json!([]);
+    let list = Operation::new(
+        "listEventTypes",
+        TAG,
+        "List the catalog, oldest entry first. Any authenticated principal reads it.",
+    )
+    .parameters(page_parameters("entries", "The id of the last entry", None))
+    .answer(
+        "200",
+        "A page of entries. A `Link` header with rel=\"next\" points to the next page.",
+        Some(doc.list_of::<EventTypeOut>()),
+    )
+    .header("200", "Link", link_header())
+    .refusals(&[BAD_REQUEST, UNAUTHORIZED]);
+    doc.add("/eventtypes", "get", &none, list);
+    let create = Operation::new(
+        "createEventType",
+        TAG,
+        "Describe events one publishes: a source prefix it may publish, a type (exact or a \
+         prefix), what they are, and whether the owner must approve who receives them.",
+    )
+    .body(draft.clone())
+    .answer("201", "Created; the caller owns it.", Some(entry.clone()))
+    .header("201", "Location", header("The new entry."))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        NOT_OWNER,
+        CONFLICT,
+        NOT_JSON,
+        UNAVAILABLE,
+    ]);
+    doc.add("/eventtypes", "post", &none, create);
+    let id = json!([path_parameter("id", "The entry's id.")]);
+    let read = Operation::new("getEventType", TAG, "Read a catalog entry.")
+        .answer("200", "The entry.", Some(entry.clone()))
+        .refusals(&[UNAUTHORIZED, NO_ENTRY]);
+    doc.add("/eventtypes/{id}", "get", &id, read);
+    let replace = Operation::new(
+        "replaceEventType",
+        TAG,
+        "Replace a catalog entry (its owner or an admin).",
+    )
+    .body(draft)
+    .answer("200", "The entry as replaced.", Some(entry))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        NOT_OWNER,
+        NO_ENTRY,
+        CONFLICT,
+        NOT_JSON,
+        UNAVAILABLE,
+    ]);
+    doc.add("/eventtypes/{id}", "put", &id, replace);
+    let delete = Operation::new(
+        "deleteEventType",
+        TAG,
+        "Delete a catalog entry (its owner or an admin).",
+    )
+    .answer("204", "Deleted.", None)
+    .refusals(&[UNAUTHORIZED, NOT_OWNER, NO_ENTRY, UNAVAILABLE]);
+    doc.add("/eventtypes/{id}", "delete", &id, delete);
 }

@@ -246,6 +246,12 @@ impl Operation {
         operation
     }
 
+    /// The answer of `status` (given before) also in `content_type`, as `schema`.
+    pub(crate) fn also_as(mut self, status: &str, content_type: &str, schema: Value) -> Operation {
+        self.0["responses"][status]["content"][content_type] = json!({"schema": schema});
+        self
+    }
+
     /// A longer description than the summary.
     pub(crate) fn description(mut self, description: &str) -> Operation {
         self.0.insert("description".into(), json!(description));

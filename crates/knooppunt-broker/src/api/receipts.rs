@@ -11,16 +11,23 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use knooppunt_event::format::json::Identity;
 use knooppunt_event::timestamp::utc_timestamp;
+use schemars::JsonSchema;
 use serde::Serialize;
+use serde_json::json;
 
 use super::auth::Caller;
+use super::document::{
+    BAD_REQUEST, Document, NOT_FOUND, Operation, UNAUTHORIZED, link_header, page_parameters,
+    path_parameter,
+};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
 
 /// Who received an event: its receipts, with the event's `source`, `id` and `type` while
 /// it is retained.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "EventReceipts")]
 struct EventReceiptsOut {
     sequence: u64,
     #[serde(flatten)]
@@ -29,8 +36,9 @@ struct EventReceiptsOut {
 }
 
 /// The `source`, `id` and `type` of a retained event.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 struct EventOut {
+    /// While the event is retained.
     source: String,
     id: String,
     #[serde(rename = "type")]
@@ -38,19 +46,24 @@ struct EventOut {
 }
 
 /// One subscription's receipt of an event.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "Receipt")]
 struct ReceiptOut {
     subscription: String,
+    /// The subscription's owner (also once the subscription is deleted).
     subscriber: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
     delivered_time: String,
 }
 
 /// What a subscription took: an event, when, and what it was while it is retained.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "Taken")]
 struct TakenOut {
     sequence: u64,
+    #[schemars(extend("format" = "date-time"))]
     delivered_time: String,
     #[serde(flatten)]
     event: Option<EventOut>,
@@ -173,4 +186,54 @@ pub(crate) async fn of_subscription(
         size,
         next.as_deref(),
     ))
+}
+
+/// The receipts' operations.
+pub(crate) fn describe(doc: &mut Document) {
+    const TAG: &str = "audit";
+    let of_event = Operation::new(
+        "listEventReceipts",
+        TAG,
+        "Who received an event (by the `sequence` its publish answer gave): an admin, the owner \
+         of a catalog entry covering it and the organisation in whose source space it is (its \
+         publisher) see every subscription that took it and when; a subscriber that received \
+         it only its own; anyone else gets 404, as for an event that does not exist.",
+    )
+    .answer(
+        "200",
+        "The event's receipts.",
+        Some(doc.schema::<EventReceiptsOut>()),
+    )
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        (
+            "404",
+            "No such event whose receipts the principal may read.",
+        ),
+    ]);
+    let sequence = json!([{"name": "sequence", "in": "path", "required": true,
+                           "description": "The sequence number the hub gave the event.",
+                           "schema": {"type": "integer", "format": "int64"}}]);
+    doc.add("/events/{sequence}/receipts", "get", &sequence, of_event);
+    let of_subscription = Operation::new(
+        "listSubscriptionReceipts",
+        TAG,
+        "What a subscription received: the events its sink took (2xx), in the order they were \
+         delivered.",
+    )
+    .parameters(page_parameters(
+        "receipts",
+        "The sequence number of the last event of the previous page",
+        None,
+    ))
+    .answer(
+        "200",
+        "A page of receipts. A `Link` header with rel=\"next\" points to the next page.",
+        Some(doc.list_of::<TakenOut>()),
+    )
+    .header("200", "Link", link_header())
+    .refusals(&[BAD_REQUEST, UNAUTHORIZED, NOT_FOUND]);
+    let id = json!([path_parameter("id", "The subscription's id.")]);
+    doc.add("/subscriptions/{id}/receipts", "get", &id, of_subscription);
 }
