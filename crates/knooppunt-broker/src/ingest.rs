@@ -146,8 +146,13 @@ impl Default for IngestOptions {
 pub(crate) use knooppunt_store::now_ms;
 
 /// What the hub says about one published event.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    rename = "PublishReceipt",
+    description = "What the hub did with one published event.",
+    deny_unknown_fields
+)]
 pub(crate) struct Receipt {
     pub(crate) id: String,
     pub(crate) source: String,
@@ -160,10 +165,38 @@ pub(crate) struct Receipt {
     pub(crate) matched_subscriptions: usize,
     /// SHOULD-level findings (and, at profile level `warn`, the profile's MUSTs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<ViolationSchema>")]
     pub(crate) warnings: Vec<Violation>,
-    /// The catalog says its type is deprecated (it was accepted all the same).
+    /// Present (true) when the event type catalog deprecates its type: it was accepted all
+    /// the same.
     #[serde(rename = "deprecatedType", skip_serializing_if = "std::ops::Not::not")]
+    #[schemars(extend("enum" = [true]))]
     pub(crate) deprecated_type: bool,
+}
+
+/// One problem with one attribute of one event, as [`knooppunt_event::validate::Violation`]
+/// is written (the event crate knows nothing of schemas).
+#[derive(schemars::JsonSchema)]
+#[schemars(
+    rename = "Violation",
+    description = "One problem with one attribute of one event."
+)]
+#[allow(dead_code)]
+pub(crate) struct ViolationSchema {
+    /// The attribute (or `data`, `data_base64`, or an HTTP header name) the problem is in;
+    /// empty when it concerns the message as a whole.
+    #[schemars(example = &"time")]
+    attribute: String,
+    /// A stable code such as `core.timestamp` or `nlgov.type.reverse-domain`.
+    #[schemars(example = &"core.timestamp")]
+    rule: String,
+    /// What is wrong and what to do about it, in words.
+    detail: String,
+    /// The document and section the rule comes from.
+    #[schemars(example = &"CloudEvents 1.0 spec.md §Type System")]
+    spec: String,
+    #[schemars(extend("enum" = ["error", "warning"]))]
+    severity: String,
 }
 
 /// Why published events were not accepted (none of them was).

@@ -101,7 +101,7 @@ impl Hub {
 
     /// The OpenAPI document this hub serves at `/v1/openapi.json`.
     pub fn openapi_document(&self) -> serde_json::Value {
-        api::openapi::document(&self.state.subscription_defaults)
+        api::openapi(&self.state.subscription_defaults)
     }
 
     /// The router of `server.metrics_listen`: `/metrics` without a token, `/healthz`,

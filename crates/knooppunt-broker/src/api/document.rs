@@ -1,13 +1,57 @@
-//! What the OpenAPI document is built with: each resource's file describes its operations
-//! next to its handlers ([`Operation`]), naming the types its handlers read and answer;
-//! their schemas are generated from those types (`schemars`, OpenAPI 3.0 dialect), so a
-//! member added to an answer is in the document too.
+//! The OpenAPI document at `/v1/openapi.json`: each resource's file describes its
+//! operations next to its handlers (`describe`, with [`Operation`]), naming the types its
+//! handlers read and answer; their schemas are generated from those types (`schemars`,
+//! OpenAPI 3.0 dialect), so a member added to an answer is in the document too. A request
+//! body read member by member has a schema next to its reader, tested to name the members
+//! the reader takes.
 
 use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use super::API_VERSION;
+
+/// What the hub's boundary may answer to any operation, before its handler runs: 503 when
+/// the store takes no writes or an issuer's keys cannot be had (every operation that needs
+/// a principal or the store), and for an operation that takes a body, 413 for a body larger
+/// than any route takes (announced or sent) and 408 for one that does not arrive within
+/// `server.body_timeout`.
+pub(crate) fn add_boundary_answers(document: &mut Value) {
+    const TOO_LARGE: &str = "The body is larger than this operation takes (or its \
+                             `Content-Length` announces so); nothing was kept.";
+    const TOO_SLOW: &str = "The body did not arrive within the hub's body timeout \
+                            (`server.body_timeout`); nothing was kept.";
+    let Some(paths) = document["paths"].as_object_mut() else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        if path == "/openapi.json" || path == "/signing-keys" {
+            continue;
+        }
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, operation) in item.iter_mut() {
+            if method == "parameters" {
+                continue;
+            }
+            let takes_body = operation.get("requestBody").is_some();
+            let Some(responses) = operation["responses"].as_object_mut() else {
+                continue;
+            };
+            let mut add = |code: &str, description: &str| {
+                if !responses.contains_key(code) {
+                    responses.insert(code.into(), problem(description));
+                }
+            };
+            add(UNAVAILABLE.0, UNAVAILABLE.1);
+            if takes_body {
+                add("408", TOO_SLOW);
+                add("413", TOO_LARGE);
+            }
+        }
+    }
+}
 
 /// The paths and schemas being described.
 pub(crate) struct Document {
@@ -201,6 +245,12 @@ impl Operation {
             "requestBody".into(),
             json!({"required": true, "content": {"application/json": {"schema": schema}}}),
         );
+        self
+    }
+
+    /// The request body as given.
+    pub(crate) fn request_body(mut self, body: Value) -> Operation {
+        self.0.insert("requestBody".into(), body);
         self
     }
 

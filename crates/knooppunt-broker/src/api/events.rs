@@ -12,24 +12,83 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_event::binding::http::{self as binding, ContentMode, DecodeError, Message};
 use knooppunt_event::trace_context::TraceContext;
 use knooppunt_event::{ReceivedEvent, Violations};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
+use std::borrow::Cow;
 use tracing::Instrument;
 
 use super::auth::{Caller, Role};
+use super::document::{Document, Operation, UNAUTHORIZED, cloud_events, header};
 use super::problem::{ApiError, InvalidParam};
 use crate::app::AppState;
-use crate::ingest::{Receipt, Refused};
+use crate::ingest::{Receipt, Refused, ViolationSchema};
 use crate::telemetry::Rejection;
 
 /// The answer to a batch: the receipts without their warnings, and each warning once with
 /// the positions of the events it concerns (a large batch of alike events would otherwise
 /// repeat the same warning in every receipt).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(
+    rename = "BatchReceipts",
+    description = "A batch: one receipt per event, in order (none for an empty batch).",
+    deny_unknown_fields
+)]
 struct Receipts {
+    /// One receipt per event, in the batch's order; in a batch their warnings are given once
+    /// below.
     events: Vec<Receipt>,
+    /// Each warning of the batch's events once, with the positions (from 0) of the events
+    /// it concerns.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    warnings: Vec<Value>,
+    warnings: Vec<BatchWarning>,
+}
+
+/// One warning, and the events of the batch it concerns.
+#[derive(Debug, Serialize, JsonSchema)]
+struct BatchWarning {
+    #[serde(flatten)]
+    #[schemars(with = "ViolationSchema")]
+    warning: knooppunt_event::validate::Violation,
+    /// The positions in the batch (from 0) of the events it concerns.
+    events: Vec<usize>,
+}
+
+/// A CloudEvent in the JSON format (json-format.md): the required attributes, the optional
+/// ones with their types, and extensions as further members (String, Integer or Boolean).
+pub(crate) struct CloudEventSchema;
+
+impl JsonSchema for CloudEventSchema {
+    fn schema_name() -> Cow<'static, str> {
+        "CloudEvent".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let string = json!({"type": "string", "minLength": 1});
+        // An optional attribute may be `null`, meaning unset (json-format.md 2.4): the hub
+        // forwards it as the publisher sent it.
+        let optional = json!({"type": "string", "minLength": 1, "nullable": true});
+        json_schema!({
+            "type": "object",
+            "description": "A CloudEvent in the JSON format. Members besides the ones listed are extension \
+                            attributes: lower-case letters and digits, a string, integer or boolean value. An \
+                            optional attribute may be `null` (unset), as the publisher sent it.",
+            "required": ["specversion", "id", "source", "type"],
+            "properties": {
+                "specversion": {"type": "string", "enum": ["1.0"]},
+                "id": string,
+                "source": {"type": "string", "minLength": 1, "format": "uri-reference"},
+                "type": string,
+                "datacontenttype": optional,
+                "dataschema": {"type": "string", "format": "uri", "nullable": true},
+                "subject": optional,
+                "time": {"type": "string", "format": "date-time", "nullable": true},
+                "data": {"description": "The event data: any JSON value."},
+                "data_base64": {"type": "string", "format": "byte"}
+            },
+            "additionalProperties": {"oneOf": [{"type": "string", "nullable": true}, {"type": "integer"}, {"type": "boolean"}]}
+        })
+    }
 }
 
 impl Receipts {
@@ -55,11 +114,7 @@ impl Receipts {
         }
         let warnings = warnings
             .into_iter()
-            .map(|(warning, events)| {
-                let mut value = serde_json::to_value(&warning).expect("a violation serialises");
-                value["events"] = json!(events);
-                value
-            })
+            .map(|(warning, events)| BatchWarning { warning, events })
             .collect();
         Receipts {
             events: receipts,
@@ -268,4 +323,93 @@ async fn accept(
             .insert("deprecation", HeaderValue::from_static("true"));
     }
     Ok(response)
+}
+
+/// The publish operation.
+pub(crate) fn describe(doc: &mut Document) {
+    // The `ce-` headers of binary mode (http-protocol-binding.md 3.1.3): each attribute's
+    // canonical string, percent-encoded.
+    let header_parameter = |name: &str, description: &str, required_in_binary: bool| {
+        let description = if required_in_binary {
+            format!("Binary mode: {description} (percent-encoded; required in binary mode).")
+        } else {
+            format!(
+                "Binary mode: {description} (percent-encoded). Any other `ce-<name>` header is \
+                 an extension attribute."
+            )
+        };
+        json!({"name": name, "in": "header", "required": false, "description": description,
+               "schema": {"type": "string", "minLength": 1}})
+    };
+    let event = doc.schema::<CloudEventSchema>();
+    let receipt = doc.schema::<Receipt>();
+    let batch = doc.schema::<Receipts>();
+    let mut publish = Operation::new(
+        "publishEvents",
+        "events",
+        "Publish events. 202 means every event and each of its deliveries is on disk.",
+    )
+    .parameters(json!([
+        header_parameter("ce-specversion", "`1.0`", true),
+        header_parameter("ce-id", "the event's `id`", true),
+        header_parameter("ce-source", "the event's `source`", true),
+        header_parameter("ce-type", "the event's `type`", true),
+        header_parameter("ce-subject", "the event's `subject`", false),
+        header_parameter("ce-time", "the event's `time`", false),
+        header_parameter("ce-dataschema", "the event's `dataschema`", false)
+    ]))
+    .answer(
+        "202",
+        "Accepted and durably stored (for a batch: all of it).",
+        Some(json!({"oneOf": [receipt, batch]})),
+    )
+    .header(
+        "202",
+        "Deprecation",
+        header(
+            "`true` when the catalog deprecates the type of an event (RFC 9745); the receipt \
+             says which.",
+        ),
+    )
+    .refusals(&[
+        (
+            "400",
+            "An event is invalid; every problem of every event is listed, and nothing was \
+             accepted.",
+        ),
+        UNAUTHORIZED,
+        (
+            "403",
+            "The principal lacks the publisher role or publishes outside its source prefixes.",
+        ),
+        (
+            "413",
+            "An event (or the batch) is larger than the hub accepts.",
+        ),
+        (
+            "415",
+            "The content type is not a CloudEvents format or binary mode.",
+        ),
+        (
+            "503",
+            "Nothing was accepted: the hub holds all the undelivered data its operator allows, \
+             or its disk has less room than it keeps free for deliveries to drain (type \
+             `urn:knooppunt:problem:backlog-full`, the detail says which); or the store takes \
+             no writes now. Try again after Retry-After.",
+        ),
+    ]);
+    publish = publish.request_body(json!({
+        "required": true,
+        "description": "One event in structured mode (JSON or CBOR), a batch, or binary mode (the data as \
+                        the body with `ce-` headers carrying the attributes, percent-encoded).",
+        "content": {
+            "application/cloudevents+json": {"schema": event},
+            "application/cloudevents+cbor": {"schema": {"type": "string", "format": "binary",
+                "description": "A CloudEvent in the CBOR event format: a map of attribute names to values \
+                                (URIs tagged 32, timestamps tagged 0), the data as a byte string or a native value."}},
+            "application/cloudevents-batch+json": {"schema": cloud_events()},
+            "*/*": {"schema": {"type": "string", "format": "binary", "description": "Binary mode: the event data."}}
+        }
+    }));
+    doc.add("/events", "post", &json!([]), publish);
 }

@@ -11,8 +11,9 @@ use serde_json::{Map, Value};
 use super::JsonBody;
 use super::problem::{ApiError, InvalidParam};
 
-/// A request body of a resource, read by [`Input`].
-pub(crate) trait Body: Sized {
+/// A request body of a resource, read by [`Input`]; its schema (in the OpenAPI document)
+/// names the members it reads (`MEMBERS`, tested in `api/mod.rs`).
+pub(crate) trait Body: Sized + schemars::JsonSchema {
     /// What the body is, for the problem's detail ("the replay has problems").
     const NAME: &'static str;
     /// The members it has, in the order the API documents them.
@@ -163,7 +164,7 @@ mod tests {
 
     use super::*;
 
-    #[derive(Debug)]
+    #[derive(Debug, schemars::JsonSchema)]
     struct Window {
         from: u64,
         until: Option<u64>,

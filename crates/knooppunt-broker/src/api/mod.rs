@@ -12,7 +12,6 @@ mod dead_letters;
 mod document;
 mod events;
 mod input;
-pub(crate) mod openapi;
 mod operations;
 mod page;
 mod principals;
@@ -243,7 +242,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         )
         .route(
             "/v1/openapi.json",
-            get(openapi::serve).fallback(not_allowed("GET")),
+            get(serve_openapi).fallback(not_allowed("GET")),
         )
         .route(
             "/v1/signing-keys",
@@ -255,6 +254,99 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             boundary,
         ))
         .with_state(state)
+}
+
+/// `GET /v1/openapi.json`: the document, to anyone (CORS `*`).
+pub(crate) async fn serve_openapi(
+    axum::extract::State(state): axum::extract::State<Arc<AppState>>,
+) -> Response {
+    let mut response = axum::Json(openapi(&state.subscription_defaults)).into_response();
+    response.headers_mut().insert(
+        http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    response
+}
+
+/// The OpenAPI 3.0 document of the `/v1` API, with this hub's `config` defaults. It lints
+/// clean with the ADR Spectral ruleset, and every answer of the test suite is checked
+/// against it (`tests/src/openapi.rs`).
+pub(crate) fn openapi(defaults: &knooppunt_store::ConfigDefaults) -> serde_json::Value {
+    let mut document = serde_json::json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Knooppunt",
+            "version": API_VERSION,
+            "description": "Knooppunt is a CloudEvents 1.0 event hub following the NL GOV profile for CloudEvents. \
+                            Subscribers register subscriptions (CloudEvents Subscriptions API); the hub delivers \
+                            every matching event to their webhook. Every endpoint but this document needs a \
+                            principal: `Authorization: Bearer <token>` with a token the hub issued, or with an \
+                            access token (JWT) of an authorization server the hub trusts (OAuth NL GOV), or, on a \
+                            hub serving HTTPS with client certificates, a PKIoverheid client certificate whose \
+                            subject serialNumber is the OIN of a principal (mutual TLS; OpenAPI 3.0 has no scheme \
+                            for it).",
+            "contact": {"name": "Knooppunt maintainers", "email": "knooppunt@example.nl", "url": "https://example.nl/knooppunt"}
+        },
+        "servers": [{"url": BASE_PATH, "description": "This hub."}],
+        "tags": [
+            {"name": "events", "description": "Publishing events."},
+            {"name": "subscriptions", "description": "Subscriptions: what to deliver where."},
+            {"name": "dead letters", "description": "Deliveries the hub gave up on."},
+            {"name": "pull", "description": "Pull subscriptions: receive events under a lock, then acknowledge, release, reject or renew."},
+            {"name": "principals", "description": "Who may call the API (administrators)."},
+            {"name": "event types", "description": "The catalog: what publishers say their events are."},
+            {"name": "approvals", "description": "Which subscriptions a data owner lets receive its approval-required events."},
+            {"name": "audit", "description": "The tamper-evident record of who changed what and who was refused."},
+            {"name": "status", "description": "How deliveries fare: a subscription's backlog, breaker and latest attempts, test events, and the hub at a glance."},
+            {"name": "api", "description": "This description of the API."}
+        ],
+        "security": [{"bearerAuth": []}, {"accessToken": []}],
+        "paths": {},
+        "components": {
+            "securitySchemes": {
+                "bearerAuth": {"type": "http", "scheme": "bearer", "description": "A token the hub issued to a principal (shown once when an administrator creates the principal or issues a new token; the hub keeps only its SHA-256), or one configured in the hub's file."},
+                "accessToken": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "An access token (OAuth NL GOV profile) of an authorization server the hub trusts: signed RS256, PS256 or ES256 with a key of the issuer's JWKS, with the hub's audience, not expired. A claim names the principal (`sub` by default) and scopes give its roles (`knooppunt:publisher`, `knooppunt:subscriber`, `knooppunt:admin`, `knooppunt:metrics` by default)."}
+            },
+            "schemas": {
+                "Config": subscription_body::config_schema(defaults)
+            }
+        }
+    });
+    let mut doc = document::Document::new();
+    doc.schema::<problem::Problem<'static>>();
+    events::describe(&mut doc);
+    subscriptions::describe(&mut doc);
+    consent::describe(&mut doc);
+    status::describe(&mut doc);
+    dead_letters::describe(&mut doc);
+    pull::describe(&mut doc);
+    stream::describe(&mut doc);
+    replays::describe(&mut doc);
+    receipts::describe(&mut doc);
+    principals::describe(&mut doc);
+    catalog::describe(&mut doc);
+    approvals::describe(&mut doc);
+    audit::describe(&mut doc);
+    let this = document::Operation::new(
+        "getOpenApi",
+        "api",
+        "This document. No authentication; CORS allows any origin.",
+    )
+    .public()
+    .answer(
+        "200",
+        "The OpenAPI document.",
+        Some(serde_json::json!({"type": "object"})),
+    )
+    .header(
+        "200",
+        "Access-Control-Allow-Origin",
+        document::header("Always `*`."),
+    );
+    doc.add("/openapi.json", "get", &serde_json::json!([]), this);
+    doc.finish(&mut document);
+    document::add_boundary_answers(&mut document);
+    document
 }
 
 /// Where the sink can reach the hub: the configured public URL, or the `Host` the client
@@ -507,6 +599,34 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The members a body's schema documents, and those its reader takes, sorted.
+    fn documented_and_read<T: input::Body>() -> (Vec<String>, Vec<String>) {
+        let mut generator = schemars::SchemaGenerator::default();
+        let schema = T::json_schema(&mut generator);
+        let mut documented: Vec<String> = schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+            .expect("a body's schema has properties")
+            .keys()
+            .cloned()
+            .collect();
+        let mut read: Vec<String> = T::MEMBERS.iter().map(|m| (*m).to_owned()).collect();
+        documented.sort_unstable();
+        read.sort_unstable();
+        (documented, read)
+    }
+
+    #[test]
+    fn every_body_schema_names_the_members_its_reader_takes() {
+        for (documented, read) in [
+            documented_and_read::<replays::ReplayIn>(),
+            documented_and_read::<approvals::DecisionIn>(),
+            documented_and_read::<catalog::EventTypeIn>(),
+        ] {
+            assert_eq!(documented, read);
+        }
+    }
 
     #[tokio::test]
     async fn a_handler_that_panics_is_answered_500_and_the_next_request_is_served() {

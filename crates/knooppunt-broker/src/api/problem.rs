@@ -10,9 +10,11 @@ use serde::Serialize;
 pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
 
 /// One invalid part of a request: where (`name`, e.g. `sink` or `filters[0].exact`) and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct InvalidParam {
+    #[schemars(example = &"sink")]
     pub name: String,
+    #[schemars(example = &"is required: the absolute http(s) URL to deliver to")]
     pub reason: String,
 }
 
@@ -170,22 +172,40 @@ impl ApiError {
     }
 }
 
+/// The invalid events of a refused publish: per event (`index` in the batch, none for a
+/// single event) its violations.
+#[derive(schemars::JsonSchema)]
+#[schemars(rename = "InvalidEvent")]
+#[allow(dead_code)]
+pub(crate) struct InvalidEventSchema {
+    index: Option<usize>,
+    violations: Vec<crate::ingest::ViolationSchema>,
+}
+
 /// The problem details body.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "Problem details (RFC 9457).")]
 pub(crate) struct Problem<'a> {
+    /// A URN naming the kind of problem.
     #[serde(rename = "type")]
+    #[schemars(example = &"urn:knooppunt:problem:invalid-input")]
     pub(crate) kind: String,
+    #[schemars(example = &"Invalid input")]
     pub(crate) title: &'a str,
+    #[schemars(example = 400)]
     pub(crate) status: u16,
+    #[schemars(example = &"the subscription has 1 problem; see invalidParams")]
     pub(crate) detail: String,
+    /// For invalid input: every problem found, by location.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub(crate) invalid_params: &'a [InvalidParam],
-    /// For invalid events: the violations with their rule and specification section.
+    /// For invalid events: per event (`index` in the batch, null for a single event) the
+    /// violations, each with its rule and the section of the specification.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Vec<InvalidEventSchema>>")]
     pub(crate) errors: Option<serde_json::Value>,
-    /// For a stream position past retention: the oldest position from which nothing is
-    /// missing.
+    /// For 410 of the event stream: the oldest cursor from which nothing is missing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) oldest_cursor: Option<String>,
 }

@@ -48,7 +48,7 @@ struct EventOut {
 /// One subscription's receipt of an event.
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(rename = "Receipt")]
+#[schemars(rename = "DeliveryReceipt")]
 struct ReceiptOut {
     subscription: String,
     /// The subscription's owner (also once the subscription is deleted).
@@ -60,7 +60,7 @@ struct ReceiptOut {
 /// What a subscription took: an event, when, and what it was while it is retained.
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(rename = "Taken")]
+#[schemars(rename = "SubscriptionReceipt")]
 struct TakenOut {
     sequence: u64,
     #[schemars(extend("format" = "date-time"))]

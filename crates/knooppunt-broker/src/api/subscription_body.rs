@@ -12,8 +12,10 @@ use knooppunt_store::{
     ClientCertificate, ConfigDefaults, HttpSettings, Protocol, Sink, SinkCredential, Status,
     Subscription, SubscriptionConfig, Transfer,
 };
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 use super::problem::InvalidParam;
 
@@ -688,65 +690,118 @@ use knooppunt_store::now_ms;
 /// A subscription as the API shows it (Subscriptions API section 3.2.1, with the hub's
 /// read-only members): secrets are write-only (a sink's query values and password, header
 /// values, a client certificate's key read as `********`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    rename = "Subscription",
+    description = "A subscription (CloudEvents Subscriptions API section 3.2.1) as the hub shows it."
+)]
 pub(crate) struct SubscriptionOut {
+    /// Assigned by the hub.
+    #[schemars(example = &"0193a5b2-7c1d-7e3f-8a9b-0c1d2e3f4a5b")]
     pub(crate) id: String,
+    /// The principal that created the subscription.
     pub(crate) owner: String,
+    /// Where events are delivered (query values and a password read as `********`); for a
+    /// pull subscription the hub's receive URL of the subscription.
+    #[schemars(extend("format" = "uri"), example = &"https://gemeente.example.nl/events")]
     pub(crate) sink: String,
+    /// The delivery protocol; only HTTP is delivered.
+    #[schemars(extend("enum" = ["HTTP"]))]
     pub(crate) protocol: &'static str,
+    /// Only events with exactly this `source`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "uri-reference"))]
     pub(crate) source: Option<String>,
+    /// Only events whose `type` is one of these. Left out: any type; an empty list: no type.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) types: Option<Vec<String>>,
+    /// Filters that must all match.
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<FilterSchema>")]
     pub(crate) filters: Vec<Value>,
     /// None for a pull subscription: it sends no requests.
     #[serde(rename = "protocolsettings", skip_serializing_if = "Option::is_none")]
     pub(crate) protocol_settings: Option<ProtocolSettingsOut>,
     #[serde(rename = "clientcertificate", skip_serializing_if = "Option::is_none")]
     pub(crate) client_certificate: Option<ClientCertificateOut>,
+    #[schemars(schema_with = "config_reference")]
     pub(crate) config: BTreeMap<String, String>,
+    /// `active`: deliveries flow. `pending`: the sink has not consented yet (validation
+    /// handshake); matching events are queued, not delivered. `disabled`: the sink answered
+    /// 410 Gone (nothing is delivered or queued, what was pending became dead letters), or
+    /// the stored filters break the hub's limits (see disabledReason). `suspended`: its
+    /// owner principal is disabled: nothing is routed to it, delivered, received or read
+    /// until an admin enables the principal again (see suspendedReason).
+    #[schemars(extend("enum" = ["active", "pending", "disabled", "suspended"]))]
     pub(crate) state: &'static str,
+    /// While pending: why the handshake did not make it active.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) validation_problem: Option<String>,
+    /// While active: how the sink's consent was established.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["handshake", "callback", "agreement"]))]
     pub(crate) validated_by: Option<&'static str>,
+    /// While disabled: why. The sink answered 410 Gone (replace the subscription with
+    /// another sink), or its stored filters break the hub's filter limits (replacing it
+    /// with filters within the limits brings it back, through the validation handshake).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) disabled_reason: Option<String>,
+    /// While suspended: why (its owner principal is disabled).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) suspended_reason: Option<String>,
+    /// The last delivery attempt since the hub started.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) last_delivery: Option<LastDeliveryOut>,
+    /// Present when the subscription's filters ran out of their evaluation budget on some
+    /// event since the hub started: that event was not routed to it. Simplify the filters
+    /// (fewer string functions over large attributes, prefixes instead of LIKE) or ask the
+    /// operator about filters.max_evaluation_cost.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) filter_budget: Option<FilterBudgetOut>,
+    /// Its approvals for approval-required event types its filters can match: it receives
+    /// their events only when `granted`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) approvals: Vec<super::approvals::GrantOut>,
-    /// The signing secret, in the answer that makes the subscription only.
+    /// The secret deliveries are signed with (Standard Webhooks `v1`: HMAC-SHA256 over
+    /// `webhook-id.webhook-timestamp.body`), in the answer that creates the subscription
+    /// only; rotate it with POST /subscriptions/{id}/signing-secret.
     #[serde(rename = "signingsecret", skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^whsec_"))]
     pub(crate) signing_secret: Option<String>,
 }
 
 /// The requests a push subscription's deliveries are: their method and header names.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "DeliverySettings")]
 pub(crate) struct ProtocolSettingsOut {
+    /// The headers added to every delivery; their values read as `********`.
     headers: BTreeMap<String, &'static str>,
+    #[schemars(extend("enum" = ["POST", "PUT", "PATCH"]))]
     method: String,
 }
 
 /// A client certificate without its private key.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "PresentedCertificate")]
 pub(crate) struct ClientCertificateOut {
+    /// The certificate, then any intermediates (PEM).
     certificate: String,
+    /// Always `********`: the key is write-only.
     privatekey: &'static str,
 }
 
 /// What happened at the subscription's last delivery attempt on this hub.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "LastDelivery")]
 pub(crate) struct LastDeliveryOut {
+    #[schemars(extend("format" = "date-time"))]
     time: String,
+    /// The event's sequence number.
     sequence: u64,
+    /// `test`: a test delivery (`POST …/test`).
+    #[schemars(extend("enum" = ["delivered", "retry", "deadLetter", "test"]))]
     outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     status_code: Option<u16>,
@@ -755,11 +810,223 @@ pub(crate) struct LastDeliveryOut {
 }
 
 /// How often the subscription's filters ran out of their evaluation budget.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "FilterBudget")]
 pub(crate) struct FilterBudgetOut {
+    /// How many evaluations ran out of budget.
     pub(crate) exceeded: u64,
+    #[schemars(extend("format" = "date-time"))]
     pub(crate) last_exceeded_time: String,
+}
+
+/// A reference to the `config` schema, which the document makes from the hub's defaults.
+fn config_reference(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"$ref": "#/components/schemas/Config"})
+}
+
+/// The `config` keys, with this hub's defaults.
+pub(crate) fn config_schema(defaults: &ConfigDefaults) -> Value {
+    let properties: Map<String, Value> = knooppunt_store::CONFIG_KEYS
+        .iter()
+        .map(|key| {
+            (
+                key.name.to_owned(),
+                serde_json::json!({"type": "string", "default": defaults.get(key.name), "description": key.description}),
+            )
+        })
+        .collect();
+    serde_json::json!({
+        "type": "object",
+        "description": "Delivery settings, every value a string. Unknown keys and bad values are refused \
+                        with 400 naming the key; on read every default is filled in.",
+        "additionalProperties": false,
+        "properties": properties
+    })
+}
+
+/// One filter expression (Subscriptions API section 3.2.4).
+pub(crate) struct FilterSchema;
+
+impl JsonSchema for FilterSchema {
+    fn schema_name() -> Cow<'static, str> {
+        "Filter".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "description": format!(
+                "One filter expression of the CloudEvents Subscriptions API: an object with \
+                 exactly one member naming its dialect ({}). `exact`, `prefix` and `suffix` map \
+                 attribute names to string values; `all` and `any` hold arrays of filters; `not` \
+                 holds one filter; `sql` holds a CESQL 1.0 expression.",
+                knooppunt_filter::DIALECTS.join(", ")
+            ),
+            "minProperties": 1,
+            "maxProperties": 1,
+            "additionalProperties": true,
+            "example": {"prefix": {"type": "nl.brp."}}
+        })
+    }
+}
+
+/// What a client sends to make or replace a subscription: the members [`read`] takes
+/// ([`MEMBERS`]).
+pub(crate) struct SubscriptionRequest;
+
+impl JsonSchema for SubscriptionRequest {
+    fn schema_name() -> Cow<'static, str> {
+        "SubscriptionRequest".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "description": "A subscription as a client sends it (Subscriptions API section 3.2.1). The read-only \
+                            members of an answer may be sent back; they are ignored.",
+            "required": ["protocol"],
+            "properties": {
+                "id": {"type": "string", "description": "Ignored on create; on a replacement it must equal the path's."},
+                "sink": {"type": "string", "format": "uri", "example": "https://gemeente.example.nl/events",
+                         "description": "Required for a push subscription; a pull subscription (`config.delivery` `pull`) \
+                                         leaves it out. Absolute https URL events are delivered to (the hub checks its \
+                                         certificate). A plain http URL is accepted only for a sink on the hub's own \
+                                         machine, or on a hub configured to allow it for testing. Its host must not be (or \
+                                         resolve to) a loopback, private, link-local or other reserved address unless the \
+                                         hub's operator allows that network; this is checked again on every connection. \
+                                         Query values and a password are write-only: they read as `********`, and a \
+                                         replacement that sends them back so keeps the stored ones."},
+                "protocol": {"type": "string", "enum": ["HTTP"], "description": "The delivery protocol; only HTTP is delivered."},
+                "source": {"type": "string", "format": "uri-reference", "description": "Only events with exactly this `source`."},
+                "types": {"type": "array", "items": {"type": "string", "minLength": 1},
+                          "description": "Only events whose `type` is one of these. Left out: any type; an empty list: no \
+                                          type (kept as sent)."},
+                "filters": {"type": "array", "items": generator.subschema_for::<FilterSchema>(),
+                            "description": "Filters that must all match."},
+                "protocolsettings": generator.subschema_for::<HttpSettingsIn>(),
+                "sinkcredential": generator.subschema_for::<SinkCredentialIn>(),
+                "clientcertificate": generator.subschema_for::<ClientCertificateIn>(),
+                "config": {"$ref": "#/components/schemas/Config"}
+            }
+        })
+    }
+}
+
+/// A push subscription's HTTP settings as a client sends them.
+struct HttpSettingsIn;
+
+impl JsonSchema for HttpSettingsIn {
+    fn schema_name() -> Cow<'static, str> {
+        "HttpSettings".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "description": "HTTP delivery settings.",
+            "additionalProperties": false,
+            "properties": {
+                "headers": {"type": "object", "additionalProperties": {"type": "string"},
+                            "description": "Headers added to every delivery. Their values are write-only: they read as \
+                                            `********`, and a replacement that sends `********` back keeps the stored value."},
+                "method": {"type": "string", "enum": ["POST", "PUT", "PATCH"], "default": "POST"}
+            }
+        })
+    }
+}
+
+/// How the hub authenticates at the sink, as a client sends it (never shown).
+struct SinkCredentialIn;
+
+impl JsonSchema for SinkCredentialIn {
+    fn schema_name() -> Cow<'static, str> {
+        "SinkCredential".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "How the hub authenticates at the sink (Subscriptions API 3.2.3, and CLIENTCREDENTIALS). \
+                            Write-only: never returned. ACCESSTOKEN is sent as `Authorization: Bearer <accesstoken>` \
+                            until `accesstokenexpiresutc`; after it, nothing is sent and the events become dead letters \
+                            saying so. PLAIN is sent as HTTP Basic. REFRESHTOKEN is not supported.",
+            "oneOf": [
+                {
+                    "type": "object",
+                    "title": "ACCESSTOKEN",
+                    "writeOnly": true,
+                    "additionalProperties": false,
+                    "required": ["credentialtype", "accesstoken", "accesstokentype", "accesstokenexpiresutc"],
+                    "properties": {
+                        "credentialtype": {"type": "string", "enum": ["ACCESSTOKEN"]},
+                        "accesstoken": {"type": "string", "minLength": 1},
+                        "accesstokentype": {"type": "string", "pattern": "^[Bb][Ee][Aa][Rr][Ee][Rr]$",
+                                            "description": "`bearer` (any case): the token is sent as a bearer token (RFC 6750)."},
+                        "accesstokenexpiresutc": {"type": "string", "format": "date-time",
+                                                  "description": "When the token expires; must be in the future."}
+                    }
+                },
+                {
+                    "type": "object",
+                    "title": "CLIENTCREDENTIALS",
+                    "writeOnly": true,
+                    "additionalProperties": false,
+                    "description": "OAuth 2.0 client credentials (RFC 6749 section 4.4): the hub fetches an access token \
+                                    from `tokenurl` (HTTP Basic with the id and secret, presenting the subscription's \
+                                    client certificate if it has one), keeps it until shortly before it expires, fetches a \
+                                    new one when the sink answers 401, and sends it as `Authorization: Bearer`. `tokenurl` \
+                                    follows the rules of `sink` (https; the same address checks).",
+                    "required": ["credentialtype", "tokenurl", "clientid", "clientsecret"],
+                    "properties": {
+                        "credentialtype": {"type": "string", "enum": ["CLIENTCREDENTIALS"]},
+                        "tokenurl": {"type": "string", "format": "uri"},
+                        "clientid": {"type": "string", "minLength": 1},
+                        "clientsecret": {"type": "string", "minLength": 1},
+                        "scope": {"type": "string", "minLength": 1, "description": "Space-separated scopes to ask for."}
+                    }
+                },
+                {
+                    "type": "object",
+                    "title": "PLAIN",
+                    "writeOnly": true,
+                    "additionalProperties": false,
+                    "required": ["credentialtype", "identifier", "secret"],
+                    "properties": {
+                        "credentialtype": {"type": "string", "enum": ["PLAIN"]},
+                        "identifier": {"type": "string", "minLength": 1},
+                        "secret": {"type": "string", "minLength": 1}
+                    }
+                }
+            ]
+        })
+    }
+}
+
+/// The client certificate the hub presents to the sink, as a client sends it.
+struct ClientCertificateIn;
+
+impl JsonSchema for ClientCertificateIn {
+    fn schema_name() -> Cow<'static, str> {
+        "ClientCertificate".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "description": "The client certificate the hub presents to the sink (mutual TLS, e.g. PKIoverheid), in \
+                            the handshake, the deliveries and the token requests of CLIENTCREDENTIALS. Both PEM. \
+                            `privatekey` is write-only: it reads as `********`, and a replacement that sends \
+                            `********` back with the same certificate keeps it.",
+            "additionalProperties": false,
+            "required": ["certificate", "privatekey"],
+            "properties": {
+                "certificate": {"type": "string", "description": "The certificate, then any intermediates (PEM).",
+                                "minLength": 1, "maxLength": 65536},
+                "privatekey": {"type": "string", "description": "Its private key (PEM, PKCS#8, PKCS#1 or SEC1).",
+                               "maxLength": 65536}
+            }
+        })
+    }
 }
 
 /// A subscription as the API shows it, with its last delivery; the service's read-only
@@ -813,5 +1080,27 @@ pub(crate) fn representation(
         filter_budget: None,
         approvals: Vec::new(),
         signing_secret: None,
+    }
+}
+
+#[cfg(test)]
+mod schema_tests {
+    use super::*;
+
+    #[test]
+    fn the_request_schema_has_the_members_read_takes() {
+        let mut generator = SchemaGenerator::default();
+        let schema = SubscriptionRequest::json_schema(&mut generator);
+        let mut documented: Vec<&str> = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .expect("properties")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut read = MEMBERS.to_vec();
+        documented.sort_unstable();
+        read.sort_unstable();
+        assert_eq!(documented, read);
     }
 }

@@ -14,12 +14,15 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::auth::{Caller, Role};
-use super::document::{BAD_REQUEST, Document, NOT_FOUND, Operation, UNAUTHORIZED, path_parameter};
+use super::document::{
+    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, header,
+    link_header, page_parameters, path_parameter,
+};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::request::RequestAudit;
 use super::subscription_body::{
-    self, FilterBudgetOut, SubscriptionInput, SubscriptionOut, representation,
+    self, FilterBudgetOut, SubscriptionInput, SubscriptionOut, SubscriptionRequest, representation,
 };
 use super::{BASE_PATH, JsonBody, base_url};
 use crate::app::AppState;
@@ -550,8 +553,131 @@ pub(crate) async fn signing_keys(State(state): State<Arc<AppState>>) -> Response
     Json(SigningKeysOut { keys }).into_response()
 }
 
+/// The subscriptions' operations.
+pub(crate) fn describe(doc: &mut Document) {
+    const TAG: &str = "subscriptions";
+    /// Creating or replacing a subscription: also refused past the principal's quotas.
+    const FORBIDDEN_OR_QUOTA: Refusal = (
+        "403",
+        "The principal lacks the role or the type prefix needed, or the change would take it \
+         past its quota of subscriptions or of filter bytes (the detail says which).",
+    );
+    const TOO_LARGE: Refusal = ("413", "The body is too large.");
+    const NOT_JSON: Refusal = ("415", "The body is not application/json.");
+    let subscription = doc.schema::<SubscriptionOut>();
+    let request = doc.schema::<SubscriptionRequest>();
+    let none = json!([]);
+    let allow = |methods: &str| {
+        let mut allow = header("The methods this resource supports.");
+        allow["schema"]["example"] = json!(methods);
+        allow
+    };
+    let options = |id: &str, methods: &str, refusals: &[Refusal]| {
+        Operation::new(id, TAG, "Discover the methods this resource supports.")
+            .answer("200", "The methods are in the `Allow` header.", None)
+            .header("200", "Allow", allow(methods))
+            .refusals(refusals)
+    };
+    let list = Operation::new(
+        "listSubscriptions",
+        TAG,
+        "List the subscriptions visible to the principal (its own; all for an admin), in \
+         creation order.",
+    )
+    .parameters(page_parameters(
+        "subscriptions",
+        "The id of the last subscription",
+        None,
+    ))
+    .answer(
+        "200",
+        "A page of subscriptions. A `Link` header with rel=\"next\" points to the next page.",
+        Some(doc.list_of::<SubscriptionOut>()),
+    )
+    .header("200", "Link", link_header())
+    .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN]);
+    doc.add("/subscriptions", "get", &none, list);
+    let create = Operation::new(
+        "createSubscription",
+        TAG,
+        "Create a subscription; the hub assigns the id and fills in the defaults.",
+    )
+    .body(request.clone())
+    .answer("201", "Created.", Some(subscription.clone()))
+    .header("201", "Location", header("The new subscription's URL."))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        FORBIDDEN_OR_QUOTA,
+        TOO_LARGE,
+        NOT_JSON,
+    ]);
+    doc.add("/subscriptions", "post", &none, create);
+    doc.add(
+        "/subscriptions",
+        "options",
+        &none,
+        options(
+            "getSubscriptionsFeatures",
+            COLLECTION_ALLOW,
+            &[UNAUTHORIZED, FORBIDDEN],
+        ),
+    );
+    let id = json!([path_parameter(
+        "id",
+        "The id the hub assigned to the subscription."
+    )]);
+    let read = Operation::new(
+        "getSubscription",
+        TAG,
+        "Read a subscription (the sink credential is never returned).",
+    )
+    .answer("200", "The subscription.", Some(subscription.clone()))
+    .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND]);
+    doc.add("/subscriptions/{id}", "get", &id, read);
+    let replace = Operation::new(
+        "updateSubscription",
+        TAG,
+        "Replace a subscription; an `id` in the body must equal the path's.",
+    )
+    .body(request)
+    .answer(
+        "200",
+        "The subscription as stored.",
+        Some(subscription.clone()),
+    )
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        FORBIDDEN_OR_QUOTA,
+        NOT_FOUND,
+        TOO_LARGE,
+        NOT_JSON,
+    ]);
+    doc.add("/subscriptions/{id}", "put", &id, replace);
+    let delete = Operation::new(
+        "deleteSubscription",
+        TAG,
+        "Delete a subscription; returns it as it was.",
+    )
+    .answer("200", "Deleted.", Some(subscription))
+    .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND]);
+    doc.add("/subscriptions/{id}", "delete", &id, delete);
+    doc.add(
+        "/subscriptions/{id}",
+        "options",
+        &id,
+        options(
+            "getSubscriptionFeatures",
+            ITEM_ALLOW,
+            &[UNAUTHORIZED, FORBIDDEN, NOT_FOUND],
+        ),
+    );
+    describe_signing(doc);
+}
+
 /// The signing operations: rotating a subscription's secret, and the hub's public keys.
-pub(crate) fn describe_signing(doc: &mut Document) {
+fn describe_signing(doc: &mut Document) {
     let rotate = Operation::new(
         "rotateSigningSecret",
         "subscriptions",
