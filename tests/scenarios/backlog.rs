@@ -3,11 +3,11 @@
 //! notices; past the hub's limit, or below its floor of free disk, publishers get 503 with
 //! Retry-After; and nothing acknowledged is lost either way.
 
+use knooppunt_store::EventLog;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use knooppunt_broker::BacklogOptions;
-use knooppunt_store::Store;
 use knooppunt_tests::sink::{Reply, Sink};
 use knooppunt_tests::{Answer, SmallDisk, TestHub, test_options, tokens};
 use reqwest::Method;

@@ -1,6 +1,7 @@
 //! Bulkheads: what one hostile or broken tenant can do to the hub and to other tenants.
 //! Each scenario starts the real hub on 127.0.0.1 and attacks it as a client would.
 
+use knooppunt_store::Records;
 use std::time::Duration;
 
 use knooppunt_filter::Limits;
@@ -718,7 +719,6 @@ async fn secrets_in_the_sink_and_headers_are_write_only_and_survive_a_round_trip
 
 #[tokio::test]
 async fn a_stored_config_this_hub_cannot_read_disables_its_subscription_at_start_up() {
-    use knooppunt_store::Store;
     let hub = TestHub::start().await;
     let mut stored = knooppunt_store_conformance::subscription("bad-config");
     stored.owner = "kvk".into();

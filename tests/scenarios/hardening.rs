@@ -3,6 +3,7 @@
 //! poison event, held connection slots, a full disk, IPv6 address forms that hide a
 //! reserved IPv4 address, and secrets in error messages.
 
+use knooppunt_store::EventLog;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -358,7 +359,6 @@ async fn data_nested_past_the_limit_is_refused_in_every_content_mode() {
 
 #[tokio::test]
 async fn a_poison_event_already_stored_becomes_a_dead_letter_and_the_queue_goes_on() {
-    use knooppunt_store::Store;
     let hub = TestHub::start().await;
     let sink = Sink::start().await;
     let id = subscribe(
@@ -949,7 +949,7 @@ async fn cbor_extension_types_reach_a_cbor_subscriber_as_they_were_published() {
         .await;
     assert_eq!(list.body.as_array().unwrap().len(), 2);
     let event =
-        knooppunt_store::Store::event(&hub.store, published.body["sequence"].as_u64().unwrap())
+        knooppunt_store::EventLog::event(&hub.store, published.body["sequence"].as_u64().unwrap())
             .await
             .unwrap()
             .unwrap();

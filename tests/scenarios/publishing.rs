@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use knooppunt_broker::{IngestCounters, IngestOptions};
 use knooppunt_event::ProfileLevel;
-use knooppunt_store::{Inspect, Store};
+use knooppunt_store::{EventLog, Inspect, Store};
 use knooppunt_tests::{Answer, TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -530,77 +530,90 @@ impl GatedStore {
     }
 }
 
-impl Store for GatedStore {
+impl knooppunt_store::Records for GatedStore {
     fn insert_subscription<'a>(
         &'a self,
         s: &'a knooppunt_store::Subscription,
     ) -> knooppunt_store::StoreFuture<'a, ()> {
         self.inner.insert_subscription(s)
     }
+
     fn update_subscription<'a>(
         &'a self,
         s: &'a knooppunt_store::Subscription,
     ) -> knooppunt_store::StoreFuture<'a, bool> {
         self.inner.update_subscription(s)
     }
+
     fn delete_subscription<'a>(
         &'a self,
         id: &'a str,
     ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::Subscription>> {
         self.inner.delete_subscription(id)
     }
+
     fn subscription<'a>(
         &'a self,
         id: &'a str,
     ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::Subscription>> {
         self.inner.subscription(id)
     }
+
     fn subscriptions(
         &self,
     ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Subscription>> {
         self.inner.subscriptions()
     }
+
     fn insert_principal<'a>(
         &'a self,
         p: &'a knooppunt_store::StoredPrincipal,
     ) -> knooppunt_store::StoreFuture<'a, ()> {
         self.inner.insert_principal(p)
     }
+
     fn update_principal<'a>(
         &'a self,
         p: &'a knooppunt_store::StoredPrincipal,
     ) -> knooppunt_store::StoreFuture<'a, bool> {
         self.inner.update_principal(p)
     }
+
     fn delete_principal<'a>(&'a self, name: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
         self.inner.delete_principal(name)
     }
+
     fn insert_catalog_entry<'a>(
         &'a self,
         entry: &'a knooppunt_store::CatalogEntry,
     ) -> knooppunt_store::StoreFuture<'a, ()> {
         self.inner.insert_catalog_entry(entry)
     }
+
     fn update_catalog_entry<'a>(
         &'a self,
         entry: &'a knooppunt_store::CatalogEntry,
     ) -> knooppunt_store::StoreFuture<'a, bool> {
         self.inner.update_catalog_entry(entry)
     }
+
     fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
         self.inner.delete_catalog_entry(id)
     }
+
     fn catalog_entries(
         &self,
     ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::CatalogEntry>> {
         self.inner.catalog_entries()
     }
+
     fn put_grant<'a>(
         &'a self,
         grant: &'a knooppunt_store::Grant,
     ) -> knooppunt_store::StoreFuture<'a, ()> {
         self.inner.put_grant(grant)
     }
+
     fn delete_grant<'a>(
         &'a self,
         entry: &'a str,
@@ -608,14 +621,61 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'a, bool> {
         self.inner.delete_grant(entry, subscription)
     }
+
     fn grants(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Grant>> {
         self.inner.grants()
     }
+
     fn principals(
         &self,
     ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::StoredPrincipal>> {
         self.inner.principals()
     }
+
+    fn former_owner<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, Option<String>> {
+        self.inner.former_owner(id)
+    }
+
+    fn put_replay<'a>(
+        &'a self,
+        replay: &'a knooppunt_store::Replay,
+        expected: Option<u64>,
+    ) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.put_replay(replay, expected)
+    }
+
+    fn replays(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Replay>> {
+        self.inner.replays()
+    }
+
+    fn delete_replay<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.delete_replay(id)
+    }
+
+    fn put_session<'a>(
+        &'a self,
+        session: &'a knooppunt_store::Session,
+    ) -> knooppunt_store::StoreFuture<'a, ()> {
+        self.inner.put_session(session)
+    }
+
+    fn session<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::Session>> {
+        self.inner.session(id)
+    }
+
+    fn delete_session<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
+        self.inner.delete_session(id)
+    }
+
+    fn sweep_sessions(&self, now: u64, idle: u64) -> knooppunt_store::StoreFuture<'_, u64> {
+        self.inner.sweep_sessions(now, idle)
+    }
+}
+
+impl knooppunt_store::EventLog for GatedStore {
     fn append_events(
         &self,
         events: Vec<knooppunt_store::NewEvent>,
@@ -627,6 +687,7 @@ impl Store for GatedStore {
             self.inner.append_events(events, now, window).await
         })
     }
+
     fn event(
         &self,
         seq: u64,
@@ -634,6 +695,7 @@ impl Store for GatedStore {
     {
         self.inner.event(seq)
     }
+
     fn sweep(
         &self,
         now: u64,
@@ -642,6 +704,45 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'_, knooppunt_store::Swept> {
         self.inner.sweep(now, retention, window)
     }
+
+    fn receipts_of_event(
+        &self,
+        seq: u64,
+    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Receipt>> {
+        self.inner.receipts_of_event(seq)
+    }
+
+    fn receipts_of_subscription<'a>(
+        &'a self,
+        s: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> knooppunt_store::StoreFuture<'a, (Vec<knooppunt_store::Receipt>, Option<String>)> {
+        self.inner.receipts_of_subscription(s, after, limit)
+    }
+
+    fn sweep_receipts(&self, before_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
+        self.inner.sweep_receipts(before_ms)
+    }
+
+    fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> knooppunt_store::StoreFuture<'_, Vec<std::sync::Arc<knooppunt_store::StoredEvent>>> {
+        self.inner.events_after(after, limit)
+    }
+
+    fn swept_through(&self) -> knooppunt_store::StoreFuture<'_, u64> {
+        self.inner.swept_through()
+    }
+
+    fn seq_before(&self, at_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
+        self.inner.seq_before(at_ms)
+    }
+}
+
+impl knooppunt_store::DeliveryQueue for GatedStore {
     fn lease<'a>(
         &'a self,
         s: &'a str,
@@ -652,6 +753,7 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::Delivery>> {
         self.inner.lease(s, now, lease, limit, ordered)
     }
+
     fn next_due<'a>(
         &'a self,
         s: &'a str,
@@ -659,52 +761,14 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'a, Option<u64>> {
         self.inner.next_due(s, ordered)
     }
+
     fn record(
         &self,
         changes: Vec<knooppunt_store::DeliveryChange>,
     ) -> knooppunt_store::StoreFuture<'_, ()> {
         self.inner.record(changes)
     }
-    fn append_audit(
-        &self,
-        records: Vec<knooppunt_store::AuditRecord>,
-    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::AuditEntry>> {
-        self.inner.append_audit(records)
-    }
-    fn audit_entries(
-        &self,
-        range: knooppunt_store::AuditRange,
-    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::AuditEntry>> {
-        self.inner.audit_entries(range)
-    }
 
-    fn former_owner<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, Option<String>> {
-        self.inner.former_owner(id)
-    }
-
-    fn audit_last(&self) -> knooppunt_store::StoreFuture<'_, Option<knooppunt_store::AuditEntry>> {
-        self.inner.audit_last()
-    }
-    fn sweep_audit(&self, before_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
-        self.inner.sweep_audit(before_ms)
-    }
-    fn receipts_of_event(
-        &self,
-        seq: u64,
-    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Receipt>> {
-        self.inner.receipts_of_event(seq)
-    }
-    fn receipts_of_subscription<'a>(
-        &'a self,
-        s: &'a str,
-        after: Option<&'a str>,
-        limit: usize,
-    ) -> knooppunt_store::StoreFuture<'a, (Vec<knooppunt_store::Receipt>, Option<String>)> {
-        self.inner.receipts_of_subscription(s, after, limit)
-    }
-    fn sweep_receipts(&self, before_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
-        self.inner.sweep_receipts(before_ms)
-    }
     fn renew<'a>(
         &'a self,
         s: &'a str,
@@ -714,6 +778,7 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'a, bool> {
         self.inner.renew(s, seq, lease, until_ms)
     }
+
     fn release<'a>(
         &'a self,
         s: &'a str,
@@ -721,69 +786,7 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'a, u64> {
         self.inner.release(s, leases)
     }
-    fn events_after(
-        &self,
-        after: u64,
-        limit: usize,
-    ) -> knooppunt_store::StoreFuture<'_, Vec<std::sync::Arc<knooppunt_store::StoredEvent>>> {
-        self.inner.events_after(after, limit)
-    }
-    fn put_replay<'a>(
-        &'a self,
-        replay: &'a knooppunt_store::Replay,
-        expected: Option<u64>,
-    ) -> knooppunt_store::StoreFuture<'a, bool> {
-        self.inner.put_replay(replay, expected)
-    }
-    fn replays(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Replay>> {
-        self.inner.replays()
-    }
-    fn delete_replay<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
-        self.inner.delete_replay(id)
-    }
-    fn put_session<'a>(
-        &'a self,
-        session: &'a knooppunt_store::Session,
-    ) -> knooppunt_store::StoreFuture<'a, ()> {
-        self.inner.put_session(session)
-    }
-    fn session<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::Session>> {
-        self.inner.session(id)
-    }
-    fn delete_session<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
-        self.inner.delete_session(id)
-    }
-    fn sweep_sessions(&self, now: u64, idle: u64) -> knooppunt_store::StoreFuture<'_, u64> {
-        self.inner.sweep_sessions(now, idle)
-    }
-    fn hubs_alive<'a>(
-        &'a self,
-        hub: &'a str,
-        alive_ms: u64,
-    ) -> knooppunt_store::StoreFuture<'a, Vec<String>> {
-        self.inner.hubs_alive(hub, alive_ms)
-    }
-    fn hub_leaves<'a>(&'a self, hub: &'a str) -> knooppunt_store::StoreFuture<'a, ()> {
-        self.inner.hub_leaves(hub)
-    }
-    fn pause_sink<'a>(&'a self, sink: &'a str, until: u64) -> knooppunt_store::StoreFuture<'a, ()> {
-        self.inner.pause_sink(sink, until)
-    }
-    fn sinks_paused(&self, now: u64) -> knooppunt_store::StoreFuture<'_, Vec<(String, u64)>> {
-        self.inner.sinks_paused(now)
-    }
-    fn disk_usage(&self) -> knooppunt_store::StoreFuture<'_, knooppunt_store::DiskUsage> {
-        self.inner.disk_usage()
-    }
-    fn swept_through(&self) -> knooppunt_store::StoreFuture<'_, u64> {
-        self.inner.swept_through()
-    }
-    fn seq_before(&self, at_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
-        self.inner.seq_before(at_ms)
-    }
+
     fn pending_seqs<'a>(
         &'a self,
         s: &'a str,
@@ -792,6 +795,7 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'a, Vec<u64>> {
         self.inner.pending_seqs(s, after, limit)
     }
+
     fn dead_letters<'a>(
         &'a self,
         s: &'a str,
@@ -800,6 +804,7 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'a, Vec<knooppunt_store::DeadLetter>> {
         self.inner.dead_letters(s, after, limit)
     }
+
     fn sweep_dead_letters(
         &self,
         before_ms: u64,
@@ -807,6 +812,7 @@ impl Store for GatedStore {
     ) -> knooppunt_store::StoreFuture<'_, Vec<(String, u64)>> {
         self.inner.sweep_dead_letters(before_ms, limit)
     }
+
     fn queue_stats(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::QueueStats>> {
         Box::pin(async move {
             if self.hold_stats.load(std::sync::atomic::Ordering::SeqCst) {
@@ -817,21 +823,76 @@ impl Store for GatedStore {
             self.inner.queue_stats().await
         })
     }
+
     fn queue_stats_of<'a>(
         &'a self,
         subscription: &'a str,
     ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::QueueStats>> {
         self.inner.queue_stats_of(subscription)
     }
-    fn check(&self) -> knooppunt_store::StoreFuture<'_, ()> {
-        self.inner.check()
-    }
+
     fn dead_letter<'a>(
         &'a self,
         s: &'a str,
         seq: u64,
     ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::DeadLetter>> {
         self.inner.dead_letter(s, seq)
+    }
+}
+
+impl knooppunt_store::AuditLog for GatedStore {
+    fn append_audit(
+        &self,
+        records: Vec<knooppunt_store::AuditRecord>,
+    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::AuditEntry>> {
+        self.inner.append_audit(records)
+    }
+
+    fn audit_entries(
+        &self,
+        range: knooppunt_store::AuditRange,
+    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::AuditEntry>> {
+        self.inner.audit_entries(range)
+    }
+
+    fn audit_last(&self) -> knooppunt_store::StoreFuture<'_, Option<knooppunt_store::AuditEntry>> {
+        self.inner.audit_last()
+    }
+
+    fn sweep_audit(&self, before_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
+        self.inner.sweep_audit(before_ms)
+    }
+}
+
+impl knooppunt_store::Cluster for GatedStore {
+    fn hubs_alive<'a>(
+        &'a self,
+        hub: &'a str,
+        alive_ms: u64,
+    ) -> knooppunt_store::StoreFuture<'a, Vec<String>> {
+        self.inner.hubs_alive(hub, alive_ms)
+    }
+
+    fn hub_leaves<'a>(&'a self, hub: &'a str) -> knooppunt_store::StoreFuture<'a, ()> {
+        self.inner.hub_leaves(hub)
+    }
+
+    fn pause_sink<'a>(&'a self, sink: &'a str, until: u64) -> knooppunt_store::StoreFuture<'a, ()> {
+        self.inner.pause_sink(sink, until)
+    }
+
+    fn sinks_paused(&self, now: u64) -> knooppunt_store::StoreFuture<'_, Vec<(String, u64)>> {
+        self.inner.sinks_paused(now)
+    }
+}
+
+impl Store for GatedStore {
+    fn disk_usage(&self) -> knooppunt_store::StoreFuture<'_, knooppunt_store::DiskUsage> {
+        self.inner.disk_usage()
+    }
+
+    fn check(&self) -> knooppunt_store::StoreFuture<'_, ()> {
+        self.inner.check()
     }
 }
 

@@ -2,6 +2,7 @@
 //! a receive that waits wakes up when an event arrives. (The delivery guarantees, on both
 //! backends and the real binary, are in `crates/knooppunt/tests/pull.rs`.)
 
+use knooppunt_store::Records;
 use std::time::{Duration, Instant};
 
 use knooppunt_tests::sink::{Consent, Sink};
@@ -367,7 +368,6 @@ async fn a_cursor_past_retention_answers_410_with_the_oldest_cursor() {
 
 #[tokio::test]
 async fn replays_are_bounded_per_hub_and_kept_per_subscription() {
-    use knooppunt_store::Store as _;
     let mut options = knooppunt_tests::test_options();
     options.replays = knooppunt_broker::ReplayOptions {
         max_running: 1,

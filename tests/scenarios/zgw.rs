@@ -2,6 +2,7 @@
 //! (HS256, client_id, iat), the API's problem shapes and `API-version`, and kanalen kept as
 //! catalog entries of the hub.
 
+use knooppunt_store::Records;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -1064,7 +1065,6 @@ fn options_with_keys(keys: &[(&str, &str)]) -> knooppunt_broker::HubOptions {
 /// clear, never shown), its tokens accepted, and the sealing key rotated at a restart.
 #[tokio::test]
 async fn zgw_clients_are_set_over_the_principals_api_with_sealed_secrets() {
-    use knooppunt_store::Store as _;
     const SECRET: &str = "gemeente-zgw-geheim";
     let (k1, k2) = (key(1), key(2));
     let hub = TestHub::start_with_options(options_with_keys(&[("k1", &k1)])).await;

@@ -2,9 +2,9 @@
 //! own position, an opaque cursor) and replays (a window of them queued once more).
 //!
 //! Which events are a subscription's is decided now, not when they were accepted: the
-//! retained events in acceptance order ([`Store::events_after`]) that its filters match and
+//! retained events in acceptance order ([`EventLog::events_after`]) that its filters match and
 //! its grants admit as they are now. A position older than what the retention sweep kept
-//! ([`Store::swept_through`]) is refused with the oldest one still complete, so a consumer
+//! ([`EventLog::swept_through`]) is refused with the oldest one still complete, so a consumer
 //! knows it missed events.
 
 use std::sync::Arc;

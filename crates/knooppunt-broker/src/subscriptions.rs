@@ -917,7 +917,7 @@ impl Subscriptions {
     }
 
     /// Waits until every other hub alive on the store applied the changes made so far, so
-    /// that each cut what they take away ([`Store::hub_applied`]): at most until a hub that
+    /// that each cut what they take away ([`Cluster::hub_applied`]): at most until a hub that
     /// stays silent is forgotten, and a second more. Names the hubs still behind then (none
     /// on a store only one hub writes).
     pub(crate) async fn wait_for_other_hubs(&self) -> Result<Vec<String>, StoreError> {
@@ -1137,11 +1137,13 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use knooppunt_store::DeliveryQueue;
+    use knooppunt_store::Records;
     use std::collections::BTreeSet;
 
     use knooppunt_delivery::Gone;
     use knooppunt_event::ReceivedEvent;
-    use knooppunt_store::{Inspect, Store, StoreError, Subscription, SubscriptionState};
+    use knooppunt_store::{Inspect, StoreError, Subscription, SubscriptionState};
 
     use super::QuotaExceeded;
 

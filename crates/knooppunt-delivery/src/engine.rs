@@ -416,7 +416,7 @@ impl Deliverer {
             }
         }
         // The others take this hub's share at once, not after its silence.
-        if let Err(error) = self.inner.store().hub_leaves(self.inner.hub()).await {
+        if let Err(error) = self.inner.cluster().hub_leaves(self.inner.hub()).await {
             tracing::warn!(%error, "Telling the store this hub stops failed.");
         }
     }
@@ -425,7 +425,7 @@ impl Deliverer {
 /// Says this hub is alive and updates its share.
 pub(crate) async fn say_alive(inner: &Inner) {
     let alive_ms = SILENT_FOR.as_millis() as u64;
-    match inner.store().hubs_alive(inner.hub(), alive_ms).await {
+    match inner.cluster().hubs_alive(inner.hub(), alive_ms).await {
         Ok(alive) => {
             let share = Share::of(&alive, inner.hub());
             if inner.take_share(share) {
@@ -443,7 +443,7 @@ pub(crate) async fn say_alive(inner: &Inner) {
 
 /// Keeps to the pauses sinks asked the other hubs for (missed notices included).
 pub(crate) async fn hear_pauses(inner: &Inner) {
-    match inner.store().sinks_paused(now_ms()).await {
+    match inner.cluster().sinks_paused(now_ms()).await {
         Ok(paused) => {
             for (sink, until_ms) in paused {
                 inner.pause_told(&sink, until_ms);

@@ -148,7 +148,7 @@ impl Deliverer {
         let deadline = tokio::time::Instant::now() + wait.min(MAX_WAIT);
         let wake = self.watch(&subscription.id);
         let mut closing = self.closing();
-        let store = &self.inner.store();
+        let store = &self.inner.queue();
         let cut = self.inner.cut_of(&subscription.id);
         loop {
             let notified = wake.notified();
@@ -262,7 +262,7 @@ impl Deliverer {
     ) -> Result<Vec<Result<(), TokenProblem>>, StoreError> {
         let config = subscription.delivery_config();
         let id = subscription.id.as_str();
-        let store = &self.inner.store();
+        let store = &self.inner.queue();
         let now = now_ms();
         let until = now + config.lock_duration.as_millis() as u64;
         let mut results = Vec::with_capacity(tokens.len());
@@ -354,7 +354,7 @@ impl Deliverer {
     async fn why_not_held(&self, subscription: &str, seq: u64) -> Result<TokenProblem, StoreError> {
         let pending = self
             .inner
-            .store()
+            .queue()
             .pending_seqs(subscription, seq.checked_sub(1), 1)
             .await?;
         Ok(if pending.first() == Some(&seq) {
@@ -374,7 +374,7 @@ impl Deliverer {
 /// Records a change whose lease may have been taken meanwhile (then the other holder's
 /// result counts).
 async fn record_once(deliverer: &Deliverer, change: DeliveryChange) -> Result<(), StoreError> {
-    match deliverer.inner.store().record(vec![change]).await {
+    match deliverer.inner.queue().record(vec![change]).await {
         Ok(()) | Err(StoreError::StaleLease { .. }) => Ok(()),
         Err(error) => Err(error),
     }

@@ -2,13 +2,13 @@
 //! together they keep to the subscription's `max_in_flight` and to the rate its sink granted
 //! (`WebHook-Allowed-Rate`), not each of them on its own; and a pause a sink asked one of
 //! them for (`Retry-After`) holds for all, told through the store at once
-//! ([`Store::pause_sink`]) and read back every second. Each hub says it is alive through
-//! the store every second ([`Store::hubs_alive`]) and learns which hubs are; by its place
+//! ([`Cluster::pause_sink`]) and read back every second. Each hub says it is alive through
+//! the store every second ([`Cluster::hubs_alive`]) and learns which hubs are; by its place
 //! among them it takes its share ([`Share`]). A hub that stops says so; one that is killed
 //! is forgotten after [`SILENT_FOR`], and the others take its share.
 //!
-//! [`Store::hubs_alive`]: knooppunt_store::Store::hubs_alive
-//! [`Store::pause_sink`]: knooppunt_store::Store::pause_sink
+//! [`Cluster::hubs_alive`]: knooppunt_store::Cluster::hubs_alive
+//! [`Cluster::pause_sink`]: knooppunt_store::Cluster::pause_sink
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::HeaderValue;
-use knooppunt_store::{Store, Subscription, Verdict, now_ms};
+use knooppunt_store::{Cluster, DeliveryQueue, Store, Subscription, Verdict, now_ms};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -131,7 +131,10 @@ pub const RECENT_ATTEMPTS: usize = 50;
 /// The state of the delivery engine that its parts share. Its fields are its own: the
 /// parts read and change it through the methods below.
 pub(crate) struct Inner {
-    store: Arc<dyn Store>,
+    /// What delivery needs of the store: its queue (and the events it holds)...
+    queue: Arc<dyn DeliveryQueue>,
+    /// ...and the hubs sharing it.
+    cluster: Arc<dyn Cluster>,
     connections: Connections,
     /// Access tokens of subscriptions with client credentials.
     tokens: crate::sink::credentials::Tokens,
@@ -203,7 +206,8 @@ impl Inner {
         hub: String,
     ) -> Inner {
         Inner {
-            store,
+            queue: Arc::clone(&store) as Arc<dyn DeliveryQueue>,
+            cluster: store,
             connections,
             tokens: Default::default(),
             origin,
@@ -222,8 +226,14 @@ impl Inner {
         }
     }
 
-    pub(crate) fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+    /// The store's delivery queue.
+    pub(crate) fn queue(&self) -> &Arc<dyn DeliveryQueue> {
+        &self.queue
+    }
+
+    /// The hubs sharing the store.
+    pub(crate) fn cluster(&self) -> &Arc<dyn Cluster> {
+        &self.cluster
     }
 
     pub(crate) fn connections(&self) -> &Connections {

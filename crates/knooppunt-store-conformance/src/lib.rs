@@ -153,15 +153,38 @@ pub fn seqs(appended: &[Appended]) -> Vec<u64> {
         .collect()
 }
 
-/// Runs every check, each on a fresh store.
+/// Runs every check, each on a fresh store, part by part of [`Store`].
 pub async fn run(backend: &mut impl Backend) {
+    records(backend).await;
+    event_log(backend).await;
+    delivery_queue(backend).await;
+    audit_log(backend).await;
+    cluster(backend).await;
+}
+
+/// [`knooppunt_store::Records`]: every kind of record is kept, replaced and deleted.
+pub async fn records(backend: &mut impl Backend) {
     subscriptions_are_kept(backend).await;
     principals_are_kept(backend).await;
     catalog_entries_are_kept(backend).await;
     grants_are_kept(backend).await;
-    the_audit_trail_is_one_durable_chain(backend).await;
+    replays_are_kept_and_their_events_queued_again(backend).await;
+    sessions_are_kept_replaced_and_swept(backend).await;
+    deleting_a_subscription_drops_its_queue(backend).await;
+    keys_are_listed_in_the_order_of_their_bytes(backend).await;
+}
+
+/// [`knooppunt_store::EventLog`]: events appended once, read in order, receipts, the sweep.
+pub async fn event_log(backend: &mut impl Backend) {
     events_are_appended_with_their_deliveries(backend).await;
     duplicates_are_reported_not_stored(backend).await;
+    events_are_read_in_order_after_a_position(backend).await;
+    receipts_say_who_received_what(backend).await;
+    the_sweep_removes_only_finished_events(backend).await;
+}
+
+/// [`knooppunt_store::DeliveryQueue`]: leases, results, dead letters, withdrawals.
+pub async fn delivery_queue(backend: &mut impl Backend) {
     leases_follow_the_ordering(backend).await;
     results_are_recorded_and_survive_a_reopen(backend).await;
     push_results_count_as_recorded(backend).await;
@@ -171,19 +194,21 @@ pub async fn run(backend: &mut impl Backend) {
     leases_held_are_counted(backend).await;
     consumer_leases_count_across_a_reopen(backend).await;
     backlogs_are_measured_in_bytes(backend).await;
-    events_are_read_in_order_after_a_position(backend).await;
-    replays_are_kept_and_their_events_queued_again(backend).await;
-    sessions_are_kept_replaced_and_swept(backend).await;
-    hubs_alive_are_listed_until_silent_or_gone(backend).await;
-    sink_pauses_hold_the_longest_until_they_end(backend).await;
     unordered_leases_skip_deliveries_waiting_for_a_retry(backend).await;
     dead_letters_are_redelivered_deleted_and_retired(backend).await;
     dead_letters_past_retention_are_swept(backend).await;
     chosen_deliveries_are_withdrawn(backend).await;
-    receipts_say_who_received_what(backend).await;
-    the_sweep_removes_only_finished_events(backend).await;
-    deleting_a_subscription_drops_its_queue(backend).await;
-    keys_are_listed_in_the_order_of_their_bytes(backend).await;
+}
+
+/// [`knooppunt_store::AuditLog`]: one durable hash chain.
+pub async fn audit_log(backend: &mut impl Backend) {
+    the_audit_trail_is_one_durable_chain(backend).await;
+}
+
+/// [`knooppunt_store::Cluster`]: hubs alive, and sinks' pauses.
+pub async fn cluster(backend: &mut impl Backend) {
+    hubs_alive_are_listed_until_silent_or_gone(backend).await;
+    sink_pauses_hold_the_longest_until_they_end(backend).await;
 }
 
 /// Leases the one delivery of event `seq` (the subscription's earliest due) at `now`.

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use knooppunt_store::Store;
+use knooppunt_store::Records;
 use knooppunt_store_conformance::subscription;
 use knooppunt_store_embedded::EmbeddedStore;
 

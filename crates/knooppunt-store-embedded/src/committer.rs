@@ -11,7 +11,7 @@
 //! no thread hand-off besides its answer. Retention sweeps run on the committer too, so that
 //! every change to the log's files happens on one thread.
 //!
-//! A group of push delivery results only (`Store::record_results`) is answered once
+//! A group of push delivery results only (`DeliveryQueue::record_results`) is answered once
 //! written, without its own `fdatasync`: it reaches the disk with the next sync — the next
 //! group with an event or another change, or [`RESULTS_SYNC_INTERVAL`] after the first
 //! unsynced group (busy or idle), whichever comes first. A result lost in a crash of the

@@ -97,10 +97,10 @@ struct Inner {
     audit_writer: Mutex<()>,
     /// Files delivery receipts off the delivery path.
     receipts: receipts::Writer,
-    /// The hubs said alive, with when ([`Store::hubs_alive`]); in memory, as only one
+    /// The hubs said alive, with when ([`Cluster::hubs_alive`]); in memory, as only one
     /// process opens the store.
     hubs: Mutex<std::collections::BTreeMap<String, std::time::Instant>>,
-    /// The sinks paused ([`Store::pause_sink`]), until when; in memory like the hubs.
+    /// The sinks paused ([`Cluster::pause_sink`]), until when; in memory like the hubs.
     sink_pauses: Mutex<BTreeMap<String, u64>>,
 }
 
@@ -343,7 +343,7 @@ impl EmbeddedStore {
         Ok(true)
     }
 
-    /// The sinks paused, until when ([`Store::pause_sink`]); a poisoned lock still holds
+    /// The sinks paused, until when ([`Cluster::pause_sink`]); a poisoned lock still holds
     /// them (each change leaves the map whole).
     fn sink_pauses(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, u64>> {
         self.inner
@@ -361,7 +361,7 @@ impl EmbeddedStore {
         }
     }
 
-    /// [`Store::record`], or [`Store::record_results`] when not `durable`.
+    /// [`DeliveryQueue::record`], or [`DeliveryQueue::record_results`] when not `durable`.
     fn record_with(&self, changes: Vec<DeliveryChange>, durable: bool) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let taken = self.take_results(&changes)?;
@@ -448,7 +448,7 @@ async fn answered<T>(answer: Answer<T>) -> Result<T, StoreError> {
         .map_err(|_| StoreError::Unavailable("the store's committer stopped".into()))?
 }
 
-impl Store for EmbeddedStore {
+impl knooppunt_store::Records for EmbeddedStore {
     fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             self.writable()?;
@@ -729,45 +729,6 @@ impl Store for EmbeddedStore {
         Box::pin(self.remove_committed(&self.inner.trees.sessions, id.as_bytes()))
     }
 
-    fn hubs_alive<'a>(&'a self, hub: &'a str, alive_ms: u64) -> StoreFuture<'a, Vec<String>> {
-        Box::pin(async move {
-            let now = std::time::Instant::now();
-            let mut hubs = self.inner.hubs.lock().unwrap_or_else(|p| p.into_inner());
-            hubs.insert(hub.to_owned(), now);
-            let alive = std::time::Duration::from_millis(alive_ms);
-            hubs.retain(|_, seen| now.duration_since(*seen) <= alive);
-            Ok(hubs.keys().cloned().collect())
-        })
-    }
-
-    fn hub_leaves<'a>(&'a self, hub: &'a str) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let mut hubs = self.inner.hubs.lock().unwrap_or_else(|p| p.into_inner());
-            hubs.remove(hub);
-            Ok(())
-        })
-    }
-
-    fn pause_sink<'a>(&'a self, sink: &'a str, until_ms: u64) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let mut pauses = self.sink_pauses();
-            let until = pauses.entry(sink.to_owned()).or_insert(until_ms);
-            *until = (*until).max(until_ms);
-            Ok(())
-        })
-    }
-
-    fn sinks_paused(&self, now_ms: u64) -> StoreFuture<'_, Vec<(String, u64)>> {
-        Box::pin(async move {
-            let mut pauses = self.sink_pauses();
-            pauses.retain(|_, until| *until > now_ms);
-            Ok(pauses
-                .iter()
-                .map(|(sink, until)| (sink.clone(), *until))
-                .collect())
-        })
-    }
-
     fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             self.writable()?;
@@ -808,89 +769,6 @@ impl Store for EmbeddedStore {
         Box::pin(self.remove_committed(&self.inner.trees.grants, grant_key(entry, subscription)))
     }
 
-    fn append_audit(&self, records: Vec<AuditRecord>) -> StoreFuture<'_, Vec<AuditEntry>> {
-        Box::pin(async move {
-            self.writable()?;
-            let entries = {
-                let _writer = self.inner.audit_writer.lock().expect("audit lock");
-                let tree = &self.inner.trees.audit;
-                let (mut seq, mut prev) = match tree.last().map_err(backend)? {
-                    Some((_, bytes)) => {
-                        let last = decode_audit(&bytes)?;
-                        (last.seq, last.hash)
-                    }
-                    None => (0, knooppunt_store::GENESIS.to_owned()),
-                };
-                let mut entries = Vec::with_capacity(records.len());
-                let mut batch = sled::Batch::default();
-                for record in records {
-                    seq += 1;
-                    let entry = AuditEntry::seal(seq, record, &prev);
-                    prev.clone_from(&entry.hash);
-                    batch.insert(
-                        &seq.to_be_bytes(),
-                        serde_json::to_vec(&entry).expect("entries always serialise"),
-                    );
-                    entries.push(entry);
-                }
-                tree.apply_batch(batch).map_err(backend)?;
-                entries
-            };
-            self.commit().await?;
-            Ok(entries)
-        })
-    }
-
-    fn audit_entries(&self, range: AuditRange) -> StoreFuture<'_, Vec<AuditEntry>> {
-        Box::pin(async move {
-            let start = range.after.map_or(0, |after| after.saturating_add(1));
-            self.inner
-                .trees
-                .audit
-                .range(start.to_be_bytes()..)
-                .values()
-                .take(range.limit)
-                .map(|bytes| decode_audit(&bytes.map_err(backend)?))
-                .collect()
-        })
-    }
-
-    fn audit_last(&self) -> StoreFuture<'_, Option<AuditEntry>> {
-        Box::pin(async move {
-            match self.inner.trees.audit.last().map_err(backend)? {
-                Some((_, bytes)) => decode_audit(&bytes).map(Some),
-                None => Ok(None),
-            }
-        })
-    }
-
-    fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64> {
-        Box::pin(async move {
-            self.writable()?;
-            let mut removed = 0;
-            {
-                let _writer = self.inner.audit_writer.lock().expect("audit lock");
-                let tree = &self.inner.trees.audit;
-                // The newest entry stays, whatever its age: it carries the chain on.
-                let last = tree.last().map_err(backend)?.map(|(key, _)| key);
-                for item in tree.iter() {
-                    let (key, bytes) = item.map_err(backend)?;
-                    if Some(&key) == last.as_ref()
-                        || decode_audit(&bytes)?.record.start_time >= before_ms
-                    {
-                        break;
-                    }
-                    tree.remove(key).map_err(backend)?;
-                    removed += 1;
-                }
-            }
-            if removed > 0 {
-                self.commit().await?;
-            }
-            Ok(removed)
-        })
-    }
-
     fn grants(&self) -> StoreFuture<'_, Vec<Grant>> {
         Box::pin(async move {
             self.inner
@@ -926,7 +804,9 @@ impl Store for EmbeddedStore {
                 .collect()
         })
     }
+}
 
+impl knooppunt_store::EventLog for EmbeddedStore {
     fn append_events(
         &self,
         events: Vec<NewEvent>,
@@ -994,24 +874,6 @@ impl Store for EmbeddedStore {
         })
     }
 
-    fn disk_usage(&self) -> StoreFuture<'_, DiskUsage> {
-        Box::pin(async move {
-            let events_dir = &self.inner.log_dir;
-            let mut event_bytes = 0;
-            for entry in std::fs::read_dir(events_dir).map_err(|e| {
-                StoreError::Backend(format!("cannot list {}: {e}", events_dir.display()))
-            })? {
-                event_bytes += entry.and_then(|e| e.metadata()).map_or(0, |m| m.len());
-            }
-            let records = self.inner.trees.db.size_on_disk().map_err(backend)?;
-            Ok(DiskUsage {
-                total_bytes: event_bytes + records,
-                event_bytes,
-                free_bytes: fs2::available_space(events_dir).ok(),
-            })
-        })
-    }
-
     fn swept_through(&self) -> StoreFuture<'_, u64> {
         Box::pin(async move { Ok(self.inner.queues.read().expect("queues lock").swept_through) })
     }
@@ -1023,6 +885,43 @@ impl Store for EmbeddedStore {
         })
     }
 
+    fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>> {
+        Box::pin(async move { receipts::of_event(&self.inner.trees.receipts, seq) })
+    }
+
+    fn receipts_of_subscription<'a>(
+        &'a self,
+        subscription: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> StoreFuture<'a, (Vec<Receipt>, Option<String>)> {
+        Box::pin(async move {
+            receipts::of_subscription(&self.inner.trees.received, subscription, after, limit)
+        })
+    }
+
+    fn sweep_receipts(&self, before_ms: u64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let trees = &self.inner.trees;
+            receipts::sweep(&trees.receipts, &trees.received, before_ms)
+        })
+    }
+
+    fn sweep(
+        &self,
+        now_ms: u64,
+        retention_ms: u64,
+        dedupe_window_ms: u64,
+    ) -> StoreFuture<'_, Swept> {
+        Box::pin(answered(self.inner.log.sweep(
+            now_ms,
+            retention_ms,
+            dedupe_window_ms,
+        )))
+    }
+}
+
+impl knooppunt_store::DeliveryQueue for EmbeddedStore {
     fn lease<'a>(
         &'a self,
         subscription: &'a str,
@@ -1095,28 +994,6 @@ impl Store for EmbeddedStore {
 
     fn record_results(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
         self.record_with(changes, false)
-    }
-
-    fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>> {
-        Box::pin(async move { receipts::of_event(&self.inner.trees.receipts, seq) })
-    }
-
-    fn receipts_of_subscription<'a>(
-        &'a self,
-        subscription: &'a str,
-        after: Option<&'a str>,
-        limit: usize,
-    ) -> StoreFuture<'a, (Vec<Receipt>, Option<String>)> {
-        Box::pin(async move {
-            receipts::of_subscription(&self.inner.trees.received, subscription, after, limit)
-        })
-    }
-
-    fn sweep_receipts(&self, before_ms: u64) -> StoreFuture<'_, u64> {
-        Box::pin(async move {
-            let trees = &self.inner.trees;
-            receipts::sweep(&trees.receipts, &trees.received, before_ms)
-        })
     }
 
     fn pending_seqs<'a>(
@@ -1235,6 +1112,152 @@ impl Store for EmbeddedStore {
             Ok(queues.stats_of(subscription))
         })
     }
+}
+
+impl knooppunt_store::AuditLog for EmbeddedStore {
+    fn append_audit(&self, records: Vec<AuditRecord>) -> StoreFuture<'_, Vec<AuditEntry>> {
+        Box::pin(async move {
+            self.writable()?;
+            let entries = {
+                let _writer = self.inner.audit_writer.lock().expect("audit lock");
+                let tree = &self.inner.trees.audit;
+                let (mut seq, mut prev) = match tree.last().map_err(backend)? {
+                    Some((_, bytes)) => {
+                        let last = decode_audit(&bytes)?;
+                        (last.seq, last.hash)
+                    }
+                    None => (0, knooppunt_store::GENESIS.to_owned()),
+                };
+                let mut entries = Vec::with_capacity(records.len());
+                let mut batch = sled::Batch::default();
+                for record in records {
+                    seq += 1;
+                    let entry = AuditEntry::seal(seq, record, &prev);
+                    prev.clone_from(&entry.hash);
+                    batch.insert(
+                        &seq.to_be_bytes(),
+                        serde_json::to_vec(&entry).expect("entries always serialise"),
+                    );
+                    entries.push(entry);
+                }
+                tree.apply_batch(batch).map_err(backend)?;
+                entries
+            };
+            self.commit().await?;
+            Ok(entries)
+        })
+    }
+
+    fn audit_entries(&self, range: AuditRange) -> StoreFuture<'_, Vec<AuditEntry>> {
+        Box::pin(async move {
+            let start = range.after.map_or(0, |after| after.saturating_add(1));
+            self.inner
+                .trees
+                .audit
+                .range(start.to_be_bytes()..)
+                .values()
+                .take(range.limit)
+                .map(|bytes| decode_audit(&bytes.map_err(backend)?))
+                .collect()
+        })
+    }
+
+    fn audit_last(&self) -> StoreFuture<'_, Option<AuditEntry>> {
+        Box::pin(async move {
+            match self.inner.trees.audit.last().map_err(backend)? {
+                Some((_, bytes)) => decode_audit(&bytes).map(Some),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            self.writable()?;
+            let mut removed = 0;
+            {
+                let _writer = self.inner.audit_writer.lock().expect("audit lock");
+                let tree = &self.inner.trees.audit;
+                // The newest entry stays, whatever its age: it carries the chain on.
+                let last = tree.last().map_err(backend)?.map(|(key, _)| key);
+                for item in tree.iter() {
+                    let (key, bytes) = item.map_err(backend)?;
+                    if Some(&key) == last.as_ref()
+                        || decode_audit(&bytes)?.record.start_time >= before_ms
+                    {
+                        break;
+                    }
+                    tree.remove(key).map_err(backend)?;
+                    removed += 1;
+                }
+            }
+            if removed > 0 {
+                self.commit().await?;
+            }
+            Ok(removed)
+        })
+    }
+}
+
+impl knooppunt_store::Cluster for EmbeddedStore {
+    fn hubs_alive<'a>(&'a self, hub: &'a str, alive_ms: u64) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let now = std::time::Instant::now();
+            let mut hubs = self.inner.hubs.lock().unwrap_or_else(|p| p.into_inner());
+            hubs.insert(hub.to_owned(), now);
+            let alive = std::time::Duration::from_millis(alive_ms);
+            hubs.retain(|_, seen| now.duration_since(*seen) <= alive);
+            Ok(hubs.keys().cloned().collect())
+        })
+    }
+
+    fn hub_leaves<'a>(&'a self, hub: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut hubs = self.inner.hubs.lock().unwrap_or_else(|p| p.into_inner());
+            hubs.remove(hub);
+            Ok(())
+        })
+    }
+
+    fn pause_sink<'a>(&'a self, sink: &'a str, until_ms: u64) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut pauses = self.sink_pauses();
+            let until = pauses.entry(sink.to_owned()).or_insert(until_ms);
+            *until = (*until).max(until_ms);
+            Ok(())
+        })
+    }
+
+    fn sinks_paused(&self, now_ms: u64) -> StoreFuture<'_, Vec<(String, u64)>> {
+        Box::pin(async move {
+            let mut pauses = self.sink_pauses();
+            pauses.retain(|_, until| *until > now_ms);
+            Ok(pauses
+                .iter()
+                .map(|(sink, until)| (sink.clone(), *until))
+                .collect())
+        })
+    }
+}
+
+impl Store for EmbeddedStore {
+    fn disk_usage(&self) -> StoreFuture<'_, DiskUsage> {
+        Box::pin(async move {
+            let events_dir = &self.inner.log_dir;
+            let mut event_bytes = 0;
+            for entry in std::fs::read_dir(events_dir).map_err(|e| {
+                StoreError::Backend(format!("cannot list {}: {e}", events_dir.display()))
+            })? {
+                event_bytes += entry.and_then(|e| e.metadata()).map_or(0, |m| m.len());
+            }
+            let records = self.inner.trees.db.size_on_disk().map_err(backend)?;
+            Ok(DiskUsage {
+                total_bytes: event_bytes + records,
+                event_bytes,
+                free_bytes: fs2::available_space(events_dir).ok(),
+            })
+        })
+    }
 
     fn check(&self) -> StoreFuture<'_, ()> {
         Box::pin(async move {
@@ -1249,19 +1272,6 @@ impl Store for EmbeddedStore {
                 .map(drop)
                 .map_err(backend)
         })
-    }
-
-    fn sweep(
-        &self,
-        now_ms: u64,
-        retention_ms: u64,
-        dedupe_window_ms: u64,
-    ) -> StoreFuture<'_, Swept> {
-        Box::pin(answered(self.inner.log.sweep(
-            now_ms,
-            retention_ms,
-            dedupe_window_ms,
-        )))
     }
 }
 

@@ -1,3 +1,6 @@
+use knooppunt_store::DeliveryQueue;
+use knooppunt_store::EventLog;
+use knooppunt_store::Records;
 use std::sync::atomic::Ordering as AtomicOrdering;
 
 use super::*;

@@ -18,7 +18,7 @@
 //!   sequence; `record` checks it under the row lock and refuses a stale one. A lease held
 //!   by a killed hub runs out and the delivery is leased again by another.
 //! - **Subscription changes** bump a version in the same transaction, which other hubs poll
-//!   ([`Store::subscriptions_version`]) to reload their registries.
+//!   ([`Cluster::subscriptions_version`]) to reload their registries.
 //!
 //! Every write returns after `COMMIT`, which PostgreSQL makes durable (with its default
 //! `synchronous_commit = on`).
@@ -92,7 +92,7 @@ struct Inner {
     events: EventCache,
     /// For the listener's own connection.
     url: String,
-    /// The listener tasks of [`Store::watch`], ended with the store.
+    /// The listener tasks of [`Cluster::watch`], ended with the store.
     listeners: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -222,7 +222,7 @@ impl PgStore {
         }
     }
 
-    /// [`Store::record`], or [`Store::record_results`] when not `durable`.
+    /// [`DeliveryQueue::record`], or [`DeliveryQueue::record_results`] when not `durable`.
     fn record_with(&self, changes: Vec<DeliveryChange>, durable: bool) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let mut withdrawn: Vec<String> = changes
@@ -510,7 +510,7 @@ const DELIVERY_COLUMNS: &str = "subscription, seq, attempts, next_attempt_at, fi
 const DEAD_LETTER_COLUMNS: &str = "subscription, seq, attempts, first_attempt_at, \
     last_attempt_at, last_status, last_error, reason, dead_at";
 
-impl Store for PgStore {
+impl knooppunt_store::Records for PgStore {
     fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             let sql = format!(
@@ -806,118 +806,6 @@ impl Store for PgStore {
         })
     }
 
-    fn hubs_alive<'a>(&'a self, hub: &'a str, alive_ms: u64) -> StoreFuture<'a, Vec<String>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            // One round trip: said alive, the silent forgotten, the rest listed (the
-            // statements of one query string see each other's changes).
-            let rows = client
-                .query(
-                    "WITH said AS (
-                         INSERT INTO hubs (id, seen) VALUES ($1, clock_timestamp())
-                         ON CONFLICT (id) DO UPDATE SET seen = excluded.seen
-                         RETURNING id),
-                     forgotten AS (
-                         DELETE FROM hubs
-                          WHERE seen < clock_timestamp() - $2::bigint * interval '1 millisecond'
-                            AND id <> $1
-                         RETURNING id)
-                     SELECT id FROM hubs WHERE id NOT IN (SELECT id FROM forgotten)
-                     UNION SELECT id FROM said
-                     ORDER BY id",
-                    &[&hub, &(alive_ms as i64)],
-                )
-                .await
-                .map_err(backend)?;
-            Ok(rows.iter().map(|row| row.get(0)).collect())
-        })
-    }
-
-    fn hub_applied<'a>(&'a self, hub: &'a str, version: u64) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            client
-                .execute(
-                    "INSERT INTO hubs (id, seen, applied) VALUES ($1, clock_timestamp(), $2)
-                     ON CONFLICT (id) DO UPDATE
-                        SET applied = GREATEST(hubs.applied, excluded.applied)",
-                    &[&hub, &(version as i64)],
-                )
-                .await
-                .map_err(backend)?;
-            Ok(())
-        })
-    }
-
-    fn hubs_behind<'a>(
-        &'a self,
-        hub: &'a str,
-        version: u64,
-        alive_ms: u64,
-    ) -> StoreFuture<'a, Vec<String>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let rows = client
-                .query(
-                    "SELECT id FROM hubs
-                      WHERE id <> $1 AND applied < $2
-                        AND seen >= clock_timestamp() - $3::bigint * interval '1 millisecond'
-                      ORDER BY id",
-                    &[&hub, &(version as i64), &(alive_ms as i64)],
-                )
-                .await
-                .map_err(backend)?;
-            Ok(rows.iter().map(|row| row.get(0)).collect())
-        })
-    }
-
-    fn hub_leaves<'a>(&'a self, hub: &'a str) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            client
-                .execute("DELETE FROM hubs WHERE id = $1", &[&hub])
-                .await
-                .map_err(backend)?;
-            Ok(())
-        })
-    }
-
-    fn pause_sink<'a>(&'a self, sink: &'a str, until_ms: u64) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            // Kept and told to every hub in one statement (the notice goes at its commit),
-            // with the pause that holds: a shorter one never replaces a longer one.
-            client
-                .execute(
-                    "WITH kept AS (
-                         INSERT INTO sink_pauses (sink, until) VALUES ($1, $2)
-                         ON CONFLICT (sink)
-                         DO UPDATE SET until = GREATEST(sink_pauses.until, excluded.until)
-                         RETURNING until)
-                     SELECT pg_notify($3, 'p' || kept.until || E'\n' || $1) FROM kept",
-                    &[&sink, &(until_ms as i64), &notify::CHANNEL],
-                )
-                .await
-                .map_err(backend)?;
-            Ok(())
-        })
-    }
-
-    fn sinks_paused(&self, now_ms: u64) -> StoreFuture<'_, Vec<(String, u64)>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let rows = client
-                .query(
-                    "WITH ended AS (DELETE FROM sink_pauses WHERE until <= $1)
-                     SELECT sink, until FROM sink_pauses WHERE until > $1 ORDER BY sink",
-                    &[&(now_ms as i64)],
-                )
-                .await
-                .map_err(backend)?;
-            Ok(names_and_numbers(&rows))
-        })
-    }
-
     fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let client = self.client().await?;
@@ -955,101 +843,6 @@ impl Store for PgStore {
         })
     }
 
-    fn append_audit(&self, records: Vec<AuditRecord>) -> StoreFuture<'_, Vec<AuditEntry>> {
-        Box::pin(async move {
-            let mut client = self.client().await?;
-            let transaction = client.transaction().await.map_err(backend)?;
-            // The head row is the chain's lock: hubs append one after another.
-            let head = transaction
-                .query_one("SELECT seq, hash FROM audit_head FOR UPDATE", &[])
-                .await
-                .map_err(backend)?;
-            let (mut seq, mut prev) = (head.get::<_, i64>(0) as u64, head.get::<_, String>(1));
-            let mut entries = Vec::with_capacity(records.len());
-            let insert = transaction
-                .prepare("INSERT INTO audit (seq, start_time, entry) VALUES ($1, $2, $3)")
-                .await
-                .map_err(backend)?;
-            for record in records {
-                seq += 1;
-                let entry = AuditEntry::seal(seq, record, &prev);
-                prev.clone_from(&entry.hash);
-                let text = serde_json::to_string(&entry).expect("entries always serialise");
-                transaction
-                    .execute(
-                        &insert,
-                        &[&(seq as i64), &(entry.record.start_time as i64), &text],
-                    )
-                    .await
-                    .map_err(backend)?;
-                entries.push(entry);
-            }
-            transaction
-                .execute(
-                    "UPDATE audit_head SET seq = $1, hash = $2",
-                    &[&(seq as i64), &prev],
-                )
-                .await
-                .map_err(backend)?;
-            transaction.commit().await.map_err(backend)?;
-            Ok(entries)
-        })
-    }
-
-    fn audit_entries(&self, range: AuditRange) -> StoreFuture<'_, Vec<AuditEntry>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let after = range.after.map_or(0, |a| a as i64);
-            let rows = client
-                .query(
-                    "SELECT entry FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
-                    &[&after, &(range.limit as i64)],
-                )
-                .await
-                .map_err(backend)?;
-            rows.iter()
-                .map(|row| {
-                    serde_json::from_str(row.get::<_, &str>(0)).map_err(|error| {
-                        StoreError::Corrupt(format!("an audit entry is unreadable: {error}"))
-                    })
-                })
-                .collect()
-        })
-    }
-
-    fn audit_last(&self) -> StoreFuture<'_, Option<AuditEntry>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let row = client
-                .query_opt("SELECT entry FROM audit ORDER BY seq DESC LIMIT 1", &[])
-                .await
-                .map_err(backend)?;
-            row.map(|row| {
-                serde_json::from_str(row.get::<_, &str>(0)).map_err(|error| {
-                    StoreError::Corrupt(format!("an audit entry is unreadable: {error}"))
-                })
-            })
-            .transpose()
-        })
-    }
-
-    fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            // Only the oldest run of old entries, and never the newest entry: the trail stays
-            // one chain.
-            let removed = client
-                .execute(
-                    "DELETE FROM audit WHERE seq < COALESCE((SELECT min(seq) FROM audit \
-                       WHERE start_time >= $1), (SELECT max(seq) FROM audit))",
-                    &[&(before_ms.min(i64::MAX as u64) as i64)],
-                )
-                .await
-                .map_err(backend)?;
-            Ok(removed)
-        })
-    }
-
     fn grants(&self) -> StoreFuture<'_, Vec<Grant>> {
         Box::pin(async move {
             let client = self.client().await?;
@@ -1073,27 +866,9 @@ impl Store for PgStore {
             rows.iter().map(principals::from_row).collect()
         })
     }
+}
 
-    fn subscriptions_version(&self) -> StoreFuture<'_, u64> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let row = client
-                .query_one("SELECT subscriptions FROM versions", &[])
-                .await
-                .map_err(backend)?;
-            Ok(row.get::<_, i64>(0) as u64)
-        })
-    }
-
-    fn watch(&self, listener: knooppunt_store::ChangeListener) {
-        let task = tokio::spawn(notify::listen(self.inner.url.clone(), listener));
-        self.inner
-            .listeners
-            .lock()
-            .expect("listeners lock")
-            .push(task);
-    }
-
+impl knooppunt_store::EventLog for PgStore {
     fn append_events(
         &self,
         events: Vec<NewEvent>,
@@ -1171,25 +946,6 @@ impl Store for PgStore {
         })
     }
 
-    fn disk_usage(&self) -> StoreFuture<'_, DiskUsage> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let row = client
-                .query_one(
-                    "SELECT pg_database_size(current_database()), \
-                       pg_total_relation_size('events')",
-                    &[],
-                )
-                .await
-                .map_err(backend)?;
-            Ok(DiskUsage {
-                total_bytes: row.get::<_, i64>(0) as u64,
-                event_bytes: row.get::<_, i64>(1) as u64,
-                free_bytes: None,
-            })
-        })
-    }
-
     fn swept_through(&self) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let client = self.client().await?;
@@ -1217,6 +973,161 @@ impl Store for PgStore {
         })
     }
 
+    fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "SELECT seq, subscription, delivered_at FROM receipts WHERE seq = $1 \
+                     ORDER BY subscription COLLATE \"C\"",
+                    &[&(seq as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(rows.iter().map(receipt).collect())
+        })
+    }
+
+    fn receipts_of_subscription<'a>(
+        &'a self,
+        subscription: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> StoreFuture<'a, (Vec<Receipt>, Option<String>)> {
+        Box::pin(async move {
+            let (at, seq) = match after {
+                None => (-1, -1),
+                Some(cursor) => cursor
+                    .split_once('.')
+                    .and_then(|(a, s)| Some((a.parse::<i64>().ok()?, s.parse::<i64>().ok()?)))
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!("`{cursor}` is not a receipt cursor"))
+                    })?,
+            };
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "SELECT seq, subscription, delivered_at FROM receipts \
+                     WHERE subscription = $1 AND (delivered_at, seq) > ($2, $3) \
+                     ORDER BY delivered_at, seq LIMIT $4",
+                    &[&subscription, &at, &seq, &(limit as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            let receipts: Vec<Receipt> = rows.iter().map(receipt).collect();
+            let next = receipts
+                .last()
+                .filter(|_| receipts.len() == limit)
+                .map(|r| format!("{}.{}", r.delivered_at, r.seq));
+            Ok((receipts, next))
+        })
+    }
+
+    fn sweep_receipts(&self, before_ms: u64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            client
+                .execute(
+                    "DELETE FROM receipts WHERE delivered_at < $1",
+                    &[&(before_ms.min(i64::MAX as u64) as i64)],
+                )
+                .await
+                .map_err(backend)
+        })
+    }
+
+    fn sweep(
+        &self,
+        now_ms: u64,
+        retention_ms: u64,
+        dedupe_window_ms: u64,
+    ) -> StoreFuture<'_, Swept> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            // Every subscription that has deliveries or dead letters, one index probe each
+            // (a loose scan of the primary keys), with the oldest event it still needs.
+            let needed = |table: &str| {
+                format!(
+                    "WITH RECURSIVE subs AS ( \
+                       (SELECT subscription FROM {table} ORDER BY subscription LIMIT 1) \
+                       UNION ALL \
+                       SELECT (SELECT t.subscription FROM {table} t \
+                               WHERE t.subscription > subs.subscription \
+                               ORDER BY t.subscription LIMIT 1) \
+                       FROM subs WHERE subs.subscription IS NOT NULL) \
+                     SELECT subs.subscription, \
+                       (SELECT min(t.seq) FROM {table} t WHERE t.subscription = subs.subscription), \
+                       EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = subs.subscription) \
+                     FROM subs WHERE subs.subscription IS NOT NULL"
+                )
+            };
+            let mut oldest_needed: Option<i64> = None;
+            for table in ["deliveries", "dead_letters"] {
+                let rows = client.query(&needed(table), &[]).await.map_err(backend)?;
+                for row in rows {
+                    let subscription: String = row.get(0);
+                    if !row.get::<_, bool>(2) {
+                        // Queued by an append that raced the subscription's deletion.
+                        client
+                            .execute(
+                                &format!("DELETE FROM {table} WHERE subscription = $1"),
+                                &[&subscription],
+                            )
+                            .await
+                            .map_err(backend)?;
+                        continue;
+                    }
+                    let seq: i64 = row.get(1);
+                    oldest_needed = Some(oldest_needed.map_or(seq, |o| o.min(seq)));
+                }
+            }
+            // Events go once both the retention and the duplicate window have passed and no
+            // delivery or dead letter needs them or any later event (as the embedded store
+            // keeps whole segments); in slices, so that no statement holds many locks.
+            let cutoff = now_ms.saturating_sub(retention_ms.max(dedupe_window_ms)) as i64;
+            let below = oldest_needed.unwrap_or(i64::MAX);
+            let mut swept = Swept::default();
+            loop {
+                let row = client
+                    .query_one(
+                        "WITH gone AS (DELETE FROM events WHERE seq IN ( \
+                           SELECT seq FROM events WHERE seq < $2 AND accepted_at < $1 \
+                           ORDER BY seq LIMIT 5000) RETURNING seq), \
+                         noted AS (UPDATE swept SET through = GREATEST(through, \
+                           (SELECT max(seq) FROM gone)) WHERE EXISTS (SELECT 1 FROM gone)) \
+                         SELECT count(*) FROM gone",
+                        &[&cutoff, &below],
+                    )
+                    .await
+                    .map_err(backend)?;
+                let removed = row.get::<_, i64>(0) as u64;
+                swept.events += removed;
+                if removed < 5000 {
+                    break;
+                }
+            }
+            // Duplicate detection forgets identities past the window, in slices too.
+            let forget = now_ms.saturating_sub(dedupe_window_ms) as i64;
+            loop {
+                let forgotten = client
+                    .execute(
+                        "DELETE FROM identities WHERE ctid = ANY (ARRAY( \
+                           SELECT ctid FROM identities WHERE accepted_at < $1 LIMIT 5000))",
+                        &[&forget],
+                    )
+                    .await
+                    .map_err(backend)?;
+                swept.dedupe_entries += forgotten;
+                if forgotten < 5000 {
+                    break;
+                }
+            }
+            Ok(swept)
+        })
+    }
+}
+
+impl knooppunt_store::DeliveryQueue for PgStore {
     fn lease<'a>(
         &'a self,
         subscription: &'a str,
@@ -1403,69 +1314,6 @@ impl Store for PgStore {
         self.record_with(changes, false)
     }
 
-    fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let rows = client
-                .query(
-                    "SELECT seq, subscription, delivered_at FROM receipts WHERE seq = $1 \
-                     ORDER BY subscription COLLATE \"C\"",
-                    &[&(seq as i64)],
-                )
-                .await
-                .map_err(backend)?;
-            Ok(rows.iter().map(receipt).collect())
-        })
-    }
-
-    fn receipts_of_subscription<'a>(
-        &'a self,
-        subscription: &'a str,
-        after: Option<&'a str>,
-        limit: usize,
-    ) -> StoreFuture<'a, (Vec<Receipt>, Option<String>)> {
-        Box::pin(async move {
-            let (at, seq) = match after {
-                None => (-1, -1),
-                Some(cursor) => cursor
-                    .split_once('.')
-                    .and_then(|(a, s)| Some((a.parse::<i64>().ok()?, s.parse::<i64>().ok()?)))
-                    .ok_or_else(|| {
-                        StoreError::Corrupt(format!("`{cursor}` is not a receipt cursor"))
-                    })?,
-            };
-            let client = self.client().await?;
-            let rows = client
-                .query(
-                    "SELECT seq, subscription, delivered_at FROM receipts \
-                     WHERE subscription = $1 AND (delivered_at, seq) > ($2, $3) \
-                     ORDER BY delivered_at, seq LIMIT $4",
-                    &[&subscription, &at, &seq, &(limit as i64)],
-                )
-                .await
-                .map_err(backend)?;
-            let receipts: Vec<Receipt> = rows.iter().map(receipt).collect();
-            let next = receipts
-                .last()
-                .filter(|_| receipts.len() == limit)
-                .map(|r| format!("{}.{}", r.delivered_at, r.seq));
-            Ok((receipts, next))
-        })
-    }
-
-    fn sweep_receipts(&self, before_ms: u64) -> StoreFuture<'_, u64> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            client
-                .execute(
-                    "DELETE FROM receipts WHERE delivered_at < $1",
-                    &[&(before_ms.min(i64::MAX as u64) as i64)],
-                )
-                .await
-                .map_err(backend)
-        })
-    }
-
     fn sweep_dead_letters(
         &self,
         before_ms: u64,
@@ -1616,102 +1464,264 @@ impl Store for PgStore {
             }))
         })
     }
+}
+
+impl knooppunt_store::AuditLog for PgStore {
+    fn append_audit(&self, records: Vec<AuditRecord>) -> StoreFuture<'_, Vec<AuditEntry>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let transaction = client.transaction().await.map_err(backend)?;
+            // The head row is the chain's lock: hubs append one after another.
+            let head = transaction
+                .query_one("SELECT seq, hash FROM audit_head FOR UPDATE", &[])
+                .await
+                .map_err(backend)?;
+            let (mut seq, mut prev) = (head.get::<_, i64>(0) as u64, head.get::<_, String>(1));
+            let mut entries = Vec::with_capacity(records.len());
+            let insert = transaction
+                .prepare("INSERT INTO audit (seq, start_time, entry) VALUES ($1, $2, $3)")
+                .await
+                .map_err(backend)?;
+            for record in records {
+                seq += 1;
+                let entry = AuditEntry::seal(seq, record, &prev);
+                prev.clone_from(&entry.hash);
+                let text = serde_json::to_string(&entry).expect("entries always serialise");
+                transaction
+                    .execute(
+                        &insert,
+                        &[&(seq as i64), &(entry.record.start_time as i64), &text],
+                    )
+                    .await
+                    .map_err(backend)?;
+                entries.push(entry);
+            }
+            transaction
+                .execute(
+                    "UPDATE audit_head SET seq = $1, hash = $2",
+                    &[&(seq as i64), &prev],
+                )
+                .await
+                .map_err(backend)?;
+            transaction.commit().await.map_err(backend)?;
+            Ok(entries)
+        })
+    }
+
+    fn audit_entries(&self, range: AuditRange) -> StoreFuture<'_, Vec<AuditEntry>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let after = range.after.map_or(0, |a| a as i64);
+            let rows = client
+                .query(
+                    "SELECT entry FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
+                    &[&after, &(range.limit as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            rows.iter()
+                .map(|row| {
+                    serde_json::from_str(row.get::<_, &str>(0)).map_err(|error| {
+                        StoreError::Corrupt(format!("an audit entry is unreadable: {error}"))
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn audit_last(&self) -> StoreFuture<'_, Option<AuditEntry>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_opt("SELECT entry FROM audit ORDER BY seq DESC LIMIT 1", &[])
+                .await
+                .map_err(backend)?;
+            row.map(|row| {
+                serde_json::from_str(row.get::<_, &str>(0)).map_err(|error| {
+                    StoreError::Corrupt(format!("an audit entry is unreadable: {error}"))
+                })
+            })
+            .transpose()
+        })
+    }
+
+    fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            // Only the oldest run of old entries, and never the newest entry: the trail stays
+            // one chain.
+            let removed = client
+                .execute(
+                    "DELETE FROM audit WHERE seq < COALESCE((SELECT min(seq) FROM audit \
+                       WHERE start_time >= $1), (SELECT max(seq) FROM audit))",
+                    &[&(before_ms.min(i64::MAX as u64) as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(removed)
+        })
+    }
+}
+
+impl knooppunt_store::Cluster for PgStore {
+    fn hubs_alive<'a>(&'a self, hub: &'a str, alive_ms: u64) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            // One round trip: said alive, the silent forgotten, the rest listed (the
+            // statements of one query string see each other's changes).
+            let rows = client
+                .query(
+                    "WITH said AS (
+                         INSERT INTO hubs (id, seen) VALUES ($1, clock_timestamp())
+                         ON CONFLICT (id) DO UPDATE SET seen = excluded.seen
+                         RETURNING id),
+                     forgotten AS (
+                         DELETE FROM hubs
+                          WHERE seen < clock_timestamp() - $2::bigint * interval '1 millisecond'
+                            AND id <> $1
+                         RETURNING id)
+                     SELECT id FROM hubs WHERE id NOT IN (SELECT id FROM forgotten)
+                     UNION SELECT id FROM said
+                     ORDER BY id",
+                    &[&hub, &(alive_ms as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(rows.iter().map(|row| row.get(0)).collect())
+        })
+    }
+
+    fn hub_applied<'a>(&'a self, hub: &'a str, version: u64) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            client
+                .execute(
+                    "INSERT INTO hubs (id, seen, applied) VALUES ($1, clock_timestamp(), $2)
+                     ON CONFLICT (id) DO UPDATE
+                        SET applied = GREATEST(hubs.applied, excluded.applied)",
+                    &[&hub, &(version as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn hubs_behind<'a>(
+        &'a self,
+        hub: &'a str,
+        version: u64,
+        alive_ms: u64,
+    ) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "SELECT id FROM hubs
+                      WHERE id <> $1 AND applied < $2
+                        AND seen >= clock_timestamp() - $3::bigint * interval '1 millisecond'
+                      ORDER BY id",
+                    &[&hub, &(version as i64), &(alive_ms as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(rows.iter().map(|row| row.get(0)).collect())
+        })
+    }
+
+    fn hub_leaves<'a>(&'a self, hub: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            client
+                .execute("DELETE FROM hubs WHERE id = $1", &[&hub])
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn pause_sink<'a>(&'a self, sink: &'a str, until_ms: u64) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            // Kept and told to every hub in one statement (the notice goes at its commit),
+            // with the pause that holds: a shorter one never replaces a longer one.
+            client
+                .execute(
+                    "WITH kept AS (
+                         INSERT INTO sink_pauses (sink, until) VALUES ($1, $2)
+                         ON CONFLICT (sink)
+                         DO UPDATE SET until = GREATEST(sink_pauses.until, excluded.until)
+                         RETURNING until)
+                     SELECT pg_notify($3, 'p' || kept.until || E'\n' || $1) FROM kept",
+                    &[&sink, &(until_ms as i64), &notify::CHANNEL],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn sinks_paused(&self, now_ms: u64) -> StoreFuture<'_, Vec<(String, u64)>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "WITH ended AS (DELETE FROM sink_pauses WHERE until <= $1)
+                     SELECT sink, until FROM sink_pauses WHERE until > $1 ORDER BY sink",
+                    &[&(now_ms as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(names_and_numbers(&rows))
+        })
+    }
+
+    fn subscriptions_version(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_one("SELECT subscriptions FROM versions", &[])
+                .await
+                .map_err(backend)?;
+            Ok(row.get::<_, i64>(0) as u64)
+        })
+    }
+
+    fn watch(&self, listener: knooppunt_store::ChangeListener) {
+        let task = tokio::spawn(notify::listen(self.inner.url.clone(), listener));
+        self.inner
+            .listeners
+            .lock()
+            .expect("listeners lock")
+            .push(task);
+    }
+}
+
+impl Store for PgStore {
+    fn disk_usage(&self) -> StoreFuture<'_, DiskUsage> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_one(
+                    "SELECT pg_database_size(current_database()), \
+                       pg_total_relation_size('events')",
+                    &[],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(DiskUsage {
+                total_bytes: row.get::<_, i64>(0) as u64,
+                event_bytes: row.get::<_, i64>(1) as u64,
+                free_bytes: None,
+            })
+        })
+    }
 
     fn check(&self) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let client = self.client().await?;
             client.execute("SELECT 1", &[]).await.map_err(backend)?;
             Ok(())
-        })
-    }
-
-    fn sweep(
-        &self,
-        now_ms: u64,
-        retention_ms: u64,
-        dedupe_window_ms: u64,
-    ) -> StoreFuture<'_, Swept> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            // Every subscription that has deliveries or dead letters, one index probe each
-            // (a loose scan of the primary keys), with the oldest event it still needs.
-            let needed = |table: &str| {
-                format!(
-                    "WITH RECURSIVE subs AS ( \
-                       (SELECT subscription FROM {table} ORDER BY subscription LIMIT 1) \
-                       UNION ALL \
-                       SELECT (SELECT t.subscription FROM {table} t \
-                               WHERE t.subscription > subs.subscription \
-                               ORDER BY t.subscription LIMIT 1) \
-                       FROM subs WHERE subs.subscription IS NOT NULL) \
-                     SELECT subs.subscription, \
-                       (SELECT min(t.seq) FROM {table} t WHERE t.subscription = subs.subscription), \
-                       EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = subs.subscription) \
-                     FROM subs WHERE subs.subscription IS NOT NULL"
-                )
-            };
-            let mut oldest_needed: Option<i64> = None;
-            for table in ["deliveries", "dead_letters"] {
-                let rows = client.query(&needed(table), &[]).await.map_err(backend)?;
-                for row in rows {
-                    let subscription: String = row.get(0);
-                    if !row.get::<_, bool>(2) {
-                        // Queued by an append that raced the subscription's deletion.
-                        client
-                            .execute(
-                                &format!("DELETE FROM {table} WHERE subscription = $1"),
-                                &[&subscription],
-                            )
-                            .await
-                            .map_err(backend)?;
-                        continue;
-                    }
-                    let seq: i64 = row.get(1);
-                    oldest_needed = Some(oldest_needed.map_or(seq, |o| o.min(seq)));
-                }
-            }
-            // Events go once both the retention and the duplicate window have passed and no
-            // delivery or dead letter needs them or any later event (as the embedded store
-            // keeps whole segments); in slices, so that no statement holds many locks.
-            let cutoff = now_ms.saturating_sub(retention_ms.max(dedupe_window_ms)) as i64;
-            let below = oldest_needed.unwrap_or(i64::MAX);
-            let mut swept = Swept::default();
-            loop {
-                let row = client
-                    .query_one(
-                        "WITH gone AS (DELETE FROM events WHERE seq IN ( \
-                           SELECT seq FROM events WHERE seq < $2 AND accepted_at < $1 \
-                           ORDER BY seq LIMIT 5000) RETURNING seq), \
-                         noted AS (UPDATE swept SET through = GREATEST(through, \
-                           (SELECT max(seq) FROM gone)) WHERE EXISTS (SELECT 1 FROM gone)) \
-                         SELECT count(*) FROM gone",
-                        &[&cutoff, &below],
-                    )
-                    .await
-                    .map_err(backend)?;
-                let removed = row.get::<_, i64>(0) as u64;
-                swept.events += removed;
-                if removed < 5000 {
-                    break;
-                }
-            }
-            // Duplicate detection forgets identities past the window, in slices too.
-            let forget = now_ms.saturating_sub(dedupe_window_ms) as i64;
-            loop {
-                let forgotten = client
-                    .execute(
-                        "DELETE FROM identities WHERE ctid = ANY (ARRAY( \
-                           SELECT ctid FROM identities WHERE accepted_at < $1 LIMIT 5000))",
-                        &[&forget],
-                    )
-                    .await
-                    .map_err(backend)?;
-                swept.dedupe_entries += forgotten;
-                if forgotten < 5000 {
-                    break;
-                }
-            }
-            Ok(swept)
         })
     }
 }

@@ -45,7 +45,7 @@ fn parse(payload: &str) -> Option<StoreChange> {
     if payload == SUBSCRIPTIONS {
         return Some(StoreChange::Subscriptions);
     }
-    // A sink paused: `p`, until when, and the sink on the next line (`Store::pause_sink`).
+    // A sink paused: `p`, until when, and the sink on the next line (`Cluster::pause_sink`).
     if let Some(pause) = payload.strip_prefix('p') {
         let (until, sink) = pause.split_once('\n')?;
         return Some(StoreChange::SinkPaused {

@@ -8,7 +8,7 @@
 //! a failure of the transaction fails them all. The delivered results of a group, most of
 //! them, are one statement together ([`DELIVERED`]).
 //!
-//! A group of push results only (`Store::record_results`) commits without waiting for the
+//! A group of push results only (`DeliveryQueue::record_results`) commits without waiting for the
 //! WAL flush (`synchronous_commit = off` for its transaction): a database crash can forget
 //! the latest of them, and those deliveries are then made again. A group with any other
 //! change (a pull acknowledgement, a change an API call asked for) commits durably.

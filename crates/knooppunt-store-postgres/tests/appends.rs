@@ -3,7 +3,10 @@
 //! claim first) and nothing of the attempt at once stays; the appender stays careful for
 //! a moment after.
 
-use knooppunt_store::{Appended, Store};
+use knooppunt_store::Appended;
+use knooppunt_store::DeliveryQueue;
+use knooppunt_store::EventLog;
+use knooppunt_store::Records;
 use knooppunt_store_conformance::{assert_holds, event, subscription};
 use knooppunt_store_postgres::{PgOptions, PgStore};
 use knooppunt_test_postgres::Cluster;

@@ -2,7 +2,10 @@
 //! (ICU `nl-NL` on the test cluster), with data under them, become bytewise ("C") keys,
 //! and the data keeps working.
 
-use knooppunt_store::{Appended, Store};
+use knooppunt_store::Appended;
+use knooppunt_store::DeliveryQueue;
+use knooppunt_store::EventLog;
+use knooppunt_store::Records;
 use knooppunt_store_conformance::{event, subscription};
 use knooppunt_store_postgres::{PgOptions, PgStore};
 use knooppunt_test_postgres::Cluster;

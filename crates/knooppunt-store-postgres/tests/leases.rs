@@ -3,9 +3,12 @@
 //! time, and still comes back for what came due behind it (from the start of the queue
 //! every 100 ms, and whenever too few are found after the last lease).
 
+use knooppunt_store::DeliveryQueue;
+use knooppunt_store::EventLog;
+use knooppunt_store::Records;
 use std::time::{Duration, Instant};
 
-use knooppunt_store::{Store, Verdict};
+use knooppunt_store::Verdict;
 use knooppunt_store_conformance::{attempt, event, seqs, subscription};
 use knooppunt_store_postgres::{PgOptions, PgStore};
 use knooppunt_test_postgres::Cluster;

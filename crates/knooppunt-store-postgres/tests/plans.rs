@@ -4,7 +4,10 @@
 //! (a fresh database, statistics not yet taken after a burst): measured in the buffers each
 //! call touches (`pg_stat_statements`), which the plan decides, not the machine's speed.
 
-use knooppunt_store::{Attempt, Delivery, DeliveryChange, Store, Verdict};
+use knooppunt_store::DeliveryQueue;
+use knooppunt_store::EventLog;
+use knooppunt_store::Records;
+use knooppunt_store::{Attempt, Delivery, DeliveryChange, Verdict};
 use knooppunt_store_conformance::{event, subscription};
 use knooppunt_store_postgres::{PgOptions, PgStore};
 use knooppunt_test_postgres::Cluster;

@@ -1,7 +1,9 @@
 //! A hub delivers what it accepted without reading the events back from the database (they
 //! stay in its cache from the append); another hub reads the events of a lease together.
 
-use knooppunt_store::Store;
+use knooppunt_store::DeliveryQueue;
+use knooppunt_store::EventLog;
+use knooppunt_store::Records;
 use knooppunt_store_conformance::{assert_holds, event, subscription};
 use knooppunt_store_postgres::{PgOptions, PgStore};
 use knooppunt_test_postgres::Cluster;

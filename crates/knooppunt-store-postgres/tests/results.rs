@@ -4,10 +4,13 @@
 //! it) and every durable change. The store's wait is set to 30 s here, so that "still
 //! waiting" and "did not wait" cannot be mistaken for a slow machine.
 
+use knooppunt_store::DeliveryQueue;
+use knooppunt_store::EventLog;
+use knooppunt_store::Records;
 use std::sync::Arc;
 use std::time::Duration;
 
-use knooppunt_store::{Delivery, Inspect, Store, Verdict};
+use knooppunt_store::{Delivery, Inspect, Verdict};
 use knooppunt_store_conformance::{attempt, event, seqs, subscription};
 use knooppunt_store_postgres::{PgOptions, PgStore};
 use knooppunt_test_postgres::Cluster;

@@ -1,6 +1,10 @@
 //! Two stores on one database, as two hubs have: numbering, ordering, leases and tokens
 //! hold across them.
 
+use knooppunt_store::Cluster as _;
+use knooppunt_store::DeliveryQueue;
+use knooppunt_store::EventLog;
+use knooppunt_store::Records;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 

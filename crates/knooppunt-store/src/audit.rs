@@ -148,7 +148,7 @@ pub fn verify<'a>(
     Ok(last)
 }
 
-/// What [`Store::audit_entries`](crate::Store::audit_entries) reads.
+/// What [`AuditLog::audit_entries`](crate::AuditLog::audit_entries) reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuditRange {
     /// Entries after this sequence number (all when `None`).

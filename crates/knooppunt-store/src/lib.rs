@@ -58,7 +58,7 @@ pub struct DiskUsage {
     pub free_bytes: Option<u64>,
 }
 
-/// What another hub sharing the store changed (see [`Store::watch`]).
+/// What another hub sharing the store changed (see [`Cluster::watch`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreChange {
     /// Subscriptions or principals were created, changed or deleted: reload them.
@@ -70,7 +70,7 @@ pub enum StoreChange {
     /// into dead letters): a worker holding some of them leased ahead gives them back
     /// unsent. `None`: maybe of any.
     Withdrawn(Option<Vec<String>>),
-    /// A sink asked one of the hubs to send nothing before `until_ms` ([`Store::pause_sink`]).
+    /// A sink asked one of the hubs to send nothing before `until_ms` ([`Cluster::pause_sink`]).
     SinkPaused { sink: String, until_ms: u64 },
 }
 
@@ -103,8 +103,9 @@ pub enum StoreError {
     StaleLease { subscription: String, seq: u64 },
 }
 
-/// The operations the hub needs from its durable state.
-pub trait Store: Send + Sync + 'static {
+/// Keyed records: subscriptions, principals, catalog entries, grants, replays and
+/// console sessions.
+pub trait Records: Send + Sync {
     /// Stores a new subscription; fails with [`StoreError::Conflict`] if the id is taken.
     fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()>;
 
@@ -112,7 +113,7 @@ pub trait Store: Send + Sync + 'static {
     fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool>;
 
     /// Removes a subscription, with its pending deliveries, and returns it. Its owner stays
-    /// known ([`Store::former_owner`]), so that its receipts keep naming it.
+    /// known ([`Records::former_owner`]), so that its receipts keep naming it.
     fn delete_subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>>;
 
     /// The owner of subscription `id` when it was deleted, if it was.
@@ -180,78 +181,10 @@ pub trait Store: Send + Sync + 'static {
     /// Removes the sessions that expired before `now_ms` or were last seen before
     /// `idle_before_ms`; returns how many.
     fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64>;
+}
 
-    /// Appends records to the audit trail, each chained after the one before
-    /// ([`AuditEntry::seal`]; with several hubs, one chain in the store's order), and returns
-    /// their entries once they are on disk (committed).
-    fn append_audit(&self, records: Vec<AuditRecord>) -> StoreFuture<'_, Vec<AuditEntry>>;
-
-    /// Audit entries in sequence order.
-    fn audit_entries(&self, range: AuditRange) -> StoreFuture<'_, Vec<AuditEntry>>;
-
-    /// The newest audit entry (the chain's head as the store holds it), if there is one.
-    fn audit_last(&self) -> StoreFuture<'_, Option<AuditEntry>>;
-
-    /// Removes the oldest audit entries whose `start_time` is before `before_ms`, stopping at
-    /// the first that is not (the trail stays one chain, anchored at its oldest entry);
-    /// returns how many.
-    fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64>;
-
-    /// Says that the hub `hub` (an id it chose when it started) is alive now, forgets the
-    /// hubs not said alive for `alive_ms`, and answers the ids of the hubs alive, sorted,
-    /// `hub` among them: the hubs that share this store's deliveries, so that each can take
-    /// its share of a subscription's slots and of the rate its sink granted. "Now" is the
-    /// store's clock (with several hubs, the database's), so the hubs' clocks need not agree.
-    fn hubs_alive<'a>(&'a self, hub: &'a str, alive_ms: u64) -> StoreFuture<'a, Vec<String>>;
-
-    /// Says that hub `hub` applied every change up to `version` of
-    /// [`Store::subscriptions_version`]: it reloaded what it keeps in memory and acted on it
-    /// (a right taken away is cut there). A backend only one hub writes keeps nothing.
-    fn hub_applied<'a>(&'a self, hub: &'a str, version: u64) -> StoreFuture<'a, ()> {
-        let _ = (hub, version);
-        Box::pin(async { Ok(()) })
-    }
-
-    /// The hubs said alive within `alive_ms`, other than `hub`, that have not applied
-    /// `version` yet ([`Store::hub_applied`]), sorted. A backend only one hub writes has
-    /// none.
-    fn hubs_behind<'a>(
-        &'a self,
-        hub: &'a str,
-        version: u64,
-        alive_ms: u64,
-    ) -> StoreFuture<'a, Vec<String>> {
-        let _ = (hub, version, alive_ms);
-        Box::pin(async { Ok(Vec::new()) })
-    }
-
-    /// The hub `hub` stops: the others leave it out from their next [`Store::hubs_alive`].
-    fn hub_leaves<'a>(&'a self, hub: &'a str) -> StoreFuture<'a, ()>;
-
-    /// A sink asked (with `Retry-After`) that nothing be sent to it before `until_ms`
-    /// (milliseconds since the Unix epoch): kept for every hub sharing this store, a later
-    /// time replacing an earlier one and never the reverse, and told to them at once
-    /// ([`StoreChange::SinkPaused`]). `sink` names it by scheme, host and port.
-    fn pause_sink<'a>(&'a self, sink: &'a str, until_ms: u64) -> StoreFuture<'a, ()>;
-
-    /// The sinks paused past `now_ms`, with until when, in the order of their names.
-    fn sinks_paused(&self, now_ms: u64) -> StoreFuture<'_, Vec<(String, u64)>>;
-
-    /// A number that changes whenever any hub sharing this store changes a subscription or
-    /// a principal, so that each hub can tell when to reload them. A backend only one hub writes (the
-    /// embedded one) answers 0 always: that hub makes every change itself.
-    fn subscriptions_version(&self) -> StoreFuture<'_, u64> {
-        Box::pin(async { Ok(0) })
-    }
-
-    /// Tells `listener` of changes made through this store by other hubs (and possibly by
-    /// this one), as soon as the backend learns of them, so that a hub reacts at once
-    /// instead of at its next poll. Best effort: the polls stay the safety net. A backend
-    /// only one hub writes has nothing to tell.
-    fn watch(&self, listener: ChangeListener) {
-        let _ = listener;
-    }
-
+/// The event log: accepted events, their receipts, and the retention sweep.
+pub trait EventLog: Send + Sync {
     /// Appends events atomically, each with one pending delivery per subscription, in
     /// acceptance order, and returns only when all of it is on disk. An event whose `source`
     /// and `id` were accepted less than `dedupe_window_ms` ago is reported as a duplicate and
@@ -283,10 +216,43 @@ pub trait Store: Send + Sync + 'static {
     fn swept_through(&self) -> StoreFuture<'_, u64>;
 
     /// A number at or before the first retained event accepted at or after `at_ms` (reading
-    /// [`Store::events_after`] it finds every such event; acceptance times are only nearly in
+    /// [`EventLog::events_after`] it finds every such event; acceptance times are only nearly in
     /// number order, so a reader also checks each event's time).
     fn seq_before(&self, at_ms: u64) -> StoreFuture<'_, u64>;
 
+    /// The receipts of event `seq`: which subscriptions took it and when, by subscription
+    /// (the first receipt of each). A delivery recorded as [`Verdict::Delivered`] leaves one
+    /// (the embedded store files them within seconds of the result, which is durable at
+    /// once).
+    fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>>;
+
+    /// Up to `limit` receipts of a subscription in the order they were delivered, after
+    /// `after` (a cursor this method gave), and the cursor after the last one when there
+    /// may be more.
+    fn receipts_of_subscription<'a>(
+        &'a self,
+        subscription: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> StoreFuture<'a, (Vec<Receipt>, Option<String>)>;
+
+    /// Removes receipts delivered before `before_ms` (in whole batches on the embedded
+    /// store: a batch goes once all of it is older); returns how many.
+    fn sweep_receipts(&self, before_ms: u64) -> StoreFuture<'_, u64>;
+
+    /// Removes events accepted more than `retention_ms` ago whose deliveries are all finished,
+    /// and duplicate-detection entries older than `dedupe_window_ms`.
+    fn sweep(
+        &self,
+        now_ms: u64,
+        retention_ms: u64,
+        dedupe_window_ms: u64,
+    ) -> StoreFuture<'_, Swept>;
+}
+
+/// The delivery queue: what delivery needs (lease, record a result, give back), dead
+/// letters and queue sizes.
+pub trait DeliveryQueue: EventLog + Send + Sync {
     /// Leases up to `limit` due deliveries of a subscription (`next_attempt_at <= now_ms`,
     /// not leased) until `now_ms + lease_ms`, in acceptance order, each under a new token
     /// ([`Delivery::lease`]) that no other lease of this store has. With `ordered`, only the
@@ -339,14 +305,14 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError::StaleLease`], and then nothing of the call is recorded.
     fn record(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()>;
 
-    /// Records the results of push delivery attempts as [`Store::record`] does, except that
+    /// Records the results of push delivery attempts as [`DeliveryQueue::record`] does, except that
     /// a backend may answer once they are written and applied, and put them on disk with its
     /// next sync soon after: a result lost in a crash of the machine (not of the process)
     /// only means that its delivery is made again. The embedded store syncs them with the
     /// next group that holds an event or another change, or within 100 ms; PostgreSQL
     /// commits them without waiting for the WAL flush, a small group of an unordered
     /// subscription's results after waiting up to 5 ms for more. By default it is
-    /// [`Store::record`].
+    /// [`DeliveryQueue::record`].
     fn record_results(&self, changes: Vec<DeliveryChange>) -> StoreFuture<'_, ()> {
         self.record(changes)
     }
@@ -401,26 +367,6 @@ pub trait Store: Send + Sync + 'static {
         })
     }
 
-    /// The receipts of event `seq`: which subscriptions took it and when, by subscription
-    /// (the first receipt of each). A delivery recorded as [`Verdict::Delivered`] leaves one
-    /// (the embedded store files them within seconds of the result, which is durable at
-    /// once).
-    fn receipts_of_event(&self, seq: u64) -> StoreFuture<'_, Vec<Receipt>>;
-
-    /// Up to `limit` receipts of a subscription in the order they were delivered, after
-    /// `after` (a cursor this method gave), and the cursor after the last one when there
-    /// may be more.
-    fn receipts_of_subscription<'a>(
-        &'a self,
-        subscription: &'a str,
-        after: Option<&'a str>,
-        limit: usize,
-    ) -> StoreFuture<'a, (Vec<Receipt>, Option<String>)>;
-
-    /// Removes receipts delivered before `before_ms` (in whole batches on the embedded
-    /// store: a batch goes once all of it is older); returns how many.
-    fn sweep_receipts(&self, before_ms: u64) -> StoreFuture<'_, u64>;
-
     /// A subscription's dead letters in acceptance order, starting after event `after`.
     fn dead_letters<'a>(
         &'a self,
@@ -458,21 +404,94 @@ pub trait Store: Send + Sync + 'static {
                 .find(|stats| stats.subscription == subscription))
         })
     }
+}
 
+/// The audit trail: appended in a hash chain, read in ranges, swept by retention.
+pub trait AuditLog: Send + Sync {
+    /// Appends records to the audit trail, each chained after the one before
+    /// ([`AuditEntry::seal`]; with several hubs, one chain in the store's order), and returns
+    /// their entries once they are on disk (committed).
+    fn append_audit(&self, records: Vec<AuditRecord>) -> StoreFuture<'_, Vec<AuditEntry>>;
+
+    /// Audit entries in sequence order.
+    fn audit_entries(&self, range: AuditRange) -> StoreFuture<'_, Vec<AuditEntry>>;
+
+    /// The newest audit entry (the chain's head as the store holds it), if there is one.
+    fn audit_last(&self) -> StoreFuture<'_, Option<AuditEntry>>;
+
+    /// Removes the oldest audit entries whose `start_time` is before `before_ms`, stopping at
+    /// the first that is not (the trail stays one chain, anchored at its oldest entry);
+    /// returns how many.
+    fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64>;
+}
+
+/// The hubs sharing the store: who is alive, what they applied, sinks' pauses, and the
+/// changes other hubs made.
+pub trait Cluster: Send + Sync {
+    /// Says that the hub `hub` (an id it chose when it started) is alive now, forgets the
+    /// hubs not said alive for `alive_ms`, and answers the ids of the hubs alive, sorted,
+    /// `hub` among them: the hubs that share this store's deliveries, so that each can take
+    /// its share of a subscription's slots and of the rate its sink granted. "Now" is the
+    /// store's clock (with several hubs, the database's), so the hubs' clocks need not agree.
+    fn hubs_alive<'a>(&'a self, hub: &'a str, alive_ms: u64) -> StoreFuture<'a, Vec<String>>;
+
+    /// Says that hub `hub` applied every change up to `version` of
+    /// [`Cluster::subscriptions_version`]: it reloaded what it keeps in memory and acted on it
+    /// (a right taken away is cut there). A backend only one hub writes keeps nothing.
+    fn hub_applied<'a>(&'a self, hub: &'a str, version: u64) -> StoreFuture<'a, ()> {
+        let _ = (hub, version);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// The hubs said alive within `alive_ms`, other than `hub`, that have not applied
+    /// `version` yet ([`Cluster::hub_applied`]), sorted. A backend only one hub writes has
+    /// none.
+    fn hubs_behind<'a>(
+        &'a self,
+        hub: &'a str,
+        version: u64,
+        alive_ms: u64,
+    ) -> StoreFuture<'a, Vec<String>> {
+        let _ = (hub, version, alive_ms);
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// The hub `hub` stops: the others leave it out from their next [`Cluster::hubs_alive`].
+    fn hub_leaves<'a>(&'a self, hub: &'a str) -> StoreFuture<'a, ()>;
+
+    /// A sink asked (with `Retry-After`) that nothing be sent to it before `until_ms`
+    /// (milliseconds since the Unix epoch): kept for every hub sharing this store, a later
+    /// time replacing an earlier one and never the reverse, and told to them at once
+    /// ([`StoreChange::SinkPaused`]). `sink` names it by scheme, host and port.
+    fn pause_sink<'a>(&'a self, sink: &'a str, until_ms: u64) -> StoreFuture<'a, ()>;
+
+    /// The sinks paused past `now_ms`, with until when, in the order of their names.
+    fn sinks_paused(&self, now_ms: u64) -> StoreFuture<'_, Vec<(String, u64)>>;
+
+    /// A number that changes whenever any hub sharing this store changes a subscription or
+    /// a principal, so that each hub can tell when to reload them. A backend only one hub writes (the
+    /// embedded one) answers 0 always: that hub makes every change itself.
+    fn subscriptions_version(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async { Ok(0) })
+    }
+
+    /// Tells `listener` of changes made through this store by other hubs (and possibly by
+    /// this one), as soon as the backend learns of them, so that a hub reacts at once
+    /// instead of at its next poll. Best effort: the polls stay the safety net. A backend
+    /// only one hub writes has nothing to tell.
+    fn watch(&self, listener: ChangeListener) {
+        let _ = listener;
+    }
+}
+
+/// The operations the hub needs from its durable state: every part, and the store's own
+/// health.
+pub trait Store: Records + EventLog + DeliveryQueue + AuditLog + Cluster + 'static {
     /// Whether the store can take writes now (for readiness checks); the error says why not.
     fn check(&self) -> StoreFuture<'_, ()>;
 
     /// How much disk the store takes, as far as the backend can tell.
     fn disk_usage(&self) -> StoreFuture<'_, DiskUsage>;
-
-    /// Removes events accepted more than `retention_ms` ago whose deliveries are all finished,
-    /// and duplicate-detection entries older than `dedupe_window_ms`.
-    fn sweep(
-        &self,
-        now_ms: u64,
-        retention_ms: u64,
-        dedupe_window_ms: u64,
-    ) -> StoreFuture<'_, Swept>;
 }
 
 /// What tests and tools look at in a store, beside what the hub runs on ([`Store`]): the

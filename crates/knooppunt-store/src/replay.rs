@@ -49,7 +49,7 @@ pub struct Replay {
     pub created_at: u64,
     /// Changed with every step: a job whose runner stopped (its hub died) is taken over
     /// once this is old, and every change is made only on the version read
-    /// ([`crate::Store::put_replay`]).
+    /// ([`crate::Records::put_replay`]).
     pub updated_at: u64,
     pub finished_at: Option<u64>,
     pub error: Option<String>,

@@ -1,6 +1,7 @@
 //! Kill -9 in the middle of publishing: every event the hub acknowledged is still there with
 //! its pending delivery, and the hub starts again on the same data.
 
+use knooppunt_store::EventLog;
 mod common;
 
 use std::collections::BTreeSet;
@@ -8,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{HubProcess, config_with_admin};
-use knooppunt_store::{Inspect, Store};
+use knooppunt_store::Inspect;
 use knooppunt_store_embedded::EmbeddedStore;
 use serde_json::json;
 

@@ -2,6 +2,7 @@
 //! flight finish and records them, exits 0, and after a restart nothing acknowledged is lost
 //! and nothing that was delivered is delivered again.
 
+use knooppunt_store::EventLog;
 mod common;
 
 use std::collections::BTreeSet;
@@ -12,7 +13,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::IntoResponse;
 use common::{HubProcess, config_with_admin};
-use knooppunt_store::{Inspect, Store};
+use knooppunt_store::Inspect;
 use knooppunt_store_embedded::EmbeddedStore;
 use serde_json::json;
 

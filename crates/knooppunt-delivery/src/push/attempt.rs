@@ -46,7 +46,7 @@ pub(super) async fn attempt(
     let id = subscription.id.as_str();
     #[cfg(test)]
     super::tests::inject_fault(delivery.seq).await;
-    let event = match inner.store().event(delivery.seq).await {
+    let event = match inner.queue().event(delivery.seq).await {
         Ok(Some(event)) => event,
         Ok(None) => {
             tracing::error!(
@@ -384,9 +384,9 @@ fn report_health(
         // attempt's path.
         let key = crate::sink::connections::sink_key_of(sink);
         let until_ms = now_ms() + wait.as_millis() as u64;
-        let store = Arc::clone(inner.store());
+        let cluster = Arc::clone(inner.cluster());
         tokio::spawn(async move {
-            if let Err(error) = store.pause_sink(&key, until_ms).await {
+            if let Err(error) = cluster.pause_sink(&key, until_ms).await {
                 tracing::warn!(sink = %key, %error, "Telling the other hubs of a sink's pause failed.");
             }
         });

@@ -216,7 +216,7 @@ async fn run(
             // the slots that free next.
             let more = take - leased.len() + if probe { 0 } else { lease_ahead };
             match inner
-                .store()
+                .queue()
                 .lease(id, now_ms(), lease_ms, more, ordered)
                 .await
             {
@@ -244,7 +244,7 @@ async fn run(
             } else if free == 0 {
                 idle
             } else {
-                let due = inner.store().next_due(id, ordered).await;
+                let due = inner.queue().next_due(id, ordered).await;
                 if let Ok(due) = due {
                     let horizon = config.ttl.as_millis() as u64 + lease_ms;
                     heartbeat.idle_turn(now_ms(), due, horizon);
@@ -333,7 +333,7 @@ pub(super) async fn give_back(inner: &Inner, id: &str, leases: &[(u64, u64)]) {
     if leases.is_empty() {
         return;
     }
-    if let Err(error) = inner.store().release(id, leases).await {
+    if let Err(error) = inner.queue().release(id, leases).await {
         // Their leases run out instead.
         tracing::warn!(subscription = id, %error, "Giving back unused leases failed.");
     }
@@ -348,10 +348,10 @@ pub(super) async fn give_back(inner: &Inner, id: &str, leases: &[(u64, u64)]) {
 /// that time unless the sink's breaker paused them). One that waited longer, or whose sink
 /// is paused, or whose worker stops, or of a subscription some of whose deliveries were
 /// withdrawn ([`crate::Deliverer::recall`]: it may be one of them), is given back unused
-/// ([`Store::release`]): available again at once, no attempt counted; a withdrawn one is
+/// ([`DeliveryQueue::release`]): available again at once, no attempt counted; a withdrawn one is
 /// gone, and stays gone.
 ///
-/// [`Store::release`]: knooppunt_store::Store::release
+/// [`DeliveryQueue::release`]: knooppunt_store::DeliveryQueue::release
 #[derive(Debug, Default)]
 struct Ahead {
     leased: std::collections::VecDeque<(Delivery, tokio::time::Instant)>,
@@ -434,12 +434,15 @@ pub(crate) mod tests {
     //! the test's own thread), to show that a panicking or hanging attempt never leaves a
     //! subscription stuck unseen.
 
+    use knooppunt_store::DeliveryQueue;
+    use knooppunt_store::EventLog;
+    use knooppunt_store::Records;
     use std::cell::RefCell;
     use std::collections::{BTreeMap, HashMap};
     use std::sync::Arc;
     use std::time::Duration;
 
-    use knooppunt_store::{ConfigDefaults, Inspect, Store, SubscriptionConfig};
+    use knooppunt_store::{ConfigDefaults, Inspect, SubscriptionConfig};
     use knooppunt_store_embedded::EmbeddedStore;
 
     use crate::{Deliverer, DeliveryOptions, SinkNetworks, Unobserved};

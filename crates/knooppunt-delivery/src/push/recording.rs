@@ -170,7 +170,7 @@ async fn record_result(
     let mut stop: Option<watch::Receiver<bool>> = None;
     let mut told = false;
     loop {
-        let error = match inner.store().record_results(vec![change()]).await {
+        let error = match inner.queue().record_results(vec![change()]).await {
             Ok(()) => {
                 if told {
                     tracing::info!(
