@@ -8,7 +8,6 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use knooppunt_delivery::LastDelivery;
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{StoredEvent, Subscription, now_ms};
 use schemars::JsonSchema;
@@ -22,6 +21,7 @@ use super::document::{
 };
 use super::problem::ApiError;
 use super::request::RequestAudit;
+use super::subscription_body::AttemptOut;
 use super::subscriptions::{not_found, visible};
 use crate::app::AppState;
 use crate::audit::{Action, ActionName};
@@ -37,41 +37,6 @@ fn owned(
     match state.subscriptions.get(id) {
         Some(subscription) if visible(caller, &subscription) => Ok(subscription),
         _ => Err(not_found(id)),
-    }
-}
-
-/// A delivery attempt as the API shows it.
-#[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(rename = "Attempt")]
-pub(crate) struct AttemptOut {
-    #[schemars(extend("format" = "date-time"))]
-    time: String,
-    /// The event's sequence number (0 for a test event).
-    sequence: u64,
-    #[schemars(extend("enum" = ["delivered", "retry", "deadLetter", "test"]))]
-    outcome: &'static str,
-    /// What the sink answered, when it answered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status_code: Option<u16>,
-    /// How long the request took.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    duration_ms: Option<u64>,
-    /// What went wrong.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-}
-
-impl From<&LastDelivery> for AttemptOut {
-    fn from(last: &LastDelivery) -> Self {
-        AttemptOut {
-            time: utc_timestamp(last.at),
-            sequence: last.seq,
-            outcome: last.outcome,
-            status_code: last.status,
-            duration_ms: last.duration_ms,
-            error: last.error.clone(),
-        }
     }
 }
 

@@ -36,7 +36,7 @@ pub(crate) struct SubscriptionInput {
     pub(crate) config: SubscriptionConfig,
 }
 
-const MEMBERS: [&str; 10] = [
+pub(crate) const MEMBERS: [&str; 10] = [
     "id",
     "sink",
     "protocol",
@@ -752,7 +752,7 @@ pub(crate) struct SubscriptionOut {
     pub(crate) suspended_reason: Option<String>,
     /// The last delivery attempt since the hub started.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) last_delivery: Option<LastDeliveryOut>,
+    pub(crate) last_delivery: Option<AttemptOut>,
     /// Present when the subscription's filters ran out of their evaluation budget on some
     /// event since the hub started: that event was not routed to it. Simplify the filters
     /// (fewer string functions over large attributes, prefixes instead of LIKE) or ask the
@@ -791,22 +791,40 @@ pub(crate) struct ClientCertificateOut {
     privatekey: &'static str,
 }
 
-/// What happened at the subscription's last delivery attempt on this hub.
+/// A delivery attempt as the API shows it.
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(rename = "LastDelivery")]
-pub(crate) struct LastDeliveryOut {
+#[schemars(rename = "Attempt")]
+pub(crate) struct AttemptOut {
     #[schemars(extend("format" = "date-time"))]
     time: String,
-    /// The event's sequence number.
+    /// The event's sequence number (0 for a test event).
     sequence: u64,
     /// `test`: a test delivery (`POST …/test`).
     #[schemars(extend("enum" = ["delivered", "retry", "deadLetter", "test"]))]
     outcome: &'static str,
+    /// What the sink answered, when it answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     status_code: Option<u16>,
+    /// How long the request took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duration_ms: Option<u64>,
+    /// What went wrong.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+}
+
+impl From<&LastDelivery> for AttemptOut {
+    fn from(last: &LastDelivery) -> Self {
+        AttemptOut {
+            time: utc_timestamp(last.at),
+            sequence: last.seq,
+            outcome: last.outcome,
+            status_code: last.status,
+            duration_ms: last.duration_ms,
+            error: last.error.clone(),
+        }
+    }
 }
 
 /// How often the subscription's filters ran out of their evaluation budget.
@@ -1070,37 +1088,9 @@ pub(crate) fn representation(
         validated_by,
         disabled_reason,
         suspended_reason: None,
-        last_delivery: last.map(|last| LastDeliveryOut {
-            time: utc_timestamp(last.at),
-            sequence: last.seq,
-            outcome: last.outcome,
-            status_code: last.status,
-            error: last.error,
-        }),
+        last_delivery: last.as_ref().map(AttemptOut::from),
         filter_budget: None,
         approvals: Vec::new(),
         signing_secret: None,
-    }
-}
-
-#[cfg(test)]
-mod schema_tests {
-    use super::*;
-
-    #[test]
-    fn the_request_schema_has_the_members_read_takes() {
-        let mut generator = SchemaGenerator::default();
-        let schema = SubscriptionRequest::json_schema(&mut generator);
-        let mut documented: Vec<&str> = schema
-            .get("properties")
-            .and_then(Value::as_object)
-            .expect("properties")
-            .keys()
-            .map(String::as_str)
-            .collect();
-        let mut read = MEMBERS.to_vec();
-        documented.sort_unstable();
-        read.sort_unstable();
-        assert_eq!(documented, read);
     }
 }
