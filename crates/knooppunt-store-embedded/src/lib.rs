@@ -343,6 +343,68 @@ impl EmbeddedStore {
         Ok(true)
     }
 
+    // Keyed records, one tree per kind, written the same way for every kind.
+
+    /// Writes a new record under `key`, durably; `taken` is the error when the key is.
+    async fn insert_record(
+        &self,
+        tree: &sled::Tree,
+        key: &[u8],
+        record: Vec<u8>,
+        taken: impl FnOnce() -> StoreError,
+    ) -> Result<(), StoreError> {
+        self.writable()?;
+        let inserted = tree
+            .compare_and_swap(key, None as Option<&[u8]>, Some(record))
+            .map_err(backend)?;
+        if inserted.is_err() {
+            return Err(taken());
+        }
+        self.commit().await
+    }
+
+    /// Replaces the record under `key`, durably; `false` (nothing written) when there is
+    /// none.
+    async fn replace_record(
+        &self,
+        tree: &sled::Tree,
+        key: &[u8],
+        record: Vec<u8>,
+    ) -> Result<bool, StoreError> {
+        self.writable()?;
+        let updated = tree
+            .fetch_and_update(key, |old| old.map(|_| record.clone()))
+            .map_err(backend)?;
+        if updated.is_none() {
+            return Ok(false);
+        }
+        self.commit().await?;
+        Ok(true)
+    }
+
+    /// Writes the record under `key` whether or not there is one, durably.
+    async fn put_record(
+        &self,
+        tree: &sled::Tree,
+        key: impl AsRef<[u8]>,
+        record: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        self.writable()?;
+        tree.insert(key, record).map_err(backend)?;
+        self.commit().await
+    }
+
+    /// Every record of a kind, in the order of their keys.
+    fn all_records<T>(
+        tree: &sled::Tree,
+        decode: impl Fn(&[u8]) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        tree.iter()
+            .values()
+            .map(|bytes| decode(&bytes.map_err(backend)?))
+            .collect()
+    }
+
     /// The sinks paused, until when ([`Cluster::pause_sink`]); a poisoned lock still holds
     /// them (each change leaves the map whole).
     fn sink_pauses(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, u64>> {
@@ -451,42 +513,24 @@ async fn answered<T>(answer: Answer<T>) -> Result<T, StoreError> {
 impl knooppunt_store::Records for EmbeddedStore {
     fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            self.writable()?;
-            let inserted = self
-                .inner
-                .trees
-                .subscriptions
-                .compare_and_swap(
-                    subscription.id.as_bytes(),
-                    None as Option<&[u8]>,
-                    Some(encode(subscription)),
-                )
-                .map_err(backend)?;
-            if inserted.is_err() {
-                return Err(StoreError::Conflict(subscription.id.clone()));
-            }
-            self.commit().await?;
+            self.insert_record(
+                &self.inner.trees.subscriptions,
+                subscription.id.as_bytes(),
+                encode(subscription),
+                || StoreError::Conflict(subscription.id.clone()),
+            )
+            .await?;
             self.queues().live.insert(subscription.id.clone());
             Ok(())
         })
     }
 
     fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            self.writable()?;
-            let key = subscription.id.as_bytes();
-            let updated = self
-                .inner
-                .trees
-                .subscriptions
-                .fetch_and_update(key, |old| old.map(|_| encode(subscription)))
-                .map_err(backend)?;
-            if updated.is_none() {
-                return Ok(false);
-            }
-            self.commit().await?;
-            Ok(true)
-        })
+        Box::pin(self.replace_record(
+            &self.inner.trees.subscriptions,
+            subscription.id.as_bytes(),
+            encode(subscription),
+        ))
     }
 
     fn delete_subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
@@ -542,42 +586,20 @@ impl knooppunt_store::Records for EmbeddedStore {
     }
 
     fn insert_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            self.writable()?;
-            let inserted = self
-                .inner
-                .trees
-                .principals
-                .compare_and_swap(
-                    principal.name.as_bytes(),
-                    None as Option<&[u8]>,
-                    Some(encode_principal(principal)),
-                )
-                .map_err(backend)?;
-            if inserted.is_err() {
-                return Err(StoreError::NameTaken(principal.name.clone()));
-            }
-            self.commit().await
-        })
+        Box::pin(self.insert_record(
+            &self.inner.trees.principals,
+            principal.name.as_bytes(),
+            encode_principal(principal),
+            || StoreError::NameTaken(principal.name.clone()),
+        ))
     }
 
     fn update_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            self.writable()?;
-            let updated = self
-                .inner
-                .trees
-                .principals
-                .fetch_and_update(principal.name.as_bytes(), |old| {
-                    old.map(|_| encode_principal(principal))
-                })
-                .map_err(backend)?;
-            if updated.is_none() {
-                return Ok(false);
-            }
-            self.commit().await?;
-            Ok(true)
-        })
+        Box::pin(self.replace_record(
+            &self.inner.trees.principals,
+            principal.name.as_bytes(),
+            encode_principal(principal),
+        ))
     }
 
     fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
@@ -585,42 +607,20 @@ impl knooppunt_store::Records for EmbeddedStore {
     }
 
     fn insert_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            self.writable()?;
-            let inserted = self
-                .inner
-                .trees
-                .catalog
-                .compare_and_swap(
-                    entry.id.as_bytes(),
-                    None as Option<&[u8]>,
-                    Some(encode_catalog_entry(entry)),
-                )
-                .map_err(backend)?;
-            if inserted.is_err() {
-                return Err(StoreError::Conflict(entry.id.clone()));
-            }
-            self.commit().await
-        })
+        Box::pin(self.insert_record(
+            &self.inner.trees.catalog,
+            entry.id.as_bytes(),
+            encode_catalog_entry(entry),
+            || StoreError::Conflict(entry.id.clone()),
+        ))
     }
 
     fn update_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            self.writable()?;
-            let updated = self
-                .inner
-                .trees
-                .catalog
-                .fetch_and_update(entry.id.as_bytes(), |old| {
-                    old.map(|_| encode_catalog_entry(entry))
-                })
-                .map_err(backend)?;
-            if updated.is_none() {
-                return Ok(false);
-            }
-            self.commit().await?;
-            Ok(true)
-        })
+        Box::pin(self.replace_record(
+            &self.inner.trees.catalog,
+            entry.id.as_bytes(),
+            encode_catalog_entry(entry),
+        ))
     }
 
     fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
@@ -628,15 +628,7 @@ impl knooppunt_store::Records for EmbeddedStore {
     }
 
     fn catalog_entries(&self) -> StoreFuture<'_, Vec<CatalogEntry>> {
-        Box::pin(async move {
-            self.inner
-                .trees
-                .catalog
-                .iter()
-                .values()
-                .map(|bytes| decode_catalog_entry(&bytes.map_err(backend)?))
-                .collect()
-        })
+        Box::pin(async move { Self::all_records(&self.inner.trees.catalog, decode_catalog_entry) })
     }
 
     fn put_replay<'a>(
@@ -674,18 +666,10 @@ impl knooppunt_store::Records for EmbeddedStore {
 
     fn replays(&self) -> StoreFuture<'_, Vec<Replay>> {
         Box::pin(async move {
-            let mut replays: Vec<Replay> = self
-                .inner
-                .trees
-                .replays
-                .iter()
-                .values()
-                .map(|bytes| {
-                    let bytes = bytes.map_err(backend)?;
-                    serde_json::from_slice(&bytes)
-                        .map_err(|e| StoreError::Corrupt(format!("a replay: {e}")))
-                })
-                .collect::<Result<_, StoreError>>()?;
+            let mut replays: Vec<Replay> = Self::all_records(&self.inner.trees.replays, |bytes| {
+                serde_json::from_slice(bytes)
+                    .map_err(|e| StoreError::Corrupt(format!("a replay: {e}")))
+            })?;
             replays.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
             Ok(replays)
         })
@@ -696,16 +680,11 @@ impl knooppunt_store::Records for EmbeddedStore {
     }
 
     fn put_session<'a>(&'a self, session: &'a Session) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            self.writable()?;
-            let bytes = serde_json::to_vec(session).expect("sessions serialise");
-            self.inner
-                .trees
-                .sessions
-                .insert(session.id.as_bytes(), bytes)
-                .map_err(backend)?;
-            self.commit().await
-        })
+        Box::pin(self.put_record(
+            &self.inner.trees.sessions,
+            session.id.as_bytes(),
+            serde_json::to_vec(session).expect("sessions serialise"),
+        ))
     }
 
     fn session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Session>> {
@@ -752,17 +731,11 @@ impl knooppunt_store::Records for EmbeddedStore {
     }
 
     fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            self.writable()?;
-            let record =
-                serde_json::to_vec(&GrantRecord::from(grant)).expect("records always serialise");
-            self.inner
-                .trees
-                .grants
-                .insert(grant_key(&grant.entry, &grant.subscription), record)
-                .map_err(backend)?;
-            self.commit().await
-        })
+        Box::pin(self.put_record(
+            &self.inner.trees.grants,
+            grant_key(&grant.entry, &grant.subscription),
+            serde_json::to_vec(&GrantRecord::from(grant)).expect("records always serialise"),
+        ))
     }
 
     fn delete_grant<'a>(&'a self, entry: &'a str, subscription: &'a str) -> StoreFuture<'a, bool> {
@@ -770,39 +743,15 @@ impl knooppunt_store::Records for EmbeddedStore {
     }
 
     fn grants(&self) -> StoreFuture<'_, Vec<Grant>> {
-        Box::pin(async move {
-            self.inner
-                .trees
-                .grants
-                .iter()
-                .values()
-                .map(|bytes| decode_grant(&bytes.map_err(backend)?))
-                .collect()
-        })
+        Box::pin(async move { Self::all_records(&self.inner.trees.grants, decode_grant) })
     }
 
     fn principals(&self) -> StoreFuture<'_, Vec<StoredPrincipal>> {
-        Box::pin(async move {
-            self.inner
-                .trees
-                .principals
-                .iter()
-                .values()
-                .map(|bytes| decode_principal(&bytes.map_err(backend)?))
-                .collect()
-        })
+        Box::pin(async move { Self::all_records(&self.inner.trees.principals, decode_principal) })
     }
 
     fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
-        Box::pin(async move {
-            self.inner
-                .trees
-                .subscriptions
-                .iter()
-                .values()
-                .map(|bytes| decode(&bytes.map_err(backend)?))
-                .collect()
-        })
+        Box::pin(async move { Self::all_records(&self.inner.trees.subscriptions, decode) })
     }
 }
 

@@ -147,3 +147,14 @@ pub(crate) fn grant_from_row(row: &Row) -> Result<Grant, StoreError> {
         decision,
     })
 }
+
+impl crate::table::Table for CatalogEntry {
+    const NAME: &'static str = "catalog";
+    const KEY: &'static str = "id";
+    const COLUMNS: &'static str = COLUMNS;
+    const PLACEHOLDERS: &'static str = PLACEHOLDERS;
+
+    fn from_row(row: &Row) -> Result<Self, StoreError> {
+        from_row(row)
+    }
+}

@@ -31,6 +31,7 @@ mod principals;
 mod recorder;
 mod schema;
 mod subscriptions;
+mod table;
 mod transactions;
 
 use std::collections::HashMap;
@@ -513,13 +514,8 @@ const DEAD_LETTER_COLUMNS: &str = "subscription, seq, attempts, first_attempt_at
 impl knooppunt_store::Records for PgStore {
     fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            let sql = format!(
-                "INSERT INTO subscriptions ({}) VALUES ({}) ON CONFLICT (id) DO NOTHING",
-                subscriptions::COLUMNS,
-                subscriptions::PLACEHOLDERS
-            );
             let params = subscriptions::params(subscription);
-            if !self.write_and_bump(&sql, &params.refs()).await? {
+            if !self.insert_row::<Subscription>(&params.refs()).await? {
                 return Err(StoreError::Conflict(subscription.id.clone()));
             }
             Ok(())
@@ -528,13 +524,8 @@ impl knooppunt_store::Records for PgStore {
 
     fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool> {
         Box::pin(async move {
-            let sql = format!(
-                "UPDATE subscriptions SET ({}) = ({}) WHERE id = $1",
-                subscriptions::COLUMNS,
-                subscriptions::PLACEHOLDERS
-            );
             let params = subscriptions::params(subscription);
-            self.write_and_bump(&sql, &params.refs()).await
+            self.replace_row::<Subscription>(&params.refs()).await
         })
     }
 
@@ -588,38 +579,20 @@ impl knooppunt_store::Records for PgStore {
     }
 
     fn subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let sql = format!(
-                "SELECT {} FROM subscriptions WHERE id = $1",
-                subscriptions::COLUMNS
-            );
-            let row = client.query_opt(&sql, &[&id]).await.map_err(backend)?;
-            row.as_ref().map(subscriptions::from_row).transpose()
-        })
+        Box::pin(self.row::<Subscription>(id))
     }
 
     fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let sql = format!(
-                "SELECT {} FROM subscriptions ORDER BY id",
-                subscriptions::COLUMNS
-            );
-            let rows = client.query(&sql, &[]).await.map_err(backend)?;
-            rows.iter().map(subscriptions::from_row).collect()
-        })
+        Box::pin(self.rows::<Subscription>())
     }
 
     fn insert_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            let sql = format!(
-                "INSERT INTO principals ({}) VALUES ({}) ON CONFLICT (name) DO NOTHING",
-                principals::COLUMNS,
-                principals::PLACEHOLDERS
-            );
             let params = principals::Params::new(principal);
-            if !self.write_and_bump(&sql, &params.refs(principal)).await? {
+            if !self
+                .insert_row::<StoredPrincipal>(&params.refs(principal))
+                .await?
+            {
                 return Err(StoreError::NameTaken(principal.name.clone()));
             }
             Ok(())
@@ -628,32 +601,20 @@ impl knooppunt_store::Records for PgStore {
 
     fn update_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, bool> {
         Box::pin(async move {
-            let sql = format!(
-                "UPDATE principals SET ({}) = ({}) WHERE name = $1",
-                principals::COLUMNS,
-                principals::PLACEHOLDERS
-            );
             let params = principals::Params::new(principal);
-            self.write_and_bump(&sql, &params.refs(principal)).await
-        })
-    }
-
-    fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            self.write_and_bump("DELETE FROM principals WHERE name = $1", &[&name])
+            self.replace_row::<StoredPrincipal>(&params.refs(principal))
                 .await
         })
     }
 
+    fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(self.delete_row::<StoredPrincipal>(name))
+    }
+
     fn insert_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            let sql = format!(
-                "INSERT INTO catalog ({}) VALUES ({}) ON CONFLICT (id) DO NOTHING",
-                catalog::COLUMNS,
-                catalog::PLACEHOLDERS
-            );
             let params = catalog::Params::new(entry);
-            if !self.write_and_bump(&sql, &params.refs(entry)).await? {
+            if !self.insert_row::<CatalogEntry>(&params.refs(entry)).await? {
                 return Err(StoreError::Conflict(entry.id.clone()));
             }
             Ok(())
@@ -662,30 +623,17 @@ impl knooppunt_store::Records for PgStore {
 
     fn update_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, bool> {
         Box::pin(async move {
-            let sql = format!(
-                "UPDATE catalog SET ({}) = ({}) WHERE id = $1",
-                catalog::COLUMNS,
-                catalog::PLACEHOLDERS
-            );
             let params = catalog::Params::new(entry);
-            self.write_and_bump(&sql, &params.refs(entry)).await
+            self.replace_row::<CatalogEntry>(&params.refs(entry)).await
         })
     }
 
     fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            self.write_and_bump("DELETE FROM catalog WHERE id = $1", &[&id])
-                .await
-        })
+        Box::pin(self.delete_row::<CatalogEntry>(id))
     }
 
     fn catalog_entries(&self) -> StoreFuture<'_, Vec<CatalogEntry>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let sql = format!("SELECT {} FROM catalog ORDER BY id", catalog::COLUMNS);
-            let rows = client.query(&sql, &[]).await.map_err(backend)?;
-            rows.iter().map(catalog::from_row).collect()
-        })
+        Box::pin(self.rows::<CatalogEntry>())
     }
 
     fn put_replay<'a>(
@@ -856,15 +804,7 @@ impl knooppunt_store::Records for PgStore {
     }
 
     fn principals(&self) -> StoreFuture<'_, Vec<StoredPrincipal>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let sql = format!(
-                "SELECT {} FROM principals ORDER BY name",
-                principals::COLUMNS
-            );
-            let rows = client.query(&sql, &[]).await.map_err(backend)?;
-            rows.iter().map(principals::from_row).collect()
-        })
+        Box::pin(self.rows::<StoredPrincipal>())
     }
 }
 

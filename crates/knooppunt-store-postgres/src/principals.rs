@@ -80,3 +80,14 @@ pub(crate) fn from_row(row: &Row) -> Result<StoredPrincipal, StoreError> {
         updated_at: row.get::<_, i64>("updated_at") as u64,
     })
 }
+
+impl crate::table::Table for StoredPrincipal {
+    const NAME: &'static str = "principals";
+    const KEY: &'static str = "name";
+    const COLUMNS: &'static str = COLUMNS;
+    const PLACEHOLDERS: &'static str = PLACEHOLDERS;
+
+    fn from_row(row: &Row) -> Result<Self, StoreError> {
+        from_row(row)
+    }
+}

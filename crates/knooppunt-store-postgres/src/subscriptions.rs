@@ -243,3 +243,14 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
         id,
     })
 }
+
+impl crate::table::Table for Subscription {
+    const NAME: &'static str = "subscriptions";
+    const KEY: &'static str = "id";
+    const COLUMNS: &'static str = COLUMNS;
+    const PLACEHOLDERS: &'static str = PLACEHOLDERS;
+
+    fn from_row(row: &Row) -> Result<Self, StoreError> {
+        from_row(row)
+    }
+}

@@ -1,0 +1,86 @@
+//! Keyed records kept as rows of their own table (subscriptions, principals, catalog
+//! entries): read, inserted, replaced and deleted the same way for every kind; each kind
+//! says only how it is a row (its file: `subscriptions.rs`, `principals.rs`,
+//! `catalog.rs`).
+
+use knooppunt_store::StoreError;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use crate::{PgStore, backend};
+
+/// A kind of record that is a row of its own table.
+pub(crate) trait Table: Sized {
+    const NAME: &'static str;
+    /// The key column: the first of [`Table::COLUMNS`].
+    const KEY: &'static str;
+    /// Every column, the key first.
+    const COLUMNS: &'static str;
+    /// `$1, $2, …`, one per column.
+    const PLACEHOLDERS: &'static str;
+
+    fn from_row(row: &Row) -> Result<Self, StoreError>;
+}
+
+/// The values of a row's columns, in the order of [`Table::COLUMNS`].
+pub(crate) type Values<'a> = [&'a (dyn ToSql + Sync)];
+
+impl PgStore {
+    /// Inserts a row unless its key is taken (then `false`, nothing written); bumps the
+    /// version the hubs reload at.
+    pub(crate) async fn insert_row<T: Table>(
+        &self,
+        values: &Values<'_>,
+    ) -> Result<bool, StoreError> {
+        let sql = format!(
+            "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
+            T::NAME,
+            T::COLUMNS,
+            T::PLACEHOLDERS,
+            T::KEY
+        );
+        self.write_and_bump(&sql, values).await
+    }
+
+    /// Replaces the row with the key of `values` (`$1`); `false` when there is none.
+    pub(crate) async fn replace_row<T: Table>(
+        &self,
+        values: &Values<'_>,
+    ) -> Result<bool, StoreError> {
+        let sql = format!(
+            "UPDATE {} SET ({}) = ({}) WHERE {} = $1",
+            T::NAME,
+            T::COLUMNS,
+            T::PLACEHOLDERS,
+            T::KEY
+        );
+        self.write_and_bump(&sql, values).await
+    }
+
+    /// Deletes the row with `key`; `false` when there is none.
+    pub(crate) async fn delete_row<T: Table>(&self, key: &str) -> Result<bool, StoreError> {
+        let sql = format!("DELETE FROM {} WHERE {} = $1", T::NAME, T::KEY);
+        self.write_and_bump(&sql, &[&key]).await
+    }
+
+    /// The row with `key`, if there is one.
+    pub(crate) async fn row<T: Table>(&self, key: &str) -> Result<Option<T>, StoreError> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {} = $1",
+            T::COLUMNS,
+            T::NAME,
+            T::KEY
+        );
+        let row = client.query_opt(&sql, &[&key]).await.map_err(backend)?;
+        row.as_ref().map(T::from_row).transpose()
+    }
+
+    /// Every row, in the order of their keys.
+    pub(crate) async fn rows<T: Table>(&self) -> Result<Vec<T>, StoreError> {
+        let client = self.client().await?;
+        let sql = format!("SELECT {} FROM {} ORDER BY {}", T::COLUMNS, T::NAME, T::KEY);
+        let rows = client.query(&sql, &[]).await.map_err(backend)?;
+        rows.iter().map(T::from_row).collect()
+    }
+}
