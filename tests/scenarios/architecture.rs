@@ -136,6 +136,21 @@ fn the_crates_depend_only_as_architecture_md_says() {
         &[&backends[..], &["axum"]].concat(),
     );
     assert_none(&graph, "knooppunt-broker", &backends);
+    // The services know nothing of HTTP: every surface over them is in the broker.
+    let direct = graph.direct("knooppunt-services");
+    for http in ["axum", "hyper", "http", "maud", "tower", "knooppunt-broker"] {
+        assert!(
+            !direct.contains(http),
+            "knooppunt-services depends on {http}"
+        );
+    }
+    assert!(
+        graph
+            .direct("knooppunt-broker")
+            .contains("knooppunt-services"),
+        "the surfaces call the services"
+    );
+    assert_none(&graph, "knooppunt-services", &backends);
     assert_none(
         &graph,
         "knooppunt-identity",
@@ -185,20 +200,26 @@ fn the_crates_depend_only_as_architecture_md_says() {
     assert!(graph.all("knooppunt").contains("knooppunt-store-postgres"));
 }
 
-/// The broker's source files below `dir` (relative to the broker's `src`), with their text.
+/// The hub's source files below `dir`, with their text, named relative to their crate's
+/// `src`: the services (`knooppunt-services`) and the surfaces over them
+/// (`knooppunt-broker`: `api/` and the wiring).
 fn broker_sources(dir: &str) -> Vec<(String, String)> {
-    let root =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/knooppunt-broker/src");
     let mut found = Vec::new();
-    let mut pending = vec![root.join(dir)];
-    while let Some(path) = pending.pop() {
-        if path.is_dir() {
-            for entry in std::fs::read_dir(&path).unwrap() {
-                pending.push(entry.unwrap().path());
+    for krate in ["knooppunt-broker", "knooppunt-services"] {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../crates")
+            .join(krate)
+            .join("src");
+        let mut pending = vec![root.join(dir)];
+        while let Some(path) = pending.pop() {
+            if path.is_dir() {
+                for entry in std::fs::read_dir(&path).unwrap() {
+                    pending.push(entry.unwrap().path());
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let name = path.strip_prefix(&root).unwrap().display().to_string();
+                found.push((name, std::fs::read_to_string(&path).unwrap()));
             }
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            let name = path.strip_prefix(&root).unwrap().display().to_string();
-            found.push((name, std::fs::read_to_string(&path).unwrap()));
         }
     }
     found.sort();

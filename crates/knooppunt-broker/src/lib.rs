@@ -11,27 +11,11 @@
 // The OpenAPI document is one large `json!` literal.
 #![recursion_limit = "256"]
 
-mod administering;
 pub mod api;
-mod app;
-mod approvals;
-mod audit;
-mod backlog;
-mod catalog;
-mod cataloging;
-mod history;
 pub use knooppunt_identity as identity;
-pub mod ingest;
-mod principals;
-mod registry;
-mod replaying;
-mod salvaging;
 use knooppunt_server as server;
-mod sessions;
-mod subscribing;
-mod subscriptions;
-mod telemetry;
-mod zgw;
+pub use knooppunt_services::ingest;
+use knooppunt_services::{app, audit, backlog, history, sessions, subscriptions, telemetry};
 
 use std::future::Future;
 use std::sync::Arc;

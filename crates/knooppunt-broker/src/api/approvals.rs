@@ -25,9 +25,9 @@ use super::input::{Body, Input, Members};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::request::RequestAudit;
-use crate::app::AppState;
-use crate::approvals::{Refused, Selection};
-use crate::cataloging;
+use knooppunt_services::app::AppState;
+use knooppunt_services::approvals::{Refused, Selection};
+use knooppunt_services::cataloging;
 
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT";
 

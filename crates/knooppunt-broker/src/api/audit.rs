@@ -20,8 +20,8 @@ use super::auth::Caller;
 use super::document::{BAD_REQUEST, Document, Operation, UNAUTHORIZED, header, page_parameters};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
-use crate::app::AppState;
 use crate::identity::Principal;
+use knooppunt_services::app::AppState;
 
 /// An entry of the trail as the API shows it: the record with its place in the chain.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -152,7 +152,7 @@ const SCAN_LIMIT: usize = 20_000;
 
 /// The names of the audit trail's operations.
 fn action_names(_: &mut SchemaGenerator) -> Schema {
-    let names: Vec<&str> = crate::audit::ActionName::ALL
+    let names: Vec<&str> = knooppunt_services::audit::ActionName::ALL
         .iter()
         .map(|name| name.as_str())
         .collect();
@@ -268,7 +268,7 @@ pub(crate) async fn verify(
     }
     let head = match query.get("head") {
         None => None,
-        Some(text) => match crate::audit::parse_head(text) {
+        Some(text) => match knooppunt_services::audit::parse_head(text) {
             Some(head) => Some(head),
             None => {
                 problems.push(InvalidParam::new(
@@ -383,7 +383,7 @@ pub(crate) fn describe(doc: &mut Document) {
         "200",
         "The outcome; `intact: false` names the first broken entry, or says the trail was \
          truncated.",
-        Some(doc.schema::<crate::app::AuditVerification>()),
+        Some(doc.schema::<knooppunt_services::app::AuditVerification>()),
     )
     .refusals(&[
         BAD_REQUEST,
@@ -402,7 +402,7 @@ pub(crate) fn describe(doc: &mut Document) {
     .answer(
         "200",
         "The head.",
-        Some(doc.schema::<crate::app::AuditHead>()),
+        Some(doc.schema::<knooppunt_services::app::AuditHead>()),
     )
     .refusals(&[
         UNAUTHORIZED,

@@ -14,10 +14,10 @@ use sha2::{Digest, Sha256};
 
 use super::problem::ApiError;
 use super::request::RequestAudit;
-use crate::app::AppState;
 pub(crate) use crate::identity::ClientCertificate;
 pub use crate::identity::{Authentication, Principal, Role, hash_token};
-use crate::principals::Found;
+use knooppunt_services::app::AppState;
+use knooppunt_services::principals::Found;
 
 /// A principal the console signed in, acting through the API in-process: the console's
 /// pages call the API's own handlers with it (a request extension, which nothing from the
@@ -178,7 +178,7 @@ async fn authenticate(parts: &mut Parts, state: &Arc<AppState>) -> Result<Caller
 
 impl RequestAudit {
     /// The context of an action `caller` takes in this request.
-    pub(crate) fn of(&self, caller: &Caller) -> crate::audit::Context {
+    pub(crate) fn of(&self, caller: &Caller) -> knooppunt_services::audit::Context {
         self.of_principal(&caller.0)
     }
 }

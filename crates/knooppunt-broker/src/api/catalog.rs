@@ -28,10 +28,10 @@ use super::input::{self, Body, Input, Members};
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::request::RequestAudit;
-use crate::app::AppState;
-use crate::audit::{Action, ActionName};
-use crate::catalog::{Draft, Refused};
-use crate::cataloging;
+use knooppunt_services::app::AppState;
+use knooppunt_services::audit::{Action, ActionName};
+use knooppunt_services::catalog::{Draft, Refused};
+use knooppunt_services::cataloging;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE";
@@ -125,7 +125,7 @@ fn json_schema_document(_: &mut SchemaGenerator) -> Schema {
             "A JSON Schema (at most {} KiB; an object, or `true` or `false` as JSON Schema \
              allows) the events' data is checked against when they are published; nothing \
              outside it is fetched, patterns use a linear-time engine.",
-            crate::catalog::MAX_SCHEMA_BYTES / 1024
+            knooppunt_services::catalog::MAX_SCHEMA_BYTES / 1024
         )
     })
 }

@@ -1,7 +1,7 @@
 //! The sink's consent (CloudEvents webhook spec section 4, NL GOV webhook guideline): the
 //! callback URL a sink may call to consent later, and an administrator's record of consent
 //! "by agreement". The `OPTIONS` handshake when a subscription is created or its sink
-//! changes is `crate::subscribing`'s.
+//! changes is `knooppunt_services::subscribing`'s.
 
 use std::sync::Arc;
 
@@ -19,9 +19,9 @@ use super::document::{
 use super::problem::ApiError;
 use super::request::RequestAudit;
 use super::subscriptions::{not_found, resource};
-use crate::app::AppState;
-use crate::audit::{Action, ActionName};
-use crate::subscriptions::Agreed;
+use knooppunt_services::app::AppState;
+use knooppunt_services::audit::{Action, ActionName};
+use knooppunt_services::subscriptions::Agreed;
 
 /// `GET` or `POST /v1/subscriptions/{id}/validation/{token}`: the sink consents later. No
 /// bearer token: the secret in the URL, sent only to the sink, is the credential.

@@ -24,8 +24,8 @@ use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::request::RequestAudit;
 use super::subscriptions::not_found;
-use crate::app::AppState;
-use crate::salvaging::{self, Refused};
+use knooppunt_services::app::AppState;
+use knooppunt_services::salvaging::{self, Refused};
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET";
 pub(crate) const ITEM_ALLOW: &str = "GET, DELETE";

@@ -21,9 +21,9 @@ use tracing::Instrument;
 use super::auth::{Caller, Role};
 use super::document::{Document, Operation, UNAUTHORIZED, cloud_events, header};
 use super::problem::{ApiError, InvalidParam};
-use crate::app::AppState;
-use crate::ingest::{Receipt, Refused, ViolationSchema};
-use crate::telemetry::Rejection;
+use knooppunt_services::app::AppState;
+use knooppunt_services::ingest::{Receipt, Refused, ViolationSchema};
+use knooppunt_services::telemetry::Rejection;
 
 /// The answer to a batch: the receipts without their warnings, and each warning once with
 /// the positions of the events it concerns (a large batch of alike events would otherwise

@@ -43,7 +43,7 @@ use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
 use self::problem::ApiError;
-use crate::app::AppState;
+use knooppunt_services::app::AppState;
 
 /// The major version in every path.
 pub const BASE_PATH: &str = "/v1";

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::auth::{Caller, Role};
 use super::problem::{ApiError, PROBLEM_JSON};
-use crate::app::AppState;
+use knooppunt_services::app::AppState;
 
 /// `GET /healthz`: 200 while the process serves requests.
 pub(crate) async fn healthz() -> Response {
@@ -104,13 +104,15 @@ async fn exposition(state: &AppState) -> Response {
         &state.publishing.counters,
         &queues,
         &states,
-        crate::ingest::now_ms(),
+        knooppunt_services::ingest::now_ms(),
     );
-    crate::telemetry::render_worker_health(&mut body, &state.deliverer.health());
+    knooppunt_services::telemetry::render_worker_health(&mut body, &state.deliverer.health());
     match state.disk_usage().await {
-        Ok(usage) => {
-            crate::telemetry::render_store(&mut body, &usage, state.publishing.options.retention)
-        }
+        Ok(usage) => knooppunt_services::telemetry::render_store(
+            &mut body,
+            &usage,
+            state.publishing.options.retention,
+        ),
         Err(error) => tracing::warn!(%error, "Reading the store's disk use for /metrics failed."),
     }
     state.audit.render(&mut body);

@@ -26,9 +26,9 @@ use super::document::{
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
 use super::request::RequestAudit;
-use crate::administering::{self, PrincipalOut};
-use crate::app::AppState;
-use crate::principals::FROM_API;
+use knooppunt_services::administering::{self, PrincipalOut};
+use knooppunt_services::app::AppState;
+use knooppunt_services::principals::FROM_API;
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
 pub(crate) const ITEM_ALLOW: &str = "GET, PATCH, DELETE";

@@ -179,7 +179,7 @@ impl ApiError {
 #[allow(dead_code)]
 pub(crate) struct InvalidEventSchema {
     index: Option<usize>,
-    violations: Vec<crate::ingest::ViolationSchema>,
+    violations: Vec<knooppunt_services::ingest::ViolationSchema>,
 }
 
 /// The problem details body.
@@ -303,19 +303,19 @@ impl From<crate::identity::tokens::TokenRefused> for ApiError {
     }
 }
 
-impl From<crate::principals::Refused> for ApiError {
-    fn from(error: crate::principals::Refused) -> Self {
+impl From<knooppunt_services::principals::Refused> for ApiError {
+    fn from(error: knooppunt_services::principals::Refused) -> Self {
         match error {
-            crate::principals::Refused::Store(error) => error.into(),
-            crate::principals::Refused::NotAdmin(why) => ApiError::Forbidden(why),
-            crate::principals::Refused::Conflict(why) => ApiError::Conflict(why),
+            knooppunt_services::principals::Refused::Store(error) => error.into(),
+            knooppunt_services::principals::Refused::NotAdmin(why) => ApiError::Forbidden(why),
+            knooppunt_services::principals::Refused::Conflict(why) => ApiError::Conflict(why),
         }
     }
 }
 
-impl From<crate::subscribing::Refused> for ApiError {
-    fn from(refused: crate::subscribing::Refused) -> Self {
-        use crate::subscribing::Refused;
+impl From<knooppunt_services::subscribing::Refused> for ApiError {
+    fn from(refused: knooppunt_services::subscribing::Refused) -> Self {
+        use knooppunt_services::subscribing::Refused;
         match refused {
             Refused::Forbidden(why) => ApiError::Forbidden(why),
             Refused::Address(member, why) => ApiError::invalid(
@@ -329,8 +329,8 @@ impl From<crate::subscribing::Refused> for ApiError {
     }
 }
 
-impl From<crate::subscriptions::QuotaExceeded> for ApiError {
-    fn from(error: crate::subscriptions::QuotaExceeded) -> Self {
+impl From<knooppunt_services::subscriptions::QuotaExceeded> for ApiError {
+    fn from(error: knooppunt_services::subscriptions::QuotaExceeded) -> Self {
         ApiError::Forbidden(error.0)
     }
 }

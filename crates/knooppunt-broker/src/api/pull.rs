@@ -25,8 +25,8 @@ use super::document::{
 };
 use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, unseen};
-use crate::app::AppState;
-use crate::subscriptions::PullRefused;
+use knooppunt_services::app::AppState;
+use knooppunt_services::subscriptions::PullRefused;
 
 /// The lock tokens of a `receive` answer, in the order of its events.
 pub(crate) const LOCK_TOKENS: HeaderName = HeaderName::from_static("knooppunt-lock-tokens");

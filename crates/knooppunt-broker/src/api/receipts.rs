@@ -22,7 +22,7 @@ use super::document::{
 };
 use super::page::Page;
 use super::problem::{ApiError, InvalidParam};
-use crate::app::AppState;
+use knooppunt_services::app::AppState;
 
 /// Who received an event: its receipts, with the event's `source`, `id` and `type` while
 /// it is retained.

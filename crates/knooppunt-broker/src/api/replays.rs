@@ -25,10 +25,10 @@ use super::input::{Body, Input, Members, Time};
 use super::problem::{ApiError, InvalidParam};
 use super::request::RequestAudit;
 use super::subscriptions::not_found;
-use crate::app::AppState;
-use crate::audit::{Action, ActionName};
-use crate::history::ReplayRefused;
-use crate::replaying::{self, Refused};
+use knooppunt_services::app::AppState;
+use knooppunt_services::audit::{Action, ActionName};
+use knooppunt_services::history::ReplayRefused;
+use knooppunt_services::replaying::{self, Refused};
 
 /// A replay: a window of a subscription's retained events queued for it again.
 #[derive(Debug, Serialize, JsonSchema)]

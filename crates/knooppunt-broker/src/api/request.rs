@@ -13,9 +13,9 @@ use http::{HeaderValue, StatusCode};
 use serde_json::json;
 
 use super::problem::{ApiError, Refusal};
-use crate::app::AppState;
-use crate::audit::{Action, Context};
 use crate::identity::Principal;
+use knooppunt_services::app::AppState;
+use knooppunt_services::audit::{Action, Context};
 
 pub(crate) const REQUEST_ID: &str = "x-request-id";
 
@@ -146,9 +146,9 @@ pub(crate) async fn track(state: &AppState, mut request: Request, next: Next) ->
             &audit.context(),
             Action::new(
                 if status == StatusCode::UNAUTHORIZED {
-                    crate::audit::ActionName::RequestUnauthenticated
+                    knooppunt_services::audit::ActionName::RequestUnauthenticated
                 } else {
-                    crate::audit::ActionName::RequestForbidden
+                    knooppunt_services::audit::ActionName::RequestForbidden
                 },
                 format!(
                     "{method} {}",

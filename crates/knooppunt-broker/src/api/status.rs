@@ -23,8 +23,8 @@ use super::problem::ApiError;
 use super::request::RequestAudit;
 use super::subscription_body::AttemptOut;
 use super::subscriptions::{not_found, visible};
-use crate::app::AppState;
-use crate::audit::{Action, ActionName};
+use knooppunt_services::app::AppState;
+use knooppunt_services::audit::{Action, ActionName};
 
 /// The subscription, if it is the caller's (or the caller an administrator).
 fn owned(

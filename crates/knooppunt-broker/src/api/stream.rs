@@ -20,8 +20,8 @@ use super::document::{
 };
 use super::problem::{ApiError, InvalidParam};
 use super::subscriptions::{not_found, unseen};
-use crate::app::AppState;
-use crate::history::HistoryRefused;
+use knooppunt_services::app::AppState;
+use knooppunt_services::history::HistoryRefused;
 
 /// The position after the events of an answer, to read on from.
 pub(crate) const CURSOR: HeaderName = HeaderName::from_static("knooppunt-cursor");

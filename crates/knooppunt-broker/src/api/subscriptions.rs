@@ -25,9 +25,9 @@ use super::subscription_body::{
     self, FilterBudgetOut, SubscriptionInput, SubscriptionOut, SubscriptionRequest, representation,
 };
 use super::{BASE_PATH, JsonBody, base_url};
-use crate::app::AppState;
-use crate::audit::{Action, ActionName};
-use crate::{subscribing, subscriptions};
+use knooppunt_services::app::AppState;
+use knooppunt_services::audit::{Action, ActionName};
+use knooppunt_services::{subscribing, subscriptions};
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE, OPTIONS";
@@ -35,10 +35,10 @@ pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE, OPTIONS";
 pub(crate) use super::problem::not_found;
 
 /// Why the caller may not act on subscription `id`'s events, as a problem.
-pub(crate) fn unseen(why: crate::subscriptions::Unseen, id: &str) -> ApiError {
+pub(crate) fn unseen(why: knooppunt_services::subscriptions::Unseen, id: &str) -> ApiError {
     match why {
-        crate::subscriptions::Unseen::Forbidden(why) => ApiError::Forbidden(why),
-        crate::subscriptions::Unseen::NoSubscription => not_found(id),
+        knooppunt_services::subscriptions::Unseen::Forbidden(why) => ApiError::Forbidden(why),
+        knooppunt_services::subscriptions::Unseen::NoSubscription => not_found(id),
     }
 }
 
@@ -236,7 +236,7 @@ pub(crate) fn check(state: &AppState, caller: &Caller, body: &Value) -> Result<(
 }
 
 /// `POST /v1/subscriptions`: the body read and turned into a subscription of the caller;
-/// the rest is [`crate::subscribing::create`]'s, as for every surface.
+/// the rest is [`knooppunt_services::subscribing::create`]'s, as for every surface.
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     caller: Caller,
@@ -447,7 +447,7 @@ pub(crate) async fn rotate_signing_secret(
         .await
     {
         Ok(rotated) => rotated.ok_or_else(|| not_found(&id))?,
-        Err(crate::subscriptions::Rotation::InOverlap(until)) => {
+        Err(knooppunt_services::subscriptions::Rotation::InOverlap(until)) => {
             return Err(ApiError::Conflict(format!(
                 "the secret before the current one still signs until {} (the overlap the last \
                  rotation announced): rotate again after that, so that no secret stops \
@@ -455,7 +455,7 @@ pub(crate) async fn rotate_signing_secret(
                 knooppunt_event::timestamp::utc_timestamp(until)
             )));
         }
-        Err(crate::subscriptions::Rotation::Store(error)) => return Err(error.into()),
+        Err(knooppunt_services::subscriptions::Rotation::Store(error)) => return Err(error.into()),
     };
     let until = subscription
         .signing

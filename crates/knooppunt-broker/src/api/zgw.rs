@@ -18,9 +18,9 @@ use knooppunt_event::notificatie::FieldError;
 use serde_json::{Map, Value, json};
 
 use super::base_url;
-use crate::app::AppState;
 use crate::identity::zgw::{self, CONSUME, PUBLISH, ZgwClient};
-use crate::zgw::{Kanaal, KanaalDraft, KanaalRefused};
+use knooppunt_services::app::AppState;
+use knooppunt_services::zgw::{Kanaal, KanaalDraft, KanaalRefused};
 
 /// The version of the Notificaties API served.
 pub(crate) const ZGW_API_VERSION: &str = "1.0.0";
@@ -167,9 +167,9 @@ impl IntoResponse for ZgwError {
     }
 }
 
-impl From<crate::subscribing::Refused> for ZgwError {
-    fn from(refused: crate::subscribing::Refused) -> Self {
-        use crate::subscribing::Refused;
+impl From<knooppunt_services::subscribing::Refused> for ZgwError {
+    fn from(refused: knooppunt_services::subscribing::Refused) -> Self {
+        use knooppunt_services::subscribing::Refused;
         match refused {
             Refused::Forbidden(why) => ZgwError::PermissionDenied(why),
             // An abonnement has no token endpoint: its callback is its one address.
@@ -181,8 +181,8 @@ impl From<crate::subscribing::Refused> for ZgwError {
     }
 }
 
-impl From<crate::subscriptions::QuotaExceeded> for ZgwError {
-    fn from(exceeded: crate::subscriptions::QuotaExceeded) -> Self {
+impl From<knooppunt_services::subscriptions::QuotaExceeded> for ZgwError {
+    fn from(exceeded: knooppunt_services::subscriptions::QuotaExceeded) -> Self {
         ZgwError::PermissionDenied(exceeded.to_string())
     }
 }
@@ -323,7 +323,8 @@ async fn list_kanalen(
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[PUBLISH, CONSUME])?;
     let base = base_url(&state, &headers);
-    let kanalen = crate::zgw::kanalen(&state.catalog, query.get("naam").map(String::as_str));
+    let kanalen =
+        knooppunt_services::zgw::kanalen(&state.catalog, query.get("naam").map(String::as_str));
     let body: Vec<Value> = kanalen.iter().map(|k| representation(&base, k)).collect();
     Ok(answer(StatusCode::OK, Value::Array(body)))
 }
@@ -336,7 +337,7 @@ async fn read_kanaal(
     Path(uuid): Path<String>,
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[PUBLISH, CONSUME])?;
-    let kanaal = crate::zgw::kanaal(&state.catalog, &uuid)
+    let kanaal = knooppunt_services::zgw::kanaal(&state.catalog, &uuid)
         .ok_or_else(|| ZgwError::NotFound(format!("er is geen kanaal `{uuid}`")))?;
     Ok(answer(
         StatusCode::OK,
@@ -500,8 +501,8 @@ async fn create_kanaal(
     let principal = caller.0.principal();
     let action = |entry: &knooppunt_store::CatalogEntry| {
         let kanaal = Kanaal::of(entry);
-        crate::audit::Action::new(
-            crate::audit::ActionName::KanaalCreate,
+        knooppunt_services::audit::Action::new(
+            knooppunt_services::audit::ActionName::KanaalCreate,
             format!("eventtype/{}", entry.id),
             json!({"naam": kanaal.as_ref().map(|k| &k.naam),
                    "filters": kanaal.as_ref().map(|k| &k.filters),
@@ -509,9 +510,12 @@ async fn create_kanaal(
         )
     };
     let made = async {
-        let entry = crate::zgw::kanaal_entry(&state.catalog, &caller.0, draft)?;
+        let entry = knooppunt_services::zgw::kanaal_entry(&state.catalog, &caller.0, draft)?;
         let context = audit.of_principal(&principal);
-        Ok(crate::cataloging::create(&state, &context, &principal, entry, action).await?)
+        Ok(
+            knooppunt_services::cataloging::create(&state, &context, &principal, entry, action)
+                .await?,
+        )
     };
     let entry = made.await.map_err(|why| match why {
         KanaalRefused::Taken => ZgwError::Invalid(vec![FieldError {
@@ -519,8 +523,8 @@ async fn create_kanaal(
             code: "unique",
             reason: "Kanaal met deze naam bestaat al.".into(),
         }]),
-        KanaalRefused::Catalog(crate::catalog::Refused::Store(error)) => error.into(),
-        KanaalRefused::Catalog(crate::catalog::Refused::Forbidden(why)) => {
+        KanaalRefused::Catalog(knooppunt_services::catalog::Refused::Store(error)) => error.into(),
+        KanaalRefused::Catalog(knooppunt_services::catalog::Refused::Forbidden(why)) => {
             ZgwError::PermissionDenied(why)
         }
         KanaalRefused::Catalog(other) => ZgwError::Invalid(vec![FieldError {
@@ -556,7 +560,8 @@ async fn publish_notificatie(
         }])
     })?;
     let notificatie = Notificatie::read(text).map_err(ZgwError::Invalid)?;
-    crate::zgw::check_notificatie(&state.catalog, &notificatie).map_err(ZgwError::Invalid)?;
+    knooppunt_services::zgw::check_notificatie(&state.catalog, &notificatie)
+        .map_err(ZgwError::Invalid)?;
     let event = notificatie
         .to_event(&caller.0.source(), &uuid::Uuid::now_v7().to_string())
         .map_err(|violations| ZgwError::Internal(violations.to_string()))?;
@@ -566,14 +571,16 @@ async fn publish_notificatie(
         .accept(&principal, vec![event.into()], false)
         .await
         .map_err(|refused| match refused {
-            crate::ingest::Refused::Invalid(problems) => ZgwError::Invalid(vec![FieldError {
-                name: "nonFieldErrors".into(),
-                code: "invalid",
-                reason: format!("De notificatie is als CloudEvent ongeldig: {problems:?}"),
-            }]),
-            crate::ingest::Refused::Forbidden(why) => ZgwError::PermissionDenied(why),
-            crate::ingest::Refused::Store(error) => error.into(),
-            crate::ingest::Refused::Full(full) => ZgwError::Unavailable(full.detail),
+            knooppunt_services::ingest::Refused::Invalid(problems) => {
+                ZgwError::Invalid(vec![FieldError {
+                    name: "nonFieldErrors".into(),
+                    code: "invalid",
+                    reason: format!("De notificatie is als CloudEvent ongeldig: {problems:?}"),
+                }])
+            }
+            knooppunt_services::ingest::Refused::Forbidden(why) => ZgwError::PermissionDenied(why),
+            knooppunt_services::ingest::Refused::Store(error) => error.into(),
+            knooppunt_services::ingest::Refused::Full(full) => ZgwError::Unavailable(full.detail),
         })?;
     // 201: what the ZGW clients in use expect of a create (the 1.0 document says 200).
     Ok(answer_text(StatusCode::CREATED, notificatie.json()))
@@ -610,7 +617,10 @@ async fn document_json() -> Response {
         .into_response()
 }
 
-fn abonnement_representation(base: &str, abonnement: &crate::zgw::Abonnement) -> Value {
+fn abonnement_representation(
+    base: &str,
+    abonnement: &knooppunt_services::zgw::Abonnement,
+) -> Value {
     let kanalen: Vec<Value> = abonnement
         .kanalen
         .iter()
@@ -633,7 +643,9 @@ fn invalid(name: &str, code: &'static str, reason: impl Into<String>) -> ZgwErro
 }
 
 /// The body of `POST /api/v1/abonnement`, every problem reported.
-fn read_abonnement_draft(body: &[u8]) -> Result<crate::zgw::AbonnementDraft, Vec<FieldError>> {
+fn read_abonnement_draft(
+    body: &[u8],
+) -> Result<knooppunt_services::zgw::AbonnementDraft, Vec<FieldError>> {
     let field = |name: &str, code: &'static str, reason: &str| FieldError {
         name: name.to_owned(),
         code,
@@ -715,7 +727,7 @@ fn read_abonnement_draft(body: &[u8]) -> Result<crate::zgw::AbonnementDraft, Vec
         )),
     }
     if errors.is_empty() {
-        Ok(crate::zgw::AbonnementDraft {
+        Ok(knooppunt_services::zgw::AbonnementDraft {
             callback_url,
             auth,
             kanalen,
@@ -727,16 +739,16 @@ fn read_abonnement_draft(body: &[u8]) -> Result<crate::zgw::AbonnementDraft, Vec
 
 /// The abonnement `draft` as subscription `id` of the caller, checked (agreed by its
 /// callback), once its kanalen are as Open Notificaties requires, the hub's checks of a new
-/// subscription passed (the same as for the REST API: [`crate::subscribing::check`]), and
+/// subscription passed (the same as for the REST API: [`knooppunt_services::subscribing::check`]), and
 /// its callback answered the test notificatie (2xx).
 async fn checked_abonnement(
     state: &AppState,
     caller: &ZgwCaller,
-    draft: &crate::zgw::AbonnementDraft,
+    draft: &knooppunt_services::zgw::AbonnementDraft,
     id: &str,
-) -> Result<crate::subscribing::Checked<'static>, ZgwError> {
-    let filters =
-        crate::zgw::abonnement_filters(&state.catalog, draft).map_err(ZgwError::Invalid)?;
+) -> Result<knooppunt_services::subscribing::Checked<'static>, ZgwError> {
+    let filters = knooppunt_services::zgw::abonnement_filters(&state.catalog, draft)
+        .map_err(ZgwError::Invalid)?;
     let criteria = knooppunt_filter::Criteria {
         source: None,
         types: None,
@@ -749,7 +761,7 @@ async fn checked_abonnement(
     };
     super::subscription_body::check_sink(&draft.callback_url, state.allow_http_sinks)
         .map_err(|why| invalid("callbackUrl", "invalid", why))?;
-    let subscription = crate::zgw::subscription_of(
+    let subscription = knooppunt_services::zgw::subscription_of(
         &caller.0,
         id.to_owned(),
         draft,
@@ -757,13 +769,13 @@ async fn checked_abonnement(
         &state.subscription_defaults,
     )
     .map_err(|why| invalid("callbackUrl", "invalid", why))?;
-    let new = crate::subscribing::New {
+    let new = knooppunt_services::subscribing::New {
         subscription,
         criteria,
-        consent: crate::subscribing::Consent::Agreed,
+        consent: knooppunt_services::subscribing::Consent::Agreed,
     };
-    let checked = crate::subscribing::check(state, &caller.0.principal(), new).await?;
-    let test = crate::zgw::test_notificatie(knooppunt_store::now_ms());
+    let checked = knooppunt_services::subscribing::check(state, &caller.0.principal(), new).await?;
+    let test = knooppunt_services::zgw::test_notificatie(knooppunt_store::now_ms());
     match state
         .deliverer
         .probe(
@@ -797,14 +809,14 @@ async fn checked_abonnement(
 /// The audit entry of an abonnement made or changed (`name`): its callback (redacted), its
 /// kanalen as the API shows them (under `base`), and the client.
 fn abonnement_action(
-    name: crate::audit::ActionName,
+    name: knooppunt_services::audit::ActionName,
     (state, base): (&AppState, &str),
     stored: &knooppunt_store::Subscription,
     caller: &ZgwCaller,
-) -> crate::audit::Action {
-    let kanalen = crate::zgw::abonnement_of(&state.catalog, stored)
+) -> knooppunt_services::audit::Action {
+    let kanalen = knooppunt_services::zgw::abonnement_of(&state.catalog, stored)
         .map(|abonnement| abonnement_representation(base, &abonnement)["kanalen"].clone());
-    crate::audit::Action::new(
+    knooppunt_services::audit::Action::new(
         name,
         format!("subscription/{}", stored.id),
         json!({"callbackUrl": knooppunt_delivery::redact_sink(&stored.sink),
@@ -828,17 +840,21 @@ async fn create_abonnement(
     let checked = checked_abonnement(&state, &caller, &draft, &id).await?;
     let principal = caller.0.principal();
     let base = base_url(&state, &headers);
-    let made =
-        crate::subscribing::create(&state, &audit.of_principal(&principal), checked, |stored| {
+    let made = knooppunt_services::subscribing::create(
+        &state,
+        &audit.of_principal(&principal),
+        checked,
+        |stored| {
             abonnement_action(
-                crate::audit::ActionName::AbonnementCreate,
+                knooppunt_services::audit::ActionName::AbonnementCreate,
                 (&state, &base),
                 stored,
                 &caller,
             )
-        })
-        .await?;
-    let abonnement = crate::zgw::abonnement_of(&state.catalog, &made.stored)
+        },
+    )
+    .await?;
+    let abonnement = knooppunt_services::zgw::abonnement_of(&state.catalog, &made.stored)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
     let body = abonnement_representation(&base, &abonnement);
     Ok(created(body))
@@ -849,12 +865,12 @@ fn own_abonnement(
     state: &AppState,
     caller: &ZgwCaller,
     uuid: &str,
-) -> Result<crate::zgw::Abonnement, ZgwError> {
+) -> Result<knooppunt_services::zgw::Abonnement, ZgwError> {
     state
         .subscriptions
         .get(uuid)
         .filter(|s| s.owner == caller.0.principal().name)
-        .and_then(|s| crate::zgw::abonnement_of(&state.catalog, &s))
+        .and_then(|s| knooppunt_services::zgw::abonnement_of(&state.catalog, &s))
         .ok_or_else(|| {
             ZgwError::NotFound(format!("er is geen abonnement `{uuid}` van deze client"))
         })
@@ -877,7 +893,7 @@ async fn list_abonnementen(
             .page(Some(&owner), cursor.as_deref(), 1000);
         list.extend(
             page.iter()
-                .filter_map(|s| crate::zgw::abonnement_of(&state.catalog, s))
+                .filter_map(|s| knooppunt_services::zgw::abonnement_of(&state.catalog, s))
                 .map(|a| abonnement_representation(&base, &a)),
         );
         match page.last() {
@@ -914,13 +930,13 @@ async fn delete_abonnement(
     own_abonnement(&state, &caller, &uuid)?;
     let principal = caller.0.principal();
     let action = |_: &knooppunt_store::Subscription| {
-        crate::audit::Action::new(
-            crate::audit::ActionName::AbonnementDelete,
+        knooppunt_services::audit::Action::new(
+            knooppunt_services::audit::ActionName::AbonnementDelete,
             format!("subscription/{uuid}"),
             json!({"client": caller.0.client_id}),
         )
     };
-    crate::subscribing::delete(
+    knooppunt_services::subscribing::delete(
         &state,
         &audit.of_principal(&principal),
         &principal,
@@ -941,9 +957,9 @@ async fn update_abonnement(
     audit: &super::request::RequestAudit,
     headers: &HeaderMap,
     uuid: &str,
-    draft: crate::zgw::AbonnementDraft,
+    draft: knooppunt_services::zgw::AbonnementDraft,
 ) -> Result<Response, ZgwError> {
-    let crate::subscribing::New {
+    let knooppunt_services::subscribing::New {
         subscription,
         criteria,
         ..
@@ -953,7 +969,7 @@ async fn update_abonnement(
     let principal = caller.0.principal();
     let base = base_url(state, headers);
     let sink = subscription.sink.to_string();
-    let change = crate::subscribing::Change {
+    let change = knooppunt_services::subscribing::Change {
         id: uuid,
         sink: Some(&sink),
         credential: None,
@@ -962,17 +978,17 @@ async fn update_abonnement(
             subscription.created_at = existing.created_at;
             Ok::<_, ZgwError>((subscription, criteria))
         },
-        consent: crate::subscribing::Consent::Agreed,
+        consent: knooppunt_services::subscribing::Consent::Agreed,
     };
     let action = |stored: &knooppunt_store::Subscription, _| {
         abonnement_action(
-            crate::audit::ActionName::AbonnementUpdate,
+            knooppunt_services::audit::ActionName::AbonnementUpdate,
             (state, &base),
             stored,
             caller,
         )
     };
-    let replaced = crate::subscribing::replace(
+    let replaced = knooppunt_services::subscribing::replace(
         state,
         &audit.of_principal(&principal),
         &principal,
@@ -981,7 +997,7 @@ async fn update_abonnement(
     )
     .await?
     .ok_or_else(|| ZgwError::NotFound(format!("er is geen abonnement `{uuid}`")))?;
-    let abonnement = crate::zgw::abonnement_of(&state.catalog, &replaced)
+    let abonnement = knooppunt_services::zgw::abonnement_of(&state.catalog, &replaced)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
     let body = abonnement_representation(&base, &abonnement);
     Ok(answer(StatusCode::OK, body))

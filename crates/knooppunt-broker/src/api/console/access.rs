@@ -15,9 +15,9 @@ use super::forms::{CSRF_FIELD, Fields, Posted, same_secret};
 use super::layout::{self, Section, badge, page, respond};
 use super::{BASE, Console, LANG_COOKIE, Lang, SESSION_COOKIE, Visitor, cookie, lang_of, redirect};
 use crate::api::auth::ClientCertificate;
-use crate::audit::{Action, Context};
 use crate::identity::{Authentication, Role};
-use crate::sessions::{Credential, SignIn};
+use knooppunt_services::audit::{Action, Context};
+use knooppunt_services::sessions::{Credential, SignIn};
 
 /// The cookie that carries the sign-in form's CSRF token (there is no session yet).
 const LOGIN_COOKIE: &str = "knooppunt_login";
@@ -183,7 +183,7 @@ pub(crate) async fn sign_in(
         state.audit.refused(
             &Context::default(),
             Action::new(
-                crate::audit::ActionName::ConsoleSignin,
+                knooppunt_services::audit::ActionName::ConsoleSignin,
                 "console".to_owned(),
                 serde_json::json!({"detail": "too many failed sign-ins from this address: \
                                               refused without checking the credential",
@@ -257,7 +257,7 @@ pub(crate) async fn sign_in(
             state.audit.refused(
                 &context,
                 Action::new(
-                    crate::audit::ActionName::ConsoleSignin,
+                    knooppunt_services::audit::ActionName::ConsoleSignin,
                     "console".to_owned(),
                     serde_json::json!({"detail": why, "peer": peer.map(|ip| ip.to_string())}),
                 ),
@@ -282,7 +282,7 @@ pub(crate) async fn sign_in(
         .record(
             &context,
             Action::new(
-                crate::audit::ActionName::ConsoleSignin,
+                knooppunt_services::audit::ActionName::ConsoleSignin,
                 format!("principal/{}", live.principal.name),
                 serde_json::json!({"expires": knooppunt_event::timestamp::utc_timestamp(live.session.expires_at)}),
             ),
@@ -326,7 +326,7 @@ pub(crate) async fn sign_out(
         .record(
             &context,
             Action::new(
-                crate::audit::ActionName::ConsoleSignout,
+                knooppunt_services::audit::ActionName::ConsoleSignout,
                 format!("principal/{}", posted.visitor.principal.name),
                 serde_json::json!({}),
             ),

@@ -38,9 +38,9 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 use crate::api::auth::Delegated;
-use crate::app::AppState;
 use crate::identity::{Principal, Role};
-use crate::sessions::Live;
+use knooppunt_services::app::AppState;
+use knooppunt_services::sessions::Live;
 
 pub(crate) use self::i18n::Lang;
 

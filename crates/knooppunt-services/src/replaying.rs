@@ -13,7 +13,7 @@ use crate::subscriptions::Unseen;
 
 /// Why a replay was not started, read or cancelled (nothing was changed).
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Refused {
+pub enum Refused {
     /// The caller may not replay events (the detail says why).
     #[error("{0}")]
     Forbidden(String),
@@ -42,7 +42,7 @@ fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<String
 /// (now when absent), requested by `caller`, and writes it on the audit trail (`action`
 /// names it from the job, in the surface's vocabulary; it concerns the subscription's
 /// owner).
-pub(crate) async fn start(
+pub async fn start(
     state: &AppState,
     context: &Context,
     caller: &Principal,
@@ -66,17 +66,13 @@ pub(crate) async fn start(
 }
 
 /// Subscription `id`'s newest replays, newest first.
-pub(crate) async fn list(
-    state: &AppState,
-    caller: &Principal,
-    id: &str,
-) -> Result<Vec<Replay>, Refused> {
+pub async fn list(state: &AppState, caller: &Principal, id: &str) -> Result<Vec<Replay>, Refused> {
     check_access(state, caller, id)?;
     Ok(state.history.replays(id).await?)
 }
 
 /// Replay `replay` of subscription `id`; `None` when it has none of that id.
-pub(crate) async fn get(
+pub async fn get(
     state: &AppState,
     caller: &Principal,
     (id, replay): (&str, &str),
@@ -87,7 +83,7 @@ pub(crate) async fn get(
 
 /// Cancels replay `replay` of subscription `id` (or gives it as it ended, if it had), and
 /// writes that on the audit trail; `None` when there is no such replay.
-pub(crate) async fn cancel(
+pub async fn cancel(
     state: &AppState,
     context: &Context,
     caller: &Principal,

@@ -15,7 +15,7 @@ use crate::identity::{Principal, Role};
 use crate::subscriptions::{self, QuotaExceeded};
 
 /// How a new subscription's sink agrees to receive.
-pub(crate) enum Consent<'a> {
+pub enum Consent<'a> {
     /// Asked with the handshake (CloudEvents webhook spec, section 4); the sink may consent
     /// later at the hub's validation callback, `{callbacks}/{id}/validation/{token}`.
     Ask { callbacks: &'a str },
@@ -25,22 +25,22 @@ pub(crate) enum Consent<'a> {
 }
 
 /// A subscription to make: built by the surface from its request, owned by the caller.
-pub(crate) struct New<'a> {
-    pub(crate) subscription: Subscription,
-    pub(crate) criteria: Criteria,
-    pub(crate) consent: Consent<'a>,
+pub struct New<'a> {
+    pub subscription: Subscription,
+    pub criteria: Criteria,
+    pub consent: Consent<'a>,
 }
 
 /// A subscription made: as stored (with the signing secret a push subscription gets, shown
 /// once), and as it is after its sink's answer to the handshake.
-pub(crate) struct Made {
-    pub(crate) stored: Arc<Subscription>,
-    pub(crate) now: Subscription,
+pub struct Made {
+    pub stored: Arc<Subscription>,
+    pub now: Subscription,
 }
 
 /// Why no subscription was made (nothing was changed).
 #[derive(Debug)]
-pub(crate) enum Refused {
+pub enum Refused {
     /// The caller may not: its roles, or the types it asks for.
     Forbidden(String),
     /// An address the hub does not send to: the member (`sink`,
@@ -66,17 +66,17 @@ impl From<QuotaExceeded> for Refused {
 
 /// Whether `caller` may make subscriptions at all: checked first by a surface (before it
 /// reads a body), and again by [`create`].
-pub(crate) fn may_create(caller: &Principal) -> Result<(), Refused> {
+pub fn may_create(caller: &Principal) -> Result<(), Refused> {
     may_change(caller, "create subscriptions")
 }
 
 /// A new subscription that passed [`check`]: only [`create`] takes one, so the checks run
 /// once however a surface orders its own steps (the facade tests the callback between).
-pub(crate) struct Checked<'a>(New<'a>);
+pub struct Checked<'a>(New<'a>);
 
 impl<'a> Checked<'a> {
     /// What was checked, for a surface that replaces a subscription with it instead.
-    pub(crate) fn into_new(self) -> New<'a> {
+    pub fn into_new(self) -> New<'a> {
         self.0
     }
 }
@@ -85,7 +85,7 @@ impl<'a> Checked<'a> {
 /// the caller's role and type prefixes, its owner's quotas, and the addresses of its sink
 /// and token endpoint (a pull subscription's sink is the hub's own receive URL: nothing is
 /// sent there).
-pub(crate) async fn check<'a>(
+pub async fn check<'a>(
     state: &AppState,
     caller: &Principal,
     new: New<'a>,
@@ -117,7 +117,7 @@ pub(crate) async fn check<'a>(
 /// again under the writer's lock), an entry on the audit trail (`action` names it from the
 /// stored subscription, in the surface's vocabulary), the approval requests its event
 /// types need, then its sink's consent.
-pub(crate) async fn create(
+pub async fn create(
     state: &AppState,
     context: &Context,
     Checked(new): Checked<'_>,
@@ -158,7 +158,7 @@ pub(crate) async fn create(
 
 /// Whether `caller` may change or delete subscriptions at all (`doing`: what it asked, for
 /// the refusal).
-pub(crate) fn may_change(caller: &Principal, doing: &str) -> Result<(), Refused> {
+pub fn may_change(caller: &Principal, doing: &str) -> Result<(), Refused> {
     if caller.has(Role::Subscriber) || caller.is_admin() {
         return Ok(());
     }
@@ -169,17 +169,17 @@ pub(crate) fn may_change(caller: &Principal, doing: &str) -> Result<(), Refused>
 }
 
 /// A change of subscription `id`, as a surface asks for it.
-pub(crate) struct Change<'a, F> {
-    pub(crate) id: &'a str,
+pub struct Change<'a, F> {
+    pub id: &'a str,
     /// The addresses the replacement sends to (none for a pull subscription), checked
     /// before anything is stored; the stored sink sent back as it reads (redacted) is kept
     /// without a check.
-    pub(crate) sink: Option<&'a str>,
-    pub(crate) credential: Option<&'a knooppunt_store::SinkCredential>,
+    pub sink: Option<&'a str>,
+    pub credential: Option<&'a knooppunt_store::SinkCredential>,
     /// Makes the replacement of the current subscription (which the caller may see), or
     /// refuses.
-    pub(crate) make: F,
-    pub(crate) consent: Consent<'a>,
+    pub make: F,
+    pub consent: Consent<'a>,
 }
 
 /// Replaces subscription `id` for `caller`, the same sequence for every surface: the role,
@@ -187,7 +187,7 @@ pub(crate) struct Change<'a, F> {
 /// replacement the surface makes of it, its type prefixes and its owner's quotas; then
 /// the approval requests, an entry on the audit trail (`action` names it, given whether
 /// the sink changed), and the new sink's consent. `Ok(None)`: there is none.
-pub(crate) async fn replace<E, F>(
+pub async fn replace<E, F>(
     state: &AppState,
     context: &Context,
     caller: &Principal,
@@ -256,7 +256,7 @@ where
 /// Deletes subscription `id` for `caller` (one it may see): an entry on the audit trail
 /// (`action` names it), `view` of it as it was (with its approvals), then its approvals.
 /// `Ok(None)`: there is none.
-pub(crate) async fn delete<T>(
+pub async fn delete<T>(
     state: &AppState,
     context: &Context,
     caller: &Principal,
@@ -277,4 +277,36 @@ pub(crate) async fn delete<T>(
     let view = view(&deleted);
     state.approvals.subscription_deleted(id).await;
     Ok(Some(view))
+}
+
+impl std::fmt::Debug for Consent<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consent").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for New<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("New").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Made {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Made").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Checked<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checked").finish_non_exhaustive()
+    }
+}
+
+impl<F> std::fmt::Debug for Change<'_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Change")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
 }

@@ -18,7 +18,7 @@ use crate::identity::Principal;
 /// Makes an entry of `draft` owned by `caller`: the catalog's checks, the store, an entry
 /// on the audit trail (`action` names it from the entry, in the surface's vocabulary),
 /// then the approval requests an approval-bound entry needs.
-pub(crate) async fn create(
+pub async fn create(
     state: &AppState,
     context: &Context,
     caller: &Principal,
@@ -34,7 +34,7 @@ pub(crate) async fn create(
 
 /// Replaces entry `id` with `draft` for `caller` (its owner or an admin), then as
 /// [`create`]; `Ok(None)` when there is none.
-pub(crate) async fn replace(
+pub async fn replace(
     state: &AppState,
     context: &Context,
     caller: &Principal,
@@ -52,7 +52,7 @@ pub(crate) async fn replace(
 
 /// Deletes entry `id` for `caller` (its owner or an admin): the audit trail (`action` is
 /// given the owner the entry had), then its grants; `false` when there is none.
-pub(crate) async fn delete(
+pub async fn delete(
     state: &AppState,
     context: &Context,
     caller: &Principal,
@@ -73,7 +73,7 @@ pub(crate) async fn delete(
 /// `subscription` under the approvals' rules (a revocation withdraws the queued deliveries
 /// first), and the decision goes on the audit trail, concerning the owner and the
 /// subscriber.
-pub(crate) async fn decide(
+pub async fn decide(
     state: &AppState,
     context: &Context,
     caller: &Principal,

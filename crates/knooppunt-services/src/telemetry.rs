@@ -30,14 +30,14 @@ impl IngestCounters {
         counter.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+    pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 }
 
 /// Why a publish was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Rejection {
+pub enum Rejection {
     /// Not a CloudEvent or against a MUST of the specifications or the profile.
     Invalid,
     TooLarge,
@@ -74,7 +74,7 @@ impl Rejection {
 
 /// A Prometheus histogram with fixed bucket bounds.
 #[derive(Debug)]
-pub(crate) struct Histogram {
+pub struct Histogram {
     bounds: &'static [f64],
     /// Per bound, how many observations were at most it (not cumulative; summed at render).
     counts: Vec<AtomicU64>,
@@ -93,7 +93,7 @@ impl Histogram {
         }
     }
 
-    pub(crate) fn observe(&self, value: f64) {
+    pub fn observe(&self, value: f64) {
         if let Some(bucket) = self.bounds.iter().position(|bound| value <= *bound) {
             self.counts[bucket].fetch_add(1, Ordering::Relaxed);
         }
@@ -127,21 +127,21 @@ const MATCHES: &[f64] = &[0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 1000.0];
 
 /// Everything the hub counts besides [`IngestCounters`].
 #[derive(Debug)]
-pub(crate) struct Telemetry {
+pub struct Telemetry {
     rejected: [AtomicU64; Rejection::ALL.len()],
     /// Time to find the subscriptions of one event.
-    pub(crate) routing_seconds: Histogram,
+    pub routing_seconds: Histogram,
     /// Subscriptions matched per accepted event.
-    pub(crate) matches: Histogram,
+    pub matches: Histogram,
     /// (outcome, status code or 0) → attempts.
     attempts: Mutex<BTreeMap<(&'static str, u16), u64>>,
     attempt_seconds: Histogram,
     /// Evaluations of a subscription's filters that ran out of budget.
-    pub(crate) filter_over_budget: AtomicU64,
+    pub filter_over_budget: AtomicU64,
     /// Publishes whose routing moved to a blocking thread.
-    pub(crate) routing_offloaded: AtomicU64,
+    pub routing_offloaded: AtomicU64,
     /// Dead letters removed by the retention sweep.
-    pub(crate) dead_letters_expired: AtomicU64,
+    pub dead_letters_expired: AtomicU64,
     /// Events handed to pull consumers.
     pulled: AtomicU64,
     /// Pull settlements by outcome.
@@ -150,7 +150,7 @@ pub(crate) struct Telemetry {
     delivered: AtomicU64,
     /// Bytes of push deliveries finished (delivered or dead letters), for the backlog's
     /// estimate between measurements and `knooppunt_deliveries_finished_bytes_total`.
-    pub(crate) finished_bytes: AtomicU64,
+    pub finished_bytes: AtomicU64,
     /// Samples of (time, events accepted, events delivered), oldest first, over the last
     /// minute or so: the rates the console shows.
     samples: Mutex<std::collections::VecDeque<(u64, u64, u64)>>,
@@ -164,7 +164,7 @@ type QueueValue = fn(&QueueStats, u64) -> String;
 
 impl Telemetry {
     /// Takes a sample of the counters (every few seconds, by the hub's sampler).
-    pub(crate) fn sample(&self, counters: &IngestCounters, now_ms: u64) {
+    pub fn sample(&self, counters: &IngestCounters, now_ms: u64) {
         let mut samples = self.samples.lock().expect("samples lock");
         samples.push_back((
             now_ms,
@@ -179,7 +179,7 @@ impl Telemetry {
 
     /// Events accepted and delivered per second over the last minute (since the oldest
     /// sample in it; zero before two samples were taken).
-    pub(crate) fn rates(&self) -> (f64, f64) {
+    pub fn rates(&self) -> (f64, f64) {
         let samples = self.samples.lock().expect("samples lock");
         match (samples.front(), samples.back()) {
             (Some(first), Some(last)) if last.0 > first.0 => {
@@ -215,14 +215,14 @@ impl Default for Telemetry {
 }
 
 impl Telemetry {
-    pub(crate) fn rejected(&self, why: Rejection, events: usize) {
+    pub fn rejected(&self, why: Rejection, events: usize) {
         let index = Rejection::ALL.iter().position(|r| *r == why).unwrap_or(0);
         self.rejected[index].fetch_add(events as u64, Ordering::Relaxed);
     }
 
     /// The exposition: the counters, and gauges from the queue statistics and subscription
     /// states given.
-    pub(crate) fn render(
+    pub fn render(
         &self,
         counters: &IngestCounters,
         queues: &[QueueStats],
@@ -403,7 +403,7 @@ impl Telemetry {
 }
 
 /// The delivery workers' health: panics caught, restarts, workers stuck now.
-pub(crate) fn render_worker_health(out: &mut String, health: &knooppunt_delivery::WorkerHealth) {
+pub fn render_worker_health(out: &mut String, health: &knooppunt_delivery::WorkerHealth) {
     let _ = writeln!(
         out,
         "# HELP knooppunt_delivery_attempt_panics_total Delivery attempts that failed inside the hub (each became a dead letter).\n\
@@ -458,11 +458,7 @@ impl knooppunt_delivery::Observer for Telemetry {
 }
 
 /// The store's disk use and the events' retention.
-pub(crate) fn render_store(
-    out: &mut String,
-    usage: &knooppunt_store::DiskUsage,
-    retention: Duration,
-) {
+pub fn render_store(out: &mut String, usage: &knooppunt_store::DiskUsage, retention: Duration) {
     let _ = writeln!(
         out,
         "# HELP knooppunt_store_bytes Disk the store takes (PostgreSQL: the database).\n\

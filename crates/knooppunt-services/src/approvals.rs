@@ -34,11 +34,11 @@ use crate::identity::Principal;
 use crate::subscriptions::{Redelivered, Subscriptions};
 
 /// The longest reason a decision may give, in characters.
-pub(crate) const MAX_REASON: usize = 1000;
+pub const MAX_REASON: usize = 1000;
 
 /// Why a decision was refused.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Refused {
+pub enum Refused {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// No such grant (or entry, or subscription) that the principal may see.
@@ -57,18 +57,18 @@ pub(crate) enum Refused {
 
 /// A decision as made: the grant, whom it concerns (the entry's owner and the subscriber),
 /// and how many queued deliveries a revocation withdrew.
-pub(crate) struct Decided {
-    pub(crate) grant: Arc<Grant>,
-    pub(crate) concerns: Vec<String>,
-    pub(crate) withdrawn: u64,
+pub struct Decided {
+    pub grant: Arc<Grant>,
+    pub concerns: Vec<String>,
+    pub withdrawn: u64,
 }
 
 /// Which grants a list shows.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Selection {
-    pub(crate) state: Option<GrantState>,
-    pub(crate) entry: Option<String>,
-    pub(crate) subscription: Option<String>,
+pub struct Selection {
+    pub state: Option<GrantState>,
+    pub entry: Option<String>,
+    pub subscription: Option<String>,
 }
 
 #[derive(Default)]
@@ -140,7 +140,7 @@ impl Grants {
     }
 }
 
-pub(crate) struct Approvals {
+pub struct Approvals {
     store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
     subscriptions: Arc<Subscriptions>,
@@ -149,11 +149,11 @@ pub(crate) struct Approvals {
     writes: tokio::sync::Mutex<()>,
     /// Passes held by publishes of gated events from routing until their deliveries are on
     /// disk; a change that takes a grant away waits for the passes taken before it.
-    pub(crate) gate: knooppunt_delivery::Gate,
+    pub gate: knooppunt_delivery::Gate,
 }
 
 /// The scope of an entry's events, as the filter crate asks it.
-pub(crate) fn scope_of(entry: &CatalogEntry) -> Scope<'_> {
+pub fn scope_of(entry: &CatalogEntry) -> Scope<'_> {
     Scope {
         source_prefix: &entry.source_prefix,
         event_type: &entry.event_type,
@@ -162,7 +162,7 @@ pub(crate) fn scope_of(entry: &CatalogEntry) -> Scope<'_> {
 }
 
 impl Approvals {
-    pub(crate) async fn load(
+    pub async fn load(
         store: Arc<dyn Store>,
         catalog: Arc<Catalog>,
         subscriptions: Arc<Subscriptions>,
@@ -186,7 +186,7 @@ impl Approvals {
 
     /// Reads the grants again (another hub changed them); the queued deliveries of grants
     /// that are no longer granted are withdrawn.
-    pub(crate) async fn reload(&self) -> Result<(), StoreError> {
+    pub async fn reload(&self) -> Result<(), StoreError> {
         let _writer = self.writes.lock().await;
         let loaded = Grants::build(self.store.grants().await?);
         let taken_away: Vec<(String, String)> = {
@@ -218,7 +218,7 @@ impl Approvals {
 
     /// Keeps, of the subscriptions each event was routed to, those holding a grant for
     /// every approval-required entry that covers it (`gated`; most events have none).
-    pub(crate) fn keep_granted<'a>(
+    pub fn keep_granted<'a>(
         &self,
         routed: impl Iterator<Item = (&'a [Arc<CatalogEntry>], &'a mut Vec<String>)>,
     ) {
@@ -233,7 +233,7 @@ impl Approvals {
 
     /// Whether `subscription` may receive an event of `source` and `event_type` now: it
     /// holds a grant for every approval-required entry that covers it.
-    pub(crate) fn admits(&self, subscription: &str, source: &str, event_type: &str) -> bool {
+    pub fn admits(&self, subscription: &str, source: &str, event_type: &str) -> bool {
         let covered = self.catalog.look_up(std::iter::once((source, event_type)));
         let Some(Some(covered)) = covered.first() else {
             return true;
@@ -245,12 +245,12 @@ impl Approvals {
             .all(|entry| grants.is_granted(&entry.id, subscription))
     }
 
-    pub(crate) fn get(&self, entry: &str, subscription: &str) -> Option<Arc<Grant>> {
+    pub fn get(&self, entry: &str, subscription: &str) -> Option<Arc<Grant>> {
         self.read().get(entry, subscription).cloned()
     }
 
     /// The grants of a subscription, by entry.
-    pub(crate) fn of_subscription(&self, id: &str) -> Vec<Arc<Grant>> {
+    pub fn of_subscription(&self, id: &str) -> Vec<Arc<Grant>> {
         let grants = self.read();
         grants
             .of_subscription
@@ -263,7 +263,7 @@ impl Approvals {
 
     /// Whether `principal` may see `grant`: an admin, the entry's owner, or the
     /// subscription's owner.
-    pub(crate) fn visible_to(&self, principal: &Principal, grant: &Grant) -> bool {
+    pub fn visible_to(&self, principal: &Principal, grant: &Grant) -> bool {
         principal.is_admin()
             || self
                 .catalog
@@ -277,7 +277,7 @@ impl Approvals {
 
     /// Up to `size` grants `principal` may see, chosen by `selection`, after `cursor` (an
     /// entry and a subscription), and whether there are more.
-    pub(crate) fn page(
+    pub fn page(
         &self,
         principal: &Principal,
         selection: &Selection,
@@ -309,7 +309,7 @@ impl Approvals {
 
     /// Requests a grant of every approval-required entry that `subscription` (created or
     /// replaced) can now match, where it has none.
-    pub(crate) async fn subscription_saved(&self, subscription: &Subscription) {
+    pub async fn subscription_saved(&self, subscription: &Subscription) {
         let entries: Vec<Arc<CatalogEntry>> = self
             .catalog
             .gated()
@@ -323,7 +323,7 @@ impl Approvals {
 
     /// Requests a grant for every subscription that can match the events of `entry` (created
     /// or replaced), where it has none.
-    pub(crate) async fn entry_saved(&self, entry: &CatalogEntry) {
+    pub async fn entry_saved(&self, entry: &CatalogEntry) {
         if entry.approval != ApprovalPolicy::ApprovalRequired {
             return;
         }
@@ -390,7 +390,7 @@ impl Approvals {
     }
 
     /// Forgets the grants of a deleted subscription.
-    pub(crate) async fn subscription_deleted(&self, id: &str) {
+    pub async fn subscription_deleted(&self, id: &str) {
         let keys: Vec<(String, String)> = self
             .of_subscription(id)
             .iter()
@@ -400,7 +400,7 @@ impl Approvals {
     }
 
     /// Forgets the grants of a deleted entry.
-    pub(crate) async fn entry_deleted(&self, id: &str) {
+    pub async fn entry_deleted(&self, id: &str) {
         let keys: Vec<(String, String)> = self
             .read()
             .by_key
@@ -431,7 +431,7 @@ impl Approvals {
     /// other state), `refused` (a request) or `revoked` (a grant), with a reason (required
     /// for refusing and revoking). A revocation withdraws the queued deliveries of the
     /// entry's events before it returns.
-    pub(crate) async fn decide(
+    pub async fn decide(
         &self,
         principal: &Principal,
         entry_id: &str,
@@ -568,7 +568,7 @@ impl Approvals {
     /// of an approval-required entry the subscription holds no grant for (a revoked one, say):
     /// the subscriber cannot undo a revocation by redelivering. Under the routing lock, so no
     /// revocation comes between the check and the queueing.
-    pub(crate) async fn redeliver(&self, id: &str, seq: u64) -> Result<Redelivered, Refused> {
+    pub async fn redeliver(&self, id: &str, seq: u64) -> Result<Redelivered, Refused> {
         let _pass = self.gate.enter();
         if let Some((_, Some(event))) = self.subscriptions.dead_letter(id, seq).await?
             && let Some(identity) = Identity::of_json(&event.json)
@@ -663,5 +663,17 @@ fn check_reason(state: GrantState, reason: Option<String>) -> Result<Option<Stri
             format!("may have at most {MAX_REASON} characters"),
         )),
         _ => Ok(reason),
+    }
+}
+
+impl std::fmt::Debug for Decided {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decided").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Approvals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approvals").finish_non_exhaustive()
     }
 }

@@ -16,7 +16,7 @@ use crate::identity::{Principal, Role, hash_token};
 use crate::principals::{FROM_API, Refused};
 
 /// Whether `caller` may `action` ("create principals"): only an admin may.
-pub(crate) fn may_administer(caller: &Principal, action: &str) -> Result<(), Refused> {
+pub fn may_administer(caller: &Principal, action: &str) -> Result<(), Refused> {
     caller.may(Role::Admin, action).map_err(Refused::NotAdmin)
 }
 
@@ -25,7 +25,7 @@ pub(crate) fn may_administer(caller: &Principal, action: &str) -> Result<(), Ref
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "Principal", description = "A party that may call the API.")]
-pub(crate) struct PrincipalOut {
+pub struct PrincipalOut {
     #[schemars(example = &"gemeente-utrecht")]
     name: String,
     /// What it may do: publish events, manage its own subscriptions, manage everything, read
@@ -88,7 +88,7 @@ impl From<&StoredPrincipal> for PrincipalOut {
 }
 
 /// [`PrincipalOut`] as JSON (the audit trail's details, the API's answers).
-pub(crate) fn described(record: &StoredPrincipal) -> Value {
+pub fn described(record: &StoredPrincipal) -> Value {
     serde_json::to_value(PrincipalOut::from(record)).expect("a principal serializes")
 }
 
@@ -102,7 +102,7 @@ fn new_token() -> String {
 
 /// Makes principal `record` for `caller` (an admin), with a new token when `issue_token`
 /// (returned: it is shown once, and stored only as its SHA-256).
-pub(crate) async fn create(
+pub async fn create(
     state: &AppState,
     context: &Context,
     caller: &Principal,
@@ -127,7 +127,7 @@ pub(crate) async fn create(
 
 /// Replaces principal `record.name` with `record` for `caller` (an admin); from now on
 /// the store, not the configuration file, decides it. `false` when there is none.
-pub(crate) async fn change(
+pub async fn change(
     state: &AppState,
     context: &Context,
     caller: &Principal,
@@ -152,7 +152,7 @@ pub(crate) async fn change(
 
 /// Deletes principal `name` for `caller` (an admin), and its subscriptions (their ids are
 /// returned); `None` when there is none.
-pub(crate) async fn delete(
+pub async fn delete(
     state: &AppState,
     context: &Context,
     caller: &Principal,
@@ -175,7 +175,7 @@ pub(crate) async fn delete(
 
 /// Gives principal `name` a new token for `caller` (an admin): the old one stops working
 /// at once; the new one is returned (shown once). `None` when there is none.
-pub(crate) async fn issue_token(
+pub async fn issue_token(
     state: &AppState,
     context: &Context,
     caller: &Principal,

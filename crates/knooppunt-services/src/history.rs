@@ -26,15 +26,15 @@ const CHUNK: usize = 500;
 
 /// A page of the stream: the matching events and the position after them.
 #[derive(Debug)]
-pub(crate) struct Page {
-    pub(crate) events: Vec<Arc<StoredEvent>>,
+pub struct Page {
+    pub events: Vec<Arc<StoredEvent>>,
     /// Where to continue: the last event looked at (not necessarily one returned).
-    pub(crate) next: u64,
+    pub next: u64,
 }
 
 /// Why a read was refused.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum HistoryRefused {
+pub enum HistoryRefused {
     #[error("there is no such subscription")]
     NoSubscription,
     /// Events after the position were removed by retention; `oldest` is the oldest position
@@ -49,7 +49,7 @@ pub(crate) enum HistoryRefused {
 }
 
 /// Reads subscriptions' retained events.
-pub(crate) struct History {
+pub struct History {
     store: Arc<dyn Store>,
     subscriptions: Arc<Subscriptions>,
     approvals: Arc<Approvals>,
@@ -69,7 +69,7 @@ pub(crate) struct History {
 }
 
 impl History {
-    pub(crate) fn new(
+    pub fn new(
         store: Arc<dyn Store>,
         subscriptions: Arc<Subscriptions>,
         approvals: Arc<Approvals>,
@@ -98,7 +98,7 @@ impl History {
 
     /// Up to `limit` of subscription `id`'s events after position `after` (from the oldest
     /// retained when `None`), waiting up to `wait` when there are none yet.
-    pub(crate) async fn read(
+    pub async fn read(
         &self,
         id: &str,
         after: Option<u64>,
@@ -181,7 +181,7 @@ impl History {
 
     /// Whether `event` is one the subscription receives now: its filters match and its
     /// grants admit it.
-    pub(crate) fn is_for(
+    pub fn is_for(
         &self,
         subscription: &Subscription,
         criteria: &Criteria,
@@ -224,11 +224,11 @@ impl Default for ReplayOptions {
     }
 }
 /// Replays kept per subscription in a listing (the newest).
-pub(crate) const LISTED: usize = 100;
+pub const LISTED: usize = 100;
 
 /// Why a replay could not start.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ReplayRefused {
+pub enum ReplayRefused {
     #[error("there is no such subscription")]
     NoSubscription,
     #[error("{0}")]
@@ -247,7 +247,7 @@ pub(crate) enum ReplayRefused {
 
 /// The replays this hub runs: a cancel flag each.
 #[derive(Debug, Default)]
-pub(crate) struct Runners {
+pub struct Runners {
     running:
         std::sync::Mutex<std::collections::HashMap<String, Arc<std::sync::atomic::AtomicBool>>>,
 }
@@ -280,7 +280,7 @@ impl Drop for Running<'_> {
 impl History {
     /// Starts replaying subscription `id`'s retained events accepted from `from_ms` to
     /// `until_ms` (now when `None`, and never later than now): a job this hub runs.
-    pub(crate) async fn start_replay(
+    pub async fn start_replay(
         self: &Arc<Self>,
         id: &str,
         requested_by: &str,
@@ -371,7 +371,7 @@ impl History {
 
     /// Removes the jobs of subscriptions that no longer exist, and finished ones that ended
     /// before `before_ms`; how many.
-    pub(crate) async fn sweep(&self, before_ms: u64) -> Result<u64, StoreError> {
+    pub async fn sweep(&self, before_ms: u64) -> Result<u64, StoreError> {
         let mut removed = 0;
         for replay in self.store.replays().await? {
             let gone = self.subscriptions.get(&replay.subscription).is_none();
@@ -387,7 +387,7 @@ impl History {
     }
 
     /// Subscription `id`'s replays, newest first (at most [`LISTED`]).
-    pub(crate) async fn replays(&self, id: &str) -> Result<Vec<Replay>, StoreError> {
+    pub async fn replays(&self, id: &str) -> Result<Vec<Replay>, StoreError> {
         let mut replays: Vec<Replay> = self
             .store
             .replays()
@@ -400,11 +400,7 @@ impl History {
         Ok(replays)
     }
 
-    pub(crate) async fn replay(
-        &self,
-        id: &str,
-        replay: &str,
-    ) -> Result<Option<Replay>, StoreError> {
+    pub async fn replay(&self, id: &str, replay: &str) -> Result<Option<Replay>, StoreError> {
         Ok(self
             .store
             .replays()
@@ -415,11 +411,7 @@ impl History {
 
     /// Cancels a running replay: on this hub nothing more is queued once this returns; a
     /// replay another hub runs stops at its next step. A finished one is returned as it is.
-    pub(crate) async fn cancel(
-        &self,
-        id: &str,
-        replay: &str,
-    ) -> Result<Option<Replay>, StoreError> {
+    pub async fn cancel(&self, id: &str, replay: &str) -> Result<Option<Replay>, StoreError> {
         if let Some(flag) = self.runners.lock().get(replay) {
             flag.store(true, std::sync::atomic::Ordering::SeqCst);
         }
@@ -577,7 +569,7 @@ impl History {
 
     /// Takes over running replays whose runner stopped (its hub died or was restarted),
     /// now and every third of the takeover time, until the hub stops.
-    pub(crate) async fn take_over(self: Arc<Self>) {
+    pub async fn take_over(self: Arc<Self>) {
         let mut stop = self.stop.clone();
         loop {
             if let Err(error) = self.take_over_once().await {
@@ -619,5 +611,11 @@ impl History {
             tokio::spawn(Arc::clone(self).run(claimed, cancelled));
         }
         Ok(())
+    }
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History").finish_non_exhaustive()
     }
 }

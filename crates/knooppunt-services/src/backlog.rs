@@ -70,26 +70,26 @@ impl Default for BacklogOptions {
 
 /// Why publishes are refused now: what is full, in words that say what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Full {
-    pub(crate) detail: String,
+pub struct Full {
+    pub detail: String,
     /// When to try again, in seconds.
-    pub(crate) retry_after: u64,
+    pub retry_after: u64,
 }
 
 /// What a subscription shed, for its status.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct Shed {
+pub struct Shed {
     /// Deliveries moved to dead letters since this hub started.
-    pub(crate) events: u64,
+    pub events: u64,
     /// When it last shed (milliseconds since the Unix epoch).
-    pub(crate) last_at: u64,
-    pub(crate) last_reason: String,
+    pub last_at: u64,
+    pub last_reason: String,
 }
 
 /// The guard: the last measurement, what was accepted since, and what each subscription
 /// shed.
-pub(crate) struct Backlog {
-    pub(crate) options: BacklogOptions,
+pub struct Backlog {
+    pub options: BacklogOptions,
     store: Arc<dyn Store>,
     audit: Arc<Audit>,
     telemetry: Arc<Telemetry>,
@@ -115,7 +115,7 @@ pub(crate) struct Backlog {
 const PAGE: usize = 500;
 
 impl Backlog {
-    pub(crate) fn new(
+    pub fn new(
         options: BacklogOptions,
         store: Arc<dyn Store>,
         audit: Arc<Audit>,
@@ -139,7 +139,7 @@ impl Backlog {
     }
 
     /// Whether publishes may be accepted now.
-    pub(crate) fn admit(&self) -> Result<(), Full> {
+    pub fn admit(&self) -> Result<(), Full> {
         let retry_after = self.options.check_interval.as_secs().max(1);
         let free = self
             .free
@@ -179,7 +179,7 @@ impl Backlog {
     /// since the last measurement is shed before any publisher is refused on its account.
     /// A hub that is full indeed accepts nothing, so its refusals do not measure again:
     /// at most one measurement per accepting moment, one at a time.
-    pub(crate) async fn admit_publish(&self) -> Result<(), Full> {
+    pub async fn admit_publish(&self) -> Result<(), Full> {
         if self.admit().is_ok() {
             return Ok(());
         }
@@ -200,14 +200,14 @@ impl Backlog {
     }
 
     /// Events of `event_bytes` were accepted, with `delivery_bytes` of deliveries.
-    pub(crate) fn accepted(&self, event_bytes: u64, delivery_bytes: u64) {
+    pub fn accepted(&self, event_bytes: u64, delivery_bytes: u64) {
         self.added.fetch_add(delivery_bytes, Ordering::Relaxed);
         self.written.fetch_add(event_bytes, Ordering::Relaxed);
     }
 
     /// Undelivered bytes as far as the guard knows: the last measurement, with what was
     /// accepted since and less what push deliveries finished since.
-    pub(crate) fn undelivered(&self) -> u64 {
+    pub fn undelivered(&self) -> u64 {
         let finished = self
             .telemetry
             .finished_bytes
@@ -220,12 +220,12 @@ impl Backlog {
     }
 
     /// What subscription `id` shed, if anything.
-    pub(crate) fn shed_of(&self, id: &str) -> Option<Shed> {
+    pub fn shed_of(&self, id: &str) -> Option<Shed> {
         self.shed.lock().expect("shed lock").get(id).cloned()
     }
 
     /// Measures the backlog and the disk, and sheds what is past a subscription's limit.
-    pub(crate) async fn check(&self, now: u64) -> Result<(), StoreError> {
+    pub async fn check(&self, now: u64) -> Result<(), StoreError> {
         let _measuring = self.measuring.lock().await;
         self.measure(now).await
     }
@@ -354,7 +354,7 @@ impl Backlog {
 
     /// Removes the dead letters older than `dead_letter_retention` at `now`, in chunks;
     /// each subscription that lost some gets an audit entry. Returns how many went.
-    pub(crate) async fn sweep_dead_letters(&self, now: u64) -> Result<u64, StoreError> {
+    pub async fn sweep_dead_letters(&self, now: u64) -> Result<u64, StoreError> {
         const CHUNK: usize = 10_000;
         let retention = self.options.dead_letter_retention;
         let before = now.saturating_sub(retention.as_millis() as u64);
@@ -446,6 +446,12 @@ fn bytes(count: u64) -> String {
         unit += 1;
     }
     format!("{value:.1} {}", UNITS[unit])
+}
+
+impl std::fmt::Debug for Backlog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backlog").finish_non_exhaustive()
+    }
 }
 
 #[cfg(test)]

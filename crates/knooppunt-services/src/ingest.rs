@@ -26,9 +26,9 @@ use crate::telemetry::{IngestCounters, Rejection, Telemetry};
 
 /// The publish pipeline and what it needs: the store it commits to, the subscriptions it
 /// routes to (read through the lifecycle) and the workers it wakes.
-pub(crate) struct Pipeline {
-    pub(crate) options: IngestOptions,
-    pub(crate) counters: IngestCounters,
+pub struct Pipeline {
+    pub options: IngestOptions,
+    pub counters: IngestCounters,
     store: Arc<dyn Store>,
     subscriptions: Arc<Subscriptions>,
     catalog: Arc<Catalog>,
@@ -42,22 +42,18 @@ pub(crate) struct Pipeline {
 }
 
 /// The services a pipeline works with.
-pub(crate) struct Services {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) subscriptions: Arc<Subscriptions>,
-    pub(crate) catalog: Arc<Catalog>,
-    pub(crate) approvals: Arc<Approvals>,
-    pub(crate) deliverer: Deliverer,
-    pub(crate) telemetry: Arc<Telemetry>,
-    pub(crate) backlog: Arc<Backlog>,
+pub struct Services {
+    pub store: Arc<dyn Store>,
+    pub subscriptions: Arc<Subscriptions>,
+    pub catalog: Arc<Catalog>,
+    pub approvals: Arc<Approvals>,
+    pub deliverer: Deliverer,
+    pub telemetry: Arc<Telemetry>,
+    pub backlog: Arc<Backlog>,
 }
 
 impl Pipeline {
-    pub(crate) fn new(
-        options: IngestOptions,
-        services: Services,
-        eval_limits: EvalLimits,
-    ) -> Pipeline {
+    pub fn new(options: IngestOptions, services: Services, eval_limits: EvalLimits) -> Pipeline {
         let Services {
             store,
             subscriptions,
@@ -84,7 +80,7 @@ impl Pipeline {
 
     /// The pipeline for decoded events (`batched`: they came as a batch, so problems carry
     /// their positions). All or none: one refused event refuses them all.
-    pub(crate) async fn accept(
+    pub async fn accept(
         &self,
         publisher: &Principal,
         received: Vec<ReceivedEvent>,
@@ -94,7 +90,7 @@ impl Pipeline {
     }
 
     /// Counts refused events, by why (also those refused before they reach the pipeline).
-    pub(crate) fn rejected(&self, why: Rejection, count: usize) {
+    pub fn rejected(&self, why: Rejection, count: usize) {
         rejected(self, why, count)
     }
 }
@@ -143,7 +139,7 @@ impl Default for IngestOptions {
     }
 }
 
-pub(crate) use knooppunt_store::now_ms;
+pub use knooppunt_store::now_ms;
 
 /// What the hub says about one published event.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -153,25 +149,25 @@ pub(crate) use knooppunt_store::now_ms;
     description = "What the hub did with one published event.",
     deny_unknown_fields
 )]
-pub(crate) struct Receipt {
-    pub(crate) id: String,
-    pub(crate) source: String,
+pub struct Receipt {
+    pub id: String,
+    pub source: String,
     /// The hub's acceptance sequence number (the original's, for a duplicate).
-    pub(crate) sequence: u64,
+    pub sequence: u64,
     /// An event with this `source` and `id` was accepted before, within the duplicate window;
     /// it was acknowledged again but not routed again.
-    pub(crate) duplicate: bool,
+    pub duplicate: bool,
     /// How many subscriptions it was routed to.
-    pub(crate) matched_subscriptions: usize,
+    pub matched_subscriptions: usize,
     /// SHOULD-level findings (and, at profile level `warn`, the profile's MUSTs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<ViolationSchema>")]
-    pub(crate) warnings: Vec<Violation>,
+    pub warnings: Vec<Violation>,
     /// Present (true) when the event type catalog deprecates its type: it was accepted all
     /// the same.
     #[serde(rename = "deprecatedType", skip_serializing_if = "std::ops::Not::not")]
     #[schemars(extend("enum" = [true]))]
-    pub(crate) deprecated_type: bool,
+    pub deprecated_type: bool,
 }
 
 /// One problem with one attribute of one event, as [`knooppunt_event::validate::Violation`]
@@ -182,7 +178,7 @@ pub(crate) struct Receipt {
     description = "One problem with one attribute of one event."
 )]
 #[allow(dead_code)]
-pub(crate) struct ViolationSchema {
+pub struct ViolationSchema {
     /// The attribute (or `data`, `data_base64`, or an HTTP header name) the problem is in;
     /// empty when it concerns the message as a whole.
     #[schemars(example = &"time")]
@@ -201,7 +197,7 @@ pub(crate) struct ViolationSchema {
 
 /// Why published events were not accepted (none of them was).
 #[derive(Debug)]
-pub(crate) enum Refused {
+pub enum Refused {
     /// Events break the profile: their problems, by position in a batch.
     Invalid(Vec<(Option<usize>, Violations)>),
     /// The publisher may not publish an event's source; what to fix.
@@ -592,4 +588,22 @@ fn count(
             }
         })
         .collect()
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for ViolationSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ViolationSchema").finish_non_exhaustive()
+    }
 }

@@ -14,42 +14,42 @@ use crate::identity::{Principal, Role, SourceRefused};
 
 /// What a publisher says of an entry (the rest is the hub's).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Draft {
-    pub(crate) source_prefix: String,
-    pub(crate) event_type: String,
-    pub(crate) type_match: TypeMatch,
-    pub(crate) description: String,
-    pub(crate) documentation: Option<String>,
-    pub(crate) dataschema: Option<String>,
+pub struct Draft {
+    pub source_prefix: String,
+    pub event_type: String,
+    pub type_match: TypeMatch,
+    pub description: String,
+    pub documentation: Option<String>,
+    pub dataschema: Option<String>,
     /// A JSON Schema for the events' data (as JSON text), and how strictly it holds.
-    pub(crate) schema: Option<String>,
-    pub(crate) schema_check: SchemaCheck,
-    pub(crate) deprecated: bool,
-    pub(crate) approval: ApprovalPolicy,
+    pub schema: Option<String>,
+    pub schema_check: SchemaCheck,
+    pub deprecated: bool,
+    pub approval: ApprovalPolicy,
     /// The attributes subscribers may filter on (a ZGW kanaal's filters).
-    pub(crate) kenmerken: Vec<String>,
+    pub kenmerken: Vec<String>,
 }
 
 /// What the catalog says of an event it covers.
 #[derive(Clone)]
-pub(crate) struct Covered {
+pub struct Covered {
     /// One of the entries that cover it is deprecated.
-    pub(crate) deprecated: bool,
+    pub deprecated: bool,
     /// The approval-required entries that cover it: it reaches only subscriptions holding
     /// a grant for each.
-    pub(crate) gated: Vec<Arc<CatalogEntry>>,
+    pub gated: Vec<Arc<CatalogEntry>>,
     /// The schemas its data is to be checked against: the entry's id, how strictly, and
     /// the compiled schema.
-    pub(crate) schemas: Vec<(String, SchemaCheck, Arc<jsonschema::Validator>)>,
+    pub schemas: Vec<(String, SchemaCheck, Arc<jsonschema::Validator>)>,
 }
 
 /// The largest JSON Schema an entry may carry, in bytes.
-pub(crate) const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 
 /// Compiles a JSON Schema as the catalog uses it: no remote or file references (nothing is
 /// fetched), patterns with the linear-time `regex` engine, formats checked. What is wrong
 /// with it, when it is not one.
-pub(crate) fn compile_schema(text: &str) -> Result<jsonschema::Validator, String> {
+pub fn compile_schema(text: &str) -> Result<jsonschema::Validator, String> {
     if text.len() > MAX_SCHEMA_BYTES {
         return Err(format!(
             "is {} bytes; a schema may have at most {MAX_SCHEMA_BYTES}",
@@ -80,7 +80,7 @@ impl jsonschema::Retrieve for NoRetrieval {
 
 /// Why a change of the catalog was refused.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Refused {
+pub enum Refused {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Not the owner, or may not publish what the entry covers: what to do.
@@ -94,7 +94,7 @@ pub(crate) enum Refused {
     Invalid(&'static str, String),
 }
 
-pub(crate) struct Catalog {
+pub struct Catalog {
     store: Arc<dyn Store>,
     entries: RwLock<Entries>,
     writes: tokio::sync::Mutex<()>,
@@ -146,7 +146,7 @@ impl Entries {
 }
 
 impl Catalog {
-    pub(crate) async fn load(
+    pub async fn load(
         store: Arc<dyn Store>,
         reserve_oin_sources: bool,
     ) -> Result<Catalog, StoreError> {
@@ -161,7 +161,7 @@ impl Catalog {
     }
 
     /// Reads the entries again (another hub changed them).
-    pub(crate) async fn reload(&self) -> Result<(), StoreError> {
+    pub async fn reload(&self) -> Result<(), StoreError> {
         let _writer = self.writes.lock().await;
         let loaded = self.store.catalog_entries().await?;
         let mut entries = Entries::default();
@@ -179,7 +179,7 @@ impl Catalog {
         Ok(())
     }
 
-    pub(crate) fn get(&self, id: &str) -> Option<Arc<CatalogEntry>> {
+    pub fn get(&self, id: &str) -> Option<Arc<CatalogEntry>> {
         self.entries
             .read()
             .expect("catalog lock")
@@ -189,10 +189,7 @@ impl Catalog {
     }
 
     /// The entries `keep` chooses, in id order (one pass under the lock, nothing paged).
-    pub(crate) fn entries_where(
-        &self,
-        keep: impl Fn(&CatalogEntry) -> bool,
-    ) -> Vec<Arc<CatalogEntry>> {
+    pub fn entries_where(&self, keep: impl Fn(&CatalogEntry) -> bool) -> Vec<Arc<CatalogEntry>> {
         self.entries
             .read()
             .expect("catalog lock")
@@ -204,7 +201,7 @@ impl Catalog {
     }
 
     /// Up to `size` entries after `cursor` in id order, and whether there are more.
-    pub(crate) fn page(&self, cursor: Option<&str>, size: usize) -> (Vec<Arc<CatalogEntry>>, bool) {
+    pub fn page(&self, cursor: Option<&str>, size: usize) -> (Vec<Arc<CatalogEntry>>, bool) {
         let entries = self.entries.read().expect("catalog lock");
         let mut after = entries
             .by_id
@@ -216,7 +213,7 @@ impl Catalog {
     }
 
     /// The owners of the entries that cover events of `source` and `event_type`.
-    pub(crate) fn owners_of(&self, source: &str, event_type: &str) -> Vec<String> {
+    pub fn owners_of(&self, source: &str, event_type: &str) -> Vec<String> {
         let entries = self.entries.read().expect("catalog lock");
         let exact = entries.exact.get(event_type).into_iter().flatten();
         exact
@@ -227,7 +224,7 @@ impl Catalog {
     }
 
     /// The entries whose events only approved subscriptions receive.
-    pub(crate) fn gated(&self) -> Vec<Arc<CatalogEntry>> {
+    pub fn gated(&self) -> Vec<Arc<CatalogEntry>> {
         self.entries
             .read()
             .expect("catalog lock")
@@ -240,7 +237,7 @@ impl Catalog {
 
     /// What the catalog says of each event (by source and type): `None` when no entry covers
     /// it, else whether one of the entries that do is deprecated.
-    pub(crate) fn look_up<'a>(
+    pub fn look_up<'a>(
         &self,
         events: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> Vec<Option<Covered>> {
@@ -292,7 +289,7 @@ impl Catalog {
 
     /// Whether `source` is in a source space `principal` publishes as its own (its OIN's, or
     /// one of its prefixes): what it may describe in the catalog.
-    pub(crate) fn in_own_space(&self, principal: &Principal, source: &str) -> bool {
+    pub fn in_own_space(&self, principal: &Principal, source: &str) -> bool {
         principal.has(Role::Publisher)
             && principal
                 .may_describe(source, self.reserve_oin_sources)
@@ -302,7 +299,7 @@ impl Catalog {
     /// The entries whose owner may not describe their source prefix (stored before this
     /// rule, or the owner's rights changed since), each with why; `owner` finds an owner by
     /// name (`None`: it no longer exists).
-    pub(crate) fn out_of_bounds(
+    pub fn out_of_bounds(
         &self,
         owner: impl Fn(&str) -> Option<Principal>,
     ) -> Vec<(Arc<CatalogEntry>, String)> {
@@ -339,7 +336,7 @@ impl Catalog {
     }
 
     /// A new entry owned by `principal`.
-    pub(crate) async fn create(
+    pub async fn create(
         &self,
         principal: &Principal,
         draft: Draft,
@@ -362,7 +359,7 @@ impl Catalog {
 
     /// Replaces entry `id` with `draft`, when `principal` owns it (or is an admin).
     /// `Ok(None)` when there is none.
-    pub(crate) async fn replace(
+    pub async fn replace(
         &self,
         principal: &Principal,
         id: &str,
@@ -393,7 +390,7 @@ impl Catalog {
 
     /// Deletes entry `id`, when `principal` owns it (or is an admin); `false` when there is
     /// none.
-    pub(crate) async fn delete(&self, principal: &Principal, id: &str) -> Result<bool, Refused> {
+    pub async fn delete(&self, principal: &Principal, id: &str) -> Result<bool, Refused> {
         let _writer = self.writes.lock().await;
         let Some(existing) = self.get(id) else {
             return Ok(false);
@@ -527,5 +524,17 @@ fn entry(
         kenmerken: draft.kenmerken,
         created_at,
         updated_at,
+    }
+}
+
+impl std::fmt::Debug for Covered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Covered").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog").finish_non_exhaustive()
     }
 }

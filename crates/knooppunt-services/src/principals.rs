@@ -12,12 +12,12 @@ use knooppunt_store::{Store, StoreError, StoredPrincipal};
 use crate::identity::{Oin, Principal, Role};
 
 /// Where a principal came from.
-pub(crate) const FROM_API: &str = "api";
-pub(crate) const FROM_CONFIGURATION: &str = "configuration";
+pub const FROM_API: &str = "api";
+pub const FROM_CONFIGURATION: &str = "configuration";
 
 /// What a credential names.
 #[derive(Debug, Clone)]
-pub(crate) enum Found {
+pub enum Found {
     Active(Arc<Principal>),
     /// A principal an admin disabled: refused until enabled again.
     Disabled(String),
@@ -112,7 +112,7 @@ fn same_seed(current: &StoredPrincipal, seed: &StoredPrincipal) -> bool {
 }
 
 /// The stored form of a principal of the configuration file.
-pub(crate) fn seed_record(hash: &str, principal: &Principal, now: u64) -> StoredPrincipal {
+pub fn seed_record(hash: &str, principal: &Principal, now: u64) -> StoredPrincipal {
     StoredPrincipal {
         name: principal.name.clone(),
         roles: principal
@@ -132,14 +132,14 @@ pub(crate) fn seed_record(hash: &str, principal: &Principal, now: u64) -> Stored
     }
 }
 
-pub(crate) struct Principals {
+pub struct Principals {
     store: Arc<dyn Store>,
     table: RwLock<Arc<Table>>,
     writing: tokio::sync::Mutex<()>,
 }
 
 impl Principals {
-    pub(crate) async fn load(store: Arc<dyn Store>) -> Result<Principals, StoreError> {
+    pub async fn load(store: Arc<dyn Store>) -> Result<Principals, StoreError> {
         let table = Table::build(store.principals().await?);
         Ok(Principals {
             store,
@@ -156,7 +156,7 @@ impl Principals {
     /// created; one that came from the configuration and was not changed over the API since
     /// follows the file (a new token hash, other roles); one an admin created or changed
     /// over the API is left as it is (the store is the truth for it).
-    pub(crate) async fn seed(&self, seeds: &[StoredPrincipal]) -> Result<(), StoreError> {
+    pub async fn seed(&self, seeds: &[StoredPrincipal]) -> Result<(), StoreError> {
         let _writing = self.writing.lock().await;
         let stored: HashMap<String, StoredPrincipal> = self
             .store
@@ -196,7 +196,7 @@ impl Principals {
     }
 
     /// Reads every principal again (another hub changed them).
-    pub(crate) async fn reload(&self) -> Result<(), StoreError> {
+    pub async fn reload(&self) -> Result<(), StoreError> {
         let _writing = self.writing.lock().await;
         self.reload_locked().await
     }
@@ -208,25 +208,25 @@ impl Principals {
     }
 
     /// The principal whose token has this SHA-256.
-    pub(crate) fn by_token(&self, digest: &[u8; 32]) -> Found {
+    pub fn by_token(&self, digest: &[u8; 32]) -> Found {
         found(self.table().by_token.get(digest))
     }
 
     /// The principal with this OIN (from a client certificate).
-    pub(crate) fn by_oin(&self, oin: &str) -> Found {
+    pub fn by_oin(&self, oin: &str) -> Found {
         found(self.table().by_oin.get(oin))
     }
 
-    pub(crate) fn by_name(&self, name: &str) -> Found {
+    pub fn by_name(&self, name: &str) -> Found {
         found(self.table().by_name.get(name))
     }
 
-    pub(crate) fn count(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.table().by_name.len()
     }
 
     /// Up to `size` principals after `cursor` (a name), in name order, and whether more follow.
-    pub(crate) fn page(&self, cursor: Option<&str>, size: usize) -> (Vec<StoredPrincipal>, bool) {
+    pub fn page(&self, cursor: Option<&str>, size: usize) -> (Vec<StoredPrincipal>, bool) {
         use std::ops::Bound;
         let table = self.table();
         let start = cursor.map_or(Bound::Unbounded, Bound::Excluded);
@@ -241,7 +241,7 @@ impl Principals {
         (page, more)
     }
 
-    pub(crate) fn get(&self, name: &str) -> Option<StoredPrincipal> {
+    pub fn get(&self, name: &str) -> Option<StoredPrincipal> {
         self.table()
             .by_name
             .get(name)
@@ -249,7 +249,7 @@ impl Principals {
     }
 
     /// The names of the disabled principals: their subscriptions are suspended.
-    pub(crate) fn disabled(&self) -> std::collections::HashSet<String> {
+    pub fn disabled(&self) -> std::collections::HashSet<String> {
         self.table()
             .by_name
             .values()
@@ -259,7 +259,7 @@ impl Principals {
     }
 
     /// What the principal `name` may do (disabled or not), if there is one.
-    pub(crate) fn rights(&self, name: &str) -> Option<Arc<Principal>> {
+    pub fn rights(&self, name: &str) -> Option<Arc<Principal>> {
         self.table()
             .by_name
             .get(name)
@@ -267,7 +267,7 @@ impl Principals {
     }
 
     /// The principal that has this OIN, other than `name`.
-    pub(crate) fn oin_holder(&self, oin: &str, name: &str) -> Option<String> {
+    pub fn oin_holder(&self, oin: &str, name: &str) -> Option<String> {
         self.table()
             .by_oin
             .get(oin)
@@ -295,7 +295,7 @@ impl Principals {
 
     /// One OIN names one principal.
     /// The principal whose ZGW client is `client_id`, if one is.
-    pub(crate) fn by_zgw_client(&self, client_id: &str) -> Option<StoredPrincipal> {
+    pub fn by_zgw_client(&self, client_id: &str) -> Option<StoredPrincipal> {
         self.table()
             .by_name
             .values()
@@ -310,7 +310,7 @@ impl Principals {
 
     /// Seals every ZGW client secret not sealed under the first of `keys` again (a key was
     /// rotated in); how many. One that no key opens is left as it is, and logged.
-    pub(crate) async fn reseal_zgw_secrets(
+    pub async fn reseal_zgw_secrets(
         &self,
         keys: &crate::identity::zgw::SecretKeys,
     ) -> Result<usize, StoreError> {
@@ -358,11 +358,7 @@ impl Principals {
     }
 
     /// Creates a principal on behalf of admin `actor`.
-    pub(crate) async fn create(
-        &self,
-        actor: &str,
-        record: &StoredPrincipal,
-    ) -> Result<(), Refused> {
+    pub async fn create(&self, actor: &str, record: &StoredPrincipal) -> Result<(), Refused> {
         let _writing = self.writing.lock().await;
         self.still_admin(actor)?;
         self.oin_is_free(record)?;
@@ -372,11 +368,7 @@ impl Principals {
 
     /// Changes a principal on behalf of admin `actor`; `false` when there is none. An admin
     /// cannot disable itself or take its own admin role (another admin can).
-    pub(crate) async fn update(
-        &self,
-        actor: &str,
-        record: &StoredPrincipal,
-    ) -> Result<bool, Refused> {
+    pub async fn update(&self, actor: &str, record: &StoredPrincipal) -> Result<bool, Refused> {
         let _writing = self.writing.lock().await;
         self.still_admin(actor)?;
         let demoted = record.disabled || !record.roles.iter().any(|r| r == "admin");
@@ -393,7 +385,7 @@ impl Principals {
 
     /// Deletes a principal on behalf of admin `actor`; `false` when there is none. An admin
     /// cannot delete itself.
-    pub(crate) async fn delete(&self, actor: &str, name: &str) -> Result<bool, Refused> {
+    pub async fn delete(&self, actor: &str, name: &str) -> Result<bool, Refused> {
         let _writing = self.writing.lock().await;
         self.still_admin(actor)?;
         if name == actor {
@@ -409,7 +401,7 @@ impl Principals {
 
 /// Why a change of principals was not made.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Refused {
+pub enum Refused {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The acting principal lost its admin role (or was disabled) meanwhile.
@@ -418,4 +410,10 @@ pub(crate) enum Refused {
     /// The change breaks a rule of principals: what to do instead.
     #[error("{0}")]
     Conflict(String),
+}
+
+impl std::fmt::Debug for Principals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Principals").finish_non_exhaustive()
+    }
 }

@@ -13,17 +13,17 @@ use crate::identity::zgw::ZgwClient;
 
 /// A kanaal as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Kanaal {
+pub struct Kanaal {
     /// The catalog entry's id: the kanaal's uuid.
-    pub(crate) id: String,
-    pub(crate) naam: String,
-    pub(crate) documentatie_link: Option<String>,
-    pub(crate) filters: Vec<String>,
+    pub id: String,
+    pub naam: String,
+    pub documentatie_link: Option<String>,
+    pub filters: Vec<String>,
 }
 
 impl Kanaal {
     /// The kanaal a catalog entry is, if it is one.
-    pub(crate) fn of(entry: &CatalogEntry) -> Option<Kanaal> {
+    pub fn of(entry: &CatalogEntry) -> Option<Kanaal> {
         let naam = entry
             .event_type
             .strip_prefix(TYPE_PREFIX)?
@@ -41,15 +41,15 @@ impl Kanaal {
 
 /// What a client asks to register.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct KanaalDraft {
-    pub(crate) naam: String,
-    pub(crate) documentatie_link: Option<String>,
-    pub(crate) filters: Vec<String>,
+pub struct KanaalDraft {
+    pub naam: String,
+    pub documentatie_link: Option<String>,
+    pub filters: Vec<String>,
 }
 
 /// Why a kanaal was not registered.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum KanaalRefused {
+pub enum KanaalRefused {
     /// A kanaal of that name exists.
     #[error("kanaal met deze naam bestaat al")]
     Taken,
@@ -58,7 +58,7 @@ pub(crate) enum KanaalRefused {
 }
 
 /// The kanalen of the catalog, in registration order; only those named `naam` if given.
-pub(crate) fn kanalen(catalog: &Catalog, naam: Option<&str>) -> Vec<Kanaal> {
+pub fn kanalen(catalog: &Catalog, naam: Option<&str>) -> Vec<Kanaal> {
     // A kanaal's entry is of the types `nl.vng.zgw.<naam>.`: only those entries are read.
     let wanted = naam.map(|n| format!("{TYPE_PREFIX}{n}."));
     catalog
@@ -71,14 +71,14 @@ pub(crate) fn kanalen(catalog: &Catalog, naam: Option<&str>) -> Vec<Kanaal> {
         .collect()
 }
 
-pub(crate) fn kanaal(catalog: &Catalog, id: &str) -> Option<Kanaal> {
+pub fn kanaal(catalog: &Catalog, id: &str) -> Option<Kanaal> {
     catalog.get(id).as_deref().and_then(Kanaal::of)
 }
 
 /// The catalog entry kanaal `draft` of `client` becomes, unless a kanaal of that name
 /// exists (it is made by `cataloging::create`, which checks that the client may publish
 /// what it covers).
-pub(crate) fn kanaal_entry(
+pub fn kanaal_entry(
     catalog: &Catalog,
     client: &ZgwClient,
     draft: KanaalDraft,
@@ -103,7 +103,7 @@ pub(crate) fn kanaal_entry(
 
 /// Whether a notificatie may be published: its kanaal exists, and its kenmerken are among
 /// the kanaal's filters (as Open Notificaties checks); every problem, in the API's shape.
-pub(crate) fn check_notificatie(
+pub fn check_notificatie(
     catalog: &Catalog,
     notificatie: &knooppunt_event::notificatie::Notificatie,
 ) -> Result<(), Vec<knooppunt_event::notificatie::FieldError>> {
@@ -141,24 +141,24 @@ pub(crate) fn check_notificatie(
 /// notificaties of its kanalen (in binary mode: the body is the notificatie) to its
 /// callback with its `auth` as `Authorization`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Abonnement {
+pub struct Abonnement {
     /// The subscription's id.
-    pub(crate) id: String,
-    pub(crate) callback_url: String,
-    pub(crate) kanalen: Vec<(String, BTreeMap<String, String>)>,
+    pub id: String,
+    pub callback_url: String,
+    pub kanalen: Vec<(String, BTreeMap<String, String>)>,
 }
 
 /// What a client asks to subscribe.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct AbonnementDraft {
-    pub(crate) callback_url: String,
-    pub(crate) auth: String,
-    pub(crate) kanalen: Vec<(String, BTreeMap<String, String>)>,
+pub struct AbonnementDraft {
+    pub callback_url: String,
+    pub auth: String,
+    pub kanalen: Vec<(String, BTreeMap<String, String>)>,
 }
 
 /// The subscription filters of an abonnement's kanalen (one filter: any of them), when its
 /// kanalen exist and their filters are among the kanalen's; else every problem.
-pub(crate) fn abonnement_filters(
+pub fn abonnement_filters(
     catalog: &Catalog,
     draft: &AbonnementDraft,
 ) -> Result<Vec<serde_json::Value>, Vec<FieldError>> {
@@ -202,7 +202,7 @@ pub(crate) fn abonnement_filters(
 
 /// The abonnement a subscription is, if it is one (a ZGW client's, with filters made by
 /// [`abonnement_filters`]); the filter keys in the case the kanaal names them.
-pub(crate) fn abonnement_of(catalog: &Catalog, subscription: &Subscription) -> Option<Abonnement> {
+pub fn abonnement_of(catalog: &Catalog, subscription: &Subscription) -> Option<Abonnement> {
     if subscription.delivery_config().mode != knooppunt_store::DeliveryMode::Notificatie {
         return None;
     }
@@ -240,7 +240,7 @@ pub(crate) fn abonnement_of(catalog: &Catalog, subscription: &Subscription) -> O
 /// The hub subscription an abonnement is: in `notificatie` mode (the body is the
 /// notificatie, as ZGW consumers expect it; one built from the attributes of a native
 /// CloudEvent of a kanaal type), unordered, `auth` as the `Authorization` of every callback.
-pub(crate) fn subscription_of(
+pub fn subscription_of(
     client: &ZgwClient,
     id: String,
     draft: &AbonnementDraft,
@@ -290,7 +290,7 @@ pub(crate) fn subscription_of(
 
 /// The notificatie Open Notificaties sends to a new abonnement's callback: it must answer
 /// 2xx for the abonnement to be made.
-pub(crate) fn test_notificatie(now_ms: u64) -> String {
+pub fn test_notificatie(now_ms: u64) -> String {
     serde_json::json!({
         "kanaal": "test",
         "hoofdObject": "http://some.hoofdobject.nl/",

@@ -102,41 +102,41 @@ impl HubOptions {
 }
 
 /// Shared by every request handler: the services, and the settings the API reads.
-pub(crate) struct AppState {
+pub struct AppState {
     /// The one writer of subscriptions, and the registry routing reads.
-    pub(crate) subscriptions: Arc<Subscriptions>,
+    pub subscriptions: Arc<Subscriptions>,
     /// The publish pipeline, its options and counters.
-    pub(crate) publishing: Pipeline,
+    pub publishing: Pipeline,
     /// The one writer of the event type catalog.
-    pub(crate) catalog: Arc<Catalog>,
+    pub catalog: Arc<Catalog>,
     /// The one writer of grants: the data owners' approvals.
-    pub(crate) approvals: Arc<Approvals>,
+    pub approvals: Arc<Approvals>,
     /// Subscriptions' retained events read again: the stream and replays.
-    pub(crate) history: Arc<History>,
+    pub history: Arc<History>,
     /// The audit trail's writer.
-    pub(crate) audit: Arc<Audit>,
+    pub audit: Arc<Audit>,
     /// The bounds on undelivered data, and what subscriptions shed.
-    pub(crate) backlog: Arc<Backlog>,
+    pub backlog: Arc<Backlog>,
     audit_retention: std::time::Duration,
-    pub(crate) authentication: Authentication,
+    pub authentication: Authentication,
     /// The one writer of principals, and the table requests are authenticated against.
-    pub(crate) principals: Principals,
+    pub principals: Principals,
     /// The trusted issuers of access tokens.
-    pub(crate) issuers: identity::tokens::Issuers,
-    pub(crate) deliverer: Deliverer,
-    pub(crate) telemetry: Arc<Telemetry>,
-    pub(crate) public_url: Option<String>,
-    pub(crate) subscription_defaults: ConfigDefaults,
-    pub(crate) allow_http_sinks: bool,
-    pub(crate) filter_limits: knooppunt_filter::Limits,
-    pub(crate) eval_limits: knooppunt_filter::EvalLimits,
-    pub(crate) server: ServerLimits,
-    pub(crate) tls: Option<TlsSettings>,
-    pub(crate) signing_overlap: std::time::Duration,
+    pub issuers: identity::tokens::Issuers,
+    pub deliverer: Deliverer,
+    pub telemetry: Arc<Telemetry>,
+    pub public_url: Option<String>,
+    pub subscription_defaults: ConfigDefaults,
+    pub allow_http_sinks: bool,
+    pub filter_limits: knooppunt_filter::Limits,
+    pub eval_limits: knooppunt_filter::EvalLimits,
+    pub server: ServerLimits,
+    pub tls: Option<TlsSettings>,
+    pub signing_overlap: std::time::Duration,
     /// The ZGW facade's clients and token bounds.
-    pub(crate) zgw: identity::zgw::ZgwOptions,
+    pub zgw: identity::zgw::ZgwOptions,
     /// The console's sessions.
-    pub(crate) sessions: Sessions,
+    pub sessions: Sessions,
     store: Arc<dyn Store>,
     shutdown_grace: std::time::Duration,
     resync_interval: std::time::Duration,
@@ -159,7 +159,7 @@ pub enum HubError {
 impl AppState {
     /// Loads the subscriptions and principals from the store, builds the matching index and
     /// starts the delivery workers and the background tasks.
-    pub(crate) async fn open(
+    pub async fn open(
         store: Arc<dyn Store>,
         options: HubOptions,
     ) -> Result<Arc<AppState>, HubError> {
@@ -348,7 +348,7 @@ impl AppState {
 
     /// Stops the delivery workers (waiting up to the shutdown grace for attempts in flight)
     /// and the background tasks, so that the store is released.
-    pub(crate) async fn stop(&self) {
+    pub async fn stop(&self) {
         self.deliverer.shutdown(self.shutdown_grace).await;
         self.stop.send_replace(true);
         let tasks = std::mem::take(&mut *self.background.lock().expect("background lock"));
@@ -360,7 +360,7 @@ impl AppState {
     /// Changes a principal on behalf of admin `actor`: disabling it suspends its
     /// subscriptions at once, on this hub before the answer and on the others when they
     /// hear of it; enabling it again resumes them. `false` when there is none.
-    pub(crate) async fn update_principal(
+    pub async fn update_principal(
         &self,
         actor: &str,
         record: &StoredPrincipal,
@@ -380,7 +380,7 @@ impl AppState {
     /// what was queued for them (each deletion on the audit trail, in `audit`'s context):
     /// they are suspended first, so nothing is sent while this runs. `None` when there is
     /// no such principal; else the ids of the subscriptions deleted.
-    pub(crate) async fn delete_principal(
+    pub async fn delete_principal(
         &self,
         actor: &str,
         name: &str,
@@ -447,13 +447,13 @@ impl AppState {
     }
 
     /// Whether the store takes writes now (for `/readyz`).
-    pub(crate) async fn store_check(&self) -> Result<(), StoreError> {
+    pub async fn store_check(&self) -> Result<(), StoreError> {
         self.store.check().await
     }
 
     /// Whether publishes are accepted now, and if not why: the backlog guard (disk floor,
     /// backlog limit) and the store itself (a log that cannot be written to) both refuse.
-    pub(crate) async fn publishing(&self) -> Result<(), String> {
+    pub async fn publishing(&self) -> Result<(), String> {
         self.backlog.admit().map_err(|full| full.detail)?;
         self.store.check().await.map_err(|error| {
             format!("the store takes no writes now: {error}; nothing of a publish is kept: try again later")
@@ -462,7 +462,7 @@ impl AppState {
 
     /// Up to `size` audit entries after `after` that `picks` chooses, reading at most
     /// `scan_limit` entries; and where to go on when there may be more.
-    pub(crate) async fn audit_page(
+    pub async fn audit_page(
         &self,
         after: Option<u64>,
         size: usize,
@@ -503,7 +503,7 @@ impl AppState {
     /// Checks the whole chain, a page at a time; with `head` (a sequence number and hash kept outside the
     /// store), also that the trail still holds that entry, unchanged: entries removed from
     /// the chain's end leave it intact but show here.
-    pub(crate) async fn verify_audit(
+    pub async fn verify_audit(
         &self,
         head: Option<(u64, String)>,
     ) -> Result<AuditVerification, StoreError> {
@@ -588,7 +588,7 @@ impl AppState {
 
     /// The chain's head as this hub knows it, signed with the hub's Ed25519 key when it
     /// has one (over `knooppunt-audit-head:<sequence>:<hash>`).
-    pub(crate) fn audit_head(&self) -> AuditHead {
+    pub fn audit_head(&self) -> AuditHead {
         use base64::Engine as _;
         let Some((seq, hash)) = self.audit.head.get() else {
             return AuditHead {
@@ -617,7 +617,7 @@ impl AppState {
     }
 
     /// An accepted event, while it is retained.
-    pub(crate) async fn event(
+    pub async fn event(
         &self,
         seq: u64,
     ) -> Result<Option<Arc<knooppunt_store::StoredEvent>>, StoreError> {
@@ -629,7 +629,7 @@ impl AppState {
     /// covers it, and the organisation in whose source space it is (its publisher) see every
     /// receipt; a subscriber that received it sees its own; anyone else learns nothing, not
     /// even whether the event exists. Each receipt with its subscriber, if known.
-    pub(crate) async fn receipts_of_event(
+    pub async fn receipts_of_event(
         &self,
         principal: &Principal,
         seq: u64,
@@ -670,7 +670,7 @@ impl AppState {
     /// What subscription `id` took, in delivery order, and where the next page starts, as
     /// `principal` may read it: `None` unless it is the subscription's subscriber or an
     /// admin (a deleted subscription's receipts stay its subscriber's to read).
-    pub(crate) async fn receipts_of_subscription(
+    pub async fn receipts_of_subscription(
         &self,
         principal: &Principal,
         id: &str,
@@ -687,17 +687,17 @@ impl AppState {
     }
 
     /// The delivery queues' sizes (for `/metrics`).
-    pub(crate) async fn queue_stats(&self) -> Result<Vec<QueueStats>, StoreError> {
+    pub async fn queue_stats(&self) -> Result<Vec<QueueStats>, StoreError> {
         self.store.queue_stats().await
     }
 
     /// One subscription's queue statistics.
-    pub(crate) async fn queue_stats_of(&self, id: &str) -> Result<Option<QueueStats>, StoreError> {
+    pub async fn queue_stats_of(&self, id: &str) -> Result<Option<QueueStats>, StoreError> {
         self.store.queue_stats_of(id).await
     }
 
     /// The disk the store takes (for `/metrics`).
-    pub(crate) async fn disk_usage(&self) -> Result<knooppunt_store::DiskUsage, StoreError> {
+    pub async fn disk_usage(&self) -> Result<knooppunt_store::DiskUsage, StoreError> {
         self.store.disk_usage().await
     }
 }
@@ -905,12 +905,12 @@ async fn sweep_periodically(state: Arc<AppState>) {
 }
 
 /// Who took an event, as one principal may see it ([`AppState::receipts_of_event`]).
-pub(crate) struct EventReceipts {
-    pub(crate) seq: u64,
+pub struct EventReceipts {
+    pub seq: u64,
     /// Its `source`, `id` and `type`, while it is retained.
-    pub(crate) identity: Option<(String, String, String)>,
+    pub identity: Option<(String, String, String)>,
     /// Each receipt with the principal whose subscription took it, if known.
-    pub(crate) receipts: Vec<(Receipt, Option<String>)>,
+    pub receipts: Vec<(Receipt, Option<String>)>,
 }
 
 /// The catalog entries whose owner may not describe their source prefix (made before the
@@ -958,47 +958,59 @@ pub async fn catalog_problems(
 /// What a check of the audit chain found.
 #[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct AuditVerification {
-    pub(crate) intact: bool,
+pub struct AuditVerification {
+    pub intact: bool,
     /// Entries checked.
-    pub(crate) entries: u64,
+    pub entries: u64,
     /// The oldest entry kept (older ones were removed by retention).
-    pub(crate) first: Option<u64>,
+    pub first: Option<u64>,
     /// The newest entry checked.
-    pub(crate) last: Option<u64>,
+    pub last: Option<u64>,
     /// The first broken entry.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) broken_at: Option<u64>,
+    pub broken_at: Option<u64>,
     /// The head given is missing or replaced: entries were removed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) truncated: Option<bool>,
+    pub truncated: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) why: Option<String>,
+    pub why: Option<String>,
 }
 
 /// The audit chain's head.
 #[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-pub(crate) struct AuditHead {
+pub struct AuditHead {
     /// The newest entry's number (0: none yet).
-    pub(crate) sequence: u64,
+    pub sequence: u64,
     /// Its hash.
-    pub(crate) hash: String,
+    pub hash: String,
     /// `<sequence>:<hash>`, as `verify?head=` takes it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) head: Option<String>,
+    pub head: Option<String>,
     /// The hub's Ed25519 signature of `signed`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) signature: Option<HeadSignature>,
+    pub signature: Option<HeadSignature>,
 }
 
 /// A signature of the audit chain's head.
 #[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-pub(crate) struct HeadSignature {
+pub struct HeadSignature {
     #[schemars(extend("enum" = ["EdDSA"]))]
-    pub(crate) alg: &'static str,
-    pub(crate) kid: String,
+    pub alg: &'static str,
+    pub kid: String,
     /// `knooppunt-audit-head:<sequence>:<hash>`.
-    pub(crate) signed: String,
+    pub signed: String,
     /// The signature, base64url without padding.
-    pub(crate) value: String,
+    pub value: String,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for EventReceipts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventReceipts").finish_non_exhaustive()
+    }
 }

@@ -13,7 +13,7 @@ use knooppunt_filter::{
 use knooppunt_store::{Disabled, Status, Subscription, SubscriptionState};
 
 #[derive(Debug, Default)]
-pub(crate) struct Registry {
+pub struct Registry {
     /// Shared with the subscriptions' delivery workers: one copy each.
     subscriptions: BTreeMap<String, Arc<Subscription>>,
     index: MatchIndex<String>,
@@ -23,7 +23,7 @@ pub(crate) struct Registry {
 }
 
 /// The routing criteria of a stored subscription, its filters read within `limits`.
-pub(crate) fn criteria(
+pub fn criteria(
     subscription: &Subscription,
     limits: &Limits,
 ) -> Result<Criteria, Vec<FilterError>> {
@@ -38,7 +38,7 @@ impl Registry {
     /// Builds the registry from the stored subscriptions. A subscription whose filters or
     /// `config` this hub refuses (beyond its limits, or unreadable by this version) is not
     /// routed to: it is returned disabled, with the reason, for the caller to store.
-    pub(crate) fn load(
+    pub fn load(
         subscriptions: Vec<Subscription>,
         limits: &Limits,
     ) -> (Registry, Vec<Subscription>) {
@@ -78,11 +78,7 @@ impl Registry {
     }
 
     /// Files a subscription; returns the shared copy.
-    pub(crate) fn put(
-        &mut self,
-        subscription: Subscription,
-        criteria: Criteria,
-    ) -> Arc<Subscription> {
+    pub fn put(&mut self, subscription: Subscription, criteria: Criteria) -> Arc<Subscription> {
         let subscription = Arc::new(subscription);
         // A disabled subscription is never routed to, so it is not in the index at all.
         if subscription.state() == SubscriptionState::Disabled {
@@ -104,7 +100,7 @@ impl Registry {
     /// Puts a subscription whose criteria (source, types, filters) did not change and that
     /// was routed before: its index entry stays as it is (removed if it is now disabled), so
     /// nothing is parsed again.
-    pub(crate) fn refresh(&mut self, subscription: Subscription) -> Arc<Subscription> {
+    pub fn refresh(&mut self, subscription: Subscription) -> Arc<Subscription> {
         if subscription.state() == SubscriptionState::Disabled {
             self.index.remove(&subscription.id);
         }
@@ -115,7 +111,7 @@ impl Registry {
     }
 
     /// Keeps a disabled subscription visible without filing it in the index.
-    pub(crate) fn put_unrouted(&mut self, subscription: Subscription) -> Arc<Subscription> {
+    pub fn put_unrouted(&mut self, subscription: Subscription) -> Arc<Subscription> {
         self.index.remove(&subscription.id);
         let subscription = Arc::new(subscription);
         self.subscriptions
@@ -123,22 +119,26 @@ impl Registry {
         subscription
     }
 
-    pub(crate) fn remove(&mut self, id: &str) {
+    pub fn remove(&mut self, id: &str) {
         self.index.remove(&id.to_owned());
         self.subscriptions.remove(id);
     }
 
-    pub(crate) fn get(&self, id: &str) -> Option<&Arc<Subscription>> {
+    pub fn get(&self, id: &str) -> Option<&Arc<Subscription>> {
         self.subscriptions.get(id)
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.subscriptions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.subscriptions.is_empty()
     }
 
     /// Up to `size` subscriptions after `cursor` in id order, of `owner` if given, and whether
     /// there are more.
-    pub(crate) fn page(
+    pub fn page(
         &self,
         owner: Option<&str>,
         cursor: Option<&str>,
@@ -158,17 +158,12 @@ impl Registry {
     /// The subscriptions `event` is routed to: those it matches, evaluated within `limits`
     /// until they cost `allowance` (the rest come back to evaluate elsewhere). Disabled ones
     /// are not in the index; pending ones queue their events until the sink consents.
-    pub(crate) fn route(
-        &self,
-        event: &Event,
-        limits: EvalLimits,
-        allowance: u64,
-    ) -> Routed<String> {
+    pub fn route(&self, event: &Event, limits: EvalLimits, allowance: u64) -> Routed<String> {
         self.index.matching_metered(event, limits, allowance)
     }
 
     /// The routed (not disabled) subscriptions that can match some event of `scope`.
-    pub(crate) fn in_scope(&self, scope: &Scope<'_>) -> Vec<Arc<Subscription>> {
+    pub fn in_scope(&self, scope: &Scope<'_>) -> Vec<Arc<Subscription>> {
         self.subscriptions
             .values()
             .filter(|s| {
@@ -181,12 +176,12 @@ impl Registry {
     }
 
     /// Whether routed subscription `id` can match some event of `scope`.
-    pub(crate) fn can_match(&self, id: &str, scope: &Scope<'_>) -> bool {
+    pub fn can_match(&self, id: &str, scope: &Scope<'_>) -> bool {
         self.index.criteria(id).is_some_and(|c| c.can_match(scope))
     }
 
     /// Every subscription.
-    pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<Subscription>> {
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Subscription>> {
         self.subscriptions.values()
     }
 }

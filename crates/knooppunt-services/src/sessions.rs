@@ -35,7 +35,7 @@ impl Default for SessionOptions {
 
 /// What a session was started with, and must still hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Credential {
+pub enum Credential {
     /// The hex SHA-256 of a principal's token.
     Token(String),
     /// A client certificate with this OIN.
@@ -56,14 +56,14 @@ impl Credential {
 
 /// A live session and who it is.
 #[derive(Debug, Clone)]
-pub(crate) struct Live {
-    pub(crate) session: Session,
-    pub(crate) principal: Arc<Principal>,
+pub struct Live {
+    pub session: Session,
+    pub principal: Arc<Principal>,
 }
 
 /// How a sign-in went.
 #[derive(Debug)]
-pub(crate) enum SignIn {
+pub enum SignIn {
     /// The cookie's secret, and the session.
     Started(String, Live),
     Disabled(String),
@@ -72,7 +72,7 @@ pub(crate) enum SignIn {
 
 /// Failed sign-ins one address may make within [`THROTTLE_WINDOW_MS`]; past them its
 /// sign-ins are refused until the window ends.
-pub(crate) const MAX_FAILED_SIGN_INS: u32 = 5;
+pub const MAX_FAILED_SIGN_INS: u32 = 5;
 const THROTTLE_WINDOW_MS: u64 = 60_000;
 /// Addresses remembered at once (a bound on memory whatever the number of addresses).
 const THROTTLE_CAPACITY: usize = 10_000;
@@ -81,7 +81,7 @@ const THROTTLE_CAPACITY: usize = 10_000;
 /// after [`MAX_FAILED_SIGN_INS`] failures within a minute, an address waits for the rest
 /// of that minute; a success forgets its failures.
 #[derive(Debug, Default)]
-pub(crate) struct Throttle {
+pub struct Throttle {
     failures: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (u32, u64)>>,
 }
 
@@ -95,7 +95,7 @@ impl Throttle {
     }
 
     /// `Err(seconds)`: `ip` must wait that long before it may try again.
-    pub(crate) fn check(&self, ip: std::net::IpAddr, now: u64) -> Result<(), u64> {
+    pub fn check(&self, ip: std::net::IpAddr, now: u64) -> Result<(), u64> {
         match self.lock().get(&ip) {
             Some((count, since))
                 if *count >= MAX_FAILED_SIGN_INS && now < since + THROTTLE_WINDOW_MS =>
@@ -107,7 +107,7 @@ impl Throttle {
     }
 
     /// A sign-in from `ip` failed.
-    pub(crate) fn failed(&self, ip: std::net::IpAddr, now: u64) {
+    pub fn failed(&self, ip: std::net::IpAddr, now: u64) {
         let mut failures = self.lock();
         if failures.len() >= THROTTLE_CAPACITY && !failures.contains_key(&ip) {
             failures.retain(|_, (_, since)| now < *since + THROTTLE_WINDOW_MS);
@@ -126,7 +126,7 @@ impl Throttle {
     }
 
     /// A sign-in from `ip` succeeded: its failures are forgotten.
-    pub(crate) fn succeeded(&self, ip: std::net::IpAddr) {
+    pub fn succeeded(&self, ip: std::net::IpAddr) {
         self.lock().remove(&ip);
     }
 }
@@ -135,11 +135,11 @@ impl Throttle {
 const TOUCH_EVERY_MS: u64 = 60_000;
 
 /// The sessions of the console.
-pub(crate) struct Sessions {
+pub struct Sessions {
     store: Arc<dyn Store>,
     options: SessionOptions,
     /// Failed sign-ins per address.
-    pub(crate) throttle: Throttle,
+    pub throttle: Throttle,
     random: SystemRandom,
 }
 
@@ -156,7 +156,7 @@ fn id_of(secret: &str) -> String {
 }
 
 impl Sessions {
-    pub(crate) fn new(store: Arc<dyn Store>, options: SessionOptions) -> Sessions {
+    pub fn new(store: Arc<dyn Store>, options: SessionOptions) -> Sessions {
         Sessions {
             store,
             options,
@@ -165,18 +165,18 @@ impl Sessions {
         }
     }
 
-    pub(crate) fn options(&self) -> SessionOptions {
+    pub fn options(&self) -> SessionOptions {
         self.options
     }
 
     /// A random value for a form before sign-in (the CSRF token of the sign-in form).
-    pub(crate) fn nonce(&self) -> String {
+    pub fn nonce(&self) -> String {
         random_secret(&self.random)
     }
 
     /// Signs in with a principal's bearer token (access tokens of issuers are for the API:
     /// they expire on their own terms, which a session would outlive).
-    pub(crate) async fn with_token(
+    pub async fn with_token(
         &self,
         token: &str,
         principals: &Principals,
@@ -195,7 +195,7 @@ impl Sessions {
 
     /// Starts a session for a principal the caller authenticated otherwise (a client
     /// certificate, or none on a development hub).
-    pub(crate) async fn with_principal(
+    pub async fn with_principal(
         &self,
         principal: Arc<Principal>,
         credential: Credential,
@@ -227,7 +227,7 @@ impl Sessions {
 
     /// The live session of a cookie's secret, with its principal as it is now; `None` when
     /// there is none, or it ended (and then it is removed).
-    pub(crate) async fn find(
+    pub async fn find(
         &self,
         secret: &str,
         principals: &Principals,
@@ -253,12 +253,12 @@ impl Sessions {
     }
 
     /// Ends the session of a cookie's secret.
-    pub(crate) async fn end(&self, secret: &str) -> Result<bool, StoreError> {
+    pub async fn end(&self, secret: &str) -> Result<bool, StoreError> {
         self.store.delete_session(&id_of(secret)).await
     }
 
     /// Removes ended sessions; how many.
-    pub(crate) async fn sweep(&self) -> Result<u64, StoreError> {
+    pub async fn sweep(&self) -> Result<u64, StoreError> {
         let now = now_ms();
         self.store
             .sweep_sessions(
@@ -286,4 +286,10 @@ fn holder(session: &Session, principals: &Principals, development: bool) -> Opti
         _ => false,
     };
     holds.then_some(principal)
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").finish_non_exhaustive()
+    }
 }

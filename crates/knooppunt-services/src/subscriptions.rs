@@ -43,19 +43,19 @@ impl Default for Quotas {
 /// A change refused because it would take a principal past its [`Quotas`]: what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub(crate) struct QuotaExceeded(pub(crate) String);
+pub struct QuotaExceeded(pub String);
 
 /// How often a subscription's filters ran out of their evaluation budget, since the hub
 /// started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct OverBudget {
-    pub(crate) count: u64,
+pub struct OverBudget {
+    pub count: u64,
     /// Milliseconds since the Unix epoch.
-    pub(crate) last_at: u64,
+    pub last_at: u64,
 }
 
 /// The subscriptions: their store, their registry and their workers, changed together.
-pub(crate) struct Subscriptions {
+pub struct Subscriptions {
     store: Arc<dyn Store>,
     registry: RwLock<Registry>,
     /// Serialises changes so that the store and the registry change in the same order.
@@ -72,14 +72,14 @@ pub(crate) struct Subscriptions {
 
 /// A subscription as replaced, and whether its sink must consent again.
 #[derive(Debug)]
-pub(crate) struct Replaced {
-    pub(crate) subscription: Arc<Subscription>,
-    pub(crate) needs_consent: bool,
+pub struct Replaced {
+    pub subscription: Arc<Subscription>,
+    pub needs_consent: bool,
 }
 
 /// What [`Subscriptions::consent_by_agreement`] found.
 #[derive(Debug)]
-pub(crate) enum Agreed {
+pub enum Agreed {
     /// The subscription is active, by agreement.
     Recorded(Arc<Subscription>),
     /// The subscription is disabled: it needs a new sink (or usable filters) first.
@@ -89,7 +89,7 @@ pub(crate) enum Agreed {
 
 /// Why a pull operation was refused.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum PullRefused {
+pub enum PullRefused {
     #[error("there is no such subscription")]
     NoSubscription,
     #[error(
@@ -107,7 +107,7 @@ pub(crate) enum PullRefused {
 
 /// Why a signing secret was not rotated.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Rotation {
+pub enum Rotation {
     /// The secret before the current one still signs until then (milliseconds since the
     /// Unix epoch), as the last rotation said.
     #[error("the secret before the current one signs until {0}")]
@@ -118,7 +118,7 @@ pub(crate) enum Rotation {
 
 /// What [`Subscriptions::redeliver`] found.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Redelivered {
+pub enum Redelivered {
     Queued,
     /// The subscription is disabled (its sink answered 410): nothing would be delivered.
     Disabled,
@@ -131,7 +131,7 @@ pub(crate) enum Redelivered {
 impl Subscriptions {
     /// Deliveries of subscription `id` were withdrawn: its worker gives back what it leased
     /// ahead ([`Deliverer::recall`]).
-    pub(crate) fn recall(&self, id: &str) {
+    pub fn recall(&self, id: &str) {
         self.deliverer.recall(id);
     }
 
@@ -139,7 +139,7 @@ impl Subscriptions {
     /// `config` this hub cannot use is disabled, saying why, in the store too.
     /// Loads the subscriptions; those of `suspended_owners` (disabled principals) are
     /// suspended from the start.
-    pub(crate) async fn load(
+    pub async fn load(
         store: Arc<dyn Store>,
         deliverer: Deliverer,
         limits: Limits,
@@ -186,7 +186,7 @@ impl Subscriptions {
     }
 
     /// Why subscription `subscription` is suspended, if it is: its owner is disabled.
-    pub(crate) fn suspension(&self, subscription: &Subscription) -> Option<String> {
+    pub fn suspension(&self, subscription: &Subscription) -> Option<String> {
         self.suspended_owners
             .read()
             .expect("suspended lock")
@@ -203,7 +203,7 @@ impl Subscriptions {
     /// The disabled principals are now `owners`: the subscriptions of those newly disabled
     /// are suspended at once (no longer routed to; their workers stop, their long polls
     /// end), those of principals enabled again resume. Returns how many changed.
-    pub(crate) async fn suspend_owners(&self, owners: HashSet<String>) -> usize {
+    pub async fn suspend_owners(&self, owners: HashSet<String>) -> usize {
         let _writer = self.writes.lock().await;
         let before = std::mem::replace(
             &mut *self.suspended_owners.write().expect("suspended lock"),
@@ -236,14 +236,14 @@ impl Subscriptions {
         self.registry.read().expect("registry lock")
     }
 
-    pub(crate) fn get(&self, id: &str) -> Option<Arc<Subscription>> {
+    pub fn get(&self, id: &str) -> Option<Arc<Subscription>> {
         self.read().get(id).cloned()
     }
 
     /// Subscription `id` if `principal` may `action` on it ("replay events"): a subscriber
     /// (or an admin) that sees it. The one rule of every read and act on a subscription's
     /// events (pull, the event stream, replays, dead letters).
-    pub(crate) fn for_subscriber(
+    pub fn for_subscriber(
         &self,
         principal: &Principal,
         id: &str,
@@ -258,19 +258,23 @@ impl Subscriptions {
     }
 
     /// The principal whose subscription `id` is, or was before it was deleted.
-    pub(crate) async fn owner_of(&self, id: &str) -> Result<Option<String>, StoreError> {
+    pub async fn owner_of(&self, id: &str) -> Result<Option<String>, StoreError> {
         if let Some(subscription) = self.get(id) {
             return Ok(Some(subscription.owner.clone()));
         }
         self.store.former_owner(id).await
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.read().len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
+
     /// Subscription `id` with its routing criteria (its filters read again).
-    pub(crate) fn with_criteria(&self, id: &str) -> Option<(Arc<Subscription>, Criteria)> {
+    pub fn with_criteria(&self, id: &str) -> Option<(Arc<Subscription>, Criteria)> {
         let subscription = self.get(id)?;
         let criteria = registry::criteria(&subscription, &self.limits).ok()?;
         Some((subscription, criteria))
@@ -278,7 +282,7 @@ impl Subscriptions {
 
     /// Up to `size` subscriptions after `cursor` in id order, of `owner` if given, and whether
     /// there are more.
-    pub(crate) fn page(
+    pub fn page(
         &self,
         owner: Option<&str>,
         cursor: Option<&str>,
@@ -289,7 +293,7 @@ impl Subscriptions {
 
     /// The routed (not disabled) subscriptions that can match some event of `scope`.
     /// The subscriptions of principal `owner`.
-    pub(crate) fn owned_by(&self, owner: &str) -> Vec<Arc<Subscription>> {
+    pub fn owned_by(&self, owner: &str) -> Vec<Arc<Subscription>> {
         self.read()
             .all()
             .filter(|s| s.owner == owner)
@@ -297,17 +301,17 @@ impl Subscriptions {
             .collect()
     }
 
-    pub(crate) fn in_scope(&self, scope: &knooppunt_filter::Scope<'_>) -> Vec<Arc<Subscription>> {
+    pub fn in_scope(&self, scope: &knooppunt_filter::Scope<'_>) -> Vec<Arc<Subscription>> {
         self.read().in_scope(scope)
     }
 
     /// Whether routed subscription `id` can match some event of `scope`.
-    pub(crate) fn can_match(&self, id: &str, scope: &knooppunt_filter::Scope<'_>) -> bool {
+    pub fn can_match(&self, id: &str, scope: &knooppunt_filter::Scope<'_>) -> bool {
         self.read().can_match(id, scope)
     }
 
     /// How many subscriptions are in each state.
-    pub(crate) fn count_by_state(&self) -> std::collections::BTreeMap<&'static str, u64> {
+    pub fn count_by_state(&self) -> std::collections::BTreeMap<&'static str, u64> {
         let mut states = std::collections::BTreeMap::new();
         for subscription in self.read().all() {
             *states.entry(subscription.state().as_str()).or_insert(0) += 1;
@@ -319,7 +323,7 @@ impl Subscriptions {
     /// until they have cost `allowance` units together; what is left is handed back, with a
     /// copy of its criteria, to evaluate off the caller's thread (`ingest::route`).
     /// `observe` is told how long each event took.
-    pub(crate) fn route<'a>(
+    pub fn route<'a>(
         &self,
         events: impl Iterator<Item = &'a Event>,
         limits: EvalLimits,
@@ -340,7 +344,7 @@ impl Subscriptions {
     }
 
     /// Notes that these subscriptions' filters ran out of their evaluation budget at `at`.
-    pub(crate) fn note_over_budget(&self, ids: &[String], at: u64) {
+    pub fn note_over_budget(&self, ids: &[String], at: u64) {
         let registry = self.read();
         let mut over = self.over_budget.lock().expect("over-budget lock");
         for id in ids {
@@ -357,7 +361,7 @@ impl Subscriptions {
     }
 
     /// How often subscription `id`'s filters ran out of budget, if ever.
-    pub(crate) fn over_budget(&self, id: &str) -> Option<OverBudget> {
+    pub fn over_budget(&self, id: &str) -> Option<OverBudget> {
         self.over_budget
             .lock()
             .expect("over-budget lock")
@@ -368,7 +372,7 @@ impl Subscriptions {
     /// Whether `subscription` (new, or replacing the one of its id) keeps its owner within
     /// the quotas; what to do when not. Checked again under the writer's lock as it is
     /// stored.
-    pub(crate) fn check_quotas(&self, subscription: &Subscription) -> Result<(), QuotaExceeded> {
+    pub fn check_quotas(&self, subscription: &Subscription) -> Result<(), QuotaExceeded> {
         let bytes = |s: &Subscription| {
             s.filters
                 .iter()
@@ -448,7 +452,7 @@ impl Subscriptions {
 
     /// Stores a new subscription (its criteria already checked), then routes to it.
     /// Refused, changing nothing, when it takes its owner past the [`Quotas`].
-    pub(crate) async fn create<E: From<StoreError> + From<QuotaExceeded>>(
+    pub async fn create<E: From<StoreError> + From<QuotaExceeded>>(
         &self,
         subscription: Subscription,
         criteria: Criteria,
@@ -458,7 +462,7 @@ impl Subscriptions {
 
     /// Stores a new subscription whose sink agreed already, by its protocol's own check
     /// (a ZGW abonnement's callback took the test notificatie): active at once.
-    pub(crate) async fn create_agreed<E: From<StoreError> + From<QuotaExceeded>>(
+    pub async fn create_agreed<E: From<StoreError> + From<QuotaExceeded>>(
         &self,
         subscription: Subscription,
         criteria: Criteria,
@@ -512,7 +516,7 @@ impl Subscriptions {
     /// the existing subscription's state and consent. A new sink, or a subscription
     /// disabled for its stored filters, needs consent again (`needs_consent`: the caller
     /// runs the handshake).
-    pub(crate) async fn replace<E: From<StoreError> + From<QuotaExceeded>>(
+    pub async fn replace<E: From<StoreError> + From<QuotaExceeded>>(
         &self,
         id: &str,
         change: impl FnOnce(&Subscription) -> Result<(Subscription, Criteria), E>,
@@ -522,7 +526,7 @@ impl Subscriptions {
 
     /// Replaces subscription `id` whose (new) sink agreed already, by its protocol's own
     /// check (a ZGW abonnement's callback took the test notificatie): active at once.
-    pub(crate) async fn replace_agreed<E: From<StoreError> + From<QuotaExceeded>>(
+    pub async fn replace_agreed<E: From<StoreError> + From<QuotaExceeded>>(
         &self,
         id: &str,
         change: impl FnOnce(&Subscription) -> Result<(Subscription, Criteria), E>,
@@ -585,7 +589,7 @@ impl Subscriptions {
 
     /// Changes the current subscription `id` in place; `change` says whether it changed
     /// anything (if not, nothing is written). Returns the subscription as it is now.
-    pub(crate) async fn update(
+    pub async fn update(
         &self,
         id: &str,
         change: impl FnOnce(&mut Subscription) -> bool,
@@ -620,7 +624,7 @@ impl Subscriptions {
 
     /// Deletes subscription `id`, with its queue and dead letters, if `allowed` says so of
     /// it. Returns what was deleted; `None` when there is none (or it is not allowed).
-    pub(crate) async fn delete(
+    pub async fn delete(
         &self,
         id: &str,
         allowed: impl FnOnce(&Subscription) -> bool,
@@ -647,7 +651,7 @@ impl Subscriptions {
     /// writers' lock, since the sink may call the callback while it answers; the answer is
     /// recorded only if the subscription still waits for this handshake. Returns the
     /// subscription as it is now.
-    pub(crate) async fn handshake(
+    pub async fn handshake(
         &self,
         subscription: Subscription,
         callback: &str,
@@ -704,7 +708,7 @@ impl Subscriptions {
 
     /// The sink consents through its callback URL, whose `token` is the credential:
     /// a pending subscription becomes active. `None` when no subscription has this token.
-    pub(crate) async fn consent_by_callback(
+    pub async fn consent_by_callback(
         &self,
         id: &str,
         token: &str,
@@ -742,7 +746,7 @@ impl Subscriptions {
     /// An administrator records consent agreed outside the hub: the subscription becomes
     /// active, unless it is disabled (its sink answered 410, or its stored filters are
     /// unusable: it needs replacing first).
-    pub(crate) async fn consent_by_agreement(&self, id: &str) -> Result<Agreed, StoreError> {
+    pub async fn consent_by_agreement(&self, id: &str) -> Result<Agreed, StoreError> {
         let mut disabled = false;
         let updated = self
             .update(id, |current| {
@@ -774,7 +778,7 @@ impl Subscriptions {
     /// Gives subscription `id` a new signing secret; the one it had keeps signing too for
     /// `overlap` (so a sink can switch without losing a delivery). Returns the subscription
     /// and its new secret (to show once); `None` when there is none.
-    pub(crate) async fn rotate_signing_secret(
+    pub async fn rotate_signing_secret(
         &self,
         id: &str,
         overlap: std::time::Duration,
@@ -816,7 +820,7 @@ impl Subscriptions {
     /// Resolved outside the writers' lock. On a replacement, a sink sent back exactly as the
     /// stored one reads (`stored`, redacted) is the stored one, checked when it was
     /// registered (and on every connection): only the token endpoint is checked then.
-    pub(crate) async fn check_addresses(
+    pub async fn check_addresses(
         &self,
         sink: &str,
         credential: Option<&SinkCredential>,
@@ -838,7 +842,7 @@ impl Subscriptions {
     }
 
     /// Up to `limit` dead letters of subscription `id`, oldest first, after `after`.
-    pub(crate) async fn dead_letters(
+    pub async fn dead_letters(
         &self,
         id: &str,
         after: Option<u64>,
@@ -849,7 +853,7 @@ impl Subscriptions {
 
     /// Dead letter `seq` of subscription `id`, with its event as accepted (when the store
     /// still has it).
-    pub(crate) async fn dead_letter(
+    pub async fn dead_letter(
         &self,
         id: &str,
         seq: u64,
@@ -861,7 +865,7 @@ impl Subscriptions {
     }
 
     /// Deletes dead letter `seq` of subscription `id`; `false` when there is none.
-    pub(crate) async fn delete_dead_letter(&self, id: &str, seq: u64) -> Result<bool, StoreError> {
+    pub async fn delete_dead_letter(&self, id: &str, seq: u64) -> Result<bool, StoreError> {
         let _writer = self.writes.lock().await;
         if self.store.dead_letter(id, seq).await?.is_none() {
             return Ok(false);
@@ -876,7 +880,7 @@ impl Subscriptions {
 
     /// Puts dead letter `seq` back into the queue of subscription `id`, unless the
     /// subscription is disabled (checked under the lock, so no 410 can come between).
-    pub(crate) async fn redeliver(&self, id: &str, seq: u64) -> Result<Redelivered, StoreError> {
+    pub async fn redeliver(&self, id: &str, seq: u64) -> Result<Redelivered, StoreError> {
         let _writer = self.writes.lock().await;
         match self.get(id) {
             None => return Ok(Redelivered::NoSubscription),
@@ -900,7 +904,7 @@ impl Subscriptions {
 
     /// Hands up to `max` events of pull subscription `id` to its consumer, waiting up to
     /// `wait` for some (see [`Deliverer::receive`]).
-    pub(crate) async fn receive(
+    pub async fn receive(
         &self,
         id: &str,
         max: usize,
@@ -920,7 +924,7 @@ impl Subscriptions {
     /// that each cut what they take away ([`Cluster::hub_applied`]): at most until a hub that
     /// stays silent is forgotten, and a second more. Names the hubs still behind then (none
     /// on a store only one hub writes).
-    pub(crate) async fn wait_for_other_hubs(&self) -> Result<Vec<String>, StoreError> {
+    pub async fn wait_for_other_hubs(&self) -> Result<Vec<String>, StoreError> {
         let version = self.store.subscriptions_version().await?;
         let silent = knooppunt_delivery::HUB_SILENT_FOR;
         let deadline = tokio::time::Instant::now() + silent + std::time::Duration::from_secs(1);
@@ -944,13 +948,13 @@ impl Subscriptions {
     }
 
     /// Cuts subscription `id`'s deliveries taken so far ([`Deliverer::cut`]); the moment.
-    pub(crate) async fn cut(&self, id: &str) -> u64 {
+    pub async fn cut(&self, id: &str) -> u64 {
         self.deliverer.cut(id).await
     }
 
     /// Settles events of pull subscription `id` held under `tokens` (see
     /// [`Deliverer::settle`]): per token, whether it was settled or why not.
-    pub(crate) async fn settle(
+    pub async fn settle(
         &self,
         id: &str,
         tokens: &[String],
@@ -976,7 +980,7 @@ impl Subscriptions {
 
     /// Brings the registry and the workers up to the store's subscriptions, which another
     /// hub sharing the store changed; returns how many changed here.
-    pub(crate) async fn resync(&self) -> Result<usize, StoreError> {
+    pub async fn resync(&self) -> Result<usize, StoreError> {
         let _writer = self.writes.lock().await;
         let stored = self.store.subscriptions().await?;
         let ids: std::collections::HashSet<String> = stored.iter().map(|s| s.id.clone()).collect();
@@ -1008,7 +1012,7 @@ impl Subscriptions {
     /// answered is disabled (in the store, then its queue retired to dead letters, then the
     /// registry); one given another sink meanwhile keeps it, and its worker starts again.
     /// Returns whether it disabled the subscription.
-    pub(crate) async fn gone(&self, gone: &Gone) -> bool {
+    pub async fn gone(&self, gone: &Gone) -> bool {
         let _writer = self.writes.lock().await;
         let Some(current) = self.get(&gone.subscription) else {
             return false; // deleted meanwhile
@@ -1050,7 +1054,7 @@ impl Subscriptions {
 
 /// A principal limited to some type prefixes must constrain `type` to them, through `types`
 /// or an `exact` or `prefix` filter on `type`.
-pub(crate) fn may_subscribe(
+pub fn may_subscribe(
     principal: &Principal,
     types: Option<&[String]>,
     criteria: &Criteria,
@@ -1100,7 +1104,7 @@ pub(crate) fn may_subscribe(
 
 /// Why a principal may not act on a subscription's events.
 #[derive(Debug)]
-pub(crate) enum Unseen {
+pub enum Unseen {
     /// It lacks the role (the detail says so).
     Forbidden(String),
     /// There is no subscription of that id that it sees.
@@ -1108,7 +1112,7 @@ pub(crate) enum Unseen {
 }
 
 /// Whether `principal` sees (and may change) `subscription`: its owner, or an admin.
-pub(crate) fn visible_to(principal: &Principal, subscription: &Subscription) -> bool {
+pub fn visible_to(principal: &Principal, subscription: &Subscription) -> bool {
     principal.is_admin() || subscription.owner == principal.name
 }
 
@@ -1133,6 +1137,12 @@ fn new_validation_token() -> String {
 /// Whether two secrets are equal, in time that does not depend on where they differ.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl std::fmt::Debug for Subscriptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriptions").finish_non_exhaustive()
+    }
 }
 
 #[cfg(test)]
@@ -1167,15 +1177,16 @@ mod tests {
     }
     use knooppunt_store_embedded::EmbeddedStore;
 
+    use crate::app::{AppState, HubOptions};
+    use crate::identity::Authentication;
     use crate::identity::{Principal, Role};
     use crate::ingest::Refused;
-    use crate::{Authentication, Hub, HubOptions};
 
     /// A hub on a fresh embedded store, without any listener.
-    async fn hub() -> (Hub, EmbeddedStore, tempfile::TempDir) {
+    async fn hub() -> (std::sync::Arc<AppState>, EmbeddedStore, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(dir.path()).unwrap();
-        let hub = Hub::open(
+        let hub = AppState::open(
             std::sync::Arc::new(store.clone()),
             HubOptions::new(Authentication::Disabled),
         )
@@ -1203,14 +1214,21 @@ mod tests {
         .unwrap()
     }
 
-    fn routed(hub: &Hub) -> Vec<String> {
-        hub.matching_subscriptions(&event("x", "urn:nld:oin:1:systeem:a").event)
+    fn routed(hub: &AppState) -> Vec<String> {
+        let event = event("x", "urn:nld:oin:1:systeem:a");
+        let mut routed = hub.subscriptions.route(
+            std::iter::once(&event.event),
+            hub.eval_limits,
+            u64::MAX,
+            |_| {},
+        );
+        routed.pop().map(|r| r.matched).unwrap_or_default()
     }
 
     #[tokio::test]
     async fn every_change_reaches_store_and_registry_together_or_not_at_all() {
         let (hub, store, _dir) = hub().await;
-        let subscriptions = &hub.state.subscriptions;
+        let subscriptions = &hub.subscriptions;
         let (new, criteria) = subscription("s", "https://a.example.nl/");
         subscriptions
             .create::<Refusal>(new, criteria)
@@ -1285,10 +1303,10 @@ mod tests {
             max_subscriptions: 2,
             max_filter_bytes: 100,
         };
-        let hub = Hub::open(std::sync::Arc::new(store), options)
+        let hub = AppState::open(std::sync::Arc::new(store), options)
             .await
             .unwrap();
-        let subscriptions = &hub.state.subscriptions;
+        let subscriptions = &hub.subscriptions;
         for id in ["a", "b"] {
             let (new, criteria) = subscription(id, "https://a.example.nl/");
             subscriptions
@@ -1337,7 +1355,7 @@ mod tests {
     #[tokio::test]
     async fn a_410_disables_only_the_sink_that_answered_it() {
         let (hub, store, _dir) = hub().await;
-        let subscriptions = &hub.state.subscriptions;
+        let subscriptions = &hub.subscriptions;
         let (new, criteria) = subscription("s", "https://old.example.nl/");
         subscriptions
             .create::<Refusal>(new, criteria)
@@ -1390,7 +1408,7 @@ mod tests {
     #[tokio::test]
     async fn the_publish_pipeline_refuses_all_or_accepts_all() {
         let (hub, store, _dir) = hub().await;
-        let state = &hub.state;
+        let state = &hub;
         let (new, criteria) = subscription("s", "https://a.example.nl/");
         state
             .subscriptions
@@ -1415,7 +1433,7 @@ mod tests {
             "{refused:?}"
         );
         assert_eq!(
-            crate::IngestCounters::get(&state.publishing.counters.rejected),
+            crate::telemetry::IngestCounters::get(&state.publishing.counters.rejected),
             2,
             "both events of the refused batch"
         );

@@ -16,7 +16,7 @@ use crate::subscriptions::{Redelivered, Unseen};
 
 /// Why a dead letter was not shown, redelivered or removed (nothing was changed).
 #[derive(Debug)]
-pub(crate) enum Refused {
+pub enum Refused {
     /// The caller may not (the detail says why).
     Forbidden(String),
     /// There is no subscription of this id the caller may see.
@@ -44,7 +44,7 @@ impl From<StoreError> for Refused {
 
 /// Whether `caller` may see subscription `id`'s dead letters: the subscription must exist
 /// and be visible to it, a subscriber (or an admin).
-pub(crate) fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<(), Refused> {
+pub fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<(), Refused> {
     match state
         .subscriptions
         .for_subscriber(caller, id, "read dead letters")
@@ -56,7 +56,7 @@ pub(crate) fn check_access(state: &AppState, caller: &Principal, id: &str) -> Re
 }
 
 /// Subscription `id`'s dead letters after `after`, oldest first, at most `limit`.
-pub(crate) async fn list(
+pub async fn list(
     state: &AppState,
     caller: &Principal,
     id: &str,
@@ -67,7 +67,7 @@ pub(crate) async fn list(
 }
 
 /// Dead letter `seq` of subscription `id`, with its event as accepted (while retained).
-pub(crate) async fn get(
+pub async fn get(
     state: &AppState,
     caller: &Principal,
     (id, seq): (&str, u64),
@@ -92,7 +92,7 @@ fn action(state: &AppState, name: ActionName, (id, seq): (&str, u64)) -> Action 
 }
 
 /// Puts dead letter `seq` of subscription `id` back into its queue with fresh attempts.
-pub(crate) async fn redeliver(
+pub async fn redeliver(
     state: &AppState,
     context: &Context,
     caller: &Principal,
@@ -112,7 +112,7 @@ pub(crate) async fn redeliver(
 }
 
 /// Removes dead letter `seq` of subscription `id`.
-pub(crate) async fn delete(
+pub async fn delete(
     state: &AppState,
     context: &Context,
     caller: &Principal,

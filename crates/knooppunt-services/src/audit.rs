@@ -11,21 +11,21 @@ use knooppunt_store::{AuditRecord, Store, now_ms};
 use tokio::sync::{mpsc, oneshot};
 
 /// The actor of what the hub decides by itself.
-pub(crate) const HUB: &str = "knooppunt";
+pub const HUB: &str = "knooppunt";
 
 /// How many records may wait for the writer.
-pub(crate) const QUEUE: usize = 10_000;
+pub const QUEUE: usize = 10_000;
 
 /// At most this many records go into one append.
 const BATCH: usize = 500;
 
 /// The actor of a request, and the ids that tie the entry to it.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Context {
-    pub(crate) actor: Option<String>,
-    pub(crate) actor_oin: Option<String>,
-    pub(crate) request_id: Option<String>,
-    pub(crate) trace_id: Option<String>,
+pub struct Context {
+    pub actor: Option<String>,
+    pub actor_oin: Option<String>,
+    pub request_id: Option<String>,
+    pub trace_id: Option<String>,
 }
 
 macro_rules! action_names {
@@ -34,14 +34,14 @@ macro_rules! action_names {
         /// comes before the dot is the entry's processing activity): one list, so that the
         /// API's description names them all and no surface makes up its own.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub(crate) enum ActionName {
+        pub enum ActionName {
             $($variant,)*
         }
 
         impl ActionName {
-            pub(crate) const ALL: &[ActionName] = &[$(ActionName::$variant,)*];
+            pub const ALL: &[ActionName] = &[$(ActionName::$variant,)*];
 
-            pub(crate) fn as_str(self) -> &'static str {
+            pub fn as_str(self) -> &'static str {
                 match self {
                     $(ActionName::$variant => $name,)*
                 }
@@ -88,20 +88,20 @@ action_names! {
 
 /// What an action was and what it concerned.
 #[derive(Debug, Clone)]
-pub(crate) struct Action {
-    pub(crate) name: ActionName,
+pub struct Action {
+    pub name: ActionName,
     /// E.g. `subscription/<id>`.
-    pub(crate) object: String,
+    pub object: String,
     /// What changed (never a secret).
-    pub(crate) details: serde_json::Value,
+    pub details: serde_json::Value,
     /// Principals it concerns besides the actor.
-    pub(crate) concerns: Vec<String>,
+    pub concerns: Vec<String>,
     /// Whom the data is about, when the action concerns one.
-    pub(crate) data_subject: Option<String>,
+    pub data_subject: Option<String>,
 }
 
 impl Action {
-    pub(crate) fn new(name: ActionName, object: String, details: serde_json::Value) -> Action {
+    pub fn new(name: ActionName, object: String, details: serde_json::Value) -> Action {
         Action {
             name,
             object,
@@ -111,7 +111,7 @@ impl Action {
         }
     }
 
-    pub(crate) fn concerning(mut self, principals: impl IntoIterator<Item = String>) -> Action {
+    pub fn concerning(mut self, principals: impl IntoIterator<Item = String>) -> Action {
         self.concerns.extend(principals);
         self.concerns.sort();
         self.concerns.dedup();
@@ -129,7 +129,7 @@ struct Waiting {
 /// logged at every change and at start-up, served at `GET /v1/audit/head` and as a metric,
 /// and kept in a checkpoint file beside the hub, compared with the store at start-up.
 #[derive(Debug, Default)]
-pub(crate) struct Head {
+pub struct Head {
     current: std::sync::Mutex<Option<(u64, String)>>,
     checkpoint: Option<std::path::PathBuf>,
 }
@@ -137,11 +137,11 @@ pub(crate) struct Head {
 /// Why a hub refuses to start: the store's audit trail lacks what the checkpoint saw.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub(crate) struct Truncated(String);
+pub struct Truncated(String);
 
 impl Head {
     /// The newest entry this hub knows of.
-    pub(crate) fn get(&self) -> Option<(u64, String)> {
+    pub fn get(&self) -> Option<(u64, String)> {
         self.current
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -151,7 +151,7 @@ impl Head {
     /// Compares the store's trail with the checkpoint file (when the hub keeps one): the
     /// entry it names must be in the store, with its hash, or have been swept by retention
     /// with newer entries after it. Then takes the store's head as its own.
-    pub(crate) async fn open(
+    pub async fn open(
         store: &dyn Store,
         checkpoint: Option<std::path::PathBuf>,
     ) -> Result<Head, Truncated> {
@@ -273,10 +273,10 @@ pub fn parse_head(text: &str) -> Option<(u64, String)> {
         .then(|| (seq, hash.to_ascii_lowercase()))
 }
 
-pub(crate) struct Audit {
+pub struct Audit {
     queue: mpsc::Sender<Waiting>,
     /// The chain's head, anchored outside the store.
-    pub(crate) head: Arc<Head>,
+    pub head: Arc<Head>,
     /// Refusals not recorded one by one since the last count was written.
     dropped: Arc<AtomicU64>,
     /// Every entry written, and every write that failed (for metrics).
@@ -310,7 +310,7 @@ fn record(context: &Context, action: Action, status: &str) -> AuditRecord {
 impl Audit {
     /// The writer and its task (to be spawned; it ends when `stop` says so, after writing
     /// what waits, or when the writer is dropped).
-    pub(crate) fn new(
+    pub fn new(
         store: Arc<dyn Store>,
         head: Head,
         stop: tokio::sync::watch::Receiver<bool>,
@@ -343,7 +343,7 @@ impl Audit {
 
     /// Records a change and returns once its entry is on disk (`false` when it could not be
     /// written: the change stands, the log says so).
-    pub(crate) async fn record(&self, context: &Context, action: Action) -> bool {
+    pub async fn record(&self, context: &Context, action: Action) -> bool {
         let (written, done) = oneshot::channel();
         let waiting = Waiting {
             record: record(context, action, "OK"),
@@ -356,7 +356,7 @@ impl Audit {
     }
 
     /// The writer's counters in the Prometheus text format.
-    pub(crate) fn render(&self, out: &mut String) {
+    pub fn render(&self, out: &mut String) {
         use std::fmt::Write;
         if let Some((seq, hash)) = self.head.get() {
             let _ = writeln!(
@@ -397,7 +397,7 @@ impl Audit {
     }
 
     /// Records a refused request without waiting; counted instead when the writer is behind.
-    pub(crate) fn refused(&self, context: &Context, action: Action) {
+    pub fn refused(&self, context: &Context, action: Action) {
         let waiting = Waiting {
             record: record(context, action, "ERROR"),
             written: None,
@@ -474,6 +474,12 @@ async fn write(
                 let _ = answer.send(ok);
             }
         }
+    }
+}
+
+impl std::fmt::Debug for Audit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Audit").finish_non_exhaustive()
     }
 }
 
