@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Vendors the NL Design System CSS the console is built on into
-# crates/knooppunt-broker/assets/console/vendor/, with their licences: the hub serves these
+# crates/knooppunt-console/assets/console/vendor/, with their licences: the hub serves these
 # files from its binary (include_bytes!), so nothing is fetched at run time. Run it again to
 # move to newer versions (and commit the result).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 components="@utrecht/component-library-css@9.0.4"
 tokens="@nl-design-system-unstable/voorbeeld-design-tokens@7.4.1"
-out=crates/knooppunt-broker/assets/console/vendor
+out=crates/knooppunt-console/assets/console/vendor
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && npm pack --silent "$components" "$tokens" >/dev/null)

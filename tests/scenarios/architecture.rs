@@ -201,8 +201,9 @@ fn the_crates_depend_only_as_architecture_md_says() {
 }
 
 /// The hub's source files below `dir`, with their text, named relative to their crate's
-/// `src`: the services (`knooppunt-services`) and the surfaces over them
-/// (`knooppunt-broker`: `api/` and the wiring).
+/// `src`: the services (`knooppunt-services`) and the wiring (`knooppunt-broker`). The
+/// surfaces over them are crates of their own (`knooppunt-api`, `knooppunt-console`),
+/// kept above the services by Cargo's graph.
 fn broker_sources(dir: &str) -> Vec<(String, String)> {
     let mut found = Vec::new();
     for krate in ["knooppunt-broker", "knooppunt-services"] {
@@ -226,9 +227,9 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
     found
 }
 
-/// Inside the broker, each module may import only the modules below it, as this table says
-/// (top down): the wiring (`lib.rs`) over the HTTP adapter (`api/`) over the use cases
-/// every surface shares (`subscribing.rs`, `cataloging.rs`, `replaying.rs`, `salvaging.rs`,
+/// Inside the services (`knooppunt-services`, under the surfaces `knooppunt-api` and
+/// `knooppunt-console` and the wiring `knooppunt-broker`), each module may import only the
+/// modules below it, as this table says (top down): the use cases every surface shares (`subscribing.rs`, `cataloging.rs`, `replaying.rs`, `salvaging.rs`,
 /// `administering.rs`) over the application layer
 /// (`app.rs`: the services, the store private to it) over the domain (the publish
 /// pipeline, the writers of subscriptions and principals) over the registry and the
@@ -237,30 +238,6 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
 /// above it or beside it, so there is no import cycle; no module but the wiring names the
 /// crate root. Test modules (`#[cfg(test)]` to the end of a file) may reach further.
 const BROKER_LAYERS: &[(&str, &[&str])] = &[
-    (
-        "api",
-        &[
-            "subscribing",
-            "cataloging",
-            "replaying",
-            "salvaging",
-            "administering",
-            "app",
-            "sessions",
-            "history",
-            "zgw",
-            "ingest",
-            "backlog",
-            "approvals",
-            "catalog",
-            "subscriptions",
-            "principals",
-            "audit",
-            "telemetry",
-            "identity",
-            "server",
-        ],
-    ),
     // The use cases every surface runs (subscriptions, catalog entries and approvals,
     // replays, dead letters, principals), over the services they call.
     (

@@ -253,7 +253,7 @@ impl Conformance {
 
     /// Checks one answer; the body is given back whole.
     async fn check(&self, method: &http::Method, path: &str, response: Response) -> Response {
-        let Some(below) = path.strip_prefix(knooppunt_broker::api::BASE_PATH) else {
+        let Some(below) = path.strip_prefix(knooppunt_broker::BASE_PATH) else {
             return response;
         };
         let status = response.status().as_u16();

@@ -11,7 +11,6 @@
 // The OpenAPI document is one large `json!` literal.
 #![recursion_limit = "256"]
 
-pub mod api;
 pub use knooppunt_identity as identity;
 use knooppunt_server as server;
 pub use knooppunt_services::ingest;
@@ -41,7 +40,8 @@ pub use telemetry::IngestCounters;
 pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, HubKeys, SinkNetworks};
 pub use server::{ServerLimits, TlsSettings};
 
-pub use api::{API_VERSION, BASE_PATH};
+use knooppunt_api as api;
+pub use knooppunt_api::{API_VERSION, BASE_PATH};
 
 /// A running hub's state; cheap to clone.
 #[derive(Clone)]
@@ -78,7 +78,7 @@ impl Hub {
     /// API's own boundary catches its panics, `api::boundary`).
     pub fn router(&self) -> axum::Router {
         api::router(Arc::clone(&self.state)).merge(
-            api::console::router(Arc::clone(&self.state))
+            knooppunt_console::router(Arc::clone(&self.state))
                 .layer(axum::middleware::from_fn(api::answer_panics)),
         )
     }

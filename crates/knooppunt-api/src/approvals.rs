@@ -1,0 +1,376 @@
+//! `/v1/approvals` and `/v1/eventtypes/{id}/approvals/{subscription}`: the data owners'
+//! approvals over HTTP. Anyone sees the grants that concern them (an admin all, an owner
+//! those of its entries, a subscriber those of its subscriptions); the rules of deciding are
+//! `approvals.rs`'s.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use knooppunt_event::timestamp::utc_timestamp;
+use knooppunt_store::{CatalogEntry, Grant, GrantState};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Serialize;
+use serde_json::json;
+use std::borrow::Cow;
+
+use crate::auth::Caller;
+use crate::document::{
+    BAD_REQUEST, Document, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, link_header,
+    page_parameters, path_parameter,
+};
+use crate::input::{Body, Input, Members};
+use crate::page::Page;
+use crate::problem::{ApiError, InvalidParam};
+use crate::request::RequestAudit;
+use knooppunt_services::app::AppState;
+use knooppunt_services::approvals::{Refused, Selection};
+use knooppunt_services::cataloging;
+
+pub(crate) const ITEM_ALLOW: &str = "GET, PUT";
+
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::Store(error) => error.into(),
+            Refused::NotFound(why) => ApiError::NotFound(why),
+            Refused::Forbidden(why) => ApiError::Forbidden(why),
+            Refused::Conflict(why) => ApiError::Conflict(why),
+            Refused::Invalid(name, why) => ApiError::invalid(
+                "the decision has problems; see invalidParams",
+                vec![InvalidParam::new(name, why)],
+            ),
+        }
+    }
+}
+
+/// A grant as the approvals API shows it; as a subscription shows it, without
+/// `subscription` and `subscriber` (it is theirs).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(
+    rename = "Approval",
+    description = "A subscription's approval for an approval-required event type: only a \
+                   `granted` one receives the event type's events."
+)]
+pub(crate) struct GrantOut {
+    /// The catalog entry's id.
+    eventtype: String,
+    #[schemars(extend("enum" = ["requested", "granted", "refused", "revoked"]))]
+    state: &'static str,
+    #[schemars(extend("format" = "date-time"))]
+    requested: String,
+    /// The entry's type (or type prefix).
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    event_type: Option<String>,
+    /// The entry's source prefix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+    /// The data owner: the principal that decides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+    /// Who decided (`knooppunt` for the owner's own subscription).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decided_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    decided: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    /// In the approvals API; not in a subscription's own list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subscription: Option<String>,
+    /// The subscription's owner (in the approvals API).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subscriber: Option<String>,
+}
+
+/// A grant as a subscription shows it.
+pub(crate) fn summary(entry: Option<&CatalogEntry>, grant: &Grant) -> GrantOut {
+    let decision = grant.decision.as_ref();
+    GrantOut {
+        eventtype: grant.entry.clone(),
+        state: grant.state.as_str(),
+        requested: utc_timestamp(grant.requested_at),
+        event_type: entry.map(|e| e.event_type.clone()),
+        source: entry.map(|e| e.source_prefix.clone()),
+        owner: entry.map(|e| e.owner.clone()),
+        decided_by: decision.map(|d| d.by.clone()),
+        decided: decision.map(|d| utc_timestamp(d.at)),
+        reason: decision.and_then(|d| d.reason.clone()),
+        subscription: None,
+        subscriber: None,
+    }
+}
+
+/// A grant as the approvals API shows it.
+fn resource(state: &AppState, grant: &Grant) -> GrantOut {
+    GrantOut {
+        subscription: Some(grant.subscription.clone()),
+        subscriber: state
+            .subscriptions
+            .get(&grant.subscription)
+            .map(|subscription| subscription.owner.clone()),
+        ..summary(state.catalog.get(&grant.entry).as_deref(), grant)
+    }
+}
+
+/// `GET /v1/approvals`: the grants the caller may see, by event type and subscription;
+/// `state`, `eventtype` and `subscription` choose.
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Query(mut query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let mut problems = Vec::new();
+    let mut selection = Selection::default();
+    if let Some(name) = query.remove("state") {
+        selection.state = GrantState::parse(&name);
+        if selection.state.is_none() {
+            problems.push(InvalidParam::new(
+                "state",
+                "must be `requested`, `granted`, `refused` or `revoked`",
+            ));
+        }
+    }
+    selection.entry = query.remove("eventtype");
+    selection.subscription = query.remove("subscription");
+    let Page {
+        size: page_size,
+        cursor,
+    } = Page::read(&query, &mut problems);
+    let cursor = match cursor.as_deref().map(|c| c.split_once(' ')) {
+        None => None,
+        Some(Some((entry, subscription))) => Some((entry.to_owned(), subscription.to_owned())),
+        Some(None) => {
+            problems.push(InvalidParam::new(
+                "cursor",
+                "is not a cursor of this list: use the link of the previous page",
+            ));
+            None
+        }
+    };
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the query is invalid", problems));
+    }
+    let (page, more) = state
+        .approvals
+        .page(&caller.0, &selection, cursor, page_size);
+    let body: Vec<GrantOut> = page.iter().map(|g| resource(&state, g)).collect();
+    let next = page
+        .last()
+        .filter(|_| more)
+        .map(|g| format!("{} {}", g.entry, g.subscription));
+    let mut path = String::from("/approvals");
+    let mut filters = Vec::new();
+    if let Some(s) = selection.state {
+        filters.push(format!("state={}", s.as_str()));
+    }
+    for (name, value) in [
+        ("eventtype", &selection.entry),
+        ("subscription", &selection.subscription),
+    ] {
+        if let Some(value) = value {
+            filters.push(format!(
+                "{name}={}",
+                knooppunt_event::binding::percent::encode_component(value)
+            ));
+        }
+    }
+    if !filters.is_empty() {
+        path = format!("{path}?{}", filters.join("&"));
+    }
+    Ok(crate::page::answer(body, &path, page_size, next.as_deref()))
+}
+
+fn not_found(entry: &str, subscription: &str) -> ApiError {
+    ApiError::NotFound(format!(
+        "there is no approval of event type {entry} for subscription {subscription}"
+    ))
+}
+
+/// `GET /v1/eventtypes/{id}/approvals/{subscription}`.
+pub(crate) async fn get(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path((entry, subscription)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    match state.approvals.get(&entry, &subscription) {
+        Some(grant) if state.approvals.visible_to(&caller.0, &grant) => {
+            Ok(Json(resource(&state, &grant)).into_response())
+        }
+        _ => Err(not_found(&entry, &subscription)),
+    }
+}
+
+/// `PUT /v1/eventtypes/{id}/approvals/{subscription}` with `{"state": …, "reason": …}`: the
+/// owner's decision.
+pub(crate) async fn decide(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    audit: RequestAudit,
+    Path((entry, subscription)): Path<(String, String)>,
+    Input(decision): Input<DecisionIn>,
+) -> Result<Response, ApiError> {
+    let decided = cataloging::decide(
+        &state,
+        &audit.of(&caller),
+        &caller.0,
+        (&entry, &subscription),
+        (decision.state, decision.reason),
+    )
+    .await?;
+    Ok(Json(resource(&state, &decided.grant)).into_response())
+}
+
+/// What a data owner sends to decide on a grant.
+#[derive(Debug)]
+pub(crate) struct DecisionIn {
+    state: GrantState,
+    reason: Option<String>,
+}
+
+impl JsonSchema for DecisionIn {
+    fn schema_name() -> Cow<'static, str> {
+        "ApprovalDecision".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "description": "An owner's decision (the approval's read-only members may be sent back; they are ignored).",
+            "required": ["state"],
+            "properties": {
+                "state": {"type": "string", "enum": ["granted", "refused", "revoked"],
+                          "description": "`granted` (from any other state), `refused` (a request), `revoked` (a grant)."},
+                "reason": {"type": "string", "maxLength": 1000,
+                           "description": "Why; required to refuse or revoke. The subscriber sees it."}
+            }
+        })
+    }
+}
+
+impl Body for DecisionIn {
+    const NAME: &'static str = "decision";
+    const MEMBERS: &'static [&'static str] = &["state", "reason"];
+    /// The grant's read-only members may be sent back.
+    const READ_ONLY: &'static [&'static str] = &[
+        "eventtype",
+        "subscription",
+        "subscriber",
+        "type",
+        "source",
+        "owner",
+        "requested",
+        "decided",
+        "decidedBy",
+        "id",
+    ];
+
+    fn read(members: &mut Members<'_>) -> Option<Self> {
+        const STATES: &str = "`granted`, `refused` or `revoked`";
+        let state = members
+            .required::<String>("state", STATES)
+            .and_then(|name| match GrantState::parse(&name) {
+                Some(state) => Some(state),
+                None => {
+                    members.problem("state", format!("must be {STATES}"));
+                    None
+                }
+            });
+        let reason = members.optional::<String>("reason", "a string");
+        Some(DecisionIn {
+            state: state?,
+            reason,
+        })
+    }
+}
+
+/// The approvals' operations.
+pub(crate) fn describe(doc: &mut Document) {
+    const TAG: &str = "approvals";
+    const NO_GRANT: Refusal = (
+        "404",
+        "No approval of this event type for this subscription is visible to the principal.",
+    );
+    let mut parameters = page_parameters(
+        "approvals",
+        "The event type and subscription of the last approval",
+        None,
+    );
+    let items = parameters.as_array_mut().expect("parameters");
+    items.push(json!({"name": "state", "in": "query", "required": false,
+                      "description": "Only approvals in this state.",
+                      "schema": {"type": "string", "enum": ["requested", "granted", "refused", "revoked"]}}));
+    items.push(json!({"name": "eventtype", "in": "query", "required": false,
+                      "description": "Only approvals of this catalog entry.", "schema": {"type": "string"}}));
+    items.push(json!({"name": "subscription", "in": "query", "required": false,
+                      "description": "Only approvals of this subscription.", "schema": {"type": "string"}}));
+    let list = Operation::new(
+        "listApprovals",
+        TAG,
+        "List the approvals the principal may see: an admin all, a data owner those of its \
+         event types, a subscriber those of its subscriptions; by event type, then \
+         subscription.",
+    )
+    .parameters(parameters)
+    .answer(
+        "200",
+        "A page of approvals. A `Link` header with rel=\"next\" points to the next page.",
+        Some(doc.list_of::<GrantOut>()),
+    )
+    .header("200", "Link", link_header())
+    .refusals(&[BAD_REQUEST, UNAUTHORIZED]);
+    doc.add("/approvals", "get", &json!([]), list);
+    let approval = doc.schema::<GrantOut>();
+    let one = json!([
+        path_parameter("id", "The event type's (catalog entry's) id."),
+        path_parameter("subscription", "The subscription's id.")
+    ]);
+    let read = Operation::new(
+        "getApproval",
+        TAG,
+        "Read the approval of an event type for a subscription.",
+    )
+    .answer("200", "The approval.", Some(approval.clone()))
+    .refusals(&[UNAUTHORIZED, NO_GRANT]);
+    doc.add(
+        "/eventtypes/{id}/approvals/{subscription}",
+        "get",
+        &one,
+        read,
+    );
+    let decide = Operation::new(
+        "decideApproval",
+        TAG,
+        "Grant, refuse or revoke a subscription's approval (the event type's owner or an \
+         admin; never the subscription's own owner). A revocation turns the queued deliveries \
+         of the event type's events into dead letters (\"approval revoked\") before it answers.",
+    )
+    .body(doc.schema::<DecisionIn>())
+    .answer("200", "The approval as decided.", Some(approval))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        (
+            "403",
+            "Not the event type's owner or an admin, or the subscription's own owner.",
+        ),
+        NO_GRANT,
+        (
+            "409",
+            "The decision does not follow the approval's state (refuse a request, revoke a \
+             grant).",
+        ),
+        ("415", "The body is not application/json."),
+        UNAVAILABLE,
+    ]);
+    doc.add(
+        "/eventtypes/{id}/approvals/{subscription}",
+        "put",
+        &one,
+        decide,
+    );
+}

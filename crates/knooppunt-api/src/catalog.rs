@@ -1,0 +1,498 @@
+//! `/v1/eventtypes`: the event type catalog over HTTP. Any authenticated principal reads
+//! it; a publisher describes its own events; only an entry's owner or an admin changes it
+//! (the catalog's rules, in `catalog.rs`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use http::header::LOCATION;
+use http::{HeaderValue, StatusCode};
+use knooppunt_event::timestamp::utc_timestamp;
+use knooppunt_store::{ApprovalPolicy, CatalogEntry, SchemaCheck, TypeMatch};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::borrow::Cow;
+
+use crate::BASE_PATH;
+use crate::JsonBody;
+use crate::auth::Caller;
+use crate::document::{
+    BAD_REQUEST, Document, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header,
+    page_parameters, path_parameter,
+};
+use crate::input::{self, Body, Input, Members};
+use crate::page::Page;
+use crate::problem::{ApiError, InvalidParam};
+use crate::request::RequestAudit;
+use knooppunt_services::app::AppState;
+use knooppunt_services::audit::{Action, ActionName};
+use knooppunt_services::catalog::{Draft, Refused};
+use knooppunt_services::cataloging;
+
+pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
+pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE";
+
+/// The members a client sends; `id`, `owner`, `created` and `updated` it may send back
+/// (they are ignored).
+const MEMBERS: [&str; 11] = [
+    "source",
+    "type",
+    "typeMatch",
+    "description",
+    "documentation",
+    "dataschema",
+    "schema",
+    "schemaCheck",
+    "deprecated",
+    "approval",
+    "kenmerken",
+];
+const READ_ONLY: [&str; 4] = ["id", "owner", "created", "updated"];
+const MAX_TEXT: usize = 2048;
+/// The most kenmerken an entry names, and the longest (a ZGW kanaal filter's bound).
+const MAX_KENMERKEN: usize = 100;
+const MAX_KENMERK: usize = 100;
+
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::Store(error) => error.into(),
+            Refused::Forbidden(why) => ApiError::Forbidden(why),
+            Refused::Conflict(why) => ApiError::Conflict(why),
+            Refused::Invalid(name, why) => ApiError::invalid(
+                "the catalog entry has problems; see invalidParams",
+                vec![InvalidParam::new(name, why)],
+            ),
+        }
+    }
+}
+
+/// A catalog entry as the API shows it (and the audit trail keeps it).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(
+    rename = "EventType",
+    description = "A catalog entry: events of a source prefix and a type, described by their publisher."
+)]
+pub(crate) struct EventTypeOut {
+    id: String,
+    /// The principal that made it.
+    owner: String,
+    /// The `source` prefix of the events it covers; one the owner may publish.
+    source: String,
+    /// The event type, or a prefix of types (`typeMatch`).
+    #[serde(rename = "type")]
+    event_type: String,
+    #[schemars(extend("enum" = ["exact", "prefix"]))]
+    type_match: &'static str,
+    /// What these events are.
+    description: String,
+    /// A link to their documentation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "uri"))]
+    documentation: Option<String>,
+    /// The `dataschema` of their data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "uri"))]
+    dataschema: Option<String>,
+    /// The JSON Schema the events' data is checked against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "json_schema_document")]
+    schema: Option<Value>,
+    #[schemars(extend("enum" = ["off", "warn", "enforce"]))]
+    schema_check: &'static str,
+    deprecated: bool,
+    #[schemars(extend("enum" = ["open", "approval-required"]))]
+    approval: &'static str,
+    /// The attributes subscribers may filter these events on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    kenmerken: Vec<String>,
+    #[schemars(extend("format" = "date-time"))]
+    created: String,
+    #[schemars(extend("format" = "date-time"))]
+    updated: String,
+}
+
+/// A JSON Schema: an object, or `true` or `false`.
+fn json_schema_document(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "oneOf": [{"type": "object"}, {"type": "boolean"}],
+        "description": format!(
+            "A JSON Schema (at most {} KiB; an object, or `true` or `false` as JSON Schema \
+             allows) the events' data is checked against when they are published; nothing \
+             outside it is fetched, patterns use a linear-time engine.",
+            knooppunt_services::catalog::MAX_SCHEMA_BYTES / 1024
+        )
+    })
+}
+
+fn resource(entry: &CatalogEntry) -> EventTypeOut {
+    EventTypeOut {
+        id: entry.id.clone(),
+        owner: entry.owner.clone(),
+        source: entry.source_prefix.clone(),
+        event_type: entry.event_type.clone(),
+        type_match: entry.type_match.as_str(),
+        description: entry.description.clone(),
+        documentation: entry.documentation.clone(),
+        dataschema: entry.dataschema.clone(),
+        schema: entry
+            .schema
+            .as_deref()
+            .and_then(|text| serde_json::from_str::<Value>(text).ok()),
+        schema_check: entry.schema_check.as_str(),
+        deprecated: entry.deprecated,
+        approval: entry.approval.as_str(),
+        kenmerken: entry.kenmerken.clone(),
+        created: utc_timestamp(entry.created_at),
+        updated: utc_timestamp(entry.updated_at),
+    }
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("there is no catalog entry `{id}`"))
+}
+
+/// What a client sends to describe an event type: the catalog's `Draft`.
+#[derive(Debug)]
+pub(crate) struct EventTypeIn(Draft);
+
+/// A text member: not empty, at most [`MAX_TEXT`] bytes.
+fn text(members: &mut Members<'_>, name: &str, required: bool) -> Option<String> {
+    let what = format!("a non-empty string of at most {MAX_TEXT} bytes");
+    let text = if required {
+        members.required::<String>(name, &what)
+    } else {
+        members.optional::<String>(name, &what)
+    }?;
+    if text.trim().is_empty() || text.len() > MAX_TEXT {
+        members.problem(name, format!("must be {what}"));
+        return None;
+    }
+    Some(text)
+}
+
+/// A member naming one of a few words (`exact` or `prefix`), read with `parse`; `default`
+/// when it is left out or `null`.
+fn word<T>(
+    members: &mut Members<'_>,
+    (name, what): (&str, &str),
+    parse: impl Fn(&str) -> Option<T>,
+    default: T,
+) -> T {
+    match members.optional::<String>(name, what) {
+        None => default,
+        Some(word) => parse(&word).unwrap_or_else(|| {
+            members.problem(name, format!("must be {what}"));
+            default
+        }),
+    }
+}
+
+impl JsonSchema for EventTypeIn {
+    fn schema_name() -> Cow<'static, str> {
+        "EventTypeRequest".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let text = |description: &str| json!({"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "description": description});
+        let link = |description: &str| json!({"type": "string", "format": "uri", "maxLength": MAX_TEXT, "description": description});
+        json_schema!({
+            "type": "object",
+            "description": "A catalog entry as its publisher describes it (`id`, `owner`, `created` and \
+                            `updated` may be sent back; they are ignored).",
+            "required": ["source", "type", "description"],
+            "properties": {
+                "source": text("The `source` prefix of the events it covers; one the owner may publish."),
+                "type": text("The event type, or a prefix of types (`typeMatch`)."),
+                "typeMatch": {"type": "string", "enum": ["exact", "prefix"], "default": "exact"},
+                "description": text("What these events are."),
+                "documentation": link("A link to their documentation."),
+                "dataschema": link("The `dataschema` of their data."),
+                "schema": json_schema_document(generator),
+                "schemaCheck": {"type": "string", "enum": ["off", "warn", "enforce"],
+                                "description": "`warn` (the default with a schema): accepted, with warnings in the receipt; \
+                                                `enforce`: refused (400) with every problem; `off`."},
+                "deprecated": {"type": "boolean", "default": false},
+                "approval": {"type": "string", "enum": ["open", "approval-required"], "default": "open",
+                             "description": "`approval-required`: only subscriptions the owner granted receive these \
+                                             events; every subscription whose filters can match them gets a request \
+                                             (see /approvals)."},
+                "kenmerken": {"type": "array", "maxItems": MAX_KENMERKEN,
+                              "items": {"type": "string", "minLength": 1, "maxLength": MAX_KENMERK},
+                              "description": "The attributes subscribers may filter these events on (a ZGW kanaal's \
+                                              `filters`)."}
+            }
+        })
+    }
+}
+
+impl Body for EventTypeIn {
+    const NAME: &'static str = "catalog entry";
+    const MEMBERS: &'static [&'static str] = &MEMBERS;
+    const READ_ONLY: &'static [&'static str] = &READ_ONLY;
+
+    fn read(members: &mut Members<'_>) -> Option<Self> {
+        let source_prefix = text(members, "source", true);
+        let event_type = text(members, "type", true);
+        let description = text(members, "description", true);
+        let documentation = text(members, "documentation", false);
+        let dataschema = text(members, "dataschema", false);
+        if let Some(link) = &documentation
+            && !(link.starts_with("https://") || link.starts_with("http://"))
+        {
+            members.problem("documentation", "must be an absolute http(s) URL");
+        }
+        let type_match = word(
+            members,
+            ("typeMatch", "`exact` or `prefix`"),
+            TypeMatch::parse,
+            TypeMatch::Exact,
+        );
+        let approval = word(
+            members,
+            ("approval", "`open` or `approval-required`"),
+            ApprovalPolicy::parse,
+            ApprovalPolicy::Open,
+        );
+        // The schema as JSON text (what the store keeps); it is compiled by the catalog.
+        let schema = members
+            .optional::<Value>("schema", "a JSON Schema (an object)")
+            .and_then(|schema| match schema {
+                Value::Object(_) | Value::Bool(_) => Some(schema.to_string()),
+                _ => {
+                    members.problem("schema", "must be a JSON Schema (an object)");
+                    None
+                }
+            });
+        let schema_check = word(
+            members,
+            ("schemaCheck", "`off`, `warn` or `enforce`"),
+            SchemaCheck::parse,
+            if schema.is_some() {
+                SchemaCheck::Warn
+            } else {
+                SchemaCheck::Off
+            },
+        );
+        let kenmerken_are = format!(
+            "a list of at most {MAX_KENMERKEN} attribute names subscribers may filter on, each \
+             1 to {MAX_KENMERK} characters"
+        );
+        let kenmerken = members
+            .optional::<Vec<String>>("kenmerken", &kenmerken_are)
+            .unwrap_or_default();
+        if kenmerken.len() > MAX_KENMERKEN
+            || kenmerken
+                .iter()
+                .any(|k| k.is_empty() || k.chars().count() > MAX_KENMERK)
+        {
+            members.problem("kenmerken", format!("must be {kenmerken_are}"));
+        }
+        let deprecated = members
+            .optional::<bool>("deprecated", "true or false")
+            .unwrap_or(false);
+        Some(EventTypeIn(Draft {
+            source_prefix: source_prefix?,
+            event_type: event_type?,
+            type_match,
+            description: description?,
+            documentation,
+            dataschema,
+            schema,
+            schema_check,
+            deprecated,
+            approval,
+            kenmerken,
+        }))
+    }
+}
+
+/// A page of entries in creation order; `Link: rel="next"` when more follow.
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    _caller: Caller,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let mut problems = Vec::new();
+    let Page { size, cursor } = Page::read(&query, &mut problems);
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the query is invalid", problems));
+    }
+    let (page, more) = state.catalog.page(cursor.as_deref(), size);
+    let body: Vec<EventTypeOut> = page.iter().map(|entry| resource(entry)).collect();
+    let next = page.last().filter(|_| more).map(|last| last.id.as_str());
+    Ok(crate::page::answer(body, "/eventtypes", size, next))
+}
+
+pub(crate) async fn create(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    audit: RequestAudit,
+    Input(EventTypeIn(draft)): Input<EventTypeIn>,
+) -> Result<Response, ApiError> {
+    let action = |entry: &CatalogEntry| {
+        Action::new(
+            ActionName::EventtypeCreate,
+            format!("eventtype/{}", entry.id),
+            json!({"after": resource(entry)}),
+        )
+    };
+    let entry = cataloging::create(&state, &audit.of(&caller), &caller.0, draft, action).await?;
+    let location = HeaderValue::try_from(format!("{BASE_PATH}/eventtypes/{}", entry.id))
+        .expect("ids are header-safe");
+    Ok((
+        StatusCode::CREATED,
+        [(LOCATION, location)],
+        Json(resource(&entry)),
+    )
+        .into_response())
+}
+
+pub(crate) async fn get(
+    State(state): State<Arc<AppState>>,
+    _caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let entry = state.catalog.get(&id).ok_or_else(|| not_found(&id))?;
+    Ok(Json(resource(&entry)).into_response())
+}
+
+pub(crate) async fn replace(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    audit: RequestAudit,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    if let Some(other) = body.get("id").and_then(Value::as_str)
+        && other != id
+    {
+        return Err(ApiError::invalid(
+            "the id in the body differs from the id in the path",
+            vec![InvalidParam::new(
+                "id",
+                format!("must be `{id}` or left out"),
+            )],
+        ));
+    }
+    let EventTypeIn(draft) = input::read(&body)?;
+    let action = |entry: &CatalogEntry| {
+        Action::new(
+            ActionName::EventtypeReplace,
+            format!("eventtype/{id}"),
+            json!({"after": resource(entry)}),
+        )
+        .concerning([entry.owner.clone()])
+    };
+    let context = audit.of(&caller);
+    let entry = cataloging::replace(&state, &context, &caller.0, (&id, draft), action)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    Ok(Json(resource(&entry)).into_response())
+}
+
+pub(crate) async fn delete(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    audit: RequestAudit,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let action = |owner: Option<String>| {
+        Action::new(
+            ActionName::EventtypeDelete,
+            format!("eventtype/{id}"),
+            json!({}),
+        )
+        .concerning(owner)
+    };
+    if !cataloging::delete(&state, &audit.of(&caller), &caller.0, &id, action).await? {
+        return Err(not_found(&id));
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The catalog's operations.
+pub(crate) fn describe(doc: &mut Document) {
+    const TAG: &str = "event types";
+    const NOT_OWNER: Refusal = (
+        "403",
+        "Not a publisher that may publish the entry's source, or not the entry's owner (or an \
+         admin).",
+    );
+    const NO_ENTRY: Refusal = ("404", "There is no catalog entry with this id.");
+    const CONFLICT: Refusal = (
+        "409",
+        "Another entry covers exactly the same type and source.",
+    );
+    const NOT_JSON: Refusal = ("415", "The body is not application/json.");
+    let entry = doc.schema::<EventTypeOut>();
+    let draft = doc.schema::<EventTypeIn>();
+    let none = json!([]);
+    let list = Operation::new(
+        "listEventTypes",
+        TAG,
+        "List the catalog, oldest entry first. Any authenticated principal reads it.",
+    )
+    .parameters(page_parameters("entries", "The id of the last entry", None))
+    .answer(
+        "200",
+        "A page of entries. A `Link` header with rel=\"next\" points to the next page.",
+        Some(doc.list_of::<EventTypeOut>()),
+    )
+    .header("200", "Link", link_header())
+    .refusals(&[BAD_REQUEST, UNAUTHORIZED]);
+    doc.add("/eventtypes", "get", &none, list);
+    let create = Operation::new(
+        "createEventType",
+        TAG,
+        "Describe events one publishes: a source prefix it may publish, a type (exact or a \
+         prefix), what they are, and whether the owner must approve who receives them.",
+    )
+    .body(draft.clone())
+    .answer("201", "Created; the caller owns it.", Some(entry.clone()))
+    .header("201", "Location", header("The new entry."))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        NOT_OWNER,
+        CONFLICT,
+        NOT_JSON,
+        UNAVAILABLE,
+    ]);
+    doc.add("/eventtypes", "post", &none, create);
+    let id = json!([path_parameter("id", "The entry's id.")]);
+    let read = Operation::new("getEventType", TAG, "Read a catalog entry.")
+        .answer("200", "The entry.", Some(entry.clone()))
+        .refusals(&[UNAUTHORIZED, NO_ENTRY]);
+    doc.add("/eventtypes/{id}", "get", &id, read);
+    let replace = Operation::new(
+        "replaceEventType",
+        TAG,
+        "Replace a catalog entry (its owner or an admin).",
+    )
+    .body(draft)
+    .answer("200", "The entry as replaced.", Some(entry))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        NOT_OWNER,
+        NO_ENTRY,
+        CONFLICT,
+        NOT_JSON,
+        UNAVAILABLE,
+    ]);
+    doc.add("/eventtypes/{id}", "put", &id, replace);
+    let delete = Operation::new(
+        "deleteEventType",
+        TAG,
+        "Delete a catalog entry (its owner or an admin).",
+    )
+    .answer("204", "Deleted.", None)
+    .refusals(&[UNAUTHORIZED, NOT_OWNER, NO_ENTRY, UNAVAILABLE]);
+    doc.add("/eventtypes/{id}", "delete", &id, delete);
+}

@@ -1,0 +1,141 @@
+//! The sink's consent (CloudEvents webhook spec section 4, NL GOV webhook guideline): the
+//! callback URL a sink may call to consent later, and an administrator's record of consent
+//! "by agreement". The `OPTIONS` handshake when a subscription is created or its sink
+//! changes is `knooppunt_services::subscribing`'s.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::auth::{Caller, Role};
+use crate::document::{
+    BAD_REQUEST, Document, NOT_FOUND, Operation, UNAUTHORIZED, path_parameter, subscription,
+};
+use crate::problem::ApiError;
+use crate::request::RequestAudit;
+use crate::subscriptions::{not_found, resource};
+use knooppunt_services::app::AppState;
+use knooppunt_services::audit::{Action, ActionName};
+use knooppunt_services::subscriptions::Agreed;
+
+/// `GET` or `POST /v1/subscriptions/{id}/validation/{token}`: the sink consents later. No
+/// bearer token: the secret in the URL, sent only to the sink, is the credential.
+pub(crate) async fn callback(
+    State(state): State<Arc<AppState>>,
+    audit: RequestAudit,
+    Path((id, token)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let updated = state
+        .subscriptions
+        .consent_by_callback(&id, &token)
+        .await?
+        .ok_or_else(|| ApiError::NotFound("there is no such validation callback".into()))?;
+    // The sink acted, not a principal: the entry names none.
+    let action = Action::new(
+        ActionName::SubscriptionConsent,
+        format!("subscription/{id}"),
+        json!({"by": "the sink, through the validation callback", "state": updated.state().as_str()}),
+    )
+    .concerning([updated.owner.clone()]);
+    state.audit.record(&audit.anonymous(), action).await;
+    Ok(Json(ConsentOut {
+        subscription: id,
+        state: updated.state().as_str(),
+    })
+    .into_response())
+}
+
+/// A sink's consent, recorded.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "Consent")]
+struct ConsentOut {
+    subscription: String,
+    #[schemars(example = &"active")]
+    state: &'static str,
+}
+
+/// `POST /v1/subscriptions/{id}/validation`: an administrator records the sink's consent,
+/// agreed outside the hub, without a handshake.
+pub(crate) async fn agreement(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    audit: RequestAudit,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Admin, "record a sink's consent by agreement")?;
+    let updated = match state.subscriptions.consent_by_agreement(&id).await? {
+        Agreed::Recorded(subscription) => subscription,
+        Agreed::NoSubscription => return Err(not_found(&id)),
+        Agreed::Disabled => {
+            return Err(ApiError::Conflict(
+                "the subscription is disabled (its sink answered 410 Gone, or this hub cannot \
+                 use its stored filters); give it a new sink or filters with PUT"
+                    .into(),
+            ));
+        }
+    };
+    tracing::info!(subscription = %id, by = %caller.0.name, "Consent recorded by agreement.");
+    let action = Action::new(
+        ActionName::SubscriptionConsent,
+        format!("subscription/{id}"),
+        json!({"by": "agreement, recorded by an administrator"}),
+    )
+    .concerning([updated.owner.clone()]);
+    state.audit.record(&audit.of(&caller), action).await;
+    Ok(Json(resource(&state, &updated)).into_response())
+}
+
+/// The consent operations.
+pub(crate) fn describe(doc: &mut Document) {
+    let agreement = Operation::new(
+        "validateSubscriptionByAgreement",
+        "subscriptions",
+        "Record, as an administrator, that the sink consented outside the hub (NL GOV webhook \
+         guideline): the subscription becomes active without a handshake.",
+    )
+    .answer("200", "The subscription, now active.", Some(subscription()))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        ("403", "Only an administrator may record consent."),
+        NOT_FOUND,
+        (
+            "409",
+            "The subscription is disabled (its sink answered 410); give it a new sink.",
+        ),
+    ]);
+    let id = json!([path_parameter(
+        "id",
+        "The id the hub assigned to the subscription."
+    )]);
+    doc.add("/subscriptions/{id}/validation", "post", &id, agreement);
+    let consent = doc.schema::<ConsentOut>();
+    let callback = |id: &str| {
+        Operation::new(
+            id,
+            "subscriptions",
+            "The validation callback (CloudEvents webhook spec section 4.2): the URL the hub \
+             sent the sink in WebHook-Request-Callback. Calling it (GET or POST) grants \
+             consent. No bearer token: the secret in the URL is the credential.",
+        )
+        .public()
+        .answer(
+            "200",
+            "Consent recorded; the subscription is active.",
+            Some(consent.clone()),
+        )
+        .refusals(&[BAD_REQUEST, ("404", "No such subscription or token.")])
+    };
+    let token = json!([
+        path_parameter("id", "The subscription's id."),
+        path_parameter("token", "The secret the hub sent the sink.")
+    ]);
+    let path = "/subscriptions/{id}/validation/{token}";
+    doc.add(path, "get", &token, callback("confirmValidation"));
+    doc.add(path, "post", &token, callback("confirmValidationByPost"));
+}

@@ -1,0 +1,415 @@
+//! `POST /v1/events`: publish events in structured, binary or batched mode. A 202 means every
+//! event and each of its deliveries is on disk.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, State};
+use axum::response::{IntoResponse, Response};
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use knooppunt_event::binding::http::{self as binding, ContentMode, DecodeError, Message};
+use knooppunt_event::trace_context::TraceContext;
+use knooppunt_event::{ReceivedEvent, Violations};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Serialize;
+use serde_json::json;
+use std::borrow::Cow;
+use tracing::Instrument;
+
+use crate::auth::{Caller, Role};
+use crate::document::{Document, Operation, UNAUTHORIZED, cloud_events, header};
+use crate::problem::{ApiError, InvalidParam};
+use knooppunt_services::app::AppState;
+use knooppunt_services::ingest::{Receipt, Refused, ViolationSchema};
+use knooppunt_services::telemetry::Rejection;
+
+/// The answer to a batch: the receipts without their warnings, and each warning once with
+/// the positions of the events it concerns (a large batch of alike events would otherwise
+/// repeat the same warning in every receipt).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(
+    rename = "BatchReceipts",
+    description = "A batch: one receipt per event, in order (none for an empty batch).",
+    deny_unknown_fields
+)]
+struct Receipts {
+    /// One receipt per event, in the batch's order; in a batch their warnings are given once
+    /// below.
+    events: Vec<Receipt>,
+    /// Each warning of the batch's events once, with the positions (from 0) of the events
+    /// it concerns.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<BatchWarning>,
+}
+
+/// One warning, and the events of the batch it concerns.
+#[derive(Debug, Serialize, JsonSchema)]
+struct BatchWarning {
+    #[serde(flatten)]
+    #[schemars(with = "ViolationSchema")]
+    warning: knooppunt_event::validate::Violation,
+    /// The positions in the batch (from 0) of the events it concerns.
+    events: Vec<usize>,
+}
+
+/// A CloudEvent in the JSON format (json-format.md): the required attributes, the optional
+/// ones with their types, and extensions as further members (String, Integer or Boolean).
+pub(crate) struct CloudEventSchema;
+
+impl JsonSchema for CloudEventSchema {
+    fn schema_name() -> Cow<'static, str> {
+        "CloudEvent".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let string = json!({"type": "string", "minLength": 1});
+        // An optional attribute may be `null`, meaning unset (json-format.md 2.4): the hub
+        // forwards it as the publisher sent it.
+        let optional = json!({"type": "string", "minLength": 1, "nullable": true});
+        json_schema!({
+            "type": "object",
+            "description": "A CloudEvent in the JSON format. Members besides the ones listed are extension \
+                            attributes: lower-case letters and digits, a string, integer or boolean value. An \
+                            optional attribute may be `null` (unset), as the publisher sent it.",
+            "required": ["specversion", "id", "source", "type"],
+            "properties": {
+                "specversion": {"type": "string", "enum": ["1.0"]},
+                "id": string,
+                "source": {"type": "string", "minLength": 1, "format": "uri-reference"},
+                "type": string,
+                "datacontenttype": optional,
+                "dataschema": {"type": "string", "format": "uri", "nullable": true},
+                "subject": optional,
+                "time": {"type": "string", "format": "date-time", "nullable": true},
+                "data": {"description": "The event data: any JSON value."},
+                "data_base64": {"type": "string", "format": "byte"}
+            },
+            "additionalProperties": {"oneOf": [{"type": "string", "nullable": true}, {"type": "integer"}, {"type": "boolean"}]}
+        })
+    }
+}
+
+impl Receipts {
+    fn of(mut receipts: Vec<Receipt>) -> Receipts {
+        let mut warnings: Vec<(knooppunt_event::validate::Violation, Vec<usize>)> = Vec::new();
+        let mut seen: std::collections::HashMap<(String, &'static str, String), usize> =
+            std::collections::HashMap::new();
+        for (index, receipt) in receipts.iter_mut().enumerate() {
+            for warning in std::mem::take(&mut receipt.warnings) {
+                let key = (
+                    warning.attribute.clone(),
+                    warning.rule.code(),
+                    warning.detail.clone(),
+                );
+                match seen.get(&key) {
+                    Some(&at) => warnings[at].1.push(index),
+                    None => {
+                        seen.insert(key, warnings.len());
+                        warnings.push((warning, vec![index]));
+                    }
+                }
+            }
+        }
+        let warnings = warnings
+            .into_iter()
+            .map(|(warning, events)| BatchWarning { warning, events })
+            .collect();
+        Receipts {
+            events: receipts,
+            warnings,
+        }
+    }
+}
+
+/// Every problem of the invalid events, by position (`None` for a single event).
+fn invalid_events(problems: Vec<(Option<usize>, Violations)>) -> ApiError {
+    let mut params = Vec::new();
+    let mut errors = Vec::new();
+    for (index, violations) in &problems {
+        let prefix = index.map(|i| format!("[{i}]")).unwrap_or_default();
+        for violation in violations {
+            let name = match (&prefix, violation.attribute.is_empty()) {
+                (p, true) if p.is_empty() => "event".to_owned(),
+                (p, true) => p.clone(),
+                (p, false) if p.is_empty() => violation.attribute.clone(),
+                (p, false) => format!("{p}.{}", violation.attribute),
+            };
+            params.push(InvalidParam::new(name, violation.detail.clone()));
+        }
+        errors.push(json!({"index": index, "violations": violations}));
+    }
+    let detail = match problems.as_slice() {
+        [(None, violations)] => format!(
+            "the event is not a valid CloudEvent: {} problem{}; see invalidParams",
+            violations.as_slice().len(),
+            if violations.as_slice().len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        ),
+        _ => format!(
+            "{} event{} of the batch {} invalid, so none was accepted; see invalidParams",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" },
+            if problems.len() == 1 { "is" } else { "are" }
+        ),
+    };
+    ApiError::InvalidEvents {
+        detail,
+        invalid_params: params,
+        errors: serde_json::Value::Array(errors),
+    }
+}
+
+pub(crate) async fn publish(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    request: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    // The headers are taken from the request, not copied (the `HeaderMap` extractor
+    // clones them); the body is read as the `Bytes` extractor reads it, under the route's
+    // limit.
+    let (mut parts, body) = request.into_parts();
+    let headers = std::mem::take(&mut parts.headers);
+    let body = Bytes::from_request(axum::extract::Request::from_parts(parts, body), &()).await;
+    // The request's own trace context (the publisher's HTTP hop), when it sends one; each
+    // event's is logged with the event.
+    let span = tracing::debug_span!(
+        "publish",
+        principal = %caller.0.name,
+        http_trace_id = tracing::field::Empty,
+        http_parent_id = tracing::field::Empty,
+    );
+    if !span.is_disabled()
+        && let Some(context) = headers
+            .get("traceparent")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| TraceContext::parse(value, None))
+    {
+        span.record("http_trace_id", context.trace_id.as_str());
+        span.record("http_parent_id", context.parent_id.as_str());
+    }
+    accept(state, caller, headers, body).instrument(span).await
+}
+
+async fn accept(
+    state: Arc<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Publisher, "publish events")?;
+    let options = &state.publishing.options;
+    let body = body.map_err(|rejection| {
+        let too_large = rejection.status() == StatusCode::PAYLOAD_TOO_LARGE;
+        let why = if too_large {
+            Rejection::TooLarge
+        } else {
+            Rejection::Unreadable
+        };
+        state.publishing.rejected(why, 1);
+        if too_large {
+            ApiError::PayloadTooLarge(format!(
+                "the body is larger than this hub accepts ({} bytes for a batch, {} for one event)",
+                options.max_batch_bytes, options.max_event_bytes
+            ))
+        } else {
+            ApiError::unreadable_body(&rejection)
+        }
+    })?;
+
+    let mode = ContentMode::detect(headers.get(CONTENT_TYPE));
+    let ce_headers: usize = headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("ce-"))
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    if mode == ContentMode::Binary && ce_headers == 0 {
+        state
+            .publishing
+            .rejected(Rejection::UnsupportedMediaType, 1);
+        let content_type = headers.get(CONTENT_TYPE).map_or("none".into(), |v| {
+            String::from_utf8_lossy(v.as_bytes()).into_owned()
+        });
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "content type `{content_type}` without `ce-` headers is not a CloudEvent: send \
+             `application/cloudevents+json`, `application/cloudevents-batch+json`, or binary \
+             mode with `ce-specversion`, `ce-id`, `ce-source` and `ce-type` headers"
+        )));
+    }
+    let too_large = |size: usize, what: &str| {
+        ApiError::PayloadTooLarge(format!(
+            "{what} is {size} bytes; this hub accepts events up to {} bytes",
+            options.max_event_bytes
+        ))
+    };
+    if mode != ContentMode::Batched && body.len() + ce_headers > options.max_event_bytes {
+        state.publishing.rejected(Rejection::TooLarge, 1);
+        return Err(too_large(body.len() + ce_headers, "the event"));
+    }
+
+    let received: Vec<ReceivedEvent> = match binding::decode(&headers, &body) {
+        Err(DecodeError::UnsupportedFormat(content_type)) => {
+            state
+                .publishing
+                .rejected(Rejection::UnsupportedMediaType, 1);
+            return Err(ApiError::UnsupportedMediaType(
+                DecodeError::UnsupportedFormat(content_type).to_string(),
+            ));
+        }
+        Err(DecodeError::Invalid(violations)) => {
+            state.publishing.rejected(Rejection::Invalid, 1);
+            return Err(invalid_events(vec![(None, violations)]));
+        }
+        Ok(Message::Single(event)) => vec![*event],
+        Ok(Message::Batch(results)) => {
+            let mut events = Vec::with_capacity(results.len());
+            let mut problems = Vec::new();
+            for (index, result) in results.into_iter().enumerate() {
+                match result {
+                    Ok(event) => {
+                        let size = event.json.as_deref().map_or(0, str::len);
+                        if size > options.max_event_bytes {
+                            state.publishing.rejected(Rejection::TooLarge, 1);
+                            return Err(too_large(size, &format!("event [{index}] of the batch")));
+                        }
+                        events.push(event);
+                    }
+                    Err(violations) => problems.push((Some(index), violations)),
+                }
+            }
+            if !problems.is_empty() {
+                state
+                    .publishing
+                    .rejected(Rejection::Invalid, problems.len() + events.len());
+                return Err(invalid_events(problems));
+            }
+            events
+        }
+    };
+    let batched = mode == ContentMode::Batched;
+    let receipts = match state.publishing.accept(&caller.0, received, batched).await {
+        Ok(receipts) => receipts,
+        Err(Refused::Invalid(problems)) => return Err(invalid_events(problems)),
+        Err(Refused::Forbidden(detail)) => return Err(ApiError::Forbidden(detail)),
+        Err(Refused::Store(error)) => return Err(error.into()),
+        Err(Refused::Full(full)) => {
+            return Err(ApiError::Full {
+                detail: full.detail,
+                retry_after: full.retry_after,
+            });
+        }
+    };
+    let deprecated = receipts.iter().any(|receipt| receipt.deprecated_type);
+    let body = if batched {
+        serde_json::to_vec(&Receipts::of(receipts))
+    } else {
+        serde_json::to_vec(&receipts[0])
+    }
+    .expect("receipts serialise");
+    let mut response = (
+        StatusCode::ACCEPTED,
+        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body,
+    )
+        .into_response();
+    if deprecated {
+        // The catalog deprecates the type (RFC 9745 names the header; the receipt says which).
+        response
+            .headers_mut()
+            .insert("deprecation", HeaderValue::from_static("true"));
+    }
+    Ok(response)
+}
+
+/// The publish operation.
+pub(crate) fn describe(doc: &mut Document) {
+    // The `ce-` headers of binary mode (http-protocol-binding.md 3.1.3): each attribute's
+    // canonical string, percent-encoded.
+    let header_parameter = |name: &str, description: &str, required_in_binary: bool| {
+        let description = if required_in_binary {
+            format!("Binary mode: {description} (percent-encoded; required in binary mode).")
+        } else {
+            format!(
+                "Binary mode: {description} (percent-encoded). Any other `ce-<name>` header is \
+                 an extension attribute."
+            )
+        };
+        json!({"name": name, "in": "header", "required": false, "description": description,
+               "schema": {"type": "string", "minLength": 1}})
+    };
+    let event = doc.schema::<CloudEventSchema>();
+    let receipt = doc.schema::<Receipt>();
+    let batch = doc.schema::<Receipts>();
+    let mut publish = Operation::new(
+        "publishEvents",
+        "events",
+        "Publish events. 202 means every event and each of its deliveries is on disk.",
+    )
+    .parameters(json!([
+        header_parameter("ce-specversion", "`1.0`", true),
+        header_parameter("ce-id", "the event's `id`", true),
+        header_parameter("ce-source", "the event's `source`", true),
+        header_parameter("ce-type", "the event's `type`", true),
+        header_parameter("ce-subject", "the event's `subject`", false),
+        header_parameter("ce-time", "the event's `time`", false),
+        header_parameter("ce-dataschema", "the event's `dataschema`", false)
+    ]))
+    .answer(
+        "202",
+        "Accepted and durably stored (for a batch: all of it).",
+        Some(json!({"oneOf": [receipt, batch]})),
+    )
+    .header(
+        "202",
+        "Deprecation",
+        header(
+            "`true` when the catalog deprecates the type of an event (RFC 9745); the receipt \
+             says which.",
+        ),
+    )
+    .refusals(&[
+        (
+            "400",
+            "An event is invalid; every problem of every event is listed, and nothing was \
+             accepted.",
+        ),
+        UNAUTHORIZED,
+        (
+            "403",
+            "The principal lacks the publisher role or publishes outside its source prefixes.",
+        ),
+        (
+            "413",
+            "An event (or the batch) is larger than the hub accepts.",
+        ),
+        (
+            "415",
+            "The content type is not a CloudEvents format or binary mode.",
+        ),
+        (
+            "503",
+            "Nothing was accepted: the hub holds all the undelivered data its operator allows, \
+             or its disk has less room than it keeps free for deliveries to drain (type \
+             `urn:knooppunt:problem:backlog-full`, the detail says which); or the store takes \
+             no writes now. Try again after Retry-After.",
+        ),
+    ]);
+    publish = publish.request_body(json!({
+        "required": true,
+        "description": "One event in structured mode (JSON or CBOR), a batch, or binary mode (the data as \
+                        the body with `ce-` headers carrying the attributes, percent-encoded).",
+        "content": {
+            "application/cloudevents+json": {"schema": event},
+            "application/cloudevents+cbor": {"schema": {"type": "string", "format": "binary",
+                "description": "A CloudEvent in the CBOR event format: a map of attribute names to values \
+                                (URIs tagged 32, timestamps tagged 0), the data as a byte string or a native value."}},
+            "application/cloudevents-batch+json": {"schema": cloud_events()},
+            "*/*": {"schema": {"type": "string", "format": "binary", "description": "Binary mode: the event data."}}
+        }
+    }));
+    doc.add("/events", "post", &json!([]), publish);
+}

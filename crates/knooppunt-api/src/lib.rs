@@ -1,0 +1,696 @@
+//! The HTTP API under `/v1`, following the Dutch API Design Rules: problem+json errors, the
+//! `API-Version` header and the security headers on every response, no trailing-slash
+//! redirects, and the OpenAPI document at `/v1/openapi.json`; and the Notificaties API
+//! facade under `/api/v1` (`zgw.rs`). An adapter over `knooppunt-services`: it turns a
+//! request into a service call and the answer back, and holds no rule of its own.
+
+pub use knooppunt_identity as identity;
+use knooppunt_server as server;
+
+mod approvals;
+mod audit;
+pub mod auth;
+mod catalog;
+mod consent;
+mod dead_letters;
+mod document;
+mod events;
+mod input;
+mod operations;
+mod page;
+mod principals;
+pub mod problem;
+mod pull;
+mod receipts;
+mod replays;
+mod request;
+mod status;
+mod stream;
+mod subscription_body;
+pub mod subscriptions;
+mod zgw;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::extract::{FromRequest, Request};
+use axum::middleware::map_response;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY,
+    STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use http::{HeaderName, HeaderValue};
+use serde_json::Value;
+
+use self::problem::ApiError;
+use knooppunt_services::app::AppState;
+
+/// The major version in every path.
+pub const BASE_PATH: &str = "/v1";
+/// The full API version, sent as `API-Version` on every response and in the OpenAPI document.
+pub const API_VERSION: &str = "1.0.0";
+
+pub fn router(state: Arc<AppState>) -> Router {
+    let not_allowed =
+        |allow: &'static str| move || async move { ApiError::MethodNotAllowed { allow } };
+    let body_limit = state
+        .publishing
+        .options
+        .max_batch_bytes
+        .max(state.publishing.options.max_event_bytes);
+    // No route takes a larger body: the published batch's limit, or axum's default.
+    let largest_body = body_limit.max(2 * 1024 * 1024);
+    let zgw = if state.zgw.enabled {
+        zgw::router()
+    } else {
+        Router::new()
+    };
+    Router::new()
+        .nest("/api/v1", zgw)
+        .route(
+            "/v1/events",
+            // The limit wraps the handler itself: a layer on the method router would wrap
+            // it in a route of its own (a boxed service and future more per event).
+            post(axum::handler::Handler::layer(
+                events::publish,
+                DefaultBodyLimit::max(body_limit),
+            ))
+            .fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions",
+            get(subscriptions::list)
+                .post(subscriptions::create)
+                .options(subscriptions::options_collection)
+                .fallback(not_allowed(subscriptions::COLLECTION_ALLOW)),
+        )
+        .route(
+            "/v1/subscriptions/{id}",
+            get(subscriptions::get)
+                .put(subscriptions::replace)
+                .delete(subscriptions::delete)
+                .options(subscriptions::options_item)
+                .fallback(not_allowed(subscriptions::ITEM_ALLOW)),
+        )
+        .route(
+            "/v1/subscriptions/{id}/validation",
+            post(consent::agreement).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/signing-secret",
+            post(subscriptions::rotate_signing_secret).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/validation/{token}",
+            get(consent::callback)
+                .post(consent::callback)
+                .fallback(not_allowed("GET, POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/dead-letters",
+            get(dead_letters::list).fallback(not_allowed(dead_letters::COLLECTION_ALLOW)),
+        )
+        .route(
+            "/v1/subscriptions/{id}/dead-letters/{dead_letter}",
+            get(dead_letters::get)
+                .delete(dead_letters::delete)
+                .fallback(not_allowed(dead_letters::ITEM_ALLOW)),
+        )
+        .route(
+            "/v1/subscriptions/{id}/dead-letters/{dead_letter}/redeliver",
+            post(dead_letters::redeliver).fallback(not_allowed(dead_letters::REDELIVER_ALLOW)),
+        )
+        .route(
+            "/v1/subscriptions/{id}/status",
+            get(status::subscription).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/attempts",
+            get(status::attempts).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/test",
+            post(status::test).fallback(not_allowed("POST")),
+        )
+        .route("/v1/status", get(status::hub).fallback(not_allowed("GET")))
+        .route(
+            "/v1/subscriptions/{id}/events",
+            get(stream::read).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/replays",
+            get(replays::list)
+                .post(replays::create)
+                .fallback(not_allowed("GET, POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/replays/{replay}",
+            get(replays::get).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/replays/{replay}/cancel",
+            post(replays::cancel).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/receive",
+            post(pull::receive).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/acknowledge",
+            post(pull::acknowledge).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/release",
+            post(pull::release).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/reject",
+            post(pull::reject).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/renew",
+            post(pull::renew).fallback(not_allowed("POST")),
+        )
+        .route(
+            "/v1/eventtypes",
+            get(catalog::list)
+                .post(catalog::create)
+                .fallback(not_allowed(catalog::COLLECTION_ALLOW)),
+        )
+        .route(
+            "/v1/eventtypes/{id}",
+            get(catalog::get)
+                .put(catalog::replace)
+                .delete(catalog::delete)
+                .fallback(not_allowed(catalog::ITEM_ALLOW)),
+        )
+        .route(
+            "/v1/approvals",
+            get(approvals::list).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/eventtypes/{id}/approvals/{subscription}",
+            get(approvals::get)
+                .put(approvals::decide)
+                .fallback(not_allowed(approvals::ITEM_ALLOW)),
+        )
+        .route(
+            "/v1/events/{sequence}/receipts",
+            get(receipts::of_event).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/subscriptions/{id}/receipts",
+            get(receipts::of_subscription).fallback(not_allowed("GET")),
+        )
+        .route("/v1/audit", get(audit::list).fallback(not_allowed("GET")))
+        .route(
+            "/v1/audit/verify",
+            get(audit::verify).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/audit/head",
+            get(audit::head).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/principals",
+            get(principals::list)
+                .post(principals::create)
+                .fallback(not_allowed(principals::COLLECTION_ALLOW)),
+        )
+        .route(
+            "/v1/principals/{name}",
+            get(principals::get)
+                .patch(principals::update)
+                .delete(principals::delete)
+                .fallback(not_allowed(principals::ITEM_ALLOW)),
+        )
+        .route(
+            "/v1/principals/{name}/token",
+            post(principals::issue_token).fallback(not_allowed(principals::TOKEN_ALLOW)),
+        )
+        .route(
+            "/healthz",
+            get(operations::healthz).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/readyz",
+            get(operations::readyz).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/metrics",
+            get(operations::metrics).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/openapi.json",
+            get(serve_openapi).fallback(not_allowed("GET")),
+        )
+        .route(
+            "/v1/signing-keys",
+            get(subscriptions::signing_keys).fallback(not_allowed("GET")),
+        )
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            (Arc::clone(&state), largest_body),
+            boundary,
+        ))
+        .with_state(state)
+}
+
+/// `GET /v1/openapi.json`: the document, to anyone (CORS `*`).
+pub(crate) async fn serve_openapi(
+    axum::extract::State(state): axum::extract::State<Arc<AppState>>,
+) -> Response {
+    let mut response = axum::Json(openapi(&state.subscription_defaults)).into_response();
+    response.headers_mut().insert(
+        http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    response
+}
+
+/// The OpenAPI 3.0 document of the `/v1` API, with this hub's `config` defaults. It lints
+/// clean with the ADR Spectral ruleset, and every answer of the test suite is checked
+/// against it (`tests/src/openapi.rs`).
+pub fn openapi(defaults: &knooppunt_store::ConfigDefaults) -> serde_json::Value {
+    let mut document = serde_json::json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Knooppunt",
+            "version": API_VERSION,
+            "description": "Knooppunt is a CloudEvents 1.0 event hub following the NL GOV profile for CloudEvents. \
+                            Subscribers register subscriptions (CloudEvents Subscriptions API); the hub delivers \
+                            every matching event to their webhook. Every endpoint but this document needs a \
+                            principal: `Authorization: Bearer <token>` with a token the hub issued, or with an \
+                            access token (JWT) of an authorization server the hub trusts (OAuth NL GOV), or, on a \
+                            hub serving HTTPS with client certificates, a PKIoverheid client certificate whose \
+                            subject serialNumber is the OIN of a principal (mutual TLS; OpenAPI 3.0 has no scheme \
+                            for it).",
+            "contact": {"name": "Knooppunt maintainers", "email": "knooppunt@example.nl", "url": "https://example.nl/knooppunt"}
+        },
+        "servers": [{"url": BASE_PATH, "description": "This hub."}],
+        "tags": [
+            {"name": "events", "description": "Publishing events."},
+            {"name": "subscriptions", "description": "Subscriptions: what to deliver where."},
+            {"name": "dead letters", "description": "Deliveries the hub gave up on."},
+            {"name": "pull", "description": "Pull subscriptions: receive events under a lock, then acknowledge, release, reject or renew."},
+            {"name": "principals", "description": "Who may call the API (administrators)."},
+            {"name": "event types", "description": "The catalog: what publishers say their events are."},
+            {"name": "approvals", "description": "Which subscriptions a data owner lets receive its approval-required events."},
+            {"name": "audit", "description": "The tamper-evident record of who changed what and who was refused."},
+            {"name": "status", "description": "How deliveries fare: a subscription's backlog, breaker and latest attempts, test events, and the hub at a glance."},
+            {"name": "api", "description": "This description of the API."}
+        ],
+        "security": [{"bearerAuth": []}, {"accessToken": []}],
+        "paths": {},
+        "components": {
+            "securitySchemes": {
+                "bearerAuth": {"type": "http", "scheme": "bearer", "description": "A token the hub issued to a principal (shown once when an administrator creates the principal or issues a new token; the hub keeps only its SHA-256), or one configured in the hub's file."},
+                "accessToken": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "An access token (OAuth NL GOV profile) of an authorization server the hub trusts: signed RS256, PS256 or ES256 with a key of the issuer's JWKS, with the hub's audience, not expired. A claim names the principal (`sub` by default) and scopes give its roles (`knooppunt:publisher`, `knooppunt:subscriber`, `knooppunt:admin`, `knooppunt:metrics` by default)."}
+            },
+            "schemas": {
+                "Config": subscription_body::config_schema(defaults)
+            }
+        }
+    });
+    let mut doc = document::Document::new();
+    doc.schema::<problem::Problem<'static>>();
+    events::describe(&mut doc);
+    subscriptions::describe(&mut doc);
+    consent::describe(&mut doc);
+    status::describe(&mut doc);
+    dead_letters::describe(&mut doc);
+    pull::describe(&mut doc);
+    stream::describe(&mut doc);
+    replays::describe(&mut doc);
+    receipts::describe(&mut doc);
+    principals::describe(&mut doc);
+    catalog::describe(&mut doc);
+    approvals::describe(&mut doc);
+    audit::describe(&mut doc);
+    let this = document::Operation::new(
+        "getOpenApi",
+        "api",
+        "This document. No authentication; CORS allows any origin.",
+    )
+    .public()
+    .answer(
+        "200",
+        "The OpenAPI document.",
+        Some(serde_json::json!({"type": "object"})),
+    )
+    .header(
+        "200",
+        "Access-Control-Allow-Origin",
+        document::header("Always `*`."),
+    );
+    doc.add("/openapi.json", "get", &serde_json::json!([]), this);
+    doc.finish(&mut document);
+    document::add_boundary_answers(&mut document);
+    document
+}
+
+/// Where the sink can reach the hub: the configured public URL, or the `Host` the client
+/// used.
+pub fn base_url(state: &AppState, headers: &http::HeaderMap) -> String {
+    if let Some(url) = &state.public_url {
+        return url.trim_end_matches('/').to_owned();
+    }
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    format!("http://{host}")
+}
+
+/// Middleware: what every request of the API and the facade passes on its way in and out,
+/// in one step (a middleware of its own costs every request a boxed future, a cloned route
+/// and a move of all inside it): a body announced too large is refused at once, the
+/// request gets its audit context and answers with its id (a refusal on the audit trail),
+/// a panic is answered 500, and every answer is a problem when it is an error and carries
+/// the standard headers. (The body timeout is the server's: `server/body.rs`.)
+async fn boundary(
+    axum::extract::State((state, largest)): axum::extract::State<(Arc<AppState>, usize)>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let response = match refuse_announced_oversize(largest, &request) {
+        Some(refused) => refused,
+        None => even_if_it_panics(request::track(&state, request, next)).await,
+    };
+    standard_headers(response).await
+}
+
+/// A request whose `Content-Length` announces more than any route takes is answered 413 at
+/// once, without waiting for a body that would be refused anyway: a problem under `/v1`, a
+/// `Fout` under the Notificaties facade's `/api/v1`.
+fn refuse_announced_oversize(largest: usize, request: &Request) -> Option<Response> {
+    let length = request
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|length| *length > largest as u64)?;
+    let path = request.uri().path();
+    if path.starts_with("/v1/") {
+        Some(
+            ApiError::PayloadTooLarge(format!(
+                "the request announces a body of {length} bytes (Content-Length); no request \
+                 to this hub may be larger than {largest} bytes"
+            ))
+            .into_response(),
+        )
+    } else if path.starts_with("/api/v1/") {
+        Some(
+            zgw::ZgwError::TooLarge(format!(
+                "het verzoek kondigt een body van {length} bytes aan (Content-Length); geen \
+                 verzoek aan deze API mag groter zijn dan {largest} bytes"
+            ))
+            .into_response(),
+        )
+    } else {
+        None
+    }
+}
+
+/// Middleware: a request whose handling panics is answered 500 (problem+json, the panic in
+/// the log) instead of its connection being dropped without an answer. What the handler
+/// had done before stays as it was: every write is one store operation, done or not.
+pub async fn answer_panics(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    match knooppunt_delivery::CatchUnwind::new(next.run(request)).await {
+        Ok(response) => response,
+        Err(why) => standard_headers(panicked(&why)).await,
+    }
+}
+
+/// The response of `handling`, or 500 (problem+json, the panic in the log) if it panics.
+async fn even_if_it_panics(handling: impl Future<Output = Response>) -> Response {
+    match knooppunt_delivery::CatchUnwind::new(handling).await {
+        Ok(response) => response,
+        Err(why) => panicked(&why),
+    }
+}
+
+fn panicked(why: &impl std::fmt::Display) -> Response {
+    ApiError::Internal(format!("handling the request panicked: {why}")).into_response()
+}
+
+/// What `server.metrics_listen` serves: the metrics without a token, and health and
+/// readiness.
+pub fn metrics_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/metrics", get(operations::open_metrics))
+        .route("/healthz", get(operations::healthz))
+        .route("/readyz", get(operations::readyz))
+        .fallback(not_found)
+        .layer(map_response(standard_headers))
+        .with_state(state)
+}
+
+async fn not_found(uri: http::Uri) -> ApiError {
+    ApiError::NotFound(format!(
+        "there is no resource at `{}`; the API is described at {BASE_PATH}/openapi.json",
+        uri.path()
+    ))
+}
+
+/// The headers every response carries: ADR /core/version-header and
+/// /core/transport/security-headers.
+const STANDARD_HEADERS: [(HeaderName, HeaderValue); 7] = [
+    (
+        HeaderName::from_static("api-version"),
+        HeaderValue::from_static(API_VERSION),
+    ),
+    (
+        CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
+    ),
+    (REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
+    (CACHE_CONTROL, HeaderValue::from_static("no-store")),
+    (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+    (X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+    (
+        STRICT_TRANSPORT_SECURITY,
+        HeaderValue::from_static("max-age=31536000; includeSubDomains"),
+    ),
+];
+
+/// Adds [`STANDARD_HEADERS`], and makes any error response the framework produced on its
+/// own (such as a path it could not decode) problem+json.
+async fn standard_headers(response: Response) -> Response {
+    let mut response = as_problem(response).await;
+    let headers = response.headers_mut();
+    // Grown once, not step by step as they are added.
+    headers.reserve(STANDARD_HEADERS.len());
+    for (name, value) in STANDARD_HEADERS {
+        // The Notificaties API facade (`/api/v1`) answers with its own version.
+        if !headers.contains_key(&name) {
+            headers.insert(name, value);
+        }
+    }
+    response
+}
+
+async fn as_problem(response: Response) -> Response {
+    let status = response.status();
+    let is_problem = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(problem::PROBLEM_JSON.as_bytes()));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let detail = String::from_utf8_lossy(&text).trim().to_owned();
+    let problem = problem::Problem {
+        kind: format!("urn:knooppunt:problem:http-{}", status.as_u16()),
+        title: status.canonical_reason().unwrap_or("Error"),
+        status: status.as_u16(),
+        detail: if detail.is_empty() {
+            status.to_string()
+        } else {
+            detail
+        },
+        invalid_params: &[],
+        errors: None,
+        oldest_cursor: None,
+    };
+    let mut response = (status, axum::Json(problem)).into_response();
+    for (name, value) in &parts.headers {
+        if name != CONTENT_TYPE && name != http::header::CONTENT_LENGTH {
+            response.headers_mut().insert(name, value.clone());
+        }
+    }
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(problem::PROBLEM_JSON),
+    );
+    response
+}
+
+/// A JSON request body, with problem+json answers for the wrong content type (415), a body
+/// over the limit (413) and malformed JSON (400).
+/// The deepest nesting of arrays and objects a JSON request body may have (just inside
+/// the JSON parser's own limit of 128).
+const MAX_BODY_DEPTH: usize = 127;
+
+pub(crate) struct JsonBody(pub(crate) Value);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type = request
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let essence = content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if essence != "application/json" && !essence.ends_with("+json") {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "send the body as `application/json`, not `{content_type}`"
+            )));
+        }
+        // Only a subscription's body has filters, whose own depth limit is worth naming.
+        let has_filters = request.uri().path().starts_with("/v1/subscriptions");
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == http::StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge("the body is larger than the hub accepts".into())
+                } else {
+                    ApiError::unreadable_body(&rejection)
+                }
+            })?;
+        // Nesting is measured first: the parser's own limit would call valid JSON invalid.
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            let depth = knooppunt_event::json_depth(text);
+            if depth > MAX_BODY_DEPTH {
+                let filters = if has_filters {
+                    " (filters are limited further by the hub's filters.max_depth)"
+                } else {
+                    ""
+                };
+                return Err(ApiError::invalid(
+                    format!(
+                        "the body is nested too deep: its arrays and objects nest {depth} levels, \
+                         at most {MAX_BODY_DEPTH} are accepted{filters}"
+                    ),
+                    vec![],
+                ));
+            }
+        }
+        serde_json::from_slice(&bytes)
+            .map(JsonBody)
+            .map_err(|error| {
+                ApiError::invalid(format!("the body is not valid JSON: {error}"), vec![])
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The members `T`'s schema documents, and `read` (the members its reader takes),
+    /// sorted.
+    fn documented_and_read<T: schemars::JsonSchema>(read: &[&str]) -> (Vec<String>, Vec<String>) {
+        let mut generator = schemars::SchemaGenerator::default();
+        let schema = T::json_schema(&mut generator);
+        let mut documented: Vec<String> = schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+            .expect("a body's schema has properties")
+            .keys()
+            .cloned()
+            .collect();
+        let mut read: Vec<String> = read.iter().map(|m| (*m).to_owned()).collect();
+        documented.sort_unstable();
+        read.sort_unstable();
+        (documented, read)
+    }
+
+    fn of_body<T: input::Body>() -> (Vec<String>, Vec<String>) {
+        documented_and_read::<T>(T::MEMBERS)
+    }
+
+    #[test]
+    fn every_body_schema_names_the_members_its_reader_takes() {
+        for (documented, read) in [
+            of_body::<replays::ReplayIn>(),
+            of_body::<approvals::DecisionIn>(),
+            of_body::<catalog::EventTypeIn>(),
+            documented_and_read::<principals::NewPrincipal>(&principals::MEMBERS),
+            documented_and_read::<subscription_body::SubscriptionRequest>(
+                &subscription_body::MEMBERS,
+            ),
+        ] {
+            assert_eq!(documented, read);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_handler_that_panics_is_answered_500_and_the_next_request_is_served() {
+        async fn fails() -> &'static str {
+            panic!("an index out of bounds")
+        }
+        let router: Router = Router::new()
+            .route("/fails", get(fails))
+            .route("/works", get(|| async { "fine" }))
+            .route(
+                "/page",
+                get(|| async {
+                    (
+                        http::StatusCode::PAYLOAD_TOO_LARGE,
+                        [(CONTENT_TYPE, "text/html")],
+                        "<p>te groot</p>",
+                    )
+                }),
+            )
+            .layer(axum::middleware::from_fn(answer_panics));
+        let request = |path: &str| {
+            http::Request::get(path)
+                .body(axum::body::Body::empty())
+                .unwrap()
+        };
+        let answer = tower::ServiceExt::oneshot(router.clone(), request("/fails"))
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), http::StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            answer.headers()[http::header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        assert!(answer.headers().contains_key("api-version"));
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problem["status"], 500, "{problem}");
+        assert!(
+            !problem.to_string().contains("index out of bounds"),
+            "the panic stays in the log: {problem}"
+        );
+        let answer = tower::ServiceExt::oneshot(router.clone(), request("/works"))
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), http::StatusCode::OK);
+        // Around the console: its own error pages stay pages.
+        let answer = tower::ServiceExt::oneshot(router, request("/page"))
+            .await
+            .unwrap();
+        assert_eq!(answer.headers()[CONTENT_TYPE], "text/html");
+    }
+}

@@ -1,0 +1,540 @@
+//! Pull delivery: `POST /v1/subscriptions/{id}/receive`, then `acknowledge`, `release`,
+//! `reject` or `renew` the lock tokens it handed out. The subscription's owner (or an
+//! administrator) pulls; a push subscription answers 409.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use http::header::CONTENT_TYPE;
+use http::{HeaderName, HeaderValue};
+use knooppunt_delivery::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Settlement};
+use knooppunt_store::parse_iso8601_duration;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::JsonBody;
+use crate::auth::Caller;
+use crate::document::{
+    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE,
+    cloud_events, header, path_parameter,
+};
+use crate::problem::{ApiError, InvalidParam};
+use crate::subscriptions::{not_found, unseen};
+use knooppunt_services::app::AppState;
+use knooppunt_services::subscriptions::PullRefused;
+
+/// The lock tokens of a `receive` answer, in the order of its events.
+pub(crate) const LOCK_TOKENS: HeaderName = HeaderName::from_static("knooppunt-lock-tokens");
+/// How many times each event of a `receive` answer was handed out, in the order of its events.
+pub(crate) const DELIVERY_COUNTS: HeaderName = HeaderName::from_static("knooppunt-delivery-counts");
+
+/// The replay that queued each event of a `receive` answer again (`-`: none), in the order
+/// of its events; only when one did.
+pub(crate) const REPLAYS: HeaderName = HeaderName::from_static("knooppunt-replays");
+
+const DEFAULT_MAX_EVENTS: usize = 10;
+const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+/// The longest `reason` of a `reject`.
+const MAX_REASON: usize = 1000;
+
+fn check_access(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    state
+        .subscriptions
+        .for_subscriber(&caller.0, id, "receive events")
+        .map(|_| ())
+        .map_err(|why| unseen(why, id))
+}
+
+fn refused(id: &str, why: PullRefused) -> ApiError {
+    match why {
+        PullRefused::NoSubscription => not_found(id),
+        PullRefused::Store(error) => error.into(),
+        other => ApiError::Conflict(format!("subscription `{id}`: {other}")),
+    }
+}
+
+/// `POST /v1/subscriptions/{id}/receive?maxEvents=&maxWait=`: up to `maxEvents` (1 to 100,
+/// default 10) events as a CloudEvents JSON batch, each exactly as published, locked to the
+/// caller; their lock tokens and delivery counts in headers, in the batch's order. Waits up
+/// to `maxWait` (ISO 8601, at most PT60S, default PT30S) while none is due; then `[]`.
+pub(crate) async fn receive(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    check_access(&state, &caller, &id)?;
+    let mut problems = Vec::new();
+    for name in query.keys() {
+        if name != "maxEvents" && name != "maxWait" {
+            problems.push(InvalidParam::new(
+                name.as_str(),
+                "unknown query parameter; the parameters are maxEvents and maxWait",
+            ));
+        }
+    }
+    let max = match query.get("maxEvents").map(|v| v.parse::<usize>()) {
+        None => DEFAULT_MAX_EVENTS,
+        Some(Ok(n)) if (1..=MAX_RECEIVE).contains(&n) => n,
+        Some(_) => {
+            problems.push(InvalidParam::new(
+                "maxEvents",
+                format!("must be a whole number from 1 to {MAX_RECEIVE}"),
+            ));
+            1
+        }
+    };
+    let wait = max_wait(&state, &query, DEFAULT_WAIT, &mut problems);
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the query is invalid", problems));
+    }
+    let received = state
+        .subscriptions
+        .receive(&id, max, wait)
+        .await
+        .map_err(|why| refused(&id, why))?;
+    let mut response = batch(received.iter().map(|r| r.event.json.as_str()));
+    if !received.is_empty() {
+        let tokens: Vec<&str> = received.iter().map(|r| r.lock_token.as_str()).collect();
+        let counts: Vec<String> = received
+            .iter()
+            .map(|r| r.delivery_count.to_string())
+            .collect();
+        let headers = response.headers_mut();
+        headers.insert(
+            LOCK_TOKENS,
+            HeaderValue::try_from(tokens.join(", ")).expect("tokens are digits and dots"),
+        );
+        headers.insert(
+            DELIVERY_COUNTS,
+            HeaderValue::try_from(counts.join(", ")).expect("digits"),
+        );
+        if received.iter().any(|r| r.replay.is_some()) {
+            let replays: Vec<&str> = received
+                .iter()
+                .map(|r| r.replay.as_deref().unwrap_or("-"))
+                .collect();
+            if let Ok(value) = HeaderValue::try_from(replays.join(", ")) {
+                headers.insert(REPLAYS, value);
+            }
+        }
+    }
+    Ok(response)
+}
+
+/// `maxWait` of a query (ISO 8601, at most PT60S; `default` when left out), shortened so
+/// that the connection outlives it (it is closed after `idle_timeout` of silence).
+pub(crate) fn max_wait(
+    state: &AppState,
+    query: &HashMap<String, String>,
+    default: Duration,
+    problems: &mut Vec<InvalidParam>,
+) -> Duration {
+    let wait = match query.get("maxWait").map(|v| parse_iso8601_duration(v)) {
+        None => default,
+        Some(Ok(wait)) if wait <= MAX_WAIT => wait,
+        Some(Ok(_)) => {
+            problems.push(InvalidParam::new("maxWait", "must be at most PT60S"));
+            Duration::ZERO
+        }
+        Some(Err(why)) => {
+            problems.push(InvalidParam::new("maxWait", why));
+            Duration::ZERO
+        }
+    };
+    wait.min(
+        state
+            .server
+            .idle_timeout
+            .saturating_sub(Duration::from_secs(5)),
+    )
+}
+
+/// A CloudEvents JSON batch of events kept as JSON text, each exactly as it is.
+pub(crate) fn batch<'a>(events: impl Iterator<Item = &'a str> + Clone) -> Response {
+    let mut body = String::with_capacity(events.clone().map(|e| e.len() + 1).sum::<usize>() + 2);
+    body.push('[');
+    for (n, event) in events.enumerate() {
+        if n > 0 {
+            body.push(',');
+        }
+        body.push_str(event);
+    }
+    body.push(']');
+    (
+        [(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/cloudevents-batch+json; charset=utf-8"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// The `lockTokens` of a settling request: 1 to 100 strings.
+fn lock_tokens(body: &Value, problems: &mut Vec<InvalidParam>) -> Vec<String> {
+    match body.get("lockTokens") {
+        Some(Value::Array(tokens)) if (1..=MAX_RECEIVE).contains(&tokens.len()) => {
+            let mut out = Vec::with_capacity(tokens.len());
+            for (n, token) in tokens.iter().enumerate() {
+                match token.as_str() {
+                    Some(text) => out.push(text.to_owned()),
+                    None => problems.push(InvalidParam::new(
+                        format!("lockTokens[{n}]"),
+                        "must be a string: a lock token from a receive answer",
+                    )),
+                }
+            }
+            out
+        }
+        Some(Value::Array(_)) => {
+            problems.push(InvalidParam::new(
+                "lockTokens",
+                format!("must hold 1 to {MAX_RECEIVE} lock tokens"),
+            ));
+            Vec::new()
+        }
+        Some(_) => {
+            problems.push(InvalidParam::new(
+                "lockTokens",
+                "must be an array of lock tokens",
+            ));
+            Vec::new()
+        }
+        None => {
+            problems.push(InvalidParam::new(
+                "lockTokens",
+                "is required: the lock tokens (header Knooppunt-Lock-Tokens of a receive answer)",
+            ));
+            Vec::new()
+        }
+    }
+}
+
+fn check_members(body: &Value, allowed: &[&str], problems: &mut Vec<InvalidParam>) {
+    let Some(object) = body.as_object() else {
+        problems.push(InvalidParam::new("", "the body must be a JSON object"));
+        return;
+    };
+    for name in object.keys() {
+        if !allowed.contains(&name.as_str()) {
+            problems.push(InvalidParam::new(
+                name.as_str(),
+                format!("unknown member; the members are {}", allowed.join(", ")),
+            ));
+        }
+    }
+}
+
+/// Which operation a settling request is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Settling {
+    Acknowledge,
+    Release,
+    Reject,
+    Renew,
+}
+
+impl Settling {
+    /// The members of its body.
+    fn members(self) -> &'static [&'static str] {
+        match self {
+            Settling::Acknowledge | Settling::Renew => &["lockTokens"],
+            Settling::Release => &["lockTokens", "delay"],
+            Settling::Reject => &["lockTokens", "reason"],
+        }
+    }
+
+    /// The schema of its body: the members [`read_settlement`] reads.
+    fn schema(self) -> Value {
+        let member = |name: &str| match name {
+            "lockTokens" => json!({"type": "array", "minItems": 1, "maxItems": MAX_RECEIVE,
+                                   "description": "Lock tokens from Knooppunt-Lock-Tokens of receive answers.",
+                                   "items": {"type": "string"}}),
+            "delay" => {
+                json!({"type": "string", "description": "ISO 8601 duration, PT0S (default) to PT1H.", "example": "PT10S"})
+            }
+            "reason" => {
+                json!({"type": "string", "minLength": 1, "maxLength": MAX_REASON, "description": "Why; kept with the dead letters."})
+            }
+            other => unreachable!("no schema for settlement member {other}"),
+        };
+        let properties: serde_json::Map<String, Value> = self
+            .members()
+            .iter()
+            .map(|name| ((*name).to_owned(), member(name)))
+            .collect();
+        let required: Vec<&str> = self
+            .members()
+            .iter()
+            .copied()
+            .filter(|name| *name != "delay")
+            .collect();
+        json!({"type": "object", "additionalProperties": false, "required": required,
+               "properties": properties})
+    }
+}
+
+/// What a settling request did with each lock token.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "Settlements")]
+struct SettledOut {
+    succeeded: Vec<String>,
+    failed: Vec<UnsettledOut>,
+}
+
+/// A lock token that was not settled, and why.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Unsettled")]
+struct UnsettledOut {
+    lock_token: String,
+    #[schemars(extend("enum" = ["malformed", "expired", "unknown"]))]
+    error: &'static str,
+    detail: &'static str,
+}
+
+fn read_settlement(
+    operation: Settling,
+    body: &Value,
+    problems: &mut Vec<InvalidParam>,
+) -> Settlement {
+    match operation {
+        Settling::Acknowledge => {
+            check_members(body, operation.members(), problems);
+            Settlement::Acknowledge
+        }
+        Settling::Renew => {
+            check_members(body, operation.members(), problems);
+            Settlement::Renew
+        }
+        Settling::Release => {
+            check_members(body, operation.members(), problems);
+            let delay = match body.get("delay") {
+                None => Duration::ZERO,
+                Some(Value::String(text)) => match parse_iso8601_duration(text) {
+                    Ok(delay) if delay <= MAX_RELEASE_DELAY => delay,
+                    Ok(_) => {
+                        problems.push(InvalidParam::new("delay", "must be at most PT1H"));
+                        Duration::ZERO
+                    }
+                    Err(why) => {
+                        problems.push(InvalidParam::new("delay", why));
+                        Duration::ZERO
+                    }
+                },
+                Some(_) => {
+                    problems.push(InvalidParam::new(
+                        "delay",
+                        "must be an ISO 8601 duration such as PT10S",
+                    ));
+                    Duration::ZERO
+                }
+            };
+            Settlement::Release { delay }
+        }
+        Settling::Reject => {
+            check_members(body, operation.members(), problems);
+            let reason = match body.get("reason") {
+                Some(Value::String(text))
+                    if !text.trim().is_empty() && text.chars().count() <= MAX_REASON =>
+                {
+                    text.clone()
+                }
+                _ => {
+                    problems.push(InvalidParam::new(
+                        "reason",
+                        format!(
+                            "is required: why the events cannot be processed (1 to {MAX_REASON} \
+                             characters); the dead letters keep it"
+                        ),
+                    ));
+                    String::new()
+                }
+            };
+            Settlement::Reject { reason }
+        }
+    }
+}
+
+/// `POST /v1/subscriptions/{id}/{acknowledge|release|reject|renew}` with `lockTokens`: 200
+/// with the tokens that `succeeded` and those that `failed`, each with why (`malformed`,
+/// `expired`, `unknown`).
+pub(crate) async fn settle(
+    operation: Settling,
+    state: Arc<AppState>,
+    caller: Caller,
+    id: String,
+    body: Value,
+) -> Result<Response, ApiError> {
+    check_access(&state, &caller, &id)?;
+    let mut problems = Vec::new();
+    let settlement = read_settlement(operation, &body, &mut problems);
+    let tokens = if body.is_object() {
+        lock_tokens(&body, &mut problems)
+    } else {
+        Vec::new()
+    };
+    if !problems.is_empty() {
+        return Err(ApiError::invalid(
+            "the request has problems; see invalidParams",
+            problems,
+        ));
+    }
+    let results = state
+        .subscriptions
+        .settle(&id, &tokens, &settlement)
+        .await
+        .map_err(|why| refused(&id, why))?;
+    let mut succeeded = Vec::new();
+    let mut failed = Vec::new();
+    for (token, result) in tokens.iter().zip(results) {
+        match result {
+            Ok(()) => succeeded.push(token.clone()),
+            Err(problem) => failed.push(UnsettledOut {
+                lock_token: token.clone(),
+                error: problem.as_str(),
+                detail: problem.detail(),
+            }),
+        }
+    }
+    Ok(Json(SettledOut { succeeded, failed }).into_response())
+}
+
+macro_rules! settle_handler {
+    ($name:ident, $operation:expr) => {
+        pub(crate) async fn $name(
+            State(state): State<Arc<AppState>>,
+            caller: Caller,
+            Path(id): Path<String>,
+            JsonBody(body): JsonBody,
+        ) -> Result<Response, ApiError> {
+            settle($operation, state, caller, id, body).await
+        }
+    };
+}
+
+settle_handler!(acknowledge, Settling::Acknowledge);
+settle_handler!(release, Settling::Release);
+settle_handler!(reject, Settling::Reject);
+settle_handler!(renew, Settling::Renew);
+
+/// The pull operations: receive, and settle what was received.
+pub(crate) fn describe(doc: &mut Document) {
+    const TAG: &str = "pull";
+    const CONFLICT: Refusal = (
+        "409",
+        "The subscription is a push subscription (its events go to its sink), or disabled.",
+    );
+    let refusals = [
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        FORBIDDEN,
+        NOT_FOUND,
+        CONFLICT,
+        UNAVAILABLE,
+    ];
+    let id = json!([path_parameter(
+        "id",
+        "The id the hub assigned to the subscription."
+    )]);
+    let list_header = |description: &str| {
+        let mut header = header(description);
+        header["example"] = json!("1207.88, 1208.89");
+        header
+    };
+    let receive = Operation::new("receiveEvents", TAG, "Receive events of a pull subscription")
+        .description(
+            "A pull subscription is one created with `config.delivery` `pull`: it has no sink \
+             of its own (the hub fills in this receive URL as `sink`) and needs no handshake. \
+             Its owner (or an administrator) receives here.",
+        )
+        .parameters(json!([
+            {"name": "maxEvents", "in": "query", "required": false,
+             "description": format!("How many events at most (1 to {MAX_RECEIVE}, default {DEFAULT_MAX_EVENTS})."),
+             "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": MAX_RECEIVE}},
+            {"name": "maxWait", "in": "query", "required": false,
+             "description": "ISO 8601 duration to wait while no event is due (PT0S to PT60S, default PT30S; \
+                             at most the server's idle_timeout less 5 s). Answers as soon as there are events.",
+             "schema": {"type": "string", "example": "PT30S"}}
+        ]))
+        .answer_as(
+            "200",
+            "Up to maxEvents due events in acceptance order (an ordered subscription: its \
+             oldest alone, and only once the one before was settled), each exactly as \
+             published, as a CloudEvents JSON batch; `[]` when none came within maxWait. Each \
+             is locked to the caller for the subscription's lockDuration: settle it with its \
+             lock token before then, or it is handed out again (that counts as an attempt; \
+             past maxAttempts or ttl the event becomes a dead letter).",
+            "application/cloudevents-batch+json",
+            cloud_events(),
+        )
+        .header(
+            "200",
+            "Knooppunt-Lock-Tokens",
+            list_header(
+                "The lock token of each event, in the batch's order, separated by `, `. Absent \
+                 when the batch is empty.",
+            ),
+        )
+        .header(
+            "200",
+            "Knooppunt-Delivery-Counts",
+            list_header(
+                "How many times each event was handed out (this time included), in the batch's \
+                 order.",
+            ),
+        )
+        .refusals(&refusals);
+    doc.add("/subscriptions/{id}/receive", "post", &id, receive);
+    let settled = doc.schema::<SettledOut>();
+    for (settling, operation_id, path, summary, description) in [
+        (
+            Settling::Acknowledge,
+            "acknowledgeEvents",
+            "/subscriptions/{id}/acknowledge",
+            "Acknowledge received events",
+            "The events were processed: they are delivered (and leave a receipt).",
+        ),
+        (
+            Settling::Release,
+            "releaseEvents",
+            "/subscriptions/{id}/release",
+            "Release received events",
+            "Give the events back: they are handed out again after `delay`.",
+        ),
+        (
+            Settling::Reject,
+            "rejectEvents",
+            "/subscriptions/{id}/reject",
+            "Reject received events",
+            "The events cannot be processed: they become dead letters with this reason.",
+        ),
+        (
+            Settling::Renew,
+            "renewLocks",
+            "/subscriptions/{id}/renew",
+            "Renew the locks of received events",
+            "The consumer needs longer: each lock lasts another lockDuration from now.",
+        ),
+    ] {
+        let operation = Operation::new(operation_id, TAG, summary)
+            .description(description)
+            .body(settling.schema())
+            .answer(
+                "200",
+                "Per lock token whether it was settled. A token fails as `malformed` (not a \
+                 lock token), `expired` (its lock ran out and the event was handed out again: \
+                 it comes again under a new token) or `unknown` (no pending event under it: \
+                 settled already).",
+                Some(settled.clone()),
+            )
+            .refusals(&refusals);
+        doc.add(path, "post", &id, operation);
+    }
+}

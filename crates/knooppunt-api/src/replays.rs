@@ -1,0 +1,309 @@
+//! `/v1/subscriptions/{id}/replays`: a window of a subscription's retained events queued for
+//! it once more (push or pull), as a job with a state, progress and cancel.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use http::header::LOCATION;
+use http::{HeaderValue, StatusCode};
+use knooppunt_event::timestamp::utc_timestamp;
+use knooppunt_store::Replay;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Serialize;
+use serde_json::json;
+use std::borrow::Cow;
+
+use crate::BASE_PATH;
+use crate::auth::Caller;
+use crate::document::{
+    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE,
+    header, path_parameter,
+};
+use crate::input::{Body, Input, Members, Time};
+use crate::problem::{ApiError, InvalidParam};
+use crate::request::RequestAudit;
+use crate::subscriptions::not_found;
+use knooppunt_services::app::AppState;
+use knooppunt_services::audit::{Action, ActionName};
+use knooppunt_services::history::ReplayRefused;
+use knooppunt_services::replaying::{self, Refused};
+
+/// A replay: a window of a subscription's retained events queued for it again.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Replay")]
+pub(crate) struct ReplayOut {
+    id: String,
+    subscription: String,
+    #[schemars(extend("enum" = ["running", "completed", "cancelled", "failed"]))]
+    state: &'static str,
+    #[schemars(extend("format" = "date-time"))]
+    from: String,
+    #[schemars(extend("format" = "date-time"))]
+    until: String,
+    /// Events of the window handed to the queue so far.
+    events_queued: u64,
+    /// When the last queued event was accepted.
+    #[schemars(extend("format" = "date-time"))]
+    last_event_time: Option<String>,
+    requested_by: String,
+    #[schemars(extend("format" = "date-time"))]
+    created_time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    finished_time: Option<String>,
+    /// Why a failed replay failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl From<&Replay> for ReplayOut {
+    fn from(replay: &Replay) -> Self {
+        ReplayOut {
+            id: replay.id.clone(),
+            subscription: replay.subscription.clone(),
+            state: replay.state.as_str(),
+            from: utc_timestamp(replay.from_ms),
+            until: utc_timestamp(replay.until_ms),
+            events_queued: replay.queued,
+            last_event_time: replay.last_event_at.map(utc_timestamp),
+            requested_by: replay.requested_by.clone(),
+            created_time: utc_timestamp(replay.created_at),
+            finished_time: replay.finished_at.map(utc_timestamp),
+            error: replay.error.clone(),
+        }
+    }
+}
+
+/// A replay as the API shows it, as JSON (the audit trail's details).
+fn representation(replay: &Replay) -> serde_json::Value {
+    serde_json::to_value(ReplayOut::from(replay)).expect("a replay serializes")
+}
+
+/// What a client sends to start a replay: the window of acceptance times.
+#[derive(Debug)]
+pub(crate) struct ReplayIn {
+    from: u64,
+    until: Option<u64>,
+}
+
+const A_TIME: &str = "an RFC 3339 time such as 2026-11-20T08:00:00Z";
+
+impl JsonSchema for ReplayIn {
+    fn schema_name() -> Cow<'static, str> {
+        "ReplayRequest".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "description": "The window of acceptance times to replay.",
+            "additionalProperties": false,
+            "required": ["from"],
+            "properties": {
+                "from": {"type": "string", "format": "date-time", "description": "The window's start: events accepted at or after it."},
+                "until": {"type": "string", "format": "date-time", "description": "The window's end (inclusive); default and at most: now."}
+            }
+        })
+    }
+}
+
+impl Body for ReplayIn {
+    const NAME: &'static str = "replay";
+    const MEMBERS: &'static [&'static str] = &["from", "until"];
+
+    fn read(members: &mut Members<'_>) -> Option<Self> {
+        let from = members.required::<Time>("from", A_TIME);
+        let until = members.optional::<Time>("until", A_TIME);
+        Some(ReplayIn {
+            from: from?.0,
+            until: until.map(|t| t.0),
+        })
+    }
+}
+
+impl From<(Refused, &str)> for ApiError {
+    fn from((refused, id): (Refused, &str)) -> Self {
+        match refused {
+            Refused::Forbidden(why) => ApiError::Forbidden(why),
+            Refused::NoSubscription => not_found(id),
+            Refused::Start(ReplayRefused::Window(why)) => ApiError::invalid(
+                "the window is empty; see invalidParams",
+                vec![InvalidParam::new("from", why)],
+            ),
+            Refused::Start(why @ ReplayRefused::TooMany(_)) => ApiError::TooMany(why.to_string()),
+            Refused::Start(why @ ReplayRefused::Suspended(_)) => {
+                ApiError::Conflict(why.to_string())
+            }
+            Refused::Start(ReplayRefused::NoSubscription) => not_found(id),
+            Refused::Start(ReplayRefused::Store(error)) | Refused::Store(error) => error.into(),
+        }
+    }
+}
+
+/// `POST /v1/subscriptions/{id}/replays` with `from` (required) and `until` (default: now):
+/// 202 with the job.
+pub(crate) async fn create(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    audit: RequestAudit,
+    Path(id): Path<String>,
+    Input(window): Input<ReplayIn>,
+) -> Result<Response, ApiError> {
+    let replay = replaying::start(
+        &state,
+        &audit.of(&caller),
+        &caller.0,
+        (&id, window.from, window.until),
+        |replay| {
+            Action::new(
+                ActionName::ReplayCreate,
+                format!("subscription/{id}/replays/{}", replay.id),
+                representation(replay),
+            )
+        },
+    )
+    .await
+    .map_err(|refused| ApiError::from((refused, id.as_str())))?;
+    let location = HeaderValue::try_from(format!(
+        "{BASE_PATH}/subscriptions/{id}/replays/{}",
+        replay.id
+    ))
+    .expect("ids are header-safe");
+    Ok((
+        StatusCode::ACCEPTED,
+        [(LOCATION, location)],
+        Json(ReplayOut::from(&replay)),
+    )
+        .into_response())
+}
+
+/// `GET /v1/subscriptions/{id}/replays`: the newest 100, newest first.
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let replays = replaying::list(&state, &caller.0, &id)
+        .await
+        .map_err(|refused| ApiError::from((refused, id.as_str())))?;
+    let body: Vec<ReplayOut> = replays.iter().map(ReplayOut::from).collect();
+    Ok(Json(body).into_response())
+}
+
+fn missing(id: &str, replay: &str) -> ApiError {
+    ApiError::NotFound(format!("subscription `{id}` has no replay `{replay}`"))
+}
+
+/// `GET /v1/subscriptions/{id}/replays/{replay}`.
+pub(crate) async fn get(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path((id, replay)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    match replaying::get(&state, &caller.0, (&id, &replay))
+        .await
+        .map_err(|refused| ApiError::from((refused, id.as_str())))?
+    {
+        Some(found) => Ok(Json(ReplayOut::from(&found)).into_response()),
+        None => Err(missing(&id, &replay)),
+    }
+}
+
+/// `POST /v1/subscriptions/{id}/replays/{replay}/cancel`: the job, cancelled (or as it
+/// ended, if it had).
+pub(crate) async fn cancel(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    audit: RequestAudit,
+    Path((id, replay)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let cancelled = replaying::cancel(
+        &state,
+        &audit.of(&caller),
+        &caller.0,
+        (&id, &replay),
+        |cancelled| {
+            Action::new(
+                ActionName::ReplayCancel,
+                format!("subscription/{id}/replays/{replay}"),
+                representation(cancelled),
+            )
+        },
+    )
+    .await
+    .map_err(|refused| ApiError::from((refused, id.as_str())))?;
+    match cancelled {
+        Some(cancelled) => Ok(Json(ReplayOut::from(&cancelled)).into_response()),
+        None => Err(missing(&id, &replay)),
+    }
+}
+
+/// The replays' operations.
+pub(crate) fn describe(doc: &mut Document) {
+    let replay = doc.schema::<ReplayOut>();
+    let subscription = json!([path_parameter("id", "The subscription's id.")]);
+    let one = json!([
+        path_parameter("id", "The subscription's id."),
+        path_parameter("replay", "The replay's id.")
+    ]);
+    const NO_REPLAY: Refusal = ("404", "No such subscription or replay.");
+    let create = Operation::new(
+        "createReplay",
+        "pull",
+        "Replay a window of a subscription's retained events",
+    )
+    .body(doc.schema::<ReplayIn>())
+    .answer(
+        "202",
+        "The replay runs: the retained events accepted in the window that the subscription's \
+         filters match and its grants admit now are queued for it again (one already pending \
+         is not queued twice), push or pull. Each replayed delivery carries \
+         `Knooppunt-Replay: <id>` (pull: `Knooppunt-Replays`); the events are unchanged. \
+         Events older than the retention are gone and not replayed.",
+        Some(replay.clone()),
+    )
+    .header("202", "Location", header("The replay."))
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        FORBIDDEN,
+        NOT_FOUND,
+        (
+            "429",
+            "The hub runs its most replays at once (delivery.max_replays): try again after \
+             Retry-After.",
+        ),
+        UNAVAILABLE,
+    ]);
+    let list = Operation::new(
+        "listReplays",
+        "pull",
+        "List a subscription's replays, newest first (at most 100)",
+    )
+    .answer("200", "The replays.", Some(doc.list_of::<ReplayOut>()))
+    .refusals(&[UNAUTHORIZED, FORBIDDEN, NOT_FOUND, UNAVAILABLE]);
+    doc.add("/subscriptions/{id}/replays", "get", &subscription, list);
+    doc.add("/subscriptions/{id}/replays", "post", &subscription, create);
+    let get = Operation::new("getReplay", "pull", "Read a replay: its state and progress")
+        .answer("200", "The replay.", Some(replay.clone()))
+        .refusals(&[UNAUTHORIZED, FORBIDDEN, NO_REPLAY, UNAVAILABLE]);
+    doc.add("/subscriptions/{id}/replays/{replay}", "get", &one, get);
+    let cancel = Operation::new("cancelReplay", "pull", "Cancel a running replay")
+        .answer(
+            "200",
+            "The replay, cancelled: on the hub running it nothing more is queued once this \
+             answers (another hub's runner stops at its next step); one that had ended, as it \
+             ended.",
+            Some(replay),
+        )
+        .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NO_REPLAY, UNAVAILABLE]);
+    doc.add(
+        "/subscriptions/{id}/replays/{replay}/cancel",
+        "post",
+        &one,
+        cancel,
+    );
+}

@@ -1,0 +1,438 @@
+//! How deliveries fare, for a subscription's owner and for the hub's administrators:
+//! `GET /v1/subscriptions/{id}/status` (backlog, oldest age, breaker), `…/attempts` (the
+//! latest attempts this hub made), `POST …/test` (a test event sent to the sink once), and
+//! `GET /v1/status` (the hub's rates, backlog, open breakers and store).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use knooppunt_event::timestamp::utc_timestamp;
+use knooppunt_store::{StoredEvent, Subscription, now_ms};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+use crate::auth::{Caller, Role};
+use crate::document::{
+    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, UNAUTHORIZED, path_parameter,
+};
+use crate::problem::ApiError;
+use crate::request::RequestAudit;
+use crate::subscription_body::AttemptOut;
+use crate::subscriptions::{not_found, visible};
+use knooppunt_services::app::AppState;
+use knooppunt_services::audit::{Action, ActionName};
+
+/// The subscription, if it is the caller's (or the caller an administrator).
+fn owned(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    action: &str,
+) -> Result<Arc<Subscription>, ApiError> {
+    caller.require(Role::Subscriber, action)?;
+    match state.subscriptions.get(id) {
+        Some(subscription) if visible(caller, &subscription) => Ok(subscription),
+        _ => Err(not_found(id)),
+    }
+}
+
+/// How a subscription's deliveries fare.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "SubscriptionStatus")]
+struct SubscriptionStatusOut {
+    subscription: String,
+    #[schemars(extend("enum" = ["pending", "active", "disabled", "suspended"]))]
+    state: &'static str,
+    /// Pending deliveries.
+    backlog: u64,
+    /// The pending deliveries' events' sizes, summed: what the backlog limit measures.
+    backlog_bytes: u64,
+    /// The operator's limit on a subscription's undelivered events; past it the oldest
+    /// become dead letters (`shed-oldest`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backlog_limit: Option<BacklogLimitOut>,
+    /// Deliveries this hub moved to dead letters because the subscription was past its
+    /// backlog limit (since the hub started).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shed: Option<ShedOut>,
+    /// Pending deliveries leased now (attempts in flight, or events locked by pull
+    /// consumers).
+    in_flight: u64,
+    dead_letters: u64,
+    /// When the oldest pending event was accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    oldest_pending_time: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    oldest_pending_age_seconds: Option<u64>,
+    /// The sink's breaker (push subscriptions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    breaker: Option<BreakerOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_attempt: Option<AttemptOut>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "BacklogLimit")]
+struct BacklogLimitOut {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_age_seconds: Option<u64>,
+    #[schemars(extend("enum" = ["shed-oldest"]))]
+    policy: &'static str,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Shed")]
+struct ShedOut {
+    events: u64,
+    #[schemars(extend("format" = "date-time"))]
+    last_time: String,
+    reason: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Breaker")]
+struct BreakerOut {
+    /// `open`: the sink is paused and probed with one delivery at a time.
+    #[schemars(extend("enum" = ["closed", "open"]))]
+    state: &'static str,
+    /// Failed attempts in a row.
+    failures: u32,
+    /// No request before then (the breaker's pause, or the sink's `Retry-After`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    paused_until: Option<String>,
+}
+
+/// `GET /v1/subscriptions/{id}/status`.
+pub(crate) async fn subscription(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let subscription = owned(&state, &caller, &id, "read a subscription's status")?;
+    let stats = state.queue_stats_of(&id).await?;
+    let now = now_ms();
+    let limits = state.backlog.options;
+    let limited = limits.subscription_max_bytes > 0 || limits.subscription_max_age.is_some();
+    let oldest = stats.as_ref().and_then(|s| s.oldest_accepted_at);
+    let body = SubscriptionStatusOut {
+        state: if state.subscriptions.suspension(&subscription).is_some() {
+            "suspended"
+        } else {
+            subscription.state().as_str()
+        },
+        backlog: stats.as_ref().map_or(0, |s| s.pending),
+        backlog_bytes: stats.as_ref().map_or(0, |s| s.pending_bytes),
+        backlog_limit: limited.then(|| BacklogLimitOut {
+            max_bytes: (limits.subscription_max_bytes > 0).then_some(limits.subscription_max_bytes),
+            max_age_seconds: limits.subscription_max_age.map(|age| age.as_secs()),
+            policy: "shed-oldest",
+        }),
+        shed: state.backlog.shed_of(&id).map(|shed| ShedOut {
+            events: shed.events,
+            last_time: utc_timestamp(shed.last_at),
+            reason: shed.last_reason,
+        }),
+        in_flight: stats.as_ref().map_or(0, |s| s.leased),
+        dead_letters: stats.as_ref().map_or(0, |s| s.dead_letters),
+        oldest_pending_time: oldest.map(utc_timestamp),
+        oldest_pending_age_seconds: oldest.map(|oldest| now.saturating_sub(oldest) / 1000),
+        breaker: (!subscription.is_pull()).then(|| {
+            let health = state.deliverer.sink_health(&subscription.sink);
+            BreakerOut {
+                state: if health.open { "open" } else { "closed" },
+                failures: health.failures,
+                paused_until: health.paused_until.map(utc_timestamp),
+            }
+        }),
+        last_attempt: state
+            .deliverer
+            .last_delivery(&id)
+            .as_ref()
+            .map(AttemptOut::from),
+        subscription: id,
+    };
+    Ok(Json(body).into_response())
+}
+
+/// `GET /v1/subscriptions/{id}/attempts`: the latest attempts of this hub, newest first.
+pub(crate) async fn attempts(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    owned(&state, &caller, &id, "read a subscription's attempts")?;
+    let attempts: Vec<AttemptOut> = state
+        .deliverer
+        .recent_attempts(&id)
+        .iter()
+        .map(AttemptOut::from)
+        .collect();
+    Ok(Json(attempts).into_response())
+}
+
+/// The type of the events [`test`] sends.
+pub(crate) const TEST_TYPE: &str = "nl.knooppunt.test";
+
+/// A test event sent: its id, and how the sink answered.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "TestDelivery")]
+struct TestOut {
+    /// The test event's id.
+    id: String,
+    #[schemars(extend("format" = "date-time"))]
+    time: String,
+    /// 0: a test event is not in the log.
+    sequence: u64,
+    #[schemars(extend("enum" = ["delivered", "failed"]))]
+    outcome: &'static str,
+    /// What the sink answered, when it answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_code: Option<u16>,
+    /// How long the request took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    duration_ms: Option<u64>,
+    /// What went wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// `POST /v1/subscriptions/{id}/test`: sends a test event to an active push subscription's
+/// sink once, as its deliveries go, and answers how the sink responded.
+pub(crate) async fn test(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    audit: RequestAudit,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let subscription = owned(&state, &caller, &id, "send test events")?;
+    if subscription.is_pull() {
+        return Err(ApiError::Conflict(format!(
+            "subscription `{id}` is a pull subscription: it has no endpoint to send a test \
+             event to; receive from it instead"
+        )));
+    }
+    if subscription.state().as_str() != "active" {
+        return Err(ApiError::Conflict(format!(
+            "subscription `{id}` is {}: test events go only to a sink that consented (an \
+             active subscription)",
+            subscription.state().as_str()
+        )));
+    }
+    let now = now_ms();
+    let event_id = uuid::Uuid::now_v7().to_string();
+    let event = json!({
+        "specversion": "1.0",
+        "id": event_id,
+        "source": "urn:knooppunt:hub",
+        "type": TEST_TYPE,
+        "subject": id,
+        "time": utc_timestamp(now),
+        "datacontenttype": "application/json",
+        "data": {
+            "message": "Testbericht van Knooppunt: uw endpoint is bereikbaar. / A test event from Knooppunt: your endpoint is reachable.",
+            "requestedBy": caller.0.name,
+        }
+    });
+    let stored = StoredEvent {
+        seq: 0,
+        source: "urn:knooppunt:hub".into(),
+        id: event_id.clone(),
+        accepted_at: now,
+        json: event.to_string(),
+        extension_types: None,
+    };
+    let sent = state.deliverer.send_test(&subscription, stored).await;
+    let body = TestOut {
+        id: event_id.clone(),
+        time: utc_timestamp(sent.at),
+        sequence: sent.seq,
+        outcome: if sent.error.is_none() {
+            "delivered"
+        } else {
+            "failed"
+        },
+        status_code: sent.status,
+        duration_ms: sent.duration_ms,
+        error: sent.error.clone(),
+    };
+    let action = Action::new(
+        ActionName::SubscriptionTest,
+        format!("subscription/{id}"),
+        json!({"event": event_id, "statusCode": sent.status, "error": sent.error}),
+    );
+    state.audit.record(&audit.of(&caller), action).await;
+    Ok(Json(body).into_response())
+}
+
+/// The hub at a glance.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "HubStatus")]
+struct HubStatusOut {
+    events_accepted_per_second: f64,
+    events_delivered_per_second: f64,
+    backlog: u64,
+    /// Undelivered bytes of all subscriptions.
+    backlog_bytes: u64,
+    /// The hub's limit on undelivered bytes; past it publishes get 503.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backlog_max_bytes: Option<u64>,
+    /// false while publishes are refused: the backlog is past its limit, the disk has less
+    /// room than its floor, or the store takes no writes (its disk full, its database
+    /// away).
+    accepting: bool,
+    /// Why publishes are refused, when they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusing: Option<String>,
+    dead_letters: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    oldest_pending_age_seconds: Option<u64>,
+    /// Subscriptions by state.
+    subscriptions: BTreeMap<&'static str, u64>,
+    principals: usize,
+    /// Sinks (scheme, host, port) whose breaker is open.
+    open_breakers: Vec<String>,
+    /// Subscriptions whose delivery worker is stuck.
+    stuck_workers: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    store: Option<StoreUsageOut>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "StoreUsage")]
+struct StoreUsageOut {
+    bytes: u64,
+    event_bytes: u64,
+    /// Room left on the store's disk (embedded store).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    free_bytes: Option<u64>,
+    retention_seconds: u64,
+}
+
+/// `GET /v1/status`: the hub at a glance, for administrators.
+pub(crate) async fn hub(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Admin, "read the hub's status")?;
+    let queues = state.queue_stats().await?;
+    let now = now_ms();
+    let (accepted, delivered) = state.telemetry.rates();
+    let backlog: u64 = queues.iter().map(|q| q.pending).sum();
+    let dead_letters: u64 = queues.iter().map(|q| q.dead_letters).sum();
+    let oldest = queues.iter().filter_map(|q| q.oldest_accepted_at).min();
+    let backlog_bytes: u64 = queues.iter().map(|q| q.pending_bytes).sum();
+    let publishing = state.publishing().await;
+    let store = match state.disk_usage().await {
+        Ok(usage) => Some(StoreUsageOut {
+            bytes: usage.total_bytes,
+            event_bytes: usage.event_bytes,
+            free_bytes: usage.free_bytes,
+            retention_seconds: state.publishing.options.retention.as_secs(),
+        }),
+        Err(error) => {
+            tracing::warn!(%error, "Reading the store's disk use failed.");
+            None
+        }
+    };
+    let body = HubStatusOut {
+        events_accepted_per_second: (accepted * 10.0).round() / 10.0,
+        events_delivered_per_second: (delivered * 10.0).round() / 10.0,
+        backlog,
+        backlog_bytes,
+        backlog_max_bytes: (state.backlog.options.max_bytes > 0)
+            .then_some(state.backlog.options.max_bytes),
+        accepting: publishing.is_ok(),
+        refusing: publishing.err(),
+        dead_letters,
+        oldest_pending_age_seconds: oldest.map(|oldest| now.saturating_sub(oldest) / 1000),
+        subscriptions: state.subscriptions.count_by_state(),
+        principals: state.principals.count(),
+        open_breakers: state.deliverer.open_sinks(),
+        stuck_workers: state.deliverer.health().stuck,
+        store,
+    };
+    Ok(Json(body).into_response())
+}
+
+/// The status operations.
+pub(crate) fn describe(doc: &mut Document) {
+    const TAG: &str = "status";
+    let id = json!([path_parameter(
+        "id",
+        "The id the hub assigned to the subscription."
+    )]);
+    let status = Operation::new(
+        "getSubscriptionStatus",
+        TAG,
+        "How a subscription's deliveries fare: its backlog and oldest pending event, attempts \
+         in flight, dead letters, its sink's breaker (as this hub sees it) and its last attempt.",
+    )
+    .answer(
+        "200",
+        "The status.",
+        Some(doc.schema::<SubscriptionStatusOut>()),
+    )
+    .refusals(&[UNAUTHORIZED, FORBIDDEN, NOT_FOUND]);
+    doc.add("/subscriptions/{id}/status", "get", &id, status);
+    let attempts = Operation::new(
+        "listSubscriptionAttempts",
+        TAG,
+        "The latest delivery attempts (at most 50) this hub made for a subscription since it \
+         started, newest first: time, status, duration and error of each. With several hubs, \
+         each shows its own.",
+    )
+    .answer("200", "The attempts.", Some(doc.list_of::<AttemptOut>()))
+    .refusals(&[UNAUTHORIZED, FORBIDDEN, NOT_FOUND]);
+    doc.add("/subscriptions/{id}/attempts", "get", &id, attempts);
+    let test = Operation::new(
+        "testSubscription",
+        TAG,
+        "Send a test event (type `nl.knooppunt.test`) to an active push subscription's sink \
+         once, as its deliveries go (content mode, headers, credentials, signature), and \
+         answer how the sink responded. Nothing is queued or retried.",
+    )
+    .answer(
+        "200",
+        "How the sink answered (a failure is a 200 too: the test ran).",
+        Some(doc.schema::<TestOut>()),
+    )
+    .refusals(&[
+        BAD_REQUEST,
+        UNAUTHORIZED,
+        FORBIDDEN,
+        NOT_FOUND,
+        (
+            "409",
+            "The subscription is not active, or is a pull subscription.",
+        ),
+    ]);
+    doc.add("/subscriptions/{id}/test", "post", &id, test);
+    let hub = Operation::new(
+        "getHubStatus",
+        TAG,
+        "The hub at a glance (administrators): events accepted and delivered per second over \
+         the last minute (this hub), the backlog, open breakers, stuck workers and the store's \
+         disk use.",
+    )
+    .answer("200", "The status.", Some(doc.schema::<HubStatusOut>()))
+    .refusals(&[
+        UNAUTHORIZED,
+        ("403", "Only an administrator reads the hub's status."),
+    ]);
+    doc.add("/status", "get", &json!([]), hub);
+}

@@ -1,0 +1,958 @@
+//! The subscriber's pages: its subscriptions with their state and how their deliveries
+//! fare, one subscription's attempts, dead letters (redeliver one, a selection or all),
+//! replays and test events, and the form that creates or edits one, checked as it is typed.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use http::{Method, StatusCode};
+use maud::{Markup, html};
+use serde_json::{Map, Value, json};
+
+use crate::forms::{Fields, Posted, Problem, encode};
+use crate::layout::{self, Section, badge, csrf, data_list, json_block, page, respond, text, time};
+use crate::{Answer, BASE, Console, Lang, Visitor, redirect};
+use knooppunt_api::auth::Caller;
+
+type Params = Query<std::collections::HashMap<String, String>>;
+
+/// A path segment of an id, encoded.
+fn seg(id: &str) -> String {
+    encode(id)
+}
+
+/// `GET /console/subscriptions`.
+pub(crate) async fn list(
+    State(console): State<Arc<Console>>,
+    visitor: Visitor,
+    Query(query): Params,
+) -> Result<Response, Response> {
+    let lang = visitor.lang;
+    let path = layout::with_cursor("/v1/subscriptions?pageSize=50", &query);
+    let answer = console.get(&visitor, &path).await.checked(&visitor)?;
+    let subscriptions = answer.body.as_array().cloned().unwrap_or_default();
+    let mut rows = Vec::new();
+    for subscription in &subscriptions {
+        let id = text(subscription, "id");
+        let status = console
+            .get(&visitor, &format!("/v1/subscriptions/{}/status", seg(&id)))
+            .await
+            .body;
+        rows.push((subscription.clone(), status));
+    }
+    let next = answer.next_cursor();
+    let content = html! {
+        div class="kp-actions" {
+            a class="utrecht-button-link utrecht-button-link--html-a utrecht-button-link--primary-action" href={ (BASE) "/subscriptions/new" } {
+                (lang.t("Nieuw abonnement", "New subscription"))
+            }
+        }
+        @if rows.is_empty() {
+            p class="utrecht-paragraph" { (lang.t("U heeft nog geen abonnementen.", "You have no subscriptions yet.")) }
+        } @else {
+            (layout::table("subscriptions-caption", lang.t("Uw abonnementen", "Your subscriptions"), &[lang.t("Abonnement", "Subscription"), lang.t("Eindpunt", "Endpoint"), lang.t("Status", "State"), lang.t("Laatste levering", "Last delivery"), lang.t("Laatste fout", "Last error"), lang.t("Breaker", "Breaker"), lang.t("Achterstand", "Backlog"), lang.t("Oudste wacht", "Oldest waiting")], html! {
+                        @for (s, st) in &rows {
+                            tr class="utrecht-table__row" {
+                                td class="utrecht-table__cell" {
+                                    a class="utrecht-link kp-break" href={ (BASE) "/subscriptions/" (seg(&text(s, "id"))) } { (text(s, "id")) }
+                                    @if let Some(types) = s["types"].as_array() {
+                                        br; small { (types.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")) }
+                                    }
+                                }
+                                td class="utrecht-table__cell kp-break" { (text(s, "sink")) }
+                                td class="utrecht-table__cell" {
+                                    (badge(lang, s["state"].as_str().unwrap_or_default()))
+                                    @for approval in s["approvals"].as_array().into_iter().flatten() {
+                                        br; small { (text(approval, "eventtype")) ": " } (badge(lang, approval["state"].as_str().unwrap_or_default()))
+                                    }
+                                }
+                                td class="utrecht-table__cell" {
+                                    @if let Some(last) = s.get("lastDelivery") {
+                                        (time(last.get("time"))) " " (badge(lang, last["outcome"].as_str().unwrap_or_default()))
+                                    } @else { "—" }
+                                }
+                                td class="utrecht-table__cell" { (s["lastDelivery"]["error"].as_str().unwrap_or("—")) }
+                                td class="utrecht-table__cell" {
+                                    @if let Some(state) = st["breaker"]["state"].as_str() { (badge(lang, state)) } @else { "—" }
+                                }
+                                td class="utrecht-table__cell" { (text(st, "backlog")) }
+                                td class="utrecht-table__cell" { (age(lang, st.get("oldestPendingAgeSeconds"))) }
+                            }
+                        }
+            }))
+            (layout::next_page(lang, &format!("{BASE}/subscriptions"), next.as_deref()))
+        }
+    };
+    Ok(respond(
+        StatusCode::OK,
+        page(
+            lang,
+            Some(&visitor),
+            Section::Subscriptions,
+            lang.t("Abonnementen", "Subscriptions"),
+            content,
+        ),
+    ))
+}
+
+/// An age in seconds, readable.
+fn age(lang: Lang, seconds: Option<&Value>) -> String {
+    let Some(seconds) = seconds.and_then(Value::as_u64) else {
+        return "—".into();
+    };
+    match seconds {
+        0..60 => format!("{seconds} s"),
+        60..3600 => format!("{} min", seconds / 60),
+        3600..86_400 => format!("{} {}", seconds / 3600, lang.t("uur", "h")),
+        _ => format!("{} {}", seconds / 86_400, lang.t("dagen", "days")),
+    }
+}
+
+/// The notices a redirect after an action carries (fixed texts: nothing from the URL is
+/// shown as it came).
+fn notice_of(lang: Lang, query: &std::collections::HashMap<String, String>) -> Option<Markup> {
+    let count = query
+        .get("count")
+        .and_then(|c| c.parse::<u64>().ok())
+        .unwrap_or(0);
+    let text = match query.get("notice").map(String::as_str)? {
+        "created" => lang
+            .t(
+                "Het abonnement is aangemaakt.",
+                "The subscription was created.",
+            )
+            .to_owned(),
+        "saved" => lang
+            .t("De wijzigingen zijn opgeslagen.", "The changes were saved.")
+            .to_owned(),
+        "redelivered" => format!(
+            "{count} {}",
+            lang.t(
+                "dode brieven staan weer in de wachtrij.",
+                "dead letters are queued again."
+            )
+        ),
+        "more" => format!(
+            "{count} {}",
+            lang.t(
+                "dode brieven staan weer in de wachtrij; er zijn er meer: kies nogmaals ‘alle’.",
+                "dead letters are queued again; there are more: choose ‘all’ again."
+            )
+        ),
+        "test-delivered" => lang
+            .t(
+                "Het testbericht is afgeleverd.",
+                "The test event was delivered.",
+            )
+            .to_owned(),
+        "test-failed" => lang
+            .t(
+                "Het testbericht kwam niet aan; zie de recente pogingen.",
+                "The test event did not arrive; see the recent attempts.",
+            )
+            .to_owned(),
+        _ => return None,
+    };
+    let ok = !matches!(query.get("notice").map(String::as_str), Some("test-failed"));
+    Some(layout::notice(ok, &text))
+}
+
+/// `GET /console/subscriptions/{id}`.
+pub(crate) async fn detail(
+    State(console): State<Arc<Console>>,
+    visitor: Visitor,
+    Path(id): Path<String>,
+    Query(query): Params,
+) -> Result<Response, Response> {
+    let lang = visitor.lang;
+    let base = format!("/v1/subscriptions/{}", seg(&id));
+    let subscription = console.get(&visitor, &base).await.checked(&visitor)?;
+    let s = &subscription.body;
+    let status = console.get(&visitor, &format!("{base}/status")).await.body;
+    let attempts = console
+        .get(&visitor, &format!("{base}/attempts"))
+        .await
+        .body;
+    let dead = console
+        .get(&visitor, &format!("{base}/dead-letters?pageSize=50"))
+        .await;
+    let replays = console.get(&visitor, &format!("{base}/replays")).await.body;
+    let pull = s["config"]["delivery"] == "pull";
+    let now = knooppunt_store::now_ms();
+    let hour_ago = knooppunt_event::timestamp::utc_timestamp(now.saturating_sub(3_600_000));
+    let until = knooppunt_event::timestamp::utc_timestamp(now);
+    let page_path = format!("{BASE}/subscriptions/{}", seg(&id));
+    let mut properties = vec![
+        (
+            lang.t("Id", "Id"),
+            html! { code class="utrecht-code" { (id) } },
+        ),
+        (lang.t("Eigenaar", "Owner"), html! { (text(s, "owner")) }),
+        (
+            lang.t("Eindpunt", "Endpoint"),
+            html! { span class="kp-break" { (text(s, "sink")) } },
+        ),
+        (
+            lang.t("Status", "State"),
+            html! {
+                (badge(lang, s["state"].as_str().unwrap_or_default()))
+                @if let Some(problem) = s["validationProblem"].as_str() { " " (problem) }
+                @if let Some(reason) = s["disabledReason"].as_str() { " " (reason) }
+            },
+        ),
+    ];
+    if let Some(types) = s.get("types") {
+        properties.push((lang.t("Typen", "Types"), html! { (types.as_array().map(|t| t.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()) }));
+    }
+    if let Some(source) = s["source"].as_str() {
+        properties.push((lang.t("Bron", "Source"), html! { (source) }));
+    }
+    if let Some(filters) = s.get("filters") {
+        properties.push((lang.t("Filters", "Filters"), json_block(filters)));
+    }
+    properties.push((lang.t("Instellingen", "Settings"), json_block(&s["config"])));
+    if let Some(approvals) = s["approvals"].as_array() {
+        properties.push((lang.t("Goedkeuringen", "Approvals"), html! {
+            ul class="utrecht-unordered-list" {
+                @for a in approvals {
+                    li class="utrecht-unordered-list__item" { (text(a, "eventtype")) " " (badge(lang, a["state"].as_str().unwrap_or_default()))
+                        @if let Some(reason) = a["reason"].as_str() { " — " (reason) } }
+                }
+            }
+        }));
+    }
+    let dead_letters = dead.body.as_array().cloned().unwrap_or_default();
+    let content = html! {
+        @if let Some(notice) = notice_of(lang, &query) { (notice) }
+        div class="kp-actions" {
+            a class="utrecht-link" href={ (page_path) "/edit" } { (lang.t("Bewerken", "Edit")) }
+            @if !pull && s["state"] == "active" {
+                form method="post" action={ (page_path) "/test" } class="kp-inline" {
+                    (csrf(&visitor))
+                    button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Testbericht versturen", "Send a test event")) }
+                }
+            }
+        }
+        section aria-labelledby="h-status" {
+            h2 class="utrecht-heading-2" id="h-status" { (lang.t("Levering", "Delivery")) }
+            div id="delivery-status" data-refresh="5" aria-live="polite" {
+                (data_list(vec![
+                    (lang.t("Achterstand", "Backlog"), html! {
+                        (text(&status, "backlog")) (lang.t(" berichten, ", " events, ")) (text(&status, "backlogBytes")) " bytes"
+                        @if let Some(limit) = status["backlogLimit"]["maxBytes"].as_u64() {
+                            (lang.t(" (grens ", " (limit ")) (limit) (lang.t(" bytes: daarboven worden de oudste dode brieven)", " bytes: past it the oldest become dead letters)"))
+                        }
+                    }),
+                    (lang.t("Afgestoten", "Shed"), html! {
+                        @if let Some(shed) = status.get("shed") {
+                            (text(shed, "events")) (lang.t(" berichten, laatst ", " events, last ")) (time(shed.get("lastTime")))
+                        } @else { "—" }
+                    }),
+                    (lang.t("Oudste wacht", "Oldest waiting"), html! { (age(lang, status.get("oldestPendingAgeSeconds"))) }),
+                    (lang.t("Onderweg", "In flight"), html! { (text(&status, "inFlight")) }),
+                    (lang.t("Dode brieven", "Dead letters"), html! { (text(&status, "deadLetters")) }),
+                    (lang.t("Breaker", "Breaker"), html! {
+                        @if let Some(state) = status["breaker"]["state"].as_str() {
+                            (badge(lang, state)) " " (text(&status["breaker"], "failures")) (lang.t(" mislukte pogingen op rij", " failed attempts in a row"))
+                        } @else { "—" }
+                    }),
+                    (lang.t("Laatste poging", "Last attempt"), html! {
+                        @if let Some(last) = status.get("lastAttempt") {
+                            (time(last.get("time"))) " " (badge(lang, last["outcome"].as_str().unwrap_or_default()))
+                            @if let Some(error) = last["error"].as_str() { " — " span class="kp-last-error" { (error) } }
+                        } @else { "—" }
+                    }),
+                ]))
+            }
+        }
+        section aria-labelledby="h-properties" {
+            h2 class="utrecht-heading-2" id="h-properties" { (lang.t("Gegevens", "Details")) }
+            (data_list(properties))
+        }
+        section aria-labelledby="h-attempts" {
+            h2 class="utrecht-heading-2" id="h-attempts" { (lang.t("Recente pogingen", "Recent attempts")) }
+            p class="utrecht-paragraph" { (lang.t("De laatste 50 pogingen van deze hub sinds hij startte, nieuwste eerst.", "This hub's latest 50 attempts since it started, newest first.")) }
+            (attempts_table(lang, &attempts))
+        }
+        section aria-labelledby="h-dead" {
+            h2 class="utrecht-heading-2" id="h-dead" { (lang.t("Dode brieven", "Dead letters")) }
+            @if dead_letters.is_empty() {
+                p class="utrecht-paragraph" { (lang.t("Geen dode brieven.", "No dead letters.")) }
+            } @else {
+                form method="post" action={ (page_path) "/redeliver" } {
+                    (csrf(&visitor))
+                    (layout::table("dead-caption", lang.t("Dode brieven (de eerste 50)", "Dead letters (the first 50)"), &[lang.t("Kies", "Pick"), lang.t("Gebeurtenis", "Event"), lang.t("Opgegeven", "Given up"), lang.t("Pogingen", "Attempts"), lang.t("Reden", "Reason")], html! {
+                                @for d in &dead_letters {
+                                    tr class="utrecht-table__row" {
+                                        td class="utrecht-table__cell" {
+                                            input class="utrecht-checkbox utrecht-checkbox--html-input" type="checkbox" name="letter"
+                                                value=(text(d, "id")) id={ "letter-" (text(d, "id")) }
+                                                aria-label={ (lang.t("Kies gebeurtenis ", "Pick event ")) (text(d, "sequence")) };
+                                        }
+                                        td class="utrecht-table__cell" { (text(d, "sequence")) }
+                                        td class="utrecht-table__cell" { (time(d.get("deadLetterTime"))) }
+                                        td class="utrecht-table__cell" { (text(d, "attempts")) }
+                                        td class="utrecht-table__cell" { (text(d, "reason")) }
+                                    }
+                                }
+                    }))
+                    div class="kp-actions" {
+                        button type="submit" name="scope" value="selected" class="utrecht-button utrecht-button--primary-action" { (lang.t("Gekozen opnieuw bezorgen", "Redeliver the picked ones")) }
+                        button type="submit" name="scope" value="all" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Alle opnieuw bezorgen", "Redeliver all")) }
+                    }
+                }
+            }
+        }
+        section aria-labelledby="h-replays" {
+            h2 class="utrecht-heading-2" id="h-replays" { (lang.t("Opnieuw afspelen", "Replays")) }
+            @if let Some(list) = replays.as_array().filter(|l| !l.is_empty()) {
+                ul class="utrecht-unordered-list" {
+                    @for r in list {
+                        li class="utrecht-unordered-list__item" {
+                            a class="utrecht-link" href={ (page_path) "/replays/" (seg(&text(r, "id"))) } { (time(r.get("from"))) " – " (time(r.get("until"))) }
+                            " " (badge(lang, r["state"].as_str().unwrap_or_default()))
+                            " " (text(r, "eventsQueued")) (lang.t(" gebeurtenissen", " events"))
+                        }
+                    }
+                }
+            }
+            form method="post" action={ (page_path) "/replays" } class="kp-form" {
+                (csrf(&visitor))
+                div class="utrecht-form-field" {
+                    label class="utrecht-form-label" for="replay-from" { (lang.t("Van (RFC 3339, UTC)", "From (RFC 3339, UTC)")) }
+                    input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="replay-from" name="from" value=(hour_ago) required;
+                }
+                div class="utrecht-form-field" {
+                    label class="utrecht-form-label" for="replay-until" { (lang.t("Tot en met", "Until")) }
+                    input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="replay-until" name="until" value=(until) required;
+                }
+                div { button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Afspelen starten", "Start the replay")) } }
+            }
+        }
+    };
+    Ok(respond(
+        StatusCode::OK,
+        page(
+            lang,
+            Some(&visitor),
+            Section::Subscriptions,
+            &format!("{} {}", lang.t("Abonnement", "Subscription"), short(&id)),
+            content,
+        ),
+    ))
+}
+
+/// The start of an id, for a title.
+fn short(id: &str) -> &str {
+    id.get(..13).unwrap_or(id)
+}
+
+fn attempts_table(lang: Lang, attempts: &Value) -> Markup {
+    let attempts = attempts.as_array().cloned().unwrap_or_default();
+    html! {
+        @if attempts.is_empty() {
+            p class="utrecht-paragraph" { (lang.t("Nog geen pogingen.", "No attempts yet.")) }
+        } @else {
+            (layout::table("attempts-caption", lang.t("Pogingen", "Attempts"), &[lang.t("Tijd", "Time"), lang.t("Gebeurtenis", "Event"), lang.t("Uitkomst", "Outcome"), lang.t("HTTP-status", "HTTP status"), lang.t("Duur", "Duration"), lang.t("Fout", "Error")], html! {
+                        @for a in &attempts {
+                            tr class="utrecht-table__row" {
+                                td class="utrecht-table__cell" { (time(a.get("time"))) }
+                                td class="utrecht-table__cell" { (text(a, "sequence")) }
+                                td class="utrecht-table__cell" { (badge(lang, a["outcome"].as_str().unwrap_or_default())) }
+                                td class="utrecht-table__cell" { (text(a, "statusCode")) }
+                                td class="utrecht-table__cell" { @if let Some(ms) = a["durationMs"].as_u64() { (ms) " ms" } @else { "—" } }
+                                td class="utrecht-table__cell" { (text(a, "error")) }
+                            }
+                        }
+            }))
+        }
+    }
+}
+
+/// `POST /console/subscriptions/{id}/redeliver`: the picked dead letters, or all of them
+/// (at most 1,000 per press).
+pub(crate) async fn redeliver(
+    State(console): State<Arc<Console>>,
+    Path(id): Path<String>,
+    posted: Posted,
+) -> Response {
+    const MOST: usize = 1000;
+    let visitor = &posted.visitor;
+    let base = format!("/v1/subscriptions/{}/dead-letters", seg(&id));
+    let mut letters: Vec<String> = Vec::new();
+    let mut more = false;
+    if posted.fields.get("scope") == "all" {
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut path = format!("{base}?pageSize=100");
+            if let Some(cursor) = &cursor {
+                path.push_str(&format!("&cursor={}", encode(cursor)));
+            }
+            let page = console.get(visitor, &path).await;
+            if !page.ok() {
+                return layout::api_refusal(visitor.lang, visitor, page.status, &page.problem());
+            }
+            letters.extend(
+                page.body
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|d| text(d, "id")),
+            );
+            cursor = page.next_cursor();
+            if letters.len() >= MOST {
+                more = cursor.is_some() || letters.len() > MOST;
+                letters.truncate(MOST);
+                break;
+            }
+            if cursor.is_none() {
+                break;
+            }
+        }
+    } else {
+        letters = posted
+            .fields
+            .all("letter")
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        letters.truncate(MOST);
+    }
+    let mut done = 0;
+    for letter in &letters {
+        let answer = console
+            .call(
+                visitor,
+                Method::POST,
+                &format!("{base}/{}/redeliver", seg(letter)),
+                None,
+            )
+            .await;
+        match answer.status {
+            s if s.is_success() => done += 1,
+            // Redelivered meanwhile (another tab, another hub): nothing to do.
+            StatusCode::NOT_FOUND => {}
+            status => return layout::api_refusal(visitor.lang, visitor, status, &answer.problem()),
+        }
+    }
+    let notice = if more { "more" } else { "redelivered" };
+    redirect(&format!(
+        "{BASE}/subscriptions/{}?notice={notice}&count={done}#h-dead",
+        seg(&id)
+    ))
+}
+
+/// `POST /console/subscriptions/{id}/test`.
+pub(crate) async fn test(
+    State(console): State<Arc<Console>>,
+    Path(id): Path<String>,
+    posted: Posted,
+) -> Result<Response, Response> {
+    let visitor = &posted.visitor;
+    let answer = console
+        .call(
+            visitor,
+            Method::POST,
+            &format!("/v1/subscriptions/{}/test", seg(&id)),
+            None,
+        )
+        .await
+        .checked(visitor)?;
+    let notice = if answer.body["outcome"] == "delivered" {
+        "test-delivered"
+    } else {
+        "test-failed"
+    };
+    Ok(redirect(&format!(
+        "{BASE}/subscriptions/{}?notice={notice}",
+        seg(&id)
+    )))
+}
+
+/// `POST /console/subscriptions/{id}/replays`.
+pub(crate) async fn start_replay(
+    State(console): State<Arc<Console>>,
+    Path(id): Path<String>,
+    posted: Posted,
+) -> Result<Response, Response> {
+    let visitor = &posted.visitor;
+    let body = json!({"from": posted.fields.get("from"), "until": posted.fields.get("until")});
+    let answer = console
+        .call(
+            visitor,
+            Method::POST,
+            &format!("/v1/subscriptions/{}/replays", seg(&id)),
+            Some(&body),
+        )
+        .await
+        .checked(visitor)?;
+    Ok(redirect(&format!(
+        "{BASE}/subscriptions/{}/replays/{}",
+        seg(&id),
+        seg(&text(&answer.body, "id"))
+    )))
+}
+
+/// `GET /console/subscriptions/{id}/replays/{replay}`: follows it while it runs.
+pub(crate) async fn replay(
+    State(console): State<Arc<Console>>,
+    visitor: Visitor,
+    Path((id, replay)): Path<(String, String)>,
+) -> Result<Response, Response> {
+    let lang = visitor.lang;
+    let answer = console
+        .get(
+            &visitor,
+            &format!("/v1/subscriptions/{}/replays/{}", seg(&id), seg(&replay)),
+        )
+        .await
+        .checked(&visitor)?;
+    let r = &answer.body;
+    let content = html! {
+        div id="replay-progress" data-refresh="2" aria-live="polite" {
+            (data_list(vec![
+                (lang.t("Status", "State"), badge(lang, r["state"].as_str().unwrap_or_default())),
+                (lang.t("Venster", "Window"), html! { (time(r.get("from"))) " – " (time(r.get("until"))) }),
+                (lang.t("In de wachtrij gezet", "Queued"), html! { (text(r, "eventsQueued")) }),
+                (lang.t("Laatste gebeurtenis", "Last event"), time(r.get("lastEventTime"))),
+                (lang.t("Aangevraagd door", "Requested by"), html! { (text(r, "requestedBy")) }),
+                (lang.t("Klaar", "Finished"), time(r.get("finishedTime"))),
+            ]))
+            @if let Some(error) = r["error"].as_str() { (layout::problem(lang, &Problem::message(error))) }
+        }
+        p class="utrecht-paragraph" {
+            a class="utrecht-link" href={ (BASE) "/subscriptions/" (seg(&id)) } { (lang.t("Terug naar het abonnement", "Back to the subscription")) }
+        }
+    };
+    Ok(respond(
+        StatusCode::OK,
+        page(
+            lang,
+            Some(&visitor),
+            Section::Subscriptions,
+            lang.t("Opnieuw afspelen", "Replay"),
+            content,
+        ),
+    ))
+}
+
+/// The subscription a form describes, on top of `base` (the stored one, when editing: what
+/// the form does not show is kept, secrets included, which the API keeps when sent back
+/// redacted).
+fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, Problem> {
+    let mut body: Map<String, Value> = base.and_then(Value::as_object).cloned().unwrap_or_default();
+    for read_only in [
+        "id",
+        "owner",
+        "state",
+        "lastDelivery",
+        "validatedBy",
+        "validationProblem",
+        "disabledReason",
+        "approvals",
+        "filterBudget",
+        "signingsecret",
+    ] {
+        body.remove(read_only);
+    }
+    let pull = fields.get("delivery") == "pull";
+    match fields.get("sink") {
+        "" => {
+            body.remove("sink");
+        }
+        sink => {
+            body.insert("sink".into(), json!(sink));
+        }
+    }
+    if base.is_none() {
+        body.insert("protocol".into(), json!("HTTP"));
+    }
+    let types: Vec<&str> = fields
+        .get("types")
+        .split([',', '\n'])
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if types.is_empty() {
+        body.remove("types");
+    } else {
+        body.insert("types".into(), json!(types));
+    }
+    match fields.get("source") {
+        "" => body.remove("source"),
+        source => body.insert("source".into(), json!(source)),
+    };
+    match fields.get("filters") {
+        "" => {
+            body.remove("filters");
+        }
+        text => {
+            let filters: Value = serde_json::from_str(text).map_err(|e| Problem {
+                detail: lang
+                    .t(
+                        "De filters zijn geen geldige JSON.",
+                        "The filters are not valid JSON.",
+                    )
+                    .into(),
+                params: vec![("filters".into(), e.to_string())],
+            })?;
+            body.insert("filters".into(), filters);
+        }
+    }
+    let mut config = match fields.get("config") {
+        "" => Map::new(),
+        text => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(config)) => config,
+            Ok(_) => {
+                return Err(Problem {
+                    detail: lang
+                        .t(
+                            "De instellingen moeten een JSON-object zijn.",
+                            "The settings must be a JSON object.",
+                        )
+                        .into(),
+                    params: vec![("config".into(), "not an object".into())],
+                });
+            }
+            Err(e) => {
+                return Err(Problem {
+                    detail: lang
+                        .t(
+                            "De instellingen zijn geen geldige JSON.",
+                            "The settings are not valid JSON.",
+                        )
+                        .into(),
+                    params: vec![("config".into(), e.to_string())],
+                });
+            }
+        },
+    };
+    if pull {
+        config.insert("delivery".into(), json!("pull"));
+        body.remove("protocolsettings");
+    } else {
+        config.remove("delivery");
+    }
+    body.insert("config".into(), Value::Object(config));
+    Ok(Value::Object(body))
+}
+
+/// The form's values (from what was posted, else from the stored subscription).
+struct FormValues {
+    sink: String,
+    delivery: String,
+    types: String,
+    source: String,
+    filters: String,
+    config: String,
+}
+
+impl FormValues {
+    fn of_subscription(s: &Value) -> FormValues {
+        let mut config = s["config"].as_object().cloned().unwrap_or_default();
+        let delivery = config
+            .remove("delivery")
+            .and_then(|d| d.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "push".into());
+        FormValues {
+            sink: if delivery == "pull" {
+                String::new()
+            } else {
+                s["sink"].as_str().unwrap_or_default().to_owned()
+            },
+            delivery,
+            types: s["types"]
+                .as_array()
+                .map(|t| {
+                    t.iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .unwrap_or_default(),
+            source: s["source"].as_str().unwrap_or_default().to_owned(),
+            filters: s
+                .get("filters")
+                .map(|f| serde_json::to_string_pretty(f).unwrap_or_default())
+                .unwrap_or_default(),
+            config: serde_json::to_string_pretty(&Value::Object(config)).unwrap_or_default(),
+        }
+    }
+
+    fn of_fields(fields: &Fields) -> FormValues {
+        FormValues {
+            sink: fields.get("sink").to_owned(),
+            delivery: fields.get("delivery").to_owned(),
+            types: fields.get("types").to_owned(),
+            source: fields.get("source").to_owned(),
+            filters: fields.get("filters").to_owned(),
+            config: fields.get("config").to_owned(),
+        }
+    }
+}
+
+/// The create or edit form; `action` is where it posts.
+fn subscription_form(
+    visitor: &Visitor,
+    action: &str,
+    values: &FormValues,
+    problem: Option<&Problem>,
+    creating: bool,
+) -> Markup {
+    let lang = visitor.lang;
+    let invalid = |name: &str| {
+        problem.is_some_and(|p| {
+            p.params.iter().any(|(n, _)| {
+                n == name
+                    || n.starts_with(&format!("{name}."))
+                    || n.starts_with(&format!("{name}["))
+            })
+        })
+    };
+    html! {
+        @if let Some(problem) = problem { (layout::problem(lang, problem)) }
+        form method="post" action=(action) class="kp-form" novalidate
+            data-check-url={ (BASE) "/subscriptions/check" } data-check-target="check-result" {
+            (csrf(visitor))
+            input type="hidden" name="creating" value=(if creating { "1" } else { "0" });
+            div class="utrecht-form-field" {
+                label class="utrecht-form-label" for="f-delivery" { (lang.t("Levering", "Delivery")) }
+                select class="utrecht-select utrecht-select--html-select" id="f-delivery" name="delivery" {
+                    option value="push" selected[values.delivery != "pull"] { (lang.t("Push: de hub stuurt naar uw eindpunt", "Push: the hub sends to your endpoint")) }
+                    option value="pull" selected[values.delivery == "pull"] { (lang.t("Pull: u haalt op bij de hub", "Pull: you receive from the hub")) }
+                }
+            }
+            div class={ "utrecht-form-field" @if invalid("sink") { " utrecht-form-field--invalid" } } {
+                label class="utrecht-form-label" for="f-sink" { (lang.t("Eindpunt (URL; leeg bij pull)", "Endpoint (URL; empty for pull)")) }
+                input class="utrecht-textbox utrecht-textbox--html-input" type="url" id="f-sink" name="sink" value=(values.sink) aria-invalid=(invalid("sink"));
+            }
+            div class={ "utrecht-form-field" @if invalid("types") { " utrecht-form-field--invalid" } } {
+                label class="utrecht-form-label" for="f-types" { (lang.t("Typen (één per regel; leeg: alle)", "Types (one per line; empty: all)")) }
+                textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="f-types" name="types" rows="3" aria-invalid=(invalid("types")) { (values.types) }
+            }
+            div class="utrecht-form-field" {
+                label class="utrecht-form-label" for="f-source" { (lang.t("Bron (optioneel)", "Source (optional)")) }
+                input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="f-source" name="source" value=(values.source);
+            }
+            div class={ "utrecht-form-field" @if invalid("filters") { " utrecht-form-field--invalid" } } {
+                label class="utrecht-form-label" for="f-filters" { (lang.t("Filters (JSON, CloudEvents Subscriptions API)", "Filters (JSON, CloudEvents Subscriptions API)")) }
+                div class="utrecht-form-field-description" id="f-filters-hint" {
+                    (lang.t("Bijvoorbeeld ", "For example ")) code class="utrecht-code" { r#"[{"sql": "subject LIKE 'zaak-%'"}]"# }
+                }
+                textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="f-filters" name="filters" rows="6"
+                    aria-describedby="f-filters-hint" aria-invalid=(invalid("filters")) spellcheck="false" { (values.filters) }
+            }
+            div class={ "utrecht-form-field" @if invalid("config") { " utrecht-form-field--invalid" } } {
+                label class="utrecht-form-label" for="f-config" { (lang.t("Instellingen (JSON-object, optioneel)", "Settings (JSON object, optional)")) }
+                textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="f-config" name="config" rows="4" aria-invalid=(invalid("config")) spellcheck="false" { (values.config) }
+            }
+            div id="check-result" aria-live="polite" {}
+            div { button type="submit" class="utrecht-button utrecht-button--primary-action" { (lang.t("Opslaan", "Save")) } }
+        }
+    }
+}
+
+/// `GET /console/subscriptions/new`.
+pub(crate) async fn new_form(visitor: Visitor) -> Response {
+    let lang = visitor.lang;
+    let values = FormValues {
+        sink: String::new(),
+        delivery: "push".into(),
+        types: String::new(),
+        source: String::new(),
+        filters: String::new(),
+        config: String::new(),
+    };
+    let form = subscription_form(
+        &visitor,
+        &format!("{BASE}/subscriptions"),
+        &values,
+        None,
+        true,
+    );
+    respond(
+        StatusCode::OK,
+        page(
+            lang,
+            Some(&visitor),
+            Section::Subscriptions,
+            lang.t("Nieuw abonnement", "New subscription"),
+            form,
+        ),
+    )
+}
+
+/// `GET /console/subscriptions/{id}/edit`.
+pub(crate) async fn edit_form(
+    State(console): State<Arc<Console>>,
+    visitor: Visitor,
+    Path(id): Path<String>,
+) -> Result<Response, Response> {
+    let lang = visitor.lang;
+    let answer = console
+        .get(&visitor, &format!("/v1/subscriptions/{}", seg(&id)))
+        .await
+        .checked(&visitor)?;
+    let form = subscription_form(
+        &visitor,
+        &format!("{BASE}/subscriptions/{}", seg(&id)),
+        &FormValues::of_subscription(&answer.body),
+        None,
+        false,
+    );
+    Ok(respond(
+        StatusCode::OK,
+        page(
+            lang,
+            Some(&visitor),
+            Section::Subscriptions,
+            lang.t("Abonnement bewerken", "Edit the subscription"),
+            form,
+        ),
+    ))
+}
+
+/// A form posted again with what the API found wrong.
+fn form_again(
+    visitor: &Visitor,
+    action: &str,
+    fields: &Fields,
+    problem: &Problem,
+    creating: bool,
+    status: StatusCode,
+) -> Response {
+    let lang = visitor.lang;
+    let title = if creating {
+        lang.t("Nieuw abonnement", "New subscription")
+    } else {
+        lang.t("Abonnement bewerken", "Edit the subscription")
+    };
+    let form = subscription_form(
+        visitor,
+        action,
+        &FormValues::of_fields(fields),
+        Some(problem),
+        creating,
+    );
+    respond(
+        status,
+        page(lang, Some(visitor), Section::Subscriptions, title, form),
+    )
+}
+
+/// `POST /console/subscriptions`: creates it through the API.
+pub(crate) async fn create(State(console): State<Arc<Console>>, posted: Posted) -> Response {
+    let visitor = &posted.visitor;
+    let action = format!("{BASE}/subscriptions");
+    let body = match body_of(&posted.fields, None, visitor.lang) {
+        Ok(body) => body,
+        Err(problem) => {
+            return form_again(
+                visitor,
+                &action,
+                &posted.fields,
+                &problem,
+                true,
+                StatusCode::BAD_REQUEST,
+            );
+        }
+    };
+    let answer = console
+        .call(visitor, Method::POST, "/v1/subscriptions", Some(&body))
+        .await;
+    saved(answer, visitor, &action, &posted.fields, true, "created")
+}
+
+/// `POST /console/subscriptions/{id}`: replaces it through the API (what the form does not
+/// show is kept).
+pub(crate) async fn update(
+    State(console): State<Arc<Console>>,
+    Path(id): Path<String>,
+    posted: Posted,
+) -> Response {
+    let visitor = &posted.visitor;
+    let path = format!("/v1/subscriptions/{}", seg(&id));
+    let action = format!("{BASE}/subscriptions/{}", seg(&id));
+    let current = console.get(visitor, &path).await;
+    if !current.ok() {
+        return layout::api_refusal(visitor.lang, visitor, current.status, &current.problem());
+    }
+    let body = match body_of(&posted.fields, Some(&current.body), visitor.lang) {
+        Ok(body) => body,
+        Err(problem) => {
+            return form_again(
+                visitor,
+                &action,
+                &posted.fields,
+                &problem,
+                false,
+                StatusCode::BAD_REQUEST,
+            );
+        }
+    };
+    let answer = console.call(visitor, Method::PUT, &path, Some(&body)).await;
+    saved(answer, visitor, &action, &posted.fields, false, "saved")
+}
+
+fn saved(
+    answer: Answer,
+    visitor: &Visitor,
+    action: &str,
+    fields: &Fields,
+    creating: bool,
+    notice: &str,
+) -> Response {
+    if !answer.ok() {
+        let status = if answer.status.is_client_error() {
+            answer.status
+        } else {
+            StatusCode::BAD_GATEWAY
+        };
+        return form_again(visitor, action, fields, &answer.problem(), creating, status);
+    }
+    redirect(&format!(
+        "{BASE}/subscriptions/{}?notice={notice}",
+        seg(&text(&answer.body, "id"))
+    ))
+}
+
+/// `POST /console/subscriptions/check`: the form checked by the API's own rules, as a
+/// fragment the page shows as it is typed.
+pub(crate) async fn check(State(console): State<Arc<Console>>, posted: Posted) -> Response {
+    let visitor = &posted.visitor;
+    let lang = visitor.lang;
+    let result = match body_of(&posted.fields, None, lang) {
+        Err(problem) => Err(problem),
+        Ok(body) => {
+            let caller = Caller(Arc::clone(&visitor.principal));
+            match knooppunt_api::subscriptions::check(&console.state, &caller, &body) {
+                Ok(()) => Ok(()),
+                Err(error) => {
+                    let response = error.into_response();
+                    let bytes = axum::body::to_bytes(response.into_body(), 1024 * 1024)
+                        .await
+                        .unwrap_or_default();
+                    Err(Problem::of(
+                        &serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                    ))
+                }
+            }
+        }
+    };
+    let fragment = match result {
+        Ok(()) => layout::notice(
+            true,
+            lang.t(
+                "De hub neemt dit abonnement zo aan.",
+                "The hub accepts this subscription as it is.",
+            ),
+        ),
+        Err(problem) => layout::problem(lang, &problem),
+    };
+    (
+        [(http::header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        fragment.into_string(),
+    )
+        .into_response()
+}
