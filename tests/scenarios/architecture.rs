@@ -202,7 +202,8 @@ fn the_crates_depend_only_as_architecture_md_says() {
 
 /// The hub's source files below `dir`, with their text, named relative to their crate's
 /// `src`: the services (`knooppunt-services`) and the wiring (`knooppunt-broker`). The
-/// surfaces over them are crates of their own (`knooppunt-api`, `knooppunt-console`),
+/// surfaces over them are crates of their own (`knooppunt-api`, `knooppunt-console`,
+/// `knooppunt-facade`),
 /// kept above the services by Cargo's graph.
 fn broker_sources(dir: &str) -> Vec<(String, String)> {
     let mut found = Vec::new();
@@ -227,8 +228,8 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
     found
 }
 
-/// Inside the services (`knooppunt-services`, under the surfaces `knooppunt-api` and
-/// `knooppunt-console` and the wiring `knooppunt-broker`), each module may import only the
+/// Inside the services (`knooppunt-services`, under the surfaces `knooppunt-api`,
+/// `knooppunt-console` and `knooppunt-facade` and the wiring `knooppunt-broker`), each module may import only the
 /// modules below it, as this table says (top down): the use cases every surface shares (`subscribing.rs`, `cataloging.rs`, `replaying.rs`, `salvaging.rs`,
 /// `administering.rs`) over the application layer
 /// (`app.rs`: the services, the store private to it) over the domain (the publish

@@ -1,8 +1,9 @@
 //! The HTTP API under `/v1`, following the Dutch API Design Rules: problem+json errors, the
 //! `API-Version` header and the security headers on every response, no trailing-slash
-//! redirects, and the OpenAPI document at `/v1/openapi.json`; and the Notificaties API
-//! facade under `/api/v1` (`zgw.rs`). An adapter over `knooppunt-services`: it turns a
-//! request into a service call and the answer back, and holds no rule of its own.
+//! redirects, and the OpenAPI document at `/v1/openapi.json`. An adapter over
+//! `knooppunt-services`: it turns a request into a service call and the answer back, and
+//! holds no rule of its own. Other surfaces served beside it (the Notificaties facade,
+//! `knooppunt-facade`) pass through the same boundary ([`Beside`]).
 
 pub use knooppunt_identity as identity;
 use knooppunt_server as server;
@@ -23,12 +24,11 @@ pub mod problem;
 mod pull;
 mod receipts;
 mod replays;
-mod request;
+pub mod request;
 mod status;
 mod stream;
-mod subscription_body;
+pub mod subscription_body;
 pub mod subscriptions;
-mod zgw;
 
 use std::sync::Arc;
 
@@ -54,7 +54,18 @@ pub const BASE_PATH: &str = "/v1";
 /// The full API version, sent as `API-Version` on every response and in the OpenAPI document.
 pub const API_VERSION: &str = "1.0.0";
 
-pub fn router(state: Arc<AppState>) -> Router {
+/// A surface served beside the API under the same boundary (request ids, audit of
+/// refusals, panics answered, standard headers): its routes under `prefix`, and its own
+/// answer to a body announced too large (`length` and the largest any route takes).
+#[derive(Debug)]
+pub struct Beside {
+    pub prefix: &'static str,
+    pub router: Router<Arc<AppState>>,
+    pub too_large: fn(u64, usize) -> Response,
+}
+
+/// The API, and the surfaces `beside` it, under one boundary.
+pub fn router(state: Arc<AppState>, beside: Vec<Beside>) -> Router {
     let not_allowed =
         |allow: &'static str| move || async move { ApiError::MethodNotAllowed { allow } };
     let body_limit = state
@@ -64,13 +75,13 @@ pub fn router(state: Arc<AppState>) -> Router {
         .max(state.publishing.options.max_event_bytes);
     // No route takes a larger body: the published batch's limit, or axum's default.
     let largest_body = body_limit.max(2 * 1024 * 1024);
-    let zgw = if state.zgw.enabled {
-        zgw::router()
-    } else {
-        Router::new()
-    };
-    Router::new()
-        .nest("/api/v1", zgw)
+    let mut router = Router::new();
+    let mut refusals = Vec::new();
+    for surface in beside {
+        router = router.nest(surface.prefix, surface.router);
+        refusals.push((surface.prefix, surface.too_large));
+    }
+    router
         .route(
             "/v1/events",
             // The limit wraps the handler itself: a layer on the method router would wrap
@@ -254,7 +265,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
-            (Arc::clone(&state), largest_body),
+            (Arc::clone(&state), largest_body, Arc::new(refusals)),
             boundary,
         ))
         .with_state(state)
@@ -373,21 +384,32 @@ pub fn base_url(state: &AppState, headers: &http::HeaderMap) -> String {
 /// a panic is answered 500, and every answer is a problem when it is an error and carries
 /// the standard headers. (The body timeout is the server's: `server/body.rs`.)
 async fn boundary(
-    axum::extract::State((state, largest)): axum::extract::State<(Arc<AppState>, usize)>,
+    axum::extract::State((state, largest, beside)): axum::extract::State<(
+        Arc<AppState>,
+        usize,
+        Arc<TooLarge>,
+    )>,
     request: Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let response = match refuse_announced_oversize(largest, &request) {
+    let response = match refuse_announced_oversize(largest, &beside, &request) {
         Some(refused) => refused,
         None => even_if_it_panics(request::track(&state, request, next)).await,
     };
     standard_headers(response).await
 }
 
+/// The surfaces beside the API by their prefix, with their answer to a body too large.
+type TooLarge = Vec<(&'static str, fn(u64, usize) -> Response)>;
+
 /// A request whose `Content-Length` announces more than any route takes is answered 413 at
-/// once, without waiting for a body that would be refused anyway: a problem under `/v1`, a
-/// `Fout` under the Notificaties facade's `/api/v1`.
-fn refuse_announced_oversize(largest: usize, request: &Request) -> Option<Response> {
+/// once, without waiting for a body that would be refused anyway: a problem under `/v1`,
+/// a surface's own answer under its prefix (a `Fout` under the facade's `/api/v1`).
+fn refuse_announced_oversize(
+    largest: usize,
+    beside: &TooLarge,
+    request: &Request,
+) -> Option<Response> {
     let length = request
         .headers()
         .get(http::header::CONTENT_LENGTH)
@@ -403,16 +425,14 @@ fn refuse_announced_oversize(largest: usize, request: &Request) -> Option<Respon
             ))
             .into_response(),
         )
-    } else if path.starts_with("/api/v1/") {
-        Some(
-            zgw::ZgwError::TooLarge(format!(
-                "het verzoek kondigt een body van {length} bytes aan (Content-Length); geen \
-                 verzoek aan deze API mag groter zijn dan {largest} bytes"
-            ))
-            .into_response(),
-        )
     } else {
-        None
+        beside
+            .iter()
+            .find(|(prefix, _)| {
+                path.strip_prefix(prefix)
+                    .is_some_and(|rest| rest.starts_with('/'))
+            })
+            .map(|(_, too_large)| too_large(length, largest))
     }
 }
 

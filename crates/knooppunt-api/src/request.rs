@@ -21,7 +21,7 @@ pub(crate) const REQUEST_ID: &str = "x-request-id";
 
 /// A request's ids, and its actor once authenticated.
 #[derive(Debug, Clone)]
-pub(crate) struct RequestAudit {
+pub struct RequestAudit {
     request_id: String,
     trace_id: Option<String>,
     actor: Arc<Mutex<Option<Actor>>>,
@@ -31,7 +31,7 @@ pub(crate) struct RequestAudit {
 type Actor = (String, Option<String>);
 
 impl RequestAudit {
-    pub(crate) fn identify(&self, principal: &Principal) {
+    pub fn identify(&self, principal: &Principal) {
         *self.actor.lock().expect("actor lock") = Some((
             principal.name.clone(),
             principal.oin.as_ref().map(|o| o.as_str().to_owned()),
@@ -39,7 +39,7 @@ impl RequestAudit {
     }
 
     /// The context of what `principal` does (a ZGW client acts as its principal).
-    pub(crate) fn of_principal(&self, principal: &Principal) -> Context {
+    pub fn of_principal(&self, principal: &Principal) -> Context {
         Context {
             actor: Some(principal.name.clone()),
             actor_oin: principal.oin.as_ref().map(|o| o.as_str().to_owned()),
@@ -49,7 +49,7 @@ impl RequestAudit {
     }
 
     /// The context of what a request without a principal does (a sink's callback).
-    pub(crate) fn anonymous(&self) -> Context {
+    pub fn anonymous(&self) -> Context {
         Context {
             actor: None,
             actor_oin: None,

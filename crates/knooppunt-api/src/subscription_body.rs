@@ -410,7 +410,7 @@ fn read_client_certificate(
 
 /// An absolute `https` URL with a host (http-webhook.md §2: "HTTPS MUST be used for the
 /// connection"); `http` only for a sink on this machine, or where the hub allows it.
-pub(crate) fn check_sink(sink: &str, allow_http: bool) -> Result<(), String> {
+pub fn check_sink(sink: &str, allow_http: bool) -> Result<(), String> {
     let uri: http::Uri = sink
         .parse()
         .map_err(|error| format!("`{sink}` is not a URL: {error}"))?;

@@ -77,7 +77,16 @@ impl Hub {
     /// The HTTP API and the console; a request whose handling panics is answered 500 (the
     /// API's own boundary catches its panics, `api::boundary`).
     pub fn router(&self) -> axum::Router {
-        api::router(Arc::clone(&self.state)).merge(
+        let facade = api::Beside {
+            prefix: "/api/v1",
+            router: if self.state.zgw.enabled {
+                knooppunt_facade::router()
+            } else {
+                axum::Router::new()
+            },
+            too_large: knooppunt_facade::too_large,
+        };
+        api::router(Arc::clone(&self.state), vec![facade]).merge(
             knooppunt_console::router(Arc::clone(&self.state))
                 .layer(axum::middleware::from_fn(api::answer_panics)),
         )

@@ -63,7 +63,7 @@ pub(crate) struct Console {
 
 pub fn router(state: Arc<AppState>) -> Router {
     let console = Arc::new(Console {
-        api: knooppunt_api::router(Arc::clone(&state)),
+        api: knooppunt_api::router(Arc::clone(&state), Vec::new()),
         state,
     });
     let pages = Router::new()

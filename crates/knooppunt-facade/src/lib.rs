@@ -17,8 +17,9 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use knooppunt_event::notificatie::FieldError;
 use serde_json::{Map, Value, json};
 
-use crate::base_url;
-use crate::identity::zgw::{self, CONSUME, PUBLISH, ZgwClient};
+use knooppunt_api::base_url;
+use knooppunt_api::request::RequestAudit;
+use knooppunt_identity::zgw::{self, CONSUME, PUBLISH, ZgwClient};
 use knooppunt_services::app::AppState;
 use knooppunt_services::zgw::{Kanaal, KanaalDraft, KanaalRefused};
 
@@ -27,7 +28,7 @@ pub(crate) const ZGW_API_VERSION: &str = "1.0.0";
 const API_VERSION: HeaderName = HeaderName::from_static("api-version");
 
 /// The routes under `/api/v1`.
-pub(crate) fn router() -> Router<Arc<AppState>> {
+pub fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/kanaal", get(list_kanalen).post(create_kanaal))
         .route("/kanaal/{uuid}", get(read_kanaal))
@@ -255,7 +256,7 @@ impl FromRequestParts<Arc<AppState>> for ZgwCaller {
         .map_err(|why| ZgwError::NotAuthenticated(why.to_string()))?;
         let client = client.expect("verified with its secret");
         debug_assert_eq!(claims.client_id, client.client_id);
-        if let Some(request) = parts.extensions.get::<crate::request::RequestAudit>() {
+        if let Some(request) = parts.extensions.get::<RequestAudit>() {
             request.identify(&client.principal());
         }
         Ok(ZgwCaller(client))
@@ -284,7 +285,7 @@ fn stored_client(state: &AppState, client_id: &str) -> Option<ZgwClient> {
         oin: principal
             .oin
             .as_deref()
-            .and_then(crate::identity::Oin::parse),
+            .and_then(knooppunt_identity::Oin::parse),
         principal: state
             .principals
             .rights(&principal.name)
@@ -492,7 +493,7 @@ fn read_draft(body: &[u8]) -> Result<KanaalDraft, Vec<FieldError>> {
 async fn create_kanaal(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
-    audit: crate::request::RequestAudit,
+    audit: RequestAudit,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ZgwError> {
@@ -595,15 +596,24 @@ fn answer_text(status: StatusCode, body: &str) -> Response {
         .into_response()
 }
 
+/// The answer to a body announced larger (`length`) than any route takes (`largest`).
+pub fn too_large(length: u64, largest: usize) -> Response {
+    ZgwError::TooLarge(format!(
+        "het verzoek kondigt een body van {length} bytes aan (Content-Length); geen verzoek \
+         aan deze API mag groter zijn dan {largest} bytes"
+    ))
+    .into_response()
+}
+
 /// `GET /api/v1/schema/openapi.yaml`: the Notificaties API 1.0 document with the operations
-/// the hub serves (`assets/zgw/`), where ZGW clients look for it. No token needed.
+/// the hub serves (`assets/`), where ZGW clients look for it. No token needed.
 async fn document_yaml() -> Response {
     (
         [(
             CONTENT_TYPE,
             HeaderValue::from_static("application/yaml; charset=utf-8"),
         )],
-        include_str!("../assets/zgw/openapi.yaml"),
+        include_str!("../assets/openapi.yaml"),
     )
         .into_response()
 }
@@ -612,7 +622,7 @@ async fn document_yaml() -> Response {
 async fn document_json() -> Response {
     (
         [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        include_str!("../assets/zgw/openapi.json"),
+        include_str!("../assets/openapi.json"),
     )
         .into_response()
 }
@@ -759,7 +769,7 @@ async fn checked_abonnement(
         )
         .map_err(|errors| invalid("kanalen", "invalid", format!("{errors:?}")))?,
     };
-    crate::subscription_body::check_sink(&draft.callback_url, state.allow_http_sinks)
+    knooppunt_api::subscription_body::check_sink(&draft.callback_url, state.allow_http_sinks)
         .map_err(|why| invalid("callbackUrl", "invalid", why))?;
     let subscription = knooppunt_services::zgw::subscription_of(
         &caller.0,
@@ -830,7 +840,7 @@ fn abonnement_action(
 async fn create_abonnement(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
-    audit: crate::request::RequestAudit,
+    audit: RequestAudit,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ZgwError> {
@@ -923,7 +933,7 @@ async fn read_abonnement(
 async fn delete_abonnement(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
-    audit: crate::request::RequestAudit,
+    audit: RequestAudit,
     Path(uuid): Path<String>,
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[CONSUME])?;
@@ -954,7 +964,7 @@ async fn delete_abonnement(
 async fn update_abonnement(
     state: &AppState,
     caller: &ZgwCaller,
-    audit: &crate::request::RequestAudit,
+    audit: &RequestAudit,
     headers: &HeaderMap,
     uuid: &str,
     draft: knooppunt_services::zgw::AbonnementDraft,
@@ -1007,7 +1017,7 @@ async fn update_abonnement(
 async fn replace_abonnement(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
-    audit: crate::request::RequestAudit,
+    audit: RequestAudit,
     headers: HeaderMap,
     Path(uuid): Path<String>,
     body: Bytes,
@@ -1023,7 +1033,7 @@ async fn replace_abonnement(
 async fn patch_abonnement(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
-    audit: crate::request::RequestAudit,
+    audit: RequestAudit,
     headers: HeaderMap,
     Path(uuid): Path<String>,
     body: Bytes,
