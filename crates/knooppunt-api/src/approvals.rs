@@ -21,6 +21,7 @@ use crate::document::{
     BAD_REQUEST, Document, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, link_header,
     page_parameters, path_parameter,
 };
+use crate::ids::{EntryId, SubscriptionId};
 use crate::input::{Body, Input, Members};
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
@@ -195,7 +196,7 @@ fn not_found(entry: &str, subscription: &str) -> ApiError {
 pub(crate) async fn get(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path((entry, subscription)): Path<(String, String)>,
+    Path((entry, subscription)): Path<(EntryId, SubscriptionId)>,
 ) -> Result<Response, ApiError> {
     match state.approvals.get(&entry, &subscription) {
         Some(grant) if state.approvals.visible_to(&caller.0, &grant) => {
@@ -211,7 +212,7 @@ pub(crate) async fn decide(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path((entry, subscription)): Path<(String, String)>,
+    Path((entry, subscription)): Path<(EntryId, SubscriptionId)>,
     Input(decision): Input<DecisionIn>,
 ) -> Result<Response, ApiError> {
     let decided = cataloging::decide(

@@ -24,6 +24,7 @@ use crate::document::{
     BAD_REQUEST, Document, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header,
     page_parameters, path_parameter,
 };
+use crate::ids::EntryId;
 use crate::input::{self, Body, Input, Members};
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
@@ -356,7 +357,7 @@ pub(crate) async fn create(
 pub(crate) async fn get(
     State(state): State<Arc<AppState>>,
     _caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<EntryId>,
 ) -> Result<Response, ApiError> {
     let entry = state.catalog.get(&id).ok_or_else(|| not_found(&id))?;
     Ok(Json(resource(&entry)).into_response())
@@ -366,11 +367,11 @@ pub(crate) async fn replace(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path(id): Path<String>,
+    Path(id): Path<EntryId>,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     if let Some(other) = body.get("id").and_then(Value::as_str)
-        && other != id
+        && other != id.as_str()
     {
         return Err(ApiError::invalid(
             "the id in the body differs from the id in the path",
@@ -400,7 +401,7 @@ pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path(id): Path<String>,
+    Path(id): Path<EntryId>,
 ) -> Result<Response, ApiError> {
     let action = |owner: Option<String>| {
         Action::new(

@@ -16,6 +16,7 @@ use crate::auth::{Caller, Role};
 use crate::document::{
     BAD_REQUEST, Document, NOT_FOUND, Operation, UNAUTHORIZED, path_parameter, subscription,
 };
+use crate::ids::{CallbackToken, SubscriptionId};
 use crate::problem::ApiError;
 use crate::request::RequestAudit;
 use crate::subscriptions::{not_found, resource};
@@ -28,7 +29,7 @@ use knooppunt_services::subscriptions::Agreed;
 pub(crate) async fn callback(
     State(state): State<Arc<AppState>>,
     audit: RequestAudit,
-    Path((id, token)): Path<(String, String)>,
+    Path((id, token)): Path<(SubscriptionId, CallbackToken)>,
 ) -> Result<Response, ApiError> {
     let updated = state
         .subscriptions
@@ -44,7 +45,7 @@ pub(crate) async fn callback(
     .concerning([updated.owner.clone()]);
     state.audit.record(&audit.anonymous(), action).await;
     Ok(Json(ConsentOut {
-        subscription: id,
+        subscription: id.into_string(),
         state: updated.state().as_str(),
     })
     .into_response())
@@ -65,7 +66,7 @@ pub(crate) async fn agreement(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Admin, "record a sink's consent by agreement")?;
     let updated = match state.subscriptions.consent_by_agreement(&id).await? {

@@ -20,6 +20,7 @@ use crate::document::{
     BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE,
     link_header, page_parameters, path_parameter,
 };
+use crate::ids::{DeadLetterId, SubscriptionId};
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
@@ -123,7 +124,7 @@ fn representation(dead: &DeadLetter, event: Option<Value>) -> DeadLetterOut {
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     let mut problems = Vec::new();
@@ -169,7 +170,7 @@ pub(crate) async fn list(
 pub(crate) async fn get(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path((id, dead_letter)): Path<(String, String)>,
+    Path((id, dead_letter)): Path<(SubscriptionId, DeadLetterId)>,
 ) -> Result<Response, ApiError> {
     let seq = dead_letter_id(&dead_letter)?;
     let (dead, event) = salvaging::get(&state, &caller.0, (&id, seq))
@@ -184,7 +185,7 @@ pub(crate) async fn redeliver(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path((id, dead_letter)): Path<(String, String)>,
+    Path((id, dead_letter)): Path<(SubscriptionId, DeadLetterId)>,
 ) -> Result<Response, ApiError> {
     let seq = dead_letter_id(&dead_letter)?;
     salvaging::redeliver(&state, &audit.of(&caller), &caller.0, (&id, seq))
@@ -193,7 +194,7 @@ pub(crate) async fn redeliver(
     Ok((
         StatusCode::ACCEPTED,
         Json(RedeliveryOut {
-            subscription: id,
+            subscription: id.into_string(),
             sequence: seq,
             redelivery: "queued",
         }),
@@ -206,7 +207,7 @@ pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path((id, dead_letter)): Path<(String, String)>,
+    Path((id, dead_letter)): Path<(SubscriptionId, DeadLetterId)>,
 ) -> Result<Response, ApiError> {
     let seq = dead_letter_id(&dead_letter)?;
     salvaging::delete(&state, &audit.of(&caller), &caller.0, (&id, seq))

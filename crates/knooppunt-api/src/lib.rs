@@ -16,6 +16,7 @@ mod consent;
 mod dead_letters;
 mod document;
 mod events;
+pub mod ids;
 mod input;
 mod operations;
 mod page;

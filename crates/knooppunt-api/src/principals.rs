@@ -23,6 +23,7 @@ use crate::document::{
     BAD_REQUEST, Document, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header,
     page_parameters, path_parameter,
 };
+use crate::ids::PrincipalName;
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
@@ -408,7 +409,7 @@ pub(crate) async fn create(
 pub(crate) async fn get(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path(name): Path<String>,
+    Path(name): Path<PrincipalName>,
 ) -> Result<Response, ApiError> {
     administering::may_administer(&caller.0, "read principals")?;
     let record = state
@@ -423,7 +424,7 @@ pub(crate) async fn update(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path(name): Path<String>,
+    Path(name): Path<PrincipalName>,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     administering::may_administer(&caller.0, "change principals")?;
@@ -463,7 +464,7 @@ pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path(name): Path<String>,
+    Path(name): Path<PrincipalName>,
 ) -> Result<Response, ApiError> {
     administering::delete(&state, &audit.of(&caller), &caller.0, &name)
         .await?
@@ -476,12 +477,16 @@ pub(crate) async fn issue_token(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path(name): Path<String>,
+    Path(name): Path<PrincipalName>,
 ) -> Result<Response, ApiError> {
     let token = administering::issue_token(&state, &audit.of(&caller), &caller.0, &name)
         .await?
         .ok_or_else(|| not_found(&name))?;
-    Ok(Json(TokenOut { name, token }).into_response())
+    Ok(Json(TokenOut {
+        name: name.into_string(),
+        token,
+    })
+    .into_response())
 }
 
 /// The principals' operations.

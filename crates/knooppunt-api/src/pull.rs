@@ -23,6 +23,7 @@ use crate::document::{
     BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE,
     cloud_events, header, path_parameter,
 };
+use crate::ids::SubscriptionId;
 use crate::problem::{ApiError, InvalidParam};
 use crate::subscriptions::{not_found, unseen};
 use knooppunt_services::app::AppState;
@@ -65,7 +66,7 @@ fn refused(id: &str, why: PullRefused) -> ApiError {
 pub(crate) async fn receive(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     check_access(&state, &caller, &id)?;
@@ -369,7 +370,7 @@ pub(crate) async fn settle(
     operation: Settling,
     state: Arc<AppState>,
     caller: Caller,
-    id: String,
+    id: SubscriptionId,
     body: Value,
 ) -> Result<Response, ApiError> {
     check_access(&state, &caller, &id)?;
@@ -411,7 +412,7 @@ macro_rules! settle_handler {
         pub(crate) async fn $name(
             State(state): State<Arc<AppState>>,
             caller: Caller,
-            Path(id): Path<String>,
+            Path(id): Path<SubscriptionId>,
             JsonBody(body): JsonBody,
         ) -> Result<Response, ApiError> {
             settle($operation, state, caller, id, body).await

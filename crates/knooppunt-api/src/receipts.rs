@@ -20,6 +20,7 @@ use crate::document::{
     BAD_REQUEST, Document, NOT_FOUND, Operation, UNAUTHORIZED, link_header, page_parameters,
     path_parameter,
 };
+use crate::ids::SubscriptionId;
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
 use knooppunt_services::app::AppState;
@@ -131,7 +132,7 @@ pub(crate) async fn of_event(
 pub(crate) async fn of_subscription(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     let mut problems = Vec::new();

@@ -21,6 +21,7 @@ use crate::document::{
     BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE,
     header, path_parameter,
 };
+use crate::ids::{ReplayId, SubscriptionId};
 use crate::input::{Body, Input, Members, Time};
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
@@ -149,7 +150,7 @@ pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
     Input(window): Input<ReplayIn>,
 ) -> Result<Response, ApiError> {
     let replay = replaying::start(
@@ -184,7 +185,7 @@ pub(crate) async fn create(
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     let replays = replaying::list(&state, &caller.0, &id)
         .await
@@ -201,7 +202,7 @@ fn missing(id: &str, replay: &str) -> ApiError {
 pub(crate) async fn get(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path((id, replay)): Path<(String, String)>,
+    Path((id, replay)): Path<(SubscriptionId, ReplayId)>,
 ) -> Result<Response, ApiError> {
     match replaying::get(&state, &caller.0, (&id, &replay))
         .await
@@ -218,7 +219,7 @@ pub(crate) async fn cancel(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path((id, replay)): Path<(String, String)>,
+    Path((id, replay)): Path<(SubscriptionId, ReplayId)>,
 ) -> Result<Response, ApiError> {
     let cancelled = replaying::cancel(
         &state,

@@ -19,6 +19,7 @@ use crate::auth::{Caller, Role};
 use crate::document::{
     BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, UNAUTHORIZED, path_parameter,
 };
+use crate::ids::SubscriptionId;
 use crate::problem::ApiError;
 use crate::request::RequestAudit;
 use crate::subscription_body::AttemptOut;
@@ -118,7 +119,7 @@ struct BreakerOut {
 pub(crate) async fn subscription(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     let subscription = owned(&state, &caller, &id, "read a subscription's status")?;
     let stats = state.queue_stats_of(&id).await?;
@@ -161,7 +162,7 @@ pub(crate) async fn subscription(
             .last_delivery(&id)
             .as_ref()
             .map(AttemptOut::from),
-        subscription: id,
+        subscription: id.into_string(),
     };
     Ok(Json(body).into_response())
 }
@@ -170,7 +171,7 @@ pub(crate) async fn subscription(
 pub(crate) async fn attempts(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     owned(&state, &caller, &id, "read a subscription's attempts")?;
     let attempts: Vec<AttemptOut> = state
@@ -215,7 +216,7 @@ pub(crate) async fn test(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     let subscription = owned(&state, &caller, &id, "send test events")?;
     if subscription.is_pull() {

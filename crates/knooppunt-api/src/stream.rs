@@ -18,6 +18,7 @@ use crate::document::{
     BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, UNAUTHORIZED, UNAVAILABLE,
     cloud_events, header, path_parameter,
 };
+use crate::ids::SubscriptionId;
 use crate::problem::{ApiError, InvalidParam};
 use crate::subscriptions::{not_found, unseen};
 use knooppunt_services::app::AppState;
@@ -36,7 +37,7 @@ const MAX_LIMIT: usize = 1000;
 pub(crate) async fn read(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     state

@@ -18,6 +18,7 @@ use crate::document::{
     BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, header,
     link_header, page_parameters, path_parameter,
 };
+use crate::ids::SubscriptionId;
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
@@ -314,7 +315,7 @@ pub(crate) async fn list(
 pub(crate) async fn get(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "read subscriptions")?;
     match state.subscriptions.get(&id) {
@@ -329,13 +330,13 @@ pub(crate) async fn replace(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     subscribing::may_change(&caller.0, "change subscriptions")?;
     let body_id = body.get("id").and_then(Value::as_str);
-    if body_id.is_some_and(|body_id| body_id != id) {
+    if body_id.is_some_and(|body_id| body_id != id.as_str()) {
         return Err(ApiError::invalid(
             "the id in the body differs from the id in the path",
             vec![InvalidParam::new(
@@ -357,7 +358,7 @@ pub(crate) async fn replace(
             let criteria = input.criteria.clone();
             let owner = existing.owner.clone();
             let sink = sink_of(&state, &headers, &id, &input)?;
-            let subscription = build(id.clone(), owner, sink, input, existing.created_at);
+            let subscription = build(id.to_string(), owner, sink, input, existing.created_at);
             Ok::<_, ApiError>((subscription, criteria))
         },
         consent: subscribing::Consent::Ask {
@@ -382,7 +383,7 @@ pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     let action = |deleted: &Subscription| {
         Action::new(
@@ -411,7 +412,7 @@ pub(crate) async fn options_collection(caller: Caller) -> Result<Response, ApiEr
 pub(crate) async fn options_item(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "use the subscriptions API")?;
     match state.subscriptions.get(&id) {
@@ -431,7 +432,7 @@ pub(crate) async fn rotate_signing_secret(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "rotate a subscription's signing secret")?;
     if !state

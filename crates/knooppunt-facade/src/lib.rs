@@ -18,6 +18,14 @@ use knooppunt_event::notificatie::FieldError;
 use serde_json::{Map, Value, json};
 
 use knooppunt_api::base_url;
+
+knooppunt_api::ids! {
+    /// A kanaal's uuid (a catalog entry's id).
+    KanaalId;
+    /// An abonnement's uuid (a subscription's id).
+    AbonnementId;
+}
+
 use knooppunt_api::request::RequestAudit;
 use knooppunt_identity::zgw::{self, CONSUME, PUBLISH, ZgwClient};
 use knooppunt_services::app::AppState;
@@ -335,7 +343,7 @@ async fn read_kanaal(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
     headers: HeaderMap,
-    Path(uuid): Path<String>,
+    Path(uuid): Path<KanaalId>,
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[PUBLISH, CONSUME])?;
     let kanaal = knooppunt_services::zgw::kanaal(&state.catalog, &uuid)
@@ -919,7 +927,7 @@ async fn read_abonnement(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
     headers: HeaderMap,
-    Path(uuid): Path<String>,
+    Path(uuid): Path<AbonnementId>,
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[PUBLISH, CONSUME])?;
     let abonnement = own_abonnement(&state, &caller, &uuid)?;
@@ -934,7 +942,7 @@ async fn delete_abonnement(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
     audit: RequestAudit,
-    Path(uuid): Path<String>,
+    Path(uuid): Path<AbonnementId>,
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[CONSUME])?;
     own_abonnement(&state, &caller, &uuid)?;
@@ -1019,7 +1027,7 @@ async fn replace_abonnement(
     caller: ZgwCaller,
     audit: RequestAudit,
     headers: HeaderMap,
-    Path(uuid): Path<String>,
+    Path(uuid): Path<AbonnementId>,
     body: Bytes,
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[CONSUME])?;
@@ -1035,7 +1043,7 @@ async fn patch_abonnement(
     caller: ZgwCaller,
     audit: RequestAudit,
     headers: HeaderMap,
-    Path(uuid): Path<String>,
+    Path(uuid): Path<AbonnementId>,
     body: Bytes,
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[CONSUME])?;
