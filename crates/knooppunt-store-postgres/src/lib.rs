@@ -680,30 +680,11 @@ impl knooppunt_store::Records for PgStore {
     }
 
     fn replays(&self) -> StoreFuture<'_, Vec<Replay>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let rows = client
-                .query("SELECT body FROM replays ORDER BY created_at, id", &[])
-                .await
-                .map_err(backend)?;
-            rows.iter()
-                .map(|row| {
-                    serde_json::from_str(row.get(0))
-                        .map_err(|e| StoreError::Corrupt(format!("a replay: {e}")))
-                })
-                .collect()
-        })
+        Box::pin(self.documents(("replays", "a replay"), "created_at, id"))
     }
 
     fn delete_replay<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let removed = client
-                .execute("DELETE FROM replays WHERE id = $1", &[&id])
-                .await
-                .map_err(backend)?;
-            Ok(removed == 1)
-        })
+        Box::pin(self.delete_document("replays", id))
     }
 
     fn put_session<'a>(&'a self, session: &'a Session) -> StoreFuture<'a, ()> {
@@ -729,29 +710,11 @@ impl knooppunt_store::Records for PgStore {
     }
 
     fn session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Session>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let row = client
-                .query_opt("SELECT body FROM sessions WHERE id = $1", &[&id])
-                .await
-                .map_err(backend)?;
-            row.map(|row| {
-                serde_json::from_str(row.get(0))
-                    .map_err(|e| StoreError::Corrupt(format!("a session: {e}")))
-            })
-            .transpose()
-        })
+        Box::pin(self.document(("sessions", "a session"), id))
     }
 
     fn delete_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let removed = client
-                .execute("DELETE FROM sessions WHERE id = $1", &[&id])
-                .await
-                .map_err(backend)?;
-            Ok(removed == 1)
-        })
+        Box::pin(self.delete_document("sessions", id))
     }
 
     fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64> {

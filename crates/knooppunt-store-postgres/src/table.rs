@@ -1,9 +1,11 @@
 //! Keyed records kept as rows of their own table (subscriptions, principals, catalog
 //! entries): read, inserted, replaced and deleted the same way for every kind; each kind
 //! says only how it is a row (its file: `subscriptions.rs`, `principals.rs`,
-//! `catalog.rs`).
+//! `catalog.rs`). Records kept as a JSON document beside a few columns to select them by
+//! (replays, console sessions) are read and deleted the same way for every kind too.
 
 use knooppunt_store::StoreError;
+use serde::de::DeserializeOwned;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -83,4 +85,41 @@ impl PgStore {
         let rows = client.query(&sql, &[]).await.map_err(backend)?;
         rows.iter().map(T::from_row).collect()
     }
+
+    /// Deletes document `id` of `table` (`replays`, `sessions`); `false` when there is
+    /// none. No version bump: no hub keeps these in memory.
+    pub(crate) async fn delete_document(&self, table: &str, id: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let sql = format!("DELETE FROM {table} WHERE id = $1");
+        let removed = client.execute(&sql, &[&id]).await.map_err(backend)?;
+        Ok(removed == 1)
+    }
+
+    /// Document `id` of `table`, if there is one; `what` names it in a corruption report.
+    pub(crate) async fn document<T: DeserializeOwned>(
+        &self,
+        (table, what): (&str, &str),
+        id: &str,
+    ) -> Result<Option<T>, StoreError> {
+        let client = self.client().await?;
+        let sql = format!("SELECT body FROM {table} WHERE id = $1");
+        let row = client.query_opt(&sql, &[&id]).await.map_err(backend)?;
+        row.map(|row| parse(row.get(0), what)).transpose()
+    }
+
+    /// Every document of `table`, in the order of `order_by`.
+    pub(crate) async fn documents<T: DeserializeOwned>(
+        &self,
+        (table, what): (&str, &str),
+        order_by: &str,
+    ) -> Result<Vec<T>, StoreError> {
+        let client = self.client().await?;
+        let sql = format!("SELECT body FROM {table} ORDER BY {order_by}");
+        let rows = client.query(&sql, &[]).await.map_err(backend)?;
+        rows.iter().map(|row| parse(row.get(0), what)).collect()
+    }
+}
+
+fn parse<T: DeserializeOwned>(body: &str, what: &str) -> Result<T, StoreError> {
+    serde_json::from_str(body).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
