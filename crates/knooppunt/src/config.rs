@@ -42,6 +42,11 @@ pub(crate) struct Config {
     /// The parties that may call the API: they seed the store at start (where it lacks
     /// them); after that, admins manage principals at runtime (`knooppunt principals`).
     pub(crate) principals: Vec<PrincipalConfig>,
+    /// `KNOOPPUNT_` variables of the environment that are not settings (a Kubernetes
+    /// Service named `knooppunt` injects `KNOOPPUNT_SERVICE_HOST`, `KNOOPPUNT_PORT`, …):
+    /// left alone, and logged once at debug when the hub starts.
+    #[serde(skip)]
+    pub(crate) ignored_variables: Vec<String>,
     /// Authorization servers whose access tokens (JWTs, OAuth NL GOV) the hub accepts.
     pub(crate) issuers: Vec<IssuerConfig>,
 }
@@ -849,8 +854,9 @@ pub(crate) const CLIENT_VARIABLES: [&str; 4] = [
 /// Environment variables that override configuration keys start with this.
 pub(crate) const ENV_PREFIX: &str = "KNOOPPUNT_";
 
-/// The sections an environment variable can reach (principals are a list: file only).
-const ENV_SECTIONS: [&str; 8] = [
+/// The sections an environment variable can reach: every one of the file but
+/// `principals`, a list (file only).
+const ENV_SECTIONS: [&str; 11] = [
     "server",
     "store",
     "ingest",
@@ -858,26 +864,49 @@ const ENV_SECTIONS: [&str; 8] = [
     "delivery",
     "filters",
     "log",
+    "audit",
+    "zgw",
+    "console",
     "backlog",
 ];
 
+/// Whether `setting` (a variable's name without `KNOOPPUNT_`, lower case) has the shape of
+/// the variables Kubernetes makes for a Service (named `knooppunt`, or `knooppunt-<x>`):
+/// `[<x>_]service_host`, `[<x>_]service_port[_<name>]`, `[<x>_]port[_<n>_<proto>[_…]]`.
+fn is_service_link(setting: &str) -> bool {
+    let words: Vec<&str> = setting.split('_').collect();
+    words
+        .windows(2)
+        .any(|pair| pair[0] == "service" && (pair[1] == "host" || pair[1] == "port"))
+        || words.iter().enumerate().any(|(i, word)| {
+            *word == "port"
+                && (i + 1 == words.len()
+                    || (words.get(i + 1).is_some_and(|n| n.parse::<u16>().is_ok())
+                        && words
+                            .get(i + 2)
+                            .is_some_and(|p| ["tcp", "udp", "sctp"].contains(p))))
+        })
+}
+
 /// Applies `KNOOPPUNT_<SECTION>_<KEY>=value` to the parsed file. The value is read as a TOML
-/// value when it is one (`2097152`, `true`) and as a string otherwise.
+/// value when it is one (`2097152`, `true`) and as a string otherwise. `Ok(false)` when the
+/// variable is not of a setting's form (no section of the file, or a Kubernetes Service's
+/// link): it is left alone. A key a section does not have stops start-up, naming it.
 fn override_setting(
     table: &mut toml::Table,
     name: &str,
     setting: &str,
     value: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<bool> {
     let Some((section, key)) = ENV_SECTIONS.iter().find_map(|section| {
         let key = setting.strip_prefix(section)?.strip_prefix('_')?;
         Some((*section, key))
     }) else {
-        bail!(
-            "{name}: not a setting; use {ENV_PREFIX}<SECTION>_<KEY> with a section of {}",
-            ENV_SECTIONS.join(", ")
-        );
+        return Ok(false);
     };
+    if is_service_link(setting) {
+        return Ok(false);
+    }
     let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
         .ok()
         .and_then(|mut t| t.remove("v"))
@@ -890,6 +919,24 @@ fn override_setting(
         bail!("{name}: `{setting}` is not in a table of the configuration file");
     };
     section.insert(key.to_owned(), parsed);
+    Ok(true)
+}
+
+/// A log level or filter each of whose parts names a level: `warn`, or
+/// `info,knooppunt_delivery=debug`. A bare word that is not a level (`warning`) would be
+/// read as a module to log everything of, silencing the rest: it is refused instead.
+fn check_log_level(level: &str) -> anyhow::Result<()> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    for part in level.split(',').map(str::trim) {
+        let named = part.rsplit_once('=').map_or(part, |(_, level)| level);
+        if !LEVELS.contains(&named.to_ascii_lowercase().as_str()) {
+            bail!(
+                "log.level: `{part}` is not a level; use one of {} (or a filter such as \
+                 `info,knooppunt_delivery=debug`)",
+                LEVELS.join(", ")
+            );
+        }
+    }
     Ok(())
 }
 
@@ -976,6 +1023,7 @@ impl Config {
         environment: impl IntoIterator<Item = (String, String)>,
     ) -> anyhow::Result<Config> {
         let mut table: toml::Table = toml::from_str(text)?;
+        let mut ignored = Vec::new();
         for (name, value) in environment {
             let Some(setting) = name.strip_prefix(ENV_PREFIX) else {
                 continue;
@@ -983,10 +1031,14 @@ impl Config {
             if CLIENT_VARIABLES.contains(&name.as_str()) {
                 continue;
             }
-            override_setting(&mut table, &name, &setting.to_ascii_lowercase(), &value)?;
+            if !override_setting(&mut table, &name, &setting.to_ascii_lowercase(), &value)? {
+                ignored.push(name);
+            }
         }
-        let config: Config = table.try_into()?;
+        let mut config: Config = table.try_into()?;
         config.validate()?;
+        ignored.sort();
+        config.ignored_variables = ignored;
         Ok(config)
     }
 
@@ -1179,6 +1231,7 @@ impl Config {
     }
 
     fn validate(&self) -> anyhow::Result<()> {
+        check_log_level(&self.log.level)?;
         self.hub_options(knooppunt_broker::Authentication::Disabled)?;
         self.issuers()?;
         self.store.postgres()?;
@@ -1545,7 +1598,7 @@ mod tests {
         assert_eq!(config.log.format, LogFormat::Json);
 
         for (name, value, named) in [
-            ("KNOOPPUNT_SERVR_LISTEN", "x", "KNOOPPUNT_SERVR_LISTEN"),
+            ("KNOOPPUNT_SERVER_LISTN", "x", "listn"),
             ("KNOOPPUNT_SERVER_LISTEN", "nowhere", "listen"),
             ("KNOOPPUNT_INGEST_MAX_EVENT_BYTE", "5", "max_event_byte"),
             (
@@ -1556,6 +1609,76 @@ mod tests {
         ] {
             let error = Config::parse_with(file, env(&[(name, value)])).unwrap_err();
             assert!(format!("{error:#}").contains(named), "{name}: {error:#}");
+        }
+    }
+
+    /// The variables a Kubernetes Service named `knooppunt` (or `knooppunt-store`) puts in
+    /// every pod of its namespace are left alone, as is any variable of no section; every
+    /// section of the file can be set; a misspelt key of a section still stops start-up.
+    #[test]
+    fn kubernetes_service_variables_are_left_alone() {
+        let env = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<Vec<_>>()
+        };
+        let injected = [
+            ("KNOOPPUNT_SERVICE_HOST", "10.0.0.12"),
+            ("KNOOPPUNT_SERVICE_PORT", "8080"),
+            ("KNOOPPUNT_SERVICE_PORT_HTTP", "8080"),
+            ("KNOOPPUNT_PORT", "tcp://10.0.0.12:8080"),
+            ("KNOOPPUNT_PORT_8080_TCP", "tcp://10.0.0.12:8080"),
+            ("KNOOPPUNT_PORT_8080_TCP_PROTO", "tcp"),
+            ("KNOOPPUNT_PORT_8080_TCP_PORT", "8080"),
+            ("KNOOPPUNT_PORT_8080_TCP_ADDR", "10.0.0.12"),
+            ("KNOOPPUNT_STORE_SERVICE_HOST", "10.0.0.13"),
+            ("KNOOPPUNT_STORE_PORT_5432_TCP", "tcp://10.0.0.13:5432"),
+            ("KNOOPPUNT_SERVR_LISTEN", "x"),
+        ];
+        let mut all = env(&injected);
+        all.extend(env(&[
+            ("KNOOPPUNT_AUDIT_RETENTION", "P30D"),
+            ("KNOOPPUNT_CONSOLE_SESSION_IDLE", "PT10M"),
+            ("KNOOPPUNT_SERVER_LISTEN", "0.0.0.0:9000"),
+        ]));
+        let config = Config::parse_with("", all).unwrap();
+        assert_eq!(config.ignored_variables.len(), injected.len());
+        assert!(
+            config
+                .ignored_variables
+                .contains(&"KNOOPPUNT_SERVICE_HOST".to_owned())
+        );
+        assert_eq!(
+            config,
+            Config::parse_with(
+                "[audit]\nretention = \"P30D\"\n[console]\nsession_idle = \"PT10M\"\n[server]\nlisten = \"0.0.0.0:9000\"\n",
+                std::iter::empty()
+            )
+            .map(|mut c| {
+                c.ignored_variables = config.ignored_variables.clone();
+                c
+            })
+            .unwrap(),
+            "[audit] and [console] are set from the environment"
+        );
+        let error = Config::parse_with("", env(&[("KNOOPPUNT_ZGW_ENABLD", "true")])).unwrap_err();
+        assert!(format!("{error:#}").contains("enabld"), "{error:#}");
+    }
+
+    /// A log level that is not one (`warning`) would silence every log line: it stops
+    /// start-up; levels and filters of levels are taken.
+    #[test]
+    fn a_log_level_that_is_not_one_is_refused() {
+        for level in ["warning", "info,knooppunt_delivery=verbose", "debugg"] {
+            let error = Config::parse(&format!("[log]\nlevel = \"{level}\"\n")).unwrap_err();
+            assert!(
+                format!("{error:#}").contains("is not a level"),
+                "{level}: {error:#}"
+            );
+        }
+        for level in ["warn", "INFO", "info,knooppunt_delivery=debug", "off"] {
+            Config::parse(&format!("[log]\nlevel = \"{level}\"\n")).unwrap();
         }
     }
 

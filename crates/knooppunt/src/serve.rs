@@ -25,6 +25,13 @@ pub(crate) fn run(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
         LogFormat::Pretty => logs.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => logs.json().flatten_event(true).init(),
     }
+    if !config.ignored_variables.is_empty() {
+        tracing::debug!(
+            variables = %config.ignored_variables.join(", "),
+            "Environment variables starting with KNOOPPUNT_ that are not settings (such as a \
+             Kubernetes Service's links) are left alone."
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -247,6 +247,79 @@ fn environment_variables_override_the_configuration_and_are_checked() {
     assert_eq!(output.status.code(), Some(2));
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(error.contains("max_inflight"), "{error}");
+
+    // A typo of a level would silence every log line while /healthz says up.
+    let output = serve(&[("KNOOPPUNT_LOG_LEVEL", "warning")]);
+    assert_eq!(output.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        error.contains("log.level") && error.contains("warning"),
+        "{error}"
+    );
+}
+
+/// A Kubernetes Service named `knooppunt` puts `KNOOPPUNT_SERVICE_HOST`, `KNOOPPUNT_PORT`
+/// and their kin in every pod of its namespace: the hub starts all the same, and says at
+/// level debug which variables it left alone.
+#[test]
+fn a_kubernetes_services_variables_do_not_stop_the_hub() {
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_knooppunt"))
+        .args([
+            "serve",
+            "--dev-no-auth",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(data.path())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .envs([
+            ("KNOOPPUNT_LOG_FORMAT", "json"),
+            ("KNOOPPUNT_LOG_LEVEL", "info,knooppunt=debug"),
+            ("KNOOPPUNT_SERVICE_HOST", "10.96.0.12"),
+            ("KNOOPPUNT_SERVICE_PORT", "8080"),
+            ("KNOOPPUNT_SERVICE_PORT_HTTP", "8080"),
+            ("KNOOPPUNT_PORT", "tcp://10.96.0.12:8080"),
+            ("KNOOPPUNT_PORT_8080_TCP", "tcp://10.96.0.12:8080"),
+            ("KNOOPPUNT_PORT_8080_TCP_PROTO", "tcp"),
+            ("KNOOPPUNT_PORT_8080_TCP_PORT", "8080"),
+            ("KNOOPPUNT_PORT_8080_TCP_ADDR", "10.96.0.12"),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut told = false;
+    let address = loop {
+        let mut line = String::new();
+        assert!(
+            std::io::BufRead::read_line(&mut log, &mut line).unwrap() > 0,
+            "the hub stopped before it listened"
+        );
+        let record: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+        if record["variables"].as_str().is_some_and(|v| {
+            v.contains("KNOOPPUNT_SERVICE_HOST") && v.contains("KNOOPPUNT_PORT_8080_TCP")
+        }) {
+            assert_eq!(record["level"], "DEBUG", "{line}");
+            told = true;
+        }
+        if let Some(address) = record["address"].as_str() {
+            break address.to_owned();
+        }
+    };
+    assert!(told, "the variables left alone are named at debug");
+    assert!(address.starts_with("127.0.0.1:"));
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(child.wait().unwrap().success());
 }
 
 #[test]
