@@ -169,13 +169,7 @@ impl Deliverer {
 
     /// Tells the workers of these subscriptions that deliveries were queued.
     pub fn wake<'a>(&self, ids: impl IntoIterator<Item = &'a String>) {
-        let workers = self.inner.workers();
-        for id in ids {
-            if let Some(worker) = workers.get(id) {
-                worker.wake.notify_one();
-            }
-            self.inner.wake_readers_of(id);
-        }
+        self.inner.wake(ids);
     }
 
     /// Deliveries of this subscription were withdrawn (shed into dead letters, or an

@@ -282,10 +282,19 @@ impl Inner {
         )
     }
 
-    /// Wakes the readers waiting for subscription `id`'s events, if any.
-    pub(crate) fn wake_readers_of(&self, id: &str) {
-        if let Some(wake) = self.watchers.lock().expect("watchers lock").get(id) {
-            wake.notify_waiters();
+    /// Tells the workers of these subscriptions, and the readers waiting for their events,
+    /// that deliveries were queued: each map locked once for them all (every publish calls
+    /// this).
+    pub(crate) fn wake<'a>(&self, ids: impl IntoIterator<Item = &'a String>) {
+        let workers = self.workers();
+        let watchers = self.watchers.lock().expect("watchers lock");
+        for id in ids {
+            if let Some(worker) = workers.get(id) {
+                worker.wake.notify_one();
+            }
+            if let Some(wake) = watchers.get(id) {
+                wake.notify_waiters();
+            }
         }
     }
 

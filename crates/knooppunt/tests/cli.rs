@@ -263,103 +263,105 @@ fn environment_variables_override_the_configuration_and_are_checked() {
 /// level debug which variables it left alone.
 #[test]
 fn a_kubernetes_services_variables_do_not_stop_the_hub() {
-    let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_knooppunt"))
-        .args([
-            "serve",
-            "--dev-no-auth",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(data.path())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .envs([
-            ("KNOOPPUNT_LOG_FORMAT", "json"),
-            ("KNOOPPUNT_LOG_LEVEL", "info,knooppunt=debug"),
-            ("KNOOPPUNT_SERVICE_HOST", "10.96.0.12"),
-            ("KNOOPPUNT_SERVICE_PORT", "8080"),
-            ("KNOOPPUNT_SERVICE_PORT_HTTP", "8080"),
-            ("KNOOPPUNT_PORT", "tcp://10.96.0.12:8080"),
-            ("KNOOPPUNT_PORT_8080_TCP", "tcp://10.96.0.12:8080"),
-            ("KNOOPPUNT_PORT_8080_TCP_PROTO", "tcp"),
-            ("KNOOPPUNT_PORT_8080_TCP_PORT", "8080"),
-            ("KNOOPPUNT_PORT_8080_TCP_ADDR", "10.96.0.12"),
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut log = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut told = false;
-    let address = loop {
-        let mut line = String::new();
-        assert!(
-            std::io::BufRead::read_line(&mut log, &mut line).unwrap() > 0,
-            "the hub stopped before it listened"
-        );
-        let record: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
-        if record["variables"].as_str().is_some_and(|v| {
+    let hub = JsonLoggingHub::start(&[
+        ("KNOOPPUNT_LOG_LEVEL", "info,knooppunt=debug"),
+        ("KNOOPPUNT_SERVICE_HOST", "10.96.0.12"),
+        ("KNOOPPUNT_SERVICE_PORT", "8080"),
+        ("KNOOPPUNT_SERVICE_PORT_HTTP", "8080"),
+        ("KNOOPPUNT_PORT", "tcp://10.96.0.12:8080"),
+        ("KNOOPPUNT_PORT_8080_TCP", "tcp://10.96.0.12:8080"),
+        ("KNOOPPUNT_PORT_8080_TCP_PROTO", "tcp"),
+        ("KNOOPPUNT_PORT_8080_TCP_PORT", "8080"),
+        ("KNOOPPUNT_PORT_8080_TCP_ADDR", "10.96.0.12"),
+    ]);
+    let told = hub.records.iter().find(|record| {
+        record["variables"].as_str().is_some_and(|v| {
             v.contains("KNOOPPUNT_SERVICE_HOST") && v.contains("KNOOPPUNT_PORT_8080_TCP")
-        }) {
-            assert_eq!(record["level"], "DEBUG", "{line}");
-            told = true;
+        })
+    });
+    let told = told.expect("the variables left alone are named at debug");
+    assert_eq!(told["level"], "DEBUG", "{told}");
+    assert!(hub.address.starts_with("127.0.0.1:"));
+    hub.terminate();
+}
+
+/// `knooppunt serve --dev-no-auth` on a free port of loopback, logging JSON lines, with
+/// some variables set.
+struct JsonLoggingHub {
+    child: std::process::Child,
+    /// Its log, read up to and with the line naming the address it listens on.
+    records: Vec<serde_json::Value>,
+    address: String,
+    /// The rest of its log, open while it runs (it must be able to write its last lines).
+    _log: std::io::BufReader<std::process::ChildStderr>,
+    _data: tempfile::TempDir,
+}
+
+impl JsonLoggingHub {
+    fn start(envs: &[(&str, &str)]) -> JsonLoggingHub {
+        let data = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_knooppunt"))
+            .args([
+                "serve",
+                "--dev-no-auth",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
+            .arg(data.path())
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("KNOOPPUNT_LOG_FORMAT", "json")
+            .envs(envs.iter().copied())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut log = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut records = Vec::new();
+        let address = loop {
+            let mut line = String::new();
+            assert!(
+                std::io::BufRead::read_line(&mut log, &mut line).unwrap() > 0,
+                "the hub stopped before it listened"
+            );
+            let record: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+            let address = record["address"].as_str().map(str::to_owned);
+            records.push(record);
+            if let Some(address) = address {
+                break address;
+            }
+        };
+        JsonLoggingHub {
+            child,
+            records,
+            address,
+            _log: log,
+            _data: data,
         }
-        if let Some(address) = record["address"].as_str() {
-            break address.to_owned();
-        }
-    };
-    assert!(told, "the variables left alone are named at debug");
-    assert!(address.starts_with("127.0.0.1:"));
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    assert!(child.wait().unwrap().success());
+    }
+
+    /// Stops the hub with SIGTERM; it must exit cleanly.
+    fn terminate(mut self) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(self.child.wait().unwrap().success());
+    }
 }
 
 #[test]
 fn json_logs_from_the_environment() {
-    let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_knooppunt"))
-        .args([
-            "serve",
-            "--dev-no-auth",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(data.path())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("KNOOPPUNT_LOG_FORMAT", "json")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut log = std::io::BufReader::new(child.stderr.take().unwrap());
-    let address = loop {
-        let mut line = String::new();
-        assert!(std::io::BufRead::read_line(&mut log, &mut line).unwrap() > 0);
-        let record: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+    let hub = JsonLoggingHub::start(&[]);
+    for record in &hub.records {
         assert!(record["level"].is_string() && record["timestamp"].is_string());
-        if let Some(address) = record["address"].as_str() {
-            break address.to_owned();
-        }
-    };
-    assert!(address.starts_with("127.0.0.1:"));
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    assert!(child.wait().unwrap().success());
+    }
+    assert!(hub.address.starts_with("127.0.0.1:"));
+    hub.terminate();
 }
 
 /// `knooppunt serve` run by a shell that first sets `ulimit` as given.
