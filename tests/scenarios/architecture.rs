@@ -151,6 +151,20 @@ fn the_crates_depend_only_as_architecture_md_says() {
         "the surfaces call the services"
     );
     assert_none(&graph, "knooppunt-services", &backends);
+    // Nor through another crate: no server, no surface (delivery's HTTP client reaches
+    // hyper, which is not serving).
+    assert_none(
+        &graph,
+        "knooppunt-services",
+        &[
+            "axum",
+            "maud",
+            "knooppunt-server",
+            "knooppunt-api",
+            "knooppunt-console",
+            "knooppunt-facade",
+        ],
+    );
     assert_none(
         &graph,
         "knooppunt-identity",
@@ -234,8 +248,8 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
 /// `administering.rs`) over the application layer
 /// (`app.rs`: the services, the store private to it) over the domain (the publish
 /// pipeline, the writers of subscriptions and principals) over the registry and the
-/// metrics, with the transport (`server`, the crate `knooppunt-server`) and the identity
-/// layer (`identity`, the crate `knooppunt-identity`) at the bottom. No module imports one
+/// metrics, with the identity layer (`identity`, the crate `knooppunt-identity`) at the
+/// bottom; the transport (the crate `knooppunt-server`) is the wiring's alone. No module imports one
 /// above it or beside it, so there is no import cycle; no module but the wiring names the
 /// crate root. Test modules (`#[cfg(test)]` to the end of a file) may reach further.
 const BROKER_LAYERS: &[(&str, &[&str])] = &[
@@ -272,7 +286,6 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "audit",
             "telemetry",
             "identity",
-            "server",
         ],
     ),
     ("history", &["approvals", "subscriptions"]),
@@ -300,7 +313,6 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
     ("registry", &[]),
     ("audit", &[]),
     ("telemetry", &[]),
-    ("server", &["identity"]),
     ("identity", &[]),
 ];
 

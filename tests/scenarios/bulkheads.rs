@@ -225,15 +225,18 @@ async fn a_slow_sink_gets_only_its_share_of_connections_and_others_are_not_held(
 
 /// A hub whose connections are cut quickly, for the slow-client scenarios.
 async fn strict_hub(max_connections: usize) -> TestHub {
-    let mut options = test_options();
-    options.server = knooppunt_broker::ServerLimits {
+    let limits = knooppunt_broker::ServerLimits {
         max_connections,
         header_timeout: Duration::from_millis(500),
         body_timeout: Duration::from_millis(500),
         idle_timeout: Duration::from_secs(5),
         ..knooppunt_broker::ServerLimits::default()
     };
-    TestHub::start_with_options(options).await
+    TestHub::start_with_transport(
+        test_options(),
+        knooppunt_broker::Transport { limits, tls: None },
+    )
+    .await
 }
 
 /// Reads until the hub closes the connection (at most `within`); what it sent.
@@ -318,13 +321,16 @@ async fn a_body_that_does_not_arrive_gets_408_as_a_problem() {
 
 #[tokio::test]
 async fn connections_past_the_limit_wait_and_are_served_when_one_closes() {
-    let mut options = test_options();
-    options.server = knooppunt_broker::ServerLimits {
+    let limits = knooppunt_broker::ServerLimits {
         max_connections: 2,
         idle_timeout: Duration::from_secs(10),
         ..knooppunt_broker::ServerLimits::default()
     };
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::start_with_transport(
+        test_options(),
+        knooppunt_broker::Transport { limits, tls: None },
+    )
+    .await;
     // Two connections answering whole requests (receives that wait a second for events)
     // hold both slots: busy connections are never closed to make room (idle and unfinished
     // ones are, see `hardening.rs`).
@@ -367,6 +373,47 @@ async fn connections_past_the_limit_wait_and_are_served_when_one_closes() {
         let response = read_until_closed(&mut waited, Duration::from_secs(5)).await;
         assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     }
+}
+
+#[tokio::test]
+async fn a_long_poll_is_answered_before_the_server_would_close_the_silent_connection() {
+    // The server closes a connection that is silent for 7 s; a receive asked to wait 30 s
+    // is answered (empty) after at most 2 s instead, so the subscriber sees an answer and
+    // not a closed connection.
+    let limits = knooppunt_broker::ServerLimits {
+        idle_timeout: Duration::from_secs(7),
+        ..knooppunt_broker::ServerLimits::default()
+    };
+    let hub = TestHub::start_with_transport(
+        test_options(),
+        knooppunt_broker::Transport { limits, tls: None },
+    )
+    .await;
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::GEMEENTE,
+            Some(json!({"protocol": "HTTP", "types": ["nl.brp.quiet"],
+                        "config": {"delivery": "pull"}})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let mut stream = connect(&hub).await;
+    send(
+        &mut stream,
+        format!(
+            "POST /v1/subscriptions/{}/receive?maxWait=PT30S HTTP/1.1\r\nHost: hub\r\n\
+             Authorization: Bearer {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            created.body["id"].as_str().unwrap(),
+            tokens::GEMEENTE
+        )
+        .as_bytes(),
+    )
+    .await;
+    let response = read_until_closed(&mut stream, Duration::from_secs(30)).await;
+    assert!(response.starts_with("HTTP/1.1 200"), "{response:?}");
+    assert!(response.ends_with("[]"), "{response}");
 }
 
 #[tokio::test]

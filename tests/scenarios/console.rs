@@ -855,9 +855,11 @@ async fn a_trusted_client_certificate_signs_in_its_principal() {
     const OIN: &str = "00000001003214345000";
     let government = TestCa::new("Test Staat der Nederlanden Private Services CA");
     let rogue = TestCa::new("Rogue CA");
-    let mut options = test_options();
-    options.tls = Some(knooppunt_tests::certificates::hub_tls(&government));
-    let hub = TestHub::start_with_options(options).await;
+    let transport = knooppunt_broker::Transport {
+        tls: Some(knooppunt_tests::certificates::hub_tls(&government)),
+        ..Default::default()
+    };
+    let hub = TestHub::start_with_transport(test_options(), transport).await;
     let client = |identity: Option<(String, String)>| {
         https_client(&government, identity.as_ref())
             .redirect(reqwest::redirect::Policy::none())

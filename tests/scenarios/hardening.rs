@@ -590,14 +590,17 @@ async fn a_body_nested_too_deep_is_said_to_be_so_not_invalid_json() {
 /// far longer than any wait below: without the per-peer limit and the closing of idle
 /// connections, held sockets would keep every other client out for 30 s.
 async fn guarded_hub() -> TestHub {
-    let mut options = test_options();
-    options.server = knooppunt_broker::ServerLimits {
+    let limits = knooppunt_broker::ServerLimits {
         max_connections: 64,
         max_connections_per_peer: 16,
         header_timeout: Duration::from_secs(30),
         ..knooppunt_broker::ServerLimits::default()
     };
-    TestHub::start_with_options(options).await
+    TestHub::start_with_transport(
+        test_options(),
+        knooppunt_broker::Transport { limits, tls: None },
+    )
+    .await
 }
 
 /// Connects to the hub from a loopback address of our choosing (all of 127.0.0.0/8 is this
@@ -765,13 +768,16 @@ const HALF_REQUEST: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: hub\r\nX-Slow: ";
 
 /// A hub with 50 slots, up to 256 per address, and a header timeout of 30 s.
 async fn fifty_slot_hub() -> TestHub {
-    let mut options = test_options();
-    options.server = knooppunt_broker::ServerLimits {
+    let limits = knooppunt_broker::ServerLimits {
         max_connections: 50,
         header_timeout: Duration::from_secs(30),
         ..knooppunt_broker::ServerLimits::default()
     };
-    TestHub::start_with_options(options).await
+    TestHub::start_with_transport(
+        test_options(),
+        knooppunt_broker::Transport { limits, tls: None },
+    )
+    .await
 }
 
 /// `GET /healthz` from `from`, which must be answered 200 within a second.

@@ -630,10 +630,14 @@ fn tls_client(ca: &TestCa, identity: Option<&(String, String)>) -> reqwest::Clie
 async fn client_certificates_identify_principals_by_their_oin() {
     let government = TestCa::new("Test Staat der Nederlanden Private Services CA");
     let rogue = TestCa::new("Rogue CA");
-    let mut options = test_options();
-    options.server.header_timeout = std::time::Duration::from_secs(1);
-    options.tls = Some(knooppunt_tests::certificates::hub_tls(&government));
-    let hub = TestHub::start_with_options(options).await;
+    let transport = knooppunt_broker::Transport {
+        limits: knooppunt_broker::ServerLimits {
+            header_timeout: std::time::Duration::from_secs(1),
+            ..Default::default()
+        },
+        tls: Some(knooppunt_tests::certificates::hub_tls(&government)),
+    };
+    let hub = TestHub::start_with_transport(test_options(), transport).await;
     let own = format!("urn:nld:oin:{OIN}:subsidies");
 
     // A token still works over HTTPS without a certificate.
@@ -1133,9 +1137,11 @@ async fn token_headers_and_dates_the_hub_cannot_honour_are_refused() {
 #[tokio::test]
 async fn a_certificate_with_two_serial_numbers_names_no_organisation() {
     let government = TestCa::new("Test Staat der Nederlanden Private Services CA");
-    let mut options = test_options();
-    options.tls = Some(knooppunt_tests::certificates::hub_tls(&government));
-    let hub = TestHub::start_with_options(options).await;
+    let transport = knooppunt_broker::Transport {
+        tls: Some(knooppunt_tests::certificates::hub_tls(&government)),
+        ..Default::default()
+    };
+    let hub = TestHub::start_with_transport(test_options(), transport).await;
     let other = "00000009111111111000";
     let anonymous = tls_client(&government, None);
     for (name, oin) in [("rvo", OIN), ("other-org", other)] {

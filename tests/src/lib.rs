@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use knooppunt_broker::{
-    Authentication, Hub, HubOptions, IngestOptions, Principal, Role, hash_token,
+    Authentication, Hub, HubOptions, IngestOptions, Principal, Role, Transport, hash_token,
 };
 use knooppunt_store_embedded::{EmbeddedStore, SledOptions};
 use tempfile::TempDir;
@@ -128,6 +128,7 @@ pub struct TestHub {
     pub client: reqwest::Client,
     data: Arc<TempDir>,
     options: HubOptions,
+    transport: Transport,
     store_options: SledOptions,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<()>,
@@ -148,8 +149,13 @@ impl TestHub {
 
     /// A hub with these settings.
     pub async fn start_with_options(options: HubOptions) -> TestHub {
+        TestHub::start_with_transport(options, Transport::default()).await
+    }
+
+    /// A hub with these settings, served with these connection limits and HTTPS.
+    pub async fn start_with_transport(options: HubOptions, transport: Transport) -> TestHub {
         let data = Arc::new(tempfile::tempdir().unwrap());
-        TestHub::start_in(data, options, SledOptions::default()).await
+        TestHub::start_in(data, options, transport, SledOptions::default()).await
     }
 
     /// A hub with these ingest and store settings (the reservation of organisations' source
@@ -168,13 +174,19 @@ impl TestHub {
     /// A hub with these settings whose store is in `data` (a directory the test made, such
     /// as one on a small filesystem).
     pub async fn start_in_dir(data: TempDir, options: HubOptions) -> TestHub {
-        TestHub::start_in(Arc::new(data), options, SledOptions::default()).await
+        TestHub::start_in(
+            Arc::new(data),
+            options,
+            Transport::default(),
+            SledOptions::default(),
+        )
+        .await
     }
 
     /// A hub with these settings and these store settings (such as one event per segment).
     pub async fn start_with_options_and_store(options: HubOptions, store: SledOptions) -> TestHub {
         let data = Arc::new(tempfile::tempdir().unwrap());
-        TestHub::start_in(data, options, store).await
+        TestHub::start_in(data, options, Transport::default(), store).await
     }
 
     /// A hub with authentication disabled, as `serve --dev-no-auth` runs it.
@@ -184,13 +196,18 @@ impl TestHub {
             ..test_options()
         };
         let data = Arc::new(tempfile::tempdir().unwrap());
-        TestHub::start_in(data, options, SledOptions::default()).await
+        TestHub::start_in(data, options, Transport::default(), SledOptions::default()).await
     }
 
-    async fn start_in(data: Arc<TempDir>, options: HubOptions, store: SledOptions) -> TestHub {
+    async fn start_in(
+        data: Arc<TempDir>,
+        options: HubOptions,
+        transport: Transport,
+        store: SledOptions,
+    ) -> TestHub {
         let store_options = store;
         let store = EmbeddedStore::open_with(data.path(), store_options).unwrap();
-        let hub = Hub::open(Arc::new(store.clone()), options.clone())
+        let hub = Hub::open_with(Arc::new(store.clone()), options.clone(), transport.clone())
             .await
             .unwrap();
         let listener = knooppunt_broker::listen(([127, 0, 0, 1], 0).into()).unwrap();
@@ -213,6 +230,7 @@ impl TestHub {
             client: reqwest::Client::new(),
             data,
             options,
+            transport,
             store_options,
             shutdown,
             task,
@@ -246,6 +264,7 @@ impl TestHub {
             store,
             data,
             options,
+            transport,
             store_options,
             shutdown,
             task,
@@ -255,7 +274,7 @@ impl TestHub {
         task.await.unwrap();
         drop((hub, store));
         edit(data.path());
-        TestHub::start_in(data, options, store_options).await
+        TestHub::start_in(data, options, transport, store_options).await
     }
 
     /// The sequence numbers of a subscription's pending deliveries, as the store has them.
@@ -277,7 +296,7 @@ impl TestHub {
     }
 
     pub fn url(&self, path: &str) -> String {
-        let scheme = if self.options.tls.is_some() {
+        let scheme = if self.transport.tls.is_some() {
             "https"
         } else {
             "http"

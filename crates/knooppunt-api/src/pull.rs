@@ -148,12 +148,7 @@ pub(crate) fn max_wait(
             Duration::ZERO
         }
     };
-    wait.min(
-        state
-            .server
-            .idle_timeout
-            .saturating_sub(Duration::from_secs(5)),
-    )
+    wait.min(state.longest_wait)
 }
 
 /// A CloudEvents JSON batch of events kept as JSON text, each exactly as it is.

@@ -43,10 +43,21 @@ pub use server::{ServerLimits, TlsSettings};
 use knooppunt_api as api;
 pub use knooppunt_api::{API_VERSION, BASE_PATH};
 
+/// How the hub is served: the bounds on inbound connections and HTTPS. Not a rule of the
+/// services: the transport's alone.
+#[derive(Clone, Debug, Default)]
+pub struct Transport {
+    /// The bounds on inbound connections.
+    pub limits: ServerLimits,
+    /// HTTPS for the API (and client certificates); plain HTTP when absent.
+    pub tls: Option<TlsSettings>,
+}
+
 /// A running hub's state; cheap to clone.
 #[derive(Clone)]
 pub struct Hub {
     state: Arc<AppState>,
+    transport: Arc<Transport>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -56,10 +67,27 @@ impl std::fmt::Debug for Hub {
 }
 
 impl Hub {
-    /// Loads the subscriptions from the store and builds the matching index.
+    /// Loads the subscriptions from the store and builds the matching index; served over
+    /// plain HTTP within the default connection limits.
     pub async fn open(store: Arc<dyn Store>, options: HubOptions) -> Result<Hub, HubError> {
+        Hub::open_with(store, options, Transport::default()).await
+    }
+
+    /// [`Hub::open`], served with `transport`'s connection limits and HTTPS. A pull or a
+    /// stream waits for events at most until 5 s before the server would close the silent
+    /// connection.
+    pub async fn open_with(
+        store: Arc<dyn Store>,
+        mut options: HubOptions,
+        transport: Transport,
+    ) -> Result<Hub, HubError> {
+        let silent = transport.limits.idle_timeout;
+        options.longest_wait = options
+            .longest_wait
+            .min(silent.saturating_sub(std::time::Duration::from_secs(5)));
         Ok(Hub {
             state: AppState::open(store, options).await?,
+            transport: Arc::new(transport),
         })
     }
 
@@ -87,7 +115,7 @@ impl Hub {
             too_large: knooppunt_facade::too_large,
         };
         api::router(Arc::clone(&self.state), vec![facade]).merge(
-            knooppunt_console::router(Arc::clone(&self.state))
+            knooppunt_console::router(Arc::clone(&self.state), self.transport.tls.is_some())
                 .layer(axum::middleware::from_fn(api::answer_panics)),
         )
     }
@@ -169,8 +197,8 @@ pub async fn serve_router(
     router: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let limits = hub.state.server;
-    let tls = hub.state.tls.clone();
+    let limits = hub.transport.limits;
+    let tls = hub.transport.tls.clone();
     // Long polls are answered as soon as the shutdown begins: the requests in flight that
     // the server waits for are then only the short ones.
     let deliverer = hub.state.deliverer.clone();
@@ -190,7 +218,7 @@ pub async fn serve_metrics(
     hub: Hub,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let limits = hub.state.server;
+    let limits = hub.transport.limits;
     server::run(
         listener,
         hub.metrics_router(),

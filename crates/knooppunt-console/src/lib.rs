@@ -59,12 +59,17 @@ const MAX_FORM_BYTES: usize = 256 * 1024; // said in `refuse_large_forms`
 pub(crate) struct Console {
     pub(crate) state: Arc<AppState>,
     api: Router,
+    /// Whether the hub itself serves HTTPS.
+    https: bool,
 }
 
-pub fn router(state: Arc<AppState>) -> Router {
+/// The console's pages; `https` says whether the hub itself serves HTTPS (its cookies are
+/// `Secure` then, as they are behind an `https://` public URL).
+pub fn router(state: Arc<AppState>, https: bool) -> Router {
     let console = Arc::new(Console {
         api: knooppunt_api::router(Arc::clone(&state), Vec::new()),
         state,
+        https,
     });
     let pages = Router::new()
         .route("/", get(access::home))
@@ -244,7 +249,7 @@ impl Answer {
 impl Console {
     /// Whether the hub is served over HTTPS (cookies are `Secure` then).
     fn secure(&self) -> bool {
-        self.state.tls.is_some()
+        self.https
             || self
                 .state
                 .public_url

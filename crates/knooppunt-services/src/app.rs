@@ -19,7 +19,6 @@ use crate::history::History;
 use crate::identity::{self, Authentication, Principal};
 use crate::ingest::{IngestOptions, Pipeline, Services};
 use crate::principals::{self, Principals};
-use crate::server::{ServerLimits, TlsSettings};
 use crate::sessions::Sessions;
 use crate::subscriptions::{Quotas, Subscriptions};
 use crate::telemetry::Telemetry;
@@ -47,10 +46,9 @@ pub struct HubOptions {
     pub eval_limits: knooppunt_filter::EvalLimits,
     /// How many subscriptions, and how much filter, one principal may have.
     pub quotas: Quotas,
-    /// The bounds on inbound connections.
-    pub server: ServerLimits,
-    /// HTTPS for the API (and client certificates); plain HTTP when absent.
-    pub tls: Option<TlsSettings>,
+    /// How long a pull or a stream may wait for events: below the time the server lets a
+    /// connection be silent (the broker derives it from the server's idle timeout).
+    pub longest_wait: std::time::Duration,
     /// How often the hub asks the store whether another hub changed subscriptions (a store
     /// only this hub writes never says so).
     pub resync_interval: std::time::Duration,
@@ -87,10 +85,9 @@ impl HubOptions {
             filter_limits: knooppunt_filter::Limits::DEFAULT,
             eval_limits: knooppunt_filter::EvalLimits::DEFAULT,
             quotas: Quotas::default(),
-            server: ServerLimits::default(),
-            tls: None,
             resync_interval: std::time::Duration::from_secs(1),
             signing_overlap: std::time::Duration::from_secs(24 * 3600),
+            longest_wait: knooppunt_delivery::MAX_WAIT,
             audit_retention: std::time::Duration::from_secs(365 * 24 * 3600),
             audit_checkpoint: None,
             replays: crate::history::ReplayOptions::default(),
@@ -130,9 +127,9 @@ pub struct AppState {
     pub allow_http_sinks: bool,
     pub filter_limits: knooppunt_filter::Limits,
     pub eval_limits: knooppunt_filter::EvalLimits,
-    pub server: ServerLimits,
-    pub tls: Option<TlsSettings>,
     pub signing_overlap: std::time::Duration,
+    /// How long a pull or a stream may wait for events.
+    pub longest_wait: std::time::Duration,
     /// The ZGW facade's clients and token bounds.
     pub zgw: identity::zgw::ZgwOptions,
     /// The console's sessions.
@@ -288,9 +285,8 @@ impl AppState {
             allow_http_sinks: options.allow_http_sinks,
             filter_limits: options.filter_limits,
             eval_limits: options.eval_limits,
-            server: options.server,
-            tls: options.tls,
             signing_overlap: options.signing_overlap,
+            longest_wait: options.longest_wait,
             zgw: options.zgw,
             sessions: Sessions::new(Arc::clone(&store), options.sessions),
             store,

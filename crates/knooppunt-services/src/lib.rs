@@ -21,7 +21,6 @@ pub mod principals;
 pub mod registry;
 pub mod replaying;
 pub mod salvaging;
-use knooppunt_server as server;
 pub mod sessions;
 pub mod subscribing;
 pub mod subscriptions;

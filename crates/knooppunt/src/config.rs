@@ -1042,6 +1042,14 @@ impl Config {
         Ok(config)
     }
 
+    /// How the hub is served: connection limits and HTTPS, checked.
+    pub(crate) fn transport(&self) -> anyhow::Result<knooppunt_broker::Transport> {
+        Ok(knooppunt_broker::Transport {
+            limits: self.server.limits()?,
+            tls: self.server.tls()?,
+        })
+    }
+
     /// The hub's options but authentication.
     pub(crate) fn hub_options(
         &self,
@@ -1106,7 +1114,6 @@ impl Config {
         if options.delivery.lease_margin < std::time::Duration::from_secs(1) {
             bail!("delivery.lease_margin: must be at least PT1S");
         }
-        options.server = self.server.limits()?;
         let filters = &self.filters;
         options.filter_limits = knooppunt_filter::Limits::try_new(
             filters.max_depth,
@@ -1154,7 +1161,6 @@ impl Config {
             options.delivery.extra_root_certificates =
                 read_ca_file(path).map_err(|why| anyhow::anyhow!("delivery.ca_file: {why}"))?;
         }
-        options.tls = self.server.tls()?;
         Ok(options)
     }
 
@@ -1233,6 +1239,7 @@ impl Config {
     fn validate(&self) -> anyhow::Result<()> {
         check_log_level(&self.log.level)?;
         self.hub_options(knooppunt_broker::Authentication::Disabled)?;
+        self.transport()?;
         self.issuers()?;
         self.store.postgres()?;
         let mut names = HashSet::new();

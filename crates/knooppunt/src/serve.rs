@@ -62,14 +62,15 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
              /v1/audit/head still anchor its head."
         ),
     }
-    let scheme = match &options.tls {
+    let transport = config.transport()?;
+    let scheme = match &transport.tls {
         None => "http",
         Some(_) if config.server.tls_client_ca.is_some() => "https, client certificates",
         Some(_) => "https",
     };
-    raise_descriptor_limit(&options)?;
+    raise_descriptor_limit(&options, &transport)?;
     let (store, location) = open_store(&config).await?;
-    let hub = Hub::open(store, options).await?;
+    let hub = Hub::open_with(store, options, transport).await?;
     if !dev_no_auth && hub.principal_count() == 0 && config.issuers.is_empty() {
         tracing::warn!(
             "There are no principals and no token issuers, so every API request will be \
@@ -176,8 +177,11 @@ const RESERVED_DESCRIPTORS: u64 = 256;
 /// [`RESERVED_DESCRIPTORS`], so that running out of descriptors never stops the API from
 /// answering: raises the soft limit when it is lower (up to the hard limit), and refuses to
 /// start, naming what to change, when even the hard limit is too low.
-fn raise_descriptor_limit(options: &knooppunt_broker::HubOptions) -> anyhow::Result<()> {
-    let needed = (options.server.max_connections + options.delivery.connections.max_sockets())
+fn raise_descriptor_limit(
+    options: &knooppunt_broker::HubOptions,
+    transport: &knooppunt_broker::Transport,
+) -> anyhow::Result<()> {
+    let needed = (transport.limits.max_connections + options.delivery.connections.max_sockets())
         as u64
         + RESERVED_DESCRIPTORS;
     let (soft, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE)
