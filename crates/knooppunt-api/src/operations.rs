@@ -116,6 +116,7 @@ async fn exposition(state: &AppState) -> Response {
         Err(error) => tracing::warn!(%error, "Reading the store's disk use for /metrics failed."),
     }
     state.audit.render(&mut body);
+    knooppunt_services::telemetry::render_build(&mut body, &state.build);
     (
         [(
             CONTENT_TYPE,

@@ -283,6 +283,12 @@ pub(crate) async fn test(
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "HubStatus")]
 struct HubStatusOut {
+    /// The hub's release.
+    #[schemars(example = &"0.1.0")]
+    version: String,
+    /// The commit it was built from (abbreviated), or `unknown`.
+    #[schemars(example = &"7211de4a1b2c")]
+    commit: String,
     events_accepted_per_second: f64,
     events_delivered_per_second: f64,
     backlog: u64,
@@ -351,6 +357,8 @@ pub(crate) async fn hub(
         }
     };
     let body = HubStatusOut {
+        version: state.build.version.clone(),
+        commit: state.build.commit.clone(),
         events_accepted_per_second: (accepted * 10.0).round() / 10.0,
         events_delivered_per_second: (delivered * 10.0).round() / 10.0,
         backlog,

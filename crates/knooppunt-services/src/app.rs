@@ -24,9 +24,13 @@ use crate::subscriptions::{Quotas, Subscriptions};
 use crate::telemetry::Telemetry;
 use knooppunt_delivery::DeliveryOptions;
 
+pub use crate::telemetry::Build;
+
 /// Everything a hub needs besides its store.
 #[derive(Debug, Clone)]
 pub struct HubOptions {
+    /// What the hub says it is (`/v1/status`, `knooppunt_build_info`).
+    pub build: Build,
     pub authentication: Authentication,
     pub ingest: IngestOptions,
     pub delivery: DeliveryOptions,
@@ -75,6 +79,7 @@ impl HubOptions {
     /// Default ingest, delivery and shutdown settings with this authentication.
     pub fn new(authentication: Authentication) -> HubOptions {
         HubOptions {
+            build: Build::default(),
             authentication,
             ingest: IngestOptions::default(),
             delivery: DeliveryOptions::default(),
@@ -100,6 +105,8 @@ impl HubOptions {
 
 /// Shared by every request handler: the services, and the settings the API reads.
 pub struct AppState {
+    /// The release and commit of this hub.
+    pub build: Build,
     /// The one writer of subscriptions, and the registry routing reads.
     pub subscriptions: Arc<Subscriptions>,
     /// The publish pipeline, its options and counters.
@@ -267,6 +274,7 @@ impl AppState {
             stop.subscribe(),
         ));
         let state = Arc::new(AppState {
+            build: options.build,
             subscriptions,
             publishing,
             catalog,

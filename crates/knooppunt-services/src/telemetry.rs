@@ -457,6 +457,45 @@ impl knooppunt_delivery::Observer for Telemetry {
     }
 }
 
+/// The release and the commit a hub was built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Build {
+    /// The release (`version` in Cargo.toml).
+    pub version: String,
+    /// The commit (abbreviated), or `unknown`.
+    pub commit: String,
+}
+
+impl Default for Build {
+    /// This crate's release, of an unknown commit (the binary names its own).
+    fn default() -> Self {
+        Build {
+            version: env!("CARGO_PKG_VERSION").into(),
+            commit: "unknown".into(),
+        }
+    }
+}
+
+/// What the hub is: `knooppunt_build_info{version, commit} 1`.
+pub fn render_build(out: &mut String, build: &Build) {
+    let _ = writeln!(
+        out,
+        "# HELP knooppunt_build_info The hub's release and the commit it was built from.\n\
+         # TYPE knooppunt_build_info gauge\nknooppunt_build_info{{version=\"{}\",commit=\"{}\"}} 1",
+        label_value(&build.version),
+        label_value(&build.commit)
+    );
+}
+
+/// A label's value as the exposition format writes it: backslashes, quotes and line feeds
+/// escaped.
+fn label_value(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// The store's disk use and the events' retention.
 pub fn render_store(out: &mut String, usage: &knooppunt_store::DiskUsage, retention: Duration) {
     let _ = writeln!(

@@ -47,6 +47,10 @@ pub(crate) struct Config {
     /// left alone, and logged once at debug when the hub starts.
     #[serde(skip)]
     pub(crate) ignored_variables: Vec<String>,
+    /// Where the settings came from, for the start-up log: the file read, or that there was
+    /// none (the defaults and the environment).
+    #[serde(skip)]
+    pub(crate) source: String,
     /// Authorization servers whose access tokens (JWTs, OAuth NL GOV) the hub accepts.
     pub(crate) issuers: Vec<IssuerConfig>,
 }
@@ -1007,8 +1011,15 @@ impl Config {
                 return Err(error).with_context(|| format!("cannot read {}", path.display()));
             }
         };
-        Config::parse_with(&text, std::env::vars())
-            .with_context(|| format!("invalid configuration in {origin}"))
+        let source = if text.is_empty() && !path.exists() {
+            format!("none ({} does not exist): the defaults", path.display())
+        } else {
+            path.display().to_string()
+        };
+        let mut config = Config::parse_with(&text, std::env::vars())
+            .with_context(|| format!("invalid configuration in {origin}"))?;
+        config.source = source;
+        Ok(config)
     }
 
     #[cfg(test)]

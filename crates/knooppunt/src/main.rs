@@ -33,10 +33,26 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// http://127.0.0.1:8080) and a principal's token with KNOOPPUNT_TOKEN (or --token), or a
 /// client certificate with KNOOPPUNT_IDENTITY_FILE (or --identity-file).
 #[derive(Debug, Parser)]
-#[command(name = "knooppunt", version)]
+#[command(name = "knooppunt", version = VERSION)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// The release and the commit (`build.rs`), as `--version` prints them.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("KNOOPPUNT_COMMIT"),
+    ")"
+);
+
+/// What the hub says it is: in its start-up log, `/v1/status` and `knooppunt_build_info`.
+fn build() -> knooppunt_broker::Build {
+    knooppunt_broker::Build {
+        version: env!("CARGO_PKG_VERSION").into(),
+        commit: env!("KNOOPPUNT_COMMIT").into(),
+    }
 }
 
 const DEFAULT_CONFIG: &str = "config/knooppunt.toml";

@@ -25,6 +25,13 @@ pub(crate) fn run(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
         LogFormat::Pretty => logs.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => logs.json().flatten_event(true).init(),
     }
+    let build = crate::build();
+    tracing::info!(
+        version = %build.version,
+        commit = %build.commit,
+        configuration = %config.source,
+        "Knooppunt is starting."
+    );
     if !config.ignored_variables.is_empty() {
         tracing::debug!(
             variables = %config.ignored_variables.join(", "),
@@ -52,6 +59,7 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
         Authentication::tokens(config.principals()).with_issuers(config.issuers()?)
     };
     let mut options = config.hub_options(authentication)?;
+    options.build = crate::build();
     // The checkpoint of the audit trail's head lives beside the hub, not in the store.
     let data_dir = &config.server.data_dir;
     match std::fs::create_dir_all(data_dir) {

@@ -285,6 +285,91 @@ fn a_kubernetes_services_variables_do_not_stop_the_hub() {
     hub.terminate();
 }
 
+/// The commit checked out here, abbreviated as the build names it.
+fn checked_out_commit() -> String {
+    let output = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("git runs");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap().trim().to_string()
+}
+
+/// A GET on a hub's address over plain HTTP; the whole response.
+fn get(address: &str, path: &str) -> String {
+    let mut stream = TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// The release and the commit: `--version`, the start-up log (which also names the
+/// configuration it read, here none), `/v1/status` and `knooppunt_build_info`.
+#[test]
+fn the_hub_names_its_version_and_commit_everywhere_an_operator_looks() {
+    let commit = checked_out_commit();
+    let release = env!("CARGO_PKG_VERSION");
+    let version = knooppunt(&["--version"], "");
+    assert!(version.status.success());
+    assert_eq!(
+        stdout(&version),
+        format!("knooppunt {release} (commit {commit})\n")
+    );
+
+    let hub = JsonLoggingHub::start(&[]);
+    let starting = hub
+        .records
+        .iter()
+        .find(|record| record["message"] == "Knooppunt is starting.")
+        .unwrap_or_else(|| panic!("no start-up line in {:?}", hub.records));
+    assert_eq!(starting["version"], release, "{starting}");
+    assert_eq!(starting["commit"], commit.as_str(), "{starting}");
+    let configuration = starting["configuration"].as_str().unwrap();
+    assert!(
+        configuration.contains("config/knooppunt.toml does not exist")
+            && configuration.contains("defaults"),
+        "{configuration}"
+    );
+
+    let status = get(&hub.address, "/v1/status");
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let body: serde_json::Value =
+        serde_json::from_str(status.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["version"], release, "{body}");
+    assert_eq!(body["commit"], commit.as_str(), "{body}");
+
+    let metrics = get(&hub.address, "/metrics");
+    let line = format!("knooppunt_build_info{{version=\"{release}\",commit=\"{commit}\"}} 1");
+    assert!(metrics.lines().any(|l| l == line), "no {line} in {metrics}");
+    hub.terminate();
+}
+
+/// The start-up log names the configuration file it read.
+#[test]
+fn the_start_up_log_names_the_configuration_file() {
+    let data = tempfile::tempdir().unwrap();
+    let config =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/knooppunt.toml");
+    let hub = common::HubProcess::start(&config, data.path());
+    let starting = hub
+        .log()
+        .iter()
+        .find(|line| line.contains("Knooppunt is starting."))
+        .cloned()
+        .unwrap_or_else(|| panic!("no start-up line in {:?}", hub.log()));
+    assert!(
+        starting.contains(&format!("configuration={}", config.display())),
+        "{starting}"
+    );
+    assert!(hub.terminate().success());
+}
+
 /// `knooppunt serve --dev-no-auth` on a free port of loopback, logging JSON lines, with
 /// some variables set.
 struct JsonLoggingHub {
@@ -438,17 +523,6 @@ fn metrics_need_a_token_on_the_api_address_and_none_on_metrics_listen() {
         .and_then(|rest| rest.split_whitespace().next())
         .map(str::to_owned)
         .unwrap_or_else(|| panic!("no metrics address in {:?}", hub.log()));
-    let get = |address: &str, path: &str| {
-        let mut stream = TcpStream::connect(address).unwrap();
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        response
-    };
     assert!(get(&hub.address, "/metrics").starts_with("HTTP/1.1 401"));
     let open = get(&metrics_address, "/metrics");
     assert!(open.starts_with("HTTP/1.1 200"), "{open}");
