@@ -76,3 +76,68 @@ fn read(file: &PathBuf) -> anyhow::Result<Vec<u8>> {
     }
     std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))
 }
+
+/// `knooppunt check --health URL`: whether the hub at `url` answers its `/healthz` (or the
+/// URL's own path) with 200 within [`HEALTH_TIMEOUT`]; says what it found either way.
+pub(crate) fn health(url: &str) -> ExitCode {
+    match ask_health(url) {
+        Ok(said) => {
+            println!("healthy: {said}");
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("knooppunt: unhealthy: {why:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// How long the health check waits for the whole answer.
+const HEALTH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn ask_health(url: &str) -> anyhow::Result<String> {
+    let mut url = reqwest::Url::parse(url).with_context(|| {
+        format!("`{url}` is not a URL: give the hub's, such as http://127.0.0.1:8080")
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        anyhow::bail!("`{url}` is not an http or https URL");
+    }
+    if url.path() == "/" {
+        url.set_path("/healthz");
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let client = reqwest::Client::builder()
+            .timeout(HEALTH_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .context("cannot make an HTTP client")?;
+        let response = client
+            .get(url.clone())
+            .send()
+            .await
+            .map_err(|error| anyhow::anyhow!("{url} did not answer: {}", cause(&error)))?;
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        let body: String = body.trim().chars().take(300).collect();
+        if status != reqwest::StatusCode::OK {
+            anyhow::bail!("{url} answered {status}: {body}");
+        }
+        Ok(format!("{url} answered {status}"))
+    })
+}
+
+/// The innermost cause of a request's failure (connection refused, timed out, …): what an
+/// operator acts on (the outer ones repeat the URL).
+fn cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let Some(mut innermost) = error.source() else {
+        return error.to_string();
+    };
+    while let Some(source) = innermost.source() {
+        innermost = source;
+    }
+    innermost.to_string()
+}

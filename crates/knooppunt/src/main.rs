@@ -126,13 +126,33 @@ enum Command {
     /// standard input. Exits with 1 when an event is invalid at the chosen profile level.
     /// With --store: reads the configuration, opens the store (for PostgreSQL: connects,
     /// creates or migrates the schema) and reports it; exits with 1 when it cannot.
+    /// With --health: asks a running hub's /healthz (a container's HEALTHCHECK); exits with
+    /// 1, saying why, when it does not answer 200 within 5 seconds.
+    ///
+    /// Examples:
+    ///   knooppunt check event.json
+    ///   knooppunt check --store --config /etc/knooppunt/knooppunt.toml
+    ///   knooppunt check --health http://127.0.0.1:8080
+    #[command(verbatim_doc_comment)]
     Check {
         /// Files with events in the JSON format.
-        #[arg(required_unless_present = "store", value_name = "FILE")]
+        #[arg(required_unless_present_any = ["store", "health"], value_name = "FILE")]
         files: Vec<PathBuf>,
         /// Check the configuration and the store instead of events.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "health")]
         store: bool,
+        /// Check that the hub at this URL is up: its /healthz (or the URL's own path, when it
+        /// has one) must answer 200. Over HTTPS, the hub's certificate is checked against
+        /// the system's roots; a hub with a private certificate is checked on
+        /// server.metrics_listen, which also serves /healthz.
+        #[arg(
+            long,
+            value_name = "URL",
+            num_args = 0..=1,
+            default_missing_value = "http://127.0.0.1:8080",
+            conflicts_with = "files"
+        )]
+        health: Option<String>,
         /// Profile level (`off`, `warn`, `enforce`); defaults to `validation.profile` from
         /// the configuration file.
         #[arg(long)]
@@ -194,6 +214,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Approvals(command) => client::run(client::approvals::run(command)),
         Command::Audit(command) => client::run(client::audit::run(command)),
         Command::Principals(command) => client::run(client::principals::run(command)),
+        Command::Check {
+            health: Some(url), ..
+        } => Ok(check::health(&url)),
         Command::Check {
             store: true,
             config,
