@@ -11,6 +11,7 @@ use knooppunt_server as server;
 mod approvals;
 mod audit;
 pub mod auth;
+mod backup;
 mod catalog;
 mod consent;
 mod dead_letters;
@@ -227,6 +228,7 @@ pub fn router(state: Arc<AppState>, beside: Vec<Beside>) -> Router {
             "/v1/audit/head",
             get(audit::head).fallback(not_allowed("GET")),
         )
+        .route("/v1/backup", get(backup::take).fallback(not_allowed("GET")))
         .route(
             "/v1/principals",
             get(principals::list)
@@ -343,6 +345,7 @@ pub fn openapi(defaults: &knooppunt_store::ConfigDefaults) -> serde_json::Value 
     catalog::describe(&mut doc);
     approvals::describe(&mut doc);
     audit::describe(&mut doc);
+    backup::describe(&mut doc);
     let this = document::Operation::new(
         "getOpenApi",
         "api",

@@ -340,9 +340,10 @@ impl From<knooppunt_store::StoreError> for ApiError {
         use knooppunt_store::StoreError;
         match error {
             StoreError::Unavailable(_) => ApiError::Unavailable(error.to_string()),
-            StoreError::Conflict(_) | StoreError::NameTaken(_) | StoreError::StaleLease { .. } => {
-                ApiError::Conflict(error.to_string())
-            }
+            StoreError::Conflict(_)
+            | StoreError::NameTaken(_)
+            | StoreError::StaleLease { .. }
+            | StoreError::Unsupported(_) => ApiError::Conflict(error.to_string()),
             StoreError::Backend(_) | StoreError::Corrupt(_) => {
                 ApiError::Internal(error.to_string())
             }

@@ -5,7 +5,7 @@
 //! trail, which keeps the principal as [`described`] shows it, never a token.
 
 use knooppunt_event::timestamp::utc_timestamp;
-use knooppunt_store::{StoredPrincipal, now_ms};
+use knooppunt_store::{StoreError, StoredPrincipal, now_ms};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -201,4 +201,111 @@ pub async fn issue_token(
     .concerning([name.to_owned()]);
     state.audit.record(context, action).await;
     Ok(Some(token))
+}
+
+/// The chunks of a backup as it is written; an `Err` ends it unfinished.
+pub type BackupChunks = tokio::sync::mpsc::Receiver<Result<Vec<u8>, StoreError>>;
+
+/// Hands each write to the receiver of a backup's chunks; fails once it has gone (the
+/// client hung up), which ends the backup.
+struct ToChannel(tokio::sync::mpsc::Sender<Result<Vec<u8>, StoreError>>);
+
+impl std::io::Write for ToChannel {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .blocking_send(Ok(bytes.to_vec()))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the reader left"))?;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Lets the next backup begin when dropped, even when the one taking it panicked.
+struct Finished(std::sync::Arc<AppState>);
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        self.0
+            .backing_up
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// A copy of the store for `caller` (an admin), written while the hub serves: its chunks,
+/// once the first is there (a store the hub does not back up, PostgreSQL, is refused
+/// before). One backup at a time; when it ends, the audit trail records who took it and
+/// what it holds, or why it failed.
+pub async fn back_up(
+    state: &std::sync::Arc<AppState>,
+    context: &Context,
+    caller: &Principal,
+) -> Result<BackupChunks, Refused> {
+    use std::sync::atomic::Ordering;
+    may_administer(caller, "back up the store")?;
+    if state.backing_up.swap(true, Ordering::AcqRel) {
+        return Err(Refused::Conflict(
+            "a backup is being taken already: wait until it has finished".into(),
+        ));
+    }
+    let (sender, mut chunks) = tokio::sync::mpsc::channel(8);
+    let writing = {
+        let state = std::sync::Arc::clone(state);
+        let sender = sender.clone();
+        tokio::task::spawn_blocking(move || {
+            let finished = Finished(std::sync::Arc::clone(&state));
+            let taken = state.back_up(&mut std::io::BufWriter::with_capacity(
+                256 * 1024,
+                ToChannel(sender.clone()),
+            ));
+            drop(finished);
+            if let Err(error) = &taken {
+                let _ = sender.blocking_send(Err(StoreError::Backend(error.to_string())));
+            }
+            taken
+        })
+    };
+    drop(sender);
+    let first = chunks.recv().await;
+    let (forward, rest) = tokio::sync::mpsc::channel(8);
+    match first {
+        Some(Ok(bytes)) => {
+            let _ = forward.send(Ok(bytes)).await;
+        }
+        // Refused before a byte was written (a store the hub does not back up).
+        Some(Err(_)) | None => {
+            let outcome = writing.await;
+            return Err(match outcome {
+                Ok(Err(error)) => Refused::Store(error),
+                _ => Refused::Store(StoreError::Backend("the backup stopped".into())),
+            });
+        }
+    }
+    let state = std::sync::Arc::clone(state);
+    let context = context.clone();
+    let by = caller.name.clone();
+    tokio::spawn(async move {
+        while let Some(chunk) = chunks.recv().await {
+            if forward.send(chunk).await.is_err() {
+                break;
+            }
+        }
+        drop(forward);
+        let details = match writing.await {
+            Ok(Ok(summary)) => {
+                tracing::info!(by = %by, segments = summary.segments, log_bytes = summary.log_bytes, "Backup taken.");
+                json!({"outcome": "taken", "summary": summary})
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(by = %by, %error, "A backup failed.");
+                json!({"outcome": "failed", "error": error.to_string()})
+            }
+            Err(panicked) => json!({"outcome": "failed", "error": panicked.to_string()}),
+        };
+        let action = Action::new(ActionName::StoreBackup, "store".to_string(), details);
+        state.audit.record(&context, action).await;
+    });
+    Ok(rest)
 }

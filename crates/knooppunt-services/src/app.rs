@@ -107,6 +107,8 @@ impl HubOptions {
 pub struct AppState {
     /// The release and commit of this hub.
     pub build: Build,
+    /// Whether a backup is being taken (one at a time).
+    pub backing_up: std::sync::atomic::AtomicBool,
     /// The one writer of subscriptions, and the registry routing reads.
     pub subscriptions: Arc<Subscriptions>,
     /// The publish pipeline, its options and counters.
@@ -275,6 +277,7 @@ impl AppState {
         ));
         let state = Arc::new(AppState {
             build: options.build,
+            backing_up: std::sync::atomic::AtomicBool::new(false),
             subscriptions,
             publishing,
             catalog,
@@ -701,6 +704,17 @@ impl AppState {
     }
 
     /// The disk the store takes (for `/metrics`).
+    /// Writes a copy of the store, with the audit trail's checkpoint, to `out` while the
+    /// hub serves (blocking: call it off the async runtime).
+    pub fn back_up(
+        &self,
+        out: &mut dyn std::io::Write,
+    ) -> Result<knooppunt_store::BackupSummary, StoreError> {
+        let beside: Vec<(String, Vec<u8>)> =
+            self.audit.head.checkpoint_file().into_iter().collect();
+        self.store.backup(out, &beside)
+    }
+
     pub async fn disk_usage(&self) -> Result<knooppunt_store::DiskUsage, StoreError> {
         self.store.disk_usage().await
     }

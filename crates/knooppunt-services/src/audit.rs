@@ -75,6 +75,7 @@ action_names! {
     PrincipalChange = "principal.change",
     PrincipalDelete = "principal.delete",
     PrincipalTokenIssue = "principal.token-issue",
+    StoreBackup = "store.backup",
     KanaalCreate = "kanaal.create",
     AbonnementCreate = "abonnement.create",
     AbonnementUpdate = "abonnement.update",
@@ -246,6 +247,14 @@ impl Head {
         }
         tracing::info!(sequence = entry.seq, hash = %entry.hash, "Audit trail head.");
         self.keep(entry.seq, &entry.hash);
+    }
+
+    /// The checkpoint file as it is now, by its name (a backup takes it along), when the
+    /// hub keeps one and has written it.
+    pub fn checkpoint_file(&self) -> Option<(String, Vec<u8>)> {
+        let path = self.checkpoint.as_ref()?;
+        let name = path.file_name()?.to_str()?.to_owned();
+        std::fs::read(path).ok().map(|bytes| (name, bytes))
     }
 
     /// Writes the checkpoint file (a new file renamed into place), when the hub keeps one.

@@ -20,6 +20,7 @@
 //! committer means records reach the log in the order their numbers were handed out, and
 //! no async task ever blocks on a disk write.
 
+mod backup;
 mod committer;
 mod dedupe;
 mod event_cache;
@@ -36,6 +37,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
+pub use self::backup::{MAGIC as BACKUP_MAGIC, restore};
 use self::committer::{Answer, Shared};
 use self::dedupe::{Dedupe, DedupeHasher};
 use self::event_log::EventLog;
@@ -1190,6 +1192,14 @@ impl knooppunt_store::Cluster for EmbeddedStore {
 }
 
 impl Store for EmbeddedStore {
+    fn backup(
+        &self,
+        out: &mut dyn std::io::Write,
+        beside: &[(String, Vec<u8>)],
+    ) -> Result<knooppunt_store::BackupSummary, StoreError> {
+        EmbeddedStore::backup(self, out, beside)
+    }
+
     fn disk_usage(&self) -> StoreFuture<'_, DiskUsage> {
         Box::pin(async move {
             let events_dir = &self.inner.log_dir;

@@ -340,3 +340,108 @@ async fn the_dead_letter_sweep_takes_the_oldest_across_chunks() {
         10_000
     );
 }
+
+/// A backup taken while writers append, across segments, restores into a store that holds
+/// every event appended before it began, whole, with a log that ends where a crash's would
+/// (a record half copied is cut off), and the subscriptions; the copy is a store of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_taken_while_appending_restores_a_whole_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SledOptions {
+        segment_bytes: 4 * 1024,
+    };
+    let store = store_with(&dir.path().join("live"), &["s"], options).await;
+    for i in 0..200 {
+        store
+            .append_events(vec![event(&format!("before-{i}"), &["s"])], 1, HOUR)
+            .await
+            .unwrap();
+    }
+    let writing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let writer = {
+        let (store, writing) = (store.clone(), Arc::clone(&writing));
+        tokio::spawn(async move {
+            let mut i = 0;
+            while writing.load(AtomicOrdering::Relaxed) {
+                store
+                    .append_events(vec![event(&format!("during-{i}"), &["s"])], 2, HOUR)
+                    .await
+                    .unwrap();
+                i += 1;
+            }
+        })
+    };
+    let backup = {
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            let beside = [("audit-head".to_string(), b"7:abc\n".to_vec())];
+            let summary = store.backup(&mut out, &beside).unwrap();
+            (out, summary)
+        })
+        .await
+        .unwrap()
+    };
+    writing.store(false, AtomicOrdering::Relaxed);
+    writer.await.unwrap();
+    let (bytes, summary) = backup;
+    assert!(summary.segments > 5, "{summary:?}");
+    assert_eq!(summary.records["subscriptions"], 1);
+
+    let copy = dir.path().join("copy");
+    let restored = restore(&mut bytes.as_slice(), &copy).unwrap();
+    assert_eq!(restored, summary);
+    assert_eq!(std::fs::read(copy.join("audit-head")).unwrap(), b"7:abc\n");
+    let reopened = EmbeddedStore::open_with(&copy, options).unwrap();
+    let pending = reopened.pending_deliveries("s", 100_000).await.unwrap();
+    let mut ids = Vec::new();
+    for delivery in &pending {
+        let stored = reopened.event(delivery.seq).await.unwrap().unwrap();
+        let json: serde_json::Value = serde_json::from_str(&stored.json).unwrap();
+        ids.push(json["id"].as_str().unwrap().to_owned());
+    }
+    for i in 0..200 {
+        assert!(ids.contains(&format!("before-{i}")), "before-{i}");
+    }
+    assert!(pending.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert!(reopened.subscription("s").await.unwrap().is_some());
+    // The copy takes writes of its own.
+    reopened
+        .append_events(vec![event("after", &["s"])], 3, HOUR)
+        .await
+        .unwrap();
+}
+
+/// A backup stream that breaks off, or that names a file outside its directory, restores
+/// nothing and says why.
+#[test]
+fn an_incomplete_or_hostile_backup_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(&dir.path().join("live")).unwrap();
+    let mut bytes = Vec::new();
+    store.backup(&mut bytes, &[]).unwrap();
+    drop(store);
+    for cut in [bytes.len() - 1, bytes.len() / 2, 5] {
+        let into = dir.path().join(format!("cut-{cut}"));
+        let error = restore(&mut &bytes[..cut], &into).unwrap_err();
+        assert!(
+            error.to_string().contains("not a whole Knooppunt backup"),
+            "{error}"
+        );
+    }
+    let mut hostile = BACKUP_MAGIC.to_vec();
+    let name = b"../outside";
+    hostile.push(b'F');
+    hostile.extend((name.len() as u16).to_le_bytes());
+    hostile.extend(name);
+    hostile.extend(0u32.to_le_bytes());
+    let error = restore(&mut hostile.as_slice(), &dir.path().join("hostile")).unwrap_err();
+    assert!(error.to_string().contains("names a file"), "{error}");
+    assert!(!dir.path().join("outside").exists());
+    // Nor into a directory that holds something.
+    let used = dir.path().join("used");
+    std::fs::create_dir_all(&used).unwrap();
+    std::fs::write(used.join("x"), b"x").unwrap();
+    let error = restore(&mut bytes.as_slice(), &used).unwrap_err();
+    assert!(error.to_string().contains("not empty"), "{error}");
+}

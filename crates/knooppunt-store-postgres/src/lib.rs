@@ -1601,6 +1601,18 @@ impl knooppunt_store::Cluster for PgStore {
 }
 
 impl Store for PgStore {
+    fn backup(
+        &self,
+        _out: &mut dyn std::io::Write,
+        _beside: &[(String, Vec<u8>)],
+    ) -> Result<knooppunt_store::BackupSummary, StoreError> {
+        Err(StoreError::Unsupported(
+            "the hub keeps its state in PostgreSQL: back up the database with pg_dump and \
+             restore it with pg_restore (docs/postgresql.md, \"Back up and restore\")"
+                .into(),
+        ))
+    }
+
     fn disk_usage(&self) -> StoreFuture<'_, DiskUsage> {
         Box::pin(async move {
             let client = self.client().await?;

@@ -101,6 +101,23 @@ pub enum StoreError {
         "the lease on the delivery of event {seq} to subscription `{subscription}` is no longer held"
     )]
     StaleLease { subscription: String, seq: u64 },
+    /// The backend does not do this (the message says what to do instead).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// What a backup of the store holds ([`Store::backup`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSummary {
+    /// Segments of the event log copied.
+    pub segments: u64,
+    /// Bytes of the event log copied.
+    pub log_bytes: u64,
+    /// Records per tree of records.
+    pub records: std::collections::BTreeMap<String, u64>,
+    /// Files kept beside the store (the audit trail's checkpoint).
+    pub files: Vec<String>,
 }
 
 /// Keyed records: subscriptions, principals, catalog entries, grants, replays and
@@ -492,6 +509,21 @@ pub trait Store: Records + EventLog + DeliveryQueue + AuditLog + Cluster + 'stat
 
     /// How much disk the store takes, as far as the backend can tell.
     fn disk_usage(&self) -> StoreFuture<'_, DiskUsage>;
+
+    /// Writes a consistent copy of the store, with `beside` (files the hub keeps next to
+    /// it, by name), to `out` while the hub goes on serving. Blocking: call it off the
+    /// async runtime. A backend whose data lives elsewhere (PostgreSQL: `pg_dump`) answers
+    /// [`StoreError::Unsupported`], saying so.
+    fn backup(
+        &self,
+        out: &mut dyn std::io::Write,
+        beside: &[(String, Vec<u8>)],
+    ) -> Result<BackupSummary, StoreError> {
+        let _ = (out, beside);
+        Err(StoreError::Unsupported(
+            "this store is not backed up by the hub".into(),
+        ))
+    }
 }
 
 /// What tests and tools look at in a store, beside what the hub runs on ([`Store`]): the

@@ -266,6 +266,35 @@ impl Cluster {
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
+    /// Runs the SQL file `file` (such as a `pg_dump`) in database `database`, stopping at the
+    /// first error.
+    pub fn psql_file(&self, database: &str, file: &Path) {
+        check(
+            "psql -f",
+            Command::new(self.bin.join("psql"))
+                .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .args(["-U", "knooppunt", "-d", database, "-f"])
+                .arg(file)
+                .output(),
+        );
+    }
+
+    /// A client program of this cluster's version (`pg_dump`, `pg_restore`), not started;
+    /// give it the connection with `-h 127.0.0.1 -p <port> -U knooppunt`.
+    pub fn client(&self, program: &str) -> Command {
+        let mut command = Command::new(self.bin.join(program));
+        command.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "knooppunt",
+        ]);
+        command
+    }
+
     /// How often `database` ran statements whose text is `LIKE` `pattern`, by
     /// `pg_stat_statements` (the cluster must load it and the database have the extension);
     /// a statement that failed is not counted.

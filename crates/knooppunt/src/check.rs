@@ -132,7 +132,7 @@ fn ask_health(url: &str) -> anyhow::Result<String> {
 
 /// The innermost cause of a request's failure (connection refused, timed out, …): what an
 /// operator acts on (the outer ones repeat the URL).
-fn cause(error: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn cause(error: &(dyn std::error::Error + 'static)) -> String {
     let Some(mut innermost) = error.source() else {
         return error.to_string();
     };

@@ -104,6 +104,8 @@ enum Command {
     /// List and decide the data owners' approvals on a running hub.
     #[command(subcommand)]
     Approvals(client::approvals::ApprovalsCommand),
+    /// Copy a running hub's embedded store into a data directory, while it serves.
+    Backup(client::backup::BackupCommand),
     /// Read, export and verify the audit trail (a running hub's, or an export).
     #[command(subcommand)]
     Audit(client::audit::AuditCommand),
@@ -214,6 +216,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Approvals(command) => client::run(client::approvals::run(command)),
         Command::Audit(command) => client::run(client::audit::run(command)),
         Command::Principals(command) => client::run(client::principals::run(command)),
+        Command::Backup(command) => client::run(client::backup::run(command)),
         Command::Check {
             health: Some(url), ..
         } => Ok(check::health(&url)),

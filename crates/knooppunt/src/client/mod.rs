@@ -4,6 +4,7 @@
 
 pub(crate) mod approvals;
 pub(crate) mod audit;
+pub(crate) mod backup;
 pub(crate) mod dead_letters;
 pub(crate) mod eventtypes;
 pub(crate) mod principals;
@@ -138,6 +139,25 @@ impl Client {
         })
     }
 
+    /// A GET of `path` whose answer is read as it arrives (a backup), without the
+    /// client's time limit for whole answers.
+    pub(crate) async fn stream(&self, path: &str) -> anyhow::Result<reqwest::Response> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self
+            .http
+            .get(&url)
+            .timeout(std::time::Duration::from_secs(7 * 24 * 3600));
+        if let Some(token) = &self.token {
+            let value = HeaderValue::try_from(format!("Bearer {token}"))
+                .context("--token: a token is printable ASCII without spaces")?;
+            request = request.header(AUTHORIZATION, value);
+        }
+        request
+            .send()
+            .await
+            .with_context(|| format!("cannot reach the hub at {url} (is it running? see --url)"))
+    }
+
     /// Sends a JSON body.
     pub(crate) async fn send_json(
         &self,
@@ -211,6 +231,8 @@ pub(crate) fn refused(answer: &Answer) -> ExitCode {
     }
     ExitCode::from(1)
 }
+
+pub(crate) use crate::check::cause;
 
 /// Prints a JSON value for `--json`.
 pub(crate) fn print_json(value: &Value) {

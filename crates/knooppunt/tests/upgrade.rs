@@ -1,0 +1,237 @@
+//! Upgrades: today's binary opens a data directory and a PostgreSQL database written by the
+//! previous release (`fixtures/previous-release`, made by its `make.sh` with that release's
+//! binary) and carries on: the principals, the catalog, the subscription, the events still
+//! pending (and not those acknowledged), duplicate detection and the audit trail are there.
+//! And a PostgreSQL hub's database, dumped with `pg_dump` and restored with `pg_restore`
+//! into another, serves as it was (docs/postgresql.md, "Back up and restore").
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use common::HubProcess;
+use knooppunt_test_postgres::Cluster;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "upgrade-admin";
+const TYPE: &str = "nl.test.upgrade";
+const SOURCE: &str = "urn:nld:oin:00000001823288444000:systeem:upgrade";
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/previous-release")
+}
+
+fn fixture() -> Value {
+    serde_json::from_slice(&std::fs::read(fixtures().join("fixture.json")).unwrap()).unwrap()
+}
+
+/// The configuration the fixtures were made with.
+fn config(dir: &Path) -> PathBuf {
+    let hash = knooppunt_broker::hash_token(TOKEN);
+    let path = dir.join("knooppunt.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[ingest]\nreserve_oin_sources = false\n\n[[principals]]\nname = \"admin\"\n\
+             token_sha256 = \"{hash}\"\nroles = [\"admin\", \"publisher\", \"subscriber\"]\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Every event of pull subscription `id`, acknowledged, until a receive comes back empty.
+async fn drain(client: &reqwest::Client, hub: &HubProcess, id: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    loop {
+        let answer = client
+            .post(hub.url(&format!(
+                "/v1/subscriptions/{id}/receive?maxEvents=100&maxWait=PT1S"
+            )))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+        let tokens: Vec<String> = answer
+            .headers()
+            .get("knooppunt-lock-tokens")
+            .map(|v| v.to_str().unwrap().split(", ").map(str::to_owned).collect())
+            .unwrap_or_default();
+        let events: Vec<Value> = answer.json().await.unwrap();
+        if events.is_empty() {
+            return seen;
+        }
+        seen.extend(events.iter().map(|e| e["id"].as_str().unwrap().to_owned()));
+        let settled = client
+            .post(hub.url(&format!("/v1/subscriptions/{id}/acknowledge")))
+            .bearer_auth(TOKEN)
+            .json(&json!({"lockTokens": tokens}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(settled.status(), 200);
+    }
+}
+
+fn event(id: &str) -> Value {
+    json!({"specversion": "1.0", "id": id, "source": SOURCE, "type": TYPE, "data": {}})
+}
+
+/// What a hub opened on the previous release's state must show and do.
+async fn carries_on(hub: &HubProcess, written: &Value) {
+    let client = reqwest::Client::new();
+    let subscription = written["subscription"].as_str().unwrap();
+    let principal = common::get_json(&client, hub, TOKEN, "/v1/principals/gemeente").await;
+    assert_eq!(principal["roles"], json!(["subscriber"]));
+    let catalog = common::get_json(&client, hub, TOKEN, "/v1/eventtypes").await;
+    assert!(
+        catalog
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == TYPE),
+        "{catalog}"
+    );
+    let kept = common::get_json(
+        &client,
+        hub,
+        TOKEN,
+        &format!("/v1/subscriptions/{subscription}"),
+    )
+    .await;
+    assert_eq!(kept["config"]["delivery"], "pull", "{kept}");
+
+    // An event the previous release accepted is still known: publishing it again is a
+    // duplicate, not a new delivery.
+    let again = client
+        .post(hub.url("/v1/events"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/cloudevents+json")
+        .body(event("upgrade-3").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 202);
+    let receipt: Value = again.json().await.unwrap();
+    assert_eq!(receipt["duplicate"], true, "{receipt}");
+    common::publish_batch(&client, hub, TOKEN, vec![event("after-upgrade")]).await;
+
+    let acknowledged: BTreeSet<String> = written["acknowledged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_str().unwrap().to_owned())
+        .collect();
+    let mut expected: BTreeSet<String> = (0..50)
+        .map(|i| format!("upgrade-{i}"))
+        .filter(|id| !acknowledged.contains(id))
+        .collect();
+    expected.insert("after-upgrade".into());
+    assert_eq!(drain(&client, hub, subscription).await, expected);
+
+    let verified = common::get_json(&client, hub, TOKEN, "/v1/audit/verify").await;
+    assert_eq!(verified["intact"], true, "{verified}");
+    assert!(verified["entries"].as_u64().unwrap() >= 3, "{verified}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn todays_hub_opens_a_data_directory_of_the_previous_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    copy_dir(&fixtures().join("embedded"), &data);
+    let hub = HubProcess::start(&config(dir.path()), &data);
+    carries_on(&hub, &fixture()["embedded"]).await;
+    assert!(hub.terminate().success());
+}
+
+/// A hub on PostgreSQL started with `database`.
+fn postgres_hub(dir: &Path, url: &str) -> HubProcess {
+    HubProcess::start_with_env(
+        &config(dir),
+        &dir.join("data"),
+        &[
+            ("KNOOPPUNT_STORE_BACKEND", "postgres"),
+            ("KNOOPPUNT_STORE_URL", url),
+        ],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn todays_hub_migrates_and_serves_a_database_of_the_previous_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start();
+    let url = cluster.create_database("previous");
+    cluster.psql_file("previous", &fixtures().join("postgres.sql"));
+    let hub = postgres_hub(dir.path(), &url);
+    carries_on(&hub, &fixture()["postgres"]).await;
+    assert!(hub.terminate().success());
+}
+
+/// docs/postgresql.md's backup: `pg_dump --format=custom` of a serving hub's database,
+/// `pg_restore` into an empty one; a hub on the restored database has every event
+/// acknowledged before the dump, and its audit trail is whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_hubs_database_restored_from_pg_dump_serves_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start();
+    let url = cluster.create_database("live");
+    let hub = postgres_hub(dir.path(), &url);
+    let client = reqwest::Client::new();
+    let created = client
+        .post(hub.url("/v1/subscriptions"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"protocol": "HTTP", "types": [TYPE],
+                      "config": {"delivery": "pull", "ordering": "unordered"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let subscription = created.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let batch = (0..300).map(|i| event(&format!("dumped-{i}"))).collect();
+    common::publish_batch(&client, &hub, TOKEN, batch).await;
+
+    let dump = dir.path().join("knooppunt.dump");
+    let dumped = cluster
+        .client("pg_dump")
+        .args(["--format=custom", "--no-owner", "--file"])
+        .arg(&dump)
+        .arg("live")
+        .output()
+        .unwrap();
+    assert!(dumped.status.success(), "{dumped:?}");
+    assert!(hub.terminate().success());
+
+    let restored_url = cluster.create_database("restored");
+    let restored = cluster
+        .client("pg_restore")
+        .args(["--no-owner", "--exit-on-error", "-d", "restored"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(restored.status.success(), "{restored:?}");
+    let hub = postgres_hub(dir.path(), &restored_url);
+    let received = drain(&client, &hub, &subscription).await;
+    let expected: BTreeSet<String> = (0..300).map(|i| format!("dumped-{i}")).collect();
+    assert_eq!(received, expected);
+    let verified = common::get_json(&client, &hub, TOKEN, "/v1/audit/verify").await;
+    assert_eq!(verified["intact"], true, "{verified}");
+    assert!(hub.terminate().success());
+}
