@@ -1173,6 +1173,75 @@ async fn a_certificate_with_two_serial_numbers_names_no_organisation() {
     assert!(detail.contains("2 serialNumbers"), "{detail}");
 }
 
+/// A client certificate revoked in the CA's revocation list (`server.tls_client_crl`)
+/// identifies no one on a connection made after the list's file changed; the hub read the
+/// list again by itself, and the refusal says the certificate was revoked.
+#[tokio::test]
+async fn a_revoked_client_certificate_identifies_no_one_once_the_list_changes() {
+    let government = TestCa::new("Test Staat der Nederlanden Private Services CA");
+    let lists = tempfile::tempdir().unwrap();
+    let crl = lists.path().join("government.crl");
+    std::fs::write(&crl, government.revocation_list(&[], 1)).unwrap();
+    let transport = knooppunt_broker::Transport {
+        tls: Some(
+            knooppunt_tests::certificates::hub_tls(&government)
+                .with_revocation_lists(vec![crl.clone()])
+                .unwrap(),
+        ),
+        ..Default::default()
+    };
+    let hub = TestHub::start_with_transport(test_options(), transport).await;
+    let created = tls_client(&government, None)
+        .post(hub.url("/v1/principals"))
+        .bearer_auth(tokens::ADMIN)
+        .json(&json!({"name": "rvo", "roles": ["subscriber"], "oin": OIN, "issueToken": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201, "{}", created.text().await.unwrap());
+    let certificate = government.issue_numbered("RVO", OIN, 4242);
+    let other = government.issue_numbered("RVO 2", OIN, 4343);
+    // Each client below is a new connection.
+    let list = |identity: &(String, String)| {
+        let client = tls_client(&government, Some(identity));
+        let url = hub.url("/v1/subscriptions");
+        async move { client.get(url).send().await.unwrap().status() }
+    };
+    assert_eq!(list(&certificate).await, 200);
+
+    std::fs::write(&crl, government.revocation_list(&[4242], 2)).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let client = tls_client(&government, Some(&certificate));
+        let answer = Answer::from(
+            client
+                .get(hub.url("/v1/subscriptions"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        if answer.status == 401 {
+            let detail = answer.body["detail"].as_str().unwrap().to_lowercase();
+            assert!(detail.contains("revoked"), "{detail}");
+            break;
+        }
+        assert_eq!(answer.status, 200);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the revocation list was not read again"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    // Another certificate of the same organisation still identifies it.
+    assert_eq!(list(&other).await, 200);
+    // A list that no longer reads keeps the previous one in force.
+    std::fs::write(&crl, "not a list").unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(list(&certificate).await, 401);
+    assert_eq!(list(&other).await, 200);
+}
+
 #[tokio::test]
 async fn two_admins_demoting_each_other_at_once_leave_one_admin() {
     let hub = TestHub::start().await;

@@ -40,6 +40,48 @@ impl TestCa {
         server: bool,
         not_after: Option<time::OffsetDateTime>,
     ) -> (String, String) {
+        self.issue_with(name, oin, server, not_after, None)
+    }
+
+    /// A client certificate with this OIN and serial number (for revocation lists).
+    pub fn issue_numbered(&self, name: &str, oin: &str, serial: u64) -> (String, String) {
+        self.issue_with(name, Some(oin), false, None, Some(serial))
+    }
+
+    /// A certificate revocation list of this CA (PEM) revoking these serial numbers.
+    pub fn revocation_list(&self, revoked: &[u64], number: u64) -> String {
+        let now = time::OffsetDateTime::now_utc();
+        let params = rcgen::CertificateRevocationListParams {
+            this_update: now - time::Duration::minutes(1),
+            next_update: now + time::Duration::days(1),
+            crl_number: rcgen::SerialNumber::from(number),
+            issuing_distribution_point: None,
+            revoked_certs: revoked
+                .iter()
+                .map(|serial| rcgen::RevokedCertParams {
+                    serial_number: rcgen::SerialNumber::from(*serial),
+                    revocation_time: now - time::Duration::minutes(1),
+                    reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        };
+        params
+            .signed_by(&self.certificate, &self.key)
+            .unwrap()
+            .pem()
+            .unwrap()
+    }
+
+    fn issue_with(
+        &self,
+        name: &str,
+        oin: Option<&str>,
+        server: bool,
+        not_after: Option<time::OffsetDateTime>,
+        serial: Option<u64>,
+    ) -> (String, String) {
         let key = rcgen::KeyPair::generate().unwrap();
         let names = if server {
             vec!["127.0.0.1".to_owned()]
@@ -57,6 +99,9 @@ impl TestCa {
         }
         if let Some(not_after) = not_after {
             params.not_after = not_after;
+        }
+        if let Some(serial) = serial {
+            params.serial_number = Some(rcgen::SerialNumber::from(serial));
         }
         params.extended_key_usages = vec![if server {
             rcgen::ExtendedKeyUsagePurpose::ServerAuth

@@ -4,8 +4,15 @@
 //! trusted gets a problem+json saying so instead of a bare TLS alert; the handshake still
 //! proves that the client holds the certificate's key. A trusted certificate's subject
 //! serialNumber is the organisation's OIN (PKIoverheid), which names the principal.
+//!
+//! Revoked client certificates: certificate revocation lists (PEM or DER files, such as
+//! PKIoverheid's) are read at start-up and again when a file changes (looked at, at most
+//! every [`CRL_LOOK_EVERY`], when a connection's certificate is checked): a certificate
+//! revoked there is not trusted on any connection made after that.
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
 
 use rustls::DistinguishedName;
 use rustls::client::danger::HandshakeSignatureValid;
@@ -22,12 +29,125 @@ pub struct TlsSettings {
     pub(crate) config: Arc<rustls::ServerConfig>,
     /// Checks client certificates after the handshake.
     pub(crate) verifier: Option<Arc<dyn ClientCertVerifier>>,
+    /// With revocation lists: the verifier to check with, kept up to date with them.
+    pub(crate) revocation: Option<Arc<Revocation>>,
+    /// The client CAs (for revocation lists added later).
+    roots: Option<Arc<rustls::RootCertStore>>,
+}
+
+/// How often the revocation lists' files are looked at, at most.
+pub(crate) const CRL_LOOK_EVERY: Duration = Duration::from_secs(2);
+
+/// A file's modification time and size: what says it changed.
+type Stamp = (Option<SystemTime>, u64);
+
+/// The client CAs, the revocation lists' files and the verifier made from both.
+pub(crate) struct Revocation {
+    roots: Arc<rustls::RootCertStore>,
+    files: Vec<PathBuf>,
+    /// The verifier, and the files' modification times and sizes it was made from.
+    current: RwLock<(Arc<dyn ClientCertVerifier>, Vec<Stamp>)>,
+    looked: Mutex<Instant>,
+}
+
+/// `path`'s [`Stamp`].
+fn stamp(path: &std::path::Path) -> Stamp {
+    std::fs::metadata(path).map_or((None, 0), |m| (m.modified().ok(), m.len()))
+}
+
+/// The revocation lists in `files`, each PEM (one or more lists) or DER.
+fn read_crls(
+    files: &[PathBuf],
+) -> Result<Vec<rustls_pki_types::CertificateRevocationListDer<'static>>, String> {
+    use rustls_pki_types::CertificateRevocationListDer;
+    let mut crls = Vec::new();
+    for path in files {
+        let bytes = std::fs::read(path).map_err(|error| {
+            format!(
+                "cannot read the revocation list {}: {error}",
+                path.display()
+            )
+        })?;
+        if bytes.starts_with(b"-----BEGIN") || bytes.iter().take(64).all(|b| b.is_ascii()) {
+            let found: Vec<_> = CertificateRevocationListDer::pem_slice_iter(&bytes)
+                .collect::<Result<_, _>>()
+                .map_err(|error| {
+                    format!("the revocation list {} is not PEM: {error}", path.display())
+                })?;
+            if found.is_empty() {
+                return Err(format!(
+                    "{} holds no revocation list (X509 CRL, PEM or DER)",
+                    path.display()
+                ));
+            }
+            crls.extend(found);
+        } else {
+            crls.push(CertificateRevocationListDer::from(bytes));
+        }
+    }
+    Ok(crls)
+}
+
+/// A verifier of client certificates against `roots` and the lists in `files`.
+fn strict_verifier(
+    roots: &Arc<rustls::RootCertStore>,
+    files: &[PathBuf],
+) -> Result<Arc<dyn ClientCertVerifier>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut builder = WebPkiClientVerifier::builder_with_provider(Arc::clone(roots), provider)
+        .allow_unauthenticated();
+    if !files.is_empty() {
+        builder = builder
+            .with_crls(read_crls(files)?)
+            // A list that has passed its nextUpdate still counts: a stale list revokes what
+            // it names rather than nothing.
+            .allow_unknown_revocation_status();
+    }
+    builder
+        .build()
+        .map_err(|error| format!("cannot check client certificates: {error}"))
+}
+
+impl Revocation {
+    /// The verifier to check a certificate with now: made again first when a list's file
+    /// changed (a list that no longer reads keeps the previous one, said in the log).
+    fn verifier(&self) -> Arc<dyn ClientCertVerifier> {
+        let due = {
+            let mut looked = self.looked.lock().expect("revocation lock");
+            let due = looked.elapsed() >= CRL_LOOK_EVERY;
+            if due {
+                *looked = Instant::now();
+            }
+            due
+        };
+        if due {
+            let stamps: Vec<_> = self.files.iter().map(|f| stamp(f)).collect();
+            let changed = self.current.read().expect("revocation lock").1 != stamps;
+            if changed {
+                match strict_verifier(&self.roots, &self.files) {
+                    Ok(verifier) => {
+                        tracing::info!(files = ?self.files, "Read the client certificate revocation lists again.");
+                        *self.current.write().expect("revocation lock") = (verifier, stamps);
+                    }
+                    Err(error) => {
+                        tracing::error!(%error, "A client certificate revocation list changed but cannot be read; the previous lists still apply.");
+                        self.current.write().expect("revocation lock").1 = stamps;
+                    }
+                }
+            }
+        }
+        Arc::clone(&self.current.read().expect("revocation lock").0)
+    }
 }
 
 impl std::fmt::Debug for TlsSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsSettings")
             .field("client_certificates", &self.verifier.is_some())
+            .field(
+                "revocation_lists",
+                &self.revocation.as_ref().map(|r| &r.files),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -66,13 +186,13 @@ impl TlsSettings {
                 if roots.is_empty() {
                     return Err("the client CA file holds no certificate".into());
                 }
-                let strict: Arc<dyn ClientCertVerifier> =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                        .allow_unauthenticated()
-                        .build()
-                        .map_err(|error| format!("cannot check client certificates: {error}"))?;
+                let roots = Arc::new(roots);
+                let strict = strict_verifier(&roots, &[])?;
                 let lenient = Arc::new(CheckAfterwards(Arc::clone(&strict)));
-                (builder.with_client_cert_verifier(lenient), Some(strict))
+                (
+                    builder.with_client_cert_verifier(lenient),
+                    Some((strict, roots)),
+                )
             }
         };
         let mut config = builder
@@ -81,8 +201,27 @@ impl TlsSettings {
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(TlsSettings {
             config: Arc::new(config),
-            verifier,
+            roots: verifier.as_ref().map(|(_, roots)| Arc::clone(roots)),
+            verifier: verifier.map(|(strict, _)| strict),
+            revocation: None,
         })
+    }
+
+    /// These settings with client certificates also checked against the revocation lists in
+    /// `files` (PEM or DER), read now and again whenever one changes.
+    pub fn with_revocation_lists(mut self, files: Vec<PathBuf>) -> Result<TlsSettings, String> {
+        let Some(roots) = self.roots.clone() else {
+            return Err("revocation lists need client certificates: set the client CA".into());
+        };
+        let verifier = strict_verifier(&roots, &files)?;
+        let stamps = files.iter().map(|f| stamp(f)).collect();
+        self.revocation = Some(Arc::new(Revocation {
+            roots,
+            files,
+            current: RwLock::new((verifier, stamps)),
+            looked: Mutex::new(Instant::now()),
+        }));
+        Ok(self)
     }
 
     /// What the client certificate of a finished handshake says, if there was one.
@@ -90,7 +229,10 @@ impl TlsSettings {
         &self,
         peer: Option<&[CertificateDer<'static>]>,
     ) -> Option<ClientCertificate> {
-        let verifier = self.verifier.as_ref()?;
+        let verifier = match &self.revocation {
+            Some(revocation) => revocation.verifier(),
+            None => Arc::clone(self.verifier.as_ref()?),
+        };
         let (end_entity, intermediates) = peer?.split_first()?;
         let Subject {
             name: subject,

@@ -32,6 +32,7 @@ mod recorder;
 mod schema;
 mod subscriptions;
 mod table;
+mod tls;
 mod transactions;
 
 use std::collections::HashMap;
@@ -92,7 +93,7 @@ struct Inner {
     recorder: recorder::Recorder,
     events: EventCache,
     /// For the listener's own connection.
-    url: String,
+    database: tls::Database,
     /// The listener tasks of [`Cluster::watch`], ended with the store.
     listeners: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -140,19 +141,19 @@ pub(crate) fn backend(error: tokio_postgres::Error) -> StoreError {
     }
 }
 
-/// A pool of at most `size` connections to the database of `config`.
+/// A pool of at most `size` connections to `database` (over TLS when its URL asks).
 fn make_pool(
-    config: &tokio_postgres::Config,
+    database: &tls::Database,
     size: usize,
     options: &PgOptions,
 ) -> Result<Pool, StoreError> {
-    let manager = Manager::from_config(
-        config.clone(),
-        tokio_postgres::NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    let recycling = || ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match &database.tls {
+        None => Manager::from_config(database.config.clone(), tokio_postgres::NoTls, recycling()),
+        Some(tls) => Manager::from_config(database.config.clone(), tls.clone(), recycling()),
+    };
     Pool::builder(manager)
         .max_size(size)
         .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -285,25 +286,27 @@ impl PgStore {
 
     /// Connects, and creates or migrates the schema.
     pub async fn connect(options: &PgOptions) -> Result<PgStore, StoreError> {
-        let config: tokio_postgres::Config = options.url.parse().map_err(|error| {
-            StoreError::Backend(format!(
-                "store.url `{}` is not a PostgreSQL URL: {error}",
-                redact(&options.url)
-            ))
-        })?;
+        let database = tls::Database::parse(&options.url, &redact(&options.url))?;
+        if database.plain_off_this_machine() {
+            tracing::warn!(
+                "The connection to the database is not encrypted: add sslmode=verify-full (and \
+                 sslrootcert=<the CA's PEM file> for a private CA) to store.url."
+            );
+        }
         // The appender has connections of its own (one per group in flight), out of the
         // hub's `pool_size`: they are driven by its own thread (see `append.rs`).
         let appending = append::GROUPS_IN_FLIGHT;
         let pool = make_pool(
-            &config,
+            &database,
             options.pool_size.saturating_sub(appending).max(1),
             options,
         )?;
-        let append_pool = make_pool(&config, appending, options)?;
+        let append_pool = make_pool(&database, appending, options)?;
         let mut client = pool.get().await.map_err(|error| {
             StoreError::Unavailable(format!(
-                "cannot connect to {}: {error}",
-                redact(&options.url)
+                "cannot connect to {}: {}",
+                redact(&options.url),
+                tls::causes(&error)
             ))
         })?;
         schema::migrate(&mut client).await?;
@@ -316,7 +319,7 @@ impl PgStore {
                 pool,
                 events: EventCache::default(),
                 cursors: Cursors::default(),
-                url: options.url.clone(),
+                database,
                 listeners: std::sync::Mutex::new(Vec::new()),
             }),
         })
@@ -1591,7 +1594,7 @@ impl knooppunt_store::Cluster for PgStore {
     }
 
     fn watch(&self, listener: knooppunt_store::ChangeListener) {
-        let task = tokio::spawn(notify::listen(self.inner.url.clone(), listener));
+        let task = tokio::spawn(notify::listen(self.inner.database.clone(), listener));
         self.inner
             .listeners
             .lock()

@@ -70,10 +70,20 @@ fn parse(payload: &str) -> Option<StoreChange> {
 }
 
 /// Listens until the task is aborted, reconnecting after a lost connection.
-pub(crate) async fn listen(url: String, listener: ChangeListener) {
+pub(crate) async fn listen(database: crate::tls::Database, listener: ChangeListener) {
     let mut first = true;
     loop {
-        match listen_once(&url, &listener, first).await {
+        let listened = match &database.tls {
+            None => match database.config.connect(tokio_postgres::NoTls).await {
+                Ok(connected) => listen_on(connected, &listener, first).await,
+                Err(error) => Err(error),
+            },
+            Some(tls) => match database.config.connect(tls.clone()).await {
+                Ok(connected) => listen_on(connected, &listener, first).await,
+                Err(error) => Err(error),
+            },
+        };
+        match listened {
             Ok(()) => {
                 tracing::warn!("The database connection for change notices closed; reconnecting.")
             }
@@ -86,12 +96,15 @@ pub(crate) async fn listen(url: String, listener: ChangeListener) {
     }
 }
 
-async fn listen_once(
-    url: &str,
+async fn listen_on<S, T>(
+    (client, mut connection): (tokio_postgres::Client, tokio_postgres::Connection<S, T>),
     listener: &ChangeListener,
     first: bool,
-) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+) -> Result<(), tokio_postgres::Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (notices, mut received) = tokio::sync::mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
         loop {

@@ -92,6 +92,10 @@ pub(crate) struct ServerConfig {
     /// HTTPS: a PEM file of the CAs whose client certificates identify principals (by the
     /// OIN in the subject's serialNumber), e.g. the PKIoverheid private services CAs.
     pub(crate) tls_client_ca: Option<PathBuf>,
+    /// HTTPS with client certificates: files of certificate revocation lists (PEM or DER,
+    /// such as PKIoverheid's), read again when they change; a revoked certificate
+    /// identifies no one on connections made after that.
+    pub(crate) tls_client_crl: Vec<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -110,6 +114,7 @@ impl Default for ServerConfig {
             tls_certificate: None,
             tls_key: None,
             tls_client_ca: None,
+            tls_client_crl: Vec::new(),
         }
     }
 }
@@ -982,9 +987,22 @@ impl ServerConfig {
             Some(path) => Some(read("tls_client_ca", path)?),
             None => None,
         };
-        knooppunt_broker::TlsSettings::from_pem(&certificate, &key, client_ca.as_deref())
+        if !self.tls_client_crl.is_empty() && client_ca.is_none() {
+            bail!(
+                "server.tls_client_crl: revocation lists need client certificates: set \
+                 server.tls_client_ca"
+            );
+        }
+        let settings =
+            knooppunt_broker::TlsSettings::from_pem(&certificate, &key, client_ca.as_deref())
+                .map_err(|why| anyhow::anyhow!("server.tls_*: {why}"))?;
+        if self.tls_client_crl.is_empty() {
+            return Ok(Some(settings));
+        }
+        settings
+            .with_revocation_lists(self.tls_client_crl.clone())
             .map(Some)
-            .map_err(|why| anyhow::anyhow!("server.tls_*: {why}"))
+            .map_err(|why| anyhow::anyhow!("server.tls_client_crl: {why}"))
     }
 }
 
