@@ -182,7 +182,7 @@ async fn a_subscription_past_its_limit_sheds_its_oldest_into_dead_letters_and_no
     let metrics = hub.metrics().await;
     assert!(
         metrics.contains(&format!(
-            "knooppunt_queue_backlog_bytes{{subscription=\"{stuck}\"}}"
+            "knooppunt_queue_backlog_bytes{{subscription=\"{stuck}\",owner=\"kvk\"}}"
         )),
         "{metrics}"
     );

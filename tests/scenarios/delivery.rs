@@ -895,3 +895,113 @@ async fn a_410_from_a_replaced_sink_does_not_disable_the_new_one() {
     let delivered = new.wait_for(1, WAIT).await;
     assert_eq!(delivered[0].json()["id"], "after-the-move");
 }
+
+/// Why a delivery failed, for the subscription's owner: the newest refused attempt keeps a
+/// few of the sink's headers and the start of its body (the secrets the hub sent blanked
+/// out), and a request that got no answer says at which step it failed (DNS, connect, TLS).
+#[tokio::test]
+async fn a_failed_attempt_says_what_the_sink_answered_and_where_a_request_failed() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let secret = "key-that-stays-with-the-hub-4711";
+    let created = subscribe_with(
+        &hub,
+        json!({"sink": sink.url, "protocol": "HTTP", "types": [TYPE],
+               "protocolsettings": {"headers": {"X-Api-Key": secret}}}),
+    )
+    .await;
+    let id = id_of(&created);
+    let body = format!(
+        "{{\"detail\": \"key {secret} is not known\"}}\u{7}{}",
+        "x".repeat(2000)
+    );
+    sink.answer([
+        Reply::status(422)
+            .with_header("content-type", "application/problem+json")
+            .with_header("x-internal", "not kept")
+            .with_body(&body),
+        Reply::status(503).with_body("down for maintenance"),
+    ]);
+    for _ in 0..2 {
+        let sent = hub
+            .call(
+                Method::POST,
+                &format!("/v1/subscriptions/{id}/test"),
+                tokens::KVK,
+                None,
+            )
+            .await;
+        assert_eq!(sent.status, 200, "{}", sent.body);
+    }
+    let attempts = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}/attempts"),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(attempts.status, 200);
+    let newest = &attempts.body[0];
+    assert_eq!(newest["statusCode"], 503, "{newest}");
+    assert_eq!(newest["answer"]["body"], "down for maintenance", "{newest}");
+    assert_eq!(newest["answer"]["bodyTruncated"], false);
+    // Only the newest refusal keeps its answer: one per subscription at most.
+    let older = &attempts.body[1];
+    assert_eq!(older["statusCode"], 422, "{older}");
+    assert!(older.get("answer").is_none(), "{older}");
+
+    // The same refusal alone: headers kept by name, body cut at 1 KiB, the secret blanked.
+    sink.answer([Reply::status(422)
+        .with_header("content-type", "application/problem+json")
+        .with_header("x-internal", "not kept")
+        .with_body(&body)]);
+    hub.call(
+        Method::POST,
+        &format!("/v1/subscriptions/{id}/test"),
+        tokens::KVK,
+        None,
+    )
+    .await;
+    let attempts = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}/attempts"),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    let answer = &attempts.body[0]["answer"];
+    assert_eq!(
+        answer["headers"],
+        json!({"content-type": "application/problem+json"})
+    );
+    assert_eq!(answer["bodyTruncated"], true);
+    let kept = answer["body"].as_str().unwrap();
+    assert!(
+        kept.starts_with("{\"detail\": \"key ******** is not known\"}\\u{7}"),
+        "{kept}"
+    );
+    assert!(!kept.contains(secret));
+    assert!(kept.len() < 1100, "{}", kept.len());
+
+    // Where a request failed: the handshake of a new subscription says so.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    for (sink_url, step) in [
+        ("https://no-such-sink.invalid/events".to_owned(), "DNS:"),
+        (format!("http://127.0.0.1:{closed}/events"), "connect:"),
+        (sink.url.replace("http://", "https://"), "TLS:"),
+    ] {
+        let created = subscribe_with(
+            &hub,
+            json!({"sink": sink_url, "protocol": "HTTP", "types": [TYPE]}),
+        )
+        .await;
+        assert_eq!(created.body["state"], "pending", "{}", created.body);
+        let problem = created.body["validationProblem"].as_str().unwrap();
+        assert!(problem.contains(step), "{sink_url}: {problem}");
+    }
+}

@@ -107,8 +107,15 @@ async fn metrics_move_when_events_flow() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let after = loop {
         let text = scrape(&hub).await;
-        let dead = format!("knooppunt_dead_letters{{subscription=\"{}\"}}", ids[1]);
-        let depth = format!("knooppunt_queue_depth{{subscription=\"{}\"}}", ids[0]);
+        // Each subscription's series name its owner, the principal to call about it.
+        let dead = format!(
+            "knooppunt_dead_letters{{subscription=\"{}\",owner=\"kvk\"}}",
+            ids[1]
+        );
+        let depth = format!(
+            "knooppunt_queue_depth{{subscription=\"{}\",owner=\"kvk\"}}",
+            ids[0]
+        );
         let settled = sample(&text, &dead) == 1.0 && sample(&text, &depth) == 0.0;
         if settled || std::time::Instant::now() > deadline {
             break text;
@@ -152,13 +159,15 @@ async fn metrics_move_when_events_flow() {
     assert_eq!(series("knooppunt_delivery_attempt_seconds_count"), 2.0);
     for id in &ids {
         assert_eq!(
-            series(&format!("knooppunt_queue_depth{{subscription=\"{id}\"}}")),
+            series(&format!(
+                "knooppunt_queue_depth{{subscription=\"{id}\",owner=\"kvk\"}}"
+            )),
             0.0
         );
     }
     assert_eq!(
         series(&format!(
-            "knooppunt_dead_letters{{subscription=\"{}\"}}",
+            "knooppunt_dead_letters{{subscription=\"{}\",owner=\"kvk\"}}",
             ids[1]
         )),
         1.0
@@ -173,7 +182,7 @@ async fn metrics_move_when_events_flow() {
     for id in &ids {
         assert_eq!(
             series(&format!(
-                "knooppunt_queue_leased_deliveries{{subscription=\"{id}\"}}"
+                "knooppunt_queue_leased_deliveries{{subscription=\"{id}\",owner=\"kvk\"}}"
             )),
             0.0
         );

@@ -684,3 +684,77 @@ async fn sinks_must_use_https_unless_on_this_machine_or_allowed() {
     .await;
     assert_eq!(created.status, 201, "{}", created.body);
 }
+
+/// `GET /subscriptions?owner=`: an admin lists one principal's subscriptions (the next
+/// page's link keeps the filter); others only their own. Each listed subscription carries
+/// its backlog.
+#[tokio::test]
+async fn subscriptions_are_listed_by_owner_with_their_backlog() {
+    let hub = TestHub::start().await;
+    for token in [tokens::KVK, tokens::KVK, tokens::KVK, tokens::GEMEENTE] {
+        let created = hub
+            .call(
+                Method::POST,
+                "/v1/subscriptions",
+                token,
+                Some(json!({"protocol": "HTTP", "types": ["nl.brp.x"],
+                            "config": {"delivery": "pull"}})),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let page = Answer::from(
+        hub.request(
+            Method::GET,
+            "/v1/subscriptions?owner=kvk&pageSize=2",
+            tokens::ADMIN,
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(page.status, 200);
+    let items = page.body.as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    assert!(
+        items
+            .iter()
+            .all(|s| s["owner"] == "kvk" && s["backlog"] == 0)
+    );
+    let link = page.headers["link"].to_str().unwrap();
+    assert!(link.contains("owner=kvk&pageSize=2&cursor="), "{link}");
+    let next = link[1..link.find('>').unwrap()].to_owned();
+    let rest = hub.call(Method::GET, &next, tokens::ADMIN, None).await;
+    assert_eq!(rest.body.as_array().unwrap().len(), 1, "{}", rest.body);
+    assert_eq!(rest.body[0]["owner"], "kvk");
+
+    let own = hub
+        .call(
+            Method::GET,
+            "/v1/subscriptions?owner=gemeente",
+            tokens::GEMEENTE,
+            None,
+        )
+        .await;
+    assert_eq!(own.body.as_array().unwrap().len(), 1);
+    let refused = hub
+        .call(
+            Method::GET,
+            "/v1/subscriptions?owner=kvk",
+            tokens::GEMEENTE,
+            None,
+        )
+        .await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("administrator")
+    );
+    let empty = hub
+        .call(Method::GET, "/v1/subscriptions?owner=", tokens::ADMIN, None)
+        .await;
+    assert_eq!(empty.status, 400);
+}

@@ -47,6 +47,8 @@ pub struct Reply {
     pub headers: Vec<(String, String)>,
     /// How long to wait before answering.
     pub delay: Duration,
+    /// The answer's body.
+    pub body: String,
 }
 
 impl Reply {
@@ -55,11 +57,17 @@ impl Reply {
             status,
             headers: Vec::new(),
             delay: Duration::ZERO,
+            body: String::new(),
         }
     }
 
     pub fn with_header(mut self, name: &str, value: &str) -> Reply {
         self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn with_body(mut self, body: &str) -> Reply {
+        self.body = body.into();
         self
     }
 
@@ -254,7 +262,7 @@ async fn handle(
         tokio::time::sleep(reply.delay).await;
     }
     state.in_flight.fetch_sub(1, Ordering::SeqCst);
-    let mut response = StatusCode::from_u16(reply.status).unwrap().into_response();
+    let mut response = (StatusCode::from_u16(reply.status).unwrap(), reply.body).into_response();
     for (name, value) in reply.headers {
         response.headers_mut().insert(
             HeaderName::try_from(name).unwrap(),

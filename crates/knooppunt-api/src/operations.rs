@@ -100,10 +100,12 @@ async fn exposition(state: &AppState) -> Response {
         }
     };
     let states = state.subscriptions.count_by_state();
+    let owner_of = |id: &str| state.subscriptions.get(id).map(|s| s.owner.clone());
     let mut body = state.telemetry.render(
         &state.publishing.counters,
         &queues,
         &states,
+        &owner_of,
         knooppunt_services::ingest::now_ms(),
     );
     knooppunt_services::telemetry::render_worker_health(&mut body, &state.deliverer.health());

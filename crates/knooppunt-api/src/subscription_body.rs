@@ -753,6 +753,10 @@ pub(crate) struct SubscriptionOut {
     /// The last delivery attempt since the hub started.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) last_delivery: Option<AttemptOut>,
+    /// Pending deliveries now (in the answers that read subscriptions: the list and one
+    /// subscription); `GET /subscriptions/{id}/status` says more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) backlog: Option<u64>,
     /// Present when the subscription's filters ran out of their evaluation budget on some
     /// event since the hub started: that event was not routed to it. Simplify the filters
     /// (fewer string functions over large attributes, prefixes instead of LIKE) or ask the
@@ -812,6 +816,25 @@ pub(crate) struct AttemptOut {
     /// What went wrong.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// What the sink said when it refused (the newest such attempt of the subscription
+    /// only): a few of its headers and the start of its body, with the secrets the hub sent
+    /// it blanked out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answer: Option<SinkAnswerOut>,
+}
+
+/// The start of a sink's refusing answer.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "SinkAnswer")]
+struct SinkAnswerOut {
+    /// `Content-Type`, `Retry-After`, `WWW-Authenticate` and `Location`, when it sent them.
+    headers: BTreeMap<String, String>,
+    /// The first 1,024 bytes of its body as text (control characters escaped).
+    #[schemars(length(max = 8192))]
+    body: String,
+    /// Whether its body went on past that.
+    body_truncated: bool,
 }
 
 impl From<&LastDelivery> for AttemptOut {
@@ -823,6 +846,11 @@ impl From<&LastDelivery> for AttemptOut {
             status_code: last.status,
             duration_ms: last.duration_ms,
             error: last.error.clone(),
+            answer: last.answer.as_ref().map(|answer| SinkAnswerOut {
+                headers: answer.headers.iter().cloned().collect(),
+                body: answer.body.clone(),
+                body_truncated: answer.truncated,
+            }),
         }
     }
 }
@@ -1089,6 +1117,7 @@ pub(crate) fn representation(
         disabled_reason,
         suspended_reason: None,
         last_delivery: last.as_ref().map(AttemptOut::from),
+        backlog: None,
         filter_budget: None,
         approvals: Vec::new(),
         signing_secret: None,

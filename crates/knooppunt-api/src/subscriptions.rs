@@ -292,24 +292,59 @@ pub(crate) async fn create(
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Query(query): Query<HashMap<String, String>>,
+    Query(mut query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "list subscriptions")?;
     let mut problems = Vec::new();
+    // The filter, taken out before the page's own parameters are read.
+    let asked = query.remove("owner");
+    let asked = asked.as_deref();
     let Page {
         size: page_size,
         cursor,
     } = Page::read(&query, &mut problems);
+    if asked.is_some_and(str::is_empty) {
+        problems.push(InvalidParam::new("owner", "name a principal"));
+    }
     if !problems.is_empty() {
         return Err(ApiError::invalid("the query is invalid", problems));
     }
-    let owner = (!caller.0.is_admin()).then_some(caller.0.name.as_str());
+    let owner = match asked {
+        Some(owner) if !caller.0.is_admin() && owner != caller.0.name => {
+            return Err(ApiError::Forbidden(format!(
+                "only an administrator lists another principal's subscriptions; leave out \
+                 owner (or give owner={}) for your own",
+                caller.0.name
+            )));
+        }
+        Some(owner) => Some(owner),
+        None => (!caller.0.is_admin()).then_some(caller.0.name.as_str()),
+    };
     let (page, more) = state
         .subscriptions
         .page(owner, cursor.as_deref(), page_size);
-    let body: Vec<SubscriptionOut> = page.iter().map(|s| resource(&state, s)).collect();
+    let backlogs: HashMap<String, u64> = state
+        .queue_stats()
+        .await?
+        .into_iter()
+        .map(|stats| (stats.subscription, stats.pending))
+        .collect();
+    let body: Vec<SubscriptionOut> = page
+        .iter()
+        .map(|s| SubscriptionOut {
+            backlog: Some(backlogs.get(&s.id).copied().unwrap_or(0)),
+            ..resource(&state, s)
+        })
+        .collect();
     let next = page.last().filter(|_| more).map(|last| last.id.as_str());
-    Ok(crate::page::answer(body, "/subscriptions", page_size, next))
+    let path = match asked {
+        Some(owner) => format!(
+            "/subscriptions?owner={}",
+            knooppunt_event::binding::percent::encode_component(owner)
+        ),
+        None => "/subscriptions".to_owned(),
+    };
+    Ok(crate::page::answer(body, &path, page_size, next))
 }
 
 pub(crate) async fn get(
@@ -320,7 +355,12 @@ pub(crate) async fn get(
     caller.require(Role::Subscriber, "read subscriptions")?;
     match state.subscriptions.get(&id) {
         Some(subscription) if visible(&caller, &subscription) => {
-            Ok(Json(resource(&state, &subscription)).into_response())
+            let backlog = state.queue_stats_of(&id).await?.map_or(0, |q| q.pending);
+            Ok(Json(SubscriptionOut {
+                backlog: Some(backlog),
+                ..resource(&state, &subscription)
+            })
+            .into_response())
         }
         _ => Err(not_found(&id)),
     }
@@ -585,11 +625,15 @@ pub(crate) fn describe(doc: &mut Document) {
         "List the subscriptions visible to the principal (its own; all for an admin), in \
          creation order.",
     )
-    .parameters(page_parameters(
-        "subscriptions",
-        "The id of the last subscription",
-        None,
-    ))
+    .parameters({
+        let mut parameters = page_parameters("subscriptions", "The id of the last subscription", None);
+        parameters.as_array_mut().expect("parameters").push(json!({
+            "name": "owner", "in": "query", "required": false,
+            "description": "Only the subscriptions of this principal (an administrator may name any; \
+                            others only themselves).",
+            "schema": {"type": "string", "minLength": 1}}));
+        parameters
+    })
     .answer(
         "200",
         "A page of subscriptions. A `Link` header with rel=\"next\" points to the next page.",

@@ -30,7 +30,9 @@ pub use sink::address::{AddressRefused, SinkNetworks};
 pub use sink::connections::{ConnectionLimits, check_client_certificate};
 pub use sink::signing::{HubKeys, PublicKey};
 pub use sink::{Handshake, REDACTED, redact_sink};
-pub use state::{DeliveryOptions, Gone, LastDelivery, Observer, RECENT_ATTEMPTS, Unobserved};
+pub use state::{
+    DeliveryOptions, Gone, LastDelivery, Observer, RECENT_ATTEMPTS, SinkAnswer, Unobserved,
+};
 pub use supervise::{CatchUnwind, WorkerHealth};
 
 /// How long a hub sharing the store may stay silent before the others forget it.

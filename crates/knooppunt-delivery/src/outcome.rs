@@ -9,10 +9,12 @@ use knooppunt_store::{DeliveryConfig, Verdict};
 /// How an attempt ended, before interpretation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
-    /// The sink answered with this status; `retry_after` is its `Retry-After` header, if any.
+    /// The sink answered with this status; `retry_after` is its `Retry-After` header, if any,
+    /// and `answer` what it said when it refused (a bounded excerpt).
     Status {
         code: u16,
         retry_after: Option<String>,
+        answer: Option<Box<crate::state::SinkAnswer>>,
     },
     /// No answer within the subscription's timeout.
     Timeout,
@@ -49,6 +51,7 @@ pub fn classify(response: &Response, now: SystemTime, max_wait: Duration) -> Out
         Response::Status {
             code: 429 | 503,
             retry_after,
+            ..
         } => Outcome::Retry {
             not_before: retry_after
                 .as_deref()
@@ -170,6 +173,7 @@ mod tests {
         Response::Status {
             code,
             retry_after: None,
+            answer: None,
         }
     }
 
@@ -183,6 +187,7 @@ mod tests {
         let asked = |seconds: &str| Response::Status {
             code: 503,
             retry_after: Some(seconds.into()),
+            answer: None,
         };
         let hour = Duration::from_secs(3600);
         assert_eq!(
@@ -211,6 +216,7 @@ mod tests {
         let after = |code: u16, value: &str| Response::Status {
             code,
             retry_after: Some(value.into()),
+            answer: None,
         };
         let wait = |secs| Outcome::Retry {
             not_before: Some(Duration::from_secs(secs)),

@@ -341,6 +341,7 @@ impl Deliverer {
                         error: None,
                         outcome: "delivered",
                         duration_ms: None,
+                        answer: None,
                     },
                 );
             }

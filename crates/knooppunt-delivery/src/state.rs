@@ -123,6 +123,36 @@ pub struct LastDelivery {
     pub outcome: &'static str,
     /// How long the request took (none for a pull consumer's acknowledgement).
     pub duration_ms: Option<u64>,
+    /// What the sink said when it refused: kept for the newest such attempt of a
+    /// subscription only (older attempts drop theirs), so that it costs at most one
+    /// [`SinkAnswer`] per subscription.
+    pub answer: Option<Box<SinkAnswer>>,
+}
+
+/// The start of what a sink answered to a refused delivery: a few of its headers and the
+/// first [`SinkAnswer::MAX_BODY`] bytes of its body, with the secrets the hub sent it
+/// (header values, credentials) blanked out, for its owner to see why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinkAnswer {
+    /// `Content-Type`, `Retry-After`, `WWW-Authenticate` and `Location`, when sent.
+    pub headers: Vec<(String, String)>,
+    /// The body's first bytes as text (not UTF-8: replaced; control characters but line
+    /// feeds and tabs: escaped).
+    pub body: String,
+    /// Whether the body went on past what is kept.
+    pub truncated: bool,
+}
+
+impl SinkAnswer {
+    /// Bytes of the body kept.
+    pub const MAX_BODY: usize = 1024;
+    /// The headers kept, by name.
+    pub const HEADERS: [&'static str; 4] = [
+        "content-type",
+        "retry-after",
+        "www-authenticate",
+        "location",
+    ];
 }
 
 /// How many of a subscription's latest attempts each hub keeps in memory.
@@ -373,6 +403,12 @@ impl Inner {
         };
         if recent.len() == RECENT_ATTEMPTS {
             recent.pop_front();
+        }
+        // One sink answer per subscription: the newest.
+        if last.answer.is_some() {
+            for older in recent.iter_mut() {
+                older.answer = None;
+            }
         }
         recent.push_back(last);
     }

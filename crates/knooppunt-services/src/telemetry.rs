@@ -227,6 +227,7 @@ impl Telemetry {
         counters: &IngestCounters,
         queues: &[QueueStats],
         states: &BTreeMap<&'static str, u64>,
+        owner_of: &dyn Fn(&str) -> Option<String>,
         now_ms: u64,
     ) -> String {
         let mut out = String::new();
@@ -370,15 +371,22 @@ impl Telemetry {
                 |q, _| q.dead_letters.to_string(),
             ),
         ];
+        // Each subscription's labels once: its id and its owner (which principal to call).
+        let labels: Vec<String> = queues
+            .iter()
+            .map(|queue| {
+                let owner = owner_of(&queue.subscription).unwrap_or_default();
+                format!(
+                    "subscription=\"{}\",owner=\"{}\"",
+                    label_value(&queue.subscription),
+                    label_value(&owner)
+                )
+            })
+            .collect();
         for (name, help, value) in per_queue {
             gauge(&mut out, name, help);
-            for queue in queues {
-                let _ = writeln!(
-                    out,
-                    "{name}{{subscription=\"{}\"}} {}",
-                    queue.subscription,
-                    value(queue, now_ms)
-                );
+            for (queue, labels) in queues.iter().zip(&labels) {
+                let _ = writeln!(out, "{name}{{{labels}}} {}", value(queue, now_ms));
             }
         }
         gauge(

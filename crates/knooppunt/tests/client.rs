@@ -109,11 +109,17 @@ async fn subscriptions_are_created_listed_shown_and_deleted() {
         "{rotated}"
     );
     let listed = succeeded(&knooppunt(&url, &["subscriptions", "list"]).await);
+    assert!(listed.starts_with("ID"), "{listed}");
+    assert!(listed.lines().next().unwrap().contains("OWNER") && listed.contains("BACKLOG"));
     let row = listed.lines().find(|l| l.starts_with(&id)).expect("listed");
-    assert!(
-        row.contains("active") && row.contains(&sink.url) && row.contains(TYPE),
-        "{row}"
-    );
+    let columns: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(columns[1..4], ["admin", "active", "0"], "{row}");
+    assert!(row.contains(&sink.url) && row.contains(TYPE), "{row}");
+    let theirs = succeeded(&knooppunt(&url, &["subscriptions", "list", "--owner", "admin"]).await);
+    assert!(theirs.contains(&id), "{theirs}");
+    let nobodys =
+        succeeded(&knooppunt(&url, &["subscriptions", "list", "--owner", "nobody"]).await);
+    assert!(nobodys.contains("No subscriptions."), "{nobodys}");
 
     let shown = succeeded(&knooppunt(&url, &["subscriptions", "get", &id, "--json"]).await);
     let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
@@ -241,7 +247,9 @@ async fn dead_letters_are_listed_and_redelivered() {
     let (hub, _dir, sink) = hub_and_sink().await;
     let url = hub.url("");
     let id = create_subscription(&url, &sink).await;
-    sink.answer([Reply::status(400)]);
+    sink.answer([Reply::status(400)
+        .with_header("content-type", "text/plain")
+        .with_body("subject 99990 is not ours")]);
     succeeded(
         &knooppunt(
             &url,
@@ -275,6 +283,12 @@ async fn dead_letters_are_listed_and_redelivered() {
     };
     let row = listed.lines().nth(1).expect("one dead letter");
     assert!(row.contains("400"), "the reason names the status: {row}");
+    // What the sink said, in the subscription's last delivery.
+    let shown = succeeded(&knooppunt(&url, &["subscriptions", "get", &id]).await);
+    assert!(
+        shown.contains("content-type: text/plain") && shown.contains("subject 99990 is not ours"),
+        "{shown}"
+    );
     let dead_letter = row.split_whitespace().next().unwrap().to_owned();
 
     let redelivered =

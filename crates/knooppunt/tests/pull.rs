@@ -277,7 +277,7 @@ async fn ten_thousand_events_are_received_and_acknowledged(backend: Backend) {
         .unwrap();
     assert!(
         metrics.contains(&format!(
-            "knooppunt_queue_depth{{subscription=\"{subscription}\"}} 0"
+            "knooppunt_queue_depth{{subscription=\"{subscription}\",owner=\"admin\"}} 0"
         )),
         "{metrics}"
     );

@@ -331,9 +331,15 @@ pub(crate) async fn send_test(
     )
     .await
     .unwrap_or_else(|| failed("not sent".into()));
+    let mut answer = None;
     let (status, error) = match response {
         Response::Status { code, .. } if (200..300).contains(&code) => (Some(code), None),
-        Response::Status { code, .. } => (Some(code), Some(format!("the sink answered {code}"))),
+        Response::Status {
+            code, answer: said, ..
+        } => {
+            answer = said;
+            (Some(code), Some(format!("the sink answered {code}")))
+        }
         Response::Timeout => (
             None,
             Some(format!(
@@ -350,6 +356,7 @@ pub(crate) async fn send_test(
         error,
         outcome: "test",
         duration_ms: Some(started.elapsed().as_millis() as u64),
+        answer,
     };
     inner.remember_last(&subscription.id, last.clone());
     last

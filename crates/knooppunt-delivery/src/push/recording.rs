@@ -120,6 +120,10 @@ impl Recording {
                 error,
                 outcome: label,
                 duration_ms: Some(elapsed.as_millis() as u64),
+                answer: match response {
+                    Response::Status { answer, .. } => answer.clone(),
+                    _ => None,
+                },
             },
             // The broker, the one writer of subscriptions, decides what the 410 means: it
             // disables the subscription unless its sink has changed meanwhile.

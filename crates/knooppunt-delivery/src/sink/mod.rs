@@ -220,6 +220,7 @@ pub async fn deliver(
         .headers(headers)
         .body(message.body)
         .timeout(timeout);
+    let started = std::time::Instant::now();
     match request.send().await {
         Ok(response) => {
             let retry_after = response
@@ -227,9 +228,20 @@ pub async fn deliver(
                 .get(http::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
+            let code = response.status().as_u16();
+            // Why it refused, for its owner: read only then, and only so far.
+            let answer = if (200..300).contains(&code) {
+                None
+            } else {
+                let within = timeout.saturating_sub(started.elapsed());
+                Some(Box::new(
+                    excerpt(response, within, &secrets(subscription, bearer)).await,
+                ))
+            };
             Response::Status {
-                code: response.status().as_u16(),
+                code,
                 retry_after,
+                answer,
             }
         }
         Err(error) if error.is_timeout() => Response::Timeout,
@@ -240,6 +252,81 @@ pub async fn deliver(
             tracing::debug!(%sink, error = %error_chain(&error), "A delivery request failed.");
             Response::Failed(describe(&error))
         }
+    }
+}
+
+/// What the hub sent a subscription's sink that must not come back in an excerpt of its
+/// answer: header values, the credential's secrets, the access token.
+fn secrets(subscription: &Subscription, bearer: Option<&str>) -> Vec<String> {
+    let mut secrets: Vec<String> = subscription
+        .protocol_settings
+        .headers
+        .values()
+        .cloned()
+        .collect();
+    match &subscription.sink_credential {
+        Some(SinkCredential::Plain { secret, .. }) => secrets.push(secret.clone()),
+        Some(SinkCredential::AccessToken { accesstoken, .. }) => secrets.push(accesstoken.clone()),
+        Some(SinkCredential::ClientCredentials { client_secret, .. }) => {
+            secrets.push(client_secret.clone())
+        }
+        None => {}
+    }
+    secrets.extend(bearer.map(str::to_owned));
+    // Too short to blank out without blanking ordinary words.
+    secrets.retain(|secret| secret.len() >= 6);
+    secrets
+}
+
+/// The start of a refusing answer ([`SinkAnswer`]): the kept headers, and the body's first
+/// bytes read within `within` (the rest is not read: the connection is closed).
+async fn excerpt(
+    mut response: reqwest::Response,
+    within: Duration,
+    secrets: &[String],
+) -> crate::state::SinkAnswer {
+    use crate::state::SinkAnswer;
+    let clean = |text: &str| {
+        let mut text: String = text
+            .chars()
+            .flat_map(|c| match c {
+                '\n' | '\t' => vec![c],
+                c if c.is_control() => c.escape_default().collect(),
+                c => vec![c],
+            })
+            .collect();
+        for secret in secrets {
+            text = text.replace(secret.as_str(), REDACTED);
+        }
+        text
+    };
+    let headers = SinkAnswer::HEADERS
+        .iter()
+        .filter_map(|name| {
+            let value = response.headers().get(*name)?.to_str().ok()?;
+            let value: String = value.chars().take(200).collect();
+            Some(((*name).to_owned(), clean(&value)))
+        })
+        .collect();
+    let mut body = Vec::new();
+    let mut truncated = false;
+    let reading = async {
+        while let Ok(Some(chunk)) = response.chunk().await {
+            let room = SinkAnswer::MAX_BODY - body.len();
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if chunk.len() > room {
+                truncated = true;
+                break;
+            }
+        }
+    };
+    if tokio::time::timeout(within, reading).await.is_err() {
+        truncated = true;
+    }
+    SinkAnswer {
+        headers,
+        body: clean(&String::from_utf8_lossy(&body)),
+        truncated,
     }
 }
 
@@ -255,18 +342,33 @@ pub(crate) fn describe(error: &reqwest::Error) -> String {
         }
         source = cause.source();
     }
-    if error.is_timeout() {
-        "the sink did not answer in time".into()
-    } else if chain.contains("certificate") {
-        "the sink's TLS certificate could not be verified against the CA certificates the hub \
-         trusts (the system's and delivery.ca_file)"
+    let lower = chain.to_lowercase();
+    if error.is_timeout() && error.is_connect() {
+        "connect: the sink's host did not take the connection in time".into()
+    } else if error.is_timeout() {
+        "answer: the sink did not answer in time".into()
+    } else if lower.contains("dns error") || lower.contains("failed to lookup address") {
+        "DNS: the sink's host name could not be resolved".into()
+    } else if lower.contains("certificate") {
+        "TLS: the sink's certificate could not be verified against the CA certificates the \
+         hub trusts (the system's and delivery.ca_file)"
             .into()
+    } else if error.is_connect()
+        && [
+            "tls",
+            "handshake",
+            "corrupt message",
+            "alert",
+            "peer is incompatible",
+        ]
+        .iter()
+        .any(|sign| lower.contains(sign))
+    {
+        "TLS: the handshake with the sink failed (does it speak HTTPS on that port?)".into()
     } else if error.is_connect() {
-        "the hub could not connect to the sink (refused, unreachable, or the TLS handshake \
-         failed)"
-            .into()
+        "connect: the hub could not connect to the sink (refused or unreachable)".into()
     } else {
-        "the exchange with the sink broke off before it answered".into()
+        "answer: the exchange with the sink broke off before it answered".into()
     }
 }
 

@@ -14,8 +14,11 @@ use super::{
 /// Manage subscriptions (needs the `subscriber` role; you see your own, an admin sees all).
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum SubscriptionsCommand {
-    /// List subscriptions, oldest first, with their state and sink.
+    /// List subscriptions, oldest first, with their owner, state, backlog and sink.
     List {
+        /// Only this principal's subscriptions (an admin may name any).
+        #[arg(long)]
+        owner: Option<String>,
         #[command(flatten)]
         connection: Connection,
         #[command(flatten)]
@@ -99,19 +102,32 @@ pub(crate) struct NewSubscription {
 
 pub(crate) async fn run(command: SubscriptionsCommand) -> Outcome {
     match command {
-        SubscriptionsCommand::List { connection, output } => {
-            let header = format!("{:<36}  {:<8}  {:<40}  WHAT", "ID", "STATE", "SINK");
+        SubscriptionsCommand::List {
+            owner,
+            connection,
+            output,
+        } => {
+            let header = format!(
+                "{:<36}  {:<16}  {:<9}  {:>7}  {:<40}  WHAT",
+                "ID", "OWNER", "STATE", "BACKLOG", "SINK"
+            );
+            let path = match &owner {
+                Some(owner) => format!("/v1/subscriptions?owner={}", segment(owner)),
+                None => "/v1/subscriptions".to_owned(),
+            };
             list(
                 &connection,
                 &output,
-                "/v1/subscriptions",
+                &path,
                 "No subscriptions.",
                 &header,
                 |item| {
                     format!(
-                        "{:<36}  {:<8}  {:<40}  {}",
+                        "{:<36}  {:<16}  {:<9}  {:>7}  {:<40}  {}",
                         text(&item["id"]),
+                        text(&item["owner"]),
                         text(&item["state"]),
+                        item["backlog"].as_u64().unwrap_or(0),
                         text(&item["sink"]),
                         what(item)
                     )
@@ -257,6 +273,9 @@ fn describe(subscription: &Value) {
             .collect();
         println!("  config:   {}", settings.join(" "));
     }
+    if let Some(backlog) = subscription["backlog"].as_u64() {
+        println!("  backlog:  {backlog} pending");
+    }
     let last = &subscription["lastDelivery"];
     if last.is_object() {
         let status = last["statusCode"]
@@ -268,5 +287,22 @@ fn describe(subscription: &Value) {
             text(&last["time"]),
             last["sequence"]
         );
+        if last["statusCode"].is_u64() && last["error"].is_string() {
+            println!("            {}", text(&last["error"]));
+        }
+        let answer = &last["answer"];
+        if let Some(headers) = answer["headers"].as_object() {
+            for (name, value) in headers {
+                println!("            {name}: {}", text(value));
+            }
+        }
+        if let Some(body) = answer["body"].as_str().filter(|b| !b.is_empty()) {
+            let more = if answer["bodyTruncated"] == true {
+                " …"
+            } else {
+                ""
+            };
+            println!("            {}{more}", body.replace('\n', "\n            "));
+        }
     }
 }
