@@ -68,12 +68,20 @@ struct CreatedOut {
 
 /// A new token, shown once.
 #[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 #[schemars(rename = "PrincipalToken")]
 struct TokenOut {
     name: String,
     /// The bearer token; shown only here.
     token: String,
+    /// With `keepOld`: until when the token it replaced is still accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    previous_valid_until: Option<String>,
 }
+
+/// The longest overlap a replaced token may have.
+const LONGEST_OVERLAP: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// What creates a principal: the members [`create`] reads ([`MEMBERS`]).
 pub(crate) struct NewPrincipal;
@@ -364,6 +372,7 @@ pub(crate) async fn create(
         name: name.to_owned(),
         roles: Vec::new(),
         token_sha256: None,
+        previous_token: None,
         subscribe_type_prefixes: Vec::new(),
         publish_source_prefixes: Vec::new(),
         oin: None,
@@ -478,13 +487,41 @@ pub(crate) async fn issue_token(
     caller: Caller,
     audit: RequestAudit,
     Path(name): Path<PrincipalName>,
+    Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let token = administering::issue_token(&state, &audit.of(&caller), &caller.0, &name)
-        .await?
-        .ok_or_else(|| not_found(&name))?;
+    let mut problems = Vec::new();
+    for key in query.keys().filter(|key| key.as_str() != "keepOld") {
+        problems.push(InvalidParam::new(
+            key.as_str(),
+            "unknown query parameter; use `keepOld`",
+        ));
+    }
+    let keep_old = match query
+        .get("keepOld")
+        .map(|v| knooppunt_store::parse_iso8601_duration(v))
+    {
+        None => None,
+        Some(Ok(overlap)) if overlap <= LONGEST_OVERLAP => Some(overlap),
+        Some(Ok(_)) => {
+            problems.push(InvalidParam::new("keepOld", "must be at most P7D"));
+            None
+        }
+        Some(Err(why)) => {
+            problems.push(InvalidParam::new("keepOld", why));
+            None
+        }
+    };
+    if !problems.is_empty() {
+        return Err(ApiError::invalid("the query is invalid", problems));
+    }
+    let (token, previous_until) =
+        administering::issue_token(&state, &audit.of(&caller), &caller.0, &name, keep_old)
+            .await?
+            .ok_or_else(|| not_found(&name))?;
     Ok(Json(TokenOut {
         name: name.into_string(),
         token,
+        previous_valid_until: previous_until.map(knooppunt_event::timestamp::utc_timestamp),
     })
     .into_response())
 }
@@ -584,9 +621,14 @@ pub(crate) fn describe(doc: &mut Document) {
     let token = Operation::new(
         "issuePrincipalToken",
         TAG,
-        "Issue a new bearer token for a principal; the old one stops working at once. The \
-         answer is the only time the token is shown.",
+        "Issue a new bearer token for a principal; the old one stops working at once, or with \
+         `keepOld` when that time has passed (its clients move to the new token meanwhile). \
+         The answer is the only time the token is shown.",
     )
+    .parameters(json!([{"name": "keepOld", "in": "query", "required": false,
+        "description": "How long the replaced token is still accepted (ISO 8601 duration, at \
+                        most P7D), e.g. PT1H.",
+        "schema": {"type": "string", "example": "PT1H"}}]))
     .answer("200", "The new token.", Some(doc.schema::<TokenOut>()))
     .refusals(&[
         BAD_REQUEST,

@@ -180,27 +180,48 @@ pub async fn issue_token(
     context: &Context,
     caller: &Principal,
     name: &str,
-) -> Result<Option<String>, Refused> {
+    keep_old: Option<std::time::Duration>,
+) -> Result<Option<(String, Option<u64>)>, Refused> {
     may_administer(caller, "issue tokens")?;
     let Some(mut record) = state.principals.get(name) else {
         return Ok(None);
     };
     let token = new_token();
+    // The replaced token stays valid for the overlap asked (a rotation without a gap);
+    // else it stops at once, and so does any earlier one still overlapping.
+    let now = now_ms();
+    record.previous_token = match (keep_old, record.token_sha256.take()) {
+        (Some(overlap), Some(sha256)) => Some(knooppunt_store::PreviousToken {
+            sha256,
+            until: now + overlap.as_millis() as u64,
+        }),
+        _ => None,
+    };
+    let previous_until = record.previous_token.as_ref().map(|p| p.until);
     record.token_sha256 = Some(hash_token(&token));
-    record.updated_at = now_ms();
+    record.updated_at = now;
     record.origin = FROM_API.into();
     if !state.principals.update(&caller.name, &record).await? {
         return Ok(None);
     }
     tracing::info!(principal = %name, by = %caller.name, "Principal's token issued.");
+    let details = match previous_until {
+        Some(until) => json!({
+            "note": "a new token replaced the old one (the token itself is never recorded)",
+            "previousValidUntil": utc_timestamp(until),
+        }),
+        None => json!({
+            "note": "a new token replaced the old one (the token itself is never recorded)"
+        }),
+    };
     let action = Action::new(
         ActionName::PrincipalTokenIssue,
         format!("principal/{name}"),
-        json!({"note": "a new token replaced the old one (the token itself is never recorded)"}),
+        details,
     )
     .concerning([name.to_owned()]);
     state.audit.record(context, action).await;
-    Ok(Some(token))
+    Ok(Some((token, previous_until)))
 }
 
 /// The chunks of a backup as it is written; an `Err` ends it unfinished.

@@ -35,6 +35,8 @@ struct Entry {
 struct Table {
     by_name: BTreeMap<String, Arc<Entry>>,
     by_token: HashMap<[u8; 32], Arc<Entry>>,
+    /// Replaced tokens still accepted, with until when (milliseconds since the epoch).
+    by_previous_token: HashMap<[u8; 32], (Arc<Entry>, u64)>,
     by_oin: HashMap<String, Arc<Entry>>,
 }
 
@@ -49,6 +51,13 @@ impl Table {
             let record = &entry.record;
             if let Some(digest) = record.token_sha256.as_deref().and_then(digest) {
                 table.by_token.insert(digest, Arc::clone(&entry));
+            }
+            if let Some(previous) = &record.previous_token
+                && let Some(digest) = digest(&previous.sha256)
+            {
+                table
+                    .by_previous_token
+                    .insert(digest, (Arc::clone(&entry), previous.until));
             }
             if let Some(oin) = &record.oin {
                 table.by_oin.insert(oin.clone(), Arc::clone(&entry));
@@ -121,6 +130,7 @@ pub fn seed_record(hash: &str, principal: &Principal, now: u64) -> StoredPrincip
             .map(|r| r.name().to_owned())
             .collect(),
         token_sha256: Some(hash.to_ascii_lowercase()),
+        previous_token: None,
         subscribe_type_prefixes: principal.subscribe_type_prefixes.clone(),
         publish_source_prefixes: principal.publish_source_prefixes.clone(),
         oin: principal.oin.as_ref().map(ToString::to_string),
@@ -183,6 +193,7 @@ impl Principals {
                 Some(current) => {
                     let updated = StoredPrincipal {
                         created_at: current.created_at,
+                        previous_token: current.previous_token.clone(),
                         // Set over the API, not in the file.
                         zgw: current.zgw.clone(),
                         ..seed.clone()
@@ -208,8 +219,17 @@ impl Principals {
     }
 
     /// The principal whose token has this SHA-256.
+    /// The principal of a token: its current one, or a replaced one until its overlap
+    /// ends (checked against the clock on every request).
     pub fn by_token(&self, digest: &[u8; 32]) -> Found {
-        found(self.table().by_token.get(digest))
+        let table = self.table();
+        if let Some(entry) = table.by_token.get(digest) {
+            return found(Some(entry));
+        }
+        match table.by_previous_token.get(digest) {
+            Some((entry, until)) if knooppunt_store::now_ms() < *until => found(Some(entry)),
+            _ => Found::Unknown,
+        }
     }
 
     /// The principal with this OIN (from a client certificate).

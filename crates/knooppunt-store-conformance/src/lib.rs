@@ -514,6 +514,7 @@ fn principal(name: &str) -> StoredPrincipal {
         name: name.into(),
         roles: vec!["publisher".into(), "subscriber".into()],
         token_sha256: Some("ab".repeat(32)),
+        previous_token: None,
         subscribe_type_prefixes: vec!["nl.brp.".into()],
         publish_source_prefixes: vec!["urn:nld:oin:00000001234567890000:".into()],
         oin: Some("00000001234567890000".into()),
@@ -546,6 +547,11 @@ async fn principals_are_kept(backend: &mut impl Backend) {
     let mut disabled = principal("b");
     disabled.disabled = true;
     disabled.roles = vec!["admin".into()];
+    // A token rotated with an overlap keeps the replaced one's hash and its end.
+    disabled.previous_token = Some(knooppunt_store::PreviousToken {
+        sha256: "ab".repeat(32),
+        until: 1_900_000_000_000,
+    });
     assert!(store.update_principal(&disabled).await.unwrap());
     assert!(!store.update_principal(&principal("zz")).await.unwrap());
     let store = backend.reopen(store).await;

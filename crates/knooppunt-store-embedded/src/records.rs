@@ -478,6 +478,8 @@ pub(crate) struct PrincipalRecord {
     roles: Vec<String>,
     #[serde(default)]
     token_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    previous_token: Option<knooppunt_store::PreviousToken>,
     #[serde(default)]
     subscribe_type_prefixes: Vec<String>,
     #[serde(default)]
@@ -500,6 +502,7 @@ impl From<&StoredPrincipal> for PrincipalRecord {
             name: p.name.clone(),
             roles: p.roles.clone(),
             token_sha256: p.token_sha256.clone(),
+            previous_token: p.previous_token.clone(),
             subscribe_type_prefixes: p.subscribe_type_prefixes.clone(),
             publish_source_prefixes: p.publish_source_prefixes.clone(),
             oin: p.oin.clone(),
@@ -518,6 +521,7 @@ impl From<PrincipalRecord> for StoredPrincipal {
             name: r.name,
             roles: r.roles,
             token_sha256: r.token_sha256,
+            previous_token: r.previous_token,
             subscribe_type_prefixes: r.subscribe_type_prefixes,
             publish_source_prefixes: r.publish_source_prefixes,
             oin: r.oin,

@@ -4,8 +4,9 @@ use knooppunt_store::{StoreError, StoredPrincipal};
 use tokio_postgres::Row;
 
 pub(crate) const COLUMNS: &str = "name, roles, token_sha256, subscribe_type_prefixes, \
-    publish_source_prefixes, oin, disabled, origin, created_at, updated_at, zgw";
-pub(crate) const PLACEHOLDERS: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11";
+    publish_source_prefixes, oin, disabled, origin, created_at, updated_at, zgw, \
+    previous_token_sha256, previous_token_until";
+pub(crate) const PLACEHOLDERS: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13";
 
 /// The values of [`COLUMNS`], in order.
 pub(crate) struct Params {
@@ -16,6 +17,9 @@ pub(crate) struct Params {
     updated_at: i64,
     /// The ZGW client as JSON (migration 13), NULL when none.
     zgw: Option<String>,
+    /// The previous token's hash and until when it is accepted (migration 21).
+    previous_sha256: Option<String>,
+    previous_until: Option<i64>,
 }
 
 impl Params {
@@ -30,13 +34,15 @@ impl Params {
                 .zgw
                 .as_ref()
                 .map(|z| serde_json::to_string(z).expect("serialises")),
+            previous_sha256: p.previous_token.as_ref().map(|t| t.sha256.clone()),
+            previous_until: p.previous_token.as_ref().map(|t| t.until as i64),
         }
     }
 
     pub(crate) fn refs<'a>(
         &'a self,
         p: &'a StoredPrincipal,
-    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 11] {
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 13] {
         [
             &p.name,
             &self.roles,
@@ -49,6 +55,8 @@ impl Params {
             &self.created_at,
             &self.updated_at,
             &self.zgw,
+            &self.previous_sha256,
+            &self.previous_until,
         ]
     }
 }
@@ -78,6 +86,16 @@ pub(crate) fn from_row(row: &Row) -> Result<StoredPrincipal, StoreError> {
         },
         created_at: row.get::<_, i64>("created_at") as u64,
         updated_at: row.get::<_, i64>("updated_at") as u64,
+        previous_token: match (
+            row.get::<_, Option<String>>("previous_token_sha256"),
+            row.get::<_, Option<i64>>("previous_token_until"),
+        ) {
+            (Some(sha256), Some(until)) => Some(knooppunt_store::PreviousToken {
+                sha256,
+                until: until as u64,
+            }),
+            _ => None,
+        },
     })
 }
 

@@ -271,6 +271,11 @@ const MIGRATIONS: &[&str] = &[
         owner text COLLATE "C" NOT NULL
     );
     "#,
+    // 21: a principal's previous token, accepted until a time after a rotation.
+    r#"
+    ALTER TABLE principals ADD COLUMN previous_token_sha256 text,
+        ADD COLUMN previous_token_until bigint;
+    "#,
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

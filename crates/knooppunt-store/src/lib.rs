@@ -24,7 +24,7 @@ pub use audit::{AuditEntry, AuditRange, AuditRecord, Broken, GENESIS, verify as 
 pub use catalog::{
     ApprovalPolicy, CatalogEntry, Decision, Grant, GrantState, SchemaCheck, TypeMatch,
 };
-pub use principal::{StoredPrincipal, StoredZgwClient};
+pub use principal::{PreviousToken, StoredPrincipal, StoredZgwClient};
 pub use queue::{
     Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, Receipt,
     StoredEvent, Swept, Verdict, event_size,

@@ -11,6 +11,15 @@ pub struct StoredZgwClient {
     pub scopes: Vec<String>,
 }
 
+/// A replaced bearer token still accepted for a while.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PreviousToken {
+    /// Its hex SHA-256.
+    pub sha256: String,
+    /// Until when it is accepted (milliseconds since the Unix epoch).
+    pub until: u64,
+}
+
 /// A principal as stored. The broker gives the roles their meaning; the store keeps them as
 /// names so that a newer hub's role is not lost by an older one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +29,9 @@ pub struct StoredPrincipal {
     pub roles: Vec<String>,
     /// The hex SHA-256 of its bearer token, if it has one (the token itself is never stored).
     pub token_sha256: Option<String>,
+    /// The token it had before its newest one, still accepted until a time (a rotation with
+    /// an overlap, so that its clients can move to the new token without a gap).
+    pub previous_token: Option<PreviousToken>,
     /// The `type` prefixes it may subscribe to; empty means any type.
     pub subscribe_type_prefixes: Vec<String>,
     /// The `source` prefixes it may publish; empty means any source.

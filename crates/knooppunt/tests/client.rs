@@ -486,8 +486,50 @@ async fn principals_are_managed_from_the_command_line() {
         !shown.contains(&fresh),
         "the token is never shown again: {shown}"
     );
+
+    // A rotation with an overlap: the old token keeps working for the time given (also
+    // after a restart), the new one at once; a rotation without one ends both old ones.
+    let token_of = |printed: &str| {
+        printed
+            .lines()
+            .find_map(|l| l.strip_prefix("token: "))
+            .expect("the new token is printed")
+            .to_owned()
+    };
+    let rotated =
+        succeeded(&knooppunt(&url, &["principals", "token", "brp", "--keep-old", "PT1H"]).await);
+    assert!(
+        rotated.contains("The old token keeps working until"),
+        "{rotated}"
+    );
+    let newer = token_of(&rotated);
+    assert!(hub.terminate().success());
+    let hub =
+        common::HubProcess::start(&dir.path().join("knooppunt.toml"), &dir.path().join("data"));
+    let url = hub.url("");
+    succeeded(&publish(url.clone(), fresh.clone()).await);
+    succeeded(&publish(url.clone(), newer.clone()).await);
+    let short =
+        succeeded(&knooppunt(&url, &["principals", "token", "brp", "--keep-old", "PT1S"]).await);
+    let newest = token_of(&short);
+    assert_eq!(
+        publish(url.clone(), fresh.clone()).await.status.code(),
+        Some(1),
+        "only the token just replaced overlaps"
+    );
+    succeeded(&publish(url.clone(), newer.clone()).await);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        publish(url.clone(), newer).await.status.code(),
+        Some(1),
+        "the overlap has ended"
+    );
+    let too_long = knooppunt(&url, &["principals", "token", "brp", "--keep-old", "P30D"]).await;
+    assert_eq!(too_long.status.code(), Some(1));
+    assert!(stderr(&too_long).contains("P7D"), "{}", stderr(&too_long));
+    succeeded(&publish(url.clone(), newest.clone()).await);
     succeeded(&knooppunt(&url, &["principals", "delete", "brp"]).await);
-    assert_eq!(publish(url, fresh).await.status.code(), Some(1));
+    assert_eq!(publish(url, newest).await.status.code(), Some(1));
     assert!(hub.terminate().success());
 }
 

@@ -71,9 +71,13 @@ pub(crate) enum PrincipalsCommand {
         #[command(flatten)]
         connection: Connection,
     },
-    /// Issue a new token (the old one stops working at once); prints it once.
+    /// Issue a new token; prints it once. The old one stops working at once, or with
+    /// --keep-old after that long (its clients move to the new token meanwhile).
     Token {
         name: String,
+        /// How long the old token still works (ISO 8601 duration, at most P7D), e.g. PT1H.
+        #[arg(long, value_name = "DURATION")]
+        keep_old: Option<String>,
         #[command(flatten)]
         connection: Connection,
     },
@@ -128,6 +132,9 @@ fn print_token(principal: &Value) {
         println!();
         println!("token: {token}");
         println!("This is the only time the token is shown: give it to the principal now.");
+    }
+    if let Some(until) = principal["previousValidUntil"].as_str() {
+        println!("The old token keeps working until {until}.");
     }
 }
 
@@ -247,9 +254,16 @@ pub(crate) async fn run(command: PrincipalsCommand) -> Outcome {
             describe(&answer.body);
             Ok(ExitCode::SUCCESS)
         }
-        PrincipalsCommand::Token { name, connection } => {
+        PrincipalsCommand::Token {
+            name,
+            keep_old,
+            connection,
+        } => {
             let client = Client::new(&connection)?;
-            let path = format!("/v1/principals/{}/token", segment(&name));
+            let mut path = format!("/v1/principals/{}/token", segment(&name));
+            if let Some(overlap) = &keep_old {
+                path.push_str(&format!("?keepOld={}", segment(overlap)));
+            }
             let answer = client
                 .send(Method::POST, &path, HeaderMap::new(), None)
                 .await?;
