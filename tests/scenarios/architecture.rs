@@ -285,10 +285,11 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "principals",
             "audit",
             "telemetry",
+            "notices",
             "identity",
         ],
     ),
-    ("history", &["approvals", "subscriptions"]),
+    ("history", &["approvals", "subscriptions", "notices"]),
     ("zgw", &["catalog", "identity"]),
     (
         "ingest",
@@ -298,6 +299,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "catalog",
             "subscriptions",
             "telemetry",
+            "notices",
             "identity",
         ],
     ),
@@ -309,10 +311,11 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
     ("catalog", &["identity"]),
     ("sessions", &["principals", "identity"]),
     ("principals", &["identity"]),
-    ("subscriptions", &["registry", "identity"]),
+    ("subscriptions", &["registry", "notices", "identity"]),
     ("registry", &[]),
     ("audit", &[]),
     ("telemetry", &[]),
+    ("notices", &[]),
     ("identity", &[]),
 ];
 

@@ -25,14 +25,13 @@ mod supervise;
 pub use breaker::SinkHealth;
 pub use engine::{Deliverer, now_ms};
 pub use gate::{Gate, Pass};
+pub use outcome::SinkAnswer;
 pub use pull::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Received, Settlement, TokenProblem};
 pub use sink::address::{AddressRefused, SinkNetworks};
 pub use sink::connections::{ConnectionLimits, check_client_certificate};
 pub use sink::signing::{HubKeys, PublicKey};
 pub use sink::{Handshake, REDACTED, redact_sink};
-pub use state::{
-    DeliveryOptions, Gone, LastDelivery, Observer, RECENT_ATTEMPTS, SinkAnswer, Unobserved,
-};
+pub use state::{DeliveryOptions, Gone, LastDelivery, Observer, RECENT_ATTEMPTS, Unobserved};
 pub use supervise::{CatchUnwind, WorkerHealth};
 
 /// How long a hub sharing the store may stay silent before the others forget it.

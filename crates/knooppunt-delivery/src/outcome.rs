@@ -14,12 +14,38 @@ pub enum Response {
     Status {
         code: u16,
         retry_after: Option<String>,
-        answer: Option<Box<crate::state::SinkAnswer>>,
+        answer: Option<Box<SinkAnswer>>,
     },
     /// No answer within the subscription's timeout.
     Timeout,
     /// No connection, or the exchange broke off.
     Failed(String),
+}
+
+/// The start of what a sink answered to a refused delivery: a few of its headers and the
+/// first [`SinkAnswer::MAX_BODY`] bytes of its body, with the secrets the hub sent it
+/// (header values, credentials) blanked out, for its owner to see why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinkAnswer {
+    /// `Content-Type`, `Retry-After`, `WWW-Authenticate` and `Location`, when sent.
+    pub headers: Vec<(String, String)>,
+    /// The body's first bytes as text (not UTF-8: replaced; control characters but line
+    /// feeds and tabs: escaped).
+    pub body: String,
+    /// Whether the body went on past what is kept.
+    pub truncated: bool,
+}
+
+impl SinkAnswer {
+    /// Bytes of the body kept.
+    pub const MAX_BODY: usize = 1024;
+    /// The headers kept, by name.
+    pub const HEADERS: [&'static str; 4] = [
+        "content-type",
+        "retry-after",
+        "www-authenticate",
+        "location",
+    ];
 }
 
 /// What the hub does after an attempt: the one classification of every result.

@@ -223,6 +223,17 @@ impl Deliverer {
             let gave_up = !given_up.is_empty();
             if gave_up {
                 self.inner.observer().settled("deadLetter", given_up.len());
+                for change in &given_up {
+                    if let DeliveryChange::Attempted(Attempt {
+                        verdict: Verdict::DeadLetter { reason },
+                        ..
+                    }) = change
+                    {
+                        self.inner
+                            .observer()
+                            .dead_lettered(&subscription.id, reason);
+                    }
+                }
             }
             for change in given_up {
                 record_once(self, change).await?;

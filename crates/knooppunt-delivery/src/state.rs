@@ -75,6 +75,11 @@ pub trait Observer: Send + Sync + 'static {
     /// `status` the sink's HTTP status if it answered; `elapsed` how long the request took.
     fn attempt(&self, verdict: &Verdict, status: Option<u16>, elapsed: Duration);
 
+    /// A delivery of subscription `subscription` became a dead letter, for `reason`.
+    fn dead_lettered(&self, subscription: &str, reason: &str) {
+        let _ = (subscription, reason);
+    }
+
     /// A push delivery of an event of `bytes` (its JSON) is finished, delivered or a dead
     /// letter, and its result is on disk: it left its subscription's backlog.
     fn finished(&self, bytes: u64) {
@@ -125,34 +130,8 @@ pub struct LastDelivery {
     pub duration_ms: Option<u64>,
     /// What the sink said when it refused: kept for the newest such attempt of a
     /// subscription only (older attempts drop theirs), so that it costs at most one
-    /// [`SinkAnswer`] per subscription.
-    pub answer: Option<Box<SinkAnswer>>,
-}
-
-/// The start of what a sink answered to a refused delivery: a few of its headers and the
-/// first [`SinkAnswer::MAX_BODY`] bytes of its body, with the secrets the hub sent it
-/// (header values, credentials) blanked out, for its owner to see why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SinkAnswer {
-    /// `Content-Type`, `Retry-After`, `WWW-Authenticate` and `Location`, when sent.
-    pub headers: Vec<(String, String)>,
-    /// The body's first bytes as text (not UTF-8: replaced; control characters but line
-    /// feeds and tabs: escaped).
-    pub body: String,
-    /// Whether the body went on past what is kept.
-    pub truncated: bool,
-}
-
-impl SinkAnswer {
-    /// Bytes of the body kept.
-    pub const MAX_BODY: usize = 1024;
-    /// The headers kept, by name.
-    pub const HEADERS: [&'static str; 4] = [
-        "content-type",
-        "retry-after",
-        "www-authenticate",
-        "location",
-    ];
+    /// [`crate::outcome::SinkAnswer`] per subscription.
+    pub answer: Option<Box<crate::outcome::SinkAnswer>>,
 }
 
 /// How many of a subscription's latest attempts each hub keeps in memory.

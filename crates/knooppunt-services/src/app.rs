@@ -170,7 +170,12 @@ impl AppState {
         options: HubOptions,
     ) -> Result<Arc<AppState>, HubError> {
         let telemetry = Arc::new(Telemetry::default());
-        let observer: Arc<dyn knooppunt_delivery::Observer> = telemetry.clone();
+        let (notices, notice_queue) = crate::notices::Notices::channel();
+        let hub_name = options.delivery.origin.clone();
+        let observer: Arc<dyn knooppunt_delivery::Observer> = Arc::new(Observed {
+            telemetry: Arc::clone(&telemetry),
+            notices: notices.clone(),
+        });
         let (deliverer, retirements) =
             Deliverer::new(Arc::clone(&store), options.delivery, observer)
                 .map_err(HubError::Config)?;
@@ -185,6 +190,7 @@ impl AppState {
                 options.filter_limits,
                 options.quotas,
                 principals.disabled(),
+                notices.clone(),
             )
             .await?,
         );
@@ -341,7 +347,9 @@ impl AppState {
         let replaying = tokio::spawn(Arc::clone(&state.history).take_over());
         let sampling = tokio::spawn(sample_rates(Arc::clone(&state)));
         let guarding = tokio::spawn(guard_backlog(Arc::clone(&state)));
+        let telling = tokio::spawn(tell_owners(Arc::clone(&state), notice_queue, hub_name));
         state.background.lock().expect("background lock").extend([
+            telling,
             sampling,
             guarding,
             sweeper,
@@ -733,6 +741,75 @@ async fn unless_stopped<T>(
     tokio::select! {
         _ = stop.changed() => None,
         value = next => Some(value),
+    }
+}
+
+/// What the delivery workers report: counted by the telemetry, and dead letters told to
+/// their subscriptions' owners.
+struct Observed {
+    telemetry: Arc<Telemetry>,
+    notices: crate::notices::Notices,
+}
+
+impl knooppunt_delivery::Observer for Observed {
+    fn attempt(
+        &self,
+        verdict: &knooppunt_store::Verdict,
+        status: Option<u16>,
+        elapsed: std::time::Duration,
+    ) {
+        self.telemetry.attempt(verdict, status, elapsed);
+    }
+
+    fn dead_lettered(&self, subscription: &str, reason: &str) {
+        self.notices
+            .dead_lettered(subscription, reason, knooppunt_store::now_ms());
+    }
+
+    fn finished(&self, bytes: u64) {
+        self.telemetry.finished(bytes);
+    }
+
+    fn received(&self, count: usize) {
+        self.telemetry.received(count);
+    }
+
+    fn settled(&self, outcome: &'static str, count: usize) {
+        self.telemetry.settled(outcome, count);
+    }
+}
+
+/// Publishes the notices of trouble to the owners of the subscriptions they are about
+/// ([`crate::notices`]): as events of the hub's own source, routed only to the owner's
+/// subscriptions. A notice about a subscription deleted meanwhile goes nowhere.
+async fn tell_owners(
+    state: Arc<AppState>,
+    mut queue: tokio::sync::mpsc::Receiver<crate::notices::Notice>,
+    hub: String,
+) {
+    let mut stop = state.stop.subscribe();
+    loop {
+        let Some(Some(notice)) = unless_stopped(&mut stop, queue.recv()).await else {
+            return;
+        };
+        let Some(subscription) = state.subscriptions.get(&notice.subscription) else {
+            continue;
+        };
+        let now = knooppunt_store::now_ms();
+        let event = crate::notices::event(
+            &notice,
+            &hub,
+            &subscription.owner,
+            &uuid::Uuid::now_v7().to_string(),
+            &knooppunt_event::timestamp::utc_timestamp(now),
+        );
+        if let Err(why) = state
+            .publishing
+            .publish_notice(event, &subscription.owner)
+            .await
+        {
+            tracing::warn!(subscription = %notice.subscription, kind = notice.kind, error = %why, "A notice to a subscription's owner could not be published.");
+        }
     }
 }
 

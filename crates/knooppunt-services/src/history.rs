@@ -194,7 +194,12 @@ impl History {
             Some(types) => received.event.with_extension_types_text(types),
             None => received.event,
         };
-        criteria.matches_metered(&decoded, &mut Meter::new(self.eval_limits))
+        let recipient = match decoded.extension(crate::notices::RECIPIENT) {
+            Some(knooppunt_event::AttributeValue::String(name)) => Some(name.as_str()),
+            _ => None,
+        };
+        crate::notices::may_see(decoded.source(), recipient, &subscription.owner)
+            && criteria.matches_metered(&decoded, &mut Meter::new(self.eval_limits))
             && self
                 .approvals
                 .admits(&subscription.id, decoded.source(), decoded.ty())

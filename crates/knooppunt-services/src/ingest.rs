@@ -93,6 +93,33 @@ impl Pipeline {
     pub fn rejected(&self, why: Rejection, count: usize) {
         rejected(self, why, count)
     }
+
+    /// Publishes the hub's own notice `json` (a CloudEvent of [`crate::notices`]) to
+    /// `recipient`'s subscriptions alone: routed as any event, then kept only for the
+    /// subscriptions `recipient` owns, and committed; the hub's backlog limits hold (a
+    /// notice the hub has no room for is not kept).
+    pub async fn publish_notice(&self, json: String, recipient: &str) -> Result<(), String> {
+        let received = knooppunt_event::format::json::decode_event(json.as_bytes())
+            .map_err(|violations| violations.to_string())?;
+        if self.backlog.admit_publish().await.is_err() {
+            return Err("the hub holds all the undelivered data it may".into());
+        }
+        let mut routed = route(self, vec![received]).await;
+        for event in &mut routed {
+            event.subscriptions.retain(|id| {
+                self.subscriptions
+                    .get(id)
+                    .is_some_and(|s| s.owner == recipient)
+            });
+        }
+        commit(self, routed)
+            .await
+            .map_err(|refused| match refused {
+                Refused::Store(error) => error.to_string(),
+                _ => "refused".into(),
+            })?;
+        Ok(())
+    }
 }
 
 /// The spec's floor: intermediaries must forward events of 64 KiB or less.
@@ -307,6 +334,20 @@ fn authorize(
     received: &[ReceivedEvent],
 ) -> Result<(), Refused> {
     let reserve = pipeline.options.reserve_oin_sources;
+    // The hub's own source space is its notices': no principal publishes there.
+    if let Some(event) = received
+        .iter()
+        .find(|e| e.event.source().starts_with(crate::notices::SOURCE_PREFIX))
+    {
+        rejected(pipeline, Rejection::Forbidden, received.len());
+        return Err(Refused::Forbidden(format!(
+            "event `{}` has source `{}`: sources starting with `{}` are the hub's own (its \
+             notices to subscription owners); publish under your organisation's source",
+            event.event.id(),
+            event.event.source(),
+            crate::notices::SOURCE_PREFIX
+        )));
+    }
     let Some((event, why)) = received.iter().find_map(|e| {
         publisher
             .may_publish(e.event.source(), reserve)

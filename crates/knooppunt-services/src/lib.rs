@@ -17,6 +17,7 @@ pub mod cataloging;
 pub mod history;
 pub use knooppunt_identity as identity;
 pub mod ingest;
+pub mod notices;
 pub mod principals;
 pub mod registry;
 pub mod replaying;

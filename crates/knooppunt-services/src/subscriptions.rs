@@ -68,6 +68,8 @@ pub struct Subscriptions {
     /// The principals an admin disabled: their subscriptions are suspended (kept, shown,
     /// but not routed to, delivered, received from or read) until they are enabled again.
     suspended_owners: RwLock<HashSet<String>>,
+    /// Where the owners are told of trouble with their subscriptions.
+    notices: crate::notices::Notices,
 }
 
 /// A subscription as replaced, and whether its sink must consent again.
@@ -145,6 +147,7 @@ impl Subscriptions {
         limits: Limits,
         quotas: Quotas,
         suspended_owners: HashSet<String>,
+        notices: crate::notices::Notices,
     ) -> Result<Subscriptions, StoreError> {
         let (mut registry, refused) = Registry::load(store.subscriptions().await?, &limits);
         let suspended: Vec<Subscription> = registry
@@ -157,6 +160,9 @@ impl Subscriptions {
         }
         for subscription in &refused {
             store.update_subscription(subscription).await?;
+            if let Status::Disabled(why) = &subscription.status {
+                notices.disabled(&subscription.id, why.reason());
+            }
             tracing::warn!(
                 subscription = %subscription.id,
                 owner = %subscription.owner,
@@ -182,6 +188,7 @@ impl Subscriptions {
             quotas,
             over_budget: Default::default(),
             suspended_owners: RwLock::new(suspended_owners),
+            notices,
         })
     }
 
@@ -700,7 +707,13 @@ impl Subscriptions {
                 tracing::info!(subscription = %id, "The sink granted the validation handshake.")
             }
             Handshake::Refused(why) | Handshake::Failed(why) => {
-                tracing::info!(subscription = %id, reason = %why, "The sink did not grant the validation handshake; the subscription is pending.")
+                tracing::info!(subscription = %id, reason = %why, "The sink did not grant the validation handshake; the subscription is pending.");
+                if let Some(Status::Pending {
+                    problem: Some(problem),
+                }) = changed.as_ref().map(|current| &current.status)
+                {
+                    self.notices.pending(&id, problem);
+                }
             }
         }
         Ok(changed.map_or(subscription, |current| Subscription::clone(&current)))
@@ -1048,6 +1061,11 @@ impl Subscriptions {
         self.file(disabled);
         self.deliverer.remove(&id);
         tracing::warn!(subscription = %id, %sink, "The sink answered 410 Gone; the subscription is disabled and its pending deliveries are dead letters.");
+        self.notices.disabled(
+            &id,
+            "the sink answered 410 Gone: the subscription is disabled and its pending \
+             deliveries are dead letters; replace the subscription with a sink that takes them",
+        );
         Ok(())
     }
 }

@@ -82,6 +82,7 @@ impl Recording {
         let elapsed = started.elapsed();
         inner.observer().attempt(&verdict, status, elapsed);
         if let Verdict::DeadLetter { reason } = &verdict {
+            inner.observer().dead_lettered(id, reason);
             tracing::info!(
                 subscription = id,
                 seq = delivery.seq,

@@ -284,8 +284,8 @@ async fn excerpt(
     mut response: reqwest::Response,
     within: Duration,
     secrets: &[String],
-) -> crate::state::SinkAnswer {
-    use crate::state::SinkAnswer;
+) -> crate::outcome::SinkAnswer {
+    use crate::outcome::SinkAnswer;
     let clean = |text: &str| {
         let mut text: String = text
             .chars()

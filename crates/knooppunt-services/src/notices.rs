@@ -1,0 +1,182 @@
+//! Owners told of trouble: when one of its subscriptions is disabled, left pending by its
+//! sink, or gives events up as dead letters, the hub publishes a CloudEvent of its own
+//! about it (source `urn:nld:knooppunt:<origin>`, types [`KINDS`], subject the
+//! subscription) that only the subscription's owner receives, by subscribing to it like to
+//! any event (push or pull). Nothing but the subscription's id, its state and why is in it.
+//!
+//! The parts that see trouble (the writer of subscriptions, the delivery workers) only hand
+//! a [`Notice`] to a bounded queue ([`Notices`]), never waiting: when it is full the notice
+//! is dropped and counted. The application layer publishes them (`app.rs`): routed only to
+//! the owner's subscriptions, appended like any event. Publishers may not use the hub's
+//! source space, and a stream or replay shows a notice only to its recipient.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+/// The hub's own sources begin so; no publisher may use them.
+pub const SOURCE_PREFIX: &str = "urn:nld:knooppunt:";
+
+/// The extension attribute that names a notice's recipient (the subscription's owner).
+pub const RECIPIENT: &str = "recipient";
+
+/// The notices' types, by kind.
+pub const KINDS: [&str; 3] = [
+    "nl.knooppunt.subscription.disabled",
+    "nl.knooppunt.subscription.pending",
+    "nl.knooppunt.subscription.dead-lettered",
+];
+
+/// At most one dead-letter notice per subscription per this many milliseconds (the next
+/// says how many came since).
+const DEAD_LETTER_SPACING_MS: u64 = 60_000;
+
+/// How many notices wait to be published at most.
+const QUEUE: usize = 1024;
+
+/// Trouble with one subscription, to tell its owner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub subscription: String,
+    /// One of [`KINDS`].
+    pub kind: &'static str,
+    /// The event's data (besides the subscription's id).
+    pub data: Value,
+}
+
+/// Where notices are handed over; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Notices {
+    sender: tokio::sync::mpsc::Sender<Notice>,
+    /// Notices dropped because the queue was full.
+    pub dropped: Arc<AtomicU64>,
+    /// Per subscription: when its last dead-letter notice went, and how many dead letters
+    /// came since.
+    dead_letters: Arc<Mutex<HashMap<String, (u64, u64)>>>,
+}
+
+impl Notices {
+    /// A queue of notices and its receiving end.
+    pub fn channel() -> (Notices, tokio::sync::mpsc::Receiver<Notice>) {
+        let (sender, receiver) = tokio::sync::mpsc::channel(QUEUE);
+        (
+            Notices {
+                sender,
+                dropped: Arc::default(),
+                dead_letters: Arc::default(),
+            },
+            receiver,
+        )
+    }
+
+    fn send(&self, notice: Notice) {
+        if let Err(error) = self.sender.try_send(notice) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%error, "A notice to a subscription's owner was dropped: too many wait.");
+        }
+    }
+
+    /// Subscription `id` is disabled, for `reason`.
+    pub fn disabled(&self, id: &str, reason: &str) {
+        self.send(Notice {
+            subscription: id.to_owned(),
+            kind: KINDS[0],
+            data: json!({"state": "disabled", "reason": reason}),
+        });
+    }
+
+    /// Subscription `id` is pending: its sink did not consent, for `reason`.
+    pub fn pending(&self, id: &str, reason: &str) {
+        self.send(Notice {
+            subscription: id.to_owned(),
+            kind: KINDS[1],
+            data: json!({"state": "pending", "reason": reason}),
+        });
+    }
+
+    /// Subscription `id` gave an event up as a dead letter, for `reason`: told at most once
+    /// a minute per subscription, with how many since the last notice.
+    pub fn dead_lettered(&self, id: &str, reason: &str, now_ms: u64) {
+        let count = {
+            let mut spaced = self.dead_letters.lock().expect("notices lock");
+            // Forgotten once a minute has passed for all: bounded by the active ones.
+            if spaced.len() > 10_000 {
+                spaced.retain(|_, (at, _)| now_ms.saturating_sub(*at) < DEAD_LETTER_SPACING_MS);
+            }
+            let (at, since) = spaced.entry(id.to_owned()).or_insert((0, 0));
+            *since += 1;
+            if now_ms.saturating_sub(*at) < DEAD_LETTER_SPACING_MS {
+                return;
+            }
+            let count = *since;
+            (*at, *since) = (now_ms, 0);
+            count
+        };
+        self.send(Notice {
+            subscription: id.to_owned(),
+            kind: KINDS[2],
+            data: json!({"deadLetters": count, "reason": reason}),
+        });
+    }
+}
+
+/// The notice as a CloudEvent in the JSON format, from `hub` (the origin) to `recipient`.
+pub fn event(notice: &Notice, hub: &str, recipient: &str, id: &str, time: &str) -> String {
+    let mut data = notice.data.clone();
+    data["subscription"] = json!(notice.subscription);
+    json!({
+        "specversion": "1.0",
+        "id": id,
+        "source": format!("{SOURCE_PREFIX}{hub}"),
+        "type": notice.kind,
+        "subject": notice.subscription,
+        "time": time,
+        "datacontenttype": "application/json",
+        RECIPIENT: recipient,
+        "data": data,
+    })
+    .to_string()
+}
+
+/// Whether an event of `source`, with `recipient` as its recipient attribute, may be shown
+/// to a subscription of `owner`: any event but a notice, and a notice only to its recipient.
+pub fn may_see(source: &str, recipient: Option<&str>, owner: &str) -> bool {
+    !source.starts_with(SOURCE_PREFIX) || recipient == Some(owner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dead_letter_notices_are_spaced_per_subscription() {
+        let (notices, mut received) = Notices::channel();
+        notices.dead_lettered("a", "400", 1_000_000);
+        notices.dead_lettered("a", "400", 1_000_100);
+        notices.dead_lettered("a", "400", 1_000_200);
+        notices.dead_lettered("b", "400", 1_000_200);
+        notices.dead_lettered("a", "410", 1_061_000);
+        let mut told = Vec::new();
+        while let Ok(notice) = received.try_recv() {
+            told.push((notice.subscription, notice.data["deadLetters"].clone()));
+        }
+        assert_eq!(
+            told,
+            [
+                ("a".into(), json!(1)),
+                ("b".into(), json!(1)),
+                ("a".into(), json!(3))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_notice_is_seen_by_its_recipient_alone() {
+        assert!(may_see("urn:nld:oin:1:x", None, "kvk"));
+        assert!(may_see("urn:nld:knooppunt:hub", Some("kvk"), "kvk"));
+        assert!(!may_see("urn:nld:knooppunt:hub", Some("kvk"), "gemeente"));
+        assert!(!may_see("urn:nld:knooppunt:hub", None, "gemeente"));
+    }
+}
