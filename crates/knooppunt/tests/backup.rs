@@ -39,42 +39,16 @@ async fn publish(client: &reqwest::Client, hub: &HubProcess, ids: &[String]) {
     }
 }
 
-/// Every event of the pull subscription `id`, acknowledged as received, until a receive
-/// comes back empty.
+/// Every event of the pull subscription `id`, whole, by id.
 async fn drain(client: &reqwest::Client, hub: &HubProcess, id: &str) -> BTreeSet<String> {
-    let mut seen = BTreeSet::new();
-    loop {
-        let answer = client
-            .post(hub.url(&format!(
-                "/v1/subscriptions/{id}/receive?maxEvents=100&maxWait=PT1S"
-            )))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 200);
-        let tokens: Vec<String> = answer
-            .headers()
-            .get("knooppunt-lock-tokens")
-            .map(|v| v.to_str().unwrap().split(", ").map(str::to_owned).collect())
-            .unwrap_or_default();
-        let events: Vec<Value> = answer.json().await.unwrap();
-        if events.is_empty() {
-            return seen;
-        }
-        for event in &events {
-            assert_eq!(event["data"]["padding"].as_str().unwrap().len(), 2000);
-            seen.insert(event["id"].as_str().unwrap().to_owned());
-        }
-        let settled = client
-            .post(hub.url(&format!("/v1/subscriptions/{id}/acknowledge")))
-            .bearer_auth(TOKEN)
-            .json(&json!({"lockTokens": tokens}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(settled.status(), 200);
+    let events = common::drain(client, hub, TOKEN, id).await;
+    for event in &events {
+        assert_eq!(event["data"]["padding"].as_str().unwrap().len(), 2000);
     }
+    events
+        .iter()
+        .map(|event| event["id"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -54,38 +54,13 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Every event of pull subscription `id`, acknowledged, until a receive comes back empty.
+/// Every event of pull subscription `id`, by id.
 async fn drain(client: &reqwest::Client, hub: &HubProcess, id: &str) -> BTreeSet<String> {
-    let mut seen = BTreeSet::new();
-    loop {
-        let answer = client
-            .post(hub.url(&format!(
-                "/v1/subscriptions/{id}/receive?maxEvents=100&maxWait=PT1S"
-            )))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 200);
-        let tokens: Vec<String> = answer
-            .headers()
-            .get("knooppunt-lock-tokens")
-            .map(|v| v.to_str().unwrap().split(", ").map(str::to_owned).collect())
-            .unwrap_or_default();
-        let events: Vec<Value> = answer.json().await.unwrap();
-        if events.is_empty() {
-            return seen;
-        }
-        seen.extend(events.iter().map(|e| e["id"].as_str().unwrap().to_owned()));
-        let settled = client
-            .post(hub.url(&format!("/v1/subscriptions/{id}/acknowledge")))
-            .bearer_auth(TOKEN)
-            .json(&json!({"lockTokens": tokens}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(settled.status(), 200);
-    }
+    common::drain(client, hub, TOKEN, id)
+        .await
+        .iter()
+        .map(|event| event["id"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 fn event(id: &str) -> Value {

@@ -305,3 +305,43 @@ pub(crate) async fn subscribe(
     assert_eq!(status, 201, "{created}");
     created["id"].as_str().unwrap().to_owned()
 }
+
+/// Every event of pull subscription `id`, received as `token` and acknowledged, until a
+/// receive comes back empty.
+pub(crate) async fn drain(
+    client: &reqwest::Client,
+    hub: &HubProcess,
+    token: &str,
+    id: &str,
+) -> Vec<serde_json::Value> {
+    let mut all = Vec::new();
+    loop {
+        let answer = client
+            .post(hub.url(&format!(
+                "/v1/subscriptions/{id}/receive?maxEvents=100&maxWait=PT1S"
+            )))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+        let tokens: Vec<String> = answer
+            .headers()
+            .get("knooppunt-lock-tokens")
+            .map(|v| v.to_str().unwrap().split(", ").map(str::to_owned).collect())
+            .unwrap_or_default();
+        let events: Vec<serde_json::Value> = answer.json().await.unwrap();
+        if events.is_empty() {
+            return all;
+        }
+        let settled = client
+            .post(hub.url(&format!("/v1/subscriptions/{id}/acknowledge")))
+            .bearer_auth(token)
+            .json(&serde_json::json!({"lockTokens": tokens}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(settled.status(), 200);
+        all.extend(events);
+    }
+}
