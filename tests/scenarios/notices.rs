@@ -98,6 +98,17 @@ async fn a_subscriptions_owner_is_told_of_its_trouble_and_nobody_else() {
     let hub = TestHub::start().await;
     let own = inbox(&hub, tokens::KVK).await;
     let admins = inbox(&hub, tokens::ADMIN).await;
+    // A subscription of the owner to every type: notices are not sent to it unasked.
+    let everything = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::KVK,
+            Some(json!({"protocol": "HTTP", "config": {"delivery": "pull", "ordering": "unordered"}})),
+        )
+        .await;
+    assert_eq!(everything.status, 201, "{}", everything.body);
+    let everything = everything.body["id"].as_str().unwrap().to_owned();
 
     let gone = Sink::start().await;
     gone.answer_always(Reply::status(410));
@@ -163,6 +174,18 @@ async fn a_subscriptions_owner_is_told_of_its_trouble_and_nobody_else() {
         assert!([&disabled, &dead_lettering, &pending].contains(&&subject.to_owned()));
     }
     let retained = told.len();
+
+    let unasked = notices(&hub, tokens::KVK, &everything, Duration::from_secs(1)).await;
+    assert!(
+        unasked
+            .iter()
+            .all(|e| e["source"] != "urn:nld:knooppunt:knooppunt.test"),
+        "{unasked:?}"
+    );
+    assert!(
+        unasked.iter().any(|e| e["id"] == "n-1"),
+        "it gets the events: {unasked:?}"
+    );
 
     // Nobody else: not an administrator's subscription to the same types...
     assert_eq!(

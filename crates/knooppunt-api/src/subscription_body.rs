@@ -50,8 +50,9 @@ pub(crate) const MEMBERS: [&str; 10] = [
 ];
 
 /// Read-only members a client may send back from a GET; they are ignored.
-const READ_ONLY: [&str; 7] = [
+const READ_ONLY: [&str; 8] = [
     "owner",
+    "backlog",
     "signingsecret",
     "state",
     "validatedBy",
@@ -753,8 +754,8 @@ pub(crate) struct SubscriptionOut {
     /// The last delivery attempt since the hub started.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) last_delivery: Option<AttemptOut>,
-    /// Pending deliveries now (in the answers that read subscriptions: the list and one
-    /// subscription); `GET /subscriptions/{id}/status` says more.
+    /// Pending deliveries now (in the answers to reading, creating and replacing it);
+    /// `GET /subscriptions/{id}/status` says more.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) backlog: Option<u64>,
     /// Present when the subscription's filters ran out of their evaluation budget on some

@@ -284,6 +284,8 @@ pub(crate) async fn create(
     let location = HeaderValue::try_from(format!("{BASE_PATH}/subscriptions/{id}"))
         .expect("ids are header-safe");
     let mut body = resource(&state, &made.now);
+    // Nothing is pending for a subscription just made.
+    body.backlog = Some(0);
     // The signing secret is shown in this answer only.
     body.signing_secret = made.stored.signing.as_ref().map(|s| s.current.clone());
     Ok((StatusCode::CREATED, [(LOCATION, location)], Json(body)).into_response())
@@ -416,7 +418,12 @@ pub(crate) async fn replace(
     let replaced = subscribing::replace(&state, &audit.of(&caller), &caller.0, change, action)
         .await?
         .ok_or_else(|| not_found(&id))?;
-    Ok(Json(resource(&state, &replaced)).into_response())
+    let backlog = state.queue_stats_of(&id).await?.map_or(0, |q| q.pending);
+    Ok(Json(SubscriptionOut {
+        backlog: Some(backlog),
+        ..resource(&state, &replaced)
+    })
+    .into_response())
 }
 
 pub(crate) async fn delete(

@@ -198,7 +198,9 @@ impl History {
             Some(knooppunt_event::AttributeValue::String(name)) => Some(name.as_str()),
             _ => None,
         };
+        let notice = decoded.source().starts_with(crate::notices::SOURCE_PREFIX);
         crate::notices::may_see(decoded.source(), recipient, &subscription.owner)
+            && (!notice || crate::notices::asks_for_notices(subscription))
             && criteria.matches_metered(&decoded, &mut Meter::new(self.eval_limits))
             && self
                 .approvals

@@ -104,14 +104,31 @@ impl Pipeline {
         if self.backlog.admit_publish().await.is_err() {
             return Err("the hub holds all the undelivered data it may".into());
         }
-        let mut routed = route(self, vec![received]).await;
-        for event in &mut routed {
-            event.subscriptions.retain(|id| {
-                self.subscriptions
-                    .get(id)
-                    .is_some_and(|s| s.owner == recipient)
-            });
-        }
+        // Matched in one look (notices are few; the publish metrics do not count them),
+        // then kept for the recipient's subscriptions that ask for notices by name.
+        let mut matched = self
+            .subscriptions
+            .route(
+                std::iter::once(&received.event),
+                self.eval_limits,
+                u64::MAX,
+                |_| {},
+            )
+            .pop()
+            .map(|r| r.matched)
+            .unwrap_or_default();
+        matched.retain(|id| {
+            self.subscriptions
+                .get(id)
+                .is_some_and(|s| s.owner == recipient && crate::notices::asks_for_notices(&s))
+        });
+        let routed = vec![NewEvent {
+            source: received.event.source().to_owned(),
+            id: received.event.id().to_owned(),
+            extension_types: received.event.extension_types_text(),
+            json: received.into_json(),
+            subscriptions: matched,
+        }];
         commit(self, routed)
             .await
             .map_err(|refused| match refused {

@@ -4,6 +4,9 @@
 //! subscription) that only the subscription's owner receives, by subscribing to it like to
 //! any event (push or pull). Nothing but the subscription's id, its state and why is in it.
 //!
+//! A subscription gets notices only when its types or filters name them (`nl.knooppunt.`):
+//! one to every type does not get them unasked.
+//!
 //! The parts that see trouble (the writer of subscriptions, the delivery workers) only hand
 //! a [`Notice`] to a bounded queue ([`Notices`]), never waiting: when it is full the notice
 //! is dropped and counted. The application layer publishes them (`app.rs`): routed only to
@@ -138,6 +141,20 @@ pub fn event(notice: &Notice, hub: &str, recipient: &str, id: &str, time: &str) 
         "data": data,
     })
     .to_string()
+}
+
+/// Whether `subscription` asks for the hub's notices by name: its `types`, or one of its
+/// filters, name a type starting with `nl.knooppunt.`. A subscription to every type does
+/// not get them unasked.
+pub fn asks_for_notices(subscription: &knooppunt_store::Subscription) -> bool {
+    const NOTICE_TYPES: &str = "nl.knooppunt.";
+    subscription
+        .types()
+        .is_some_and(|types| types.iter().any(|t| t.starts_with(NOTICE_TYPES)))
+        || subscription
+            .filters
+            .iter()
+            .any(|filter| filter.to_string().contains(NOTICE_TYPES))
 }
 
 /// Whether an event of `source`, with `recipient` as its recipient attribute, may be shown

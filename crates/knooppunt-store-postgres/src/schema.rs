@@ -273,8 +273,8 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 21: a principal's previous token, accepted until a time after a rotation.
     r#"
-    ALTER TABLE principals ADD COLUMN previous_token_sha256 text,
-        ADD COLUMN previous_token_until bigint;
+    ALTER TABLE principals ADD COLUMN IF NOT EXISTS previous_token_sha256 text,
+        ADD COLUMN IF NOT EXISTS previous_token_until bigint;
     "#,
 ];
 

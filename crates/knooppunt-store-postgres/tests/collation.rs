@@ -55,6 +55,8 @@ async fn a_database_from_before_gets_bytewise_keys_and_keeps_its_data() {
     cluster.psql(
         "upgrade",
         "DROP TABLE hubs, sink_pauses, former_subscriptions; \
+         ALTER TABLE principals DROP COLUMN previous_token_sha256, \
+           DROP COLUMN previous_token_until; \
          DELETE FROM knooppunt_schema WHERE version > 17",
     );
     cluster.psql(
