@@ -1,7 +1,8 @@
 //! `knooppunt-bench compare <git-ref>`: the working tree's bench against another commit's,
 //! interleaved on this machine. The ref is checked out into a worktree under
-//! `target/compare/<commit>` and built (release) into `target/compare/build`, a target
-//! directory of its own (dependencies are reused between refs); then each chosen workload
+//! `target/compare/<commit>` and built (release) into `target/compare/build/<commit>`, a
+//! target directory of its own per commit (a shared one reused other refs' artifacts of the
+//! workspace's crates); then each chosen workload
 //! runs with the ref's binary and with this one, alternately, `rounds` times. Both outputs
 //! are printed, then, for every line the two print alike, the ratio of its first figure,
 //! and the machine CPU (user and system, from `/proc/self/stat` of this process's waited-for
@@ -125,7 +126,10 @@ fn build(root: &Path, reference: &str) -> anyhow::Result<PathBuf> {
             ],
         )?;
     }
-    let target = compare.join("build");
+    // A target directory per commit: cargo names a workspace crate's artifacts alike in
+    // every checkout, so in a shared one a crate whose dependencies did not change was
+    // taken from the last ref built, not built from this one.
+    let target = compare.join("build").join(&commit[..12]);
     eprintln!(
         "building {reference} ({}) in {}",
         &commit[..12],
