@@ -194,13 +194,17 @@ impl History {
             Some(types) => received.event.with_extension_types_text(types),
             None => received.event,
         };
-        let recipient = match decoded.extension(crate::notices::RECIPIENT) {
-            Some(knooppunt_event::AttributeValue::String(name)) => Some(name.as_str()),
-            _ => None,
+        // A notice only to its recipient, and only when the subscription asks for them
+        // (the recipient is looked up for notices alone).
+        let notice_seen = !decoded.source().starts_with(crate::notices::SOURCE_PREFIX) || {
+            let recipient = match decoded.extension(crate::notices::RECIPIENT) {
+                Some(knooppunt_event::AttributeValue::String(name)) => Some(name.as_str()),
+                _ => None,
+            };
+            crate::notices::may_see(decoded.source(), recipient, &subscription.owner)
+                && crate::notices::asks_for_notices(subscription)
         };
-        let notice = decoded.source().starts_with(crate::notices::SOURCE_PREFIX);
-        crate::notices::may_see(decoded.source(), recipient, &subscription.owner)
-            && (!notice || crate::notices::asks_for_notices(subscription))
+        notice_seen
             && criteria.matches_metered(&decoded, &mut Meter::new(self.eval_limits))
             && self
                 .approvals

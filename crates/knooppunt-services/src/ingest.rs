@@ -122,13 +122,7 @@ impl Pipeline {
                 .get(id)
                 .is_some_and(|s| s.owner == recipient && crate::notices::asks_for_notices(&s))
         });
-        let routed = vec![NewEvent {
-            source: received.event.source().to_owned(),
-            id: received.event.id().to_owned(),
-            extension_types: received.event.extension_types_text(),
-            json: received.into_json(),
-            subscriptions: matched,
-        }];
+        let routed = vec![new_event(received, matched)];
         commit(self, routed)
             .await
             .map_err(|refused| match refused {
@@ -554,14 +548,19 @@ async fn route(pipeline: &Pipeline, received: Vec<ReceivedEvent>) -> Vec<NewEven
     received
         .into_iter()
         .zip(routed)
-        .map(|(received, routed)| NewEvent {
-            source: received.event.source().to_owned(),
-            id: received.event.id().to_owned(),
-            extension_types: received.event.extension_types_text(),
-            json: received.into_json(),
-            subscriptions: routed.matched,
-        })
+        .map(|(received, routed)| new_event(received, routed.matched))
         .collect()
+}
+
+/// An event as the store appends it, with the subscriptions it was routed to.
+fn new_event(received: ReceivedEvent, subscriptions: Vec<String>) -> NewEvent {
+    NewEvent {
+        source: received.event.source().to_owned(),
+        id: received.event.id().to_owned(),
+        extension_types: received.event.extension_types_text(),
+        json: received.into_json(),
+        subscriptions,
+    }
 }
 
 /// The units of filter evaluation a publish spends on its async worker, in one look at the

@@ -220,7 +220,6 @@ pub async fn deliver(
         .headers(headers)
         .body(message.body)
         .timeout(timeout);
-    let started = std::time::Instant::now();
     match request.send().await {
         Ok(response) => {
             let retry_after = response
@@ -229,11 +228,12 @@ pub async fn deliver(
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
             let code = response.status().as_u16();
-            // Why it refused, for its owner: read only then, and only so far.
+            // Why it refused, for its owner: read only then, and only so far (no clock is
+            // read for a delivery that succeeded).
             let answer = if (200..300).contains(&code) {
                 None
             } else {
-                let within = timeout.saturating_sub(started.elapsed());
+                let within = timeout.min(EXCERPT_WITHIN);
                 Some(Box::new(
                     excerpt(response, within, &secrets(subscription, bearer)).await,
                 ))
@@ -277,6 +277,9 @@ fn secrets(subscription: &Subscription, bearer: Option<&str>) -> Vec<String> {
     secrets.retain(|secret| secret.len() >= 6);
     secrets
 }
+
+/// How long the body of a refusing answer is read at most.
+const EXCERPT_WITHIN: Duration = Duration::from_secs(2);
 
 /// The start of a refusing answer ([`SinkAnswer`]): the kept headers, and the body's first
 /// bytes read within `within` (the rest is not read: the connection is closed).
