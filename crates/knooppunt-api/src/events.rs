@@ -10,13 +10,11 @@ use axum::response::{IntoResponse, Response};
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_event::binding::http::{self as binding, ContentMode, DecodeError, Message};
-use knooppunt_event::trace_context::TraceContext;
 use knooppunt_event::{ReceivedEvent, Violations};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 use serde_json::json;
 use std::borrow::Cow;
-use tracing::Instrument;
 
 use crate::auth::{Caller, Role};
 use crate::document::{Document, Operation, UNAUTHORIZED, cloud_events, header};
@@ -175,24 +173,7 @@ pub(crate) async fn publish(
     let (mut parts, body) = request.into_parts();
     let headers = std::mem::take(&mut parts.headers);
     let body = Bytes::from_request(axum::extract::Request::from_parts(parts, body), &()).await;
-    // The request's own trace context (the publisher's HTTP hop), when it sends one; each
-    // event's is logged with the event.
-    let span = tracing::debug_span!(
-        "publish",
-        principal = %caller.0.name,
-        http_trace_id = tracing::field::Empty,
-        http_parent_id = tracing::field::Empty,
-    );
-    if !span.is_disabled()
-        && let Some(context) = headers
-            .get("traceparent")
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| TraceContext::parse(value, None))
-    {
-        span.record("http_trace_id", context.trace_id.as_str());
-        span.record("http_parent_id", context.parent_id.as_str());
-    }
-    accept(state, caller, headers, body).instrument(span).await
+    accept(state, caller, headers, body).await
 }
 
 async fn accept(
@@ -291,7 +272,16 @@ async fn accept(
         }
     };
     let batched = mode == ContentMode::Batched;
-    let receipts = match state.publishing.accept(&caller.0, received, batched).await {
+    let receipts = match state
+        .publishing
+        .accept(
+            &caller.0,
+            received,
+            batched,
+            crate::request::hop_trace(&headers),
+        )
+        .await
+    {
         Ok(receipts) => receipts,
         Err(Refused::Invalid(problems)) => return Err(invalid_events(problems)),
         Err(Refused::Forbidden(detail)) => return Err(ApiError::Forbidden(detail)),

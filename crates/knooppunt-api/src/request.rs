@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::identity::Principal;
 use crate::problem::{ApiError, Refusal};
+use knooppunt_event::trace_context::TraceContext;
 use knooppunt_services::app::AppState;
 use knooppunt_services::audit::{Action, Context};
 
@@ -118,6 +119,13 @@ fn trace_id(value: &HeaderValue) -> Option<String> {
         && trace.bytes().all(|b| b.is_ascii_hexdigit())
         && trace != "00000000000000000000000000000000")
         .then(|| trace.to_ascii_lowercase())
+}
+
+/// The trace context of the request's own hop (W3C `traceparent` and `tracestate`), when
+/// it sends a valid one: a publish continues it.
+pub fn hop_trace(headers: &http::HeaderMap) -> Option<TraceContext> {
+    let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    TraceContext::parse(text("traceparent")?, text("tracestate"))
 }
 
 /// Gives the request its audit context, answers with its id, and records a refusal.

@@ -37,7 +37,7 @@ pub use sessions::SessionOptions;
 pub use subscriptions::Quotas;
 pub use telemetry::IngestCounters;
 
-pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, HubKeys, SinkNetworks};
+pub use knooppunt_delivery::{ConnectionLimits, DeliveryOptions, HubKeys, SinkNetworks, trace};
 pub use server::{ServerLimits, TlsSettings};
 
 use knooppunt_api as api;

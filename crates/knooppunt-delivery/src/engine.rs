@@ -200,6 +200,12 @@ impl Deliverer {
         at
     }
 
+    /// The publishes of the events accepted here recently, which their attempts' spans
+    /// continue ([`crate::trace`]).
+    pub fn traces(&self) -> &crate::trace::Links {
+        self.inner.traces()
+    }
+
     /// This hub's id among the hubs sharing the store.
     pub fn hub_id(&self) -> &str {
         self.inner.hub()

@@ -9,7 +9,8 @@
 //! - [`engine`]: [`Deliverer`], which runs one worker (`push/`) per active subscription;
 //!   a worker leases due deliveries from the store and records every result there, so that a
 //!   restart continues where it was; `share.rs`: several hubs on one store share each
-//!   subscription's slots and granted rate.
+//!   subscription's slots and granted rate;
+//! - [`trace`]: the spans of a publish and its delivery attempts joined into one trace.
 
 mod breaker;
 pub mod engine;
@@ -21,6 +22,7 @@ mod share;
 pub mod sink;
 mod state;
 mod supervise;
+pub mod trace;
 
 pub use breaker::SinkHealth;
 pub use engine::{Deliverer, now_ms};

@@ -170,6 +170,8 @@ pub(crate) struct Inner {
     /// Per subscription, its cuts (made on first use, kept while the hub runs: one small
     /// record per subscription).
     cuts: Mutex<HashMap<String, Arc<Cut>>>,
+    /// The publishes of recent events, for their attempts' traces.
+    traces: crate::trace::Links,
 }
 
 /// A subscription's cuts ([`Deliverer::cut`]): how many there were, and the passes of the
@@ -232,6 +234,7 @@ impl Inner {
             hub,
             share: watch::channel(Share::default()).0,
             cuts: Mutex::default(),
+            traces: crate::trace::Links::default(),
         }
     }
 
@@ -247,6 +250,10 @@ impl Inner {
 
     pub(crate) fn connections(&self) -> &Connections {
         &self.connections
+    }
+
+    pub(crate) fn traces(&self) -> &crate::trace::Links {
+        &self.traces
     }
 
     pub(crate) fn tokens(&self) -> &crate::sink::credentials::Tokens {

@@ -557,6 +557,7 @@ async fn create_kanaal(
 async fn publish_notificatie(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ZgwError> {
     use knooppunt_event::notificatie::Notificatie;
@@ -577,7 +578,12 @@ async fn publish_notificatie(
     let principal = caller.0.principal();
     state
         .publishing
-        .accept(&principal, vec![event.into()], false)
+        .accept(
+            &principal,
+            vec![event.into()],
+            false,
+            knooppunt_api::request::hop_trace(&headers),
+        )
         .await
         .map_err(|refused| match refused {
             knooppunt_services::ingest::Refused::Invalid(problems) => {

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use knooppunt_delivery::Deliverer;
+use knooppunt_delivery::{Deliverer, trace};
 use knooppunt_event::trace_context::TraceContext;
 use knooppunt_event::validate::Rule;
 use knooppunt_event::{
@@ -16,6 +16,7 @@ use knooppunt_event::{
 use knooppunt_filter::EvalLimits;
 use knooppunt_store::{Appended, NewEvent, SchemaCheck, Store, StoreError};
 use serde::Serialize;
+use tracing::Instrument;
 
 use crate::approvals::Approvals;
 use crate::backlog::{Backlog, Full};
@@ -80,13 +81,41 @@ impl Pipeline {
 
     /// The pipeline for decoded events (`batched`: they came as a batch, so problems carry
     /// their positions). All or none: one refused event refuses them all.
+    ///
+    /// It runs in a span `publish` (with `route` and `append` inside), which continues `hop`,
+    /// the trace context of the publisher's request (its `traceparent` header), or else that
+    /// of a lone event (its distributed tracing extension); exported traces join each
+    /// accepted event's delivery attempts to it ([`knooppunt_delivery::trace`]).
     pub async fn accept(
         &self,
         publisher: &Principal,
         received: Vec<ReceivedEvent>,
         batched: bool,
+        hop: Option<TraceContext>,
     ) -> Result<Vec<Receipt>, Refused> {
-        accept(self, publisher, received, batched).await
+        let span = tracing::debug_span!(
+            "publish",
+            principal = %publisher.name,
+            events = received.len(),
+            http_trace_id = tracing::field::Empty,
+            http_parent_id = tracing::field::Empty,
+        );
+        if !span.is_disabled() {
+            if let Some(hop) = &hop {
+                span.record("http_trace_id", hop.trace_id.as_str());
+                span.record("http_parent_id", hop.parent_id.as_str());
+            }
+            let parent = hop.or_else(|| match received.as_slice() {
+                [event] => TraceContext::of_event(&event.event),
+                _ => None,
+            });
+            if let (true, Some(parent)) = (trace::enabled(), &parent) {
+                trace::continue_from(&span, parent);
+            }
+        }
+        accept(self, publisher, received, batched)
+            .instrument(span)
+            .await
     }
 
     /// Counts refused events, by why (also those refused before they reach the pipeline).
@@ -123,7 +152,7 @@ impl Pipeline {
                 .is_some_and(|s| s.owner == recipient && crate::notices::asks_for_notices(&s))
         });
         let routed = vec![new_event(received, matched)];
-        commit(self, routed)
+        commit(self, routed, None)
             .await
             .map_err(|refused| match refused {
                 Refused::Store(error) => error.to_string(),
@@ -281,7 +310,15 @@ async fn accept(
     } else {
         Vec::new()
     };
-    let mut routed = route(pipeline, received).await;
+    // The publish's own context, which its events' delivery attempts continue.
+    let publish = if trace::enabled() {
+        trace::context_of(&tracing::Span::current())
+    } else {
+        None
+    };
+    let mut routed = route(pipeline, received)
+        .instrument(tracing::debug_span!("route"))
+        .await;
     if gated {
         pipeline
             .approvals
@@ -299,7 +336,9 @@ async fn accept(
             matched: e.subscriptions.len(),
         })
         .collect();
-    let outcomes = commit(pipeline, routed).await?;
+    let outcomes = commit(pipeline, routed, publish)
+        .instrument(tracing::debug_span!("append"))
+        .await?;
     let mut receipts = count(pipeline, receipted, outcomes, warnings, &traces);
     for (receipt, covered) in receipts.iter_mut().zip(covered) {
         receipt.deprecated_type = covered.is_some_and(|c| c.deprecated);
@@ -571,8 +610,18 @@ const INLINE_UNITS: u64 = 256 * 1024;
 const ROUTING_THREADS: usize = 2;
 
 /// Appends the events with their deliveries (durable when it returns), then wakes the
-/// workers of the subscriptions they were routed to.
-async fn commit(pipeline: &Pipeline, routed: Vec<NewEvent>) -> Result<Vec<Appended>, Refused> {
+/// workers of the subscriptions they were routed to; with `publish`, the span of the publish
+/// (traces exported), the accepted events' attempts will continue it.
+async fn commit(
+    pipeline: &Pipeline,
+    routed: Vec<NewEvent>,
+    publish: Option<TraceContext>,
+) -> Result<Vec<Appended>, Refused> {
+    let routed_to: Vec<bool> = if publish.is_some() {
+        routed.iter().map(|e| !e.subscriptions.is_empty()).collect()
+    } else {
+        Vec::new()
+    };
     let window = pipeline.options.dedupe_window.as_millis() as u64;
     let wake: Vec<String> = routed
         .iter()
@@ -590,6 +639,13 @@ async fn commit(pipeline: &Pipeline, routed: Vec<NewEvent>) -> Result<Vec<Append
         .await
         .map_err(Refused::Store)?;
     pipeline.backlog.accepted(event_bytes, delivery_bytes);
+    if let Some(publish) = publish {
+        for (outcome, routed) in outcomes.iter().zip(routed_to) {
+            if let (Appended::Accepted { seq }, true) = (outcome, routed) {
+                pipeline.deliverer.traces().remember(*seq, publish.clone());
+            }
+        }
+    }
     pipeline.deliverer.wake(&wake);
     Ok(outcomes)
 }

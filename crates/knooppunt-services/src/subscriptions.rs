@@ -1445,7 +1445,10 @@ mod tests {
             event("1", "urn:nld:oin:1:systeem:a"),
             event("2", "urn:nld:oin:2:systeem:b"),
         ];
-        let refused = state.publishing.accept(&publisher, outside, true).await;
+        let refused = state
+            .publishing
+            .accept(&publisher, outside, true, None)
+            .await;
         assert!(
             matches!(&refused, Err(Refused::Forbidden(why)) if why.contains("urn:nld:oin:2:systeem:b")),
             "{refused:?}"
@@ -1463,6 +1466,7 @@ mod tests {
                 &publisher,
                 vec![event("1", "urn:nld:oin:1:systeem:a")],
                 false,
+                None,
             )
             .await
             .unwrap();
@@ -1476,6 +1480,7 @@ mod tests {
                 &publisher,
                 vec![event("1", "urn:nld:oin:1:systeem:a")],
                 false,
+                None,
             )
             .await
             .unwrap();

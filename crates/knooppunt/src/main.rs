@@ -6,6 +6,7 @@ mod check;
 mod client;
 mod config;
 mod serve;
+mod traces;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -18,14 +18,39 @@ pub(crate) fn run(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
             config.log.level
         )
     })?;
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match config.log.format {
-        LogFormat::Pretty => logs.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => logs.json().flatten_event(true).init(),
-    }
     let build = crate::build();
+    let traces = if crate::traces::wanted(|name| std::env::var(name).ok())? {
+        Some(crate::traces::provider(&build.version)?)
+    } else {
+        None
+    };
+    match &traces {
+        // Without traces, the log's filter is the process's: disabled spans cost nothing.
+        None => {
+            let logs = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr);
+            match config.log.format {
+                LogFormat::Pretty => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+                LogFormat::Json => logs.json().flatten_event(true).init(),
+            }
+        }
+        Some(provider) => {
+            use tracing_subscriber::Layer as _;
+            use tracing_subscriber::layer::SubscriberExt as _;
+            use tracing_subscriber::util::SubscriberInitExt as _;
+            let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+            let logs = match config.log.format {
+                LogFormat::Pretty => logs.with_ansi(std::io::stderr().is_terminal()).boxed(),
+                LogFormat::Json => logs.json().flatten_event(true).boxed(),
+            };
+            tracing_subscriber::registry()
+                .with(logs.with_filter(filter))
+                .with(crate::traces::layer(provider))
+                .init();
+            knooppunt_broker::trace::enable();
+        }
+    }
     tracing::info!(
         version = %build.version,
         commit = %build.commit,
@@ -43,7 +68,14 @@ pub(crate) fn run(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, dev_no_auth))
+    let served = runtime.block_on(serve(config, dev_no_auth));
+    if let Some(provider) = traces {
+        // The spans still batched are sent before the process ends.
+        if let Err(error) = provider.shutdown() {
+            tracing::warn!(%error, "The last spans could not be exported.");
+        }
+    }
+    served
 }
 
 async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {

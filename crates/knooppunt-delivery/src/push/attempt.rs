@@ -61,7 +61,13 @@ pub(super) async fn attempt(
             return None;
         }
     };
-    let trace = TraceContext::of_json(&event.json);
+    // The attempt's parent: the publish that accepted the event here (when traces are
+    // exported and it is recent), else the event's own context.
+    let exported = crate::trace::enabled();
+    let trace = exported
+        .then(|| inner.traces().publish_of(delivery.seq))
+        .flatten()
+        .or_else(|| TraceContext::of_json(&event.json));
     let span_id = fastrand::u64(1..);
     let span = tracing::debug_span!(
         "deliver",
@@ -72,7 +78,19 @@ pub(super) async fn attempt(
         span_id = %format_args!("{span_id:016x}"),
         link = trace.as_ref().map(|t| t.parent_id.as_str()),
     );
-    let trace = trace.map(|t| (t, span_id));
+    let trace = if exported {
+        // The exported span is the hop's: the sink's spans become its children.
+        if let Some(parent) = &trace {
+            crate::trace::continue_from(&span, parent);
+        }
+        crate::trace::context_of(&span).and_then(|own| {
+            let own_span = u64::from_str_radix(&own.parent_id, 16).ok()?;
+            let tracestate = trace.and_then(|t| t.tracestate);
+            Some((TraceContext { tracestate, ..own }, own_span))
+        })
+    } else {
+        trace.map(|t| (t, span_id))
+    };
     send_and_judge(
         inner,
         subscription,

@@ -1,0 +1,225 @@
+//! Traces exported with OpenTelemetry by the real binary (`OTEL_EXPORTER_OTLP_ENDPOINT`), to
+//! a real OTLP/HTTP receiver in the test that decodes the protobuf spans: a publish, its
+//! routing, its durable append and its delivery attempt are spans of one trace, which
+//! continues the publisher's context (its `traceparent` header, or the event's distributed
+//! tracing extension), and the delivery's request carries the attempt's context on while the
+//! event itself is delivered unchanged.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use common::{HubProcess, config_with_admin};
+use knooppunt_tests::sink::{Consent, Received, Sink};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use prost::Message;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "traces-admin";
+const TYPE: &str = "nl.test.traced";
+
+/// One exported span, its ids in hex.
+#[derive(Debug, Clone)]
+struct Exported {
+    name: String,
+    trace: String,
+    span: String,
+    parent: String,
+    service: String,
+}
+
+/// An OTLP/HTTP receiver (`POST /v1/traces`, protobuf) on 127.0.0.1 port 0.
+async fn receiver() -> (String, Arc<Mutex<Vec<Exported>>>) {
+    let spans = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&spans);
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: Bytes| {
+            let kept = Arc::clone(&kept);
+            async move {
+                let request = ExportTraceServiceRequest::decode(body).unwrap();
+                let mut kept = kept.lock().unwrap();
+                for resource in request.resource_spans {
+                    let service = resource
+                        .resource
+                        .iter()
+                        .flat_map(|r| &r.attributes)
+                        .find(|a| a.key == "service.name")
+                        .and_then(|a| a.value.as_ref())
+                        .map(|v| format!("{:?}", v.value))
+                        .unwrap_or_default();
+                    for span in resource.scope_spans.into_iter().flat_map(|s| s.spans) {
+                        kept.push(Exported {
+                            name: span.name,
+                            trace: hex(&span.trace_id),
+                            span: hex(&span.span_id),
+                            parent: hex(&span.parent_span_id),
+                            service: service.clone(),
+                        });
+                    }
+                }
+                // An empty ExportTraceServiceResponse.
+                (
+                    [("content-type", "application/x-protobuf")],
+                    Vec::<u8>::new(),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, spans)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The exported spans of `trace` once they include a `deliver` span (the last to end).
+async fn trace_of(spans: &Mutex<Vec<Exported>>, trace: &str) -> Vec<Exported> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let found: Vec<Exported> = spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.trace == trace)
+            .cloned()
+            .collect();
+        if found.iter().any(|s| s.name == "deliver") {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no deliver span in trace {trace}; spans of it: {found:?}; all: {:?}",
+            spans.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn named<'a>(spans: &'a [Exported], name: &str) -> &'a Exported {
+    let found: Vec<&Exported> = spans.iter().filter(|s| s.name == name).collect();
+    assert_eq!(found.len(), 1, "one {name} span in {spans:?}");
+    found[0]
+}
+
+/// publish (child of `parent`) → route, append; deliver is the publish's child; the sink's
+/// request names the deliver span as its parent, in the same trace.
+fn assert_one_trace(spans: &[Exported], trace: &str, parent: &str, delivered: &Received) {
+    let publish = named(spans, "publish");
+    assert_eq!(publish.parent, parent, "{spans:?}");
+    assert_eq!(publish.service, format!("{:?}", Some(string("knooppunt"))));
+    for step in ["route", "append", "deliver"] {
+        assert_eq!(named(spans, step).parent, publish.span, "{step}: {spans:?}");
+    }
+    let deliver = named(spans, "deliver");
+    let hop = delivered
+        .header("traceparent")
+        .expect("the delivery's traceparent");
+    assert_eq!(hop, format!("00-{trace}-{}-01", deliver.span));
+}
+
+fn string(text: &str) -> opentelemetry_proto::tonic::common::v1::any_value::Value {
+    opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(text.into())
+}
+
+/// The delivery of the event `id`.
+async fn delivery_of(sink: &Sink, id: &str) -> Received {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(found) = sink.deliveries().into_iter().find(|d| d.json()["id"] == id) {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{id} was not delivered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_and_its_delivery_are_one_trace_that_continues_the_publisher() {
+    let (endpoint, spans) = receiver().await;
+    let sink = Sink::start().await;
+    sink.consent(Consent::Grant {
+        origin: "*".into(),
+        rate: None,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_admin(dir.path(), TOKEN);
+    let hub = HubProcess::start_with_env(
+        &config,
+        &dir.path().join("data"),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    let client = reqwest::Client::new();
+    common::subscribe(&client, &hub, TOKEN, (&sink.url, TYPE), "unordered").await;
+
+    // The publisher's HTTP request carries its context; the event has no extension.
+    let (trace, parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let published = client
+        .post(hub.url("/v1/events"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/cloudevents+json")
+        .header("traceparent", format!("00-{trace}-{parent}-01"))
+        .body(
+            json!({"specversion": "1.0", "id": "by-header", "type": TYPE,
+                   "source": "urn:nld:oin:1:systeem:traced", "data": {"n": 1}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        published.status(),
+        202,
+        "{}",
+        published.text().await.unwrap()
+    );
+    let delivered = delivery_of(&sink, "by-header").await;
+    assert_one_trace(&trace_of(&spans, trace).await, trace, parent, &delivered);
+    assert_eq!(
+        delivered.json().get("traceparent"),
+        None,
+        "the event is unchanged"
+    );
+
+    // The event carries its producer's context (the distributed tracing extension) and the
+    // request none: the trace continues the event's, which reaches the sink as published.
+    let (trace, parent) = ("0af7651916cd43dd8448eb211c80319c", "b9c7c989f97918e1");
+    let extension = format!("00-{trace}-{parent}-01");
+    let event: Value = json!({"specversion": "1.0", "id": "by-extension", "type": TYPE,
+                              "source": "urn:nld:oin:1:systeem:traced",
+                              "traceparent": extension, "tracestate": "rojo=00f067aa0ba902b7",
+                              "data": {"n": 2}});
+    let published = client
+        .post(hub.url("/v1/events"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/cloudevents+json")
+        .body(event.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        published.status(),
+        202,
+        "{}",
+        published.text().await.unwrap()
+    );
+    let delivered = delivery_of(&sink, "by-extension").await;
+    assert_one_trace(&trace_of(&spans, trace).await, trace, parent, &delivered);
+    assert_eq!(
+        delivered.json(),
+        event,
+        "the event is delivered as published"
+    );
+    assert_eq!(
+        delivered.header("tracestate"),
+        Some("rojo=00f067aa0ba902b7")
+    );
+}
