@@ -303,7 +303,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "identity",
         ],
     ),
-    ("backlog", &["audit", "telemetry"]),
+    ("backlog", &["audit", "telemetry", "notices"]),
     (
         "approvals",
         &["catalog", "subscriptions", "audit", "identity"],

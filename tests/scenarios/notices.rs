@@ -1,13 +1,15 @@
 //! Owners told of trouble: when a subscription is disabled (its sink answered 410), left
-//! pending (its sink refused the handshake) or gives events up as dead letters, the hub
-//! publishes a CloudEvent of its own about it, which the subscription's owner receives by
-//! subscribing like to any event, and nobody else (not even an administrator, not through
-//! a stream); no publisher may use the hub's source space.
+//! pending (its sink refused the handshake), gives events up as dead letters, opens its
+//! sink's breaker or passes its backlog limit, the hub publishes a CloudEvent of its own
+//! about it, which the subscription's owner receives by subscribing like to any event, and
+//! nobody else (not even an administrator, not through a stream); no publisher may use the
+//! hub's source space.
 
 use std::time::{Duration, Instant};
 
+use knooppunt_broker::BacklogOptions;
 use knooppunt_tests::sink::{Consent, Reply, Sink};
-use knooppunt_tests::{Answer, TestHub, tokens};
+use knooppunt_tests::{Answer, TestHub, test_options, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -230,4 +232,78 @@ async fn a_subscriptions_owner_is_told_of_its_trouble_and_nobody_else() {
                 .contains("the hub's own")
         );
     }
+}
+
+/// A sink that fails every delivery: the attempt that opens its breaker, and the backlog
+/// limit its subscription then passes (its oldest shed into dead letters), are each told to
+/// the owner once, with the numbers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_is_told_when_its_sinks_breaker_opens_and_its_backlog_limit_is_reached() {
+    let mut options = test_options();
+    options.delivery.connections.breaker_failures = 3;
+    options.delivery.connections.breaker_max_pause = Duration::from_secs(1);
+    options.backlog = BacklogOptions {
+        subscription_max_bytes: 20_000,
+        check_interval: Duration::from_millis(100),
+        ..BacklogOptions::default()
+    };
+    let hub = TestHub::start_with_options(options).await;
+    let own = inbox(&hub, tokens::KVK).await;
+    let failing = Sink::start().await;
+    failing.answer_always(Reply::status(503));
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::KVK,
+            Some(json!({"sink": failing.url, "protocol": "HTTP", "types": [TYPE]})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let troubled = created.body["id"].as_str().unwrap().to_owned();
+
+    for n in 0..20 {
+        let published = publish(
+            &hub,
+            tokens::PUBLISHER,
+            json!({"specversion": "1.0", "id": format!("b-{n}"), "type": TYPE,
+                   "source": "urn:nld:oin:00000001823288444000:systeem:test",
+                   "data": "x".repeat(4000)}),
+        )
+        .await;
+        assert_eq!(published.status, 202, "{}", published.body);
+    }
+
+    let kind = |notice: &Value, kind: &str| {
+        notice["type"] == format!("nl.knooppunt.subscription.{kind}")
+            && notice["subject"] == troubled.as_str()
+    };
+    let mut told: Vec<Value> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(told.iter().any(|n| kind(n, "breaker-opened"))
+        && told.iter().any(|n| kind(n, "backlog-limit-reached")))
+    {
+        assert!(Instant::now() < deadline, "not told: {told:?}");
+        told.extend(notices(&hub, tokens::KVK, &own, Duration::from_millis(500)).await);
+    }
+    let opened: Vec<&Value> = told.iter().filter(|n| kind(n, "breaker-opened")).collect();
+    assert_eq!(opened.len(), 1, "once a minute at most: {opened:?}");
+    assert_eq!(opened[0]["data"]["failures"], 3);
+    assert_eq!(opened[0]["data"]["state"], "paused");
+    assert_eq!(opened[0]["recipient"], "kvk");
+    let limit = told
+        .iter()
+        .find(|n| kind(n, "backlog-limit-reached"))
+        .unwrap();
+    assert!(
+        limit["data"]["deadLetters"].as_u64().unwrap() >= 1,
+        "{limit}"
+    );
+    assert!(
+        limit["data"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("subscription_max_bytes"),
+        "{limit}"
+    );
 }

@@ -80,6 +80,12 @@ pub trait Observer: Send + Sync + 'static {
         let _ = (subscription, reason);
     }
 
+    /// An attempt of subscription `subscription` opened its sink's breaker, after
+    /// `failures` failures in a row.
+    fn breaker_opened(&self, subscription: &str, failures: u32) {
+        let _ = (subscription, failures);
+    }
+
     /// A push delivery of an event of `bytes` (its JSON) is finished, delivered or a dead
     /// letter, and its result is on disk: it left its subscription's backlog.
     fn finished(&self, bytes: u64) {

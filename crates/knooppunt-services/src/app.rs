@@ -240,6 +240,7 @@ impl AppState {
             Arc::clone(&audit),
             Arc::clone(&telemetry),
             deliverer.clone(),
+            notices.clone(),
         ));
         // A volume smaller than the floor refuses every publish: say so now, not at the
         // first refusal.
@@ -764,6 +765,11 @@ impl knooppunt_delivery::Observer for Observed {
     fn dead_lettered(&self, subscription: &str, reason: &str) {
         self.notices
             .dead_lettered(subscription, reason, knooppunt_store::now_ms());
+    }
+
+    fn breaker_opened(&self, subscription: &str, failures: u32) {
+        self.notices
+            .breaker_opened(subscription, failures, knooppunt_store::now_ms());
     }
 
     fn finished(&self, bytes: u64) {

@@ -95,6 +95,8 @@ pub struct Backlog {
     telemetry: Arc<Telemetry>,
     /// Told which subscriptions shed, so that their workers send nothing shed.
     deliverer: Deliverer,
+    /// Tells a subscription's owner that it shed.
+    notices: crate::notices::Notices,
     /// Undelivered bytes at the last measurement.
     measured: AtomicU64,
     /// The telemetry's finished bytes right after the last measurement.
@@ -121,6 +123,7 @@ impl Backlog {
         audit: Arc<Audit>,
         telemetry: Arc<Telemetry>,
         deliverer: Deliverer,
+        notices: crate::notices::Notices,
     ) -> Self {
         Backlog {
             options,
@@ -128,6 +131,7 @@ impl Backlog {
             audit,
             telemetry,
             deliverer,
+            notices,
             measured: AtomicU64::new(0),
             finished_at_measurement: AtomicU64::new(0),
             added: AtomicU64::new(0),
@@ -420,6 +424,8 @@ impl Backlog {
             entry.last_at = now;
             entry.last_reason.clone_from(&reason);
         }
+        self.notices
+            .backlog_limit_reached(subscription, events, &reason, now);
         let hub = Context {
             actor: Some(HUB.into()),
             ..Context::default()

@@ -1,8 +1,9 @@
 //! Owners told of trouble: when one of its subscriptions is disabled, left pending by its
-//! sink, or gives events up as dead letters, the hub publishes a CloudEvent of its own
-//! about it (source `urn:nld:knooppunt:<origin>`, types [`KINDS`], subject the
-//! subscription) that only the subscription's owner receives, by subscribing to it like to
-//! any event (push or pull). Nothing but the subscription's id, its state and why is in it.
+//! sink, gives events up as dead letters, opens its sink's breaker or passes its backlog
+//! limit, the hub publishes a CloudEvent of its own about it (source
+//! `urn:nld:knooppunt:<origin>`, types [`KINDS`], subject the subscription) that only the
+//! subscription's owner receives, by subscribing to it like to any event (push or pull).
+//! Nothing but the subscription's id, its state and why is in it.
 //!
 //! A subscription gets notices only when its types or filters name them (`nl.knooppunt.`):
 //! one to every type does not get them unasked.
@@ -26,15 +27,17 @@ pub const SOURCE_PREFIX: &str = "urn:nld:knooppunt:";
 pub const RECIPIENT: &str = "recipient";
 
 /// The notices' types, by kind.
-pub const KINDS: [&str; 3] = [
+pub const KINDS: [&str; 5] = [
     "nl.knooppunt.subscription.disabled",
     "nl.knooppunt.subscription.pending",
     "nl.knooppunt.subscription.dead-lettered",
+    "nl.knooppunt.subscription.breaker-opened",
+    "nl.knooppunt.subscription.backlog-limit-reached",
 ];
 
-/// At most one dead-letter notice per subscription per this many milliseconds (the next
-/// says how many came since).
-const DEAD_LETTER_SPACING_MS: u64 = 60_000;
+/// At most one notice of a repeating kind (dead letters, an opened breaker, a backlog
+/// limit) per subscription per this many milliseconds: the next says how many came since.
+const SPACING_MS: u64 = 60_000;
 
 /// How many notices wait to be published at most.
 const QUEUE: usize = 1024;
@@ -49,15 +52,19 @@ pub struct Notice {
     pub data: Value,
 }
 
+/// Per kind and subscription: when the last notice went (milliseconds since the Unix
+/// epoch), and how much came since.
+type Spacing = HashMap<(&'static str, String), (u64, u64)>;
+
 /// Where notices are handed over; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Notices {
     sender: tokio::sync::mpsc::Sender<Notice>,
     /// Notices dropped because the queue was full.
     pub dropped: Arc<AtomicU64>,
-    /// Per subscription: when its last dead-letter notice went, and how many dead letters
-    /// came since.
-    dead_letters: Arc<Mutex<HashMap<String, (u64, u64)>>>,
+    /// Per kind and subscription: when its last notice of that kind went, and how many
+    /// times (or events) came since.
+    spaced: Arc<Mutex<Spacing>>,
 }
 
 impl Notices {
@@ -68,7 +75,7 @@ impl Notices {
             Notices {
                 sender,
                 dropped: Arc::default(),
-                dead_letters: Arc::default(),
+                spaced: Arc::default(),
             },
             receiver,
         )
@@ -102,26 +109,62 @@ impl Notices {
     /// Subscription `id` gave an event up as a dead letter, for `reason`: told at most once
     /// a minute per subscription, with how many since the last notice.
     pub fn dead_lettered(&self, id: &str, reason: &str, now_ms: u64) {
-        let count = {
-            let mut spaced = self.dead_letters.lock().expect("notices lock");
-            // Forgotten once a minute has passed for all: bounded by the active ones.
-            if spaced.len() > 10_000 {
-                spaced.retain(|_, (at, _)| now_ms.saturating_sub(*at) < DEAD_LETTER_SPACING_MS);
-            }
-            let (at, since) = spaced.entry(id.to_owned()).or_insert((0, 0));
-            *since += 1;
-            if now_ms.saturating_sub(*at) < DEAD_LETTER_SPACING_MS {
-                return;
-            }
-            let count = *since;
-            (*at, *since) = (now_ms, 0);
-            count
-        };
-        self.send(Notice {
-            subscription: id.to_owned(),
-            kind: KINDS[2],
-            data: json!({"deadLetters": count, "reason": reason}),
-        });
+        if let Some(count) = self.spaced(KINDS[2], id, 1, now_ms) {
+            self.send(Notice {
+                subscription: id.to_owned(),
+                kind: KINDS[2],
+                data: json!({"deadLetters": count, "reason": reason}),
+            });
+        }
+    }
+
+    /// An attempt of subscription `id` opened its sink's breaker after `failures` failures
+    /// in a row: deliveries to the sink pause, then go one at a time until one succeeds.
+    /// Told at most once a minute per subscription, with how many times since.
+    pub fn breaker_opened(&self, id: &str, failures: u32, now_ms: u64) {
+        if let Some(count) = self.spaced(KINDS[3], id, 1, now_ms) {
+            let reason = format!(
+                "the sink failed {failures} times in a row: deliveries to it pause, then one \
+                 at a time is tried until one succeeds"
+            );
+            self.send(Notice {
+                subscription: id.to_owned(),
+                kind: KINDS[3],
+                data: json!({"state": "paused", "failures": failures, "opened": count,
+                             "reason": reason}),
+            });
+        }
+    }
+
+    /// Subscription `id` passed its backlog limit and shed `events` of its oldest
+    /// deliveries into dead letters, for `reason`. Told at most once a minute per
+    /// subscription, with how many were shed since.
+    pub fn backlog_limit_reached(&self, id: &str, events: u64, reason: &str, now_ms: u64) {
+        if let Some(count) = self.spaced(KINDS[4], id, events, now_ms) {
+            self.send(Notice {
+                subscription: id.to_owned(),
+                kind: KINDS[4],
+                data: json!({"deadLetters": count, "reason": reason}),
+            });
+        }
+    }
+
+    /// Counts `add` for (`kind`, `id`): the total since the last notice when one may go
+    /// now (at most one per [`SPACING_MS`]), else `None`.
+    fn spaced(&self, kind: &'static str, id: &str, add: u64, now_ms: u64) -> Option<u64> {
+        let mut spaced = self.spaced.lock().expect("notices lock");
+        // Forgotten once a minute has passed for all: bounded by the active ones.
+        if spaced.len() > 10_000 {
+            spaced.retain(|_, (at, _)| now_ms.saturating_sub(*at) < SPACING_MS);
+        }
+        let (at, since) = spaced.entry((kind, id.to_owned())).or_insert((0, 0));
+        *since += add;
+        if now_ms.saturating_sub(*at) < SPACING_MS {
+            return None;
+        }
+        let count = *since;
+        (*at, *since) = (now_ms, 0);
+        Some(count)
     }
 }
 
@@ -186,6 +229,29 @@ mod tests {
                 ("b".into(), json!(1)),
                 ("a".into(), json!(3))
             ]
+        );
+    }
+
+    #[test]
+    fn repeating_notices_are_spaced_per_kind_and_subscription() {
+        let (notices, mut received) = Notices::channel();
+        notices.breaker_opened("a", 5, 1_000_000);
+        notices.backlog_limit_reached("a", 30, "shed", 1_000_000);
+        notices.breaker_opened("a", 5, 1_000_500);
+        notices.backlog_limit_reached("a", 12, "shed", 1_000_500);
+        notices.dead_lettered("a", "400", 1_000_500);
+        notices.backlog_limit_reached("a", 8, "shed", 1_070_000);
+        let mut told = Vec::new();
+        while let Ok(notice) = received.try_recv() {
+            told.push((notice.kind, notice.data));
+        }
+        let kinds: Vec<&str> = told.iter().map(|(kind, _)| *kind).collect();
+        assert_eq!(kinds, [KINDS[3], KINDS[4], KINDS[2], KINDS[4]]);
+        assert_eq!(told[0].1["failures"], 5);
+        assert_eq!(told[1].1["deadLetters"], 30);
+        assert_eq!(
+            told[3].1["deadLetters"], 20,
+            "the shed since the last notice"
         );
     }
 

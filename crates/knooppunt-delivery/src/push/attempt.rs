@@ -191,7 +191,7 @@ async fn send_and_judge(
     if outcome == Outcome::Gone {
         gone.store(true, AtomicOrdering::SeqCst);
     }
-    report_health(inner, &subscription.sink, &config, &outcome, sent, probe);
+    report_health(inner, subscription, &config, &outcome, sent, probe);
     let attempt = Attempted {
         at,
         started,
@@ -384,7 +384,7 @@ pub(crate) async fn send_test(
 /// went out: then a probe is only given back).
 fn report_health(
     inner: &Inner,
-    sink: &str,
+    subscription: &Subscription,
     config: &DeliveryConfig,
     outcome: &Outcome,
     sent: bool,
@@ -393,7 +393,7 @@ fn report_health(
     let result = match (outcome, outcome.asked_pause(config)) {
         _ if !sent => {
             if probe {
-                inner.connections().release_probe(sink);
+                inner.connections().release_probe(&subscription.sink);
             }
             return;
         }
@@ -402,7 +402,10 @@ fn report_health(
         (Outcome::Unsendable(_), _) => return,
         (Outcome::Delivered | Outcome::Rejected | Outcome::Gone, _) => SinkResult::Healthy,
     };
-    inner.connections().report(sink, result, fastrand::f64());
+    let sink = subscription.sink.as_str();
+    if let Some(failures) = inner.connections().report(sink, result, fastrand::f64()) {
+        inner.observer().breaker_opened(&subscription.id, failures);
+    }
     if let SinkResult::RetryAfter(wait) = result {
         // The sink's pause holds for every hub sharing the store, not only this one
         // (http-webhook.md: the sender refrains from sending until then); written off the

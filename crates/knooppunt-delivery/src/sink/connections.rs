@@ -393,15 +393,14 @@ impl Connections {
     }
 
     /// Records what an attempt showed of its sink's health; `random` (uniform in [0, 1))
-    /// jitters the breaker's pause.
-    pub(crate) fn report(&self, url: &str, result: SinkResult, random: f64) {
+    /// jitters the breaker's pause. Returns the failures in a row when this report opened
+    /// the sink's breaker.
+    pub(crate) fn report(&self, url: &str, result: SinkResult, random: f64) -> Option<u32> {
         let pool = match result {
             SinkResult::Healthy => self.existing_pool(url),
             SinkResult::Failed | SinkResult::RetryAfter(_) => self.pool_of(url),
         };
-        let Some(pool) = pool else {
-            return;
-        };
+        let pool = pool?;
         let limits = (self.limits.breaker_failures, self.limits.breaker_max_pause);
         let opened = pool
             .breaker
@@ -411,6 +410,7 @@ impl Connections {
         if let Some(failures) = opened {
             tracing::warn!(sink = %sink_key_of(url), failures, "A sink keeps failing: its deliveries pause, and it is probed with one at a time.");
         }
+        opened
     }
 
     /// A client for `url` presenting `identity`, made (and the least recently used one
