@@ -5,6 +5,7 @@ hub implements, so that a ZGW client reading it finds no operation that is not t
 
     python3 scripts/zgw-openapi.py ../shared/specs/vng-notificaties/notificaties-api-1.0.yaml
 """
+import copy
 import json
 import pathlib
 import sys
@@ -16,7 +17,7 @@ SERVED = {
     "/abonnement": {"get", "post"},
     "/abonnement/{uuid}": {"get", "put", "patch", "delete"},
     "/kanaal": {"get", "post"},
-    "/kanaal/{uuid}": {"get"},
+    "/kanaal/{uuid}": {"get", "put", "patch"},
     "/notificaties": {"post"},
 }
 
@@ -39,6 +40,26 @@ responses = paths["/notificaties"]["post"]["responses"]
 responses["201"] = dict(responses["200"], description="Created")
 for code, answer in errors.items():
     paths["/notificaties"]["post"]["responses"].setdefault(code, answer)
+# Open Notificaties serves `PUT` and `PATCH /kanaal/{uuid}` (experimental; every Open Zaak
+# deploy runs `register_kanalen`, which replaces a kanaal that exists): made as the
+# abonnement's, for a kanaal.
+for method, operation in [("put", "kanaal_update"), ("patch", "kanaal_partial_update")]:
+    made = copy.deepcopy(document["paths"]["/abonnement/{uuid}"][method])
+    made["operationId"] = operation
+    made["description"] = (
+        "Werk de documentatielink en filters van een KANAAL bij (experimenteel, zoals Open "
+        "Notificaties het biedt; de naam wijzigt niet)."
+        + (" Alleen de meegestuurde velden wijzigen." if method == "patch" else "")
+    )
+    made["tags"] = ["kanaal"]
+    made["requestBody"] = {
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Kanaal"}}},
+        "required": True,
+    }
+    made["responses"]["200"]["content"] = {
+        "application/json": {"schema": {"$ref": "#/components/schemas/Kanaal"}}
+    }
+    paths["/kanaal/{uuid}"][method] = made
 document["info"]["description"] = (
     document["info"]["description"]
     + "\n\n**Knooppunt** serves the operations of this document (VNG's Notificaties API 1.0, "
@@ -48,7 +69,7 @@ document["info"]["description"] = (
 # `auth` is sent to the callback, never returned (as Open Notificaties does): write-only.
 document["components"]["schemas"]["Abonnement"]["properties"]["auth"]["writeOnly"] = True
 document["tags"] = [t for t in document.get("tags", []) if t.get("name") in {"abonnement", "kanaal", "notificaties"}]
-out = pathlib.Path(__file__).resolve().parent.parent / "crates/knooppunt-broker/assets/zgw"
+out = pathlib.Path(__file__).resolve().parent.parent / "crates/knooppunt-facade/assets"
 (out / "openapi.json").write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 (out / "openapi.yaml").write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
 print("written", out)

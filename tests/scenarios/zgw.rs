@@ -1154,24 +1154,29 @@ async fn zgw_clients_are_set_over_the_principals_api_with_sealed_secrets() {
     assert_eq!(refused.invalid_params(), ["zgw"]);
 }
 
-/// A notificatie a callback refuses for good (400) becomes a dead letter of the
-/// abonnement's subscription, with why, as for any delivery of the hub.
+/// A callback that answers 400 or 410 is retried, as Open Notificaties retries every answer
+/// that is not 2xx: the notificatie arrives once it takes it, and the abonnement stays.
 #[tokio::test]
-async fn a_refused_notificatie_becomes_a_dead_letter() {
-    let (hub, publisher, _sink, created) = subscribed_then(400).await;
-    let id = created.body["url"]
-        .as_str()
-        .unwrap()
-        .rsplit('/')
-        .next()
-        .unwrap()
-        .to_owned();
-    assert_eq!(
-        post_notificatie(&hub, &publisher, NOTIFICATIE).await.status,
-        201
-    );
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let dead = loop {
+async fn a_callback_that_answers_400_or_410_is_retried_as_open_notificaties_does() {
+    for then in [400, 410] {
+        let (hub, publisher, sink, created) = subscribed_then(then).await;
+        assert_eq!(
+            post_notificatie(&hub, &publisher, NOTIFICATIE).await.status,
+            201
+        );
+        let arrived = sink.wait_for(3, Duration::from_secs(15)).await;
+        assert_eq!(arrived[1].status, then);
+        assert_eq!(
+            std::str::from_utf8(&arrived[2].body).unwrap(),
+            NOTIFICATIE.trim(),
+            "retried after {then}"
+        );
+        let url = created.body["url"].as_str().unwrap();
+        let path = &url[url.find("/api/v1/").unwrap()..];
+        let consumer = token("zac", ZAAKAFHANDEL);
+        let kept = call(&hub, Method::GET, path, &consumer, None).await;
+        assert_eq!(kept.status, 200, "after {then}: {}", kept.body);
+        let id = path.rsplit('/').next().unwrap();
         let dead = hub
             .call(
                 Method::GET,
@@ -1180,16 +1185,348 @@ async fn a_refused_notificatie_becomes_a_dead_letter() {
                 None,
             )
             .await;
-        if dead.body.as_array().is_some_and(|d| !d.is_empty()) {
-            break dead;
-        }
-        assert!(std::time::Instant::now() < deadline, "{}", dead.body);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert!(
-        dead.body[0]["reason"].as_str().unwrap().contains("400"),
+        assert_eq!(dead.body, json!([]), "after {then}");
+    }
+}
+
+/// `register_kanalen` on every Open Zaak deploy: a kanaal that exists is replaced (`PUT`)
+/// or changed (`PATCH`) by the client that registered it; its name cannot change; a method
+/// the API does not serve is answered 405 in the API's `Fout` shape.
+#[tokio::test]
+async fn kanalen_are_replaced_and_patched_as_open_notificaties_does() {
+    let hub = hub().await;
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    register_zaken(&hub, &publisher).await;
+    let listed = call(
+        &hub,
+        Method::GET,
+        "/api/v1/kanaal?naam=zaken",
+        &publisher,
+        None,
+    )
+    .await;
+    let url = listed.body[0]["url"].as_str().unwrap().to_owned();
+    let path = url[url.find("/api/v1/").unwrap()..].to_owned();
+    let replacement = json!({"naam": "zaken",
+                             "documentatieLink": "https://open-zaak.example.nl/ref/kanalen/#zaken",
+                             "filters": ["bronorganisatie", "zaaktype", "vertrouwelijkheidaanduiding",
+                                         "zaaktype.catalogus"]});
+    let replaced = call(
+        &hub,
+        Method::PUT,
+        &path,
+        &publisher,
+        Some(replacement.clone()),
+    )
+    .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert_eq!(replaced.body["filters"], replacement["filters"]);
+    assert_eq!(replaced.body["url"], url.as_str());
+    // Again, as a second deploy does.
+    let again = call(
+        &hub,
+        Method::PUT,
+        &path,
+        &publisher,
+        Some(replacement.clone()),
+    )
+    .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    let patched = call(
+        &hub,
+        Method::PATCH,
+        &path,
+        &publisher,
+        Some(json!({"filters": ["bronorganisatie"]})),
+    )
+    .await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    assert_eq!(patched.body["filters"], json!(["bronorganisatie"]));
+    assert_eq!(
+        patched.body["documentatieLink"],
+        replacement["documentatieLink"]
+    );
+    let read = call(&hub, Method::GET, &path, &publisher, None).await;
+    assert_eq!(read.body, patched.body);
+
+    let renamed = call(
+        &hub,
+        Method::PUT,
+        &path,
+        &publisher,
+        Some(json!({"naam": "zaken2", "filters": []})),
+    )
+    .await;
+    assert_fout(&renamed, 400, "invalid");
+    assert_eq!(
+        renamed.body["invalidParams"][0]["code"],
+        "wijzigen-niet-toegelaten"
+    );
+    let consumer = token("zac", ZAAKAFHANDEL);
+    let forbidden = call(&hub, Method::PUT, &path, &consumer, Some(replacement)).await;
+    assert_fout(&forbidden, 403, "permission_denied");
+    let audited = hub
+        .call(
+            Method::GET,
+            "/v1/audit?name=kanaal.update",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(
+        audited.body.as_array().map(Vec::len),
+        Some(3),
         "{}",
-        dead.body
+        audited.body
+    );
+
+    for (method, path) in [
+        (Method::DELETE, "/api/v1/kanaal"),
+        (Method::DELETE, path.as_str()),
+        (Method::PUT, "/api/v1/notificaties"),
+    ] {
+        let refused = call(&hub, method.clone(), path, &publisher, None).await;
+        assert_fout(&refused, 405, "method_not_allowed");
+        assert!(
+            refused.body["detail"]
+                .as_str()
+                .unwrap()
+                .contains(method.as_str()),
+            "{}",
+            refused.body
+        );
+        assert!(refused.header("allow").is_some(), "{method} {path}: Allow");
+    }
+}
+
+const BESLUIT: &str = r#"{
+  "kanaal": "besluiten",
+  "hoofdObject": "https://open-zaak.example.nl/besluiten/api/v1/besluiten/b1b1",
+  "resource": "besluit",
+  "resourceUrl": "https://open-zaak.example.nl/besluiten/api/v1/besluiten/b1b1",
+  "actie": "create",
+  "aanmaakdatum": "2026-11-24T08:15:00Z",
+  "kenmerken": {"verantwoordelijkeOrganisatie": "224557609",
+                "besluittype": "https://open-zaak.example.nl/catalogi/api/v1/besluittypen/1"}
+}"#;
+
+/// Open Zaak's kanalen as it registers them: `besluiten` with snake_case filters and
+/// notificaties with camelCase kenmerken (Open Notificaties reads both as one), and
+/// `zaken` with `zaaktype.catalogus`; abonnementen filter on either spelling.
+#[tokio::test]
+async fn open_zaaks_kanalen_and_kenmerken_are_taken_as_open_notificaties_takes_them() {
+    let hub = hub().await;
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    let consumer = token("zac", ZAAKAFHANDEL);
+    for (naam, filters) in [
+        (
+            "besluiten",
+            json!(["verantwoordelijke_organisatie", "besluittype"]),
+        ),
+        (
+            "zaken",
+            json!([
+                "bronorganisatie",
+                "zaaktype",
+                "zaaktype.catalogus",
+                "vertrouwelijkheidaanduiding"
+            ]),
+        ),
+    ] {
+        let created = call(
+            &hub,
+            Method::POST,
+            "/api/v1/kanaal",
+            &publisher,
+            Some(json!({"naam": naam, "filters": filters})),
+        )
+        .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let ours = callback().await;
+    let others = callback().await;
+    let subscribe_to = |sink: String, kanalen: Value| {
+        let (hub, consumer) = (&hub, &consumer);
+        async move {
+            let answer = call(
+                hub,
+                Method::POST,
+                "/api/v1/abonnement",
+                consumer,
+                Some(json!({"callbackUrl": sink, "auth": "Bearer x", "kanalen": kanalen})),
+            )
+            .await;
+            assert_eq!(answer.status, 201, "{}", answer.body);
+        }
+    };
+    subscribe_to(
+        ours.url.clone(),
+        json!([{"naam": "besluiten", "filters": {"verantwoordelijke_organisatie": "224557609"}},
+               {"naam": "zaken", "filters": {"zaaktype.catalogus": "https://cat/1"}}]),
+    )
+    .await;
+    subscribe_to(
+        others.url.clone(),
+        json!([{"naam": "besluiten", "filters": {"verantwoordelijkeOrganisatie": "000000000"}},
+               {"naam": "zaken", "filters": {"zaaktype.catalogus": "https://cat/2"}}]),
+    )
+    .await;
+
+    let published = post_notificatie(&hub, &publisher, BESLUIT).await;
+    assert_eq!(published.status, 201, "{}", published.body);
+    let zaak = NOTIFICATIE.replace(
+        r#""bronorganisatie": "224557609""#,
+        r#""bronorganisatie": "224557609", "zaaktype.catalogus": "https://cat/1""#,
+    );
+    let published = post_notificatie(&hub, &publisher, &zaak).await;
+    assert_eq!(published.status, 201, "{}", published.body);
+    // The test notificatie, then both.
+    let arrived = ours.wait_for(3, Duration::from_secs(15)).await;
+    let bodies: Vec<&str> = arrived[1..]
+        .iter()
+        .map(|r| std::str::from_utf8(&r.body).unwrap())
+        .collect();
+    assert!(bodies.contains(&BESLUIT.trim()), "{bodies:?}");
+    assert!(bodies.contains(&zaak.trim()), "{bodies:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(others.deliveries().len(), 1, "only the test notificatie");
+}
+
+/// What Open Notificaties accepts and refuses when a notificatie or kanaal is posted, and
+/// how it negotiates: the same answers here, never a 500.
+#[tokio::test]
+async fn notificaties_and_kanalen_are_judged_as_open_notificaties_judges_them() {
+    let hub = hub().await;
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    register_zaken(&hub, &publisher).await;
+    let bare = call(
+        &hub,
+        Method::POST,
+        "/api/v1/kanaal",
+        &publisher,
+        Some(json!({"naam": "kale"})),
+    )
+    .await;
+    assert_eq!(bare.status, 201, "{}", bare.body);
+    let with = |change: &dyn Fn(&mut Value)| {
+        let mut notificatie: Value = serde_json::from_str(NOTIFICATIE).unwrap();
+        change(&mut notificatie);
+        notificatie.to_string()
+    };
+    // Kenmerken that are all of the kanaal's filters and more; any on a kanaal without.
+    let superset = with(&|n| {
+        n["kenmerken"]["vertrouwelijkheidaanduiding"] = json!("openbaar");
+        n["kenmerken"]["extra"] = json!("x");
+    });
+    assert_eq!(
+        post_notificatie(&hub, &publisher, &superset).await.status,
+        201
+    );
+    let unfiltered = with(&|n| n["kanaal"] = json!("kale"));
+    assert_eq!(
+        post_notificatie(&hub, &publisher, &unfiltered).await.status,
+        201
+    );
+    // Blank kenmerk values are kenmerken too.
+    let blank = with(&|n| n["kenmerken"]["zaaktype"] = json!(""));
+    assert_eq!(post_notificatie(&hub, &publisher, &blank).await.status, 201);
+
+    let refusal = |body: String, field: &'static str, code: &'static str| {
+        let (hub, publisher) = (&hub, &publisher);
+        async move {
+            let answer = post_notificatie(hub, publisher, &body).await;
+            assert_fout(&answer, 400, "invalid");
+            assert_eq!(
+                answer.body["invalidParams"][0]["name"], field,
+                "{}",
+                answer.body
+            );
+            assert_eq!(
+                answer.body["invalidParams"][0]["code"], code,
+                "{}",
+                answer.body
+            );
+        }
+    };
+    refusal(
+        with(&|n| n["aanmaakdatum"] = json!("2999-01-01T00:00:00Z")),
+        "aanmaakdatum",
+        "future_not_allowed",
+    )
+    .await;
+    refusal(with(&|n| n["kenmerken"] = Value::Null), "kenmerken", "null").await;
+    refusal(
+        with(&|n| n["resource"] = json!("sta\u{1}tus")),
+        "resource",
+        "invalid",
+    )
+    .await;
+    refusal(
+        with(&|n| n["actie"] = json!("cre\nate")),
+        "actie",
+        "invalid",
+    )
+    .await;
+
+    let xml = hub
+        .request(Method::GET, "/api/v1/kanaal", &publisher)
+        .header("accept", "application/xml")
+        .send()
+        .await
+        .unwrap();
+    let xml = Answer::from(xml).await;
+    assert_fout(&xml, 406, "not_acceptable");
+    let text = hub
+        .request(Method::POST, "/api/v1/kanaal", &publisher)
+        .header("content-type", "text/plain")
+        .body(json!({"naam": "tekst"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let text = Answer::from(text).await;
+    assert_fout(&text, 415, "unsupported_media_type");
+    assert!(text.body["detail"].as_str().unwrap().contains("text/plain"));
+    let null_filters = call(
+        &hub,
+        Method::POST,
+        "/api/v1/kanaal",
+        &publisher,
+        Some(json!({"naam": "leeg", "filters": null})),
+    )
+    .await;
+    assert_fout(&null_filters, 400, "invalid");
+    assert_eq!(null_filters.body["invalidParams"][0]["code"], "null");
+}
+
+/// A CloudEvent of a kanaal's type published on `/v1/events` without `time` reaches the
+/// abonnementen, its `aanmaakdatum` the moment the hub accepted it.
+#[tokio::test]
+async fn a_native_cloudevent_without_time_reaches_abonnementen() {
+    let hub = hub().await;
+    register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
+    let sink = callback().await;
+    let created = subscribe(&hub, &token("zac", ZAAKAFHANDEL), &sink.url, json!({})).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let before = knooppunt_store::now_ms();
+    let published = hub
+        .publish_raw(
+            "application/cloudevents+json",
+            json!({"specversion": "1.0", "id": "zonder-tijd", "source": "urn:nld:oin:1:systeem:zaken",
+                   "type": "nl.vng.zgw.zaken.status.create",
+                   "subject": "https://open-zaak.example.nl/zaken/api/v1/statussen/c1"})
+            .to_string(),
+        )
+        .await;
+    assert_eq!(published.status, 202, "{}", published.body);
+    let arrived = sink.wait_for(2, Duration::from_secs(15)).await;
+    let notificatie = arrived[1].json();
+    assert_eq!(notificatie["kanaal"], "zaken");
+    let at =
+        knooppunt_event::timestamp::epoch_millis(notificatie["aanmaakdatum"].as_str().unwrap())
+            .unwrap();
+    assert!(
+        at >= before && at <= knooppunt_store::now_ms(),
+        "{notificatie}"
     );
 }
 

@@ -11,7 +11,7 @@
 //! | `subject` | `resourceUrl` |
 //! | `time` | `aanmaakdatum`, when it is an RFC 3339 timestamp |
 //! | `source`, `id` | the publishing client and a new id (the caller's) |
-//! | `kenmerk<name>` | each kenmerk whose name is letters and digits, lower-cased ([`kenmerk_attribute`]), so that subscriptions filter on them |
+//! | `kenmerk<name>` | each non-empty kenmerk, its name's letters and digits lower-cased ([`kenmerk_attribute`]: `verantwoordelijkeOrganisatie` and `verantwoordelijke_organisatie` are one, as Open Notificaties' camelCase/snake_case conversions make them), so that subscriptions filter on them |
 //!
 //! The other way, a CloudEvent whose `data` is a notificatie is given back as that
 //! notificatie; one of type `nl.vng.zgw.<kanaal>.<resource>.<actie>` with other data becomes
@@ -28,11 +28,27 @@ use crate::event::Event;
 /// The prefix of the CloudEvents types of notificaties.
 pub const TYPE_PREFIX: &str = "nl.vng.zgw.";
 
-/// The extension attribute a kenmerk is carried in (`kenmerk` and its name in lower case),
-/// when its name is letters and digits only (the others stay in `data` alone).
+/// The extension attribute a kenmerk is carried in: `kenmerk` and the letters and digits of
+/// its name in lower case (`zaaktype.catalogus` is `kenmerkzaaktypecatalogus`). Open
+/// Notificaties compares kenmerken in camelCase after reading them in snake_case, so
+/// `verantwoordelijkeOrganisatie` and `verantwoordelijke_organisatie` are one kenmerk there,
+/// as here ([`kenmerk_key`]). `None` for a name without letters or digits, or with other
+/// characters than letters, digits, `_`, `-` and `.` (those stay in `data` alone).
 pub fn kenmerk_attribute(name: &str) -> Option<String> {
-    (!name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric()))
-        .then(|| format!("kenmerk{}", name.to_ascii_lowercase()))
+    kenmerk_key(name).map(|key| format!("kenmerk{key}"))
+}
+
+/// A kenmerk's name as the hub compares it: its letters and digits, lower case.
+pub fn kenmerk_key(name: &str) -> Option<String> {
+    let usable = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    let key: String = name
+        .bytes()
+        .filter(u8::is_ascii_alphanumeric)
+        .map(|b| char::from(b.to_ascii_lowercase()))
+        .collect();
+    (usable && !key.is_empty()).then_some(key)
 }
 
 /// An abonnement's filters for one kanaal as CloudEvents Subscriptions API filters, with
@@ -200,11 +216,12 @@ impl Notificatie {
         if crate::validate::syntax::timestamp(&self.aanmaakdatum).is_ok() {
             builder = builder.time(self.aanmaakdatum.clone());
         }
-        // Two kenmerken whose names differ in case only would be one attribute: neither is
-        // carried as one (both stay in `data`).
+        // Two kenmerken whose names differ in case or punctuation only would be one
+        // attribute: neither is carried as one (both stay in `data`).
         let attributes: Vec<(String, &String)> = self
             .kenmerken
             .iter()
+            .filter(|(_, value)| !value.is_empty())
             .filter_map(|(name, value)| Some((kenmerk_attribute(name)?, value)))
             .collect();
         for (attribute, value) in &attributes {
@@ -221,12 +238,14 @@ impl Notificatie {
     /// `subject`, `aanmaakdatum` from `time`, `kenmerken` from its `kenmerk<name>`
     /// extensions). `None` when the event is neither.
     pub fn from_event(event: &Event) -> Option<Notificatie> {
-        Notificatie::from_event_or_why(event).ok()
+        Notificatie::from_event_or_why(event, None).ok()
     }
 
     /// The same, or what keeps the event from being a notificatie, in a sentence that
-    /// quotes at most a short piece of any attribute.
-    pub fn from_event_or_why(event: &Event) -> Result<Notificatie, String> {
+    /// quotes at most a short piece of any attribute. An event without `time` has the
+    /// moment it was `accepted` (milliseconds since the Unix epoch) as its `aanmaakdatum`,
+    /// when that is given.
+    pub fn from_event_or_why(event: &Event, accepted: Option<u64>) -> Result<Notificatie, String> {
         let data_problem = match event.data() {
             Some(Data::Json(json)) => match Notificatie::read(json.as_str()) {
                 Ok(notificatie) => return Ok(notificatie),
@@ -269,6 +288,8 @@ impl Notificatie {
             .ok_or_else(|| why("it has no subject (the resource's URL)"))?;
         let time = event
             .time()
+            .map(str::to_owned)
+            .or_else(|| accepted.map(crate::timestamp::utc_timestamp))
             .ok_or_else(|| why("it has no time (the aanmaakdatum)"))?;
         let mut object = Map::new();
         object.insert("kanaal".into(), Value::from(kanaal));
@@ -306,8 +327,35 @@ impl Notificatie {
     /// when the filter's value is `*`, or when the notificatie has no such kenmerk.
     pub fn passes(&self, filters: &BTreeMap<String, String>) -> bool {
         filters.iter().all(|(key, wanted)| {
-            wanted == "*" || self.kenmerken.get(key).is_none_or(|value| value == wanted)
+            let key = kenmerk_key(key);
+            wanted == "*"
+                || self
+                    .kenmerken
+                    .iter()
+                    .filter(|(name, _)| kenmerk_key(name) == key)
+                    .all(|(_, value)| value == wanted)
         })
+    }
+
+    /// The `aanmaakdatum` in milliseconds since the Unix epoch, and whether it had no
+    /// offset (then read as UTC; the ZGW APIs read it in their own time zone).
+    pub fn aanmaakdatum_ms(&self) -> Option<(u64, bool)> {
+        let text = self.aanmaakdatum.as_str();
+        let (date, time) = (text.get(..10)?, text.get(11..16)?);
+        let mut rest = &text[16..];
+        let mut seconds = ":00".to_owned();
+        if let Some(after) = rest.strip_prefix(':') {
+            let digits = after
+                .bytes()
+                .take_while(|b| b.is_ascii_digit() || *b == b'.')
+                .count();
+            seconds = format!(":{}", &after[..digits]);
+            rest = &after[digits..];
+        }
+        let naive = rest.is_empty();
+        let offset = if naive { "Z" } else { rest };
+        crate::timestamp::epoch_millis(&format!("{date}T{time}{seconds}{offset}"))
+            .map(|ms| (ms, naive))
     }
 }
 
@@ -346,6 +394,11 @@ fn text_field(
             "max_length",
             format!("Zorg ervoor dat dit veld niet meer dan {max} karakters bevat."),
         )),
+        // The type of the notificatie's CloudEvent is made of the kanaal, resource and
+        // actie: no control character may be in it.
+        Some(Value::String(text)) if text.chars().any(char::is_control) => errors.push(
+            FieldError::new(name, "invalid", "Dit veld mag geen stuurtekens bevatten."),
+        ),
         Some(Value::String(text)) => return text.clone(),
         Some(_) => errors.push(FieldError::new(name, "invalid", "Geen geldige string.")),
     }
@@ -453,14 +506,16 @@ fn kenmerken(
 ) -> BTreeMap<String, String> {
     let mut kenmerken = BTreeMap::new();
     match object.get("kenmerken") {
-        None | Some(Value::Null) => {}
+        None => {}
+        Some(Value::Null) => errors.push(FieldError::new(
+            "kenmerken",
+            "null",
+            "Dit veld mag niet leeg zijn.",
+        )),
         Some(Value::Object(map)) => {
             for (key, value) in map {
                 let name = format!("kenmerken.{key}");
                 match value {
-                    Value::String(text) if text.is_empty() => {
-                        errors.push(FieldError::new(name, "blank", "Dit veld mag niet leeg zijn."))
-                    }
                     Value::String(text) if text.chars().count() > MAX_KENMERK => {
                         errors.push(FieldError::new(
                             name,
@@ -563,7 +618,7 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(Notificatie::from_event(&other), None);
-        let why = Notificatie::from_event_or_why(&other).unwrap_err();
+        let why = Notificatie::from_event_or_why(&other, None).unwrap_err();
         assert!(
             why.contains("it has no data") && why.contains("`nl.other.type`"),
             "{why}"
@@ -571,7 +626,7 @@ mod tests {
         let long_type = crate::EventBuilder::new("x", "urn:test", "t".repeat(10_000))
             .build()
             .unwrap();
-        let why = Notificatie::from_event_or_why(&long_type).unwrap_err();
+        let why = Notificatie::from_event_or_why(&long_type, None).unwrap_err();
         assert!(
             why.contains("it has no data") && why.contains("(10000 bytes)"),
             "{why}"
@@ -580,11 +635,44 @@ mod tests {
     }
 
     #[test]
+    fn kenmerk_names_are_one_in_camel_and_snake_case_and_may_have_dots() {
+        for (name, attribute) in [
+            (
+                "verantwoordelijkeOrganisatie",
+                Some("kenmerkverantwoordelijkeorganisatie"),
+            ),
+            (
+                "verantwoordelijke_organisatie",
+                Some("kenmerkverantwoordelijkeorganisatie"),
+            ),
+            ("zaaktype.catalogus", Some("kenmerkzaaktypecatalogus")),
+            ("status-type", Some("kenmerkstatustype")),
+            ("met spatie", None),
+            ("_", None),
+            ("", None),
+        ] {
+            assert_eq!(kenmerk_attribute(name).as_deref(), attribute, "{name}");
+        }
+    }
+
+    #[test]
+    fn an_aanmaakdatum_is_read_to_its_moment() {
+        let at = |aanmaakdatum: &str| {
+            let text = ZAAK.replace("2026-11-24T08:15:00.123456Z", aanmaakdatum);
+            Notificatie::read(&text).unwrap().aanmaakdatum_ms()
+        };
+        let moment = crate::timestamp::epoch_millis("2026-11-24T08:15:00Z").unwrap();
+        assert_eq!(at("2026-11-24T08:15:00Z"), Some((moment, false)));
+        assert_eq!(at("2026-11-24T09:15+01:00"), Some((moment, false)));
+        assert_eq!(at("2026-11-24T08:15:00.5"), Some((moment + 500, true)));
+    }
+
+    #[test]
     fn every_problem_is_reported_with_the_zgw_codes() {
         let errors = Notificatie::read(
             r#"{"kanaal": "", "hoofdObject": "not a url", "resource": 5,
                 "resourceUrl": "https://x.example/1", "aanmaakdatum": "gisteren",
-                "kenmerken": {"a": ""}}"#,
+                "kenmerken": null}"#,
         )
         .unwrap_err();
         let found: Vec<(&str, &str)> = errors.iter().map(|e| (e.name.as_str(), e.code)).collect();
@@ -596,8 +684,17 @@ mod tests {
                 ("resource", "invalid"),
                 ("actie", "required"),
                 ("aanmaakdatum", "invalid"),
-                ("kenmerken.a", "blank"),
+                ("kenmerken", "null"),
             ]
+        );
+        // Open Notificaties takes blank kenmerken; no control character goes into a type.
+        let blank = ZAAK.replace("\"openbaar\"", "\"\"");
+        assert!(Notificatie::read(&blank).is_ok());
+        let control = ZAAK.replace("\"status\"", "\"sta\\ttus\"");
+        let errors = Notificatie::read(&control).unwrap_err();
+        assert_eq!(
+            (errors[0].name.as_str(), errors[0].code),
+            ("resource", "invalid")
         );
         let long = format!(
             r#"{{"kanaal": "{}", "hoofdObject": "https://a.nl/1", "resource": "r",

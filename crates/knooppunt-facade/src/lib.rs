@@ -39,7 +39,10 @@ const API_VERSION: HeaderName = HeaderName::from_static("api-version");
 pub fn router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/kanaal", get(list_kanalen).post(create_kanaal))
-        .route("/kanaal/{uuid}", get(read_kanaal))
+        .route(
+            "/kanaal/{uuid}",
+            get(read_kanaal).put(replace_kanaal).patch(patch_kanaal),
+        )
         .route("/notificaties", axum::routing::post(publish_notificatie))
         .route(
             "/abonnement",
@@ -55,7 +58,70 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/schema/openapi.yaml", get(document_yaml))
         .route("/schema/openapi.json", get(document_json))
         .fallback(|| async { ZgwError::NotFound("deze resource bestaat niet".into()) })
+        .method_not_allowed_fallback(|method: http::Method| async move {
+            ZgwError::MethodNotAllowed(method)
+        })
+        .layer(axum::middleware::from_fn(negotiate))
         .layer(axum::middleware::map_response(version))
+}
+
+/// Content negotiation as Open Notificaties (Django REST framework) does it: a client that
+/// accepts no JSON gets 406, a body that is not JSON 415, in the API's `Fout` shape. The
+/// OpenAPI document is served as asked, whatever the client accepts.
+async fn negotiate(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Result<Response, ZgwError> {
+    let headers = request.headers();
+    let document = request.uri().path().contains("/schema/openapi.");
+    if !document
+        && let Some(accept) = headers.get(http::header::ACCEPT)
+        && !accepts_json(accept.to_str().unwrap_or(""))
+    {
+        return Err(ZgwError::NotAcceptable);
+    }
+    // A body is there when its length is not 0 or it comes in chunks (as Django reads it:
+    // a request without one is not parsed, so a method the resource lacks is answered 405).
+    let with_body = headers
+        .get(http::header::CONTENT_LENGTH)
+        .is_some_and(|length| length.as_bytes() != b"0")
+        || headers.contains_key(http::header::TRANSFER_ENCODING);
+    if with_body {
+        let media_type = headers
+            .get(CONTENT_TYPE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .unwrap_or_default();
+        let essence = media_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if essence != "application/json" {
+            return Err(ZgwError::UnsupportedMediaType(media_type));
+        }
+    }
+    Ok(next.run(request).await)
+}
+
+/// Whether an `Accept` header admits JSON (`application/json`, `application/problem+json`,
+/// `application/*` or `*/*`, with a quality above 0).
+fn accepts_json(accept: &str) -> bool {
+    accept.split(',').any(|range| {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let refused = parts.any(|p| {
+            p.trim()
+                .strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                == Some(0.0)
+        });
+        !refused
+            && matches!(
+                media.as_str(),
+                "*/*" | "application/*" | "application/json" | "application/problem+json"
+            )
+    })
 }
 
 async fn version(mut response: Response) -> Response {
@@ -78,6 +144,12 @@ pub(crate) enum ZgwError {
     Unavailable(String),
     /// The body is larger than any request of the API may be.
     TooLarge(String),
+    /// The resource does not take this method (`Allow` lists those it takes).
+    MethodNotAllowed(http::Method),
+    /// The client accepts no answer the API gives (JSON).
+    NotAcceptable,
+    /// The body is not JSON (its media type).
+    UnsupportedMediaType(String),
     Internal(String),
 }
 
@@ -119,6 +191,29 @@ impl IntoResponse for ZgwError {
                 "request_too_large",
                 "Het verzoek is te groot.",
                 why.clone(),
+            ),
+            ZgwError::MethodNotAllowed(method) => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "Methode niet toegestaan.",
+                format!("Methode \"{method}\" niet toegestaan."),
+            ),
+            ZgwError::NotAcceptable => (
+                StatusCode::NOT_ACCEPTABLE,
+                "not_acceptable",
+                "Kan niet voldoen aan de opgegeven Accept header.",
+                "De API antwoordt in JSON (application/json); vraag daarom application/json \
+                 of */* in de Accept header."
+                    .to_owned(),
+            ),
+            ZgwError::UnsupportedMediaType(media_type) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Niet-ondersteund mediatype.",
+                format!(
+                    "Ongeldige media type \"{media_type}\" in aanvraag; stuur de body als \
+                     application/json."
+                ),
             ),
             ZgwError::Unavailable(cause) => {
                 tracing::warn!(%cause, "A Notificaties API request found the store unavailable.");
@@ -390,12 +485,16 @@ fn created(body: Value) -> Response {
 
 /// The body of `POST /api/v1/kanaal`, every problem reported.
 fn read_draft(body: &[u8]) -> Result<KanaalDraft, Vec<FieldError>> {
+    draft_of(&json_object(body)?)
+}
+
+/// A kanaal's fields, every problem reported.
+fn draft_of(object: &Map<String, Value>) -> Result<KanaalDraft, Vec<FieldError>> {
     let field = |name: &str, code: &'static str, reason: String| FieldError {
         name: name.to_owned(),
         code,
         reason,
     };
-    let object = json_object(body)?;
     let mut errors = Vec::new();
     let naam = match object.get("naam") {
         None => {
@@ -437,8 +536,17 @@ fn read_draft(body: &[u8]) -> Result<KanaalDraft, Vec<FieldError>> {
             String::new()
         }
     };
+    let null = |name: &str| FieldError {
+        name: name.to_owned(),
+        code: "null",
+        reason: "Dit veld mag niet leeg zijn.".into(),
+    };
     let documentatie_link = match object.get("documentatieLink") {
-        None | Some(Value::Null) => None,
+        None => None,
+        Some(Value::Null) => {
+            errors.push(null("documentatieLink"));
+            None
+        }
         Some(Value::String(link)) if link.is_empty() => None,
         Some(Value::String(link)) if link.chars().count() > 200 => {
             errors.push(field(
@@ -464,7 +572,8 @@ fn read_draft(body: &[u8]) -> Result<KanaalDraft, Vec<FieldError>> {
     };
     let mut filters = Vec::new();
     match object.get("filters") {
-        None | Some(Value::Null) => {}
+        None => {}
+        Some(Value::Null) => errors.push(null("filters")),
         Some(Value::Array(items)) if items.len() <= 100 => {
             for (n, item) in items.iter().enumerate() {
                 match item.as_str() {
@@ -526,11 +635,112 @@ async fn create_kanaal(
                 .await?,
         )
     };
-    let entry = made.await.map_err(|why| match why {
+    let entry = made.await.map_err(kanaal_refusal)?;
+    let kanaal =
+        Kanaal::of(&entry).ok_or_else(|| ZgwError::Internal("a kanaal reads back".into()))?;
+    Ok(created(representation(
+        &base_url(&state, &headers),
+        &kanaal,
+    )))
+}
+
+/// `PUT /api/v1/kanaal/{uuid}` (scope `notificaties.publiceren`, the client that registered
+/// it): replaces its documentation link and filters, as Open Notificaties does when
+/// `register_kanalen` runs again; its name may not change. 200 with the kanaal.
+async fn replace_kanaal(
+    state: State<Arc<AppState>>,
+    caller: ZgwCaller,
+    audit: RequestAudit,
+    headers: HeaderMap,
+    Path(uuid): Path<KanaalId>,
+    body: Bytes,
+) -> Result<Response, ZgwError> {
+    let object = json_object(&body).map_err(ZgwError::Invalid)?;
+    update_kanaal(state, caller, audit, headers, uuid, object, false).await
+}
+
+/// `PATCH /api/v1/kanaal/{uuid}`: the same with only the fields sent.
+async fn patch_kanaal(
+    state: State<Arc<AppState>>,
+    caller: ZgwCaller,
+    audit: RequestAudit,
+    headers: HeaderMap,
+    Path(uuid): Path<KanaalId>,
+    body: Bytes,
+) -> Result<Response, ZgwError> {
+    let object = json_object(&body).map_err(ZgwError::Invalid)?;
+    update_kanaal(state, caller, audit, headers, uuid, object, true).await
+}
+
+async fn update_kanaal(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    audit: RequestAudit,
+    headers: HeaderMap,
+    uuid: KanaalId,
+    mut object: Map<String, Value>,
+    partial: bool,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[PUBLISH])?;
+    let existing = knooppunt_services::zgw::kanaal(&state.catalog, &uuid)
+        .ok_or_else(|| ZgwError::NotFound(format!("er is geen kanaal `{uuid}`")))?;
+    if partial {
+        // What a patch leaves out stays as it is.
+        let now = representation("", &existing);
+        for name in ["naam", "documentatieLink", "filters"] {
+            if let (false, Some(value)) = (object.contains_key(name), now.get(name)) {
+                object.insert(name.to_owned(), value.clone());
+            }
+        }
+    }
+    let draft = draft_of(&object).map_err(ZgwError::Invalid)?;
+    let principal = caller.0.principal();
+    let action = |entry: &knooppunt_store::CatalogEntry| {
+        let kanaal = Kanaal::of(entry);
+        knooppunt_services::audit::Action::new(
+            knooppunt_services::audit::ActionName::KanaalUpdate,
+            format!("eventtype/{}", entry.id),
+            json!({"naam": kanaal.as_ref().map(|k| &k.naam),
+                   "filters": kanaal.as_ref().map(|k| &k.filters),
+                   "client": caller.0.client_id}),
+        )
+    };
+    let replaced = async {
+        let entry = knooppunt_services::zgw::kanaal_update(&caller.0, &existing, draft)?;
+        let context = audit.of_principal(&principal);
+        Ok(knooppunt_services::cataloging::replace(
+            &state,
+            &context,
+            &principal,
+            (&existing.id, entry),
+            action,
+        )
+        .await?)
+    };
+    let entry = replaced
+        .await
+        .map_err(kanaal_refusal)?
+        .ok_or_else(|| ZgwError::NotFound(format!("er is geen kanaal `{uuid}`")))?;
+    let kanaal =
+        Kanaal::of(&entry).ok_or_else(|| ZgwError::Internal("a kanaal reads back".into()))?;
+    Ok(answer(
+        StatusCode::OK,
+        representation(&base_url(&state, &headers), &kanaal),
+    ))
+}
+
+/// A kanaal the catalog did not take, in the API's shapes.
+fn kanaal_refusal(why: KanaalRefused) -> ZgwError {
+    match why {
         KanaalRefused::Taken => ZgwError::Invalid(vec![FieldError {
             name: "naam".into(),
             code: "unique",
             reason: "Kanaal met deze naam bestaat al.".into(),
+        }]),
+        KanaalRefused::Renamed => ZgwError::Invalid(vec![FieldError {
+            name: "naam".into(),
+            code: "wijzigen-niet-toegelaten",
+            reason: "Dit veld mag niet gewijzigd worden.".into(),
         }]),
         KanaalRefused::Catalog(knooppunt_services::catalog::Refused::Store(error)) => error.into(),
         KanaalRefused::Catalog(knooppunt_services::catalog::Refused::Forbidden(why)) => {
@@ -541,13 +751,7 @@ async fn create_kanaal(
             code: "invalid",
             reason: other.to_string(),
         }]),
-    })?;
-    let kanaal =
-        Kanaal::of(&entry).ok_or_else(|| ZgwError::Internal("a kanaal reads back".into()))?;
-    Ok(created(representation(
-        &base_url(&state, &headers),
-        &kanaal,
-    )))
+    }
 }
 
 /// `POST /api/v1/notificaties` (scope `notificaties.publiceren`): the notificatie becomes a
@@ -570,11 +774,21 @@ async fn publish_notificatie(
         }])
     })?;
     let notificatie = Notificatie::read(text).map_err(ZgwError::Invalid)?;
-    knooppunt_services::zgw::check_notificatie(&state.catalog, &notificatie)
-        .map_err(ZgwError::Invalid)?;
+    knooppunt_services::zgw::check_notificatie(
+        &state.catalog,
+        &notificatie,
+        knooppunt_store::now_ms(),
+    )
+    .map_err(ZgwError::Invalid)?;
     let event = notificatie
         .to_event(&caller.0.source(), &uuid::Uuid::now_v7().to_string())
-        .map_err(|violations| ZgwError::Internal(violations.to_string()))?;
+        .map_err(|violations| {
+            ZgwError::Invalid(vec![FieldError {
+                name: "nonFieldErrors".into(),
+                code: "invalid",
+                reason: format!("De notificatie is als CloudEvent ongeldig: {violations}"),
+            }])
+        })?;
     let principal = caller.0.principal();
     state
         .publishing

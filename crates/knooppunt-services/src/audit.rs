@@ -77,6 +77,7 @@ action_names! {
     PrincipalTokenIssue = "principal.token-issue",
     StoreBackup = "store.backup",
     KanaalCreate = "kanaal.create",
+    KanaalUpdate = "kanaal.update",
     AbonnementCreate = "abonnement.create",
     AbonnementUpdate = "abonnement.update",
     AbonnementDelete = "abonnement.delete",

@@ -53,6 +53,9 @@ pub enum KanaalRefused {
     /// A kanaal of that name exists.
     #[error("kanaal met deze naam bestaat al")]
     Taken,
+    /// A kanaal's name cannot change (it is part of its events' type).
+    #[error("de naam van een kanaal mag niet gewijzigd worden")]
+    Renamed,
     #[error(transparent)]
     Catalog(#[from] Refused),
 }
@@ -86,7 +89,26 @@ pub fn kanaal_entry(
     if !kanalen(catalog, Some(&draft.naam)).is_empty() {
         return Err(KanaalRefused::Taken);
     }
-    Ok(Draft {
+    Ok(entry_of(client, draft))
+}
+
+/// The catalog entry kanaal `existing` becomes with `draft` (`PUT` or `PATCH`, as Open
+/// Notificaties serves them): its documentation link and filters change, its name may not
+/// (it is part of its events' type). Replaced by `cataloging::replace`, which checks that
+/// the client owns the entry.
+pub fn kanaal_update(
+    client: &ZgwClient,
+    existing: &Kanaal,
+    draft: KanaalDraft,
+) -> Result<Draft, KanaalRefused> {
+    if draft.naam != existing.naam {
+        return Err(KanaalRefused::Renamed);
+    }
+    Ok(entry_of(client, draft))
+}
+
+fn entry_of(client: &ZgwClient, draft: KanaalDraft) -> Draft {
+    Draft {
         source_prefix: client.source(),
         event_type: format!("{TYPE_PREFIX}{}.", draft.naam),
         type_match: TypeMatch::Prefix,
@@ -98,43 +120,78 @@ pub fn kanaal_entry(
         deprecated: false,
         approval: ApprovalPolicy::Open,
         kenmerken: draft.filters,
-    })
+    }
 }
 
-/// Whether a notificatie may be published: its kanaal exists, and its kenmerken are among
-/// the kanaal's filters (as Open Notificaties checks); every problem, in the API's shape.
+/// Whether names are consistent with a kanaal's filters as Open Notificaties judges them
+/// (`Kanaal.match_filter_names`): the names are all among the filters, or the filters all
+/// among the names (so any names on a kanaal without filters). Names are compared as the
+/// hub reads kenmerken ([`notificatie::kenmerk_key`]: `verantwoordelijkeOrganisatie` is
+/// `verantwoordelijke_organisatie`).
+pub fn consistent_with_filters<'a>(
+    kanaal: &Kanaal,
+    names: impl IntoIterator<Item = &'a String>,
+) -> bool {
+    use std::collections::BTreeSet;
+    let key = |name: &String| notificatie::kenmerk_key(name).unwrap_or_else(|| name.clone());
+    let filters: BTreeSet<String> = kanaal.filters.iter().map(key).collect();
+    let names: BTreeSet<String> = names.into_iter().map(key).collect();
+    filters.is_subset(&names) || names.is_subset(&filters)
+}
+
+/// How far in the future an `aanmaakdatum` may be (clocks differ a little); one without
+/// offset, read as UTC, may be two hours more ahead (the Dutch offsets).
+pub const AANMAAKDATUM_LEEWAY_MS: u64 = 60_000;
+
+/// Whether a notificatie may be published at `now_ms`: its kanaal exists, its kenmerken are
+/// consistent with the kanaal's filters ([`consistent_with_filters`]) and its
+/// `aanmaakdatum` is not in the future (as Open Notificaties checks); every problem, in the
+/// API's shape.
 pub fn check_notificatie(
     catalog: &Catalog,
     notificatie: &knooppunt_event::notificatie::Notificatie,
+    now_ms: u64,
 ) -> Result<(), Vec<knooppunt_event::notificatie::FieldError>> {
-    let Some(kanaal) = kanalen(catalog, Some(&notificatie.kanaal))
+    let mut errors = Vec::new();
+    if let Some((at, naive)) = notificatie.aanmaakdatum_ms() {
+        let leeway = AANMAAKDATUM_LEEWAY_MS + if naive { 2 * 3_600_000 } else { 0 };
+        if at > now_ms.saturating_add(leeway) {
+            errors.push(FieldError {
+                name: "aanmaakdatum".into(),
+                code: "future_not_allowed",
+                reason: "Ensure this value is not in the future.".into(),
+            });
+        }
+    }
+    match kanalen(catalog, Some(&notificatie.kanaal))
         .into_iter()
         .next()
-    else {
-        return Err(vec![FieldError {
+    {
+        None => errors.push(FieldError {
             name: "kanaal".into(),
             code: "kanaal_not_found",
             reason: format!("Kanaal `{}` bestaat niet.", notificatie.kanaal),
-        }]);
-    };
-    let unknown: Vec<&str> = notificatie
-        .kenmerken
-        .keys()
-        .filter(|key| !kanaal.filters.contains(key))
-        .map(String::as_str)
-        .collect();
-    if unknown.is_empty() {
-        return Ok(());
+        }),
+        Some(kanaal) if !consistent_with_filters(&kanaal, notificatie.kenmerken.keys()) => {
+            let names: Vec<&str> = notificatie.kenmerken.keys().map(String::as_str).collect();
+            errors.push(FieldError {
+                name: "kenmerken".into(),
+                code: "kenmerken_inconsistent",
+                reason: format!(
+                    "Kenmerken aren't consistent with kanaal filters: {} are neither among \
+                     nor all of {}",
+                    names.join(", "),
+                    kanaal.filters.join(", ")
+                ),
+            });
+        }
+        Some(_) => {}
     }
-    Err(vec![FieldError {
-        name: "kenmerken".into(),
-        code: "kenmerken_inconsistent",
-        reason: format!(
-            "Kenmerken aren't consistent with kanaal filters: {} not among {}",
-            unknown.join(", "),
-            kanaal.filters.join(", ")
-        ),
-    }])
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
 }
 
 /// An abonnement: a subscription of the hub owned by a ZGW client, delivering the
@@ -173,13 +230,15 @@ pub fn abonnement_filters(
             });
             continue;
         };
-        if let Some(key) = filters.keys().find(|k| !kanaal.filters.contains(k)) {
+        if !filters.is_empty() && !consistent_with_filters(&kanaal, filters.keys()) {
+            let names: Vec<&str> = filters.keys().map(String::as_str).collect();
             errors.push(FieldError {
                 name: format!("kanalen.{n}.filters"),
                 code: "inconsistent-abonnement-filters",
                 reason: format!(
-                    "abonnement filters aren't consistent with kanaal filters: `{key}` is not one \
-                     of {}",
+                    "abonnement filters aren't consistent with kanaal filters: {} are neither \
+                     among nor all of {}",
+                    names.join(", "),
                     kanaal.filters.join(", ")
                 ),
             });
@@ -190,7 +249,7 @@ pub fn abonnement_filters(
             None => errors.push(FieldError {
                 name: format!("kanalen.{n}.filters"),
                 code: "invalid",
-                reason: "een filtersleutel bestaat uit letters en cijfers".into(),
+                reason: "een filtersleutel bestaat uit letters, cijfers, `_`, `-` en `.`".into(),
             }),
         }
     }
@@ -222,7 +281,7 @@ pub fn abonnement_of(catalog: &Catalog, subscription: &Subscription) -> Option<A
             .map(|(key, value)| {
                 let original = names
                     .iter()
-                    .find(|n| n.to_ascii_lowercase() == key)
+                    .find(|n| notificatie::kenmerk_key(n).as_deref() == Some(key.as_str()))
                     .cloned()
                     .unwrap_or(key);
                 (original, value)

@@ -13,7 +13,7 @@ use super::give_back;
 use super::recording::{Attempted, Recording};
 use super::sending::Slot;
 use crate::breaker::SinkResult;
-use crate::outcome::{Outcome, Response, classify};
+use crate::outcome::{Outcome, Response, classify, in_mode};
 use crate::sink;
 use crate::sink::connections::Permit;
 use crate::state::{Inner, LastDelivery};
@@ -228,7 +228,14 @@ async fn send(
         ..
     } = connection;
     let message = sink::credential_problem(subscription, SystemTime::now()).map_or_else(
-        || sink::delivery_message(&event.json, event.extension_types.as_deref(), config.mode),
+        || {
+            sink::delivery_message(
+                &event.json,
+                event.extension_types.as_deref(),
+                config.mode,
+                event.accepted_at,
+            )
+        },
         Err,
     );
     let mut message = match message {
@@ -300,7 +307,7 @@ async fn send(
         SystemTime::now(),
         inner.options().max_retry_after,
     );
-    Some((response, outcome, true))
+    Some((response, in_mode(outcome, config.mode), true))
 }
 
 /// No request went out, for this reason.

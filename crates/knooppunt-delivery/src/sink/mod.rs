@@ -75,6 +75,7 @@ pub fn delivery_message(
     json_text: &str,
     extension_types: Option<&str>,
     mode: DeliveryMode,
+    accepted_at: u64,
 ) -> Result<HttpMessage, String> {
     match mode {
         DeliveryMode::Structured => {
@@ -110,14 +111,21 @@ pub fn delivery_message(
             if header_bytes(&message.headers) > BINARY_HEADER_LIMIT {
                 // Common servers refuse such headers (8 KiB is a usual cap): the event goes
                 // in structured mode instead, as the HTTP binding lets a sender choose.
-                return delivery_message(json_text, extension_types, DeliveryMode::Structured);
+                return delivery_message(
+                    json_text,
+                    extension_types,
+                    DeliveryMode::Structured,
+                    accepted_at,
+                );
             }
             Ok(message)
         }
         DeliveryMode::Notificatie => {
             let received = read_stored(json_text)?;
-            let notificatie =
-                knooppunt_event::notificatie::Notificatie::from_event_or_why(&received.event)?;
+            let notificatie = knooppunt_event::notificatie::Notificatie::from_event_or_why(
+                &received.event,
+                Some(accepted_at),
+            )?;
             let mut headers = HeaderMap::new();
             headers.insert(
                 http::header::CONTENT_TYPE,
