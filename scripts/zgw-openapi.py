@@ -60,6 +60,43 @@ for method, operation in [("put", "kanaal_update"), ("patch", "kanaal_partial_up
         "application/json": {"schema": {"$ref": "#/components/schemas/Kanaal"}}
     }
     paths["/kanaal/{uuid}"][method] = made
+# Open Notificaties serves `POST /cloudevents` (experimental): a CloudEvent in, 201 with it.
+cloud_event = {
+    "type": "object",
+    "description": "Een CloudEvent (CloudEvents 1.0, JSON-formaat); ook in de binaire modus "
+    "van de HTTP-binding (`ce-`-headers) of als `application/cloudevents+json`.",
+    "required": ["id", "source", "specversion", "type"],
+    "properties": {
+        "id": {"type": "string", "minLength": 1},
+        "source": {"type": "string", "format": "uri-reference", "minLength": 1},
+        "specversion": {"type": "string", "minLength": 1},
+        "type": {"type": "string", "minLength": 1},
+        "datacontenttype": {"type": "string"},
+        "dataschema": {"type": "string", "format": "uri"},
+        "subject": {"type": "string"},
+        "time": {"type": "string", "format": "date-time"},
+        "data": {},
+        "data_base64": {"type": "string"},
+    },
+    "additionalProperties": True,
+}
+document["components"]["schemas"]["CloudEvent"] = cloud_event
+publish = copy.deepcopy(paths["/notificaties"]["post"])
+publish["operationId"] = "cloudevent_create"
+publish["description"] = (
+    "Publiceer een CloudEvent (experimenteel, zoals Open Notificaties het biedt): het gaat "
+    "naar elk abonnement en elke CloudEvents-subscription van zijn type."
+)
+publish["tags"] = ["cloudevents"]
+body = {"schema": {"$ref": "#/components/schemas/CloudEvent"}}
+publish["requestBody"] = {
+    "content": {"application/json": body, "application/cloudevents+json": body},
+    "required": True,
+}
+publish["responses"].pop("200", None)
+publish["responses"]["201"] = copy.deepcopy(publish["responses"]["201"])
+publish["responses"]["201"]["content"] = {"application/json": body}
+paths["/cloudevents"] = {"post": publish}
 document["info"]["description"] = (
     document["info"]["description"]
     + "\n\n**Knooppunt** serves the operations of this document (VNG's Notificaties API 1.0, "
@@ -69,6 +106,7 @@ document["info"]["description"] = (
 # `auth` is sent to the callback, never returned (as Open Notificaties does): write-only.
 document["components"]["schemas"]["Abonnement"]["properties"]["auth"]["writeOnly"] = True
 document["tags"] = [t for t in document.get("tags", []) if t.get("name") in {"abonnement", "kanaal", "notificaties"}]
+document["tags"].append({"name": "cloudevents", "description": "Publiceren van CloudEvents (experimenteel)."})
 out = pathlib.Path(__file__).resolve().parent.parent / "crates/knooppunt-facade/assets"
 (out / "openapi.json").write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 (out / "openapi.yaml").write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))

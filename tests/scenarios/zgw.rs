@@ -497,6 +497,7 @@ async fn every_answer_is_what_the_notificaties_document_says() {
         [
             "/abonnement",
             "/abonnement/{uuid}",
+            "/cloudevents",
             "/kanaal",
             "/kanaal/{uuid}",
             "/notificaties"
@@ -567,6 +568,48 @@ async fn every_answer_is_what_the_notificaties_document_says() {
                 "get",
                 "/kanaal/{uuid}",
                 hub.request(Method::GET, &format!("/api/v1/kanaal/{id}"), &consumer),
+            )
+            .await;
+    }
+    let kanaal = format!("/api/v1/kanaal/{uuid}");
+    for (method, body) in [
+        (
+            "put",
+            r#"{"naam": "zaken", "filters": ["bronorganisatie", "zaaktype"]}"#,
+        ),
+        ("put", r#"{"naam": "anders"}"#),
+        (
+            "patch",
+            r#"{"documentatieLink": "https://open-zaak.example.nl/ref/kanalen"}"#,
+        ),
+        ("patch", r#"{"filters": null}"#),
+    ] {
+        let request = hub
+            .request(method.to_uppercase().parse().unwrap(), &kanaal, &publisher)
+            .header("content-type", "application/json")
+            .body(body);
+        check.check(method, "/kanaal/{uuid}", request).await;
+    }
+    check
+        .check(
+            "put",
+            "/kanaal/{uuid}",
+            hub.request(Method::PUT, &kanaal, &consumer)
+                .header("content-type", "application/json")
+                .body(r#"{"naam": "zaken"}"#),
+        )
+        .await;
+    for body in [
+        r#"{"specversion": "1.0", "id": "c-1", "source": "urn:nld:zgw:open-zaak", "type": "nl.overheid.zaken.zaak-gemuteerd"}"#,
+        r#"{"specversion": "1.0", "id": "c-2", "type": "t"}"#,
+        r#"{"specversion": "1.0", "id": "c-3", "source": "urn:ander", "type": "t"}"#,
+        "[",
+    ] {
+        check
+            .check(
+                "post",
+                "/cloudevents",
+                post(&publisher, "/cloudevents", body),
             )
             .await;
     }
@@ -668,7 +711,7 @@ async fn every_answer_is_what_the_notificaties_document_says() {
             )
             .await;
     }
-    assert!(check.checked >= 25, "{} answers checked", check.checked);
+    assert!(check.checked >= 34, "{} answers checked", check.checked);
 }
 
 /// A callback as ZGW consumers have one: it records what arrives and answers 204.
@@ -1765,4 +1808,109 @@ async fn the_rest_api_and_the_facade_refuse_a_subscription_alike() {
     let path = format!("/v1/subscriptions/{uuid}");
     let gone = hub.call(Method::DELETE, &path, tokens::KVK, None).await;
     assert_eq!(gone.status, 404, "{}", gone.body);
+}
+
+/// `POST /api/v1/cloudevents` as Open Notificaties serves it, called by the CloudEvents
+/// SDK for Python (structured and binary mode) and as Open Notificaties' own tests post
+/// (`application/json`): 201 with the event, each routed like any event of the hub to a
+/// CloudEvents subscription of its type; an invalid event is a `ValidatieFout` naming the
+/// attribute, a consumer may not publish, an event outside the client's source space is
+/// refused.
+#[tokio::test]
+async fn cloudevents_are_published_on_the_facade_as_open_notificaties_takes_them() {
+    let hub = hub().await;
+    let sink = knooppunt_tests::sink::Sink::start().await;
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::ADMIN,
+            Some(json!({"sink": sink.url, "protocol": "HTTP",
+                        "types": ["nl.overheid.zaken.zaak-gemuteerd"]})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    let script = r#"
+import json, sys, urllib.request, urllib.error
+from cloudevents.http import CloudEvent
+from cloudevents.conversion import to_structured, to_binary
+url, token = sys.argv[1], sys.argv[2]
+def post(headers, body):
+    request = urllib.request.Request(url, data=body, method="POST",
+                                     headers=dict(headers, Authorization="Bearer " + token))
+    try:
+        with urllib.request.urlopen(request) as answer:
+            return {"status": answer.status, "body": json.loads(answer.read())}
+    except urllib.error.HTTPError as error:
+        return {"status": error.code, "body": json.loads(error.read())}
+def event(n):
+    return CloudEvent({"type": "nl.overheid.zaken.zaak-gemuteerd", "source": "urn:nld:zgw:open-zaak",
+                       "id": "sdk-%d" % n, "subject": "zaak-%d" % n}, {"zaak": n})
+said = {"structured": post(*to_structured(event(1))), "binary": post(*to_binary(event(2)))}
+plain = {"specversion": "1.0", "type": "nl.overheid.zaken.zaak-gemuteerd",
+         "source": "urn:nld:zgw:open-zaak", "id": "plain-3", "datacontenttype": "application/json",
+         "data": "{}"}
+said["json"] = post({"Content-Type": "application/json"}, json.dumps(plain).encode())
+said["invalid"] = post({"Content-Type": "application/json"},
+                       json.dumps({"specversion": "1.0", "type": "t", "id": "x"}).encode())
+foreign = dict(plain, id="foreign-4", source="urn:nld:zgw:iemand-anders")
+said["foreign"] = post({"Content-Type": "application/json"}, json.dumps(foreign).encode())
+print(json.dumps(said))
+"#;
+    let library = knooppunt_tests::tools::pip("cloudevents", "cloudevents==1.12.0");
+    let url = hub.url("/api/v1/cloudevents");
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .env("PYTHONPATH", library)
+            .args(["-W", "ignore", "-c", script, &url, &publisher])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let said: Value = serde_json::from_slice(&output.stdout).unwrap();
+    for (mode, id) in [
+        ("structured", "sdk-1"),
+        ("binary", "sdk-2"),
+        ("json", "plain-3"),
+    ] {
+        assert_eq!(said[mode]["status"], 201, "{mode}: {}", said[mode]);
+        assert_eq!(said[mode]["body"]["id"], id, "{mode}: {}", said[mode]);
+    }
+    assert_eq!(said["invalid"]["status"], 400, "{}", said["invalid"]);
+    assert_eq!(said["invalid"]["body"]["code"], "invalid");
+    assert_eq!(
+        said["invalid"]["body"]["invalidParams"][0]["name"], "source",
+        "{}",
+        said["invalid"]
+    );
+    assert_eq!(said["foreign"]["status"], 403, "{}", said["foreign"]);
+    assert_eq!(said["foreign"]["body"]["code"], "permission_denied");
+
+    let arrived = sink.wait_for(3, Duration::from_secs(15)).await;
+    let mut ids: Vec<String> = arrived
+        .iter()
+        .map(|r| {
+            r.header("ce-id")
+                .map(str::to_owned)
+                .unwrap_or_else(|| r.json()["id"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["plain-3", "sdk-1", "sdk-2"]);
+    let consumer = token("zac", ZAAKAFHANDEL);
+    let forbidden = hub
+        .request(Method::POST, "/api/v1/cloudevents", &consumer)
+        .header("content-type", "application/cloudevents+json")
+        .body(r#"{"specversion":"1.0","type":"t","source":"urn:x","id":"1"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_fout(&Answer::from(forbidden).await, 403, "permission_denied");
 }

@@ -44,6 +44,7 @@ pub fn router() -> Router<Arc<AppState>> {
             get(read_kanaal).put(replace_kanaal).patch(patch_kanaal),
         )
         .route("/notificaties", axum::routing::post(publish_notificatie))
+        .route("/cloudevents", axum::routing::post(publish_cloudevent))
         .route(
             "/abonnement",
             get(list_abonnementen).post(create_abonnement),
@@ -97,7 +98,12 @@ async fn negotiate(
             .unwrap_or("")
             .trim()
             .to_ascii_lowercase();
-        if essence != "application/json" {
+        // `/cloudevents` also takes a CloudEvent in the structured (`application/
+        // cloudevents+json`) or binary (`ce-` headers) mode of the HTTP binding.
+        let cloudevent = request.uri().path().ends_with("/cloudevents")
+            && (essence == "application/cloudevents+json"
+                || headers.contains_key("ce-specversion"));
+        if essence != "application/json" && !cloudevent {
             return Err(ZgwError::UnsupportedMediaType(media_type));
         }
     }
@@ -813,6 +819,79 @@ async fn publish_notificatie(
         })?;
     // 201: what the ZGW clients in use expect of a create (the 1.0 document says 200).
     Ok(answer_text(StatusCode::CREATED, notificatie.json()))
+}
+
+/// `POST /api/v1/cloudevents` (scope `notificaties.publiceren`), as Open Notificaties serves
+/// it (experimental): a CloudEvent, as JSON (`application/json` or
+/// `application/cloudevents+json`) or in binary mode, published through the hub's pipeline
+/// as the client's principal like any event (durable before the answer, the catalog, the
+/// approvals, the audit of publishing); 201 with the event.
+async fn publish_cloudevent(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ZgwError> {
+    use knooppunt_event::binding::http::{self as binding, Message};
+    caller.require_any(&[PUBLISH])?;
+    let invalid = |violations: &knooppunt_event::Violations| {
+        ZgwError::Invalid(
+            violations
+                .iter()
+                .map(|v| FieldError {
+                    name: if v.attribute.is_empty() {
+                        "nonFieldErrors".to_owned()
+                    } else {
+                        v.attribute.clone()
+                    },
+                    code: "invalid",
+                    reason: v.detail.clone(),
+                })
+                .collect(),
+        )
+    };
+    let received = if headers.contains_key("ce-specversion") {
+        match binding::decode(&headers, &body) {
+            Ok(Message::Single(event)) => *event,
+            Ok(Message::Batch(_)) => {
+                return Err(ZgwError::Invalid(vec![FieldError {
+                    name: "nonFieldErrors".into(),
+                    code: "invalid",
+                    reason: "Eén CloudEvent per verzoek; een batch kan op /v1/events.".into(),
+                }]));
+            }
+            Err(binding::DecodeError::Invalid(violations)) => return Err(invalid(&violations)),
+            Err(other) => return Err(ZgwError::UnsupportedMediaType(other.to_string())),
+        }
+    } else {
+        knooppunt_event::format::json::decode_event(&body).map_err(|v| invalid(&v))?
+    };
+    let answer = received.to_json().into_owned();
+    let principal = caller.0.principal();
+    state
+        .publishing
+        .accept(
+            &principal,
+            vec![received],
+            false,
+            knooppunt_api::request::hop_trace(&headers),
+        )
+        .await
+        .map_err(|refused| match refused {
+            knooppunt_services::ingest::Refused::Invalid(problems) => {
+                let mut errors = Vec::new();
+                for (_, violations) in &problems {
+                    if let ZgwError::Invalid(found) = invalid(violations) {
+                        errors.extend(found);
+                    }
+                }
+                ZgwError::Invalid(errors)
+            }
+            knooppunt_services::ingest::Refused::Forbidden(why) => ZgwError::PermissionDenied(why),
+            knooppunt_services::ingest::Refused::Store(error) => error.into(),
+            knooppunt_services::ingest::Refused::Full(full) => ZgwError::Unavailable(full.detail),
+        })?;
+    Ok(answer_text(StatusCode::CREATED, &answer))
 }
 
 fn answer_text(status: StatusCode, body: &str) -> Response {

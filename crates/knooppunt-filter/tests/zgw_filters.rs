@@ -69,10 +69,27 @@ fn the_open_notificaties_rule_as_cloudevents_filters() {
         "a filter reads back"
     );
     assert_eq!(
-        kanaal_filter("zaken", &map(&[("zaak-type", "x")])),
+        kanaal_filter("zaken", &map(&[("zaak type", "x")])),
         None,
         "a key that cannot be an attribute name"
     );
+    // Open Notificaties' spellings of one kenmerk are one filter key.
+    let camel = notificatie(
+        "zaken",
+        &map(&[("zaakType", "x"), ("zaaktype.catalogus", "c")]),
+    );
+    assert!(routes("zaken", &map(&[("zaak_type", "x")]), &camel));
+    assert!(!routes("zaken", &map(&[("zaak_type", "y")]), &camel));
+    assert!(routes(
+        "zaken",
+        &map(&[("zaaktype.catalogus", "c")]),
+        &camel
+    ));
+    assert!(!routes(
+        "zaken",
+        &map(&[("zaaktype.catalogus", "d")]),
+        &camel
+    ));
 }
 
 proptest! {
