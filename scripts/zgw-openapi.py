@@ -103,6 +103,30 @@ document["info"]["description"] = (
     "EUPL) that it implements; the others are left out until it does. Publishing a "
     "notificatie lists the errors it can answer, which VNG's document leaves out."
 )
+# Open Notificaties' experimental members of an abonnement: it receives CloudEvents, of the
+# types containing one of its substrings (filters on data are not served here: docs/zgw.md).
+abonnement = document["components"]["schemas"]["Abonnement"]
+abonnement["properties"]["sendCloudevents"] = {
+    "type": "boolean",
+    "default": False,
+    "description": "Experimenteel: het abonnement ontvangt CloudEvents "
+    "(`application/cloudevents+json`); een notificatie als het CloudEvent dat Open "
+    "Notificaties ervan maakt.",
+}
+abonnement["properties"]["cloudeventFilters"] = {
+    "type": "array",
+    "description": "Experimenteel: de CloudEvents waarvan het type een van deze teksten bevat.",
+    "items": {
+        "type": "object",
+        "required": ["typeSubstring"],
+        "properties": {
+            "typeSubstring": {"type": "string", "minLength": 1, "maxLength": 255},
+            "filters": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    },
+}
+if "kanalen" in abonnement.get("required", []):
+    abonnement["required"] = [r for r in abonnement["required"] if r != "kanalen"]
 # `auth` is sent to the callback, never returned (as Open Notificaties does): write-only.
 document["components"]["schemas"]["Abonnement"]["properties"]["auth"]["writeOnly"] = True
 document["tags"] = [t for t in document.get("tags", []) if t.get("name") in {"abonnement", "kanaal", "notificaties"}]

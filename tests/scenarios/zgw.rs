@@ -1914,3 +1914,126 @@ print(json.dumps(said))
         .unwrap();
     assert_fout(&Answer::from(forbidden).await, 403, "permission_denied");
 }
+
+/// An abonnement with `sendCloudevents` (Open Notificaties' experimental CloudEvents): a
+/// notificatie of its kanaal arrives as the CloudEvent Open Notificaties makes of it, a
+/// CloudEvent whose type contains one of its `cloudeventFilters` as published, both as
+/// `application/cloudevents+json` with its `auth`; others not. Read back as made; filters
+/// on data are refused, saying what to do instead.
+#[tokio::test]
+async fn abonnementen_receive_cloudevents_as_open_notificaties_sends_them() {
+    let hub = hub().await;
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    let consumer = token("zac", ZAAKAFHANDEL);
+    register_zaken(&hub, &publisher).await;
+    let sink = callback().await;
+    let made = call(
+        &hub,
+        Method::POST,
+        "/api/v1/abonnement",
+        &consumer,
+        Some(
+            json!({"callbackUrl": sink.url, "auth": "Bearer mijn-overheid",
+                    "kanalen": [{"naam": "zaken", "filters": {"bronorganisatie": "224557609"}}],
+                    "sendCloudevents": true,
+                    "cloudeventFilters": [{"typeSubstring": "zaken.zaak-gemuteerd"}]}),
+        ),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    assert_eq!(made.body["sendCloudevents"], true);
+    assert_eq!(
+        made.body["cloudeventFilters"],
+        json!([{"typeSubstring": "zaken.zaak-gemuteerd", "filters": {}}])
+    );
+    let url = made.body["url"].as_str().unwrap();
+    let read = call(
+        &hub,
+        Method::GET,
+        &url[url.find("/api/v1/").unwrap()..],
+        &consumer,
+        None,
+    )
+    .await;
+    assert_eq!(read.body, made.body);
+
+    let notificatie = NOTIFICATIE.replace(
+        r#""kanaal": "zaken","#,
+        r#""kanaal": "zaken", "source": "urn:nld:oin:00000001001234567000:systeem:open-zaak","#,
+    );
+    assert_eq!(
+        post_notificatie(&hub, &publisher, &notificatie)
+            .await
+            .status,
+        201
+    );
+    let cloudevent = |id: &str, ty: &str| {
+        json!({"specversion": "1.0", "id": id, "source": "urn:nld:zgw:open-zaak", "type": ty,
+               "subject": "zaak-1", "data": {"zaak": 1}})
+    };
+    let gemuteerd = cloudevent("ce-1", "nl.overheid.zaken.zaak-gemuteerd");
+    for event in [
+        &gemuteerd,
+        &cloudevent("ce-2", "nl.overheid.besluiten.besluit-gemaakt"),
+    ] {
+        let published = hub
+            .request(Method::POST, "/api/v1/cloudevents", &publisher)
+            .header("content-type", "application/json")
+            .body(event.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(published.status(), 201);
+    }
+    // The test notificatie, then the two it receives.
+    let arrived = sink.wait_for(3, Duration::from_secs(15)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(sink.deliveries().len(), 3, "not the besluit");
+    for received in &arrived[1..] {
+        assert_eq!(
+            received.header("content-type"),
+            Some("application/cloudevents+json")
+        );
+        assert_eq!(
+            received.header("authorization"),
+            Some("Bearer mijn-overheid")
+        );
+    }
+    let bodies: Vec<Value> = arrived[1..].iter().map(|r| r.json()).collect();
+    let from_notificatie = bodies
+        .iter()
+        .find(|b| b["type"] == "nl.overheid.zaken.status.create")
+        .unwrap_or_else(|| panic!("{bodies:?}"));
+    assert_eq!(
+        from_notificatie["source"],
+        "urn:nld:oin:00000001001234567000:systeem:open-zaak"
+    );
+    assert_eq!(from_notificatie["specversion"], "1.0");
+    assert_eq!(from_notificatie["subject"], "a1a1");
+    assert_eq!(from_notificatie["time"], "2026-11-24T08:15:00.123456Z");
+    assert_eq!(from_notificatie["datacontenttype"], "application/json");
+    assert_eq!(
+        from_notificatie["data"],
+        json!({"bronorganisatie": "224557609",
+               "zaaktype": "https://open-zaak.example.nl/catalogi/api/v1/zaaktypen/1",
+               "hoofdObject": "https://open-zaak.example.nl/zaken/api/v1/zaken/d4d4"})
+    );
+    assert!(bodies.contains(&gemuteerd), "as published: {bodies:?}");
+
+    let data_filters = call(
+        &hub,
+        Method::POST,
+        "/api/v1/abonnement",
+        &consumer,
+        Some(
+            json!({"callbackUrl": sink.url, "auth": "Bearer x", "sendCloudevents": true,
+                    "cloudeventFilters": [{"typeSubstring": "zaken", "filters": {"zaak": "1"}}]}),
+        ),
+    )
+    .await;
+    assert_fout(&data_filters, 400, "invalid");
+    assert_eq!(
+        data_filters.body["invalidParams"][0]["name"],
+        "cloudeventFilters.0.filters"
+    );
+}

@@ -91,14 +91,16 @@ pub fn classify(response: &Response, now: SystemTime, max_wait: Duration) -> Out
 }
 
 /// The outcome for a subscription in `mode`: an abonnement of the Notificaties API
-/// (`notificatie` mode) is treated as Open Notificaties treats its callbacks, which retries
+/// (`notificatie` or `zgw-cloudevent` mode) is treated as Open Notificaties treats its callbacks, which retries
 /// every answer that is not 2xx (a 400 or 410 included) until its attempts run out, and
 /// never retires the abonnement; other subscriptions as [`classify`] says.
 pub fn in_mode(outcome: Outcome, mode: knooppunt_store::DeliveryMode) -> Outcome {
     match (outcome, mode) {
-        (Outcome::Rejected | Outcome::Gone, knooppunt_store::DeliveryMode::Notificatie) => {
-            Outcome::Retry { not_before: None }
-        }
+        (
+            Outcome::Rejected | Outcome::Gone,
+            knooppunt_store::DeliveryMode::Notificatie
+            | knooppunt_store::DeliveryMode::ZgwCloudEvent,
+        ) => Outcome::Retry { not_before: None },
         (outcome, _) => outcome,
     }
 }

@@ -138,6 +138,9 @@ pub struct Notificatie {
     pub aanmaakdatum: String,
     /// The `kenmerken`, by key.
     pub kenmerken: BTreeMap<String, String>,
+    /// Its `source` (Open Notificaties' addition: the system or organisation it comes from),
+    /// when it has one.
+    pub source: Option<String>,
 }
 
 /// The bounds of the API's `Message` schema.
@@ -145,6 +148,7 @@ const MAX_KANAAL: usize = 50;
 const MAX_RESOURCE: usize = 100;
 const MAX_ACTIE: usize = 100;
 const MAX_KENMERK: usize = 1000;
+const MAX_SOURCE: usize = 100;
 /// Not in the schema: the hub's own bound on the URLs (the schema sets none).
 const MAX_URL: usize = 1000;
 
@@ -181,6 +185,9 @@ impl Notificatie {
         let actie = text_field(&object, "actie", MAX_ACTIE, &mut errors);
         let aanmaakdatum = date_time_field(&object, "aanmaakdatum", &mut errors);
         let kenmerken = kenmerken(&object, &mut errors);
+        let source = object
+            .contains_key("source")
+            .then(|| text_field(&object, "source", MAX_SOURCE, &mut errors));
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -193,6 +200,35 @@ impl Notificatie {
             actie,
             aanmaakdatum,
             kenmerken,
+            source,
+        })
+    }
+
+    /// The CloudEvent Open Notificaties sends an abonnement with `sendCloudevents` for this
+    /// notificatie (`_transform_to_cloudevent` in its tasks): type
+    /// `nl.overheid.<kanaal>.<resource>.<actie>`, `subject` the last part of `resourceUrl`,
+    /// `time` the `aanmaakdatum`, `data` the kenmerken with `hoofdObject`; its `source`, or
+    /// `source` when it has none; with this `id`.
+    pub fn open_notificaties_cloudevent(&self, id: &str, source: &str) -> Value {
+        let mut data: Map<String, Value> = self
+            .kenmerken
+            .iter()
+            .map(|(key, value)| (key.clone(), Value::from(value.as_str())))
+            .collect();
+        data.insert(
+            "hoofdObject".into(),
+            Value::from(self.hoofd_object.as_str()),
+        );
+        let subject = self.resource_url.rsplit('/').next().unwrap_or_default();
+        serde_json::json!({
+            "id": id,
+            "source": self.source.as_deref().unwrap_or(source),
+            "specversion": "1.0",
+            "type": format!("nl.overheid.{}.{}.{}", self.kanaal, self.resource, self.actie),
+            "datacontenttype": "application/json",
+            "subject": subject,
+            "time": self.aanmaakdatum,
+            "data": data,
         })
     }
 

@@ -943,11 +943,18 @@ fn abonnement_representation(
         .iter()
         .map(|(naam, filters)| json!({"naam": naam, "filters": filters}))
         .collect();
+    let cloudevent_filters: Vec<Value> = abonnement
+        .cloudevent_filters
+        .iter()
+        .map(|substring| json!({"typeSubstring": substring, "filters": {}}))
+        .collect();
     // `auth` is write-only: never returned.
     json!({
         "url": format!("{base}/api/v1/abonnement/{}", abonnement.id),
         "callbackUrl": abonnement.callback_url,
         "kanalen": kanalen,
+        "sendCloudevents": abonnement.send_cloudevents,
+        "cloudeventFilters": cloudevent_filters,
     })
 }
 
@@ -995,8 +1002,12 @@ fn read_abonnement_draft(
     };
     let callback_url = text("callbackUrl", 200);
     let auth = text("auth", 1000);
+    let (send_cloudevents, cloudevent_filters) = cloudevent_fields(&object, &mut errors);
     let mut kanalen = Vec::new();
     match object.get("kanalen") {
+        // An abonnement of CloudEvents alone needs no kanaal.
+        None | Some(Value::Null) if !cloudevent_filters.is_empty() => {}
+        Some(Value::Array(items)) if items.is_empty() && !cloudevent_filters.is_empty() => {}
         Some(Value::Array(items)) if !items.is_empty() && items.len() <= 100 => {
             for (n, item) in items.iter().enumerate() {
                 let naam = item.get("naam").and_then(Value::as_str).unwrap_or_default();
@@ -1048,10 +1059,76 @@ fn read_abonnement_draft(
             callback_url,
             auth,
             kanalen,
+            send_cloudevents,
+            cloudevent_filters,
         })
     } else {
         Err(errors)
     }
+}
+
+/// `sendCloudevents` and the type substrings of `cloudeventFilters` (Open Notificaties'
+/// additions, experimental there). Filters on a CloudEvent's data are refused: the hub
+/// routes on attributes (a CloudEvents subscription with a filter does what they would).
+fn cloudevent_fields(
+    object: &Map<String, Value>,
+    errors: &mut Vec<FieldError>,
+) -> (bool, Vec<String>) {
+    let mut problem = |name: String, reason: &str| {
+        errors.push(FieldError {
+            name,
+            code: "invalid",
+            reason: reason.to_owned(),
+        })
+    };
+    let send = match object.get("sendCloudevents") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(send)) => *send,
+        Some(_) => {
+            problem("sendCloudevents".into(), "Must be a valid boolean.");
+            false
+        }
+    };
+    let mut substrings = Vec::new();
+    match object.get("cloudeventFilters") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(groups)) if groups.len() <= 100 => {
+            for (n, group) in groups.iter().enumerate() {
+                match group.get("typeSubstring").and_then(Value::as_str) {
+                    Some(s) if !s.is_empty() && s.chars().count() <= 255 => {
+                        substrings.push(s.to_owned())
+                    }
+                    _ => problem(
+                        format!("cloudeventFilters.{n}.typeSubstring"),
+                        "Een typeSubstring is een string van 1 tot 255 karakters.",
+                    ),
+                }
+                if group
+                    .get("filters")
+                    .and_then(Value::as_object)
+                    .is_some_and(|filters| !filters.is_empty())
+                {
+                    problem(
+                        format!("cloudeventFilters.{n}.filters"),
+                        "Filters op de data van een CloudEvent kent deze hub niet: filter op \
+                         typeSubstring, of neem een CloudEvents-subscription (/v1/subscriptions) \
+                         met een filter op de attributen.",
+                    );
+                }
+            }
+        }
+        Some(_) => problem(
+            "cloudeventFilters".into(),
+            "Een lijst van ten hoogste 100 filters (typeSubstring).",
+        ),
+    }
+    if !send && !substrings.is_empty() {
+        problem(
+            "cloudeventFilters".into(),
+            "cloudeventFilters gelden alleen met sendCloudevents: true.",
+        );
+    }
+    (send, substrings)
 }
 
 /// The abonnement `draft` as subscription `id` of the caller, checked (agreed by its

@@ -203,6 +203,10 @@ pub struct Abonnement {
     pub id: String,
     pub callback_url: String,
     pub kanalen: Vec<(String, BTreeMap<String, String>)>,
+    /// It receives CloudEvents (Open Notificaties' `sendCloudevents`).
+    pub send_cloudevents: bool,
+    /// The substrings of the CloudEvents types it receives (`cloudeventFilters`).
+    pub cloudevent_filters: Vec<String>,
 }
 
 /// What a client asks to subscribe.
@@ -211,6 +215,41 @@ pub struct AbonnementDraft {
     pub callback_url: String,
     pub auth: String,
     pub kanalen: Vec<(String, BTreeMap<String, String>)>,
+    /// As [`Abonnement::send_cloudevents`].
+    pub send_cloudevents: bool,
+    /// As [`Abonnement::cloudevent_filters`].
+    pub cloudevent_filters: Vec<String>,
+}
+
+/// The filter of CloudEvents whose type contains `substring` (CESQL `LIKE`, its `%`, `_`
+/// and quotes escaped); [`type_substring_of`] reads it back.
+pub fn type_substring_filter(substring: &str) -> serde_json::Value {
+    let mut escaped = String::with_capacity(substring.len() + 8);
+    for c in substring.chars() {
+        if matches!(c, '%' | '_' | '\'') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    serde_json::json!({"sql": format!("type LIKE '%{escaped}%'")})
+}
+
+/// The substring of a filter [`type_substring_filter`] made.
+pub fn type_substring_of(filter: &serde_json::Value) -> Option<String> {
+    let escaped = filter
+        .get("sql")?
+        .as_str()?
+        .strip_prefix("type LIKE '%")?
+        .strip_suffix("%'")?;
+    let mut substring = String::with_capacity(escaped.len());
+    let mut chars = escaped.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('\\', Some('%' | '_' | '\'')) => substring.extend(chars.next()),
+            _ => substring.push(c),
+        }
+    }
+    Some(substring)
 }
 
 /// The subscription filters of an abonnement's kanalen (one filter: any of them), when its
@@ -256,20 +295,33 @@ pub fn abonnement_filters(
     if !errors.is_empty() {
         return Err(errors);
     }
+    per_kanaal.extend(
+        draft
+            .cloudevent_filters
+            .iter()
+            .map(|substring| type_substring_filter(substring)),
+    );
     Ok(vec![serde_json::json!({"any": per_kanaal})])
 }
 
 /// The abonnement a subscription is, if it is one (a ZGW client's, with filters made by
 /// [`abonnement_filters`]); the filter keys in the case the kanaal names them.
 pub fn abonnement_of(catalog: &Catalog, subscription: &Subscription) -> Option<Abonnement> {
-    if subscription.delivery_config().mode != knooppunt_store::DeliveryMode::Notificatie {
-        return None;
-    }
+    let send_cloudevents = match subscription.delivery_config().mode {
+        knooppunt_store::DeliveryMode::Notificatie => false,
+        knooppunt_store::DeliveryMode::ZgwCloudEvent => true,
+        _ => return None,
+    };
+    let mut cloudevent_filters = Vec::new();
     let [filter] = subscription.filters.as_slice() else {
         return None;
     };
     let mut kanalen_of = Vec::new();
     for part in filter.get("any")?.as_array()? {
+        if let Some(substring) = type_substring_of(part) {
+            cloudevent_filters.push(substring);
+            continue;
+        }
         let (naam, lowered) = notificatie::kanaal_of_filter(part)?;
         let names = kanalen(catalog, Some(&naam))
             .into_iter()
@@ -293,6 +345,8 @@ pub fn abonnement_of(catalog: &Catalog, subscription: &Subscription) -> Option<A
         id: subscription.id.clone(),
         callback_url: subscription.sink.to_string(),
         kanalen: kanalen_of,
+        send_cloudevents,
+        cloudevent_filters,
     })
 }
 
@@ -309,7 +363,15 @@ pub fn subscription_of(
     let now = knooppunt_store::now_ms();
     // Retried for a day, as the NRCs ZGW components know do, whatever the hub's defaults.
     let config = std::collections::BTreeMap::from([
-        ("mode".to_owned(), "notificatie".to_owned()),
+        (
+            "mode".to_owned(),
+            if draft.send_cloudevents {
+                "zgw-cloudevent"
+            } else {
+                "notificatie"
+            }
+            .to_owned(),
+        ),
         ("ordering".to_owned(), "unordered".to_owned()),
         ("ttl".to_owned(), "PT24H".to_owned()),
     ]);
@@ -360,4 +422,58 @@ pub fn test_notificatie(now_ms: u64) -> String {
         "kenmerken": {}
     })
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_type_substring_filter_reads_back_and_matches_the_substring_alone() {
+        for substring in ["zaken.zaak", "100%_echt", "it's", r"back\slash\%"] {
+            let filter = type_substring_filter(substring);
+            assert_eq!(type_substring_of(&filter).as_deref(), Some(substring));
+            let filters = knooppunt_filter::Filter::list_from_json(
+                &[filter],
+                "filters",
+                &knooppunt_filter::Limits::DEFAULT,
+            )
+            .unwrap();
+            let criteria = knooppunt_filter::Criteria {
+                source: None,
+                types: None,
+                filters,
+            };
+            let event = |ty: &str| {
+                knooppunt_event::EventBuilder::new("1", "urn:x", ty)
+                    .build()
+                    .unwrap()
+            };
+            assert!(
+                criteria.matches(&event(&format!("a.{substring}.b"))),
+                "{substring}"
+            );
+            assert!(
+                !criteria.matches(&event("nl.overheid.anders")),
+                "{substring}"
+            );
+        }
+        assert!(
+            !knooppunt_filter::Criteria {
+                source: None,
+                types: None,
+                filters: knooppunt_filter::Filter::list_from_json(
+                    &[type_substring_filter("100%_echt")],
+                    "filters",
+                    &knooppunt_filter::Limits::DEFAULT,
+                )
+                .unwrap(),
+            }
+            .matches(
+                &knooppunt_event::EventBuilder::new("1", "urn:x", "100 procent echt")
+                    .build()
+                    .unwrap()
+            )
+        );
+    }
 }

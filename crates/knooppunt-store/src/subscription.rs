@@ -436,6 +436,10 @@ pub enum DeliveryMode {
     /// The event as a ZGW notificatie (`application/json`): the notificatie it carries, or
     /// one built from its attributes (VNG Notificaties API; an abonnement's callbacks).
     Notificatie,
+    /// An abonnement that receives CloudEvents (Open Notificaties' `sendCloudevents`):
+    /// structured mode (`application/cloudevents+json`), a notificatie as the CloudEvent Open
+    /// Notificaties makes of it.
+    ZgwCloudEvent,
 }
 
 /// Whether a subscription receives its events one at a time, in acceptance order.
@@ -655,10 +659,14 @@ impl DeliveryConfig {
             "binary" => DeliveryMode::Binary,
             "cbor" => DeliveryMode::StructuredCbor,
             "notificatie" => DeliveryMode::Notificatie,
+            "zgw-cloudevent" => DeliveryMode::ZgwCloudEvent,
             other => {
                 error(
                     "mode",
-                    format!("`{other}` is not `structured`, `binary`, `cbor` or `notificatie`"),
+                    format!(
+                        "`{other}` is not `structured`, `binary`, `cbor`, `notificatie` or \
+                         `zgw-cloudevent`"
+                    ),
                 );
                 DeliveryMode::Structured
             }

@@ -120,6 +120,36 @@ pub fn delivery_message(
             }
             Ok(message)
         }
+        DeliveryMode::ZgwCloudEvent => {
+            let received = read_stored(json_text)?;
+            let event = &received.event;
+            // A notificatie (or a CloudEvent of a kanaal's type) as Open Notificaties makes
+            // it a CloudEvent; any other event as it was published.
+            let body = match event
+                .ty()
+                .starts_with(knooppunt_event::notificatie::TYPE_PREFIX)
+            {
+                true => knooppunt_event::notificatie::Notificatie::from_event_or_why(
+                    event,
+                    Some(accepted_at),
+                )
+                .map(|n| {
+                    n.open_notificaties_cloudevent(event.id(), event.source())
+                        .to_string()
+                })
+                .unwrap_or_else(|_| json_text.to_owned()),
+                false => json_text.to_owned(),
+            };
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static(json::MEDIA_TYPE),
+            );
+            Ok(HttpMessage {
+                headers,
+                body: body.into_bytes(),
+            })
+        }
         DeliveryMode::Notificatie => {
             let received = read_stored(json_text)?;
             let notificatie = knooppunt_event::notificatie::Notificatie::from_event_or_why(
