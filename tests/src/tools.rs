@@ -71,9 +71,9 @@ pub fn npm(name: &str, package: &str) -> PathBuf {
     })
 }
 
-/// A PyPI package (a pip requirement), installed with its dependencies into
-/// `target/tools/<name>`, a directory of its own for `PYTHONPATH`, never the system's
-/// packages.
+/// PyPI packages (pip requirements, separated by spaces), installed with their
+/// dependencies into `target/tools/<name>`, a directory of its own for `PYTHONPATH`, never
+/// the system's packages.
 pub fn pip(name: &str, requirement: &str) -> PathBuf {
     installed(name, |dir| {
         // Debian's pip wants --break-system-packages said even for a directory of its own;
@@ -83,7 +83,7 @@ pub fn pip(name: &str, requirement: &str) -> PathBuf {
                 .args(["-m", "pip", "install", "--quiet", "--target"])
                 .arg(dir)
                 .args(extra)
-                .arg(requirement)
+                .args(requirement.split_whitespace())
                 .status()
                 .map(|status| status.success())
                 .map_err(|error| {

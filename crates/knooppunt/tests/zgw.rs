@@ -140,3 +140,182 @@ async fn both_vocabularies_on_the_embedded_store() {
 async fn both_vocabularies_on_postgres() {
     both_vocabularies(Backend::postgres("zgw")).await;
 }
+
+/// Runs `tests/fixtures/open-zaak/run.py` (notifications-api-common's own code, in the
+/// smallest Django project it needs, its database in `django_db`) against `root`: its JSON.
+fn open_zaak(step: &str, root: &str, django_db: &knooppunt_test_postgres::Cluster) -> Value {
+    let library = knooppunt_tests::tools::pip(
+        "notifications-api-common",
+        "notifications-api-common==0.13.0 psycopg2-binary==2.9.10",
+    );
+    let private = tempfile::tempdir().unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/open-zaak/run.py"
+    );
+    let output = std::process::Command::new("python3")
+        .env("PYTHONPATH", library)
+        .env("OZ_DB_PORT", django_db.port().to_string())
+        .env("OZ_DB_NAME", "openzaak")
+        .env("OZ_PRIVATE", private.path())
+        .args([script, step, root, "open-zaak", OPEN_ZAAK])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "run.py {step}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&output.stdout));
+    })
+}
+
+/// Open Zaak's seven kanalen registered through notifications-api-common's own
+/// `register_kanalen`, twice as a re-deploy does (the second run replaces them), then a
+/// notificatie on each sent by its own `send_notification`: each arrives at an abonnement
+/// of the kanalen whose filters (snake_case and dotted, as Open Zaak's kenmerken are named)
+/// let it through.
+async fn open_zaaks_kanalen(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_admin(dir.path(), ADMIN);
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "\n[zgw]\n\
+         [[zgw.clients]]\nclient_id = \"open-zaak\"\nsecret = \"{OPEN_ZAAK}\"\nscopes = [\"notificaties.publiceren\"]\n\
+         [[zgw.clients]]\nclient_id = \"zac\"\nsecret = \"{ZAC}\"\nscopes = [\"notificaties.consumeren\"]\n"
+    ));
+    std::fs::write(&config, text).unwrap();
+    let hub = backend.hub_with(&config, dir.path(), "a");
+    let django_db = knooppunt_test_postgres::Cluster::start();
+    django_db.create_database("openzaak");
+    let root = hub.url("/api/v1/");
+
+    let registered = {
+        let (root, db) = (root.clone(), &django_db);
+        tokio::task::block_in_place(|| open_zaak("register", &root, db))
+    };
+    let runs = registered["register"].as_array().unwrap();
+    let kanalen = [
+        "autorisaties",
+        "besluiten",
+        "besluittypen",
+        "documenten",
+        "informatieobjecttypen",
+        "zaaktypen",
+        "zaken",
+    ];
+    for (n, run) in runs.iter().enumerate() {
+        assert_eq!(run["err"], "", "run {n}: {run}");
+        let said = if n == 0 {
+            "Registered kanaal"
+        } else {
+            "Updated already existing kanaal"
+        };
+        for kanaal in kanalen {
+            assert!(
+                run["out"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("{said} '{kanaal}'")),
+                "run {n}, {kanaal}: {run}"
+            );
+        }
+    }
+    let client = reqwest::Client::new();
+    let zac = token("zac", ZAC.as_bytes());
+    let listed: Value = client
+        .get(hub.url("/api/v1/kanaal"))
+        .bearer_auth(&zac)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["naam"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, kanalen);
+    let zaken = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["naam"] == "zaken")
+        .unwrap();
+    assert_eq!(
+        zaken["filters"],
+        json!([
+            "bronorganisatie",
+            "zaaktype",
+            "zaaktype.catalogus",
+            "vertrouwelijkheidaanduiding"
+        ])
+    );
+    assert_eq!(
+        zaken["documentatieLink"],
+        "https://open-zaak.example.nl/ref/kanalen/#zaken"
+    );
+
+    let callback = Sink::start().await;
+    callback.answer_always(Reply::status(204));
+    let catalogus = "https://open-zaak.example.nl/catalogi/api/v1/catalogussen/1";
+    let abonnement = client
+        .post(hub.url("/api/v1/abonnement"))
+        .bearer_auth(&zac)
+        .json(&json!({"callbackUrl": callback.url, "auth": "Bearer zac",
+                      "kanalen": [
+                          {"naam": "zaken", "filters": {"zaaktype.catalogus": catalogus}},
+                          {"naam": "besluiten", "filters": {"verantwoordelijke_organisatie": "224557609"}},
+                          {"naam": "documenten", "filters": {"vertrouwelijkheidaanduiding": "openbaar"}},
+                          {"naam": "autorisaties"},
+                          {"naam": "zaaktypen", "filters": {"catalogus": catalogus}},
+                          {"naam": "besluittypen"},
+                          {"naam": "informatieobjecttypen", "filters": {"catalogus": "*"}}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        abonnement.status(),
+        201,
+        "{}",
+        abonnement.text().await.unwrap()
+    );
+
+    let sent = {
+        let (root, db) = (root.clone(), &django_db);
+        tokio::task::block_in_place(|| open_zaak("send", &root, db))
+    };
+    let sent = sent["sent"].as_array().unwrap();
+    assert_eq!(sent.len(), 7);
+    assert_eq!(
+        sent[1]["kenmerken"]["verantwoordelijkeOrganisatie"], "224557609",
+        "camelCased as Open Zaak sends it: {}",
+        sent[1]
+    );
+    // The test notificatie, then one per kanaal, each as it was sent.
+    let arrived = callback.wait_for(8, Duration::from_secs(30)).await;
+    let mut bodies: Vec<Value> = arrived[1..].iter().map(|r| r.json()).collect();
+    bodies.sort_by_key(|b| b["kanaal"].as_str().unwrap().to_owned());
+    let mut expected = sent.to_vec();
+    expected.sort_by_key(|b| b["kanaal"].as_str().unwrap().to_owned());
+    assert_eq!(bodies, expected);
+    eprintln!(
+        "{}: Open Zaak's kanalen through notifications-api-common",
+        backend.name()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_zaaks_kanalen_through_notifications_api_common_on_the_embedded_store() {
+    open_zaaks_kanalen(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_zaaks_kanalen_through_notifications_api_common_on_postgres() {
+    open_zaaks_kanalen(Backend::postgres("zgw-open-zaak")).await;
+}
