@@ -16,6 +16,12 @@ const OPEN_ZAAK: &[u8] = b"open-zaak-geheim";
 const ZAAKAFHANDEL: &[u8] = b"zac-geheim";
 
 async fn hub() -> TestHub {
+    hub_with(Vec::new()).await
+}
+
+/// A hub with Open Zaak (publishes) and a zaakafhandelcomponent (consumes) as ZGW clients,
+/// and `more`.
+async fn hub_with(more: Vec<ZgwClient>) -> TestHub {
     let mut options = knooppunt_tests::test_options();
     options.zgw = ZgwOptions {
         clients: vec![
@@ -33,7 +39,10 @@ async fn hub() -> TestHub {
                 oin: None,
                 principal: None,
             },
-        ],
+        ]
+        .into_iter()
+        .chain(more)
+        .collect(),
         max_token_age: Duration::from_secs(3600),
         ..ZgwOptions::default()
     };
@@ -2036,4 +2045,68 @@ async fn abonnementen_receive_cloudevents_as_open_notificaties_sends_them() {
         data_filters.body["invalidParams"][0]["name"],
         "cloudeventFilters.0.filters"
     );
+}
+
+/// Schemathesis (property-based testing from an OpenAPI document) against `/api/v1`, with
+/// VNG's Notificaties API 1.0 document and with the one the hub serves, as a client with
+/// both scopes: no answer is a server error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_finds_no_server_error_in_the_facade() {
+    let hub = hub_with(vec![ZgwClient {
+        client_id: "alles".into(),
+        secret: b"alles-geheim-16-tekens".to_vec(),
+        scopes: vec![
+            "notificaties.publiceren".into(),
+            "notificaties.consumeren".into(),
+        ],
+        oin: None,
+        principal: None,
+    }])
+    .await;
+    register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
+    let library =
+        knooppunt_tests::tools::pip("schemathesis", "schemathesis==3.39.16 hypothesis==6.118.8");
+    let authorization = format!(
+        "Authorization: Bearer {}",
+        token("alles", b"alles-geheim-16-tekens")
+    );
+    let vng = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/specs/vng-notificaties/notificaties-api-1.0.yaml"
+    );
+    for document in [vng.to_owned(), hub.url("/api/v1/schema/openapi.json")] {
+        let (library, base, authorization) =
+            (library.clone(), hub.url("/api/v1"), authorization.clone());
+        let document_shown = document.clone();
+        let output = tokio::task::spawn_blocking(move || {
+            std::process::Command::new("python3")
+                .env("PYTHONPATH", library)
+                .args([
+                    "-m",
+                    "schemathesis.cli",
+                    "run",
+                    &document,
+                    "--base-url",
+                    &base,
+                ])
+                .args(["--checks", "not_a_server_error", "-H", &authorization])
+                .args(["--hypothesis-max-examples", "25", "--hypothesis-seed", "1"])
+                .args(["--hypothesis-derandomize", "--request-timeout", "10000"])
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{document_shown}: {said}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(said.contains("not_a_server_error"), "{said}");
+        eprintln!(
+            "{document_shown}: {}",
+            said.lines().rev().find(|l| l.contains("passed")).unwrap_or("")
+        );
+    }
 }
