@@ -125,6 +125,30 @@ abonnement["properties"]["cloudeventFilters"] = {
         },
     },
 }
+abonnement["properties"]["bezorging"] = {
+    "type": "object",
+    "readOnly": True,
+    "description": "Alleen bij het opvragen van één ABONNEMENT (niet in Open Notificaties): "
+    "hoe de bezorging gaat. `status` (`actief`, `wachtend`, `uitgeschakeld`) met `reden`, "
+    "`achterstand` (notificaties die nog bezorgd worden), `dodeBrieven` en "
+    "`laatstePoging` (`tijdstip`, `uitkomst`: `delivered`, `retry` of `deadLetter`, "
+    "`httpStatus`, `fout`).",
+    "properties": {
+        "status": {"type": "string", "enum": ["actief", "wachtend", "uitgeschakeld", "onbekend"]},
+        "reden": {"type": "string", "nullable": True},
+        "achterstand": {"type": "integer"},
+        "dodeBrieven": {"type": "integer"},
+        "laatstePoging": {
+            "type": "object",
+            "properties": {
+                "tijdstip": {"type": "string", "format": "date-time"},
+                "uitkomst": {"type": "string"},
+                "httpStatus": {"type": "integer", "nullable": True},
+                "fout": {"type": "string", "nullable": True},
+            },
+        },
+    },
+}
 if "kanalen" in abonnement.get("required", []):
     abonnement["required"] = [r for r in abonnement["required"] if r != "kanalen"]
 # `auth` is sent to the callback, never returned (as Open Notificaties does): write-only.

@@ -1307,10 +1307,38 @@ async fn read_abonnement(
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[PUBLISH, CONSUME])?;
     let abonnement = own_abonnement(&state, &caller, &uuid)?;
-    Ok(answer(
-        StatusCode::OK,
-        abonnement_representation(&base_url(&state, &headers), &abonnement),
-    ))
+    let mut body = abonnement_representation(&base_url(&state, &headers), &abonnement);
+    body["bezorging"] = delivery_state(&state, &uuid).await?;
+    Ok(answer(StatusCode::OK, body))
+}
+
+/// How an abonnement's deliveries go, for its client (`bezorging`, read-only; not in Open
+/// Notificaties, which shows nothing of it): the subscription's state, its backlog and
+/// dead letters, and its latest attempt.
+async fn delivery_state(state: &AppState, id: &str) -> Result<Value, ZgwError> {
+    let status = match state.subscriptions.get(id).map(|s| s.status.clone()) {
+        Some(knooppunt_store::Status::Active(_)) => json!({"status": "actief"}),
+        Some(knooppunt_store::Status::Pending { problem }) => {
+            json!({"status": "wachtend", "reden": problem})
+        }
+        Some(knooppunt_store::Status::Disabled(why)) => {
+            json!({"status": "uitgeschakeld", "reden": why.reason()})
+        }
+        None => json!({"status": "onbekend"}),
+    };
+    let queue = state.queue_stats_of(id).await?;
+    let mut body = status;
+    body["achterstand"] = json!(queue.as_ref().map_or(0, |q| q.pending));
+    body["dodeBrieven"] = json!(queue.as_ref().map_or(0, |q| q.dead_letters));
+    if let Some(last) = state.deliverer.last_delivery(id) {
+        body["laatstePoging"] = json!({
+            "tijdstip": knooppunt_event::timestamp::utc_timestamp(last.at),
+            "uitkomst": last.outcome,
+            "httpStatus": last.status,
+            "fout": last.error,
+        });
+    }
+    Ok(body)
 }
 
 /// `DELETE /api/v1/abonnement/{uuid}`: 204.
