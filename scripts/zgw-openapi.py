@@ -104,7 +104,7 @@ document["info"]["description"] = (
     "notificatie lists the errors it can answer, which VNG's document leaves out."
 )
 # Open Notificaties' experimental members of an abonnement: it receives CloudEvents, of the
-# types containing one of its substrings (filters on data are not served here: docs/zgw.md).
+# types containing one of its substrings, whose data passes its filters (docs/zgw.md).
 abonnement = document["components"]["schemas"]["Abonnement"]
 abonnement["properties"]["sendCloudevents"] = {
     "type": "boolean",
@@ -115,7 +115,9 @@ abonnement["properties"]["sendCloudevents"] = {
 }
 abonnement["properties"]["cloudeventFilters"] = {
     "type": "array",
-    "description": "Experimenteel: de CloudEvents waarvan het type een van deze teksten bevat.",
+    "description": "Experimenteel: de CloudEvents waarvan het type een van deze teksten bevat "
+    "en waarvan de data door de filters komt (het lid is die tekst, de waarde is `*`, of "
+    "het lid ontbreekt).",
     "items": {
         "type": "object",
         "required": ["typeSubstring"],

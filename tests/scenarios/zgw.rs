@@ -1952,8 +1952,9 @@ print(json.dumps(said))
 /// An abonnement with `sendCloudevents` (Open Notificaties' experimental CloudEvents): a
 /// notificatie of its kanaal arrives as the CloudEvent Open Notificaties makes of it, a
 /// CloudEvent whose type contains one of its `cloudeventFilters` as published, both as
-/// `application/cloudevents+json` with its `auth`; others not. Read back as made; filters
-/// on data are refused, saying what to do instead.
+/// `application/cloudevents+json` with its `auth`, when its data passes the filter's (as
+/// Open Notificaties judges a data member: equal, `*`, or absent); others not. Read back
+/// as made.
 #[tokio::test]
 async fn abonnementen_receive_cloudevents_as_open_notificaties_sends_them() {
     let hub = hub().await;
@@ -1970,7 +1971,8 @@ async fn abonnementen_receive_cloudevents_as_open_notificaties_sends_them() {
             json!({"callbackUrl": sink.url, "auth": "Bearer mijn-overheid",
                     "kanalen": [{"naam": "zaken", "filters": {"bronorganisatie": "224557609"}}],
                     "sendCloudevents": true,
-                    "cloudeventFilters": [{"typeSubstring": "zaken.zaak-gemuteerd"}]}),
+                    "cloudeventFilters": [{"typeSubstring": "zaken.zaak-gemuteerd",
+                                           "filters": {"zaaktype": "https://zt/1"}}]}),
         ),
     )
     .await;
@@ -1978,7 +1980,8 @@ async fn abonnementen_receive_cloudevents_as_open_notificaties_sends_them() {
     assert_eq!(made.body["sendCloudevents"], true);
     assert_eq!(
         made.body["cloudeventFilters"],
-        json!([{"typeSubstring": "zaken.zaak-gemuteerd", "filters": {}}])
+        json!([{"typeSubstring": "zaken.zaak-gemuteerd",
+                "filters": {"zaaktype": "https://zt/1"}}])
     );
     let url = made.body["url"].as_str().unwrap();
     let read = call(
@@ -2001,14 +2004,19 @@ async fn abonnementen_receive_cloudevents_as_open_notificaties_sends_them() {
             .status,
         201
     );
-    let cloudevent = |id: &str, ty: &str| {
+    let cloudevent = |id: &str, ty: &str, zaaktype: &str| {
         json!({"specversion": "1.0", "id": id, "source": "urn:nld:zgw:open-zaak", "type": ty,
-               "subject": "zaak-1", "data": {"zaak": 1}})
+               "subject": "zaak-1", "data": {"zaak": 1, "zaaktype": zaaktype}})
     };
-    let gemuteerd = cloudevent("ce-1", "nl.overheid.zaken.zaak-gemuteerd");
+    let gemuteerd = cloudevent("ce-1", "nl.overheid.zaken.zaak-gemuteerd", "https://zt/1");
     for event in [
         &gemuteerd,
-        &cloudevent("ce-2", "nl.overheid.besluiten.besluit-gemaakt"),
+        &cloudevent(
+            "ce-2",
+            "nl.overheid.besluiten.besluit-gemaakt",
+            "https://zt/1",
+        ),
+        &cloudevent("ce-3", "nl.overheid.zaken.zaak-gemuteerd", "https://zt/2"),
     ] {
         let published = hub
             .request(Method::POST, "/api/v1/cloudevents", &publisher)
@@ -2022,7 +2030,11 @@ async fn abonnementen_receive_cloudevents_as_open_notificaties_sends_them() {
     // The test notificatie, then the two it receives.
     let arrived = sink.wait_for(3, Duration::from_secs(15)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(sink.deliveries().len(), 3, "not the besluit");
+    assert_eq!(
+        sink.deliveries().len(),
+        3,
+        "not the besluit, not the zaak of another zaaktype"
+    );
     for received in &arrived[1..] {
         assert_eq!(
             received.header("content-type"),
@@ -2054,21 +2066,21 @@ async fn abonnementen_receive_cloudevents_as_open_notificaties_sends_them() {
     );
     assert!(bodies.contains(&gemuteerd), "as published: {bodies:?}");
 
-    let data_filters = call(
+    let bad_filters = call(
         &hub,
         Method::POST,
         "/api/v1/abonnement",
         &consumer,
         Some(
             json!({"callbackUrl": sink.url, "auth": "Bearer x", "sendCloudevents": true,
-                    "cloudeventFilters": [{"typeSubstring": "zaken", "filters": {"zaak": "1"}}]}),
+                    "cloudeventFilters": [{"typeSubstring": "zaken", "filters": {"zaak": 1}}]}),
         ),
     )
     .await;
-    assert_fout(&data_filters, 400, "invalid");
+    assert_fout(&bad_filters, 400, "invalid");
     assert_eq!(
-        data_filters.body["invalidParams"][0]["name"],
-        "cloudeventFilters.0.filters"
+        bad_filters.body["invalidParams"][0]["name"],
+        "cloudeventFilters.0.filters.zaak"
     );
 }
 

@@ -946,7 +946,7 @@ fn abonnement_representation(
     let cloudevent_filters: Vec<Value> = abonnement
         .cloudevent_filters
         .iter()
-        .map(|substring| json!({"typeSubstring": substring, "filters": {}}))
+        .map(|(substring, filters)| json!({"typeSubstring": substring, "filters": filters}))
         .collect();
     // `auth` is write-only: never returned.
     json!({
@@ -1067,13 +1067,12 @@ fn read_abonnement_draft(
     }
 }
 
-/// `sendCloudevents` and the type substrings of `cloudeventFilters` (Open Notificaties'
-/// additions, experimental there). Filters on a CloudEvent's data are refused: the hub
-/// routes on attributes (a CloudEvents subscription with a filter does what they would).
+/// `sendCloudevents` and `cloudeventFilters` (Open Notificaties' additions, experimental
+/// there): per filter a substring of the types and filters on the members of the data.
 fn cloudevent_fields(
     object: &Map<String, Value>,
     errors: &mut Vec<FieldError>,
-) -> (bool, Vec<String>) {
+) -> (bool, Vec<knooppunt_services::zgw::CloudEventFilter>) {
     let mut problem = |name: String, reason: &str| {
         errors.push(FieldError {
             name,
@@ -1089,46 +1088,62 @@ fn cloudevent_fields(
             false
         }
     };
-    let mut substrings = Vec::new();
+    let mut groups = Vec::new();
     match object.get("cloudeventFilters") {
         None | Some(Value::Null) => {}
-        Some(Value::Array(groups)) if groups.len() <= 100 => {
-            for (n, group) in groups.iter().enumerate() {
-                match group.get("typeSubstring").and_then(Value::as_str) {
-                    Some(s) if !s.is_empty() && s.chars().count() <= 255 => {
-                        substrings.push(s.to_owned())
+        Some(Value::Array(items)) if items.len() <= 100 => {
+            for (n, group) in items.iter().enumerate() {
+                let substring = match group.get("typeSubstring").and_then(Value::as_str) {
+                    Some(s) if !s.is_empty() && s.chars().count() <= 255 => s.to_owned(),
+                    _ => {
+                        problem(
+                            format!("cloudeventFilters.{n}.typeSubstring"),
+                            "Een typeSubstring is een string van 1 tot 255 karakters.",
+                        );
+                        continue;
                     }
-                    _ => problem(
-                        format!("cloudeventFilters.{n}.typeSubstring"),
-                        "Een typeSubstring is een string van 1 tot 255 karakters.",
+                };
+                let mut filters = std::collections::BTreeMap::new();
+                match group.get("filters") {
+                    None | Some(Value::Null) => {}
+                    Some(Value::Object(members)) if members.len() <= 100 => {
+                        for (key, value) in members {
+                            match value.as_str() {
+                                Some(v)
+                                    if !key.is_empty()
+                                        && key.chars().count() <= 100
+                                        && v.chars().count() <= 1000 =>
+                                {
+                                    filters.insert(key.clone(), v.to_owned());
+                                }
+                                _ => problem(
+                                    format!("cloudeventFilters.{n}.filters.{key}"),
+                                    "Een filter is een sleutel van 1 tot 100 en een waarde \
+                                     van ten hoogste 1000 karakters.",
+                                ),
+                            }
+                        }
+                    }
+                    Some(_) => problem(
+                        format!("cloudeventFilters.{n}.filters"),
+                        "Verwachtte een dictionary van ten hoogste 100 items.",
                     ),
                 }
-                if group
-                    .get("filters")
-                    .and_then(Value::as_object)
-                    .is_some_and(|filters| !filters.is_empty())
-                {
-                    problem(
-                        format!("cloudeventFilters.{n}.filters"),
-                        "Filters op de data van een CloudEvent kent deze hub niet: filter op \
-                         typeSubstring, of neem een CloudEvents-subscription (/v1/subscriptions) \
-                         met een filter op de attributen.",
-                    );
-                }
+                groups.push((substring, filters));
             }
         }
         Some(_) => problem(
             "cloudeventFilters".into(),
-            "Een lijst van ten hoogste 100 filters (typeSubstring).",
+            "Een lijst van ten hoogste 100 filters (typeSubstring, filters).",
         ),
     }
-    if !send && !substrings.is_empty() {
+    if !send && !groups.is_empty() {
         problem(
             "cloudeventFilters".into(),
             "cloudeventFilters gelden alleen met sendCloudevents: true.",
         );
     }
-    (send, substrings)
+    (send, groups)
 }
 
 /// The abonnement `draft` as subscription `id` of the caller, checked (agreed by its

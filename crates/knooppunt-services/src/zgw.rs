@@ -205,8 +205,8 @@ pub struct Abonnement {
     pub kanalen: Vec<(String, BTreeMap<String, String>)>,
     /// It receives CloudEvents (Open Notificaties' `sendCloudevents`).
     pub send_cloudevents: bool,
-    /// The substrings of the CloudEvents types it receives (`cloudeventFilters`).
-    pub cloudevent_filters: Vec<String>,
+    /// The CloudEvents it receives (`cloudeventFilters`).
+    pub cloudevent_filters: Vec<CloudEventFilter>,
 }
 
 /// What a client asks to subscribe.
@@ -218,38 +218,77 @@ pub struct AbonnementDraft {
     /// As [`Abonnement::send_cloudevents`].
     pub send_cloudevents: bool,
     /// As [`Abonnement::cloudevent_filters`].
-    pub cloudevent_filters: Vec<String>,
+    pub cloudevent_filters: Vec<CloudEventFilter>,
 }
 
-/// The filter of CloudEvents whose type contains `substring` (CESQL `LIKE`, its `%`, `_`
-/// and quotes escaped); [`type_substring_of`] reads it back.
-pub fn type_substring_filter(substring: &str) -> serde_json::Value {
-    let mut escaped = String::with_capacity(substring.len() + 8);
-    for c in substring.chars() {
-        if matches!(c, '%' | '_' | '\'') {
-            escaped.push('\\');
+/// One of an abonnement's `cloudeventFilters`: a substring of the types it receives, and
+/// filters on the members of the event's data (as Open Notificaties judges them).
+pub type CloudEventFilter = (String, BTreeMap<String, String>);
+
+/// The filter of CloudEvents whose type contains the substring and whose data passes the
+/// filters: CESQL, `type LIKE '%…%'` (its `%`, `_` and quotes escaped) and
+/// `KNOOPPUNT_DATA_MATCHES(key, value)` per data filter (the hub's CESQL function);
+/// [`type_substring_of`] reads it back.
+pub fn type_substring_filter((substring, data): &CloudEventFilter) -> serde_json::Value {
+    let escape = |text: &str, like: bool| {
+        let mut escaped = String::with_capacity(text.len() + 8);
+        for c in text.chars() {
+            if c == '\'' || (like && matches!(c, '%' | '_')) {
+                escaped.push('\\');
+            }
+            escaped.push(c);
         }
-        escaped.push(c);
+        escaped
+    };
+    let mut sql = format!("type LIKE '%{}%'", escape(substring, true));
+    for (key, value) in data {
+        sql.push_str(&format!(
+            " AND KNOOPPUNT_DATA_MATCHES('{}', '{}')",
+            escape(key, false),
+            escape(value, false)
+        ));
     }
-    serde_json::json!({"sql": format!("type LIKE '%{escaped}%'")})
+    serde_json::json!({ "sql": sql })
 }
 
-/// The substring of a filter [`type_substring_filter`] made.
-pub fn type_substring_of(filter: &serde_json::Value) -> Option<String> {
-    let escaped = filter
-        .get("sql")?
-        .as_str()?
-        .strip_prefix("type LIKE '%")?
-        .strip_suffix("%'")?;
-    let mut substring = String::with_capacity(escaped.len());
-    let mut chars = escaped.chars().peekable();
+/// A CESQL string literal's text (its `\'` a quote) and what follows its closing quote.
+fn sql_literal(raw: &str) -> Option<(String, &str)> {
+    let mut text = String::new();
+    let mut chars = raw.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        match c {
+            '\\' if chars.peek().is_some_and(|(_, next)| *next == '\'') => {
+                chars.next();
+                text.push('\'');
+            }
+            '\'' => return Some((text, &raw[at + 1..])),
+            other => text.push(other),
+        }
+    }
+    None
+}
+
+/// The cloudevent filter of a filter [`type_substring_filter`] made.
+pub fn type_substring_of(filter: &serde_json::Value) -> Option<CloudEventFilter> {
+    let sql = filter.get("sql")?.as_str()?;
+    let (pattern, mut rest) = sql_literal(sql.strip_prefix("type LIKE '")?)?;
+    let pattern = pattern.strip_prefix('%')?.strip_suffix('%')?;
+    let mut substring = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars().peekable();
     while let Some(c) = chars.next() {
         match (c, chars.peek()) {
-            ('\\', Some('%' | '_' | '\'')) => substring.extend(chars.next()),
+            ('\\', Some('%' | '_')) => substring.extend(chars.next()),
             _ => substring.push(c),
         }
     }
-    Some(substring)
+    let mut data = BTreeMap::new();
+    while !rest.is_empty() {
+        let (key, after) = sql_literal(rest.strip_prefix(" AND KNOOPPUNT_DATA_MATCHES('")?)?;
+        let (value, after) = sql_literal(after.strip_prefix(", '")?)?;
+        rest = after.strip_prefix(')')?;
+        data.insert(key, value);
+    }
+    Some((substring, data))
 }
 
 /// The subscription filters of an abonnement's kanalen (one filter: any of them), when its
@@ -295,12 +334,7 @@ pub fn abonnement_filters(
     if !errors.is_empty() {
         return Err(errors);
     }
-    per_kanaal.extend(
-        draft
-            .cloudevent_filters
-            .iter()
-            .map(|substring| type_substring_filter(substring)),
-    );
+    per_kanaal.extend(draft.cloudevent_filters.iter().map(type_substring_filter));
     Ok(vec![serde_json::json!({"any": per_kanaal})])
 }
 
@@ -318,8 +352,8 @@ pub fn abonnement_of(catalog: &Catalog, subscription: &Subscription) -> Option<A
     };
     let mut kanalen_of = Vec::new();
     for part in filter.get("any")?.as_array()? {
-        if let Some(substring) = type_substring_of(part) {
-            cloudevent_filters.push(substring);
+        if let Some(filter) = type_substring_of(part) {
+            cloudevent_filters.push(filter);
             continue;
         }
         let (naam, lowered) = notificatie::kanaal_of_filter(part)?;
@@ -429,51 +463,64 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_type_substring_filter_reads_back_and_matches_the_substring_alone() {
-        for substring in ["zaken.zaak", "100%_echt", "it's", r"back\slash\%"] {
-            let filter = type_substring_filter(substring);
-            assert_eq!(type_substring_of(&filter).as_deref(), Some(substring));
-            let filters = knooppunt_filter::Filter::list_from_json(
-                &[filter],
+    fn a_cloudevent_filter_reads_back_and_matches_as_open_notificaties_judges() {
+        let criteria = |filter: &serde_json::Value| knooppunt_filter::Criteria {
+            source: None,
+            types: None,
+            filters: knooppunt_filter::Filter::list_from_json(
+                std::slice::from_ref(filter),
                 "filters",
                 &knooppunt_filter::Limits::DEFAULT,
             )
-            .unwrap();
-            let criteria = knooppunt_filter::Criteria {
-                source: None,
-                types: None,
-                filters,
-            };
-            let event = |ty: &str| {
-                knooppunt_event::EventBuilder::new("1", "urn:x", ty)
-                    .build()
-                    .unwrap()
-            };
-            assert!(
-                criteria.matches(&event(&format!("a.{substring}.b"))),
-                "{substring}"
-            );
-            assert!(
-                !criteria.matches(&event("nl.overheid.anders")),
-                "{substring}"
-            );
-        }
-        assert!(
-            !knooppunt_filter::Criteria {
-                source: None,
-                types: None,
-                filters: knooppunt_filter::Filter::list_from_json(
-                    &[type_substring_filter("100%_echt")],
-                    "filters",
-                    &knooppunt_filter::Limits::DEFAULT,
-                )
-                .unwrap(),
+            .unwrap(),
+        };
+        let event = |ty: &str, data: serde_json::Value| {
+            knooppunt_event::EventBuilder::new("1", "urn:x", ty)
+                .datacontenttype("application/json")
+                .data(knooppunt_event::Data::Json(
+                    knooppunt_event::JsonText::parse(&data.to_string()).unwrap(),
+                ))
+                .build()
+                .unwrap()
+        };
+        for substring in ["zaken.zaak", "100%_echt", "it's", r"back\slash\%"] {
+            for data in [
+                BTreeMap::new(),
+                BTreeMap::from([("zaak".to_owned(), "1".to_owned())]),
+                BTreeMap::from([
+                    ("it's".to_owned(), r"a\'b".to_owned()),
+                    ("x".into(), "*".into()),
+                ]),
+            ] {
+                let filter = (substring.to_owned(), data);
+                let made = type_substring_filter(&filter);
+                assert_eq!(type_substring_of(&made), Some(filter.clone()), "{made}");
+                let criteria = criteria(&made);
+                let passing: serde_json::Map<String, serde_json::Value> = filter
+                    .1
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::json!(v)))
+                    .collect();
+                let ty = format!("a.{substring}.b");
+                assert!(criteria.matches(&event(&ty, passing.into())), "{made}");
+                assert!(!criteria.matches(&event("nl.overheid.anders", serde_json::json!({}))));
             }
-            .matches(
-                &knooppunt_event::EventBuilder::new("1", "urn:x", "100 procent echt")
-                    .build()
-                    .unwrap()
-            )
+        }
+        let filter = (
+            "zaken".to_owned(),
+            BTreeMap::from([("zaak".into(), "1".into())]),
+        );
+        let zaak = criteria(&type_substring_filter(&filter));
+        assert!(zaak.matches(&event("zaken.x", serde_json::json!({"zaak": "1"}))));
+        assert!(!zaak.matches(&event("zaken.x", serde_json::json!({"zaak": "2"}))));
+        assert!(zaak.matches(&event("zaken.x", serde_json::json!({"ander": "2"}))));
+        let percent = criteria(&type_substring_filter(&(
+            "100%_echt".into(),
+            BTreeMap::new(),
+        )));
+        assert!(
+            !percent.matches(&event("100 procent echt", serde_json::json!({}))),
+            "% and _ are the characters, not wildcards"
         );
     }
 }

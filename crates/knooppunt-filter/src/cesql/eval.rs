@@ -220,6 +220,22 @@ fn call(
     if !meter.charge((read + made) as u64) {
         return spent();
     }
+    if function == Function::DataMatches {
+        // Reads the event's data: charged by its size.
+        let data = match event.data() {
+            Some(knooppunt_event::Data::Json(json)) => Some(json.as_str()),
+            _ => None,
+        };
+        if !meter.charge(data.map_or(0, str::len) as u64) {
+            return spent();
+        }
+        let text = |value: &Value| match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let matches = super::functions::data_matches(data, &text(&values[0]), &text(&values[1]));
+        return (Value::Boolean(matches), error);
+    }
     let (value, call_error) = function.call(values);
     (value, error.or(call_error))
 }

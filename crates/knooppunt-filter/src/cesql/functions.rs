@@ -19,6 +19,12 @@ pub(crate) enum Function {
     Substring2,
     Substring3,
     Abs,
+    /// `KNOOPPUNT_DATA_MATCHES(key, value)`, the hub's own function (CESQL lets an
+    /// implementation add functions): whether the event's JSON object `data` lets a filter
+    /// `key` = `value` through as Open Notificaties judges its abonnementen' filters on a
+    /// CloudEvent's data: the member `key` is a string equal to `value`, or `value` is `*`,
+    /// or there is no member `key` (data that is no JSON object has none).
+    DataMatches,
 }
 
 impl Function {
@@ -39,6 +45,7 @@ impl Function {
             ("SUBSTRING", 2) => Function::Substring2,
             ("SUBSTRING", 3) => Function::Substring3,
             ("ABS", 1) => Function::Abs,
+            ("KNOOPPUNT_DATA_MATCHES", 2) => Function::DataMatches,
             _ => return None,
         };
         Some(function)
@@ -47,7 +54,7 @@ impl Function {
     pub(crate) fn return_type(self) -> Type {
         match self {
             Function::Int | Function::Length | Function::Abs => Type::Integer,
-            Function::Bool => Type::Boolean,
+            Function::Bool | Function::DataMatches => Type::Boolean,
             _ => Type::String,
         }
     }
@@ -90,7 +97,11 @@ impl Function {
             | Function::Right
             | Function::Substring2
             | Function::Substring3 => args.first().map_or(0, bytes),
-            Function::Int | Function::Bool | Function::Length | Function::Abs => 0,
+            Function::Int
+            | Function::Bool
+            | Function::Length
+            | Function::Abs
+            | Function::DataMatches => 0,
         }
     }
 
@@ -179,6 +190,8 @@ impl Function {
                 };
                 ok(Value::String(chars[start..end].iter().collect()))
             }
+            // Evaluated with the event (`data_matches`); it never gets here.
+            Function::DataMatches => ok(Value::Boolean(false)),
             Function::Abs => {
                 let n = integer(0);
                 match n.checked_abs() {
@@ -200,5 +213,45 @@ fn cast(mut args: Vec<Value>, to: Type) -> (Value, Option<EvalError>) {
     match args.remove(0).cast(to, true) {
         Ok(value) => (value, None),
         Err((value, error)) => (value, Some(error)),
+    }
+}
+
+/// [`Function::DataMatches`] on an event's `data` (its JSON text, if it is JSON).
+pub(crate) fn data_matches(data: Option<&str>, key: &str, value: &str) -> bool {
+    if value == "*" {
+        return true;
+    }
+    let Some(Ok(serde_json::Value::Object(members))) =
+        data.map(serde_json::from_str::<serde_json::Value>)
+    else {
+        return true;
+    };
+    match members.get(key) {
+        None => true,
+        Some(serde_json::Value::String(found)) => found == value,
+        Some(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::data_matches;
+
+    #[test]
+    fn data_matches_as_open_notificaties_filters_a_cloudevents_data() {
+        let data = Some(r#"{"zaaktype": "https://zt/1", "n": 1}"#);
+        assert!(data_matches(data, "zaaktype", "https://zt/1"));
+        assert!(!data_matches(data, "zaaktype", "https://zt/2"));
+        assert!(data_matches(data, "zaaktype", "*"));
+        assert!(
+            data_matches(data, "absent", "x"),
+            "a member it lacks lets it through"
+        );
+        assert!(!data_matches(data, "n", "1"), "a number is not the string");
+        assert!(
+            data_matches(Some("[1]"), "zaaktype", "x"),
+            "no object, no members"
+        );
+        assert!(data_matches(None, "zaaktype", "x"));
     }
 }
