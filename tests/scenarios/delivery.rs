@@ -589,11 +589,7 @@ async fn the_handshake_grants_refuses_and_the_sink_can_consent_later() {
     assert!(handshake.header("webhook-request-callback").is_some());
 
     // `*` grants too.
-    let any = Sink::start().await;
-    any.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
+    let any = Sink::start_for_any_hub().await;
     assert_eq!(
         subscribe(&hub, &any, json!({})).await.body["state"],
         "active"

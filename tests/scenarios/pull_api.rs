@@ -5,7 +5,7 @@
 use knooppunt_store::Records;
 use std::time::{Duration, Instant};
 
-use knooppunt_tests::sink::{Consent, Sink};
+use knooppunt_tests::sink::Sink;
 use knooppunt_tests::{TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -93,11 +93,7 @@ async fn a_pull_subscription_has_the_hubs_receive_url_and_no_handshake() {
     assert_eq!(refused.invalid_params(), ["config.delivery", "sink"]);
 
     // Turned into a push subscription, it needs its sink's consent like any other.
-    let sink = Sink::start().await;
-    sink.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
+    let sink = Sink::start_for_any_hub().await;
     let mut push = read.body.clone();
     push["sink"] = json!(sink.url);
     push["config"]["delivery"] = json!("push");

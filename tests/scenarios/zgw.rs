@@ -407,15 +407,11 @@ async fn post_notificatie(hub: &TestHub, token: &str, body: &str) -> Answer {
 /// byte for byte.
 #[tokio::test]
 async fn a_notificatie_reaches_cloudevents_subscriptions_unchanged() {
-    use knooppunt_tests::sink::{Consent, Sink};
+    use knooppunt_tests::sink::Sink;
     let hub = hub().await;
     let publisher = token("open-zaak", OPEN_ZAAK);
     register_zaken(&hub, &publisher).await;
-    let sink = Sink::start().await;
-    sink.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
+    let sink = Sink::start_for_any_hub().await;
     let subscribed = hub
         .call(
             Method::POST,
@@ -1047,6 +1043,27 @@ async fn abonnementen_are_replaced_and_patched() {
     assert_fout(&stranger, 403, "permission_denied");
 }
 
+/// Runs the Python `script` with `args`, its libraries from `library` (warnings off): what
+/// it printed, as JSON.
+async fn python(library: std::path::PathBuf, script: &'static str, args: Vec<String>) -> Value {
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .env("PYTHONPATH", library)
+            .args(["-W", "ignore", "-c", script])
+            .args(args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 /// The directory the ZGW client library is installed into on first use.
 fn zds_client() -> std::path::PathBuf {
     knooppunt_tests::tools::pip("gemma-zds-client", "gemma-zds-client==2.0.0")
@@ -1081,24 +1098,12 @@ notificatie = publisher.create("notificaties", {
 print(json.dumps({"kanaal": kanaal, "kanalen": kanalen, "abonnement": abonnement,
                   "again": again, "notificatie": notificatie}))
 "#;
-    let library = zds_client();
-    let root = hub.url("/api/v1/");
-    let url = callback.url.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3")
-            .env("PYTHONPATH", library)
-            .args(["-c", script, &root, &url])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let said: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let said = python(
+        zds_client(),
+        script,
+        vec![hub.url("/api/v1/"), callback.url.clone()],
+    )
+    .await;
     assert_eq!(said["kanaal"]["naam"], "zaken");
     assert_eq!(said["kanalen"][0]["naam"], "zaken");
     assert_eq!(without_state(said["again"].clone()), said["abonnement"]);
@@ -1893,22 +1898,12 @@ said["foreign"] = post({"Content-Type": "application/json"}, json.dumps(foreign)
 print(json.dumps(said))
 "#;
     let library = knooppunt_tests::tools::pip("cloudevents", "cloudevents==1.12.0");
-    let url = hub.url("/api/v1/cloudevents");
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3")
-            .env("PYTHONPATH", library)
-            .args(["-W", "ignore", "-c", script, &url, &publisher])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let said: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let said = python(
+        library,
+        script,
+        vec![hub.url("/api/v1/cloudevents"), publisher],
+    )
+    .await;
     for (mode, id) in [
         ("structured", "sdk-1"),
         ("binary", "sdk-2"),

@@ -115,6 +115,17 @@ impl Sink {
         Sink::serve(listener, url)
     }
 
+    /// A sink that consents to any hub (`WebHook-Allowed-Origin: *`): a hub started as a
+    /// process names its own origin.
+    pub async fn start_for_any_hub() -> Sink {
+        let sink = Sink::start().await;
+        sink.consent(Consent::Grant {
+            origin: "*".into(),
+            rate: None,
+        });
+        sink
+    }
+
     /// The same over HTTPS, with a certificate of the test CA ([`test_ca_pem`]).
     pub async fn start_tls() -> Sink {
         let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -41,7 +41,7 @@ pub fn router() -> Router<Arc<AppState>> {
         .route("/kanaal", get(list_kanalen).post(create_kanaal))
         .route(
             "/kanaal/{uuid}",
-            get(read_kanaal).put(replace_kanaal).patch(patch_kanaal),
+            get(read_kanaal).put(change_kanaal).patch(change_kanaal),
         )
         .route("/notificaties", axum::routing::post(publish_notificatie))
         .route("/cloudevents", axum::routing::post(publish_cloudevent))
@@ -624,13 +624,10 @@ async fn create_kanaal(
     let draft = read_draft(&body).map_err(ZgwError::Invalid)?;
     let principal = caller.0.principal();
     let action = |entry: &knooppunt_store::CatalogEntry| {
-        let kanaal = Kanaal::of(entry);
-        knooppunt_services::audit::Action::new(
+        kanaal_action(
             knooppunt_services::audit::ActionName::KanaalCreate,
-            format!("eventtype/{}", entry.id),
-            json!({"naam": kanaal.as_ref().map(|k| &k.naam),
-                   "filters": kanaal.as_ref().map(|k| &k.filters),
-                   "client": caller.0.client_id}),
+            entry,
+            &caller.0.client_id,
         )
     };
     let made = async {
@@ -652,41 +649,19 @@ async fn create_kanaal(
 
 /// `PUT /api/v1/kanaal/{uuid}` (scope `notificaties.publiceren`, the client that registered
 /// it): replaces its documentation link and filters, as Open Notificaties does when
-/// `register_kanalen` runs again; its name may not change. 200 with the kanaal.
-async fn replace_kanaal(
-    state: State<Arc<AppState>>,
-    caller: ZgwCaller,
-    audit: RequestAudit,
-    headers: HeaderMap,
-    Path(uuid): Path<KanaalId>,
-    body: Bytes,
-) -> Result<Response, ZgwError> {
-    let object = json_object(&body).map_err(ZgwError::Invalid)?;
-    update_kanaal(state, caller, audit, headers, uuid, object, false).await
-}
-
-/// `PATCH /api/v1/kanaal/{uuid}`: the same with only the fields sent.
-async fn patch_kanaal(
-    state: State<Arc<AppState>>,
-    caller: ZgwCaller,
-    audit: RequestAudit,
-    headers: HeaderMap,
-    Path(uuid): Path<KanaalId>,
-    body: Bytes,
-) -> Result<Response, ZgwError> {
-    let object = json_object(&body).map_err(ZgwError::Invalid)?;
-    update_kanaal(state, caller, audit, headers, uuid, object, true).await
-}
-
-async fn update_kanaal(
+/// `register_kanalen` runs again; its name may not change. 200 with the kanaal. `PATCH`:
+/// the same with only the fields sent.
+async fn change_kanaal(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
     audit: RequestAudit,
+    method: http::Method,
     headers: HeaderMap,
-    uuid: KanaalId,
-    mut object: Map<String, Value>,
-    partial: bool,
+    Path(uuid): Path<KanaalId>,
+    body: Bytes,
 ) -> Result<Response, ZgwError> {
+    let mut object = json_object(&body).map_err(ZgwError::Invalid)?;
+    let partial = method == http::Method::PATCH;
     caller.require_any(&[PUBLISH])?;
     let existing = knooppunt_services::zgw::kanaal(&state.catalog, &uuid)
         .ok_or_else(|| ZgwError::NotFound(format!("er is geen kanaal `{uuid}`")))?;
@@ -702,13 +677,10 @@ async fn update_kanaal(
     let draft = draft_of(&object).map_err(ZgwError::Invalid)?;
     let principal = caller.0.principal();
     let action = |entry: &knooppunt_store::CatalogEntry| {
-        let kanaal = Kanaal::of(entry);
-        knooppunt_services::audit::Action::new(
+        kanaal_action(
             knooppunt_services::audit::ActionName::KanaalUpdate,
-            format!("eventtype/{}", entry.id),
-            json!({"naam": kanaal.as_ref().map(|k| &k.naam),
-                   "filters": kanaal.as_ref().map(|k| &k.filters),
-                   "client": caller.0.client_id}),
+            entry,
+            &caller.0.client_id,
         )
     };
     let replaced = async {
@@ -733,6 +705,22 @@ async fn update_kanaal(
         StatusCode::OK,
         representation(&base_url(&state, &headers), &kanaal),
     ))
+}
+
+/// A kanaal's registration or change as the audit trail keeps it.
+fn kanaal_action(
+    name: knooppunt_services::audit::ActionName,
+    entry: &knooppunt_store::CatalogEntry,
+    client_id: &str,
+) -> knooppunt_services::audit::Action {
+    let kanaal = Kanaal::of(entry);
+    knooppunt_services::audit::Action::new(
+        name,
+        format!("eventtype/{}", entry.id),
+        json!({"naam": kanaal.as_ref().map(|k| &k.naam),
+               "filters": kanaal.as_ref().map(|k| &k.filters),
+               "client": client_id}),
+    )
 }
 
 /// A kanaal the catalog did not take, in the API's shapes.

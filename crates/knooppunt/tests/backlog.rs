@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::{Backend, HubProcess, config_with_admin, on_both_backends};
-use knooppunt_tests::sink::{Consent, Reply, Sink};
+use knooppunt_tests::sink::{Reply, Sink};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "backlog-admin";
@@ -50,18 +50,8 @@ async fn get(client: &reqwest::Client, hub: &HubProcess, path: &str) -> Value {
     common::get_json(client, hub, TOKEN, path).await
 }
 
-/// A sink that consents to any hub (the binary's origin is its default).
-async fn sink() -> Sink {
-    let sink = Sink::start().await;
-    sink.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
-    sink
-}
-
 async fn stalled_sink() -> Sink {
-    let sink = sink().await;
+    let sink = Sink::start_for_any_hub().await;
     sink.answer_always(Reply::status(503).with_header("Retry-After", "1"));
     sink
 }
@@ -100,7 +90,7 @@ async fn a_stalled_subscriber_sheds_and_never_stops_publishers(backend: Backend)
         "max_bytes = 200000\nsubscription_max_bytes = 40000",
     );
     let client = reqwest::Client::new();
-    let (stalled, healthy) = (stalled_sink().await, sink().await);
+    let (stalled, healthy) = (stalled_sink().await, Sink::start_for_any_hub().await);
     let stuck = subscribe(&client, &hub, &stalled).await;
     subscribe(&client, &hub, &healthy).await;
 
@@ -205,7 +195,7 @@ async fn dead_letters_go_after_their_retention(backend: Backend) {
     );
     let client = reqwest::Client::new();
     // Every event refused as malformed: a dead letter at once.
-    let refusing = sink().await;
+    let refusing = Sink::start_for_any_hub().await;
     refusing.answer_always(Reply::status(400));
     let id = subscribe(&client, &hub, &refusing).await;
     let published = Instant::now();

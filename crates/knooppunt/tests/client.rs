@@ -6,7 +6,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use knooppunt_tests::sink::{Consent, Reply, Sink};
+use knooppunt_tests::sink::{Reply, Sink};
 
 const TOKEN: &str = "admin-token";
 const SOURCE: &str = "urn:nld:oin:00000001823288444000:systeem:BRP";
@@ -56,11 +56,7 @@ async fn hub_and_sink() -> (common::HubProcess, tempfile::TempDir, Sink) {
     let dir = tempfile::tempdir().unwrap();
     let config = common::config_with_admin(dir.path(), TOKEN);
     let hub = common::HubProcess::start(&config, &dir.path().join("data"));
-    let sink = Sink::start().await;
-    sink.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
+    let sink = Sink::start_for_any_hub().await;
     (hub, dir, sink)
 }
 

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{HubProcess, config_with_admin};
-use knooppunt_tests::sink::{Consent, Reply, Sink};
+use knooppunt_tests::sink::{Reply, Sink};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "disk-admin";
@@ -92,11 +92,7 @@ async fn get(client: &reqwest::Client, hub: &HubProcess, path: &str) -> (u16, Va
 }
 
 async fn sink() -> Sink {
-    let sink = Sink::start().await;
-    sink.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
+    let sink = Sink::start_for_any_hub().await;
     sink.answer_always(Reply::status(204));
     sink
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use knooppunt_tests::sink::{Consent, Sink};
+use knooppunt_tests::sink::Sink;
 use serde_json::{Value, json};
 
 const TOKEN: &str = "admin-token";
@@ -37,11 +37,7 @@ async fn json_logs_join_the_events_trace_and_never_hold_its_data() {
             ("KNOOPPUNT_LOG_LEVEL", "debug"),
         ],
     );
-    let sink = Sink::start().await;
-    sink.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
+    let sink = Sink::start_for_any_hub().await;
     let client = reqwest::Client::new();
     let created = client
         .post(hub.url("/v1/subscriptions"))

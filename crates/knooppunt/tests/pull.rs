@@ -744,15 +744,11 @@ async fn replay_state(client: &reqwest::Client, hub: &HubProcess, location: &str
 /// A replay of a window delivers exactly the retained events of that window that match,
 /// each naming the replay; a cancelled replay queues nothing more.
 async fn a_replay_delivers_its_window_and_cancel_stops_it(backend: Backend) {
-    use knooppunt_tests::sink::{Consent, Sink};
+    use knooppunt_tests::sink::Sink;
     let dir = tempfile::tempdir().unwrap();
     let hub = backend.hub(dir.path(), "a", TOKEN);
     let client = reqwest::Client::new();
-    let sink = Sink::start().await;
-    sink.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
+    let sink = Sink::start_for_any_hub().await;
     let created = client
         .post(hub.url("/v1/subscriptions"))
         .bearer_auth(TOKEN)

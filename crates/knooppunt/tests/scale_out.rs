@@ -102,11 +102,7 @@ async fn two_hubs_share_subscriptions_events_and_deliveries() {
     let a = hub(dir.path(), "a", &url);
     let b = hub(dir.path(), "b", &url);
     let client = reqwest::Client::new();
-    let sink = Sink::start().await;
-    sink.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
+    let sink = Sink::start_for_any_hub().await;
 
     // A subscription created on hub A routes events published on hub B within a second.
     subscribe(&client, &a, &sink, json!({"ordering": "unordered"})).await;
@@ -232,11 +228,7 @@ async fn a_killed_hub_loses_nothing_and_the_other_keeps_the_order() {
     let mut a = hub(dir.path(), "a", &url);
     let b = hub(dir.path(), "b", &url);
     let client = reqwest::Client::new();
-    let sink = Sink::start().await;
-    sink.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
+    let sink = Sink::start_for_any_hub().await;
     // Ordered (the default): one delivery in flight across both hubs, in acceptance order.
     subscribe(&client, &a, &sink, json!({"timeout": "PT2S"})).await;
     tokio::time::sleep(Duration::from_millis(600)).await; // hub B loads it
@@ -466,11 +458,7 @@ async fn a_shed_on_one_hub_is_not_sent_from_the_other_hubs_lease_ahead() {
     let a = start("a", "PT0.2S");
     let _b = start("b", "PT5M");
     let client = reqwest::Client::new();
-    let sink = Sink::start().await;
-    sink.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
+    let sink = Sink::start_for_any_hub().await;
     // Slow: every attempt is still at the sink when the events turn two seconds old.
     sink.answer_always(Reply::status(204).after(Duration::from_secs(5)));
     subscribe(&client, &a, &sink, json!({"ordering": "unordered"})).await;
@@ -917,11 +905,7 @@ impl TwoHubs {
             .as_str()
             .unwrap()
             .to_owned();
-        let sink = Sink::start().await;
-        sink.consent(Consent::Grant {
-            origin: "*".into(),
-            rate: None,
-        });
+        let sink = Sink::start_for_any_hub().await;
         sink.answer_always(Reply::status(204).after(Duration::from_millis(2)));
         let created = self
             .client

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use common::{HubProcess, config_with_admin};
-use knooppunt_tests::sink::{Consent, Received, Sink};
+use knooppunt_tests::sink::{Received, Sink};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
 use serde_json::{Value, json};
@@ -127,6 +127,21 @@ fn string(text: &str) -> opentelemetry_proto::tonic::common::v1::any_value::Valu
     opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(text.into())
 }
 
+/// Publishes `event` (structured mode), with the request's own `traceparent` if given.
+async fn publish(hub: &HubProcess, event: &Value, traceparent: Option<&str>) {
+    let mut request = reqwest::Client::new()
+        .post(hub.url("/v1/events"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/cloudevents+json")
+        .body(event.to_string());
+    if let Some(traceparent) = traceparent {
+        request = request.header("traceparent", traceparent);
+    }
+    let published = request.send().await.unwrap();
+    let status = published.status();
+    assert_eq!(status, 202, "{}", published.text().await.unwrap());
+}
+
 /// The delivery of the event `id`.
 async fn delivery_of(sink: &Sink, id: &str) -> Received {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -142,11 +157,7 @@ async fn delivery_of(sink: &Sink, id: &str) -> Received {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publish_and_its_delivery_are_one_trace_that_continues_the_publisher() {
     let (endpoint, spans) = receiver().await;
-    let sink = Sink::start().await;
-    sink.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
+    let sink = Sink::start_for_any_hub().await;
     let dir = tempfile::tempdir().unwrap();
     let config = config_with_admin(dir.path(), TOKEN);
     let hub = HubProcess::start_with_env(
@@ -162,25 +173,9 @@ async fn a_publish_and_its_delivery_are_one_trace_that_continues_the_publisher()
 
     // The publisher's HTTP request carries its context; the event has no extension.
     let (trace, parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
-    let published = client
-        .post(hub.url("/v1/events"))
-        .bearer_auth(TOKEN)
-        .header("content-type", "application/cloudevents+json")
-        .header("traceparent", format!("00-{trace}-{parent}-01"))
-        .body(
-            json!({"specversion": "1.0", "id": "by-header", "type": TYPE,
-                   "source": "urn:nld:oin:1:systeem:traced", "data": {"n": 1}})
-            .to_string(),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        published.status(),
-        202,
-        "{}",
-        published.text().await.unwrap()
-    );
+    let event = json!({"specversion": "1.0", "id": "by-header", "type": TYPE,
+                       "source": "urn:nld:oin:1:systeem:traced", "data": {"n": 1}});
+    publish(&hub, &event, Some(&format!("00-{trace}-{parent}-01"))).await;
     let delivered = delivery_of(&sink, "by-header").await;
     assert_one_trace(&trace_of(&spans, trace).await, trace, parent, &delivered);
     assert_eq!(
@@ -197,20 +192,7 @@ async fn a_publish_and_its_delivery_are_one_trace_that_continues_the_publisher()
                               "source": "urn:nld:oin:1:systeem:traced",
                               "traceparent": extension, "tracestate": "rojo=00f067aa0ba902b7",
                               "data": {"n": 2}});
-    let published = client
-        .post(hub.url("/v1/events"))
-        .bearer_auth(TOKEN)
-        .header("content-type", "application/cloudevents+json")
-        .body(event.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        published.status(),
-        202,
-        "{}",
-        published.text().await.unwrap()
-    );
+    publish(&hub, &event, None).await;
     let delivered = delivery_of(&sink, "by-extension").await;
     assert_one_trace(&trace_of(&spans, trace).await, trace, parent, &delivered);
     assert_eq!(

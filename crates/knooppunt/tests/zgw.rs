@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Backend, config_with_admin};
-use knooppunt_tests::sink::{Consent, Reply, Sink};
+use knooppunt_tests::sink::{Reply, Sink};
 use knooppunt_tests::zgw::token;
 use serde_json::{Value, json};
 
@@ -26,9 +26,10 @@ const NOTIFICATIE: &str = r#"{
   "kenmerken": {"bronorganisatie": "224557609"}
 }"#;
 
-async fn both_vocabularies(backend: Backend) {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_with_admin(dir.path(), ADMIN);
+/// A configuration with an admin and the ZGW clients Open Zaak (publishes) and a
+/// zaakafhandelcomponent (consumes).
+fn config_with_zgw_clients(dir: &std::path::Path) -> std::path::PathBuf {
+    let config = config_with_admin(dir, ADMIN);
     let mut text = std::fs::read_to_string(&config).unwrap();
     text.push_str(&format!(
         "\n[zgw]\n\
@@ -36,6 +37,12 @@ async fn both_vocabularies(backend: Backend) {
          [[zgw.clients]]\nclient_id = \"zac\"\nsecret = \"{ZAC}\"\nscopes = [\"notificaties.consumeren\"]\n"
     ));
     std::fs::write(&config, text).unwrap();
+    config
+}
+
+async fn both_vocabularies(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_zgw_clients(dir.path());
     let hub = backend.hub_with(&config, dir.path(), "a");
     let client = reqwest::Client::new();
     let zgw = |method: reqwest::Method, path: &str, token: &str| {
@@ -69,11 +76,7 @@ async fn both_vocabularies(backend: Backend) {
         abonnement.text().await.unwrap()
     );
 
-    let sink = Sink::start().await;
-    sink.consent(Consent::Grant {
-        origin: "*".into(),
-        rate: None,
-    });
+    let sink = Sink::start_for_any_hub().await;
     let subscribed = client
         .post(hub.url("/v1/subscriptions"))
         .bearer_auth(ADMIN)
@@ -178,14 +181,7 @@ fn open_zaak(step: &str, root: &str, django_db: &knooppunt_test_postgres::Cluste
 /// let it through.
 async fn open_zaaks_kanalen(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let config = config_with_admin(dir.path(), ADMIN);
-    let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str(&format!(
-        "\n[zgw]\n\
-         [[zgw.clients]]\nclient_id = \"open-zaak\"\nsecret = \"{OPEN_ZAAK}\"\nscopes = [\"notificaties.publiceren\"]\n\
-         [[zgw.clients]]\nclient_id = \"zac\"\nsecret = \"{ZAC}\"\nscopes = [\"notificaties.consumeren\"]\n"
-    ));
-    std::fs::write(&config, text).unwrap();
+    let config = config_with_zgw_clients(dir.path());
     let hub = backend.hub_with(&config, dir.path(), "a");
     let django_db = knooppunt_test_postgres::Cluster::start();
     django_db.create_database("openzaak");

@@ -67,6 +67,16 @@ fn read_stored(json_text: &str) -> Result<knooppunt_event::ReceivedEvent, String
         .map_err(|violations| format!("the stored event cannot be read again: {violations}"))
 }
 
+/// A message of `body` with this `Content-Type` alone.
+fn typed(content_type: &'static str, body: Vec<u8>) -> HttpMessage {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type),
+    );
+    HttpMessage { headers, body }
+}
+
 /// The body and headers of one delivery: the stored JSON unchanged in structured mode, the
 /// event in CBOR (with the extension types the store kept beside the JSON: URIs and
 /// timestamps tagged, Binary as bytes, as they were published), or `ce-` headers and the
@@ -78,32 +88,14 @@ pub fn delivery_message(
     accepted_at: u64,
 ) -> Result<HttpMessage, String> {
     match mode {
-        DeliveryMode::Structured => {
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static(json::MEDIA_TYPE),
-            );
-            Ok(HttpMessage {
-                headers,
-                body: json_text.as_bytes().to_vec(),
-            })
-        }
+        DeliveryMode::Structured => Ok(typed(json::MEDIA_TYPE, json_text.as_bytes().to_vec())),
         DeliveryMode::StructuredCbor => {
             let received = read_stored(json_text)?;
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static(cbor::MEDIA_TYPE),
-            );
             let event = match extension_types {
                 Some(types) => received.event.with_extension_types_text(types),
                 None => received.event,
             };
-            Ok(HttpMessage {
-                headers,
-                body: cbor::encode_event(&event)?,
-            })
+            Ok(typed(cbor::MEDIA_TYPE, cbor::encode_event(&event)?))
         }
         DeliveryMode::Binary => {
             let received = read_stored(json_text)?;
@@ -140,15 +132,7 @@ pub fn delivery_message(
                 .unwrap_or_else(|_| json_text.to_owned()),
                 false => json_text.to_owned(),
             };
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static(json::MEDIA_TYPE),
-            );
-            Ok(HttpMessage {
-                headers,
-                body: body.into_bytes(),
-            })
+            Ok(typed(json::MEDIA_TYPE, body.into_bytes()))
         }
         DeliveryMode::Notificatie => {
             let received = read_stored(json_text)?;
@@ -156,15 +140,10 @@ pub fn delivery_message(
                 &received.event,
                 Some(accepted_at),
             )?;
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            Ok(HttpMessage {
-                headers,
-                body: notificatie.json().as_bytes().to_vec(),
-            })
+            Ok(typed(
+                "application/json",
+                notificatie.json().as_bytes().to_vec(),
+            ))
         }
     }
 }
