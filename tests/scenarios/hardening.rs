@@ -780,14 +780,21 @@ async fn fifty_slot_hub() -> TestHub {
     .await
 }
 
-/// `GET /healthz` from `from`, which must be answered 200 within a second.
-async fn served_within_a_second(hub: &TestHub, from: [u8; 4], what: &str) {
+/// How long another client may wait while the slots are attacked: a client kept out waits
+/// for the attackers' header timeout (30 s, [`fifty_slot_hub`]); one served at once takes
+/// milliseconds, or a second or two when this machine's two cores also run the other tests
+/// of this file beside the 1,600 attacking sockets (a wait of 1.2 s was seen in CI).
+const NOT_KEPT_OUT: Duration = Duration::from_secs(5);
+
+/// `GET /healthz` from `from`, which must be answered 200 well before the attackers' header
+/// timeout ([`NOT_KEPT_OUT`]).
+async fn served_soon(hub: &TestHub, from: [u8; 4], what: &str) {
     let started = std::time::Instant::now();
     let status = health_from(hub, from).await;
     let took = started.elapsed();
     assert_eq!(status, 200, "{what}: not answered ({took:?})");
     assert!(
-        took < Duration::from_secs(1),
+        took < NOT_KEPT_OUT,
         "{what}: another client waited {took:?}"
     );
 }
@@ -806,7 +813,7 @@ async fn half_requests_in_every_slot_do_not_keep_another_client_waiting() {
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     for attempt in 0..5 {
-        served_within_a_second(&hub, [127, 0, 0, 3], &format!("request {attempt}")).await;
+        served_soon(&hub, [127, 0, 0, 3], &format!("request {attempt}")).await;
     }
     stop.store(true, Ordering::SeqCst);
     attack.join().unwrap();
@@ -832,7 +839,7 @@ async fn half_requests_and_bodies_from_eight_addresses_do_not_keep_another_clien
     let attack = attack_from_another_thread(hub.address, groups, Arc::clone(&stop));
     tokio::time::sleep(Duration::from_millis(1000)).await;
     for attempt in 0..10 {
-        served_within_a_second(&hub, [127, 0, 4, 1], &format!("request {attempt}")).await;
+        served_soon(&hub, [127, 0, 4, 1], &format!("request {attempt}")).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     stop.store(true, Ordering::SeqCst);
