@@ -148,6 +148,18 @@ pub(crate) fn grant_from_row(row: &Row) -> Result<Grant, StoreError> {
     })
 }
 
+impl crate::table::Table for Grant {
+    const NAME: &'static str = "grants";
+    const KEY: &'static str = "entry, subscription";
+    const COLUMNS: &'static str = GRANT_COLUMNS;
+    const PLACEHOLDERS: &'static str = "$1, $2, $3, $4, $5, $6, $7";
+    const ORDER: &'static str = "entry COLLATE \"C\", subscription COLLATE \"C\"";
+
+    fn from_row(row: &Row) -> Result<Self, StoreError> {
+        grant_from_row(row)
+    }
+}
+
 impl crate::table::Table for CatalogEntry {
     const NAME: &'static str = "catalog";
     const KEY: &'static str = "id";

@@ -611,7 +611,7 @@ impl knooppunt_store::Records for PgStore {
     }
 
     fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(self.delete_row::<StoredPrincipal>(name))
+        Box::pin(async move { self.delete_row::<StoredPrincipal>(&[&name]).await })
     }
 
     fn insert_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, ()> {
@@ -632,7 +632,7 @@ impl knooppunt_store::Records for PgStore {
     }
 
     fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(self.delete_row::<CatalogEntry>(id))
+        Box::pin(async move { self.delete_row::<CatalogEntry>(&[&id]).await })
     }
 
     fn catalog_entries(&self) -> StoreFuture<'_, Vec<CatalogEntry>> {
@@ -735,38 +735,17 @@ impl knooppunt_store::Records for PgStore {
 
     fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            let sql = format!(
-                "INSERT INTO grants ({}) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                 ON CONFLICT (entry, subscription) DO UPDATE SET state = $3, requested_at = $4, \
-                 decided_by = $5, decided_at = $6, reason = $7",
-                catalog::GRANT_COLUMNS
-            );
             let params = catalog::grant_params(grant);
-            self.write_and_bump(&sql, &params.refs(grant)).await?;
-            Ok(())
+            self.upsert_row::<Grant>(&params.refs(grant)).await
         })
     }
 
     fn delete_grant<'a>(&'a self, entry: &'a str, subscription: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            self.write_and_bump(
-                "DELETE FROM grants WHERE entry = $1 AND subscription = $2",
-                &[&entry, &subscription],
-            )
-            .await
-        })
+        Box::pin(async move { self.delete_row::<Grant>(&[&entry, &subscription]).await })
     }
 
     fn grants(&self) -> StoreFuture<'_, Vec<Grant>> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let sql = format!(
-                "SELECT {} FROM grants ORDER BY entry COLLATE \"C\", subscription COLLATE \"C\"",
-                catalog::GRANT_COLUMNS
-            );
-            let rows = client.query(&sql, &[]).await.map_err(backend)?;
-            rows.iter().map(catalog::grant_from_row).collect()
-        })
+        Box::pin(self.rows::<Grant>())
     }
 
     fn principals(&self) -> StoreFuture<'_, Vec<StoredPrincipal>> {

@@ -1,7 +1,7 @@
 //! Keyed records kept as rows of their own table (subscriptions, principals, catalog
-//! entries): read, inserted, replaced and deleted the same way for every kind; each kind
-//! says only how it is a row (its file: `subscriptions.rs`, `principals.rs`,
-//! `catalog.rs`). Records kept as a JSON document beside a few columns to select them by
+//! entries, grants): read, inserted, replaced, upserted and deleted the same way for every
+//! kind; each kind says only how it is a row (its file: `subscriptions.rs`,
+//! `principals.rs`, `catalog.rs`). Records kept as a JSON document beside a few columns to select them by
 //! (replays, console sessions) are read and deleted the same way for every kind too.
 
 use knooppunt_store::StoreError;
@@ -14,12 +14,14 @@ use crate::{PgStore, backend};
 /// A kind of record that is a row of its own table.
 pub(crate) trait Table: Sized {
     const NAME: &'static str;
-    /// The key column: the first of [`Table::COLUMNS`].
+    /// The key column, or columns (`entry, subscription`): the first of [`Table::COLUMNS`].
     const KEY: &'static str;
     /// Every column, the key first.
     const COLUMNS: &'static str;
     /// `$1, $2, …`, one per column.
     const PLACEHOLDERS: &'static str;
+    /// The order [`PgStore::rows`] gives them in.
+    const ORDER: &'static str = Self::KEY;
 
     fn from_row(row: &Row) -> Result<Self, StoreError>;
 }
@@ -59,10 +61,29 @@ impl PgStore {
         self.write_and_bump(&sql, values).await
     }
 
-    /// Deletes the row with `key`; `false` when there is none.
-    pub(crate) async fn delete_row<T: Table>(&self, key: &str) -> Result<bool, StoreError> {
-        let sql = format!("DELETE FROM {} WHERE {} = $1", T::NAME, T::KEY);
-        self.write_and_bump(&sql, &[&key]).await
+    /// Inserts the row, or replaces the one with its key; bumps the version.
+    pub(crate) async fn upsert_row<T: Table>(&self, values: &Values<'_>) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO {name} ({columns}) VALUES ({placeholders}) ON CONFLICT ({key}) \
+             DO UPDATE SET ({columns}) = ({placeholders})",
+            name = T::NAME,
+            columns = T::COLUMNS,
+            placeholders = T::PLACEHOLDERS,
+            key = T::KEY
+        );
+        self.write_and_bump(&sql, values).await.map(|_| ())
+    }
+
+    /// Deletes the row with `key` (a value per key column); `false` when there is none.
+    pub(crate) async fn delete_row<T: Table>(&self, key: &Values<'_>) -> Result<bool, StoreError> {
+        let placeholders: Vec<String> = (1..=key.len()).map(|n| format!("${n}")).collect();
+        let sql = format!(
+            "DELETE FROM {} WHERE ({}) = ({})",
+            T::NAME,
+            T::KEY,
+            placeholders.join(", ")
+        );
+        self.write_and_bump(&sql, key).await
     }
 
     /// The row with `key`, if there is one.
@@ -81,7 +102,12 @@ impl PgStore {
     /// Every row, in the order of their keys.
     pub(crate) async fn rows<T: Table>(&self) -> Result<Vec<T>, StoreError> {
         let client = self.client().await?;
-        let sql = format!("SELECT {} FROM {} ORDER BY {}", T::COLUMNS, T::NAME, T::KEY);
+        let sql = format!(
+            "SELECT {} FROM {} ORDER BY {}",
+            T::COLUMNS,
+            T::NAME,
+            T::ORDER
+        );
         let rows = client.query(&sql, &[]).await.map_err(backend)?;
         rows.iter().map(T::from_row).collect()
     }
