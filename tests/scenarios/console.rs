@@ -135,6 +135,23 @@ async fn a_subscriber_sees_the_last_error_redelivers_a_dead_letter_and_tests_its
     browser.click_on("form button[type=submit]").await;
     browser.find("#subscriptions-caption").await;
     assert!(browser.url().await.ends_with("/console/subscriptions"));
+    // A path the console does not have keeps the header and the navigation.
+    browser.goto(&hub.url("/console/bestaat-niet")).await;
+    let navigation = browser
+        .execute(
+            "return [document.querySelector('nav.kp-nav a') !== null, \
+                     document.querySelector('h1').textContent];",
+            json!([]),
+        )
+        .await;
+    assert_eq!(navigation[0], json!(true), "{navigation}");
+    assert!(
+        navigation[1].as_str().unwrap().contains("Niet gevonden"),
+        "{navigation}"
+    );
+    look(&browser, "01a-not-found").await;
+    browser.goto(&hub.url("/console/subscriptions")).await;
+    browser.find("#subscriptions-caption").await;
     let text = browser.text().await;
     assert!(
         text.contains("the sink answered 500"),

@@ -356,15 +356,32 @@ pub(crate) fn failure(lang: Lang, status: StatusCode) -> Response {
     )
 }
 
-/// The page of a path the console does not have.
-pub(crate) async fn not_found(headers: HeaderMap) -> Response {
-    let lang = lang_of(&headers);
-    refusal(
-        lang,
+/// The page of a path the console does not have: with the header and the navigation of a
+/// signed-in visitor, so that they can go on from there.
+pub(crate) async fn not_found(visitor: Result<Visitor, Response>, headers: HeaderMap) -> Response {
+    let lang = visitor
+        .as_ref()
+        .map_or_else(|_| lang_of(&headers), |v| v.lang);
+    let why = lang.t(
+        "Deze pagina bestaat niet, of is niet voor u zichtbaar.",
+        "This page does not exist, or is not visible to you.",
+    );
+    let Ok(visitor) = visitor else {
+        return refusal(lang, StatusCode::NOT_FOUND, why);
+    };
+    respond(
         StatusCode::NOT_FOUND,
-        lang.t(
-            "Deze pagina bestaat niet, of is niet voor u zichtbaar.",
-            "This page does not exist, or is not visible to you.",
+        page(
+            lang,
+            Some(&visitor),
+            Section::None,
+            lang.t("Niet gevonden", "Not found"),
+            html! {
+                div class="utrecht-alert utrecht-alert--error" role="alert" {
+                    div class="utrecht-alert__message" { p class="utrecht-paragraph" { (why) } }
+                }
+                p class="utrecht-paragraph" { a class="utrecht-link" href=(BASE) { (lang.t("Naar het overzicht", "To the overview")) } }
+            },
         ),
     )
 }
