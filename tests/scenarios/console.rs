@@ -182,7 +182,7 @@ async fn a_subscriber_sees_the_last_error_redelivers_a_dead_letter_and_tests_its
     browser.click_on("button[name=scope][value=selected]").await;
     browser
         .wait_for_text(
-            "1 dode brieven staan weer in de wachtrij",
+            "1 dode brief staat weer in de wachtrij",
             Duration::from_secs(5),
             false,
         )

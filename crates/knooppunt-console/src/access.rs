@@ -383,9 +383,9 @@ pub(crate) async fn home(State(console): State<Arc<Console>>, visitor: Visitor) 
             section class="kp-card" aria-labelledby="card-subscriptions" {
                 h2 class="utrecht-heading-2" id="card-subscriptions" { (lang.t("Abonnementen", "Subscriptions")) }
                 p class="utrecht-paragraph" {
-                    (all.len()) (lang.t(" abonnementen", " subscriptions"))
+                    (lang.count(all.len() as u64, ("abonnement", "abonnementen"), ("subscription", "subscriptions")))
                     @if answer.next_cursor().is_some() { "+" }
-                    "; " (troubled.len()) (lang.t(" vragen aandacht.", " need attention."))
+                    "; " (lang.count(troubled.len() as u64, ("vraagt aandacht.", "vragen aandacht."), ("needs attention.", "need attention.")))
                 }
                 @if !troubled.is_empty() {
                     ul class="utrecht-unordered-list" {

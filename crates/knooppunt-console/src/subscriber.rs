@@ -126,19 +126,27 @@ fn notice_of(lang: Lang, query: &std::collections::HashMap<String, String>) -> O
         "saved" => lang
             .t("De wijzigingen zijn opgeslagen.", "The changes were saved.")
             .to_owned(),
-        "redelivered" => format!(
-            "{count} {}",
-            lang.t(
+        "redelivered" => lang.count(
+            count,
+            (
+                "dode brief staat weer in de wachtrij.",
                 "dode brieven staan weer in de wachtrij.",
-                "dead letters are queued again."
-            )
+            ),
+            (
+                "dead letter is queued again.",
+                "dead letters are queued again.",
+            ),
         ),
-        "more" => format!(
-            "{count} {}",
-            lang.t(
+        "more" => lang.count(
+            count,
+            (
+                "dode brief staat weer in de wachtrij; er zijn er meer: kies nogmaals ‘alle’.",
                 "dode brieven staan weer in de wachtrij; er zijn er meer: kies nogmaals ‘alle’.",
-                "dead letters are queued again; there are more: choose ‘all’ again."
-            )
+            ),
+            (
+                "dead letter is queued again; there are more: choose ‘all’ again.",
+                "dead letters are queued again; there are more: choose ‘all’ again.",
+            ),
         ),
         "test-delivered" => lang
             .t(
