@@ -310,15 +310,21 @@ async fn accept(
     } else {
         Vec::new()
     };
-    // The publish's own context, which its events' delivery attempts continue.
-    let publish = if trace::enabled() {
+    // The publish's own context, which its events' delivery attempts continue; the
+    // `route` and `append` spans only when the publish is traced (no wrapper otherwise).
+    let traced = !tracing::Span::current().is_disabled();
+    let publish = if traced && trace::enabled() {
         trace::context_of(&tracing::Span::current())
     } else {
         None
     };
-    let mut routed = route(pipeline, received)
-        .instrument(tracing::debug_span!("route"))
-        .await;
+    let mut routed = if traced {
+        route(pipeline, received)
+            .instrument(tracing::debug_span!("route"))
+            .await
+    } else {
+        route(pipeline, received).await
+    };
     if gated {
         pipeline
             .approvals
@@ -336,9 +342,13 @@ async fn accept(
             matched: e.subscriptions.len(),
         })
         .collect();
-    let outcomes = commit(pipeline, routed, publish)
-        .instrument(tracing::debug_span!("append"))
-        .await?;
+    let outcomes = if traced {
+        commit(pipeline, routed, publish)
+            .instrument(tracing::debug_span!("append"))
+            .await?
+    } else {
+        commit(pipeline, routed, publish).await?
+    };
     let mut receipts = count(pipeline, receipted, outcomes, warnings, &traces);
     for (receipt, covered) in receipts.iter_mut().zip(covered) {
         receipt.deprecated_type = covered.is_some_and(|c| c.deprecated);

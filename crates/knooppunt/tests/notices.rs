@@ -15,17 +15,7 @@ const TOKEN: &str = "notices-admin";
 const TYPE: &str = "nl.test.notices";
 
 async fn create(client: &reqwest::Client, hub: &HubProcess, body: Value) -> String {
-    let created = client
-        .post(hub.url("/v1/subscriptions"))
-        .bearer_auth(TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = created.status();
-    let created: Value = created.json().await.unwrap();
-    assert_eq!(status, 201, "{created}");
-    created["id"].as_str().unwrap().to_owned()
+    common::create_subscription(client, hub, TOKEN, &body).await
 }
 
 async fn a_disabled_subscription_is_told_to_its_owner(backend: Backend) {

@@ -293,10 +293,20 @@ pub(crate) async fn subscribe(
 ) -> String {
     let body = serde_json::json!({"sink": sink, "protocol": "HTTP", "types": [ty],
                                   "config": {"ordering": ordering}});
+    create_subscription(client, hub, token, &body).await
+}
+
+/// Creates the subscription `body` describes (201); its id.
+pub(crate) async fn create_subscription(
+    client: &reqwest::Client,
+    hub: &HubProcess,
+    token: &str,
+    body: &serde_json::Value,
+) -> String {
     let created = client
         .post(hub.url("/v1/subscriptions"))
         .bearer_auth(token)
-        .json(&body)
+        .json(body)
         .send()
         .await
         .unwrap();
