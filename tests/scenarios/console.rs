@@ -941,3 +941,139 @@ async fn a_trusted_client_certificate_signs_in_its_principal() {
             .contains("geen clientcertificaat")
     );
 }
+
+/// Checks the page at 1280 and at 320 CSS px (WCAG 2.1 reflow, 1.4.10: nothing scrolls
+/// sideways at 320) with every axe-core violation, whatever its impact, and photographs it
+/// at both widths.
+async fn both_widths(browser: &Browser, name: &str) {
+    for width in [1280, 320] {
+        browser.set_width(width).await;
+        // Laid out again at the new width before anything is measured.
+        browser
+            .execute(
+                "return document.documentElement.getBoundingClientRect().width;",
+                json!([]),
+            )
+            .await;
+        let (over, wide) = browser.sideways_overflow().await;
+        assert!(
+            over <= 0,
+            "{name} ({}) scrolls {over} px sideways at {width} px; reaching past the edge:\n{}",
+            browser.url().await,
+            wide.join("\n")
+        );
+        browser.screenshot(&format!("{name}-{width}")).await;
+        let violations = browser.accessibility_violations().await;
+        assert!(
+            violations.is_empty(),
+            "axe-core finds problems on {name} ({}) at {width} px:\n{violations:?}",
+            browser.url().await
+        );
+    }
+}
+
+/// A hub with something on every page: a catalog entry with a request to decide, a
+/// subscription with attempts, a dead letter and a replay, an event with a receipt.
+struct Furnished {
+    hub: TestHub,
+    subscription: String,
+    replay: String,
+    sequence: u64,
+    _sinks: (Sink, Sink),
+}
+
+async fn furnished_hub() -> Furnished {
+    let hub = TestHub::start().await;
+    let entry = hub
+        .call(
+            Method::POST,
+            "/v1/eventtypes",
+            tokens::BRP_PUBLISHER,
+            Some(json!({"source": PREFIX, "type": "nl.brp.persoon-overleden",
+                        "approval": "approval-required",
+                        "description": "Een ingezetene is overleden; alleen voor wie er een grondslag voor heeft."})),
+        )
+        .await;
+    assert_eq!(entry.status, 201, "{}", entry.body);
+    let failing = Sink::start().await;
+    failing.answer_always(Reply::status(500));
+    let working = Sink::start().await;
+    let subscription = subscribe(&hub, tokens::KVK, &failing, json!({"maxAttempts": "1"})).await;
+    subscribe(&hub, tokens::GEMEENTE, &working, json!({})).await;
+    hub.subscribe(
+        tokens::KVK,
+        &working.url,
+        "nl.brp.persoon-overleden",
+        json!({}),
+    )
+    .await;
+    let sequence = publish(&hub, "verhuizing-met-een-lange-naam-0123456789abcdef").await;
+    dead_letters(&hub, tokens::KVK, &subscription, 1).await;
+    working.wait_for(1, Duration::from_secs(10)).await;
+    let replay = hub
+        .call(
+            Method::POST,
+            &format!("/v1/subscriptions/{subscription}/replays"),
+            tokens::KVK,
+            Some(json!({"from": "2020-01-01T00:00:00Z", "until": "2099-01-01T00:00:00Z"})),
+        )
+        .await;
+    assert_eq!(replay.status, 202, "{}", replay.body);
+    Furnished {
+        hub,
+        subscription,
+        replay: replay.body["id"].as_str().unwrap().to_owned(),
+        sequence,
+        _sinks: (failing, working),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_reflows_at_320_px_and_passes_axe_at_1280_and_320() {
+    let f = furnished_hub().await;
+    let hub = &f.hub;
+    let browser = Browser::start(&shots("pages")).await;
+    browser.goto(&hub.url("/console/login")).await;
+    both_widths(&browser, "sign-in").await;
+    browser.goto(&hub.url("/console/nergens")).await;
+    both_widths(&browser, "not-found-signed-out").await;
+    sign_in(&browser, hub, tokens::ADMIN).await;
+    let id = &f.subscription;
+    let pages = [
+        ("/console".to_owned(), "overview"),
+        ("/console/subscriptions".to_owned(), "subscriptions"),
+        ("/console/subscriptions/new".to_owned(), "new-subscription"),
+        (format!("/console/subscriptions/{id}"), "subscription"),
+        (
+            format!("/console/subscriptions/{id}/edit"),
+            "edit-subscription",
+        ),
+        (
+            format!("/console/subscriptions/{id}/replays/{}", f.replay),
+            "replay",
+        ),
+        ("/console/eventtypes".to_owned(), "event-types"),
+        ("/console/approvals".to_owned(), "approvals"),
+        (
+            format!("/console/receipts?sequence={}", f.sequence),
+            "receipts",
+        ),
+        ("/console/principals".to_owned(), "principals"),
+        ("/console/status".to_owned(), "status"),
+        ("/console/audit".to_owned(), "audit"),
+        ("/console/nergens".to_owned(), "not-found"),
+    ];
+    for (path, name) in &pages {
+        browser.goto(&hub.url(path)).await;
+        both_widths(&browser, name).await;
+    }
+    // The English console too.
+    browser.click_on("a[lang=en]").await;
+    browser
+        .wait_for_text("Signed in as", Duration::from_secs(5), false)
+        .await;
+    for (path, name) in &pages {
+        browser.goto(&hub.url(path)).await;
+        both_widths(&browser, &format!("en-{name}")).await;
+    }
+}

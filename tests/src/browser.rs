@@ -357,18 +357,86 @@ impl Browser {
     /// Saves a screenshot of the page as `<name>.png` in [`Browser::shots`].
     pub async fn screenshot(&self, name: &str) -> PathBuf {
         use base64::Engine;
-        let data = self.get("/screenshot").await;
+        // The whole page, not only the viewport (DevTools protocol: WebDriver has no
+        // full-page screenshot).
+        let size = self
+            .execute(
+                "const e = document.documentElement; return [e.scrollWidth, e.scrollHeight];",
+                json!([]),
+            )
+            .await;
+        let (width, height) = (
+            size[0].as_u64().unwrap_or(1280),
+            size[1].as_u64().unwrap_or(1000),
+        );
+        let shot = self
+            .post(
+                "/goog/cdp/execute",
+                json!({"cmd": "Page.captureScreenshot", "params": {"format": "png",
+                       "captureBeyondViewport": true,
+                       "clip": {"x": 0, "y": 0, "width": width, "height": height.min(8000), "scale": 1}}}),
+            )
+            .await;
         let bytes = base64::engine::general_purpose::STANDARD
-            .decode(data.as_str().unwrap_or_default())
+            .decode(shot["data"].as_str().unwrap_or_default())
             .unwrap();
         let path = self.shots.join(format!("{name}.png"));
         std::fs::write(&path, bytes).unwrap();
         path
     }
 
+    /// Lays pages out as a viewport `width` CSS pixels wide (a phone at 320), through
+    /// Chromium's DevTools protocol: a window cannot be made that narrow.
+    pub async fn set_width(&self, width: u32) {
+        self.post(
+            "/goog/cdp/execute",
+            json!({"cmd": "Emulation.setDeviceMetricsOverride",
+                   "params": {"width": width, "height": 800, "deviceScaleFactor": 1, "mobile": false}}),
+        )
+        .await;
+    }
+
+    /// How far the page scrolls sideways (CSS pixels; 0 when it reflows), and the
+    /// outermost elements that reach past the viewport's right edge, to say what to fix.
+    pub async fn sideways_overflow(&self) -> (i64, Vec<String>) {
+        let answer = self
+            .execute(
+                "const root = document.documentElement; const width = root.clientWidth;\
+                 const wide = [];\
+                 for (const e of document.body.querySelectorAll('*')) {\
+                   const r = e.getBoundingClientRect();\
+                   if (r.right > width + 1 && !(e.parentElement && e.parentElement.getBoundingClientRect().right > width + 1)) {\
+                     wide.push(e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className ? '.' + String(e.className).split(' ').join('.') : '') + ' ' + Math.round(r.right - width) + 'px: ' + (e.innerText || '').slice(0, 40));\
+                   }\
+                 }\
+                 return {over: root.scrollWidth - width, wide: wide.slice(0, 8)};",
+                json!([]),
+            )
+            .await;
+        let wide = answer["wide"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect();
+        (answer["over"].as_i64().unwrap_or(i64::MAX), wide)
+    }
+
     /// Runs axe-core (WCAG 2.0, 2.1 A and AA rules) on the page; the violations whose
     /// impact is serious or critical, as `rule: what (where)`.
     pub async fn serious_accessibility_violations(&self) -> Vec<String> {
+        self.accessibility_violations()
+            .await
+            .into_iter()
+            .filter(|(impact, _)| matches!(impact.as_str(), "serious" | "critical"))
+            .map(|(_, violation)| violation)
+            .collect()
+    }
+
+    /// Every axe-core violation (WCAG 2.0, 2.1 A and AA rules) on the page, of any impact,
+    /// as (impact, `rule: what (where)`).
+    pub async fn accessibility_violations(&self) -> Vec<(String, String)> {
         let loaded = self
             .execute("return typeof window.axe !== 'undefined';", json!([]))
             .await;
@@ -392,8 +460,12 @@ impl Browser {
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
-            .map(|v| format!("{}: {} ({})", v["id"], v["help"], v["nodes"]))
+            .map(|v| {
+                (
+                    v["impact"].as_str().unwrap_or("unknown").to_owned(),
+                    format!("{}: {} ({})", v["id"], v["help"], v["nodes"]),
+                )
+            })
             .collect()
     }
 

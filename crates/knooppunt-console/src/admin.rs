@@ -50,37 +50,35 @@ async fn principals_page(
     let list = answer.body.as_array().cloned().unwrap_or_default();
     let content = html! {
         @if let Some(shown) = shown { (shown) }
-        (layout::table("principals-caption", lang.t("Principals", "Principals"), &[lang.t("Naam", "Name"), lang.t("Rollen", "Roles"), "OIN", lang.t("Status", "State"), lang.t("Herkomst", "Origin"), lang.t("Acties", "Actions")], html! {
-                    @for p in &list {
-                        @let name = text(p, "name");
-                        @let disabled = p["disabled"] == true;
-                        tr class="utrecht-table__row" {
-                            td class="utrecht-table__cell" { (name) }
-                            td class="utrecht-table__cell" { (p["roles"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()) }
-                            td class="utrecht-table__cell" { (text(p, "oin")) }
-                            td class="utrecht-table__cell" { (badge(lang, if disabled { "disabled" } else { "active" })) }
-                            td class="utrecht-table__cell" { (text(p, "origin")) }
-                            td class="utrecht-table__cell" {
-                                form method="post" action={ (BASE) "/principals/" (encode(&name)) } class="kp-inline" {
-                                    (csrf(visitor))
-                                    @if disabled {
-                                        button type="submit" name="action" value="enable" class="utrecht-button utrecht-button--secondary-action" {
-                                            (lang.t("Inschakelen", "Enable")) span class="kp-visually-hidden" { " " (name) }
-                                        }
-                                    } @else {
-                                        button type="submit" name="action" value="disable" class="utrecht-button utrecht-button--secondary-action" {
-                                            (lang.t("Uitschakelen", "Disable")) span class="kp-visually-hidden" { " " (name) }
-                                        }
-                                    }
-                                    " "
-                                    button type="submit" name="action" value="rotate" class="utrecht-button utrecht-button--secondary-action" {
-                                        (lang.t("Nieuw token", "New token")) span class="kp-visually-hidden" { " " (name) }
-                                    }
-                                }
+        (layout::table("principals-caption", lang.t("Principals", "Principals"), &[lang.t("Naam", "Name"), lang.t("Rollen", "Roles"), "OIN", lang.t("Status", "State"), lang.t("Herkomst", "Origin"), lang.t("Acties", "Actions")], list.iter().map(|p| {
+            let name = text(p, "name");
+            let disabled = p["disabled"] == true;
+            vec![
+                layout::long(&name),
+                html! { (p["roles"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()) },
+                html! { (text(p, "oin")) },
+                badge(lang, if disabled { "disabled" } else { "active" }),
+                html! { (text(p, "origin")) },
+                html! {
+                    form method="post" action={ (BASE) "/principals/" (encode(&name)) } class="kp-inline" {
+                        (csrf(visitor))
+                        @if disabled {
+                            button type="submit" name="action" value="enable" class="utrecht-button utrecht-button--secondary-action" {
+                                (lang.t("Inschakelen", "Enable")) span class="kp-visually-hidden" { " " (name) }
+                            }
+                        } @else {
+                            button type="submit" name="action" value="disable" class="utrecht-button utrecht-button--secondary-action" {
+                                (lang.t("Uitschakelen", "Disable")) span class="kp-visually-hidden" { " " (name) }
                             }
                         }
+                        " "
+                        button type="submit" name="action" value="rotate" class="utrecht-button utrecht-button--secondary-action" {
+                            (lang.t("Nieuw token", "New token")) span class="kp-visually-hidden" { " " (name) }
+                        }
                     }
-        }))
+                },
+            ]
+        }).collect()))
         section aria-labelledby="h-new-principal" {
             h2 class="utrecht-heading-2" id="h-new-principal" { (lang.t("Nieuwe principal", "New principal")) }
             form method="post" action={ (BASE) "/principals" } class="kp-form" {
@@ -346,19 +344,15 @@ pub(crate) async fn audit(
         } @else if entries.is_empty() {
             p class="utrecht-paragraph" { (lang.t("Niets gevonden.", "Nothing found.")) }
         } @else {
-            (layout::table("audit-caption", lang.t("Auditregels", "Audit entries"), &["#", lang.t("Tijd", "Time"), lang.t("Handeling", "Action"), lang.t("Uitkomst", "Outcome"), lang.t("Wie", "Who"), lang.t("Waarop", "On what"), lang.t("Details", "Details")], html! {
-                        @for e in &entries {
-                            tr class="utrecht-table__row" {
-                                td class="utrecht-table__cell" { (text(e, "sequence")) }
-                                td class="utrecht-table__cell" { (time(e.get("startTime"))) }
-                                td class="utrecht-table__cell" { (text(e, "name")) }
-                                td class="utrecht-table__cell" { (text(e, "statusCode")) }
-                                td class="utrecht-table__cell" { (text(e, "actor")) }
-                                td class="utrecht-table__cell kp-break" { (text(e, "object")) }
-                                td class="utrecht-table__cell kp-break" { code class="utrecht-code" { (e["details"].to_string()) } }
-                            }
-                        }
-            }))
+            (layout::table("audit-caption", lang.t("Auditregels", "Audit entries"), &["#", lang.t("Tijd", "Time"), lang.t("Handeling", "Action"), lang.t("Uitkomst", "Outcome"), lang.t("Wie", "Who"), lang.t("Waarop", "On what"), lang.t("Details", "Details")], entries.iter().map(|e| vec![
+                html! { (text(e, "sequence")) },
+                time(e.get("startTime")),
+                html! { (text(e, "name")) },
+                html! { (text(e, "statusCode")) },
+                html! { (text(e, "actor")) },
+                layout::long(&text(e, "object")),
+                details(&e["details"]),
+            ]).collect()))
             (layout::next_page(lang, &audit_page, answer.next_cursor().as_deref()))
         }
     };
@@ -372,4 +366,22 @@ pub(crate) async fn audit(
             content,
         ),
     )
+}
+
+/// An audit entry's details, readable: each member as a term and its value (text as it
+/// is, anything else as compact JSON).
+fn details(details: &Value) -> Markup {
+    match details.as_object() {
+        Some(members) if !members.is_empty() => html! {
+            dl class="kp-details" {
+                @for (key, value) in members {
+                    div {
+                        dt { (key) }
+                        dd { span class="kp-break" { @if let Some(text) = value.as_str() { (text) } @else { (value.to_string()) } } }
+                    }
+                }
+            }
+        },
+        _ => html! { "—" },
+    }
 }

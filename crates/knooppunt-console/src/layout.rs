@@ -272,21 +272,36 @@ pub(crate) fn data_list(items: Vec<(&str, Markup)>) -> Markup {
 }
 
 /// A table in a keyboard-scrollable region: its caption (`id` names it), its column
-/// headings, and its rows.
-pub(crate) fn table(id: &str, caption: &str, headings: &[&str], rows: Markup) -> Markup {
+/// headings, and its rows of cells. Each cell carries its column's heading (`data-label`):
+/// on a narrow screen the rows are stacked, each cell under its heading (console.css), so
+/// nothing scrolls sideways.
+pub(crate) fn table(id: &str, caption: &str, headings: &[&str], rows: Vec<Vec<Markup>>) -> Markup {
     html! {
         div class="kp-table-wrap" tabindex="0" role="region" aria-labelledby=(id) {
-            table class="utrecht-table utrecht-table--html-table" {
+            table class="utrecht-table utrecht-table--html-table kp-stacking" {
                 caption class="utrecht-table__caption" id=(id) { (caption) }
                 thead class="utrecht-table__header" { tr class="utrecht-table__row" {
                     @for heading in headings {
                         th class="utrecht-table__header-cell" scope="col" { (heading) }
                     }
                 } }
-                tbody class="utrecht-table__body" { (rows) }
+                tbody class="utrecht-table__body" {
+                    @for row in rows {
+                        tr class="utrecht-table__row" {
+                            @for (i, cell) in row.into_iter().enumerate() {
+                                td class="utrecht-table__cell" data-label=(headings.get(i).copied().unwrap_or_default()) { (cell) }
+                            }
+                        }
+                    }
+                }
             }
         }
     }
+}
+
+/// An id or a URL, which may wrap anywhere but only where it must.
+pub(crate) fn long(text: &str) -> Markup {
+    html! { span class="kp-break" { (text) } }
 }
 
 /// A list's path with the cursor of the page asked for, if any.

@@ -37,17 +37,13 @@ pub(crate) async fn catalog(
         @if own.is_empty() {
             p class="utrecht-paragraph" { (lang.t("Geen gebeurtenistypen.", "No event types.")) }
         } @else {
-            (layout::table("catalog-caption", lang.t("Gebeurtenistypen", "Event types"), &[lang.t("Type", "Type"), lang.t("Bron", "Source"), lang.t("Eigenaar", "Owner"), lang.t("Goedkeuring", "Approval"), lang.t("Omschrijving", "Description")], html! {
-                        @for e in &own {
-                            tr class="utrecht-table__row" {
-                                td class="utrecht-table__cell kp-break" { (text(e, "type")) }
-                                td class="utrecht-table__cell kp-break" { (text(e, "source")) }
-                                td class="utrecht-table__cell" { (text(e, "owner")) }
-                                td class="utrecht-table__cell" { (text(e, "approval")) }
-                                td class="utrecht-table__cell" { (text(e, "description")) }
-                            }
-                        }
-            }))
+            (layout::table("catalog-caption", lang.t("Gebeurtenistypen", "Event types"), &[lang.t("Type", "Type"), lang.t("Bron", "Source"), lang.t("Eigenaar", "Owner"), lang.t("Goedkeuring", "Approval"), lang.t("Omschrijving", "Description")], own.iter().map(|e| vec![
+                layout::long(&text(e, "type")),
+                layout::long(&text(e, "source")),
+                html! { (text(e, "owner")) },
+                html! { (text(e, "approval")) },
+                html! { (text(e, "description")) },
+            ]).collect()))
         }
         (layout::next_page(lang, &format!("{BASE}/eventtypes"), answer.next_cursor().as_deref()))
     };
@@ -223,15 +219,11 @@ pub(crate) async fn receipts(
                 @if receipts.is_empty() {
                     p class="utrecht-paragraph" { (lang.t("Nog door niemand ontvangen.", "Not received by anyone yet.")) }
                 } @else {
-                    (layout::table("receipts-caption", lang.t("Ontvangen door", "Received by"), &[lang.t("Abonnee", "Subscriber"), lang.t("Abonnement", "Subscription"), lang.t("Afgeleverd", "Delivered")], html! {
-                                @for x in &receipts {
-                                    tr class="utrecht-table__row" {
-                                        td class="utrecht-table__cell" { (text(x, "subscriber")) }
-                                        td class="utrecht-table__cell kp-break" { (text(x, "subscription")) }
-                                        td class="utrecht-table__cell" { (time(x.get("deliveredTime"))) }
-                                    }
-                                }
-                    }))
+                    (layout::table("receipts-caption", lang.t("Ontvangen door", "Received by"), &[lang.t("Abonnee", "Subscriber"), lang.t("Abonnement", "Subscription"), lang.t("Afgeleverd", "Delivered")], receipts.iter().map(|x| vec![
+                        html! { (text(x, "subscriber")) },
+                        layout::long(&text(x, "subscription")),
+                        time(x.get("deliveredTime")),
+                    ]).collect()))
                 }
             }
         }

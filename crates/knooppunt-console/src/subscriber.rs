@@ -51,36 +51,30 @@ pub(crate) async fn list(
         @if rows.is_empty() {
             p class="utrecht-paragraph" { (lang.t("U heeft nog geen abonnementen.", "You have no subscriptions yet.")) }
         } @else {
-            (layout::table("subscriptions-caption", lang.t("Uw abonnementen", "Your subscriptions"), &[lang.t("Abonnement", "Subscription"), lang.t("Eindpunt", "Endpoint"), lang.t("Status", "State"), lang.t("Laatste levering", "Last delivery"), lang.t("Laatste fout", "Last error"), lang.t("Breaker", "Breaker"), lang.t("Achterstand", "Backlog"), lang.t("Oudste wacht", "Oldest waiting")], html! {
-                        @for (s, st) in &rows {
-                            tr class="utrecht-table__row" {
-                                td class="utrecht-table__cell" {
-                                    a class="utrecht-link kp-break" href={ (BASE) "/subscriptions/" (seg(&text(s, "id"))) } { (text(s, "id")) }
-                                    @if let Some(types) = s["types"].as_array() {
-                                        br; small { (types.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")) }
-                                    }
-                                }
-                                td class="utrecht-table__cell kp-break" { (text(s, "sink")) }
-                                td class="utrecht-table__cell" {
-                                    (badge(lang, s["state"].as_str().unwrap_or_default()))
-                                    @for approval in s["approvals"].as_array().into_iter().flatten() {
-                                        br; small { (text(approval, "eventtype")) ": " } (badge(lang, approval["state"].as_str().unwrap_or_default()))
-                                    }
-                                }
-                                td class="utrecht-table__cell" {
-                                    @if let Some(last) = s.get("lastDelivery") {
-                                        (time(last.get("time"))) " " (badge(lang, last["outcome"].as_str().unwrap_or_default()))
-                                    } @else { "—" }
-                                }
-                                td class="utrecht-table__cell" { (s["lastDelivery"]["error"].as_str().unwrap_or("—")) }
-                                td class="utrecht-table__cell" {
-                                    @if let Some(state) = st["breaker"]["state"].as_str() { (badge(lang, state)) } @else { "—" }
-                                }
-                                td class="utrecht-table__cell" { (text(st, "backlog")) }
-                                td class="utrecht-table__cell" { (age(lang, st.get("oldestPendingAgeSeconds"))) }
-                            }
-                        }
-            }))
+            (layout::table("subscriptions-caption", lang.t("Uw abonnementen", "Your subscriptions"), &[lang.t("Abonnement", "Subscription"), lang.t("Eindpunt", "Endpoint"), lang.t("Status", "State"), lang.t("Laatste levering", "Last delivery"), lang.t("Laatste fout", "Last error"), lang.t("Breaker", "Breaker"), lang.t("Achterstand", "Backlog"), lang.t("Oudste wacht", "Oldest waiting")], rows.iter().map(|(s, st)| vec![
+                html! {
+                    a class="utrecht-link kp-break" href={ (BASE) "/subscriptions/" (seg(&text(s, "id"))) } { (text(s, "id")) }
+                    @if let Some(types) = s["types"].as_array() {
+                        br; small { (types.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")) }
+                    }
+                },
+                layout::long(&text(s, "sink")),
+                html! {
+                    (badge(lang, s["state"].as_str().unwrap_or_default()))
+                    @for approval in s["approvals"].as_array().into_iter().flatten() {
+                        br; small { (text(approval, "eventtype")) ": " } (badge(lang, approval["state"].as_str().unwrap_or_default()))
+                    }
+                },
+                html! {
+                    @if let Some(last) = s.get("lastDelivery") {
+                        (time(last.get("time"))) " " (badge(lang, last["outcome"].as_str().unwrap_or_default()))
+                    } @else { "—" }
+                },
+                html! { (s["lastDelivery"]["error"].as_str().unwrap_or("—")) },
+                html! { @if let Some(state) = st["breaker"]["state"].as_str() { (badge(lang, state)) } @else { "—" } },
+                html! { (text(st, "backlog")) },
+                html! { (age(lang, st.get("oldestPendingAgeSeconds"))) },
+            ]).collect()))
             (layout::next_page(lang, &format!("{BASE}/subscriptions"), next.as_deref()))
         }
     };
@@ -290,21 +284,17 @@ pub(crate) async fn detail(
             } @else {
                 form method="post" action={ (page_path) "/redeliver" } {
                     (csrf(&visitor))
-                    (layout::table("dead-caption", lang.t("Dode brieven (de eerste 50)", "Dead letters (the first 50)"), &[lang.t("Kies", "Pick"), lang.t("Gebeurtenis", "Event"), lang.t("Opgegeven", "Given up"), lang.t("Pogingen", "Attempts"), lang.t("Reden", "Reason")], html! {
-                                @for d in &dead_letters {
-                                    tr class="utrecht-table__row" {
-                                        td class="utrecht-table__cell" {
-                                            input class="utrecht-checkbox utrecht-checkbox--html-input" type="checkbox" name="letter"
-                                                value=(text(d, "id")) id={ "letter-" (text(d, "id")) }
-                                                aria-label={ (lang.t("Kies gebeurtenis ", "Pick event ")) (text(d, "sequence")) };
-                                        }
-                                        td class="utrecht-table__cell" { (text(d, "sequence")) }
-                                        td class="utrecht-table__cell" { (time(d.get("deadLetterTime"))) }
-                                        td class="utrecht-table__cell" { (text(d, "attempts")) }
-                                        td class="utrecht-table__cell" { (text(d, "reason")) }
-                                    }
-                                }
-                    }))
+                    (layout::table("dead-caption", lang.t("Dode brieven (de eerste 50)", "Dead letters (the first 50)"), &[lang.t("Kies", "Pick"), lang.t("Gebeurtenis", "Event"), lang.t("Opgegeven", "Given up"), lang.t("Pogingen", "Attempts"), lang.t("Reden", "Reason")], dead_letters.iter().map(|d| vec![
+                        html! {
+                            input class="utrecht-checkbox utrecht-checkbox--html-input" type="checkbox" name="letter"
+                                value=(text(d, "id")) id={ "letter-" (text(d, "id")) }
+                                aria-label={ (lang.t("Kies gebeurtenis ", "Pick event ")) (text(d, "sequence")) };
+                        },
+                        html! { (text(d, "sequence")) },
+                        time(d.get("deadLetterTime")),
+                        html! { (text(d, "attempts")) },
+                        html! { (text(d, "reason")) },
+                    ]).collect()))
                     div class="kp-actions" {
                         button type="submit" name="scope" value="selected" class="utrecht-button utrecht-button--primary-action" { (lang.t("Gekozen opnieuw bezorgen", "Redeliver the picked ones")) }
                         button type="submit" name="scope" value="all" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Alle opnieuw bezorgen", "Redeliver all")) }
@@ -362,18 +352,14 @@ fn attempts_table(lang: Lang, attempts: &Value) -> Markup {
         @if attempts.is_empty() {
             p class="utrecht-paragraph" { (lang.t("Nog geen pogingen.", "No attempts yet.")) }
         } @else {
-            (layout::table("attempts-caption", lang.t("Pogingen", "Attempts"), &[lang.t("Tijd", "Time"), lang.t("Gebeurtenis", "Event"), lang.t("Uitkomst", "Outcome"), lang.t("HTTP-status", "HTTP status"), lang.t("Duur", "Duration"), lang.t("Fout", "Error")], html! {
-                        @for a in &attempts {
-                            tr class="utrecht-table__row" {
-                                td class="utrecht-table__cell" { (time(a.get("time"))) }
-                                td class="utrecht-table__cell" { (text(a, "sequence")) }
-                                td class="utrecht-table__cell" { (badge(lang, a["outcome"].as_str().unwrap_or_default())) }
-                                td class="utrecht-table__cell" { (text(a, "statusCode")) }
-                                td class="utrecht-table__cell" { @if let Some(ms) = a["durationMs"].as_u64() { (ms) " ms" } @else { "—" } }
-                                td class="utrecht-table__cell" { (text(a, "error")) }
-                            }
-                        }
-            }))
+            (layout::table("attempts-caption", lang.t("Pogingen", "Attempts"), &[lang.t("Tijd", "Time"), lang.t("Gebeurtenis", "Event"), lang.t("Uitkomst", "Outcome"), lang.t("HTTP-status", "HTTP status"), lang.t("Duur", "Duration"), lang.t("Fout", "Error")], attempts.iter().map(|a| vec![
+                time(a.get("time")),
+                html! { (text(a, "sequence")) },
+                badge(lang, a["outcome"].as_str().unwrap_or_default()),
+                html! { (text(a, "statusCode")) },
+                html! { @if let Some(ms) = a["durationMs"].as_u64() { (ms) " ms" } @else { "—" } },
+                html! { (text(a, "error")) },
+            ]).collect()))
         }
     }
 }
