@@ -168,6 +168,14 @@ pub(crate) async fn list(
 ) -> Result<Response, ApiError> {
     let mut problems = Vec::new();
     let selection = Selection::read(&mut query, &mut problems);
+    let newest_first = match query.remove("order").as_deref() {
+        None | Some("oldest") => false,
+        Some("newest") => true,
+        Some(_) => {
+            problems.push(InvalidParam::new("order", "must be oldest or newest"));
+            false
+        }
+    };
     let Page { size, cursor } = Page::read(&query, &mut problems);
     let after = match cursor.as_deref().map(str::parse::<u64>) {
         None => None,
@@ -187,11 +195,21 @@ pub(crate) async fn list(
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/x-ndjson"));
-    let (found, next) = state
-        .audit_page(after, size, SCAN_LIMIT, |entry| {
-            visible(&caller.0, entry) && selection.picks(entry)
-        })
-        .await?;
+    let picks = |entry: &AuditEntry| visible(&caller.0, entry) && selection.picks(entry);
+    let (found, next) = if newest_first {
+        state
+            .audit_page_newest(after, size, SCAN_LIMIT, picks)
+            .await?
+    } else {
+        state.audit_page(after, size, SCAN_LIMIT, picks).await?
+    };
+    let list_path = if newest_first {
+        let path = query_path(&selection);
+        let separator = if path.contains('?') { '&' } else { '?' };
+        format!("{path}{separator}order=newest")
+    } else {
+        query_path(&selection)
+    };
     if lines {
         let mut body = String::new();
         for entry in &found {
@@ -201,18 +219,13 @@ pub(crate) async fn list(
         let mut response =
             ([(http::header::CONTENT_TYPE, "application/x-ndjson")], body).into_response();
         if let Some(next) = next {
-            link(&mut response, &query_path(&selection), size, next);
+            link(&mut response, &list_path, size, next);
         }
         return Ok(response);
     }
     let body: Vec<AuditEntryOut<'_>> = found.iter().map(resource).collect();
     let next = next.map(|seq| seq.to_string());
-    Ok(crate::page::answer(
-        body,
-        &query_path(&selection),
-        size,
-        next.as_deref(),
-    ))
+    Ok(crate::page::answer(body, &list_path, size, next.as_deref()))
 }
 
 fn link(response: &mut Response, path: &str, size: usize, next: u64) {
@@ -337,12 +350,15 @@ pub(crate) fn describe(doc: &mut Document) {
         items.push(json!({"name": name, "in": "query", "required": false,
                           "description": description, "schema": schema}));
     }
+    items.push(json!({"name": "order", "in": "query", "required": false,
+                      "description": "`oldest` first (the default) or `newest` first.",
+                      "schema": {"type": "string", "enum": ["oldest", "newest"], "default": "oldest"}}));
     let none = json!([]);
     let entries = doc.list_of::<AuditEntryOut<'static>>();
     let mut list = Operation::new(
         "listAuditEntries",
         TAG,
-        "Read the audit trail, oldest first: an admin all of it, others what they did and what \
+        "Read the audit trail, oldest first (or newest, with `order=newest`): an admin all of it, others what they did and what \
          concerns them (their subscriptions, their event types). With `Accept: \
          application/x-ndjson` the same page comes as JSON lines in the trail's own field names \
          (Logboek Dataverwerkingen: `trace_id`, `name`, `start_time`, `status_code`, \

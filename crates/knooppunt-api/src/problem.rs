@@ -90,6 +90,28 @@ pub enum ApiError {
     Internal(String),
 }
 
+/// Every problem code the API answers (`urn:knooppunt:problem:<code>`), besides the
+/// `http-<status>` of an answer its HTTP layer made: the console has a text for each.
+pub const CODES: &[&str] = &[
+    "invalid-input",
+    "invalid-event",
+    "unauthorized",
+    "forbidden",
+    "not-found",
+    "conflict",
+    "gone",
+    "too-many-requests",
+    "method-not-allowed",
+    "unsupported-media-type",
+    "payload-too-large",
+    "request-timeout",
+    "unavailable",
+    "backlog-full",
+    "internal-error",
+    "not-ready",
+    "too-many-connections",
+];
+
 impl ApiError {
     /// The answer to a body that could not be read: 408 when it took too long, else 400.
     pub(crate) fn unreadable_body(rejection: &axum::extract::rejection::BytesRejection) -> Self {
@@ -347,6 +369,77 @@ impl From<knooppunt_store::StoreError> for ApiError {
             StoreError::Backend(_) | StoreError::Corrupt(_) => {
                 ApiError::Internal(error.to_string())
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod codes {
+    use super::{ApiError, CODES};
+
+    /// One of each kind: a kind added to `ApiError` must be added here (the match has no
+    /// wildcard) and its code to [`CODES`].
+    fn every_kind() -> Vec<ApiError> {
+        let text = || "x".to_owned();
+        let all = vec![
+            ApiError::invalid(text(), vec![]),
+            ApiError::InvalidEvents {
+                detail: text(),
+                invalid_params: vec![],
+                errors: serde_json::Value::Null,
+            },
+            ApiError::Unauthorized {
+                detail: text(),
+                invalid_token: false,
+            },
+            ApiError::Forbidden(text()),
+            ApiError::NotFound(text()),
+            ApiError::Conflict(text()),
+            ApiError::TooMany(text()),
+            ApiError::Gone {
+                detail: text(),
+                oldest_cursor: text(),
+            },
+            ApiError::MethodNotAllowed { allow: "GET" },
+            ApiError::UnsupportedMediaType(text()),
+            ApiError::PayloadTooLarge(text()),
+            ApiError::RequestTimeout(text()),
+            ApiError::Unavailable(text()),
+            ApiError::Full {
+                detail: text(),
+                retry_after: 1,
+            },
+            ApiError::DependencyUnavailable(text()),
+            ApiError::Internal(text()),
+        ];
+        for error in &all {
+            match error {
+                ApiError::InvalidInput { .. }
+                | ApiError::InvalidEvents { .. }
+                | ApiError::Unauthorized { .. }
+                | ApiError::Forbidden(_)
+                | ApiError::NotFound(_)
+                | ApiError::Conflict(_)
+                | ApiError::TooMany(_)
+                | ApiError::Gone { .. }
+                | ApiError::MethodNotAllowed { .. }
+                | ApiError::UnsupportedMediaType(_)
+                | ApiError::PayloadTooLarge(_)
+                | ApiError::RequestTimeout(_)
+                | ApiError::Unavailable(_)
+                | ApiError::Full { .. }
+                | ApiError::DependencyUnavailable(_)
+                | ApiError::Internal(_) => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_code_the_api_answers_is_listed() {
+        for error in every_kind() {
+            let (_, code, _) = error.parts();
+            assert!(CODES.contains(&code), "{code} is not in problem::CODES");
         }
     }
 }

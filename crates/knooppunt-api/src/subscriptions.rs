@@ -8,7 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::header::{ALLOW, LOCATION};
 use http::{HeaderMap, HeaderValue, StatusCode};
-use knooppunt_store::{Sink, Status, Subscription, now_ms};
+use knooppunt_store::{Sink, Status, Subscription, SubscriptionState, now_ms};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -301,12 +301,36 @@ pub(crate) async fn list(
     // The filter, taken out before the page's own parameters are read.
     let asked = query.remove("owner");
     let asked = asked.as_deref();
+    let state_asked = query.remove("state");
+    let search = query.remove("search");
     let Page {
         size: page_size,
         cursor,
     } = Page::read(&query, &mut problems);
     if asked.is_some_and(str::is_empty) {
         problems.push(InvalidParam::new("owner", "name a principal"));
+    }
+    let state_wanted = match state_asked.as_deref() {
+        None => None,
+        Some("active") => Some(SubscriptionState::Active),
+        Some("pending") => Some(SubscriptionState::Pending),
+        Some("disabled") => Some(SubscriptionState::Disabled),
+        Some(_) => {
+            problems.push(InvalidParam::new(
+                "state",
+                "must be active, pending or disabled",
+            ));
+            None
+        }
+    };
+    if search
+        .as_deref()
+        .is_some_and(|text| text.is_empty() || text.len() > 200)
+    {
+        problems.push(InvalidParam::new(
+            "search",
+            "must be a text of 1 to 200 bytes",
+        ));
     }
     if !problems.is_empty() {
         return Err(ApiError::invalid("the query is invalid", problems));
@@ -322,9 +346,14 @@ pub(crate) async fn list(
         Some(owner) => Some(owner),
         None => (!caller.0.is_admin()).then_some(caller.0.name.as_str()),
     };
+    let selection = knooppunt_services::registry::Selection {
+        owner,
+        state: state_wanted,
+        search: search.as_deref(),
+    };
     let (page, more) = state
         .subscriptions
-        .page(owner, cursor.as_deref(), page_size);
+        .page(&selection, cursor.as_deref(), page_size);
     let backlogs: HashMap<String, u64> = state
         .queue_stats()
         .await?
@@ -339,12 +368,26 @@ pub(crate) async fn list(
         })
         .collect();
     let next = page.last().filter(|_| more).map(|last| last.id.as_str());
-    let path = match asked {
-        Some(owner) => format!(
-            "/subscriptions?owner={}",
-            knooppunt_event::binding::percent::encode_component(owner)
-        ),
-        None => "/subscriptions".to_owned(),
+    // The next page keeps the selection.
+    let kept: Vec<String> = [
+        ("owner", asked),
+        ("state", state_asked.as_deref()),
+        ("search", search.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| {
+        value.map(|value| {
+            format!(
+                "{key}={}",
+                knooppunt_event::binding::percent::encode_component(value)
+            )
+        })
+    })
+    .collect();
+    let path = if kept.is_empty() {
+        "/subscriptions".to_owned()
+    } else {
+        format!("/subscriptions?{}", kept.join("&"))
     };
     Ok(crate::page::answer(body, &path, page_size, next))
 }
@@ -639,6 +682,16 @@ pub(crate) fn describe(doc: &mut Document) {
             "description": "Only the subscriptions of this principal (an administrator may name any; \
                             others only themselves).",
             "schema": {"type": "string", "minLength": 1}}));
+        parameters.as_array_mut().expect("parameters").push(json!({
+            "name": "state", "in": "query", "required": false,
+            "description": "Only the subscriptions in this state (one whose owner is disabled, \
+                            shown as `suspended`, is `active` here).",
+            "schema": {"type": "string", "enum": ["active", "pending", "disabled"]}}));
+        parameters.as_array_mut().expect("parameters").push(json!({
+            "name": "search", "in": "query", "required": false,
+            "description": "Only the subscriptions with this text (compared without case) in \
+                            their id, owner, sink or one of their types.",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 200}}));
         parameters
     })
     .answer(

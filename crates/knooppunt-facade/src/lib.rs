@@ -1285,9 +1285,14 @@ async fn list_abonnementen(
     let mut list = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let (page, more) = state
-            .subscriptions
-            .page(Some(&owner), cursor.as_deref(), 1000);
+        let (page, more) = state.subscriptions.page(
+            &knooppunt_services::registry::Selection {
+                owner: Some(&owner),
+                ..Default::default()
+            },
+            cursor.as_deref(),
+            1000,
+        );
         list.extend(
             page.iter()
                 .filter_map(|s| knooppunt_services::zgw::abonnement_of(&state.catalog, s))

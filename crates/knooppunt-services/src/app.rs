@@ -516,6 +516,51 @@ impl AppState {
         }
     }
 
+    /// [`AppState::audit_page`] from the newest back: the entries before `before` (all
+    /// when `None`) that `picks` takes, newest first, and the cursor to go on from.
+    pub async fn audit_page_newest(
+        &self,
+        before: Option<u64>,
+        size: usize,
+        scan_limit: usize,
+        picks: impl Fn(&AuditEntry) -> bool,
+    ) -> Result<(Vec<AuditEntry>, Option<u64>), StoreError> {
+        const CHUNK: u64 = 500;
+        let mut cursor = match before {
+            Some(before) => before,
+            None => match self.store.audit_last().await? {
+                Some(last) => last.seq + 1,
+                None => return Ok((Vec::new(), None)),
+            },
+        };
+        let (mut found, mut scanned) = (Vec::new(), 0);
+        while cursor > 0 && scanned < scan_limit {
+            // The entries in (after, cursor): at most CHUNK of them, whatever gaps the
+            // sequence has (`None`: from the first).
+            let after = cursor.checked_sub(CHUNK + 1);
+            let chunk = self
+                .store
+                .audit_entries(AuditRange {
+                    after,
+                    limit: CHUNK as usize,
+                })
+                .await?;
+            let below = cursor;
+            for entry in chunk.into_iter().filter(|e| e.seq < below).rev() {
+                scanned += 1;
+                cursor = entry.seq;
+                if picks(&entry) {
+                    found.push(entry);
+                    if found.len() == size {
+                        return Ok((found, (cursor > 0).then_some(cursor)));
+                    }
+                }
+            }
+            cursor = after.map_or(0, |after| cursor.min(after + 1));
+        }
+        Ok((found, (cursor > 0).then_some(cursor)))
+    }
+
     /// Checks the whole chain, a page at a time; with `head` (a sequence number and hash kept outside the
     /// store), also that the trail still holds that entry, unchanged: entries removed from
     /// the chain's end leave it intact but show here.

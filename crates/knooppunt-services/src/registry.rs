@@ -12,6 +12,34 @@ use knooppunt_filter::{
 };
 use knooppunt_store::{Disabled, Status, Subscription, SubscriptionState};
 
+/// Which subscriptions a listing shows.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Selection<'a> {
+    /// Only this principal's.
+    pub owner: Option<&'a str>,
+    /// Only those in this state.
+    pub state: Option<SubscriptionState>,
+    /// Only those with this text (compared without case) in their id, owner, sink or one
+    /// of their types.
+    pub search: Option<&'a str>,
+}
+
+impl Selection<'_> {
+    fn selects(&self, s: &Subscription) -> bool {
+        let found = |text: &str| {
+            self.search
+                .is_none_or(|search| text.to_lowercase().contains(&search.to_lowercase()))
+        };
+        self.owner.is_none_or(|owner| s.owner == owner)
+            && self.state.is_none_or(|state| s.state() == state)
+            && (self.search.is_none()
+                || [s.id.as_str(), s.owner.as_str(), s.sink.as_str()]
+                    .into_iter()
+                    .chain(s.types.iter().flatten().map(String::as_str))
+                    .any(|text| found(text) && !text.is_empty()))
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Registry {
     /// Shared with the subscriptions' delivery workers: one copy each.
@@ -140,7 +168,7 @@ impl Registry {
     /// there are more.
     pub fn page(
         &self,
-        owner: Option<&str>,
+        selection: &Selection<'_>,
         cursor: Option<&str>,
         size: usize,
     ) -> (Vec<Arc<Subscription>>, bool) {
@@ -149,7 +177,7 @@ impl Registry {
             .subscriptions
             .range((start, Bound::Unbounded))
             .map(|(_, s)| s)
-            .filter(|s| owner.is_none_or(|owner| s.owner == owner));
+            .filter(|s| selection.selects(s));
         let page: Vec<Arc<Subscription>> = visible.by_ref().take(size).cloned().collect();
         let more = visible.next().is_some();
         (page, more)

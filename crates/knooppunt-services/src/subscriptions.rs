@@ -291,11 +291,11 @@ impl Subscriptions {
     /// there are more.
     pub fn page(
         &self,
-        owner: Option<&str>,
+        selection: &crate::registry::Selection<'_>,
         cursor: Option<&str>,
         size: usize,
     ) -> (Vec<Arc<Subscription>>, bool) {
-        self.read().page(owner, cursor, size)
+        self.read().page(selection, cursor, size)
     }
 
     /// The routed (not disabled) subscriptions that can match some event of `scope`.
