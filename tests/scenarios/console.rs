@@ -415,6 +415,9 @@ async fn an_owner_grants_a_request_and_events_flow() {
         .wait_for_text("Dat ging niet", Duration::from_secs(5), false)
         .await;
     assert!(text.contains("reason"), "{text}");
+    // On the same page, at the request itself, its field marked.
+    browser.find("#reason-0[aria-invalid=true]").await;
+    assert!(text.contains("verplicht bij intrekken"), "{text}");
     browser.goto(&hub.url("/console/approvals")).await;
     browser.fill("#reason-0", "De grondslag is vervallen").await;
     browser.click_on("button[name=state][value=revoked]").await;
@@ -450,6 +453,8 @@ async fn an_admin_creates_a_principal_whose_token_works_and_sees_the_hub() {
     browser
         .click_on("form[action='/console/principals/gemeente-utrecht'] button[value=rotate]")
         .await;
+    // A new token is asked for first: the old one stops at once.
+    confirm(&browser, "werkt daarna meteen niet meer").await;
     let rotated = browser.text_changed_from("#new-token", &token).await;
     assert!(
         rotated.len() >= 32,
@@ -471,6 +476,7 @@ async fn an_admin_creates_a_principal_whose_token_works_and_sees_the_hub() {
     browser
         .click_on("form[action='/console/principals/gemeente-utrecht'] button[value=disable]")
         .await;
+    confirm(&browser, "opgeschort").await;
     browser
         .wait_for_text("Opgeslagen", Duration::from_secs(5), false)
         .await;
@@ -1076,4 +1082,453 @@ async fn every_page_reflows_at_320_px_and_passes_axe_at_1280_and_320() {
         browser.goto(&hub.url(path)).await;
         both_widths(&browser, &format!("en-{name}")).await;
     }
+}
+
+/// Whether `delivery` carries a Standard Webhooks `v1` signature made with `secret`.
+fn signed_with(secret: &str, delivery: &knooppunt_tests::sink::Received) -> bool {
+    use base64::Engine;
+    let engine = base64::engine::general_purpose::STANDARD;
+    let key = engine
+        .decode(secret.strip_prefix("whsec_").expect("a whsec_ secret"))
+        .expect("base64");
+    let mut content = format!(
+        "{}.{}.",
+        delivery.header("webhook-id").unwrap_or_default(),
+        delivery.header("webhook-timestamp").unwrap_or_default()
+    )
+    .into_bytes();
+    content.extend_from_slice(&delivery.body);
+    let tag = ring::hmac::sign(
+        &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key),
+        &content,
+    );
+    let expected = format!("v1,{}", engine.encode(tag.as_ref()));
+    delivery
+        .header("webhook-signature")
+        .unwrap_or_default()
+        .split(' ')
+        .any(|signature| signature == expected)
+}
+
+/// Makes two catalog entries as the BRP: `TYPE`, open, and `nl.brp.persoon-overleden`,
+/// approval required.
+async fn catalog(hub: &TestHub) {
+    for (event_type, approval, description) in [
+        (TYPE, "open", "Een ingezetene is verhuisd."),
+        (
+            "nl.brp.persoon-overleden",
+            "approval-required",
+            "Een ingezetene is overleden.",
+        ),
+    ] {
+        let entry = hub
+            .call(
+                Method::POST,
+                "/v1/eventtypes",
+                tokens::BRP_PUBLISHER,
+                Some(json!({"source": PREFIX, "type": event_type, "approval": approval,
+                            "description": description,
+                            "schema": {"type": "object", "required": ["n"]}, "schemaCheck": "warn"})),
+            )
+            .await;
+        assert_eq!(entry.status, 201, "{}", entry.body);
+    }
+}
+
+/// Clicks the button that confirms an irreversible action, after checking the page says
+/// what will happen (`says`).
+async fn confirm(browser: &Browser, says: &str) {
+    let text = browser
+        .wait_for_text(says, Duration::from_secs(5), false)
+        .await;
+    assert!(text.contains("Annuleren"), "a way back is offered: {text}");
+    look(browser, "confirm").await;
+    browser
+        .click_on("form input[name=confirmed][value=yes] ~ button[type=submit]")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_does_its_tasks_through_the_pages_alone() {
+    let mut options = test_options();
+    // One event a second: a replay runs long enough to stop it from its page.
+    options.replays = knooppunt_broker::ReplayOptions {
+        max_running: 1,
+        rate: 1,
+        takeover: Duration::from_secs(30),
+    };
+    let hub = TestHub::start_with_options(options).await;
+    catalog(&hub).await;
+    let sink = Sink::start().await;
+    let browser = Browser::start(&shots("subscriber-tasks")).await;
+    sign_in(&browser, &hub, tokens::KVK).await;
+
+    // The catalog: every entry, with its owner and policy; one opened, with its schema.
+    browser.goto(&hub.url("/console/eventtypes")).await;
+    let text = browser.text().await;
+    assert!(
+        text.contains("nl.brp.persoon-overleden")
+            && text.contains("toestemming van de gegevenseigenaar nodig")
+            && text.contains("brp"),
+        "{text}"
+    );
+    browser
+        .click_on("a.utrecht-link[href^='/console/eventtypes/']:not([href$='mine=1'])")
+        .await;
+    browser.find("#h-schema").await;
+    // The approval-required entry asks access; the open one subscribes. Open the open one.
+    browser.goto(&hub.url("/console/eventtypes")).await;
+    let open_entry = browser
+        .execute(
+            "return [...document.querySelectorAll('td a.utrecht-link')].find(a => a.textContent.trim() === arguments[0]).getAttribute('href');",
+            json!([TYPE]),
+        )
+        .await;
+    browser.goto(&hub.url(open_entry.as_str().unwrap())).await;
+    let text = browser.text().await;
+    assert!(text.contains("\"required\""), "the schema is shown: {text}");
+    look(&browser, "01-entry").await;
+    browser
+        .click_on("a[href^='/console/subscriptions/new?type=']")
+        .await;
+    let types = browser
+        .execute(
+            "return document.querySelector('#f-types').value;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(types, json!(TYPE), "the form comes with the entry's type");
+
+    // Created with its settings as fields: the signing secret is shown once.
+    browser.fill("#f-sink", &sink.url).await;
+    browser.fill("#f-config-maxAttempts", "1").await;
+    browser
+        .click_on("#f-config-mode option[value=binary]")
+        .await;
+    look(&browser, "02-new").await;
+    browser.click_on("form.kp-form button[type=submit]").await;
+    let secret = browser.text_of("#new-secret").await;
+    assert!(
+        secret.starts_with("whsec_"),
+        "the secret is shown: {secret}"
+    );
+    look(&browser, "03-secret").await;
+    browser
+        .click_on("main a[href^='/console/subscriptions/']")
+        .await;
+    browser.find("#h-status").await;
+    let url = browser.url().await;
+    let id = url.rsplit('/').next().unwrap().to_owned();
+    let stored = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(stored.body["config"]["maxAttempts"], "1", "{}", stored.body);
+    assert_eq!(stored.body["config"]["mode"], "binary", "{}", stored.body);
+    let text = browser.text().await;
+    assert!(
+        text.contains("Pogingen per gebeurtenis") && text.contains("binair"),
+        "the settings read as words: {text}"
+    );
+
+    // The delivery verifies with the secret from the page.
+    publish(&hub, "na-het-aanmaken").await;
+    let arrived = sink.wait_for(1, Duration::from_secs(10)).await;
+    assert!(
+        signed_with(&secret, &arrived[0]),
+        "signed with the shown secret"
+    );
+
+    // A new secret, after confirming: shown once, and it signs.
+    browser
+        .click_on(&format!(
+            "form[action='/console/subscriptions/{id}/signing-secret'] button"
+        ))
+        .await;
+    confirm(&browser, "Het huidige geheim ondertekent nog").await;
+    let rotated = browser.text_changed_from("#new-secret", &secret).await;
+    assert!(
+        rotated.starts_with("whsec_") && rotated != secret,
+        "{rotated}"
+    );
+    publish(&hub, "na-het-vervangen").await;
+    let arrived = sink.wait_for(2, Duration::from_secs(10)).await;
+    assert!(
+        signed_with(&rotated, &arrived[1]),
+        "signed with the new secret"
+    );
+
+    // Receipts: what the subscription took.
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}/receipts")))
+        .await;
+    // A receipt is recorded as its delivery is: the page is read again until it shows.
+    let text = browser
+        .wait_for_text("na-het-vervangen", Duration::from_secs(10), true)
+        .await;
+    assert!(text.contains("na-het-aanmaken"), "{text}");
+    look(&browser, "04-receipts").await;
+
+    // A dead letter: its event seen, then deleted after confirming.
+    sink.answer_always(Reply::status(500));
+    publish(&hub, "wordt-een-dode-brief").await;
+    let dead = dead_letters(&hub, tokens::KVK, &id, 1).await;
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}")))
+        .await;
+    browser
+        .click_on(&format!(
+            "a[href='/console/subscriptions/{id}/dead-letters/{}']",
+            dead[0]["id"].as_str().unwrap()
+        ))
+        .await;
+    let text = browser
+        .wait_for_text("wordt-een-dode-brief", Duration::from_secs(5), false)
+        .await;
+    assert!(
+        text.contains("het maximum van 1 pogingen is bereikt")
+            && text.contains("het eindpunt antwoordde 500"),
+        "the reason and the last error in Dutch: {text}"
+    );
+    assert!(text.contains("\"n\""), "the event's data: {text}");
+    look(&browser, "05-dead-letter").await;
+    browser.click_on("form[action$='/delete'] button").await;
+    confirm(&browser, "nooit meer aan dit abonnement bezorgd").await;
+    browser
+        .wait_for_text(
+            "De dode brief is verwijderd.",
+            Duration::from_secs(5),
+            false,
+        )
+        .await;
+    dead_letters(&hub, tokens::KVK, &id, 0).await;
+    let left = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}/dead-letters"),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(left.body, json!([]), "the dead letter is gone");
+
+    // A replay, stopped from its page while it runs.
+    sink.answer_always(Reply::status(200));
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}")))
+        .await;
+    browser.fill("#replay-from", "2020-01-01T00:00:00Z").await;
+    browser.click_on("form[action$='/replays'] button").await;
+    browser.find("#replay-progress").await;
+    browser.click_on("form[action$='/cancel'] button").await;
+    browser
+        .wait_for_text("geannuleerd", Duration::from_secs(5), false)
+        .await;
+    look(&browser, "06-replay-cancelled").await;
+
+    // Asking access: a subscription to the approval-required type waits for the owner.
+    browser.goto(&hub.url("/console/eventtypes")).await;
+    let overleden = browser
+        .execute(
+            "return [...document.querySelectorAll('td a.utrecht-link')].find(a => a.textContent.trim() === 'nl.brp.persoon-overleden').getAttribute('href');",
+            json!([]),
+        )
+        .await;
+    browser.goto(&hub.url(overleden.as_str().unwrap())).await;
+    browser
+        .click_on("a[href^='/console/subscriptions/new?type=']")
+        .await;
+    browser.fill("#f-sink", &sink.url).await;
+    browser.click_on("form.kp-form button[type=submit]").await;
+    browser.find("#new-secret").await;
+    let approvals = hub
+        .call(Method::GET, "/v1/approvals", tokens::BRP_PUBLISHER, None)
+        .await;
+    assert!(
+        approvals
+            .body
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["state"] == "requested" && g["subscriber"] == "kvk"),
+        "the owner sees the request: {}",
+        approvals.body
+    );
+
+    // Deleted, after confirming what that means.
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}")))
+        .await;
+    browser
+        .click_on(&format!(
+            "form[action='/console/subscriptions/{id}/delete'] button"
+        ))
+        .await;
+    confirm(&browser, "Dit kan niet ongedaan worden gemaakt.").await;
+    browser
+        .wait_for_text(
+            "Het abonnement is verwijderd.",
+            Duration::from_secs(5),
+            false,
+        )
+        .await;
+    assert_eq!(
+        hub.call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            None
+        )
+        .await
+        .status,
+        404
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_owner_keeps_its_catalog_through_the_pages_alone() {
+    let hub = TestHub::start().await;
+    let browser = Browser::start(&shots("owner-tasks")).await;
+    sign_in(&browser, &hub, tokens::BRP_PUBLISHER).await;
+
+    // A new entry, through the form.
+    browser.goto(&hub.url("/console/eventtypes")).await;
+    browser.click_on("a[href='/console/eventtypes/new']").await;
+    browser.fill("#e-type", TYPE).await;
+    browser.fill("#e-source", PREFIX).await;
+    browser
+        .fill("#e-description", "Een ingezetene is verhuisd.")
+        .await;
+    browser
+        .click_on("#e-approval option[value=approval-required]")
+        .await;
+    browser
+        .fill("#e-schema", r#"{"type": "object", "required": ["n"]}"#)
+        .await;
+    browser
+        .click_on("#e-schemaCheck option[value=enforce]")
+        .await;
+    browser.fill("#e-kenmerken", "bsn\ngemeente").await;
+    look(&browser, "01-new-entry").await;
+    browser.click_on("form.kp-form button[type=submit]").await;
+    browser
+        .wait_for_text(
+            "Het gebeurtenistype is aangemaakt.",
+            Duration::from_secs(5),
+            false,
+        )
+        .await;
+    let entries = hub
+        .call(Method::GET, "/v1/eventtypes", tokens::BRP_PUBLISHER, None)
+        .await;
+    let entry = entries.body[0].clone();
+    assert_eq!(entry["type"], TYPE, "{entry}");
+    assert_eq!(entry["approval"], "approval-required", "{entry}");
+    assert_eq!(entry["schemaCheck"], "enforce", "{entry}");
+    assert_eq!(entry["kenmerken"], json!(["bsn", "gemeente"]), "{entry}");
+    let id = entry["id"].as_str().unwrap().to_owned();
+
+    // A mistake is said at the field, and what was typed stays.
+    browser
+        .goto(&hub.url(&format!("/console/eventtypes/{id}/edit")))
+        .await;
+    browser.fill("#e-documentation", "geen url").await;
+    browser.click_on("form.kp-form button[type=submit]").await;
+    let text = browser
+        .wait_for_text("Dat ging niet", Duration::from_secs(5), false)
+        .await;
+    assert!(text.contains("documentation"), "{text}");
+    browser.find("#e-documentation[aria-invalid=true]").await;
+    look(&browser, "02-edit-refused").await;
+    // Edited: documented, deprecated.
+    browser
+        .fill("#e-documentation", "https://example.org/brp/verhuisd")
+        .await;
+    browser.click_on("#e-deprecated").await;
+    browser.click_on("form.kp-form button[type=submit]").await;
+    browser
+        .wait_for_text(
+            "De wijzigingen zijn opgeslagen.",
+            Duration::from_secs(5),
+            false,
+        )
+        .await;
+    let stored = hub
+        .call(
+            Method::GET,
+            &format!("/v1/eventtypes/{id}"),
+            tokens::BRP_PUBLISHER,
+            None,
+        )
+        .await;
+    assert_eq!(stored.body["deprecated"], true, "{}", stored.body);
+    assert_eq!(
+        stored.body["documentation"],
+        "https://example.org/brp/verhuisd"
+    );
+    assert_eq!(
+        stored.body["schemaCheck"], "enforce",
+        "kept: {}",
+        stored.body
+    );
+
+    // Requests waiting come first, named by their type.
+    let sink = Sink::start().await;
+    let first = subscribe(&hub, tokens::KVK, &sink, json!({})).await;
+    hub.call(
+        Method::PUT,
+        &format!("/v1/eventtypes/{id}/approvals/{first}"),
+        tokens::BRP_PUBLISHER,
+        Some(json!({"state": "granted", "reason": "Wet BRP"})),
+    )
+    .await;
+    subscribe(&hub, tokens::GEMEENTE, &sink, json!({})).await;
+    browser.goto(&hub.url("/console/approvals")).await;
+    let headings = browser
+        .execute(
+            "return [...document.querySelectorAll('main h2')].map(h => h.textContent.trim());",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        headings,
+        json!([format!("gemeente → {TYPE}"), format!("kvk → {TYPE}")]),
+        "the waiting request first"
+    );
+    let text = browser.text().await;
+    assert!(text.contains("1 verzoek wacht op uw besluit."), "{text}");
+    look(&browser, "03-approvals").await;
+
+    // Deleted, after the page says what that means.
+    browser
+        .goto(&hub.url(&format!("/console/eventtypes/{id}")))
+        .await;
+    browser
+        .click_on(&format!(
+            "form[action='/console/eventtypes/{id}/delete'] button"
+        ))
+        .await;
+    confirm(&browser, "houdt de hub deze gebeurtenissen niet meer tegen").await;
+    browser
+        .wait_for_text(
+            "Het gebeurtenistype is verwijderd.",
+            Duration::from_secs(5),
+            false,
+        )
+        .await;
+    assert_eq!(
+        hub.call(
+            Method::GET,
+            &format!("/v1/eventtypes/{id}"),
+            tokens::BRP_PUBLISHER,
+            None
+        )
+        .await
+        .status,
+        404
+    );
 }

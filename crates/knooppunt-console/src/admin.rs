@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use http::{Method, StatusCode};
 use maud::{Markup, html};
 use serde_json::{Value, json};
@@ -12,23 +12,21 @@ use serde_json::{Value, json};
 use crate::forms::{Posted, Problem, encode};
 use crate::identity::Role;
 use crate::layout::{self, Section, badge, csrf, data_list, page, respond, text, time};
-use crate::{BASE, Console, Lang, Visitor};
+use crate::{BASE, Console, Lang, Visitor, redirect};
 
 type Params = Query<std::collections::HashMap<String, String>>;
 
 /// A token shown once, with what to do with it.
 fn token_shown(lang: Lang, name: &str, token: &str) -> Markup {
-    html! {
-        div class="utrecht-alert utrecht-alert--ok" role="status" {
-            div class="utrecht-alert__message" {
-                p class="utrecht-paragraph" {
-                    (lang.t("Het token van ", "The token of ")) strong { (name) }
-                    (lang.t(" — alleen nu te zien; bewaar het veilig en geef het aan de eigenaar:", " — shown only now; keep it safe and hand it to its owner:"))
-                }
-                p class="utrecht-paragraph kp-secret" id="new-token" { (token) }
-            }
-        }
-    }
+    layout::secret_shown(
+        "new-token",
+        html! {
+            (lang.t("Het token van ", "The token of ")) strong { (name) }
+            (lang.t(" — alleen nu te zien; bewaar het veilig en geef het aan de eigenaar:", " — shown only now; keep it safe and hand it to its owner:"))
+        },
+        token,
+        None,
+    )
 }
 
 /// `GET /console/principals`.
@@ -54,7 +52,7 @@ async fn principals_page(
             let name = text(p, "name");
             let disabled = p["disabled"] == true;
             vec![
-                layout::long(&name),
+                html! { a class="utrecht-link kp-break" href={ (BASE) "/principals/" (encode(&name)) } { (name) } },
                 html! { (p["roles"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()) },
                 html! { (text(p, "oin")) },
                 badge(lang, if disabled { "disabled" } else { "active" }),
@@ -170,7 +168,8 @@ pub(crate) async fn create_principal(
     principals_page(&console, visitor, Some(shown), StatusCode::CREATED).await
 }
 
-/// `POST /console/principals/{name}`: `action` = `disable`, `enable` or `rotate`.
+/// `POST /console/principals/{name}`: `action` = `save` (its rights, from its page),
+/// `enable`, or, after confirming, `disable`, `rotate` or `delete`.
 pub(crate) async fn change_principal(
     State(console): State<Arc<Console>>,
     Path(name): Path<String>,
@@ -179,9 +178,81 @@ pub(crate) async fn change_principal(
     let visitor = &posted.visitor;
     let lang = visitor.lang;
     let path = format!("/v1/principals/{}", encode(&name));
-    let (answer, rotated) = match posted.fields.get("action") {
+    let action = posted.fields.get("action");
+    let here = format!("{BASE}/principals/{}", encode(&name));
+    let ask = |title: &str, consequences: &[&str], button: &str| {
+        layout::confirm_first(
+            &posted,
+            &here,
+            title,
+            consequences,
+            button,
+            &format!("{BASE}/principals"),
+        )
+    };
+    let asked = match action {
+        "disable" => ask(
+            lang.t("Principal uitschakelen?", "Disable the principal?"),
+            &[lang.t(
+                "Zijn token en certificaat werken dan niet meer, en zijn abonnementen krijgen niets meer (opgeschort) tot hij weer wordt ingeschakeld.",
+                "Its token and certificate stop working, and its subscriptions receive nothing (suspended) until it is enabled again.",
+            )],
+            lang.t("Uitschakelen", "Disable"),
+        ),
+        "rotate" => ask(
+            lang.t("Nieuw token maken?", "Make a new token?"),
+            &[lang.t(
+                "Het huidige token werkt daarna meteen niet meer; geef het nieuwe aan de eigenaar.",
+                "The current token stops working at once; hand the new one to its owner.",
+            )],
+            lang.t("Nieuw token maken", "Make a new token"),
+        ),
+        "delete" => {
+            let owned = console
+                .get(visitor, &format!("/v1/subscriptions?pageSize=100&owner={}", encode(&name)))
+                .await;
+            let count = owned.body.as_array().map_or(0, Vec::len) as u64;
+            let more = owned.next_cursor().is_some();
+            let subscriptions = if more {
+                lang.t(
+                    "Zijn abonnementen (meer dan 100) worden mee verwijderd: de hub bezorgt er niets meer voor en wat nog wacht vervalt.",
+                    "Its subscriptions (more than 100) are deleted with it: the hub delivers nothing more for them and what still waits is dropped.",
+                ).to_owned()
+            } else {
+                format!(
+                    "{} {}",
+                    lang.count(count, ("abonnement", "abonnementen"), ("subscription", "subscriptions")),
+                    lang.t(
+                        "van hem worden mee verwijderd: de hub bezorgt er niets meer voor en wat nog wacht vervalt.",
+                        "of it are deleted with it: the hub delivers nothing more for them and what still waits is dropped.",
+                    )
+                )
+            };
+            layout::confirm_first(
+                &posted,
+                &here,
+                lang.t("Principal verwijderen?", "Delete the principal?"),
+                &[
+                    lang.t("Zijn token en certificaat werken dan niet meer.", "Its token and certificate stop working."),
+                    &subscriptions,
+                    lang.t(
+                        "Zijn gebeurtenistypen blijven in de catalogus; een beheerder kan ze wijzigen of verwijderen. De audittrail houdt wat hij deed.",
+                        "Its event types stay in the catalog; an administrator can change or delete them. The audit trail keeps what it did.",
+                    ),
+                    lang.t("Dit kan niet ongedaan worden gemaakt.", "This cannot be undone."),
+                ],
+                lang.t("Verwijderen", "Delete"),
+                &format!("{BASE}/principals"),
+            )
+        }
+        _ => None,
+    };
+    if let Some(page) = asked {
+        return page;
+    }
+    let (answer, rotated) = match action {
         "disable" | "enable" => {
-            let body = json!({"disabled": posted.fields.get("action") == "disable"});
+            let body = json!({"disabled": action == "disable"});
             (
                 console
                     .call(visitor, Method::PATCH, &path, Some(&body))
@@ -195,6 +266,33 @@ pub(crate) async fn change_principal(
                 .await,
             true,
         ),
+        "delete" => (
+            console.call(visitor, Method::DELETE, &path, None).await,
+            false,
+        ),
+        "save" => {
+            let f = &posted.fields;
+            let body = json!({
+                "roles": f.all("roles"),
+                "oin": if f.get("oin").trim().is_empty() { Value::Null } else { json!(f.get("oin").trim()) },
+                "subscribeTypePrefixes": lines(f.get("subscribeTypePrefixes")),
+                "publishSourcePrefixes": lines(f.get("publishSourcePrefixes")),
+            });
+            let answer = console
+                .call(visitor, Method::PATCH, &path, Some(&body))
+                .await;
+            if !answer.ok() {
+                return principal_page(
+                    &console,
+                    visitor,
+                    &name,
+                    Some(&posted.fields),
+                    Some(answer.problem()),
+                )
+                .await;
+            }
+            return redirect(&format!("{here}?notice=saved"));
+        }
         _ => {
             let problem = Problem::message(lang.t("Onbekende actie.", "Unknown action."));
             return principals_page(
@@ -217,21 +315,114 @@ pub(crate) async fn change_principal(
     }
     let shown = match (rotated, answer.body["token"].as_str()) {
         (true, Some(token)) => token_shown(lang, &name, token),
+        _ if action == "delete" => layout::notice(true, lang.t("Verwijderd.", "Deleted.")),
         _ => layout::notice(true, lang.t("Opgeslagen.", "Saved.")),
     };
     principals_page(&console, visitor, Some(shown), StatusCode::OK).await
 }
 
-fn bytes(value: &Value) -> String {
-    let Some(n) = value.as_u64() else {
-        return "—".into();
+/// `GET /console/principals/{name}`: one principal, its rights as a form.
+pub(crate) async fn principal(
+    State(console): State<Arc<Console>>,
+    visitor: Visitor,
+    Path(name): Path<String>,
+) -> Response {
+    principal_page(&console, &visitor, &name, None, None).await
+}
+
+/// A principal's page; `posted` and `problem` when the API refused a change.
+async fn principal_page(
+    console: &Console,
+    visitor: &Visitor,
+    name: &str,
+    posted: Option<&crate::forms::Fields>,
+    problem: Option<Problem>,
+) -> Response {
+    let lang = visitor.lang;
+    let answer = console
+        .get(visitor, &format!("/v1/principals/{}", encode(name)))
+        .await;
+    let answer = match answer.checked(visitor) {
+        Ok(answer) => answer,
+        Err(page) => return page,
     };
-    match n {
-        0..1024 => format!("{n} B"),
-        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
-        1_048_576..1_073_741_824 => format!("{:.1} MiB", n as f64 / 1_048_576.0),
-        _ => format!("{:.1} GiB", n as f64 / 1_073_741_824.0),
-    }
+    let p = &answer.body;
+    let list = |key: &str| {
+        p[key]
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
+    };
+    let roles: Vec<String> = match posted {
+        Some(f) => f.all("roles").into_iter().map(str::to_owned).collect(),
+        None => p["roles"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+    };
+    let value = |key: &str, stored: String| posted.map_or(stored, |f| f.get(key).to_owned());
+    let here = format!("{BASE}/principals/{}", encode(name));
+    let saved = visitor.path.contains("notice=saved");
+    let content = html! {
+        @if saved { (layout::notice(true, lang.t("Opgeslagen.", "Saved."))) }
+        @if let Some(problem) = &problem { (layout::problem(lang, problem)) }
+        (data_list(vec![
+            (lang.t("Naam", "Name"), html! { (name) }),
+            (lang.t("Status", "State"), badge(lang, if p["disabled"] == true { "disabled" } else { "active" })),
+            (lang.t("Herkomst", "Origin"), html! { (text(p, "origin")) }),
+        ]))
+        form method="post" action=(here) class="kp-form" novalidate {
+            (csrf(visitor))
+            input type="hidden" name="action" value="save";
+            fieldset class="utrecht-form-fieldset" {
+                legend class="utrecht-form-fieldset__legend" { (lang.t("Rollen", "Roles")) }
+                @for role in Role::ALL {
+                    div class="utrecht-form-field utrecht-form-field--checkbox" {
+                        input class="utrecht-checkbox utrecht-checkbox--html-input" type="checkbox" name="roles" value=(role.name()) id={ "role-" (role.name()) } checked[roles.iter().any(|r| r == role.name())];
+                        label class="utrecht-form-label utrecht-form-label--checkbox" for={ "role-" (role.name()) } { (role.name()) }
+                    }
+                }
+            }
+            div class="utrecht-form-field" {
+                label class="utrecht-form-label" for="p-oin" { (lang.t("OIN (optioneel)", "OIN (optional)")) }
+                input class="utrecht-textbox utrecht-textbox--html-input" type="text" inputmode="numeric" id="p-oin" name="oin" value=(value("oin", p["oin"].as_str().unwrap_or_default().to_owned()));
+            }
+            div class="utrecht-form-field" {
+                label class="utrecht-form-label" for="p-types" { (lang.t("Mag abonneren op typen die beginnen met (één per regel; leeg: alle)", "May subscribe to types starting with (one per line; empty: any)")) }
+                textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="p-types" name="subscribeTypePrefixes" rows="3" { (value("subscribeTypePrefixes", list("subscribeTypePrefixes"))) }
+            }
+            div class="utrecht-form-field" {
+                label class="utrecht-form-label" for="p-sources" { (lang.t("Mag publiceren met bronnen die beginnen met (één per regel; leeg: alle)", "May publish with sources starting with (one per line; empty: any)")) }
+                textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="p-sources" name="publishSourcePrefixes" rows="3" { (value("publishSourcePrefixes", list("publishSourcePrefixes"))) }
+            }
+            div { button type="submit" class="utrecht-button utrecht-button--primary-action" { (lang.t("Opslaan", "Save")) } }
+        }
+        section aria-labelledby="h-danger" {
+            h2 class="utrecht-heading-2" id="h-danger" { (lang.t("Verwijderen", "Delete")) }
+            form method="post" action=(here) class="kp-actions" {
+                (csrf(visitor))
+                button type="submit" name="action" value="delete" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Principal verwijderen…", "Delete the principal…")) }
+            }
+        }
+        p class="utrecht-paragraph" { a class="utrecht-link" href={ (BASE) "/principals" } { (lang.t("Terug naar de principals", "Back to the principals")) } }
+    };
+    let status = if problem.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    respond(
+        status,
+        page(lang, Some(visitor), Section::Principals, name, content),
+    )
 }
 
 /// `GET /console/status`: the hub at a glance, refreshed live.
@@ -253,8 +444,8 @@ pub(crate) async fn status(
                 (lang.t("Gebeurtenissen in per seconde (laatste minuut)", "Events in per second (last minute)"), html! { (text(s, "eventsAcceptedPerSecond")) }),
                 (lang.t("Afgeleverd per seconde (laatste minuut)", "Delivered per second (last minute)"), html! { (text(s, "eventsDeliveredPerSecond")) }),
                 (lang.t("Achterstand", "Backlog"), html! {
-                    (text(s, "backlog")) (lang.t(" bezorgingen, ", " deliveries, ")) (bytes(&s["backlogBytes"]))
-                    @if s.get("backlogMaxBytes").is_some() { (lang.t(" van de grens ", " of the limit ")) (bytes(&s["backlogMaxBytes"])) }
+                    (text(s, "backlog")) (lang.t(" bezorgingen, ", " deliveries, ")) (layout::bytes(&s["backlogBytes"]))
+                    @if s.get("backlogMaxBytes").is_some() { (lang.t(" van de grens ", " of the limit ")) (layout::bytes(&s["backlogMaxBytes"])) }
                 }),
                 (lang.t("Neemt publicaties aan", "Accepting publishes"), html! {
                     @if s["accepting"] == false {
@@ -269,8 +460,8 @@ pub(crate) async fn status(
                     }
                 }),
                 (lang.t("Principals", "Principals"), html! { (text(s, "principals")) }),
-                (lang.t("Opslag", "Store"), html! { (bytes(&s["store"]["bytes"])) (lang.t(", waarvan gebeurtenissen ", ", of which events ")) (bytes(&s["store"]["eventBytes"]))
-                    @if s["store"].get("freeBytes").is_some() { (lang.t("; vrij op de schijf ", "; free on the disk ")) (bytes(&s["store"]["freeBytes"])) }
+                (lang.t("Opslag", "Store"), html! { (layout::bytes(&s["store"]["bytes"])) (lang.t(", waarvan gebeurtenissen ", ", of which events ")) (layout::bytes(&s["store"]["eventBytes"]))
+                    @if s["store"].get("freeBytes").is_some() { (lang.t("; vrij op de schijf ", "; free on the disk ")) (layout::bytes(&s["store"]["freeBytes"])) }
                 }),
             ]))
             h2 class="utrecht-heading-2" { (lang.t("Eindpunten met open breaker", "Endpoints with an open breaker")) }
@@ -305,7 +496,7 @@ pub(crate) async fn audit(
 ) -> Response {
     let lang = visitor.lang;
     let keys = ["name", "actor", "object", "from", "until", "cursor"];
-    let mut path = "/v1/audit?pageSize=50".to_owned();
+    let mut path = "/v1/audit?pageSize=50&order=newest".to_owned();
     let mut search = String::new();
     for key in keys {
         if let Some(value) = query.get(key).map(|v| v.trim()).filter(|v| !v.is_empty()) {
@@ -330,7 +521,15 @@ pub(crate) async fn audit(
         }
     };
     let entries = answer.body.as_array().cloned().unwrap_or_default();
+    let export = match search.strip_prefix('&') {
+        Some(search) => format!("{BASE}/audit/export?{search}"),
+        None => format!("{BASE}/audit/export"),
+    };
     let content = html! {
+        div class="kp-actions" {
+            a class="utrecht-link" href={ (BASE) "/audit/verify" } { (lang.t("De keten controleren", "Verify the chain")) }
+            a class="utrecht-link" href=(export) download="audittrail.ndjson" { (lang.t("Exporteren (JSON-regels, wat de zoekvelden kiezen)", "Export (JSON lines, what the search fields select)")) }
+        }
         form method="get" action={ (BASE) "/audit" } class="kp-form" role="search" {
             (field("name", "Handeling (bijv. subscription of approval.grant)", "Action (e.g. subscription or approval.grant)"))
             (field("actor", "Wie", "Who"))
@@ -344,7 +543,7 @@ pub(crate) async fn audit(
         } @else if entries.is_empty() {
             p class="utrecht-paragraph" { (lang.t("Niets gevonden.", "Nothing found.")) }
         } @else {
-            (layout::table("audit-caption", lang.t("Auditregels", "Audit entries"), &["#", lang.t("Tijd", "Time"), lang.t("Handeling", "Action"), lang.t("Uitkomst", "Outcome"), lang.t("Wie", "Who"), lang.t("Waarop", "On what"), lang.t("Details", "Details")], entries.iter().map(|e| vec![
+            (layout::table("audit-caption", lang.t("Auditregels, nieuwste eerst", "Audit entries, newest first"), &["#", lang.t("Tijd", "Time"), lang.t("Handeling", "Action"), lang.t("Uitkomst", "Outcome"), lang.t("Wie", "Who"), lang.t("Waarop", "On what"), lang.t("Details", "Details")], entries.iter().map(|e| vec![
                 html! { (text(e, "sequence")) },
                 time(e.get("startTime")),
                 html! { (text(e, "name")) },
@@ -384,4 +583,139 @@ fn details(details: &Value) -> Markup {
         },
         _ => html! { "—" },
     }
+}
+
+/// `GET /console/audit/verify?head=<sequence>:<hash>`: the chain checked, whole, and against
+/// a head kept elsewhere when one is given; the current head, to keep.
+pub(crate) async fn verify_audit(
+    State(console): State<Arc<Console>>,
+    visitor: Visitor,
+    Query(query): Params,
+) -> Result<Response, Response> {
+    let lang = visitor.lang;
+    let head_asked = query
+        .get("head")
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty());
+    let path = match &head_asked {
+        Some(head) => format!("/v1/audit/verify?head={}", encode(head)),
+        None => "/v1/audit/verify".to_owned(),
+    };
+    let report = console.get(&visitor, &path).await;
+    let head = console
+        .get(&visitor, "/v1/audit/head")
+        .await
+        .checked(&visitor)?;
+    let r = &report.body;
+    let intact = report.ok() && r["intact"] == true;
+    let content = html! {
+        form method="get" action={ (BASE) "/audit/verify" } class="kp-form" {
+            div class="utrecht-form-field" {
+                label class="utrecht-form-label" for="v-head" { (lang.t("Eerder bewaarde kop (optioneel: volgnummer:hash)", "A head kept earlier (optional: sequence:hash)")) }
+                div class="utrecht-form-field-description" id="v-head-hint" {
+                    (lang.t("Met een kop die u buiten de hub bewaarde, ziet u ook of er aan het eind regels zijn weggehaald.", "With a head you kept outside the hub, you also see whether entries were removed from the end."))
+                }
+                input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="v-head" name="head" aria-describedby="v-head-hint" value=(head_asked.clone().unwrap_or_default()) spellcheck="false";
+            }
+            div { button type="submit" class="utrecht-button utrecht-button--primary-action" { (lang.t("Controleren", "Verify")) } }
+        }
+        @if !report.ok() {
+            (layout::problem(lang, &report.problem()))
+        } @else {
+            @if intact {
+                (layout::notice(true, lang.t("De keten is heel: geen regel is veranderd of weggehaald.", "The chain is intact: no entry was changed or removed.")))
+            } @else {
+                div class="utrecht-alert utrecht-alert--error" role="alert" {
+                    div class="utrecht-alert__message" {
+                        p class="utrecht-paragraph" { strong { (lang.t("De keten is niet heel.", "The chain is not intact.")) } }
+                        @if let Some(why) = r["why"].as_str() { p class="utrecht-paragraph" lang="en" { (why) } }
+                    }
+                }
+            }
+            (data_list(vec![
+                (lang.t("Gecontroleerde regels", "Entries checked"), html! { (text(r, "entries")) }),
+                (lang.t("Oudste bewaarde regel", "Oldest entry kept"), html! { (text(r, "first")) }),
+                (lang.t("Nieuwste regel", "Newest entry"), html! { (text(r, "last")) }),
+                (lang.t("Eerste gebroken regel", "First broken entry"), html! { (text(r, "brokenAt")) }),
+                (lang.t("Eind weggehaald", "End removed"), html! { @if r["truncated"] == true { (lang.t("ja", "yes")) } @else if head_asked.is_some() { (lang.t("nee", "no")) } @else { "—" } }),
+            ]))
+        }
+        section aria-labelledby="h-head" {
+            h2 class="utrecht-heading-2" id="h-head" { (lang.t("De kop van nu", "The head now")) }
+            p class="utrecht-paragraph" { (lang.t("Bewaar deze buiten de hub; controleer er later tegen.", "Keep this outside the hub; verify against it later.")) }
+            p class="utrecht-paragraph kp-secret" id="audit-head" { (text(&head.body, "head")) }
+        }
+        p class="utrecht-paragraph" { a class="utrecht-link" href={ (BASE) "/audit" } { (lang.t("Terug naar de audittrail", "Back to the audit trail")) } }
+    };
+    Ok(respond(
+        StatusCode::OK,
+        page(
+            lang,
+            Some(&visitor),
+            Section::Audit,
+            lang.t("Audittrail controleren", "Verify the audit trail"),
+            content,
+        ),
+    ))
+}
+
+/// The most entries one export holds.
+const EXPORT_MOST: usize = 100_000;
+
+/// `GET /console/audit/export`: the entries the search fields select, oldest first, as the
+/// API's JSON lines (what `knooppunt audit verify --file` checks), at most [`EXPORT_MOST`].
+pub(crate) async fn export_audit(
+    State(console): State<Arc<Console>>,
+    visitor: Visitor,
+    Query(query): Params,
+) -> Result<Response, Response> {
+    let mut path = "/v1/audit?pageSize=1000".to_owned();
+    for key in ["name", "actor", "object", "from", "until"] {
+        if let Some(value) = query.get(key).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            path.push_str(&format!("&{key}={}", encode(value)));
+        }
+    }
+    let mut body = Vec::new();
+    let mut lines = 0;
+    loop {
+        let (status, headers, bytes) = console.fetch(&visitor, &path, "application/x-ndjson").await;
+        if !status.is_success() {
+            let problem =
+                crate::forms::Problem::of(&serde_json::from_slice(&bytes).unwrap_or(Value::Null));
+            return Err(layout::api_refusal(
+                visitor.lang,
+                &visitor,
+                status,
+                &problem,
+            ));
+        }
+        lines += bytes.iter().filter(|b| **b == b'\n').count();
+        body.extend_from_slice(&bytes);
+        let next = crate::Answer {
+            status,
+            headers,
+            body: Value::Null,
+        }
+        .next_cursor();
+        match next {
+            Some(cursor) if lines < EXPORT_MOST => {
+                path = match path.find("&cursor=") {
+                    Some(at) => format!("{}&cursor={}", &path[..at], encode(&cursor)),
+                    None => format!("{path}&cursor={}", encode(&cursor)),
+                };
+            }
+            _ => break,
+        }
+    }
+    Ok((
+        [
+            (http::header::CONTENT_TYPE, "application/x-ndjson"),
+            (
+                http::header::CONTENT_DISPOSITION,
+                "attachment; filename=\"audittrail.ndjson\"",
+            ),
+        ],
+        body,
+    )
+        .into_response())
 }

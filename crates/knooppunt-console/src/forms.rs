@@ -158,6 +158,10 @@ impl FromRequest<Arc<Console>> for Posted {
 /// What the API found wrong, as a page shows it.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Problem {
+    /// The API's problem code (`urn:knooppunt:problem:<code>`): the detail and the reasons
+    /// are then the API's English. `None` for the console's own problems, written in the
+    /// page's language.
+    pub(crate) code: Option<String>,
     pub(crate) detail: String,
     /// (parameter, reason).
     pub(crate) params: Vec<(String, String)>,
@@ -173,6 +177,12 @@ impl Problem {
                 .to_owned()
         };
         Problem {
+            code: Some(
+                text(body, "type")
+                    .strip_prefix("urn:knooppunt:problem:")
+                    .unwrap_or("http")
+                    .to_owned(),
+            ),
             detail: text(body, "detail"),
             params: body
                 .get("invalidParams")
@@ -189,6 +199,7 @@ impl Problem {
 
     pub(crate) fn message(detail: impl Into<String>) -> Problem {
         Problem {
+            code: None,
             detail: detail.into(),
             params: Vec::new(),
         }

@@ -36,13 +36,13 @@ fn sections(visitor: &Visitor) -> Vec<(Section, &'static str, &'static str, &'st
             "Subscriptions",
         ));
     }
+    sections.push((
+        Section::EventTypes,
+        "/eventtypes",
+        "Gebeurtenistypen",
+        "Event types",
+    ));
     if visitor.has(Role::Publisher) {
-        sections.push((
-            Section::EventTypes,
-            "/eventtypes",
-            "Gebeurtenistypen",
-            "Event types",
-        ));
         sections.push((
             Section::Approvals,
             "/approvals",
@@ -167,19 +167,35 @@ pub(crate) fn notice(ok: bool, text: &str) -> Markup {
     }
 }
 
-/// The API's problem, with what to fix.
+/// The API's problem, with what to fix: what its code means in the page's language, then
+/// the API's own detail and each invalid parameter (in English, and marked so on a Dutch
+/// page).
 pub(crate) fn problem(lang: Lang, problem: &Problem) -> Markup {
+    let english = problem.code.is_some() && lang == Lang::Nl;
+    let meaning = problem.code.as_deref().map(|code| {
+        crate::texts::problem(lang, code)
+            .unwrap_or(lang.t("De hub weigerde dit", "The hub refused this"))
+    });
     html! {
         div class="utrecht-alert utrecht-alert--error" role="alert" {
             div class="utrecht-alert__message" {
                 p class="utrecht-paragraph" {
                     strong { (lang.t("Dat ging niet: ", "That did not work: ")) }
-                    (problem.detail)
+                    @if let Some(meaning) = meaning { (meaning) "." } @else { (problem.detail) }
+                }
+                @if meaning.is_some() && !problem.detail.is_empty() {
+                    p class="utrecht-paragraph" {
+                        @if english { (lang.t("Toelichting van de hub (in het Engels): ", "")) span lang="en" { (problem.detail) } }
+                        @else { (problem.detail) }
+                    }
                 }
                 @if !problem.params.is_empty() {
                     ul class="utrecht-unordered-list" {
                         @for (name, reason) in &problem.params {
-                            li class="utrecht-unordered-list__item" { code class="utrecht-code" { (name) } ": " (reason) }
+                            li class="utrecht-unordered-list__item" {
+                                code class="utrecht-code" { (name) } ": "
+                                @if english { span lang="en" { (reason) } } @else { (reason) }
+                            }
                         }
                     }
                 }
@@ -432,4 +448,83 @@ pub(crate) fn api_refusal(
             },
         ),
     )
+}
+
+/// Asks before an irreversible action: unless the form was confirmed, the page that says
+/// what will happen, with the same form (its fields kept, the CSRF token new) and a button
+/// that confirms, and a way back. `None` once confirmed: the action goes ahead.
+pub(crate) fn confirm_first(
+    posted: &crate::forms::Posted,
+    action: &str,
+    title: &str,
+    consequences: &[&str],
+    button: &str,
+    back: &str,
+) -> Option<Response> {
+    if posted.fields.get(CONFIRMED) == "yes" {
+        return None;
+    }
+    let visitor = &posted.visitor;
+    let lang = visitor.lang;
+    let content = html! {
+        div class="utrecht-alert utrecht-alert--warning" role="alert" {
+            div class="utrecht-alert__message" {
+                @for line in consequences { p class="utrecht-paragraph" { (line) } }
+            }
+        }
+        form method="post" action=(action) class="kp-actions" {
+            (csrf(visitor))
+            @for (name, value) in &posted.fields.0 {
+                @if name != CSRF_FIELD && name != CONFIRMED {
+                    input type="hidden" name=(name) value=(value);
+                }
+            }
+            input type="hidden" name=(CONFIRMED) value="yes";
+            button type="submit" class="utrecht-button utrecht-button--primary-action utrecht-button--danger" { (button) }
+            a class="utrecht-link" href=(back) { (lang.t("Annuleren", "Cancel")) }
+        }
+    };
+    Some(respond(
+        StatusCode::OK,
+        page(lang, Some(visitor), Section::None, title, content),
+    ))
+}
+
+/// The field a confirmed form carries.
+const CONFIRMED: &str = "confirmed";
+
+/// A secret (a signing secret, a token) shown once, with what to do with it.
+/// `id` names the secret's element.
+pub(crate) fn secret_shown(id: &str, intro: Markup, secret: &str, after: Option<Markup>) -> Markup {
+    html! {
+        div class="utrecht-alert utrecht-alert--ok" role="status" {
+            div class="utrecht-alert__message" {
+                p class="utrecht-paragraph" { (intro) }
+                p class="utrecht-paragraph kp-secret" id=(id) { (secret) }
+                @if let Some(after) = after { p class="utrecht-paragraph" { (after) } }
+            }
+        }
+    }
+}
+
+/// A delivery's error or reason from the API, in the page's language (`texts.rs`), or a
+/// dash.
+pub(crate) fn said(lang: Lang, value: Option<&Value>) -> Markup {
+    match value.and_then(Value::as_str) {
+        Some(text) => crate::texts::delivery(lang, text),
+        None => html! { "—" },
+    }
+}
+
+/// A number of bytes, readable (KiB, MiB, GiB).
+pub(crate) fn bytes(value: &Value) -> String {
+    let Some(n) = value.as_u64() else {
+        return "—".into();
+    };
+    match n {
+        0..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
+        1_048_576..1_073_741_824 => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+        _ => format!("{:.1} GiB", n as f64 / 1_073_741_824.0),
+    }
 }

@@ -14,11 +14,13 @@
 mod access;
 mod admin;
 mod assets;
+mod catalog;
 mod forms;
 mod i18n;
 mod layout;
 mod owner;
 mod subscriber;
+mod texts;
 
 use std::sync::Arc;
 
@@ -89,6 +91,25 @@ pub fn router(state: Arc<AppState>, https: bool) -> Router {
         )
         .route("/subscriptions/{id}/edit", get(subscriber::edit_form))
         .route("/subscriptions/{id}/redeliver", post(subscriber::redeliver))
+        .route(
+            "/subscriptions/{id}/signing-secret",
+            post(subscriber::rotate),
+        )
+        .route("/subscriptions/{id}/delete", post(subscriber::delete))
+        .route("/subscriptions/{id}/consent", post(subscriber::consent))
+        .route("/subscriptions/{id}/receipts", get(subscriber::receipts))
+        .route(
+            "/subscriptions/{id}/dead-letters/{letter}",
+            get(subscriber::dead_letter),
+        )
+        .route(
+            "/subscriptions/{id}/dead-letters/{letter}/delete",
+            post(subscriber::delete_dead_letter),
+        )
+        .route(
+            "/subscriptions/{id}/replays/{replay}/cancel",
+            post(subscriber::cancel_replay),
+        )
         .route("/subscriptions/{id}/test", post(subscriber::test))
         .route(
             "/subscriptions/{id}/replays",
@@ -98,7 +119,14 @@ pub fn router(state: Arc<AppState>, https: bool) -> Router {
             "/subscriptions/{id}/replays/{replay}",
             get(subscriber::replay),
         )
-        .route("/eventtypes", get(owner::catalog))
+        .route("/eventtypes", get(catalog::list).post(catalog::create))
+        .route("/eventtypes/new", get(catalog::new_form))
+        .route(
+            "/eventtypes/{id}",
+            get(catalog::detail).post(catalog::update),
+        )
+        .route("/eventtypes/{id}/edit", get(catalog::edit_form))
+        .route("/eventtypes/{id}/delete", post(catalog::delete))
         .route("/approvals", get(owner::approvals))
         .route("/approvals/{entry}/{subscription}", post(owner::decide))
         .route("/receipts", get(owner::receipts))
@@ -106,9 +134,14 @@ pub fn router(state: Arc<AppState>, https: bool) -> Router {
             "/principals",
             get(admin::principals).post(admin::create_principal),
         )
-        .route("/principals/{name}", post(admin::change_principal))
+        .route(
+            "/principals/{name}",
+            get(admin::principal).post(admin::change_principal),
+        )
         .route("/status", get(admin::status))
         .route("/audit", get(admin::audit))
+        .route("/audit/verify", get(admin::verify_audit))
+        .route("/audit/export", get(admin::export_audit))
         .fallback(layout::not_found)
         .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
         .layer(axum::middleware::from_fn(refuse_large_forms))
@@ -266,7 +299,38 @@ impl Console {
         path: &str,
         body: Option<&Value>,
     ) -> Answer {
+        let (status, headers, bytes) = self.exchange(visitor, method, path, body, None).await;
+        Answer {
+            status,
+            headers,
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        }
+    }
+
+    /// A GET of the API's answer as it came, in the media type `accept` asks for (the
+    /// audit trail's JSON lines, say).
+    pub(crate) async fn fetch(
+        &self,
+        visitor: &Visitor,
+        path: &str,
+        accept: &'static str,
+    ) -> (StatusCode, HeaderMap, axum::body::Bytes) {
+        self.exchange(visitor, Method::GET, path, None, Some(accept))
+            .await
+    }
+
+    async fn exchange(
+        &self,
+        visitor: &Visitor,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        accept: Option<&'static str>,
+    ) -> (StatusCode, HeaderMap, axum::body::Bytes) {
         let mut request = Request::builder().method(method).uri(path);
+        if let Some(accept) = accept {
+            request = request.header(http::header::ACCEPT, accept);
+        }
         if let Some(host) = &visitor.host {
             request = request.header(HOST, host);
         }
@@ -289,11 +353,7 @@ impl Console {
         let bytes = axum::body::to_bytes(body, 64 * 1024 * 1024)
             .await
             .unwrap_or_default();
-        Answer {
-            status: parts.status,
-            headers: parts.headers,
-            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        }
+        (parts.status, parts.headers, bytes)
     }
 
     /// [`Console::call`] for a GET.

@@ -1,5 +1,5 @@
-//! The data owner's pages: its catalog entries, the approval queue (grant, refuse, revoke,
-//! with a reason), and who received one of its events.
+//! The data owner's pages: the approval queue (what waits first; grant, refuse, revoke with
+//! its reason), and who received one of its events. Its catalog entries are in `catalog.rs`.
 
 use std::sync::Arc;
 
@@ -9,55 +9,11 @@ use http::{Method, StatusCode};
 use maud::html;
 use serde_json::{Value, json};
 
-use crate::forms::{Posted, encode};
+use crate::forms::{Posted, Problem, encode};
 use crate::layout::{self, Section, badge, csrf, page, respond, text, time};
 use crate::{BASE, Console, Visitor, redirect};
 
 type Params = Query<std::collections::HashMap<String, String>>;
-
-/// `GET /console/eventtypes`.
-pub(crate) async fn catalog(
-    State(console): State<Arc<Console>>,
-    visitor: Visitor,
-    Query(query): Params,
-) -> Result<Response, Response> {
-    let lang = visitor.lang;
-    let path = layout::with_cursor("/v1/eventtypes?pageSize=100", &query);
-    let answer = console.get(&visitor, &path).await.checked(&visitor)?;
-    let own: Vec<Value> = answer
-        .body
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| visitor.principal.is_admin() || e["owner"] == visitor.principal.name.as_str())
-        .cloned()
-        .collect();
-    let content = html! {
-        p class="utrecht-paragraph" { (lang.t("De gebeurtenistypen waarvan u de gegevenseigenaar bent.", "The event types you are the data owner of.")) }
-        @if own.is_empty() {
-            p class="utrecht-paragraph" { (lang.t("Geen gebeurtenistypen.", "No event types.")) }
-        } @else {
-            (layout::table("catalog-caption", lang.t("Gebeurtenistypen", "Event types"), &[lang.t("Type", "Type"), lang.t("Bron", "Source"), lang.t("Eigenaar", "Owner"), lang.t("Goedkeuring", "Approval"), lang.t("Omschrijving", "Description")], own.iter().map(|e| vec![
-                layout::long(&text(e, "type")),
-                layout::long(&text(e, "source")),
-                html! { (text(e, "owner")) },
-                html! { (text(e, "approval")) },
-                html! { (text(e, "description")) },
-            ]).collect()))
-        }
-        (layout::next_page(lang, &format!("{BASE}/eventtypes"), answer.next_cursor().as_deref()))
-    };
-    Ok(respond(
-        StatusCode::OK,
-        page(
-            lang,
-            Some(&visitor),
-            Section::EventTypes,
-            lang.t("Gebeurtenistypen", "Event types"),
-            content,
-        ),
-    ))
-}
 
 /// `GET /console/approvals`: the requests and decisions on the visitor's entries.
 pub(crate) async fn approvals(
@@ -65,10 +21,21 @@ pub(crate) async fn approvals(
     visitor: Visitor,
     Query(query): Params,
 ) -> Result<Response, Response> {
+    approvals_page(&console, &visitor, &query, None).await
+}
+
+/// The approvals page; `refused` is a decision the API refused (which grant, and why),
+/// shown at that grant with what was typed kept.
+async fn approvals_page(
+    console: &Console,
+    visitor: &Visitor,
+    query: &std::collections::HashMap<String, String>,
+    refused: Option<(&str, &str, &str, &Problem)>,
+) -> Result<Response, Response> {
     let lang = visitor.lang;
-    let path = layout::with_cursor("/v1/approvals?pageSize=100", &query);
-    let answer = console.get(&visitor, &path).await.checked(&visitor)?;
-    let grants: Vec<Value> = answer
+    let path = layout::with_cursor("/v1/approvals?pageSize=100", query);
+    let answer = console.get(visitor, &path).await.checked(visitor)?;
+    let mut grants: Vec<Value> = answer
         .body
         .as_array()
         .into_iter()
@@ -76,6 +43,9 @@ pub(crate) async fn approvals(
         .filter(|g| visitor.principal.is_admin() || g["owner"] == visitor.principal.name.as_str())
         .cloned()
         .collect();
+    // What waits for a decision first, the oldest request at the top; then the decided.
+    grants.sort_by_key(|g| (g["state"] != "requested", text(g, "requested")));
+    let waiting = grants.iter().filter(|g| g["state"] == "requested").count() as u64;
     let notice = match query.get("notice").map(String::as_str) {
         Some("granted") => Some(lang.t(
             "Toegestaan: de gebeurtenissen gaan nu naar dit abonnement.",
@@ -90,19 +60,29 @@ pub(crate) async fn approvals(
     };
     let content = html! {
         @if let Some(notice) = notice { (layout::notice(true, notice)) }
+        p class="utrecht-paragraph" {
+            (lang.count(waiting, ("verzoek wacht op uw besluit.", "verzoeken wachten op uw besluit."), ("request waits for your decision.", "requests wait for your decision.")))
+        }
         @if grants.is_empty() {
             p class="utrecht-paragraph" { (lang.t("Geen verzoeken.", "No requests.")) }
         }
         @for (i, g) in grants.iter().enumerate() {
             @let heading = format!("grant-{i}");
+            @let entry = text(g, "eventtype");
+            @let subscription = text(g, "subscription");
+            @let here = refused.filter(|(e, s, _, _)| *e == entry && *s == subscription);
             section class="kp-card" aria-labelledby=(heading) {
                 h2 class="utrecht-heading-3" id=(heading) {
-                    (text(g, "subscriber")) " → " (text(g, "type"))
+                    (text(g, "subscriber")) " → " span class="kp-break" { (text(g, "type")) }
                 }
+                @if let Some((_, _, _, problem)) = here { (layout::problem(lang, problem)) }
                 (layout::data_list(vec![
                     (lang.t("Status", "State"), badge(lang, g["state"].as_str().unwrap_or_default())),
-                    (lang.t("Abonnement", "Subscription"), html! { code class="utrecht-code" { (text(g, "subscription")) } }),
-                    (lang.t("Gebeurtenistype", "Event type"), html! { (text(g, "eventtype")) }),
+                    (lang.t("Gebeurtenistype", "Event type"), html! {
+                        a class="utrecht-link kp-break" href={ (BASE) "/eventtypes/" (encode(&entry)) } { (text(g, "type")) }
+                        @if let Some(source) = g["source"].as_str() { br; small class="kp-break" { (source) } }
+                    }),
+                    (lang.t("Abonnement", "Subscription"), html! { code class="utrecht-code kp-break" { (subscription) } }),
                     (lang.t("Aangevraagd", "Requested"), time(g.get("requested"))),
                     (lang.t("Besluit", "Decision"), html! {
                         @if g.get("decided").is_some() {
@@ -111,12 +91,20 @@ pub(crate) async fn approvals(
                         } @else { "—" }
                     }),
                 ]))
-                form method="post" class="kp-form"
-                    action={ (BASE) "/approvals/" (encode(&text(g, "eventtype"))) "/" (encode(&text(g, "subscription"))) } {
-                    (csrf(&visitor))
-                    div class="utrecht-form-field" {
-                        label class="utrecht-form-label" for={ "reason-" (i) } { (lang.t("Reden (optioneel; de abonnee ziet hem)", "Reason (optional; the subscriber sees it)")) }
-                        input class="utrecht-textbox utrecht-textbox--html-input" type="text" id={ "reason-" (i) } name="reason";
+                form method="post" class="kp-form" novalidate
+                    action={ (BASE) "/approvals/" (encode(&entry)) "/" (encode(&subscription)) } {
+                    (csrf(visitor))
+                    @let revoking = g["state"] == "granted";
+                    div class={ "utrecht-form-field" @if here.is_some() { " utrecht-form-field--invalid" } } {
+                        label class="utrecht-form-label" for={ "reason-" (i) } {
+                            @if revoking {
+                                (lang.t("Reden (verplicht bij intrekken; de abonnee ziet hem)", "Reason (required to revoke; the subscriber sees it)"))
+                            } @else {
+                                (lang.t("Reden (optioneel; de abonnee ziet hem)", "Reason (optional; the subscriber sees it)"))
+                            }
+                        }
+                        input class="utrecht-textbox utrecht-textbox--html-input" type="text" id={ "reason-" (i) } name="reason"
+                            value=(here.map(|(_, _, reason, _)| reason).unwrap_or_default()) aria-invalid=(here.is_some()) required[revoking];
                     }
                     div class="kp-actions" {
                         @if g["state"] != "granted" {
@@ -125,7 +113,7 @@ pub(crate) async fn approvals(
                         @if g["state"] == "requested" {
                             button type="submit" name="state" value="refused" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Weigeren", "Refuse")) }
                         }
-                        @if g["state"] == "granted" {
+                        @if revoking {
                             button type="submit" name="state" value="revoked" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Intrekken", "Revoke")) }
                         }
                     }
@@ -134,11 +122,16 @@ pub(crate) async fn approvals(
         }
         (layout::next_page(lang, &format!("{BASE}/approvals"), answer.next_cursor().as_deref()))
     };
+    let status = if refused.is_some() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
     Ok(respond(
-        StatusCode::OK,
+        status,
         page(
             lang,
-            Some(&visitor),
+            Some(visitor),
             Section::Approvals,
             lang.t("Goedkeuringen", "Approvals"),
             content,
@@ -146,7 +139,8 @@ pub(crate) async fn approvals(
     ))
 }
 
-/// `POST /console/approvals/{entry}/{subscription}`: the owner's decision, through the API.
+/// `POST /console/approvals/{entry}/{subscription}`: the owner's decision, through the API;
+/// a refusal (a revocation without its reason, say) is shown at the request.
 pub(crate) async fn decide(
     State(console): State<Arc<Console>>,
     Path((entry, subscription)): Path<(String, String)>,
@@ -154,11 +148,12 @@ pub(crate) async fn decide(
 ) -> Result<Response, Response> {
     let visitor = &posted.visitor;
     let state = posted.fields.get("state");
+    let reason = posted.fields.get("reason").trim();
     let mut body = json!({"state": state});
-    if !posted.fields.get("reason").is_empty() {
-        body["reason"] = json!(posted.fields.get("reason"));
+    if !reason.is_empty() {
+        body["reason"] = json!(reason);
     }
-    console
+    let answer = console
         .call(
             visitor,
             Method::PUT,
@@ -169,8 +164,18 @@ pub(crate) async fn decide(
             ),
             Some(&body),
         )
-        .await
-        .checked(visitor)?;
+        .await;
+    if answer.status.is_client_error() && answer.status != StatusCode::NOT_FOUND {
+        let problem = answer.problem();
+        return approvals_page(
+            &console,
+            visitor,
+            &Default::default(),
+            Some((&entry, &subscription, reason, &problem)),
+        )
+        .await;
+    }
+    answer.checked(visitor)?;
     let notice = match state {
         "granted" | "refused" | "revoked" => state,
         _ => "",

@@ -29,9 +29,59 @@ pub(crate) async fn list(
     Query(query): Params,
 ) -> Result<Response, Response> {
     let lang = visitor.lang;
-    let path = layout::with_cursor("/v1/subscriptions?pageSize=50", &query);
-    let answer = console.get(&visitor, &path).await.checked(&visitor)?;
-    let subscriptions = answer.body.as_array().cloned().unwrap_or_default();
+    let admin = visitor.principal.is_admin();
+    // The selection, passed on to the API (which checks it) and kept in the next page's link.
+    let mut selection = String::new();
+    for key in ["owner", "state", "search"] {
+        if let Some(value) = query.get(key).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            selection.push_str(&format!("&{key}={}", encode(value)));
+        }
+    }
+    let path = layout::with_cursor(&format!("/v1/subscriptions?pageSize=50{selection}"), &query);
+    let answer = console.get(&visitor, &path).await;
+    let refused = (answer.status == StatusCode::BAD_REQUEST
+        || answer.status == StatusCode::FORBIDDEN)
+        .then(|| answer.problem());
+    let answer = if refused.is_some() {
+        answer
+    } else {
+        answer.checked(&visitor)?
+    };
+    let here = match selection.strip_prefix('&') {
+        Some(selection) => format!("{BASE}/subscriptions?{selection}"),
+        None => format!("{BASE}/subscriptions"),
+    };
+    let value = |key: &str| query.get(key).cloned().unwrap_or_default();
+    let state = value("state");
+    let search_form = html! {
+        form method="get" action={ (BASE) "/subscriptions" } class="kp-form kp-search" role="search" aria-label=(lang.t("Abonnementen zoeken", "Search subscriptions")) {
+            div class="utrecht-form-field" {
+                label class="utrecht-form-label" for="s-search" { (lang.t("Zoeken (id, eindpunt, type of eigenaar)", "Search (id, endpoint, type or owner)")) }
+                input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="s-search" name="search" value=(value("search"));
+            }
+            div class="utrecht-form-field" {
+                label class="utrecht-form-label" for="s-state" { (lang.t("Status", "State")) }
+                select class="utrecht-select utrecht-select--html-select" id="s-state" name="state" {
+                    option value="" selected[state.is_empty()] { (lang.t("alle", "all")) }
+                    option value="active" selected[state == "active"] { (lang.t("actief", "active")) }
+                    option value="pending" selected[state == "pending"] { (lang.t("wacht op instemming", "awaiting consent")) }
+                    option value="disabled" selected[state == "disabled"] { (lang.t("uitgeschakeld", "disabled")) }
+                }
+            }
+            @if admin {
+                div class="utrecht-form-field" {
+                    label class="utrecht-form-label" for="s-owner" { (lang.t("Eigenaar", "Owner")) }
+                    input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="s-owner" name="owner" value=(value("owner"));
+                }
+            }
+            div { button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Zoeken", "Search")) } }
+        }
+    };
+    let subscriptions = if refused.is_some() {
+        Vec::new()
+    } else {
+        answer.body.as_array().cloned().unwrap_or_default()
+    };
     let mut rows = Vec::new();
     for subscription in &subscriptions {
         let id = text(subscription, "id");
@@ -43,26 +93,32 @@ pub(crate) async fn list(
     }
     let next = answer.next_cursor();
     let content = html! {
+        @if let Some(notice) = notice_of(lang, &query) { (notice) }
         div class="kp-actions" {
             a class="utrecht-button-link utrecht-button-link--html-a utrecht-button-link--primary-action" href={ (BASE) "/subscriptions/new" } {
                 (lang.t("Nieuw abonnement", "New subscription"))
             }
         }
-        @if rows.is_empty() {
+        (search_form)
+        @if let Some(problem) = &refused { (layout::problem(lang, problem)) }
+        @if rows.is_empty() && selection.is_empty() && refused.is_none() {
             p class="utrecht-paragraph" { (lang.t("U heeft nog geen abonnementen.", "You have no subscriptions yet.")) }
+        } @else if rows.is_empty() {
+            p class="utrecht-paragraph" { (lang.t("Geen abonnementen gevonden.", "No subscriptions found.")) }
         } @else {
-            (layout::table("subscriptions-caption", lang.t("Uw abonnementen", "Your subscriptions"), &[lang.t("Abonnement", "Subscription"), lang.t("Eindpunt", "Endpoint"), lang.t("Status", "State"), lang.t("Laatste levering", "Last delivery"), lang.t("Laatste fout", "Last error"), lang.t("Breaker", "Breaker"), lang.t("Achterstand", "Backlog"), lang.t("Oudste wacht", "Oldest waiting")], rows.iter().map(|(s, st)| vec![
+            (layout::table("subscriptions-caption", if admin { lang.t("Alle abonnementen", "All subscriptions") } else { lang.t("Uw abonnementen", "Your subscriptions") }, &[lang.t("Abonnement", "Subscription"), lang.t("Eigenaar", "Owner"), lang.t("Eindpunt", "Endpoint"), lang.t("Status", "State"), lang.t("Laatste levering", "Last delivery"), lang.t("Laatste fout", "Last error"), lang.t("Breaker", "Breaker"), lang.t("Achterstand", "Backlog"), lang.t("Oudste wacht", "Oldest waiting")], rows.iter().map(|(s, st)| vec![
                 html! {
                     a class="utrecht-link kp-break" href={ (BASE) "/subscriptions/" (seg(&text(s, "id"))) } { (text(s, "id")) }
                     @if let Some(types) = s["types"].as_array() {
                         br; small { (types.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")) }
                     }
                 },
+                html! { (text(s, "owner")) },
                 layout::long(&text(s, "sink")),
                 html! {
                     (badge(lang, s["state"].as_str().unwrap_or_default()))
                     @for approval in s["approvals"].as_array().into_iter().flatten() {
-                        br; small { (text(approval, "eventtype")) ": " } (badge(lang, approval["state"].as_str().unwrap_or_default()))
+                        br; small class="kp-break" { (approval["type"].as_str().map_or_else(|| text(approval, "eventtype"), str::to_owned)) ": " } (badge(lang, approval["state"].as_str().unwrap_or_default()))
                     }
                 },
                 html! {
@@ -70,12 +126,12 @@ pub(crate) async fn list(
                         (time(last.get("time"))) " " (badge(lang, last["outcome"].as_str().unwrap_or_default()))
                     } @else { "—" }
                 },
-                html! { (s["lastDelivery"]["error"].as_str().unwrap_or("—")) },
+                layout::said(lang, s["lastDelivery"].get("error")),
                 html! { @if let Some(state) = st["breaker"]["state"].as_str() { (badge(lang, state)) } @else { "—" } },
                 html! { (text(st, "backlog")) },
                 html! { (age(lang, st.get("oldestPendingAgeSeconds"))) },
             ]).collect()))
-            (layout::next_page(lang, &format!("{BASE}/subscriptions"), next.as_deref()))
+            (layout::next_page(lang, &here, next.as_deref()))
         }
     };
     Ok(respond(
@@ -115,6 +171,24 @@ fn notice_of(lang: Lang, query: &std::collections::HashMap<String, String>) -> O
             .t(
                 "Het abonnement is aangemaakt.",
                 "The subscription was created.",
+            )
+            .to_owned(),
+        "deleted" => lang
+            .t(
+                "Het abonnement is verwijderd.",
+                "The subscription was deleted.",
+            )
+            .to_owned(),
+        "consented" => lang
+            .t(
+                "De instemming is vastgelegd; de hub bezorgt nu.",
+                "The consent was recorded; the hub delivers now.",
+            )
+            .to_owned(),
+        "letter-deleted" => lang
+            .t(
+                "De dode brief is verwijderd.",
+                "The dead letter was deleted.",
             )
             .to_owned(),
         "saved" => lang
@@ -199,8 +273,8 @@ pub(crate) async fn detail(
             lang.t("Status", "State"),
             html! {
                 (badge(lang, s["state"].as_str().unwrap_or_default()))
-                @if let Some(problem) = s["validationProblem"].as_str() { " " (problem) }
-                @if let Some(reason) = s["disabledReason"].as_str() { " " (reason) }
+                @if s.get("validationProblem").is_some() { " " (layout::said(lang, s.get("validationProblem"))) }
+                @if s.get("disabledReason").is_some() { " " (layout::said(lang, s.get("disabledReason"))) }
             },
         ),
     ];
@@ -213,13 +287,35 @@ pub(crate) async fn detail(
     if let Some(filters) = s.get("filters") {
         properties.push((lang.t("Filters", "Filters"), json_block(filters)));
     }
-    properties.push((lang.t("Instellingen", "Settings"), json_block(&s["config"])));
+    properties.push((
+        lang.t("Bezorging", "Delivery"),
+        html! {
+            dl class="kp-details" {
+                @for setting in &SETTINGS {
+                    @if let Some(value) = s["config"][setting.key].as_str() {
+                        div {
+                            dt { (lang.t(setting.label.0, setting.label.1)) }
+                            dd {
+                                @if let Some((_, nl, en)) = setting.choices.iter().find(|(choice, _, _)| *choice == value) {
+                                    (lang.t(nl, en))
+                                } @else {
+                                    (value)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    ));
     if let Some(approvals) = s["approvals"].as_array() {
         properties.push((lang.t("Goedkeuringen", "Approvals"), html! {
             ul class="utrecht-unordered-list" {
                 @for a in approvals {
-                    li class="utrecht-unordered-list__item" { (text(a, "eventtype")) " " (badge(lang, a["state"].as_str().unwrap_or_default()))
-                        @if let Some(reason) = a["reason"].as_str() { " — " (reason) } }
+                    li class="utrecht-unordered-list__item" {
+                        a class="utrecht-link kp-break" href={ (BASE) "/eventtypes/" (seg(&text(a, "eventtype"))) } { (a["type"].as_str().map_or_else(|| text(a, "eventtype"), str::to_owned)) } " " (badge(lang, a["state"].as_str().unwrap_or_default()))
+                        @if let Some(reason) = a["reason"].as_str() { " — " (reason) }
+                    }
                 }
             }
         }));
@@ -229,11 +325,28 @@ pub(crate) async fn detail(
         @if let Some(notice) = notice_of(lang, &query) { (notice) }
         div class="kp-actions" {
             a class="utrecht-link" href={ (page_path) "/edit" } { (lang.t("Bewerken", "Edit")) }
+            a class="utrecht-link" href={ (page_path) "/receipts" } { (lang.t("Ontvangsten", "Receipts")) }
             @if !pull && s["state"] == "active" {
                 form method="post" action={ (page_path) "/test" } class="kp-inline" {
                     (csrf(&visitor))
                     button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Testbericht versturen", "Send a test event")) }
                 }
+            }
+            @if !pull {
+                form method="post" action={ (page_path) "/signing-secret" } class="kp-inline" {
+                    (csrf(&visitor))
+                    button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Nieuw ondertekeningsgeheim", "New signing secret")) }
+                }
+            }
+            @if visitor.principal.is_admin() && s["state"] == "pending" {
+                form method="post" action={ (page_path) "/consent" } class="kp-inline" {
+                    (csrf(&visitor))
+                    button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Instemming van het eindpunt vastleggen", "Record the endpoint's consent")) }
+                }
+            }
+            form method="post" action={ (page_path) "/delete" } class="kp-inline" {
+                (csrf(&visitor))
+                button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Verwijderen", "Delete")) }
             }
         }
         section aria-labelledby="h-status" {
@@ -241,9 +354,9 @@ pub(crate) async fn detail(
             div id="delivery-status" data-refresh="5" aria-live="polite" {
                 (data_list(vec![
                     (lang.t("Achterstand", "Backlog"), html! {
-                        (text(&status, "backlog")) (lang.t(" berichten, ", " events, ")) (text(&status, "backlogBytes")) " bytes"
-                        @if let Some(limit) = status["backlogLimit"]["maxBytes"].as_u64() {
-                            (lang.t(" (grens ", " (limit ")) (limit) (lang.t(" bytes: daarboven worden de oudste dode brieven)", " bytes: past it the oldest become dead letters)"))
+                        (lang.count(status["backlog"].as_u64().unwrap_or(0), ("bericht", "berichten"), ("event", "events"))) ", " (layout::bytes(&status["backlogBytes"]))
+                        @if status["backlogLimit"]["maxBytes"].is_u64() {
+                            (lang.t(" (grens ", " (limit ")) (layout::bytes(&status["backlogLimit"]["maxBytes"])) (lang.t(": daarboven worden de oudste dode brieven)", ": past it the oldest become dead letters)"))
                         }
                     }),
                     (lang.t("Afgestoten", "Shed"), html! {
@@ -262,7 +375,7 @@ pub(crate) async fn detail(
                     (lang.t("Laatste poging", "Last attempt"), html! {
                         @if let Some(last) = status.get("lastAttempt") {
                             (time(last.get("time"))) " " (badge(lang, last["outcome"].as_str().unwrap_or_default()))
-                            @if let Some(error) = last["error"].as_str() { " — " span class="kp-last-error" { (error) } }
+                            @if last.get("error").is_some() { " — " span class="kp-last-error" { (layout::said(lang, last.get("error"))) } }
                         } @else { "—" }
                     }),
                 ]))
@@ -290,10 +403,10 @@ pub(crate) async fn detail(
                                 value=(text(d, "id")) id={ "letter-" (text(d, "id")) }
                                 aria-label={ (lang.t("Kies gebeurtenis ", "Pick event ")) (text(d, "sequence")) };
                         },
-                        html! { (text(d, "sequence")) },
+                        html! { a class="utrecht-link" href={ (page_path) "/dead-letters/" (seg(&text(d, "id"))) } { (text(d, "sequence")) } },
                         time(d.get("deadLetterTime")),
                         html! { (text(d, "attempts")) },
-                        html! { (text(d, "reason")) },
+                        layout::said(lang, d.get("reason")),
                     ]).collect()))
                     div class="kp-actions" {
                         button type="submit" name="scope" value="selected" class="utrecht-button utrecht-button--primary-action" { (lang.t("Gekozen opnieuw bezorgen", "Redeliver the picked ones")) }
@@ -358,7 +471,7 @@ fn attempts_table(lang: Lang, attempts: &Value) -> Markup {
                 badge(lang, a["outcome"].as_str().unwrap_or_default()),
                 html! { (text(a, "statusCode")) },
                 html! { @if let Some(ms) = a["durationMs"].as_u64() { (ms) " ms" } @else { "—" } },
-                html! { (text(a, "error")) },
+                layout::said(lang, a.get("error")),
             ]).collect()))
         }
     }
@@ -515,6 +628,12 @@ pub(crate) async fn replay(
             ]))
             @if let Some(error) = r["error"].as_str() { (layout::problem(lang, &Problem::message(error))) }
         }
+        @if r["state"] == "running" {
+            form method="post" action={ (BASE) "/subscriptions/" (seg(&id)) "/replays/" (seg(&replay)) "/cancel" } class="kp-actions" {
+                (csrf(&visitor))
+                button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Afspelen stoppen", "Stop the replay")) }
+            }
+        }
         p class="utrecht-paragraph" {
             a class="utrecht-link" href={ (BASE) "/subscriptions/" (seg(&id)) } { (lang.t("Terug naar het abonnement", "Back to the subscription")) }
         }
@@ -583,6 +702,7 @@ fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, P
         }
         text => {
             let filters: Value = serde_json::from_str(text).map_err(|e| Problem {
+                code: None,
                 detail: lang
                     .t(
                         "De filters zijn geen geldige JSON.",
@@ -594,34 +714,19 @@ fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, P
             body.insert("filters".into(), filters);
         }
     }
-    let mut config = match fields.get("config") {
-        "" => Map::new(),
-        text => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(config)) => config,
-            Ok(_) => {
-                return Err(Problem {
-                    detail: lang
-                        .t(
-                            "De instellingen moeten een JSON-object zijn.",
-                            "The settings must be a JSON object.",
-                        )
-                        .into(),
-                    params: vec![("config".into(), "not an object".into())],
-                });
-            }
-            Err(e) => {
-                return Err(Problem {
-                    detail: lang
-                        .t(
-                            "De instellingen zijn geen geldige JSON.",
-                            "The settings are not valid JSON.",
-                        )
-                        .into(),
-                    params: vec![("config".into(), e.to_string())],
-                });
-            }
-        },
-    };
+    // The stored settings (when editing), each field's value over them: an empty field is
+    // the hub's default.
+    let mut config = body
+        .get("config")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for setting in &SETTINGS {
+        match fields.get(&format!("config.{}", setting.key)).trim() {
+            "" => config.remove(setting.key),
+            value => config.insert(setting.key.into(), json!(value)),
+        };
+    }
     if pull {
         config.insert("delivery".into(), json!("pull"));
         body.remove("protocolsettings");
@@ -632,6 +737,125 @@ fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, P
     Ok(Value::Object(body))
 }
 
+/// A delivery setting (a `config` key but `delivery`) as the form shows it: its label and
+/// help in both languages, and its choices when it has a few (value, Dutch, English).
+struct Setting {
+    key: &'static str,
+    label: (&'static str, &'static str),
+    help: (&'static str, &'static str),
+    choices: &'static [(&'static str, &'static str, &'static str)],
+}
+
+/// The settings, in the order the form shows them (`knooppunt_store::CONFIG_KEYS` holds
+/// their defaults and the API's own description).
+const SETTINGS: [Setting; 8] = [
+    Setting {
+        key: "mode",
+        label: ("Vorm van de bezorging", "Form of delivery"),
+        help: (
+            "Hoe de gebeurtenis bij uw eindpunt aankomt.",
+            "How the event arrives at your endpoint.",
+        ),
+        choices: &[
+            (
+                "structured",
+                "gestructureerd: de gebeurtenis als application/cloudevents+json",
+                "structured: the event as application/cloudevents+json",
+            ),
+            (
+                "binary",
+                "binair: ce-headers, de gegevens als body",
+                "binary: ce- headers, the data as the body",
+            ),
+            (
+                "cbor",
+                "CBOR: application/cloudevents+cbor",
+                "CBOR: application/cloudevents+cbor",
+            ),
+            (
+                "notificatie",
+                "notificatie: zoals een ZGW Notificaties-callback",
+                "notificatie: as a ZGW Notificaties callback",
+            ),
+            (
+                "zgw-cloudevent",
+                "ZGW-CloudEvent: zoals Open Notificaties ze maakt",
+                "ZGW CloudEvent: as Open Notificaties makes them",
+            ),
+        ],
+    },
+    Setting {
+        key: "ordering",
+        label: ("Volgorde", "Order"),
+        help: (
+            "Op volgorde: één bezorging tegelijk; een mislukte houdt de volgende tegen (alleen voor dit abonnement).",
+            "In order: one delivery at a time; a failing one holds back the next (for this subscription only).",
+        ),
+        choices: &[
+            ("ordered", "op volgorde", "in order"),
+            (
+                "unordered",
+                "zonder volgorde, meer tegelijk",
+                "unordered, several at once",
+            ),
+        ],
+    },
+    Setting {
+        key: "maxAttempts",
+        label: ("Pogingen per gebeurtenis", "Attempts per event"),
+        help: (
+            "1 tot 1000; daarna wordt de gebeurtenis een dode brief.",
+            "1 to 1000; then the event becomes a dead letter.",
+        ),
+        choices: &[],
+    },
+    Setting {
+        key: "ttl",
+        label: ("Levensduur", "Time to live"),
+        help: (
+            "Na hoelang een onbezorgde gebeurtenis een dode brief wordt (ISO 8601, bijvoorbeeld PT24H of P2D).",
+            "After how long an undelivered event becomes a dead letter (ISO 8601, e.g. PT24H or P2D).",
+        ),
+        choices: &[],
+    },
+    Setting {
+        key: "initialBackoff",
+        label: ("Eerste wachttijd", "First retry delay"),
+        help: (
+            "Voor de eerste herhaling; daarna steeds langer (ISO 8601, bijvoorbeeld PT1S).",
+            "Before the first retry; longer each time after (ISO 8601, e.g. PT1S).",
+        ),
+        choices: &[],
+    },
+    Setting {
+        key: "maxBackoff",
+        label: ("Langste wachttijd", "Longest retry delay"),
+        help: (
+            "Ten minste de eerste (ISO 8601, bijvoorbeeld PT1H).",
+            "At least the first (ISO 8601, e.g. PT1H).",
+        ),
+        choices: &[],
+    },
+    Setting {
+        key: "timeout",
+        label: ("Tijd per poging", "Time per attempt"),
+        help: (
+            "Hoelang één poging mag duren, ten hoogste PT5M.",
+            "How long one attempt may take, at most PT5M.",
+        ),
+        choices: &[],
+    },
+    Setting {
+        key: "lockDuration",
+        label: ("Vergrendeling (pull)", "Lock (pull)"),
+        help: (
+            "Alleen bij pull: hoelang een opgehaalde gebeurtenis voor u vastligt (PT1S tot PT10M).",
+            "Pull only: how long a received event stays locked to you (PT1S to PT10M).",
+        ),
+        choices: &[],
+    },
+];
+
 /// The form's values (from what was posted, else from the stored subscription).
 struct FormValues {
     sink: String,
@@ -639,7 +863,8 @@ struct FormValues {
     types: String,
     source: String,
     filters: String,
-    config: String,
+    /// Each setting's value by key (absent: the default).
+    config: std::collections::HashMap<&'static str, String>,
 }
 
 impl FormValues {
@@ -670,7 +895,15 @@ impl FormValues {
                 .get("filters")
                 .map(|f| serde_json::to_string_pretty(f).unwrap_or_default())
                 .unwrap_or_default(),
-            config: serde_json::to_string_pretty(&Value::Object(config)).unwrap_or_default(),
+            config: SETTINGS
+                .iter()
+                .filter_map(|setting| {
+                    config
+                        .get(setting.key)
+                        .and_then(Value::as_str)
+                        .map(|value| (setting.key, value.to_owned()))
+                })
+                .collect(),
         }
     }
 
@@ -681,7 +914,15 @@ impl FormValues {
             types: fields.get("types").to_owned(),
             source: fields.get("source").to_owned(),
             filters: fields.get("filters").to_owned(),
-            config: fields.get("config").to_owned(),
+            config: SETTINGS
+                .iter()
+                .map(|setting| {
+                    (
+                        setting.key,
+                        fields.get(&format!("config.{}", setting.key)).to_owned(),
+                    )
+                })
+                .collect(),
         }
     }
 }
@@ -689,6 +930,7 @@ impl FormValues {
 /// The create or edit form; `action` is where it posts.
 fn subscription_form(
     visitor: &Visitor,
+    defaults: &knooppunt_store::ConfigDefaults,
     action: &str,
     values: &FormValues,
     problem: Option<&Problem>,
@@ -737,9 +979,34 @@ fn subscription_form(
                 textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="f-filters" name="filters" rows="6"
                     aria-describedby="f-filters-hint" aria-invalid=(invalid("filters")) spellcheck="false" { (values.filters) }
             }
-            div class={ "utrecht-form-field" @if invalid("config") { " utrecht-form-field--invalid" } } {
-                label class="utrecht-form-label" for="f-config" { (lang.t("Instellingen (JSON-object, optioneel)", "Settings (JSON object, optional)")) }
-                textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="f-config" name="config" rows="4" aria-invalid=(invalid("config")) spellcheck="false" { (values.config) }
+            fieldset class="utrecht-form-fieldset" {
+                legend class="utrecht-form-fieldset__legend" { (lang.t("Bezorging (leeg: de standaard van de hub)", "Delivery (empty: the hub's default)")) }
+                @for setting in &SETTINGS {
+                    @let id = format!("f-config-{}", setting.key);
+                    @let name = format!("config.{}", setting.key);
+                    @let value = values.config.get(setting.key).cloned().unwrap_or_default();
+                    @let invalid = invalid(&name);
+                    @let (help_nl, help_en) = setting.help;
+                    div class={ "utrecht-form-field" @if invalid { " utrecht-form-field--invalid" } } {
+                        label class="utrecht-form-label" for=(id) { (lang.t(setting.label.0, setting.label.1)) }
+                        div class="utrecht-form-field-description" id={ (id) "-hint" } {
+                            (lang.t(help_nl, help_en))
+                            " " (lang.t("Standaard: ", "Default: ")) code class="utrecht-code" { (defaults.get(setting.key)) } "."
+                        }
+                        @if setting.choices.is_empty() {
+                            input class="utrecht-textbox utrecht-textbox--html-input" type="text" id=(id) name=(name) value=(value)
+                                aria-describedby={ (id) "-hint" } aria-invalid=(invalid) spellcheck="false"
+                                inputmode=[(setting.key == "maxAttempts").then_some("numeric")];
+                        } @else {
+                            select class="utrecht-select utrecht-select--html-select" id=(id) name=(name) aria-describedby={ (id) "-hint" } {
+                                option value="" selected[value.is_empty()] { (lang.t("standaard", "default")) }
+                                @for (choice, nl, en) in setting.choices {
+                                    option value=(choice) selected[value == *choice] { (lang.t(nl, en)) }
+                                }
+                            }
+                        }
+                    }
+                }
             }
             div id="check-result" aria-live="polite" {}
             div { button type="submit" class="utrecht-button utrecht-button--primary-action" { (lang.t("Opslaan", "Save")) } }
@@ -747,19 +1014,24 @@ fn subscription_form(
     }
 }
 
-/// `GET /console/subscriptions/new`.
-pub(crate) async fn new_form(visitor: Visitor) -> Response {
+/// `GET /console/subscriptions/new`, with `?type=` when it comes from a catalog entry.
+pub(crate) async fn new_form(
+    State(console): State<Arc<Console>>,
+    visitor: Visitor,
+    Query(query): Params,
+) -> Response {
     let lang = visitor.lang;
     let values = FormValues {
         sink: String::new(),
         delivery: "push".into(),
-        types: String::new(),
+        types: query.get("type").cloned().unwrap_or_default(),
         source: String::new(),
         filters: String::new(),
-        config: String::new(),
+        config: Default::default(),
     };
     let form = subscription_form(
         &visitor,
+        &console.state.subscription_defaults,
         &format!("{BASE}/subscriptions"),
         &values,
         None,
@@ -790,6 +1062,7 @@ pub(crate) async fn edit_form(
         .checked(&visitor)?;
     let form = subscription_form(
         &visitor,
+        &console.state.subscription_defaults,
         &format!("{BASE}/subscriptions/{}", seg(&id)),
         &FormValues::of_subscription(&answer.body),
         None,
@@ -809,6 +1082,7 @@ pub(crate) async fn edit_form(
 
 /// A form posted again with what the API found wrong.
 fn form_again(
+    console: &Console,
     visitor: &Visitor,
     action: &str,
     fields: &Fields,
@@ -824,6 +1098,7 @@ fn form_again(
     };
     let form = subscription_form(
         visitor,
+        &console.state.subscription_defaults,
         action,
         &FormValues::of_fields(fields),
         Some(problem),
@@ -843,6 +1118,7 @@ pub(crate) async fn create(State(console): State<Arc<Console>>, posted: Posted) 
         Ok(body) => body,
         Err(problem) => {
             return form_again(
+                &console,
                 visitor,
                 &action,
                 &posted.fields,
@@ -855,7 +1131,15 @@ pub(crate) async fn create(State(console): State<Arc<Console>>, posted: Posted) 
     let answer = console
         .call(visitor, Method::POST, "/v1/subscriptions", Some(&body))
         .await;
-    saved(answer, visitor, &action, &posted.fields, true, "created")
+    saved(
+        &console,
+        answer,
+        visitor,
+        &action,
+        &posted.fields,
+        true,
+        "created",
+    )
 }
 
 /// `POST /console/subscriptions/{id}`: replaces it through the API (what the form does not
@@ -876,6 +1160,7 @@ pub(crate) async fn update(
         Ok(body) => body,
         Err(problem) => {
             return form_again(
+                &console,
                 visitor,
                 &action,
                 &posted.fields,
@@ -886,10 +1171,19 @@ pub(crate) async fn update(
         }
     };
     let answer = console.call(visitor, Method::PUT, &path, Some(&body)).await;
-    saved(answer, visitor, &action, &posted.fields, false, "saved")
+    saved(
+        &console,
+        answer,
+        visitor,
+        &action,
+        &posted.fields,
+        false,
+        "saved",
+    )
 }
 
 fn saved(
+    console: &Console,
     answer: Answer,
     visitor: &Visitor,
     action: &str,
@@ -903,11 +1197,24 @@ fn saved(
         } else {
             StatusCode::BAD_GATEWAY
         };
-        return form_again(visitor, action, fields, &answer.problem(), creating, status);
+        return form_again(
+            console,
+            visitor,
+            action,
+            fields,
+            &answer.problem(),
+            creating,
+            status,
+        );
+    }
+    let id = text(&answer.body, "id");
+    if creating && let Some(secret) = answer.body["signingsecret"].as_str() {
+        // Shown once, on this page: never in a URL.
+        return secret_page(visitor, &id, secret, None, true);
     }
     redirect(&format!(
         "{BASE}/subscriptions/{}?notice={notice}",
-        seg(&text(&answer.body, "id"))
+        seg(&id)
     ))
 }
 
@@ -949,4 +1256,364 @@ pub(crate) async fn check(State(console): State<Arc<Console>>, posted: Posted) -
         fragment.into_string(),
     )
         .into_response()
+}
+
+/// The page that shows a subscription's signing secret once: after creating it, or after a
+/// rotation (with until when the previous one signs too).
+fn secret_page(
+    visitor: &Visitor,
+    id: &str,
+    secret: &str,
+    previous_until: Option<&Value>,
+    created: bool,
+) -> Response {
+    let lang = visitor.lang;
+    let page_path = format!("{BASE}/subscriptions/{}", seg(id));
+    let intro = html! {
+        @if created { (lang.t("Het abonnement is aangemaakt. ", "The subscription was created. ")) }
+        (lang.t("Het ondertekeningsgeheim — alleen nu te zien; zet het in uw ontvanger, die er de handtekening (Standard Webhooks: webhook-signature) van elke bezorging mee controleert:",
+                "The signing secret — shown only now; put it in your receiver, which checks each delivery's signature (Standard Webhooks: webhook-signature) with it:"))
+    };
+    let after = previous_until.and_then(Value::as_str).map(|_| {
+        html! {
+            (lang.t("Het vorige geheim ondertekent ook nog tot ", "The previous secret signs too until "))
+            (time(previous_until)) "."
+        }
+    });
+    let content = html! {
+        (layout::secret_shown("new-secret", intro, secret, after))
+        p class="utrecht-paragraph" {
+            a class="utrecht-link" href=(page_path) { (lang.t("Naar het abonnement", "To the subscription")) }
+        }
+    };
+    let title = if created {
+        lang.t("Abonnement aangemaakt", "Subscription created")
+    } else {
+        lang.t("Nieuw ondertekeningsgeheim", "New signing secret")
+    };
+    respond(
+        StatusCode::OK,
+        page(lang, Some(visitor), Section::Subscriptions, title, content),
+    )
+}
+
+/// `POST /console/subscriptions/{id}/signing-secret`: a new secret, after confirming.
+pub(crate) async fn rotate(
+    State(console): State<Arc<Console>>,
+    Path(id): Path<String>,
+    posted: Posted,
+) -> Result<Response, Response> {
+    let visitor = &posted.visitor;
+    let lang = visitor.lang;
+    let page_path = format!("{BASE}/subscriptions/{}", seg(&id));
+    if let Some(page) = layout::confirm_first(
+        &posted,
+        &format!("{page_path}/signing-secret"),
+        lang.t("Nieuw ondertekeningsgeheim maken?", "Make a new signing secret?"),
+        &[
+            lang.t(
+                "De hub maakt een nieuw geheim en toont het één keer.",
+                "The hub makes a new secret and shows it once.",
+            ),
+            lang.t(
+                "Het huidige geheim ondertekent nog een tijd mee (beide handtekeningen gaan mee); zet het nieuwe geheim in die tijd in uw ontvanger.",
+                "The current secret keeps signing for a while (both signatures are sent); put the new secret in your receiver within that time.",
+            ),
+        ],
+        lang.t("Nieuw geheim maken", "Make a new secret"),
+        &page_path,
+    ) {
+        return Ok(page);
+    }
+    let answer = console
+        .call(
+            visitor,
+            Method::POST,
+            &format!("/v1/subscriptions/{}/signing-secret", seg(&id)),
+            None,
+        )
+        .await
+        .checked(visitor)?;
+    let secret = text(&answer.body, "signingsecret");
+    Ok(secret_page(
+        visitor,
+        &id,
+        &secret,
+        answer.body.get("previousValidUntil"),
+        false,
+    ))
+}
+
+/// `POST /console/subscriptions/{id}/delete`: deletes it, after saying what that means.
+pub(crate) async fn delete(
+    State(console): State<Arc<Console>>,
+    Path(id): Path<String>,
+    posted: Posted,
+) -> Result<Response, Response> {
+    let visitor = &posted.visitor;
+    let lang = visitor.lang;
+    let page_path = format!("{BASE}/subscriptions/{}", seg(&id));
+    if let Some(page) = layout::confirm_first(
+        &posted,
+        &format!("{page_path}/delete"),
+        lang.t("Abonnement verwijderen?", "Delete the subscription?"),
+        &[
+            lang.t(
+                "De hub bezorgt niets meer voor dit abonnement. Wat nog wacht en de dode brieven vervallen.",
+                "The hub delivers nothing more for this subscription. What still waits and the dead letters are dropped.",
+            ),
+            lang.t(
+                "Dit kan niet ongedaan worden gemaakt.",
+                "This cannot be undone.",
+            ),
+        ],
+        lang.t("Verwijderen", "Delete"),
+        &page_path,
+    ) {
+        return Ok(page);
+    }
+    console
+        .call(
+            visitor,
+            Method::DELETE,
+            &format!("/v1/subscriptions/{}", seg(&id)),
+            None,
+        )
+        .await
+        .checked(visitor)?;
+    Ok(redirect(&format!("{BASE}/subscriptions?notice=deleted")))
+}
+
+/// `GET /console/subscriptions/{id}/dead-letters/{letter}`: why it was given up, and the
+/// event as accepted (its attributes, and its data for whom the API shows it).
+pub(crate) async fn dead_letter(
+    State(console): State<Arc<Console>>,
+    visitor: Visitor,
+    Path((id, letter)): Path<(String, String)>,
+) -> Result<Response, Response> {
+    let lang = visitor.lang;
+    let answer = console
+        .get(
+            &visitor,
+            &format!(
+                "/v1/subscriptions/{}/dead-letters/{}",
+                seg(&id),
+                seg(&letter)
+            ),
+        )
+        .await
+        .checked(&visitor)?;
+    let d = &answer.body;
+    let page_path = format!("{BASE}/subscriptions/{}", seg(&id));
+    let event = d["event"].as_object();
+    let attributes: Vec<(&String, &Value)> = event
+        .into_iter()
+        .flatten()
+        .filter(|(name, _)| !matches!(name.as_str(), "data" | "data_base64"))
+        .collect();
+    let content = html! {
+        (data_list(vec![
+            (lang.t("Gebeurtenis", "Event"), html! { (text(d, "sequence")) }),
+            (lang.t("Reden", "Reason"), layout::said(lang, d.get("reason"))),
+            (lang.t("Pogingen", "Attempts"), html! { (text(d, "attempts")) }),
+            (lang.t("Eerste poging", "First attempt"), time(d.get("firstAttemptTime"))),
+            (lang.t("Laatste poging", "Last attempt"), time(d.get("lastAttemptTime"))),
+            (lang.t("Laatste HTTP-status", "Last HTTP status"), html! { (text(d, "lastStatusCode")) }),
+            (lang.t("Laatste fout", "Last error"), layout::said(lang, d.get("lastError"))),
+            (lang.t("Opgegeven", "Given up"), time(d.get("deadLetterTime"))),
+        ]))
+        section aria-labelledby="h-event" {
+            h2 class="utrecht-heading-2" id="h-event" { (lang.t("De gebeurtenis", "The event")) }
+            @if event.is_none() {
+                p class="utrecht-paragraph" { (lang.t("De gebeurtenis is niet meer in het logboek van de hub.", "The event is no longer in the hub's log.")) }
+            } @else {
+                (layout::table("event-caption", lang.t("Attributen", "Attributes"), &[lang.t("Attribuut", "Attribute"), lang.t("Waarde", "Value")],
+                    attributes.iter().map(|(name, value)| vec![
+                        html! { code class="utrecht-code" { (name) } },
+                        layout::long(&value.as_str().map_or_else(|| value.to_string(), str::to_owned)),
+                    ]).collect()))
+                @if let Some(data) = d["event"].get("data") {
+                    h3 class="utrecht-heading-3" { (lang.t("Gegevens", "Data")) }
+                    (json_block(data))
+                } @else if d["event"].get("data_base64").is_some() {
+                    p class="utrecht-paragraph" { (lang.t("Met binaire gegevens (data_base64).", "With binary data (data_base64).")) }
+                }
+            }
+        }
+        div class="kp-actions" {
+            form method="post" action={ (page_path) "/redeliver" } class="kp-inline" {
+                (csrf(&visitor))
+                input type="hidden" name="letter" value=(text(d, "id"));
+                button type="submit" name="scope" value="selected" class="utrecht-button utrecht-button--primary-action" { (lang.t("Opnieuw bezorgen", "Redeliver")) }
+            }
+            form method="post" action={ (page_path) "/dead-letters/" (seg(&letter)) "/delete" } class="kp-inline" {
+                (csrf(&visitor))
+                button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Verwijderen", "Delete")) }
+            }
+            a class="utrecht-link" href={ (page_path) "#h-dead" } { (lang.t("Terug naar het abonnement", "Back to the subscription")) }
+        }
+    };
+    Ok(respond(
+        StatusCode::OK,
+        page(
+            lang,
+            Some(&visitor),
+            Section::Subscriptions,
+            &format!(
+                "{} {}",
+                lang.t("Dode brief", "Dead letter"),
+                text(d, "sequence")
+            ),
+            content,
+        ),
+    ))
+}
+
+/// `POST /console/subscriptions/{id}/dead-letters/{letter}/delete`, after confirming.
+pub(crate) async fn delete_dead_letter(
+    State(console): State<Arc<Console>>,
+    Path((id, letter)): Path<(String, String)>,
+    posted: Posted,
+) -> Result<Response, Response> {
+    let visitor = &posted.visitor;
+    let lang = visitor.lang;
+    let page_path = format!("{BASE}/subscriptions/{}", seg(&id));
+    if let Some(page) = layout::confirm_first(
+        &posted,
+        &format!("{page_path}/dead-letters/{}/delete", seg(&letter)),
+        lang.t("Dode brief verwijderen?", "Delete the dead letter?"),
+        &[lang.t(
+            "Deze gebeurtenis wordt dan nooit meer aan dit abonnement bezorgd (opnieuw afspelen kan wel, zolang de hub haar bewaart). Dit kan niet ongedaan worden gemaakt.",
+            "This event is then never delivered to this subscription again (a replay can, while the hub keeps it). This cannot be undone.",
+        )],
+        lang.t("Verwijderen", "Delete"),
+        &format!("{page_path}/dead-letters/{}", seg(&letter)),
+    ) {
+        return Ok(page);
+    }
+    console
+        .call(
+            visitor,
+            Method::DELETE,
+            &format!(
+                "/v1/subscriptions/{}/dead-letters/{}",
+                seg(&id),
+                seg(&letter)
+            ),
+            None,
+        )
+        .await
+        .checked(visitor)?;
+    Ok(redirect(&format!(
+        "{page_path}?notice=letter-deleted#h-dead"
+    )))
+}
+
+/// `POST /console/subscriptions/{id}/replays/{replay}/cancel`.
+pub(crate) async fn cancel_replay(
+    State(console): State<Arc<Console>>,
+    Path((id, replay)): Path<(String, String)>,
+    posted: Posted,
+) -> Result<Response, Response> {
+    let visitor = &posted.visitor;
+    console
+        .call(
+            visitor,
+            Method::POST,
+            &format!(
+                "/v1/subscriptions/{}/replays/{}/cancel",
+                seg(&id),
+                seg(&replay)
+            ),
+            None,
+        )
+        .await
+        .checked(visitor)?;
+    Ok(redirect(&format!(
+        "{BASE}/subscriptions/{}/replays/{}",
+        seg(&id),
+        seg(&replay)
+    )))
+}
+
+/// `GET /console/subscriptions/{id}/receipts`: what this subscription received, newest
+/// first as the API pages it.
+pub(crate) async fn receipts(
+    State(console): State<Arc<Console>>,
+    visitor: Visitor,
+    Path(id): Path<String>,
+    Query(query): Params,
+) -> Result<Response, Response> {
+    let lang = visitor.lang;
+    let path = layout::with_cursor(
+        &format!("/v1/subscriptions/{}/receipts?pageSize=50", seg(&id)),
+        &query,
+    );
+    let answer = console.get(&visitor, &path).await.checked(&visitor)?;
+    let list = answer.body.as_array().cloned().unwrap_or_default();
+    let page_path = format!("{BASE}/subscriptions/{}", seg(&id));
+    let content = html! {
+        p class="utrecht-paragraph" { (lang.t("Elke gebeurtenis die uw eindpunt heeft aangenomen, met wanneer. De gegevenseigenaar ziet hetzelfde.", "Every event your endpoint took, and when. The data owner sees the same.")) }
+        @if list.is_empty() {
+            p class="utrecht-paragraph" { (lang.t("Nog niets ontvangen.", "Nothing received yet.")) }
+        } @else {
+            (layout::table("receipts-caption", lang.t("Ontvangen", "Received"), &[lang.t("Gebeurtenis", "Event"), lang.t("Type", "Type"), lang.t("Id", "Id"), lang.t("Afgeleverd", "Delivered")],
+                list.iter().map(|r| vec![
+                    html! { (text(r, "sequence")) },
+                    layout::long(&text(r, "type")),
+                    layout::long(&text(r, "id")),
+                    time(r.get("deliveredTime")),
+                ]).collect()))
+        }
+        (layout::next_page(lang, &format!("{page_path}/receipts"), answer.next_cursor().as_deref()))
+        p class="utrecht-paragraph" { a class="utrecht-link" href=(page_path) { (lang.t("Terug naar het abonnement", "Back to the subscription")) } }
+    };
+    Ok(respond(
+        StatusCode::OK,
+        page(
+            lang,
+            Some(&visitor),
+            Section::Subscriptions,
+            lang.t("Ontvangsten", "Receipts"),
+            content,
+        ),
+    ))
+}
+
+/// `POST /console/subscriptions/{id}/consent` (administrators): records the sink's consent,
+/// agreed outside the hub, without a handshake; after confirming.
+pub(crate) async fn consent(
+    State(console): State<Arc<Console>>,
+    Path(id): Path<String>,
+    posted: Posted,
+) -> Result<Response, Response> {
+    let visitor = &posted.visitor;
+    let lang = visitor.lang;
+    let page_path = format!("{BASE}/subscriptions/{}", seg(&id));
+    if let Some(page) = layout::confirm_first(
+        &posted,
+        &format!("{page_path}/consent"),
+        lang.t("Instemming vastleggen?", "Record the consent?"),
+        &[
+            lang.t(
+                "Doe dit alleen als de beheerder van het eindpunt buiten de hub heeft ingestemd met deze bezorgingen (schriftelijk, bijvoorbeeld): de hub slaat de controle over en begint te bezorgen.",
+                "Do this only when the endpoint's operator agreed to these deliveries outside the hub (in writing, say): the hub skips the check and starts delivering.",
+            ),
+            lang.t("Het komt op de audittrail, met uw naam.", "It goes on the audit trail, with your name."),
+        ],
+        lang.t("Instemming vastleggen", "Record the consent"),
+        &page_path,
+    ) {
+        return Ok(page);
+    }
+    console
+        .call(
+            visitor,
+            Method::POST,
+            &format!("/v1/subscriptions/{}/validation", seg(&id)),
+            None,
+        )
+        .await
+        .checked(visitor)?;
+    Ok(redirect(&format!("{page_path}?notice=consented")))
 }
