@@ -550,3 +550,65 @@ async fn the_head_is_signed_with_the_hubs_key() {
         .await
         .assert_problem(400);
 }
+
+/// `order=newest`: the trail from its newest entry back, page by page, each page's link
+/// going on where the last ended; together the same entries as oldest first, reversed
+/// (more than the 500 the hub reads from its store at a time).
+#[tokio::test]
+async fn the_trail_reads_newest_first() {
+    let hub = TestHub::start().await;
+    for n in 0..520 {
+        let created = hub
+            .call(
+                Method::POST,
+                "/v1/principals",
+                tokens::ADMIN,
+                Some(json!({"name": format!("p-{n}"), "roles": ["subscriber"]})),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    assert!(all_entries(&hub, tokens::ADMIN).await.len() >= 100);
+    let mut newest_first = Vec::new();
+    let mut path = "/v1/audit?order=newest&pageSize=200&name=principal".to_owned();
+    loop {
+        let page = Answer::from(
+            hub.request(Method::GET, &path, tokens::ADMIN)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        newest_first.extend(
+            page.body
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["sequence"].as_u64().unwrap()),
+        );
+        let Some(link) = page.headers.get("link") else {
+            break;
+        };
+        let link = link.to_str().unwrap();
+        assert!(link.contains("order=newest"), "{link}");
+        path = link[1..link.find('>').unwrap()].to_owned();
+    }
+    let all = hub
+        .call(Method::GET, "/v1/audit?pageSize=1000", tokens::ADMIN, None)
+        .await;
+    let principals: Vec<u64> = all
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"].as_str().unwrap().starts_with("principal"))
+        .map(|e| e["sequence"].as_u64().unwrap())
+        .rev()
+        .collect();
+    assert_eq!(newest_first, principals);
+    let refused = hub
+        .call(Method::GET, "/v1/audit?order=sideways", tokens::ADMIN, None)
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+}

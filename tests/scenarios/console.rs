@@ -952,7 +952,8 @@ async fn a_trusted_client_certificate_signs_in_its_principal() {
 /// sideways at 320) with every axe-core violation, whatever its impact, and photographs it
 /// at both widths.
 async fn both_widths(browser: &Browser, name: &str) {
-    for width in [1280, 320] {
+    // The narrow one first: the browser is left at 1280 for what the test does next.
+    for width in [320, 1280] {
         browser.set_width(width).await;
         // Laid out again at the new width before anything is measured.
         browser
@@ -982,6 +983,8 @@ async fn both_widths(browser: &Browser, name: &str) {
 /// subscription with attempts, a dead letter and a replay, an event with a receipt.
 struct Furnished {
     hub: TestHub,
+    entry: String,
+    dead_letter: String,
     subscription: String,
     replay: String,
     sequence: u64,
@@ -1014,7 +1017,7 @@ async fn furnished_hub() -> Furnished {
     )
     .await;
     let sequence = publish(&hub, "verhuizing-met-een-lange-naam-0123456789abcdef").await;
-    dead_letters(&hub, tokens::KVK, &subscription, 1).await;
+    let dead = dead_letters(&hub, tokens::KVK, &subscription, 1).await;
     working.wait_for(1, Duration::from_secs(10)).await;
     let replay = hub
         .call(
@@ -1027,6 +1030,8 @@ async fn furnished_hub() -> Furnished {
     assert_eq!(replay.status, 202, "{}", replay.body);
     Furnished {
         hub,
+        entry: entry.body["id"].as_str().unwrap().to_owned(),
+        dead_letter: dead[0]["id"].as_str().unwrap().to_owned(),
         subscription,
         replay: replay.body["id"].as_str().unwrap().to_owned(),
         sequence,
@@ -1058,7 +1063,21 @@ async fn every_page_reflows_at_320_px_and_passes_axe_at_1280_and_320() {
             format!("/console/subscriptions/{id}/replays/{}", f.replay),
             "replay",
         ),
+        (
+            format!("/console/subscriptions/{id}/dead-letters/{}", f.dead_letter),
+            "dead-letter",
+        ),
+        (
+            format!("/console/subscriptions/{id}/receipts"),
+            "subscription-receipts",
+        ),
         ("/console/eventtypes".to_owned(), "event-types"),
+        (format!("/console/eventtypes/{}", f.entry), "event-type"),
+        ("/console/eventtypes/new".to_owned(), "new-event-type"),
+        (
+            format!("/console/eventtypes/{}/edit", f.entry),
+            "edit-event-type",
+        ),
         ("/console/approvals".to_owned(), "approvals"),
         (
             format!("/console/receipts?sequence={}", f.sequence),
@@ -1066,7 +1085,9 @@ async fn every_page_reflows_at_320_px_and_passes_axe_at_1280_and_320() {
         ),
         ("/console/principals".to_owned(), "principals"),
         ("/console/status".to_owned(), "status"),
+        ("/console/principals/kvk".to_owned(), "principal"),
         ("/console/audit".to_owned(), "audit"),
+        ("/console/audit/verify".to_owned(), "audit-verify"),
         ("/console/nergens".to_owned(), "not-found"),
     ];
     for (path, name) in &pages {
@@ -1142,7 +1163,7 @@ async fn confirm(browser: &Browser, says: &str) {
         .wait_for_text(says, Duration::from_secs(5), false)
         .await;
     assert!(text.contains("Annuleren"), "a way back is offered: {text}");
-    look(browser, "confirm").await;
+    both_widths(browser, "confirm").await;
     browser
         .click_on("form input[name=confirmed][value=yes] ~ button[type=submit]")
         .await;
@@ -1531,4 +1552,220 @@ async fn a_data_owner_keeps_its_catalog_through_the_pages_alone() {
         .status,
         404
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_does_its_tasks_through_the_pages_alone() {
+    let hub = TestHub::start().await;
+    let sink = Sink::start().await;
+    let silent = Sink::start().await;
+    silent.consent(knooppunt_tests::sink::Consent::Refuse);
+    let kvk = subscribe(&hub, tokens::KVK, &sink, json!({})).await;
+    let pending = subscribe(&hub, tokens::KVK, &silent, json!({})).await;
+    let gemeente = subscribe(&hub, tokens::GEMEENTE, &sink, json!({})).await;
+    let browser = Browser::start(&shots("admin-tasks")).await;
+    sign_in(&browser, &hub, tokens::ADMIN).await;
+
+    // Every subscription, with its owner; found by owner, state and text.
+    browser.goto(&hub.url("/console/subscriptions")).await;
+    let text = browser.text().await;
+    assert!(
+        text.contains(&kvk) && text.contains(&gemeente) && text.contains("Alle abonnementen"),
+        "{text}"
+    );
+    browser.fill("#s-owner", "kvk").await;
+    browser.click_on("form[role=search] button").await;
+    browser
+        .wait_for_text("Zoeken", Duration::from_secs(5), false)
+        .await;
+    let text = browser.text_of("main").await;
+    assert!(text.contains(&kvk) && !text.contains(&gemeente), "{text}");
+    browser.click_on("#s-state option[value=pending]").await;
+    browser.click_on("form[role=search] button").await;
+    let shown = browser
+        .execute(
+            "return [...document.querySelectorAll('#subscriptions-caption ~ tbody a')].map(a => a.textContent.trim());",
+            json!([]),
+        )
+        .await;
+    assert_eq!(shown, json!([pending]), "only the one awaiting consent");
+    look(&browser, "01-subscriptions-found").await;
+
+    // The sink's consent, agreed outside the hub, recorded after confirming.
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{pending}")))
+        .await;
+    browser
+        .click_on(&format!(
+            "form[action='/console/subscriptions/{pending}/consent'] button"
+        ))
+        .await;
+    confirm(&browser, "buiten de hub heeft ingestemd").await;
+    browser
+        .wait_for_text("De instemming is vastgelegd", Duration::from_secs(5), false)
+        .await;
+    let stored = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{pending}"),
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(stored.body["validatedBy"], "agreement", "{}", stored.body);
+
+    // A principal's rights edited on its page.
+    browser.goto(&hub.url("/console/principals")).await;
+    browser
+        .click_on("a[href='/console/principals/gemeente']")
+        .await;
+    browser.find("#p-oin").await;
+    browser.click_on("#role-publisher").await;
+    browser.fill("#p-oin", "00000001001234567000").await;
+    browser.fill("#p-types", "nl.brp.\nnl.kvk.").await;
+    browser
+        .fill("#p-sources", "urn:nld:oin:00000001001234567000:")
+        .await;
+    look(&browser, "02-principal").await;
+    browser.click_on("form.kp-form button[type=submit]").await;
+    browser
+        .wait_for_text("Opgeslagen.", Duration::from_secs(5), false)
+        .await;
+    let principal = hub
+        .call(Method::GET, "/v1/principals/gemeente", tokens::ADMIN, None)
+        .await
+        .body;
+    assert!(
+        principal["roles"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("publisher")),
+        "{principal}"
+    );
+    assert_eq!(principal["oin"], "00000001001234567000", "{principal}");
+    assert_eq!(
+        principal["subscribeTypePrefixes"],
+        json!(["nl.brp.", "nl.kvk."])
+    );
+    assert_eq!(
+        principal["publishSourcePrefixes"],
+        json!(["urn:nld:oin:00000001001234567000:"])
+    );
+
+    // Deleted, after the page says what goes with it.
+    browser.click_on("button[name=action][value=delete]").await;
+    confirm(&browser, "1 abonnement van hem wordt mee verwijderd").await;
+    browser
+        .wait_for_text("Verwijderd.", Duration::from_secs(5), false)
+        .await;
+    assert_eq!(
+        hub.call(Method::GET, "/v1/principals/gemeente", tokens::ADMIN, None)
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        hub.call(
+            Method::GET,
+            &format!("/v1/subscriptions/{gemeente}"),
+            tokens::ADMIN,
+            None
+        )
+        .await
+        .status,
+        404
+    );
+
+    // The audit trail: newest first, details as words, verified, exported.
+    browser.goto(&hub.url("/console/audit")).await;
+    let sequences = browser
+        .execute(
+            "return [...document.querySelectorAll('#audit-caption ~ tbody tr td:first-child')].map(td => Number(td.textContent.trim()));",
+            json!([]),
+        )
+        .await;
+    let sequences: Vec<u64> = serde_json::from_value(sequences).unwrap();
+    assert!(sequences.len() > 3, "{sequences:?}");
+    assert!(
+        sequences.windows(2).all(|pair| pair[0] > pair[1]),
+        "newest first: {sequences:?}"
+    );
+    assert!(
+        browser.try_find("dl.kp-details dt").await.is_some(),
+        "details as terms"
+    );
+    let text = browser.text().await;
+    assert!(text.contains("principal.delete"), "{text}");
+    look(&browser, "03-audit").await;
+    browser.click_on("a[href='/console/audit/verify']").await;
+    browser
+        .wait_for_text("De keten is heel", Duration::from_secs(5), false)
+        .await;
+    let head = browser.text_of("#audit-head").await;
+    assert!(head.contains(':'), "the head to keep: {head}");
+    browser.fill("#v-head", &head).await;
+    browser.click_on("form.kp-form button").await;
+    let text = browser
+        .wait_for_text("Eind weggehaald", Duration::from_secs(5), false)
+        .await;
+    assert!(text.contains("De keten is heel"), "{text}");
+    look(&browser, "04-verified").await;
+    let export = browser
+        .execute_async(
+            "const done = arguments[arguments.length - 1];\
+             fetch('/console/audit/export?name=principal').then(r => r.text().then(t => done([r.status, r.headers.get('content-type'), t])));",
+            json!([]),
+        )
+        .await;
+    assert_eq!(export[0], 200, "{export}");
+    assert_eq!(export[1], "application/x-ndjson");
+    let lines: Vec<Value> = export[2]
+        .as_str()
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert!(
+        !lines.is_empty()
+            && lines
+                .iter()
+                .all(|l| l["name"].as_str().unwrap().starts_with("principal")),
+        "{lines:?}"
+    );
+}
+
+/// An operator's NL Design System theme: its tokens, scoped to its own class, colour the
+/// pages; the pages still pass axe at both widths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_theme_colours_the_pages() {
+    let mut options = test_options();
+    options.console_theme = knooppunt_broker::ConsoleTheme {
+        css: Some(
+            ".gemeente-theme {\n  --utrecht-button-primary-action-background-color: rgb(0, 80, 40);\n  \
+             --utrecht-page-header-background-color: rgb(230, 240, 235);\n}\n"
+                .into(),
+        ),
+        class: Some("gemeente-theme".into()),
+    };
+    let hub = TestHub::start_with_options(options).await;
+    let browser = Browser::start(&shots("theme")).await;
+    browser.goto(&hub.url("/console/login")).await;
+    let colour = browser
+        .execute(
+            "return getComputedStyle(document.querySelector('form button[type=submit]')).backgroundColor;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(colour, json!("rgb(0, 80, 40)"), "the theme's token applies");
+    both_widths(&browser, "themed-sign-in").await;
+    // Without a theme the built-in one applies.
+    let plain = TestHub::start().await;
+    browser.goto(&plain.url("/console/login")).await;
+    let colour = browser
+        .execute(
+            "return getComputedStyle(document.querySelector('form button[type=submit]')).backgroundColor;",
+            json!([]),
+        )
+        .await;
+    assert_ne!(colour, json!("rgb(0, 80, 40)"));
 }

@@ -758,3 +758,112 @@ async fn subscriptions_are_listed_by_owner_with_their_backlog() {
         .await;
     assert_eq!(empty.status, 400);
 }
+
+/// `GET /subscriptions?state=&search=`: the subscriptions in a state, or with a text in
+/// their id, owner, sink or types (without case); the next page's link keeps the
+/// selection; an unknown state is a 400 that names the states.
+#[tokio::test]
+async fn subscriptions_are_listed_by_state_and_search() {
+    let hub = TestHub::start().await;
+    for (token, event_type) in [
+        (tokens::KVK, "nl.brp.persoon-verhuisd"),
+        (tokens::KVK, "nl.brp.persoon-verhuisd"),
+        (tokens::KVK, "nl.kvk.inschrijving"),
+        (tokens::GEMEENTE, "nl.brp.persoon-verhuisd"),
+    ] {
+        let created = hub
+            .call(
+                Method::POST,
+                "/v1/subscriptions",
+                token,
+                Some(json!({"protocol": "HTTP", "types": [event_type],
+                            "config": {"delivery": "pull"}})),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let found = hub
+        .call(
+            Method::GET,
+            "/v1/subscriptions?search=VERHUISD&pageSize=2",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert_eq!(found.body.as_array().unwrap().len(), 2);
+    let link = found.headers["link"].to_str().unwrap();
+    assert!(
+        link.contains("search=VERHUISD&pageSize=2&cursor="),
+        "{link}"
+    );
+    let next = link[1..link.find('>').unwrap()].to_owned();
+    let rest = hub.call(Method::GET, &next, tokens::ADMIN, None).await;
+    assert_eq!(rest.body.as_array().unwrap().len(), 1, "{}", rest.body);
+    // A subscriber's search stays within its own.
+    let own = hub
+        .call(
+            Method::GET,
+            "/v1/subscriptions?search=nl.brp",
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(own.body.as_array().unwrap().len(), 2, "{}", own.body);
+    assert!(
+        own.body
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["owner"] == "kvk")
+    );
+    let by_owner = hub
+        .call(
+            Method::GET,
+            "/v1/subscriptions?search=gemeente",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(
+        by_owner.body.as_array().unwrap().len(),
+        1,
+        "{}",
+        by_owner.body
+    );
+    // Pull subscriptions are active at once; none is disabled.
+    let active = hub
+        .call(
+            Method::GET,
+            "/v1/subscriptions?state=active",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(active.body.as_array().unwrap().len(), 4, "{}", active.body);
+    let disabled = hub
+        .call(
+            Method::GET,
+            "/v1/subscriptions?state=disabled",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(disabled.body, json!([]));
+    let refused = hub
+        .call(
+            Method::GET,
+            "/v1/subscriptions?state=kapot&search=",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    let names: Vec<&str> = refused.body["invalidParams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["state", "search"], "{}", refused.body);
+}

@@ -24,7 +24,7 @@ use knooppunt_store::Store;
 use tokio::net::TcpListener;
 
 use app::AppState;
-pub use app::{Build, HubError, HubOptions, catalog_problems};
+pub use app::{Build, ConsoleTheme, HubError, HubOptions, catalog_problems};
 pub use audit::parse_head as parse_audit_head;
 pub use backlog::BacklogOptions;
 

@@ -220,11 +220,15 @@ pub(crate) async fn change_principal(
                 ).to_owned()
             } else {
                 format!(
-                    "{} {}",
-                    lang.count(count, ("abonnement", "abonnementen"), ("subscription", "subscriptions")),
+                    "{}{}",
+                    lang.count(
+                        count,
+                        ("abonnement van hem wordt mee verwijderd", "abonnementen van hem worden mee verwijderd"),
+                        ("subscription of it is deleted with it", "subscriptions of it are deleted with it"),
+                    ),
                     lang.t(
-                        "van hem worden mee verwijderd: de hub bezorgt er niets meer voor en wat nog wacht vervalt.",
-                        "of it are deleted with it: the hub delivers nothing more for them and what still waits is dropped.",
+                        ": de hub bezorgt er niets meer voor en wat nog wacht vervalt.",
+                        ": the hub delivers nothing more for them and what still waits is dropped.",
                     )
                 )
             };

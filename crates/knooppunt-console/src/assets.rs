@@ -69,3 +69,67 @@ pub(crate) async fn serve(Path(name): Path<String>) -> Response {
     )
         .into_response()
 }
+
+/// The operator's theme as the console serves it: its style sheet, with the selectors of
+/// its class (`.rijkshuisstijl-theme`, say) made to select the pages' own theme class, so
+/// its design tokens apply. Empty without a theme.
+pub(crate) fn theme_css(theme: &knooppunt_services::app::ConsoleTheme) -> String {
+    let Some(css) = theme.css.as_deref() else {
+        return "/* No theme is set: the built-in, neutral one applies. */\n".into();
+    };
+    let Some(class) = theme.class.as_deref() else {
+        return css.to_owned();
+    };
+    let selector = format!(".{class}");
+    let mut out = String::with_capacity(css.len());
+    let mut rest = css;
+    while let Some(at) = rest.find(&selector) {
+        let after = &rest[at + selector.len()..];
+        let whole = !after
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        out.push_str(&rest[..at]);
+        out.push_str(if whole { ".voorbeeld-theme" } else { &selector });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `GET /console/assets/theme.css`: revalidated on each use, so a new theme shows after
+/// the hub restarts.
+pub(crate) async fn serve_theme(
+    axum::extract::State(console): axum::extract::State<std::sync::Arc<crate::Console>>,
+) -> Response {
+    (
+        [
+            (
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/css; charset=utf-8"),
+            ),
+            (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        console.theme_css.clone(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod theme_tests {
+    use super::theme_css;
+    use knooppunt_services::app::ConsoleTheme;
+
+    #[test]
+    fn the_theme_class_selects_the_pages_and_nothing_else_changes() {
+        let theme = ConsoleTheme {
+            css: Some(".gemeente-theme { --a: 1 } .gemeente-theme-dark { --b: 2 } .gemeente-theme.x, p { }".into()),
+            class: Some("gemeente-theme".into()),
+        };
+        assert_eq!(
+            theme_css(&theme),
+            ".voorbeeld-theme { --a: 1 } .gemeente-theme-dark { --b: 2 } .voorbeeld-theme.x, p { }"
+        );
+        assert!(theme_css(&ConsoleTheme::default()).starts_with("/*"));
+    }
+}

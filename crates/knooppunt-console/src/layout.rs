@@ -81,6 +81,8 @@ pub(crate) fn page(
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " — Knooppunt" }
                 link rel="stylesheet" href=(assets::url("voorbeeld-theme.css"));
+                // The operator's theme, if any: its tokens over the built-in ones.
+                link rel="stylesheet" href={ (BASE) "/assets/theme.css" };
                 link rel="stylesheet" href=(assets::url("utrecht-components.css"));
                 link rel="stylesheet" href=(assets::url("console.css"));
                 script src=(assets::url("console.js")) defer {}

@@ -60,6 +60,8 @@ const MAX_FORM_BYTES: usize = 256 * 1024; // said in `refuse_large_forms`
 /// The console's state: the hub, and the API router its pages call.
 pub(crate) struct Console {
     pub(crate) state: Arc<AppState>,
+    /// The operator's theme, as served (`assets::theme_css`).
+    theme_css: String,
     api: Router,
     /// Whether the hub itself serves HTTPS.
     https: bool,
@@ -69,6 +71,7 @@ pub(crate) struct Console {
 /// `Secure` then, as they are behind an `https://` public URL).
 pub fn router(state: Arc<AppState>, https: bool) -> Router {
     let console = Arc::new(Console {
+        theme_css: assets::theme_css(&state.console_theme),
         api: knooppunt_api::router(Arc::clone(&state), Vec::new()),
         state,
         https,
@@ -78,6 +81,7 @@ pub fn router(state: Arc<AppState>, https: bool) -> Router {
         .route("/login", get(access::form).post(access::sign_in))
         .route("/logout", post(access::sign_out))
         .route("/language", get(access::language))
+        .route("/assets/theme.css", get(assets::serve_theme))
         .route("/assets/{name}", get(assets::serve))
         .route(
             "/subscriptions",

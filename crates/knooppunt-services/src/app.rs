@@ -71,8 +71,21 @@ pub struct HubOptions {
     pub zgw: identity::zgw::ZgwOptions,
     /// How long console sessions last.
     pub sessions: crate::sessions::SessionOptions,
+    /// The console's look.
+    pub console_theme: ConsoleTheme,
     /// The bounds on undelivered data.
     pub backlog: BacklogOptions,
+}
+
+/// The console's look: an NL Design System theme its operator sets (the built-in one,
+/// neutral, when none is).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConsoleTheme {
+    /// A style sheet of the theme's design tokens, served after the built-in theme's.
+    pub css: Option<Arc<str>>,
+    /// The class the theme's tokens are scoped to (`rijkshuisstijl-theme`, say), set on the
+    /// pages' root and body.
+    pub class: Option<String>,
 }
 
 impl HubOptions {
@@ -98,6 +111,7 @@ impl HubOptions {
             replays: crate::history::ReplayOptions::default(),
             zgw: identity::zgw::ZgwOptions::default(),
             sessions: crate::sessions::SessionOptions::default(),
+            console_theme: ConsoleTheme::default(),
             backlog: BacklogOptions::default(),
         }
     }
@@ -143,6 +157,8 @@ pub struct AppState {
     pub zgw: identity::zgw::ZgwOptions,
     /// The console's sessions.
     pub sessions: Sessions,
+    /// The console's look.
+    pub console_theme: ConsoleTheme,
     store: Arc<dyn Store>,
     shutdown_grace: std::time::Duration,
     resync_interval: std::time::Duration,
@@ -307,6 +323,7 @@ impl AppState {
             longest_wait: options.longest_wait,
             zgw: options.zgw,
             sessions: Sessions::new(Arc::clone(&store), options.sessions),
+            console_theme: options.console_theme,
             store,
             shutdown_grace: options.shutdown_grace,
             resync_interval: options.resync_interval,

@@ -537,6 +537,12 @@ pub(crate) struct ConsoleConfig {
     pub(crate) session_lifetime: String,
     /// ISO 8601 duration: a console session ends once unused this long.
     pub(crate) session_idle: String,
+    /// A style sheet of an NL Design System theme's design tokens (a file), applied over
+    /// the built-in, neutral theme. Empty: none.
+    pub(crate) theme_css: String,
+    /// The class that theme's tokens are scoped to (e.g. `rijkshuisstijl-theme`). Empty:
+    /// the style sheet applies as it is.
+    pub(crate) theme_class: String,
 }
 
 impl Default for ConsoleConfig {
@@ -544,9 +550,14 @@ impl Default for ConsoleConfig {
         ConsoleConfig {
             session_lifetime: "PT8H".into(),
             session_idle: "PT30M".into(),
+            theme_css: String::new(),
+            theme_class: String::new(),
         }
     }
 }
+
+/// The largest theme style sheet the console takes.
+const MAX_THEME_BYTES: u64 = 1024 * 1024;
 
 impl ConsoleConfig {
     pub(crate) fn options(&self) -> anyhow::Result<knooppunt_broker::SessionOptions> {
@@ -560,6 +571,45 @@ impl ConsoleConfig {
             );
         }
         Ok(knooppunt_broker::SessionOptions { lifetime, idle })
+    }
+
+    /// The console's theme, its style sheet read (at most 1 MiB of UTF-8).
+    pub(crate) fn theme(&self) -> anyhow::Result<knooppunt_broker::ConsoleTheme> {
+        let class = self.theme_class.trim();
+        let class_name = class.starts_with(|c: char| c.is_ascii_alphabetic())
+            && class
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !class.is_empty() && !class_name {
+            anyhow::bail!(
+                "console.theme_class: `{class}` is not a class name (letters, digits, `-` and `_`, starting with a letter)"
+            );
+        }
+        if self.theme_css.trim().is_empty() {
+            if !class.is_empty() {
+                anyhow::bail!(
+                    "console.theme_class is set without console.theme_css: name the theme's style sheet too"
+                );
+            }
+            return Ok(knooppunt_broker::ConsoleTheme::default());
+        }
+        let path = std::path::Path::new(self.theme_css.trim());
+        let size = std::fs::metadata(path)
+            .map_err(|why| anyhow::anyhow!("console.theme_css: {}: {why}", path.display()))?
+            .len();
+        if size > MAX_THEME_BYTES {
+            anyhow::bail!(
+                "console.theme_css: {} has {size} bytes, more than the 1 MiB the console takes",
+                path.display()
+            );
+        }
+        let css = std::fs::read_to_string(path).map_err(|why| {
+            anyhow::anyhow!("console.theme_css: {} (UTF-8 text): {why}", path.display())
+        })?;
+        Ok(knooppunt_broker::ConsoleTheme {
+            css: Some(css.into()),
+            class: (!class.is_empty()).then(|| class.to_owned()),
+        })
     }
 }
 
@@ -1128,6 +1178,7 @@ impl Config {
         options.delivery.receipts = self.audit.receipts;
         options.zgw = self.zgw.options()?;
         options.sessions = self.console.options()?;
+        options.console_theme = self.console.theme()?;
         options.backlog = self.backlog.options()?;
         options.delivery.hub_keys = self.delivery.hub_keys()?;
         options.subscription_defaults = self.delivery.subscription_defaults()?;
@@ -1700,6 +1751,51 @@ mod tests {
         );
         let error = Config::parse_with("", env(&[("KNOOPPUNT_ZGW_ENABLD", "true")])).unwrap_err();
         assert!(format!("{error:#}").contains("enabld"), "{error:#}");
+    }
+
+    /// The console's theme: its style sheet read from its file, its class checked; what
+    /// cannot be used stops start-up, naming the setting.
+    #[test]
+    fn the_console_theme_is_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let css = dir.path().join("theme.css");
+        std::fs::write(
+            &css,
+            ".gemeente-theme { --utrecht-document-color: #123456; }",
+        )
+        .unwrap();
+        let theme = |toml: String| Config::parse(&toml).and_then(|c| c.console.theme());
+        let read = theme(format!(
+            "[console]\ntheme_css = \"{}\"\ntheme_class = \"gemeente-theme\"\n",
+            css.display()
+        ))
+        .unwrap();
+        assert!(read.css.as_deref().unwrap().contains("#123456"));
+        assert_eq!(read.class.as_deref(), Some("gemeente-theme"));
+        assert_eq!(
+            theme(String::new()).unwrap(),
+            knooppunt_broker::ConsoleTheme::default()
+        );
+        for (toml, says) in [
+            (
+                format!(
+                    "[console]\ntheme_css = \"{}\"\ntheme_class = \"a b\"\n",
+                    css.display()
+                ),
+                "console.theme_class",
+            ),
+            (
+                "[console]\ntheme_class = \"x\"\n".to_owned(),
+                "without console.theme_css",
+            ),
+            (
+                "[console]\ntheme_css = \"/nergens/theme.css\"\n".to_owned(),
+                "/nergens/theme.css",
+            ),
+        ] {
+            let error = format!("{:#}", theme(toml).unwrap_err());
+            assert!(error.contains(says), "{error}");
+        }
     }
 
     /// A log level that is not one (`warning`) would silence every log line: it stops
