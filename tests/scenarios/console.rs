@@ -154,8 +154,8 @@ async fn a_subscriber_sees_the_last_error_redelivers_a_dead_letter_and_tests_its
     browser.find("#subscriptions-caption").await;
     let text = browser.text().await;
     assert!(
-        text.contains("the sink answered 500"),
-        "the last error is shown:\n{text}"
+        text.contains("het eindpunt antwoordde 500"),
+        "the last error is shown, in Dutch:\n{text}"
     );
     assert!(text.contains(&id), "{text}");
     look(&browser, "02-subscriptions").await;
