@@ -1220,7 +1220,8 @@ async fn a_subscriber_does_its_tasks_through_the_pages_alone() {
         .await;
     assert_eq!(types, json!(TYPE), "the form comes with the entry's type");
 
-    // Created with its settings as fields: the signing secret is shown once.
+    // Created with a name and its settings as fields: the signing secret is shown once.
+    browser.fill("#f-label", "Verhuizingen voor de KvK").await;
     browser.fill("#f-sink", &sink.url).await;
     browser.fill("#f-config-maxAttempts", "1").await;
     browser
@@ -1250,6 +1251,12 @@ async fn a_subscriber_does_its_tasks_through_the_pages_alone() {
         .await;
     assert_eq!(stored.body["config"]["maxAttempts"], "1", "{}", stored.body);
     assert_eq!(stored.body["config"]["mode"], "binary", "{}", stored.body);
+    assert_eq!(stored.body["label"], "Verhuizingen voor de KvK");
+    assert_eq!(
+        browser.text_of("main h1").await,
+        "Verhuizingen voor de KvK",
+        "the page is titled by the name"
+    );
     let text = browser.text().await;
     assert!(
         text.contains("Pogingen per gebeurtenis") && text.contains("binair"),
@@ -1281,6 +1288,14 @@ async fn a_subscriber_does_its_tasks_through_the_pages_alone() {
     assert!(
         signed_with(&rotated, &arrived[1]),
         "signed with the new secret"
+    );
+
+    // The list names it before its id.
+    browser.goto(&hub.url("/console/subscriptions")).await;
+    let cell = browser.text_of("#subscriptions-caption ~ tbody td").await;
+    assert!(
+        cell.find("Verhuizingen voor de KvK") < cell.find(&id),
+        "the name before the id: {cell}"
     );
 
     // Receipts: what the subscription took.

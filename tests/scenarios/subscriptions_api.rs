@@ -867,3 +867,78 @@ async fn subscriptions_are_listed_by_state_and_search() {
         .collect();
     assert_eq!(names, ["state", "search"], "{}", refused.body);
 }
+
+/// `label`: a name people know a subscription by, kept and shown as sent, found by the
+/// list's search; text of 1 to 200 characters without control characters.
+#[tokio::test]
+async fn a_subscription_carries_the_label_it_was_given() {
+    let hub = TestHub::start().await;
+    let body = |label: Value| {
+        json!({"protocol": "HTTP", "types": ["nl.brp.x"], "label": label,
+               "config": {"delivery": "pull"}})
+    };
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::KVK,
+            Some(body(json!("Verhuizingen voor Burgerzaken"))),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["label"], "Verhuizingen voor Burgerzaken");
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let read = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(read.body["label"], "Verhuizingen voor Burgerzaken");
+    let found = hub
+        .call(
+            Method::GET,
+            "/v1/subscriptions?search=burgerzaken",
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(found.body.as_array().unwrap().len(), 1, "{}", found.body);
+    // Replaced without it: gone.
+    let mut replacement = read.body.clone();
+    replacement.as_object_mut().unwrap().remove("label");
+    let replaced = hub
+        .call(
+            Method::PUT,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            Some(replacement),
+        )
+        .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert!(replaced.body.get("label").is_none(), "{}", replaced.body);
+    for bad in [
+        json!(""),
+        json!("regel\nregel"),
+        json!("x".repeat(201)),
+        json!(7),
+        json!(null),
+    ] {
+        let refused = hub
+            .call(
+                Method::POST,
+                "/v1/subscriptions",
+                tokens::KVK,
+                Some(body(bad.clone())),
+            )
+            .await;
+        assert_eq!(refused.status, 400, "{bad}: {}", refused.body);
+        assert_eq!(
+            refused.body["invalidParams"][0]["name"], "label",
+            "{}",
+            refused.body
+        );
+    }
+}

@@ -25,6 +25,8 @@ pub(crate) struct SubscriptionInput {
     /// `None` only for a pull subscription that left it out (the hub names its receive URL).
     pub(crate) sink: Option<Sink>,
     pub(crate) protocol: Protocol,
+    /// The name people know it by (a Knooppunt extension of the resource).
+    pub(crate) label: Option<String>,
     pub(crate) source: Option<String>,
     /// `None` when absent (any type); an empty list matches no type.
     pub(crate) types: Option<Vec<String>>,
@@ -36,8 +38,9 @@ pub(crate) struct SubscriptionInput {
     pub(crate) config: SubscriptionConfig,
 }
 
-pub(crate) const MEMBERS: [&str; 10] = [
+pub(crate) const MEMBERS: [&str; 11] = [
     "id",
+    "label",
     "sink",
     "protocol",
     "source",
@@ -144,6 +147,7 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
     };
     let protocol = read_protocol(object, &mut problems);
     let source = read_source(object, &mut problems);
+    let label = read_label(object, &mut problems);
     let types = read_types(object, &mut problems);
     let (filters, parsed) = read_filters(object, &rules, &mut problems);
     let protocol_settings = read_protocol_settings(object.get("protocolsettings"), &mut problems);
@@ -175,6 +179,7 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
             filters: parsed,
         },
         source,
+        label,
         types,
         filters,
         protocol_settings,
@@ -182,6 +187,30 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
         client_certificate,
         config,
     })
+}
+
+/// The longest label, in characters.
+pub(crate) const MAX_LABEL: usize = 200;
+
+/// `label`: text of 1 to [`MAX_LABEL`] characters without control characters, if given.
+fn read_label(object: &Map<String, Value>, problems: &mut Problems) -> Option<String> {
+    let label = string(object, "label", problems)?;
+    let chars = label.chars().count();
+    if label.trim().is_empty() || chars > MAX_LABEL {
+        problems.add(
+            "label",
+            format!("must be text of 1 to {MAX_LABEL} characters"),
+        );
+        return None;
+    }
+    if label.chars().any(char::is_control) {
+        problems.add(
+            "label",
+            "must not hold control characters (line breaks, tabs, …)",
+        );
+        return None;
+    }
+    Some(label.to_owned())
 }
 
 /// Every member is one of a subscription's (read-only ones are ignored), and none is `null`.
@@ -703,6 +732,9 @@ pub(crate) struct SubscriptionOut {
     pub(crate) id: String,
     /// The principal that created the subscription.
     pub(crate) owner: String,
+    /// The name people know it by (a Knooppunt extension of the resource).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) label: Option<String>,
     /// Where events are delivered (query values and a password read as `********`); for a
     /// pull subscription the hub's receive URL of the subscription.
     #[schemars(extend("format" = "uri"), example = &"https://gemeente.example.nl/events")]
@@ -945,6 +977,12 @@ impl JsonSchema for SubscriptionRequest {
                                          Query values and a password are write-only: they read as `********`, and a \
                                          replacement that sends them back so keeps the stored ones."},
                 "protocol": {"type": "string", "enum": ["HTTP"], "description": "The delivery protocol; only HTTP is delivered."},
+                "label": {"type": "string", "minLength": 1, "maxLength": MAX_LABEL,
+                          "example": "Verhuizingen voor Burgerzaken",
+                          "description": "A name people know the subscription by, shown before its id (a Knooppunt \
+                                          extension of the resource, which the Subscriptions API's extensible \
+                                          representation leaves room for); the hub does nothing else with it. No \
+                                          control characters."},
                 "source": {"type": "string", "format": "uri-reference", "description": "Only events with exactly this `source`."},
                 "types": {"type": "array", "items": {"type": "string", "minLength": 1},
                           "description": "Only events whose `type` is one of these. Left out: any type; an empty list: no \
@@ -1092,6 +1130,7 @@ pub(crate) fn representation(
     SubscriptionOut {
         id: subscription.id.clone(),
         owner: subscription.owner.clone(),
+        label: subscription.label.clone(),
         sink: knooppunt_delivery::redact_sink(&subscription.sink),
         protocol: subscription.protocol.as_str(),
         source: subscription.source.clone(),

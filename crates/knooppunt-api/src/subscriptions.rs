@@ -176,6 +176,7 @@ fn build(
     Subscription {
         id,
         owner,
+        label: input.label,
         sink,
         protocol: input.protocol,
         source: input.source,
@@ -690,7 +691,7 @@ pub(crate) fn describe(doc: &mut Document) {
         parameters.as_array_mut().expect("parameters").push(json!({
             "name": "search", "in": "query", "required": false,
             "description": "Only the subscriptions with this text (compared without case) in \
-                            their id, owner, sink or one of their types.",
+                            their id, owner, sink, label or one of their types.",
             "schema": {"type": "string", "minLength": 1, "maxLength": 200}}));
         parameters
     })

@@ -56,7 +56,7 @@ pub(crate) async fn list(
     let search_form = html! {
         form method="get" action={ (BASE) "/subscriptions" } class="kp-form kp-search" role="search" aria-label=(lang.t("Abonnementen zoeken", "Search subscriptions")) {
             div class="utrecht-form-field" {
-                label class="utrecht-form-label" for="s-search" { (lang.t("Zoeken (id, eindpunt, type of eigenaar)", "Search (id, endpoint, type or owner)")) }
+                label class="utrecht-form-label" for="s-search" { (lang.t("Zoeken (naam, id, eindpunt, type of eigenaar)", "Search (name, id, endpoint, type or owner)")) }
                 input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="s-search" name="search" value=(value("search"));
             }
             div class="utrecht-form-field" {
@@ -108,7 +108,12 @@ pub(crate) async fn list(
         } @else {
             (layout::table("subscriptions-caption", if admin { lang.t("Alle abonnementen", "All subscriptions") } else { lang.t("Uw abonnementen", "Your subscriptions") }, &[lang.t("Abonnement", "Subscription"), lang.t("Eigenaar", "Owner"), lang.t("Eindpunt", "Endpoint"), lang.t("Status", "State"), lang.t("Laatste levering", "Last delivery"), lang.t("Laatste fout", "Last error"), lang.t("Breaker", "Breaker"), lang.t("Achterstand", "Backlog"), lang.t("Oudste wacht", "Oldest waiting")], rows.iter().map(|(s, st)| vec![
                 html! {
-                    a class="utrecht-link kp-break" href={ (BASE) "/subscriptions/" (seg(&text(s, "id"))) } { (text(s, "id")) }
+                    @if let Some(label) = s["label"].as_str() {
+                        a class="utrecht-link" href={ (BASE) "/subscriptions/" (seg(&text(s, "id"))) } { (label) }
+                        br; small class="kp-break" { (text(s, "id")) }
+                    } @else {
+                        a class="utrecht-link kp-break" href={ (BASE) "/subscriptions/" (seg(&text(s, "id"))) } { (text(s, "id")) }
+                    }
                     @if let Some(types) = s["types"].as_array() {
                         br; small { (types.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")) }
                     }
@@ -448,7 +453,10 @@ pub(crate) async fn detail(
             lang,
             Some(&visitor),
             Section::Subscriptions,
-            &format!("{} {}", lang.t("Abonnement", "Subscription"), short(&id)),
+            &match s["label"].as_str() {
+                Some(label) => label.to_owned(),
+                None => format!("{} {}", lang.t("Abonnement", "Subscription"), short(&id)),
+            },
             content,
         ),
     ))
@@ -670,6 +678,10 @@ fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, P
         body.remove(read_only);
     }
     let pull = fields.get("delivery") == "pull";
+    match fields.get("label").trim() {
+        "" => body.remove("label"),
+        label => body.insert("label".into(), json!(label)),
+    };
     match fields.get("sink") {
         "" => {
             body.remove("sink");
@@ -858,6 +870,7 @@ const SETTINGS: [Setting; 8] = [
 
 /// The form's values (from what was posted, else from the stored subscription).
 struct FormValues {
+    label: String,
     sink: String,
     delivery: String,
     types: String,
@@ -875,6 +888,7 @@ impl FormValues {
             .and_then(|d| d.as_str().map(str::to_owned))
             .unwrap_or_else(|| "push".into());
         FormValues {
+            label: s["label"].as_str().unwrap_or_default().to_owned(),
             sink: if delivery == "pull" {
                 String::new()
             } else {
@@ -909,6 +923,7 @@ impl FormValues {
 
     fn of_fields(fields: &Fields) -> FormValues {
         FormValues {
+            label: fields.get("label").to_owned(),
             sink: fields.get("sink").to_owned(),
             delivery: fields.get("delivery").to_owned(),
             types: fields.get("types").to_owned(),
@@ -952,6 +967,15 @@ fn subscription_form(
             data-check-url={ (BASE) "/subscriptions/check" } data-check-target="check-result" {
             (csrf(visitor))
             input type="hidden" name="creating" value=(if creating { "1" } else { "0" });
+            div class={ "utrecht-form-field" @if invalid("label") { " utrecht-form-field--invalid" } } {
+                label class="utrecht-form-label" for="f-label" { (lang.t("Naam (optioneel)", "Name (optional)")) }
+                div class="utrecht-form-field-description" id="f-label-hint" {
+                    (lang.t("Waaraan u en uw collega's het abonnement herkennen, bijvoorbeeld ‘Verhuizingen voor Burgerzaken’.",
+                            "What you and your colleagues know the subscription by, for example ‘Removals for civil affairs’."))
+                }
+                input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="f-label" name="label" value=(values.label)
+                    maxlength="200" aria-describedby="f-label-hint" aria-invalid=(invalid("label"));
+            }
             div class="utrecht-form-field" {
                 label class="utrecht-form-label" for="f-delivery" { (lang.t("Levering", "Delivery")) }
                 select class="utrecht-select utrecht-select--html-select" id="f-delivery" name="delivery" {
@@ -1022,6 +1046,7 @@ pub(crate) async fn new_form(
 ) -> Response {
     let lang = visitor.lang;
     let values = FormValues {
+        label: String::new(),
         sink: String::new(),
         delivery: "push".into(),
         types: query.get("type").cloned().unwrap_or_default(),

@@ -120,6 +120,15 @@ pub(crate) const DELIVERY: &[(&str, &str)] = &[
         "the sink rejected the event (400, 413 or 415): retrying cannot help",
         "het eindpunt wees de gebeurtenis af (400, 413 of 415): opnieuw proberen helpt niet",
     ),
+    (
+        "the sink did not consent to deliveries ({}); it may call the callback URL sent in WebHook-Request-Callback, or an administrator may record consent by agreement",
+        "het eindpunt stemde niet in met bezorgingen ({}); het kan de callback-URL aanroepen die in WebHook-Request-Callback meekwam, of een beheerder kan de instemming vastleggen",
+    ),
+    (
+        "the sink answered {} with WebHook-Allowed-Origin {}",
+        "het eindpunt antwoordde {} met WebHook-Allowed-Origin {}",
+    ),
+    ("absent", "afwezig"),
     ("the sink answered {}", "het eindpunt antwoordde {}"),
     (
         "maxAttempts ({}) exhausted: the event was handed out that often {}",
@@ -210,7 +219,9 @@ fn fill(en: &str, nl: &str, text: &str) -> Option<String> {
     let mut parts = parts.into_iter();
     for (i, piece) in nl.split("{}").enumerate() {
         if i > 0 {
-            out.push_str(parts.next().unwrap_or_default());
+            // A part may be a text of the table itself (why a handshake failed).
+            let part = parts.next().unwrap_or_default();
+            out.push_str(&dutch(part).unwrap_or_else(|| part.to_owned()));
         }
         out.push_str(piece);
     }
@@ -268,6 +279,15 @@ mod tests {
             dutch("shed: undelivered for longer than 60 s ([backlog] subscription_max_age)")
                 .unwrap(),
             "afgestoten: langer dan 60 s onbezorgd ([backlog] subscription_max_age)"
+        );
+        assert_eq!(
+            dutch("the sink did not consent to deliveries (connect: the hub could not connect to the sink (refused or unreachable)); it may call the callback URL sent in WebHook-Request-Callback, or an administrator may record consent by agreement").unwrap(),
+            "het eindpunt stemde niet in met bezorgingen (verbinden: de hub kon het eindpunt niet bereiken (geweigerd of onbereikbaar)); het kan de callback-URL aanroepen die in WebHook-Request-Callback meekwam, of een beheerder kan de instemming vastleggen",
+            "a part is translated too"
+        );
+        assert_eq!(
+            dutch("the sink answered 200 with WebHook-Allowed-Origin absent").unwrap(),
+            "het eindpunt antwoordde 200 met WebHook-Allowed-Origin afwezig"
         );
         assert_eq!(dutch("something new"), None);
         assert_eq!(dutch("maxAttempts () exhausted"), None);

@@ -19,8 +19,8 @@ pub struct Selection<'a> {
     pub owner: Option<&'a str>,
     /// Only those in this state.
     pub state: Option<SubscriptionState>,
-    /// Only those with this text (compared without case) in their id, owner, sink or one
-    /// of their types.
+    /// Only those with this text (compared without case) in their id, owner, sink, label
+    /// or one of their types.
     pub search: Option<&'a str>,
 }
 
@@ -33,10 +33,15 @@ impl Selection<'_> {
         self.owner.is_none_or(|owner| s.owner == owner)
             && self.state.is_none_or(|state| s.state() == state)
             && (self.search.is_none()
-                || [s.id.as_str(), s.owner.as_str(), s.sink.as_str()]
-                    .into_iter()
-                    .chain(s.types.iter().flatten().map(String::as_str))
-                    .any(|text| found(text) && !text.is_empty()))
+                || [
+                    s.id.as_str(),
+                    s.owner.as_str(),
+                    s.sink.as_str(),
+                    s.label.as_deref().unwrap_or(""),
+                ]
+                .into_iter()
+                .chain(s.types.iter().flatten().map(String::as_str))
+                .any(|text| found(text) && !text.is_empty()))
     }
 }
 

@@ -420,6 +420,7 @@ pub fn subscription_of(
     Ok(Subscription {
         id,
         owner: client.principal().name,
+        label: None,
         sink: knooppunt_store::Sink::parse(&draft.callback_url)?,
         protocol: knooppunt_store::Protocol::Http,
         source: None,

@@ -61,6 +61,7 @@ pub fn subscription(id: &str) -> Subscription {
     Subscription {
         id: id.into(),
         owner: "gemeente".into(),
+        label: Some("Verhuizingen voor de burgerzaken".into()),
         sink: knooppunt_store::Sink::parse("https://gemeente.example.nl/events").unwrap(),
         protocol: knooppunt_store::Protocol::Http,
         source: None,
@@ -236,6 +237,7 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
         "a taken id is a conflict"
     );
     let mut changed = subscription("a");
+    changed.label = Some("Overlijdens, ‘anders’ genoemd".into());
     changed.sink = knooppunt_store::Sink::parse("https://other.example.nl/").unwrap();
     changed.sink_credential = Some(knooppunt_store::SinkCredential::ClientCredentials {
         token_url: "https://auth.example.nl/token".into(),

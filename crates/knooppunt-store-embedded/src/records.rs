@@ -52,6 +52,8 @@ pub(crate) struct SubscriptionRecord {
     disabled_reason: Option<String>,
     #[serde(default)]
     signing: Option<SigningRecord>,
+    #[serde(default)]
+    label: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -173,6 +175,7 @@ impl From<&Subscription> for SubscriptionRecord {
                 Validation::Agreement => ValidationRecord::Agreement,
             }),
             validation_token: s.validation_token.clone(),
+            label: s.label.clone(),
             signing: s.signing.as_ref().map(|signing| SigningRecord {
                 current: signing.current.clone(),
                 previous: signing.previous.clone(),
@@ -195,6 +198,7 @@ impl TryFrom<SubscriptionRecord> for Subscription {
         Ok(Subscription {
             id: r.id,
             owner: r.owner,
+            label: r.label,
             sink,
             protocol,
             source: r.source,

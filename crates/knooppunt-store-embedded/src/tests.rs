@@ -19,6 +19,7 @@ fn subscription(id: &str) -> Subscription {
     Subscription {
         id: id.into(),
         owner: "gemeente".into(),
+        label: None,
         sink: knooppunt_store::Sink::parse("http://127.0.0.1:9/sink").unwrap(),
         protocol: knooppunt_store::Protocol::Http,
         source: None,

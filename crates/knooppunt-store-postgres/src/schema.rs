@@ -276,6 +276,8 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE principals ADD COLUMN IF NOT EXISTS previous_token_sha256 text,
         ADD COLUMN IF NOT EXISTS previous_token_until bigint;
     "#,
+    // 22: a subscription's label, the name people know it by.
+    "ALTER TABLE subscriptions ADD COLUMN IF NOT EXISTS label text;",
 ];
 
 /// Applies the migrations this database lacks; returns its schema version.

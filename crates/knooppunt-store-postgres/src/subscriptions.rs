@@ -15,11 +15,11 @@ use tokio_postgres::types::ToSql;
 /// The columns, in the order of [`params`].
 pub(crate) const COLUMNS: &str = "id, owner, sink, protocol, source, types, filters, headers, \
     method, credential, config, created_at, updated_at, state, validated_by, validation_token, \
-    allowed_rate, validation_problem, disabled_reason, client_certificate, signing";
+    allowed_rate, validation_problem, disabled_reason, client_certificate, signing, label";
 
-/// `$1, ..., $21`.
+/// `$1, ..., $22`.
 pub(crate) const PLACEHOLDERS: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-    $14, $15, $16, $17, $18, $19, $20, $21";
+    $14, $15, $16, $17, $18, $19, $20, $21, $22";
 
 /// The values of a row, owned, in the order of [`COLUMNS`].
 pub(crate) struct Params {
@@ -44,10 +44,11 @@ pub(crate) struct Params {
     disabled_reason: Option<String>,
     client_certificate: Option<Value>,
     signing: Option<Value>,
+    label: Option<String>,
 }
 
 impl Params {
-    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 21] {
+    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 22] {
         [
             &self.id,
             &self.owner,
@@ -70,6 +71,7 @@ impl Params {
             &self.disabled_reason,
             &self.client_certificate,
             &self.signing,
+            &self.label,
         ]
     }
 }
@@ -126,6 +128,7 @@ pub(crate) fn params(s: &Subscription) -> Params {
             .signing
             .as_ref()
             .map(|signing| json!({"current": signing.current, "previous": signing.previous})),
+        label: s.label.clone(),
     }
 }
 
@@ -217,6 +220,7 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
     };
     Ok(Subscription {
         owner: row.get(1),
+        label: row.get(21),
         sink: Sink::parse(row.get(2)).map_err(|why| corrupt(&id, &format!("sink ({why})")))?,
         protocol: Protocol::parse(row.get(3)).ok_or_else(|| corrupt(&id, "protocol"))?,
         source: row.get(4),

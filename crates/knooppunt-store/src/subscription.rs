@@ -12,6 +12,9 @@ pub struct Subscription {
     pub id: String,
     /// The principal that owns it.
     pub owner: String,
+    /// A name people know it by (the console shows it before the id); the hub does
+    /// nothing else with it.
+    pub label: Option<String>,
     /// Where events are delivered.
     pub sink: Sink,
     /// The delivery protocol.
