@@ -423,17 +423,6 @@ impl Browser {
         (answer["over"].as_i64().unwrap_or(i64::MAX), wide)
     }
 
-    /// Runs axe-core (WCAG 2.0, 2.1 A and AA rules) on the page; the violations whose
-    /// impact is serious or critical, as `rule: what (where)`.
-    pub async fn serious_accessibility_violations(&self) -> Vec<String> {
-        self.accessibility_violations()
-            .await
-            .into_iter()
-            .filter(|(impact, _)| matches!(impact.as_str(), "serious" | "critical"))
-            .map(|(_, violation)| violation)
-            .collect()
-    }
-
     /// Every axe-core violation (WCAG 2.0, 2.1 A and AA rules) on the page, of any impact,
     /// as (impact, `rule: what (where)`).
     pub async fn accessibility_violations(&self) -> Vec<(String, String)> {

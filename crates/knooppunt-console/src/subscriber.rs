@@ -708,23 +708,45 @@ fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, P
         "" => body.remove("source"),
         source => body.insert("source".into(), json!(source)),
     };
-    match fields.get("filters") {
-        "" => {
-            body.remove("filters");
-        }
-        text => {
-            let filters: Value = serde_json::from_str(text).map_err(|e| Problem {
-                code: None,
-                detail: lang
-                    .t(
-                        "De filters zijn geen geldige JSON.",
-                        "The filters are not valid JSON.",
-                    )
-                    .into(),
-                params: vec![("filters".into(), e.to_string())],
-            })?;
-            body.insert("filters".into(), filters);
-        }
+    // The CESQL field's expression, after the filters of the JSON box (all must match).
+    let mut filters = match fields.get("filters").trim() {
+        "" => Vec::new(),
+        text => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Array(filters)) => filters,
+            Ok(_) => {
+                return Err(Problem {
+                    code: None,
+                    detail: lang
+                        .t(
+                            "De andere filters moeten een JSON-lijst zijn: [ … ].",
+                            "The other filters must be a JSON list: [ … ].",
+                        )
+                        .into(),
+                    params: vec![("filters".into(), "not a list".into())],
+                });
+            }
+            Err(e) => {
+                return Err(Problem {
+                    code: None,
+                    detail: lang
+                        .t(
+                            "De andere filters zijn geen geldige JSON.",
+                            "The other filters are not valid JSON.",
+                        )
+                        .into(),
+                    params: vec![("filters".into(), e.to_string())],
+                });
+            }
+        },
+    };
+    match fields.get("sql").trim() {
+        "" => {}
+        sql => filters.push(json!({"sql": sql})),
+    }
+    if filters.is_empty() {
+        body.remove("filters");
+    } else {
+        body.insert("filters".into(), Value::Array(filters));
     }
     // The stored settings (when editing), each field's value over them: an empty field is
     // the hub's default.
@@ -875,6 +897,9 @@ struct FormValues {
     delivery: String,
     types: String,
     source: String,
+    /// A lone CESQL filter (`{"sql": …}`), shown in a field of its own.
+    sql: String,
+    /// The other filters, as JSON.
     filters: String,
     /// Each setting's value by key (absent: the default).
     config: std::collections::HashMap<&'static str, String>,
@@ -882,6 +907,25 @@ struct FormValues {
 
 impl FormValues {
     fn of_subscription(s: &Value) -> FormValues {
+        // One filter that is only CESQL goes to its own field; the rest stay JSON.
+        let mut rest: Vec<Value> = s["filters"].as_array().cloned().unwrap_or_default();
+        let lone_sql = |f: &Value| {
+            f.as_object()
+                .filter(|o| o.len() == 1)
+                .and_then(|o| o.get("sql"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let sql = match rest.iter().filter(|f| lone_sql(f).is_some()).count() {
+            1 => {
+                let at = rest
+                    .iter()
+                    .position(|f| lone_sql(f).is_some())
+                    .expect("one");
+                lone_sql(&rest.remove(at))
+            }
+            _ => None,
+        };
         let mut config = s["config"].as_object().cloned().unwrap_or_default();
         let delivery = config
             .remove("delivery")
@@ -905,10 +949,12 @@ impl FormValues {
                 })
                 .unwrap_or_default(),
             source: s["source"].as_str().unwrap_or_default().to_owned(),
-            filters: s
-                .get("filters")
-                .map(|f| serde_json::to_string_pretty(f).unwrap_or_default())
-                .unwrap_or_default(),
+            sql: sql.clone().unwrap_or_default(),
+            filters: if rest.is_empty() {
+                String::new()
+            } else {
+                serde_json::to_string_pretty(&rest).unwrap_or_default()
+            },
             config: SETTINGS
                 .iter()
                 .filter_map(|setting| {
@@ -928,6 +974,7 @@ impl FormValues {
             delivery: fields.get("delivery").to_owned(),
             types: fields.get("types").to_owned(),
             source: fields.get("source").to_owned(),
+            sql: fields.get("sql").to_owned(),
             filters: fields.get("filters").to_owned(),
             config: SETTINGS
                 .iter()
@@ -960,6 +1007,26 @@ fn subscription_form(
                     || n.starts_with(&format!("{name}["))
             })
         })
+    };
+    // The CESQL field's filter comes after the JSON box's: its problems name that index.
+    let json_filters = serde_json::from_str::<Value>(&values.filters)
+        .ok()
+        .and_then(|f| f.as_array().map(Vec::len))
+        .unwrap_or(0);
+    let sql_index = format!("filters[{json_filters}]");
+    let invalid_sql = !values.sql.trim().is_empty()
+        && problem.is_some_and(|p| p.params.iter().any(|(n, _)| n.starts_with(&sql_index)));
+    let invalid = |name: &str| {
+        invalid(name)
+            && !(name == "filters" && invalid_sql && {
+                // Only the CESQL field's filter is wrong: the JSON box is not marked.
+                problem.is_some_and(|p| {
+                    p.params
+                        .iter()
+                        .filter(|(n, _)| n.starts_with("filters"))
+                        .all(|(n, _)| n.starts_with(&sql_index))
+                })
+            })
     };
     html! {
         @if let Some(problem) = problem { (layout::problem(lang, problem)) }
@@ -995,10 +1062,19 @@ fn subscription_form(
                 label class="utrecht-form-label" for="f-source" { (lang.t("Bron (optioneel)", "Source (optional)")) }
                 input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="f-source" name="source" value=(values.source);
             }
+            div class={ "utrecht-form-field" @if invalid_sql { " utrecht-form-field--invalid" } } {
+                label class="utrecht-form-label" for="f-sql" { (lang.t("Filter (CESQL-expressie, optioneel)", "Filter (CESQL expression, optional)")) }
+                div class="utrecht-form-field-description" id="f-sql-hint" {
+                    (lang.t("Alleen gebeurtenissen waarvoor de expressie waar is, bijvoorbeeld ", "Only events for which the expression is true, for example "))
+                    code class="utrecht-code" { "subject LIKE 'zaak-%' AND gemeente = '0363'" }
+                }
+                textarea class="utrecht-textarea utrecht-textarea--html-textarea kp-one-line" id="f-sql" name="sql" rows="2"
+                    aria-describedby="f-sql-hint" aria-invalid=(invalid_sql) spellcheck="false" { (values.sql) }
+            }
             div class={ "utrecht-form-field" @if invalid("filters") { " utrecht-form-field--invalid" } } {
-                label class="utrecht-form-label" for="f-filters" { (lang.t("Filters (JSON, CloudEvents Subscriptions API)", "Filters (JSON, CloudEvents Subscriptions API)")) }
+                label class="utrecht-form-label" for="f-filters" { (lang.t("Andere filters (JSON, CloudEvents Subscriptions API; optioneel)", "Other filters (JSON, CloudEvents Subscriptions API; optional)")) }
                 div class="utrecht-form-field-description" id="f-filters-hint" {
-                    (lang.t("Bijvoorbeeld ", "For example ")) code class="utrecht-code" { r#"[{"sql": "subject LIKE 'zaak-%'"}]"# }
+                    (lang.t("Een lijst; alle filters moeten kloppen. Bijvoorbeeld ", "A list; every filter must match. For example ")) code class="utrecht-code" { r#"[{"prefix": {"subject": "zaak-"}}]"# }
                 }
                 textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="f-filters" name="filters" rows="6"
                     aria-describedby="f-filters-hint" aria-invalid=(invalid("filters")) spellcheck="false" { (values.filters) }
@@ -1051,6 +1127,7 @@ pub(crate) async fn new_form(
         delivery: "push".into(),
         types: query.get("type").cloned().unwrap_or_default(),
         source: String::new(),
+        sql: String::new(),
         filters: String::new(),
         config: Default::default(),
     };
