@@ -180,14 +180,17 @@ pub(crate) async fn change_principal(
     let path = format!("/v1/principals/{}", encode(&name));
     let action = posted.fields.get("action");
     let here = format!("{BASE}/principals/{}", encode(&name));
+    let principals = format!("{BASE}/principals");
     let ask = |title: &str, consequences: &[&str], button: &str| {
         layout::confirm_first(
             &posted,
-            &here,
-            title,
-            consequences,
-            button,
-            &format!("{BASE}/principals"),
+            &layout::Ask {
+                action: &here,
+                title,
+                consequences,
+                button,
+                back: &principals,
+            },
         )
     };
     let asked = match action {
@@ -232,9 +235,7 @@ pub(crate) async fn change_principal(
                     )
                 )
             };
-            layout::confirm_first(
-                &posted,
-                &here,
+            ask(
                 lang.t("Principal verwijderen?", "Delete the principal?"),
                 &[
                     lang.t("Zijn token en certificaat werken dan niet meer.", "Its token and certificate stop working."),
@@ -246,7 +247,6 @@ pub(crate) async fn change_principal(
                     lang.t("Dit kan niet ongedaan worden gemaakt.", "This cannot be undone."),
                 ],
                 lang.t("Verwijderen", "Delete"),
-                &format!("{BASE}/principals"),
             )
         }
         _ => None,

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::forms::{Fields, Posted, Problem, encode};
 use crate::identity::Role;
-use crate::layout::{self, Section, csrf, data_list, json_block, page, respond, text, time};
+use crate::layout::{self, Ask, Section, csrf, data_list, json_block, page, respond, text, time};
 use crate::{Answer, BASE, Console, Lang, Visitor, redirect};
 
 type Params = Query<HashMap<String, String>>;
@@ -580,30 +580,25 @@ pub(crate) async fn delete(
     let visitor = &posted.visitor;
     let lang = visitor.lang;
     let page_path = format!("{BASE}/eventtypes/{}", encode(&id));
-    if let Some(page) = layout::confirm_first(
-        &posted,
-        &format!("{page_path}/delete"),
-        lang.t("Gebeurtenistype verwijderen?", "Delete the event type?"),
-        &[
-            lang.t(
-                "Het verdwijnt uit de catalogus, met alle besluiten over toegang erop. Zonder dit item houdt de hub deze gebeurtenissen niet meer tegen: elk abonnement op het type ontvangt ze, tenzij een ander item met toestemming ze dekt. Hun gegevens worden er niet meer op gecontroleerd.",
-                "It leaves the catalog, with every access decision on it. Without this entry the hub no longer holds these events back: every subscription to the type receives them, unless another entry that needs approval covers them. Their data is no longer checked against it.",
-            ),
-            lang.t("Dit kan niet ongedaan worden gemaakt.", "This cannot be undone."),
-        ],
-        lang.t("Verwijderen", "Delete"),
-        &page_path,
-    ) {
-        return Ok(page);
-    }
     console
-        .call(
-            visitor,
+        .confirmed(
+            &posted,
+            Ask {
+                action: &format!("{page_path}/delete"),
+                title: lang.t("Gebeurtenistype verwijderen?", "Delete the event type?"),
+                consequences: &[
+                    lang.t(
+                        "Het verdwijnt uit de catalogus, met alle besluiten over toegang erop. Zonder dit item houdt de hub deze gebeurtenissen niet meer tegen: elk abonnement op het type ontvangt ze, tenzij een ander item met toestemming ze dekt. Hun gegevens worden er niet meer op gecontroleerd.",
+                        "It leaves the catalog, with every access decision on it. Without this entry the hub no longer holds these events back: every subscription to the type receives them, unless another entry that needs approval covers them. Their data is no longer checked against it.",
+                    ),
+                    lang.t("Dit kan niet ongedaan worden gemaakt.", "This cannot be undone."),
+                ],
+                button: lang.t("Verwijderen", "Delete"),
+                back: &page_path,
+            },
             Method::DELETE,
             &format!("/v1/eventtypes/{}", encode(&id)),
-            None,
         )
-        .await
-        .checked(visitor)?;
+        .await?;
     Ok(redirect(&format!("{BASE}/eventtypes?notice=deleted")))
 }

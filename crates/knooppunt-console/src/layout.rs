@@ -452,17 +452,20 @@ pub(crate) fn api_refusal(
     )
 }
 
+/// An irreversible action's confirmation: where its form posts, its title, what will
+/// happen, the confirming button's words, and the way back.
+pub(crate) struct Ask<'a> {
+    pub(crate) action: &'a str,
+    pub(crate) title: &'a str,
+    pub(crate) consequences: &'a [&'a str],
+    pub(crate) button: &'a str,
+    pub(crate) back: &'a str,
+}
+
 /// Asks before an irreversible action: unless the form was confirmed, the page that says
 /// what will happen, with the same form (its fields kept, the CSRF token new) and a button
 /// that confirms, and a way back. `None` once confirmed: the action goes ahead.
-pub(crate) fn confirm_first(
-    posted: &crate::forms::Posted,
-    action: &str,
-    title: &str,
-    consequences: &[&str],
-    button: &str,
-    back: &str,
-) -> Option<Response> {
+pub(crate) fn confirm_first(posted: &crate::forms::Posted, ask: &Ask<'_>) -> Option<Response> {
     if posted.fields.get(CONFIRMED) == "yes" {
         return None;
     }
@@ -471,10 +474,10 @@ pub(crate) fn confirm_first(
     let content = html! {
         div class="utrecht-alert utrecht-alert--warning" role="alert" {
             div class="utrecht-alert__message" {
-                @for line in consequences { p class="utrecht-paragraph" { (line) } }
+                @for line in ask.consequences { p class="utrecht-paragraph" { (line) } }
             }
         }
-        form method="post" action=(action) class="kp-actions" {
+        form method="post" action=(ask.action) class="kp-actions" {
             (csrf(visitor))
             @for (name, value) in &posted.fields.0 {
                 @if name != CSRF_FIELD && name != CONFIRMED {
@@ -482,13 +485,13 @@ pub(crate) fn confirm_first(
                 }
             }
             input type="hidden" name=(CONFIRMED) value="yes";
-            button type="submit" class="utrecht-button utrecht-button--primary-action utrecht-button--danger" { (button) }
-            a class="utrecht-link" href=(back) { (lang.t("Annuleren", "Cancel")) }
+            button type="submit" class="utrecht-button utrecht-button--primary-action utrecht-button--danger" { (ask.button) }
+            a class="utrecht-link" href=(ask.back) { (lang.t("Annuleren", "Cancel")) }
         }
     };
     Some(respond(
         StatusCode::OK,
-        page(lang, Some(visitor), Section::None, title, content),
+        page(lang, Some(visitor), Section::None, ask.title, content),
     ))
 }
 

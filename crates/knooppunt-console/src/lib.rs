@@ -20,6 +20,7 @@ mod i18n;
 mod layout;
 mod owner;
 mod subscriber;
+mod subscription_form;
 mod texts;
 
 use std::sync::Arc;
@@ -85,15 +86,18 @@ pub fn router(state: Arc<AppState>, https: bool) -> Router {
         .route("/assets/{name}", get(assets::serve))
         .route(
             "/subscriptions",
-            get(subscriber::list).post(subscriber::create),
+            get(subscriber::list).post(subscription_form::create),
         )
-        .route("/subscriptions/new", get(subscriber::new_form))
-        .route("/subscriptions/check", post(subscriber::check))
+        .route("/subscriptions/new", get(subscription_form::new_form))
+        .route("/subscriptions/check", post(subscription_form::check))
         .route(
             "/subscriptions/{id}",
-            get(subscriber::detail).post(subscriber::update),
+            get(subscriber::detail).post(subscription_form::update),
         )
-        .route("/subscriptions/{id}/edit", get(subscriber::edit_form))
+        .route(
+            "/subscriptions/{id}/edit",
+            get(subscription_form::edit_form),
+        )
         .route("/subscriptions/{id}/redeliver", post(subscriber::redeliver))
         .route(
             "/subscriptions/{id}/signing-secret",
@@ -358,6 +362,26 @@ impl Console {
             .await
             .unwrap_or_default();
         (parts.status, parts.headers, bytes)
+    }
+
+    /// An irreversible action through the API, asked first ([`layout::confirm_first`]):
+    /// `Err` with the confirmation page, or with the page of the API's refusal; the API's
+    /// answer once done.
+    // The error is the page the handler answers at once (`?`), never kept or passed on.
+    #[allow(clippy::result_large_err)]
+    pub(crate) async fn confirmed(
+        &self,
+        posted: &forms::Posted,
+        ask: layout::Ask<'_>,
+        method: Method,
+        path: &str,
+    ) -> Result<Answer, Response> {
+        if let Some(page) = layout::confirm_first(posted, &ask) {
+            return Err(page);
+        }
+        self.call(&posted.visitor, method, path, None)
+            .await
+            .checked(&posted.visitor)
     }
 
     /// [`Console::call`] for a GET.
