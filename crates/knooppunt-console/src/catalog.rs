@@ -516,26 +516,18 @@ fn saved(
 
 /// `POST /console/eventtypes`.
 pub(crate) async fn create(State(console): State<Arc<Console>>, posted: Posted) -> Response {
-    let visitor = &posted.visitor;
-    let lang = visitor.lang;
-    let action = format!("{BASE}/eventtypes");
+    let lang = posted.visitor.lang;
+    let to = (Method::POST, "/v1/eventtypes".to_owned());
     let title = lang.t("Nieuw gebeurtenistype", "New event type");
-    let body = match body_of(&posted.fields, lang) {
-        Ok(body) => body,
-        Err(problem) => {
-            let form = form(
-                visitor,
-                &action,
-                &values_of_fields(&posted.fields),
-                Some(&problem),
-            );
-            return form_page(visitor, StatusCode::BAD_REQUEST, title, form);
-        }
-    };
-    let answer = console
-        .call(visitor, Method::POST, "/v1/eventtypes", Some(&body))
-        .await;
-    saved(answer, visitor, &action, &posted.fields, title, "created")
+    submit(
+        &console,
+        &posted,
+        &format!("{BASE}/eventtypes"),
+        title,
+        to,
+        "created",
+    )
+    .await
 }
 
 /// `POST /console/eventtypes/{id}`: replaces the entry.
@@ -544,31 +536,33 @@ pub(crate) async fn update(
     Path(id): Path<String>,
     posted: Posted,
 ) -> Response {
-    let visitor = &posted.visitor;
-    let lang = visitor.lang;
-    let action = format!("{BASE}/eventtypes/{}", encode(&id));
+    let lang = posted.visitor.lang;
+    let to = (Method::PUT, format!("/v1/eventtypes/{}", encode(&id)));
     let title = lang.t("Gebeurtenistype bewerken", "Edit the event type");
-    let body = match body_of(&posted.fields, lang) {
+    let action = format!("{BASE}/eventtypes/{}", encode(&id));
+    submit(&console, &posted, &action, title, to, "saved").await
+}
+
+/// The posted form sent `to` the API; the form again with what was wrong, or the entry.
+async fn submit(
+    console: &Console,
+    posted: &Posted,
+    action: &str,
+    title: &str,
+    (method, path): (Method, String),
+    notice: &str,
+) -> Response {
+    let visitor = &posted.visitor;
+    let body = match body_of(&posted.fields, visitor.lang) {
         Ok(body) => body,
         Err(problem) => {
-            let form = form(
-                visitor,
-                &action,
-                &values_of_fields(&posted.fields),
-                Some(&problem),
-            );
+            let values = values_of_fields(&posted.fields);
+            let form = form(visitor, action, &values, Some(&problem));
             return form_page(visitor, StatusCode::BAD_REQUEST, title, form);
         }
     };
-    let answer = console
-        .call(
-            visitor,
-            Method::PUT,
-            &format!("/v1/eventtypes/{}", encode(&id)),
-            Some(&body),
-        )
-        .await;
-    saved(answer, visitor, &action, &posted.fields, title, "saved")
+    let answer = console.call(visitor, method, &path, Some(&body)).await;
+    saved(answer, visitor, action, &posted.fields, title, notice)
 }
 
 /// `POST /console/eventtypes/{id}/delete`, after saying what that means.
