@@ -1781,6 +1781,18 @@ async fn an_admin_does_its_tasks_through_the_pages_alone() {
         .await;
     assert!(text.contains("De keten is heel"), "{text}");
     look(&browser, "04-verified").await;
+    // More than the 1,000 entries of one page, so that the export streams several.
+    for n in 0..1_050 {
+        let created = hub
+            .call(
+                Method::POST,
+                "/v1/principals",
+                tokens::ADMIN,
+                Some(json!({"name": format!("p-{n}"), "roles": ["subscriber"]})),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
     let export = browser
         .execute_async(
             "const done = arguments[arguments.length - 1];\
@@ -1797,11 +1809,48 @@ async fn an_admin_does_its_tasks_through_the_pages_alone() {
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
     assert!(
-        !lines.is_empty()
-            && lines
-                .iter()
-                .all(|l| l["name"].as_str().unwrap().starts_with("principal")),
-        "{lines:?}"
+        lines
+            .iter()
+            .all(|l| l["name"].as_str().unwrap().starts_with("principal")),
+        "only what the search selects"
+    );
+    // Every selected entry once, oldest first, across the pages.
+    let expected = hub
+        .call(
+            Method::GET,
+            "/v1/audit?name=principal&pageSize=1000",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    let rest = hub
+        .call(
+            Method::GET,
+            "/v1/audit?name=principal&pageSize=1000&order=newest",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    let total = expected.body.as_array().unwrap().len()
+        + rest
+            .body
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| {
+                e["sequence"].as_u64()
+                    > expected.body.as_array().unwrap().last().unwrap()["sequence"].as_u64()
+            })
+            .count();
+    assert!(total > 1_050, "{total}");
+    assert_eq!(lines.len(), total, "every selected entry");
+    let numbers: Vec<u64> = lines
+        .iter()
+        .map(|l| l["seq"].as_u64().expect("each line has its number"))
+        .collect();
+    assert!(
+        numbers.windows(2).all(|pair| pair[0] < pair[1]),
+        "oldest first, none twice"
     );
 }
 

@@ -663,11 +663,11 @@ pub(crate) async fn verify_audit(
     ))
 }
 
-/// The most entries one export holds.
-const EXPORT_MOST: usize = 100_000;
-
 /// `GET /console/audit/export`: the entries the search fields select, oldest first, as the
-/// API's JSON lines (what `knooppunt audit verify --file` checks), at most [`EXPORT_MOST`].
+/// API's JSON lines (what `knooppunt audit verify --file` checks), streamed a page of 1,000
+/// at a time, so that no export holds more than a page in memory. A refusal of the first
+/// page is a page that says why; one later (rare: the store failing) ends the download
+/// short, which the verifier reports.
 pub(crate) async fn export_audit(
     State(console): State<Arc<Console>>,
     visitor: Visitor,
@@ -679,13 +679,10 @@ pub(crate) async fn export_audit(
             path.push_str(&format!("&{key}={}", encode(value)));
         }
     }
-    let mut body = Vec::new();
-    let mut lines = 0;
-    loop {
-        let (status, headers, bytes) = console.fetch(&visitor, &path, "application/x-ndjson").await;
-        if !status.is_success() {
-            let problem =
-                crate::forms::Problem::of(&serde_json::from_slice(&bytes).unwrap_or(Value::Null));
+    let first = export_page(&console, &visitor, &path).await;
+    let (bytes, mut next) = match first {
+        Ok(page) => page,
+        Err((status, problem)) => {
             return Err(layout::api_refusal(
                 visitor.lang,
                 &visitor,
@@ -693,24 +690,24 @@ pub(crate) async fn export_audit(
                 &problem,
             ));
         }
-        lines += bytes.iter().filter(|b| **b == b'\n').count();
-        body.extend_from_slice(&bytes);
-        let next = crate::Answer {
-            status,
-            headers,
-            body: Value::Null,
+    };
+    let (send, receive) = tokio::sync::mpsc::channel::<axum::body::Bytes>(1);
+    tokio::spawn(async move {
+        if send.send(bytes).await.is_err() {
+            return;
         }
-        .next_cursor();
-        match next {
-            Some(cursor) if lines < EXPORT_MOST => {
-                path = match path.find("&cursor=") {
-                    Some(at) => format!("{}&cursor={}", &path[..at], encode(&cursor)),
-                    None => format!("{path}&cursor={}", encode(&cursor)),
-                };
+        while let Some(cursor) = next.take() {
+            let page = format!("{path}&cursor={}", encode(&cursor));
+            let Ok((bytes, cursor)) = export_page(&console, &visitor, &page).await else {
+                return;
+            };
+            // The download was abandoned: stop reading.
+            if send.send(bytes).await.is_err() {
+                return;
             }
-            _ => break,
+            next = cursor;
         }
-    }
+    });
     Ok((
         [
             (http::header::CONTENT_TYPE, "application/x-ndjson"),
@@ -719,7 +716,44 @@ pub(crate) async fn export_audit(
                 "attachment; filename=\"audittrail.ndjson\"",
             ),
         ],
-        body,
+        axum::body::Body::new(Pages(receive)),
     )
         .into_response())
+}
+
+/// One page of the export: its lines and the cursor of the next, or the API's refusal.
+async fn export_page(
+    console: &Console,
+    visitor: &Visitor,
+    path: &str,
+) -> Result<(axum::body::Bytes, Option<String>), (StatusCode, Problem)> {
+    let (status, headers, bytes) = console.fetch(visitor, path, "application/x-ndjson").await;
+    if !status.is_success() {
+        let problem = Problem::of(&serde_json::from_slice(&bytes).unwrap_or(Value::Null));
+        return Err((status, problem));
+    }
+    let next = crate::Answer {
+        status,
+        headers,
+        body: Value::Null,
+    }
+    .next_cursor();
+    Ok((bytes, next))
+}
+
+/// The export's pages as a response body, as the task reading them sends them.
+struct Pages(tokio::sync::mpsc::Receiver<axum::body::Bytes>);
+
+impl http_body::Body for Pages {
+    type Data = axum::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|page| page.map(|bytes| Ok(http_body::Frame::data(bytes))))
+    }
 }
