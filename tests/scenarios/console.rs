@@ -1878,6 +1878,23 @@ async fn an_operators_theme_colours_the_pages() {
         .await;
     assert_eq!(colour, json!("rgb(0, 80, 40)"), "the theme's token applies");
     both_widths(&browser, "themed-sign-in").await;
+    // Revalidated on each page, but sent again only when it changed.
+    let client = reqwest::Client::new();
+    let first = client
+        .get(hub.url("/console/assets/theme.css"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200);
+    let tag = first.headers()["etag"].clone();
+    assert!(first.text().await.unwrap().contains(".voorbeeld-theme {"));
+    let again = client
+        .get(hub.url("/console/assets/theme.css"))
+        .header("if-none-match", tag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
     // Without a theme the built-in one applies.
     let plain = TestHub::start().await;
     browser.goto(&plain.url("/console/login")).await;

@@ -97,19 +97,34 @@ pub(crate) fn theme_css(theme: &knooppunt_services::app::ConsoleTheme) -> String
     out
 }
 
-/// `GET /console/assets/theme.css`: revalidated on each use, so a new theme shows after
-/// the hub restarts.
+/// The theme's entity tag: a digest of what is served.
+pub(crate) fn theme_tag(css: &str) -> String {
+    format!("\"{}\"", hex::encode(&Sha256::digest(css.as_bytes())[..8]))
+}
+
+/// `GET /console/assets/theme.css`: revalidated on each use (a new theme shows after the
+/// hub restarts), answered `304 Not Modified` while the browser has it.
 pub(crate) async fn serve_theme(
     axum::extract::State(console): axum::extract::State<std::sync::Arc<crate::Console>>,
+    headers: http::HeaderMap,
 ) -> Response {
+    let tag = HeaderValue::try_from(console.theme_tag.as_str()).expect("hex in quotes");
+    let unchanged = headers
+        .get(http::header::IF_NONE_MATCH)
+        .is_some_and(|asked| asked == tag);
+    let cache = [
+        (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        (http::header::ETAG, tag),
+    ];
+    if unchanged {
+        return (StatusCode::NOT_MODIFIED, cache).into_response();
+    }
     (
-        [
-            (
-                CONTENT_TYPE,
-                HeaderValue::from_static("text/css; charset=utf-8"),
-            ),
-            (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        ],
+        cache,
+        [(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/css; charset=utf-8"),
+        )],
         console.theme_css.clone(),
     )
         .into_response()

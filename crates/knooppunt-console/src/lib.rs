@@ -61,8 +61,9 @@ const MAX_FORM_BYTES: usize = 256 * 1024; // said in `refuse_large_forms`
 /// The console's state: the hub, and the API router its pages call.
 pub(crate) struct Console {
     pub(crate) state: Arc<AppState>,
-    /// The operator's theme, as served (`assets::theme_css`).
+    /// The operator's theme, as served (`assets::theme_css`), and its entity tag.
     theme_css: String,
+    theme_tag: String,
     api: Router,
     /// Whether the hub itself serves HTTPS.
     https: bool,
@@ -71,8 +72,10 @@ pub(crate) struct Console {
 /// The console's pages; `https` says whether the hub itself serves HTTPS (its cookies are
 /// `Secure` then, as they are behind an `https://` public URL).
 pub fn router(state: Arc<AppState>, https: bool) -> Router {
+    let theme_css = assets::theme_css(&state.console_theme);
     let console = Arc::new(Console {
-        theme_css: assets::theme_css(&state.console_theme),
+        theme_tag: assets::theme_tag(&theme_css),
+        theme_css,
         api: knooppunt_api::router(Arc::clone(&state), Vec::new()),
         state,
         https,
