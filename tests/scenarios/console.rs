@@ -60,26 +60,9 @@ async fn sign_in(browser: &Browser, hub: &TestHub, token: &str) {
     browser.find("main h1").await;
 }
 
-/// Fails with every axe-core finding on the page, whatever its impact.
-async fn accessible(browser: &Browser, page: &str) {
-    let violations: Vec<String> = browser
-        .accessibility_violations()
-        .await
-        .into_iter()
-        .map(|(impact, violation)| format!("{impact}: {violation}"))
-        .collect();
-    assert!(
-        violations.is_empty(),
-        "axe-core finds problems on {page} ({}):\n{}",
-        browser.url().await,
-        violations.join("\n")
-    );
-}
-
-/// Photographs the page and checks it with axe-core.
+/// Photographs the page and checks it with axe-core, at 320 and at 1280 CSS px.
 async fn look(browser: &Browser, name: &str) {
-    browser.screenshot(name).await;
-    accessible(browser, name).await;
+    both_widths(browser, name).await;
 }
 
 async fn subscribe(hub: &TestHub, token: &str, sink: &Sink, config: Value) -> String {
