@@ -49,43 +49,43 @@ impl From<Refused> for ApiError {
 
 /// A grant as the approvals API shows it; as a subscription shows it, without
 /// `subscription` and `subscriber` (it is theirs).
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(
     rename = "Approval",
     description = "A subscription's approval for an approval-required event type: only a \
                    `granted` one receives the event type's events."
 )]
-pub(crate) struct GrantOut {
+pub struct GrantOut {
     /// The catalog entry's id.
-    eventtype: String,
+    pub eventtype: String,
     #[schemars(extend("enum" = ["requested", "granted", "refused", "revoked"]))]
-    state: &'static str,
+    pub state: std::borrow::Cow<'static, str>,
     #[schemars(extend("format" = "date-time"))]
-    requested: String,
+    pub requested: String,
     /// The entry's type (or type prefix).
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    event_type: Option<String>,
+    pub event_type: Option<String>,
     /// The entry's source prefix.
     #[serde(skip_serializing_if = "Option::is_none")]
-    source: Option<String>,
+    pub source: Option<String>,
     /// The data owner: the principal that decides.
     #[serde(skip_serializing_if = "Option::is_none")]
-    owner: Option<String>,
+    pub owner: Option<String>,
     /// Who decided (`knooppunt` for the owner's own subscription).
     #[serde(skip_serializing_if = "Option::is_none")]
-    decided_by: Option<String>,
+    pub decided_by: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
-    decided: Option<String>,
+    pub decided: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<String>,
+    pub reason: Option<String>,
     /// In the approvals API; not in a subscription's own list.
     #[serde(skip_serializing_if = "Option::is_none")]
-    subscription: Option<String>,
+    pub subscription: Option<String>,
     /// The subscription's owner (in the approvals API).
     #[serde(skip_serializing_if = "Option::is_none")]
-    subscriber: Option<String>,
+    pub subscriber: Option<String>,
 }
 
 /// A grant as a subscription shows it.
@@ -93,7 +93,7 @@ pub(crate) fn summary(entry: Option<&CatalogEntry>, grant: &Grant) -> GrantOut {
     let decision = grant.decision.as_ref();
     GrantOut {
         eventtype: grant.entry.clone(),
-        state: grant.state.as_str(),
+        state: grant.state.as_str().into(),
         requested: utc_timestamp(grant.requested_at),
         event_type: entry.map(|e| e.event_type.clone()),
         source: entry.map(|e| e.source_prefix.clone()),

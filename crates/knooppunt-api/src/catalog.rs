@@ -73,49 +73,49 @@ impl From<Refused> for ApiError {
 }
 
 /// A catalog entry as the API shows it (and the audit trail keeps it).
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(
     rename = "EventType",
     description = "A catalog entry: events of a source prefix and a type, described by their publisher."
 )]
-pub(crate) struct EventTypeOut {
-    id: String,
+pub struct EventTypeOut {
+    pub id: String,
     /// The principal that made it.
-    owner: String,
+    pub owner: String,
     /// The `source` prefix of the events it covers; one the owner may publish.
-    source: String,
+    pub source: String,
     /// The event type, or a prefix of types (`typeMatch`).
     #[serde(rename = "type")]
-    event_type: String,
+    pub event_type: String,
     #[schemars(extend("enum" = ["exact", "prefix"]))]
-    type_match: &'static str,
+    pub type_match: std::borrow::Cow<'static, str>,
     /// What these events are.
-    description: String,
+    pub description: String,
     /// A link to their documentation.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "uri"))]
-    documentation: Option<String>,
+    pub documentation: Option<String>,
     /// The `dataschema` of their data.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "uri"))]
-    dataschema: Option<String>,
+    pub dataschema: Option<String>,
     /// The JSON Schema the events' data is checked against.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "json_schema_document")]
-    schema: Option<Value>,
+    pub schema: Option<Value>,
     #[schemars(extend("enum" = ["off", "warn", "enforce"]))]
-    schema_check: &'static str,
-    deprecated: bool,
+    pub schema_check: std::borrow::Cow<'static, str>,
+    pub deprecated: bool,
     #[schemars(extend("enum" = ["open", "approval-required"]))]
-    approval: &'static str,
+    pub approval: std::borrow::Cow<'static, str>,
     /// The attributes subscribers may filter these events on.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    kenmerken: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kenmerken: Vec<String>,
     #[schemars(extend("format" = "date-time"))]
-    created: String,
+    pub created: String,
     #[schemars(extend("format" = "date-time"))]
-    updated: String,
+    pub updated: String,
 }
 
 /// A JSON Schema: an object, or `true` or `false`.
@@ -137,7 +137,7 @@ fn resource(entry: &CatalogEntry) -> EventTypeOut {
         owner: entry.owner.clone(),
         source: entry.source_prefix.clone(),
         event_type: entry.event_type.clone(),
-        type_match: entry.type_match.as_str(),
+        type_match: entry.type_match.as_str().into(),
         description: entry.description.clone(),
         documentation: entry.documentation.clone(),
         dataschema: entry.dataschema.clone(),
@@ -145,9 +145,9 @@ fn resource(entry: &CatalogEntry) -> EventTypeOut {
             .schema
             .as_deref()
             .and_then(|text| serde_json::from_str::<Value>(text).ok()),
-        schema_check: entry.schema_check.as_str(),
+        schema_check: entry.schema_check.as_str().into(),
         deprecated: entry.deprecated,
-        approval: entry.approval.as_str(),
+        approval: entry.approval.as_str().into(),
         kenmerken: entry.kenmerken.clone(),
         created: utc_timestamp(entry.created_at),
         updated: utc_timestamp(entry.updated_at),

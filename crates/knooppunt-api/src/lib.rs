@@ -6,6 +6,10 @@
 //! `knooppunt-facade`) pass through the same boundary ([`Beside`]).
 
 pub use knooppunt_identity as identity;
+
+/// The answers the console reads typed (the same types the API serializes).
+pub use approvals::GrantOut;
+pub use catalog::EventTypeOut;
 use knooppunt_server as server;
 
 mod approvals;

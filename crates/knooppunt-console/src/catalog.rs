@@ -13,8 +13,9 @@ use serde_json::{Map, Value, json};
 
 use crate::forms::{Fields, Posted, Problem, encode};
 use crate::identity::Role;
-use crate::layout::{self, Ask, Section, csrf, data_list, json_block, page, respond, text, time};
+use crate::layout::{self, Ask, Section, csrf, data_list, json_block, page, respond};
 use crate::{Answer, BASE, Console, Lang, Visitor, redirect};
+use knooppunt_api::EventTypeOut;
 
 type Params = Query<HashMap<String, String>>;
 
@@ -48,8 +49,8 @@ fn check_mode(lang: Lang, mode: &str) -> &'static str {
 }
 
 /// Whether the visitor may change `entry`: its owner, or an administrator.
-fn may_change(visitor: &Visitor, entry: &Value) -> bool {
-    visitor.principal.is_admin() || entry["owner"] == visitor.principal.name.as_str()
+fn may_change(visitor: &Visitor, entry: &EventTypeOut) -> bool {
+    visitor.principal.is_admin() || entry.owner == visitor.principal.name
 }
 
 /// `GET /console/eventtypes`: the catalog; `?mine=1` for an owner's own entries.
@@ -63,14 +64,8 @@ pub(crate) async fn list(
     let answer = console.get(&visitor, &path).await.checked(&visitor)?;
     let mine = query.get("mine").is_some_and(|m| m == "1");
     let publisher = visitor.has(Role::Publisher);
-    let entries: Vec<Value> = answer
-        .body
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| !mine || e["owner"] == visitor.principal.name.as_str())
-        .cloned()
-        .collect();
+    let mut entries: Vec<EventTypeOut> = answer.parse(&visitor)?;
+    entries.retain(|e| !mine || e.owner == visitor.principal.name);
     let notice = match query.get("notice").map(String::as_str) {
         Some("deleted") => Some(lang.t(
             "Het gebeurtenistype is verwijderd.",
@@ -107,13 +102,13 @@ pub(crate) async fn list(
                 &[lang.t("Type", "Type"), lang.t("Eigenaar", "Owner"), lang.t("Toegang", "Access"), lang.t("Omschrijving", "Description")],
                 entries.iter().map(|e| vec![
                     html! {
-                        a class="utrecht-link kp-break" href={ (BASE) "/eventtypes/" (encode(&text(e, "id"))) } { (text(e, "type")) }
-                        @if e["typeMatch"] == "prefix" { " " small { (lang.t("(en alles wat ermee begint)", "(and all that start with it)")) } }
-                        @if e["deprecated"] == true { " " span class="utrecht-status-badge utrecht-status-badge--warning" { (lang.t("verouderd", "deprecated")) } }
+                        a class="utrecht-link kp-break" href={ (BASE) "/eventtypes/" (encode(&e.id)) } { (e.event_type) }
+                        @if e.type_match == "prefix" { " " small { (lang.t("(en alles wat ermee begint)", "(and all that start with it)")) } }
+                        @if e.deprecated { " " span class="utrecht-status-badge utrecht-status-badge--warning" { (lang.t("verouderd", "deprecated")) } }
                     },
-                    html! { (text(e, "owner")) },
-                    html! { (policy(lang, e["approval"].as_str().unwrap_or_default())) },
-                    html! { (text(e, "description")) },
+                    html! { (e.owner) },
+                    html! { (policy(lang, &e.approval)) },
+                    html! { (e.description) },
                 ]).collect()))
         }
         (layout::next_page(lang, &here, answer.next_cursor().as_deref()))
@@ -142,63 +137,65 @@ pub(crate) async fn detail(
         .get(&visitor, &format!("/v1/eventtypes/{}", encode(&id)))
         .await
         .checked(&visitor)?;
-    let e = &answer.body;
+    let e: EventTypeOut = answer.parse(&visitor)?;
     let page_path = format!("{BASE}/eventtypes/{}", encode(&id));
-    let link = |key: &str| match e[key].as_str() {
+    let link = |url: &Option<String>| match url {
         Some(url) => {
             html! { a class="utrecht-link kp-break" href=(url) rel="noopener noreferrer" { (url) } }
         }
         None => html! { "—" },
     };
+    let prefix = e.type_match == "prefix";
+    let approval_required = e.approval == "approval-required";
     let mut items = vec![
         (
             lang.t("Type", "Type"),
             html! {
-                span class="kp-break" { (text(e, "type")) }
-                @if e["typeMatch"] == "prefix" { " " (lang.t("(en alles wat ermee begint)", "(and all that start with it)")) }
+                span class="kp-break" { (e.event_type) }
+                @if prefix { " " (lang.t("(en alles wat ermee begint)", "(and all that start with it)")) }
             },
         ),
         (
             lang.t("Bron (begin)", "Source (prefix)"),
-            layout::long(&text(e, "source")),
+            layout::long(&e.source),
         ),
         (
             lang.t("Gegevenseigenaar", "Data owner"),
-            html! { (text(e, "owner")) },
+            html! { (e.owner) },
         ),
         (
             lang.t("Toegang", "Access"),
-            html! { (policy(lang, e["approval"].as_str().unwrap_or_default())) },
+            html! { (policy(lang, &e.approval)) },
         ),
         (
             lang.t("Omschrijving", "Description"),
-            html! { (text(e, "description")) },
+            html! { (e.description) },
         ),
         (
             lang.t("Documentatie", "Documentation"),
-            link("documentation"),
+            link(&e.documentation),
         ),
         (
             lang.t("Dataschema (URI)", "Data schema (URI)"),
-            link("dataschema"),
+            link(&e.dataschema),
         ),
         (
             lang.t("Controle op het schema", "Schema check"),
-            html! { (check_mode(lang, e["schemaCheck"].as_str().unwrap_or_default())) },
+            html! { (check_mode(lang, &e.schema_check)) },
         ),
         (
             lang.t("Verouderd", "Deprecated"),
-            html! { (if e["deprecated"] == true { lang.t("ja", "yes") } else { lang.t("nee", "no") }) },
+            html! { (if e.deprecated { lang.t("ja", "yes") } else { lang.t("nee", "no") }) },
         ),
     ];
-    if let Some(kenmerken) = e["kenmerken"].as_array() {
+    if !e.kenmerken.is_empty() {
         items.push((
             lang.t("Kenmerken", "Kenmerken"),
-            html! { (kenmerken.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")) },
+            html! { (e.kenmerken.join(", ")) },
         ));
     }
-    items.push((lang.t("Bijgewerkt", "Updated"), time(e.get("updated"))));
-    let subscribe = format!("{BASE}/subscriptions/new?type={}", encode(&text(e, "type")));
+    items.push((lang.t("Bijgewerkt", "Updated"), layout::at(&e.updated)));
+    let subscribe = format!("{BASE}/subscriptions/new?type={}", encode(&e.event_type));
     let notice = match query.get("notice").map(String::as_str) {
         Some("created") => Some(lang.t(
             "Het gebeurtenistype is aangemaakt.",
@@ -210,19 +207,19 @@ pub(crate) async fn detail(
     let content = html! {
         @if let Some(notice) = notice { (layout::notice(true, notice)) }
         (data_list(items))
-        @if let Some(schema) = e.get("schema") {
+        @if let Some(schema) = &e.schema {
             section aria-labelledby="h-schema" {
                 h2 class="utrecht-heading-2" id="h-schema" { (lang.t("Schema van de gegevens", "Schema of the data")) }
                 (json_block(schema))
             }
         }
         div class="kp-actions" {
-            @if visitor.has(Role::Subscriber) && e["typeMatch"] != "prefix" {
+            @if visitor.has(Role::Subscriber) && !prefix {
                 a class="utrecht-button-link utrecht-button-link--html-a utrecht-button-link--primary-action" href=(subscribe) {
-                    @if e["approval"] == "approval-required" { (lang.t("Toegang vragen", "Ask access")) } @else { (lang.t("Abonneren", "Subscribe")) }
+                    @if approval_required { (lang.t("Toegang vragen", "Ask access")) } @else { (lang.t("Abonneren", "Subscribe")) }
                 }
             }
-            @if may_change(&visitor, e) {
+            @if may_change(&visitor, &e) {
                 a class="utrecht-link" href={ (page_path) "/edit" } { (lang.t("Bewerken", "Edit")) }
                 form method="post" action={ (page_path) "/delete" } class="kp-inline" {
                     (csrf(&visitor))
@@ -230,7 +227,7 @@ pub(crate) async fn detail(
                 }
             }
         }
-        @if e["approval"] == "approval-required" && visitor.has(Role::Subscriber) {
+        @if approval_required && visitor.has(Role::Subscriber) {
             p class="utrecht-paragraph" { (lang.t(
                 "Toegang vragen is een abonnement op dit type maken: de gegevenseigenaar ziet het verzoek en beslist; tot dan ontvangt het abonnement deze gebeurtenissen niet.",
                 "Asking access is making a subscription to this type: the data owner sees the request and decides; until then the subscription does not receive these events.")) }
@@ -242,7 +239,7 @@ pub(crate) async fn detail(
             lang,
             Some(&visitor),
             Section::EventTypes,
-            &text(e, "type"),
+            &e.event_type,
             content,
         ),
     ))
@@ -368,41 +365,23 @@ fn form(
     }
 }
 
-fn values_of_entry(e: &Value) -> HashMap<&'static str, String> {
-    let mut values = HashMap::new();
-    for key in [
-        "source",
-        "type",
-        "description",
-        "documentation",
-        "dataschema",
-        "typeMatch",
-        "approval",
-        "schemaCheck",
-    ] {
-        values.insert(key, e[key].as_str().unwrap_or_default().to_owned());
+fn values_of_entry(e: &EventTypeOut) -> HashMap<&'static str, String> {
+    let text = |value: &Option<String>| value.clone().unwrap_or_default();
+    let mut values = HashMap::from([
+        ("source", e.source.clone()),
+        ("type", e.event_type.clone()),
+        ("description", e.description.clone()),
+        ("documentation", text(&e.documentation)),
+        ("dataschema", text(&e.dataschema)),
+        ("typeMatch", e.type_match.to_string()),
+        ("approval", e.approval.to_string()),
+        ("schemaCheck", e.schema_check.to_string()),
+        ("kenmerken", e.kenmerken.join("\n")),
+    ]);
+    if e.deprecated {
+        values.insert("deprecated", "yes".into());
     }
-    values.insert(
-        "deprecated",
-        if e["deprecated"] == true {
-            "yes".into()
-        } else {
-            String::new()
-        },
-    );
-    values.insert(
-        "kenmerken",
-        e["kenmerken"]
-            .as_array()
-            .map(|k| {
-                k.iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default(),
-    );
-    if let Some(schema) = e.get("schema") {
+    if let Some(schema) = &e.schema {
         values.insert(
             "schema",
             serde_json::to_string_pretty(schema).unwrap_or_default(),
@@ -474,7 +453,7 @@ pub(crate) async fn edit_form(
     let form = form(
         &visitor,
         &format!("{BASE}/eventtypes/{}", encode(&id)),
-        &values_of_entry(&answer.body),
+        &values_of_entry(&answer.parse(&visitor)?),
         None,
     );
     Ok(form_page(
@@ -508,10 +487,13 @@ fn saved(
         );
         return form_page(visitor, status, title, form);
     }
-    redirect(&format!(
-        "{BASE}/eventtypes/{}?notice={notice}",
-        encode(&text(&answer.body, "id"))
-    ))
+    match answer.parse::<EventTypeOut>(visitor) {
+        Ok(entry) => redirect(&format!(
+            "{BASE}/eventtypes/{}?notice={notice}",
+            encode(&entry.id)
+        )),
+        Err(page) => page,
+    }
 }
 
 /// `POST /console/eventtypes`.

@@ -209,12 +209,15 @@ pub(crate) fn problem(lang: Lang, problem: &Problem) -> Markup {
 /// A timestamp of the API (RFC 3339, UTC) as a page shows it.
 pub(crate) fn time(value: Option<&Value>) -> Markup {
     match value.and_then(Value::as_str) {
-        Some(text) => {
-            let shown = text.replace('T', " ").replace('Z', " UTC");
-            html! { time datetime=(text) { (shown) } }
-        }
+        Some(text) => at(text),
         None => html! { "—" },
     }
+}
+
+/// [`time`] of a typed answer's member.
+pub(crate) fn at(text: &str) -> Markup {
+    let shown = text.replace('T', " ").replace('Z', " UTC");
+    html! { time datetime=(text) { (shown) } }
 }
 
 /// A string member, or a dash.

@@ -284,6 +284,21 @@ impl Answer {
         ))
     }
 
+    /// The answer read as the API's own output type `T` (the type it serialized); one that
+    /// is not is the page that says the hub could not answer (logged: the API and the
+    /// console disagree).
+    // The error is the page the handler answers at once (`?`), never kept or passed on.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn parse<T: serde::de::DeserializeOwned>(
+        &self,
+        visitor: &Visitor,
+    ) -> Result<T, Response> {
+        T::deserialize(&self.body).map_err(|error| {
+            tracing::error!(%error, "The console could not read an answer of the API.");
+            layout::failure(visitor.lang, StatusCode::BAD_GATEWAY)
+        })
+    }
+
     /// The API's problem, as the page shows it: the detail and each invalid parameter.
     pub(crate) fn problem(&self) -> forms::Problem {
         forms::Problem::of(&self.body)

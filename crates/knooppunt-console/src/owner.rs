@@ -7,11 +7,12 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use http::{Method, StatusCode};
 use maud::html;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::forms::{Posted, Problem, encode};
 use crate::layout::{self, Section, badge, csrf, page, respond, text, time};
 use crate::{BASE, Console, Visitor, redirect};
+use knooppunt_api::GrantOut;
 
 type Params = Query<std::collections::HashMap<String, String>>;
 
@@ -35,17 +36,15 @@ async fn approvals_page(
     let lang = visitor.lang;
     let path = layout::with_cursor("/v1/approvals?pageSize=100", query);
     let answer = console.get(visitor, &path).await.checked(visitor)?;
-    let mut grants: Vec<Value> = answer
-        .body
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|g| visitor.principal.is_admin() || g["owner"] == visitor.principal.name.as_str())
-        .cloned()
-        .collect();
+    let mut grants: Vec<GrantOut> = answer.parse(visitor)?;
+    grants.retain(|g| {
+        visitor.principal.is_admin() || g.owner.as_deref() == Some(visitor.principal.name.as_str())
+    });
     // What waits for a decision first, the oldest request at the top; then the decided.
-    grants.sort_by_key(|g| (g["state"] != "requested", text(g, "requested")));
-    let waiting = grants.iter().filter(|g| g["state"] == "requested").count() as u64;
+    grants.sort_by(|a, b| {
+        (a.state != "requested", &a.requested).cmp(&(b.state != "requested", &b.requested))
+    });
+    let waiting = grants.iter().filter(|g| g.state == "requested").count() as u64;
     let notice = match query.get("notice").map(String::as_str) {
         Some("granted") => Some(lang.t(
             "Toegestaan: de gebeurtenissen gaan nu naar dit abonnement.",
@@ -68,33 +67,34 @@ async fn approvals_page(
         }
         @for (i, g) in grants.iter().enumerate() {
             @let heading = format!("grant-{i}");
-            @let entry = text(g, "eventtype");
-            @let subscription = text(g, "subscription");
+            @let entry = g.eventtype.clone();
+            @let subscription = g.subscription.clone().unwrap_or_default();
+            @let event_type = g.event_type.clone().unwrap_or_else(|| entry.clone());
             @let here = refused.filter(|(e, s, _, _)| *e == entry && *s == subscription);
             section class="kp-card" aria-labelledby=(heading) {
                 h2 class="utrecht-heading-3" id=(heading) {
-                    (text(g, "subscriber")) " → " span class="kp-break" { (text(g, "type")) }
+                    (g.subscriber.as_deref().unwrap_or("—")) " → " span class="kp-break" { (event_type) }
                 }
                 @if let Some((_, _, _, problem)) = here { (layout::problem(lang, problem)) }
                 (layout::data_list(vec![
-                    (lang.t("Status", "State"), badge(lang, g["state"].as_str().unwrap_or_default())),
+                    (lang.t("Status", "State"), badge(lang, &g.state)),
                     (lang.t("Gebeurtenistype", "Event type"), html! {
-                        a class="utrecht-link kp-break" href={ (BASE) "/eventtypes/" (encode(&entry)) } { (text(g, "type")) }
-                        @if let Some(source) = g["source"].as_str() { br; small class="kp-break" { (source) } }
+                        a class="utrecht-link kp-break" href={ (BASE) "/eventtypes/" (encode(&entry)) } { (event_type) }
+                        @if let Some(source) = &g.source { br; small class="kp-break" { (source) } }
                     }),
                     (lang.t("Abonnement", "Subscription"), html! { code class="utrecht-code kp-break" { (subscription) } }),
-                    (lang.t("Aangevraagd", "Requested"), time(g.get("requested"))),
+                    (lang.t("Aangevraagd", "Requested"), layout::at(&g.requested)),
                     (lang.t("Besluit", "Decision"), html! {
-                        @if g.get("decided").is_some() {
-                            (time(g.get("decided"))) " " (lang.t("door ", "by ")) (text(g, "decidedBy"))
-                            @if let Some(reason) = g["reason"].as_str() { " — " (reason) }
+                        @if let Some(decided) = &g.decided {
+                            (layout::at(decided)) " " (lang.t("door ", "by ")) (g.decided_by.as_deref().unwrap_or("—"))
+                            @if let Some(reason) = &g.reason { " — " (reason) }
                         } @else { "—" }
                     }),
                 ]))
                 form method="post" class="kp-form" novalidate
                     action={ (BASE) "/approvals/" (encode(&entry)) "/" (encode(&subscription)) } {
                     (csrf(visitor))
-                    @let revoking = g["state"] == "granted";
+                    @let revoking = g.state == "granted";
                     div class={ "utrecht-form-field" @if here.is_some() { " utrecht-form-field--invalid" } } {
                         label class="utrecht-form-label" for={ "reason-" (i) } {
                             @if revoking {
@@ -107,10 +107,10 @@ async fn approvals_page(
                             value=(here.map(|(_, _, reason, _)| reason).unwrap_or_default()) aria-invalid=(here.is_some()) required[revoking];
                     }
                     div class="kp-actions" {
-                        @if g["state"] != "granted" {
+                        @if g.state != "granted" {
                             button type="submit" name="state" value="granted" class="utrecht-button utrecht-button--primary-action" { (lang.t("Toestaan", "Grant")) }
                         }
-                        @if g["state"] == "requested" {
+                        @if g.state == "requested" {
                             button type="submit" name="state" value="refused" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Weigeren", "Refuse")) }
                         }
                         @if revoking {
