@@ -61,36 +61,36 @@ fn missing(id: &str, seq: u64) -> ApiError {
 
 /// A dead letter as the API shows it; with the event itself (as accepted) in a read of
 /// one dead letter.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(
     rename = "DeadLetter",
     description = "A delivery the hub gave up on, with what happened."
 )]
-struct DeadLetterOut {
+pub struct DeadLetterOut {
     /// The dead letter's id (the event's sequence number).
-    id: String,
-    subscription: String,
-    sequence: u64,
+    pub id: String,
+    pub subscription: String,
+    pub sequence: u64,
     #[schemars(example = "maxAttempts (30) exhausted")]
-    reason: String,
-    attempts: u32,
+    pub reason: String,
+    pub attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
-    first_attempt_time: Option<String>,
+    pub first_attempt_time: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
-    last_attempt_time: Option<String>,
+    pub last_attempt_time: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    last_status_code: Option<u16>,
+    pub last_status_code: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    last_error: Option<String>,
+    pub last_error: Option<String>,
     #[schemars(extend("format" = "date-time"))]
-    dead_letter_time: String,
+    pub dead_letter_time: String,
     /// The event as accepted (when reading one dead letter).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Map<String, Value>>")]
-    event: Option<Value>,
+    pub event: Option<Value>,
 }
 
 /// A dead letter put back into its subscription's queue.

@@ -10,7 +10,9 @@ pub use knooppunt_identity as identity;
 /// The answers the console reads typed (the same types the API serializes).
 pub use approvals::GrantOut;
 pub use catalog::EventTypeOut;
+pub use dead_letters::DeadLetterOut;
 use knooppunt_server as server;
+pub use replays::ReplayOut;
 
 mod approvals;
 mod audit;

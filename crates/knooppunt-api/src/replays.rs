@@ -32,32 +32,32 @@ use knooppunt_services::history::ReplayRefused;
 use knooppunt_services::replaying::{self, Refused};
 
 /// A replay: a window of a subscription's retained events queued for it again.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "Replay")]
-pub(crate) struct ReplayOut {
-    id: String,
-    subscription: String,
+pub struct ReplayOut {
+    pub id: String,
+    pub subscription: String,
     #[schemars(extend("enum" = ["running", "completed", "cancelled", "failed"]))]
-    state: &'static str,
+    pub state: std::borrow::Cow<'static, str>,
     #[schemars(extend("format" = "date-time"))]
-    from: String,
+    pub from: String,
     #[schemars(extend("format" = "date-time"))]
-    until: String,
+    pub until: String,
     /// Events of the window handed to the queue so far.
-    events_queued: u64,
+    pub events_queued: u64,
     /// When the last queued event was accepted.
     #[schemars(extend("format" = "date-time"))]
-    last_event_time: Option<String>,
-    requested_by: String,
+    pub last_event_time: Option<String>,
+    pub requested_by: String,
     #[schemars(extend("format" = "date-time"))]
-    created_time: String,
+    pub created_time: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
-    finished_time: Option<String>,
+    pub finished_time: Option<String>,
     /// Why a failed replay failed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
+    pub error: Option<String>,
 }
 
 impl From<&Replay> for ReplayOut {
@@ -65,7 +65,7 @@ impl From<&Replay> for ReplayOut {
         ReplayOut {
             id: replay.id.clone(),
             subscription: replay.subscription.clone(),
-            state: replay.state.as_str(),
+            state: replay.state.as_str().into(),
             from: utc_timestamp(replay.from_ms),
             until: utc_timestamp(replay.until_ms),
             events_queued: replay.queued,

@@ -214,6 +214,11 @@ pub(crate) fn time(value: Option<&Value>) -> Markup {
     }
 }
 
+/// [`time`] of a typed answer's optional member.
+pub(crate) fn maybe_at(text: Option<&str>) -> Markup {
+    text.map_or_else(|| html! { "—" }, at)
+}
+
 /// [`time`] of a typed answer's member.
 pub(crate) fn at(text: &str) -> Markup {
     let shown = text.replace('T', " ").replace('Z', " UTC");
@@ -517,8 +522,8 @@ pub(crate) fn secret_shown(id: &str, intro: Markup, secret: &str, after: Option<
 
 /// A delivery's error or reason from the API, in the page's language (`texts.rs`), or a
 /// dash.
-pub(crate) fn said(lang: Lang, value: Option<&Value>) -> Markup {
-    match value.and_then(Value::as_str) {
+pub(crate) fn said(lang: Lang, value: Option<&str>) -> Markup {
+    match value {
         Some(text) => crate::texts::delivery(lang, text),
         None => html! { "—" },
     }

@@ -18,6 +18,7 @@ use crate::layout::{
 };
 use crate::subscription_form::{SETTINGS, secret_page};
 use crate::{BASE, Console, Lang, Visitor, redirect};
+use knooppunt_api::{DeadLetterOut, ReplayOut};
 
 type Params = Query<std::collections::HashMap<String, String>>;
 
@@ -135,7 +136,7 @@ pub(crate) async fn list(
                         (time(last.get("time"))) " " (badge(lang, last["outcome"].as_str().unwrap_or_default()))
                     } @else { "—" }
                 },
-                layout::said(lang, s["lastDelivery"].get("error")),
+                layout::said(lang, s["lastDelivery"]["error"].as_str()),
                 html! { @if let Some(state) = st["breaker"]["state"].as_str() { (badge(lang, state)) } @else { "—" } },
                 html! { (text(st, "backlog")) },
                 html! { (age(lang, st.get("oldestPendingAgeSeconds"))) },
@@ -262,7 +263,11 @@ pub(crate) async fn detail(
     let dead = console
         .get(&visitor, &format!("{base}/dead-letters?pageSize=50"))
         .await;
-    let replays = console.get(&visitor, &format!("{base}/replays")).await.body;
+    let replays: Vec<ReplayOut> = console
+        .get(&visitor, &format!("{base}/replays"))
+        .await
+        .checked(&visitor)?
+        .parse(&visitor)?;
     let pull = s["config"]["delivery"] == "pull";
     let now = knooppunt_store::now_ms();
     let hour_ago = knooppunt_event::timestamp::utc_timestamp(now.saturating_sub(3_600_000));
@@ -282,8 +287,8 @@ pub(crate) async fn detail(
             lang.t("Status", "State"),
             html! {
                 (badge(lang, s["state"].as_str().unwrap_or_default()))
-                @if s.get("validationProblem").is_some() { " " (layout::said(lang, s.get("validationProblem"))) }
-                @if s.get("disabledReason").is_some() { " " (layout::said(lang, s.get("disabledReason"))) }
+                @if s.get("validationProblem").is_some() { " " (layout::said(lang, s["validationProblem"].as_str())) }
+                @if s.get("disabledReason").is_some() { " " (layout::said(lang, s["disabledReason"].as_str())) }
             },
         ),
     ];
@@ -329,7 +334,7 @@ pub(crate) async fn detail(
             }
         }));
     }
-    let dead_letters = dead.body.as_array().cloned().unwrap_or_default();
+    let dead_letters: Vec<DeadLetterOut> = dead.checked(&visitor)?.parse(&visitor)?;
     let content = html! {
         @if let Some(notice) = notice_of(lang, &query) { (notice) }
         div class="kp-actions" {
@@ -384,7 +389,7 @@ pub(crate) async fn detail(
                     (lang.t("Laatste poging", "Last attempt"), html! {
                         @if let Some(last) = status.get("lastAttempt") {
                             (time(last.get("time"))) " " (badge(lang, last["outcome"].as_str().unwrap_or_default()))
-                            @if last.get("error").is_some() { " — " span class="kp-last-error" { (layout::said(lang, last.get("error"))) } }
+                            @if last.get("error").is_some() { " — " span class="kp-last-error" { (layout::said(lang, last["error"].as_str())) } }
                         } @else { "—" }
                     }),
                 ]))
@@ -409,13 +414,13 @@ pub(crate) async fn detail(
                     (layout::table("dead-caption", lang.t("Dode brieven (de eerste 50)", "Dead letters (the first 50)"), &[lang.t("Kies", "Pick"), lang.t("Gebeurtenis", "Event"), lang.t("Opgegeven", "Given up"), lang.t("Pogingen", "Attempts"), lang.t("Reden", "Reason")], dead_letters.iter().map(|d| vec![
                         html! {
                             input class="utrecht-checkbox utrecht-checkbox--html-input" type="checkbox" name="letter"
-                                value=(text(d, "id")) id={ "letter-" (text(d, "id")) }
-                                aria-label={ (lang.t("Kies gebeurtenis ", "Pick event ")) (text(d, "sequence")) };
+                                value=(d.id) id={ "letter-" (d.id) }
+                                aria-label={ (lang.t("Kies gebeurtenis ", "Pick event ")) (d.sequence) };
                         },
-                        html! { a class="utrecht-link" href={ (page_path) "/dead-letters/" (seg(&text(d, "id"))) } { (text(d, "sequence")) } },
-                        time(d.get("deadLetterTime")),
-                        html! { (text(d, "attempts")) },
-                        layout::said(lang, d.get("reason")),
+                        html! { a class="utrecht-link" href={ (page_path) "/dead-letters/" (seg(&d.id)) } { (d.sequence) } },
+                        layout::at(&d.dead_letter_time),
+                        html! { (d.attempts) },
+                        layout::said(lang, Some(&d.reason)),
                     ]).collect()))
                     div class="kp-actions" {
                         button type="submit" name="scope" value="selected" class="utrecht-button utrecht-button--primary-action" { (lang.t("Gekozen opnieuw bezorgen", "Redeliver the picked ones")) }
@@ -426,13 +431,13 @@ pub(crate) async fn detail(
         }
         section aria-labelledby="h-replays" {
             h2 class="utrecht-heading-2" id="h-replays" { (lang.t("Opnieuw afspelen", "Replays")) }
-            @if let Some(list) = replays.as_array().filter(|l| !l.is_empty()) {
+            @if !replays.is_empty() {
                 ul class="utrecht-unordered-list" {
-                    @for r in list {
+                    @for r in &replays {
                         li class="utrecht-unordered-list__item" {
-                            a class="utrecht-link" href={ (page_path) "/replays/" (seg(&text(r, "id"))) } { (time(r.get("from"))) " – " (time(r.get("until"))) }
-                            " " (badge(lang, r["state"].as_str().unwrap_or_default()))
-                            " " (text(r, "eventsQueued")) (lang.t(" gebeurtenissen", " events"))
+                            a class="utrecht-link" href={ (page_path) "/replays/" (seg(&r.id)) } { (layout::at(&r.from)) " – " (layout::at(&r.until)) }
+                            " " (badge(lang, &r.state))
+                            " " (lang.count(r.events_queued, ("gebeurtenis", "gebeurtenissen"), ("event", "events")))
                         }
                     }
                 }
@@ -483,7 +488,7 @@ fn attempts_table(lang: Lang, attempts: &Value) -> Markup {
                 badge(lang, a["outcome"].as_str().unwrap_or_default()),
                 html! { (text(a, "statusCode")) },
                 html! { @if let Some(ms) = a["durationMs"].as_u64() { (ms) " ms" } @else { "—" } },
-                layout::said(lang, a.get("error")),
+                layout::said(lang, a["error"].as_str()),
             ]).collect()))
         }
     }
@@ -512,13 +517,11 @@ pub(crate) async fn redeliver(
             if !page.ok() {
                 return layout::api_refusal(visitor.lang, visitor, page.status, &page.problem());
             }
-            letters.extend(
-                page.body
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|d| text(d, "id")),
-            );
+            let found: Vec<DeadLetterOut> = match page.parse(visitor) {
+                Ok(found) => found,
+                Err(page) => return page,
+            };
+            letters.extend(found.into_iter().map(|d| d.id));
             cursor = page.next_cursor();
             if letters.len() >= MOST {
                 more = cursor.is_some() || letters.len() > MOST;
@@ -627,20 +630,20 @@ pub(crate) async fn replay(
         )
         .await
         .checked(&visitor)?;
-    let r = &answer.body;
+    let r: ReplayOut = answer.parse(&visitor)?;
     let content = html! {
         div id="replay-progress" data-refresh="2" aria-live="polite" {
             (data_list(vec![
-                (lang.t("Status", "State"), badge(lang, r["state"].as_str().unwrap_or_default())),
-                (lang.t("Venster", "Window"), html! { (time(r.get("from"))) " – " (time(r.get("until"))) }),
-                (lang.t("In de wachtrij gezet", "Queued"), html! { (text(r, "eventsQueued")) }),
-                (lang.t("Laatste gebeurtenis", "Last event"), time(r.get("lastEventTime"))),
-                (lang.t("Aangevraagd door", "Requested by"), html! { (text(r, "requestedBy")) }),
-                (lang.t("Klaar", "Finished"), time(r.get("finishedTime"))),
+                (lang.t("Status", "State"), badge(lang, &r.state)),
+                (lang.t("Venster", "Window"), html! { (layout::at(&r.from)) " – " (layout::at(&r.until)) }),
+                (lang.t("In de wachtrij gezet", "Queued"), html! { (r.events_queued) }),
+                (lang.t("Laatste gebeurtenis", "Last event"), layout::maybe_at(r.last_event_time.as_deref())),
+                (lang.t("Aangevraagd door", "Requested by"), html! { (r.requested_by) }),
+                (lang.t("Klaar", "Finished"), layout::maybe_at(r.finished_time.as_deref())),
             ]))
-            @if let Some(error) = r["error"].as_str() { (layout::problem(lang, &Problem::message(error))) }
+            @if let Some(error) = &r.error { (layout::problem(lang, &Problem::message(error.as_str()))) }
         }
-        @if r["state"] == "running" {
+        @if r.state == "running" {
             form method="post" action={ (BASE) "/subscriptions/" (seg(&id)) "/replays/" (seg(&replay)) "/cancel" } class="kp-actions" {
                 (csrf(&visitor))
                 button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Afspelen stoppen", "Stop the replay")) }
@@ -758,9 +761,9 @@ pub(crate) async fn dead_letter(
         )
         .await
         .checked(&visitor)?;
-    let d = &answer.body;
+    let d: DeadLetterOut = answer.parse(&visitor)?;
     let page_path = format!("{BASE}/subscriptions/{}", seg(&id));
-    let event = d["event"].as_object();
+    let event = d.event.as_ref().and_then(Value::as_object);
     let attributes: Vec<(&String, &Value)> = event
         .into_iter()
         .flatten()
@@ -768,14 +771,14 @@ pub(crate) async fn dead_letter(
         .collect();
     let content = html! {
         (data_list(vec![
-            (lang.t("Gebeurtenis", "Event"), html! { (text(d, "sequence")) }),
-            (lang.t("Reden", "Reason"), layout::said(lang, d.get("reason"))),
-            (lang.t("Pogingen", "Attempts"), html! { (text(d, "attempts")) }),
-            (lang.t("Eerste poging", "First attempt"), time(d.get("firstAttemptTime"))),
-            (lang.t("Laatste poging", "Last attempt"), time(d.get("lastAttemptTime"))),
-            (lang.t("Laatste HTTP-status", "Last HTTP status"), html! { (text(d, "lastStatusCode")) }),
-            (lang.t("Laatste fout", "Last error"), layout::said(lang, d.get("lastError"))),
-            (lang.t("Opgegeven", "Given up"), time(d.get("deadLetterTime"))),
+            (lang.t("Gebeurtenis", "Event"), html! { (d.sequence) }),
+            (lang.t("Reden", "Reason"), layout::said(lang, Some(&d.reason))),
+            (lang.t("Pogingen", "Attempts"), html! { (d.attempts) }),
+            (lang.t("Eerste poging", "First attempt"), layout::maybe_at(d.first_attempt_time.as_deref())),
+            (lang.t("Laatste poging", "Last attempt"), layout::maybe_at(d.last_attempt_time.as_deref())),
+            (lang.t("Laatste HTTP-status", "Last HTTP status"), html! { @if let Some(code) = d.last_status_code { (code) } @else { "—" } }),
+            (lang.t("Laatste fout", "Last error"), layout::said(lang, d.last_error.as_deref())),
+            (lang.t("Opgegeven", "Given up"), layout::at(&d.dead_letter_time)),
         ]))
         section aria-labelledby="h-event" {
             h2 class="utrecht-heading-2" id="h-event" { (lang.t("De gebeurtenis", "The event")) }
@@ -787,10 +790,10 @@ pub(crate) async fn dead_letter(
                         html! { code class="utrecht-code" { (name) } },
                         layout::long(&value.as_str().map_or_else(|| value.to_string(), str::to_owned)),
                     ]).collect()))
-                @if let Some(data) = d["event"].get("data") {
+                @if let Some(data) = event.and_then(|e| e.get("data")) {
                     h3 class="utrecht-heading-3" { (lang.t("Gegevens", "Data")) }
                     (json_block(data))
-                } @else if d["event"].get("data_base64").is_some() {
+                } @else if event.is_some_and(|e| e.contains_key("data_base64")) {
                     p class="utrecht-paragraph" { (lang.t("Met binaire gegevens (data_base64).", "With binary data (data_base64).")) }
                 }
             }
@@ -798,7 +801,7 @@ pub(crate) async fn dead_letter(
         div class="kp-actions" {
             form method="post" action={ (page_path) "/redeliver" } class="kp-inline" {
                 (csrf(&visitor))
-                input type="hidden" name="letter" value=(text(d, "id"));
+                input type="hidden" name="letter" value=(d.id);
                 button type="submit" name="scope" value="selected" class="utrecht-button utrecht-button--primary-action" { (lang.t("Opnieuw bezorgen", "Redeliver")) }
             }
             form method="post" action={ (page_path) "/dead-letters/" (seg(&letter)) "/delete" } class="kp-inline" {
@@ -814,11 +817,7 @@ pub(crate) async fn dead_letter(
             lang,
             Some(&visitor),
             Section::Subscriptions,
-            &format!(
-                "{} {}",
-                lang.t("Dode brief", "Dead letter"),
-                text(d, "sequence")
-            ),
+            &format!("{} {}", lang.t("Dode brief", "Dead letter"), d.sequence),
             content,
         ),
     ))
