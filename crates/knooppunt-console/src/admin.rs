@@ -13,6 +13,7 @@ use crate::forms::{Posted, Problem, encode};
 use crate::identity::Role;
 use crate::layout::{self, Section, badge, csrf, data_list, page, respond, text, time};
 use crate::{BASE, Console, Lang, Visitor, redirect};
+use knooppunt_services::administering::PrincipalOut;
 
 type Params = Query<std::collections::HashMap<String, String>>;
 
@@ -45,18 +46,21 @@ async fn principals_page(
     if !answer.ok() {
         return layout::api_refusal(lang, visitor, answer.status, &answer.problem());
     }
-    let list = answer.body.as_array().cloned().unwrap_or_default();
+    let list: Vec<PrincipalOut> = match answer.parse(visitor) {
+        Ok(list) => list,
+        Err(page) => return page,
+    };
     let content = html! {
         @if let Some(shown) = shown { (shown) }
         (layout::table("principals-caption", lang.t("Principals", "Principals"), &[lang.t("Naam", "Name"), lang.t("Rollen", "Roles"), "OIN", lang.t("Status", "State"), lang.t("Herkomst", "Origin"), lang.t("Acties", "Actions")], list.iter().map(|p| {
-            let name = text(p, "name");
-            let disabled = p["disabled"] == true;
+            let name = p.name.clone();
+            let disabled = p.disabled;
             vec![
                 html! { a class="utrecht-link kp-break" href={ (BASE) "/principals/" (encode(&name)) } { (name) } },
-                html! { (p["roles"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()) },
-                html! { (text(p, "oin")) },
+                html! { (p.roles.join(", ")) },
+                html! { (p.oin.as_deref().unwrap_or("—")) },
                 badge(lang, if disabled { "disabled" } else { "active" }),
-                html! { (text(p, "origin")) },
+                html! { (p.origin) },
                 html! {
                     form method="post" action={ (BASE) "/principals/" (encode(&name)) } class="kp-inline" {
                         (csrf(visitor))
@@ -350,27 +354,13 @@ async fn principal_page(
         Ok(answer) => answer,
         Err(page) => return page,
     };
-    let p = &answer.body;
-    let list = |key: &str| {
-        p[key]
-            .as_array()
-            .map(|l| {
-                l.iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default()
+    let p: PrincipalOut = match answer.parse(visitor) {
+        Ok(p) => p,
+        Err(page) => return page,
     };
     let roles: Vec<String> = match posted {
         Some(f) => f.all("roles").into_iter().map(str::to_owned).collect(),
-        None => p["roles"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
+        None => p.roles.clone(),
     };
     let value = |key: &str, stored: String| posted.map_or(stored, |f| f.get(key).to_owned());
     let here = format!("{BASE}/principals/{}", encode(name));
@@ -380,8 +370,8 @@ async fn principal_page(
         @if let Some(problem) = &problem { (layout::problem(lang, problem)) }
         (data_list(vec![
             (lang.t("Naam", "Name"), html! { (name) }),
-            (lang.t("Status", "State"), badge(lang, if p["disabled"] == true { "disabled" } else { "active" })),
-            (lang.t("Herkomst", "Origin"), html! { (text(p, "origin")) }),
+            (lang.t("Status", "State"), badge(lang, if p.disabled { "disabled" } else { "active" })),
+            (lang.t("Herkomst", "Origin"), html! { (p.origin) }),
         ]))
         form method="post" action=(here) class="kp-form" novalidate {
             (csrf(visitor))
@@ -397,15 +387,15 @@ async fn principal_page(
             }
             div class="utrecht-form-field" {
                 label class="utrecht-form-label" for="p-oin" { (lang.t("OIN (optioneel)", "OIN (optional)")) }
-                input class="utrecht-textbox utrecht-textbox--html-input" type="text" inputmode="numeric" id="p-oin" name="oin" value=(value("oin", p["oin"].as_str().unwrap_or_default().to_owned()));
+                input class="utrecht-textbox utrecht-textbox--html-input" type="text" inputmode="numeric" id="p-oin" name="oin" value=(value("oin", p.oin.clone().unwrap_or_default()));
             }
             div class="utrecht-form-field" {
                 label class="utrecht-form-label" for="p-types" { (lang.t("Mag abonneren op typen die beginnen met (één per regel; leeg: alle)", "May subscribe to types starting with (one per line; empty: any)")) }
-                textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="p-types" name="subscribeTypePrefixes" rows="3" { (value("subscribeTypePrefixes", list("subscribeTypePrefixes"))) }
+                textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="p-types" name="subscribeTypePrefixes" rows="3" { (value("subscribeTypePrefixes", p.subscribe_type_prefixes.join("\n"))) }
             }
             div class="utrecht-form-field" {
                 label class="utrecht-form-label" for="p-sources" { (lang.t("Mag publiceren met bronnen die beginnen met (één per regel; leeg: alle)", "May publish with sources starting with (one per line; empty: any)")) }
-                textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="p-sources" name="publishSourcePrefixes" rows="3" { (value("publishSourcePrefixes", list("publishSourcePrefixes"))) }
+                textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="p-sources" name="publishSourcePrefixes" rows="3" { (value("publishSourcePrefixes", p.publish_source_prefixes.join("\n"))) }
             }
             div { button type="submit" class="utrecht-button utrecht-button--primary-action" { (lang.t("Opslaan", "Save")) } }
         }

@@ -22,48 +22,48 @@ pub fn may_administer(caller: &Principal, action: &str) -> Result<(), Refused> {
 
 /// A principal as the API shows it and the audit trail keeps it: its secrets never (a
 /// token only as whether it has one, a ZGW client's secret not at all).
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "Principal", description = "A party that may call the API.")]
 pub struct PrincipalOut {
     #[schemars(example = &"gemeente-utrecht")]
-    name: String,
+    pub name: String,
     /// What it may do: publish events, manage its own subscriptions, manage everything, read
     /// /metrics.
     #[schemars(extend("items" = {"type": "string", "enum": ["publisher", "subscriber", "admin", "metrics"]}))]
-    roles: Vec<String>,
+    pub roles: Vec<String>,
     /// The event types it may subscribe to; empty: any.
-    subscribe_type_prefixes: Vec<String>,
+    pub subscribe_type_prefixes: Vec<String>,
     /// The sources it may publish; empty: any.
-    publish_source_prefixes: Vec<String>,
+    pub publish_source_prefixes: Vec<String>,
     /// The OIN of its organisation: it then publishes only `urn:nld:oin:<OIN>:` sources, and
     /// a trusted client certificate whose subject serialNumber is this OIN identifies it.
     /// One OIN names one principal.
     #[schemars(regex(pattern = "^[0-9]{20}$"))]
-    oin: Option<String>,
+    pub oin: Option<String>,
     /// Refused on every request while true.
-    disabled: bool,
+    pub disabled: bool,
     /// Whether it has a bearer token (never shown after it was issued).
-    has_token: bool,
+    pub has_token: bool,
     /// `configuration`: seeded from the hub's configuration file, which it follows at every
     /// start. `api`: created or changed over the API; the file no longer changes it.
     #[schemars(extend("enum" = ["api", "configuration"]))]
-    origin: String,
+    pub origin: String,
     /// Its ZGW client of the Notificaties API facade (/api/v1); the secret is never shown.
-    zgw: Option<ZgwClientOut>,
+    pub zgw: Option<ZgwClientOut>,
     #[schemars(extend("format" = "date-time"))]
-    created_at: String,
+    pub created_at: String,
     #[schemars(extend("format" = "date-time"))]
-    updated_at: String,
+    pub updated_at: String,
 }
 
 /// A principal's ZGW client without its secret.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "ZgwClient")]
-struct ZgwClientOut {
-    client_id: String,
-    scopes: Vec<String>,
+pub struct ZgwClientOut {
+    pub client_id: String,
+    pub scopes: Vec<String>,
 }
 
 impl From<&StoredPrincipal> for PrincipalOut {
