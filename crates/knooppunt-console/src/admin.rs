@@ -152,11 +152,7 @@ pub(crate) async fn create_principal(
         .await;
     if !answer.ok() {
         let shown = layout::problem(visitor.lang, &answer.problem());
-        let status = if answer.status.is_client_error() {
-            answer.status
-        } else {
-            StatusCode::BAD_GATEWAY
-        };
+        let status = answer.refused_status();
         return principals_page(&console, visitor, Some(shown), status).await;
     }
     let name = text(&answer.body, "name");
@@ -314,11 +310,7 @@ pub(crate) async fn change_principal(
     };
     if !answer.ok() {
         let shown = layout::problem(lang, &answer.problem());
-        let status = if answer.status.is_client_error() {
-            answer.status
-        } else {
-            StatusCode::BAD_GATEWAY
-        };
+        let status = answer.refused_status();
         return principals_page(&console, visitor, Some(shown), status).await;
     }
     let shown = match (rotated, answer.body["token"].as_str()) {

@@ -474,11 +474,7 @@ fn saved(
     notice: &str,
 ) -> Response {
     if !answer.ok() {
-        let status = if answer.status.is_client_error() {
-            answer.status
-        } else {
-            StatusCode::BAD_GATEWAY
-        };
+        let status = answer.refused_status();
         let form = form(
             visitor,
             action,

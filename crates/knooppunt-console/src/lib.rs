@@ -259,6 +259,16 @@ impl Answer {
         self.status.is_success()
     }
 
+    /// The status a page answers a refused form with: the API's own when the request was
+    /// at fault, else 502 (the hub failed it, not the visitor).
+    pub(crate) fn refused_status(&self) -> StatusCode {
+        if self.status.is_client_error() {
+            self.status
+        } else {
+            StatusCode::BAD_GATEWAY
+        }
+    }
+
     /// The cursor of the next page (from `Link: <…cursor=…>; rel="next"`).
     pub(crate) fn next_cursor(&self) -> Option<String> {
         let link = self.headers.get(http::header::LINK)?.to_str().ok()?;

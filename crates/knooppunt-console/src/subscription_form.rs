@@ -658,11 +658,7 @@ fn saved(
     notice: &str,
 ) -> Response {
     if !answer.ok() {
-        let status = if answer.status.is_client_error() {
-            answer.status
-        } else {
-            StatusCode::BAD_GATEWAY
-        };
+        let status = answer.refused_status();
         return form_again(
             console,
             visitor,
