@@ -17,11 +17,6 @@ use crate::{Answer, BASE, Console, Lang, Visitor, redirect};
 use knooppunt_api::auth::Caller;
 
 type Params = Query<std::collections::HashMap<String, String>>;
-
-/// A path segment of an id, encoded.
-fn seg(id: &str) -> String {
-    encode(id)
-}
 /// The subscription a form describes, on top of `base` (the stored one, when editing: what
 /// the form does not show is kept, secrets included, which the API keeps when sent back
 /// redacted).
@@ -523,13 +518,13 @@ pub(crate) async fn edit_form(
 ) -> Result<Response, Response> {
     let lang = visitor.lang;
     let answer = console
-        .get(&visitor, &format!("/v1/subscriptions/{}", seg(&id)))
+        .get(&visitor, &format!("/v1/subscriptions/{}", encode(&id)))
         .await
         .checked(&visitor)?;
     let form = subscription_form(
         &visitor,
         &console.state.subscription_defaults,
-        &format!("{BASE}/subscriptions/{}", seg(&id)),
+        &format!("{BASE}/subscriptions/{}", encode(&id)),
         &FormValues::of_subscription(&answer.body),
         None,
         false,
@@ -616,8 +611,8 @@ pub(crate) async fn update(
     posted: Posted,
 ) -> Response {
     let visitor = &posted.visitor;
-    let path = format!("/v1/subscriptions/{}", seg(&id));
-    let action = format!("{BASE}/subscriptions/{}", seg(&id));
+    let path = format!("/v1/subscriptions/{}", encode(&id));
+    let action = format!("{BASE}/subscriptions/{}", encode(&id));
     let current = console.get(visitor, &path).await;
     if !current.ok() {
         return layout::api_refusal(visitor.lang, visitor, current.status, &current.problem());
@@ -676,7 +671,7 @@ fn saved(
     }
     redirect(&format!(
         "{BASE}/subscriptions/{}?notice={notice}",
-        seg(&id)
+        encode(&id)
     ))
 }
 
@@ -730,7 +725,7 @@ pub(crate) fn secret_page(
     created: bool,
 ) -> Response {
     let lang = visitor.lang;
-    let page_path = format!("{BASE}/subscriptions/{}", seg(id));
+    let page_path = format!("{BASE}/subscriptions/{}", encode(id));
     let intro = html! {
         @if created { (lang.t("Het abonnement is aangemaakt. ", "The subscription was created. ")) }
         (lang.t("Het ondertekeningsgeheim — alleen nu te zien; zet het in uw ontvanger, die er de handtekening (Standard Webhooks: webhook-signature) van elke bezorging mee controleert:",

@@ -25,23 +25,18 @@ pub struct Selection<'a> {
 }
 
 impl Selection<'_> {
-    fn selects(&self, s: &Subscription) -> bool {
-        let found = |text: &str| {
-            self.search
-                .is_none_or(|search| text.to_lowercase().contains(&search.to_lowercase()))
-        };
+    /// Whether `s` is selected; `search` is [`Selection::search`] in lower case (made once
+    /// per listing, not per subscription).
+    fn selects(&self, s: &Subscription, search: Option<&str>) -> bool {
         self.owner.is_none_or(|owner| s.owner == owner)
             && self.state.is_none_or(|state| s.state() == state)
-            && (self.search.is_none()
-                || [
-                    s.id.as_str(),
-                    s.owner.as_str(),
-                    s.sink.as_str(),
-                    s.label.as_deref().unwrap_or(""),
-                ]
-                .into_iter()
-                .chain(s.types.iter().flatten().map(String::as_str))
-                .any(|text| found(text) && !text.is_empty()))
+            && search.is_none_or(|search| {
+                [s.id.as_str(), s.owner.as_str(), s.sink.as_str()]
+                    .into_iter()
+                    .chain(s.label.as_deref())
+                    .chain(s.types.iter().flatten().map(String::as_str))
+                    .any(|text| text.to_lowercase().contains(search))
+            })
     }
 }
 
@@ -178,11 +173,12 @@ impl Registry {
         size: usize,
     ) -> (Vec<Arc<Subscription>>, bool) {
         let start = cursor.map_or(Bound::Unbounded, |c| Bound::Excluded(c.to_owned()));
+        let search = selection.search.map(str::to_lowercase);
         let mut visible = self
             .subscriptions
             .range((start, Bound::Unbounded))
             .map(|(_, s)| s)
-            .filter(|s| selection.selects(s));
+            .filter(|s| selection.selects(s, search.as_deref()));
         let page: Vec<Arc<Subscription>> = visible.by_ref().take(size).cloned().collect();
         let more = visible.next().is_some();
         (page, more)
