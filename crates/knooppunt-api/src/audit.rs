@@ -3,6 +3,7 @@
 //! them) as pages of JSON or, with `Accept: application/x-ndjson`, as JSON lines in the
 //! trail's own field names; `GET /v1/audit/verify` checks the chain.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -24,42 +25,42 @@ use crate::problem::{ApiError, InvalidParam};
 use knooppunt_services::app::AppState;
 
 /// An entry of the trail as the API shows it: the record with its place in the chain.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "AuditEntry", description = "One entry of the audit trail.")]
-struct AuditEntryOut<'a> {
-    sequence: u64,
+pub struct AuditEntryOut<'a> {
+    pub sequence: u64,
     #[schemars(extend("format" = "date-time"))]
-    start_time: String,
+    pub start_time: String,
     /// The operation: `<resource>.<verb>`.
     #[schemars(schema_with = "action_names")]
-    name: &'a str,
+    pub name: Cow<'a, str>,
     /// `ERROR` for a refused request.
     #[schemars(extend("enum" = ["OK", "ERROR"]))]
-    status_code: &'a str,
+    pub status_code: Cow<'a, str>,
     /// The principal that acted (`knooppunt`: the hub itself).
-    actor: Option<&'a str>,
+    pub actor: Option<Cow<'a, str>>,
     /// The actor's OIN.
-    actor_oin: Option<&'a str>,
+    pub actor_oin: Option<Cow<'a, str>>,
     /// What it acted on, e.g. `subscription/<id>`.
-    object: Option<&'a str>,
+    pub object: Option<Cow<'a, str>>,
     /// The request's `X-Request-Id`.
-    request_id: Option<&'a str>,
+    pub request_id: Option<Cow<'a, str>>,
     /// The trace id of the request's `traceparent`.
-    trace_id: Option<&'a str>,
+    pub trace_id: Option<Cow<'a, str>>,
     /// The kind of processing (Logboek Dataverwerkingen).
-    processing_activity_id: Option<&'a str>,
+    pub processing_activity_id: Option<Cow<'a, str>>,
     /// Whom the data is about, when known.
-    data_subject_id: Option<&'a str>,
+    pub data_subject_id: Option<Cow<'a, str>>,
     /// What changed, or why it was refused; never a secret.
     #[schemars(with = "serde_json::Map<String, Value>")]
-    details: &'a Value,
+    pub details: Cow<'a, Value>,
     /// The principals it concerns besides the actor.
-    concerns: &'a [String],
+    pub concerns: Cow<'a, [String]>,
     /// The hash of the entry before it.
-    prev_hash: &'a str,
+    pub prev_hash: Cow<'a, str>,
     /// SHA-256 over prevHash, the sequence number and the entry.
-    hash: &'a str,
+    pub hash: Cow<'a, str>,
 }
 
 fn resource(entry: &AuditEntry) -> AuditEntryOut<'_> {
@@ -67,19 +68,19 @@ fn resource(entry: &AuditEntry) -> AuditEntryOut<'_> {
     AuditEntryOut {
         sequence: entry.seq,
         start_time: utc_timestamp(r.start_time),
-        name: &r.name,
-        status_code: &r.status_code,
-        actor: r.actor.as_deref(),
-        actor_oin: r.actor_oin.as_deref(),
-        object: r.object.as_deref(),
-        request_id: r.request_id.as_deref(),
-        trace_id: r.trace_id.as_deref(),
-        processing_activity_id: r.processing_activity_id.as_deref(),
-        data_subject_id: r.data_subject_id.as_deref(),
-        details: &r.details,
-        concerns: &r.concerns,
-        prev_hash: &entry.prev_hash,
-        hash: &entry.hash,
+        name: Cow::Borrowed(&r.name),
+        status_code: Cow::Borrowed(&r.status_code),
+        actor: r.actor.as_deref().map(Cow::Borrowed),
+        actor_oin: r.actor_oin.as_deref().map(Cow::Borrowed),
+        object: r.object.as_deref().map(Cow::Borrowed),
+        request_id: r.request_id.as_deref().map(Cow::Borrowed),
+        trace_id: r.trace_id.as_deref().map(Cow::Borrowed),
+        processing_activity_id: r.processing_activity_id.as_deref().map(Cow::Borrowed),
+        data_subject_id: r.data_subject_id.as_deref().map(Cow::Borrowed),
+        details: Cow::Borrowed(&r.details),
+        concerns: Cow::Borrowed(&r.concerns),
+        prev_hash: Cow::Borrowed(&entry.prev_hash),
+        hash: Cow::Borrowed(&entry.hash),
     }
 }
 

@@ -9,10 +9,22 @@ pub use knooppunt_identity as identity;
 
 /// The answers the console reads typed (the same types the API serializes).
 pub use approvals::GrantOut;
+pub use audit::AuditEntryOut;
 pub use catalog::EventTypeOut;
 pub use dead_letters::DeadLetterOut;
 use knooppunt_server as server;
+pub use principals::{CreatedOut as CreatedPrincipalOut, TokenOut};
+pub use receipts::{EventOut as ReceivedEventOut, EventReceiptsOut, ReceiptOut, TakenOut};
 pub use replays::ReplayOut;
+pub use status::{
+    BacklogLimitOut, BreakerOut, HubStatusOut, ShedOut, StoreUsageOut, SubscriptionStatusOut,
+    TestOut,
+};
+pub use subscription_body::{
+    AttemptOut, ClientCertificateOut, FilterBudgetOut, ProtocolSettingsOut, SinkAnswerOut,
+    SubscriptionOut,
+};
+pub use subscriptions::SigningSecretOut;
 
 mod approvals;
 mod audit;

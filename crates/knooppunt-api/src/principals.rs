@@ -56,28 +56,28 @@ fn resource(record: &StoredPrincipal) -> PrincipalOut {
 }
 
 /// The principal just created, with its token when one was issued.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[schemars(rename = "CreatedPrincipal")]
-struct CreatedOut {
+pub struct CreatedOut {
     #[serde(flatten)]
-    principal: PrincipalOut,
+    pub principal: PrincipalOut,
     /// Its bearer token: shown only in this answer.
     #[serde(skip_serializing_if = "Option::is_none")]
-    token: Option<String>,
+    pub token: Option<String>,
 }
 
 /// A new token, shown once.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "PrincipalToken")]
-struct TokenOut {
-    name: String,
+pub struct TokenOut {
+    pub name: String,
     /// The bearer token; shown only here.
-    token: String,
+    pub token: String,
     /// With `keepOld`: until when the token it replaced is still accepted.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
-    previous_valid_until: Option<String>,
+    pub previous_valid_until: Option<String>,
 }
 
 /// The longest overlap a replaced token may have.

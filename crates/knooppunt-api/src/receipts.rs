@@ -27,47 +27,47 @@ use knooppunt_services::app::AppState;
 
 /// Who received an event: its receipts, with the event's `source`, `id` and `type` while
 /// it is retained.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[schemars(rename = "EventReceipts")]
-struct EventReceiptsOut {
-    sequence: u64,
+pub struct EventReceiptsOut {
+    pub sequence: u64,
     #[serde(flatten)]
-    event: Option<EventOut>,
-    receipts: Vec<ReceiptOut>,
+    pub event: Option<EventOut>,
+    pub receipts: Vec<ReceiptOut>,
 }
 
 /// The `source`, `id` and `type` of a retained event.
-#[derive(Debug, Serialize, JsonSchema)]
-struct EventOut {
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
+pub struct EventOut {
     /// While the event is retained.
-    source: String,
-    id: String,
+    pub source: String,
+    pub id: String,
     #[serde(rename = "type")]
-    event_type: String,
+    pub event_type: String,
 }
 
 /// One subscription's receipt of an event.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "DeliveryReceipt")]
-struct ReceiptOut {
-    subscription: String,
+pub struct ReceiptOut {
+    pub subscription: String,
     /// The subscription's owner (also once the subscription is deleted).
-    subscriber: Option<String>,
+    pub subscriber: Option<String>,
     #[schemars(extend("format" = "date-time"))]
-    delivered_time: String,
+    pub delivered_time: String,
 }
 
 /// What a subscription took: an event, when, and what it was while it is retained.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "SubscriptionReceipt")]
-struct TakenOut {
-    sequence: u64,
+pub struct TakenOut {
+    pub sequence: u64,
     #[schemars(extend("format" = "date-time"))]
-    delivered_time: String,
+    pub delivered_time: String,
     #[serde(flatten)]
-    event: Option<EventOut>,
+    pub event: Option<EventOut>,
 }
 
 /// The `source`, `id` and `type` of a retained event.

@@ -13,6 +13,7 @@ use knooppunt_store::{StoredEvent, Subscription, now_ms};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::auth::{Caller, Role};
@@ -42,77 +43,77 @@ fn owned(
 }
 
 /// How a subscription's deliveries fare.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "SubscriptionStatus")]
-struct SubscriptionStatusOut {
-    subscription: String,
+pub struct SubscriptionStatusOut {
+    pub subscription: String,
     #[schemars(extend("enum" = ["pending", "active", "disabled", "suspended"]))]
-    state: &'static str,
+    pub state: Cow<'static, str>,
     /// Pending deliveries.
-    backlog: u64,
+    pub backlog: u64,
     /// The pending deliveries' events' sizes, summed: what the backlog limit measures.
-    backlog_bytes: u64,
+    pub backlog_bytes: u64,
     /// The operator's limit on a subscription's undelivered events; past it the oldest
     /// become dead letters (`shed-oldest`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    backlog_limit: Option<BacklogLimitOut>,
+    pub backlog_limit: Option<BacklogLimitOut>,
     /// Deliveries this hub moved to dead letters because the subscription was past its
     /// backlog limit (since the hub started).
     #[serde(skip_serializing_if = "Option::is_none")]
-    shed: Option<ShedOut>,
+    pub shed: Option<ShedOut>,
     /// Pending deliveries leased now (attempts in flight, or events locked by pull
     /// consumers).
-    in_flight: u64,
-    dead_letters: u64,
+    pub in_flight: u64,
+    pub dead_letters: u64,
     /// When the oldest pending event was accepted.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
-    oldest_pending_time: Option<String>,
+    pub oldest_pending_time: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    oldest_pending_age_seconds: Option<u64>,
+    pub oldest_pending_age_seconds: Option<u64>,
     /// The sink's breaker (push subscriptions).
     #[serde(skip_serializing_if = "Option::is_none")]
-    breaker: Option<BreakerOut>,
+    pub breaker: Option<BreakerOut>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    last_attempt: Option<AttemptOut>,
+    pub last_attempt: Option<AttemptOut>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "BacklogLimit")]
-struct BacklogLimitOut {
+pub struct BacklogLimitOut {
     #[serde(skip_serializing_if = "Option::is_none")]
-    max_bytes: Option<u64>,
+    pub max_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    max_age_seconds: Option<u64>,
+    pub max_age_seconds: Option<u64>,
     #[schemars(extend("enum" = ["shed-oldest"]))]
-    policy: &'static str,
+    pub policy: Cow<'static, str>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "Shed")]
-struct ShedOut {
-    events: u64,
+pub struct ShedOut {
+    pub events: u64,
     #[schemars(extend("format" = "date-time"))]
-    last_time: String,
-    reason: String,
+    pub last_time: String,
+    pub reason: String,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "Breaker")]
-struct BreakerOut {
+pub struct BreakerOut {
     /// `open`: the sink is paused and probed with one delivery at a time.
     #[schemars(extend("enum" = ["closed", "open"]))]
-    state: &'static str,
+    pub state: Cow<'static, str>,
     /// Failed attempts in a row.
-    failures: u32,
+    pub failures: u32,
     /// No request before then (the breaker's pause, or the sink's `Retry-After`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
-    paused_until: Option<String>,
+    pub paused_until: Option<String>,
 }
 
 /// `GET /v1/subscriptions/{id}/status`.
@@ -129,16 +130,16 @@ pub(crate) async fn subscription(
     let oldest = stats.as_ref().and_then(|s| s.oldest_accepted_at);
     let body = SubscriptionStatusOut {
         state: if state.subscriptions.suspension(&subscription).is_some() {
-            "suspended"
+            "suspended".into()
         } else {
-            subscription.state().as_str()
+            subscription.state().as_str().into()
         },
         backlog: stats.as_ref().map_or(0, |s| s.pending),
         backlog_bytes: stats.as_ref().map_or(0, |s| s.pending_bytes),
         backlog_limit: limited.then(|| BacklogLimitOut {
             max_bytes: (limits.subscription_max_bytes > 0).then_some(limits.subscription_max_bytes),
             max_age_seconds: limits.subscription_max_age.map(|age| age.as_secs()),
-            policy: "shed-oldest",
+            policy: "shed-oldest".into(),
         }),
         shed: state.backlog.shed_of(&id).map(|shed| ShedOut {
             events: shed.events,
@@ -152,7 +153,7 @@ pub(crate) async fn subscription(
         breaker: (!subscription.is_pull()).then(|| {
             let health = state.deliverer.sink_health(&subscription.sink);
             BreakerOut {
-                state: if health.open { "open" } else { "closed" },
+                state: if health.open { "open" } else { "closed" }.into(),
                 failures: health.failures,
                 paused_until: health.paused_until.map(utc_timestamp),
             }
@@ -187,27 +188,27 @@ pub(crate) async fn attempts(
 pub(crate) const TEST_TYPE: &str = "nl.knooppunt.test";
 
 /// A test event sent: its id, and how the sink answered.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "TestDelivery")]
-struct TestOut {
+pub struct TestOut {
     /// The test event's id.
-    id: String,
+    pub id: String,
     #[schemars(extend("format" = "date-time"))]
-    time: String,
+    pub time: String,
     /// 0: a test event is not in the log.
-    sequence: u64,
+    pub sequence: u64,
     #[schemars(extend("enum" = ["delivered", "failed"]))]
-    outcome: &'static str,
+    pub outcome: Cow<'static, str>,
     /// What the sink answered, when it answered.
     #[serde(skip_serializing_if = "Option::is_none")]
-    status_code: Option<u16>,
+    pub status_code: Option<u16>,
     /// How long the request took.
     #[serde(skip_serializing_if = "Option::is_none")]
-    duration_ms: Option<u64>,
+    pub duration_ms: Option<u64>,
     /// What went wrong.
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
+    pub error: Option<String>,
 }
 
 /// `POST /v1/subscriptions/{id}/test`: sends a test event to an active push subscription's
@@ -264,7 +265,8 @@ pub(crate) async fn test(
             "delivered"
         } else {
             "failed"
-        },
+        }
+        .into(),
         status_code: sent.status,
         duration_ms: sent.duration_ms,
         error: sent.error.clone(),
@@ -279,55 +281,55 @@ pub(crate) async fn test(
 }
 
 /// The hub at a glance.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "HubStatus")]
-struct HubStatusOut {
+pub struct HubStatusOut {
     /// The hub's release.
     #[schemars(example = &"0.1.0")]
-    version: String,
+    pub version: String,
     /// The commit it was built from (abbreviated), or `unknown`.
     #[schemars(example = &"7211de4a1b2c")]
-    commit: String,
-    events_accepted_per_second: f64,
-    events_delivered_per_second: f64,
-    backlog: u64,
+    pub commit: String,
+    pub events_accepted_per_second: f64,
+    pub events_delivered_per_second: f64,
+    pub backlog: u64,
     /// Undelivered bytes of all subscriptions.
-    backlog_bytes: u64,
+    pub backlog_bytes: u64,
     /// The hub's limit on undelivered bytes; past it publishes get 503.
     #[serde(skip_serializing_if = "Option::is_none")]
-    backlog_max_bytes: Option<u64>,
+    pub backlog_max_bytes: Option<u64>,
     /// false while publishes are refused: the backlog is past its limit, the disk has less
     /// room than its floor, or the store takes no writes (its disk full, its database
     /// away).
-    accepting: bool,
+    pub accepting: bool,
     /// Why publishes are refused, when they are.
     #[serde(skip_serializing_if = "Option::is_none")]
-    refusing: Option<String>,
-    dead_letters: u64,
+    pub refusing: Option<String>,
+    pub dead_letters: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    oldest_pending_age_seconds: Option<u64>,
+    pub oldest_pending_age_seconds: Option<u64>,
     /// Subscriptions by state.
-    subscriptions: BTreeMap<&'static str, u64>,
-    principals: usize,
+    pub subscriptions: BTreeMap<Cow<'static, str>, u64>,
+    pub principals: usize,
     /// Sinks (scheme, host, port) whose breaker is open.
-    open_breakers: Vec<String>,
+    pub open_breakers: Vec<String>,
     /// Subscriptions whose delivery worker is stuck.
-    stuck_workers: Vec<String>,
+    pub stuck_workers: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    store: Option<StoreUsageOut>,
+    pub store: Option<StoreUsageOut>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "StoreUsage")]
-struct StoreUsageOut {
-    bytes: u64,
-    event_bytes: u64,
+pub struct StoreUsageOut {
+    pub bytes: u64,
+    pub event_bytes: u64,
     /// Room left on the store's disk (embedded store).
     #[serde(skip_serializing_if = "Option::is_none")]
-    free_bytes: Option<u64>,
-    retention_seconds: u64,
+    pub free_bytes: Option<u64>,
+    pub retention_seconds: u64,
 }
 
 /// `GET /v1/status`: the hub at a glance, for administrators.
@@ -369,7 +371,12 @@ pub(crate) async fn hub(
         refusing: publishing.err(),
         dead_letters,
         oldest_pending_age_seconds: oldest.map(|oldest| now.saturating_sub(oldest) / 1000),
-        subscriptions: state.subscriptions.count_by_state(),
+        subscriptions: state
+            .subscriptions
+            .count_by_state()
+            .into_iter()
+            .map(|(state, count)| (state.into(), count))
+            .collect(),
         principals: state.principals.count(),
         open_breakers: state.deliverer.open_sinks(),
         stuck_workers: state.deliverer.health().stuck,

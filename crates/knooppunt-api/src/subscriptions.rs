@@ -202,7 +202,7 @@ pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> Subscri
         state.deliverer.last_delivery(&subscription.id),
     );
     if let Some(why) = state.subscriptions.suspension(subscription) {
-        body.state = "suspended";
+        body.state = "suspended".into();
         body.suspended_reason = Some(why);
     }
     body.filter_budget = state
@@ -569,18 +569,18 @@ pub(crate) async fn rotate_signing_secret(
 }
 
 /// A new signing secret, shown once.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "SigningSecret")]
-struct SigningSecretOut {
+pub struct SigningSecretOut {
     /// `whsec_` and the base64 of the key.
     #[serde(rename = "signingsecret")]
     #[schemars(regex(pattern = "^whsec_"))]
-    signing_secret: String,
+    pub signing_secret: String,
     /// Until when the previous secret signs too.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
-    previous_valid_until: Option<String>,
+    pub previous_valid_until: Option<String>,
 }
 
 /// The hub's public signing keys (a JWK set).

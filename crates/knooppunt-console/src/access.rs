@@ -8,8 +8,8 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use http::header::SET_COOKIE;
 use http::{HeaderMap, HeaderValue, StatusCode};
+use knooppunt_api::{GrantOut, HubStatusOut, SubscriptionOut};
 use maud::{Markup, html};
-use serde_json::Value;
 
 use crate::forms::{CSRF_FIELD, Fields, Posted, same_secret};
 use crate::identity::ClientCertificate;
@@ -369,14 +369,14 @@ pub(crate) async fn home(State(console): State<Arc<Console>>, visitor: Visitor) 
         let answer = console
             .get(&visitor, "/v1/subscriptions?pageSize=100")
             .await;
-        let all = answer.body.as_array().cloned().unwrap_or_default();
-        let troubled: Vec<&Value> = all
+        let all: Vec<SubscriptionOut> = answer.read().unwrap_or_default();
+        let troubled: Vec<&SubscriptionOut> = all
             .iter()
             .filter(|s| {
-                s["state"] != "active"
-                    || s["lastDelivery"]["outcome"]
-                        .as_str()
-                        .is_some_and(|o| o != "delivered")
+                s.state != "active"
+                    || s.last_delivery
+                        .as_ref()
+                        .is_some_and(|last| last.outcome != "delivered")
             })
             .collect();
         cards.push(html! {
@@ -391,8 +391,8 @@ pub(crate) async fn home(State(console): State<Arc<Console>>, visitor: Visitor) 
                     ul class="utrecht-unordered-list" {
                         @for s in troubled.iter().take(5) {
                             li class="utrecht-unordered-list__item" {
-                                a class="utrecht-link" href={ (BASE) "/subscriptions/" (layout::text(s, "id")) } { (layout::text(s, "id")) }
-                                " " (badge(lang, s["state"].as_str().unwrap_or_default()))
+                                a class="utrecht-link kp-break" href={ (BASE) "/subscriptions/" (crate::forms::encode(&s.id)) } { (s.label.as_deref().unwrap_or(&s.id)) }
+                                " " (badge(lang, &s.state))
                             }
                         }
                     }
@@ -405,7 +405,7 @@ pub(crate) async fn home(State(console): State<Arc<Console>>, visitor: Visitor) 
         let answer = console
             .get(&visitor, "/v1/approvals?state=requested&pageSize=100")
             .await;
-        let waiting = answer.body.as_array().map_or(0, Vec::len);
+        let waiting = answer.read::<Vec<GrantOut>>().map_or(0, |list| list.len());
         cards.push(html! {
             section class="kp-card" aria-labelledby="card-approvals" {
                 h2 class="utrecht-heading-2" id="card-approvals" { (lang.t("Goedkeuringen", "Approvals")) }
@@ -415,14 +415,15 @@ pub(crate) async fn home(State(console): State<Arc<Console>>, visitor: Visitor) 
         });
     }
     if visitor.principal.is_admin() {
-        let answer = console.get(&visitor, "/v1/status").await;
-        let open = answer.body["openBreakers"].as_array().map_or(0, Vec::len);
+        let status: Option<HubStatusOut> = console.get(&visitor, "/v1/status").await.read();
         cards.push(html! {
             section class="kp-card" aria-labelledby="card-status" {
                 h2 class="utrecht-heading-2" id="card-status" { (lang.t("Hub", "Hub")) }
                 p class="utrecht-paragraph" {
-                    (lang.t("Achterstand: ", "Backlog: ")) (layout::text(&answer.body, "backlog"))
-                    "; " (lang.t("eindpunten met open breaker: ", "endpoints with an open breaker: ")) (open)
+                    @if let Some(status) = &status {
+                        (lang.t("Achterstand: ", "Backlog: ")) (status.backlog)
+                        "; " (lang.t("eindpunten met open breaker: ", "endpoints with an open breaker: ")) (status.open_breakers.len())
+                    } @else { "—" }
                 }
                 p class="utrecht-paragraph" { a class="utrecht-link" href={ (BASE) "/status" } { (lang.t("Naar de hubstatus", "To the hub status")) } }
             }

@@ -11,9 +11,11 @@ use serde_json::{Value, json};
 
 use crate::forms::{Posted, Problem, encode};
 use crate::identity::Role;
-use crate::layout::{self, Section, badge, csrf, data_list, page, respond, text, time};
+use crate::layout::{self, Section, badge, csrf, data_list, page, respond};
 use crate::{BASE, Console, Lang, Visitor, redirect};
+use knooppunt_api::{AuditEntryOut, CreatedPrincipalOut, HubStatusOut, SubscriptionOut, TokenOut};
 use knooppunt_services::administering::PrincipalOut;
+use knooppunt_services::app::{AuditHead, AuditVerification};
 
 type Params = Query<std::collections::HashMap<String, String>>;
 
@@ -155,9 +157,12 @@ pub(crate) async fn create_principal(
         let status = answer.refused_status();
         return principals_page(&console, visitor, Some(shown), status).await;
     }
-    let name = text(&answer.body, "name");
-    let shown = match answer.body["token"].as_str() {
-        Some(token) => token_shown(visitor.lang, &name, token),
+    let created: CreatedPrincipalOut = match answer.parse(visitor) {
+        Ok(created) => created,
+        Err(page) => return page,
+    };
+    let shown = match &created.token {
+        Some(token) => token_shown(visitor.lang, &created.principal.name, token),
         None => layout::notice(
             true,
             visitor
@@ -214,7 +219,7 @@ pub(crate) async fn change_principal(
             let owned = console
                 .get(visitor, &format!("/v1/subscriptions?pageSize=100&owner={}", encode(&name)))
                 .await;
-            let count = owned.body.as_array().map_or(0, Vec::len) as u64;
+            let count = owned.read::<Vec<SubscriptionOut>>().map_or(0, |list| list.len()) as u64;
             let more = owned.next_cursor().is_some();
             let subscriptions = if more {
                 lang.t(
@@ -313,8 +318,14 @@ pub(crate) async fn change_principal(
         let status = answer.refused_status();
         return principals_page(&console, visitor, Some(shown), status).await;
     }
-    let shown = match (rotated, answer.body["token"].as_str()) {
-        (true, Some(token)) => token_shown(lang, &name, token),
+    let shown = match rotated {
+        true => {
+            let issued: TokenOut = match answer.parse(visitor) {
+                Ok(issued) => issued,
+                Err(page) => return page,
+            };
+            token_shown(lang, &name, &issued.token)
+        }
         _ if action == "delete" => layout::notice(true, lang.t("Verwijderd.", "Deleted.")),
         _ => layout::notice(true, lang.t("Opgeslagen.", "Saved.")),
     };
@@ -421,44 +432,45 @@ pub(crate) async fn status(
         .get(&visitor, "/v1/status")
         .await
         .checked(&visitor)?;
-    let s = &answer.body;
-    let open = s["openBreakers"].as_array().cloned().unwrap_or_default();
-    let stuck = s["stuckWorkers"].as_array().cloned().unwrap_or_default();
+    let s: HubStatusOut = answer.parse(&visitor)?;
     let content = html! {
         div id="hub-status" data-refresh="5" aria-live="polite" {
             (data_list(vec![
-                (lang.t("Gebeurtenissen in per seconde (laatste minuut)", "Events in per second (last minute)"), html! { (text(s, "eventsAcceptedPerSecond")) }),
-                (lang.t("Afgeleverd per seconde (laatste minuut)", "Delivered per second (last minute)"), html! { (text(s, "eventsDeliveredPerSecond")) }),
+                (lang.t("Gebeurtenissen in per seconde (laatste minuut)", "Events in per second (last minute)"), html! { (s.events_accepted_per_second) }),
+                (lang.t("Afgeleverd per seconde (laatste minuut)", "Delivered per second (last minute)"), html! { (s.events_delivered_per_second) }),
                 (lang.t("Achterstand", "Backlog"), html! {
-                    (text(s, "backlog")) (lang.t(" bezorgingen, ", " deliveries, ")) (layout::bytes(&s["backlogBytes"]))
-                    @if s.get("backlogMaxBytes").is_some() { (lang.t(" van de grens ", " of the limit ")) (layout::bytes(&s["backlogMaxBytes"])) }
+                    (s.backlog) (lang.t(" bezorgingen, ", " deliveries, ")) (layout::bytes(s.backlog_bytes))
+                    @if let Some(max) = s.backlog_max_bytes { (lang.t(" van de grens ", " of the limit ")) (layout::bytes(max)) }
                 }),
                 (lang.t("Neemt publicaties aan", "Accepting publishes"), html! {
-                    @if s["accepting"] == false {
-                        (badge(lang, "refusing")) " " (s["refusing"].as_str().unwrap_or_default())
+                    @if !s.accepting {
+                        (badge(lang, "refusing")) " " (s.refusing.as_deref().unwrap_or_default())
                     } @else { (badge(lang, "accepting")) }
                 }),
-                (lang.t("Oudste wachtende gebeurtenis", "Oldest waiting event"), html! { @if let Some(a) = s["oldestPendingAgeSeconds"].as_u64() { (a) " s" } @else { "—" } }),
-                (lang.t("Dode brieven", "Dead letters"), html! { (text(s, "deadLetters")) }),
+                (lang.t("Oudste wachtende gebeurtenis", "Oldest waiting event"), html! { @if let Some(a) = s.oldest_pending_age_seconds { (a) " s" } @else { "—" } }),
+                (lang.t("Dode brieven", "Dead letters"), html! { (s.dead_letters) }),
                 (lang.t("Abonnementen", "Subscriptions"), html! {
-                    @for (state, count) in s["subscriptions"].as_object().into_iter().flatten() {
+                    @for (state, count) in &s.subscriptions {
                         (badge(lang, state)) " " (count) " "
                     }
                 }),
-                (lang.t("Principals", "Principals"), html! { (text(s, "principals")) }),
-                (lang.t("Opslag", "Store"), html! { (layout::bytes(&s["store"]["bytes"])) (lang.t(", waarvan gebeurtenissen ", ", of which events ")) (layout::bytes(&s["store"]["eventBytes"]))
-                    @if s["store"].get("freeBytes").is_some() { (lang.t("; vrij op de schijf ", "; free on the disk ")) (layout::bytes(&s["store"]["freeBytes"])) }
+                (lang.t("Principals", "Principals"), html! { (s.principals) }),
+                (lang.t("Opslag", "Store"), html! {
+                    @if let Some(store) = &s.store {
+                        (layout::bytes(store.bytes)) (lang.t(", waarvan gebeurtenissen ", ", of which events ")) (layout::bytes(store.event_bytes))
+                        @if let Some(free) = store.free_bytes { (lang.t("; vrij op de schijf ", "; free on the disk ")) (layout::bytes(free)) }
+                    } @else { "—" }
                 }),
             ]))
             h2 class="utrecht-heading-2" { (lang.t("Eindpunten met open breaker", "Endpoints with an open breaker")) }
-            @if open.is_empty() {
+            @if s.open_breakers.is_empty() {
                 p class="utrecht-paragraph" { (lang.t("Geen: alle eindpunten nemen aan.", "None: every endpoint takes deliveries.")) }
             } @else {
-                ul class="utrecht-unordered-list" { @for sink in &open { li class="utrecht-unordered-list__item" { (sink.as_str().unwrap_or_default()) } } }
+                ul class="utrecht-unordered-list" { @for sink in &s.open_breakers { li class="utrecht-unordered-list__item" { (sink) } } }
             }
-            @if !stuck.is_empty() {
+            @if !s.stuck_workers.is_empty() {
                 h2 class="utrecht-heading-2" { (lang.t("Vastgelopen bezorgers", "Stuck delivery workers")) }
-                ul class="utrecht-unordered-list" { @for w in &stuck { li class="utrecht-unordered-list__item" { (w.as_str().unwrap_or_default()) } } }
+                ul class="utrecht-unordered-list" { @for w in &s.stuck_workers { li class="utrecht-unordered-list__item" { (w) } } }
             }
         }
     };
@@ -506,7 +518,14 @@ pub(crate) async fn audit(
             }
         }
     };
-    let entries = answer.body.as_array().cloned().unwrap_or_default();
+    let entries: Vec<AuditEntryOut<'static>> = if answer.ok() {
+        match answer.parse(&visitor) {
+            Ok(entries) => entries,
+            Err(page) => return page,
+        }
+    } else {
+        Vec::new()
+    };
     let export = match search.strip_prefix('&') {
         Some(search) => format!("{BASE}/audit/export?{search}"),
         None => format!("{BASE}/audit/export"),
@@ -530,13 +549,13 @@ pub(crate) async fn audit(
             p class="utrecht-paragraph" { (lang.t("Niets gevonden.", "Nothing found.")) }
         } @else {
             (layout::table("audit-caption", lang.t("Auditregels, nieuwste eerst", "Audit entries, newest first"), &["#", lang.t("Tijd", "Time"), lang.t("Handeling", "Action"), lang.t("Uitkomst", "Outcome"), lang.t("Wie", "Who"), lang.t("Waarop", "On what"), lang.t("Details", "Details")], entries.iter().map(|e| vec![
-                html! { (text(e, "sequence")) },
-                time(e.get("startTime")),
-                html! { (text(e, "name")) },
-                html! { (text(e, "statusCode")) },
-                html! { (text(e, "actor")) },
-                layout::long(&text(e, "object")),
-                details(&e["details"]),
+                html! { (e.sequence) },
+                layout::at(&e.start_time),
+                html! { (e.name) },
+                html! { (e.status_code) },
+                html! { (e.actor.as_deref().unwrap_or("—")) },
+                layout::long(e.object.as_deref().unwrap_or("—")),
+                details(&e.details),
             ]).collect()))
             (layout::next_page(lang, &audit_page, answer.next_cursor().as_deref()))
         }
@@ -551,6 +570,14 @@ pub(crate) async fn audit(
             content,
         ),
     )
+}
+
+/// A number the answer may leave out, or a dash.
+fn number(value: Option<u64>) -> Markup {
+    match value {
+        Some(n) => html! { (n) },
+        None => html! { "—" },
+    }
 }
 
 /// An audit entry's details, readable: each member as a term and its value (text as it
@@ -588,12 +615,16 @@ pub(crate) async fn verify_audit(
         None => "/v1/audit/verify".to_owned(),
     };
     let report = console.get(&visitor, &path).await;
-    let head = console
+    let head: AuditHead = console
         .get(&visitor, "/v1/audit/head")
         .await
-        .checked(&visitor)?;
-    let r = &report.body;
-    let intact = report.ok() && r["intact"] == true;
+        .checked(&visitor)?
+        .parse(&visitor)?;
+    let r: Option<AuditVerification> = if report.ok() {
+        Some(report.parse(&visitor)?)
+    } else {
+        None
+    };
     let content = html! {
         form method="get" action={ (BASE) "/audit/verify" } class="kp-form" {
             div class="utrecht-form-field" {
@@ -605,31 +636,31 @@ pub(crate) async fn verify_audit(
             }
             div { button type="submit" class="utrecht-button utrecht-button--primary-action" { (lang.t("Controleren", "Verify")) } }
         }
-        @if !report.ok() {
-            (layout::problem(lang, &report.problem()))
-        } @else {
-            @if intact {
+        @if let Some(r) = &r {
+            @if r.intact {
                 (layout::notice(true, lang.t("De keten is heel: geen regel is veranderd of weggehaald.", "The chain is intact: no entry was changed or removed.")))
             } @else {
                 div class="utrecht-alert utrecht-alert--error" role="alert" {
                     div class="utrecht-alert__message" {
                         p class="utrecht-paragraph" { strong { (lang.t("De keten is niet heel.", "The chain is not intact.")) } }
-                        @if let Some(why) = r["why"].as_str() { p class="utrecht-paragraph" lang="en" { (why) } }
+                        @if let Some(why) = &r.why { p class="utrecht-paragraph" lang="en" { (why) } }
                     }
                 }
             }
             (data_list(vec![
-                (lang.t("Gecontroleerde regels", "Entries checked"), html! { (text(r, "entries")) }),
-                (lang.t("Oudste bewaarde regel", "Oldest entry kept"), html! { (text(r, "first")) }),
-                (lang.t("Nieuwste regel", "Newest entry"), html! { (text(r, "last")) }),
-                (lang.t("Eerste gebroken regel", "First broken entry"), html! { (text(r, "brokenAt")) }),
-                (lang.t("Eind weggehaald", "End removed"), html! { @if r["truncated"] == true { (lang.t("ja", "yes")) } @else if head_asked.is_some() { (lang.t("nee", "no")) } @else { "—" } }),
+                (lang.t("Gecontroleerde regels", "Entries checked"), html! { (r.entries) }),
+                (lang.t("Oudste bewaarde regel", "Oldest entry kept"), number(r.first)),
+                (lang.t("Nieuwste regel", "Newest entry"), number(r.last)),
+                (lang.t("Eerste gebroken regel", "First broken entry"), number(r.broken_at)),
+                (lang.t("Eind weggehaald", "End removed"), html! { @if r.truncated == Some(true) { (lang.t("ja", "yes")) } @else if head_asked.is_some() { (lang.t("nee", "no")) } @else { "—" } }),
             ]))
+        } @else {
+            (layout::problem(lang, &report.problem()))
         }
         section aria-labelledby="h-head" {
             h2 class="utrecht-heading-2" id="h-head" { (lang.t("De kop van nu", "The head now")) }
             p class="utrecht-paragraph" { (lang.t("Bewaar deze buiten de hub; controleer er later tegen.", "Keep this outside the hub; verify against it later.")) }
-            p class="utrecht-paragraph kp-secret" id="audit-head" { (text(&head.body, "head")) }
+            p class="utrecht-paragraph kp-secret" id="audit-head" { (head.head.as_deref().unwrap_or("—")) }
         }
         p class="utrecht-paragraph" { a class="utrecht-link" href={ (BASE) "/audit" } { (lang.t("Terug naar de audittrail", "Back to the audit trail")) } }
     };

@@ -206,32 +206,15 @@ pub(crate) fn problem(lang: Lang, problem: &Problem) -> Markup {
     }
 }
 
-/// A timestamp of the API (RFC 3339, UTC) as a page shows it.
-pub(crate) fn time(value: Option<&Value>) -> Markup {
-    match value.and_then(Value::as_str) {
-        Some(text) => at(text),
-        None => html! { "—" },
-    }
-}
-
-/// [`time`] of a typed answer's optional member.
+/// [`at`] of an optional member.
 pub(crate) fn maybe_at(text: Option<&str>) -> Markup {
     text.map_or_else(|| html! { "—" }, at)
 }
 
-/// [`time`] of a typed answer's member.
+/// A time of an answer (RFC 3339), readable, as a `time` element.
 pub(crate) fn at(text: &str) -> Markup {
     let shown = text.replace('T', " ").replace('Z', " UTC");
     html! { time datetime=(text) { (shown) } }
-}
-
-/// A string member, or a dash.
-pub(crate) fn text(value: &Value, key: &str) -> String {
-    match value.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => "—".into(),
-        Some(other) => other.to_string(),
-    }
 }
 
 /// A state as a badge: its word, and a colour that is never the only sign of it.
@@ -530,10 +513,7 @@ pub(crate) fn said(lang: Lang, value: Option<&str>) -> Markup {
 }
 
 /// A number of bytes, readable (KiB, MiB, GiB).
-pub(crate) fn bytes(value: &Value) -> String {
-    let Some(n) = value.as_u64() else {
-        return "—".into();
-    };
+pub(crate) fn bytes(n: u64) -> String {
     match n {
         0..1024 => format!("{n} B"),
         1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),

@@ -309,6 +309,20 @@ impl Answer {
         })
     }
 
+    /// A side answer read as `T` for a part of a page that shows a dash without it: none
+    /// when the API refused (say, a subscription deleted meanwhile) or answered what the
+    /// console cannot read (logged, as [`Answer::parse`]).
+    pub(crate) fn read<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        if !self.ok() {
+            return None;
+        }
+        T::deserialize(&self.body)
+            .map_err(|error| {
+                tracing::error!(%error, "The console could not read an answer of the API.");
+            })
+            .ok()
+    }
+
     /// The API's problem, as the page shows it: the detail and each invalid parameter.
     pub(crate) fn problem(&self) -> forms::Problem {
         forms::Problem::of(&self.body)

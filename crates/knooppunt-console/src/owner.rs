@@ -10,9 +10,9 @@ use maud::html;
 use serde_json::json;
 
 use crate::forms::{Posted, Problem, encode};
-use crate::layout::{self, Section, badge, csrf, page, respond, text, time};
+use crate::layout::{self, Section, badge, csrf, page, respond};
 use crate::{BASE, Console, Visitor, redirect};
-use knooppunt_api::GrantOut;
+use knooppunt_api::{EventReceiptsOut, GrantOut};
 
 type Params = Query<std::collections::HashMap<String, String>>;
 
@@ -188,7 +188,7 @@ pub(crate) async fn receipts(
     State(console): State<Arc<Console>>,
     visitor: Visitor,
     Query(query): Params,
-) -> Response {
+) -> Result<Response, Response> {
     let lang = visitor.lang;
     let sequence = query
         .get("sequence")
@@ -206,6 +206,12 @@ pub(crate) async fn receipts(
                 .await,
         )
     };
+    // What was found, or the API's problem (a sequence that is no number, say).
+    let found = match answer {
+        None => None,
+        Some(answer) if answer.ok() => Some(Ok(answer.parse::<EventReceiptsOut>(&visitor)?)),
+        Some(answer) => Some(Err(answer.problem())),
+    };
     let content = html! {
         form method="get" action={ (BASE) "/receipts" } class="kp-form" {
             div class="utrecht-form-field" {
@@ -214,26 +220,28 @@ pub(crate) async fn receipts(
             }
             div { button type="submit" class="utrecht-button utrecht-button--primary-action" { (lang.t("Opzoeken", "Look up")) } }
         }
-        @if let Some(answer) = &answer {
-            @if !answer.ok() {
-                (layout::problem(lang, &answer.problem()))
-            } @else {
-                @let r = &answer.body;
-                p class="utrecht-paragraph" { (text(r, "type")) " — " (text(r, "source")) " — " (text(r, "id")) }
-                @let receipts = r["receipts"].as_array().cloned().unwrap_or_default();
-                @if receipts.is_empty() {
+        @match &found {
+            None => {},
+            Some(Err(problem)) => (layout::problem(lang, problem)),
+            Some(Ok(r)) => {
+                @if let Some(event) = &r.event {
+                    p class="utrecht-paragraph" { (event.event_type) " — " (event.source) " — " (event.id) }
+                } @else {
+                    p class="utrecht-paragraph" { (lang.t("De gebeurtenis zelf is niet meer bewaard.", "The event itself is no longer kept.")) }
+                }
+                @if r.receipts.is_empty() {
                     p class="utrecht-paragraph" { (lang.t("Nog door niemand ontvangen.", "Not received by anyone yet.")) }
                 } @else {
-                    (layout::table("receipts-caption", lang.t("Ontvangen door", "Received by"), &[lang.t("Abonnee", "Subscriber"), lang.t("Abonnement", "Subscription"), lang.t("Afgeleverd", "Delivered")], receipts.iter().map(|x| vec![
-                        html! { (text(x, "subscriber")) },
-                        layout::long(&text(x, "subscription")),
-                        time(x.get("deliveredTime")),
+                    (layout::table("receipts-caption", lang.t("Ontvangen door", "Received by"), &[lang.t("Abonnee", "Subscriber"), lang.t("Abonnement", "Subscription"), lang.t("Afgeleverd", "Delivered")], r.receipts.iter().map(|x| vec![
+                        html! { (x.subscriber.as_deref().unwrap_or("—")) },
+                        layout::long(&x.subscription),
+                        layout::at(&x.delivered_time),
                     ]).collect()))
                 }
             }
         }
     };
-    respond(
+    Ok(respond(
         StatusCode::OK,
         page(
             lang,
@@ -242,5 +250,5 @@ pub(crate) async fn receipts(
             lang.t("Ontvangsten", "Receipts"),
             content,
         ),
-    )
+    ))
 }

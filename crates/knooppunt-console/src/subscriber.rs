@@ -13,12 +13,13 @@ use maud::{Markup, html};
 use serde_json::{Value, json};
 
 use crate::forms::{Posted, Problem, encode};
-use crate::layout::{
-    self, Ask, Section, badge, csrf, data_list, json_block, page, respond, text, time,
-};
+use crate::layout::{self, Ask, Section, badge, csrf, data_list, json_block, page, respond};
 use crate::subscription_form::{SETTINGS, secret_page};
 use crate::{BASE, Console, Lang, Visitor, redirect};
-use knooppunt_api::{DeadLetterOut, ReplayOut};
+use knooppunt_api::{
+    AttemptOut, DeadLetterOut, ReplayOut, SigningSecretOut, SubscriptionOut, SubscriptionStatusOut,
+    TakenOut, TestOut,
+};
 
 type Params = Query<std::collections::HashMap<String, String>>;
 
@@ -82,19 +83,21 @@ pub(crate) async fn list(
             div { button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Zoeken", "Search")) } }
         }
     };
-    let subscriptions = if refused.is_some() {
+    let subscriptions: Vec<SubscriptionOut> = if refused.is_some() {
         Vec::new()
     } else {
-        answer.body.as_array().cloned().unwrap_or_default()
+        answer.parse(&visitor)?
     };
     let mut rows = Vec::new();
-    for subscription in &subscriptions {
-        let id = text(subscription, "id");
+    for subscription in subscriptions {
         let status = console
-            .get(&visitor, &format!("/v1/subscriptions/{}/status", seg(&id)))
+            .get(
+                &visitor,
+                &format!("/v1/subscriptions/{}/status", seg(&subscription.id)),
+            )
             .await
-            .body;
-        rows.push((subscription.clone(), status));
+            .read::<SubscriptionStatusOut>();
+        rows.push((subscription, status));
     }
     let next = answer.next_cursor();
     let content = html! {
@@ -113,33 +116,33 @@ pub(crate) async fn list(
         } @else {
             (layout::table("subscriptions-caption", if admin { lang.t("Alle abonnementen", "All subscriptions") } else { lang.t("Uw abonnementen", "Your subscriptions") }, &[lang.t("Abonnement", "Subscription"), lang.t("Eigenaar", "Owner"), lang.t("Eindpunt", "Endpoint"), lang.t("Status", "State"), lang.t("Laatste levering", "Last delivery"), lang.t("Laatste fout", "Last error"), lang.t("Breaker", "Breaker"), lang.t("Achterstand", "Backlog"), lang.t("Oudste wacht", "Oldest waiting")], rows.iter().map(|(s, st)| vec![
                 html! {
-                    @if let Some(label) = s["label"].as_str() {
-                        a class="utrecht-link" href={ (BASE) "/subscriptions/" (seg(&text(s, "id"))) } { (label) }
-                        br; small class="kp-break" { (text(s, "id")) }
+                    @if let Some(label) = &s.label {
+                        a class="utrecht-link" href={ (BASE) "/subscriptions/" (seg(&s.id)) } { (label) }
+                        br; small class="kp-break" { (s.id) }
                     } @else {
-                        a class="utrecht-link kp-break" href={ (BASE) "/subscriptions/" (seg(&text(s, "id"))) } { (text(s, "id")) }
+                        a class="utrecht-link kp-break" href={ (BASE) "/subscriptions/" (seg(&s.id)) } { (s.id) }
                     }
-                    @if let Some(types) = s["types"].as_array() {
-                        br; small { (types.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")) }
-                    }
-                },
-                html! { (text(s, "owner")) },
-                layout::long(&text(s, "sink")),
-                html! {
-                    (badge(lang, s["state"].as_str().unwrap_or_default()))
-                    @for approval in s["approvals"].as_array().into_iter().flatten() {
-                        br; small class="kp-break" { (approval["type"].as_str().map_or_else(|| text(approval, "eventtype"), str::to_owned)) ": " } (badge(lang, approval["state"].as_str().unwrap_or_default()))
+                    @if let Some(types) = &s.types {
+                        br; small { (types.join(", ")) }
                     }
                 },
+                html! { (s.owner) },
+                layout::long(&s.sink),
                 html! {
-                    @if let Some(last) = s.get("lastDelivery") {
-                        (time(last.get("time"))) " " (badge(lang, last["outcome"].as_str().unwrap_or_default()))
+                    (badge(lang, &s.state))
+                    @for approval in &s.approvals {
+                        br; small class="kp-break" { (approval.event_type.as_deref().unwrap_or(&approval.eventtype)) ": " } (badge(lang, &approval.state))
+                    }
+                },
+                html! {
+                    @if let Some(last) = &s.last_delivery {
+                        (layout::at(&last.time)) " " (badge(lang, &last.outcome))
                     } @else { "—" }
                 },
-                layout::said(lang, s["lastDelivery"]["error"].as_str()),
-                html! { @if let Some(state) = st["breaker"]["state"].as_str() { (badge(lang, state)) } @else { "—" } },
-                html! { (text(st, "backlog")) },
-                html! { (age(lang, st.get("oldestPendingAgeSeconds"))) },
+                layout::said(lang, s.last_delivery.as_ref().and_then(|last| last.error.as_deref())),
+                html! { @if let Some(breaker) = st.as_ref().and_then(|st| st.breaker.as_ref()) { (badge(lang, &breaker.state)) } @else { "—" } },
+                html! { @if let Some(st) = st { (st.backlog) } @else { "—" } },
+                html! { (age(lang, st.as_ref().and_then(|st| st.oldest_pending_age_seconds))) },
             ]).collect()))
             (layout::next_page(lang, &here, next.as_deref()))
         }
@@ -157,8 +160,8 @@ pub(crate) async fn list(
 }
 
 /// An age in seconds, readable.
-fn age(lang: Lang, seconds: Option<&Value>) -> String {
-    let Some(seconds) = seconds.and_then(Value::as_u64) else {
+fn age(lang: Lang, seconds: Option<u64>) -> String {
+    let Some(seconds) = seconds else {
         return "—".into();
     };
     match seconds {
@@ -253,13 +256,20 @@ pub(crate) async fn detail(
 ) -> Result<Response, Response> {
     let lang = visitor.lang;
     let base = format!("/v1/subscriptions/{}", seg(&id));
-    let subscription = console.get(&visitor, &base).await.checked(&visitor)?;
-    let s = &subscription.body;
-    let status = console.get(&visitor, &format!("{base}/status")).await.body;
-    let attempts = console
+    let s: SubscriptionOut = console
+        .get(&visitor, &base)
+        .await
+        .checked(&visitor)?
+        .parse(&visitor)?;
+    let status: Option<SubscriptionStatusOut> = console
+        .get(&visitor, &format!("{base}/status"))
+        .await
+        .read();
+    let attempts: Vec<AttemptOut> = console
         .get(&visitor, &format!("{base}/attempts"))
         .await
-        .body;
+        .read()
+        .unwrap_or_default();
     let dead = console
         .get(&visitor, &format!("{base}/dead-letters?pageSize=50"))
         .await;
@@ -268,7 +278,10 @@ pub(crate) async fn detail(
         .await
         .checked(&visitor)?
         .parse(&visitor)?;
-    let pull = s["config"]["delivery"] == "pull";
+    let pull = s
+        .config
+        .get("delivery")
+        .is_some_and(|delivery| delivery == "pull");
     let now = knooppunt_store::now_ms();
     let hour_ago = knooppunt_event::timestamp::utc_timestamp(now.saturating_sub(3_600_000));
     let until = knooppunt_event::timestamp::utc_timestamp(now);
@@ -278,39 +291,42 @@ pub(crate) async fn detail(
             lang.t("Id", "Id"),
             html! { code class="utrecht-code" { (id) } },
         ),
-        (lang.t("Eigenaar", "Owner"), html! { (text(s, "owner")) }),
+        (lang.t("Eigenaar", "Owner"), html! { (s.owner) }),
         (
             lang.t("Eindpunt", "Endpoint"),
-            html! { span class="kp-break" { (text(s, "sink")) } },
+            html! { span class="kp-break" { (s.sink) } },
         ),
         (
             lang.t("Status", "State"),
             html! {
-                (badge(lang, s["state"].as_str().unwrap_or_default()))
-                @if s.get("validationProblem").is_some() { " " (layout::said(lang, s["validationProblem"].as_str())) }
-                @if s.get("disabledReason").is_some() { " " (layout::said(lang, s["disabledReason"].as_str())) }
+                (badge(lang, &s.state))
+                @if s.validation_problem.is_some() { " " (layout::said(lang, s.validation_problem.as_deref())) }
+                @if s.disabled_reason.is_some() { " " (layout::said(lang, s.disabled_reason.as_deref())) }
             },
         ),
     ];
-    if let Some(types) = s.get("types") {
-        properties.push((lang.t("Typen", "Types"), html! { (types.as_array().map(|t| t.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()) }));
+    if let Some(types) = &s.types {
+        properties.push((lang.t("Typen", "Types"), html! { (types.join(", ")) }));
     }
-    if let Some(source) = s["source"].as_str() {
+    if let Some(source) = &s.source {
         properties.push((lang.t("Bron", "Source"), html! { (source) }));
     }
-    if let Some(filters) = s.get("filters") {
-        properties.push((lang.t("Filters", "Filters"), json_block(filters)));
+    if !s.filters.is_empty() {
+        properties.push((
+            lang.t("Filters", "Filters"),
+            json_block(&Value::Array(s.filters.clone())),
+        ));
     }
     properties.push((
         lang.t("Bezorging", "Delivery"),
         html! {
             dl class="kp-details" {
                 @for setting in &SETTINGS {
-                    @if let Some(value) = s["config"][setting.key].as_str() {
+                    @if let Some(value) = s.config.get(setting.key) {
                         div {
                             dt { (lang.t(setting.label.0, setting.label.1)) }
                             dd {
-                                @if let Some((_, nl, en)) = setting.choices.iter().find(|(choice, _, _)| *choice == value) {
+                                @if let Some((_, nl, en)) = setting.choices.iter().find(|(choice, _, _)| choice == value) {
                                     (lang.t(nl, en))
                                 } @else {
                                     (value)
@@ -322,13 +338,13 @@ pub(crate) async fn detail(
             }
         },
     ));
-    if let Some(approvals) = s["approvals"].as_array() {
+    if !s.approvals.is_empty() {
         properties.push((lang.t("Goedkeuringen", "Approvals"), html! {
             ul class="utrecht-unordered-list" {
-                @for a in approvals {
+                @for a in &s.approvals {
                     li class="utrecht-unordered-list__item" {
-                        a class="utrecht-link kp-break" href={ (BASE) "/eventtypes/" (seg(&text(a, "eventtype"))) } { (a["type"].as_str().map_or_else(|| text(a, "eventtype"), str::to_owned)) } " " (badge(lang, a["state"].as_str().unwrap_or_default()))
-                        @if let Some(reason) = a["reason"].as_str() { " — " (reason) }
+                        a class="utrecht-link kp-break" href={ (BASE) "/eventtypes/" (seg(&a.eventtype)) } { (a.event_type.as_deref().unwrap_or(&a.eventtype)) } " " (badge(lang, &a.state))
+                        @if let Some(reason) = &a.reason { " — " (reason) }
                     }
                 }
             }
@@ -340,7 +356,7 @@ pub(crate) async fn detail(
         div class="kp-actions" {
             a class="utrecht-link" href={ (page_path) "/edit" } { (lang.t("Bewerken", "Edit")) }
             a class="utrecht-link" href={ (page_path) "/receipts" } { (lang.t("Ontvangsten", "Receipts")) }
-            @if !pull && s["state"] == "active" {
+            @if !pull && s.state == "active" {
                 form method="post" action={ (page_path) "/test" } class="kp-inline" {
                     (csrf(&visitor))
                     button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Testbericht versturen", "Send a test event")) }
@@ -352,7 +368,7 @@ pub(crate) async fn detail(
                     button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Nieuw ondertekeningsgeheim", "New signing secret")) }
                 }
             }
-            @if visitor.principal.is_admin() && s["state"] == "pending" {
+            @if visitor.principal.is_admin() && s.state == "pending" {
                 form method="post" action={ (page_path) "/consent" } class="kp-inline" {
                     (csrf(&visitor))
                     button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Instemming van het eindpunt vastleggen", "Record the endpoint's consent")) }
@@ -366,33 +382,7 @@ pub(crate) async fn detail(
         section aria-labelledby="h-status" {
             h2 class="utrecht-heading-2" id="h-status" { (lang.t("Levering", "Delivery")) }
             div id="delivery-status" data-refresh="5" aria-live="polite" {
-                (data_list(vec![
-                    (lang.t("Achterstand", "Backlog"), html! {
-                        (lang.count(status["backlog"].as_u64().unwrap_or(0), ("bericht", "berichten"), ("event", "events"))) ", " (layout::bytes(&status["backlogBytes"]))
-                        @if status["backlogLimit"]["maxBytes"].is_u64() {
-                            (lang.t(" (grens ", " (limit ")) (layout::bytes(&status["backlogLimit"]["maxBytes"])) (lang.t(": daarboven worden de oudste dode brieven)", ": past it the oldest become dead letters)"))
-                        }
-                    }),
-                    (lang.t("Afgestoten", "Shed"), html! {
-                        @if let Some(shed) = status.get("shed") {
-                            (text(shed, "events")) (lang.t(" berichten, laatst ", " events, last ")) (time(shed.get("lastTime")))
-                        } @else { "—" }
-                    }),
-                    (lang.t("Oudste wacht", "Oldest waiting"), html! { (age(lang, status.get("oldestPendingAgeSeconds"))) }),
-                    (lang.t("Onderweg", "In flight"), html! { (text(&status, "inFlight")) }),
-                    (lang.t("Dode brieven", "Dead letters"), html! { (text(&status, "deadLetters")) }),
-                    (lang.t("Breaker", "Breaker"), html! {
-                        @if let Some(state) = status["breaker"]["state"].as_str() {
-                            (badge(lang, state)) " " (text(&status["breaker"], "failures")) (lang.t(" mislukte pogingen op rij", " failed attempts in a row"))
-                        } @else { "—" }
-                    }),
-                    (lang.t("Laatste poging", "Last attempt"), html! {
-                        @if let Some(last) = status.get("lastAttempt") {
-                            (time(last.get("time"))) " " (badge(lang, last["outcome"].as_str().unwrap_or_default()))
-                            @if last.get("error").is_some() { " — " span class="kp-last-error" { (layout::said(lang, last["error"].as_str())) } }
-                        } @else { "—" }
-                    }),
-                ]))
+                @if let Some(status) = &status { (delivery_status(lang, status)) } @else { p class="utrecht-paragraph" { "—" } }
             }
         }
         section aria-labelledby="h-properties" {
@@ -462,8 +452,8 @@ pub(crate) async fn detail(
             lang,
             Some(&visitor),
             Section::Subscriptions,
-            &match s["label"].as_str() {
-                Some(label) => label.to_owned(),
+            &match &s.label {
+                Some(label) => label.clone(),
                 None => format!("{} {}", lang.t("Abonnement", "Subscription"), short(&id)),
             },
             content,
@@ -476,22 +466,73 @@ fn short(id: &str) -> &str {
     id.get(..13).unwrap_or(id)
 }
 
-fn attempts_table(lang: Lang, attempts: &Value) -> Markup {
-    let attempts = attempts.as_array().cloned().unwrap_or_default();
+fn attempts_table(lang: Lang, attempts: &[AttemptOut]) -> Markup {
     html! {
         @if attempts.is_empty() {
             p class="utrecht-paragraph" { (lang.t("Nog geen pogingen.", "No attempts yet.")) }
         } @else {
             (layout::table("attempts-caption", lang.t("Pogingen", "Attempts"), &[lang.t("Tijd", "Time"), lang.t("Gebeurtenis", "Event"), lang.t("Uitkomst", "Outcome"), lang.t("HTTP-status", "HTTP status"), lang.t("Duur", "Duration"), lang.t("Fout", "Error")], attempts.iter().map(|a| vec![
-                time(a.get("time")),
-                html! { (text(a, "sequence")) },
-                badge(lang, a["outcome"].as_str().unwrap_or_default()),
-                html! { (text(a, "statusCode")) },
-                html! { @if let Some(ms) = a["durationMs"].as_u64() { (ms) " ms" } @else { "—" } },
-                layout::said(lang, a["error"].as_str()),
+                layout::at(&a.time),
+                html! { (a.sequence) },
+                badge(lang, &a.outcome),
+                html! { @if let Some(code) = a.status_code { (code) } @else { "—" } },
+                html! { @if let Some(ms) = a.duration_ms { (ms) " ms" } @else { "—" } },
+                layout::said(lang, a.error.as_deref()),
             ]).collect()))
         }
     }
+}
+
+/// How a subscription's deliveries fare, as its page shows it (refreshed every 5 s).
+fn delivery_status(lang: Lang, status: &SubscriptionStatusOut) -> Markup {
+    data_list(vec![
+        (
+            lang.t("Achterstand", "Backlog"),
+            html! {
+                (lang.count(status.backlog, ("bericht", "berichten"), ("event", "events"))) ", " (layout::bytes(status.backlog_bytes))
+                @if let Some(max) = status.backlog_limit.as_ref().and_then(|limit| limit.max_bytes) {
+                    (lang.t(" (grens ", " (limit ")) (layout::bytes(max)) (lang.t(": daarboven worden de oudste dode brieven)", ": past it the oldest become dead letters)"))
+                }
+            },
+        ),
+        (
+            lang.t("Afgestoten", "Shed"),
+            html! {
+                @if let Some(shed) = &status.shed {
+                    (shed.events) (lang.t(" berichten, laatst ", " events, last ")) (layout::at(&shed.last_time))
+                } @else { "—" }
+            },
+        ),
+        (
+            lang.t("Oudste wacht", "Oldest waiting"),
+            html! { (age(lang, status.oldest_pending_age_seconds)) },
+        ),
+        (
+            lang.t("Onderweg", "In flight"),
+            html! { (status.in_flight) },
+        ),
+        (
+            lang.t("Dode brieven", "Dead letters"),
+            html! { (status.dead_letters) },
+        ),
+        (
+            lang.t("Breaker", "Breaker"),
+            html! {
+                @if let Some(breaker) = &status.breaker {
+                    (badge(lang, &breaker.state)) " " (breaker.failures) (lang.t(" mislukte pogingen op rij", " failed attempts in a row"))
+                } @else { "—" }
+            },
+        ),
+        (
+            lang.t("Laatste poging", "Last attempt"),
+            html! {
+                @if let Some(last) = &status.last_attempt {
+                    (layout::at(&last.time)) " " (badge(lang, &last.outcome))
+                    @if last.error.is_some() { " — " span class="kp-last-error" { (layout::said(lang, last.error.as_deref())) } }
+                } @else { "—" }
+            },
+        ),
+    ])
 }
 
 /// `POST /console/subscriptions/{id}/redeliver`: the picked dead letters, or all of them
@@ -580,8 +621,9 @@ pub(crate) async fn test(
             None,
         )
         .await
-        .checked(visitor)?;
-    let notice = if answer.body["outcome"] == "delivered" {
+        .checked(visitor)?
+        .parse::<TestOut>(visitor)?;
+    let notice = if answer.outcome == "delivered" {
         "test-delivered"
     } else {
         "test-failed"
@@ -608,11 +650,12 @@ pub(crate) async fn start_replay(
             Some(&body),
         )
         .await
-        .checked(visitor)?;
+        .checked(visitor)?
+        .parse::<ReplayOut>(visitor)?;
     Ok(redirect(&format!(
         "{BASE}/subscriptions/{}/replays/{}",
         seg(&id),
-        seg(&text(&answer.body, "id"))
+        seg(&answer.id)
     )))
 }
 
@@ -696,13 +739,13 @@ pub(crate) async fn rotate(
             Method::POST,
             &format!("/v1/subscriptions/{}/signing-secret", seg(&id)),
         )
-        .await?;
-    let secret = text(&answer.body, "signingsecret");
+        .await?
+        .parse::<SigningSecretOut>(visitor)?;
     Ok(secret_page(
         visitor,
         &id,
-        &secret,
-        answer.body.get("previousValidUntil"),
+        &answer.signing_secret,
+        answer.previous_valid_until.as_deref(),
         false,
     ))
 }
@@ -899,7 +942,7 @@ pub(crate) async fn receipts(
         &query,
     );
     let answer = console.get(&visitor, &path).await.checked(&visitor)?;
-    let list = answer.body.as_array().cloned().unwrap_or_default();
+    let list: Vec<TakenOut> = answer.parse(&visitor)?;
     let page_path = format!("{BASE}/subscriptions/{}", seg(&id));
     let content = html! {
         p class="utrecht-paragraph" { (lang.t("Elke gebeurtenis die uw eindpunt heeft aangenomen, met wanneer. De gegevenseigenaar ziet hetzelfde.", "Every event your endpoint took, and when. The data owner sees the same.")) }
@@ -908,10 +951,10 @@ pub(crate) async fn receipts(
         } @else {
             (layout::table("receipts-caption", lang.t("Ontvangen", "Received"), &[lang.t("Gebeurtenis", "Event"), lang.t("Type", "Type"), lang.t("Id", "Id"), lang.t("Afgeleverd", "Delivered")],
                 list.iter().map(|r| vec![
-                    html! { (text(r, "sequence")) },
-                    layout::long(&text(r, "type")),
-                    layout::long(&text(r, "id")),
-                    time(r.get("deliveredTime")),
+                    html! { (r.sequence) },
+                    layout::long(r.event.as_ref().map_or("—", |e| &e.event_type)),
+                    layout::long(r.event.as_ref().map_or("—", |e| &e.id)),
+                    layout::at(&r.delivered_time),
                 ]).collect()))
         }
         (layout::next_page(lang, &format!("{page_path}/receipts"), answer.next_cursor().as_deref()))

@@ -12,8 +12,9 @@ use maud::{Markup, html};
 use serde_json::{Map, Value, json};
 
 use crate::forms::{Fields, Posted, Problem, encode};
-use crate::layout::{self, Section, csrf, page, respond, text, time};
+use crate::layout::{self, Section, csrf, page, respond};
 use crate::{Answer, BASE, Console, Lang, Visitor, redirect};
+use knooppunt_api::SubscriptionOut;
 use knooppunt_api::auth::Caller;
 
 type Params = Query<std::collections::HashMap<String, String>>;
@@ -265,9 +266,9 @@ struct FormValues {
 }
 
 impl FormValues {
-    fn of_subscription(s: &Value) -> FormValues {
+    fn of_subscription(s: &SubscriptionOut) -> FormValues {
         // One filter that is only CESQL goes to its own field; the rest stay JSON.
-        let mut rest: Vec<Value> = s["filters"].as_array().cloned().unwrap_or_default();
+        let mut rest: Vec<Value> = s.filters.clone();
         let lone_sql = |f: &Value| {
             f.as_object()
                 .filter(|o| o.len() == 1)
@@ -285,30 +286,26 @@ impl FormValues {
             }
             _ => None,
         };
-        let mut config = s["config"].as_object().cloned().unwrap_or_default();
-        let delivery = config
-            .remove("delivery")
-            .and_then(|d| d.as_str().map(str::to_owned))
+        let delivery = s
+            .config
+            .get("delivery")
+            .cloned()
             .unwrap_or_else(|| "push".into());
         FormValues {
-            label: s["label"].as_str().unwrap_or_default().to_owned(),
+            label: s.label.clone().unwrap_or_default(),
             sink: if delivery == "pull" {
                 String::new()
             } else {
-                s["sink"].as_str().unwrap_or_default().to_owned()
+                s.sink.clone()
             },
             delivery,
-            types: s["types"]
-                .as_array()
-                .map(|t| {
-                    t.iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                })
+            types: s
+                .types
+                .as_ref()
+                .map(|types| types.join("\n"))
                 .unwrap_or_default(),
-            source: s["source"].as_str().unwrap_or_default().to_owned(),
-            sql: sql.clone().unwrap_or_default(),
+            source: s.source.clone().unwrap_or_default(),
+            sql: sql.unwrap_or_default(),
             filters: if rest.is_empty() {
                 String::new()
             } else {
@@ -317,10 +314,9 @@ impl FormValues {
             config: SETTINGS
                 .iter()
                 .filter_map(|setting| {
-                    config
+                    s.config
                         .get(setting.key)
-                        .and_then(Value::as_str)
-                        .map(|value| (setting.key, value.to_owned()))
+                        .map(|value| (setting.key, value.clone()))
                 })
                 .collect(),
         }
@@ -525,7 +521,7 @@ pub(crate) async fn edit_form(
         &visitor,
         &console.state.subscription_defaults,
         &format!("{BASE}/subscriptions/{}", encode(&id)),
-        &FormValues::of_subscription(&answer.body),
+        &FormValues::of_subscription(&answer.parse(&visitor)?),
         None,
         false,
     );
@@ -664,14 +660,17 @@ fn saved(
             status,
         );
     }
-    let id = text(&answer.body, "id");
-    if creating && let Some(secret) = answer.body["signingsecret"].as_str() {
+    let saved: SubscriptionOut = match answer.parse(visitor) {
+        Ok(saved) => saved,
+        Err(page) => return page,
+    };
+    if creating && let Some(secret) = &saved.signing_secret {
         // Shown once, on this page: never in a URL.
-        return secret_page(visitor, &id, secret, None, true);
+        return secret_page(visitor, &saved.id, secret, None, true);
     }
     redirect(&format!(
         "{BASE}/subscriptions/{}?notice={notice}",
-        encode(&id)
+        encode(&saved.id)
     ))
 }
 
@@ -721,7 +720,7 @@ pub(crate) fn secret_page(
     visitor: &Visitor,
     id: &str,
     secret: &str,
-    previous_until: Option<&Value>,
+    previous_until: Option<&str>,
     created: bool,
 ) -> Response {
     let lang = visitor.lang;
@@ -731,10 +730,10 @@ pub(crate) fn secret_page(
         (lang.t("Het ondertekeningsgeheim — alleen nu te zien; zet het in uw ontvanger, die er de handtekening (Standard Webhooks: webhook-signature) van elke bezorging mee controleert:",
                 "The signing secret — shown only now; put it in your receiver, which checks each delivery's signature (Standard Webhooks: webhook-signature) with it:"))
     };
-    let after = previous_until.and_then(Value::as_str).map(|_| {
+    let after = previous_until.map(|until| {
         html! {
             (lang.t("Het vorige geheim ondertekent ook nog tot ", "The previous secret signs too until "))
-            (time(previous_until)) "."
+            (layout::at(until)) "."
         }
     });
     let content = html! {

@@ -681,7 +681,7 @@ impl AppState {
             self.deliverer
                 .sign_with_hub_key(content.as_bytes())
                 .map(|(kid, signature)| HeadSignature {
-                    alg: "EdDSA",
+                    alg: "EdDSA".into(),
                     kid,
                     signed: content,
                     value: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(signature),
@@ -1119,7 +1119,7 @@ pub async fn catalog_problems(
 }
 
 /// What a check of the audit chain found.
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditVerification {
     pub intact: bool,
@@ -1140,7 +1140,7 @@ pub struct AuditVerification {
 }
 
 /// The audit chain's head.
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct AuditHead {
     /// The newest entry's number (0: none yet).
     pub sequence: u64,
@@ -1155,10 +1155,10 @@ pub struct AuditHead {
 }
 
 /// A signature of the audit chain's head.
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HeadSignature {
     #[schemars(extend("enum" = ["EdDSA"]))]
-    pub alg: &'static str,
+    pub alg: std::borrow::Cow<'static, str>,
     pub kid: String,
     /// `knooppunt-audit-head:<sequence>:<hash>`.
     pub signed: String,
