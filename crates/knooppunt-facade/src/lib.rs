@@ -3,7 +3,7 @@
 //! shapes (`Fout`, `ValidatieFout` with `invalidParams` and their codes) and its own
 //! `API-version`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use axum::Router;
@@ -15,6 +15,7 @@ use http::header::{AUTHORIZATION, CONTENT_TYPE, LOCATION};
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use knooppunt_event::notificatie::FieldError;
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use knooppunt_api::base_url;
@@ -241,23 +242,20 @@ impl IntoResponse for ZgwError {
                 )
             }
         };
-        let mut body = json!({
-            "type": format!("https://knooppunt.example.nl/ref/fouten/{code}/"),
-            "code": code,
-            "title": title,
-            "status": status.as_u16(),
-            "detail": detail,
-            "instance": format!("urn:uuid:{}", uuid::Uuid::new_v4()),
-        });
-        if let ZgwError::Invalid(errors) = &self {
-            body["invalidParams"] = Value::Array(
-                errors
-                    .iter()
-                    .map(|e| json!({"name": e.name, "code": e.code, "reason": e.reason}))
-                    .collect(),
-            );
-        }
-        let mut response = (status, body.to_string()).into_response();
+        let body = FoutOut {
+            kind: format!("https://knooppunt.example.nl/ref/fouten/{code}/"),
+            code,
+            title,
+            status: status.as_u16(),
+            detail,
+            instance: format!("urn:uuid:{}", uuid::Uuid::new_v4()),
+            invalid_params: match &self {
+                ZgwError::Invalid(errors) => Some(errors.iter().map(FieldErrorOut::from).collect()),
+                _ => None,
+            },
+        };
+        let text = serde_json::to_string(&body).unwrap_or_default();
+        let mut response = (status, text).into_response();
         response.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
@@ -402,26 +400,128 @@ fn stored_client(state: &AppState, client_id: &str) -> Option<ZgwClient> {
     })
 }
 
-fn representation(base: &str, kanaal: &Kanaal) -> Value {
-    let mut body = json!({
-        "url": format!("{base}/api/v1/kanaal/{}", kanaal.id),
-        "naam": kanaal.naam,
-        "filters": kanaal.filters,
-    });
-    // Left out when there is none: the document makes it a URI, which "" is not.
-    if let Some(link) = &kanaal.documentatie_link {
-        body["documentatieLink"] = json!(link);
-    }
-    body
+/// A `Fout` of the Notificaties API (problem details with its `code` and `instance`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FoutOut<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    code: &'a str,
+    title: &'a str,
+    status: u16,
+    detail: String,
+    instance: String,
+    /// For invalid input: every field's problem.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    invalid_params: Option<Vec<FieldErrorOut<'a>>>,
 }
 
-fn answer(status: StatusCode, body: Value) -> Response {
-    (
-        status,
-        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        body.to_string(),
-    )
-        .into_response()
+/// One invalid field of a `Fout`.
+#[derive(Debug, Serialize)]
+struct FieldErrorOut<'a> {
+    name: &'a str,
+    code: &'a str,
+    reason: &'a str,
+}
+
+impl<'a> From<&'a FieldError> for FieldErrorOut<'a> {
+    fn from(error: &'a FieldError) -> Self {
+        FieldErrorOut {
+            name: &error.name,
+            code: error.code,
+            reason: &error.reason,
+        }
+    }
+}
+
+/// A KANAAL as the Notificaties API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct KanaalOut {
+    url: String,
+    naam: String,
+    /// Left out when there is none: the document makes it a URI, which "" is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    documentatie_link: Option<String>,
+    filters: Vec<String>,
+}
+
+fn representation(base: &str, kanaal: &Kanaal) -> KanaalOut {
+    KanaalOut {
+        url: format!("{base}/api/v1/kanaal/{}", kanaal.id),
+        naam: kanaal.naam.clone(),
+        documentatie_link: kanaal.documentatie_link.clone(),
+        filters: kanaal.filters.clone(),
+    }
+}
+
+/// An ABONNEMENT as the Notificaties API shows it (`auth` is write-only: never returned).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AbonnementOut {
+    url: String,
+    callback_url: String,
+    kanalen: Vec<FilterGroupOut>,
+    send_cloudevents: bool,
+    cloudevent_filters: Vec<CloudeventFilterOut>,
+    /// When one abonnement is read: how its deliveries go.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bezorging: Option<BezorgingOut>,
+}
+
+/// A kanaal of an abonnement and the kenmerken it filters on.
+#[derive(Debug, Serialize)]
+struct FilterGroupOut {
+    naam: String,
+    filters: BTreeMap<String, String>,
+}
+
+/// One of an abonnement's `cloudeventFilters`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CloudeventFilterOut {
+    type_substring: String,
+    filters: BTreeMap<String, String>,
+}
+
+/// How an abonnement's deliveries go (`bezorging`, read-only; not in Open Notificaties).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BezorgingOut {
+    /// `actief`, `wachtend`, `uitgeschakeld` or `onbekend`.
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reden: Option<String>,
+    achterstand: u64,
+    dode_brieven: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    laatste_poging: Option<PogingOut>,
+}
+
+/// An abonnement's latest delivery attempt.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PogingOut {
+    tijdstip: String,
+    /// `delivered`, `retry` or `deadLetter`.
+    uitkomst: &'static str,
+    http_status: Option<u16>,
+    fout: Option<String>,
+}
+
+/// The answer `status` with `body` as JSON.
+fn answer(status: StatusCode, body: &impl Serialize) -> Response {
+    match serde_json::to_string(body) {
+        Ok(text) => (
+            status,
+            [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+            text,
+        )
+            .into_response(),
+        Err(error) => {
+            ZgwError::Internal(format!("an answer did not serialize: {error}")).into_response()
+        }
+    }
 }
 
 /// `GET /api/v1/kanaal[?naam=]`: every kanaal (the 1.0 API does not page them).
@@ -435,8 +535,8 @@ async fn list_kanalen(
     let base = base_url(&state, &headers);
     let kanalen =
         knooppunt_services::zgw::kanalen(&state.catalog, query.get("naam").map(String::as_str));
-    let body: Vec<Value> = kanalen.iter().map(|k| representation(&base, k)).collect();
-    Ok(answer(StatusCode::OK, Value::Array(body)))
+    let body: Vec<KanaalOut> = kanalen.iter().map(|k| representation(&base, k)).collect();
+    Ok(answer(StatusCode::OK, &body))
 }
 
 /// `GET /api/v1/kanaal/{uuid}`.
@@ -451,7 +551,7 @@ async fn read_kanaal(
         .ok_or_else(|| ZgwError::NotFound(format!("er is geen kanaal `{uuid}`")))?;
     Ok(answer(
         StatusCode::OK,
-        representation(&base_url(&state, &headers), &kanaal),
+        &representation(&base_url(&state, &headers), &kanaal),
     ))
 }
 
@@ -478,12 +578,9 @@ fn json_object(body: &[u8]) -> Result<Map<String, Value>, Vec<FieldError>> {
 }
 
 /// 201 with a created resource, its `url` also as `Location`.
-fn created(body: Value) -> Response {
-    let location = body["url"]
-        .as_str()
-        .and_then(|u| HeaderValue::try_from(u).ok());
+fn created(url: &str, body: &impl Serialize) -> Response {
     let mut response = answer(StatusCode::CREATED, body);
-    if let Some(url) = location {
+    if let Ok(url) = HeaderValue::try_from(url) {
         response.headers_mut().insert(LOCATION, url);
     }
     response
@@ -641,10 +738,8 @@ async fn create_kanaal(
     let entry = made.await.map_err(kanaal_refusal)?;
     let kanaal =
         Kanaal::of(&entry).ok_or_else(|| ZgwError::Internal("a kanaal reads back".into()))?;
-    Ok(created(representation(
-        &base_url(&state, &headers),
-        &kanaal,
-    )))
+    let body = representation(&base_url(&state, &headers), &kanaal);
+    Ok(created(&body.url, &body))
 }
 
 /// `PUT /api/v1/kanaal/{uuid}` (scope `notificaties.publiceren`, the client that registered
@@ -667,7 +762,8 @@ async fn change_kanaal(
         .ok_or_else(|| ZgwError::NotFound(format!("er is geen kanaal `{uuid}`")))?;
     if partial {
         // What a patch leaves out stays as it is.
-        let now = representation("", &existing);
+        let now = serde_json::to_value(representation("", &existing))
+            .map_err(|error| ZgwError::Internal(error.to_string()))?;
         for name in ["naam", "documentatieLink", "filters"] {
             if let (false, Some(value)) = (object.contains_key(name), now.get(name)) {
                 object.insert(name.to_owned(), value.clone());
@@ -703,7 +799,7 @@ async fn change_kanaal(
         Kanaal::of(&entry).ok_or_else(|| ZgwError::Internal("a kanaal reads back".into()))?;
     Ok(answer(
         StatusCode::OK,
-        representation(&base_url(&state, &headers), &kanaal),
+        &representation(&base_url(&state, &headers), &kanaal),
     ))
 }
 
@@ -925,25 +1021,29 @@ async fn document_json() -> Response {
 fn abonnement_representation(
     base: &str,
     abonnement: &knooppunt_services::zgw::Abonnement,
-) -> Value {
-    let kanalen: Vec<Value> = abonnement
-        .kanalen
-        .iter()
-        .map(|(naam, filters)| json!({"naam": naam, "filters": filters}))
-        .collect();
-    let cloudevent_filters: Vec<Value> = abonnement
-        .cloudevent_filters
-        .iter()
-        .map(|(substring, filters)| json!({"typeSubstring": substring, "filters": filters}))
-        .collect();
-    // `auth` is write-only: never returned.
-    json!({
-        "url": format!("{base}/api/v1/abonnement/{}", abonnement.id),
-        "callbackUrl": abonnement.callback_url,
-        "kanalen": kanalen,
-        "sendCloudevents": abonnement.send_cloudevents,
-        "cloudeventFilters": cloudevent_filters,
-    })
+) -> AbonnementOut {
+    AbonnementOut {
+        url: format!("{base}/api/v1/abonnement/{}", abonnement.id),
+        callback_url: abonnement.callback_url.clone(),
+        kanalen: abonnement
+            .kanalen
+            .iter()
+            .map(|(naam, filters)| FilterGroupOut {
+                naam: naam.clone(),
+                filters: filters.clone(),
+            })
+            .collect(),
+        send_cloudevents: abonnement.send_cloudevents,
+        cloudevent_filters: abonnement
+            .cloudevent_filters
+            .iter()
+            .map(|(substring, filters)| CloudeventFilterOut {
+                type_substring: substring.clone(),
+                filters: filters.clone(),
+            })
+            .collect(),
+        bezorging: None,
+    }
 }
 
 fn invalid(name: &str, code: &'static str, reason: impl Into<String>) -> ZgwError {
@@ -1212,7 +1312,7 @@ fn abonnement_action(
     caller: &ZgwCaller,
 ) -> knooppunt_services::audit::Action {
     let kanalen = knooppunt_services::zgw::abonnement_of(&state.catalog, stored)
-        .map(|abonnement| abonnement_representation(base, &abonnement)["kanalen"].clone());
+        .map(|abonnement| abonnement_representation(base, &abonnement).kanalen);
     knooppunt_services::audit::Action::new(
         name,
         format!("subscription/{}", stored.id),
@@ -1254,7 +1354,7 @@ async fn create_abonnement(
     let abonnement = knooppunt_services::zgw::abonnement_of(&state.catalog, &made.stored)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
     let body = abonnement_representation(&base, &abonnement);
-    Ok(created(body))
+    Ok(created(&body.url, &body))
 }
 
 /// The caller's abonnement `uuid`, or 404.
@@ -1303,7 +1403,7 @@ async fn list_abonnementen(
             _ => break,
         }
     }
-    Ok(answer(StatusCode::OK, Value::Array(list)))
+    Ok(answer(StatusCode::OK, &list))
 }
 
 /// `GET /api/v1/abonnement/{uuid}`.
@@ -1316,37 +1416,35 @@ async fn read_abonnement(
     caller.require_any(&[PUBLISH, CONSUME])?;
     let abonnement = own_abonnement(&state, &caller, &uuid)?;
     let mut body = abonnement_representation(&base_url(&state, &headers), &abonnement);
-    body["bezorging"] = delivery_state(&state, &uuid).await?;
-    Ok(answer(StatusCode::OK, body))
+    body.bezorging = Some(delivery_state(&state, &uuid).await?);
+    Ok(answer(StatusCode::OK, &body))
 }
 
 /// How an abonnement's deliveries go, for its client (`bezorging`, read-only; not in Open
 /// Notificaties, which shows nothing of it): the subscription's state, its backlog and
 /// dead letters, and its latest attempt.
-async fn delivery_state(state: &AppState, id: &str) -> Result<Value, ZgwError> {
-    let status = match state.subscriptions.get(id).map(|s| s.status.clone()) {
-        Some(knooppunt_store::Status::Active(_)) => json!({"status": "actief"}),
-        Some(knooppunt_store::Status::Pending { problem }) => {
-            json!({"status": "wachtend", "reden": problem})
-        }
+async fn delivery_state(state: &AppState, id: &str) -> Result<BezorgingOut, ZgwError> {
+    let (status, reden) = match state.subscriptions.get(id).map(|s| s.status.clone()) {
+        Some(knooppunt_store::Status::Active(_)) => ("actief", None),
+        Some(knooppunt_store::Status::Pending { problem }) => ("wachtend", problem),
         Some(knooppunt_store::Status::Disabled(why)) => {
-            json!({"status": "uitgeschakeld", "reden": why.reason()})
+            ("uitgeschakeld", Some(why.reason().to_owned()))
         }
-        None => json!({"status": "onbekend"}),
+        None => ("onbekend", None),
     };
     let queue = state.queue_stats_of(id).await?;
-    let mut body = status;
-    body["achterstand"] = json!(queue.as_ref().map_or(0, |q| q.pending));
-    body["dodeBrieven"] = json!(queue.as_ref().map_or(0, |q| q.dead_letters));
-    if let Some(last) = state.deliverer.last_delivery(id) {
-        body["laatstePoging"] = json!({
-            "tijdstip": knooppunt_event::timestamp::utc_timestamp(last.at),
-            "uitkomst": last.outcome,
-            "httpStatus": last.status,
-            "fout": last.error,
-        });
-    }
-    Ok(body)
+    Ok(BezorgingOut {
+        status,
+        reden,
+        achterstand: queue.as_ref().map_or(0, |q| q.pending),
+        dode_brieven: queue.as_ref().map_or(0, |q| q.dead_letters),
+        laatste_poging: state.deliverer.last_delivery(id).map(|last| PogingOut {
+            tijdstip: knooppunt_event::timestamp::utc_timestamp(last.at),
+            uitkomst: last.outcome,
+            http_status: last.status,
+            fout: last.error,
+        }),
+    })
 }
 
 /// `DELETE /api/v1/abonnement/{uuid}`: 204.
@@ -1430,7 +1528,7 @@ async fn update_abonnement(
     let abonnement = knooppunt_services::zgw::abonnement_of(&state.catalog, &replaced)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
     let body = abonnement_representation(&base, &abonnement);
-    Ok(answer(StatusCode::OK, body))
+    Ok(answer(StatusCode::OK, &body))
 }
 
 /// `PUT /api/v1/abonnement/{uuid}`: the whole abonnement again.
@@ -1465,7 +1563,8 @@ async fn patch_abonnement(
         .get(&uuid)
         .and_then(|s| s.protocol_settings.headers.get("Authorization").cloned())
         .unwrap_or_default();
-    let mut merged = abonnement_representation("", &current);
+    let mut merged = serde_json::to_value(abonnement_representation("", &current))
+        .map_err(|error| ZgwError::Internal(error.to_string()))?;
     merged["auth"] = json!(auth);
     for (name, value) in json_object(&body).map_err(ZgwError::Invalid)? {
         merged[name] = value;
