@@ -163,23 +163,62 @@ fn run(binary: &Path, args: &[String]) -> anyhow::Result<(String, f64)> {
 }
 
 /// A line's label (its text up to the first run of two spaces, or up to a `:`) and the
-/// first figure after it.
-fn figure(line: &str) -> Option<(String, f64)> {
+/// figures after it (each word that starts with a digit, read up to its unit: `34794/s`,
+/// `0.24`, `55%`).
+fn figures(line: &str) -> Option<(String, Vec<f64>)> {
     let line = line.trim();
     let split = line
         .find("  ")
         .or_else(|| line.find(": ").map(|at| at + 1))?;
     let (label, rest) = line.split_at(split);
     let label = label.trim().trim_end_matches(':');
-    let start = rest.find(|c: char| c.is_ascii_digit())?;
-    let number: String = rest[start..]
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.')
+    let numbers: Vec<f64> = rest
+        .split_whitespace()
+        .filter_map(|word| {
+            let number: String = word
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            number.parse().ok()
+        })
         .collect();
-    if label.is_empty() {
+    if label.is_empty() || numbers.is_empty() {
         return None;
     }
-    Some((label.to_owned(), number.parse().ok()?))
+    Some((label.to_owned(), numbers))
+}
+
+/// A table's heading: the names of its columns (a line of words only, two or more).
+fn columns(line: &str) -> Option<Vec<String>> {
+    let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+    let only_words = words
+        .iter()
+        .all(|word| !word.starts_with(|c: char| c.is_ascii_digit()));
+    (words.len() >= 2 && only_words && line.starts_with("   ")).then_some(words)
+}
+
+/// Every figure of an output, named by its line's label and, in a table, its column.
+fn named_figures(output: &str) -> Vec<(String, f64)> {
+    let mut heading: Option<Vec<String>> = None;
+    let mut named = Vec::new();
+    for line in output.lines() {
+        if let Some(words) = columns(line) {
+            heading = Some(words);
+            continue;
+        }
+        let Some((label, numbers)) = figures(line) else {
+            continue;
+        };
+        match &heading {
+            Some(names) if names.len() == numbers.len() && numbers.len() > 1 => {
+                for (name, number) in names.iter().zip(numbers) {
+                    named.push((format!("{label}, {name}"), number));
+                }
+            }
+            _ => named.push((label, numbers[0])),
+        }
+    }
+    named
 }
 
 pub(crate) fn compare(
@@ -235,14 +274,38 @@ thread_local! {
     static BASE_OUTPUT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
-/// The ratio (this / base) of the first figure of every line the two outputs print alike.
+/// The ratio (this / base) of every figure the two outputs print alike.
 fn ratios(base: &str, this: &str) {
-    let base: Vec<(String, f64)> = base.lines().filter_map(figure).collect();
-    for (label, value) in this.lines().filter_map(figure) {
+    let base = named_figures(base);
+    for (label, value) in named_figures(this) {
         if let Some((_, was)) = base.iter().find(|(l, _)| *l == label)
             && *was > 0.0
         {
             println!("   ratio {label}: {:.2}", value / was);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table's rows give a ratio per column; a line of its own, its first figure.
+    #[test]
+    fn figures_are_named_by_line_and_column() {
+        let output = "deliver: 16 publishing connections, 1 sinks\n\
+            \x20                                published     delivered        p50        p99   backlog\n\
+            plain forwarding hop               34794/s       34805/s    0.24 ms    0.43 ms         0\n\
+            knooppunt (durable, unordered)     20812/s       19154/s  336.57 ms  422.93 ms         0\n\
+            delivered: knooppunt / forwarding hop: 55%\n";
+        let named = named_figures(output);
+        assert!(named.contains(&("knooppunt (durable, unordered), delivered".into(), 19154.0)));
+        assert!(named.contains(&("knooppunt (durable, unordered), p99".into(), 422.93)));
+        assert!(named.contains(&("plain forwarding hop, published".into(), 34794.0)));
+        assert!(named.contains(&("delivered".into(), 55.0)));
+        assert_eq!(
+            named_figures("acked/s  55285\n"),
+            vec![("acked/s".into(), 55285.0)]
+        );
     }
 }
