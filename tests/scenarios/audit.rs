@@ -557,17 +557,7 @@ async fn the_head_is_signed_with_the_hubs_key() {
 #[tokio::test]
 async fn the_trail_reads_newest_first() {
     let hub = TestHub::start().await;
-    for n in 0..520 {
-        let created = hub
-            .call(
-                Method::POST,
-                "/v1/principals",
-                tokens::ADMIN,
-                Some(json!({"name": format!("p-{n}"), "roles": ["subscriber"]})),
-            )
-            .await;
-        assert_eq!(created.status, 201, "{}", created.body);
-    }
+    hub.create_principals(520).await;
     assert!(all_entries(&hub, tokens::ADMIN).await.len() >= 100);
     let mut newest_first = Vec::new();
     let mut path = "/v1/audit?order=newest&pageSize=200&name=principal".to_owned();

@@ -304,6 +304,22 @@ impl TestHub {
         format!("{scheme}://{}{path}", self.address)
     }
 
+    /// Creates `count` subscriber principals `p-0`, `p-1`, … as the admin: as many entries on
+    /// the audit trail (`principal.create`).
+    pub async fn create_principals(&self, count: usize) {
+        for n in 0..count {
+            let created = self
+                .call(
+                    reqwest::Method::POST,
+                    "/v1/principals",
+                    tokens::ADMIN,
+                    Some(serde_json::json!({"name": format!("p-{n}"), "roles": ["subscriber"]})),
+                )
+                .await;
+            assert_eq!(created.status, 201, "{}", created.body);
+        }
+    }
+
     /// Sends a request with a bearer token and, if given, a JSON body; returns the answer.
     pub async fn call(
         &self,

@@ -303,19 +303,23 @@ impl Answer {
         &self,
         visitor: &Visitor,
     ) -> Result<T, Response> {
-        T::deserialize(&self.body).map_err(|error| {
-            tracing::error!(%error, "The console could not read an answer of the API.");
-            layout::failure(visitor.lang, StatusCode::BAD_GATEWAY)
-        })
+        self.typed()
+            .ok_or_else(|| layout::failure(visitor.lang, StatusCode::BAD_GATEWAY))
     }
 
     /// A side answer read as `T` for a part of a page that shows a dash without it: none
     /// when the API refused (say, a subscription deleted meanwhile) or answered what the
     /// console cannot read (logged, as [`Answer::parse`]).
     pub(crate) fn read<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        // A refusal's body is a problem, not `T`: not read, not logged.
         if !self.ok() {
             return None;
         }
+        self.typed()
+    }
+
+    /// The body as `T`, or none (logged: the API and the console disagree).
+    fn typed<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
         T::deserialize(&self.body)
             .map_err(|error| {
                 tracing::error!(%error, "The console could not read an answer of the API.");

@@ -1025,14 +1025,7 @@ fn abonnement_representation(
     AbonnementOut {
         url: format!("{base}/api/v1/abonnement/{}", abonnement.id),
         callback_url: abonnement.callback_url.clone(),
-        kanalen: abonnement
-            .kanalen
-            .iter()
-            .map(|(naam, filters)| FilterGroupOut {
-                naam: naam.clone(),
-                filters: filters.clone(),
-            })
-            .collect(),
+        kanalen: kanalen_of(abonnement),
         send_cloudevents: abonnement.send_cloudevents,
         cloudevent_filters: abonnement
             .cloudevent_filters
@@ -1044,6 +1037,18 @@ fn abonnement_representation(
             .collect(),
         bezorging: None,
     }
+}
+
+/// An abonnement's kanalen with their filters, as the API shows them.
+fn kanalen_of(abonnement: &knooppunt_services::zgw::Abonnement) -> Vec<FilterGroupOut> {
+    abonnement
+        .kanalen
+        .iter()
+        .map(|(naam, filters)| FilterGroupOut {
+            naam: naam.clone(),
+            filters: filters.clone(),
+        })
+        .collect()
 }
 
 fn invalid(name: &str, code: &'static str, reason: impl Into<String>) -> ZgwError {
@@ -1304,15 +1309,15 @@ async fn checked_abonnement(
 }
 
 /// The audit entry of an abonnement made or changed (`name`): its callback (redacted), its
-/// kanalen as the API shows them (under `base`), and the client.
+/// kanalen as the API shows them, and the client.
 fn abonnement_action(
     name: knooppunt_services::audit::ActionName,
-    (state, base): (&AppState, &str),
+    state: &AppState,
     stored: &knooppunt_store::Subscription,
     caller: &ZgwCaller,
 ) -> knooppunt_services::audit::Action {
     let kanalen = knooppunt_services::zgw::abonnement_of(&state.catalog, stored)
-        .map(|abonnement| abonnement_representation(base, &abonnement).kanalen);
+        .map(|abonnement| kanalen_of(&abonnement));
     knooppunt_services::audit::Action::new(
         name,
         format!("subscription/{}", stored.id),
@@ -1344,7 +1349,7 @@ async fn create_abonnement(
         |stored| {
             abonnement_action(
                 knooppunt_services::audit::ActionName::AbonnementCreate,
-                (&state, &base),
+                &state,
                 stored,
                 &caller,
             )
@@ -1511,7 +1516,7 @@ async fn update_abonnement(
     let action = |stored: &knooppunt_store::Subscription, _| {
         abonnement_action(
             knooppunt_services::audit::ActionName::AbonnementUpdate,
-            (state, &base),
+            state,
             stored,
             caller,
         )
