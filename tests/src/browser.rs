@@ -309,6 +309,23 @@ impl Browser {
         }
     }
 
+    /// Waits up to `within` for the address to contain `part` (a form's answer page loaded,
+    /// not the page the form was on).
+    pub async fn wait_for_url(&self, part: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let url = self.url().await;
+            if url.contains(part) {
+                return url;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the address stayed {url}, without `{part}`"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Runs a script in the page; what it returns.
     pub async fn execute(&self, script: &str, args: Value) -> Value {
         self.post("/execute/sync", json!({"script": script, "args": args}))
