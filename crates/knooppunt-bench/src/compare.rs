@@ -8,10 +8,14 @@
 //! and the machine CPU (user and system, from `/proc/self/stat` of this process's waited-for
 //! children) each run used.
 //!
-//! Each side's `ingest` runs its own load client, so a client that got dearer shows as a
-//! slower hub on a machine whose cores the two share. The workload `ingest-one-client`,
-//! which `compare` runs itself, puts each side's hub alone (`hub-process`: a fresh store,
-//! no subscriptions) under this tree's client instead.
+//! Each side's `ingest` runs its own load client, and a client that changed changes the
+//! figure: `e663a56`'s client gives every load run the same event ids, so after its warm-up
+//! a third of its measured events were duplicates (answered without being written), which
+//! made its hub look faster than it was. The workload `ingest-one-client`, which `compare`
+//! runs itself, measures each side's hub (`hub-process`: a fresh store and `--subscriptions`
+//! subscriptions, 100 by default, like `ingest`'s) and then this tree's trivial axum server
+//! under this tree's client: every event new, and each hub's share of the trivial server
+//! measured beside it.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -20,74 +24,131 @@ use std::process::{Command, Stdio};
 /// The workload that meets both hubs with the same client (see the module's text).
 const ONE_CLIENT: &str = "ingest-one-client";
 
-/// `binary`'s hub alone under `client`'s load (64 connections, 1 KiB events, 3 s of
-/// warm-up, then `seconds`): acknowledged events/s and the hub's CPU per event.
-fn one_client(binary: &Path, client: &Path, seconds: u64) -> anyhow::Result<String> {
+/// `binary`'s hub alone with `subscriptions` subscriptions, then this tree's trivial axum
+/// server, each under `client`'s load (64 connections, 1 KiB events, 3 s of warm-up, then
+/// `seconds`): acknowledged events/s, the hub's CPU per event and its share of the trivial
+/// server.
+fn one_client(
+    binary: &Path,
+    client: &Path,
+    seconds: u64,
+    subscriptions: usize,
+) -> anyhow::Result<String> {
+    let load = |url: &str, seconds: u64, expect: &str| -> anyhow::Result<f64> {
+        let output = Command::new(client)
+            .args(["load", "--url", url, "--seconds", &seconds.to_string()])
+            .args(["--connections", "64", "--event-bytes", "1024"])
+            .args(["--token", crate::TOKEN, "--expect", expect])
+            .output()?;
+        anyhow::ensure!(
+            output.status.success(),
+            "the load failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        let summary: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+        Ok(summary["acknowledged"].as_f64().unwrap_or(0.0) / seconds as f64)
+    };
     let data = tempfile::tempdir()?;
-    let mut hub = Command::new(binary)
-        .args(["hub-process", "--data"])
-        .arg(data.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut base = String::new();
-    if let Some(stdout) = hub.stdout.take() {
-        std::io::BufReader::new(stdout).read_line(&mut base)?;
+    let mut hub = Served::start(
+        Command::new(binary)
+            .args(["hub-process", "--data"])
+            .arg(data.path()),
+    )?;
+    let stat = format!("/proc/{}/stat", hub.0.id());
+    let url = format!("{}/v1/events", hub.1);
+    for body in crate::ingest_subscriptions(subscriptions) {
+        let status = post(&hub.1, "/v1/subscriptions", &body.to_string())?;
+        anyhow::ensure!(status == 201, "creating a subscription answered {status}");
     }
-    let base = base.trim();
-    let stat = format!("/proc/{}/stat", hub.id());
-    let measured = (|| {
-        anyhow::ensure!(base.starts_with("http://"), "the hub printed {base:?}");
-        let url = format!("{base}/v1/events");
-        let load = |seconds: u64| -> anyhow::Result<serde_json::Value> {
-            let seconds = seconds.to_string();
-            let args = [
-                "load",
-                "--url",
-                &url,
-                "--seconds",
-                &seconds,
-                "--connections",
-                "64",
-            ];
-            let output = Command::new(client)
-                .args(args)
-                .args([
-                    "--event-bytes",
-                    "1024",
-                    "--token",
-                    crate::TOKEN,
-                    "--expect",
-                    "202",
-                ])
-                .output()?;
-            anyhow::ensure!(
-                output.status.success(),
-                "the load failed: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-            Ok(serde_json::from_slice(&output.stdout)?)
-        };
-        load(3)?;
-        let before = crate::proc_cpu(&stat, 14);
-        let summary = load(seconds)?;
-        let cpu = crate::proc_cpu(&stat, 14) - before;
-        let acknowledged = summary["acknowledged"].as_f64().unwrap_or(0.0);
-        let per_event = if acknowledged > 0.0 {
-            cpu * 1e6 / acknowledged
+    load(&url, 3, "202")?;
+    let before = crate::proc_cpu(&stat, 14);
+    let rate = load(&url, seconds, "202")?;
+    let cpu = crate::proc_cpu(&stat, 14) - before;
+    hub.stop();
+    let per_event = if rate > 0.0 {
+        cpu * 1e6 / (rate * seconds as f64)
+    } else {
+        0.0
+    };
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let mut trivial = Served::start(
+        Command::new(client)
+            .args(["trivial-server", "--listen"])
+            .arg(listen.to_string()),
+    )?;
+    let url = format!("http://{listen}/");
+    load(&url, 3, "204")?;
+    let trivial_rate = load(&url, seconds, "204")?;
+    trivial.stop();
+    Ok(format!(
+        "the hub alone, then trivial axum, under one client, {seconds} s, \
+         {subscriptions} subscriptions\n\
+         acked/s  {rate:.0}\n\
+         hub CPU per event (µs)  {per_event:.1}\n\
+         trivial axum acked/s  {trivial_rate:.0}\n\
+         hub / trivial axum (%)  {:.0}\n",
+        if trivial_rate > 0.0 {
+            rate * 100.0 / trivial_rate
         } else {
             0.0
+        }
+    ))
+}
+
+/// A server in a child process and the address its first line names (`http://…`); killed
+/// when dropped.
+struct Served(std::process::Child, String);
+
+impl Served {
+    fn start(command: &mut Command) -> anyhow::Result<Self> {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut line = String::new();
+        if let Some(stdout) = child.stdout.take() {
+            std::io::BufReader::new(stdout).read_line(&mut line)?;
+        }
+        let mut served = Served(child, String::new());
+        let Some(at) = line.find("http://") else {
+            anyhow::bail!("the server printed {:?}", line.trim());
         };
-        Ok(format!(
-            "the hub alone under one client, {seconds} s, no subscriptions\n\
-             acked/s  {:.0}\n\
-             hub CPU per event (µs)  {per_event:.1}\n",
-            summary["rate"].as_f64().unwrap_or(0.0)
-        ))
-    })();
-    let _ = hub.kill();
-    let _ = hub.wait();
-    measured
+        let address = line[at..].split_whitespace().next().unwrap_or_default();
+        served.1 = address.trim_end_matches('/').to_owned();
+        Ok(served)
+    }
+
+    fn stop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// POSTs `body` (JSON) to `base` + `path` with the bench's token; the answer's status.
+fn post(base: &str, path: &str, body: &str) -> anyhow::Result<u16> {
+    use std::io::{Read, Write};
+    let address = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address)?;
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        crate::TOKEN,
+        body.len()
+    )?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("an answer that is not HTTP: {answer:?}"))
 }
 
 /// The CPU time (user + system, seconds) of this process's waited-for descendants.
@@ -241,7 +302,12 @@ pub(crate) fn compare(
                 println!("== {workload}, round {round}: {name}");
                 let (output, cpu) = if workload == ONE_CLIENT {
                     let before = children_cpu();
-                    let output = one_client(binary, &current, seconds(extra))?;
+                    let output = one_client(
+                        binary,
+                        &current,
+                        flag(extra, "--seconds", 8),
+                        flag(extra, "--subscriptions", 100),
+                    )?;
                     (output, children_cpu() - before)
                 } else {
                     run(binary, &args)?
@@ -260,14 +326,14 @@ pub(crate) fn compare(
     Ok(())
 }
 
-/// The `--seconds` among the extra arguments; 8 when none.
-fn seconds(extra: &[String]) -> u64 {
+/// The value of `name` among the extra arguments; `default` when absent.
+fn flag<T: std::str::FromStr>(extra: &[String], name: &str, default: T) -> T {
     extra
         .iter()
-        .position(|arg| arg == "--seconds")
+        .position(|arg| arg == name)
         .and_then(|at| extra.get(at + 1))
         .and_then(|value| value.parse().ok())
-        .unwrap_or(8)
+        .unwrap_or(default)
 }
 
 thread_local! {

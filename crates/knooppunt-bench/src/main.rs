@@ -272,9 +272,15 @@ enum Workload {
     Compare {
         /// The commit to compare with (the one the issue started from).
         reference: String,
-        /// The workloads, comma-separated (`ingest-one-client`: each side's hub alone under this
-        /// tree's load client).
-        #[arg(long, default_value = "ingest,deliver", value_delimiter = ',')]
+        /// The workloads, comma-separated. `ingest-one-client`: each side's hub (with
+        /// `--subscriptions`, 100 by default), then trivial axum, under this tree's load
+        /// client, every event new (older clients repeated their warm-up's event ids, so
+        /// part of what they measured were duplicates).
+        #[arg(
+            long,
+            default_value = "ingest-one-client,deliver",
+            value_delimiter = ','
+        )]
         workloads: Vec<String>,
         /// How many times each runs with each binary, alternately.
         #[arg(long, default_value_t = 2)]
