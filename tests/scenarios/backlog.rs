@@ -439,7 +439,10 @@ async fn dead_letters_past_their_retention_are_removed_with_their_events() {
     options.ingest.retention = Duration::from_millis(1);
     options.ingest.dedupe_window = Duration::from_millis(1);
     options.ingest.sweep_interval = Duration::from_millis(50);
-    let store = knooppunt_store_embedded::SledOptions { segment_bytes: 1 };
+    let store = knooppunt_store_embedded::SledOptions {
+        segment_bytes: 1,
+        ..Default::default()
+    };
     let hub = TestHub::start_with_options_and_store(options, store).await;
     // A sink that refuses every event as malformed: each becomes a dead letter at once.
     let refusing = Sink::start().await;

@@ -442,7 +442,10 @@ async fn unmatched_events_are_accepted_counted_and_swept_after_retention() {
         ..IngestOptions::default()
     };
     // One event per log segment, so that retention removes single events.
-    let store = knooppunt_store_embedded::SledOptions { segment_bytes: 1 };
+    let store = knooppunt_store_embedded::SledOptions {
+        segment_bytes: 1,
+        ..Default::default()
+    };
     let hub = TestHub::start_with_store(ingest, store).await;
     let subscription = subscribe_to_type(&hub).await;
     let mut other = event("u-1");

@@ -297,7 +297,10 @@ async fn a_cursor_past_retention_answers_410_with_the_oldest_cursor() {
         ..Default::default()
     };
     // One event per log segment, so that retention removes single events.
-    let store = knooppunt_store_embedded::SledOptions { segment_bytes: 1 };
+    let store = knooppunt_store_embedded::SledOptions {
+        segment_bytes: 1,
+        ..Default::default()
+    };
     let hub = TestHub::start_with_store(ingest, store).await;
     let created = create_pull(&hub, tokens::GEMEENTE).await;
     let id = created["id"].as_str().unwrap().to_owned();

@@ -210,7 +210,7 @@ pub fn restore(input: &mut dyn Read, to: &Path) -> Result<BackupSummary, StoreEr
     if magic != MAGIC {
         return Err(unreadable("it does not start as one"));
     }
-    let db = crate::open_sled(to)?;
+    let db = crate::open_sled(to, crate::DEFAULT_CACHE_BYTES)?;
     loop {
         let mut tag = [0u8; 1];
         input.read_exact(&mut tag).map_err(unreadable)?;

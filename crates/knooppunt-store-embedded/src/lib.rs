@@ -57,18 +57,28 @@ use knooppunt_store::{
 /// A new segment is started once the active one is this large.
 const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 
+/// sled's own default is 1 GiB, which it fills with every page written (receipts, the
+/// audit trail) until then: 16 MiB keeps the records' hot pages (the latest receipts and
+/// audit entries, the subscriptions being changed) and bounds the rest; the registry keeps
+/// every subscription in memory of its own (issue 41, `fanout` in BENCHMARKS.md).
+const DEFAULT_CACHE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Settings of the embedded store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SledOptions {
     /// The size at which the event log starts a new segment; retention deletes whole
     /// segments.
     pub segment_bytes: u64,
+    /// The most memory sled keeps of the records' pages (subscriptions, principals, receipts,
+    /// the audit trail, …) before it evicts the least recently used.
+    pub cache_bytes: u64,
 }
 
 impl Default for SledOptions {
     fn default() -> Self {
         SledOptions {
             segment_bytes: DEFAULT_SEGMENT_BYTES,
+            cache_bytes: DEFAULT_CACHE_BYTES,
         }
     }
 }
@@ -198,7 +208,7 @@ fn encode_principal(principal: &StoredPrincipal) -> Vec<u8> {
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Opens sled in `directory`, waiting up to [`LOCK_WAIT`] for its lock.
-fn open_sled(directory: &Path) -> Result<sled::Db, StoreError> {
+fn open_sled(directory: &Path, cache_bytes: u64) -> Result<sled::Db, StoreError> {
     // sled reports a held lock as an `Other` I/O error with this text.
     let locked = |error: &sled::Error| {
         matches!(error, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock
@@ -213,6 +223,7 @@ fn open_sled(directory: &Path) -> Result<sled::Db, StoreError> {
         match sled::Config::new()
             .path(directory)
             .flush_every_ms(None)
+            .cache_capacity(cache_bytes)
             .open()
         {
             Ok(db) => return Ok(db),
@@ -244,7 +255,7 @@ impl EmbeddedStore {
 
     /// Opens (or creates) the store in `directory`, replaying the event log.
     pub fn open_with(directory: &Path, options: SledOptions) -> Result<EmbeddedStore, StoreError> {
-        let db = open_sled(directory)?;
+        let db = open_sled(directory, options.cache_bytes)?;
         let tree = |name: &str| db.open_tree(name).map_err(backend);
         let trees = Trees {
             subscriptions: tree("subscriptions")?,

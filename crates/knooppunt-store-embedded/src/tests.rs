@@ -109,7 +109,15 @@ async fn appended_events_survive_reopening() {
 async fn the_sweep_removes_only_finished_events_past_retention() {
     let dir = tempfile::tempdir().unwrap();
     // One event per segment, so that retention can remove single events.
-    let store = store_with(dir.path(), &["s"], SledOptions { segment_bytes: 1 }).await;
+    let store = store_with(
+        dir.path(),
+        &["s"],
+        SledOptions {
+            segment_bytes: 1,
+            ..SledOptions::default()
+        },
+    )
+    .await;
     let unmatched = store
         .append_events(vec![event("1", &[])], 0, HOUR)
         .await
@@ -226,7 +234,15 @@ async fn duplicate_detection_is_rebuilt_from_the_log() {
 #[tokio::test]
 async fn segments_outlive_retention_while_the_duplicate_window_needs_them() {
     let dir = tempfile::tempdir().unwrap();
-    let store = store_with(dir.path(), &["s"], SledOptions { segment_bytes: 1 }).await;
+    let store = store_with(
+        dir.path(),
+        &["s"],
+        SledOptions {
+            segment_bytes: 1,
+            ..SledOptions::default()
+        },
+    )
+    .await;
     store
         .append_events(vec![event("1", &[])], 0, 10 * HOUR)
         .await
@@ -350,6 +366,7 @@ async fn a_backup_taken_while_appending_restores_a_whole_store() {
     let dir = tempfile::tempdir().unwrap();
     let options = SledOptions {
         segment_bytes: 4 * 1024,
+        ..SledOptions::default()
     };
     let store = store_with(&dir.path().join("live"), &["s"], options).await;
     for i in 0..200 {
