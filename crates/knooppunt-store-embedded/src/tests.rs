@@ -463,3 +463,34 @@ fn an_incomplete_or_hostile_backup_is_refused() {
     let error = restore(&mut bytes.as_slice(), &used).unwrap_err();
     assert!(error.to_string().contains("not empty"), "{error}");
 }
+
+/// sled's cache is bounded ([`SledOptions::cache_bytes`]): records far past it are evicted
+/// from memory, not lost, and read back whole after a reopen.
+#[tokio::test]
+async fn records_far_past_the_cache_are_kept_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SledOptions {
+        cache_bytes: 64 * 1024,
+        ..SledOptions::default()
+    };
+    let label = |i: usize| format!("{i}:{}", "x".repeat(1000));
+    {
+        let store = EmbeddedStore::open_with(dir.path(), options).unwrap();
+        // About 3 MB of subscriptions, 48 times the cache.
+        for i in 0..3000 {
+            let mut subscription = subscription(&format!("s{i:04}"));
+            subscription.label = Some(label(i));
+            store.insert_subscription(&subscription).await.unwrap();
+        }
+        let all = store.subscriptions().await.unwrap();
+        assert_eq!(all.len(), 3000);
+    }
+    let store = EmbeddedStore::open_with(dir.path(), options).unwrap();
+    let mut all = store.subscriptions().await.unwrap();
+    all.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(all.len(), 3000);
+    for (i, subscription) in all.iter().enumerate() {
+        assert_eq!(subscription.id, format!("s{i:04}"));
+        assert_eq!(subscription.label.as_deref(), Some(label(i).as_str()));
+    }
+}
