@@ -34,7 +34,8 @@ fn one_client(
     seconds: u64,
     subscriptions: usize,
 ) -> anyhow::Result<String> {
-    let load = |url: &str, seconds: u64, expect: &str| -> anyhow::Result<f64> {
+    // The rate and the count acknowledged.
+    let load = |url: &str, seconds: u64, expect: &str| -> anyhow::Result<(f64, f64)> {
         let output = Command::new(client)
             .args(["load", "--url", url, "--seconds", &seconds.to_string()])
             .args(["--connections", "64", "--event-bytes", "1024"])
@@ -46,7 +47,8 @@ fn one_client(
             String::from_utf8_lossy(&output.stderr).trim()
         );
         let summary: serde_json::Value = serde_json::from_slice(&output.stdout)?;
-        Ok(summary["acknowledged"].as_f64().unwrap_or(0.0) / seconds as f64)
+        let figure = |name: &str| summary[name].as_f64().unwrap_or(0.0);
+        Ok((figure("rate"), figure("acknowledged")))
     };
     let data = tempfile::tempdir()?;
     let mut hub = Served::start(
@@ -54,19 +56,19 @@ fn one_client(
             .args(["hub-process", "--data"])
             .arg(data.path()),
     )?;
-    let stat = format!("/proc/{}/stat", hub.0.id());
-    let url = format!("{}/v1/events", hub.1);
+    let stat = format!("/proc/{}/stat", hub.child.id());
+    let url = format!("{}/v1/events", hub.base);
     for body in crate::ingest_subscriptions(subscriptions) {
-        let status = post(&hub.1, "/v1/subscriptions", &body.to_string())?;
+        let status = post(&hub.base, "/v1/subscriptions", &body.to_string())?;
         anyhow::ensure!(status == 201, "creating a subscription answered {status}");
     }
     load(&url, 3, "202")?;
     let before = crate::proc_cpu(&stat, 14);
-    let rate = load(&url, seconds, "202")?;
+    let (rate, acknowledged) = load(&url, seconds, "202")?;
     let cpu = crate::proc_cpu(&stat, 14) - before;
     hub.stop();
-    let per_event = if rate > 0.0 {
-        cpu * 1e6 / (rate * seconds as f64)
+    let per_event = if acknowledged > 0.0 {
+        cpu * 1e6 / acknowledged
     } else {
         0.0
     };
@@ -78,7 +80,7 @@ fn one_client(
     )?;
     let url = format!("http://{listen}/");
     load(&url, 3, "204")?;
-    let trivial_rate = load(&url, seconds, "204")?;
+    let (trivial_rate, _) = load(&url, seconds, "204")?;
     trivial.stop();
     Ok(format!(
         "the hub alone, then trivial axum, under one client, {seconds} s, \
@@ -95,9 +97,12 @@ fn one_client(
     ))
 }
 
-/// A server in a child process and the address its first line names (`http://…`); killed
-/// when dropped.
-struct Served(std::process::Child, String);
+/// A server in a child process, killed when dropped.
+struct Served {
+    child: std::process::Child,
+    /// The address its first line names (`http://…`).
+    base: String,
+}
 
 impl Served {
     fn start(command: &mut Command) -> anyhow::Result<Self> {
@@ -109,18 +114,21 @@ impl Served {
         if let Some(stdout) = child.stdout.take() {
             std::io::BufReader::new(stdout).read_line(&mut line)?;
         }
-        let mut served = Served(child, String::new());
+        let mut served = Served {
+            child,
+            base: String::new(),
+        };
         let Some(at) = line.find("http://") else {
             anyhow::bail!("the server printed {:?}", line.trim());
         };
         let address = line[at..].split_whitespace().next().unwrap_or_default();
-        served.1 = address.trim_end_matches('/').to_owned();
+        served.base = address.trim_end_matches('/').to_owned();
         Ok(served)
     }
 
     fn stop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -52,6 +52,14 @@ fn event(id: &str, subscriptions: &[&str]) -> NewEvent {
 
 const HOUR: u64 = 3_600_000;
 
+/// Segments of one event each, so that retention can remove single events.
+fn one_event_per_segment() -> SledOptions {
+    SledOptions {
+        segment_bytes: 1,
+        ..SledOptions::default()
+    }
+}
+
 /// One copy of an event serves all its deliveries (the trait asks it of every backend).
 #[tokio::test]
 async fn an_event_is_read_once_for_all_its_deliveries() {
@@ -109,15 +117,7 @@ async fn appended_events_survive_reopening() {
 async fn the_sweep_removes_only_finished_events_past_retention() {
     let dir = tempfile::tempdir().unwrap();
     // One event per segment, so that retention can remove single events.
-    let store = store_with(
-        dir.path(),
-        &["s"],
-        SledOptions {
-            segment_bytes: 1,
-            ..SledOptions::default()
-        },
-    )
-    .await;
+    let store = store_with(dir.path(), &["s"], one_event_per_segment()).await;
     let unmatched = store
         .append_events(vec![event("1", &[])], 0, HOUR)
         .await
@@ -234,15 +234,7 @@ async fn duplicate_detection_is_rebuilt_from_the_log() {
 #[tokio::test]
 async fn segments_outlive_retention_while_the_duplicate_window_needs_them() {
     let dir = tempfile::tempdir().unwrap();
-    let store = store_with(
-        dir.path(),
-        &["s"],
-        SledOptions {
-            segment_bytes: 1,
-            ..SledOptions::default()
-        },
-    )
-    .await;
+    let store = store_with(dir.path(), &["s"], one_event_per_segment()).await;
     store
         .append_events(vec![event("1", &[])], 0, 10 * HOUR)
         .await
