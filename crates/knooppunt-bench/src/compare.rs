@@ -307,6 +307,7 @@ pub(crate) fn compare(
         args.extend(extra.iter().cloned());
         for round in 1..=rounds {
             for (name, binary) in [(reference, &base), (this.as_str(), &current)] {
+                settle();
                 println!("== {workload}, round {round}: {name}");
                 let (output, cpu) = if workload == ONE_CLIENT {
                     let before = children_cpu();
@@ -332,6 +333,15 @@ pub(crate) fn compare(
         }
     }
     Ok(())
+}
+
+/// Lets the last run's writes reach the disk before the next run starts: a run that left
+/// hundreds of MB of log behind (e663a56's `deliver` at 16 sinks) otherwise slowed the
+/// next one's `fdatasync`s while the kernel wrote them back (0.82-0.84x at 16 sinks
+/// without this, 0.98x with it).
+fn settle() {
+    let _ = Command::new("sync").status();
+    std::thread::sleep(std::time::Duration::from_secs(3));
 }
 
 /// The value of `name` among the extra arguments; `default` when absent.
