@@ -335,10 +335,10 @@ pub(crate) fn compare(
     Ok(())
 }
 
-/// Lets the last run's writes reach the disk before the next run starts: a run that left
-/// hundreds of MB of log behind (e663a56's `deliver` at 16 sinks) otherwise slowed the
-/// next one's `fdatasync`s while the kernel wrote them back (0.82-0.84x at 16 sinks
-/// without this, 0.98x with it).
+/// Lets the last run's writes reach the disk before the next run starts: the run after
+/// one that left a large log behind (e663a56's `deliver` at 16 sinks, its publishers not
+/// paced) was slower, most likely its `fdatasync`s while the kernel wrote that log back
+/// (0.82-0.84x at 16 sinks without this, 0.98x with it).
 fn settle() {
     let _ = Command::new("sync").status();
     std::thread::sleep(std::time::Duration::from_secs(3));
