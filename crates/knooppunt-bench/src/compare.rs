@@ -16,6 +16,12 @@
 //! subscriptions, 100 by default, like `ingest`'s) and then this tree's trivial axum server
 //! under this tree's client: every event new, and each hub's share of the trivial server
 //! measured beside it.
+//!
+//! Each side's `deliver` counts what arrives while its publishers publish, and `e663a56`'s
+//! hub acknowledges faster than it delivers (a backlog that drains after the count) where
+//! this tree's paces its publishers: at 16 sinks the two figures varied 0.59-1.49x from
+//! round to round. The workload `deliver-one-client` gives both hubs the same client and
+//! sinks and counts every delivery of what was published, to the last.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -23,6 +29,10 @@ use std::process::{Command, Stdio};
 
 /// The workload that meets both hubs with the same client (see the module's text).
 const ONE_CLIENT: &str = "ingest-one-client";
+
+/// The workload that meets both hubs' delivery with the same client and sinks (see
+/// [`deliver_one_client`]).
+const DELIVER_ONE_CLIENT: &str = "deliver-one-client";
 
 /// `binary`'s hub alone with `subscriptions` subscriptions, then this tree's trivial axum
 /// server, each under `client`'s load (64 connections, 1 KiB events, 3 s of warm-up, then
@@ -34,22 +44,7 @@ fn one_client(
     seconds: u64,
     subscriptions: usize,
 ) -> anyhow::Result<String> {
-    // The rate and the count acknowledged.
-    let load = |url: &str, seconds: u64, expect: &str| -> anyhow::Result<(f64, f64)> {
-        let output = Command::new(client)
-            .args(["load", "--url", url, "--seconds", &seconds.to_string()])
-            .args(["--connections", "64", "--event-bytes", "1024"])
-            .args(["--token", crate::TOKEN, "--expect", expect])
-            .output()?;
-        anyhow::ensure!(
-            output.status.success(),
-            "the load failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-        let summary: serde_json::Value = serde_json::from_slice(&output.stdout)?;
-        let figure = |name: &str| summary[name].as_f64().unwrap_or(0.0);
-        Ok((figure("rate"), figure("acknowledged")))
-    };
+    let load = |url: &str, seconds: u64, expect: &str| load(client, url, seconds, 64, expect, None);
     let data = tempfile::tempdir()?;
     let mut hub = Served::start(
         Command::new(binary)
@@ -59,7 +54,7 @@ fn one_client(
     let stat = format!("/proc/{}/stat", hub.child.id());
     let url = format!("{}/v1/events", hub.base);
     for body in crate::ingest_subscriptions(subscriptions) {
-        let status = post(&hub.base, "/v1/subscriptions", &body.to_string())?;
+        let (status, _) = request(&hub.base, "POST", "/v1/subscriptions", &body.to_string())?;
         anyhow::ensure!(status == 201, "creating a subscription answered {status}");
     }
     load(&url, 3, "202")?;
@@ -94,6 +89,122 @@ fn one_client(
         } else {
             0.0
         }
+    ))
+}
+
+/// `client`'s load on `url` for `seconds` over `connections` connections (1 KiB events, at
+/// `rate` events/s if given, else as fast as answered): the rate and the count answered with
+/// `expect`.
+fn load(
+    client: &Path,
+    url: &str,
+    seconds: u64,
+    connections: usize,
+    expect: &str,
+    rate: Option<f64>,
+) -> anyhow::Result<(f64, f64)> {
+    let mut command = Command::new(client);
+    command
+        .args(["load", "--url", url, "--seconds", &seconds.to_string()])
+        .args([
+            "--connections",
+            &connections.to_string(),
+            "--event-bytes",
+            "1024",
+        ])
+        .args(["--token", crate::TOKEN, "--expect", expect]);
+    if let Some(rate) = rate {
+        command.args(["--rate", &rate.to_string()]);
+    }
+    let output = command.output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "the load failed: {}",
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    let figure = |name: &str| summary[name].as_f64().unwrap_or(0.0);
+    Ok((figure("rate"), figure("acknowledged")))
+}
+
+/// `binary`'s hub alone (`hub-process`) with one subscription per sink, every event matching
+/// each; the sinks in a process of this tree (`sink-process`), and this tree's load client
+/// (16 connections, 1 KiB events, every event new; at `rate` events/s if given). After a
+/// warm-up delivered in full, `seconds` of publishing and every delivery of what was
+/// published: deliveries/s from the first publish to the last delivery, and the hub's CPU
+/// per delivery over that time. Both hubs get the same work to finish whatever their pacing
+/// (`e663a56` acknowledges faster than it delivers, this tree paces its publishers), so the
+/// time to finish it and the CPU it took compare like for like.
+fn deliver_one_client(
+    binary: &Path,
+    client: &Path,
+    seconds: u64,
+    sinks: usize,
+    rate: Option<f64>,
+) -> anyhow::Result<String> {
+    let counted =
+        Served::start(Command::new(client).args(["sink-process", "--sinks", &sinks.to_string()]))?;
+    let delivered = || -> anyhow::Result<f64> {
+        let (status, body) = request(&counted.base, "GET", "/", "")?;
+        anyhow::ensure!(status == 200, "the sinks' count answered {status}");
+        Ok(body.trim().parse()?)
+    };
+    let (_, urls) = request(&counted.base, "GET", "/sinks", "")?;
+    let urls: Vec<String> = urls.lines().map(str::to_owned).collect();
+    anyhow::ensure!(
+        urls.len() == sinks,
+        "the sink process named {} sinks",
+        urls.len()
+    );
+    let data = tempfile::tempdir()?;
+    let mut hub = Served::start(
+        Command::new(binary)
+            .args(["hub-process", "--data"])
+            .arg(data.path()),
+    )?;
+    let stat = format!("/proc/{}/stat", hub.child.id());
+    let url = format!("{}/v1/events", hub.base);
+    for body in crate::deliver_subscriptions(&urls) {
+        let (status, _) = request(&hub.base, "POST", "/v1/subscriptions", &body.to_string())?;
+        anyhow::ensure!(status == 201, "creating a subscription answered {status}");
+    }
+    // Until `expected` deliveries arrived in all (at most a minute); when the last did.
+    let all_in = |expected: f64| -> anyhow::Result<std::time::Instant> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let now = delivered()?;
+            if now >= expected {
+                return Ok(std::time::Instant::now());
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "{now} of {expected} deliveries arrived in a minute"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    let (_, warm) = load(client, &url, 2, 16, "202", rate)?;
+    all_in(warm * sinks as f64)?;
+    let before = delivered()?;
+    let cpu_before = crate::proc_cpu(&stat, 14);
+    let started = std::time::Instant::now();
+    let (published, acknowledged) = load(client, &url, seconds, 16, "202", rate)?;
+    let deliveries = acknowledged * sinks as f64;
+    let finished = all_in(before + deliveries)?;
+    let cpu = crate::proc_cpu(&stat, 14) - cpu_before;
+    hub.stop();
+    let took = finished.duration_since(started).as_secs_f64();
+    Ok(format!(
+        "each side's hub in its own process, {sinks} sinks in another, under one client \
+         (16 connections, 1 KiB events{}), {seconds} s, then until every delivery arrived\n\
+         published/s  {published:.0}\n\
+         deliveries/s, first publish to last delivery  {:.0}\n\
+         seconds to the last delivery  {took:.2}\n\
+         hub CPU per delivery (µs)  {:.2}\n",
+        rate.map(|rate| format!(", {rate:.0}/s"))
+            .unwrap_or_default(),
+        deliveries / took,
+        cpu * 1e6 / deliveries.max(1.0),
     ))
 }
 
@@ -138,25 +249,31 @@ impl Drop for Served {
     }
 }
 
-/// POSTs `body` (JSON) to `base` + `path` with the bench's token; the answer's status.
-fn post(base: &str, path: &str, body: &str) -> anyhow::Result<u16> {
+/// `method` (`body`: JSON) on `base` + `path` with the bench's token; the answer's status
+/// and body.
+fn request(base: &str, method: &str, path: &str, body: &str) -> anyhow::Result<(u16, String)> {
     use std::io::{Read, Write};
     let address = base.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(address)?;
     write!(
         stream,
-        "POST {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         crate::TOKEN,
         body.len()
     )?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer)?;
-    answer
+    let status = answer
         .split(' ')
         .nth(1)
         .and_then(|status| status.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("an answer that is not HTTP: {answer:?}"))
+        .ok_or_else(|| anyhow::anyhow!("an answer that is not HTTP: {answer:?}"))?;
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, body)| body)
+        .to_owned();
+    Ok((status, body))
 }
 
 /// The CPU time (user + system, seconds) of this process's waited-for descendants.
@@ -316,6 +433,19 @@ pub(crate) fn compare(
                         &current,
                         flag(extra, "--seconds", 8),
                         flag(extra, "--subscriptions", 100),
+                    )?;
+                    (output, children_cpu() - before)
+                } else if workload == DELIVER_ONE_CLIENT {
+                    let before = children_cpu();
+                    let output = deliver_one_client(
+                        binary,
+                        &current,
+                        flag(extra, "--seconds", 5),
+                        flag(extra, "--sinks", 16),
+                        extra
+                            .iter()
+                            .any(|arg| arg == "--rate")
+                            .then(|| flag(extra, "--rate", 0.0)),
                     )?;
                     (output, children_cpu() - before)
                 } else {

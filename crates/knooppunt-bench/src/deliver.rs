@@ -185,3 +185,38 @@ pub(crate) async fn drain(record: &Record, expected: u64, limit: Duration) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+async fn counting_sink(State(count): State<Arc<AtomicU64>>, method: Method, _: Bytes) -> Response {
+    if method == Method::OPTIONS {
+        return consent();
+    }
+    count.fetch_add(1, Ordering::Relaxed);
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// `sink-process`: `count` sinks that count every delivery, and a control address, printed
+/// first, whose `GET /` answers the deliveries so far and `GET /sinks` the sinks' URLs, one
+/// per line. Serves until killed.
+pub(crate) async fn sink_process(count: usize) -> anyhow::Result<()> {
+    let delivered = Arc::new(AtomicU64::new(0));
+    let mut urls = Vec::with_capacity(count);
+    for _ in 0..count {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        urls.push(format!("http://{}/", listener.local_addr()?));
+        let router = axum::Router::new()
+            .fallback(counting_sink)
+            .with_state(Arc::clone(&delivered));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    println!("sinks counted at http://{}/", listener.local_addr()?);
+    let urls = urls.join("\n");
+    let router = axum::Router::new()
+        .route(
+            "/",
+            axum::routing::get(move || async move { delivered.load(Ordering::SeqCst).to_string() }),
+        )
+        .route("/sinks", axum::routing::get(move || async move { urls }));
+    axum::serve(listener, router).await?;
+    Ok(())
+}

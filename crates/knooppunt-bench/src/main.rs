@@ -275,7 +275,10 @@ enum Workload {
         /// The workloads, comma-separated. `ingest-one-client`: each side's hub (with
         /// `--subscriptions`, 100 by default), then trivial axum, under this tree's load
         /// client, every event new (older clients repeated their warm-up's event ids, so
-        /// part of what they measured were duplicates).
+        /// part of what they measured were duplicates). `deliver-one-client`: each side's
+        /// hub with `--sinks` subscriptions (16 by default) to sinks in a process of this tree,
+        /// under this tree's client (`--rate` events/s if given): the time and the hub's CPU
+        /// to deliver all of `--seconds` of publishing, whatever each hub's pacing.
         #[arg(
             long,
             default_value = "ingest-one-client,deliver",
@@ -302,6 +305,13 @@ enum Workload {
         /// The events' subject, in bytes.
         #[arg(long, default_value_t = 1_000_000)]
         subject_bytes: usize,
+    },
+    /// Sinks in a process of their own, for `compare`'s `deliver-one-client`: they answer
+    /// every delivery 204 and count it; the control address printed first answers `GET /`
+    /// with the count so far and `GET /sinks` with the sinks' URLs. Serves until killed.
+    SinkProcess {
+        #[arg(long, default_value_t = 16)]
+        sinks: usize,
     },
     /// Run the trivial axum server (POST / answers 204) alone, until interrupted, to load it
     /// from another process (wrk, say) next to `knooppunt serve`.
@@ -496,7 +506,7 @@ fn ingest_subscriptions(count: usize) -> Vec<serde_json::Value> {
 }
 
 /// The `deliver` workload's subscriptions: one per sink, every event matching each.
-fn deliver_subscriptions(urls: &[String]) -> Vec<serde_json::Value> {
+pub(crate) fn deliver_subscriptions(urls: &[String]) -> Vec<serde_json::Value> {
     urls.iter()
         .map(|url| {
             serde_json::json!({"sink": url, "protocol": "HTTP",
@@ -638,6 +648,7 @@ fn main() -> anyhow::Result<()> {
     };
     runtime.block_on(async {
         match cli.workload {
+            Workload::SinkProcess { sinks } => deliver::sink_process(sinks).await?,
             Workload::TrivialServer { listen } => {
                 let listener = tokio::net::TcpListener::bind(listen).await?;
                 println!("trivial server on http://{listen}/ (POST / → 204, POST /read → 202)");
