@@ -105,16 +105,19 @@ pub(super) async fn attempt(
 
 /// The hop's trace headers: the event's trace with the attempt's own span, and its state.
 fn hop_headers(headers: &mut http::HeaderMap, trace: &(TraceContext, u64)) {
+    // Names made once (a `&str` name is copied into a new header name on every insert).
+    const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
+    const TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
     let (context, span_id) = trace;
     if let Ok(value) = http::HeaderValue::try_from(context.child(*span_id)) {
-        headers.insert("traceparent", value);
+        headers.insert(TRACEPARENT, value);
     }
     if let Some(Ok(value)) = context
         .tracestate
         .as_deref()
         .map(http::HeaderValue::try_from)
     {
-        headers.insert("tracestate", value);
+        headers.insert(TRACESTATE, value);
     }
 }
 

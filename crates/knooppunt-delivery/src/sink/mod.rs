@@ -45,7 +45,7 @@ pub fn redact_sink(sink: &str) -> String {
 }
 
 /// The header that names the hub in every request (webhook spec section 4.1.1).
-pub const REQUEST_ORIGIN: &str = "webhook-request-origin";
+pub const REQUEST_ORIGIN: HeaderName = HeaderName::from_static("webhook-request-origin");
 
 /// The most bytes the headers of a binary-mode delivery's event (its `ce-` headers and
 /// `Content-Type`, each counted as `name: value` and a line end) may take. An event whose

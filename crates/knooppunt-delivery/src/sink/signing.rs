@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use base64::Engine;
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use knooppunt_store::SigningSecrets;
 use ring::signature::{Ed25519KeyPair, KeyPair};
 
@@ -163,10 +163,14 @@ pub fn sign(
     if signatures.is_empty() {
         return;
     }
+    // Names made once (a `&str` name is copied into a new header name on every insert).
+    const ID: HeaderName = HeaderName::from_static("webhook-id");
+    const TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
+    const SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
     for (name, value) in [
-        ("webhook-id", webhook_id.to_owned()),
-        ("webhook-timestamp", timestamp),
-        ("webhook-signature", signatures.join(" ")),
+        (ID, webhook_id.to_owned()),
+        (TIMESTAMP, timestamp),
+        (SIGNATURE, signatures.join(" ")),
     ] {
         if let Ok(value) = HeaderValue::try_from(value) {
             headers.insert(name, value);
