@@ -45,18 +45,8 @@ fn one_client(
     subscriptions: usize,
 ) -> anyhow::Result<String> {
     let load = |url: &str, seconds: u64, expect: &str| load(client, url, seconds, 64, expect, None);
-    let data = tempfile::tempdir()?;
-    let mut hub = Served::start(
-        Command::new(binary)
-            .args(["hub-process", "--data"])
-            .arg(data.path()),
-    )?;
-    let stat = format!("/proc/{}/stat", hub.child.id());
-    let url = format!("{}/v1/events", hub.base);
-    for body in crate::ingest_subscriptions(subscriptions) {
-        let (status, _) = request(&hub.base, "POST", "/v1/subscriptions", &body.to_string())?;
-        anyhow::ensure!(status == 201, "creating a subscription answered {status}");
-    }
+    let mut hub = Hub::start(binary, crate::ingest_subscriptions(subscriptions))?;
+    let (stat, url) = (hub.stat.clone(), hub.events.clone());
     load(&url, 3, "202")?;
     let before = crate::proc_cpu(&stat, 14);
     let (rate, acknowledged) = load(&url, seconds, "202")?;
@@ -156,18 +146,8 @@ fn deliver_one_client(
         "the sink process named {} sinks",
         urls.len()
     );
-    let data = tempfile::tempdir()?;
-    let mut hub = Served::start(
-        Command::new(binary)
-            .args(["hub-process", "--data"])
-            .arg(data.path()),
-    )?;
-    let stat = format!("/proc/{}/stat", hub.child.id());
-    let url = format!("{}/v1/events", hub.base);
-    for body in crate::deliver_subscriptions(&urls) {
-        let (status, _) = request(&hub.base, "POST", "/v1/subscriptions", &body.to_string())?;
-        anyhow::ensure!(status == 201, "creating a subscription answered {status}");
-    }
+    let mut hub = Hub::start(binary, crate::deliver_subscriptions(&urls))?;
+    let (stat, url) = (hub.stat.clone(), hub.events.clone());
     // Until `expected` deliveries arrived in all (at most a minute); when the last did.
     let all_in = |expected: f64| -> anyhow::Result<std::time::Instant> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -206,6 +186,49 @@ fn deliver_one_client(
         deliveries / took,
         cpu * 1e6 / deliveries.max(1.0),
     ))
+}
+
+/// `binary`'s hub in a process of its own (`hub-process`) on a fresh store, with these
+/// subscriptions; stopped (and its store removed) when dropped.
+struct Hub {
+    served: Served,
+    /// Its `/proc/<pid>/stat`, for the CPU it used.
+    stat: String,
+    /// Where events are published.
+    events: String,
+    /// Removed after the hub stopped (fields drop in this order).
+    _data: tempfile::TempDir,
+}
+
+impl Hub {
+    fn start(binary: &Path, subscriptions: Vec<serde_json::Value>) -> anyhow::Result<Hub> {
+        let data = tempfile::tempdir()?;
+        let served = Served::start(
+            Command::new(binary)
+                .args(["hub-process", "--data"])
+                .arg(data.path()),
+        )?;
+        let hub = Hub {
+            stat: format!("/proc/{}/stat", served.child.id()),
+            events: format!("{}/v1/events", served.base),
+            served,
+            _data: data,
+        };
+        for body in subscriptions {
+            let (status, _) = request(
+                &hub.served.base,
+                "POST",
+                "/v1/subscriptions",
+                &body.to_string(),
+            )?;
+            anyhow::ensure!(status == 201, "creating a subscription answered {status}");
+        }
+        Ok(hub)
+    }
+
+    fn stop(&mut self) {
+        self.served.stop();
+    }
 }
 
 /// A server in a child process, killed when dropped.
@@ -333,11 +356,9 @@ fn build(root: &Path, reference: &str) -> anyhow::Result<PathBuf> {
     Ok(binary)
 }
 
-/// Runs `binary` with `args`; its output and the CPU it used.
-fn run(binary: &Path, args: &[String]) -> anyhow::Result<(String, f64)> {
-    let before = children_cpu();
+/// Runs `binary` with `args`; its output.
+fn run(binary: &Path, args: &[String]) -> anyhow::Result<String> {
     let output = Command::new(binary).args(args).output()?;
-    let cpu = children_cpu() - before;
     anyhow::ensure!(
         output.status.success(),
         "{} {} failed: {}",
@@ -345,7 +366,7 @@ fn run(binary: &Path, args: &[String]) -> anyhow::Result<(String, f64)> {
         args.join(" "),
         String::from_utf8_lossy(&output.stderr).trim()
     );
-    Ok((String::from_utf8_lossy(&output.stdout).into_owned(), cpu))
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// A line's label (its text up to the first run of two spaces, or up to a `:`) and the
@@ -426,18 +447,15 @@ pub(crate) fn compare(
             for (name, binary) in [(reference, &base), (this.as_str(), &current)] {
                 settle();
                 println!("== {workload}, round {round}: {name}");
-                let (output, cpu) = if workload == ONE_CLIENT {
-                    let before = children_cpu();
-                    let output = one_client(
+                let before = children_cpu();
+                let output = match workload.as_str() {
+                    ONE_CLIENT => one_client(
                         binary,
                         &current,
                         flag(extra, "--seconds", 8),
                         flag(extra, "--subscriptions", 100),
-                    )?;
-                    (output, children_cpu() - before)
-                } else if workload == DELIVER_ONE_CLIENT {
-                    let before = children_cpu();
-                    let output = deliver_one_client(
+                    )?,
+                    DELIVER_ONE_CLIENT => deliver_one_client(
                         binary,
                         &current,
                         flag(extra, "--seconds", 5),
@@ -446,11 +464,10 @@ pub(crate) fn compare(
                             .iter()
                             .any(|arg| arg == "--rate")
                             .then(|| flag(extra, "--rate", 0.0)),
-                    )?;
-                    (output, children_cpu() - before)
-                } else {
-                    run(binary, &args)?
+                    )?,
+                    _ => run(binary, &args)?,
                 };
+                let cpu = children_cpu() - before;
                 print!("{output}");
                 println!("   (CPU used by the run: {cpu:.1} s)");
                 if name == reference {

@@ -646,7 +646,7 @@ fn main() -> anyhow::Result<()> {
             .enable_all()
             .build()?,
     };
-    runtime.block_on(async {
+    let outcome = runtime.block_on(async {
         match cli.workload {
             Workload::SinkProcess { sinks } => deliver::sink_process(sinks).await?,
             Workload::TrivialServer { listen } => {
@@ -866,8 +866,15 @@ fn main() -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string(&report.summary())?);
             }
         }
-        Ok(())
-    })
+        anyhow::Ok(())
+    });
+    // The workloads' hubs are dropped with the runtime, not stopped. Dropping a hub whose
+    // receipt writer is flushing sled has hung there (sled 0.34's flush waiting for a write
+    // that never comes; `deliver --seconds 1 --sinks 1`, most runs): a bounded shutdown
+    // lets the bench end regardless. `knooppunt serve` stops its hub first
+    // (`crates/knooppunt/tests/shutdown.rs`).
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    outcome
 }
 
 /// The `deliver` workload: the forwarding hop first, then the hub, each with fresh sinks.
