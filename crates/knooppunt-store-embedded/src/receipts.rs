@@ -26,11 +26,20 @@ const FLUSH: Duration = Duration::from_secs(2);
 /// How many receipts may wait for the writer.
 const WAITING: usize = 200_000;
 
+/// How long closing waits for the writer's last batch and flush. sled 0.34's flush has been
+/// seen to wait for ever for a write no thread makes (a store dropped right after a burst
+/// of deliveries, in `knooppunt-bench deliver`); past this the store closes without it,
+/// and the stuck thread keeps its handle on sled, so that sled's own flush on close is not
+/// reached either.
+const CLOSE_WAIT: Duration = Duration::from_secs(10);
+
 /// What waits for the writer, and whether the store is closing.
 #[derive(Debug, Default)]
 struct Inbox {
     taken: Vec<Taken>,
     closed: bool,
+    /// The writer's thread has ended (or panicked).
+    ended: bool,
 }
 
 #[derive(Debug, Default)]
@@ -38,12 +47,32 @@ struct Handover {
     inbox: Mutex<Inbox>,
     /// Told when the inbox stops being empty, or closes.
     filled: Condvar,
+    /// Told when the writer's thread ends.
+    ended: Condvar,
+}
+
+/// Marks the writer's thread ended when it is dropped: at its end, or in a panic.
+struct Ending(Arc<Handover>);
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        let mut inbox = self
+            .0
+            .inbox
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        inbox.ended = true;
+        drop(inbox);
+        self.0.ended.notify_all();
+    }
 }
 
 #[derive(Debug)]
 pub(crate) struct Writer {
     handover: Arc<Handover>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// How long [`Writer::close`] waits for the thread ([`CLOSE_WAIT`]).
+    close_wait: Duration,
     /// Receipts not kept because the writer was behind.
     pub(crate) lost: Arc<AtomicU64>,
 }
@@ -54,17 +83,31 @@ impl Writer {
         by_event: sled::Tree,
         by_subscription: sled::Tree,
     ) -> std::io::Result<Writer> {
+        Writer::spawn(CLOSE_WAIT, move |handover| {
+            write(handover, &db, &by_event, &by_subscription)
+        })
+    }
+
+    /// The writer with `work` as its thread's body.
+    fn spawn(
+        close_wait: Duration,
+        work: impl FnOnce(&Handover) + Send + 'static,
+    ) -> std::io::Result<Writer> {
         let handover = Arc::new(Handover::default());
         let lost = Arc::new(AtomicU64::new(0));
         let thread = {
             let handover = Arc::clone(&handover);
             std::thread::Builder::new()
                 .name("knooppunt-receipts".into())
-                .spawn(move || write(&handover, &db, &by_event, &by_subscription))?
+                .spawn(move || {
+                    let ending = Ending(handover);
+                    work(&ending.0);
+                })?
         };
         Ok(Writer {
             handover,
             thread: Mutex::new(Some(thread)),
+            close_wait,
             lost,
         })
     }
@@ -91,13 +134,30 @@ impl Writer {
         }
     }
 
-    /// Files what waits and ends the thread.
+    /// Files what waits and ends the thread; waits at most `close_wait` for it.
     pub(crate) fn close(&self) {
-        self.handover.inbox.lock().expect("receipts lock").closed = true;
+        let Some(thread) = self.thread.lock().expect("receipts lock").take() else {
+            return;
+        };
+        let mut inbox = self.handover.inbox.lock().expect("receipts lock");
+        inbox.closed = true;
         self.handover.filled.notify_one();
-        if let Some(thread) = self.thread.lock().expect("receipts lock").take() {
-            let _ = thread.join();
+        let (inbox, waited) = self
+            .handover
+            .ended
+            .wait_timeout_while(inbox, self.close_wait, |inbox| !inbox.ended)
+            .expect("receipts lock");
+        drop(inbox);
+        if waited.timed_out() {
+            tracing::error!(
+                waited_s = self.close_wait.as_secs_f64(),
+                "The delivery receipts' last write to disk did not end in time; the store \
+                 closes without it. Receipts filed in the last seconds may be missing after a \
+                 restart (the deliveries themselves are in the event log)."
+            );
+            return;
         }
+        let _ = thread.join();
     }
 }
 
@@ -311,4 +371,50 @@ pub(crate) fn sweep(
         }
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer whose last flush does not end (sled's has hung) does not hold the store's
+    /// closing for ever: `close` gives up after its wait.
+    #[test]
+    fn closing_does_not_wait_for_ever_for_a_stuck_writer() {
+        let (release, stuck) = std::sync::mpsc::channel::<()>();
+        let writer = Writer::spawn(Duration::from_millis(200), move |_| {
+            let _ = stuck.recv_timeout(Duration::from_secs(60));
+        })
+        .unwrap();
+        let started = Instant::now();
+        writer.close();
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "close waited {:?} for a writer that does not end",
+            started.elapsed()
+        );
+        drop(release);
+    }
+
+    /// A writer that ends is waited for: its last batch and flush are done before `close`
+    /// returns.
+    #[test]
+    fn closing_waits_for_the_writers_last_work() {
+        let (done, finished) = std::sync::mpsc::channel();
+        let writer = Writer::spawn(Duration::from_secs(30), move |handover| {
+            let mut inbox = handover.inbox.lock().unwrap();
+            while !inbox.closed {
+                inbox = handover.filled.wait(inbox).unwrap();
+            }
+            drop(inbox);
+            std::thread::sleep(Duration::from_millis(100));
+            done.send(()).unwrap();
+        })
+        .unwrap();
+        writer.close();
+        assert!(
+            finished.try_recv().is_ok(),
+            "close returned before the writer's last work ended"
+        );
+    }
 }
