@@ -868,11 +868,11 @@ fn main() -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     });
-    // The workloads' hubs are dropped with the runtime, not stopped. Dropping a hub whose
-    // receipt writer is flushing sled has hung there (sled 0.34's flush waiting for a write
-    // that never comes; `deliver --seconds 1 --sinks 1`, most runs): a bounded shutdown
-    // lets the bench end regardless. `knooppunt serve` stops its hub first
-    // (`crates/knooppunt/tests/shutdown.rs`).
+    // The workloads' hubs are dropped with the runtime. Closing a store whose receipt
+    // writer is flushing sled has hung there (sled 0.34's flush waiting for a write that
+    // never comes; `deliver --seconds 1 --sinks 1`, most runs, the hub stopped first or
+    // not). The store gives up on it after 10 s (`receipts::CLOSE_WAIT`); the bench does
+    // not wait that long.
     runtime.shutdown_timeout(Duration::from_secs(5));
     outcome
 }
