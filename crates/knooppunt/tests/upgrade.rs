@@ -26,14 +26,33 @@ fn fixture() -> Value {
     serde_json::from_slice(&std::fs::read(fixtures().join("fixture.json")).unwrap()).unwrap()
 }
 
-/// The configuration the fixtures were made with.
+/// A window, in seconds, longer than the fixtures are old by a day, whenever the test runs:
+/// `fixture.json`'s `madeAtMs` is when `make.sh` made them. A default window (24 hours of
+/// duplicate detection, a year of audit) is a date after which a fixed fixture has aged out
+/// of it and the test would fail by the calendar alone.
+fn covering_the_fixtures_age() -> u64 {
+    let made_at_ms = fixture()["madeAtMs"]
+        .as_u64()
+        .expect("fixture.json: madeAtMs");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    now_ms.saturating_sub(made_at_ms) / 1000 + 24 * 3600
+}
+
+/// The configuration the fixtures were made with, with duplicate detection and the audit's
+/// retention covering the fixtures' age.
 fn config(dir: &Path) -> PathBuf {
     let hash = knooppunt_broker::hash_token(TOKEN);
+    let window = covering_the_fixtures_age();
+    let retention = window.max(365 * 24 * 3600);
     let path = dir.join("knooppunt.toml");
     std::fs::write(
         &path,
         format!(
-            "[ingest]\nreserve_oin_sources = false\n\n[[principals]]\nname = \"admin\"\n\
+            "[ingest]\nreserve_oin_sources = false\ndedupe_window = \"PT{window}S\"\n\n\
+             [audit]\nretention = \"PT{retention}S\"\n\n[[principals]]\nname = \"admin\"\n\
              token_sha256 = \"{hash}\"\nroles = [\"admin\", \"publisher\", \"subscriber\"]\n"
         ),
     )
@@ -90,6 +109,19 @@ async fn carries_on(hub: &HubProcess, written: &Value) {
     )
     .await;
     assert_eq!(kept["config"]["delivery"], "pull", "{kept}");
+    // Its events were accepted when the fixtures were made: a `ttl` (PT24H as made) shorter
+    // than their age would make them dead letters when handed out. Replaced with one that
+    // covers their age, the subscription hands them out whenever the test runs.
+    let mut replacement = kept.clone();
+    replacement["config"]["ttl"] = json!(format!("PT{}S", covering_the_fixtures_age()));
+    let replaced = client
+        .put(hub.url(&format!("/v1/subscriptions/{subscription}")))
+        .bearer_auth(TOKEN)
+        .json(&replacement)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replaced.status(), 200, "{}", replaced.text().await.unwrap());
 
     // An event the previous release accepted is still known: publishing it again is a
     // duplicate, not a new delivery.
