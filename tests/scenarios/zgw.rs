@@ -1692,6 +1692,170 @@ async fn a_zgw_client_on_a_principal_keeps_that_principals_limits() {
     assert_eq!(without_state(read.body), made.body);
 }
 
+/// Who may publish is one rule, the pipeline's: a ZGW client on a principal acts with that
+/// principal's roles, less what its scopes leave out. A subscriber's client with the scope
+/// `notificaties.publiceren` publishes neither a notificatie nor a CloudEvent, as the
+/// principal's own token may not on `/v1/events`; given the publisher role, it does.
+#[tokio::test]
+async fn a_zgw_client_publishes_only_with_its_principals_publisher_role() {
+    const SECRET: &str = "repro-sub-secret-0123456789";
+    let hub = TestHub::start_with_options(with_open_zaak()).await;
+    register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
+    let made = hub
+        .call(
+            Method::POST,
+            "/v1/principals",
+            tokens::ADMIN,
+            Some(json!({"name": "repro-sub", "roles": ["subscriber"], "issueToken": false})),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let set = hub
+        .call(
+            Method::PATCH,
+            "/v1/principals/repro-sub",
+            tokens::ADMIN,
+            Some(
+                json!({"zgw": {"clientId": "repro-sub-zgw", "secret": SECRET,
+                                "scopes": ["notificaties.publiceren"]}}),
+            ),
+        )
+        .await;
+    assert_eq!(set.status, 200, "{}", set.body);
+    // What is published is delivered here: only the second event, after the promotion.
+    let sink = knooppunt_tests::sink::Sink::start().await;
+    let subscribed = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::ADMIN,
+            Some(json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.repro.x"]})),
+        )
+        .await;
+    assert_eq!(subscribed.status, 201, "{}", subscribed.body);
+    let client = token("repro-sub-zgw", SECRET.as_bytes());
+    let cloudevent = |id: &str| {
+        json!({"specversion": "1.0", "id": id, "source": "urn:nld:zgw:repro-sub-zgw",
+               "type": "nl.repro.x", "data": {"x": 1}})
+    };
+    let publish_both = |n: u32| {
+        let (hub, client) = (&hub, &client);
+        let event = cloudevent(&format!("repro-{n}"));
+        async move {
+            let cloudevent = call(
+                hub,
+                Method::POST,
+                "/api/v1/cloudevents",
+                client,
+                Some(event),
+            )
+            .await;
+            let notificatie = post_notificatie(hub, client, NOTIFICATIE).await;
+            (cloudevent, notificatie)
+        }
+    };
+
+    let (cloudevent, notificatie) = publish_both(1).await;
+    for refused in [&cloudevent, &notificatie] {
+        assert_fout(refused, 403, "permission_denied");
+        let detail = refused.body["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("repro-sub") && detail.contains("`publisher` role"),
+            "{detail}"
+        );
+    }
+
+    let promoted = hub
+        .call(
+            Method::PATCH,
+            "/v1/principals/repro-sub",
+            tokens::ADMIN,
+            Some(json!({"roles": ["subscriber", "publisher"]})),
+        )
+        .await;
+    assert_eq!(promoted.status, 200, "{}", promoted.body);
+    let (cloudevent, notificatie) = publish_both(2).await;
+    assert_eq!(cloudevent.status, 201, "{}", cloudevent.body);
+    assert_eq!(notificatie.status, 201, "{}", notificatie.body);
+    let delivered = sink.wait_for(1, Duration::from_secs(10)).await;
+    assert_eq!(delivered[0].json()["id"], "repro-2");
+}
+
+/// Duplicates are told by `source` and `id`, as on `/v1/events`: an identical repeat on the
+/// facade is answered 201 again and delivered once; a repeat with other data is not taken,
+/// so it is refused (400, `unique` on `id`, naming the event), never answered 201 and
+/// dropped.
+#[tokio::test]
+async fn a_repeated_cloudevent_is_taken_only_when_it_is_the_same() {
+    let hub = hub().await;
+    let sink = knooppunt_tests::sink::Sink::start().await;
+    let created = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::ADMIN,
+            Some(
+                json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.repro.versie"],
+                        "config": {"ordering": "ordered"}}),
+            ),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let publisher = token("open-zaak", OPEN_ZAAK);
+    let event = |versie: u32| {
+        json!({"specversion": "1.0", "id": "repro-5", "source": "urn:nld:zgw:open-zaak",
+               "type": "nl.repro.versie", "data": {"versie": versie}})
+    };
+    for _ in 0..2 {
+        let taken = call(
+            &hub,
+            Method::POST,
+            "/api/v1/cloudevents",
+            &publisher,
+            Some(event(1)),
+        )
+        .await;
+        assert_eq!(taken.status, 201, "{}", taken.body);
+    }
+    let other = call(
+        &hub,
+        Method::POST,
+        "/api/v1/cloudevents",
+        &publisher,
+        Some(event(2)),
+    )
+    .await;
+    assert_eq!(other.status, 400, "{}", other.body);
+    assert_eq!(
+        other.header("content-type"),
+        Some("application/problem+json")
+    );
+    let invalid = &other.body["invalidParams"][0];
+    assert_eq!(invalid["name"], "id", "{}", other.body);
+    assert_eq!(invalid["code"], "unique", "{}", other.body);
+    let reason = invalid["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("repro-5") && reason.contains("urn:nld:zgw:open-zaak"),
+        "{reason}"
+    );
+
+    let marker = json!({"specversion": "1.0", "id": "repro-6", "source": "urn:nld:zgw:open-zaak",
+                        "type": "nl.repro.versie", "data": {"versie": 3}});
+    let taken = call(
+        &hub,
+        Method::POST,
+        "/api/v1/cloudevents",
+        &publisher,
+        Some(marker),
+    )
+    .await;
+    assert_eq!(taken.status, 201, "{}", taken.body);
+    // Delivered in order: anything taken of the refused repeat would come before the marker.
+    let delivered = sink.wait_for(2, Duration::from_secs(10)).await;
+    let seen: Vec<Value> = delivered.iter().map(|d| d.json()["data"].clone()).collect();
+    assert_eq!(seen[..2], [json!({"versie": 1}), json!({"versie": 3})]);
+}
+
 /// One use case, two surfaces: a subscription of the REST API and an abonnement of the
 /// facade are made by the same service, so they are refused for the same reasons in the
 /// same words (each in its own problem shape): the caller's role, its type prefixes, a sink

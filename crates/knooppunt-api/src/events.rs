@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::json;
 use std::borrow::Cow;
 
-use crate::auth::{Caller, Role};
+use crate::auth::Caller;
 use crate::document::{Document, Operation, UNAUTHORIZED, cloud_events, header};
 use crate::problem::{ApiError, InvalidParam};
 use knooppunt_services::app::AppState;
@@ -182,7 +182,11 @@ async fn accept(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Publisher, "publish events")?;
+    // Asked before the body is read; the pipeline asks again (one rule, in the pipeline).
+    state
+        .publishing
+        .may_publish(&caller.0, 1)
+        .map_err(ApiError::Forbidden)?;
     let options = &state.publishing.options;
     let body = body.map_err(|rejection| {
         let too_large = rejection.status() == StatusCode::PAYLOAD_TOO_LARGE;

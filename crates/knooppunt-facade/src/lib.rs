@@ -856,6 +856,11 @@ async fn publish_notificatie(
 ) -> Result<Response, ZgwError> {
     use knooppunt_event::notificatie::Notificatie;
     caller.require_any(&[PUBLISH])?;
+    let principal = caller.0.principal();
+    state
+        .publishing
+        .may_publish(&principal, 1)
+        .map_err(ZgwError::PermissionDenied)?;
     let text = std::str::from_utf8(&body).map_err(|_| {
         ZgwError::Invalid(vec![FieldError {
             name: "nonFieldErrors".into(),
@@ -879,7 +884,6 @@ async fn publish_notificatie(
                 reason: format!("De notificatie is als CloudEvent ongeldig: {violations}"),
             }])
         })?;
-    let principal = caller.0.principal();
     state
         .publishing
         .accept(
@@ -918,6 +922,11 @@ async fn publish_cloudevent(
 ) -> Result<Response, ZgwError> {
     use knooppunt_event::binding::http::{self as binding, Message};
     caller.require_any(&[PUBLISH])?;
+    let principal = caller.0.principal();
+    state
+        .publishing
+        .may_publish(&principal, 1)
+        .map_err(ZgwError::PermissionDenied)?;
     let invalid = |violations: &knooppunt_event::Violations| {
         ZgwError::Invalid(
             violations
@@ -951,8 +960,7 @@ async fn publish_cloudevent(
         knooppunt_event::format::json::decode_event(&body).map_err(|v| invalid(&v))?
     };
     let answer = received.to_json().into_owned();
-    let principal = caller.0.principal();
-    state
+    let receipts = state
         .publishing
         .accept(
             &principal,
@@ -975,6 +983,21 @@ async fn publish_cloudevent(
             knooppunt_services::ingest::Refused::Store(error) => error.into(),
             knooppunt_services::ingest::Refused::Full(full) => ZgwError::Unavailable(full.detail),
         })?;
+    // A repeat is acknowledged, not routed again: only an identical one is answered 201.
+    for receipt in &receipts {
+        if state.publishing.repeat_differs(receipt, &answer).await? {
+            return Err(ZgwError::Invalid(vec![FieldError {
+                name: "id".into(),
+                code: "unique",
+                reason: format!(
+                    "Een CloudEvent met source `{}` en id `{}` is al ontvangen (volgnummer {}) \
+                     met een andere inhoud; dit event is niet doorgegeven. Geef een nieuw \
+                     event een nieuw id.",
+                    receipt.source, receipt.id, receipt.sequence
+                ),
+            }]));
+        }
+    }
     Ok(answer_text(StatusCode::CREATED, &answer))
 }
 

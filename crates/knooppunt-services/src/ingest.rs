@@ -118,6 +118,34 @@ impl Pipeline {
             .await
     }
 
+    /// Whether `publisher` may publish at all (the publisher role, or admin): the one rule
+    /// for every surface. A surface may ask before it reads a body, so that a caller without
+    /// the right learns nothing of its events' validity; [`Pipeline::accept`] asks again, so
+    /// a surface that does not ask cannot publish either (a ZGW client acts with its
+    /// principal's roles, less what its scopes leave out).
+    pub fn may_publish(&self, publisher: &Principal, count: usize) -> Result<(), String> {
+        publisher
+            .may(crate::identity::Role::Publisher, "publish events")
+            .inspect_err(|_| rejected(self, Rejection::Forbidden, count))
+    }
+
+    /// Whether a repeat of an accepted event (`receipt` says `duplicate`) carries other
+    /// content than the original: `json`, the repeat, against the stored original, both
+    /// read as JSON (spacing and member order do not count). Duplicates are told by `source`
+    /// and `id` alone, so a surface that answers as if the event were taken (the facade's
+    /// 201) asks this first: a different event under a used identity is dropped, and must be
+    /// refused, not acknowledged. An original no longer kept is taken as the same.
+    pub async fn repeat_differs(&self, receipt: &Receipt, json: &str) -> Result<bool, StoreError> {
+        if !receipt.duplicate {
+            return Ok(false);
+        }
+        let Some(original) = self.store.event(receipt.sequence).await? else {
+            return Ok(false);
+        };
+        let read = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok();
+        Ok(read(&original.json) != read(json))
+    }
+
     /// Counts refused events, by why (also those refused before they reach the pipeline).
     pub fn rejected(&self, why: Rejection, count: usize) {
         rejected(self, why, count)
@@ -288,6 +316,9 @@ async fn accept(
     received: Vec<ReceivedEvent>,
     batched: bool,
 ) -> Result<Vec<Receipt>, Refused> {
+    pipeline
+        .may_publish(publisher, received.len())
+        .map_err(Refused::Forbidden)?;
     let mut warnings = check(pipeline, &received, batched)?;
     authorize(pipeline, publisher, &received)?;
     if let Err(full) = pipeline.backlog.admit_publish().await {
