@@ -19,19 +19,22 @@ pub struct Selection<'a> {
     pub owner: Option<&'a str>,
     /// Only those in this state.
     pub state: Option<SubscriptionState>,
-    /// Only those with this text (compared without case) in their id, owner, sink, label
-    /// or one of their types.
+    /// Only those with this text (compared without case) in their id, owner, sink as a read
+    /// shows it (its secrets `********`), label or one of their types.
     pub search: Option<&'a str>,
 }
 
 impl Selection<'_> {
     /// Whether `s` is selected; `search` is [`Selection::search`] in lower case (made once
-    /// per listing, not per subscription).
+    /// per listing, not per subscription). A search sees exactly what a read shows: the
+    /// sink's write-only parts (query values, a password) are not searched, or a search
+    /// would tell them a character at a time.
     fn selects(&self, s: &Subscription, search: Option<&str>) -> bool {
         self.owner.is_none_or(|owner| s.owner == owner)
             && self.state.is_none_or(|state| s.state() == state)
             && search.is_none_or(|search| {
-                [s.id.as_str(), s.owner.as_str(), s.sink.as_str()]
+                let sink = knooppunt_delivery::redact_sink(&s.sink);
+                [s.id.as_str(), s.owner.as_str(), sink.as_str()]
                     .into_iter()
                     .chain(s.label.as_deref())
                     .chain(s.types.iter().flatten().map(String::as_str))
