@@ -862,8 +862,8 @@ impl knooppunt_store::AuditLog for GatedStore {
         self.inner.audit_last()
     }
 
-    fn sweep_audit(&self, before_ms: u64) -> knooppunt_store::StoreFuture<'_, u64> {
-        self.inner.sweep_audit(before_ms)
+    fn remove_audit_through(&self, through: u64) -> knooppunt_store::StoreFuture<'_, u64> {
+        self.inner.remove_audit_through(through)
     }
 }
 

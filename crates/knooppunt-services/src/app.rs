@@ -578,6 +578,12 @@ impl AppState {
         Ok((found, (cursor > 0).then_some(cursor)))
     }
 
+    /// Whether `principal` may verify the audit trail (and read its head): admins, who see
+    /// every entry. Asked by every surface that verifies or offers to.
+    pub fn may_verify_audit(&self, principal: &Principal) -> Result<(), String> {
+        principal.may(identity::Role::Admin, "verify the audit trail")
+    }
+
     /// Checks the whole chain, a page at a time; with `head` (a sequence number and hash kept outside the
     /// store), also that the trail still holds that entry, unchanged: entries removed from
     /// the chain's end leave it intact but show here.
@@ -587,6 +593,7 @@ impl AppState {
     ) -> Result<AuditVerification, StoreError> {
         let (mut checked, mut first, mut last) = (0u64, None, None::<(u64, String)>);
         let mut head_found = None;
+        let mut start = knooppunt_store::StartAnchor::default();
         loop {
             let page = self
                 .store
@@ -596,6 +603,18 @@ impl AppState {
                 })
                 .await?;
             if page.is_empty() {
+                if let Err(broken) = start.check() {
+                    tracing::error!(entry = broken.seq, why = %broken.why, "The audit trail is broken.");
+                    return Ok(AuditVerification {
+                        intact: false,
+                        entries: checked,
+                        first,
+                        last: last.as_ref().map(|(seq, _)| *seq),
+                        broken_at: Some(broken.seq),
+                        truncated: None,
+                        why: Some(broken.why),
+                    });
+                }
                 let mut report = AuditVerification {
                     intact: true,
                     entries: checked,
@@ -643,6 +662,7 @@ impl AppState {
             let previous = last.as_ref().map(|(seq, hash)| (*seq, hash.as_str()));
             match knooppunt_store::verify_audit(previous, &page) {
                 Ok(end) => {
+                    page.iter().for_each(|entry| start.see(entry));
                     checked += page.len() as u64;
                     last = end;
                 }
@@ -1057,7 +1077,7 @@ async fn sweep_periodically(state: Arc<AppState>) {
         }
         let before =
             knooppunt_store::now_ms().saturating_sub(state.audit_retention.as_millis() as u64);
-        match state.store.sweep_audit(before).await {
+        match state.audit.retain(state.store.as_ref(), before).await {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "Audit entries past retention removed."),
             Err(error) => {

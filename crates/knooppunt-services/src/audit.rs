@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use knooppunt_store::{AuditRecord, Store, now_ms};
+use knooppunt_store::{AuditRange, AuditRecord, Store, StoreError, now_ms};
 use tokio::sync::{mpsc, oneshot};
 
 /// The actor of what the hub decides by itself.
@@ -15,6 +15,10 @@ pub const HUB: &str = "knooppunt";
 
 /// How many records may wait for the writer.
 pub const QUEUE: usize = 10_000;
+
+/// At most this many audit entries are read, and so removed, by one retention sweep; the
+/// rest go at the next.
+pub const RETAIN_AT_ONCE: u64 = 100_000;
 
 /// At most this many records go into one append.
 const BATCH: usize = 500;
@@ -86,6 +90,7 @@ action_names! {
     RequestUnauthenticated = "request.unauthenticated",
     RequestForbidden = "request.forbidden",
     AuditRefusalsCounted = "audit.refusals-counted",
+    AuditRetention = "audit.retention",
 }
 
 /// What an action was and what it concerned.
@@ -406,6 +411,66 @@ impl Audit {
         }
     }
 
+    /// Removes the audit entries older than `before_ms` (the oldest run of them, never the
+    /// newest entry, and not when they are all records of earlier removals), at most
+    /// [`RETAIN_AT_ONCE`] a call: first the trail records the removal
+    /// (through which entry, and its hash: the `prev_hash` the first entry kept will have),
+    /// on disk, then the store removes them. Verification so tells a removal by retention
+    /// from a deletion, at the trail's start too; a crash in between leaves the entries and a
+    /// record of a removal still to come, which verifies as well. Returns how many.
+    pub async fn retain(&self, store: &dyn Store, before_ms: u64) -> Result<u64, StoreError> {
+        let Some(newest) = store.audit_last().await? else {
+            return Ok(0);
+        };
+        let mut through: Option<(u64, String)> = None;
+        let (mut read, mut only_removals) = (0, true);
+        'pages: while read < RETAIN_AT_ONCE {
+            let page = store
+                .audit_entries(AuditRange {
+                    after: through.as_ref().map(|(seq, _)| *seq),
+                    limit: 1000,
+                })
+                .await?;
+            if page.is_empty() {
+                break;
+            }
+            for entry in page {
+                read += 1;
+                if entry.seq >= newest.seq || entry.record.start_time >= before_ms {
+                    break 'pages;
+                }
+                only_removals &= entry.record.name == knooppunt_store::audit::RETENTION;
+                through = Some((entry.seq, entry.hash));
+            }
+        }
+        // Records of earlier removals alone stay: removing them would record one more, and an
+        // idle trail would grow by an entry every sweep.
+        let Some((through, hash)) = through.filter(|_| !only_removals) else {
+            return Ok(0);
+        };
+        let recorded = self
+            .record(
+                &Context {
+                    actor: Some(HUB.to_owned()),
+                    ..Context::default()
+                },
+                Action::new(
+                    ActionName::AuditRetention,
+                    "audit".into(),
+                    knooppunt_store::audit::retention_details(through, &hash, before_ms),
+                ),
+            )
+            .await;
+        if !recorded {
+            return Err(StoreError::Backend(
+                "the removal by retention could not be recorded on the trail; nothing was \
+                 removed"
+                    .into(),
+            ));
+        }
+        store.remove_audit_through(through).await
+    }
+
     /// Records a refused request without waiting; counted instead when the writer is behind.
     pub fn refused(&self, context: &Context, action: Action) {
         let waiting = Waiting {
@@ -496,6 +561,14 @@ impl std::fmt::Debug for Audit {
 #[cfg(test)]
 mod tests {
     use super::ActionName;
+
+    #[test]
+    fn the_retention_entry_has_the_name_the_verifier_knows() {
+        assert_eq!(
+            ActionName::AuditRetention.as_str(),
+            knooppunt_store::audit::RETENTION
+        );
+    }
 
     #[test]
     fn every_action_has_a_name_of_its_own_made_of_a_resource_and_a_verb() {

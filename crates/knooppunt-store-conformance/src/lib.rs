@@ -454,11 +454,23 @@ async fn the_audit_trail_is_one_durable_chain(backend: &mut impl Backend) {
         .unwrap();
     assert_eq!(page.iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4]);
 
-    assert_eq!(store.sweep_audit(300).await.unwrap(), 2, "entries 1 and 2");
+    assert_eq!(
+        store.remove_audit_through(2).await.unwrap(),
+        2,
+        "entries 1 and 2"
+    );
     let kept = store.audit_entries(all).await.unwrap();
     assert_eq!(kept.first().map(|e| e.seq), Some(3));
-    assert!(verify_audit(None, &kept).is_ok(), "anchored at its oldest");
-    assert_eq!(store.sweep_audit(u64::MAX).await.unwrap(), 2);
+    assert_eq!(kept[0].prev_hash, entries[1].hash, "the chain goes on");
+    assert!(verify_audit(None, &kept).is_ok());
+    let store = backend.reopen(store).await;
+    assert_eq!(
+        store.audit_entries(all).await.unwrap(),
+        kept,
+        "removed for good, the rest kept"
+    );
+    assert_eq!(store.remove_audit_through(2).await.unwrap(), 0);
+    assert_eq!(store.remove_audit_through(u64::MAX).await.unwrap(), 2);
     let kept = store.audit_entries(all).await.unwrap();
     assert_eq!(kept.len(), 1, "the newest entry stays");
     let next = store

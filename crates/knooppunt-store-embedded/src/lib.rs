@@ -1135,25 +1135,28 @@ impl knooppunt_store::AuditLog for EmbeddedStore {
         })
     }
 
-    fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64> {
+    fn remove_audit_through(&self, through: u64) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             self.writable()?;
             let mut removed = 0;
             {
                 let _writer = self.inner.audit_writer.lock().expect("audit lock");
                 let tree = &self.inner.trees.audit;
-                // The newest entry stays, whatever its age: it carries the chain on.
-                let last = tree.last().map_err(backend)?.map(|(key, _)| key);
-                for item in tree.iter() {
-                    let (key, bytes) = item.map_err(backend)?;
-                    if Some(&key) == last.as_ref()
-                        || decode_audit(&bytes)?.record.start_time >= before_ms
-                    {
+                // The newest entry stays: it carries the chain on.
+                let Some((last, _)) = tree.last().map_err(backend)? else {
+                    return Ok(0);
+                };
+                let mut batch = sled::Batch::default();
+                for key in tree.range(..=through.to_be_bytes()).keys() {
+                    let key = key.map_err(backend)?;
+                    if key == last {
                         break;
                     }
-                    tree.remove(key).map_err(backend)?;
+                    batch.remove(key);
                     removed += 1;
                 }
+                // One batch: a crash removes all of them or none.
+                tree.apply_batch(batch).map_err(backend)?;
             }
             if removed > 0 {
                 self.commit().await?;

@@ -1430,16 +1430,14 @@ impl knooppunt_store::AuditLog for PgStore {
         })
     }
 
-    fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64> {
+    fn remove_audit_through(&self, through: u64) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let client = self.client().await?;
-            // Only the oldest run of old entries, and never the newest entry: the trail stays
-            // one chain.
+            // Never the newest entry: the trail stays one chain.
             let removed = client
                 .execute(
-                    "DELETE FROM audit WHERE seq < COALESCE((SELECT min(seq) FROM audit \
-                       WHERE start_time >= $1), (SELECT max(seq) FROM audit))",
-                    &[&(before_ms.min(i64::MAX as u64) as i64)],
+                    "DELETE FROM audit WHERE seq <= $1 AND seq < (SELECT max(seq) FROM audit)",
+                    &[&(through.min(i64::MAX as u64) as i64)],
                 )
                 .await
                 .map_err(backend)?;

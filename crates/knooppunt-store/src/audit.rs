@@ -110,8 +110,8 @@ impl std::fmt::Display for Broken {
 
 /// Checks entries given in sequence order (a page at a time: `previous` is the last
 /// entry of the page before, `None` at the start) and returns the last one checked, or the
-/// first broken one. The first entry of a trail may follow entries removed by retention:
-/// its `prev_hash` is then taken as given (the anchor).
+/// first broken one. The first entry's `prev_hash` is taken as given here: whether the trail
+/// starts where it should is [`StartAnchor`]'s to say.
 pub fn verify<'a>(
     previous: Option<(u64, &str)>,
     entries: impl IntoIterator<Item = &'a AuditEntry>,
@@ -146,6 +146,73 @@ pub fn verify<'a>(
         last = Some((entry.seq, entry.hash.clone()));
     }
     Ok(last)
+}
+
+/// The `name` of the entry that records a removal by retention: its `details` say through
+/// which entry the trail was removed (`removedThrough`) and that entry's hash (`hash`), the
+/// `prev_hash` the first entry kept then has. It is written before the entries are removed,
+/// so the trail's start is anchored in the chain itself.
+pub const RETENTION: &str = "audit.retention";
+
+/// The details of a [`RETENTION`] entry: entries up to `through` (whose hash is `hash`) are
+/// removed, those older than `before_ms`.
+pub fn retention_details(through: u64, hash: &str, before_ms: u64) -> serde_json::Value {
+    serde_json::json!({"removedThrough": through, "hash": hash, "olderThan": before_ms})
+}
+
+/// Checks where a trail starts, fed every entry in sequence order (with [`verify`]): its
+/// first entry starts the chain (entry 1 after [`GENESIS`]), or follows the last entry a
+/// removal by retention recorded on the trail. So removing the oldest entries is told from
+/// retention, as removing entries at the end is by the head and in the middle by the chain.
+#[derive(Debug, Default)]
+pub struct StartAnchor {
+    first: Option<(u64, String)>,
+    /// Each removal by retention the trail records: through which entry, and its hash.
+    removed: std::collections::HashMap<u64, String>,
+}
+
+impl StartAnchor {
+    /// Takes the next entry (only intact entries should come: check with [`verify`] first).
+    pub fn see(&mut self, entry: &AuditEntry) {
+        if self.first.is_none() {
+            self.first = Some((entry.seq, entry.prev_hash.clone()));
+        }
+        if entry.record.name == RETENTION {
+            let details = &entry.record.details;
+            if let (Some(through), Some(hash)) =
+                (details["removedThrough"].as_u64(), details["hash"].as_str())
+            {
+                self.removed.insert(through, hash.to_owned());
+            }
+        }
+    }
+
+    /// Whether the trail seen starts where it should.
+    pub fn check(&self) -> Result<(), Broken> {
+        let Some((seq, prev_hash)) = &self.first else {
+            return Ok(());
+        };
+        if *seq == 1 && prev_hash == GENESIS {
+            return Ok(());
+        }
+        let before = seq.saturating_sub(1);
+        if self.removed.get(&before) == Some(prev_hash) {
+            return Ok(());
+        }
+        Err(Broken {
+            seq: *seq,
+            why: if *seq == 1 {
+                "it is entry 1, but does not start the chain (its prev_hash is not the \
+                 genesis hash): the trail's start was replaced"
+                    .into()
+            } else {
+                format!(
+                    "the trail starts at entry {seq}, and no removal by retention on the trail \
+                     says entries up to {before} were removed: the oldest entries were deleted"
+                )
+            },
+        })
+    }
 }
 
 /// What [`AuditLog::audit_entries`](crate::AuditLog::audit_entries) reads.
@@ -216,8 +283,41 @@ mod tests {
         removed.remove(1);
         assert_eq!(verify(None, &removed).unwrap_err().seq, 3);
 
-        // A trail whose oldest entries were removed by retention starts at its anchor.
+        // The links hold from any entry on; where the trail starts is the anchor's to say.
         assert_eq!(verify(None, &entries[2..]).unwrap().unwrap().0, 5);
+    }
+
+    fn anchored(entries: &[AuditEntry]) -> Result<(), Broken> {
+        let mut anchor = StartAnchor::default();
+        entries.iter().for_each(|e| anchor.see(e));
+        anchor.check()
+    }
+
+    #[test]
+    fn the_start_is_the_genesis_or_a_recorded_removal() {
+        let mut entries = chain(5);
+        assert!(anchored(&entries).is_ok());
+        assert!(anchored(&[]).is_ok());
+        // The oldest entries deleted: the trail starts at 3, and nothing says why.
+        let deleted = anchored(&entries[2..]).unwrap_err();
+        assert_eq!(deleted.seq, 3);
+        assert!(deleted.why.contains("up to 2"), "{}", deleted.why);
+
+        // A removal by retention recorded through entry 2: a start at 3 is anchored...
+        let mut retention = record(6);
+        retention.name = RETENTION.into();
+        retention.details = retention_details(2, &entries[1].hash, 6);
+        entries.push(AuditEntry::seal(6, retention, &entries[4].hash));
+        assert!(anchored(&entries[2..]).is_ok());
+        // ...and while the removal has not happened yet, so is the start at 1...
+        assert!(anchored(&entries).is_ok());
+        // ...but not a start at 4: entry 3 was deleted beyond what retention removed.
+        assert_eq!(anchored(&entries[3..]).unwrap_err().seq, 4);
+
+        // Entry 1 that does not start the chain.
+        let mut forged = chain(2);
+        forged[0] = AuditEntry::seal(1, record(1), &"1".repeat(64));
+        assert_eq!(anchored(&forged).unwrap_err().seq, 1);
     }
 
     #[test]

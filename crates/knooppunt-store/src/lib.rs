@@ -9,7 +9,7 @@
 //! on due deliveries for the delivery workers, durable attempt results (delivered, retry,
 //! dead letter), dead letters, and a retention sweep.
 
-mod audit;
+pub mod audit;
 mod catalog;
 mod principal;
 mod queue;
@@ -20,7 +20,9 @@ mod subscription;
 use std::future::Future;
 use std::pin::Pin;
 
-pub use audit::{AuditEntry, AuditRange, AuditRecord, Broken, GENESIS, verify as verify_audit};
+pub use audit::{
+    AuditEntry, AuditRange, AuditRecord, Broken, GENESIS, StartAnchor, verify as verify_audit,
+};
 pub use catalog::{
     ApprovalPolicy, CatalogEntry, Decision, Grant, GrantState, SchemaCheck, TypeMatch,
 };
@@ -436,10 +438,10 @@ pub trait AuditLog: Send + Sync {
     /// The newest audit entry (the chain's head as the store holds it), if there is one.
     fn audit_last(&self) -> StoreFuture<'_, Option<AuditEntry>>;
 
-    /// Removes the oldest audit entries whose `start_time` is before `before_ms`, stopping at
-    /// the first that is not (the trail stays one chain, anchored at its oldest entry);
-    /// returns how many.
-    fn sweep_audit(&self, before_ms: u64) -> StoreFuture<'_, u64>;
+    /// Removes the audit entries up to entry `through`, all at once or none, never the
+    /// newest (it carries the chain on); returns how many. Retention calls it once the trail
+    /// records the removal ([`audit::RETENTION`]), which anchors the trail's new start.
+    fn remove_audit_through(&self, through: u64) -> StoreFuture<'_, u64>;
 }
 
 /// The hubs sharing the store: who is alive, what they applied, sinks' pauses, and the

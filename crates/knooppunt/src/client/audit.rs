@@ -172,7 +172,7 @@ fn report(outcome: &Value) -> Outcome {
         Ok(ExitCode::from(BROKEN))
     } else {
         println!(
-            "The audit trail is BROKEN at entry {}: {} ({} entries before it are intact).",
+            "The audit trail is BROKEN at entry {}: {} ({} entries checked).",
             outcome["brokenAt"],
             text(&outcome["why"]),
             outcome["entries"]
@@ -230,6 +230,7 @@ fn verify_file(path: &PathBuf, head: Option<&str>) -> Outcome {
     let mut last: Option<(u64, String)> = None;
     let (mut first, mut checked) = (None, 0u64);
     let mut head_found = None;
+    let mut start = knooppunt_store::StartAnchor::default();
     for (number, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.with_context(|| format!("cannot read {}", path.display()))?;
         if line.trim().is_empty() {
@@ -252,6 +253,7 @@ fn verify_file(path: &PathBuf, head: Option<&str>) -> Outcome {
         let previous = last.as_ref().map(|(seq, hash)| (*seq, hash.as_str()));
         match knooppunt_store::verify_audit(previous, std::iter::once(&entry)) {
             Ok(end) => {
+                start.see(&entry);
                 checked += 1;
                 last = end;
             }
@@ -262,6 +264,12 @@ fn verify_file(path: &PathBuf, head: Option<&str>) -> Outcome {
                 }));
             }
         }
+    }
+    if let Err(broken) = start.check() {
+        return report(&serde_json::json!({
+            "intact": false, "entries": checked,
+            "brokenAt": broken.seq, "why": broken.why,
+        }));
     }
     let mut outcome = serde_json::json!({
         "intact": true, "entries": checked, "first": first,
