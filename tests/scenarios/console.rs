@@ -1882,3 +1882,90 @@ async fn an_operators_theme_colours_the_pages() {
         .await;
     assert_ne!(colour, json!("rgb(0, 80, 40)"));
 }
+
+/// Waits until `#check-result` shows `expected`: the form's live check has answered.
+async fn check_says(browser: &Browser, expected: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let shown = browser.text_of("#check-result").await;
+        if shown.contains(expected) {
+            return shown;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the live check should say `{expected}`: {shown}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The console offers only what the hub will do, by asking the rule the save applies: no
+/// edit form for another owner's catalog entry (refused before it is shown, not on
+/// Opslaan), a live check of a new subscription that is a dry run of creating it (a sink
+/// in a private range and a subscription past the owner's quota are refused as typed), and
+/// no "verify the chain" link for one who may not verify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_offers_only_what_the_hub_allows() {
+    let mut options = knooppunt_tests::test_options();
+    options.quotas.max_subscriptions = 1;
+    let hub = TestHub::start_with_options(options).await;
+    catalog(&hub).await;
+    let entries = hub
+        .call(Method::GET, "/v1/eventtypes", tokens::ADMIN, None)
+        .await;
+    let entry = entries.body.as_array().unwrap()[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let browser = Browser::start(&shots("offers")).await;
+
+    // Another publisher: the entry is shown, its edit form is not.
+    sign_in(&browser, &hub, tokens::PUBLISHER).await;
+    browser
+        .goto(&hub.url(&format!("/console/eventtypes/{entry}/edit")))
+        .await;
+    let text = browser.text().await;
+    assert!(text.contains("Geen toegang"), "{text}");
+    assert!(text.contains("owned by `brp`"), "says whose it is: {text}");
+    assert!(
+        browser
+            .try_find("form.kp-form textarea, form.kp-form input[type=text]")
+            .await
+            .is_none(),
+        "no form to fill in: {text}"
+    );
+    look(&browser, "01-not-the-owner").await;
+
+    // A subscriber's live check: a private address, then its quota.
+    sign_in(&browser, &hub, tokens::KVK).await;
+    browser.goto(&hub.url("/console/subscriptions/new")).await;
+    browser.fill("#f-types", TYPE).await;
+    browser.fill("#f-sink", "https://10.1.2.3/hook").await;
+    let said = check_says(&browser, "Dat ging niet").await;
+    assert!(
+        said.contains("a range the hub does not deliver to"),
+        "{said}"
+    );
+    assert!(!said.contains("neemt dit abonnement zo aan"), "{said}");
+    look(&browser, "02-private-sink").await;
+    let sink = Sink::start().await;
+    browser.fill("#f-sink", &sink.url).await;
+    check_says(&browser, "neemt dit abonnement zo aan").await;
+    subscribe(&hub, tokens::KVK, &sink, json!({})).await;
+    browser.fill("#f-label", "Nog een").await;
+    let said = check_says(&browser, "Dat ging niet").await;
+    assert!(
+        said.contains("max_subscriptions_per_principal"),
+        "names the quota: {said}"
+    );
+
+    // The audit page: the chain's check is offered to an admin only.
+    browser.goto(&hub.url("/console/audit")).await;
+    assert!(
+        !browser.text().await.contains("De keten controleren"),
+        "a subscriber may not verify the chain"
+    );
+    sign_in(&browser, &hub, tokens::ADMIN).await;
+    browser.goto(&hub.url("/console/audit")).await;
+    assert!(browser.text().await.contains("De keten controleren"));
+}

@@ -156,11 +156,6 @@ fn sink_of(
     }
 }
 
-fn check_type_permission(caller: &Caller, input: &SubscriptionInput) -> Result<(), ApiError> {
-    subscriptions::may_subscribe(&caller.0, input.types.as_deref(), &input.criteria)
-        .map_err(ApiError::Forbidden)
-}
-
 pub(crate) fn visible(caller: &Caller, subscription: &Subscription) -> bool {
     subscriptions::visible_to(&caller.0, subscription)
 }
@@ -228,13 +223,30 @@ fn audited(state: &AppState, subscription: &Subscription) -> Value {
     serde_json::to_value(resource(state, subscription)).expect("a subscription serializes")
 }
 
-/// The checks a new subscription's body passes before anything is stored (its members,
-/// filters and limits, and the types the caller may subscribe to): what the console checks
-/// as a form is typed.
-pub fn check(state: &AppState, caller: &Caller, body: &Value) -> Result<(), ApiError> {
-    caller.require(Role::Subscriber, "create subscriptions")?;
+/// A dry run of making the subscription a body describes (its members, filters and
+/// limits, then [`subscribing::dry_run`]: the caller's role and type prefixes, its quotas
+/// when `creating`, its sink's address), with nothing stored or sent: what the console
+/// checks as a form is typed, by the rules the save applies.
+pub async fn check(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    body: &Value,
+    creating: bool,
+) -> Result<(), ApiError> {
+    subscribing::may_create(&caller.0)?;
     let input = read_body(state, body)?;
-    check_type_permission(caller, &input)
+    let criteria = input.criteria.clone();
+    let id = uuid::Uuid::now_v7().to_string();
+    let sink = sink_of(state, headers, &id, &input)?;
+    let subscription = build(id, caller.0.name.clone(), sink, input, now_ms());
+    let new = subscribing::New {
+        subscription,
+        criteria,
+        consent: subscribing::Consent::Agreed,
+    };
+    subscribing::dry_run(state, &caller.0, &new, creating).await?;
+    Ok(())
 }
 
 /// `POST /v1/subscriptions`: the body read and turned into a subscription of the caller;

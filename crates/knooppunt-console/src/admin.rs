@@ -530,9 +530,12 @@ pub(crate) async fn audit(
         Some(search) => format!("{BASE}/audit/export?{search}"),
         None => format!("{BASE}/audit/export"),
     };
+    let may_verify = console.state.may_verify_audit(&visitor.principal).is_ok();
     let content = html! {
         div class="kp-actions" {
-            a class="utrecht-link" href={ (BASE) "/audit/verify" } { (lang.t("De keten controleren", "Verify the chain")) }
+            @if may_verify {
+                a class="utrecht-link" href={ (BASE) "/audit/verify" } { (lang.t("De keten controleren", "Verify the chain")) }
+            }
             a class="utrecht-link" href=(export) download="audittrail.ndjson" { (lang.t("Exporteren (JSON-regels, wat de zoekvelden kiezen)", "Export (JSON lines, what the search fields select)")) }
         }
         form method="get" action={ (BASE) "/audit" } class="kp-form" role="search" {

@@ -446,6 +446,18 @@ pub(crate) async fn edit_form(
     Path(id): Path<String>,
 ) -> Result<Response, Response> {
     let lang = visitor.lang;
+    if let Err(why) = console.state.catalog.may_change(&visitor.principal, &id) {
+        return Err(crate::layout::api_refusal(
+            lang,
+            &visitor,
+            StatusCode::FORBIDDEN,
+            &crate::forms::Problem {
+                code: Some("forbidden".into()),
+                detail: why.to_string(),
+                params: Vec::new(),
+            },
+        ));
+    }
     let answer = console
         .get(&visitor, &format!("/v1/eventtypes/{}", encode(&id)))
         .await

@@ -683,7 +683,20 @@ pub(crate) async fn check(State(console): State<Arc<Console>>, posted: Posted) -
         Err(problem) => Err(problem),
         Ok(body) => {
             let caller = Caller(Arc::clone(&visitor.principal));
-            match knooppunt_api::subscriptions::check(&console.state, &caller, &body) {
+            let mut headers = http::HeaderMap::new();
+            if let Some(host) = &visitor.host {
+                headers.insert(http::header::HOST, host.clone());
+            }
+            let creating = posted.fields.get("creating") != "0";
+            match knooppunt_api::subscriptions::check(
+                &console.state,
+                &caller,
+                &headers,
+                &body,
+                creating,
+            )
+            .await
+            {
                 Ok(()) => Ok(()),
                 Err(error) => {
                     let response = error.into_response();

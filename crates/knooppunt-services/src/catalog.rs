@@ -403,6 +403,16 @@ impl Catalog {
         Ok(true)
     }
 
+    /// Whether `principal` may change (replace or delete) entry `id`: asked by a surface
+    /// before it shows a form to change it, so that a form is never shown to one who may
+    /// not save it. An entry that does not exist is not refused here.
+    pub fn may_change(&self, principal: &Principal, id: &str) -> Result<(), Refused> {
+        match self.get(id) {
+            Some(entry) => self.check_changer(principal, &entry),
+            None => Ok(()),
+        }
+    }
+
     /// Only the owner or an admin changes an entry.
     fn check_changer(&self, principal: &Principal, entry: &CatalogEntry) -> Result<(), Refused> {
         if principal.is_admin() || principal.name == entry.owner {

@@ -90,15 +90,31 @@ pub async fn check<'a>(
     caller: &Principal,
     new: New<'a>,
 ) -> Result<Checked<'a>, Refused> {
+    dry_run(state, caller, &new, true).await?;
+    Ok(Checked(new))
+}
+
+/// The checks of [`check`] without making anything: for a form that says, as it is
+/// filled in, whether the hub would take it. `creating`: as a new subscription; otherwise
+/// as the new form of an existing one, whose owner's quotas [`replace`] judges against what
+/// it replaces, so they are left out here.
+pub async fn dry_run(
+    state: &AppState,
+    caller: &Principal,
+    new: &New<'_>,
+    creating: bool,
+) -> Result<(), Refused> {
     let New {
         subscription,
         criteria,
         ..
-    } = &new;
+    } = new;
     may_create(caller)?;
     subscriptions::may_subscribe(caller, subscription.types.as_deref(), criteria)
         .map_err(Refused::Forbidden)?;
-    state.subscriptions.check_quotas(subscription)?;
+    if creating {
+        state.subscriptions.check_quotas(subscription)?;
+    }
     if !subscription.is_pull() {
         state
             .subscriptions
@@ -110,7 +126,7 @@ pub async fn check<'a>(
             .await
             .map_err(|(member, why)| Refused::Address(member, why.to_string()))?;
     }
-    Ok(Checked(new))
+    Ok(())
 }
 
 /// Makes `checked` (for the caller it was checked for): store (within the owner's quotas,
