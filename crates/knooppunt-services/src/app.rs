@@ -604,16 +604,7 @@ impl AppState {
                 .await?;
             if page.is_empty() {
                 if let Err(broken) = start.check() {
-                    tracing::error!(entry = broken.seq, why = %broken.why, "The audit trail is broken.");
-                    return Ok(AuditVerification {
-                        intact: false,
-                        entries: checked,
-                        first,
-                        last: last.as_ref().map(|(seq, _)| *seq),
-                        broken_at: Some(broken.seq),
-                        truncated: None,
-                        why: Some(broken.why),
-                    });
+                    return Ok(AuditVerification::broken(checked, first, &last, broken));
                 }
                 let mut report = AuditVerification {
                     intact: true,
@@ -669,16 +660,7 @@ impl AppState {
                 Err(broken) => {
                     // The entries of this page before the broken one are intact too.
                     checked += page.iter().take_while(|e| e.seq < broken.seq).count() as u64;
-                    tracing::error!(entry = broken.seq, why = %broken.why, "The audit trail is broken.");
-                    return Ok(AuditVerification {
-                        intact: false,
-                        entries: checked,
-                        first,
-                        last: last.as_ref().map(|(seq, _)| *seq),
-                        broken_at: Some(broken.seq),
-                        truncated: None,
-                        why: Some(broken.why),
-                    });
+                    return Ok(AuditVerification::broken(checked, first, &last, broken));
                 }
             }
         }
@@ -1157,6 +1139,27 @@ pub struct AuditVerification {
     pub truncated: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+}
+
+impl AuditVerification {
+    /// The report of a chain broken at `broken` after `checked` entries (logged).
+    fn broken(
+        checked: u64,
+        first: Option<u64>,
+        last: &Option<(u64, String)>,
+        broken: knooppunt_store::Broken,
+    ) -> AuditVerification {
+        tracing::error!(entry = broken.seq, why = %broken.why, "The audit trail is broken.");
+        AuditVerification {
+            intact: false,
+            entries: checked,
+            first,
+            last: last.as_ref().map(|(seq, _)| *seq),
+            broken_at: Some(broken.seq),
+            truncated: None,
+            why: Some(broken.why),
+        }
+    }
 }
 
 /// The audit chain's head.
