@@ -844,6 +844,21 @@ fn kanaal_refusal(why: KanaalRefused) -> ZgwError {
     }
 }
 
+/// The principal a publishing client acts as, once its scope and the pipeline's rule
+/// (the publisher role) allow it to publish, asked before its body is read.
+fn publisher(
+    state: &AppState,
+    caller: &ZgwCaller,
+) -> Result<knooppunt_identity::Principal, ZgwError> {
+    caller.require_any(&[PUBLISH])?;
+    let principal = caller.0.principal();
+    state
+        .publishing
+        .may_publish(&principal, 1)
+        .map_err(ZgwError::PermissionDenied)?;
+    Ok(principal)
+}
+
 /// `POST /api/v1/notificaties` (scope `notificaties.publiceren`): the notificatie becomes a
 /// CloudEvent (`knooppunt_event::notificatie`) published through the hub's pipeline as the
 /// client's principal (durable before the answer, routed to CloudEvents subscriptions);
@@ -855,12 +870,7 @@ async fn publish_notificatie(
     body: Bytes,
 ) -> Result<Response, ZgwError> {
     use knooppunt_event::notificatie::Notificatie;
-    caller.require_any(&[PUBLISH])?;
-    let principal = caller.0.principal();
-    state
-        .publishing
-        .may_publish(&principal, 1)
-        .map_err(ZgwError::PermissionDenied)?;
+    let principal = publisher(&state, &caller)?;
     let text = std::str::from_utf8(&body).map_err(|_| {
         ZgwError::Invalid(vec![FieldError {
             name: "nonFieldErrors".into(),
@@ -921,12 +931,7 @@ async fn publish_cloudevent(
     body: Bytes,
 ) -> Result<Response, ZgwError> {
     use knooppunt_event::binding::http::{self as binding, Message};
-    caller.require_any(&[PUBLISH])?;
-    let principal = caller.0.principal();
-    state
-        .publishing
-        .may_publish(&principal, 1)
-        .map_err(ZgwError::PermissionDenied)?;
+    let principal = publisher(&state, &caller)?;
     let invalid = |violations: &knooppunt_event::Violations| {
         ZgwError::Invalid(
             violations
