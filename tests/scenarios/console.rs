@@ -1951,13 +1951,19 @@ async fn the_console_offers_only_what_the_hub_allows() {
     let sink = Sink::start().await;
     browser.fill("#f-sink", &sink.url).await;
     check_says(&browser, "neemt dit abonnement zo aan").await;
-    subscribe(&hub, tokens::KVK, &sink, json!({})).await;
+    let mine = subscribe(&hub, tokens::KVK, &sink, json!({})).await;
     browser.fill("#f-label", "Nog een").await;
     let said = check_says(&browser, "Dat ging niet").await;
     assert!(
         said.contains("max_subscriptions_per_principal"),
         "names the quota: {said}"
     );
+    // Its one subscription, edited, counts once: the quota is not past.
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{mine}/edit")))
+        .await;
+    browser.fill("#f-label", "Verhuizingen").await;
+    check_says(&browser, "neemt dit abonnement zo aan").await;
 
     // The audit page: the chain's check is offered to an admin only.
     browser.goto(&hub.url("/console/audit")).await;

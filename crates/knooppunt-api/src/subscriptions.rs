@@ -223,29 +223,35 @@ fn audited(state: &AppState, subscription: &Subscription) -> Value {
     serde_json::to_value(resource(state, subscription)).expect("a subscription serializes")
 }
 
-/// A dry run of making the subscription a body describes (its members, filters and
-/// limits, then [`subscribing::dry_run`]: the caller's role and type prefixes, its quotas
-/// when `creating`, its sink's address), with nothing stored or sent: what the console
-/// checks as a form is typed, by the rules the save applies.
+/// A dry run of making the subscription a body describes, or of replacing `existing` with
+/// it (its members, filters and limits, then [`subscribing::dry_run`]: the caller's role
+/// and type prefixes, its owner's quotas, its sink's address), with nothing stored or
+/// sent: what the console checks as a form is typed, by the rules the save applies.
 pub async fn check(
     state: &AppState,
     caller: &Caller,
     headers: &HeaderMap,
     body: &Value,
-    creating: bool,
+    existing: Option<&str>,
 ) -> Result<(), ApiError> {
     subscribing::may_create(&caller.0)?;
+    let (id, owner) = match existing {
+        None => (uuid::Uuid::now_v7().to_string(), caller.0.name.clone()),
+        Some(id) => match state.subscriptions.get(id) {
+            Some(found) if visible(caller, &found) => (id.to_owned(), found.owner.clone()),
+            _ => return Err(crate::problem::not_found(id)),
+        },
+    };
     let input = read_body(state, body)?;
     let criteria = input.criteria.clone();
-    let id = uuid::Uuid::now_v7().to_string();
     let sink = sink_of(state, headers, &id, &input)?;
-    let subscription = build(id, caller.0.name.clone(), sink, input, now_ms());
+    let subscription = build(id, owner, sink, input, now_ms());
     let new = subscribing::New {
         subscription,
         criteria,
         consent: subscribing::Consent::Agreed,
     };
-    subscribing::dry_run(state, &caller.0, &new, creating).await?;
+    subscribing::dry_run(state, &caller.0, &new).await?;
     Ok(())
 }
 

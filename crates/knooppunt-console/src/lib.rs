@@ -94,6 +94,10 @@ pub fn router(state: Arc<AppState>, https: bool) -> Router {
         .route("/subscriptions/new", get(subscription_form::new_form))
         .route("/subscriptions/check", post(subscription_form::check))
         .route(
+            "/subscriptions/{id}/check",
+            post(subscription_form::check_existing),
+        )
+        .route(
             "/subscriptions/{id}",
             get(subscriber::detail).post(subscription_form::update),
         )

@@ -386,9 +386,9 @@ fn subscription_form(
     html! {
         @if let Some(problem) = problem { (layout::problem(lang, problem)) }
         form method="post" action=(action) class="kp-form" novalidate
-            data-check-url={ (BASE) "/subscriptions/check" } data-check-target="check-result" {
+            data-check-url=(if creating { format!("{BASE}/subscriptions/check") } else { format!("{action}/check") })
+            data-check-target="check-result" {
             (csrf(visitor))
-            input type="hidden" name="creating" value=(if creating { "1" } else { "0" });
             div class={ "utrecht-form-field" @if invalid("label") { " utrecht-form-field--invalid" } } {
                 label class="utrecht-form-label" for="f-label" { (lang.t("Naam (optioneel)", "Name (optional)")) }
                 div class="utrecht-form-field-description" id="f-label-hint" {
@@ -674,9 +674,22 @@ fn saved(
     ))
 }
 
-/// `POST /console/subscriptions/check`: the form checked by the API's own rules, as a
-/// fragment the page shows as it is typed.
+/// `POST /console/subscriptions/check`: the new subscription's form checked by the API's
+/// own rules, as a fragment the page shows as it is typed.
 pub(crate) async fn check(State(console): State<Arc<Console>>, posted: Posted) -> Response {
+    check_form(&console, posted, None).await
+}
+
+/// `POST /console/subscriptions/{id}/check`: the same for the edit form of `id`.
+pub(crate) async fn check_existing(
+    State(console): State<Arc<Console>>,
+    Path(id): Path<String>,
+    posted: Posted,
+) -> Response {
+    check_form(&console, posted, Some(&id)).await
+}
+
+async fn check_form(console: &Console, posted: Posted, existing: Option<&str>) -> Response {
     let visitor = &posted.visitor;
     let lang = visitor.lang;
     let result = match body_of(&posted.fields, None, lang) {
@@ -687,13 +700,12 @@ pub(crate) async fn check(State(console): State<Arc<Console>>, posted: Posted) -
             if let Some(host) = &visitor.host {
                 headers.insert(http::header::HOST, host.clone());
             }
-            let creating = posted.fields.get("creating") != "0";
             match knooppunt_api::subscriptions::check(
                 &console.state,
                 &caller,
                 &headers,
                 &body,
-                creating,
+                existing,
             )
             .await
             {

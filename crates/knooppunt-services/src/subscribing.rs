@@ -90,20 +90,14 @@ pub async fn check<'a>(
     caller: &Principal,
     new: New<'a>,
 ) -> Result<Checked<'a>, Refused> {
-    dry_run(state, caller, &new, true).await?;
+    dry_run(state, caller, &new).await?;
     Ok(Checked(new))
 }
 
 /// The checks of [`check`] without making anything: for a form that says, as it is
-/// filled in, whether the hub would take it. `creating`: as a new subscription; otherwise
-/// as the new form of an existing one, whose owner's quotas [`replace`] judges against what
-/// it replaces, so they are left out here.
-pub async fn dry_run(
-    state: &AppState,
-    caller: &Principal,
-    new: &New<'_>,
-    creating: bool,
-) -> Result<(), Refused> {
+/// filled in, whether the hub would take it. A new form of an existing subscription keeps
+/// its id, so the owner's quotas count it once, as [`replace`] does.
+pub async fn dry_run(state: &AppState, caller: &Principal, new: &New<'_>) -> Result<(), Refused> {
     let New {
         subscription,
         criteria,
@@ -112,9 +106,7 @@ pub async fn dry_run(
     may_create(caller)?;
     subscriptions::may_subscribe(caller, subscription.types.as_deref(), criteria)
         .map_err(Refused::Forbidden)?;
-    if creating {
-        state.subscriptions.check_quotas(subscription)?;
-    }
+    state.subscriptions.check_quotas(subscription)?;
     if !subscription.is_pull() {
         state
             .subscriptions
