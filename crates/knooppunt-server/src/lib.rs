@@ -206,6 +206,8 @@ pub async fn run(
         );
         tokio::spawn(async move {
             let connection = Arc::clone(&admitted.connection);
+            // Nothing yields before the first read of the socket (or the TLS handshake's).
+            connection.seen();
             let requests = Requests {
                 client: None,
                 peer: PeerIp(peer.ip()),

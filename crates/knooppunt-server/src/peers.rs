@@ -35,15 +35,23 @@ pub(crate) struct Connection {
     partial: AtomicBool,
     /// A request of it has started: it is no longer fresh.
     served: AtomicBool,
-    /// When it was accepted ([`now_nanos`]).
-    accepted_at: u64,
+    /// When its task first ran ([`now_nanos`]), [`UNSEEN`] until then.
+    seen_at: AtomicU64,
     idle_since: AtomicU64,
     /// Told once, when the hub needs its slot: it closes once its requests are answered.
     pub(crate) close: Notify,
     closing: AtomicBool,
 }
 
+/// [`Connection::seen_at`] of a connection whose task has not run yet.
+const UNSEEN: u64 = u64::MAX;
+
 impl Connection {
+    /// Its task runs: from now on what the client sent is read.
+    pub(crate) fn seen(&self) {
+        self.seen_at.store(now_nanos(), Ordering::SeqCst);
+    }
+
     /// A request started (its headers are complete); `with_body` if a body is to come, in
     /// which case [`Connection::body_received`] follows.
     pub(crate) fn request_started(&self, with_body: bool) {
@@ -92,11 +100,18 @@ impl Connection {
         if !self.evictable() || self.closing.load(Ordering::SeqCst) {
             return None;
         }
-        // A fresh connection nothing was read from yet gets a moment for its first request
-        // to be read: under a flood of connections it would otherwise be the oldest, and
-        // closed, before its task ever ran.
+        // A connection is never closed before its task has read what the client sent: under
+        // a flood of connections, one whose task has not run yet would otherwise be the
+        // oldest, and closed, with its whole request waiting unread in the socket (the
+        // scheduler, not the client, decides when that task runs, so this cannot be used to
+        // hold a slot). A fresh one nothing was read from then gets a moment more for its
+        // first request to arrive.
+        let seen_at = self.seen_at.load(Ordering::SeqCst);
+        if seen_at == UNSEEN {
+            return None;
+        }
         let fresh = !self.served.load(Ordering::Relaxed) && !self.unfinished();
-        if fresh && now_nanos().saturating_sub(self.accepted_at) < FRESH_GRACE_NANOS {
+        if fresh && now_nanos().saturating_sub(seen_at) < FRESH_GRACE_NANOS {
             return None;
         }
         Some(self.idle_since.load(Ordering::SeqCst))
@@ -111,7 +126,7 @@ impl Connection {
     }
 }
 
-/// How long a fresh connection is not closed to make room: 50 ms.
+/// How long a fresh connection is not closed to make room once its task runs: 50 ms.
 const FRESH_GRACE_NANOS: u64 = 50_000_000;
 
 #[derive(Debug, Default)]
@@ -165,7 +180,7 @@ impl Peers {
             receiving: AtomicUsize::new(0),
             partial: AtomicBool::new(false),
             served: AtomicBool::new(false),
-            accepted_at: now,
+            seen_at: AtomicU64::new(UNSEEN),
             idle_since: AtomicU64::new(now),
             close: Notify::new(),
             closing: AtomicBool::new(false),
@@ -237,10 +252,13 @@ mod tests {
         let peers = Arc::new(Peers::default());
         let peer: IpAddr = "127.0.0.2".parse().unwrap();
         let fresh = peers.admit(peer, 10).unwrap();
+        fresh.connection.seen();
         let idle = peers.admit(peer, 10).unwrap();
+        idle.connection.seen();
         idle.connection.request_started(false);
         idle.connection.request_answered();
         let half = peers.admit(peer, 10).unwrap();
+        half.connection.seen();
         half.connection.bytes_read();
         let new = peers.admit(peer, 10).unwrap();
         assert!(peers.close_longest_idle(&new));
@@ -266,6 +284,9 @@ mod tests {
         let oldest = peers.admit(peer, 10).unwrap();
         let busy = peers.admit(peer, 10).unwrap();
         let newer = peers.admit(peer, 10).unwrap();
+        for seen in [&oldest, &busy, &newer] {
+            seen.connection.seen();
+        }
         busy.connection.request_started(false);
         oldest.connection.request_started(false);
         oldest.connection.request_answered();
@@ -283,5 +304,27 @@ mod tests {
         );
         assert!(!busy.connection.closing.load(Ordering::SeqCst));
         assert!(!new.connection.closing.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_connection_whose_task_has_not_run_is_never_closed() {
+        let peers = Arc::new(Peers::default());
+        let peer: IpAddr = "127.0.0.2".parse().unwrap();
+        let waiting = peers.admit(peer, 10).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        let new = peers.admit(peer, 10).unwrap();
+        assert!(!peers.any_idle());
+        assert!(
+            !peers.close_longest_idle(&new),
+            "its request may be waiting unread in the socket"
+        );
+        waiting.connection.seen();
+        assert!(
+            !peers.close_longest_idle(&new),
+            "once it runs, a fresh connection has its grace"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        assert!(peers.close_longest_idle(&new));
+        assert!(waiting.connection.closing.load(Ordering::SeqCst));
     }
 }
