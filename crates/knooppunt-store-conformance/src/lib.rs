@@ -1022,7 +1022,10 @@ async fn dead_letters_past_retention_are_swept(backend: &mut impl Backend) {
 
 /// Withdrawing (an approval revoked) turns the chosen pending deliveries of one
 /// subscription, leased ones too, into dead letters, page after page, and leaves the rest
-/// (and other subscriptions) alone; a result for a withdrawn delivery is ignored.
+/// (and other subscriptions) alone. An attempt that was under way still ends: if its sink
+/// took the event, that dead letter becomes a delivery with a receipt (the event was
+/// delivered: it is never both), through either way of recording a result; any other
+/// result leaves it a dead letter.
 async fn chosen_deliveries_are_withdrawn(backend: &mut impl Backend) {
     let store = backend.open().await;
     with_subscriptions(store.as_ref(), &["w", "other"]).await;
@@ -1030,7 +1033,12 @@ async fn chosen_deliveries_are_withdrawn(backend: &mut impl Backend) {
         .map(|n| event(&format!("w{n}"), &["w", "other"]))
         .collect();
     let n = seqs(&store.append_events(events, 100, HOUR).await.unwrap());
-    let leased = lease_one(store.as_ref(), "w", n[0], 200).await;
+    let in_flight: Vec<Delivery> = store.lease("w", 200, 1000, 3, false).await.unwrap();
+    assert_eq!(
+        in_flight.iter().map(|d| d.seq).collect::<Vec<_>>(),
+        n[..3],
+        "three attempts under way"
+    );
     let all = store.pending_seqs("w", None, 5000).await.unwrap();
     assert_eq!(all, n, "every pending delivery, in order");
     assert_eq!(
@@ -1045,27 +1053,84 @@ async fn chosen_deliveries_are_withdrawn(backend: &mut impl Backend) {
         .await
         .unwrap();
     assert_eq!(chosen, 1250);
+    // The sink took event 0 (recorded durably) and event 2 (recorded as push results
+    // are); event 1 was not withdrawn and is delivered as ever.
     store
-        .record(vec![attempt(&leased, 310, Verdict::Delivered)])
+        .record(vec![attempt(&in_flight[0], 310, Verdict::Delivered)])
+        .await
+        .unwrap();
+    store
+        .record_results(vec![attempt(&in_flight[2], 320, Verdict::Delivered)])
+        .await
+        .unwrap();
+    store
+        .record_results(vec![attempt(&in_flight[1], 330, Verdict::Delivered)])
+        .await
+        .unwrap();
+    // Another withdrawn attempt that failed stays a dead letter.
+    let more = store.lease("w", 340, 1000, 2, false).await.unwrap();
+    assert_eq!(
+        more.iter().map(|d| d.seq).collect::<Vec<_>>(),
+        [n[3], n[5]],
+        "the withdrawn are not leased"
+    );
+    let failing = store.lease("other", 340, 1000, 5, false).await.unwrap();
+    assert_eq!(failing[4].seq, n[4]);
+    store
+        .withdraw("other", &|e| e.seq == n[4], 350, "approval revoked")
+        .await
+        .unwrap();
+    let retry = Verdict::Retry {
+        next_attempt_at: 400,
+    };
+    store
+        .record_results(vec![attempt(&failing[4], 360, retry)])
         .await
         .unwrap();
     let store = backend.reopen(store).await;
     let left = store.pending_seqs("w", None, 5000).await.unwrap();
     assert_eq!(
         left,
-        n.iter().skip(1).step_by(2).copied().collect::<Vec<_>>()
+        n.iter().skip(3).step_by(2).copied().collect::<Vec<_>>()
     );
     let letters = store.dead_letters("w", None, 5000).await.unwrap();
-    assert_eq!(letters.len(), 1250);
+    assert_eq!(letters.len(), 1248, "two of them were delivered");
     assert!(
         letters
             .iter()
             .all(|d| d.reason == "approval revoked" && d.dead_at == 300)
     );
-    assert_eq!(letters[0].seq, n[0], "the leased one too");
+    assert_eq!(letters[0].seq, n[4], "the leased ones too");
+    for (seq, at) in [(n[0], 310), (n[1], 330), (n[2], 320)] {
+        let receipts = store.receipts_of_event(seq).await.unwrap();
+        assert_eq!(
+            receipts
+                .iter()
+                .filter(|r| r.subscription == "w")
+                .map(|r| r.delivered_at)
+                .collect::<Vec<_>>(),
+            [at],
+            "a receipt of every delivery the sink took ({seq})"
+        );
+    }
+    assert!(store.dead_letter("w", n[0]).await.unwrap().is_none());
+    let failed = store.dead_letter("other", n[4]).await.unwrap();
+    assert_eq!(
+        failed.map(|d| d.reason),
+        Some("approval revoked".to_owned()),
+        "a failed attempt leaves its dead letter"
+    );
+    assert!(
+        store
+            .receipts_of_event(n[4])
+            .await
+            .unwrap()
+            .iter()
+            .all(|r| r.subscription != "other")
+    );
     assert_eq!(
         store.pending_seqs("other", None, 5000).await.unwrap().len(),
-        2500,
+        2499,
         "other subscriptions keep theirs"
     );
 }
@@ -1314,7 +1379,9 @@ async fn stale_lease_tokens_are_refused(backend: &mut impl Backend) {
         .record(vec![attempt(&other, 1300, Verdict::Delivered)])
         .await
         .unwrap();
-    // A result for a delivery that is gone meanwhile is ignored.
+    // A delivery that became a dead letter meanwhile (its subscription's sink said it is
+    // gone) and whose attempt the sink took after all is a delivery: no dead letter is left
+    // of it (and its receipt is kept, `chosen_deliveries_are_withdrawn`).
     let last = lease_one(store.as_ref(), "s", n[0], 2000).await;
     store
         .record(vec![DeliveryChange::Retire {
@@ -1328,7 +1395,7 @@ async fn stale_lease_tokens_are_refused(backend: &mut impl Backend) {
         .record(vec![attempt(&last, 2200, Verdict::Delivered)])
         .await
         .unwrap();
-    assert_eq!(store.dead_letters("s", None, 10).await.unwrap().len(), 1);
+    assert_eq!(store.dead_letters("s", None, 10).await.unwrap().len(), 0);
 }
 
 /// A lease can be extended by its holder while it holds it; not with another token, not

@@ -183,10 +183,22 @@ impl Queues {
     }
 
     fn attempted(&mut self, attempt: &Attempt) {
-        let Some(queue) = self.pending.get_mut(&attempt.subscription) else {
-            return;
-        };
-        let Some(mut delivery) = queue.remove(&attempt.subscription, attempt.seq) else {
+        let taken = self
+            .pending
+            .get_mut(&attempt.subscription)
+            .and_then(|queue| {
+                let delivery = queue.remove(&attempt.subscription, attempt.seq)?;
+                Some((queue, delivery))
+            });
+        let Some((queue, mut delivery)) = taken else {
+            // No longer pending: withdrawn (or retired, or a dead letter by a later lease)
+            // while the attempt was under way. If the sink took the event, it was delivered
+            // after all: its dead letter goes (the receipt is kept as for any delivery).
+            if attempt.verdict == Verdict::Delivered
+                && let Some(dead) = self.dead.get_mut(&attempt.subscription)
+            {
+                dead.remove(&attempt.seq);
+            }
             return;
         };
         let bytes = self

@@ -1651,8 +1651,20 @@ pub(crate) fn statement(change: &DeliveryChange) -> Option<(&'static str, Vec<Ow
             let mut details = keys;
             let at = attempt.at as i64;
             match &attempt.verdict {
+                // Delivered: the delivery held under the lease goes; or, when it is no
+                // longer pending at all (withdrawn, retired, or a dead letter by a later
+                // lease while this attempt was under way), its dead letter goes, for the
+                // sink took the event. A receipt is kept of either.
                 Verdict::Delivered if !attempt.receipt => (
-                    "DELETE FROM deliveries WHERE subscription = $1 AND seq = $2 AND lease = $3",
+                    "WITH done AS (DELETE FROM deliveries \
+                       WHERE subscription = $1 AND seq = $2 AND lease = $3 RETURNING seq), \
+                     taken AS (DELETE FROM dead_letters \
+                       WHERE subscription = $1 AND seq = $2 \
+                       AND NOT EXISTS (SELECT 1 FROM done) \
+                       AND NOT EXISTS (SELECT 1 FROM deliveries \
+                         WHERE subscription = $1 AND seq = $2) \
+                       RETURNING seq) \
+                     SELECT seq FROM done UNION ALL SELECT seq FROM taken",
                     details,
                 ),
                 Verdict::Delivered => {
@@ -1660,9 +1672,16 @@ pub(crate) fn statement(change: &DeliveryChange) -> Option<(&'static str, Vec<Ow
                     (
                         "WITH done AS (DELETE FROM deliveries \
                            WHERE subscription = $1 AND seq = $2 AND lease = $3 \
+                           RETURNING subscription, seq), \
+                         taken AS (DELETE FROM dead_letters \
+                           WHERE subscription = $1 AND seq = $2 \
+                           AND NOT EXISTS (SELECT 1 FROM done) \
+                           AND NOT EXISTS (SELECT 1 FROM deliveries \
+                             WHERE subscription = $1 AND seq = $2) \
                            RETURNING subscription, seq) \
                          INSERT INTO receipts (seq, subscription, delivered_at) \
-                         SELECT seq, subscription, $4 FROM done \
+                         SELECT seq, subscription, $4::int8 FROM done \
+                         UNION ALL SELECT seq, subscription, $4::int8 FROM taken \
                          ON CONFLICT (seq, subscription) DO NOTHING",
                         details,
                     )
@@ -1793,7 +1812,8 @@ fn receipt(row: &Row) -> Receipt {
 }
 
 /// What an applied change that changed nothing means: for an attempt, its delivery is
-/// either gone (the result is ignored) or held under another lease (refused as stale).
+/// either gone (the result is ignored; a delivered one took its dead letter, if there was
+/// one) or held under another lease (refused as stale).
 pub(crate) async fn classify(
     client: &deadpool_postgres::ClientWrapper,
     change: &DeliveryChange,

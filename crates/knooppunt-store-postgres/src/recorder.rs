@@ -124,8 +124,10 @@ fn take_waiting(receiver: &mut mpsc::UnboundedReceiver<Request>, group: &mut Vec
 }
 
 /// Every delivered result of a group in one statement (the common case: a statement each
-/// cost the database more than the lease): each delivery is deleted under its lease, a
-/// receipt kept where asked; returns the places (from 1) of the results whose lease held.
+/// cost the database more than the lease): each delivery is deleted under its lease, or,
+/// when it is no longer pending at all (withdrawn while the attempt was under way, say), its
+/// dead letter (the sink took the event), and a receipt kept where asked; returns the places
+/// (from 1) of the results that counted.
 const DELIVERED: &str = "\
 WITH r AS (
     SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::bool[])
@@ -134,11 +136,19 @@ done AS (
     DELETE FROM deliveries d USING r
     WHERE d.subscription = r.subscription AND d.seq = r.seq AND d.lease = r.lease
     RETURNING r.n, r.seq, r.subscription, r.at, r.receipt),
+taken AS (
+    DELETE FROM dead_letters l USING r
+    WHERE l.subscription = r.subscription AND l.seq = r.seq
+      AND NOT EXISTS (SELECT 1 FROM done WHERE done.n = r.n)
+      AND NOT EXISTS (SELECT 1 FROM deliveries d
+        WHERE d.subscription = r.subscription AND d.seq = r.seq)
+    RETURNING r.n, r.seq, r.subscription, r.at, r.receipt),
+counted AS (SELECT * FROM done UNION ALL SELECT * FROM taken),
 kept AS (
     INSERT INTO receipts (seq, subscription, delivered_at)
-    SELECT seq, subscription, at FROM done WHERE receipt
+    SELECT seq, subscription, at FROM counted WHERE receipt
     ON CONFLICT (seq, subscription) DO NOTHING)
-SELECT n FROM done";
+SELECT n FROM counted";
 
 /// A delivered attempt under a lease: what [`DELIVERED`] takes.
 fn delivered(change: &DeliveryChange) -> Option<&knooppunt_store::Attempt> {

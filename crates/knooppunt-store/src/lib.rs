@@ -318,7 +318,10 @@ pub trait DeliveryQueue: EventLog + Send + Sync {
     -> StoreFuture<'a, Option<u64>>;
 
     /// Records changes to the delivery state, in order, and returns when they are on disk.
-    /// A change to a delivery or dead letter that no longer exists is ignored. An attempt
+    /// A change to a delivery or dead letter that no longer exists is ignored, with one
+    /// exception: a delivered attempt whose delivery is no longer pending (withdrawn,
+    /// retired or given up while the attempt was under way) turns its dead letter, if any,
+    /// into a delivery with a receipt, for the sink took the event. An attempt
     /// whose [`Attempt::lease`] is not the delivery's current lease (it ran out and the
     /// delivery was leased again, or its result was recorded already) is refused with
     /// [`StoreError::StaleLease`], and then nothing of the call is recorded.

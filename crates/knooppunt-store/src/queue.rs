@@ -218,8 +218,10 @@ pub enum DeliveryChange {
         at: u64,
         replay: String,
     },
-    /// These pending deliveries of the subscription (leased ones too: their results are
-    /// then ignored) become dead letters, for this reason; the others stay as they are.
+    /// These pending deliveries of the subscription (leased ones too) become dead letters,
+    /// for this reason; the others stay as they are. An attempt under way still ends: if
+    /// its sink took the event, the dead letter becomes a delivery with a receipt
+    /// ([`DeliveryQueue::record`](crate::DeliveryQueue::record)).
     Withdraw {
         subscription: String,
         seqs: Vec<u64>,
