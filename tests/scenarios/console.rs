@@ -1828,6 +1828,21 @@ async fn an_admin_does_its_tasks_through_the_pages_alone() {
         numbers.windows(2).all(|pair| pair[0] < pair[1]),
         "oldest first, none twice"
     );
+    // The page says which check an export takes: a search's export is a selection.
+    browser
+        .goto(&hub.url("/console/audit?name=principal"))
+        .await;
+    let check = browser.text_of("#audit-export-check").await;
+    assert!(
+        check.contains("selectie") && check.contains("--selection"),
+        "{check}"
+    );
+    browser.goto(&hub.url("/console/audit")).await;
+    let check = browser.text_of("#audit-export-check").await;
+    assert!(
+        check.contains("hele keten") && !check.contains("--selection"),
+        "{check}"
+    );
 }
 
 /// An operator's NL Design System theme: its tokens, scoped to its own class, colour the
@@ -1970,6 +1985,11 @@ async fn the_console_offers_only_what_the_hub_allows() {
     assert!(
         !browser.text().await.contains("De keten controleren"),
         "a subscriber may not verify the chain"
+    );
+    let check = browser.text_of("#audit-export-check").await;
+    assert!(
+        check.contains("alleen wat u mag zien") && check.contains("--selection"),
+        "a subscriber's export is a selection: {check}"
     );
     sign_in(&browser, &hub, tokens::ADMIN).await;
     browser.goto(&hub.url("/console/audit")).await;

@@ -531,12 +531,34 @@ pub(crate) async fn audit(
         None => format!("{BASE}/audit/export"),
     };
     let may_verify = console.state.may_verify_audit(&visitor.principal).is_ok();
+    // Only an admin's export without a search is the whole chain; any other is a selection,
+    // which is checked entry by entry (`knooppunt audit verify --file … --selection`).
+    let whole_chain = may_verify && search.is_empty();
     let content = html! {
         div class="kp-actions" {
             @if may_verify {
                 a class="utrecht-link" href={ (BASE) "/audit/verify" } { (lang.t("De keten controleren", "Verify the chain")) }
             }
             a class="utrecht-link" href=(export) download="audittrail.ndjson" { (lang.t("Exporteren (JSON-regels, wat de zoekvelden kiezen)", "Export (JSON lines, what the search fields select)")) }
+        }
+        @if whole_chain {
+            p class="utrecht-paragraph" id="audit-export-check" {
+                (lang.t("De export is de hele keten; ", "The export is the whole chain; "))
+                code { "knooppunt audit verify --file audittrail.ndjson" }
+                (lang.t(" controleert haar.", " verifies it."))
+            }
+        } @else {
+            p class="utrecht-paragraph" id="audit-export-check" {
+                (lang.t(
+                    "De export is een selectie uit de keten (wat de zoekvelden kiezen, of alleen wat u mag zien). ",
+                    "The export is a selection of the chain (what the search fields select, or only what you may see). ",
+                ))
+                code { "knooppunt audit verify --file audittrail.ndjson --selection" }
+                (lang.t(
+                    " controleert elke regel tegen haar eigen hash, en de schakel tussen regels die op elkaar volgen. Of er tussen de regels iets ontbreekt, toont alleen de hele keten.",
+                    " checks each entry against its own hash, and the link between entries that follow each other. Whether anything is missing between them only the whole chain shows.",
+                ))
+            }
         }
         form method="get" action={ (BASE) "/audit" } class="kp-form" role="search" {
             (field("name", "Handeling (bijv. subscription of approval.grant)", "Action (e.g. subscription or approval.grant)"))
@@ -680,7 +702,8 @@ pub(crate) async fn verify_audit(
 }
 
 /// `GET /console/audit/export`: the entries the search fields select, oldest first, as the
-/// API's JSON lines (what `knooppunt audit verify --file` checks), streamed a page of 1,000
+/// API's JSON lines (the whole chain only for an admin without a search: any other export is
+/// a selection, which `knooppunt audit verify --file … --selection` checks), streamed a page of 1,000
 /// at a time, so that no export holds more than a page in memory. A refusal of the first
 /// page is a page that says why; one later (rare: the store failing) ends the download
 /// short, which the verifier reports.

@@ -148,6 +148,69 @@ pub fn verify<'a>(
     Ok(last)
 }
 
+/// What [`SelectionCheck`] found of a selection of the trail (a filtered export, or the
+/// entries one principal may see).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SelectionChecked {
+    /// Entries checked against their own hash.
+    pub entries: u64,
+    pub first: Option<u64>,
+    pub last: Option<u64>,
+    /// Links checked: an entry right after the one before it in the selection.
+    pub links: u64,
+    /// Places where entries of the trail are not in the selection: what is between them is
+    /// not checked (only the whole trail shows that nothing was removed there).
+    pub gaps: u64,
+}
+
+/// Checks a selection of the trail, given in sequence order: every entry against its own
+/// hash (which covers its number, what it holds and the hash it names before it), and the
+/// link of every entry that directly follows another in the selection. What lies between
+/// entries that do not follow each other is not the selection's, so it is counted as a gap,
+/// never checked: a selection shows that its entries are as written, not that none was
+/// removed around them (for that, [`verify`] the whole trail).
+#[derive(Debug, Default)]
+pub struct SelectionCheck {
+    last: Option<(u64, String)>,
+    checked: SelectionChecked,
+}
+
+impl SelectionCheck {
+    /// The next entry of the selection.
+    pub fn see(&mut self, entry: &AuditEntry) -> Result<(), Broken> {
+        if let Some((seq, _)) = &self.last
+            && entry.seq <= *seq
+        {
+            return Err(Broken {
+                seq: entry.seq,
+                why: format!("it comes after entry {seq}: a selection is in sequence order"),
+            });
+        }
+        match &self.last {
+            Some((seq, _)) if entry.seq != seq + 1 => {
+                self.checked.gaps += 1;
+                verify(None, std::iter::once(entry))?;
+            }
+            Some((seq, hash)) => {
+                verify(Some((*seq, hash)), std::iter::once(entry))?;
+                self.checked.links += 1;
+            }
+            None => {
+                verify(None, std::iter::once(entry))?;
+            }
+        }
+        self.checked.entries += 1;
+        self.checked.first = self.checked.first.or(Some(entry.seq));
+        self.checked.last = Some(entry.seq);
+        self.last = Some((entry.seq, entry.hash.clone()));
+        Ok(())
+    }
+
+    pub fn checked(&self) -> &SelectionChecked {
+        &self.checked
+    }
+}
+
 /// The `name` of the entry that records a removal by retention: its `details` say through
 /// which entry the trail was removed (`removedThrough`) and that entry's hash (`hash`), the
 /// `prev_hash` the first entry kept then has. It is written before the entries are removed,
@@ -318,6 +381,41 @@ mod tests {
         let mut forged = chain(2);
         forged[0] = AuditEntry::seal(1, record(1), &"1".repeat(64));
         assert_eq!(anchored(&forged).unwrap_err().seq, 1);
+    }
+
+    fn selection(entries: &[&AuditEntry]) -> Result<SelectionChecked, Broken> {
+        let mut check = SelectionCheck::default();
+        for entry in entries {
+            check.see(entry)?;
+        }
+        Ok(check.checked().clone())
+    }
+
+    #[test]
+    fn a_selection_is_checked_entry_by_entry_and_its_gaps_are_counted_not_checked() {
+        let entries = chain(8);
+        let e = |seq: usize| &entries[seq - 1];
+        let checked = selection(&[e(2), e(3), e(6), e(8)]).unwrap();
+        assert_eq!(
+            checked,
+            SelectionChecked {
+                entries: 4,
+                first: Some(2),
+                last: Some(8),
+                links: 1,
+                gaps: 2,
+            }
+        );
+        // A changed entry is found, in a gap or not.
+        let mut changed = e(6).clone();
+        changed.record.actor = Some("admin".into());
+        assert_eq!(selection(&[e(2), &changed]).unwrap_err().seq, 6);
+        // A rehashed one too, where the entry before it is in the selection.
+        let rehashed = AuditEntry::seal(3, changed.record.clone(), &e(2).hash);
+        assert_eq!(selection(&[e(2), &rehashed, e(4)]).unwrap_err().seq, 4);
+        // Out of order, or twice.
+        assert_eq!(selection(&[e(3), e(2)]).unwrap_err().seq, 2);
+        assert_eq!(selection(&[e(3), e(3)]).unwrap_err().seq, 3);
     }
 
     #[test]

@@ -21,7 +21,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use audit::{
-    AuditEntry, AuditRange, AuditRecord, Broken, GENESIS, StartAnchor, verify as verify_audit,
+    AuditEntry, AuditRange, AuditRecord, Broken, GENESIS, SelectionCheck, SelectionChecked,
+    StartAnchor, verify as verify_audit,
 };
 pub use catalog::{
     ApprovalPolicy, CatalogEntry, Decision, Grant, GrantState, SchemaCheck, TypeMatch,

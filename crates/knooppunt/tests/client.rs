@@ -707,7 +707,52 @@ async fn approvals_are_decided_and_the_audit_trail_exported_and_verified() {
     assert!(offline.contains("intact"), "{offline}");
     let text = std::fs::read_to_string(&export).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines.len() >= 3, "{text}");
+    assert!(lines.len() >= 4, "{text}");
+
+    // A selection (entries 1, 2 and 4) is no chain: as a whole trail it is
+    // broken, and the answer says how to check it; as a selection each entry is checked
+    // and the gap is named as not checked.
+    let picked = [lines[0], lines[1], lines[3]];
+    let selection = dir.path().join("selection.jsonl");
+    let selection_arg = selection.to_str().unwrap();
+    std::fs::write(&selection, picked.join("\n")).unwrap();
+    let as_chain = knooppunt(&url, &["audit", "verify", "--file", selection_arg]).await;
+    assert_eq!(as_chain.status.code(), Some(3), "{}", stdout(&as_chain));
+    assert!(
+        stdout(&as_chain).contains("--selection"),
+        "{}",
+        stdout(&as_chain)
+    );
+    let as_selection = succeeded(
+        &knooppunt(
+            &url,
+            &["audit", "verify", "--file", selection_arg, "--selection"],
+        )
+        .await,
+    );
+    assert!(
+        as_selection.contains("3 entries checked against their own hash")
+            && as_selection.contains("1 link between")
+            && as_selection.contains("NOT CHECKED: what lies in 1 gap between"),
+        "{as_selection}"
+    );
+    let mut third: serde_json::Value = serde_json::from_str(picked[2]).unwrap();
+    third["object"] = serde_json::json!("subscription/someone-elses");
+    let edited_seq = third["seq"].as_u64().unwrap();
+    let edited = [picked[0], picked[1], &third.to_string()];
+    std::fs::write(&selection, edited.join("\n")).unwrap();
+    let broken = knooppunt(
+        &url,
+        &["audit", "verify", "--file", selection_arg, "--selection"],
+    )
+    .await;
+    assert_eq!(broken.status.code(), Some(3), "{}", stdout(&broken));
+    assert!(
+        stdout(&broken).contains(&format!("BROKEN at entry {edited_seq}")),
+        "{}",
+        stdout(&broken)
+    );
+
     let mut second: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
     let seq = second["seq"].as_u64().unwrap();
     second["actor"] = serde_json::json!("someone-else");

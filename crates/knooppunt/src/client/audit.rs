@@ -28,7 +28,9 @@ pub(crate) enum AuditCommand {
         from: Option<String>,
     },
     /// Write the entries you may see as JSON lines (the trail's own field names), for an
-    /// archive or for `audit verify --file`.
+    /// archive or for `audit verify --file`. An admin's export is the whole trail; anyone
+    /// else's holds only the entries they may see, a selection: verify that with
+    /// `--selection`.
     Export {
         #[command(flatten)]
         connection: Connection,
@@ -45,6 +47,13 @@ pub(crate) enum AuditCommand {
         /// A JSON lines export to check instead of asking the hub.
         #[arg(long)]
         file: Option<PathBuf>,
+        /// The file is a selection of the trail (the console's export of a search, or the
+        /// export of someone who is not an admin): each entry is checked against its own
+        /// hash, and its link where it follows the entry before it, but not what lies
+        /// between entries that do not follow each other. Only the whole trail shows that
+        /// nothing was removed there.
+        #[arg(long, requires = "file")]
+        selection: bool,
         /// A head kept outside the store, `<sequence>:<hash>` (from `audit head`, the hub's
         /// log or its checkpoint file): the trail must still hold that entry, unchanged, so
         /// that entries removed from its end are found.
@@ -109,6 +118,12 @@ pub(crate) async fn run(command: AuditCommand) -> Outcome {
         AuditCommand::Export { connection, out } => export(&connection, out).await,
         AuditCommand::Verify {
             file: Some(file),
+            selection: true,
+            head,
+            ..
+        } => verify_selection(&file, head.as_deref()),
+        AuditCommand::Verify {
+            file: Some(file),
             head,
             ..
         } => verify_file(&file, head.as_deref()),
@@ -116,6 +131,7 @@ pub(crate) async fn run(command: AuditCommand) -> Outcome {
             connection,
             file: None,
             head,
+            ..
         } => {
             let path = match &head {
                 Some(head) => format!("/v1/audit/verify?head={}", super::segment(head)),
@@ -225,26 +241,14 @@ fn verify_file(path: &PathBuf, head: Option<&str>) -> Outcome {
             anyhow::anyhow!("--head: `{text}` is not `<sequence>:<hash>` (the hash 64 hex digits)")
         })?),
     };
-    let file = std::fs::File::open(path)
-        .with_context(|| format!("--file: cannot read {}", path.display()))?;
     let mut last: Option<(u64, String)> = None;
     let (mut first, mut checked) = (None, 0u64);
     let mut head_found = None;
     let mut start = knooppunt_store::StartAnchor::default();
-    for (number, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let entry: knooppunt_store::AuditEntry = match serde_json::from_str(&line) {
+    for entry in entries(path)? {
+        let entry = match entry {
             Ok(entry) => entry,
-            Err(error) => {
-                return report(&serde_json::json!({
-                    "intact": false, "entries": checked,
-                    "brokenAt": format!("line {}", number + 1),
-                    "why": format!("it is not an audit entry: {error}"),
-                }));
-            }
+            Err(why) => return report(&not_an_entry(checked, why)),
         };
         first = first.or(Some(entry.seq));
         if head.as_ref().is_some_and(|(seq, _)| *seq == entry.seq) {
@@ -257,7 +261,13 @@ fn verify_file(path: &PathBuf, head: Option<&str>) -> Outcome {
                 checked += 1;
                 last = end;
             }
-            Err(broken) => {
+            Err(mut broken) => {
+                if broken.why.contains("in between are missing") {
+                    broken.why.push_str(
+                        " (an export of a search, or of someone who is not an admin, is a \
+                         selection: check it with --selection)",
+                    );
+                }
                 return report(&serde_json::json!({
                     "intact": false, "entries": checked,
                     "brokenAt": broken.seq, "why": broken.why,
@@ -294,4 +304,92 @@ fn verify_file(path: &PathBuf, head: Option<&str>) -> Outcome {
         }
     }
     report(&outcome)
+}
+
+/// The entries of a JSON lines export, one per line that is not blank; a line that is not
+/// an entry as `(line number, why)`.
+fn entries(
+    path: &PathBuf,
+) -> anyhow::Result<impl Iterator<Item = Result<knooppunt_store::AuditEntry, (usize, String)>>> {
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("--file: cannot read {}", path.display()))?;
+    Ok(std::io::BufReader::new(file)
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !matches!(line, Ok(l) if l.trim().is_empty()))
+        .map(|(number, line)| {
+            let line = line.map_err(|error| (number + 1, format!("it cannot be read: {error}")))?;
+            serde_json::from_str(&line)
+                .map_err(|error| (number + 1, format!("it is not an audit entry: {error}")))
+        }))
+}
+
+fn not_an_entry(checked: u64, (line, why): (usize, String)) -> Value {
+    serde_json::json!({
+        "intact": false, "entries": checked, "brokenAt": format!("line {line}"), "why": why,
+    })
+}
+
+/// `audit verify --file --selection`: each entry against its own hash and the links within
+/// runs of consecutive entries, saying what was not checked.
+fn verify_selection(path: &PathBuf, head: Option<&str>) -> Outcome {
+    let head = match head {
+        None => None,
+        Some(text) => Some(knooppunt_broker::parse_audit_head(text).ok_or_else(|| {
+            anyhow::anyhow!("--head: `{text}` is not `<sequence>:<hash>` (the hash 64 hex digits)")
+        })?),
+    };
+    let mut check = knooppunt_store::SelectionCheck::default();
+    let mut head_is = None;
+    for entry in entries(path)? {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(why) => return report(&not_an_entry(check.checked().entries, why)),
+        };
+        if let Err(broken) = check.see(&entry) {
+            return report(&serde_json::json!({
+                "intact": false, "entries": check.checked().entries,
+                "brokenAt": broken.seq, "why": broken.why,
+            }));
+        }
+        if head.as_ref().is_some_and(|(seq, _)| *seq == entry.seq) {
+            head_is = Some(entry.hash.clone());
+        }
+    }
+    let checked = check.checked();
+    if let (Some((seq, hash)), Some(found)) = (&head, &head_is)
+        && found != hash
+    {
+        return report(&serde_json::json!({
+            "intact": false, "entries": checked.entries, "brokenAt": seq,
+            "why": "it is not the entry the head names: it was replaced",
+        }));
+    }
+    let range = match (checked.first, checked.last) {
+        (Some(first), Some(last)) => format!(" (entries {first} to {last})"),
+        _ => String::new(),
+    };
+    let count = |n: u64, one: &str, more: &str| format!("{n} {}", if n == 1 { one } else { more });
+    println!(
+        "The selection's entries are as written: {} checked against their own hash{range}, \
+         {} between entries that follow each other.",
+        count(checked.entries, "entry", "entries"),
+        count(checked.links, "link", "links")
+    );
+    if checked.gaps > 0 {
+        println!(
+            "NOT CHECKED: what lies in {} between entries that do not follow each other. Only \
+             the whole trail shows that nothing was removed there: `knooppunt audit verify` at \
+             the hub, or `--file` with an admin's export.",
+            count(checked.gaps, "gap", "gaps")
+        );
+    }
+    match (&head, head_is) {
+        (Some((seq, _)), None) => {
+            println!("The head {seq} is not in the selection: it was not checked.")
+        }
+        (Some((seq, _)), Some(_)) => println!("The head {seq} is in the selection, unchanged."),
+        _ => {}
+    }
+    Ok(ExitCode::SUCCESS)
 }
