@@ -168,6 +168,109 @@ async fn one_principals_costly_filters_share_one_budget_per_event() {
     );
 }
 
+/// What all candidates of one event may cost is bounded hub-wide
+/// (`filters.max_evaluation_cost_per_event`), whatever the number of principals with
+/// costly filters, and shared fairly: the principal with one cheap subscription gets its
+/// event, each costly principal has about an equal share evaluated, and the subscriptions
+/// past it say that the event's budget (not their own, nor their principal's) ran out.
+#[tokio::test]
+async fn many_principals_costly_filters_share_one_budget_per_event() {
+    let mut options = test_options();
+    options.eval_limits.max_units_per_event = 20_000_000;
+    let hub = TestHub::start_with_options(options).await;
+    let (costly_sink, own_sink) = (Sink::start().await, Sink::start().await);
+    // Four principals, 20 subscriptions each whose LIKE scans the whole subject: within
+    // each principal's own 16 million, 40 million together.
+    let mut costly: Vec<(String, Vec<String>)> = Vec::new();
+    for n in 0..4 {
+        let name = format!("kostbaar-{n}");
+        let made = hub
+            .call(
+                Method::POST,
+                "/v1/principals",
+                tokens::ADMIN,
+                Some(json!({"name": name, "roles": ["subscriber"]})),
+            )
+            .await;
+        assert_eq!(made.status, 201, "{}", made.body);
+        let token = made.body["token"].as_str().unwrap().to_owned();
+        let mut ids = Vec::new();
+        for _ in 0..20 {
+            let answer = hub
+                .call(
+                    Method::POST,
+                    "/v1/subscriptions",
+                    &token,
+                    Some(json!({"sink": costly_sink.url, "protocol": "HTTP",
+                                "types": ["nl.brp.large"],
+                                "filters": [{"sql": "subject LIKE '%y%z%'"}]})),
+                )
+                .await;
+            assert_eq!(answer.status, 201, "{}", answer.body);
+            ids.push(answer.body["id"].as_str().unwrap().to_owned());
+        }
+        costly.push((token, ids));
+    }
+    let own = hub
+        .call(
+            Method::POST,
+            "/v1/subscriptions",
+            tokens::GEMEENTE,
+            Some(json!({"sink": own_sink.url, "protocol": "HTTP", "types": ["nl.brp.large"]})),
+        )
+        .await;
+    assert_eq!(own.status, 201, "{}", own.body);
+    // A 500 KB subject: what one LIKE over it costs, measured here as the hub meters it.
+    let criteria = knooppunt_filter::Criteria {
+        filters: knooppunt_filter::Filter::list_from_json(
+            &[json!({"sql": "subject LIKE '%y%z%'"})],
+            "filters",
+            &knooppunt_filter::Limits::DEFAULT,
+        )
+        .unwrap(),
+        ..knooppunt_filter::Criteria::default()
+    };
+    let event = knooppunt_event::EventBuilder::new("large", SOURCE, "nl.brp.large")
+        .subject("x".repeat(500_000))
+        .build()
+        .unwrap();
+    let mut meter = knooppunt_filter::Meter::new(knooppunt_filter::EvalLimits::DEFAULT);
+    assert!(!criteria.matches_metered(&event, &mut meter));
+    let cost = meter.spent();
+    // Each of the four costly principals has a quarter of the 20 million (the one cheap
+    // subscription costs next to nothing): about that many of its filters are evaluated.
+    let share = (20_000_000 / 4) as f64 / cost as f64;
+    assert!(share < 20.0, "the event's budget binds: {share}");
+    let answer = publish(&hub, "large", "nl.brp.large", &"x".repeat(500_000)).await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    assert_eq!(answer.body["matchedSubscriptions"], 1, "{}", answer.body);
+    own_sink.wait_for(1, WAIT).await;
+    let mut over_in_all = 0;
+    for (token, ids) in &costly {
+        let mut over = 0;
+        for id in ids {
+            let read = hub
+                .call(Method::GET, &format!("/v1/subscriptions/{id}"), token, None)
+                .await;
+            if let Some(budget) = read.body.get("filterBudget") {
+                assert_eq!(budget["lastExceededBudget"], "event", "{budget}");
+                over += 1;
+            }
+        }
+        let evaluated = f64::from(20 - over);
+        assert!(
+            evaluated >= 1.0 && (evaluated - share).abs() <= 1.5,
+            "an equal share of each principal's is evaluated: {evaluated} of 20, a share \
+             being {share:.1} at {cost} units each"
+        );
+        over_in_all += over;
+    }
+    assert_eq!(
+        metric(&hub, "knooppunt_filter_over_budget_total").await,
+        f64::from(over_in_all)
+    );
+}
+
 #[tokio::test]
 async fn a_filter_past_its_budget_does_not_match_and_says_so() {
     let mut options = test_options();

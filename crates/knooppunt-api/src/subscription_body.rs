@@ -790,10 +790,14 @@ pub struct SubscriptionOut {
     /// `GET /subscriptions/{id}/status` says more.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog: Option<u64>,
-    /// Present when the subscription's filters ran out of their evaluation budget on some
-    /// event since the hub started: that event was not routed to it. Simplify the filters
-    /// (fewer string functions over large attributes, prefixes instead of LIKE) or ask the
-    /// operator about filters.max_evaluation_cost.
+    /// Present when the subscription's filters ran out of an evaluation budget on some
+    /// event since the hub started: that event was not routed to it. `lastExceededBudget`
+    /// says which: its own (simplify the filters: fewer string functions over large
+    /// attributes, prefixes instead of LIKE; or ask the operator about
+    /// filters.max_evaluation_cost), its principal's (its owner's filters together cost too
+    /// much for one event: filters.max_evaluation_cost_per_principal), or its principal's
+    /// share of the event's (many principals' filters were costly for that event:
+    /// filters.max_evaluation_cost_per_event).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter_budget: Option<FilterBudgetOut>,
     /// Its approvals for approval-required event types its filters can match: it receives
@@ -897,6 +901,23 @@ pub struct FilterBudgetOut {
     pub(crate) exceeded: u64,
     #[schemars(extend("format" = "date-time"))]
     pub(crate) last_exceeded_time: String,
+    /// Which budget the last one ran out of: `subscription` (its own,
+    /// filters.max_evaluation_cost), `principal` (its owner's subscriptions together on one
+    /// event, filters.max_evaluation_cost_per_principal) or `event` (its owner's share of
+    /// what all candidates of one event may cost, filters.max_evaluation_cost_per_event).
+    #[schemars(extend("enum" = ["subscription", "principal", "event"]))]
+    pub(crate) last_exceeded_budget: String,
+}
+
+impl FilterBudgetOut {
+    /// The name of budget `exceeded`, as `lastExceededBudget` gives it.
+    pub(crate) fn budget_name(exceeded: knooppunt_filter::Exceeded) -> &'static str {
+        match exceeded {
+            knooppunt_filter::Exceeded::Subscription => "subscription",
+            knooppunt_filter::Exceeded::Tenant => "principal",
+            knooppunt_filter::Exceeded::Event => "event",
+        }
+    }
 }
 
 /// A reference to the `config` schema, which the document makes from the hub's defaults.

@@ -206,6 +206,7 @@ pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> Subscri
         .map(|over| FilterBudgetOut {
             exceeded: over.count,
             last_exceeded_time: knooppunt_event::timestamp::utc_timestamp(over.last_at),
+            last_exceeded_budget: FilterBudgetOut::budget_name(over.last_exceeded).to_owned(),
         });
     body.approvals = state
         .approvals

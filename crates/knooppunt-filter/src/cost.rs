@@ -20,6 +20,12 @@ pub struct EvalLimits {
     /// evaluated for the event and do not match it, so that one tenant's many costly
     /// filters cannot make another tenant's events slow.
     pub max_units_per_tenant: u64,
+    /// The most units all candidates together may spend on one event (0: no such bound),
+    /// shared among the tenants with candidates: each gets at least an equal share (and
+    /// never more than `max_units_per_tenant`), and what one leaves unused goes to the ones
+    /// after it. So the cost of routing an event stays bounded however many tenants have
+    /// costly filters for it.
+    pub max_units_per_event: u64,
 }
 
 impl EvalLimits {
@@ -29,6 +35,7 @@ impl EvalLimits {
         max_units: 4_000_000,
         max_string_bytes: 1024 * 1024,
         max_units_per_tenant: 16_000_000,
+        max_units_per_event: 32_000_000,
     };
 }
 

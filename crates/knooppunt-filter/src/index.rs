@@ -239,57 +239,80 @@ fn sql_anchors(expr: &Expr, out: &mut Vec<Anchor>) {
 /// nodes, at most `max_nodes`, are not metered).
 pub const CANDIDATE_UNITS: u64 = 64;
 
+/// Which budget an evaluation ran out of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Exceeded {
+    /// Its own: [`EvalLimits::max_units`].
+    Subscription,
+    /// Its tenant's for the event: [`EvalLimits::max_units_per_tenant`].
+    Tenant,
+    /// Its tenant's share of the event's: [`EvalLimits::max_units_per_event`].
+    Event,
+}
+
 /// The subscriptions an event was routed to by [`MatchIndex::matching_metered`].
 #[derive(Debug, Clone)]
 pub struct Routed<K> {
     pub matched: Vec<K>,
-    /// Those whose filters ran out of their budget (their own, or their tenant's for this
-    /// event): they do not match.
-    pub over_budget: Vec<K>,
+    /// Those whose filters ran out of a budget (their own, their tenant's, or their
+    /// tenant's share of the event's), and which: they do not match.
+    pub over_budget: Vec<(K, Exceeded)>,
     /// Candidates not evaluated (past the allowance), with a copy of their criteria and
-    /// their tenant.
+    /// their tenant, in the order they are to be evaluated (each tenant's together).
     pub rest: Vec<(K, Criteria, u32)>,
     /// Units spent.
     pub spent: u64,
-    /// Units spent on this event by the first tenant evaluated (most events have one), and
-    /// by the others.
-    first_tenant: Option<(u32, u64)>,
-    other_tenants: Vec<(u32, u64)>,
+    /// What the event's candidates may still spend together, of
+    /// [`EvalLimits::max_units_per_event`] (`u64::MAX`: no bound).
+    event_left: u64,
+    /// Tenants with candidates not evaluated yet, after the current one.
+    tenants_after: u64,
+    /// The tenant being evaluated, what it may still spend, and which bound set that.
+    current: Option<(u32, u64, Exceeded)>,
 }
 
 impl<K> Routed<K> {
-    fn new() -> Routed<K> {
+    fn new(limits: EvalLimits, tenants: u64) -> Routed<K> {
+        let unbounded = |units: u64| if units == 0 { u64::MAX } else { units };
         Routed {
             matched: Vec::new(),
             over_budget: Vec::new(),
             rest: Vec::new(),
             spent: 0,
-            first_tenant: None,
-            other_tenants: Vec::new(),
+            event_left: unbounded(limits.max_units_per_event),
+            tenants_after: tenants,
+            current: None,
         }
     }
 
-    /// What `tenant` has spent on this event so far.
-    fn tenant_spent(&mut self, tenant: u32) -> &mut u64 {
-        match self.first_tenant {
-            None => self.first_tenant = Some((tenant, 0)),
-            Some((first, _)) if first == tenant => {}
-            Some(_) => {
-                let at = match self.other_tenants.iter().position(|(t, _)| *t == tenant) {
-                    Some(at) => at,
-                    None => {
-                        self.other_tenants.push((tenant, 0));
-                        self.other_tenants.len() - 1
-                    }
+    /// What `tenant`, whose candidates are evaluated together, may still spend on the
+    /// event, and which bound says so. On its first candidate it gets the lesser of its own
+    /// bound and an equal share of what the event has left among the tenants still to come
+    /// (itself included): never less than an equal share of the whole, since those before
+    /// it took at most theirs.
+    fn allowance(&mut self, tenant: u32, limits: EvalLimits) -> (u64, Exceeded) {
+        match self.current {
+            Some((current, left, bound)) if current == tenant => (left, bound),
+            _ => {
+                let share = self.event_left / self.tenants_after.max(1);
+                self.tenants_after = self.tenants_after.saturating_sub(1);
+                let own = match limits.max_units_per_tenant {
+                    0 => u64::MAX,
+                    units => units,
                 };
-                return &mut self.other_tenants[at].1;
+                let allowance = if share < own {
+                    (share, Exceeded::Event)
+                } else {
+                    (own, Exceeded::Tenant)
+                };
+                self.current = Some((tenant, allowance.0, allowance.1));
+                allowance
             }
         }
-        &mut self.first_tenant.as_mut().expect("set above").1
     }
 
-    /// Evaluates one candidate of `tenant` under its own meter, within what its tenant has
-    /// left of [`EvalLimits::max_units_per_tenant`] for this event.
+    /// Evaluates one candidate of `tenant` under its own meter, within what its tenant may
+    /// still spend on this event.
     fn evaluate(
         &mut self,
         id: K,
@@ -298,29 +321,31 @@ impl<K> Routed<K> {
         event: &Event,
         limits: EvalLimits,
     ) {
-        let mut own = limits;
-        if limits.max_units_per_tenant > 0 {
-            let left = limits
-                .max_units_per_tenant
-                .saturating_sub(*self.tenant_spent(tenant));
-            if left == 0 {
-                self.over_budget.push(id);
-                self.spent = self.spent.saturating_add(CANDIDATE_UNITS);
-                return;
-            }
-            own.max_units = own.max_units.min(left);
+        let (left, bound) = self.allowance(tenant, limits);
+        if left == 0 {
+            self.over_budget.push((id, bound));
+            self.spent = self.spent.saturating_add(CANDIDATE_UNITS);
+            return;
         }
+        let mut own = limits;
+        let binding = if left < own.max_units {
+            own.max_units = left;
+            bound
+        } else {
+            Exceeded::Subscription
+        };
         let mut meter = Meter::new(own);
         if criteria.matches_metered(event, &mut meter) {
             self.matched.push(id);
         } else if meter.exceeded() {
-            self.over_budget.push(id);
+            self.over_budget.push((id, binding));
         }
-        if limits.max_units_per_tenant > 0 {
-            let spent = self.tenant_spent(tenant);
-            *spent = spent.saturating_add(meter.spent());
+        let spent = meter.spent();
+        if let Some((_, left, _)) = &mut self.current {
+            *left = left.saturating_sub(spent);
         }
-        self.spent = self.spent.saturating_add(CANDIDATE_UNITS + meter.spent());
+        self.event_left = self.event_left.saturating_sub(spent);
+        self.spent = self.spent.saturating_add(CANDIDATE_UNITS + spent);
     }
 
     /// Evaluates the candidates left over, each under its own meter.
@@ -329,6 +354,24 @@ impl<K> Routed<K> {
             self.evaluate(id, &criteria, tenant, event, limits);
         }
     }
+}
+
+/// Orders candidates so that each tenant's are together, the tenants with fewer first (then
+/// by tenant), each tenant's in the order they were found; how many tenants there are. One
+/// tenant (most events) is left as it is.
+fn by_tenant<A, B>(candidates: &mut [(A, B, u32)]) -> u64 {
+    let Some(&(_, _, first)) = candidates.first() else {
+        return 0;
+    };
+    if candidates.iter().all(|&(_, _, tenant)| tenant == first) {
+        return 1;
+    }
+    let mut counts: HashMap<u32, usize> = HashMap::new();
+    for &(_, _, tenant) in candidates.iter() {
+        *counts.entry(tenant).or_default() += 1;
+    }
+    candidates.sort_by_key(|&(_, _, tenant)| (counts[&tenant], tenant));
+    counts.len() as u64
 }
 
 /// Subscriptions filed by one shape of condition on one attribute.
@@ -473,15 +516,24 @@ impl<K: Clone + Eq + Hash> MatchIndex<K> {
     /// until they have cost `allowance` units (and [`CANDIDATE_UNITS`] each): the ones left
     /// then are handed back with a copy of their criteria, to evaluate elsewhere (such as a
     /// thread where it may take long) with [`Routed::evaluate_rest`].
+    ///
+    /// Each tenant's candidates are evaluated together, the tenants with fewer candidates
+    /// first, so that the event's budget ([`EvalLimits::max_units_per_event`]) is shared
+    /// fairly: what a tenant with few filters leaves goes to those with more.
     pub fn matching_metered(&self, event: &Event, limits: EvalLimits, allowance: u64) -> Routed<K> {
-        let mut routed = Routed::new();
+        let mut candidates: Vec<(&K, &Criteria, u32)> = Vec::new();
         self.visit_candidates(event, |id, criteria, tenant| {
+            candidates.push((id, criteria, tenant));
+        });
+        let tenants = by_tenant(&mut candidates);
+        let mut routed = Routed::new(limits, tenants);
+        for (id, criteria, tenant) in candidates {
             if routed.spent >= allowance {
                 routed.rest.push((id.clone(), criteria.clone(), tenant));
-                return;
+                continue;
             }
             routed.evaluate(id.clone(), criteria, tenant, event, limits);
-        });
+        }
         routed
     }
 

@@ -20,6 +20,6 @@ mod scope;
 
 pub use cost::{EvalLimits, Meter};
 pub use dialect::{Criteria, DIALECTS, Filter, FilterError};
-pub use index::{CANDIDATE_UNITS, MatchIndex, Routed};
+pub use index::{CANDIDATE_UNITS, Exceeded, MatchIndex, Routed};
 pub use limits::{InvalidLimit, Limits};
 pub use scope::Scope;

@@ -92,6 +92,7 @@ fn intermediate_strings_are_bounded() {
         max_units: u64::MAX,
         max_string_bytes: 1_000,
         max_units_per_tenant: 0,
+        max_units_per_event: 0,
     };
     let expression =
         Expression::compile("CONCAT(subject, subject, subject)", &Limits::DEFAULT).unwrap();
@@ -113,6 +114,7 @@ fn an_exhausted_budget_never_matches_not_even_under_not() {
         max_units: 50,
         max_string_bytes: MIB,
         max_units_per_tenant: 0,
+        max_units_per_event: 0,
     };
     let event = event_with_subject(&"x".repeat(100));
     for text in [
@@ -198,6 +200,7 @@ proptest! {
             max_units: 2_000_000,
             max_string_bytes: MIB,
             max_units_per_tenant: 0,
+            max_units_per_event: 0,
         };
         let mut meter = Meter::new(limits);
         // Every byte allocated was charged first, so memory stays within a few budgets
@@ -223,6 +226,7 @@ fn a_tenants_subscriptions_share_one_budget_per_event() {
         max_units: 4_000_000,
         max_string_bytes: MIB,
         max_units_per_tenant: 2_000_000,
+        max_units_per_event: 0,
     };
     let routed = index.matching_metered(&event, limits, u64::MAX);
     assert_eq!(
@@ -258,4 +262,120 @@ fn a_tenants_subscriptions_share_one_budget_per_event() {
         "{}",
         routed.over_budget.len()
     );
+}
+
+/// The event's budget is shared among the tenants with candidates: the routing of one
+/// event costs at most `max_units_per_event` however many tenants have costly filters for
+/// it, every tenant gets at least an equal share (so a tenant's one filter is evaluated
+/// whatever the others have), and what a tenant leaves goes to the others. Those past it
+/// are told apart from those past their tenant's own budget.
+#[test]
+fn the_events_budget_is_shared_fairly_among_tenants() {
+    use knooppunt_filter::Exceeded;
+    let mut index = MatchIndex::new();
+    let costly = "subject LIKE '%y%z%'";
+    // Six costly tenants with 20 subscriptions each, and one with a single filter.
+    for tenant in 1..=6u32 {
+        for n in 0..20 {
+            index.insert_for(format!("t{tenant}-{n}"), sql(costly), tenant);
+        }
+    }
+    index.insert_for("one".to_owned(), sql("subject LIKE '%x%z%'"), 7);
+    let event = event_with_subject(&"x".repeat(100_000));
+    let limits = EvalLimits {
+        max_units: 4_000_000,
+        max_string_bytes: MIB,
+        max_units_per_tenant: 2_000_000,
+        max_units_per_event: 3_500_000,
+    };
+    let routed = index.matching_metered(&event, limits, u64::MAX);
+    let candidates = 6 * 20 + 1;
+    assert!(
+        routed.spent <= 3_500_000 + 7 * 300_000 + candidates * knooppunt_filter::CANDIDATE_UNITS,
+        "the event's routing is bounded, not 6 × the tenant's budget: {}",
+        routed.spent
+    );
+    let over = |id: &str| {
+        routed
+            .over_budget
+            .iter()
+            .find(|(over, _)| over == id)
+            .map(|(_, why)| *why)
+    };
+    assert_eq!(
+        over("one"),
+        None,
+        "the tenant with one filter had its share and its filter was evaluated"
+    );
+    for tenant in 1..=6 {
+        let evaluated = (0..20)
+            .filter(|n| over(&format!("t{tenant}-{n}")).is_none())
+            .count();
+        assert!(
+            evaluated >= 1,
+            "tenant {tenant} had a share: {evaluated} evaluated"
+        );
+    }
+    assert!(
+        routed
+            .over_budget
+            .iter()
+            .any(|(_, why)| *why == Exceeded::Event),
+        "past the event's budget, and said so: {:?}",
+        routed.over_budget
+    );
+    assert!(
+        routed
+            .over_budget
+            .iter()
+            .all(|(_, why)| *why != Exceeded::Tenant),
+        "the share, not the tenant's own budget, ran out"
+    );
+    // With a large budget for the event, the tenants' own budgets bind.
+    let roomy = EvalLimits {
+        max_units_per_event: 100_000_000,
+        ..limits
+    };
+    let routed = index.matching_metered(&event, roomy, u64::MAX);
+    assert!(
+        routed
+            .over_budget
+            .iter()
+            .all(|(_, why)| *why == Exceeded::Tenant)
+    );
+    // What a tenant leaves goes to the others: with two tenants, the one with a single
+    // cheap filter leaves nearly all of its half to the other.
+    let mut two = MatchIndex::new();
+    two.insert_for("cheap".to_owned(), sql("subject = 'nope'"), 1);
+    for n in 0..20 {
+        two.insert_for(format!("costly-{n}"), sql(costly), 2);
+    }
+    let limits = EvalLimits {
+        max_units_per_tenant: 0,
+        max_units_per_event: 2_000_000,
+        ..limits
+    };
+    let routed = two.matching_metered(&event, limits, u64::MAX);
+    let evaluated = 20 - routed.over_budget.len();
+    let mut alone = MatchIndex::new();
+    for n in 0..20 {
+        alone.insert_for(format!("costly-{n}"), sql(costly), 2);
+    }
+    let half = EvalLimits {
+        max_units_per_event: 1_000_000,
+        ..limits
+    };
+    let in_half = 20
+        - alone
+            .matching_metered(&event, half, u64::MAX)
+            .over_budget
+            .len();
+    assert!(
+        evaluated > in_half,
+        "more than an equal half would allow ({in_half}): {evaluated} of 20 costly filters evaluated"
+    );
+    // The part left for later (past the allowance) keeps to the same shares.
+    let mut later = two.matching_metered(&event, limits, 0);
+    later.evaluate_rest(&event, limits);
+    assert_eq!(later.over_budget.len(), routed.over_budget.len());
 }

@@ -609,7 +609,7 @@ async fn route(pipeline: &Pipeline, received: Vec<ReceivedEvent>) -> Vec<NewEven
     for took in took {
         telemetry.routing_seconds.observe(took.as_secs_f64());
     }
-    let over_budget: Vec<String> = routed
+    let over_budget: Vec<(String, knooppunt_filter::Exceeded)> = routed
         .iter_mut()
         .flat_map(|r| std::mem::take(&mut r.over_budget))
         .collect();

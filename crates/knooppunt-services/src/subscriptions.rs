@@ -52,6 +52,8 @@ pub struct OverBudget {
     pub count: u64,
     /// Milliseconds since the Unix epoch.
     pub last_at: u64,
+    /// Which budget the last one ran out of.
+    pub last_exceeded: knooppunt_filter::Exceeded,
 }
 
 /// The subscriptions: their store, their registry and their workers, changed together.
@@ -350,19 +352,22 @@ impl Subscriptions {
             .collect()
     }
 
-    /// Notes that these subscriptions' filters ran out of their evaluation budget at `at`.
-    pub fn note_over_budget(&self, ids: &[String], at: u64) {
+    /// Notes that these subscriptions' filters ran out of an evaluation budget (which) at
+    /// `at`.
+    pub fn note_over_budget(&self, ids: &[(String, knooppunt_filter::Exceeded)], at: u64) {
         let registry = self.read();
         let mut over = self.over_budget.lock().expect("over-budget lock");
-        for id in ids {
+        for (id, exceeded) in ids {
             // Only subscriptions that still exist: the map stays as small as the registry.
             if registry.get(id).is_some() {
                 let entry = over.entry(id.clone()).or_insert(OverBudget {
                     count: 0,
                     last_at: at,
+                    last_exceeded: *exceeded,
                 });
                 entry.count += 1;
                 entry.last_at = at;
+                entry.last_exceeded = *exceeded;
             }
         }
     }

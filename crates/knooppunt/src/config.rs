@@ -846,6 +846,11 @@ pub(crate) struct FiltersConfig {
     /// together, in the same units; past it that principal's other subscriptions are not
     /// routed the event (0: no such bound).
     pub(crate) max_evaluation_cost_per_principal: u64,
+    /// What evaluating all the candidates of one event may cost together, shared among
+    /// their principals (each gets at least an equal share, and what one leaves goes to the
+    /// others); past a principal's share its other subscriptions are not routed the event
+    /// (0: no such bound).
+    pub(crate) max_evaluation_cost_per_event: u64,
     /// The longest string a filter may make while it is evaluated (CONCAT, UPPER, ...).
     pub(crate) max_string_bytes: usize,
     /// The most subscriptions one principal may have.
@@ -865,6 +870,7 @@ impl Default for FiltersConfig {
             max_sql_length: limits.max_sql_length,
             max_evaluation_cost: evaluation.max_units,
             max_evaluation_cost_per_principal: evaluation.max_units_per_tenant,
+            max_evaluation_cost_per_event: evaluation.max_units_per_event,
             max_string_bytes: evaluation.max_string_bytes,
             max_subscriptions_per_principal: quotas.max_subscriptions,
             max_filter_bytes_per_principal: quotas.max_filter_bytes,
@@ -1228,10 +1234,20 @@ impl Config {
                 filters.max_evaluation_cost
             );
         }
+        let per_event = filters.max_evaluation_cost_per_event;
+        if per_event != 0 && per_event < filters.max_evaluation_cost {
+            bail!(
+                "filters.max_evaluation_cost_per_event ({per_event}) must be 0 (no bound) or at \
+                 least filters.max_evaluation_cost ({}): one subscription's evaluation must fit \
+                 in an event's",
+                filters.max_evaluation_cost
+            );
+        }
         options.eval_limits = knooppunt_filter::EvalLimits {
             max_units: filters.max_evaluation_cost,
             max_string_bytes: filters.max_string_bytes,
             max_units_per_tenant: per_principal,
+            max_units_per_event: per_event,
         };
         options.quotas = knooppunt_broker::Quotas {
             max_subscriptions: filters.max_subscriptions_per_principal,
