@@ -292,13 +292,21 @@ enum Workload {
         #[arg(last = true)]
         extra: Vec<String>,
     },
-    /// Whether one principal's costly filters slow another's events: the publish latency of
-    /// events with a large subject, alone, next to another principal's `costly` subscriptions
-    /// whose LIKE scans the subject, with and without the per-principal budget.
+    /// Whether other principals' costly filters slow a principal's events: the publish
+    /// latency of events with a large subject, alone, next to `noisy` other principals'
+    /// `costly` subscriptions each whose LIKE scans the subject, under the default budgets
+    /// (per principal and per event), without the per-event one, and without either.
     Tenants {
-        /// The other principal's costly subscriptions.
+        /// How many other principals have costly subscriptions.
+        #[arg(long, default_value_t = 1)]
+        noisy: usize,
+        /// Each other principal's costly subscriptions.
         #[arg(long, default_value_t = 1000)]
         costly: usize,
+        /// The CESQL filter of each costly subscription (it must not match the events:
+        /// `LOWER(subject) LIKE '%y%z%'` costs more time per unit than the default).
+        #[arg(long, default_value = "subject LIKE '%y%z%'")]
+        filter: String,
         /// Events published (one at a time) per measurement.
         #[arg(long, default_value_t = 20)]
         events: usize,
@@ -709,11 +717,13 @@ fn main() -> anyhow::Result<()> {
                 compare::compare(&reference, &workloads, rounds, &extra)?;
             }
             Workload::Tenants {
+                noisy,
                 costly,
+                filter,
                 events,
                 subject_bytes,
             } => {
-                tenants::run(costly, events, subject_bytes).await?;
+                tenants::run((noisy, costly, &filter), events, subject_bytes).await?;
             }
             Workload::Approvals {
                 seconds,

@@ -127,7 +127,8 @@ fn take_waiting(receiver: &mut mpsc::UnboundedReceiver<Request>, group: &mut Vec
 /// cost the database more than the lease): each delivery is deleted under its lease, or,
 /// when it is no longer pending at all (withdrawn while the attempt was under way, say), its
 /// dead letter (the sink took the event), and a receipt kept where asked; returns the places
-/// (from 1) of the results that counted.
+/// (from 1) of the results that counted. Only the results whose lease held nothing (`missed`,
+/// made first: none, as a rule) are looked for among the dead letters.
 const DELIVERED: &str = "\
 WITH r AS (
     SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::bool[])
@@ -136,13 +137,14 @@ done AS (
     DELETE FROM deliveries d USING r
     WHERE d.subscription = r.subscription AND d.seq = r.seq AND d.lease = r.lease
     RETURNING r.n, r.seq, r.subscription, r.at, r.receipt),
+missed AS MATERIALIZED (
+    SELECT * FROM r WHERE NOT EXISTS (SELECT 1 FROM done WHERE done.n = r.n)),
 taken AS (
-    DELETE FROM dead_letters l USING r
-    WHERE l.subscription = r.subscription AND l.seq = r.seq
-      AND NOT EXISTS (SELECT 1 FROM done WHERE done.n = r.n)
+    DELETE FROM dead_letters l USING missed m
+    WHERE l.subscription = m.subscription AND l.seq = m.seq
       AND NOT EXISTS (SELECT 1 FROM deliveries d
-        WHERE d.subscription = r.subscription AND d.seq = r.seq)
-    RETURNING r.n, r.seq, r.subscription, r.at, r.receipt),
+        WHERE d.subscription = m.subscription AND d.seq = m.seq)
+    RETURNING m.n, m.seq, m.subscription, m.at, m.receipt),
 counted AS (SELECT * FROM done UNION ALL SELECT * FROM taken),
 kept AS (
     INSERT INTO receipts (seq, subscription, delivered_at)
