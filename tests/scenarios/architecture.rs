@@ -564,8 +564,9 @@ fn named_paths(code: &str, parent: &str) -> Vec<String> {
 }
 
 /// The groups of modules of the crate at `root` that import each other in a circle: each
-/// file's imports (`crate::…`, `super::…`) resolved to the deepest module they name; a
-/// module's use of its own ancestors (its parent's items) does not count.
+/// file's imports (`crate::…`, `super::…`) resolved to the deepest module they name, which
+/// stands for its children too (it may re-export theirs); a module's use of its own
+/// ancestors (its parent's items) does not count.
 fn import_circles(root: &std::path::Path) -> Vec<Vec<String>> {
     let modules = crate_modules(root);
     let names: BTreeSet<&str> = modules.iter().map(|(m, _)| m.as_str()).collect();
@@ -582,7 +583,13 @@ fn import_circles(root: &std::path::Path) -> Vec<Vec<String>> {
                 let target = names.get(target.as_str()).unwrap();
                 let ancestor = module.starts_with(&format!("{target}::")) || *target == "crate";
                 if *target != module.as_str() && !ancestor {
-                    edges.entry(module.as_str()).or_default().insert(target);
+                    // A module stands for its children too: what it re-exports, or what its
+                    // items use, may come from any of them.
+                    let children = format!("{target}::");
+                    let subtree = names
+                        .iter()
+                        .filter(|name| **name == *target || name.starts_with(&children));
+                    edges.entry(module.as_str()).or_default().extend(subtree);
                 }
             }
         }
@@ -664,8 +671,8 @@ fn no_crate_has_an_import_circle_between_its_files() {
     );
 }
 
-/// The circle finder sees a circle through grouped and `super` imports, and not a module's
-/// use of its parent.
+/// The circle finder sees a circle through grouped and `super` imports and through a
+/// module's children, and not a module's use of its parent.
 #[test]
 fn the_circle_finder_finds_circles() {
     let dir = tempfile::tempdir().unwrap();
@@ -697,4 +704,14 @@ fn the_circle_finder_finds_circles() {
     );
     write("api/routes.rs", "pub fn r() {}");
     assert!(import_circles(dir.path()).is_empty());
+    // A module stands for its children: `x` uses what `api` re-exports of `routes`, and
+    // `routes` uses `x`.
+    write("lib.rs", "mod a;\nmod b;\nmod api;\nmod x;");
+    write("x.rs", "use crate::api::BASE;");
+    write("api/routes.rs", "use crate::x;\npub fn r() {}");
+    assert_eq!(
+        import_circles(dir.path()),
+        [["crate::api::problem", "crate::api::routes", "crate::x"]],
+        "`problem` uses `routes` too"
+    );
 }

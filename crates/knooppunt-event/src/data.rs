@@ -48,16 +48,6 @@ pub enum JsonTextError {
     NotInteroperable(String),
 }
 
-impl JsonTextError {
-    /// The rule of the CloudEvents validation this breaks (syntax errors aside).
-    pub fn rule(&self) -> crate::validate::Rule {
-        match self {
-            JsonTextError::NotInteroperable(_) => crate::validate::Rule::DataInteroperable,
-            _ => crate::validate::Rule::DataDepth,
-        }
-    }
-}
-
 /// The longest piece of a number quoted in an error.
 const QUOTED: usize = 40;
 

@@ -173,7 +173,11 @@ fn binary_data(assembler: &mut Assembler, body: &[u8]) -> Option<Data> {
         return match parsed {
             Ok(Ok(json)) => Some(Data::Json(json)),
             Ok(Err(refused)) => {
-                assembler.report(Violation::new("data", refused.rule(), refused.to_string()));
+                assembler.report(Violation::new(
+                    "data",
+                    Rule::of_data(&refused),
+                    refused.to_string(),
+                ));
                 None
             }
             Err(error) => {

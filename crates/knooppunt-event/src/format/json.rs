@@ -245,7 +245,11 @@ fn decode_data(
         return match JsonText::from_raw(raw) {
             Ok(json) => Some(Data::Json(json)),
             Err(error) => {
-                assembler.report(Violation::new("data", error.rule(), error.to_string()));
+                assembler.report(Violation::new(
+                    "data",
+                    Rule::of_data(&error),
+                    error.to_string(),
+                ));
                 None
             }
         };

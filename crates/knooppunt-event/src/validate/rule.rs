@@ -63,6 +63,15 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// The rule that JSON data refused as `error` breaks (syntax errors aside). Here, not in
+    /// `data.rs`: the data reader knows nothing of validation.
+    pub fn of_data(error: &crate::data::JsonTextError) -> Rule {
+        match error {
+            crate::data::JsonTextError::NotInteroperable(_) => Rule::DataInteroperable,
+            _ => Rule::DataDepth,
+        }
+    }
+
     /// A short stable code, e.g. `core.required` or `nlgov.type.reverse-domain`.
     pub fn code(self) -> &'static str {
         match self {
