@@ -1436,6 +1436,32 @@ mod tests {
         }
     }
 
+    /// The event's filter budget: 0 (none) or at least one subscription's, said so when not.
+    #[test]
+    fn the_events_filter_budget_is_read_and_checked() {
+        let options = |text: &str| {
+            Config::parse(&format!("[filters]\n{text}"))
+                .and_then(|config| config.hub_options(knooppunt_broker::Authentication::Disabled))
+        };
+        let limits = |text: &str| options(text).unwrap().eval_limits;
+        assert_eq!(limits("").max_units_per_event, 32_000_000);
+        assert_eq!(
+            limits("max_evaluation_cost_per_event = 50000000").max_units_per_event,
+            50_000_000
+        );
+        assert_eq!(
+            limits("max_evaluation_cost_per_event = 0").max_units_per_event,
+            0
+        );
+        let error = options("max_evaluation_cost_per_event = 10")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("filters.max_evaluation_cost_per_event (10) must be 0"),
+            "{error}"
+        );
+    }
+
     #[test]
     fn the_shipped_file_holds_the_defaults() {
         let shipped = include_str!("../../../config/knooppunt.toml");
