@@ -1,0 +1,313 @@
+//! `/api/v1/kanaal`: the kanalen.
+
+use super::*;
+
+/// A KANAAL as the Notificaties API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct KanaalOut {
+    pub(crate) url: String,
+    pub(crate) naam: String,
+    /// Left out when there is none: the document makes it a URI, which "" is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) documentatie_link: Option<String>,
+    pub(crate) filters: Vec<String>,
+}
+
+pub(crate) fn representation(base: &str, kanaal: &Kanaal) -> KanaalOut {
+    KanaalOut {
+        url: format!("{base}/api/v1/kanaal/{}", kanaal.id),
+        naam: kanaal.naam.clone(),
+        documentatie_link: kanaal.documentatie_link.clone(),
+        filters: kanaal.filters.clone(),
+    }
+}
+
+/// `GET /api/v1/kanaal[?naam=]`: every kanaal (the 1.0 API does not page them).
+pub(crate) async fn list_kanalen(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[PUBLISH, CONSUME])?;
+    let base = base_url(&state, &headers);
+    let kanalen =
+        knooppunt_services::zgw::kanalen(&state.catalog, query.get("naam").map(String::as_str));
+    let body: Vec<KanaalOut> = kanalen.iter().map(|k| representation(&base, k)).collect();
+    Ok(answer(StatusCode::OK, &body))
+}
+
+/// `GET /api/v1/kanaal/{uuid}`.
+pub(crate) async fn read_kanaal(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    headers: HeaderMap,
+    Path(uuid): Path<KanaalId>,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[PUBLISH, CONSUME])?;
+    let kanaal = knooppunt_services::zgw::kanaal(&state.catalog, &uuid)
+        .ok_or_else(|| ZgwError::NotFound(format!("er is geen kanaal `{uuid}`")))?;
+    Ok(answer(
+        StatusCode::OK,
+        &representation(&base_url(&state, &headers), &kanaal),
+    ))
+}
+
+/// The body of `POST /api/v1/kanaal`, every problem reported.
+pub(crate) fn read_draft(body: &[u8]) -> Result<KanaalDraft, Vec<FieldError>> {
+    draft_of(&json_object(body)?)
+}
+
+/// A kanaal's fields, every problem reported.
+pub(crate) fn draft_of(object: &Map<String, Value>) -> Result<KanaalDraft, Vec<FieldError>> {
+    let field = |name: &str, code: &'static str, reason: String| FieldError {
+        name: name.to_owned(),
+        code,
+        reason,
+    };
+    let mut errors = Vec::new();
+    let naam = match object.get("naam") {
+        None => {
+            errors.push(field("naam", "required", "Dit veld is vereist.".into()));
+            String::new()
+        }
+        Some(Value::String(naam)) if naam.trim().is_empty() => {
+            errors.push(field(
+                "naam",
+                "blank",
+                "Dit veld mag niet leeg zijn.".into(),
+            ));
+            String::new()
+        }
+        Some(Value::String(naam)) if naam.chars().count() > 50 => {
+            errors.push(field(
+                "naam",
+                "max_length",
+                "Zorg ervoor dat dit veld niet meer dan 50 karakters bevat.".into(),
+            ));
+            String::new()
+        }
+        // A kanaal's name is part of its events' type: no dots, no white space.
+        Some(Value::String(naam))
+            if !naam
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') =>
+        {
+            errors.push(field(
+                "naam",
+                "invalid",
+                "Een kanaalnaam bestaat uit letters, cijfers, `-` en `_`.".into(),
+            ));
+            String::new()
+        }
+        Some(Value::String(naam)) => naam.clone(),
+        Some(_) => {
+            errors.push(field("naam", "invalid", "Geen geldige string.".into()));
+            String::new()
+        }
+    };
+    let null = |name: &str| FieldError {
+        name: name.to_owned(),
+        code: "null",
+        reason: "Dit veld mag niet leeg zijn.".into(),
+    };
+    let documentatie_link = match object.get("documentatieLink") {
+        None => None,
+        Some(Value::Null) => {
+            errors.push(null("documentatieLink"));
+            None
+        }
+        Some(Value::String(link)) if link.is_empty() => None,
+        Some(Value::String(link)) if link.chars().count() > 200 => {
+            errors.push(field(
+                "documentatieLink",
+                "max_length",
+                "Zorg ervoor dat dit veld niet meer dan 200 karakters bevat.".into(),
+            ));
+            None
+        }
+        Some(Value::String(link))
+            if link.starts_with("https://") || link.starts_with("http://") =>
+        {
+            Some(link.clone())
+        }
+        Some(_) => {
+            errors.push(field(
+                "documentatieLink",
+                "invalid",
+                "Voer een geldige URL in.".into(),
+            ));
+            None
+        }
+    };
+    let mut filters = Vec::new();
+    match object.get("filters") {
+        None => {}
+        Some(Value::Null) => errors.push(null("filters")),
+        Some(Value::Array(items)) if items.len() <= 100 => {
+            for (n, item) in items.iter().enumerate() {
+                match item.as_str() {
+                    Some(text) if !text.is_empty() && text.chars().count() <= 100 => {
+                        filters.push(text.to_owned())
+                    }
+                    _ => errors.push(field(
+                        &format!("filters.{n}"),
+                        "invalid",
+                        "Een filter is een kenmerknaam van 1 tot 100 karakters.".into(),
+                    )),
+                }
+            }
+        }
+        Some(_) => errors.push(field(
+            "filters",
+            "not_a_list",
+            "Verwachtte een lijst met items (ten hoogste 100).".into(),
+        )),
+    }
+    if errors.is_empty() {
+        Ok(KanaalDraft {
+            naam,
+            documentatie_link,
+            filters,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+/// `POST /api/v1/kanaal`: registers a kanaal (scope `notificaties.publiceren`), unique by
+/// name; 201 with its `url` (and `Location`).
+pub(crate) async fn create_kanaal(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    audit: RequestAudit,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ZgwError> {
+    caller.require_any(&[PUBLISH])?;
+    let draft = read_draft(&body).map_err(ZgwError::Invalid)?;
+    let principal = caller.0.principal();
+    let action = |entry: &knooppunt_store::CatalogEntry| {
+        kanaal_action(
+            knooppunt_services::audit::ActionName::KanaalCreate,
+            entry,
+            &caller.0.client_id,
+        )
+    };
+    let made = async {
+        let entry = knooppunt_services::zgw::kanaal_entry(&state.catalog, &caller.0, draft)?;
+        let context = audit.of_principal(&principal);
+        Ok(
+            knooppunt_services::cataloging::create(&state, &context, &principal, entry, action)
+                .await?,
+        )
+    };
+    let entry = made.await.map_err(kanaal_refusal)?;
+    let kanaal =
+        Kanaal::of(&entry).ok_or_else(|| ZgwError::Internal("a kanaal reads back".into()))?;
+    let body = representation(&base_url(&state, &headers), &kanaal);
+    Ok(created(&body.url, &body))
+}
+
+/// `PUT /api/v1/kanaal/{uuid}` (scope `notificaties.publiceren`, the client that registered
+/// it): replaces its documentation link and filters, as Open Notificaties does when
+/// `register_kanalen` runs again; its name may not change. 200 with the kanaal. `PATCH`:
+/// the same with only the fields sent.
+pub(crate) async fn change_kanaal(
+    State(state): State<Arc<AppState>>,
+    caller: ZgwCaller,
+    audit: RequestAudit,
+    method: http::Method,
+    headers: HeaderMap,
+    Path(uuid): Path<KanaalId>,
+    body: Bytes,
+) -> Result<Response, ZgwError> {
+    let mut object = json_object(&body).map_err(ZgwError::Invalid)?;
+    let partial = method == http::Method::PATCH;
+    caller.require_any(&[PUBLISH])?;
+    let existing = knooppunt_services::zgw::kanaal(&state.catalog, &uuid)
+        .ok_or_else(|| ZgwError::NotFound(format!("er is geen kanaal `{uuid}`")))?;
+    if partial {
+        // What a patch leaves out stays as it is.
+        let now = serde_json::to_value(representation("", &existing))
+            .map_err(|error| ZgwError::Internal(error.to_string()))?;
+        for name in ["naam", "documentatieLink", "filters"] {
+            if let (false, Some(value)) = (object.contains_key(name), now.get(name)) {
+                object.insert(name.to_owned(), value.clone());
+            }
+        }
+    }
+    let draft = draft_of(&object).map_err(ZgwError::Invalid)?;
+    let principal = caller.0.principal();
+    let action = |entry: &knooppunt_store::CatalogEntry| {
+        kanaal_action(
+            knooppunt_services::audit::ActionName::KanaalUpdate,
+            entry,
+            &caller.0.client_id,
+        )
+    };
+    let replaced = async {
+        let entry = knooppunt_services::zgw::kanaal_update(&caller.0, &existing, draft)?;
+        let context = audit.of_principal(&principal);
+        Ok(knooppunt_services::cataloging::replace(
+            &state,
+            &context,
+            &principal,
+            (&existing.id, entry),
+            action,
+        )
+        .await?)
+    };
+    let entry = replaced
+        .await
+        .map_err(kanaal_refusal)?
+        .ok_or_else(|| ZgwError::NotFound(format!("er is geen kanaal `{uuid}`")))?;
+    let kanaal =
+        Kanaal::of(&entry).ok_or_else(|| ZgwError::Internal("a kanaal reads back".into()))?;
+    Ok(answer(
+        StatusCode::OK,
+        &representation(&base_url(&state, &headers), &kanaal),
+    ))
+}
+
+/// A kanaal's registration or change as the audit trail keeps it.
+pub(crate) fn kanaal_action(
+    name: knooppunt_services::audit::ActionName,
+    entry: &knooppunt_store::CatalogEntry,
+    client_id: &str,
+) -> knooppunt_services::audit::Action {
+    let kanaal = Kanaal::of(entry);
+    knooppunt_services::audit::Action::new(
+        name,
+        format!("eventtype/{}", entry.id),
+        json!({"naam": kanaal.as_ref().map(|k| &k.naam),
+               "filters": kanaal.as_ref().map(|k| &k.filters),
+               "client": client_id}),
+    )
+}
+
+/// A kanaal the catalog did not take, in the API's shapes.
+pub(crate) fn kanaal_refusal(why: KanaalRefused) -> ZgwError {
+    match why {
+        KanaalRefused::Taken => ZgwError::Invalid(vec![FieldError {
+            name: "naam".into(),
+            code: "unique",
+            reason: "Kanaal met deze naam bestaat al.".into(),
+        }]),
+        KanaalRefused::Renamed => ZgwError::Invalid(vec![FieldError {
+            name: "naam".into(),
+            code: "wijzigen-niet-toegelaten",
+            reason: "Dit veld mag niet gewijzigd worden.".into(),
+        }]),
+        KanaalRefused::Catalog(knooppunt_services::catalog::Refused::Store(error)) => error.into(),
+        KanaalRefused::Catalog(knooppunt_services::catalog::Refused::Forbidden(why)) => {
+            ZgwError::PermissionDenied(why)
+        }
+        KanaalRefused::Catalog(other) => ZgwError::Invalid(vec![FieldError {
+            name: "nonFieldErrors".into(),
+            code: "invalid",
+            reason: other.to_string(),
+        }]),
+    }
+}
