@@ -32,6 +32,25 @@ async fn subscribe(hub: &TestHub, body: Value) -> String {
     answer.body["id"].as_str().unwrap().to_owned()
 }
 
+/// The costly filter of the budget tests (`subject LIKE '%y%z%'`) and the event they
+/// publish (`large`, a 500 KB subject), as the hub reads them.
+fn costly_filter_and_large_event() -> (knooppunt_filter::Criteria, knooppunt_event::Event) {
+    let criteria = knooppunt_filter::Criteria {
+        filters: knooppunt_filter::Filter::list_from_json(
+            &[json!({"sql": "subject LIKE '%y%z%'"})],
+            "filters",
+            &knooppunt_filter::Limits::DEFAULT,
+        )
+        .unwrap(),
+        ..knooppunt_filter::Criteria::default()
+    };
+    let event = knooppunt_event::EventBuilder::new("large", SOURCE, "nl.brp.large")
+        .subject("x".repeat(500_000))
+        .build()
+        .unwrap();
+    (criteria, event)
+}
+
 /// The value of an unlabelled metric.
 async fn metric(hub: &TestHub, name: &str) -> f64 {
     let text = hub.metrics().await;
@@ -143,19 +162,7 @@ async fn one_principals_costly_filters_share_one_budget_per_event() {
     // evaluations take here, in this process (the part on the request is a small slice).
     assert_eq!(metric(&hub, "knooppunt_routing_offloaded_total").await, 1.0);
     let routing = metric(&hub, "knooppunt_routing_seconds_sum").await;
-    let criteria = knooppunt_filter::Criteria {
-        filters: knooppunt_filter::Filter::list_from_json(
-            &[json!({"sql": "subject LIKE '%y%z%'"})],
-            "filters",
-            &knooppunt_filter::Limits::DEFAULT,
-        )
-        .unwrap(),
-        ..knooppunt_filter::Criteria::default()
-    };
-    let event = knooppunt_event::EventBuilder::new("large", SOURCE, "nl.brp.large")
-        .subject("x".repeat(500_000))
-        .build()
-        .unwrap();
+    let (criteria, event) = costly_filter_and_large_event();
     let started = std::time::Instant::now();
     for _ in 0..(60 - over) {
         assert!(!criteria.matches(&event));
@@ -221,19 +228,7 @@ async fn many_principals_costly_filters_share_one_budget_per_event() {
         .await;
     assert_eq!(own.status, 201, "{}", own.body);
     // A 500 KB subject: what one LIKE over it costs, measured here as the hub meters it.
-    let criteria = knooppunt_filter::Criteria {
-        filters: knooppunt_filter::Filter::list_from_json(
-            &[json!({"sql": "subject LIKE '%y%z%'"})],
-            "filters",
-            &knooppunt_filter::Limits::DEFAULT,
-        )
-        .unwrap(),
-        ..knooppunt_filter::Criteria::default()
-    };
-    let event = knooppunt_event::EventBuilder::new("large", SOURCE, "nl.brp.large")
-        .subject("x".repeat(500_000))
-        .build()
-        .unwrap();
+    let (criteria, event) = costly_filter_and_large_event();
     let mut meter = knooppunt_filter::Meter::new(knooppunt_filter::EvalLimits::DEFAULT);
     assert!(!criteria.matches_metered(&event, &mut meter));
     let cost = meter.spent();
