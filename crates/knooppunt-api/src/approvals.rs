@@ -11,10 +11,9 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{CatalogEntry, Grant, GrantState};
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
-use std::borrow::Cow;
 
 use crate::auth::Caller;
 use crate::document::{
@@ -22,7 +21,7 @@ use crate::document::{
     page_parameters, path_parameter,
 };
 use crate::ids::{EntryId, SubscriptionId};
-use crate::input::{Body, Input, Members};
+use crate::input::{Body, Field, Input, Problems};
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
@@ -220,72 +219,49 @@ pub(crate) async fn decide(
         &audit.of(&caller),
         &caller.0,
         (&entry, &subscription),
-        (decision.state, decision.reason),
+        decision,
     )
     .await?;
     Ok(Json(resource(&state, &decided.grant)).into_response())
 }
 
-/// What a data owner sends to decide on a grant.
-#[derive(Debug)]
-pub(crate) struct DecisionIn {
-    state: GrantState,
-    reason: Option<String>,
+/// What a data owner sends to decide on a grant (the approval's read-only members may be
+/// sent back; they are ignored).
+#[derive(Debug, serde::Deserialize, JsonSchema)]
+#[schemars(rename = "ApprovalDecision")]
+pub struct DecisionIn {
+    pub state: Field<Decision>,
+    /// Why; required to refuse or revoke. The subscriber sees it.
+    #[serde(default)]
+    #[schemars(length(max = 1000))]
+    pub reason: Field<String>,
 }
 
-impl JsonSchema for DecisionIn {
-    fn schema_name() -> Cow<'static, str> {
-        "ApprovalDecision".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "description": "An owner's decision (the approval's read-only members may be sent back; they are ignored).",
-            "required": ["state"],
-            "properties": {
-                "state": {"type": "string", "enum": ["granted", "refused", "revoked"],
-                          "description": "`granted` (from any other state), `refused` (a request), `revoked` (a grant)."},
-                "reason": {"type": "string", "maxLength": 1000,
-                           "description": "Why; required to refuse or revoke. The subscriber sees it."}
-            }
-        })
-    }
+/// An owner's decision: `granted` (from any other state), `refused` (a request), `revoked`
+/// (a grant).
+#[derive(Debug, Clone, Copy, serde::Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Granted,
+    Refused,
+    Revoked,
 }
 
 impl Body for DecisionIn {
     const NAME: &'static str = "decision";
-    const MEMBERS: &'static [&'static str] = &["state", "reason"];
-    /// The grant's read-only members may be sent back.
-    const READ_ONLY: &'static [&'static str] = &[
-        "eventtype",
-        "subscription",
-        "subscriber",
-        "type",
-        "source",
-        "owner",
-        "requested",
-        "decided",
-        "decidedBy",
-        "id",
-    ];
+    type Representation = GrantOut;
+    type Read = (GrantState, Option<String>);
 
-    fn read(members: &mut Members<'_>) -> Option<Self> {
+    fn read(self, problems: &mut Problems) -> Option<Self::Read> {
         const STATES: &str = "`granted`, `refused` or `revoked`";
-        let state = members
-            .required::<String>("state", STATES)
-            .and_then(|name| match GrantState::parse(&name) {
-                Some(state) => Some(state),
-                None => {
-                    members.problem("state", format!("must be {STATES}"));
-                    None
-                }
-            });
-        let reason = members.optional::<String>("reason", "a string");
-        Some(DecisionIn {
-            state: state?,
-            reason,
-        })
+        let state = self.state.required("state", STATES, problems);
+        let reason = self.reason.optional("reason", "a string", problems);
+        let state = match state? {
+            Decision::Granted => GrantState::Granted,
+            Decision::Refused => GrantState::Refused,
+            Decision::Revoked => GrantState::Revoked,
+        };
+        Some((state, reason))
     }
 }
 
@@ -350,7 +326,7 @@ pub(crate) fn describe(doc: &mut Document) {
          admin; never the subscription's own owner). A revocation turns the queued deliveries \
          of the event type's events into dead letters (\"approval revoked\") before it answers.",
     )
-    .body(doc.schema::<DecisionIn>())
+    .body(doc.input::<DecisionIn>())
     .answer("200", "The approval as decided.", Some(approval))
     .refusals(&[
         BAD_REQUEST,

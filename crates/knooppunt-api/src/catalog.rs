@@ -13,19 +13,17 @@ use http::{HeaderValue, StatusCode};
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{ApprovalPolicy, CatalogEntry, SchemaCheck, TypeMatch};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::borrow::Cow;
 
 use crate::BASE_PATH;
-use crate::JsonBody;
 use crate::auth::Caller;
 use crate::document::{
     BAD_REQUEST, Document, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header,
     page_parameters, path_parameter,
 };
 use crate::ids::EntryId;
-use crate::input::{self, Body, Input, Members};
+use crate::input::{Body, Field, Input, Problems};
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
@@ -37,22 +35,6 @@ use knooppunt_services::cataloging;
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE";
 
-/// The members a client sends; `id`, `owner`, `created` and `updated` it may send back
-/// (they are ignored).
-const MEMBERS: [&str; 11] = [
-    "source",
-    "type",
-    "typeMatch",
-    "description",
-    "documentation",
-    "dataschema",
-    "schema",
-    "schemaCheck",
-    "deprecated",
-    "approval",
-    "kenmerken",
-];
-const READ_ONLY: [&str; 4] = ["id", "owner", "created", "updated"];
 const MAX_TEXT: usize = 2048;
 /// The most kenmerken an entry names, and the longest (a ZGW kanaal filter's bound).
 const MAX_KENMERKEN: usize = 100;
@@ -158,20 +140,73 @@ fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("there is no catalog entry `{id}`"))
 }
 
-/// What a client sends to describe an event type: the catalog's `Draft`.
-#[derive(Debug)]
-pub(crate) struct EventTypeIn(Draft);
+/// What a client sends to describe an event type: the catalog's `Draft` (`owner`,
+/// `created` and `updated` may be sent back; they are ignored).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "EventTypeRequest")]
+pub struct EventTypeIn {
+    /// Ignored on create; on a replacement it must equal the path's.
+    #[serde(default)]
+    pub id: Field<String>,
+    /// The `source` prefix of the events it covers; one the owner may publish.
+    #[schemars(length(min = 1, max = MAX_TEXT))]
+    pub source: Field<String>,
+    /// The event type, or a prefix of types (`typeMatch`).
+    #[serde(rename = "type")]
+    #[schemars(length(min = 1, max = MAX_TEXT))]
+    pub event_type: Field<String>,
+    #[serde(default)]
+    #[schemars(extend("enum" = ["exact", "prefix"], "default" = "exact"))]
+    pub type_match: Field<String>,
+    /// What these events are.
+    #[schemars(length(min = 1, max = MAX_TEXT))]
+    pub description: Field<String>,
+    /// A link to their documentation.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = MAX_TEXT), extend("format" = "uri"))]
+    pub documentation: Field<String>,
+    /// The `dataschema` of their data.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = MAX_TEXT), extend("format" = "uri"))]
+    pub dataschema: Field<String>,
+    #[serde(default)]
+    #[schemars(schema_with = "json_schema_document")]
+    pub schema: Field<Value>,
+    /// `warn` (the default with a schema): accepted, with warnings in the receipt;
+    /// `enforce`: refused (400) with every problem; `off`.
+    #[serde(default)]
+    #[schemars(extend("enum" = ["off", "warn", "enforce"]))]
+    pub schema_check: Field<String>,
+    #[serde(default)]
+    #[schemars(extend("default" = false))]
+    pub deprecated: Field<bool>,
+    /// `approval-required`: only subscriptions the owner granted receive these events;
+    /// every subscription whose filters can match them gets a request (see /approvals).
+    #[serde(default)]
+    #[schemars(extend("enum" = ["open", "approval-required"], "default" = "open"))]
+    pub approval: Field<String>,
+    /// The attributes subscribers may filter these events on (a ZGW kanaal's `filters`).
+    #[serde(default)]
+    #[schemars(length(max = MAX_KENMERKEN), inner(length(min = 1, max = MAX_KENMERK)))]
+    pub kenmerken: Field<Vec<String>>,
+}
 
 /// A text member: not empty, at most [`MAX_TEXT`] bytes.
-fn text(members: &mut Members<'_>, name: &str, required: bool) -> Option<String> {
+fn text(
+    field: Field<String>,
+    name: &str,
+    required: bool,
+    problems: &mut Problems,
+) -> Option<String> {
     let what = format!("a non-empty string of at most {MAX_TEXT} bytes");
     let text = if required {
-        members.required::<String>(name, &what)
+        field.required(name, &what, problems)
     } else {
-        members.optional::<String>(name, &what)
+        field.optional(name, &what, problems)
     }?;
     if text.trim().is_empty() || text.len() > MAX_TEXT {
-        members.problem(name, format!("must be {what}"));
+        problems.add(name, format!("must be {what}"));
         return None;
     }
     Some(text)
@@ -180,98 +215,66 @@ fn text(members: &mut Members<'_>, name: &str, required: bool) -> Option<String>
 /// A member naming one of a few words (`exact` or `prefix`), read with `parse`; `default`
 /// when it is left out or `null`.
 fn word<T>(
-    members: &mut Members<'_>,
+    field: Field<String>,
     (name, what): (&str, &str),
     parse: impl Fn(&str) -> Option<T>,
     default: T,
+    problems: &mut Problems,
 ) -> T {
-    match members.optional::<String>(name, what) {
+    match field.optional(name, what, problems) {
         None => default,
         Some(word) => parse(&word).unwrap_or_else(|| {
-            members.problem(name, format!("must be {what}"));
+            problems.add(name, format!("must be {what}"));
             default
         }),
     }
 }
 
-impl JsonSchema for EventTypeIn {
-    fn schema_name() -> Cow<'static, str> {
-        "EventTypeRequest".into()
-    }
-
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        let text = |description: &str| json!({"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "description": description});
-        let link = |description: &str| json!({"type": "string", "format": "uri", "maxLength": MAX_TEXT, "description": description});
-        json_schema!({
-            "type": "object",
-            "description": "A catalog entry as its publisher describes it (`id`, `owner`, `created` and \
-                            `updated` may be sent back; they are ignored).",
-            "required": ["source", "type", "description"],
-            "properties": {
-                "source": text("The `source` prefix of the events it covers; one the owner may publish."),
-                "type": text("The event type, or a prefix of types (`typeMatch`)."),
-                "typeMatch": {"type": "string", "enum": ["exact", "prefix"], "default": "exact"},
-                "description": text("What these events are."),
-                "documentation": link("A link to their documentation."),
-                "dataschema": link("The `dataschema` of their data."),
-                "schema": json_schema_document(generator),
-                "schemaCheck": {"type": "string", "enum": ["off", "warn", "enforce"],
-                                "description": "`warn` (the default with a schema): accepted, with warnings in the receipt; \
-                                                `enforce`: refused (400) with every problem; `off`."},
-                "deprecated": {"type": "boolean", "default": false},
-                "approval": {"type": "string", "enum": ["open", "approval-required"], "default": "open",
-                             "description": "`approval-required`: only subscriptions the owner granted receive these \
-                                             events; every subscription whose filters can match them gets a request \
-                                             (see /approvals)."},
-                "kenmerken": {"type": "array", "maxItems": MAX_KENMERKEN,
-                              "items": {"type": "string", "minLength": 1, "maxLength": MAX_KENMERK},
-                              "description": "The attributes subscribers may filter these events on (a ZGW kanaal's \
-                                              `filters`)."}
-            }
-        })
-    }
-}
-
 impl Body for EventTypeIn {
     const NAME: &'static str = "catalog entry";
-    const MEMBERS: &'static [&'static str] = &MEMBERS;
-    const READ_ONLY: &'static [&'static str] = &READ_ONLY;
+    type Representation = EventTypeOut;
+    /// The `id` it names, if any, and the draft.
+    type Read = (Option<String>, Draft);
 
-    fn read(members: &mut Members<'_>) -> Option<Self> {
-        let source_prefix = text(members, "source", true);
-        let event_type = text(members, "type", true);
-        let description = text(members, "description", true);
-        let documentation = text(members, "documentation", false);
-        let dataschema = text(members, "dataschema", false);
+    fn read(self, problems: &mut Problems) -> Option<Self::Read> {
+        let id = self.id.optional("id", "a string", problems);
+        let source_prefix = text(self.source, "source", true, problems);
+        let event_type = text(self.event_type, "type", true, problems);
+        let description = text(self.description, "description", true, problems);
+        let documentation = text(self.documentation, "documentation", false, problems);
+        let dataschema = text(self.dataschema, "dataschema", false, problems);
         if let Some(link) = &documentation
             && !(link.starts_with("https://") || link.starts_with("http://"))
         {
-            members.problem("documentation", "must be an absolute http(s) URL");
+            problems.add("documentation", "must be an absolute http(s) URL");
         }
         let type_match = word(
-            members,
+            self.type_match,
             ("typeMatch", "`exact` or `prefix`"),
             TypeMatch::parse,
             TypeMatch::Exact,
+            problems,
         );
         let approval = word(
-            members,
+            self.approval,
             ("approval", "`open` or `approval-required`"),
             ApprovalPolicy::parse,
             ApprovalPolicy::Open,
+            problems,
         );
         // The schema as JSON text (what the store keeps); it is compiled by the catalog.
-        let schema = members
-            .optional::<Value>("schema", "a JSON Schema (an object)")
+        let schema = self
+            .schema
+            .optional("schema", "a JSON Schema (an object)", problems)
             .and_then(|schema| match schema {
                 Value::Object(_) | Value::Bool(_) => Some(schema.to_string()),
                 _ => {
-                    members.problem("schema", "must be a JSON Schema (an object)");
+                    problems.add("schema", "must be a JSON Schema (an object)");
                     None
                 }
             });
         let schema_check = word(
-            members,
+            self.schema_check,
             ("schemaCheck", "`off`, `warn` or `enforce`"),
             SchemaCheck::parse,
             if schema.is_some() {
@@ -279,25 +282,28 @@ impl Body for EventTypeIn {
             } else {
                 SchemaCheck::Off
             },
+            problems,
         );
         let kenmerken_are = format!(
             "a list of at most {MAX_KENMERKEN} attribute names subscribers may filter on, each \
              1 to {MAX_KENMERK} characters"
         );
-        let kenmerken = members
-            .optional::<Vec<String>>("kenmerken", &kenmerken_are)
+        let kenmerken = self
+            .kenmerken
+            .optional("kenmerken", &kenmerken_are, problems)
             .unwrap_or_default();
         if kenmerken.len() > MAX_KENMERKEN
             || kenmerken
                 .iter()
                 .any(|k| k.is_empty() || k.chars().count() > MAX_KENMERK)
         {
-            members.problem("kenmerken", format!("must be {kenmerken_are}"));
+            problems.add("kenmerken", format!("must be {kenmerken_are}"));
         }
-        let deprecated = members
-            .optional::<bool>("deprecated", "true or false")
+        let deprecated = self
+            .deprecated
+            .optional("deprecated", "true or false", problems)
             .unwrap_or(false);
-        Some(EventTypeIn(Draft {
+        let draft = Draft {
             source_prefix: source_prefix?,
             event_type: event_type?,
             type_match,
@@ -309,7 +315,8 @@ impl Body for EventTypeIn {
             deprecated,
             approval,
             kenmerken,
-        }))
+        };
+        Some((id, draft))
     }
 }
 
@@ -334,7 +341,7 @@ pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
-    Input(EventTypeIn(draft)): Input<EventTypeIn>,
+    Input((_, draft)): Input<EventTypeIn>,
 ) -> Result<Response, ApiError> {
     let action = |entry: &CatalogEntry| {
         Action::new(
@@ -368,9 +375,9 @@ pub(crate) async fn replace(
     caller: Caller,
     audit: RequestAudit,
     Path(id): Path<EntryId>,
-    JsonBody(body): JsonBody,
+    Input((named, draft)): Input<EventTypeIn>,
 ) -> Result<Response, ApiError> {
-    if let Some(other) = body.get("id").and_then(Value::as_str)
+    if let Some(other) = named
         && other != id.as_str()
     {
         return Err(ApiError::invalid(
@@ -381,7 +388,6 @@ pub(crate) async fn replace(
             )],
         ));
     }
-    let EventTypeIn(draft) = input::read(&body)?;
     let action = |entry: &CatalogEntry| {
         Action::new(
             ActionName::EventtypeReplace,
@@ -432,7 +438,7 @@ pub(crate) fn describe(doc: &mut Document) {
     );
     const NOT_JSON: Refusal = ("415", "The body is not application/json.");
     let entry = doc.schema::<EventTypeOut>();
-    let draft = doc.schema::<EventTypeIn>();
+    let draft = doc.input::<EventTypeIn>();
     let none = json!([]);
     let list = Operation::new(
         "listEventTypes",

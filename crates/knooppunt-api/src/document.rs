@@ -56,6 +56,9 @@ pub(crate) fn add_boundary_answers(document: &mut Value) {
 /// The paths and schemas being described.
 pub(crate) struct Document {
     generator: SchemaGenerator,
+    /// Request bodies, described as the hub reads them: a member with a default is not
+    /// required.
+    inputs: SchemaGenerator,
     paths: Map<String, Value>,
 }
 
@@ -65,6 +68,9 @@ impl Document {
             // Answers are described as the hub writes them: a member it leaves out when
             // empty is not required.
             generator: SchemaSettings::openapi3().for_serialize().into_generator(),
+            inputs: SchemaSettings::openapi3()
+                .for_deserialize()
+                .into_generator(),
             paths: Map::new(),
         }
     }
@@ -72,6 +78,11 @@ impl Document {
     /// The schema of `T`: a reference to it in `components/schemas` for a named type.
     pub(crate) fn schema<T: JsonSchema>(&mut self) -> Value {
         self.generator.subschema_for::<T>().to_value()
+    }
+
+    /// The schema of request body `T`: a reference to it in `components/schemas`.
+    pub(crate) fn input<T: JsonSchema>(&mut self) -> Value {
+        self.inputs.subschema_for::<T>().to_value()
     }
 
     /// The schema of a list of `T`.
@@ -105,7 +116,20 @@ impl Document {
         let schemas = document["components"]["schemas"]
             .as_object_mut()
             .expect("schemas");
-        let mut definitions = Value::Object(self.generator.take_definitions(true));
+        let mut definitions = self.generator.take_definitions(true);
+        for (name, schema) in self.inputs.take_definitions(true) {
+            match definitions.get(&name) {
+                // A type both read and answered (an enum of states) is described once.
+                Some(answered) => assert_eq!(
+                    answered, &schema,
+                    "`{name}` is described differently as a request and as an answer"
+                ),
+                None => {
+                    definitions.insert(name, schema);
+                }
+            }
+        }
+        let mut definitions = Value::Object(definitions);
         registered_formats(&mut definitions);
         schemas.extend(
             definitions

@@ -11,10 +11,9 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use knooppunt_event::binding::http::{self as binding, ContentMode, DecodeError, Message};
 use knooppunt_event::{ReceivedEvent, Violations};
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
-use std::borrow::Cow;
 
 use crate::auth::Caller;
 use crate::document::{Document, Operation, UNAUTHORIZED, cloud_events, header};
@@ -52,41 +51,49 @@ struct BatchWarning {
     events: Vec<usize>,
 }
 
-/// A CloudEvent in the JSON format (json-format.md): the required attributes, the optional
-/// ones with their types, and extensions as further members (String, Integer or Boolean).
-pub(crate) struct CloudEventSchema;
+/// A CloudEvent in the JSON format (json-format.md), as a publisher sends it. Members
+/// besides the ones listed are extension attributes: lower-case letters and digits, a
+/// string, integer or boolean value. An optional attribute may be `null` (unset), as the
+/// publisher sent it. The hub reads an event with `knooppunt-event` (which keeps it exactly
+/// as sent: the hub never changes an event); this type describes it.
+#[derive(Debug, serde::Deserialize, JsonSchema)]
+#[schemars(rename = "CloudEvent")]
+pub struct CloudEventIn {
+    #[schemars(extend("enum" = ["1.0"]))]
+    pub specversion: String,
+    #[schemars(length(min = 1))]
+    pub id: String,
+    #[schemars(length(min = 1), extend("format" = "uri-reference"))]
+    pub source: String,
+    #[serde(rename = "type")]
+    #[schemars(length(min = 1))]
+    pub event_type: String,
+    #[schemars(length(min = 1))]
+    pub datacontenttype: Option<String>,
+    #[schemars(extend("format" = "uri"))]
+    pub dataschema: Option<String>,
+    #[schemars(length(min = 1))]
+    pub subject: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    pub time: Option<String>,
+    /// The event data: any JSON value.
+    #[serde(default)]
+    pub data: Option<serde_json::Value>,
+    #[schemars(extend("format" = "byte"))]
+    pub data_base64: Option<String>,
+    /// Extension attributes.
+    #[serde(flatten)]
+    pub extensions: std::collections::BTreeMap<String, ExtensionValue>,
+}
 
-impl JsonSchema for CloudEventSchema {
-    fn schema_name() -> Cow<'static, str> {
-        "CloudEvent".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        let string = json!({"type": "string", "minLength": 1});
-        // An optional attribute may be `null`, meaning unset (json-format.md 2.4): the hub
-        // forwards it as the publisher sent it.
-        let optional = json!({"type": "string", "minLength": 1, "nullable": true});
-        json_schema!({
-            "type": "object",
-            "description": "A CloudEvent in the JSON format. Members besides the ones listed are extension \
-                            attributes: lower-case letters and digits, a string, integer or boolean value. An \
-                            optional attribute may be `null` (unset), as the publisher sent it.",
-            "required": ["specversion", "id", "source", "type"],
-            "properties": {
-                "specversion": {"type": "string", "enum": ["1.0"]},
-                "id": string,
-                "source": {"type": "string", "minLength": 1, "format": "uri-reference"},
-                "type": string,
-                "datacontenttype": optional,
-                "dataschema": {"type": "string", "format": "uri", "nullable": true},
-                "subject": optional,
-                "time": {"type": "string", "format": "date-time", "nullable": true},
-                "data": {"description": "The event data: any JSON value."},
-                "data_base64": {"type": "string", "format": "byte"}
-            },
-            "additionalProperties": {"oneOf": [{"type": "string", "nullable": true}, {"type": "integer"}, {"type": "boolean"}]}
-        })
-    }
+/// An extension attribute's value in the JSON format: a string (or `null`, unset), an
+/// integer or a boolean.
+#[derive(Debug, serde::Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ExtensionValue {
+    String(Option<String>),
+    Integer(i64),
+    Boolean(bool),
 }
 
 impl Receipts {
@@ -335,7 +342,7 @@ pub(crate) fn describe(doc: &mut Document) {
         json!({"name": name, "in": "header", "required": false, "description": description,
                "schema": {"type": "string", "minLength": 1}})
     };
-    let event = doc.schema::<CloudEventSchema>();
+    let event = doc.input::<CloudEventIn>();
     let receipt = doc.schema::<Receipt>();
     let batch = doc.schema::<Receipts>();
     let mut publish = Operation::new(

@@ -1,112 +1,329 @@
-//! The typed request boundary: a JSON body read as a type of its resource ([`Input`]),
-//! member by member with serde, every problem collected into the problem+json
-//! `invalidParams` list (unknown members, missing ones, wrong types, bad values), so that a
-//! client fixes them all at once. A `null` is refused where a value is required; an optional
-//! member may be `null` or left out alike.
+//! The typed request boundary. Each request body is one type, `#[derive(Deserialize,
+//! JsonSchema)]`: the same declaration is what the hub reads and what the OpenAPI document
+//! shows. Its members are [`Field`]s, which never fail the read: a wrong value is recorded,
+//! so that every problem of a body (unknown members, missing ones, wrong types, bad values)
+//! is named at once in the problem+json `invalidParams` list and a client fixes them all
+//! together. A member is required exactly when it has no `#[serde(default)]`, for the
+//! reader and the schema alike; unknown members are found against the derived schema, and
+//! the read-only members of the resource's representation may be sent back (ignored).
+
+use std::marker::PhantomData;
 
 use axum::extract::{FromRequest, Request};
-use serde::de::DeserializeOwned;
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::de::{DeserializeOwned, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::JsonBody;
 use crate::problem::{ApiError, InvalidParam};
 
-/// A request body of a resource, read by [`Input`]; its schema (in the OpenAPI document)
-/// names the members it reads (`MEMBERS`, tested in `api/mod.rs`).
-pub(crate) trait Body: Sized + schemars::JsonSchema {
-    /// What the body is, for the problem's detail ("the replay has problems").
-    const NAME: &'static str;
-    /// The members it has, in the order the API documents them.
-    const MEMBERS: &'static [&'static str];
-    /// Members of the resource's representation a client may send back (ignored).
-    const READ_ONLY: &'static [&'static str] = &[];
-
-    /// Reads the body from its members; `None` when a problem was recorded.
-    fn read(members: &mut Members<'_>) -> Option<Self>;
+/// One member of a request body as it was read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Field<T> {
+    /// Left out.
+    #[default]
+    Absent,
+    /// `null` (or, for a required member, left out: serde cannot tell the two apart there).
+    Null,
+    /// A value of the member's type.
+    Given(T),
+    /// A value of another type, or one the type refuses: as it was sent.
+    Wrong(Value),
 }
 
-/// The members of a body being read, and the problems found so far.
-#[derive(Debug)]
-pub(crate) struct Members<'a> {
-    object: &'a Map<String, Value>,
-    problems: Vec<InvalidParam>,
-}
-
-impl<'a> Members<'a> {
-    /// Member `name`, which must be there and not `null`; `what` says what it must be
+impl<T> Field<T> {
+    /// The value of a member that must be there and not `null`; `what` says what it must be
     /// ("an RFC 3339 time such as 2026-11-20T08:00:00Z").
-    pub(crate) fn required<T: DeserializeOwned>(&mut self, name: &str, what: &str) -> Option<T> {
-        match self.object.get(name) {
-            None | Some(Value::Null) => {
-                self.problem(name, format!("is required: {what}"));
+    pub fn required(self, name: &str, what: &str, problems: &mut Problems) -> Option<T> {
+        match self {
+            Field::Given(value) => Some(value),
+            Field::Absent | Field::Null => {
+                problems.add(name, format!("is required: {what}"));
                 None
             }
-            Some(value) => self.value(name, value, what),
-        }
-    }
-
-    /// Member `name` if it is there and not `null`.
-    pub(crate) fn optional<T: DeserializeOwned>(&mut self, name: &str, what: &str) -> Option<T> {
-        match self.object.get(name) {
-            None | Some(Value::Null) => None,
-            Some(value) => self.value(name, value, what),
-        }
-    }
-
-    fn value<T: DeserializeOwned>(&mut self, name: &str, value: &Value, what: &str) -> Option<T> {
-        match T::deserialize(value) {
-            Ok(read) => Some(read),
-            Err(_) => {
-                self.problem(name, format!("must be {what}"));
+            Field::Wrong(_) => {
+                problems.add(name, format!("must be {what}"));
                 None
             }
         }
     }
 
-    /// Records a problem of member `name` (found by a check of the body's own).
-    pub(crate) fn problem(&mut self, name: &str, reason: impl Into<String>) {
-        self.problems.push(InvalidParam::new(name, reason));
+    /// The value of a member that may be left out or `null` alike.
+    pub fn optional(self, name: &str, what: &str, problems: &mut Problems) -> Option<T> {
+        match self {
+            Field::Given(value) => Some(value),
+            Field::Absent | Field::Null => None,
+            Field::Wrong(_) => {
+                problems.add(name, format!("must be {what}"));
+                None
+            }
+        }
+    }
+
+    /// The value of a member that may be left out but is never `null`.
+    pub fn left_out_or_given(self, name: &str, what: &str, problems: &mut Problems) -> Option<T> {
+        if matches!(self, Field::Null) {
+            problems.add(
+                name,
+                "`null` is not a value of this member: leave the member out instead",
+            );
+            return None;
+        }
+        self.optional(name, what, problems)
+    }
+
+    /// Whether the member was sent (even as `null` or a wrong value).
+    pub fn is_sent(&self) -> bool {
+        !matches!(self, Field::Absent)
+    }
+
+    /// The value, if one of the member's type was sent.
+    pub fn given(&self) -> Option<&T> {
+        match self {
+            Field::Given(value) => Some(value),
+            _ => None,
+        }
+    }
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Field<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Lenient<T>(PhantomData<T>);
+
+        impl<'de, T: DeserializeOwned> Visitor<'de> for Lenient<T> {
+            type Value = Field<T>;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("any JSON value")
+            }
+
+            fn visit_none<E>(self) -> Result<Field<T>, E> {
+                Ok(Field::Null)
+            }
+
+            fn visit_unit<E>(self) -> Result<Field<T>, E> {
+                Ok(Field::Null)
+            }
+
+            fn visit_some<D: Deserializer<'de>>(self, value: D) -> Result<Field<T>, D::Error> {
+                let value = Value::deserialize(value)?;
+                Ok(match T::deserialize(&value) {
+                    Ok(read) => Field::Given(read),
+                    Err(_) => Field::Wrong(value),
+                })
+            }
+        }
+
+        // Through `Option`: a required member left out reads as `Null` instead of failing
+        // the whole body.
+        deserializer.deserialize_option(Lenient(PhantomData))
+    }
+}
+
+/// A member's schema is its value's: `Field` is how it is read, not what it is.
+impl<T: JsonSchema> JsonSchema for Field<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        generator.subschema_for::<T>()
+    }
+}
+
+/// The problems of a body found so far.
+#[derive(Debug, Default)]
+pub struct Problems(Vec<InvalidParam>);
+
+impl Problems {
+    /// Records a problem of member `name` (`protocolsettings.method`, `types[2]`).
+    pub fn add(&mut self, name: impl Into<String>, reason: impl Into<String>) {
+        self.0.push(InvalidParam::new(name, reason));
+    }
+
+    /// How many problems were recorded.
+    pub fn len(&self) -> usize {
+        self.0.len()
     }
 
     /// Whether no problem was recorded.
-    pub(crate) fn fine(&self) -> bool {
-        self.problems.is_empty()
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The problems, in the order they were found.
+    pub fn into_vec(self) -> Vec<InvalidParam> {
+        self.0
     }
 }
 
-/// Reads `body` as a `T`: every problem of it, or the value.
-pub(crate) fn read<T: Body>(body: &Value) -> Result<T, ApiError> {
+/// A request body of a resource, read by [`Input`].
+pub(crate) trait Body: DeserializeOwned + JsonSchema {
+    /// What the body is, for the problem's detail ("the replay has problems").
+    const NAME: &'static str;
+    /// The resource's representation: its members may be sent back, and are ignored.
+    type Representation: JsonSchema;
+    /// What the body means once its values are checked.
+    type Read;
+
+    /// Checks the values read; `None` when a problem was recorded.
+    fn read(self, problems: &mut Problems) -> Option<Self::Read>;
+}
+
+/// The schema of `T` as a client sends it, its definitions inline under `$defs`.
+pub(crate) fn input_schema<T: JsonSchema>() -> Value {
+    SchemaSettings::draft2020_12()
+        .for_deserialize()
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value()
+}
+
+/// The members an object schema names, in its order.
+pub(crate) fn members_of(schema: &Value) -> Vec<String> {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| properties.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Records each member of `value` that its schema (`T`'s, as [`input_schema`] makes it) does
+/// not name, at any depth the schema closes (`additionalProperties: false`, or the body
+/// itself, where only the names in `ignored` may be added).
+pub(crate) fn unknown_members(
+    root: &Value,
+    value: &Map<String, Value>,
+    (body, ignored): (&str, &[String]),
+    problems: &mut Problems,
+) {
+    check_object(root, root, value, "", Some((body, ignored)), problems);
+}
+
+fn check_object(
+    root: &Value,
+    schema: &Value,
+    value: &Map<String, Value>,
+    path: &str,
+    body: Option<(&str, &[String])>,
+    problems: &mut Problems,
+) {
+    let schema = resolve(root, schema);
+    if let Some(variants) = schema.get("oneOf").and_then(Value::as_array) {
+        // A tagged choice (`credentialtype`): the variant whose tag the value carries.
+        if let Some(variant) = variants.iter().map(|v| resolve(root, v)).find(|variant| {
+            variant
+                .get("properties")
+                .and_then(Value::as_object)
+                .is_some_and(|properties| {
+                    properties.iter().any(|(name, property)| {
+                        property
+                            .get("const")
+                            .is_some_and(|tag| value.get(name) == Some(tag))
+                    })
+                })
+        }) {
+            check_object(root, variant, value, path, body, problems);
+        }
+        return;
+    }
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    let closed = body.is_some() || schema.get("additionalProperties") == Some(&Value::Bool(false));
+    for (name, member) in value {
+        let here = if path.is_empty() {
+            name.clone()
+        } else {
+            format!("{path}.{name}")
+        };
+        match properties.get(name) {
+            Some(property) => {
+                if let Value::Object(inner) = member {
+                    check_object(root, property, inner, &here, None, problems);
+                }
+            }
+            None if body.is_some_and(|(_, ignored)| ignored.contains(name)) => {}
+            None if closed => {
+                let names: Vec<&str> = properties.keys().map(String::as_str).collect();
+                let has = match body {
+                    Some((body, _)) => format!("{} has", article(body)),
+                    None => "it has".to_owned(),
+                };
+                problems.add(here, format!("unknown member; {has} {}", listed(&names)));
+            }
+            None => {}
+        }
+    }
+}
+
+/// The schema a `$ref` within `root` points at (`#/$defs/Name`); others as they are.
+fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(reference) => reference
+            .strip_prefix("#/$defs/")
+            .and_then(|name| root.get("$defs")?.get(name))
+            .unwrap_or(schema),
+        None => schema,
+    }
+}
+
+/// Reads `body` as a `T` (a `body` of this API, `name`d for the messages), recording its
+/// unknown members; `None` when it is no object or not even a `T`.
+pub(crate) fn typed<T: DeserializeOwned + JsonSchema>(
+    body: &Value,
+    name: &str,
+    problems: &mut Problems,
+) -> Option<T> {
     let Some(object) = body.as_object() else {
+        problems.add("", format!("the {name} must be a JSON object"));
+        return None;
+    };
+    unknown_members(&input_schema::<T>(), object, (name, &[]), problems);
+    match T::deserialize(body) {
+        Ok(typed) => Some(typed),
+        Err(error) => {
+            problems.add("", error.to_string());
+            None
+        }
+    }
+}
+
+/// Reads `body` as a `T`: every problem of it, or what it means.
+pub(crate) fn read<T: Body>(body: &Value) -> Result<T::Read, ApiError> {
+    let schema = input_schema::<T>();
+    let Some(object) = body.as_object() else {
+        let names = members_of(&schema);
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
         return Err(ApiError::invalid(
             format!("the {} must be a JSON object", T::NAME),
             vec![InvalidParam::new(
                 "",
-                format!("send an object with {}", listed(T::MEMBERS)),
+                format!("send an object with {}", listed(&names)),
             )],
         ));
     };
-    let mut members = Members {
-        object,
-        problems: Vec::new(),
-    };
-    for name in object.keys() {
-        if !T::MEMBERS.contains(&name.as_str()) && !T::READ_ONLY.contains(&name.as_str()) {
-            members.problem(
-                name,
-                format!(
-                    "unknown member; {} has {}",
-                    article(T::NAME),
-                    listed(T::MEMBERS)
-                ),
-            );
+    let mut problems = Problems::default();
+    let ignored = members_of(&input_schema::<T::Representation>());
+    unknown_members(&schema, object, (T::NAME, &ignored), &mut problems);
+    let read = match T::deserialize(body) {
+        Ok(typed) => typed.read(&mut problems),
+        Err(error) => {
+            problems.add("", error.to_string());
+            None
         }
-    }
-    let read = T::read(&mut members);
+    };
     match read {
-        Some(value) if members.fine() => Ok(value),
+        Some(value) if problems.is_empty() => Ok(value),
         _ => Err(ApiError::invalid(
             format!("the {} has problems; see invalidParams", T::NAME),
-            members.problems,
+            problems.into_vec(),
         )),
     }
 }
@@ -132,22 +349,29 @@ fn listed(members: &[&str]) -> String {
     }
 }
 
-/// A request body read as `T` (see [`read`]); the body is JSON as [`JsonBody`] reads it.
+/// A request body read as `T` and checked (see [`read`]); the body is JSON as [`JsonBody`]
+/// reads it.
 #[derive(Debug)]
-pub(crate) struct Input<T>(pub(crate) T);
+pub(crate) struct Input<T: Body>(pub(crate) T::Read);
 
 impl<S: Send + Sync, T: Body> FromRequest<S> for Input<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let JsonBody(body) = JsonBody::from_request(request, state).await?;
-        read(&body).map(Input)
+        read::<T>(&body).map(Input)
     }
 }
 
 /// An RFC 3339 time in a body, as milliseconds since the Unix epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Time(pub(crate) u64);
+pub struct Time(pub u64);
+
+impl Serialize for Time {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&knooppunt_event::timestamp::utc_timestamp(self.0))
+    }
+}
 
 impl<'de> serde::Deserialize<'de> for Time {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -164,24 +388,31 @@ mod tests {
 
     use super::*;
 
-    #[derive(Debug, schemars::JsonSchema)]
+    #[derive(Debug, Deserialize, JsonSchema)]
     struct Window {
-        from: u64,
-        until: Option<u64>,
+        #[schemars(with = "String")]
+        from: Field<Time>,
+        #[serde(default)]
+        #[schemars(with = "String")]
+        until: Field<Time>,
+    }
+
+    #[derive(Debug, JsonSchema)]
+    #[allow(dead_code)]
+    struct WindowOut {
+        id: String,
+        from: String,
     }
 
     impl Body for Window {
         const NAME: &'static str = "replay";
-        const MEMBERS: &'static [&'static str] = &["from", "until"];
-        const READ_ONLY: &'static [&'static str] = &["id"];
+        type Representation = WindowOut;
+        type Read = (u64, Option<u64>);
 
-        fn read(members: &mut Members<'_>) -> Option<Self> {
-            let from = members.required::<Time>("from", "an RFC 3339 time");
-            let until = members.optional::<Time>("until", "an RFC 3339 time");
-            Some(Window {
-                from: from?.0,
-                until: until.map(|t| t.0),
-            })
+        fn read(self, problems: &mut Problems) -> Option<Self::Read> {
+            let from = self.from.required("from", "an RFC 3339 time", problems);
+            let until = self.until.optional("until", "an RFC 3339 time", problems);
+            Some((from?.0, until.map(|t| t.0)))
         }
     }
 
@@ -217,11 +448,17 @@ mod tests {
                 "is required: an RFC 3339 time".to_owned()
             )]
         );
+        assert_eq!(
+            problems(json!({})),
+            [(
+                "from".to_owned(),
+                "is required: an RFC 3339 time".to_owned()
+            )]
+        );
         let window =
             read::<Window>(&json!({"from": "2026-11-20T08:00:00Z", "until": null, "id": "x"}))
                 .unwrap();
-        assert_eq!(window.until, None);
-        assert_eq!(window.from, 1_795_161_600_000);
+        assert_eq!(window, (1_795_161_600_000, None));
         assert_eq!(
             problems(json!([1])),
             [(
@@ -229,5 +466,42 @@ mod tests {
                 "send an object with `from` and `until`".to_owned()
             )]
         );
+    }
+
+    #[test]
+    fn the_schema_requires_exactly_the_members_without_a_default() {
+        let schema = input_schema::<Window>();
+        assert_eq!(schema["required"], json!(["from"]));
+        assert_eq!(members_of(&schema), ["from", "until"]);
+    }
+
+    #[allow(dead_code)]
+    #[derive(Debug, Deserialize, JsonSchema)]
+    struct Outer {
+        #[serde(default)]
+        inner: Field<Inner>,
+    }
+
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    #[schemars(extend("additionalProperties" = false))]
+    struct Inner {
+        #[serde(default)]
+        a: Field<String>,
+    }
+
+    #[test]
+    fn unknown_members_are_found_in_closed_objects_at_any_depth() {
+        let schema = input_schema::<Outer>();
+        let body = json!({"inner": {"a": "x", "b": 1}, "c": 2, "id": 3});
+        let mut found = Problems::default();
+        unknown_members(
+            &schema,
+            body.as_object().unwrap(),
+            ("outer", &["id".to_owned()]),
+            &mut found,
+        );
+        let names: Vec<String> = found.into_vec().into_iter().map(|p| p.name).collect();
+        assert_eq!(names, ["c", "inner.b"]);
     }
 }

@@ -26,6 +26,18 @@ pub use subscription_body::{
 };
 pub use subscriptions::SigningSecretOut;
 
+/// The request bodies, typed (the same types the API reads and describes).
+pub use approvals::{Decision, DecisionIn};
+pub use catalog::EventTypeIn;
+pub use events::{CloudEventIn, ExtensionValue};
+pub use input::{Field, Problems, Time};
+pub use principals::{NewPrincipal, PrincipalChange, ZgwClientIn};
+pub use pull::{LockTokensIn, RejectIn, ReleaseIn};
+pub use replays::ReplayIn;
+pub use subscription_body::{
+    ClientCertificateIn, FilterIn, HttpSettingsIn, SinkCredentialIn, Strings, SubscriptionRequest,
+};
+
 mod approvals;
 mod audit;
 pub mod auth;
@@ -36,7 +48,7 @@ mod dead_letters;
 mod document;
 mod events;
 pub mod ids;
-mod input;
+pub mod input;
 mod operations;
 mod page;
 mod principals;
@@ -645,43 +657,6 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The members `T`'s schema documents, and `read` (the members its reader takes),
-    /// sorted.
-    fn documented_and_read<T: schemars::JsonSchema>(read: &[&str]) -> (Vec<String>, Vec<String>) {
-        let mut generator = schemars::SchemaGenerator::default();
-        let schema = T::json_schema(&mut generator);
-        let mut documented: Vec<String> = schema
-            .get("properties")
-            .and_then(serde_json::Value::as_object)
-            .expect("a body's schema has properties")
-            .keys()
-            .cloned()
-            .collect();
-        let mut read: Vec<String> = read.iter().map(|m| (*m).to_owned()).collect();
-        documented.sort_unstable();
-        read.sort_unstable();
-        (documented, read)
-    }
-
-    fn of_body<T: input::Body>() -> (Vec<String>, Vec<String>) {
-        documented_and_read::<T>(T::MEMBERS)
-    }
-
-    #[test]
-    fn every_body_schema_names_the_members_its_reader_takes() {
-        for (documented, read) in [
-            of_body::<replays::ReplayIn>(),
-            of_body::<approvals::DecisionIn>(),
-            of_body::<catalog::EventTypeIn>(),
-            documented_and_read::<principals::NewPrincipal>(&principals::MEMBERS),
-            documented_and_read::<subscription_body::SubscriptionRequest>(
-                &subscription_body::MEMBERS,
-            ),
-        ] {
-            assert_eq!(documented, read);
-        }
-    }
 
     #[tokio::test]
     async fn a_handler_that_panics_is_answered_500_and_the_next_request_is_served() {

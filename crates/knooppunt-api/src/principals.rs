@@ -11,10 +11,9 @@ use axum::response::{IntoResponse, Response};
 use http::header::LOCATION;
 use http::{HeaderValue, StatusCode};
 use knooppunt_store::{StoredPrincipal, now_ms};
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::Serialize;
-use serde_json::{Map, Value, json};
-use std::borrow::Cow;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::BASE_PATH;
 use crate::JsonBody;
@@ -24,6 +23,7 @@ use crate::document::{
     page_parameters, path_parameter,
 };
 use crate::ids::PrincipalName;
+use crate::input::{self, Field, Problems};
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
@@ -39,17 +39,6 @@ pub(crate) const TOKEN_ALLOW: &str = "POST";
 const MAX_NAME: usize = 100;
 const MAX_PREFIXES: usize = 50;
 const MAX_PREFIX: usize = 256;
-
-/// The members a principal's body may have.
-pub(crate) const MEMBERS: [&str; 7] = [
-    "name",
-    "roles",
-    "subscribeTypePrefixes",
-    "publishSourcePrefixes",
-    "oin",
-    "disabled",
-    "issueToken",
-];
 
 fn resource(record: &StoredPrincipal) -> PrincipalOut {
     PrincipalOut::from(record)
@@ -83,130 +72,144 @@ pub struct TokenOut {
 /// The longest overlap a replaced token may have.
 const LONGEST_OVERLAP: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
-/// What creates a principal: the members [`create`] reads ([`MEMBERS`]).
-pub(crate) struct NewPrincipal;
+/// What creates a principal.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "NewPrincipal", extend("additionalProperties" = false))]
+pub struct NewPrincipal {
+    /// Letters, digits, `-`, `_`, `.`, `:` or `@` (an access token's principal is named by
+    /// its claim, with the issuer's `name_prefix`).
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._:@-]{1,100}$"))]
+    pub name: Field<String>,
+    /// What it may do: publish events, manage its own subscriptions, manage everything,
+    /// read /metrics.
+    #[schemars(
+        length(min = 1),
+        extend("items" = {"type": "string", "enum": ["publisher", "subscriber", "admin", "metrics"]})
+    )]
+    pub roles: Field<Vec<String>>,
+    /// The event types it may subscribe to; empty or left out: any.
+    #[serde(default)]
+    #[schemars(length(max = MAX_PREFIXES), inner(length(min = 1, max = MAX_PREFIX)))]
+    pub subscribe_type_prefixes: Field<Vec<String>>,
+    /// The sources it may publish; empty or left out: any.
+    #[serde(default)]
+    #[schemars(length(max = MAX_PREFIXES), inner(length(min = 1, max = MAX_PREFIX)))]
+    pub publish_source_prefixes: Field<Vec<String>>,
+    /// The OIN of its organisation: it then publishes only `urn:nld:oin:<OIN>:` sources, and
+    /// a trusted client certificate whose subject serialNumber is this OIN identifies it.
+    /// One OIN names one principal.
+    #[serde(default)]
+    #[schemars(regex(pattern = "^[0-9]{20}$"), extend("nullable" = true))]
+    pub oin: Field<String>,
+    #[serde(default)]
+    #[schemars(extend("default" = false))]
+    pub disabled: Field<bool>,
+    /// false: no bearer token (the principal uses a client certificate or an access token).
+    #[serde(default)]
+    #[schemars(extend("default" = true))]
+    pub issue_token: Field<bool>,
+}
 
-impl JsonSchema for NewPrincipal {
-    fn schema_name() -> Cow<'static, str> {
-        "NewPrincipal".into()
-    }
+/// What changes a principal (a JSON merge patch): the members to change; `oin: null`
+/// removes the OIN, `zgw: null` the ZGW client.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "PrincipalChange", extend("additionalProperties" = false))]
+pub struct PrincipalChange {
+    /// A principal cannot be renamed: if sent, its own name.
+    #[serde(default)]
+    pub name: Field<String>,
+    /// What it may do: publish events, manage its own subscriptions, manage everything,
+    /// read /metrics.
+    #[serde(default)]
+    #[schemars(
+        length(min = 1),
+        extend("items" = {"type": "string", "enum": ["publisher", "subscriber", "admin", "metrics"]})
+    )]
+    pub roles: Field<Vec<String>>,
+    /// The event types it may subscribe to; empty: any.
+    #[serde(default)]
+    #[schemars(length(max = MAX_PREFIXES), inner(length(min = 1, max = MAX_PREFIX)))]
+    pub subscribe_type_prefixes: Field<Vec<String>>,
+    /// The sources it may publish; empty: any.
+    #[serde(default)]
+    #[schemars(length(max = MAX_PREFIXES), inner(length(min = 1, max = MAX_PREFIX)))]
+    pub publish_source_prefixes: Field<Vec<String>>,
+    /// The OIN of its organisation (see NewPrincipal), or `null` for none.
+    #[serde(default)]
+    #[schemars(regex(pattern = "^[0-9]{20}$"), extend("nullable" = true))]
+    pub oin: Field<String>,
+    #[serde(default)]
+    pub disabled: Field<bool>,
+    /// Makes it a ZGW client of the Notificaties API facade (/api/v1), or (`null`) no
+    /// longer.
+    #[serde(default)]
+    #[schemars(extend("nullable" = true))]
+    pub zgw: Field<ZgwClientIn>,
+}
 
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        let mut properties = held("empty or left out");
-        properties.insert(
-            "name".into(),
-            json!({"type": "string", "pattern": format!("^[A-Za-z0-9._:@-]{{1,{MAX_NAME}}}$")}),
-        );
-        properties.insert(
-            "disabled".into(),
-            json!({"type": "boolean", "default": false}),
-        );
-        properties.insert(
-            "issueToken".into(),
-            json!({"type": "boolean", "default": true, "description": "false: no bearer token (the principal uses a client certificate or an access token)."}),
-        );
-        json_schema!({
-            "type": "object",
-            "additionalProperties": false,
-            "required": ["name", "roles"],
-            "properties": properties
-        })
+/// A principal as a ZGW client: its `clientId`, the HS256 `secret` its tokens are signed
+/// with (sealed at once under the hub's [zgw] secret_keys, never shown) and its `scopes`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "ZgwClientRequest", extend("additionalProperties" = false))]
+pub struct ZgwClientIn {
+    #[schemars(regex(pattern = "^[A-Za-z0-9._-]{1,100}$"))]
+    pub client_id: Field<String>,
+    #[schemars(length(min = 16, max = 1000), extend("writeOnly" = true))]
+    pub secret: Field<String>,
+    #[schemars(
+        length(min = 1),
+        extend("items" = {"type": "string", "enum": [crate::identity::zgw::PUBLISH, crate::identity::zgw::CONSUME]})
+    )]
+    pub scopes: Field<Vec<String>>,
+}
+
+/// The members a principal holds that a client sets, as a create or a change sends them.
+struct Held {
+    roles: Field<Vec<String>>,
+    subscribe_type_prefixes: Field<Vec<String>>,
+    publish_source_prefixes: Field<Vec<String>>,
+    oin: Field<String>,
+    disabled: Field<bool>,
+}
+
+/// Reads a principal body: the unknown members, or the typed body.
+fn read_body<T: serde::de::DeserializeOwned + JsonSchema>(
+    body: &Value,
+    problems: &mut Problems,
+) -> Result<T, ApiError> {
+    let mut found = Problems::default();
+    match input::typed(body, "principal", &mut found) {
+        Some(typed) => {
+            for problem in found.into_vec() {
+                problems.add(problem.name, problem.reason);
+            }
+            Ok(typed)
+        }
+        None => Err(ApiError::invalid(
+            "the principal is not valid",
+            found.into_vec(),
+        )),
     }
 }
 
-/// What changes a principal: the members [`update`] reads.
-struct PrincipalChange;
-
-impl JsonSchema for PrincipalChange {
-    fn schema_name() -> Cow<'static, str> {
-        "PrincipalChange".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        use crate::identity::zgw::{CONSUME, PUBLISH};
-        let mut properties = held("empty");
-        properties.insert("disabled".into(), json!({"type": "boolean"}));
-        properties.insert(
-            "zgw".into(),
-            json!({"type": "object", "nullable": true,
-                   "description": "Makes it a ZGW client of the Notificaties API facade (/api/v1), or (null) no \
-                                   longer: its `clientId`, the HS256 `secret` its tokens are signed with (sealed at \
-                                   once under the hub's [zgw] secret_keys, never shown) and its `scopes`.",
-                   "required": ["clientId", "secret", "scopes"],
-                   "properties": {
-                       "clientId": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,100}$"},
-                       "secret": {"type": "string", "minLength": 16, "maxLength": 1000, "writeOnly": true},
-                       "scopes": {"type": "array", "minItems": 1,
-                                  "items": {"type": "string", "enum": [PUBLISH, CONSUME]}}
-                   }}),
-        );
-        json_schema!({
-            "type": "object",
-            "additionalProperties": false,
-            "description": "The members to change; `oin: null` removes the OIN.",
-            "properties": properties
-        })
-    }
-}
-
-/// The members a principal holds that a client sets: its roles (at least one), prefixes
-/// (`any` when `open`, e.g. "empty or left out") and OIN.
-fn held(open: &str) -> Map<String, Value> {
-    let prefixes = |what: &str| {
-        json!({"type": "array", "maxItems": MAX_PREFIXES,
-               "items": {"type": "string", "minLength": 1, "maxLength": MAX_PREFIX},
-               "description": format!("{what}; {open}: any.")})
-    };
-    let mut members = Map::new();
-    members.insert(
-        "roles".into(),
-        json!({"type": "array", "minItems": 1,
-               "items": {"type": "string", "enum": ["publisher", "subscriber", "admin", "metrics"]},
-               "description": "What it may do: publish events, manage its own subscriptions, manage everything, read /metrics."}),
-    );
-    members.insert(
-        "subscribeTypePrefixes".into(),
-        prefixes("The event types it may subscribe to"),
-    );
-    members.insert(
-        "publishSourcePrefixes".into(),
-        prefixes("The sources it may publish"),
-    );
-    members.insert(
-        "oin".into(),
-        json!({"type": "string", "nullable": true, "pattern": "^[0-9]{20}$",
-               "description": "The OIN of its organisation: it then publishes only `urn:nld:oin:<OIN>:` sources, and a \
-                               trusted client certificate whose subject serialNumber is this OIN identifies it. One OIN \
-                               names one principal."}),
-    );
-    members
-}
-
-/// The `zgw` member of a change: `null` to take the ZGW client away, or `clientId`,
-/// `secret` (sealed at once under the hub's key) and `scopes`.
+/// The `zgw` member of a change: `clientId`, `secret` (sealed at once under the hub's key)
+/// and `scopes`.
 fn read_zgw(
     state: &AppState,
     principal: &str,
-    value: &Value,
-) -> Result<Option<knooppunt_store::StoredZgwClient>, InvalidParam> {
+    zgw: ZgwClientIn,
+) -> Result<knooppunt_store::StoredZgwClient, InvalidParam> {
     use crate::identity::zgw::{CONSUME, PUBLISH};
     let problem = |why: &str| InvalidParam::new("zgw", why);
-    let Some(object) = value.as_object() else {
-        return if value.is_null() {
-            Ok(None)
-        } else {
-            Err(problem(
-                "must be an object with clientId, secret and scopes, or null",
-            ))
-        };
-    };
     let Some(keys) = &state.zgw.secret_keys else {
         return Err(problem(
             "this hub has no [zgw] secret_keys to seal client secrets with: configure them first",
         ));
     };
-    let text = |name: &str| object.get(name).and_then(Value::as_str).unwrap_or("");
-    let client_id = text("clientId");
+    let client_id = zgw.client_id.given().cloned().unwrap_or_default();
     if client_id.is_empty()
         || client_id.len() > 100
         || !client_id
@@ -220,88 +223,54 @@ fn read_zgw(
     let taken_by_file = state.zgw.clients.iter().any(|c| c.client_id == client_id);
     let taken = state
         .principals
-        .by_zgw_client(client_id)
+        .by_zgw_client(&client_id)
         .is_some_and(|p| p.name != principal);
     if taken_by_file || taken {
         return Err(problem("clientId: another ZGW client has it"));
     }
-    let secret = text("secret");
+    let secret = zgw.secret.given().cloned().unwrap_or_default();
     if secret.chars().count() < 16 || secret.len() > 1000 {
         return Err(problem("secret: 16 to 1000 characters"));
     }
     // Every scope a string: one that is not is refused, not left out.
-    let scopes: Vec<String> = object
-        .get("scopes")
-        .and_then(Value::as_array)
-        .and_then(|items| {
-            items
-                .iter()
-                .map(|s| s.as_str().map(str::to_owned))
-                .collect::<Option<_>>()
-        })
-        .unwrap_or_default();
+    let scopes = zgw.scopes.given().cloned().unwrap_or_default();
     if scopes.is_empty() || scopes.iter().any(|s| s != PUBLISH && s != CONSUME) {
         return Err(problem(&format!(
             "scopes: one or both of `{PUBLISH}` and `{CONSUME}`"
         )));
     }
-    Ok(Some(knooppunt_store::StoredZgwClient {
-        client_id: client_id.to_owned(),
-        sealed_secret: keys.seal(client_id, secret.as_bytes()),
+    Ok(knooppunt_store::StoredZgwClient {
+        sealed_secret: keys.seal(&client_id, secret.as_bytes()),
+        client_id,
         scopes,
-    }))
+    })
 }
 
 fn not_found(name: &str) -> ApiError {
     ApiError::NotFound(format!("there is no principal `{name}`"))
 }
 
-/// Applies the members of `body` to `record`, collecting every problem.
-fn apply(body: &Map<String, Value>, record: &mut StoredPrincipal) -> Vec<InvalidParam> {
-    let mut problems = Vec::new();
-    for name in body.keys() {
-        if !MEMBERS.contains(&name.as_str()) {
-            problems.push(InvalidParam::new(
-                name,
-                format!("unknown member; a principal has {}", MEMBERS.join(", ")),
-            ));
+/// Applies what a body sets to `record`, collecting every problem.
+fn apply(held: Held, record: &mut StoredPrincipal, problems: &mut Problems) {
+    let strings = |field: Field<Vec<String>>, name: &str, max: usize, problems: &mut Problems| {
+        let list = field.optional(name, "an array of strings", problems)?;
+        if list.len() > max {
+            problems.add(name, format!("at most {max} entries"));
+            None
+        } else if list.iter().any(|s| s.is_empty() || s.len() > MAX_PREFIX) {
+            problems.add(name, format!("each entry is 1 to {MAX_PREFIX} characters"));
+            None
+        } else {
+            Some(list)
         }
-    }
-    let strings =
-        |name: &str, max: usize, problems: &mut Vec<InvalidParam>| -> Option<Vec<String>> {
-            let value = body.get(name)?;
-            let list = value.as_array().and_then(|items| {
-                items
-                    .iter()
-                    .map(|item| item.as_str().map(str::to_owned))
-                    .collect::<Option<Vec<String>>>()
-            });
-            match list {
-                Some(list) if list.len() > max => {
-                    problems.push(InvalidParam::new(name, format!("at most {max} entries")));
-                    None
-                }
-                Some(list) if list.iter().any(|s| s.is_empty() || s.len() > MAX_PREFIX) => {
-                    problems.push(InvalidParam::new(
-                        name,
-                        format!("each entry is 1 to {MAX_PREFIX} characters"),
-                    ));
-                    None
-                }
-                Some(list) => Some(list),
-                None => {
-                    problems.push(InvalidParam::new(name, "must be an array of strings"));
-                    None
-                }
-            }
-        };
-    if let Some(roles) = strings("roles", Role::ALL.len(), &mut problems) {
+    };
+    if let Some(roles) = strings(held.roles, "roles", Role::ALL.len(), problems) {
         let unknown: Vec<&String> = roles.iter().filter(|r| Role::parse(r).is_none()).collect();
         if !unknown.is_empty() || roles.is_empty() {
-            problems.push(InvalidParam::new(
+            problems.add(
                 "roles",
                 format!("one or more of {}", Role::ALL.map(Role::name).join(", ")),
-            ));
+            );
         } else {
             let mut roles = roles;
             roles.sort_unstable();
@@ -309,35 +278,37 @@ fn apply(body: &Map<String, Value>, record: &mut StoredPrincipal) -> Vec<Invalid
             record.roles = roles;
         }
     }
-    if let Some(list) = strings("subscribeTypePrefixes", MAX_PREFIXES, &mut problems) {
+    if let Some(list) = strings(
+        held.subscribe_type_prefixes,
+        "subscribeTypePrefixes",
+        MAX_PREFIXES,
+        problems,
+    ) {
         record.subscribe_type_prefixes = list;
     }
-    if let Some(list) = strings("publishSourcePrefixes", MAX_PREFIXES, &mut problems) {
+    if let Some(list) = strings(
+        held.publish_source_prefixes,
+        "publishSourcePrefixes",
+        MAX_PREFIXES,
+        problems,
+    ) {
         record.publish_source_prefixes = list;
     }
-    match body.get("oin") {
-        None => {}
-        Some(Value::Null) => record.oin = None,
-        Some(Value::String(oin)) if crate::identity::is_oin(oin) => record.oin = Some(oin.clone()),
-        Some(_) => problems.push(InvalidParam::new(
+    match held.oin {
+        Field::Absent => {}
+        Field::Null => record.oin = None,
+        Field::Given(oin) if crate::identity::is_oin(&oin) => record.oin = Some(oin),
+        _ => problems.add(
             "oin",
             "an OIN is 20 digits (Organisatie-identificatienummer), or null for none",
-        )),
+        ),
     }
-    match body.get("disabled") {
-        None => {}
-        Some(Value::Bool(disabled)) => record.disabled = *disabled,
-        Some(_) => problems.push(InvalidParam::new("disabled", "must be true or false")),
+    if let Some(disabled) = held
+        .disabled
+        .optional("disabled", "true or false", problems)
+    {
+        record.disabled = disabled;
     }
-    if body.get("issueToken").is_some_and(|v| !v.is_boolean()) {
-        problems.push(InvalidParam::new("issueToken", "must be true or false"));
-    }
-    problems
-}
-
-fn object(body: &Value) -> Result<&Map<String, Value>, ApiError> {
-    body.as_object()
-        .ok_or_else(|| ApiError::invalid("the body must be a JSON object", vec![]))
 }
 
 /// A page of principals in name order; `Link: rel="next"` when more follow.
@@ -365,11 +336,14 @@ pub(crate) async fn create(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     administering::may_administer(&caller.0, "create principals")?;
-    let body = object(&body)?;
-    let name = body.get("name").and_then(Value::as_str).unwrap_or("");
+    let mut problems = Problems::default();
+    let body: NewPrincipal = read_body(&body, &mut problems)?;
+    let name = body
+        .name
+        .required("name", "the principal's name", &mut problems);
     let now = now_ms();
     let mut record = StoredPrincipal {
-        name: name.to_owned(),
+        name: name.clone().unwrap_or_default(),
         roles: Vec::new(),
         token_sha256: None,
         previous_token: None,
@@ -382,28 +356,42 @@ pub(crate) async fn create(
         created_at: now,
         updated_at: now,
     };
-    let mut problems = apply(body, &mut record);
+    if !body.roles.is_sent() || matches!(body.roles, Field::Null) {
+        problems.add("roles", "required");
+    }
+    let issue = body
+        .issue_token
+        .optional("issueToken", "true or false", &mut problems)
+        .unwrap_or(true);
+    apply(
+        Held {
+            roles: body.roles,
+            subscribe_type_prefixes: body.subscribe_type_prefixes,
+            publish_source_prefixes: body.publish_source_prefixes,
+            oin: body.oin,
+            disabled: body.disabled,
+        },
+        &mut record,
+        &mut problems,
+    );
+    let name = name.unwrap_or_default();
     let name_ok = !name.is_empty()
         && name.len() <= MAX_NAME
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.:@".contains(&b));
     if !name_ok {
-        problems.push(InvalidParam::new(
+        problems.add(
             "name",
             format!("1 to {MAX_NAME} letters, digits, `-`, `_`, `.`, `:` or `@` (an access token's principal is named by its claim, with the issuer's name_prefix)"),
-        ));
-    }
-    if !body.contains_key("roles") {
-        problems.push(InvalidParam::new("roles", "required"));
+        );
     }
     if !problems.is_empty() {
-        return Err(ApiError::invalid("the principal is not valid", problems));
+        return Err(ApiError::invalid(
+            "the principal is not valid",
+            problems.into_vec(),
+        ));
     }
-    let issue = body
-        .get("issueToken")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
     let (record, token) =
         administering::create(&state, &audit.of(&caller), &caller.0, record, issue).await?;
     let answer = CreatedOut {
@@ -437,31 +425,48 @@ pub(crate) async fn update(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     administering::may_administer(&caller.0, "change principals")?;
-    let mut body = object(&body)?.clone();
-    let zgw = body.remove("zgw");
-    let body = &body;
+    let mut problems = Problems::default();
+    let body: PrincipalChange = read_body(&body, &mut problems)?;
     let mut record = state
         .principals
         .get(&name)
         .ok_or_else(|| not_found(&name))?;
-    let mut problems = apply(body, &mut record);
-    if let Some(zgw) = zgw {
-        match read_zgw(&state, &name, &zgw) {
-            Ok(client) => record.zgw = client,
-            Err(problem) => problems.push(problem),
-        }
+    if let Some(named) = body.name.optional("name", "a string", &mut problems)
+        && named != name.as_str()
+    {
+        problems.add("name", "a principal cannot be renamed");
     }
-    if body.get("name").is_some_and(|n| n.as_str() != Some(&name)) {
-        problems.push(InvalidParam::new("name", "a principal cannot be renamed"));
+    if matches!(body.roles, Field::Null) {
+        problems.add("roles", "one or more roles: a principal has at least one");
     }
-    if body.contains_key("issueToken") {
-        problems.push(InvalidParam::new(
-            "issueToken",
-            format!("issue a new token with POST {BASE_PATH}/principals/{name}/token"),
-        ));
+    apply(
+        Held {
+            roles: body.roles,
+            subscribe_type_prefixes: body.subscribe_type_prefixes,
+            publish_source_prefixes: body.publish_source_prefixes,
+            oin: body.oin,
+            disabled: body.disabled,
+        },
+        &mut record,
+        &mut problems,
+    );
+    match body.zgw {
+        Field::Absent => {}
+        Field::Null => record.zgw = None,
+        Field::Given(zgw) => match read_zgw(&state, &name, zgw) {
+            Ok(client) => record.zgw = Some(client),
+            Err(problem) => problems.add(problem.name, problem.reason),
+        },
+        Field::Wrong(_) => problems.add(
+            "zgw",
+            "must be an object with clientId, secret and scopes, or null",
+        ),
     }
     if !problems.is_empty() {
-        return Err(ApiError::invalid("the change is not valid", problems));
+        return Err(ApiError::invalid(
+            "the change is not valid",
+            problems.into_vec(),
+        ));
     }
     let changed = administering::change(&state, &audit.of(&caller), &caller.0, record)
         .await?
@@ -554,7 +559,7 @@ pub(crate) fn describe(doc: &mut Document) {
          Unless `issueToken` is false, the answer holds its bearer token: the only time it is \
          shown.",
     )
-    .body(doc.schema::<NewPrincipal>())
+    .body(doc.input::<NewPrincipal>())
     .answer(
         "201",
         "Created. `token` is shown this once.",
@@ -575,7 +580,7 @@ pub(crate) fn describe(doc: &mut Document) {
         .answer("200", "The principal.", Some(principal.clone()))
         .refusals(&[UNAUTHORIZED, ADMIN_ONLY, NO_PRINCIPAL]);
     doc.add("/principals/{name}", "get", &name, read);
-    let change = doc.schema::<PrincipalChange>();
+    let change = doc.input::<PrincipalChange>();
     let update = Operation::new(
         "updatePrincipal",
         TAG,

@@ -14,7 +14,7 @@ use http::{HeaderName, HeaderValue};
 use knooppunt_delivery::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Settlement};
 use knooppunt_store::parse_iso8601_duration;
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::JsonBody;
@@ -24,6 +24,7 @@ use crate::document::{
     cloud_events, header, path_parameter,
 };
 use crate::ids::SubscriptionId;
+use crate::input::{self, Field, Problems};
 use crate::problem::{ApiError, InvalidParam};
 use crate::subscriptions::{not_found, unseen};
 use knooppunt_services::app::AppState;
@@ -172,59 +173,73 @@ pub(crate) fn batch<'a>(events: impl Iterator<Item = &'a str> + Clone) -> Respon
         .into_response()
 }
 
-/// The `lockTokens` of a settling request: 1 to 100 strings.
-fn lock_tokens(body: &Value, problems: &mut Vec<InvalidParam>) -> Vec<String> {
-    match body.get("lockTokens") {
-        Some(Value::Array(tokens)) if (1..=MAX_RECEIVE).contains(&tokens.len()) => {
-            let mut out = Vec::with_capacity(tokens.len());
-            for (n, token) in tokens.iter().enumerate() {
-                match token.as_str() {
-                    Some(text) => out.push(text.to_owned()),
-                    None => problems.push(InvalidParam::new(
-                        format!("lockTokens[{n}]"),
-                        "must be a string: a lock token from a receive answer",
-                    )),
-                }
-            }
-            out
-        }
-        Some(Value::Array(_)) => {
-            problems.push(InvalidParam::new(
-                "lockTokens",
-                format!("must hold 1 to {MAX_RECEIVE} lock tokens"),
-            ));
-            Vec::new()
-        }
-        Some(_) => {
-            problems.push(InvalidParam::new(
-                "lockTokens",
-                "must be an array of lock tokens",
-            ));
-            Vec::new()
-        }
-        None => {
-            problems.push(InvalidParam::new(
-                "lockTokens",
-                "is required: the lock tokens (header Knooppunt-Lock-Tokens of a receive answer)",
-            ));
-            Vec::new()
-        }
-    }
+/// The lock tokens of a settling request: 1 to [`MAX_RECEIVE`] of them.
+type LockTokens = Field<Vec<Field<String>>>;
+
+/// What acknowledges or renews the locks of received events.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "LockTokens", extend("additionalProperties" = false))]
+pub struct LockTokensIn {
+    /// Lock tokens from Knooppunt-Lock-Tokens of receive answers.
+    #[schemars(length(min = 1, max = MAX_RECEIVE))]
+    pub lock_tokens: LockTokens,
 }
 
-fn check_members(body: &Value, allowed: &[&str], problems: &mut Vec<InvalidParam>) {
-    let Some(object) = body.as_object() else {
-        problems.push(InvalidParam::new("", "the body must be a JSON object"));
-        return;
+/// What releases received events for another consumer, after a delay.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Release", extend("additionalProperties" = false))]
+pub struct ReleaseIn {
+    /// Lock tokens from Knooppunt-Lock-Tokens of receive answers.
+    #[schemars(length(min = 1, max = MAX_RECEIVE))]
+    pub lock_tokens: LockTokens,
+    /// ISO 8601 duration, PT0S (default) to PT1H.
+    #[serde(default)]
+    #[schemars(example = &"PT10S")]
+    pub delay: Field<String>,
+}
+
+/// What rejects received events: they become dead letters.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Reject", extend("additionalProperties" = false))]
+pub struct RejectIn {
+    /// Lock tokens from Knooppunt-Lock-Tokens of receive answers.
+    #[schemars(length(min = 1, max = MAX_RECEIVE))]
+    pub lock_tokens: LockTokens,
+    /// Why; kept with the dead letters.
+    #[schemars(length(min = 1, max = MAX_REASON))]
+    pub reason: Field<String>,
+}
+
+/// The `lockTokens` of a settling request: 1 to 100 strings.
+fn lock_tokens(tokens: LockTokens, problems: &mut Problems) -> Vec<String> {
+    let Some(tokens) = tokens.required(
+        "lockTokens",
+        "the lock tokens (header Knooppunt-Lock-Tokens of a receive answer)",
+        problems,
+    ) else {
+        return Vec::new();
     };
-    for name in object.keys() {
-        if !allowed.contains(&name.as_str()) {
-            problems.push(InvalidParam::new(
-                name.as_str(),
-                format!("unknown member; the members are {}", allowed.join(", ")),
-            ));
+    if !(1..=MAX_RECEIVE).contains(&tokens.len()) {
+        problems.add(
+            "lockTokens",
+            format!("must hold 1 to {MAX_RECEIVE} lock tokens"),
+        );
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(tokens.len());
+    for (n, token) in tokens.into_iter().enumerate() {
+        match token {
+            Field::Given(text) => out.push(text),
+            _ => problems.add(
+                format!("lockTokens[{n}]"),
+                "must be a string: a lock token from a receive answer",
+            ),
         }
     }
+    out
 }
 
 /// Which operation a settling request is.
@@ -237,42 +252,13 @@ pub(crate) enum Settling {
 }
 
 impl Settling {
-    /// The members of its body.
-    fn members(self) -> &'static [&'static str] {
+    /// The schema of its body.
+    fn schema(self, doc: &mut Document) -> Value {
         match self {
-            Settling::Acknowledge | Settling::Renew => &["lockTokens"],
-            Settling::Release => &["lockTokens", "delay"],
-            Settling::Reject => &["lockTokens", "reason"],
+            Settling::Acknowledge | Settling::Renew => doc.input::<LockTokensIn>(),
+            Settling::Release => doc.input::<ReleaseIn>(),
+            Settling::Reject => doc.input::<RejectIn>(),
         }
-    }
-
-    /// The schema of its body: the members [`read_settlement`] reads.
-    fn schema(self) -> Value {
-        let member = |name: &str| match name {
-            "lockTokens" => json!({"type": "array", "minItems": 1, "maxItems": MAX_RECEIVE,
-                                   "description": "Lock tokens from Knooppunt-Lock-Tokens of receive answers.",
-                                   "items": {"type": "string"}}),
-            "delay" => {
-                json!({"type": "string", "description": "ISO 8601 duration, PT0S (default) to PT1H.", "example": "PT10S"})
-            }
-            "reason" => {
-                json!({"type": "string", "minLength": 1, "maxLength": MAX_REASON, "description": "Why; kept with the dead letters."})
-            }
-            other => unreachable!("no schema for settlement member {other}"),
-        };
-        let properties: serde_json::Map<String, Value> = self
-            .members()
-            .iter()
-            .map(|name| ((*name).to_owned(), member(name)))
-            .collect();
-        let required: Vec<&str> = self
-            .members()
-            .iter()
-            .copied()
-            .filter(|name| *name != "delay")
-            .collect();
-        json!({"type": "object", "additionalProperties": false, "required": required,
-               "properties": properties})
     }
 }
 
@@ -295,67 +281,68 @@ struct UnsettledOut {
     detail: &'static str,
 }
 
+/// The settlement a request asks for, and its lock tokens.
 fn read_settlement(
     operation: Settling,
     body: &Value,
-    problems: &mut Vec<InvalidParam>,
-) -> Settlement {
-    match operation {
-        Settling::Acknowledge => {
-            check_members(body, operation.members(), problems);
-            Settlement::Acknowledge
-        }
-        Settling::Renew => {
-            check_members(body, operation.members(), problems);
-            Settlement::Renew
+    problems: &mut Problems,
+) -> Option<(Settlement, Vec<String>)> {
+    Some(match operation {
+        Settling::Acknowledge | Settling::Renew => {
+            let read: LockTokensIn = input::typed(body, "request", problems)?;
+            let settlement = match operation {
+                Settling::Renew => Settlement::Renew,
+                _ => Settlement::Acknowledge,
+            };
+            (settlement, lock_tokens(read.lock_tokens, problems))
         }
         Settling::Release => {
-            check_members(body, operation.members(), problems);
-            let delay = match body.get("delay") {
+            let read: ReleaseIn = input::typed(body, "request", problems)?;
+            let what = "an ISO 8601 duration such as PT10S";
+            let delay = match read.delay.optional("delay", what, problems) {
                 None => Duration::ZERO,
-                Some(Value::String(text)) => match parse_iso8601_duration(text) {
+                Some(text) => match parse_iso8601_duration(&text) {
                     Ok(delay) if delay <= MAX_RELEASE_DELAY => delay,
                     Ok(_) => {
-                        problems.push(InvalidParam::new("delay", "must be at most PT1H"));
+                        problems.add("delay", "must be at most PT1H");
                         Duration::ZERO
                     }
                     Err(why) => {
-                        problems.push(InvalidParam::new("delay", why));
+                        problems.add("delay", why);
                         Duration::ZERO
                     }
                 },
-                Some(_) => {
-                    problems.push(InvalidParam::new(
-                        "delay",
-                        "must be an ISO 8601 duration such as PT10S",
-                    ));
-                    Duration::ZERO
-                }
             };
-            Settlement::Release { delay }
+            (
+                Settlement::Release { delay },
+                lock_tokens(read.lock_tokens, problems),
+            )
         }
         Settling::Reject => {
-            check_members(body, operation.members(), problems);
-            let reason = match body.get("reason") {
-                Some(Value::String(text))
+            let read: RejectIn = input::typed(body, "request", problems)?;
+            let reason = match read.reason {
+                Field::Given(text)
                     if !text.trim().is_empty() && text.chars().count() <= MAX_REASON =>
                 {
-                    text.clone()
+                    text
                 }
                 _ => {
-                    problems.push(InvalidParam::new(
+                    problems.add(
                         "reason",
                         format!(
                             "is required: why the events cannot be processed (1 to {MAX_REASON} \
                              characters); the dead letters keep it"
                         ),
-                    ));
+                    );
                     String::new()
                 }
             };
-            Settlement::Reject { reason }
+            (
+                Settlement::Reject { reason },
+                lock_tokens(read.lock_tokens, problems),
+            )
         }
-    }
+    })
 }
 
 /// `POST /v1/subscriptions/{id}/{acknowledge|release|reject|renew}` with `lockTokens`: 200
@@ -369,19 +356,14 @@ pub(crate) async fn settle(
     body: Value,
 ) -> Result<Response, ApiError> {
     check_access(&state, &caller, &id)?;
-    let mut problems = Vec::new();
-    let settlement = read_settlement(operation, &body, &mut problems);
-    let tokens = if body.is_object() {
-        lock_tokens(&body, &mut problems)
-    } else {
-        Vec::new()
-    };
-    if !problems.is_empty() {
+    let mut problems = Problems::default();
+    let read = read_settlement(operation, &body, &mut problems);
+    let (Some((settlement, tokens)), true) = (read, problems.is_empty()) else {
         return Err(ApiError::invalid(
             "the request has problems; see invalidParams",
-            problems,
+            problems.into_vec(),
         ));
-    }
+    };
     let results = state
         .subscriptions
         .settle(&id, &tokens, &settlement)
@@ -521,7 +503,7 @@ pub(crate) fn describe(doc: &mut Document) {
     ] {
         let operation = Operation::new(operation_id, TAG, summary)
             .description(description)
-            .body(settling.schema())
+            .body(settling.schema(doc))
             .answer(
                 "200",
                 "Per lock token whether it was settled. A token fails as `malformed` (not a \

@@ -10,10 +10,9 @@ use http::header::LOCATION;
 use http::{HeaderValue, StatusCode};
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::Replay;
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
-use std::borrow::Cow;
 
 use crate::BASE_PATH;
 use crate::auth::Caller;
@@ -22,7 +21,7 @@ use crate::document::{
     header, path_parameter,
 };
 use crate::ids::{ReplayId, SubscriptionId};
-use crate::input::{Body, Input, Members, Time};
+use crate::input::{Body, Field, Input, Problems, Time};
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
 use crate::subscriptions::not_found;
@@ -84,44 +83,30 @@ fn representation(replay: &Replay) -> serde_json::Value {
 }
 
 /// What a client sends to start a replay: the window of acceptance times.
-#[derive(Debug)]
-pub(crate) struct ReplayIn {
-    from: u64,
-    until: Option<u64>,
+#[derive(Debug, serde::Deserialize, JsonSchema)]
+#[schemars(rename = "ReplayRequest", extend("additionalProperties" = false))]
+pub struct ReplayIn {
+    /// The window's start: events accepted at or after it.
+    #[schemars(with = "String", extend("format" = "date-time"))]
+    pub from: Field<Time>,
+    /// The window's end (inclusive); default and at most: now.
+    #[serde(default)]
+    #[schemars(with = "String", extend("format" = "date-time"))]
+    pub until: Field<Time>,
 }
 
 const A_TIME: &str = "an RFC 3339 time such as 2026-11-20T08:00:00Z";
 
-impl JsonSchema for ReplayIn {
-    fn schema_name() -> Cow<'static, str> {
-        "ReplayRequest".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "description": "The window of acceptance times to replay.",
-            "additionalProperties": false,
-            "required": ["from"],
-            "properties": {
-                "from": {"type": "string", "format": "date-time", "description": "The window's start: events accepted at or after it."},
-                "until": {"type": "string", "format": "date-time", "description": "The window's end (inclusive); default and at most: now."}
-            }
-        })
-    }
-}
-
 impl Body for ReplayIn {
     const NAME: &'static str = "replay";
-    const MEMBERS: &'static [&'static str] = &["from", "until"];
+    type Representation = ();
+    /// The window: from, and until if given (milliseconds since the Unix epoch).
+    type Read = (u64, Option<u64>);
 
-    fn read(members: &mut Members<'_>) -> Option<Self> {
-        let from = members.required::<Time>("from", A_TIME);
-        let until = members.optional::<Time>("until", A_TIME);
-        Some(ReplayIn {
-            from: from?.0,
-            until: until.map(|t| t.0),
-        })
+    fn read(self, problems: &mut Problems) -> Option<Self::Read> {
+        let from = self.from.required("from", A_TIME, problems);
+        let until = self.until.optional("until", A_TIME, problems);
+        Some((from?.0, until.map(|t| t.0)))
     }
 }
 
@@ -157,7 +142,7 @@ pub(crate) async fn create(
         &state,
         &audit.of(&caller),
         &caller.0,
-        (&id, window.from, window.until),
+        (&id, window.0, window.1),
         |replay| {
             Action::new(
                 ActionName::ReplayCreate,
@@ -256,7 +241,7 @@ pub(crate) fn describe(doc: &mut Document) {
         "pull",
         "Replay a window of a subscription's retained events",
     )
-    .body(doc.schema::<ReplayIn>())
+    .body(doc.input::<ReplayIn>())
     .answer(
         "202",
         "The replay runs: the retained events accepted in the window that the subscription's \

@@ -1,5 +1,7 @@
 //! Reading a subscription request body (Subscriptions API section 3.2.1) and writing the
-//! resource representation. Reading collects every problem before failing.
+//! resource representation. The body is one type, [`SubscriptionRequest`], read leniently
+//! (see [`crate::input`]) and then checked under the hub's [`Rules`]; every problem is
+//! collected before failing.
 
 use std::collections::BTreeMap;
 
@@ -13,10 +15,11 @@ use knooppunt_store::{
     Subscription, SubscriptionConfig, Transfer,
 };
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
+use crate::input::{Field, Problems, input_schema, members_of, unknown_members};
 use crate::problem::InvalidParam;
 
 mod out;
@@ -26,6 +29,8 @@ pub use out::*;
 /// A validated subscription request.
 #[derive(Debug, Clone)]
 pub(crate) struct SubscriptionInput {
+    /// The `id` the body names, if any (a replacement's must be the path's).
+    pub(crate) id: Option<String>,
     /// `None` only for a pull subscription that left it out (the hub names its receive URL).
     pub(crate) sink: Option<Sink>,
     pub(crate) protocol: Protocol,
@@ -42,74 +47,177 @@ pub(crate) struct SubscriptionInput {
     pub(crate) config: SubscriptionConfig,
 }
 
-pub(crate) const MEMBERS: [&str; 11] = [
-    "id",
-    "label",
-    "sink",
-    "protocol",
-    "source",
-    "types",
-    "filters",
-    "protocolsettings",
-    "sinkcredential",
-    "clientcertificate",
-    "config",
-];
+/// The longest label, in characters.
+pub(crate) const MAX_LABEL: usize = 200;
 
-/// Read-only members a client may send back from a GET; they are ignored.
-const READ_ONLY: [&str; 8] = [
-    "owner",
-    "backlog",
-    "signingsecret",
-    "state",
-    "validatedBy",
-    "validationProblem",
-    "disabledReason",
-    "lastDelivery",
-];
+/// Values of string members keyed by name (`config`, `protocolsettings.headers`).
+pub type Strings = BTreeMap<String, Field<String>>;
 
-const OTHER_PROTOCOLS: [&str; 5] = ["MQTT3", "MQTT5", "AMQP", "KAFKA", "NATS"];
-
-struct Problems(Vec<InvalidParam>);
-
-impl Problems {
-    fn add(&mut self, name: impl Into<String>, reason: impl Into<String>) {
-        self.0.push(InvalidParam::new(name, reason));
-    }
+/// What a client sends to make or replace a subscription (Subscriptions API section
+/// 3.2.1). The read-only members of an answer may be sent back; they are ignored.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(rename = "SubscriptionRequest")]
+pub struct SubscriptionRequest {
+    /// Ignored on create; on a replacement it must equal the path's.
+    #[serde(default)]
+    pub id: Field<String>,
+    /// A name people know the subscription by, shown before its id (a Knooppunt extension
+    /// of the resource, which the Subscriptions API's extensible representation leaves room
+    /// for); the hub does nothing else with it. No control characters.
+    #[serde(default)]
+    #[schemars(
+        length(min = 1, max = MAX_LABEL),
+        example = &"Verhuizingen voor Burgerzaken"
+    )]
+    pub label: Field<String>,
+    /// Required for a push subscription; a pull subscription (`config.delivery` `pull`)
+    /// leaves it out. Absolute https URL events are delivered to (the hub checks its
+    /// certificate). A plain http URL is accepted only for a sink on the hub's own machine,
+    /// or on a hub configured to allow it for testing. Its host must not be (or resolve to)
+    /// a loopback, private, link-local or other reserved address unless the hub's operator
+    /// allows that network; this is checked again on every connection. Query values and a
+    /// password are write-only: they read as `********`, and a replacement that sends them
+    /// back so keeps the stored ones.
+    #[serde(default)]
+    #[schemars(
+        extend("format" = "uri"),
+        example = &"https://gemeente.example.nl/events"
+    )]
+    pub sink: Field<String>,
+    /// The delivery protocol; only HTTP is delivered.
+    #[schemars(extend("enum" = ["HTTP"]))]
+    pub protocol: Field<String>,
+    /// Only events with exactly this `source`.
+    #[serde(default)]
+    #[schemars(extend("format" = "uri-reference"))]
+    pub source: Field<String>,
+    /// Only events whose `type` is one of these. Left out: any type; an empty list: no type
+    /// (kept as sent).
+    #[serde(default)]
+    #[schemars(inner(length(min = 1)))]
+    pub types: Field<Vec<Field<String>>>,
+    /// Filters that must all match.
+    #[serde(default)]
+    #[schemars(with = "Vec<FilterIn>")]
+    pub filters: Field<Vec<Value>>,
+    #[serde(default)]
+    pub protocolsettings: Field<HttpSettingsIn>,
+    #[serde(default)]
+    pub sinkcredential: Field<SinkCredentialIn>,
+    #[serde(default)]
+    pub clientcertificate: Field<ClientCertificateIn>,
+    #[serde(default)]
+    #[schemars(schema_with = "config_reference")]
+    pub config: Field<Strings>,
 }
 
-fn string<'a>(
-    object: &'a Map<String, Value>,
-    name: &str,
-    problems: &mut Problems,
-) -> Option<&'a str> {
-    match object.get(name) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(text),
-        Some(_) => {
-            problems.add(name, "must be a string");
-            None
-        }
-    }
+/// A push subscription's HTTP delivery settings as a client sends them.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(expecting = "an object with `headers` and `method`")]
+#[schemars(rename = "HttpSettings", extend("additionalProperties" = false))]
+pub struct HttpSettingsIn {
+    /// Headers added to every delivery. Their values are write-only: they read as
+    /// `********`, and a replacement that sends `********` back keeps the stored value.
+    #[serde(default)]
+    pub headers: Field<Strings>,
+    #[serde(default)]
+    #[schemars(extend("enum" = ["POST", "PUT", "PATCH"], "default" = "POST"))]
+    pub method: Field<String>,
 }
 
-fn string_map(value: &Value, name: &str, problems: &mut Problems) -> BTreeMap<String, String> {
-    let mut map = BTreeMap::new();
-    match value {
-        Value::Null => {}
-        Value::Object(object) => {
-            for (key, value) in object {
-                match value.as_str() {
-                    Some(text) => {
-                        map.insert(key.clone(), text.to_owned());
-                    }
-                    None => problems.add(format!("{name}.{key}"), "must be a string"),
-                }
-            }
-        }
-        _ => problems.add(name, "must be an object of string values"),
-    }
-    map
+/// How the hub authenticates at the sink (Subscriptions API 3.2.3, and CLIENTCREDENTIALS).
+/// Write-only: never returned. ACCESSTOKEN is sent as `Authorization: Bearer
+/// <accesstoken>` until `accesstokenexpiresutc`; after it, nothing is sent and the events
+/// become dead letters saying so. PLAIN is sent as HTTP Basic. REFRESHTOKEN is not
+/// supported.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(tag = "credentialtype")]
+#[schemars(rename = "SinkCredential")]
+pub enum SinkCredentialIn {
+    #[serde(rename = "ACCESSTOKEN")]
+    #[schemars(title = "ACCESSTOKEN", extend("additionalProperties" = false, "writeOnly" = true))]
+    AccessToken {
+        #[schemars(length(min = 1))]
+        accesstoken: Field<String>,
+        /// `bearer` (any case): the token is sent as a bearer token (RFC 6750).
+        #[schemars(regex(pattern = "^[Bb][Ee][Aa][Rr][Ee][Rr]$"))]
+        accesstokentype: Field<String>,
+        /// When the token expires; must be in the future.
+        #[schemars(extend("format" = "date-time"))]
+        accesstokenexpiresutc: Field<String>,
+    },
+    /// OAuth 2.0 client credentials (RFC 6749 section 4.4): the hub fetches an access token
+    /// from `tokenurl` (HTTP Basic with the id and secret, presenting the subscription's
+    /// client certificate if it has one), keeps it until shortly before it expires, fetches
+    /// a new one when the sink answers 401, and sends it as `Authorization: Bearer`.
+    /// `tokenurl` follows the rules of `sink` (https; the same address checks).
+    #[serde(rename = "CLIENTCREDENTIALS")]
+    #[schemars(
+        title = "CLIENTCREDENTIALS",
+        extend("additionalProperties" = false, "writeOnly" = true)
+    )]
+    ClientCredentials {
+        #[schemars(extend("format" = "uri"))]
+        tokenurl: Field<String>,
+        #[schemars(length(min = 1))]
+        clientid: Field<String>,
+        #[schemars(length(min = 1))]
+        clientsecret: Field<String>,
+        /// Space-separated scopes to ask for.
+        #[serde(default)]
+        #[schemars(length(min = 1))]
+        scope: Field<String>,
+    },
+    #[serde(rename = "PLAIN")]
+    #[schemars(title = "PLAIN", extend("additionalProperties" = false, "writeOnly" = true))]
+    Plain {
+        #[schemars(length(min = 1))]
+        identifier: Field<String>,
+        #[schemars(length(min = 1))]
+        secret: Field<String>,
+    },
+    /// Refresh tokens are not traded for access tokens here.
+    #[serde(rename = "REFRESHTOKEN")]
+    #[schemars(skip)]
+    RefreshToken {},
+    /// Any other credential type.
+    #[serde(other)]
+    #[schemars(skip)]
+    Unknown,
+}
+
+/// The client certificate the hub presents to the sink (mutual TLS, e.g. PKIoverheid), in
+/// the handshake, the deliveries and the token requests of CLIENTCREDENTIALS. Both PEM.
+/// `privatekey` is write-only: it reads as `********`, and a replacement that sends
+/// `********` back with the same certificate keeps it.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(expecting = "an object with `certificate` and `privatekey` (PEM)")]
+#[schemars(rename = "ClientCertificate", extend("additionalProperties" = false))]
+pub struct ClientCertificateIn {
+    /// The certificate, then any intermediates (PEM).
+    #[schemars(length(min = 1, max = 65536))]
+    pub certificate: Field<String>,
+    /// Its private key (PEM, PKCS#8, PKCS#1 or SEC1).
+    #[schemars(length(max = 65536))]
+    pub privatekey: Field<String>,
+}
+
+/// One filter expression of the CloudEvents Subscriptions API (section 3.2.4): an object
+/// with exactly one member naming its dialect. `exact`, `prefix` and `suffix` map attribute
+/// names to string values; `all` and `any` hold arrays of filters; `not` holds one filter;
+/// `sql` holds a CESQL 1.0 expression. The filter crate reads it (within the hub's limits of
+/// size and depth); this type describes it.
+#[derive(Debug, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(rename = "Filter", example = &serde_json::json!({"prefix": {"type": "nl.brp."}}))]
+pub enum FilterIn {
+    Exact(BTreeMap<String, String>),
+    Prefix(BTreeMap<String, String>),
+    Suffix(BTreeMap<String, String>),
+    All(Vec<FilterIn>),
+    Any(Vec<FilterIn>),
+    Not(Box<FilterIn>),
+    Sql(String),
 }
 
 /// What a hub accepts in a subscription beyond the Subscriptions API itself.
@@ -126,79 +234,132 @@ pub(crate) struct Rules<'a> {
 /// Reads a subscription from a request body under the hub's `rules`; every problem is
 /// collected.
 pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, Vec<InvalidParam>> {
-    let mut problems = Problems(Vec::new());
     let Some(object) = body.as_object() else {
         return Err(vec![InvalidParam::new(
             "",
             "the body must be a JSON object",
         )]);
     };
-    check_members(object, &mut problems);
-    let config = read_config(object, rules.defaults, &mut problems);
-    // Read from the member itself, so that a pull subscription with another bad key is
-    // still read as one.
-    let pull = match &config {
-        Some(config) => config.settings().transfer == Transfer::Pull,
-        None => object
-            .get("config")
-            .and_then(|c| c.get("delivery"))
-            .is_some_and(|d| d == "pull"),
-    };
-    let sink = if pull {
-        read_pull_sink(object, &mut problems)
-    } else {
-        read_sink(object, &rules, &mut problems).map(Some)
-    };
-    let protocol = read_protocol(object, &mut problems);
-    let source = read_source(object, &mut problems);
-    let label = read_label(object, &mut problems);
-    let types = read_types(object, &mut problems);
-    let (filters, parsed) = read_filters(object, &rules, &mut problems);
-    let protocol_settings = read_protocol_settings(object.get("protocolsettings"), &mut problems);
-    if pull && protocol_settings != HttpSettings::default() {
-        problems.add(
-            "protocolsettings",
-            "a pull subscription (config.delivery `pull`) sends no requests: leave out its headers and method",
-        );
-    }
-    let sink_credential = read_sink_credential(object.get("sinkcredential"), &mut problems);
-    if let Some(SinkCredential::ClientCredentials { token_url, .. }) = &sink_credential
-        && let Err(why) = check_sink(token_url, rules.allow_http_sinks)
-    {
-        problems.add("sinkcredential.tokenurl", why);
-    }
-    let client_certificate =
-        read_client_certificate(object.get("clientcertificate"), &mut problems);
-    let (Some(sink), Some(protocol), Some(config), true) =
-        (sink, protocol, config, problems.0.is_empty())
-    else {
-        return Err(problems.0);
-    };
-    Ok(SubscriptionInput {
-        sink,
-        protocol,
-        criteria: Criteria {
-            source: source.clone(),
-            types: types.clone(),
-            filters: parsed,
+    let mut problems = Problems::default();
+    let ignored = members_of(&input_schema::<SubscriptionOut>());
+    unknown_members(
+        &input_schema::<SubscriptionRequest>(),
+        object,
+        ("subscription", &ignored),
+        &mut problems,
+    );
+    match SubscriptionRequest::deserialize(body) {
+        Ok(request) => match request.check(rules, &mut problems) {
+            Some(input) if problems.is_empty() => Ok(input),
+            _ => Err(problems.into_vec()),
         },
-        source,
-        label,
-        types,
-        filters,
-        protocol_settings,
-        sink_credential,
-        client_certificate,
-        config,
-    })
+        Err(error) => {
+            problems.add("", error.to_string());
+            Err(problems.into_vec())
+        }
+    }
 }
 
-/// The longest label, in characters.
-pub(crate) const MAX_LABEL: usize = 200;
+impl SubscriptionRequest {
+    /// The subscription this request asks for under the hub's `rules`, or `None` with every
+    /// problem recorded.
+    pub(crate) fn check(
+        self,
+        rules: Rules<'_>,
+        problems: &mut Problems,
+    ) -> Option<SubscriptionInput> {
+        let id = self.id.left_out_or_given("id", "a string", problems);
+        // Read from the key itself too, so that a pull subscription with another bad key
+        // is still read as one.
+        let asks_pull = self
+            .config
+            .given()
+            .and_then(|config| config.get(DELIVERY))
+            .is_some_and(|delivery| delivery.given().is_some_and(|d| d == "pull"));
+        let config = check_config(self.config, rules.defaults, problems);
+        let pull = match &config {
+            Some(config) => config.settings().transfer == Transfer::Pull,
+            None => asks_pull,
+        };
+        let sink = if pull {
+            if self.sinkcredential.is_sent() || self.clientcertificate.is_sent() {
+                for (member, sent) in [
+                    ("sinkcredential", self.sinkcredential.is_sent()),
+                    ("clientcertificate", self.clientcertificate.is_sent()),
+                ] {
+                    if sent {
+                        problems.add(
+                            member,
+                            "a pull subscription (config.delivery `pull`) has no sink to push \
+                             to: leave it out",
+                        );
+                    }
+                }
+            }
+            check_pull_sink(self.sink, problems)
+        } else {
+            check_sink_member(self.sink, rules, problems).map(Some)
+        };
+        let protocol = check_protocol(self.protocol, problems);
+        let source = check_source(self.source, problems);
+        let label = check_label(self.label, problems);
+        let types = check_types(self.types, problems);
+        let (filters, parsed) = check_filters(self.filters, rules, problems);
+        let protocol_settings = check_protocol_settings(self.protocolsettings, problems);
+        if pull && protocol_settings != HttpSettings::default() {
+            problems.add(
+                "protocolsettings",
+                "a pull subscription (config.delivery `pull`) sends no requests: leave out its \
+                 headers and method",
+            );
+        }
+        let sink_credential = if pull {
+            None
+        } else {
+            check_sink_credential(self.sinkcredential, problems)
+        };
+        if let Some(SinkCredential::ClientCredentials { token_url, .. }) = &sink_credential
+            && let Err(why) = knooppunt_delivery::check_sink_url(token_url, rules.allow_http_sinks)
+        {
+            problems.add("sinkcredential.tokenurl", why);
+        }
+        let client_certificate = if pull {
+            None
+        } else {
+            check_client_certificate(self.clientcertificate, problems)
+        };
+        let (Some(sink), Some(protocol), Some(config)) = (sink, protocol, config) else {
+            return None;
+        };
+        Some(SubscriptionInput {
+            id,
+            sink,
+            protocol,
+            criteria: Criteria {
+                source: source.clone(),
+                types: types.clone(),
+                filters: parsed,
+            },
+            source,
+            label,
+            types,
+            filters,
+            protocol_settings,
+            sink_credential,
+            client_certificate,
+            config,
+        })
+    }
+}
+
+const A_STRING: &str = "a string";
+
+/// The `config` key that chooses push or pull delivery.
+const DELIVERY: &str = "delivery";
 
 /// `label`: text of 1 to [`MAX_LABEL`] characters without control characters, if given.
-fn read_label(object: &Map<String, Value>, problems: &mut Problems) -> Option<String> {
-    let label = string(object, "label", problems)?;
+fn check_label(label: Field<String>, problems: &mut Problems) -> Option<String> {
+    let label = label.left_out_or_given("label", A_STRING, problems)?;
     let chars = label.chars().count();
     if label.trim().is_empty() || chars > MAX_LABEL {
         problems.add(
@@ -214,69 +375,42 @@ fn read_label(object: &Map<String, Value>, problems: &mut Problems) -> Option<St
         );
         return None;
     }
-    Some(label.to_owned())
-}
-
-/// Every member is one of a subscription's (read-only ones are ignored), and none is `null`.
-fn check_members(object: &Map<String, Value>, problems: &mut Problems) {
-    for (name, value) in object {
-        if value.is_null() && MEMBERS.contains(&name.as_str()) {
-            problems.add(
-                name.as_str(),
-                "`null` is not a value of this member: leave the member out instead",
-            );
-            continue;
-        }
-        if !MEMBERS.contains(&name.as_str()) && !READ_ONLY.contains(&name.as_str()) {
-            problems.add(
-                name.as_str(),
-                format!(
-                    "unknown member; a subscription has {}",
-                    MEMBERS[1..].join(", ")
-                ),
-            );
-        }
-    }
+    Some(label)
 }
 
 /// `sink`: required, an http(s) URL the hub may deliver to.
-fn read_sink(
-    object: &Map<String, Value>,
-    rules: &Rules<'_>,
+fn check_sink_member(
+    sink: Field<String>,
+    rules: Rules<'_>,
     problems: &mut Problems,
 ) -> Option<Sink> {
-    let sink = string(object, "sink", problems);
-    match sink {
-        None if !object.contains_key("sink") || object["sink"].is_null() => problems.add(
-            "sink",
-            "is required: the absolute http(s) URL to deliver to",
-        ),
-        None => {}
-        Some(sink) => {
-            match check_sink(sink, rules.allow_http_sinks).and_then(|()| Sink::parse(sink)) {
-                Ok(sink) => return Some(sink),
-                Err(why) => problems.add("sink", why),
-            }
+    let sink = match sink {
+        Field::Absent | Field::Null => {
+            problems.add(
+                "sink",
+                "is required: the absolute http(s) URL to deliver to",
+            );
+            return None;
+        }
+        other => other.optional("sink", A_STRING, problems)?,
+    };
+    match knooppunt_delivery::check_sink_url(&sink, rules.allow_http_sinks)
+        .and_then(|()| Sink::parse(&sink))
+    {
+        Ok(sink) => Some(sink),
+        Err(why) => {
+            problems.add("sink", why);
+            None
         }
     }
-    None
 }
 
 /// A pull subscription's `sink`: the hub's receive URL, which the hub fills in; a client may
-/// leave it out or send back what it read (checked against the subscription's own). What
-/// belongs to pushing (credentials, a client certificate, headers) has no use.
-fn read_pull_sink(object: &Map<String, Value>, problems: &mut Problems) -> Option<Option<Sink>> {
-    for member in ["sinkcredential", "clientcertificate"] {
-        if object.contains_key(member) {
-            problems.add(
-                member,
-                "a pull subscription (config.delivery `pull`) has no sink to push to: leave it out",
-            );
-        }
-    }
-    match string(object, "sink", problems) {
+/// leave it out or send back what it read (checked against the subscription's own).
+fn check_pull_sink(sink: Field<String>, problems: &mut Problems) -> Option<Option<Sink>> {
+    match sink.left_out_or_given("sink", A_STRING, problems) {
         None => Some(None),
-        Some(sink) => match Sink::parse(sink) {
+        Some(sink) => match Sink::parse(&sink) {
             Ok(sink) => Some(Some(sink)),
             Err(why) => {
                 problems.add("sink", why);
@@ -286,101 +420,106 @@ fn read_pull_sink(object: &Map<String, Value>, problems: &mut Problems) -> Optio
     }
 }
 
+/// The protocols of the Subscriptions API this hub does not deliver over.
+const OTHER_PROTOCOLS: [&str; 5] = ["MQTT3", "MQTT5", "AMQP", "KAFKA", "NATS"];
+
 /// `protocol`: required, `HTTP`.
-fn read_protocol(object: &Map<String, Value>, problems: &mut Problems) -> Option<Protocol> {
-    let protocol = string(object, "protocol", problems);
-    match protocol {
-        Some("HTTP") => return Some(Protocol::Http),
-        Some(other) if other.eq_ignore_ascii_case("http") => problems.add(
+fn check_protocol(protocol: Field<String>, problems: &mut Problems) -> Option<Protocol> {
+    let protocol = protocol.required("protocol", "`HTTP`", problems)?;
+    match protocol.as_str() {
+        "HTTP" => return Some(Protocol::Http),
+        other if other.eq_ignore_ascii_case("http") => problems.add(
             "protocol",
             format!("`{other}`: protocol names are case-sensitive; use `HTTP`"),
         ),
-        Some(other) if OTHER_PROTOCOLS.contains(&other) => problems.add(
+        other if OTHER_PROTOCOLS.contains(&other) => problems.add(
             "protocol",
             format!("this hub delivers over `HTTP` only, not `{other}`"),
         ),
-        Some(other) => problems.add(
+        other => problems.add(
             "protocol",
             format!("unknown protocol `{other}`; use `HTTP`"),
         ),
-        None if object.get("protocol").is_none_or(Value::is_null) => {
-            problems.add("protocol", "is required; use `HTTP`")
-        }
-        None => {}
     }
     None
 }
 
 /// `source`: a non-empty URI-reference, if given.
-fn read_source(object: &Map<String, Value>, problems: &mut Problems) -> Option<String> {
-    let source = string(object, "source", problems).map(str::to_owned);
-    if let Some(source) = &source {
-        if source.is_empty() {
-            problems.add("source", "must not be empty");
-        } else if let Err(why) = syntax::uri_reference(source) {
-            problems.add("source", why);
-        }
+fn check_source(source: Field<String>, problems: &mut Problems) -> Option<String> {
+    let source = source.left_out_or_given("source", A_STRING, problems)?;
+    if source.is_empty() {
+        problems.add("source", "must not be empty");
+    } else if let Err(why) = syntax::uri_reference(&source) {
+        problems.add("source", why);
     }
-    source
+    Some(source)
 }
 
 /// `types`: absent, any type; present, one of these (subscriptions spec 3.2.1), so an empty
 /// list matches no event; it is kept as it was sent.
-fn read_types(object: &Map<String, Value>, problems: &mut Problems) -> Option<Vec<String>> {
-    match object.get("types") {
-        None | Some(Value::Null) => None,
-        Some(Value::Array(values)) => {
-            let mut types = Vec::new();
-            for (i, value) in values.iter().enumerate() {
-                match value.as_str() {
-                    Some("") => problems.add(format!("types[{i}]"), "must not be empty"),
-                    Some(ty) => types.push(ty.to_owned()),
-                    None => problems.add(format!("types[{i}]"), "must be a string"),
-                }
-            }
-            Some(types)
-        }
-        Some(_) => {
-            problems.add("types", "must be an array of event types");
-            None
+fn check_types(types: Field<Vec<Field<String>>>, problems: &mut Problems) -> Option<Vec<String>> {
+    let sent = types.left_out_or_given("types", "an array of event types", problems)?;
+    let mut types = Vec::with_capacity(sent.len());
+    for (i, ty) in sent.into_iter().enumerate() {
+        let name = format!("types[{i}]");
+        match ty {
+            Field::Given(ty) if ty.is_empty() => problems.add(name, "must not be empty"),
+            Field::Given(ty) => types.push(ty),
+            _ => problems.add(name, "must be a string"),
         }
     }
+    Some(types)
 }
 
 /// `filters`: as sent, and as read within the hub's filter limits.
-fn read_filters(
-    object: &Map<String, Value>,
-    rules: &Rules<'_>,
+fn check_filters(
+    filters: Field<Vec<Value>>,
+    rules: Rules<'_>,
     problems: &mut Problems,
 ) -> (Vec<Value>, Vec<Filter>) {
-    match object.get("filters") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(values)) => {
-            match Filter::list_from_json(values, "filters", rules.filter_limits) {
-                Ok(list) => return (values.clone(), list),
-                Err(errors) => {
-                    for error in errors {
-                        problems.add(error.path, error.message);
-                    }
-                }
+    let Some(values) = filters.left_out_or_given("filters", "an array of filters", problems) else {
+        return (Vec::new(), Vec::new());
+    };
+    match Filter::list_from_json(&values, "filters", rules.filter_limits) {
+        Ok(list) => (values, list),
+        Err(errors) => {
+            for error in errors {
+                problems.add(error.path, error.message);
             }
+            (Vec::new(), Vec::new())
         }
-        Some(_) => problems.add("filters", "must be an array of filters"),
     }
-    (Vec::new(), Vec::new())
+}
+
+/// String values keyed by name, each problem named `{name}.{key}`.
+fn check_strings(
+    strings: Field<Strings>,
+    name: &str,
+    problems: &mut Problems,
+) -> BTreeMap<String, String> {
+    let Some(strings) = strings.left_out_or_given(name, "an object of string values", problems)
+    else {
+        return BTreeMap::new();
+    };
+    let mut map = BTreeMap::new();
+    for (key, value) in strings {
+        match value {
+            Field::Given(text) => {
+                map.insert(key, text);
+            }
+            _ => problems.add(format!("{name}.{key}"), "must be a string"),
+        }
+    }
+    map
 }
 
 /// `config`: the delivery settings, the hub's defaults for the keys left out.
-fn read_config(
-    object: &Map<String, Value>,
+fn check_config(
+    config: Field<Strings>,
     defaults: &ConfigDefaults,
     problems: &mut Problems,
 ) -> Option<SubscriptionConfig> {
-    let config = string_map(
-        object.get("config").unwrap_or(&Value::Null),
-        "config",
-        problems,
-    );
+    let config = check_strings(config, "config", problems);
     match SubscriptionConfig::parse(&config, defaults) {
         Ok(config) => Some(config),
         Err(errors) => {
@@ -392,35 +531,20 @@ fn read_config(
     }
 }
 
-/// `clientcertificate`: the certificate (chain) and private key the hub presents to the sink,
-/// both PEM. A `privatekey` of `********` stands for the stored key (on a replacement).
-fn read_client_certificate(
-    value: Option<&Value>,
+/// `clientcertificate`: the certificate (chain) and private key the hub presents to the
+/// sink, both PEM. A `privatekey` of `********` stands for the stored key (on a
+/// replacement).
+fn check_client_certificate(
+    certificate: Field<ClientCertificateIn>,
     problems: &mut Problems,
 ) -> Option<ClientCertificate> {
-    let object = match value {
-        None | Some(Value::Null) => return None,
-        Some(Value::Object(object)) => object,
-        Some(_) => {
-            problems.add(
-                "clientcertificate",
-                "must be an object with `certificate` and `privatekey` (PEM)",
-            );
-            return None;
-        }
-    };
-    for name in object.keys() {
-        if name != "certificate" && name != "privatekey" {
-            problems.add(
-                format!("clientcertificate.{name}"),
-                "unknown member; a client certificate has certificate and privatekey",
-            );
-        }
-    }
-    let text = |name: &str, problems: &mut Problems| match object.get(name) {
-        Some(Value::String(text)) if !text.is_empty() && text.len() <= 64 * 1024 => {
-            Some(text.clone())
-        }
+    let sent = certificate.left_out_or_given(
+        "clientcertificate",
+        "an object with `certificate` and `privatekey` (PEM)",
+        problems,
+    )?;
+    let pem = |field: Field<String>, name: &str, problems: &mut Problems| match field {
+        Field::Given(text) if !text.is_empty() && text.len() <= 64 * 1024 => Some(text),
         _ => {
             problems.add(
                 format!("clientcertificate.{name}"),
@@ -429,9 +553,11 @@ fn read_client_certificate(
             None
         }
     };
+    let certificate = pem(sent.certificate, "certificate", problems);
+    let private_key = pem(sent.privatekey, "privatekey", problems);
     let identity = ClientCertificate {
-        certificate: text("certificate", problems)?,
-        private_key: text("privatekey", problems)?,
+        certificate: certificate?,
+        private_key: private_key?,
     };
     if identity.private_key != knooppunt_delivery::REDACTED
         && let Err(why) = knooppunt_delivery::check_client_certificate(&identity)
@@ -442,96 +568,179 @@ fn read_client_certificate(
     Some(identity)
 }
 
-/// An absolute `https` URL with a host (http-webhook.md §2: "HTTPS MUST be used for the
-/// connection"); `http` only for a sink on this machine, or where the hub allows it.
-pub fn check_sink(sink: &str, allow_http: bool) -> Result<(), String> {
-    let uri: http::Uri = sink
-        .parse()
-        .map_err(|error| format!("`{sink}` is not a URL: {error}"))?;
-    let host = uri.host().unwrap_or_default();
-    match uri.scheme_str() {
-        Some("http" | "https") => {}
-        _ => {
-            return Err(format!("`{sink}` must be an absolute https:// URL"));
-        }
-    }
-    if host.is_empty() {
-        return Err(format!("`{sink}` has no host"));
-    }
-    if host.starts_with('[') && host.contains('%') {
-        return Err(format!(
-            "`{sink}` names an IPv6 zone (`%25...`): a sink is reached by a global address or a \
-             host name, never through one of the hub's own interfaces"
-        ));
-    }
-    if uri.scheme_str() == Some("http") && !allow_http && !is_loopback(host) {
-        return Err(format!(
-            "`{sink}` must use https://: webhooks are delivered over HTTPS (http-webhook.md, \
-             NL GOV Webhook guideline); plain http:// is accepted only for a sink on the hub's \
-             own machine, or on a hub configured with delivery.allow_http_sinks"
-        ));
-    }
-    Ok(())
-}
-
-/// `localhost`, 127.0.0.0/8 or `::1`.
-fn is_loopback(host: &str) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|address| address.is_loopback())
-}
-
-fn read_protocol_settings(value: Option<&Value>, problems: &mut Problems) -> HttpSettings {
-    let mut settings = HttpSettings::default();
-    let object = match value {
-        None | Some(Value::Null) => return settings,
-        Some(Value::Object(object)) => object,
-        Some(_) => {
+/// `sinkcredential`: how the hub authenticates at the sink, by credential type.
+fn check_sink_credential(
+    credential: Field<SinkCredentialIn>,
+    problems: &mut Problems,
+) -> Option<SinkCredential> {
+    const TYPES: &str = "`ACCESSTOKEN`, `CLIENTCREDENTIALS` or `PLAIN`";
+    let credential = match credential {
+        // An object that is no credential lacks a usable `credentialtype`: each type's
+        // members are read leniently, so nothing else fails the read.
+        Field::Wrong(Value::Object(_)) => {
             problems.add(
-                "protocolsettings",
-                "must be an object with `headers` and `method`",
+                "sinkcredential.credentialtype",
+                format!("is required: {TYPES}"),
             );
-            return settings;
+            return None;
+        }
+        other => other.left_out_or_given(
+            "sinkcredential",
+            "an object with a `credentialtype`",
+            problems,
+        )?,
+    };
+    let before = problems.len();
+    let required = |field: Field<String>, name: &str, problems: &mut Problems| match field {
+        Field::Given(value) if !value.is_empty() => Some(value),
+        _ => {
+            problems.add(
+                format!("sinkcredential.{name}"),
+                "is required and must be a non-empty string",
+            );
+            None
         }
     };
-    for key in object.keys() {
-        if key != "headers" && key != "method" {
+    let read = match credential {
+        SinkCredentialIn::Plain { identifier, secret } => {
+            let identifier = required(identifier, "identifier", problems);
+            let secret = required(secret, "secret", problems);
+            Some(SinkCredential::Plain {
+                identifier: identifier?,
+                secret: secret?,
+            })
+        }
+        SinkCredentialIn::AccessToken {
+            accesstoken,
+            accesstokentype,
+            accesstokenexpiresutc,
+        } => {
+            let accesstoken = required(accesstoken, "accesstoken", problems);
+            let token_type = required(accesstokentype, "accesstokentype", problems);
+            if let Some(token_type) = &token_type
+                && !token_type.eq_ignore_ascii_case("bearer")
+            {
+                problems.add(
+                    "sinkcredential.accesstokentype",
+                    format!(
+                        "`{token_type}`: the hub sends access tokens as `Authorization: Bearer` \
+                         (RFC 6750), so the type must be `bearer`"
+                    ),
+                );
+            }
+            let expires = required(accesstokenexpiresutc, "accesstokenexpiresutc", problems);
+            if let Some(expires) = &expires {
+                match syntax::timestamp(expires) {
+                    Err(why) => problems.add("sinkcredential.accesstokenexpiresutc", why),
+                    Ok(())
+                        if knooppunt_event::timestamp::epoch_millis(expires)
+                            .is_some_and(|at| at <= knooppunt_store::now_ms()) =>
+                    {
+                        problems.add(
+                            "sinkcredential.accesstokenexpiresutc",
+                            format!("`{expires}` has passed: send a token that is still valid"),
+                        )
+                    }
+                    Ok(()) => {}
+                }
+            }
+            Some(SinkCredential::AccessToken {
+                accesstoken: accesstoken?,
+                accesstokentype: token_type,
+                accesstokenexpiresutc: expires,
+            })
+        }
+        SinkCredentialIn::ClientCredentials {
+            tokenurl,
+            clientid,
+            clientsecret,
+            scope,
+        } => {
+            let token_url = required(tokenurl, "tokenurl", problems);
+            let client_id = required(clientid, "clientid", problems);
+            let client_secret = required(clientsecret, "clientsecret", problems);
+            let scope = match scope {
+                Field::Absent | Field::Null => None,
+                Field::Given(scope) if !scope.is_empty() => Some(scope),
+                _ => {
+                    problems.add(
+                        "sinkcredential.scope",
+                        "must be a non-empty string (space-separated scopes)",
+                    );
+                    None
+                }
+            };
+            Some(SinkCredential::ClientCredentials {
+                token_url: token_url?,
+                client_id: client_id?,
+                client_secret: client_secret?,
+                scope,
+            })
+        }
+        SinkCredentialIn::RefreshToken {} => {
             problems.add(
-                format!("protocolsettings.{key}"),
-                "unknown HTTP setting; use `headers` or `method`",
+                "sinkcredential.credentialtype",
+                "`REFRESHTOKEN` is not supported: this hub does not trade refresh tokens for \
+                 access tokens; use `CLIENTCREDENTIALS` (the hub fetches and renews tokens \
+                 itself), or send an `ACCESSTOKEN` (with `accesstokenexpiresutc`) and replace \
+                 it before it expires, or use `PLAIN`",
+            );
+            None
+        }
+        SinkCredentialIn::Unknown => {
+            problems.add(
+                "sinkcredential.credentialtype",
+                format!("unknown credential type; use {TYPES}"),
+            );
+            None
+        }
+    };
+    if problems.len() > before {
+        return None;
+    }
+    read
+}
+
+/// A push subscription's `protocolsettings`: headers and method.
+fn check_protocol_settings(
+    settings: Field<HttpSettingsIn>,
+    problems: &mut Problems,
+) -> HttpSettings {
+    let mut checked = HttpSettings::default();
+    let Some(sent) = settings.left_out_or_given(
+        "protocolsettings",
+        "an object with `headers` and `method`",
+        problems,
+    ) else {
+        return checked;
+    };
+    checked.headers = check_strings(sent.headers, "protocolsettings.headers", problems);
+    for (name, value) in &checked.headers {
+        let path = format!("protocolsettings.headers.{name}");
+        if HeaderName::try_from(name.as_str()).is_err() {
+            problems.add(path, "is not a valid HTTP header name");
+        } else if HeaderValue::try_from(value.as_str()).is_err() {
+            problems.add(path, "is not a valid HTTP header value (printable ASCII)");
+        } else if is_reserved_header(name) {
+            problems.add(
+                path,
+                "is set by the hub itself and cannot be overridden (Content-Type, \
+                 Authorization, ce-*, WebHook-*, Host, Content-Length)",
             );
         }
     }
-    if let Some(headers) = object.get("headers") {
-        settings.headers = string_map(headers, "protocolsettings.headers", problems);
-        for (name, value) in &settings.headers {
-            let path = format!("protocolsettings.headers.{name}");
-            if HeaderName::try_from(name.as_str()).is_err() {
-                problems.add(path, "is not a valid HTTP header name");
-            } else if HeaderValue::try_from(value.as_str()).is_err() {
-                problems.add(path, "is not a valid HTTP header value (printable ASCII)");
-            } else if is_reserved_header(name) {
-                problems.add(
-                    path,
-                    "is set by the hub itself and cannot be overridden (Content-Type, \
-                     Authorization, ce-*, WebHook-*, Host, Content-Length)",
-                );
-            }
+    const METHODS: &str = "`POST`, `PUT` or `PATCH`";
+    match sent
+        .method
+        .optional("protocolsettings.method", METHODS, problems)
+    {
+        Some(method) if matches!(method.as_str(), "POST" | "PUT" | "PATCH") => {
+            checked.method = Some(method);
         }
+        Some(_) => problems.add("protocolsettings.method", format!("must be {METHODS}")),
+        None => {}
     }
-    match object.get("method") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(method)) if matches!(method.as_str(), "POST" | "PUT" | "PATCH") => {
-            settings.method = Some(method.clone());
-        }
-        Some(_) => problems.add(
-            "protocolsettings.method",
-            "must be `POST`, `PUT` or `PATCH`",
-        ),
-    }
-    settings
+    checked
 }
 
 fn is_reserved_header(name: &str) -> bool {
@@ -543,183 +752,6 @@ fn is_reserved_header(name: &str) -> bool {
             "content-type" | "authorization" | "host" | "content-length" | "transfer-encoding"
         )
 }
-
-/// The members each credential type has (subscriptions spec 3.2.3).
-const PLAIN_MEMBERS: [&str; 3] = ["credentialtype", "identifier", "secret"];
-const CLIENTCREDENTIALS_MEMBERS: [&str; 5] = [
-    "credentialtype",
-    "tokenurl",
-    "clientid",
-    "clientsecret",
-    "scope",
-];
-const ACCESSTOKEN_MEMBERS: [&str; 4] = [
-    "credentialtype",
-    "accesstoken",
-    "accesstokenexpiresutc",
-    "accesstokentype",
-];
-
-fn read_sink_credential(value: Option<&Value>, problems: &mut Problems) -> Option<SinkCredential> {
-    let object = match value {
-        None | Some(Value::Null) => return None,
-        Some(Value::Object(object)) => object,
-        Some(_) => {
-            problems.add(
-                "sinkcredential",
-                "must be an object with a `credentialtype`",
-            );
-            return None;
-        }
-    };
-    let before = problems.0.len();
-    let credential = CredentialMembers { object };
-    let read = match object.get("credentialtype").and_then(Value::as_str) {
-        Some("PLAIN") => credential.plain(problems),
-        Some("ACCESSTOKEN") => credential.access_token(problems),
-        Some("CLIENTCREDENTIALS") => credential.client_credentials(problems),
-        Some("REFRESHTOKEN") => {
-            problems.add(
-                "sinkcredential.credentialtype",
-                "`REFRESHTOKEN` is not supported: this hub does not trade refresh tokens for \
-                 access tokens; use `CLIENTCREDENTIALS` (the hub fetches and renews tokens \
-                 itself), or send an `ACCESSTOKEN` (with `accesstokenexpiresutc`) and replace \
-                 it before it expires, or use `PLAIN`",
-            );
-            None
-        }
-        Some(other) => {
-            problems.add(
-                "sinkcredential.credentialtype",
-                format!(
-                    "unknown credential type `{other}`; use `ACCESSTOKEN`, `CLIENTCREDENTIALS` \
-                     or `PLAIN`"
-                ),
-            );
-            None
-        }
-        None => {
-            problems.add(
-                "sinkcredential.credentialtype",
-                "is required: `ACCESSTOKEN`, `CLIENTCREDENTIALS` or `PLAIN`",
-            );
-            None
-        }
-    };
-    if problems.0.len() > before {
-        return None;
-    }
-    read
-}
-
-/// The members of a `sinkcredential` object, read by credential type.
-struct CredentialMembers<'a> {
-    object: &'a Map<String, Value>,
-}
-
-impl CredentialMembers<'_> {
-    fn required(&self, name: &str, problems: &mut Problems) -> Option<String> {
-        match self.object.get(name) {
-            Some(Value::String(value)) if !value.is_empty() => Some(value.to_owned()),
-            _ => {
-                problems.add(
-                    format!("sinkcredential.{name}"),
-                    "is required and must be a non-empty string",
-                );
-                None
-            }
-        }
-    }
-
-    /// Only these members (`credentialtype` among them).
-    fn only(&self, allowed: &[&str], problems: &mut Problems) {
-        for name in self.object.keys() {
-            if !allowed.contains(&name.as_str()) {
-                problems.add(
-                    format!("sinkcredential.{name}"),
-                    format!(
-                        "unknown member for this credential type; it has {}",
-                        allowed.join(", ")
-                    ),
-                );
-            }
-        }
-    }
-
-    fn plain(&self, problems: &mut Problems) -> Option<SinkCredential> {
-        self.only(&PLAIN_MEMBERS, problems);
-        let identifier = self.required("identifier", problems);
-        let secret = self.required("secret", problems);
-        Some(SinkCredential::Plain {
-            identifier: identifier?,
-            secret: secret?,
-        })
-    }
-
-    fn access_token(&self, problems: &mut Problems) -> Option<SinkCredential> {
-        self.only(&ACCESSTOKEN_MEMBERS, problems);
-        let accesstoken = self.required("accesstoken", problems);
-        let token_type = self.required("accesstokentype", problems);
-        if let Some(token_type) = &token_type
-            && !token_type.eq_ignore_ascii_case("bearer")
-        {
-            problems.add(
-                "sinkcredential.accesstokentype",
-                format!(
-                    "`{token_type}`: the hub sends access tokens as `Authorization: Bearer` \
-                     (RFC 6750), so the type must be `bearer`"
-                ),
-            );
-        }
-        let expires = self.required("accesstokenexpiresutc", problems);
-        if let Some(expires) = &expires {
-            match syntax::timestamp(expires) {
-                Err(why) => problems.add("sinkcredential.accesstokenexpiresutc", why),
-                Ok(()) if expires_at_ms(expires).is_some_and(|at| at <= now_ms()) => problems.add(
-                    "sinkcredential.accesstokenexpiresutc",
-                    format!("`{expires}` has passed: send a token that is still valid"),
-                ),
-                Ok(()) => {}
-            }
-        }
-        Some(SinkCredential::AccessToken {
-            accesstoken: accesstoken?,
-            accesstokentype: token_type,
-            accesstokenexpiresutc: expires,
-        })
-    }
-
-    fn client_credentials(&self, problems: &mut Problems) -> Option<SinkCredential> {
-        self.only(&CLIENTCREDENTIALS_MEMBERS, problems);
-        let token_url = self.required("tokenurl", problems);
-        let client_id = self.required("clientid", problems);
-        let client_secret = self.required("clientsecret", problems);
-        let scope = match self.object.get("scope") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(scope)) if !scope.is_empty() => Some(scope.clone()),
-            Some(_) => {
-                problems.add(
-                    "sinkcredential.scope",
-                    "must be a non-empty string (space-separated scopes)",
-                );
-                None
-            }
-        };
-        Some(SinkCredential::ClientCredentials {
-            token_url: token_url?,
-            client_id: client_id?,
-            client_secret: client_secret?,
-            scope,
-        })
-    }
-}
-
-/// Milliseconds since the Unix epoch of an RFC 3339 timestamp.
-fn expires_at_ms(timestamp: &str) -> Option<u64> {
-    knooppunt_event::timestamp::epoch_millis(timestamp)
-}
-
-use knooppunt_store::now_ms;
 
 /// A reference to the `config` schema, which the document makes from the hub's defaults.
 fn config_reference(_: &mut SchemaGenerator) -> Schema {
@@ -744,194 +776,4 @@ pub(crate) fn config_schema(defaults: &ConfigDefaults) -> Value {
         "additionalProperties": false,
         "properties": properties
     })
-}
-
-/// One filter expression (Subscriptions API section 3.2.4).
-pub(crate) struct FilterSchema;
-
-impl JsonSchema for FilterSchema {
-    fn schema_name() -> Cow<'static, str> {
-        "Filter".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "description": format!(
-                "One filter expression of the CloudEvents Subscriptions API: an object with \
-                 exactly one member naming its dialect ({}). `exact`, `prefix` and `suffix` map \
-                 attribute names to string values; `all` and `any` hold arrays of filters; `not` \
-                 holds one filter; `sql` holds a CESQL 1.0 expression.",
-                knooppunt_filter::DIALECTS.join(", ")
-            ),
-            "minProperties": 1,
-            "maxProperties": 1,
-            "additionalProperties": true,
-            "example": {"prefix": {"type": "nl.brp."}}
-        })
-    }
-}
-
-/// What a client sends to make or replace a subscription: the members [`read`] takes
-/// ([`MEMBERS`]).
-pub(crate) struct SubscriptionRequest;
-
-impl JsonSchema for SubscriptionRequest {
-    fn schema_name() -> Cow<'static, str> {
-        "SubscriptionRequest".into()
-    }
-
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "description": "A subscription as a client sends it (Subscriptions API section 3.2.1). The read-only \
-                            members of an answer may be sent back; they are ignored.",
-            "required": ["protocol"],
-            "properties": {
-                "id": {"type": "string", "description": "Ignored on create; on a replacement it must equal the path's."},
-                "sink": {"type": "string", "format": "uri", "example": "https://gemeente.example.nl/events",
-                         "description": "Required for a push subscription; a pull subscription (`config.delivery` `pull`) \
-                                         leaves it out. Absolute https URL events are delivered to (the hub checks its \
-                                         certificate). A plain http URL is accepted only for a sink on the hub's own \
-                                         machine, or on a hub configured to allow it for testing. Its host must not be (or \
-                                         resolve to) a loopback, private, link-local or other reserved address unless the \
-                                         hub's operator allows that network; this is checked again on every connection. \
-                                         Query values and a password are write-only: they read as `********`, and a \
-                                         replacement that sends them back so keeps the stored ones."},
-                "protocol": {"type": "string", "enum": ["HTTP"], "description": "The delivery protocol; only HTTP is delivered."},
-                "label": {"type": "string", "minLength": 1, "maxLength": MAX_LABEL,
-                          "example": "Verhuizingen voor Burgerzaken",
-                          "description": "A name people know the subscription by, shown before its id (a Knooppunt \
-                                          extension of the resource, which the Subscriptions API's extensible \
-                                          representation leaves room for); the hub does nothing else with it. No \
-                                          control characters."},
-                "source": {"type": "string", "format": "uri-reference", "description": "Only events with exactly this `source`."},
-                "types": {"type": "array", "items": {"type": "string", "minLength": 1},
-                          "description": "Only events whose `type` is one of these. Left out: any type; an empty list: no \
-                                          type (kept as sent)."},
-                "filters": {"type": "array", "items": generator.subschema_for::<FilterSchema>(),
-                            "description": "Filters that must all match."},
-                "protocolsettings": generator.subschema_for::<HttpSettingsIn>(),
-                "sinkcredential": generator.subschema_for::<SinkCredentialIn>(),
-                "clientcertificate": generator.subschema_for::<ClientCertificateIn>(),
-                "config": {"$ref": "#/components/schemas/Config"}
-            }
-        })
-    }
-}
-
-/// A push subscription's HTTP settings as a client sends them.
-struct HttpSettingsIn;
-
-impl JsonSchema for HttpSettingsIn {
-    fn schema_name() -> Cow<'static, str> {
-        "HttpSettings".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "description": "HTTP delivery settings.",
-            "additionalProperties": false,
-            "properties": {
-                "headers": {"type": "object", "additionalProperties": {"type": "string"},
-                            "description": "Headers added to every delivery. Their values are write-only: they read as \
-                                            `********`, and a replacement that sends `********` back keeps the stored value."},
-                "method": {"type": "string", "enum": ["POST", "PUT", "PATCH"], "default": "POST"}
-            }
-        })
-    }
-}
-
-/// How the hub authenticates at the sink, as a client sends it (never shown).
-struct SinkCredentialIn;
-
-impl JsonSchema for SinkCredentialIn {
-    fn schema_name() -> Cow<'static, str> {
-        "SinkCredential".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "description": "How the hub authenticates at the sink (Subscriptions API 3.2.3, and CLIENTCREDENTIALS). \
-                            Write-only: never returned. ACCESSTOKEN is sent as `Authorization: Bearer <accesstoken>` \
-                            until `accesstokenexpiresutc`; after it, nothing is sent and the events become dead letters \
-                            saying so. PLAIN is sent as HTTP Basic. REFRESHTOKEN is not supported.",
-            "oneOf": [
-                {
-                    "type": "object",
-                    "title": "ACCESSTOKEN",
-                    "writeOnly": true,
-                    "additionalProperties": false,
-                    "required": ["credentialtype", "accesstoken", "accesstokentype", "accesstokenexpiresutc"],
-                    "properties": {
-                        "credentialtype": {"type": "string", "enum": ["ACCESSTOKEN"]},
-                        "accesstoken": {"type": "string", "minLength": 1},
-                        "accesstokentype": {"type": "string", "pattern": "^[Bb][Ee][Aa][Rr][Ee][Rr]$",
-                                            "description": "`bearer` (any case): the token is sent as a bearer token (RFC 6750)."},
-                        "accesstokenexpiresutc": {"type": "string", "format": "date-time",
-                                                  "description": "When the token expires; must be in the future."}
-                    }
-                },
-                {
-                    "type": "object",
-                    "title": "CLIENTCREDENTIALS",
-                    "writeOnly": true,
-                    "additionalProperties": false,
-                    "description": "OAuth 2.0 client credentials (RFC 6749 section 4.4): the hub fetches an access token \
-                                    from `tokenurl` (HTTP Basic with the id and secret, presenting the subscription's \
-                                    client certificate if it has one), keeps it until shortly before it expires, fetches a \
-                                    new one when the sink answers 401, and sends it as `Authorization: Bearer`. `tokenurl` \
-                                    follows the rules of `sink` (https; the same address checks).",
-                    "required": ["credentialtype", "tokenurl", "clientid", "clientsecret"],
-                    "properties": {
-                        "credentialtype": {"type": "string", "enum": ["CLIENTCREDENTIALS"]},
-                        "tokenurl": {"type": "string", "format": "uri"},
-                        "clientid": {"type": "string", "minLength": 1},
-                        "clientsecret": {"type": "string", "minLength": 1},
-                        "scope": {"type": "string", "minLength": 1, "description": "Space-separated scopes to ask for."}
-                    }
-                },
-                {
-                    "type": "object",
-                    "title": "PLAIN",
-                    "writeOnly": true,
-                    "additionalProperties": false,
-                    "required": ["credentialtype", "identifier", "secret"],
-                    "properties": {
-                        "credentialtype": {"type": "string", "enum": ["PLAIN"]},
-                        "identifier": {"type": "string", "minLength": 1},
-                        "secret": {"type": "string", "minLength": 1}
-                    }
-                }
-            ]
-        })
-    }
-}
-
-/// The client certificate the hub presents to the sink, as a client sends it.
-struct ClientCertificateIn;
-
-impl JsonSchema for ClientCertificateIn {
-    fn schema_name() -> Cow<'static, str> {
-        "ClientCertificate".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "description": "The client certificate the hub presents to the sink (mutual TLS, e.g. PKIoverheid), in \
-                            the handshake, the deliveries and the token requests of CLIENTCREDENTIALS. Both PEM. \
-                            `privatekey` is write-only: it reads as `********`, and a replacement that sends \
-                            `********` back with the same certificate keeps it.",
-            "additionalProperties": false,
-            "required": ["certificate", "privatekey"],
-            "properties": {
-                "certificate": {"type": "string", "description": "The certificate, then any intermediates (PEM).",
-                                "minLength": 1, "maxLength": 65536},
-                "privatekey": {"type": "string", "description": "Its private key (PEM, PKCS#8, PKCS#1 or SEC1).",
-                               "maxLength": 65536}
-            }
-        })
-    }
 }

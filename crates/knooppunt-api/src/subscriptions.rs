@@ -440,8 +440,12 @@ pub(crate) async fn replace(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     subscribing::may_change(&caller.0, "change subscriptions")?;
-    let body_id = body.get("id").and_then(Value::as_str);
-    if body_id.is_some_and(|body_id| body_id != id.as_str()) {
+    let mut input = read_body(&state, &body)?;
+    if input
+        .id
+        .as_deref()
+        .is_some_and(|named| named != id.as_str())
+    {
         return Err(ApiError::invalid(
             "the id in the body differs from the id in the path",
             vec![InvalidParam::new(
@@ -450,7 +454,6 @@ pub(crate) async fn replace(
             )],
         ));
     }
-    let mut input = read_body(&state, &body)?;
     let callbacks = format!("{}{BASE_PATH}/subscriptions", base_url(&state, &headers));
     let sink = input.sink.clone().filter(|_| !is_pull(&input));
     let credential = input.sink_credential.clone();
@@ -676,7 +679,7 @@ pub(crate) fn describe(doc: &mut Document) {
     const TOO_LARGE: Refusal = ("413", "The body is too large.");
     const NOT_JSON: Refusal = ("415", "The body is not application/json.");
     let subscription = doc.schema::<SubscriptionOut>();
-    let request = doc.schema::<SubscriptionRequest>();
+    let request = doc.input::<SubscriptionRequest>();
     let none = json!([]);
     let allow = |methods: &str| {
         let mut allow = header("The methods this resource supports.");

@@ -324,8 +324,8 @@ impl Deliverer {
 
     /// Checks a sink's address when a subscription is registered (connections are checked
     /// again, every time).
-    pub async fn check_sink(&self, sink: &str) -> Result<(), AddressRefused> {
-        self.inner.options().sink_networks.check_sink(sink).await
+    pub async fn check_sink_address(&self, sink: &str) -> Result<(), AddressRefused> {
+        self.inner.options().sink_networks.check_address(sink).await
     }
 
     /// Sends the validation handshake for a subscription (presenting its client certificate,

@@ -29,7 +29,7 @@ pub use engine::{Deliverer, now_ms};
 pub use gate::{Gate, Pass};
 pub use outcome::SinkAnswer;
 pub use pull::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Received, Settlement, TokenProblem};
-pub use sink::address::{AddressRefused, SinkNetworks};
+pub use sink::address::{AddressRefused, SinkNetworks, check_sink_url};
 pub use sink::connections::{ConnectionLimits, check_client_certificate};
 pub use sink::signing::{HubKeys, PublicKey};
 pub use sink::{Handshake, REDACTED, redact_sink};

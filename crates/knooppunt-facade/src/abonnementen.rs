@@ -89,6 +89,46 @@ pub(crate) fn kanalen_of(abonnement: &knooppunt_services::zgw::Abonnement) -> Ve
         .collect()
 }
 
+/// Values keyed by name, as a client sends them (a kanaal's or a CloudEvent filter's).
+type Strings = BTreeMap<String, Field<String>>;
+
+/// An ABONNEMENT as a client sends it (the Notificaties API's shape with Open
+/// Notificaties' CloudEvents members; other members are ignored, as Open Notificaties does).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AbonnementIn {
+    #[serde(default)]
+    pub callback_url: Field<String>,
+    #[serde(default)]
+    pub auth: Field<String>,
+    #[serde(default)]
+    pub kanalen: Field<Vec<Field<AbonnementKanaalIn>>>,
+    #[serde(default)]
+    pub send_cloudevents: Field<bool>,
+    #[serde(default)]
+    pub cloudevent_filters: Field<Vec<Field<CloudEventFilterIn>>>,
+}
+
+/// A kanaal of an abonnement and its filters.
+#[derive(Debug, Deserialize)]
+pub struct AbonnementKanaalIn {
+    #[serde(default)]
+    pub naam: Field<String>,
+    #[serde(default)]
+    pub filters: Field<Strings>,
+}
+
+/// A CloudEvent filter of an abonnement: a substring of the types and filters on the
+/// members of the data.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudEventFilterIn {
+    #[serde(default)]
+    pub type_substring: Field<String>,
+    #[serde(default)]
+    pub filters: Field<Strings>,
+}
+
 /// The body of `POST /api/v1/abonnement`, every problem reported.
 pub(crate) fn read_abonnement_draft(
     body: &[u8],
@@ -99,17 +139,19 @@ pub(crate) fn read_abonnement_draft(
         reason: reason.to_owned(),
     };
     let object = json_object(body)?;
+    let sent = AbonnementIn::deserialize(&Value::Object(object))
+        .map_err(|error| vec![field("nonFieldErrors", "invalid", &error.to_string())])?;
     let mut errors = Vec::new();
-    let mut text = |name: &str, max: usize| match object.get(name) {
-        None | Some(Value::Null) => {
+    let mut text = |value: Field<String>, name: &str, max: usize| match value {
+        Field::Absent | Field::Null => {
             errors.push(field(name, "required", "Dit veld is vereist."));
             String::new()
         }
-        Some(Value::String(t)) if t.trim().is_empty() => {
+        Field::Given(t) if t.trim().is_empty() => {
             errors.push(field(name, "blank", "Dit veld mag niet leeg zijn."));
             String::new()
         }
-        Some(Value::String(t)) if t.chars().count() > max => {
+        Field::Given(t) if t.chars().count() > max => {
             errors.push(field(
                 name,
                 "max_length",
@@ -117,23 +159,29 @@ pub(crate) fn read_abonnement_draft(
             ));
             String::new()
         }
-        Some(Value::String(t)) => t.clone(),
-        Some(_) => {
+        Field::Given(t) => t,
+        Field::Wrong(_) => {
             errors.push(field(name, "invalid", "Geen geldige string."));
             String::new()
         }
     };
-    let callback_url = text("callbackUrl", 200);
-    let auth = text("auth", 1000);
-    let (send_cloudevents, cloudevent_filters) = cloudevent_fields(&object, &mut errors);
+    let callback_url = text(sent.callback_url, "callbackUrl", 200);
+    let auth = text(sent.auth, "auth", 1000);
+    let (send_cloudevents, cloudevent_filters) =
+        cloudevent_fields(sent.send_cloudevents, sent.cloudevent_filters, &mut errors);
     let mut kanalen = Vec::new();
-    match object.get("kanalen") {
+    match sent.kanalen {
         // An abonnement of CloudEvents alone needs no kanaal.
-        None | Some(Value::Null) if !cloudevent_filters.is_empty() => {}
-        Some(Value::Array(items)) if items.is_empty() && !cloudevent_filters.is_empty() => {}
-        Some(Value::Array(items)) if !items.is_empty() && items.len() <= 100 => {
-            for (n, item) in items.iter().enumerate() {
-                let naam = item.get("naam").and_then(Value::as_str).unwrap_or_default();
+        Field::Absent | Field::Null if !cloudevent_filters.is_empty() => {}
+        Field::Given(items) if items.is_empty() && !cloudevent_filters.is_empty() => {}
+        Field::Given(items) if !items.is_empty() && items.len() <= 100 => {
+            for (n, item) in items.into_iter().enumerate() {
+                let (naam, sent_filters) = match item {
+                    Field::Given(item) => {
+                        (item.naam.given().cloned().unwrap_or_default(), item.filters)
+                    }
+                    _ => (String::new(), Field::Absent),
+                };
                 if naam.is_empty() {
                     errors.push(field(
                         &format!("kanalen.{n}.naam"),
@@ -142,14 +190,14 @@ pub(crate) fn read_abonnement_draft(
                     ));
                     continue;
                 }
-                let mut filters = std::collections::BTreeMap::new();
-                match item.get("filters") {
-                    None | Some(Value::Null) => {}
-                    Some(Value::Object(map)) => {
+                let mut filters = BTreeMap::new();
+                match sent_filters {
+                    Field::Absent | Field::Null => {}
+                    Field::Given(map) => {
                         for (key, value) in map {
-                            match value.as_str() {
-                                Some(v) if !v.is_empty() && v.chars().count() <= 1000 => {
-                                    filters.insert(key.clone(), v.to_owned());
+                            match value {
+                                Field::Given(v) if !v.is_empty() && v.chars().count() <= 1000 => {
+                                    filters.insert(key, v);
                                 }
                                 _ => errors.push(field(
                                     &format!("kanalen.{n}.filters.{key}"),
@@ -159,19 +207,19 @@ pub(crate) fn read_abonnement_draft(
                             }
                         }
                     }
-                    Some(_) => errors.push(field(
+                    Field::Wrong(_) => errors.push(field(
                         &format!("kanalen.{n}.filters"),
                         "not_a_dict",
                         "Verwachtte een dictionary van items, maar kreeg een ander type.",
                     )),
                 }
-                kanalen.push((naam.to_owned(), filters));
+                kanalen.push((naam, filters));
             }
         }
-        None | Some(Value::Null) => {
+        Field::Absent | Field::Null => {
             errors.push(field("kanalen", "required", "Dit veld is vereist."))
         }
-        Some(_) => errors.push(field(
+        Field::Given(_) | Field::Wrong(_) => errors.push(field(
             "kanalen",
             "invalid",
             "Een lijst van 1 tot 100 kanalen met hun filters.",
@@ -193,7 +241,8 @@ pub(crate) fn read_abonnement_draft(
 /// `sendCloudevents` and `cloudeventFilters` (Open Notificaties' additions, experimental
 /// there): per filter a substring of the types and filters on the members of the data.
 pub(crate) fn cloudevent_fields(
-    object: &Map<String, Value>,
+    send: Field<bool>,
+    sent_groups: Field<Vec<Field<CloudEventFilterIn>>>,
     errors: &mut Vec<FieldError>,
 ) -> (bool, Vec<knooppunt_services::zgw::CloudEventFilter>) {
     let mut problem = |name: String, reason: &str| {
@@ -203,21 +252,25 @@ pub(crate) fn cloudevent_fields(
             reason: reason.to_owned(),
         })
     };
-    let send = match object.get("sendCloudevents") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(send)) => *send,
-        Some(_) => {
+    let send = match send {
+        Field::Absent | Field::Null => false,
+        Field::Given(send) => send,
+        Field::Wrong(_) => {
             problem("sendCloudevents".into(), "Must be a valid boolean.");
             false
         }
     };
     let mut groups = Vec::new();
-    match object.get("cloudeventFilters") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(items)) if items.len() <= 100 => {
-            for (n, group) in items.iter().enumerate() {
-                let substring = match group.get("typeSubstring").and_then(Value::as_str) {
-                    Some(s) if !s.is_empty() && s.chars().count() <= 255 => s.to_owned(),
+    match sent_groups {
+        Field::Absent | Field::Null => {}
+        Field::Given(items) if items.len() <= 100 => {
+            for (n, group) in items.into_iter().enumerate() {
+                let (substring, sent_filters) = match group {
+                    Field::Given(group) => (group.type_substring, group.filters),
+                    _ => (Field::Absent, Field::Absent),
+                };
+                let substring = match substring {
+                    Field::Given(s) if !s.is_empty() && s.chars().count() <= 255 => s,
                     _ => {
                         problem(
                             format!("cloudeventFilters.{n}.typeSubstring"),
@@ -226,18 +279,18 @@ pub(crate) fn cloudevent_fields(
                         continue;
                     }
                 };
-                let mut filters = std::collections::BTreeMap::new();
-                match group.get("filters") {
-                    None | Some(Value::Null) => {}
-                    Some(Value::Object(members)) if members.len() <= 100 => {
+                let mut filters = BTreeMap::new();
+                match sent_filters {
+                    Field::Absent | Field::Null => {}
+                    Field::Given(members) if members.len() <= 100 => {
                         for (key, value) in members {
-                            match value.as_str() {
-                                Some(v)
+                            match value {
+                                Field::Given(v)
                                     if !key.is_empty()
                                         && key.chars().count() <= 100
                                         && v.chars().count() <= 1000 =>
                                 {
-                                    filters.insert(key.clone(), v.to_owned());
+                                    filters.insert(key, v);
                                 }
                                 _ => problem(
                                     format!("cloudeventFilters.{n}.filters.{key}"),
@@ -247,7 +300,7 @@ pub(crate) fn cloudevent_fields(
                             }
                         }
                     }
-                    Some(_) => problem(
+                    Field::Given(_) | Field::Wrong(_) => problem(
                         format!("cloudeventFilters.{n}.filters"),
                         "Verwachtte een dictionary van ten hoogste 100 items.",
                     ),
@@ -255,7 +308,7 @@ pub(crate) fn cloudevent_fields(
                 groups.push((substring, filters));
             }
         }
-        Some(_) => problem(
+        Field::Given(_) | Field::Wrong(_) => problem(
             "cloudeventFilters".into(),
             "Een lijst van ten hoogste 100 filters (typeSubstring, filters).",
         ),
@@ -291,7 +344,7 @@ pub(crate) async fn checked_abonnement(
         )
         .map_err(|errors| invalid("kanalen", "invalid", format!("{errors:?}")))?,
     };
-    knooppunt_api::subscription_body::check_sink(&draft.callback_url, state.allow_http_sinks)
+    knooppunt_delivery::check_sink_url(&draft.callback_url, state.allow_http_sinks)
         .map_err(|why| invalid("callbackUrl", "invalid", why))?;
     let subscription = knooppunt_services::zgw::subscription_of(
         &caller.0,

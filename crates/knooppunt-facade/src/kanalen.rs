@@ -59,6 +59,19 @@ pub(crate) fn read_draft(body: &[u8]) -> Result<KanaalDraft, Vec<FieldError>> {
     draft_of(&json_object(body)?)
 }
 
+/// A KANAAL as a client sends it (the Notificaties API's shape; other members are ignored,
+/// as Open Notificaties does).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KanaalIn {
+    #[serde(default)]
+    pub naam: Field<String>,
+    #[serde(default)]
+    pub documentatie_link: Field<String>,
+    #[serde(default)]
+    pub filters: Field<Vec<Field<String>>>,
+}
+
 /// A kanaal's fields, every problem reported.
 pub(crate) fn draft_of(object: &Map<String, Value>) -> Result<KanaalDraft, Vec<FieldError>> {
     let field = |name: &str, code: &'static str, reason: String| FieldError {
@@ -66,60 +79,50 @@ pub(crate) fn draft_of(object: &Map<String, Value>) -> Result<KanaalDraft, Vec<F
         code,
         reason,
     };
-    let mut errors = Vec::new();
-    let naam = match object.get("naam") {
-        None => {
-            errors.push(field("naam", "required", "Dit veld is vereist.".into()));
-            String::new()
-        }
-        Some(Value::String(naam)) if naam.trim().is_empty() => {
-            errors.push(field(
-                "naam",
-                "blank",
-                "Dit veld mag niet leeg zijn.".into(),
-            ));
-            String::new()
-        }
-        Some(Value::String(naam)) if naam.chars().count() > 50 => {
-            errors.push(field(
-                "naam",
-                "max_length",
-                "Zorg ervoor dat dit veld niet meer dan 50 karakters bevat.".into(),
-            ));
-            String::new()
-        }
-        // A kanaal's name is part of its events' type: no dots, no white space.
-        Some(Value::String(naam))
-            if !naam
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') =>
-        {
-            errors.push(field(
-                "naam",
-                "invalid",
-                "Een kanaalnaam bestaat uit letters, cijfers, `-` en `_`.".into(),
-            ));
-            String::new()
-        }
-        Some(Value::String(naam)) => naam.clone(),
-        Some(_) => {
-            errors.push(field("naam", "invalid", "Geen geldige string.".into()));
-            String::new()
-        }
-    };
     let null = |name: &str| FieldError {
         name: name.to_owned(),
         code: "null",
         reason: "Dit veld mag niet leeg zijn.".into(),
     };
-    let documentatie_link = match object.get("documentatieLink") {
-        None => None,
-        Some(Value::Null) => {
+    let sent = KanaalIn::deserialize(&Value::Object(object.clone()))
+        .map_err(|error| vec![field("nonFieldErrors", "invalid", error.to_string())])?;
+    let mut errors = Vec::new();
+    let naam = match sent.naam {
+        Field::Absent => {
+            errors.push(field("naam", "required", "Dit veld is vereist.".into()));
+            String::new()
+        }
+        Field::Given(naam) => match knooppunt_services::zgw::check_kanaal_naam(&naam) {
+            Ok(()) => naam,
+            Err(problem) => {
+                let (code, reason) = match problem {
+                    NaamProblem::Blank => ("blank", "Dit veld mag niet leeg zijn.".to_owned()),
+                    NaamProblem::TooLong(max) => (
+                        "max_length",
+                        format!("Zorg ervoor dat dit veld niet meer dan {max} karakters bevat."),
+                    ),
+                    NaamProblem::Characters => (
+                        "invalid",
+                        "Een kanaalnaam bestaat uit letters, cijfers, `-` en `_`.".to_owned(),
+                    ),
+                };
+                errors.push(field("naam", code, reason));
+                String::new()
+            }
+        },
+        Field::Null | Field::Wrong(_) => {
+            errors.push(field("naam", "invalid", "Geen geldige string.".into()));
+            String::new()
+        }
+    };
+    let documentatie_link = match sent.documentatie_link {
+        Field::Absent => None,
+        Field::Null => {
             errors.push(null("documentatieLink"));
             None
         }
-        Some(Value::String(link)) if link.is_empty() => None,
-        Some(Value::String(link)) if link.chars().count() > 200 => {
+        Field::Given(link) if link.is_empty() => None,
+        Field::Given(link) if link.chars().count() > 200 => {
             errors.push(field(
                 "documentatieLink",
                 "max_length",
@@ -127,12 +130,10 @@ pub(crate) fn draft_of(object: &Map<String, Value>) -> Result<KanaalDraft, Vec<F
             ));
             None
         }
-        Some(Value::String(link))
-            if link.starts_with("https://") || link.starts_with("http://") =>
-        {
-            Some(link.clone())
+        Field::Given(link) if link.starts_with("https://") || link.starts_with("http://") => {
+            Some(link)
         }
-        Some(_) => {
+        Field::Given(_) | Field::Wrong(_) => {
             errors.push(field(
                 "documentatieLink",
                 "invalid",
@@ -142,14 +143,14 @@ pub(crate) fn draft_of(object: &Map<String, Value>) -> Result<KanaalDraft, Vec<F
         }
     };
     let mut filters = Vec::new();
-    match object.get("filters") {
-        None => {}
-        Some(Value::Null) => errors.push(null("filters")),
-        Some(Value::Array(items)) if items.len() <= 100 => {
-            for (n, item) in items.iter().enumerate() {
-                match item.as_str() {
-                    Some(text) if !text.is_empty() && text.chars().count() <= 100 => {
-                        filters.push(text.to_owned())
+    match sent.filters {
+        Field::Absent => {}
+        Field::Null => errors.push(null("filters")),
+        Field::Given(items) if items.len() <= 100 => {
+            for (n, item) in items.into_iter().enumerate() {
+                match item {
+                    Field::Given(text) if !text.is_empty() && text.chars().count() <= 100 => {
+                        filters.push(text)
                     }
                     _ => errors.push(field(
                         &format!("filters.{n}"),
@@ -159,7 +160,7 @@ pub(crate) fn draft_of(object: &Map<String, Value>) -> Result<KanaalDraft, Vec<F
                 }
             }
         }
-        Some(_) => errors.push(field(
+        Field::Given(_) | Field::Wrong(_) => errors.push(field(
             "filters",
             "not_a_list",
             "Verwachtte een lijst met items (ten hoogste 100).".into(),

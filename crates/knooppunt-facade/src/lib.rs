@@ -12,8 +12,10 @@ mod kanalen;
 mod notificaties;
 
 use abonnementen::*;
+pub use abonnementen::{AbonnementIn, AbonnementKanaalIn, CloudEventFilterIn};
 use auth::*;
 use error::*;
+pub use kanalen::KanaalIn;
 use kanalen::*;
 use notificaties::*;
 
@@ -49,8 +51,10 @@ use knooppunt_api::request::RequestAudit;
 
 use knooppunt_identity::zgw::{self, CONSUME, PUBLISH, ZgwClient};
 
+use knooppunt_api::Field;
 use knooppunt_services::app::AppState;
-use knooppunt_services::zgw::{Kanaal, KanaalDraft, KanaalRefused};
+use knooppunt_services::zgw::{Kanaal, KanaalDraft, KanaalRefused, NaamProblem};
+use serde::Deserialize;
 
 /// The version of the Notificaties API served.
 pub(crate) const ZGW_API_VERSION: &str = "1.0.0";

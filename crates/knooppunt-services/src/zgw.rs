@@ -47,6 +47,38 @@ pub struct KanaalDraft {
     pub filters: Vec<String>,
 }
 
+/// The longest kanaal name, in characters (Open Notificaties' `max_length`).
+pub const MAX_KANAAL_NAAM: usize = 50;
+
+/// What is wrong with a kanaal's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NaamProblem {
+    /// Empty, or only white space.
+    Blank,
+    /// Longer than this many characters.
+    TooLong(usize),
+    /// A character other than a letter, a digit, `-` or `_`.
+    Characters,
+}
+
+/// The rule of a kanaal's name: 1 to [`MAX_KANAAL_NAAM`] letters, digits, `-` or `_`. The
+/// name is part of its events' type (`nl.vng.zgw.<naam>.`), so it holds no dots and no white
+/// space.
+pub fn check_kanaal_naam(naam: &str) -> Result<(), NaamProblem> {
+    if naam.trim().is_empty() {
+        Err(NaamProblem::Blank)
+    } else if naam.chars().count() > MAX_KANAAL_NAAM {
+        Err(NaamProblem::TooLong(MAX_KANAAL_NAAM))
+    } else if !naam
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        Err(NaamProblem::Characters)
+    } else {
+        Ok(())
+    }
+}
+
 /// Why a kanaal was not registered.
 #[derive(Debug, thiserror::Error)]
 pub enum KanaalRefused {

@@ -37,7 +37,7 @@ pub struct SubscriptionOut {
     pub types: Option<Vec<String>>,
     /// Filters that must all match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(with = "Vec<FilterSchema>")]
+    #[schemars(with = "Vec<FilterIn>")]
     pub filters: Vec<Value>,
     /// None for a pull subscription: it sends no requests.
     #[serde(rename = "protocolsettings", skip_serializing_if = "Option::is_none")]

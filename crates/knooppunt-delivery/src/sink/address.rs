@@ -152,7 +152,7 @@ impl SinkNetworks {
     /// Checks a sink URL: an IP literal at once, a name by resolving it. A name that does not
     /// resolve passes (the handshake will fail, and every connection is checked anyway); a
     /// name with any refused address is refused.
-    pub async fn check_sink(&self, url: &str) -> Result<(), AddressRefused> {
+    pub async fn check_address(&self, url: &str) -> Result<(), AddressRefused> {
         // A URL the HTTP client cannot read is one it cannot be trusted to reach safely.
         let Ok(url) = reqwest::Url::parse(url) else {
             return Err(AddressRefused);
@@ -209,6 +209,49 @@ impl reqwest::dns::Resolve for GuardedResolver {
             Ok(Box::new(permitted.into_iter()) as reqwest::dns::Addrs)
         })
     }
+}
+
+/// The URL half of the sink rule, checked when a subscription is registered (the address
+/// half, [`SinkNetworks::check_address`], also on every connection).
+/// An absolute `https` URL with a host (http-webhook.md §2: "HTTPS MUST be used for the
+/// connection"); `http` only for a sink on this machine, or where the hub allows it.
+pub fn check_sink_url(sink: &str, allow_http: bool) -> Result<(), String> {
+    let uri: http::Uri = sink
+        .parse()
+        .map_err(|error| format!("`{sink}` is not a URL: {error}"))?;
+    let host = uri.host().unwrap_or_default();
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        _ => {
+            return Err(format!("`{sink}` must be an absolute https:// URL"));
+        }
+    }
+    if host.is_empty() {
+        return Err(format!("`{sink}` has no host"));
+    }
+    if host.starts_with('[') && host.contains('%') {
+        return Err(format!(
+            "`{sink}` names an IPv6 zone (`%25...`): a sink is reached by a global address or a \
+             host name, never through one of the hub's own interfaces"
+        ));
+    }
+    if uri.scheme_str() == Some("http") && !allow_http && !is_loopback(host) {
+        return Err(format!(
+            "`{sink}` must use https://: webhooks are delivered over HTTPS (http-webhook.md, \
+             NL GOV Webhook guideline); plain http:// is accepted only for a sink on the hub's \
+             own machine, or on a hub configured with delivery.allow_http_sinks"
+        ));
+    }
+    Ok(())
+}
+
+/// `localhost`, 127.0.0.0/8 or `::1`.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback())
 }
 
 #[cfg(test)]
@@ -299,15 +342,15 @@ mod tests {
     #[tokio::test]
     async fn names_are_resolved_and_checked() {
         let none = SinkNetworks::default();
-        assert!(none.check_sink("http://localhost:9/x").await.is_err());
-        assert!(none.check_sink("https://[::1]/x").await.is_err());
+        assert!(none.check_address("http://localhost:9/x").await.is_err());
+        assert!(none.check_address("https://[::1]/x").await.is_err());
         assert!(
-            none.check_sink("https://169.254.169.254/latest")
+            none.check_address("https://169.254.169.254/latest")
                 .await
                 .is_err()
         );
         assert!(
-            none.check_sink("https://does-not-resolve.invalid/")
+            none.check_address("https://does-not-resolve.invalid/")
                 .await
                 .is_ok(),
             "an unknown name passes here; connections are checked too"
@@ -322,9 +365,9 @@ mod tests {
             "https://[fec0::1]/x",
             "https://[fe80::1%25lo]/x",
         ] {
-            assert!(none.check_sink(hidden).await.is_err(), "{hidden}");
+            assert!(none.check_address(hidden).await.is_err(), "{hidden}");
         }
         let loopback = SinkNetworks::parse(&["127.0.0.0/8".into(), "::1/128".into()]).unwrap();
-        assert!(loopback.check_sink("http://localhost:9/x").await.is_ok());
+        assert!(loopback.check_address("http://localhost:9/x").await.is_ok());
     }
 }

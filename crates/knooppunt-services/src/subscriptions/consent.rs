@@ -193,13 +193,13 @@ impl Subscriptions {
     ) -> Result<(), (&'static str, AddressRefused)> {
         if stored != Some(sink) {
             self.deliverer
-                .check_sink(sink)
+                .check_sink_address(sink)
                 .await
                 .map_err(|why| ("sink", why))?;
         }
         if let Some(SinkCredential::ClientCredentials { token_url, .. }) = credential {
             self.deliverer
-                .check_sink(token_url)
+                .check_sink_address(token_url)
                 .await
                 .map_err(|why| ("sinkcredential.tokenurl", why))?;
         }
