@@ -12,17 +12,16 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::auth::{Caller, Role};
+use crate::auth::Caller;
 use crate::document::{
     BAD_REQUEST, Document, NOT_FOUND, Operation, UNAUTHORIZED, path_parameter, subscription,
 };
 use crate::ids::{CallbackToken, SubscriptionId};
 use crate::problem::ApiError;
 use crate::request::RequestAudit;
-use crate::subscriptions::{not_found, resource};
+use crate::subscriptions::resource;
 use knooppunt_services::app::AppState;
-use knooppunt_services::audit::{Action, ActionName};
-use knooppunt_services::subscriptions::Agreed;
+use knooppunt_services::subscribing;
 
 /// `GET` or `POST /v1/subscriptions/{id}/validation/{token}`: the sink consents later. No
 /// bearer token: the secret in the URL, sent only to the sink, is the credential.
@@ -31,19 +30,9 @@ pub(crate) async fn callback(
     audit: RequestAudit,
     Path((id, token)): Path<(SubscriptionId, CallbackToken)>,
 ) -> Result<Response, ApiError> {
-    let updated = state
-        .subscriptions
-        .consent_by_callback(&id, &token)
+    let updated = subscribing::consent_by_callback(&state, &audit.anonymous(), &id, &token)
         .await?
         .ok_or_else(|| ApiError::NotFound("there is no such validation callback".into()))?;
-    // The sink acted, not a principal: the entry names none.
-    let action = Action::new(
-        ActionName::SubscriptionConsent,
-        format!("subscription/{id}"),
-        json!({"by": "the sink, through the validation callback", "state": updated.state().as_str()}),
-    )
-    .concerning([updated.owner.clone()]);
-    state.audit.record(&audit.anonymous(), action).await;
     Ok(Json(ConsentOut {
         subscription: id.into_string(),
         state: updated.state().as_str(),
@@ -68,26 +57,8 @@ pub(crate) async fn agreement(
     audit: RequestAudit,
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Admin, "record a sink's consent by agreement")?;
-    let updated = match state.subscriptions.consent_by_agreement(&id).await? {
-        Agreed::Recorded(subscription) => subscription,
-        Agreed::NoSubscription => return Err(not_found(&id)),
-        Agreed::Disabled => {
-            return Err(ApiError::Conflict(
-                "the subscription is disabled (its sink answered 410 Gone, or this hub cannot \
-                 use its stored filters); give it a new sink or filters with PUT"
-                    .into(),
-            ));
-        }
-    };
-    tracing::info!(subscription = %id, by = %caller.0.name, "Consent recorded by agreement.");
-    let action = Action::new(
-        ActionName::SubscriptionConsent,
-        format!("subscription/{id}"),
-        json!({"by": "agreement, recorded by an administrator"}),
-    )
-    .concerning([updated.owner.clone()]);
-    state.audit.record(&audit.of(&caller), action).await;
+    let updated =
+        subscribing::consent_by_agreement(&state, &audit.of(&caller), &caller.0, &id).await?;
     Ok(Json(resource(&state, &updated)).into_response())
 }
 

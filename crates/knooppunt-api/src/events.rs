@@ -77,9 +77,10 @@ pub struct CloudEventIn {
     #[schemars(extend("format" = "date-time"))]
     pub time: Option<String>,
     /// The event data: any JSON value.
-    #[serde(default)]
     pub data: Option<serde_json::Value>,
-    #[schemars(extend("format" = "byte"))]
+    /// Binary event data, base64-encoded.
+    #[serde(default)]
+    #[schemars(with = "String", extend("format" = "byte"))]
     pub data_base64: Option<String>,
     /// Extension attributes.
     #[serde(flatten)]

@@ -36,7 +36,6 @@ pub(crate) const ITEM_ALLOW: &str = "GET, PATCH, DELETE";
 pub(crate) const TOKEN_ALLOW: &str = "POST";
 
 /// Bounds on what a principal holds.
-const MAX_NAME: usize = 100;
 const MAX_PREFIXES: usize = 50;
 const MAX_PREFIX: usize = 256;
 
@@ -374,17 +373,10 @@ pub(crate) async fn create(
         &mut record,
         &mut problems,
     );
-    let name = name.unwrap_or_default();
-    let name_ok = !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.:@".contains(&b));
-    if !name_ok {
-        problems.add(
-            "name",
-            format!("1 to {MAX_NAME} letters, digits, `-`, `_`, `.`, `:` or `@` (an access token's principal is named by its claim, with the issuer's name_prefix)"),
-        );
+    if let Some(name) = &name
+        && let Err(why) = administering::check_principal_name(name)
+    {
+        problems.add("name", why);
     }
     if !problems.is_empty() {
         return Err(ApiError::invalid(

@@ -331,6 +331,10 @@ impl From<knooppunt_services::principals::Refused> for ApiError {
             knooppunt_services::principals::Refused::Store(error) => error.into(),
             knooppunt_services::principals::Refused::NotAdmin(why) => ApiError::Forbidden(why),
             knooppunt_services::principals::Refused::Conflict(why) => ApiError::Conflict(why),
+            knooppunt_services::principals::Refused::Invalid(member, why) => ApiError::invalid(
+                "the principal is not valid",
+                vec![InvalidParam::new(member, why)],
+            ),
         }
     }
 }
@@ -347,6 +351,7 @@ impl From<knooppunt_services::subscribing::Refused> for ApiError {
             Refused::Quota(exceeded) => exceeded.into(),
             Refused::Store(error) => error.into(),
             Refused::NotFound(id) => not_found(&id),
+            Refused::Conflict(why) => ApiError::Conflict(why),
         }
     }
 }

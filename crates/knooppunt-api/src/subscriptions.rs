@@ -316,7 +316,8 @@ pub(crate) async fn list(
     caller: Caller,
     Query(mut query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Subscriber, "list subscriptions")?;
+    // Who may list at all, before the query is read; whose subscriptions, once it is.
+    subscribing::list_scope(&caller.0, None)?;
     let mut problems = Vec::new();
     // The filter, taken out before the page's own parameters are read.
     let asked = query.remove("owner");
@@ -355,17 +356,7 @@ pub(crate) async fn list(
     if !problems.is_empty() {
         return Err(ApiError::invalid("the query is invalid", problems));
     }
-    let owner = match asked {
-        Some(owner) if !caller.0.is_admin() && owner != caller.0.name => {
-            return Err(ApiError::Forbidden(format!(
-                "only an administrator lists another principal's subscriptions; leave out \
-                 owner (or give owner={}) for your own",
-                caller.0.name
-            )));
-        }
-        Some(owner) => Some(owner),
-        None => (!caller.0.is_admin()).then_some(caller.0.name.as_str()),
-    };
+    let owner = subscribing::list_scope(&caller.0, asked)?;
     let selection = knooppunt_services::registry::Selection {
         owner,
         state: state_wanted,
@@ -547,42 +538,9 @@ pub(crate) async fn rotate_signing_secret(
     audit: RequestAudit,
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Subscriber, "rotate a subscription's signing secret")?;
-    if !state
-        .subscriptions
-        .get(&id)
-        .is_some_and(|subscription| visible(&caller, &subscription))
-    {
-        return Err(not_found(&id));
-    }
-    let (subscription, secret) = match state
-        .subscriptions
-        .rotate_signing_secret(&id, state.signing_overlap)
-        .await
-    {
-        Ok(rotated) => rotated.ok_or_else(|| not_found(&id))?,
-        Err(knooppunt_services::subscriptions::Rotation::InOverlap(until)) => {
-            return Err(ApiError::Conflict(format!(
-                "the secret before the current one still signs until {} (the overlap the last \
-                 rotation announced): rotate again after that, so that no secret stops \
-                 signing earlier than its rotation said",
-                knooppunt_event::timestamp::utc_timestamp(until)
-            )));
-        }
-        Err(knooppunt_services::subscriptions::Rotation::Store(error)) => return Err(error.into()),
-    };
-    let until = subscription
-        .signing
-        .as_ref()
-        .and_then(|signing| signing.previous.as_ref())
-        .map(|(_, until)| knooppunt_event::timestamp::utc_timestamp(*until));
-    tracing::info!(subscription = %id, by = %caller.0.name, "Signing secret rotated.");
-    let action = Action::new(
-        ActionName::SubscriptionSigningSecretRotate,
-        format!("subscription/{id}"),
-        json!({"note": "a new signing secret (never recorded); the previous one signs during the overlap"}),
-    );
-    state.audit.record(&audit.of(&caller), action).await;
+    let (_, secret, until) =
+        subscribing::rotate_signing_secret(&state, &audit.of(&caller), &caller.0, &id).await?;
+    let until = until.map(knooppunt_event::timestamp::utc_timestamp);
     Ok(Json(SigningSecretOut {
         signing_secret: secret,
         previous_valid_until: until,

@@ -149,6 +149,7 @@ impl From<knooppunt_services::subscribing::Refused> for ZgwError {
             Refused::Quota(exceeded) => exceeded.into(),
             Refused::Store(error) => error.into(),
             Refused::NotFound(id) => ZgwError::NotFound(format!("er is geen abonnement `{id}`")),
+            Refused::Conflict(why) => ZgwError::Conflict(why),
         }
     }
 }

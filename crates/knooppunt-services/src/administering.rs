@@ -102,6 +102,28 @@ fn new_token() -> String {
 
 /// Makes principal `record` for `caller` (an admin), with a new token when `issue_token`
 /// (returned: it is shown once, and stored only as its SHA-256).
+/// The longest principal name.
+pub const MAX_PRINCIPAL_NAME: usize = 100;
+
+/// The rule of a principal's name: 1 to [`MAX_PRINCIPAL_NAME`] letters, digits, `-`, `_`,
+/// `.`, `:` or `@` (an access token's principal is named by its claim, with the issuer's
+/// `name_prefix`, so those characters are what claims hold).
+pub fn check_principal_name(name: &str) -> Result<(), String> {
+    let fine = !name.is_empty()
+        && name.len() <= MAX_PRINCIPAL_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:@".contains(&b));
+    if fine {
+        Ok(())
+    } else {
+        Err(format!(
+            "1 to {MAX_PRINCIPAL_NAME} letters, digits, `-`, `_`, `.`, `:` or `@` (an access \
+             token's principal is named by its claim, with the issuer's name_prefix)"
+        ))
+    }
+}
+
 pub async fn create(
     state: &AppState,
     context: &Context,
@@ -110,6 +132,7 @@ pub async fn create(
     issue_token: bool,
 ) -> Result<(StoredPrincipal, Option<String>), Refused> {
     may_administer(caller, "create principals")?;
+    check_principal_name(&record.name).map_err(|why| Refused::Invalid("name", why))?;
     let token = issue_token.then(new_token);
     record.token_sha256 = token.as_deref().map(hash_token);
     record.origin = FROM_API.into();

@@ -430,6 +430,9 @@ pub enum Refused {
     /// The change breaks a rule of principals: what to do instead.
     #[error("{0}")]
     Conflict(String),
+    /// A value breaks a rule of principals: the member and why.
+    #[error("{0}: {1}")]
+    Invalid(&'static str, String),
 }
 
 impl std::fmt::Debug for Principals {

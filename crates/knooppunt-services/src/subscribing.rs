@@ -10,9 +10,11 @@ use knooppunt_filter::Criteria;
 use knooppunt_store::{StoreError, Subscription};
 
 use crate::app::AppState;
-use crate::audit::{Action, Context};
+use serde_json::json;
+
+use crate::audit::{Action, ActionName, Context};
 use crate::identity::{Principal, Role};
-use crate::subscriptions::{self, QuotaExceeded};
+use crate::subscriptions::{self, Agreed, QuotaExceeded, Rotation};
 
 /// How a new subscription's sink agrees to receive.
 pub enum Consent<'a> {
@@ -50,6 +52,8 @@ pub enum Refused {
     Store(StoreError),
     /// There is no subscription of this id the caller may see.
     NotFound(String),
+    /// It cannot be done to the subscription as it is now: why, and what to do.
+    Conflict(String),
 }
 
 impl From<StoreError> for Refused {
@@ -285,6 +289,145 @@ pub async fn delete<T>(
     let view = view(&deleted);
     state.approvals.subscription_deleted(id).await;
     Ok(Some(view))
+}
+
+/// Whose subscriptions a list by `caller` shows: the owner it `asked` for, or (left out) its
+/// own, every owner's for an administrator. Only an administrator lists another principal's.
+pub fn list_scope<'a>(
+    caller: &'a Principal,
+    asked: Option<&'a str>,
+) -> Result<Option<&'a str>, Refused> {
+    if !caller.has(Role::Subscriber) && !caller.is_admin() {
+        return Err(Refused::Forbidden(format!(
+            "principal `{}` may not list subscriptions: that needs the `subscriber` role",
+            caller.name
+        )));
+    }
+    match asked {
+        Some(owner) if !caller.is_admin() && owner != caller.name => {
+            Err(Refused::Forbidden(format!(
+                "only an administrator lists another principal's subscriptions; leave out \
+                 owner (or give owner={}) for your own",
+                caller.name
+            )))
+        }
+        Some(owner) => Ok(Some(owner)),
+        None => Ok((!caller.is_admin()).then_some(caller.name.as_str())),
+    }
+}
+
+/// The sink of subscription `id` consents later, through the validation callback with
+/// `token` (no principal: the secret in the URL, sent only to the sink, is the credential).
+/// `Ok(None)`: there is no such callback.
+pub async fn consent_by_callback(
+    state: &AppState,
+    context: &Context,
+    id: &str,
+    token: &str,
+) -> Result<Option<Arc<Subscription>>, Refused> {
+    let Some(updated) = state.subscriptions.consent_by_callback(id, token).await? else {
+        return Ok(None);
+    };
+    // The sink acted, not a principal: the entry names none.
+    let action = Action::new(
+        ActionName::SubscriptionConsent,
+        format!("subscription/{id}"),
+        json!({"by": "the sink, through the validation callback", "state": updated.state().as_str()}),
+    )
+    .concerning([updated.owner.clone()]);
+    state.audit.record(context, action).await;
+    Ok(Some(updated))
+}
+
+/// An administrator records the consent of subscription `id`'s sink, agreed outside the
+/// hub, without a handshake.
+pub async fn consent_by_agreement(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    id: &str,
+) -> Result<Arc<Subscription>, Refused> {
+    if !caller.is_admin() {
+        return Err(Refused::Forbidden(format!(
+            "principal `{}` may not record a sink's consent by agreement: that needs the `admin` role",
+            caller.name
+        )));
+    }
+    let updated = match state.subscriptions.consent_by_agreement(id).await? {
+        Agreed::Recorded(subscription) => subscription,
+        Agreed::NoSubscription => return Err(Refused::NotFound(id.to_owned())),
+        Agreed::Disabled => {
+            return Err(Refused::Conflict(
+                "the subscription is disabled (its sink answered 410 Gone, or this hub cannot \
+                 use its stored filters); give it a new sink or filters with PUT"
+                    .into(),
+            ));
+        }
+    };
+    tracing::info!(subscription = %id, by = %caller.name, "Consent recorded by agreement.");
+    let action = Action::new(
+        ActionName::SubscriptionConsent,
+        format!("subscription/{id}"),
+        json!({"by": "agreement, recorded by an administrator"}),
+    )
+    .concerning([updated.owner.clone()]);
+    state.audit.record(context, action).await;
+    Ok(updated)
+}
+
+/// A new signing secret of subscription `id` (one `caller` may see): the subscription as it
+/// is now, the secret (shown once, never recorded) and until when the previous one keeps
+/// signing (milliseconds since the Unix epoch).
+pub async fn rotate_signing_secret(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    id: &str,
+) -> Result<(Arc<Subscription>, String, Option<u64>), Refused> {
+    if !caller.has(Role::Subscriber) && !caller.is_admin() {
+        return Err(Refused::Forbidden(format!(
+            "principal `{}` may not rotate a subscription's signing secret: that needs the \
+             `subscriber` role",
+            caller.name
+        )));
+    }
+    if !state
+        .subscriptions
+        .get(id)
+        .is_some_and(|subscription| subscriptions::visible_to(caller, &subscription))
+    {
+        return Err(Refused::NotFound(id.to_owned()));
+    }
+    let (subscription, secret) = match state
+        .subscriptions
+        .rotate_signing_secret(id, state.signing_overlap)
+        .await
+    {
+        Ok(Some(rotated)) => rotated,
+        Ok(None) => return Err(Refused::NotFound(id.to_owned())),
+        Err(Rotation::InOverlap(until)) => {
+            return Err(Refused::Conflict(format!(
+                "the secret before the current one still signs until {} (the overlap the last \
+                 rotation announced): rotate again after that, so that no secret stops \
+                 signing earlier than its rotation said",
+                knooppunt_event::timestamp::utc_timestamp(until)
+            )));
+        }
+        Err(Rotation::Store(error)) => return Err(error.into()),
+    };
+    let until = subscription
+        .signing
+        .as_ref()
+        .and_then(|signing| signing.previous.as_ref())
+        .map(|(_, until)| *until);
+    tracing::info!(subscription = %id, by = %caller.name, "Signing secret rotated.");
+    let action = Action::new(
+        ActionName::SubscriptionSigningSecretRotate,
+        format!("subscription/{id}"),
+        json!({"note": "a new signing secret (never recorded); the previous one signs during the overlap"}),
+    );
+    state.audit.record(context, action).await;
+    Ok((subscription, secret, until))
 }
 
 impl std::fmt::Debug for Consent<'_> {
