@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use knooppunt_store::{AuditRange, AuditRecord, Store, StoreError, now_ms};
+use knooppunt_store::{AuditLog, AuditRange, AuditRecord, Store, StoreError, now_ms};
 use tokio::sync::{mpsc, oneshot};
 
 /// The actor of what the hub decides by itself.
@@ -90,6 +90,7 @@ action_names! {
     RequestUnauthenticated = "request.unauthenticated",
     RequestForbidden = "request.forbidden",
     AuditRefusalsCounted = "audit.refusals-counted",
+    AuditEntriesLost = "audit.entries-lost",
     AuditRetention = "audit.retention",
 }
 
@@ -356,15 +357,26 @@ impl Audit {
         )
     }
 
-    /// Records a change and returns once its entry is on disk (`false` when it could not be
-    /// written: the change stands, the log says so).
-    pub async fn record(&self, context: &Context, action: Action) -> bool {
+    /// Records a change: returns once its entry is on disk, or, when the store refuses it
+    /// now, once the writer keeps it to write when the store takes writes again (before any
+    /// newer entry, so the chain keeps the order of the changes). A failed write is handled
+    /// here, once, for every use case: the change stands, the entry follows, the error log
+    /// and `knooppunt_audit_entries_failed_total` say so.
+    pub async fn record(&self, context: &Context, action: Action) {
+        self.on_disk(context, action).await;
+    }
+
+    /// Records a change and says whether its entry is on disk now (`false`: the writer keeps
+    /// it to write later).
+    async fn on_disk(&self, context: &Context, action: Action) -> bool {
         let (written, done) = oneshot::channel();
         let waiting = Waiting {
             record: record(context, action, "OK"),
             written: Some(written),
         };
         if self.queue.send(waiting).await.is_err() {
+            // The writer stopped (the hub is stopping): the log says what came after.
+            tracing::error!("The audit writer has stopped; an entry of a change is not written.");
             return false;
         }
         done.await.unwrap_or(false)
@@ -449,7 +461,7 @@ impl Audit {
             return Ok(0);
         };
         let recorded = self
-            .record(
+            .on_disk(
                 &Context {
                     actor: Some(HUB.to_owned()),
                     ..Context::default()
@@ -483,9 +495,22 @@ impl Audit {
     }
 }
 
-/// The writer: takes what waits (up to [`BATCH`]), appends it in one go, answers.
+/// The most entries the writer keeps to retry while the store takes no writes; older ones
+/// beyond it are counted instead, and the trail says how many when it takes writes again.
+const KEEP_UNWRITTEN: usize = 100_000;
+
+/// How long the writer waits before it tries the store again, at first and at most.
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
+const RETRY_LONGEST: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The audit writer: appends what waits in order, in batches. A batch the store refuses is
+/// kept and tried again (after a growing pause) before anything newer, so an entry is not
+/// dropped because the store was briefly unavailable, and the chain keeps the order of
+/// the changes; who waited for it is told it is not yet written. Only when more than
+/// [`KEEP_UNWRITTEN`] wait does the writer let the oldest go, and the trail then records how
+/// many it lost.
 async fn write(
-    store: Arc<dyn Store>,
+    store: Arc<dyn AuditLog>,
     mut receiver: mpsc::Receiver<Waiting>,
     mut stop: tokio::sync::watch::Receiver<bool>,
     head: Arc<Head>,
@@ -494,27 +519,62 @@ async fn write(
     failed: Arc<AtomicU64>,
 ) {
     let mut batch = Vec::with_capacity(BATCH);
+    // Refused by the store, oldest first: written before anything newer.
+    let mut unwritten: std::collections::VecDeque<AuditRecord> = std::collections::VecDeque::new();
+    // Entries let go because too many waited.
+    let mut lost_entries = 0u64;
+    let mut pause = RETRY_FIRST;
+    let mut closed = false;
     loop {
         let stopping = *stop.borrow_and_update();
-        if stopping {
+        if stopping && !closed {
             // What waits is written, then nothing more is taken.
             receiver.close();
+            closed = true;
         }
-        let received = tokio::select! {
-            received = receiver.recv_many(&mut batch, BATCH) => received,
-            _ = stop.changed(), if !stopping => continue,
+        let received = if unwritten.is_empty() {
+            tokio::select! {
+                received = receiver.recv_many(&mut batch, BATCH) => received,
+                _ = stop.changed(), if !stopping => continue,
+            }
+        } else if closed {
+            receiver.recv_many(&mut batch, BATCH).await
+        } else {
+            // Try the store again after the pause, with whatever came meanwhile (all of
+            // it, so that no one waits to hand in an entry).
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = stop.changed() => continue,
+            }
+            while let Ok(waiting) = receiver.try_recv() {
+                batch.push(waiting);
+            }
+            batch.len()
         };
-        if received == 0 {
+        if received == 0 && unwritten.is_empty() {
             return;
         }
-        let mut records: Vec<AuditRecord> = Vec::with_capacity(batch.len() + 1);
+        let mut records: Vec<AuditRecord> = Vec::with_capacity(unwritten.len() + batch.len() + 2);
+        records.extend(unwritten.drain(..));
+        if lost_entries > 0 {
+            records.push(record(
+                &hub_context(),
+                Action::new(
+                    crate::audit::ActionName::AuditEntriesLost,
+                    "audit".into(),
+                    serde_json::json!({
+                        "entries": lost_entries,
+                        "why": "the store took no writes for so long that more audit entries \
+                                waited than the hub keeps; the oldest of them were let go"
+                    }),
+                ),
+                "ERROR",
+            ));
+        }
         let lost = dropped.swap(0, Ordering::Relaxed);
         if lost > 0 {
             records.push(record(
-                &Context {
-                    actor: Some(HUB.to_owned()),
-                    ..Context::default()
-                },
+                &hub_context(),
                 Action::new(
                     crate::audit::ActionName::AuditRefusalsCounted,
                     "audit".into(),
@@ -529,18 +589,41 @@ async fn write(
         }
         records.extend(batch.iter().map(|w| w.record.clone()));
         let count = records.len() as u64;
-        let ok = match store.append_audit(records).await {
+        let ok = match store.append_audit(records.clone()).await {
             Ok(entries) => {
                 written.fetch_add(count, Ordering::Relaxed);
                 if let Some(last) = entries.last() {
                     head.advance(last);
                 }
+                lost_entries = 0;
+                pause = RETRY_FIRST;
                 true
             }
             Err(error) => {
-                failed.fetch_add(count, Ordering::Relaxed);
-                dropped.fetch_add(lost, Ordering::Relaxed);
-                tracing::error!(%error, entries = count, "Writing the audit trail failed.");
+                // Kept to try again: the counted refusals and the lost entries are in
+                // `records` already.
+                let new = batch.len() as u64;
+                failed.fetch_add(new, Ordering::Relaxed);
+                let mut kept: std::collections::VecDeque<AuditRecord> = records.into();
+                // The entries of the losses just made are made again next time.
+                kept.retain(|r| r.name != crate::audit::ActionName::AuditEntriesLost.as_str());
+                while kept.len() > KEEP_UNWRITTEN {
+                    kept.pop_front();
+                    lost_entries += 1;
+                }
+                unwritten = kept;
+                tracing::error!(
+                    %error,
+                    waiting = unwritten.len(),
+                    retry_in_ms = pause.as_millis() as u64,
+                    "Writing the audit trail failed; the entries are kept and written when the \
+                     store takes writes again."
+                );
+                pause = (pause * 2).min(RETRY_LONGEST);
+                if closed && received == 0 {
+                    // Stopping, and the store still refuses: the log above says what is lost.
+                    return;
+                }
                 false
             }
         };
@@ -549,6 +632,14 @@ async fn write(
                 let _ = answer.send(ok);
             }
         }
+    }
+}
+
+/// The context of what the hub itself records.
+fn hub_context() -> Context {
+    Context {
+        actor: Some(HUB.to_owned()),
+        ..Context::default()
     }
 }
 
@@ -584,5 +675,107 @@ mod tests {
                 );
             }
         }
+    }
+
+    use std::sync::Arc;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+    use knooppunt_store::{AuditEntry, AuditLog, AuditRange, AuditRecord, StoreError, StoreFuture};
+
+    use super::{Action, Audit, Context, Head};
+
+    /// A trail that refuses the first `refuse` appends, then keeps what it is given.
+    #[derive(Default)]
+    struct Flaky {
+        refuse: AtomicU32,
+        kept: Mutex<Vec<AuditRecord>>,
+    }
+
+    impl AuditLog for Flaky {
+        fn append_audit(&self, records: Vec<AuditRecord>) -> StoreFuture<'_, Vec<AuditEntry>> {
+            Box::pin(async move {
+                if self
+                    .refuse
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok()
+                {
+                    return Err(StoreError::Unavailable("the disk is full".into()));
+                }
+                self.kept.lock().unwrap().extend(records);
+                Ok(Vec::new())
+            })
+        }
+
+        fn audit_entries(&self, _: AuditRange) -> StoreFuture<'_, Vec<AuditEntry>> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+
+        fn audit_last(&self) -> StoreFuture<'_, Option<AuditEntry>> {
+            Box::pin(async { Ok(None) })
+        }
+
+        fn remove_audit_through(&self, _: u64) -> StoreFuture<'_, u64> {
+            Box::pin(async { Ok(0) })
+        }
+    }
+
+    #[tokio::test]
+    async fn entries_the_store_refused_are_written_later_in_order() {
+        let trail = Arc::new(Flaky::default());
+        trail.refuse.store(3, Ordering::SeqCst);
+        let (queue, receiver) = tokio::sync::mpsc::channel(super::QUEUE);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let failed = Arc::new(AtomicU64::new(0));
+        let audit = Audit {
+            queue,
+            head: Arc::new(Head {
+                current: Mutex::new(None),
+                checkpoint: None,
+            }),
+            dropped: Arc::new(AtomicU64::new(0)),
+            written: Arc::new(AtomicU64::new(0)),
+            failed: Arc::clone(&failed),
+        };
+        let writer = tokio::spawn(super::write(
+            Arc::clone(&trail) as Arc<dyn AuditLog>,
+            receiver,
+            stopped,
+            Arc::clone(&audit.head),
+            Arc::clone(&audit.dropped),
+            Arc::clone(&audit.written),
+            Arc::clone(&failed),
+        ));
+        let change = |n: u32| {
+            Action::new(
+                ActionName::SubscriptionCreate,
+                format!("subscription/{n}"),
+                serde_json::json!({}),
+            )
+        };
+        for n in 0..5 {
+            audit.record(&Context::default(), change(n)).await;
+        }
+        // Refused three times (the first three changes' writes), each entry is kept.
+        assert!(failed.load(Ordering::SeqCst) >= 3);
+        // The writer tries again after 0.1, 0.2 and 0.4 s.
+        let waited = std::time::Instant::now();
+        while trail.kept.lock().unwrap().len() < 5 && waited.elapsed().as_secs() < 30 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let objects: Vec<String> = trail
+            .kept
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.object.clone().unwrap())
+            .collect();
+        let wanted: Vec<String> = (0..5).map(|n| format!("subscription/{n}")).collect();
+        assert_eq!(
+            objects, wanted,
+            "every entry once, in the order of the changes"
+        );
+        stop.send(true).unwrap();
+        writer.await.unwrap();
     }
 }
