@@ -227,13 +227,15 @@ pub(crate) async fn decide(
 
 /// What a data owner sends to decide on a grant (the approval's read-only members may be
 /// sent back; they are ignored).
-#[derive(Debug, serde::Deserialize, JsonSchema)]
+#[derive(Debug, Default, serde::Deserialize, serde::Serialize, JsonSchema)]
 #[schemars(rename = "ApprovalDecision")]
 pub struct DecisionIn {
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub state: Field<Decision>,
     /// Why; required to refuse or revoke. The subscriber sees it.
     #[serde(default)]
     #[schemars(length(max = 1000))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub reason: Field<String>,
 }
 

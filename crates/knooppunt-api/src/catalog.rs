@@ -142,53 +142,65 @@ fn not_found(id: &str) -> ApiError {
 
 /// What a client sends to describe an event type: the catalog's `Draft` (`owner`,
 /// `created` and `updated` may be sent back; they are ignored).
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "EventTypeRequest")]
 pub struct EventTypeIn {
     /// Ignored on create; on a replacement it must equal the path's.
     #[serde(default)]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub id: Field<String>,
     /// The `source` prefix of the events it covers; one the owner may publish.
     #[schemars(length(min = 1, max = MAX_TEXT))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub source: Field<String>,
     /// The event type, or a prefix of types (`typeMatch`).
     #[serde(rename = "type")]
     #[schemars(length(min = 1, max = MAX_TEXT))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub event_type: Field<String>,
     #[serde(default)]
     #[schemars(extend("enum" = ["exact", "prefix"], "default" = "exact"))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub type_match: Field<String>,
     /// What these events are.
     #[schemars(length(min = 1, max = MAX_TEXT))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub description: Field<String>,
     /// A link to their documentation.
     #[serde(default)]
     #[schemars(length(min = 1, max = MAX_TEXT), extend("format" = "uri"))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub documentation: Field<String>,
     /// The `dataschema` of their data.
     #[serde(default)]
     #[schemars(length(min = 1, max = MAX_TEXT), extend("format" = "uri"))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub dataschema: Field<String>,
     #[serde(default)]
     #[schemars(schema_with = "json_schema_document")]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub schema: Field<Value>,
     /// `warn` (the default with a schema): accepted, with warnings in the receipt;
     /// `enforce`: refused (400) with every problem; `off`.
     #[serde(default)]
     #[schemars(extend("enum" = ["off", "warn", "enforce"]))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub schema_check: Field<String>,
     #[serde(default)]
     #[schemars(extend("default" = false))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub deprecated: Field<bool>,
     /// `approval-required`: only subscriptions the owner granted receive these events;
     /// every subscription whose filters can match them gets a request (see /approvals).
     #[serde(default)]
     #[schemars(extend("enum" = ["open", "approval-required"], "default" = "open"))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub approval: Field<String>,
     /// The attributes subscribers may filter these events on (a ZGW kanaal's `filters`).
     #[serde(default)]
     #[schemars(length(max = MAX_KENMERKEN), inner(length(min = 1, max = MAX_KENMERK)))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub kenmerken: Field<Vec<String>>,
 }
 

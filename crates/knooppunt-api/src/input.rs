@@ -74,6 +74,11 @@ impl<T> Field<T> {
         self.optional(name, what, problems)
     }
 
+    /// Whether the member was left out (a typed request leaves it out when it is sent on).
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Field::Absent)
+    }
+
     /// Whether the member was sent (even as `null` or a wrong value).
     pub fn is_sent(&self) -> bool {
         !matches!(self, Field::Absent)
@@ -119,6 +124,24 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for Field<T> {
         // Through `Option`: a required member left out reads as `Null` instead of failing
         // the whole body.
         deserializer.deserialize_option(Lenient(PhantomData))
+    }
+}
+
+/// Written as it was read, so that a surface (the console) builds a typed request: a
+/// member left out is skipped (`#[serde(skip_serializing_if = "Field::is_absent")]`).
+impl<T: Serialize> Serialize for Field<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Field::Given(value) => value.serialize(serializer),
+            Field::Wrong(value) => value.serialize(serializer),
+            Field::Absent | Field::Null => serializer.serialize_none(),
+        }
+    }
+}
+
+impl<T> From<T> for Field<T> {
+    fn from(value: T) -> Self {
+        Field::Given(value)
     }
 }
 

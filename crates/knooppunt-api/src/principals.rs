@@ -72,13 +72,14 @@ pub struct TokenOut {
 const LONGEST_OVERLAP: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// What creates a principal.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "NewPrincipal", extend("additionalProperties" = false))]
 pub struct NewPrincipal {
     /// Letters, digits, `-`, `_`, `.`, `:` or `@` (an access token's principal is named by
     /// its claim, with the issuer's `name_prefix`).
     #[schemars(regex(pattern = r"^[A-Za-z0-9._:@-]{1,100}$"))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub name: Field<String>,
     /// What it may do: publish events, manage its own subscriptions, manage everything,
     /// read /metrics.
@@ -86,38 +87,45 @@ pub struct NewPrincipal {
         length(min = 1),
         extend("items" = {"type": "string", "enum": ["publisher", "subscriber", "admin", "metrics"]})
     )]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub roles: Field<Vec<String>>,
     /// The event types it may subscribe to; empty or left out: any.
     #[serde(default)]
     #[schemars(length(max = MAX_PREFIXES), inner(length(min = 1, max = MAX_PREFIX)))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub subscribe_type_prefixes: Field<Vec<String>>,
     /// The sources it may publish; empty or left out: any.
     #[serde(default)]
     #[schemars(length(max = MAX_PREFIXES), inner(length(min = 1, max = MAX_PREFIX)))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub publish_source_prefixes: Field<Vec<String>>,
     /// The OIN of its organisation: it then publishes only `urn:nld:oin:<OIN>:` sources, and
     /// a trusted client certificate whose subject serialNumber is this OIN identifies it.
     /// One OIN names one principal.
     #[serde(default)]
     #[schemars(regex(pattern = "^[0-9]{20}$"), extend("nullable" = true))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub oin: Field<String>,
     #[serde(default)]
     #[schemars(extend("default" = false))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub disabled: Field<bool>,
     /// false: no bearer token (the principal uses a client certificate or an access token).
     #[serde(default)]
     #[schemars(extend("default" = true))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub issue_token: Field<bool>,
 }
 
 /// What changes a principal (a JSON merge patch): the members to change; `oin: null`
 /// removes the OIN, `zgw: null` the ZGW client.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "PrincipalChange", extend("additionalProperties" = false))]
 pub struct PrincipalChange {
     /// A principal cannot be renamed: if sent, its own name.
     #[serde(default)]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub name: Field<String>,
     /// What it may do: publish events, manage its own subscriptions, manage everything,
     /// read /metrics.
@@ -126,42 +134,51 @@ pub struct PrincipalChange {
         length(min = 1),
         extend("items" = {"type": "string", "enum": ["publisher", "subscriber", "admin", "metrics"]})
     )]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub roles: Field<Vec<String>>,
     /// The event types it may subscribe to; empty: any.
     #[serde(default)]
     #[schemars(length(max = MAX_PREFIXES), inner(length(min = 1, max = MAX_PREFIX)))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub subscribe_type_prefixes: Field<Vec<String>>,
     /// The sources it may publish; empty: any.
     #[serde(default)]
     #[schemars(length(max = MAX_PREFIXES), inner(length(min = 1, max = MAX_PREFIX)))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub publish_source_prefixes: Field<Vec<String>>,
     /// The OIN of its organisation (see NewPrincipal), or `null` for none.
     #[serde(default)]
     #[schemars(regex(pattern = "^[0-9]{20}$"), extend("nullable" = true))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub oin: Field<String>,
     #[serde(default)]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub disabled: Field<bool>,
     /// Makes it a ZGW client of the Notificaties API facade (/api/v1), or (`null`) no
     /// longer.
     #[serde(default)]
     #[schemars(extend("nullable" = true))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub zgw: Field<ZgwClientIn>,
 }
 
 /// A principal as a ZGW client: its `clientId`, the HS256 `secret` its tokens are signed
 /// with (sealed at once under the hub's [zgw] secret_keys, never shown) and its `scopes`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "ZgwClientRequest", extend("additionalProperties" = false))]
 pub struct ZgwClientIn {
     #[schemars(regex(pattern = "^[A-Za-z0-9._-]{1,100}$"))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub client_id: Field<String>,
     #[schemars(length(min = 16, max = 1000), extend("writeOnly" = true))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub secret: Field<String>,
     #[schemars(
         length(min = 1),
         extend("items" = {"type": "string", "enum": [crate::identity::zgw::PUBLISH, crate::identity::zgw::CONSUME]})
     )]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub scopes: Field<Vec<String>>,
 }
 

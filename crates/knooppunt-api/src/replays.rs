@@ -83,15 +83,17 @@ fn representation(replay: &Replay) -> serde_json::Value {
 }
 
 /// What a client sends to start a replay: the window of acceptance times.
-#[derive(Debug, serde::Deserialize, JsonSchema)]
+#[derive(Debug, Default, serde::Deserialize, serde::Serialize, JsonSchema)]
 #[schemars(rename = "ReplayRequest", extend("additionalProperties" = false))]
 pub struct ReplayIn {
     /// The window's start: events accepted at or after it.
     #[schemars(with = "String", extend("format" = "date-time"))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub from: Field<Time>,
     /// The window's end (inclusive); default and at most: now.
     #[serde(default)]
     #[schemars(with = "String", extend("format" = "date-time"))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub until: Field<Time>,
 }
 

@@ -55,11 +55,12 @@ pub type Strings = BTreeMap<String, Field<String>>;
 
 /// What a client sends to make or replace a subscription (Subscriptions API section
 /// 3.2.1). The read-only members of an answer may be sent back; they are ignored.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[schemars(rename = "SubscriptionRequest")]
 pub struct SubscriptionRequest {
     /// Ignored on create; on a replacement it must equal the path's.
     #[serde(default)]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub id: Field<String>,
     /// A name people know the subscription by, shown before its id (a Knooppunt extension
     /// of the resource, which the Subscriptions API's extensible representation leaves room
@@ -69,6 +70,7 @@ pub struct SubscriptionRequest {
         length(min = 1, max = MAX_LABEL),
         example = &"Verhuizingen voor Burgerzaken"
     )]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub label: Field<String>,
     /// Required for a push subscription; a pull subscription (`config.delivery` `pull`)
     /// leaves it out. Absolute https URL events are delivered to (the hub checks its
@@ -83,45 +85,56 @@ pub struct SubscriptionRequest {
         extend("format" = "uri"),
         example = &"https://gemeente.example.nl/events"
     )]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub sink: Field<String>,
     /// The delivery protocol; only HTTP is delivered.
     #[schemars(extend("enum" = ["HTTP"]))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub protocol: Field<String>,
     /// Only events with exactly this `source`.
     #[serde(default)]
     #[schemars(extend("format" = "uri-reference"))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub source: Field<String>,
     /// Only events whose `type` is one of these. Left out: any type; an empty list: no type
     /// (kept as sent).
     #[serde(default)]
     #[schemars(inner(length(min = 1)))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub types: Field<Vec<Field<String>>>,
     /// Filters that must all match.
     #[serde(default)]
     #[schemars(with = "Vec<FilterIn>")]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub filters: Field<Vec<Value>>,
     #[serde(default)]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub protocolsettings: Field<HttpSettingsIn>,
     #[serde(default)]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub sinkcredential: Field<SinkCredentialIn>,
     #[serde(default)]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub clientcertificate: Field<ClientCertificateIn>,
     #[serde(default)]
     #[schemars(schema_with = "config_reference")]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub config: Field<Strings>,
 }
 
 /// A push subscription's HTTP delivery settings as a client sends them.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(expecting = "an object with `headers` and `method`")]
 #[schemars(rename = "HttpSettings", extend("additionalProperties" = false))]
 pub struct HttpSettingsIn {
     /// Headers added to every delivery. Their values are write-only: they read as
     /// `********`, and a replacement that sends `********` back keeps the stored value.
     #[serde(default)]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub headers: Field<Strings>,
     #[serde(default)]
     #[schemars(extend("enum" = ["POST", "PUT", "PATCH"], "default" = "POST"))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub method: Field<String>,
 }
 
@@ -130,7 +143,7 @@ pub struct HttpSettingsIn {
 /// <accesstoken>` until `accesstokenexpiresutc`; after it, nothing is sent and the events
 /// become dead letters saying so. PLAIN is sent as HTTP Basic. REFRESHTOKEN is not
 /// supported.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(tag = "credentialtype")]
 #[schemars(rename = "SinkCredential")]
 pub enum SinkCredentialIn {
@@ -138,12 +151,15 @@ pub enum SinkCredentialIn {
     #[schemars(title = "ACCESSTOKEN", extend("additionalProperties" = false, "writeOnly" = true))]
     AccessToken {
         #[schemars(length(min = 1))]
+        #[serde(skip_serializing_if = "Field::is_absent")]
         accesstoken: Field<String>,
         /// `bearer` (any case): the token is sent as a bearer token (RFC 6750).
         #[schemars(regex(pattern = "^[Bb][Ee][Aa][Rr][Ee][Rr]$"))]
+        #[serde(skip_serializing_if = "Field::is_absent")]
         accesstokentype: Field<String>,
         /// When the token expires; must be in the future.
         #[schemars(extend("format" = "date-time"))]
+        #[serde(skip_serializing_if = "Field::is_absent")]
         accesstokenexpiresutc: Field<String>,
     },
     /// OAuth 2.0 client credentials (RFC 6749 section 4.4): the hub fetches an access token
@@ -158,22 +174,28 @@ pub enum SinkCredentialIn {
     )]
     ClientCredentials {
         #[schemars(extend("format" = "uri"))]
+        #[serde(skip_serializing_if = "Field::is_absent")]
         tokenurl: Field<String>,
         #[schemars(length(min = 1))]
+        #[serde(skip_serializing_if = "Field::is_absent")]
         clientid: Field<String>,
         #[schemars(length(min = 1))]
+        #[serde(skip_serializing_if = "Field::is_absent")]
         clientsecret: Field<String>,
         /// Space-separated scopes to ask for.
         #[serde(default)]
         #[schemars(length(min = 1))]
+        #[serde(skip_serializing_if = "Field::is_absent")]
         scope: Field<String>,
     },
     #[serde(rename = "PLAIN")]
     #[schemars(title = "PLAIN", extend("additionalProperties" = false, "writeOnly" = true))]
     Plain {
         #[schemars(length(min = 1))]
+        #[serde(skip_serializing_if = "Field::is_absent")]
         identifier: Field<String>,
         #[schemars(length(min = 1))]
+        #[serde(skip_serializing_if = "Field::is_absent")]
         secret: Field<String>,
     },
     /// Refresh tokens are not traded for access tokens here.
@@ -190,15 +212,17 @@ pub enum SinkCredentialIn {
 /// the handshake, the deliveries and the token requests of CLIENTCREDENTIALS. Both PEM.
 /// `privatekey` is write-only: it reads as `********`, and a replacement that sends
 /// `********` back with the same certificate keeps it.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(expecting = "an object with `certificate` and `privatekey` (PEM)")]
 #[schemars(rename = "ClientCertificate", extend("additionalProperties" = false))]
 pub struct ClientCertificateIn {
     /// The certificate, then any intermediates (PEM).
     #[schemars(length(min = 1, max = 65536))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub certificate: Field<String>,
     /// Its private key (PEM, PKCS#8, PKCS#1 or SEC1).
     #[schemars(length(max = 65536))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub privatekey: Field<String>,
 }
 
@@ -207,7 +231,7 @@ pub struct ClientCertificateIn {
 /// names to string values; `all` and `any` hold arrays of filters; `not` holds one filter;
 /// `sql` holds a CESQL 1.0 expression. The filter crate reads it (within the hub's limits of
 /// size and depth); this type describes it.
-#[derive(Debug, JsonSchema)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 #[schemars(rename = "Filter", example = &serde_json::json!({"prefix": {"type": "nl.brp."}}))]
 pub enum FilterIn {

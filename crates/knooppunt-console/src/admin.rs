@@ -7,13 +7,15 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::{Method, StatusCode};
 use maud::{Markup, html};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::forms::{Posted, Problem, encode};
+use crate::forms::{field, request};
 use crate::identity::Role;
 use crate::layout::{self, Section, badge, csrf, data_list, page, respond};
 use crate::{BASE, Console, Lang, Visitor, redirect};
 use knooppunt_api::{AuditEntryOut, CreatedPrincipalOut, HubStatusOut, SubscriptionOut, TokenOut};
+use knooppunt_api::{Field, NewPrincipal, PrincipalChange};
 use knooppunt_services::administering::PrincipalOut;
 use knooppunt_services::app::{AuditHead, AuditVerification};
 
@@ -124,6 +126,11 @@ async fn principals_page(
     )
 }
 
+/// The texts, owned (for a typed request).
+fn owned(texts: Vec<&str>) -> Vec<String> {
+    texts.into_iter().map(str::to_owned).collect()
+}
+
 fn lines(text: &str) -> Vec<&str> {
     text.split(['\n', ','])
         .map(str::trim)
@@ -138,17 +145,18 @@ pub(crate) async fn create_principal(
 ) -> Response {
     let visitor = &posted.visitor;
     let f = &posted.fields;
-    let mut body = json!({
-        "name": f.get("name"),
-        "roles": f.all("roles"),
-    });
-    if !f.get("oin").is_empty() {
-        body["oin"] = json!(f.get("oin"));
-    }
     let prefixes = lines(f.get("subscribeTypePrefixes"));
-    if !prefixes.is_empty() {
-        body["subscribeTypePrefixes"] = json!(prefixes);
-    }
+    let body = request(&NewPrincipal {
+        name: Field::Given(f.get("name").to_owned()),
+        roles: Field::Given(f.all("roles").iter().map(|r| r.to_string()).collect()),
+        oin: field(f.get("oin")),
+        subscribe_type_prefixes: if prefixes.is_empty() {
+            Field::Absent
+        } else {
+            Field::Given(owned(prefixes))
+        },
+        ..NewPrincipal::default()
+    });
     let answer = console
         .call(visitor, Method::POST, "/v1/principals", Some(&body))
         .await;
@@ -261,7 +269,10 @@ pub(crate) async fn change_principal(
     }
     let (answer, rotated) = match action {
         "disable" | "enable" => {
-            let body = json!({"disabled": action == "disable"});
+            let body = request(&PrincipalChange {
+                disabled: Field::Given(action == "disable"),
+                ..PrincipalChange::default()
+            });
             (
                 console
                     .call(visitor, Method::PATCH, &path, Some(&body))
@@ -281,11 +292,16 @@ pub(crate) async fn change_principal(
         ),
         "save" => {
             let f = &posted.fields;
-            let body = json!({
-                "roles": f.all("roles"),
-                "oin": if f.get("oin").trim().is_empty() { Value::Null } else { json!(f.get("oin").trim()) },
-                "subscribeTypePrefixes": lines(f.get("subscribeTypePrefixes")),
-                "publishSourcePrefixes": lines(f.get("publishSourcePrefixes")),
+            let body = request(&PrincipalChange {
+                roles: Field::Given(f.all("roles").iter().map(|r| r.to_string()).collect()),
+                // An empty OIN field takes the OIN away.
+                oin: match field(f.get("oin")) {
+                    Field::Absent => Field::Null,
+                    oin => oin,
+                },
+                subscribe_type_prefixes: Field::Given(owned(lines(f.get("subscribeTypePrefixes")))),
+                publish_source_prefixes: Field::Given(owned(lines(f.get("publishSourcePrefixes")))),
+                ..PrincipalChange::default()
             });
             let answer = console
                 .call(visitor, Method::PATCH, &path, Some(&body))

@@ -9,13 +9,15 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use http::{Method, StatusCode};
 use maud::{Markup, html};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::forms::{Fields, Posted, Problem, encode};
+use crate::forms::{field, request};
 use crate::identity::Role;
 use crate::layout::{self, Ask, Section, csrf, data_list, json_block, page, respond};
 use crate::{Answer, BASE, Console, Lang, Visitor, redirect};
 use knooppunt_api::EventTypeOut;
+use knooppunt_api::{EventTypeIn, Field};
 
 type Params = Query<HashMap<String, String>>;
 
@@ -245,41 +247,19 @@ pub(crate) async fn detail(
     ))
 }
 
-/// The entry a form describes.
+/// The entry a form describes, as the API's own request type.
 fn body_of(fields: &Fields, lang: Lang) -> Result<Value, Problem> {
-    let mut body = Map::new();
-    for key in [
-        "source",
-        "type",
-        "description",
-        "documentation",
-        "dataschema",
-    ] {
-        let value = fields.get(key).trim();
-        if !value.is_empty() {
-            body.insert(key.into(), json!(value));
-        }
-    }
-    body.insert("typeMatch".into(), json!(fields.get("typeMatch")));
-    body.insert("approval".into(), json!(fields.get("approval")));
-    body.insert("schemaCheck".into(), json!(fields.get("schemaCheck")));
-    body.insert(
-        "deprecated".into(),
-        json!(fields.get("deprecated") == "yes"),
-    );
-    let kenmerken: Vec<&str> = fields
+    let kenmerken: Vec<String> = fields
         .get("kenmerken")
         .split([',', '\n'])
         .map(str::trim)
         .filter(|k| !k.is_empty())
+        .map(str::to_owned)
         .collect();
-    if !kenmerken.is_empty() {
-        body.insert("kenmerken".into(), json!(kenmerken));
-    }
-    match fields.get("schema").trim() {
-        "" => {}
-        schema => {
-            let schema: Value = serde_json::from_str(schema).map_err(|e| Problem {
+    let schema = match fields.get("schema").trim() {
+        "" => Field::Absent,
+        schema => Field::Given(serde_json::from_str::<Value>(schema).map_err(|e| {
+            Problem {
                 code: None,
                 detail: lang
                     .t(
@@ -288,11 +268,28 @@ fn body_of(fields: &Fields, lang: Lang) -> Result<Value, Problem> {
                     )
                     .into(),
                 params: vec![("schema".into(), e.to_string())],
-            })?;
-            body.insert("schema".into(), schema);
-        }
-    }
-    Ok(Value::Object(body))
+            }
+        })?),
+    };
+    let entry = EventTypeIn {
+        source: field(fields.get("source")),
+        event_type: field(fields.get("type")),
+        description: field(fields.get("description")),
+        documentation: field(fields.get("documentation")),
+        dataschema: field(fields.get("dataschema")),
+        type_match: Field::Given(fields.get("typeMatch").to_owned()),
+        approval: Field::Given(fields.get("approval").to_owned()),
+        schema_check: Field::Given(fields.get("schemaCheck").to_owned()),
+        deprecated: Field::Given(fields.get("deprecated") == "yes"),
+        kenmerken: if kenmerken.is_empty() {
+            Field::Absent
+        } else {
+            Field::Given(kenmerken)
+        },
+        schema,
+        ..EventTypeIn::default()
+    };
+    Ok(request(&entry))
 }
 
 /// The entry form, with `values` (what was posted, or the stored entry).

@@ -205,3 +205,23 @@ impl Problem {
         }
     }
 }
+
+/// A form field as a member of a typed request: left out when empty, read as the member's
+/// type, or sent as typed (the API then names the problem) when it is not one.
+pub(crate) fn field<T: serde::de::DeserializeOwned>(text: &str) -> knooppunt_api::Field<T> {
+    use knooppunt_api::Field;
+    let text = text.trim();
+    if text.is_empty() {
+        return Field::Absent;
+    }
+    let value = serde_json::Value::String(text.to_owned());
+    match T::deserialize(&value) {
+        Ok(read) => Field::Given(read),
+        Err(_) => Field::Wrong(value),
+    }
+}
+
+/// A typed request as the JSON the API takes.
+pub(crate) fn request(body: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(body).expect("a request serializes")
+}

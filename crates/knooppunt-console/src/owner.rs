@@ -7,11 +7,12 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use http::{Method, StatusCode};
 use maud::html;
-use serde_json::json;
 
 use crate::forms::{Posted, Problem, encode};
+use crate::forms::{field, request};
 use crate::layout::{self, Section, badge, csrf, page, respond};
 use crate::{BASE, Console, Visitor, redirect};
+use knooppunt_api::DecisionIn;
 use knooppunt_api::{EventReceiptsOut, GrantOut};
 
 type Params = Query<std::collections::HashMap<String, String>>;
@@ -149,10 +150,10 @@ pub(crate) async fn decide(
     let visitor = &posted.visitor;
     let state = posted.fields.get("state");
     let reason = posted.fields.get("reason").trim();
-    let mut body = json!({"state": state});
-    if !reason.is_empty() {
-        body["reason"] = json!(reason);
-    }
+    let body = request(&DecisionIn {
+        state: field(posted.fields.get("state")),
+        reason: field(posted.fields.get("reason")),
+    });
     let answer = console
         .call(
             visitor,

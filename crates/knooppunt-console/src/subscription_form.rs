@@ -9,64 +9,50 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::{Method, StatusCode};
 use maud::{Markup, html};
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::Value;
 
 use crate::forms::{Fields, Posted, Problem, encode};
 use crate::layout::{self, Section, csrf, page, respond};
 use crate::{Answer, BASE, Console, Lang, Visitor, redirect};
-use knooppunt_api::SubscriptionOut;
 use knooppunt_api::auth::Caller;
+use knooppunt_api::{Field, FilterIn, Strings, SubscriptionOut, SubscriptionRequest};
 
 type Params = Query<std::collections::HashMap<String, String>>;
 /// The subscription a form describes, on top of `base` (the stored one, when editing: what
 /// the form does not show is kept, secrets included, which the API keeps when sent back
-/// redacted).
+/// redacted), as the API's own request type: the representation's read-only members are
+/// not part of it.
 fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, Problem> {
-    let mut body: Map<String, Value> = base.and_then(Value::as_object).cloned().unwrap_or_default();
-    for read_only in [
-        "id",
-        "owner",
-        "state",
-        "lastDelivery",
-        "validatedBy",
-        "validationProblem",
-        "disabledReason",
-        "approvals",
-        "filterBudget",
-        "signingsecret",
-    ] {
-        body.remove(read_only);
-    }
-    let pull = fields.get("delivery") == "pull";
-    match fields.get("label").trim() {
-        "" => body.remove("label"),
-        label => body.insert("label".into(), json!(label)),
+    let mut request = match base {
+        Some(stored) => SubscriptionRequest::deserialize(stored).unwrap_or_default(),
+        None => SubscriptionRequest::default(),
     };
-    match fields.get("sink") {
-        "" => {
-            body.remove("sink");
-        }
-        sink => {
-            body.insert("sink".into(), json!(sink));
-        }
-    }
+    request.id = Field::Absent;
+    let pull = fields.get("delivery") == "pull";
+    request.label = crate::forms::field(fields.get("label"));
+    request.sink = match fields.get("sink") {
+        "" => Field::Absent,
+        sink => Field::Given(sink.to_owned()),
+    };
     if base.is_none() {
-        body.insert("protocol".into(), json!("HTTP"));
+        request.protocol = Field::Given("HTTP".into());
     }
-    let types: Vec<&str> = fields
+    let types: Vec<Field<String>> = fields
         .get("types")
         .split([',', '\n'])
         .map(str::trim)
         .filter(|t| !t.is_empty())
+        .map(|t| Field::Given(t.to_owned()))
         .collect();
-    if types.is_empty() {
-        body.remove("types");
+    request.types = if types.is_empty() {
+        Field::Absent
     } else {
-        body.insert("types".into(), json!(types));
-    }
-    match fields.get("source") {
-        "" => body.remove("source"),
-        source => body.insert("source".into(), json!(source)),
+        Field::Given(types)
+    };
+    request.source = match fields.get("source") {
+        "" => Field::Absent,
+        source => Field::Given(source.to_owned()),
     };
     // The CESQL field's expression, after the filters of the JSON box (all must match).
     let mut filters = match fields.get("filters").trim() {
@@ -101,35 +87,39 @@ fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, P
     };
     match fields.get("sql").trim() {
         "" => {}
-        sql => filters.push(json!({"sql": sql})),
+        sql => filters.push(
+            serde_json::to_value(FilterIn::Sql(sql.to_owned())).expect("a filter serializes"),
+        ),
     }
-    if filters.is_empty() {
-        body.remove("filters");
+    request.filters = if filters.is_empty() {
+        Field::Absent
     } else {
-        body.insert("filters".into(), Value::Array(filters));
-    }
+        Field::Given(filters)
+    };
     // The stored settings (when editing), each field's value over them: an empty field is
     // the hub's default.
-    let mut config = body
-        .get("config")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let mut config = match std::mem::take(&mut request.config) {
+        Field::Given(config) => config,
+        _ => Strings::new(),
+    };
     for setting in &SETTINGS {
         match fields.get(&format!("config.{}", setting.key)).trim() {
             "" => config.remove(setting.key),
-            value => config.insert(setting.key.into(), json!(value)),
+            value => config.insert(setting.key.into(), Field::Given(value.to_owned())),
         };
     }
     if pull {
-        config.insert("delivery".into(), json!("pull"));
-        body.remove("protocolsettings");
+        config.insert(DELIVERY.into(), Field::Given("pull".into()));
+        request.protocolsettings = Field::Absent;
     } else {
-        config.remove("delivery");
+        config.remove(DELIVERY);
     }
-    body.insert("config".into(), Value::Object(config));
-    Ok(Value::Object(body))
+    request.config = Field::Given(config);
+    Ok(serde_json::to_value(&request).expect("a subscription request serializes"))
 }
+
+/// The `config` key of push or pull delivery.
+const DELIVERY: &str = "delivery";
 
 /// A delivery setting (a `config` key but `delivery`) as the form shows it: its label and
 /// help in both languages, and its choices when it has a few (value, Dutch, English).

@@ -575,27 +575,11 @@ pub(crate) async fn update_abonnement(
     uuid: &str,
     draft: knooppunt_services::zgw::AbonnementDraft,
 ) -> Result<Response, ZgwError> {
-    let knooppunt_services::subscribing::New {
-        subscription,
-        criteria,
-        ..
-    } = checked_abonnement(state, caller, &draft, uuid)
+    let change = checked_abonnement(state, caller, &draft, uuid)
         .await?
-        .into_new();
+        .replacing::<ZgwError>(uuid);
     let principal = caller.0.principal();
     let base = base_url(state, headers);
-    let sink = subscription.sink.to_string();
-    let change = knooppunt_services::subscribing::Change {
-        id: uuid,
-        sink: Some(&sink),
-        credential: None,
-        make: |existing: &knooppunt_store::Subscription| {
-            let mut subscription = subscription;
-            subscription.created_at = existing.created_at;
-            Ok::<_, ZgwError>((subscription, criteria))
-        },
-        consent: knooppunt_services::subscribing::Consent::Agreed,
-    };
     let action = |stored: &knooppunt_store::Subscription, _| {
         abonnement_action(
             knooppunt_services::audit::ActionName::AbonnementUpdate,

@@ -79,9 +79,33 @@ pub fn may_create(caller: &Principal) -> Result<(), Refused> {
 pub struct Checked<'a>(New<'a>);
 
 impl<'a> Checked<'a> {
-    /// What was checked, for a surface that replaces a subscription with it instead.
-    pub fn into_new(self) -> New<'a> {
-        self.0
+    /// The change that replaces subscription `id` with what was checked (keeping when the
+    /// subscription was first made), for [`replace`]: the addresses were checked already.
+    /// A `Checked` is only ever made, replaced with, or dropped: no surface can take its
+    /// subscription out unchecked.
+    pub fn replacing<'b, E>(
+        self,
+        id: &'b str,
+    ) -> Change<'b, impl FnOnce(&Subscription) -> Result<(Subscription, Criteria), E> + use<'b, E>>
+    where
+        'a: 'b,
+    {
+        let New {
+            subscription,
+            criteria,
+            consent,
+        } = self.0;
+        Change {
+            id,
+            sink: None,
+            credential: None,
+            make: move |existing: &Subscription| {
+                let mut subscription = subscription;
+                subscription.created_at = existing.created_at;
+                Ok((subscription, criteria))
+            },
+            consent,
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use knooppunt_api::{
     TakenOut, TestOut,
 };
 use maud::{Markup, html};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::sync::Arc;
 
 type Params = Query<std::collections::HashMap<String, String>>;

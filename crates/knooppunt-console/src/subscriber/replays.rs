@@ -1,6 +1,8 @@
 //! Replays of a subscription's retained events: started, followed and cancelled.
 
 use super::*;
+use crate::forms::{field, request};
+use knooppunt_api::ReplayIn;
 
 /// `POST /console/subscriptions/{id}/replays`.
 pub(crate) async fn start_replay(
@@ -9,7 +11,10 @@ pub(crate) async fn start_replay(
     posted: Posted,
 ) -> Result<Response, Response> {
     let visitor = &posted.visitor;
-    let body = json!({"from": posted.fields.get("from"), "until": posted.fields.get("until")});
+    let body = request(&ReplayIn {
+        from: field(posted.fields.get("from")),
+        until: field(posted.fields.get("until")),
+    });
     let answer = console
         .call(
             visitor,
