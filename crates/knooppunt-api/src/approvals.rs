@@ -17,9 +17,10 @@ use serde_json::json;
 
 use crate::auth::Caller;
 use crate::document::{
-    BAD_REQUEST, Document, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, link_header,
-    page_parameters, path_parameter,
+    BAD_REQUEST, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, link_header, page_parameters,
+    path_parameter,
 };
+use crate::endpoints::Endpoints;
 use crate::ids::{EntryId, SubscriptionId};
 use crate::input::{Body, Field, Input, Problems};
 use crate::page::Page;
@@ -28,8 +29,6 @@ use crate::request::RequestAudit;
 use knooppunt_services::app::AppState;
 use knooppunt_services::approvals::{Refused, Selection};
 use knooppunt_services::cataloging;
-
-pub(crate) const ITEM_ALLOW: &str = "GET, PUT";
 
 impl From<Refused> for ApiError {
     fn from(refused: Refused) -> Self {
@@ -268,7 +267,7 @@ impl Body for DecisionIn {
 }
 
 /// The approvals' operations.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     const TAG: &str = "approvals";
     const NO_GRANT: Refusal = (
         "404",
@@ -302,7 +301,7 @@ pub(crate) fn describe(doc: &mut Document) {
     )
     .header("200", "Link", link_header())
     .refusals(&[BAD_REQUEST, UNAUTHORIZED]);
-    doc.add("/approvals", "get", &json!([]), list);
+    doc.get("/approvals", self::list, &json!([]), list);
     let approval = doc.schema::<GrantOut>();
     let one = json!([
         path_parameter("id", "The event type's (catalog entry's) id."),
@@ -315,9 +314,9 @@ pub(crate) fn describe(doc: &mut Document) {
     )
     .answer("200", "The approval.", Some(approval.clone()))
     .refusals(&[UNAUTHORIZED, NO_GRANT]);
-    doc.add(
+    doc.get(
         "/eventtypes/{id}/approvals/{subscription}",
-        "get",
+        self::get,
         &one,
         read,
     );
@@ -346,9 +345,9 @@ pub(crate) fn describe(doc: &mut Document) {
         ("415", "The body is not application/json."),
         UNAVAILABLE,
     ]);
-    doc.add(
+    doc.put(
         "/eventtypes/{id}/approvals/{subscription}",
-        "put",
+        self::decide,
         &one,
         decide,
     );

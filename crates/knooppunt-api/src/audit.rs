@@ -18,7 +18,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::document::{BAD_REQUEST, Document, Operation, UNAUTHORIZED, header, page_parameters};
+use crate::document::{BAD_REQUEST, Operation, UNAUTHORIZED, header, page_parameters};
+use crate::endpoints::Endpoints;
 use crate::identity::Principal;
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
@@ -314,7 +315,7 @@ pub(crate) async fn head(
 }
 
 /// The audit trail's operations.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     const TAG: &str = "audit";
     let mut parameters = page_parameters(
         "entries",
@@ -386,7 +387,7 @@ pub(crate) fn describe(doc: &mut Document) {
         "application/x-ndjson",
         json!({"type": "string", "description": "One entry per line."}),
     );
-    doc.add("/audit", "get", &none, list);
+    doc.get("/audit", self::list, &none, list);
     let verify = Operation::new(
         "verifyAuditTrail",
         TAG,
@@ -409,7 +410,7 @@ pub(crate) fn describe(doc: &mut Document) {
         UNAUTHORIZED,
         ("403", "Only an administrator verifies the trail."),
     ]);
-    doc.add("/audit/verify", "get", &none, verify);
+    doc.get("/audit/verify", self::verify, &none, verify);
     let head = Operation::new(
         "getAuditHead",
         TAG,
@@ -427,5 +428,5 @@ pub(crate) fn describe(doc: &mut Document) {
         UNAUTHORIZED,
         ("403", "Only an administrator reads the head."),
     ]);
-    doc.add("/audit/head", "get", &none, head);
+    doc.get("/audit/head", self::head, &none, head);
 }

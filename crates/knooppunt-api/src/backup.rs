@@ -17,7 +17,8 @@ use knooppunt_store::StoreError;
 use serde_json::json;
 
 use crate::auth::Caller;
-use crate::document::{Document, Operation, UNAUTHORIZED};
+use crate::document::{Operation, UNAUTHORIZED};
+use crate::endpoints::Endpoints;
 use crate::problem::ApiError;
 use crate::request::RequestAudit;
 
@@ -60,7 +61,7 @@ pub(crate) async fn take(
 }
 
 /// The backup's operation.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     let take = Operation::new(
         "takeBackup",
         "status",
@@ -86,5 +87,5 @@ pub(crate) fn describe(doc: &mut Document) {
              pg_dump).",
         ),
     ]);
-    doc.add("/backup", "get", &json!([]), take);
+    doc.get("/backup", self::take, &json!([]), take);
 }

@@ -19,9 +19,10 @@ use serde_json::{Value, json};
 use crate::BASE_PATH;
 use crate::auth::Caller;
 use crate::document::{
-    BAD_REQUEST, Document, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header,
+    BAD_REQUEST, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header,
     page_parameters, path_parameter,
 };
+use crate::endpoints::Endpoints;
 use crate::ids::EntryId;
 use crate::input::{Body, Field, Input, Problems};
 use crate::page::Page;
@@ -31,9 +32,6 @@ use knooppunt_services::app::AppState;
 use knooppunt_services::audit::{Action, ActionName};
 use knooppunt_services::catalog::{Draft, Refused};
 use knooppunt_services::cataloging;
-
-pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
-pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE";
 
 const MAX_TEXT: usize = 2048;
 /// The most kenmerken an entry names, and the longest (a ZGW kanaal filter's bound).
@@ -436,7 +434,7 @@ pub(crate) async fn delete(
 }
 
 /// The catalog's operations.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     const TAG: &str = "event types";
     const NOT_OWNER: Refusal = (
         "403",
@@ -465,7 +463,7 @@ pub(crate) fn describe(doc: &mut Document) {
     )
     .header("200", "Link", link_header())
     .refusals(&[BAD_REQUEST, UNAUTHORIZED]);
-    doc.add("/eventtypes", "get", &none, list);
+    doc.get("/eventtypes", self::list, &none, list);
     let create = Operation::new(
         "createEventType",
         TAG,
@@ -483,12 +481,12 @@ pub(crate) fn describe(doc: &mut Document) {
         NOT_JSON,
         UNAVAILABLE,
     ]);
-    doc.add("/eventtypes", "post", &none, create);
+    doc.post("/eventtypes", self::create, &none, create);
     let id = json!([path_parameter("id", "The entry's id.")]);
     let read = Operation::new("getEventType", TAG, "Read a catalog entry.")
         .answer("200", "The entry.", Some(entry.clone()))
         .refusals(&[UNAUTHORIZED, NO_ENTRY]);
-    doc.add("/eventtypes/{id}", "get", &id, read);
+    doc.get("/eventtypes/{id}", self::get, &id, read);
     let replace = Operation::new(
         "replaceEventType",
         TAG,
@@ -505,7 +503,7 @@ pub(crate) fn describe(doc: &mut Document) {
         NOT_JSON,
         UNAVAILABLE,
     ]);
-    doc.add("/eventtypes/{id}", "put", &id, replace);
+    doc.put("/eventtypes/{id}", self::replace, &id, replace);
     let delete = Operation::new(
         "deleteEventType",
         TAG,
@@ -513,5 +511,5 @@ pub(crate) fn describe(doc: &mut Document) {
     )
     .answer("204", "Deleted.", None)
     .refusals(&[UNAUTHORIZED, NOT_OWNER, NO_ENTRY, UNAVAILABLE]);
-    doc.add("/eventtypes/{id}", "delete", &id, delete);
+    doc.delete("/eventtypes/{id}", self::delete, &id, delete);
 }

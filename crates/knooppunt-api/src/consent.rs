@@ -14,8 +14,9 @@ use serde_json::json;
 
 use crate::auth::Caller;
 use crate::document::{
-    BAD_REQUEST, Document, NOT_FOUND, Operation, UNAUTHORIZED, path_parameter, subscription,
+    BAD_REQUEST, NOT_FOUND, Operation, UNAUTHORIZED, path_parameter, subscription,
 };
+use crate::endpoints::Endpoints;
 use crate::ids::{CallbackToken, SubscriptionId};
 use crate::problem::ApiError;
 use crate::request::RequestAudit;
@@ -63,7 +64,7 @@ pub(crate) async fn agreement(
 }
 
 /// The consent operations.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     let agreement = Operation::new(
         "validateSubscriptionByAgreement",
         "subscriptions",
@@ -85,7 +86,12 @@ pub(crate) fn describe(doc: &mut Document) {
         "id",
         "The id the hub assigned to the subscription."
     )]);
-    doc.add("/subscriptions/{id}/validation", "post", &id, agreement);
+    doc.post(
+        "/subscriptions/{id}/validation",
+        self::agreement,
+        &id,
+        agreement,
+    );
     let consent = doc.schema::<ConsentOut>();
     let callback = |id: &str| {
         Operation::new(
@@ -108,6 +114,11 @@ pub(crate) fn describe(doc: &mut Document) {
         path_parameter("token", "The secret the hub sent the sink.")
     ]);
     let path = "/subscriptions/{id}/validation/{token}";
-    doc.add(path, "get", &token, callback("confirmValidation"));
-    doc.add(path, "post", &token, callback("confirmValidationByPost"));
+    doc.get(path, self::callback, &token, callback("confirmValidation"));
+    doc.post(
+        path,
+        self::callback,
+        &token,
+        callback("confirmValidationByPost"),
+    );
 }

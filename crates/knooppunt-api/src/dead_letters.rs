@@ -17,9 +17,10 @@ use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
 use crate::document::{
-    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE,
-    link_header, page_parameters, path_parameter,
+    BAD_REQUEST, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, link_header,
+    page_parameters, path_parameter,
 };
+use crate::endpoints::Endpoints;
 use crate::ids::{DeadLetterId, SubscriptionId};
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
@@ -27,10 +28,6 @@ use crate::request::RequestAudit;
 use crate::subscriptions::not_found;
 use knooppunt_services::app::AppState;
 use knooppunt_services::salvaging::{self, Refused};
-
-pub(crate) const COLLECTION_ALLOW: &str = "GET";
-pub(crate) const ITEM_ALLOW: &str = "GET, DELETE";
-pub(crate) const REDELIVER_ALLOW: &str = "POST";
 
 /// A refusal of the dead letters' service about dead letter `seq` (if one is named) of
 /// subscription `id`, as a problem.
@@ -217,7 +214,7 @@ pub(crate) async fn delete(
 }
 
 /// The dead letters' operations.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     const TAG: &str = "dead letters";
     const NO_DEAD_LETTER: Refusal = (
         "404",
@@ -252,9 +249,9 @@ pub(crate) fn describe(doc: &mut Document) {
     )
     .header("200", "Link", link_header())
     .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND]);
-    doc.add(
+    doc.get(
         "/subscriptions/{id}/dead-letters",
-        "get",
+        self::list,
         &subscription,
         list,
     );
@@ -265,9 +262,9 @@ pub(crate) fn describe(doc: &mut Document) {
     )
     .answer("200", "The dead letter and its event.", Some(dead_letter))
     .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NO_DEAD_LETTER]);
-    doc.add(
+    doc.get(
         "/subscriptions/{id}/dead-letters/{deadLetterId}",
-        "get",
+        self::get,
         &one,
         read,
     );
@@ -280,9 +277,9 @@ pub(crate) fn describe(doc: &mut Document) {
             NO_DEAD_LETTER,
             UNAVAILABLE,
         ]);
-    doc.add(
+    doc.delete(
         "/subscriptions/{id}/dead-letters/{deadLetterId}",
-        "delete",
+        self::delete,
         &one,
         delete,
     );
@@ -307,9 +304,9 @@ pub(crate) fn describe(doc: &mut Document) {
         ),
         UNAVAILABLE,
     ]);
-    doc.add(
+    doc.post(
         "/subscriptions/{id}/dead-letters/{deadLetterId}/redeliver",
-        "post",
+        self::redeliver,
         &one,
         redeliver,
     );

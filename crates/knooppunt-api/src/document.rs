@@ -1,9 +1,8 @@
-//! The OpenAPI document at `/v1/openapi.json`: each resource's file describes its
-//! operations next to its handlers (`describe`, with [`Operation`]), naming the types its
-//! handlers read and answer; their schemas are generated from those types (`schemars`,
-//! OpenAPI 3.0 dialect), so a member added to an answer is in the document too. A request
-//! body read member by member has a schema next to its reader, tested to name the members
-//! the reader takes.
+//! The OpenAPI document at `/v1/openapi.json`: each resource's file adds its endpoints
+//! next to its handlers (`describe`, with [`Operation`], into the one table of
+//! `endpoints.rs` the router is made from too), naming the types its handlers read and
+//! answer; their schemas are generated from those types (`schemars`, OpenAPI 3.0 dialect),
+//! so a member added to an answer or a request body is in the document too.
 
 use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};

@@ -16,7 +16,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::auth::Caller;
-use crate::document::{Document, Operation, UNAUTHORIZED, cloud_events, header};
+use crate::document::{Operation, UNAUTHORIZED, cloud_events, header};
+use crate::endpoints::Endpoints;
 use crate::problem::{ApiError, InvalidParam};
 use knooppunt_services::app::AppState;
 use knooppunt_services::ingest::{Receipt, Refused, ViolationSchema};
@@ -79,7 +80,7 @@ pub struct CloudEventIn {
     /// The event data: any JSON value.
     pub data: Option<serde_json::Value>,
     /// Binary event data, base64-encoded.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String", extend("format" = "byte"))]
     pub data_base64: Option<String>,
     /// Extension attributes.
@@ -328,7 +329,7 @@ async fn accept(
 }
 
 /// The publish operation.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     // The `ce-` headers of binary mode (http-protocol-binding.md 3.1.3): each attribute's
     // canonical string, percent-encoded.
     let header_parameter = |name: &str, description: &str, required_in_binary: bool| {
@@ -413,5 +414,17 @@ pub(crate) fn describe(doc: &mut Document) {
             "*/*": {"schema": {"type": "string", "format": "binary", "description": "Binary mode: the event data."}}
         }
     }));
-    doc.add("/events", "post", &json!([]), publish);
+    // The limit wraps the handler itself: a layer on the method router would wrap it in a
+    // route of its own (a boxed service and future more per event).
+    let limited = axum::handler::Handler::layer(
+        self::publish,
+        axum::extract::DefaultBodyLimit::max(doc.body_limit),
+    );
+    doc.route(
+        "/events",
+        "post",
+        axum::routing::post(limited),
+        &json!([]),
+        publish,
+    );
 }

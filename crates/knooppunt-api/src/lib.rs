@@ -46,6 +46,7 @@ mod catalog;
 mod consent;
 mod dead_letters;
 mod document;
+mod endpoints;
 mod events;
 pub mod ids;
 pub mod input;
@@ -66,11 +67,11 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::DefaultBodyLimit;
 use axum::extract::{FromRequest, Request};
 use axum::middleware::map_response;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
+use endpoints::Endpoints;
 use http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY,
     STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
@@ -98,8 +99,6 @@ pub struct Beside {
 
 /// The API, and the surfaces `beside` it, under one boundary.
 pub fn router(state: Arc<AppState>, beside: Vec<Beside>) -> Router {
-    let not_allowed =
-        |allow: &'static str| move || async move { ApiError::MethodNotAllowed { allow } };
     let body_limit = state
         .publishing
         .options
@@ -113,189 +112,9 @@ pub fn router(state: Arc<AppState>, beside: Vec<Beside>) -> Router {
         router = router.nest(surface.prefix, surface.router);
         refusals.push((surface.prefix, surface.too_large));
     }
+    let (api, _) = endpoints(body_limit).into_router();
     router
-        .route(
-            "/v1/events",
-            // The limit wraps the handler itself: a layer on the method router would wrap
-            // it in a route of its own (a boxed service and future more per event).
-            post(axum::handler::Handler::layer(
-                events::publish,
-                DefaultBodyLimit::max(body_limit),
-            ))
-            .fallback(not_allowed("POST")),
-        )
-        .route(
-            "/v1/subscriptions",
-            get(subscriptions::list)
-                .post(subscriptions::create)
-                .options(subscriptions::options_collection)
-                .fallback(not_allowed(subscriptions::COLLECTION_ALLOW)),
-        )
-        .route(
-            "/v1/subscriptions/{id}",
-            get(subscriptions::get)
-                .put(subscriptions::replace)
-                .delete(subscriptions::delete)
-                .options(subscriptions::options_item)
-                .fallback(not_allowed(subscriptions::ITEM_ALLOW)),
-        )
-        .route(
-            "/v1/subscriptions/{id}/validation",
-            post(consent::agreement).fallback(not_allowed("POST")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/signing-secret",
-            post(subscriptions::rotate_signing_secret).fallback(not_allowed("POST")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/validation/{token}",
-            get(consent::callback)
-                .post(consent::callback)
-                .fallback(not_allowed("GET, POST")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/dead-letters",
-            get(dead_letters::list).fallback(not_allowed(dead_letters::COLLECTION_ALLOW)),
-        )
-        .route(
-            "/v1/subscriptions/{id}/dead-letters/{dead_letter}",
-            get(dead_letters::get)
-                .delete(dead_letters::delete)
-                .fallback(not_allowed(dead_letters::ITEM_ALLOW)),
-        )
-        .route(
-            "/v1/subscriptions/{id}/dead-letters/{dead_letter}/redeliver",
-            post(dead_letters::redeliver).fallback(not_allowed(dead_letters::REDELIVER_ALLOW)),
-        )
-        .route(
-            "/v1/subscriptions/{id}/status",
-            get(status::subscription).fallback(not_allowed("GET")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/attempts",
-            get(status::attempts).fallback(not_allowed("GET")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/test",
-            post(status::test).fallback(not_allowed("POST")),
-        )
-        .route("/v1/status", get(status::hub).fallback(not_allowed("GET")))
-        .route(
-            "/v1/subscriptions/{id}/events",
-            get(stream::read).fallback(not_allowed("GET")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/replays",
-            get(replays::list)
-                .post(replays::create)
-                .fallback(not_allowed("GET, POST")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/replays/{replay}",
-            get(replays::get).fallback(not_allowed("GET")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/replays/{replay}/cancel",
-            post(replays::cancel).fallback(not_allowed("POST")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/receive",
-            post(pull::receive).fallback(not_allowed("POST")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/acknowledge",
-            post(pull::acknowledge).fallback(not_allowed("POST")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/release",
-            post(pull::release).fallback(not_allowed("POST")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/reject",
-            post(pull::reject).fallback(not_allowed("POST")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/renew",
-            post(pull::renew).fallback(not_allowed("POST")),
-        )
-        .route(
-            "/v1/eventtypes",
-            get(catalog::list)
-                .post(catalog::create)
-                .fallback(not_allowed(catalog::COLLECTION_ALLOW)),
-        )
-        .route(
-            "/v1/eventtypes/{id}",
-            get(catalog::get)
-                .put(catalog::replace)
-                .delete(catalog::delete)
-                .fallback(not_allowed(catalog::ITEM_ALLOW)),
-        )
-        .route(
-            "/v1/approvals",
-            get(approvals::list).fallback(not_allowed("GET")),
-        )
-        .route(
-            "/v1/eventtypes/{id}/approvals/{subscription}",
-            get(approvals::get)
-                .put(approvals::decide)
-                .fallback(not_allowed(approvals::ITEM_ALLOW)),
-        )
-        .route(
-            "/v1/events/{sequence}/receipts",
-            get(receipts::of_event).fallback(not_allowed("GET")),
-        )
-        .route(
-            "/v1/subscriptions/{id}/receipts",
-            get(receipts::of_subscription).fallback(not_allowed("GET")),
-        )
-        .route("/v1/audit", get(audit::list).fallback(not_allowed("GET")))
-        .route(
-            "/v1/audit/verify",
-            get(audit::verify).fallback(not_allowed("GET")),
-        )
-        .route(
-            "/v1/audit/head",
-            get(audit::head).fallback(not_allowed("GET")),
-        )
-        .route("/v1/backup", get(backup::take).fallback(not_allowed("GET")))
-        .route(
-            "/v1/principals",
-            get(principals::list)
-                .post(principals::create)
-                .fallback(not_allowed(principals::COLLECTION_ALLOW)),
-        )
-        .route(
-            "/v1/principals/{name}",
-            get(principals::get)
-                .patch(principals::update)
-                .delete(principals::delete)
-                .fallback(not_allowed(principals::ITEM_ALLOW)),
-        )
-        .route(
-            "/v1/principals/{name}/token",
-            post(principals::issue_token).fallback(not_allowed(principals::TOKEN_ALLOW)),
-        )
-        .route(
-            "/healthz",
-            get(operations::healthz).fallback(not_allowed("GET")),
-        )
-        .route(
-            "/readyz",
-            get(operations::readyz).fallback(not_allowed("GET")),
-        )
-        .route(
-            "/metrics",
-            get(operations::metrics).fallback(not_allowed("GET")),
-        )
-        .route(
-            "/v1/openapi.json",
-            get(serve_openapi).fallback(not_allowed("GET")),
-        )
-        .route(
-            "/v1/signing-keys",
-            get(subscriptions::signing_keys).fallback(not_allowed("GET")),
-        )
+        .merge(api)
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             (Arc::clone(&state), largest_body, Arc::new(refusals)),
@@ -360,7 +179,17 @@ pub fn openapi(defaults: &knooppunt_store::ConfigDefaults) -> serde_json::Value 
             }
         }
     });
-    let mut doc = document::Document::new();
+    let doc = endpoints(0).into_document();
+    doc.finish(&mut document);
+    document::add_boundary_answers(&mut document);
+    document
+}
+
+/// Every endpoint of the API, each written once (see [`endpoints`](crate::endpoints)): the
+/// router and the OpenAPI document are both made from it. `body_limit`: the most a
+/// published body may be.
+fn endpoints(body_limit: usize) -> Endpoints {
+    let mut doc = Endpoints::new(body_limit);
     doc.schema::<problem::Problem<'static>>();
     events::describe(&mut doc);
     subscriptions::describe(&mut doc);
@@ -392,10 +221,12 @@ pub fn openapi(defaults: &knooppunt_store::ConfigDefaults) -> serde_json::Value 
         "Access-Control-Allow-Origin",
         document::header("Always `*`."),
     );
-    doc.add("/openapi.json", "get", &serde_json::json!([]), this);
-    doc.finish(&mut document);
-    document::add_boundary_answers(&mut document);
-    document
+    doc.get("/openapi.json", serve_openapi, &serde_json::json!([]), this);
+    // The operators' endpoints: outside the API's base path and its description.
+    doc.serve("/healthz", "get", get(operations::healthz));
+    doc.serve("/readyz", "get", get(operations::readyz));
+    doc.serve("/metrics", "get", get(operations::metrics));
+    doc
 }
 
 /// Where the sink can reach the hub: the configured public URL, or the `Host` the client

@@ -19,9 +19,10 @@ use crate::BASE_PATH;
 use crate::JsonBody;
 use crate::auth::{Caller, Role};
 use crate::document::{
-    BAD_REQUEST, Document, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header,
+    BAD_REQUEST, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header,
     page_parameters, path_parameter,
 };
+use crate::endpoints::Endpoints;
 use crate::ids::PrincipalName;
 use crate::input::{self, Field, Problems};
 use crate::page::Page;
@@ -30,10 +31,6 @@ use crate::request::RequestAudit;
 use knooppunt_services::administering::{self, PrincipalOut};
 use knooppunt_services::app::AppState;
 use knooppunt_services::principals::FROM_API;
-
-pub(crate) const COLLECTION_ALLOW: &str = "GET, POST";
-pub(crate) const ITEM_ALLOW: &str = "GET, PATCH, DELETE";
-pub(crate) const TOKEN_ALLOW: &str = "POST";
 
 /// Bounds on what a principal holds.
 const MAX_PREFIXES: usize = 50;
@@ -541,7 +538,7 @@ pub(crate) async fn issue_token(
 }
 
 /// The principals' operations.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     const TAG: &str = "principals";
     const ADMIN_ONLY: Refusal = ("403", "Only an administrator manages principals.");
     const NO_PRINCIPAL: Refusal = ("404", "There is no principal with this name.");
@@ -560,7 +557,7 @@ pub(crate) fn describe(doc: &mut Document) {
         .header("200", "Link", link_header())
         .refusals(&[BAD_REQUEST, UNAUTHORIZED, ADMIN_ONLY]);
     let none = json!([]);
-    doc.add("/principals", "get", &none, list);
+    doc.get("/principals", self::list, &none, list);
     let create = Operation::new(
         "createPrincipal",
         TAG,
@@ -583,12 +580,12 @@ pub(crate) fn describe(doc: &mut Document) {
         ("415", "The body is not application/json."),
         UNAVAILABLE,
     ]);
-    doc.add("/principals", "post", &none, create);
+    doc.post("/principals", self::create, &none, create);
     let name = json!([path_parameter("name", "The principal's name.")]);
     let read = Operation::new("getPrincipal", TAG, "Read a principal (never its token).")
         .answer("200", "The principal.", Some(principal.clone()))
         .refusals(&[UNAUTHORIZED, ADMIN_ONLY, NO_PRINCIPAL]);
-    doc.add("/principals/{name}", "get", &name, read);
+    doc.get("/principals/{name}", self::get, &name, read);
     let change = doc.input::<PrincipalChange>();
     let update = Operation::new(
         "updatePrincipal",
@@ -617,7 +614,7 @@ pub(crate) fn describe(doc: &mut Document) {
         ),
         UNAVAILABLE,
     ]);
-    doc.add("/principals/{name}", "patch", &name, update);
+    doc.patch("/principals/{name}", self::update, &name, update);
     let delete = Operation::new(
         "deletePrincipal",
         TAG,
@@ -631,7 +628,7 @@ pub(crate) fn describe(doc: &mut Document) {
         ("409", "Administrators cannot delete themselves."),
         UNAVAILABLE,
     ]);
-    doc.add("/principals/{name}", "delete", &name, delete);
+    doc.delete("/principals/{name}", self::delete, &name, delete);
     let token = Operation::new(
         "issuePrincipalToken",
         TAG,
@@ -651,5 +648,5 @@ pub(crate) fn describe(doc: &mut Document) {
         NO_PRINCIPAL,
         UNAVAILABLE,
     ]);
-    doc.add("/principals/{name}/token", "post", &name, token);
+    doc.post("/principals/{name}/token", self::issue_token, &name, token);
 }

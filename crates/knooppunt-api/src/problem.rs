@@ -66,7 +66,7 @@ pub enum ApiError {
         oldest_cursor: String,
     },
     #[error("method not allowed")]
-    MethodNotAllowed { allow: &'static str },
+    MethodNotAllowed { allow: std::sync::Arc<str> },
     #[error("{0}")]
     UnsupportedMediaType(String),
     #[error("{0}")]
@@ -289,7 +289,9 @@ impl IntoResponse for ApiError {
                 headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
             }
             ApiError::MethodNotAllowed { allow } => {
-                headers.insert(ALLOW, HeaderValue::from_static(allow));
+                if let Ok(allow) = HeaderValue::from_str(allow) {
+                    headers.insert(ALLOW, allow);
+                }
             }
             ApiError::Unavailable(_) | ApiError::DependencyUnavailable(_) => {
                 headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("5"));
@@ -405,7 +407,9 @@ mod codes {
                 detail: text(),
                 oldest_cursor: text(),
             },
-            ApiError::MethodNotAllowed { allow: "GET" },
+            ApiError::MethodNotAllowed {
+                allow: "GET".into(),
+            },
             ApiError::UnsupportedMediaType(text()),
             ApiError::PayloadTooLarge(text()),
             ApiError::RequestTimeout(text()),

@@ -23,6 +23,7 @@ use crate::document::{
     BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE,
     cloud_events, header, path_parameter,
 };
+use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
 use crate::input::{self, Field, Problems};
 use crate::problem::{ApiError, InvalidParam};
@@ -177,39 +178,44 @@ pub(crate) fn batch<'a>(events: impl Iterator<Item = &'a str> + Clone) -> Respon
 type LockTokens = Field<Vec<Field<String>>>;
 
 /// What acknowledges or renews the locks of received events.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "LockTokens", extend("additionalProperties" = false))]
 pub struct LockTokensIn {
     /// Lock tokens from Knooppunt-Lock-Tokens of receive answers.
     #[schemars(length(min = 1, max = MAX_RECEIVE))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub lock_tokens: LockTokens,
 }
 
 /// What releases received events for another consumer, after a delay.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "Release", extend("additionalProperties" = false))]
 pub struct ReleaseIn {
     /// Lock tokens from Knooppunt-Lock-Tokens of receive answers.
     #[schemars(length(min = 1, max = MAX_RECEIVE))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub lock_tokens: LockTokens,
     /// ISO 8601 duration, PT0S (default) to PT1H.
     #[serde(default)]
     #[schemars(example = &"PT10S")]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub delay: Field<String>,
 }
 
 /// What rejects received events: they become dead letters.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "Reject", extend("additionalProperties" = false))]
 pub struct RejectIn {
     /// Lock tokens from Knooppunt-Lock-Tokens of receive answers.
     #[schemars(length(min = 1, max = MAX_RECEIVE))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub lock_tokens: LockTokens,
     /// Why; kept with the dead letters.
     #[schemars(length(min = 1, max = MAX_REASON))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
     pub reason: Field<String>,
 }
 
@@ -403,7 +409,7 @@ settle_handler!(reject, Settling::Reject);
 settle_handler!(renew, Settling::Renew);
 
 /// The pull operations: receive, and settle what was received.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     const TAG: &str = "pull";
     const CONFLICT: Refusal = (
         "409",
@@ -469,7 +475,7 @@ pub(crate) fn describe(doc: &mut Document) {
             ),
         )
         .refusals(&refusals);
-    doc.add("/subscriptions/{id}/receive", "post", &id, receive);
+    doc.post("/subscriptions/{id}/receive", self::receive, &id, receive);
     let settled = doc.schema::<SettledOut>();
     for (settling, operation_id, path, summary, description) in [
         (
@@ -513,6 +519,11 @@ pub(crate) fn describe(doc: &mut Document) {
                 Some(settled.clone()),
             )
             .refusals(&refusals);
-        doc.add(path, "post", &id, operation);
+        match settling {
+            Settling::Acknowledge => doc.post(path, self::acknowledge, &id, operation),
+            Settling::Release => doc.post(path, self::release, &id, operation),
+            Settling::Reject => doc.post(path, self::reject, &id, operation),
+            Settling::Renew => doc.post(path, self::renew, &id, operation),
+        }
     }
 }

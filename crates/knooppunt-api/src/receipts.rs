@@ -17,9 +17,9 @@ use serde_json::json;
 
 use crate::auth::Caller;
 use crate::document::{
-    BAD_REQUEST, Document, NOT_FOUND, Operation, UNAUTHORIZED, link_header, page_parameters,
-    path_parameter,
+    BAD_REQUEST, NOT_FOUND, Operation, UNAUTHORIZED, link_header, page_parameters, path_parameter,
 };
+use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
@@ -190,7 +190,7 @@ pub(crate) async fn of_subscription(
 }
 
 /// The receipts' operations.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     const TAG: &str = "audit";
     let of_event = Operation::new(
         "listEventReceipts",
@@ -216,7 +216,12 @@ pub(crate) fn describe(doc: &mut Document) {
     let sequence = json!([{"name": "sequence", "in": "path", "required": true,
                            "description": "The sequence number the hub gave the event.",
                            "schema": {"type": "integer", "format": "int64"}}]);
-    doc.add("/events/{sequence}/receipts", "get", &sequence, of_event);
+    doc.get(
+        "/events/{sequence}/receipts",
+        self::of_event,
+        &sequence,
+        of_event,
+    );
     let of_subscription = Operation::new(
         "listSubscriptionReceipts",
         TAG,
@@ -236,5 +241,10 @@ pub(crate) fn describe(doc: &mut Document) {
     .header("200", "Link", link_header())
     .refusals(&[BAD_REQUEST, UNAUTHORIZED, NOT_FOUND]);
     let id = json!([path_parameter("id", "The subscription's id.")]);
-    doc.add("/subscriptions/{id}/receipts", "get", &id, of_subscription);
+    doc.get(
+        "/subscriptions/{id}/receipts",
+        self::of_subscription,
+        &id,
+        of_subscription,
+    );
 }

@@ -17,9 +17,10 @@ use serde_json::json;
 use crate::BASE_PATH;
 use crate::auth::Caller;
 use crate::document::{
-    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE,
-    header, path_parameter,
+    BAD_REQUEST, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header,
+    path_parameter,
 };
+use crate::endpoints::Endpoints;
 use crate::ids::{ReplayId, SubscriptionId};
 use crate::input::{Body, Field, Input, Problems, Time};
 use crate::problem::{ApiError, InvalidParam};
@@ -230,7 +231,7 @@ pub(crate) async fn cancel(
 }
 
 /// The replays' operations.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     let replay = doc.schema::<ReplayOut>();
     let subscription = json!([path_parameter("id", "The subscription's id.")]);
     let one = json!([
@@ -273,12 +274,22 @@ pub(crate) fn describe(doc: &mut Document) {
     )
     .answer("200", "The replays.", Some(doc.list_of::<ReplayOut>()))
     .refusals(&[UNAUTHORIZED, FORBIDDEN, NOT_FOUND, UNAVAILABLE]);
-    doc.add("/subscriptions/{id}/replays", "get", &subscription, list);
-    doc.add("/subscriptions/{id}/replays", "post", &subscription, create);
+    doc.get(
+        "/subscriptions/{id}/replays",
+        self::list,
+        &subscription,
+        list,
+    );
+    doc.post(
+        "/subscriptions/{id}/replays",
+        self::create,
+        &subscription,
+        create,
+    );
     let get = Operation::new("getReplay", "pull", "Read a replay: its state and progress")
         .answer("200", "The replay.", Some(replay.clone()))
         .refusals(&[UNAUTHORIZED, FORBIDDEN, NO_REPLAY, UNAVAILABLE]);
-    doc.add("/subscriptions/{id}/replays/{replay}", "get", &one, get);
+    doc.get("/subscriptions/{id}/replays/{replay}", self::get, &one, get);
     let cancel = Operation::new("cancelReplay", "pull", "Cancel a running replay")
         .answer(
             "200",
@@ -288,9 +299,9 @@ pub(crate) fn describe(doc: &mut Document) {
             Some(replay),
         )
         .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NO_REPLAY, UNAVAILABLE]);
-    doc.add(
+    doc.post(
         "/subscriptions/{id}/replays/{replay}/cancel",
-        "post",
+        self::cancel,
         &one,
         cancel,
     );

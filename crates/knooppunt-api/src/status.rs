@@ -17,9 +17,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::auth::{Caller, Role};
-use crate::document::{
-    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, UNAUTHORIZED, path_parameter,
-};
+use crate::document::{BAD_REQUEST, FORBIDDEN, NOT_FOUND, Operation, UNAUTHORIZED, path_parameter};
+use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
 use crate::problem::ApiError;
 use crate::request::RequestAudit;
@@ -386,7 +385,7 @@ pub(crate) async fn hub(
 }
 
 /// The status operations.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     const TAG: &str = "status";
     let id = json!([path_parameter(
         "id",
@@ -404,7 +403,12 @@ pub(crate) fn describe(doc: &mut Document) {
         Some(doc.schema::<SubscriptionStatusOut>()),
     )
     .refusals(&[UNAUTHORIZED, FORBIDDEN, NOT_FOUND]);
-    doc.add("/subscriptions/{id}/status", "get", &id, status);
+    doc.get(
+        "/subscriptions/{id}/status",
+        self::subscription,
+        &id,
+        status,
+    );
     let attempts = Operation::new(
         "listSubscriptionAttempts",
         TAG,
@@ -414,7 +418,12 @@ pub(crate) fn describe(doc: &mut Document) {
     )
     .answer("200", "The attempts.", Some(doc.list_of::<AttemptOut>()))
     .refusals(&[UNAUTHORIZED, FORBIDDEN, NOT_FOUND]);
-    doc.add("/subscriptions/{id}/attempts", "get", &id, attempts);
+    doc.get(
+        "/subscriptions/{id}/attempts",
+        self::attempts,
+        &id,
+        attempts,
+    );
     let test = Operation::new(
         "testSubscription",
         TAG,
@@ -437,7 +446,7 @@ pub(crate) fn describe(doc: &mut Document) {
             "The subscription is not active, or is a pull subscription.",
         ),
     ]);
-    doc.add("/subscriptions/{id}/test", "post", &id, test);
+    doc.post("/subscriptions/{id}/test", self::test, &id, test);
     let hub = Operation::new(
         "getHubStatus",
         TAG,
@@ -450,5 +459,5 @@ pub(crate) fn describe(doc: &mut Document) {
         UNAUTHORIZED,
         ("403", "Only an administrator reads the hub's status."),
     ]);
-    doc.add("/status", "get", &json!([]), hub);
+    doc.get("/status", self::hub, &json!([]), hub);
 }

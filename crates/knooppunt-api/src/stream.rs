@@ -15,9 +15,10 @@ use serde_json::json;
 
 use crate::auth::Caller;
 use crate::document::{
-    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, UNAUTHORIZED, UNAVAILABLE,
-    cloud_events, header, path_parameter,
+    BAD_REQUEST, FORBIDDEN, NOT_FOUND, Operation, UNAUTHORIZED, UNAVAILABLE, cloud_events, header,
+    path_parameter,
 };
+use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
 use crate::problem::{ApiError, InvalidParam};
 use crate::subscriptions::{not_found, unseen};
@@ -117,7 +118,7 @@ pub(crate) async fn read(
 }
 
 /// The event stream's operation.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     let stream = Operation::new(
         "readEventStream",
         "pull",
@@ -168,5 +169,5 @@ pub(crate) fn describe(doc: &mut Document) {
         "id",
         "The id the hub assigned to the subscription."
     )]);
-    doc.add("/subscriptions/{id}/events", "get", &id, stream);
+    doc.get("/subscriptions/{id}/events", self::read, &id, stream);
 }

@@ -15,9 +15,10 @@ use serde_json::{Value, json};
 
 use crate::auth::{Caller, Role};
 use crate::document::{
-    BAD_REQUEST, Document, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, header,
-    link_header, page_parameters, path_parameter,
+    BAD_REQUEST, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, header, link_header,
+    page_parameters, path_parameter,
 };
+use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
@@ -626,7 +627,7 @@ pub(crate) async fn signing_keys(State(state): State<Arc<AppState>>) -> Response
 }
 
 /// The subscriptions' operations.
-pub(crate) fn describe(doc: &mut Document) {
+pub(crate) fn describe(doc: &mut Endpoints) {
     const TAG: &str = "subscriptions";
     /// Creating or replacing a subscription: also refused past the principal's quotas.
     const FORBIDDEN_OR_QUOTA: Refusal = (
@@ -682,7 +683,7 @@ pub(crate) fn describe(doc: &mut Document) {
     )
     .header("200", "Link", link_header())
     .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN]);
-    doc.add("/subscriptions", "get", &none, list);
+    doc.get("/subscriptions", self::list, &none, list);
     let create = Operation::new(
         "createSubscription",
         TAG,
@@ -698,10 +699,10 @@ pub(crate) fn describe(doc: &mut Document) {
         TOO_LARGE,
         NOT_JSON,
     ]);
-    doc.add("/subscriptions", "post", &none, create);
-    doc.add(
+    doc.post("/subscriptions", self::create, &none, create);
+    doc.options(
         "/subscriptions",
-        "options",
+        self::options_collection,
         &none,
         options(
             "getSubscriptionsFeatures",
@@ -720,7 +721,7 @@ pub(crate) fn describe(doc: &mut Document) {
     )
     .answer("200", "The subscription.", Some(subscription.clone()))
     .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND]);
-    doc.add("/subscriptions/{id}", "get", &id, read);
+    doc.get("/subscriptions/{id}", self::get, &id, read);
     let replace = Operation::new(
         "updateSubscription",
         TAG,
@@ -740,7 +741,7 @@ pub(crate) fn describe(doc: &mut Document) {
         TOO_LARGE,
         NOT_JSON,
     ]);
-    doc.add("/subscriptions/{id}", "put", &id, replace);
+    doc.put("/subscriptions/{id}", self::replace, &id, replace);
     let delete = Operation::new(
         "deleteSubscription",
         TAG,
@@ -748,10 +749,10 @@ pub(crate) fn describe(doc: &mut Document) {
     )
     .answer("200", "Deleted.", Some(subscription))
     .refusals(&[BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND]);
-    doc.add("/subscriptions/{id}", "delete", &id, delete);
-    doc.add(
+    doc.delete("/subscriptions/{id}", self::delete, &id, delete);
+    doc.options(
         "/subscriptions/{id}",
-        "options",
+        self::options_item,
         &id,
         options(
             "getSubscriptionFeatures",
@@ -763,7 +764,7 @@ pub(crate) fn describe(doc: &mut Document) {
 }
 
 /// The signing operations: rotating a subscription's secret, and the hub's public keys.
-fn describe_signing(doc: &mut Document) {
+fn describe_signing(doc: &mut Endpoints) {
     let rotate = Operation::new(
         "rotateSigningSecret",
         "subscriptions",
@@ -793,7 +794,12 @@ fn describe_signing(doc: &mut Document) {
         "id",
         "The id the hub assigned to the subscription."
     )]);
-    doc.add("/subscriptions/{id}/signing-secret", "post", &id, rotate);
+    doc.post(
+        "/subscriptions/{id}/signing-secret",
+        self::rotate_signing_secret,
+        &id,
+        rotate,
+    );
     let keys = Operation::new(
         "listSigningKeys",
         "subscriptions",
@@ -808,5 +814,5 @@ fn describe_signing(doc: &mut Document) {
         "The keys, the current one first.",
         Some(doc.schema::<SigningKeysOut>()),
     );
-    doc.add("/signing-keys", "get", &json!([]), keys);
+    doc.get("/signing-keys", self::signing_keys, &json!([]), keys);
 }
