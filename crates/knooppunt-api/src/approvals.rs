@@ -27,23 +27,8 @@ use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
 use knooppunt_services::app::AppState;
-use knooppunt_services::approvals::{Refused, Selection};
+use knooppunt_services::approvals::Selection;
 use knooppunt_services::cataloging;
-
-impl From<Refused> for ApiError {
-    fn from(refused: Refused) -> Self {
-        match refused {
-            Refused::Store(error) => error.into(),
-            Refused::NotFound(why) => ApiError::NotFound(why),
-            Refused::Forbidden(why) => ApiError::Forbidden(why),
-            Refused::Conflict(why) => ApiError::Conflict(why),
-            Refused::Invalid(name, why) => ApiError::invalid(
-                "the decision has problems; see invalidParams",
-                vec![InvalidParam::new(name, why)],
-            ),
-        }
-    }
-}
 
 /// A grant as the approvals API shows it; as a subscription shows it, without
 /// `subscription` and `subscriber` (it is theirs).

@@ -30,27 +30,13 @@ use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
 use knooppunt_services::app::AppState;
 use knooppunt_services::audit::{Action, ActionName};
-use knooppunt_services::catalog::{Draft, Refused};
+use knooppunt_services::catalog::Draft;
 use knooppunt_services::cataloging;
 
 const MAX_TEXT: usize = 2048;
 /// The most kenmerken an entry names, and the longest (a ZGW kanaal filter's bound).
 const MAX_KENMERKEN: usize = 100;
 const MAX_KENMERK: usize = 100;
-
-impl From<Refused> for ApiError {
-    fn from(refused: Refused) -> Self {
-        match refused {
-            Refused::Store(error) => error.into(),
-            Refused::Forbidden(why) => ApiError::Forbidden(why),
-            Refused::Conflict(why) => ApiError::Conflict(why),
-            Refused::Invalid(name, why) => ApiError::invalid(
-                "the catalog entry has problems; see invalidParams",
-                vec![InvalidParam::new(name, why)],
-            ),
-        }
-    }
-}
 
 /// A catalog entry as the API shows it (and the audit trail keeps it).
 #[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]

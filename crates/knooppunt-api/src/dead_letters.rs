@@ -25,35 +25,12 @@ use crate::ids::{DeadLetterId, SubscriptionId};
 use crate::page::Page;
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
-use crate::subscriptions::not_found;
 use knooppunt_services::app::AppState;
-use knooppunt_services::salvaging::{self, Refused};
-
-/// A refusal of the dead letters' service about dead letter `seq` (if one is named) of
-/// subscription `id`, as a problem.
-fn refused(refused: Refused, id: &str, seq: Option<u64>) -> ApiError {
-    match refused {
-        Refused::Forbidden(why) => ApiError::Forbidden(why),
-        Refused::NoSubscription => not_found(id),
-        Refused::NoDeadLetter => missing(id, seq.unwrap_or_default()),
-        Refused::Disabled => ApiError::Conflict(format!(
-            "subscription `{id}` is disabled because its sink answered 410 Gone, so nothing \
-             would be delivered; give it a new sink with PUT first"
-        )),
-        Refused::Approvals(refusal) => refusal.into(),
-        Refused::Store(error) => error.into(),
-    }
-}
+use knooppunt_services::salvaging;
 
 fn dead_letter_id(text: &str) -> Result<u64, ApiError> {
     text.parse()
         .map_err(|_| ApiError::NotFound(format!("there is no dead letter `{text}`")))
-}
-
-fn missing(id: &str, seq: u64) -> ApiError {
-    ApiError::NotFound(format!(
-        "subscription `{id}` has no dead letter `{seq}` (it may have been redelivered or deleted)"
-    ))
 }
 
 /// A dead letter as the API shows it; with the event itself (as accepted) in a read of
@@ -143,12 +120,10 @@ pub(crate) async fn list(
     if !problems.is_empty() {
         // Who may is the service's rule: a stranger learns nothing from the query's
         // problems.
-        salvaging::check_access(&state, &caller.0, &id).map_err(|why| refused(why, &id, None))?;
+        salvaging::check_access(&state, &caller.0, &id)?;
         return Err(ApiError::invalid("the query is invalid", problems));
     }
-    let mut page = salvaging::list(&state, &caller.0, &id, (cursor, page_size + 1))
-        .await
-        .map_err(|why| refused(why, &id, None))?;
+    let mut page = salvaging::list(&state, &caller.0, &id, (cursor, page_size + 1)).await?;
     let more = page.len() > page_size;
     page.truncate(page_size);
     let body: Vec<DeadLetterOut> = page.iter().map(|d| representation(d, None)).collect();
@@ -170,9 +145,7 @@ pub(crate) async fn get(
     Path((id, dead_letter)): Path<(SubscriptionId, DeadLetterId)>,
 ) -> Result<Response, ApiError> {
     let seq = dead_letter_id(&dead_letter)?;
-    let (dead, event) = salvaging::get(&state, &caller.0, (&id, seq))
-        .await
-        .map_err(|why| refused(why, &id, Some(seq)))?;
+    let (dead, event) = salvaging::get(&state, &caller.0, (&id, seq)).await?;
     let event = event.and_then(|stored| serde_json::from_str::<Value>(&stored.json).ok());
     Ok(Json(representation(&dead, event)).into_response())
 }
@@ -185,9 +158,7 @@ pub(crate) async fn redeliver(
     Path((id, dead_letter)): Path<(SubscriptionId, DeadLetterId)>,
 ) -> Result<Response, ApiError> {
     let seq = dead_letter_id(&dead_letter)?;
-    salvaging::redeliver(&state, &audit.of(&caller), &caller.0, (&id, seq))
-        .await
-        .map_err(|why| refused(why, &id, Some(seq)))?;
+    salvaging::redeliver(&state, &audit.of(&caller), &caller.0, (&id, seq)).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(RedeliveryOut {
@@ -207,9 +178,7 @@ pub(crate) async fn delete(
     Path((id, dead_letter)): Path<(SubscriptionId, DeadLetterId)>,
 ) -> Result<Response, ApiError> {
     let seq = dead_letter_id(&dead_letter)?;
-    salvaging::delete(&state, &audit.of(&caller), &caller.0, (&id, seq))
-        .await
-        .map_err(|why| refused(why, &id, Some(seq)))?;
+    salvaging::delete(&state, &audit.of(&caller), &caller.0, (&id, seq)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

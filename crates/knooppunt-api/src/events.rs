@@ -20,7 +20,7 @@ use crate::document::{Operation, UNAUTHORIZED, cloud_events, header};
 use crate::endpoints::Endpoints;
 use crate::problem::{ApiError, InvalidParam};
 use knooppunt_services::app::AppState;
-use knooppunt_services::ingest::{Receipt, Refused, ViolationSchema};
+use knooppunt_services::ingest::{Receipt, ViolationSchema};
 use knooppunt_services::telemetry::Rejection;
 
 /// The answer to a batch: the receipts without their warnings, and each warning once with
@@ -131,7 +131,7 @@ impl Receipts {
 }
 
 /// Every problem of the invalid events, by position (`None` for a single event).
-fn invalid_events(problems: Vec<(Option<usize>, Violations)>) -> ApiError {
+pub(crate) fn invalid_events(problems: Vec<(Option<usize>, Violations)>) -> ApiError {
     let mut params = Vec::new();
     let mut errors = Vec::new();
     for (index, violations) in &problems {
@@ -296,15 +296,7 @@ async fn accept(
         .await
     {
         Ok(receipts) => receipts,
-        Err(Refused::Invalid(problems)) => return Err(invalid_events(problems)),
-        Err(Refused::Forbidden(detail)) => return Err(ApiError::Forbidden(detail)),
-        Err(Refused::Store(error)) => return Err(error.into()),
-        Err(Refused::Full(full)) => {
-            return Err(ApiError::Full {
-                detail: full.detail,
-                retry_after: full.retry_after,
-            });
-        }
+        Err(refused) => return Err(refused.into()),
     };
     let deprecated = receipts.iter().any(|receipt| receipt.deprecated_type);
     let body = if batched {

@@ -327,33 +327,27 @@ impl From<crate::identity::tokens::TokenRefused> for ApiError {
     }
 }
 
-impl From<knooppunt_services::principals::Refused> for ApiError {
-    fn from(error: knooppunt_services::principals::Refused) -> Self {
-        match error {
-            knooppunt_services::principals::Refused::Store(error) => error.into(),
-            knooppunt_services::principals::Refused::NotAdmin(why) => ApiError::Forbidden(why),
-            knooppunt_services::principals::Refused::Conflict(why) => ApiError::Conflict(why),
-            knooppunt_services::principals::Refused::Invalid(member, why) => ApiError::invalid(
-                "the principal is not valid",
-                vec![InvalidParam::new(member, why)],
-            ),
-        }
-    }
-}
-
-impl From<knooppunt_services::subscribing::Refused> for ApiError {
-    fn from(refused: knooppunt_services::subscribing::Refused) -> Self {
-        use knooppunt_services::subscribing::Refused;
+/// A use case's refusal, as a problem: the one place the services' refusals become the
+/// API's (and the console's) answers.
+impl From<knooppunt_services::refused::Refused> for ApiError {
+    fn from(refused: knooppunt_services::refused::Refused) -> Self {
+        use knooppunt_services::refused::Refused;
         match refused {
             Refused::Forbidden(why) => ApiError::Forbidden(why),
-            Refused::Address(member, why) => ApiError::invalid(
-                "the sink cannot be used; see invalidParams",
+            Refused::NotFound(missing) => ApiError::NotFound(format!("there is no {missing}")),
+            Refused::Conflict(why) => ApiError::Conflict(why),
+            Refused::Invalid(member, why) => ApiError::invalid(
+                format!("`{member}` cannot be used: {why}"),
                 vec![InvalidParam::new(member, why)],
             ),
+            Refused::Busy(why) => ApiError::TooMany(why),
+            Refused::Events(problems) => crate::events::invalid_events(problems),
+            Refused::Full(full) => ApiError::Full {
+                detail: full.detail,
+                retry_after: full.retry_after,
+            },
             Refused::Quota(exceeded) => exceeded.into(),
             Refused::Store(error) => error.into(),
-            Refused::NotFound(id) => not_found(&id),
-            Refused::Conflict(why) => ApiError::Conflict(why),
         }
     }
 }

@@ -23,13 +23,11 @@ use crate::document::{
 use crate::endpoints::Endpoints;
 use crate::ids::{ReplayId, SubscriptionId};
 use crate::input::{Body, Field, Input, Problems, Time};
-use crate::problem::{ApiError, InvalidParam};
+use crate::problem::ApiError;
 use crate::request::RequestAudit;
-use crate::subscriptions::not_found;
 use knooppunt_services::app::AppState;
 use knooppunt_services::audit::{Action, ActionName};
-use knooppunt_services::history::ReplayRefused;
-use knooppunt_services::replaying::{self, Refused};
+use knooppunt_services::replaying;
 
 /// A replay: a window of a subscription's retained events queued for it again.
 #[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
@@ -113,25 +111,6 @@ impl Body for ReplayIn {
     }
 }
 
-impl From<(Refused, &str)> for ApiError {
-    fn from((refused, id): (Refused, &str)) -> Self {
-        match refused {
-            Refused::Forbidden(why) => ApiError::Forbidden(why),
-            Refused::NoSubscription => not_found(id),
-            Refused::Start(ReplayRefused::Window(why)) => ApiError::invalid(
-                "the window is empty; see invalidParams",
-                vec![InvalidParam::new("from", why)],
-            ),
-            Refused::Start(why @ ReplayRefused::TooMany(_)) => ApiError::TooMany(why.to_string()),
-            Refused::Start(why @ ReplayRefused::Suspended(_)) => {
-                ApiError::Conflict(why.to_string())
-            }
-            Refused::Start(ReplayRefused::NoSubscription) => not_found(id),
-            Refused::Start(ReplayRefused::Store(error)) | Refused::Store(error) => error.into(),
-        }
-    }
-}
-
 /// `POST /v1/subscriptions/{id}/replays` with `from` (required) and `until` (default: now):
 /// 202 with the job.
 pub(crate) async fn create(
@@ -154,8 +133,7 @@ pub(crate) async fn create(
             )
         },
     )
-    .await
-    .map_err(|refused| ApiError::from((refused, id.as_str())))?;
+    .await?;
     let location = HeaderValue::try_from(format!(
         "{BASE_PATH}/subscriptions/{id}/replays/{}",
         replay.id
@@ -175,9 +153,7 @@ pub(crate) async fn list(
     caller: Caller,
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
-    let replays = replaying::list(&state, &caller.0, &id)
-        .await
-        .map_err(|refused| ApiError::from((refused, id.as_str())))?;
+    let replays = replaying::list(&state, &caller.0, &id).await?;
     let body: Vec<ReplayOut> = replays.iter().map(ReplayOut::from).collect();
     Ok(Json(body).into_response())
 }
@@ -192,10 +168,7 @@ pub(crate) async fn get(
     caller: Caller,
     Path((id, replay)): Path<(SubscriptionId, ReplayId)>,
 ) -> Result<Response, ApiError> {
-    match replaying::get(&state, &caller.0, (&id, &replay))
-        .await
-        .map_err(|refused| ApiError::from((refused, id.as_str())))?
-    {
+    match replaying::get(&state, &caller.0, (&id, &replay)).await? {
         Some(found) => Ok(Json(ReplayOut::from(&found)).into_response()),
         None => Err(missing(&id, &replay)),
     }
@@ -222,8 +195,7 @@ pub(crate) async fn cancel(
             )
         },
     )
-    .await
-    .map_err(|refused| ApiError::from((refused, id.as_str())))?;
+    .await?;
     match cancelled {
         Some(cancelled) => Ok(Json(ReplayOut::from(&cancelled)).into_response()),
         None => Err(missing(&id, &replay)),

@@ -139,17 +139,36 @@ impl IntoResponse for ZgwError {
     }
 }
 
-impl From<knooppunt_services::subscribing::Refused> for ZgwError {
-    fn from(refused: knooppunt_services::subscribing::Refused) -> Self {
-        use knooppunt_services::subscribing::Refused;
+/// A use case's refusal, as the facade's `Fout`: the one place the services' refusals
+/// become the Notificaties API's answers.
+impl From<knooppunt_services::refused::Refused> for ZgwError {
+    fn from(refused: knooppunt_services::refused::Refused) -> Self {
+        use knooppunt_services::refused::{Missing, Refused};
         match refused {
             Refused::Forbidden(why) => ZgwError::PermissionDenied(why),
-            // An abonnement has no token endpoint: its callback is its one address.
-            Refused::Address(_, why) => invalid("callbackUrl", "invalid", why),
+            // An abonnement has one address, its callback; a kanaal's name is its key.
+            Refused::Invalid("sink" | "sinkcredential.tokenurl", why) => {
+                invalid("callbackUrl", "invalid", why)
+            }
+            Refused::Invalid(_, why) => invalid("nonFieldErrors", "invalid", why),
             Refused::Quota(exceeded) => exceeded.into(),
             Refused::Store(error) => error.into(),
-            Refused::NotFound(id) => ZgwError::NotFound(format!("er is geen abonnement `{id}`")),
+            Refused::NotFound(Missing::Subscription(id)) => {
+                ZgwError::NotFound(format!("er is geen abonnement `{id}`"))
+            }
+            Refused::NotFound(missing) => ZgwError::NotFound(format!("er is geen {missing}")),
             Refused::Conflict(why) => ZgwError::Conflict(why),
+            Refused::Busy(why) => ZgwError::Unavailable(why),
+            Refused::Events(problems) => ZgwError::Invalid(
+                problems
+                    .iter()
+                    .flat_map(|(_, violations)| match invalid_event(violations) {
+                        ZgwError::Invalid(found) => found,
+                        _ => Vec::new(),
+                    })
+                    .collect(),
+            ),
+            Refused::Full(full) => ZgwError::Unavailable(full.detail),
         }
     }
 }

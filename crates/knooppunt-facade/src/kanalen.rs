@@ -301,14 +301,15 @@ pub(crate) fn kanaal_refusal(why: KanaalRefused) -> ZgwError {
             code: "wijzigen-niet-toegelaten",
             reason: "Dit veld mag niet gewijzigd worden.".into(),
         }]),
-        KanaalRefused::Catalog(knooppunt_services::catalog::Refused::Store(error)) => error.into(),
-        KanaalRefused::Catalog(knooppunt_services::catalog::Refused::Forbidden(why)) => {
-            ZgwError::PermissionDenied(why)
-        }
-        KanaalRefused::Catalog(other) => ZgwError::Invalid(vec![FieldError {
+        // What the catalog refuses of a kanaal's values reads as Open Notificaties' 400.
+        KanaalRefused::Catalog(
+            refused @ (knooppunt_services::refused::Refused::Conflict(_)
+            | knooppunt_services::refused::Refused::Invalid(..)),
+        ) => ZgwError::Invalid(vec![FieldError {
             name: "nonFieldErrors".into(),
             code: "invalid",
-            reason: other.to_string(),
+            reason: refused.to_string(),
         }]),
+        KanaalRefused::Catalog(refused) => refused.into(),
     }
 }

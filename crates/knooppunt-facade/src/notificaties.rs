@@ -47,18 +47,7 @@ pub(crate) async fn publish_notificatie(
             knooppunt_api::request::hop_trace(&headers),
         )
         .await
-        .map_err(|refused| match refused {
-            knooppunt_services::ingest::Refused::Invalid(problems) => {
-                ZgwError::Invalid(vec![FieldError {
-                    name: "nonFieldErrors".into(),
-                    code: "invalid",
-                    reason: format!("De notificatie is als CloudEvent ongeldig: {problems:?}"),
-                }])
-            }
-            knooppunt_services::ingest::Refused::Forbidden(why) => ZgwError::PermissionDenied(why),
-            knooppunt_services::ingest::Refused::Store(error) => error.into(),
-            knooppunt_services::ingest::Refused::Full(full) => ZgwError::Unavailable(full.detail),
-        })?;
+        .map_err(ZgwError::from)?;
     // 201: what the ZGW clients in use expect of a create (the 1.0 document says 200).
     Ok(answer_text(StatusCode::CREATED, notificatie.json()))
 }
@@ -76,22 +65,6 @@ pub(crate) async fn publish_cloudevent(
 ) -> Result<Response, ZgwError> {
     use knooppunt_event::binding::http::{self as binding, Message};
     let principal = publisher(&state, &caller)?;
-    let invalid = |violations: &knooppunt_event::Violations| {
-        ZgwError::Invalid(
-            violations
-                .iter()
-                .map(|v| FieldError {
-                    name: if v.attribute.is_empty() {
-                        "nonFieldErrors".to_owned()
-                    } else {
-                        v.attribute.clone()
-                    },
-                    code: "invalid",
-                    reason: v.detail.clone(),
-                })
-                .collect(),
-        )
-    };
     let received = if headers.contains_key("ce-specversion") {
         match binding::decode(&headers, &body) {
             Ok(Message::Single(event)) => *event,
@@ -102,11 +75,13 @@ pub(crate) async fn publish_cloudevent(
                     reason: "Eén CloudEvent per verzoek; een batch kan op /v1/events.".into(),
                 }]));
             }
-            Err(binding::DecodeError::Invalid(violations)) => return Err(invalid(&violations)),
+            Err(binding::DecodeError::Invalid(violations)) => {
+                return Err(invalid_event(&violations));
+            }
             Err(other) => return Err(ZgwError::UnsupportedMediaType(other.to_string())),
         }
     } else {
-        knooppunt_event::format::json::decode_event(&body).map_err(|v| invalid(&v))?
+        knooppunt_event::format::json::decode_event(&body).map_err(|v| invalid_event(&v))?
     };
     let answer = received.to_json().into_owned();
     let receipts = state
@@ -118,20 +93,7 @@ pub(crate) async fn publish_cloudevent(
             knooppunt_api::request::hop_trace(&headers),
         )
         .await
-        .map_err(|refused| match refused {
-            knooppunt_services::ingest::Refused::Invalid(problems) => {
-                let mut errors = Vec::new();
-                for (_, violations) in &problems {
-                    if let ZgwError::Invalid(found) = invalid(violations) {
-                        errors.extend(found);
-                    }
-                }
-                ZgwError::Invalid(errors)
-            }
-            knooppunt_services::ingest::Refused::Forbidden(why) => ZgwError::PermissionDenied(why),
-            knooppunt_services::ingest::Refused::Store(error) => error.into(),
-            knooppunt_services::ingest::Refused::Full(full) => ZgwError::Unavailable(full.detail),
-        })?;
+        .map_err(ZgwError::from)?;
     // A repeat is acknowledged, not routed again: only an identical one is answered 201.
     for receipt in &receipts {
         if state.publishing.repeat_differs(receipt, &answer).await? {
@@ -148,4 +110,22 @@ pub(crate) async fn publish_cloudevent(
         }
     }
     Ok(answer_text(StatusCode::CREATED, &answer))
+}
+
+/// An event's problems as the API's field errors: each attribute with its problem.
+pub(crate) fn invalid_event(violations: &knooppunt_event::Violations) -> ZgwError {
+    ZgwError::Invalid(
+        violations
+            .iter()
+            .map(|v| FieldError {
+                name: if v.attribute.is_empty() {
+                    "nonFieldErrors".to_owned()
+                } else {
+                    v.attribute.clone()
+                },
+                code: "invalid",
+                reason: v.detail.clone(),
+            })
+            .collect(),
+    )
 }

@@ -17,7 +17,7 @@ use crate::principals::{FROM_API, Refused};
 
 /// Whether `caller` may `action` ("create principals"): only an admin may.
 pub fn may_administer(caller: &Principal, action: &str) -> Result<(), Refused> {
-    caller.may(Role::Admin, action).map_err(Refused::NotAdmin)
+    caller.may(Role::Admin, action).map_err(Refused::Forbidden)
 }
 
 /// A principal as the API shows it and the audit trail keeps it: its secrets never (a

@@ -36,24 +36,7 @@ use crate::subscriptions::{Redelivered, Subscriptions};
 /// The longest reason a decision may give, in characters.
 pub const MAX_REASON: usize = 1000;
 
-/// Why a decision was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum Refused {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// No such grant (or entry, or subscription) that the principal may see.
-    #[error("{0}")]
-    NotFound(String),
-    /// Not the entry's owner, or the subscription's own owner.
-    #[error("{0}")]
-    Forbidden(String),
-    /// The grant is not in a state this decision follows.
-    #[error("{0}")]
-    Conflict(String),
-    /// A member of the decision cannot be used (its name, and why).
-    #[error("{0}: {1}")]
-    Invalid(&'static str, String),
-}
+pub use crate::refused::{Missing, Refused};
 
 /// A decision as made: the grant, whom it concerns (the entry's owner and the subscriber),
 /// and how many queued deliveries a revocation withdrew.
@@ -441,16 +424,17 @@ impl Approvals {
     ) -> Result<Decided, Refused> {
         let _writer = self.writes.lock().await;
         let not_found = || {
-            Refused::NotFound(format!(
-                "there is no approval of event type {entry_id} for subscription \
-                 {subscription_id}"
-            ))
+            Refused::NotFound(Missing::Approval {
+                entry: entry_id.to_owned(),
+                subscription: subscription_id.to_owned(),
+            })
         };
         // The catalog is public, so who owns the entry is no secret: a principal that may not
         // decide learns that before whether the subscription has a grant.
-        let entry = self.catalog.get(entry_id).ok_or_else(|| {
-            Refused::NotFound(format!("there is no event type (catalog entry) {entry_id}"))
-        })?;
+        let entry = self
+            .catalog
+            .get(entry_id)
+            .ok_or_else(|| Refused::NotFound(Missing::EventType(entry_id.to_owned())))?;
         if !principal.is_admin() && principal.name != entry.owner {
             return Err(Refused::Forbidden(format!(
                 "event type {entry_id} is owned by `{}`: only its owner or an admin decides who \

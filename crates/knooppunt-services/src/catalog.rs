@@ -78,21 +78,7 @@ impl jsonschema::Retrieve for NoRetrieval {
     }
 }
 
-/// Why a change of the catalog was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum Refused {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// Not the owner, or may not publish what the entry covers: what to do.
-    #[error("{0}")]
-    Forbidden(String),
-    /// Another entry covers exactly the same events.
-    #[error("{0}")]
-    Conflict(String),
-    /// A member of the draft cannot be used (its name, and why).
-    #[error("{0}: {1}")]
-    Invalid(&'static str, String),
-}
+pub use crate::refused::{Missing, Refused};
 
 pub struct Catalog {
     store: Arc<dyn Store>,

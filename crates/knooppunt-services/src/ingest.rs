@@ -19,7 +19,7 @@ use serde::Serialize;
 use tracing::Instrument;
 
 use crate::approvals::Approvals;
-use crate::backlog::{Backlog, Full};
+use crate::backlog::Backlog;
 use crate::catalog::{Catalog, Covered};
 use crate::identity::{Principal, SourceRefused};
 use crate::subscriptions::Subscriptions;
@@ -290,19 +290,7 @@ pub struct ViolationSchema {
     severity: String,
 }
 
-/// Why published events were not accepted (none of them was).
-#[derive(Debug)]
-pub enum Refused {
-    /// Events break the profile: their problems, by position in a batch.
-    Invalid(Vec<(Option<usize>, Violations)>),
-    /// The publisher may not publish an event's source; what to fix.
-    Forbidden(String),
-    /// The store could not take them.
-    Store(StoreError),
-    /// The hub holds all the undelivered data it may (or its disk is nearly full): try
-    /// again later.
-    Full(Full),
-}
+pub use crate::refused::Refused;
 
 /// Counts refused events, by why.
 fn rejected(pipeline: &Pipeline, why: Rejection, count: usize) {
@@ -412,7 +400,7 @@ fn check(
         Ok(warnings)
     } else {
         rejected(pipeline, Rejection::Invalid, received.len());
-        Err(Refused::Invalid(problems))
+        Err(Refused::Events(problems))
     }
 }
 
@@ -515,7 +503,7 @@ fn look_up(
     }
     if !problems.is_empty() {
         rejected(pipeline, Rejection::Invalid, received.len());
-        return Err(Refused::Invalid(problems));
+        return Err(Refused::Events(problems));
     }
     Ok(found)
 }

@@ -19,6 +19,7 @@ pub use knooppunt_identity as identity;
 pub mod ingest;
 pub mod notices;
 pub mod principals;
+pub mod refused;
 pub mod registry;
 pub mod replaying;
 pub mod salvaging;

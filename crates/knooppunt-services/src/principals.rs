@@ -304,7 +304,7 @@ impl Principals {
             Some(entry)
                 if entry.record.disabled || !entry.record.roles.iter().any(|r| r == "admin") =>
             {
-                Err(Refused::NotAdmin(format!(
+                Err(Refused::Forbidden(format!(
                     "principal `{actor}` is no longer an enabled admin (another admin changed \
                      it while this request was on its way); nothing was changed"
                 )))
@@ -419,21 +419,7 @@ impl Principals {
     }
 }
 
-/// Why a change of principals was not made.
-#[derive(Debug, thiserror::Error)]
-pub enum Refused {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The acting principal lost its admin role (or was disabled) meanwhile.
-    #[error("{0}")]
-    NotAdmin(String),
-    /// The change breaks a rule of principals: what to do instead.
-    #[error("{0}")]
-    Conflict(String),
-    /// A value breaks a rule of principals: the member and why.
-    #[error("{0}: {1}")]
-    Invalid(&'static str, String),
-}
+pub use crate::refused::{Missing, Refused};
 
 impl std::fmt::Debug for Principals {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

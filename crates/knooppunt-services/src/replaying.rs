@@ -3,7 +3,7 @@
 //! goes on the audit trail, are decided here for every surface (the `/v1` API, and the
 //! console, which calls the API).
 
-use knooppunt_store::{Replay, StoreError};
+use knooppunt_store::Replay;
 
 use crate::app::AppState;
 use crate::audit::{Action, Context};
@@ -11,20 +11,7 @@ use crate::history::ReplayRefused;
 use crate::identity::Principal;
 use crate::subscriptions::Unseen;
 
-/// Why a replay was not started, read or cancelled (nothing was changed).
-#[derive(Debug, thiserror::Error)]
-pub enum Refused {
-    /// The caller may not replay events (the detail says why).
-    #[error("{0}")]
-    Forbidden(String),
-    /// There is no subscription of this id the caller may see.
-    #[error("there is no such subscription")]
-    NoSubscription,
-    #[error(transparent)]
-    Start(ReplayRefused),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
+pub use crate::refused::{Missing, Refused};
 
 /// The owner of subscription `id` if `caller` may replay its events.
 fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<String, Refused> {
@@ -34,7 +21,7 @@ fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<String
     {
         Ok(subscription) => Ok(subscription.owner.clone()),
         Err(Unseen::Forbidden(why)) => Err(Refused::Forbidden(why)),
-        Err(Unseen::NoSubscription) => Err(Refused::NoSubscription),
+        Err(Unseen::NoSubscription) => Err(Refused::NotFound(Missing::Subscription(id.to_owned()))),
     }
 }
 
@@ -55,8 +42,13 @@ pub async fn start(
         .start_replay(id, &caller.name, from_ms, until_ms)
         .await
         .map_err(|why| match why {
-            ReplayRefused::NoSubscription => Refused::NoSubscription,
-            other => Refused::Start(other),
+            ReplayRefused::NoSubscription => {
+                Refused::NotFound(Missing::Subscription(id.to_owned()))
+            }
+            ReplayRefused::Window(why) => Refused::Invalid("from", why),
+            why @ ReplayRefused::TooMany(_) => Refused::Busy(why.to_string()),
+            why @ ReplayRefused::Suspended(_) => Refused::Conflict(why.to_string()),
+            ReplayRefused::Store(error) => Refused::Store(error),
         })?;
     state
         .audit

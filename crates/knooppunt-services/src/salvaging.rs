@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use knooppunt_store::{DeadLetter, StoreError, StoredEvent};
+use knooppunt_store::{DeadLetter, StoredEvent};
 use serde_json::json;
 
 use crate::app::AppState;
@@ -14,32 +14,14 @@ use crate::audit::{Action, ActionName, Context};
 use crate::identity::Principal;
 use crate::subscriptions::{Redelivered, Unseen};
 
-/// Why a dead letter was not shown, redelivered or removed (nothing was changed).
-#[derive(Debug)]
-pub enum Refused {
-    /// The caller may not (the detail says why).
-    Forbidden(String),
-    /// There is no subscription of this id the caller may see.
-    NoSubscription,
-    /// The subscription has no such dead letter (it may have been redelivered or deleted).
-    NoDeadLetter,
-    /// The subscription is disabled because its sink answered 410 Gone.
-    Disabled,
-    /// The approvals refused the redelivery (the grant, or the store).
-    Approvals(crate::approvals::Refused),
-    Store(StoreError),
-}
+pub use crate::refused::{Missing, Refused};
 
-impl From<crate::approvals::Refused> for Refused {
-    fn from(refused: crate::approvals::Refused) -> Self {
-        Refused::Approvals(refused)
-    }
-}
-
-impl From<StoreError> for Refused {
-    fn from(error: StoreError) -> Self {
-        Refused::Store(error)
-    }
+/// There is no such dead letter: `seq` of subscription `id`.
+fn no_dead_letter(id: &str, seq: u64) -> Refused {
+    Refused::NotFound(Missing::DeadLetter {
+        subscription: id.to_owned(),
+        seq,
+    })
 }
 
 /// Whether `caller` may see subscription `id`'s dead letters: the subscription must exist
@@ -51,7 +33,7 @@ pub fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<()
     {
         Ok(_) => Ok(()),
         Err(Unseen::Forbidden(why)) => Err(Refused::Forbidden(why)),
-        Err(Unseen::NoSubscription) => Err(Refused::NoSubscription),
+        Err(Unseen::NoSubscription) => Err(Refused::NotFound(Missing::Subscription(id.to_owned()))),
     }
 }
 
@@ -77,7 +59,7 @@ pub async fn get(
         .subscriptions
         .dead_letter(id, seq)
         .await?
-        .ok_or(Refused::NoDeadLetter)
+        .ok_or_else(|| no_dead_letter(id, seq))
 }
 
 /// The audit entry of an action on dead letter `seq` of subscription `id`: it concerns the
@@ -101,9 +83,16 @@ pub async fn redeliver(
     check_access(state, caller, id)?;
     match state.approvals.redeliver(id, seq).await? {
         Redelivered::Queued => {}
-        Redelivered::NoSubscription => return Err(Refused::NoSubscription),
-        Redelivered::NoDeadLetter => return Err(Refused::NoDeadLetter),
-        Redelivered::Disabled => return Err(Refused::Disabled),
+        Redelivered::NoSubscription => {
+            return Err(Refused::NotFound(Missing::Subscription(id.to_owned())));
+        }
+        Redelivered::NoDeadLetter => return Err(no_dead_letter(id, seq)),
+        Redelivered::Disabled => {
+            return Err(Refused::Conflict(format!(
+                "subscription `{id}` is disabled because its sink answered 410 Gone, so \
+                 nothing would be delivered; give it a new sink with PUT first"
+            )));
+        }
     }
     tracing::info!(subscription = %id, seq, by = %caller.name, "Dead letter queued for redelivery.");
     let action = action(state, ActionName::DeadLetterRedeliver, (id, seq));
@@ -120,7 +109,7 @@ pub async fn delete(
 ) -> Result<(), Refused> {
     check_access(state, caller, id)?;
     if !state.subscriptions.delete_dead_letter(id, seq).await? {
-        return Err(Refused::NoDeadLetter);
+        return Err(no_dead_letter(id, seq));
     }
     tracing::info!(subscription = %id, seq, by = %caller.name, "Dead letter deleted.");
     let action = action(state, ActionName::DeadLetterDelete, (id, seq));

@@ -40,33 +40,7 @@ pub struct Made {
     pub now: Subscription,
 }
 
-/// Why no subscription was made (nothing was changed).
-#[derive(Debug)]
-pub enum Refused {
-    /// The caller may not: its roles, or the types it asks for.
-    Forbidden(String),
-    /// An address the hub does not send to: the member (`sink`,
-    /// `sinkcredential.tokenurl`) and why.
-    Address(&'static str, String),
-    Quota(QuotaExceeded),
-    Store(StoreError),
-    /// There is no subscription of this id the caller may see.
-    NotFound(String),
-    /// It cannot be done to the subscription as it is now: why, and what to do.
-    Conflict(String),
-}
-
-impl From<StoreError> for Refused {
-    fn from(error: StoreError) -> Self {
-        Refused::Store(error)
-    }
-}
-
-impl From<QuotaExceeded> for Refused {
-    fn from(exceeded: QuotaExceeded) -> Self {
-        Refused::Quota(exceeded)
-    }
-}
+pub use crate::refused::{Missing, Refused};
 
 /// Whether `caller` may make subscriptions at all: checked first by a surface (before it
 /// reads a body), and again by [`create`].
@@ -144,7 +118,7 @@ pub async fn dry_run(state: &AppState, caller: &Principal, new: &New<'_>) -> Res
                 None,
             )
             .await
-            .map_err(|(member, why)| Refused::Address(member, why.to_string()))?;
+            .map_err(|(member, why)| Refused::Invalid(member, why.to_string()))?;
     }
     Ok(())
 }
@@ -251,11 +225,13 @@ where
             .subscriptions
             .check_addresses(sink, credential, stored.as_deref())
             .await
-            .map_err(|(member, why)| Refused::Address(member, why.to_string()))?;
+            .map_err(|(member, why)| Refused::Invalid(member, why.to_string()))?;
     }
     let checked = |existing: &Subscription| {
         if !subscriptions::visible_to(caller, existing) {
-            return Err(E::from(Refused::NotFound(id.to_owned())));
+            return Err(E::from(Refused::NotFound(Missing::Subscription(
+                id.to_owned(),
+            ))));
         }
         let (replacement, criteria) = make(existing)?;
         subscriptions::may_subscribe(caller, replacement.types.as_deref(), &criteria)
@@ -379,7 +355,9 @@ pub async fn consent_by_agreement(
     }
     let updated = match state.subscriptions.consent_by_agreement(id).await? {
         Agreed::Recorded(subscription) => subscription,
-        Agreed::NoSubscription => return Err(Refused::NotFound(id.to_owned())),
+        Agreed::NoSubscription => {
+            return Err(Refused::NotFound(Missing::Subscription(id.to_owned())));
+        }
         Agreed::Disabled => {
             return Err(Refused::Conflict(
                 "the subscription is disabled (its sink answered 410 Gone, or this hub cannot \
@@ -420,7 +398,7 @@ pub async fn rotate_signing_secret(
         .get(id)
         .is_some_and(|subscription| subscriptions::visible_to(caller, &subscription))
     {
-        return Err(Refused::NotFound(id.to_owned()));
+        return Err(Refused::NotFound(Missing::Subscription(id.to_owned())));
     }
     let (subscription, secret) = match state
         .subscriptions
@@ -428,7 +406,7 @@ pub async fn rotate_signing_secret(
         .await
     {
         Ok(Some(rotated)) => rotated,
-        Ok(None) => return Err(Refused::NotFound(id.to_owned())),
+        Ok(None) => return Err(Refused::NotFound(Missing::Subscription(id.to_owned()))),
         Err(Rotation::InOverlap(until)) => {
             return Err(Refused::Conflict(format!(
                 "the secret before the current one still signs until {} (the overlap the last \
