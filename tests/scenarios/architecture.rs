@@ -257,21 +257,45 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
     // replays, dead letters, principals), over the services they call.
     (
         "subscribing",
-        &["app", "subscriptions", "audit", "identity"],
+        &["app", "subscriptions", "audit", "identity", "refused"],
     ),
     (
         "cataloging",
-        &["app", "catalog", "approvals", "audit", "identity"],
+        &[
+            "app",
+            "catalog",
+            "approvals",
+            "audit",
+            "identity",
+            "refused",
+        ],
     ),
     (
         "replaying",
-        &["app", "history", "subscriptions", "audit", "identity"],
+        &[
+            "app",
+            "history",
+            "subscriptions",
+            "audit",
+            "identity",
+            "refused",
+        ],
     ),
     (
         "salvaging",
-        &["app", "approvals", "subscriptions", "audit", "identity"],
+        &[
+            "app",
+            "approvals",
+            "subscriptions",
+            "audit",
+            "identity",
+            "refused",
+        ],
     ),
-    ("administering", &["app", "principals", "audit", "identity"]),
+    (
+        "administering",
+        &["app", "principals", "audit", "identity", "refused"],
+    ),
     (
         "app",
         &[
@@ -301,22 +325,28 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
             "telemetry",
             "notices",
             "identity",
+            "refused",
         ],
     ),
-    ("backlog", &["audit", "telemetry", "notices"]),
+    ("backlog", &["audit", "telemetry", "notices", "refused"]),
     (
         "approvals",
-        &["catalog", "subscriptions", "audit", "identity"],
+        &["catalog", "subscriptions", "audit", "identity", "refused"],
     ),
-    ("catalog", &["identity"]),
+    ("catalog", &["identity", "refused"]),
     ("sessions", &["principals", "identity"]),
-    ("principals", &["identity"]),
-    ("subscriptions", &["registry", "notices", "identity"]),
+    ("principals", &["identity", "refused"]),
+    (
+        "subscriptions",
+        &["registry", "notices", "identity", "refused"],
+    ),
     ("registry", &[]),
     ("audit", &[]),
     ("telemetry", &[]),
     ("notices", &[]),
     ("identity", &[]),
+    // Why a use case refused: below every service that answers it.
+    ("refused", &[]),
 ];
 
 /// The modules of the crate `crate::…` or `super::…` names in `code` (a file of module

@@ -2309,3 +2309,153 @@ async fn schemathesis_finds_no_server_error_in_the_facade() {
         );
     }
 }
+
+/// One publish use case, three surfaces (`/v1/events`, the facade's `/cloudevents` and
+/// `/notificaties`), and one catalog use case, two surfaces (`/v1/eventtypes`, the facade's
+/// `/kanaal`): the same input gets the same decision, in the same words, each in its own
+/// shape: the publisher role, the sources a principal may publish, a repeat of an event
+/// (told by `source` and `id` on every surface), and who owns a catalog entry.
+#[tokio::test]
+async fn publishing_and_the_catalog_are_decided_alike_on_every_surface() {
+    const SECRET: &str = "zender-zgw-geheim-0123456789";
+    let hub = TestHub::start_with_options(with_open_zaak()).await;
+    register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
+    let made = hub
+        .call(
+            Method::POST,
+            "/v1/principals",
+            tokens::ADMIN,
+            Some(json!({"name": "zender", "roles": ["subscriber"],
+                        "publishSourcePrefixes": ["urn:nld:zgw:zender"]})),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let bearer = made.body["token"].as_str().unwrap().to_owned();
+    let set = hub
+        .call(
+            Method::PATCH,
+            "/v1/principals/zender",
+            tokens::ADMIN,
+            Some(json!({"zgw": {"clientId": "zender-zgw", "secret": SECRET,
+                                "scopes": ["notificaties.publiceren"]}})),
+        )
+        .await;
+    assert_eq!(set.status, 200, "{}", set.body);
+    let client = token("zender-zgw", SECRET.as_bytes());
+    let event = |id: &str, source: &str, versie: u32| {
+        json!({"specversion": "1.0", "id": id, "source": source, "type": "nl.zender.x",
+               "data": {"versie": versie}})
+    };
+    let by_rest = |event: Value| {
+        let (hub, bearer) = (&hub, &bearer);
+        async move {
+            hub.request(Method::POST, "/v1/events", bearer)
+                .header("content-type", "application/cloudevents+json")
+                .body(event.to_string())
+                .send()
+                .await
+                .map(Answer::from)
+                .unwrap()
+                .await
+        }
+    };
+    let by_facade = |event: Value| {
+        let (hub, client) = (&hub, &client);
+        async move {
+            call(
+                hub,
+                Method::POST,
+                "/api/v1/cloudevents",
+                client,
+                Some(event),
+            )
+            .await
+        }
+    };
+    let detail = |answer: &Answer| answer.body["detail"].as_str().unwrap_or("").to_owned();
+
+    // The publisher role, on all three.
+    let rest = by_rest(event("z-1", "urn:nld:zgw:zender", 1)).await;
+    assert_eq!(rest.status, 403, "{}", rest.body);
+    let cloudevent = by_facade(event("z-1", "urn:nld:zgw:zender", 1)).await;
+    assert_fout(&cloudevent, 403, "permission_denied");
+    let notificatie = post_notificatie(&hub, &client, NOTIFICATIE).await;
+    assert_fout(&notificatie, 403, "permission_denied");
+    assert!(detail(&rest).contains("`publisher` role"), "{}", rest.body);
+    assert_eq!(detail(&cloudevent), detail(&rest));
+    assert_eq!(detail(&notificatie), detail(&rest));
+
+    let promoted = hub
+        .call(
+            Method::PATCH,
+            "/v1/principals/zender",
+            tokens::ADMIN,
+            Some(json!({"roles": ["subscriber", "publisher"]})),
+        )
+        .await;
+    assert_eq!(promoted.status, 200, "{}", promoted.body);
+
+    // A source outside the principal's prefixes.
+    let rest = by_rest(event("z-2", "urn:nld:zgw:elders", 1)).await;
+    assert_eq!(rest.status, 403, "{}", rest.body);
+    let cloudevent = by_facade(event("z-2", "urn:nld:zgw:elders", 1)).await;
+    assert_fout(&cloudevent, 403, "permission_denied");
+    assert!(
+        detail(&rest).contains("urn:nld:zgw:elders"),
+        "{}",
+        rest.body
+    );
+    assert_eq!(detail(&cloudevent), detail(&rest));
+
+    // A repeat: the same `source` and `id` is the same event on either surface, whichever
+    // took it first; the facade, which answers 201 as if it were taken, refuses one with
+    // other content.
+    let first = by_facade(event("z-3", "urn:nld:zgw:zender", 1)).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let rest = by_rest(event("z-3", "urn:nld:zgw:zender", 1)).await;
+    assert!(rest.status == 200 || rest.status == 202, "{}", rest.body);
+    assert_eq!(rest.body["duplicate"], true, "{}", rest.body);
+    let rest = by_rest(event("z-4", "urn:nld:zgw:zender", 1)).await;
+    assert_eq!(rest.body["duplicate"], false, "{}", rest.body);
+    let other = by_facade(event("z-4", "urn:nld:zgw:zender", 2)).await;
+    assert_eq!(other.status, 400, "{}", other.body);
+    assert_eq!(
+        other.body["invalidParams"][0]["code"], "unique",
+        "{}",
+        other.body
+    );
+
+    // A catalog entry owned by another principal (open-zaak's kanaal), on either surface.
+    let listed = call(
+        &hub,
+        Method::GET,
+        "/api/v1/kanaal?naam=zaken",
+        &client,
+        None,
+    )
+    .await;
+    let url = listed.body[0]["url"].as_str().unwrap().to_owned();
+    let uuid = url.rsplit('/').next().unwrap().to_owned();
+    let rest = hub
+        .call(
+            Method::PUT,
+            &format!("/v1/eventtypes/{uuid}"),
+            &bearer,
+            Some(
+                json!({"source": "urn:nld:zgw:zender", "type": "nl.vng.zgw.zaken.",
+                        "typeMatch": "prefix", "description": "Zaken"}),
+            ),
+        )
+        .await;
+    assert_eq!(rest.status, 403, "{}", rest.body);
+    let kanaal = call(
+        &hub,
+        Method::PUT,
+        &format!("/api/v1/kanaal/{uuid}"),
+        &client,
+        Some(json!({"naam": "zaken", "filters": ["bronorganisatie"]})),
+    )
+    .await;
+    assert_fout(&kanaal, 403, "permission_denied");
+    assert_eq!(detail(&kanaal), detail(&rest));
+}

@@ -9,8 +9,8 @@ use axum::extract::{FromRequest, State};
 use axum::response::{IntoResponse, Response};
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, StatusCode};
+use knooppunt_event::ReceivedEvent;
 use knooppunt_event::binding::http::{self as binding, ContentMode, DecodeError, Message};
-use knooppunt_event::{ReceivedEvent, Violations};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::auth::Caller;
 use crate::document::{Operation, UNAUTHORIZED, cloud_events, header};
 use crate::endpoints::Endpoints;
-use crate::problem::{ApiError, InvalidParam};
+use crate::problem::{ApiError, invalid_events};
 use knooppunt_services::app::AppState;
 use knooppunt_services::ingest::{Receipt, ViolationSchema};
 use knooppunt_services::telemetry::Rejection;
@@ -127,47 +127,6 @@ impl Receipts {
             events: receipts,
             warnings,
         }
-    }
-}
-
-/// Every problem of the invalid events, by position (`None` for a single event).
-pub(crate) fn invalid_events(problems: Vec<(Option<usize>, Violations)>) -> ApiError {
-    let mut params = Vec::new();
-    let mut errors = Vec::new();
-    for (index, violations) in &problems {
-        let prefix = index.map(|i| format!("[{i}]")).unwrap_or_default();
-        for violation in violations {
-            let name = match (&prefix, violation.attribute.is_empty()) {
-                (p, true) if p.is_empty() => "event".to_owned(),
-                (p, true) => p.clone(),
-                (p, false) if p.is_empty() => violation.attribute.clone(),
-                (p, false) => format!("{p}.{}", violation.attribute),
-            };
-            params.push(InvalidParam::new(name, violation.detail.clone()));
-        }
-        errors.push(json!({"index": index, "violations": violations}));
-    }
-    let detail = match problems.as_slice() {
-        [(None, violations)] => format!(
-            "the event is not a valid CloudEvent: {} problem{}; see invalidParams",
-            violations.as_slice().len(),
-            if violations.as_slice().len() == 1 {
-                ""
-            } else {
-                "s"
-            }
-        ),
-        _ => format!(
-            "{} event{} of the batch {} invalid, so none was accepted; see invalidParams",
-            problems.len(),
-            if problems.len() == 1 { "" } else { "s" },
-            if problems.len() == 1 { "is" } else { "are" }
-        ),
-    };
-    ApiError::InvalidEvents {
-        detail,
-        invalid_params: params,
-        errors: serde_json::Value::Array(errors),
     }
 }
 

@@ -341,7 +341,7 @@ impl From<knooppunt_services::refused::Refused> for ApiError {
                 vec![InvalidParam::new(member, why)],
             ),
             Refused::Busy(why) => ApiError::TooMany(why),
-            Refused::Events(problems) => crate::events::invalid_events(problems),
+            Refused::Events(problems) => invalid_events(problems),
             Refused::Full(full) => ApiError::Full {
                 detail: full.detail,
                 retry_after: full.retry_after,
@@ -371,6 +371,49 @@ impl From<knooppunt_store::StoreError> for ApiError {
                 ApiError::Internal(error.to_string())
             }
         }
+    }
+}
+
+/// Every problem of the invalid events, by position (`None` for a single event).
+pub(crate) fn invalid_events(
+    problems: Vec<(Option<usize>, knooppunt_event::Violations)>,
+) -> ApiError {
+    let mut params = Vec::new();
+    let mut errors = Vec::new();
+    for (index, violations) in &problems {
+        let prefix = index.map(|i| format!("[{i}]")).unwrap_or_default();
+        for violation in violations {
+            let name = match (&prefix, violation.attribute.is_empty()) {
+                (p, true) if p.is_empty() => "event".to_owned(),
+                (p, true) => p.clone(),
+                (p, false) if p.is_empty() => violation.attribute.clone(),
+                (p, false) => format!("{p}.{}", violation.attribute),
+            };
+            params.push(InvalidParam::new(name, violation.detail.clone()));
+        }
+        errors.push(serde_json::json!({"index": index, "violations": violations}));
+    }
+    let detail = match problems.as_slice() {
+        [(None, violations)] => format!(
+            "the event is not a valid CloudEvent: {} problem{}; see invalidParams",
+            violations.as_slice().len(),
+            if violations.as_slice().len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        ),
+        _ => format!(
+            "{} event{} of the batch {} invalid, so none was accepted; see invalidParams",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" },
+            if problems.len() == 1 { "is" } else { "are" }
+        ),
+    };
+    ApiError::InvalidEvents {
+        detail,
+        invalid_params: params,
+        errors: serde_json::Value::Array(errors),
     }
 }
 

@@ -68,13 +68,7 @@ impl Default for BacklogOptions {
     }
 }
 
-/// Why publishes are refused now: what is full, in words that say what to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Full {
-    pub detail: String,
-    /// When to try again, in seconds.
-    pub retry_after: u64,
-}
+pub use crate::refused::Full;
 
 /// What a subscription shed, for its status.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

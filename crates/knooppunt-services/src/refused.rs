@@ -5,8 +5,6 @@
 
 use knooppunt_store::StoreError;
 
-use crate::subscriptions::QuotaExceeded;
-
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
     /// The caller may not: its roles, or the types, sources or entries it may use; why.
@@ -37,7 +35,7 @@ pub enum Refused {
     /// The hub holds all the undelivered data it may (or its disk is nearly full): try
     /// again later.
     #[error("{}", .0.detail)]
-    Full(crate::backlog::Full),
+    Full(Full),
 }
 
 /// What was not found.
@@ -72,4 +70,17 @@ impl std::fmt::Display for Missing {
             ),
         }
     }
+}
+
+/// A change refused because it would take a principal past its quotas: what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct QuotaExceeded(pub String);
+
+/// Why publishes are refused now: what is full, in words that say what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Full {
+    pub detail: String,
+    /// When to try again, in seconds.
+    pub retry_after: u64,
 }

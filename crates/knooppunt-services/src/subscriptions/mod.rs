@@ -45,10 +45,7 @@ impl Default for Quotas {
     }
 }
 
-/// A change refused because it would take a principal past its [`Quotas`]: what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct QuotaExceeded(pub String);
+pub use crate::refused::QuotaExceeded;
 
 /// How often a subscription's filters ran out of their evaluation budget, since the hub
 /// started.
