@@ -830,6 +830,26 @@ async fn abonnementen_receive_the_notificaties_their_filters_let_through() {
     assert_eq!(deleted.status, 204);
     let gone = call(&hub, Method::GET, &path, &consumer, None).await;
     assert_fout(&gone, 404, "not_found");
+    // The trail keeps what went (its callback, redacted, and kanalen), as `/v1` keeps a
+    // subscription before it goes, and concerns its owner.
+    let trail = hub
+        .call(
+            Method::GET,
+            "/v1/audit?name=abonnement.delete",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    let entry = &trail.body[0];
+    assert_eq!(
+        entry["details"]["callbackUrl"], created.body["callbackUrl"],
+        "{entry}"
+    );
+    assert_eq!(entry["details"]["kanalen"][0]["naam"], "zaken", "{entry}");
+    assert!(
+        entry["concerns"].as_array().is_some_and(|c| !c.is_empty()),
+        "{entry}"
+    );
 }
 
 #[tokio::test]

@@ -407,6 +407,8 @@ pub(crate) fn abonnement_action(
         json!({"callbackUrl": knooppunt_delivery::redact_sink(&stored.sink),
                "kanalen": kanalen, "client": caller.0.client_id}),
     )
+    // Its owner sees it on the trail, as for a subscription of `/v1`.
+    .concerning([stored.owner.clone()])
 }
 
 /// `POST /api/v1/abonnement` (scope `notificaties.consumeren`): the callback must take a
@@ -545,11 +547,14 @@ pub(crate) async fn delete_abonnement(
     caller.require_any(&[CONSUME])?;
     own_abonnement(&state, &caller, &uuid)?;
     let principal = caller.0.principal();
-    let action = |_: &knooppunt_store::Subscription| {
-        knooppunt_services::audit::Action::new(
+    // What it was (its callback and kanalen), as `/v1` records a subscription before it
+    // goes.
+    let action = |deleted: &knooppunt_store::Subscription| {
+        abonnement_action(
             knooppunt_services::audit::ActionName::AbonnementDelete,
-            format!("subscription/{uuid}"),
-            json!({"client": caller.0.client_id}),
+            &state,
+            deleted,
+            &caller,
         )
     };
     knooppunt_services::subscribing::delete(
