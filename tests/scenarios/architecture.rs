@@ -257,13 +257,21 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
     // replays, dead letters, principals), over the services they call.
     (
         "subscribing",
-        &["app", "subscriptions", "audit", "identity", "refused"],
+        &[
+            "app",
+            "subscriptions",
+            "zgw",
+            "audit",
+            "identity",
+            "refused",
+        ],
     ),
     (
         "cataloging",
         &[
             "app",
             "catalog",
+            "zgw",
             "approvals",
             "audit",
             "identity",
@@ -334,7 +342,7 @@ const BROKER_LAYERS: &[(&str, &[&str])] = &[
         &["catalog", "subscriptions", "audit", "identity", "refused"],
     ),
     ("catalog", &["identity", "refused"]),
-    ("sessions", &["principals", "identity"]),
+    ("sessions", &["principals", "audit", "identity"]),
     ("principals", &["identity", "refused"]),
     (
         "subscriptions",
@@ -744,5 +752,29 @@ fn the_circle_finder_finds_circles() {
         import_circles(dir.path()),
         [["crate::api::problem", "crate::api::routes", "crate::x"]],
         "`problem` uses `routes` too"
+    );
+}
+
+/// The surfaces (the `/v1` API, the Notificaties facade, the console) write nothing of
+/// their own on the audit trail: the use case that makes a change builds its entry (what
+/// changed, redacted, and whom it concerns), so a new surface cannot record less, or a
+/// secret. A surface gives at most its label (`audit::Surface`).
+#[test]
+fn the_surfaces_build_no_audit_entry() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates");
+    let mut found = Vec::new();
+    for surface in ["knooppunt-api", "knooppunt-facade", "knooppunt-console"] {
+        for (module, code) in crate_modules(&crates.join(surface).join("src")) {
+            for built in ["Action::new(", "Action {"] {
+                if code.contains(built) {
+                    found.push(format!("{surface} {module}: {built}"));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "audit entries built by a surface:\n{}",
+        found.join("\n")
     );
 }

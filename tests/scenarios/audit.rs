@@ -68,7 +68,12 @@ async fn every_change_and_refusal_is_on_a_chain_that_names_an_edited_entry() {
             tokens::KVK,
             Some(
                 json!({"sink": format!("{}?key=s3cr3t-webhook-key", sink.url),
-                        "protocol": "HTTP", "types": [TYPE]}),
+                        "protocol": "HTTP", "types": [TYPE],
+                        "protocolsettings": {"headers": {"x-api-key": "h3ad3r-key"}},
+                        "sinkcredential": {"credentialtype": "ACCESSTOKEN",
+                                           "accesstoken": "acc3ss-token",
+                                           "accesstokentype": "Bearer",
+                                           "accesstokenexpiresutc": "2099-01-01T00:00:00Z"}}),
             ),
         )
         .await;
@@ -191,6 +196,19 @@ async fn every_change_and_refusal_is_on_a_chain_that_names_an_edited_entry() {
     assert!(
         !text.contains("s3cr3t-webhook-key"),
         "a key in the sink's URL is in the trail"
+    );
+    assert!(
+        !text.contains("h3ad3r-key") && !text.contains("acc3ss-token"),
+        "a header's value or the sink's credential is in the trail"
+    );
+    let made = entries
+        .iter()
+        .find(|e| e["name"] == "subscription.create")
+        .unwrap();
+    assert_eq!(made["details"]["after"]["credentialtype"], "ACCESSTOKEN");
+    assert_eq!(
+        made["details"]["after"]["protocolsettings"]["headers"]["x-api-key"],
+        "********"
     );
 
     // Each sees its own and what concerns it; filters and pages work.

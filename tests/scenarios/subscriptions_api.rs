@@ -509,6 +509,53 @@ async fn listing_is_paginated_in_creation_order() {
         .await
         .assert_problem(400);
     }
+    // Every problem of a query is named at once, a parameter given twice among them (which
+    // one counts would be a guess), read by the query's one type.
+    let answer = hub
+        .call(
+            Method::GET,
+            "/v1/subscriptions?state=gone&pageSize=0&page=2&search=a&search=b",
+            tokens::KVK,
+            None,
+        )
+        .await
+        .assert_problem(400);
+    let mut named: Vec<&str> = answer.body["invalidParams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    named.sort_unstable();
+    assert_eq!(
+        named,
+        ["page", "pageSize", "search", "state"],
+        "{}",
+        answer.body
+    );
+    let page = answer.body["invalidParams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "page")
+        .unwrap();
+    assert_eq!(
+        page["reason"],
+        "unknown query parameter; the parameters are `cursor`, `owner`, `pageSize`, `search` \
+         and `state`"
+    );
+    // The document describes the same parameters, from the same type.
+    let document = hub.get_json("/v1/openapi.json").await;
+    let parameters: Vec<&str> = document["paths"]["/subscriptions"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        parameters,
+        ["cursor", "owner", "pageSize", "search", "state"]
+    );
 }
 
 #[tokio::test]

@@ -180,7 +180,12 @@ async fn kanalen_are_registered_listed_and_read() {
         )
         .await;
     assert_eq!(trail.body[0]["actor"], "zgw:open-zaak", "{}", trail.body);
-    assert_eq!(trail.body[0]["details"]["naam"], "zaken");
+    // The catalog's entry, as `/v1` records an event type, and the kanaal it is, with the
+    // client that asked.
+    let details = &trail.body[0]["details"];
+    assert_eq!(details["after"]["kanaal"]["naam"], "zaken", "{details}");
+    assert_eq!(details["after"]["type"], "nl.vng.zgw.zaken.", "{details}");
+    assert_eq!(details["client"], "open-zaak", "{details}");
 
     // A name is unique; every problem of a body is listed with its code.
     let again = call(
@@ -830,8 +835,9 @@ async fn abonnementen_receive_the_notificaties_their_filters_let_through() {
     assert_eq!(deleted.status, 204);
     let gone = call(&hub, Method::GET, &path, &consumer, None).await;
     assert_fout(&gone, 404, "not_found");
-    // The trail keeps what went (its callback, redacted, and kanalen), as `/v1` keeps a
-    // subscription before it goes, and concerns its owner.
+    // The trail keeps what went (its callback, redacted, and kanalen) as `/v1` keeps a
+    // subscription before it goes (the use case builds the entry for both), and concerns
+    // its owner.
     let trail = hub
         .call(
             Method::GET,
@@ -842,10 +848,14 @@ async fn abonnementen_receive_the_notificaties_their_filters_let_through() {
         .await;
     let entry = &trail.body[0];
     assert_eq!(
-        entry["details"]["callbackUrl"], created.body["callbackUrl"],
+        entry["details"]["before"]["sink"], created.body["callbackUrl"],
         "{entry}"
     );
-    assert_eq!(entry["details"]["kanalen"][0]["naam"], "zaken", "{entry}");
+    assert_eq!(
+        entry["details"]["before"]["kanalen"][0]["naam"], "zaken",
+        "{entry}"
+    );
+    assert_eq!(entry["details"]["client"], "zac", "{entry}");
     assert!(
         entry["concerns"].as_array().is_some_and(|c| !c.is_empty()),
         "{entry}"

@@ -3,11 +3,10 @@
 //! those of its entries, a subscriber those of its subscriptions); the rules of deciding are
 //! `approvals.rs`'s.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_store::{CatalogEntry, Grant, GrantState};
@@ -17,13 +16,12 @@ use serde_json::json;
 
 use crate::auth::Caller;
 use crate::document::{
-    BAD_REQUEST, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, link_header, page_parameters,
-    path_parameter,
+    BAD_REQUEST, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, link_header, path_parameter,
 };
 use crate::endpoints::Endpoints;
 use crate::ids::{EntryId, SubscriptionId};
-use crate::input::{Body, Field, Input, Problems};
-use crate::page::Page;
+use crate::input::{Body, Field, Input, Params, Problems};
+use crate::page::{Page, PageIn};
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
 use knooppunt_services::app::AppState;
@@ -101,44 +99,71 @@ fn resource(state: &AppState, grant: &Grant) -> GrantOut {
     }
 }
 
+/// The query of the list of approvals: which, and the page.
+#[derive(Debug, Default, serde::Deserialize, JsonSchema)]
+pub(crate) struct ApprovalsQuery {
+    /// Only approvals in this state.
+    #[serde(default)]
+    #[schemars(extend("enum" = ["requested", "granted", "refused", "revoked"]))]
+    state: Field<String>,
+    /// Only approvals of this catalog entry.
+    #[serde(default)]
+    eventtype: Field<String>,
+    /// Only approvals of this subscription.
+    #[serde(default)]
+    subscription: Field<String>,
+    #[serde(flatten)]
+    page: PageIn,
+}
+
+impl Body for ApprovalsQuery {
+    const NAME: &'static str = "query";
+    type Representation = ();
+    type Read = (Selection, Page);
+
+    fn read(self, problems: &mut Problems) -> Option<Self::Read> {
+        let mut selection = Selection::default();
+        if let Some(name) = self.state.given() {
+            selection.state = GrantState::parse(name);
+            if selection.state.is_none() {
+                problems.add(
+                    "state",
+                    "must be `requested`, `granted`, `refused` or `revoked`",
+                );
+            }
+        }
+        selection.entry = self.eventtype.given().cloned();
+        selection.subscription = self.subscription.given().cloned();
+        Some((selection, self.page.read(problems)))
+    }
+}
+
 /// `GET /v1/approvals`: the grants the caller may see, by event type and subscription;
 /// `state`, `eventtype` and `subscription` choose.
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Query(mut query): Query<HashMap<String, String>>,
+    Params((
+        selection,
+        Page {
+            size: page_size,
+            cursor,
+        },
+    )): Params<ApprovalsQuery>,
 ) -> Result<Response, ApiError> {
-    let mut problems = Vec::new();
-    let mut selection = Selection::default();
-    if let Some(name) = query.remove("state") {
-        selection.state = GrantState::parse(&name);
-        if selection.state.is_none() {
-            problems.push(InvalidParam::new(
-                "state",
-                "must be `requested`, `granted`, `refused` or `revoked`",
-            ));
-        }
-    }
-    selection.entry = query.remove("eventtype");
-    selection.subscription = query.remove("subscription");
-    let Page {
-        size: page_size,
-        cursor,
-    } = Page::read(&query, &mut problems);
     let cursor = match cursor.as_deref().map(|c| c.split_once(' ')) {
         None => None,
         Some(Some((entry, subscription))) => Some((entry.to_owned(), subscription.to_owned())),
         Some(None) => {
-            problems.push(InvalidParam::new(
-                "cursor",
-                "is not a cursor of this list: use the link of the previous page",
+            return Err(ApiError::invalid(
+                "the query is invalid",
+                vec![InvalidParam::new(
+                    "cursor",
+                    "is not a cursor of this list: use the link of the previous page",
+                )],
             ));
-            None
         }
     };
-    if !problems.is_empty() {
-        return Err(ApiError::invalid("the query is invalid", problems));
-    }
     let (page, more) = state
         .approvals
         .page(&caller.0, &selection, cursor, page_size);
@@ -258,19 +283,6 @@ pub(crate) fn describe(doc: &mut Endpoints) {
         "404",
         "No approval of this event type for this subscription is visible to the principal.",
     );
-    let mut parameters = page_parameters(
-        "approvals",
-        "The event type and subscription of the last approval",
-        None,
-    );
-    let items = parameters.as_array_mut().expect("parameters");
-    items.push(json!({"name": "state", "in": "query", "required": false,
-                      "description": "Only approvals in this state.",
-                      "schema": {"type": "string", "enum": ["requested", "granted", "refused", "revoked"]}}));
-    items.push(json!({"name": "eventtype", "in": "query", "required": false,
-                      "description": "Only approvals of this catalog entry.", "schema": {"type": "string"}}));
-    items.push(json!({"name": "subscription", "in": "query", "required": false,
-                      "description": "Only approvals of this subscription.", "schema": {"type": "string"}}));
     let list = Operation::new(
         "listApprovals",
         TAG,
@@ -278,7 +290,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
          event types, a subscriber those of its subscriptions; by event type, then \
          subscription.",
     )
-    .parameters(parameters)
+    .query::<ApprovalsQuery>()
     .answer(
         "200",
         "A page of approvals. A `Link` header with rel=\"next\" points to the next page.",

@@ -4,11 +4,10 @@
 //! trail's own field names; `GET /v1/audit/verify` checks the chain.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use knooppunt_event::timestamp::utc_timestamp;
@@ -18,11 +17,12 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::document::{BAD_REQUEST, Operation, UNAUTHORIZED, header, page_parameters};
+use crate::document::{BAD_REQUEST, Operation, UNAUTHORIZED, header};
 use crate::endpoints::Endpoints;
 use crate::identity::Principal;
-use crate::page::Page;
-use crate::problem::{ApiError, InvalidParam};
+use crate::input::{Body, Field, Params, Problems};
+use crate::page::{Page, PageIn};
+use crate::problem::ApiError;
 use knooppunt_services::app::AppState;
 
 /// An entry of the trail as the API shows it: the record with its place in the chain.
@@ -86,7 +86,8 @@ fn resource(entry: &AuditEntry) -> AuditEntryOut<'_> {
 }
 
 /// Which entries a reader asked for.
-struct Selection {
+#[derive(Debug)]
+pub(crate) struct Selection {
     from: Option<u64>,
     until: Option<u64>,
     name: Option<String>,
@@ -94,32 +95,90 @@ struct Selection {
     object: Option<String>,
 }
 
-impl Selection {
-    fn read(query: &mut HashMap<String, String>, problems: &mut Vec<InvalidParam>) -> Selection {
-        let mut time = |key: &str| {
-            query.remove(key).and_then(|text| {
-                match knooppunt_event::timestamp::epoch_millis(&text) {
+/// The query of the audit trail: which entries, in which order, and the page.
+#[derive(Debug, Default, serde::Deserialize, JsonSchema)]
+pub(crate) struct AuditQuery {
+    /// Only entries at or after this time (RFC 3339).
+    #[serde(default)]
+    #[schemars(extend("format" = "date-time"))]
+    from: Field<String>,
+    /// Only entries before this time (RFC 3339).
+    #[serde(default)]
+    #[schemars(extend("format" = "date-time"))]
+    until: Field<String>,
+    /// Only entries of this operation, or of every operation under it (`approval` for
+    /// `approval.grant`, …).
+    #[serde(default)]
+    name: Field<String>,
+    /// Only entries of this principal's actions.
+    #[serde(default)]
+    actor: Field<String>,
+    /// Only entries about this object, or about objects under it (`subscription/<id>`).
+    #[serde(default)]
+    object: Field<String>,
+    /// `oldest` first (the default) or `newest` first.
+    #[serde(default)]
+    #[schemars(extend("enum" = ["oldest", "newest"], "default" = "oldest"))]
+    order: Field<String>,
+    #[serde(flatten)]
+    page: PageIn,
+}
+
+impl Body for AuditQuery {
+    const NAME: &'static str = "query";
+    type Representation = ();
+    /// The selection, whether newest first, the page size and the sequence number after
+    /// which it starts.
+    type Read = (Selection, bool, usize, Option<u64>);
+
+    fn read(self, problems: &mut Problems) -> Option<Self::Read> {
+        let mut time = |key: &str, text: Option<&String>| {
+            text.and_then(
+                |text| match knooppunt_event::timestamp::epoch_millis(text) {
                     Some(ms) => Some(ms),
                     None => {
-                        problems.push(InvalidParam::new(
-                            key,
-                            "must be an RFC 3339 time, e.g. 2026-11-24T08:00:00Z",
-                        ));
+                        problems.add(key, "must be an RFC 3339 time, e.g. 2026-11-24T08:00:00Z");
                         None
                     }
-                }
-            })
+                },
+            )
         };
-        let (from, until) = (time("from"), time("until"));
-        Selection {
+        let (from, until) = (
+            time("from", self.from.given()),
+            time("until", self.until.given()),
+        );
+        let selection = Selection {
             from,
             until,
-            name: query.remove("name"),
-            actor: query.remove("actor"),
-            object: query.remove("object"),
-        }
+            name: self.name.given().cloned(),
+            actor: self.actor.given().cloned(),
+            object: self.object.given().cloned(),
+        };
+        let newest_first = match self.order.given().map(String::as_str) {
+            None | Some("oldest") => false,
+            Some("newest") => true,
+            Some(_) => {
+                problems.add("order", "must be oldest or newest");
+                false
+            }
+        };
+        let Page { size, cursor } = self.page.read(problems);
+        let after = match cursor.as_deref().map(str::parse::<u64>) {
+            None => None,
+            Some(Ok(seq)) => Some(seq),
+            Some(Err(_)) => {
+                problems.add(
+                    "cursor",
+                    "is not a cursor of this list: use the link of the previous page",
+                );
+                None
+            }
+        };
+        Some((selection, newest_first, size, after))
     }
+}
 
+impl Selection {
     fn picks(&self, entry: &AuditEntry) -> bool {
         let r = &entry.record;
         self.from.is_none_or(|from| r.start_time >= from)
@@ -166,33 +225,8 @@ pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     headers: http::HeaderMap,
-    Query(mut query): Query<HashMap<String, String>>,
+    Params((selection, newest_first, size, after)): Params<AuditQuery>,
 ) -> Result<Response, ApiError> {
-    let mut problems = Vec::new();
-    let selection = Selection::read(&mut query, &mut problems);
-    let newest_first = match query.remove("order").as_deref() {
-        None | Some("oldest") => false,
-        Some("newest") => true,
-        Some(_) => {
-            problems.push(InvalidParam::new("order", "must be oldest or newest"));
-            false
-        }
-    };
-    let Page { size, cursor } = Page::read(&query, &mut problems);
-    let after = match cursor.as_deref().map(str::parse::<u64>) {
-        None => None,
-        Some(Ok(seq)) => Some(seq),
-        Some(Err(_)) => {
-            problems.push(InvalidParam::new(
-                "cursor",
-                "is not a cursor of this list: use the link of the previous page",
-            ));
-            None
-        }
-    };
-    if !problems.is_empty() {
-        return Err(ApiError::invalid("the query is invalid", problems));
-    }
     let lines = headers
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -266,40 +300,51 @@ fn query_path(selection: &Selection) -> String {
     }
 }
 
+/// The query of a verification of the trail.
+#[derive(Debug, Default, serde::Deserialize, JsonSchema)]
+pub(crate) struct VerifyQuery {
+    /// A head kept outside the store, `<sequence>:<hash>` (as `GET /audit/head` and the
+    /// hub's log give it): the trail must still hold that entry, unchanged, so that entries
+    /// removed from its end show.
+    #[serde(default)]
+    #[schemars(extend("pattern" = "^[0-9]+:[0-9a-fA-F]{64}$"))]
+    head: Field<String>,
+}
+
+impl Body for VerifyQuery {
+    const NAME: &'static str = "query";
+    type Representation = ();
+    type Read = Option<(u64, String)>;
+
+    fn read(self, problems: &mut Problems) -> Option<Self::Read> {
+        let Some(text) = self.head.given() else {
+            return Some(None);
+        };
+        match knooppunt_services::audit::parse_head(text) {
+            Some(head) => Some(Some(head)),
+            None => {
+                problems.add(
+                    "head",
+                    "must be `<sequence>:<hash>` (the hash 64 hex digits), as GET \
+                     /v1/audit/head and the hub's log give it",
+                );
+                None
+            }
+        }
+    }
+}
+
 /// `GET /v1/audit/verify?head=<sequence>:<hash>` (admins): checks the whole chain, and,
 /// with a head kept outside the store, that no entry was removed from its end.
 pub(crate) async fn verify(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Query(query): Query<HashMap<String, String>>,
+    query: Result<Params<VerifyQuery>, ApiError>,
 ) -> Result<Response, ApiError> {
     state
         .may_verify_audit(&caller.0)
         .map_err(ApiError::Forbidden)?;
-    let mut problems = Vec::new();
-    for name in query.keys().filter(|k| k.as_str() != "head") {
-        problems.push(InvalidParam::new(
-            name,
-            "unknown query parameter; use `head`",
-        ));
-    }
-    let head = match query.get("head") {
-        None => None,
-        Some(text) => match knooppunt_services::audit::parse_head(text) {
-            Some(head) => Some(head),
-            None => {
-                problems.push(InvalidParam::new(
-                    "head",
-                    "must be `<sequence>:<hash>` (the hash 64 hex digits), as \
-                     GET /v1/audit/head and the hub's log give it",
-                ));
-                None
-            }
-        },
-    };
-    if !problems.is_empty() {
-        return Err(ApiError::invalid("the query is invalid", problems));
-    }
+    let Params(head) = query?;
     let report = state.verify_audit(head).await?;
     Ok(Json(report).into_response())
 }
@@ -317,46 +362,6 @@ pub(crate) async fn head(
 /// The audit trail's operations.
 pub(crate) fn describe(doc: &mut Endpoints) {
     const TAG: &str = "audit";
-    let mut parameters = page_parameters(
-        "entries",
-        "The sequence number of the last entry read",
-        None,
-    );
-    let items = parameters.as_array_mut().expect("parameters");
-    for (name, description, format) in [
-        (
-            "from",
-            "Only entries at or after this time (RFC 3339).",
-            Some("date-time"),
-        ),
-        (
-            "until",
-            "Only entries before this time (RFC 3339).",
-            Some("date-time"),
-        ),
-        (
-            "name",
-            "Only entries of this operation, or of every operation under it (`approval` for \
-             `approval.grant`, …).",
-            None,
-        ),
-        ("actor", "Only entries of this principal's actions.", None),
-        (
-            "object",
-            "Only entries about this object, or about objects under it (`subscription/<id>`).",
-            None,
-        ),
-    ] {
-        let mut schema = json!({"type": "string"});
-        if let Some(format) = format {
-            schema["format"] = json!(format);
-        }
-        items.push(json!({"name": name, "in": "query", "required": false,
-                          "description": description, "schema": schema}));
-    }
-    items.push(json!({"name": "order", "in": "query", "required": false,
-                      "description": "`oldest` first (the default) or `newest` first.",
-                      "schema": {"type": "string", "enum": ["oldest", "newest"], "default": "oldest"}}));
     let none = json!([]);
     let entries = doc.list_of::<AuditEntryOut<'static>>();
     let mut list = Operation::new(
@@ -370,7 +375,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
          them. A page may come back short, with a link to go on: one request reads at most \
          20,000 entries.",
     )
-    .parameters(parameters)
+    .query::<AuditQuery>()
     .answer(
         "200",
         "A page of entries. A `Link` header with rel=\"next\" points to the next page.",
@@ -394,11 +399,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
         "Check the whole chain (admins): every entry's hash, that each names the hash of the \
          one before, and, with `head`, that no entry was removed from its end.",
     )
-    .parameters(json!([{"name": "head", "in": "query", "required": false,
-        "description": "A head kept outside the store, `<sequence>:<hash>` (as `GET /audit/head` \
-                        and the hub's log give it): the trail must still hold that entry, \
-                        unchanged, so that entries removed from its end show.",
-        "schema": {"type": "string", "pattern": "^[0-9]+:[0-9a-fA-F]{64}$"}}]))
+    .query::<VerifyQuery>()
     .answer(
         "200",
         "The outcome; `intact: false` names the first broken entry, or says the trail was \

@@ -2,11 +2,10 @@
 //! it; a publisher describes its own events; only an entry's owner or an admin changes it
 //! (the catalog's rules, in `catalog.rs`).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::header::LOCATION;
 use http::{HeaderValue, StatusCode};
@@ -19,17 +18,16 @@ use serde_json::{Value, json};
 use crate::BASE_PATH;
 use crate::auth::Caller;
 use crate::document::{
-    BAD_REQUEST, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header,
-    page_parameters, path_parameter,
+    BAD_REQUEST, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header, path_parameter,
 };
 use crate::endpoints::Endpoints;
 use crate::ids::EntryId;
-use crate::input::{Body, Field, Input, Problems};
-use crate::page::Page;
+use crate::input::{Body, Field, Input, Params, Problems};
+use crate::page::{Page, PageIn};
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
 use knooppunt_services::app::AppState;
-use knooppunt_services::audit::{Action, ActionName};
+
 use knooppunt_services::catalog::Draft;
 use knooppunt_services::cataloging;
 
@@ -320,13 +318,8 @@ impl Body for EventTypeIn {
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     _caller: Caller,
-    Query(query): Query<HashMap<String, String>>,
+    Params(Page { size, cursor }): Params<PageIn>,
 ) -> Result<Response, ApiError> {
-    let mut problems = Vec::new();
-    let Page { size, cursor } = Page::read(&query, &mut problems);
-    if !problems.is_empty() {
-        return Err(ApiError::invalid("the query is invalid", problems));
-    }
     let (page, more) = state.catalog.page(cursor.as_deref(), size);
     let body: Vec<EventTypeOut> = page.iter().map(|entry| resource(entry)).collect();
     let next = page.last().filter(|_| more).map(|last| last.id.as_str());
@@ -339,14 +332,7 @@ pub(crate) async fn create(
     audit: RequestAudit,
     Input((_, draft)): Input<EventTypeIn>,
 ) -> Result<Response, ApiError> {
-    let action = |entry: &CatalogEntry| {
-        Action::new(
-            ActionName::EventtypeCreate,
-            format!("eventtype/{}", entry.id),
-            json!({"after": resource(entry)}),
-        )
-    };
-    let entry = cataloging::create(&state, &audit.of(&caller), &caller.0, draft, action).await?;
+    let entry = cataloging::create(&state, &audit.of(&caller), &caller.0, draft).await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/eventtypes/{}", entry.id))
         .expect("ids are header-safe");
     Ok((
@@ -384,16 +370,7 @@ pub(crate) async fn replace(
             )],
         ));
     }
-    let action = |entry: &CatalogEntry| {
-        Action::new(
-            ActionName::EventtypeReplace,
-            format!("eventtype/{id}"),
-            json!({"after": resource(entry)}),
-        )
-        .concerning([entry.owner.clone()])
-    };
-    let context = audit.of(&caller);
-    let entry = cataloging::replace(&state, &context, &caller.0, (&id, draft), action)
+    let entry = cataloging::replace(&state, &audit.of(&caller), &caller.0, &id, draft)
         .await?
         .ok_or_else(|| not_found(&id))?;
     Ok(Json(resource(&entry)).into_response())
@@ -405,15 +382,7 @@ pub(crate) async fn delete(
     audit: RequestAudit,
     Path(id): Path<EntryId>,
 ) -> Result<Response, ApiError> {
-    let action = |owner: Option<String>| {
-        Action::new(
-            ActionName::EventtypeDelete,
-            format!("eventtype/{id}"),
-            json!({}),
-        )
-        .concerning(owner)
-    };
-    if !cataloging::delete(&state, &audit.of(&caller), &caller.0, &id, action).await? {
+    if !cataloging::delete(&state, &audit.of(&caller), &caller.0, &id).await? {
         return Err(not_found(&id));
     }
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -441,7 +410,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
         TAG,
         "List the catalog, oldest entry first. Any authenticated principal reads it.",
     )
-    .parameters(page_parameters("entries", "The id of the last entry", None))
+    .query::<PageIn>()
     .answer(
         "200",
         "A page of entries. A `Link` header with rel=\"next\" points to the next page.",

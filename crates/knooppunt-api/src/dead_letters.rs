@@ -2,11 +2,10 @@
 //! what happened, for the subscription's owner or an administrator to inspect, redeliver or
 //! remove.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use knooppunt_event::timestamp::utc_timestamp;
@@ -18,11 +17,12 @@ use serde_json::{Map, Value, json};
 use crate::auth::Caller;
 use crate::document::{
     BAD_REQUEST, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, link_header,
-    page_parameters, path_parameter,
+    path_parameter,
 };
 use crate::endpoints::Endpoints;
 use crate::ids::{DeadLetterId, SubscriptionId};
-use crate::page::Page;
+use crate::input::Params;
+use crate::page::{Page, PageIn};
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
 use knooppunt_services::app::AppState;
@@ -99,13 +99,20 @@ pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     Path(id): Path<SubscriptionId>,
-    Query(query): Query<HashMap<String, String>>,
+    page: Result<Params<PageIn>, ApiError>,
 ) -> Result<Response, ApiError> {
-    let mut problems = Vec::new();
+    // Who may is the service's rule: a stranger learns nothing from the query's problems.
     let Page {
         size: page_size,
         cursor,
-    } = Page::read(&query, &mut problems);
+    } = match page {
+        Ok(Params(page)) => page,
+        Err(problem) => {
+            salvaging::check_access(&state, &caller.0, &id)?;
+            return Err(problem);
+        }
+    };
+    let mut problems = Vec::new();
     let cursor = match cursor.map(|c| c.parse::<u64>()) {
         None => None,
         Some(Ok(seq)) => Some(seq),
@@ -118,8 +125,6 @@ pub(crate) async fn list(
         }
     };
     if !problems.is_empty() {
-        // Who may is the service's rule: a stranger learns nothing from the query's
-        // problems.
         salvaging::check_access(&state, &caller.0, &id)?;
         return Err(ApiError::invalid("the query is invalid", problems));
     }
@@ -206,11 +211,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
         TAG,
         "List a subscription's dead letters, oldest first (owner or admin).",
     )
-    .parameters(page_parameters(
-        "dead letters",
-        "The id of the last dead letter",
-        Some("^[0-9]{0,20}$"),
-    ))
+    .query::<PageIn>()
     .answer(
         "200",
         "A page of dead letters. A `Link` header with rel=\"next\" points to the next page.",

@@ -166,23 +166,6 @@ pub(crate) fn path_parameter(name: &str, description: &str) -> Value {
            "schema": {"type": "string"}})
 }
 
-/// `pageSize` and `cursor` of a list of `items`; `last` says what the cursor is, `pattern`
-/// what it looks like.
-pub(crate) fn page_parameters(items: &str, last: &str, pattern: Option<&str>) -> Value {
-    let mut cursor = json!({"type": "string"});
-    if let Some(pattern) = pattern {
-        cursor["pattern"] = json!(pattern);
-    }
-    json!([
-        {"name": "pageSize", "in": "query", "required": false,
-         "description": format!("How many {items} per page (1 to 1000, default 100)."),
-         "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 1000}},
-        {"name": "cursor", "in": "query", "required": false,
-         "description": format!("{last} of the previous page, as given in the `next` link; empty or left out for the first page."),
-         "schema": cursor}
-    ])
-}
-
 /// The `Link` header of a page.
 pub(crate) fn link_header() -> Value {
     header("RFC 8288 link to the next page, when there is one.")
@@ -257,6 +240,19 @@ impl Operation {
     }
 
     /// Query (or header) parameters.
+    /// The query parameters of the query string `T` (what [`crate::input::Params`] reads),
+    /// after any given before.
+    pub(crate) fn query<T: schemars::JsonSchema>(mut self) -> Operation {
+        let parameters = self
+            .0
+            .entry("parameters")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(items) = parameters {
+            items.extend(crate::input::query_parameters::<T>());
+        }
+        self
+    }
+
     pub(crate) fn parameters(mut self, parameters: Value) -> Operation {
         self.0.insert("parameters".into(), parameters);
         self

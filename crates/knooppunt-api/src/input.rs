@@ -9,7 +9,8 @@
 
 use std::marker::PhantomData;
 
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use http::request::Parts;
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::de::{DeserializeOwned, Deserializer, Visitor};
@@ -384,6 +385,102 @@ impl<S: Send + Sync, T: Body> FromRequest<S> for Input<T> {
         let JsonBody(body) = JsonBody::from_request(request, state).await?;
         read::<T>(&body).map(Input)
     }
+}
+
+/// A query string read as `T` (its parameters are `T`'s members, each a text: a member
+/// whose schema says integer is a [`Field<String>`] read as a number by `T::read`) and
+/// checked: every problem of it at once, as a body's. The same type describes the
+/// operation's query parameters ([`query_parameters`]). A parameter given twice is a
+/// problem: which one counts would be a guess.
+#[derive(Debug)]
+pub(crate) struct Params<T: Body>(pub(crate) T::Read);
+
+impl<S: Send + Sync, T: Body> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let mut problems = Problems::default();
+        let mut object = Map::new();
+        let query = parts.uri.query().unwrap_or_default();
+        for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+            if object
+                .insert(name.clone().into_owned(), Value::String(value.into_owned()))
+                .is_some()
+            {
+                problems.add(name, "is given twice; give it once");
+            }
+        }
+        let schema = input_schema::<T>();
+        for name in object.keys() {
+            if !members_of(&schema).contains(name) {
+                let names = members_of(&schema);
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                problems.add(
+                    name.as_str(),
+                    format!(
+                        "unknown query parameter; the parameters are {}",
+                        listed(&names)
+                    ),
+                );
+            }
+        }
+        let read = match T::deserialize(Value::Object(object)) {
+            Ok(typed) => typed.read(&mut problems),
+            Err(error) => {
+                problems.add("", error.to_string());
+                None
+            }
+        };
+        match read {
+            Some(value) if problems.is_empty() => Ok(Params(value)),
+            _ => Err(ApiError::invalid(
+                "the query is invalid",
+                problems.into_vec(),
+            )),
+        }
+    }
+}
+
+/// The OpenAPI query parameters of the query string `T` ([`Params`]): one per member, in
+/// order, required when the member is, with its description and schema.
+pub(crate) fn query_parameters<T: JsonSchema>() -> Vec<Value> {
+    let schema = SchemaSettings::openapi3()
+        .for_deserialize()
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    properties
+        .iter()
+        .map(|(name, property)| {
+            let mut property = property.clone();
+            let description = property
+                .as_object_mut()
+                .and_then(|p| p.remove("description"))
+                .unwrap_or(Value::Null);
+            // A parameter left out is absent, not `null`.
+            if let Some(p) = property.as_object_mut()
+                && p.get("default") == Some(&Value::Null)
+            {
+                p.remove("default");
+            }
+            let mut parameter = serde_json::json!({
+                "name": name, "in": "query", "required": required.contains(&name.as_str()),
+                "schema": property,
+            });
+            if !description.is_null() {
+                parameter["description"] = description;
+            }
+            parameter
+        })
+        .collect()
 }
 
 /// An RFC 3339 time in a body, as milliseconds since the Unix epoch.

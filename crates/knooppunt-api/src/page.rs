@@ -1,8 +1,6 @@
 //! The pagination of lists (ADR: cursor-based): `pageSize` and `cursor` in the query, read
 //! the same way for every list, every problem collected.
 
-use std::collections::HashMap;
-
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
@@ -11,7 +9,8 @@ use knooppunt_event::binding::percent::encode_component;
 use serde::Serialize;
 
 use crate::BASE_PATH;
-use crate::problem::InvalidParam;
+use crate::input::{Body, Field, Problems};
+use schemars::JsonSchema;
 
 /// Items per page unless the client asks otherwise.
 pub(crate) const DEFAULT_PAGE_SIZE: usize = 100;
@@ -26,30 +25,47 @@ pub(crate) struct Page {
     pub(crate) cursor: Option<String>,
 }
 
-impl Page {
-    /// Reads `pageSize` and `cursor`; any other parameter is a problem.
-    pub(crate) fn read(query: &HashMap<String, String>, problems: &mut Vec<InvalidParam>) -> Page {
-        for key in query.keys() {
-            if key != "pageSize" && key != "cursor" {
-                problems.push(InvalidParam::new(
-                    key.as_str(),
-                    "unknown query parameter; use `pageSize` and `cursor`",
-                ));
-            }
-        }
-        let size = match query.get("pageSize").map(|v| v.parse::<usize>()) {
+/// `pageSize` and `cursor` in a list's query: the one declaration every list reads (alone,
+/// or flattened into the list's own query type).
+#[derive(Debug, Default, serde::Deserialize, JsonSchema)]
+pub(crate) struct PageIn {
+    /// How many items per page (1 to 1000, default 100).
+    #[serde(default, rename = "pageSize")]
+    #[schemars(with = "u32", extend("format" = "int32", "minimum" = 1, "maximum" = 1000))]
+    page_size: Field<String>,
+    /// Where the previous page ended, as given in the `next` link; empty or left out for
+    /// the first page.
+    #[serde(default)]
+    cursor: Field<String>,
+}
+
+impl PageIn {
+    /// The page asked for; a problem recorded for a size out of bounds.
+    pub(crate) fn read(self, problems: &mut Problems) -> Page {
+        let size = match self.page_size.given().map(|v| v.parse::<usize>()) {
             None => DEFAULT_PAGE_SIZE,
             Some(Ok(n)) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
             Some(_) => {
-                problems.push(InvalidParam::new(
+                problems.add(
                     "pageSize",
                     format!("must be a whole number from 1 to {MAX_PAGE_SIZE}"),
-                ));
+                );
                 DEFAULT_PAGE_SIZE
             }
         };
-        let cursor = query.get("cursor").filter(|c| !c.is_empty()).cloned();
+        let cursor = self.cursor.given().filter(|c| !c.is_empty()).cloned();
         Page { size, cursor }
+    }
+}
+
+/// A list's query of `pageSize` and `cursor` only.
+impl Body for PageIn {
+    const NAME: &'static str = "query";
+    type Representation = ();
+    type Read = Page;
+
+    fn read(self, problems: &mut Problems) -> Option<Page> {
+        Some(PageIn::read(self, problems))
     }
 }
 

@@ -2,11 +2,10 @@
 //! sharing the store sees a change within a second; the hub that made it at once. A token
 //! is shown once, when it is issued, and stored only as its SHA-256.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::header::LOCATION;
 use http::{HeaderValue, StatusCode};
@@ -19,13 +18,12 @@ use crate::BASE_PATH;
 use crate::JsonBody;
 use crate::auth::{Caller, Role};
 use crate::document::{
-    BAD_REQUEST, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header,
-    page_parameters, path_parameter,
+    BAD_REQUEST, Operation, Refusal, UNAUTHORIZED, UNAVAILABLE, header, link_header, path_parameter,
 };
 use crate::endpoints::Endpoints;
 use crate::ids::PrincipalName;
-use crate::input::{self, Field, Problems};
-use crate::page::Page;
+use crate::input::{self, Body, Field, Params, Problems};
+use crate::page::{Page, PageIn};
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
 use knooppunt_services::administering::{self, PrincipalOut};
@@ -328,14 +326,10 @@ fn apply(held: Held, record: &mut StoredPrincipal, problems: &mut Problems) {
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Query(query): Query<HashMap<String, String>>,
+    page: Result<Params<PageIn>, ApiError>,
 ) -> Result<Response, ApiError> {
     administering::may_administer(&caller.0, "list principals")?;
-    let mut problems = Vec::new();
-    let Page { size, cursor } = Page::read(&query, &mut problems);
-    if !problems.is_empty() {
-        return Err(ApiError::invalid("the query is invalid", problems));
-    }
+    let Params(Page { size, cursor }) = page?;
     let (page, more) = state.principals.page(cursor.as_deref(), size);
     let body: Vec<PrincipalOut> = page.iter().map(resource).collect();
     let next = page.last().filter(|_| more).map(|last| last.name.as_str());
@@ -492,39 +486,51 @@ pub(crate) async fn delete(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+/// The query of a token's issue.
+#[derive(Debug, Default, serde::Deserialize, JsonSchema)]
+pub(crate) struct IssueTokenQuery {
+    /// How long the previous token keeps working (an ISO 8601 duration up to P7D, e.g.
+    /// PT1H), so that its holder can switch without a gap; left out, it stops at once.
+    #[serde(default, rename = "keepOld")]
+    #[schemars(example = &"PT1H")]
+    keep_old: Field<String>,
+}
+
+impl Body for IssueTokenQuery {
+    const NAME: &'static str = "query";
+    type Representation = ();
+    /// How long the previous token keeps working.
+    type Read = Option<std::time::Duration>;
+
+    fn read(self, problems: &mut Problems) -> Option<Self::Read> {
+        let keep_old = match self
+            .keep_old
+            .given()
+            .map(|v| knooppunt_store::parse_iso8601_duration(v))
+        {
+            None => None,
+            Some(Ok(overlap)) if overlap <= LONGEST_OVERLAP => Some(overlap),
+            Some(Ok(_)) => {
+                problems.add("keepOld", "must be at most P7D");
+                None
+            }
+            Some(Err(why)) => {
+                problems.add("keepOld", why);
+                None
+            }
+        };
+        Some(keep_old)
+    }
+}
+
 /// Issues a new token (the old one stops working at once); shown in this answer only.
 pub(crate) async fn issue_token(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     audit: RequestAudit,
     Path(name): Path<PrincipalName>,
-    Query(query): Query<HashMap<String, String>>,
+    Params(keep_old): Params<IssueTokenQuery>,
 ) -> Result<Response, ApiError> {
-    let mut problems = Vec::new();
-    for key in query.keys().filter(|key| key.as_str() != "keepOld") {
-        problems.push(InvalidParam::new(
-            key.as_str(),
-            "unknown query parameter; use `keepOld`",
-        ));
-    }
-    let keep_old = match query
-        .get("keepOld")
-        .map(|v| knooppunt_store::parse_iso8601_duration(v))
-    {
-        None => None,
-        Some(Ok(overlap)) if overlap <= LONGEST_OVERLAP => Some(overlap),
-        Some(Ok(_)) => {
-            problems.push(InvalidParam::new("keepOld", "must be at most P7D"));
-            None
-        }
-        Some(Err(why)) => {
-            problems.push(InvalidParam::new("keepOld", why));
-            None
-        }
-    };
-    if !problems.is_empty() {
-        return Err(ApiError::invalid("the query is invalid", problems));
-    }
     let (token, previous_until) =
         administering::issue_token(&state, &audit.of(&caller), &caller.0, &name, keep_old)
             .await?
@@ -544,11 +550,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
     const NO_PRINCIPAL: Refusal = ("404", "There is no principal with this name.");
     let principal = doc.schema::<PrincipalOut>();
     let list = Operation::new("listPrincipals", TAG, "List the principals, in name order.")
-        .parameters(page_parameters(
-            "principals",
-            "The name of the last principal",
-            None,
-        ))
+        .query::<PageIn>()
         .answer(
             "200",
             "A page of principals. A `Link` header with rel=\"next\" points to the next page.",
@@ -636,10 +638,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
          `keepOld` when that time has passed (its clients move to the new token meanwhile). \
          The answer is the only time the token is shown.",
     )
-    .parameters(json!([{"name": "keepOld", "in": "query", "required": false,
-        "description": "How long the replaced token is still accepted (ISO 8601 duration, at \
-                        most P7D), e.g. PT1H.",
-        "schema": {"type": "string", "example": "PT1H"}}]))
+    .query::<IssueTokenQuery>()
     .answer("200", "The new token.", Some(doc.schema::<TokenOut>()))
     .refusals(&[
         BAD_REQUEST,

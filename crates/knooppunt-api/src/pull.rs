@@ -2,12 +2,11 @@
 //! `reject` or `renew` the lock tokens it handed out. The subscription's owner (or an
 //! administrator) pulls; a push subscription answers 409.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue};
@@ -25,8 +24,8 @@ use crate::document::{
 };
 use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
-use crate::input::{self, Field, Problems};
-use crate::problem::{ApiError, InvalidParam};
+use crate::input::{self, Body, Field, Params, Problems};
+use crate::problem::ApiError;
 use crate::subscriptions::{not_found, unseen};
 use knooppunt_services::app::AppState;
 use knooppunt_services::subscriptions::PullRefused;
@@ -69,33 +68,12 @@ pub(crate) async fn receive(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     Path(id): Path<SubscriptionId>,
-    Query(query): Query<HashMap<String, String>>,
+    query: Result<Params<ReceiveQuery>, ApiError>,
 ) -> Result<Response, ApiError> {
+    // A stranger learns nothing from the query's problems.
     check_access(&state, &caller, &id)?;
-    let mut problems = Vec::new();
-    for name in query.keys() {
-        if name != "maxEvents" && name != "maxWait" {
-            problems.push(InvalidParam::new(
-                name.as_str(),
-                "unknown query parameter; the parameters are maxEvents and maxWait",
-            ));
-        }
-    }
-    let max = match query.get("maxEvents").map(|v| v.parse::<usize>()) {
-        None => DEFAULT_MAX_EVENTS,
-        Some(Ok(n)) if (1..=MAX_RECEIVE).contains(&n) => n,
-        Some(_) => {
-            problems.push(InvalidParam::new(
-                "maxEvents",
-                format!("must be a whole number from 1 to {MAX_RECEIVE}"),
-            ));
-            1
-        }
-    };
-    let wait = max_wait(&state, &query, DEFAULT_WAIT, &mut problems);
-    if !problems.is_empty() {
-        return Err(ApiError::invalid("the query is invalid", problems));
-    }
+    let Params((max, wait)) = query?;
+    let wait = wait.unwrap_or(DEFAULT_WAIT).min(state.longest_wait);
     let received = state
         .subscriptions
         .receive(&id, max, wait)
@@ -130,27 +108,57 @@ pub(crate) async fn receive(
     Ok(response)
 }
 
-/// `maxWait` of a query (ISO 8601, at most PT60S; `default` when left out), shortened so
-/// that the connection outlives it (it is closed after `idle_timeout` of silence).
-pub(crate) fn max_wait(
-    state: &AppState,
-    query: &HashMap<String, String>,
-    default: Duration,
-    problems: &mut Vec<InvalidParam>,
-) -> Duration {
-    let wait = match query.get("maxWait").map(|v| parse_iso8601_duration(v)) {
-        None => default,
-        Some(Ok(wait)) if wait <= MAX_WAIT => wait,
+/// The query of a receive.
+#[derive(Debug, Default, serde::Deserialize, JsonSchema)]
+pub(crate) struct ReceiveQuery {
+    /// How many events at most (1 to 100, default 10).
+    #[serde(default, rename = "maxEvents")]
+    #[schemars(with = "u32", extend("format" = "int32", "minimum" = 1, "maximum" = 100))]
+    max_events: Field<String>,
+    /// ISO 8601 duration to wait while no event is due (PT0S to PT60S, default PT30S; at
+    /// most the server's idle_timeout less 5 s). Answers as soon as there are events.
+    #[serde(default, rename = "maxWait")]
+    #[schemars(example = &"PT30S")]
+    max_wait: Field<String>,
+}
+
+impl Body for ReceiveQuery {
+    const NAME: &'static str = "query";
+    type Representation = ();
+    /// How many events at most, and how long to wait (when asked).
+    type Read = (usize, Option<Duration>);
+
+    fn read(self, problems: &mut Problems) -> Option<Self::Read> {
+        let max = match self.max_events.given().map(|v| v.parse::<usize>()) {
+            None => DEFAULT_MAX_EVENTS,
+            Some(Ok(n)) if (1..=MAX_RECEIVE).contains(&n) => n,
+            Some(_) => {
+                problems.add(
+                    "maxEvents",
+                    format!("must be a whole number from 1 to {MAX_RECEIVE}"),
+                );
+                1
+            }
+        };
+        Some((max, max_wait(self.max_wait, problems)))
+    }
+}
+
+/// `maxWait` of a query (ISO 8601, at most PT60S), if given; the caller shortens it to
+/// the longest wait this hub allows.
+pub(crate) fn max_wait(asked: Field<String>, problems: &mut Problems) -> Option<Duration> {
+    match asked.given().map(|v| parse_iso8601_duration(v)) {
+        None => None,
+        Some(Ok(wait)) if wait <= MAX_WAIT => Some(wait),
         Some(Ok(_)) => {
-            problems.push(InvalidParam::new("maxWait", "must be at most PT60S"));
-            Duration::ZERO
+            problems.add("maxWait", "must be at most PT60S");
+            None
         }
         Some(Err(why)) => {
-            problems.push(InvalidParam::new("maxWait", why));
-            Duration::ZERO
+            problems.add("maxWait", why);
+            None
         }
-    };
-    wait.min(state.longest_wait)
+    }
 }
 
 /// A CloudEvents JSON batch of events kept as JSON text, each exactly as it is.
@@ -432,49 +440,45 @@ pub(crate) fn describe(doc: &mut Endpoints) {
         header["example"] = json!("1207.88, 1208.89");
         header
     };
-    let receive = Operation::new("receiveEvents", TAG, "Receive events of a pull subscription")
-        .description(
-            "A pull subscription is one created with `config.delivery` `pull`: it has no sink \
+    let receive = Operation::new(
+        "receiveEvents",
+        TAG,
+        "Receive events of a pull subscription",
+    )
+    .description(
+        "A pull subscription is one created with `config.delivery` `pull`: it has no sink \
              of its own (the hub fills in this receive URL as `sink`) and needs no handshake. \
              Its owner (or an administrator) receives here.",
-        )
-        .parameters(json!([
-            {"name": "maxEvents", "in": "query", "required": false,
-             "description": format!("How many events at most (1 to {MAX_RECEIVE}, default {DEFAULT_MAX_EVENTS})."),
-             "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": MAX_RECEIVE}},
-            {"name": "maxWait", "in": "query", "required": false,
-             "description": "ISO 8601 duration to wait while no event is due (PT0S to PT60S, default PT30S; \
-                             at most the server's idle_timeout less 5 s). Answers as soon as there are events.",
-             "schema": {"type": "string", "example": "PT30S"}}
-        ]))
-        .answer_as(
-            "200",
-            "Up to maxEvents due events in acceptance order (an ordered subscription: its \
+    )
+    .query::<ReceiveQuery>()
+    .answer_as(
+        "200",
+        "Up to maxEvents due events in acceptance order (an ordered subscription: its \
              oldest alone, and only once the one before was settled), each exactly as \
              published, as a CloudEvents JSON batch; `[]` when none came within maxWait. Each \
              is locked to the caller for the subscription's lockDuration: settle it with its \
              lock token before then, or it is handed out again (that counts as an attempt; \
              past maxAttempts or ttl the event becomes a dead letter).",
-            "application/cloudevents-batch+json",
-            cloud_events(),
-        )
-        .header(
-            "200",
-            "Knooppunt-Lock-Tokens",
-            list_header(
-                "The lock token of each event, in the batch's order, separated by `, `. Absent \
+        "application/cloudevents-batch+json",
+        cloud_events(),
+    )
+    .header(
+        "200",
+        "Knooppunt-Lock-Tokens",
+        list_header(
+            "The lock token of each event, in the batch's order, separated by `, `. Absent \
                  when the batch is empty.",
-            ),
-        )
-        .header(
-            "200",
-            "Knooppunt-Delivery-Counts",
-            list_header(
-                "How many times each event was handed out (this time included), in the batch's \
+        ),
+    )
+    .header(
+        "200",
+        "Knooppunt-Delivery-Counts",
+        list_header(
+            "How many times each event was handed out (this time included), in the batch's \
                  order.",
-            ),
-        )
-        .refusals(&refusals);
+        ),
+    )
+    .refusals(&refusals);
     doc.post("/subscriptions/{id}/receive", self::receive, &id, receive);
     let settled = doc.schema::<SettledOut>();
     for (settling, operation_id, path, summary, description) in [

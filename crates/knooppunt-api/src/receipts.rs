@@ -3,11 +3,10 @@
 //! anyone else only its own) and `GET /v1/subscriptions/{id}/receipts` ("what did I
 //! receive", in the order they were delivered, in pages).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use knooppunt_event::format::json::Identity;
 use knooppunt_event::timestamp::utc_timestamp;
@@ -17,11 +16,12 @@ use serde_json::json;
 
 use crate::auth::Caller;
 use crate::document::{
-    BAD_REQUEST, NOT_FOUND, Operation, UNAUTHORIZED, link_header, page_parameters, path_parameter,
+    BAD_REQUEST, NOT_FOUND, Operation, UNAUTHORIZED, link_header, path_parameter,
 };
 use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
-use crate::page::Page;
+use crate::input::Params;
+use crate::page::{Page, PageIn};
 use crate::problem::{ApiError, InvalidParam};
 use knooppunt_services::app::AppState;
 
@@ -133,21 +133,19 @@ pub(crate) async fn of_subscription(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     Path(id): Path<SubscriptionId>,
-    Query(query): Query<HashMap<String, String>>,
+    Params(Page { size, cursor }): Params<PageIn>,
 ) -> Result<Response, ApiError> {
-    let mut problems = Vec::new();
-    let Page { size, cursor } = Page::read(&query, &mut problems);
     if cursor
         .as_deref()
         .is_some_and(|c| c.len() > 64 || !c.bytes().all(|b| b.is_ascii_hexdigit() || b == b'.'))
     {
-        problems.push(InvalidParam::new(
-            "cursor",
-            "is not a cursor of this list: use the link of the previous page",
+        return Err(ApiError::invalid(
+            "the query is invalid",
+            vec![InvalidParam::new(
+                "cursor",
+                "is not a cursor of this list: use the link of the previous page",
+            )],
         ));
-    }
-    if !problems.is_empty() {
-        return Err(ApiError::invalid("the query is invalid", problems));
     }
     let (receipts, next) = match state
         .receipts_of_subscription(&caller.0, &id, (cursor.as_deref(), size))
@@ -228,11 +226,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
         "What a subscription received: the events its sink took (2xx), in the order they were \
          delivered.",
     )
-    .parameters(page_parameters(
-        "receipts",
-        "The sequence number of the last event of the previous page",
-        None,
-    ))
+    .query::<PageIn>()
     .answer(
         "200",
         "A page of receipts. A `Link` header with rel=\"next\" points to the next page.",

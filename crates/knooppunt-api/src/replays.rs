@@ -26,7 +26,7 @@ use crate::input::{Body, Field, Input, Problems, Time};
 use crate::problem::ApiError;
 use crate::request::RequestAudit;
 use knooppunt_services::app::AppState;
-use knooppunt_services::audit::{Action, ActionName};
+
 use knooppunt_services::replaying;
 
 /// A replay: a window of a subscription's retained events queued for it again.
@@ -77,10 +77,6 @@ impl From<&Replay> for ReplayOut {
 }
 
 /// A replay as the API shows it, as JSON (the audit trail's details).
-fn representation(replay: &Replay) -> serde_json::Value {
-    serde_json::to_value(ReplayOut::from(replay)).expect("a replay serializes")
-}
-
 /// What a client sends to start a replay: the window of acceptance times.
 #[derive(Debug, Default, serde::Deserialize, serde::Serialize, JsonSchema)]
 #[schemars(rename = "ReplayRequest", extend("additionalProperties" = false))]
@@ -120,20 +116,7 @@ pub(crate) async fn create(
     Path(id): Path<SubscriptionId>,
     Input(window): Input<ReplayIn>,
 ) -> Result<Response, ApiError> {
-    let replay = replaying::start(
-        &state,
-        &audit.of(&caller),
-        &caller.0,
-        (&id, window.0, window.1),
-        |replay| {
-            Action::new(
-                ActionName::ReplayCreate,
-                format!("subscription/{id}/replays/{}", replay.id),
-                representation(replay),
-            )
-        },
-    )
-    .await?;
+    let replay = replaying::start(&state, &audit.of(&caller), &caller.0, &id, window).await?;
     let location = HeaderValue::try_from(format!(
         "{BASE_PATH}/subscriptions/{id}/replays/{}",
         replay.id
@@ -182,20 +165,8 @@ pub(crate) async fn cancel(
     audit: RequestAudit,
     Path((id, replay)): Path<(SubscriptionId, ReplayId)>,
 ) -> Result<Response, ApiError> {
-    let cancelled = replaying::cancel(
-        &state,
-        &audit.of(&caller),
-        &caller.0,
-        (&id, &replay),
-        |cancelled| {
-            Action::new(
-                ActionName::ReplayCancel,
-                format!("subscription/{id}/replays/{replay}"),
-                representation(cancelled),
-            )
-        },
-    )
-    .await?;
+    let cancelled =
+        replaying::cancel(&state, &audit.of(&caller), &caller.0, (&id, &replay)).await?;
     match cancelled {
         Some(cancelled) => Ok(Json(ReplayOut::from(&cancelled)).into_response()),
         None => Err(missing(&id, &replay)),

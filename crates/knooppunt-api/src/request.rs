@@ -10,13 +10,12 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http::request::Parts;
 use http::{HeaderValue, StatusCode};
-use serde_json::json;
 
 use crate::identity::Principal;
 use crate::problem::{ApiError, Refusal};
 use knooppunt_event::trace_context::TraceContext;
 use knooppunt_services::app::AppState;
-use knooppunt_services::audit::{Action, Context};
+use knooppunt_services::audit::{Context, Surface};
 
 pub(crate) const REQUEST_ID: &str = "x-request-id";
 
@@ -46,6 +45,18 @@ impl RequestAudit {
             actor_oin: principal.oin.as_ref().map(|o| o.as_str().to_owned()),
             request_id: Some(self.request_id.clone()),
             trace_id: self.trace_id.clone(),
+            surface: Surface::Api,
+        }
+    }
+
+    /// The context of what the ZGW client `client` does through the Notificaties facade
+    /// (it acts as its principal): the trail names its entries as the facade does.
+    pub fn of_client(&self, principal: &Principal, client: &str) -> Context {
+        Context {
+            surface: Surface::Facade {
+                client: client.to_owned(),
+            },
+            ..self.of_principal(principal)
         }
     }
 
@@ -56,6 +67,7 @@ impl RequestAudit {
             actor_oin: None,
             request_id: Some(self.request_id.clone()),
             trace_id: self.trace_id.clone(),
+            surface: Surface::Api,
         }
     }
 
@@ -66,6 +78,7 @@ impl RequestAudit {
             actor_oin: actor.and_then(|(_, oin)| oin),
             request_id: Some(self.request_id.clone()),
             trace_id: self.trace_id.clone(),
+            surface: Surface::Api,
         }
     }
 }
@@ -150,21 +163,14 @@ pub(crate) async fn track(state: &AppState, mut request: Request, next: Next) ->
     let status = response.status();
     if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
         let detail = response.extensions().get::<Refusal>().map(|r| r.0.clone());
-        state.audit.refused(
-            &audit.context(),
-            Action::new(
-                if status == StatusCode::UNAUTHORIZED {
-                    knooppunt_services::audit::ActionName::RequestUnauthenticated
-                } else {
-                    knooppunt_services::audit::ActionName::RequestForbidden
-                },
-                format!(
-                    "{method} {}",
-                    route.as_ref().map_or("(no route)", MatchedPath::as_str)
-                ),
-                json!({"status": status.as_u16(), "detail": detail}),
-            ),
+        let route = format!(
+            "{method} {}",
+            route.as_ref().map_or("(no route)", MatchedPath::as_str)
         );
+        let unauthenticated = status == StatusCode::UNAUTHORIZED;
+        state
+            .audit
+            .request_refused(&audit.context(), unauthenticated, route, detail);
     }
     response
 }

@@ -9,7 +9,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use knooppunt_event::timestamp::utc_timestamp;
-use knooppunt_store::{StoredEvent, Subscription, now_ms};
+use knooppunt_store::now_ms;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
@@ -23,23 +23,8 @@ use crate::ids::SubscriptionId;
 use crate::problem::ApiError;
 use crate::request::RequestAudit;
 use crate::subscription_body::AttemptOut;
-use crate::subscriptions::{not_found, visible};
 use knooppunt_services::app::AppState;
-use knooppunt_services::audit::{Action, ActionName};
-
-/// The subscription, if it is the caller's (or the caller an administrator).
-fn owned(
-    state: &AppState,
-    caller: &Caller,
-    id: &str,
-    action: &str,
-) -> Result<Arc<Subscription>, ApiError> {
-    caller.require(Role::Subscriber, action)?;
-    match state.subscriptions.get(id) {
-        Some(subscription) if visible(caller, &subscription) => Ok(subscription),
-        _ => Err(not_found(id)),
-    }
-}
+use knooppunt_services::subscribing;
 
 /// How a subscription's deliveries fare.
 #[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
@@ -121,7 +106,8 @@ pub(crate) async fn subscription(
     caller: Caller,
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
-    let subscription = owned(&state, &caller, &id, "read a subscription's status")?;
+    let subscription =
+        subscribing::for_subscriber(&state, &caller.0, &id, "read a subscription's status")?;
     let stats = state.queue_stats_of(&id).await?;
     let now = now_ms();
     let limits = state.backlog.options;
@@ -173,7 +159,7 @@ pub(crate) async fn attempts(
     caller: Caller,
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
-    owned(&state, &caller, &id, "read a subscription's attempts")?;
+    subscribing::for_subscriber(&state, &caller.0, &id, "read a subscription's attempts")?;
     let attempts: Vec<AttemptOut> = state
         .deliverer
         .recent_attempts(&id)
@@ -182,9 +168,6 @@ pub(crate) async fn attempts(
         .collect();
     Ok(Json(attempts).into_response())
 }
-
-/// The type of the events [`test`] sends.
-pub(crate) const TEST_TYPE: &str = "nl.knooppunt.test";
 
 /// A test event sent: its id, and how the sink answered.
 #[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
@@ -218,46 +201,10 @@ pub(crate) async fn test(
     audit: RequestAudit,
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
-    let subscription = owned(&state, &caller, &id, "send test events")?;
-    if subscription.is_pull() {
-        return Err(ApiError::Conflict(format!(
-            "subscription `{id}` is a pull subscription: it has no endpoint to send a test \
-             event to; receive from it instead"
-        )));
-    }
-    if subscription.state().as_str() != "active" {
-        return Err(ApiError::Conflict(format!(
-            "subscription `{id}` is {}: test events go only to a sink that consented (an \
-             active subscription)",
-            subscription.state().as_str()
-        )));
-    }
-    let now = now_ms();
-    let event_id = uuid::Uuid::now_v7().to_string();
-    let event = json!({
-        "specversion": "1.0",
-        "id": event_id,
-        "source": "urn:knooppunt:hub",
-        "type": TEST_TYPE,
-        "subject": id,
-        "time": utc_timestamp(now),
-        "datacontenttype": "application/json",
-        "data": {
-            "message": "Testbericht van Knooppunt: uw endpoint is bereikbaar. / A test event from Knooppunt: your endpoint is reachable.",
-            "requestedBy": caller.0.name,
-        }
-    });
-    let stored = StoredEvent {
-        seq: 0,
-        source: "urn:knooppunt:hub".into(),
-        id: event_id.clone(),
-        accepted_at: now,
-        json: event.to_string(),
-        extension_types: None,
-    };
-    let sent = state.deliverer.send_test(&subscription, stored).await;
+    let sent = subscribing::send_test(&state, &audit.of(&caller), &caller.0, &id).await?;
+    let (event_id, sent) = (sent.event_id, sent.delivery);
     let body = TestOut {
-        id: event_id.clone(),
+        id: event_id,
         time: utc_timestamp(sent.at),
         sequence: sent.seq,
         outcome: if sent.error.is_none() {
@@ -270,12 +217,6 @@ pub(crate) async fn test(
         duration_ms: sent.duration_ms,
         error: sent.error.clone(),
     };
-    let action = Action::new(
-        ActionName::SubscriptionTest,
-        format!("subscription/{id}"),
-        json!({"event": event_id, "statusCode": sent.status, "error": sent.error}),
-    );
-    state.audit.record(&audit.of(&caller), action).await;
     Ok(Json(body).into_response())
 }
 

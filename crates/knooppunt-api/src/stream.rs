@@ -2,11 +2,10 @@
 //! order after a cursor, for consumers that keep their own position. No locks: reading
 //! changes nothing.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::Response;
 use http::header::LINK;
 use http::{HeaderName, HeaderValue};
@@ -20,10 +19,12 @@ use crate::document::{
 };
 use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
-use crate::problem::{ApiError, InvalidParam};
+use crate::input::{Body, Field, Params, Problems};
+use crate::problem::ApiError;
 use crate::subscriptions::{not_found, unseen};
 use knooppunt_services::app::AppState;
 use knooppunt_services::history::HistoryRefused;
+use schemars::JsonSchema;
 
 /// The position after the events of an answer, to read on from.
 pub(crate) const CURSOR: HeaderName = HeaderName::from_static("knooppunt-cursor");
@@ -39,50 +40,15 @@ pub(crate) async fn read(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     Path(id): Path<SubscriptionId>,
-    Query(query): Query<HashMap<String, String>>,
+    query: Result<Params<StreamQuery>, ApiError>,
 ) -> Result<Response, ApiError> {
+    // A stranger learns nothing from the query's problems.
     state
         .subscriptions
         .for_subscriber(&caller.0, &id, "read events")
         .map_err(|why| unseen(why, &id))?;
-    let mut problems = Vec::new();
-    for name in query.keys() {
-        if !["after", "limit", "maxWait"].contains(&name.as_str()) {
-            problems.push(InvalidParam::new(
-                name.as_str(),
-                "unknown query parameter; the parameters are after, limit and maxWait",
-            ));
-        }
-    }
-    let after = match query.get("after").map(String::as_str) {
-        None | Some("") => None,
-        Some(text) => match text.parse::<u64>() {
-            Ok(after) => Some(after),
-            Err(_) => {
-                problems.push(InvalidParam::new(
-                    "after",
-                    "is not a cursor of this hub: use the Knooppunt-Cursor of an earlier answer, or \
-                     leave it out to start at the oldest retained event",
-                ));
-                None
-            }
-        },
-    };
-    let limit = match query.get("limit").map(|v| v.parse::<usize>()) {
-        None => DEFAULT_LIMIT,
-        Some(Ok(n)) if (1..=MAX_LIMIT).contains(&n) => n,
-        Some(_) => {
-            problems.push(InvalidParam::new(
-                "limit",
-                format!("must be a whole number from 1 to {MAX_LIMIT}"),
-            ));
-            1
-        }
-    };
-    let wait = crate::pull::max_wait(&state, &query, Duration::ZERO, &mut problems);
-    if !problems.is_empty() {
-        return Err(ApiError::invalid("the query is invalid", problems));
-    }
+    let Params((after, limit, wait)) = query?;
+    let wait = wait.unwrap_or(Duration::ZERO).min(state.longest_wait);
     let page = state
         .history
         .read(&id, after, limit, wait)
@@ -117,6 +83,59 @@ pub(crate) async fn read(
     Ok(response)
 }
 
+/// The query of the event stream.
+#[derive(Debug, Default, serde::Deserialize, JsonSchema)]
+pub(crate) struct StreamQuery {
+    /// The cursor (Knooppunt-Cursor of an earlier answer) to read on from; left out, the
+    /// oldest retained event.
+    #[serde(default)]
+    after: Field<String>,
+    /// How many events at most (1 to 1000, default 100).
+    #[serde(default)]
+    #[schemars(with = "u32", extend("format" = "int32", "minimum" = 1, "maximum" = 1000))]
+    limit: Field<String>,
+    /// ISO 8601 duration to wait when caught up (PT0S, the default, to PT60S).
+    #[serde(default, rename = "maxWait")]
+    #[schemars(example = &"PT30S")]
+    max_wait: Field<String>,
+}
+
+impl Body for StreamQuery {
+    const NAME: &'static str = "query";
+    type Representation = ();
+    /// The cursor, how many events at most, how long to wait (when asked).
+    type Read = (Option<u64>, usize, Option<Duration>);
+
+    fn read(self, problems: &mut Problems) -> Option<Self::Read> {
+        let after = match self.after.given().map(String::as_str) {
+            None | Some("") => None,
+            Some(text) => match text.parse::<u64>() {
+                Ok(after) => Some(after),
+                Err(_) => {
+                    problems.add(
+                        "after",
+                        "is not a cursor of this hub: use the Knooppunt-Cursor of an earlier \
+                         answer, or leave it out to start at the oldest retained event",
+                    );
+                    None
+                }
+            },
+        };
+        let limit = match self.limit.given().map(|v| v.parse::<usize>()) {
+            None => DEFAULT_LIMIT,
+            Some(Ok(n)) if (1..=MAX_LIMIT).contains(&n) => n,
+            Some(_) => {
+                problems.add(
+                    "limit",
+                    format!("must be a whole number from 1 to {MAX_LIMIT}"),
+                );
+                1
+            }
+        };
+        Some((after, limit, crate::pull::max_wait(self.max_wait, problems)))
+    }
+}
+
 /// The event stream's operation.
 pub(crate) fn describe(doc: &mut Endpoints) {
     let stream = Operation::new(
@@ -124,18 +143,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
         "pull",
         "Read a subscription's retained events after a cursor",
     )
-    .parameters(json!([
-        {"name": "after", "in": "query", "required": false,
-         "description": "The cursor (Knooppunt-Cursor of an earlier answer) to read on from; left out, \
-                         the oldest retained event.",
-         "schema": {"type": "string"}},
-        {"name": "limit", "in": "query", "required": false,
-         "description": format!("How many events at most (1 to {MAX_LIMIT}, default {DEFAULT_LIMIT})."),
-         "schema": {"type": "integer", "format": "int32", "minimum": 1, "maximum": MAX_LIMIT}},
-        {"name": "maxWait", "in": "query", "required": false,
-         "description": "ISO 8601 duration to wait when caught up (PT0S, the default, to PT60S).",
-         "schema": {"type": "string", "example": "PT30S"}}
-    ]))
+    .query::<StreamQuery>()
     .answer_as(
         "200",
         "The subscription's retained events after the cursor, in acceptance order, each \
@@ -146,7 +154,11 @@ pub(crate) fn describe(doc: &mut Endpoints) {
         "application/cloudevents-batch+json",
         cloud_events(),
     )
-    .header("200", "Knooppunt-Cursor", header("The cursor to read on from."))
+    .header(
+        "200",
+        "Knooppunt-Cursor",
+        header("The cursor to read on from."),
+    )
     .header(
         "200",
         "Link",
@@ -162,7 +174,10 @@ pub(crate) fn describe(doc: &mut Endpoints) {
             "Events after the cursor are no longer all retained: events may have been missed. \
              `oldestCursor` is the oldest cursor from which nothing is missing.",
         ),
-        ("409", "The subscription is suspended (the detail says why)."),
+        (
+            "409",
+            "The subscription is suspended (the detail says why).",
+        ),
         UNAVAILABLE,
     ]);
     let id = json!([path_parameter(

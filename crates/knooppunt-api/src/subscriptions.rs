@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::header::{ALLOW, LOCATION};
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -16,11 +16,12 @@ use serde_json::{Value, json};
 use crate::auth::{Caller, Role};
 use crate::document::{
     BAD_REQUEST, FORBIDDEN, NOT_FOUND, Operation, Refusal, UNAUTHORIZED, header, link_header,
-    page_parameters, path_parameter,
+    path_parameter,
 };
 use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
-use crate::page::Page;
+use crate::input::{Body, Field, Params, Problems};
+use crate::page::{Page, PageIn};
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
 use crate::subscription_body::{
@@ -28,7 +29,7 @@ use crate::subscription_body::{
 };
 use crate::{BASE_PATH, JsonBody, base_url};
 use knooppunt_services::app::AppState;
-use knooppunt_services::audit::{Action, ActionName};
+
 use knooppunt_services::{subscribing, subscriptions};
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
@@ -218,13 +219,6 @@ pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> Subscri
     body
 }
 
-/// A subscription as the audit trail keeps it: its representation with the sink's password
-/// and query values redacted (a webhook URL often carries a key).
-fn audited(state: &AppState, subscription: &Subscription) -> Value {
-    // The representation's sink is already redacted.
-    serde_json::to_value(resource(state, subscription)).expect("a subscription serializes")
-}
-
 /// A dry run of making the subscription a body describes, or of replacing `existing` with
 /// it (its members, filters and limits, then [`subscribing::dry_run`]: the caller's role
 /// and type prefixes, its owner's quotas, its sink's address), with nothing stored or
@@ -294,14 +288,7 @@ pub(crate) async fn create(
         },
     };
     let checked = subscribing::check(&state, &caller.0, new).await?;
-    let made = subscribing::create(&state, &audit.of(&caller), checked, |stored| {
-        Action::new(
-            ActionName::SubscriptionCreate,
-            format!("subscription/{id}"),
-            json!({"after": audited(&state, stored)}),
-        )
-    })
-    .await?;
+    let made = subscribing::create(&state, &audit.of(&caller), checked).await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/subscriptions/{id}"))
         .expect("ids are header-safe");
     let mut body = resource(&state, &made.now);
@@ -312,51 +299,96 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, [(LOCATION, location)], Json(body)).into_response())
 }
 
+/// The query of the list of subscriptions: whose, which, and the page.
+#[derive(Debug, Default, serde::Deserialize, JsonSchema)]
+pub(crate) struct SubscriptionsQuery {
+    /// Only the subscriptions of this principal (an administrator may name any; others
+    /// only themselves).
+    #[serde(default)]
+    #[schemars(length(min = 1))]
+    owner: Field<String>,
+    /// Only the subscriptions in this state (one whose owner is disabled, shown as
+    /// `suspended`, is `active` here).
+    #[serde(default)]
+    #[schemars(extend("enum" = ["active", "pending", "disabled"]))]
+    state: Field<String>,
+    /// Only the subscriptions with this text (compared without case) in their id, owner,
+    /// sink, label or one of their types.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 200))]
+    search: Field<String>,
+    #[serde(flatten)]
+    page: PageIn,
+}
+
+/// A list of subscriptions asked for.
+#[derive(Debug)]
+pub(crate) struct SubscriptionsAsked {
+    owner: Option<String>,
+    state: Option<SubscriptionState>,
+    search: Option<String>,
+    page: Page,
+}
+
+impl SubscriptionsQuery {
+    fn state_named(name: &str) -> Option<SubscriptionState> {
+        match name {
+            "active" => Some(SubscriptionState::Active),
+            "pending" => Some(SubscriptionState::Pending),
+            "disabled" => Some(SubscriptionState::Disabled),
+            _ => None,
+        }
+    }
+}
+
+impl Body for SubscriptionsQuery {
+    const NAME: &'static str = "query";
+    type Representation = ();
+    type Read = SubscriptionsAsked;
+
+    fn read(self, problems: &mut Problems) -> Option<Self::Read> {
+        let owner = self.owner.given().cloned();
+        if owner.as_deref().is_some_and(str::is_empty) {
+            problems.add("owner", "name a principal");
+        }
+        let state = self.state.given().and_then(|name| {
+            let state = SubscriptionsQuery::state_named(name);
+            if state.is_none() {
+                problems.add("state", "must be active, pending or disabled");
+            }
+            state
+        });
+        let search = self.search.given().cloned();
+        if search
+            .as_deref()
+            .is_some_and(|text| text.is_empty() || text.len() > 200)
+        {
+            problems.add("search", "must be a text of 1 to 200 bytes");
+        }
+        let page = self.page.read(problems);
+        Some(SubscriptionsAsked {
+            owner,
+            state,
+            search,
+            page,
+        })
+    }
+}
+
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     caller: Caller,
-    Query(mut query): Query<HashMap<String, String>>,
+    query: Result<Params<SubscriptionsQuery>, ApiError>,
 ) -> Result<Response, ApiError> {
     // Who may list at all, before the query is read; whose subscriptions, once it is.
     subscribing::list_scope(&caller.0, None)?;
-    let mut problems = Vec::new();
-    // The filter, taken out before the page's own parameters are read.
-    let asked = query.remove("owner");
-    let asked = asked.as_deref();
-    let state_asked = query.remove("state");
-    let search = query.remove("search");
+    let Params(asked) = query?;
     let Page {
         size: page_size,
         cursor,
-    } = Page::read(&query, &mut problems);
-    if asked.is_some_and(str::is_empty) {
-        problems.push(InvalidParam::new("owner", "name a principal"));
-    }
-    let state_wanted = match state_asked.as_deref() {
-        None => None,
-        Some("active") => Some(SubscriptionState::Active),
-        Some("pending") => Some(SubscriptionState::Pending),
-        Some("disabled") => Some(SubscriptionState::Disabled),
-        Some(_) => {
-            problems.push(InvalidParam::new(
-                "state",
-                "must be active, pending or disabled",
-            ));
-            None
-        }
-    };
-    if search
-        .as_deref()
-        .is_some_and(|text| text.is_empty() || text.len() > 200)
-    {
-        problems.push(InvalidParam::new(
-            "search",
-            "must be a text of 1 to 200 bytes",
-        ));
-    }
-    if !problems.is_empty() {
-        return Err(ApiError::invalid("the query is invalid", problems));
-    }
+    } = asked.page;
+    let (state_wanted, search) = (asked.state, asked.search);
+    let asked = asked.owner.as_deref();
     let owner = subscribing::list_scope(&caller.0, asked)?;
     let selection = knooppunt_services::registry::Selection {
         owner,
@@ -383,7 +415,7 @@ pub(crate) async fn list(
     // The next page keeps the selection.
     let kept: Vec<String> = [
         ("owner", asked),
-        ("state", state_asked.as_deref()),
+        ("state", state_wanted.map(|s| s.as_str())),
         ("search", search.as_deref()),
     ]
     .into_iter()
@@ -465,15 +497,7 @@ pub(crate) async fn replace(
             callbacks: &callbacks,
         },
     };
-    let action = |stored: &Subscription, sink_changed: bool| {
-        Action::new(
-            ActionName::SubscriptionReplace,
-            format!("subscription/{id}"),
-            json!({"after": audited(&state, stored), "sinkChanged": sink_changed}),
-        )
-        .concerning([stored.owner.clone()])
-    };
-    let replaced = subscribing::replace(&state, &audit.of(&caller), &caller.0, change, action)
+    let replaced = subscribing::replace(&state, &audit.of(&caller), &caller.0, change)
         .await?
         .ok_or_else(|| not_found(&id))?;
     let backlog = state.queue_stats_of(&id).await?.map_or(0, |q| q.pending);
@@ -490,16 +514,8 @@ pub(crate) async fn delete(
     audit: RequestAudit,
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
-    let action = |deleted: &Subscription| {
-        Action::new(
-            ActionName::SubscriptionDelete,
-            format!("subscription/{id}"),
-            json!({"before": audited(&state, deleted)}),
-        )
-        .concerning([deleted.owner.clone()])
-    };
     let view = |deleted: &Subscription| resource(&state, deleted);
-    let body = subscribing::delete(&state, &audit.of(&caller), &caller.0, &id, action, view)
+    let body = subscribing::delete(&state, &audit.of(&caller), &caller.0, &id, view)
         .await?
         .ok_or_else(|| not_found(&id))?;
     Ok(Json(body).into_response())
@@ -657,25 +673,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
         "List the subscriptions visible to the principal (its own; all for an admin), in \
          creation order.",
     )
-    .parameters({
-        let mut parameters = page_parameters("subscriptions", "The id of the last subscription", None);
-        parameters.as_array_mut().expect("parameters").push(json!({
-            "name": "owner", "in": "query", "required": false,
-            "description": "Only the subscriptions of this principal (an administrator may name any; \
-                            others only themselves).",
-            "schema": {"type": "string", "minLength": 1}}));
-        parameters.as_array_mut().expect("parameters").push(json!({
-            "name": "state", "in": "query", "required": false,
-            "description": "Only the subscriptions in this state (one whose owner is disabled, \
-                            shown as `suspended`, is `active` here).",
-            "schema": {"type": "string", "enum": ["active", "pending", "disabled"]}}));
-        parameters.as_array_mut().expect("parameters").push(json!({
-            "name": "search", "in": "query", "required": false,
-            "description": "Only the subscriptions with this text (compared without case) in \
-                            their id, owner, sink, label or one of their types.",
-            "schema": {"type": "string", "minLength": 1, "maxLength": 200}}));
-        parameters
-    })
+    .query::<SubscriptionsQuery>()
     .answer(
         "200",
         "A page of subscriptions. A `Link` header with rel=\"next\" points to the next page.",

@@ -16,8 +16,7 @@ use crate::identity::ClientCertificate;
 use crate::identity::{Authentication, Role};
 use crate::layout::{self, Section, badge, page, respond};
 use crate::{BASE, Console, LANG_COOKIE, Lang, SESSION_COOKIE, Visitor, cookie, lang_of, redirect};
-use knooppunt_services::audit::{Action, Context};
-use knooppunt_services::sessions::{Credential, SignIn};
+use knooppunt_services::sessions::{Credential, SignIn, trail};
 
 /// The cookie that carries the sign-in form's CSRF token (there is no session yet).
 const LOGIN_COOKIE: &str = "knooppunt_login";
@@ -180,15 +179,11 @@ pub(crate) async fn sign_in(
                 "Too many failed sign-ins from this address; try again in",
             )
         );
-        state.audit.refused(
-            &Context::default(),
-            Action::new(
-                knooppunt_services::audit::ActionName::ConsoleSignin,
-                "console".to_owned(),
-                serde_json::json!({"detail": "too many failed sign-ins from this address: \
-                                              refused without checking the credential",
-                                   "peer": peer.map(|ip| ip.to_string())}),
-            ),
+        trail::refused(
+            &state.audit,
+            "too many failed sign-ins from this address: refused without checking the \
+             credential",
+            peer,
         );
         let mut page = layout::refusal(lang, StatusCode::TOO_MANY_REQUESTS, &why);
         if let Ok(value) = http::HeaderValue::try_from(wait.to_string()) {
@@ -253,15 +248,7 @@ pub(crate) async fn sign_in(
             if let Some(ip) = peer {
                 state.sessions.throttle.failed(ip, now);
             }
-            let context = Context::default();
-            state.audit.refused(
-                &context,
-                Action::new(
-                    knooppunt_services::audit::ActionName::ConsoleSignin,
-                    "console".to_owned(),
-                    serde_json::json!({"detail": why, "peer": peer.map(|ip| ip.to_string())}),
-                ),
-            );
+            trail::refused(&state.audit, &why, peer);
             return login_page(&console, lang, &query, certificate.as_ref(), Some(&why));
         }
         Err(error) => {
@@ -272,22 +259,7 @@ pub(crate) async fn sign_in(
     if let Some(ip) = peer {
         state.sessions.throttle.succeeded(ip);
     }
-    let context = Context {
-        actor: Some(live.principal.name.clone()),
-        actor_oin: live.principal.oin.as_ref().map(|o| o.as_str().to_owned()),
-        ..Context::default()
-    };
-    state
-        .audit
-        .record(
-            &context,
-            Action::new(
-                knooppunt_services::audit::ActionName::ConsoleSignin,
-                format!("principal/{}", live.principal.name),
-                serde_json::json!({"expires": knooppunt_event::timestamp::utc_timestamp(live.session.expires_at)}),
-            ),
-        )
-        .await;
+    trail::signed_in(&state.audit, &live.principal, live.session.expires_at).await;
     let mut response = redirect(&safe_next(Some(fields.get("next"))));
     let max_age = state.sessions.options().lifetime.as_secs();
     set_cookie(
@@ -316,22 +288,7 @@ pub(crate) async fn sign_out(
         tracing::warn!(%error, "Ending a console session failed.");
         return layout::failure(posted.visitor.lang, StatusCode::SERVICE_UNAVAILABLE);
     }
-    let context = Context {
-        actor: Some(posted.visitor.principal.name.clone()),
-        ..Context::default()
-    };
-    console
-        .state
-        .audit
-        .record(
-            &context,
-            Action::new(
-                knooppunt_services::audit::ActionName::ConsoleSignout,
-                format!("principal/{}", posted.visitor.principal.name),
-                serde_json::json!({}),
-            ),
-        )
-        .await;
+    trail::signed_out(&console.state.audit, &posted.visitor.principal).await;
     let mut response = redirect(&format!("{BASE}/login?ended=1"));
     set_cookie(
         &mut response,

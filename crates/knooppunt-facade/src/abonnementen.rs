@@ -391,26 +391,6 @@ pub(crate) async fn checked_abonnement(
     Ok(checked)
 }
 
-/// The audit entry of an abonnement made or changed (`name`): its callback (redacted), its
-/// kanalen as the API shows them, and the client.
-pub(crate) fn abonnement_action(
-    name: knooppunt_services::audit::ActionName,
-    state: &AppState,
-    stored: &knooppunt_store::Subscription,
-    caller: &ZgwCaller,
-) -> knooppunt_services::audit::Action {
-    let kanalen = knooppunt_services::zgw::abonnement_of(&state.catalog, stored)
-        .map(|abonnement| kanalen_of(&abonnement));
-    knooppunt_services::audit::Action::new(
-        name,
-        format!("subscription/{}", stored.id),
-        json!({"callbackUrl": knooppunt_delivery::redact_sink(&stored.sink),
-               "kanalen": kanalen, "client": caller.0.client_id}),
-    )
-    // Its owner sees it on the trail, as for a subscription of `/v1`.
-    .concerning([stored.owner.clone()])
-}
-
 /// `POST /api/v1/abonnement` (scope `notificaties.consumeren`): the callback must take a
 /// test notificatie (2xx) first; the abonnement is then a subscription of the hub, active at
 /// once, with the hub's delivery (retries, breaker, SSRF guard, dead letters).
@@ -425,22 +405,9 @@ pub(crate) async fn create_abonnement(
     let draft = read_abonnement_draft(&body).map_err(ZgwError::Invalid)?;
     let id = uuid::Uuid::now_v7().to_string();
     let checked = checked_abonnement(&state, &caller, &draft, &id).await?;
-    let principal = caller.0.principal();
     let base = base_url(&state, &headers);
-    let made = knooppunt_services::subscribing::create(
-        &state,
-        &audit.of_principal(&principal),
-        checked,
-        |stored| {
-            abonnement_action(
-                knooppunt_services::audit::ActionName::AbonnementCreate,
-                &state,
-                stored,
-                &caller,
-            )
-        },
-    )
-    .await?;
+    let made =
+        knooppunt_services::subscribing::create(&state, &caller.context(&audit), checked).await?;
     let abonnement = knooppunt_services::zgw::abonnement_of(&state.catalog, &made.stored)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
     let body = abonnement_representation(&base, &abonnement);
@@ -547,22 +514,11 @@ pub(crate) async fn delete_abonnement(
     caller.require_any(&[CONSUME])?;
     own_abonnement(&state, &caller, &uuid)?;
     let principal = caller.0.principal();
-    // What it was (its callback and kanalen), as `/v1` records a subscription before it
-    // goes.
-    let action = |deleted: &knooppunt_store::Subscription| {
-        abonnement_action(
-            knooppunt_services::audit::ActionName::AbonnementDelete,
-            &state,
-            deleted,
-            &caller,
-        )
-    };
     knooppunt_services::subscribing::delete(
         &state,
-        &audit.of_principal(&principal),
+        &caller.context(&audit),
         &principal,
         &uuid,
-        action,
         |_| (),
     )
     .await?
@@ -585,23 +541,10 @@ pub(crate) async fn update_abonnement(
         .replacing::<ZgwError>(uuid);
     let principal = caller.0.principal();
     let base = base_url(state, headers);
-    let action = |stored: &knooppunt_store::Subscription, _| {
-        abonnement_action(
-            knooppunt_services::audit::ActionName::AbonnementUpdate,
-            state,
-            stored,
-            caller,
-        )
-    };
-    let replaced = knooppunt_services::subscribing::replace(
-        state,
-        &audit.of_principal(&principal),
-        &principal,
-        change,
-        action,
-    )
-    .await?
-    .ok_or_else(|| ZgwError::NotFound(format!("er is geen abonnement `{uuid}`")))?;
+    let replaced =
+        knooppunt_services::subscribing::replace(state, &caller.context(audit), &principal, change)
+            .await?
+            .ok_or_else(|| ZgwError::NotFound(format!("er is geen abonnement `{uuid}`")))?;
     let abonnement = knooppunt_services::zgw::abonnement_of(&state.catalog, &replaced)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
     let body = abonnement_representation(&base, &abonnement);

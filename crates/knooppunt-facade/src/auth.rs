@@ -6,6 +6,15 @@ use super::*;
 pub(crate) struct ZgwCaller(pub(crate) ZgwClient);
 
 impl ZgwCaller {
+    /// The audit context of what this client does: it acts as its principal, and the trail
+    /// names its entries as the facade does, with the client.
+    pub(crate) fn context(
+        &self,
+        audit: &knooppunt_api::request::RequestAudit,
+    ) -> knooppunt_services::audit::Context {
+        audit.of_client(&self.0.principal(), &self.0.client_id)
+    }
+
     pub(crate) fn require_any(&self, scopes: &[&str]) -> Result<(), ZgwError> {
         if scopes.iter().any(|s| self.0.has_scope(s)) {
             return Ok(());

@@ -189,20 +189,10 @@ pub(crate) async fn create_kanaal(
     caller.require_any(&[PUBLISH])?;
     let draft = read_draft(&body).map_err(ZgwError::Invalid)?;
     let principal = caller.0.principal();
-    let action = |entry: &knooppunt_store::CatalogEntry| {
-        kanaal_action(
-            knooppunt_services::audit::ActionName::KanaalCreate,
-            entry,
-            &caller.0.client_id,
-        )
-    };
     let made = async {
         let entry = knooppunt_services::zgw::kanaal_entry(&state.catalog, &caller.0, draft)?;
-        let context = audit.of_principal(&principal);
-        Ok(
-            knooppunt_services::cataloging::create(&state, &context, &principal, entry, action)
-                .await?,
-        )
+        let context = caller.context(&audit);
+        Ok(knooppunt_services::cataloging::create(&state, &context, &principal, entry).await?)
     };
     let entry = made.await.map_err(kanaal_refusal)?;
     let kanaal =
@@ -241,22 +231,15 @@ pub(crate) async fn change_kanaal(
     }
     let draft = draft_of(&object).map_err(ZgwError::Invalid)?;
     let principal = caller.0.principal();
-    let action = |entry: &knooppunt_store::CatalogEntry| {
-        kanaal_action(
-            knooppunt_services::audit::ActionName::KanaalUpdate,
-            entry,
-            &caller.0.client_id,
-        )
-    };
     let replaced = async {
         let entry = knooppunt_services::zgw::kanaal_update(&caller.0, &existing, draft)?;
-        let context = audit.of_principal(&principal);
+        let context = caller.context(&audit);
         Ok(knooppunt_services::cataloging::replace(
             &state,
             &context,
             &principal,
-            (&existing.id, entry),
-            action,
+            &existing.id,
+            entry,
         )
         .await?)
     };
@@ -270,22 +253,6 @@ pub(crate) async fn change_kanaal(
         StatusCode::OK,
         &representation(&base_url(&state, &headers), &kanaal),
     ))
-}
-
-/// A kanaal's registration or change as the audit trail keeps it.
-pub(crate) fn kanaal_action(
-    name: knooppunt_services::audit::ActionName,
-    entry: &knooppunt_store::CatalogEntry,
-    client_id: &str,
-) -> knooppunt_services::audit::Action {
-    let kanaal = Kanaal::of(entry);
-    knooppunt_services::audit::Action::new(
-        name,
-        format!("eventtype/{}", entry.id),
-        json!({"naam": kanaal.as_ref().map(|k| &k.naam),
-               "filters": kanaal.as_ref().map(|k| &k.filters),
-               "client": client_id}),
-    )
 }
 
 /// A kanaal the catalog did not take, in the API's shapes.

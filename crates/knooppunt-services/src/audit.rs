@@ -30,6 +30,42 @@ pub struct Context {
     pub actor_oin: Option<String>,
     pub request_id: Option<String>,
     pub trace_id: Option<String>,
+    /// The surface the request came through: the one thing a surface tells the trail.
+    pub surface: Surface,
+}
+
+/// The surface a change came through. The use case that makes the change builds its entry
+/// (what changed, redacted, and whom it concerns); the surface only picks the entry's name
+/// (`/v1`'s `subscription.create` or the facade's `abonnement.create`) and, for the
+/// Notificaties facade, adds the ZGW client that asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Surface {
+    /// The `/v1` API, and the console, which calls it.
+    #[default]
+    Api,
+    /// The Notificaties facade, called by the ZGW client `client`.
+    Facade { client: String },
+}
+
+impl Context {
+    /// `action` as this context's surface names it: the facade's name when it came through
+    /// the facade (and the facade has one), with the client in its details.
+    fn label(&self, mut action: Action) -> Action {
+        if let Surface::Facade { client } = &self.surface {
+            action.name = match action.name {
+                ActionName::SubscriptionCreate => ActionName::AbonnementCreate,
+                ActionName::SubscriptionReplace => ActionName::AbonnementUpdate,
+                ActionName::SubscriptionDelete => ActionName::AbonnementDelete,
+                ActionName::EventtypeCreate => ActionName::KanaalCreate,
+                ActionName::EventtypeReplace => ActionName::KanaalUpdate,
+                name => name,
+            };
+            if let Some(details) = action.details.as_object_mut() {
+                details.insert("client".into(), client.as_str().into());
+            }
+        }
+        action
+    }
 }
 
 macro_rules! action_names {
@@ -307,6 +343,7 @@ fn activity(name: &str) -> String {
 }
 
 fn record(context: &Context, action: Action, status: &str) -> AuditRecord {
+    let action = context.label(action);
     AuditRecord {
         start_time: now_ms(),
         processing_activity_id: Some(activity(action.name.as_str())),
@@ -481,6 +518,24 @@ impl Audit {
             ));
         }
         store.remove_audit_through(through).await
+    }
+
+    /// Records a request the hub answered 401 (`unauthenticated`) or 403 on `route` (the
+    /// route, not the path: a path can carry a secret), with the refusal's `detail`.
+    pub fn request_refused(
+        &self,
+        context: &Context,
+        unauthenticated: bool,
+        route: String,
+        detail: Option<String>,
+    ) {
+        let (name, status) = if unauthenticated {
+            (ActionName::RequestUnauthenticated, 401)
+        } else {
+            (ActionName::RequestForbidden, 403)
+        };
+        let details = serde_json::json!({"status": status, "detail": detail});
+        self.refused(context, Action::new(name, route, details));
     }
 
     /// Records a refused request without waiting; counted instead when the writer is behind.

@@ -16,18 +16,22 @@ use crate::catalog::{Draft, Refused};
 use crate::identity::Principal;
 
 /// Makes an entry of `draft` owned by `caller`: the catalog's checks, the store, an entry
-/// on the audit trail (`action` names it from the entry, in the surface's vocabulary),
-/// then the approval requests an approval-bound entry needs.
+/// on the audit trail (the entry as [`on_the_trail`] keeps it), then the approval requests
+/// an approval-bound entry needs.
 pub async fn create(
     state: &AppState,
     context: &Context,
     caller: &Principal,
     draft: Draft,
-    action: impl FnOnce(&CatalogEntry) -> Action,
 ) -> Result<Arc<CatalogEntry>, Refused> {
     let entry = state.catalog.create(caller, draft).await?;
     tracing::info!(entry = %entry.id, by = %caller.name, "Catalog entry created.");
-    state.audit.record(context, action(&entry)).await;
+    let action = Action::new(
+        ActionName::EventtypeCreate,
+        format!("eventtype/{}", entry.id),
+        json!({"after": on_the_trail(&entry)}),
+    );
+    state.audit.record(context, action).await;
     state.approvals.entry_saved(&entry).await;
     Ok(entry)
 }
@@ -38,35 +42,71 @@ pub async fn replace(
     state: &AppState,
     context: &Context,
     caller: &Principal,
-    (id, draft): (&str, Draft),
-    action: impl FnOnce(&CatalogEntry) -> Action,
+    id: &str,
+    draft: Draft,
 ) -> Result<Option<Arc<CatalogEntry>>, Refused> {
     let Some(entry) = state.catalog.replace(caller, id, draft).await? else {
         return Ok(None);
     };
     tracing::info!(entry = %id, by = %caller.name, "Catalog entry replaced.");
-    state.audit.record(context, action(&entry)).await;
+    let action = Action::new(
+        ActionName::EventtypeReplace,
+        format!("eventtype/{id}"),
+        json!({"after": on_the_trail(&entry)}),
+    )
+    .concerning([entry.owner.clone()]);
+    state.audit.record(context, action).await;
     state.approvals.entry_saved(&entry).await;
     Ok(Some(entry))
 }
 
-/// Deletes entry `id` for `caller` (its owner or an admin): the audit trail (`action` is
-/// given the owner the entry had), then its grants; `false` when there is none.
+/// Deletes entry `id` for `caller` (its owner or an admin): the audit trail (what went, as
+/// [`on_the_trail`] keeps it, concerning its owner), then its grants; `false` when there
+/// is none.
 pub async fn delete(
     state: &AppState,
     context: &Context,
     caller: &Principal,
     id: &str,
-    action: impl FnOnce(Option<String>) -> Action,
 ) -> Result<bool, Refused> {
-    let owner = state.catalog.get(id).map(|entry| entry.owner.clone());
+    let before = state.catalog.get(id);
     if !state.catalog.delete(caller, id).await? {
         return Ok(false);
     }
     tracing::info!(entry = %id, by = %caller.name, "Catalog entry deleted.");
-    state.audit.record(context, action(owner)).await;
+    let action = Action::new(
+        ActionName::EventtypeDelete,
+        format!("eventtype/{id}"),
+        json!({"before": before.as_deref().map(on_the_trail)}),
+    )
+    .concerning(before.map(|entry| entry.owner.clone()));
+    state.audit.record(context, action).await;
     state.approvals.entry_deleted(id).await;
     Ok(true)
+}
+
+/// A catalog entry as the audit trail keeps it, alike for every surface (it holds no
+/// secret): what it covers and how, and the kanaal it is, if it is one.
+pub fn on_the_trail(entry: &CatalogEntry) -> serde_json::Value {
+    let mut view = json!({
+        "id": entry.id,
+        "owner": entry.owner,
+        "source": entry.source_prefix,
+        "type": entry.event_type,
+        "typeMatch": entry.type_match.as_str(),
+        "description": entry.description,
+        "documentation": entry.documentation,
+        "dataschema": entry.dataschema,
+        "schema": entry.schema.is_some(),
+        "schemaCheck": entry.schema_check.as_str(),
+        "deprecated": entry.deprecated,
+        "approval": entry.approval.as_str(),
+        "kenmerken": entry.kenmerken,
+    });
+    if let Some(kanaal) = crate::zgw::Kanaal::of(entry) {
+        view["kanaal"] = json!({"naam": kanaal.naam, "filters": kanaal.filters});
+    }
+    view
 }
 
 /// `caller` (the entry's owner or an admin) decides on the grant of event type `entry` for

@@ -6,7 +6,7 @@
 use knooppunt_store::Replay;
 
 use crate::app::AppState;
-use crate::audit::{Action, Context};
+use crate::audit::{Action, ActionName, Context};
 use crate::history::ReplayRefused;
 use crate::identity::Principal;
 use crate::subscriptions::Unseen;
@@ -26,15 +26,14 @@ fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<String
 }
 
 /// Starts a replay of subscription `id`'s events accepted from `from_ms` until `until_ms`
-/// (now when absent), requested by `caller`, and writes it on the audit trail (`action`
-/// names it from the job, in the surface's vocabulary; it concerns the subscription's
-/// owner).
+/// (now when absent), requested by `caller`, and writes it on the audit trail (the job as
+/// [`on_the_trail`] keeps it; it concerns the subscription's owner).
 pub async fn start(
     state: &AppState,
     context: &Context,
     caller: &Principal,
-    (id, from_ms, until_ms): (&str, u64, Option<u64>),
-    action: impl FnOnce(&Replay) -> Action,
+    id: &str,
+    (from_ms, until_ms): (u64, Option<u64>),
 ) -> Result<Replay, Refused> {
     let owner = check_access(state, caller, id)?;
     let replay = state
@@ -52,7 +51,10 @@ pub async fn start(
         })?;
     state
         .audit
-        .record(context, action(&replay).concerning([owner]))
+        .record(
+            context,
+            on_the_trail(ActionName::ReplayCreate, &replay, owner),
+        )
         .await;
     Ok(replay)
 }
@@ -80,7 +82,6 @@ pub async fn cancel(
     context: &Context,
     caller: &Principal,
     (id, replay): (&str, &str),
-    action: impl FnOnce(&Replay) -> Action,
 ) -> Result<Option<Replay>, Refused> {
     let owner = check_access(state, caller, id)?;
     let Some(cancelled) = state.history.cancel(id, replay).await? else {
@@ -88,7 +89,31 @@ pub async fn cancel(
     };
     state
         .audit
-        .record(context, action(&cancelled).concerning([owner]))
+        .record(
+            context,
+            on_the_trail(ActionName::ReplayCancel, &cancelled, owner),
+        )
         .await;
     Ok(Some(cancelled))
+}
+
+/// A replay's entry on the audit trail: the job (its window and progress, as RFC 3339
+/// times), concerning the subscription's `owner`.
+fn on_the_trail(name: ActionName, replay: &Replay, owner: String) -> Action {
+    use knooppunt_event::timestamp::utc_timestamp;
+    Action::new(
+        name,
+        format!("subscription/{}/replays/{}", replay.subscription, replay.id),
+        serde_json::json!({
+            "id": replay.id,
+            "subscription": replay.subscription,
+            "requestedBy": replay.requested_by,
+            "from": utc_timestamp(replay.from_ms),
+            "until": utc_timestamp(replay.until_ms),
+            "state": replay.state.as_str(),
+            "queued": replay.queued,
+            "error": replay.error,
+        }),
+    )
+    .concerning([owner])
 }

@@ -70,6 +70,54 @@ pub enum SignIn {
     Unknown,
 }
 
+/// What the console's sign-ins and sign-outs put on the audit trail (decided here, not by
+/// the console): a refused sign-in as a refusal with the address it came from and why, a
+/// session started with when it ends, a session ended.
+pub mod trail {
+    use std::net::IpAddr;
+
+    use crate::audit::{Action, ActionName, Audit, Context};
+    use crate::identity::Principal;
+
+    /// A sign-in from `peer` refused (`why`: the credential's fault, or too many failures
+    /// from the address): a refusal, for nobody known signed in.
+    pub fn refused(audit: &Audit, why: &str, peer: Option<IpAddr>) {
+        let details = serde_json::json!({"detail": why, "peer": peer.map(|ip| ip.to_string())});
+        let action = Action::new(ActionName::ConsoleSignin, "console".to_owned(), details);
+        audit.refused(&Context::default(), action);
+    }
+
+    /// `principal` signed in; its session ends at `expires_at` (milliseconds since the Unix
+    /// epoch).
+    pub async fn signed_in(audit: &Audit, principal: &Principal, expires_at: u64) {
+        let expires = knooppunt_event::timestamp::utc_timestamp(expires_at);
+        let action = Action::new(
+            ActionName::ConsoleSignin,
+            format!("principal/{}", principal.name),
+            serde_json::json!({"expires": expires}),
+        );
+        audit.record(&of(principal), action).await;
+    }
+
+    /// `principal` signed out (its session ended everywhere).
+    pub async fn signed_out(audit: &Audit, principal: &Principal) {
+        let action = Action::new(
+            ActionName::ConsoleSignout,
+            format!("principal/{}", principal.name),
+            serde_json::json!({}),
+        );
+        audit.record(&of(principal), action).await;
+    }
+
+    fn of(principal: &Principal) -> Context {
+        Context {
+            actor: Some(principal.name.clone()),
+            actor_oin: principal.oin.as_ref().map(|o| o.as_str().to_owned()),
+            ..Context::default()
+        }
+    }
+}
+
 /// Failed sign-ins one address may make within [`THROTTLE_WINDOW_MS`]; past them its
 /// sign-ins are refused until the window ends.
 pub const MAX_FAILED_SIGN_INS: u32 = 5;

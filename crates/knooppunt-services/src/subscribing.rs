@@ -124,14 +124,13 @@ pub async fn dry_run(state: &AppState, caller: &Principal, new: &New<'_>) -> Res
 }
 
 /// Makes `checked` (for the caller it was checked for): store (within the owner's quotas,
-/// again under the writer's lock), an entry on the audit trail (`action` names it from the
-/// stored subscription, in the surface's vocabulary), the approval requests its event
-/// types need, then its sink's consent.
+/// again under the writer's lock), an entry on the audit trail (the subscription as
+/// [`on_the_trail`] keeps it), the approval requests its event types need, then its sink's
+/// consent.
 pub async fn create(
     state: &AppState,
     context: &Context,
     Checked(new): Checked<'_>,
-    action: impl FnOnce(&Subscription) -> Action,
 ) -> Result<Made, Refused> {
     let New {
         subscription,
@@ -153,7 +152,13 @@ pub async fn create(
     };
     let sink = knooppunt_delivery::redact_sink(&stored.sink);
     tracing::info!(subscription = %stored.id, owner = %stored.owner, %sink, "Subscription created.");
-    state.audit.record(context, action(&stored)).await;
+    let action = Action::new(
+        ActionName::SubscriptionCreate,
+        format!("subscription/{}", stored.id),
+        json!({"after": on_the_trail(state, &stored)}),
+    )
+    .concerning([stored.owner.clone()]);
+    state.audit.record(context, action).await;
     state.approvals.subscription_saved(&stored).await;
     let now = Subscription::clone(&stored);
     let now = match (consent, now.validation_token.clone()) {
@@ -195,14 +200,14 @@ pub struct Change<'a, F> {
 /// Replaces subscription `id` for `caller`, the same sequence for every surface: the role,
 /// the addresses, then under the writer's lock the caller's sight of the current one, the
 /// replacement the surface makes of it, its type prefixes and its owner's quotas; then
-/// the approval requests, an entry on the audit trail (`action` names it, given whether
-/// the sink changed), and the new sink's consent. `Ok(None)`: there is none.
+/// the approval requests, an entry on the audit trail (the replacement as
+/// [`on_the_trail`] keeps it, and whether the sink changed), and the new sink's consent.
+/// `Ok(None)`: there is none.
 pub async fn replace<E, F>(
     state: &AppState,
     context: &Context,
     caller: &Principal,
     change: Change<'_, F>,
-    action: impl FnOnce(&Subscription, bool) -> Action,
 ) -> Result<Option<Subscription>, E>
 where
     E: From<Refused> + From<StoreError> + From<QuotaExceeded>,
@@ -252,7 +257,12 @@ where
         .await;
     let sink_changed = replaced.needs_consent;
     tracing::info!(subscription = %id, by = %caller.name, sink_changed, "Subscription replaced.");
-    let entry = action(&replaced.subscription, sink_changed);
+    let entry = Action::new(
+        ActionName::SubscriptionReplace,
+        format!("subscription/{id}"),
+        json!({"after": on_the_trail(state, &replaced.subscription), "sinkChanged": sink_changed}),
+    )
+    .concerning([replaced.subscription.owner.clone()]);
     state.audit.record(context, entry).await;
     let now = Subscription::clone(&replaced.subscription);
     let now = match (consent, sink_changed, now.validation_token.clone()) {
@@ -266,14 +276,13 @@ where
 }
 
 /// Deletes subscription `id` for `caller` (one it may see): an entry on the audit trail
-/// (`action` names it), `view` of it as it was (with its approvals), then its approvals.
-/// `Ok(None)`: there is none.
+/// (what went, as [`on_the_trail`] keeps it), `view` of it as it was (with its
+/// approvals), then its approvals. `Ok(None)`: there is none.
 pub async fn delete<T>(
     state: &AppState,
     context: &Context,
     caller: &Principal,
     id: &str,
-    action: impl FnOnce(&Subscription) -> Action,
     view: impl FnOnce(&Subscription) -> T,
 ) -> Result<Option<T>, Refused> {
     may_change(caller, "delete subscriptions")?;
@@ -285,10 +294,151 @@ pub async fn delete<T>(
         return Ok(None);
     };
     tracing::info!(subscription = %id, by = %caller.name, "Subscription deleted.");
-    state.audit.record(context, action(&deleted)).await;
+    let action = Action::new(
+        ActionName::SubscriptionDelete,
+        format!("subscription/{id}"),
+        json!({"before": on_the_trail(state, &deleted)}),
+    )
+    .concerning([deleted.owner.clone()]);
+    state.audit.record(context, action).await;
     let view = view(&deleted);
     state.approvals.subscription_deleted(id).await;
     Ok(Some(view))
+}
+
+/// A subscription as the audit trail keeps it, alike for every surface: what it receives
+/// and where it sends, never a secret. The sink's password and query values are redacted
+/// (a webhook URL often carries a key), headers keep their names only, and a credential
+/// or certificate is named, not shown; the validation token and signing secrets are left
+/// out. An abonnement's kanalen are added, as the facade shows them.
+pub fn on_the_trail(state: &AppState, subscription: &Subscription) -> serde_json::Value {
+    use knooppunt_store::SinkCredential;
+    let settings = &subscription.protocol_settings;
+    let headers: serde_json::Map<String, serde_json::Value> = settings
+        .headers
+        .keys()
+        .map(|name| (name.clone(), "********".into()))
+        .collect();
+    let credential = subscription
+        .sink_credential
+        .as_ref()
+        .map(|credential| match credential {
+            SinkCredential::Plain { .. } => "PLAIN",
+            SinkCredential::AccessToken { .. } => "ACCESSTOKEN",
+            SinkCredential::ClientCredentials { .. } => "CLIENTCREDENTIALS",
+        });
+    let kanalen = crate::zgw::abonnement_of(&state.catalog, subscription).map(|abonnement| {
+        abonnement
+            .kanalen
+            .into_iter()
+            .map(|(naam, filters)| json!({"naam": naam, "filters": filters}))
+            .collect::<Vec<_>>()
+    });
+    let mut view = json!({
+        "id": subscription.id,
+        "owner": subscription.owner,
+        "label": subscription.label,
+        "sink": knooppunt_delivery::redact_sink(&subscription.sink),
+        "protocol": subscription.protocol.as_str(),
+        "protocolsettings": {"method": settings.method, "headers": headers},
+        "source": subscription.source,
+        "types": subscription.types,
+        "filters": subscription.filters,
+        "config": subscription.config.values(),
+        "credentialtype": credential,
+        "clientCertificate": subscription.client_certificate.is_some(),
+        "state": subscription.state().as_str(),
+    });
+    if let Some(kanalen) = kanalen {
+        view["kanalen"] = kanalen.into();
+    }
+    view
+}
+
+/// Subscription `id` if `caller` may `doing` it ("read a subscription's status"): a
+/// subscriber (or an administrator) that sees it.
+pub fn for_subscriber(
+    state: &AppState,
+    caller: &Principal,
+    id: &str,
+    doing: &str,
+) -> Result<Arc<Subscription>, Refused> {
+    state
+        .subscriptions
+        .for_subscriber(caller, id, doing)
+        .map_err(|unseen| match unseen {
+            subscriptions::Unseen::Forbidden(why) => Refused::Forbidden(why),
+            subscriptions::Unseen::NoSubscription => {
+                Refused::NotFound(Missing::Subscription(id.to_owned()))
+            }
+        })
+}
+
+/// The type of the events [`send_test`] sends.
+pub const TEST_TYPE: &str = "nl.knooppunt.test";
+
+/// A test event sent by [`send_test`]: its id, and how the sink answered.
+#[derive(Debug)]
+pub struct TestSent {
+    pub event_id: String,
+    pub delivery: knooppunt_delivery::LastDelivery,
+}
+
+/// Sends a test event to subscription `id`'s sink once, as its deliveries go, for `caller`
+/// (a subscriber that sees it), if it is an active push subscription; the attempt goes on
+/// the audit trail (the event's id and how the sink answered).
+pub async fn send_test(
+    state: &AppState,
+    context: &Context,
+    caller: &Principal,
+    id: &str,
+) -> Result<TestSent, Refused> {
+    let subscription = for_subscriber(state, caller, id, "send test events")?;
+    if subscription.is_pull() {
+        return Err(Refused::Conflict(format!(
+            "subscription `{id}` is a pull subscription: it has no endpoint to send a test \
+             event to; receive from it instead"
+        )));
+    }
+    if subscription.state().as_str() != "active" {
+        return Err(Refused::Conflict(format!(
+            "subscription `{id}` is {}: test events go only to a sink that consented (an \
+             active subscription)",
+            subscription.state().as_str()
+        )));
+    }
+    let now = knooppunt_store::now_ms();
+    let event_id = uuid::Uuid::now_v7().to_string();
+    let event = json!({
+        "specversion": "1.0",
+        "id": event_id,
+        "source": "urn:knooppunt:hub",
+        "type": TEST_TYPE,
+        "subject": id,
+        "time": knooppunt_event::timestamp::utc_timestamp(now),
+        "datacontenttype": "application/json",
+        "data": {
+            "message": "Testbericht van Knooppunt: uw endpoint is bereikbaar. / A test event from Knooppunt: your endpoint is reachable.",
+            "requestedBy": caller.name,
+        }
+    });
+    let stored = knooppunt_store::StoredEvent {
+        seq: 0,
+        source: "urn:knooppunt:hub".into(),
+        id: event_id.clone(),
+        accepted_at: now,
+        json: event.to_string(),
+        extension_types: None,
+    };
+    let delivery = state.deliverer.send_test(&subscription, stored).await;
+    let action = Action::new(
+        ActionName::SubscriptionTest,
+        format!("subscription/{id}"),
+        json!({"event": event_id, "statusCode": delivery.status, "error": delivery.error}),
+    )
+    .concerning([subscription.owner.clone()]);
+    state.audit.record(context, action).await;
+    Ok(TestSent { event_id, delivery })
 }
 
 /// Whose subscriptions a list by `caller` shows: the owner it `asked` for, or (left out) its
