@@ -244,8 +244,8 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
 
 /// Inside the services (`knooppunt-services`, under the surfaces `knooppunt-api`,
 /// `knooppunt-console` and `knooppunt-facade` and the wiring `knooppunt-broker`), each module may import only the
-/// modules below it, as this table says (top down): the use cases every surface shares (`subscribing.rs`, `cataloging.rs`, `replaying.rs`, `salvaging.rs`,
-/// `administering.rs`) over the application layer
+/// modules below it, as this table says (top down): the use cases every surface shares (`use_case/subscriptions.rs`, `use_case/catalog.rs`, `use_case/replays.rs`, `use_case/dead_letters.rs`,
+/// `use_case/principals.rs`) over the application layer
 /// (`app.rs`: the services, the store private to it) over the domain (the publish
 /// pipeline, the writers of subscriptions and principals) over the registry and the
 /// metrics, with the identity layer (`identity`, the crate `knooppunt-identity`) at the
@@ -253,56 +253,23 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
 /// above it or beside it, so there is no import cycle; no module but the wiring names the
 /// crate root. Test modules (`#[cfg(test)]` to the end of a file) may reach further.
 const BROKER_LAYERS: &[(&str, &[&str])] = &[
-    // The use cases every surface runs (subscriptions, catalog entries and approvals,
-    // replays, dead letters, principals), over the services they call.
+    // The use cases every surface runs (`use_case/`: subscriptions, catalog entries and
+    // approvals, replays, dead letters, principals), over the services they call.
     (
-        "subscribing",
+        "use_case",
         &[
             "app",
-            "subscriptions",
-            "zgw",
-            "audit",
-            "identity",
-            "refused",
-        ],
-    ),
-    (
-        "cataloging",
-        &[
-            "app",
+            "sessions",
+            "history",
+            "approvals",
             "catalog",
             "zgw",
-            "approvals",
-            "audit",
-            "identity",
-            "refused",
-        ],
-    ),
-    (
-        "replaying",
-        &[
-            "app",
-            "history",
             "subscriptions",
+            "principals",
             "audit",
             "identity",
             "refused",
         ],
-    ),
-    (
-        "salvaging",
-        &[
-            "app",
-            "approvals",
-            "subscriptions",
-            "audit",
-            "identity",
-            "refused",
-        ],
-    ),
-    (
-        "administering",
-        &["app", "principals", "audit", "identity", "refused"],
     ),
     (
         "app",

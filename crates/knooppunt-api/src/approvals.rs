@@ -26,7 +26,7 @@ use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
 use knooppunt_services::app::AppState;
 use knooppunt_services::approvals::Selection;
-use knooppunt_services::cataloging;
+use knooppunt_services::use_case;
 
 /// A grant as the approvals API shows it; as a subscription shows it, without
 /// `subscription` and `subscriber` (it is theirs).
@@ -223,7 +223,7 @@ pub(crate) async fn decide(
     Path((entry, subscription)): Path<(EntryId, SubscriptionId)>,
     Input(decision): Input<DecisionIn>,
 ) -> Result<Response, ApiError> {
-    let decided = cataloging::decide(
+    let decided = use_case::catalog::decide(
         &state,
         &audit.of(&caller),
         &caller.0,

@@ -11,8 +11,8 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE};
-use knooppunt_services::administering::{self, BackupChunks};
 use knooppunt_services::app::AppState;
+use knooppunt_services::use_case::{self, principals::BackupChunks};
 use knooppunt_store::StoreError;
 use serde_json::json;
 
@@ -49,7 +49,7 @@ pub(crate) async fn take(
     caller: Caller,
     audit: RequestAudit,
 ) -> Result<Response, ApiError> {
-    let chunks = administering::back_up(&state, &audit.of(&caller), &caller.0).await?;
+    let chunks = use_case::principals::back_up(&state, &audit.of(&caller), &caller.0).await?;
     Ok((
         [
             (CONTENT_TYPE, HeaderValue::from_static(BACKUP_MEDIA_TYPE)),

@@ -29,7 +29,7 @@ use crate::request::RequestAudit;
 use knooppunt_services::app::AppState;
 
 use knooppunt_services::catalog::Draft;
-use knooppunt_services::cataloging;
+use knooppunt_services::use_case;
 
 const MAX_TEXT: usize = 2048;
 /// The most kenmerken an entry names, and the longest (a ZGW kanaal filter's bound).
@@ -332,7 +332,7 @@ pub(crate) async fn create(
     audit: RequestAudit,
     Input((_, draft)): Input<EventTypeIn>,
 ) -> Result<Response, ApiError> {
-    let entry = cataloging::create(&state, &audit.of(&caller), &caller.0, draft).await?;
+    let entry = use_case::catalog::create(&state, &audit.of(&caller), &caller.0, draft).await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/eventtypes/{}", entry.id))
         .expect("ids are header-safe");
     Ok((
@@ -370,7 +370,7 @@ pub(crate) async fn replace(
             )],
         ));
     }
-    let entry = cataloging::replace(&state, &audit.of(&caller), &caller.0, &id, draft)
+    let entry = use_case::catalog::replace(&state, &audit.of(&caller), &caller.0, &id, draft)
         .await?
         .ok_or_else(|| not_found(&id))?;
     Ok(Json(resource(&entry)).into_response())
@@ -382,7 +382,7 @@ pub(crate) async fn delete(
     audit: RequestAudit,
     Path(id): Path<EntryId>,
 ) -> Result<Response, ApiError> {
-    if !cataloging::delete(&state, &audit.of(&caller), &caller.0, &id).await? {
+    if !use_case::catalog::delete(&state, &audit.of(&caller), &caller.0, &id).await? {
         return Err(not_found(&id));
     }
     Ok(StatusCode::NO_CONTENT.into_response())

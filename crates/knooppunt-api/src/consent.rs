@@ -1,7 +1,7 @@
 //! The sink's consent (CloudEvents webhook spec section 4, NL GOV webhook guideline): the
 //! callback URL a sink may call to consent later, and an administrator's record of consent
 //! "by agreement". The `OPTIONS` handshake when a subscription is created or its sink
-//! changes is `knooppunt_services::subscribing`'s.
+//! changes is `knooppunt_services::use_case::subscriptions`'s.
 
 use std::sync::Arc;
 
@@ -22,7 +22,7 @@ use crate::problem::ApiError;
 use crate::request::RequestAudit;
 use crate::subscriptions::resource;
 use knooppunt_services::app::AppState;
-use knooppunt_services::subscribing;
+use knooppunt_services::use_case;
 
 /// `GET` or `POST /v1/subscriptions/{id}/validation/{token}`: the sink consents later. No
 /// bearer token: the secret in the URL, sent only to the sink, is the credential.
@@ -31,9 +31,10 @@ pub(crate) async fn callback(
     audit: RequestAudit,
     Path((id, token)): Path<(SubscriptionId, CallbackToken)>,
 ) -> Result<Response, ApiError> {
-    let updated = subscribing::consent_by_callback(&state, &audit.anonymous(), &id, &token)
-        .await?
-        .ok_or_else(|| ApiError::NotFound("there is no such validation callback".into()))?;
+    let updated =
+        use_case::subscriptions::consent_by_callback(&state, &audit.anonymous(), &id, &token)
+            .await?
+            .ok_or_else(|| ApiError::NotFound("there is no such validation callback".into()))?;
     Ok(Json(ConsentOut {
         subscription: id.into_string(),
         state: updated.state().as_str(),
@@ -59,7 +60,8 @@ pub(crate) async fn agreement(
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     let updated =
-        subscribing::consent_by_agreement(&state, &audit.of(&caller), &caller.0, &id).await?;
+        use_case::subscriptions::consent_by_agreement(&state, &audit.of(&caller), &caller.0, &id)
+            .await?;
     Ok(Json(resource(&state, &updated)).into_response())
 }
 

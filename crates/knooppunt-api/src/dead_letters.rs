@@ -26,7 +26,7 @@ use crate::page::{Page, PageIn};
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
 use knooppunt_services::app::AppState;
-use knooppunt_services::salvaging;
+use knooppunt_services::use_case;
 
 fn dead_letter_id(text: &str) -> Result<u64, ApiError> {
     text.parse()
@@ -108,7 +108,7 @@ pub(crate) async fn list(
     } = match page {
         Ok(Params(page)) => page,
         Err(problem) => {
-            salvaging::check_access(&state, &caller.0, &id)?;
+            use_case::dead_letters::check_access(&state, &caller.0, &id)?;
             return Err(problem);
         }
     };
@@ -125,10 +125,11 @@ pub(crate) async fn list(
         }
     };
     if !problems.is_empty() {
-        salvaging::check_access(&state, &caller.0, &id)?;
+        use_case::dead_letters::check_access(&state, &caller.0, &id)?;
         return Err(ApiError::invalid("the query is invalid", problems));
     }
-    let mut page = salvaging::list(&state, &caller.0, &id, (cursor, page_size + 1)).await?;
+    let mut page =
+        use_case::dead_letters::list(&state, &caller.0, &id, (cursor, page_size + 1)).await?;
     let more = page.len() > page_size;
     page.truncate(page_size);
     let body: Vec<DeadLetterOut> = page.iter().map(|d| representation(d, None)).collect();
@@ -150,7 +151,7 @@ pub(crate) async fn get(
     Path((id, dead_letter)): Path<(SubscriptionId, DeadLetterId)>,
 ) -> Result<Response, ApiError> {
     let seq = dead_letter_id(&dead_letter)?;
-    let (dead, event) = salvaging::get(&state, &caller.0, (&id, seq)).await?;
+    let (dead, event) = use_case::dead_letters::get(&state, &caller.0, (&id, seq)).await?;
     let event = event.and_then(|stored| serde_json::from_str::<Value>(&stored.json).ok());
     Ok(Json(representation(&dead, event)).into_response())
 }
@@ -163,7 +164,7 @@ pub(crate) async fn redeliver(
     Path((id, dead_letter)): Path<(SubscriptionId, DeadLetterId)>,
 ) -> Result<Response, ApiError> {
     let seq = dead_letter_id(&dead_letter)?;
-    salvaging::redeliver(&state, &audit.of(&caller), &caller.0, (&id, seq)).await?;
+    use_case::dead_letters::redeliver(&state, &audit.of(&caller), &caller.0, (&id, seq)).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(RedeliveryOut {
@@ -183,7 +184,7 @@ pub(crate) async fn delete(
     Path((id, dead_letter)): Path<(SubscriptionId, DeadLetterId)>,
 ) -> Result<Response, ApiError> {
     let seq = dead_letter_id(&dead_letter)?;
-    salvaging::delete(&state, &audit.of(&caller), &caller.0, (&id, seq)).await?;
+    use_case::dead_letters::delete(&state, &audit.of(&caller), &caller.0, (&id, seq)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -3,7 +3,7 @@
 //! redirects, and the OpenAPI document at `/v1/openapi.json`. An adapter over
 //! `knooppunt-services`: it turns a request into a service call and the answer back, and
 //! holds no rule of its own. Other surfaces served beside it (the Notificaties facade,
-//! `knooppunt-facade`) pass through the same boundary ([`Beside`]).
+//! `knooppunt-facade`) pass through the same boundary ([`Mount`]).
 
 pub use knooppunt_identity as identity;
 
@@ -87,18 +87,18 @@ pub const BASE_PATH: &str = "/v1";
 /// The full API version, sent as `API-Version` on every response and in the OpenAPI document.
 pub const API_VERSION: &str = "1.0.0";
 
-/// A surface served beside the API under the same boundary (request ids, audit of
+/// A surface mounted beside the API, under the same boundary (request ids, audit of
 /// refusals, panics answered, standard headers): its routes under `prefix`, and its own
 /// answer to a body announced too large (`length` and the largest any route takes).
 #[derive(Debug)]
-pub struct Beside {
+pub struct Mount {
     pub prefix: &'static str,
     pub router: Router<Arc<AppState>>,
     pub too_large: fn(u64, usize) -> Response,
 }
 
 /// The API, and the surfaces `beside` it, under one boundary.
-pub fn router(state: Arc<AppState>, beside: Vec<Beside>) -> Router {
+pub fn router(state: Arc<AppState>, mounts: Vec<Mount>) -> Router {
     let body_limit = state
         .publishing
         .options
@@ -108,7 +108,7 @@ pub fn router(state: Arc<AppState>, beside: Vec<Beside>) -> Router {
     let largest_body = body_limit.max(2 * 1024 * 1024);
     let mut router = Router::new();
     let mut refusals = Vec::new();
-    for surface in beside {
+    for surface in mounts {
         router = router.nest(surface.prefix, surface.router);
         refusals.push((surface.prefix, surface.too_large));
     }

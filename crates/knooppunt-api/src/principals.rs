@@ -26,9 +26,9 @@ use crate::input::{self, Body, Field, Params, Problems};
 use crate::page::{Page, PageIn};
 use crate::problem::{ApiError, InvalidParam};
 use crate::request::RequestAudit;
-use knooppunt_services::administering::{self, PrincipalOut};
 use knooppunt_services::app::AppState;
 use knooppunt_services::principals::FROM_API;
+use knooppunt_services::use_case::{self, principals::PrincipalOut};
 
 /// Bounds on what a principal holds.
 const MAX_PREFIXES: usize = 50;
@@ -328,7 +328,7 @@ pub(crate) async fn list(
     caller: Caller,
     page: Result<Params<PageIn>, ApiError>,
 ) -> Result<Response, ApiError> {
-    administering::may_administer(&caller.0, "list principals")?;
+    use_case::principals::may_administer(&caller.0, "list principals")?;
     let Params(Page { size, cursor }) = page?;
     let (page, more) = state.principals.page(cursor.as_deref(), size);
     let body: Vec<PrincipalOut> = page.iter().map(resource).collect();
@@ -342,7 +342,7 @@ pub(crate) async fn create(
     audit: RequestAudit,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    administering::may_administer(&caller.0, "create principals")?;
+    use_case::principals::may_administer(&caller.0, "create principals")?;
     let mut problems = Problems::default();
     let body: NewPrincipal = read_body(&body, &mut problems)?;
     let name = body
@@ -382,7 +382,7 @@ pub(crate) async fn create(
         &mut problems,
     );
     if let Some(name) = &name
-        && let Err(why) = administering::check_principal_name(name)
+        && let Err(why) = use_case::principals::check_principal_name(name)
     {
         problems.add("name", why);
     }
@@ -393,7 +393,7 @@ pub(crate) async fn create(
         ));
     }
     let (record, token) =
-        administering::create(&state, &audit.of(&caller), &caller.0, record, issue).await?;
+        use_case::principals::create(&state, &audit.of(&caller), &caller.0, record, issue).await?;
     let answer = CreatedOut {
         principal: resource(&record),
         token,
@@ -408,7 +408,7 @@ pub(crate) async fn get(
     caller: Caller,
     Path(name): Path<PrincipalName>,
 ) -> Result<Response, ApiError> {
-    administering::may_administer(&caller.0, "read principals")?;
+    use_case::principals::may_administer(&caller.0, "read principals")?;
     let record = state
         .principals
         .get(&name)
@@ -424,7 +424,7 @@ pub(crate) async fn update(
     Path(name): Path<PrincipalName>,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    administering::may_administer(&caller.0, "change principals")?;
+    use_case::principals::may_administer(&caller.0, "change principals")?;
     let mut problems = Problems::default();
     let body: PrincipalChange = read_body(&body, &mut problems)?;
     let mut record = state
@@ -468,7 +468,7 @@ pub(crate) async fn update(
             problems.into_vec(),
         ));
     }
-    let changed = administering::change(&state, &audit.of(&caller), &caller.0, record)
+    let changed = use_case::principals::change(&state, &audit.of(&caller), &caller.0, record)
         .await?
         .ok_or_else(|| not_found(&name))?;
     Ok(Json(resource(&changed)).into_response())
@@ -480,7 +480,7 @@ pub(crate) async fn delete(
     audit: RequestAudit,
     Path(name): Path<PrincipalName>,
 ) -> Result<Response, ApiError> {
-    administering::delete(&state, &audit.of(&caller), &caller.0, &name)
+    use_case::principals::delete(&state, &audit.of(&caller), &caller.0, &name)
         .await?
         .ok_or_else(|| not_found(&name))?;
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -532,7 +532,7 @@ pub(crate) async fn issue_token(
     Params(keep_old): Params<IssueTokenQuery>,
 ) -> Result<Response, ApiError> {
     let (token, previous_until) =
-        administering::issue_token(&state, &audit.of(&caller), &caller.0, &name, keep_old)
+        use_case::principals::issue_token(&state, &audit.of(&caller), &caller.0, &name, keep_old)
             .await?
             .ok_or_else(|| not_found(&name))?;
     Ok(Json(TokenOut {

@@ -26,7 +26,7 @@ use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
 use crate::input::{self, Body, Field, Params, Problems};
 use crate::problem::ApiError;
-use crate::subscriptions::{not_found, unseen};
+use crate::subscriptions::not_found;
 use knooppunt_services::app::AppState;
 use knooppunt_services::subscriptions::PullRefused;
 
@@ -49,7 +49,7 @@ fn check_access(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiEr
         .subscriptions
         .for_subscriber(&caller.0, id, "receive events")
         .map(|_| ())
-        .map_err(|why| unseen(why, id))
+        .map_err(ApiError::from)
 }
 
 fn refused(id: &str, why: PullRefused) -> ApiError {

@@ -27,7 +27,7 @@ use crate::problem::ApiError;
 use crate::request::RequestAudit;
 use knooppunt_services::app::AppState;
 
-use knooppunt_services::replaying;
+use knooppunt_services::use_case;
 
 /// A replay: a window of a subscription's retained events queued for it again.
 #[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
@@ -116,7 +116,8 @@ pub(crate) async fn create(
     Path(id): Path<SubscriptionId>,
     Input(window): Input<ReplayIn>,
 ) -> Result<Response, ApiError> {
-    let replay = replaying::start(&state, &audit.of(&caller), &caller.0, &id, window).await?;
+    let replay =
+        use_case::replays::start(&state, &audit.of(&caller), &caller.0, &id, window).await?;
     let location = HeaderValue::try_from(format!(
         "{BASE_PATH}/subscriptions/{id}/replays/{}",
         replay.id
@@ -136,7 +137,7 @@ pub(crate) async fn list(
     caller: Caller,
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
-    let replays = replaying::list(&state, &caller.0, &id).await?;
+    let replays = use_case::replays::list(&state, &caller.0, &id).await?;
     let body: Vec<ReplayOut> = replays.iter().map(ReplayOut::from).collect();
     Ok(Json(body).into_response())
 }
@@ -151,7 +152,7 @@ pub(crate) async fn get(
     caller: Caller,
     Path((id, replay)): Path<(SubscriptionId, ReplayId)>,
 ) -> Result<Response, ApiError> {
-    match replaying::get(&state, &caller.0, (&id, &replay)).await? {
+    match use_case::replays::get(&state, &caller.0, (&id, &replay)).await? {
         Some(found) => Ok(Json(ReplayOut::from(&found)).into_response()),
         None => Err(missing(&id, &replay)),
     }
@@ -166,7 +167,7 @@ pub(crate) async fn cancel(
     Path((id, replay)): Path<(SubscriptionId, ReplayId)>,
 ) -> Result<Response, ApiError> {
     let cancelled =
-        replaying::cancel(&state, &audit.of(&caller), &caller.0, (&id, &replay)).await?;
+        use_case::replays::cancel(&state, &audit.of(&caller), &caller.0, (&id, &replay)).await?;
     match cancelled {
         Some(cancelled) => Ok(Json(ReplayOut::from(&cancelled)).into_response()),
         None => Err(missing(&id, &replay)),

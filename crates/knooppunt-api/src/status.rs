@@ -24,7 +24,7 @@ use crate::problem::ApiError;
 use crate::request::RequestAudit;
 use crate::subscription_body::AttemptOut;
 use knooppunt_services::app::AppState;
-use knooppunt_services::subscribing;
+use knooppunt_services::use_case;
 
 /// How a subscription's deliveries fare.
 #[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
@@ -107,7 +107,9 @@ pub(crate) async fn subscription(
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     let subscription =
-        subscribing::for_subscriber(&state, &caller.0, &id, "read a subscription's status")?;
+        state
+            .subscriptions
+            .for_subscriber(&caller.0, &id, "read a subscription's status")?;
     let stats = state.queue_stats_of(&id).await?;
     let now = now_ms();
     let limits = state.backlog.options;
@@ -159,7 +161,9 @@ pub(crate) async fn attempts(
     caller: Caller,
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
-    subscribing::for_subscriber(&state, &caller.0, &id, "read a subscription's attempts")?;
+    state
+        .subscriptions
+        .for_subscriber(&caller.0, &id, "read a subscription's attempts")?;
     let attempts: Vec<AttemptOut> = state
         .deliverer
         .recent_attempts(&id)
@@ -201,7 +205,8 @@ pub(crate) async fn test(
     audit: RequestAudit,
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
-    let sent = subscribing::send_test(&state, &audit.of(&caller), &caller.0, &id).await?;
+    let sent =
+        use_case::subscriptions::send_test(&state, &audit.of(&caller), &caller.0, &id).await?;
     let (event_id, sent) = (sent.event_id, sent.delivery);
     let body = TestOut {
         id: event_id,

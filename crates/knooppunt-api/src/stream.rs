@@ -21,7 +21,7 @@ use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
 use crate::input::{Body, Field, Params, Problems};
 use crate::problem::ApiError;
-use crate::subscriptions::{not_found, unseen};
+use crate::subscriptions::not_found;
 use knooppunt_services::app::AppState;
 use knooppunt_services::history::HistoryRefused;
 use schemars::JsonSchema;
@@ -46,7 +46,7 @@ pub(crate) async fn read(
     state
         .subscriptions
         .for_subscriber(&caller.0, &id, "read events")
-        .map_err(|why| unseen(why, &id))?;
+        .map_err(ApiError::from)?;
     let Params((after, limit, wait)) = query?;
     let wait = wait.unwrap_or(Duration::ZERO).min(state.longest_wait);
     let page = state

@@ -30,20 +30,12 @@ use crate::subscription_body::{
 use crate::{BASE_PATH, JsonBody, base_url};
 use knooppunt_services::app::AppState;
 
-use knooppunt_services::{subscribing, subscriptions};
+use knooppunt_services::{subscriptions, use_case};
 
 pub(crate) const COLLECTION_ALLOW: &str = "GET, POST, OPTIONS";
 pub(crate) const ITEM_ALLOW: &str = "GET, PUT, DELETE, OPTIONS";
 
 pub(crate) use crate::problem::not_found;
-
-/// Why the caller may not act on subscription `id`'s events, as a problem.
-pub(crate) fn unseen(why: knooppunt_services::subscriptions::Unseen, id: &str) -> ApiError {
-    match why {
-        knooppunt_services::subscriptions::Unseen::Forbidden(why) => ApiError::Forbidden(why),
-        knooppunt_services::subscriptions::Unseen::NoSubscription => not_found(id),
-    }
-}
 
 /// A replacement may send back what it read: the secrets it could not see (a sink whose
 /// query values or password read as `********`, header values of `********`) keep their
@@ -220,7 +212,7 @@ pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> Subscri
 }
 
 /// A dry run of making the subscription a body describes, or of replacing `existing` with
-/// it (its members, filters and limits, then [`subscribing::dry_run`]: the caller's role
+/// it (its members, filters and limits, then [`use_case::subscriptions::dry_run`]: the caller's role
 /// and type prefixes, its owner's quotas, its sink's address), with nothing stored or
 /// sent: what the console checks as a form is typed, by the rules the save applies.
 pub async fn check(
@@ -230,7 +222,7 @@ pub async fn check(
     body: &Value,
     existing: Option<&str>,
 ) -> Result<(), ApiError> {
-    subscribing::may_create(&caller.0)?;
+    use_case::subscriptions::may_create(&caller.0)?;
     let (id, owner) = match existing {
         None => (uuid::Uuid::now_v7().to_string(), caller.0.name.clone()),
         Some(id) => match state.subscriptions.get(id) {
@@ -242,17 +234,17 @@ pub async fn check(
     let criteria = input.criteria.clone();
     let sink = sink_of(state, headers, &id, &input)?;
     let subscription = build(id, owner, sink, input, now_ms());
-    let new = subscribing::New {
+    let new = use_case::subscriptions::New {
         subscription,
         criteria,
-        consent: subscribing::Consent::Agreed,
+        consent: use_case::subscriptions::Consent::Agreed,
     };
-    subscribing::dry_run(state, &caller.0, &new).await?;
+    use_case::subscriptions::dry_run(state, &caller.0, &new).await?;
     Ok(())
 }
 
 /// `POST /v1/subscriptions`: the body read and turned into a subscription of the caller;
-/// the rest is [`knooppunt_services::subscribing::create`]'s, as for every surface.
+/// the rest is [`knooppunt_services::use_case::subscriptions::create`]'s, as for every surface.
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
     caller: Caller,
@@ -260,7 +252,7 @@ pub(crate) async fn create(
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    subscribing::may_create(&caller.0)?;
+    use_case::subscriptions::may_create(&caller.0)?;
     let input = read_body(&state, &body)?;
     if input
         .client_certificate
@@ -280,15 +272,15 @@ pub(crate) async fn create(
     let sink = sink_of(&state, &headers, &id, &input)?;
     let subscription = build(id.clone(), caller.0.name.clone(), sink, input, now_ms());
     let callbacks = format!("{}{BASE_PATH}/subscriptions", base_url(&state, &headers));
-    let new = subscribing::New {
+    let new = use_case::subscriptions::New {
         subscription,
         criteria,
-        consent: subscribing::Consent::Ask {
+        consent: use_case::subscriptions::Consent::Ask {
             callbacks: &callbacks,
         },
     };
-    let checked = subscribing::check(&state, &caller.0, new).await?;
-    let made = subscribing::create(&state, &audit.of(&caller), checked).await?;
+    let checked = use_case::subscriptions::check(&state, &caller.0, new).await?;
+    let made = use_case::subscriptions::create(&state, &audit.of(&caller), checked).await?;
     let location = HeaderValue::try_from(format!("{BASE_PATH}/subscriptions/{id}"))
         .expect("ids are header-safe");
     let mut body = resource(&state, &made.now);
@@ -381,7 +373,7 @@ pub(crate) async fn list(
     query: Result<Params<SubscriptionsQuery>, ApiError>,
 ) -> Result<Response, ApiError> {
     // Who may list at all, before the query is read; whose subscriptions, once it is.
-    subscribing::list_scope(&caller.0, None)?;
+    use_case::subscriptions::list_scope(&caller.0, None)?;
     let Params(asked) = query?;
     let Page {
         size: page_size,
@@ -389,7 +381,7 @@ pub(crate) async fn list(
     } = asked.page;
     let (state_wanted, search) = (asked.state, asked.search);
     let asked = asked.owner.as_deref();
-    let owner = subscribing::list_scope(&caller.0, asked)?;
+    let owner = use_case::subscriptions::list_scope(&caller.0, asked)?;
     let selection = knooppunt_services::registry::Selection {
         owner,
         state: state_wanted,
@@ -463,7 +455,7 @@ pub(crate) async fn replace(
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    subscribing::may_change(&caller.0, "change subscriptions")?;
+    use_case::subscriptions::may_change(&caller.0, "change subscriptions")?;
     let mut input = read_body(&state, &body)?;
     if input
         .id
@@ -481,7 +473,7 @@ pub(crate) async fn replace(
     let callbacks = format!("{}{BASE_PATH}/subscriptions", base_url(&state, &headers));
     let sink = input.sink.clone().filter(|_| !is_pull(&input));
     let credential = input.sink_credential.clone();
-    let change = subscribing::Change {
+    let change = use_case::subscriptions::Change {
         id: &id,
         sink: sink.as_ref().map(Sink::as_str),
         credential: credential.as_ref(),
@@ -493,11 +485,11 @@ pub(crate) async fn replace(
             let subscription = build(id.to_string(), owner, sink, input, existing.created_at);
             Ok::<_, ApiError>((subscription, criteria))
         },
-        consent: subscribing::Consent::Ask {
+        consent: use_case::subscriptions::Consent::Ask {
             callbacks: &callbacks,
         },
     };
-    let replaced = subscribing::replace(&state, &audit.of(&caller), &caller.0, change)
+    let replaced = use_case::subscriptions::replace(&state, &audit.of(&caller), &caller.0, change)
         .await?
         .ok_or_else(|| not_found(&id))?;
     let backlog = state.queue_stats_of(&id).await?.map_or(0, |q| q.pending);
@@ -515,7 +507,7 @@ pub(crate) async fn delete(
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     let view = |deleted: &Subscription| resource(&state, deleted);
-    let body = subscribing::delete(&state, &audit.of(&caller), &caller.0, &id, view)
+    let body = use_case::subscriptions::delete(&state, &audit.of(&caller), &caller.0, &id, view)
         .await?
         .ok_or_else(|| not_found(&id))?;
     Ok(Json(body).into_response())
@@ -556,7 +548,8 @@ pub(crate) async fn rotate_signing_secret(
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     let (_, secret, until) =
-        subscribing::rotate_signing_secret(&state, &audit.of(&caller), &caller.0, &id).await?;
+        use_case::subscriptions::rotate_signing_secret(&state, &audit.of(&caller), &caller.0, &id)
+            .await?;
     let until = until.map(knooppunt_event::timestamp::utc_timestamp);
     Ok(Json(SigningSecretOut {
         signing_secret: secret,

@@ -105,7 +105,7 @@ impl Hub {
     /// The HTTP API and the console; a request whose handling panics is answered 500 (the
     /// API's own boundary catches its panics, `api::boundary`).
     pub fn router(&self) -> axum::Router {
-        let facade = api::Beside {
+        let facade = api::Mount {
             prefix: "/api/v1",
             router: if self.state.zgw.enabled {
                 knooppunt_facade::router()

@@ -16,8 +16,8 @@ use crate::layout::{self, Section, badge, csrf, data_list, page, respond};
 use crate::{BASE, Console, Lang, Visitor, redirect};
 use knooppunt_api::{AuditEntryOut, CreatedPrincipalOut, HubStatusOut, SubscriptionOut, TokenOut};
 use knooppunt_api::{Field, NewPrincipal, PrincipalChange};
-use knooppunt_services::administering::PrincipalOut;
 use knooppunt_services::app::{AuditHead, AuditVerification};
+use knooppunt_services::use_case::principals::PrincipalOut;
 
 type Params = Query<std::collections::HashMap<String, String>>;
 

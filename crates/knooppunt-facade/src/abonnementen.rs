@@ -324,14 +324,14 @@ pub(crate) fn cloudevent_fields(
 
 /// The abonnement `draft` as subscription `id` of the caller, checked (agreed by its
 /// callback), once its kanalen are as Open Notificaties requires, the hub's checks of a new
-/// subscription passed (the same as for the REST API: [`knooppunt_services::subscribing::check`]), and
+/// subscription passed (the same as for the REST API: [`knooppunt_services::use_case::subscriptions::check`]), and
 /// its callback answered the test notificatie (2xx).
 pub(crate) async fn checked_abonnement(
     state: &AppState,
     caller: &ZgwCaller,
     draft: &knooppunt_services::zgw::AbonnementDraft,
     id: &str,
-) -> Result<knooppunt_services::subscribing::Checked<'static>, ZgwError> {
+) -> Result<knooppunt_services::use_case::subscriptions::Checked<'static>, ZgwError> {
     let filters = knooppunt_services::zgw::abonnement_filters(&state.catalog, draft)
         .map_err(ZgwError::Invalid)?;
     let criteria = knooppunt_filter::Criteria {
@@ -354,12 +354,14 @@ pub(crate) async fn checked_abonnement(
         &state.subscription_defaults,
     )
     .map_err(|why| invalid("callbackUrl", "invalid", why))?;
-    let new = knooppunt_services::subscribing::New {
+    let new = knooppunt_services::use_case::subscriptions::New {
         subscription,
         criteria,
-        consent: knooppunt_services::subscribing::Consent::Agreed,
+        consent: knooppunt_services::use_case::subscriptions::Consent::Agreed,
     };
-    let checked = knooppunt_services::subscribing::check(state, &caller.0.principal(), new).await?;
+    let checked =
+        knooppunt_services::use_case::subscriptions::check(state, &caller.0.principal(), new)
+            .await?;
     let test = knooppunt_services::zgw::test_notificatie(knooppunt_store::now_ms());
     match state
         .deliverer
@@ -406,8 +408,12 @@ pub(crate) async fn create_abonnement(
     let id = uuid::Uuid::now_v7().to_string();
     let checked = checked_abonnement(&state, &caller, &draft, &id).await?;
     let base = base_url(&state, &headers);
-    let made =
-        knooppunt_services::subscribing::create(&state, &caller.context(&audit), checked).await?;
+    let made = knooppunt_services::use_case::subscriptions::create(
+        &state,
+        &caller.context(&audit),
+        checked,
+    )
+    .await?;
     let abonnement = knooppunt_services::zgw::abonnement_of(&state.catalog, &made.stored)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
     let body = abonnement_representation(&base, &abonnement);
@@ -514,7 +520,7 @@ pub(crate) async fn delete_abonnement(
     caller.require_any(&[CONSUME])?;
     own_abonnement(&state, &caller, &uuid)?;
     let principal = caller.0.principal();
-    knooppunt_services::subscribing::delete(
+    knooppunt_services::use_case::subscriptions::delete(
         &state,
         &caller.context(&audit),
         &principal,
@@ -541,10 +547,14 @@ pub(crate) async fn update_abonnement(
         .replacing::<ZgwError>(uuid);
     let principal = caller.0.principal();
     let base = base_url(state, headers);
-    let replaced =
-        knooppunt_services::subscribing::replace(state, &caller.context(audit), &principal, change)
-            .await?
-            .ok_or_else(|| ZgwError::NotFound(format!("er is geen abonnement `{uuid}`")))?;
+    let replaced = knooppunt_services::use_case::subscriptions::replace(
+        state,
+        &caller.context(audit),
+        &principal,
+        change,
+    )
+    .await?
+    .ok_or_else(|| ZgwError::NotFound(format!("er is geen abonnement `{uuid}`")))?;
     let abonnement = knooppunt_services::zgw::abonnement_of(&state.catalog, &replaced)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
     let body = abonnement_representation(&base, &abonnement);

@@ -192,7 +192,10 @@ pub(crate) async fn create_kanaal(
     let made = async {
         let entry = knooppunt_services::zgw::kanaal_entry(&state.catalog, &caller.0, draft)?;
         let context = caller.context(&audit);
-        Ok(knooppunt_services::cataloging::create(&state, &context, &principal, entry).await?)
+        Ok(
+            knooppunt_services::use_case::catalog::create(&state, &context, &principal, entry)
+                .await?,
+        )
     };
     let entry = made.await.map_err(kanaal_refusal)?;
     let kanaal =
@@ -234,7 +237,7 @@ pub(crate) async fn change_kanaal(
     let replaced = async {
         let entry = knooppunt_services::zgw::kanaal_update(&caller.0, &existing, draft)?;
         let context = caller.context(&audit);
-        Ok(knooppunt_services::cataloging::replace(
+        Ok(knooppunt_services::use_case::catalog::replace(
             &state,
             &context,
             &principal,

@@ -1,19 +1,17 @@
 //! The hub's services, below every surface (the `/v1` API, the Notificaties facade and the
-//! console in `knooppunt-broker`): the use cases each surface runs (`subscribing`,
-//! `cataloging`, `replaying`, `salvaging`, `administering`), the application layer (`app`:
+//! console in `knooppunt-broker`): the use cases each surface runs (`use_case`:
+//! subscriptions, catalog, replays, dead letters, principals), the application layer (`app`:
 //! `AppState`, the services it reaches, the store private to them), the domain (`ingest`,
 //! `subscriptions`, `principals`, `catalog`, `approvals`, `history`, `audit`, `zgw`), the
 //! registry and the metrics. Nothing here knows HTTP: a rule lives here once, and every
 //! surface calls it. Each module imports only what is below it
 //! (`tests/scenarios/architecture.rs` checks it).
 
-pub mod administering;
 pub mod app;
 pub mod approvals;
 pub mod audit;
 pub mod backlog;
 pub mod catalog;
-pub mod cataloging;
 pub mod history;
 pub use knooppunt_identity as identity;
 pub mod ingest;
@@ -21,10 +19,8 @@ pub mod notices;
 pub mod principals;
 pub mod refused;
 pub mod registry;
-pub mod replaying;
-pub mod salvaging;
 pub mod sessions;
-pub mod subscribing;
 pub mod subscriptions;
 pub mod telemetry;
+pub mod use_case;
 pub mod zgw;

@@ -111,7 +111,7 @@ pub fn kanaal(catalog: &Catalog, id: &str) -> Option<Kanaal> {
 }
 
 /// The catalog entry kanaal `draft` of `client` becomes, unless a kanaal of that name
-/// exists (it is made by `cataloging::create`, which checks that the client may publish
+/// exists (it is made by `use_case::catalog::create`, which checks that the client may publish
 /// what it covers).
 pub fn kanaal_entry(
     catalog: &Catalog,
@@ -126,7 +126,7 @@ pub fn kanaal_entry(
 
 /// The catalog entry kanaal `existing` becomes with `draft` (`PUT` or `PATCH`, as Open
 /// Notificaties serves them): its documentation link and filters change, its name may not
-/// (it is part of its events' type). Replaced by `cataloging::replace`, which checks that
+/// (it is part of its events' type). Replaced by `use_case::catalog::replace`, which checks that
 /// the client owns the entry.
 pub fn kanaal_update(
     client: &ZgwClient,

@@ -46,6 +46,7 @@ impl Default for Quotas {
 }
 
 pub use crate::refused::QuotaExceeded;
+use crate::refused::{Missing, Refused};
 
 /// How often a subscription's filters ran out of their evaluation budget, since the hub
 /// started.
@@ -259,13 +260,13 @@ impl Subscriptions {
         principal: &Principal,
         id: &str,
         action: &str,
-    ) -> Result<Arc<Subscription>, Unseen> {
+    ) -> Result<Arc<Subscription>, Refused> {
         principal
             .may(crate::identity::Role::Subscriber, action)
-            .map_err(Unseen::Forbidden)?;
+            .map_err(Refused::Forbidden)?;
         self.get(id)
             .filter(|subscription| visible_to(principal, subscription))
-            .ok_or(Unseen::NoSubscription)
+            .ok_or_else(|| Refused::NotFound(Missing::Subscription(id.to_owned())))
     }
 
     /// The principal whose subscription `id` is, or was before it was deleted.
@@ -786,15 +787,6 @@ pub fn may_subscribe(
          `exact` or `prefix` filter on `type`, within those",
         principal.name
     ))
-}
-
-/// Why a principal may not act on a subscription's events.
-#[derive(Debug)]
-pub enum Unseen {
-    /// It lacks the role (the detail says so).
-    Forbidden(String),
-    /// There is no subscription of that id that it sees.
-    NoSubscription,
 }
 
 /// Whether `principal` sees (and may change) `subscription`: its owner, or an admin.

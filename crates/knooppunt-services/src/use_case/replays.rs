@@ -9,20 +9,15 @@ use crate::app::AppState;
 use crate::audit::{Action, ActionName, Context};
 use crate::history::ReplayRefused;
 use crate::identity::Principal;
-use crate::subscriptions::Unseen;
 
 pub use crate::refused::{Missing, Refused};
 
 /// The owner of subscription `id` if `caller` may replay its events.
 fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<String, Refused> {
-    match state
+    let subscription = state
         .subscriptions
-        .for_subscriber(caller, id, "replay events")
-    {
-        Ok(subscription) => Ok(subscription.owner.clone()),
-        Err(Unseen::Forbidden(why)) => Err(Refused::Forbidden(why)),
-        Err(Unseen::NoSubscription) => Err(Refused::NotFound(Missing::Subscription(id.to_owned()))),
-    }
+        .for_subscriber(caller, id, "replay events")?;
+    Ok(subscription.owner.clone())
 }
 
 /// Starts a replay of subscription `id`'s events accepted from `from_ms` until `until_ms`

@@ -355,25 +355,6 @@ pub fn on_the_trail(state: &AppState, subscription: &Subscription) -> serde_json
     view
 }
 
-/// Subscription `id` if `caller` may `doing` it ("read a subscription's status"): a
-/// subscriber (or an administrator) that sees it.
-pub fn for_subscriber(
-    state: &AppState,
-    caller: &Principal,
-    id: &str,
-    doing: &str,
-) -> Result<Arc<Subscription>, Refused> {
-    state
-        .subscriptions
-        .for_subscriber(caller, id, doing)
-        .map_err(|unseen| match unseen {
-            subscriptions::Unseen::Forbidden(why) => Refused::Forbidden(why),
-            subscriptions::Unseen::NoSubscription => {
-                Refused::NotFound(Missing::Subscription(id.to_owned()))
-            }
-        })
-}
-
 /// The type of the events [`send_test`] sends.
 pub const TEST_TYPE: &str = "nl.knooppunt.test";
 
@@ -393,7 +374,9 @@ pub async fn send_test(
     caller: &Principal,
     id: &str,
 ) -> Result<TestSent, Refused> {
-    let subscription = for_subscriber(state, caller, id, "send test events")?;
+    let subscription = state
+        .subscriptions
+        .for_subscriber(caller, id, "send test events")?;
     if subscription.is_pull() {
         return Err(Refused::Conflict(format!(
             "subscription `{id}` is a pull subscription: it has no endpoint to send a test \
