@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use knooppunt_tests::sink::{Reply, Sink};
+use knooppunt_tests::wait::quiet;
 use knooppunt_tests::{Answer, TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -241,7 +242,11 @@ async fn only_granted_subscriptions_receive_and_nothing_is_queued_before_the_gra
     }
     let received = kvk_sink.wait_for(3, Duration::from_secs(10)).await;
     assert_eq!(ids(&received), ["after-1", "after-2", "after-3"]);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    quiet(
+        "a fourth delivery, or any to the gemeente",
+        Duration::from_millis(500),
+    )
+    .await;
     assert_eq!(kvk_sink.deliveries().len(), 3);
     assert!(gemeente_sink.deliveries().is_empty());
     let shown = hub
@@ -270,7 +275,7 @@ async fn only_granted_subscriptions_receive_and_nothing_is_queued_before_the_gra
 async fn a_revocation_sends_nothing_that_was_leased_ahead() {
     let mut options = knooppunt_tests::test_options();
     options.delivery.max_in_flight = 4;
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let entry = guarded_entry(&hub).await;
     let sink = Sink::start().await;
     sink.answer_always(Reply::status(204).after(Duration::from_millis(1500)));
@@ -304,7 +309,11 @@ async fn a_revocation_sends_nothing_that_was_leased_ahead() {
     let at_revocation = sink.deliveries().len();
     assert_eq!(at_revocation, 4, "the four sending when it was revoked");
     // The four at the sink answer; their slots free; nothing more may be sent.
-    tokio::time::sleep(Duration::from_millis(3000)).await;
+    quiet(
+        "a delivery after the revocation",
+        Duration::from_millis(3000),
+    )
+    .await;
     let delivered = ids(&sink.deliveries());
     assert_eq!(
         delivered.len(),
@@ -339,7 +348,11 @@ async fn a_revocation_stops_delivery_at_once_and_turns_the_queue_into_dead_lette
     assert!(hub.store_pending(&subscription).await.len() <= 1);
     let receipt = publish(&hub, "after-revocation").await;
     assert_eq!(receipt["matchedSubscriptions"], 0, "{receipt}");
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    quiet(
+        "the delivery of the event published after the revocation",
+        Duration::from_millis(800),
+    )
+    .await;
     let delivered = sink.deliveries().len();
     assert!(
         delivered <= delivered_at_revocation + 1,
@@ -613,7 +626,7 @@ async fn nothing_starts_after_the_decided_time_of_a_revocation() {
     const MAX_IN_FLIGHT: usize = 4;
     let mut options = knooppunt_tests::test_options();
     options.delivery.max_in_flight = MAX_IN_FLIGHT;
-    let hub = std::sync::Arc::new(TestHub::start_with_options(options).await);
+    let hub = std::sync::Arc::new(TestHub::builder().options(options).start().await);
     let entry = guarded_entry(&hub).await;
     let sink = Sink::start().await;
     sink.answer_always(Reply::status(204).after(Duration::from_millis(2)));

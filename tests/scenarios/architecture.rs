@@ -136,7 +136,7 @@ fn the_crates_depend_only_as_architecture_md_says() {
         &[&backends[..], &["axum"]].concat(),
     );
     assert_none(&graph, "knooppunt-broker", &backends);
-    // The services know nothing of HTTP: every surface over them is in the broker.
+    // The services know nothing of HTTP: every surface over them is a crate above them.
     let direct = graph.direct("knooppunt-services");
     for http in ["axum", "hyper", "http", "maud", "tower", "knooppunt-broker"] {
         assert!(
@@ -219,7 +219,7 @@ fn the_crates_depend_only_as_architecture_md_says() {
 /// surfaces over them are crates of their own (`knooppunt-api`, `knooppunt-console`,
 /// `knooppunt-facade`),
 /// kept above the services by Cargo's graph.
-fn broker_sources(dir: &str) -> Vec<(String, String)> {
+fn services_sources(dir: &str) -> Vec<(String, String)> {
     let mut found = Vec::new();
     for krate in ["knooppunt-broker", "knooppunt-services"] {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -252,7 +252,7 @@ fn broker_sources(dir: &str) -> Vec<(String, String)> {
 /// bottom; the transport (the crate `knooppunt-server`) is the wiring's alone. No module imports one
 /// above it or beside it, so there is no import cycle; no module but the wiring names the
 /// crate root. Test modules (`#[cfg(test)]` to the end of a file) may reach further.
-const BROKER_LAYERS: &[(&str, &[&str])] = &[
+const SERVICES_LAYERS: &[(&str, &[&str])] = &[
     // The use cases every surface runs (`use_case/`: subscriptions, catalog entries and
     // approvals, replays, dead letters, principals), over the services they call.
     (
@@ -390,20 +390,20 @@ fn crate_imports(code: &str, nested: bool) -> Vec<String> {
 }
 
 #[test]
-fn the_broker_is_layered_without_cycles() {
-    let sources = broker_sources("");
-    assert!(sources.len() > 10, "the broker's sources are found");
+fn the_services_are_layered_without_cycles() {
+    let sources = services_sources("");
+    assert!(sources.len() > 10, "the services' sources are found");
     // The table is a strict order: each module imports only modules listed after it.
-    for (i, (module, allowed)) in BROKER_LAYERS.iter().enumerate() {
+    for (i, (module, allowed)) in SERVICES_LAYERS.iter().enumerate() {
         for lower in *allowed {
-            let position = BROKER_LAYERS.iter().position(|(m, _)| m == lower);
+            let position = SERVICES_LAYERS.iter().position(|(m, _)| m == lower);
             assert!(
                 position.is_some_and(|p| p > i),
                 "`{module}` may import `{lower}`, which is not below it"
             );
         }
     }
-    let modules: Vec<&str> = BROKER_LAYERS.iter().map(|(m, _)| *m).collect();
+    let modules: Vec<&str> = SERVICES_LAYERS.iter().map(|(m, _)| *m).collect();
     let mut upward = Vec::new();
     for (name, text) in &sources {
         // The wiring, and test modules in files of their own (they may reach further).
@@ -411,8 +411,8 @@ fn the_broker_is_layered_without_cycles() {
             continue;
         }
         let module = name.split(['/', '.']).next().unwrap();
-        let Some((_, allowed)) = BROKER_LAYERS.iter().find(|(m, _)| *m == module) else {
-            panic!("{name}: module `{module}` has no place in the broker's layers; add it");
+        let Some((_, allowed)) = SERVICES_LAYERS.iter().find(|(m, _)| *m == module) else {
+            panic!("{name}: module `{module}` has no place in the services' layers; add it");
         };
         let code = code_of(text);
         for imported in crate_imports(&code, name.contains('/')) {
@@ -432,7 +432,7 @@ fn the_broker_is_layered_without_cycles() {
     }
     assert!(
         upward.is_empty(),
-        "imports against the broker's layers:\n{}",
+        "imports against the services' layers:\n{}",
         upward.join("\n")
     );
 }

@@ -4,9 +4,13 @@
 //! hub's verification names that entry.
 
 use knooppunt_tests::sink::Sink;
+use knooppunt_tests::wait::until;
 use knooppunt_tests::{Answer, TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
+
+/// How long a scenario waits for the hub.
+const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 const PREFIX: &str = "urn:nld:oin:00000001823288444000:";
 const TYPE: &str = "nl.brp.persoon-verhuisd";
@@ -109,17 +113,18 @@ async fn every_change_and_refusal_is_on_a_chain_that_names_an_edited_entry() {
 
     // The admin sees every entry, in order, with the right actor. Refusals are written
     // without holding up the answer: they arrive a moment later.
-    let mut entries = all_entries(&hub, tokens::ADMIN).await;
-    for _ in 0..50 {
+    let entries = until("the refusal on the trail", WAIT, || async {
+        let entries = all_entries(&hub, tokens::ADMIN).await;
         if entries
             .iter()
             .any(|e| e["name"] == "request.unauthenticated")
         {
-            break;
+            Ok(entries)
+        } else {
+            Err(format!("{} entries, none of it", entries.len()))
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        entries = all_entries(&hub, tokens::ADMIN).await;
-    }
+    })
+    .await;
     let names: Vec<&str> = entries
         .iter()
         .map(|e| e["name"].as_str().unwrap())
@@ -337,21 +342,20 @@ async fn the_owner_sees_who_received_an_event_and_a_subscriber_what_it_received(
 
     // The data owner sees both subscriptions (the receipts may trail the delivery).
     let path = format!("/v1/events/{seq}/receipts");
-    let mut owner = hub
-        .call(Method::GET, &path, tokens::BRP_PUBLISHER, None)
-        .await;
-    for _ in 0..50 {
+    let owner = until("both receipts", WAIT, || async {
+        let owner = hub
+            .call(Method::GET, &path, tokens::BRP_PUBLISHER, None)
+            .await;
         if owner.body["receipts"]
             .as_array()
             .is_some_and(|r| r.len() == 2)
         {
-            break;
+            Ok(owner)
+        } else {
+            Err(owner.body)
         }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        owner = hub
-            .call(Method::GET, &path, tokens::BRP_PUBLISHER, None)
-            .await;
-    }
+    })
+    .await;
     assert_eq!(owner.status, 200, "{}", owner.body);
     assert_eq!(owner.body["id"], "verhuizing-1");
     let receivers: Vec<&str> = owner.body["receipts"]
@@ -470,7 +474,7 @@ async fn the_owner_sees_who_received_an_event_and_a_subscriber_what_it_received(
 async fn an_operator_can_switch_receipts_off() {
     let mut options = knooppunt_tests::test_options();
     options.delivery.receipts = false;
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let sink = Sink::start().await;
     let created = hub
         .call(
@@ -488,7 +492,11 @@ async fn an_operator_can_switch_receipts_off() {
         .unwrap();
     sink.wait_for(1, std::time::Duration::from_secs(10)).await;
     // Longer than the embedded store takes to file receipts.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    knooppunt_tests::wait::quiet(
+        "a receipt filed for it",
+        std::time::Duration::from_millis(500),
+    )
+    .await;
     let receipts = hub
         .call(
             Method::GET,
@@ -513,7 +521,7 @@ async fn the_head_is_signed_with_the_hubs_key() {
     );
     let mut options = knooppunt_tests::test_options();
     options.delivery.hub_keys = knooppunt_broker::HubKeys::from_pem(&pem, None).unwrap();
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let created = hub
         .call(
             Method::POST,

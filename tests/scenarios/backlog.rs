@@ -119,11 +119,13 @@ async fn wait_until_delivered(sink: &Sink, ids: &BTreeSet<String>) {
 #[tokio::test]
 async fn a_subscription_past_its_limit_sheds_its_oldest_into_dead_letters_and_no_other_notices() {
     const LIMIT: u64 = 40_000;
-    let hub = TestHub::start_with_options(options(BacklogOptions {
-        subscription_max_bytes: LIMIT,
-        ..BacklogOptions::default()
-    }))
-    .await;
+    let hub = TestHub::builder()
+        .options(options(BacklogOptions {
+            subscription_max_bytes: LIMIT,
+            ..BacklogOptions::default()
+        }))
+        .start()
+        .await;
     let (_stalled, healthy, stuck) = stalled_and_healthy(&hub).await;
 
     // 30 events of about 4 KB: three times what the stalled subscription may hold.
@@ -204,7 +206,7 @@ async fn a_subscription_stalling_between_measurements_is_shed_before_anyone_is_r
         ..BacklogOptions::default()
     });
     options.backlog.check_interval = Duration::from_secs(60);
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let (_stalled, healthy, stuck) = stalled_and_healthy(&hub).await;
     let mut all = BTreeSet::new();
     for n in 0..60 {
@@ -225,12 +227,14 @@ async fn a_subscription_stalling_between_measurements_is_shed_before_anyone_is_r
 #[tokio::test]
 async fn past_the_hubs_limit_publishers_get_503_until_the_subscribers_catch_up() {
     const LIMIT: u64 = 60_000;
-    let hub = TestHub::start_with_options(options(BacklogOptions {
-        max_bytes: LIMIT,
-        subscription_max_bytes: 0,
-        ..BacklogOptions::default()
-    }))
-    .await;
+    let hub = TestHub::builder()
+        .options(options(BacklogOptions {
+            max_bytes: LIMIT,
+            subscription_max_bytes: 0,
+            ..BacklogOptions::default()
+        }))
+        .start()
+        .await;
     let sink = stalled_sink().await;
     hub.subscribe(tokens::KVK, &sink.url, TYPE, json!({})).await;
 
@@ -310,16 +314,16 @@ async fn on_a_small_disk_publishes_stop_before_it_is_full_and_every_acknowledged
     const FLOOR: u64 = 16 * 1024 * 1024;
     let disk = SmallDisk::mount("40m");
     let data = tempfile::tempdir_in(disk.path()).unwrap();
-    let hub = TestHub::start_in_dir(
-        data,
-        options(BacklogOptions {
+    let hub = TestHub::builder()
+        .in_dir(data)
+        .options(options(BacklogOptions {
             max_bytes: 0,
             subscription_max_bytes: 0,
             min_free_bytes: FLOOR,
             ..BacklogOptions::default()
-        }),
-    )
-    .await;
+        }))
+        .start()
+        .await;
     let sink = stalled_sink().await;
     hub.subscribe(tokens::KVK, &sink.url, TYPE, json!({})).await;
 
@@ -383,12 +387,14 @@ fn fs_free(path: &std::path::Path) -> u64 {
 
 #[tokio::test]
 async fn events_older_than_the_age_limit_become_dead_letters_and_newer_ones_wait() {
-    let hub = TestHub::start_with_options(options(BacklogOptions {
-        subscription_max_bytes: 0,
-        subscription_max_age: Some(Duration::from_secs(2)),
-        ..BacklogOptions::default()
-    }))
-    .await;
+    let hub = TestHub::builder()
+        .options(options(BacklogOptions {
+            subscription_max_bytes: 0,
+            subscription_max_age: Some(Duration::from_secs(2)),
+            ..BacklogOptions::default()
+        }))
+        .start()
+        .await;
     let stalled = stalled_sink().await;
     let stuck = hub
         .subscribe(tokens::KVK, &stalled.url, TYPE, json!({}))
@@ -443,7 +449,11 @@ async fn dead_letters_past_their_retention_are_removed_with_their_events() {
         segment_bytes: 1,
         ..Default::default()
     };
-    let hub = TestHub::start_with_options_and_store(options, store).await;
+    let hub = TestHub::builder()
+        .options(options)
+        .store(store)
+        .start()
+        .await;
     // A sink that refuses every event as malformed: each becomes a dead letter at once.
     let refusing = Sink::start().await;
     refusing.answer_always(Reply::status(400));

@@ -90,7 +90,7 @@ async fn poison_pill_filters_are_refused_and_the_hub_keeps_serving() {
     let mut options = test_options();
     // Long texts allowed, so that depth and size are what refuses them.
     options.filter_limits = Limits::try_new(32, 1_000, 65_536).unwrap();
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let sink = Sink::start().await;
 
     let deep = format!("{}TRUE{}", "(".repeat(5_000), ")".repeat(5_000));
@@ -136,7 +136,7 @@ async fn the_length_of_an_expression_is_limited_by_default() {
 async fn a_stored_filter_beyond_the_limits_disables_its_subscription_at_start_up() {
     let mut generous = test_options();
     generous.filter_limits = Limits::CEILING;
-    let hub = TestHub::start_with_options(generous).await;
+    let hub = TestHub::builder().options(generous).start().await;
     let sink = Sink::start().await;
     let other_sink = Sink::start().await;
     let deep = format!("{}type = '{TYPE}'", "NOT NOT ".repeat(50));
@@ -191,7 +191,7 @@ async fn a_slow_sink_gets_only_its_share_of_connections_and_others_are_not_held(
     options.delivery.connections.max_connections = 4;
     options.delivery.connections.max_per_sink = 2;
     options.delivery.max_in_flight = 16;
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let slow = Sink::start().await;
     slow.answer_always(Reply::status(204).after(Duration::from_millis(400)));
     let fast = Sink::start().await;
@@ -232,11 +232,11 @@ async fn strict_hub(max_connections: usize) -> TestHub {
         idle_timeout: Duration::from_secs(5),
         ..knooppunt_broker::ServerLimits::default()
     };
-    TestHub::start_with_transport(
-        test_options(),
-        knooppunt_broker::Transport { limits, tls: None },
-    )
-    .await
+    TestHub::builder()
+        .options(test_options())
+        .transport(knooppunt_broker::Transport { limits, tls: None })
+        .start()
+        .await
 }
 
 /// Reads until the hub closes the connection (at most `within`); what it sent.
@@ -326,11 +326,11 @@ async fn connections_past_the_limit_wait_and_are_served_when_one_closes() {
         idle_timeout: Duration::from_secs(10),
         ..knooppunt_broker::ServerLimits::default()
     };
-    let hub = TestHub::start_with_transport(
-        test_options(),
-        knooppunt_broker::Transport { limits, tls: None },
-    )
-    .await;
+    let hub = TestHub::builder()
+        .options(test_options())
+        .transport(knooppunt_broker::Transport { limits, tls: None })
+        .start()
+        .await;
     // Two connections answering whole requests (receives that wait a second for events)
     // hold both slots: busy connections are never closed to make room (idle and unfinished
     // ones are, see `hardening.rs`).
@@ -384,11 +384,11 @@ async fn a_long_poll_is_answered_before_the_server_would_close_the_silent_connec
         idle_timeout: Duration::from_secs(7),
         ..knooppunt_broker::ServerLimits::default()
     };
-    let hub = TestHub::start_with_transport(
-        test_options(),
-        knooppunt_broker::Transport { limits, tls: None },
-    )
-    .await;
+    let hub = TestHub::builder()
+        .options(test_options())
+        .transport(knooppunt_broker::Transport { limits, tls: None })
+        .start()
+        .await;
     let created = hub
         .call(
             Method::POST,
@@ -461,7 +461,7 @@ async fn dead_letters_of(hub: &TestHub, id: &str) -> Vec<Value> {
 async fn a_dead_sink_is_probed_instead_of_hammered_and_others_are_not_slowed() {
     let mut options = test_options();
     options.delivery.connections.breaker_failures = 3;
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let dead = Sink::start().await;
     dead.answer_always(Reply::status(503));
     let healthy = Sink::start().await;
@@ -589,7 +589,7 @@ async fn a_retry_after_past_the_ttl_dead_letters_with_that_reason() {
 async fn hub_without_allowed_networks() -> TestHub {
     let mut options = test_options();
     options.delivery.sink_networks = knooppunt_broker::SinkNetworks::default();
-    TestHub::start_with_options(options).await
+    TestHub::builder().options(options).start().await
 }
 
 #[tokio::test]
@@ -788,7 +788,7 @@ async fn a_new_sink_with_the_redaction_marker_is_still_checked() {
     let mut options = knooppunt_tests::test_options();
     options.delivery.sink_networks =
         knooppunt_broker::SinkNetworks::parse(&["127.0.0.1/32".into()]).unwrap();
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let sink = Sink::start().await;
     let body = json!({"sink": format!("{}?k=geheim", sink.url), "protocol": "HTTP",
                       "types": [TYPE]});

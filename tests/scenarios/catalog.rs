@@ -31,7 +31,7 @@ async fn describe(hub: &TestHub, body: Value) -> knooppunt_tests::Answer {
 async fn hub() -> TestHub {
     let mut options = test_options();
     options.ingest.reserve_oin_sources = true;
-    TestHub::start_with_options(options).await
+    TestHub::builder().options(options).start().await
 }
 
 #[tokio::test]
@@ -218,7 +218,7 @@ async fn deprecated_types_are_flagged_and_the_catalog_can_be_required() {
     let mut options = test_options();
     options.ingest.reserve_oin_sources = true;
     options.ingest.catalog_required = true;
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let uncovered = publish(&hub, tokens::BRP_PUBLISHER, "u-1", "nl.brp.onbekend")
         .await
         .assert_problem(403);

@@ -18,6 +18,7 @@ use knooppunt_tests::console::{
     cookie_pair, hidden_field, set_cookie, sign_in as sign_in_over_http,
 };
 use knooppunt_tests::sink::{Reply, Sink};
+use knooppunt_tests::wait::quiet;
 use knooppunt_tests::{TestHub, test_options, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -349,7 +350,11 @@ async fn an_owner_grants_a_request_and_events_flow() {
     let sink = Sink::start().await;
     subscribe(&hub, tokens::KVK, &sink, json!({})).await;
     publish(&hub, "voor-het-besluit").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    quiet(
+        "a delivery before the owner's decision",
+        Duration::from_millis(500),
+    )
+    .await;
     assert!(
         sink.deliveries().is_empty(),
         "nothing flows before the grant"
@@ -419,7 +424,11 @@ async fn an_owner_grants_a_request_and_events_flow() {
         .wait_for_text("Ingetrokken", Duration::from_secs(5), false)
         .await;
     publish(&hub, "na-de-intrekking").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    quiet(
+        "a delivery after the revocation",
+        Duration::from_millis(500),
+    )
+    .await;
     assert_eq!(sink.deliveries().len(), 1);
 }
 
@@ -642,7 +651,7 @@ async fn http_session(hub: &TestHub, token: &str) -> Session {
 async fn forms_without_their_csrf_token_are_refused_and_sessions_end() {
     let mut options = test_options();
     options.sessions.idle = Duration::from_secs(2);
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let sink = Sink::start().await;
     let id = subscribe(&hub, tokens::KVK, &sink, json!({})).await;
     let session = http_session(&hub, tokens::KVK).await;
@@ -796,7 +805,7 @@ async fn an_oversized_form_gets_a_page_that_says_so() {
 async fn on_https_the_session_cookie_is_secure() {
     let mut options = test_options();
     options.public_url = Some("https://knooppunt.example.nl".into());
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let session = http_session(&hub, tokens::KVK).await;
     assert!(
         session.set_cookie.contains("; Secure"),
@@ -876,7 +885,11 @@ async fn a_trusted_client_certificate_signs_in_its_principal() {
         tls: Some(knooppunt_tests::certificates::hub_tls(&government)),
         ..Default::default()
     };
-    let hub = TestHub::start_with_transport(test_options(), transport).await;
+    let hub = TestHub::builder()
+        .options(test_options())
+        .transport(transport)
+        .start()
+        .await;
     let client = |identity: Option<(String, String)>| {
         https_client(&government, identity.as_ref())
             .redirect(reqwest::redirect::Policy::none())
@@ -1172,7 +1185,7 @@ async fn a_subscriber_does_its_tasks_through_the_pages_alone() {
         rate: 1,
         takeover: Duration::from_secs(30),
     };
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     catalog(&hub).await;
     let sink = Sink::start().await;
     let browser = Browser::start(&shots("subscriber-tasks")).await;
@@ -1858,7 +1871,7 @@ async fn an_operators_theme_colours_the_pages() {
         ),
         class: Some("gemeente-theme".into()),
     };
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let browser = Browser::start(&shots("theme")).await;
     browser.goto(&hub.url("/console/login")).await;
     let colour = browser
@@ -1923,7 +1936,7 @@ async fn check_says(browser: &Browser, expected: &str) -> String {
 async fn the_console_offers_only_what_the_hub_allows() {
     let mut options = knooppunt_tests::test_options();
     options.quotas.max_subscriptions = 1;
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     catalog(&hub).await;
     let entries = hub
         .call(Method::GET, "/v1/eventtypes", tokens::ADMIN, None)

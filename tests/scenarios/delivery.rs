@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use knooppunt_tests::sink::{Consent, Reply, Sink};
+use knooppunt_tests::wait::quiet;
 use knooppunt_tests::{Answer, ORIGIN, TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -79,19 +80,15 @@ async fn get(hub: &TestHub, path: &str) -> Answer {
 
 /// Polls until `check` holds for the JSON at `path` (at most [`WAIT`]).
 async fn eventually(hub: &TestHub, path: &str, check: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    knooppunt_tests::wait::until(&format!("{path} to get there"), WAIT, || async {
         let answer = get(hub, path).await;
         if check(&answer.body) {
-            return answer.body;
+            Ok(answer.body)
+        } else {
+            Err(answer.body)
         }
-        assert!(
-            Instant::now() < deadline,
-            "{path} never got there: {}",
-            answer.body
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 async fn dead_letters(hub: &TestHub, subscription: &str, count: usize) -> Vec<Value> {
@@ -207,7 +204,7 @@ async fn every_2xx_is_delivered_and_400_413_415_are_dead_letters_at_once() {
         assert_eq!(dead[0]["sequence"], seq);
         assert_eq!(dead[0]["attempts"], 1, "no retry for {status}");
         assert_eq!(dead[0]["lastStatusCode"], status);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        quiet("a retry of a refused delivery", Duration::from_millis(300)).await;
         assert_eq!(sink.deliveries().len(), 1, "{status} is not retried");
     }
 }
@@ -307,7 +304,7 @@ async fn timeouts_and_refused_connections_are_retried() {
 async fn retry_after_is_honoured_in_seconds_and_as_a_date_and_capped_by_the_hub() {
     let mut options = knooppunt_tests::test_options();
     options.delivery.max_retry_after = Duration::from_secs(3);
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let sink = Sink::start().await;
     let date = httpdate_in(Duration::from_secs(4));
     sink.answer([
@@ -546,7 +543,11 @@ async fn gone_disables_the_subscription_and_keeps_its_queue_as_dead_letters() {
     let dead = dead_letters(&hub, &id, 3).await;
     assert_eq!(dead.len(), 3, "the failed one and the two still queued");
     publish(&hub, "after").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    quiet(
+        "a delivery to the disabled subscription",
+        Duration::from_millis(500),
+    )
+    .await;
     assert_eq!(sink.deliveries().len(), 1, "nothing more is delivered");
     assert!(hub.store_pending(&id).await.is_empty(), "nor queued");
     let seq = dead[1]["sequence"].as_u64().unwrap();
@@ -611,7 +612,11 @@ async fn the_handshake_grants_refuses_and_the_sink_can_consent_later() {
     );
     let id = id_of(&answer);
     publish(&hub, "held").await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    quiet(
+        "a delivery to a pending subscription",
+        Duration::from_millis(400),
+    )
+    .await;
     assert!(
         refusing.deliveries().is_empty(),
         "a pending subscription receives nothing"
@@ -760,7 +765,7 @@ async fn changing_a_subscription_neither_abandons_nor_stalls_an_attempt_in_fligh
 async fn https_sinks_get_the_handshake_and_deliveries_over_tls() {
     let mut options = knooppunt_tests::test_options();
     options.delivery.extra_root_certificates = knooppunt_tests::sink::test_ca_pem();
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let sink = Sink::start_tls().await;
     assert!(sink.url.starts_with("https://"));
     let created = subscribe(&hub, &sink, quick(json!({}))).await;
@@ -883,7 +888,11 @@ async fn a_410_from_a_replaced_sink_does_not_disable_the_new_one() {
         b["lastDelivery"]["statusCode"] == 410
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    quiet(
+        "the old sink's 410 disabling the replaced subscription",
+        Duration::from_millis(300),
+    )
+    .await;
     let now = get(&hub, &format!("/v1/subscriptions/{id}")).await;
     assert_eq!(now.body["state"], "active", "{}", now.body);
     assert_eq!(now.body["sink"], new.url.as_str());

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use knooppunt_tests::sink::Sink;
+use knooppunt_tests::wait::quiet;
 use knooppunt_tests::{Answer, SmallDisk, TestHub, test_options, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -184,7 +185,7 @@ async fn one_principals_costly_filters_share_one_budget_per_event() {
 async fn many_principals_costly_filters_share_one_budget_per_event() {
     let mut options = test_options();
     options.eval_limits.max_units_per_event = 20_000_000;
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let (costly_sink, own_sink) = (Sink::start().await, Sink::start().await);
     // Four principals, 20 subscriptions each whose LIKE scans the whole subject: within
     // each principal's own 16 million, 40 million together.
@@ -270,7 +271,7 @@ async fn many_principals_costly_filters_share_one_budget_per_event() {
 async fn a_filter_past_its_budget_does_not_match_and_says_so() {
     let mut options = test_options();
     options.eval_limits.max_units = 200_000;
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let costly_sink = Sink::start().await;
     let cheap_sink = Sink::start().await;
     let concat = vec!["subject"; 450].join(", ");
@@ -311,7 +312,11 @@ async fn a_filter_past_its_budget_does_not_match_and_says_so() {
     // The cheap subscription got both events; the costly one only the small one.
     cheap_sink.wait_for(2, WAIT).await;
     costly_sink.wait_for(1, WAIT).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    quiet(
+        "a second event for the costly subscription",
+        Duration::from_millis(300),
+    )
+    .await;
     assert_eq!(costly_sink.deliveries().len(), 1);
 }
 
@@ -322,7 +327,7 @@ async fn a_principal_has_a_quota_of_subscriptions_and_of_filter_bytes() {
         max_subscriptions: 3,
         max_filter_bytes: 2_000,
     };
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let sink = Sink::start().await;
     let body = json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.test"]});
     for _ in 0..3 {
@@ -631,7 +636,7 @@ async fn an_issuer_whose_keys_cannot_be_fetched_is_named_in_the_503() {
         authentication: test_options().authentication.with_issuers(vec![issuer]),
         ..test_options()
     };
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let part = |value: Value| URL_SAFE_NO_PAD.encode(value.to_string());
     let token = format!(
         "{}.{}.{}",
@@ -694,11 +699,11 @@ async fn guarded_hub() -> TestHub {
         header_timeout: Duration::from_secs(30),
         ..knooppunt_broker::ServerLimits::default()
     };
-    TestHub::start_with_transport(
-        test_options(),
-        knooppunt_broker::Transport { limits, tls: None },
-    )
-    .await
+    TestHub::builder()
+        .options(test_options())
+        .transport(knooppunt_broker::Transport { limits, tls: None })
+        .start()
+        .await
 }
 
 /// Connects to the hub from a loopback address of our choosing (all of 127.0.0.0/8 is this
@@ -871,11 +876,11 @@ async fn fifty_slot_hub() -> TestHub {
         header_timeout: Duration::from_secs(30),
         ..knooppunt_broker::ServerLimits::default()
     };
-    TestHub::start_with_transport(
-        test_options(),
-        knooppunt_broker::Transport { limits, tls: None },
-    )
-    .await
+    TestHub::builder()
+        .options(test_options())
+        .transport(knooppunt_broker::Transport { limits, tls: None })
+        .start()
+        .await
 }
 
 /// How long another client may wait while the slots are attacked: a client kept out waits
@@ -956,7 +961,11 @@ async fn a_full_disk_is_refused_with_503_and_recovered_without_a_restart() {
     // (`backlog.rs` has the test of the floor).
     let mut options = test_options();
     options.backlog.min_free_bytes = 0;
-    let hub = TestHub::start_in_dir(data, options).await;
+    let hub = TestHub::builder()
+        .in_dir(data)
+        .options(options)
+        .start()
+        .await;
     let sink = Sink::start().await;
     subscribe(
         &hub,

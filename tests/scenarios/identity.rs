@@ -9,6 +9,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use knooppunt_broker::{HubOptions, IssuerSettings};
 use knooppunt_tests::certificates::TestCa;
+use knooppunt_tests::wait::quiet;
 use knooppunt_tests::{Answer, TestHub, test_options, tokens};
 use reqwest::Method;
 use ring::rand::SystemRandom;
@@ -431,7 +432,7 @@ async fn access_tokens_of_a_trusted_issuer_are_checked_against_its_jwks() {
             .with_issuers(vec![issuer, second]),
         ..test_options()
     };
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let own = format!("urn:nld:oin:{OIN}:subsidies");
 
     // Valid: the scope gives the role, `sub` the name, the `oin` claim the organisation.
@@ -637,7 +638,11 @@ async fn client_certificates_identify_principals_by_their_oin() {
         },
         tls: Some(knooppunt_tests::certificates::hub_tls(&government)),
     };
-    let hub = TestHub::start_with_transport(test_options(), transport).await;
+    let hub = TestHub::builder()
+        .options(test_options())
+        .transport(transport)
+        .start()
+        .await;
     let own = format!("urn:nld:oin:{OIN}:subsidies");
 
     // A token still works over HTTPS without a certificate.
@@ -846,7 +851,7 @@ async fn deliveries_present_a_client_certificate_and_fetched_access_tokens() {
     let tokens = TokenEndpoint::start().await;
     let mut options = test_options();
     options.delivery.extra_root_certificates = knooppunt_tests::sink::test_ca_pem();
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let config = json!({"initialBackoff": "PT0.05S", "maxBackoff": "PT0.1S"});
     let credential = |secret: &str| {
         json!({"credentialtype": "CLIENTCREDENTIALS", "tokenurl": tokens.url,
@@ -1014,7 +1019,7 @@ async fn hub_with_issuer(key: &SigningKey) -> (TestHub, Jwks) {
         authentication: test_options().authentication.with_issuers(vec![issuer]),
         ..test_options()
     };
-    (TestHub::start_with_options(options).await, jwks)
+    (TestHub::builder().options(options).start().await, jwks)
 }
 
 #[tokio::test]
@@ -1141,7 +1146,11 @@ async fn a_certificate_with_two_serial_numbers_names_no_organisation() {
         tls: Some(knooppunt_tests::certificates::hub_tls(&government)),
         ..Default::default()
     };
-    let hub = TestHub::start_with_transport(test_options(), transport).await;
+    let hub = TestHub::builder()
+        .options(test_options())
+        .transport(transport)
+        .start()
+        .await;
     let other = "00000009111111111000";
     let anonymous = tls_client(&government, None);
     for (name, oin) in [("rvo", OIN), ("other-org", other)] {
@@ -1190,7 +1199,11 @@ async fn a_revoked_client_certificate_identifies_no_one_once_the_list_changes() 
         ),
         ..Default::default()
     };
-    let hub = TestHub::start_with_transport(test_options(), transport).await;
+    let hub = TestHub::builder()
+        .options(test_options())
+        .transport(transport)
+        .start()
+        .await;
     let created = tls_client(&government, None)
         .post(hub.url("/v1/principals"))
         .bearer_auth(tokens::ADMIN)
@@ -1237,7 +1250,11 @@ async fn a_revoked_client_certificate_identifies_no_one_once_the_list_changes() 
     assert_eq!(list(&other).await, 200);
     // A list that no longer reads keeps the previous one in force.
     std::fs::write(&crl, "not a list").unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    quiet(
+        "the unreadable list replacing the one in force",
+        std::time::Duration::from_millis(2500),
+    )
+    .await;
     assert_eq!(list(&certificate).await, 401);
     assert_eq!(list(&other).await, 200);
 }
@@ -1295,7 +1312,7 @@ async fn oin_shaped_sources_are_reserved_for_their_organisation() {
     options.ingest.reserve_oin_sources =
         knooppunt_broker::IngestOptions::default().reserve_oin_sources;
     assert!(options.ingest.reserve_oin_sources, "reserved by default");
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let theirs = format!("urn:nld:oin:{OIN}:subsidies");
 
     // The plain publisher (no OIN, no prefixes) is refused there, saying why and how.
@@ -1364,7 +1381,7 @@ async fn oin_shaped_sources_are_reserved_for_their_organisation() {
     // The operator's switch lifts the rule.
     let mut options = test_options();
     options.ingest.reserve_oin_sources = false;
-    let open = TestHub::start_with_options(options).await;
+    let open = TestHub::builder().options(options).start().await;
     assert_eq!(
         publish(&open, tokens::PUBLISHER, "r-1", &theirs)
             .await
@@ -1466,7 +1483,11 @@ async fn a_disabled_or_deleted_principal_receives_nothing_more() {
     )
     .await
     .assert_problem(409);
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    quiet(
+        "a delivery after the refused change",
+        std::time::Duration::from_millis(500),
+    )
+    .await;
     assert_eq!(sink.deliveries().len(), 1, "nothing more was sent");
 
     assert_eq!(patch(false).await.status, 200);
@@ -1538,6 +1559,6 @@ async fn a_disabled_or_deleted_principal_receives_nothing_more() {
             "{objects:?}"
         );
     }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    quiet("a third delivery", std::time::Duration::from_millis(300)).await;
     assert_eq!(sink.deliveries().len(), 2);
 }

@@ -247,7 +247,7 @@ async fn an_owner_is_told_when_its_sinks_breaker_opens_and_its_backlog_limit_is_
         check_interval: Duration::from_millis(100),
         ..BacklogOptions::default()
     };
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let own = inbox(&hub, tokens::KVK).await;
     let failing = Sink::start().await;
     failing.answer_always(Reply::status(503));

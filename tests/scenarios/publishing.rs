@@ -231,7 +231,7 @@ async fn size_limits() {
         max_batch_bytes: 100_000,
         ..IngestOptions::default()
     };
-    let hub = TestHub::start_with(options).await;
+    let hub = TestHub::builder().ingest(options).start().await;
     let sized = |id: &str, size: usize| {
         let mut value = event(id);
         value["data"] = json!("");
@@ -274,11 +274,13 @@ async fn size_limits() {
 
 #[tokio::test]
 async fn the_profile_level_decides() {
-    let strict = TestHub::start_with(IngestOptions {
-        profile: ProfileLevel::Enforce,
-        ..IngestOptions::default()
-    })
-    .await;
+    let strict = TestHub::builder()
+        .ingest(IngestOptions {
+            profile: ProfileLevel::Enforce,
+            ..IngestOptions::default()
+        })
+        .start()
+        .await;
     let mut event = event("p-1");
     event["type"] = json!("PersonMoved");
     let answer = publish(&strict, &event.to_string())
@@ -446,7 +448,7 @@ async fn unmatched_events_are_accepted_counted_and_swept_after_retention() {
         segment_bytes: 1,
         ..Default::default()
     };
-    let hub = TestHub::start_with_store(ingest, store).await;
+    let hub = TestHub::builder().ingest(ingest).store(store).start().await;
     let subscription = subscribe_to_type(&hub).await;
     let mut other = event("u-1");
     other["type"] = json!("nl.kvk.onderneming-opgericht");

@@ -301,7 +301,7 @@ async fn a_cursor_past_retention_answers_410_with_the_oldest_cursor() {
         segment_bytes: 1,
         ..Default::default()
     };
-    let hub = TestHub::start_with_store(ingest, store).await;
+    let hub = TestHub::builder().ingest(ingest).store(store).start().await;
     let created = create_pull(&hub, tokens::GEMEENTE).await;
     let id = created["id"].as_str().unwrap().to_owned();
     let start = stream(&hub, &id, "").await;
@@ -373,7 +373,7 @@ async fn replays_are_bounded_per_hub_and_kept_per_subscription() {
         rate: 1,
         takeover: Duration::from_secs(30),
     };
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let created = create_pull(&hub, tokens::GEMEENTE).await;
     let id = created["id"].as_str().unwrap().to_owned();
     for n in 0..3 {

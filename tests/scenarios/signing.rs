@@ -305,7 +305,7 @@ async fn the_hubs_own_key_signs_v1a_verifiable_with_its_published_keys() {
     let (current, previous) = (key_pem(), key_pem());
     options.delivery.hub_keys =
         knooppunt_broker::HubKeys::from_pem(&current, Some((&previous, until))).unwrap();
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
 
     // The public keys need no token.
     let keys = Answer::from(
@@ -362,7 +362,7 @@ async fn the_hubs_own_key_signs_v1a_verifiable_with_its_published_keys() {
     let ended = std::time::SystemTime::now() - Duration::from_secs(60);
     options.delivery.hub_keys =
         knooppunt_broker::HubKeys::from_pem(&current, Some((&previous, ended))).unwrap();
-    let later = TestHub::start_with_options(options).await;
+    let later = TestHub::builder().options(options).start().await;
     let keys = later.get_json("/v1/signing-keys").await;
     assert_eq!(keys["keys"].as_array().unwrap().len(), 1, "{keys}");
     assert!(keys["keys"][0].get("validUntil").is_none(), "{keys}");

@@ -626,7 +626,7 @@ async fn the_index_follows_every_change_and_survives_a_restart() {
 
 #[tokio::test]
 async fn development_mode_needs_no_token() {
-    let hub = TestHub::start_without_authentication().await;
+    let hub = TestHub::builder().without_authentication().start().await;
     let created = Answer::from(
         hub.client
             .post(hub.url("/v1/subscriptions"))
@@ -661,7 +661,7 @@ async fn the_hubs_delivery_defaults_fill_what_a_subscription_leaves_out() {
         ("ordering", "unordered".to_owned()),
     ])
     .unwrap();
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let mut body = minimal();
     body["config"] = json!({"ordering": "ordered"});
     let created = create(&hub, tokens::KVK, body).await;
@@ -722,7 +722,7 @@ async fn sinks_must_use_https_unless_on_this_machine_or_allowed() {
 
     let mut options = knooppunt_tests::test_options();
     options.allow_http_sinks = true;
-    let lenient = TestHub::start_with_options(options).await;
+    let lenient = TestHub::builder().options(options).start().await;
     let created = create(
         &lenient,
         tokens::KVK,

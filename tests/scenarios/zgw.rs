@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use knooppunt_broker::identity::zgw::{ZgwClient, ZgwOptions};
+use knooppunt_tests::wait::quiet;
 use knooppunt_tests::{Answer, TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -46,7 +47,7 @@ async fn hub_with(more: Vec<ZgwClient>) -> TestHub {
         max_token_age: Duration::from_secs(3600),
         ..ZgwOptions::default()
     };
-    TestHub::start_with_options(options).await
+    TestHub::builder().options(options).start().await
 }
 
 fn now() -> u64 {
@@ -364,7 +365,7 @@ async fn zgw_tokens_are_checked_and_refusals_say_why() {
 async fn the_facade_can_be_switched_off() {
     let mut options = knooppunt_tests::test_options();
     options.zgw.enabled = false;
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     let answer = hub
         .call(Method::GET, "/api/v1/kanaal", "anything", None)
         .await
@@ -812,7 +813,11 @@ async fn abonnementen_receive_the_notificaties_their_filters_let_through() {
         );
         assert_eq!(arrived[1].header("content-type"), Some("application/json"));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    quiet(
+        "a delivery to the abonnement whose filters refuse it",
+        Duration::from_millis(300),
+    )
+    .await;
     assert_eq!(
         theirs.deliveries().len(),
         1,
@@ -992,7 +997,11 @@ async fn a_native_cloudevent_reaches_abonnementen_as_a_notificatie() {
         notificatie["kenmerken"],
         json!({"bronorganisatie": "224557609"})
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    quiet(
+        "a delivery to the abonnement whose filters refuse it",
+        Duration::from_millis(300),
+    )
+    .await;
     assert_eq!(
         theirs.deliveries().len(),
         1,
@@ -1163,7 +1172,10 @@ fn options_with_keys(keys: &[(&str, &str)]) -> knooppunt_broker::HubOptions {
 async fn zgw_clients_are_set_over_the_principals_api_with_sealed_secrets() {
     const SECRET: &str = "gemeente-zgw-geheim";
     let (k1, k2) = (key(1), key(2));
-    let hub = TestHub::start_with_options(options_with_keys(&[("k1", &k1)])).await;
+    let hub = TestHub::builder()
+        .options(options_with_keys(&[("k1", &k1)]))
+        .start()
+        .await;
     // A scope that is not a string is refused, not left out.
     hub.call(
         Method::PATCH,
@@ -1500,7 +1512,11 @@ async fn open_zaaks_kanalen_and_kenmerken_are_taken_as_open_notificaties_takes_t
         .collect();
     assert!(bodies.contains(&BESLUIT.trim()), "{bodies:?}");
     assert!(bodies.contains(&zaak.trim()), "{bodies:?}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    quiet(
+        "a delivery to the other abonnement",
+        Duration::from_millis(500),
+    )
+    .await;
     assert_eq!(others.deliveries().len(), 1, "only the test notificatie");
 }
 
@@ -1681,7 +1697,7 @@ async fn consuming_clients(hub: &TestHub, clients: &[(&str, &str)], secret: &str
 async fn a_zgw_client_on_a_principal_keeps_that_principals_limits() {
     const SECRET: &str = "gemeente-zgw-geheim";
     let options = with_open_zaak();
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
     consuming_clients(
         &hub,
@@ -1729,7 +1745,7 @@ async fn a_zgw_client_on_a_principal_keeps_that_principals_limits() {
 #[tokio::test]
 async fn a_zgw_client_publishes_only_with_its_principals_publisher_role() {
     const SECRET: &str = "repro-sub-secret-0123456789";
-    let hub = TestHub::start_with_options(with_open_zaak()).await;
+    let hub = TestHub::builder().options(with_open_zaak()).start().await;
     register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
     let made = hub
         .call(
@@ -1895,7 +1911,7 @@ async fn the_rest_api_and_the_facade_refuse_a_subscription_alike() {
     const SECRET: &str = "gemeente-zgw-geheim";
     let mut options = with_open_zaak();
     options.quotas.max_subscriptions = 1;
-    let hub = TestHub::start_with_options(options).await;
+    let hub = TestHub::builder().options(options).start().await;
     register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
     let clients = [
         ("gemeente", "gemeente-zac"),
@@ -2218,7 +2234,7 @@ async fn abonnementen_receive_cloudevents_as_open_notificaties_sends_them() {
     }
     // The test notificatie, then the two it receives.
     let arrived = sink.wait_for(3, Duration::from_secs(15)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    quiet("a fourth notificatie", Duration::from_millis(300)).await;
     assert_eq!(
         sink.deliveries().len(),
         3,
@@ -2348,7 +2364,7 @@ async fn schemathesis_finds_no_server_error_in_the_facade() {
 #[tokio::test]
 async fn publishing_and_the_catalog_are_decided_alike_on_every_surface() {
     const SECRET: &str = "zender-zgw-geheim-0123456789";
-    let hub = TestHub::start_with_options(with_open_zaak()).await;
+    let hub = TestHub::builder().options(with_open_zaak()).start().await;
     register_zaken(&hub, &token("open-zaak", OPEN_ZAAK)).await;
     let made = hub
         .call(

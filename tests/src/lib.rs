@@ -7,6 +7,7 @@ pub mod console;
 pub mod openapi;
 pub mod sink;
 pub mod tools;
+pub mod wait;
 pub mod zgw;
 
 use std::net::SocketAddr;
@@ -137,66 +138,80 @@ pub struct TestHub {
     conformance: openapi::ConformanceGuard,
 }
 
+/// How a [`TestHub`] starts: the test settings ([`test_options`]), a fresh data directory,
+/// the default transport and store, each changed by a call.
+#[allow(missing_debug_implementations)]
+pub struct TestHubBuilder {
+    options: HubOptions,
+    transport: Transport,
+    store: SledOptions,
+    data: Option<TempDir>,
+}
+
+impl TestHubBuilder {
+    /// These settings.
+    pub fn options(mut self, options: HubOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// These ingest settings (the reservation of organisations' source spaces lifted, as in
+    /// [`test_options`]).
+    pub fn ingest(mut self, ingest: IngestOptions) -> Self {
+        self.options.ingest = IngestOptions {
+            reserve_oin_sources: false,
+            ..ingest
+        };
+        self
+    }
+
+    /// Served with these connection limits and HTTPS.
+    pub fn transport(mut self, transport: Transport) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    /// These store settings (such as one event per segment).
+    pub fn store(mut self, store: SledOptions) -> Self {
+        self.store = store;
+        self
+    }
+
+    /// The store in `data` (a directory the test made, such as one on a small filesystem).
+    pub fn in_dir(mut self, data: TempDir) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// Authentication disabled, as `serve --dev-no-auth` runs it.
+    pub fn without_authentication(mut self) -> Self {
+        self.options.authentication = Authentication::Disabled;
+        self
+    }
+
+    pub async fn start(self) -> TestHub {
+        let data = match self.data {
+            Some(data) => data,
+            None => tempfile::tempdir().unwrap(),
+        };
+        TestHub::start_in(Arc::new(data), self.options, self.transport, self.store).await
+    }
+}
+
 impl TestHub {
+    /// A hub with the test settings.
     pub async fn start() -> TestHub {
-        TestHub::start_with(IngestOptions::default()).await
+        TestHub::builder().start().await
     }
 
-    /// A hub with these ingest settings.
-    pub async fn start_with(ingest: IngestOptions) -> TestHub {
-        TestHub::start_with_store(ingest, SledOptions::default()).await
-    }
-
-    /// A hub with these settings.
-    pub async fn start_with_options(options: HubOptions) -> TestHub {
-        TestHub::start_with_transport(options, Transport::default()).await
-    }
-
-    /// A hub with these settings, served with these connection limits and HTTPS.
-    pub async fn start_with_transport(options: HubOptions, transport: Transport) -> TestHub {
-        let data = Arc::new(tempfile::tempdir().unwrap());
-        TestHub::start_in(data, options, transport, SledOptions::default()).await
-    }
-
-    /// A hub with these ingest and store settings (the reservation of organisations' source
-    /// spaces lifted, as in [`test_options`]).
-    pub async fn start_with_store(ingest: IngestOptions, store: SledOptions) -> TestHub {
-        let options = HubOptions {
-            ingest: IngestOptions {
-                reserve_oin_sources: false,
-                ..ingest
-            },
-            ..test_options()
-        };
-        TestHub::start_with_options_and_store(options, store).await
-    }
-
-    /// A hub with these settings whose store is in `data` (a directory the test made, such
-    /// as one on a small filesystem).
-    pub async fn start_in_dir(data: TempDir, options: HubOptions) -> TestHub {
-        TestHub::start_in(
-            Arc::new(data),
-            options,
-            Transport::default(),
-            SledOptions::default(),
-        )
-        .await
-    }
-
-    /// A hub with these settings and these store settings (such as one event per segment).
-    pub async fn start_with_options_and_store(options: HubOptions, store: SledOptions) -> TestHub {
-        let data = Arc::new(tempfile::tempdir().unwrap());
-        TestHub::start_in(data, options, Transport::default(), store).await
-    }
-
-    /// A hub with authentication disabled, as `serve --dev-no-auth` runs it.
-    pub async fn start_without_authentication() -> TestHub {
-        let options = HubOptions {
-            authentication: Authentication::Disabled,
-            ..test_options()
-        };
-        let data = Arc::new(tempfile::tempdir().unwrap());
-        TestHub::start_in(data, options, Transport::default(), SledOptions::default()).await
+    /// A hub of other settings: [`TestHubBuilder`].
+    pub fn builder() -> TestHubBuilder {
+        TestHubBuilder {
+            options: test_options(),
+            transport: Transport::default(),
+            store: SledOptions::default(),
+            data: None,
+        }
     }
 
     async fn start_in(

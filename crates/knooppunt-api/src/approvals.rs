@@ -92,10 +92,10 @@ fn resource(state: &AppState, grant: &Grant) -> GrantOut {
     GrantOut {
         subscription: Some(grant.subscription.clone()),
         subscriber: state
-            .subscriptions
+            .subscriptions()
             .get(&grant.subscription)
             .map(|subscription| subscription.owner.clone()),
-        ..summary(state.catalog.get(&grant.entry).as_deref(), grant)
+        ..summary(state.catalog().get(&grant.entry).as_deref(), grant)
     }
 }
 
@@ -165,7 +165,7 @@ pub(crate) async fn list(
         }
     };
     let (page, more) = state
-        .approvals
+        .approvals()
         .page(&caller.0, &selection, cursor, page_size);
     let body: Vec<GrantOut> = page.iter().map(|g| resource(&state, g)).collect();
     let next = page
@@ -206,8 +206,8 @@ pub(crate) async fn get(
     caller: Caller,
     Path((entry, subscription)): Path<(EntryId, SubscriptionId)>,
 ) -> Result<Response, ApiError> {
-    match state.approvals.get(&entry, &subscription) {
-        Some(grant) if state.approvals.visible_to(&caller.0, &grant) => {
+    match state.approvals().get(&entry, &subscription) {
+        Some(grant) if state.approvals().visible_to(&caller.0, &grant) => {
             Ok(Json(resource(&state, &grant)).into_response())
         }
         _ => Err(not_found(&entry, &subscription)),
@@ -227,8 +227,10 @@ pub(crate) async fn decide(
         &state,
         &audit.of(&caller),
         &caller.0,
-        (&entry, &subscription),
-        decision,
+        &entry,
+        &subscription,
+        decision.0,
+        decision.1,
     )
     .await?;
     Ok(Json(resource(&state, &decided.grant)).into_response())

@@ -21,7 +21,7 @@ use crate::document::{BAD_REQUEST, Operation, UNAUTHORIZED, header};
 use crate::endpoints::Endpoints;
 use crate::identity::Principal;
 use crate::input::{Body, Field, Params, Problems};
-use crate::page::{Page, PageIn};
+use crate::page::{Page, PageIn, Sequence};
 use crate::problem::ApiError;
 use knooppunt_services::app::AppState;
 
@@ -121,7 +121,7 @@ pub(crate) struct AuditQuery {
     #[schemars(extend("enum" = ["oldest", "newest"], "default" = "oldest"))]
     order: Field<String>,
     #[serde(flatten)]
-    page: PageIn,
+    page: PageIn<Sequence>,
 }
 
 impl Body for AuditQuery {
@@ -163,17 +163,7 @@ impl Body for AuditQuery {
             }
         };
         let Page { size, cursor } = self.page.read(problems);
-        let after = match cursor.as_deref().map(str::parse::<u64>) {
-            None => None,
-            Some(Ok(seq)) => Some(seq),
-            Some(Err(_)) => {
-                problems.add(
-                    "cursor",
-                    "is not a cursor of this list: use the link of the previous page",
-                );
-                None
-            }
-        };
+        let after = cursor.map(|Sequence(seq)| seq);
         Some((selection, newest_first, size, after))
     }
 }

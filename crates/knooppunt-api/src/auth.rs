@@ -86,7 +86,7 @@ pub fn by_certificate(
         )));
     };
     admit(
-        state.principals.by_oin(oin.as_str()),
+        state.principals().by_oin(oin.as_str()),
         &format!(
             "the client certificate is trusted, but OIN {oin} (no principal has it; an \
              administrator gives a principal this `oin`)"
@@ -115,7 +115,7 @@ async fn authenticate(parts: &mut Parts, state: &Arc<AppState>) -> Result<Caller
         return Ok(Caller(Arc::clone(principal)));
     }
     {
-        if let Authentication::Disabled = &state.authentication {
+        if let Authentication::Disabled = &state.authentication() {
             return Ok(Caller(Arc::new(Principal::development())));
         }
         let Some(header) = parts.headers.get(AUTHORIZATION) else {
@@ -141,11 +141,11 @@ async fn authenticate(parts: &mut Parts, state: &Arc<AppState>) -> Result<Caller
                 detail: "the Authorization header must be `Bearer <token>`".into(),
                 invalid_token: true,
             })?;
-        if crate::identity::tokens::looks_like_jwt(token) && state.issuers.configured() {
-            let principal = state.issuers.authenticate(token).await?;
+        if crate::identity::tokens::looks_like_jwt(token) && state.issuers().configured() {
+            let principal = state.issuers().authenticate(token).await?;
             // A stored principal of the same name can disable it, and limit it: its type
             // and source prefixes apply, and its OIN when the token gives none.
-            return match state.principals.by_name(&principal.name) {
+            return match state.principals().by_name(&principal.name) {
                 Found::Disabled(name) => admit(Found::Disabled(name), ""),
                 Found::Active(stored) => {
                     let mut limited = Principal::clone(&principal);
@@ -172,7 +172,7 @@ async fn authenticate(parts: &mut Parts, state: &Arc<AppState>) -> Result<Caller
             };
         }
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        admit(state.principals.by_token(&digest), "the bearer token")
+        admit(state.principals().by_token(&digest), "the bearer token")
     }
 }
 

@@ -320,7 +320,7 @@ pub(crate) async fn list(
     _caller: Caller,
     Params(Page { size, cursor }): Params<PageIn>,
 ) -> Result<Response, ApiError> {
-    let (page, more) = state.catalog.page(cursor.as_deref(), size);
+    let (page, more) = state.catalog().page(cursor.as_deref(), size);
     let body: Vec<EventTypeOut> = page.iter().map(|entry| resource(entry)).collect();
     let next = page.last().filter(|_| more).map(|last| last.id.as_str());
     Ok(crate::page::answer(body, "/eventtypes", size, next))
@@ -348,7 +348,7 @@ pub(crate) async fn get(
     _caller: Caller,
     Path(id): Path<EntryId>,
 ) -> Result<Response, ApiError> {
-    let entry = state.catalog.get(&id).ok_or_else(|| not_found(&id))?;
+    let entry = state.catalog().get(&id).ok_or_else(|| not_found(&id))?;
     Ok(Json(resource(&entry)).into_response())
 }
 

@@ -22,8 +22,8 @@ use crate::document::{
 use crate::endpoints::Endpoints;
 use crate::ids::{DeadLetterId, SubscriptionId};
 use crate::input::Params;
-use crate::page::{Page, PageIn};
-use crate::problem::{ApiError, InvalidParam};
+use crate::page::{Page, PageIn, Sequence};
+use crate::problem::ApiError;
 use crate::request::RequestAudit;
 use knooppunt_services::app::AppState;
 use knooppunt_services::use_case;
@@ -99,7 +99,7 @@ pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     Path(id): Path<SubscriptionId>,
-    page: Result<Params<PageIn>, ApiError>,
+    page: Result<Params<PageIn<Sequence>>, ApiError>,
 ) -> Result<Response, ApiError> {
     // Who may is the service's rule: a stranger learns nothing from the query's problems.
     let Page {
@@ -112,24 +112,9 @@ pub(crate) async fn list(
             return Err(problem);
         }
     };
-    let mut problems = Vec::new();
-    let cursor = match cursor.map(|c| c.parse::<u64>()) {
-        None => None,
-        Some(Ok(seq)) => Some(seq),
-        Some(Err(_)) => {
-            problems.push(InvalidParam::new(
-                "cursor",
-                "must be the id of a dead letter, as in the `next` link",
-            ));
-            None
-        }
-    };
-    if !problems.is_empty() {
-        use_case::dead_letters::check_access(&state, &caller.0, &id)?;
-        return Err(ApiError::invalid("the query is invalid", problems));
-    }
+    let cursor = cursor.map(|Sequence(seq)| seq);
     let mut page =
-        use_case::dead_letters::list(&state, &caller.0, &id, (cursor, page_size + 1)).await?;
+        use_case::dead_letters::list(&state, &caller.0, &id, cursor, page_size + 1).await?;
     let more = page.len() > page_size;
     page.truncate(page_size);
     let body: Vec<DeadLetterOut> = page.iter().map(|d| representation(d, None)).collect();
@@ -151,7 +136,7 @@ pub(crate) async fn get(
     Path((id, dead_letter)): Path<(SubscriptionId, DeadLetterId)>,
 ) -> Result<Response, ApiError> {
     let seq = dead_letter_id(&dead_letter)?;
-    let (dead, event) = use_case::dead_letters::get(&state, &caller.0, (&id, seq)).await?;
+    let (dead, event) = use_case::dead_letters::get(&state, &caller.0, &id, seq).await?;
     let event = event.and_then(|stored| serde_json::from_str::<Value>(&stored.json).ok());
     Ok(Json(representation(&dead, event)).into_response())
 }
@@ -164,7 +149,7 @@ pub(crate) async fn redeliver(
     Path((id, dead_letter)): Path<(SubscriptionId, DeadLetterId)>,
 ) -> Result<Response, ApiError> {
     let seq = dead_letter_id(&dead_letter)?;
-    use_case::dead_letters::redeliver(&state, &audit.of(&caller), &caller.0, (&id, seq)).await?;
+    use_case::dead_letters::redeliver(&state, &audit.of(&caller), &caller.0, &id, seq).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(RedeliveryOut {
@@ -184,7 +169,7 @@ pub(crate) async fn delete(
     Path((id, dead_letter)): Path<(SubscriptionId, DeadLetterId)>,
 ) -> Result<Response, ApiError> {
     let seq = dead_letter_id(&dead_letter)?;
-    use_case::dead_letters::delete(&state, &audit.of(&caller), &caller.0, (&id, seq)).await?;
+    use_case::dead_letters::delete(&state, &audit.of(&caller), &caller.0, &id, seq).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -212,7 +197,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
         TAG,
         "List a subscription's dead letters, oldest first (owner or admin).",
     )
-    .query::<PageIn>()
+    .query::<PageIn<Sequence>>()
     .answer(
         "200",
         "A page of dead letters. A `Link` header with rel=\"next\" points to the next page.",

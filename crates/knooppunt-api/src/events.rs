@@ -152,10 +152,10 @@ async fn accept(
 ) -> Result<Response, ApiError> {
     // Asked before the body is read; the pipeline asks again (one rule, in the pipeline).
     state
-        .publishing
+        .publishing()
         .may_publish(&caller.0, 1)
         .map_err(ApiError::Forbidden)?;
-    let options = &state.publishing.options;
+    let options = &state.publishing().options;
     let body = body.map_err(|rejection| {
         let too_large = rejection.status() == StatusCode::PAYLOAD_TOO_LARGE;
         let why = if too_large {
@@ -163,7 +163,7 @@ async fn accept(
         } else {
             Rejection::Unreadable
         };
-        state.publishing.rejected(why, 1);
+        state.publishing().rejected(why, 1);
         if too_large {
             ApiError::PayloadTooLarge(format!(
                 "the body is larger than this hub accepts ({} bytes for a batch, {} for one event)",
@@ -182,7 +182,7 @@ async fn accept(
         .sum();
     if mode == ContentMode::Binary && ce_headers == 0 {
         state
-            .publishing
+            .publishing()
             .rejected(Rejection::UnsupportedMediaType, 1);
         let content_type = headers.get(CONTENT_TYPE).map_or("none".into(), |v| {
             String::from_utf8_lossy(v.as_bytes()).into_owned()
@@ -200,21 +200,21 @@ async fn accept(
         ))
     };
     if mode != ContentMode::Batched && body.len() + ce_headers > options.max_event_bytes {
-        state.publishing.rejected(Rejection::TooLarge, 1);
+        state.publishing().rejected(Rejection::TooLarge, 1);
         return Err(too_large(body.len() + ce_headers, "the event"));
     }
 
     let received: Vec<ReceivedEvent> = match binding::decode(&headers, &body) {
         Err(DecodeError::UnsupportedFormat(content_type)) => {
             state
-                .publishing
+                .publishing()
                 .rejected(Rejection::UnsupportedMediaType, 1);
             return Err(ApiError::UnsupportedMediaType(
                 DecodeError::UnsupportedFormat(content_type).to_string(),
             ));
         }
         Err(DecodeError::Invalid(violations)) => {
-            state.publishing.rejected(Rejection::Invalid, 1);
+            state.publishing().rejected(Rejection::Invalid, 1);
             return Err(invalid_events(vec![(None, violations)]));
         }
         Ok(Message::Single(event)) => vec![*event],
@@ -226,7 +226,7 @@ async fn accept(
                     Ok(event) => {
                         let size = event.json.as_deref().map_or(0, str::len);
                         if size > options.max_event_bytes {
-                            state.publishing.rejected(Rejection::TooLarge, 1);
+                            state.publishing().rejected(Rejection::TooLarge, 1);
                             return Err(too_large(size, &format!("event [{index}] of the batch")));
                         }
                         events.push(event);
@@ -236,7 +236,7 @@ async fn accept(
             }
             if !problems.is_empty() {
                 state
-                    .publishing
+                    .publishing()
                     .rejected(Rejection::Invalid, problems.len() + events.len());
                 return Err(invalid_events(problems));
             }
@@ -245,7 +245,7 @@ async fn accept(
     };
     let batched = mode == ContentMode::Batched;
     let receipts = match state
-        .publishing
+        .publishing()
         .accept(
             &caller.0,
             received,

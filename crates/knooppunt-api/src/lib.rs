@@ -100,10 +100,10 @@ pub struct Mount {
 /// The API, and the surfaces `beside` it, under one boundary.
 pub fn router(state: Arc<AppState>, mounts: Vec<Mount>) -> Router {
     let body_limit = state
-        .publishing
+        .publishing()
         .options
         .max_batch_bytes
-        .max(state.publishing.options.max_event_bytes);
+        .max(state.publishing().options.max_event_bytes);
     // No route takes a larger body: the published batch's limit, or axum's default.
     let largest_body = body_limit.max(2 * 1024 * 1024);
     let mut router = Router::new();
@@ -127,7 +127,7 @@ pub fn router(state: Arc<AppState>, mounts: Vec<Mount>) -> Router {
 pub(crate) async fn serve_openapi(
     axum::extract::State(state): axum::extract::State<Arc<AppState>>,
 ) -> Response {
-    let mut response = axum::Json(openapi(&state.subscription_defaults)).into_response();
+    let mut response = axum::Json(openapi(state.subscription_defaults())).into_response();
     response.headers_mut().insert(
         http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
         HeaderValue::from_static("*"),
@@ -232,7 +232,7 @@ fn endpoints(body_limit: usize) -> Endpoints {
 /// Where the sink can reach the hub: the configured public URL, or the `Host` the client
 /// used.
 pub fn base_url(state: &AppState, headers: &http::HeaderMap) -> String {
-    if let Some(url) = &state.public_url {
+    if let Some(url) = &state.public_url() {
         return url.trim_end_matches('/').to_owned();
     }
     let host = headers

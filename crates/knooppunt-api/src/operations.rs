@@ -30,8 +30,8 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         Ok(()) => "ok".to_owned(),
         Err(error) => error.to_string(),
     };
-    let stuck = state.deliverer.health().stuck;
-    let delivery = if !state.deliverer.is_running() {
+    let stuck = state.deliverer().health().stuck;
+    let delivery = if !state.deliverer().is_running() {
         "stopped".to_owned()
     } else if !stuck.is_empty() {
         let shown: Vec<&str> = stuck.iter().take(10).map(String::as_str).collect();
@@ -51,7 +51,7 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     };
     // Reported, not failed: a hub that refuses publishes (its disk or backlog full) still
     // serves the API and drains its deliveries.
-    let publishing = match state.publishing().await {
+    let publishing = match state.accepting_publishes().await {
         Ok(()) => "accepting".to_owned(),
         Err(why) => format!("refused: {why}"),
     };
@@ -99,26 +99,26 @@ async fn exposition(state: &AppState) -> Response {
             Vec::new()
         }
     };
-    let states = state.subscriptions.count_by_state();
-    let owner_of = |id: &str| state.subscriptions.get(id).map(|s| s.owner.clone());
-    let mut body = state.telemetry.render(
-        &state.publishing.counters,
+    let states = state.subscriptions().count_by_state();
+    let owner_of = |id: &str| state.subscriptions().get(id).map(|s| s.owner.clone());
+    let mut body = state.telemetry().render(
+        &state.publishing().counters,
         &queues,
         &states,
         &owner_of,
         knooppunt_services::ingest::now_ms(),
     );
-    knooppunt_services::telemetry::render_worker_health(&mut body, &state.deliverer.health());
+    knooppunt_services::telemetry::render_worker_health(&mut body, &state.deliverer().health());
     match state.disk_usage().await {
         Ok(usage) => knooppunt_services::telemetry::render_store(
             &mut body,
             &usage,
-            state.publishing.options.retention,
+            state.publishing().options.retention,
         ),
         Err(error) => tracing::warn!(%error, "Reading the store's disk use for /metrics failed."),
     }
-    state.audit.render(&mut body);
-    knooppunt_services::telemetry::render_build(&mut body, &state.build);
+    state.audit().render(&mut body);
+    knooppunt_services::telemetry::render_build(&mut body, state.build());
     (
         [(
             CONTENT_TYPE,

@@ -19,16 +19,63 @@ pub(crate) const MAX_PAGE_SIZE: usize = 1000;
 
 /// A list request's page.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Page {
+pub(crate) struct Page<C = String> {
     pub(crate) size: usize,
     /// Where the previous page ended; `None` for the first page (no cursor, or an empty one).
-    pub(crate) cursor: Option<String>,
+    pub(crate) cursor: Option<C>,
+}
+
+/// What a list's `cursor` is: the text of its last item's key, or a [`Sequence`].
+pub(crate) trait Cursor: serde::de::DeserializeOwned + JsonSchema {
+    /// Whether it names no item: the first page.
+    fn is_first(&self) -> bool;
+}
+
+impl Cursor for String {
+    fn is_first(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+/// The cursor of a list whose items are numbered (dead letters, the audit trail): the
+/// sequence number of the previous page's last item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sequence(pub(crate) u64);
+
+impl<'de> serde::Deserialize<'de> for Sequence {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse()
+            .map(Sequence)
+            .map_err(|_| serde::de::Error::custom("not a sequence number"))
+    }
+}
+
+impl JsonSchema for Sequence {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Sequence".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "pattern": "^[0-9]{0,20}$"})
+    }
+}
+
+impl Cursor for Sequence {
+    fn is_first(&self) -> bool {
+        false
+    }
 }
 
 /// `pageSize` and `cursor` in a list's query: the one declaration every list reads (alone,
-/// or flattened into the list's own query type).
-#[derive(Debug, Default, serde::Deserialize, JsonSchema)]
-pub(crate) struct PageIn {
+/// or flattened into the list's own query type), its cursor a `C`.
+#[derive(Debug, serde::Deserialize, JsonSchema)]
+#[serde(bound(deserialize = "C: Cursor"))]
+pub(crate) struct PageIn<C = String> {
     /// How many items per page (1 to 1000, default 100).
     #[serde(default, rename = "pageSize")]
     #[schemars(with = "u32", extend("format" = "int32", "minimum" = 1, "maximum" = 1000))]
@@ -36,12 +83,22 @@ pub(crate) struct PageIn {
     /// Where the previous page ended, as given in the `next` link; empty or left out for
     /// the first page.
     #[serde(default)]
-    cursor: Field<String>,
+    cursor: Field<C>,
 }
 
-impl PageIn {
-    /// The page asked for; a problem recorded for a size out of bounds.
-    pub(crate) fn read(self, problems: &mut Problems) -> Page {
+impl<C> Default for PageIn<C> {
+    fn default() -> Self {
+        PageIn {
+            page_size: Field::Absent,
+            cursor: Field::Absent,
+        }
+    }
+}
+
+impl<C: Cursor> PageIn<C> {
+    /// The page asked for; a problem recorded for a size out of bounds or a cursor that is
+    /// not one of this list.
+    pub(crate) fn read(self, problems: &mut Problems) -> Page<C> {
         let size = match self.page_size.given().map(|v| v.parse::<usize>()) {
             None => DEFAULT_PAGE_SIZE,
             Some(Ok(n)) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
@@ -53,18 +110,29 @@ impl PageIn {
                 DEFAULT_PAGE_SIZE
             }
         };
-        let cursor = self.cursor.given().filter(|c| !c.is_empty()).cloned();
+        let cursor = match self.cursor {
+            Field::Given(cursor) => Some(cursor).filter(|c| !c.is_first()),
+            Field::Wrong(serde_json::Value::String(text)) if text.is_empty() => None,
+            Field::Wrong(_) => {
+                problems.add(
+                    "cursor",
+                    "is not a cursor of this list: use the link of the previous page",
+                );
+                None
+            }
+            Field::Absent | Field::Null => None,
+        };
         Page { size, cursor }
     }
 }
 
 /// A list's query of `pageSize` and `cursor` only.
-impl Body for PageIn {
+impl<C: Cursor> Body for PageIn<C> {
     const NAME: &'static str = "query";
     type Representation = ();
-    type Read = Page;
+    type Read = Page<C>;
 
-    fn read(self, problems: &mut Problems) -> Option<Page> {
+    fn read(self, problems: &mut Problems) -> Option<Page<C>> {
         Some(PageIn::read(self, problems))
     }
 }

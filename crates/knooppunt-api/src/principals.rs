@@ -215,7 +215,7 @@ fn read_zgw(
 ) -> Result<knooppunt_store::StoredZgwClient, InvalidParam> {
     use crate::identity::zgw::{CONSUME, PUBLISH};
     let problem = |why: &str| InvalidParam::new("zgw", why);
-    let Some(keys) = &state.zgw.secret_keys else {
+    let Some(keys) = &state.zgw().secret_keys else {
         return Err(problem(
             "this hub has no [zgw] secret_keys to seal client secrets with: configure them first",
         ));
@@ -231,9 +231,9 @@ fn read_zgw(
             "clientId: 1 to 100 letters, digits, `-`, `_` or `.`",
         ));
     }
-    let taken_by_file = state.zgw.clients.iter().any(|c| c.client_id == client_id);
+    let taken_by_file = state.zgw().clients.iter().any(|c| c.client_id == client_id);
     let taken = state
-        .principals
+        .principals()
         .by_zgw_client(&client_id)
         .is_some_and(|p| p.name != principal);
     if taken_by_file || taken {
@@ -330,7 +330,7 @@ pub(crate) async fn list(
 ) -> Result<Response, ApiError> {
     use_case::principals::may_administer(&caller.0, "list principals")?;
     let Params(Page { size, cursor }) = page?;
-    let (page, more) = state.principals.page(cursor.as_deref(), size);
+    let (page, more) = state.principals().page(cursor.as_deref(), size);
     let body: Vec<PrincipalOut> = page.iter().map(resource).collect();
     let next = page.last().filter(|_| more).map(|last| last.name.as_str());
     Ok(crate::page::answer(body, "/principals", size, next))
@@ -410,7 +410,7 @@ pub(crate) async fn get(
 ) -> Result<Response, ApiError> {
     use_case::principals::may_administer(&caller.0, "read principals")?;
     let record = state
-        .principals
+        .principals()
         .get(&name)
         .ok_or_else(|| not_found(&name))?;
     Ok(Json(resource(&record)).into_response())
@@ -428,7 +428,7 @@ pub(crate) async fn update(
     let mut problems = Problems::default();
     let body: PrincipalChange = read_body(&body, &mut problems)?;
     let mut record = state
-        .principals
+        .principals()
         .get(&name)
         .ok_or_else(|| not_found(&name))?;
     if let Some(named) = body.name.optional("name", "a string", &mut problems)

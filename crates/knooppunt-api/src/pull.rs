@@ -46,7 +46,7 @@ const MAX_REASON: usize = 1000;
 
 fn check_access(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
     state
-        .subscriptions
+        .subscriptions()
         .for_subscriber(&caller.0, id, "receive events")
         .map(|_| ())
         .map_err(ApiError::from)
@@ -73,9 +73,9 @@ pub(crate) async fn receive(
     // A stranger learns nothing from the query's problems.
     check_access(&state, &caller, &id)?;
     let Params((max, wait)) = query?;
-    let wait = wait.unwrap_or(DEFAULT_WAIT).min(state.longest_wait);
+    let wait = wait.unwrap_or(DEFAULT_WAIT).min(state.longest_wait());
     let received = state
-        .subscriptions
+        .subscriptions()
         .receive(&id, max, wait)
         .await
         .map_err(|why| refused(&id, why))?;
@@ -379,7 +379,7 @@ pub(crate) async fn settle(
         ));
     };
     let results = state
-        .subscriptions
+        .subscriptions()
         .settle(&id, &tokens, &settlement)
         .await
         .map_err(|why| refused(&id, why))?;

@@ -148,7 +148,7 @@ pub(crate) async fn of_subscription(
         ));
     }
     let (receipts, next) = match state
-        .receipts_of_subscription(&caller.0, &id, (cursor.as_deref(), size))
+        .receipts_of_subscription(&caller.0, &id, cursor.as_deref(), size)
         .await
     {
         Ok(Some(found)) => found,

@@ -116,8 +116,15 @@ pub(crate) async fn create(
     Path(id): Path<SubscriptionId>,
     Input(window): Input<ReplayIn>,
 ) -> Result<Response, ApiError> {
-    let replay =
-        use_case::replays::start(&state, &audit.of(&caller), &caller.0, &id, window).await?;
+    let replay = use_case::replays::start(
+        &state,
+        &audit.of(&caller),
+        &caller.0,
+        &id,
+        window.0,
+        window.1,
+    )
+    .await?;
     let location = HeaderValue::try_from(format!(
         "{BASE_PATH}/subscriptions/{id}/replays/{}",
         replay.id
@@ -152,7 +159,7 @@ pub(crate) async fn get(
     caller: Caller,
     Path((id, replay)): Path<(SubscriptionId, ReplayId)>,
 ) -> Result<Response, ApiError> {
-    match use_case::replays::get(&state, &caller.0, (&id, &replay)).await? {
+    match use_case::replays::get(&state, &caller.0, &id, &replay).await? {
         Some(found) => Ok(Json(ReplayOut::from(&found)).into_response()),
         None => Err(missing(&id, &replay)),
     }
@@ -167,7 +174,7 @@ pub(crate) async fn cancel(
     Path((id, replay)): Path<(SubscriptionId, ReplayId)>,
 ) -> Result<Response, ApiError> {
     let cancelled =
-        use_case::replays::cancel(&state, &audit.of(&caller), &caller.0, (&id, &replay)).await?;
+        use_case::replays::cancel(&state, &audit.of(&caller), &caller.0, &id, &replay).await?;
     match cancelled {
         Some(cancelled) => Ok(Json(ReplayOut::from(&cancelled)).into_response()),
         None => Err(missing(&id, &replay)),

@@ -169,7 +169,7 @@ pub(crate) async fn track(state: &AppState, mut request: Request, next: Next) ->
         );
         let unauthenticated = status == StatusCode::UNAUTHORIZED;
         state
-            .audit
+            .audit()
             .request_refused(&audit.context(), unauthenticated, route, detail);
     }
     response

@@ -108,15 +108,15 @@ pub(crate) async fn subscription(
 ) -> Result<Response, ApiError> {
     let subscription =
         state
-            .subscriptions
+            .subscriptions()
             .for_subscriber(&caller.0, &id, "read a subscription's status")?;
     let stats = state.queue_stats_of(&id).await?;
     let now = now_ms();
-    let limits = state.backlog.options;
+    let limits = state.backlog().options;
     let limited = limits.subscription_max_bytes > 0 || limits.subscription_max_age.is_some();
     let oldest = stats.as_ref().and_then(|s| s.oldest_accepted_at);
     let body = SubscriptionStatusOut {
-        state: if state.subscriptions.suspension(&subscription).is_some() {
+        state: if state.subscriptions().suspension(&subscription).is_some() {
             "suspended".into()
         } else {
             subscription.state().as_str().into()
@@ -128,7 +128,7 @@ pub(crate) async fn subscription(
             max_age_seconds: limits.subscription_max_age.map(|age| age.as_secs()),
             policy: "shed-oldest".into(),
         }),
-        shed: state.backlog.shed_of(&id).map(|shed| ShedOut {
+        shed: state.backlog().shed_of(&id).map(|shed| ShedOut {
             events: shed.events,
             last_time: utc_timestamp(shed.last_at),
             reason: shed.last_reason,
@@ -138,7 +138,7 @@ pub(crate) async fn subscription(
         oldest_pending_time: oldest.map(utc_timestamp),
         oldest_pending_age_seconds: oldest.map(|oldest| now.saturating_sub(oldest) / 1000),
         breaker: (!subscription.is_pull()).then(|| {
-            let health = state.deliverer.sink_health(&subscription.sink);
+            let health = state.deliverer().sink_health(&subscription.sink);
             BreakerOut {
                 state: if health.open { "open" } else { "closed" }.into(),
                 failures: health.failures,
@@ -146,7 +146,7 @@ pub(crate) async fn subscription(
             }
         }),
         last_attempt: state
-            .deliverer
+            .deliverer()
             .last_delivery(&id)
             .as_ref()
             .map(AttemptOut::from),
@@ -162,10 +162,10 @@ pub(crate) async fn attempts(
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     state
-        .subscriptions
+        .subscriptions()
         .for_subscriber(&caller.0, &id, "read a subscription's attempts")?;
     let attempts: Vec<AttemptOut> = state
-        .deliverer
+        .deliverer()
         .recent_attempts(&id)
         .iter()
         .map(AttemptOut::from)
@@ -285,18 +285,18 @@ pub(crate) async fn hub(
     caller.require(Role::Admin, "read the hub's status")?;
     let queues = state.queue_stats().await?;
     let now = now_ms();
-    let (accepted, delivered) = state.telemetry.rates();
+    let (accepted, delivered) = state.telemetry().rates();
     let backlog: u64 = queues.iter().map(|q| q.pending).sum();
     let dead_letters: u64 = queues.iter().map(|q| q.dead_letters).sum();
     let oldest = queues.iter().filter_map(|q| q.oldest_accepted_at).min();
     let backlog_bytes: u64 = queues.iter().map(|q| q.pending_bytes).sum();
-    let publishing = state.publishing().await;
+    let publishing = state.accepting_publishes().await;
     let store = match state.disk_usage().await {
         Ok(usage) => Some(StoreUsageOut {
             bytes: usage.total_bytes,
             event_bytes: usage.event_bytes,
             free_bytes: usage.free_bytes,
-            retention_seconds: state.publishing.options.retention.as_secs(),
+            retention_seconds: state.publishing().options.retention.as_secs(),
         }),
         Err(error) => {
             tracing::warn!(%error, "Reading the store's disk use failed.");
@@ -304,27 +304,27 @@ pub(crate) async fn hub(
         }
     };
     let body = HubStatusOut {
-        version: state.build.version.clone(),
-        commit: state.build.commit.clone(),
+        version: state.build().version.clone(),
+        commit: state.build().commit.clone(),
         events_accepted_per_second: (accepted * 10.0).round() / 10.0,
         events_delivered_per_second: (delivered * 10.0).round() / 10.0,
         backlog,
         backlog_bytes,
-        backlog_max_bytes: (state.backlog.options.max_bytes > 0)
-            .then_some(state.backlog.options.max_bytes),
+        backlog_max_bytes: (state.backlog().options.max_bytes > 0)
+            .then_some(state.backlog().options.max_bytes),
         accepting: publishing.is_ok(),
         refusing: publishing.err(),
         dead_letters,
         oldest_pending_age_seconds: oldest.map(|oldest| now.saturating_sub(oldest) / 1000),
         subscriptions: state
-            .subscriptions
+            .subscriptions()
             .count_by_state()
             .into_iter()
             .map(|(state, count)| (state.into(), count))
             .collect(),
-        principals: state.principals.count(),
-        open_breakers: state.deliverer.open_sinks(),
-        stuck_workers: state.deliverer.health().stuck,
+        principals: state.principals().count(),
+        open_breakers: state.deliverer().open_sinks(),
+        stuck_workers: state.deliverer().health().stuck,
         store,
     };
     Ok(Json(body).into_response())

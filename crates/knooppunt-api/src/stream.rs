@@ -44,13 +44,13 @@ pub(crate) async fn read(
 ) -> Result<Response, ApiError> {
     // A stranger learns nothing from the query's problems.
     state
-        .subscriptions
+        .subscriptions()
         .for_subscriber(&caller.0, &id, "read events")
         .map_err(ApiError::from)?;
     let Params((after, limit, wait)) = query?;
-    let wait = wait.unwrap_or(Duration::ZERO).min(state.longest_wait);
+    let wait = wait.unwrap_or(Duration::ZERO).min(state.longest_wait());
     let page = state
-        .history
+        .history()
         .read(&id, after, limit, wait)
         .await
         .map_err(|why| match why {

@@ -97,9 +97,9 @@ fn keep_secrets(input: &mut SubscriptionInput, existing: &Subscription) -> Resul
 
 fn read_body(state: &AppState, body: &Value) -> Result<SubscriptionInput, ApiError> {
     let rules = subscription_body::Rules {
-        defaults: &state.subscription_defaults,
-        allow_http_sinks: state.allow_http_sinks,
-        filter_limits: &state.filter_limits,
+        defaults: state.subscription_defaults(),
+        allow_http_sinks: state.allow_http_sinks(),
+        filter_limits: &state.filter_limits(),
     };
     subscription_body::read(body, rules).map_err(|problems| {
         let count = problems.len();
@@ -188,14 +188,14 @@ fn build(
 pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> SubscriptionOut {
     let mut body = representation(
         subscription,
-        state.deliverer.last_delivery(&subscription.id),
+        state.deliverer().last_delivery(&subscription.id),
     );
-    if let Some(why) = state.subscriptions.suspension(subscription) {
+    if let Some(why) = state.subscriptions().suspension(subscription) {
         body.state = "suspended".into();
         body.suspended_reason = Some(why);
     }
     body.filter_budget = state
-        .subscriptions
+        .subscriptions()
         .over_budget(&subscription.id)
         .map(|over| FilterBudgetOut {
             exceeded: over.count,
@@ -203,10 +203,10 @@ pub(crate) fn resource(state: &AppState, subscription: &Subscription) -> Subscri
             last_exceeded_budget: FilterBudgetOut::budget_name(over.last_exceeded).to_owned(),
         });
     body.approvals = state
-        .approvals
+        .approvals()
         .of_subscription(&subscription.id)
         .iter()
-        .map(|g| crate::approvals::summary(state.catalog.get(&g.entry).as_deref(), g))
+        .map(|g| crate::approvals::summary(state.catalog().get(&g.entry).as_deref(), g))
         .collect();
     body
 }
@@ -225,7 +225,7 @@ pub async fn check(
     use_case::subscriptions::may_create(&caller.0)?;
     let (id, owner) = match existing {
         None => (uuid::Uuid::now_v7().to_string(), caller.0.name.clone()),
-        Some(id) => match state.subscriptions.get(id) {
+        Some(id) => match state.subscriptions().get(id) {
             Some(found) if visible(caller, &found) => (id.to_owned(), found.owner.clone()),
             _ => return Err(crate::problem::not_found(id)),
         },
@@ -388,7 +388,7 @@ pub(crate) async fn list(
         search: search.as_deref(),
     };
     let (page, more) = state
-        .subscriptions
+        .subscriptions()
         .page(&selection, cursor.as_deref(), page_size);
     let backlogs: HashMap<String, u64> = state
         .queue_stats()
@@ -434,7 +434,7 @@ pub(crate) async fn get(
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "read subscriptions")?;
-    match state.subscriptions.get(&id) {
+    match state.subscriptions().get(&id) {
         Some(subscription) if visible(&caller, &subscription) => {
             let backlog = state.queue_stats_of(&id).await?.map_or(0, |q| q.pending);
             Ok(Json(SubscriptionOut {
@@ -528,7 +528,7 @@ pub(crate) async fn options_item(
     Path(id): Path<SubscriptionId>,
 ) -> Result<Response, ApiError> {
     caller.require(Role::Subscriber, "use the subscriptions API")?;
-    match state.subscriptions.get(&id) {
+    match state.subscriptions().get(&id) {
         Some(subscription) if visible(&caller, &subscription) => Ok((
             StatusCode::OK,
             [(ALLOW, HeaderValue::from_static(ITEM_ALLOW))],
@@ -610,7 +610,7 @@ struct JwkOut {
 pub(crate) async fn signing_keys(State(state): State<Arc<AppState>>) -> Response {
     use base64::Engine;
     let keys = state
-        .deliverer
+        .deliverer()
         .public_keys()
         .into_iter()
         .map(|key| JwkOut {

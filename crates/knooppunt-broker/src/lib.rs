@@ -1,15 +1,11 @@
-//! The hub: the wiring of its layers. From the top: the HTTP adapter (`api/`, axum), the
-//! application layer (`app`: the services it reaches, the store private to them), the
-//! domain (`ingest`, `subscriptions`, `principals`), the registry and the metrics, and at the
-//! bottom the transport (the crate `knooppunt-server`) and the identity layer (the crate
-//! `knooppunt-identity`), both used here as modules. Each imports only
-//! what is below it (`tests/scenarios/architecture.rs` checks it).
-//!
-//! Start one with [`Hub::open`] and [`serve`]; the binary crate `knooppunt` does that from
-//! the configuration file.
-
-// The OpenAPI document is one large `json!` literal.
-#![recursion_limit = "256"]
+//! The hub, wired: [`Hub::open`] opens the services (`knooppunt-services`: the use cases,
+//! the application layer, the domain) over a store, and [`serve`] serves the surfaces over
+//! them (the `/v1` API of `knooppunt-api`, with the Notificaties facade of
+//! `knooppunt-facade` and the console of `knooppunt-console` mounted beside it) on the
+//! transport (`knooppunt-server`: connection bounds, HTTPS). This crate holds no rule: it
+//! only puts the crates together and names what the binary (`knooppunt`) configures.
+//! `ARCHITECTURE.md` draws the crates; `tests/scenarios/architecture.rs` checks that each
+//! imports only what is below it.
 
 pub use knooppunt_identity as identity;
 use knooppunt_server as server;
@@ -93,7 +89,7 @@ impl Hub {
 
     /// Counts of what happened to published events since start-up.
     pub fn counters(&self) -> &IngestCounters {
-        &self.state.publishing.counters
+        &self.state.publishing().counters
     }
 
     /// Stops the delivery workers (waiting up to the shutdown grace for attempts in flight)
@@ -107,7 +103,7 @@ impl Hub {
     pub fn router(&self) -> axum::Router {
         let facade = api::Mount {
             prefix: "/api/v1",
-            router: if self.state.zgw.enabled {
+            router: if self.state.zgw().enabled {
                 knooppunt_facade::router()
             } else {
                 axum::Router::new()
@@ -122,7 +118,7 @@ impl Hub {
 
     /// The OpenAPI document this hub serves at `/v1/openapi.json`.
     pub fn openapi_document(&self) -> serde_json::Value {
-        api::openapi(&self.state.subscription_defaults)
+        api::openapi(self.state.subscription_defaults())
     }
 
     /// The router of `server.metrics_listen`: `/metrics` without a token, `/healthz`,
@@ -133,9 +129,9 @@ impl Hub {
 
     /// The ids of the subscriptions an event would be routed to now.
     pub fn matching_subscriptions(&self, event: &Event) -> Vec<String> {
-        let mut routed = self.state.subscriptions.route(
+        let mut routed = self.state.subscriptions().route(
             std::iter::once(event),
-            self.state.eval_limits,
+            self.state.eval_limits(),
             u64::MAX,
             |_| {},
         );
@@ -144,11 +140,11 @@ impl Hub {
 
     /// The principals in the store (disabled ones included).
     pub fn principal_count(&self) -> usize {
-        self.state.principals.count()
+        self.state.principals().count()
     }
 
     pub fn subscription_count(&self) -> usize {
-        self.state.subscriptions.len()
+        self.state.subscriptions().len()
     }
 }
 
@@ -201,7 +197,7 @@ pub async fn serve_router(
     let tls = hub.transport.tls.clone();
     // Long polls are answered as soon as the shutdown begins: the requests in flight that
     // the server waits for are then only the short ones.
-    let deliverer = hub.state.deliverer.clone();
+    let deliverer = hub.state.deliverer().clone();
     let shutdown = async move {
         shutdown.await;
         deliverer.release_waiting();

@@ -66,9 +66,9 @@ fn login_page(
     certificate: Option<&ClientCertificate>,
     error: Option<&str>,
 ) -> Response {
-    let nonce = console.state.sessions.nonce();
+    let nonce = console.state.sessions().nonce();
     let next = safe_next(query.get("next").map(String::as_str));
-    let development = matches!(console.state.authentication, Authentication::Disabled);
+    let development = matches!(console.state.authentication(), Authentication::Disabled);
     let certified = certificate.and_then(|c| {
         knooppunt_api::auth::by_certificate(&console.state, c)
             .ok()
@@ -171,7 +171,7 @@ pub(crate) async fn sign_in(
     let peer = peer.map(|Extension(crate::server::PeerIp(ip))| ip);
     let now = knooppunt_store::now_ms();
     // Failed sign-ins slow an address down: past a few a minute, it waits.
-    if let Some(wait) = peer.and_then(|ip| state.sessions.throttle.check(ip, now).err()) {
+    if let Some(wait) = peer.and_then(|ip| state.sessions().throttle.check(ip, now).err()) {
         let why = format!(
             "{} {wait} s.",
             lang.t(
@@ -180,7 +180,7 @@ pub(crate) async fn sign_in(
             )
         );
         trail::refused(
-            &state.audit,
+            state.audit(),
             "too many failed sign-ins from this address: refused without checking the \
              credential",
             peer,
@@ -192,8 +192,8 @@ pub(crate) async fn sign_in(
         return page;
     }
     let started = match fields.get("method") {
-        "development" if matches!(state.authentication, Authentication::Disabled) => state
-            .sessions
+        "development" if matches!(state.authentication(), Authentication::Disabled) => state
+            .sessions()
             .with_principal(
                 Arc::new(crate::identity::Principal::development()),
                 Credential::None,
@@ -208,7 +208,7 @@ pub(crate) async fn sign_in(
                 let oin = caller.0.oin.as_ref().map(|o| o.as_str().to_owned());
                 match oin {
                     Some(oin) => state
-                        .sessions
+                        .sessions()
                         .with_principal(Arc::clone(&caller.0), Credential::Certificate(oin))
                         .await
                         .map(Ok),
@@ -223,7 +223,7 @@ pub(crate) async fn sign_in(
                 )
                 .to_owned())),
         },
-        _ => match state.sessions.with_token(fields.get("token"), &state.principals).await {
+        _ => match state.sessions().with_token(fields.get("token"), state.principals()).await {
             Ok(SignIn::Started(secret, live)) => Ok(Ok((secret, live))),
             Ok(SignIn::Disabled(name)) => Ok(Err(format!(
                 "{} `{name}` {}",
@@ -246,9 +246,9 @@ pub(crate) async fn sign_in(
         Ok(Ok(started)) => started,
         Ok(Err(why)) => {
             if let Some(ip) = peer {
-                state.sessions.throttle.failed(ip, now);
+                state.sessions().throttle.failed(ip, now);
             }
-            trail::refused(&state.audit, &why, peer);
+            trail::refused(state.audit(), &why, peer);
             return login_page(&console, lang, &query, certificate.as_ref(), Some(&why));
         }
         Err(error) => {
@@ -257,11 +257,11 @@ pub(crate) async fn sign_in(
         }
     };
     if let Some(ip) = peer {
-        state.sessions.throttle.succeeded(ip);
+        state.sessions().throttle.succeeded(ip);
     }
-    trail::signed_in(&state.audit, &live.principal, live.session.expires_at).await;
+    trail::signed_in(state.audit(), &live.principal, live.session.expires_at).await;
     let mut response = redirect(&safe_next(Some(fields.get("next"))));
-    let max_age = state.sessions.options().lifetime.as_secs();
+    let max_age = state.sessions().options().lifetime.as_secs();
     set_cookie(
         &mut response,
         format!(
@@ -283,12 +283,12 @@ pub(crate) async fn sign_out(
     posted: Posted,
 ) -> Response {
     if let Some(secret) = cookie(&headers, SESSION_COOKIE)
-        && let Err(error) = console.state.sessions.end(secret).await
+        && let Err(error) = console.state.sessions().end(secret).await
     {
         tracing::warn!(%error, "Ending a console session failed.");
         return layout::failure(posted.visitor.lang, StatusCode::SERVICE_UNAVAILABLE);
     }
-    trail::signed_out(&console.state.audit, &posted.visitor.principal).await;
+    trail::signed_out(console.state.audit(), &posted.visitor.principal).await;
     let mut response = redirect(&format!("{BASE}/login?ended=1"));
     set_cookie(
         &mut response,

@@ -443,7 +443,7 @@ pub(crate) async fn edit_form(
     Path(id): Path<String>,
 ) -> Result<Response, Response> {
     let lang = visitor.lang;
-    if let Err(why) = console.state.catalog.may_change(&visitor.principal, &id) {
+    if let Err(why) = console.state.catalog().may_change(&visitor.principal, &id) {
         return Err(crate::layout::api_refusal(
             lang,
             &visitor,

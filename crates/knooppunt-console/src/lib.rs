@@ -1,5 +1,5 @@
-//! The console: the hub's own web pages at `/console` (an HTTP adapter beside the JSON
-//! API, inside `api/`), for subscribers, data owners and
+//! The console: the hub's own web pages at `/console` (a surface mounted beside the JSON
+//! API, as the Notificaties facade is), for subscribers, data owners and
 //! administrators. Server-rendered HTML (maud) in the NL Design System's components
 //! (vendored CSS, `assets/console/`), readable without JavaScript; a small script of our own
 //! only checks a subscription's filter as it is typed and refreshes live views.
@@ -72,7 +72,7 @@ pub(crate) struct Console {
 /// The console's pages; `https` says whether the hub itself serves HTTPS (its cookies are
 /// `Secure` then, as they are behind an `https://` public URL).
 pub fn router(state: Arc<AppState>, https: bool) -> Router {
-    let theme_css = assets::theme_css(&state.console_theme);
+    let theme_css = assets::theme_css(state.console_theme());
     let console = Arc::new(Console {
         theme_tag: assets::theme_tag(&theme_css),
         theme_css,
@@ -343,8 +343,7 @@ impl Console {
         self.https
             || self
                 .state
-                .public_url
-                .as_deref()
+                .public_url()
                 .is_some_and(|url| url.starts_with("https://"))
     }
 
@@ -513,12 +512,12 @@ impl FromRequestParts<Arc<Console>> for Visitor {
         };
         let state = &console.state;
         let development = matches!(
-            state.authentication,
+            state.authentication(),
             crate::identity::Authentication::Disabled
         );
         let live = match state
-            .sessions
-            .find(secret, &state.principals, development)
+            .sessions()
+            .find(secret, state.principals(), development)
             .await
         {
             Ok(Some(live)) => live,

@@ -478,7 +478,7 @@ pub(crate) async fn new_form(
     };
     let form = subscription_form(
         &visitor,
-        &console.state.subscription_defaults,
+        console.state.subscription_defaults(),
         &format!("{BASE}/subscriptions"),
         &values,
         None,
@@ -509,7 +509,7 @@ pub(crate) async fn edit_form(
         .checked(&visitor)?;
     let form = subscription_form(
         &visitor,
-        &console.state.subscription_defaults,
+        console.state.subscription_defaults(),
         &format!("{BASE}/subscriptions/{}", encode(&id)),
         &FormValues::of_subscription(&answer.parse(&visitor)?),
         None,
@@ -545,7 +545,7 @@ fn form_again(
     };
     let form = subscription_form(
         visitor,
-        &console.state.subscription_defaults,
+        console.state.subscription_defaults(),
         action,
         &FormValues::of_fields(fields),
         Some(problem),

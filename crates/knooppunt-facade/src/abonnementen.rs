@@ -332,7 +332,7 @@ pub(crate) async fn checked_abonnement(
     draft: &knooppunt_services::zgw::AbonnementDraft,
     id: &str,
 ) -> Result<knooppunt_services::use_case::subscriptions::Checked<'static>, ZgwError> {
-    let filters = knooppunt_services::zgw::abonnement_filters(&state.catalog, draft)
+    let filters = knooppunt_services::zgw::abonnement_filters(state.catalog(), draft)
         .map_err(ZgwError::Invalid)?;
     let criteria = knooppunt_filter::Criteria {
         source: None,
@@ -340,18 +340,18 @@ pub(crate) async fn checked_abonnement(
         filters: knooppunt_filter::Filter::list_from_json(
             &filters,
             "filters",
-            &state.filter_limits,
+            &state.filter_limits(),
         )
         .map_err(|errors| invalid("kanalen", "invalid", format!("{errors:?}")))?,
     };
-    knooppunt_delivery::check_sink_url(&draft.callback_url, state.allow_http_sinks)
+    knooppunt_delivery::check_sink_url(&draft.callback_url, state.allow_http_sinks())
         .map_err(|why| invalid("callbackUrl", "invalid", why))?;
     let subscription = knooppunt_services::zgw::subscription_of(
         &caller.0,
         id.to_owned(),
         draft,
         filters,
-        &state.subscription_defaults,
+        state.subscription_defaults(),
     )
     .map_err(|why| invalid("callbackUrl", "invalid", why))?;
     let new = knooppunt_services::use_case::subscriptions::New {
@@ -364,7 +364,7 @@ pub(crate) async fn checked_abonnement(
             .await?;
     let test = knooppunt_services::zgw::test_notificatie(knooppunt_store::now_ms());
     match state
-        .deliverer
+        .deliverer()
         .probe(
             &draft.callback_url,
             &[("Authorization", &draft.auth)],
@@ -414,7 +414,7 @@ pub(crate) async fn create_abonnement(
         checked,
     )
     .await?;
-    let abonnement = knooppunt_services::zgw::abonnement_of(&state.catalog, &made.stored)
+    let abonnement = knooppunt_services::zgw::abonnement_of(state.catalog(), &made.stored)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
     let body = abonnement_representation(&base, &abonnement);
     Ok(created(&body.url, &body))
@@ -427,10 +427,10 @@ pub(crate) fn own_abonnement(
     uuid: &str,
 ) -> Result<knooppunt_services::zgw::Abonnement, ZgwError> {
     state
-        .subscriptions
+        .subscriptions()
         .get(uuid)
         .filter(|s| s.owner == caller.0.principal().name)
-        .and_then(|s| knooppunt_services::zgw::abonnement_of(&state.catalog, &s))
+        .and_then(|s| knooppunt_services::zgw::abonnement_of(state.catalog(), &s))
         .ok_or_else(|| {
             ZgwError::NotFound(format!("er is geen abonnement `{uuid}` van deze client"))
         })
@@ -448,7 +448,7 @@ pub(crate) async fn list_abonnementen(
     let mut list = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let (page, more) = state.subscriptions.page(
+        let (page, more) = state.subscriptions().page(
             &knooppunt_services::registry::Selection {
                 owner: Some(&owner),
                 ..Default::default()
@@ -458,7 +458,7 @@ pub(crate) async fn list_abonnementen(
         );
         list.extend(
             page.iter()
-                .filter_map(|s| knooppunt_services::zgw::abonnement_of(&state.catalog, s))
+                .filter_map(|s| knooppunt_services::zgw::abonnement_of(state.catalog(), s))
                 .map(|a| abonnement_representation(&base, &a)),
         );
         match page.last() {
@@ -487,7 +487,7 @@ pub(crate) async fn read_abonnement(
 /// Notificaties, which shows nothing of it): the subscription's state, its backlog and
 /// dead letters, and its latest attempt.
 pub(crate) async fn delivery_state(state: &AppState, id: &str) -> Result<BezorgingOut, ZgwError> {
-    let (status, reden) = match state.subscriptions.get(id).map(|s| s.status.clone()) {
+    let (status, reden) = match state.subscriptions().get(id).map(|s| s.status.clone()) {
         Some(knooppunt_store::Status::Active(_)) => ("actief", None),
         Some(knooppunt_store::Status::Pending { problem }) => ("wachtend", problem),
         Some(knooppunt_store::Status::Disabled(why)) => {
@@ -501,7 +501,7 @@ pub(crate) async fn delivery_state(state: &AppState, id: &str) -> Result<Bezorgi
         reden,
         achterstand: queue.as_ref().map_or(0, |q| q.pending),
         dode_brieven: queue.as_ref().map_or(0, |q| q.dead_letters),
-        laatste_poging: state.deliverer.last_delivery(id).map(|last| PogingOut {
+        laatste_poging: state.deliverer().last_delivery(id).map(|last| PogingOut {
             tijdstip: knooppunt_event::timestamp::utc_timestamp(last.at),
             uitkomst: last.outcome,
             http_status: last.status,
@@ -555,7 +555,7 @@ pub(crate) async fn update_abonnement(
     )
     .await?
     .ok_or_else(|| ZgwError::NotFound(format!("er is geen abonnement `{uuid}`")))?;
-    let abonnement = knooppunt_services::zgw::abonnement_of(&state.catalog, &replaced)
+    let abonnement = knooppunt_services::zgw::abonnement_of(state.catalog(), &replaced)
         .ok_or_else(|| ZgwError::Internal("an abonnement reads back".into()))?;
     let body = abonnement_representation(&base, &abonnement);
     Ok(answer(StatusCode::OK, &body))
@@ -589,7 +589,7 @@ pub(crate) async fn patch_abonnement(
     caller.require_any(&[CONSUME])?;
     let current = own_abonnement(&state, &caller, &uuid)?;
     let auth = state
-        .subscriptions
+        .subscriptions()
         .get(&uuid)
         .and_then(|s| s.protocol_settings.headers.get("Authorization").cloned())
         .unwrap_or_default();

@@ -47,7 +47,7 @@ impl FromRequestParts<Arc<AppState>> for ZgwCaller {
                     "stuur een JWT van de client: Authorization: Bearer <JWT>".into(),
                 )
             })?;
-        let options = &state.zgw;
+        let options = &state.zgw();
         let mut client = None;
         let claims = zgw::verify(
             token,
@@ -79,12 +79,12 @@ impl FromRequestParts<Arc<AppState>> for ZgwCaller {
 /// A ZGW client set over the principals API: its principal (not disabled) and its secret
 /// opened with the hub's keys.
 pub(crate) fn stored_client(state: &AppState, client_id: &str) -> Option<ZgwClient> {
-    let principal = state.principals.by_zgw_client(client_id)?;
+    let principal = state.principals().by_zgw_client(client_id)?;
     if principal.disabled {
         return None;
     }
     let stored = principal.zgw.as_ref()?;
-    let keys = state.zgw.secret_keys.as_ref()?;
+    let keys = state.zgw().secret_keys.as_ref()?;
     let secret = keys
         .open(client_id, &stored.sealed_secret)
         .inspect_err(|why| {
@@ -100,7 +100,7 @@ pub(crate) fn stored_client(state: &AppState, client_id: &str) -> Option<ZgwClie
             .as_deref()
             .and_then(knooppunt_identity::Oin::parse),
         principal: state
-            .principals
+            .principals()
             .rights(&principal.name)
             .map(Arc::unwrap_or_clone),
     })
@@ -115,7 +115,7 @@ pub(crate) fn publisher(
     caller.require_any(&[PUBLISH])?;
     let principal = caller.0.principal();
     state
-        .publishing
+        .publishing()
         .may_publish(&principal, 1)
         .map_err(ZgwError::PermissionDenied)?;
     Ok(principal)

@@ -33,7 +33,7 @@ pub(crate) async fn list_kanalen(
     caller.require_any(&[PUBLISH, CONSUME])?;
     let base = base_url(&state, &headers);
     let kanalen =
-        knooppunt_services::zgw::kanalen(&state.catalog, query.get("naam").map(String::as_str));
+        knooppunt_services::zgw::kanalen(state.catalog(), query.get("naam").map(String::as_str));
     let body: Vec<KanaalOut> = kanalen.iter().map(|k| representation(&base, k)).collect();
     Ok(answer(StatusCode::OK, &body))
 }
@@ -46,7 +46,7 @@ pub(crate) async fn read_kanaal(
     Path(uuid): Path<KanaalId>,
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[PUBLISH, CONSUME])?;
-    let kanaal = knooppunt_services::zgw::kanaal(&state.catalog, &uuid)
+    let kanaal = knooppunt_services::zgw::kanaal(state.catalog(), &uuid)
         .ok_or_else(|| ZgwError::NotFound(format!("er is geen kanaal `{uuid}`")))?;
     Ok(answer(
         StatusCode::OK,
@@ -190,7 +190,7 @@ pub(crate) async fn create_kanaal(
     let draft = read_draft(&body).map_err(ZgwError::Invalid)?;
     let principal = caller.0.principal();
     let made = async {
-        let entry = knooppunt_services::zgw::kanaal_entry(&state.catalog, &caller.0, draft)?;
+        let entry = knooppunt_services::zgw::kanaal_entry(state.catalog(), &caller.0, draft)?;
         let context = caller.context(&audit);
         Ok(
             knooppunt_services::use_case::catalog::create(&state, &context, &principal, entry)
@@ -220,7 +220,7 @@ pub(crate) async fn change_kanaal(
     let mut object = json_object(&body).map_err(ZgwError::Invalid)?;
     let partial = method == http::Method::PATCH;
     caller.require_any(&[PUBLISH])?;
-    let existing = knooppunt_services::zgw::kanaal(&state.catalog, &uuid)
+    let existing = knooppunt_services::zgw::kanaal(state.catalog(), &uuid)
         .ok_or_else(|| ZgwError::NotFound(format!("er is geen kanaal `{uuid}`")))?;
     if partial {
         // What a patch leaves out stays as it is.

@@ -24,7 +24,7 @@ pub(crate) async fn publish_notificatie(
     })?;
     let notificatie = Notificatie::read(text).map_err(ZgwError::Invalid)?;
     knooppunt_services::zgw::check_notificatie(
-        &state.catalog,
+        state.catalog(),
         &notificatie,
         knooppunt_store::now_ms(),
     )
@@ -39,7 +39,7 @@ pub(crate) async fn publish_notificatie(
             }])
         })?;
     state
-        .publishing
+        .publishing()
         .accept(
             &principal,
             vec![event.into()],
@@ -85,7 +85,7 @@ pub(crate) async fn publish_cloudevent(
     };
     let answer = received.to_json().into_owned();
     let receipts = state
-        .publishing
+        .publishing()
         .accept(
             &principal,
             vec![received],
@@ -96,7 +96,7 @@ pub(crate) async fn publish_cloudevent(
         .map_err(ZgwError::from)?;
     // A repeat is acknowledged, not routed again: only an identical one is answered 201.
     for receipt in &receipts {
-        if state.publishing.repeat_differs(receipt, &answer).await? {
+        if state.publishing().repeat_differs(receipt, &answer).await? {
             return Err(ZgwError::Invalid(vec![FieldError {
                 name: "id".into(),
                 code: "unique",

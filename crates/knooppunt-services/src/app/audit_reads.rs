@@ -17,6 +17,7 @@ impl AppState {
         loop {
             let limit = CHUNK.min(scan_limit - scanned);
             let chunk = self
+                .running
                 .store
                 .audit_entries(AuditRange {
                     after: cursor,
@@ -55,7 +56,7 @@ impl AppState {
         const CHUNK: u64 = 500;
         let mut cursor = match before {
             Some(before) => before,
-            None => match self.store.audit_last().await? {
+            None => match self.running.store.audit_last().await? {
                 Some(last) => last.seq + 1,
                 None => return Ok((Vec::new(), None)),
             },
@@ -66,6 +67,7 @@ impl AppState {
             // sequence has (`None`: from the first).
             let after = cursor.checked_sub(CHUNK + 1);
             let chunk = self
+                .running
                 .store
                 .audit_entries(AuditRange {
                     after,
@@ -106,6 +108,7 @@ impl AppState {
         let mut start = knooppunt_store::StartAnchor::default();
         loop {
             let page = self
+                .running
                 .store
                 .audit_entries(AuditRange {
                     after: last.as_ref().map(|(seq, _)| *seq),
@@ -180,7 +183,7 @@ impl AppState {
     /// has one (over `knooppunt-audit-head:<sequence>:<hash>`).
     pub fn audit_head(&self) -> AuditHead {
         use base64::Engine as _;
-        let Some((seq, hash)) = self.audit.head.get() else {
+        let Some((seq, hash)) = self.audit().head.get() else {
             return AuditHead {
                 sequence: 0,
                 hash: knooppunt_store::GENESIS.to_owned(),
@@ -190,7 +193,7 @@ impl AppState {
         };
         let content = format!("knooppunt-audit-head:{seq}:{hash}");
         let signature =
-            self.deliverer
+            self.deliverer()
                 .sign_with_hub_key(content.as_bytes())
                 .map(|(kid, signature)| HeadSignature {
                     alg: "EdDSA".into(),

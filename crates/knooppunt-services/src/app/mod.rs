@@ -17,7 +17,7 @@ use crate::backlog::{Backlog, BacklogOptions};
 use crate::catalog::Catalog;
 use crate::history::History;
 use crate::identity::{self, Authentication, Principal};
-use crate::ingest::{IngestOptions, Pipeline, Services};
+use crate::ingest::{self, IngestOptions, Pipeline};
 use crate::principals::{self, Principals};
 use crate::sessions::Sessions;
 use crate::subscriptions::{Quotas, Subscriptions};
@@ -27,9 +27,11 @@ use knooppunt_delivery::DeliveryOptions;
 pub use crate::telemetry::Build;
 
 mod audit_reads;
+mod parts;
 mod tasks;
 
 pub use audit_reads::*;
+use parts::{Access, Running, Services, Settings};
 use tasks::*;
 
 /// Everything a hub needs besides its store.
@@ -123,56 +125,15 @@ impl HubOptions {
     }
 }
 
-/// Shared by every request handler: the services, and the settings the API reads.
+/// Shared by every request handler: the services, and the settings the API reads. Its
+/// parts are private and grouped (`parts.rs`); a surface reads each through its accessor.
 pub struct AppState {
     /// The release and commit of this hub.
-    pub build: Build,
-    /// Whether a backup is being taken (one at a time).
-    pub backing_up: std::sync::atomic::AtomicBool,
-    /// The one writer of subscriptions, and the registry routing reads.
-    pub subscriptions: Arc<Subscriptions>,
-    /// The publish pipeline, its options and counters.
-    pub publishing: Pipeline,
-    /// The one writer of the event type catalog.
-    pub catalog: Arc<Catalog>,
-    /// The one writer of grants: the data owners' approvals.
-    pub approvals: Arc<Approvals>,
-    /// Subscriptions' retained events read again: the stream and replays.
-    pub history: Arc<History>,
-    /// The audit trail's writer.
-    pub audit: Arc<Audit>,
-    /// The bounds on undelivered data, and what subscriptions shed.
-    pub backlog: Arc<Backlog>,
-    audit_retention: std::time::Duration,
-    pub authentication: Authentication,
-    /// The one writer of principals, and the table requests are authenticated against.
-    pub principals: Principals,
-    /// The trusted issuers of access tokens.
-    pub issuers: identity::tokens::Issuers,
-    pub deliverer: Deliverer,
-    pub telemetry: Arc<Telemetry>,
-    pub public_url: Option<String>,
-    pub subscription_defaults: ConfigDefaults,
-    pub allow_http_sinks: bool,
-    pub filter_limits: knooppunt_filter::Limits,
-    pub eval_limits: knooppunt_filter::EvalLimits,
-    pub signing_overlap: std::time::Duration,
-    /// How long a pull or a stream may wait for events.
-    pub longest_wait: std::time::Duration,
-    /// The ZGW facade's clients and token bounds.
-    pub zgw: identity::zgw::ZgwOptions,
-    /// The console's sessions.
-    pub sessions: Sessions,
-    /// The console's look.
-    pub console_theme: ConsoleTheme,
-    store: Arc<dyn Store>,
-    shutdown_grace: std::time::Duration,
-    resync_interval: std::time::Duration,
-    /// Set when the store tells of a subscription change made by another hub.
-    resync_now: tokio::sync::Notify,
-    /// Tells the background tasks to stop.
-    stop: tokio::sync::watch::Sender<bool>,
-    background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    build: Build,
+    services: Services,
+    access: Access,
+    settings: Settings,
+    running: Running,
 }
 
 /// Why a hub could not start.
@@ -284,7 +245,7 @@ impl AppState {
         }
         let publishing = Pipeline::new(
             options.ingest,
-            Services {
+            ingest::Services {
                 store: Arc::clone(&store),
                 subscriptions: Arc::clone(&subscriptions),
                 catalog: Arc::clone(&catalog),
@@ -306,60 +267,70 @@ impl AppState {
         ));
         let state = Arc::new(AppState {
             build: options.build,
-            backing_up: std::sync::atomic::AtomicBool::new(false),
-            subscriptions,
-            publishing,
-            catalog,
-            approvals,
-            history,
-            audit,
-            backlog,
-            audit_retention: options.audit_retention,
-            authentication: options.authentication,
-            principals,
-            issuers: identity::tokens::Issuers::new(issuers),
-            deliverer,
-            telemetry,
-            public_url: options.public_url,
-            subscription_defaults: options.subscription_defaults,
-            allow_http_sinks: options.allow_http_sinks,
-            filter_limits: options.filter_limits,
-            eval_limits: options.eval_limits,
-            signing_overlap: options.signing_overlap,
-            longest_wait: options.longest_wait,
-            zgw: options.zgw,
-            sessions: Sessions::new(Arc::clone(&store), options.sessions),
-            console_theme: options.console_theme,
-            store,
-            shutdown_grace: options.shutdown_grace,
-            resync_interval: options.resync_interval,
-            resync_now: tokio::sync::Notify::new(),
-            stop,
-            background: std::sync::Mutex::new(Vec::new()),
+            services: Services {
+                subscriptions,
+                publishing,
+                catalog,
+                approvals,
+                history,
+                audit,
+                backlog,
+                principals,
+                deliverer,
+                telemetry,
+                sessions: Sessions::new(Arc::clone(&store), options.sessions),
+            },
+            access: Access {
+                authentication: options.authentication,
+                issuers: identity::tokens::Issuers::new(issuers),
+                zgw: options.zgw,
+            },
+            settings: Settings {
+                public_url: options.public_url,
+                subscription_defaults: options.subscription_defaults,
+                allow_http_sinks: options.allow_http_sinks,
+                filter_limits: options.filter_limits,
+                eval_limits: options.eval_limits,
+                signing_overlap: options.signing_overlap,
+                longest_wait: options.longest_wait,
+                console_theme: options.console_theme,
+                audit_retention: options.audit_retention,
+                shutdown_grace: options.shutdown_grace,
+                resync_interval: options.resync_interval,
+            },
+            running: Running {
+                store,
+                backing_up: std::sync::atomic::AtomicBool::new(false),
+                resync_now: tokio::sync::Notify::new(),
+                stop,
+                background: std::sync::Mutex::new(Vec::new()),
+            },
         });
         // Another hub's changes, as soon as the store hears of them (a weak reference: the
         // store must not keep the hub alive).
         let weak = Arc::downgrade(&state);
-        state.store.watch(Arc::new(move |change| {
+        state.running.store.watch(Arc::new(move |change| {
             let Some(state) = weak.upgrade() else {
                 return;
             };
             match change {
-                knooppunt_store::StoreChange::Subscriptions => state.resync_now.notify_one(),
-                knooppunt_store::StoreChange::Deliveries(Some(ids)) => state.deliverer.wake(&ids),
-                knooppunt_store::StoreChange::Deliveries(None) => state.deliverer.wake_all(),
+                knooppunt_store::StoreChange::Subscriptions => {
+                    state.running.resync_now.notify_one()
+                }
+                knooppunt_store::StoreChange::Deliveries(Some(ids)) => state.deliverer().wake(&ids),
+                knooppunt_store::StoreChange::Deliveries(None) => state.deliverer().wake_all(),
                 knooppunt_store::StoreChange::Withdrawn(Some(ids)) => {
                     for id in &ids {
-                        state.deliverer.recall(id);
+                        state.deliverer().recall(id);
                     }
                 }
-                knooppunt_store::StoreChange::Withdrawn(None) => state.deliverer.recall_all(),
+                knooppunt_store::StoreChange::Withdrawn(None) => state.deliverer().recall_all(),
                 knooppunt_store::StoreChange::SinkPaused { sink, until_ms } => {
-                    state.deliverer.sink_paused(&sink, until_ms);
+                    state.deliverer().sink_paused(&sink, until_ms);
                 }
             }
         }));
-        for why in catalog_out_of_bounds(&state.catalog, &state.principals, &state.zgw) {
+        for why in catalog_out_of_bounds(state.catalog(), state.principals(), state.zgw()) {
             tracing::warn!(
                 "{why}. The entry still holds back and checks its events: an admin deletes or \
                  narrows it (`knooppunt check --store` lists these)."
@@ -368,29 +339,36 @@ impl AppState {
         let sweeper = tokio::spawn(sweep_periodically(Arc::clone(&state)));
         let retiring = tokio::spawn(follow_gone(Arc::clone(&state), retirements));
         let resyncing = tokio::spawn(follow_other_hubs(Arc::clone(&state)));
-        let replaying = tokio::spawn(Arc::clone(&state.history).take_over());
+        let replaying = tokio::spawn(Arc::clone(state.history()).take_over());
         let sampling = tokio::spawn(sample_rates(Arc::clone(&state)));
         let guarding = tokio::spawn(guard_backlog(Arc::clone(&state)));
         let telling = tokio::spawn(tell_owners(Arc::clone(&state), notice_queue, hub_name));
-        state.background.lock().expect("background lock").extend([
-            telling,
-            sampling,
-            guarding,
-            sweeper,
-            retiring,
-            resyncing,
-            replaying,
-            audit_writer,
-        ]);
+        state
+            .running
+            .background
+            .lock()
+            .expect("background lock")
+            .extend([
+                telling,
+                sampling,
+                guarding,
+                sweeper,
+                retiring,
+                resyncing,
+                replaying,
+                audit_writer,
+            ]);
         Ok(state)
     }
 
     /// Stops the delivery workers (waiting up to the shutdown grace for attempts in flight)
     /// and the background tasks, so that the store is released.
     pub async fn stop(&self) {
-        self.deliverer.shutdown(self.shutdown_grace).await;
-        self.stop.send_replace(true);
-        let tasks = std::mem::take(&mut *self.background.lock().expect("background lock"));
+        self.deliverer()
+            .shutdown(self.settings.shutdown_grace)
+            .await;
+        self.running.stop.send_replace(true);
+        let tasks = std::mem::take(&mut *self.running.background.lock().expect("background lock"));
         for task in tasks {
             let _ = task.await;
         }
@@ -404,13 +382,13 @@ impl AppState {
         actor: &str,
         record: &StoredPrincipal,
     ) -> Result<bool, principals::Refused> {
-        let result = self.principals.update(actor, record).await;
-        self.subscriptions
-            .suspend_owners(self.principals.disabled())
+        let result = self.principals().update(actor, record).await;
+        self.subscriptions()
+            .suspend_owners(self.principals().disabled())
             .await;
         if record.disabled && matches!(result, Ok(true)) {
             // The other hubs suspend them too before this answers.
-            self.subscriptions.wait_for_other_hubs().await?;
+            self.subscriptions().wait_for_other_hubs().await?;
         }
         result
     }
@@ -425,29 +403,29 @@ impl AppState {
         name: &str,
         audit: &crate::audit::Context,
     ) -> Result<Option<Vec<String>>, principals::Refused> {
-        if self.principals.get(name).is_none() {
+        if self.principals().get(name).is_none() {
             return Ok(None);
         }
-        let mut suspended = self.principals.disabled();
+        let mut suspended = self.principals().disabled();
         suspended.insert(name.to_owned());
-        self.subscriptions.suspend_owners(suspended).await;
+        self.subscriptions().suspend_owners(suspended).await;
         let mut deleted = Vec::new();
         let outcome = async {
             // Before the principal (a failure leaves it there to delete again), and once more
             // after it, for one the principal made meanwhile.
             deleted.extend(self.delete_subscriptions_of(name, audit).await?);
-            let found = self.principals.delete(actor, name).await?;
+            let found = self.principals().delete(actor, name).await?;
             deleted.extend(self.delete_subscriptions_of(name, audit).await?);
             Ok::<bool, principals::Refused>(found)
         }
         .await;
-        self.subscriptions
-            .suspend_owners(self.principals.disabled())
+        self.subscriptions()
+            .suspend_owners(self.principals().disabled())
             .await;
         let found = outcome?;
         if found {
             // The other hubs drop them too before this answers.
-            self.subscriptions.wait_for_other_hubs().await?;
+            self.subscriptions().wait_for_other_hubs().await?;
         }
         Ok(found.then_some(deleted))
     }
@@ -458,17 +436,17 @@ impl AppState {
         audit: &crate::audit::Context,
     ) -> Result<Vec<String>, StoreError> {
         let ids: Vec<String> = self
-            .subscriptions
+            .subscriptions()
             .owned_by(owner)
             .iter()
             .map(|s| s.id.clone())
             .collect();
         let mut deleted = Vec::new();
         for id in ids {
-            if self.subscriptions.delete(&id, |_| true).await?.is_none() {
+            if self.subscriptions().delete(&id, |_| true).await?.is_none() {
                 continue;
             }
-            self.approvals.subscription_deleted(&id).await;
+            self.approvals().subscription_deleted(&id).await;
             tracing::info!(subscription = %id, %owner, "Subscription deleted with its principal.");
             let action = crate::audit::Action::new(
                 crate::audit::ActionName::SubscriptionDelete,
@@ -479,7 +457,7 @@ impl AppState {
                 )}),
             )
             .concerning([owner.to_owned()]);
-            self.audit.record(audit, action).await;
+            self.audit().record(audit, action).await;
             deleted.push(id);
         }
         Ok(deleted)
@@ -487,14 +465,14 @@ impl AppState {
 
     /// Whether the store takes writes now (for `/readyz`).
     pub async fn store_check(&self) -> Result<(), StoreError> {
-        self.store.check().await
+        self.running.store.check().await
     }
 
     /// Whether publishes are accepted now, and if not why: the backlog guard (disk floor,
     /// backlog limit) and the store itself (a log that cannot be written to) both refuse.
-    pub async fn publishing(&self) -> Result<(), String> {
-        self.backlog.admit().map_err(|full| full.detail)?;
-        self.store.check().await.map_err(|error| {
+    pub async fn accepting_publishes(&self) -> Result<(), String> {
+        self.backlog().admit().map_err(|full| full.detail)?;
+        self.running.store.check().await.map_err(|error| {
             format!("the store takes no writes now: {error}; nothing of a publish is kept: try again later")
         })
     }
@@ -504,7 +482,7 @@ impl AppState {
         &self,
         seq: u64,
     ) -> Result<Option<Arc<knooppunt_store::StoredEvent>>, StoreError> {
-        self.store.event(seq).await
+        self.running.store.event(seq).await
     }
 
     /// Who took event `seq` and when, as `principal` may see it; `None` when there is no
@@ -519,23 +497,23 @@ impl AppState {
     ) -> Result<Option<EventReceipts>, StoreError> {
         // Past retention the event is gone and its receipts stay: then only an admin and the
         // receipts' own subscribers see them.
-        let event = self.store.event(seq).await?;
+        let event = self.running.store.event(seq).await?;
         let identity = event
             .as_ref()
             .and_then(|event| knooppunt_event::format::json::Identity::of_json(&event.json));
         let sees_all = principal.is_admin()
             || identity.as_ref().is_some_and(|identity| {
-                self.catalog.in_own_space(principal, &identity.source)
+                self.catalog().in_own_space(principal, &identity.source)
                     || self
-                        .catalog
+                        .catalog()
                         .owners_of(&identity.source, &identity.ty)
                         .iter()
                         .any(|owner| owner == &principal.name)
             });
         let mut receipts: Vec<(Receipt, Option<String>)> = Vec::new();
-        for receipt in self.store.receipts_of_event(seq).await? {
+        for receipt in self.running.store.receipts_of_event(seq).await? {
             // A deleted subscription's receipt still names (and belongs to) its subscriber.
-            let subscriber = self.subscriptions.owner_of(&receipt.subscription).await?;
+            let subscriber = self.subscriptions().owner_of(&receipt.subscription).await?;
             if sees_all || subscriber.as_ref() == Some(&principal.name) {
                 receipts.push((receipt, subscriber));
             }
@@ -557,13 +535,15 @@ impl AppState {
         &self,
         principal: &Principal,
         id: &str,
-        (after, limit): (Option<&str>, usize),
+        after: Option<&str>,
+        limit: usize,
     ) -> Result<Option<(Vec<Receipt>, Option<String>)>, StoreError> {
-        let owner = self.subscriptions.owner_of(id).await?;
+        let owner = self.subscriptions().owner_of(id).await?;
         if !(principal.is_admin() || owner.as_deref() == Some(principal.name.as_str())) {
             return Ok(None);
         }
-        self.store
+        self.running
+            .store
             .receipts_of_subscription(id, after, limit)
             .await
             .map(Some)
@@ -571,12 +551,12 @@ impl AppState {
 
     /// The delivery queues' sizes (for `/metrics`).
     pub async fn queue_stats(&self) -> Result<Vec<QueueStats>, StoreError> {
-        self.store.queue_stats().await
+        self.running.store.queue_stats().await
     }
 
     /// One subscription's queue statistics.
     pub async fn queue_stats_of(&self, id: &str) -> Result<Option<QueueStats>, StoreError> {
-        self.store.queue_stats_of(id).await
+        self.running.store.queue_stats_of(id).await
     }
 
     /// The disk the store takes (for `/metrics`).
@@ -587,12 +567,12 @@ impl AppState {
         out: &mut dyn std::io::Write,
     ) -> Result<knooppunt_store::BackupSummary, StoreError> {
         let beside: Vec<(String, Vec<u8>)> =
-            self.audit.head.checkpoint_file().into_iter().collect();
-        self.store.backup(out, &beside)
+            self.audit().head.checkpoint_file().into_iter().collect();
+        self.running.store.backup(out, &beside)
     }
 
     pub async fn disk_usage(&self) -> Result<knooppunt_store::DiskUsage, StoreError> {
-        self.store.disk_usage().await
+        self.running.store.disk_usage().await
     }
 }
 

@@ -67,12 +67,12 @@ pub(super) async fn tell_owners(
     mut queue: tokio::sync::mpsc::Receiver<crate::notices::Notice>,
     hub: String,
 ) {
-    let mut stop = state.stop.subscribe();
+    let mut stop = state.running.stop.subscribe();
     loop {
         let Some(Some(notice)) = unless_stopped(&mut stop, queue.recv()).await else {
             return;
         };
-        let Some(subscription) = state.subscriptions.get(&notice.subscription) else {
+        let Some(subscription) = state.subscriptions().get(&notice.subscription) else {
             continue;
         };
         let now = knooppunt_store::now_ms();
@@ -84,7 +84,7 @@ pub(super) async fn tell_owners(
             &knooppunt_event::timestamp::utc_timestamp(now),
         );
         if let Err(why) = state
-            .publishing
+            .publishing()
             .publish_notice(event, &subscription.owner)
             .await
         {
@@ -98,14 +98,14 @@ pub(super) async fn follow_gone(
     state: Arc<AppState>,
     mut reports: tokio::sync::mpsc::UnboundedReceiver<knooppunt_delivery::Gone>,
 ) {
-    let mut stop = state.stop.subscribe();
+    let mut stop = state.running.stop.subscribe();
     loop {
         let Some(Some(gone)) = unless_stopped(&mut stop, reports.recv()).await else {
             return;
         };
-        if state.subscriptions.gone(&gone).await {
+        if state.subscriptions().gone(&gone).await {
             let owner = state
-                .subscriptions
+                .subscriptions()
                 .get(&gone.subscription)
                 .map(|s| s.owner.clone());
             let hub = crate::audit::Context {
@@ -118,7 +118,7 @@ pub(super) async fn follow_gone(
                 serde_json::json!({"why": "the sink answered 410 Gone; its queue became dead letters"}),
             )
             .concerning(owner);
-            state.audit.record(&hub, action).await;
+            state.audit().record(&hub, action).await;
         }
     }
 }
@@ -127,28 +127,29 @@ pub(super) async fn follow_gone(
 /// store tells of a change, and (the safety net) when the version it polls every
 /// `resync_interval` changed.
 pub(super) async fn follow_other_hubs(state: Arc<AppState>) {
-    let mut stop = state.stop.subscribe();
-    let mut interval = tokio::time::interval(state.resync_interval);
+    let mut stop = state.running.stop.subscribe();
+    let mut interval = tokio::time::interval(state.settings.resync_interval);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut known = state.store.subscriptions_version().await.ok();
+    let mut known = state.running.store.subscriptions_version().await.ok();
     // What this hub loaded at its start is applied.
     if let Some(version) = known {
         let _ = state
+            .running
             .store
-            .hub_applied(state.deliverer.hub_id(), version)
+            .hub_applied(state.deliverer().hub_id(), version)
             .await;
     }
     loop {
         let changed = async {
             tokio::select! {
                 _ = interval.tick() => {}
-                () = state.resync_now.notified() => {}
+                () = state.running.resync_now.notified() => {}
             }
         };
         if unless_stopped(&mut stop, changed).await.is_none() {
             return;
         }
-        let version = match state.store.subscriptions_version().await {
+        let version = match state.running.store.subscriptions_version().await {
             Ok(version) => version,
             Err(error) => {
                 tracing::debug!(%error, "Reading the subscriptions' version failed; trying again.");
@@ -158,24 +159,24 @@ pub(super) async fn follow_other_hubs(state: Arc<AppState>) {
         if known == Some(version) {
             continue;
         }
-        if let Err(error) = state.catalog.reload().await {
+        if let Err(error) = state.catalog().reload().await {
             tracing::warn!(%error, "Reloading the catalog failed; trying again.");
             continue;
         }
-        if let Err(error) = state.approvals.reload().await {
+        if let Err(error) = state.approvals().reload().await {
             tracing::warn!(%error, "Reloading the approvals failed; trying again.");
             continue;
         }
-        if let Err(error) = state.principals.reload().await {
+        if let Err(error) = state.principals().reload().await {
             tracing::warn!(%error, "Reloading the principals failed; trying again.");
             continue;
         }
         // Another hub disabled or enabled a principal: its subscriptions follow here too.
         state
-            .subscriptions
-            .suspend_owners(state.principals.disabled())
+            .subscriptions()
+            .suspend_owners(state.principals().disabled())
             .await;
-        match state.subscriptions.resync().await {
+        match state.subscriptions().resync().await {
             Ok(changed) => {
                 known = Some(version);
                 if changed > 0 {
@@ -183,8 +184,9 @@ pub(super) async fn follow_other_hubs(state: Arc<AppState>) {
                 }
                 // Told, so that a hub taking a right away knows this one cut it.
                 if let Err(error) = state
+                    .running
                     .store
-                    .hub_applied(state.deliverer.hub_id(), version)
+                    .hub_applied(state.deliverer().hub_id(), version)
                     .await
                 {
                     tracing::debug!(%error, "Saying how far this hub applied changes failed.");
@@ -200,11 +202,11 @@ pub(super) async fn follow_other_hubs(state: Arc<AppState>) {
 /// Measures the backlog and sheds what is past a subscription's limit, every
 /// `check_interval`, until the hub stops (`backlog.rs`).
 pub(super) async fn guard_backlog(state: Arc<AppState>) {
-    let mut stop = state.stop.subscribe();
-    let mut interval = tokio::time::interval(state.backlog.options.check_interval);
+    let mut stop = state.running.stop.subscribe();
+    let mut interval = tokio::time::interval(state.backlog().options.check_interval);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while unless_stopped(&mut stop, interval.tick()).await.is_some() {
-        if let Err(error) = state.backlog.check(knooppunt_store::now_ms()).await {
+        if let Err(error) = state.backlog().check(knooppunt_store::now_ms()).await {
             tracing::warn!(%error, "Measuring the backlog failed; it is measured again shortly.");
         }
     }
@@ -212,21 +214,21 @@ pub(super) async fn guard_backlog(state: Arc<AppState>) {
 
 /// Samples the counters every few seconds, for the rates the console shows.
 pub(super) async fn sample_rates(state: Arc<AppState>) {
-    let mut stop = state.stop.subscribe();
+    let mut stop = state.running.stop.subscribe();
     let mut interval = tokio::time::interval(std::time::Duration::from_secs(5));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while unless_stopped(&mut stop, interval.tick()).await.is_some() {
         state
-            .telemetry
-            .sample(&state.publishing.counters, knooppunt_store::now_ms());
+            .telemetry()
+            .sample(&state.publishing().counters, knooppunt_store::now_ms());
     }
 }
 
 /// Removes dead letters past their retention, finished events past retention and old
 /// duplicate-detection entries, every `sweep_interval`, until the hub stops.
 pub(super) async fn sweep_periodically(state: Arc<AppState>) {
-    let mut stop = state.stop.subscribe();
-    let mut interval = tokio::time::interval(state.publishing.options.sweep_interval);
+    let mut stop = state.running.stop.subscribe();
+    let mut interval = tokio::time::interval(state.publishing().options.sweep_interval);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if unless_stopped(&mut stop, interval.tick()).await.is_none() {
@@ -234,15 +236,16 @@ pub(super) async fn sweep_periodically(state: Arc<AppState>) {
         }
         // Dead letters first: the events they held can go in the same sweep.
         if let Err(error) = state
-            .backlog
+            .backlog()
             .sweep_dead_letters(knooppunt_store::now_ms())
             .await
         {
             tracing::warn!(%error, "The dead-letter retention sweep failed; it will run again.");
         }
-        let retention = state.publishing.options.retention.as_millis() as u64;
-        let window = state.publishing.options.dedupe_window.as_millis() as u64;
+        let retention = state.publishing().options.retention.as_millis() as u64;
+        let window = state.publishing().options.dedupe_window.as_millis() as u64;
         match state
+            .running
             .store
             .sweep(knooppunt_store::now_ms(), retention, window)
             .await
@@ -257,19 +260,23 @@ pub(super) async fn sweep_periodically(state: Arc<AppState>) {
         }
         // Replay jobs are kept as long as events are.
         let finished_before = knooppunt_store::now_ms().saturating_sub(retention);
-        match state.history.sweep(finished_before).await {
+        match state.history().sweep(finished_before).await {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "Finished replays past retention removed."),
             Err(error) => tracing::warn!(%error, "The replay sweep failed; it will run again."),
         }
-        match state.sessions.sweep().await {
+        match state.sessions().sweep().await {
             Ok(0) => {}
             Ok(ended) => tracing::debug!(ended, "Ended console sessions removed."),
             Err(error) => tracing::warn!(%error, "The session sweep failed; it will run again."),
         }
-        let before =
-            knooppunt_store::now_ms().saturating_sub(state.audit_retention.as_millis() as u64);
-        match state.audit.retain(state.store.as_ref(), before).await {
+        let before = knooppunt_store::now_ms()
+            .saturating_sub(state.settings.audit_retention.as_millis() as u64);
+        match state
+            .audit()
+            .retain(state.running.store.as_ref(), before)
+            .await
+        {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "Audit entries past retention removed."),
             Err(error) => {

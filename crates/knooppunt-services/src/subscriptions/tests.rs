@@ -67,9 +67,9 @@ fn event(id: &str, source: &str) -> ReceivedEvent {
 
 fn routed(hub: &AppState) -> Vec<String> {
     let event = event("x", "urn:nld:oin:1:systeem:a");
-    let mut routed = hub.subscriptions.route(
+    let mut routed = hub.subscriptions().route(
         std::iter::once(&event.event),
-        hub.eval_limits,
+        hub.eval_limits(),
         u64::MAX,
         |_| {},
     );
@@ -79,7 +79,7 @@ fn routed(hub: &AppState) -> Vec<String> {
 #[tokio::test]
 async fn every_change_reaches_store_and_registry_together_or_not_at_all() {
     let (hub, store, _dir) = hub().await;
-    let subscriptions = &hub.subscriptions;
+    let subscriptions = &hub.subscriptions();
     let (new, criteria) = subscription("s", "https://a.example.nl/");
     subscriptions
         .create::<Refusal>(new, criteria)
@@ -157,7 +157,7 @@ async fn quotas_bound_each_owners_subscriptions_and_filter_bytes() {
     let hub = AppState::open(std::sync::Arc::new(store), options)
         .await
         .unwrap();
-    let subscriptions = &hub.subscriptions;
+    let subscriptions = &hub.subscriptions();
     for id in ["a", "b"] {
         let (new, criteria) = subscription(id, "https://a.example.nl/");
         subscriptions
@@ -206,7 +206,7 @@ fn subscription_criteria(s: Subscription) -> (Subscription, knooppunt_filter::Cr
 #[tokio::test]
 async fn a_410_disables_only_the_sink_that_answered_it() {
     let (hub, store, _dir) = hub().await;
-    let subscriptions = &hub.subscriptions;
+    let subscriptions = &hub.subscriptions();
     let (new, criteria) = subscription("s", "https://old.example.nl/");
     subscriptions
         .create::<Refusal>(new, criteria)
@@ -262,7 +262,7 @@ async fn the_publish_pipeline_refuses_all_or_accepts_all() {
     let state = &hub;
     let (new, criteria) = subscription("s", "https://a.example.nl/");
     state
-        .subscriptions
+        .subscriptions()
         .create::<Refusal>(new, criteria)
         .await
         .unwrap();
@@ -279,7 +279,7 @@ async fn the_publish_pipeline_refuses_all_or_accepts_all() {
         event("2", "urn:nld:oin:2:systeem:b"),
     ];
     let refused = state
-        .publishing
+        .publishing()
         .accept(&publisher, outside, true, None)
         .await;
     assert!(
@@ -287,14 +287,14 @@ async fn the_publish_pipeline_refuses_all_or_accepts_all() {
         "{refused:?}"
     );
     assert_eq!(
-        crate::telemetry::IngestCounters::get(&state.publishing.counters.rejected),
+        crate::telemetry::IngestCounters::get(&state.publishing().counters.rejected),
         2,
         "both events of the refused batch"
     );
     assert_eq!(store.queue_stats().await.unwrap()[0].pending, 0);
 
     let receipts = state
-        .publishing
+        .publishing()
         .accept(
             &publisher,
             vec![event("1", "urn:nld:oin:1:systeem:a")],
@@ -308,7 +308,7 @@ async fn the_publish_pipeline_refuses_all_or_accepts_all() {
         (false, 1)
     );
     let again = state
-        .publishing
+        .publishing()
         .accept(
             &publisher,
             vec![event("1", "urn:nld:oin:1:systeem:a")],

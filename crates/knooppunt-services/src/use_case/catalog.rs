@@ -24,15 +24,15 @@ pub async fn create(
     caller: &Principal,
     draft: Draft,
 ) -> Result<Arc<CatalogEntry>, Refused> {
-    let entry = state.catalog.create(caller, draft).await?;
+    let entry = state.catalog().create(caller, draft).await?;
     tracing::info!(entry = %entry.id, by = %caller.name, "Catalog entry created.");
     let action = Action::new(
         ActionName::EventtypeCreate,
         format!("eventtype/{}", entry.id),
         json!({"after": on_the_trail(&entry)}),
     );
-    state.audit.record(context, action).await;
-    state.approvals.entry_saved(&entry).await;
+    state.audit().record(context, action).await;
+    state.approvals().entry_saved(&entry).await;
     Ok(entry)
 }
 
@@ -45,7 +45,7 @@ pub async fn replace(
     id: &str,
     draft: Draft,
 ) -> Result<Option<Arc<CatalogEntry>>, Refused> {
-    let Some(entry) = state.catalog.replace(caller, id, draft).await? else {
+    let Some(entry) = state.catalog().replace(caller, id, draft).await? else {
         return Ok(None);
     };
     tracing::info!(entry = %id, by = %caller.name, "Catalog entry replaced.");
@@ -55,8 +55,8 @@ pub async fn replace(
         json!({"after": on_the_trail(&entry)}),
     )
     .concerning([entry.owner.clone()]);
-    state.audit.record(context, action).await;
-    state.approvals.entry_saved(&entry).await;
+    state.audit().record(context, action).await;
+    state.approvals().entry_saved(&entry).await;
     Ok(Some(entry))
 }
 
@@ -69,8 +69,8 @@ pub async fn delete(
     caller: &Principal,
     id: &str,
 ) -> Result<bool, Refused> {
-    let before = state.catalog.get(id);
-    if !state.catalog.delete(caller, id).await? {
+    let before = state.catalog().get(id);
+    if !state.catalog().delete(caller, id).await? {
         return Ok(false);
     }
     tracing::info!(entry = %id, by = %caller.name, "Catalog entry deleted.");
@@ -80,8 +80,8 @@ pub async fn delete(
         json!({"before": before.as_deref().map(on_the_trail)}),
     )
     .concerning(before.map(|entry| entry.owner.clone()));
-    state.audit.record(context, action).await;
-    state.approvals.entry_deleted(id).await;
+    state.audit().record(context, action).await;
+    state.approvals().entry_deleted(id).await;
     Ok(true)
 }
 
@@ -117,11 +117,13 @@ pub async fn decide(
     state: &AppState,
     context: &Context,
     caller: &Principal,
-    (entry, subscription): (&str, &str),
-    (decision, reason): (GrantState, Option<String>),
+    entry: &str,
+    subscription: &str,
+    decision: GrantState,
+    reason: Option<String>,
 ) -> Result<Decided, approvals::Refused> {
     let decided = state
-        .approvals
+        .approvals()
         .decide(caller, entry, subscription, decision, reason.clone())
         .await?;
     let name = match decision {
@@ -136,6 +138,6 @@ pub async fn decide(
                "subscription": subscription, "withdrawnDeliveries": decided.withdrawn}),
     )
     .concerning(decided.concerns.iter().cloned());
-    state.audit.record(context, action).await;
+    state.audit().record(context, action).await;
     Ok(decided)
 }

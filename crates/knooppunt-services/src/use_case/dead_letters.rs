@@ -28,7 +28,7 @@ fn no_dead_letter(id: &str, seq: u64) -> Refused {
 /// and be visible to it, a subscriber (or an admin).
 pub fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<(), Refused> {
     state
-        .subscriptions
+        .subscriptions()
         .for_subscriber(caller, id, "read dead letters")
         .map(|_| ())
 }
@@ -38,21 +38,23 @@ pub async fn list(
     state: &AppState,
     caller: &Principal,
     id: &str,
-    (after, limit): (Option<u64>, usize),
+    after: Option<u64>,
+    limit: usize,
 ) -> Result<Vec<DeadLetter>, Refused> {
     check_access(state, caller, id)?;
-    Ok(state.subscriptions.dead_letters(id, after, limit).await?)
+    Ok(state.subscriptions().dead_letters(id, after, limit).await?)
 }
 
 /// Dead letter `seq` of subscription `id`, with its event as accepted (while retained).
 pub async fn get(
     state: &AppState,
     caller: &Principal,
-    (id, seq): (&str, u64),
+    id: &str,
+    seq: u64,
 ) -> Result<(DeadLetter, Option<Arc<StoredEvent>>), Refused> {
     check_access(state, caller, id)?;
     state
-        .subscriptions
+        .subscriptions()
         .dead_letter(id, seq)
         .await?
         .ok_or_else(|| no_dead_letter(id, seq))
@@ -66,7 +68,7 @@ fn action(state: &AppState, name: ActionName, (id, seq): (&str, u64)) -> Action 
         format!("subscription/{id}/dead-letters/{seq}"),
         json!({"sequence": seq}),
     )
-    .concerning(state.subscriptions.get(id).map(|s| s.owner.clone()))
+    .concerning(state.subscriptions().get(id).map(|s| s.owner.clone()))
 }
 
 /// Puts dead letter `seq` of subscription `id` back into its queue with fresh attempts.
@@ -74,10 +76,11 @@ pub async fn redeliver(
     state: &AppState,
     context: &Context,
     caller: &Principal,
-    (id, seq): (&str, u64),
+    id: &str,
+    seq: u64,
 ) -> Result<(), Refused> {
     check_access(state, caller, id)?;
-    match state.approvals.redeliver(id, seq).await? {
+    match state.approvals().redeliver(id, seq).await? {
         Redelivered::Queued => {}
         Redelivered::NoSubscription => {
             return Err(Refused::NotFound(Missing::Subscription(id.to_owned())));
@@ -92,7 +95,7 @@ pub async fn redeliver(
     }
     tracing::info!(subscription = %id, seq, by = %caller.name, "Dead letter queued for redelivery.");
     let action = action(state, ActionName::DeadLetterRedeliver, (id, seq));
-    state.audit.record(context, action).await;
+    state.audit().record(context, action).await;
     Ok(())
 }
 
@@ -101,14 +104,15 @@ pub async fn delete(
     state: &AppState,
     context: &Context,
     caller: &Principal,
-    (id, seq): (&str, u64),
+    id: &str,
+    seq: u64,
 ) -> Result<(), Refused> {
     check_access(state, caller, id)?;
-    if !state.subscriptions.delete_dead_letter(id, seq).await? {
+    if !state.subscriptions().delete_dead_letter(id, seq).await? {
         return Err(no_dead_letter(id, seq));
     }
     tracing::info!(subscription = %id, seq, by = %caller.name, "Dead letter deleted.");
     let action = action(state, ActionName::DeadLetterDelete, (id, seq));
-    state.audit.record(context, action).await;
+    state.audit().record(context, action).await;
     Ok(())
 }

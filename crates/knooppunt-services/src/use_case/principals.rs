@@ -136,7 +136,7 @@ pub async fn create(
     let token = issue_token.then(new_token);
     record.token_sha256 = token.as_deref().map(hash_token);
     record.origin = FROM_API.into();
-    state.principals.create(&caller.name, &record).await?;
+    state.principals().create(&caller.name, &record).await?;
     tracing::info!(principal = %record.name, by = %caller.name, "Principal created.");
     let action = Action::new(
         ActionName::PrincipalCreate,
@@ -144,7 +144,7 @@ pub async fn create(
         json!({"after": described(&record), "tokenIssued": token.is_some()}),
     )
     .concerning([record.name.clone()]);
-    state.audit.record(context, action).await;
+    state.audit().record(context, action).await;
     Ok((record, token))
 }
 
@@ -169,7 +169,7 @@ pub async fn change(
         json!({"after": described(&record)}),
     )
     .concerning([record.name.clone()]);
-    state.audit.record(context, action).await;
+    state.audit().record(context, action).await;
     Ok(Some(record))
 }
 
@@ -192,7 +192,7 @@ pub async fn delete(
         json!({"subscriptionsDeleted": subscriptions}),
     )
     .concerning([name.to_owned()]);
-    state.audit.record(context, action).await;
+    state.audit().record(context, action).await;
     Ok(Some(subscriptions))
 }
 
@@ -206,7 +206,7 @@ pub async fn issue_token(
     keep_old: Option<std::time::Duration>,
 ) -> Result<Option<(String, Option<u64>)>, Refused> {
     may_administer(caller, "issue tokens")?;
-    let Some(mut record) = state.principals.get(name) else {
+    let Some(mut record) = state.principals().get(name) else {
         return Ok(None);
     };
     let token = new_token();
@@ -224,7 +224,7 @@ pub async fn issue_token(
     record.token_sha256 = Some(hash_token(&token));
     record.updated_at = now;
     record.origin = FROM_API.into();
-    if !state.principals.update(&caller.name, &record).await? {
+    if !state.principals().update(&caller.name, &record).await? {
         return Ok(None);
     }
     tracing::info!(principal = %name, by = %caller.name, "Principal's token issued.");
@@ -243,7 +243,7 @@ pub async fn issue_token(
         details,
     )
     .concerning([name.to_owned()]);
-    state.audit.record(context, action).await;
+    state.audit().record(context, action).await;
     Ok(Some((token, previous_until)))
 }
 
@@ -273,7 +273,7 @@ struct Finished(std::sync::Arc<AppState>);
 impl Drop for Finished {
     fn drop(&mut self) {
         self.0
-            .backing_up
+            .backing_up()
             .store(false, std::sync::atomic::Ordering::Release);
     }
 }
@@ -289,7 +289,7 @@ pub async fn back_up(
 ) -> Result<BackupChunks, Refused> {
     use std::sync::atomic::Ordering;
     may_administer(caller, "back up the store")?;
-    if state.backing_up.swap(true, Ordering::AcqRel) {
+    if state.backing_up().swap(true, Ordering::AcqRel) {
         return Err(Refused::Conflict(
             "a backup is being taken already: wait until it has finished".into(),
         ));
@@ -349,7 +349,7 @@ pub async fn back_up(
             Err(panicked) => json!({"outcome": "failed", "error": panicked.to_string()}),
         };
         let action = Action::new(ActionName::StoreBackup, "store".to_string(), details);
-        state.audit.record(&context, action).await;
+        state.audit().record(&context, action).await;
     });
     Ok(rest)
 }

@@ -15,7 +15,7 @@ pub use crate::refused::{Missing, Refused};
 /// The owner of subscription `id` if `caller` may replay its events.
 fn check_access(state: &AppState, caller: &Principal, id: &str) -> Result<String, Refused> {
     let subscription = state
-        .subscriptions
+        .subscriptions()
         .for_subscriber(caller, id, "replay events")?;
     Ok(subscription.owner.clone())
 }
@@ -28,11 +28,12 @@ pub async fn start(
     context: &Context,
     caller: &Principal,
     id: &str,
-    (from_ms, until_ms): (u64, Option<u64>),
+    from_ms: u64,
+    until_ms: Option<u64>,
 ) -> Result<Replay, Refused> {
     let owner = check_access(state, caller, id)?;
     let replay = state
-        .history
+        .history()
         .start_replay(id, &caller.name, from_ms, until_ms)
         .await
         .map_err(|why| match why {
@@ -45,7 +46,7 @@ pub async fn start(
             ReplayRefused::Store(error) => Refused::Store(error),
         })?;
     state
-        .audit
+        .audit()
         .record(
             context,
             on_the_trail(ActionName::ReplayCreate, &replay, owner),
@@ -57,17 +58,18 @@ pub async fn start(
 /// Subscription `id`'s newest replays, newest first.
 pub async fn list(state: &AppState, caller: &Principal, id: &str) -> Result<Vec<Replay>, Refused> {
     check_access(state, caller, id)?;
-    Ok(state.history.replays(id).await?)
+    Ok(state.history().replays(id).await?)
 }
 
 /// Replay `replay` of subscription `id`; `None` when it has none of that id.
 pub async fn get(
     state: &AppState,
     caller: &Principal,
-    (id, replay): (&str, &str),
+    id: &str,
+    replay: &str,
 ) -> Result<Option<Replay>, Refused> {
     check_access(state, caller, id)?;
-    Ok(state.history.replay(id, replay).await?)
+    Ok(state.history().replay(id, replay).await?)
 }
 
 /// Cancels replay `replay` of subscription `id` (or gives it as it ended, if it had), and
@@ -76,14 +78,15 @@ pub async fn cancel(
     state: &AppState,
     context: &Context,
     caller: &Principal,
-    (id, replay): (&str, &str),
+    id: &str,
+    replay: &str,
 ) -> Result<Option<Replay>, Refused> {
     let owner = check_access(state, caller, id)?;
-    let Some(cancelled) = state.history.cancel(id, replay).await? else {
+    let Some(cancelled) = state.history().cancel(id, replay).await? else {
         return Ok(None);
     };
     state
-        .audit
+        .audit()
         .record(
             context,
             on_the_trail(ActionName::ReplayCancel, &cancelled, owner),

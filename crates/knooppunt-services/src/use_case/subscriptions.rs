@@ -108,10 +108,10 @@ pub async fn dry_run(state: &AppState, caller: &Principal, new: &New<'_>) -> Res
     may_create(caller)?;
     subscriptions::may_subscribe(caller, subscription.types.as_deref(), criteria)
         .map_err(Refused::Forbidden)?;
-    state.subscriptions.check_quotas(subscription)?;
+    state.subscriptions().check_quotas(subscription)?;
     if !subscription.is_pull() {
         state
-            .subscriptions
+            .subscriptions()
             .check_addresses(
                 subscription.sink.as_str(),
                 subscription.sink_credential.as_ref(),
@@ -137,7 +137,7 @@ pub async fn create(
         criteria,
         consent,
     } = new;
-    let subscriptions = &state.subscriptions;
+    let subscriptions = &state.subscriptions();
     let stored: Arc<Subscription> = match consent {
         Consent::Ask { .. } => {
             subscriptions
@@ -158,8 +158,8 @@ pub async fn create(
         json!({"after": on_the_trail(state, &stored)}),
     )
     .concerning([stored.owner.clone()]);
-    state.audit.record(context, action).await;
-    state.approvals.subscription_saved(&stored).await;
+    state.audit().record(context, action).await;
+    state.approvals().subscription_saved(&stored).await;
     let now = Subscription::clone(&stored);
     let now = match (consent, now.validation_token.clone()) {
         (Consent::Ask { callbacks }, Some(token)) => {
@@ -223,11 +223,11 @@ where
     may_change(caller, "change subscriptions")?;
     if let Some(sink) = sink {
         let stored = state
-            .subscriptions
+            .subscriptions()
             .get(id)
             .map(|existing| knooppunt_delivery::redact_sink(&existing.sink));
         state
-            .subscriptions
+            .subscriptions()
             .check_addresses(sink, credential, stored.as_deref())
             .await
             .map_err(|(member, why)| Refused::Invalid(member, why.to_string()))?;
@@ -243,7 +243,7 @@ where
             .map_err(|why| E::from(Refused::Forbidden(why)))?;
         Ok((replacement, criteria))
     };
-    let subscriptions = &state.subscriptions;
+    let subscriptions = &state.subscriptions();
     let replaced = match consent {
         Consent::Ask { .. } => subscriptions.replace(id, checked).await?,
         Consent::Agreed => subscriptions.replace_agreed(id, checked).await?,
@@ -252,7 +252,7 @@ where
         return Ok(None);
     };
     state
-        .approvals
+        .approvals()
         .subscription_saved(&replaced.subscription)
         .await;
     let sink_changed = replaced.needs_consent;
@@ -263,7 +263,7 @@ where
         json!({"after": on_the_trail(state, &replaced.subscription), "sinkChanged": sink_changed}),
     )
     .concerning([replaced.subscription.owner.clone()]);
-    state.audit.record(context, entry).await;
+    state.audit().record(context, entry).await;
     let now = Subscription::clone(&replaced.subscription);
     let now = match (consent, sink_changed, now.validation_token.clone()) {
         (Consent::Ask { callbacks }, true, Some(token)) => {
@@ -287,7 +287,7 @@ pub async fn delete<T>(
 ) -> Result<Option<T>, Refused> {
     may_change(caller, "delete subscriptions")?;
     let Some(deleted) = state
-        .subscriptions
+        .subscriptions()
         .delete(id, |existing| subscriptions::visible_to(caller, existing))
         .await?
     else {
@@ -300,9 +300,9 @@ pub async fn delete<T>(
         json!({"before": on_the_trail(state, &deleted)}),
     )
     .concerning([deleted.owner.clone()]);
-    state.audit.record(context, action).await;
+    state.audit().record(context, action).await;
     let view = view(&deleted);
-    state.approvals.subscription_deleted(id).await;
+    state.approvals().subscription_deleted(id).await;
     Ok(Some(view))
 }
 
@@ -327,7 +327,7 @@ pub fn on_the_trail(state: &AppState, subscription: &Subscription) -> serde_json
             SinkCredential::AccessToken { .. } => "ACCESSTOKEN",
             SinkCredential::ClientCredentials { .. } => "CLIENTCREDENTIALS",
         });
-    let kanalen = crate::zgw::abonnement_of(&state.catalog, subscription).map(|abonnement| {
+    let kanalen = crate::zgw::abonnement_of(state.catalog(), subscription).map(|abonnement| {
         abonnement
             .kanalen
             .into_iter()
@@ -375,7 +375,7 @@ pub async fn send_test(
     id: &str,
 ) -> Result<TestSent, Refused> {
     let subscription = state
-        .subscriptions
+        .subscriptions()
         .for_subscriber(caller, id, "send test events")?;
     if subscription.is_pull() {
         return Err(Refused::Conflict(format!(
@@ -413,14 +413,14 @@ pub async fn send_test(
         json: event.to_string(),
         extension_types: None,
     };
-    let delivery = state.deliverer.send_test(&subscription, stored).await;
+    let delivery = state.deliverer().send_test(&subscription, stored).await;
     let action = Action::new(
         ActionName::SubscriptionTest,
         format!("subscription/{id}"),
         json!({"event": event_id, "statusCode": delivery.status, "error": delivery.error}),
     )
     .concerning([subscription.owner.clone()]);
-    state.audit.record(context, action).await;
+    state.audit().record(context, action).await;
     Ok(TestSent { event_id, delivery })
 }
 
@@ -458,7 +458,7 @@ pub async fn consent_by_callback(
     id: &str,
     token: &str,
 ) -> Result<Option<Arc<Subscription>>, Refused> {
-    let Some(updated) = state.subscriptions.consent_by_callback(id, token).await? else {
+    let Some(updated) = state.subscriptions().consent_by_callback(id, token).await? else {
         return Ok(None);
     };
     // The sink acted, not a principal: the entry names none.
@@ -468,7 +468,7 @@ pub async fn consent_by_callback(
         json!({"by": "the sink, through the validation callback", "state": updated.state().as_str()}),
     )
     .concerning([updated.owner.clone()]);
-    state.audit.record(context, action).await;
+    state.audit().record(context, action).await;
     Ok(Some(updated))
 }
 
@@ -486,7 +486,7 @@ pub async fn consent_by_agreement(
             caller.name
         )));
     }
-    let updated = match state.subscriptions.consent_by_agreement(id).await? {
+    let updated = match state.subscriptions().consent_by_agreement(id).await? {
         Agreed::Recorded(subscription) => subscription,
         Agreed::NoSubscription => {
             return Err(Refused::NotFound(Missing::Subscription(id.to_owned())));
@@ -506,7 +506,7 @@ pub async fn consent_by_agreement(
         json!({"by": "agreement, recorded by an administrator"}),
     )
     .concerning([updated.owner.clone()]);
-    state.audit.record(context, action).await;
+    state.audit().record(context, action).await;
     Ok(updated)
 }
 
@@ -527,15 +527,15 @@ pub async fn rotate_signing_secret(
         )));
     }
     if !state
-        .subscriptions
+        .subscriptions()
         .get(id)
         .is_some_and(|subscription| subscriptions::visible_to(caller, &subscription))
     {
         return Err(Refused::NotFound(Missing::Subscription(id.to_owned())));
     }
     let (subscription, secret) = match state
-        .subscriptions
-        .rotate_signing_secret(id, state.signing_overlap)
+        .subscriptions()
+        .rotate_signing_secret(id, state.signing_overlap())
         .await
     {
         Ok(Some(rotated)) => rotated,
@@ -561,7 +561,7 @@ pub async fn rotate_signing_secret(
         format!("subscription/{id}"),
         json!({"note": "a new signing secret (never recorded); the previous one signs during the overlap"}),
     );
-    state.audit.record(context, action).await;
+    state.audit().record(context, action).await;
     Ok((subscription, secret, until))
 }
 
