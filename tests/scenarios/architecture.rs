@@ -288,7 +288,10 @@ const SERVICES_LAYERS: &[(&str, &[&str])] = &[
             "identity",
         ],
     ),
-    ("history", &["approvals", "subscriptions", "notices"]),
+    (
+        "history",
+        &["approvals", "subscriptions", "notices", "refused"],
+    ),
     ("zgw", &["catalog", "identity"]),
     (
         "ingest",

@@ -341,6 +341,10 @@ impl From<knooppunt_services::refused::Refused> for ApiError {
                 vec![InvalidParam::new(member, why)],
             ),
             Refused::Busy(why) => ApiError::TooMany(why),
+            Refused::Expired { detail, oldest } => ApiError::Gone {
+                detail,
+                oldest_cursor: oldest.to_string(),
+            },
             Refused::Events(problems) => invalid_events(problems),
             Refused::Full(full) => ApiError::Full {
                 detail: full.detail,

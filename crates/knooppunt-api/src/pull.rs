@@ -26,9 +26,7 @@ use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
 use crate::input::{self, Body, Field, Params, Problems};
 use crate::problem::ApiError;
-use crate::subscriptions::not_found;
 use knooppunt_services::app::AppState;
-use knooppunt_services::subscriptions::PullRefused;
 
 /// The lock tokens of a `receive` answer, in the order of its events.
 pub(crate) const LOCK_TOKENS: HeaderName = HeaderName::from_static("knooppunt-lock-tokens");
@@ -52,14 +50,6 @@ fn check_access(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiEr
         .map_err(ApiError::from)
 }
 
-fn refused(id: &str, why: PullRefused) -> ApiError {
-    match why {
-        PullRefused::NoSubscription => not_found(id),
-        PullRefused::Store(error) => error.into(),
-        other => ApiError::Conflict(format!("subscription `{id}`: {other}")),
-    }
-}
-
 /// `POST /v1/subscriptions/{id}/receive?maxEvents=&maxWait=`: up to `maxEvents` (1 to 100,
 /// default 10) events as a CloudEvents JSON batch, each exactly as published, locked to the
 /// caller; their lock tokens and delivery counts in headers, in the batch's order. Waits up
@@ -78,7 +68,7 @@ pub(crate) async fn receive(
         .subscriptions()
         .receive(&id, max, wait)
         .await
-        .map_err(|why| refused(&id, why))?;
+        .map_err(|why| why.about(&id))?;
     let mut response = batch(received.iter().map(|r| r.event.json.as_str()));
     if !received.is_empty() {
         let tokens: Vec<&str> = received.iter().map(|r| r.lock_token.as_str()).collect();
@@ -382,7 +372,7 @@ pub(crate) async fn settle(
         .subscriptions()
         .settle(&id, &tokens, &settlement)
         .await
-        .map_err(|why| refused(&id, why))?;
+        .map_err(|why| why.about(&id))?;
     let mut succeeded = Vec::new();
     let mut failed = Vec::new();
     for (token, result) in tokens.iter().zip(results) {

@@ -21,9 +21,7 @@ use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
 use crate::input::{Body, Field, Params, Problems};
 use crate::problem::ApiError;
-use crate::subscriptions::not_found;
 use knooppunt_services::app::AppState;
-use knooppunt_services::history::HistoryRefused;
 use schemars::JsonSchema;
 
 /// The position after the events of an answer, to read on from.
@@ -53,22 +51,7 @@ pub(crate) async fn read(
         .history()
         .read(&id, after, limit, wait)
         .await
-        .map_err(|why| match why {
-            HistoryRefused::NoSubscription => not_found(&id),
-            HistoryRefused::Expired { oldest } => ApiError::Gone {
-                detail: format!(
-                    "events after cursor {} are no longer all retained (the retention removed \
-                     events up to {oldest}): you may have missed events; read on from \
-                     oldestCursor, or ask for a replay of what you need",
-                    after.unwrap_or(0)
-                ),
-                oldest_cursor: oldest.to_string(),
-            },
-            HistoryRefused::Suspended(why) => {
-                ApiError::Conflict(format!("subscription `{id}` is suspended: {why}"))
-            }
-            HistoryRefused::Store(error) => error.into(),
-        })?;
+        .map_err(|why| why.about(&id, after))?;
     let next = format!(
         "<{}/subscriptions/{id}/events?after={}&limit={limit}>; rel=\"next\"",
         crate::BASE_PATH,

@@ -157,7 +157,9 @@ impl From<knooppunt_services::refused::Refused> for ZgwError {
                 ZgwError::NotFound(format!("er is geen abonnement `{id}`"))
             }
             Refused::NotFound(missing) => ZgwError::NotFound(format!("er is geen {missing}")),
-            Refused::Conflict(why) => ZgwError::Conflict(why),
+            Refused::Conflict(why) | Refused::Expired { detail: why, .. } => {
+                ZgwError::Conflict(why)
+            }
             Refused::Busy(why) => ZgwError::Unavailable(why),
             Refused::Events(problems) => ZgwError::Invalid(
                 problems

@@ -7,6 +7,7 @@
 //! ([`EventLog::swept_through`]) is refused with the oldest one still complete, so a consumer
 //! knows it missed events.
 
+use crate::refused::{Missing, Refused};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,6 +47,31 @@ pub enum HistoryRefused {
     Suspended(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl HistoryRefused {
+    /// The refusal of a read of subscription `id`'s events after cursor `after`, as every
+    /// surface answers it.
+    pub fn about(self, id: &str, after: Option<u64>) -> Refused {
+        match self {
+            HistoryRefused::NoSubscription => {
+                Refused::NotFound(Missing::Subscription(id.to_owned()))
+            }
+            HistoryRefused::Expired { oldest } => Refused::Expired {
+                detail: format!(
+                    "events after cursor {} are no longer all retained (the retention removed \
+                     events up to {oldest}): you may have missed events; read on from \
+                     oldestCursor, or ask for a replay of what you need",
+                    after.unwrap_or(0)
+                ),
+                oldest,
+            },
+            HistoryRefused::Suspended(why) => {
+                Refused::Conflict(format!("subscription `{id}` is suspended: {why}"))
+            }
+            HistoryRefused::Store(error) => Refused::Store(error),
+        }
+    }
 }
 
 /// Reads subscriptions' retained events.

@@ -23,6 +23,10 @@ pub enum Refused {
     /// The hub runs as much of this as it may now: try again later (why).
     #[error("{0}")]
     Busy(String),
+    /// What was asked for is no longer kept (retention removed it): what to do, and the
+    /// oldest position from which nothing is missing.
+    #[error("{detail}")]
+    Expired { detail: String, oldest: u64 },
     /// The owner's quota is used up.
     #[error(transparent)]
     Quota(#[from] QuotaExceeded),

@@ -112,6 +112,17 @@ pub enum PullRefused {
     Store(#[from] StoreError),
 }
 
+impl PullRefused {
+    /// The refusal of a pull of subscription `id`, as every surface answers it.
+    pub fn about(self, id: &str) -> Refused {
+        match self {
+            PullRefused::NoSubscription => Refused::NotFound(Missing::Subscription(id.to_owned())),
+            PullRefused::Store(error) => Refused::Store(error),
+            other => Refused::Conflict(format!("subscription `{id}`: {other}")),
+        }
+    }
+}
+
 /// Why a signing secret was not rotated.
 #[derive(Debug, thiserror::Error)]
 pub enum Rotation {
