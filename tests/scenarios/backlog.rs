@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use knooppunt_broker::BacklogOptions;
 use knooppunt_tests::sink::{Reply, Sink};
+use knooppunt_tests::wait::until;
 use knooppunt_tests::{Answer, SmallDisk, TestHub, test_options, tokens};
 use reqwest::Method;
 use serde_json::json;
@@ -100,20 +101,19 @@ fn delivered_ids(sink: &Sink) -> BTreeSet<String> {
 }
 
 async fn wait_until_delivered(sink: &Sink, ids: &BTreeSet<String>) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    until("every acknowledged event delivered", WAIT, || async {
         let delivered = delivered_ids(sink);
         if ids.is_subset(&delivered) {
-            return;
+            Ok(())
+        } else {
+            Err(format!(
+                "{} of {} delivered",
+                ids.intersection(&delivered).count(),
+                ids.len()
+            ))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} of {} acknowledged events were delivered",
-            ids.intersection(&delivered).count(),
-            ids.len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -134,18 +134,15 @@ async fn a_subscription_past_its_limit_sheds_its_oldest_into_dead_letters_and_no
     wait_until_delivered(&healthy, &all).await;
 
     // The stalled one sheds until it is within its limit, oldest first.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let status = loop {
+    let status = until("the backlog shed to its limit", WAIT, || async {
         let status = status(&hub, &stuck).await;
         if status["backlogBytes"].as_u64().unwrap() <= LIMIT {
-            break status;
+            Ok(status)
+        } else {
+            Err(status)
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never shed: {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     assert_eq!(status["backlogLimit"]["maxBytes"], LIMIT, "{status}");
     assert_eq!(status["backlogLimit"]["policy"], "shed-oldest", "{status}");
     let shed = status["shed"]["events"].as_u64().unwrap();
@@ -164,8 +161,7 @@ async fn a_subscription_past_its_limit_sheds_its_oldest_into_dead_letters_and_no
     assert_eq!(hub.store_pending(&stuck).await, sequences[shed as usize..]);
 
     // Said in the audit trail (written just after the shed is visible) and the metrics.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    until("the shed on the audit trail", WAIT, || async {
         let entries = hub
             .call(Method::GET, "/v1/audit", tokens::ADMIN, None)
             .await;
@@ -175,12 +171,9 @@ async fn a_subscription_past_its_limit_sheds_its_oldest_into_dead_letters_and_no
             .unwrap()
             .iter()
             .any(|e| e["name"] == "subscription.shed");
-        if said {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{}", entries.body);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        if said { Ok(()) } else { Err(entries.body) }
+    })
+    .await;
     let metrics = hub.metrics().await;
     assert!(
         metrics.contains(&format!(
@@ -290,19 +283,15 @@ async fn past_the_hubs_limit_publishers_get_503_until_the_subscribers_catch_up()
     // The sink recovers: every acknowledged event arrives, and publishing resumes.
     sink.answer_always(Reply::status(204));
     wait_until_delivered(&sink, &acknowledged).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    until("a publish accepted again", WAIT, || async {
         let answer = publish(&hub, "after", 10).await;
         if answer.status == 202 {
-            break;
+            return Ok(());
         }
         assert_eq!(answer.status, 503, "{}", answer.body);
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never accepted again"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        Err(answer.body)
+    })
+    .await;
     let status = hub
         .call(Method::GET, "/v1/status", tokens::ADMIN, None)
         .await;
@@ -406,26 +395,25 @@ async fn events_older_than_the_age_limit_become_dead_letters_and_newer_ones_wait
         .unwrap();
 
     // Past two seconds the old ones are shed; the fresh one is not yet.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if hub.store_pending(&stuck).await == [fresh] {
-            break;
+    until("the old ones shed, the fresh one pending", WAIT, || async {
+        let pending = hub.store_pending(&stuck).await;
+        if pending == [fresh] {
+            return Ok(());
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still pending: {:?} of {old:?} and {fresh}; dead letters: {}",
-            hub.store_pending(&stuck).await,
-            hub.call(
+        let dead = hub
+            .call(
                 Method::GET,
                 &format!("/v1/subscriptions/{stuck}/dead-letters"),
                 tokens::KVK,
-                None
+                None,
             )
-            .await
-            .body
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+            .await;
+        Err(format!(
+            "still pending: {pending:?} of {old:?} and {fresh}; dead letters: {}",
+            dead.body
+        ))
+    })
+    .await;
     let dead = dead_letters(&hub, &stuck, "subscription_max_age").await;
     assert_eq!(dead, old);
     let status = status(&hub, &stuck).await;
@@ -497,14 +485,13 @@ async fn dead_letters_past_their_retention_are_removed_with_their_events() {
 
     // Their events go with the next sweeps.
     for seq in &sequences {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        while hub.store.event(*seq).await.unwrap().is_some() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "event {seq} was kept after its dead letter went"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        until("the event gone after its dead letter", WAIT, || async {
+            match hub.store.event(*seq).await.unwrap() {
+                None => Ok(()),
+                Some(_) => Err(format!("event {seq} is still kept")),
+            }
+        })
+        .await;
     }
     assert_eq!(status(&hub, &id).await["deadLetters"], 0);
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use knooppunt_tests::sink::Sink;
-use knooppunt_tests::wait::quiet;
+use knooppunt_tests::wait::{quiet, until};
 use knooppunt_tests::{Answer, SmallDisk, TestHub, test_options, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -600,15 +600,15 @@ async fn a_token_endpoints_password_and_query_values_are_never_shown() {
         let published = publish(&hub, &format!("t-{id}"), "nl.token", "s").await;
         assert_eq!(published.status, 202);
         let path = format!("/v1/subscriptions/{id}/dead-letters");
-        let deadline = tokio::time::Instant::now() + WAIT;
-        let dead = loop {
+        let dead = until("a dead letter", WAIT, || async {
             let dead = hub.call(Method::GET, &path, tokens::KVK, None).await;
             if dead.body.as_array().is_some_and(|list| !list.is_empty()) {
-                break dead.body;
+                Ok(dead.body)
+            } else {
+                Err(dead.body)
             }
-            assert!(tokio::time::Instant::now() < deadline, "no dead letter");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        })
+        .await;
         let read = hub
             .call(
                 Method::GET,
@@ -998,16 +998,15 @@ async fn a_full_disk_is_refused_with_503_and_recovered_without_a_restart() {
     // Space comes back: within seconds, without a restart, events are accepted again, and
     // the one refused is not taken for a duplicate when it is sent again.
     std::fs::remove_file(filler).unwrap();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let accepted = loop {
+    let accepted = until("a publish accepted again", WAIT, || async {
         let answer = publish(&hub, &refused_id, "nl.disk", "s").await;
         if answer.status == 202 {
-            break answer;
+            return Ok(answer);
         }
         assert_eq!(answer.status, 503, "{}", answer.body);
-        assert!(tokio::time::Instant::now() < deadline, "never recovered");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        Err(answer.body)
+    })
+    .await;
     assert_eq!(accepted.body["duplicate"], false, "{}", accepted.body);
     let ready = hub.client.get(hub.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), 200);
@@ -1204,8 +1203,7 @@ async fn failed_console_sign_ins_are_audited_and_slowed_down() {
         assert!((1..=60).contains(&wait), "{wait}");
     }
     // Every one is on the trail, the refused ones too.
-    let mut entries = Vec::new();
-    for _ in 0..50 {
+    let entries = until("seven sign-ins on the trail", WAIT, || async {
         let trail = hub
             .call(
                 Method::GET,
@@ -1214,12 +1212,14 @@ async fn failed_console_sign_ins_are_audited_and_slowed_down() {
                 None,
             )
             .await;
-        entries = trail.body.as_array().cloned().unwrap_or_default();
+        let entries = trail.body.as_array().cloned().unwrap_or_default();
         if entries.len() >= 7 {
-            break;
+            Ok(entries)
+        } else {
+            Err(trail.body)
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     assert_eq!(entries.len(), 7, "{entries:?}");
     assert!(
         entries.iter().all(|e| e["details"]["peer"] == "127.0.0.1"),

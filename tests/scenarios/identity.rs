@@ -9,7 +9,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use knooppunt_broker::{HubOptions, IssuerSettings};
 use knooppunt_tests::certificates::TestCa;
-use knooppunt_tests::wait::quiet;
+use knooppunt_tests::wait::{quiet, until};
 use knooppunt_tests::{Answer, TestHub, test_options, tokens};
 use reqwest::Method;
 use ring::rand::SystemRandom;
@@ -983,8 +983,7 @@ async fn deliveries_present_a_client_certificate_and_fetched_access_tokens() {
         publish(&hub, tokens::PUBLISHER, "o-5", &own).await.status,
         202
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    until("an attempt", Duration::from_secs(10), || async {
         let read = hub
             .call(
                 Method::GET,
@@ -993,17 +992,15 @@ async fn deliveries_present_a_client_certificate_and_fetched_access_tokens() {
                 None,
             )
             .await;
-        if let Some(error) = read.body["lastDelivery"]["error"].as_str() {
-            assert!(error.contains("invalid_client"), "{error}");
-            break;
+        match read.body["lastDelivery"]["error"].as_str() {
+            Some(error) => {
+                assert!(error.contains("invalid_client"), "{error}");
+                Ok(())
+            }
+            None => Err(read.body),
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no attempt: {}",
-            read.body
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     assert!(
         plain.deliveries().is_empty(),
         "nothing was sent without a token"
