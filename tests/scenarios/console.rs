@@ -19,6 +19,7 @@ use knooppunt_tests::console::{
 };
 use knooppunt_tests::sink::{Reply, Sink};
 use knooppunt_tests::wait::quiet;
+use knooppunt_tests::wait::until;
 use knooppunt_tests::{TestHub, test_options, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -81,8 +82,7 @@ async fn publish(hub: &TestHub, id: &str) -> u64 {
 
 /// Waits until the subscription has `count` dead letters.
 async fn dead_letters(hub: &TestHub, token: &str, id: &str, count: usize) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    loop {
+    until("the dead letters", Duration::from_secs(15), || async {
         let answer = hub
             .call(
                 Method::GET,
@@ -93,15 +93,12 @@ async fn dead_letters(hub: &TestHub, token: &str, id: &str, count: usize) -> Vec
             .await;
         let list = answer.body.as_array().cloned().unwrap_or_default();
         if list.len() >= count {
-            return list;
+            Ok(list)
+        } else {
+            Err(answer.body)
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no dead letter came: {}",
-            answer.body
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

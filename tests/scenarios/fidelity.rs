@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use knooppunt_tests::sink::Sink;
 use knooppunt_tests::wait::quiet;
+use knooppunt_tests::wait::until;
 use knooppunt_tests::{Answer, TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -295,27 +296,24 @@ async fn an_expired_access_token_is_never_sent() {
 
     tokio::time::sleep(Duration::from_millis(2500)).await;
     publish_binary(&hub, "stale-1", &[], Vec::new()).await;
-    let dead = tokio::time::timeout(WAIT, async {
-        loop {
-            let answer = Answer::from(
-                hub.request(
-                    Method::GET,
-                    &format!("/v1/subscriptions/{id}/dead-letters"),
-                    tokens::KVK,
-                )
-                .send()
-                .await
-                .unwrap(),
+    let dead = until("a dead letter", WAIT, || async {
+        let answer = Answer::from(
+            hub.request(
+                Method::GET,
+                &format!("/v1/subscriptions/{id}/dead-letters"),
+                tokens::KVK,
             )
-            .await;
-            if let Some(first) = answer.body.as_array().and_then(|list| list.first()) {
-                return first.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            .send()
+            .await
+            .unwrap(),
+        )
+        .await;
+        match answer.body.as_array().and_then(|list| list.first()) {
+            Some(first) => Ok(first.clone()),
+            None => Err(answer.body),
         }
     })
-    .await
-    .expect("a dead letter");
+    .await;
     assert!(
         dead["reason"].as_str().unwrap().contains("expired"),
         "{dead}"

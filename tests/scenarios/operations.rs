@@ -1,5 +1,6 @@
 //! Operating the hub: health and readiness.
 
+use knooppunt_tests::wait::until;
 use knooppunt_tests::{Answer, TestHub};
 
 #[tokio::test]
@@ -104,24 +105,33 @@ async fn metrics_move_when_events_flow() {
     good.wait_for(1, std::time::Duration::from_secs(10)).await;
     bad.wait_for(1, std::time::Duration::from_secs(10)).await;
 
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let after = loop {
-        let text = scrape(&hub).await;
-        // Each subscription's series name its owner, the principal to call about it.
-        let dead = format!(
-            "knooppunt_dead_letters{{subscription=\"{}\",owner=\"kvk\"}}",
-            ids[1]
-        );
-        let depth = format!(
-            "knooppunt_queue_depth{{subscription=\"{}\",owner=\"kvk\"}}",
-            ids[0]
-        );
-        let settled = sample(&text, &dead) == 1.0 && sample(&text, &depth) == 0.0;
-        if settled || std::time::Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    // Each subscription's series name its owner, the principal to call about it.
+    let dead = format!(
+        "knooppunt_dead_letters{{subscription=\"{}\",owner=\"kvk\"}}",
+        ids[1]
+    );
+    let depth = format!(
+        "knooppunt_queue_depth{{subscription=\"{}\",owner=\"kvk\"}}",
+        ids[0]
+    );
+    let within = std::time::Duration::from_secs(10);
+    let after = until(
+        "the dead letter and the empty queue counted",
+        within,
+        || async {
+            let text = scrape(&hub).await;
+            if sample(&text, &dead) == 1.0 && sample(&text, &depth) == 0.0 {
+                Ok(text)
+            } else {
+                Err(format!(
+                    "{dead} {}, {depth} {}",
+                    sample(&text, &dead),
+                    sample(&text, &depth)
+                ))
+            }
+        },
+    )
+    .await;
     let series = |s: &str| sample(&after, s);
     assert_eq!(
         series(r#"knooppunt_events_total{outcome="accepted",reason="matched"}"#),

@@ -9,6 +9,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use knooppunt_broker::identity::zgw::{ZgwClient, ZgwOptions};
 use knooppunt_tests::wait::quiet;
+use knooppunt_tests::wait::until;
 use knooppunt_tests::{Answer, TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -1285,17 +1286,16 @@ async fn a_callback_that_answers_400_or_410_is_retried_as_open_notificaties_does
         let kept = call(&hub, Method::GET, path, &consumer, None).await;
         assert_eq!(kept.status, 200, "after {then}: {}", kept.body);
         // What its client can read of its deliveries: active, the refusal, then the retry.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        let state = loop {
+        let state = until("the retry delivered", Duration::from_secs(10), || async {
             let state =
                 call(&hub, Method::GET, path, &consumer, None).await.body["bezorging"].clone();
-            if state["laatstePoging"]["uitkomst"] == "delivered"
-                || std::time::Instant::now() > deadline
-            {
-                break state;
+            if state["laatstePoging"]["uitkomst"] == "delivered" {
+                Ok(state)
+            } else {
+                Err(state)
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        })
+        .await;
         assert_eq!(state["status"], "actief", "{state}");
         assert_eq!(state["laatstePoging"]["uitkomst"], "delivered", "{state}");
         assert_eq!(state["laatstePoging"]["httpStatus"], 204, "{state}");
