@@ -7,6 +7,7 @@ use std::time::Duration;
 use knooppunt_filter::Limits;
 use knooppunt_tests::sink::Reply;
 use knooppunt_tests::sink::Sink;
+use knooppunt_tests::wait::until;
 use knooppunt_tests::{Answer, TestHub, test_options, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -491,18 +492,19 @@ async fn a_dead_sink_is_probed_instead_of_hammered_and_others_are_not_slowed() {
 
     // The sink recovers: the next probe succeeds and everything is delivered.
     dead.answer_always(Reply::status(204));
-    let delivered = async {
-        loop {
+    until(
+        "all 30 delivered after the sink came back",
+        WAIT,
+        || async {
             let ok = dead.deliveries().len();
             if ok >= attempts + 30 {
-                return;
+                Ok(())
+            } else {
+                Err(format!("{ok} answered, {attempts} of them refused"))
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    tokio::time::timeout(WAIT, delivered)
-        .await
-        .expect("all 30 delivered after the sink came back");
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -567,17 +569,15 @@ async fn a_retry_after_past_the_ttl_dead_letters_with_that_reason() {
     let id = created.body["id"].as_str().unwrap().to_owned();
     assert_eq!(publish(&hub, "too-late").await.status, 202);
     sink.wait_for(1, WAIT).await;
-    let dead = tokio::time::timeout(WAIT, async {
-        loop {
-            let dead = dead_letters_of(&hub, &id).await;
-            if !dead.is_empty() {
-                return dead;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+    let dead = until("a dead letter", WAIT, || async {
+        let dead = dead_letters_of(&hub, &id).await;
+        if dead.is_empty() {
+            Err("none yet")
+        } else {
+            Ok(dead)
         }
     })
-    .await
-    .expect("a dead letter");
+    .await;
     let reason = dead[0]["reason"].as_str().unwrap();
     assert!(
         reason.contains("Retry-After") && reason.contains("3600"),
@@ -641,17 +641,14 @@ async fn every_connection_is_checked_again() {
     let hub = hub.restart_with(options).await;
     assert_eq!(publish(&hub, "rebound").await.status, 202);
     for id in &ids {
-        let error = tokio::time::timeout(WAIT, async {
-            loop {
-                let body = get(&hub, &format!("/v1/subscriptions/{id}")).await.body;
-                if let Some(error) = body["lastDelivery"]["error"].as_str() {
-                    return error.to_owned();
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+        let error = until("an attempt", WAIT, || async {
+            let body = get(&hub, &format!("/v1/subscriptions/{id}")).await.body;
+            match body["lastDelivery"]["error"].as_str() {
+                Some(error) => Ok(error.to_owned()),
+                None => Err(body),
             }
         })
-        .await
-        .expect("an attempt was made");
+        .await;
         assert!(error.contains("allow_sink_networks"), "{error}");
     }
     assert!(sink.deliveries().is_empty() && literal_sink.deliveries().is_empty());

@@ -6,6 +6,7 @@ use std::time::Duration;
 use knooppunt_broker::{IngestCounters, IngestOptions};
 use knooppunt_event::ProfileLevel;
 use knooppunt_store::{EventLog, Inspect, Store};
+use knooppunt_tests::wait::until;
 use knooppunt_tests::{Answer, TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -459,16 +460,17 @@ async fn unmatched_events_are_accepted_counted_and_swept_after_retention() {
     let matched = publish(&hub, &event("m-1").to_string()).await;
 
     let unmatched_seq = unmatched.body["sequence"].as_u64().unwrap();
-    let swept = tokio::time::timeout(Duration::from_secs(10), async {
-        while hub.store.event(unmatched_seq).await.unwrap().is_some() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
+    until(
+        "the finished event swept after retention",
+        Duration::from_secs(10),
+        || async {
+            match hub.store.event(unmatched_seq).await.unwrap() {
+                None => Ok(()),
+                Some(_) => Err("still kept"),
+            }
+        },
+    )
     .await;
-    assert!(
-        swept.is_ok(),
-        "the finished event was swept after retention"
-    );
     let matched_seq = matched.body["sequence"].as_u64().unwrap();
     assert!(
         hub.store.event(matched_seq).await.unwrap().is_some(),
