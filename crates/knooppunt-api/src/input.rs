@@ -7,7 +7,10 @@
 //! reader and the schema alike; unknown members are found against the derived schema, and
 //! the read-only members of the resource's representation may be sent back (ignored).
 
+use std::any::TypeId;
+use std::collections::HashMap;
 use std::marker::PhantomData;
+use std::sync::{Arc, OnceLock, RwLock};
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use http::request::Parts;
@@ -188,11 +191,11 @@ impl Problems {
 }
 
 /// A request body of a resource, read by [`Input`].
-pub(crate) trait Body: DeserializeOwned + JsonSchema {
+pub(crate) trait Body: DeserializeOwned + JsonSchema + 'static {
     /// What the body is, for the problem's detail ("the replay has problems").
     const NAME: &'static str;
     /// The resource's representation: its members may be sent back, and are ignored.
-    type Representation: JsonSchema;
+    type Representation: JsonSchema + 'static;
     /// What the body means once its values are checked.
     type Read;
 
@@ -200,13 +203,73 @@ pub(crate) trait Body: DeserializeOwned + JsonSchema {
     fn read(self, problems: &mut Problems) -> Option<Self::Read>;
 }
 
-/// The schema of `T` as a client sends it, its definitions inline under `$defs`.
-pub(crate) fn input_schema<T: JsonSchema>() -> Value {
-    SchemaSettings::draft2020_12()
+/// The schema of `T` as a client sends it, its definitions inline under `$defs`: derived
+/// once per type, the first time a request needs it.
+pub(crate) fn input_schema<T: JsonSchema + 'static>() -> Arc<Value> {
+    type Schemas = RwLock<HashMap<TypeId, Arc<Value>>>;
+    static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(Schemas::default);
+    let key = TypeId::of::<T>();
+    if let Some(found) = schemas.read().expect("the schemas' lock").get(&key) {
+        return Arc::clone(found);
+    }
+    let schema = SchemaSettings::draft2020_12()
         .for_deserialize()
         .into_generator()
         .into_root_schema_for::<T>()
-        .to_value()
+        .to_value();
+    let mut schemas = schemas.write().expect("the schemas' lock");
+    Arc::clone(schemas.entry(key).or_insert_with(|| Arc::new(schema)))
+}
+
+/// A whole number from `range` in a query parameter `name`, `default` when it is left out.
+pub(crate) fn whole_number(
+    field: &Field<String>,
+    name: &str,
+    range: std::ops::RangeInclusive<usize>,
+    default: usize,
+    problems: &mut Problems,
+) -> usize {
+    match field.given().map(|v| v.parse::<usize>()) {
+        None => default,
+        Some(Ok(n)) if range.contains(&n) => n,
+        Some(_) => {
+            problems.add(
+                name,
+                format!(
+                    "must be a whole number from {} to {}",
+                    range.start(),
+                    range.end()
+                ),
+            );
+            default
+        }
+    }
+}
+
+/// An ISO 8601 duration of at most `longest` (written `longest_text`: `PT60S`) in a query
+/// parameter `name`, if it is given.
+pub(crate) fn duration_at_most(
+    field: &Field<String>,
+    name: &str,
+    (longest, longest_text): (std::time::Duration, &str),
+    problems: &mut Problems,
+) -> Option<std::time::Duration> {
+    match field
+        .given()
+        .map(|v| knooppunt_store::parse_iso8601_duration(v))
+    {
+        None => None,
+        Some(Ok(duration)) if duration <= longest => Some(duration),
+        Some(Ok(_)) => {
+            problems.add(name, format!("must be at most {longest_text}"));
+            None
+        }
+        Some(Err(why)) => {
+            problems.add(name, why);
+            None
+        }
+    }
 }
 
 /// The members an object schema names, in its order.
@@ -300,7 +363,7 @@ fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
 
 /// Reads `body` as a `T` (a `body` of this API, `name`d for the messages), recording its
 /// unknown members; `None` when it is no object or not even a `T`.
-pub(crate) fn typed<T: DeserializeOwned + JsonSchema>(
+pub(crate) fn typed<T: DeserializeOwned + JsonSchema + 'static>(
     body: &Value,
     name: &str,
     problems: &mut Problems,
@@ -410,11 +473,10 @@ impl<S: Send + Sync, T: Body> FromRequestParts<S> for Params<T> {
                 problems.add(name, "is given twice; give it once");
             }
         }
-        let schema = input_schema::<T>();
+        let members = members_of(&input_schema::<T>());
+        let names: Vec<&str> = members.iter().map(String::as_str).collect();
         for name in object.keys() {
-            if !members_of(&schema).contains(name) {
-                let names = members_of(&schema);
-                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            if !members.contains(name) {
                 problems.add(
                     name.as_str(),
                     format!(

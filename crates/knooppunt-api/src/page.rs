@@ -9,7 +9,7 @@ use knooppunt_event::binding::percent::encode_component;
 use serde::Serialize;
 
 use crate::BASE_PATH;
-use crate::input::{Body, Field, Problems};
+use crate::input::{Body, Field, Problems, whole_number};
 use schemars::JsonSchema;
 
 /// Items per page unless the client asks otherwise.
@@ -26,7 +26,7 @@ pub(crate) struct Page<C = String> {
 }
 
 /// What a list's `cursor` is: the text of its last item's key, or a [`Sequence`].
-pub(crate) trait Cursor: serde::de::DeserializeOwned + JsonSchema {
+pub(crate) trait Cursor: serde::de::DeserializeOwned + JsonSchema + 'static {
     /// Whether it names no item: the first page.
     fn is_first(&self) -> bool;
 }
@@ -99,17 +99,13 @@ impl<C: Cursor> PageIn<C> {
     /// The page asked for; a problem recorded for a size out of bounds or a cursor that is
     /// not one of this list.
     pub(crate) fn read(self, problems: &mut Problems) -> Page<C> {
-        let size = match self.page_size.given().map(|v| v.parse::<usize>()) {
-            None => DEFAULT_PAGE_SIZE,
-            Some(Ok(n)) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
-            Some(_) => {
-                problems.add(
-                    "pageSize",
-                    format!("must be a whole number from 1 to {MAX_PAGE_SIZE}"),
-                );
-                DEFAULT_PAGE_SIZE
-            }
-        };
+        let size = whole_number(
+            &self.page_size,
+            "pageSize",
+            1..=MAX_PAGE_SIZE,
+            DEFAULT_PAGE_SIZE,
+            problems,
+        );
         let cursor = match self.cursor {
             Field::Given(cursor) => Some(cursor).filter(|c| !c.is_first()),
             Field::Wrong(serde_json::Value::String(text)) if text.is_empty() => None,

@@ -187,7 +187,7 @@ struct Held {
 }
 
 /// Reads a principal body: the unknown members, or the typed body.
-fn read_body<T: serde::de::DeserializeOwned + JsonSchema>(
+fn read_body<T: serde::de::DeserializeOwned + JsonSchema + 'static>(
     body: &Value,
     problems: &mut Problems,
 ) -> Result<T, ApiError> {
@@ -503,23 +503,12 @@ impl Body for IssueTokenQuery {
     type Read = Option<std::time::Duration>;
 
     fn read(self, problems: &mut Problems) -> Option<Self::Read> {
-        let keep_old = match self
-            .keep_old
-            .given()
-            .map(|v| knooppunt_store::parse_iso8601_duration(v))
-        {
-            None => None,
-            Some(Ok(overlap)) if overlap <= LONGEST_OVERLAP => Some(overlap),
-            Some(Ok(_)) => {
-                problems.add("keepOld", "must be at most P7D");
-                None
-            }
-            Some(Err(why)) => {
-                problems.add("keepOld", why);
-                None
-            }
-        };
-        Some(keep_old)
+        Some(input::duration_at_most(
+            &self.keep_old,
+            "keepOld",
+            (LONGEST_OVERLAP, "P7D"),
+            problems,
+        ))
     }
 }
 

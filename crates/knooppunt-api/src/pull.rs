@@ -24,7 +24,7 @@ use crate::document::{
 };
 use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
-use crate::input::{self, Body, Field, Params, Problems};
+use crate::input::{self, Body, Field, Params, Problems, duration_at_most, whole_number};
 use crate::problem::ApiError;
 use knooppunt_services::app::AppState;
 
@@ -119,36 +119,21 @@ impl Body for ReceiveQuery {
     type Read = (usize, Option<Duration>);
 
     fn read(self, problems: &mut Problems) -> Option<Self::Read> {
-        let max = match self.max_events.given().map(|v| v.parse::<usize>()) {
-            None => DEFAULT_MAX_EVENTS,
-            Some(Ok(n)) if (1..=MAX_RECEIVE).contains(&n) => n,
-            Some(_) => {
-                problems.add(
-                    "maxEvents",
-                    format!("must be a whole number from 1 to {MAX_RECEIVE}"),
-                );
-                1
-            }
-        };
-        Some((max, max_wait(self.max_wait, problems)))
+        let max = whole_number(
+            &self.max_events,
+            "maxEvents",
+            1..=MAX_RECEIVE,
+            DEFAULT_MAX_EVENTS,
+            problems,
+        );
+        Some((max, max_wait(&self.max_wait, problems)))
     }
 }
 
 /// `maxWait` of a query (ISO 8601, at most PT60S), if given; the caller shortens it to
 /// the longest wait this hub allows.
-pub(crate) fn max_wait(asked: Field<String>, problems: &mut Problems) -> Option<Duration> {
-    match asked.given().map(|v| parse_iso8601_duration(v)) {
-        None => None,
-        Some(Ok(wait)) if wait <= MAX_WAIT => Some(wait),
-        Some(Ok(_)) => {
-            problems.add("maxWait", "must be at most PT60S");
-            None
-        }
-        Some(Err(why)) => {
-            problems.add("maxWait", why);
-            None
-        }
-    }
+pub(crate) fn max_wait(asked: &Field<String>, problems: &mut Problems) -> Option<Duration> {
+    duration_at_most(asked, "maxWait", (MAX_WAIT, "PT60S"), problems)
 }
 
 /// A CloudEvents JSON batch of events kept as JSON text, each exactly as it is.

@@ -19,7 +19,7 @@ use crate::document::{
 };
 use crate::endpoints::Endpoints;
 use crate::ids::SubscriptionId;
-use crate::input::{Body, Field, Params, Problems};
+use crate::input::{Body, Field, Params, Problems, whole_number};
 use crate::problem::ApiError;
 use knooppunt_services::app::AppState;
 use schemars::JsonSchema;
@@ -104,18 +104,12 @@ impl Body for StreamQuery {
                 }
             },
         };
-        let limit = match self.limit.given().map(|v| v.parse::<usize>()) {
-            None => DEFAULT_LIMIT,
-            Some(Ok(n)) if (1..=MAX_LIMIT).contains(&n) => n,
-            Some(_) => {
-                problems.add(
-                    "limit",
-                    format!("must be a whole number from 1 to {MAX_LIMIT}"),
-                );
-                1
-            }
-        };
-        Some((after, limit, crate::pull::max_wait(self.max_wait, problems)))
+        let limit = whole_number(&self.limit, "limit", 1..=MAX_LIMIT, DEFAULT_LIMIT, problems);
+        Some((
+            after,
+            limit,
+            crate::pull::max_wait(&self.max_wait, problems),
+        ))
     }
 }
 

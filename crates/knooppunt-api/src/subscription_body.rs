@@ -264,16 +264,10 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
             "the body must be a JSON object",
         )]);
     };
-    // The request's schema and the representation's members, derived once.
-    static SCHEMAS: std::sync::OnceLock<(Value, Vec<String>)> = std::sync::OnceLock::new();
-    let (schema, ignored) = SCHEMAS.get_or_init(|| {
-        (
-            input_schema::<SubscriptionRequest>(),
-            members_of(&input_schema::<SubscriptionOut>()),
-        )
-    });
+    let schema = input_schema::<SubscriptionRequest>();
+    let ignored = members_of(&input_schema::<SubscriptionOut>());
     let mut problems = Problems::default();
-    unknown_members(schema, object, ("subscription", ignored), &mut problems);
+    unknown_members(&schema, object, ("subscription", &ignored), &mut problems);
     match SubscriptionRequest::deserialize(body) {
         Ok(request) => match request.check(rules, &mut problems) {
             Some(input) if problems.is_empty() => Ok(input),
