@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use knooppunt_broker::{IngestCounters, IngestOptions};
 use knooppunt_event::ProfileLevel;
-use knooppunt_store::{EventLog, Inspect, Store};
+use knooppunt_store::{AnyRecord, EventLog, Inspect, Key, Kind, RecordRef, Store, StoreFuture};
 use knooppunt_tests::wait::until;
 use knooppunt_tests::{Answer, TestHub, tokens};
 use reqwest::Method;
@@ -538,108 +538,31 @@ impl GatedStore {
 }
 
 impl knooppunt_store::Records for GatedStore {
-    fn insert_subscription<'a>(
-        &'a self,
-        s: &'a knooppunt_store::Subscription,
-    ) -> knooppunt_store::StoreFuture<'a, ()> {
-        self.inner.insert_subscription(s)
+    fn insert<'a>(&'a self, record: RecordRef<'a>) -> StoreFuture<'a, ()> {
+        self.inner.insert(record)
     }
 
-    fn update_subscription<'a>(
-        &'a self,
-        s: &'a knooppunt_store::Subscription,
-    ) -> knooppunt_store::StoreFuture<'a, bool> {
-        self.inner.update_subscription(s)
+    fn replace<'a>(&'a self, record: RecordRef<'a>) -> StoreFuture<'a, bool> {
+        self.inner.replace(record)
     }
 
-    fn delete_subscription<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::Subscription>> {
-        self.inner.delete_subscription(id)
+    fn put<'a>(&'a self, record: RecordRef<'a>) -> StoreFuture<'a, ()> {
+        self.inner.put(record)
     }
 
-    fn subscription<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::Subscription>> {
-        self.inner.subscription(id)
+    fn remove<'a>(&'a self, kind: Kind, key: Key<'a>) -> StoreFuture<'a, Option<AnyRecord>> {
+        self.inner.remove(kind, key)
     }
 
-    fn subscriptions(
-        &self,
-    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Subscription>> {
-        self.inner.subscriptions()
+    fn get<'a>(&'a self, kind: Kind, key: Key<'a>) -> StoreFuture<'a, Option<AnyRecord>> {
+        self.inner.get(kind, key)
     }
 
-    fn insert_principal<'a>(
-        &'a self,
-        p: &'a knooppunt_store::StoredPrincipal,
-    ) -> knooppunt_store::StoreFuture<'a, ()> {
-        self.inner.insert_principal(p)
+    fn all(&self, kind: Kind) -> StoreFuture<'_, Vec<AnyRecord>> {
+        self.inner.all(kind)
     }
 
-    fn update_principal<'a>(
-        &'a self,
-        p: &'a knooppunt_store::StoredPrincipal,
-    ) -> knooppunt_store::StoreFuture<'a, bool> {
-        self.inner.update_principal(p)
-    }
-
-    fn delete_principal<'a>(&'a self, name: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
-        self.inner.delete_principal(name)
-    }
-
-    fn insert_catalog_entry<'a>(
-        &'a self,
-        entry: &'a knooppunt_store::CatalogEntry,
-    ) -> knooppunt_store::StoreFuture<'a, ()> {
-        self.inner.insert_catalog_entry(entry)
-    }
-
-    fn update_catalog_entry<'a>(
-        &'a self,
-        entry: &'a knooppunt_store::CatalogEntry,
-    ) -> knooppunt_store::StoreFuture<'a, bool> {
-        self.inner.update_catalog_entry(entry)
-    }
-
-    fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
-        self.inner.delete_catalog_entry(id)
-    }
-
-    fn catalog_entries(
-        &self,
-    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::CatalogEntry>> {
-        self.inner.catalog_entries()
-    }
-
-    fn put_grant<'a>(
-        &'a self,
-        grant: &'a knooppunt_store::Grant,
-    ) -> knooppunt_store::StoreFuture<'a, ()> {
-        self.inner.put_grant(grant)
-    }
-
-    fn delete_grant<'a>(
-        &'a self,
-        entry: &'a str,
-        subscription: &'a str,
-    ) -> knooppunt_store::StoreFuture<'a, bool> {
-        self.inner.delete_grant(entry, subscription)
-    }
-
-    fn grants(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Grant>> {
-        self.inner.grants()
-    }
-
-    fn principals(
-        &self,
-    ) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::StoredPrincipal>> {
-        self.inner.principals()
-    }
-
-    fn former_owner<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, Option<String>> {
+    fn former_owner<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<String>> {
         self.inner.former_owner(id)
     }
 
@@ -647,38 +570,12 @@ impl knooppunt_store::Records for GatedStore {
         &'a self,
         replay: &'a knooppunt_store::Replay,
         expected: Option<u64>,
-    ) -> knooppunt_store::StoreFuture<'a, bool> {
+    ) -> StoreFuture<'a, bool> {
         self.inner.put_replay(replay, expected)
     }
 
-    fn replays(&self) -> knooppunt_store::StoreFuture<'_, Vec<knooppunt_store::Replay>> {
-        self.inner.replays()
-    }
-
-    fn delete_replay<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
-        self.inner.delete_replay(id)
-    }
-
-    fn put_session<'a>(
-        &'a self,
-        session: &'a knooppunt_store::Session,
-    ) -> knooppunt_store::StoreFuture<'a, ()> {
-        self.inner.put_session(session)
-    }
-
-    fn session<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> knooppunt_store::StoreFuture<'a, Option<knooppunt_store::Session>> {
-        self.inner.session(id)
-    }
-
-    fn delete_session<'a>(&'a self, id: &'a str) -> knooppunt_store::StoreFuture<'a, bool> {
-        self.inner.delete_session(id)
-    }
-
-    fn sweep_sessions(&self, now: u64, idle: u64) -> knooppunt_store::StoreFuture<'_, u64> {
-        self.inner.sweep_sessions(now, idle)
+    fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64> {
+        self.inner.sweep_sessions(now_ms, idle_before_ms)
     }
 }
 

@@ -3,6 +3,8 @@
 //! reopen one (as after a restart); each check panics with what it found.
 //!
 //! The contracts checked:
+//! - every kind of record through the one generic core: kept apart under its own key,
+//!   read back, replaced, put, removed (returned once), durable;
 //! - subscriptions: insert (a taken id is a conflict), read, list in id order, update,
 //!   delete, and all of it durable across a reopen;
 //! - principals: likewise (a taken name is refused), every field kept as written;

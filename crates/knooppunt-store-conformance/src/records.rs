@@ -12,6 +12,7 @@ pub async fn records(backend: &mut impl Backend) {
     sessions_are_kept_replaced_and_swept(backend).await;
     deleting_a_subscription_drops_its_queue(backend).await;
     keys_are_listed_in_the_order_of_their_bytes(backend).await;
+    every_kind_goes_through_one_core(backend).await;
 }
 
 async fn subscriptions_are_kept(backend: &mut impl Backend) {
@@ -479,4 +480,123 @@ async fn keys_are_listed_in_the_order_of_their_bytes(backend: &mut impl Backend)
     for (what, listed) in listings {
         assert_eq!(listed, in_byte_order, "{what}");
     }
+}
+
+/// The generic core ([`knooppunt_store::Records::insert`], `replace`, `put`, `get`, `all`,
+/// `remove`) keeps every kind apart under its own key, the same way: what goes in comes
+/// back, a taken key is the kind's own error, a removed record is returned once.
+async fn every_kind_goes_through_one_core(backend: &mut impl Backend) {
+    use knooppunt_store::{AnyRecord, Grant, GrantState, Key, Kind, Replay, ReplayState, Session};
+    let store = backend.open().await;
+    let grant = Grant {
+        entry: "k".into(),
+        subscription: "k".into(),
+        state: GrantState::Requested,
+        requested_at: 1,
+        decision: None,
+    };
+    let replay = Replay {
+        id: "k".into(),
+        subscription: "k".into(),
+        requested_by: "gemeente".into(),
+        from_ms: 1,
+        until_ms: 2,
+        state: ReplayState::Running,
+        position: 0,
+        queued: 0,
+        last_event_at: None,
+        created_at: 1,
+        updated_at: 1,
+        finished_at: None,
+        error: None,
+    };
+    let session = Session {
+        id: "k".into(),
+        principal: "gemeente".into(),
+        credential: "token:ab12".into(),
+        csrf: "csrf".into(),
+        created_at: 1,
+        expires_at: 2,
+        last_seen_at: 1,
+    };
+    // Every kind under the same key "k" (a grant: entry and subscription "k").
+    let records: Vec<AnyRecord> = vec![
+        subscription("k").into(),
+        principal("k").into(),
+        catalog_entry("k").into(),
+        grant.into(),
+        replay.into(),
+        session.into(),
+    ];
+    let key = |kind: Kind| match kind {
+        Kind::Grant => Key::Grant {
+            entry: "k",
+            subscription: "k",
+        },
+        _ => Key::One("k"),
+    };
+    for record in &records {
+        let kind = record.kind();
+        assert_eq!(store.get(kind, key(kind)).await.unwrap(), None, "{kind:?}");
+        assert!(
+            !store.replace(record.as_record()).await.unwrap(),
+            "{kind:?}: nothing to replace yet"
+        );
+        store.insert(record.as_record()).await.unwrap();
+        let taken = store.insert(record.as_record()).await.unwrap_err();
+        match kind {
+            Kind::Principal => assert!(matches!(taken, StoreError::NameTaken(_)), "{taken:?}"),
+            _ => assert!(
+                matches!(taken, StoreError::Conflict(_)),
+                "{kind:?}: {taken:?}"
+            ),
+        }
+    }
+    let store = backend.reopen(store).await;
+    for record in &records {
+        let kind = record.kind();
+        assert_eq!(
+            store.get(kind, key(kind)).await.unwrap().as_ref(),
+            Some(record),
+            "{kind:?}: read back under its key, apart from the other kinds, durable"
+        );
+        assert_eq!(
+            store.all(kind).await.unwrap(),
+            std::slice::from_ref(record),
+            "{kind:?}"
+        );
+        assert!(store.replace(record.as_record()).await.unwrap(), "{kind:?}");
+        store.put(record.as_record()).await.unwrap();
+        assert_eq!(
+            store.all(kind).await.unwrap().len(),
+            1,
+            "{kind:?}: put in place"
+        );
+    }
+    for record in &records {
+        let kind = record.kind();
+        assert_eq!(
+            store.remove(kind, key(kind)).await.unwrap().as_ref(),
+            Some(record),
+            "{kind:?}: the removed record is returned"
+        );
+        assert_eq!(
+            store.remove(kind, key(kind)).await.unwrap(),
+            None,
+            "{kind:?}"
+        );
+        assert_eq!(store.get(kind, key(kind)).await.unwrap(), None, "{kind:?}");
+    }
+    let store = backend.reopen(store).await;
+    for &kind in Kind::ALL {
+        assert!(
+            store.all(kind).await.unwrap().is_empty(),
+            "{kind:?}: removed for good"
+        );
+    }
+    assert_eq!(
+        store.former_owner("k").await.unwrap().as_deref(),
+        Some("gemeente"),
+        "a subscription removed through the core leaves its owner known"
+    );
 }

@@ -345,20 +345,6 @@ impl EmbeddedStore {
             .await
     }
 
-    /// Removes `key` from `tree` and, when it was there, commits; whether it was.
-    async fn remove_committed(
-        &self,
-        tree: &sled::Tree,
-        key: impl AsRef<[u8]>,
-    ) -> Result<bool, StoreError> {
-        self.writable()?;
-        if tree.remove(key).map_err(backend)?.is_none() {
-            return Ok(false);
-        }
-        self.commit().await?;
-        Ok(true)
-    }
-
     // Keyed records, one tree per kind, written the same way for every kind.
 
     /// Writes a new record under `key`, durably; `taken` is the error when the key is.

@@ -362,24 +362,6 @@ impl PgStore {
         self.inner.pool.get().await.map_err(pool_error)
     }
 
-    /// Runs `sql` (a write of a subscription or a principal) with `params`; when it wrote the row, bumps the version in the same transaction and
-    /// commits. Returns whether it wrote.
-    async fn write_and_bump(
-        &self,
-        sql: &str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Result<bool, StoreError> {
-        let mut client = self.client().await?;
-        let transaction = client.transaction().await.map_err(backend)?;
-        let written = transaction.execute(sql, params).await.map_err(backend)?;
-        if written == 0 {
-            return Ok(false);
-        }
-        Self::bump(&transaction).await?;
-        transaction.commit().await.map_err(backend)?;
-        Ok(true)
-    }
-
     /// Bumps the subscriptions' version in `transaction`, and tells the other hubs at the
     /// commit.
     async fn bump(transaction: &deadpool_postgres::Transaction<'_>) -> Result<(), StoreError> {

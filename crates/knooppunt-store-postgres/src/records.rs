@@ -1,58 +1,173 @@
 //! [`knooppunt_store::Records`] on PostgreSQL: subscriptions, principals, the catalog,
-//! grants, replays and sessions, each a table.
+//! grants, replays and sessions, each a table written through the generic helpers of
+//! `table.rs`.
+
+use knooppunt_store::{AnyRecord, Key, Kind, RecordRef};
 
 use super::*;
+use crate::table::{DocumentValues, Write};
+
+impl PgStore {
+    /// Writes a record as `how` says; whether a row was written.
+    async fn write_record(&self, how: Write, record: RecordRef<'_>) -> Result<bool, StoreError> {
+        match record {
+            RecordRef::Subscription(s) => {
+                let params = subscriptions::params(s);
+                self.write_row::<Subscription>(how, &params.refs()).await
+            }
+            RecordRef::Principal(p) => {
+                let params = principals::Params::new(p);
+                self.write_row::<StoredPrincipal>(how, &params.refs(p))
+                    .await
+            }
+            RecordRef::CatalogEntry(e) => {
+                let params = catalog::Params::new(e);
+                self.write_row::<CatalogEntry>(how, &params.refs(e)).await
+            }
+            RecordRef::Grant(g) => {
+                let params = catalog::grant_params(g);
+                self.write_row::<Grant>(how, &params.refs(g)).await
+            }
+            RecordRef::Replay(r) => {
+                let values = DocumentValues::new(r);
+                self.write_row::<Replay>(how, &values.refs(r)).await
+            }
+            RecordRef::Session(s) => {
+                let values = DocumentValues::new(s);
+                self.write_row::<Session>(how, &values.refs(s)).await
+            }
+        }
+    }
+
+    /// Removes a subscription with its deliveries and dead letters, keeping its owner, in
+    /// one transaction.
+    async fn delete_subscription_row(&self, id: &str) -> Result<Option<Subscription>, StoreError> {
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await.map_err(backend)?;
+        let sql = format!(
+            "DELETE FROM subscriptions WHERE id = $1 RETURNING {}",
+            subscriptions::COLUMNS
+        );
+        let Some(row) = transaction.query_opt(&sql, &[&id]).await.map_err(backend)? else {
+            return Ok(None);
+        };
+        let deleted = subscriptions::from_row(&row)?;
+        transaction
+            .execute(
+                "INSERT INTO former_subscriptions (id, owner) VALUES ($1, $2)
+                 ON CONFLICT (id) DO UPDATE SET owner = excluded.owner",
+                &[&id, &deleted.owner],
+            )
+            .await
+            .map_err(backend)?;
+        for table in ["deliveries", "dead_letters"] {
+            transaction
+                .execute(
+                    &format!("DELETE FROM {table} WHERE subscription = $1"),
+                    &[&id],
+                )
+                .await
+                .map_err(backend)?;
+        }
+        Self::bump(&transaction).await?;
+        transaction.commit().await.map_err(backend)?;
+        Ok(Some(deleted))
+    }
+}
+
+/// `$body` with `$t` the type of records of `$kind`.
+macro_rules! each_kind {
+    ($kind:expr, |$t:ident| $body:expr) => {
+        match $kind {
+            Kind::Subscription => {
+                type $t = Subscription;
+                $body
+            }
+            Kind::Principal => {
+                type $t = StoredPrincipal;
+                $body
+            }
+            Kind::CatalogEntry => {
+                type $t = CatalogEntry;
+                $body
+            }
+            Kind::Grant => {
+                type $t = Grant;
+                $body
+            }
+            Kind::Replay => {
+                type $t = Replay;
+                $body
+            }
+            Kind::Session => {
+                type $t = Session;
+                $body
+            }
+        }
+    };
+}
+/// A key as the values of its columns.
+fn key_values<'a>(key: &'a Key<'a>) -> Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)> {
+    match key {
+        Key::One(id) => vec![id],
+        Key::Grant {
+            entry,
+            subscription,
+        } => vec![entry, subscription],
+    }
+}
 
 impl knooppunt_store::Records for PgStore {
-    fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
+    fn insert<'a>(&'a self, record: RecordRef<'a>) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            let params = subscriptions::params(subscription);
-            if !self.insert_row::<Subscription>(&params.refs()).await? {
-                return Err(StoreError::Conflict(subscription.id.clone()));
+            if !self.write_record(Write::Insert, record).await? {
+                return Err(record.taken());
             }
             Ok(())
         })
     }
 
-    fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool> {
+    fn replace<'a>(&'a self, record: RecordRef<'a>) -> StoreFuture<'a, bool> {
+        Box::pin(self.write_record(Write::Replace, record))
+    }
+
+    fn put<'a>(&'a self, record: RecordRef<'a>) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            let params = subscriptions::params(subscription);
-            self.replace_row::<Subscription>(&params.refs()).await
+            self.write_record(Write::Upsert, record).await?;
+            Ok(())
         })
     }
 
-    fn delete_subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
+    fn remove<'a>(&'a self, kind: Kind, key: Key<'a>) -> StoreFuture<'a, Option<AnyRecord>> {
         Box::pin(async move {
-            let mut client = self.client().await?;
-            let transaction = client.transaction().await.map_err(backend)?;
-            let sql = format!(
-                "DELETE FROM subscriptions WHERE id = $1 RETURNING {}",
-                subscriptions::COLUMNS
-            );
-            let Some(row) = transaction.query_opt(&sql, &[&id]).await.map_err(backend)? else {
-                return Ok(None);
-            };
-            let deleted = subscriptions::from_row(&row)?;
-            transaction
-                .execute(
-                    "INSERT INTO former_subscriptions (id, owner) VALUES ($1, $2)
-                     ON CONFLICT (id) DO UPDATE SET owner = excluded.owner",
-                    &[&id, &deleted.owner],
-                )
-                .await
-                .map_err(backend)?;
-            for table in ["deliveries", "dead_letters"] {
-                transaction
-                    .execute(
-                        &format!("DELETE FROM {table} WHERE subscription = $1"),
-                        &[&id],
-                    )
-                    .await
-                    .map_err(backend)?;
+            if let (Kind::Subscription, Key::One(id)) = (kind, key) {
+                let deleted = self.delete_subscription_row(id).await?;
+                return Ok(deleted.map(AnyRecord::from));
             }
-            Self::bump(&transaction).await?;
-            transaction.commit().await.map_err(backend)?;
-            Ok(Some(deleted))
+            let key = key_values(&key);
+            Ok(each_kind!(kind, |T| self
+                .delete_row::<T>(&key)
+                .await?
+                .map(AnyRecord::from)))
+        })
+    }
+
+    fn get<'a>(&'a self, kind: Kind, key: Key<'a>) -> StoreFuture<'a, Option<AnyRecord>> {
+        Box::pin(async move {
+            let key = key_values(&key);
+            Ok(each_kind!(kind, |T| self
+                .row::<T>(&key)
+                .await?
+                .map(AnyRecord::from)))
+        })
+    }
+
+    fn all(&self, kind: Kind) -> StoreFuture<'_, Vec<AnyRecord>> {
+        Box::pin(async move {
+            Ok(each_kind!(kind, |T| {
+                let rows = self.rows::<T>().await?;
+                rows.into_iter().map(AnyRecord::from).collect()
+            }))
         })
     }
 
@@ -70,143 +185,34 @@ impl knooppunt_store::Records for PgStore {
         })
     }
 
-    fn subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
-        Box::pin(self.row::<Subscription>(id))
-    }
-
-    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
-        Box::pin(self.rows::<Subscription>())
-    }
-
-    fn insert_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let params = principals::Params::new(principal);
-            if !self
-                .insert_row::<StoredPrincipal>(&params.refs(principal))
-                .await?
-            {
-                return Err(StoreError::NameTaken(principal.name.clone()));
-            }
-            Ok(())
-        })
-    }
-
-    fn update_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let params = principals::Params::new(principal);
-            self.replace_row::<StoredPrincipal>(&params.refs(principal))
-                .await
-        })
-    }
-
-    fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move { self.delete_row::<StoredPrincipal>(&[&name]).await })
-    }
-
-    fn insert_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let params = catalog::Params::new(entry);
-            if !self.insert_row::<CatalogEntry>(&params.refs(entry)).await? {
-                return Err(StoreError::Conflict(entry.id.clone()));
-            }
-            Ok(())
-        })
-    }
-
-    fn update_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let params = catalog::Params::new(entry);
-            self.replace_row::<CatalogEntry>(&params.refs(entry)).await
-        })
-    }
-
-    fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move { self.delete_row::<CatalogEntry>(&[&id]).await })
-    }
-
-    fn catalog_entries(&self) -> StoreFuture<'_, Vec<CatalogEntry>> {
-        Box::pin(self.rows::<CatalogEntry>())
-    }
-
     fn put_replay<'a>(
         &'a self,
         replay: &'a Replay,
         expected: Option<u64>,
     ) -> StoreFuture<'a, bool> {
         Box::pin(async move {
+            let Some(expected) = expected else {
+                return self
+                    .write_record(Write::Insert, RecordRef::Replay(replay))
+                    .await;
+            };
             let client = self.client().await?;
             let body = serde_json::to_string(replay).expect("replays serialise");
-            let changed = match expected {
-                None => {
-                    client
-                        .execute(
-                            "INSERT INTO replays (id, created_at, updated_at, body) \
-                         VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
-                            &[
-                                &replay.id,
-                                &(replay.created_at as i64),
-                                &(replay.updated_at as i64),
-                                &body,
-                            ],
-                        )
-                        .await
-                }
-                Some(expected) => {
-                    client
-                        .execute(
-                            "UPDATE replays SET updated_at = $2, body = $3 \
-                         WHERE id = $1 AND updated_at = $4",
-                            &[
-                                &replay.id,
-                                &(replay.updated_at as i64),
-                                &body,
-                                &(expected as i64),
-                            ],
-                        )
-                        .await
-                }
-            }
-            .map_err(backend)?;
-            Ok(changed == 1)
-        })
-    }
-
-    fn replays(&self) -> StoreFuture<'_, Vec<Replay>> {
-        Box::pin(self.documents(("replays", "a replay"), "created_at, id"))
-    }
-
-    fn delete_replay<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(self.delete_document("replays", id))
-    }
-
-    fn put_session<'a>(&'a self, session: &'a Session) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let client = self.client().await?;
-            let body = serde_json::to_string(session).expect("sessions serialise");
-            client
+            let changed = client
                 .execute(
-                    "INSERT INTO sessions (id, expires_at, last_seen_at, body) \
-                     VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO UPDATE \
-                     SET expires_at = $2, last_seen_at = $3, body = $4",
+                    "UPDATE replays SET updated_at = $2, body = $3 \
+                     WHERE id = $1 AND updated_at = $4",
                     &[
-                        &session.id,
-                        &(session.expires_at as i64),
-                        &(session.last_seen_at as i64),
+                        &replay.id,
+                        &(replay.updated_at as i64),
                         &body,
+                        &(expected as i64),
                     ],
                 )
                 .await
                 .map_err(backend)?;
-            Ok(())
+            Ok(changed == 1)
         })
-    }
-
-    fn session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Session>> {
-        Box::pin(self.document(("sessions", "a session"), id))
-    }
-
-    fn delete_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(self.delete_document("sessions", id))
     }
 
     fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64> {
@@ -220,24 +226,5 @@ impl knooppunt_store::Records for PgStore {
                 .await
                 .map_err(backend)
         })
-    }
-
-    fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let params = catalog::grant_params(grant);
-            self.upsert_row::<Grant>(&params.refs(grant)).await
-        })
-    }
-
-    fn delete_grant<'a>(&'a self, entry: &'a str, subscription: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move { self.delete_row::<Grant>(&[&entry, &subscription]).await })
-    }
-
-    fn grants(&self) -> StoreFuture<'_, Vec<Grant>> {
-        Box::pin(self.rows::<Grant>())
-    }
-
-    fn principals(&self) -> StoreFuture<'_, Vec<StoredPrincipal>> {
-        Box::pin(self.rows::<StoredPrincipal>())
     }
 }

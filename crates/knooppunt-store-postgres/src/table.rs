@@ -1,10 +1,9 @@
-//! Keyed records kept as rows of their own table (subscriptions, principals, catalog
-//! entries, grants): read, inserted, replaced, upserted and deleted the same way for every
-//! kind; each kind says only how it is a row (its file: `subscriptions.rs`,
-//! `principals.rs`, `catalog.rs`). Records kept as a JSON document beside a few columns to select them by
-//! (replays, console sessions) are read and deleted the same way for every kind too.
+//! Keyed records, each kind a table: read, inserted, replaced, upserted and deleted the
+//! same way for every kind; each kind says only how it is a row (its file:
+//! `subscriptions.rs`, `principals.rs`, `catalog.rs`; replays and console sessions, kept as
+//! a JSON document beside the columns they are selected by, here).
 
-use knooppunt_store::StoreError;
+use knooppunt_store::{Replay, Session, StoreError};
 use serde::de::DeserializeOwned;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -22,6 +21,9 @@ pub(crate) trait Table: Sized {
     const PLACEHOLDERS: &'static str;
     /// The order [`PgStore::rows`] gives them in.
     const ORDER: &'static str = Self::KEY;
+    /// Whether every hub keeps these in memory, so that a change bumps the version they
+    /// reload at (not replays or sessions, which are read where they are needed).
+    const RELOADED: bool = true;
 
     fn from_row(row: &Row) -> Result<Self, StoreError>;
 }
@@ -29,73 +31,84 @@ pub(crate) trait Table: Sized {
 /// The values of a row's columns, in the order of [`Table::COLUMNS`].
 pub(crate) type Values<'a> = [&'a (dyn ToSql + Sync)];
 
+/// How a row is written.
+#[derive(Clone, Copy)]
+pub(crate) enum Write {
+    /// Unless its key is taken.
+    Insert,
+    /// In place of the row with its key, if there is one.
+    Replace,
+    /// Whether or not there is one.
+    Upsert,
+}
+
+/// `($1, $2, …)` for a key of `n` columns.
+fn key_placeholders(n: usize) -> String {
+    let placeholders: Vec<String> = (1..=n).map(|n| format!("${n}")).collect();
+    placeholders.join(", ")
+}
+
 impl PgStore {
-    /// Inserts a row unless its key is taken (then `false`, nothing written); bumps the
-    /// version the hubs reload at.
-    pub(crate) async fn insert_row<T: Table>(
+    /// Writes a row as `how` says; whether one was written (with [`Write::Insert`],
+    /// `false` means the key is taken; with [`Write::Replace`], that there is none).
+    pub(crate) async fn write_row<T: Table>(
         &self,
+        how: Write,
         values: &Values<'_>,
     ) -> Result<bool, StoreError> {
-        let sql = format!(
-            "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
-            T::NAME,
-            T::COLUMNS,
-            T::PLACEHOLDERS,
-            T::KEY
-        );
-        self.write_and_bump(&sql, values).await
+        let (name, columns, placeholders, key) = (T::NAME, T::COLUMNS, T::PLACEHOLDERS, T::KEY);
+        let sql = match how {
+            Write::Insert => format!(
+                "INSERT INTO {name} ({columns}) VALUES ({placeholders}) \
+                 ON CONFLICT ({key}) DO NOTHING"
+            ),
+            Write::Replace => {
+                let at = key_placeholders(key.split(',').count());
+                format!("UPDATE {name} SET ({columns}) = ({placeholders}) WHERE ({key}) = ({at})")
+            }
+            Write::Upsert => format!(
+                "INSERT INTO {name} ({columns}) VALUES ({placeholders}) ON CONFLICT ({key}) \
+                 DO UPDATE SET ({columns}) = ({placeholders})"
+            ),
+        };
+        self.write::<T>(&sql, values).await
     }
 
-    /// Replaces the row with the key of `values` (`$1`); `false` when there is none.
-    pub(crate) async fn replace_row<T: Table>(
+    /// Deletes the row with `key` (a value per key column) and returns it.
+    pub(crate) async fn delete_row<T: Table>(
         &self,
-        values: &Values<'_>,
-    ) -> Result<bool, StoreError> {
+        key: &Values<'_>,
+    ) -> Result<Option<T>, StoreError> {
         let sql = format!(
-            "UPDATE {} SET ({}) = ({}) WHERE {} = $1",
-            T::NAME,
-            T::COLUMNS,
-            T::PLACEHOLDERS,
-            T::KEY
-        );
-        self.write_and_bump(&sql, values).await
-    }
-
-    /// Inserts the row, or replaces the one with its key; bumps the version.
-    pub(crate) async fn upsert_row<T: Table>(&self, values: &Values<'_>) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO {name} ({columns}) VALUES ({placeholders}) ON CONFLICT ({key}) \
-             DO UPDATE SET ({columns}) = ({placeholders})",
-            name = T::NAME,
-            columns = T::COLUMNS,
-            placeholders = T::PLACEHOLDERS,
-            key = T::KEY
-        );
-        self.write_and_bump(&sql, values).await.map(|_| ())
-    }
-
-    /// Deletes the row with `key` (a value per key column); `false` when there is none.
-    pub(crate) async fn delete_row<T: Table>(&self, key: &Values<'_>) -> Result<bool, StoreError> {
-        let placeholders: Vec<String> = (1..=key.len()).map(|n| format!("${n}")).collect();
-        let sql = format!(
-            "DELETE FROM {} WHERE ({}) = ({})",
+            "DELETE FROM {} WHERE ({}) = ({}) RETURNING {}",
             T::NAME,
             T::KEY,
-            placeholders.join(", ")
+            key_placeholders(key.len()),
+            T::COLUMNS
         );
-        self.write_and_bump(&sql, key).await
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await.map_err(backend)?;
+        let Some(row) = transaction.query_opt(&sql, key).await.map_err(backend)? else {
+            return Ok(None);
+        };
+        if T::RELOADED {
+            Self::bump(&transaction).await?;
+        }
+        transaction.commit().await.map_err(backend)?;
+        T::from_row(&row).map(Some)
     }
 
-    /// The row with `key`, if there is one.
-    pub(crate) async fn row<T: Table>(&self, key: &str) -> Result<Option<T>, StoreError> {
+    /// The row with `key` (a value per key column), if there is one.
+    pub(crate) async fn row<T: Table>(&self, key: &Values<'_>) -> Result<Option<T>, StoreError> {
         let client = self.client().await?;
         let sql = format!(
-            "SELECT {} FROM {} WHERE {} = $1",
+            "SELECT {} FROM {} WHERE ({}) = ({})",
             T::COLUMNS,
             T::NAME,
-            T::KEY
+            T::KEY,
+            key_placeholders(key.len())
         );
-        let row = client.query_opt(&sql, &[&key]).await.map_err(backend)?;
+        let row = client.query_opt(&sql, key).await.map_err(backend)?;
         row.as_ref().map(T::from_row).transpose()
     }
 
@@ -112,40 +125,92 @@ impl PgStore {
         rows.iter().map(T::from_row).collect()
     }
 
-    /// Deletes document `id` of `table` (`replays`, `sessions`); `false` when there is
-    /// none. No version bump: no hub keeps these in memory.
-    pub(crate) async fn delete_document(&self, table: &str, id: &str) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        let sql = format!("DELETE FROM {table} WHERE id = $1");
-        let removed = client.execute(&sql, &[&id]).await.map_err(backend)?;
-        Ok(removed == 1)
-    }
-
-    /// Document `id` of `table`, if there is one; `what` names it in a corruption report.
-    pub(crate) async fn document<T: DeserializeOwned>(
-        &self,
-        (table, what): (&str, &str),
-        id: &str,
-    ) -> Result<Option<T>, StoreError> {
-        let client = self.client().await?;
-        let sql = format!("SELECT body FROM {table} WHERE id = $1");
-        let row = client.query_opt(&sql, &[&id]).await.map_err(backend)?;
-        row.map(|row| parse(row.get(0), what)).transpose()
-    }
-
-    /// Every document of `table`, in the order of `order_by`.
-    pub(crate) async fn documents<T: DeserializeOwned>(
-        &self,
-        (table, what): (&str, &str),
-        order_by: &str,
-    ) -> Result<Vec<T>, StoreError> {
-        let client = self.client().await?;
-        let sql = format!("SELECT body FROM {table} ORDER BY {order_by}");
-        let rows = client.query(&sql, &[]).await.map_err(backend)?;
-        rows.iter().map(|row| parse(row.get(0), what)).collect()
+    /// Runs a write of one row of `T`; whether it wrote one. When it did and hubs keep
+    /// `T` in memory, the version they reload at is bumped in the same transaction.
+    async fn write<T: Table>(&self, sql: &str, values: &Values<'_>) -> Result<bool, StoreError> {
+        if !T::RELOADED {
+            let client = self.client().await?;
+            let written = client.execute(sql, values).await.map_err(backend)?;
+            return Ok(written == 1);
+        }
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await.map_err(backend)?;
+        let written = transaction.execute(sql, values).await.map_err(backend)?;
+        if written == 0 {
+            return Ok(false);
+        }
+        Self::bump(&transaction).await?;
+        transaction.commit().await.map_err(backend)?;
+        Ok(true)
     }
 }
 
-fn parse<T: DeserializeOwned>(body: &str, what: &str) -> Result<T, StoreError> {
-    serde_json::from_str(body).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+/// A record kept as its JSON document (the model's own form) beside two times it is
+/// selected or swept by.
+pub(crate) trait Document: serde::Serialize + DeserializeOwned {
+    const NAME: &'static str;
+    const COLUMNS: &'static str;
+    const ORDER: &'static str;
+    const WHAT: &'static str;
+    fn id(&self) -> &String;
+    fn times(&self) -> [u64; 2];
+}
+
+impl Document for Replay {
+    const NAME: &'static str = "replays";
+    const COLUMNS: &'static str = "id, created_at, updated_at, body";
+    const ORDER: &'static str = "created_at, id";
+    const WHAT: &'static str = "a replay";
+    fn id(&self) -> &String {
+        &self.id
+    }
+    fn times(&self) -> [u64; 2] {
+        [self.created_at, self.updated_at]
+    }
+}
+
+impl Document for Session {
+    const NAME: &'static str = "sessions";
+    const COLUMNS: &'static str = "id, expires_at, last_seen_at, body";
+    const ORDER: &'static str = "id";
+    const WHAT: &'static str = "a console session";
+    fn id(&self) -> &String {
+        &self.id
+    }
+    fn times(&self) -> [u64; 2] {
+        [self.expires_at, self.last_seen_at]
+    }
+}
+
+/// A document's column values, owned: its times as PostgreSQL's `bigint` and its body.
+pub(crate) struct DocumentValues {
+    times: [i64; 2],
+    body: String,
+}
+
+impl DocumentValues {
+    pub(crate) fn new<D: Document>(document: &D) -> DocumentValues {
+        DocumentValues {
+            times: document.times().map(|time| time as i64),
+            body: serde_json::to_string(document).expect("documents serialise"),
+        }
+    }
+
+    pub(crate) fn refs<'a, D: Document>(&'a self, document: &'a D) -> [&'a (dyn ToSql + Sync); 4] {
+        [document.id(), &self.times[0], &self.times[1], &self.body]
+    }
+}
+
+impl<D: Document> Table for D {
+    const NAME: &'static str = D::NAME;
+    const KEY: &'static str = "id";
+    const COLUMNS: &'static str = D::COLUMNS;
+    const PLACEHOLDERS: &'static str = "$1, $2, $3, $4";
+    const ORDER: &'static str = D::ORDER;
+    const RELOADED: bool = false;
+
+    fn from_row(row: &Row) -> Result<Self, StoreError> {
+        serde_json::from_str(row.get("body"))
+            .map_err(|e| StoreError::Corrupt(format!("{}: {e}", D::WHAT)))
+    }
 }

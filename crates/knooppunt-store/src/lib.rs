@@ -13,6 +13,7 @@ pub mod audit;
 mod catalog;
 mod principal;
 mod queue;
+mod record;
 mod replay;
 mod session;
 mod subscription;
@@ -32,6 +33,7 @@ pub use queue::{
     Appended, Attempt, DeadLetter, Delivery, DeliveryChange, NewEvent, QueueStats, Receipt,
     StoredEvent, Swept, Verdict, event_size,
 };
+pub use record::{AnyRecord, Key, Kind, Record, RecordRef};
 pub use replay::{Replay, ReplayState};
 pub use session::Session;
 pub use subscription::{
@@ -125,57 +127,37 @@ pub struct BackupSummary {
 
 /// Keyed records: subscriptions, principals, catalog entries, grants, replays and
 /// console sessions.
+///
+/// A backend writes the generic core, once for every [`Kind`]; the typed wrappers below it
+/// (`insert_subscription`, `principals`, …) are the same for every backend. Only what is
+/// not a plain keyed record is its own method: a deleted subscription's owner, a replay's
+/// compare-and-swap and the sweep of ended sessions.
 pub trait Records: Send + Sync {
-    /// Stores a new subscription; fails with [`StoreError::Conflict`] if the id is taken.
-    fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()>;
+    /// Stores a new record; [`RecordRef::taken`] (`Conflict`, or `NameTaken` for a
+    /// principal) when its key is taken. A subscription's queue is open from then on.
+    fn insert<'a>(&'a self, record: RecordRef<'a>) -> StoreFuture<'a, ()>;
 
-    /// Replaces a subscription; `false` when there is none with that id (nothing is written).
-    fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool>;
+    /// Replaces the record with the same key; `false` when there is none (nothing is
+    /// written).
+    fn replace<'a>(&'a self, record: RecordRef<'a>) -> StoreFuture<'a, bool>;
 
-    /// Removes a subscription, with its pending deliveries, and returns it. Its owner stays
-    /// known ([`Records::former_owner`]), so that its receipts keep naming it.
-    fn delete_subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>>;
+    /// Stores a record in place of the one with the same key, if there is one.
+    fn put<'a>(&'a self, record: RecordRef<'a>) -> StoreFuture<'a, ()>;
+
+    /// Removes a record and returns it. A subscription takes its pending deliveries and
+    /// dead letters with it, and its owner stays known ([`Records::former_owner`]) so that
+    /// its receipts keep naming it.
+    fn remove<'a>(&'a self, kind: Kind, key: Key<'a>) -> StoreFuture<'a, Option<AnyRecord>>;
+
+    /// The record of `kind` with `key`, if there is one (a session expired or not).
+    fn get<'a>(&'a self, kind: Kind, key: Key<'a>) -> StoreFuture<'a, Option<AnyRecord>>;
+
+    /// Every record of `kind`: in key order (a subscription's id is its creation order; a
+    /// grant's key is its entry, then its subscription), replays oldest first.
+    fn all(&self, kind: Kind) -> StoreFuture<'_, Vec<AnyRecord>>;
 
     /// The owner of subscription `id` when it was deleted, if it was.
     fn former_owner<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<String>>;
-
-    fn subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>>;
-
-    /// Every subscription, in id order (which is creation order).
-    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>>;
-
-    /// Stores a new principal; fails with [`StoreError::NameTaken`] if the name is taken.
-    fn insert_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, ()>;
-
-    /// Replaces a principal; `false` when there is none with that name.
-    fn update_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, bool>;
-
-    /// Removes a principal; `false` when there was none with that name.
-    fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool>;
-
-    /// Every principal, in name order.
-    fn principals(&self) -> StoreFuture<'_, Vec<StoredPrincipal>>;
-
-    /// Stores a new catalog entry; `Conflict` when its id is taken.
-    fn insert_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, ()>;
-
-    /// Replaces a catalog entry; `false` when there is none with that id.
-    fn update_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, bool>;
-
-    /// Removes a catalog entry; `false` when there was none with that id.
-    fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
-
-    /// Every catalog entry, in id order.
-    fn catalog_entries(&self) -> StoreFuture<'_, Vec<CatalogEntry>>;
-
-    /// Stores a grant, replacing the one of its entry and subscription.
-    fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()>;
-
-    /// Removes the grant of an entry and a subscription; `false` when there was none.
-    fn delete_grant<'a>(&'a self, entry: &'a str, subscription: &'a str) -> StoreFuture<'a, bool>;
-
-    /// Every grant, by entry and then subscription.
-    fn grants(&self) -> StoreFuture<'_, Vec<Grant>>;
 
     /// Stores a replay job: a new one when `expected` is `None` (`false` if its id is
     /// taken), else in place of the stored one only if that one's `updated_at` is
@@ -183,24 +165,142 @@ pub trait Records: Send + Sync {
     fn put_replay<'a>(&'a self, replay: &'a Replay, expected: Option<u64>)
     -> StoreFuture<'a, bool>;
 
-    /// Every replay job, oldest first.
-    fn replays(&self) -> StoreFuture<'_, Vec<Replay>>;
-
-    /// Removes a replay job; `false` when there was none with that id.
-    fn delete_replay<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
-
-    /// Stores a console session, in place of one with the same id.
-    fn put_session<'a>(&'a self, session: &'a Session) -> StoreFuture<'a, ()>;
-
-    /// The session with this id, if there is one (expired or not).
-    fn session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Session>>;
-
-    /// Removes a session; `false` when there was none with that id.
-    fn delete_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
-
     /// Removes the sessions that expired before `now_ms` or were last seen before
     /// `idle_before_ms`; returns how many.
     fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64>;
+
+    // The typed wrappers.
+
+    /// Stores a new subscription; fails with [`StoreError::Conflict`] if the id is taken.
+    fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
+        self.insert(subscription.as_record())
+    }
+
+    /// Replaces a subscription; `false` when there is none with that id (nothing is written).
+    fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool> {
+        self.replace(subscription.as_record())
+    }
+
+    /// Removes a subscription, with its pending deliveries, and returns it (see
+    /// [`Records::remove`]).
+    fn delete_subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
+        removed(self.remove(Kind::Subscription, Key::One(id)))
+    }
+
+    fn subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
+        one(self.get(Kind::Subscription, Key::One(id)))
+    }
+
+    /// Every subscription, in id order (which is creation order).
+    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
+        every(self.all(Kind::Subscription))
+    }
+
+    /// Stores a new principal; fails with [`StoreError::NameTaken`] if the name is taken.
+    fn insert_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, ()> {
+        self.insert(principal.as_record())
+    }
+
+    /// Replaces a principal; `false` when there is none with that name.
+    fn update_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, bool> {
+        self.replace(principal.as_record())
+    }
+
+    /// Removes a principal; `false` when there was none with that name.
+    fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
+        gone(self.remove(Kind::Principal, Key::One(name)))
+    }
+
+    /// Every principal, in name order.
+    fn principals(&self) -> StoreFuture<'_, Vec<StoredPrincipal>> {
+        every(self.all(Kind::Principal))
+    }
+
+    /// Stores a new catalog entry; `Conflict` when its id is taken.
+    fn insert_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, ()> {
+        self.insert(entry.as_record())
+    }
+
+    /// Replaces a catalog entry; `false` when there is none with that id.
+    fn update_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, bool> {
+        self.replace(entry.as_record())
+    }
+
+    /// Removes a catalog entry; `false` when there was none with that id.
+    fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        gone(self.remove(Kind::CatalogEntry, Key::One(id)))
+    }
+
+    /// Every catalog entry, in id order.
+    fn catalog_entries(&self) -> StoreFuture<'_, Vec<CatalogEntry>> {
+        every(self.all(Kind::CatalogEntry))
+    }
+
+    /// Stores a grant, replacing the one of its entry and subscription.
+    fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()> {
+        self.put(grant.as_record())
+    }
+
+    /// Removes the grant of an entry and a subscription; `false` when there was none.
+    fn delete_grant<'a>(&'a self, entry: &'a str, subscription: &'a str) -> StoreFuture<'a, bool> {
+        gone(self.remove(
+            Kind::Grant,
+            Key::Grant {
+                entry,
+                subscription,
+            },
+        ))
+    }
+
+    /// Every grant, by entry and then subscription.
+    fn grants(&self) -> StoreFuture<'_, Vec<Grant>> {
+        every(self.all(Kind::Grant))
+    }
+
+    /// Every replay job, oldest first.
+    fn replays(&self) -> StoreFuture<'_, Vec<Replay>> {
+        every(self.all(Kind::Replay))
+    }
+
+    /// Removes a replay job; `false` when there was none with that id.
+    fn delete_replay<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        gone(self.remove(Kind::Replay, Key::One(id)))
+    }
+
+    /// Stores a console session, in place of one with the same id.
+    fn put_session<'a>(&'a self, session: &'a Session) -> StoreFuture<'a, ()> {
+        self.put(session.as_record())
+    }
+
+    /// The session with this id, if there is one (expired or not).
+    fn session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Session>> {
+        one(self.get(Kind::Session, Key::One(id)))
+    }
+
+    /// Removes a session; `false` when there was none with that id.
+    fn delete_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        gone(self.remove(Kind::Session, Key::One(id)))
+    }
+}
+
+/// One record of `R`, read by the generic core.
+fn one<R: Record>(read: StoreFuture<'_, Option<AnyRecord>>) -> StoreFuture<'_, Option<R>> {
+    Box::pin(async move { read.await?.map(R::from_any).transpose() })
+}
+
+/// The record of `R` the generic core removed.
+fn removed<R: Record>(remove: StoreFuture<'_, Option<AnyRecord>>) -> StoreFuture<'_, Option<R>> {
+    one(remove)
+}
+
+/// Whether the generic core removed a record.
+fn gone(remove: StoreFuture<'_, Option<AnyRecord>>) -> StoreFuture<'_, bool> {
+    Box::pin(async move { Ok(remove.await?.is_some()) })
+}
+
+/// Every record of `R`, read by the generic core.
+fn every<R: Record>(read: StoreFuture<'_, Vec<AnyRecord>>) -> StoreFuture<'_, Vec<R>> {
+    Box::pin(async move { read.await?.into_iter().map(R::from_any).collect() })
 }
 
 /// The event log: accepted events, their receipts, and the retention sweep.

@@ -1,55 +1,141 @@
-//! [`knooppunt_store::Records`] on the embedded store: each kind of record a sled tree.
+//! [`knooppunt_store::Records`] on the embedded store: each kind of record a sled tree,
+//! written, read and removed the same way for every kind.
+
+use knooppunt_store::{AnyRecord, Key, Kind, RecordRef};
 
 use super::*;
 
+impl EmbeddedStore {
+    /// The tree a kind of record is kept in.
+    fn tree(&self, kind: Kind) -> &sled::Tree {
+        let trees = &self.inner.trees;
+        match kind {
+            Kind::Subscription => &trees.subscriptions,
+            Kind::Principal => &trees.principals,
+            Kind::CatalogEntry => &trees.catalog,
+            Kind::Grant => &trees.grants,
+            Kind::Replay => &trees.replays,
+            Kind::Session => &trees.sessions,
+        }
+    }
+}
+
+/// A key as the bytes it is in its tree.
+fn key_bytes(key: Key<'_>) -> Vec<u8> {
+    match key {
+        Key::One(id) => id.as_bytes().to_vec(),
+        Key::Grant {
+            entry,
+            subscription,
+        } => grant_key(entry, subscription),
+    }
+}
+
+/// A record as the bytes it is in its tree: this backend's own record formats.
+fn record_bytes(record: RecordRef<'_>) -> Vec<u8> {
+    match record {
+        RecordRef::Subscription(s) => encode(s),
+        RecordRef::Principal(p) => encode_principal(p),
+        RecordRef::CatalogEntry(e) => encode_catalog_entry(e),
+        RecordRef::Grant(g) => {
+            serde_json::to_vec(&GrantRecord::from(g)).expect("records always serialise")
+        }
+        RecordRef::Replay(r) => serde_json::to_vec(r).expect("replays serialise"),
+        RecordRef::Session(s) => serde_json::to_vec(s).expect("sessions serialise"),
+    }
+}
+
+/// A record of `kind` read from its bytes.
+fn read_record(kind: Kind, bytes: &[u8]) -> Result<AnyRecord, StoreError> {
+    fn json<T: serde::de::DeserializeOwned>(kind: Kind, bytes: &[u8]) -> Result<T, StoreError> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| StoreError::Corrupt(format!("{}: {e}", kind.name())))
+    }
+    Ok(match kind {
+        Kind::Subscription => AnyRecord::Subscription(decode(bytes)?),
+        Kind::Principal => AnyRecord::Principal(decode_principal(bytes)?),
+        Kind::CatalogEntry => AnyRecord::CatalogEntry(decode_catalog_entry(bytes)?),
+        Kind::Grant => AnyRecord::Grant(decode_grant(bytes)?),
+        Kind::Replay => AnyRecord::Replay(json(kind, bytes)?),
+        Kind::Session => AnyRecord::Session(json(kind, bytes)?),
+    })
+}
+
 impl knooppunt_store::Records for EmbeddedStore {
-    fn insert_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, ()> {
+    fn insert<'a>(&'a self, record: RecordRef<'a>) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            self.insert_record(
-                &self.inner.trees.subscriptions,
-                subscription.id.as_bytes(),
-                encode(subscription),
-                || StoreError::Conflict(subscription.id.clone()),
-            )
-            .await?;
-            self.queues().live.insert(subscription.id.clone());
+            let kind = record.kind();
+            let key = key_bytes(record.key());
+            let taken = || record.taken();
+            self.insert_record(self.tree(kind), &key, record_bytes(record), taken)
+                .await?;
+            if let RecordRef::Subscription(subscription) = record {
+                self.queues().live.insert(subscription.id.clone());
+            }
             Ok(())
         })
     }
 
-    fn update_subscription<'a>(&'a self, subscription: &'a Subscription) -> StoreFuture<'a, bool> {
-        Box::pin(self.replace_record(
-            &self.inner.trees.subscriptions,
-            subscription.id.as_bytes(),
-            encode(subscription),
-        ))
+    fn replace<'a>(&'a self, record: RecordRef<'a>) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let key = key_bytes(record.key());
+            self.replace_record(self.tree(record.kind()), &key, record_bytes(record))
+                .await
+        })
     }
 
-    fn delete_subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
+    fn put<'a>(&'a self, record: RecordRef<'a>) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let key = key_bytes(record.key());
+            self.put_record(self.tree(record.kind()), key, record_bytes(record))
+                .await
+        })
+    }
+
+    fn remove<'a>(&'a self, kind: Kind, key: Key<'a>) -> StoreFuture<'a, Option<AnyRecord>> {
         Box::pin(async move {
             self.writable()?;
-            let removed = self
-                .inner
-                .trees
-                .subscriptions
-                .remove(id.as_bytes())
-                .map_err(backend)?;
-            let Some(old) = removed else {
+            let Some(old) = self.tree(kind).remove(key_bytes(key)).map_err(backend)? else {
                 return Ok(None);
             };
-            let deleted = decode(&old)?;
-            self.inner
-                .trees
-                .former_owners
-                .insert(id.as_bytes(), deleted.owner.as_bytes())
-                .map_err(backend)?;
+            // Removed even when unreadable: the error says so after the commit.
+            let removed = read_record(kind, &old);
+            if let Ok(AnyRecord::Subscription(deleted)) = &removed {
+                self.inner
+                    .trees
+                    .former_owners
+                    .insert(deleted.id.as_bytes(), deleted.owner.as_bytes())
+                    .map_err(backend)?;
+            }
             self.commit().await?;
-            let mut queues = self.queues();
-            queues.live.remove(id);
-            queues.pending.remove(id);
-            queues.dead.remove(id);
-            drop(queues);
-            Ok(Some(deleted))
+            if let Ok(AnyRecord::Subscription(deleted)) = &removed {
+                let mut queues = self.queues();
+                queues.live.remove(&deleted.id);
+                queues.pending.remove(&deleted.id);
+                queues.dead.remove(&deleted.id);
+            }
+            removed.map(Some)
+        })
+    }
+
+    fn get<'a>(&'a self, kind: Kind, key: Key<'a>) -> StoreFuture<'a, Option<AnyRecord>> {
+        Box::pin(async move {
+            let found = self.tree(kind).get(key_bytes(key)).map_err(backend)?;
+            found.map(|bytes| read_record(kind, &bytes)).transpose()
+        })
+    }
+
+    fn all(&self, kind: Kind) -> StoreFuture<'_, Vec<AnyRecord>> {
+        Box::pin(async move {
+            let mut all = Self::all_records(self.tree(kind), |bytes| read_record(kind, bytes))?;
+            if kind == Kind::Replay {
+                let started = |record: &AnyRecord| match record {
+                    AnyRecord::Replay(replay) => (replay.created_at, replay.id.clone()),
+                    _ => (0, String::new()),
+                };
+                all.sort_by_key(started);
+            }
+            Ok(all)
         })
     }
 
@@ -63,64 +149,6 @@ impl knooppunt_store::Records for EmbeddedStore {
                 .map_err(backend)?;
             Ok(found.map(|owner| String::from_utf8_lossy(&owner).into_owned()))
         })
-    }
-
-    fn subscription<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Subscription>> {
-        Box::pin(async move {
-            let found = self
-                .inner
-                .trees
-                .subscriptions
-                .get(id.as_bytes())
-                .map_err(backend)?;
-            found.map(|bytes| decode(&bytes)).transpose()
-        })
-    }
-
-    fn insert_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, ()> {
-        Box::pin(self.insert_record(
-            &self.inner.trees.principals,
-            principal.name.as_bytes(),
-            encode_principal(principal),
-            || StoreError::NameTaken(principal.name.clone()),
-        ))
-    }
-
-    fn update_principal<'a>(&'a self, principal: &'a StoredPrincipal) -> StoreFuture<'a, bool> {
-        Box::pin(self.replace_record(
-            &self.inner.trees.principals,
-            principal.name.as_bytes(),
-            encode_principal(principal),
-        ))
-    }
-
-    fn delete_principal<'a>(&'a self, name: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(self.remove_committed(&self.inner.trees.principals, name.as_bytes()))
-    }
-
-    fn insert_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, ()> {
-        Box::pin(self.insert_record(
-            &self.inner.trees.catalog,
-            entry.id.as_bytes(),
-            encode_catalog_entry(entry),
-            || StoreError::Conflict(entry.id.clone()),
-        ))
-    }
-
-    fn update_catalog_entry<'a>(&'a self, entry: &'a CatalogEntry) -> StoreFuture<'a, bool> {
-        Box::pin(self.replace_record(
-            &self.inner.trees.catalog,
-            entry.id.as_bytes(),
-            encode_catalog_entry(entry),
-        ))
-    }
-
-    fn delete_catalog_entry<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(self.remove_committed(&self.inner.trees.catalog, id.as_bytes()))
-    }
-
-    fn catalog_entries(&self) -> StoreFuture<'_, Vec<CatalogEntry>> {
-        Box::pin(async move { Self::all_records(&self.inner.trees.catalog, decode_catalog_entry) })
     }
 
     fn put_replay<'a>(
@@ -144,7 +172,7 @@ impl knooppunt_store::Records for EmbeddedStore {
             if !matches {
                 return Ok(false);
             }
-            let bytes = serde_json::to_vec(replay).expect("replays serialise");
+            let bytes = record_bytes(RecordRef::Replay(replay));
             let swapped = tree
                 .compare_and_swap(replay.id.as_bytes(), current, Some(bytes))
                 .map_err(backend)?;
@@ -154,50 +182,6 @@ impl knooppunt_store::Records for EmbeddedStore {
             self.commit().await?;
             Ok(true)
         })
-    }
-
-    fn replays(&self) -> StoreFuture<'_, Vec<Replay>> {
-        Box::pin(async move {
-            let mut replays: Vec<Replay> = Self::all_records(&self.inner.trees.replays, |bytes| {
-                serde_json::from_slice(bytes)
-                    .map_err(|e| StoreError::Corrupt(format!("a replay: {e}")))
-            })?;
-            replays.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-            Ok(replays)
-        })
-    }
-
-    fn delete_replay<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(self.remove_committed(&self.inner.trees.replays, id.as_bytes()))
-    }
-
-    fn put_session<'a>(&'a self, session: &'a Session) -> StoreFuture<'a, ()> {
-        Box::pin(self.put_record(
-            &self.inner.trees.sessions,
-            session.id.as_bytes(),
-            serde_json::to_vec(session).expect("sessions serialise"),
-        ))
-    }
-
-    fn session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<Session>> {
-        Box::pin(async move {
-            let Some(bytes) = self
-                .inner
-                .trees
-                .sessions
-                .get(id.as_bytes())
-                .map_err(backend)?
-            else {
-                return Ok(None);
-            };
-            serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| StoreError::Corrupt(format!("a session: {e}")))
-        })
-    }
-
-    fn delete_session<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(self.remove_committed(&self.inner.trees.sessions, id.as_bytes()))
     }
 
     fn sweep_sessions(&self, now_ms: u64, idle_before_ms: u64) -> StoreFuture<'_, u64> {
@@ -220,29 +204,5 @@ impl knooppunt_store::Records for EmbeddedStore {
             }
             Ok(ended)
         })
-    }
-
-    fn put_grant<'a>(&'a self, grant: &'a Grant) -> StoreFuture<'a, ()> {
-        Box::pin(self.put_record(
-            &self.inner.trees.grants,
-            grant_key(&grant.entry, &grant.subscription),
-            serde_json::to_vec(&GrantRecord::from(grant)).expect("records always serialise"),
-        ))
-    }
-
-    fn delete_grant<'a>(&'a self, entry: &'a str, subscription: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(self.remove_committed(&self.inner.trees.grants, grant_key(entry, subscription)))
-    }
-
-    fn grants(&self) -> StoreFuture<'_, Vec<Grant>> {
-        Box::pin(async move { Self::all_records(&self.inner.trees.grants, decode_grant) })
-    }
-
-    fn principals(&self) -> StoreFuture<'_, Vec<StoredPrincipal>> {
-        Box::pin(async move { Self::all_records(&self.inner.trees.principals, decode_principal) })
-    }
-
-    fn subscriptions(&self) -> StoreFuture<'_, Vec<Subscription>> {
-        Box::pin(async move { Self::all_records(&self.inner.trees.subscriptions, decode) })
     }
 }
