@@ -61,24 +61,113 @@ fn container(workload: &Value) -> &Value {
     &containers[0]
 }
 
-/// The rendered documents pass `kubernetes-validate --strict` (no unknown field anywhere).
+/// The rendered documents pass `kubernetes-validate --strict` (no unknown field anywhere)
+/// for each Kubernetes release the manifests are for.
 fn validate(overlay: &str, rendered: &str) {
     let tool = knooppunt_tests::tools::pip("kubernetes-validate", "kubernetes-validate==1.37.0");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join(format!("{overlay}.yaml"));
     std::fs::write(&file, rendered).unwrap();
-    let output = Command::new("python3")
-        .args(["-m", "kubernetes_validate", "--strict", "-k", "1.30.0"])
-        .arg(&file)
-        .env("PYTHONPATH", &tool)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{overlay}: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    for release in ["1.30.0", "1.31.0", "1.32.0"] {
+        let output = Command::new("python3")
+            .args(["-m", "kubernetes_validate", "--strict", "-k", release])
+            .arg(&file)
+            .env("PYTHONPATH", &tool)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{overlay} on Kubernetes {release}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+/// The image is the one the variant's `images:` names, not the bare placeholder name.
+fn check_image(workload: &Value) {
+    assert_eq!(
+        container(workload)["image"],
+        "registry.example.nl/knooppunt:0.1.0",
+        "the variant's `images:` applies to its workload"
     );
+}
+
+/// The ports a rule of a NetworkPolicy opens, as (protocol, port) with named ports kept
+/// as names.
+fn rule_ports(rule: &Value) -> Vec<(String, String)> {
+    rule["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let port = match &p["port"] {
+                Value::Number(n) => n.to_string(),
+                other => str_of(other).to_owned(),
+            };
+            (str_of(&p["protocol"]).to_owned(), port)
+        })
+        .collect()
+}
+
+/// The NetworkPolicies select the hubs' pods and let in the API from anywhere and the
+/// metrics only from the monitoring namespace; they let out DNS, the sinks (443, 80) and,
+/// with `database`, PostgreSQL, and nothing else.
+fn check_network(documents: &[Value], workload: &Value, database: bool) {
+    let labels = &workload["spec"]["template"]["metadata"]["labels"];
+    let policies = of_kind(documents, "NetworkPolicy");
+    assert_eq!(policies.len(), if database { 2 } else { 1 });
+    let mut ingress = Vec::new();
+    let mut egress = Vec::new();
+    for policy in &policies {
+        for (key, value) in policy["spec"]["podSelector"]["matchLabels"]
+            .as_mapping()
+            .unwrap()
+        {
+            assert_eq!(&labels[key], value, "the policy selects the hubs' pods");
+        }
+        let types = policy["spec"]["policyTypes"].as_sequence().unwrap();
+        assert!(types.iter().any(|t| t == "Egress"));
+        for rule in policy["spec"]["ingress"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+        {
+            ingress.push((rule["from"].clone(), rule_ports(rule)));
+        }
+        for rule in policy["spec"]["egress"].as_sequence().into_iter().flatten() {
+            egress.push(rule_ports(rule));
+        }
+    }
+    let tcp = |port: &str| ("TCP".to_owned(), port.to_owned());
+    assert_eq!(ingress.len(), 2, "{ingress:?}");
+    let api = ingress
+        .iter()
+        .find(|(_, ports)| ports == &[tcp("http")])
+        .unwrap();
+    assert!(api.0.is_null(), "the API from anywhere");
+    let metrics = ingress
+        .iter()
+        .find(|(_, ports)| ports == &[tcp("metrics")])
+        .unwrap();
+    assert_eq!(
+        metrics.0[0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "monitoring",
+        "the metrics only from the monitoring namespace"
+    );
+    let mut out: Vec<(String, String)> = egress.into_iter().flatten().collect();
+    out.sort();
+    let mut expected = vec![
+        tcp("443"),
+        tcp("53"),
+        tcp("80"),
+        ("UDP".into(), "53".into()),
+    ];
+    if database {
+        expected.push(tcp("5432"));
+    }
+    expected.sort();
+    assert_eq!(out, expected, "out: DNS, the sinks and the database only");
 }
 
 /// What every hub's pod must be: not root, a read-only root filesystem, no privileges,
@@ -154,7 +243,15 @@ fn the_manifests_render_and_validate_against_the_kubernetes_schemas() {
     let claim = &set["spec"]["volumeClaimTemplates"][0];
     assert_eq!(claim["spec"]["accessModes"][0], "ReadWriteOnce");
     check_pod(&documents, set);
+    check_image(set);
+    check_network(&documents, set, false);
     assert!(of_kind(&documents, "Deployment").is_empty());
+    // The set's serviceName is its own headless Service.
+    let governing = of_kind(&documents, "Service")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == set["spec"]["serviceName"])
+        .expect("the Service the StatefulSet names");
+    assert_eq!(governing["spec"]["clusterIP"], "None", "headless");
 
     let rendered = render("postgresql");
     validate("postgresql", &rendered);
@@ -162,7 +259,13 @@ fn the_manifests_render_and_validate_against_the_kubernetes_schemas() {
     let deployment = workload(&documents, "Deployment");
     assert!(deployment["spec"]["replicas"].as_u64().unwrap() >= 2);
     check_pod(&documents, deployment);
+    check_image(deployment);
+    check_network(&documents, deployment, true);
     assert!(of_kind(&documents, "StatefulSet").is_empty());
+    assert_eq!(
+        deployment["spec"]["strategy"]["type"], "Recreate",
+        "an image change never runs two releases on one database"
+    );
     let budget = workload(&documents, "PodDisruptionBudget");
     assert_eq!(
         budget["spec"]["selector"]["matchLabels"],
@@ -183,10 +286,14 @@ fn the_manifests_render_and_validate_against_the_kubernetes_schemas() {
 }
 
 /// The variables Kubernetes puts into every pod of a namespace for each Service there
-/// (`<NAME>_SERVICE_HOST`, `<NAME>_PORT_8080_TCP_ADDR`, …).
+/// (`<NAME>_SERVICE_HOST`, `<NAME>_PORT_8080_TCP_ADDR`, …); none for a headless one.
 fn service_links(documents: &[Value]) -> Vec<(String, String)> {
     let mut env = Vec::new();
-    for (n, service) in of_kind(documents, "Service").into_iter().enumerate() {
+    let services = of_kind(documents, "Service").into_iter();
+    for (n, service) in services
+        .filter(|s| s["spec"]["clusterIP"] != "None")
+        .enumerate()
+    {
         let name = str_of(&service["metadata"]["name"])
             .to_uppercase()
             .replace('-', "_");
