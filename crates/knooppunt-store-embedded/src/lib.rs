@@ -206,6 +206,46 @@ fn encode_principal(principal: &StoredPrincipal) -> Vec<u8> {
     serde_json::to_vec(&PrincipalRecord::from(principal)).expect("records always serialise")
 }
 
+/// The format of the data directory this release reads and writes. A directory without a
+/// recorded format is of format 1: every release before formats were recorded wrote it.
+/// Raise it with every change an earlier release would misread; this release then refuses
+/// a directory of a newer format instead of serving it wrongly.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Where the format is recorded: a key of sled's default tree.
+const FORMAT_KEY: &[u8] = b"knooppunt.format";
+
+/// The format of the directory sled opened as `db`: refused when newer than this release
+/// knows; recorded (as [`FORMAT_VERSION`]) when missing or older.
+fn check_format(db: &sled::Db, directory: &Path) -> Result<(), StoreError> {
+    let stored = db.get(FORMAT_KEY).map_err(backend)?;
+    let found = match &stored {
+        None => 1,
+        Some(bytes) => <[u8; 4]>::try_from(bytes.as_ref())
+            .map(u32::from_be_bytes)
+            .map_err(|_| {
+                StoreError::Corrupt(format!(
+                    "the format version of {} is unreadable",
+                    directory.display()
+                ))
+            })?,
+    };
+    if found > FORMAT_VERSION {
+        return Err(StoreError::Unsupported(format!(
+            "the data directory {} has format version {found}, newer than this hub knows \
+             ({FORMAT_VERSION}): run the release that wrote it, or restore the backup taken \
+             before the upgrade (docs/operating.md, \"Upgrade\")",
+            directory.display()
+        )));
+    }
+    if stored.is_none() || found < FORMAT_VERSION {
+        db.insert(FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())
+            .map_err(backend)?;
+        db.flush().map_err(backend)?;
+    }
+    Ok(())
+}
+
 /// How long opening waits for sled's lock on the directory: a store closed in this process a
 /// moment ago can hold it briefly while sled's background work winds down.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -259,6 +299,7 @@ impl EmbeddedStore {
     /// Opens (or creates) the store in `directory`, replaying the event log.
     pub fn open_with(directory: &Path, options: SledOptions) -> Result<EmbeddedStore, StoreError> {
         let db = open_sled(directory, options.cache_bytes)?;
+        check_format(&db, directory)?;
         let tree = |name: &str| db.open_tree(name).map_err(backend);
         let trees = Trees {
             subscriptions: tree("subscriptions")?,

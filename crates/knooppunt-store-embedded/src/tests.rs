@@ -486,3 +486,47 @@ async fn records_far_past_the_cache_are_kept_whole() {
         assert_eq!(subscription.label.as_deref(), Some(label(i).as_str()));
     }
 }
+
+/// The data directory records its format: a directory without one (as every release
+/// before wrote them) opens and is stamped with today's; one of a newer format than this
+/// release knows is refused, saying which and what to do, and left as it was.
+#[test]
+fn a_data_directory_of_a_newer_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // Written as an earlier release did: no format recorded.
+    drop(open_sled(dir.path(), 1 << 20).unwrap());
+    let format = |dir: &Path| {
+        let db = open_sled(dir, 1 << 20).unwrap();
+        db.get(FORMAT_KEY).unwrap().map(|v| v.to_vec())
+    };
+    assert_eq!(format(dir.path()), None);
+    drop(EmbeddedStore::open(dir.path()).unwrap());
+    assert_eq!(
+        format(dir.path()),
+        Some(FORMAT_VERSION.to_be_bytes().to_vec()),
+        "stamped with today's format"
+    );
+    // A later release wrote it.
+    {
+        let db = open_sled(dir.path(), 1 << 20).unwrap();
+        db.insert(FORMAT_KEY, &(FORMAT_VERSION + 1).to_be_bytes())
+            .unwrap();
+        db.flush().unwrap();
+    }
+    let Err(refused) = EmbeddedStore::open(dir.path()) else {
+        panic!("a newer format was opened");
+    };
+    let message = refused.to_string();
+    assert!(
+        message.contains(&format!(
+            "has format version {}, newer than this hub knows ({FORMAT_VERSION})",
+            FORMAT_VERSION + 1
+        )) && message.contains("restore the backup"),
+        "{message}"
+    );
+    assert_eq!(
+        format(dir.path()),
+        Some((FORMAT_VERSION + 1).to_be_bytes().to_vec()),
+        "left as it was"
+    );
+}

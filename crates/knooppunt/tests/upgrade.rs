@@ -166,6 +166,31 @@ async fn todays_hub_opens_a_data_directory_of_the_previous_release() {
     assert!(hub.terminate().success());
 }
 
+/// A data directory of a newer format (a later release wrote it) is refused at start, with
+/// the format named, not served: the hub exits and says what to do.
+#[test]
+fn todays_hub_refuses_a_data_directory_of_a_later_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    copy_dir(&fixtures().join("embedded"), &data);
+    {
+        let db = sled::open(&data).unwrap();
+        let later = knooppunt_store_embedded::FORMAT_VERSION + 1;
+        db.insert("knooppunt.format", &later.to_be_bytes()).unwrap();
+        db.flush().unwrap();
+    }
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_knooppunt"))
+        .args(common::serve_args(&config(dir.path()), &data))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("newer than this hub knows") && said.contains("format version"),
+        "{said}"
+    );
+}
+
 /// A hub on PostgreSQL started with `database`.
 fn postgres_hub(dir: &Path, url: &str) -> HubProcess {
     HubProcess::start_with_env(
