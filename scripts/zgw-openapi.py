@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Makes the OpenAPI document the hub serves at /api/v1/schema/openapi.{yaml,json}: VNG's
-Notificaties API 1.0 (EUPL, ../shared/specs/vng-notificaties/) with only the operations the
+Notificaties API 1.0 (EUPL, specs/vng-notificaties/) with only the operations the
 hub implements, so that a ZGW client reading it finds no operation that is not there.
 
-    python3 scripts/zgw-openapi.py ../shared/specs/vng-notificaties/notificaties-api-1.0.yaml
+    python3 scripts/zgw-openapi.py specs/vng-notificaties/notificaties-api-1.0.yaml
 """
 import copy
 import json

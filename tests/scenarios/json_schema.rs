@@ -1,5 +1,5 @@
 //! Our JSON output validates against the official CloudEvents JSON schema
-//! (`shared/specs/cloudevents/cloudevents.json`), formats (`uri`, `uri-reference`,
+//! (`specs/cloudevents/cloudevents.json`), formats (`uri`, `uri-reference`,
 //! `date-time`) included.
 
 use jsonschema::{Draft, Validator};

@@ -1,5 +1,5 @@
 //! The OpenAPI document: served without authentication with CORS `*`, and clean under the
-//! Dutch API Design Rules' Spectral ruleset (`shared/specs/api-design-rules/linter.yaml`).
+//! Dutch API Design Rules' Spectral ruleset (`specs/api-design-rules/linter.yaml`).
 
 use std::path::PathBuf;
 use std::process::Command;

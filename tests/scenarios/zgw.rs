@@ -2314,7 +2314,7 @@ async fn schemathesis_finds_no_server_error_in_the_facade() {
     );
     let vng = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/specs/vng-notificaties/notificaties-api-1.0.yaml"
+        "/../specs/vng-notificaties/notificaties-api-1.0.yaml"
     );
     for document in [vng.to_owned(), hub.url("/api/v1/schema/openapi.json")] {
         let (library, base, authorization) =

@@ -22,18 +22,19 @@ use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// `../shared/specs` beside the checkout: the specifications this project implements.
+/// `specs/` in the repository: the specifications this project implements, as copied
+/// (`specs/README.md` says from where, under which licence).
 pub fn specs_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/specs");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../specs");
     assert!(
         dir.is_dir(),
-        "the specifications are expected at {}: check out `shared/` beside this repository",
+        "the specifications are expected at {}",
         dir.display()
     );
     dir
 }
 
-/// Reads a file below `../shared/specs`.
+/// Reads a file below `specs/`.
 pub fn read_spec(path: &str) -> String {
     let path = specs_dir().join(path);
     std::fs::read_to_string(&path)

@@ -1,5 +1,5 @@
 //! The CBOR event format, case by case from its type mapping table
-//! (`shared/specs/seeds/002_a8ab26b7d73e570e.txt`, section 2.2).
+//! (`specs/seeds/002_a8ab26b7d73e570e.txt`, section 2.2).
 
 use ciborium::value::{Integer, Value};
 use knooppunt_event::format::cbor;
@@ -178,6 +178,18 @@ fn json_data_becomes_native_cbor_values_and_text_stays_text() {
             ),
             (text("n"), Value::Integer(Integer::from(1))),
         ])
+    );
+    // The JSON format implied its type; CBOR says it (json-format.md §3.1.2).
+    let content_type = members
+        .iter()
+        .find(|(n, _)| n == "datacontenttype")
+        .map(|(_, v)| v.clone());
+    assert_eq!(content_type, Some(text("application/json")));
+    let bare = EventBuilder::new("d-0", "/s", "nl.x").build().unwrap();
+    let members = decoded_map(&cbor::encode_event(&bare).unwrap());
+    assert!(
+        members.iter().all(|(n, _)| n != "datacontenttype"),
+        "no data, nothing implied"
     );
     let xml = EventBuilder::new("d-2", "/s", "nl.x")
         .datacontenttype("application/xml")

@@ -1,4 +1,4 @@
-//! The CESQL TCK (`shared/specs/cloudevents/cesql/tck/*.yaml`), every case of every file.
+//! The CESQL TCK (`specs/cloudevents/cesql/tck/*.yaml`), every case of every file.
 
 use std::path::PathBuf;
 
@@ -25,8 +25,7 @@ struct Case {
 }
 
 fn tck_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/specs/cloudevents/cesql/tck");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../specs/cloudevents/cesql/tck");
     assert!(
         dir.is_dir(),
         "the CESQL TCK is expected at {}",
@@ -120,7 +119,7 @@ fn every_tck_case_passes() {
         .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
         .collect();
     files.sort();
-    // Exactly the TCK in shared/specs: a file or case that goes missing must fail here.
+    // Exactly the TCK in specs/: a file or case that goes missing must fail here.
     assert_eq!(files.len(), 18, "the TCK's files: {files:?}");
     let mut failures = Vec::new();
     let mut count = 0;

@@ -1,5 +1,5 @@
 //! The CBOR event format (`application/cloudevents+cbor`, the CBOR format for CloudEvents in
-//! `shared/specs/seeds`): an event is a CBOR map with a text key per attribute, extensions
+//! `specs/seeds`): an event is a CBOR map with a text key per attribute, extensions
 //! as top-level keys like the core attributes. Types map as the format's table says:
 //!
 //! | CloudEvents | CBOR |
@@ -301,8 +301,14 @@ pub fn encode_event(event: &Event) -> Result<Vec<u8>, String> {
     put("id", text(event.id()));
     put("source", tagged(TAG_URI, event.source()));
     put("type", text(event.ty()));
-    if let Some(value) = event.datacontenttype() {
-        put("datacontenttype", text(value));
+    match event.datacontenttype() {
+        Some(value) => put("datacontenttype", text(value)),
+        // JSON data whose type the JSON format implied: said in CBOR, where nothing implies
+        // it (json-format.md §3.1.2: re-serialized, the event SHOULD carry it).
+        None if matches!(event.data(), Some(Data::Json(_))) => {
+            put("datacontenttype", text("application/json"));
+        }
+        None => {}
     }
     if let Some(value) = event.dataschema() {
         put("dataschema", tagged(TAG_URI, value));

@@ -1,4 +1,4 @@
-//! CESQL 1.0, the CloudEvents SQL expression language (`shared/specs/cloudevents/cesql`):
+//! CESQL 1.0, the CloudEvents SQL expression language (`specs/cloudevents/cesql`):
 //! our own parser and evaluator, checked against the specification's TCK.
 //!
 //! Notes on the semantics we follow where the specification leaves room:
