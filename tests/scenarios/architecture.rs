@@ -304,6 +304,7 @@ const SERVICES_LAYERS: &[(&str, &[&str])] = &[
             "notices",
             "identity",
             "refused",
+            "sequences",
         ],
     ),
     ("backlog", &["audit", "telemetry", "notices", "refused"]),
@@ -319,6 +320,8 @@ const SERVICES_LAYERS: &[(&str, &[&str])] = &[
         &["registry", "notices", "identity", "refused"],
     ),
     ("registry", &[]),
+    // Each source's last Integer `sequence` (the profile's contiguity), for ingest.
+    ("sequences", &[]),
     ("audit", &[]),
     ("telemetry", &[]),
     ("notices", &[]),

@@ -91,7 +91,7 @@ fn type_carries_at_most_one_version() {
 
 #[test]
 fn source_should_be_an_nld_urn() {
-    let event = event(r#""source":"https://example.com/brp","type":"nl.brp.x""#);
+    let event = event(r#""source":"urn:example:brp","type":"nl.brp.x""#);
     assert_eq!(
         rules_at(&event, ProfileLevel::Enforce),
         [(Rule::NlGovSource, Severity::Warning)],
@@ -104,6 +104,64 @@ fn source_should_be_an_nld_urn() {
         warnings[0].spec,
         "NL GOV profile for CloudEvents §3.3.2 source"
     );
+}
+
+#[test]
+fn an_oin_source_names_an_oin_and_no_source_is_a_data_location() {
+    // An `urn:nld:oin:` source whose OIN is not 20 digits: a SHOULD, a warning at both.
+    let short = event(r#""source":"urn:nld:oin:123:systeem:BRP","type":"nl.brp.x""#);
+    for level in [ProfileLevel::Warn, ProfileLevel::Enforce] {
+        assert_eq!(
+            rules_at(&short, level),
+            [(Rule::NlGovSourceOin, Severity::Warning)]
+        );
+    }
+    let found = findings(&short, ProfileLevel::Warn);
+    assert_eq!(found[0].rule.code(), "nlgov.source.oin");
+    assert!(
+        found[0].detail.contains("`123` is not an OIN"),
+        "{}",
+        found[0].detail
+    );
+    let letters =
+        event(r#""source":"urn:nld:oin:0000000182328844400X:systeem:BRP","type":"nl.brp.x""#);
+    assert_eq!(
+        rules_at(&letters, ProfileLevel::Warn),
+        [(Rule::NlGovSourceOin, Severity::Warning)]
+    );
+    // A URL to fetch: the profile's MUST NOT, rejected at enforce.
+    let location =
+        event(r#""source":"https://brp.example.nl/personen/999990342","type":"nl.brp.x""#);
+    assert_eq!(
+        rules_at(&location, ProfileLevel::Enforce),
+        [
+            (Rule::NlGovSource, Severity::Warning),
+            (Rule::NlGovSourceLocation, Severity::Error)
+        ]
+    );
+    assert_eq!(
+        rules_at(&location, ProfileLevel::Warn),
+        [
+            (Rule::NlGovSource, Severity::Warning),
+            (Rule::NlGovSourceLocation, Severity::Warning)
+        ]
+    );
+    assert_eq!(
+        findings(&location, ProfileLevel::Warn)[1].rule.code(),
+        "nlgov.source.data-location"
+    );
+    // The profile's own examples pass.
+    for source in [
+        "urn:nld:oin:00000001823288444000:systeem:BRP-component",
+        "urn:nld:kvknr:09220932.burgerzakensysteem",
+        "urn:nld:gemeente-nijmegen.burgerzakensysteem",
+    ] {
+        let clean = event(&format!(r#""source":"{source}","type":"nl.brp.x""#));
+        assert!(
+            rules_at(&clean, ProfileLevel::Enforce).is_empty(),
+            "{source}"
+        );
+    }
 }
 
 #[test]

@@ -40,6 +40,8 @@ pub struct Pipeline {
     eval_limits: EvalLimits,
     /// Blocking threads that evaluate costly publishes' filters ([`ROUTING_THREADS`]).
     routing_slots: tokio::sync::Semaphore,
+    /// Each source's last Integer `sequence` (the profile's contiguity, warned of).
+    sequences: crate::sequences::Sequences,
 }
 
 /// The services a pipeline works with.
@@ -76,6 +78,7 @@ impl Pipeline {
             backlog,
             eval_limits,
             routing_slots: tokio::sync::Semaphore::new(ROUTING_THREADS),
+            sequences: crate::sequences::Sequences::default(),
         }
     }
 
@@ -93,8 +96,10 @@ impl Pipeline {
         batched: bool,
         hop: Option<TraceContext>,
     ) -> Result<Vec<Receipt>, Refused> {
+        // A SERVER span (the OpenTelemetry HTTP conventions: the hub answers the request).
         let span = tracing::debug_span!(
             "publish",
+            otel.kind = "server",
             principal = %publisher.name,
             events = received.len(),
             http_trace_id = tracing::field::Empty,
@@ -309,6 +314,12 @@ async fn accept(
         .map_err(Refused::Forbidden)?;
     let mut warnings = check(pipeline, &received, batched)?;
     authorize(pipeline, publisher, &received)?;
+    if pipeline.options.profile != ProfileLevel::Off {
+        let events = received.iter().map(|r| &r.event);
+        for (found, warning) in warnings.iter_mut().zip(pipeline.sequences.follow(events)) {
+            found.extend(warning);
+        }
+    }
     if let Err(full) = pipeline.backlog.admit_publish().await {
         rejected(pipeline, Rejection::BacklogFull, received.len());
         return Err(Refused::Full(full));

@@ -19,6 +19,7 @@ pub mod notices;
 pub mod principals;
 pub mod refused;
 pub mod registry;
+pub mod sequences;
 pub mod sessions;
 pub mod subscriptions;
 pub mod telemetry;

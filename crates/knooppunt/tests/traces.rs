@@ -28,6 +28,8 @@ struct Exported {
     span: String,
     parent: String,
     service: String,
+    /// The span's kind (`SpanKind`: 2 SERVER, 3 CLIENT, 1 INTERNAL).
+    kind: i32,
 }
 
 /// An OTLP/HTTP receiver (`POST /v1/traces`, protobuf) on 127.0.0.1 port 0.
@@ -57,6 +59,7 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Exported>>>) {
                             span: hex(&span.span_id),
                             parent: hex(&span.parent_span_id),
                             service: service.clone(),
+                            kind: span.kind,
                         });
                     }
                 }
@@ -121,6 +124,37 @@ fn assert_one_trace(spans: &[Exported], trace: &str, parent: &str, delivered: &R
         .header("traceparent")
         .expect("the delivery's traceparent");
     assert_eq!(hop, format!("00-{trace}-{}-01", deliver.span));
+    use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+    assert_eq!(
+        publish.kind,
+        SpanKind::Server as i32,
+        "publish answers a request"
+    );
+    assert_eq!(deliver.kind, SpanKind::Client as i32, "deliver sends one");
+    for step in ["route", "append"] {
+        assert_eq!(named(spans, step).kind, SpanKind::Internal as i32, "{step}");
+    }
+}
+
+/// The log's `deliver` span names the exported span: the same trace and span id as the
+/// sink's `traceparent`.
+fn assert_logged_as_exported(hub: &HubProcess, spans: &[Exported], trace: &str) {
+    let deliver = named(spans, "deliver");
+    let logged: Vec<Value> = hub
+        .log()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .flat_map(|record| {
+            let mut all: Vec<Value> = record["spans"].as_array().cloned().unwrap_or_default();
+            all.extend(record.get("span").cloned());
+            all
+        })
+        .filter(|span| span["name"] == "deliver" && span["trace_id"] == trace)
+        .collect();
+    assert!(!logged.is_empty(), "a logged deliver span of {trace}");
+    for span in logged {
+        assert_eq!(span["span_id"], deliver.span.as_str(), "{span}");
+    }
 }
 
 fn string(text: &str) -> opentelemetry_proto::tonic::common::v1::any_value::Value {
@@ -204,4 +238,38 @@ async fn a_publish_and_its_delivery_are_one_trace_that_continues_the_publisher()
         delivered.header("tracestate"),
         Some("rojo=00f067aa0ba902b7")
     );
+}
+
+/// With the log at debug (a line per attempt), a delivery attempt's log names the span the
+/// trace exported and the sink's `traceparent` names: one id for one attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_names_the_exported_delivery_span() {
+    let (endpoint, spans) = receiver().await;
+    let sink = Sink::start_for_any_hub().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_admin(dir.path(), TOKEN);
+    let hub = HubProcess::start_with_env(
+        &config,
+        &dir.path().join("data"),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            ("KNOOPPUNT_LOG_FORMAT", "json"),
+            ("KNOOPPUNT_LOG_LEVEL", "debug"),
+        ],
+    );
+    let client = reqwest::Client::new();
+    common::subscribe(&client, &hub, TOKEN, (&sink.url, TYPE), "unordered").await;
+    let (trace, parent) = ("5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8");
+    let event = json!({"specversion": "1.0", "id": "logged", "type": TYPE,
+                       "source": "urn:nld:oin:1:systeem:traced", "data": {"n": 1}});
+    publish(&hub, &event, Some(&format!("00-{trace}-{parent}-01"))).await;
+    let delivered = delivery_of(&sink, "logged").await;
+    let exported = trace_of(&spans, trace).await;
+    let deliver = named(&exported, "deliver");
+    assert_eq!(
+        delivered.header("traceparent"),
+        Some(format!("00-{trace}-{}-01", deliver.span).as_str())
+    );
+    assert_logged_as_exported(&hub, &exported, trace);
 }

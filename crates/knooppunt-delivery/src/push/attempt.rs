@@ -68,14 +68,16 @@ pub(super) async fn attempt(
         .then(|| inner.traces().publish_of(delivery.seq))
         .flatten()
         .or_else(|| TraceContext::of_json(&event.json));
-    let span_id = fastrand::u64(1..);
+    // A CLIENT span (the OpenTelemetry HTTP conventions: the hub sends the request); its
+    // `trace_id` and `span_id` in the log are those the sink's `traceparent` names.
     let span = tracing::debug_span!(
         "deliver",
+        otel.kind = "client",
         subscription = id,
         seq = delivery.seq,
         attempt = delivery.attempts + 1,
-        trace_id = trace.as_ref().map(|t| t.trace_id.as_str()),
-        span_id = %format_args!("{span_id:016x}"),
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty,
         link = trace.as_ref().map(|t| t.parent_id.as_str()),
     );
     let trace = if exported {
@@ -89,8 +91,15 @@ pub(super) async fn attempt(
             Some((TraceContext { tracestate, ..own }, own_span))
         })
     } else {
-        trace.map(|t| (t, span_id))
+        trace.map(|t| (t, fastrand::u64(1..)))
     };
+    if let Some((context, span_id)) = &trace {
+        span.record("trace_id", context.trace_id.as_str());
+        span.record(
+            "span_id",
+            tracing::field::display(format_args!("{span_id:016x}")),
+        );
+    }
     send_and_judge(
         inner,
         subscription,

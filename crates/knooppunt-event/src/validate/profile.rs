@@ -113,7 +113,8 @@ fn check_type(ty: &str, found: &mut Vec<Violation>) {
     }
 }
 
-/// `source` SHOULD be a URN in the `nld` namespace.
+/// `source` SHOULD be a URN in the `nld` namespace, naming a Dutch government organisation
+/// by its OIN (20 digits), and MUST NOT be a data location.
 fn check_source(source: &str, found: &mut Vec<Violation>) {
     let is_nld_urn = source
         .get(..8)
@@ -125,6 +126,36 @@ fn check_source(source: &str, found: &mut Vec<Violation>) {
             format!(
                 "`{source}` is not a `urn:nld:` URN; the profile recommends one that names the \
                  organisation and system, e.g. `urn:nld:oin:00000001823288444000:systeem:BRP`"
+            ),
+        ));
+    }
+    let lower = source.get(..12).map(str::to_ascii_lowercase);
+    if lower.as_deref() == Some("urn:nld:oin:") {
+        let oin = source[12..].split(':').next().unwrap_or_default();
+        if oin.len() != 20 || !oin.bytes().all(|b| b.is_ascii_digit()) {
+            found.push(Violation::new(
+                "source",
+                Rule::NlGovSourceOin,
+                format!(
+                    "`{oin}` is not an OIN (organisatie-identificatienummer: 20 digits), though \
+                     the source names one: `urn:nld:oin:<20 digits>:…`"
+                ),
+            ));
+        }
+    }
+    let scheme = source
+        .split_once("://")
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    if let Some(scheme) = scheme
+        && ["http", "https", "ftp", "ftps", "file"].contains(&scheme.as_str())
+    {
+        found.push(Violation::new(
+            "source",
+            Rule::NlGovSourceLocation,
+            format!(
+                "`{source}` is a data location ({scheme}); the source names the organisation \
+                 and system that produced the event (`urn:nld:oin:<OIN>:systeem:<name>`): put \
+                 a link to the data in `dataref`"
             ),
         ));
     }

@@ -55,9 +55,15 @@ pub enum Rule {
     NlGovType,
     NlGovTypeVersion,
     NlGovSource,
+    /// An `urn:nld:oin:` source whose OIN is not one (20 digits).
+    NlGovSourceOin,
+    /// A `source` that is a data location (a URL to fetch), which the profile forbids.
+    NlGovSourceLocation,
     NlGovSequence,
     NlGovSequenceType,
     NlGovSequenceInteger,
+    /// An Integer `sequence` that does not count up by one from the source's previous one.
+    NlGovSequenceContiguous,
     NlGovDataref,
     NlGovDataContentType,
 }
@@ -107,9 +113,12 @@ impl Rule {
             Rule::NlGovType => "nlgov.type.reverse-domain",
             Rule::NlGovTypeVersion => "nlgov.type.version",
             Rule::NlGovSource => "nlgov.source.urn-nld",
+            Rule::NlGovSourceOin => "nlgov.source.oin",
+            Rule::NlGovSourceLocation => "nlgov.source.data-location",
             Rule::NlGovSequence => "nlgov.sequence",
             Rule::NlGovSequenceType => "nlgov.sequencetype",
             Rule::NlGovSequenceInteger => "nlgov.sequence.integer",
+            Rule::NlGovSequenceContiguous => "nlgov.sequence.contiguous",
             Rule::NlGovDataref => "nlgov.dataref",
             Rule::NlGovDataContentType => "nlgov.datacontenttype.json",
         }
@@ -154,10 +163,14 @@ impl Rule {
             Rule::NlGovType | Rule::NlGovTypeVersion => {
                 "NL GOV profile for CloudEvents §3.3.4 type"
             }
-            Rule::NlGovSource => "NL GOV profile for CloudEvents §3.3.2 source",
+            Rule::NlGovSource | Rule::NlGovSourceOin | Rule::NlGovSourceLocation => {
+                "NL GOV profile for CloudEvents §3.3.2 source"
+            }
             Rule::NlGovSequence => "NL GOV profile for CloudEvents §3.5.1.1 sequence",
             Rule::NlGovSequenceType => "NL GOV profile for CloudEvents §3.5.1.2 sequencetype",
-            Rule::NlGovSequenceInteger => "NL GOV profile for CloudEvents §3.5.1.2.2 Integer",
+            Rule::NlGovSequenceInteger | Rule::NlGovSequenceContiguous => {
+                "NL GOV profile for CloudEvents §3.5.1.2.2 Integer"
+            }
             Rule::NlGovDataref => "NL GOV profile for CloudEvents §3.4.7 dataref",
             Rule::NlGovDataContentType => "NL GOV profile for CloudEvents §3.4.1.1 datacontenttype",
         }
@@ -169,6 +182,7 @@ impl Rule {
             Rule::AttributeNameLength
             | Rule::AttributeNameStart
             | Rule::NlGovSource
+            | Rule::NlGovSourceOin
             | Rule::NlGovDataContentType => Requirement::Should,
             _ => Requirement::Must,
         }
