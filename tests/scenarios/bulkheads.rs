@@ -417,9 +417,53 @@ async fn a_long_poll_is_answered_before_the_server_would_close_the_silent_connec
     assert!(response.ends_with("[]"), "{response}");
 }
 
+/// What every answer carries, also one the HTTP layer writes before the router sees the
+/// request: a `Date` (RFC 9110 §6.6.1, MUST) and the headers docs/api.md promises on every
+/// response, as a routed answer has them.
+fn assert_every_answers_headers(response: &str, routed: &reqwest::header::HeaderMap) {
+    let head = response.split("\r\n\r\n").next().unwrap();
+    let header = |name: &str| {
+        head.lines().find_map(|line| {
+            let (found, value) = line.split_once(": ")?;
+            found.eq_ignore_ascii_case(name).then(|| value.to_owned())
+        })
+    };
+    let date = header("date").unwrap_or_else(|| panic!("no Date: {response}"));
+    assert!(
+        httpdate::parse_http_date(&date).is_ok(),
+        "an IMF-fixdate: {date}"
+    );
+    for name in [
+        "api-version",
+        "content-security-policy",
+        "referrer-policy",
+        "cache-control",
+        "x-content-type-options",
+        "x-frame-options",
+        "strict-transport-security",
+    ] {
+        let expected = routed[name].to_str().unwrap();
+        assert_eq!(
+            header(name).as_deref(),
+            Some(expected),
+            "{name}: {response}"
+        );
+    }
+}
+
+/// A raw request's answer, read until the hub closes the connection.
+async fn raw(hub: &TestHub, request: &[u8]) -> String {
+    let mut stream = connect(hub).await;
+    // The hub may answer before it has read it all, so the rest may not be taken.
+    let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, request).await;
+    read_until_closed(&mut stream, Duration::from_secs(5)).await
+}
+
 #[tokio::test]
 async fn requests_hyper_cannot_parse_get_problem_answers() {
     let hub = TestHub::start().await;
+    let routed = reqwest::get(hub.url("/healthz")).await.unwrap();
+    let routed = routed.headers().clone();
     let mut stream = connect(&hub).await;
     send(&mut stream, b"NOT HTTP AT ALL\r\n\r\n").await;
     let response = read_until_closed(&mut stream, Duration::from_secs(5)).await;
@@ -429,6 +473,30 @@ async fn requests_hyper_cannot_parse_get_problem_answers() {
         "{response}"
     );
     assert_eq!(problem_of(&response)["status"], 400);
+    assert_every_answers_headers(&response, &routed);
+
+    let bogus = raw(
+        &hub,
+        b"POST /v1/events HTTP/1.1\r\nHost: hub\r\nTransfer-Encoding: bogus\r\n\r\n",
+    )
+    .await;
+    assert!(bogus.starts_with("HTTP/1.1 400"), "{bogus}");
+    assert_every_answers_headers(&bogus, &routed);
+    let long = format!(
+        "GET /v1/subscriptions?x={} HTTP/1.1\r\nHost: hub\r\n\r\n",
+        "a".repeat(100 * 1024)
+    );
+    let long = raw(&hub, long.as_bytes()).await;
+    assert!(long.starts_with("HTTP/1.1 414"), "{long}");
+    assert_every_answers_headers(&long, &routed);
+    let many: String = (0..200).map(|n| format!("X-Field-{n}: v\r\n")).collect();
+    let many = raw(
+        &hub,
+        format!("GET /healthz HTTP/1.1\r\nHost: hub\r\n{many}\r\n").as_bytes(),
+    )
+    .await;
+    assert!(many.starts_with("HTTP/1.1 431"), "{many}");
+    assert_every_answers_headers(&many, &routed);
 
     let mut stream = connect(&hub).await;
     let huge = format!(
@@ -439,6 +507,7 @@ async fn requests_hyper_cannot_parse_get_problem_answers() {
     let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, huge.as_bytes()).await;
     let response = read_until_closed(&mut stream, Duration::from_secs(5)).await;
     assert!(response.starts_with("HTTP/1.1 431"), "{response}");
+    assert_every_answers_headers(&response, &routed);
     let problem = problem_of(&response);
     assert_eq!(problem["status"], 431);
     assert!(
@@ -489,6 +558,25 @@ async fn a_dead_sink_is_probed_instead_of_hammered_and_others_are_not_slowed() {
         attempts <= 30 + 3,
         "{attempts} attempts at a dead sink in 3 s"
     );
+    // The metrics show which breaker is open.
+    let metrics = hub
+        .request(Method::GET, "/metrics", tokens::METRICS)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let breaker = |sink: &Sink| {
+        let key = sink.url.split('/').take(3).collect::<Vec<_>>().join("/");
+        let series = format!(r#"knooppunt_delivery_breaker_open{{sink="{key}"}} "#);
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&series).map(str::to_owned))
+            .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
+    };
+    assert_eq!(breaker(&dead), "1");
+    assert_eq!(breaker(&healthy), "0");
 
     // The sink recovers: the next probe succeeds and everything is delivered.
     dead.answer_always(Reply::status(204));

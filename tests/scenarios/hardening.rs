@@ -800,6 +800,10 @@ async fn one_address_holding_sockets_gets_only_its_share() {
     .await;
     assert!(answer.starts_with("HTTP/1.1 429"), "{answer:?}");
     assert!(answer.contains("max_connections_per_peer"), "{answer}");
+    assert!(
+        answer.contains("\r\ndate: ") && answer.contains("\r\nx-content-type-options: nosniff"),
+        "the Date and the security headers on every answer: {answer}"
+    );
     // Another client is served at once.
     assert_eq!(health_from(&hub, [127, 0, 0, 3]).await, 200);
     stop.store(true, Ordering::SeqCst);

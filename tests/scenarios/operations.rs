@@ -158,14 +158,31 @@ async fn metrics_move_when_events_flow() {
         1.0,
         "accepted events only"
     );
+    // Each subscription's attempts apart, with its owner.
     assert_eq!(
-        series(r#"knooppunt_delivery_attempts_total{outcome="delivered",status_code="204"}"#),
+        series(&format!(
+            r#"knooppunt_delivery_attempts_total{{subscription="{}",owner="kvk",outcome="delivered",status_code="204"}}"#,
+            ids[0]
+        )),
         1.0
     );
     assert_eq!(
-        series(r#"knooppunt_delivery_attempts_total{outcome="deadLetter",status_code="400"}"#),
+        series(&format!(
+            r#"knooppunt_delivery_attempts_total{{subscription="{}",owner="kvk",outcome="deadLetter",status_code="400"}}"#,
+            ids[1]
+        )),
         1.0
     );
+    // Each sink's breaker: closed.
+    for sink in [&good, &bad] {
+        let key = sink.url.split('/').take(3).collect::<Vec<_>>().join("/");
+        assert_eq!(
+            series(&format!(
+                r#"knooppunt_delivery_breaker_open{{sink="{key}"}}"#
+            )),
+            0.0
+        );
+    }
     assert_eq!(series("knooppunt_delivery_attempt_seconds_count"), 2.0);
     for id in &ids {
         assert_eq!(

@@ -347,7 +347,7 @@ async fn not_found(uri: http::Uri) -> ApiError {
 
 /// The headers every response carries: ADR /core/version-header and
 /// /core/transport/security-headers.
-const STANDARD_HEADERS: [(HeaderName, HeaderValue); 7] = [
+pub const STANDARD_HEADERS: [(HeaderName, HeaderValue); 7] = [
     (
         HeaderName::from_static("api-version"),
         HeaderValue::from_static(API_VERSION),

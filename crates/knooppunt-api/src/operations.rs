@@ -109,6 +109,7 @@ async fn exposition(state: &AppState) -> Response {
         knooppunt_services::ingest::now_ms(),
     );
     knooppunt_services::telemetry::render_worker_health(&mut body, &state.deliverer().health());
+    knooppunt_services::telemetry::render_breakers(&mut body, &state.deliverer().breakers());
     match state.disk_usage().await {
         Ok(usage) => knooppunt_services::telemetry::render_store(
             &mut body,

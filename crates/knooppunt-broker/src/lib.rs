@@ -151,7 +151,12 @@ impl Hub {
 /// What the answers the server writes itself (hyper's errors, refused connections) say of
 /// the API, as every answer does.
 fn answer_headers() -> Arc<str> {
-    format!("api-version: {API_VERSION}\r\n").into()
+    let mut lines = String::new();
+    for (name, value) in &knooppunt_api::STANDARD_HEADERS {
+        let value = value.to_str().expect("the standard headers are ASCII");
+        lines.push_str(&format!("{name}: {value}\r\n"));
+    }
+    lines.into()
 }
 
 /// The listen queue asked for: the kernel caps it at `net.core.somaxconn` (4096 on current

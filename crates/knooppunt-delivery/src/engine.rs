@@ -278,6 +278,12 @@ impl Deliverer {
         self.inner.connections().health_of(url)
     }
 
+    /// Every sink (scheme, host and port) this hub delivers to, with whether its breaker
+    /// is open, in order.
+    pub fn breakers(&self) -> Vec<(String, bool)> {
+        self.inner.connections().breakers()
+    }
+
     /// The sinks (scheme, host and port) whose breaker is open on this hub.
     pub fn open_sinks(&self) -> Vec<String> {
         self.inner.connections().open_sinks()

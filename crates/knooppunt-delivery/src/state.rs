@@ -71,9 +71,16 @@ impl Default for DeliveryOptions {
 
 /// Told about every delivery attempt, for metrics.
 pub trait Observer: Send + Sync + 'static {
-    /// What the hub decided after an attempt (`verdict`: delivered, retry or dead letter);
-    /// `status` the sink's HTTP status if it answered; `elapsed` how long the request took.
-    fn attempt(&self, verdict: &Verdict, status: Option<u16>, elapsed: Duration);
+    /// What the hub decided after an attempt to deliver to `subscription` (`verdict`:
+    /// delivered, retry or dead letter); `status` the sink's HTTP status if it answered;
+    /// `elapsed` how long the request took.
+    fn attempt(
+        &self,
+        subscription: &str,
+        verdict: &Verdict,
+        status: Option<u16>,
+        elapsed: Duration,
+    );
 
     /// A delivery of subscription `subscription` became a dead letter, for `reason`.
     fn dead_lettered(&self, subscription: &str, reason: &str) {
@@ -109,7 +116,7 @@ pub trait Observer: Send + Sync + 'static {
 pub struct Unobserved;
 
 impl Observer for Unobserved {
-    fn attempt(&self, _: &Verdict, _: Option<u16>, _: Duration) {}
+    fn attempt(&self, _: &str, _: &Verdict, _: Option<u16>, _: Duration) {}
 }
 
 /// A sink answered 410 Gone to a delivery of a subscription. The worker has stopped taking

@@ -139,8 +139,9 @@ fn replacement_for(head: &[u8], headers: &str) -> Option<Vec<u8>> {
     .to_string();
     Some(
         format!(
-            "HTTP/1.1 {status} {title}\r\ncontent-type: application/problem+json\r\n\
+            "HTTP/1.1 {status} {title}\r\n{}content-type: application/problem+json\r\n\
              content-length: {}\r\n{headers}connection: close\r\n\r\n{body}",
+            crate::date_line(),
             body.len()
         )
         .into_bytes(),
@@ -235,6 +236,7 @@ mod tests {
         assert!(replaced.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
         assert!(replaced.contains("content-type: application/problem+json\r\n"));
         assert!(replaced.contains("\r\napi-version: 1\r\n"));
+        assert!(replaced.contains("\r\ndate: "), "RFC 9110 §6.6.1");
         assert!(replaced.ends_with("}"));
         let ours = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\ncontent-length: 0\r\n\r\n";
         assert!(replacement_for(ours, "").is_none());

@@ -331,6 +331,15 @@ async fn serve<C: hyper_util::server::graceful::GracefulConnection>(
     }
 }
 
+/// The `Date` header line of an answer the server writes itself (RFC 9110 §6.6.1: an
+/// origin server with a clock MUST send it), as hyper puts it on the others.
+fn date_line() -> String {
+    format!(
+        "date: {}\r\n",
+        httpdate::fmt_http_date(std::time::SystemTime::now())
+    )
+}
+
 /// A connection of a peer past its limit: answered 429 (on plain HTTP, if the socket takes
 /// the few bytes at once; it is never waited for) and closed.
 fn refuse(stream: &tokio::net::TcpStream, plain: bool, limit: usize, headers: &str) {
@@ -339,8 +348,9 @@ fn refuse(stream: &tokio::net::TcpStream, plain: bool, limit: usize, headers: &s
             r#"{{"type":"urn:knooppunt:problem:too-many-connections","title":"Too many connections","status":429,"detail":"this address has {limit} connections open to the hub, the most one client may have (server.max_connections_per_peer): reuse or close one"}}"#
         );
         let answer = format!(
-            "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/problem+json\r\n\
+            "HTTP/1.1 429 Too Many Requests\r\n{}content-type: application/problem+json\r\n\
              retry-after: 1\r\n{headers}connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+            date_line(),
             body.len()
         );
         let _ = stream.try_write(answer.as_bytes());

@@ -133,8 +133,8 @@ pub struct Telemetry {
     pub routing_seconds: Histogram,
     /// Subscriptions matched per accepted event.
     pub matches: Histogram,
-    /// (outcome, status code or 0) → attempts.
-    attempts: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    /// Subscription → (outcome, status code or 0) → attempts.
+    attempts: Mutex<BTreeMap<String, AttemptCounts>>,
     attempt_seconds: Histogram,
     /// Evaluations of a subscription's filters that ran out of budget.
     pub filter_over_budget: AtomicU64,
@@ -155,6 +155,9 @@ pub struct Telemetry {
     /// minute or so: the rates the console shows.
     samples: Mutex<std::collections::VecDeque<(u64, u64, u64)>>,
 }
+
+/// One subscription's attempts: (outcome, status code or 0) → how many.
+type AttemptCounts = BTreeMap<(&'static str, u16), u64>;
 
 /// How far back the rates look.
 const RATE_WINDOW_MS: u64 = 60_000;
@@ -303,14 +306,24 @@ impl Telemetry {
         );
         let _ = writeln!(
             out,
-            "# HELP knooppunt_delivery_attempts_total Delivery attempts by outcome (delivered, retry, deadLetter) and the sink's status code (0: no answer).\n\
+            "# HELP knooppunt_delivery_attempts_total Delivery attempts per subscription (with its owner) by outcome (delivered, retry, deadLetter) and the sink's status code (0: no answer).\n\
              # TYPE knooppunt_delivery_attempts_total counter"
         );
-        for ((outcome, status), count) in self.attempts.lock().expect("attempts lock").iter() {
-            let _ = writeln!(
-                out,
-                "knooppunt_delivery_attempts_total{{outcome=\"{outcome}\",status_code=\"{status}\"}} {count}"
-            );
+        {
+            let mut attempts = self.attempts.lock().expect("attempts lock");
+            // A deleted subscription's counts go with it (its series end).
+            attempts.retain(|subscription, _| owner_of(subscription).is_some());
+            for (subscription, counts) in attempts.iter() {
+                let owner = owner_of(subscription).unwrap_or_default();
+                for ((outcome, status), count) in counts {
+                    let _ = writeln!(
+                        out,
+                        "knooppunt_delivery_attempts_total{{subscription=\"{}\",owner=\"{}\",outcome=\"{outcome}\",status_code=\"{status}\"}} {count}",
+                        label_value(subscription),
+                        label_value(&owner)
+                    );
+                }
+            }
         }
         let _ = writeln!(
             out,
@@ -410,6 +423,23 @@ impl Telemetry {
     }
 }
 
+/// Each sink's breaker on this hub: 1 while open (deliveries to it wait for a probe).
+pub fn render_breakers(out: &mut String, breakers: &[(String, bool)]) {
+    let _ = writeln!(
+        out,
+        "# HELP knooppunt_delivery_breaker_open Whether the breaker of a sink (scheme, host and port) is open on this hub: 1 while its deliveries wait for a probe to succeed.\n\
+         # TYPE knooppunt_delivery_breaker_open gauge"
+    );
+    for (sink, open) in breakers {
+        let _ = writeln!(
+            out,
+            "knooppunt_delivery_breaker_open{{sink=\"{}\"}} {}",
+            label_value(sink),
+            u8::from(*open)
+        );
+    }
+}
+
 /// The delivery workers' health: panics caught, restarts, workers stuck now.
 pub fn render_worker_health(out: &mut String, health: &knooppunt_delivery::WorkerHealth) {
     let _ = writeln!(
@@ -430,17 +460,27 @@ pub fn render_worker_health(out: &mut String, health: &knooppunt_delivery::Worke
 }
 
 impl knooppunt_delivery::Observer for Telemetry {
-    fn attempt(&self, verdict: &knooppunt_store::Verdict, status: Option<u16>, elapsed: Duration) {
+    fn attempt(
+        &self,
+        subscription: &str,
+        verdict: &knooppunt_store::Verdict,
+        status: Option<u16>,
+        elapsed: Duration,
+    ) {
         let outcome = verdict.name();
         if matches!(verdict, knooppunt_store::Verdict::Delivered) {
             self.delivered.fetch_add(1, Ordering::Relaxed);
         }
-        *self
-            .attempts
-            .lock()
-            .expect("attempts lock")
+        let mut attempts = self.attempts.lock().expect("attempts lock");
+        // Found by `&str`: a subscription's id is copied once, at its first attempt.
+        let of_subscription = match attempts.get_mut(subscription) {
+            Some(counts) => counts,
+            None => attempts.entry(subscription.to_owned()).or_default(),
+        };
+        *of_subscription
             .entry((outcome, status.unwrap_or(0)))
             .or_default() += 1;
+        drop(attempts);
         self.attempt_seconds.observe(elapsed.as_secs_f64());
     }
 

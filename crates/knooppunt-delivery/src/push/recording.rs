@@ -80,7 +80,7 @@ impl Recording {
         };
         let label = verdict.name();
         let elapsed = started.elapsed();
-        inner.observer().attempt(&verdict, status, elapsed);
+        inner.observer().attempt(id, &verdict, status, elapsed);
         if let Verdict::DeadLetter { reason } = &verdict {
             inner.observer().dead_lettered(id, reason);
             tracing::info!(

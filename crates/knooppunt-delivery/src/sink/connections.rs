@@ -371,6 +371,22 @@ impl Connections {
         }
     }
 
+    /// Every sink this hub has connections to, with whether its breaker is open, in order.
+    pub(crate) fn breakers(&self) -> Vec<(String, bool)> {
+        let mut breakers: Vec<(String, bool)> = self
+            .pools
+            .lock()
+            .expect("pools lock")
+            .iter()
+            .map(|(key, pool)| {
+                let open = pool.breaker.lock().expect("breaker lock").is_open();
+                (key.clone(), open)
+            })
+            .collect();
+        breakers.sort();
+        breakers
+    }
+
     /// The sinks whose breaker is open, in order.
     pub(crate) fn open_sinks(&self) -> Vec<String> {
         let mut open: Vec<String> = self

@@ -29,11 +29,13 @@ pub(super) struct Observed {
 impl knooppunt_delivery::Observer for Observed {
     fn attempt(
         &self,
+        subscription: &str,
         verdict: &knooppunt_store::Verdict,
         status: Option<u16>,
         elapsed: std::time::Duration,
     ) {
-        self.telemetry.attempt(verdict, status, elapsed);
+        self.telemetry
+            .attempt(subscription, verdict, status, elapsed);
     }
 
     fn dead_lettered(&self, subscription: &str, reason: &str) {
