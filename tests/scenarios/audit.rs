@@ -249,6 +249,17 @@ async fn every_change_and_refusal_is_on_a_chain_that_names_an_edited_entry() {
     hub.call(Method::GET, "/v1/audit?from=yesterday", tokens::ADMIN, None)
         .await
         .assert_problem(400);
+    // A valid RFC 3339 time before 1970 is a bound like any other: from the start.
+    let since_1969 = hub
+        .call(
+            Method::GET,
+            "/v1/audit?from=1969-07-20T20:17:40Z&name=approval",
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(since_1969.status, 200, "{}", since_1969.body);
+    assert_eq!(since_1969.body[0]["name"], "approval.request");
     // As JSON lines, in the trail's own field names.
     let lines = hub
         .request(Method::GET, "/v1/audit", tokens::ADMIN)

@@ -134,7 +134,7 @@ impl Body for AuditQuery {
     fn read(self, problems: &mut Problems) -> Option<Self::Read> {
         let mut time = |key: &str, text: Option<&String>| {
             text.and_then(
-                |text| match knooppunt_event::timestamp::epoch_millis(text) {
+                |text| match knooppunt_event::timestamp::epoch_millis_bound(text) {
                     Some(ms) => Some(ms),
                     None => {
                         problems.add(key, "must be an RFC 3339 time, e.g. 2026-11-24T08:00:00Z");

@@ -545,7 +545,8 @@ pub(crate) fn query_parameters<T: JsonSchema>() -> Vec<Value> {
         .collect()
 }
 
-/// An RFC 3339 time in a body, as milliseconds since the Unix epoch.
+/// An RFC 3339 time in a body, as milliseconds since the Unix epoch: a bound of a window
+/// of what the hub holds, so a time before 1970 is 1970's start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Time(pub u64);
 
@@ -558,7 +559,7 @@ impl Serialize for Time {
 impl<'de> serde::Deserialize<'de> for Time {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
-        knooppunt_event::timestamp::epoch_millis(&text)
+        knooppunt_event::timestamp::epoch_millis_bound(&text)
             .map(Time)
             .ok_or_else(|| serde::de::Error::custom("not an RFC 3339 time"))
     }

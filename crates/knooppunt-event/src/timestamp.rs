@@ -39,6 +39,19 @@ pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 /// The moment of a valid RFC 3339 timestamp (as `validate::syntax::timestamp` accepts), in
 /// milliseconds since the Unix epoch; `None` before 1970 or when it is not valid.
 pub fn epoch_millis(timestamp: &str) -> Option<u64> {
+    u64::try_from(signed_epoch_millis(timestamp)?).ok()
+}
+
+/// The moment of a valid RFC 3339 timestamp as a bound of a selection of what the hub
+/// holds (all of it from 1970 on): a moment before 1970 is 1970's start. `None` when it is
+/// not valid.
+pub fn epoch_millis_bound(timestamp: &str) -> Option<u64> {
+    Some(signed_epoch_millis(timestamp)?.max(0) as u64)
+}
+
+/// The moment of a valid RFC 3339 timestamp in milliseconds since the Unix epoch, negative
+/// before 1970.
+fn signed_epoch_millis(timestamp: &str) -> Option<i64> {
     crate::validate::syntax::timestamp(timestamp).ok()?;
     let number =
         |range: std::ops::Range<usize>| -> Option<i64> { timestamp.get(range)?.parse().ok() };
@@ -63,11 +76,23 @@ pub fn epoch_millis(timestamp: &str) -> Option<u64> {
     };
     let days = days_from_civil(year, month, day);
     let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
-    u64::try_from(seconds * 1000 + millis).ok()
+    Some(seconds * 1000 + millis)
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_bound_before_1970_is_1970s_start() {
+        assert_eq!(super::epoch_millis("1969-07-20T20:17:40Z"), None);
+        assert_eq!(super::epoch_millis_bound("1969-07-20T20:17:40Z"), Some(0));
+        assert_eq!(super::epoch_millis_bound("0001-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            super::epoch_millis_bound("1970-01-01T00:00:01Z"),
+            Some(1000)
+        );
+        assert_eq!(super::epoch_millis_bound("yesterday"), None);
+    }
+
     #[test]
     fn timestamps_are_read_back_to_their_moment() {
         for ms in [0, 951_782_400_123, 1_795_346_130_250] {
