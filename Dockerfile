@@ -15,6 +15,14 @@ RUN CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=true \
 # (distroless: no shell, no package manager), run as the unprivileged user 10001 (the
 # owner of the store in volumes made by earlier images).
 FROM gcr.io/distroless/cc-debian12
+ARG KNOOPPUNT_COMMIT=unknown
+# What the image is (the OCI image annotations): registries and scanners show these.
+LABEL org.opencontainers.image.title="Knooppunt" \
+      org.opencontainers.image.description="A CloudEvents 1.0 event hub for the Dutch government (NL GOV profile)" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.revision="${KNOOPPUNT_COMMIT}" \
+      org.opencontainers.image.licenses="EUPL-1.2" \
+      org.opencontainers.image.documentation="README.md, docs/operating.md"
 COPY --from=build /src/target/release/knooppunt /usr/local/bin/knooppunt
 COPY config/knooppunt.toml /etc/knooppunt/knooppunt.toml
 COPY --from=build --chown=10001:10001 /out /var/lib/knooppunt

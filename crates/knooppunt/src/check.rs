@@ -40,7 +40,7 @@ pub(crate) fn run(files: &[PathBuf], level: ProfileLevel) -> anyhow::Result<Exit
         }
     }
     let noun = if total == 1 { "event" } else { "events" };
-    println!("{total} {noun} checked at profile level `{level}`: {invalid} invalid");
+    say!("{total} {noun} checked at profile level `{level}`: {invalid} invalid");
     Ok(if invalid == 0 {
         ExitCode::SUCCESS
     } else {
@@ -55,13 +55,13 @@ fn report(label: &str, result: Result<ReceivedEvent, Violations>, level: Profile
         Err(violations) => violations.as_slice().to_vec(),
     };
     let valid = findings.iter().all(|f| f.severity != Severity::Error);
-    println!("{label}: {}", if valid { "valid" } else { "INVALID" });
+    say!("{label}: {}", if valid { "valid" } else { "INVALID" });
     for finding in findings {
         let severity = match finding.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        println!("  {severity} [{}] {finding}", finding.rule.code());
+        say!("  {severity} [{}] {finding}", finding.rule.code());
     }
     valid
 }
@@ -82,11 +82,11 @@ fn read(file: &PathBuf) -> anyhow::Result<Vec<u8>> {
 pub(crate) fn health(url: &str) -> ExitCode {
     match ask_health(url) {
         Ok(said) => {
-            println!("healthy: {said}");
+            say!("healthy: {said}");
             ExitCode::SUCCESS
         }
         Err(why) => {
-            eprintln!("knooppunt: unhealthy: {why:#}");
+            tell!("knooppunt: unhealthy: {why:#}");
             ExitCode::from(1)
         }
     }

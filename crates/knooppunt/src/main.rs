@@ -2,6 +2,8 @@
 
 #![allow(clippy::print_stdout)]
 
+#[macro_use]
+mod output;
 mod check;
 mod client;
 mod config;
@@ -30,7 +32,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///
 /// `serve` runs the hub. The other commands but `check` and `hash-token` (`publish`,
 /// `subscriptions`, `eventtypes`, `approvals`, `audit`, `dead-letters`, `pull`,
-/// `principals`) talk to a running hub over its API: give its URL with --url or KNOOPPUNT_URL (default
+/// `principals`, `backup`) talk to a running hub over its API: give its URL with --url or KNOOPPUNT_URL (default
 /// http://127.0.0.1:8080) and a principal's token with KNOOPPUNT_TOKEN (or --token), or a
 /// client certificate with KNOOPPUNT_IDENTITY_FILE (or --identity-file).
 #[derive(Debug, Parser)]
@@ -105,7 +107,8 @@ enum Command {
     /// List and decide the data owners' approvals on a running hub.
     #[command(subcommand)]
     Approvals(client::approvals::ApprovalsCommand),
-    /// Copy a running hub's embedded store into a data directory, while it serves.
+    /// Copy a running hub's embedded store into a data directory, while it serves (admin;
+    /// a hub on PostgreSQL is backed up with pg_dump).
     Backup(client::backup::BackupCommand),
     /// Read, export and verify the audit trail (a running hub's, or an export).
     #[command(subcommand)]
@@ -170,7 +173,7 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("knooppunt: {error:#}");
+            tell!("knooppunt: {error:#}");
             ExitCode::from(2)
         }
     }
@@ -203,10 +206,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     uuid::Uuid::new_v4().simple()
                 )
             });
-            println!("token:        {token}");
-            println!("token_sha256: {}", knooppunt_broker::hash_token(&token));
-            println!();
-            println!("Give the token to the principal; put the hash in its [[principals]] entry.");
+            say!("token:        {token}");
+            say!("token_sha256: {}", knooppunt_broker::hash_token(&token));
+            say!();
+            say!("Give the token to the principal; put the hash in its [[principals]] entry.");
             Ok(ExitCode::SUCCESS)
         }
         Command::Publish(args) => client::run(client::publish::run(args)),

@@ -27,9 +27,12 @@ pub(crate) fn run(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
     match &traces {
         // Without traces, the log's filter is the process's: disabled spans cost nothing.
         None => {
+            // A closed stderr loses log lines, never the hub: no report of the failed write
+            // (tracing's own `eprintln!` would panic on the same closed stderr).
             let logs = tracing_subscriber::fmt()
                 .with_env_filter(filter)
-                .with_writer(std::io::stderr);
+                .with_writer(std::io::stderr)
+                .log_internal_errors(false);
             match config.log.format {
                 LogFormat::Pretty => logs.with_ansi(std::io::stderr().is_terminal()).init(),
                 LogFormat::Json => logs.json().flatten_event(true).init(),
@@ -39,7 +42,9 @@ pub(crate) fn run(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
             use tracing_subscriber::Layer as _;
             use tracing_subscriber::layer::SubscriberExt as _;
             use tracing_subscriber::util::SubscriberInitExt as _;
-            let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+            let logs = tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .log_internal_errors(false);
             let logs = match config.log.format {
                 LogFormat::Pretty => logs.with_ansi(std::io::stderr().is_terminal()).boxed(),
                 LogFormat::Json => logs.json().flatten_event(true).boxed(),
@@ -57,6 +62,15 @@ pub(crate) fn run(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
         configuration = %config.source,
         "Knooppunt is starting."
     );
+    for variable in &config.unknown_variables {
+        tracing::warn!(
+            variable = %variable,
+            sections = %crate::config::ENV_SECTIONS.join(", "),
+            "{variable} is not a setting: after KNOOPPUNT_ it names no section of the \
+             configuration. Fix its name (KNOOPPUNT_<SECTION>_<KEY>) or remove it; it is \
+             left alone."
+        );
+    }
     if !config.ignored_variables.is_empty() {
         tracing::debug!(
             variables = %config.ignored_variables.join(", "),
@@ -155,7 +169,12 @@ pub(crate) async fn open_store(config: &Config) -> anyhow::Result<(Arc<dyn Store
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
     let store = EmbeddedStore::open(data_dir)?;
-    Ok((Arc::new(store), data_dir.display().to_string()))
+    let location = format!(
+        "{} (format {})",
+        data_dir.display(),
+        knooppunt_store_embedded::FORMAT_VERSION
+    );
+    Ok((Arc::new(store), location))
 }
 
 /// `knooppunt check --store`: opens the configured store once and reports it.
@@ -171,9 +190,9 @@ pub(crate) fn check_store(config: &Config) -> anyhow::Result<std::process::ExitC
                 let subscriptions = store.subscriptions().await.map(|s| s.len());
                 match (checked, subscriptions) {
                     (Ok(()), Ok(count)) => {
-                        println!("store: {location}: reachable, {count} subscriptions");
+                        say!("store: {location}: reachable, {count} subscriptions");
                         if let Ok(usage) = store.disk_usage().await {
-                            println!(
+                            say!(
                                 "  disk: {} MiB, of which events {} MiB (kept {} after delivery: \
                                  ingest.retention; {} as a dead letter: \
                                  backlog.dead_letter_retention)",
@@ -191,18 +210,18 @@ pub(crate) fn check_store(config: &Config) -> anyhow::Result<std::process::ExitC
                             return Ok(std::process::ExitCode::SUCCESS);
                         }
                         for problem in problems {
-                            println!("  {problem}: delete or narrow it");
+                            say!("  {problem}: delete or narrow it");
                         }
                         Ok(std::process::ExitCode::FAILURE)
                     }
                     (Err(error), _) | (_, Err(error)) => {
-                        println!("store: {location}: NOT USABLE: {error}");
+                        say!("store: {location}: NOT USABLE: {error}");
                         Ok(std::process::ExitCode::FAILURE)
                     }
                 }
             }
             Err(error) => {
-                println!("store: NOT USABLE: {error:#}");
+                say!("store: NOT USABLE: {error:#}");
                 Ok(std::process::ExitCode::FAILURE)
             }
         }

@@ -92,6 +92,54 @@ async fn create_subscription(url: &str, sink: &Sink) -> String {
         .to_owned()
 }
 
+/// Runs `knooppunt ARGS` with its stdout a pipe nobody reads any more (`… | true`).
+async fn knooppunt_into_a_closed_pipe(url: &str, args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_knooppunt"));
+    command
+        .args(args)
+        .env("KNOOPPUNT_URL", url)
+        .env("KNOOPPUNT_TOKEN", TOKEN)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped());
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A closed output ends the command quietly (exit 0, nothing on stderr), after it did
+/// what was asked: a subscription made into a closed pipe is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_output_ends_a_command_quietly() {
+    let (hub, _dir, sink) = hub_and_sink().await;
+    let url = hub.url("");
+    let created = knooppunt_into_a_closed_pipe(
+        &url,
+        &[
+            "subscriptions",
+            "create",
+            "--sink",
+            &sink.url,
+            "--type",
+            TYPE,
+        ],
+    )
+    .await;
+    assert!(created.status.success(), "{created:?}");
+    assert_eq!(stderr(&created), "");
+    let listed = knooppunt_into_a_closed_pipe(&url, &["subscriptions", "list"]).await;
+    assert!(listed.status.success(), "{listed:?}");
+    assert_eq!(stderr(&listed), "");
+    let exported = knooppunt_into_a_closed_pipe(&url, &["audit", "export"]).await;
+    assert!(exported.status.success(), "{exported:?}");
+    assert_eq!(stderr(&exported), "");
+    let listed = succeeded(&knooppunt(&url, &["subscriptions", "list", "--json"]).await);
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "made, though unread");
+    assert!(hub.terminate().success());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscriptions_are_created_listed_shown_and_deleted() {
     let (hub, _dir, sink) = hub_and_sink().await;

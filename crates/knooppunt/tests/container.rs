@@ -194,7 +194,44 @@ fn compose_publishes_on_loopback_and_builds_one_image() {
     }
     assert_eq!(built, ["knooppunt"], "one service builds the image");
     assert_eq!(
+        services["knooppunt"]["build"]["args"]["KNOOPPUNT_COMMIT"].as_str(),
+        Some("${KNOOPPUNT_COMMIT:-unknown}"),
+        "the commit reaches the image's build"
+    );
+    assert_eq!(
         hubs, 3,
         "the hub and the two of the scale-out profile run it"
     );
+}
+
+/// The image says what it is (OCI annotations as labels, the revision from the build's
+/// commit), and its version label is the binary's.
+#[test]
+fn the_image_is_labelled() {
+    let dockerfile = std::fs::read_to_string(repository().join("Dockerfile")).unwrap();
+    let labels = instructions(&dockerfile, "LABEL").join(" ");
+    for key in [
+        "title",
+        "description",
+        "version",
+        "revision",
+        "licenses",
+        "documentation",
+    ] {
+        assert!(
+            labels.contains(&format!("org.opencontainers.image.{key}=")),
+            "{key}: {labels}"
+        );
+    }
+    assert!(
+        labels.contains(r#"revision="${KNOOPPUNT_COMMIT}""#),
+        "{labels}"
+    );
+    assert!(
+        labels.contains(&format!(r#"version="{}""#, env!("CARGO_PKG_VERSION"))),
+        "{labels}"
+    );
+    // The runtime stage declares the build argument its label reads.
+    let runtime = &dockerfile[dockerfile.rfind("\nFROM ").unwrap()..];
+    assert!(runtime.contains("\nARG KNOOPPUNT_COMMIT"), "{runtime}");
 }

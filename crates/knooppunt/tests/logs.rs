@@ -35,7 +35,25 @@ async fn json_logs_join_the_events_trace_and_never_hold_its_data() {
         &[
             ("KNOOPPUNT_LOG_FORMAT", "json"),
             ("KNOOPPUNT_LOG_LEVEL", "debug"),
+            ("KNOOPPUNT_DELIVRY_MAX_IN_FLIGHT", "4"),
         ],
+    );
+    // A misspelt section is named at warn, with what to do.
+    let misspelt: Vec<Value> = hub
+        .log()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|record| record["variable"] == "KNOOPPUNT_DELIVRY_MAX_IN_FLIGHT")
+        .collect();
+    assert_eq!(misspelt.len(), 1, "{:?}", hub.log());
+    assert_eq!(misspelt[0]["level"], "WARN");
+    assert!(
+        misspelt[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("names no section"),
+        "{}",
+        misspelt[0]
     );
     let sink = Sink::start_for_any_hub().await;
     let client = reqwest::Client::new();
@@ -115,4 +133,86 @@ async fn json_logs_join_the_events_trace_and_never_hold_its_data() {
     assert_eq!(deliver["link"], EVENT_SPAN);
     assert_eq!(deliver["span_id"].as_str().map(str::len), Some(16));
     assert_eq!(delivered["outcome"], "delivered");
+}
+
+/// `knooppunt serve 2>&1 | head -1`: once nobody reads the log, the hub loses its log
+/// lines and nothing else. It goes on serving and logging (debug: a line per request) and
+/// stops cleanly on SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_log_never_stops_the_hub() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::config_with_admin(dir.path(), TOKEN);
+    /// The hub, killed when the test ends early.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut hub = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_knooppunt"))
+            .args(common::serve_args(&config, &dir.path().join("data")))
+            .env("KNOOPPUNT_LOG_LEVEL", "debug")
+            .env("KNOOPPUNT_LOG_FORMAT", "json")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut hub.0;
+    let mut log = std::io::BufReader::new(child.stderr.take().unwrap());
+    let address = loop {
+        let mut line = String::new();
+        assert!(
+            log.read_line(&mut line).unwrap() > 0,
+            "exited before listening"
+        );
+        let record: Value = serde_json::from_str(&line).unwrap();
+        if record["message"] == "Knooppunt is listening." {
+            break record["address"].as_str().unwrap().to_owned();
+        }
+    };
+    drop(log);
+    let client = reqwest::Client::new();
+    for n in 0..20 {
+        let answer = client
+            .post(format!("http://{address}/v1/events"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/cloudevents+json")
+            .body(
+                json!({
+                    "specversion": "1.0", "id": format!("unlogged-{n}"),
+                    "type": "nl.brp.persoon-verhuisd",
+                    "source": "urn:nld:test:logs"
+                })
+                .to_string(),
+            )
+            .send()
+            .await
+            .expect("the hub still serves");
+        assert!(answer.status().is_success(), "{}", answer.status());
+    }
+    assert_eq!(child.try_wait().unwrap(), None, "still running");
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let exit = loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            break exit;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the hub did not stop within 30 s of SIGTERM");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(exit.success(), "{exit:?}");
 }

@@ -96,6 +96,10 @@ impl Drop for Subscriber {
     }
 }
 
+fn readme() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap()
+}
+
 #[test]
 fn the_readme_walkthrough_delivers_a_first_event() {
     // 1. A token and its hash.
@@ -105,6 +109,15 @@ fn the_readme_walkthrough_delivers_a_first_event() {
         .lines()
         .find_map(|l| l.strip_prefix("token_sha256: "))
         .expect("the hash");
+    // The README shows the output as it is.
+    let readme = readme();
+    let demo = knooppunt("", &["hash-token", "demo-token-123"]);
+    let demo = String::from_utf8(demo.stdout).unwrap();
+    let shown: String = demo.lines().map(|line| format!("   {line}\n")).collect();
+    assert!(
+        readme.contains(&shown.replace("   \n", "\n")),
+        "the README's hash-token output is not what it prints:\n{demo}"
+    );
 
     // 2. A principal in the configuration.
     let dir = tempfile::tempdir().unwrap();
@@ -215,6 +228,11 @@ fn the_readme_walkthrough_delivers_a_first_event() {
     let row = listed.lines().nth(1).expect("a dead letter");
     let columns: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(columns[1], "3", "three attempts: {row}");
+    let reason = &row[row.find("maxAttempts").expect("the reason")..];
+    assert!(
+        readme.contains(reason),
+        "the README's dead letter reason is not the hub's: {reason}"
+    );
     let dead_letter = columns[0];
 
     // 7. Back up, and redelivered.

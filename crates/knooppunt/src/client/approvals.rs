@@ -105,7 +105,7 @@ pub(crate) async fn run(command: ApprovalsCommand) -> Outcome {
             if output.json {
                 print_json(&answer.body);
             } else {
-                println!(
+                say!(
                     "Subscription {subscription} is now {} for event type {eventtype}.",
                     text(&answer.body["state"])
                 );

@@ -154,9 +154,9 @@ pub(crate) async fn run(command: AuditCommand) -> Outcome {
             if !answer.status.is_success() {
                 return Ok(refused(&answer));
             }
-            println!("{}:{}", answer.body["sequence"], text(&answer.body["hash"]));
+            say!("{}:{}", answer.body["sequence"], text(&answer.body["hash"]));
             if let Some(signature) = answer.body.get("signature") {
-                println!(
+                say!(
                     "signed by the hub's key {} (EdDSA over `{}`): {}",
                     text(&signature["kid"]),
                     text(&signature["signed"]),
@@ -170,7 +170,7 @@ pub(crate) async fn run(command: AuditCommand) -> Outcome {
 
 fn report(outcome: &Value) -> Outcome {
     if outcome["intact"] == true {
-        println!(
+        say!(
             "The audit trail is intact: {} entries checked (entries {} to {}).",
             outcome["entries"],
             text(&outcome["first"]),
@@ -178,7 +178,7 @@ fn report(outcome: &Value) -> Outcome {
         );
         Ok(ExitCode::SUCCESS)
     } else if outcome["truncated"] == true {
-        println!(
+        say!(
             "The audit trail is NOT COMPLETE: {} ({} entries checked, entries {} to {}).",
             text(&outcome["why"]),
             outcome["entries"],
@@ -187,7 +187,7 @@ fn report(outcome: &Value) -> Outcome {
         );
         Ok(ExitCode::from(BROKEN))
     } else {
-        println!(
+        say!(
             "The audit trail is BROKEN at entry {}: {} ({} entries checked).",
             outcome["brokenAt"],
             text(&outcome["why"]),
@@ -225,11 +225,11 @@ async fn export(connection: &Connection, out: Option<PathBuf>) -> Outcome {
             other => format!("{other}\n"),
         };
         count += lines.lines().count();
-        writer.write_all(lines.as_bytes())?;
+        crate::output::quietly_done_if_closed(writer.write_all(lines.as_bytes()))?;
     }
-    writer.flush()?;
+    crate::output::quietly_done_if_closed(writer.flush())?;
     if let Some(path) = out {
-        eprintln!("{count} audit entries written to {}.", path.display());
+        tell!("{count} audit entries written to {}.", path.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -370,14 +370,14 @@ fn verify_selection(path: &PathBuf, head: Option<&str>) -> Outcome {
         _ => String::new(),
     };
     let count = |n: u64, one: &str, more: &str| format!("{n} {}", if n == 1 { one } else { more });
-    println!(
+    say!(
         "The selection's entries are as written: {} checked against their own hash{range}, \
          {} between entries that follow each other.",
         count(checked.entries, "entry", "entries"),
         count(checked.links, "link", "links")
     );
     if checked.gaps > 0 {
-        println!(
+        say!(
             "NOT CHECKED: what lies in {} between entries that do not follow each other. Only \
              the whole trail shows that nothing was removed there: `knooppunt audit verify` at \
              the hub, or `--file` with an admin's export.",
@@ -386,9 +386,9 @@ fn verify_selection(path: &PathBuf, head: Option<&str>) -> Outcome {
     }
     match (&head, head_is) {
         (Some((seq, _)), None) => {
-            println!("The head {seq} is not in the selection: it was not checked.")
+            say!("The head {seq} is not in the selection: it was not checked.")
         }
-        (Some((seq, _)), Some(_)) => println!("The head {seq} is in the selection, unchanged."),
+        (Some((seq, _)), Some(_)) => say!("The head {seq} is in the selection, unchanged."),
         _ => {}
     }
     Ok(ExitCode::SUCCESS)

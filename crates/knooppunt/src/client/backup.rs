@@ -9,7 +9,8 @@ use anyhow::Context;
 
 use super::{Answer, Client, Connection, Outcome, Output, print_json, refused};
 
-/// Copy a running hub's embedded store (needs the `admin` role).
+/// Copy a running hub's embedded store (needs a principal with the `admin` role, and a hub
+/// on the embedded store).
 ///
 /// The hub goes on serving meanwhile. DIR (new, or empty) becomes a data directory: to
 /// restore, stop the hub, put DIR in place of its data directory (`server.data_dir`) and
@@ -169,7 +170,7 @@ pub(crate) async fn run(command: BackupCommand) -> Outcome {
     } else {
         let records = &summary["records"];
         let count = |tree: &str| records[tree].as_u64().unwrap_or(0);
-        println!(
+        say!(
             "Backed up into {}: {} segment(s) of the event log ({} bytes), {} subscription(s), \
              {} principal(s), {} audit entries.",
             to.display(),
@@ -179,7 +180,7 @@ pub(crate) async fn run(command: BackupCommand) -> Outcome {
             count("principals"),
             count("audit"),
         );
-        println!(
+        say!(
             "To restore: stop the hub, put this directory in place of its data directory \
              (server.data_dir), start it."
         );

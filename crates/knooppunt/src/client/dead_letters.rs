@@ -47,11 +47,13 @@ pub(crate) async fn run(command: DeadLettersCommand) -> Outcome {
             if output.json {
                 print_json(&Value::Array(items));
             } else if items.is_empty() {
-                println!("No dead letters for {subscription}.");
+                say!("No dead letters for {subscription}.");
             } else {
-                println!(
+                say!(
                     "{:<10}  {:>8}  {:<24}  REASON",
-                    "ID", "ATTEMPTS", "GIVEN UP AT"
+                    "ID",
+                    "ATTEMPTS",
+                    "GIVEN UP AT"
                 );
                 for item in &items {
                     let mut reason = item["reason"].as_str().unwrap_or("?").to_owned();
@@ -60,7 +62,7 @@ pub(crate) async fn run(command: DeadLettersCommand) -> Outcome {
                         (Some(status), None) => reason.push_str(&format!("; last: HTTP {status}")),
                         (None, None) => {}
                     }
-                    println!(
+                    say!(
                         "{:<10}  {:>8}  {:<24}  {reason}",
                         item["id"].as_str().unwrap_or("?"),
                         item["attempts"].to_string(),
@@ -87,7 +89,7 @@ pub(crate) async fn run(command: DeadLettersCommand) -> Outcome {
             if !answer.status.is_success() {
                 return Ok(refused(&answer));
             }
-            println!("dead letter {dead_letter} of {subscription} is queued for delivery again");
+            say!("dead letter {dead_letter} of {subscription} is queued for delivery again");
             Ok(ExitCode::SUCCESS)
         }
     }

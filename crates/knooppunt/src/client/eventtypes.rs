@@ -130,7 +130,7 @@ pub(crate) async fn run(command: EventTypesCommand) -> Outcome {
             if output.json {
                 print_json(&answer.body);
             } else {
-                println!("created {}", text(&answer.body["id"]));
+                say!("created {}", text(&answer.body["id"]));
                 describe(&answer.body);
             }
             Ok(ExitCode::SUCCESS)
@@ -158,11 +158,11 @@ fn what(entry: &Value) -> String {
 }
 
 fn describe(entry: &Value) {
-    println!("  owner:    {}", text(&entry["owner"]));
-    println!("  source:   {}", text(&entry["source"]));
-    println!("  type:     {}", what(entry));
-    println!("  about:    {}", text(&entry["description"]));
+    say!("  owner:    {}", text(&entry["owner"]));
+    say!("  source:   {}", text(&entry["source"]));
+    say!("  type:     {}", what(entry));
+    say!("  about:    {}", text(&entry["description"]));
     if let Some(link) = entry["documentation"].as_str() {
-        println!("  docs:     {link}");
+        say!("  docs:     {link}");
     }
 }

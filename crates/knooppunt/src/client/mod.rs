@@ -216,10 +216,10 @@ pub(crate) fn refused(answer: &Answer) -> ExitCode {
         .as_str()
         .or_else(|| body.as_str())
         .unwrap_or("no details given");
-    eprintln!("knooppunt: the hub refused ({}): {detail}", answer.status);
+    tell!("knooppunt: the hub refused ({}): {detail}", answer.status);
     if let Some(params) = body["invalidParams"].as_array() {
         for param in params {
-            eprintln!(
+            tell!(
                 "  {}: {}",
                 param["name"].as_str().unwrap_or("?"),
                 param["reason"].as_str().unwrap_or("?")
@@ -227,7 +227,7 @@ pub(crate) fn refused(answer: &Answer) -> ExitCode {
         }
     }
     if answer.status == StatusCode::UNAUTHORIZED {
-        eprintln!("  (give a principal's token with --token or KNOOPPUNT_TOKEN)");
+        tell!("  (give a principal's token with --token or KNOOPPUNT_TOKEN)");
     }
     ExitCode::from(1)
 }
@@ -236,7 +236,7 @@ pub(crate) use crate::check::cause;
 
 /// Prints a JSON value for `--json`.
 pub(crate) fn print_json(value: &Value) {
-    println!(
+    say!(
         "{}",
         serde_json::to_string_pretty(value).expect("JSON values print")
     );
@@ -292,11 +292,11 @@ pub(crate) async fn list(
     if output.json {
         print_json(&Value::Array(items));
     } else if items.is_empty() {
-        println!("{empty}");
+        say!("{empty}");
     } else {
-        println!("{header}");
+        say!("{header}");
         for item in &items {
-            println!("{}", line(item));
+            say!("{}", line(item));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -316,7 +316,7 @@ pub(crate) async fn delete(connection: &Connection, path: &str, id: &str) -> Out
     if !answer.status.is_success() {
         return Ok(refused(&answer));
     }
-    println!("deleted {id}");
+    say!("deleted {id}");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -101,17 +101,17 @@ fn describe(principal: &Value) {
             items.join(", ")
         }
     };
-    println!(
+    say!(
         "name:                    {}",
         principal["name"].as_str().unwrap_or("?")
     );
-    println!("roles:                   {}", list("roles"));
-    println!(
+    say!("roles:                   {}", list("roles"));
+    say!(
         "oin:                     {}",
         principal["oin"].as_str().unwrap_or("none")
     );
-    println!("disabled:                {}", principal["disabled"]);
-    println!(
+    say!("disabled:                {}", principal["disabled"]);
+    say!(
         "bearer token:            {}",
         if principal["hasToken"] == true {
             "yes (kept hashed)"
@@ -119,9 +119,9 @@ fn describe(principal: &Value) {
             "none"
         }
     );
-    println!("subscribe type prefixes: {}", list("subscribeTypePrefixes"));
-    println!("publish source prefixes: {}", list("publishSourcePrefixes"));
-    println!(
+    say!("subscribe type prefixes: {}", list("subscribeTypePrefixes"));
+    say!("publish source prefixes: {}", list("publishSourcePrefixes"));
+    say!(
         "origin:                  {}",
         principal["origin"].as_str().unwrap_or("?")
     );
@@ -129,12 +129,12 @@ fn describe(principal: &Value) {
 
 fn print_token(principal: &Value) {
     if let Some(token) = principal["token"].as_str() {
-        println!();
-        println!("token: {token}");
-        println!("This is the only time the token is shown: give it to the principal now.");
+        say!();
+        say!("token: {token}");
+        say!("This is the only time the token is shown: give it to the principal now.");
     }
     if let Some(until) = principal["previousValidUntil"].as_str() {
-        println!("The old token keeps working until {until}.");
+        say!("The old token keeps working until {until}.");
     }
 }
 
@@ -150,16 +150,19 @@ pub(crate) async fn run(command: PrincipalsCommand) -> Outcome {
                 print_json(&Value::Array(items));
                 return Ok(ExitCode::SUCCESS);
             }
-            println!(
+            say!(
                 "{:<24}  {:<30}  {:<20}  {:<8}  ORIGIN",
-                "NAME", "ROLES", "OIN", "STATE"
+                "NAME",
+                "ROLES",
+                "OIN",
+                "STATE"
             );
             for principal in &items {
                 let roles: Vec<&str> = principal["roles"]
                     .as_array()
                     .map(|a| a.iter().filter_map(Value::as_str).collect())
                     .unwrap_or_default();
-                println!(
+                say!(
                     "{:<24}  {:<30}  {:<20}  {:<8}  {}",
                     principal["name"].as_str().unwrap_or("?"),
                     roles.join(","),
@@ -282,7 +285,7 @@ pub(crate) async fn run(command: PrincipalsCommand) -> Outcome {
             if !answer.status.is_success() {
                 return Ok(refused(&answer));
             }
-            println!("principal {name} deleted");
+            say!("principal {name} deleted");
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -271,18 +271,16 @@ fn print_receipt(receipt: &Value) {
     let source = receipt["source"].as_str().unwrap_or("?");
     let sequence = &receipt["sequence"];
     if receipt["duplicate"] == Value::Bool(true) {
-        println!(
-            "duplicate {source} {id}: accepted before as number {sequence}; not delivered again"
-        );
+        say!("duplicate {source} {id}: accepted before as number {sequence}; not delivered again");
     } else {
         let matched = receipt["matchedSubscriptions"].as_u64().unwrap_or(0);
-        println!(
+        say!(
             "accepted  {source} {id}: number {sequence}, for {matched} subscription{}",
             if matched == 1 { "" } else { "s" }
         );
     }
     for warning in receipt["warnings"].as_array().into_iter().flatten() {
-        println!(
+        say!(
             "  warning [{}] `{}`: {}",
             warning["rule"].as_str().unwrap_or("?"),
             warning["attribute"].as_str().unwrap_or(""),

@@ -133,7 +133,7 @@ pub(crate) enum ReplayCommand {
 }
 
 fn print_replay(replay: &Value) {
-    println!(
+    say!(
         "{}  {:<9}  {} .. {}  {} queued{}",
         replay["id"].as_str().unwrap_or("?"),
         replay["state"].as_str().unwrap_or("?"),
@@ -210,7 +210,7 @@ async fn replay(command: ReplayCommand) -> Outcome {
         print_json(&answer.body);
     } else if let Some(list) = answer.body.as_array() {
         if list.is_empty() {
-            println!("No replays.");
+            say!("No replays.");
         }
         list.iter().for_each(print_replay);
     } else {
@@ -238,19 +238,19 @@ async fn stream(
         .await?;
     if !answer.status.is_success() {
         if let Some(oldest) = answer.body["oldestCursor"].as_str() {
-            eprintln!("  (read on with --after {oldest})");
+            tell!("  (read on with --after {oldest})");
         }
         return Ok(refused(&answer));
     }
     for event in answer.body.as_array().into_iter().flatten() {
-        println!("{event}");
+        say!("{event}");
     }
     if let Some(cursor) = answer
         .headers
         .get("knooppunt-cursor")
         .and_then(|v| v.to_str().ok())
     {
-        eprintln!("cursor: {cursor} (read on with --after {cursor})");
+        tell!("cursor: {cursor} (read on with --after {cursor})");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -315,13 +315,13 @@ pub(crate) async fn run(command: PullCommand) -> Outcome {
         return Ok(refused(&answer));
     }
     let succeeded = answer.body["succeeded"].as_array().map_or(0, Vec::len);
-    println!("{operation}: {succeeded} of {} succeeded", tokens.len());
+    say!("{operation}: {succeeded} of {} succeeded", tokens.len());
     let failed = answer.body["failed"]
         .as_array()
         .cloned()
         .unwrap_or_default();
     for failure in &failed {
-        eprintln!(
+        tell!(
             "  {}: {} ({})",
             failure["lockToken"].as_str().unwrap_or("?"),
             failure["error"].as_str().unwrap_or("?"),
@@ -377,11 +377,11 @@ async fn receive(
             .collect();
         print_json(&Value::Array(held));
     } else if events.is_empty() {
-        println!("No events for {subscription} within {wait}.");
+        say!("No events for {subscription} within {wait}.");
     } else {
-        println!("{:<24}  {:>5}  {:<36}  TYPE", "LOCK TOKEN", "COUNT", "ID");
+        say!("{:<24}  {:>5}  {:<36}  TYPE", "LOCK TOKEN", "COUNT", "ID");
         for (event, (token, count)) in events.iter().zip(tokens.iter().zip(&counts)) {
-            println!(
+            say!(
                 "{token:<24}  {count:>5}  {:<36}  {}",
                 event["id"].as_str().unwrap_or("?"),
                 event["type"].as_str().unwrap_or("?"),

@@ -159,12 +159,10 @@ pub(crate) async fn run(command: SubscriptionsCommand) -> Outcome {
             if output.json {
                 print_json(&answer.body);
             } else {
-                println!("created {}", text(&answer.body["id"]));
+                say!("created {}", text(&answer.body["id"]));
                 describe(&answer.body);
                 if let Some(secret) = answer.body["signingsecret"].as_str() {
-                    println!(
-                        "  signing:  {secret} (shown once: deliveries carry webhook-signature)"
-                    );
+                    say!("  signing:  {secret} (shown once: deliveries carry webhook-signature)");
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -176,12 +174,12 @@ pub(crate) async fn run(command: SubscriptionsCommand) -> Outcome {
         } => {
             let path = format!("/v1/subscriptions/{}/signing-secret", segment(&id));
             show(&connection, Method::POST, &path, &output, |answer| {
-                println!(
+                say!(
                     "new signing secret of {id}: {}",
                     text(&answer["signingsecret"])
                 );
                 if let Some(until) = answer["previousValidUntil"].as_str() {
-                    println!("the previous secret signs too until {until}");
+                    say!("the previous secret signs too until {until}");
                 }
             })
             .await
@@ -260,40 +258,40 @@ fn what(subscription: &Value) -> String {
 }
 
 fn describe(subscription: &Value) {
-    println!("  state:    {}", text(&subscription["state"]));
+    say!("  state:    {}", text(&subscription["state"]));
     if let Some(problem) = subscription["validationProblem"].as_str() {
-        println!("  why:      {problem}");
+        say!("  why:      {problem}");
     }
-    println!("  sink:     {}", text(&subscription["sink"]));
-    println!("  receives: {}", what(subscription));
+    say!("  sink:     {}", text(&subscription["sink"]));
+    say!("  receives: {}", what(subscription));
     if let Some(config) = subscription["config"].as_object() {
         let settings: Vec<String> = config
             .iter()
             .map(|(k, v)| format!("{k}={}", text(v)))
             .collect();
-        println!("  config:   {}", settings.join(" "));
+        say!("  config:   {}", settings.join(" "));
     }
     if let Some(backlog) = subscription["backlog"].as_u64() {
-        println!("  backlog:  {backlog} pending");
+        say!("  backlog:  {backlog} pending");
     }
     let last = &subscription["lastDelivery"];
     if last.is_object() {
         let status = last["statusCode"]
             .as_u64()
             .map_or_else(|| text(&last["error"]), |code| format!("HTTP {code}"));
-        println!(
+        say!(
             "  last:     {} ({status}) at {}, event number {}",
             text(&last["outcome"]),
             text(&last["time"]),
             last["sequence"]
         );
         if last["statusCode"].is_u64() && last["error"].is_string() {
-            println!("            {}", text(&last["error"]));
+            say!("            {}", text(&last["error"]));
         }
         let answer = &last["answer"];
         if let Some(headers) = answer["headers"].as_object() {
             for (name, value) in headers {
-                println!("            {name}: {}", text(value));
+                say!("            {name}: {}", text(value));
             }
         }
         if let Some(body) = answer["body"].as_str().filter(|b| !b.is_empty()) {
@@ -302,7 +300,7 @@ fn describe(subscription: &Value) {
             } else {
                 ""
             };
-            println!("            {}{more}", body.replace('\n', "\n            "));
+            say!("            {}{more}", body.replace('\n', "\n            "));
         }
     }
 }

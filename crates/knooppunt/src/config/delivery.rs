@@ -49,9 +49,8 @@ pub(crate) struct DeliveryConfig {
     /// this. With several hubs on one database, a killed hub's deliveries are taken over by
     /// another once their leases run out.
     pub(crate) lease_margin: String,
-    /// CIDRs of reserved networks (loopback, private, link-local, ...) sinks may still be in;
-    /// in the environment also a comma-separated list.
-    #[serde(deserialize_with = "list_or_commas")]
+    /// CIDRs of reserved networks (loopback, private, link-local, ...) sinks may still be in.
+    #[serde(deserialize_with = "super::list_or_commas")]
     pub(crate) allow_sink_networks: Vec<String>,
     /// The default delivery policy: what a subscription's `config` gets for a key it leaves
     /// out (`mode`).

@@ -4,7 +4,7 @@ use super::*;
 
 /// The sections an environment variable can reach: every one of the file but
 /// `principals`, a list (file only).
-pub(super) const ENV_SECTIONS: [&str; 11] = [
+pub(crate) const ENV_SECTIONS: [&str; 11] = [
     "server",
     "store",
     "ingest",
@@ -36,25 +36,38 @@ pub(super) fn is_service_link(setting: &str) -> bool {
         })
 }
 
+/// What became of a `KNOOPPUNT_…` variable.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Variable {
+    /// It set a setting.
+    Applied,
+    /// A Kubernetes Service's link: left alone, as expected.
+    ServiceLink,
+    /// It names no section of the file (a misspelling, most likely): left alone, and said
+    /// at `warn`.
+    NoSection,
+}
+
 /// Applies `KNOOPPUNT_<SECTION>_<KEY>=value` to the parsed file. The value is read as a TOML
-/// value when it is one (`2097152`, `true`) and as a string otherwise. `Ok(false)` when the
-/// variable is not of a setting's form (no section of the file, or a Kubernetes Service's
-/// link): it is left alone. A key a section does not have stops start-up, naming it.
+/// value when it is one (`2097152`, `true`) and as a string otherwise; a list setting reads
+/// a string as comma-separated items (`list_or_commas`). A variable that is not of a
+/// setting's form (a Kubernetes Service's link, or no section of the file) is left alone. A
+/// key a section does not have stops start-up, naming it.
 pub(super) fn override_setting(
     table: &mut toml::Table,
     name: &str,
     setting: &str,
     value: &str,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Variable> {
+    if is_service_link(setting) {
+        return Ok(Variable::ServiceLink);
+    }
     let Some((section, key)) = ENV_SECTIONS.iter().find_map(|section| {
         let key = setting.strip_prefix(section)?.strip_prefix('_')?;
         Some((*section, key))
     }) else {
-        return Ok(false);
+        return Ok(Variable::NoSection);
     };
-    if is_service_link(setting) {
-        return Ok(false);
-    }
     let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
         .ok()
         .and_then(|mut t| t.remove("v"))
@@ -67,7 +80,7 @@ pub(super) fn override_setting(
         bail!("{name}: `{setting}` is not in a table of the configuration file");
     };
     section.insert(key.to_owned(), parsed);
-    Ok(true)
+    Ok(Variable::Applied)
 }
 
 /// A log level or filter each of whose parts names a level: `warn`, or

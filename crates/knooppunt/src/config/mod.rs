@@ -61,6 +61,10 @@ pub(crate) struct Config {
     /// left alone, and logged once at debug when the hub starts.
     #[serde(skip)]
     pub(crate) ignored_variables: Vec<String>,
+    /// `KNOOPPUNT_` variables that name no section of the file (`KNOOPPUNT_DELIVRY_…`):
+    /// left alone, and named at warn when the hub starts: most likely a misspelling.
+    #[serde(skip)]
+    pub(crate) unknown_variables: Vec<String>,
     /// Where the settings came from, for the start-up log: the file read, or that there was
     /// none (the defaults and the environment).
     #[serde(skip)]
@@ -69,18 +73,19 @@ pub(crate) struct Config {
     pub(crate) issuers: Vec<IssuerConfig>,
 }
 
-/// A list of strings, or one string of comma-separated items (as an environment variable
-/// gives it).
-fn list_or_commas<'de, D: serde::Deserializer<'de>>(
+/// The one rule of every list setting: a list, or one string of comma-separated items (as
+/// an environment variable gives it: `KNOOPPUNT_SERVER_TLS_CLIENT_CRL=/a.crl,/b.crl`).
+/// `config_tests::every_list_setting_takes_commas` keeps every list on it.
+fn list_or_commas<'de, D: serde::Deserializer<'de>, T: From<String>>(
     deserializer: D,
-) -> Result<Vec<String>, D::Error> {
+) -> Result<Vec<T>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum ListOrCommas {
         List(Vec<String>),
         Commas(String),
     }
-    Ok(match ListOrCommas::deserialize(deserializer)? {
+    let items = match ListOrCommas::deserialize(deserializer)? {
         ListOrCommas::List(list) => list,
         ListOrCommas::Commas(text) => text
             .split(',')
@@ -88,7 +93,8 @@ fn list_or_commas<'de, D: serde::Deserializer<'de>>(
             .filter(|item| !item.is_empty())
             .map(str::to_owned)
             .collect(),
-    })
+    };
+    Ok(items.into_iter().map(T::from).collect())
 }
 
 /// `value` when it is within `range`, else an error naming `key`.
@@ -162,7 +168,7 @@ impl Config {
         environment: impl IntoIterator<Item = (String, String)>,
     ) -> anyhow::Result<Config> {
         let mut table: toml::Table = toml::from_str(text)?;
-        let mut ignored = Vec::new();
+        let (mut ignored, mut unknown) = (Vec::new(), Vec::new());
         for (name, value) in environment {
             let Some(setting) = name.strip_prefix(ENV_PREFIX) else {
                 continue;
@@ -170,14 +176,18 @@ impl Config {
             if CLIENT_VARIABLES.contains(&name.as_str()) {
                 continue;
             }
-            if !override_setting(&mut table, &name, &setting.to_ascii_lowercase(), &value)? {
-                ignored.push(name);
+            match override_setting(&mut table, &name, &setting.to_ascii_lowercase(), &value)? {
+                Variable::Applied => {}
+                Variable::ServiceLink => ignored.push(name),
+                Variable::NoSection => unknown.push(name),
             }
         }
         let mut config: Config = table.try_into()?;
         config.validate()?;
         ignored.sort();
+        unknown.sort();
         config.ignored_variables = ignored;
+        config.unknown_variables = unknown;
         Ok(config)
     }
 

@@ -197,6 +197,7 @@ pub(crate) struct ZgwConfig {
     /// The keys (`<id>:<base64 of 32 bytes>`) the secrets of ZGW clients set over the
     /// principals API are sealed with in the store; the first seals, all open. Rotate by
     /// putting a new key first: at start every secret is sealed again under it.
+    #[serde(deserialize_with = "super::list_or_commas")]
     pub(crate) secret_keys: Vec<String>,
 }
 
@@ -223,6 +224,13 @@ pub(crate) struct ZgwClientConfig {
     /// Its organisation's OIN: its notificaties are then published in that source space.
     #[serde(default)]
     pub(crate) oin: Option<String>,
+    /// The sources it may publish CloudEvents with (`POST /api/v1/cloudevents`: Open Zaak's
+    /// own configured source, say); empty or absent: its notificaties' own source only.
+    #[serde(default)]
+    pub(crate) publish_source_prefixes: Vec<String>,
+    /// The types it may subscribe to; empty or absent: any.
+    #[serde(default)]
+    pub(crate) subscribe_type_prefixes: Vec<String>,
 }
 
 impl ZgwConfig {
@@ -254,12 +262,45 @@ impl ZgwConfig {
                     anyhow::anyhow!("{at}.oin: `{text}` is not an OIN (20 digits)")
                 })?),
             };
+            for (n, prefix) in client.publish_source_prefixes.iter().enumerate() {
+                if prefix.trim().is_empty() {
+                    bail!("{at}.publish_source_prefixes[{n}]: must not be empty");
+                }
+                if let Some(oin) = &oin {
+                    let space = format!("urn:nld:oin:{}:", oin.as_str());
+                    if !prefix.starts_with(&space) {
+                        bail!(
+                            "{at}.publish_source_prefixes[{n}]: `{prefix}` is outside the \
+                             client's OIN space `{space}`, where a client with an `oin` \
+                             publishes only"
+                        );
+                    }
+                }
+            }
+            if let Some(n) = client
+                .subscribe_type_prefixes
+                .iter()
+                .position(|p| p.trim().is_empty())
+            {
+                bail!("{at}.subscribe_type_prefixes[{n}]: must not be empty");
+            }
+            // With limits of its own, the client acts as a principal of the file with them
+            // (`zgw:<client_id>`, its scopes deciding its roles); without, as the default.
+            let limited = !client.publish_source_prefixes.is_empty()
+                || !client.subscribe_type_prefixes.is_empty();
+            let principal = limited.then(|| Principal {
+                name: format!("zgw:{}", client.client_id),
+                roles: [Role::Publisher, Role::Subscriber].into_iter().collect(),
+                subscribe_type_prefixes: client.subscribe_type_prefixes.clone(),
+                publish_source_prefixes: client.publish_source_prefixes.clone(),
+                oin: oin.clone(),
+            });
             clients.push(ZgwClient {
                 client_id: client.client_id.clone(),
                 secret: client.secret.as_bytes().to_vec(),
                 scopes: client.scopes.clone(),
                 oin,
-                principal: None,
+                principal,
             });
         }
         let secret_keys = if self.secret_keys.is_empty() {

@@ -42,6 +42,7 @@ pub(crate) struct ServerConfig {
     /// HTTPS with client certificates: files of certificate revocation lists (PEM or DER,
     /// such as PKIoverheid's), read again when they change; a revoked certificate
     /// identifies no one on connections made after that.
+    #[serde(deserialize_with = "super::list_or_commas")]
     pub(crate) tls_client_crl: Vec<PathBuf>,
 }
 

@@ -30,6 +30,41 @@ fn zgw_clients_are_read_and_checked() {
         let error = config.zgw.options().unwrap_err().to_string();
         assert!(error.contains(says), "{error}");
     }
+    // Open Zaak's CloudEvents with a source of its own, and a type limit, from the file.
+    let limited = format!(
+        "{}publish_source_prefixes = [\"urn:nld:oin:00000001823288444000:systeem:openzaak\"]\n\
+         subscribe_type_prefixes = [\"nl.vng.zgw.\"]\n",
+        good.replace(
+            "[\"notificaties.publiceren\"]",
+            "[\"notificaties.publiceren\", \"notificaties.consumeren\"]"
+        )
+    );
+    let config: Config = toml::from_str(&limited).unwrap();
+    let acting = config.zgw.options().unwrap().clients[0].principal();
+    assert_eq!(acting.name, "zgw:open-zaak");
+    assert_eq!(
+        acting.publish_source_prefixes,
+        ["urn:nld:oin:00000001823288444000:systeem:openzaak"]
+    );
+    assert_eq!(acting.subscribe_type_prefixes, ["nl.vng.zgw."]);
+    assert!(acting.has(Role::Publisher) && acting.has(Role::Subscriber));
+    let scoped = limited.replace(", \"notificaties.consumeren\"", "");
+    let config: Config = toml::from_str(&scoped).unwrap();
+    let acting = config.zgw.options().unwrap().clients[0].principal();
+    assert!(
+        !acting.has(Role::Subscriber),
+        "its scopes still decide its roles"
+    );
+    let outside = limited.replace(
+        "urn:nld:oin:00000001823288444000:systeem:openzaak",
+        "urn:nld:oin:00000009999999999000:systeem:openzaak",
+    );
+    let config: Config = toml::from_str(&outside).unwrap();
+    let error = config.zgw.options().unwrap_err().to_string();
+    assert!(
+        error.contains("zgw.clients[0].publish_source_prefixes[0]") && error.contains("OIN space"),
+        "{error}"
+    );
 }
 
 /// The event's filter budget: 0 (none) or at least one subscription's, said so when not.
@@ -359,9 +394,9 @@ fn kubernetes_service_variables_are_left_alone() {
         ("KNOOPPUNT_PORT_8080_TCP_ADDR", "10.0.0.12"),
         ("KNOOPPUNT_STORE_SERVICE_HOST", "10.0.0.13"),
         ("KNOOPPUNT_STORE_PORT_5432_TCP", "tcp://10.0.0.13:5432"),
-        ("KNOOPPUNT_SERVR_LISTEN", "x"),
     ];
     let mut all = env(&injected);
+    all.extend(env(&[("KNOOPPUNT_SERVR_LISTEN", "x")]));
     all.extend(env(&[
         ("KNOOPPUNT_AUDIT_RETENTION", "P30D"),
         ("KNOOPPUNT_CONSOLE_SESSION_IDLE", "PT10M"),
@@ -369,6 +404,11 @@ fn kubernetes_service_variables_are_left_alone() {
     ]));
     let config = Config::parse_with("", all).unwrap();
     assert_eq!(config.ignored_variables.len(), injected.len());
+    assert_eq!(
+        config.unknown_variables,
+        ["KNOOPPUNT_SERVR_LISTEN"],
+        "a misspelt section is told apart from a Service's links (and named at warn)"
+    );
     assert!(
         config
             .ignored_variables
@@ -382,6 +422,7 @@ fn kubernetes_service_variables_are_left_alone() {
         )
         .map(|mut c| {
             c.ignored_variables = config.ignored_variables.clone();
+            c.unknown_variables = config.unknown_variables.clone();
             c
         })
         .unwrap(),
@@ -477,4 +518,76 @@ fn errors_name_the_key() {
         h = "ab".repeat(32)
     );
     assert!(format!("{:#}", Config::parse(&twice).unwrap_err()).contains("principals[1].name"));
+}
+
+/// One rule for every list setting the environment reaches: comma-separated items (a TOML
+/// array works too), the same as in the file.
+#[test]
+fn every_list_setting_takes_commas() {
+    let key = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+    let other = "k0:HyAhIiMkJSYnKCkqKywtLi8wMTIzNDU2Nzg5Ojs8PT4=";
+    let from_env = |name: &str, value: &str| {
+        let env = [(name.to_owned(), value.to_owned())];
+        Config::parse_with("", env).unwrap_or_else(|e| panic!("{name}: {e:#}"))
+    };
+    let config = from_env("KNOOPPUNT_SERVER_TLS_CLIENT_CRL", "/a.crl, /b.crl");
+    assert_eq!(
+        config.server.tls_client_crl,
+        [PathBuf::from("/a.crl"), PathBuf::from("/b.crl")]
+    );
+    let config = from_env("KNOOPPUNT_SERVER_TLS_CLIENT_CRL", "/x.crl");
+    assert_eq!(config.server.tls_client_crl, [PathBuf::from("/x.crl")]);
+    let config = from_env("KNOOPPUNT_SERVER_TLS_CLIENT_CRL", r#"["/a.crl", "/b.crl"]"#);
+    assert_eq!(config.server.tls_client_crl.len(), 2, "TOML's array too");
+    let config = from_env("KNOOPPUNT_ZGW_SECRET_KEYS", &format!("{key},{other}"));
+    assert_eq!(config.zgw.secret_keys, [key, other]);
+    let config = from_env(
+        "KNOOPPUNT_DELIVERY_ALLOW_SINK_NETWORKS",
+        "10.0.0.0/8,192.168.0.0/16",
+    );
+    assert_eq!(
+        config.delivery.allow_sink_networks,
+        ["10.0.0.0/8", "192.168.0.0/16"]
+    );
+    // Every list of plain items in a section the environment reaches reads by that rule:
+    // a new one without it fails here.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config");
+    for file in std::fs::read_dir(&dir).unwrap() {
+        let path = file.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            let plain = ["Vec<String>,", "Vec<PathBuf>,"]
+                .iter()
+                .any(|t| line.trim_start().starts_with("pub(crate) ") && line.ends_with(t));
+            // A principal's and a ZGW client's lists are in `[[principals]]` and
+            // `[[zgw.clients]]`, which are the file's alone.
+            let at_line: usize = lines[..n].iter().map(|l| l.len() + 1).sum();
+            let principals = text[..at_line]
+                .rfind("pub(crate) struct ")
+                .is_some_and(|at| {
+                    ["PrincipalConfig", "ZgwClientConfig"]
+                        .iter()
+                        .any(|name| text[at..].starts_with(&format!("pub(crate) struct {name}")))
+                });
+            if plain
+                && !principals
+                && !line.contains("ignored_variables")
+                && !line.contains("unknown_variables")
+                && !line.contains("scopes")
+            {
+                assert!(
+                    lines[..n]
+                        .iter()
+                        .rev()
+                        .take(3)
+                        .any(|l| l.contains("list_or_commas")),
+                    "{}:{}: `{}` does not read commas",
+                    path.display(),
+                    n + 1,
+                    line.trim()
+                );
+            }
+        }
+    }
 }
