@@ -38,9 +38,12 @@ impl Cursor for String {
 }
 
 /// The cursor of a list whose items are numbered (dead letters, the audit trail): the
-/// sequence number of the previous page's last item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Sequence(pub(crate) u64);
+/// sequence number of the previous page's last item, as the digits a query carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[schemars(inline)]
+pub(crate) struct Sequence(
+    #[schemars(with = "String", regex(pattern = r"^[0-9]{0,20}$"))] pub(crate) u64,
+);
 
 impl<'de> serde::Deserialize<'de> for Sequence {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -48,20 +51,6 @@ impl<'de> serde::Deserialize<'de> for Sequence {
         text.parse()
             .map(Sequence)
             .map_err(|_| serde::de::Error::custom("not a sequence number"))
-    }
-}
-
-impl JsonSchema for Sequence {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Sequence".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "string", "pattern": "^[0-9]{0,20}$"})
     }
 }
 
