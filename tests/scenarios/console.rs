@@ -444,6 +444,25 @@ async fn an_admin_creates_a_principal_whose_token_works_and_sees_the_hub() {
     let token = browser.text_of("#new-token").await;
     assert!(token.len() >= 32, "a token is shown once: {token}");
     browser.screenshot("02-token-shown").await;
+    // The token whole on one line, with a button that copies it (the script shows it).
+    let shown = browser
+        .execute(
+            "const b = document.querySelector('button[data-copy=\"new-token\"]'); \
+             const t = document.getElementById('new-token'); \
+             return [!!b && !b.hidden, getComputedStyle(t).whiteSpace];",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        shown,
+        json!([true, "nowrap"]),
+        "a copy button, and no break"
+    );
+    // Roles read in Dutch, with the API's name beside.
+    assert_eq!(
+        browser.text_of("label[for=role-subscriber]").await,
+        "abonneren (subscriber)"
+    );
     let answer = hub
         .call(Method::GET, "/v1/subscriptions", &token, None)
         .await;
@@ -1243,6 +1262,9 @@ async fn a_subscriber_does_its_tasks_through_the_pages_alone() {
         .click_on("main a[href^='/console/subscriptions/']")
         .await;
     browser.find("#h-status").await;
+    // Durations read as words, the value beside.
+    let page = browser.text().await;
+    assert!(page.contains("10 seconden (PT10S)"), "{page}");
     let url = browser.url().await;
     let id = url.rsplit('/').next().unwrap().to_owned();
     let stored = hub

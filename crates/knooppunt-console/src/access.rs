@@ -379,14 +379,19 @@ pub(crate) async fn home(State(console): State<Arc<Console>>, visitor: Visitor) 
                 p class="utrecht-paragraph" {
                     @if let Some(status) = &status {
                         (lang.t("Achterstand: ", "Backlog: ")) (status.backlog)
-                        "; " (lang.t("eindpunten met open breaker: ", "endpoints with an open breaker: ")) (status.open_breakers.len())
+                        "; " (lang.t("eindpunten met open stroomonderbreker: ", "endpoints with an open breaker: ")) (status.open_breakers.len())
                     } @else { "—" }
                 }
                 p class="utrecht-paragraph" { a class="utrecht-link" href={ (BASE) "/status" } { (lang.t("Naar de hubstatus", "To the hub status")) } }
             }
         });
     }
-    let roles: Vec<&str> = visitor.principal.roles.iter().map(|r| r.name()).collect();
+    let roles: Vec<String> = visitor
+        .principal
+        .roles
+        .iter()
+        .map(|r| layout::role_label(lang, r.name()))
+        .collect();
     respond(
         StatusCode::OK,
         page(

@@ -24,6 +24,7 @@ type Params = Query<std::collections::HashMap<String, String>>;
 /// A token shown once, with what to do with it.
 fn token_shown(lang: Lang, name: &str, token: &str) -> Markup {
     layout::secret_shown(
+        lang,
         "new-token",
         html! {
             (lang.t("Het token van ", "The token of ")) strong { (name) }
@@ -61,10 +62,10 @@ async fn principals_page(
             let disabled = p.disabled;
             vec![
                 html! { a class="utrecht-link kp-break" href={ (BASE) "/principals/" (encode(&name)) } { (name) } },
-                html! { (p.roles.join(", ")) },
+                html! { (p.roles.iter().map(|r| layout::role_label(lang, r)).collect::<Vec<_>>().join(", ")) },
                 html! { (p.oin.as_deref().unwrap_or("—")) },
                 badge(lang, if disabled { "disabled" } else { "active" }),
-                html! { (p.origin) },
+                html! { (layout::origin_label(lang, &p.origin)) },
                 html! {
                     form method="post" action={ (BASE) "/principals/" (encode(&name)) } class="kp-inline" {
                         (csrf(visitor))
@@ -98,7 +99,7 @@ async fn principals_page(
                     @for role in Role::ALL {
                         div class="utrecht-form-field utrecht-form-field--checkbox" {
                             input class="utrecht-checkbox utrecht-checkbox--html-input" type="checkbox" name="roles" value=(role.name()) id={ "role-" (role.name()) };
-                            label class="utrecht-form-label utrecht-form-label--checkbox" for={ "role-" (role.name()) } { (role.name()) }
+                            label class="utrecht-form-label utrecht-form-label--checkbox" for={ "role-" (role.name()) } { (layout::role_label(lang, role.name())) }
                         }
                     }
                 }
@@ -390,7 +391,7 @@ async fn principal_page(
         (data_list(vec![
             (lang.t("Naam", "Name"), html! { (name) }),
             (lang.t("Status", "State"), badge(lang, if p.disabled { "disabled" } else { "active" })),
-            (lang.t("Herkomst", "Origin"), html! { (p.origin) }),
+            (lang.t("Herkomst", "Origin"), html! { (layout::origin_label(lang, &p.origin)) }),
         ]))
         form method="post" action=(here) class="kp-form" novalidate {
             (csrf(visitor))
@@ -400,7 +401,7 @@ async fn principal_page(
                 @for role in Role::ALL {
                     div class="utrecht-form-field utrecht-form-field--checkbox" {
                         input class="utrecht-checkbox utrecht-checkbox--html-input" type="checkbox" name="roles" value=(role.name()) id={ "role-" (role.name()) } checked[roles.iter().any(|r| r == role.name())];
-                        label class="utrecht-form-label utrecht-form-label--checkbox" for={ "role-" (role.name()) } { (role.name()) }
+                        label class="utrecht-form-label utrecht-form-label--checkbox" for={ "role-" (role.name()) } { (layout::role_label(lang, role.name())) }
                     }
                 }
             }
@@ -478,7 +479,7 @@ pub(crate) async fn status(
                     } @else { "—" }
                 }),
             ]))
-            h2 class="utrecht-heading-2" { (lang.t("Eindpunten met open breaker", "Endpoints with an open breaker")) }
+            h2 class="utrecht-heading-2" { (lang.t("Eindpunten met open stroomonderbreker", "Endpoints with an open breaker")) }
             @if s.open_breakers.is_empty() {
                 p class="utrecht-paragraph" { (lang.t("Geen: alle eindpunten nemen aan.", "None: every endpoint takes deliveries.")) }
             } @else {
@@ -625,8 +626,9 @@ fn number(value: Option<u64>) -> Markup {
 /// is, anything else as compact JSON).
 fn details(details: &Value) -> Markup {
     match details.as_object() {
+        // The trail's own member names and values, as the API records them: English.
         Some(members) if !members.is_empty() => html! {
-            dl class="kp-details" {
+            dl class="kp-details" lang="en" {
                 @for (key, value) in members {
                     div {
                         dt { (key) }

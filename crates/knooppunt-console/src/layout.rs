@@ -187,7 +187,10 @@ pub(crate) fn problem(lang: Lang, problem: &Problem) -> Markup {
                 }
                 @if meaning.is_some() && !problem.detail.is_empty() {
                     p class="utrecht-paragraph" {
-                        @if english { (lang.t("Toelichting van de hub (in het Engels): ", "")) span lang="en" { (problem.detail) } }
+                        @if english {
+                            @if let Some(dutch) = crate::texts::refusal(&problem.detail) { (dutch) }
+                            @else { (lang.t("Toelichting van de hub (in het Engels): ", "")) span lang="en" { (problem.detail) } }
+                        }
                         @else { (problem.detail) }
                     }
                 }
@@ -196,7 +199,11 @@ pub(crate) fn problem(lang: Lang, problem: &Problem) -> Markup {
                         @for (name, reason) in &problem.params {
                             li class="utrecht-unordered-list__item" {
                                 code class="utrecht-code" { (name) } ": "
-                                @if english { span lang="en" { (reason) } } @else { (reason) }
+                                @if english {
+                                    @if let Some(dutch) = crate::texts::refusal(reason) { (dutch) }
+                                    @else { span lang="en" { (reason) } }
+                                }
+                                @else { (reason) }
                             }
                         }
                     }
@@ -218,6 +225,74 @@ pub(crate) fn at(text: &str) -> Markup {
 }
 
 /// A state as a badge: its word, and a colour that is never the only sign of it.
+/// An ISO 8601 duration (`PT10S`, `P1DT2H`) in words in the reader's language ("10
+/// seconden", "1 dag en 2 uur"); `None` when `text` is not one.
+pub(crate) fn duration(lang: Lang, text: &str) -> Option<String> {
+    let total = knooppunt_store::parse_iso8601_duration(text).ok()?;
+    let mut ms = total.as_millis();
+    let units: [(u128, &str, &str, &str, &str); 5] = [
+        (86_400_000, "dag", "dagen", "day", "days"),
+        (3_600_000, "uur", "uur", "hour", "hours"),
+        (60_000, "minuut", "minuten", "minute", "minutes"),
+        (1_000, "seconde", "seconden", "second", "seconds"),
+        (
+            1,
+            "milliseconde",
+            "milliseconden",
+            "millisecond",
+            "milliseconds",
+        ),
+    ];
+    let mut parts = Vec::new();
+    for (size, nl_one, nl_many, en_one, en_many) in units {
+        let n = ms / size;
+        ms %= size;
+        if n > 0 {
+            let word = match (lang.t("nl", "en"), n) {
+                ("nl", 1) => nl_one,
+                ("nl", _) => nl_many,
+                (_, 1) => en_one,
+                _ => en_many,
+            };
+            parts.push(format!("{n} {word}"));
+        }
+    }
+    let and = lang.t(" en ", " and ");
+    Some(match parts.len() {
+        0 => format!("0 {}", lang.t("seconden", "seconds")),
+        1 => parts.remove(0),
+        _ => {
+            let last = parts.pop().unwrap_or_default();
+            format!("{}{and}{last}", parts.join(", "))
+        }
+    })
+}
+
+/// A role in the reader's language; the API's name beside it in Dutch (it is what the API,
+/// the command line and the documentation call it).
+pub(crate) fn role_label(lang: Lang, role: &str) -> String {
+    let nl = match role {
+        "publisher" => "publiceren",
+        "subscriber" => "abonneren",
+        "admin" => "beheer",
+        "metrics" => "metingen",
+        _ => return role.to_owned(),
+    };
+    match lang.t("nl", "en") {
+        "nl" => format!("{nl} ({role})"),
+        _ => role.to_owned(),
+    }
+}
+
+/// Where a principal was made, in the reader's language.
+pub(crate) fn origin_label(lang: Lang, origin: &str) -> &'static str {
+    match origin {
+        "api" => lang.t("API of console", "API or console"),
+        "configuration" => lang.t("configuratiebestand", "configuration file"),
+        _ => lang.t("onbekend", "unknown"),
+    }
+}
+
 pub(crate) fn badge(lang: Lang, state: &str) -> Markup {
     let (class, nl, en) = match state {
         "active" => ("utrecht-status-badge--safe", "actief", "active"),
@@ -491,12 +566,26 @@ const CONFIRMED: &str = "confirmed";
 
 /// A secret (a signing secret, a token) shown once, with what to do with it.
 /// `id` names the secret's element.
-pub(crate) fn secret_shown(id: &str, intro: Markup, secret: &str, after: Option<Markup>) -> Markup {
+pub(crate) fn secret_shown(
+    lang: Lang,
+    id: &str,
+    intro: Markup,
+    secret: &str,
+    after: Option<Markup>,
+) -> Markup {
     html! {
         div class="utrecht-alert utrecht-alert--ok" role="status" {
             div class="utrecht-alert__message" {
                 p class="utrecht-paragraph" { (intro) }
-                p class="utrecht-paragraph kp-secret" id=(id) { (secret) }
+                // Whole on one line (it scrolls within itself on a narrow screen), and a
+                // button that copies it where the script runs.
+                p class="utrecht-paragraph kp-secret" {
+                    code class="kp-secret-value" id=(id) tabindex="0" { (secret) }
+                    " "
+                    button type="button" class="utrecht-button utrecht-button--secondary-action" data-copy=(id) hidden {
+                        (lang.t("Kopiëren", "Copy"))
+                    }
+                }
                 @if let Some(after) = after { p class="utrecht-paragraph" { (after) } }
             }
         }

@@ -752,7 +752,7 @@ pub(crate) fn secret_page(
         }
     });
     let content = html! {
-        (layout::secret_shown("new-secret", intro, secret, after))
+        (layout::secret_shown(lang, "new-secret", intro, secret, after))
         p class="utrecht-paragraph" {
             a class="utrecht-link" href=(page_path) { (lang.t("Naar het abonnement", "To the subscription")) }
         }

@@ -188,6 +188,61 @@ pub(crate) const DELIVERY: &[(&str, &str)] = &[
     ),
 ];
 
+/// The hub's English for the refusals a person meets most in the console (a problem's
+/// detail, or the reason of one of its parameters), and their Dutch, as [`DELIVERY`].
+pub(crate) const REFUSALS: &[(&str, &str)] = &[
+    (
+        "is required to make an approval `{}`: say why, for the subscriber",
+        "is verplicht om een toestemming op `{}` te zetten: zeg waarom, voor de abonnee",
+    ),
+    ("refused", "geweigerd"),
+    ("revoked", "ingetrokken"),
+    (
+        "invalid CESQL expression: {}",
+        "geen geldige CESQL-expressie (de toelichting in het Engels: {})",
+    ),
+    (
+        "the sink's address is in a range the hub does not deliver to (loopback, private, link-local or otherwise reserved); an operator can allow it with delivery.allow_sink_networks",
+        "het adres van het eindpunt ligt in een reeks waar de hub niet naar bezorgt (loopback, privé, link-local of anderszins gereserveerd); de beheerder van de hub kan het toestaan met delivery.allow_sink_networks",
+    ),
+    (
+        "principal `{}` publishes only sources starting with `{}`; make the entry's source start with it (`{}` would also cover other sources)",
+        "principal `{}` publiceert alleen bronnen die beginnen met `{}`; laat de bron van het item daarmee beginnen (`{}` zou ook andere bronnen omvatten)",
+    ),
+    (
+        "principal `{}` may publish only sources starting with `{}`, so an entry's source must start with one of them; `{}` would also cover sources outside them",
+        "principal `{}` mag alleen bronnen publiceren die beginnen met `{}`, dus de bron van een item moet met een daarvan beginnen; `{}` zou ook bronnen daarbuiten omvatten",
+    ),
+    (
+        "1 to {} letters, digits, `-`, `_`, `.`, `:` or `@` (an access token's principal is named by its claim, with the issuer's name_prefix)",
+        "1 tot {} letters, cijfers, `-`, `_`, `.`, `:` of `@`, zonder spaties (de principal van een toegangstoken heet naar zijn claim, met de name_prefix van de uitgever)",
+    ),
+    (
+        "the secret before the current one still signs until {} (the overlap the last rotation announced): rotate again after that, so that no secret stops signing earlier than its rotation said",
+        "het geheim van vóór het huidige ondertekent nog tot {} (de overgangstijd die de vorige wissel aankondigde): wissel daarna opnieuw, zodat geen geheim eerder stopt dan zijn wissel zei",
+    ),
+];
+
+/// Refusals known by a part of their text (the whole varies with a library's words), with
+/// what they mean in Dutch.
+const REFUSALS_CONTAINING: &[(&str, &str)] = &[(
+    "is outside the schema; the hub fetches no references",
+    "het schema verwijst naar iets buiten zichzelf (een externe `$ref`); de hub haalt geen verwijzingen op: neem alles in het schema zelf op",
+)];
+
+/// A refusal's text in Dutch when a table knows it.
+pub(crate) fn refusal(text: &str) -> Option<String> {
+    REFUSALS
+        .iter()
+        .find_map(|(en, nl)| fill(en, nl, text))
+        .or_else(|| {
+            REFUSALS_CONTAINING
+                .iter()
+                .find(|(part, _)| text.contains(part))
+                .map(|(_, nl)| (*nl).to_owned())
+        })
+}
+
 /// `text` in Dutch when the table knows it.
 pub(crate) fn dutch(text: &str) -> Option<String> {
     DELIVERY.iter().find_map(|(en, nl)| fill(en, nl, text))
@@ -219,9 +274,17 @@ fn fill(en: &str, nl: &str, text: &str) -> Option<String> {
     let mut parts = parts.into_iter();
     for (i, piece) in nl.split("{}").enumerate() {
         if i > 0 {
-            // A part may be a text of the table itself (why a handshake failed).
+            // A part may be a text of a table itself (why a handshake failed, a state).
             let part = parts.next().unwrap_or_default();
-            out.push_str(&dutch(part).unwrap_or_else(|| part.to_owned()));
+            let known = REFUSALS
+                .iter()
+                .find(|(en, _)| *en == part)
+                .map(|(_, nl)| (*nl).to_owned());
+            out.push_str(
+                &known
+                    .or_else(|| dutch(part))
+                    .unwrap_or_else(|| part.to_owned()),
+            );
         }
         out.push_str(piece);
     }
@@ -259,6 +322,37 @@ mod tests {
             knooppunt_api::problem::CODES.len(),
             "a text for a code the API does not answer"
         );
+    }
+
+    /// The refusals a Dutch console user meets most read in Dutch: the hub's own texts
+    /// where a test can make them, else as the hub writes them.
+    #[test]
+    fn the_common_refusals_read_in_dutch() {
+        let name = knooppunt_services::use_case::principals::check_principal_name("met spatie")
+            .unwrap_err();
+        assert!(refusal(&name).unwrap().contains("zonder spaties"), "{name}");
+        let private = knooppunt_delivery::AddressRefused.to_string();
+        assert!(
+            refusal(&private).unwrap().contains("gereserveerd"),
+            "{private}"
+        );
+        for text in [
+            "is required to make an approval `revoked`: say why, for the subscriber",
+            "invalid CESQL expression: LIKE must be followed by a string literal pattern (at character 9)",
+            "the sink's address is in a range the hub does not deliver to (loopback, private, link-local or otherwise reserved); an operator can allow it with delivery.allow_sink_networks",
+            "principal `gemeente` publishes only sources starting with `urn:nld:oin:00000001823288444000:`; make the entry's source start with it (`urn:nld:` would also cover other sources)",
+            "is not a usable JSON Schema: `https://example.com/s.json` is outside the schema; the hub fetches no references",
+            "the secret before the current one still signs until 2026-11-29T10:00:00.000Z (the overlap the last rotation announced): rotate again after that, so that no secret stops signing earlier than its rotation said",
+        ] {
+            let dutch = refusal(text).unwrap_or_else(|| panic!("no Dutch for {text}"));
+            assert_ne!(dutch, text);
+        }
+        assert_eq!(
+            refusal("is required to make an approval `revoked`: say why, for the subscriber")
+                .unwrap(),
+            "is verplicht om een toestemming op `ingetrokken` te zetten: zeg waarom, voor de abonnee"
+        );
+        assert_eq!(refusal("something new"), None);
     }
 
     #[test]

@@ -56,7 +56,24 @@ function refreshLiveRegions() {
   });
 }
 
+// A secret shown once: a button copies it whole (the button stays hidden without script).
+function offerCopies() {
+  document.querySelectorAll("button[data-copy]").forEach(function (button) {
+    var shown = document.getElementById(button.getAttribute("data-copy"));
+    if (!shown || !navigator.clipboard) return;
+    button.hidden = false;
+    var label = button.textContent;
+    button.addEventListener("click", function () {
+      navigator.clipboard.writeText(shown.textContent).then(function () {
+        button.textContent = document.documentElement.lang === "nl" ? "Gekopieerd" : "Copied";
+        setTimeout(function () { button.textContent = label; }, 2000);
+      });
+    });
+  });
+}
+
 document.addEventListener("DOMContentLoaded", function () {
+  offerCopies();
   watchCheckedForms();
   refreshLiveRegions();
 });

@@ -118,7 +118,7 @@ pub(crate) async fn list(
         } @else if rows.is_empty() {
             p class="utrecht-paragraph" { (lang.t("Geen abonnementen gevonden.", "No subscriptions found.")) }
         } @else {
-            (layout::table("subscriptions-caption", if admin { lang.t("Alle abonnementen", "All subscriptions") } else { lang.t("Uw abonnementen", "Your subscriptions") }, &[lang.t("Abonnement", "Subscription"), lang.t("Eigenaar", "Owner"), lang.t("Eindpunt", "Endpoint"), lang.t("Status", "State"), lang.t("Laatste levering", "Last delivery"), lang.t("Laatste fout", "Last error"), lang.t("Breaker", "Breaker"), lang.t("Achterstand", "Backlog"), lang.t("Oudste wacht", "Oldest waiting")], rows.iter().map(|(s, st)| vec![
+            (layout::table("subscriptions-caption", if admin { lang.t("Alle abonnementen", "All subscriptions") } else { lang.t("Uw abonnementen", "Your subscriptions") }, &[lang.t("Abonnement", "Subscription"), lang.t("Eigenaar", "Owner"), lang.t("Eindpunt", "Endpoint"), lang.t("Status", "State"), lang.t("Laatste levering", "Last delivery"), lang.t("Laatste fout", "Last error"), lang.t("Stroomonderbreker", "Breaker"), lang.t("Achterstand", "Backlog"), lang.t("Oudste wacht", "Oldest waiting")], rows.iter().map(|(s, st)| vec![
                 html! {
                     @if let Some(label) = &s.label {
                         a class="utrecht-link" href={ (BASE) "/subscriptions/" (seg(&s.id)) } { (label) }
@@ -332,6 +332,9 @@ pub(crate) async fn detail(
                             dd {
                                 @if let Some((_, nl, en)) = setting.choices.iter().find(|(choice, _, _)| choice == value) {
                                     (lang.t(nl, en))
+                                } @else if let Some(words) = layout::duration(lang, value) {
+                                    // An ISO 8601 duration, in words; the value itself beside.
+                                    (words) " (" code class="utrecht-code" { (value) } ")"
                                 } @else {
                                     (value)
                                 }
@@ -520,7 +523,7 @@ fn delivery_status(lang: Lang, status: &SubscriptionStatusOut) -> Markup {
             html! { (status.dead_letters) },
         ),
         (
-            lang.t("Breaker", "Breaker"),
+            lang.t("Stroomonderbreker", "Breaker"),
             html! {
                 @if let Some(breaker) = &status.breaker {
                     (badge(lang, &breaker.state)) " " (breaker.failures) (lang.t(" mislukte pogingen op rij", " failed attempts in a row"))
