@@ -1139,6 +1139,20 @@ async fn the_openapi_document_states_the_constraints_the_hub_enforces() {
         .clone();
     let pattern = cursor["schema"]["pattern"].as_str().expect("a pattern");
     assert_eq!(pattern, "^[0-9]{0,20}$");
+    // Every operation that reads a JSON body says it answers 415 to another type.
+    for (path, operations) in document["paths"].as_object().unwrap() {
+        for (method, operation) in operations.as_object().unwrap() {
+            if operation["requestBody"]["content"]
+                .get("application/json")
+                .is_some()
+            {
+                assert!(
+                    operation["responses"]["415"].is_object(),
+                    "{method} {path} documents no 415"
+                );
+            }
+        }
+    }
 
     // What the hub answers is what the document lists.
     for (method, path, document_path) in [

@@ -1970,6 +1970,10 @@ async fn the_rest_api_and_the_facade_refuse_a_subscription_alike() {
     assert_eq!(by_rest.body["invalidParams"][0]["name"], "sink");
     assert_eq!(by_facade.body["invalidParams"][0]["name"], "callbackUrl");
     assert_eq!(
+        by_facade.body["invalidParams"][0]["code"], "invalid-callback-url",
+        "named as Open Notificaties names it"
+    );
+    assert_eq!(
         by_facade.body["invalidParams"][0]["reason"], by_rest.body["invalidParams"][0]["reason"],
         "the same reason: {} / {}",
         by_facade.body, by_rest.body

@@ -258,13 +258,14 @@ impl Operation {
         self
     }
 
-    /// A JSON body of `schema`, required.
+    /// A JSON body of `schema`, required; a body of another type is answered 415, so every
+    /// operation with one says so.
     pub(crate) fn body(mut self, schema: Value) -> Operation {
         self.0.insert(
             "requestBody".into(),
             json!({"required": true, "content": {"application/json": {"schema": schema}}}),
         );
-        self
+        self.refusals(&[("415", "The body is not application/json.")])
     }
 
     /// The request body as given.

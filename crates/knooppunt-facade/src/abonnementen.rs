@@ -345,7 +345,7 @@ pub(crate) async fn checked_abonnement(
         .map_err(|errors| invalid("kanalen", "invalid", format!("{errors:?}")))?,
     };
     knooppunt_delivery::check_sink_url(&draft.callback_url, state.allow_http_sinks())
-        .map_err(|why| invalid("callbackUrl", "invalid", why))?;
+        .map_err(|why| invalid("callbackUrl", crate::error::INVALID_CALLBACK_URL, why))?;
     let subscription = knooppunt_services::zgw::subscription_of(
         &caller.0,
         id.to_owned(),
@@ -353,7 +353,7 @@ pub(crate) async fn checked_abonnement(
         filters,
         state.subscription_defaults(),
     )
-    .map_err(|why| invalid("callbackUrl", "invalid", why))?;
+    .map_err(|why| invalid("callbackUrl", crate::error::INVALID_CALLBACK_URL, why))?;
     let new = knooppunt_services::use_case::subscriptions::New {
         subscription,
         criteria,

@@ -139,6 +139,10 @@ impl IntoResponse for ZgwError {
     }
 }
 
+/// The code of an `invalidParams` entry for a callback the hub will not deliver to: Open
+/// Notificaties' own (its `CallbackURLValidator`), so that its clients recognise it.
+pub(crate) const INVALID_CALLBACK_URL: &str = "invalid-callback-url";
+
 /// A use case's refusal, as the facade's `Fout`: the one place the services' refusals
 /// become the Notificaties API's answers.
 impl From<knooppunt_services::refused::Refused> for ZgwError {
@@ -147,8 +151,9 @@ impl From<knooppunt_services::refused::Refused> for ZgwError {
         match refused {
             Refused::Forbidden(why) => ZgwError::PermissionDenied(why),
             // An abonnement has one address, its callback; a kanaal's name is its key.
+            // Named as Open Notificaties names a callback it cannot deliver to.
             Refused::Invalid("sink" | "sinkcredential.tokenurl", why) => {
-                invalid("callbackUrl", "invalid", why)
+                invalid("callbackUrl", INVALID_CALLBACK_URL, why)
             }
             Refused::Invalid(_, why) => invalid("nonFieldErrors", "invalid", why),
             Refused::Quota(exceeded) => exceeded.into(),
