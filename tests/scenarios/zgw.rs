@@ -878,6 +878,11 @@ async fn abonnementen_are_refused_as_open_notificaties_refuses_them() {
     assert_fout(&unknown, 400, "invalid");
     assert_eq!(unknown.body["invalidParams"][0]["code"], "kanaal_not_found");
     register_zaken(&hub, &publisher).await;
+    // `filters: null` is refused, as Open Notificaties refuses it (left out, it is no filter).
+    let null = subscribe(&hub, &consumer, &sink.url, Value::Null).await;
+    assert_fout(&null, 400, "invalid");
+    assert_eq!(null.body["invalidParams"][0]["name"], "kanalen.0.filters");
+    assert_eq!(null.body["invalidParams"][0]["code"], "null");
     let inconsistent = subscribe(&hub, &consumer, &sink.url, json!({"kleur": "rood"})).await;
     assert_eq!(
         inconsistent.body["invalidParams"][0]["code"],

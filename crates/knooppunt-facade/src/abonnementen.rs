@@ -192,7 +192,13 @@ pub(crate) fn read_abonnement_draft(
                 }
                 let mut filters = BTreeMap::new();
                 match sent_filters {
-                    Field::Absent | Field::Null => {}
+                    Field::Absent => {}
+                    // Open Notificaties refuses it too (its serializer's `null`).
+                    Field::Null => errors.push(field(
+                        &format!("kanalen.{n}.filters"),
+                        "null",
+                        "Dit veld mag niet leeg zijn.",
+                    )),
                     Field::Given(map) => {
                         for (key, value) in map {
                             match value {
