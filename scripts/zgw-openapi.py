@@ -69,7 +69,7 @@ cloud_event = {
     "properties": {
         "id": {"type": "string", "minLength": 1},
         "source": {"type": "string", "format": "uri-reference", "minLength": 1},
-        "specversion": {"type": "string", "minLength": 1},
+        "specversion": {"type": "string", "enum": ["1.0"]},
         "type": {"type": "string", "minLength": 1},
         "datacontenttype": {"type": "string"},
         "dataschema": {"type": "string", "format": "uri"},
@@ -153,6 +153,12 @@ abonnement["properties"]["bezorging"] = {
 }
 if "kanalen" in abonnement.get("required", []):
     abonnement["required"] = [r for r in abonnement["required"] if r != "kanalen"]
+# Without `kanalen` an abonnement needs `cloudeventFilters`, as Open Notificaties asks.
+abonnement["description"] = (
+    abonnement.get("description", "").rstrip()
+    + "\n\nEen ABONNEMENT heeft `kanalen` (1 tot 100), `cloudeventFilters`, of beide; "
+    "zonder een van beide wordt het geweigerd (400)."
+).strip()
 # `auth` is sent to the callback, never returned (as Open Notificaties does): write-only.
 document["components"]["schemas"]["Abonnement"]["properties"]["auth"]["writeOnly"] = True
 document["tags"] = [t for t in document.get("tags", []) if t.get("name") in {"abonnement", "kanaal", "notificaties"}]

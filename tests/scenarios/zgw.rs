@@ -525,6 +525,21 @@ async fn every_answer_is_what_the_notificaties_document_says() {
         ],
         "only what is served"
     );
+    // The document says what the hub refuses: a specversion other than 1.0, an abonnement
+    // with neither kanalen nor cloudeventFilters.
+    let schemas = &document["components"]["schemas"];
+    assert_eq!(
+        schemas["CloudEvent"]["properties"]["specversion"]["enum"],
+        json!(["1.0"])
+    );
+    assert!(
+        schemas["Abonnement"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("`kanalen` (1 tot 100), `cloudeventFilters`, of beide"),
+        "{}",
+        schemas["Abonnement"]
+    );
     let mut check = knooppunt_tests::openapi::Checker::with(document);
 
     let publisher = token("open-zaak", OPEN_ZAAK);
