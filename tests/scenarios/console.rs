@@ -1315,6 +1315,25 @@ async fn a_subscriber_does_its_tasks_through_the_pages_alone() {
         signed_with(&rotated, &arrived[1]),
         "signed with the new secret"
     );
+    // While the previous secret still signs, the page offers no rotation that would be
+    // refused, and says from when it can.
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}")))
+        .await;
+    let waits = browser.text_of("#signing-overlap").await;
+    assert!(
+        waits.contains("Een nieuw ondertekeningsgeheim kan vanaf"),
+        "{waits}"
+    );
+    assert!(
+        browser
+            .try_find(&format!(
+                "form[action='/console/subscriptions/{id}/signing-secret'] button"
+            ))
+            .await
+            .is_none(),
+        "no rotate button during the overlap"
+    );
 
     // The list names it before its id.
     browser.goto(&hub.url("/console/subscriptions")).await;

@@ -205,6 +205,25 @@ async fn a_rotated_secret_signs_beside_the_old_one_during_the_overlap() {
         "{}",
         rotated.body
     );
+    // The subscription says until when the overlap runs (before a rotation: nothing).
+    assert!(
+        created.body.get("signingOverlapUntil").is_none(),
+        "{}",
+        created.body
+    );
+    let read = hub
+        .call(
+            Method::GET,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::KVK,
+            None,
+        )
+        .await;
+    assert_eq!(
+        read.body["signingOverlapUntil"], rotated.body["previousValidUntil"],
+        "{}",
+        read.body
+    );
 
     publish(&hub, "rotated-1").await;
     let delivery = sink.wait_for(1, Duration::from_secs(10)).await.remove(0);

@@ -96,6 +96,11 @@ pub struct SubscriptionOut {
     #[serde(rename = "signingsecret", skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = "^whsec_"))]
     pub signing_secret: Option<String>,
+    /// While the secret before the current one still signs (after a rotation): until when
+    /// (RFC 3339). A new rotation is refused until then (409).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub signing_overlap_until: Option<String>,
 }
 
 /// The requests a push subscription's deliveries are: their method and header names.
@@ -253,5 +258,12 @@ pub(crate) fn representation(
         filter_budget: None,
         approvals: Vec::new(),
         signing_secret: None,
+        signing_overlap_until: subscription
+            .signing
+            .as_ref()
+            .and_then(|signing| signing.previous.as_ref())
+            .map(|(_, until)| *until)
+            .filter(|until| *until > knooppunt_store::now_ms())
+            .map(knooppunt_event::timestamp::utc_timestamp),
     }
 }

@@ -369,10 +369,19 @@ pub(crate) async fn detail(
                     button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Testbericht versturen", "Send a test event")) }
                 }
             }
+            // A rotation works once the previous secret's overlap is over: the button waits.
             @if !pull {
-                form method="post" action={ (page_path) "/signing-secret" } class="kp-inline" {
-                    (csrf(&visitor))
-                    button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Nieuw ondertekeningsgeheim", "New signing secret")) }
+                @if let Some(until) = &s.signing_overlap_until {
+                    p class="utrecht-paragraph" id="signing-overlap" {
+                        (lang.t("Een nieuw ondertekeningsgeheim kan vanaf ", "A new signing secret can be made from "))
+                        (layout::at(until))
+                        (lang.t(": tot dan ondertekent het vorige geheim ook nog.", ": until then the previous secret signs too."))
+                    }
+                } @else {
+                    form method="post" action={ (page_path) "/signing-secret" } class="kp-inline" {
+                        (csrf(&visitor))
+                        button type="submit" class="utrecht-button utrecht-button--secondary-action" { (lang.t("Nieuw ondertekeningsgeheim", "New signing secret")) }
+                    }
                 }
             }
             @if visitor.principal.is_admin() && s.state == "pending" {
