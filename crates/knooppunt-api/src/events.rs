@@ -282,18 +282,24 @@ async fn accept(
 /// The publish operation.
 pub(crate) fn describe(doc: &mut Endpoints) {
     // The `ce-` headers of binary mode (http-protocol-binding.md 3.1.3): each attribute's
-    // canonical string, percent-encoded.
+    // canonical string, percent-encoded. Their constraints hold in binary mode only (a
+    // structured or batched request's `ce-` headers are not the event), so the schema
+    // carries none and the description says them.
     let header_parameter = |name: &str, description: &str, required_in_binary: bool| {
         let description = if required_in_binary {
-            format!("Binary mode: {description} (percent-encoded; required in binary mode).")
+            format!(
+                "Binary mode: {description} (non-empty, percent-encoded; required in binary \
+                 mode). Not read in structured or batched mode."
+            )
         } else {
             format!(
-                "Binary mode: {description} (percent-encoded). Any other `ce-<name>` header is \
-                 an extension attribute."
+                "Binary mode: {description} (non-empty, percent-encoded). Any other \
+                 `ce-<name>` header is an extension attribute. Not read in structured or \
+                 batched mode."
             )
         };
         json!({"name": name, "in": "header", "required": false, "description": description,
-               "schema": {"type": "string", "minLength": 1}})
+               "schema": {"type": "string"}})
     };
     let event = doc.input::<CloudEventIn>();
     let receipt = doc.schema::<Receipt>();
