@@ -316,8 +316,8 @@ async fn accept(
     authorize(pipeline, publisher, &received)?;
     if pipeline.options.profile != ProfileLevel::Off {
         let events = received.iter().map(|r| &r.event);
-        for (found, warning) in warnings.iter_mut().zip(pipeline.sequences.follow(events)) {
-            found.extend(warning);
+        for (at, warning) in pipeline.sequences.follow(events) {
+            warnings[at].push(warning);
         }
     }
     if let Err(full) = pipeline.backlog.admit_publish().await {

@@ -34,15 +34,15 @@ fn integer_sequence(event: &Event) -> Option<i32> {
 }
 
 impl Sequences {
-    /// Notes the events, in order, as accepted; returns for each a warning when its Integer
-    /// `sequence` does not follow the last one of its source (a resend of that same one,
-    /// and a source not seen before, follow).
-    pub fn follow<'a>(&self, events: impl Iterator<Item = &'a Event>) -> Vec<Option<Violation>> {
+    /// Notes the events, in order, as accepted; returns (by the event's position) a warning
+    /// for each whose Integer `sequence` does not follow the last one of its source (a
+    /// resend of that same one, and a source not seen before, follow). Without Integer
+    /// sequences (most publishes) it neither locks nor allocates.
+    pub fn follow<'a>(&self, events: impl Iterator<Item = &'a Event>) -> Vec<(usize, Violation)> {
         let mut found = Vec::new();
         let mut guard = None;
-        for event in events {
+        for (at, event) in events.enumerate() {
             let Some(sequence) = integer_sequence(event) else {
-                found.push(None);
                 continue;
             };
             let (last, order) = &mut **guard
@@ -64,6 +64,7 @@ impl Sequences {
                 }
                 _ => None,
             };
+            let finding = finding.map(|warning| (at, warning));
             if last.insert(source.to_owned(), sequence).is_none() {
                 order.push_back(source.to_owned());
                 while order.len() > REMEMBERED {
@@ -72,7 +73,7 @@ impl Sequences {
                     }
                 }
             }
-            found.push(finding);
+            found.extend(finding);
         }
         found
     }
@@ -93,10 +94,9 @@ mod tests {
     }
 
     fn warned(sequences: &Sequences, events: &[Event]) -> Vec<bool> {
-        sequences
-            .follow(events.iter())
-            .into_iter()
-            .map(|f| f.is_some())
+        let found = sequences.follow(events.iter());
+        (0..events.len())
+            .map(|n| found.iter().any(|(at, _)| *at == n))
             .collect()
     }
 
@@ -114,7 +114,7 @@ mod tests {
             "a source not seen before starts anywhere; a's 4 skips 3"
         );
         let found = sequences.follow([event(b, "9")].iter());
-        let warning = found[0].as_ref().unwrap();
+        let warning = &found[0].1;
         assert_eq!(warning.rule.code(), "nlgov.sequence.contiguous");
         assert_eq!(warning.severity, Severity::Warning);
         assert!(warning.detail.contains("follows 7"), "{}", warning.detail);

@@ -188,22 +188,42 @@ async fn delivery_of(sink: &Sink, id: &str) -> Received {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_publish_and_its_delivery_are_one_trace_that_continues_the_publisher() {
-    let (endpoint, spans) = receiver().await;
-    let sink = Sink::start_for_any_hub().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_with_admin(dir.path(), TOKEN);
-    let hub = HubProcess::start_with_env(
-        &config,
-        &dir.path().join("data"),
-        &[
+/// A hub exporting its traces to a receiver (with `env` besides), subscribed unordered to
+/// a sink.
+struct Traced {
+    hub: HubProcess,
+    sink: Sink,
+    spans: Arc<Mutex<Vec<Exported>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Traced {
+    async fn start(env: &[(&str, &str)]) -> Traced {
+        let (endpoint, spans) = receiver().await;
+        let sink = Sink::start_for_any_hub().await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = config_with_admin(dir.path(), TOKEN);
+        let mut all = vec![
             ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
             ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ],
-    );
-    let client = reqwest::Client::new();
-    common::subscribe(&client, &hub, TOKEN, (&sink.url, TYPE), "unordered").await;
+        ];
+        all.extend_from_slice(env);
+        let hub = HubProcess::start_with_env(&config, &dir.path().join("data"), &all);
+        let client = reqwest::Client::new();
+        common::subscribe(&client, &hub, TOKEN, (&sink.url, TYPE), "unordered").await;
+        Traced {
+            hub,
+            sink,
+            spans,
+            _dir: dir,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_and_its_delivery_are_one_trace_that_continues_the_publisher() {
+    let traced = Traced::start(&[]).await;
+    let (hub, sink, spans) = (&traced.hub, &traced.sink, &traced.spans);
 
     // The publisher's HTTP request carries its context; the event has no extension.
     let (trace, parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
@@ -244,22 +264,12 @@ async fn a_publish_and_its_delivery_are_one_trace_that_continues_the_publisher()
 /// trace exported and the sink's `traceparent` names: one id for one attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_names_the_exported_delivery_span() {
-    let (endpoint, spans) = receiver().await;
-    let sink = Sink::start_for_any_hub().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = config_with_admin(dir.path(), TOKEN);
-    let hub = HubProcess::start_with_env(
-        &config,
-        &dir.path().join("data"),
-        &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-            ("KNOOPPUNT_LOG_FORMAT", "json"),
-            ("KNOOPPUNT_LOG_LEVEL", "debug"),
-        ],
-    );
-    let client = reqwest::Client::new();
-    common::subscribe(&client, &hub, TOKEN, (&sink.url, TYPE), "unordered").await;
+    let traced = Traced::start(&[
+        ("KNOOPPUNT_LOG_FORMAT", "json"),
+        ("KNOOPPUNT_LOG_LEVEL", "debug"),
+    ])
+    .await;
+    let (hub, sink, spans) = (&traced.hub, &traced.sink, &traced.spans);
     let (trace, parent) = ("5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8");
     let event = json!({"specversion": "1.0", "id": "logged", "type": TYPE,
                        "source": "urn:nld:oin:1:systeem:traced", "data": {"n": 1}});
