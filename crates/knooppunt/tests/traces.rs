@@ -222,8 +222,12 @@ impl Traced {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publish_and_its_delivery_are_one_trace_that_continues_the_publisher() {
-    let traced = Traced::start(&[]).await;
-    let (hub, sink, spans) = (&traced.hub, &traced.sink, &traced.spans);
+    let Traced {
+        hub,
+        sink,
+        spans,
+        _dir: _kept,
+    } = Traced::start(&[]).await;
 
     // The publisher's HTTP request carries its context; the event has no extension.
     let (trace, parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
@@ -269,7 +273,12 @@ async fn the_log_names_the_exported_delivery_span() {
         ("KNOOPPUNT_LOG_LEVEL", "debug"),
     ])
     .await;
-    let (hub, sink, spans) = (&traced.hub, &traced.sink, &traced.spans);
+    let Traced {
+        hub,
+        sink,
+        spans,
+        _dir: _kept,
+    } = traced;
     let (trace, parent) = ("5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8");
     let event = json!({"specversion": "1.0", "id": "logged", "type": TYPE,
                        "source": "urn:nld:oin:1:systeem:traced", "data": {"n": 1}});
