@@ -312,10 +312,11 @@ impl Telemetry {
         {
             let mut attempts = self.attempts.lock().expect("attempts lock");
             // A deleted subscription's counts go with it (its series end).
-            attempts.retain(|subscription, _| owner_of(subscription).is_some());
-            for (subscription, counts) in attempts.iter() {
-                let owner = owner_of(subscription).unwrap_or_default();
-                for ((outcome, status), count) in counts {
+            attempts.retain(|subscription, counts| {
+                let Some(owner) = owner_of(subscription) else {
+                    return false;
+                };
+                for ((outcome, status), count) in counts.iter() {
                     let _ = writeln!(
                         out,
                         "knooppunt_delivery_attempts_total{{subscription=\"{}\",owner=\"{}\",outcome=\"{outcome}\",status_code=\"{status}\"}} {count}",
@@ -323,7 +324,8 @@ impl Telemetry {
                         label_value(&owner)
                     );
                 }
-            }
+                true
+            });
         }
         let _ = writeln!(
             out,
