@@ -326,7 +326,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
          admin; never the subscription's own owner). A revocation turns the queued deliveries \
          of the event type's events into dead letters (\"approval revoked\") before it answers.",
     )
-    .body(doc.input::<DecisionIn>())
+    .body(doc.body_input::<DecisionIn>())
     .answer("200", "The approval as decided.", Some(approval))
     .refusals(&[
         BAD_REQUEST,

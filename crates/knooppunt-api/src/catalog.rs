@@ -403,7 +403,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
     );
     const NOT_JSON: Refusal = ("415", "The body is not application/json.");
     let entry = doc.schema::<EventTypeOut>();
-    let draft = doc.input::<EventTypeIn>();
+    let draft = doc.body_input::<EventTypeIn>();
     let none = json!([]);
     let list = Operation::new(
         "listEventTypes",

@@ -58,6 +58,8 @@ pub(crate) struct Document {
     /// Request bodies, described as the hub reads them: a member with a default is not
     /// required.
     inputs: SchemaGenerator,
+    /// The request bodies of a resource with a representation: the names of both schemas.
+    closed: Vec<(String, String)>,
     paths: Map<String, Value>,
 }
 
@@ -70,6 +72,7 @@ impl Document {
             inputs: SchemaSettings::openapi3()
                 .for_deserialize()
                 .into_generator(),
+            closed: Vec::new(),
             paths: Map::new(),
         }
     }
@@ -82,6 +85,20 @@ impl Document {
     /// The schema of request body `T`: a reference to it in `components/schemas`.
     pub(crate) fn input<T: JsonSchema>(&mut self) -> Value {
         self.inputs.subschema_for::<T>().to_value()
+    }
+
+    /// The schema of request body `T` of a resource whose representation is `R`: closed over
+    /// `R` as the hub reads it ([`crate::input::close_over`]).
+    pub(crate) fn input_over<T: JsonSchema, R: JsonSchema>(&mut self) -> Value {
+        self.schema::<R>();
+        self.closed
+            .push((T::schema_name().into_owned(), R::schema_name().into_owned()));
+        self.input::<T>()
+    }
+
+    /// The schema of request body `T`, read by [`crate::input::read`].
+    pub(crate) fn body_input<T: crate::input::Body>(&mut self) -> Value {
+        self.input_over::<T, T::Representation>()
     }
 
     /// The schema of a list of `T`.
@@ -126,6 +143,12 @@ impl Document {
                 None => {
                     definitions.insert(name, schema);
                 }
+            }
+        }
+        for (request, representation) in &self.closed {
+            let representation = definitions.get(representation).cloned().unwrap_or_default();
+            if let Some(request) = definitions.get_mut(request) {
+                crate::input::close_over(request, &representation);
             }
         }
         let mut definitions = Value::Object(definitions);

@@ -54,7 +54,8 @@ impl<T> Field<T> {
         }
     }
 
-    /// The value of a member that may be left out or `null` alike.
+    /// The value of a member that may be left out (or be `null`, where its schema says it
+    /// is `nullable`: the reader refuses a `null` elsewhere, see [`unknown_members`]).
     pub fn optional(self, name: &str, what: &str, problems: &mut Problems) -> Option<T> {
         match self {
             Field::Given(value) => Some(value),
@@ -64,18 +65,6 @@ impl<T> Field<T> {
                 None
             }
         }
-    }
-
-    /// The value of a member that may be left out but is never `null`.
-    pub fn left_out_or_given(self, name: &str, what: &str, problems: &mut Problems) -> Option<T> {
-        if matches!(self, Field::Null) {
-            problems.add(
-                name,
-                "`null` is not a value of this member: leave the member out instead",
-            );
-            return None;
-        }
-        self.optional(name, what, problems)
     }
 
     /// Whether the member was left out (a typed request leaves it out when it is sent on).
@@ -281,16 +270,57 @@ pub(crate) fn members_of(schema: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Records each member of `value` that its schema (`T`'s, as [`input_schema`] makes it) does
-/// not name, at any depth the schema closes (`additionalProperties: false`, or the body
-/// itself, where only the names in `ignored` may be added).
+/// The schema of request body `T` as the hub reads it: `T`'s ([`input_schema`]) closed
+/// over `R`, the resource's representation (see [`close_over`]); derived once per pair.
+pub(crate) fn body_schema<T: JsonSchema + 'static, R: JsonSchema + 'static>() -> Arc<Value> {
+    type Schemas = RwLock<HashMap<(TypeId, TypeId), Arc<Value>>>;
+    static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(Schemas::default);
+    let key = (TypeId::of::<T>(), TypeId::of::<R>());
+    if let Some(found) = schemas.read().expect("the schemas' lock").get(&key) {
+        return Arc::clone(found);
+    }
+    let mut schema = Value::clone(&input_schema::<T>());
+    close_over(&mut schema, &input_schema::<R>());
+    let mut schemas = schemas.write().expect("the schemas' lock");
+    Arc::clone(schemas.entry(key).or_insert_with(|| Arc::new(schema)))
+}
+
+/// Closes the schema of a request body (`additionalProperties: false`) over the resource's
+/// `representation`: each member of the representation the request does not name is added
+/// `readOnly`, to say that it may be sent back and is ignored. The reader and the OpenAPI
+/// document both close a body with this, so the document refuses what the hub refuses.
+pub(crate) fn close_over(request: &mut Value, representation: &Value) {
+    let Some(object) = request.as_object_mut() else {
+        return;
+    };
+    object.insert("additionalProperties".into(), Value::Bool(false));
+    let Some(properties) = object.get_mut("properties").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for name in members_of(representation) {
+        properties.entry(name).or_insert_with(|| {
+            serde_json::json!({
+                "readOnly": true,
+                "description": "A read-only member of the resource's representation: it may \
+                                be sent back, and is ignored."
+            })
+        });
+    }
+}
+
+/// Records each member of `value` that its schema (`root`, as [`body_schema`] or
+/// [`input_schema`] makes it) does not name, at any depth the schema closes
+/// (`additionalProperties: false`, and the `body` itself), and each `null` sent for a
+/// member whose schema is not `nullable` (a required member's `null` is reported by the
+/// read as missing).
 pub(crate) fn unknown_members(
     root: &Value,
     value: &Map<String, Value>,
-    (body, ignored): (&str, &[String]),
+    body: &str,
     problems: &mut Problems,
 ) {
-    check_object(root, root, value, "", Some((body, ignored)), problems);
+    check_object(root, root, value, "", Some(body), problems);
 }
 
 fn check_object(
@@ -298,7 +328,7 @@ fn check_object(
     schema: &Value,
     value: &Map<String, Value>,
     path: &str,
-    body: Option<(&str, &[String])>,
+    body: Option<&str>,
     problems: &mut Problems,
 ) {
     let schema = resolve(root, schema);
@@ -324,6 +354,12 @@ fn check_object(
         return;
     };
     let closed = body.is_some() || schema.get("additionalProperties") == Some(&Value::Bool(false));
+    let required = |name: &str| {
+        schema
+            .get("required")
+            .and_then(Value::as_array)
+            .is_some_and(|names| names.iter().any(|n| n == name))
+    };
     for (name, member) in value {
         let here = if path.is_empty() {
             name.clone()
@@ -331,16 +367,24 @@ fn check_object(
             format!("{path}.{name}")
         };
         match properties.get(name) {
-            Some(property) => {
-                if let Value::Object(inner) = member {
+            Some(property) => match member {
+                Value::Object(inner) => {
                     check_object(root, property, inner, &here, None, problems);
                 }
-            }
-            None if body.is_some_and(|(_, ignored)| ignored.contains(name)) => {}
+                Value::Null if !required(name) && !nullable(property) => problems.add(
+                    here,
+                    "`null` is not a value of this member: leave the member out instead",
+                ),
+                _ => {}
+            },
             None if closed => {
-                let names: Vec<&str> = properties.keys().map(String::as_str).collect();
+                let names: Vec<&str> = properties
+                    .iter()
+                    .filter(|(_, property)| property.get("readOnly") != Some(&Value::Bool(true)))
+                    .map(|(name, _)| name.as_str())
+                    .collect();
                 let has = match body {
-                    Some((body, _)) => format!("{} has", article(body)),
+                    Some(body) => format!("{} has", article(body)),
                     None => "it has".to_owned(),
                 };
                 problems.add(here, format!("unknown member; {has} {}", listed(&names)));
@@ -348,6 +392,30 @@ fn check_object(
             None => {}
         }
     }
+}
+
+/// Whether a member of `schema` may be `null`: it says `nullable` (OpenAPI 3.0), has `null`
+/// among its types or choices (JSON Schema), or takes any value.
+fn nullable(schema: &Value) -> bool {
+    const CONSTRAINING: [&str; 7] = ["type", "$ref", "allOf", "anyOf", "oneOf", "enum", "const"];
+    let Some(object) = schema.as_object() else {
+        return schema == &Value::Bool(true);
+    };
+    object.get("nullable") == Some(&Value::Bool(true))
+        || match object.get("type") {
+            Some(Value::String(one)) => one == "null",
+            Some(Value::Array(types)) => types.iter().any(|t| t == "null"),
+            _ => false,
+        }
+        || ["anyOf", "oneOf"].iter().any(|choice| {
+            object
+                .get(*choice)
+                .and_then(Value::as_array)
+                .is_some_and(|options| options.iter().any(nullable))
+        })
+        || !CONSTRAINING
+            .iter()
+            .any(|keyword| object.contains_key(*keyword))
 }
 
 /// The schema a `$ref` within `root` points at (`#/$defs/Name`); others as they are.
@@ -372,7 +440,7 @@ pub(crate) fn typed<T: DeserializeOwned + JsonSchema + 'static>(
         problems.add("", format!("the {name} must be a JSON object"));
         return None;
     };
-    unknown_members(&input_schema::<T>(), object, (name, &[]), problems);
+    unknown_members(&input_schema::<T>(), object, name, problems);
     match T::deserialize(body) {
         Ok(typed) => Some(typed),
         Err(error) => {
@@ -384,9 +452,9 @@ pub(crate) fn typed<T: DeserializeOwned + JsonSchema + 'static>(
 
 /// Reads `body` as a `T`: every problem of it, or what it means.
 pub(crate) fn read<T: Body>(body: &Value) -> Result<T::Read, ApiError> {
-    let schema = input_schema::<T>();
+    let schema = body_schema::<T, T::Representation>();
     let Some(object) = body.as_object() else {
-        let names = members_of(&schema);
+        let names = members_of(&input_schema::<T>());
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         return Err(ApiError::invalid(
             format!("the {} must be a JSON object", T::NAME),
@@ -397,8 +465,7 @@ pub(crate) fn read<T: Body>(body: &Value) -> Result<T::Read, ApiError> {
         ));
     };
     let mut problems = Problems::default();
-    let ignored = members_of(&input_schema::<T::Representation>());
-    unknown_members(&schema, object, (T::NAME, &ignored), &mut problems);
+    unknown_members(&schema, object, T::NAME, &mut problems);
     let read = match T::deserialize(body) {
         Ok(typed) => typed.read(&mut problems),
         Err(error) => {
@@ -623,7 +690,7 @@ mod tests {
     }
 
     #[test]
-    fn null_is_refused_where_a_value_is_required_and_absent_elsewhere() {
+    fn null_is_missing_where_a_value_is_required_and_refused_where_not_nullable() {
         assert_eq!(
             problems(json!({"from": null})),
             [(
@@ -638,10 +705,15 @@ mod tests {
                 "is required: an RFC 3339 time".to_owned()
             )]
         );
-        let window =
-            read::<Window>(&json!({"from": "2026-11-20T08:00:00Z", "until": null, "id": "x"}))
-                .unwrap();
+        let window = read::<Window>(&json!({"from": "2026-11-20T08:00:00Z", "id": "x"})).unwrap();
         assert_eq!(window, (1_795_161_600_000, None));
+        assert_eq!(
+            problems(json!({"from": "2026-11-20T08:00:00Z", "until": null})),
+            [(
+                "until".to_owned(),
+                "`null` is not a value of this member: leave the member out instead".to_owned()
+            )]
+        );
         assert_eq!(
             problems(json!([1])),
             [(
@@ -678,13 +750,61 @@ mod tests {
         let schema = input_schema::<Outer>();
         let body = json!({"inner": {"a": "x", "b": 1}, "c": 2, "id": 3});
         let mut found = Problems::default();
-        unknown_members(
-            &schema,
-            body.as_object().unwrap(),
-            ("outer", &["id".to_owned()]),
-            &mut found,
+        unknown_members(&schema, body.as_object().unwrap(), "outer", &mut found);
+        let found = found.into_vec();
+        let names: Vec<&str> = found.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["c", "id", "inner.b"]);
+        assert_eq!(found[0].reason, "unknown member; an outer has `inner`");
+    }
+
+    #[derive(Debug, JsonSchema)]
+    #[allow(dead_code)]
+    struct OuterOut {
+        id: String,
+        inner: Option<String>,
+    }
+
+    #[test]
+    fn a_body_is_closed_over_its_representation_and_refuses_null_where_its_schema_does() {
+        let schema = body_schema::<Outer, OuterOut>();
+        assert_eq!(schema["additionalProperties"], json!(false));
+        assert_eq!(schema["properties"]["id"]["readOnly"], json!(true));
+        let found = |body: Value| {
+            let mut found = Problems::default();
+            unknown_members(&schema, body.as_object().unwrap(), "outer", &mut found);
+            found.into_vec()
+        };
+        // The representation's read-only members come back ignored, even as `null`.
+        assert!(found(json!({"id": "x", "inner": {"a": "y"}})).is_empty());
+        assert!(found(json!({"id": null})).is_empty());
+        // A member whose schema is not nullable is left out, never `null`; in a nested
+        // object too.
+        let nulls = found(json!({"inner": null}));
+        assert_eq!(nulls.len(), 1);
+        assert_eq!(nulls[0].name, "inner");
+        assert!(
+            nulls[0]
+                .reason
+                .starts_with("`null` is not a value of this member")
         );
-        let names: Vec<String> = found.into_vec().into_iter().map(|p| p.name).collect();
-        assert_eq!(names, ["c", "inner.b"]);
+        assert_eq!(found(json!({"inner": {"a": null}}))[0].name, "inner.a");
+        // The list of members a body has leaves the ignored ones out.
+        assert_eq!(
+            found(json!({"colour": 1}))[0].reason,
+            "unknown member; an outer has `inner`"
+        );
+    }
+
+    #[test]
+    fn nullable_is_read_in_both_dialects() {
+        assert!(nullable(&json!({"type": "string", "nullable": true})));
+        assert!(nullable(&json!({"type": ["string", "null"]})));
+        assert!(nullable(
+            &json!({"anyOf": [{"$ref": "#/x"}, {"type": "null"}]})
+        ));
+        assert!(nullable(&json!({"description": "anything"})));
+        assert!(!nullable(&json!({"type": "string"})));
+        assert!(!nullable(&json!({"$ref": "#/x"})));
+        assert!(!nullable(&json!({"allOf": [{"$ref": "#/x"}]})));
     }
 }

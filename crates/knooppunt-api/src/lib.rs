@@ -489,6 +489,64 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
 mod tests {
     use super::*;
 
+    /// Every JSON request body the document describes refuses what the hub refuses: each
+    /// of its objects is closed (but a CloudEvent's, whose extensions are open), and a body
+    /// read over a representation names the same members as the reader's schema.
+    #[test]
+    fn every_request_body_is_closed_as_the_hub_reads_it() {
+        use serde_json::Value;
+        let document = openapi(&knooppunt_store::ConfigDefaults::default());
+        let schemas = &document["components"]["schemas"];
+        fn check(schemas: &Value, schema: &Value, at: &str, seen: &mut Vec<String>) {
+            if let Some(name) = schema["$ref"].as_str() {
+                let name = name.trim_start_matches("#/components/schemas/");
+                if name == "CloudEvent" || seen.iter().any(|s| s == name) {
+                    return;
+                }
+                seen.push(name.to_owned());
+                return check(schemas, &schemas[name], name, seen);
+            }
+            if let Some(properties) = schema["properties"].as_object() {
+                assert_eq!(schema["additionalProperties"], false, "{at} is open");
+                for (name, property) in properties {
+                    check(schemas, property, &format!("{at}.{name}"), seen);
+                }
+            }
+            for key in ["items", "allOf", "anyOf", "oneOf"] {
+                match &schema[key] {
+                    Value::Array(all) => all.iter().for_each(|s| check(schemas, s, at, seen)),
+                    one @ Value::Object(_) => check(schemas, one, at, seen),
+                    _ => {}
+                }
+            }
+        }
+        let mut seen = Vec::new();
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let body = &operation["requestBody"]["content"]["application/json"]["schema"];
+                if !body.is_null() {
+                    check(schemas, body, &format!("{method} {path}"), &mut seen);
+                }
+            }
+        }
+        assert!(seen.iter().any(|s| s == "SubscriptionRequest"), "{seen:?}");
+        let members = |schema: &Value| {
+            let mut names: Vec<String> = schema["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            names.sort();
+            names
+        };
+        let read = input::body_schema::<
+            subscription_body::SubscriptionRequest,
+            subscription_body::SubscriptionOut,
+        >();
+        assert_eq!(members(&schemas["SubscriptionRequest"]), members(&read));
+    }
+
     #[tokio::test]
     async fn a_handler_that_panics_is_answered_500_and_the_next_request_is_served() {
         async fn fails() -> &'static str {

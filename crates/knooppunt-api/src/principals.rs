@@ -78,10 +78,7 @@ pub struct NewPrincipal {
     pub name: Field<String>,
     /// What it may do: publish events, manage its own subscriptions, manage everything,
     /// read /metrics.
-    #[schemars(
-        length(min = 1),
-        extend("items" = {"type": "string", "enum": ["publisher", "subscriber", "admin", "metrics"]})
-    )]
+    #[schemars(schema_with = "roles_schema")]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub roles: Field<Vec<String>>,
     /// The event types it may subscribe to; empty or left out: any.
@@ -112,6 +109,18 @@ pub struct NewPrincipal {
     pub issue_token: Field<bool>,
 }
 
+/// The schema of `roles`: one or more of the roles ([`Role::ALL`]), no more entries than
+/// there are roles (a role sent twice counts once).
+fn roles_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let names = Role::ALL.map(Role::name);
+    schemars::json_schema!({
+        "type": "array",
+        "items": {"type": "string", "enum": names},
+        "minItems": 1,
+        "maxItems": names.len(),
+    })
+}
+
 /// What changes a principal (a JSON merge patch): the members to change; `oin: null`
 /// removes the OIN, `zgw: null` the ZGW client.
 #[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
@@ -125,10 +134,7 @@ pub struct PrincipalChange {
     /// What it may do: publish events, manage its own subscriptions, manage everything,
     /// read /metrics.
     #[serde(default)]
-    #[schemars(
-        length(min = 1),
-        extend("items" = {"type": "string", "enum": ["publisher", "subscriber", "admin", "metrics"]})
-    )]
+    #[schemars(schema_with = "roles_schema")]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub roles: Field<Vec<String>>,
     /// The event types it may subscribe to; empty: any.
@@ -435,9 +441,6 @@ pub(crate) async fn update(
         && named != name.as_str()
     {
         problems.add("name", "a principal cannot be renamed");
-    }
-    if matches!(body.roles, Field::Null) {
-        problems.add("roles", "one or more roles: a principal has at least one");
     }
     apply(
         Held {

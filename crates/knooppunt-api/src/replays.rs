@@ -195,7 +195,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
         "pull",
         "Replay a window of a subscription's retained events",
     )
-    .body(doc.input::<ReplayIn>())
+    .body(doc.body_input::<ReplayIn>())
     .answer(
         "202",
         "The replay runs: the retained events accepted in the window that the subscription's \

@@ -11,15 +11,15 @@ use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_event::validate::syntax;
 use knooppunt_filter::{Criteria, Filter};
 use knooppunt_store::{
-    ClientCertificate, ConfigDefaults, HttpSettings, Protocol, Sink, SinkCredential, Status,
-    Subscription, SubscriptionConfig, Transfer,
+    ClientCertificate, ConfigDefaults, ConfigValues, HttpSettings, Protocol, Sink, SinkCredential,
+    Status, Subscription, SubscriptionConfig, Transfer,
 };
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
-use crate::input::{Field, Problems, input_schema, members_of, unknown_members};
+use crate::input::{Field, Problems, body_schema, unknown_members};
 use crate::problem::InvalidParam;
 
 mod out;
@@ -264,10 +264,9 @@ pub(crate) fn read(body: &Value, rules: Rules<'_>) -> Result<SubscriptionInput, 
             "the body must be a JSON object",
         )]);
     };
-    let schema = input_schema::<SubscriptionRequest>();
-    let ignored = members_of(&input_schema::<SubscriptionOut>());
+    let schema = body_schema::<SubscriptionRequest, SubscriptionOut>();
     let mut problems = Problems::default();
-    unknown_members(&schema, object, ("subscription", &ignored), &mut problems);
+    unknown_members(&schema, object, "subscription", &mut problems);
     match SubscriptionRequest::deserialize(body) {
         Ok(request) => match request.check(rules, &mut problems) {
             Some(input) if problems.is_empty() => Ok(input),
@@ -288,7 +287,7 @@ impl SubscriptionRequest {
         rules: Rules<'_>,
         problems: &mut Problems,
     ) -> Option<SubscriptionInput> {
-        let id = self.id.left_out_or_given("id", "a string", problems);
+        let id = self.id.optional("id", "a string", problems);
         // Read from the key itself too, so that a pull subscription with another bad key
         // is still read as one.
         let asks_pull = self
@@ -379,7 +378,7 @@ const DELIVERY: &str = "delivery";
 
 /// `label`: text of 1 to [`MAX_LABEL`] characters without control characters, if given.
 fn check_label(label: Field<String>, problems: &mut Problems) -> Option<String> {
-    let label = label.left_out_or_given("label", A_STRING, problems)?;
+    let label = label.optional("label", A_STRING, problems)?;
     let chars = label.chars().count();
     if label.trim().is_empty() || chars > MAX_LABEL {
         problems.add(
@@ -428,7 +427,7 @@ fn check_sink_member(
 /// A pull subscription's `sink`: the hub's receive URL, which the hub fills in; a client may
 /// leave it out or send back what it read (checked against the subscription's own).
 fn check_pull_sink(sink: Field<String>, problems: &mut Problems) -> Option<Option<Sink>> {
-    match sink.left_out_or_given("sink", A_STRING, problems) {
+    match sink.optional("sink", A_STRING, problems) {
         None => Some(None),
         Some(sink) => match Sink::parse(&sink) {
             Ok(sink) => Some(Some(sink)),
@@ -466,7 +465,7 @@ fn check_protocol(protocol: Field<String>, problems: &mut Problems) -> Option<Pr
 
 /// `source`: a non-empty URI-reference, if given.
 fn check_source(source: Field<String>, problems: &mut Problems) -> Option<String> {
-    let source = source.left_out_or_given("source", A_STRING, problems)?;
+    let source = source.optional("source", A_STRING, problems)?;
     if source.is_empty() {
         problems.add("source", "must not be empty");
     } else if let Err(why) = syntax::uri_reference(&source) {
@@ -478,7 +477,7 @@ fn check_source(source: Field<String>, problems: &mut Problems) -> Option<String
 /// `types`: absent, any type; present, one of these (subscriptions spec 3.2.1), so an empty
 /// list matches no event; it is kept as it was sent.
 fn check_types(types: Field<Vec<Field<String>>>, problems: &mut Problems) -> Option<Vec<String>> {
-    let sent = types.left_out_or_given("types", "an array of event types", problems)?;
+    let sent = types.optional("types", "an array of event types", problems)?;
     let mut types = Vec::with_capacity(sent.len());
     for (i, ty) in sent.into_iter().enumerate() {
         let name = format!("types[{i}]");
@@ -497,7 +496,7 @@ fn check_filters(
     rules: Rules<'_>,
     problems: &mut Problems,
 ) -> (Vec<Value>, Vec<Filter>) {
-    let Some(values) = filters.left_out_or_given("filters", "an array of filters", problems) else {
+    let Some(values) = filters.optional("filters", "an array of filters", problems) else {
         return (Vec::new(), Vec::new());
     };
     match Filter::list_from_json(&values, "filters", rules.filter_limits) {
@@ -517,8 +516,7 @@ fn check_strings(
     name: &str,
     problems: &mut Problems,
 ) -> BTreeMap<String, String> {
-    let Some(strings) = strings.left_out_or_given(name, "an object of string values", problems)
-    else {
+    let Some(strings) = strings.optional(name, "an object of string values", problems) else {
         return BTreeMap::new();
     };
     let mut map = BTreeMap::new();
@@ -558,7 +556,7 @@ fn check_client_certificate(
     certificate: Field<ClientCertificateIn>,
     problems: &mut Problems,
 ) -> Option<ClientCertificate> {
-    let sent = certificate.left_out_or_given(
+    let sent = certificate.optional(
         "clientcertificate",
         "an object with `certificate` and `privatekey` (PEM)",
         problems,
@@ -604,7 +602,7 @@ fn check_sink_credential(
             );
             return None;
         }
-        other => other.left_out_or_given(
+        other => other.optional(
             "sinkcredential",
             "an object with a `credentialtype`",
             problems,
@@ -727,7 +725,7 @@ fn check_protocol_settings(
     problems: &mut Problems,
 ) -> HttpSettings {
     let mut checked = HttpSettings::default();
-    let Some(sent) = settings.left_out_or_given(
+    let Some(sent) = settings.optional(
         "protocolsettings",
         "an object with `headers` and `method`",
         problems,
@@ -783,10 +781,15 @@ pub(crate) fn config_schema(defaults: &ConfigDefaults) -> Value {
     let properties: Map<String, Value> = knooppunt_store::CONFIG_KEYS
         .iter()
         .map(|key| {
-            (
-                key.name.to_owned(),
-                serde_json::json!({"type": "string", "default": defaults.get(key.name), "description": key.description}),
-            )
+            let mut schema = serde_json::json!({"type": "string", "default": defaults.get(key.name), "description": key.description});
+            match key.values {
+                ConfigValues::OneOf(words) => schema["enum"] = serde_json::json!(words),
+                ConfigValues::WholeNumber(..) => schema["pattern"] = "^[0-9]+$".into(),
+                ConfigValues::Duration => {
+                    schema["pattern"] = ConfigValues::DURATION_PATTERN.into();
+                }
+            }
+            (key.name.to_owned(), schema)
         })
         .collect();
     serde_json::json!({
@@ -796,4 +799,77 @@ pub(crate) fn config_schema(defaults: &ConfigDefaults) -> Value {
         "additionalProperties": false,
         "properties": properties
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The schema of one `config` key, as the document gives it.
+    fn key_schema(name: &str) -> Value {
+        config_schema(&ConfigDefaults::default())["properties"][name].clone()
+    }
+
+    #[test]
+    fn the_config_schema_takes_what_the_hub_takes() {
+        for key in knooppunt_store::CONFIG_KEYS {
+            let schema = key_schema(key.name);
+            let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+            let samples: Vec<String> = match key.values {
+                ConfigValues::OneOf(words) => {
+                    assert_eq!(schema["enum"], serde_json::json!(words));
+                    words.iter().map(|w| (*w).to_owned()).collect()
+                }
+                ConfigValues::WholeNumber(fewest, most) => {
+                    vec![fewest.to_string(), most.to_string()]
+                }
+                ConfigValues::Duration => vec![key.default.to_owned()],
+            };
+            for sample in samples {
+                let map = BTreeMap::from([(key.name.to_owned(), sample.clone())]);
+                assert!(
+                    knooppunt_store::DeliveryConfig::try_from_map(&map).is_ok(),
+                    "{}: {sample}",
+                    key.name
+                );
+                assert!(validator.is_valid(&Value::String(sample)));
+            }
+            assert!(!validator.is_valid(&"nonsense".into()), "{}", key.name);
+        }
+    }
+
+    #[test]
+    fn the_duration_pattern_agrees_with_the_reader() {
+        let validator = jsonschema::validator_for(&key_schema("ttl")).expect("a valid schema");
+        for (text, valid) in [
+            ("PT10S", true),
+            ("PT1H30M", true),
+            ("P1DT12H", true),
+            ("P2W", true),
+            ("P1W2D", true),
+            ("PT0.5S", true),
+            ("PT1,5S", true),
+            ("P", false),
+            ("PT", false),
+            ("P1DT", false),
+            ("PT1.5M", false),
+            ("P1M", false),
+            ("P1Y", false),
+            ("PT1M1H", false),
+            ("PT5", false),
+            ("10S", false),
+            ("pt10s", false),
+        ] {
+            assert_eq!(
+                knooppunt_store::parse_iso8601_duration(text).is_ok(),
+                valid,
+                "the reader on {text}"
+            );
+            assert_eq!(
+                validator.is_valid(&Value::String(text.to_owned())),
+                valid,
+                "the pattern on {text}"
+            );
+        }
+    }
 }

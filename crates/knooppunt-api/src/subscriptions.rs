@@ -647,7 +647,7 @@ pub(crate) fn describe(doc: &mut Endpoints) {
     const TOO_LARGE: Refusal = ("413", "The body is too large.");
     const NOT_JSON: Refusal = ("415", "The body is not application/json.");
     let subscription = doc.schema::<SubscriptionOut>();
-    let request = doc.input::<SubscriptionRequest>();
+    let request = doc.input_over::<SubscriptionRequest, SubscriptionOut>();
     let none = json!([]);
     let allow = |methods: &str| {
         let mut allow = header("The methods this resource supports.");

@@ -767,3 +767,26 @@ pub(crate) fn secret_page(
         page(lang, Some(visitor), Section::Subscriptions, title, content),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use knooppunt_store::{CONFIG_KEYS, ConfigValues};
+
+    /// The form offers each setting's values as the hub takes them: a choice for each word
+    /// of a key that takes words, a field where it takes more; every key but `delivery`
+    /// (which the form asks as push or pull).
+    #[test]
+    fn the_settings_are_the_hubs() {
+        for key in CONFIG_KEYS {
+            let Some(setting) = super::SETTINGS.iter().find(|s| s.key == key.name) else {
+                assert_eq!(key.name, "delivery", "the form lacks `{}`", key.name);
+                continue;
+            };
+            let offered: Vec<&str> = setting.choices.iter().map(|(value, ..)| *value).collect();
+            match key.values {
+                ConfigValues::OneOf(words) => assert_eq!(offered, words, "{}", key.name),
+                _ => assert!(offered.is_empty(), "{}", key.name),
+            }
+        }
+    }
+}

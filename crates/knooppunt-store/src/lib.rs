@@ -37,7 +37,7 @@ pub use record::{AnyRecord, Key, Kind, Record, RecordRef};
 pub use replay::{Replay, ReplayState};
 pub use session::Session;
 pub use subscription::{
-    CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, Consent,
+    CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, ConfigValues, Consent,
     DeliveryConfig, DeliveryMode, Disabled, HttpSettings, Ordering, Protocol, SigningSecrets, Sink,
     SinkCredential, Status, StatusColumns, Subscription, SubscriptionConfig, SubscriptionState,
     Transfer, Validation, parse_iso8601_duration,

@@ -483,6 +483,43 @@ pub struct ConfigKey {
     pub name: &'static str,
     pub default: &'static str,
     pub description: &'static str,
+    /// What it takes: the reader and the API's schema both go by this.
+    pub values: ConfigValues,
+}
+
+/// The values a `config` key takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigValues {
+    /// One of these words.
+    OneOf(&'static [&'static str]),
+    /// A whole number from the first to the second.
+    WholeNumber(u32, u32),
+    /// An ISO 8601 duration ([`parse_iso8601_duration`]) longer than zero.
+    Duration,
+}
+
+impl ConfigValues {
+    /// What a duration looks like, as a regular expression (ECMA-262, as JSON Schema's
+    /// `pattern`): weeks, days, then after `T` hours, minutes and seconds, each at most
+    /// once and largest first, only seconds with a fraction. The length limits (zero, ten
+    /// years, a key's own) are in the key's description.
+    pub const DURATION_PATTERN: &'static str =
+        r"^P(?!$)(\d+W)?(\d+D)?(T(?!$)(\d+H)?(\d+M)?(\d+([.,]\d+)?S)?)?$";
+}
+
+/// `a`, `b` or `c`, each in backticks.
+fn or_list(words: &[&str]) -> String {
+    match words {
+        [] => String::new(),
+        [one] => format!("`{one}`"),
+        [rest @ .., last] => format!(
+            "{} or `{last}`",
+            rest.iter()
+                .map(|w| format!("`{w}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 /// Every key a subscription's `config` may hold, with its default. The API documentation is
@@ -495,6 +532,7 @@ pub const CONFIG_KEYS: [ConfigKey; 9] = [
                       the consumer receives events from the hub (`POST .../receive`) and acknowledges, \
                       releases or rejects each under a lock; leave `sink` out (the hub fills in its receive \
                       URL), no handshake. For consumers that can only call out.",
+        values: ConfigValues::OneOf(&["push", "pull"]),
     },
     ConfigKey {
         name: "lockDuration",
@@ -502,6 +540,7 @@ pub const CONFIG_KEYS: [ConfigKey; 9] = [
         description: "Pull only: ISO 8601 duration (PT1S to PT10M) a received event stays locked to its \
                       consumer; unsettled by then, it is handed out again and the hand-over counts as an \
                       attempt. A consumer can renew its locks.",
+        values: ConfigValues::Duration,
     },
     ConfigKey {
         name: "mode",
@@ -511,37 +550,50 @@ pub const CONFIG_KEYS: [ConfigKey; 9] = [
                       headers would pass 8 KiB goes structured instead), `cbor` \
                       (structured mode in the CBOR event format, application/cloudevents+cbor) or `notificatie` \
                       (the event as a ZGW notificatie, application/json: what a Notificaties API callback takes).",
+        values: ConfigValues::OneOf(&[
+            "structured",
+            "binary",
+            "cbor",
+            "notificatie",
+            "zgw-cloudevent",
+        ]),
     },
     ConfigKey {
         name: "ordering",
         default: "ordered",
         description: "`ordered`: one delivery in flight, events in acceptance order; a failing event holds \
                       back later ones for this subscription only. `unordered`: several deliveries at once.",
+        values: ConfigValues::OneOf(&["ordered", "unordered"]),
     },
     ConfigKey {
         name: "maxAttempts",
         default: "30",
         description: "How many delivery attempts an event gets (1 to 1000) before it becomes a dead letter.",
+        values: ConfigValues::WholeNumber(1, 1000),
     },
     ConfigKey {
         name: "ttl",
         default: "PT24H",
         description: "ISO 8601 duration after acceptance when an undelivered event becomes a dead letter.",
+        values: ConfigValues::Duration,
     },
     ConfigKey {
         name: "initialBackoff",
         default: "PT1S",
         description: "ISO 8601 duration: the first retry delay; later ones grow exponentially, with full jitter.",
+        values: ConfigValues::Duration,
     },
     ConfigKey {
         name: "maxBackoff",
         default: "PT1H",
         description: "ISO 8601 duration: the longest retry delay (at least initialBackoff).",
+        values: ConfigValues::Duration,
     },
     ConfigKey {
         name: "timeout",
         default: "PT10S",
         description: "ISO 8601 duration: how long one delivery attempt may take (at most PT5M).",
+        values: ConfigValues::Duration,
     },
 ];
 
@@ -649,49 +701,46 @@ impl DeliveryConfig {
             })
         };
         let get = |key: &str| effective[key].as_str();
-        let transfer = match get("delivery") {
-            "push" => Transfer::Push,
-            "pull" => Transfer::Pull,
-            other => {
-                error("delivery", format!("`{other}` is not `push` or `pull`"));
-                Transfer::Push
-            }
+        let values = |name: &str| {
+            CONFIG_KEYS
+                .iter()
+                .find(|key| key.name == name)
+                .map(|key| key.values)
         };
-        let mode = match get("mode") {
-            "structured" => DeliveryMode::Structured,
+        // A word of the key's list ([`ConfigValues::OneOf`]), or "" after recording why not.
+        let mut word = |name: &str| match values(name) {
+            Some(ConfigValues::OneOf(words)) if words.contains(&get(name)) => get(name),
+            Some(ConfigValues::OneOf(words)) => {
+                error(name, format!("`{}` is not {}", get(name), or_list(words)));
+                ""
+            }
+            _ => unreachable!("`{name}` takes words"),
+        };
+        let transfer = match word("delivery") {
+            "pull" => Transfer::Pull,
+            _ => Transfer::Push,
+        };
+        let mode = match word("mode") {
             "binary" => DeliveryMode::Binary,
             "cbor" => DeliveryMode::StructuredCbor,
             "notificatie" => DeliveryMode::Notificatie,
             "zgw-cloudevent" => DeliveryMode::ZgwCloudEvent,
-            other => {
-                error(
-                    "mode",
-                    format!(
-                        "`{other}` is not `structured`, `binary`, `cbor`, `notificatie` or \
-                         `zgw-cloudevent`"
-                    ),
-                );
-                DeliveryMode::Structured
-            }
+            _ => DeliveryMode::Structured,
         };
-        let ordering = match get("ordering") {
-            "ordered" => Ordering::Ordered,
+        let ordering = match word("ordering") {
             "unordered" => Ordering::Unordered,
-            other => {
-                error(
-                    "ordering",
-                    format!("`{other}` is not `ordered` or `unordered`"),
-                );
-                Ordering::Ordered
-            }
+            _ => Ordering::Ordered,
+        };
+        let Some(ConfigValues::WholeNumber(fewest, most)) = values("maxAttempts") else {
+            unreachable!("`maxAttempts` takes a whole number")
         };
         let max_attempts = match get("maxAttempts").parse::<u32>() {
-            Ok(n) if (1..=1000).contains(&n) => n,
+            Ok(n) if (fewest..=most).contains(&n) => n,
             _ => {
                 let value = get("maxAttempts");
                 error(
                     "maxAttempts",
-                    format!("`{value}` is not a whole number from 1 to 1000"),
+                    format!("`{value}` is not a whole number from {fewest} to {most}"),
                 );
                 1
             }
