@@ -30,8 +30,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// 1.0 at /api/v1 (/api/v1/schema/openapi.yaml); people use the web pages at /console
 /// (sign in with a principal's token or a client certificate).
 ///
-/// `serve` runs the hub. The other commands but `check` and `hash-token` (`publish`,
-/// `subscriptions`, `eventtypes`, `approvals`, `audit`, `dead-letters`, `pull`,
+/// `serve` runs the hub. The other commands but `check`, `hash-token` and `import`
+/// (`publish`, `subscriptions`, `eventtypes`, `approvals`, `audit`, `dead-letters`, `pull`,
 /// `principals`, `backup`) talk to a running hub over its API: give its URL with --url or KNOOPPUNT_URL (default
 /// http://127.0.0.1:8080) and a principal's token with KNOOPPUNT_TOKEN (or --token), or a
 /// client certificate with KNOOPPUNT_IDENTITY_FILE (or --identity-file).
@@ -124,6 +124,9 @@ enum Command {
     /// the `admin` role).
     #[command(subcommand)]
     Principals(client::principals::PrincipalsCommand),
+    /// Move over from another event hub: read its subscriptions and make them here.
+    #[command(subcommand)]
+    Import(client::import::ImportCommand),
     /// Check CloudEvents in the JSON format against the CloudEvents core specification and
     /// the NL GOV profile, and list every problem found; or, with --store, check the
     /// configuration and that the hub can use its store.
@@ -221,6 +224,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(command) => client::run(client::audit::run(command)),
         Command::Principals(command) => client::run(client::principals::run(command)),
         Command::Backup(command) => client::run(client::backup::run(command)),
+        Command::Import(command) => client::import::run(command),
         Command::Check {
             health: Some(url), ..
         } => Ok(check::health(&url)),

@@ -7,6 +7,7 @@ pub(crate) mod audit;
 pub(crate) mod backup;
 pub(crate) mod dead_letters;
 pub(crate) mod eventtypes;
+pub(crate) mod import;
 pub(crate) mod principals;
 pub(crate) mod publish;
 pub(crate) mod pull;
@@ -53,6 +54,8 @@ pub(crate) struct Client {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+    /// What it talks to and the flag that gives its URL, for errors: ("the hub", "--url").
+    peer: (&'static str, &'static str),
 }
 
 /// What the hub answered.
@@ -95,7 +98,24 @@ impl Client {
             http: http.build().context("cannot set up the HTTP client")?,
             base,
             token: connection.token.clone(),
+            peer: ("the hub", "--url"),
         })
+    }
+
+    /// The same client, naming what it talks to (`Open Notificaties`) and the flag that
+    /// gives its URL in its errors.
+    pub(crate) fn talking_to(self, peer: &'static str, flag: &'static str) -> Client {
+        Client {
+            peer: (peer, flag),
+            ..self
+        }
+    }
+
+    /// The path of `url` below the base URL, if it is below it (a link a peer sent, which
+    /// must not lead the token elsewhere).
+    pub(crate) fn path_of(&self, url: &str) -> Option<String> {
+        let rest = url.strip_prefix(&self.base)?;
+        (rest.starts_with('/') || rest.starts_with('?')).then(|| rest.to_owned())
     }
 
     /// Sends a request to `path` (relative to the base URL, starting with `/`).
@@ -116,16 +136,16 @@ impl Client {
         if let Some(body) = body {
             request = request.body(body);
         }
-        let response = request
-            .send()
-            .await
-            .with_context(|| format!("cannot reach the hub at {url} (is it running? see --url)"))?;
+        let response = request.send().await.with_context(|| {
+            let (peer, flag) = self.peer;
+            format!("cannot reach {peer} at {url} (is it running? see {flag})")
+        })?;
         let status = response.status();
         let headers = response.headers().clone();
         let bytes = response
             .bytes()
             .await
-            .context("the hub's answer broke off")?;
+            .with_context(|| format!("{}'s answer broke off", self.peer.0))?;
         let body = if bytes.is_empty() {
             Value::Null
         } else {
