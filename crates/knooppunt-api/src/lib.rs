@@ -175,7 +175,8 @@ pub fn openapi(defaults: &knooppunt_store::ConfigDefaults) -> serde_json::Value 
                 "accessToken": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "An access token (OAuth NL GOV profile) of an authorization server the hub trusts: signed RS256, PS256 or ES256 with a key of the issuer's JWKS, with the hub's audience, not expired. A claim names the principal (`sub` by default) and scopes give its roles (`knooppunt:publisher`, `knooppunt:subscriber`, `knooppunt:admin`, `knooppunt:metrics` by default)."}
             },
             "schemas": {
-                "Config": subscription_body::config_schema(defaults)
+                "Config": subscription_body::config_schema(defaults),
+                "StoredConfig": subscription_body::stored_config_schema(defaults)
             }
         }
     });

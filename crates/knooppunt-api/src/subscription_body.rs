@@ -776,6 +776,32 @@ fn config_reference(_: &mut SchemaGenerator) -> Schema {
     json_schema!({"$ref": "#/components/schemas/Config"})
 }
 
+/// A reference to the schema of `config` as the hub answers it.
+fn stored_config_reference(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"$ref": "#/components/schemas/StoredConfig"})
+}
+
+/// `config` as a subscription holds it: every key with its value, as the hub answers it. A
+/// subscription disabled because this hub cannot read its stored config (written by
+/// another release) shows the values as stored, so they are not constrained here.
+pub(crate) fn stored_config_schema(defaults: &ConfigDefaults) -> Value {
+    let mut schema = config_schema(defaults);
+    schema["description"] = "Delivery settings, every value a string, each default filled in \
+        (see `Config` for what each key takes). A subscription disabled because this hub \
+        cannot read its stored config shows it as stored; `disabledReason` names the key."
+        .into();
+    schema["additionalProperties"] = serde_json::json!({"type": "string"});
+    if let Some(properties) = schema["properties"].as_object_mut() {
+        for property in properties.values_mut() {
+            if let Some(property) = property.as_object_mut() {
+                property.remove("enum");
+                property.remove("pattern");
+            }
+        }
+    }
+    schema
+}
+
 /// The `config` keys, with this hub's defaults.
 pub(crate) fn config_schema(defaults: &ConfigDefaults) -> Value {
     let properties: Map<String, Value> = knooppunt_store::CONFIG_KEYS

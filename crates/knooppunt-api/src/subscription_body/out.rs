@@ -44,7 +44,7 @@ pub struct SubscriptionOut {
     pub protocol_settings: Option<ProtocolSettingsOut>,
     #[serde(rename = "clientcertificate", skip_serializing_if = "Option::is_none")]
     pub client_certificate: Option<ClientCertificateOut>,
-    #[schemars(schema_with = "config_reference")]
+    #[schemars(schema_with = "stored_config_reference")]
     pub config: BTreeMap<String, String>,
     /// `active`: deliveries flow. `pending`: the sink has not consented yet (validation
     /// handshake); matching events are queued, not delivered. `disabled`: the sink answered
