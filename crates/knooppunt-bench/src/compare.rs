@@ -129,7 +129,7 @@ fn deliver_one_client(
     binary: &Path,
     client: &Path,
     seconds: u64,
-    sinks: usize,
+    (sinks, ordering): (usize, &str),
     rate: Option<f64>,
 ) -> anyhow::Result<String> {
     let counted =
@@ -146,7 +146,7 @@ fn deliver_one_client(
         "the sink process named {} sinks",
         urls.len()
     );
-    let mut hub = Hub::start(binary, crate::deliver_subscriptions(&urls))?;
+    let mut hub = Hub::start(binary, crate::ordering_subscriptions(&urls, ordering))?;
     let (stat, url) = (hub.stat.clone(), hub.events.clone());
     // Until `expected` deliveries arrived in all (at most a minute); when the last did.
     let all_in = |expected: f64| -> anyhow::Result<std::time::Instant> {
@@ -175,8 +175,9 @@ fn deliver_one_client(
     hub.stop();
     let took = finished.duration_since(started).as_secs_f64();
     Ok(format!(
-        "each side's hub in its own process, {sinks} sinks in another, under one client \
-         (16 connections, 1 KiB events{}), {seconds} s, then until every delivery arrived\n\
+        "each side's hub in its own process, {sinks} sinks in another ({ordering}), under one \
+         client (16 connections, 1 KiB events{}), {seconds} s, then until every delivery \
+         arrived\n\
          published/s  {published:.0}\n\
          deliveries/s, first publish to last delivery  {:.0}\n\
          seconds to the last delivery  {took:.2}\n\
@@ -459,7 +460,10 @@ pub(crate) fn compare(
                         binary,
                         &current,
                         flag(extra, "--seconds", 5),
-                        flag(extra, "--sinks", 16),
+                        (
+                            flag(extra, "--sinks", 16),
+                            &flag(extra, "--ordering", "unordered".to_owned()),
+                        ),
                         extra
                             .iter()
                             .any(|arg| arg == "--rate")

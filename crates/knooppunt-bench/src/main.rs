@@ -277,8 +277,9 @@ enum Workload {
         /// client, every event new (older clients repeated their warm-up's event ids, so
         /// part of what they measured were duplicates). `deliver-one-client`: each side's
         /// hub with `--sinks` subscriptions (16 by default) to sinks in a process of this tree,
-        /// under this tree's client (`--rate` events/s if given): the time and the hub's CPU
-        /// to deliver all of `--seconds` of publishing, whatever each hub's pacing.
+        /// under this tree's client (`--rate` events/s if given), `--ordering unordered`
+        /// (the default) or `ordered`: the time and the hub's CPU to deliver all of
+        /// `--seconds` of publishing, whatever each hub's pacing.
         #[arg(
             long,
             default_value = "ingest-one-client,deliver",
@@ -513,13 +514,19 @@ fn ingest_subscriptions(count: usize) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The `deliver` workload's subscriptions: one per sink, every event matching each.
+/// The `deliver` workload's subscriptions: one per sink, every event matching each,
+/// unordered.
 pub(crate) fn deliver_subscriptions(urls: &[String]) -> Vec<serde_json::Value> {
+    ordering_subscriptions(urls, "unordered")
+}
+
+/// One subscription per sink, every event matching each, with this `ordering`.
+pub(crate) fn ordering_subscriptions(urls: &[String], ordering: &str) -> Vec<serde_json::Value> {
     urls.iter()
         .map(|url| {
             serde_json::json!({"sink": url, "protocol": "HTTP",
                                "filters": [{"prefix": {"type": "nl.bench."}}],
-                               "config": {"ordering": "unordered"}})
+                               "config": {"ordering": ordering}})
         })
         .collect()
 }
