@@ -5,6 +5,7 @@ use super::*;
 /// [`knooppunt_store::DeliveryQueue`]: leases, results, dead letters, withdrawals.
 pub async fn delivery_queue(backend: &mut impl Backend) {
     leases_follow_the_ordering(backend).await;
+    an_ordered_lease_is_the_oldest_in_a_row(backend).await;
     results_are_recorded_and_survive_a_reopen(backend).await;
     push_results_count_as_recorded(backend).await;
     stale_lease_tokens_are_refused(backend).await;
@@ -37,9 +38,10 @@ async fn leases_follow_the_ordering(backend: &mut impl Backend) {
             .unwrap(),
     );
     let leased = |d: Vec<knooppunt_store::Delivery>| d.iter().map(|d| d.seq).collect::<Vec<_>>();
-    assert_eq!(
-        leased(store.lease("o", 100, 1000, 10, true).await.unwrap()),
-        [n[0]]
+    let window = leased(store.lease("o", 100, 1000, 10, true).await.unwrap());
+    assert!(
+        !window.is_empty() && n[..2].starts_with(&window),
+        "the oldest first, then those after it in a row: {window:?} of {n:?}"
     );
     assert!(
         store
@@ -86,6 +88,93 @@ async fn leases_follow_the_ordering(backend: &mut impl Backend) {
         store.next_due("u", false).await.unwrap(),
         Some(4200),
         "the others' leases run out before the retry is due"
+    );
+}
+
+/// An ordered lease takes the oldest delivery and may take those after it in a row (a
+/// backend leases as many as it can at once; at least the oldest): each available, none
+/// after one that is not, and nothing while the oldest is leased or waits for its retry.
+async fn an_ordered_lease_is_the_oldest_in_a_row(backend: &mut impl Backend) {
+    let store = backend.open().await;
+    with_subscriptions(store.as_ref(), &["w"]).await;
+    let events = (1..=5).map(|i| event(&format!("w{i}"), &["w"])).collect();
+    let n = seqs(&store.append_events(events, 100, HOUR).await.unwrap());
+    let numbers = |d: &[knooppunt_store::Delivery]| d.iter().map(|d| d.seq).collect::<Vec<_>>();
+    let in_a_row_from = |window: &[knooppunt_store::Delivery], first: usize| {
+        let got = numbers(window);
+        assert!(
+            !got.is_empty() && n[first..].starts_with(&got),
+            "a window from the {first}th: {got:?} of {n:?}"
+        );
+    };
+    let window = store.lease("w", 200, 10_000, 3, true).await.unwrap();
+    in_a_row_from(&window, 0);
+    assert!(window.len() <= 3, "at most the limit");
+    assert!(
+        store
+            .lease("w", 300, 10_000, 10, true)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing while the oldest is leased"
+    );
+    // The oldest delivered, the rest given back: the next window starts after it.
+    store
+        .record(vec![attempt(&window[0], 400, Verdict::Delivered)])
+        .await
+        .unwrap();
+    let rest: Vec<(u64, u64)> = window[1..].iter().map(|d| (d.seq, d.lease)).collect();
+    store.release("w", &rest).await.unwrap();
+    let window = store.lease("w", 500, 10_000, 10, true).await.unwrap();
+    in_a_row_from(&window, 1);
+    // The oldest waits for its retry: nothing, though the ones after it are due.
+    store
+        .record(vec![attempt(
+            &window[0],
+            600,
+            Verdict::Retry {
+                next_attempt_at: 5000,
+            },
+        )])
+        .await
+        .unwrap();
+    let rest: Vec<(u64, u64)> = window[1..].iter().map(|d| (d.seq, d.lease)).collect();
+    store.release("w", &rest).await.unwrap();
+    assert!(
+        store
+            .lease("w", 700, 10_000, 10, true)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    in_a_row_from(&store.lease("w", 5000, 10_000, 10, true).await.unwrap(), 1);
+
+    // A queue that was unordered may hold a retry behind available deliveries: an ordered
+    // window stops before it.
+    with_subscriptions(store.as_ref(), &["v"]).await;
+    let events = (1..=4).map(|i| event(&format!("v{i}"), &["v"])).collect();
+    let v = seqs(&store.append_events(events, 100, HOUR).await.unwrap());
+    let all = store.lease("v", 200, 10_000, 4, false).await.unwrap();
+    assert_eq!(numbers(&all), v);
+    store
+        .record(vec![attempt(
+            &all[2],
+            300,
+            Verdict::Retry {
+                next_attempt_at: 9000,
+            },
+        )])
+        .await
+        .unwrap();
+    let others: Vec<(u64, u64)> = [0, 1, 3]
+        .iter()
+        .map(|&i| (all[i].seq, all[i].lease))
+        .collect();
+    store.release("v", &others).await.unwrap();
+    let window = numbers(&store.lease("v", 400, 10_000, 10, true).await.unwrap());
+    assert!(
+        !window.is_empty() && v[..2].starts_with(&window),
+        "stops before the delivery waiting for its retry: {window:?} of {v:?}"
     );
 }
 

@@ -193,9 +193,10 @@ impl Pending {
         })
     }
 
-    /// Leases up to `limit` available deliveries until `now + lease_ms`: the oldest only
-    /// when `ordered` (and only while it is not leased), else the earliest available. Each
-    /// gets the next token of `tokens`.
+    /// Leases up to `limit` available deliveries until `now + lease_ms`: when `ordered`, the
+    /// oldest and those after it in a row, as long as each is available (so nothing while
+    /// the oldest is leased or waits for its retry, and never one after a delivery that is
+    /// not available); else the earliest available. Each gets the next token of `tokens`.
     pub(super) fn lease(
         &mut self,
         subscription: &str,
@@ -205,16 +206,17 @@ impl Pending {
         ordered: bool,
         tokens: &mut u64,
     ) -> Vec<Delivery> {
+        let mut in_a_row = if ordered {
+            self.oldest_available(now, limit).into_iter()
+        } else {
+            Vec::new().into_iter()
+        };
         let mut leased = Vec::new();
         while leased.len() < limit {
             let seq = if ordered {
-                if !leased.is_empty() {
-                    break;
-                }
-                match self.head() {
-                    Some(Head::Fresh { seq, accepted_at }) if accepted_at <= now => seq,
-                    Some(Head::Touched { seq, available_at }) if available_at <= now => seq,
-                    _ => break,
+                match in_a_row.next() {
+                    Some(seq) => seq,
+                    None => break,
                 }
             } else {
                 let touched = self.available.first().filter(|(at, _)| *at <= now);
@@ -244,6 +246,38 @@ impl Pending {
             self.put(delivery);
         }
         leased
+    }
+
+    /// The sequence numbers of up to `limit` deliveries from the oldest on, in acceptance
+    /// order, as long as each is available at `now`.
+    fn oldest_available(&self, now: u64, limit: usize) -> Vec<u64> {
+        let mut fresh = self.fresh.iter().peekable();
+        let mut touched = self.touched.values().peekable();
+        let mut seqs = Vec::new();
+        while seqs.len() < limit {
+            let from_fresh = match (fresh.peek(), touched.peek()) {
+                (Some((seq, _)), Some(delivery)) => *seq < delivery.seq,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let (seq, available) = if from_fresh {
+                let Some(&(seq, accepted_at)) = fresh.next() else {
+                    break;
+                };
+                (seq, accepted_at <= now)
+            } else {
+                let Some(delivery) = touched.next() else {
+                    break;
+                };
+                (delivery.seq, available_at(delivery) <= now)
+            };
+            if !available {
+                break;
+            }
+            seqs.push(seq);
+        }
+        seqs
     }
 
     /// Lease `token` until `until` of the delivery of `seq`, read back from the log (a

@@ -142,3 +142,109 @@ async fn acknowledged_events_survive_kill_9() {
     assert_eq!(list[0]["id"], json!(subscription));
     assert!(hub.terminate().success());
 }
+
+/// Kill -9 while an ordered subscription (the default) is being delivered to a real sink,
+/// its events published in one batch before: after the restart every event arrives, in
+/// acceptance order before the kill and after it, with no gap between the two, and the
+/// only events sent twice are the last ones sent before the kill (their results were not
+/// yet recorded): at most one window of deliveries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_delivery_keeps_its_order_across_kill_9() {
+    use knooppunt_tests::sink::Sink;
+    const EVENTS: usize = 3_000;
+    const KILL_AFTER_DELIVERIES: usize = 500;
+    /// The most deliveries of an ordered subscription sent before their results are
+    /// recorded (the hub's window).
+    const WINDOW: usize = 64;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_admin(dir.path(), TOKEN);
+    let data = dir.path().join("data");
+    let mut hub = HubProcess::start(&config, &data);
+    let client = reqwest::Client::new();
+    let sink = Sink::start_for_any_hub().await;
+    let created = client
+        .post(hub.url("/v1/subscriptions"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"sink": sink.url, "protocol": "HTTP", "types": ["nl.test.crash"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let ids: Vec<String> = (0..EVENTS).map(|i| format!("ordered-{i:05}")).collect();
+    for chunk in ids.chunks(500) {
+        let batch: Vec<serde_json::Value> = chunk
+            .iter()
+            .map(|id| serde_json::from_str(&event(id)).unwrap())
+            .collect();
+        let answer = client
+            .post(hub.url("/v1/events"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/cloudevents-batch+json")
+            .body(serde_json::to_string(&batch).unwrap())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 202, "{}", answer.text().await.unwrap());
+    }
+    let started = Instant::now();
+    while sink.deliveries().len() < KILL_AFTER_DELIVERIES {
+        assert!(
+            started.elapsed() < MAX_TIME,
+            "{} delivered",
+            sink.deliveries().len()
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    hub.child.kill().unwrap(); // SIGKILL, mid-delivery
+    hub.child.wait().unwrap();
+    let position = |received: &knooppunt_tests::sink::Received| {
+        let id = received.json()["id"].as_str().unwrap().to_owned();
+        ids.binary_search(&id).unwrap()
+    };
+    let before: Vec<usize> = sink.deliveries().iter().map(position).collect();
+
+    let _hub = HubProcess::start(&config, &data);
+    let started = Instant::now();
+    loop {
+        let seen: BTreeSet<usize> = sink.deliveries().iter().map(position).collect();
+        if seen.len() == EVENTS {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{} of {EVENTS} delivered after the restart",
+            seen.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let after: Vec<usize> = sink.deliveries()[before.len()..]
+        .iter()
+        .map(position)
+        .collect();
+    let in_order = |run: &[usize]| run.windows(2).all(|pair| pair[0] < pair[1]);
+    assert!(in_order(&before), "in acceptance order before the kill");
+    assert_eq!(
+        before,
+        (0..before.len()).collect::<Vec<_>>(),
+        "none left out"
+    );
+    assert!(in_order(&after), "in acceptance order after the restart");
+    assert_eq!(before[0], 0);
+    let last_before = *before.last().unwrap();
+    assert!(
+        after[0] <= last_before + 1,
+        "no gap: {} after {last_before}",
+        after[0]
+    );
+    assert_eq!(*after.last().unwrap(), EVENTS - 1);
+    let again = last_before + 1 - after[0];
+    assert!(
+        again <= WINDOW,
+        "{again} sent twice: only those whose results were not recorded"
+    );
+    eprintln!(
+        "{} delivered before the kill, {} after it, {again} of them twice",
+        before.len(),
+        after.len()
+    );
+}

@@ -23,8 +23,8 @@ use crate::state::{DeliveryOptions, Inner};
 use crate::supervise::{CatchUnwind, Heartbeat};
 use attempt::{Connection, attempt};
 use knooppunt_store::now_ms;
-use recording::{Attempted, Recording};
-use sending::{AHEAD_PER_SLOT, InFlight, RECORDING_PER_SLOT};
+use recording::{Attempted, InOrder, Recording};
+use sending::{AHEAD_PER_SLOT, InFlight, ORDERED_WINDOW, RECORDING_PER_SLOT};
 
 /// Runs a worker, and runs it again after a panic in its loop (a second later, unless the
 /// hub stops or the worker is retired meanwhile): no panic leaves a subscription without
@@ -73,6 +73,9 @@ struct Settings {
     spacing: Option<Duration>,
     /// How many deliveries may be leased ahead of a free slot (see [`Ahead`]).
     ahead: usize,
+    /// How many deliveries of an ordered subscription are leased at once, to be sent one
+    /// after the other ([`in_order`]).
+    window: usize,
 }
 
 impl Settings {
@@ -110,6 +113,12 @@ impl Settings {
                 0
             } else {
                 AHEAD_PER_SLOT * limit
+            },
+            // A paced one sends one at a time anyway.
+            window: if ordered && spacing.is_none() {
+                ORDERED_WINDOW
+            } else {
+                1
             },
             spacing,
             subscription,
@@ -170,6 +179,7 @@ async fn run(
             lease_ms,
             spacing,
             ahead: lease_ahead,
+            window,
         } = settings;
         attempts.reap();
         let idle = inner.options().idle_poll;
@@ -183,10 +193,15 @@ async fn run(
             lease_ms + spacing_ms + 2 * idle.as_millis() as u64,
             AtomicOrdering::Relaxed,
         );
-        // Slots not sending, as long as the attempts still recording stay bounded.
-        let free = limit
-            .saturating_sub(sending.len())
-            .min((RECORDING_PER_SLOT * limit).saturating_sub(attempts.len()));
+        // Slots not sending, as long as the attempts still recording stay bounded; an
+        // ordered subscription's next window once the last one is sent and recorded.
+        let free = if ordered {
+            usize::from(attempts.is_empty())
+        } else {
+            limit
+                .saturating_sub(sending.len())
+                .min((RECORDING_PER_SLOT * limit).saturating_sub(attempts.len()))
+        };
         // The sink's health decides how much may be taken: all that is free, one probe, or
         // nothing until a pause ends.
         let gate = if free == 0 {
@@ -203,7 +218,9 @@ async fn run(
         // Leased ahead and not sent: given back when its sink's breaker pauses it, when
         // deliveries of the subscription were withdrawn (some of these may be among them),
         // or when it waited too long for a slot.
-        let recalled = recall.swap(false, AtomicOrdering::SeqCst) || reshared;
+        // (An ordered window being sent reads the flag itself: it is left for it.)
+        let window_out = ordered && !attempts.is_empty();
+        let recalled = (!window_out && recall.swap(false, AtomicOrdering::SeqCst)) || reshared;
         let unused = if paused_until.is_some() || recalled {
             ahead.all()
         } else {
@@ -214,12 +231,17 @@ async fn run(
         if leased.len() < take {
             // Short: lease what is missing, and (with every slot open) as many again for
             // the slots that free next.
-            let more = take - leased.len() + if probe { 0 } else { lease_ahead };
+            let more = match (ordered, probe) {
+                (_, true) => take - leased.len(),
+                (true, false) => window,
+                (false, false) => take - leased.len() + lease_ahead,
+            };
             match inner
                 .queue()
                 .lease(id, now_ms(), lease_ms, more, ordered)
                 .await
             {
+                Ok(mut fresh) if ordered => leased.append(&mut fresh),
                 Ok(mut fresh) => {
                     let now = tokio::time::Instant::now();
                     let later = fresh.split_off(fresh.len().min(take - leased.len()));
@@ -266,6 +288,26 @@ async fn run(
             continue;
         }
         heartbeat.moved();
+        if ordered {
+            if let Some(spacing) = spacing {
+                tokio::time::sleep_until(next_start).await;
+                next_start = tokio::time::Instant::now() + spacing;
+            }
+            let run = InOrderRun {
+                inner: Arc::clone(&inner),
+                subscription: Arc::clone(subscription),
+                config,
+                gone: Arc::clone(&gone),
+                cut: (Arc::clone(&cut), generation),
+                probe,
+                sending: Arc::clone(&sending),
+                retired: retired.clone(),
+                recall: Arc::clone(&recall),
+                margin: inner.options().lease_margin,
+            };
+            attempts.spawn(in_order(run, leased));
+            continue;
+        }
         let mut leased = leased.into_iter();
         while let Some(delivery) = leased.next() {
             if let Some(spacing) = spacing {
@@ -326,6 +368,113 @@ async fn run(
     // too), and the attempts in flight finish and record their results.
     give_back(&inner, id, &ahead.all()).await;
     while attempts.join_next().await.is_some() {}
+}
+
+/// What an ordered subscription's window is sent with.
+struct InOrderRun {
+    inner: Arc<Inner>,
+    subscription: Arc<Subscription>,
+    config: DeliveryConfig,
+    gone: Arc<AtomicBool>,
+    /// The subscription's cuts, and the generation its window was leased under.
+    cut: (Arc<crate::state::Cut>, u64),
+    probe: bool,
+    sending: Arc<Sending>,
+    retired: watch::Receiver<bool>,
+    recall: Arc<AtomicBool>,
+    margin: Duration,
+}
+
+/// Sends an ordered subscription's `window` (the oldest deliveries, in a row) one after the
+/// other: the next as soon as the sink took the one before, while that one's result is
+/// written ([`InOrder`]: in order, in groups). The first that is not done with (a retry, a
+/// cut, a 410, a result that did not count) ends the window: the rest is given back
+/// unsent, so that nothing is sent before an earlier event was delivered or given up. So
+/// is the rest when the worker stops, the subscription's deliveries were withdrawn, or the
+/// leases have too little time left for one more attempt and its result.
+async fn in_order(run: InOrderRun, window: Vec<Delivery>) {
+    let InOrderRun {
+        inner,
+        subscription,
+        config,
+        gone,
+        cut,
+        probe,
+        sending,
+        mut retired,
+        recall,
+        margin,
+    } = run;
+    let id = subscription.id.as_str();
+    let results = InOrder::start(Arc::clone(&inner));
+    let mut stop = inner.stopping();
+    // Room for a connection's wait, an attempt and writing its result.
+    let room = (2 * config.timeout + margin / 2).as_millis() as u64;
+    let mut window = window.into_iter();
+    while let Some(delivery) = window.next() {
+        let ended = *stop.borrow()
+            || *retired.borrow()
+            || gone.load(AtomicOrdering::SeqCst)
+            || recall.load(AtomicOrdering::SeqCst)
+            || results.failed();
+        if ended || delivery.leased_until < now_ms() + room {
+            let unsent: Vec<(u64, u64)> = std::iter::once(delivery)
+                .chain(window.by_ref())
+                .map(|d| (d.seq, d.lease))
+                .collect();
+            give_back(&inner, id, &unsent).await;
+            break;
+        }
+        let started = std::time::Instant::now();
+        let permit = tokio::select! {
+            permit = inner.connections().acquire(&subscription.sink, config.timeout, subscription.client_certificate.as_ref()) => Some(permit),
+            _ = stop.changed() => None,
+            _ = retired.changed() => None,
+        };
+        let Some(permit) = permit else {
+            let unsent: Vec<(u64, u64)> = std::iter::once(delivery)
+                .chain(window.by_ref())
+                .map(|d| (d.seq, d.lease))
+                .collect();
+            give_back(&inner, id, &unsent).await;
+            break;
+        };
+        let connection = Connection {
+            permit,
+            started,
+            probe,
+            slot: sending.take(),
+            cut: Some((Arc::clone(&cut.0), cut.1)),
+        };
+        let leased = delivery.clone();
+        let made = CatchUnwind::new(attempt(
+            &inner,
+            &subscription,
+            config,
+            delivery,
+            &gone,
+            connection,
+        ))
+        .await;
+        let recording = match made {
+            Ok(recording) => recording,
+            Err(why) => Some(panicked(&inner, &subscription, config, leased, probe, why)),
+        };
+        // None: not attempted (a cut came first, or its event is gone): given back already.
+        let Some(recording) = recording else {
+            let unsent: Vec<(u64, u64)> = window.by_ref().map(|d| (d.seq, d.lease)).collect();
+            give_back(&inner, id, &unsent).await;
+            break;
+        };
+        let done_with = recording.finishes();
+        results.push(recording);
+        if !done_with {
+            let unsent: Vec<(u64, u64)> = window.by_ref().map(|d| (d.seq, d.lease)).collect();
+            give_back(&inner, id, &unsent).await;
+            break;
+        }
+    }
+    results.finish().await;
 }
 
 /// Gives leases that were not used back to the store (see [`Ahead`]).

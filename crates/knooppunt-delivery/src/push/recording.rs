@@ -135,25 +135,121 @@ impl Recording {
         }
     }
 
-    pub(super) async fn write(self, inner: &Inner) {
+    /// Whether the delivery is done with: delivered or given up (not to be tried again).
+    pub(super) fn finishes(&self) -> bool {
+        self.finished.is_some()
+    }
+
+    /// Writes the result; whether it counted (see [`record_result`]).
+    pub(super) async fn write(self, inner: &Inner) -> bool {
+        let (id, seq) = (self.attempt.subscription.as_str(), self.attempt.seq);
+        // Made again only when the store asks for it again (see `record_result`).
+        let change = || DeliveryChange::Attempted(self.attempt.clone());
+        let counted = record_result(inner, (id, seq, self.leased_until), change).await;
+        self.written(inner, counted);
+        counted
+    }
+
+    /// What follows a result's write: counted as finished (if it `counted`), the latest
+    /// attempt remembered, a 410 handed to the broker.
+    fn written(self, inner: &Inner, counted: bool) {
         let Recording {
             attempt,
-            leased_until,
             finished,
             last,
             gone,
+            ..
         } = self;
-        let (id, seq) = (attempt.subscription.as_str(), attempt.seq);
-        // Made again only when the store asks for it again (see `record_result`).
-        let change = || DeliveryChange::Attempted(attempt.clone());
-        if record_result(inner, (id, seq, leased_until), change).await
-            && let Some(bytes) = finished
-        {
+        if counted && let Some(bytes) = finished {
             inner.observer().finished(bytes);
         }
-        inner.remember_last(id, last);
+        inner.remember_last(&attempt.subscription, last);
         if let Some(gone) = gone {
             inner.report_gone(gone);
+        }
+    }
+
+    /// Writes `group`, results of one subscription in the order they were made, in one go
+    /// (one write, one lock of the queue); if the store refuses the group (one lease ran
+    /// out), each on its own, in order. Whether every one counted.
+    async fn write_group(mut group: Vec<Recording>, inner: &Inner) -> bool {
+        if group.len() == 1 {
+            return group.remove(0).write(inner).await;
+        }
+        let changes = group
+            .iter()
+            .map(|recording| DeliveryChange::Attempted(recording.attempt.clone()))
+            .collect();
+        if inner.queue().record_results(changes).await.is_ok() {
+            for recording in group {
+                recording.written(inner, true);
+            }
+            return true;
+        }
+        let mut all = true;
+        for recording in group {
+            all &= recording.write(inner).await;
+        }
+        all
+    }
+}
+
+/// Writes the results of an ordered subscription's deliveries in the order they were
+/// made, while the next ones are sent: each write takes every result that arrived while
+/// the last one went on. In order, so that the log never holds a later result without the
+/// earlier ones: after a crash, what was not recorded is sent again from the first of
+/// them on, in order.
+pub(super) struct InOrder {
+    results: tokio::sync::mpsc::UnboundedSender<Recording>,
+    writer: tokio::task::JoinHandle<()>,
+    /// A result did not count (the store refused it, or its lease ran out): send no more.
+    failed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl InOrder {
+    pub(super) fn start(inner: std::sync::Arc<Inner>) -> InOrder {
+        let (results, mut arriving) = tokio::sync::mpsc::unbounded_channel::<Recording>();
+        let failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = tokio::spawn({
+            let failed = std::sync::Arc::clone(&failed);
+            async move {
+                while let Some(first) = arriving.recv().await {
+                    let mut group = vec![first];
+                    while let Ok(next) = arriving.try_recv() {
+                        group.push(next);
+                    }
+                    if !Recording::write_group(group, &inner).await {
+                        failed.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            }
+        });
+        InOrder {
+            results,
+            writer,
+            failed,
+        }
+    }
+
+    pub(super) fn push(&self, recording: Recording) {
+        // The writer ends only once this is dropped, or when it panicked.
+        if self.results.send(recording).is_err() {
+            self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Whether a result did not count.
+    pub(super) fn failed(&self) -> bool {
+        self.failed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Until every result pushed is written.
+    pub(super) async fn finish(self) {
+        drop(self.results);
+        if let Err(error) = self.writer.await
+            && error.is_panic()
+        {
+            tracing::error!(panic = ?error, "Recording delivery attempts failed inside the hub; their leases run out and the deliveries are made again.");
         }
     }
 }
