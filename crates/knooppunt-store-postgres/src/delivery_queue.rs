@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// The class of the advisory locks an ordered subscription's leases take, one per
+/// subscription (`KPOR` in ASCII; two-key locks do not meet the one-key ones of appends and
+/// migrations).
+const ORDERED_LOCK: i32 = 0x4B50_4F52;
+
 impl knooppunt_store::DeliveryQueue for PgStore {
     fn lease<'a>(
         &'a self,
@@ -18,20 +23,30 @@ impl knooppunt_store::DeliveryQueue for PgStore {
             let client = self.client().await?;
             let (now, until) = (now_ms as i64, (now_ms + lease_ms) as i64);
             let rows = if ordered {
-                // Only the oldest, only while it is due and not leased, and only once every
-                // transaction older than the one that queued it has ended (numbers follow
-                // transaction ids, so no smaller number can appear after it). Two hubs may
-                // both find the same oldest; the row lock makes the second re-check the
-                // conditions on the first's result, so at most one wins.
+                // The oldest and those after it in a row, as long as each is due and not
+                // leased, and only once every transaction older than the one that queued it
+                // has ended (numbers follow transaction ids, so no smaller number can appear
+                // after it). Hubs take the subscription's ordered lock first (for this
+                // transaction), so the window is reckoned on what the last one leased; the
+                // statement after the lock sees it (a snapshot of its own).
+                let lock = client
+                    .prepare_cached("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+                    .await
+                    .map_err(backend)?;
                 let statement = client
                     .prepare_cached(&format!(
                         "UPDATE deliveries SET leased_until = $3, \
                            lease = nextval('lease_tokens'), \
                            attempts = attempts + (leased_until > 0)::int \
-                         WHERE subscription = $1 \
-                           AND seq = (SELECT min(seq) FROM deliveries WHERE subscription = $1) \
-                           AND GREATEST(next_attempt_at, leased_until) <= $2 \
-                           AND xid < pg_snapshot_xmin(pg_current_snapshot()) \
+                         WHERE subscription = $1 AND seq = ANY(ARRAY( \
+                           SELECT seq FROM (SELECT seq, bool_and( \
+                               GREATEST(next_attempt_at, leased_until) <= $2 \
+                               AND xid < pg_snapshot_xmin(pg_current_snapshot())) \
+                               OVER (ORDER BY seq) AS available \
+                             FROM (SELECT seq, next_attempt_at, leased_until, xid \
+                               FROM deliveries WHERE subscription = $1 \
+                               ORDER BY seq LIMIT $4) oldest) in_a_row \
+                           WHERE available)) \
                          RETURNING {DELIVERY_COLUMNS}"
                     ))
                     .await
@@ -39,8 +54,14 @@ impl knooppunt_store::DeliveryQueue for PgStore {
                 // Its results do not wait for company.
                 self.inner.cursors.forget(subscription);
                 // Durable: an ordered subscription's lease is what keeps a second copy of
-                // its oldest event from being sent beside the first after a database crash.
-                in_transaction(&client, &statement, &[&subscription, &now, &until], true).await?
+                // its oldest events from being sent beside the first after a database crash.
+                locked_transaction(
+                    &client,
+                    (&lock, &[&ORDERED_LOCK, &subscription]),
+                    &statement,
+                    &[&subscription, &now, &until, &(limit as i64)],
+                )
+                .await?
             } else {
                 // The available ones in number order, through the primary key, first those
                 // after this hub's last lease of the subscription, then from the start of

@@ -13,8 +13,9 @@
 //!   their deliveries go in with one multi-row insert each (`UNNEST` of arrays); the answer
 //!   waits for the commit.
 //! - **Leases**: unordered subscriptions lease with `FOR UPDATE SKIP LOCKED`, so hubs share a
-//!   queue without waiting for each other; an ordered one leases its oldest delivery with one
-//!   conditional `UPDATE`, which at most one hub wins. Each lease takes a token from a
+//!   queue without waiting for each other; an ordered one leases its oldest deliveries in a
+//!   row under the subscription's ordered lock (a transaction's advisory lock), so at most
+//!   one hub holds them. Each lease takes a token from a
 //!   sequence; `record` checks it under the row lock and refuses a stale one. A lease held
 //!   by a killed hub runs out and the delivery is leased again by another.
 //! - **Subscription changes** bump a version in the same transaction, which other hubs poll
@@ -58,7 +59,7 @@ use tokio_postgres::Row;
 
 use self::append::Appender;
 use self::event_cache::EventCache;
-use self::transactions::{Param, in_transaction};
+use self::transactions::{Param, in_transaction, locked_transaction};
 
 /// How to reach the database.
 #[derive(Debug, Clone, PartialEq, Eq)]

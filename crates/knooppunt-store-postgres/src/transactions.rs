@@ -61,6 +61,28 @@ pub(crate) async fn in_transaction(
     Ok(rows)
 }
 
+/// Runs `statement` in a durable transaction of its own after `lock` (a statement that
+/// takes a transaction's lock), all sent at once.
+pub(crate) async fn locked_transaction(
+    client: &tokio_postgres::Client,
+    (lock, lock_params): (&tokio_postgres::Statement, &[Param<'_>]),
+    statement: &tokio_postgres::Statement,
+    params: &[Param<'_>],
+) -> Result<Vec<Row>, StoreError> {
+    let begin = begin(true);
+    let (begun, locked, rows, committed) = tokio::join!(
+        client.batch_execute(&begin),
+        client.query(lock, lock_params),
+        client.query(statement, params),
+        client.batch_execute("COMMIT"),
+    );
+    begun.map_err(backend)?;
+    locked.map_err(backend)?;
+    let rows = rows.map_err(backend)?;
+    committed.map_err(backend)?;
+    Ok(rows)
+}
+
 /// One change's statement and parameters (`statement` in the crate root), if it has one.
 pub(crate) type Found = Option<(&'static str, Vec<OwnedParam>)>;
 

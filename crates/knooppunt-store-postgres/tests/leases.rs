@@ -74,3 +74,53 @@ async fn a_lease_starts_after_the_last_and_comes_back_for_what_came_due() {
     }
     panic!("five rounds took longer than 90 ms between two leases");
 }
+
+/// Hubs leasing an ordered subscription at the same moment: one gets a window (the oldest,
+/// in a row), the others nothing, however the windows' reckonings interleave (the
+/// subscription's ordered lock): never two holders of a subscription's deliveries at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_ordered_leases_give_one_window() {
+    let cluster = Cluster::start();
+    let url = cluster.create_database("ordered");
+    let hubs = [
+        PgStore::connect(&PgOptions::new(url.clone()))
+            .await
+            .unwrap(),
+        PgStore::connect(&PgOptions::new(url.clone()))
+            .await
+            .unwrap(),
+        PgStore::connect(&PgOptions::new(url)).await.unwrap(),
+    ];
+    hubs[0]
+        .insert_subscription(&subscription("o"))
+        .await
+        .unwrap();
+    let events = (0..200).map(|n| event(&format!("o-{n}"), &["o"])).collect();
+    let n = seqs(&hubs[0].append_events(events, 100, HOUR).await.unwrap());
+    for round in 0..20u64 {
+        let now = 1_000 + round * 10_000;
+        let lease = |hub: usize| hubs[hub].lease("o", now, 5_000, 8, true);
+        let all = tokio::join!(lease(0), lease(1), lease(2), lease(0), lease(1), lease(2));
+        let windows: Vec<Vec<u64>> = [all.0, all.1, all.2, all.3, all.4, all.5]
+            .iter()
+            .map(|w| leased(w.as_ref().unwrap()))
+            .collect();
+        let held: Vec<&Vec<u64>> = windows.iter().filter(|w| !w.is_empty()).collect();
+        assert_eq!(held.len(), 1, "round {round}: {windows:?}");
+        let first = n.iter().position(|s| *s == held[0][0]).unwrap();
+        assert_eq!(
+            held[0],
+            &n[first..first + held[0].len()],
+            "in a row from the oldest"
+        );
+        // Delivered: the next round's window starts after it.
+        let window = knooppunt_store::Inspect::pending_deliveries(&hubs[0], "o", held[0].len())
+            .await
+            .unwrap();
+        let changes = window
+            .iter()
+            .map(|d| attempt(d, now + 1, Verdict::Delivered))
+            .collect();
+        hubs[0].record(changes).await.unwrap();
+    }
+}

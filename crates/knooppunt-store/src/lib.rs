@@ -378,8 +378,8 @@ pub trait DeliveryQueue: EventLog + Send + Sync {
     /// ([`Delivery::lease`]) that no other lease of this store has. With `ordered`, the
     /// oldest pending delivery and those after it in a row, each due and not leased, and
     /// none after one that is not (so nothing while the oldest is leased): one holder
-    /// sends them one after the other. A backend may lease fewer in a row (PostgreSQL
-    /// leases the oldest alone), but always the oldest when it is due. A lease
+    /// sends them one after the other. A backend may lease fewer in a row, but always the
+    /// oldest when it is due. A lease
     /// that runs out (its holder died or hangs, or a pull consumer kept the event without
     /// settling it) frees the delivery for the next lease, and counts as an attempt then:
     /// the delivery comes back with `attempts` one higher (on the embedded store only until
