@@ -144,7 +144,13 @@ impl Deliverer {
         let config = subscription.delivery_config();
         let ordered = config.ordering == knooppunt_store::Ordering::Ordered;
         let lock_ms = config.lock_duration.as_millis() as u64;
-        let max = max.clamp(1, MAX_RECEIVE);
+        // An ordered subscription hands out its oldest event alone: a consumer that
+        // released it while settling a later one would break the order.
+        let max = if ordered {
+            1
+        } else {
+            max.clamp(1, MAX_RECEIVE)
+        };
         let deadline = tokio::time::Instant::now() + wait.min(MAX_WAIT);
         let wake = self.watch(&subscription.id);
         let mut closing = self.closing();

@@ -155,7 +155,7 @@ async fn ordered_delivery_keeps_its_order_across_kill_9() {
     const KILL_AFTER_DELIVERIES: usize = 500;
     /// The most deliveries of an ordered subscription sent before their results are
     /// recorded (the hub's window).
-    const WINDOW: usize = 64;
+    const WINDOW: usize = 256;
     let dir = tempfile::tempdir().unwrap();
     let config = config_with_admin(dir.path(), TOKEN);
     let data = dir.path().join("data");

@@ -278,7 +278,9 @@ async fn run(
             };
             tokio::select! {
                 () = wake.notified() => {}
-                () = sending.freed() => {}
+                // (An ordered window frees its slot after each of its attempts, but only
+                // its end lets the next be leased.)
+                () = sending.freed(), if !ordered => {}
                 () = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => {}
                 _ = retired.changed() => {}
@@ -406,7 +408,7 @@ async fn in_order(run: InOrderRun, window: Vec<Delivery>) {
         margin,
     } = run;
     let id = subscription.id.as_str();
-    let results = InOrder::start(Arc::clone(&inner));
+    let mut results = InOrder::new(Arc::clone(&inner));
     let mut stop = inner.stopping();
     // Room for a connection's wait, an attempt and writing its result.
     let room = (2 * config.timeout + margin / 2).as_millis() as u64;
@@ -467,7 +469,9 @@ async fn in_order(run: InOrderRun, window: Vec<Delivery>) {
             break;
         };
         let done_with = recording.finishes();
-        results.push(recording);
+        results
+            .push(recording, !done_with || window.len() == 0)
+            .await;
         if !done_with {
             let unsent: Vec<(u64, u64)> = window.by_ref().map(|d| (d.seq, d.lease)).collect();
             give_back(&inner, id, &unsent).await;

@@ -198,21 +198,42 @@ impl Recording {
 /// made, while the next ones are sent: each write takes every result that arrived while
 /// the last one went on. In order, so that the log never holds a later result without the
 /// earlier ones: after a crash, what was not recorded is sent again from the first of
-/// them on, in order.
+/// them on, in order. The writer is a task of its own from the second result on; a window
+/// of one writes its result itself.
 pub(super) struct InOrder {
-    results: tokio::sync::mpsc::UnboundedSender<Recording>,
-    writer: tokio::task::JoinHandle<()>,
+    inner: std::sync::Arc<Inner>,
+    writer: Option<(
+        tokio::sync::mpsc::UnboundedSender<Recording>,
+        tokio::task::JoinHandle<()>,
+    )>,
     /// A result did not count (the store refused it, or its lease ran out): send no more.
     failed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl InOrder {
-    pub(super) fn start(inner: std::sync::Arc<Inner>) -> InOrder {
-        let (results, mut arriving) = tokio::sync::mpsc::unbounded_channel::<Recording>();
-        let failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let writer = tokio::spawn({
-            let failed = std::sync::Arc::clone(&failed);
-            async move {
+    pub(super) fn new(inner: std::sync::Arc<Inner>) -> InOrder {
+        InOrder {
+            inner,
+            writer: None,
+            failed: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        }
+    }
+
+    /// Hands over a result; `last`: no other follows it.
+    pub(super) async fn push(&mut self, recording: Recording, last: bool) {
+        if last && self.writer.is_none() {
+            if !recording.write(&self.inner).await {
+                self.fail();
+            }
+            return;
+        }
+        let (results, _) = self.writer.get_or_insert_with(|| {
+            let (results, mut arriving) = tokio::sync::mpsc::unbounded_channel::<Recording>();
+            let (inner, failed) = (
+                std::sync::Arc::clone(&self.inner),
+                std::sync::Arc::clone(&self.failed),
+            );
+            let writer = tokio::spawn(async move {
                 while let Some(first) = arriving.recv().await {
                     let mut group = vec![first];
                     while let Ok(next) = arriving.try_recv() {
@@ -222,20 +243,17 @@ impl InOrder {
                         failed.store(true, std::sync::atomic::Ordering::SeqCst);
                     }
                 }
-            }
+            });
+            (results, writer)
         });
-        InOrder {
-            results,
-            writer,
-            failed,
+        // The writer ends only once the sender is dropped, or when it panicked.
+        if results.send(recording).is_err() {
+            self.fail();
         }
     }
 
-    pub(super) fn push(&self, recording: Recording) {
-        // The writer ends only once this is dropped, or when it panicked.
-        if self.results.send(recording).is_err() {
-            self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
-        }
+    fn fail(&self) {
+        self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Whether a result did not count.
@@ -243,10 +261,13 @@ impl InOrder {
         self.failed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Until every result pushed is written.
+    /// Until every result handed over is written.
     pub(super) async fn finish(self) {
-        drop(self.results);
-        if let Err(error) = self.writer.await
+        let Some((results, writer)) = self.writer else {
+            return;
+        };
+        drop(results);
+        if let Err(error) = writer.await
             && error.is_panic()
         {
             tracing::error!(panic = ?error, "Recording delivery attempts failed inside the hub; their leases run out and the deliveries are made again.");

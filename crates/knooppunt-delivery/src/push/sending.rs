@@ -65,7 +65,7 @@ pub(super) const RECORDING_PER_SLOT: usize = 4;
 /// sink took the one before, their results written in groups meanwhile. One at a time,
 /// the queue moved at the speed of the store (a lease, then a result made applicable,
 /// before the next could be leased), not of the sink.
-pub(super) const ORDERED_WINDOW: usize = 64;
+pub(super) const ORDERED_WINDOW: usize = 256;
 
 /// How many deliveries a busy unordered worker leases ahead per sending slot (see
 /// [`Ahead`]). With one per slot, two PostgreSQL hubs on two shared cores fell behind at
