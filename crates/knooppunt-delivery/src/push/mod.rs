@@ -10,7 +10,7 @@ pub(crate) use attempt::send_test;
 pub(crate) use sending::Sending;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering as AtomicOrdering};
 use std::time::Duration;
 
 use knooppunt_store::{Delivery, DeliveryConfig, Ordering, Status, Subscription};
@@ -144,6 +144,8 @@ async fn run(
         applied,
     );
     let mut attempts = InFlight::default();
+    // An ordered window's length: from one, twice the last while whole windows are sent.
+    let next_window = Arc::new(AtomicUsize::new(1));
     let mut ahead = Ahead::default();
     let sending = Arc::new(Sending::default());
     let mut next_start = tokio::time::Instant::now();
@@ -233,7 +235,7 @@ async fn run(
             // the slots that free next.
             let more = match (ordered, probe) {
                 (_, true) => take - leased.len(),
-                (true, false) => window,
+                (true, false) => window.min(next_window.load(AtomicOrdering::Relaxed)),
                 (false, false) => take - leased.len() + lease_ahead,
             };
             match inner
@@ -306,6 +308,7 @@ async fn run(
                 retired: retired.clone(),
                 recall: Arc::clone(&recall),
                 margin: inner.options().lease_margin,
+                next_window: Arc::clone(&next_window),
             };
             attempts.spawn(in_order(run, leased));
             continue;
@@ -385,6 +388,8 @@ struct InOrderRun {
     retired: watch::Receiver<bool>,
     recall: Arc<AtomicBool>,
     margin: Duration,
+    /// How many the next window may take (see the end of [`in_order`]).
+    next_window: Arc<AtomicUsize>,
 }
 
 /// Sends an ordered subscription's `window` (the oldest deliveries, in a row) one after the
@@ -406,13 +411,17 @@ async fn in_order(run: InOrderRun, window: Vec<Delivery>) {
         mut retired,
         recall,
         margin,
+        next_window,
     } = run;
     let id = subscription.id.as_str();
     let mut results = InOrder::new(Arc::clone(&inner));
     let mut stop = inner.stopping();
     // Room for a connection's wait, an attempt and writing its result.
     let room = (2 * config.timeout + margin / 2).as_millis() as u64;
+    let size = window.len();
     let mut window = window.into_iter();
+    // What is given back unsent, once the window ended early.
+    let mut unsent: Option<Vec<(u64, u64)>> = None;
     while let Some(delivery) = window.next() {
         let ended = *stop.borrow()
             || *retired.borrow()
@@ -420,11 +429,7 @@ async fn in_order(run: InOrderRun, window: Vec<Delivery>) {
             || recall.load(AtomicOrdering::SeqCst)
             || results.failed();
         if ended || delivery.leased_until < now_ms() + room {
-            let unsent: Vec<(u64, u64)> = std::iter::once(delivery)
-                .chain(window.by_ref())
-                .map(|d| (d.seq, d.lease))
-                .collect();
-            give_back(&inner, id, &unsent).await;
+            unsent = Some(vec![(delivery.seq, delivery.lease)]);
             break;
         }
         let started = std::time::Instant::now();
@@ -434,11 +439,7 @@ async fn in_order(run: InOrderRun, window: Vec<Delivery>) {
             _ = retired.changed() => None,
         };
         let Some(permit) = permit else {
-            let unsent: Vec<(u64, u64)> = std::iter::once(delivery)
-                .chain(window.by_ref())
-                .map(|d| (d.seq, d.lease))
-                .collect();
-            give_back(&inner, id, &unsent).await;
+            unsent = Some(vec![(delivery.seq, delivery.lease)]);
             break;
         };
         let connection = Connection {
@@ -464,8 +465,7 @@ async fn in_order(run: InOrderRun, window: Vec<Delivery>) {
         };
         // None: not attempted (a cut came first, or its event is gone): given back already.
         let Some(recording) = recording else {
-            let unsent: Vec<(u64, u64)> = window.by_ref().map(|d| (d.seq, d.lease)).collect();
-            give_back(&inner, id, &unsent).await;
+            unsent = Some(Vec::new());
             break;
         };
         let done_with = recording.finishes();
@@ -473,10 +473,22 @@ async fn in_order(run: InOrderRun, window: Vec<Delivery>) {
             .push(recording, !done_with || window.len() == 0)
             .await;
         if !done_with {
-            let unsent: Vec<(u64, u64)> = window.by_ref().map(|d| (d.seq, d.lease)).collect();
-            give_back(&inner, id, &unsent).await;
+            unsent = Some(Vec::new());
             break;
         }
+    }
+    // A window sent whole: the next may be twice as long; one that ended early: the next
+    // is one delivery (a failing sink costs a lease of one per attempt, not of a window).
+    next_window.store(
+        match &unsent {
+            None => (2 * size).clamp(1, ORDERED_WINDOW),
+            Some(_) => 1,
+        },
+        AtomicOrdering::Relaxed,
+    );
+    if let Some(mut unsent) = unsent {
+        unsent.extend(window.map(|d| (d.seq, d.lease)));
+        give_back(&inner, id, &unsent).await;
     }
     results.finish().await;
 }

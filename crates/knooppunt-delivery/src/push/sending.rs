@@ -60,9 +60,10 @@ impl Drop for Slot {
 /// store's sync) per sending slot: the bound on a worker's tasks when the store is slow.
 pub(super) const RECORDING_PER_SLOT: usize = 4;
 
-/// How many deliveries of an ordered subscription one lease takes (the oldest and those
-/// after it in a row; see `in_order`): sent one after the other, the next as soon as the
-/// sink took the one before, their results written in groups meanwhile. One at a time,
+/// The most deliveries of an ordered subscription one lease takes (the oldest and those
+/// after it in a row; see `in_order`; from one, doubling while whole windows are sent):
+/// sent one after the other, the next as soon as the sink took the one before, their
+/// results written in groups meanwhile. One at a time,
 /// the queue moved at the speed of the store (a lease, then a result made applicable,
 /// before the next could be leased), not of the sink.
 pub(super) const ORDERED_WINDOW: usize = 256;
