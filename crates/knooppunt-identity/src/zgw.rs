@@ -267,6 +267,11 @@ pub fn sign(client_id: &str, secret: &[u8], iat: u64, user: &str) -> String {
     let header = serde_json::json!({"alg": "HS256", "typ": "JWT", "client_identifier": client_id});
     let claims = serde_json::json!({"iss": client_id, "iat": iat, "client_id": client_id,
                                     "user_id": user, "user_representation": user});
+    jwt(&header, &claims, secret)
+}
+
+/// A JWT of `header` and `claims`, signed HS256 with `secret` (whatever they hold).
+pub fn jwt(header: &serde_json::Value, claims: &serde_json::Value, secret: &[u8]) -> String {
     let signing = format!(
         "{}.{}",
         URL_SAFE_NO_PAD.encode(header.to_string()),
@@ -404,14 +409,7 @@ mod tests {
 
     /// A token as gemma-zds-client makes it.
     fn token(header: serde_json::Value, claims: serde_json::Value, secret: &[u8]) -> String {
-        let signing = format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(header.to_string()),
-            URL_SAFE_NO_PAD.encode(claims.to_string())
-        );
-        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
-        let tag = ring::hmac::sign(&key, signing.as_bytes());
-        format!("{signing}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+        jwt(&header, &claims, secret)
     }
 
     #[test]

@@ -322,13 +322,9 @@ async fn run(
             // The connection is waited for here, before the attempt's task exists: with
             // thousands of subscriptions due at once, only as many attempts as there are
             // connections hold a request in memory. The wait counts against the timeout.
-            let started = std::time::Instant::now();
-            let permit = tokio::select! {
-                permit = inner.connections().acquire(&subscription.sink, config.timeout, subscription.client_certificate.as_ref()) => Some(permit),
-                _ = stop.changed() => None,
-                _ = retired.changed() => None,
-            };
-            let Some(permit) = permit else {
+            let Some((permit, started)) =
+                connect(&inner, subscription, config, &mut stop, &mut retired).await
+            else {
                 // Given back as the worker stops, with the ones after it.
                 let unsent = std::iter::once(delivery).chain(leased).collect();
                 ahead.keep(unsent, tokio::time::Instant::now());
@@ -355,11 +351,8 @@ async fn run(
             let (inner, subscription) = (Arc::clone(&inner), Arc::clone(subscription));
             attempts.spawn(async move {
                 let made = sending.await;
-                let recording = match made {
-                    Ok(recording) => recording,
-                    Err(why) => Some(panicked(&inner, &subscription, config, leased, probe, why)),
-                };
-                let Some(recording) = recording else {
+                let Some(recording) = judged(made, (&inner, &subscription, config), leased, probe)
+                else {
                     return;
                 };
                 if let Err(why) = CatchUnwind::new(recording.write(&inner)).await {
@@ -432,13 +425,9 @@ async fn in_order(run: InOrderRun, window: Vec<Delivery>) {
             unsent = Some(vec![(delivery.seq, delivery.lease)]);
             break;
         }
-        let started = std::time::Instant::now();
-        let permit = tokio::select! {
-            permit = inner.connections().acquire(&subscription.sink, config.timeout, subscription.client_certificate.as_ref()) => Some(permit),
-            _ = stop.changed() => None,
-            _ = retired.changed() => None,
-        };
-        let Some(permit) = permit else {
+        let Some((permit, started)) =
+            connect(&inner, &subscription, config, &mut stop, &mut retired).await
+        else {
             unsent = Some(vec![(delivery.seq, delivery.lease)]);
             break;
         };
@@ -459,12 +448,8 @@ async fn in_order(run: InOrderRun, window: Vec<Delivery>) {
             connection,
         ))
         .await;
-        let recording = match made {
-            Ok(recording) => recording,
-            Err(why) => Some(panicked(&inner, &subscription, config, leased, probe, why)),
-        };
         // None: not attempted (a cut came first, or its event is gone): given back already.
-        let Some(recording) = recording else {
+        let Some(recording) = judged(made, (&inner, &subscription, config), leased, probe) else {
             unsent = Some(Vec::new());
             break;
         };
@@ -556,6 +541,41 @@ impl Ahead {
 
     fn keep(&mut self, deliveries: Vec<Delivery>, at: tokio::time::Instant) {
         self.leased.extend(deliveries.into_iter().map(|d| (d, at)));
+    }
+}
+
+/// Waits for a connection to the subscription's sink (the wait counts against the
+/// attempt's timeout): the permit and when the wait began; `None` when the worker stops or
+/// is retired first.
+async fn connect(
+    inner: &Inner,
+    subscription: &Subscription,
+    config: DeliveryConfig,
+    stop: &mut watch::Receiver<bool>,
+    retired: &mut watch::Receiver<bool>,
+) -> Option<(
+    Result<crate::sink::connections::Permit, String>,
+    std::time::Instant,
+)> {
+    let started = std::time::Instant::now();
+    tokio::select! {
+        permit = inner.connections().acquire(&subscription.sink, config.timeout, subscription.client_certificate.as_ref()) => Some((permit, started)),
+        _ = stop.changed() => None,
+        _ = retired.changed() => None,
+    }
+}
+
+/// The result of an attempt as it ended: its recording, or the dead letter of one that
+/// panicked ([`panicked`]); `None` when it was not made.
+fn judged(
+    made: Result<Option<Recording>, String>,
+    (inner, subscription, config): (&Inner, &Subscription, DeliveryConfig),
+    leased: Delivery,
+    probe: bool,
+) -> Option<Recording> {
+    match made {
+        Ok(recording) => recording,
+        Err(why) => Some(panicked(inner, subscription, config, leased, probe, why)),
     }
 }
 

@@ -322,15 +322,8 @@ async fn kanaal_line(
     {
         body["documentatieLink"] = json!(link);
     }
-    let answer = hub.send_json(Method::POST, "/kanaal", &body).await?;
-    Ok(if answer.status.is_success() {
-        line(Done::Created, None)
-    } else {
-        line(
-            Done::Failed,
-            Some(format!("{}: {}", answer.status, fout_text(&answer.body))),
-        )
-    })
+    let (done, why) = create(hub, "/kanaal", &body).await?;
+    Ok(line(done, why))
 }
 
 async fn abonnement_line(
@@ -372,14 +365,19 @@ async fn abonnement_line(
     }
     let mut body = wanted.clone();
     body["auth"] = json!(auth);
-    let answer = hub.send_json(Method::POST, "/abonnement", &body).await?;
+    let (done, why) = create(hub, "/abonnement", &body).await?;
+    Ok(line(done, why))
+}
+
+/// Posts `body` to `path` of this hub's Notificaties API: created, or failed with the
+/// hub's `Fout`.
+async fn create(hub: &Client, path: &str, body: &Value) -> anyhow::Result<(Done, Option<String>)> {
+    let answer = hub.send_json(Method::POST, path, body).await?;
     Ok(if answer.status.is_success() {
-        line(Done::Created, None)
+        (Done::Created, None)
     } else {
-        line(
-            Done::Failed,
-            Some(format!("{}: {}", answer.status, fout_text(&answer.body))),
-        )
+        let why = format!("{}: {}", answer.status, fout_text(&answer.body));
+        (Done::Failed, Some(why))
     })
 }
 
