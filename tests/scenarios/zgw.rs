@@ -153,6 +153,33 @@ async fn kanalen_are_registered_listed_and_read() {
     )
     .await;
     assert_eq!(none.body, json!([]));
+    // Other parameters are ignored, as Open Notificaties ignores them; a name given twice is
+    // a question the hub cannot answer, and says so in a Fout.
+    let with_other = call(
+        &hub,
+        Method::GET,
+        "/api/v1/kanaal?page=2&naam=zaken",
+        &consumer,
+        None,
+    )
+    .await;
+    assert_eq!(with_other.body, json!([created.body]));
+    let twice = call(
+        &hub,
+        Method::GET,
+        "/api/v1/kanaal?naam=zaken&naam=besluiten",
+        &consumer,
+        None,
+    )
+    .await;
+    assert_fout(&twice, 400, "invalid");
+    assert!(
+        twice.body["invalidParams"][0]["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("naam")),
+        "{}",
+        twice.body
+    );
     let missing = call(&hub, Method::GET, "/api/v1/kanaal/nope", &consumer, None).await;
     assert_fout(&missing, 404, "not_found");
 
@@ -579,7 +606,7 @@ async fn every_answer_is_what_the_notificaties_document_says() {
             post("nonsense", "/kanaal", r#"{"naam": "x"}"#),
         )
         .await;
-    for query in ["", "?naam=zaken", "?naam=niets"] {
+    for query in ["", "?naam=zaken", "?naam=niets", "?naam=a&naam=b"] {
         check
             .check(
                 "get",

@@ -23,17 +23,34 @@ pub(crate) fn representation(base: &str, kanaal: &Kanaal) -> KanaalOut {
     }
 }
 
+/// The query string of `GET /api/v1/kanaal`. Other parameters are ignored, as Open
+/// Notificaties ignores them.
+#[derive(Debug, Default, Deserialize)]
+pub struct KanalenQuery {
+    /// Only the kanaal with this name.
+    pub naam: Option<String>,
+}
+
 /// `GET /api/v1/kanaal[?naam=]`: every kanaal (the 1.0 API does not page them).
 pub(crate) async fn list_kanalen(
     State(state): State<Arc<AppState>>,
     caller: ZgwCaller,
     headers: HeaderMap,
-    Query(query): Query<HashMap<String, String>>,
+    query: Result<Query<KanalenQuery>, QueryRejection>,
 ) -> Result<Response, ZgwError> {
     caller.require_any(&[PUBLISH, CONSUME])?;
+    let Query(query) = query.map_err(|rejection| {
+        ZgwError::Invalid(vec![FieldError {
+            name: "nonFieldErrors".to_owned(),
+            code: "invalid",
+            reason: format!(
+                "de query is niet te lezen ({}); geef `naam` hoogstens één keer",
+                rejection.body_text()
+            ),
+        }])
+    })?;
     let base = base_url(&state, &headers);
-    let kanalen =
-        knooppunt_services::zgw::kanalen(state.catalog(), query.get("naam").map(String::as_str));
+    let kanalen = knooppunt_services::zgw::kanalen(state.catalog(), query.naam.as_deref());
     let body: Vec<KanaalOut> = kanalen.iter().map(|k| representation(&base, k)).collect();
     Ok(answer(StatusCode::OK, &body))
 }

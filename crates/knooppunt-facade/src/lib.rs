@@ -15,15 +15,16 @@ use abonnementen::*;
 pub use abonnementen::{AbonnementIn, AbonnementKanaalIn, CloudEventFilterIn};
 use auth::*;
 use error::*;
-pub use kanalen::KanaalIn;
 use kanalen::*;
+pub use kanalen::{KanaalIn, KanalenQuery};
 use notificaties::*;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
