@@ -37,19 +37,25 @@ const DELIVER_ONE_CLIENT: &str = "deliver-one-client";
 /// `binary`'s hub alone with `subscriptions` subscriptions, then this tree's trivial axum
 /// server, each under `client`'s load (64 connections, 1 KiB events, 3 s of warm-up, then
 /// `seconds`): acknowledged events/s, the hub's CPU per event and its share of the trivial
-/// server.
+/// server. With `offered`, the hub is offered that many events/s (warm-up included) and its
+/// CPU per event is the figure to read: at a rate both hubs keep up with, it depends far
+/// less on what else the machine runs than a rate at saturation does (the trivial server is
+/// still loaded as fast as it answers).
 fn one_client(
     binary: &Path,
     client: &Path,
     seconds: u64,
     subscriptions: usize,
+    offered: Option<f64>,
 ) -> anyhow::Result<String> {
-    let load = |url: &str, seconds: u64, expect: &str| load(client, url, seconds, 64, expect, None);
+    let load = |url: &str, seconds: u64, expect: &str, rate: Option<f64>| {
+        load(client, url, seconds, 64, expect, rate)
+    };
     let mut hub = Hub::start(binary, crate::ingest_subscriptions(subscriptions))?;
     let (stat, url) = (hub.stat.clone(), hub.events.clone());
-    load(&url, 3, "202")?;
+    load(&url, 3, "202", offered)?;
     let before = crate::proc_cpu(&stat, 14);
-    let (rate, acknowledged) = load(&url, seconds, "202")?;
+    let (rate, acknowledged) = load(&url, seconds, "202", offered)?;
     let cpu = crate::proc_cpu(&stat, 14) - before;
     hub.stop();
     let per_event = if acknowledged > 0.0 {
@@ -64,8 +70,8 @@ fn one_client(
             .arg(listen.to_string()),
     )?;
     let url = format!("http://{listen}/");
-    load(&url, 3, "204")?;
-    let (trivial_rate, _) = load(&url, seconds, "204")?;
+    load(&url, 3, "204", None)?;
+    let (trivial_rate, _) = load(&url, seconds, "204", None)?;
     trivial.stop();
     Ok(format!(
         "the hub alone, then trivial axum, under one client, {seconds} s, \
@@ -316,6 +322,14 @@ fn git(root: &Path, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8(output.stdout)?.trim().to_owned())
 }
 
+/// The `--rate` among the workload's arguments, if one is given.
+fn offered(extra: &[String]) -> Option<f64> {
+    extra
+        .iter()
+        .any(|arg| arg == "--rate")
+        .then(|| flag(extra, "--rate", 0.0))
+}
+
 /// Builds `reference` and returns its bench binary.
 fn build(root: &Path, reference: &str) -> anyhow::Result<PathBuf> {
     let commit = git(
@@ -455,6 +469,7 @@ pub(crate) fn compare(
                         &current,
                         flag(extra, "--seconds", 8),
                         flag(extra, "--subscriptions", 100),
+                        offered(extra),
                     )?,
                     DELIVER_ONE_CLIENT => deliver_one_client(
                         binary,
@@ -464,10 +479,7 @@ pub(crate) fn compare(
                             flag(extra, "--sinks", 16),
                             &flag(extra, "--ordering", "unordered".to_owned()),
                         ),
-                        extra
-                            .iter()
-                            .any(|arg| arg == "--rate")
-                            .then(|| flag(extra, "--rate", 0.0)),
+                        offered(extra),
                     )?,
                     _ => run(binary, &args)?,
                 };

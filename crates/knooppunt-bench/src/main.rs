@@ -275,7 +275,9 @@ enum Workload {
         /// The workloads, comma-separated. `ingest-one-client`: each side's hub (with
         /// `--subscriptions`, 100 by default), then trivial axum, under this tree's load
         /// client, every event new (older clients repeated their warm-up's event ids, so
-        /// part of what they measured were duplicates). `deliver-one-client`: each side's
+        /// part of what they measured were duplicates); with `--rate`, each hub is offered
+        /// that many events/s and its CPU per event is the figure to compare (steadier on a
+        /// busy machine than a rate at saturation). `deliver-one-client`: each side's
         /// hub with `--sinks` subscriptions (16 by default) to sinks in a process of this tree,
         /// under this tree's client (`--rate` events/s if given), `--ordering unordered`
         /// (the default) or `ordered`: the time and the hub's CPU to deliver all of
