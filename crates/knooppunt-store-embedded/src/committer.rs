@@ -26,10 +26,11 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use super::dedupe::{Dedupe, DedupeHasher, Identity};
+use super::event_cache::EventCache;
 use super::event_log::{EventLog, Location, LogRecord, encode_change};
 use super::queues::{EventFiling, Queues, event_bytes};
 use knooppunt_store::StoreError;
-use knooppunt_store::{Appended, DeliveryChange, NewEvent, Swept};
+use knooppunt_store::{Appended, DeliveryChange, NewEvent, StoredEvent, Swept};
 
 pub(super) type Reply<T> = tokio::sync::oneshot::Sender<Result<T, StoreError>>;
 pub(super) type Answer<T> = tokio::sync::oneshot::Receiver<Result<T, StoreError>>;
@@ -58,6 +59,8 @@ pub(super) struct Shared {
     /// Signalled when the committer sleeps and work arrives.
     wake: Condvar,
     queues: Arc<RwLock<Queues>>,
+    /// Events read recently or just written, shared by their deliveries.
+    pub(super) events: Arc<EventCache>,
     /// `fdatasync`s of the log so far.
     syncs: std::sync::atomic::AtomicU64,
     hasher: DedupeHasher,
@@ -115,7 +118,9 @@ impl Group {
 /// A written record as the in-memory queues file it.
 #[derive(Debug)]
 pub(super) enum Filing {
-    Event(EventFiling),
+    /// An event, with the event itself when a subscription matched it: it goes into the
+    /// event cache once on disk, so that its deliveries need not read it back from the log.
+    Event(EventFiling, Option<Arc<StoredEvent>>),
     Change {
         seq: u64,
         /// The encoded record's length, header included.
@@ -127,14 +132,14 @@ pub(super) enum Filing {
 impl Filing {
     fn seq(&self) -> u64 {
         match self {
-            Filing::Event(event) => event.seq,
+            Filing::Event(event, _) => event.seq,
             Filing::Change { seq, .. } => *seq,
         }
     }
 
     fn len(&self) -> u32 {
         match self {
-            Filing::Event(event) => event.len,
+            Filing::Event(event, _) => event.len,
             Filing::Change { len, .. } => *len,
         }
     }
@@ -153,6 +158,7 @@ impl Shared {
         next_seq: u64,
         hasher: DedupeHasher,
         dedupe: Dedupe,
+        events: Arc<EventCache>,
     ) -> Arc<Shared> {
         Arc::new(Shared {
             intake: Mutex::new(Intake {
@@ -162,6 +168,7 @@ impl Shared {
             }),
             wake: Condvar::new(),
             queues,
+            events,
             syncs: std::sync::atomic::AtomicU64::new(0),
             hasher,
         })
@@ -219,14 +226,28 @@ impl Shared {
                 subscriptions: event.subscriptions,
             };
             let len = record.encode_into(&mut intake.group.bytes);
-            intake.group.filings.push(Filing::Event(EventFiling {
-                seq,
-                accepted_at: now,
-                hash,
-                len: len as u32,
-                bytes,
-                subscriptions: record.subscriptions,
-            }));
+            // Its deliveries will read it soon: it is kept as it is, not read back.
+            let cached = (!record.subscriptions.is_empty()).then(|| {
+                Arc::new(StoredEvent {
+                    seq,
+                    source: record.source,
+                    id: record.id,
+                    accepted_at: now,
+                    json: record.json,
+                    extension_types: record.extension_types,
+                })
+            });
+            intake.group.filings.push(Filing::Event(
+                EventFiling {
+                    seq,
+                    accepted_at: now,
+                    hash,
+                    len: len as u32,
+                    bytes,
+                    subscriptions: record.subscriptions,
+                },
+                cached,
+            ));
             answers.push(Appended::Accepted { seq });
             intake.group.durable = true;
         }
@@ -441,6 +462,14 @@ fn commit(
                 return;
             }
         };
+        // On disk now: cached before their deliveries can be leased (filed below).
+        for filing in &mut group.filings {
+            if let Filing::Event(_, cached) = filing
+                && let Some(event) = cached.take()
+            {
+                shared.events.put(event);
+            }
+        }
         let mut queues = shared.queues.write().expect("queues lock");
         for filing in &group.filings {
             let location = Location {
@@ -450,7 +479,7 @@ fn commit(
             };
             offset += filing.len();
             match filing {
-                Filing::Event(event) => queues.add(event, location),
+                Filing::Event(event, _) => queues.add(event, location),
                 Filing::Change { change, .. } => queues.apply(change),
             }
         }
@@ -477,7 +506,7 @@ fn undo(log: &mut EventLog, shared: &Shared, group: &Group) {
         intake.closed = true;
     }
     for filing in &group.filings {
-        if let Filing::Event(event) = filing {
+        if let Filing::Event(event, _) = filing {
             intake.dedupe.forget(event.hash, event.seq);
         }
     }
@@ -586,7 +615,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut log = EventLog::open(dir.path(), 1 << 20, |_, _| {}).unwrap();
         let queues = Arc::new(RwLock::new(Queues::default()));
-        let shared = Shared::new(queues, 1, DedupeHasher::default(), Dedupe::default());
+        let shared = Shared::new(
+            queues,
+            1,
+            DedupeHasher::default(),
+            Dedupe::default(),
+            Arc::default(),
+        );
         let mut unsynced = None;
 
         let answer = shared.record(vec![attempt(1), attempt(2)], false);
@@ -647,7 +682,13 @@ mod tests {
     #[test]
     fn push_results_do_not_wake_a_napping_committer() {
         let queues = Arc::new(RwLock::new(Queues::default()));
-        let shared = Shared::new(queues, 1, DedupeHasher::default(), Dedupe::default());
+        let shared = Shared::new(
+            queues,
+            1,
+            DedupeHasher::default(),
+            Dedupe::default(),
+            Arc::default(),
+        );
         let nap = |shared: &Shared| {
             let mut intake = shared.intake();
             intake.idle = true;
@@ -679,7 +720,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = EventLog::open(dir.path(), 1 << 20, |_, _| {}).unwrap();
         let queues = Arc::new(RwLock::new(Queues::default()));
-        let shared = Shared::new(queues, 1, DedupeHasher::default(), Dedupe::default());
+        let shared = Shared::new(
+            queues,
+            1,
+            DedupeHasher::default(),
+            Dedupe::default(),
+            Arc::default(),
+        );
         let committer = {
             let shared = Arc::clone(&shared);
             std::thread::spawn(move || run(log, &shared))

@@ -2,7 +2,9 @@
 //! subscriptions is read from the log and decoded once, and every delivery holds the same
 //! `Arc`; concurrent readers of an event that is not cached yet wait for the one read
 //! instead of each reading it. Events never change, so nothing is ever invalidated; the
-//! cache forgets the oldest entries once it holds more than its byte budget.
+//! cache forgets the oldest entries once it holds more than its byte budget. The committer
+//! puts each event a subscription matched here as soon as it is on disk, so that its first
+//! delivery need not read it back from the log.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -27,6 +29,18 @@ struct Entries {
     /// Filled slots, oldest first, with their sizes.
     order: VecDeque<(u64, usize)>,
     bytes: usize,
+}
+
+impl Entries {
+    /// Forgets the oldest filled entries while more than `budget` bytes are kept (the
+    /// newest stays, whatever its size).
+    fn evict(&mut self, budget: usize) {
+        while self.bytes > budget && self.order.len() > 1 {
+            let (old, size) = self.order.pop_front().expect("not empty");
+            self.slots.remove(&old);
+            self.bytes -= size;
+        }
+    }
 }
 
 impl Default for EventCache {
@@ -65,12 +79,25 @@ impl EventCache {
         let size = event.json.len() + event.source.len() + event.id.len();
         entries.order.push_back((seq, size));
         entries.bytes += size;
-        while entries.bytes > self.budget && entries.order.len() > 1 {
-            let (old, size) = entries.order.pop_front().expect("not empty");
-            entries.slots.remove(&old);
-            entries.bytes -= size;
-        }
+        entries.evict(self.budget);
         Ok(event)
+    }
+
+    /// Keeps an event just written (its deliveries are about to read it), unless one with
+    /// its number is there already.
+    pub(crate) fn put(&self, event: Arc<StoredEvent>) {
+        let mut entries = self.inner.lock().expect("event cache lock");
+        if entries.slots.contains_key(&event.seq) {
+            return;
+        }
+        let (seq, size) = (
+            event.seq,
+            event.json.len() + event.source.len() + event.id.len(),
+        );
+        entries.slots.insert(seq, Arc::new(Mutex::new(Some(event))));
+        entries.order.push_back((seq, size));
+        entries.bytes += size;
+        entries.evict(self.budget);
     }
 
     /// Forgets a slot whose read failed, so that it does not stay empty forever.

@@ -101,8 +101,9 @@ struct Inner {
     log_dir: std::path::PathBuf,
     /// Reads events back from the log.
     readers: Arc<event_log::Readers>,
-    /// Events read recently, shared by their deliveries.
-    events: event_cache::EventCache,
+    /// Events read recently or just written, shared by their deliveries (the committer
+    /// holds it too).
+    events: Arc<event_cache::EventCache>,
     queues: Arc<RwLock<Queues>>,
     commit: GroupCommit,
     /// The group commit of the event log, shared with its committer thread.
@@ -334,7 +335,14 @@ impl EmbeddedStore {
         queues.swept_through = log.first_seq().saturating_sub(1);
         let readers = log.readers();
         let queues = Arc::new(RwLock::new(queues));
-        let shared = Shared::new(Arc::clone(&queues), log.last_seq() + 1, hasher, dedupe);
+        let events = Arc::new(event_cache::EventCache::default());
+        let shared = Shared::new(
+            Arc::clone(&queues),
+            log.last_seq() + 1,
+            hasher,
+            dedupe,
+            Arc::clone(&events),
+        );
         let receipt_writer = receipts::Writer::start(
             trees.db.clone(),
             trees.receipts.clone(),
@@ -358,7 +366,7 @@ impl EmbeddedStore {
                 log_dir: log_dir.clone(),
                 trees,
                 readers,
-                events: event_cache::EventCache::default(),
+                events,
                 queues,
                 commit: GroupCommit::default(),
                 log: shared,

@@ -78,6 +78,39 @@ async fn an_event_is_read_once_for_all_its_deliveries() {
 }
 
 #[tokio::test]
+async fn a_matched_event_is_cached_when_written_as_the_log_holds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with(dir.path(), &["s1"], SledOptions::default()).await;
+    let unmatched = store
+        .append_events(vec![event("0", &[])], 1000, HOUR)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.inner.events.len(),
+        0,
+        "an unmatched event is not kept"
+    );
+    let matched = store
+        .append_events(vec![event("1", &["s1"])], 1000, HOUR)
+        .await
+        .unwrap();
+    assert!(matches!(unmatched[0], Appended::Accepted { .. }));
+    let Appended::Accepted { seq } = matched[0] else {
+        panic!("{matched:?}")
+    };
+    assert_eq!(store.inner.events.len(), 1);
+    // What the deliveries get without a read is exactly what the log holds.
+    let cached = store.event(seq).await.unwrap().unwrap();
+    let location = (store.inner.queues.read().unwrap())
+        .index
+        .get(seq)
+        .unwrap()
+        .location;
+    let read = store.inner.readers.read_event(location).unwrap();
+    assert_eq!(*cached, read);
+}
+
+#[tokio::test]
 async fn appended_events_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
     {
