@@ -133,45 +133,20 @@ async fn kanalen_are_registered_listed_and_read() {
     let path = url.trim_start_matches(&hub.url(""));
     let read = call(&hub, Method::GET, path, &consumer, None).await;
     assert_eq!(read.body, created.body);
-    let listed = call(&hub, Method::GET, "/api/v1/kanaal", &consumer, None).await;
-    assert_eq!(listed.body, json!([created.body]));
-    let by_name = call(
-        &hub,
-        Method::GET,
-        "/api/v1/kanaal?naam=zaken",
-        &consumer,
-        None,
-    )
-    .await;
-    assert_eq!(by_name.body, json!([created.body]));
-    let none = call(
-        &hub,
-        Method::GET,
-        "/api/v1/kanaal?naam=besluiten",
-        &consumer,
-        None,
-    )
-    .await;
-    assert_eq!(none.body, json!([]));
+    let list = |query: &'static str| {
+        let (hub, consumer) = (&hub, &consumer);
+        async move {
+            let path = format!("/api/v1/kanaal{query}");
+            call(hub, Method::GET, &path, consumer, None).await
+        }
+    };
+    assert_eq!(list("").await.body, json!([created.body]));
+    assert_eq!(list("?naam=zaken").await.body, json!([created.body]));
+    assert_eq!(list("?naam=besluiten").await.body, json!([]));
     // Other parameters are ignored, as Open Notificaties ignores them; a name given twice is
     // a question the hub cannot answer, and says so in a Fout.
-    let with_other = call(
-        &hub,
-        Method::GET,
-        "/api/v1/kanaal?page=2&naam=zaken",
-        &consumer,
-        None,
-    )
-    .await;
-    assert_eq!(with_other.body, json!([created.body]));
-    let twice = call(
-        &hub,
-        Method::GET,
-        "/api/v1/kanaal?naam=zaken&naam=besluiten",
-        &consumer,
-        None,
-    )
-    .await;
+    assert_eq!(list("?page=2&naam=zaken").await.body, json!([created.body]));
+    let twice = list("?naam=zaken&naam=besluiten").await;
     assert_fout(&twice, 400, "invalid");
     assert!(
         twice.body["invalidParams"][0]["reason"]

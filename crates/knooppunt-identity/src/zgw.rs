@@ -407,11 +407,6 @@ mod tests {
     const HOUR: Duration = Duration::from_secs(3600);
     const LEEWAY: Duration = Duration::from_secs(60);
 
-    /// A token as gemma-zds-client makes it.
-    fn token(header: serde_json::Value, claims: serde_json::Value, secret: &[u8]) -> String {
-        jwt(&header, &claims, secret)
-    }
-
     #[test]
     fn a_signed_token_verifies() {
         let signed = sign("importer", SECRET, NOW, "knooppunt import");
@@ -423,9 +418,9 @@ mod tests {
     }
 
     fn zds(iat: u64) -> String {
-        token(
-            serde_json::json!({"alg": "HS256", "typ": "JWT", "client_identifier": "open-zaak"}),
-            serde_json::json!({"iss": "open-zaak", "iat": iat, "client_id": "open-zaak",
+        jwt(
+            &serde_json::json!({"alg": "HS256", "typ": "JWT", "client_identifier": "open-zaak"}),
+            &serde_json::json!({"iss": "open-zaak", "iat": iat, "client_id": "open-zaak",
                                "user_id": "u1", "user_representation": "Ambtenaar"}),
             SECRET,
         )
@@ -460,30 +455,30 @@ mod tests {
             verify(&zds(NOW + 30), secret_of, NOW, HOUR, LEEWAY).is_ok(),
             "within leeway"
         );
-        let wrong = token(
-            serde_json::json!({"alg": "HS256"}),
-            serde_json::json!({"client_id": "open-zaak", "iat": NOW}),
+        let wrong = jwt(
+            &serde_json::json!({"alg": "HS256"}),
+            &serde_json::json!({"client_id": "open-zaak", "iat": NOW}),
             b"another secret",
         );
         assert_eq!(refused(&wrong), ZgwRefused::Signature("open-zaak".into()));
-        let anonymous = token(
-            serde_json::json!({"alg": "HS256"}),
-            serde_json::json!({"iss": "x", "iat": NOW}),
+        let anonymous = jwt(
+            &serde_json::json!({"alg": "HS256"}),
+            &serde_json::json!({"iss": "x", "iat": NOW}),
             SECRET,
         );
         assert_eq!(refused(&anonymous), ZgwRefused::NoClientId);
-        let stranger = token(
-            serde_json::json!({"alg": "HS256"}),
-            serde_json::json!({"client_id": "someone", "iat": NOW}),
+        let stranger = jwt(
+            &serde_json::json!({"alg": "HS256"}),
+            &serde_json::json!({"client_id": "someone", "iat": NOW}),
             SECRET,
         );
         assert_eq!(
             refused(&stranger),
             ZgwRefused::UnknownClient("someone".into())
         );
-        let undated = token(
-            serde_json::json!({"alg": "HS256"}),
-            serde_json::json!({"client_id": "open-zaak"}),
+        let undated = jwt(
+            &serde_json::json!({"alg": "HS256"}),
+            &serde_json::json!({"client_id": "open-zaak"}),
             SECRET,
         );
         assert_eq!(refused(&undated), ZgwRefused::NoIssuedAt);
@@ -496,9 +491,9 @@ mod tests {
         );
         assert_eq!(refused(&unsigned), ZgwRefused::Algorithm("none".into()));
         for alg in ["HS512", "RS256"] {
-            let other = token(
-                serde_json::json!({"alg": alg}),
-                serde_json::json!({"client_id": "open-zaak", "iat": NOW}),
+            let other = jwt(
+                &serde_json::json!({"alg": alg}),
+                &serde_json::json!({"client_id": "open-zaak", "iat": NOW}),
                 SECRET,
             );
             assert_eq!(refused(&other), ZgwRefused::Algorithm(alg.into()));

@@ -351,7 +351,7 @@ async fn run(
             let (inner, subscription) = (Arc::clone(&inner), Arc::clone(subscription));
             attempts.spawn(async move {
                 let made = sending.await;
-                let Some(recording) = judged(made, (&inner, &subscription, config), leased, probe)
+                let Some(recording) = judged(made, &inner, &subscription, config, leased, probe)
                 else {
                     return;
                 };
@@ -449,7 +449,7 @@ async fn in_order(run: InOrderRun, window: Vec<Delivery>) {
         ))
         .await;
         // None: not attempted (a cut came first, or its event is gone): given back already.
-        let Some(recording) = judged(made, (&inner, &subscription, config), leased, probe) else {
+        let Some(recording) = judged(made, &inner, &subscription, config, leased, probe) else {
             unsent = Some(Vec::new());
             break;
         };
@@ -569,7 +569,9 @@ async fn connect(
 /// panicked ([`panicked`]); `None` when it was not made.
 fn judged(
     made: Result<Option<Recording>, String>,
-    (inner, subscription, config): (&Inner, &Subscription, DeliveryConfig),
+    inner: &Inner,
+    subscription: &Subscription,
+    config: DeliveryConfig,
     leased: Delivery,
     probe: bool,
 ) -> Option<Recording> {
