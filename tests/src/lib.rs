@@ -1,6 +1,7 @@
 //! The test harness shared by the scenarios in `scenarios/`: a real hub on 127.0.0.1 port 0
 //! ([`TestHub`]), the principals it knows, and where the specifications are.
 
+pub mod brokers;
 pub mod browser;
 pub mod certificates;
 pub mod console;

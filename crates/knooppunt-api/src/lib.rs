@@ -35,7 +35,8 @@ pub use principals::{NewPrincipal, PrincipalChange, ZgwClientIn};
 pub use pull::{LockTokensIn, RejectIn, ReleaseIn};
 pub use replays::ReplayIn;
 pub use subscription_body::{
-    ClientCertificateIn, FilterIn, HttpSettingsIn, SinkCredentialIn, Strings, SubscriptionRequest,
+    ClientCertificateIn, FilterIn, ProtocolSettingsIn, SinkCredentialIn, Strings,
+    SubscriptionRequest,
 };
 
 mod approvals;

@@ -11,8 +11,8 @@ use knooppunt_event::timestamp::utc_timestamp;
 use knooppunt_event::validate::syntax;
 use knooppunt_filter::{Criteria, Filter};
 use knooppunt_store::{
-    ClientCertificate, ConfigDefaults, ConfigValues, HttpSettings, Protocol, Sink, SinkCredential,
-    Status, Subscription, SubscriptionConfig, Transfer,
+    ClientCertificate, ConfigDefaults, ConfigValues, HttpSettings, MqttSettings, Protocol,
+    ProtocolSettings, Sink, SinkCredential, Status, Subscription, SubscriptionConfig, Transfer,
 };
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
@@ -23,8 +23,10 @@ use crate::input::{Field, Problems, body_schema, unknown_members};
 use crate::problem::InvalidParam;
 
 mod out;
+mod protocol;
 
 pub use out::*;
+use protocol::*;
 
 /// A validated subscription request.
 #[derive(Debug, Clone)]
@@ -33,7 +35,6 @@ pub(crate) struct SubscriptionInput {
     pub(crate) id: Option<String>,
     /// `None` only for a pull subscription that left it out (the hub names its receive URL).
     pub(crate) sink: Option<Sink>,
-    pub(crate) protocol: Protocol,
     /// The name people know it by (a Knooppunt extension of the resource).
     pub(crate) label: Option<String>,
     pub(crate) source: Option<String>,
@@ -41,7 +42,7 @@ pub(crate) struct SubscriptionInput {
     pub(crate) types: Option<Vec<String>>,
     pub(crate) filters: Vec<Value>,
     pub(crate) criteria: Criteria,
-    pub(crate) protocol_settings: HttpSettings,
+    pub(crate) protocol_settings: ProtocolSettings,
     pub(crate) sink_credential: Option<SinkCredential>,
     pub(crate) client_certificate: Option<ClientCertificate>,
     pub(crate) config: SubscriptionConfig,
@@ -87,8 +88,8 @@ pub struct SubscriptionRequest {
     )]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub sink: Field<String>,
-    /// The delivery protocol; only HTTP is delivered.
-    #[schemars(extend("enum" = ["HTTP"]))]
+    /// The delivery protocol: `HTTP` (webhooks) or `MQTT` (MQTT 5 brokers).
+    #[schemars(extend("enum" = ["HTTP", "MQTT"]))]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub protocol: Field<String>,
     /// Only events with exactly this `source`.
@@ -109,7 +110,7 @@ pub struct SubscriptionRequest {
     pub filters: Field<Vec<Value>>,
     #[serde(default)]
     #[serde(skip_serializing_if = "Field::is_absent")]
-    pub protocolsettings: Field<HttpSettingsIn>,
+    pub protocolsettings: Field<ProtocolSettingsIn>,
     #[serde(default)]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub sinkcredential: Field<SinkCredentialIn>,
@@ -122,20 +123,48 @@ pub struct SubscriptionRequest {
     pub config: Field<Strings>,
 }
 
-/// A push subscription's HTTP delivery settings as a client sends them.
+/// A push subscription's delivery settings as a client sends them: `headers` and `method`
+/// for `HTTP` (Subscriptions API 3.2.2.1); `topicname`, `qos`, `retain`, `expiry` and
+/// `userproperties` for `MQTT` (`MQTTSettings`). A member of another protocol is refused.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
-#[serde(expecting = "an object with `headers` and `method`")]
-#[schemars(rename = "HttpSettings", extend("additionalProperties" = false))]
-pub struct HttpSettingsIn {
-    /// Headers added to every delivery. Their values are write-only: they read as
+#[serde(expecting = "an object with the protocol's settings")]
+#[schemars(rename = "ProtocolSettings", extend("additionalProperties" = false))]
+pub struct ProtocolSettingsIn {
+    /// HTTP: headers added to every delivery. Their values are write-only: they read as
     /// `********`, and a replacement that sends `********` back keeps the stored value.
     #[serde(default)]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub headers: Field<Strings>,
+    /// HTTP: the request method.
     #[serde(default)]
     #[schemars(extend("enum" = ["POST", "PUT", "PATCH"], "default" = "POST"))]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub method: Field<String>,
+    /// MQTT, required: the topic each event is published to (no wildcards).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 1024))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub topicname: Field<String>,
+    /// MQTT: 1 (at least once, acknowledged by the broker; the default), 2 (exactly once)
+    /// or 0 (at most once: the hub cannot know whether the broker took it).
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 2), extend("default" = 1))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub qos: Field<i64>,
+    /// MQTT: whether the broker keeps the last message of the topic for new subscribers.
+    #[serde(default)]
+    #[schemars(extend("default" = false))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub retain: Field<bool>,
+    /// MQTT: the message expiry interval, in seconds.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 4294967295_i64))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub expiry: Field<i64>,
+    /// MQTT: user properties added to every message, after the event's own attributes.
+    #[serde(default)]
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub userproperties: Field<Strings>,
 }
 
 /// How the hub authenticates at the sink (Subscriptions API 3.2.3, and CLIENTCREDENTIALS).
@@ -324,8 +353,26 @@ impl SubscriptionRequest {
         let label = check_label(self.label, problems);
         let types = check_types(self.types, problems);
         let (filters, parsed) = check_filters(self.filters, rules, problems);
-        let protocol_settings = check_protocol_settings(self.protocolsettings, problems);
-        if pull && protocol_settings != HttpSettings::default() {
+        let protocol_settings = protocol.and_then(|protocol| {
+            check_protocol_settings(protocol, self.protocolsettings, problems)
+        });
+        if let (Some(protocol), Some(Some(sink))) = (protocol, &sink)
+            && sink.protocol() != protocol
+        {
+            problems.add(
+                "sink",
+                format!(
+                    "is not a URL of protocol `{}` (a {} URL)",
+                    protocol.as_str(),
+                    protocol.schemes().join(" or ")
+                ),
+            );
+        }
+        if pull
+            && protocol_settings
+                .as_ref()
+                .is_some_and(|s| *s != ProtocolSettings::default())
+        {
             problems.add(
                 "protocolsettings",
                 "a pull subscription (config.delivery `pull`) sends no requests: leave out its \
@@ -338,7 +385,7 @@ impl SubscriptionRequest {
             check_sink_credential(self.sinkcredential, problems)
         };
         if let Some(SinkCredential::ClientCredentials { token_url, .. }) = &sink_credential
-            && let Err(why) = knooppunt_delivery::check_sink_url(token_url, rules.allow_http_sinks)
+            && let Err(why) = knooppunt_delivery::check_http_url(token_url, rules.allow_http_sinks)
         {
             problems.add("sinkcredential.tokenurl", why);
         }
@@ -347,13 +394,21 @@ impl SubscriptionRequest {
         } else {
             check_client_certificate(self.clientcertificate, problems)
         };
-        let (Some(sink), Some(protocol), Some(config)) = (sink, protocol, config) else {
+        if protocol == Some(Protocol::Mqtt) {
+            check_mqtt_subscription(
+                config.as_ref(),
+                sink_credential.as_ref(),
+                client_certificate.is_some(),
+                problems,
+            );
+        }
+        let (Some(sink), Some(protocol_settings), Some(config)) = (sink, protocol_settings, config)
+        else {
             return None;
         };
         Some(SubscriptionInput {
             id,
             sink,
-            protocol,
             criteria: Criteria {
                 source: source.clone(),
                 types: types.clone(),
@@ -437,30 +492,6 @@ fn check_pull_sink(sink: Field<String>, problems: &mut Problems) -> Option<Optio
             }
         },
     }
-}
-
-/// The protocols of the Subscriptions API this hub does not deliver over.
-const OTHER_PROTOCOLS: [&str; 5] = ["MQTT3", "MQTT5", "AMQP", "KAFKA", "NATS"];
-
-/// `protocol`: required, `HTTP`.
-fn check_protocol(protocol: Field<String>, problems: &mut Problems) -> Option<Protocol> {
-    let protocol = protocol.required("protocol", "`HTTP`", problems)?;
-    match protocol.as_str() {
-        "HTTP" => return Some(Protocol::Http),
-        other if other.eq_ignore_ascii_case("http") => problems.add(
-            "protocol",
-            format!("`{other}`: protocol names are case-sensitive; use `HTTP`"),
-        ),
-        other if OTHER_PROTOCOLS.contains(&other) => problems.add(
-            "protocol",
-            format!("this hub delivers over `HTTP` only, not `{other}`"),
-        ),
-        other => problems.add(
-            "protocol",
-            format!("unknown protocol `{other}`; use `HTTP`"),
-        ),
-    }
-    None
 }
 
 /// `source`: a non-empty URI-reference, if given.
@@ -717,58 +748,6 @@ fn check_sink_credential(
         return None;
     }
     read
-}
-
-/// A push subscription's `protocolsettings`: headers and method.
-fn check_protocol_settings(
-    settings: Field<HttpSettingsIn>,
-    problems: &mut Problems,
-) -> HttpSettings {
-    let mut checked = HttpSettings::default();
-    let Some(sent) = settings.optional(
-        "protocolsettings",
-        "an object with `headers` and `method`",
-        problems,
-    ) else {
-        return checked;
-    };
-    checked.headers = check_strings(sent.headers, "protocolsettings.headers", problems);
-    for (name, value) in &checked.headers {
-        let path = format!("protocolsettings.headers.{name}");
-        if HeaderName::try_from(name.as_str()).is_err() {
-            problems.add(path, "is not a valid HTTP header name");
-        } else if HeaderValue::try_from(value.as_str()).is_err() {
-            problems.add(path, "is not a valid HTTP header value (printable ASCII)");
-        } else if is_reserved_header(name) {
-            problems.add(
-                path,
-                "is set by the hub itself and cannot be overridden (Content-Type, \
-                 Authorization, ce-*, WebHook-*, Host, Content-Length)",
-            );
-        }
-    }
-    const METHODS: &str = "`POST`, `PUT` or `PATCH`";
-    match sent
-        .method
-        .optional("protocolsettings.method", METHODS, problems)
-    {
-        Some(method) if matches!(method.as_str(), "POST" | "PUT" | "PATCH") => {
-            checked.method = Some(method);
-        }
-        Some(_) => problems.add("protocolsettings.method", format!("must be {METHODS}")),
-        None => {}
-    }
-    checked
-}
-
-fn is_reserved_header(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    name.starts_with("ce-")
-        || name.starts_with("webhook-")
-        || matches!(
-            name.as_str(),
-            "content-type" | "authorization" | "host" | "content-length" | "transfer-encoding"
-        )
 }
 
 /// A reference to the `config` schema, which the document makes from the hub's defaults.

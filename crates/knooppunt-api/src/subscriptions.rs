@@ -60,11 +60,16 @@ fn keep_secrets(input: &mut SubscriptionInput, existing: &Subscription) -> Resul
             ));
         }
     }
-    for (name, value) in &mut input.protocol_settings.headers {
+    let stored_headers = existing.protocol_settings.http().map(|http| &http.headers);
+    let sent_headers = match &mut input.protocol_settings {
+        knooppunt_store::ProtocolSettings::Http(http) => Some(&mut http.headers),
+        knooppunt_store::ProtocolSettings::Mqtt(_) => None,
+    };
+    for (name, value) in sent_headers.into_iter().flatten() {
         if value != REDACTED {
             continue;
         }
-        match existing.protocol_settings.headers.get(name) {
+        match stored_headers.and_then(|headers| headers.get(name)) {
             Some(stored) => value.clone_from(stored),
             None => problems.push(InvalidParam::new(
                 format!("protocolsettings.headers.{name}"),
@@ -167,7 +172,6 @@ fn build(
         owner,
         label: input.label,
         sink,
-        protocol: input.protocol,
         source: input.source,
         types: input.types,
         filters: input.filters,

@@ -338,12 +338,22 @@ impl Deliverer {
     /// if it has one).
     pub async fn handshake(
         &self,
-        sink: &str,
+        subscription: &knooppunt_store::Subscription,
         callback: &str,
-        identity: Option<&knooppunt_store::ClientCertificate>,
     ) -> Handshake {
+        let (sink, identity) = (
+            subscription.sink.as_str(),
+            subscription.client_certificate.as_ref(),
+        );
         let started = tokio::time::Instant::now();
         let timeout = self.inner.options().handshake_timeout;
+        if subscription.protocol() == knooppunt_store::Protocol::Mqtt {
+            // A broker consents by taking a connection with the subscription's credentials.
+            return match sink::mqtt_connect(self.inner.connections(), subscription, timeout).await {
+                Ok(()) => Handshake::Granted { allowed_rate: None },
+                Err(why) => Handshake::Failed(why),
+            };
+        }
         let permit = match self
             .inner
             .connections()

@@ -16,10 +16,44 @@ pub enum Response {
         retry_after: Option<String>,
         answer: Option<Box<SinkAnswer>>,
     },
+    /// A broker acknowledged the message (MQTT PUBACK or PUBCOMP with a success code, or at
+    /// QoS 0 the message written).
+    Acknowledged,
+    /// A broker refused the message (an MQTT reason code, say), with its reason; `for_good`
+    /// when sending it again cannot help.
+    Refused { reason: String, for_good: bool },
     /// No answer within the subscription's timeout.
     Timeout,
     /// No connection, or the exchange broke off.
     Failed(String),
+}
+
+impl Response {
+    /// What an attempt's record says of it: the HTTP status, if one came, and what went
+    /// wrong, if anything did (`timeout` is the attempt's).
+    pub fn status_and_error(&self, timeout: Duration) -> (Option<u16>, Option<String>) {
+        match self {
+            Response::Status { code, .. } if (200..300).contains(code) => (Some(*code), None),
+            Response::Status { code, .. } => {
+                (Some(*code), Some(format!("the sink answered {code}")))
+            }
+            Response::Acknowledged => (None, None),
+            Response::Refused { reason, .. } => (None, Some(reason.clone())),
+            Response::Timeout => (
+                None,
+                Some(format!("no answer within {} ms", timeout.as_millis())),
+            ),
+            Response::Failed(why) => (None, Some(why.clone())),
+        }
+    }
+
+    /// What the sink answered to a refused request, if it was an HTTP answer.
+    pub fn answer(&self) -> Option<Box<SinkAnswer>> {
+        match self {
+            Response::Status { answer, .. } => answer.clone(),
+            _ => None,
+        }
+    }
 }
 
 /// The start of what a sink answered to a refused delivery: a few of its headers and the
@@ -57,6 +91,9 @@ pub enum Outcome {
     Gone,
     /// 400, 413, 415: this event will never be accepted; dead letter at once.
     Rejected,
+    /// A broker refused it for good (not authorized, an invalid topic, bad credentials):
+    /// dead letter at once, with the broker's reason.
+    Refused(String),
     /// Try again; not before `not_before` when the sink said so (429/503 `Retry-After`).
     Retry { not_before: Option<Duration> },
     /// The hub cannot send it (an expired access token, a stored event it cannot encode):
@@ -69,6 +106,7 @@ pub enum Outcome {
 pub fn classify(response: &Response, now: SystemTime, max_wait: Duration) -> Outcome {
     match response {
         Response::Status { code, .. } if (200..300).contains(code) => Outcome::Delivered,
+        Response::Acknowledged => Outcome::Delivered,
         Response::Status { code: 410, .. } => Outcome::Gone,
         Response::Status {
             code: 400 | 413 | 415,
@@ -84,9 +122,14 @@ pub fn classify(response: &Response, now: SystemTime, max_wait: Duration) -> Out
                 .and_then(|value| parse_retry_after(value, now))
                 .map(|asked| honoured_wait(asked, max_wait)),
         },
-        Response::Status { .. } | Response::Timeout | Response::Failed(_) => {
-            Outcome::Retry { not_before: None }
-        }
+        Response::Refused {
+            reason,
+            for_good: true,
+        } => Outcome::Refused(reason.clone()),
+        Response::Status { .. }
+        | Response::Refused { .. }
+        | Response::Timeout
+        | Response::Failed(_) => Outcome::Retry { not_before: None },
     }
 }
 
@@ -171,7 +214,7 @@ pub fn verdict(
                     .into(),
             };
         }
-        Outcome::Unsendable(reason) => {
+        Outcome::Unsendable(reason) | Outcome::Refused(reason) => {
             return Verdict::DeadLetter {
                 reason: reason.clone(),
             };

@@ -350,7 +350,7 @@ pub(crate) async fn checked_abonnement(
         )
         .map_err(|errors| invalid("kanalen", "invalid", format!("{errors:?}")))?,
     };
-    knooppunt_delivery::check_sink_url(&draft.callback_url, state.allow_http_sinks())
+    knooppunt_delivery::check_http_url(&draft.callback_url, state.allow_http_sinks())
         .map_err(|why| invalid("callbackUrl", crate::error::INVALID_CALLBACK_URL, why))?;
     let subscription = knooppunt_services::zgw::subscription_of(
         &caller.0,
@@ -597,7 +597,13 @@ pub(crate) async fn patch_abonnement(
     let auth = state
         .subscriptions()
         .get(&uuid)
-        .and_then(|s| s.protocol_settings.headers.get("Authorization").cloned())
+        .and_then(|s| {
+            s.protocol_settings
+                .http()?
+                .headers
+                .get("Authorization")
+                .cloned()
+        })
         .unwrap_or_default();
     let mut merged = serde_json::to_value(abonnement_representation("", &current))
         .map_err(|error| ZgwError::Internal(error.to_string()))?;

@@ -416,6 +416,15 @@ pub fn abonnement_of(catalog: &Catalog, subscription: &Subscription) -> Option<A
     })
 }
 
+/// An abonnement's `callbackUrl` as a sink: an http(s) URL, as the Notificaties API has it.
+fn http_sink(callback_url: &str) -> Result<knooppunt_store::Sink, String> {
+    let sink = knooppunt_store::Sink::parse(callback_url)?;
+    if sink.protocol() != knooppunt_store::Protocol::Http {
+        return Err(format!("`{callback_url}` is not an http(s) URL"));
+    }
+    Ok(sink)
+}
+
 /// The hub subscription an abonnement is: in `notificatie` mode (the body is the
 /// notificatie, as ZGW consumers expect it; one built from the attributes of a native
 /// CloudEvent of a kanaal type), unordered, `auth` as the `Authorization` of every callback.
@@ -453,18 +462,17 @@ pub fn subscription_of(
         id,
         owner: client.principal().name,
         label: None,
-        sink: knooppunt_store::Sink::parse(&draft.callback_url)?,
-        protocol: knooppunt_store::Protocol::Http,
+        sink: http_sink(&draft.callback_url)?,
         source: None,
         types: None,
         filters,
-        protocol_settings: knooppunt_store::HttpSettings {
+        protocol_settings: knooppunt_store::ProtocolSettings::Http(knooppunt_store::HttpSettings {
             headers: std::collections::BTreeMap::from([(
                 "Authorization".to_owned(),
                 draft.auth.clone(),
             )]),
             method: None,
-        },
+        }),
         sink_credential: None,
         client_certificate: None,
         config,

@@ -77,7 +77,6 @@ pub fn subscription(id: &str) -> Subscription {
         owner: "gemeente".into(),
         label: Some("Verhuizingen voor de burgerzaken".into()),
         sink: knooppunt_store::Sink::parse("https://gemeente.example.nl/events").unwrap(),
-        protocol: knooppunt_store::Protocol::Http,
         source: None,
         types: Some(vec!["nl.brp.x".into()]),
         filters: vec![serde_json::json!({"prefix": {"type": "nl."}})],

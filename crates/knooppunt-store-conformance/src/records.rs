@@ -39,6 +39,22 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
         private_key: "-----BEGIN PRIVATE KEY-----".into(),
     });
     assert!(store.update_subscription(&changed).await.unwrap());
+    // A subscription to an MQTT broker, with every setting.
+    let mut broker = subscription("c");
+    broker.sink = knooppunt_store::Sink::parse("mqtts://broker.example.nl:8884").unwrap();
+    broker.protocol_settings =
+        knooppunt_store::ProtocolSettings::Mqtt(knooppunt_store::MqttSettings {
+            topic: "brp/verhuizingen".into(),
+            qos: 2,
+            retain: true,
+            expiry: Some(86_400),
+            user_properties: [("afdeling".to_owned(), "burgerzaken".to_owned())].into(),
+        });
+    broker.sink_credential = Some(knooppunt_store::SinkCredential::Plain {
+        identifier: "knooppunt".into(),
+        secret: "s3cret".into(),
+    });
+    store.insert_subscription(&broker).await.unwrap();
     assert!(
         !store
             .update_subscription(&subscription("zz"))
@@ -53,11 +69,20 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
         .into_iter()
         .map(|s| s.id)
         .collect();
-    assert_eq!(ids, ["a", "b"], "listed in id order, durable");
+    assert_eq!(ids, ["a", "b", "c"], "listed in id order, durable");
     assert_eq!(
         store.subscription("a").await.unwrap().unwrap(),
         changed,
         "every field as written"
+    );
+    assert_eq!(
+        store.subscription("c").await.unwrap().unwrap(),
+        broker,
+        "a broker's settings as written"
+    );
+    assert_eq!(
+        store.delete_subscription("c").await.unwrap().unwrap().id,
+        "c"
     );
     assert_eq!(
         store.delete_subscription("b").await.unwrap().unwrap().id,

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use knooppunt_store::{
     ApprovalPolicy, Attempt, CatalogEntry, ClientCertificate, Decision, DeliveryChange, Grant,
-    GrantState, HttpSettings, Protocol, SchemaCheck, SigningSecrets, Sink, SinkCredential, Status,
-    StatusColumns, StoredPrincipal, Subscription, SubscriptionConfig, SubscriptionState, TypeMatch,
-    Validation, Verdict,
+    GrantState, HttpSettings, MqttSettings, Protocol, ProtocolSettings, SchemaCheck,
+    SigningSecrets, Sink, SinkCredential, Status, StatusColumns, StoredPrincipal, Subscription,
+    SubscriptionConfig, SubscriptionState, TypeMatch, Validation, Verdict,
 };
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +31,9 @@ pub(crate) struct SubscriptionRecord {
     filters: Vec<serde_json::Value>,
     #[serde(default)]
     protocol_settings: HttpSettingsRecord,
+    /// The settings of an MQTT subscription (`protocol` `MQTT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mqtt: Option<MqttSettingsRecord>,
     sink_credential: Option<CredentialRecord>,
     #[serde(default)]
     client_certificate: Option<ClientCertificateRecord>,
@@ -68,6 +71,16 @@ struct HttpSettingsRecord {
     #[serde(default)]
     headers: BTreeMap<String, String>,
     method: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct MqttSettingsRecord {
+    topic: String,
+    qos: u8,
+    retain: bool,
+    expiry: Option<u32>,
+    #[serde(default)]
+    user_properties: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -120,14 +133,28 @@ impl From<&Subscription> for SubscriptionRecord {
             id: s.id.clone(),
             owner: s.owner.clone(),
             sink: s.sink.to_string(),
-            protocol: s.protocol.as_str().to_owned(),
+            protocol: s.protocol().as_str().to_owned(),
             source: s.source.clone(),
             types: s.types.clone().unwrap_or_default(),
             types_empty: s.types.as_ref().is_some_and(Vec::is_empty),
             filters: s.filters.clone(),
-            protocol_settings: HttpSettingsRecord {
-                headers: s.protocol_settings.headers.clone(),
-                method: s.protocol_settings.method.clone(),
+            protocol_settings: s
+                .protocol_settings
+                .http()
+                .map(|http| HttpSettingsRecord {
+                    headers: http.headers.clone(),
+                    method: http.method.clone(),
+                })
+                .unwrap_or_default(),
+            mqtt: match &s.protocol_settings {
+                ProtocolSettings::Mqtt(mqtt) => Some(MqttSettingsRecord {
+                    topic: mqtt.topic.clone(),
+                    qos: mqtt.qos,
+                    retain: mqtt.retain,
+                    expiry: mqtt.expiry,
+                    user_properties: mqtt.user_properties.clone(),
+                }),
+                ProtocolSettings::Http(_) => None,
             },
             sink_credential: s.sink_credential.as_ref().map(|c| match c.clone() {
                 SinkCredential::Plain { identifier, secret } => {
@@ -195,19 +222,34 @@ impl TryFrom<SubscriptionRecord> for Subscription {
         let sink = Sink::parse(&r.sink)?;
         let protocol = Protocol::parse(&r.protocol)
             .ok_or_else(|| format!("protocol `{}` is not one the hub speaks", r.protocol))?;
+        let protocol_settings = match (protocol, r.mqtt) {
+            (Protocol::Http, None) => ProtocolSettings::Http(HttpSettings {
+                headers: r.protocol_settings.headers,
+                method: r.protocol_settings.method,
+            }),
+            (Protocol::Mqtt, Some(m)) => ProtocolSettings::Mqtt(MqttSettings {
+                topic: m.topic,
+                qos: m.qos,
+                retain: m.retain,
+                expiry: m.expiry,
+                user_properties: m.user_properties,
+            }),
+            (protocol, _) => {
+                return Err(format!(
+                    "the settings are not those of protocol `{}`",
+                    protocol.as_str()
+                ));
+            }
+        };
         Ok(Subscription {
             id: r.id,
             owner: r.owner,
             label: r.label,
             sink,
-            protocol,
             source: r.source,
             types: (r.types_empty || !r.types.is_empty()).then_some(r.types),
             filters: r.filters,
-            protocol_settings: HttpSettings {
-                headers: r.protocol_settings.headers,
-                method: r.protocol_settings.method,
-            },
+            protocol_settings,
             sink_credential: r.sink_credential.map(|c| match c {
                 CredentialRecord::Plain { identifier, secret } => {
                     SinkCredential::Plain { identifier, secret }
@@ -557,8 +599,11 @@ mod tests {
         let bad_sink = Subscription::try_from(record("x.example/events", "HTTP")).unwrap_err();
         assert!(bad_sink.contains("not an absolute URL"), "{bad_sink}");
         let bad_protocol =
-            Subscription::try_from(record("https://x.example/", "MQTT")).unwrap_err();
-        assert!(bad_protocol.contains("MQTT"), "{bad_protocol}");
+            Subscription::try_from(record("https://x.example/", "KAFKA")).unwrap_err();
+        assert!(bad_protocol.contains("KAFKA"), "{bad_protocol}");
+        // MQTT without its settings (topic and all) is not what the hub writes.
+        let no_settings = Subscription::try_from(record("mqtt://x.example", "MQTT")).unwrap_err();
+        assert!(no_settings.contains("MQTT"), "{no_settings}");
     }
 
     /// Records written by earlier versions (before these types were the backend's own)

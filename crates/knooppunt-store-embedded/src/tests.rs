@@ -21,7 +21,6 @@ fn subscription(id: &str) -> Subscription {
         owner: "gemeente".into(),
         label: None,
         sink: knooppunt_store::Sink::parse("http://127.0.0.1:9/sink").unwrap(),
-        protocol: knooppunt_store::Protocol::Http,
         source: None,
         types: Some(vec!["nl.brp.x".into()]),
         filters: vec![serde_json::json!({"prefix": {"type": "nl."}})],

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    ClientCertificate, HttpSettings, Protocol, SigningSecrets, Sink, SinkCredential, Status,
-    StatusColumns, StoreError, Subscription, SubscriptionConfig, SubscriptionState, Validation,
+    ClientCertificate, HttpSettings, MqttSettings, Protocol, ProtocolSettings, SigningSecrets,
+    Sink, SinkCredential, Status, StatusColumns, StoreError, Subscription, SubscriptionConfig,
+    SubscriptionState, Validation,
 };
 use serde_json::{Value, json};
 use tokio_postgres::Row;
@@ -15,11 +16,11 @@ use tokio_postgres::types::ToSql;
 /// The columns, in the order of [`params`].
 pub(crate) const COLUMNS: &str = "id, owner, sink, protocol, source, types, filters, headers, \
     method, credential, config, created_at, updated_at, state, validated_by, validation_token, \
-    allowed_rate, validation_problem, disabled_reason, client_certificate, signing, label";
+    allowed_rate, validation_problem, disabled_reason, client_certificate, signing, label, broker_settings";
 
-/// `$1, ..., $22`.
+/// `$1, ..., $23`.
 pub(crate) const PLACEHOLDERS: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-    $14, $15, $16, $17, $18, $19, $20, $21, $22";
+    $14, $15, $16, $17, $18, $19, $20, $21, $22, $23";
 
 /// The values of a row, owned, in the order of [`COLUMNS`].
 pub(crate) struct Params {
@@ -45,10 +46,11 @@ pub(crate) struct Params {
     client_certificate: Option<Value>,
     signing: Option<Value>,
     label: Option<String>,
+    broker_settings: Option<Value>,
 }
 
 impl Params {
-    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 22] {
+    pub(crate) fn refs(&self) -> [&(dyn ToSql + Sync); 23] {
         [
             &self.id,
             &self.owner,
@@ -72,6 +74,7 @@ impl Params {
             &self.client_certificate,
             &self.signing,
             &self.label,
+            &self.broker_settings,
         ]
     }
 }
@@ -82,12 +85,12 @@ pub(crate) fn params(s: &Subscription) -> Params {
         id: s.id.clone(),
         owner: s.owner.clone(),
         sink: s.sink.to_string(),
-        protocol: s.protocol.as_str().to_owned(),
+        protocol: s.protocol().as_str().to_owned(),
         source: s.source.clone(),
         types: s.types.as_ref().map(|types| json!(types)),
         filters: Value::Array(s.filters.clone()),
-        headers: json!(s.protocol_settings.headers),
-        method: s.protocol_settings.method.clone(),
+        headers: json!(s.protocol_settings.http().map(|h| &h.headers)),
+        method: s.protocol_settings.http().and_then(|h| h.method.clone()),
         credential: s.sink_credential.as_ref().map(|c| match c {
             SinkCredential::Plain { identifier, secret } => json!({
                 "credentialtype": "PLAIN", "identifier": identifier, "secret": secret,
@@ -129,6 +132,13 @@ pub(crate) fn params(s: &Subscription) -> Params {
             .as_ref()
             .map(|signing| json!({"current": signing.current, "previous": signing.previous})),
         label: s.label.clone(),
+        broker_settings: match &s.protocol_settings {
+            ProtocolSettings::Http(_) => None,
+            ProtocolSettings::Mqtt(m) => Some(json!({
+                "topic": m.topic, "qos": m.qos, "retain": m.retain, "expiry": m.expiry,
+                "user_properties": m.user_properties,
+            })),
+        },
     }
 }
 
@@ -154,9 +164,24 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
         Value::Array(filters) => filters,
         _ => return Err(corrupt(&id, "filters")),
     };
-    let headers = strings(row.get(7)).ok_or_else(|| corrupt(&id, "headers"))?;
-    let credential: Option<Value> = row.get(9);
     let text = |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+    let protocol_settings = match (Protocol::parse(row.get(3)), row.get::<_, Option<Value>>(22)) {
+        (Some(Protocol::Http), None) => ProtocolSettings::Http(HttpSettings {
+            // NULL for a subscription written as another protocol's.
+            headers: strings(row.get(7)).ok_or_else(|| corrupt(&id, "headers"))?,
+            method: row.get(8),
+        }),
+        (Some(Protocol::Mqtt), Some(m)) => ProtocolSettings::Mqtt(MqttSettings {
+            topic: text(&m, "topic").ok_or_else(|| corrupt(&id, "broker_settings"))?,
+            qos: m.get("qos").and_then(Value::as_u64).unwrap_or(1) as u8,
+            retain: m.get("retain").and_then(Value::as_bool).unwrap_or(false),
+            expiry: m.get("expiry").and_then(Value::as_u64).map(|e| e as u32),
+            user_properties: strings(m.get("user_properties").cloned().unwrap_or_default())
+                .unwrap_or_default(),
+        }),
+        _ => return Err(corrupt(&id, "protocol")),
+    };
+    let credential: Option<Value> = row.get(9);
     let sink_credential = match credential {
         None => None,
         Some(c) => Some(match c.get("credentialtype").and_then(Value::as_str) {
@@ -222,14 +247,10 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
         owner: row.get(1),
         label: row.get(21),
         sink: Sink::parse(row.get(2)).map_err(|why| corrupt(&id, &format!("sink ({why})")))?,
-        protocol: Protocol::parse(row.get(3)).ok_or_else(|| corrupt(&id, "protocol"))?,
         source: row.get(4),
         types,
         filters,
-        protocol_settings: HttpSettings {
-            headers,
-            method: row.get(8),
-        },
+        protocol_settings,
         sink_credential,
         config: SubscriptionConfig::stored(config),
         created_at: row.get::<_, i64>(11) as u64,

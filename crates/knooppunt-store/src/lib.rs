@@ -12,6 +12,7 @@
 pub mod audit;
 mod catalog;
 mod principal;
+mod protocol;
 mod queue;
 mod record;
 mod replay;
@@ -38,9 +39,9 @@ pub use replay::{Replay, ReplayState};
 pub use session::Session;
 pub use subscription::{
     CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, ConfigValues, Consent,
-    DeliveryConfig, DeliveryMode, Disabled, HttpSettings, Ordering, Protocol, SigningSecrets, Sink,
-    SinkCredential, Status, StatusColumns, Subscription, SubscriptionConfig, SubscriptionState,
-    Transfer, Validation, parse_iso8601_duration,
+    DeliveryConfig, DeliveryMode, Disabled, HttpSettings, MqttSettings, Ordering, Protocol,
+    ProtocolSettings, SigningSecrets, Sink, SinkCredential, Status, StatusColumns, Subscription,
+    SubscriptionConfig, SubscriptionState, Transfer, Validation, parse_iso8601_duration,
 };
 
 /// Milliseconds since the Unix epoch: the hub's one clock for stored times.

@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+pub use crate::protocol::{HttpSettings, MqttSettings, Protocol, ProtocolSettings};
+
 /// A subscription as the hub keeps it: validated by the API before it is stored, its
 /// `config` read once into typed settings ([`SubscriptionConfig`]). Backends keep it in
 /// record formats of their own.
@@ -17,15 +19,14 @@ pub struct Subscription {
     pub label: Option<String>,
     /// Where events are delivered.
     pub sink: Sink,
-    /// The delivery protocol.
-    pub protocol: Protocol,
     pub source: Option<String>,
     /// The `types` as sent: `None` when left out (any type), `Some(vec![])` when the
     /// subscriber sent an empty list, which matches no event type (subscriptions spec 3.2.1).
     pub types: Option<Vec<String>>,
     /// The filters exactly as submitted (already validated).
     pub filters: Vec<serde_json::Value>,
-    pub protocol_settings: HttpSettings,
+    /// The delivery protocol and its settings (`protocol` and `protocolsettings`).
+    pub protocol_settings: ProtocolSettings,
     /// Kept to authenticate deliveries; never returned by the API.
     pub sink_credential: Option<SinkCredential>,
     /// The client certificate the hub presents to the sink (mutual TLS); its private key is
@@ -70,6 +71,11 @@ impl SigningSecrets {
 }
 
 impl Subscription {
+    /// The delivery protocol.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol_settings.protocol()
+    }
+
     /// The state without its details.
     pub fn state(&self) -> SubscriptionState {
         self.status.state()
@@ -157,8 +163,10 @@ impl Sink {
             .find("://")
             .ok_or_else(|| format!("`{text}` is not an absolute URL"))?;
         let scheme = &text[..scheme_end];
-        if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
-            return Err(format!("`{text}` is not an http(s) URL"));
+        if Protocol::of_scheme(scheme).is_none() {
+            return Err(format!(
+                "`{text}` is not an http(s), mqtt(s) URL (the schemes the hub delivers to)"
+            ));
         }
         if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(format!("`{text}` has whitespace or control characters"));
@@ -174,6 +182,12 @@ impl Sink {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The protocol its scheme names.
+    pub fn protocol(&self) -> Protocol {
+        let scheme = &self.0[..self.0.find("://").unwrap_or_default()];
+        Protocol::of_scheme(scheme).unwrap_or_default()
     }
 }
 
@@ -206,27 +220,6 @@ impl PartialEq<&str> for Sink {
 impl PartialEq<String> for Sink {
     fn eq(&self, other: &String) -> bool {
         &self.0 == other
-    }
-}
-
-/// How events are delivered (Subscriptions API `protocol`): HTTP, the one the hub speaks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Protocol {
-    #[default]
-    Http,
-}
-
-impl Protocol {
-    /// The name the Subscriptions API gives it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::Http => "HTTP",
-        }
-    }
-
-    /// The protocol of this name, if the hub speaks it.
-    pub fn parse(name: &str) -> Option<Protocol> {
-        (name == "HTTP").then_some(Protocol::Http)
     }
 }
 
@@ -389,15 +382,6 @@ impl Validation {
             Validation::Agreement => "agreement",
         }
     }
-}
-
-/// `protocolsettings` for HTTP (Subscriptions API section 3.2.2.1).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HttpSettings {
-    /// Headers copied into every delivery request.
-    pub headers: BTreeMap<String, String>,
-    /// The HTTP method; POST when absent.
-    pub method: Option<String>,
 }
 
 /// How the hub authenticates itself at the sink (Subscriptions API section 3.2.3).

@@ -351,7 +351,7 @@ fn check_store_reports_the_database() {
     let said = String::from_utf8_lossy(&good.stdout);
     assert!(good.status.success(), "{said}");
     assert!(
-        said.contains("postgres (schema 22): reachable, 0 subscriptions"),
+        said.contains("postgres (schema 23): reachable, 0 subscriptions"),
         "{said}"
     );
     assert!(

@@ -25,8 +25,8 @@ pub struct SubscriptionOut {
     /// pull subscription the hub's receive URL of the subscription.
     #[schemars(extend("format" = "uri"), example = &"https://gemeente.example.nl/events")]
     pub sink: String,
-    /// The delivery protocol; only HTTP is delivered.
-    #[schemars(extend("enum" = ["HTTP"]))]
+    /// The delivery protocol: `HTTP` (webhooks) or `MQTT` (MQTT 5 brokers).
+    #[schemars(extend("enum" = ["HTTP", "MQTT"]))]
     pub protocol: Cow<'static, str>,
     /// Only events with exactly this `source`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -103,14 +103,30 @@ pub struct SubscriptionOut {
     pub signing_overlap_until: Option<String>,
 }
 
-/// The requests a push subscription's deliveries are: their method and header names.
+/// How a push subscription's deliveries are sent: for HTTP their method and header names, for
+/// MQTT the topic and message settings.
 #[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[schemars(rename = "DeliverySettings")]
-pub struct ProtocolSettingsOut {
-    /// The headers added to every delivery; their values read as `********`.
-    pub headers: BTreeMap<String, Cow<'static, str>>,
-    #[schemars(extend("enum" = ["POST", "PUT", "PATCH"]))]
-    pub method: String,
+#[serde(untagged)]
+pub enum ProtocolSettingsOut {
+    /// HTTP (`HttpSettings`).
+    Http {
+        /// The headers added to every delivery; their values read as `********`.
+        headers: BTreeMap<String, Cow<'static, str>>,
+        #[schemars(extend("enum" = ["POST", "PUT", "PATCH"]))]
+        method: String,
+    },
+    /// MQTT (`MQTTSettings`).
+    Mqtt {
+        topicname: String,
+        #[schemars(range(min = 0, max = 2))]
+        qos: u8,
+        retain: bool,
+        /// The message expiry interval in seconds, if one is set.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        expiry: Option<u32>,
+        userproperties: BTreeMap<String, String>,
+    },
 }
 
 /// A client certificate without its private key.
@@ -229,17 +245,26 @@ pub(crate) fn representation(
         owner: subscription.owner.clone(),
         label: subscription.label.clone(),
         sink: knooppunt_delivery::redact_sink(&subscription.sink),
-        protocol: subscription.protocol.as_str().into(),
+        protocol: subscription.protocol().as_str().into(),
         source: subscription.source.clone(),
         types: subscription.types().map(<[String]>::to_vec),
         filters: subscription.filters.clone(),
-        protocol_settings: (!subscription.is_pull()).then(|| ProtocolSettingsOut {
-            headers: settings
-                .headers
-                .keys()
-                .map(|name| (name.clone(), knooppunt_delivery::REDACTED.into()))
-                .collect(),
-            method: settings.method.as_deref().unwrap_or("POST").to_owned(),
+        protocol_settings: (!subscription.is_pull()).then(|| match settings {
+            ProtocolSettings::Http(http) => ProtocolSettingsOut::Http {
+                headers: http
+                    .headers
+                    .keys()
+                    .map(|name| (name.clone(), knooppunt_delivery::REDACTED.into()))
+                    .collect(),
+                method: http.method.as_deref().unwrap_or("POST").to_owned(),
+            },
+            ProtocolSettings::Mqtt(mqtt) => ProtocolSettingsOut::Mqtt {
+                topicname: mqtt.topic.clone(),
+                qos: mqtt.qos,
+                retain: mqtt.retain,
+                expiry: mqtt.expiry,
+                userproperties: mqtt.user_properties.clone(),
+            },
         }),
         client_certificate: subscription.client_certificate.as_ref().map(|identity| {
             ClientCertificateOut {

@@ -239,6 +239,39 @@ async fn send(
         cut,
         ..
     } = connection;
+    if let knooppunt_store::ProtocolSettings::Mqtt(settings) = &subscription.protocol_settings {
+        let publication = match sink::mqtt_publication(subscription, settings, config.mode, event) {
+            Ok(publication) => publication,
+            Err(why) => {
+                return Some((
+                    Response::Failed(why.clone()),
+                    Outcome::Unsendable(why),
+                    false,
+                ));
+            }
+        };
+        let permit = match permit {
+            Ok(permit) => permit,
+            Err(why) => return Some(failed(why)),
+        };
+        let pass = cut.as_ref().map(|(cut, _)| cut.gate.enter());
+        if let Some((cut, generation)) = &cut
+            && cut.generation.load(AtomicOrdering::SeqCst) != *generation
+        {
+            return None;
+        }
+        let sending = sink::publish(
+            inner.connections(),
+            subscription,
+            publication,
+            config.timeout.saturating_sub(started.elapsed()),
+        );
+        drop(pass);
+        let response = sending.await;
+        drop(permit);
+        let outcome = classify(&response, SystemTime::now(), Duration::ZERO);
+        return Some((response, outcome, true));
+    }
     let message = sink::credential_problem(subscription, SystemTime::now()).map_or_else(
         || {
             sink::delivery_message(
@@ -368,24 +401,8 @@ pub(crate) async fn send_test(
     )
     .await
     .unwrap_or_else(|| failed("not sent".into()));
-    let mut answer = None;
-    let (status, error) = match response {
-        Response::Status { code, .. } if (200..300).contains(&code) => (Some(code), None),
-        Response::Status {
-            code, answer: said, ..
-        } => {
-            answer = said;
-            (Some(code), Some(format!("the sink answered {code}")))
-        }
-        Response::Timeout => (
-            None,
-            Some(format!(
-                "no answer within {} ms",
-                config.timeout.as_millis()
-            )),
-        ),
-        Response::Failed(why) => (None, Some(why)),
-    };
+    let (status, error) = response.status_and_error(config.timeout);
+    let answer = response.answer();
     let last = LastDelivery {
         at,
         seq: event.seq,
@@ -419,7 +436,9 @@ fn report_health(
         (_, Some(pause)) => SinkResult::RetryAfter(pause),
         (Outcome::Retry { .. }, None) => SinkResult::Failed,
         (Outcome::Unsendable(_), _) => return,
-        (Outcome::Delivered | Outcome::Rejected | Outcome::Gone, _) => SinkResult::Healthy,
+        (Outcome::Delivered | Outcome::Rejected | Outcome::Refused(_) | Outcome::Gone, _) => {
+            SinkResult::Healthy
+        }
     };
     let sink = subscription.sink.as_str();
     if let Some(failures) = inner.connections().report(sink, result, fastrand::f64()) {

@@ -64,20 +64,7 @@ impl Recording {
             now_ms(),
             fastrand::f64(),
         );
-        let (status, error) = match response {
-            Response::Status { code, .. } if (200..300).contains(code) => (Some(*code), None),
-            Response::Status { code, .. } => {
-                (Some(*code), Some(format!("the sink answered {code}")))
-            }
-            Response::Timeout => (
-                None,
-                Some(format!(
-                    "no answer within {} ms",
-                    config.timeout.as_millis()
-                )),
-            ),
-            Response::Failed(why) => (None, Some(why.clone())),
-        };
+        let (status, error) = response.status_and_error(config.timeout);
         let label = verdict.name();
         let elapsed = started.elapsed();
         inner.observer().attempt(id, &verdict, status, elapsed);
@@ -121,10 +108,7 @@ impl Recording {
                 error,
                 outcome: label,
                 duration_ms: Some(elapsed.as_millis() as u64),
-                answer: match response {
-                    Response::Status { answer, .. } => answer.clone(),
-                    _ => None,
-                },
+                answer: response.answer(),
             },
             // The broker, the one writer of subscriptions, decides what the 410 means: it
             // disables the subscription unless its sink has changed meanwhile.

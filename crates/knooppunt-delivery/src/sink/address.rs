@@ -220,12 +220,14 @@ pub fn check_sink_url(sink: &str, allow_http: bool) -> Result<(), String> {
         .parse()
         .map_err(|error| format!("`{sink}` is not a URL: {error}"))?;
     let host = uri.host().unwrap_or_default();
-    match uri.scheme_str() {
-        Some("http" | "https") => {}
-        _ => {
-            return Err(format!("`{sink}` must be an absolute https:// URL"));
-        }
-    }
+    let Some(protocol) = uri
+        .scheme_str()
+        .and_then(knooppunt_store::Protocol::of_scheme)
+    else {
+        return Err(format!(
+            "`{sink}` must be an absolute https:// URL (or mqtts:// for an MQTT broker)"
+        ));
+    };
     if host.is_empty() {
         return Err(format!("`{sink}` has no host"));
     }
@@ -235,14 +237,26 @@ pub fn check_sink_url(sink: &str, allow_http: bool) -> Result<(), String> {
              host name, never through one of the hub's own interfaces"
         ));
     }
-    if uri.scheme_str() == Some("http") && !allow_http && !is_loopback(host) {
+    let [plain, secure] = protocol.schemes();
+    let scheme = uri.scheme_str().unwrap_or_default().to_ascii_lowercase();
+    if scheme == plain && !allow_http && !is_loopback(host) {
         return Err(format!(
-            "`{sink}` must use https://: webhooks are delivered over HTTPS (http-webhook.md, \
-             NL GOV Webhook guideline); plain http:// is accepted only for a sink on the hub's \
-             own machine, or on a hub configured with delivery.allow_http_sinks"
+            "`{sink}` must use {secure}://: events are delivered over TLS (http-webhook.md, \
+             NL GOV Webhook guideline); plain {plain}:// is accepted only for a sink on the \
+             hub's own machine, or on a hub configured with delivery.allow_http_sinks"
         ));
     }
     Ok(())
+}
+
+/// [`check_sink_url`] for a URL the hub makes HTTP requests to (an OAuth token endpoint).
+pub fn check_http_url(url: &str, allow_http: bool) -> Result<(), String> {
+    check_sink_url(url, allow_http)?;
+    let scheme = url.split("://").next().unwrap_or_default();
+    match knooppunt_store::Protocol::of_scheme(scheme) {
+        Some(knooppunt_store::Protocol::Http) => Ok(()),
+        _ => Err(format!("`{url}` must be an absolute https:// URL")),
+    }
 }
 
 /// `localhost`, 127.0.0.0/8 or `::1`.

@@ -104,6 +104,8 @@ pub(crate) struct Connections {
     /// Pauses sinks asked another hub for (a `Retry-After`, told through the store), by
     /// pool key: no request from here either before then. Only pauses not ended are kept.
     told: Mutex<HashMap<String, Instant>>,
+    /// The connections to MQTT brokers.
+    brokers: crate::sink::mqtt::Brokers,
 }
 
 /// The most sink URLs kept parsed; past it the memo starts over (a parse is cheap, the
@@ -216,11 +218,14 @@ impl Connections {
             return Err(format!("the connection limit {name} must be at least 1"));
         }
         let roots = Arc::new(roots(extra_root_certificates)?);
+        let tls = client_tls(&roots, None)?;
+        let networks = Arc::new(networks);
         let connections = Connections {
-            tls: client_tls(&roots, None)?,
+            brokers: crate::sink::mqtt::Brokers::new(Arc::clone(&networks), &tls),
+            tls,
             roots,
             identities: Mutex::new(HashMap::new()),
-            networks: Arc::new(networks),
+            networks,
             limits,
             global: Arc::new(Semaphore::new(limits.max_connections)),
             pools: Mutex::new(HashMap::new()),
@@ -231,6 +236,11 @@ impl Connections {
         // Fails now, not at the first delivery, if the client cannot be built.
         connections.client()?;
         Ok(connections)
+    }
+
+    /// The connections to MQTT brokers.
+    pub(crate) fn brokers(&self) -> &crate::sink::mqtt::Brokers {
+        &self.brokers
     }
 
     fn client(&self) -> Result<reqwest::Client, String> {

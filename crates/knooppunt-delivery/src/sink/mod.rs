@@ -4,6 +4,7 @@
 pub(crate) mod address;
 pub(crate) mod connections;
 pub(crate) mod credentials;
+pub mod mqtt;
 pub mod signing;
 
 use std::time::Duration;
@@ -148,6 +149,74 @@ pub fn delivery_message(
     }
 }
 
+/// The MQTT message of an event for a subscription with these settings: binary mode, or
+/// structured mode in the JSON format (the MQTT binding defines no other).
+pub(crate) fn mqtt_publication(
+    subscription: &Subscription,
+    settings: &knooppunt_store::MqttSettings,
+    mode: DeliveryMode,
+    event: &knooppunt_store::StoredEvent,
+) -> Result<mqtt::Publication, String> {
+    use knooppunt_event::binding::mqtt as binding;
+    let message = match mode {
+        DeliveryMode::Binary => binding::encode_binary(&read_stored(&event.json)?.event),
+        DeliveryMode::Structured => binding::encode_structured(&event.json),
+        other => {
+            return Err(format!(
+                "subscription `{}` delivers to MQTT in mode {other:?}, which the MQTT binding \
+                 does not define: use `structured` or `binary`",
+                subscription.id
+            ));
+        }
+    };
+    Ok(mqtt::Publication::new(settings, message))
+}
+
+/// The broker endpoint of a subscription: its sink, logged in with its PLAIN credential.
+fn broker_of(subscription: &Subscription) -> Result<mqtt::Endpoint, String> {
+    let login = match &subscription.sink_credential {
+        Some(SinkCredential::Plain { identifier, secret }) => {
+            Some((identifier.clone(), secret.clone()))
+        }
+        _ => None,
+    };
+    mqtt::Endpoint::of(&subscription.sink, login)
+}
+
+/// Whether the subscription's broker takes its connection and credentials.
+pub(crate) async fn mqtt_connect(
+    connections: &connections::Connections,
+    subscription: &Subscription,
+    timeout: Duration,
+) -> Result<(), String> {
+    connections
+        .brokers()
+        .check(&broker_of(subscription)?, timeout)
+        .await
+}
+
+/// Publishes to the subscription's broker (its sink), logged in with its PLAIN credential.
+pub(crate) async fn publish(
+    connections: &connections::Connections,
+    subscription: &Subscription,
+    publication: mqtt::Publication,
+    timeout: Duration,
+) -> Response {
+    let endpoint = match broker_of(subscription) {
+        Ok(endpoint) => endpoint,
+        Err(why) => return Response::Failed(why),
+    };
+    match connections
+        .brokers()
+        .publish(endpoint, publication, timeout)
+        .await
+    {
+        mqtt::Published::Accepted => Response::Acknowledged,
+        mqtt::Published::Refused { reason, for_good } => Response::Refused { reason, for_good },
+        mqtt::Published::Failed(why) => Response::Failed(why),
+    }
+}
+
 /// Why a subscription's credential cannot be sent now: an access token past its
 /// `accesstokenexpiresutc` is never sent (the events become dead letters saying so, until
 /// the subscription is replaced with a new token).
@@ -200,14 +269,13 @@ pub async fn deliver(
     timeout: Duration,
     bearer: Option<&str>,
 ) -> Response {
-    let method = subscription
-        .protocol_settings
-        .method
-        .as_deref()
+    let settings = subscription.protocol_settings.http();
+    let method = settings
+        .and_then(|s| s.method.as_deref())
         .and_then(|m| reqwest::Method::from_bytes(m.as_bytes()).ok())
         .unwrap_or(reqwest::Method::POST);
     let mut headers = HeaderMap::new();
-    for (name, value) in &subscription.protocol_settings.headers {
+    for (name, value) in settings.iter().flat_map(|s| &s.headers) {
         if let (Ok(name), Ok(value)) = (
             HeaderName::try_from(name.as_str()),
             HeaderValue::try_from(value.as_str()),
@@ -277,9 +345,9 @@ pub async fn deliver(
 fn secrets(subscription: &Subscription, bearer: Option<&str>) -> Vec<String> {
     let mut secrets: Vec<String> = subscription
         .protocol_settings
-        .headers
-        .values()
-        .cloned()
+        .http()
+        .iter()
+        .flat_map(|s| s.headers.values().cloned())
         .collect();
     match &subscription.sink_credential {
         Some(SinkCredential::Plain { secret, .. }) => secrets.push(secret.clone()),

@@ -18,14 +18,7 @@ impl Subscriptions {
         let Some(token) = subscription.validation_token.clone() else {
             return Ok(subscription);
         };
-        let answer = self
-            .deliverer
-            .handshake(
-                &subscription.sink,
-                callback,
-                subscription.client_certificate.as_ref(),
-            )
-            .await;
+        let answer = self.deliverer.handshake(&subscription, callback).await;
         let id = subscription.id.clone();
         let changed = self
             .update(&id, |current| {

@@ -313,12 +313,20 @@ pub async fn delete<T>(
 /// out. An abonnement's kanalen are added, as the facade shows them.
 pub fn on_the_trail(state: &AppState, subscription: &Subscription) -> serde_json::Value {
     use knooppunt_store::SinkCredential;
-    let settings = &subscription.protocol_settings;
-    let headers: serde_json::Map<String, serde_json::Value> = settings
-        .headers
-        .keys()
-        .map(|name| (name.clone(), "********".into()))
-        .collect();
+    let settings = match &subscription.protocol_settings {
+        knooppunt_store::ProtocolSettings::Http(http) => {
+            let headers: serde_json::Map<String, serde_json::Value> = http
+                .headers
+                .keys()
+                .map(|name| (name.clone(), "********".into()))
+                .collect();
+            json!({"method": http.method, "headers": headers})
+        }
+        knooppunt_store::ProtocolSettings::Mqtt(mqtt) => json!({
+            "topicname": mqtt.topic, "qos": mqtt.qos, "retain": mqtt.retain,
+            "expiry": mqtt.expiry, "userproperties": mqtt.user_properties,
+        }),
+    };
     let credential = subscription
         .sink_credential
         .as_ref()
@@ -339,8 +347,8 @@ pub fn on_the_trail(state: &AppState, subscription: &Subscription) -> serde_json
         "owner": subscription.owner,
         "label": subscription.label,
         "sink": knooppunt_delivery::redact_sink(&subscription.sink),
-        "protocol": subscription.protocol.as_str(),
-        "protocolsettings": {"method": settings.method, "headers": headers},
+        "protocol": subscription.protocol().as_str(),
+        "protocolsettings": settings,
         "source": subscription.source,
         "types": subscription.types,
         "filters": subscription.filters,

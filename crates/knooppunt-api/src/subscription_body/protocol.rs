@@ -1,0 +1,226 @@
+//! `protocol` and `protocolsettings`: the protocols the hub delivers over, and the settings
+//! of each.
+
+use super::*;
+
+/// The protocols of the Subscriptions API this hub does not deliver over.
+const OTHER_PROTOCOLS: [&str; 5] = ["MQTT3", "MQTT5", "AMQP", "KAFKA", "NATS"];
+
+/// The protocols the hub delivers over, for messages: "`HTTP` or `MQTT`".
+pub(super) fn spoken() -> String {
+    Protocol::ALL
+        .iter()
+        .map(|p| format!("`{}`", p.as_str()))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// `protocol`: required, one the hub speaks.
+pub(super) fn check_protocol(protocol: Field<String>, problems: &mut Problems) -> Option<Protocol> {
+    let protocol = protocol.required("protocol", &spoken(), problems)?;
+    if let Some(known) = Protocol::parse(&protocol) {
+        return Some(known);
+    }
+    let other = protocol.as_str();
+    match Protocol::ALL
+        .iter()
+        .find(|p| p.as_str().eq_ignore_ascii_case(other))
+    {
+        Some(p) => problems.add(
+            "protocol",
+            format!(
+                "`{other}`: protocol names are case-sensitive; use `{}`",
+                p.as_str()
+            ),
+        ),
+        None if OTHER_PROTOCOLS.contains(&other) => problems.add(
+            "protocol",
+            format!("this hub delivers over {} only, not `{other}`", spoken()),
+        ),
+        None => problems.add(
+            "protocol",
+            format!("unknown protocol `{other}`; use {}", spoken()),
+        ),
+    }
+    None
+}
+
+/// A push subscription's `protocolsettings`, those of its `protocol`.
+pub(super) fn check_protocol_settings(
+    protocol: Protocol,
+    settings: Field<ProtocolSettingsIn>,
+    problems: &mut Problems,
+) -> Option<ProtocolSettings> {
+    let sent = settings
+        .optional(
+            "protocolsettings",
+            "an object with the protocol's settings",
+            problems,
+        )
+        .unwrap_or_default();
+    let before = problems.len();
+    let foreign: &[(&str, bool)] = match protocol {
+        Protocol::Http => &[
+            ("topicname", sent.topicname.is_sent()),
+            ("qos", sent.qos.is_sent()),
+            ("retain", sent.retain.is_sent()),
+            ("expiry", sent.expiry.is_sent()),
+            ("userproperties", sent.userproperties.is_sent()),
+        ],
+        Protocol::Mqtt => &[
+            ("headers", sent.headers.is_sent()),
+            ("method", sent.method.is_sent()),
+        ],
+    };
+    for (member, _) in foreign.iter().filter(|(_, sent)| *sent) {
+        problems.add(
+            format!("protocolsettings.{member}"),
+            format!("is not a setting of protocol `{}`", protocol.as_str()),
+        );
+    }
+    let settings = match protocol {
+        Protocol::Http => ProtocolSettings::Http(check_http_settings(sent, problems)),
+        Protocol::Mqtt => ProtocolSettings::Mqtt(check_mqtt_settings(sent, problems)?),
+    };
+    (problems.len() == before).then_some(settings)
+}
+
+/// What an MQTT subscription cannot have: a mode the MQTT binding does not define, a
+/// credential other than PLAIN (the broker's user name and password), a client
+/// certificate (not yet presented to brokers).
+pub(super) fn check_mqtt_subscription(
+    config: Option<&SubscriptionConfig>,
+    credential: Option<&SinkCredential>,
+    client_certificate: bool,
+    problems: &mut Problems,
+) {
+    if let Some(config) = config
+        && !matches!(
+            config.settings().mode,
+            knooppunt_store::DeliveryMode::Structured | knooppunt_store::DeliveryMode::Binary
+        )
+    {
+        problems.add(
+            "config.mode",
+            "an MQTT subscription is delivered in `structured` or `binary` mode (the MQTT \
+             binding defines no other)",
+        );
+    }
+    if credential.is_some_and(|c| !matches!(c, SinkCredential::Plain { .. })) {
+        problems.add(
+            "sinkcredential",
+            "an MQTT broker takes a PLAIN credential (its user name and password) only",
+        );
+    }
+    if client_certificate {
+        problems.add(
+            "clientcertificate",
+            "is not presented to MQTT brokers: leave it out and use a PLAIN sinkcredential",
+        );
+    }
+}
+
+/// `MQTTSettings`: a topic without wildcards, QoS 0 to 2, an expiry in seconds, and
+/// user properties.
+pub(super) fn check_mqtt_settings(
+    sent: ProtocolSettingsIn,
+    problems: &mut Problems,
+) -> Option<MqttSettings> {
+    let topic = sent
+        .topicname
+        .required("protocolsettings.topicname", A_STRING, problems);
+    if let Some(topic) = &topic
+        && let Err(why) = knooppunt_delivery::check_mqtt_topic(topic)
+    {
+        problems.add("protocolsettings.topicname", why);
+    }
+    let qos = match sent
+        .qos
+        .optional("protocolsettings.qos", "0, 1 or 2", problems)
+    {
+        None => 1,
+        Some(qos @ 0..=2) => qos as u8,
+        Some(_) => {
+            problems.add("protocolsettings.qos", "must be 0, 1 or 2");
+            1
+        }
+    };
+    let retain = sent
+        .retain
+        .optional("protocolsettings.retain", "true or false", problems)
+        .unwrap_or(false);
+    let expiry =
+        match sent
+            .expiry
+            .optional("protocolsettings.expiry", "a number of seconds", problems)
+        {
+            None => None,
+            Some(seconds) if (1..=i64::from(u32::MAX)).contains(&seconds) => Some(seconds as u32),
+            Some(_) => {
+                problems.add(
+                    "protocolsettings.expiry",
+                    "must be a number of seconds from 1 to 4294967295",
+                );
+                None
+            }
+        };
+    let user_properties = check_strings(
+        sent.userproperties,
+        "protocolsettings.userproperties",
+        problems,
+    );
+    Some(MqttSettings {
+        topic: topic?,
+        qos,
+        retain,
+        expiry,
+        user_properties,
+    })
+}
+
+/// `HttpSettings`: headers the hub does not set itself, and a method.
+pub(super) fn check_http_settings(
+    sent: ProtocolSettingsIn,
+    problems: &mut Problems,
+) -> HttpSettings {
+    let mut checked = HttpSettings {
+        headers: check_strings(sent.headers, "protocolsettings.headers", problems),
+        ..HttpSettings::default()
+    };
+    for (name, value) in &checked.headers {
+        let path = format!("protocolsettings.headers.{name}");
+        if HeaderName::try_from(name.as_str()).is_err() {
+            problems.add(path, "is not a valid HTTP header name");
+        } else if HeaderValue::try_from(value.as_str()).is_err() {
+            problems.add(path, "is not a valid HTTP header value (printable ASCII)");
+        } else if is_reserved_header(name) {
+            problems.add(
+                path,
+                "is set by the hub itself and cannot be overridden (Content-Type, \
+                 Authorization, ce-*, WebHook-*, Host, Content-Length)",
+            );
+        }
+    }
+    const METHODS: &str = "`POST`, `PUT` or `PATCH`";
+    match sent
+        .method
+        .optional("protocolsettings.method", METHODS, problems)
+    {
+        Some(method) if matches!(method.as_str(), "POST" | "PUT" | "PATCH") => {
+            checked.method = Some(method);
+        }
+        Some(_) => problems.add("protocolsettings.method", format!("must be {METHODS}")),
+        None => {}
+    }
+    checked
+}
+
+pub(super) fn is_reserved_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name.starts_with("ce-")
+        || name.starts_with("webhook-")
+        || matches!(
+            name.as_str(),
+            "content-type" | "authorization" | "host" | "content-length" | "transfer-encoding"
+        )
+}

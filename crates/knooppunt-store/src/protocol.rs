@@ -1,0 +1,101 @@
+//! The protocols a subscription's events are delivered over, each with its settings
+//! (Subscriptions API `protocol` and `protocolsettings`).
+
+use std::collections::BTreeMap;
+
+/// How events are delivered (Subscriptions API `protocol`): the ones the hub speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    #[default]
+    Http,
+    /// MQTT 5 (the MQTT binding's binary and structured modes).
+    Mqtt,
+}
+
+impl Protocol {
+    /// Every protocol the hub speaks.
+    pub const ALL: [Protocol; 2] = [Protocol::Http, Protocol::Mqtt];
+
+    /// The name the Subscriptions API gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Http => "HTTP",
+            Protocol::Mqtt => "MQTT",
+        }
+    }
+
+    /// The protocol of this name, if the hub speaks it.
+    pub fn parse(name: &str) -> Option<Protocol> {
+        Protocol::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+
+    /// The sink URL schemes of the protocol, plain first.
+    pub fn schemes(self) -> [&'static str; 2] {
+        match self {
+            Protocol::Http => ["http", "https"],
+            Protocol::Mqtt => ["mqtt", "mqtts"],
+        }
+    }
+
+    /// The protocol whose sinks have this URL scheme (any case).
+    pub fn of_scheme(scheme: &str) -> Option<Protocol> {
+        let scheme = scheme.to_ascii_lowercase();
+        Protocol::ALL
+            .into_iter()
+            .find(|p| p.schemes().contains(&scheme.as_str()))
+    }
+}
+
+/// A subscription's protocol with its `protocolsettings`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProtocolSettings {
+    Http(HttpSettings),
+    Mqtt(MqttSettings),
+}
+
+impl Default for ProtocolSettings {
+    fn default() -> Self {
+        ProtocolSettings::Http(HttpSettings::default())
+    }
+}
+
+impl ProtocolSettings {
+    pub fn protocol(&self) -> Protocol {
+        match self {
+            ProtocolSettings::Http(_) => Protocol::Http,
+            ProtocolSettings::Mqtt(_) => Protocol::Mqtt,
+        }
+    }
+
+    /// The HTTP settings, for an HTTP subscription.
+    pub fn http(&self) -> Option<&HttpSettings> {
+        match self {
+            ProtocolSettings::Http(settings) => Some(settings),
+            _ => None,
+        }
+    }
+}
+
+/// `protocolsettings` for HTTP (Subscriptions API section 3.2.2.1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpSettings {
+    /// Headers copied into every delivery request.
+    pub headers: BTreeMap<String, String>,
+    /// The HTTP method; POST when absent.
+    pub method: Option<String>,
+}
+
+/// `protocolsettings` for MQTT (Subscriptions API `MQTTSettings`): where and how each
+/// event is published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MqttSettings {
+    /// The topic every event is published to (`topicname`).
+    pub topic: String,
+    /// 0 (at most once), 1 (at least once, the default) or 2 (exactly once).
+    pub qos: u8,
+    pub retain: bool,
+    /// The message expiry interval in seconds (`expiry`), if any.
+    pub expiry: Option<u32>,
+    /// User properties added to every message (`userproperties`), after the event's own.
+    pub user_properties: BTreeMap<String, String>,
+}

@@ -1,0 +1,306 @@
+//! Delivery to message brokers over their own protocols, against real brokers from
+//! Debian's packages and received with the protocols' own clients: MQTT 5 to Mosquitto,
+//! read with Eclipse Paho. Every attribute and the data arrive as the MQTT binding maps
+//! them, byte for byte; a broker's refusals are clear statuses; a broker restarted
+//! mid-stream loses nothing, and an ordered subscription keeps its order.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use knooppunt_tests::brokers::{Mosquitto, MqttReceived, MqttSubscriber};
+use knooppunt_tests::{Answer, TestHub, tokens};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const TYPE: &str = "nl.brp.persoon-verhuisd";
+const WAIT: Duration = Duration::from_secs(20);
+const HUB: (&str, &str) = ("hub", "hub-secret");
+const READER: (&str, &str) = ("reader", "reader-secret");
+
+/// An event with extension attributes of three types and JSON data, as a publisher sends
+/// it (the exact text).
+const EVENT: &str = r#"{"specversion":"1.0","id":"mqtt-1","source":"urn:nld:oin:00000001823288444000:systeem:BRP","type":"nl.brp.persoon-verhuisd","time":"2026-01-02T03:04:05Z","subject":"persoon 999990019 % é","datacontenttype":"application/json","aantal":3,"spoed":true,"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","data":{"bsn":"999990019","nieuw":"Utrecht"}}"#;
+
+async fn create(hub: &TestHub, body: Value) -> Answer {
+    hub.call(Method::POST, "/v1/subscriptions", tokens::KVK, Some(body))
+        .await
+}
+
+/// An MQTT subscription to `broker` with these settings and config, logged in as the hub.
+fn mqtt(broker: &Mosquitto, settings: Value, config: Value) -> Value {
+    json!({"sink": broker.url(), "protocol": "MQTT", "types": [TYPE],
+           "protocolsettings": settings, "config": config,
+           "sinkcredential": {"credentialtype": "PLAIN", "identifier": HUB.0, "secret": HUB.1}})
+}
+
+async fn publish(hub: &TestHub, text: &str) {
+    let answer = hub
+        .publish_raw("application/cloudevents+json", text.to_owned())
+        .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+}
+
+fn receive(subscriber: &MqttSubscriber, count: usize) -> Vec<MqttReceived> {
+    tokio::task::block_in_place(|| subscriber.take(count, WAIT))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_attribute_and_the_data_arrive_byte_for_byte_in_both_modes() {
+    let broker = Mosquitto::start(&[HUB, READER]);
+    let subscriber = MqttSubscriber::start(&broker, "knooppunt/#", READER.0, READER.1);
+    let hub = TestHub::start().await;
+    let binary = create(
+        &hub,
+        mqtt(
+            &broker,
+            json!({"topicname": "knooppunt/binary", "qos": 1, "expiry": 3600,
+                   "userproperties": {"afdeling": "burgerzaken"}}),
+            json!({"mode": "binary"}),
+        ),
+    )
+    .await;
+    assert_eq!(binary.status, 201, "{}", binary.body);
+    // The broker took the hub's connection and credentials: that is its consent.
+    assert_eq!(binary.body["state"], "active", "{}", binary.body);
+    assert_eq!(binary.body["protocol"], "MQTT");
+    assert_eq!(
+        binary.body["protocolsettings"],
+        json!({"topicname": "knooppunt/binary", "qos": 1, "retain": false, "expiry": 3600,
+               "userproperties": {"afdeling": "burgerzaken"}})
+    );
+    let structured = create(
+        &hub,
+        mqtt(
+            &broker,
+            json!({"topicname": "knooppunt/structured", "qos": 2}),
+            json!({"mode": "structured"}),
+        ),
+    )
+    .await;
+    assert_eq!(structured.status, 201, "{}", structured.body);
+    assert_eq!(structured.body["state"], "active", "{}", structured.body);
+
+    publish(&hub, EVENT).await;
+    let by_topic: BTreeMap<String, MqttReceived> = receive(&subscriber, 2)
+        .into_iter()
+        .map(|m| (m.topic.clone(), m))
+        .collect();
+
+    // Binary mode (MQTT binding 3.1): datacontenttype as the Content Type, every other
+    // attribute as a User Property of its own name with its canonical string, the data as
+    // the payload; the subscription's own user properties after the event's.
+    let message = &by_topic["knooppunt/binary"];
+    assert_eq!(message.qos, 1);
+    assert_eq!(message.content_type.as_deref(), Some("application/json"));
+    assert_eq!(
+        String::from_utf8(message.payload_bytes()).unwrap(),
+        r#"{"bsn":"999990019","nieuw":"Utrecht"}"#
+    );
+    let published: Value = serde_json::from_str(EVENT).unwrap();
+    let mut expected: Vec<(String, String)> = published
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| !matches!(name.as_str(), "data" | "datacontenttype"))
+        .map(|(name, value)| {
+            let text = match value {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            (name.clone(), text)
+        })
+        .collect();
+    expected.push(("afdeling".into(), "burgerzaken".into()));
+    let mut got = message.user_properties.clone();
+    // The event's attributes in any order, the subscription's last.
+    assert_eq!(got.pop(), expected.pop());
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+    assert_eq!(message.property("datacontenttype"), None);
+    // The broker counts the expiry down while the message waits.
+    assert!(
+        message.expiry.is_some_and(|e| (3590..=3600).contains(&e)),
+        "{message:?}"
+    );
+
+    // Structured mode (3.2): the event exactly as published, with the format's media type.
+    let message = &by_topic["knooppunt/structured"];
+    assert_eq!(message.qos, 2);
+    assert_eq!(
+        message.content_type.as_deref(),
+        Some("application/cloudevents+json")
+    );
+    assert_eq!(message.payload_bytes(), EVENT.as_bytes());
+    assert!(message.user_properties.is_empty(), "{message:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_broker_that_refuses_gives_a_clear_status() {
+    let broker = Mosquitto::start(&[HUB, READER]);
+    let hub = TestHub::start().await;
+
+    // Wrong credentials: the subscription waits for consent, saying why.
+    let mut body = mqtt(&broker, json!({"topicname": "knooppunt/x"}), json!({}));
+    body["sinkcredential"]["secret"] = "wrong".into();
+    let refused = create(&hub, body).await;
+    assert_eq!(refused.status, 201, "{}", refused.body);
+    assert_eq!(refused.body["state"], "pending", "{}", refused.body);
+    let problem = refused.body["validationProblem"].as_str().unwrap();
+    assert!(
+        problem.contains("the broker refused the connection") && problem.contains("sinkcredential"),
+        "{problem}"
+    );
+
+    // A topic the hub's user may not publish to: a dead letter with the broker's reason at
+    // the first attempt, not a retry loop.
+    let forbidden = create(
+        &hub,
+        mqtt(
+            &broker,
+            json!({"topicname": "elsewhere/x"}),
+            json!({"maxAttempts": "10"}),
+        ),
+    )
+    .await;
+    assert_eq!(forbidden.body["state"], "active", "{}", forbidden.body);
+    let id = forbidden.body["id"].as_str().unwrap().to_owned();
+    publish(&hub, EVENT).await;
+    let path = format!("/v1/subscriptions/{id}/dead-letters");
+    let dead = knooppunt_tests::wait::until("a dead letter", WAIT, || async {
+        let list = hub.call(Method::GET, &path, tokens::KVK, None).await;
+        list.body
+            .as_array()
+            .filter(|l| !l.is_empty())
+            .cloned()
+            .ok_or(list.body)
+    })
+    .await;
+    assert_eq!(dead[0]["attempts"], 1, "{dead:?}");
+    let reason = dead[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("the broker refused the message") && reason.contains("NotAuthorized"),
+        "{reason}"
+    );
+
+    // What the hub refuses before it stores anything, naming the member.
+    let cases = [
+        (
+            json!({"sink": "mqtt://192.168.7.7:1883", "protocol": "MQTT",
+                   "protocolsettings": {"topicname": "knooppunt/x"}}),
+            "sink",
+        ),
+        (
+            json!({"sink": broker.url(), "protocol": "MQTT",
+                   "protocolsettings": {"topicname": "knooppunt/#"}}),
+            "protocolsettings.topicname",
+        ),
+        (
+            json!({"sink": broker.url(), "protocol": "MQTT"}),
+            "protocolsettings.topicname",
+        ),
+        (
+            json!({"sink": broker.url(), "protocol": "MQTT",
+                   "protocolsettings": {"topicname": "knooppunt/x", "qos": 3}}),
+            "protocolsettings.qos",
+        ),
+        (
+            json!({"sink": broker.url(), "protocol": "MQTT",
+                   "protocolsettings": {"topicname": "knooppunt/x", "method": "POST"}}),
+            "protocolsettings.method",
+        ),
+        (
+            json!({"sink": broker.url(), "protocol": "MQTT", "config": {"mode": "cbor"},
+                   "protocolsettings": {"topicname": "knooppunt/x"}}),
+            "config.mode",
+        ),
+        (json!({"sink": broker.url(), "protocol": "HTTP"}), "sink"),
+        (
+            json!({"sink": "https://example.nl/x", "protocol": "MQTT",
+                   "protocolsettings": {"topicname": "knooppunt/x"}}),
+            "sink",
+        ),
+        (
+            json!({"sink": "https://example.nl/x", "protocol": "HTTP",
+                   "protocolsettings": {"topicname": "knooppunt/x"}}),
+            "protocolsettings.topicname",
+        ),
+    ];
+    for (body, member) in cases {
+        let answer = create(&hub, body.clone()).await.assert_problem(400);
+        assert!(
+            answer.invalid_params().iter().any(|p| p == member),
+            "{body}: {:?}",
+            answer.body
+        );
+    }
+    let kafka = create(
+        &hub,
+        json!({"sink": "https://example.nl/x", "protocol": "KAFKA"}),
+    )
+    .await
+    .assert_problem(400);
+    assert!(
+        kafka.body.to_string().contains("`HTTP` or `MQTT`"),
+        "{}",
+        kafka.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_broker_restarted_mid_stream_loses_nothing_and_the_order_holds() {
+    let mut broker = Mosquitto::start(&[HUB, READER]);
+    let subscriber = MqttSubscriber::start(&broker, "knooppunt/ordered", READER.0, READER.1);
+    let hub = TestHub::start().await;
+    let made = create(
+        &hub,
+        mqtt(
+            &broker,
+            json!({"topicname": "knooppunt/ordered", "qos": 1}),
+            json!({"ordering": "ordered", "initialBackoff": "PT0.05S", "maxBackoff": "PT0.5S"}),
+        ),
+    )
+    .await;
+    assert_eq!(made.body["state"], "active", "{}", made.body);
+    let event = |n: usize| {
+        json!({"specversion": "1.0", "id": format!("ordered-{n}"), "source": "/bron",
+               "type": TYPE, "data": {"n": n}})
+        .to_string()
+    };
+    for n in 0..10 {
+        publish(&hub, &event(n)).await;
+    }
+    let first = receive(&subscriber, 10);
+    tokio::task::block_in_place(|| broker.stop());
+    // Accepted while the broker is away: they wait in the hub.
+    for n in 10..20 {
+        publish(&hub, &event(n)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::task::block_in_place(|| broker.restart());
+    for n in 20..30 {
+        publish(&hub, &event(n)).await;
+    }
+    // Structured mode (the default): each message is the event.
+    let id_of = |message: &MqttReceived| {
+        let event: Value = serde_json::from_slice(&message.payload_bytes()).unwrap();
+        event["id"].as_str().unwrap().to_owned()
+    };
+    let mut ids: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for id in first.iter().map(id_of) {
+        if seen.insert(id.clone()) {
+            ids.push(id);
+        }
+    }
+    while seen.len() < 30 {
+        let message = tokio::task::block_in_place(|| subscriber.next(WAIT))
+            .unwrap_or_else(|| panic!("only {} of 30 events arrived: {ids:?}", seen.len()));
+        let id = id_of(&message);
+        if seen.insert(id.clone()) {
+            ids.push(id);
+        }
+    }
+    let expected: Vec<String> = (0..30).map(|n| format!("ordered-{n}")).collect();
+    assert_eq!(ids, expected, "every event, once each at least, in order");
+}
