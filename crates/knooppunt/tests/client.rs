@@ -176,6 +176,59 @@ async fn subscriptions_are_created_listed_shown_and_deleted() {
     .unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 1);
 
+    // A broker's sink: the protocol follows from the scheme, the topic from --topic. No
+    // broker listens there, so it waits for consent, saying why.
+    let broker = succeeded(
+        &knooppunt(
+            &url,
+            &[
+                "subscriptions",
+                "create",
+                "--sink",
+                "mqtt://127.0.0.1:9",
+                "--topic",
+                "knooppunt/cli",
+                "--qos",
+                "2",
+                "--type",
+                TYPE,
+            ],
+        )
+        .await,
+    );
+    assert!(
+        broker.contains("topic:    knooppunt/cli (MQTT, QoS 2)")
+            && broker.contains("state:    pending")
+            && broker.contains("connecting to the broker failed"),
+        "{broker}"
+    );
+    let wildcard = knooppunt(
+        &url,
+        &[
+            "subscriptions",
+            "create",
+            "--sink",
+            "mqtt://127.0.0.1:9",
+            "--topic",
+            "a/#",
+        ],
+    )
+    .await;
+    assert_eq!(wildcard.status.code(), Some(1));
+    assert!(
+        stderr(&wildcard).contains("wildcard"),
+        "{}",
+        stderr(&wildcard)
+    );
+    let broker_id = broker
+        .lines()
+        .find_map(|line| line.strip_prefix("created "))
+        .expect("the id");
+    assert!(
+        succeeded(&knooppunt(&url, &["subscriptions", "delete", broker_id]).await)
+            .contains("deleted")
+    );
+
     assert!(
         succeeded(&knooppunt(&url, &["subscriptions", "delete", &id]).await).contains("deleted")
     );

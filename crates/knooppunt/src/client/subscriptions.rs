@@ -79,12 +79,19 @@ pub(crate) enum SubscriptionsCommand {
 pub(crate) struct NewSubscription {
     /// A file with the subscription as JSON (the body of POST /v1/subscriptions); `-` reads
     /// standard input.
-    #[arg(long, short, value_name = "FILE", conflicts_with_all = ["sink", "types", "source", "sql", "config"])]
+    #[arg(long, short, value_name = "FILE", conflicts_with_all = ["sink", "types", "source", "sql", "config", "topic", "qos"])]
     file: Option<PathBuf>,
-    /// The webhook events are delivered to (an absolute http or https URL); left out for a
-    /// pull subscription.
+    /// Where events are delivered: a webhook (an absolute http or https URL) or an MQTT 5
+    /// broker (mqtt:// or mqtts://, with --topic); left out for a pull subscription. A
+    /// broker's user name and password go in a --file's `sinkcredential` (PLAIN).
     #[arg(long)]
     sink: Option<String>,
+    /// The MQTT topic each event is published to (a sink at an MQTT broker).
+    #[arg(long, requires = "sink")]
+    topic: Option<String>,
+    /// The MQTT quality of service: 1 (at least once, the default), 2 or 0 (at most once).
+    #[arg(long, requires = "topic", value_parser = clap::value_parser!(u8).range(0..=2))]
+    qos: Option<u8>,
     /// An event type to receive; may be repeated.
     #[arg(long = "type", id = "types", value_name = "TYPE")]
     types: Vec<String>,
@@ -207,7 +214,24 @@ impl NewSubscription {
         if let Some(sink) = &self.sink {
             body.insert("sink".into(), json!(sink));
         }
-        body.insert("protocol".into(), json!("HTTP"));
+        // The sink's scheme names the protocol: a broker's sink is mqtt:// or mqtts://.
+        let broker = self
+            .sink
+            .as_deref()
+            .is_some_and(|sink| sink.starts_with("mqtt://") || sink.starts_with("mqtts://"));
+        if broker || self.topic.is_some() {
+            body.insert("protocol".into(), json!("MQTT"));
+            let mut settings = Map::new();
+            if let Some(topic) = &self.topic {
+                settings.insert("topicname".into(), json!(topic));
+            }
+            if let Some(qos) = self.qos {
+                settings.insert("qos".into(), json!(qos));
+            }
+            body.insert("protocolsettings".into(), Value::Object(settings));
+        } else {
+            body.insert("protocol".into(), json!("HTTP"));
+        }
         if !self.types.is_empty() {
             body.insert("types".into(), json!(self.types));
         }
@@ -263,6 +287,12 @@ fn describe(subscription: &Value) {
         say!("  why:      {problem}");
     }
     say!("  sink:     {}", text(&subscription["sink"]));
+    if let Some(topic) = subscription["protocolsettings"]["topicname"].as_str() {
+        say!(
+            "  topic:    {topic} (MQTT, QoS {})",
+            subscription["protocolsettings"]["qos"]
+        );
+    }
     say!("  receives: {}", what(subscription));
     if let Some(config) = subscription["config"].as_object() {
         let settings: Vec<String> = config
