@@ -1,9 +1,10 @@
 //! The test harness shared by the scenarios in `scenarios/`: a real hub on 127.0.0.1 port 0
 //! ([`TestHub`]), the principals it knows, and where the specifications are.
 
-pub mod brokers;
 pub mod browser;
 pub mod certificates;
+/// Message brokers (Debian's Mosquitto) and their clients.
+pub use knooppunt_test_brokers as brokers;
 pub mod console;
 pub mod openapi;
 pub mod sink;

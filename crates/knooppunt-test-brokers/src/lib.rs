@@ -46,6 +46,14 @@ fn install(present: impl Fn() -> bool, packages: &[&str]) {
     );
 }
 
+/// Mosquitto's own clients (`mosquitto_pub`, `mosquitto_sub`), installed if missing.
+pub fn mosquitto_clients() {
+    install(
+        || std::path::Path::new("/usr/bin/mosquitto_pub").exists(),
+        &["mosquitto-clients"],
+    );
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -227,8 +235,7 @@ impl MqttSubscriber {
             },
             &["python3-paho-mqtt"],
         );
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mqtt-subscriber.py");
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mqtt-subscriber.py");
         let mut process = Command::new(PYTHON)
             .arg(script)
             .args([
