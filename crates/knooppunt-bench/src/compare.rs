@@ -100,7 +100,7 @@ fn one_client(
 /// `client`'s load on `url` for `seconds` over `connections` connections (1 KiB events, at
 /// `rate` events/s if given, else as fast as answered): the rate and the count answered with
 /// `expect`.
-fn load(
+pub(crate) fn load(
     client: &Path,
     url: &str,
     seconds: u64,
@@ -206,18 +206,21 @@ fn deliver_one_client(
 
 /// `binary`'s hub in a process of its own (`hub-process`) on a fresh store, with these
 /// subscriptions; stopped (and its store removed) when dropped.
-struct Hub {
+pub(crate) struct Hub {
     served: Served,
     /// Its `/proc/<pid>/stat`, for the CPU it used.
-    stat: String,
+    pub(crate) stat: String,
     /// Where events are published.
-    events: String,
+    pub(crate) events: String,
     /// Removed after the hub stopped (fields drop in this order).
     _data: tempfile::TempDir,
 }
 
 impl Hub {
-    fn start(binary: &Path, subscriptions: Vec<serde_json::Value>) -> anyhow::Result<Hub> {
+    pub(crate) fn start(
+        binary: &Path,
+        subscriptions: Vec<serde_json::Value>,
+    ) -> anyhow::Result<Hub> {
         let data = tempfile::tempdir()?;
         let served = Served::start(
             Command::new(binary)
@@ -242,7 +245,7 @@ impl Hub {
         Ok(hub)
     }
 
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.served.stop();
     }
 }

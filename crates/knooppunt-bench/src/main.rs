@@ -11,6 +11,7 @@ mod deliver;
 mod fanout;
 mod identity;
 mod load;
+mod mqtt;
 mod outage;
 mod pending;
 mod postgres;
@@ -189,6 +190,17 @@ enum Workload {
         /// 0.5): a fixed rate, for the latency when the hub is not saturated.
         #[arg(long)]
         hop_fraction: Option<f64>,
+    },
+    /// Delivery to an MQTT 5 broker (Debian's Mosquitto on loopback, installed when
+    /// missing): the hub's deliveries/s and CPU per delivery next to the broker's own client
+    /// publishing directly (`mosquitto_pub`), in the same run.
+    Mqtt {
+        /// How long the hub is published to.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// The subscription's (and the baseline's) QoS.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
+        qos: u8,
     },
     /// Fan-out: one event matched by many subscriptions (ordered, the default), spread over
     /// a few loopback sinks; the time until every delivery arrived and the hub's peak
@@ -831,6 +843,9 @@ fn main() -> anyhow::Result<()> {
                     Duration::from_secs(limit_seconds),
                 )
                 .await?;
+            }
+            Workload::Mqtt { seconds, qos } => {
+                tokio::task::spawn_blocking(move || mqtt::run(seconds, qos)).await??;
             }
             Workload::Pending { events, batch } => {
                 pending::run(events, batch).await?;

@@ -62,8 +62,9 @@ fn free_port() -> u16 {
 }
 
 /// A running `mosquitto` (MQTT 3.1.1 and 5) on 127.0.0.1: no anonymous clients; the users
-/// given, each allowed to publish and subscribe under `knooppunt/#` only. Stopped when
-/// dropped.
+/// given, each allowed to publish and subscribe under `knooppunt/#` only; no bound on the
+/// messages it queues for a slow subscriber (Mosquitto's default drops past 1,000, which
+/// would hide whether the hub lost one). Stopped when dropped.
 #[derive(Debug)]
 pub struct Mosquitto {
     pub port: u16,
@@ -114,7 +115,8 @@ impl Mosquitto {
             format!(
                 "listener {port} 127.0.0.1\nallow_anonymous false\npassword_file {passwords}\n\
                  acl_file {acl}\npersistence true\npersistence_location {dir}/\nuser root\n\
-                 log_dest stderr\nlog_type error\nlog_type warning\n",
+                 log_dest stderr\nlog_type error\n\
+                 max_queued_messages 0\n",
                 dir = self.dir.path().display(),
                 port = self.port,
                 passwords = self.dir.path().join("passwords").display(),
