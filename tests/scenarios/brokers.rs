@@ -28,7 +28,7 @@ async fn create(hub: &TestHub, body: Value) -> Answer {
 
 /// An MQTT subscription to `broker` with these settings and config, logged in as the hub.
 fn mqtt(broker: &Mosquitto, settings: Value, config: Value) -> Value {
-    json!({"sink": broker.url(), "protocol": "MQTT", "types": [TYPE],
+    json!({"sink": broker.url(), "protocol": "MQTT5", "types": [TYPE],
            "protocolsettings": settings, "config": config,
            "sinkcredential": {"credentialtype": "PLAIN", "identifier": HUB.0, "secret": HUB.1}})
 }
@@ -62,7 +62,7 @@ async fn every_attribute_and_the_data_arrive_byte_for_byte_in_both_modes() {
     assert_eq!(binary.status, 201, "{}", binary.body);
     // The broker took the hub's connection and credentials: that is its consent.
     assert_eq!(binary.body["state"], "active", "{}", binary.body);
-    assert_eq!(binary.body["protocol"], "MQTT");
+    assert_eq!(binary.body["protocol"], "MQTT5");
     assert_eq!(
         binary.body["protocolsettings"],
         json!({"topicname": "knooppunt/binary", "qos": 1, "retain": false, "expiry": 3600,
@@ -186,37 +186,37 @@ async fn a_broker_that_refuses_gives_a_clear_status() {
     // What the hub refuses before it stores anything, naming the member.
     let cases = [
         (
-            json!({"sink": "mqtt://192.168.7.7:1883", "protocol": "MQTT",
+            json!({"sink": "mqtt://192.168.7.7:1883", "protocol": "MQTT5",
                    "protocolsettings": {"topicname": "knooppunt/x"}}),
             "sink",
         ),
         (
-            json!({"sink": broker.url(), "protocol": "MQTT",
+            json!({"sink": broker.url(), "protocol": "MQTT5",
                    "protocolsettings": {"topicname": "knooppunt/#"}}),
             "protocolsettings.topicname",
         ),
         (
-            json!({"sink": broker.url(), "protocol": "MQTT"}),
+            json!({"sink": broker.url(), "protocol": "MQTT5"}),
             "protocolsettings.topicname",
         ),
         (
-            json!({"sink": broker.url(), "protocol": "MQTT",
+            json!({"sink": broker.url(), "protocol": "MQTT5",
                    "protocolsettings": {"topicname": "knooppunt/x", "qos": 3}}),
             "protocolsettings.qos",
         ),
         (
-            json!({"sink": broker.url(), "protocol": "MQTT",
+            json!({"sink": broker.url(), "protocol": "MQTT5",
                    "protocolsettings": {"topicname": "knooppunt/x", "method": "POST"}}),
             "protocolsettings.method",
         ),
         (
-            json!({"sink": broker.url(), "protocol": "MQTT", "config": {"mode": "cbor"},
+            json!({"sink": broker.url(), "protocol": "MQTT5", "config": {"mode": "cbor"},
                    "protocolsettings": {"topicname": "knooppunt/x"}}),
             "config.mode",
         ),
         (json!({"sink": broker.url(), "protocol": "HTTP"}), "sink"),
         (
-            json!({"sink": "https://example.nl/x", "protocol": "MQTT",
+            json!({"sink": "https://example.nl/x", "protocol": "MQTT5",
                    "protocolsettings": {"topicname": "knooppunt/x"}}),
             "sink",
         ),
@@ -241,7 +241,7 @@ async fn a_broker_that_refuses_gives_a_clear_status() {
     .await
     .assert_problem(400);
     assert!(
-        kafka.body.to_string().contains("`HTTP` or `MQTT`"),
+        kafka.body.to_string().contains("`HTTP` or `MQTT5`"),
         "{}",
         kafka.body
     );

@@ -88,8 +88,8 @@ pub struct SubscriptionRequest {
     )]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub sink: Field<String>,
-    /// The delivery protocol: `HTTP` (webhooks) or `MQTT` (MQTT 5 brokers).
-    #[schemars(extend("enum" = ["HTTP", "MQTT"]))]
+    /// The delivery protocol: `HTTP` (webhooks) or `MQTT5` (MQTT 5 brokers).
+    #[schemars(extend("enum" = ["HTTP", "MQTT5"]))]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub protocol: Field<String>,
     /// Only events with exactly this `source`.
@@ -125,7 +125,7 @@ pub struct SubscriptionRequest {
 
 /// A push subscription's delivery settings as a client sends them: `headers` and `method`
 /// for `HTTP` (Subscriptions API 3.2.2.1); `topicname`, `qos`, `retain`, `expiry` and
-/// `userproperties` for `MQTT` (`MQTTSettings`). A member of another protocol is refused.
+/// `userproperties` for `MQTT5` (`MQTTSettings`). A member of another protocol is refused.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(expecting = "an object with the protocol's settings")]
 #[schemars(rename = "ProtocolSettings", extend("additionalProperties" = false))]
@@ -394,7 +394,7 @@ impl SubscriptionRequest {
         } else {
             check_client_certificate(self.clientcertificate, problems)
         };
-        if protocol == Some(Protocol::Mqtt) {
+        if protocol == Some(Protocol::Mqtt5) {
             check_mqtt_subscription(
                 config.as_ref(),
                 sink_credential.as_ref(),

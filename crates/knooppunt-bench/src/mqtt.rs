@@ -80,7 +80,7 @@ pub(crate) fn run(seconds: u64, qos: u8) -> anyhow::Result<()> {
     let counter = Counter::start(&broker, qos)?;
     let client = std::env::current_exe()?;
     let subscription = serde_json::json!({
-        "sink": broker.url(), "protocol": "MQTT",
+        "sink": broker.url(), "protocol": "MQTT5",
         "protocolsettings": {"topicname": TOPIC, "qos": qos},
         "sinkcredential": {"credentialtype": "PLAIN", "identifier": HUB.0, "secret": HUB.1},
         "config": {"ordering": "unordered"}});

@@ -347,7 +347,7 @@ impl Deliverer {
         );
         let started = tokio::time::Instant::now();
         let timeout = self.inner.options().handshake_timeout;
-        if subscription.protocol() == knooppunt_store::Protocol::Mqtt {
+        if subscription.protocol() == knooppunt_store::Protocol::Mqtt5 {
             // A broker consents by taking a connection with the subscription's credentials.
             return match sink::mqtt_connect(self.inner.connections(), subscription, timeout).await {
                 Ok(()) => Handshake::Granted { allowed_rate: None },

@@ -31,7 +31,7 @@ pub(crate) struct SubscriptionRecord {
     filters: Vec<serde_json::Value>,
     #[serde(default)]
     protocol_settings: HttpSettingsRecord,
-    /// The settings of an MQTT subscription (`protocol` `MQTT`).
+    /// The settings of an MQTT subscription (`protocol` `MQTT5`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     mqtt: Option<MqttSettingsRecord>,
     sink_credential: Option<CredentialRecord>,
@@ -227,7 +227,7 @@ impl TryFrom<SubscriptionRecord> for Subscription {
                 headers: r.protocol_settings.headers,
                 method: r.protocol_settings.method,
             }),
-            (Protocol::Mqtt, Some(m)) => ProtocolSettings::Mqtt(MqttSettings {
+            (Protocol::Mqtt5, Some(m)) => ProtocolSettings::Mqtt(MqttSettings {
                 topic: m.topic,
                 qos: m.qos,
                 retain: m.retain,
@@ -602,8 +602,8 @@ mod tests {
             Subscription::try_from(record("https://x.example/", "KAFKA")).unwrap_err();
         assert!(bad_protocol.contains("KAFKA"), "{bad_protocol}");
         // MQTT without its settings (topic and all) is not what the hub writes.
-        let no_settings = Subscription::try_from(record("mqtt://x.example", "MQTT")).unwrap_err();
-        assert!(no_settings.contains("MQTT"), "{no_settings}");
+        let no_settings = Subscription::try_from(record("mqtt://x.example", "MQTT5")).unwrap_err();
+        assert!(no_settings.contains("MQTT5"), "{no_settings}");
     }
 
     /// Records written by earlier versions (before these types were the backend's own)

@@ -171,7 +171,7 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
             headers: strings(row.get(7)).ok_or_else(|| corrupt(&id, "headers"))?,
             method: row.get(8),
         }),
-        (Some(Protocol::Mqtt), Some(m)) => ProtocolSettings::Mqtt(MqttSettings {
+        (Some(Protocol::Mqtt5), Some(m)) => ProtocolSettings::Mqtt(MqttSettings {
             topic: text(&m, "topic").ok_or_else(|| corrupt(&id, "broker_settings"))?,
             qos: m.get("qos").and_then(Value::as_u64).unwrap_or(1) as u8,
             retain: m.get("retain").and_then(Value::as_bool).unwrap_or(false),

@@ -8,19 +8,19 @@ use std::collections::BTreeMap;
 pub enum Protocol {
     #[default]
     Http,
-    /// MQTT 5 (the MQTT binding's binary and structured modes).
-    Mqtt,
+    /// MQTT 5 (`MQTT5`: the MQTT binding's binary and structured modes).
+    Mqtt5,
 }
 
 impl Protocol {
     /// Every protocol the hub speaks.
-    pub const ALL: [Protocol; 2] = [Protocol::Http, Protocol::Mqtt];
+    pub const ALL: [Protocol; 2] = [Protocol::Http, Protocol::Mqtt5];
 
     /// The name the Subscriptions API gives it.
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Http => "HTTP",
-            Protocol::Mqtt => "MQTT",
+            Protocol::Mqtt5 => "MQTT5",
         }
     }
 
@@ -33,7 +33,7 @@ impl Protocol {
     pub fn schemes(self) -> [&'static str; 2] {
         match self {
             Protocol::Http => ["http", "https"],
-            Protocol::Mqtt => ["mqtt", "mqtts"],
+            Protocol::Mqtt5 => ["mqtt", "mqtts"],
         }
     }
 
@@ -63,7 +63,7 @@ impl ProtocolSettings {
     pub fn protocol(&self) -> Protocol {
         match self {
             ProtocolSettings::Http(_) => Protocol::Http,
-            ProtocolSettings::Mqtt(_) => Protocol::Mqtt,
+            ProtocolSettings::Mqtt(_) => Protocol::Mqtt5,
         }
     }
 

@@ -4,9 +4,9 @@
 use super::*;
 
 /// The protocols of the Subscriptions API this hub does not deliver over.
-const OTHER_PROTOCOLS: [&str; 5] = ["MQTT3", "MQTT5", "AMQP", "KAFKA", "NATS"];
+const OTHER_PROTOCOLS: [&str; 4] = ["MQTT3", "AMQP", "KAFKA", "NATS"];
 
-/// The protocols the hub delivers over, for messages: "`HTTP` or `MQTT`".
+/// The protocols the hub delivers over, for messages: "`HTTP` or `MQTT5`".
 pub(super) fn spoken() -> String {
     Protocol::ALL
         .iter()
@@ -67,7 +67,7 @@ pub(super) fn check_protocol_settings(
             ("expiry", sent.expiry.is_sent()),
             ("userproperties", sent.userproperties.is_sent()),
         ],
-        Protocol::Mqtt => &[
+        Protocol::Mqtt5 => &[
             ("headers", sent.headers.is_sent()),
             ("method", sent.method.is_sent()),
         ],
@@ -80,7 +80,7 @@ pub(super) fn check_protocol_settings(
     }
     let settings = match protocol {
         Protocol::Http => ProtocolSettings::Http(check_http_settings(sent, problems)),
-        Protocol::Mqtt => ProtocolSettings::Mqtt(check_mqtt_settings(sent, problems)?),
+        Protocol::Mqtt5 => ProtocolSettings::Mqtt(check_mqtt_settings(sent, problems)?),
     };
     (problems.len() == before).then_some(settings)
 }

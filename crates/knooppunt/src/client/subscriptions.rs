@@ -220,7 +220,7 @@ impl NewSubscription {
             .as_deref()
             .is_some_and(|sink| sink.starts_with("mqtt://") || sink.starts_with("mqtts://"));
         if broker || self.topic.is_some() {
-            body.insert("protocol".into(), json!("MQTT"));
+            body.insert("protocol".into(), json!("MQTT5"));
             let mut settings = Map::new();
             if let Some(topic) = &self.topic {
                 settings.insert("topicname".into(), json!(topic));
