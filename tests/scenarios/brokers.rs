@@ -304,3 +304,42 @@ async fn a_broker_restarted_mid_stream_loses_nothing_and_the_order_holds() {
     let expected: Vec<String> = (0..30).map(|n| format!("ordered-{n}")).collect();
     assert_eq!(ids, expected, "every event, once each at least, in order");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replay_publishes_the_window_again_naming_the_replay() {
+    let broker = Mosquitto::start(&[HUB, READER]);
+    let subscriber = MqttSubscriber::start(&broker, "knooppunt/replayed", READER.0, READER.1);
+    let hub = TestHub::start().await;
+    let made = create(
+        &hub,
+        mqtt(
+            &broker,
+            json!({"topicname": "knooppunt/replayed"}),
+            json!({"mode": "binary"}),
+        ),
+    )
+    .await;
+    let id = made.body["id"].as_str().unwrap().to_owned();
+    publish(&hub, EVENT).await;
+    let first = receive(&subscriber, 1).remove(0);
+    assert_eq!(first.property("id"), Some("mqtt-1"));
+    assert_eq!(first.property("knooppunt-replay"), None);
+
+    let replay = hub
+        .call(
+            Method::POST,
+            &format!("/v1/subscriptions/{id}/replays"),
+            tokens::KVK,
+            Some(json!({"from": "2000-01-01T00:00:00Z"})),
+        )
+        .await;
+    assert_eq!(replay.status, 202, "{}", replay.body);
+    let again = receive(&subscriber, 1).remove(0);
+    // The event unchanged, the replay named beside it.
+    assert_eq!(again.payload, first.payload);
+    assert_eq!(again.property("id"), Some("mqtt-1"));
+    assert_eq!(
+        again.property("knooppunt-replay"),
+        replay.body["id"].as_str()
+    );
+}

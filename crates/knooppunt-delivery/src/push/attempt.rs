@@ -241,7 +241,17 @@ async fn send(
     } = connection;
     if let knooppunt_store::ProtocolSettings::Mqtt(settings) = &subscription.protocol_settings {
         let publication = match sink::mqtt_publication(subscription, settings, config.mode, event) {
-            Ok(publication) => publication,
+            // A replayed delivery names its replay, as over HTTP (a user property's name
+            // with a hyphen is never an attribute's).
+            Ok(mut publication) => {
+                if let Some(replay) = replay {
+                    publication
+                        .message
+                        .user_properties
+                        .push((crate::REPLAY_HEADER.as_str().to_owned(), replay.to_owned()));
+                }
+                publication
+            }
             Err(why) => {
                 return Some((
                     Response::Failed(why.clone()),
