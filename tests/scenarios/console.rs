@@ -2014,6 +2014,12 @@ async fn the_console_offers_only_what_the_hub_allows() {
     );
     assert!(!said.contains("neemt dit abonnement zo aan"), "{said}");
     look(&browser, "02-private-sink").await;
+    // A broker's endpoint is an MQTT 5 subscription, which needs its topic.
+    browser.fill("#f-sink", "mqtts://broker.gemeente.example").await;
+    let said = check_says(&browser, "topicname").await;
+    assert!(said.contains("Dat ging niet"), "{said}");
+    browser.fill("#f-topic", "knooppunt/console").await;
+    check_says(&browser, "neemt dit abonnement zo aan").await;
     let sink = Sink::start().await;
     browser.fill("#f-sink", &sink.url).await;
     check_says(&browser, "neemt dit abonnement zo aan").await;
@@ -2045,4 +2051,32 @@ async fn the_console_offers_only_what_the_hub_allows() {
     sign_in(&browser, &hub, tokens::ADMIN).await;
     browser.goto(&hub.url("/console/audit")).await;
     assert!(browser.text().await.contains("De keten controleren"));
+
+    // An MQTT subscription's page shows its topic, and its form keeps it.
+    let made = hub
+        .call(
+            reqwest::Method::POST,
+            "/v1/subscriptions",
+            tokens::ADMIN,
+            Some(json!({"sink": "mqtt://127.0.0.1:9", "protocol": "MQTT5",
+                        "protocolsettings": {"topicname": "knooppunt/console", "qos": 2}})),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let id = made.body["id"].as_str().unwrap();
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}")))
+        .await;
+    let text = browser.text().await;
+    assert!(
+        text.contains("MQTT-onderwerp") && text.contains("knooppunt/console (MQTT 5, QoS 2)"),
+        "{text}"
+    );
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}/edit")))
+        .await;
+    let topic = browser
+        .execute("return document.getElementById('f-topic').value", json!([]))
+        .await;
+    assert_eq!(topic, "knooppunt/console");
 }

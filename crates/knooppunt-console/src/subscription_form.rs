@@ -35,8 +35,25 @@ fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, P
         "" => Field::Absent,
         sink => Field::Given(sink.to_owned()),
     };
-    if base.is_none() {
-        request.protocol = Field::Given("HTTP".into());
+    // A broker's endpoint (mqtt:// or mqtts://) is an MQTT 5 subscription, published to the
+    // topic of its own field; the other settings, when editing, are kept.
+    let broker = {
+        let sink = fields.get("sink").to_ascii_lowercase();
+        sink.starts_with("mqtt://") || sink.starts_with("mqtts://")
+    };
+    if base.is_none() || broker {
+        request.protocol = Field::Given(if broker { "MQTT5" } else { "HTTP" }.into());
+    }
+    if broker {
+        let mut settings = match std::mem::take(&mut request.protocolsettings) {
+            Field::Given(settings) if settings.topicname.is_sent() => settings,
+            _ => knooppunt_api::ProtocolSettingsIn::default(),
+        };
+        settings.topicname = match fields.get("topic").trim() {
+            "" => Field::Absent,
+            topic => Field::Given(topic.to_owned()),
+        };
+        request.protocolsettings = Field::Given(settings);
     }
     let types: Vec<Field<String>> = fields
         .get("types")
@@ -244,6 +261,8 @@ pub(crate) const SETTINGS: [Setting; 8] = [
 struct FormValues {
     label: String,
     sink: String,
+    /// The MQTT topic, for a broker's endpoint.
+    topic: String,
     delivery: String,
     types: String,
     source: String,
@@ -288,6 +307,12 @@ impl FormValues {
             } else {
                 s.sink.clone()
             },
+            topic: match &s.protocol_settings {
+                Some(knooppunt_api::ProtocolSettingsOut::Mqtt { topicname, .. }) => {
+                    topicname.clone()
+                }
+                _ => String::new(),
+            },
             delivery,
             types: s
                 .types
@@ -316,6 +341,7 @@ impl FormValues {
         FormValues {
             label: fields.get("label").to_owned(),
             sink: fields.get("sink").to_owned(),
+            topic: fields.get("topic").to_owned(),
             delivery: fields.get("delivery").to_owned(),
             types: fields.get("types").to_owned(),
             source: fields.get("source").to_owned(),
@@ -399,6 +425,10 @@ fn subscription_form(
                 label class="utrecht-form-label" for="f-sink" { (lang.t("Eindpunt (URL; leeg bij pull)", "Endpoint (URL; empty for pull)")) }
                 input class="utrecht-textbox utrecht-textbox--html-input" type="url" id="f-sink" name="sink" value=(values.sink) aria-invalid=(invalid("sink"));
             }
+            div class={ "utrecht-form-field" @if invalid("protocolsettings.topicname") { " utrecht-form-field--invalid" } } {
+                label class="utrecht-form-label" for="f-topic" { (lang.t("MQTT-onderwerp (alleen bij een mqtt://- of mqtts://-eindpunt)", "MQTT topic (only for an mqtt:// or mqtts:// endpoint)")) }
+                input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="f-topic" name="topic" value=(values.topic) aria-invalid=(invalid("protocolsettings.topicname"));
+            }
             div class={ "utrecht-form-field" @if invalid("types") { " utrecht-form-field--invalid" } } {
                 label class="utrecht-form-label" for="f-types" { (lang.t("Typen (één per regel; leeg: alle)", "Types (one per line; empty: all)")) }
                 textarea class="utrecht-textarea utrecht-textarea--html-textarea" id="f-types" name="types" rows="3" aria-invalid=(invalid("types")) { (values.types) }
@@ -469,6 +499,7 @@ pub(crate) async fn new_form(
     let values = FormValues {
         label: String::new(),
         sink: String::new(),
+        topic: String::new(),
         delivery: "push".into(),
         types: query.get("type").cloned().unwrap_or_default(),
         source: String::new(),

@@ -309,6 +309,14 @@ pub(crate) async fn detail(
             },
         ),
     ];
+    if let Some(knooppunt_api::ProtocolSettingsOut::Mqtt { topicname, qos, .. }) =
+        &s.protocol_settings
+    {
+        properties.push((
+            lang.t("MQTT-onderwerp", "MQTT topic"),
+            html! { code class="utrecht-code" { (topicname) } " (MQTT 5, QoS " (qos) ")" },
+        ));
+    }
     if let Some(types) = &s.types {
         properties.push((lang.t("Typen", "Types"), html! { (types.join(", ")) }));
     }
