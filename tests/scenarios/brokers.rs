@@ -241,7 +241,7 @@ async fn a_broker_that_refuses_gives_a_clear_status() {
     .await
     .assert_problem(400);
     assert!(
-        kafka.body.to_string().contains("`HTTP` or `MQTT5`"),
+        kafka.body.to_string().contains("`HTTP`, `MQTT5`, `MQTT3`"),
         "{}",
         kafka.body
     );
@@ -341,5 +341,66 @@ async fn a_replay_publishes_the_window_again_naming_the_replay() {
     assert_eq!(
         again.property("knooppunt-replay"),
         replay.body["id"].as_str()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_mqtt3_broker_gets_the_event_in_structured_mode() {
+    let broker = Mosquitto::start(&[HUB, READER]);
+    let subscriber = MqttSubscriber::start(&broker, "knooppunt/v3", READER.0, READER.1);
+    let hub = TestHub::start().await;
+    let mut body = mqtt(
+        &broker,
+        json!({"topicname": "knooppunt/v3", "qos": 1}),
+        json!({}),
+    );
+    body["protocol"] = "MQTT3".into();
+    let made = create(&hub, body.clone()).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    assert_eq!(made.body["state"], "active", "{}", made.body);
+    assert_eq!(made.body["protocol"], "MQTT3");
+    publish(&hub, EVENT).await;
+    let message = receive(&subscriber, 1).remove(0);
+    // MQTT 3.1.1 carries no properties: the JSON format is implied (binding 3.2.1).
+    assert_eq!(message.payload_bytes(), EVENT.as_bytes());
+    assert_eq!(message.content_type, None);
+    assert!(message.user_properties.is_empty(), "{message:?}");
+    assert_eq!(message.qos, 1);
+
+    // What MQTT 3.1.1 cannot carry is refused, naming the member.
+    for (change, member) in [
+        (json!({"config": {"mode": "binary"}}), "config.mode"),
+        (
+            json!({"protocolsettings": {"topicname": "knooppunt/v3", "expiry": 60}}),
+            "protocolsettings.expiry",
+        ),
+        (
+            json!({"protocolsettings": {"topicname": "knooppunt/v3",
+                                        "userproperties": {"a": "b"}}}),
+            "protocolsettings.userproperties",
+        ),
+    ] {
+        let mut refused = body.clone();
+        for (key, value) in change.as_object().unwrap() {
+            refused[key] = value.clone();
+        }
+        let answer = create(&hub, refused).await.assert_problem(400);
+        assert!(
+            answer.invalid_params().iter().any(|p| p == member),
+            "{member}: {:?}",
+            answer.body
+        );
+    }
+    // Wrong credentials: pending, saying why.
+    body["sinkcredential"]["secret"] = "wrong".into();
+    let pending = create(&hub, body).await;
+    assert_eq!(pending.body["state"], "pending", "{}", pending.body);
+    assert!(
+        pending.body["validationProblem"]
+            .as_str()
+            .unwrap()
+            .contains("the broker refused the connection"),
+        "{}",
+        pending.body
     );
 }

@@ -2015,7 +2015,9 @@ async fn the_console_offers_only_what_the_hub_allows() {
     assert!(!said.contains("neemt dit abonnement zo aan"), "{said}");
     look(&browser, "02-private-sink").await;
     // A broker's endpoint is an MQTT 5 subscription, which needs its topic.
-    browser.fill("#f-sink", "mqtts://broker.gemeente.example").await;
+    browser
+        .fill("#f-sink", "mqtts://broker.gemeente.example")
+        .await;
     let said = check_says(&browser, "topicname").await;
     assert!(said.contains("Dat ging niet"), "{said}");
     browser.fill("#f-topic", "knooppunt/console").await;

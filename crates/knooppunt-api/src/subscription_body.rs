@@ -88,8 +88,8 @@ pub struct SubscriptionRequest {
     )]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub sink: Field<String>,
-    /// The delivery protocol: `HTTP` (webhooks) or `MQTT5` (MQTT 5 brokers).
-    #[schemars(extend("enum" = ["HTTP", "MQTT5"]))]
+    /// The delivery protocol: `HTTP` (webhooks) or `MQTT5` or `MQTT3` (MQTT 5 or 3.1.1 brokers).
+    #[schemars(extend("enum" = ["HTTP", "MQTT5", "MQTT3"]))]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub protocol: Field<String>,
     /// Only events with exactly this `source`.
@@ -357,7 +357,7 @@ impl SubscriptionRequest {
             check_protocol_settings(protocol, self.protocolsettings, problems)
         });
         if let (Some(protocol), Some(Some(sink))) = (protocol, &sink)
-            && sink.protocol() != protocol
+            && !sink.is_for(protocol)
         {
             problems.add(
                 "sink",
@@ -394,8 +394,9 @@ impl SubscriptionRequest {
         } else {
             check_client_certificate(self.clientcertificate, problems)
         };
-        if protocol == Some(Protocol::Mqtt5) {
+        if let Some(protocol @ (Protocol::Mqtt5 | Protocol::Mqtt3)) = protocol {
             check_mqtt_subscription(
+                protocol,
                 config.as_ref(),
                 sink_credential.as_ref(),
                 client_certificate.is_some(),

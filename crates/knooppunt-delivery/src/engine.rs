@@ -347,7 +347,7 @@ impl Deliverer {
         );
         let started = tokio::time::Instant::now();
         let timeout = self.inner.options().handshake_timeout;
-        if subscription.protocol() == knooppunt_store::Protocol::Mqtt5 {
+        if let knooppunt_store::ProtocolSettings::Mqtt(_) = subscription.protocol_settings {
             // A broker consents by taking a connection with the subscription's credentials.
             return match sink::mqtt_connect(self.inner.connections(), subscription, timeout).await {
                 Ok(()) => Handshake::Granted { allowed_rate: None },

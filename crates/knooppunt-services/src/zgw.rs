@@ -419,7 +419,7 @@ pub fn abonnement_of(catalog: &Catalog, subscription: &Subscription) -> Option<A
 /// An abonnement's `callbackUrl` as a sink: an http(s) URL, as the Notificaties API has it.
 fn http_sink(callback_url: &str) -> Result<knooppunt_store::Sink, String> {
     let sink = knooppunt_store::Sink::parse(callback_url)?;
-    if sink.protocol() != knooppunt_store::Protocol::Http {
+    if !sink.is_for(knooppunt_store::Protocol::Http) {
         return Err(format!("`{callback_url}` is not an http(s) URL"));
     }
     Ok(sink)

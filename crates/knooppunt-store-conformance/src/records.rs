@@ -44,6 +44,7 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
     broker.sink = knooppunt_store::Sink::parse("mqtts://broker.example.nl:8884").unwrap();
     broker.protocol_settings =
         knooppunt_store::ProtocolSettings::Mqtt(knooppunt_store::MqttSettings {
+            version: knooppunt_store::MqttVersion::V3,
             topic: "brp/verhuizingen".into(),
             qos: 2,
             retain: true,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use knooppunt_store::{
     ApprovalPolicy, Attempt, CatalogEntry, ClientCertificate, Decision, DeliveryChange, Grant,
-    GrantState, HttpSettings, MqttSettings, Protocol, ProtocolSettings, SchemaCheck,
+    GrantState, HttpSettings, MqttSettings, MqttVersion, Protocol, ProtocolSettings, SchemaCheck,
     SigningSecrets, Sink, SinkCredential, Status, StatusColumns, StoredPrincipal, Subscription,
     SubscriptionConfig, SubscriptionState, TypeMatch, Validation, Verdict,
 };
@@ -227,7 +227,12 @@ impl TryFrom<SubscriptionRecord> for Subscription {
                 headers: r.protocol_settings.headers,
                 method: r.protocol_settings.method,
             }),
-            (Protocol::Mqtt5, Some(m)) => ProtocolSettings::Mqtt(MqttSettings {
+            (Protocol::Mqtt5 | Protocol::Mqtt3, Some(m)) => ProtocolSettings::Mqtt(MqttSettings {
+                version: if protocol == Protocol::Mqtt3 {
+                    MqttVersion::V3
+                } else {
+                    MqttVersion::V5
+                },
                 topic: m.topic,
                 qos: m.qos,
                 retain: m.retain,

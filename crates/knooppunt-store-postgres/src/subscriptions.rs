@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    ClientCertificate, HttpSettings, MqttSettings, Protocol, ProtocolSettings, SigningSecrets,
-    Sink, SinkCredential, Status, StatusColumns, StoreError, Subscription, SubscriptionConfig,
-    SubscriptionState, Validation,
+    ClientCertificate, HttpSettings, MqttSettings, MqttVersion, Protocol, ProtocolSettings,
+    SigningSecrets, Sink, SinkCredential, Status, StatusColumns, StoreError, Subscription,
+    SubscriptionConfig, SubscriptionState, Validation,
 };
 use serde_json::{Value, json};
 use tokio_postgres::Row;
@@ -171,14 +171,21 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
             headers: strings(row.get(7)).ok_or_else(|| corrupt(&id, "headers"))?,
             method: row.get(8),
         }),
-        (Some(Protocol::Mqtt5), Some(m)) => ProtocolSettings::Mqtt(MqttSettings {
-            topic: text(&m, "topic").ok_or_else(|| corrupt(&id, "broker_settings"))?,
-            qos: m.get("qos").and_then(Value::as_u64).unwrap_or(1) as u8,
-            retain: m.get("retain").and_then(Value::as_bool).unwrap_or(false),
-            expiry: m.get("expiry").and_then(Value::as_u64).map(|e| e as u32),
-            user_properties: strings(m.get("user_properties").cloned().unwrap_or_default())
-                .unwrap_or_default(),
-        }),
+        (Some(protocol @ (Protocol::Mqtt5 | Protocol::Mqtt3)), Some(m)) => {
+            ProtocolSettings::Mqtt(MqttSettings {
+                version: if protocol == Protocol::Mqtt3 {
+                    MqttVersion::V3
+                } else {
+                    MqttVersion::V5
+                },
+                topic: text(&m, "topic").ok_or_else(|| corrupt(&id, "broker_settings"))?,
+                qos: m.get("qos").and_then(Value::as_u64).unwrap_or(1) as u8,
+                retain: m.get("retain").and_then(Value::as_bool).unwrap_or(false),
+                expiry: m.get("expiry").and_then(Value::as_u64).map(|e| e as u32),
+                user_properties: strings(m.get("user_properties").cloned().unwrap_or_default())
+                    .unwrap_or_default(),
+            })
+        }
         _ => return Err(corrupt(&id, "protocol")),
     };
     let credential: Option<Value> = row.get(9);

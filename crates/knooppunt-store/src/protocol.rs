@@ -10,17 +10,20 @@ pub enum Protocol {
     Http,
     /// MQTT 5 (`MQTT5`: the MQTT binding's binary and structured modes).
     Mqtt5,
+    /// MQTT 3.1.1 (`MQTT3`: the binding's structured mode only; no properties).
+    Mqtt3,
 }
 
 impl Protocol {
     /// Every protocol the hub speaks.
-    pub const ALL: [Protocol; 2] = [Protocol::Http, Protocol::Mqtt5];
+    pub const ALL: [Protocol; 3] = [Protocol::Http, Protocol::Mqtt5, Protocol::Mqtt3];
 
     /// The name the Subscriptions API gives it.
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Http => "HTTP",
             Protocol::Mqtt5 => "MQTT5",
+            Protocol::Mqtt3 => "MQTT3",
         }
     }
 
@@ -33,11 +36,11 @@ impl Protocol {
     pub fn schemes(self) -> [&'static str; 2] {
         match self {
             Protocol::Http => ["http", "https"],
-            Protocol::Mqtt5 => ["mqtt", "mqtts"],
+            Protocol::Mqtt5 | Protocol::Mqtt3 => ["mqtt", "mqtts"],
         }
     }
 
-    /// The protocol whose sinks have this URL scheme (any case).
+    /// A protocol whose sinks have this URL scheme (any case): MQTT 5 for an MQTT URL.
     pub fn of_scheme(scheme: &str) -> Option<Protocol> {
         let scheme = scheme.to_ascii_lowercase();
         Protocol::ALL
@@ -63,7 +66,14 @@ impl ProtocolSettings {
     pub fn protocol(&self) -> Protocol {
         match self {
             ProtocolSettings::Http(_) => Protocol::Http,
-            ProtocolSettings::Mqtt(_) => Protocol::Mqtt5,
+            ProtocolSettings::Mqtt(MqttSettings {
+                version: MqttVersion::V5,
+                ..
+            }) => Protocol::Mqtt5,
+            ProtocolSettings::Mqtt(MqttSettings {
+                version: MqttVersion::V3,
+                ..
+            }) => Protocol::Mqtt3,
         }
     }
 
@@ -85,10 +95,20 @@ pub struct HttpSettings {
     pub method: Option<String>,
 }
 
+/// The MQTT protocol version a subscription's broker is spoken to in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MqttVersion {
+    /// 3.1.1.
+    V3,
+    V5,
+}
+
 /// `protocolsettings` for MQTT (Subscriptions API `MQTTSettings`): where and how each
 /// event is published.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MqttSettings {
+    /// `MQTT5` or `MQTT3` (3.1.1).
+    pub version: MqttVersion,
     /// The topic every event is published to (`topicname`).
     pub topic: String,
     /// 0 (at most once), 1 (at least once, the default) or 2 (exactly once).

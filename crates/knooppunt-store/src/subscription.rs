@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub use crate::protocol::{HttpSettings, MqttSettings, Protocol, ProtocolSettings};
+pub use crate::protocol::{HttpSettings, MqttSettings, MqttVersion, Protocol, ProtocolSettings};
 
 /// A subscription as the hub keeps it: validated by the API before it is stored, its
 /// `config` read once into typed settings ([`SubscriptionConfig`]). Backends keep it in
@@ -184,10 +184,10 @@ impl Sink {
         &self.0
     }
 
-    /// The protocol its scheme names.
-    pub fn protocol(&self) -> Protocol {
-        let scheme = &self.0[..self.0.find("://").unwrap_or_default()];
-        Protocol::of_scheme(scheme).unwrap_or_default()
+    /// Whether its scheme is one of `protocol`'s.
+    pub fn is_for(&self, protocol: Protocol) -> bool {
+        let scheme = self.0[..self.0.find("://").unwrap_or_default()].to_ascii_lowercase();
+        protocol.schemes().contains(&scheme.as_str())
     }
 }
 

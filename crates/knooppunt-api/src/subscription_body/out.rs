@@ -25,8 +25,8 @@ pub struct SubscriptionOut {
     /// pull subscription the hub's receive URL of the subscription.
     #[schemars(extend("format" = "uri"), example = &"https://gemeente.example.nl/events")]
     pub sink: String,
-    /// The delivery protocol: `HTTP` (webhooks) or `MQTT5` (MQTT 5 brokers).
-    #[schemars(extend("enum" = ["HTTP", "MQTT5"]))]
+    /// The delivery protocol: `HTTP` (webhooks) or `MQTT5` or `MQTT3` (MQTT 5 or 3.1.1 brokers).
+    #[schemars(extend("enum" = ["HTTP", "MQTT5", "MQTT3"]))]
     pub protocol: Cow<'static, str>,
     /// Only events with exactly this `source`.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -4,15 +4,15 @@
 use super::*;
 
 /// The protocols of the Subscriptions API this hub does not deliver over.
-const OTHER_PROTOCOLS: [&str; 4] = ["MQTT3", "AMQP", "KAFKA", "NATS"];
+const OTHER_PROTOCOLS: [&str; 3] = ["AMQP", "KAFKA", "NATS"];
 
-/// The protocols the hub delivers over, for messages: "`HTTP` or `MQTT5`".
+/// The protocols the hub delivers over, for messages: "`HTTP`, `MQTT5` or `MQTT3`".
 pub(super) fn spoken() -> String {
     Protocol::ALL
         .iter()
         .map(|p| format!("`{}`", p.as_str()))
         .collect::<Vec<_>>()
-        .join(" or ")
+        .join(", ")
 }
 
 /// `protocol`: required, one the hub speaks.
@@ -71,6 +71,14 @@ pub(super) fn check_protocol_settings(
             ("headers", sent.headers.is_sent()),
             ("method", sent.method.is_sent()),
         ],
+        // Properties are MQTT 5's (the Subscriptions API: expiry and userproperties apply
+        // to MQTT 5.0 only).
+        Protocol::Mqtt3 => &[
+            ("headers", sent.headers.is_sent()),
+            ("method", sent.method.is_sent()),
+            ("expiry", sent.expiry.is_sent()),
+            ("userproperties", sent.userproperties.is_sent()),
+        ],
     };
     for (member, _) in foreign.iter().filter(|(_, sent)| *sent) {
         problems.add(
@@ -80,7 +88,16 @@ pub(super) fn check_protocol_settings(
     }
     let settings = match protocol {
         Protocol::Http => ProtocolSettings::Http(check_http_settings(sent, problems)),
-        Protocol::Mqtt5 => ProtocolSettings::Mqtt(check_mqtt_settings(sent, problems)?),
+        Protocol::Mqtt5 => ProtocolSettings::Mqtt(check_mqtt_settings(
+            knooppunt_store::MqttVersion::V5,
+            sent,
+            problems,
+        )?),
+        Protocol::Mqtt3 => ProtocolSettings::Mqtt(check_mqtt_settings(
+            knooppunt_store::MqttVersion::V3,
+            sent,
+            problems,
+        )?),
     };
     (problems.len() == before).then_some(settings)
 }
@@ -89,17 +106,27 @@ pub(super) fn check_protocol_settings(
 /// credential other than PLAIN (the broker's user name and password), a client
 /// certificate (not yet presented to brokers).
 pub(super) fn check_mqtt_subscription(
+    protocol: Protocol,
     config: Option<&SubscriptionConfig>,
     credential: Option<&SinkCredential>,
     client_certificate: bool,
     problems: &mut Problems,
 ) {
-    if let Some(config) = config
-        && !matches!(
-            config.settings().mode,
+    let mode = config.map(|config| config.settings().mode);
+    if protocol == Protocol::Mqtt3 && mode != Some(knooppunt_store::DeliveryMode::Structured) {
+        if mode.is_some() {
+            problems.add(
+                "config.mode",
+                "an MQTT3 subscription is delivered in `structured` mode (MQTT 3.1.1 has no \
+                 properties for binary mode: the MQTT binding, section 3)",
+            );
+        }
+    } else if mode.is_some_and(|mode| {
+        !matches!(
+            mode,
             knooppunt_store::DeliveryMode::Structured | knooppunt_store::DeliveryMode::Binary
         )
-    {
+    }) {
         problems.add(
             "config.mode",
             "an MQTT subscription is delivered in `structured` or `binary` mode (the MQTT \
@@ -123,6 +150,7 @@ pub(super) fn check_mqtt_subscription(
 /// `MQTTSettings`: a topic without wildcards, QoS 0 to 2, an expiry in seconds, and
 /// user properties.
 pub(super) fn check_mqtt_settings(
+    version: knooppunt_store::MqttVersion,
     sent: ProtocolSettingsIn,
     problems: &mut Problems,
 ) -> Option<MqttSettings> {
@@ -170,6 +198,7 @@ pub(super) fn check_mqtt_settings(
         problems,
     );
     Some(MqttSettings {
+        version,
         topic: topic?,
         qos,
         retain,

@@ -159,6 +159,14 @@ pub(crate) fn mqtt_publication(
 ) -> Result<mqtt::Publication, String> {
     use knooppunt_event::binding::mqtt as binding;
     let message = match mode {
+        // MQTT 3.1.1 has no properties to carry the attributes in.
+        DeliveryMode::Binary if settings.version == knooppunt_store::MqttVersion::V3 => {
+            return Err(format!(
+                "subscription `{}` delivers to MQTT 3.1.1 in binary mode, which the MQTT \
+                 binding does not define: use `structured`",
+                subscription.id
+            ));
+        }
         DeliveryMode::Binary => binding::encode_binary(&read_stored(&event.json)?.event),
         DeliveryMode::Structured => binding::encode_structured(&event.json),
         other => {
@@ -180,7 +188,16 @@ fn broker_of(subscription: &Subscription) -> Result<mqtt::Endpoint, String> {
         }
         _ => None,
     };
-    mqtt::Endpoint::of(&subscription.sink, login)
+    let version = match &subscription.protocol_settings {
+        knooppunt_store::ProtocolSettings::Mqtt(settings) => match settings.version {
+            knooppunt_store::MqttVersion::V3 => mqtt::Version::V3,
+            knooppunt_store::MqttVersion::V5 => mqtt::Version::V5,
+        },
+        knooppunt_store::ProtocolSettings::Http(_) => {
+            return Err("the subscription is not one to an MQTT broker".into());
+        }
+    };
+    mqtt::Endpoint::of(&subscription.sink, login, version)
 }
 
 /// Whether the subscription's broker takes its connection and credentials.

@@ -5,7 +5,10 @@
 //! written (at most once). The broker's refusals are sorted once here: refused for good
 //! (not authorized, an invalid topic, bad credentials) or for now.
 
+mod codec;
 mod session;
+
+pub(crate) use codec::Version;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -91,11 +94,16 @@ pub(crate) struct Endpoint {
     pub(crate) port: u16,
     pub(crate) tls: bool,
     pub(crate) login: Option<(String, String)>,
+    pub(crate) version: Version,
 }
 
 impl Endpoint {
     /// The endpoint of a sink URL (`mqtt://host[:1883]`, `mqtts://host[:8883]`).
-    pub(crate) fn of(sink: &str, login: Option<(String, String)>) -> Result<Endpoint, String> {
+    pub(crate) fn of(
+        sink: &str,
+        login: Option<(String, String)>,
+        version: Version,
+    ) -> Result<Endpoint, String> {
         let url =
             url::Url::parse(sink).map_err(|error| format!("the sink URL is invalid: {error}"))?;
         let tls = match url.scheme() {
@@ -114,6 +122,7 @@ impl Endpoint {
             host,
             tls,
             login,
+            version,
         })
     }
 
@@ -125,10 +134,11 @@ impl Endpoint {
             .as_ref()
             .map(|(user, password)| format!("{user}\n{password}"));
         format!(
-            "{}://{}:{}\n{}",
+            "{}://{}:{} {:?}\n{}",
             if self.tls { "mqtts" } else { "mqtt" },
             self.host,
             self.port,
+            self.version,
             login.unwrap_or_default()
         )
     }
@@ -267,15 +277,17 @@ mod tests {
 
     #[test]
     fn endpoints_have_the_default_ports_and_keys_per_credentials() {
-        let plain = Endpoint::of("mqtt://broker.example", None).unwrap();
+        let plain = Endpoint::of("mqtt://broker.example", None, Version::V5).unwrap();
         assert_eq!((plain.port, plain.tls), (1883, false));
-        let tls = Endpoint::of("mqtts://broker.example", None).unwrap();
+        let tls = Endpoint::of("mqtts://broker.example", None, Version::V5).unwrap();
         assert_eq!((tls.port, tls.tls), (8883, true));
-        let v6 = Endpoint::of("mqtt://[::1]:1884", None).unwrap();
+        let v6 = Endpoint::of("mqtt://[::1]:1884", None, Version::V5).unwrap();
         assert_eq!((v6.host.as_str(), v6.port), ("::1", 1884));
-        let a = Endpoint::of("mqtt://b:1", Some(("u".into(), "p".into()))).unwrap();
-        let b = Endpoint::of("mqtt://b:1", Some(("u".into(), "q".into()))).unwrap();
+        let a = Endpoint::of("mqtt://b:1", Some(("u".into(), "p".into())), Version::V5).unwrap();
+        let b = Endpoint::of("mqtt://b:1", Some(("u".into(), "q".into())), Version::V5).unwrap();
         assert_ne!(a.key(), b.key());
-        assert!(Endpoint::of("http://b", None).is_err());
+        let v3 = Endpoint::of("mqtt://b:1", Some(("u".into(), "p".into())), Version::V3).unwrap();
+        assert_ne!(a.key(), v3.key(), "one connection per protocol version");
+        assert!(Endpoint::of("http://b", None, Version::V5).is_err());
     }
 }

@@ -12,21 +12,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use rumqttc::v5::mqttbytes::v5::{
-    ConnectReturnCode, Login, Packet, PingReq, PubAckReason, PubCompReason, PubRecReason, PubRel,
-    Publish, PublishProperties,
-};
-use rumqttc::v5::mqttbytes::{QoS, v5::Connect};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
+use super::codec::{Incoming, Version};
 use super::{Endpoint, Published, Request};
 use crate::sink::address::{AddressRefused, SinkNetworks};
 
 /// A connection without requests for this long is closed.
 const IDLE: Duration = Duration::from_secs(60);
 
-/// The keep-alive the hub asks for; it pings at half of it while idle.
+/// The keep-alive the hub asks for; it pings at half of it.
 const KEEP_ALIVE: u16 = 60;
 
 /// How long connecting (TCP, TLS, CONNECT and CONNACK) may take.
@@ -35,9 +31,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most messages the hub leaves unacknowledged on one connection, whatever the broker
 /// allows.
 const MAX_IN_FLIGHT: usize = 256;
-
-/// The largest packet the hub reads from a broker (acknowledgements are small).
-const MAX_INCOMING: u32 = 64 * 1024;
 
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
@@ -64,7 +57,7 @@ pub(super) async fn run(
         match connected {
             Ok((io, receive_maximum)) => {
                 let limit = usize::from(receive_maximum).clamp(1, MAX_IN_FLIGHT);
-                if let Err(why) = serve(io, limit, first, &mut requests).await {
+                if let Err(why) = serve(io, endpoint.version, limit, first, &mut requests).await {
                     tracing::debug!(broker = %endpoint.host, %why, "An MQTT connection ended.");
                 }
             }
@@ -88,11 +81,7 @@ pub(super) async fn try_connect(
 ) -> Result<(), Published> {
     let (mut io, _) = connect(endpoint, networks, tls).await?;
     let mut out = BytesMut::new();
-    let disconnect = rumqttc::v5::mqttbytes::v5::Disconnect {
-        reason_code: rumqttc::v5::mqttbytes::v5::DisconnectReasonCode::NormalDisconnection,
-        properties: None,
-    };
-    if Packet::Disconnect(disconnect).write(&mut out, None).is_ok() {
+    if endpoint.version.disconnect(&mut out).is_ok() {
         let _ = io.write_all(&out).await;
     }
     let _ = io.shutdown().await;
@@ -135,77 +124,39 @@ async fn connect(
     } else {
         Box::new(tcp)
     };
-    let connect = Connect {
-        keep_alive: KEEP_ALIVE,
-        client_id: format!("knooppunt-{:016x}", fastrand::u64(..)),
-        clean_start: true,
-        properties: None,
-    };
-    let login = endpoint.login.as_ref().map(|(username, password)| Login {
-        username: username.clone(),
-        password: password.clone(),
-    });
     let mut out = BytesMut::new();
-    Packet::Connect(connect, None, login)
-        .write(&mut out, None)
-        .map_err(|error| failed("writing to", &error))?;
+    endpoint
+        .version
+        .connect(
+            format!("knooppunt-{:016x}", fastrand::u64(..)),
+            KEEP_ALIVE,
+            endpoint.login.clone(),
+            &mut out,
+        )
+        .map_err(Published::Failed)?;
     io.write_all(&out)
         .await
         .map_err(|error| failed("writing to", &error))?;
     let mut incoming = BytesMut::with_capacity(1024);
-    let packet = read_packet(&mut io, &mut incoming)
-        .await
-        .map_err(Published::Failed)?;
-    let Packet::ConnAck(connack) = packet else {
-        return Err(Published::Failed(
-            "the broker did not answer the connection with a CONNACK".into(),
-        ));
-    };
-    if connack.code != ConnectReturnCode::Success {
-        let for_good = matches!(
-            connack.code,
-            ConnectReturnCode::BadUserNamePassword
-                | ConnectReturnCode::NotAuthorized
-                | ConnectReturnCode::Banned
-                | ConnectReturnCode::BadAuthenticationMethod
-                | ConnectReturnCode::ClientIdentifierNotValid
-                | ConnectReturnCode::UnsupportedProtocolVersion
-                | ConnectReturnCode::RefusedProtocolVersion
-        );
-        return Err(Published::Refused {
-            reason: format!(
-                "the broker refused the connection: {:?}{}",
-                connack.code,
-                if for_good {
-                    " (check the subscription's sinkcredential)"
-                } else {
-                    ""
-                }
-            ),
-            for_good,
-        });
-    }
-    let receive_maximum = connack
-        .properties
-        .and_then(|p| p.receive_max)
-        .unwrap_or(u16::MAX);
-    Ok((io, receive_maximum))
-}
-
-/// Reads one whole packet.
-async fn read_packet(io: &mut Box<dyn Io>, incoming: &mut BytesMut) -> Result<Packet, String> {
     loop {
-        match Packet::read(incoming, Some(MAX_INCOMING)) {
-            Ok(packet) => return Ok(packet),
-            Err(rumqttc::v5::mqttbytes::Error::InsufficientBytes(_)) => {}
-            Err(error) => return Err(format!("the broker sent what is not MQTT 5: {error}")),
+        if let Some(packet) = endpoint
+            .version
+            .read(&mut incoming)
+            .map_err(Published::Failed)?
+        {
+            return match packet {
+                Incoming::ConnAck(answer) => answer.map(|receive_maximum| (io, receive_maximum)),
+                _ => Err(Published::Failed(
+                    "the broker did not answer the connection with a CONNACK".into(),
+                )),
+            };
         }
         let read = io
-            .read_buf(incoming)
+            .read_buf(&mut incoming)
             .await
-            .map_err(|error| format!("reading from the broker failed: {error}"))?;
+            .map_err(|error| failed("reading from", &error))?;
         if read == 0 {
-            return Err("the broker closed the connection".into());
+            return Err(Published::Failed("the broker closed the connection".into()));
         }
     }
 }
@@ -219,6 +170,7 @@ struct Waiting {
 /// every waiting request is failed).
 async fn serve(
     io: Box<dyn Io>,
+    version: Version,
     limit: usize,
     first: Request,
     requests: &mut mpsc::Receiver<Request>,
@@ -238,21 +190,8 @@ async fn serve(
     let result: Result<(), String> = async {
         loop {
             if let Some(request) = pending.take() {
-                let publication = request.publication;
-                let qos = rumqttc::v5::mqttbytes::qos(publication.qos).unwrap_or(QoS::AtLeastOnce);
-                let mut publish = Publish::new(
-                    publication.topic,
-                    qos,
-                    publication.message.payload,
-                    Some(PublishProperties {
-                        message_expiry_interval: publication.expiry,
-                        user_properties: publication.message.user_properties,
-                        content_type: publication.message.content_type,
-                        ..PublishProperties::default()
-                    }),
-                );
-                publish.retain = publication.retain;
-                if qos != QoS::AtMostOnce {
+                let at_most_once = request.publication.qos == 0;
+                if !at_most_once {
                     // A free packet identifier (1 to 65,535).
                     loop {
                         next_id = next_id.wrapping_add(1).max(1);
@@ -260,12 +199,11 @@ async fn serve(
                             break;
                         }
                     }
-                    publish.pkid = next_id;
                 }
                 out.clear();
-                if let Err(error) = Packet::Publish(publish).write(&mut out, None) {
+                if let Err(why) = version.publish(request.publication, next_id, &mut out) {
                     let _ = request.reply.send(Published::Refused {
-                        reason: format!("the message cannot be sent over MQTT: {error}"),
+                        reason: format!("the message cannot be sent over MQTT: {why}"),
                         for_good: true,
                     });
                     continue;
@@ -274,7 +212,7 @@ async fn serve(
                     .write_all(&out)
                     .await
                     .map_err(|error| format!("writing to the broker failed: {error}"))?;
-                if qos == QoS::AtMostOnce {
+                if at_most_once {
                     let _ = request.reply.send(Published::Accepted);
                 } else {
                     waiting.insert(next_id, Waiting { reply: request.reply });
@@ -294,16 +232,11 @@ async fn serve(
                         Ok(_) => {}
                         Err(error) => return Err(format!("reading from the broker failed: {error}")),
                     }
-                    loop {
-                        let packet = match Packet::read(&mut incoming, Some(MAX_INCOMING)) {
-                            Ok(packet) => packet,
-                            Err(rumqttc::v5::mqttbytes::Error::InsufficientBytes(_)) => break,
-                            Err(error) => return Err(format!("the broker sent what is not MQTT 5: {error}")),
-                        };
-                        if matches!(packet, Packet::PingResp(_)) {
+                    while let Some(packet) = version.read(&mut incoming)? {
+                        if matches!(packet, Incoming::PingResp) {
                             pinged = false;
                         }
-                        if let Some(reply) = answer(packet, &mut waiting, &mut out)? {
+                        if let Some(reply) = answer(version, packet, &mut waiting, &mut out)? {
                             writer
                                 .write_all(&reply)
                                 .await
@@ -320,7 +253,7 @@ async fn serve(
                     }
                     pinged = true;
                     out.clear();
-                    Packet::PingReq(PingReq).write(&mut out, None).map_err(|e| e.to_string())?;
+                    version.ping(&mut out)?;
                     writer
                         .write_all(&out)
                         .await
@@ -343,42 +276,30 @@ async fn serve(
     result
 }
 
-/// What an acknowledgement means for the publication it names; the packet to send back
-/// (PUBREL after a PUBREC), if any.
+/// What a packet means for the publication it names; the packet to send back (PUBREL
+/// after a PUBREC), if any.
 fn answer(
-    packet: Packet,
+    version: Version,
+    packet: Incoming,
     waiting: &mut HashMap<u16, Waiting>,
     out: &mut BytesMut,
 ) -> Result<Option<BytesMut>, String> {
     let (pkid, published) = match packet {
-        Packet::PubAck(ack) => (ack.pkid, puback(ack.reason)),
-        Packet::PubRec(rec) => match rec.reason {
-            PubRecReason::Success | PubRecReason::NoMatchingSubscribers => {
-                out.clear();
-                Packet::PubRel(PubRel::new(rec.pkid, None))
-                    .write(out, None)
-                    .map_err(|e| e.to_string())?;
-                return Ok(Some(out.split()));
-            }
-            reason => (
-                rec.pkid,
-                refusal(&format!("{reason:?}"), refused_for_good_rec(reason)),
-            ),
-        },
-        Packet::PubComp(comp) => (
-            comp.pkid,
-            match comp.reason {
-                PubCompReason::Success => Published::Accepted,
-                reason => refusal(&format!("{reason:?}"), false),
-            },
-        ),
-        Packet::Disconnect(disconnect) => {
-            return Err(format!(
-                "the broker ended the connection: {:?}",
-                disconnect.reason_code
-            ));
+        Incoming::Done { pkid, published } => (pkid, published),
+        Incoming::Received {
+            pkid,
+            refused: None,
+        } => {
+            out.clear();
+            version.pubrel(pkid, out)?;
+            return Ok(Some(out.split()));
         }
-        _ => return Ok(None),
+        Incoming::Received {
+            pkid,
+            refused: Some(refused),
+        } => (pkid, refused),
+        Incoming::Disconnect(why) => return Err(why),
+        Incoming::ConnAck(_) | Incoming::PingResp | Incoming::Other => return Ok(None),
     };
     if let Some(waiting) = waiting.remove(&pkid) {
         let _ = waiting.reply.send(published);
@@ -386,35 +307,11 @@ fn answer(
     Ok(None)
 }
 
-fn puback(reason: PubAckReason) -> Published {
-    match reason {
-        PubAckReason::Success | PubAckReason::NoMatchingSubscribers => Published::Accepted,
-        PubAckReason::NotAuthorized
-        | PubAckReason::TopicNameInvalid
-        | PubAckReason::PayloadFormatInvalid => refusal(&format!("{reason:?}"), true),
-        reason => refusal(&format!("{reason:?}"), false),
-    }
-}
-
-fn refused_for_good_rec(reason: PubRecReason) -> bool {
-    matches!(
-        reason,
-        PubRecReason::NotAuthorized
-            | PubRecReason::TopicNameInvalid
-            | PubRecReason::PayloadFormatInvalid
-    )
-}
-
-fn refusal(reason: &str, for_good: bool) -> Published {
-    Published::Refused {
-        reason: format!("the broker refused the message: {reason}"),
-        for_good,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sink::mqtt::codec::puback;
+    use rumqttc::v5::mqttbytes::v5::{PubAckReason, PubComp, PubRec, PubRel};
 
     #[test]
     fn acknowledgements_are_sorted_into_delivered_refused_for_good_and_for_now() {
@@ -453,20 +350,31 @@ mod tests {
         let (reply, mut acknowledged) = oneshot::channel();
         let mut waiting = HashMap::from([(7, Waiting { reply })]);
         let mut out = BytesMut::new();
-        let rec = rumqttc::v5::mqttbytes::v5::PubRec::new(7, None);
-        let sent = answer(Packet::PubRec(rec), &mut waiting, &mut out);
-        let mut sent = sent.expect("answered").expect("a PUBREL");
+        let mut wire = BytesMut::new();
+        rumqttc::v5::mqttbytes::v5::Packet::PubRec(PubRec::new(7, None))
+            .write(&mut wire, None)
+            .unwrap();
+        let rec = Version::V5.read(&mut wire).unwrap().unwrap();
+        let mut sent = answer(Version::V5, rec, &mut waiting, &mut out)
+            .expect("answered")
+            .expect("a PUBREL");
         assert!(matches!(
-            Packet::read(&mut sent, None),
-            Ok(Packet::PubRel(PubRel { pkid: 7, .. }))
+            rumqttc::v5::mqttbytes::v5::Packet::read(&mut sent, None),
+            Ok(rumqttc::v5::mqttbytes::v5::Packet::PubRel(PubRel {
+                pkid: 7,
+                ..
+            }))
         ));
         assert!(
             acknowledged.try_recv().is_err(),
             "not delivered before PUBCOMP"
         );
-        let comp = rumqttc::v5::mqttbytes::v5::PubComp::new(7, None);
+        rumqttc::v5::mqttbytes::v5::Packet::PubComp(PubComp::new(7, None))
+            .write(&mut wire, None)
+            .unwrap();
+        let comp = Version::V5.read(&mut wire).unwrap().unwrap();
         assert!(
-            answer(Packet::PubComp(comp), &mut waiting, &mut out)
+            answer(Version::V5, comp, &mut waiting, &mut out)
                 .unwrap()
                 .is_none()
         );
