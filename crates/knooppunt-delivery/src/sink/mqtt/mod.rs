@@ -95,6 +95,8 @@ pub(crate) struct Endpoint {
     pub(crate) tls: bool,
     pub(crate) login: Option<(String, String)>,
     pub(crate) version: Version,
+    /// The keep-alive asked of the broker, in seconds; the hub pings at half of it.
+    pub(crate) keep_alive: u16,
 }
 
 impl Endpoint {
@@ -123,6 +125,7 @@ impl Endpoint {
             tls,
             login,
             version,
+            keep_alive: session::KEEP_ALIVE,
         })
     }
 
@@ -289,5 +292,73 @@ mod tests {
         let v3 = Endpoint::of("mqtt://b:1", Some(("u".into(), "p".into())), Version::V3).unwrap();
         assert_ne!(a.key(), v3.key(), "one connection per protocol version");
         assert!(Endpoint::of("http://b", None, Version::V5).is_err());
+    }
+}
+
+#[cfg(test)]
+mod silent_broker {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A broker that takes connections and messages but never acknowledges one: the
+    /// attempts time out, and at the next ping the connection is given up and made again.
+    #[tokio::test]
+    async fn a_broker_that_never_acknowledges_gets_a_new_connection() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            let mut open = Vec::new();
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                counted.fetch_add(1, Ordering::SeqCst);
+                let mut buffer = [0u8; 1024];
+                let _ = stream.read(&mut buffer).await;
+                // CONNACK (MQTT 5): success, no properties.
+                stream
+                    .write_all(&[0x20, 0x03, 0x00, 0x00, 0x00])
+                    .await
+                    .unwrap();
+                open.push(stream);
+            }
+        });
+        let networks = Arc::new(SinkNetworks::parse(&["127.0.0.0/8".into()]).unwrap());
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+        let brokers = Brokers::new(networks, &tls);
+        let mut endpoint =
+            Endpoint::of(&format!("mqtt://127.0.0.1:{port}"), None, Version::V5).unwrap();
+        endpoint.keep_alive = 2;
+        let publication = || Publication {
+            topic: "t".into(),
+            qos: 1,
+            retain: false,
+            expiry: None,
+            message: MqttMessage {
+                content_type: None,
+                user_properties: Vec::new(),
+                payload: b"x".to_vec(),
+            },
+        };
+        let first = brokers
+            .publish(endpoint.clone(), publication(), Duration::from_millis(300))
+            .await;
+        assert!(
+            matches!(&first, Published::Failed(why) if why.contains("no acknowledgement")),
+            "{first:?}"
+        );
+        // The ping a second later finds the abandoned message: the connection ends.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let _ = brokers
+            .publish(endpoint, publication(), Duration::from_millis(300))
+            .await;
+        assert_eq!(accepted.load(Ordering::SeqCst), 2, "connected again");
     }
 }

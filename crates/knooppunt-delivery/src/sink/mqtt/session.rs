@@ -1,10 +1,10 @@
 //! One connection to a broker, owned by one task: it connects at the first request (the
 //! address checked against the hub's sink networks, TLS for `mqtts`), publishes each
 //! request with a packet identifier of its own, answers each when the broker acknowledged
-//! it, pings every half keep-alive (a ping unanswered by the next means a dead connection),
-//! and ends after [`IDLE`] without requests. A connection that breaks
-//! off fails what waits for an acknowledgement (those deliveries are tried again) and is
-//! made again at the next request.
+//! it, pings every half keep-alive (a ping unanswered by the next, or a message left
+//! unacknowledged past its attempt's timeout, means a connection to make again), and ends
+//! after [`IDLE`] without requests. A connection that breaks off fails what waits for an
+//! acknowledgement (those deliveries are tried again) and is made again at the next request.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -23,7 +23,7 @@ use crate::sink::address::{AddressRefused, SinkNetworks};
 const IDLE: Duration = Duration::from_secs(60);
 
 /// The keep-alive the hub asks for; it pings at half of it.
-const KEEP_ALIVE: u16 = 60;
+pub(super) const KEEP_ALIVE: u16 = 60;
 
 /// How long connecting (TCP, TLS, CONNECT and CONNACK) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -57,7 +57,8 @@ pub(super) async fn run(
         match connected {
             Ok((io, receive_maximum)) => {
                 let limit = usize::from(receive_maximum).clamp(1, MAX_IN_FLIGHT);
-                if let Err(why) = serve(io, endpoint.version, limit, first, &mut requests).await {
+                let link = (endpoint.version, endpoint.keep_alive);
+                if let Err(why) = serve(io, link, limit, first, &mut requests).await {
                     tracing::debug!(broker = %endpoint.host, %why, "An MQTT connection ended.");
                 }
             }
@@ -129,7 +130,7 @@ async fn connect(
         .version
         .connect(
             format!("knooppunt-{:016x}", fastrand::u64(..)),
-            KEEP_ALIVE,
+            endpoint.keep_alive,
             endpoint.login.clone(),
             &mut out,
         )
@@ -170,7 +171,7 @@ struct Waiting {
 /// every waiting request is failed).
 async fn serve(
     io: Box<dyn Io>,
-    version: Version,
+    (version, keep_alive): (Version, u16),
     limit: usize,
     first: Request,
     requests: &mut mpsc::Receiver<Request>,
@@ -180,7 +181,7 @@ async fn serve(
     let mut next_id: u16 = 0;
     let mut incoming = BytesMut::with_capacity(4096);
     let mut out = BytesMut::with_capacity(4096);
-    let mut ping = tokio::time::interval(Duration::from_secs(u64::from(KEEP_ALIVE) / 2));
+    let mut ping = tokio::time::interval(Duration::from_secs(u64::from(keep_alive / 2).max(1)));
     ping.reset();
     // A ping the broker has not answered yet: unanswered at the next tick, the connection
     // is taken for dead (a broker gone without closing it).
@@ -248,8 +249,18 @@ async fn serve(
                     if pinged {
                         return Err(format!(
                             "the broker did not answer a ping within {} s",
-                            KEEP_ALIVE / 2
+                            keep_alive / 2
                         ));
+                    }
+                    // A message its attempt stopped waiting for (past the subscription's
+                    // timeout) still unacknowledged: the broker is not answering on this
+                    // connection, which is made again (those deliveries are retried).
+                    if waiting.values().any(|w| w.reply.is_closed()) {
+                        return Err(
+                            "the broker left messages unacknowledged past their attempts' \
+                             timeout"
+                                .into(),
+                        );
                     }
                     pinged = true;
                     out.clear();
