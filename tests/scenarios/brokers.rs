@@ -404,3 +404,33 @@ async fn an_mqtt3_broker_gets_the_event_in_structured_mode() {
         pending.body
     );
 }
+
+/// `mqtts://`: the broker's certificate is checked against the hub's trust store (here the
+/// test CA the hub is configured to trust); a hub that does not trust it sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mqtts_brokers_are_verified_against_the_hubs_trust_store() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tls");
+    let broker = Mosquitto::start_tls(
+        &[HUB, READER],
+        &fixtures.join("sink.pem"),
+        &fixtures.join("sink.key"),
+    );
+    let subscriber = MqttSubscriber::start(&broker, "knooppunt/tls", READER.0, READER.1);
+    let mut body = mqtt(&broker, json!({"topicname": "knooppunt/tls"}), json!({}));
+    body["sink"] = broker.tls_url().into();
+
+    let untrusting = TestHub::start().await;
+    let refused = create(&untrusting, body.clone()).await;
+    assert_eq!(refused.body["state"], "pending", "{}", refused.body);
+    let problem = refused.body["validationProblem"].as_str().unwrap();
+    assert!(problem.contains("certificate"), "{problem}");
+
+    let mut options = knooppunt_tests::test_options();
+    options.delivery.extra_root_certificates = knooppunt_tests::sink::test_ca_pem();
+    let hub = TestHub::builder().options(options).start().await;
+    let made = create(&hub, body).await;
+    assert_eq!(made.body["state"], "active", "{}", made.body);
+    publish(&hub, EVENT).await;
+    let message = receive(&subscriber, 1).remove(0);
+    assert_eq!(message.payload_bytes(), EVENT.as_bytes());
+}

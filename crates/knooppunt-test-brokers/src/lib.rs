@@ -4,7 +4,7 @@
 //! missing (as root, or through `sudo -n`), so that no test is skipped for lack of them.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -68,12 +68,24 @@ fn free_port() -> u16 {
 #[derive(Debug)]
 pub struct Mosquitto {
     pub port: u16,
+    /// A second listener with TLS, when started with a certificate.
+    pub tls_port: Option<u16>,
     dir: tempfile::TempDir,
     process: Option<Child>,
 }
 
 impl Mosquitto {
     pub fn start(users: &[(&str, &str)]) -> Mosquitto {
+        Mosquitto::start_with(users, None)
+    }
+
+    /// [`Mosquitto::start`] with a second listener, on [`Mosquitto::tls_url`], that serves
+    /// this certificate chain and key (PEM files) over TLS.
+    pub fn start_tls(users: &[(&str, &str)], certificate: &Path, key: &Path) -> Mosquitto {
+        Mosquitto::start_with(users, Some((certificate, key)))
+    }
+
+    fn start_with(users: &[(&str, &str)], tls: Option<(&Path, &Path)>) -> Mosquitto {
         install(
             || std::path::Path::new("/usr/sbin/mosquitto").exists(),
             &["mosquitto"],
@@ -99,8 +111,13 @@ impl Mosquitto {
             rules.push_str(&format!("user {user}\ntopic readwrite knooppunt/#\n\n"));
         }
         std::fs::write(&acl, rules).unwrap();
+        if let Some((certificate, key)) = tls {
+            std::fs::copy(certificate, dir.path().join("server.pem")).unwrap();
+            std::fs::copy(key, dir.path().join("server.key")).unwrap();
+        }
         let mut broker = Mosquitto {
             port: free_port(),
+            tls_port: tls.map(|_| free_port()),
             dir,
             process: None,
         };
@@ -124,6 +141,14 @@ impl Mosquitto {
             ),
         )
         .unwrap();
+        if let Some(port) = self.tls_port {
+            let mut text = std::fs::read_to_string(&config).unwrap();
+            text.push_str(&format!(
+                "listener {port} 127.0.0.1\ncertfile {dir}/server.pem\nkeyfile {dir}/server.key\n",
+                dir = self.dir.path().display()
+            ));
+            std::fs::write(&config, text).unwrap();
+        }
         config
     }
 
@@ -144,6 +169,14 @@ impl Mosquitto {
             std::thread::sleep(Duration::from_millis(50));
         }
         panic!("mosquitto did not listen on port {}", self.port);
+    }
+
+    /// `mqtts://127.0.0.1:<tls port>`, for a broker started with TLS.
+    pub fn tls_url(&self) -> String {
+        format!(
+            "mqtts://127.0.0.1:{}",
+            self.tls_port.expect("started with TLS")
+        )
     }
 
     /// `mqtt://127.0.0.1:<port>`.
