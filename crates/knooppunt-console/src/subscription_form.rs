@@ -37,10 +37,9 @@ fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, P
     };
     // A broker's endpoint (mqtt:// or mqtts://) is an MQTT 5 subscription, published to the
     // topic of its own field; the other settings, when editing, are kept.
-    let broker = {
-        let sink = fields.get("sink").to_ascii_lowercase();
-        sink.starts_with("mqtt://") || sink.starts_with("mqtts://")
-    };
+    // Which protocol a scheme names is the store's rule (`Sink::is_for`), not the form's.
+    let broker = knooppunt_store::Sink::parse(fields.get("sink"))
+        .is_ok_and(|sink| sink.is_for(knooppunt_store::Protocol::Mqtt5));
     if base.is_none() || broker {
         request.protocol = Field::Given(if broker { "MQTT5" } else { "HTTP" }.into());
     }

@@ -215,10 +215,10 @@ impl NewSubscription {
             body.insert("sink".into(), json!(sink));
         }
         // The sink's scheme names the protocol: a broker's sink is mqtt:// or mqtts://.
-        let broker = self
-            .sink
-            .as_deref()
-            .is_some_and(|sink| sink.starts_with("mqtt://") || sink.starts_with("mqtts://"));
+        let broker = self.sink.as_deref().is_some_and(|sink| {
+            knooppunt_store::Sink::parse(sink)
+                .is_ok_and(|sink| sink.is_for(knooppunt_store::Protocol::Mqtt5))
+        });
         if broker || self.topic.is_some() {
             body.insert("protocol".into(), json!("MQTT5"));
             let mut settings = Map::new();
