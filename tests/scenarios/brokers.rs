@@ -1,6 +1,6 @@
 //! Delivery to message brokers over their own protocols, against real brokers from
 //! Debian's packages and received with the protocols' own clients: MQTT 5 to Mosquitto,
-//! read with Eclipse Paho. Every attribute and the data arrive as the MQTT binding maps
+//! read with Eclipse Paho; NATS in [`nats`]. Every attribute and the data arrive as the MQTT binding maps
 //! them, byte for byte; a broker's refusals are clear statuses; a broker restarted
 //! mid-stream loses nothing, and an ordered subscription keeps its order.
 
@@ -11,6 +11,9 @@ use knooppunt_tests::brokers::{Mosquitto, MqttReceived, MqttSubscriber};
 use knooppunt_tests::{Answer, TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
+
+#[path = "brokers/nats.rs"]
+mod nats;
 
 const TYPE: &str = "nl.brp.persoon-verhuisd";
 const WAIT: Duration = Duration::from_secs(20);
@@ -241,7 +244,10 @@ async fn a_broker_that_refuses_gives_a_clear_status() {
     .await
     .assert_problem(400);
     assert!(
-        kafka.body.to_string().contains("`HTTP`, `MQTT5`, `MQTT3`"),
+        kafka
+            .body
+            .to_string()
+            .contains("`HTTP`, `MQTT5`, `MQTT3`, `NATS`"),
         "{}",
         kafka.body
     );

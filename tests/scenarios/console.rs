@@ -2022,6 +2022,13 @@ async fn the_console_offers_only_what_the_hub_allows() {
     assert!(said.contains("Dat ging niet"), "{said}");
     browser.fill("#f-topic", "knooppunt/console").await;
     check_says(&browser, "neemt dit abonnement zo aan").await;
+    // A NATS server's endpoint: the same field is its subject, checked as one.
+    browser.fill("#f-topic", "").await;
+    browser.fill("#f-sink", "tls://nats.gemeente.example").await;
+    let said = check_says(&browser, "protocolsettings.subject").await;
+    assert!(said.contains("Dat ging niet"), "{said}");
+    browser.fill("#f-topic", "knooppunt.console").await;
+    check_says(&browser, "neemt dit abonnement zo aan").await;
     let sink = Sink::start().await;
     browser.fill("#f-sink", &sink.url).await;
     check_says(&browser, "neemt dit abonnement zo aan").await;
@@ -2081,4 +2088,43 @@ async fn the_console_offers_only_what_the_hub_allows() {
         .execute("return document.getElementById('f-topic').value", json!([]))
         .await;
     assert_eq!(topic, "knooppunt/console");
+
+    // A NATS subscription's page shows its subject and what JetStream promises (the MQTT
+    // one deleted first: the quota is one).
+    let deleted = hub
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    let made = hub
+        .call(
+            reqwest::Method::POST,
+            "/v1/subscriptions",
+            tokens::ADMIN,
+            Some(json!({"sink": "nats://127.0.0.1:9", "protocol": "NATS",
+                        "protocolsettings": {"subject": "knooppunt.console", "jetstream": true}})),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let id = made.body["id"].as_str().unwrap();
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}")))
+        .await;
+    let text = browser.text().await;
+    assert!(
+        text.contains("NATS-subject")
+            && text.contains("knooppunt.console (JetStream: minstens één keer)"),
+        "{text}"
+    );
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}/edit")))
+        .await;
+    let subject = browser
+        .execute("return document.getElementById('f-topic').value", json!([]))
+        .await;
+    assert_eq!(subject, "knooppunt.console");
 }

@@ -88,8 +88,9 @@ pub struct SubscriptionRequest {
     )]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub sink: Field<String>,
-    /// The delivery protocol: `HTTP` (webhooks) or `MQTT5` or `MQTT3` (MQTT 5 or 3.1.1 brokers).
-    #[schemars(extend("enum" = ["HTTP", "MQTT5", "MQTT3"]))]
+    /// The delivery protocol: `HTTP` (webhooks), `MQTT5` or `MQTT3` (MQTT 5 or 3.1.1
+    /// brokers), or `NATS` (NATS servers, core or JetStream).
+    #[schemars(extend("enum" = ["HTTP", "MQTT5", "MQTT3", "NATS"]))]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub protocol: Field<String>,
     /// Only events with exactly this `source`.
@@ -125,7 +126,8 @@ pub struct SubscriptionRequest {
 
 /// A push subscription's delivery settings as a client sends them: `headers` and `method`
 /// for `HTTP` (Subscriptions API 3.2.2.1); `topicname`, `qos`, `retain`, `expiry` and
-/// `userproperties` for `MQTT5` (`MQTTSettings`). A member of another protocol is refused.
+/// `userproperties` for `MQTT5` and `MQTT3` (`MQTTSettings`); `subject` and `jetstream` for
+/// `NATS` (`NATSSettings`). A member of another protocol is refused.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(expecting = "an object with the protocol's settings")]
 #[schemars(rename = "ProtocolSettings", extend("additionalProperties" = false))]
@@ -165,6 +167,18 @@ pub struct ProtocolSettingsIn {
     #[serde(default)]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub userproperties: Field<Strings>,
+    /// NATS, required: the subject each event is published to (no wildcards).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 1024))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub subject: Field<String>,
+    /// NATS: whether each message waits for a JetStream stream's acknowledgement (at least
+    /// once; a stream must take the subject). Without it, core NATS: at most once (the
+    /// server took it; a subscriber not connected then never gets it).
+    #[serde(default)]
+    #[schemars(extend("default" = false))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub jetstream: Field<bool>,
 }
 
 /// How the hub authenticates at the sink (Subscriptions API 3.2.3, and CLIENTCREDENTIALS).
@@ -394,8 +408,8 @@ impl SubscriptionRequest {
         } else {
             check_client_certificate(self.clientcertificate, problems)
         };
-        if let Some(protocol @ (Protocol::Mqtt5 | Protocol::Mqtt3)) = protocol {
-            check_mqtt_subscription(
+        if let Some(protocol) = protocol.filter(|p| *p != Protocol::Http) {
+            check_broker_subscription(
                 protocol,
                 config.as_ref(),
                 sink_credential.as_ref(),

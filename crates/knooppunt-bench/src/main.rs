@@ -12,6 +12,7 @@ mod fanout;
 mod identity;
 mod load;
 mod mqtt;
+mod nats;
 mod outage;
 mod pending;
 mod postgres;
@@ -201,6 +202,17 @@ enum Workload {
         /// The subscription's (and the baseline's) QoS.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
         qos: u8,
+    },
+    /// Delivery to a NATS server (Debian's nats-server, JetStream on) next to NATS's own
+    /// client (nats-py) publishing to it directly, in the same run.
+    Nats {
+        /// How long the hub is published to.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// JetStream (at least once, each message acknowledged by a stream) instead of
+        /// core NATS.
+        #[arg(long)]
+        jetstream: bool,
     },
     /// Fan-out: one event matched by many subscriptions (ordered, the default), spread over
     /// a few loopback sinks; the time until every delivery arrived and the hub's peak
@@ -846,6 +858,9 @@ fn main() -> anyhow::Result<()> {
             }
             Workload::Mqtt { seconds, qos } => {
                 tokio::task::spawn_blocking(move || mqtt::run(seconds, qos)).await??;
+            }
+            Workload::Nats { seconds, jetstream } => {
+                tokio::task::spawn_blocking(move || nats::run(seconds, jetstream)).await??;
             }
             Workload::Pending { events, batch } => {
                 pending::run(events, batch).await?;

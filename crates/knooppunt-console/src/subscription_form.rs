@@ -35,23 +35,44 @@ fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, P
         "" => Field::Absent,
         sink => Field::Given(sink.to_owned()),
     };
-    // A broker's endpoint (mqtt:// or mqtts://) is an MQTT 5 subscription, published to the
-    // topic of its own field; the other settings, when editing, are kept.
-    // Which protocol a scheme names is the store's rule (`Sink::is_for`), not the form's.
-    let broker = knooppunt_store::Sink::parse(fields.get("sink"))
-        .is_ok_and(|sink| sink.is_for(knooppunt_store::Protocol::Mqtt5));
+    // A broker's endpoint (mqtt://, mqtts://, nats://, tls://) is a subscription of its
+    // protocol (MQTT 5 for MQTT, or the MQTT3 it was), published to the topic or subject of
+    // the form's one field; the other settings, when editing, are kept. Which protocol a
+    // scheme names is the store's rule (`Sink::is_for`), not the form's.
+    use knooppunt_store::Protocol;
+    let sink = knooppunt_store::Sink::parse(fields.get("sink")).ok();
+    let stored = match &request.protocol {
+        Field::Given(name) => Protocol::parse(name),
+        _ => None,
+    };
+    let protocol = match (&sink, stored) {
+        (Some(sink), Some(stored)) if sink.is_for(stored) => stored,
+        (Some(sink), _) => Protocol::ALL
+            .into_iter()
+            .find(|p| sink.is_for(*p))
+            .unwrap_or(Protocol::Http),
+        (None, _) => Protocol::Http,
+    };
+    let broker = protocol != Protocol::Http;
     if base.is_none() || broker {
-        request.protocol = Field::Given(if broker { "MQTT5" } else { "HTTP" }.into());
+        request.protocol = Field::Given(protocol.as_str().into());
     }
     if broker {
+        let nats = protocol == Protocol::Nats;
         let mut settings = match std::mem::take(&mut request.protocolsettings) {
-            Field::Given(settings) if settings.topicname.is_sent() => settings,
+            Field::Given(settings) if nats && settings.subject.is_sent() => settings,
+            Field::Given(settings) if !nats && settings.topicname.is_sent() => settings,
             _ => knooppunt_api::ProtocolSettingsIn::default(),
         };
-        settings.topicname = match fields.get("topic").trim() {
+        let topic = match fields.get("topic").trim() {
             "" => Field::Absent,
             topic => Field::Given(topic.to_owned()),
         };
+        if nats {
+            settings.subject = topic;
+        } else {
+            settings.topicname = topic;
+        }
         request.protocolsettings = Field::Given(settings);
     }
     let types: Vec<Field<String>> = fields
@@ -260,7 +281,7 @@ pub(crate) const SETTINGS: [Setting; 8] = [
 struct FormValues {
     label: String,
     sink: String,
-    /// The MQTT topic, for a broker's endpoint.
+    /// The MQTT topic or NATS subject, for a broker's endpoint.
     topic: String,
     delivery: String,
     types: String,
@@ -310,6 +331,7 @@ impl FormValues {
                 Some(knooppunt_api::ProtocolSettingsOut::Mqtt { topicname, .. }) => {
                     topicname.clone()
                 }
+                Some(knooppunt_api::ProtocolSettingsOut::Nats { subject, .. }) => subject.clone(),
                 _ => String::new(),
             },
             delivery,
@@ -424,9 +446,10 @@ fn subscription_form(
                 label class="utrecht-form-label" for="f-sink" { (lang.t("Eindpunt (URL; leeg bij pull)", "Endpoint (URL; empty for pull)")) }
                 input class="utrecht-textbox utrecht-textbox--html-input" type="url" id="f-sink" name="sink" value=(values.sink) aria-invalid=(invalid("sink"));
             }
-            div class={ "utrecht-form-field" @if invalid("protocolsettings.topicname") { " utrecht-form-field--invalid" } } {
-                label class="utrecht-form-label" for="f-topic" { (lang.t("MQTT-onderwerp (alleen bij een mqtt://- of mqtts://-eindpunt)", "MQTT topic (only for an mqtt:// or mqtts:// endpoint)")) }
-                input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="f-topic" name="topic" value=(values.topic) aria-invalid=(invalid("protocolsettings.topicname"));
+            @let invalid_topic = invalid("protocolsettings.topicname") || invalid("protocolsettings.subject");
+            div class={ "utrecht-form-field" @if invalid_topic { " utrecht-form-field--invalid" } } {
+                label class="utrecht-form-label" for="f-topic" { (lang.t("Onderwerp: MQTT-topic of NATS-subject (alleen bij een mqtt(s)://-, nats://- of tls://-eindpunt)", "Topic: MQTT topic or NATS subject (only for an mqtt(s)://, nats:// or tls:// endpoint)")) }
+                input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="f-topic" name="topic" value=(values.topic) aria-invalid=(invalid_topic);
             }
             div class={ "utrecht-form-field" @if invalid("types") { " utrecht-form-field--invalid" } } {
                 label class="utrecht-form-label" for="f-types" { (lang.t("Typen (één per regel; leeg: alle)", "Types (one per line; empty: all)")) }

@@ -347,9 +347,15 @@ impl Deliverer {
         );
         let started = tokio::time::Instant::now();
         let timeout = self.inner.options().handshake_timeout;
-        if let knooppunt_store::ProtocolSettings::Mqtt(_) = subscription.protocol_settings {
-            // A broker consents by taking a connection with the subscription's credentials.
-            return match sink::mqtt_connect(self.inner.connections(), subscription, timeout).await {
+        // A broker consents by taking a connection with the subscription's credentials.
+        if let Some(checked) = self
+            .inner
+            .connections()
+            .brokers()
+            .check(subscription, timeout)
+            .await
+        {
+            return match checked {
                 Ok(()) => Handshake::Granted { allowed_rate: None },
                 Err(why) => Handshake::Failed(why),
             };

@@ -56,6 +56,15 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
         secret: "s3cret".into(),
     });
     store.insert_subscription(&broker).await.unwrap();
+    // And one to a NATS server's JetStream.
+    let mut nats = subscription("d");
+    nats.sink = knooppunt_store::Sink::parse("tls://nats.example.nl:4222").unwrap();
+    nats.protocol_settings =
+        knooppunt_store::ProtocolSettings::Nats(knooppunt_store::NatsSettings {
+            subject: "brp.verhuizingen".into(),
+            jetstream: true,
+        });
+    store.insert_subscription(&nats).await.unwrap();
     assert!(
         !store
             .update_subscription(&subscription("zz"))
@@ -70,7 +79,7 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
         .into_iter()
         .map(|s| s.id)
         .collect();
-    assert_eq!(ids, ["a", "b", "c"], "listed in id order, durable");
+    assert_eq!(ids, ["a", "b", "c", "d"], "listed in id order, durable");
     assert_eq!(
         store.subscription("a").await.unwrap().unwrap(),
         changed,
@@ -80,6 +89,12 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
         store.subscription("c").await.unwrap().unwrap(),
         broker,
         "a broker's settings as written"
+    );
+    assert_eq!(store.subscription("d").await.unwrap().unwrap(), nats);
+
+    assert_eq!(
+        store.delete_subscription("d").await.unwrap().unwrap().id,
+        "d"
     );
     assert_eq!(
         store.delete_subscription("c").await.unwrap().unwrap().id,

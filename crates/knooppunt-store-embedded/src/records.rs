@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use knooppunt_store::{
     ApprovalPolicy, Attempt, CatalogEntry, ClientCertificate, Decision, DeliveryChange, Grant,
-    GrantState, HttpSettings, MqttSettings, MqttVersion, Protocol, ProtocolSettings, SchemaCheck,
-    SigningSecrets, Sink, SinkCredential, Status, StatusColumns, StoredPrincipal, Subscription,
-    SubscriptionConfig, SubscriptionState, TypeMatch, Validation, Verdict,
+    GrantState, HttpSettings, Protocol, ProtocolSettings, SchemaCheck, SigningSecrets, Sink,
+    SinkCredential, Status, StatusColumns, StoredPrincipal, Subscription, SubscriptionConfig,
+    SubscriptionState, TypeMatch, Validation, Verdict,
 };
 use serde::{Deserialize, Serialize};
 
@@ -31,9 +31,10 @@ pub(crate) struct SubscriptionRecord {
     filters: Vec<serde_json::Value>,
     #[serde(default)]
     protocol_settings: HttpSettingsRecord,
-    /// The settings of an MQTT subscription (`protocol` `MQTT5`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    mqtt: Option<MqttSettingsRecord>,
+    /// The settings of a subscription to a broker (MQTT, NATS): the store's one record of
+    /// them (`ProtocolSettings::broker_record`). Written as `mqtt` before NATS.
+    #[serde(default, alias = "mqtt", skip_serializing_if = "Option::is_none")]
+    broker: Option<serde_json::Value>,
     sink_credential: Option<CredentialRecord>,
     #[serde(default)]
     client_certificate: Option<ClientCertificateRecord>,
@@ -71,16 +72,6 @@ struct HttpSettingsRecord {
     #[serde(default)]
     headers: BTreeMap<String, String>,
     method: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct MqttSettingsRecord {
-    topic: String,
-    qos: u8,
-    retain: bool,
-    expiry: Option<u32>,
-    #[serde(default)]
-    user_properties: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -146,16 +137,7 @@ impl From<&Subscription> for SubscriptionRecord {
                     method: http.method.clone(),
                 })
                 .unwrap_or_default(),
-            mqtt: match &s.protocol_settings {
-                ProtocolSettings::Mqtt(mqtt) => Some(MqttSettingsRecord {
-                    topic: mqtt.topic.clone(),
-                    qos: mqtt.qos,
-                    retain: mqtt.retain,
-                    expiry: mqtt.expiry,
-                    user_properties: mqtt.user_properties.clone(),
-                }),
-                ProtocolSettings::Http(_) => None,
-            },
+            broker: s.protocol_settings.broker_record(),
             sink_credential: s.sink_credential.as_ref().map(|c| match c.clone() {
                 SinkCredential::Plain { identifier, secret } => {
                     CredentialRecord::Plain { identifier, secret }
@@ -222,30 +204,14 @@ impl TryFrom<SubscriptionRecord> for Subscription {
         let sink = Sink::parse(&r.sink)?;
         let protocol = Protocol::parse(&r.protocol)
             .ok_or_else(|| format!("protocol `{}` is not one the hub speaks", r.protocol))?;
-        let protocol_settings = match (protocol, r.mqtt) {
-            (Protocol::Http, None) => ProtocolSettings::Http(HttpSettings {
+        let protocol_settings = ProtocolSettings::from_record(
+            protocol,
+            HttpSettings {
                 headers: r.protocol_settings.headers,
                 method: r.protocol_settings.method,
-            }),
-            (Protocol::Mqtt5 | Protocol::Mqtt3, Some(m)) => ProtocolSettings::Mqtt(MqttSettings {
-                version: if protocol == Protocol::Mqtt3 {
-                    MqttVersion::V3
-                } else {
-                    MqttVersion::V5
-                },
-                topic: m.topic,
-                qos: m.qos,
-                retain: m.retain,
-                expiry: m.expiry,
-                user_properties: m.user_properties,
-            }),
-            (protocol, _) => {
-                return Err(format!(
-                    "the settings are not those of protocol `{}`",
-                    protocol.as_str()
-                ));
-            }
-        };
+            },
+            r.broker.as_ref(),
+        )?;
         Ok(Subscription {
             id: r.id,
             owner: r.owner,

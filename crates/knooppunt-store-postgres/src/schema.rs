@@ -278,7 +278,7 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 22: a subscription's label, the name people know it by.
     "ALTER TABLE subscriptions ADD COLUMN IF NOT EXISTS label text;",
-    // 23: the settings of a subscription to a broker (MQTT), as JSON; NULL for HTTP, whose
+    // 23: the settings of a subscription to a broker (MQTT, NATS), as JSON; NULL for HTTP, whose
     // settings are `headers` and `method`.
     "ALTER TABLE subscriptions ADD COLUMN IF NOT EXISTS broker_settings jsonb;",
 ];

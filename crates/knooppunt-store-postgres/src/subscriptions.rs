@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use knooppunt_store::{
-    ClientCertificate, HttpSettings, MqttSettings, MqttVersion, Protocol, ProtocolSettings,
-    SigningSecrets, Sink, SinkCredential, Status, StatusColumns, StoreError, Subscription,
-    SubscriptionConfig, SubscriptionState, Validation,
+    ClientCertificate, HttpSettings, Protocol, ProtocolSettings, SigningSecrets, Sink,
+    SinkCredential, Status, StatusColumns, StoreError, Subscription, SubscriptionConfig,
+    SubscriptionState, Validation,
 };
 use serde_json::{Value, json};
 use tokio_postgres::Row;
@@ -132,13 +132,7 @@ pub(crate) fn params(s: &Subscription) -> Params {
             .as_ref()
             .map(|signing| json!({"current": signing.current, "previous": signing.previous})),
         label: s.label.clone(),
-        broker_settings: match &s.protocol_settings {
-            ProtocolSettings::Http(_) => None,
-            ProtocolSettings::Mqtt(m) => Some(json!({
-                "topic": m.topic, "qos": m.qos, "retain": m.retain, "expiry": m.expiry,
-                "user_properties": m.user_properties,
-            })),
-        },
+        broker_settings: s.protocol_settings.broker_record(),
     }
 }
 
@@ -165,29 +159,18 @@ pub(crate) fn from_row(row: &Row) -> Result<Subscription, StoreError> {
         _ => return Err(corrupt(&id, "filters")),
     };
     let text = |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
-    let protocol_settings = match (Protocol::parse(row.get(3)), row.get::<_, Option<Value>>(22)) {
-        (Some(Protocol::Http), None) => ProtocolSettings::Http(HttpSettings {
-            // NULL for a subscription written as another protocol's.
+    let protocol = Protocol::parse(row.get(3)).ok_or_else(|| corrupt(&id, "protocol"))?;
+    let broker = row.get::<_, Option<Value>>(22);
+    let http = match broker {
+        // NULL for a subscription to a broker.
+        Some(_) => HttpSettings::default(),
+        None => HttpSettings {
             headers: strings(row.get(7)).ok_or_else(|| corrupt(&id, "headers"))?,
             method: row.get(8),
-        }),
-        (Some(protocol @ (Protocol::Mqtt5 | Protocol::Mqtt3)), Some(m)) => {
-            ProtocolSettings::Mqtt(MqttSettings {
-                version: if protocol == Protocol::Mqtt3 {
-                    MqttVersion::V3
-                } else {
-                    MqttVersion::V5
-                },
-                topic: text(&m, "topic").ok_or_else(|| corrupt(&id, "broker_settings"))?,
-                qos: m.get("qos").and_then(Value::as_u64).unwrap_or(1) as u8,
-                retain: m.get("retain").and_then(Value::as_bool).unwrap_or(false),
-                expiry: m.get("expiry").and_then(Value::as_u64).map(|e| e as u32),
-                user_properties: strings(m.get("user_properties").cloned().unwrap_or_default())
-                    .unwrap_or_default(),
-            })
-        }
-        _ => return Err(corrupt(&id, "protocol")),
+        },
     };
+    let protocol_settings = ProtocolSettings::from_record(protocol, http, broker.as_ref())
+        .map_err(|why| corrupt(&id, &why))?;
     let credential: Option<Value> = row.get(9);
     let sink_credential = match credential {
         None => None,

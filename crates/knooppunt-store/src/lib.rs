@@ -39,9 +39,9 @@ pub use replay::{Replay, ReplayState};
 pub use session::Session;
 pub use subscription::{
     CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, ConfigValues, Consent,
-    DeliveryConfig, DeliveryMode, Disabled, HttpSettings, MqttSettings, MqttVersion, Ordering,
-    Protocol, ProtocolSettings, SigningSecrets, Sink, SinkCredential, Status, StatusColumns,
-    Subscription, SubscriptionConfig, SubscriptionState, Transfer, Validation,
+    DeliveryConfig, DeliveryMode, Disabled, HttpSettings, MqttSettings, MqttVersion, NatsSettings,
+    Ordering, Protocol, ProtocolSettings, SigningSecrets, Sink, SinkCredential, Status,
+    StatusColumns, Subscription, SubscriptionConfig, SubscriptionState, Transfer, Validation,
     parse_iso8601_duration,
 };
 

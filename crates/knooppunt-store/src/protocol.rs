@@ -12,11 +12,18 @@ pub enum Protocol {
     Mqtt5,
     /// MQTT 3.1.1 (`MQTT3`: the binding's structured mode only; no properties).
     Mqtt3,
+    /// NATS (`NATS`): core NATS, or JetStream when the settings say so.
+    Nats,
 }
 
 impl Protocol {
     /// Every protocol the hub speaks.
-    pub const ALL: [Protocol; 3] = [Protocol::Http, Protocol::Mqtt5, Protocol::Mqtt3];
+    pub const ALL: [Protocol; 4] = [
+        Protocol::Http,
+        Protocol::Mqtt5,
+        Protocol::Mqtt3,
+        Protocol::Nats,
+    ];
 
     /// The name the Subscriptions API gives it.
     pub fn as_str(self) -> &'static str {
@@ -24,6 +31,7 @@ impl Protocol {
             Protocol::Http => "HTTP",
             Protocol::Mqtt5 => "MQTT5",
             Protocol::Mqtt3 => "MQTT3",
+            Protocol::Nats => "NATS",
         }
     }
 
@@ -37,6 +45,7 @@ impl Protocol {
         match self {
             Protocol::Http => ["http", "https"],
             Protocol::Mqtt5 | Protocol::Mqtt3 => ["mqtt", "mqtts"],
+            Protocol::Nats => ["nats", "tls"],
         }
     }
 
@@ -54,6 +63,7 @@ impl Protocol {
 pub enum ProtocolSettings {
     Http(HttpSettings),
     Mqtt(MqttSettings),
+    Nats(NatsSettings),
 }
 
 impl Default for ProtocolSettings {
@@ -74,7 +84,72 @@ impl ProtocolSettings {
                 version: MqttVersion::V3,
                 ..
             }) => Protocol::Mqtt3,
+            ProtocolSettings::Nats(_) => Protocol::Nats,
         }
+    }
+
+    /// A broker's settings as both backends keep them (one JSON object); `None` for HTTP,
+    /// whose settings have columns of their own.
+    pub fn broker_record(&self) -> Option<serde_json::Value> {
+        match self {
+            ProtocolSettings::Http(_) => None,
+            ProtocolSettings::Mqtt(m) => Some(serde_json::json!({
+                "topic": m.topic, "qos": m.qos, "retain": m.retain, "expiry": m.expiry,
+                "user_properties": m.user_properties,
+            })),
+            ProtocolSettings::Nats(n) => Some(serde_json::json!({
+                "subject": n.subject, "jetstream": n.jetstream,
+            })),
+        }
+    }
+
+    /// The settings of `protocol` as a backend kept them: the HTTP settings, or the
+    /// broker's record ([`ProtocolSettings::broker_record`]); what is wrong otherwise.
+    pub fn from_record(
+        protocol: Protocol,
+        http: HttpSettings,
+        broker: Option<&serde_json::Value>,
+    ) -> Result<ProtocolSettings, String> {
+        use serde_json::Value;
+        let wrong = || {
+            format!(
+                "the settings are not those of protocol `{}`",
+                protocol.as_str()
+            )
+        };
+        let text = |record: &Value, key: &str| {
+            record
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(wrong)
+        };
+        Ok(match (protocol, broker) {
+            (Protocol::Http, None) => ProtocolSettings::Http(http),
+            (Protocol::Mqtt5 | Protocol::Mqtt3, Some(m)) => ProtocolSettings::Mqtt(MqttSettings {
+                version: if protocol == Protocol::Mqtt3 {
+                    MqttVersion::V3
+                } else {
+                    MqttVersion::V5
+                },
+                topic: text(m, "topic")?,
+                qos: m.get("qos").and_then(Value::as_u64).unwrap_or(1) as u8,
+                retain: m.get("retain").and_then(Value::as_bool).unwrap_or(false),
+                expiry: m.get("expiry").and_then(Value::as_u64).map(|e| e as u32),
+                user_properties: m
+                    .get("user_properties")
+                    .cloned()
+                    .map(serde_json::from_value)
+                    .transpose()
+                    .map_err(|_| wrong())?
+                    .unwrap_or_default(),
+            }),
+            (Protocol::Nats, Some(n)) => ProtocolSettings::Nats(NatsSettings {
+                subject: text(n, "subject")?,
+                jetstream: n.get("jetstream").and_then(Value::as_bool).unwrap_or(false),
+            }),
+            _ => return Err(wrong()),
+        })
     }
 
     /// The HTTP settings, for an HTTP subscription.
@@ -118,4 +193,14 @@ pub struct MqttSettings {
     pub expiry: Option<u32>,
     /// User properties added to every message (`userproperties`), after the event's own.
     pub user_properties: BTreeMap<String, String>,
+}
+
+/// `protocolsettings` for NATS (Subscriptions API `NATSSettings`, and the hub's `jetstream`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsSettings {
+    /// The subject every event is published to.
+    pub subject: String,
+    /// Whether each message waits for a JetStream stream's acknowledgement (at least once);
+    /// core NATS otherwise (at most once: the server took it, whoever listens).
+    pub jetstream: bool,
 }

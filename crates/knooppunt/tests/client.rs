@@ -228,6 +228,37 @@ async fn subscriptions_are_created_listed_shown_and_deleted() {
         succeeded(&knooppunt(&url, &["subscriptions", "delete", broker_id]).await)
             .contains("deleted")
     );
+    // A NATS server's: --subject, and --jetstream for at least once.
+    let nats = succeeded(
+        &knooppunt(
+            &url,
+            &[
+                "subscriptions",
+                "create",
+                "--sink",
+                "nats://127.0.0.1:9",
+                "--subject",
+                "knooppunt.cli",
+                "--jetstream",
+                "--type",
+                TYPE,
+            ],
+        )
+        .await,
+    );
+    assert!(
+        nats.contains("subject:  knooppunt.cli (JetStream, at least once)")
+            && nats.contains("state:    pending"),
+        "{nats}"
+    );
+    let nats_id = nats
+        .lines()
+        .find_map(|line| line.strip_prefix("created "))
+        .expect("the id");
+    assert!(
+        succeeded(&knooppunt(&url, &["subscriptions", "delete", nats_id]).await)
+            .contains("deleted")
+    );
 
     assert!(
         succeeded(&knooppunt(&url, &["subscriptions", "delete", &id]).await).contains("deleted")

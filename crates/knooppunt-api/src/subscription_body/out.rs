@@ -25,8 +25,9 @@ pub struct SubscriptionOut {
     /// pull subscription the hub's receive URL of the subscription.
     #[schemars(extend("format" = "uri"), example = &"https://gemeente.example.nl/events")]
     pub sink: String,
-    /// The delivery protocol: `HTTP` (webhooks) or `MQTT5` or `MQTT3` (MQTT 5 or 3.1.1 brokers).
-    #[schemars(extend("enum" = ["HTTP", "MQTT5", "MQTT3"]))]
+    /// The delivery protocol: `HTTP` (webhooks), `MQTT5` or `MQTT3` (MQTT 5 or 3.1.1
+    /// brokers), or `NATS` (NATS servers).
+    #[schemars(extend("enum" = ["HTTP", "MQTT5", "MQTT3", "NATS"]))]
     pub protocol: Cow<'static, str>,
     /// Only events with exactly this `source`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -104,7 +105,7 @@ pub struct SubscriptionOut {
 }
 
 /// How a push subscription's deliveries are sent: for HTTP their method and header names, for
-/// MQTT the topic and message settings.
+/// MQTT the topic and message settings, for NATS the subject.
 #[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[schemars(rename = "DeliverySettings")]
 #[serde(untagged)]
@@ -126,6 +127,13 @@ pub enum ProtocolSettingsOut {
         #[serde(skip_serializing_if = "Option::is_none")]
         expiry: Option<u32>,
         userproperties: BTreeMap<String, String>,
+    },
+    /// NATS (`NATSSettings`).
+    Nats {
+        subject: String,
+        /// Whether a JetStream stream acknowledges each message (at least once); core NATS
+        /// (at most once) otherwise.
+        jetstream: bool,
     },
 }
 
@@ -264,6 +272,10 @@ pub(crate) fn representation(
                 retain: mqtt.retain,
                 expiry: mqtt.expiry,
                 userproperties: mqtt.user_properties.clone(),
+            },
+            ProtocolSettings::Nats(nats) => ProtocolSettingsOut::Nats {
+                subject: nats.subject.clone(),
+                jetstream: nats.jetstream,
             },
         }),
         client_certificate: subscription.client_certificate.as_ref().map(|identity| {

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The protocols of the Subscriptions API this hub does not deliver over.
-const OTHER_PROTOCOLS: [&str; 3] = ["AMQP", "KAFKA", "NATS"];
+const OTHER_PROTOCOLS: [&str; 2] = ["AMQP", "KAFKA"];
 
 /// The protocols the hub delivers over, for messages: "`HTTP`, `MQTT5` or `MQTT3`".
 pub(super) fn spoken() -> String {
@@ -59,28 +59,29 @@ pub(super) fn check_protocol_settings(
         )
         .unwrap_or_default();
     let before = problems.len();
-    let foreign: &[(&str, bool)] = match protocol {
-        Protocol::Http => &[
-            ("topicname", sent.topicname.is_sent()),
-            ("qos", sent.qos.is_sent()),
-            ("retain", sent.retain.is_sent()),
-            ("expiry", sent.expiry.is_sent()),
-            ("userproperties", sent.userproperties.is_sent()),
-        ],
-        Protocol::Mqtt5 => &[
-            ("headers", sent.headers.is_sent()),
-            ("method", sent.method.is_sent()),
-        ],
+    let members = [
+        ("headers", sent.headers.is_sent()),
+        ("method", sent.method.is_sent()),
+        ("topicname", sent.topicname.is_sent()),
+        ("qos", sent.qos.is_sent()),
+        ("retain", sent.retain.is_sent()),
+        ("expiry", sent.expiry.is_sent()),
+        ("userproperties", sent.userproperties.is_sent()),
+        ("subject", sent.subject.is_sent()),
+        ("jetstream", sent.jetstream.is_sent()),
+    ];
+    let own: &[&str] = match protocol {
+        Protocol::Http => &["headers", "method"],
+        Protocol::Mqtt5 => &["topicname", "qos", "retain", "expiry", "userproperties"],
         // Properties are MQTT 5's (the Subscriptions API: expiry and userproperties apply
         // to MQTT 5.0 only).
-        Protocol::Mqtt3 => &[
-            ("headers", sent.headers.is_sent()),
-            ("method", sent.method.is_sent()),
-            ("expiry", sent.expiry.is_sent()),
-            ("userproperties", sent.userproperties.is_sent()),
-        ],
+        Protocol::Mqtt3 => &["topicname", "qos", "retain"],
+        Protocol::Nats => &["subject", "jetstream"],
     };
-    for (member, _) in foreign.iter().filter(|(_, sent)| *sent) {
+    for (member, _) in members
+        .iter()
+        .filter(|(member, sent)| *sent && !own.contains(member))
+    {
         problems.add(
             format!("protocolsettings.{member}"),
             format!("is not a setting of protocol `{}`", protocol.as_str()),
@@ -98,14 +99,15 @@ pub(super) fn check_protocol_settings(
             sent,
             problems,
         )?),
+        Protocol::Nats => ProtocolSettings::Nats(check_nats_settings(sent, problems)?),
     };
     (problems.len() == before).then_some(settings)
 }
 
-/// What an MQTT subscription cannot have: a mode the MQTT binding does not define, a
+/// What a subscription to a broker cannot have: a mode its binding does not define, a
 /// credential other than PLAIN (the broker's user name and password), a client
 /// certificate (not yet presented to brokers).
-pub(super) fn check_mqtt_subscription(
+pub(super) fn check_broker_subscription(
     protocol: Protocol,
     config: Option<&SubscriptionConfig>,
     credential: Option<&SinkCredential>,
@@ -129,22 +131,54 @@ pub(super) fn check_mqtt_subscription(
     }) {
         problems.add(
             "config.mode",
-            "an MQTT subscription is delivered in `structured` or `binary` mode (the MQTT \
-             binding defines no other)",
+            format!(
+                "a {0} subscription is delivered in `structured` or `binary` mode (the {0} \
+                 binding defines no other)",
+                protocol.as_str()
+            ),
         );
     }
     if credential.is_some_and(|c| !matches!(c, SinkCredential::Plain { .. })) {
         problems.add(
             "sinkcredential",
-            "an MQTT broker takes a PLAIN credential (its user name and password) only",
+            format!(
+                "a {} broker takes a PLAIN credential (its user name and password) only",
+                protocol.as_str()
+            ),
         );
     }
     if client_certificate {
         problems.add(
             "clientcertificate",
-            "is not presented to MQTT brokers: leave it out and use a PLAIN sinkcredential",
+            format!(
+                "is not presented to {} brokers: leave it out and use a PLAIN sinkcredential",
+                protocol.as_str()
+            ),
         );
     }
+}
+
+/// `NATSSettings`: a subject without wildcards, and whether JetStream acknowledges.
+pub(super) fn check_nats_settings(
+    sent: ProtocolSettingsIn,
+    problems: &mut Problems,
+) -> Option<knooppunt_store::NatsSettings> {
+    let subject = sent
+        .subject
+        .required("protocolsettings.subject", A_STRING, problems);
+    if let Some(subject) = &subject
+        && let Err(why) = knooppunt_delivery::check_nats_subject(subject)
+    {
+        problems.add("protocolsettings.subject", why);
+    }
+    let jetstream = sent
+        .jetstream
+        .optional("protocolsettings.jetstream", "true or false", problems)
+        .unwrap_or(false);
+    Some(knooppunt_store::NatsSettings {
+        subject: subject?,
+        jetstream,
+    })
 }
 
 /// `MQTTSettings`: a topic without wildcards, QoS 0 to 2, an expiry in seconds, and

@@ -309,13 +309,30 @@ pub(crate) async fn detail(
             },
         ),
     ];
-    if let Some(knooppunt_api::ProtocolSettingsOut::Mqtt { topicname, qos, .. }) =
-        &s.protocol_settings
-    {
-        properties.push((
-            lang.t("MQTT-onderwerp", "MQTT topic"),
-            html! { code class="utrecht-code" { (topicname) } " (MQTT 5, QoS " (qos) ")" },
-        ));
+    match &s.protocol_settings {
+        Some(knooppunt_api::ProtocolSettingsOut::Mqtt { topicname, qos, .. }) => {
+            let version = if s.protocol == "MQTT3" {
+                "MQTT 3.1.1"
+            } else {
+                "MQTT 5"
+            };
+            properties.push((
+                lang.t("MQTT-onderwerp", "MQTT topic"),
+                html! { code class="utrecht-code" { (topicname) } " (" (version) ", QoS " (qos) ")" },
+            ));
+        }
+        Some(knooppunt_api::ProtocolSettingsOut::Nats { subject, jetstream }) => {
+            let delivery = if *jetstream {
+                lang.t("JetStream: minstens één keer", "JetStream: at least once")
+            } else {
+                lang.t("core NATS: hooguit één keer", "core NATS: at most once")
+            };
+            properties.push((
+                lang.t("NATS-subject", "NATS subject"),
+                html! { code class="utrecht-code" { (subject) } " (" (delivery) ")" },
+            ));
+        }
+        _ => {}
     }
     if let Some(types) = &s.types {
         properties.push((lang.t("Typen", "Types"), html! { (types.join(", ")) }));

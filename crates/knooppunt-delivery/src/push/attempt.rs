@@ -239,19 +239,9 @@ async fn send(
         cut,
         ..
     } = connection;
-    if let knooppunt_store::ProtocolSettings::Mqtt(settings) = &subscription.protocol_settings {
-        let publication = match sink::mqtt_publication(subscription, settings, config.mode, event) {
-            // A replayed delivery names its replay, as over HTTP (a user property's name
-            // with a hyphen is never an attribute's).
-            Ok(mut publication) => {
-                if let Some(replay) = replay {
-                    publication
-                        .message
-                        .user_properties
-                        .push((crate::REPLAY_HEADER.as_str().to_owned(), replay.to_owned()));
-                }
-                publication
-            }
+    if let Some(message) = sink::Brokers::message(subscription, config.mode, event, replay) {
+        let message = match message {
+            Ok(message) => message,
             Err(why) => {
                 return Some((
                     Response::Failed(why.clone()),
@@ -270,10 +260,9 @@ async fn send(
         {
             return None;
         }
-        let sending = sink::publish(
-            inner.connections(),
+        let sending = inner.connections().brokers().publish(
             subscription,
-            publication,
+            message,
             config.timeout.saturating_sub(started.elapsed()),
         );
         drop(pass);

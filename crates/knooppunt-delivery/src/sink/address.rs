@@ -225,7 +225,8 @@ pub fn check_sink_url(sink: &str, allow_http: bool) -> Result<(), String> {
         .and_then(knooppunt_store::Protocol::of_scheme)
     else {
         return Err(format!(
-            "`{sink}` must be an absolute https:// URL (or mqtts:// for an MQTT broker)"
+            "`{sink}` must be an absolute https:// URL (mqtts:// for an MQTT broker, tls:// \
+             for a NATS server)"
         ));
     };
     if host.is_empty() {

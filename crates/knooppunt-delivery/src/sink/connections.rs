@@ -104,8 +104,8 @@ pub(crate) struct Connections {
     /// Pauses sinks asked another hub for (a `Retry-After`, told through the store), by
     /// pool key: no request from here either before then. Only pauses not ended are kept.
     told: Mutex<HashMap<String, Instant>>,
-    /// The connections to MQTT brokers.
-    brokers: crate::sink::mqtt::Brokers,
+    /// The connections to brokers (MQTT, NATS).
+    brokers: crate::sink::Brokers,
 }
 
 /// The most sink URLs kept parsed; past it the memo starts over (a parse is cheap, the
@@ -221,7 +221,7 @@ impl Connections {
         let tls = client_tls(&roots, None)?;
         let networks = Arc::new(networks);
         let connections = Connections {
-            brokers: crate::sink::mqtt::Brokers::new(Arc::clone(&networks), &tls),
+            brokers: crate::sink::Brokers::new(&networks, &tls),
             tls,
             roots,
             identities: Mutex::new(HashMap::new()),
@@ -238,8 +238,8 @@ impl Connections {
         Ok(connections)
     }
 
-    /// The connections to MQTT brokers.
-    pub(crate) fn brokers(&self) -> &crate::sink::mqtt::Brokers {
+    /// The connections to brokers (MQTT, NATS).
+    pub(crate) fn brokers(&self) -> &crate::sink::Brokers {
         &self.brokers
     }
 

@@ -2,9 +2,11 @@
 //! `OPTIONS` validation handshake (CloudEvents webhook spec section 4).
 
 pub(crate) mod address;
+pub(crate) mod broker;
 pub(crate) mod connections;
 pub(crate) mod credentials;
 pub mod mqtt;
+pub mod nats;
 pub mod signing;
 
 use std::time::Duration;
@@ -13,10 +15,11 @@ use base64::Engine;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use knooppunt_event::binding::http::{HttpMessage, encode_binary};
 use knooppunt_event::format::{cbor, json};
-use knooppunt_store::{DeliveryMode, SinkCredential, Subscription};
+use knooppunt_store::{DeliveryMode, Protocol, SinkCredential, Subscription};
 
 use crate::outcome::Response;
 use crate::sink::address::AddressRefused;
+use crate::sink::broker::Broker;
 
 /// What the API and the logs show for a secret: a sink URL's query values and password, and
 /// the values of a subscription's own headers. Secrets are write-only.
@@ -149,88 +152,79 @@ pub fn delivery_message(
     }
 }
 
-/// The MQTT message of an event for a subscription with these settings: binary mode, or
-/// structured mode in the JSON format (the MQTT binding defines no other).
-pub(crate) fn mqtt_publication(
-    subscription: &Subscription,
-    settings: &knooppunt_store::MqttSettings,
-    mode: DeliveryMode,
-    event: &knooppunt_store::StoredEvent,
-) -> Result<mqtt::Publication, String> {
-    use knooppunt_event::binding::mqtt as binding;
-    let message = match mode {
-        // MQTT 3.1.1 has no properties to carry the attributes in.
-        DeliveryMode::Binary if settings.version == knooppunt_store::MqttVersion::V3 => {
-            return Err(format!(
-                "subscription `{}` delivers to MQTT 3.1.1 in binary mode, which the MQTT \
-                 binding does not define: use `structured`",
-                subscription.id
-            ));
-        }
-        DeliveryMode::Binary => binding::encode_binary(&read_stored(&event.json)?.event),
-        DeliveryMode::Structured => binding::encode_structured(&event.json),
-        other => {
-            return Err(format!(
-                "subscription `{}` delivers to MQTT in mode {other:?}, which the MQTT binding \
-                 does not define: use `structured` or `binary`",
-                subscription.id
-            ));
-        }
-    };
-    Ok(mqtt::Publication::new(settings, message))
+/// The hub's connections to brokers, one set per protocol; HTTP subscriptions are not
+/// theirs (`None`).
+pub(crate) struct Brokers {
+    mqtt: mqtt::Brokers,
+    nats: nats::Servers,
 }
 
-/// The broker endpoint of a subscription: its sink, logged in with its PLAIN credential.
-fn broker_of(subscription: &Subscription) -> Result<mqtt::Endpoint, String> {
-    let login = match &subscription.sink_credential {
-        Some(SinkCredential::Plain { identifier, secret }) => {
-            Some((identifier.clone(), secret.clone()))
-        }
-        _ => None,
-    };
-    let version = match &subscription.protocol_settings {
-        knooppunt_store::ProtocolSettings::Mqtt(settings) => match settings.version {
-            knooppunt_store::MqttVersion::V3 => mqtt::Version::V3,
-            knooppunt_store::MqttVersion::V5 => mqtt::Version::V5,
-        },
-        knooppunt_store::ProtocolSettings::Http(_) => {
-            return Err("the subscription is not one to an MQTT broker".into());
-        }
-    };
-    mqtt::Endpoint::of(&subscription.sink, login, version)
+/// An event's message for a subscription's broker.
+pub(crate) enum BrokerMessage {
+    Mqtt(<mqtt::Brokers as Broker>::Message),
+    Nats(<nats::Servers as Broker>::Message),
 }
 
-/// Whether the subscription's broker takes its connection and credentials.
-pub(crate) async fn mqtt_connect(
-    connections: &connections::Connections,
-    subscription: &Subscription,
-    timeout: Duration,
-) -> Result<(), String> {
-    connections
-        .brokers()
-        .check(&broker_of(subscription)?, timeout)
-        .await
-}
+impl Brokers {
+    pub(crate) fn new(
+        networks: &std::sync::Arc<address::SinkNetworks>,
+        tls: &rustls::ClientConfig,
+    ) -> Brokers {
+        let mut tls = tls.clone();
+        // Brokers do not speak HTTP: offer no application protocol.
+        tls.alpn_protocols.clear();
+        let tls = std::sync::Arc::new(tls);
+        Brokers {
+            mqtt: mqtt::Brokers::new(std::sync::Arc::clone(networks), std::sync::Arc::clone(&tls)),
+            nats: nats::Servers::new(std::sync::Arc::clone(networks), tls),
+        }
+    }
 
-/// Publishes to the subscription's broker (its sink), logged in with its PLAIN credential.
-pub(crate) async fn publish(
-    connections: &connections::Connections,
-    subscription: &Subscription,
-    publication: mqtt::Publication,
-    timeout: Duration,
-) -> Response {
-    let endpoint = match broker_of(subscription) {
-        Ok(endpoint) => endpoint,
-        Err(why) => return Response::Failed(why),
-    };
-    match connections
-        .brokers()
-        .publish(endpoint, publication, timeout)
-        .await
-    {
-        mqtt::Published::Accepted => Response::Acknowledged,
-        mqtt::Published::Refused { reason, for_good } => Response::Refused { reason, for_good },
-        mqtt::Published::Failed(why) => Response::Failed(why),
+    /// The event's message for a broker subscription, or why it cannot be sent; `None` for
+    /// an HTTP subscription.
+    pub(crate) fn message(
+        subscription: &Subscription,
+        mode: DeliveryMode,
+        event: &knooppunt_store::StoredEvent,
+        replay: Option<&str>,
+    ) -> Option<Result<BrokerMessage, String>> {
+        Some(match subscription.protocol() {
+            Protocol::Http => return None,
+            Protocol::Mqtt5 | Protocol::Mqtt3 => {
+                mqtt::Brokers::message(subscription, mode, event, replay).map(BrokerMessage::Mqtt)
+            }
+            Protocol::Nats => {
+                nats::Servers::message(subscription, mode, event, replay).map(BrokerMessage::Nats)
+            }
+        })
+    }
+
+    /// Publishes the message to the subscription's broker, waiting up to `within`.
+    pub(crate) async fn publish(
+        &self,
+        subscription: &Subscription,
+        message: BrokerMessage,
+        within: Duration,
+    ) -> Response {
+        match message {
+            BrokerMessage::Mqtt(m) => self.mqtt.publish(subscription, m, within).await,
+            BrokerMessage::Nats(m) => self.nats.publish(subscription, m, within).await,
+        }
+        .into()
+    }
+
+    /// Whether a broker subscription's broker takes its connection and credentials (its
+    /// consent); `None` for an HTTP subscription.
+    pub(crate) async fn check(
+        &self,
+        subscription: &Subscription,
+        within: Duration,
+    ) -> Option<Result<(), String>> {
+        Some(match subscription.protocol() {
+            Protocol::Http => return None,
+            Protocol::Mqtt5 | Protocol::Mqtt3 => self.mqtt.check(subscription, within).await,
+            Protocol::Nats => self.nats.check(subscription, within).await,
+        })
     }
 }
 

@@ -326,6 +326,9 @@ pub fn on_the_trail(state: &AppState, subscription: &Subscription) -> serde_json
             "topicname": mqtt.topic, "qos": mqtt.qos, "retain": mqtt.retain,
             "expiry": mqtt.expiry, "userproperties": mqtt.user_properties,
         }),
+        knooppunt_store::ProtocolSettings::Nats(nats) => json!({
+            "subject": nats.subject, "jetstream": nats.jetstream,
+        }),
     };
     let credential = subscription
         .sink_credential

@@ -79,11 +79,12 @@ pub(crate) enum SubscriptionsCommand {
 pub(crate) struct NewSubscription {
     /// A file with the subscription as JSON (the body of POST /v1/subscriptions); `-` reads
     /// standard input.
-    #[arg(long, short, value_name = "FILE", conflicts_with_all = ["sink", "types", "source", "sql", "config", "topic", "qos"])]
+    #[arg(long, short, value_name = "FILE", conflicts_with_all = ["sink", "types", "source", "sql", "config", "topic", "qos", "subject", "jetstream"])]
     file: Option<PathBuf>,
-    /// Where events are delivered: a webhook (an absolute http or https URL) or an MQTT 5
-    /// broker (mqtt:// or mqtts://, with --topic); left out for a pull subscription. A
-    /// broker's user name and password go in a --file's `sinkcredential` (PLAIN).
+    /// Where events are delivered: a webhook (an absolute http or https URL), an MQTT 5
+    /// broker (mqtt:// or mqtts://, with --topic) or a NATS server (nats:// or tls://, with
+    /// --subject); left out for a pull subscription. A broker's user name and password go
+    /// in a --file's `sinkcredential` (PLAIN).
     #[arg(long)]
     sink: Option<String>,
     /// The MQTT topic each event is published to (a sink at an MQTT broker).
@@ -92,6 +93,13 @@ pub(crate) struct NewSubscription {
     /// The MQTT quality of service: 1 (at least once, the default), 2 or 0 (at most once).
     #[arg(long, requires = "topic", value_parser = clap::value_parser!(u8).range(0..=2))]
     qos: Option<u8>,
+    /// The NATS subject each event is published to (a sink at a NATS server).
+    #[arg(long, requires = "sink", conflicts_with = "topic")]
+    subject: Option<String>,
+    /// Wait for a JetStream stream's acknowledgement of each message (at least once);
+    /// without it, core NATS (at most once).
+    #[arg(long, requires = "subject")]
+    jetstream: bool,
     /// An event type to receive; may be repeated.
     #[arg(long = "type", id = "types", value_name = "TYPE")]
     types: Vec<String>,
@@ -214,23 +222,36 @@ impl NewSubscription {
         if let Some(sink) = &self.sink {
             body.insert("sink".into(), json!(sink));
         }
-        // The sink's scheme names the protocol: a broker's sink is mqtt:// or mqtts://.
-        let broker = self.sink.as_deref().is_some_and(|sink| {
-            knooppunt_store::Sink::parse(sink)
-                .is_ok_and(|sink| sink.is_for(knooppunt_store::Protocol::Mqtt5))
-        });
-        if broker || self.topic.is_some() {
-            body.insert("protocol".into(), json!("MQTT5"));
-            let mut settings = Map::new();
-            if let Some(topic) = &self.topic {
-                settings.insert("topicname".into(), json!(topic));
-            }
-            if let Some(qos) = self.qos {
-                settings.insert("qos".into(), json!(qos));
-            }
-            body.insert("protocolsettings".into(), Value::Object(settings));
+        // The sink's scheme names the protocol (MQTT 5 for mqtt:// and mqtts://), unless a
+        // broker's setting names it first.
+        use knooppunt_store::Protocol;
+        let protocol = if self.topic.is_some() {
+            Protocol::Mqtt5
+        } else if self.subject.is_some() {
+            Protocol::Nats
         } else {
-            body.insert("protocol".into(), json!("HTTP"));
+            self.sink
+                .as_deref()
+                .and_then(|sink| knooppunt_store::Sink::parse(sink).ok())
+                .and_then(|sink| Protocol::ALL.into_iter().find(|p| sink.is_for(*p)))
+                .unwrap_or(Protocol::Http)
+        };
+        body.insert("protocol".into(), json!(protocol.as_str()));
+        let mut settings = Map::new();
+        if let Some(topic) = &self.topic {
+            settings.insert("topicname".into(), json!(topic));
+        }
+        if let Some(qos) = self.qos {
+            settings.insert("qos".into(), json!(qos));
+        }
+        if let Some(subject) = &self.subject {
+            settings.insert("subject".into(), json!(subject));
+        }
+        if self.jetstream {
+            settings.insert("jetstream".into(), json!(true));
+        }
+        if protocol != Protocol::Http {
+            body.insert("protocolsettings".into(), Value::Object(settings));
         }
         if !self.types.is_empty() {
             body.insert("types".into(), json!(self.types));
@@ -292,6 +313,14 @@ fn describe(subscription: &Value) {
             "  topic:    {topic} (MQTT, QoS {})",
             subscription["protocolsettings"]["qos"]
         );
+    }
+    if let Some(subject) = subscription["protocolsettings"]["subject"].as_str() {
+        let delivery = if subscription["protocolsettings"]["jetstream"] == true {
+            "JetStream, at least once"
+        } else {
+            "core NATS, at most once"
+        };
+        say!("  subject:  {subject} ({delivery})");
     }
     say!("  receives: {}", what(subscription));
     if let Some(config) = subscription["config"].as_object() {

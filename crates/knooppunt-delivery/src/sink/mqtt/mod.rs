@@ -10,27 +10,16 @@ mod session;
 
 pub(crate) use codec::Version;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use knooppunt_event::binding::mqtt::MqttMessage;
-use knooppunt_store::MqttSettings;
-use tokio::sync::{mpsc, oneshot};
+use knooppunt_store::{
+    DeliveryMode, MqttSettings, MqttVersion, ProtocolSettings, StoredEvent, Subscription,
+};
 
+use super::broker::{self, Broker, Published, Sessions};
 use crate::sink::address::SinkNetworks;
-
-/// How a publication ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Published {
-    /// The broker acknowledged it (or, at QoS 0, it was written).
-    Accepted,
-    /// The broker refused it, with its reason; `for_good` when sending it again cannot
-    /// help (the broker said not authorized, an invalid topic, bad credentials).
-    Refused { reason: String, for_good: bool },
-    /// No answer: no connection, or the connection broke off before the acknowledgement.
-    Failed(String),
-}
 
 /// The longest topic name (MQTT: a UTF-8 string of at most 65,535 bytes; the hub keeps it
 /// shorter).
@@ -106,22 +95,10 @@ impl Endpoint {
         login: Option<(String, String)>,
         version: Version,
     ) -> Result<Endpoint, String> {
-        let url =
-            url::Url::parse(sink).map_err(|error| format!("the sink URL is invalid: {error}"))?;
-        let tls = match url.scheme() {
-            "mqtt" => false,
-            "mqtts" => true,
-            other => return Err(format!("`{other}` is not an MQTT scheme")),
-        };
-        let host = url
-            .host_str()
-            .ok_or("the sink URL has no host")?
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned();
+        let (host, port, tls) = broker::host_and_port(sink, ("mqtt", "mqtts"), (1883, 8883))?;
         Ok(Endpoint {
-            port: url.port().unwrap_or(if tls { 8883 } else { 1883 }),
             host,
+            port,
             tls,
             login,
             version,
@@ -129,139 +106,130 @@ impl Endpoint {
         })
     }
 
-    /// The key of its connection: endpoint and credentials (two subscriptions with other
-    /// credentials never share a connection).
+    /// The key of its connection: endpoint, credentials and version.
     fn key(&self) -> String {
-        let login = self
-            .login
-            .as_ref()
-            .map(|(user, password)| format!("{user}\n{password}"));
-        format!(
-            "{}://{}:{} {:?}\n{}",
-            if self.tls { "mqtts" } else { "mqtt" },
-            self.host,
-            self.port,
-            self.version,
-            login.unwrap_or_default()
+        broker::session_key(
+            (&self.host, self.port, self.tls),
+            self.login.as_ref(),
+            &format!("mqtt {:?}", self.version),
         )
     }
-}
 
-/// A request to a connection's task.
-struct Request {
-    publication: Publication,
-    reply: oneshot::Sender<Published>,
+    /// The endpoint of an MQTT subscription: its sink, logged in with its PLAIN credential.
+    fn of_subscription(subscription: &Subscription) -> Result<Endpoint, String> {
+        let version = match &subscription.protocol_settings {
+            ProtocolSettings::Mqtt(settings) => match settings.version {
+                MqttVersion::V3 => Version::V3,
+                MqttVersion::V5 => Version::V5,
+            },
+            _ => return Err("the subscription is not one to an MQTT broker".into()),
+        };
+        Endpoint::of(&subscription.sink, broker::login(subscription), version)
+    }
 }
 
 /// The hub's connections to MQTT brokers.
 pub(crate) struct Brokers {
-    sessions: Mutex<HashMap<String, mpsc::Sender<Request>>>,
+    sessions: Sessions<Publication>,
     networks: Arc<SinkNetworks>,
     tls: Arc<rustls::ClientConfig>,
 }
 
-/// Requests queued for one connection at most; the sink's permits bound them first.
-const QUEUE: usize = 1024;
-
-/// The most connections kept; past it, the map starts over (their tasks end when idle).
-const MAX_SESSIONS: usize = 4096;
-
 impl Brokers {
-    pub(crate) fn new(networks: Arc<SinkNetworks>, tls: &rustls::ClientConfig) -> Brokers {
-        let mut tls = tls.clone();
-        // Brokers do not speak HTTP: offer no application protocol.
-        tls.alpn_protocols.clear();
+    pub(crate) fn new(networks: Arc<SinkNetworks>, tls: Arc<rustls::ClientConfig>) -> Brokers {
         Brokers {
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Sessions::new(),
             networks,
-            tls: Arc::new(tls),
+            tls,
         }
     }
 
     /// Publishes to the broker of `endpoint`, waiting up to `within` for its answer.
-    pub(crate) async fn publish(
+    pub(crate) async fn publish_to(
         &self,
         endpoint: Endpoint,
         publication: Publication,
         within: Duration,
     ) -> Published {
-        let (reply, answer) = oneshot::channel();
-        let mut request = Request { publication, reply };
-        // A connection whose task ended (idle, or the map started over) is made again.
-        for _ in 0..2 {
-            let sender = self.session(&endpoint);
-            match sender.try_send(request) {
-                Ok(()) => {
-                    return match tokio::time::timeout(within, answer).await {
-                        Ok(Ok(published)) => published,
-                        Ok(Err(_)) => Published::Failed(
-                            "the connection to the broker ended before it answered".into(),
-                        ),
-                        Err(_) => Published::Failed(format!(
-                            "no acknowledgement from the broker within {} ms",
-                            within.as_millis()
-                        )),
-                    };
-                }
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    return Published::Failed(
-                        "too many messages wait for this broker's connection".into(),
-                    );
-                }
-                Err(mpsc::error::TrySendError::Closed(back)) => {
-                    request = back;
-                    self.sessions
-                        .lock()
-                        .expect("sessions lock")
-                        .remove(&endpoint.key());
-                }
+        let start = |requests| {
+            session::run(
+                endpoint.clone(),
+                Arc::clone(&self.networks),
+                Arc::clone(&self.tls),
+                requests,
+            )
+        };
+        self.sessions
+            .publish(&endpoint.key(), start, publication, within)
+            .await
+    }
+}
+
+impl Broker for Brokers {
+    type Message = Publication;
+
+    /// Binary mode, or structured mode in the JSON format (the MQTT binding defines no
+    /// other); a replay adds a user property naming it.
+    fn message(
+        subscription: &Subscription,
+        mode: DeliveryMode,
+        event: &StoredEvent,
+        replay: Option<&str>,
+    ) -> Result<Publication, String> {
+        use knooppunt_event::binding::mqtt as binding;
+        let ProtocolSettings::Mqtt(settings) = &subscription.protocol_settings else {
+            return Err("the subscription is not one to an MQTT broker".into());
+        };
+        let message = match mode {
+            // MQTT 3.1.1 has no properties to carry the attributes in.
+            DeliveryMode::Binary if settings.version == MqttVersion::V3 => {
+                return Err(format!(
+                    "subscription `{}` delivers to MQTT 3.1.1 in binary mode, which the MQTT \
+                     binding does not define: use `structured`",
+                    subscription.id
+                ));
             }
+            DeliveryMode::Binary => binding::encode_binary(&super::read_stored(&event.json)?.event),
+            DeliveryMode::Structured => binding::encode_structured(&event.json),
+            other => {
+                return Err(format!(
+                    "subscription `{}` delivers to MQTT in mode {other:?}, which the MQTT \
+                     binding does not define: use `structured` or `binary`",
+                    subscription.id
+                ));
+            }
+        };
+        let mut publication = Publication::new(settings, message);
+        if let Some(replay) = replay {
+            // A replayed delivery names its replay, as over HTTP (a user property's name
+            // with a hyphen is never an attribute's).
+            publication
+                .message
+                .user_properties
+                .push((crate::REPLAY_HEADER.as_str().to_owned(), replay.to_owned()));
         }
-        Published::Failed("no connection to the broker could be started".into())
+        Ok(publication)
     }
 
-    /// Whether the broker of `endpoint` takes a connection with its credentials, within
-    /// `within` (a subscription's consent: see `Deliverer::handshake`).
-    pub(crate) async fn check(&self, endpoint: &Endpoint, within: Duration) -> Result<(), String> {
-        let tried = tokio::time::timeout(
+    async fn publish(
+        &self,
+        subscription: &Subscription,
+        publication: Publication,
+        within: Duration,
+    ) -> Published {
+        match Endpoint::of_subscription(subscription) {
+            Ok(endpoint) => self.publish_to(endpoint, publication, within).await,
+            Err(why) => Published::Failed(why),
+        }
+    }
+
+    async fn check(&self, subscription: &Subscription, within: Duration) -> Result<(), String> {
+        let endpoint = Endpoint::of_subscription(subscription)?;
+        broker::consent(
             within,
-            session::try_connect(endpoint, &self.networks, &self.tls),
+            session::try_connect(&endpoint, &self.networks, &self.tls),
         )
         .await
-        .unwrap_or_else(|_| {
-            Err(Published::Failed(format!(
-                "no connection to the broker within {} ms",
-                within.as_millis()
-            )))
-        });
-        match tried {
-            Ok(()) => Ok(()),
-            Err(Published::Refused { reason, .. } | Published::Failed(reason)) => Err(reason),
-            Err(Published::Accepted) => Ok(()),
-        }
-    }
-
-    /// The sender of the endpoint's connection task, started if there is none.
-    fn session(&self, endpoint: &Endpoint) -> mpsc::Sender<Request> {
-        let key = endpoint.key();
-        let mut sessions = self.sessions.lock().expect("sessions lock");
-        if let Some(sender) = sessions.get(&key)
-            && !sender.is_closed()
-        {
-            return sender.clone();
-        }
-        if sessions.len() >= MAX_SESSIONS {
-            sessions.clear();
-        }
-        let (sender, requests) = mpsc::channel(QUEUE);
-        tokio::spawn(session::run(
-            endpoint.clone(),
-            Arc::clone(&self.networks),
-            Arc::clone(&self.tls),
-            requests,
-        ));
-        sessions.insert(key, sender.clone());
-        sender
     }
 }
 
@@ -332,7 +300,7 @@ mod silent_broker {
         .unwrap()
         .with_root_certificates(rustls::RootCertStore::empty())
         .with_no_client_auth();
-        let brokers = Brokers::new(networks, &tls);
+        let brokers = Brokers::new(networks, Arc::new(tls));
         let mut endpoint =
             Endpoint::of(&format!("mqtt://127.0.0.1:{port}"), None, Version::V5).unwrap();
         endpoint.keep_alive = 2;
@@ -348,7 +316,7 @@ mod silent_broker {
             },
         };
         let first = brokers
-            .publish(endpoint.clone(), publication(), Duration::from_millis(300))
+            .publish_to(endpoint.clone(), publication(), Duration::from_millis(300))
             .await;
         assert!(
             matches!(&first, Published::Failed(why) if why.contains("no acknowledgement")),
@@ -357,7 +325,7 @@ mod silent_broker {
         // The ping a second later finds the abandoned message: the connection ends.
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let _ = brokers
-            .publish(endpoint, publication(), Duration::from_millis(300))
+            .publish_to(endpoint, publication(), Duration::from_millis(300))
             .await;
         assert_eq!(accepted.load(Ordering::SeqCst), 2, "connected again");
     }

@@ -7,17 +7,19 @@
 //! acknowledgement (those deliveries are tried again) and is made again at the next request.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::codec::{Incoming, Version};
-use super::{Endpoint, Published, Request};
-use crate::sink::address::{AddressRefused, SinkNetworks};
+use super::{Endpoint, Publication, Published};
+use crate::sink::address::SinkNetworks;
+use crate::sink::broker::{self, Io, failed};
+
+type Request = broker::Request<Publication>;
 
 /// A connection without requests for this long is closed.
 const IDLE: Duration = Duration::from_secs(60);
@@ -31,9 +33,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most messages the hub leaves unacknowledged on one connection, whatever the broker
 /// allows.
 const MAX_IN_FLIGHT: usize = 256;
-
-trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 pub(super) async fn run(
     endpoint: Endpoint,
@@ -62,13 +61,7 @@ pub(super) async fn run(
                     tracing::debug!(broker = %endpoint.host, %why, "An MQTT connection ended.");
                 }
             }
-            Err(refused) => {
-                // Everything queued now would meet the same refusal.
-                let _ = first.reply.send(refused.clone());
-                while let Ok(request) = requests.try_recv() {
-                    let _ = request.reply.send(refused.clone());
-                }
-            }
+            Err(refused) => broker::refuse_queued(first, &mut requests, &refused),
         }
     }
 }
@@ -96,32 +89,9 @@ async fn connect(
     networks: &SinkNetworks,
     tls: &Arc<rustls::ClientConfig>,
 ) -> Result<(Box<dyn Io>, u16), Published> {
-    let failed = |what: &str, error: &dyn std::fmt::Display| {
-        Published::Failed(format!("{what} the broker failed: {error}"))
-    };
-    let addresses: Vec<SocketAddr> =
-        tokio::net::lookup_host((endpoint.host.as_str(), endpoint.port))
-            .await
-            .map_err(|error| failed("resolving the name of", &error))?
-            .collect();
-    let Some(address) = addresses
-        .iter()
-        .find(|address| networks.permits(address.ip()))
-    else {
-        return Err(Published::Failed(AddressRefused.to_string()));
-    };
-    let tcp = tokio::net::TcpStream::connect(address)
-        .await
-        .map_err(|error| failed("connecting to", &error))?;
-    let _ = tcp.set_nodelay(true);
+    let tcp = broker::dial(&endpoint.host, endpoint.port, networks).await?;
     let mut io: Box<dyn Io> = if endpoint.tls {
-        let name = rustls_pki_types::ServerName::try_from(endpoint.host.clone())
-            .map_err(|error| failed("naming", &error))?;
-        let stream = tokio_rustls::TlsConnector::from(Arc::clone(tls))
-            .connect(name, tcp)
-            .await
-            .map_err(|error| failed("the TLS handshake with", &error))?;
-        Box::new(stream)
+        broker::secure(tcp, &endpoint.host, tls).await?
     } else {
         Box::new(tcp)
     };
@@ -191,7 +161,7 @@ async fn serve(
     let result: Result<(), String> = async {
         loop {
             if let Some(request) = pending.take() {
-                let at_most_once = request.publication.qos == 0;
+                let at_most_once = request.message.qos == 0;
                 if !at_most_once {
                     // A free packet identifier (1 to 65,535).
                     loop {
@@ -202,7 +172,7 @@ async fn serve(
                     }
                 }
                 out.clear();
-                if let Err(why) = version.publish(request.publication, next_id, &mut out) {
+                if let Err(why) = version.publish(request.message, next_id, &mut out) {
                     let _ = request.reply.send(Published::Refused {
                         reason: format!("the message cannot be sent over MQTT: {why}"),
                         for_good: true,

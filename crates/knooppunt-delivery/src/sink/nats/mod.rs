@@ -1,0 +1,207 @@
+//! Deliveries to NATS servers (`nats://`, `tls://`): one connection per server endpoint and
+//! credentials, kept and reused by every subscription that names them ([`session`]).
+//!
+//! Core NATS is at most once: a message is delivered once the server has read it without
+//! refusing it (a PING after it is answered, and no permissions violation came first);
+//! whoever listens then gets it, and nobody else ever will. With `jetstream`, a message is
+//! delivered once a stream stored it: the server's publish acknowledgement, matched by the
+//! reply subject each message carries. No stream for the subject, or a permissions
+//! violation, is refused for good; anything else is tried again.
+
+mod protocol;
+mod session;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use knooppunt_event::binding::nats::NatsMessage;
+use knooppunt_store::{DeliveryMode, ProtocolSettings, StoredEvent, Subscription};
+
+use super::broker::{self, Broker, Published, Sessions};
+use crate::sink::address::SinkNetworks;
+
+/// The longest subject the hub publishes to.
+pub const MAX_SUBJECT: usize = 1024;
+
+/// A subject a message can be published to: dot-separated tokens of printable ASCII, none
+/// empty and none a wildcard (`*`, `>`).
+pub fn check_subject(subject: &str) -> Result<(), String> {
+    if subject.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if subject.len() > MAX_SUBJECT {
+        return Err(format!("is longer than {MAX_SUBJECT} bytes"));
+    }
+    if !subject.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("must be printable ASCII without spaces".into());
+    }
+    for token in subject.split('.') {
+        if token.is_empty() {
+            return Err("has an empty token (a leading, trailing or double `.`)".into());
+        }
+        if token == "*" || token == ">" {
+            return Err(
+                "has a wildcard (`*` or `>`): messages are published to one subject; \
+                 wildcards are for subscribers"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One message for the server.
+#[derive(Debug)]
+pub(crate) struct Publication {
+    pub(crate) subject: String,
+    pub(crate) message: NatsMessage,
+    /// Whether a JetStream stream must acknowledge it.
+    pub(crate) jetstream: bool,
+}
+
+/// Where and as whom the hub connects.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) tls: bool,
+    pub(crate) login: Option<(String, String)>,
+}
+
+impl Endpoint {
+    /// The endpoint of a sink URL (`nats://host[:4222]`, `tls://host[:4222]`).
+    pub(crate) fn of(sink: &str, login: Option<(String, String)>) -> Result<Endpoint, String> {
+        let (host, port, tls) = broker::host_and_port(sink, ("nats", "tls"), (4222, 4222))?;
+        Ok(Endpoint {
+            host,
+            port,
+            tls,
+            login,
+        })
+    }
+
+    fn key(&self) -> String {
+        broker::session_key(
+            (&self.host, self.port, self.tls),
+            self.login.as_ref(),
+            "nats",
+        )
+    }
+}
+
+/// The hub's connections to NATS servers.
+pub(crate) struct Servers {
+    sessions: Sessions<Publication>,
+    networks: Arc<SinkNetworks>,
+    tls: Arc<rustls::ClientConfig>,
+}
+
+impl Servers {
+    pub(crate) fn new(networks: Arc<SinkNetworks>, tls: Arc<rustls::ClientConfig>) -> Servers {
+        Servers {
+            sessions: Sessions::new(),
+            networks,
+            tls,
+        }
+    }
+}
+
+impl Broker for Servers {
+    type Message = Publication;
+
+    /// Binary or structured mode (the NATS binding defines no other); a replay adds a
+    /// header naming it.
+    fn message(
+        subscription: &Subscription,
+        mode: DeliveryMode,
+        event: &StoredEvent,
+        replay: Option<&str>,
+    ) -> Result<Publication, String> {
+        use knooppunt_event::binding::nats as binding;
+        let ProtocolSettings::Nats(settings) = &subscription.protocol_settings else {
+            return Err("the subscription is not one to a NATS server".into());
+        };
+        let mut message = match mode {
+            DeliveryMode::Binary => binding::encode_binary(&super::read_stored(&event.json)?.event),
+            DeliveryMode::Structured => binding::encode_structured(&event.json),
+            other => {
+                return Err(format!(
+                    "subscription `{}` delivers to NATS in mode {other:?}, which the NATS \
+                     binding does not define: use `structured` or `binary`",
+                    subscription.id
+                ));
+            }
+        };
+        if let Some(replay) = replay {
+            message
+                .headers
+                .push((crate::REPLAY_HEADER.as_str().to_owned(), replay.to_owned()));
+        }
+        Ok(Publication {
+            subject: settings.subject.clone(),
+            message,
+            jetstream: settings.jetstream,
+        })
+    }
+
+    async fn publish(
+        &self,
+        subscription: &Subscription,
+        publication: Publication,
+        within: Duration,
+    ) -> Published {
+        let endpoint = match Endpoint::of(&subscription.sink, broker::login(subscription)) {
+            Ok(endpoint) => endpoint,
+            Err(why) => return Published::Failed(why),
+        };
+        let start = |requests| {
+            session::run(
+                endpoint.clone(),
+                Arc::clone(&self.networks),
+                Arc::clone(&self.tls),
+                requests,
+            )
+        };
+        self.sessions
+            .publish(&endpoint.key(), start, publication, within)
+            .await
+    }
+
+    async fn check(&self, subscription: &Subscription, within: Duration) -> Result<(), String> {
+        let endpoint = Endpoint::of(&subscription.sink, broker::login(subscription))?;
+        broker::consent(
+            within,
+            session::try_connect(&endpoint, &self.networks, &self.tls),
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_are_checked() {
+        assert!(check_subject("nl.brp.verhuizingen").is_ok());
+        assert!(check_subject("").is_err());
+        assert!(check_subject("a.*.b").unwrap_err().contains("wildcard"));
+        assert!(check_subject("a.>").is_err());
+        assert!(check_subject("a..b").unwrap_err().contains("empty token"));
+        assert!(check_subject("a b").is_err());
+        assert!(check_subject(".a").is_err());
+        assert!(check_subject(&"a".repeat(MAX_SUBJECT + 1)).is_err());
+    }
+
+    #[test]
+    fn endpoints_have_the_default_port_and_keys_per_credentials() {
+        let plain = Endpoint::of("nats://n.example", None).unwrap();
+        assert_eq!((plain.port, plain.tls), (4222, false));
+        let tls = Endpoint::of("tls://n.example:4443", None).unwrap();
+        assert_eq!((tls.port, tls.tls), (4443, true));
+        let a = Endpoint::of("nats://n:1", Some(("u".into(), "p".into()))).unwrap();
+        let b = Endpoint::of("nats://n:1", Some(("u".into(), "q".into()))).unwrap();
+        assert_ne!(a.key(), b.key());
+        assert!(Endpoint::of("mqtt://n", None).is_err());
+    }
+}
