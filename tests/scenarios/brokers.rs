@@ -1,6 +1,6 @@
 //! Delivery to message brokers over their own protocols, against real brokers from
 //! Debian's packages and received with the protocols' own clients: MQTT 5 to Mosquitto,
-//! read with Eclipse Paho; NATS in [`nats`]. Every attribute and the data arrive as the MQTT binding maps
+//! read with Eclipse Paho; NATS in [`nats`], AMQP 1.0 in [`amqp`]. Every attribute and the data arrive as the MQTT binding maps
 //! them, byte for byte; a broker's refusals are clear statuses; a broker restarted
 //! mid-stream loses nothing, and an ordered subscription keeps its order.
 
@@ -12,6 +12,8 @@ use knooppunt_tests::{Answer, TestHub, tokens};
 use reqwest::Method;
 use serde_json::{Value, json};
 
+#[path = "brokers/amqp.rs"]
+mod amqp;
 #[path = "brokers/nats.rs"]
 mod nats;
 

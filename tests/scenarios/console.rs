@@ -2127,4 +2127,34 @@ async fn the_console_offers_only_what_the_hub_allows() {
         .execute("return document.getElementById('f-topic').value", json!([]))
         .await;
     assert_eq!(subject, "knooppunt.console");
+
+    // An AMQP subscription's page shows its target: here the endpoint's path.
+    let deleted = hub
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/subscriptions/{id}"),
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    let made = hub
+        .call(
+            reqwest::Method::POST,
+            "/v1/subscriptions",
+            tokens::ADMIN,
+            Some(json!({"sink": "amqp://127.0.0.1:9/amq/queue/knooppunt", "protocol": "AMQP"})),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let id = made.body["id"].as_str().unwrap();
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}")))
+        .await;
+    let text = browser.text().await;
+    assert!(
+        text.contains("AMQP-adres")
+            && text.contains("het pad van het eindpunt (AMQP 1.0, unsettled: minstens één keer)"),
+        "{text}"
+    );
 }

@@ -276,7 +276,7 @@ async fn every_validation_problem_is_named() {
         ),
         (json!({"sink": 5, "protocol": "HTTP"}), &["sink"]),
         (
-            json!({"sink": "http://127.0.0.1:9/", "protocol": "AMQP"}),
+            json!({"sink": "http://127.0.0.1:9/", "protocol": "KAFKA"}),
             &["protocol"],
         ),
         (

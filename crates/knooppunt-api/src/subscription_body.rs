@@ -89,8 +89,8 @@ pub struct SubscriptionRequest {
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub sink: Field<String>,
     /// The delivery protocol: `HTTP` (webhooks), `MQTT5` or `MQTT3` (MQTT 5 or 3.1.1
-    /// brokers), or `NATS` (NATS servers, core or JetStream).
-    #[schemars(extend("enum" = ["HTTP", "MQTT5", "MQTT3", "NATS"]))]
+    /// brokers), `NATS` (NATS servers, core or JetStream) or `AMQP` (AMQP 1.0 brokers).
+    #[schemars(extend("enum" = ["HTTP", "MQTT5", "MQTT3", "NATS", "AMQP"]))]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub protocol: Field<String>,
     /// Only events with exactly this `source`.
@@ -127,7 +127,8 @@ pub struct SubscriptionRequest {
 /// A push subscription's delivery settings as a client sends them: `headers` and `method`
 /// for `HTTP` (Subscriptions API 3.2.2.1); `topicname`, `qos`, `retain`, `expiry` and
 /// `userproperties` for `MQTT5` and `MQTT3` (`MQTTSettings`); `subject` and `jetstream` for
-/// `NATS` (`NATSSettings`). A member of another protocol is refused.
+/// `NATS` (`NATSSettings`); `address`, `linkName`, `sendersettlementmode` and
+/// `linkProperties` for `AMQP` (`AMQPSettings`). A member of another protocol is refused.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(expecting = "an object with the protocol's settings")]
 #[schemars(rename = "ProtocolSettings", extend("additionalProperties" = false))]
@@ -179,6 +180,27 @@ pub struct ProtocolSettingsIn {
     #[schemars(extend("default" = false))]
     #[serde(skip_serializing_if = "Field::is_absent")]
     pub jetstream: Field<bool>,
+    /// AMQP: the link's target address (RabbitMQ: `/amq/queue/<queue>`,
+    /// `/exchange/<exchange>/<routing key>`); when absent, the sink URL's path.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 1024))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub address: Field<String>,
+    /// AMQP: the sending link's name; a random one when absent.
+    #[serde(default, rename = "linkName")]
+    #[schemars(length(min = 1, max = 256))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub link_name: Field<String>,
+    /// AMQP: `unsettled` (the default: at least once, each message settled by the broker
+    /// with `accepted`) or `settled` (at most once).
+    #[serde(default)]
+    #[schemars(extend("enum" = ["settled", "unsettled"], "default" = "unsettled"))]
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub sendersettlementmode: Field<String>,
+    /// AMQP: copied into the sending link's properties.
+    #[serde(default, rename = "linkProperties")]
+    #[serde(skip_serializing_if = "Field::is_absent")]
+    pub link_properties: Field<Strings>,
 }
 
 /// How the hub authenticates at the sink (Subscriptions API 3.2.3, and CLIENTCREDENTIALS).
@@ -380,6 +402,17 @@ impl SubscriptionRequest {
                     protocol.as_str(),
                     protocol.schemes().join(" or ")
                 ),
+            );
+        }
+        if let (Some(Some(sink)), Some(ProtocolSettings::Amqp(settings))) =
+            (&sink, &protocol_settings)
+            && sink.is_for(Protocol::Amqp)
+            && knooppunt_delivery::amqp_target_address(sink.as_str(), settings).is_none()
+        {
+            problems.add(
+                "protocolsettings.address",
+                "is required when the sink URL has no path naming the target: give the link's \
+                 target address here or in the sink (amqps://host/amq/queue/<queue>)",
             );
         }
         if pull

@@ -63,9 +63,9 @@ fn keep_secrets(input: &mut SubscriptionInput, existing: &Subscription) -> Resul
     let stored_headers = existing.protocol_settings.http().map(|http| &http.headers);
     let sent_headers = match &mut input.protocol_settings {
         knooppunt_store::ProtocolSettings::Http(http) => Some(&mut http.headers),
-        knooppunt_store::ProtocolSettings::Mqtt(_) | knooppunt_store::ProtocolSettings::Nats(_) => {
-            None
-        }
+        knooppunt_store::ProtocolSettings::Mqtt(_)
+        | knooppunt_store::ProtocolSettings::Nats(_)
+        | knooppunt_store::ProtocolSettings::Amqp(_) => None,
     };
     for (name, value) in sent_headers.into_iter().flatten() {
         if value != REDACTED {

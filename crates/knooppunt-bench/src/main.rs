@@ -5,6 +5,7 @@
 
 #![allow(clippy::print_stdout)]
 
+mod amqp;
 mod approvals;
 mod compare;
 mod deliver;
@@ -202,6 +203,13 @@ enum Workload {
         /// The subscription's (and the baseline's) QoS.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
         qos: u8,
+    },
+    /// Delivery to an AMQP 1.0 broker (Debian's RabbitMQ) next to Apache Qpid Proton
+    /// publishing to it directly, in the same run.
+    Amqp {
+        /// How long the hub is published to.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
     },
     /// Delivery to a NATS server (Debian's nats-server, JetStream on) next to NATS's own
     /// client (nats-py) publishing to it directly, in the same run.
@@ -858,6 +866,9 @@ fn main() -> anyhow::Result<()> {
             }
             Workload::Mqtt { seconds, qos } => {
                 tokio::task::spawn_blocking(move || mqtt::run(seconds, qos)).await??;
+            }
+            Workload::Amqp { seconds } => {
+                tokio::task::spawn_blocking(move || amqp::run(seconds)).await??;
             }
             Workload::Nats { seconds, jetstream } => {
                 tokio::task::spawn_blocking(move || nats::run(seconds, jetstream)).await??;

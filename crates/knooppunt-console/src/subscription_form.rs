@@ -58,20 +58,27 @@ fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, P
         request.protocol = Field::Given(protocol.as_str().into());
     }
     if broker {
-        let nats = protocol == Protocol::Nats;
         let mut settings = match std::mem::take(&mut request.protocolsettings) {
-            Field::Given(settings) if nats && settings.subject.is_sent() => settings,
-            Field::Given(settings) if !nats && settings.topicname.is_sent() => settings,
+            Field::Given(settings)
+                if match protocol {
+                    Protocol::Nats => settings.subject.is_sent(),
+                    Protocol::Amqp => true,
+                    _ => settings.topicname.is_sent(),
+                } =>
+            {
+                settings
+            }
             _ => knooppunt_api::ProtocolSettingsIn::default(),
         };
         let topic = match fields.get("topic").trim() {
             "" => Field::Absent,
             topic => Field::Given(topic.to_owned()),
         };
-        if nats {
-            settings.subject = topic;
-        } else {
-            settings.topicname = topic;
+        match protocol {
+            Protocol::Nats => settings.subject = topic,
+            // AMQP's target address may be the endpoint's path instead.
+            Protocol::Amqp => settings.address = topic,
+            _ => settings.topicname = topic,
         }
         request.protocolsettings = Field::Given(settings);
     }
@@ -332,6 +339,9 @@ impl FormValues {
                     topicname.clone()
                 }
                 Some(knooppunt_api::ProtocolSettingsOut::Nats { subject, .. }) => subject.clone(),
+                Some(knooppunt_api::ProtocolSettingsOut::Amqp { address, .. }) => {
+                    address.clone().unwrap_or_default()
+                }
                 _ => String::new(),
             },
             delivery,
@@ -446,9 +456,9 @@ fn subscription_form(
                 label class="utrecht-form-label" for="f-sink" { (lang.t("Eindpunt (URL; leeg bij pull)", "Endpoint (URL; empty for pull)")) }
                 input class="utrecht-textbox utrecht-textbox--html-input" type="url" id="f-sink" name="sink" value=(values.sink) aria-invalid=(invalid("sink"));
             }
-            @let invalid_topic = invalid("protocolsettings.topicname") || invalid("protocolsettings.subject");
+            @let invalid_topic = invalid("protocolsettings.topicname") || invalid("protocolsettings.subject") || invalid("protocolsettings.address");
             div class={ "utrecht-form-field" @if invalid_topic { " utrecht-form-field--invalid" } } {
-                label class="utrecht-form-label" for="f-topic" { (lang.t("Onderwerp: MQTT-topic of NATS-subject (alleen bij een mqtt(s)://-, nats://- of tls://-eindpunt)", "Topic: MQTT topic or NATS subject (only for an mqtt(s)://, nats:// or tls:// endpoint)")) }
+                label class="utrecht-form-label" for="f-topic" { (lang.t("Onderwerp: MQTT-topic, NATS-subject of AMQP-adres (alleen bij een brokereindpunt: mqtt(s)://, nats://, tls://, amqp(s)://; een AMQP-adres mag ook het pad van het eindpunt zijn)", "Topic: MQTT topic, NATS subject or AMQP address (only for a broker endpoint: mqtt(s)://, nats://, tls://, amqp(s)://; an AMQP address may be the endpoint's path instead)")) }
                 input class="utrecht-textbox utrecht-textbox--html-input" type="text" id="f-topic" name="topic" value=(values.topic) aria-invalid=(invalid_topic);
             }
             div class={ "utrecht-form-field" @if invalid("types") { " utrecht-form-field--invalid" } } {

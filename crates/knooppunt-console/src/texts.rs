@@ -125,6 +125,10 @@ pub(crate) const DELIVERY: &[(&str, &str)] = &[
         "het eindpunt stemde niet in met bezorgingen ({}); het kan de callback-URL aanroepen die in WebHook-Request-Callback meekwam, of een beheerder kan de instemming vastleggen",
     ),
     (
+        "the broker did not take the hub's connection ({}); replace the subscription once that is fixed, or an administrator may record consent by agreement",
+        "de broker nam de verbinding van de hub niet aan ({}); vervang het abonnement zodra dat is opgelost, of een beheerder kan de instemming vastleggen",
+    ),
+    (
         "the sink answered {} with WebHook-Allowed-Origin {}",
         "het eindpunt antwoordde {} met WebHook-Allowed-Origin {}",
     ),

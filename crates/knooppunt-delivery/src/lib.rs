@@ -30,6 +30,7 @@ pub use gate::{Gate, Pass};
 pub use outcome::SinkAnswer;
 pub use pull::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Received, Settlement, TokenProblem};
 pub use sink::address::{AddressRefused, SinkNetworks, check_http_url, check_sink_url};
+pub use sink::amqp::{check_address as check_amqp_address, target_address as amqp_target_address};
 pub use sink::connections::{ConnectionLimits, check_client_certificate};
 pub use sink::mqtt::check_topic as check_mqtt_topic;
 pub use sink::nats::check_subject as check_nats_subject;

@@ -65,6 +65,17 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
             jetstream: true,
         });
     store.insert_subscription(&nats).await.unwrap();
+    // And one to an AMQP 1.0 broker, with every setting.
+    let mut amqp = subscription("e");
+    amqp.sink = knooppunt_store::Sink::parse("amqps://amqp.example.nl/queue/a").unwrap();
+    amqp.protocol_settings =
+        knooppunt_store::ProtocolSettings::Amqp(knooppunt_store::AmqpSettings {
+            address: Some("/exchange/amq.topic/brp".into()),
+            link_name: Some("knooppunt-brp".into()),
+            settled: true,
+            link_properties: [("afdeling".to_owned(), "burgerzaken".to_owned())].into(),
+        });
+    store.insert_subscription(&amqp).await.unwrap();
     assert!(
         !store
             .update_subscription(&subscription("zz"))
@@ -79,7 +90,11 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
         .into_iter()
         .map(|s| s.id)
         .collect();
-    assert_eq!(ids, ["a", "b", "c", "d"], "listed in id order, durable");
+    assert_eq!(
+        ids,
+        ["a", "b", "c", "d", "e"],
+        "listed in id order, durable"
+    );
     assert_eq!(
         store.subscription("a").await.unwrap().unwrap(),
         changed,
@@ -91,7 +106,11 @@ async fn subscriptions_are_kept(backend: &mut impl Backend) {
         "a broker's settings as written"
     );
     assert_eq!(store.subscription("d").await.unwrap().unwrap(), nats);
-
+    assert_eq!(store.subscription("e").await.unwrap().unwrap(), amqp);
+    assert_eq!(
+        store.delete_subscription("e").await.unwrap().unwrap().id,
+        "e"
+    );
     assert_eq!(
         store.delete_subscription("d").await.unwrap().unwrap().id,
         "d"

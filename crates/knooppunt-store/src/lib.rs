@@ -38,11 +38,11 @@ pub use record::{AnyRecord, Key, Kind, Record, RecordRef};
 pub use replay::{Replay, ReplayState};
 pub use session::Session;
 pub use subscription::{
-    CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey, ConfigValues, Consent,
-    DeliveryConfig, DeliveryMode, Disabled, HttpSettings, MqttSettings, MqttVersion, NatsSettings,
-    Ordering, Protocol, ProtocolSettings, SigningSecrets, Sink, SinkCredential, Status,
-    StatusColumns, Subscription, SubscriptionConfig, SubscriptionState, Transfer, Validation,
-    parse_iso8601_duration,
+    AmqpSettings, CONFIG_KEYS, ClientCertificate, ConfigDefaults, ConfigError, ConfigKey,
+    ConfigValues, Consent, DeliveryConfig, DeliveryMode, Disabled, HttpSettings, MqttSettings,
+    MqttVersion, NatsSettings, Ordering, Protocol, ProtocolSettings, SigningSecrets, Sink,
+    SinkCredential, Status, StatusColumns, Subscription, SubscriptionConfig, SubscriptionState,
+    Transfer, Validation, parse_iso8601_duration,
 };
 
 /// Milliseconds since the Unix epoch: the hub's one clock for stored times.

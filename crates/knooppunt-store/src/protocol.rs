@@ -14,15 +14,18 @@ pub enum Protocol {
     Mqtt3,
     /// NATS (`NATS`): core NATS, or JetStream when the settings say so.
     Nats,
+    /// AMQP 1.0 (`AMQP`).
+    Amqp,
 }
 
 impl Protocol {
     /// Every protocol the hub speaks.
-    pub const ALL: [Protocol; 4] = [
+    pub const ALL: [Protocol; 5] = [
         Protocol::Http,
         Protocol::Mqtt5,
         Protocol::Mqtt3,
         Protocol::Nats,
+        Protocol::Amqp,
     ];
 
     /// The name the Subscriptions API gives it.
@@ -32,6 +35,7 @@ impl Protocol {
             Protocol::Mqtt5 => "MQTT5",
             Protocol::Mqtt3 => "MQTT3",
             Protocol::Nats => "NATS",
+            Protocol::Amqp => "AMQP",
         }
     }
 
@@ -46,6 +50,7 @@ impl Protocol {
             Protocol::Http => ["http", "https"],
             Protocol::Mqtt5 | Protocol::Mqtt3 => ["mqtt", "mqtts"],
             Protocol::Nats => ["nats", "tls"],
+            Protocol::Amqp => ["amqp", "amqps"],
         }
     }
 
@@ -64,6 +69,7 @@ pub enum ProtocolSettings {
     Http(HttpSettings),
     Mqtt(MqttSettings),
     Nats(NatsSettings),
+    Amqp(AmqpSettings),
 }
 
 impl Default for ProtocolSettings {
@@ -85,6 +91,7 @@ impl ProtocolSettings {
                 ..
             }) => Protocol::Mqtt3,
             ProtocolSettings::Nats(_) => Protocol::Nats,
+            ProtocolSettings::Amqp(_) => Protocol::Amqp,
         }
     }
 
@@ -99,6 +106,10 @@ impl ProtocolSettings {
             })),
             ProtocolSettings::Nats(n) => Some(serde_json::json!({
                 "subject": n.subject, "jetstream": n.jetstream,
+            })),
+            ProtocolSettings::Amqp(a) => Some(serde_json::json!({
+                "address": a.address, "link_name": a.link_name, "settled": a.settled,
+                "link_properties": a.link_properties,
             })),
         }
     }
@@ -138,6 +149,21 @@ impl ProtocolSettings {
                 expiry: m.get("expiry").and_then(Value::as_u64).map(|e| e as u32),
                 user_properties: m
                     .get("user_properties")
+                    .cloned()
+                    .map(serde_json::from_value)
+                    .transpose()
+                    .map_err(|_| wrong())?
+                    .unwrap_or_default(),
+            }),
+            (Protocol::Amqp, Some(a)) => ProtocolSettings::Amqp(AmqpSettings {
+                address: a.get("address").and_then(Value::as_str).map(str::to_owned),
+                link_name: a
+                    .get("link_name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                settled: a.get("settled").and_then(Value::as_bool).unwrap_or(false),
+                link_properties: a
+                    .get("link_properties")
                     .cloned()
                     .map(serde_json::from_value)
                     .transpose()
@@ -203,4 +229,18 @@ pub struct NatsSettings {
     /// Whether each message waits for a JetStream stream's acknowledgement (at least once);
     /// core NATS otherwise (at most once: the server took it, whoever listens).
     pub jetstream: bool,
+}
+
+/// `protocolsettings` for AMQP 1.0 (Subscriptions API `AMQPSettings`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmqpSettings {
+    /// The link's target address (`address`); when absent, the sink URL's path.
+    pub address: Option<String>,
+    /// The link's name (`linkName`); a random one when absent.
+    pub link_name: Option<String>,
+    /// `sendersettlementmode` `settled` (at most once) rather than `unsettled` (at least
+    /// once, the default).
+    pub settled: bool,
+    /// Copied into the sending link's properties (`linkProperties`).
+    pub link_properties: BTreeMap<String, String>,
 }

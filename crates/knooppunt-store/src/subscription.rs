@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use crate::protocol::{
-    HttpSettings, MqttSettings, MqttVersion, NatsSettings, Protocol, ProtocolSettings,
+    AmqpSettings, HttpSettings, MqttSettings, MqttVersion, NatsSettings, Protocol, ProtocolSettings,
 };
 
 /// A subscription as the hub keeps it: validated by the API before it is stored, its
@@ -167,8 +167,8 @@ impl Sink {
         let scheme = &text[..scheme_end];
         if Protocol::of_scheme(scheme).is_none() {
             return Err(format!(
-                "`{text}` is not an http(s), mqtt(s), nats or tls URL (the schemes the hub \
-                 delivers to)"
+                "`{text}` is not an http(s), mqtt(s), nats, tls or amqp(s) URL (the schemes \
+                 the hub delivers to)"
             ));
         }
         if text.chars().any(|c| c.is_whitespace() || c.is_control()) {

@@ -761,7 +761,9 @@ impl RabbitMq {
             "vhosts": [{"name": "/"}],
             "permissions": users.iter().map(|(name, _)| serde_json::json!({
                 "user": name, "vhost": "/", "configure": "^knooppunt.*",
-                "write": "^knooppunt.*", "read": "^knooppunt.*"})).collect::<Vec<_>>(),
+                // The default exchange too: `/amq/queue/<queue>` is sent through it.
+                "write": "^(knooppunt.*|amq\\.default)$", "read": "^knooppunt.*"}))
+                .collect::<Vec<_>>(),
             "queues": [{"name": Self::QUEUE, "vhost": "/", "durable": true,
                         "auto_delete": false, "arguments": {}}],
             "exchanges": [{"name": "knooppunt.topic", "vhost": "/", "type": "topic",
@@ -862,14 +864,20 @@ impl RabbitMq {
     pub fn stop(&mut self) {
         if let Some(mut process) = self.process.take() {
             let group = format!("-{}", process.id());
-            let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+            let quiet = |signal: &str| {
+                let _ = Command::new("kill")
+                    .args([signal, "--", &group])
+                    .stderr(Stdio::null())
+                    .status();
+            };
+            quiet("-TERM");
             for _ in 0..400 {
                 if matches!(process.try_wait(), Ok(Some(_))) {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
-            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+            quiet("-KILL");
             let _ = process.wait();
             // epmd runs as a daemon outside the group: the one started for this broker's
             // port (told by its environment).
@@ -1001,4 +1009,34 @@ impl Drop for AmqpReceiver {
         let _ = self.process.kill();
         let _ = self.process.wait();
     }
+}
+
+/// Sends `count` durable messages of `size` bytes to `address` with Apache Qpid Proton
+/// (unsettled, as fast as the broker's credit allows); returns when the broker accepted all.
+/// The baseline of the AMQP benchmark.
+pub fn amqp_publish(
+    broker: &RabbitMq,
+    (user, password): (&str, &str),
+    address: &str,
+    (count, size): (u64, usize),
+) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("amqp-publisher.py");
+    let output = Command::new(PYTHON)
+        .arg(script)
+        .args([
+            &broker.port.to_string(),
+            address,
+            user,
+            password,
+            &count.to_string(),
+            &size.to_string(),
+        ])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success() && String::from_utf8_lossy(&output.stdout).contains("done"),
+        "the AMQP publisher failed: {} {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -228,6 +228,34 @@ async fn subscriptions_are_created_listed_shown_and_deleted() {
         succeeded(&knooppunt(&url, &["subscriptions", "delete", broker_id]).await)
             .contains("deleted")
     );
+    // An AMQP 1.0 broker's: the target address is the sink's path.
+    let amqp = succeeded(
+        &knooppunt(
+            &url,
+            &[
+                "subscriptions",
+                "create",
+                "--sink",
+                "amqp://127.0.0.1:9/amq/queue/knooppunt",
+                "--type",
+                TYPE,
+            ],
+        )
+        .await,
+    );
+    assert!(
+        amqp.contains("address:  the sink's path (AMQP 1.0, unsettled, at least once)")
+            && amqp.contains("state:    pending"),
+        "{amqp}"
+    );
+    let amqp_id = amqp
+        .lines()
+        .find_map(|line| line.strip_prefix("created "))
+        .expect("the id");
+    assert!(
+        succeeded(&knooppunt(&url, &["subscriptions", "delete", amqp_id]).await)
+            .contains("deleted")
+    );
     // A NATS server's: --subject, and --jetstream for at least once.
     let nats = succeeded(
         &knooppunt(

@@ -26,8 +26,8 @@ pub struct SubscriptionOut {
     #[schemars(extend("format" = "uri"), example = &"https://gemeente.example.nl/events")]
     pub sink: String,
     /// The delivery protocol: `HTTP` (webhooks), `MQTT5` or `MQTT3` (MQTT 5 or 3.1.1
-    /// brokers), or `NATS` (NATS servers).
-    #[schemars(extend("enum" = ["HTTP", "MQTT5", "MQTT3", "NATS"]))]
+    /// brokers), `NATS` (NATS servers) or `AMQP` (AMQP 1.0 brokers).
+    #[schemars(extend("enum" = ["HTTP", "MQTT5", "MQTT3", "NATS", "AMQP"]))]
     pub protocol: Cow<'static, str>,
     /// Only events with exactly this `source`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -105,7 +105,7 @@ pub struct SubscriptionOut {
 }
 
 /// How a push subscription's deliveries are sent: for HTTP their method and header names, for
-/// MQTT the topic and message settings, for NATS the subject.
+/// MQTT the topic and message settings, for NATS the subject, for AMQP the link.
 #[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
 #[schemars(rename = "DeliverySettings")]
 #[serde(untagged)]
@@ -134,6 +134,18 @@ pub enum ProtocolSettingsOut {
         /// Whether a JetStream stream acknowledges each message (at least once); core NATS
         /// (at most once) otherwise.
         jetstream: bool,
+    },
+    /// AMQP (`AMQPSettings`).
+    Amqp {
+        /// The target address, when set (else the sink URL's path).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        address: Option<String>,
+        #[serde(rename = "linkName", skip_serializing_if = "Option::is_none")]
+        link_name: Option<String>,
+        #[schemars(extend("enum" = ["settled", "unsettled"]))]
+        sendersettlementmode: String,
+        #[serde(rename = "linkProperties")]
+        link_properties: BTreeMap<String, String>,
     },
 }
 
@@ -276,6 +288,12 @@ pub(crate) fn representation(
             ProtocolSettings::Nats(nats) => ProtocolSettingsOut::Nats {
                 subject: nats.subject.clone(),
                 jetstream: nats.jetstream,
+            },
+            ProtocolSettings::Amqp(amqp) => ProtocolSettingsOut::Amqp {
+                address: amqp.address.clone(),
+                link_name: amqp.link_name.clone(),
+                sendersettlementmode: if amqp.settled { "settled" } else { "unsettled" }.into(),
+                link_properties: amqp.link_properties.clone(),
             },
         }),
         client_certificate: subscription.client_certificate.as_ref().map(|identity| {

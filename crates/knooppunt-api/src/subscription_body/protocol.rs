@@ -4,7 +4,7 @@
 use super::*;
 
 /// The protocols of the Subscriptions API this hub does not deliver over.
-const OTHER_PROTOCOLS: [&str; 2] = ["AMQP", "KAFKA"];
+const OTHER_PROTOCOLS: [&str; 1] = ["KAFKA"];
 
 /// The protocols the hub delivers over, for messages: "`HTTP`, `MQTT5` or `MQTT3`".
 pub(super) fn spoken() -> String {
@@ -69,6 +69,10 @@ pub(super) fn check_protocol_settings(
         ("userproperties", sent.userproperties.is_sent()),
         ("subject", sent.subject.is_sent()),
         ("jetstream", sent.jetstream.is_sent()),
+        ("address", sent.address.is_sent()),
+        ("linkName", sent.link_name.is_sent()),
+        ("sendersettlementmode", sent.sendersettlementmode.is_sent()),
+        ("linkProperties", sent.link_properties.is_sent()),
     ];
     let own: &[&str] = match protocol {
         Protocol::Http => &["headers", "method"],
@@ -77,6 +81,12 @@ pub(super) fn check_protocol_settings(
         // to MQTT 5.0 only).
         Protocol::Mqtt3 => &["topicname", "qos", "retain"],
         Protocol::Nats => &["subject", "jetstream"],
+        Protocol::Amqp => &[
+            "address",
+            "linkName",
+            "sendersettlementmode",
+            "linkProperties",
+        ],
     };
     for (member, _) in members
         .iter()
@@ -100,6 +110,7 @@ pub(super) fn check_protocol_settings(
             problems,
         )?),
         Protocol::Nats => ProtocolSettings::Nats(check_nats_settings(sent, problems)?),
+        Protocol::Amqp => ProtocolSettings::Amqp(check_amqp_settings(sent, problems)),
     };
     (problems.len() == before).then_some(settings)
 }
@@ -155,6 +166,59 @@ pub(super) fn check_broker_subscription(
                 protocol.as_str()
             ),
         );
+    }
+}
+
+/// `AMQPSettings`: a target address (here or in the sink's path: checked with the sink), a
+/// link name, the settlement mode and link properties.
+pub(super) fn check_amqp_settings(
+    sent: ProtocolSettingsIn,
+    problems: &mut Problems,
+) -> knooppunt_store::AmqpSettings {
+    let address = sent
+        .address
+        .optional("protocolsettings.address", A_STRING, problems);
+    if let Some(address) = &address
+        && let Err(why) = knooppunt_delivery::check_amqp_address(address)
+    {
+        problems.add("protocolsettings.address", why);
+    }
+    let link_name = sent
+        .link_name
+        .optional("protocolsettings.linkName", A_STRING, problems);
+    if link_name.as_ref().is_some_and(|name| {
+        name.is_empty() || name.len() > 256 || name.chars().any(char::is_control)
+    }) {
+        problems.add(
+            "protocolsettings.linkName",
+            "must be 1 to 256 characters without control characters",
+        );
+    }
+    let settled = match sent.sendersettlementmode.optional(
+        "protocolsettings.sendersettlementmode",
+        "`settled` or `unsettled`",
+        problems,
+    ) {
+        None => false,
+        Some(mode) if mode == "unsettled" => false,
+        Some(mode) if mode == "settled" => true,
+        Some(_) => {
+            problems.add(
+                "protocolsettings.sendersettlementmode",
+                "must be `settled` (at most once) or `unsettled` (at least once)",
+            );
+            false
+        }
+    };
+    knooppunt_store::AmqpSettings {
+        address,
+        link_name,
+        settled,
+        link_properties: check_strings(
+            sent.link_properties,
+            "protocolsettings.linkProperties",
+            problems,
+        ),
     }
 }
 

@@ -321,6 +321,27 @@ pub(crate) async fn detail(
                 html! { code class="utrecht-code" { (topicname) } " (" (version) ", QoS " (qos) ")" },
             ));
         }
+        Some(knooppunt_api::ProtocolSettingsOut::Amqp {
+            address,
+            sendersettlementmode,
+            ..
+        }) => {
+            let delivery = if sendersettlementmode == "settled" {
+                lang.t("settled: hooguit één keer", "settled: at most once")
+            } else {
+                lang.t("unsettled: minstens één keer", "unsettled: at least once")
+            };
+            properties.push((
+                lang.t("AMQP-adres", "AMQP address"),
+                html! {
+                    @match address {
+                        Some(address) => code class="utrecht-code" { (address) },
+                        None => (lang.t("het pad van het eindpunt", "the endpoint's path")),
+                    }
+                    " (AMQP 1.0, " (delivery) ")"
+                },
+            ));
+        }
         Some(knooppunt_api::ProtocolSettingsOut::Nats { subject, jetstream }) => {
             let delivery = if *jetstream {
                 lang.t("JetStream: minstens één keer", "JetStream: at least once")

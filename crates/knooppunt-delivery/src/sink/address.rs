@@ -226,7 +226,7 @@ pub fn check_sink_url(sink: &str, allow_http: bool) -> Result<(), String> {
     else {
         return Err(format!(
             "`{sink}` must be an absolute https:// URL (mqtts:// for an MQTT broker, tls:// \
-             for a NATS server)"
+             for a NATS server, amqps:// for an AMQP 1.0 broker)"
         ));
     };
     if host.is_empty() {

@@ -1,4 +1,5 @@
-//! What every broker protocol shares (MQTT in [`super::mqtt`], NATS in [`super::nats`]): the
+//! What every broker protocol shares (MQTT in [`super::mqtt`], NATS in [`super::nats`], AMQP
+//! 1.0 in [`super::amqp`]): the
 //! [`Broker`] trait the delivery path calls, how a publication ended ([`Published`]), one
 //! connection task per endpoint and credentials ([`Sessions`]), and dialling a broker
 //! through the hub's address check and trust store ([`dial`]).
@@ -187,8 +188,8 @@ pub(crate) fn refuse_queued<M>(
 }
 
 /// A connection to a broker: TCP, or TLS over it.
-pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send + std::fmt::Debug {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + std::fmt::Debug> Io for T {}
 
 /// "`what` the broker failed: `error`", a failure to try again.
 pub(crate) fn failed(what: &str, error: &dyn std::fmt::Display) -> Published {

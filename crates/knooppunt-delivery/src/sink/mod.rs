@@ -2,6 +2,7 @@
 //! `OPTIONS` validation handshake (CloudEvents webhook spec section 4).
 
 pub(crate) mod address;
+pub mod amqp;
 pub(crate) mod broker;
 pub(crate) mod connections;
 pub(crate) mod credentials;
@@ -157,12 +158,14 @@ pub fn delivery_message(
 pub(crate) struct Brokers {
     mqtt: mqtt::Brokers,
     nats: nats::Servers,
+    amqp: amqp::Brokers,
 }
 
 /// An event's message for a subscription's broker.
 pub(crate) enum BrokerMessage {
     Mqtt(<mqtt::Brokers as Broker>::Message),
     Nats(<nats::Servers as Broker>::Message),
+    Amqp(<amqp::Brokers as Broker>::Message),
 }
 
 impl Brokers {
@@ -176,7 +179,8 @@ impl Brokers {
         let tls = std::sync::Arc::new(tls);
         Brokers {
             mqtt: mqtt::Brokers::new(std::sync::Arc::clone(networks), std::sync::Arc::clone(&tls)),
-            nats: nats::Servers::new(std::sync::Arc::clone(networks), tls),
+            nats: nats::Servers::new(std::sync::Arc::clone(networks), std::sync::Arc::clone(&tls)),
+            amqp: amqp::Brokers::new(std::sync::Arc::clone(networks), tls),
         }
     }
 
@@ -196,6 +200,9 @@ impl Brokers {
             Protocol::Nats => {
                 nats::Servers::message(subscription, mode, event, replay).map(BrokerMessage::Nats)
             }
+            Protocol::Amqp => {
+                amqp::Brokers::message(subscription, mode, event, replay).map(BrokerMessage::Amqp)
+            }
         })
     }
 
@@ -209,6 +216,7 @@ impl Brokers {
         match message {
             BrokerMessage::Mqtt(m) => self.mqtt.publish(subscription, m, within).await,
             BrokerMessage::Nats(m) => self.nats.publish(subscription, m, within).await,
+            BrokerMessage::Amqp(m) => self.amqp.publish(subscription, m, within).await,
         }
         .into()
     }
@@ -224,6 +232,7 @@ impl Brokers {
             Protocol::Http => return None,
             Protocol::Mqtt5 | Protocol::Mqtt3 => self.mqtt.check(subscription, within).await,
             Protocol::Nats => self.nats.check(subscription, within).await,
+            Protocol::Amqp => self.amqp.check(subscription, within).await,
         })
     }
 }

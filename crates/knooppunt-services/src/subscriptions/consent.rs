@@ -35,12 +35,22 @@ impl Subscriptions {
                         });
                     }
                     (Handshake::Refused(why) | Handshake::Failed(why), Status::Pending { .. }) => {
-                        current.status = Status::Pending {
-                            problem: Some(format!(
+                        // A broker has no callback: it consents by taking the connection.
+                        let problem = if current.protocol() == knooppunt_store::Protocol::Http {
+                            format!(
                                 "the sink did not consent to deliveries ({why}); it may call \
                                  the callback URL sent in WebHook-Request-Callback, or an \
                                  administrator may record consent by agreement"
-                            )),
+                            )
+                        } else {
+                            format!(
+                                "the broker did not take the hub's connection ({why}); replace \
+                                 the subscription once that is fixed, or an administrator may \
+                                 record consent by agreement"
+                            )
+                        };
+                        current.status = Status::Pending {
+                            problem: Some(problem),
                         };
                     }
                 }

@@ -329,6 +329,10 @@ pub fn on_the_trail(state: &AppState, subscription: &Subscription) -> serde_json
         knooppunt_store::ProtocolSettings::Nats(nats) => json!({
             "subject": nats.subject, "jetstream": nats.jetstream,
         }),
+        knooppunt_store::ProtocolSettings::Amqp(amqp) => json!({
+            "address": amqp.address, "linkName": amqp.link_name, "settled": amqp.settled,
+            "linkProperties": amqp.link_properties,
+        }),
     };
     let credential = subscription
         .sink_credential

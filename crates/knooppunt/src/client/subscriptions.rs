@@ -82,9 +82,10 @@ pub(crate) struct NewSubscription {
     #[arg(long, short, value_name = "FILE", conflicts_with_all = ["sink", "types", "source", "sql", "config", "topic", "qos", "subject", "jetstream"])]
     file: Option<PathBuf>,
     /// Where events are delivered: a webhook (an absolute http or https URL), an MQTT 5
-    /// broker (mqtt:// or mqtts://, with --topic) or a NATS server (nats:// or tls://, with
-    /// --subject); left out for a pull subscription. A broker's user name and password go
-    /// in a --file's `sinkcredential` (PLAIN).
+    /// broker (mqtt:// or mqtts://, with --topic), a NATS server (nats:// or tls://, with
+    /// --subject) or an AMQP 1.0 broker (amqp:// or amqps://, the target address as the
+    /// URL's path: amqps://host/amq/queue/<queue>); left out for a pull subscription. A
+    /// broker's user name and password go in a --file's `sinkcredential` (PLAIN).
     #[arg(long)]
     sink: Option<String>,
     /// The MQTT topic each event is published to (a sink at an MQTT broker).
@@ -321,6 +322,16 @@ fn describe(subscription: &Value) {
             "core NATS, at most once"
         };
         say!("  subject:  {subject} ({delivery})");
+    }
+    if subscription["protocol"] == "AMQP" {
+        let settings = &subscription["protocolsettings"];
+        let address = settings["address"].as_str().unwrap_or("the sink's path");
+        let delivery = if settings["sendersettlementmode"] == "settled" {
+            "settled, at most once"
+        } else {
+            "unsettled, at least once"
+        };
+        say!("  address:  {address} (AMQP 1.0, {delivery})");
     }
     say!("  receives: {}", what(subscription));
     if let Some(config) = subscription["config"].as_object() {
