@@ -1040,3 +1040,53 @@ pub fn amqp_publish(
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// An AMQP 1.0 receiver (Qpid Proton) that only counts the messages from `address`.
+#[derive(Debug)]
+pub struct AmqpCounter {
+    process: Child,
+    count: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl AmqpCounter {
+    /// Receiving once this returns.
+    pub fn start(broker: &RabbitMq, address: &str, (user, password): (&str, &str)) -> AmqpCounter {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("amqp-counter.py");
+        let mut process = Command::new(PYTHON)
+            .arg(script)
+            .args([&broker.port.to_string(), address, user, password])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 runs");
+        let stdout = process.stdout.take().unwrap();
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = std::sync::Arc::clone(&count);
+        let (ready, attached) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line == "ready" {
+                    let _ = ready.send(());
+                } else if let Ok(n) = line.parse::<u64>() {
+                    counted.store(n, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        });
+        attached
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the AMQP counter attached");
+        AmqpCounter { process, count }
+    }
+
+    /// The messages counted so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for AmqpCounter {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
