@@ -38,7 +38,7 @@ fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, P
     // A broker's endpoint (mqtt://, mqtts://, nats://, tls://) is a subscription of its
     // protocol (MQTT 5 for MQTT, or the MQTT3 it was), published to the topic or subject of
     // the form's one field; the other settings, when editing, are kept. Which protocol a
-    // scheme names is the store's rule (`Sink::is_for`), not the form's.
+    // scheme names is the store's rule (`Sink::is_for`, `Sink::protocol`), not the form's.
     use knooppunt_store::Protocol;
     let sink = knooppunt_store::Sink::parse(fields.get("sink")).ok();
     let stored = match &request.protocol {
@@ -47,10 +47,7 @@ fn body_of(fields: &Fields, base: Option<&Value>, lang: Lang) -> Result<Value, P
     };
     let protocol = match (&sink, stored) {
         (Some(sink), Some(stored)) if sink.is_for(stored) => stored,
-        (Some(sink), _) => Protocol::ALL
-            .into_iter()
-            .find(|p| sink.is_for(*p))
-            .unwrap_or(Protocol::Http),
+        (Some(sink), _) => sink.protocol(),
         (None, _) => Protocol::Http,
     };
     let broker = protocol != Protocol::Http;

@@ -192,6 +192,15 @@ impl Sink {
         let scheme = self.0[..self.0.find("://").unwrap_or_default()].to_ascii_lowercase();
         protocol.schemes().contains(&scheme.as_str())
     }
+
+    /// The protocol its scheme names (MQTT 5 for `mqtt(s)://`, which MQTT 3.1.1 shares):
+    /// what a subscription that names no protocol delivers over.
+    pub fn protocol(&self) -> Protocol {
+        Protocol::ALL
+            .into_iter()
+            .find(|p| self.is_for(*p))
+            .unwrap_or_default()
+    }
 }
 
 impl std::ops::Deref for Sink {

@@ -234,8 +234,7 @@ impl NewSubscription {
             self.sink
                 .as_deref()
                 .and_then(|sink| knooppunt_store::Sink::parse(sink).ok())
-                .and_then(|sink| Protocol::ALL.into_iter().find(|p| sink.is_for(*p)))
-                .unwrap_or(Protocol::Http)
+                .map_or(Protocol::Http, |sink| sink.protocol())
         };
         body.insert("protocol".into(), json!(protocol.as_str()));
         let mut settings = Map::new();
