@@ -93,24 +93,37 @@ const QUEUE: usize = 1024;
 /// The most connections kept; past it, the map starts over (their tasks end when idle).
 const MAX_SESSIONS: usize = 4096;
 
-/// The connection tasks of one protocol, by endpoint and credentials.
+/// The connection tasks of one protocol, by endpoint and credentials, and what they connect
+/// with: the hub's sink networks and TLS settings.
 pub(crate) struct Sessions<M> {
     sessions: Mutex<HashMap<String, mpsc::Sender<Request<M>>>>,
+    networks: Arc<SinkNetworks>,
+    tls: Arc<rustls::ClientConfig>,
 }
 
 impl<M: Send + 'static> Sessions<M> {
-    pub(crate) fn new() -> Sessions<M> {
+    pub(crate) fn new(networks: Arc<SinkNetworks>, tls: Arc<rustls::ClientConfig>) -> Self {
         Sessions {
             sessions: Mutex::new(HashMap::new()),
+            networks,
+            tls,
         }
+    }
+
+    pub(crate) fn networks(&self) -> &SinkNetworks {
+        &self.networks
+    }
+
+    pub(crate) fn tls(&self) -> &Arc<rustls::ClientConfig> {
+        &self.tls
     }
 
     /// Sends `message` to the connection task of `key` (started with `start` if there is
     /// none, or if it ended) and waits up to `within` for the answer.
-    pub(crate) async fn publish<F>(
+    pub(crate) async fn send<F>(
         &self,
         key: &str,
-        start: impl Fn(mpsc::Receiver<Request<M>>) -> F,
+        start: impl Fn(Arc<SinkNetworks>, Arc<rustls::ClientConfig>, mpsc::Receiver<Request<M>>) -> F,
         message: M,
         within: Duration,
     ) -> Published
@@ -153,7 +166,7 @@ impl<M: Send + 'static> Sessions<M> {
     fn session<F>(
         &self,
         key: &str,
-        start: &impl Fn(mpsc::Receiver<Request<M>>) -> F,
+        start: &impl Fn(Arc<SinkNetworks>, Arc<rustls::ClientConfig>, mpsc::Receiver<Request<M>>) -> F,
     ) -> mpsc::Sender<Request<M>>
     where
         F: Future<Output = ()> + Send + 'static,
@@ -168,7 +181,11 @@ impl<M: Send + 'static> Sessions<M> {
             sessions.clear();
         }
         let (sender, requests) = mpsc::channel(QUEUE);
-        tokio::spawn(start(requests));
+        tokio::spawn(start(
+            Arc::clone(&self.networks),
+            Arc::clone(&self.tls),
+            requests,
+        ));
         sessions.insert(key.to_owned(), sender.clone());
         sender
     }
@@ -250,39 +267,59 @@ pub(crate) async fn consent(
     }
 }
 
-/// The host and port of a broker's sink URL (`scheme://host[:port]`), and whether its
-/// scheme is `tls_scheme`; the port is `ports.0` plain and `ports.1` with TLS by default.
-pub(crate) fn host_and_port(
-    sink: &str,
-    (plain_scheme, tls_scheme): (&str, &str),
-    ports: (u16, u16),
-) -> Result<(String, u16, bool), String> {
-    let url = url::Url::parse(sink).map_err(|error| format!("the sink URL is invalid: {error}"))?;
-    let tls = match url.scheme() {
-        scheme if scheme == plain_scheme => false,
-        scheme if scheme == tls_scheme => true,
-        other => return Err(format!("`{other}` is not a {plain_scheme} scheme")),
-    };
-    let host = url
-        .host_str()
-        .ok_or("the sink URL has no host")?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    Ok((
-        host,
-        url.port().unwrap_or(if tls { ports.1 } else { ports.0 }),
-        tls,
-    ))
+/// Where and as whom the hub connects to a broker.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) tls: bool,
+    pub(crate) login: Option<(String, String)>,
 }
 
-/// The key of a connection: endpoint and credentials (subscriptions with other credentials
-/// never share a connection), and what else tells connections apart (a protocol version).
-pub(crate) fn session_key(
-    (host, port, tls): (&str, u16, bool),
-    login: Option<&(String, String)>,
-    other: &str,
-) -> String {
-    let login = login.map(|(user, password)| format!("{user}\n{password}"));
-    format!("{host}:{port} {tls} {other}\n{}", login.unwrap_or_default())
+impl Endpoint {
+    /// The endpoint of a sink URL (`scheme://host[:port]`) whose scheme is `schemes.0`
+    /// (plain, port `ports.0` by default) or `schemes.1` (TLS, port `ports.1`).
+    pub(crate) fn of(
+        sink: &str,
+        (plain_scheme, tls_scheme): (&str, &str),
+        ports: (u16, u16),
+        login: Option<(String, String)>,
+    ) -> Result<Endpoint, String> {
+        let url =
+            url::Url::parse(sink).map_err(|error| format!("the sink URL is invalid: {error}"))?;
+        let tls = match url.scheme() {
+            scheme if scheme == plain_scheme => false,
+            scheme if scheme == tls_scheme => true,
+            other => return Err(format!("`{other}` is not a {plain_scheme} scheme")),
+        };
+        let host = url
+            .host_str()
+            .ok_or("the sink URL has no host")?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        Ok(Endpoint {
+            host,
+            port: url.port().unwrap_or(if tls { ports.1 } else { ports.0 }),
+            tls,
+            login,
+        })
+    }
+
+    /// The key of its connection: endpoint and credentials (subscriptions with other
+    /// credentials never share a connection), and what else tells connections apart (the
+    /// protocol, a version).
+    pub(crate) fn key(&self, other: &str) -> String {
+        let login = self
+            .login
+            .as_ref()
+            .map(|(user, password)| format!("{user}\n{password}"));
+        format!(
+            "{}:{} {} {other}\n{}",
+            self.host,
+            self.port,
+            self.tls,
+            login.unwrap_or_default()
+        )
+    }
 }

@@ -13,14 +13,12 @@
 mod session;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use knooppunt_event::binding::amqp::AmqpMessage;
 use knooppunt_store::{AmqpSettings, DeliveryMode, ProtocolSettings, StoredEvent, Subscription};
 
-use super::broker::{self, Broker, Published, Sessions};
-use crate::sink::address::SinkNetworks;
+use super::broker::{self, Broker, Endpoint, Published, Sessions};
 
 /// The longest target address the hub attaches to.
 pub const MAX_ADDRESS: usize = 1024;
@@ -87,34 +85,9 @@ pub(crate) struct Publication {
     pub(crate) message: AmqpMessage,
 }
 
-/// Where and as whom the hub connects.
-#[derive(Debug, Clone)]
-pub(crate) struct Endpoint {
-    pub(crate) host: String,
-    pub(crate) port: u16,
-    pub(crate) tls: bool,
-    pub(crate) login: Option<(String, String)>,
-}
-
-impl Endpoint {
-    /// The endpoint of a sink URL (`amqp://host[:5672]`, `amqps://host[:5671]`).
-    pub(crate) fn of(sink: &str, login: Option<(String, String)>) -> Result<Endpoint, String> {
-        let (host, port, tls) = broker::host_and_port(sink, ("amqp", "amqps"), (5672, 5671))?;
-        Ok(Endpoint {
-            host,
-            port,
-            tls,
-            login,
-        })
-    }
-
-    fn key(&self) -> String {
-        broker::session_key(
-            (&self.host, self.port, self.tls),
-            self.login.as_ref(),
-            "amqp",
-        )
-    }
+/// The endpoint of a sink URL (`amqp://host[:5672]`, `amqps://host[:5671]`).
+fn endpoint(sink: &str, login: Option<(String, String)>) -> Result<Endpoint, String> {
+    Endpoint::of(sink, ("amqp", "amqps"), (5672, 5671), login)
 }
 
 /// The link of an AMQP subscription, or why it has none.
@@ -136,23 +109,9 @@ fn link_of(subscription: &Subscription) -> Result<LinkSpec, String> {
 }
 
 /// The hub's connections to AMQP 1.0 brokers.
-pub(crate) struct Brokers {
-    sessions: Sessions<Publication>,
-    networks: Arc<SinkNetworks>,
-    tls: Arc<rustls::ClientConfig>,
-}
+pub(crate) type Brokers = Sessions<Publication>;
 
-impl Brokers {
-    pub(crate) fn new(networks: Arc<SinkNetworks>, tls: Arc<rustls::ClientConfig>) -> Brokers {
-        Brokers {
-            sessions: Sessions::new(),
-            networks,
-            tls,
-        }
-    }
-}
-
-impl Broker for Brokers {
+impl Broker for Sessions<Publication> {
     type Message = Publication;
 
     /// Binary or structured mode (the AMQP binding defines no other); a replay adds an
@@ -191,31 +150,24 @@ impl Broker for Brokers {
         publication: Publication,
         within: Duration,
     ) -> Published {
-        let endpoint = match Endpoint::of(&subscription.sink, broker::login(subscription)) {
+        let endpoint = match endpoint(&subscription.sink, broker::login(subscription)) {
             Ok(endpoint) => endpoint,
             Err(why) => return Published::Failed(why),
         };
-        let start = |requests| {
-            session::run(
-                endpoint.clone(),
-                Arc::clone(&self.networks),
-                Arc::clone(&self.tls),
-                requests,
-            )
-        };
-        self.sessions
-            .publish(&endpoint.key(), start, publication, within)
-            .await
+        let key = endpoint.key("amqp");
+        let start =
+            |networks, tls, requests| session::run(endpoint.clone(), networks, tls, requests);
+        self.send(&key, start, publication, within).await
     }
 
     /// The broker takes the login and attaches the subscription's link: its address
     /// exists and the hub's user may send to it.
     async fn check(&self, subscription: &Subscription, within: Duration) -> Result<(), String> {
-        let endpoint = Endpoint::of(&subscription.sink, broker::login(subscription))?;
+        let endpoint = endpoint(&subscription.sink, broker::login(subscription))?;
         let link = link_of(subscription)?;
         broker::consent(
             within,
-            session::try_link(&endpoint, &link, &self.networks, &self.tls),
+            session::try_link(&endpoint, &link, self.networks(), self.tls()),
         )
         .await
     }
@@ -253,12 +205,12 @@ mod tests {
 
     #[test]
     fn endpoints_have_the_default_ports() {
-        let plain = Endpoint::of("amqp://b.example", None).unwrap();
+        let plain = endpoint("amqp://b.example", None).unwrap();
         assert_eq!((plain.port, plain.tls), (5672, false));
-        let tls = Endpoint::of("amqps://b.example/queue/x", None).unwrap();
+        let tls = endpoint("amqps://b.example/queue/x", None).unwrap();
         assert_eq!((tls.port, tls.tls), (5671, true));
-        let a = Endpoint::of("amqp://b:1", Some(("u".into(), "p".into()))).unwrap();
-        let b = Endpoint::of("amqp://b:1", Some(("u".into(), "q".into()))).unwrap();
-        assert_ne!(a.key(), b.key());
+        let a = endpoint("amqp://b:1", Some(("u".into(), "p".into()))).unwrap();
+        let b = endpoint("amqp://b:1", Some(("u".into(), "q".into()))).unwrap();
+        assert_ne!(a.key("x"), b.key("x"));
     }
 }

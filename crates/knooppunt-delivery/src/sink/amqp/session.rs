@@ -26,8 +26,9 @@ use knooppunt_event::binding::amqp::{AmqpMessage, AmqpValue};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use super::{Endpoint, LinkSpec, Publication};
+use super::{LinkSpec, Publication};
 use crate::sink::address::SinkNetworks;
+use crate::sink::broker::Endpoint;
 use crate::sink::broker::{self, Io, Published};
 
 type Request = broker::Request<Publication>;

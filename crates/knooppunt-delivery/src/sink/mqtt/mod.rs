@@ -10,7 +10,6 @@ mod session;
 
 pub(crate) use codec::Version;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use knooppunt_event::binding::mqtt::MqttMessage;
@@ -19,7 +18,6 @@ use knooppunt_store::{
 };
 
 use super::broker::{self, Broker, Published, Sessions};
-use crate::sink::address::SinkNetworks;
 
 /// The longest topic name (MQTT: a UTF-8 string of at most 65,535 bytes; the hub keeps it
 /// shorter).
@@ -76,13 +74,10 @@ impl Publication {
     }
 }
 
-/// Where and as whom the hub connects.
+/// Where and as whom the hub connects, and in which version.
 #[derive(Debug, Clone)]
 pub(crate) struct Endpoint {
-    pub(crate) host: String,
-    pub(crate) port: u16,
-    pub(crate) tls: bool,
-    pub(crate) login: Option<(String, String)>,
+    pub(crate) at: broker::Endpoint,
     pub(crate) version: Version,
     /// The keep-alive asked of the broker, in seconds; the hub pings at half of it.
     pub(crate) keep_alive: u16,
@@ -95,12 +90,8 @@ impl Endpoint {
         login: Option<(String, String)>,
         version: Version,
     ) -> Result<Endpoint, String> {
-        let (host, port, tls) = broker::host_and_port(sink, ("mqtt", "mqtts"), (1883, 8883))?;
         Ok(Endpoint {
-            host,
-            port,
-            tls,
-            login,
+            at: broker::Endpoint::of(sink, ("mqtt", "mqtts"), (1883, 8883), login)?,
             version,
             keep_alive: session::KEEP_ALIVE,
         })
@@ -108,11 +99,7 @@ impl Endpoint {
 
     /// The key of its connection: endpoint, credentials and version.
     fn key(&self) -> String {
-        broker::session_key(
-            (&self.host, self.port, self.tls),
-            self.login.as_ref(),
-            &format!("mqtt {:?}", self.version),
-        )
+        self.at.key(&format!("mqtt {:?}", self.version))
     }
 
     /// The endpoint of an MQTT subscription: its sink, logged in with its PLAIN credential.
@@ -129,21 +116,9 @@ impl Endpoint {
 }
 
 /// The hub's connections to MQTT brokers.
-pub(crate) struct Brokers {
-    sessions: Sessions<Publication>,
-    networks: Arc<SinkNetworks>,
-    tls: Arc<rustls::ClientConfig>,
-}
+pub(crate) type Brokers = Sessions<Publication>;
 
-impl Brokers {
-    pub(crate) fn new(networks: Arc<SinkNetworks>, tls: Arc<rustls::ClientConfig>) -> Brokers {
-        Brokers {
-            sessions: Sessions::new(),
-            networks,
-            tls,
-        }
-    }
-
+impl Sessions<Publication> {
     /// Publishes to the broker of `endpoint`, waiting up to `within` for its answer.
     pub(crate) async fn publish_to(
         &self,
@@ -151,21 +126,14 @@ impl Brokers {
         publication: Publication,
         within: Duration,
     ) -> Published {
-        let start = |requests| {
-            session::run(
-                endpoint.clone(),
-                Arc::clone(&self.networks),
-                Arc::clone(&self.tls),
-                requests,
-            )
-        };
-        self.sessions
-            .publish(&endpoint.key(), start, publication, within)
-            .await
+        let key = endpoint.key();
+        let start =
+            |networks, tls, requests| session::run(endpoint.clone(), networks, tls, requests);
+        self.send(&key, start, publication, within).await
     }
 }
 
-impl Broker for Brokers {
+impl Broker for Sessions<Publication> {
     type Message = Publication;
 
     /// Binary mode, or structured mode in the JSON format (the MQTT binding defines no
@@ -227,7 +195,7 @@ impl Broker for Brokers {
         let endpoint = Endpoint::of_subscription(subscription)?;
         broker::consent(
             within,
-            session::try_connect(&endpoint, &self.networks, &self.tls),
+            session::try_connect(&endpoint, self.networks(), self.tls()),
         )
         .await
     }
@@ -249,11 +217,11 @@ mod tests {
     #[test]
     fn endpoints_have_the_default_ports_and_keys_per_credentials() {
         let plain = Endpoint::of("mqtt://broker.example", None, Version::V5).unwrap();
-        assert_eq!((plain.port, plain.tls), (1883, false));
+        assert_eq!((plain.at.port, plain.at.tls), (1883, false));
         let tls = Endpoint::of("mqtts://broker.example", None, Version::V5).unwrap();
-        assert_eq!((tls.port, tls.tls), (8883, true));
+        assert_eq!((tls.at.port, tls.at.tls), (8883, true));
         let v6 = Endpoint::of("mqtt://[::1]:1884", None, Version::V5).unwrap();
-        assert_eq!((v6.host.as_str(), v6.port), ("::1", 1884));
+        assert_eq!((v6.at.host.as_str(), v6.at.port), ("::1", 1884));
         let a = Endpoint::of("mqtt://b:1", Some(("u".into(), "p".into())), Version::V5).unwrap();
         let b = Endpoint::of("mqtt://b:1", Some(("u".into(), "q".into())), Version::V5).unwrap();
         assert_ne!(a.key(), b.key());
@@ -266,6 +234,8 @@ mod tests {
 #[cfg(test)]
 mod silent_broker {
     use super::*;
+    use crate::sink::address::SinkNetworks;
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -58,7 +58,7 @@ pub(super) async fn run(
                 let limit = usize::from(receive_maximum).clamp(1, MAX_IN_FLIGHT);
                 let link = (endpoint.version, endpoint.keep_alive);
                 if let Err(why) = serve(io, link, limit, first, &mut requests).await {
-                    tracing::debug!(broker = %endpoint.host, %why, "An MQTT connection ended.");
+                    tracing::debug!(broker = %endpoint.at.host, %why, "An MQTT connection ended.");
                 }
             }
             Err(refused) => broker::refuse_queued(first, &mut requests, &refused),
@@ -89,9 +89,9 @@ async fn connect(
     networks: &SinkNetworks,
     tls: &Arc<rustls::ClientConfig>,
 ) -> Result<(Box<dyn Io>, u16), Published> {
-    let tcp = broker::dial(&endpoint.host, endpoint.port, networks).await?;
-    let mut io: Box<dyn Io> = if endpoint.tls {
-        broker::secure(tcp, &endpoint.host, tls).await?
+    let tcp = broker::dial(&endpoint.at.host, endpoint.at.port, networks).await?;
+    let mut io: Box<dyn Io> = if endpoint.at.tls {
+        broker::secure(tcp, &endpoint.at.host, tls).await?
     } else {
         Box::new(tcp)
     };
@@ -101,7 +101,7 @@ async fn connect(
         .connect(
             format!("knooppunt-{:016x}", fastrand::u64(..)),
             endpoint.keep_alive,
-            endpoint.login.clone(),
+            endpoint.at.login.clone(),
             &mut out,
         )
         .map_err(Published::Failed)?;

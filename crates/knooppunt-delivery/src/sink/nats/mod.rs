@@ -11,14 +11,12 @@
 mod protocol;
 mod session;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use knooppunt_event::binding::nats::NatsMessage;
 use knooppunt_store::{DeliveryMode, ProtocolSettings, StoredEvent, Subscription};
 
-use super::broker::{self, Broker, Published, Sessions};
-use crate::sink::address::SinkNetworks;
+use super::broker::{self, Broker, Endpoint, Published, Sessions};
 
 /// The longest subject the hub publishes to.
 pub const MAX_SUBJECT: usize = 1024;
@@ -59,54 +57,15 @@ pub(crate) struct Publication {
     pub(crate) jetstream: bool,
 }
 
-/// Where and as whom the hub connects.
-#[derive(Debug, Clone)]
-pub(crate) struct Endpoint {
-    pub(crate) host: String,
-    pub(crate) port: u16,
-    pub(crate) tls: bool,
-    pub(crate) login: Option<(String, String)>,
-}
-
-impl Endpoint {
-    /// The endpoint of a sink URL (`nats://host[:4222]`, `tls://host[:4222]`).
-    pub(crate) fn of(sink: &str, login: Option<(String, String)>) -> Result<Endpoint, String> {
-        let (host, port, tls) = broker::host_and_port(sink, ("nats", "tls"), (4222, 4222))?;
-        Ok(Endpoint {
-            host,
-            port,
-            tls,
-            login,
-        })
-    }
-
-    fn key(&self) -> String {
-        broker::session_key(
-            (&self.host, self.port, self.tls),
-            self.login.as_ref(),
-            "nats",
-        )
-    }
+/// The endpoint of a sink URL (`nats://host[:4222]`, `tls://host[:4222]`).
+fn endpoint(sink: &str, login: Option<(String, String)>) -> Result<Endpoint, String> {
+    Endpoint::of(sink, ("nats", "tls"), (4222, 4222), login)
 }
 
 /// The hub's connections to NATS servers.
-pub(crate) struct Servers {
-    sessions: Sessions<Publication>,
-    networks: Arc<SinkNetworks>,
-    tls: Arc<rustls::ClientConfig>,
-}
+pub(crate) type Servers = Sessions<Publication>;
 
-impl Servers {
-    pub(crate) fn new(networks: Arc<SinkNetworks>, tls: Arc<rustls::ClientConfig>) -> Servers {
-        Servers {
-            sessions: Sessions::new(),
-            networks,
-            tls,
-        }
-    }
-}
-
-impl Broker for Servers {
+impl Broker for Sessions<Publication> {
     type Message = Publication;
 
     /// Binary or structured mode (the NATS binding defines no other); a replay adds a
@@ -150,28 +109,21 @@ impl Broker for Servers {
         publication: Publication,
         within: Duration,
     ) -> Published {
-        let endpoint = match Endpoint::of(&subscription.sink, broker::login(subscription)) {
+        let endpoint = match endpoint(&subscription.sink, broker::login(subscription)) {
             Ok(endpoint) => endpoint,
             Err(why) => return Published::Failed(why),
         };
-        let start = |requests| {
-            session::run(
-                endpoint.clone(),
-                Arc::clone(&self.networks),
-                Arc::clone(&self.tls),
-                requests,
-            )
-        };
-        self.sessions
-            .publish(&endpoint.key(), start, publication, within)
-            .await
+        let key = endpoint.key("nats");
+        let start =
+            |networks, tls, requests| session::run(endpoint.clone(), networks, tls, requests);
+        self.send(&key, start, publication, within).await
     }
 
     async fn check(&self, subscription: &Subscription, within: Duration) -> Result<(), String> {
-        let endpoint = Endpoint::of(&subscription.sink, broker::login(subscription))?;
+        let endpoint = endpoint(&subscription.sink, broker::login(subscription))?;
         broker::consent(
             within,
-            session::try_connect(&endpoint, &self.networks, &self.tls),
+            session::try_connect(&endpoint, self.networks(), self.tls()),
         )
         .await
     }
@@ -195,13 +147,13 @@ mod tests {
 
     #[test]
     fn endpoints_have_the_default_port_and_keys_per_credentials() {
-        let plain = Endpoint::of("nats://n.example", None).unwrap();
+        let plain = endpoint("nats://n.example", None).unwrap();
         assert_eq!((plain.port, plain.tls), (4222, false));
-        let tls = Endpoint::of("tls://n.example:4443", None).unwrap();
+        let tls = endpoint("tls://n.example:4443", None).unwrap();
         assert_eq!((tls.port, tls.tls), (4443, true));
-        let a = Endpoint::of("nats://n:1", Some(("u".into(), "p".into()))).unwrap();
-        let b = Endpoint::of("nats://n:1", Some(("u".into(), "q".into()))).unwrap();
-        assert_ne!(a.key(), b.key());
-        assert!(Endpoint::of("mqtt://n", None).is_err());
+        let a = endpoint("nats://n:1", Some(("u".into(), "p".into()))).unwrap();
+        let b = endpoint("nats://n:1", Some(("u".into(), "q".into()))).unwrap();
+        assert_ne!(a.key("x"), b.key("x"));
+        assert!(endpoint("mqtt://n", None).is_err());
     }
 }

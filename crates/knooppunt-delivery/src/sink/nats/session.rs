@@ -17,9 +17,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::Publication;
 use super::protocol::{self, Op};
-use super::{Endpoint, Publication};
 use crate::sink::address::SinkNetworks;
+use crate::sink::broker::Endpoint;
 use crate::sink::broker::{self, Io, Published, failed};
 
 type Request = broker::Request<Publication>;
