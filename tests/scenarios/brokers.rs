@@ -49,10 +49,113 @@ fn receive(subscriber: &MqttSubscriber, count: usize) -> Vec<MqttReceived> {
     tokio::task::block_in_place(|| subscriber.take(count, WAIT))
 }
 
+/// The dead letters of a subscription, once there is one.
+async fn dead_letters(hub: &TestHub, id: &str) -> Vec<Value> {
+    let path = format!("/v1/subscriptions/{id}/dead-letters");
+    knooppunt_tests::wait::until("a dead letter", WAIT, || async {
+        let list = hub.call(Method::GET, &path, tokens::KVK, None).await;
+        list.body
+            .as_array()
+            .filter(|l| !l.is_empty())
+            .cloned()
+            .ok_or(list.body)
+    })
+    .await
+}
+
+/// Each body refused with a 400 naming its member, before anything is stored.
+async fn assert_refused(hub: &TestHub, cases: &[(Value, &str)]) {
+    for (body, member) in cases {
+        let answer = create(hub, body.clone()).await.assert_problem(400);
+        assert!(
+            answer.invalid_params().iter().any(|p| p == member),
+            "{body}: {:?}",
+            answer.body
+        );
+    }
+}
+
+/// A broker a test stops and starts again on the same ports.
+trait Restartable {
+    fn stop(&mut self);
+    fn restart(&mut self);
+}
+
+macro_rules! restartable {
+    ($($broker:ty),*) => {$(
+        impl Restartable for $broker {
+            fn stop(&mut self) {
+                <$broker>::stop(self);
+            }
+            fn restart(&mut self) {
+                <$broker>::restart(self);
+            }
+        }
+    )*};
+}
+
+restartable!(
+    Mosquitto,
+    knooppunt_tests::brokers::NatsServer,
+    knooppunt_tests::brokers::RabbitMq
+);
+
+/// Publishes 30 events to an ordered subscription while `broker` is stopped after the
+/// first 10 and started again after 20: every event arrives at least once (`next`: the id
+/// of the next message, waiting up to the time given), in order.
+async fn ordered_across_a_restart(
+    hub: &TestHub,
+    broker: &mut impl Restartable,
+    next: impl Fn(Duration) -> Option<String>,
+) {
+    let event = |n: usize| {
+        json!({"specversion": "1.0", "id": format!("ordered-{n}"), "source": "/bron",
+               "type": TYPE, "data": {"n": n}})
+        .to_string()
+    };
+    for n in 0..10 {
+        publish(hub, &event(n)).await;
+    }
+    let mut ids: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut take = |ids: &mut Vec<String>, id: String| {
+        if seen.insert(id.clone()) {
+            ids.push(id);
+        }
+    };
+    for _ in 0..10 {
+        let id = tokio::task::block_in_place(|| next(WAIT)).expect("the first 10 arrive");
+        take(&mut ids, id);
+    }
+    tokio::task::block_in_place(|| broker.stop());
+    // Accepted while the broker is away: they wait in the hub.
+    for n in 10..20 {
+        publish(hub, &event(n)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::task::block_in_place(|| broker.restart());
+    for n in 20..30 {
+        publish(hub, &event(n)).await;
+    }
+    while ids.len() < 30 {
+        let id = tokio::task::block_in_place(|| next(Duration::from_secs(60)))
+            .unwrap_or_else(|| panic!("only {} of 30 events arrived: {ids:?}", ids.len()));
+        take(&mut ids, id);
+    }
+    let expected: Vec<String> = (0..30).map(|n| format!("ordered-{n}")).collect();
+    assert_eq!(ids, expected, "every event, once each at least, in order");
+}
+
+/// The `id` of an event in structured mode (its JSON as the payload).
+fn id_in(payload: &[u8]) -> String {
+    let event: Value = serde_json::from_slice(payload).unwrap();
+    event["id"].as_str().unwrap().to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_attribute_and_the_data_arrive_byte_for_byte_in_both_modes() {
     let broker = Mosquitto::start(&[HUB, READER]);
-    let subscriber = MqttSubscriber::start(&broker, "knooppunt/#", READER.0, READER.1);
+    let subscriber = MqttSubscriber::start_mqtt(&broker, "knooppunt/#", READER.0, READER.1);
     let hub = TestHub::start().await;
     let binary = create(
         &hub,
@@ -171,16 +274,7 @@ async fn a_broker_that_refuses_gives_a_clear_status() {
     assert_eq!(forbidden.body["state"], "active", "{}", forbidden.body);
     let id = forbidden.body["id"].as_str().unwrap().to_owned();
     publish(&hub, EVENT).await;
-    let path = format!("/v1/subscriptions/{id}/dead-letters");
-    let dead = knooppunt_tests::wait::until("a dead letter", WAIT, || async {
-        let list = hub.call(Method::GET, &path, tokens::KVK, None).await;
-        list.body
-            .as_array()
-            .filter(|l| !l.is_empty())
-            .cloned()
-            .ok_or(list.body)
-    })
-    .await;
+    let dead = dead_letters(&hub, &id).await;
     assert_eq!(dead[0]["attempts"], 1, "{dead:?}");
     let reason = dead[0]["reason"].as_str().unwrap();
     assert!(
@@ -231,14 +325,7 @@ async fn a_broker_that_refuses_gives_a_clear_status() {
             "protocolsettings.topicname",
         ),
     ];
-    for (body, member) in cases {
-        let answer = create(&hub, body.clone()).await.assert_problem(400);
-        assert!(
-            answer.invalid_params().iter().any(|p| p == member),
-            "{body}: {:?}",
-            answer.body
-        );
-    }
+    assert_refused(&hub, &cases).await;
     let kafka = create(
         &hub,
         json!({"sink": "https://example.nl/x", "protocol": "KAFKA"}),
@@ -258,7 +345,7 @@ async fn a_broker_that_refuses_gives_a_clear_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_broker_restarted_mid_stream_loses_nothing_and_the_order_holds() {
     let mut broker = Mosquitto::start(&[HUB, READER]);
-    let subscriber = MqttSubscriber::start(&broker, "knooppunt/ordered", READER.0, READER.1);
+    let subscriber = MqttSubscriber::start_mqtt(&broker, "knooppunt/ordered", READER.0, READER.1);
     let hub = TestHub::start().await;
     let made = create(
         &hub,
@@ -270,53 +357,17 @@ async fn a_broker_restarted_mid_stream_loses_nothing_and_the_order_holds() {
     )
     .await;
     assert_eq!(made.body["state"], "active", "{}", made.body);
-    let event = |n: usize| {
-        json!({"specversion": "1.0", "id": format!("ordered-{n}"), "source": "/bron",
-               "type": TYPE, "data": {"n": n}})
-        .to_string()
-    };
-    for n in 0..10 {
-        publish(&hub, &event(n)).await;
-    }
-    let first = receive(&subscriber, 10);
-    tokio::task::block_in_place(|| broker.stop());
-    // Accepted while the broker is away: they wait in the hub.
-    for n in 10..20 {
-        publish(&hub, &event(n)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    tokio::task::block_in_place(|| broker.restart());
-    for n in 20..30 {
-        publish(&hub, &event(n)).await;
-    }
     // Structured mode (the default): each message is the event.
-    let id_of = |message: &MqttReceived| {
-        let event: Value = serde_json::from_slice(&message.payload_bytes()).unwrap();
-        event["id"].as_str().unwrap().to_owned()
-    };
-    let mut ids: Vec<String> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for id in first.iter().map(id_of) {
-        if seen.insert(id.clone()) {
-            ids.push(id);
-        }
-    }
-    while seen.len() < 30 {
-        let message = tokio::task::block_in_place(|| subscriber.next(WAIT))
-            .unwrap_or_else(|| panic!("only {} of 30 events arrived: {ids:?}", seen.len()));
-        let id = id_of(&message);
-        if seen.insert(id.clone()) {
-            ids.push(id);
-        }
-    }
-    let expected: Vec<String> = (0..30).map(|n| format!("ordered-{n}")).collect();
-    assert_eq!(ids, expected, "every event, once each at least, in order");
+    ordered_across_a_restart(&hub, &mut broker, |within| {
+        subscriber.next(within).map(|m| id_in(&m.payload_bytes()))
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replay_publishes_the_window_again_naming_the_replay() {
     let broker = Mosquitto::start(&[HUB, READER]);
-    let subscriber = MqttSubscriber::start(&broker, "knooppunt/replayed", READER.0, READER.1);
+    let subscriber = MqttSubscriber::start_mqtt(&broker, "knooppunt/replayed", READER.0, READER.1);
     let hub = TestHub::start().await;
     let made = create(
         &hub,
@@ -355,7 +406,7 @@ async fn a_replay_publishes_the_window_again_naming_the_replay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_mqtt3_broker_gets_the_event_in_structured_mode() {
     let broker = Mosquitto::start(&[HUB, READER]);
-    let subscriber = MqttSubscriber::start(&broker, "knooppunt/v3", READER.0, READER.1);
+    let subscriber = MqttSubscriber::start_mqtt(&broker, "knooppunt/v3", READER.0, READER.1);
     let hub = TestHub::start().await;
     let mut body = mqtt(
         &broker,
@@ -423,7 +474,7 @@ async fn mqtts_brokers_are_verified_against_the_hubs_trust_store() {
         &fixtures.join("sink.pem"),
         &fixtures.join("sink.key"),
     );
-    let subscriber = MqttSubscriber::start(&broker, "knooppunt/tls", READER.0, READER.1);
+    let subscriber = MqttSubscriber::start_mqtt(&broker, "knooppunt/tls", READER.0, READER.1);
     let mut body = mqtt(&broker, json!({"topicname": "knooppunt/tls"}), json!({}));
     body["sink"] = broker.tls_url().into();
 

@@ -1965,6 +1965,34 @@ async fn check_says(browser: &Browser, expected: &str) -> String {
     }
 }
 
+/// Deletes the admin's subscription `old` (the quota is one), makes `body` instead and
+/// opens its page: its id.
+async fn replace_and_show(hub: &TestHub, browser: &Browser, old: &str, body: Value) -> String {
+    let deleted = hub
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/subscriptions/{old}"),
+            tokens::ADMIN,
+            None,
+        )
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    let made = hub
+        .call(
+            reqwest::Method::POST,
+            "/v1/subscriptions",
+            tokens::ADMIN,
+            Some(body),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let id = made.body["id"].as_str().unwrap().to_owned();
+    browser
+        .goto(&hub.url(&format!("/console/subscriptions/{id}")))
+        .await;
+    id
+}
+
 /// The console offers only what the hub will do, by asking the rule the save applies: no
 /// edit form for another owner's catalog entry (refused before it is shown, not on
 /// Opslaan), a live check of a new subscription that is a dry run of creating it (a sink
@@ -2091,29 +2119,14 @@ async fn the_console_offers_only_what_the_hub_allows() {
 
     // A NATS subscription's page shows its subject and what JetStream promises (the MQTT
     // one deleted first: the quota is one).
-    let deleted = hub
-        .call(
-            reqwest::Method::DELETE,
-            &format!("/v1/subscriptions/{id}"),
-            tokens::ADMIN,
-            None,
-        )
-        .await;
-    assert_eq!(deleted.status, 200, "{}", deleted.body);
-    let made = hub
-        .call(
-            reqwest::Method::POST,
-            "/v1/subscriptions",
-            tokens::ADMIN,
-            Some(json!({"sink": "nats://127.0.0.1:9", "protocol": "NATS",
-                        "protocolsettings": {"subject": "knooppunt.console", "jetstream": true}})),
-        )
-        .await;
-    assert_eq!(made.status, 201, "{}", made.body);
-    let id = made.body["id"].as_str().unwrap();
-    browser
-        .goto(&hub.url(&format!("/console/subscriptions/{id}")))
-        .await;
+    let id = replace_and_show(
+        &hub,
+        &browser,
+        id,
+        json!({"sink": "nats://127.0.0.1:9", "protocol": "NATS",
+               "protocolsettings": {"subject": "knooppunt.console", "jetstream": true}}),
+    )
+    .await;
     let text = browser.text().await;
     assert!(
         text.contains("NATS-subject")
@@ -2129,28 +2142,13 @@ async fn the_console_offers_only_what_the_hub_allows() {
     assert_eq!(subject, "knooppunt.console");
 
     // An AMQP subscription's page shows its target: here the endpoint's path.
-    let deleted = hub
-        .call(
-            reqwest::Method::DELETE,
-            &format!("/v1/subscriptions/{id}"),
-            tokens::ADMIN,
-            None,
-        )
-        .await;
-    assert_eq!(deleted.status, 200, "{}", deleted.body);
-    let made = hub
-        .call(
-            reqwest::Method::POST,
-            "/v1/subscriptions",
-            tokens::ADMIN,
-            Some(json!({"sink": "amqp://127.0.0.1:9/amq/queue/knooppunt", "protocol": "AMQP"})),
-        )
-        .await;
-    assert_eq!(made.status, 201, "{}", made.body);
-    let id = made.body["id"].as_str().unwrap();
-    browser
-        .goto(&hub.url(&format!("/console/subscriptions/{id}")))
-        .await;
+    replace_and_show(
+        &hub,
+        &browser,
+        &id,
+        json!({"sink": "amqp://127.0.0.1:9/amq/queue/knooppunt", "protocol": "AMQP"}),
+    )
+    .await;
     let text = browser.text().await;
     assert!(
         text.contains("AMQP-adres")

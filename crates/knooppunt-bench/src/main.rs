@@ -5,15 +5,13 @@
 
 #![allow(clippy::print_stdout)]
 
-mod amqp;
 mod approvals;
+mod brokers;
 mod compare;
 mod deliver;
 mod fanout;
 mod identity;
 mod load;
-mod mqtt;
-mod nats;
 mod outage;
 mod pending;
 mod postgres;
@@ -193,35 +191,13 @@ enum Workload {
         #[arg(long)]
         hop_fraction: Option<f64>,
     },
-    /// Delivery to an MQTT 5 broker (Debian's Mosquitto on loopback, installed when
-    /// missing): the hub's deliveries/s and CPU per delivery next to the broker's own client
-    /// publishing directly (`mosquitto_pub`), in the same run.
-    Mqtt {
-        /// How long the hub is published to.
-        #[arg(long, default_value_t = 5)]
-        seconds: u64,
-        /// The subscription's (and the baseline's) QoS.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=2))]
-        qos: u8,
-    },
-    /// Delivery to an AMQP 1.0 broker (Debian's RabbitMQ) next to Apache Qpid Proton
-    /// publishing to it directly, in the same run.
-    Amqp {
-        /// How long the hub is published to.
-        #[arg(long, default_value_t = 5)]
-        seconds: u64,
-    },
-    /// Delivery to a NATS server (Debian's nats-server, JetStream on) next to NATS's own
-    /// client (nats-py) publishing to it directly, in the same run.
-    Nats {
-        /// How long the hub is published to.
-        #[arg(long, default_value_t = 5)]
-        seconds: u64,
-        /// JetStream (at least once, each message acknowledged by a stream) instead of
-        /// core NATS.
-        #[arg(long)]
-        jetstream: bool,
-    },
+    /// Delivery to an MQTT 5 broker (Debian's Mosquitto) next to `mosquitto_pub`, in the
+    /// same run: deliveries/s and the hub's CPU per delivery (see `brokers`).
+    Mqtt(brokers::mqtt::Args),
+    /// Delivery to an AMQP 1.0 broker (Debian's RabbitMQ) next to Apache Qpid Proton.
+    Amqp(brokers::Shape),
+    /// Delivery to a NATS server (Debian's nats-server, JetStream on) next to nats-py.
+    Nats(brokers::nats::Args),
     /// Fan-out: one event matched by many subscriptions (ordered, the default), spread over
     /// a few loopback sinks; the time until every delivery arrived and the hub's peak
     /// resident memory (the hub runs in a child process).
@@ -864,14 +840,14 @@ fn main() -> anyhow::Result<()> {
                 )
                 .await?;
             }
-            Workload::Mqtt { seconds, qos } => {
-                tokio::task::spawn_blocking(move || mqtt::run(seconds, qos)).await??;
+            Workload::Mqtt(args) => {
+                tokio::task::spawn_blocking(move || brokers::mqtt::run(args)).await??;
             }
-            Workload::Amqp { seconds } => {
-                tokio::task::spawn_blocking(move || amqp::run(seconds)).await??;
+            Workload::Amqp(shape) => {
+                tokio::task::spawn_blocking(move || brokers::amqp::run(shape)).await??;
             }
-            Workload::Nats { seconds, jetstream } => {
-                tokio::task::spawn_blocking(move || nats::run(seconds, jetstream)).await??;
+            Workload::Nats(args) => {
+                tokio::task::spawn_blocking(move || brokers::nats::run(args)).await??;
             }
             Workload::Pending { events, batch } => {
                 pending::run(events, batch).await?;

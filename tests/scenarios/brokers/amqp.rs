@@ -25,7 +25,7 @@ fn receive_amqp(receiver: &AmqpReceiver, count: usize) -> Vec<AmqpReceived> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn amqp_gets_both_modes_byte_for_byte_and_refusals_are_clear() {
     let broker = tokio::task::block_in_place(|| RabbitMq::start(&[HUB, READER]));
-    let receiver = AmqpReceiver::start(broker.port, &queue(), READER);
+    let receiver = AmqpReceiver::start_amqp(broker.port, &queue(), READER);
     let hub = TestHub::start().await;
     // Binary mode, the target in the settings.
     let binary = create(
@@ -169,16 +169,7 @@ async fn amqp_gets_both_modes_byte_for_byte_and_refusals_are_clear() {
         assert_eq!(made.body["state"], "active", "{}", made.body);
         let id = made.body["id"].as_str().unwrap().to_owned();
         publish(&hub, &EVENT.replace("mqtt-1", &format!("refused-{n}"))).await;
-        let path = format!("/v1/subscriptions/{id}/dead-letters");
-        let dead = knooppunt_tests::wait::until("a dead letter", WAIT, || async {
-            let list = hub.call(Method::GET, &path, tokens::KVK, None).await;
-            list.body
-                .as_array()
-                .filter(|l| !l.is_empty())
-                .cloned()
-                .ok_or(list.body)
-        })
-        .await;
+        let dead = dead_letters(&hub, &id).await;
         assert_eq!(dead[0]["attempts"], 1, "{dead:?}");
         let reason = dead[0]["reason"].as_str().unwrap();
         assert!(reason.contains(expected), "{expected}: {reason}");
@@ -223,20 +214,13 @@ async fn amqp_gets_both_modes_byte_for_byte_and_refusals_are_clear() {
             "sink",
         ),
     ];
-    for (body, member) in cases {
-        let answer = create(&hub, body.clone()).await.assert_problem(400);
-        assert!(
-            answer.invalid_params().iter().any(|p| p == member),
-            "{body}: {:?}",
-            answer.body
-        );
-    }
+    assert_refused(&hub, &cases).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_amqp_broker_restarted_mid_stream_loses_nothing_and_the_order_holds() {
     let mut broker = tokio::task::block_in_place(|| RabbitMq::start(&[HUB, READER]));
-    let receiver = AmqpReceiver::start(broker.port, &queue(), READER);
+    let receiver = AmqpReceiver::start_amqp(broker.port, &queue(), READER);
     let hub = TestHub::start().await;
     let made = create(
         &hub,
@@ -248,46 +232,10 @@ async fn an_amqp_broker_restarted_mid_stream_loses_nothing_and_the_order_holds()
     )
     .await;
     assert_eq!(made.body["state"], "active", "{}", made.body);
-    let event = |n: usize| {
-        json!({"specversion": "1.0", "id": format!("ordered-{n}"), "source": "/bron",
-               "type": TYPE, "data": {"n": n}})
-        .to_string()
-    };
-    for n in 0..10 {
-        publish(&hub, &event(n)).await;
-    }
-    let first = receive_amqp(&receiver, 10);
-    tokio::task::block_in_place(|| broker.stop());
-    // Accepted while the broker is away: they wait in the hub.
-    for n in 10..20 {
-        publish(&hub, &event(n)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    tokio::task::block_in_place(|| broker.restart());
-    for n in 20..30 {
-        publish(&hub, &event(n)).await;
-    }
-    let id_of = |message: &AmqpReceived| {
-        let event: Value = serde_json::from_slice(&message.body_bytes()).unwrap();
-        event["id"].as_str().unwrap().to_owned()
-    };
-    let mut ids: Vec<String> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for id in first.iter().map(id_of) {
-        if seen.insert(id.clone()) {
-            ids.push(id);
-        }
-    }
-    while seen.len() < 30 {
-        let message = tokio::task::block_in_place(|| receiver.next(Duration::from_secs(60)))
-            .unwrap_or_else(|| panic!("only {} of 30 events arrived: {ids:?}", seen.len()));
-        let id = id_of(&message);
-        if seen.insert(id.clone()) {
-            ids.push(id);
-        }
-    }
-    let expected: Vec<String> = (0..30).map(|n| format!("ordered-{n}")).collect();
-    assert_eq!(ids, expected, "every event, once each at least, in order");
+    ordered_across_a_restart(&hub, &mut broker, |within| {
+        receiver.next(within).map(|m| id_in(&m.body_bytes()))
+    })
+    .await;
 }
 
 /// `amqps://`: the broker's certificate is checked against the hub's trust store.
@@ -301,7 +249,7 @@ async fn amqps_brokers_are_verified_against_the_hubs_trust_store() {
             &fixtures.join("sink.key"),
         )
     });
-    let receiver = AmqpReceiver::start(broker.port, &queue(), READER);
+    let receiver = AmqpReceiver::start_amqp(broker.port, &queue(), READER);
     let body = amqp(
         format!("{}{}", broker.tls_url(), queue()),
         json!({}),

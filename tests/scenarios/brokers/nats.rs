@@ -17,20 +17,6 @@ fn receive_nats(subscriber: &NatsSubscriber, count: usize) -> Vec<NatsReceived> 
     tokio::task::block_in_place(|| subscriber.take(count, WAIT))
 }
 
-/// The dead letters of a subscription, once there is one.
-async fn dead_letters(hub: &TestHub, id: &str) -> Vec<Value> {
-    let path = format!("/v1/subscriptions/{id}/dead-letters");
-    knooppunt_tests::wait::until("a dead letter", WAIT, || async {
-        let list = hub.call(Method::GET, &path, tokens::KVK, None).await;
-        list.body
-            .as_array()
-            .filter(|l| !l.is_empty())
-            .cloned()
-            .ok_or(list.body)
-    })
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nats_gets_every_attribute_and_the_data_byte_for_byte_in_both_modes() {
     let server = NatsServer::start(&[HUB, READER]);
@@ -229,14 +215,7 @@ async fn a_nats_server_that_refuses_gives_a_clear_status() {
             "protocolsettings.subject",
         ),
     ];
-    for (body, member) in cases {
-        let answer = create(&hub, body.clone()).await.assert_problem(400);
-        assert!(
-            answer.invalid_params().iter().any(|p| p == member),
-            "{body}: {:?}",
-            answer.body
-        );
-    }
+    assert_refused(&hub, &cases).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -254,46 +233,10 @@ async fn a_nats_server_restarted_mid_stream_loses_nothing_of_jetstream_in_order(
     )
     .await;
     assert_eq!(made.body["state"], "active", "{}", made.body);
-    let event = |n: usize| {
-        json!({"specversion": "1.0", "id": format!("ordered-{n}"), "source": "/bron",
-               "type": TYPE, "data": {"n": n}})
-        .to_string()
-    };
-    for n in 0..10 {
-        publish(&hub, &event(n)).await;
-    }
-    let first = receive_nats(&subscriber, 10);
-    tokio::task::block_in_place(|| server.stop());
-    // Accepted while the server is away: they wait in the hub.
-    for n in 10..20 {
-        publish(&hub, &event(n)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    tokio::task::block_in_place(|| server.restart());
-    for n in 20..30 {
-        publish(&hub, &event(n)).await;
-    }
-    let id_of = |message: &NatsReceived| {
-        let event: Value = serde_json::from_slice(&message.payload_bytes()).unwrap();
-        event["id"].as_str().unwrap().to_owned()
-    };
-    let mut ids: Vec<String> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for id in first.iter().map(id_of) {
-        if seen.insert(id.clone()) {
-            ids.push(id);
-        }
-    }
-    while seen.len() < 30 {
-        let message = tokio::task::block_in_place(|| subscriber.next(WAIT))
-            .unwrap_or_else(|| panic!("only {} of 30 events arrived: {ids:?}", seen.len()));
-        let id = id_of(&message);
-        if seen.insert(id.clone()) {
-            ids.push(id);
-        }
-    }
-    let expected: Vec<String> = (0..30).map(|n| format!("ordered-{n}")).collect();
-    assert_eq!(ids, expected, "every event, once each at least, in order");
+    ordered_across_a_restart(&hub, &mut server, |within| {
+        subscriber.next(within).map(|m| id_in(&m.payload_bytes()))
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

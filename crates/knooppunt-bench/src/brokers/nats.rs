@@ -1,81 +1,52 @@
-//! `nats`: delivery to a NATS server (Debian's nats-server on loopback, JetStream on), next
-//! to NATS's own client publishing to it directly (nats-py, the baseline), in the same run.
-//! One core subscriber (nats-py) counts the messages. The hub runs in a process of its own
-//! with one unordered subscription publishing to the server in structured mode, core NATS
-//! or JetStream (a stream taking the subject); this tree's load client publishes to it over
-//! HTTP (16 connections, 1 KiB events) for `seconds`; the baseline then publishes as many
-//! messages of the same size. Messages/s from the first publish to the last message
-//! counted, and the hub's CPU per delivery.
+//! `nats`: delivery to a NATS server (Debian's nats-server on loopback, JetStream on),
+//! core NATS or JetStream (a stream taking the subject), next to nats-py, NATS's own
+//! client (with `--jetstream`, 256 publishes awaiting their acknowledgement at a time).
+//! One core subscriber (nats-py) counts.
 
-use std::time::{Duration, Instant};
+use knooppunt_test_brokers::{Counter, NatsServer, nats_make_stream, nats_publish};
 
-use knooppunt_test_brokers::{NatsCounter, NatsServer, nats_make_stream, nats_publish};
+use super::{HUB, READER, Shape};
 
 const SUBJECT: &str = "knooppunt.bench";
-const HUB: (&str, &str) = ("hub", "hub-secret");
-const READER: (&str, &str) = ("reader", "reader-secret");
 
-/// Waits until `expected` messages were counted in all (at most a minute); when the last
-/// was.
-fn all_in(counter: &NatsCounter, expected: u64) -> anyhow::Result<Instant> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let now = counter.count();
-        if now >= expected {
-            return Ok(Instant::now());
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "{now} of {expected} messages arrived in a minute"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+/// `nats`'s arguments.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    shape: Shape,
+    /// JetStream (at least once, each message acknowledged by a stream) instead of core
+    /// NATS.
+    #[arg(long)]
+    jetstream: bool,
 }
 
-pub(crate) fn run(seconds: u64, jetstream: bool) -> anyhow::Result<()> {
+pub(crate) fn run(Args { shape, jetstream }: Args) -> anyhow::Result<()> {
     let server = NatsServer::start(&[HUB, READER]);
     if jetstream {
         nats_make_stream(&server, READER, "BENCH", SUBJECT);
     }
-    let counter = NatsCounter::start(&server, SUBJECT, READER);
-    let client = std::env::current_exe()?;
+    let counter = Counter::nats(&server, SUBJECT, READER);
     let subscription = serde_json::json!({
         "sink": server.url(), "protocol": "NATS",
         "protocolsettings": {"subject": SUBJECT, "jetstream": jetstream},
         "sinkcredential": {"credentialtype": "PLAIN", "identifier": HUB.0, "secret": HUB.1},
         "config": {"ordering": "unordered"}});
-    let mut hub = crate::compare::Hub::start(&client, vec![subscription])?;
-    let (stat, url) = (hub.stat.clone(), hub.events.clone());
-    let (_, warm) = crate::compare::load(&client, &url, 2, 16, "202", None)?;
-    all_in(&counter, warm as u64)?;
-    let before = counter.count();
-    let cpu_before = crate::proc_cpu(&stat, 14);
-    let started = Instant::now();
-    let (published, acknowledged) = crate::compare::load(&client, &url, seconds, 16, "202", None)?;
-    let finished = all_in(&counter, before + acknowledged as u64)?;
-    let cpu = crate::proc_cpu(&stat, 14) - cpu_before;
-    hub.stop();
-    let hub_rate = acknowledged / finished.duration_since(started).as_secs_f64();
-
-    // The baseline: NATS's own client, as many messages of the same size.
-    let count = acknowledged as u64;
-    let before = counter.count();
-    let started = Instant::now();
-    nats_publish(&server, HUB, SUBJECT, (count, 1024), jetstream);
-    let finished = all_in(&counter, before + count)?;
-    let direct_rate = count as f64 / finished.duration_since(started).as_secs_f64();
+    let hub = super::hub_run(subscription, shape.seconds, || counter.count())?;
+    let rate = super::baseline_rate(
+        || counter.count(),
+        hub.acknowledged,
+        || {
+            nats_publish(&server, HUB, SUBJECT, (hub.acknowledged, 1024), jetstream);
+            Ok(())
+        },
+    )?;
     let kind = if jetstream { "JetStream" } else { "core NATS" };
-    println!(
-        "NATS to nats-server on loopback, {kind}, one subscriber (nats-py), 1 KiB events, \
-         {seconds} s of publishing to the hub (16 connections), then as many messages from \
-         nats-py\n\
-         hub published/s  {published:.0}\n\
-         hub deliveries/s, first publish to last message  {hub_rate:.0}\n\
-         hub CPU per delivery (µs)  {:.2}\n\
-         nats-py messages/s  {direct_rate:.0}\n\
-         hub / nats-py (%)  {:.0}",
-        cpu * 1e6 / acknowledged.max(1.0),
-        hub_rate * 100.0 / direct_rate.max(1.0),
+    super::report(
+        &format!("NATS to nats-server on loopback, {kind}, one subscriber (nats-py)"),
+        shape.seconds,
+        &hub,
+        "nats-py",
+        rate,
     );
     Ok(())
 }
