@@ -16,9 +16,9 @@ use tokio::sync::{Notify, mpsc, watch};
 use crate::breaker::SinkHealth;
 use crate::push::supervise;
 use crate::share::{SAY_ALIVE_EVERY, SILENT_FOR, Share};
+use crate::sink::Handshake;
 use crate::sink::address::AddressRefused;
 use crate::sink::connections::Connections;
-use crate::sink::{self, Handshake};
 use crate::state::{DeliveryOptions, Gone, Inner, LastDelivery, Observer, Worker};
 use crate::supervise::Heartbeat;
 use crate::supervise::WorkerHealth;
@@ -296,7 +296,7 @@ impl Deliverer {
     }
 
     /// The hub's public keys for `v1a` signatures that sign now, the current one first.
-    pub fn public_keys(&self) -> Vec<crate::sink::signing::PublicKey> {
+    pub fn public_keys(&self) -> Vec<crate::sink::http::signing::PublicKey> {
         self.inner
             .options()
             .hub_keys
@@ -334,50 +334,22 @@ impl Deliverer {
         self.inner.options().sink_networks.check_address(sink).await
     }
 
-    /// Sends the validation handshake for a subscription (presenting its client certificate,
-    /// if it has one).
+    /// Asks a subscription's sink for its consent: the validation handshake of an HTTP sink
+    /// (presenting the subscription's client certificate, if it has one), a connection with
+    /// the subscription's credentials to a broker.
     pub async fn handshake(
         &self,
         subscription: &knooppunt_store::Subscription,
         callback: &str,
     ) -> Handshake {
-        let (sink, identity) = (
-            subscription.sink.as_str(),
-            subscription.client_certificate.as_ref(),
-        );
-        let started = tokio::time::Instant::now();
-        let timeout = self.inner.options().handshake_timeout;
-        // A broker consents by taking a connection with the subscription's credentials.
-        if let Some(checked) = self
-            .inner
-            .connections()
-            .brokers()
-            .check(subscription, timeout)
+        self.inner
+            .sinks()
+            .consent(
+                subscription,
+                callback,
+                self.inner.options().handshake_timeout,
+            )
             .await
-        {
-            return match checked {
-                Ok(()) => Handshake::Granted { allowed_rate: None },
-                Err(why) => Handshake::Failed(why),
-            };
-        }
-        let permit = match self
-            .inner
-            .connections()
-            .acquire(sink, timeout, identity)
-            .await
-        {
-            Ok(permit) => permit,
-            Err(why) => return Handshake::Failed(why),
-        };
-        sink::handshake(
-            &permit.client,
-            sink,
-            &self.inner.options().origin,
-            self.inner.options().request_rate,
-            callback,
-            timeout.saturating_sub(started.elapsed()),
-        )
-        .await
     }
 
     /// POSTs `body` (JSON) with `headers` to `url` once, through the same guards as
@@ -390,29 +362,12 @@ impl Deliverer {
         headers: &[(&str, &str)],
         body: Vec<u8>,
     ) -> Result<u16, String> {
-        let timeout = self.inner.options().handshake_timeout;
-        let started = tokio::time::Instant::now();
-        let permit = self.inner.connections().acquire(url, timeout, None).await?;
-        let mut request = permit
-            .client
-            .post(url)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header("webhook-request-origin", self.inner.origin())
-            .timeout(timeout.saturating_sub(started.elapsed()))
-            .body(body);
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        match request.send().await {
-            Ok(response) => Ok(response.status().as_u16()),
-            Err(error) if error.is_timeout() => {
-                Err(format!("no answer within {} ms", timeout.as_millis()))
-            }
-            Err(error) => Err(format!(
-                "the request failed: {}",
-                crate::sink::describe(&error)
-            )),
-        }
+        let within = self.inner.options().handshake_timeout;
+        self.inner
+            .sinks()
+            .http()
+            .probe(url, headers, body, within)
+            .await
     }
 
     /// Stops taking new deliveries and waits up to `grace` for the attempts in flight (their

@@ -41,6 +41,25 @@ impl Gate {
     }
 }
 
+/// A subscription's cuts ([`crate::Deliverer::cut`]): how many there were, and the passes
+/// of the attempts (and receives) starting now.
+#[derive(Debug, Default)]
+pub(crate) struct Cut {
+    pub(crate) generation: std::sync::atomic::AtomicU64,
+    pub(crate) gate: Gate,
+    /// Cuts of one subscription take turns.
+    pub(crate) turn: tokio::sync::Mutex<()>,
+}
+
+impl Cut {
+    /// Whether work leased under `generation` may begin now: under a pass, only if no cut
+    /// came since (what was taken away never begins after the cut).
+    pub(crate) fn begins(&self, generation: u64) -> bool {
+        let _pass = self.gate.enter();
+        self.generation.load(Ordering::SeqCst) == generation
+    }
+}
+
 impl Drop for Pass<'_> {
     fn drop(&mut self) {
         self.gate.active[self.epoch].fetch_sub(1, Ordering::SeqCst);

@@ -32,9 +32,9 @@ pub use pull::{MAX_RECEIVE, MAX_RELEASE_DELAY, MAX_WAIT, Received, Settlement, T
 pub use sink::address::{AddressRefused, SinkNetworks, check_http_url, check_sink_url};
 pub use sink::amqp::{check_address as check_amqp_address, target_address as amqp_target_address};
 pub use sink::connections::{ConnectionLimits, check_client_certificate};
+pub use sink::http::signing::{HubKeys, PublicKey};
 pub use sink::mqtt::check_topic as check_mqtt_topic;
 pub use sink::nats::check_subject as check_nats_subject;
-pub use sink::signing::{HubKeys, PublicKey};
 pub use sink::{Handshake, REDACTED, redact_sink};
 pub use state::{DeliveryOptions, Gone, LastDelivery, Observer, RECENT_ATTEMPTS, Unobserved};
 pub use supervise::{CatchUnwind, WorkerHealth};

@@ -45,7 +45,7 @@ pub struct DeliveryOptions {
     /// another takes its leased deliveries over once their leases run out.
     pub lease_margin: Duration,
     /// The hub's Ed25519 keys for `v1a` signatures (none: `v1` only).
-    pub hub_keys: crate::sink::signing::HubKeys,
+    pub hub_keys: crate::sink::http::signing::HubKeys,
     /// Whether a delivered event leaves a receipt (who received what, for the audit trail).
     pub receipts: bool,
 }
@@ -63,7 +63,7 @@ impl Default for DeliveryOptions {
             max_retry_after: Duration::from_secs(24 * 60 * 60),
             sink_networks: SinkNetworks::default(),
             lease_margin: Duration::from_secs(30),
-            hub_keys: crate::sink::signing::HubKeys::none(),
+            hub_keys: crate::sink::http::signing::HubKeys::none(),
             receipts: true,
         }
     }
@@ -157,10 +157,9 @@ pub(crate) struct Inner {
     queue: Arc<dyn DeliveryQueue>,
     /// ...and the hubs sharing it.
     cluster: Arc<dyn Cluster>,
-    connections: Connections,
-    /// Access tokens of subscriptions with client credentials.
-    tokens: crate::sink::credentials::Tokens,
-    origin: HeaderValue,
+    connections: Arc<Connections>,
+    /// Every protocol's sinks.
+    sinks: crate::sink::Sinks,
     options: DeliveryOptions,
     workers: Mutex<HashMap<String, Worker>>,
     /// Per subscription, what readers waiting for its events wake up to (pull consumers,
@@ -182,19 +181,9 @@ pub(crate) struct Inner {
     share: watch::Sender<Share>,
     /// Per subscription, its cuts (made on first use, kept while the hub runs: one small
     /// record per subscription).
-    cuts: Mutex<HashMap<String, Arc<Cut>>>,
+    cuts: Mutex<HashMap<String, Arc<crate::gate::Cut>>>,
     /// The publishes of recent events, for their attempts' traces.
     traces: crate::trace::Links,
-}
-
-/// A subscription's cuts ([`Deliverer::cut`]): how many there were, and the passes of the
-/// attempts (and receives) starting now.
-#[derive(Debug, Default)]
-pub(crate) struct Cut {
-    pub(crate) generation: std::sync::atomic::AtomicU64,
-    pub(crate) gate: crate::Gate,
-    /// Cuts of one subscription take turns.
-    pub(crate) turn: tokio::sync::Mutex<()>,
 }
 
 pub(crate) struct Worker {
@@ -229,12 +218,18 @@ impl Inner {
         gone: mpsc::UnboundedSender<Gone>,
         hub: String,
     ) -> Inner {
+        let connections = Arc::new(connections);
+        let sinks = crate::sink::Sinks::new(
+            &connections,
+            (options.origin.clone(), origin),
+            options.hub_keys.clone(),
+            options.request_rate,
+        );
         Inner {
             queue: Arc::clone(&store) as Arc<dyn DeliveryQueue>,
             cluster: store,
             connections,
-            tokens: Default::default(),
-            origin,
+            sinks,
             options,
             workers: Mutex::new(HashMap::new()),
             watchers: Mutex::new(HashMap::new()),
@@ -269,13 +264,9 @@ impl Inner {
         &self.traces
     }
 
-    pub(crate) fn tokens(&self) -> &crate::sink::credentials::Tokens {
-        &self.tokens
-    }
-
-    /// The hub's name as a header value (`WebHook-Request-Origin`).
-    pub(crate) fn origin(&self) -> &HeaderValue {
-        &self.origin
+    /// Every protocol's sinks.
+    pub(crate) fn sinks(&self) -> &crate::sink::Sinks {
+        &self.sinks
     }
 
     pub(crate) fn options(&self) -> &DeliveryOptions {
@@ -432,7 +423,7 @@ impl Inner {
     }
 
     /// Subscription `id`'s cuts.
-    pub(crate) fn cut_of(&self, id: &str) -> Arc<Cut> {
+    pub(crate) fn cut_of(&self, id: &str) -> Arc<crate::gate::Cut> {
         Arc::clone(
             self.cuts
                 .lock()

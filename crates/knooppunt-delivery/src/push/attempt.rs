@@ -29,7 +29,7 @@ pub(super) struct Connection {
     pub(super) slot: Slot,
     /// The subscription's cuts and the generation the delivery was leased under: the
     /// attempt does not start once a cut came after its lease ([`crate::Deliverer::cut`]).
-    pub(super) cut: Option<(Arc<crate::state::Cut>, u64)>,
+    pub(super) cut: Option<(Arc<crate::gate::Cut>, u64)>,
 }
 
 /// One attempt: send and classify, in a span of the event's trace when it carries one
@@ -112,58 +112,6 @@ pub(super) async fn attempt(
     .await
 }
 
-/// The hop's trace headers: the event's trace with the attempt's own span, and its state.
-fn hop_headers(headers: &mut http::HeaderMap, trace: &(TraceContext, u64)) {
-    // Names made once (a `&str` name is copied into a new header name on every insert).
-    const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
-    const TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
-    let (context, span_id) = trace;
-    if let Ok(value) = http::HeaderValue::try_from(context.child(*span_id)) {
-        headers.insert(TRACEPARENT, value);
-    }
-    if let Some(Ok(value)) = context
-        .tracestate
-        .as_deref()
-        .map(http::HeaderValue::try_from)
-    {
-        headers.insert(TRACESTATE, value);
-    }
-}
-
-/// The access token for a subscription with client credentials (and its credential, to
-/// forget the token if the sink refuses it); `None` for other subscriptions.
-async fn bearer_token(
-    inner: &Inner,
-    subscription: &Subscription,
-    within: std::time::Duration,
-) -> Result<Option<(crate::sink::credentials::Credential, String)>, String> {
-    let Some(knooppunt_store::SinkCredential::ClientCredentials {
-        token_url,
-        client_id,
-        client_secret,
-        scope,
-    }) = &subscription.sink_credential
-    else {
-        return Ok(None);
-    };
-    let credential = crate::sink::credentials::Credential {
-        token_url: token_url.clone(),
-        client_id: client_id.clone(),
-        client_secret: client_secret.clone(),
-        scope: scope.clone(),
-    };
-    let token = inner
-        .tokens()
-        .token(
-            inner.connections(),
-            &credential,
-            subscription.client_certificate.as_ref(),
-            within,
-        )
-        .await?;
-    Ok(Some((credential, token)))
-}
-
 /// A delivery, its event, and the trace context of its hop.
 type Attempting = (Delivery, Arc<StoredEvent>, Option<(TraceContext, u64)>);
 
@@ -239,50 +187,9 @@ async fn send(
         cut,
         ..
     } = connection;
-    if let Some(message) = sink::Brokers::message(subscription, config.mode, event, replay) {
-        let message = match message {
-            Ok(message) => message,
-            Err(why) => {
-                return Some((
-                    Response::Failed(why.clone()),
-                    Outcome::Unsendable(why),
-                    false,
-                ));
-            }
-        };
-        let permit = match permit {
-            Ok(permit) => permit,
-            Err(why) => return Some(failed(why)),
-        };
-        let pass = cut.as_ref().map(|(cut, _)| cut.gate.enter());
-        if let Some((cut, generation)) = &cut
-            && cut.generation.load(AtomicOrdering::SeqCst) != *generation
-        {
-            return None;
-        }
-        let sending = inner.connections().brokers().publish(
-            subscription,
-            message,
-            config.timeout.saturating_sub(started.elapsed()),
-        );
-        drop(pass);
-        let response = sending.await;
-        drop(permit);
-        let outcome = classify(&response, SystemTime::now(), Duration::ZERO);
-        return Some((response, outcome, true));
-    }
-    let message = sink::credential_problem(subscription, SystemTime::now()).map_or_else(
-        || {
-            sink::delivery_message(
-                &event.json,
-                event.extension_types.as_deref(),
-                config.mode,
-                event.accepted_at,
-            )
-        },
-        Err,
-    );
-    let mut message = match message {
+    let sinks = inner.sinks();
+    let hop = sink::Hop { replay, trace };
+    let message = match sinks.message(subscription, config.mode, event, &hop) {
         Ok(message) => message,
         Err(why) => {
             return Some((
@@ -292,60 +199,22 @@ async fn send(
             ));
         }
     };
-    if let Some(trace) = trace {
-        hop_headers(&mut message.headers, trace);
-    }
-    // A replayed delivery names its replay (the event itself is unchanged).
-    if let Some(value) = replay.and_then(|r| http::HeaderValue::try_from(r).ok()) {
-        message.headers.insert(crate::REPLAY_HEADER, value);
-    }
     let permit = match permit {
         Ok(permit) => permit,
         Err(why) => return Some(failed(why)),
     };
-    let timeout = config.timeout.saturating_sub(started.elapsed());
-    let bearer = match bearer_token(inner, subscription, timeout).await {
-        Ok(bearer) => bearer,
-        Err(why) => return Some(failed(why)),
-    };
-    // Signed last, just before it goes out (the timestamp is the sending time's).
-    // One id per delivery (the same for its every attempt); a test event has no sequence
-    // (0), and each is a delivery of its own.
-    let webhook_id = if event.seq == 0 {
-        format!("msg_test_{}", event.id)
-    } else {
-        format!("msg_{}_{}", event.seq, subscription.id)
-    };
-    crate::sink::signing::sign(
-        subscription.signing.as_ref(),
-        &inner.options().hub_keys,
-        &webhook_id,
-        SystemTime::now(),
-        &message.body,
-        &mut message.headers,
-    );
-    // The moment the attempt starts: under a pass of the subscription's cuts, and only if
-    // no cut came since its lease (what was taken away is never started after the cut).
-    let pass = cut.as_ref().map(|(cut, _)| cut.gate.enter());
-    if let Some((cut, generation)) = &cut
-        && cut.generation.load(AtomicOrdering::SeqCst) != *generation
-    {
-        return None;
-    }
-    let sending = sink::deliver(
-        (&permit.client, &permit.target.url),
+    let to = sink::To {
         subscription,
-        inner.origin(),
-        message,
-        timeout.saturating_sub(started.elapsed()),
-        bearer.as_ref().map(|(_, token)| token.as_str()),
-    );
-    drop(pass);
-    let response = sending.await;
-    // Refused: the next attempt gets a new token.
-    if let (Response::Status { code: 401, .. }, Some((credential, _))) = (&response, &bearer) {
-        inner.tokens().forget(credential);
-    }
+        permit: &permit,
+        deadline: started + config.timeout,
+        cut: cut.as_ref(),
+    };
+    let response = match sinks.deliver(to, message).await {
+        sink::Sent::Cut => return None,
+        sink::Sent::Unsent(why) => return Some(failed(why)),
+        sink::Sent::Answered(response) => response,
+    };
+    drop(permit);
     let outcome = classify(
         &response,
         SystemTime::now(),

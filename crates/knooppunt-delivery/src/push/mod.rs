@@ -375,7 +375,7 @@ struct InOrderRun {
     config: DeliveryConfig,
     gone: Arc<AtomicBool>,
     /// The subscription's cuts, and the generation its window was leased under.
-    cut: (Arc<crate::state::Cut>, u64),
+    cut: (Arc<crate::gate::Cut>, u64),
     probe: bool,
     sending: Arc<Sending>,
     retired: watch::Receiver<bool>,

@@ -1,53 +1,21 @@
 //! What every broker protocol shares (MQTT in [`super::mqtt`], NATS in [`super::nats`], AMQP
-//! 1.0 in [`super::amqp`]): the
-//! [`Broker`] trait the delivery path calls, how a publication ended ([`Published`]), one
-//! connection task per endpoint and credentials ([`Sessions`]), and dialling a broker
-//! through the hub's address check and trust store ([`dial`]).
+//! 1.0 in [`super::amqp`]): how a publication ended ([`Published`]), one connection task
+//! per endpoint and credentials ([`Sessions`]), dialling a broker through the hub's address
+//! check and trust store ([`dial`]), and a delivery or consent as the [`super::Sink`] trait
+//! has them ([`deliver`], [`consent`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use knooppunt_store::{DeliveryMode, SinkCredential, StoredEvent, Subscription};
+use knooppunt_store::{SinkCredential, Subscription};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::outcome::Response;
 use crate::sink::address::{AddressRefused, SinkNetworks};
-
-/// A broker protocol: how an event becomes its message, and how the message is published
-/// to a subscription's broker. Nothing protocol-specific is known outside its folder.
-pub(crate) trait Broker {
-    /// The message of one event for one subscription.
-    type Message: Send + 'static;
-
-    /// The event's message in `mode` for the subscription (a replay names itself), or why
-    /// the event cannot be sent over this protocol.
-    fn message(
-        subscription: &Subscription,
-        mode: DeliveryMode,
-        event: &StoredEvent,
-        replay: Option<&str>,
-    ) -> Result<Self::Message, String>;
-
-    /// Publishes the message to the subscription's broker, waiting up to `within` for its
-    /// answer.
-    fn publish(
-        &self,
-        subscription: &Subscription,
-        message: Self::Message,
-        within: Duration,
-    ) -> impl Future<Output = Published> + Send;
-
-    /// Whether the subscription's broker takes a connection with its credentials within
-    /// `within` (the subscription's consent).
-    fn check(
-        &self,
-        subscription: &Subscription,
-        within: Duration,
-    ) -> impl Future<Output = Result<(), String>> + Send;
-}
+use crate::sink::{Handshake, Sent, To};
 
 /// How a publication ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -256,15 +224,37 @@ pub(crate) async fn secure<S: Io + 'static>(
 pub(crate) async fn consent(
     within: Duration,
     tried: impl Future<Output = Result<(), Published>>,
-) -> Result<(), String> {
+) -> Handshake {
     match tokio::time::timeout(within, tried).await {
-        Err(_) => Err(format!(
+        Err(_) => Handshake::Failed(format!(
             "no connection to the broker within {} ms",
             within.as_millis()
         )),
-        Ok(Ok(()) | Err(Published::Accepted)) => Ok(()),
-        Ok(Err(Published::Refused { reason, .. } | Published::Failed(reason))) => Err(reason),
+        Ok(Ok(()) | Err(Published::Accepted)) => Handshake::Granted { allowed_rate: None },
+        Ok(Err(Published::Refused { reason, .. } | Published::Failed(reason))) => {
+            Handshake::Failed(reason)
+        }
     }
+}
+
+/// A delivery to a broker: once it may begin, the publication on the endpoint's
+/// connection (`publish`, given the time left), or why there is no endpoint.
+pub(crate) async fn deliver<E, F>(
+    to: To<'_>,
+    endpoint: Result<E, String>,
+    publish: impl FnOnce(E, Duration) -> F,
+) -> Sent
+where
+    F: Future<Output = Published>,
+{
+    let endpoint = match endpoint {
+        Ok(endpoint) => endpoint,
+        Err(why) => return Sent::Unsent(why),
+    };
+    if !to.begins() {
+        return Sent::Cut;
+    }
+    Sent::Answered(publish(endpoint, to.within()).await.into())
 }
 
 /// Where and as whom the hub connects to a broker.

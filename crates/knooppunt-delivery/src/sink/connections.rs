@@ -104,8 +104,6 @@ pub(crate) struct Connections {
     /// Pauses sinks asked another hub for (a `Retry-After`, told through the store), by
     /// pool key: no request from here either before then. Only pauses not ended are kept.
     told: Mutex<HashMap<String, Instant>>,
-    /// The connections to brokers (MQTT, NATS).
-    brokers: crate::sink::Brokers,
 }
 
 /// The most sink URLs kept parsed; past it the memo starts over (a parse is cheap, the
@@ -221,7 +219,6 @@ impl Connections {
         let tls = client_tls(&roots, None)?;
         let networks = Arc::new(networks);
         let connections = Connections {
-            brokers: crate::sink::Brokers::new(&networks, &tls),
             tls,
             roots,
             identities: Mutex::new(HashMap::new()),
@@ -238,9 +235,14 @@ impl Connections {
         Ok(connections)
     }
 
-    /// The connections to brokers (MQTT, NATS).
-    pub(crate) fn brokers(&self) -> &crate::sink::Brokers {
-        &self.brokers
+    /// Where connections may go (the brokers' connections ask it too).
+    pub(crate) fn networks(&self) -> &Arc<SinkNetworks> {
+        &self.networks
+    }
+
+    /// The TLS settings of every connection: the hub's trust store.
+    pub(crate) fn tls(&self) -> &rustls::ClientConfig {
+        &self.tls
     }
 
     fn client(&self) -> Result<reqwest::Client, String> {

@@ -18,7 +18,8 @@ use std::time::Duration;
 use knooppunt_event::binding::amqp::AmqpMessage;
 use knooppunt_store::{AmqpSettings, DeliveryMode, ProtocolSettings, StoredEvent, Subscription};
 
-use super::broker::{self, Broker, Endpoint, Published, Sessions};
+use super::broker::{self, Endpoint, Sessions};
+use super::{Handshake, Hop, Sent, Sink, To};
 
 /// The longest target address the hub attaches to.
 pub const MAX_ADDRESS: usize = 1024;
@@ -111,16 +112,17 @@ fn link_of(subscription: &Subscription) -> Result<LinkSpec, String> {
 /// The hub's connections to AMQP 1.0 brokers.
 pub(crate) type Brokers = Sessions<Publication>;
 
-impl Broker for Sessions<Publication> {
+impl Sink for Sessions<Publication> {
     type Message = Publication;
 
     /// Binary or structured mode (the AMQP binding defines no other); a replay adds an
     /// application property naming it.
     fn message(
+        &self,
         subscription: &Subscription,
         mode: DeliveryMode,
         event: &StoredEvent,
-        replay: Option<&str>,
+        hop: &Hop<'_>,
     ) -> Result<Publication, String> {
         use knooppunt_event::binding::amqp as binding;
         let link = link_of(subscription)?;
@@ -135,7 +137,7 @@ impl Broker for Sessions<Publication> {
                 ));
             }
         };
-        if let Some(replay) = replay {
+        if let Some(replay) = hop.replay {
             message.application_properties.push((
                 crate::REPLAY_HEADER.as_str().to_owned(),
                 binding::AmqpValue::String(replay.to_owned()),
@@ -144,27 +146,31 @@ impl Broker for Sessions<Publication> {
         Ok(Publication { link, message })
     }
 
-    async fn publish(
-        &self,
-        subscription: &Subscription,
-        publication: Publication,
-        within: Duration,
-    ) -> Published {
-        let endpoint = match endpoint(&subscription.sink, broker::login(subscription)) {
-            Ok(endpoint) => endpoint,
-            Err(why) => return Published::Failed(why),
-        };
-        let key = endpoint.key("amqp");
-        let start =
-            |networks, tls, requests| session::run(endpoint.clone(), networks, tls, requests);
-        self.send(&key, start, publication, within).await
+    async fn deliver(&self, to: To<'_>, publication: Publication) -> Sent {
+        let endpoint = endpoint(&to.subscription.sink, broker::login(to.subscription));
+        broker::deliver(to, endpoint, |endpoint, within| async move {
+            let key = endpoint.key("amqp");
+            let start =
+                |networks, tls, requests| session::run(endpoint.clone(), networks, tls, requests);
+            self.send(&key, start, publication, within).await
+        })
+        .await
     }
 
-    /// The broker takes the login and attaches the subscription's link: its address
-    /// exists and the hub's user may send to it.
-    async fn check(&self, subscription: &Subscription, within: Duration) -> Result<(), String> {
-        let endpoint = endpoint(&subscription.sink, broker::login(subscription))?;
-        let link = link_of(subscription)?;
+    async fn consent(
+        &self,
+        subscription: &Subscription,
+        _callback: &str,
+        within: Duration,
+    ) -> Handshake {
+        let endpoint = match endpoint(&subscription.sink, broker::login(subscription)) {
+            Ok(endpoint) => endpoint,
+            Err(why) => return Handshake::Failed(why),
+        };
+        let link = match link_of(subscription) {
+            Ok(link) => link,
+            Err(why) => return Handshake::Failed(why),
+        };
         broker::consent(
             within,
             session::try_link(&endpoint, &link, self.networks(), self.tls()),

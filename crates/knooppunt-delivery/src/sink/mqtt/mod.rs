@@ -17,7 +17,8 @@ use knooppunt_store::{
     DeliveryMode, MqttSettings, MqttVersion, ProtocolSettings, StoredEvent, Subscription,
 };
 
-use super::broker::{self, Broker, Published, Sessions};
+use super::broker::{self, Published, Sessions};
+use super::{Handshake, Hop, Sent, Sink, To};
 
 /// The longest topic name (MQTT: a UTF-8 string of at most 65,535 bytes; the hub keeps it
 /// shorter).
@@ -133,16 +134,17 @@ impl Sessions<Publication> {
     }
 }
 
-impl Broker for Sessions<Publication> {
+impl Sink for Sessions<Publication> {
     type Message = Publication;
 
     /// Binary mode, or structured mode in the JSON format (the MQTT binding defines no
     /// other); a replay adds a user property naming it.
     fn message(
+        &self,
         subscription: &Subscription,
         mode: DeliveryMode,
         event: &StoredEvent,
-        replay: Option<&str>,
+        hop: &Hop<'_>,
     ) -> Result<Publication, String> {
         use knooppunt_event::binding::mqtt as binding;
         let ProtocolSettings::Mqtt(settings) = &subscription.protocol_settings else {
@@ -168,7 +170,7 @@ impl Broker for Sessions<Publication> {
             }
         };
         let mut publication = Publication::new(settings, message);
-        if let Some(replay) = replay {
+        if let Some(replay) = hop.replay {
             // A replayed delivery names its replay, as over HTTP (a user property's name
             // with a hyphen is never an attribute's).
             publication
@@ -179,20 +181,24 @@ impl Broker for Sessions<Publication> {
         Ok(publication)
     }
 
-    async fn publish(
-        &self,
-        subscription: &Subscription,
-        publication: Publication,
-        within: Duration,
-    ) -> Published {
-        match Endpoint::of_subscription(subscription) {
-            Ok(endpoint) => self.publish_to(endpoint, publication, within).await,
-            Err(why) => Published::Failed(why),
-        }
+    async fn deliver(&self, to: To<'_>, publication: Publication) -> Sent {
+        let endpoint = Endpoint::of_subscription(to.subscription);
+        broker::deliver(to, endpoint, |endpoint, within| {
+            self.publish_to(endpoint, publication, within)
+        })
+        .await
     }
 
-    async fn check(&self, subscription: &Subscription, within: Duration) -> Result<(), String> {
-        let endpoint = Endpoint::of_subscription(subscription)?;
+    async fn consent(
+        &self,
+        subscription: &Subscription,
+        _callback: &str,
+        within: Duration,
+    ) -> Handshake {
+        let endpoint = match Endpoint::of_subscription(subscription) {
+            Ok(endpoint) => endpoint,
+            Err(why) => return Handshake::Failed(why),
+        };
         broker::consent(
             within,
             session::try_connect(&endpoint, self.networks(), self.tls()),

@@ -16,7 +16,8 @@ use std::time::Duration;
 use knooppunt_event::binding::nats::NatsMessage;
 use knooppunt_store::{DeliveryMode, ProtocolSettings, StoredEvent, Subscription};
 
-use super::broker::{self, Broker, Endpoint, Published, Sessions};
+use super::broker::{self, Endpoint, Sessions};
+use super::{Handshake, Hop, Sent, Sink, To};
 
 /// The longest subject the hub publishes to.
 pub const MAX_SUBJECT: usize = 1024;
@@ -65,16 +66,17 @@ fn endpoint(sink: &str, login: Option<(String, String)>) -> Result<Endpoint, Str
 /// The hub's connections to NATS servers.
 pub(crate) type Servers = Sessions<Publication>;
 
-impl Broker for Sessions<Publication> {
+impl Sink for Sessions<Publication> {
     type Message = Publication;
 
     /// Binary or structured mode (the NATS binding defines no other); a replay adds a
     /// header naming it.
     fn message(
+        &self,
         subscription: &Subscription,
         mode: DeliveryMode,
         event: &StoredEvent,
-        replay: Option<&str>,
+        hop: &Hop<'_>,
     ) -> Result<Publication, String> {
         use knooppunt_event::binding::nats as binding;
         let ProtocolSettings::Nats(settings) = &subscription.protocol_settings else {
@@ -91,7 +93,7 @@ impl Broker for Sessions<Publication> {
                 ));
             }
         };
-        if let Some(replay) = replay {
+        if let Some(replay) = hop.replay {
             message
                 .headers
                 .push((crate::REPLAY_HEADER.as_str().to_owned(), replay.to_owned()));
@@ -103,24 +105,27 @@ impl Broker for Sessions<Publication> {
         })
     }
 
-    async fn publish(
-        &self,
-        subscription: &Subscription,
-        publication: Publication,
-        within: Duration,
-    ) -> Published {
-        let endpoint = match endpoint(&subscription.sink, broker::login(subscription)) {
-            Ok(endpoint) => endpoint,
-            Err(why) => return Published::Failed(why),
-        };
-        let key = endpoint.key("nats");
-        let start =
-            |networks, tls, requests| session::run(endpoint.clone(), networks, tls, requests);
-        self.send(&key, start, publication, within).await
+    async fn deliver(&self, to: To<'_>, publication: Publication) -> Sent {
+        let endpoint = endpoint(&to.subscription.sink, broker::login(to.subscription));
+        broker::deliver(to, endpoint, |endpoint, within| async move {
+            let key = endpoint.key("nats");
+            let start =
+                |networks, tls, requests| session::run(endpoint.clone(), networks, tls, requests);
+            self.send(&key, start, publication, within).await
+        })
+        .await
     }
 
-    async fn check(&self, subscription: &Subscription, within: Duration) -> Result<(), String> {
-        let endpoint = endpoint(&subscription.sink, broker::login(subscription))?;
+    async fn consent(
+        &self,
+        subscription: &Subscription,
+        _callback: &str,
+        within: Duration,
+    ) -> Handshake {
+        let endpoint = match endpoint(&subscription.sink, broker::login(subscription)) {
+            Ok(endpoint) => endpoint,
+            Err(why) => return Handshake::Failed(why),
+        };
         broker::consent(
             within,
             session::try_connect(&endpoint, self.networks(), self.tls()),

@@ -142,13 +142,13 @@ async fn fetch(
         .send()
         .await
         .map_err(|error| {
-            let why = crate::sink::describe(&error);
+            let why = super::describe(&error);
             format!("the token endpoint {url} could not be reached: {why}")
         })?;
     let status = response.status();
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(|error| {
-        let why = crate::sink::describe(&error);
+        let why = super::describe(&error);
         format!("reading the token endpoint's answer failed: {why}")
     })? {
         body.extend_from_slice(&chunk);
