@@ -662,14 +662,13 @@ async fn hub_on(
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    // The load generator takes one thread, like `wrk -t1`; the servers get the rest.
+    // The load generator takes one thread, like `wrk -t1`; the servers (the hub, the
+    // trivial axum server and the sinks alike) run on the runtime `knooppunt serve` has.
     let runtime = match cli.workload {
         Workload::Load { .. } => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?,
-        _ => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?,
+        _ => knooppunt_broker::runtime(None)?,
     };
     let outcome = runtime.block_on(async {
         match cli.workload {

@@ -78,9 +78,7 @@ pub(crate) fn run(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
              Kubernetes Service's links) are left alone."
         );
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let runtime = knooppunt_broker::runtime(config.server.worker_threads()?)
         .context("cannot start the async runtime")?;
     let served = runtime.block_on(serve(config, dev_no_auth));
     if let Some(provider) = traces {
@@ -150,7 +148,14 @@ async fn serve(config: Config, dev_no_auth: bool) -> anyhow::Result<()> {
     // Installed before the address is announced: a signal sent as soon as the hub listens
     // stops it cleanly instead of killing it.
     let stop = shutdown_signal()?;
-    tracing::info!(%address, scheme, store = %location, "Knooppunt is listening.");
+    let task_threads = tokio::runtime::Handle::current().metrics().num_workers();
+    tracing::info!(
+        %address,
+        scheme,
+        store = %location,
+        task_threads,
+        "Knooppunt is listening."
+    );
     knooppunt_broker::serve(listener, hub, stop).await?;
     tracing::info!("Knooppunt stopped.");
     Ok(())

@@ -44,6 +44,9 @@ pub(crate) struct ServerConfig {
     /// identifies no one on connections made after that.
     #[serde(deserialize_with = "super::list_or_commas")]
     pub(crate) tls_client_crl: Vec<PathBuf>,
+    /// Threads running the hub's tasks (1 to 1024); by default one for every CPU the hub
+    /// may use but one (at least one), which leaves the store's committer a CPU.
+    pub(crate) worker_threads: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -63,6 +66,7 @@ impl Default for ServerConfig {
             tls_key: None,
             tls_client_ca: None,
             tls_client_crl: Vec::new(),
+            worker_threads: None,
         }
     }
 }
@@ -98,6 +102,13 @@ pub(crate) struct IssuerConfig {
 }
 
 impl ServerConfig {
+    /// The threads running the hub's tasks, checked; `None`: the default.
+    pub(crate) fn worker_threads(&self) -> anyhow::Result<Option<usize>> {
+        self.worker_threads
+            .map(|threads| within("server.worker_threads", threads, 1..=1024))
+            .transpose()
+    }
+
     /// The bounds on inbound connections, checked.
     pub(crate) fn limits(&self) -> anyhow::Result<knooppunt_broker::ServerLimits> {
         let max_connections = within("server.max_connections", self.max_connections, 1..=100_000)?;
