@@ -663,7 +663,9 @@ async fn hub_on(
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // The load generator takes one thread, like `wrk -t1`; the servers (the hub, the
-    // trivial axum server and the sinks alike) run on the runtime `knooppunt serve` has.
+    // trivial axum server and the sinks alike) run on the runtime `knooppunt serve` has
+    // (`TOKIO_WORKER_THREADS` is not read: set threads for `knooppunt serve` in its
+    // configuration).
     let runtime = match cli.workload {
         Workload::Load { .. } => tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -48,13 +48,12 @@ pub fn runtime(worker_threads: Option<usize>) -> std::io::Result<tokio::runtime:
         .build()
 }
 
-/// One task thread for every CPU the process may use (its cgroup's quota counted) but one,
-/// and at least one: the embedded store's committer, which writes and syncs the log on a
-/// thread of its own, keeps a CPU the task threads do not crowd, and fewer task threads
-/// hand fewer wake-ups to each other. On 2 CPUs one task thread took 13-20% less CPU per
-/// event than two, at the same or a higher rate (docs/benchmarks-log.md, issue 61).
+/// One task thread for every CPU the process may use (its cgroup's quota counted), at least
+/// one. One thread fewer was measured on 2 CPUs (docs/benchmarks-log.md, issue 61): ingest
+/// 1.06x, delivery to one sink 0.83-0.93x; and with a single task thread one costly request
+/// (a long filter evaluation) would hold up every other principal's.
 pub fn default_worker_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |cpus| cpus.get().saturating_sub(1).max(1))
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// How the hub is served: the bounds on inbound connections and HTTPS. Not a rule of the

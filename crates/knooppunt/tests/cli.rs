@@ -449,18 +449,18 @@ fn json_logs_from_the_environment() {
     hub.terminate();
 }
 
-/// The hub's tasks run on one thread per CPU but one by default (at least one), or on
-/// `server.worker_threads`; the start-up log says how many, and a count outside 1 to 1024
-/// stops the hub with the key named.
+/// The hub's tasks run on one thread per CPU by default, or on `server.worker_threads`; the
+/// start-up log says how many, and a count outside 1 to 1024 stops the hub with the key
+/// named.
 #[test]
-fn the_task_threads_are_the_cpus_but_one_or_as_configured() {
+fn the_task_threads_are_the_cpus_or_as_configured() {
     let threads = |hub: &JsonLoggingHub| {
         let listening = hub.records.last().unwrap();
         listening["task_threads"].as_u64().unwrap()
     };
     let cpus = std::thread::available_parallelism().unwrap().get() as u64;
     let hub = JsonLoggingHub::start(&[]);
-    assert_eq!(threads(&hub), cpus.saturating_sub(1).max(1));
+    assert_eq!(threads(&hub), cpus);
     hub.terminate();
     let hub = JsonLoggingHub::start(&[("KNOOPPUNT_SERVER_WORKER_THREADS", "3")]);
     assert_eq!(threads(&hub), 3);

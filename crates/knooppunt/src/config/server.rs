@@ -45,7 +45,7 @@ pub(crate) struct ServerConfig {
     #[serde(deserialize_with = "super::list_or_commas")]
     pub(crate) tls_client_crl: Vec<PathBuf>,
     /// Threads running the hub's tasks (1 to 1024); by default one for every CPU the hub
-    /// may use but one (at least one), which leaves the store's committer a CPU.
+    /// may use.
     pub(crate) worker_threads: Option<usize>,
 }
 
