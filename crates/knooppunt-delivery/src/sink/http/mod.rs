@@ -188,7 +188,7 @@ impl Sink for Http {
         if !to.begins() {
             return Sent::Cut;
         }
-        let response = deliver(
+        let response = send(
             (&to.permit.client, &to.permit.target.url),
             to.subscription,
             &self.origin.1,
@@ -232,7 +232,7 @@ impl Sink for Http {
 }
 
 /// The `Authorization` header for a sink credential (client credentials: the token
-/// fetched for it, given to [`deliver`]).
+/// fetched for it, given to [`send`]).
 fn authorization(credential: &SinkCredential) -> Option<HeaderValue> {
     let value = match credential {
         SinkCredential::ClientCredentials { .. } => return None,
@@ -249,7 +249,7 @@ fn authorization(credential: &SinkCredential) -> Option<HeaderValue> {
 /// Sends one delivery to `sink` (the subscription's sink URL, parsed once for all its
 /// deliveries) and reports how it ended; `bearer` is the access token fetched for the
 /// subscription's client credentials.
-async fn deliver(
+async fn send(
     (client, sink): (&reqwest::Client, &reqwest::Url),
     subscription: &Subscription,
     origin: &HeaderValue,
