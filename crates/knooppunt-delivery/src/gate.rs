@@ -52,11 +52,18 @@ pub(crate) struct Cut {
 }
 
 impl Cut {
-    /// Whether work leased under `generation` may begin now: under a pass, only if no cut
-    /// came since (what was taken away never begins after the cut).
+    /// A pass, and whether work leased under `generation` may begin under it: only if no
+    /// cut came since (what was taken away never begins after the cut). Work that must
+    /// finish beginning before a cut goes on (a hand-out) keeps the pass that long.
+    pub(crate) fn enter(&self, generation: u64) -> (Pass<'_>, bool) {
+        let pass = self.gate.enter();
+        let uncut = self.generation.load(Ordering::SeqCst) == generation;
+        (pass, uncut)
+    }
+
+    /// [`Cut::enter`] for work that begins at once (an attempt's request going out).
     pub(crate) fn begins(&self, generation: u64) -> bool {
-        let _pass = self.gate.enter();
-        self.generation.load(Ordering::SeqCst) == generation
+        self.enter(generation).1
     }
 }
 

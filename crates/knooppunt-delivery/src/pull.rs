@@ -245,8 +245,8 @@ impl Deliverer {
                 record_once(self, change).await?;
             }
             if !handed.is_empty() {
-                let _handing = cut.gate.enter();
-                if cut.generation.load(std::sync::atomic::Ordering::SeqCst) != generation {
+                let (_handing, uncut) = cut.enter(generation);
+                if !uncut {
                     // Cut meanwhile: given back (gone if it was withdrawn), handed to nobody.
                     store.release(&subscription.id, &handed_leases).await?;
                     return Ok(Vec::new());
