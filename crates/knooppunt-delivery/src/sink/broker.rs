@@ -1,15 +1,15 @@
 //! What every broker protocol shares (MQTT in [`super::mqtt`], NATS in [`super::nats`], AMQP
 //! 1.0 in [`super::amqp`]): how a publication ended ([`Published`]), one connection task
 //! per endpoint and credentials ([`Sessions`]), dialling a broker through the hub's address
-//! check and trust store ([`dial`]), and a delivery or consent as the [`super::Sink`] trait
-//! has them ([`deliver`], [`consent`]).
+//! check and trust store ([`dial`]), and an event's message, delivery and consent as the
+//! [`super::Sink`] trait has them ([`encoded`], [`Sessions::deliver_to`], [`consent`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use knooppunt_store::{SinkCredential, Subscription};
+use knooppunt_store::{DeliveryMode, SinkCredential, StoredEvent, Subscription};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 
@@ -237,24 +237,55 @@ pub(crate) async fn consent(
     }
 }
 
-/// A delivery to a broker: once it may begin, the publication on the endpoint's
-/// connection (`publish`, given the time left), or why there is no endpoint.
-pub(crate) async fn deliver<E, F>(
-    to: To<'_>,
-    endpoint: Result<E, String>,
-    publish: impl FnOnce(E, Duration) -> F,
-) -> Sent
-where
-    F: Future<Output = Published>,
-{
-    let endpoint = match endpoint {
-        Ok(endpoint) => endpoint,
-        Err(why) => return Sent::Unsent(why),
-    };
-    if !to.begins() {
-        return Sent::Cut;
+impl<M: Send + 'static> Sessions<M> {
+    /// A delivery to a broker: once it may begin, `message` on the connection of `endpoint`
+    /// (keyed by `key`; its task `run`), the broker's answer awaited until the deadline; or
+    /// why there is no endpoint.
+    pub(crate) async fn deliver_to<E, R, F>(
+        &self,
+        to: To<'_>,
+        endpoint: Result<E, String>,
+        key: impl FnOnce(&E) -> String,
+        run: R,
+        message: M,
+    ) -> Sent
+    where
+        E: Clone,
+        R: Fn(E, Arc<SinkNetworks>, Arc<rustls::ClientConfig>, mpsc::Receiver<Request<M>>) -> F,
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let endpoint = match endpoint {
+            Ok(endpoint) => endpoint,
+            Err(why) => return Sent::Unsent(why),
+        };
+        if !to.begins() {
+            return Sent::Cut;
+        }
+        let key = key(&endpoint);
+        let start = |networks, tls, requests| run(endpoint.clone(), networks, tls, requests);
+        Sent::Answered(self.send(&key, start, message, to.within()).await.into())
     }
-    Sent::Answered(publish(endpoint, to.within()).await.into())
+}
+
+/// The event in structured or binary mode, the two modes every broker binding defines
+/// (`binary` and `structured` encode it); another mode is refused naming the `protocol`.
+pub(crate) fn encoded<T>(
+    subscription: &Subscription,
+    mode: DeliveryMode,
+    event: &StoredEvent,
+    protocol: &str,
+    binary: fn(&knooppunt_event::Event) -> T,
+    structured: fn(&str) -> T,
+) -> Result<T, String> {
+    match mode {
+        DeliveryMode::Binary => Ok(binary(&super::read_stored(&event.json)?.event)),
+        DeliveryMode::Structured => Ok(structured(&event.json)),
+        other => Err(format!(
+            "subscription `{}` delivers to {protocol} in mode {other:?}, which the {protocol} \
+             binding does not define: use `structured` or `binary`",
+            subscription.id
+        )),
+    }
 }
 
 /// Where and as whom the hub connects to a broker.

@@ -126,17 +126,14 @@ impl Sink for Sessions<Publication> {
     ) -> Result<Publication, String> {
         use knooppunt_event::binding::amqp as binding;
         let link = link_of(subscription)?;
-        let mut message = match mode {
-            DeliveryMode::Binary => binding::encode_binary(&super::read_stored(&event.json)?.event),
-            DeliveryMode::Structured => binding::encode_structured(&event.json),
-            other => {
-                return Err(format!(
-                    "subscription `{}` delivers to AMQP in mode {other:?}, which the AMQP \
-                     binding does not define: use `structured` or `binary`",
-                    subscription.id
-                ));
-            }
-        };
+        let mut message = broker::encoded(
+            subscription,
+            mode,
+            event,
+            "AMQP",
+            binding::encode_binary,
+            binding::encode_structured,
+        )?;
         if let Some(replay) = hop.replay {
             message.application_properties.push((
                 crate::REPLAY_HEADER.as_str().to_owned(),
@@ -148,12 +145,13 @@ impl Sink for Sessions<Publication> {
 
     async fn deliver(&self, to: To<'_>, publication: Publication) -> Sent {
         let endpoint = endpoint(&to.subscription.sink, broker::login(to.subscription));
-        broker::deliver(to, endpoint, |endpoint, within| async move {
-            let key = endpoint.key("amqp");
-            let start =
-                |networks, tls, requests| session::run(endpoint.clone(), networks, tls, requests);
-            self.send(&key, start, publication, within).await
-        })
+        self.deliver_to(
+            to,
+            endpoint,
+            |endpoint| endpoint.key("amqp"),
+            session::run,
+            publication,
+        )
         .await
     }
 

@@ -119,21 +119,6 @@ impl Endpoint {
 /// The hub's connections to MQTT brokers.
 pub(crate) type Brokers = Sessions<Publication>;
 
-impl Sessions<Publication> {
-    /// Publishes to the broker of `endpoint`, waiting up to `within` for its answer.
-    pub(crate) async fn publish_to(
-        &self,
-        endpoint: Endpoint,
-        publication: Publication,
-        within: Duration,
-    ) -> Published {
-        let key = endpoint.key();
-        let start =
-            |networks, tls, requests| session::run(endpoint.clone(), networks, tls, requests);
-        self.send(&key, start, publication, within).await
-    }
-}
-
 impl Sink for Sessions<Publication> {
     type Message = Publication;
 
@@ -159,15 +144,14 @@ impl Sink for Sessions<Publication> {
                     subscription.id
                 ));
             }
-            DeliveryMode::Binary => binding::encode_binary(&super::read_stored(&event.json)?.event),
-            DeliveryMode::Structured => binding::encode_structured(&event.json),
-            other => {
-                return Err(format!(
-                    "subscription `{}` delivers to MQTT in mode {other:?}, which the MQTT \
-                     binding does not define: use `structured` or `binary`",
-                    subscription.id
-                ));
-            }
+            _ => broker::encoded(
+                subscription,
+                mode,
+                event,
+                "MQTT",
+                binding::encode_binary,
+                binding::encode_structured,
+            )?,
         };
         let mut publication = Publication::new(settings, message);
         if let Some(replay) = hop.replay {
@@ -183,10 +167,8 @@ impl Sink for Sessions<Publication> {
 
     async fn deliver(&self, to: To<'_>, publication: Publication) -> Sent {
         let endpoint = Endpoint::of_subscription(to.subscription);
-        broker::deliver(to, endpoint, |endpoint, within| {
-            self.publish_to(endpoint, publication, within)
-        })
-        .await
+        self.deliver_to(to, endpoint, Endpoint::key, session::run, publication)
+            .await
     }
 
     async fn consent(
@@ -240,6 +222,20 @@ mod tests {
 #[cfg(test)]
 mod silent_broker {
     use super::*;
+
+    /// Publishes to the broker of `endpoint` (the connection a delivery would use),
+    /// waiting up to `within` for its answer.
+    async fn publish_to(
+        brokers: &Brokers,
+        endpoint: Endpoint,
+        publication: Publication,
+        within: Duration,
+    ) -> Published {
+        let key = endpoint.key();
+        let start =
+            |networks, tls, requests| session::run(endpoint.clone(), networks, tls, requests);
+        brokers.send(&key, start, publication, within).await
+    }
     use crate::sink::address::SinkNetworks;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -291,18 +287,26 @@ mod silent_broker {
                 payload: b"x".to_vec(),
             },
         };
-        let first = brokers
-            .publish_to(endpoint.clone(), publication(), Duration::from_millis(300))
-            .await;
+        let first = publish_to(
+            &brokers,
+            endpoint.clone(),
+            publication(),
+            Duration::from_millis(300),
+        )
+        .await;
         assert!(
             matches!(&first, Published::Failed(why) if why.contains("no acknowledgement")),
             "{first:?}"
         );
         // The ping a second later finds the abandoned message: the connection ends.
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        let _ = brokers
-            .publish_to(endpoint, publication(), Duration::from_millis(300))
-            .await;
+        let _ = publish_to(
+            &brokers,
+            endpoint,
+            publication(),
+            Duration::from_millis(300),
+        )
+        .await;
         assert_eq!(accepted.load(Ordering::SeqCst), 2, "connected again");
     }
 }

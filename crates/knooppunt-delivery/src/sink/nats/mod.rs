@@ -82,17 +82,14 @@ impl Sink for Sessions<Publication> {
         let ProtocolSettings::Nats(settings) = &subscription.protocol_settings else {
             return Err("the subscription is not one to a NATS server".into());
         };
-        let mut message = match mode {
-            DeliveryMode::Binary => binding::encode_binary(&super::read_stored(&event.json)?.event),
-            DeliveryMode::Structured => binding::encode_structured(&event.json),
-            other => {
-                return Err(format!(
-                    "subscription `{}` delivers to NATS in mode {other:?}, which the NATS \
-                     binding does not define: use `structured` or `binary`",
-                    subscription.id
-                ));
-            }
-        };
+        let mut message = broker::encoded(
+            subscription,
+            mode,
+            event,
+            "NATS",
+            binding::encode_binary,
+            binding::encode_structured,
+        )?;
         if let Some(replay) = hop.replay {
             message
                 .headers
@@ -107,12 +104,13 @@ impl Sink for Sessions<Publication> {
 
     async fn deliver(&self, to: To<'_>, publication: Publication) -> Sent {
         let endpoint = endpoint(&to.subscription.sink, broker::login(to.subscription));
-        broker::deliver(to, endpoint, |endpoint, within| async move {
-            let key = endpoint.key("nats");
-            let start =
-                |networks, tls, requests| session::run(endpoint.clone(), networks, tls, requests);
-            self.send(&key, start, publication, within).await
-        })
+        self.deliver_to(
+            to,
+            endpoint,
+            |endpoint| endpoint.key("nats"),
+            session::run,
+            publication,
+        )
         .await
     }
 
