@@ -463,13 +463,12 @@ fn commit(
             }
         };
         // On disk now: cached before their deliveries can be leased (filed below).
-        for filing in &mut group.filings {
-            if let Filing::Event(_, cached) = filing
-                && let Some(event) = cached.take()
-            {
-                shared.events.put(event);
-            }
-        }
+        shared
+            .events
+            .put(group.filings.iter_mut().filter_map(|filing| match filing {
+                Filing::Event(_, cached) => cached.take(),
+                Filing::Change { .. } => None,
+            }));
         let mut queues = shared.queues.write().expect("queues lock");
         for filing in &group.filings {
             let location = Location {

@@ -7,6 +7,7 @@
 //! delivery need not read it back from the log.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use knooppunt_store::StoreError;
@@ -15,7 +16,15 @@ use knooppunt_store::StoredEvent;
 /// What the cache may hold, in bytes of event JSON.
 const DEFAULT_BUDGET: usize = 32 * 1024 * 1024;
 
+/// An event being read: its first reader fills it, later ones wait on its lock.
 type Slot = Arc<Mutex<Option<Arc<StoredEvent>>>>;
+
+#[derive(Debug)]
+enum Entry {
+    /// Cached: handed out without a second lock.
+    Filled(Arc<StoredEvent>),
+    Reading(Slot),
+}
 
 #[derive(Debug)]
 pub(crate) struct EventCache {
@@ -25,19 +34,51 @@ pub(crate) struct EventCache {
 
 #[derive(Debug, Default)]
 struct Entries {
-    slots: HashMap<u64, Slot>,
+    slots: HashMap<u64, Entry, BuildHasherDefault<SeqBits>>,
     /// Filled slots, oldest first, with their sizes.
     order: VecDeque<(u64, usize)>,
     bytes: usize,
 }
 
+/// The map's hasher: sequence numbers are the hub's own, not a caller's, so a multiply
+/// spreads them well enough (SipHash cost more than the rest of a lookup).
+#[derive(Debug, Default)]
+struct SeqBits(u64);
+
+impl Hasher for SeqBits {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, seq: u64) {
+        self.0 = seq.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+fn size_of(event: &StoredEvent) -> usize {
+    event.json.len() + event.source.len() + event.id.len()
+}
+
 impl Entries {
-    /// Forgets the oldest filled entries while more than `budget` bytes are kept (the
-    /// newest stays, whatever its size).
-    fn evict(&mut self, budget: usize) {
+    /// Keeps `event` as filled and forgets the oldest filled entries while more than
+    /// `budget` bytes are kept (the newest stays, whatever its size); what it forgot goes
+    /// to `evicted`, to be dropped once the lock is released.
+    fn fill(&mut self, event: Arc<StoredEvent>, budget: usize, evicted: &mut Vec<Entry>) {
+        let (seq, size) = (event.seq, size_of(&event));
+        if let Some(old) = self.slots.insert(seq, Entry::Filled(event)) {
+            evicted.push(old);
+        }
+        self.order.push_back((seq, size));
+        self.bytes += size;
         while self.bytes > budget && self.order.len() > 1 {
             let (old, size) = self.order.pop_front().expect("not empty");
-            self.slots.remove(&old);
+            evicted.extend(self.slots.remove(&old));
             self.bytes -= size;
         }
     }
@@ -66,7 +107,14 @@ impl EventCache {
     ) -> Result<Arc<StoredEvent>, StoreError> {
         let slot = {
             let mut entries = self.inner.lock().expect("event cache lock");
-            Arc::clone(entries.slots.entry(seq).or_default())
+            match entries
+                .slots
+                .entry(seq)
+                .or_insert_with(|| Entry::Reading(Slot::default()))
+            {
+                Entry::Filled(event) => return Ok(Arc::clone(event)),
+                Entry::Reading(slot) => Arc::clone(slot),
+            }
         };
         let mut filled = slot.lock().expect("event slot lock");
         if let Some(event) = filled.as_ref() {
@@ -75,38 +123,41 @@ impl EventCache {
         let event = Arc::new(read()?);
         *filled = Some(Arc::clone(&event));
         drop(filled);
+        let mut evicted = Vec::new();
         let mut entries = self.inner.lock().expect("event cache lock");
-        let size = event.json.len() + event.source.len() + event.id.len();
-        entries.order.push_back((seq, size));
-        entries.bytes += size;
-        entries.evict(self.budget);
+        // Still the slot this read filled (a failed read's slot may have been forgotten
+        // and read again meanwhile): from now on it is handed out without its lock.
+        let ours =
+            matches!(entries.slots.get(&seq), Some(Entry::Reading(s)) if Arc::ptr_eq(s, &slot));
+        if ours {
+            entries.fill(Arc::clone(&event), self.budget, &mut evicted);
+        }
+        drop(entries);
+        drop(evicted);
         Ok(event)
     }
 
-    /// Keeps an event just written (its deliveries are about to read it), unless one with
-    /// its number is there already.
-    pub(crate) fn put(&self, event: Arc<StoredEvent>) {
+    /// Keeps events just written (their deliveries are about to read them), each unless
+    /// one with its number is there already.
+    pub(crate) fn put(&self, events: impl IntoIterator<Item = Arc<StoredEvent>>) {
+        let mut evicted = Vec::new();
         let mut entries = self.inner.lock().expect("event cache lock");
-        if entries.slots.contains_key(&event.seq) {
-            return;
+        for event in events {
+            if !entries.slots.contains_key(&event.seq) {
+                entries.fill(event, self.budget, &mut evicted);
+            }
         }
-        let (seq, size) = (
-            event.seq,
-            event.json.len() + event.source.len() + event.id.len(),
-        );
-        entries.slots.insert(seq, Arc::new(Mutex::new(Some(event))));
-        entries.order.push_back((seq, size));
-        entries.bytes += size;
-        entries.evict(self.budget);
+        drop(entries);
+        drop(evicted);
     }
 
     /// Forgets a slot whose read failed, so that it does not stay empty forever.
     pub(crate) fn forget_unfilled(&self, seq: u64) {
         let mut entries = self.inner.lock().expect("event cache lock");
-        let empty = entries
-            .slots
-            .get(&seq)
-            .is_some_and(|slot| slot.try_lock().is_ok_and(|s| s.is_none()));
+        let empty = match entries.slots.get(&seq) {
+            Some(Entry::Reading(slot)) => slot.try_lock().is_ok_and(|s| s.is_none()),
+            _ => false,
+        };
         if empty {
             entries.slots.remove(&seq);
         }
@@ -156,6 +207,24 @@ mod tests {
         let events: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
         assert_eq!(reads.load(Ordering::SeqCst), 1);
         assert!(events.iter().all(|e| Arc::ptr_eq(e, &events[0])));
+    }
+
+    #[test]
+    fn events_put_are_served_without_a_read_and_the_oldest_go_first() {
+        let cache = EventCache::with_budget(100);
+        let written: Vec<_> = (1..=3).map(|seq| Arc::new(event(seq, 40))).collect();
+        cache.put(written.iter().cloned());
+        assert_eq!(cache.len(), 2, "the oldest of three 40-byte events went");
+        let third = cache.get_or_read(3, || panic!("read a cached event")).unwrap();
+        assert!(Arc::ptr_eq(&third, &written[2]));
+        // Put again (a retried group): the cached one stays.
+        cache.put([Arc::new(event(3, 40))]);
+        let again = cache.get_or_read(3, || panic!("read a cached event")).unwrap();
+        assert!(Arc::ptr_eq(&again, &written[2]));
+        let first = cache.get_or_read(1, || Ok(event(1, 40))).unwrap();
+        assert_eq!(first.seq, 1);
+        let cached = cache.get_or_read(1, || panic!("read twice")).unwrap();
+        assert!(Arc::ptr_eq(&first, &cached), "a read event is handed out as filled");
     }
 
     #[test]
