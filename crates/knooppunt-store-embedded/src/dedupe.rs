@@ -3,8 +3,9 @@
 //! claims an event's identity in the same moment it is numbered, without touching the
 //! delivery queues; it is rebuilt from the log at open.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+
+use super::word_hash::WordMap;
 
 /// An event's identity (`source` and `id`) as a 128-bit keyed hash, in two words: what holds
 /// one is aligned to 8 bytes, not 16 as a `u128` would make it (an index entry of the
@@ -20,7 +21,7 @@ impl Identity {
 }
 
 impl Hash for Identity {
-    /// The map's hasher takes the low word as it is: it is already a keyed random hash.
+    /// The map hashes the low word alone: it is already a keyed random hash.
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_u64(self.0[1]);
     }
@@ -45,29 +46,6 @@ impl DedupeHasher {
     }
 }
 
-/// The map's own hasher: its keys are already keyed random hashes, so their low bits serve
-/// as they are.
-#[derive(Debug, Default)]
-struct KeyBits(u64);
-
-impl Hasher for KeyBits {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.0 ^= u64::from_le_bytes(word);
-        }
-    }
-
-    fn write_u64(&mut self, key: u64) {
-        self.0 = key;
-    }
-}
-
 /// The accepted events' identities: dedupe hash → (sequence number, accepted at). Those
 /// the log held at open are in a vector sorted by hash, with their sequence numbers alone
 /// (24 bytes each, where a map takes about 70 with its free slots: a day's events are all
@@ -76,7 +54,7 @@ impl Hasher for KeyBits {
 /// accepted since are in a map, which wins where both hold a hash (it is the later event).
 #[derive(Debug, Default)]
 pub(super) struct Dedupe {
-    accepted: HashMap<Identity, (u64, u64), BuildHasherDefault<KeyBits>>,
+    accepted: WordMap<Identity, (u64, u64)>,
     /// `(hash, seq)`, sorted by hash once the log is read; `seq` 0 (no event has it) marks
     /// an entry forgotten since.
     replayed: Vec<(Identity, u64)>,

@@ -9,12 +9,13 @@
 //! milliseconds, and keeping every written event as long as a read one cost ingest 5-7%
 //! of its CPU (a working set far beyond the processor's cache, freed on another thread).
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use knooppunt_store::StoreError;
 use knooppunt_store::StoredEvent;
+
+use super::word_hash::WordMap;
 
 /// What the cache may hold of events read from the log, in bytes of event JSON.
 const READ_BUDGET: usize = 32 * 1024 * 1024;
@@ -39,7 +40,7 @@ pub(crate) struct EventCache {
 
 #[derive(Debug, Default)]
 struct Entries {
-    slots: HashMap<u64, Entry, BuildHasherDefault<SeqBits>>,
+    slots: WordMap<u64, Entry>,
     read: Kept,
     written: Kept,
 }
@@ -50,27 +51,6 @@ struct Kept {
     order: VecDeque<(u64, usize)>,
     bytes: usize,
     budget: usize,
-}
-
-/// The map's hasher: sequence numbers are the hub's own, not a caller's, so a multiply
-/// spreads them well enough (SipHash cost more than the rest of a lookup).
-#[derive(Debug, Default)]
-struct SeqBits(u64);
-
-impl Hasher for SeqBits {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u64(&mut self, seq: u64) {
-        self.0 = seq.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
 }
 
 fn size_of(event: &StoredEvent) -> usize {
@@ -132,7 +112,7 @@ impl EventCache {
     pub(crate) fn with_budgets(read: usize, written: usize) -> EventCache {
         EventCache {
             inner: Mutex::new(Entries {
-                slots: HashMap::default(),
+                slots: WordMap::default(),
                 read: Kept::with_budget(read),
                 written: Kept::with_budget(written),
             }),

@@ -32,6 +32,7 @@ mod pending;
 mod queues;
 mod receipts;
 mod records;
+mod word_hash;
 
 use std::collections::BTreeMap;
 use std::path::Path;
