@@ -222,6 +222,10 @@ mod tests {
 #[cfg(test)]
 mod silent_broker {
     use super::*;
+    use crate::sink::address::SinkNetworks;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// Publishes to the broker of `endpoint` (the connection a delivery would use),
     /// waiting up to `within` for its answer.
@@ -236,10 +240,6 @@ mod silent_broker {
             |networks, tls, requests| session::run(endpoint.clone(), networks, tls, requests);
         brokers.send(&key, start, publication, within).await
     }
-    use crate::sink::address::SinkNetworks;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A broker that takes connections and messages but never acknowledges one: the
     /// attempts time out, and at the next ping the connection is given up and made again.
